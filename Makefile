@@ -1,0 +1,30 @@
+# agent-runner. `make test` is the test command (CI runs it via .ci/run).
+
+CARGO ?= cargo
+PREFIX ?= /usr/local
+
+.PHONY: build install test test-env lint sandbox-image demo bench clean
+
+build:
+	$(CARGO) build --release --locked
+
+install: build
+	install -D -m 755 target/release/agent-runner $(DESTDIR)$(PREFIX)/bin/agent-runner
+
+# Docker daemon + test worker image (installs and starts dockerd as root on Debian).
+test-env:
+	bash testdata/setup-docker.sh
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+test: test-env lint
+	$(CARGO) test --locked
+
+# The real worker image (Node + @openai/codex); needs a registry to build.
+sandbox-image:
+	docker build -t agent-runner-codex:latest sandbox
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,3 @@
+fn main() {
+    std::process::exit(agent_runner::cli::main());
+}

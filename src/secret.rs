@@ -1,0 +1,232 @@
+//! Secrets: values that must never be shown. `Secret` hides a value from `Debug`;
+//! `Redactor` replaces known secret values by `***` in any text we write (Task Note,
+//! logs, worker logs, result JSON, error messages).
+
+use std::fmt;
+use std::sync::RwLock;
+
+/// Replacement text for a secret value.
+pub const MASK: &str = "***";
+
+/// Values shorter than this are not masked in free text: masking every "1" or "yes"
+/// would garble notes and logs, and such values cannot be secrets worth the name.
+pub const MIN_MASKED_LEN: usize = 4;
+
+/// A secret value; `Debug` and `Display` print `***`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Self {
+        Secret(value)
+    }
+
+    /// The real value, for the few places that must hand it on (an HTTP header,
+    /// a child's environment).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(MASK)
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(MASK)
+    }
+}
+
+/// Masks a fixed set of secret values in text.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    /// Longest first, so a secret that contains another is masked whole.
+    patterns: Vec<String>,
+}
+
+impl Redactor {
+    pub fn new<'a>(secrets: impl IntoIterator<Item = &'a Secret>) -> Self {
+        let mut patterns: Vec<String> = Vec::new();
+        for secret in secrets {
+            let value = secret.expose();
+            if value.len() < MIN_MASKED_LEN {
+                continue;
+            }
+            patterns.push(value.to_string());
+            // The worker's JSONL carries text JSON-escaped; mask that spelling too.
+            let escaped = serde_json::to_string(value).unwrap_or_default();
+            let escaped = escaped.trim_matches('"');
+            if escaped != value {
+                patterns.push(escaped.to_string());
+            }
+        }
+        patterns.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        patterns.dedup();
+        Redactor { patterns }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// Length of the longest pattern; a streaming masker must hold back one byte less.
+    pub fn longest(&self) -> usize {
+        self.patterns.first().map_or(0, String::len)
+    }
+
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for pattern in &self.patterns {
+            if out.contains(pattern.as_str()) {
+                out = out.replace(pattern.as_str(), MASK);
+            }
+        }
+        out
+    }
+
+    /// Masks secrets in raw bytes (worker output need not be UTF-8).
+    pub fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        for pattern in &self.patterns {
+            out = replace_bytes(&out, pattern.as_bytes(), MASK.as_bytes());
+        }
+        out
+    }
+}
+
+fn replace_bytes(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    if needle.is_empty() || haystack.len() < needle.len() {
+        return haystack.to_vec();
+    }
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while let Some(offset) = haystack[i..].iter().position(|&b| b == needle[0]) {
+        let at = i + offset;
+        out.extend_from_slice(&haystack[i..at]);
+        if haystack[at..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i = at + needle.len();
+        } else {
+            out.push(haystack[at]);
+            i = at + 1;
+        }
+    }
+    out.extend_from_slice(&haystack[i..]);
+    out
+}
+
+/// Masks secrets in a byte stream that arrives in chunks: a secret split across two
+/// chunks is still masked, because the last `longest - 1` bytes are held back until
+/// the next chunk (or `finish`).
+#[derive(Debug)]
+pub struct StreamRedactor {
+    redactor: Redactor,
+    pending: Vec<u8>,
+}
+
+impl StreamRedactor {
+    pub fn new(redactor: Redactor) -> Self {
+        StreamRedactor {
+            redactor,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Feeds a chunk; returns the bytes that are safe to write now.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        if self.redactor.is_empty() {
+            return chunk.to_vec();
+        }
+        self.pending.extend_from_slice(chunk);
+        let masked = self.redactor.redact_bytes(&self.pending);
+        let keep = self.redactor.longest().saturating_sub(1).min(masked.len());
+        let cut = masked.len() - keep;
+        self.pending = masked[cut..].to_vec();
+        masked[..cut].to_vec()
+    }
+
+    /// The held-back tail, masked.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let rest = std::mem::take(&mut self.pending);
+        self.redactor.redact_bytes(&rest)
+    }
+}
+
+static GLOBAL: RwLock<Option<Redactor>> = RwLock::new(None);
+
+/// Sets the secrets masked in log lines and in messages printed by the binary.
+pub fn set_global(redactor: Redactor) {
+    if let Ok(mut global) = GLOBAL.write() {
+        *global = Some(redactor);
+    }
+}
+
+/// Masks the process-wide secrets in `text`.
+pub fn redact_global(text: &str) -> String {
+    match GLOBAL.read() {
+        Ok(global) => match global.as_ref() {
+            Some(redactor) => redactor.redact(text),
+            None => text.to_string(),
+        },
+        Err(_) => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quickcheck::quickcheck;
+
+    fn redactor(values: &[&str]) -> Redactor {
+        let secrets: Vec<Secret> = values.iter().map(|v| Secret::new(v.to_string())).collect();
+        Redactor::new(&secrets)
+    }
+
+    #[test]
+    fn masks_every_occurrence_and_the_json_spelling() {
+        let r = redactor(&["s3cr\"et-value"]);
+        assert_eq!(r.redact("a s3cr\"et-value b s3cr\"et-value"), "a *** b ***");
+        assert_eq!(r.redact(r#"{"x":"s3cr\"et-value"}"#), r#"{"x":"***"}"#);
+    }
+
+    #[test]
+    fn short_values_are_left_alone() {
+        let r = redactor(&["1", "abc"]);
+        assert!(r.is_empty());
+        assert_eq!(r.redact("123 abc"), "123 abc");
+    }
+
+    #[test]
+    fn debug_never_shows_the_value() {
+        let s = Secret::new("sk-live-123456".into());
+        assert_eq!(format!("{s:?} {s}"), "*** ***");
+    }
+
+    #[test]
+    fn stream_masks_secrets_split_across_chunks() {
+        let mut stream = StreamRedactor::new(redactor(&["TOPSECRET"]));
+        let mut out = stream.push(b"aaaTOP");
+        out.extend(stream.push(b"SEC"));
+        out.extend(stream.push(b"RETbbb"));
+        out.extend(stream.finish());
+        assert_eq!(out, b"aaa***bbb");
+    }
+
+    quickcheck! {
+        fn stream_equals_whole_text(chunks: Vec<Vec<u8>>) -> bool {
+            let r = redactor(&["abab", "SECRET"]);
+            let mut stream = StreamRedactor::new(r.clone());
+            let mut out = Vec::new();
+            let mut whole = Vec::new();
+            for chunk in &chunks {
+                whole.extend_from_slice(chunk);
+                out.extend(stream.push(chunk));
+            }
+            out.extend(stream.finish());
+            out == r.redact_bytes(&whole)
+        }
+    }
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Test environment: makes a Docker daemon reachable and builds the test worker image
+# `agent-runner-test-worker:latest` (FROM scratch: static busybox + testdata's fake
+# codex). Nothing is pulled: no image registry is needed.
+#
+# On a Debian machine where we are root, a missing daemon is installed (docker.io,
+# busybox-static) and started detached; its log is $AGENT_RUNNER_DOCKERD_LOG.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+image=${AGENT_RUNNER_TEST_IMAGE:-agent-runner-test-worker:latest}
+dockerd_log=${AGENT_RUNNER_DOCKERD_LOG:-/tmp/agent-runner-dockerd.log}
+
+say() { printf 'setup-docker: %s\n' "$*" >&2; }
+die() { printf 'setup-docker: error: %s\n' "$*" >&2; exit 1; }
+
+can_install() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+
+apt_install() {
+  say "installing $* with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q "$@" >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q "$@" >/dev/null; } \
+    || die "apt-get install $* failed"
+}
+
+static_busybox() {
+  local candidate
+  for candidate in /bin/busybox /usr/bin/busybox; do
+    [ -x "$candidate" ] || continue
+    # ldd exits 1 on a static binary; only its message tells.
+    case "$(LC_ALL=C ldd "$candidate" 2>&1 || true)" in
+      *"not a dynamic executable"*) echo "$candidate"; return 0 ;;
+    esac
+  done
+  return 1
+}
+
+ensure_daemon() {
+  if docker info >/dev/null 2>&1; then return 0; fi
+  if ! can_install; then
+    die "no Docker daemon is reachable (\`docker info\` failed). Start one (e.g. \`sudo systemctl start docker\`), or run this script as root on Debian to have it installed and started."
+  fi
+  command -v dockerd >/dev/null 2>&1 || apt_install docker.io
+  command -v docker >/dev/null 2>&1 || die "docker CLI missing after installing docker.io"
+  say "starting dockerd (log: $dockerd_log)"
+  # Detached and with its own output, so it does not hold the caller's pipes open.
+  setsid dockerd >"$dockerd_log" 2>&1 </dev/null &
+  local waited=0
+  until docker info >/dev/null 2>&1; do
+    sleep 1; waited=$((waited + 1))
+    if [ $waited -ge 60 ]; then
+      tail -n 20 "$dockerd_log" >&2 || true
+      die "dockerd did not answer within 60 s (log: $dockerd_log)"
+    fi
+  done
+  say "dockerd is up after ${waited}s"
+}
+
+ensure_image() {
+  local busybox
+  if ! busybox=$(static_busybox); then
+    can_install || die "a static busybox is needed to build $image: install busybox-static"
+    apt_install busybox-static
+    busybox=$(static_busybox) || die "no static busybox found after installing busybox-static"
+  fi
+  # Rebuild only when an input changed: the inputs' hash is kept as an image label.
+  local hash current
+  hash=$(cat "$here/worker-image/Dockerfile" "$here/worker-image/codex" "$busybox" | sha256sum | cut -c1-16)
+  current=$(docker image inspect -f '{{index .Config.Labels "agent-runner.test-image"}}' "$image" 2>/dev/null || true)
+  if [ "$current" = "$hash" ]; then return 0; fi
+  local context
+  context=$(mktemp -d)
+  trap 'rm -rf "$context"' RETURN
+  cp "$here/worker-image/Dockerfile" "$here/worker-image/codex" "$context/"
+  cp "$busybox" "$context/busybox"
+  chmod 755 "$context/codex" "$context/busybox"
+  say "building $image"
+  DOCKER_BUILDKIT=0 docker build -q --label "agent-runner.test-image=$hash" -t "$image" "$context" >/dev/null 2>"$context/build.err" \
+    || { cat "$context/build.err" >&2; die "docker build of $image failed"; }
+}
+
+ensure_daemon
+ensure_image

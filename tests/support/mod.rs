@@ -1,0 +1,159 @@
+//! Helpers shared by the integration tests: run the real binary, scratch directories.
+#![allow(dead_code)] // each test crate uses a different part of this module
+
+pub mod docker;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A scratch directory, removed on drop.
+pub struct Scratch {
+    pub path: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(name: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("agent-runner-{name}-{}", short_id()));
+        std::fs::create_dir_all(&path).unwrap();
+        Scratch {
+            path: std::fs::canonicalize(path).unwrap(),
+        }
+    }
+
+    /// Writes a file (creating parent directories); returns its path.
+    pub fn file(&self, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.path.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+pub fn short_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{}-{nanos:x}", std::process::id())
+}
+
+/// The agent-runner binary, run like a user would: arguments, stdin, environment, cwd.
+pub struct Run {
+    command: Command,
+    stdin: Vec<u8>,
+}
+
+impl Run {
+    pub fn new(args: &[&str]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-runner"));
+        command.args(args);
+        // Tests pass the variables they mean to; the developer's own must not leak in.
+        for var in [
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            "META_TIMEOUT_SEC",
+            "CODEX_API_KEY",
+            "RUST_LOG",
+        ] {
+            command.env_remove(var);
+        }
+        Run {
+            command,
+            stdin: Vec::new(),
+        }
+    }
+
+    pub fn stdin(mut self, bytes: impl AsRef<[u8]>) -> Self {
+        self.stdin = bytes.as_ref().to_vec();
+        self
+    }
+
+    pub fn env(mut self, name: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.command.env(name, value);
+        self
+    }
+
+    pub fn cwd(mut self, dir: &Path) -> Self {
+        self.command.current_dir(dir);
+        self
+    }
+
+    pub fn spawn(mut self) -> std::process::Child {
+        self.command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = self.command.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let bytes = std::mem::take(&mut self.stdin);
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+        child
+    }
+
+    pub fn output(self) -> Outcome {
+        Outcome::from(self.spawn().wait_with_output().unwrap())
+    }
+}
+
+/// What the binary did.
+#[derive(Debug)]
+pub struct Outcome {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Outcome {
+    fn from(o: Output) -> Self {
+        Outcome {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl Outcome {
+    /// Asserts the exit code, showing all output when it is wrong.
+    pub fn code(&self, expected: i32) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(expected),
+            "exit code; stdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    pub fn stderr_has(&self, text: &str) -> &Self {
+        assert!(
+            self.stderr.contains(text),
+            "stderr lacks {text:?}:\n{}",
+            self.stderr
+        );
+        self
+    }
+
+    pub fn stdout_has(&self, text: &str) -> &Self {
+        assert!(
+            self.stdout.contains(text),
+            "stdout lacks {text:?}:\n{}",
+            self.stdout
+        );
+        self
+    }
+}

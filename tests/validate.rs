@@ -1,0 +1,159 @@
+//! `agent-runner validate` driven as a user would: YAML on stdin, result on stdout,
+//! errors on stderr with exit code 1.
+
+mod support;
+
+use support::{Run, Scratch};
+
+const KEY: &str = "sk-validate-test-0123456789";
+
+fn validate(dir: &Scratch, yaml: &str) -> support::Outcome {
+    Run::new(&["validate"])
+        .cwd(&dir.path)
+        .env("OPENAI_API_KEY", KEY)
+        .stdin(yaml)
+        .output()
+}
+
+#[test]
+fn seed_spec_v1_example_validates() {
+    let dir = Scratch::new("seed-v1");
+    dir.file("docs/TASK-123.md", "# ユーザ登録 API\n");
+    let out = validate(&dir, include_str!("../testdata/seeds/spec-v1-full.yaml"));
+    out.code(0)
+        .stdout_has("id: TASK-123")
+        .stdout_has("title: ユーザ登録 API の実装")
+        .stdout_has(&format!("repo: {}", dir.path.display()))
+        .stdout_has("command: npm test")
+        .stdout_has("model: gpt-5.1\n")
+        .stdout_has("docker_image: agent-runner-codex:latest");
+    assert!(!out.stdout.contains(KEY));
+}
+
+#[test]
+fn seed_data_flow_example_validates() {
+    let dir = Scratch::new("seed-flow");
+    dir.file("docs/prd.md", "Implement the API.\n");
+    validate(&dir, include_str!("../testdata/seeds/data-flow.yaml"))
+        .code(0)
+        .stdout_has("title: Implement API")
+        .stdout_has("max_loops: 5")
+        .stdout_has("chars: 19");
+}
+
+#[test]
+fn seed_task_config_example_validates() {
+    let dir = Scratch::new("seed-taskconfig");
+    // The seed's root_dir is a placeholder; point it at a real directory.
+    let yaml = include_str!("../testdata/seeds/task-config.yaml")
+        .replace("/path/to/workspace", &dir.path.display().to_string());
+    validate(&dir, &yaml)
+        .code(0)
+        .stdout_has("shape: task-config")
+        .stdout_has("id: golden-todo-001")
+        .stdout_has("model: gpt-4.1")
+        .stdout_has("temperature: 0.2")
+        .stdout_has("start: |\n      TODO アプリを作成して。");
+}
+
+#[test]
+fn unknown_key_exits_1_with_path_position_and_suggestion() {
+    let dir = Scratch::new("unknown-key");
+    let out = validate(
+        &dir,
+        "version: 1\ntask:\n  prd: {text: x}\nrunner:\n  meta:\n    max_loop: 3\n",
+    );
+    out.code(1)
+        .stderr_has("error: runner.meta.max_loop: unknown key (line 6, column 5)")
+        .stderr_has("hint: did you mean `max_loops`?");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn malformed_documents_exit_1_with_a_reason() {
+    let dir = Scratch::new("malformed");
+    let cases: &[(&[u8], &str)] = &[
+        (b"", "error: stdin: expected a YAML mapping"),
+        (b"\xff\xfe\x00", "error: stdin: not valid UTF-8 (invalid byte at line 1, column 1)"),
+        (b"version: 1\nx: \xc3\n", "not valid UTF-8 (invalid byte at line 2, column 4)"),
+        (b"- a\n- b\n", "(got a list)"),
+        (b"42", "(got number 42)"),
+        (b"version: 1\n---\nversion: 1\n", "several YAML documents"),
+        (b"version: 1\ntask: [\n", "error: stdin: invalid YAML"),
+        (b"version: 1\ntask: {prd: {text: x}, id: 'a b'}\n", "error: task.id: must be"),
+        (b"version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {env: {K: 'env:AGENT_RUNNER_UNSET_VAR'}}}\n",
+         "error: runner.worker.env.K: environment variable AGENT_RUNNER_UNSET_VAR is not set"),
+    ];
+    for (input, expected) in cases {
+        let out = Run::new(&["validate"])
+            .cwd(&dir.path)
+            .env("OPENAI_API_KEY", KEY)
+            .stdin(input)
+            .output();
+        out.code(1).stderr_has(expected);
+    }
+}
+
+#[test]
+fn alias_bomb_is_refused_quickly() {
+    let dir = Scratch::new("bomb");
+    let mut yaml = String::from(
+        "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
+    let mut prev = 'a';
+    for name in 'b'..='i' {
+        let refs = vec![format!("*{prev}"); 9].join(",");
+        yaml.push_str(&format!("{name}: &{name} [{refs}]\n"));
+        prev = name;
+    }
+    validate(&dir, &yaml).code(1).stderr_has("alias");
+}
+
+#[test]
+fn large_documents_are_bounded() {
+    let dir = Scratch::new("large");
+    let prd = "x".repeat(10 << 20);
+    validate(
+        &dir,
+        &format!("version: 1\ntask:\n  prd:\n    text: {prd}\n"),
+    )
+    .code(0)
+    .stdout_has(&format!("chars: {}", 10 << 20));
+    let huge = "#".repeat(17 << 20);
+    validate(&dir, &huge)
+        .code(1)
+        .stderr_has("larger than 16777216 bytes");
+}
+
+#[test]
+fn secrets_never_reach_stdout_or_stderr() {
+    let dir = Scratch::new("secrets");
+    let yaml = "version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {env: {CODEX_API_KEY: 'env:MY_CODEX_KEY'}}}\n";
+    let out = Run::new(&["validate"])
+        .cwd(&dir.path)
+        .env("OPENAI_API_KEY", KEY)
+        .env("MY_CODEX_KEY", "codex-sentinel-98765")
+        .stdin(yaml)
+        .output();
+    out.code(0)
+        .stdout_has("CODEX_API_KEY: '*** (env:MY_CODEX_KEY)'");
+    for text in [&out.stdout, &out.stderr] {
+        assert!(
+            !text.contains(KEY) && !text.contains("codex-sentinel-98765"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    Run::new(&["frobnicate"])
+        .output()
+        .code(2)
+        .stderr_has("unrecognized subcommand");
+    Run::new(&[]).output().code(2);
+    Run::new(&["--version"])
+        .output()
+        .code(0)
+        .stdout_has("agent-runner 0.1.0");
+}
