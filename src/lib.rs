@@ -7,6 +7,9 @@
 pub mod cli;
 pub mod error;
 pub mod logging;
+pub mod process;
 pub mod secret;
+pub mod sys;
 pub mod task;
 pub mod timestamp;
+pub mod worker;

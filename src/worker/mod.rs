@@ -1,0 +1,98 @@
+//! The Worker side: a sandbox (one Docker container per task) in which the Codex CLI
+//! runs and the task's tests run, and the records those runs leave.
+
+pub mod codex;
+pub mod docker;
+pub mod git;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::task::TestSpec;
+use crate::timestamp::Timestamp;
+use codex::{RunOutcome, Transcript};
+use git::GitState;
+
+/// One worker (codex) run.
+#[derive(Debug, Clone)]
+pub struct WorkerRun {
+    /// 1-based; also the loop number.
+    pub number: u32,
+    pub started: Timestamp,
+    pub finished: Timestamp,
+    pub duration: Duration,
+    /// Exit status of `codex` (through `docker exec`), if it exited.
+    pub exit_code: Option<i32>,
+    pub outcome: RunOutcome,
+    /// The final agent message, or what went wrong.
+    pub summary: String,
+    pub transcript: Transcript,
+    /// Full output (stdout and stderr as they came), secrets masked.
+    pub log_path: PathBuf,
+    pub output_bytes: u64,
+    pub output_tail: String,
+    /// Repository state before and after, when the repo is a git work tree.
+    pub git_before: Option<GitState>,
+    pub git_after: Option<GitState>,
+    /// After the run was stopped: processes still alive in the container (0 when
+    /// the stop worked); None when it did not need stopping.
+    pub leftover_processes: Option<u32>,
+}
+
+impl WorkerRun {
+    pub fn id(&self) -> String {
+        format!("run-{}", self.number)
+    }
+}
+
+/// One run of the task's test command.
+#[derive(Debug, Clone)]
+pub struct TestRun {
+    pub number: u32,
+    pub command: String,
+    pub cwd: String,
+    pub started: Timestamp,
+    pub duration: Duration,
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub interrupted: bool,
+    pub output_tail: String,
+    pub log_path: PathBuf,
+}
+
+impl TestRun {
+    /// Exited 0 within its time limit.
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && !self.interrupted
+    }
+}
+
+/// The sandbox could not do its job (docker missing, daemon down, image unusable,
+/// container gone). Unlike a failed worker run, this ends the task.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SandboxError {
+    #[error("docker CLI not found: {0}")]
+    DockerMissing(String),
+    #[error("docker daemon not reachable: {0}")]
+    DaemonUnreachable(String),
+    #[error("docker image {image} is not available: {detail}")]
+    ImageMissing { image: String, detail: String },
+    #[error("`{command}` failed: {detail}")]
+    Docker { command: String, detail: String },
+    #[error("{0}")]
+    Io(String),
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// Where worker and test commands run. The runner is generic over it so its state
+/// machine can be tested with an in-memory fake.
+pub trait Sandbox {
+    /// Runs the worker once with `prompt`. Worker failures are in the returned record.
+    fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError>;
+    /// Runs the task's test command.
+    fn run_test(&mut self, number: u32, test: &TestSpec) -> Result<TestRun, SandboxError>;
+    /// Removes everything the sandbox started; safe to call more than once. Returns
+    /// how long removing the container took, if there was one.
+    fn shutdown(&mut self) -> Option<Duration>;
+}
