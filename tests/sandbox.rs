@@ -389,6 +389,6 @@ fn sweep_removes_containers_of_dead_owners_only() {
     let left = containers_labelled("agent-runner.task", &id);
     // Another test's sweep may have got there first; either way it is gone.
     assert!(removed.contains(&orphan) || !left.contains(&orphan));
-    assert_eq!(left, [owned.clone()]);
+    assert_eq!(left, std::slice::from_ref(&owned));
     docker(&["rm", "-f", &owned]);
 }
