@@ -5,8 +5,10 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod cli;
+pub mod context;
 pub mod error;
 pub mod logging;
+pub mod meta;
 pub mod process;
 pub mod secret;
 pub mod sys;

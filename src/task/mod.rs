@@ -784,3 +784,18 @@ fn worker_settings(raw: RawWorker, host: &Host) -> Result<WorkerSettings, InputE
 
 #[cfg(test)]
 mod tests;
+
+/// A valid task for unit tests elsewhere: inline PRD, `extra` appended to the YAML.
+#[cfg(test)]
+pub(crate) fn test_task(extra: &str) -> Task {
+    let yaml = format!("version: 1\ntask:\n  id: unit\n  prd:\n    text: Make it work.\n{extra}");
+    let var = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-unit-test-key".to_string());
+    parse(
+        &yaml,
+        &Host {
+            var: &var,
+            cwd: &std::env::temp_dir(),
+        },
+    )
+    .expect("test task is valid")
+}

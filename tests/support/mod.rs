@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test crate uses a different part of this module
 
 pub mod docker;
+pub mod fake_openai;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

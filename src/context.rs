@@ -1,0 +1,207 @@
+//! The state of a running task: where it is in the state machine, the acceptance
+//! criteria, and every Meta call, worker run and test run so far. The Task Note and
+//! the result JSON are written from it.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::meta::{Assessment, MetaCall};
+use crate::task::Task;
+use crate::timestamp::Timestamp;
+use crate::worker::{TestRun, WorkerRun};
+
+/// States of a task (SPEC §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    Pending,
+    Planning,
+    Running,
+    Validating,
+    Complete,
+    Failed,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Pending => "PENDING",
+            TaskState::Planning => "PLANNING",
+            TaskState::Running => "RUNNING",
+            TaskState::Validating => "VALIDATING",
+            TaskState::Complete => "COMPLETE",
+            TaskState::Failed => "FAILED",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, TaskState::Complete | TaskState::Failed)
+    }
+
+    /// The edges of the state machine. Any live state may fail; terminal states
+    /// have no way out.
+    pub fn can_go_to(self, next: TaskState) -> bool {
+        use TaskState::*;
+        match (self, next) {
+            (Complete | Failed, _) => false,
+            (_, Failed) => true,
+            (Pending, Planning) | (Planning, Running) | (Running, Validating) => true,
+            (Validating, Running) | (Validating, Complete) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An acceptance criterion planned by Meta.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Criterion {
+    pub id: String,
+    pub description: String,
+    pub passed: bool,
+}
+
+/// One state change.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    pub from: TaskState,
+    pub to: TaskState,
+    pub at: Timestamp,
+    pub reason: String,
+}
+
+/// A transition the state machine does not have; a bug if it ever happens.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid state transition {from} → {to}")]
+pub struct InvalidTransition {
+    pub from: TaskState,
+    pub to: TaskState,
+}
+
+/// Everything known about a task while and after it runs.
+#[derive(Debug, Clone)]
+pub struct TaskContext {
+    pub task: Task,
+    pub state: TaskState,
+    pub started: Timestamp,
+    pub finished: Option<Timestamp>,
+    pub criteria: Vec<Criterion>,
+    pub meta_calls: Vec<MetaCall>,
+    pub worker_runs: Vec<WorkerRun>,
+    pub test_runs: Vec<TestRun>,
+    /// The latest completion assessment.
+    pub assessment: Option<Assessment>,
+    pub transitions: Vec<Transition>,
+    /// Iterations of RUNNING → VALIDATING so far (bounded by `max_loops`).
+    pub loops: u32,
+    /// Why the task failed, when it did.
+    pub failure: Option<String>,
+    pub interrupted: bool,
+    /// How long removing the container took.
+    pub teardown: Option<Duration>,
+}
+
+impl TaskContext {
+    pub fn new(task: Task) -> Self {
+        TaskContext {
+            task,
+            state: TaskState::Pending,
+            started: Timestamp::now(),
+            finished: None,
+            criteria: Vec::new(),
+            meta_calls: Vec::new(),
+            worker_runs: Vec::new(),
+            test_runs: Vec::new(),
+            assessment: None,
+            transitions: Vec::new(),
+            loops: 0,
+            failure: None,
+            interrupted: false,
+            teardown: None,
+        }
+    }
+
+    /// Moves to `to`, recording why. Entering FAILED records `reason` as the failure.
+    pub fn transition(
+        &mut self,
+        to: TaskState,
+        reason: impl Into<String>,
+    ) -> Result<(), InvalidTransition> {
+        let from = self.state;
+        if !from.can_go_to(to) {
+            return Err(InvalidTransition { from, to });
+        }
+        let reason = reason.into();
+        log::info!(
+            "state {from} → {to}{}",
+            if reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {reason}")
+            }
+        );
+        if to == TaskState::Failed {
+            self.failure = Some(reason.clone());
+        }
+        if to.is_terminal() {
+            self.finished = Some(Timestamp::now());
+        }
+        self.transitions.push(Transition {
+            from,
+            to,
+            at: Timestamp::now(),
+            reason,
+        });
+        self.state = to;
+        Ok(())
+    }
+
+    pub fn last_worker_run(&self) -> Option<&WorkerRun> {
+        self.worker_runs.last()
+    }
+
+    pub fn last_test_run(&self) -> Option<&TestRun> {
+        self.test_runs.last()
+    }
+
+    /// Wall time from start to finish (or to now while running).
+    pub fn duration(&self) -> Duration {
+        self.finished
+            .unwrap_or_else(Timestamp::now)
+            .since(self.started)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TaskState::*;
+    use super::*;
+
+    #[test]
+    fn edges_match_the_spec() {
+        let all = [Pending, Planning, Running, Validating, Complete, Failed];
+        let allowed: Vec<(TaskState, TaskState)> = all
+            .iter()
+            .flat_map(|&a| all.iter().map(move |&b| (a, b)))
+            .filter(|(a, b)| a.can_go_to(*b))
+            .collect();
+        assert_eq!(
+            allowed,
+            [
+                (Pending, Planning),
+                (Pending, Failed),
+                (Planning, Running),
+                (Planning, Failed),
+                (Running, Validating),
+                (Running, Failed),
+                (Validating, Running),
+                (Validating, Complete),
+                (Validating, Failed),
+            ]
+        );
+    }
+}

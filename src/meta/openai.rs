@@ -1,0 +1,305 @@
+//! OpenAI Chat Completions over ureq: `POST {base_url}/chat/completions` with a bearer
+//! key. Transient faults (5xx, 429, timeouts, connection errors) are retried up to 3
+//! times with backoff 1 s, 2 s, 4 s (`Retry-After` honoured, capped at 60 s); other
+//! 4xx fail at once with the API's own message. The key goes in the header only.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{BackendError, ChatBackend, ChatMessage, Completion, MetaError};
+use crate::secret::Secret;
+use crate::sys;
+use crate::timestamp::human;
+
+/// Retries after the first attempt.
+pub const MAX_RETRIES: u32 = 3;
+/// Longest `Retry-After` we wait.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// Environment variable: backoff base in milliseconds (default 1000). Tests shorten it.
+pub const BACKOFF_ENV: &str = "AGENT_RUNNER_META_BACKOFF_MS";
+/// Largest response body read.
+const MAX_BODY: u64 = 8 << 20;
+const TICK: Duration = Duration::from_millis(50);
+
+/// The OpenAI Chat Completions backend.
+pub struct OpenAiChat {
+    agent: ureq::Agent,
+    url: String,
+    model: String,
+    temperature: Option<f64>,
+    key: Secret,
+    backoff_base: Duration,
+}
+
+impl OpenAiChat {
+    /// `base_url` without the `/chat/completions` part; `timeout` bounds each request.
+    pub fn new(
+        base_url: &str,
+        model: &str,
+        temperature: Option<f64>,
+        key: Secret,
+        timeout: Duration,
+    ) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .user_agent(concat!("agent-runner/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        let backoff_ms = std::env::var(BACKOFF_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000);
+        OpenAiChat {
+            agent,
+            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            model: model.to_string(),
+            temperature,
+            key,
+            backoff_base: Duration::from_millis(backoff_ms),
+        }
+    }
+
+    /// Sets the backoff base (waits are base, 2 × base, 4 × base).
+    pub fn with_backoff(mut self, base: Duration) -> Self {
+        self.backoff_base = base;
+        self
+    }
+
+    fn body(&self, messages: &[ChatMessage]) -> Vec<u8> {
+        let mut body = json!({ "model": self.model, "messages": messages });
+        if let Some(t) = self.temperature {
+            body["temperature"] = json!(t);
+        }
+        body.to_string().into_bytes()
+    }
+
+    /// One HTTP request, on its own thread so an interrupt need not wait for it.
+    fn send(&self, body: &[u8]) -> Result<Answer, Fault> {
+        let (tx, rx) = mpsc::channel();
+        let agent = self.agent.clone();
+        let url = self.url.clone();
+        let auth = format!("Bearer {}", self.key.expose());
+        let body = body.to_vec();
+        std::thread::spawn(move || {
+            let _ = tx.send(request(&agent, &url, &auth, body));
+        });
+        loop {
+            match rx.recv_timeout(TICK) {
+                Ok(result) => return result,
+                Err(mpsc::RecvTimeoutError::Timeout) if sys::interrupted() => {
+                    return Err(Fault::Interrupted);
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(Fault::Fatal("the HTTP request thread died".into()));
+                }
+            }
+        }
+    }
+}
+
+/// A response worth reading: its status, `Retry-After` and body.
+struct Answer {
+    status: u16,
+    retry_after: Option<u64>,
+    body: String,
+}
+
+enum Fault {
+    /// Worth another attempt (timeout, connection error).
+    Transient(String),
+    Fatal(String),
+    Interrupted,
+}
+
+fn request(agent: &ureq::Agent, url: &str, auth: &str, body: Vec<u8>) -> Result<Answer, Fault> {
+    let mut response = agent
+        .post(url)
+        .header("Authorization", auth)
+        .header("Content-Type", "application/json")
+        .send(body)
+        .map_err(|e| transport_fault(url, e))?;
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok());
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(MAX_BODY)
+        .read_to_string()
+        .map_err(|e| transport_fault(url, e))?;
+    Ok(Answer {
+        status,
+        retry_after,
+        body,
+    })
+}
+
+fn transport_fault(url: &str, e: ureq::Error) -> Fault {
+    match e {
+        ureq::Error::Timeout(_) => Fault::Transient(format!("POST {url}: timed out")),
+        ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => {
+            Fault::Transient(format!("POST {url}: {e}"))
+        }
+        other => Fault::Fatal(format!("POST {url}: {other}")),
+    }
+}
+
+/// The API's own error message (`{"error": {"message": ...}}`), else the body's start.
+fn api_message(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| crate::worker::codex::cut(body.trim(), 300))
+}
+
+/// `choices[0].message.content`; an absent or null content is an empty reply (which
+/// then fails the reply checks and is asked again).
+fn content(body: &str) -> Result<String, String> {
+    let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
+        format!(
+            "the response is not JSON ({e}): {}",
+            crate::worker::codex::cut(body, 200)
+        )
+    })?;
+    let choice = value["choices"]
+        .get(0)
+        .ok_or("the response has no choices")?;
+    Ok(choice["message"]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string())
+}
+
+/// Waits `d`, or less if interrupted; false when interrupted.
+fn pause(d: Duration) -> bool {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        if sys::interrupted() {
+            return false;
+        }
+        std::thread::sleep(TICK.min(until.saturating_duration_since(Instant::now())));
+    }
+    !sys::interrupted()
+}
+
+impl ChatBackend for OpenAiChat {
+    fn complete(&mut self, messages: &[ChatMessage]) -> Result<Completion, BackendError> {
+        let body = self.body(messages);
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let fail = |error: MetaError| BackendError { error, attempts };
+            let (problem, retry_after) = match self.send(&body) {
+                Ok(answer) if (200..300).contains(&answer.status) => {
+                    return content(&answer.body)
+                        .map(|text| Completion { text, attempts })
+                        .map_err(|e| fail(MetaError::Failed(format!("POST {}: {e}", self.url))));
+                }
+                Ok(answer) if answer.status == 429 || answer.status >= 500 => (
+                    format!(
+                        "HTTP {} from POST {}: {}",
+                        answer.status,
+                        self.url,
+                        api_message(&answer.body)
+                    ),
+                    answer.retry_after.map(Duration::from_secs),
+                ),
+                Ok(answer) => {
+                    return Err(fail(MetaError::Failed(format!(
+                        "HTTP {} from POST {}: {}",
+                        answer.status,
+                        self.url,
+                        api_message(&answer.body)
+                    ))));
+                }
+                Err(Fault::Transient(problem)) => (problem, None),
+                Err(Fault::Fatal(problem)) => return Err(fail(MetaError::Failed(problem))),
+                Err(Fault::Interrupted) => return Err(fail(MetaError::Interrupted)),
+            };
+            if attempts > MAX_RETRIES {
+                return Err(fail(MetaError::Failed(format!(
+                    "{problem} (gave up after {attempts} attempts)"
+                ))));
+            }
+            let wait = retry_after
+                .map(|d| d.min(MAX_RETRY_AFTER))
+                .unwrap_or(self.backoff_base * 2u32.pow(attempts - 1));
+            log::warn!("meta: {problem}; retrying in {}", human(wait));
+            if !pause(wait) {
+                return Err(fail(MetaError::Interrupted));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_message_prefers_the_error_field() {
+        assert_eq!(
+            api_message(r#"{"error":{"message":"Incorrect API key provided"}}"#),
+            "Incorrect API key provided"
+        );
+        assert_eq!(
+            api_message("  <html>bad gateway</html> "),
+            "<html>bad gateway</html>"
+        );
+    }
+
+    #[test]
+    fn content_reads_the_first_choice() {
+        assert_eq!(
+            content(r#"{"choices":[{"message":{"content":"type: x"}}]}"#),
+            Ok("type: x".into())
+        );
+        assert_eq!(
+            content(r#"{"choices":[{"message":{"content":null}}]}"#),
+            Ok(String::new())
+        );
+        assert!(content(r#"{"choices":[]}"#).is_err());
+        assert!(
+            content("nope")
+                .unwrap_err()
+                .starts_with("the response is not JSON")
+        );
+    }
+
+    #[test]
+    fn temperature_is_sent_only_when_set() {
+        let messages = [ChatMessage {
+            role: "user",
+            content: "hi".into(),
+        }];
+        let chat = OpenAiChat::new(
+            "http://127.0.0.1:1/v1/",
+            "m",
+            None,
+            Secret::new("k".into()),
+            Duration::from_secs(1),
+        );
+        assert_eq!(chat.url, "http://127.0.0.1:1/v1/chat/completions");
+        let body: serde_json::Value = serde_json::from_slice(&chat.body(&messages)).unwrap();
+        assert_eq!(
+            body,
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        );
+        let chat = OpenAiChat::new(
+            "http://x/v1",
+            "m",
+            Some(0.2),
+            Secret::new("k".into()),
+            Duration::from_secs(1),
+        );
+        let body: serde_json::Value = serde_json::from_slice(&chat.body(&messages)).unwrap();
+        assert_eq!(body["temperature"], json!(0.2));
+    }
+}

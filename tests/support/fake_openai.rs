@@ -1,0 +1,197 @@
+//! A fake OpenAI Chat Completions server on 127.0.0.1: a std TcpListener thread that
+//! answers each request with the next scripted response and records what it got.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+    /// Wait this long before answering (to provoke client timeouts).
+    pub delay: Duration,
+}
+
+impl Answer {
+    /// 200 with a chat completion whose message content is `content`.
+    pub fn chat(content: &str) -> Self {
+        let body = serde_json::json!({
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        });
+        Answer {
+            status: 200,
+            headers: vec![],
+            body: body.to_string(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// An error status with an OpenAI-style error body.
+    pub fn error(status: u16, message: &str) -> Self {
+        let body = serde_json::json!({"error": {"message": message, "type": "test"}});
+        Answer {
+            status,
+            headers: vec![],
+            body: body.to_string(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn delayed(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+}
+
+/// A request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub at: Instant,
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).expect("request body is JSON")
+    }
+
+    /// Content of message `n` of the request.
+    pub fn message(&self, n: usize) -> String {
+        self.json()["messages"][n]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    pub fn roles(&self) -> Vec<String> {
+        self.json()["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+pub struct FakeOpenAi {
+    pub url: String,
+    answers: Arc<Mutex<Vec<Answer>>>,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl FakeOpenAi {
+    /// Starts the server; answers are used in order (then 599 "script exhausted").
+    pub fn start(answers: Vec<Answer>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let answers = Arc::new(Mutex::new(answers.into_iter().rev().collect::<Vec<_>>()));
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let (a, r) = (answers.clone(), received.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (a, r) = (a.clone(), r.clone());
+                std::thread::spawn(move || serve(stream, &a, &r));
+            }
+        });
+        FakeOpenAi {
+            url,
+            answers,
+            received,
+        }
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// Answers not used yet.
+    pub fn left(&self) -> usize {
+        self.answers.lock().unwrap().len()
+    }
+}
+
+fn serve(stream: TcpStream, answers: &Mutex<Vec<Answer>>, received: &Mutex<Vec<Received>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut stream = stream;
+    // Several requests may come over one connection.
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let at = Instant::now();
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or_default().to_string();
+        let path = parts.next().unwrap_or_default().to_string();
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.push((k.trim().to_string(), v.trim().to_string()));
+            }
+        }
+        let length: usize = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        received.lock().unwrap().push(Received {
+            at,
+            method,
+            path,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        });
+        let answer = answers
+            .lock()
+            .unwrap()
+            .pop()
+            .unwrap_or_else(|| Answer::error(599, "fake server: script exhausted"));
+        std::thread::sleep(answer.delay);
+        let mut response = format!(
+            "HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            answer.status,
+            answer.body.len()
+        );
+        for (k, v) in &answer.headers {
+            response.push_str(&format!("{k}: {v}\r\n"));
+        }
+        response.push_str("\r\n");
+        response.push_str(&answer.body);
+        if stream.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
