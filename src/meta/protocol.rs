@@ -298,7 +298,7 @@ fn clean(text: &str) -> String {
             // ESC [ ... final byte: an ANSI escape sequence.
             if chars.peek() == Some(&'[') {
                 chars.next();
-                while let Some(n) = chars.next() {
+                for n in chars.by_ref() {
                     if ('@'..='~').contains(&n) {
                         break;
                     }
