@@ -22,6 +22,10 @@ lint:
 test: test-env lint
 	$(CARGO) test --locked
 
+# A whole task, offline: scripted Meta, the test worker image, a throw-away repo.
+demo: build
+	bash testdata/demo.sh
+
 # The real worker image (Node + @openai/codex); needs a registry to build.
 sandbox-image:
 	docker build -t agent-runner-codex:latest sandbox

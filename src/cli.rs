@@ -2,11 +2,21 @@
 //! the outcome into output and an exit code. stdout carries only results.
 
 use std::io::{IsTerminal, Read, Write};
+use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 
+use crate::context::{TaskContext, TaskState};
 use crate::error::{Error, exit};
-use crate::task::{self, Host, Task};
+use crate::meta::openai::OpenAiChat;
+use crate::meta::scripted::Scripted;
+use crate::meta::{Meta, MetaAgent};
+use crate::note;
+use crate::result::RunResult;
+use crate::runner::Runner;
+use crate::secret::Redactor;
+use crate::task::{self, Host, InputError, MetaBackend, Task};
+use crate::worker::docker::{CodexAuth, DockerSandbox, SandboxConfig};
 
 /// Largest Task YAML read from stdin.
 const MAX_STDIN_BYTES: u64 = 16 << 20;
@@ -27,6 +37,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the task in the Task YAML on stdin until COMPLETE or FAILED; write the Task Note.
+    Run {
+        /// Meta model to use (overrides runner.meta.model).
+        #[arg(long, value_name = "MODEL")]
+        meta_model: Option<String>,
+        /// Print the result as one JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the Task YAML on stdin and print the task as it would run; runs nothing.
     Validate,
 }
@@ -36,10 +55,112 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     crate::logging::init();
     match cli.command {
+        Command::Run { meta_model, json } => run(meta_model, json),
         Command::Validate => match validate() {
             Ok(()) => exit::COMPLETE,
             Err(e) => report(&e),
         },
+    }
+}
+
+/// `agent-runner run`: the whole task. Always prints a result on stdout.
+fn run(meta_model: Option<String>, json: bool) -> i32 {
+    crate::sys::install_interrupt_handlers();
+    let clock = Instant::now();
+    let invalid = |error: &Error| {
+        let code = report(error);
+        let message = crate::secret::redact_global(&error.to_string());
+        emit(
+            &RunResult::invalid_input(None, message, clock.elapsed()),
+            json,
+        );
+        code
+    };
+    let mut task = match read_task() {
+        Ok(task) => task,
+        Err(e) => return invalid(&e),
+    };
+    if let Some(model) = meta_model {
+        if model.trim().is_empty() {
+            return invalid(&InputError::new("--meta-model", "must not be empty").into());
+        }
+        task.meta.model = model;
+    }
+    let redactor = Redactor::new(&task.secrets());
+    let system_prompt = task.meta.system_prompt.clone();
+    match &task.meta.backend {
+        MetaBackend::OpenAiChat { base_url, api_key } => {
+            let chat = OpenAiChat::new(
+                base_url,
+                &task.meta.model,
+                task.meta.temperature,
+                api_key.value.clone(),
+                task.meta.timeout,
+            );
+            execute(task, MetaAgent::new(chat, system_prompt, redactor), json)
+        }
+        MetaBackend::Scripted { script } => match Scripted::load(script) {
+            Ok(scripted) => execute(
+                task,
+                MetaAgent::new(scripted, system_prompt, redactor),
+                json,
+            ),
+            Err(e) => invalid(&InputError::new("runner.meta.script", e).into()),
+        },
+    }
+}
+
+fn execute(task: Task, meta: impl Meta, json: bool) -> i32 {
+    let redactor = Redactor::new(&task.secrets());
+    let meta_name = match &task.meta.backend {
+        MetaBackend::OpenAiChat { .. } => task.meta.model.clone(),
+        MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
+    };
+    log::info!(
+        "task {} \"{}\": repo {}, meta {meta_name}, worker image {}, at most {} loops",
+        task.id,
+        task.title,
+        task.repo.display(),
+        task.worker.docker_image,
+        task.meta.max_loops
+    );
+    let var = |name: &str| std::env::var(name).ok();
+    let sandbox = DockerSandbox::new(SandboxConfig {
+        task_id: task.id.clone(),
+        repo: task.repo.clone(),
+        log_dir: task.log_dir(),
+        worker: task.worker.clone(),
+        auth: CodexAuth::detect(&var),
+        redactor: redactor.clone(),
+    });
+    let note_path = task.note_path();
+    let mut ctx = TaskContext::new(task);
+    let mut note_error: Option<String> = None;
+    let mut checkpoint = |ctx: &TaskContext| match note::write(ctx, &redactor) {
+        Ok(()) => note_error = None,
+        Err(e) => {
+            if note_error.is_none() {
+                log::warn!("cannot write the Task Note {}: {e}", note_path.display());
+            }
+            note_error = Some(e.to_string());
+        }
+    };
+    Runner::new(meta, sandbox, &mut checkpoint).run(&mut ctx);
+    let written = note_error.is_none().then_some(note_path.as_path());
+    emit(&RunResult::of(&ctx, written), json);
+    match ctx.state {
+        TaskState::Complete => exit::COMPLETE,
+        _ if ctx.interrupted => exit::INTERRUPTED,
+        _ => exit::FAILED,
+    }
+}
+
+/// The result on stdout: JSON or a line.
+fn emit(result: &RunResult, json: bool) {
+    let text = if json { result.json() } else { result.line() };
+    let text = crate::secret::redact_global(&text);
+    if let Err(e) = write_stdout(&format!("{text}\n")) {
+        let _ = writeln!(std::io::stderr(), "error: {e}");
     }
 }
 

@@ -212,8 +212,12 @@ pub fn request(kind: MessageType, ctx: &TaskContext) -> String {
                 .len()
                 .checked_sub(MAX_CRITERIA_IN_REQUEST)
                 .filter(|&n| n > 0),
+            // next_action is asked before its loop starts; the assessment after it ran.
             loop_: LoopInfo {
-                current: (ctx.loops + 1).min(task.meta.max_loops),
+                current: match kind {
+                    MessageType::NextAction => (ctx.loops + 1).min(task.meta.max_loops),
+                    _ => ctx.loops,
+                },
                 max: task.meta.max_loops,
             },
             state: ctx.state.as_str(),

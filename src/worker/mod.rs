@@ -96,3 +96,18 @@ pub trait Sandbox {
     /// how long removing the container took, if there was one.
     fn shutdown(&mut self) -> Option<Duration>;
 }
+
+/// A borrowed sandbox is a sandbox, so a caller can keep it after the runner is done.
+impl<S: Sandbox + ?Sized> Sandbox for &mut S {
+    fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError> {
+        (**self).run_worker(number, prompt)
+    }
+
+    fn run_test(&mut self, number: u32, test: &TestSpec) -> Result<TestRun, SandboxError> {
+        (**self).run_test(number, test)
+    }
+
+    fn shutdown(&mut self) -> Option<Duration> {
+        (**self).shutdown()
+    }
+}

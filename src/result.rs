@@ -1,0 +1,121 @@
+//! The outcome printed on stdout (SPEC §8): one JSON object with `--json`, otherwise a
+//! line for people. Printed on every outcome, including invalid input, so a caller
+//! always gets an answer.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::context::{TaskContext, TaskState};
+
+#[derive(Debug, Serialize)]
+pub struct RunResult {
+    /// None only when the input was too broken to know it.
+    pub task_id: Option<String>,
+    /// `succeeded` or `failed`.
+    pub status: &'static str,
+    pub state: &'static str,
+    pub summary: String,
+    pub validation: Validation,
+    pub duration_ms: u128,
+    pub loops: u32,
+    pub note_path: Option<String>,
+    /// Why the task failed (or the input error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Validation {
+    /// `passed`, `failed`, or `unknown` when no test ran.
+    pub overall: &'static str,
+    pub commands: Vec<ValidationCommand>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ValidationCommand {
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u128,
+}
+
+impl RunResult {
+    /// The result of a task that ran; `note` is the note's path if it was written.
+    pub fn of(ctx: &TaskContext, note: Option<&Path>) -> Self {
+        let complete = ctx.state == TaskState::Complete;
+        let summary = match (&ctx.failure, &ctx.assessment) {
+            (Some(reason), _) if !complete => reason.clone(),
+            (_, Some(a)) => a.summary.clone(),
+            _ => String::new(),
+        };
+        RunResult {
+            task_id: Some(ctx.task.id.clone()),
+            status: if complete { "succeeded" } else { "failed" },
+            state: ctx.state.as_str(),
+            summary,
+            validation: Validation {
+                overall: match ctx.last_test_run() {
+                    None => "unknown",
+                    Some(t) if t.passed() => "passed",
+                    Some(_) => "failed",
+                },
+                commands: ctx
+                    .test_runs
+                    .iter()
+                    .map(|t| ValidationCommand {
+                        command: t.command.clone(),
+                        exit_code: t.exit_code,
+                        duration_ms: t.duration.as_millis(),
+                    })
+                    .collect(),
+            },
+            duration_ms: ctx.duration().as_millis(),
+            loops: ctx.loops,
+            note_path: note.map(|p| p.display().to_string()),
+            error: ctx.failure.clone(),
+        }
+    }
+
+    /// The result when the input was invalid and nothing ran.
+    pub fn invalid_input(task_id: Option<String>, error: String, took: Duration) -> Self {
+        RunResult {
+            task_id,
+            status: "failed",
+            state: TaskState::Failed.as_str(),
+            summary: format!("invalid input: {error}"),
+            validation: Validation {
+                overall: "unknown",
+                commands: vec![],
+            },
+            duration_ms: took.as_millis(),
+            loops: 0,
+            note_path: None,
+            error: Some(error),
+        }
+    }
+
+    pub fn json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| {
+            format!("{{\"status\":\"failed\",\"error\":\"cannot encode the result: {e}\"}}")
+        })
+    }
+
+    /// One line for people.
+    pub fn line(&self) -> String {
+        let id = self.task_id.as_deref().unwrap_or("?");
+        let secs = self.duration_ms as f64 / 1000.0;
+        let note = self
+            .note_path
+            .as_deref()
+            .map_or(String::new(), |p| format!("; note: {p}"));
+        if self.status == "succeeded" {
+            format!(
+                "{}: task {id} in {secs:.1} s, {} loop(s), tests {}{note}",
+                self.state, self.loops, self.validation.overall
+            )
+        } else {
+            format!("{}: task {id}: {}{note}", self.state, self.summary)
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The task state machine (SPEC §4): PENDING → PLANNING → RUNNING ⇄ VALIDATING →
+//! COMPLETE | FAILED. Meta plans and decides; the sandbox runs the worker and the
+//! tests; `mark_complete` is a claim to be checked, not trusted; the test command
+//! gates completion; `max_loops` bounds the iterations.
+
+use crate::context::{TaskContext, TaskState};
+use crate::meta::{Meta, MetaError, MetaOutcome};
+use crate::sys;
+use crate::timestamp::human;
+use crate::worker::codex::RunOutcome;
+use crate::worker::{Sandbox, SandboxError};
+
+/// Why a step stopped the task early.
+enum Stop {
+    Failed(String),
+    Interrupted,
+}
+
+/// Drives one task to a terminal state.
+pub struct Runner<'a, M, S> {
+    meta: M,
+    sandbox: S,
+    /// Called after every step with the latest state (writes the Task Note).
+    checkpoint: &'a mut dyn FnMut(&TaskContext),
+}
+
+impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
+    pub fn new(meta: M, sandbox: S, checkpoint: &'a mut dyn FnMut(&TaskContext)) -> Self {
+        Runner {
+            meta,
+            sandbox,
+            checkpoint,
+        }
+    }
+
+    /// Runs the task to COMPLETE or FAILED, then removes the sandbox.
+    pub fn run(mut self, ctx: &mut TaskContext) {
+        let result = self.drive(ctx);
+        match result {
+            Ok(()) => {}
+            Err(Stop::Failed(reason)) => fail(ctx, reason),
+            Err(Stop::Interrupted) => {
+                ctx.interrupted = true;
+                fail(ctx, "interrupted".into());
+            }
+        }
+        (self.checkpoint)(ctx);
+        ctx.teardown = self.sandbox.shutdown();
+        (self.checkpoint)(ctx);
+    }
+
+    fn drive(&mut self, ctx: &mut TaskContext) -> Result<(), Stop> {
+        let max_loops = ctx.task.meta.max_loops;
+        move_to(ctx, TaskState::Planning, "")?;
+        let plan = self.ask(ctx, |meta, ctx| meta.plan_task(ctx))?;
+        ctx.criteria = plan.criteria;
+        log::info!("planned {} acceptance criteria", ctx.criteria.len());
+        move_to(ctx, TaskState::Running, "")?;
+        loop {
+            let next = self.ask(ctx, |meta, ctx| meta.next_action(ctx))?;
+            let number = ctx.loops + 1;
+            match next.action.as_str() {
+                "run_worker" => {
+                    let prompt = next.prompt.unwrap_or_default();
+                    log::info!(
+                        "worker run {number}/{max_loops}: {}",
+                        first_line(&next.reason)
+                    );
+                    let run = self
+                        .sandbox
+                        .run_worker(number, &prompt)
+                        .map_err(sandbox_stop)?;
+                    log::info!(
+                        "worker run {number}/{max_loops}: {} in {} (exit {}): {}",
+                        run.outcome.as_str(),
+                        human(run.duration),
+                        run.exit_code.map_or("none".into(), |c| c.to_string()),
+                        first_line(&run.summary)
+                    );
+                    let interrupted = run.outcome == RunOutcome::Interrupted;
+                    ctx.worker_runs.push(run);
+                    self.step_done(ctx)?;
+                    if interrupted {
+                        return Err(Stop::Interrupted);
+                    }
+                }
+                "mark_complete" => log::info!(
+                    "meta says the task is complete; checking: {}",
+                    first_line(&next.reason)
+                ),
+                other => {
+                    return Err(Stop::Failed(format!(
+                        "unknown action {other:?} from next_action (expected run_worker or mark_complete)"
+                    )));
+                }
+            }
+            ctx.loops = number;
+            move_to(ctx, TaskState::Validating, &next.reason)?;
+            if let Some(test) = ctx.task.test.clone() {
+                let run = self.sandbox.run_test(number, &test).map_err(sandbox_stop)?;
+                let verdict = if run.timed_out {
+                    format!("timed out after {}", human(test.timeout))
+                } else if run.passed() {
+                    "passed".into()
+                } else {
+                    format!(
+                        "failed (exit {})",
+                        run.exit_code.map_or("none".into(), |c| c.to_string())
+                    )
+                };
+                log::info!(
+                    "test `{}`: {verdict} in {}",
+                    first_line(&test.command),
+                    human(run.duration)
+                );
+                let interrupted = run.interrupted;
+                ctx.test_runs.push(run);
+                self.step_done(ctx)?;
+                if interrupted {
+                    return Err(Stop::Interrupted);
+                }
+            }
+            let assessment = self.ask(ctx, |meta, ctx| meta.completion_assessment(ctx))?;
+            for id in &assessment.passed_criteria {
+                match ctx.criteria.iter_mut().find(|c| &c.id == id) {
+                    Some(criterion) => criterion.passed = true,
+                    None => log::warn!("completion_assessment names an unknown criterion {id:?}"),
+                }
+            }
+            if assessment.all_criteria_satisfied == Some(true) {
+                ctx.criteria.iter_mut().for_each(|c| c.passed = true);
+            }
+            let passed = ctx.criteria.iter().filter(|c| c.passed).count();
+            let all_passed = passed == ctx.criteria.len();
+            let tests_ok = ctx.last_test_run().is_none_or(|t| t.passed());
+            ctx.assessment = Some(assessment);
+            log::info!(
+                "criteria {passed}/{} passed; tests {}",
+                ctx.criteria.len(),
+                match ctx.last_test_run() {
+                    None => "not run",
+                    Some(t) if t.passed() => "passing",
+                    Some(_) => "failing",
+                }
+            );
+            (self.checkpoint)(ctx);
+            if all_passed && tests_ok {
+                move_to(ctx, TaskState::Complete, "all criteria passed")?;
+                return Ok(());
+            }
+            let why = match (all_passed, tests_ok) {
+                (false, false) => format!(
+                    "{passed}/{} criteria passed and the last test failed",
+                    ctx.criteria.len()
+                ),
+                (false, true) => format!("{passed}/{} criteria passed", ctx.criteria.len()),
+                _ => "the last test failed".to_string(),
+            };
+            if ctx.loops >= max_loops {
+                return Err(Stop::Failed(format!(
+                    "max_loops reached ({max_loops}): {why}"
+                )));
+            }
+            move_to(ctx, TaskState::Running, &why)?;
+        }
+    }
+
+    /// One Meta call: recorded, checkpointed, its failure a stop.
+    fn ask<T>(
+        &mut self,
+        ctx: &mut TaskContext,
+        call: impl FnOnce(&mut M, &TaskContext) -> MetaOutcome<T>,
+    ) -> Result<T, Stop> {
+        let outcome = call(&mut self.meta, ctx);
+        let kind = outcome.call.kind;
+        ctx.meta_calls.push(outcome.call);
+        self.step_done(ctx)?;
+        match outcome.reply {
+            Ok(reply) => Ok(reply),
+            Err(MetaError::Interrupted) => Err(Stop::Interrupted),
+            Err(MetaError::Failed(e)) => {
+                Err(Stop::Failed(format!("meta {} failed: {e}", kind.as_str())))
+            }
+        }
+    }
+
+    fn step_done(&mut self, ctx: &TaskContext) -> Result<(), Stop> {
+        (self.checkpoint)(ctx);
+        if sys::interrupted() {
+            Err(Stop::Interrupted)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn move_to(ctx: &mut TaskContext, to: TaskState, reason: &str) -> Result<(), Stop> {
+    ctx.transition(to, reason)
+        .map_err(|e| Stop::Failed(format!("internal error: {e}")))
+}
+
+fn fail(ctx: &mut TaskContext, reason: String) {
+    if !ctx.state.is_terminal() {
+        // Every live state may go to FAILED.
+        let _ = ctx.transition(TaskState::Failed, reason);
+    }
+}
+
+fn sandbox_stop(e: SandboxError) -> Stop {
+    match e {
+        SandboxError::Interrupted => Stop::Interrupted,
+        other => Stop::Failed(format!("sandbox: {other}")),
+    }
+}
+
+fn first_line(text: &str) -> String {
+    crate::worker::codex::cut(
+        text.lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim(),
+        160,
+    )
+}
+
+#[cfg(test)]
+mod tests;
