@@ -8,7 +8,7 @@
 //! it is still there after the grace period.
 
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
@@ -197,7 +197,8 @@ pub enum Stream {
 /// any of these sees it, so no cut-off tail can show part of a secret.
 pub struct Capture<'a> {
     masks: Option<[StreamRedactor; 2]>,
-    log: Option<BufWriter<File>>,
+    /// Unbuffered: each chunk is written as it arrives, so the log can be followed.
+    log: Option<File>,
     log_error: Option<String>,
     tail: Tail,
     stderr: Tail,
@@ -235,7 +236,7 @@ impl<'a> Capture<'a> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        self.log = Some(BufWriter::with_capacity(CHUNK, File::create(path)?));
+        self.log = Some(File::create(path)?);
         Ok(self)
     }
 
@@ -282,11 +283,6 @@ impl<'a> Capture<'a> {
         }
         if let Some(lines) = &mut self.lines {
             lines.finish();
-        }
-        if let Some(log) = &mut self.log {
-            if let Err(e) = log.flush() {
-                self.log_error.get_or_insert_with(|| e.to_string());
-            }
         }
     }
 

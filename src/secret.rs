@@ -72,9 +72,19 @@ impl Redactor {
         self.patterns.is_empty()
     }
 
-    /// Length of the longest pattern; a streaming masker must hold back one byte less.
-    pub fn longest(&self) -> usize {
-        self.patterns.first().map_or(0, String::len)
+    /// Length of the longest end of `bytes` that is the start (not the whole) of a
+    /// secret: what a streaming masker must hold back.
+    fn partial_suffix(&self, bytes: &[u8]) -> usize {
+        self.patterns
+            .iter()
+            .filter_map(|p| {
+                let p = p.as_bytes();
+                (1..p.len().min(bytes.len() + 1))
+                    .rev()
+                    .find(|&k| bytes.ends_with(&p[..k]))
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     pub fn redact(&self, text: &str) -> String {
@@ -119,8 +129,9 @@ fn replace_bytes(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
 }
 
 /// Masks secrets in a byte stream that arrives in chunks: a secret split across two
-/// chunks is still masked, because the last `longest - 1` bytes are held back until
-/// the next chunk (or `finish`).
+/// chunks is still masked, because a chunk's end that could be the start of a secret
+/// is held back until the next chunk (or `finish`). Everything else passes at once,
+/// so a log written through it keeps up with the output.
 #[derive(Debug)]
 pub struct StreamRedactor {
     redactor: Redactor,
@@ -142,8 +153,7 @@ impl StreamRedactor {
         }
         self.pending.extend_from_slice(chunk);
         let masked = self.redactor.redact_bytes(&self.pending);
-        let keep = self.redactor.longest().saturating_sub(1).min(masked.len());
-        let cut = masked.len() - keep;
+        let cut = masked.len() - self.redactor.partial_suffix(&masked);
         self.pending = masked[cut..].to_vec();
         masked[..cut].to_vec()
     }
@@ -203,6 +213,14 @@ mod tests {
     fn debug_never_shows_the_value() {
         let s = Secret::new("sk-live-123456".into());
         assert_eq!(format!("{s:?} {s}"), "*** ***");
+    }
+
+    #[test]
+    fn stream_holds_back_only_what_could_start_a_secret() {
+        let mut stream = StreamRedactor::new(redactor(&["TOPSECRET"]));
+        assert_eq!(stream.push(b"line one\n"), b"line one\n");
+        assert_eq!(stream.push(b"ends with TOP"), b"ends with ");
+        assert_eq!(stream.push(b"PING\n"), b"TOPPING\n");
     }
 
     #[test]

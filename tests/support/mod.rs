@@ -75,6 +75,11 @@ impl Run {
         }
     }
 
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.command.arg(arg);
+        self
+    }
+
     pub fn stdin(mut self, bytes: impl AsRef<[u8]>) -> Self {
         self.stdin = bytes.as_ref().to_vec();
         self
@@ -88,6 +93,11 @@ impl Run {
     pub fn cwd(mut self, dir: &Path) -> Self {
         self.command.current_dir(dir);
         self
+    }
+
+    /// Starts the binary; it is killed if the returned value is dropped first.
+    pub fn start(self) -> Running {
+        Running(Some(self.spawn()))
     }
 
     pub fn spawn(mut self) -> std::process::Child {
@@ -106,6 +116,40 @@ impl Run {
 
     pub fn output(self) -> Outcome {
         Outcome::from(self.spawn().wait_with_output().unwrap())
+    }
+}
+
+/// A running agent-runner that is SIGKILLed if the test ends (or panics) first, so a
+/// failing test leaves no process behind (its container then goes with it).
+pub struct Running(Option<std::process::Child>);
+
+impl Running {
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, |c| c.id())
+    }
+
+    pub fn child(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().expect("still running")
+    }
+
+    /// Waits for the exit and collects the output.
+    pub fn finish(mut self) -> Outcome {
+        Outcome::from(
+            self.0
+                .take()
+                .expect("still running")
+                .wait_with_output()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

@@ -1,0 +1,574 @@
+//! `agent-runner run` end to end: the real binary, a fake OpenAI server on 127.0.0.1,
+//! the real Docker daemon and the test worker image.
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use support::docker::{TEST_IMAGE, containers_labelled, docker};
+use support::fake_openai::{Answer, FakeOpenAi};
+use support::{Outcome, Run, Scratch};
+
+const KEY: &str = "sk-e2e-test-key-0123456789abcdef";
+
+fn plan(ids: &[&str]) -> Answer {
+    let criteria: String = ids
+        .iter()
+        .map(|id| format!("  - id: {id}\n    description: criterion {id}\n"))
+        .collect();
+    Answer::chat(&format!(
+        "type: plan_task\nacceptance_criteria:\n{criteria}"
+    ))
+}
+
+fn run_worker(prompt: &str) -> Answer {
+    let prompt: String = prompt.lines().map(|l| format!("    {l}\n")).collect();
+    Answer::chat(&format!(
+        "type: next_action\ndecision:\n  action: run_worker\n  reason: work to do\nworker_call:\n  worker_type: codex-cli\n  mode: exec\n  prompt: |\n{prompt}"
+    ))
+}
+
+fn mark_complete() -> Answer {
+    Answer::chat(
+        "type: next_action\ndecision:\n  action: mark_complete\n  reason: looks done to me\n",
+    )
+}
+
+fn assess(passed: &[&str], summary: &str) -> Answer {
+    Answer::chat(&format!(
+        "type: completion_assessment\nsummary: {summary}\ndetails:\n  passed_criteria: [{}]\n  remaining_risks: [none known]\n",
+        passed.join(", ")
+    ))
+}
+
+/// A v1 task against `server`, in `repo`, with the test worker image.
+fn v1_task(
+    id: &str,
+    repo: &Path,
+    server: &FakeOpenAi,
+    test: Option<&str>,
+    meta_extra: &str,
+    worker_extra: &str,
+) -> String {
+    let test = test.map_or(String::new(), |t| format!("  test:\n    command: {t:?}\n"));
+    format!(
+        "version: 1\ntask:\n  id: {id}\n  title: E2E {id}\n  repo: {}\n  prd:\n    text: Make out.txt say ok.\n{test}runner:\n  meta:\n    base_url: {}\n    model: test-model\n{meta_extra}  worker:\n    docker_image: {TEST_IMAGE}\n    network: none\n{worker_extra}",
+        repo.display(),
+        server.url
+    )
+}
+
+fn runner(yaml: &str) -> Run {
+    Run::new(&["run"])
+        .env("OPENAI_API_KEY", KEY)
+        .env("AGENT_RUNNER_META_BACKOFF_MS", "10")
+        .stdin(yaml)
+}
+
+fn task_id(name: &str) -> String {
+    format!("e2e-{name}-{}", support::short_id())
+}
+
+fn note(repo: &Path, id: &str) -> String {
+    std::fs::read_to_string(repo.join(format!(".agent-runner/task-{id}.md")))
+        .expect("the Task Note is written")
+}
+
+fn assert_no_container(id: &str) {
+    assert_eq!(
+        containers_labelled("agent-runner.task", id),
+        Vec::<String>::new(),
+        "container left behind"
+    );
+}
+
+/// Every file agent-runner wrote under `.agent-runner/`, concatenated.
+fn everything_written(repo: &Path) -> String {
+    fn walk(dir: &Path, out: &mut String) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push_str(&String::from_utf8_lossy(
+                    &std::fs::read(&path).unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    let mut out = String::new();
+    walk(&repo.join(".agent-runner"), &mut out);
+    out
+}
+
+#[test]
+fn a_second_worker_run_fixes_the_test_and_the_task_completes() {
+    let dir = Scratch::new("e2e-complete");
+    let id = task_id("complete");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1", "AC-2"]),
+        run_worker("Write out.txt.\n@run: echo wrong > out.txt\n@say: wrote out.txt"),
+        assess(&[], "out.txt is wrong"),
+        run_worker("Fix out.txt.\n@run: echo ok > out.txt\n@say: fixed out.txt"),
+        assess(&["AC-1", "AC-2"], "out.txt says ok and the test passes"),
+    ]);
+    let out = runner(&v1_task(
+        &id,
+        &dir.path,
+        &server,
+        Some("grep -qx ok out.txt"),
+        "",
+        "",
+    ))
+    .output();
+    out.code(0)
+        .stdout_has(&format!("COMPLETE: task {id}"))
+        .stderr_has("worker run 1/5: completed")
+        .stderr_has("test `grep -qx ok out.txt`: failed (exit 1)")
+        .stderr_has("test `grep -qx ok out.txt`: passed")
+        .stderr_has("state VALIDATING → COMPLETE")
+        .stderr_has("meta completion_assessment: ");
+    assert_eq!(server.received().len(), 5);
+    let note = note(&dir.path, &id);
+    for section in [
+        "## 1. Summary",
+        "## 2. PRD",
+        "## 3. Acceptance Criteria",
+        "## 4. Execution Log",
+        "### 4.1 Meta Calls",
+        "### 4.2 Worker Runs",
+        "## 5. Test Result",
+        "## 6. Notes / Remaining Risks",
+    ] {
+        assert!(note.contains(section), "missing {section}");
+    }
+    assert!(
+        note.contains("- State: COMPLETE")
+            && note.contains("- [x] AC-1: criterion AC-1")
+            && note.contains("- [x] AC-2"),
+        "{note}"
+    );
+    assert!(
+        note.contains("#### Run 1 (completed, ExitCode=0)")
+            && note.contains("#### Run 2 (completed, ExitCode=0)"),
+        "{note}"
+    );
+    assert!(note.contains("out.txt says ok and the test passes"));
+    assert!(note.contains("- none known"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("out.txt")).unwrap(),
+        "ok\n"
+    );
+    assert_no_container(&id);
+}
+
+#[test]
+fn mark_complete_with_a_failing_test_runs_out_of_loops() {
+    let dir = Scratch::new("e2e-claims");
+    let id = task_id("claims");
+    let mut answers = vec![plan(&["AC-1"])];
+    for _ in 0..3 {
+        answers.push(mark_complete());
+        answers.push(assess(&["AC-1"], "all done, trust me"));
+    }
+    let server = FakeOpenAi::start(answers);
+    let out = runner(&v1_task(
+        &id,
+        &dir.path,
+        &server,
+        Some("exit 3"),
+        "    max_loops: 3\n",
+        "",
+    ))
+    .output();
+    out.code(1)
+        .stdout_has("FAILED: task")
+        .stdout_has("max_loops reached (3): the last test failed");
+    let note = note(&dir.path, &id);
+    assert!(
+        note.contains("- State: FAILED") && note.contains("**Failed:** max_loops reached (3)"),
+        "{note}"
+    );
+    assert!(
+        note.contains("### 4.2 Worker Runs\n\nNone."),
+        "no worker ran"
+    );
+    assert_no_container(&id);
+}
+
+#[test]
+fn plan_task_unauthorized_fails_fast_without_a_container() {
+    let dir = Scratch::new("e2e-401");
+    let id = task_id("401");
+    let server = FakeOpenAi::start(vec![Answer::error(401, "Incorrect API key provided")]);
+    let since = chrono_now();
+    let out = runner(&v1_task(&id, &dir.path, &server, Some("true"), "", "")).output();
+    out.code(1)
+        .stdout_has("meta plan_task failed: HTTP 401")
+        .stdout_has("Incorrect API key provided");
+    assert_eq!(server.received().len(), 1, "no retry on 401");
+    assert!(note(&dir.path, &id).contains("- State: FAILED"));
+    let filter = format!("label=agent-runner.task={id}");
+    let (_, events, _) = docker(&[
+        "events",
+        "--since",
+        &since,
+        "--until",
+        &chrono_now(),
+        "--filter",
+        &filter,
+    ]);
+    assert_eq!(events.trim(), "", "a container was created");
+}
+
+/// Now, as docker's --since/--until accept it (Unix seconds).
+fn chrono_now() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    format!("{}.{:09}", now.as_secs(), now.subsec_nanos())
+}
+
+#[test]
+fn a_timed_out_run_is_reported_to_meta_and_the_next_one_succeeds() {
+    let dir = Scratch::new("e2e-timeout");
+    let id = task_id("timeout");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: thinking hard\n@sleep: 60"),
+        assess(&[], "the worker timed out"),
+        run_worker("@run: echo ok > out.txt\n@say: done quickly"),
+        assess(&["AC-1"], "done"),
+    ]);
+    let out = runner(&v1_task(
+        &id,
+        &dir.path,
+        &server,
+        None,
+        "",
+        "    max_run_time_sec: 2\n",
+    ))
+    .output();
+    out.code(0).stderr_has("worker run 1/5: timed_out");
+    let requests = server.received();
+    let second_next = requests[3].message(1);
+    assert!(
+        second_next.contains("outcome: timed_out") && second_next.contains("timed_out: true"),
+        "{second_next}"
+    );
+    let note = note(&dir.path, &id);
+    assert!(
+        note.contains("#### Run 1 (timed_out") && note.contains("Timed out after 2 s"),
+        "{note}"
+    );
+    assert!(note.contains("processes left afterwards: 0"), "{note}");
+    assert_no_container(&id);
+}
+
+#[test]
+fn task_config_shape_with_json_result() {
+    let dir = Scratch::new("e2e-json");
+    let id = task_id("json");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo ok > out.txt\n@say: wrote it"),
+        assess(&["AC-1"], "TODO app created"),
+    ]);
+    let yaml = format!(
+        "task:\n  id: {id}\n  title: TODO アプリを作成して\n  instructions: |\n    TODO アプリを作成して\n  project:\n    root_dir: {}\n  test:\n    command: test -s out.txt\nrunner:\n  meta:\n    model: gpt-4.1\n    temperature: 0.2\n    base_url: {}\n  worker:\n    type: docker_codex_cli\n    docker_image: {TEST_IMAGE}\n    network: none\n",
+        dir.path.display(),
+        server.url
+    );
+    let out = runner(&yaml).env("RUST_LOG", "warn").arg("--json").output();
+    out.code(0);
+    assert_eq!(
+        out.stdout.lines().count(),
+        1,
+        "exactly one JSON object: {}",
+        out.stdout
+    );
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["task_id"], id.as_str());
+    assert_eq!(result["status"], "succeeded");
+    assert_eq!(result["state"], "COMPLETE");
+    assert_eq!(result["summary"], "TODO app created");
+    assert_eq!(result["validation"]["overall"], "passed");
+    assert_eq!(
+        result["validation"]["commands"][0]["command"],
+        "test -s out.txt"
+    );
+    assert_eq!(result["validation"]["commands"][0]["exit_code"], 0);
+    assert!(
+        result["validation"]["commands"][0]["duration_ms"]
+            .as_u64()
+            .is_some()
+    );
+    assert!(result["duration_ms"].as_u64().unwrap() > 0);
+    assert_eq!(result["loops"], 1);
+    assert!(Path::new(result["note_path"].as_str().unwrap()).is_file());
+    assert_eq!(server.received()[0].json()["temperature"], 0.2);
+}
+
+#[test]
+fn sigint_during_a_worker_run_stops_everything_and_exits_130() {
+    let dir = Scratch::new("e2e-sigint");
+    let id = task_id("sigint");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: working\n@sleep: 120"),
+    ]);
+    let child = runner(&v1_task(&id, &dir.path, &server, None, "", "")).start();
+    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
+    });
+    let signalled = Instant::now();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.finish();
+    let took = signalled.elapsed();
+    out.code(130)
+        .stdout_has("FAILED: task")
+        .stdout_has("interrupted");
+    assert!(note(&dir.path, &id).contains("- State: FAILED (interrupted)"));
+    assert!(note(&dir.path, &id).contains("#### Run 1 (interrupted"));
+    assert_no_container(&id);
+    eprintln!("SIGINT to exit: {took:?}");
+}
+
+#[test]
+fn secrets_appear_nowhere() {
+    let dir = Scratch::new("e2e-secret");
+    let id = task_id("secret");
+    let sentinel = format!("sentinel-{}-zz", support::short_id());
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo \"token=$SECRET_TOKEN\"\n@say: printed the token"),
+        assess(&["AC-1"], "done"),
+    ]);
+    let yaml = v1_task(
+        &id,
+        &dir.path,
+        &server,
+        Some("echo \"test sees $SECRET_TOKEN\""),
+        "",
+        "    env:\n      SECRET_TOKEN: env:E2E_SECRET\n",
+    );
+    let out = runner(&yaml)
+        .env("E2E_SECRET", &sentinel)
+        .env("RUST_LOG", "debug")
+        .arg("--json")
+        .output();
+    out.code(0);
+    let written = everything_written(&dir.path);
+    assert!(
+        written.contains("token=***") && written.contains("test sees ***"),
+        "the worker and the test got the value, masked in logs"
+    );
+    for (place, text) in [
+        ("files", written.as_str()),
+        ("stdout", out.stdout.as_str()),
+        ("stderr", out.stderr.as_str()),
+    ] {
+        assert!(!text.contains(&sentinel), "secret in {place}");
+        assert!(!text.contains(KEY), "API key in {place}");
+    }
+    for request in server.received() {
+        assert!(!request.body.contains(&sentinel), "secret sent to Meta");
+    }
+}
+
+#[test]
+fn invalid_yaml_with_json_still_prints_one_result() {
+    let out = Run::new(&["run", "--json"])
+        .stdin("version: 1\ntask: [unclosed\n")
+        .output();
+    out.code(1).stderr_has("error: stdin: invalid YAML");
+    assert_eq!(out.stdout.lines().count(), 1);
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["status"], "failed");
+    assert!(
+        result["error"].as_str().unwrap().contains("invalid YAML"),
+        "{result}"
+    );
+    assert_eq!(result["validation"]["overall"], "unknown");
+}
+
+#[test]
+fn a_missing_api_key_is_an_error_before_any_request() {
+    let dir = Scratch::new("e2e-nokey");
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
+    let out = Run::new(&["run"])
+        .stdin(v1_task(&task_id("nokey"), &dir.path, &server, None, "", ""))
+        .output();
+    out.code(1)
+        .stderr_has("error: runner.meta.api_key: environment variable OPENAI_API_KEY is not set");
+    assert_eq!(server.received().len(), 0);
+}
+
+#[test]
+fn an_unreachable_daemon_fails_the_task_clearly() {
+    let dir = Scratch::new("e2e-nodaemon");
+    let id = task_id("nodaemon");
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: hi")]);
+    let out = runner(&v1_task(&id, &dir.path, &server, None, "", ""))
+        .env(
+            "DOCKER_HOST",
+            format!("unix://{}/dead.sock", dir.path.display()),
+        )
+        .output();
+    out.code(1)
+        .stdout_has("sandbox: docker daemon not reachable: Cannot connect to the Docker daemon");
+    assert!(note(&dir.path, &id).contains("docker daemon not reachable"));
+}
+
+#[test]
+fn sigkill_of_agent_runner_removes_its_container_within_2_s() {
+    let dir = Scratch::new("e2e-sigkill");
+    let id = task_id("sigkill");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: working\n@sleep: 120"),
+    ]);
+    let mut child = runner(&v1_task(&id, &dir.path, &server, None, "", "")).start();
+    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
+    });
+    assert_eq!(containers_labelled("agent-runner.task", &id).len(), 1);
+    child.child().kill().unwrap();
+    child.child().wait().unwrap();
+    let killed = Instant::now();
+    wait_for(Duration::from_secs(10), || {
+        containers_labelled("agent-runner.task", &id).is_empty()
+    });
+    let took = killed.elapsed();
+    eprintln!("container gone {took:?} after SIGKILL");
+    assert!(
+        took <= Duration::from_secs(2),
+        "container outlived its owner by {took:?}"
+    );
+}
+
+#[test]
+fn memory_stays_small_while_the_worker_prints_200_mib() {
+    let dir = Scratch::new("e2e-memory");
+    let id = task_id("memory");
+    let bytes: u64 = 200 << 20;
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(&format!("@spew: {bytes}\n@say: spewed")),
+        assess(&["AC-1"], "done"),
+    ]);
+    let mut child = runner(&v1_task(&id, &dir.path, &server, None, "", "")).start();
+    let pid = child.id();
+    let mut peak_kib = 0u64;
+    while child.child().try_wait().unwrap().is_none() {
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            if let Some(kib) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+            {
+                peak_kib = peak_kib.max(kib);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.finish();
+    out.code(0);
+    let log = std::fs::metadata(dir.join(&format!(".agent-runner/logs/{id}/run-1.log")))
+        .unwrap()
+        .len();
+    assert!(log > bytes, "log complete: {log} bytes");
+    eprintln!("peak RSS {peak_kib} KiB with {} MiB of output", bytes >> 20);
+    assert!(
+        peak_kib > 0 && peak_kib < 32 * 1024,
+        "peak RSS {peak_kib} KiB"
+    );
+    let largest = server
+        .received()
+        .iter()
+        .map(|r| r.message(1).len())
+        .max()
+        .unwrap();
+    assert!(largest <= 32 * 1024, "largest Meta request {largest} bytes");
+}
+
+#[test]
+fn as_a_non_root_user_files_belong_to_that_user() {
+    if std::fs::metadata("/var/run/docker.sock").is_err() || !Path::new("/usr/bin/setpriv").exists()
+    {
+        eprintln!("skipped: needs /var/run/docker.sock and setpriv");
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let socket_gid = std::fs::metadata("/var/run/docker.sock").unwrap().gid();
+    let dir = Scratch::new("e2e-nonroot");
+    let uid = 4242;
+    std::process::Command::new("chown")
+        .args([
+            "-R",
+            &format!("{uid}:{uid}"),
+            &dir.path.display().to_string(),
+        ])
+        .status()
+        .unwrap();
+    let id = task_id("nonroot");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo mine > mine.txt && id -u\n@say: wrote mine.txt"),
+        assess(&["AC-1"], "done"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server, Some("test -f mine.txt"), "", "");
+    let mut child = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            &uid.to_string(),
+            "--regid",
+            &uid.to_string(),
+            "--groups",
+            &socket_gid.to_string(),
+            env!("CARGO_BIN_EXE_agent-runner"),
+            "run",
+        ])
+        .env("OPENAI_API_KEY", KEY)
+        .env("HOME", &dir.path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(yaml.as_bytes())
+        .unwrap();
+    let out = Outcome::from(child.wait_with_output().unwrap());
+    out.code(0);
+    for path in ["mine.txt", &format!(".agent-runner/task-{id}.md")] {
+        let meta = std::fs::metadata(dir.join(path)).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (uid, uid), "{path}");
+    }
+    assert!(
+        everything_written(&dir.path).contains("4242"),
+        "the worker ran as uid 4242"
+    );
+    assert_no_container(&id);
+}
+
+fn wait_for(limit: Duration, mut ready: impl FnMut() -> bool) {
+    let until = Instant::now() + limit;
+    while !ready() {
+        assert!(Instant::now() < until, "timed out waiting");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
