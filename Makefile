@@ -26,6 +26,10 @@ test: test-env lint
 demo: build
 	bash testdata/demo.sh
 
+# Performance figures (docker daemon needed; not part of `make test`).
+bench:
+	bash bench/run.sh
+
 # The real worker image (Node + @openai/codex); needs a registry to build.
 sandbox-image:
 	docker build -t agent-runner-codex:latest sandbox

@@ -567,14 +567,17 @@ impl Held {
         None
     }
 
-    /// Closes its stdin and waits up to `timeout` for it to end, then kills it.
-    pub fn release(mut self, timeout: Duration) {
+    /// Closes its stdin and waits up to `timeout` for it to end; true if it did.
+    /// Otherwise it is killed.
+    pub fn release(mut self, timeout: Duration) -> bool {
         drop(self.stdin.take());
-        if !matches!(self.child.wait_timeout(timeout), Ok(Some(_))) {
-            sys::signal_group(self.child.id(), Signal::Kill);
-            let _ = self.child.kill();
-            let _ = self.child.wait_timeout(Duration::from_secs(1));
+        if matches!(self.child.wait_timeout(timeout), Ok(Some(_))) {
+            return true;
         }
+        sys::signal_group(self.child.id(), Signal::Kill);
+        let _ = self.child.kill();
+        let _ = self.child.wait_timeout(Duration::from_secs(1));
+        false
     }
 }
 

@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""agent-runner benchmarks (`make bench`). Prints median, min and max of each figure.
+
+1. Overhead: the same scripted work done by `agent-runner run` (Meta on a local HTTP
+   server answering at once; test worker image; 1 container, 3 worker runs, 3 test
+   runs) and by bash/bare.sh making the same docker CLI calls. Runs interleaved.
+2. Start-up: process start -> first Meta HTTP request (server timestamp); also
+   `--version` and `validate` wall times.
+3. Teardown: task end (last Meta reply sent) -> container destroyed (docker event).
+4. Memory: agent-runner's own peak RSS while the worker prints 1 GiB; the largest Meta
+   request body in that run.
+5. Release binary size and clean release build time (separate target directory).
+"""
+
+import http.server
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BIN = os.environ.get("AGENT_RUNNER_BIN", os.path.join(ROOT, "target/release/agent-runner"))
+IMAGE = "agent-runner-test-worker:latest"
+RUNS = int(os.environ.get("BENCH_RUNS", "7"))
+KEY = "sk-bench-0123456789"
+
+PROMPTS = [
+    "@run: echo one > one.txt\n@say: wrote one.txt",
+    "@run: echo two > two.txt\n@say: wrote two.txt",
+    "@run: echo three > three.txt\n@say: wrote three.txt",
+]
+TEST = "test -f one.txt"
+
+
+def chat(content):
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+
+
+def plan():
+    return "type: plan_task\nacceptance_criteria:\n  - id: AC-1\n    description: files exist\n"
+
+
+def run_worker(prompt):
+    body = "".join(f"    {line}\n" for line in prompt.splitlines())
+    return ("type: next_action\ndecision:\n  action: run_worker\n  reason: more\n"
+            "worker_call:\n  worker_type: codex-cli\n  mode: exec\n  prompt: |\n" + body)
+
+
+def assess(passed):
+    ids = "[AC-1]" if passed else "[]"
+    return f"type: completion_assessment\nsummary: ok\ndetails:\n  passed_criteria: {ids}\n"
+
+
+def three_loops(prompts=PROMPTS):
+    replies = [plan()]
+    for n, prompt in enumerate(prompts):
+        replies += [run_worker(prompt), assess(n == len(prompts) - 1)]
+    return replies
+
+
+class Meta(http.server.BaseHTTPRequestHandler):
+    """Fake OpenAI Chat Completions: scripted replies, arrival times and body sizes."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes; with Nagle on, each response would
+    # wait for a delayed ACK (~40 ms) and the benchmark would measure this server.
+    disable_nagle_algorithm = True
+    replies = []
+    arrivals = []
+    sizes = []
+    sent = []
+
+    def do_POST(self):
+        Meta.arrivals.append(time.time())
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        Meta.sizes.append(len(json.loads(body)["messages"][1]["content"]))
+        content = Meta.replies.pop(0) if Meta.replies else "exhausted"
+        data = json.dumps(chat(content)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+        Meta.sent.append(time.time())
+
+    def log_message(self, *args):
+        pass
+
+
+def reset(replies):
+    Meta.replies = list(replies)
+    Meta.arrivals, Meta.sizes, Meta.sent = [], [], []
+
+
+def task_yaml(task_id, repo, url, test=TEST):
+    test_block = f"  test:\n    command: {json.dumps(test)}\n" if test else ""
+    return (f"version: 1\ntask:\n  id: {task_id}\n  repo: {repo}\n  prd:\n    text: Write the files.\n"
+            f"{test_block}runner:\n  meta:\n    base_url: {url}\n    model: bench\n"
+            f"  worker:\n    docker_image: {IMAGE}\n    network: none\n")
+
+
+def new_repo(work, name):
+    repo = os.path.join(work, name)
+    os.makedirs(repo)
+    subprocess.run(["git", "init", "-q", repo], check=True)
+    return repo
+
+
+def run_agent(yaml, env):
+    start = time.time()
+    proc = subprocess.run([BIN, "run"], input=yaml.encode(), env=env, capture_output=True)
+    took = time.time() - start
+    if proc.returncode != 0:
+        sys.exit(f"agent-runner failed ({proc.returncode}):\n{proc.stderr.decode()[-3000:]}")
+    return start, took
+
+
+def stats(values, unit="s", scale=1.0):
+    values = [v * scale for v in values]
+    return f"{statistics.median(values):8.3f} {unit}  (min {min(values):.3f}, max {max(values):.3f}, n={len(values)})"
+
+
+def main():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Meta)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/v1"
+    env = dict(os.environ, OPENAI_API_KEY=KEY, RUST_LOG="warn")
+    work = tempfile.mkdtemp(prefix="agent-runner-bench-")
+    rows = []
+    try:
+        # 1. Overhead ratio, interleaved a, b, a, b...
+        agent_times, bare_times = [], []
+        for n in range(RUNS + 1):
+            reset(three_loops())
+            repo = new_repo(work, f"a{n}")
+            _, took = run_agent(task_yaml(f"bench-a{n}", repo, url), env)
+            repo_b = new_repo(work, f"b{n}")
+            start = time.time()
+            subprocess.run(["bash", os.path.join(HERE, "bare.sh"), repo_b, IMAGE, TEST] + PROMPTS, check=True,
+                           capture_output=True)
+            bare = time.time() - start
+            if n > 0:  # the first pair warms caches
+                agent_times.append(took)
+                bare_times.append(bare)
+        ratios = [a / b for a, b in zip(agent_times, bare_times)]
+        rows += [("agent-runner run, 3 worker + 3 test runs", stats(agent_times)),
+                 ("bare docker CLI script, same calls", stats(bare_times)),
+                 ("overhead ratio a/b (target <= 1.05)", stats(ratios, "x"))]
+
+        # 2. Start-up to the first Meta request.
+        startup = []
+        for n in range(RUNS):
+            reset(three_loops(PROMPTS[:1]))
+            repo = new_repo(work, f"s{n}")
+            start, _ = run_agent(task_yaml(f"bench-s{n}", repo, url, test=None), env)
+            startup.append(Meta.arrivals[0] - start)
+        rows.append(("start -> first Meta request (target <= 10 ms)", stats(startup, "ms", 1000)))
+        for label, args, stdin in [("agent-runner --version", ["--version"], b""),
+                                   ("agent-runner validate", ["validate"], task_yaml("v", work, url).encode())]:
+            times = []
+            for _ in range(RUNS * 3):
+                start = time.time()
+                subprocess.run([BIN] + args, input=stdin, env=env, capture_output=True, check=True)
+                times.append(time.time() - start)
+            rows.append((label, stats(times, "ms", 1000)))
+
+        # 3. Teardown: last Meta reply sent -> container destroyed.
+        teardown = []
+        for n in range(RUNS):
+            reset(three_loops(PROMPTS[:1]))
+            repo = new_repo(work, f"t{n}")
+            task_id = f"bench-t{n}"
+            events = subprocess.Popen(
+                ["docker", "events", "--format", "{{.TimeNano}}", "--filter", "event=destroy",
+                 "--filter", f"label=agent-runner.task={task_id}"], stdout=subprocess.PIPE, text=True)
+            time.sleep(0.2)
+            run_agent(task_yaml(task_id, repo, url, test=None), env)
+            destroyed = int(events.stdout.readline()) / 1e9
+            events.kill()
+            events.wait()
+            teardown.append(destroyed - Meta.sent[-1])
+        rows.append(("task end -> container gone (target <= 0.3 s)", stats(teardown)))
+
+        # 4. Memory while the worker prints 1 GiB.
+        peaks, largest = [], []
+        for n in range(3):
+            reset(three_loops([f"@spew: {1 << 30}\n@say: spewed"]))
+            repo = new_repo(work, f"m{n}")
+            proc = subprocess.Popen([BIN, "run"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, env=env)
+            proc.stdin.write(task_yaml(f"bench-m{n}", repo, url, test=None).encode())
+            proc.stdin.close()
+            peak = 0
+            while proc.poll() is None:
+                try:
+                    with open(f"/proc/{proc.pid}/status") as f:
+                        for line in f:
+                            if line.startswith("VmHWM:"):
+                                peak = max(peak, int(line.split()[1]))
+                except OSError:
+                    pass
+                time.sleep(0.005)
+            if proc.returncode != 0:
+                sys.exit("agent-runner failed in the memory run")
+            log = os.path.join(repo, f".agent-runner/logs/bench-m{n}/run-1.log")
+            if os.path.getsize(log) < 1 << 30:
+                sys.exit("worker log incomplete")
+            peaks.append(peak / 1024)
+            largest.append(max(Meta.sizes) / 1024)
+            shutil.rmtree(repo)
+        rows.append(("peak RSS, worker prints 1 GiB (target <= 16 MiB)", stats(peaks, "MiB")))
+        rows.append(("largest Meta request in that run (<= 32 KiB)", stats(largest, "KiB")))
+
+        # 5. Binary size and a clean release build.
+        rows.append(("release binary size", f"{os.path.getsize(BIN) / 1024 / 1024:8.2f} MiB"))
+        if os.environ.get("BENCH_BUILD", "1") == "1":
+            target = tempfile.mkdtemp(prefix="agent-runner-build-")
+            start = time.time()
+            subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True,
+                           env=dict(os.environ, CARGO_TARGET_DIR=target))
+            rows.append(("clean release build (2 cores)", f"{time.time() - start:8.1f} s"))
+            shutil.rmtree(target, ignore_errors=True)
+    finally:
+        server.shutdown()
+        shutil.rmtree(work, ignore_errors=True)
+
+    width = max(len(label) for label, _ in rows)
+    print(f"\nagent-runner benchmarks ({os.cpu_count()} cores)")
+    for label, value in rows:
+        print(f"  {label:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()
