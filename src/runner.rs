@@ -59,7 +59,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         loop {
             let next = self.ask(ctx, |meta, ctx| meta.next_action(ctx))?;
             let number = ctx.loops + 1;
-            match next.action.as_str() {
+            let done = match next.action.as_str() {
                 "run_worker" => {
                     let prompt = next.prompt.unwrap_or_default();
                     log::info!(
@@ -77,25 +77,27 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                         run.exit_code.map_or("none".into(), |c| c.to_string()),
                         first_line(&run.summary)
                     );
-                    let interrupted = run.outcome == RunOutcome::Interrupted;
+                    let outcome = run.outcome;
                     ctx.worker_runs.push(run);
                     self.step_done(ctx)?;
-                    if interrupted {
+                    if outcome == RunOutcome::Interrupted {
                         return Err(Stop::Interrupted);
                     }
+                    format!("worker run {number} {}", outcome.as_str())
                 }
-                "mark_complete" => log::info!(
-                    "meta says the task is complete; checking: {}",
-                    first_line(&next.reason)
-                ),
+                "mark_complete" => {
+                    let reason = first_line(&next.reason);
+                    log::info!("meta says the task is complete; checking: {reason}");
+                    format!("meta claims completion: {reason}")
+                }
                 other => {
                     return Err(Stop::Failed(format!(
                         "unknown action {other:?} from next_action (expected run_worker or mark_complete)"
                     )));
                 }
-            }
+            };
             ctx.loops = number;
-            move_to(ctx, TaskState::Validating, &next.reason)?;
+            move_to(ctx, TaskState::Validating, &done)?;
             if let Some(test) = ctx.task.test.clone() {
                 let run = self.sandbox.run_test(number, &test).map_err(sandbox_stop)?;
                 let verdict = if run.timed_out {
