@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use support::docker::{TEST_IMAGE, containers_labelled, docker};
 use support::fake_openai::{Answer, FakeOpenAi};
-use support::{Outcome, Run, Scratch};
+use support::{Run, Scratch};
 
 const KEY: &str = "sk-e2e-test-key-0123456789abcdef";
 
@@ -343,6 +343,76 @@ fn sigint_during_a_worker_run_stops_everything_and_exits_130() {
 }
 
 #[test]
+fn sigterm_is_handled_like_sigint() {
+    let dir = Scratch::new("e2e-sigterm");
+    let id = task_id("sigterm");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: working\n@sleep: 120"),
+    ]);
+    let child = runner(&v1_task(&id, &dir.path, &server, None, "", ""))
+        .arg("--json")
+        .start();
+    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
+    });
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.finish();
+    out.code(130);
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        (result["status"].as_str(), result["error"].as_str()),
+        (Some("failed"), Some("interrupted"))
+    );
+    assert_no_container(&id);
+}
+
+#[test]
+fn a_second_sigint_exits_at_once_and_the_container_still_goes() {
+    let dir = Scratch::new("e2e-sigint2");
+    let id = task_id("sigint2");
+    // The first SIGINT's clean-up waits for this process to stop, which ignores SIGTERM.
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: working\n@run: trap '' TERM; sleep 120"),
+    ]);
+    let child = runner(&v1_task(&id, &dir.path, &server, None, "", "")).start();
+    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
+    });
+    let pid = child.id().to_string();
+    let sent = Instant::now();
+    for _ in 0..2 {
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.finish();
+    assert!(
+        sent.elapsed() < Duration::from_secs(3),
+        "the second SIGINT did not end it: {:?}",
+        sent.elapsed()
+    );
+    out.code(130);
+    wait_for(Duration::from_secs(2), || {
+        containers_labelled("agent-runner.task", &id).is_empty()
+    });
+}
+
+#[test]
 fn secrets_appear_nowhere() {
     let dir = Scratch::new("e2e-secret");
     let id = task_id("secret");
@@ -527,32 +597,15 @@ fn as_a_non_root_user_files_belong_to_that_user() {
         assess(&["AC-1"], "done"),
     ]);
     let yaml = v1_task(&id, &dir.path, &server, Some("test -f mine.txt"), "", "");
-    let mut child = std::process::Command::new("setpriv")
-        .args([
-            "--reuid",
-            &uid.to_string(),
-            "--regid",
-            &uid.to_string(),
-            "--groups",
-            &socket_gid.to_string(),
-            env!("CARGO_BIN_EXE_agent-runner"),
-            "run",
-        ])
+    let (uid_s, gid_s) = (uid.to_string(), socket_gid.to_string());
+    let wrapper = [
+        "setpriv", "--reuid", &uid_s, "--regid", &uid_s, "--groups", &gid_s,
+    ];
+    let out = Run::through(&wrapper, &["run"])
         .env("OPENAI_API_KEY", KEY)
         .env("HOME", &dir.path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(yaml.as_bytes())
-        .unwrap();
-    let out = Outcome::from(child.wait_with_output().unwrap());
+        .stdin(yaml)
+        .output();
     out.code(0);
     for path in ["mine.txt", &format!(".agent-runner/task-{id}.md")] {
         let meta = std::fs::metadata(dir.join(path)).unwrap();

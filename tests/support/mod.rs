@@ -57,7 +57,20 @@ pub struct Run {
 
 impl Run {
     pub fn new(args: &[&str]) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-runner"));
+        Run::through(&[], args)
+    }
+
+    /// Runs the binary through `wrapper` (e.g. `setpriv --reuid ...`).
+    pub fn through(wrapper: &[&str], args: &[&str]) -> Self {
+        let binary = env!("CARGO_BIN_EXE_agent-runner");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(binary);
+                c
+            }
+            None => Command::new(binary),
+        };
         command.args(args);
         // Tests pass the variables they mean to; the developer's own must not leak in.
         for var in [
