@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 
-use crate::context::{TaskContext, TaskState};
+use crate::context::TaskContext;
 use crate::error::{Error, exit};
 use crate::meta::openai::OpenAiChat;
 use crate::meta::scripted::Scripted;
@@ -52,7 +52,13 @@ enum Command {
 
 /// Runs the program; returns the process exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return exit::of_usage(&e);
+        }
+    };
     crate::logging::init();
     match cli.command {
         Command::Run { meta_model, json } => run(meta_model, json),
@@ -148,11 +154,7 @@ fn execute(task: Task, meta: impl Meta, json: bool) -> i32 {
     Runner::new(meta, sandbox, &mut checkpoint).run(&mut ctx);
     let written = note_error.is_none().then_some(note_path.as_path());
     emit(&RunResult::of(&ctx, written), json);
-    match ctx.state {
-        TaskState::Complete => exit::COMPLETE,
-        _ if ctx.interrupted => exit::INTERRUPTED,
-        _ => exit::FAILED,
-    }
+    exit::of_task(&ctx)
 }
 
 /// The result on stdout: JSON or a line.

@@ -6,10 +6,26 @@ use crate::task::InputError;
 
 /// Process exit codes (README "Exit codes").
 pub mod exit {
+    use crate::context::{TaskContext, TaskState};
+
     pub const COMPLETE: i32 = 0;
     pub const FAILED: i32 = 1;
     pub const USAGE: i32 = 2;
     pub const INTERRUPTED: i32 = 130;
+
+    /// The exit code of a task that ran.
+    pub fn of_task(ctx: &TaskContext) -> i32 {
+        match ctx.state {
+            TaskState::Complete => COMPLETE,
+            _ if ctx.interrupted => INTERRUPTED,
+            _ => FAILED,
+        }
+    }
+
+    /// The exit code for a command line clap rejected (or `--help`/`--version`).
+    pub fn of_usage(error: &clap::Error) -> i32 {
+        if error.use_stderr() { USAGE } else { COMPLETE }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

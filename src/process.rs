@@ -27,6 +27,9 @@ const TICK: Duration = Duration::from_millis(50);
 const CHUNK: usize = 64 * 1024;
 /// Chunks in flight between the reader threads and the waiting loop.
 const CHANNEL_CHUNKS: usize = 16;
+/// After the child exits, how long its pipes may stay open (held by a detached
+/// grandchild) before we stop reading them.
+const PIPE_GRACE: Duration = Duration::from_secs(1);
 
 /// A program with its arguments, extra environment, working directory and stdin.
 #[derive(Debug, Clone)]
@@ -416,6 +419,7 @@ pub fn run(
         capture,
         started,
         last_output: started,
+        exited_at: None,
     };
     let ending = waiter.wait_for_limit(limits);
     let status = match ending {
@@ -608,6 +612,8 @@ struct Waiter<'c, 'a> {
     capture: &'c mut Capture<'a>,
     started: Instant,
     last_output: Instant,
+    /// When the child was first seen gone while its pipes were still open.
+    exited_at: Option<Instant>,
 }
 
 impl Waiter<'_, '_> {
@@ -648,7 +654,14 @@ impl Waiter<'_, '_> {
                     self.capture.take(stream, &bytes);
                 }
                 Ok(Message::Closed) => self.open -= 1,
-                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    if matches!(self.child.try_wait(), Ok(Some(_))) {
+                        let exited_at = *self.exited_at.get_or_insert_with(Instant::now);
+                        if exited_at.elapsed() >= PIPE_GRACE {
+                            self.open = 0;
+                        }
+                    }
+                }
                 Err(RecvTimeoutError::Disconnected) => self.open = 0,
             }
             false
@@ -738,6 +751,22 @@ mod tests {
         assert_eq!(f.ending, Ending::TimedOut);
         assert!(
             started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_grandchild_holding_the_pipes_does_not_keep_us_waiting() {
+        let started = Instant::now();
+        let (f, tail, _) = run_sh(
+            "echo parent; (setsid sleep 5 &) ; exit 0",
+            Limits::wall(Duration::from_secs(20)),
+        );
+        assert_eq!((f.ending, f.code()), (Ending::Exited, Some(0)));
+        assert_eq!(tail, "parent\n");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
             "{:?}",
             started.elapsed()
         );

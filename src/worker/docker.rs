@@ -346,7 +346,13 @@ impl DockerSandbox {
         limits: &Limits,
         capture: &mut Capture,
     ) -> Result<(Finished, Option<u32>), SandboxError> {
-        let container = self.container.as_ref().ok_or(SandboxError::Interrupted)?;
+        let container = self
+            .container
+            .as_ref()
+            .ok_or_else(|| SandboxError::Docker {
+                command: invocation.display(),
+                detail: "the container is not running".into(),
+            })?;
         let mut leftover = None;
         let mut stop = || leftover = stop_work(&container.name, &container.keep_pid);
         let finished = process::run(invocation, limits, capture, Stop::Custom(&mut stop))

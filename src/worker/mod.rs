@@ -39,12 +39,6 @@ pub struct WorkerRun {
     pub leftover_processes: Option<u32>,
 }
 
-impl WorkerRun {
-    pub fn id(&self) -> String {
-        format!("run-{}", self.number)
-    }
-}
-
 /// One run of the task's test command.
 #[derive(Debug, Clone)]
 pub struct TestRun {
