@@ -92,7 +92,12 @@ fn run(meta_model: Option<String>, json: bool) -> i32 {
         }
         task.meta.model = model;
     }
-    let redactor = Redactor::new(&task.secrets());
+    let var = |name: &str| std::env::var(name).ok();
+    let auth = CodexAuth::detect(&var);
+    let mut secrets = task.secrets();
+    secrets.extend(auth.secret().cloned());
+    let redactor = Redactor::new(&secrets);
+    crate::secret::set_global(redactor.clone());
     let system_prompt = task.meta.system_prompt.clone();
     match &task.meta.backend {
         MetaBackend::OpenAiChat { base_url, api_key } => {
@@ -103,21 +108,20 @@ fn run(meta_model: Option<String>, json: bool) -> i32 {
                 api_key.value.clone(),
                 task.meta.timeout,
             );
-            execute(task, MetaAgent::new(chat, system_prompt, redactor), json)
+            let meta = MetaAgent::new(chat, system_prompt, redactor.clone());
+            execute(task, meta, auth, redactor, json)
         }
         MetaBackend::Scripted { script } => match Scripted::load(script) {
-            Ok(scripted) => execute(
-                task,
-                MetaAgent::new(scripted, system_prompt, redactor),
-                json,
-            ),
+            Ok(scripted) => {
+                let meta = MetaAgent::new(scripted, system_prompt, redactor.clone());
+                execute(task, meta, auth, redactor, json)
+            }
             Err(e) => invalid(&InputError::new("runner.meta.script", e).into()),
         },
     }
 }
 
-fn execute(task: Task, meta: impl Meta, json: bool) -> i32 {
-    let redactor = Redactor::new(&task.secrets());
+fn execute(task: Task, meta: impl Meta, auth: CodexAuth, redactor: Redactor, json: bool) -> i32 {
     let meta_name = match &task.meta.backend {
         MetaBackend::OpenAiChat { .. } => task.meta.model.clone(),
         MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
@@ -130,13 +134,12 @@ fn execute(task: Task, meta: impl Meta, json: bool) -> i32 {
         task.worker.docker_image,
         task.meta.max_loops
     );
-    let var = |name: &str| std::env::var(name).ok();
     let sandbox = DockerSandbox::new(SandboxConfig {
         task_id: task.id.clone(),
         repo: task.repo.clone(),
         log_dir: task.log_dir(),
         worker: task.worker.clone(),
-        auth: CodexAuth::detect(&var),
+        auth,
         redactor: redactor.clone(),
     });
     let note_path = task.note_path();

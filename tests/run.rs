@@ -417,9 +417,12 @@ fn secrets_appear_nowhere() {
     let dir = Scratch::new("e2e-secret");
     let id = task_id("secret");
     let sentinel = format!("sentinel-{}-zz", support::short_id());
+    let codex_key = format!("codex-key-{}-zz", support::short_id());
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
-        run_worker("@run: echo \"token=$SECRET_TOKEN\"\n@say: printed the token"),
+        run_worker(
+            "@run: echo \"token=$SECRET_TOKEN codex=$CODEX_API_KEY\"\n@say: printed the token",
+        ),
         assess(&["AC-1"], "done"),
     ]);
     let yaml = v1_task(
@@ -430,27 +433,34 @@ fn secrets_appear_nowhere() {
         "",
         "    env:\n      SECRET_TOKEN: env:E2E_SECRET\n",
     );
+    // No ~/.codex/auth.json in this HOME: codex gets the host's CODEX_API_KEY.
     let out = runner(&yaml)
         .env("E2E_SECRET", &sentinel)
+        .env("CODEX_API_KEY", &codex_key)
+        .env("HOME", dir.join("home"))
         .env("RUST_LOG", "debug")
         .arg("--json")
         .output();
     out.code(0);
     let written = everything_written(&dir.path);
     assert!(
-        written.contains("token=***") && written.contains("test sees ***"),
-        "the worker and the test got the value, masked in logs"
+        written.contains("token=*** codex=***") && written.contains("test sees ***"),
+        "the worker and the test got the values, masked in logs"
     );
     for (place, text) in [
         ("files", written.as_str()),
         ("stdout", out.stdout.as_str()),
         ("stderr", out.stderr.as_str()),
     ] {
-        assert!(!text.contains(&sentinel), "secret in {place}");
-        assert!(!text.contains(KEY), "API key in {place}");
+        for secret in [&sentinel, &codex_key, KEY] {
+            assert!(!text.contains(secret), "a secret in {place}");
+        }
     }
     for request in server.received() {
-        assert!(!request.body.contains(&sentinel), "secret sent to Meta");
+        assert!(
+            !request.body.contains(&sentinel) && !request.body.contains(&codex_key),
+            "secret sent to Meta"
+        );
     }
 }
 

@@ -23,9 +23,9 @@ use super::{Sandbox, SandboxError, TestRun, WorkerRun};
 use crate::process::{
     self, Capture, Ending, Finished, Held, HeldWait, Invocation, Limits, SpawnError, Stop,
 };
-use crate::secret::Redactor;
+use crate::secret::{Redactor, Secret};
 use crate::sys;
-use crate::task::{EnvValue, Network, TestSpec, WorkerSettings};
+use crate::task::{Network, TestSpec, WorkerSettings};
 use crate::timestamp::{Timestamp, human};
 
 pub const LABEL_TASK: &str = "agent-runner.task";
@@ -89,7 +89,7 @@ pub enum CodexAuth {
     /// The host's `~/.codex/auth.json`, mounted read-only.
     File(PathBuf),
     /// `CODEX_API_KEY` from the host, passed by name on each run.
-    ApiKey,
+    ApiKey(Secret),
     None,
 }
 
@@ -103,8 +103,16 @@ impl CodexAuth {
             }
         }
         match var("CODEX_API_KEY") {
-            Some(key) if !key.is_empty() => CodexAuth::ApiKey,
+            Some(key) if !key.is_empty() => CodexAuth::ApiKey(Secret::new(key)),
             _ => CodexAuth::None,
+        }
+    }
+
+    /// The secret this holds, for masking.
+    pub fn secret(&self) -> Option<&Secret> {
+        match self {
+            CodexAuth::ApiKey(key) => Some(key),
+            _ => None,
         }
     }
 }
@@ -312,17 +320,12 @@ impl DockerSandbox {
         if let Some(dir) = workdir {
             args.extend(["-w".into(), dir.into()]);
         }
-        let mut env: Vec<(String, String)> = Vec::new();
-        for entry in &self.config.worker.env {
-            let value = match &entry.value {
-                EnvValue::Literal(v) => v.clone(),
-                EnvValue::FromHost { value, .. } => value.expose().to_string(),
-            };
-            env.push((entry.name.clone(), value));
-        }
-        if self.config.auth == CodexAuth::ApiKey && !env.iter().any(|(n, _)| n == "CODEX_API_KEY") {
-            if let Ok(key) = std::env::var("CODEX_API_KEY") {
-                env.push(("CODEX_API_KEY".into(), key));
+        let mut env: Vec<(String, String)> = (self.config.worker.env.iter())
+            .map(|e| (e.name.clone(), e.value.expose().to_string()))
+            .collect();
+        if let CodexAuth::ApiKey(key) = &self.config.auth {
+            if !env.iter().any(|(name, _)| name == "CODEX_API_KEY") {
+                env.push(("CODEX_API_KEY".into(), key.expose().to_string()));
             }
         }
         for (name, _) in &env {
@@ -696,7 +699,10 @@ mod tests {
             "CODEX_API_KEY" => Some("k".to_string()),
             _ => None,
         };
-        assert_eq!(CodexAuth::detect(&with_key), CodexAuth::ApiKey);
+        assert_eq!(
+            CodexAuth::detect(&with_key),
+            CodexAuth::ApiKey(Secret::new("k".into()))
+        );
         std::fs::write(dir.join(".codex/auth.json"), "{}").unwrap();
         assert_eq!(
             CodexAuth::detect(&with_key),
