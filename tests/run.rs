@@ -314,30 +314,19 @@ fn task_config_shape_with_json_result() {
 fn sigint_during_a_worker_run_stops_everything_and_exits_130() {
     let dir = Scratch::new("e2e-sigint");
     let id = task_id("sigint");
-    let server = FakeOpenAi::start(vec![
-        plan(&["AC-1"]),
-        run_worker("@say: working\n@sleep: 120"),
-    ]);
-    let child = runner(&v1_task(&id, &dir.path, &server, None, "", "")).start();
-    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
-    wait_for(Duration::from_secs(30), || {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
-    });
+    let (_server, child) = busy_worker(&dir, &id, "@sleep: 120", false);
     let signalled = Instant::now();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send("-INT", &child);
     let out = child.finish();
     let took = signalled.elapsed();
     out.code(130)
         .stdout_has("FAILED: task")
         .stdout_has("interrupted");
-    assert!(note(&dir.path, &id).contains("- State: FAILED (interrupted)"));
-    assert!(note(&dir.path, &id).contains("#### Run 1 (interrupted"));
+    let note = note(&dir.path, &id);
+    assert!(
+        note.contains("- State: FAILED (interrupted)") && note.contains("#### Run 1 (interrupted"),
+        "{note}"
+    );
     assert_no_container(&id);
     eprintln!("SIGINT to exit: {took:?}");
 }
@@ -346,24 +335,8 @@ fn sigint_during_a_worker_run_stops_everything_and_exits_130() {
 fn sigterm_is_handled_like_sigint() {
     let dir = Scratch::new("e2e-sigterm");
     let id = task_id("sigterm");
-    let server = FakeOpenAi::start(vec![
-        plan(&["AC-1"]),
-        run_worker("@say: working\n@sleep: 120"),
-    ]);
-    let child = runner(&v1_task(&id, &dir.path, &server, None, "", ""))
-        .arg("--json")
-        .start();
-    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
-    wait_for(Duration::from_secs(30), || {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
-    });
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let (_server, child) = busy_worker(&dir, &id, "@sleep: 120", true);
+    send("-TERM", &child);
     let out = child.finish();
     out.code(130);
     let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
@@ -379,25 +352,10 @@ fn a_second_sigint_exits_at_once_and_the_container_still_goes() {
     let dir = Scratch::new("e2e-sigint2");
     let id = task_id("sigint2");
     // The first SIGINT's clean-up waits for this process to stop, which ignores SIGTERM.
-    let server = FakeOpenAi::start(vec![
-        plan(&["AC-1"]),
-        run_worker("@say: working\n@run: trap '' TERM; sleep 120"),
-    ]);
-    let child = runner(&v1_task(&id, &dir.path, &server, None, "", "")).start();
-    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
-    wait_for(Duration::from_secs(30), || {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
-    });
-    let pid = child.id().to_string();
+    let (_server, child) = busy_worker(&dir, &id, "@run: trap '' TERM; sleep 120", false);
     let sent = Instant::now();
     for _ in 0..2 {
-        assert!(
-            std::process::Command::new("kill")
-                .args(["-INT", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        send("-INT", &child);
         std::thread::sleep(Duration::from_millis(100));
     }
     let out = child.finish();
@@ -512,15 +470,7 @@ fn an_unreachable_daemon_fails_the_task_clearly() {
 fn sigkill_of_agent_runner_removes_its_container_within_2_s() {
     let dir = Scratch::new("e2e-sigkill");
     let id = task_id("sigkill");
-    let server = FakeOpenAi::start(vec![
-        plan(&["AC-1"]),
-        run_worker("@say: working\n@sleep: 120"),
-    ]);
-    let mut child = runner(&v1_task(&id, &dir.path, &server, None, "", "")).start();
-    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
-    wait_for(Duration::from_secs(30), || {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
-    });
+    let (_server, mut child) = busy_worker(&dir, &id, "@sleep: 120", false);
     assert_eq!(containers_labelled("agent-runner.task", &id).len(), 1);
     child.child().kill().unwrap();
     child.child().wait().unwrap();
@@ -626,6 +576,33 @@ fn as_a_non_root_user_files_belong_to_that_user() {
         "the worker ran as uid 4242"
     );
     assert_no_container(&id);
+}
+
+/// Starts `agent-runner run` on a task whose worker says "working" and then keeps busy
+/// with `busy`; returns once the worker is at it (the server must stay alive too).
+fn busy_worker(dir: &Scratch, id: &str, busy: &str, json: bool) -> (FakeOpenAi, support::Running) {
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(&format!("@say: working\n{busy}")),
+    ]);
+    let mut run = runner(&v1_task(id, &dir.path, &server, None, "", ""));
+    if json {
+        run = run.arg("--json");
+    }
+    let child = run.start();
+    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
+    });
+    (server, child)
+}
+
+fn send(signal: &str, child: &support::Running) {
+    let status = std::process::Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {signal}");
 }
 
 fn wait_for(limit: Duration, mut ready: impl FnMut() -> bool) {
