@@ -4,8 +4,9 @@
 //! gates completion; `max_loops` bounds the iterations.
 
 use crate::context::{TaskContext, TaskState};
-use crate::meta::{Meta, MetaError, MetaOutcome};
+use crate::meta::{Meta, MetaError, MetaOutcome, NextAction};
 use crate::sys;
+use crate::task::TestSpec;
 use crate::timestamp::human;
 use crate::worker::codex::RunOutcome;
 use crate::worker::{Sandbox, SandboxError};
@@ -59,104 +60,15 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         loop {
             let next = self.ask(ctx, |meta, ctx| meta.next_action(ctx))?;
             let number = ctx.loops + 1;
-            let done = match next.action.as_str() {
-                "run_worker" => {
-                    let prompt = next.prompt.unwrap_or_default();
-                    log::info!(
-                        "worker run {number}/{max_loops}: {}",
-                        first_line(&next.reason)
-                    );
-                    let run = self
-                        .sandbox
-                        .run_worker(number, &prompt)
-                        .map_err(sandbox_stop)?;
-                    log::info!(
-                        "worker run {number}/{max_loops}: {} in {} (exit {}): {}",
-                        run.outcome.as_str(),
-                        human(run.duration),
-                        run.exit_code.map_or("none".into(), |c| c.to_string()),
-                        first_line(&run.summary)
-                    );
-                    let outcome = run.outcome;
-                    ctx.worker_runs.push(run);
-                    self.step_done(ctx)?;
-                    if outcome == RunOutcome::Interrupted {
-                        return Err(Stop::Interrupted);
-                    }
-                    format!("worker run {number} {}", outcome.as_str())
-                }
-                "mark_complete" => {
-                    let reason = first_line(&next.reason);
-                    log::info!("meta says the task is complete; checking: {reason}");
-                    format!("meta claims completion: {reason}")
-                }
-                other => {
-                    return Err(Stop::Failed(format!(
-                        "unknown action {other:?} from next_action (expected run_worker or mark_complete)"
-                    )));
-                }
-            };
+            let done = self.act(ctx, number, next)?;
             ctx.loops = number;
             move_to(ctx, TaskState::Validating, &done)?;
             if let Some(test) = ctx.task.test.clone() {
-                let run = self.sandbox.run_test(number, &test).map_err(sandbox_stop)?;
-                let verdict = if run.timed_out {
-                    format!("timed out after {}", human(test.timeout))
-                } else if run.passed() {
-                    "passed".into()
-                } else {
-                    format!(
-                        "failed (exit {})",
-                        run.exit_code.map_or("none".into(), |c| c.to_string())
-                    )
-                };
-                log::info!(
-                    "test `{}`: {verdict} in {}",
-                    first_line(&test.command),
-                    human(run.duration)
-                );
-                let interrupted = run.interrupted;
-                ctx.test_runs.push(run);
-                self.step_done(ctx)?;
-                if interrupted {
-                    return Err(Stop::Interrupted);
-                }
+                self.test(ctx, number, &test)?;
             }
-            let assessment = self.ask(ctx, |meta, ctx| meta.completion_assessment(ctx))?;
-            for id in &assessment.passed_criteria {
-                match ctx.criteria.iter_mut().find(|c| &c.id == id) {
-                    Some(criterion) => criterion.passed = true,
-                    None => log::warn!("completion_assessment names an unknown criterion {id:?}"),
-                }
-            }
-            if assessment.all_criteria_satisfied == Some(true) {
-                ctx.criteria.iter_mut().for_each(|c| c.passed = true);
-            }
-            let passed = ctx.criteria.iter().filter(|c| c.passed).count();
-            let all_passed = passed == ctx.criteria.len();
-            let tests_ok = ctx.last_test_run().is_none_or(|t| t.passed());
-            ctx.assessment = Some(assessment);
-            log::info!(
-                "criteria {passed}/{} passed; tests {}",
-                ctx.criteria.len(),
-                match ctx.last_test_run() {
-                    None => "not run",
-                    Some(t) if t.passed() => "passing",
-                    Some(_) => "failing",
-                }
-            );
-            (self.checkpoint)(ctx);
-            if all_passed && tests_ok {
+            let Some(why) = self.assess(ctx)? else {
                 move_to(ctx, TaskState::Complete, "all criteria passed")?;
                 return Ok(());
-            }
-            let why = match (all_passed, tests_ok) {
-                (false, false) => format!(
-                    "{passed}/{} criteria passed and the last test failed",
-                    ctx.criteria.len()
-                ),
-                (false, true) => format!("{passed}/{} criteria passed", ctx.criteria.len()),
-                _ => "the last test failed".to_string(),
             };
             if ctx.loops >= max_loops {
                 return Err(Stop::Failed(format!(
@@ -165,6 +77,111 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
             }
             move_to(ctx, TaskState::Running, &why)?;
         }
+    }
+
+    /// Carries out Meta's decision; says what was done.
+    fn act(
+        &mut self,
+        ctx: &mut TaskContext,
+        number: u32,
+        next: NextAction,
+    ) -> Result<String, Stop> {
+        let max_loops = ctx.task.meta.max_loops;
+        match next.action.as_str() {
+            "run_worker" => {
+                let prompt = next.prompt.unwrap_or_default();
+                log::info!(
+                    "worker run {number}/{max_loops}: {}",
+                    first_line(&next.reason)
+                );
+                let run = self
+                    .sandbox
+                    .run_worker(number, &prompt)
+                    .map_err(sandbox_stop)?;
+                log::info!(
+                    "worker run {number}/{max_loops}: {} in {} (exit {}): {}",
+                    run.outcome.as_str(),
+                    human(run.duration),
+                    exit_code(run.exit_code),
+                    first_line(&run.summary)
+                );
+                let outcome = run.outcome;
+                ctx.worker_runs.push(run);
+                self.step_done(ctx)?;
+                if outcome == RunOutcome::Interrupted {
+                    return Err(Stop::Interrupted);
+                }
+                Ok(format!("worker run {number} {}", outcome.as_str()))
+            }
+            "mark_complete" => {
+                let reason = first_line(&next.reason);
+                log::info!("meta says the task is complete; checking: {reason}");
+                Ok(format!("meta claims completion: {reason}"))
+            }
+            other => Err(Stop::Failed(format!(
+                "unknown action {other:?} from next_action (expected run_worker or mark_complete)"
+            ))),
+        }
+    }
+
+    /// Runs the task's test command.
+    fn test(&mut self, ctx: &mut TaskContext, number: u32, test: &TestSpec) -> Result<(), Stop> {
+        let run = self.sandbox.run_test(number, test).map_err(sandbox_stop)?;
+        let verdict = if run.timed_out {
+            format!("timed out after {}", human(test.timeout))
+        } else if run.passed() {
+            "passed".into()
+        } else {
+            format!("failed (exit {})", exit_code(run.exit_code))
+        };
+        log::info!(
+            "test `{}`: {verdict} in {}",
+            first_line(&test.command),
+            human(run.duration)
+        );
+        let interrupted = run.interrupted;
+        ctx.test_runs.push(run);
+        self.step_done(ctx)?;
+        if interrupted {
+            Err(Stop::Interrupted)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Asks Meta for its assessment and ticks the criteria it names. None when the
+    /// task is complete: every criterion passed and the last test (if any) passed;
+    /// otherwise why not.
+    fn assess(&mut self, ctx: &mut TaskContext) -> Result<Option<String>, Stop> {
+        let assessment = self.ask(ctx, |meta, ctx| meta.completion_assessment(ctx))?;
+        for id in &assessment.passed_criteria {
+            match ctx.criteria.iter_mut().find(|c| &c.id == id) {
+                Some(criterion) => criterion.passed = true,
+                None => log::warn!("completion_assessment names an unknown criterion {id:?}"),
+            }
+        }
+        if assessment.all_criteria_satisfied == Some(true) {
+            ctx.criteria.iter_mut().for_each(|c| c.passed = true);
+        }
+        ctx.assessment = Some(assessment);
+        let total = ctx.criteria.len();
+        let passed = ctx.criteria.iter().filter(|c| c.passed).count();
+        let last_test = ctx.last_test_run().map(|t| t.passed());
+        let tests = match last_test {
+            None => "not run",
+            Some(true) => "passing",
+            Some(false) => "failing",
+        };
+        log::info!("criteria {passed}/{total} passed; tests {tests}");
+        (self.checkpoint)(ctx);
+        Ok(match (passed == total, last_test != Some(false)) {
+            (true, true) => None,
+            (false, false) => Some(format!(
+                "{passed}/{total} criteria passed and the last test failed"
+            )),
+            (false, true) => Some(format!("{passed}/{total} criteria passed")),
+            (true, false) => Some("the last test failed".to_string()),
+        })
     }
 
     /// One Meta call: recorded, checkpointed, its failure a stop.
@@ -213,6 +230,10 @@ fn sandbox_stop(e: SandboxError) -> Stop {
         SandboxError::Interrupted => Stop::Interrupted,
         other => Stop::Failed(format!("sandbox: {other}")),
     }
+}
+
+fn exit_code(code: Option<i32>) -> String {
+    code.map_or("none".into(), |c| c.to_string())
 }
 
 fn first_line(text: &str) -> String {
