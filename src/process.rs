@@ -83,10 +83,6 @@ impl Invocation {
         self
     }
 
-    pub fn program(&self) -> &str {
-        &self.program
-    }
-
     /// The command line, for messages (arguments only: the environment may hold secrets).
     pub fn display(&self) -> String {
         let mut out = self.program.clone();
@@ -201,7 +197,7 @@ pub enum Stream {
 pub struct Capture<'a> {
     masks: Option<[StreamRedactor; 2]>,
     /// Unbuffered: each chunk is written as it arrives, so the log can be followed.
-    log: Option<File>,
+    log: Option<(File, PathBuf)>,
     log_error: Option<String>,
     tail: Tail,
     stderr: Tail,
@@ -239,7 +235,7 @@ impl<'a> Capture<'a> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        self.log = Some(File::create(path)?);
+        self.log = Some((File::create(path)?, path.to_path_buf()));
         Ok(self)
     }
 
@@ -262,7 +258,7 @@ impl<'a> Capture<'a> {
     }
 
     fn store(&mut self, stream: Stream, bytes: &[u8]) {
-        if let Some(log) = &mut self.log {
+        if let Some((log, _)) = &mut self.log {
             if let Err(e) = log.write_all(bytes) {
                 self.log_error.get_or_insert_with(|| e.to_string());
             }
@@ -287,6 +283,9 @@ impl<'a> Capture<'a> {
         if let Some(lines) = &mut self.lines {
             lines.finish();
         }
+        if let (Some((_, path)), Some(e)) = (&self.log, &self.log_error) {
+            log::warn!("log {} is incomplete: {e}", path.display());
+        }
     }
 
     /// The last bytes of stdout and stderr together, as text.
@@ -302,11 +301,6 @@ impl<'a> Capture<'a> {
     /// Total bytes received on both streams.
     pub fn bytes(&self) -> u64 {
         self.bytes
-    }
-
-    /// The first error writing the log file, if any.
-    pub fn log_error(&self) -> Option<&str> {
-        self.log_error.as_deref()
     }
 }
 

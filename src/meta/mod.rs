@@ -183,6 +183,11 @@ impl<B: ChatBackend> MetaAgent<B> {
     ) -> MetaOutcome<T> {
         call.duration = clock.elapsed();
         let plural = if call.attempts == 1 { "" } else { "s" };
+        // Masked once here, for the log, the record and the caller alike.
+        let reply = reply.map_err(|e| match e {
+            MetaError::Failed(m) => MetaError::Failed(self.redactor.redact(&m)),
+            other => other,
+        });
         match &reply {
             Ok(_) => log::info!(
                 "meta {}: {}, {} attempt{plural}",
@@ -191,20 +196,15 @@ impl<B: ChatBackend> MetaAgent<B> {
                 call.attempts
             ),
             Err(e) => {
-                let e = self.redactor.redact(&e.to_string());
                 log::warn!(
                     "meta {} failed after {}, {} attempt{plural}: {e}",
                     call.kind.as_str(),
                     human(call.duration),
                     call.attempts
                 );
-                call.error = Some(e);
+                call.error = Some(e.to_string());
             }
         }
-        let reply = reply.map_err(|e| match e {
-            MetaError::Failed(m) => MetaError::Failed(self.redactor.redact(&m)),
-            other => other,
-        });
         MetaOutcome { call, reply }
     }
 }

@@ -306,32 +306,28 @@ impl DockerSandbox {
         })
     }
 
-    /// `docker exec` arguments up to the container name, and the environment that
-    /// carries the secret values (by name).
-    fn exec_prefix(
-        &self,
-        stdin: bool,
-        workdir: Option<&str>,
-    ) -> (Vec<String>, Vec<(String, String)>) {
-        let mut args = vec!["exec".to_string()];
+    /// `docker exec [-i] [-w dir] -e NAME… <container>`, with the values of NAME… in
+    /// the docker client's environment (secrets by name); the command follows.
+    fn exec_command(&self, stdin: bool, workdir: Option<&str>) -> Invocation {
+        let mut invocation = Invocation::new("docker").arg("exec");
         if stdin {
-            args.push("-i".into());
+            invocation = invocation.arg("-i");
         }
         if let Some(dir) = workdir {
-            args.extend(["-w".into(), dir.into()]);
+            invocation = invocation.args(["-w", dir]);
         }
-        let mut env: Vec<(String, String)> = (self.config.worker.env.iter())
-            .map(|e| (e.name.clone(), e.value.expose().to_string()))
+        let mut env: Vec<(&str, &str)> = (self.config.worker.env.iter())
+            .map(|e| (e.name.as_str(), e.value.expose()))
             .collect();
         if let CodexAuth::ApiKey(key) = &self.config.auth {
-            if !env.iter().any(|(name, _)| name == "CODEX_API_KEY") {
-                env.push(("CODEX_API_KEY".into(), key.expose().to_string()));
+            if !env.iter().any(|(name, _)| *name == "CODEX_API_KEY") {
+                env.push(("CODEX_API_KEY", key.expose()));
             }
         }
-        for (name, _) in &env {
-            args.extend(["-e".into(), name.clone()]);
+        for (name, value) in env {
+            invocation = invocation.args(["-e", name]).env(name, value);
         }
-        (args, env)
+        invocation.arg(self.container_name().unwrap_or_default())
     }
 
     fn capture<'a>(&self, log_path: &Path) -> Result<Capture<'a>, SandboxError> {
@@ -401,16 +397,11 @@ impl Sandbox for DockerSandbox {
         let mut capture = self
             .capture(&log_path)?
             .with_lines(MAX_EVENT_LINE, &mut on_line);
-        let (mut args, env) = self.exec_prefix(true, None);
-        args.push(self.container_name().unwrap_or_default().to_string());
-        args.push("codex".into());
-        args.extend(codex::exec_args(&self.config.worker));
-        let mut invocation = Invocation::new("docker")
-            .args(args)
+        let invocation = self
+            .exec_command(true, None)
+            .arg("codex")
+            .args(codex::exec_args(&self.config.worker))
             .stdin(prompt.as_bytes());
-        for (name, value) in &env {
-            invocation = invocation.env(name, value);
-        }
         let settings = &self.config.worker;
         let limits = Limits {
             wall: Some(settings.max_run_time),
@@ -422,9 +413,6 @@ impl Sandbox for DockerSandbox {
         let output_tail = capture.tail();
         let stderr = capture.stderr();
         let output_bytes = capture.bytes();
-        if let Some(e) = capture.log_error() {
-            log::warn!("worker log {}: {e}", log_path.display());
-        }
         drop(capture);
         let exit = match finished.ending {
             Ending::TimedOut => Exit::TimedOut(settings.max_run_time),
@@ -461,13 +449,9 @@ impl Sandbox for DockerSandbox {
             format!("{PROJECT_DIR}/{}", test.cwd)
         };
         let mut capture = self.capture(&log_path)?;
-        let (mut args, env) = self.exec_prefix(false, Some(&workdir));
-        args.push(self.container_name().unwrap_or_default().to_string());
-        args.extend(["sh".into(), "-c".into(), test.command.clone()]);
-        let mut invocation = Invocation::new("docker").args(args);
-        for (name, value) in &env {
-            invocation = invocation.env(name, value);
-        }
+        let invocation =
+            self.exec_command(false, Some(&workdir))
+                .args(["sh", "-c", test.command.as_str()]);
         let limits = Limits {
             wall: Some(test.timeout),
             idle: None,
