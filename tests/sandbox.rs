@@ -383,12 +383,27 @@ fn sweep_removes_containers_of_dead_owners_only() {
         assert!(ok, "{err}");
         name
     };
+    let _cleanup = RemoveOnDrop(id.clone());
     let orphan = start(&dead_pid.to_string(), "dead");
     let owned = start(&std::process::id().to_string(), "alive");
-    let removed = sweep_orphans();
-    let left = containers_labelled("agent-runner.task", &id);
-    // Another test's sweep may have got there first; either way it is gone.
-    assert!(removed.contains(&orphan) || !left.contains(&orphan));
-    assert_eq!(left, std::slice::from_ref(&owned));
-    docker(&["rm", "-f", &owned]);
+    sweep_orphans();
+    // A concurrent test's sweep may be removing the orphan at the same time, so our
+    // own removal can fail while the container is still listed: wait for it to go.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while containers_labelled("agent-runner.task", &id).contains(&orphan) {
+        assert!(Instant::now() < deadline, "the orphan was not removed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(containers_labelled("agent-runner.task", &id), [owned]);
+}
+
+/// Removes the containers labelled with this task id, even when the test fails.
+struct RemoveOnDrop(String);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for name in containers_labelled("agent-runner.task", &self.0) {
+            docker(&["rm", "-f", &name]);
+        }
+    }
 }
