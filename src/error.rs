@@ -11,7 +11,7 @@ pub mod exit {
     pub const COMPLETE: i32 = 0;
     pub const FAILED: i32 = 1;
     pub const USAGE: i32 = 2;
-    pub const INTERRUPTED: i32 = 130;
+    pub const INTERRUPTED: i32 = crate::interrupt::EXIT_INTERRUPTED;
 
     /// The exit code of a task that ran.
     pub fn of_task(ctx: &TaskContext) -> i32 {
@@ -36,11 +36,16 @@ pub enum Error {
     Stdin(String),
     #[error("cannot write to stdout: {0}")]
     Stdout(std::io::Error),
+    #[error("interrupted before the task started")]
+    Interrupted,
 }
 
 impl Error {
     pub fn exit_code(&self) -> i32 {
-        exit::FAILED
+        match self {
+            Error::Interrupted => exit::INTERRUPTED,
+            _ => exit::FAILED,
+        }
     }
 
     /// A line of advice to print after the error, if there is one.

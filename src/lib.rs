@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod context;
 pub mod error;
+pub mod interrupt;
 pub mod logging;
 pub mod meta;
 pub mod note;
@@ -16,5 +17,6 @@ pub mod runner;
 pub mod secret;
 pub mod sys;
 pub mod task;
+pub mod text;
 pub mod timestamp;
 pub mod worker;

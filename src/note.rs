@@ -10,8 +10,8 @@ use crate::context::{TaskContext, TaskState};
 use crate::meta::MetaCall;
 use crate::secret::Redactor;
 use crate::task::{MetaBackend, PrdSource};
+use crate::text::{cut, tail};
 use crate::timestamp::human;
-use crate::worker::codex::{cut, tail};
 use crate::worker::{TestRun, WorkerRun, git};
 
 /// Output shown in the note per worker or test run (the full log is on disk).

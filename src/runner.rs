@@ -4,8 +4,8 @@
 //! gates completion; `max_loops` bounds the iterations.
 
 use crate::context::{TaskContext, TaskState};
+use crate::interrupt::Interrupt;
 use crate::meta::{Meta, MetaError, MetaOutcome, NextAction};
-use crate::sys;
 use crate::task::TestSpec;
 use crate::timestamp::human;
 use crate::worker::codex::RunOutcome;
@@ -23,14 +23,22 @@ pub struct Runner<'a, M, S> {
     sandbox: S,
     /// Called after every step with the latest state (writes the Task Note).
     checkpoint: &'a mut dyn FnMut(&TaskContext),
+    interrupt: Interrupt,
 }
 
 impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
-    pub fn new(meta: M, sandbox: S, checkpoint: &'a mut dyn FnMut(&TaskContext)) -> Self {
+    /// A runner that stops at the next step boundary once `interrupt` is set.
+    pub fn new(
+        meta: M,
+        sandbox: S,
+        checkpoint: &'a mut dyn FnMut(&TaskContext),
+        interrupt: Interrupt,
+    ) -> Self {
         Runner {
             meta,
             sandbox,
             checkpoint,
+            interrupt,
         }
     }
 
@@ -205,7 +213,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
 
     fn step_done(&mut self, ctx: &TaskContext) -> Result<(), Stop> {
         (self.checkpoint)(ctx);
-        if sys::interrupted() {
+        if self.interrupt.is_set() {
             Err(Stop::Interrupted)
         } else {
             Ok(())
@@ -237,13 +245,7 @@ fn exit_code(code: Option<i32>) -> String {
 }
 
 fn first_line(text: &str) -> String {
-    crate::worker::codex::cut(
-        text.lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .trim(),
-        160,
-    )
+    crate::text::first_line(text, 160)
 }
 
 #[cfg(test)]

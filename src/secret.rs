@@ -3,7 +3,6 @@
 //! logs, worker logs, result JSON, error messages).
 
 use std::fmt;
-use std::sync::RwLock;
 
 /// Replacement text for a secret value.
 pub const MASK: &str = "***";
@@ -162,26 +161,6 @@ impl StreamRedactor {
     pub fn finish(&mut self) -> Vec<u8> {
         let rest = std::mem::take(&mut self.pending);
         self.redactor.redact_bytes(&rest)
-    }
-}
-
-static GLOBAL: RwLock<Option<Redactor>> = RwLock::new(None);
-
-/// Sets the secrets masked in log lines and in messages printed by the binary.
-pub fn set_global(redactor: Redactor) {
-    if let Ok(mut global) = GLOBAL.write() {
-        *global = Some(redactor);
-    }
-}
-
-/// Masks the process-wide secrets in `text`.
-pub fn redact_global(text: &str) -> String {
-    match GLOBAL.read() {
-        Ok(global) => match global.as_ref() {
-            Some(redactor) => redactor.redact(text),
-            None => text.to_string(),
-        },
-        Err(_) => text.to_string(),
     }
 }
 

@@ -1,20 +1,8 @@
-//! The few operating-system calls std lacks (signals, uid), declared directly rather
-//! than through a crate, each wrapped safely here. Linux/Unix only.
+//! Facts about processes and this machine that std does not offer: signalling a
+//! process group, uid/gid, whether a pid is alive and when it started, the host name,
+//! boot id and PID namespace. Linux only (procfs).
 
-use std::ffi::c_int;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-const SIGINT: c_int = 2;
-const SIGKILL: c_int = 9;
-const SIGTERM: c_int = 15;
-
-unsafe extern "C" {
-    fn signal(signum: c_int, handler: usize) -> usize;
-    fn kill(pid: c_int, sig: c_int) -> c_int;
-    fn getuid() -> u32;
-    fn getgid() -> u32;
-    fn _exit(status: c_int) -> !;
-}
+use std::path::Path;
 
 /// Signals we send to children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,51 +11,47 @@ pub enum Signal {
     Kill,
 }
 
+impl Signal {
+    fn number(self) -> libc::c_int {
+        match self {
+            Signal::Term => libc::SIGTERM,
+            Signal::Kill => libc::SIGKILL,
+        }
+    }
+}
+
 /// Sends `sig` to every process in the process group `pgid`.
 pub fn signal_group(pgid: u32, sig: Signal) {
-    let number = match sig {
-        Signal::Term => SIGTERM,
-        Signal::Kill => SIGKILL,
-    };
-    let Ok(pgid) = c_int::try_from(pgid) else {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
         return;
     };
+    if pgid <= 1 {
+        return;
+    }
     // SAFETY: kill(2) has no memory effects; a negative pid addresses the group.
     unsafe {
-        kill(-pgid, number);
+        libc::kill(-pgid, sig.number());
+    }
+}
+
+/// Sends `sig` to one process.
+pub fn signal_process(pid: u32, sig: Signal) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    if pid <= 1 {
+        return;
+    }
+    // SAFETY: kill(2) has no memory effects.
+    unsafe {
+        libc::kill(pid, sig.number());
     }
 }
 
 /// (uid, gid) of this process.
 pub fn user_and_group() -> (u32, u32) {
     // SAFETY: getuid/getgid cannot fail and touch no memory.
-    unsafe { (getuid(), getgid()) }
-}
-
-static SIGNALS_RECEIVED: AtomicUsize = AtomicUsize::new(0);
-
-extern "C" fn on_interrupt(_sig: c_int) {
-    // Only async-signal-safe work: an atomic increment, and _exit on the second signal.
-    if SIGNALS_RECEIVED.fetch_add(1, Ordering::SeqCst) >= 1 {
-        // SAFETY: _exit is async-signal-safe. The sandbox's keep-alive pipe closes
-        // with this process, so the container still goes away.
-        unsafe { _exit(130) }
-    }
-}
-
-/// Routes SIGINT and SIGTERM to a flag the waiting loops check (`interrupted`).
-/// A second signal exits at once with status 130.
-pub fn install_interrupt_handlers() {
-    // SAFETY: the handler only touches an atomic and calls _exit.
-    unsafe {
-        signal(SIGINT, on_interrupt as *const () as usize);
-        signal(SIGTERM, on_interrupt as *const () as usize);
-    }
-}
-
-/// True once SIGINT or SIGTERM has been received.
-pub fn interrupted() -> bool {
-    SIGNALS_RECEIVED.load(Ordering::SeqCst) > 0
+    unsafe { (libc::getuid(), libc::getgid()) }
 }
 
 /// True while a process with this pid exists on this host (zombies count as gone).
@@ -96,8 +80,25 @@ fn stat_field(stat: &str, n: usize) -> Option<String> {
 
 /// This machine's host name.
 pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
+    read_trimmed("/proc/sys/kernel/hostname")
+}
+
+/// This boot's id: pids and start times are only comparable within one boot.
+pub fn boot_id() -> String {
+    read_trimmed("/proc/sys/kernel/random/boot_id")
+}
+
+/// This process's PID namespace (`pid:[4026531836]`): a pid means something only in
+/// its namespace, and containers sharing the host name may have their own.
+pub fn pid_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+fn read_trimmed(path: impl AsRef<Path>) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }
 
@@ -113,9 +114,11 @@ mod tests {
     }
 
     #[test]
-    fn knows_this_process_is_alive() {
+    fn knows_this_process_and_machine() {
         assert!(process_alive(std::process::id()));
         assert!(process_start_ticks("self").is_some());
         assert!(!process_alive(u32::MAX - 1));
+        assert_eq!(boot_id().len(), 36, "a UUID");
+        assert!(pid_namespace().starts_with("pid:["), "{}", pid_namespace());
     }
 }

@@ -5,6 +5,7 @@ mod support;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
+use agent_runner::interrupt::Interrupt;
 use agent_runner::secret::{Redactor, Secret};
 use agent_runner::task::{EnvValue, Network, TestSpec, WorkerEnv, WorkerSettings};
 use agent_runner::worker::codex::RunOutcome;
@@ -41,6 +42,7 @@ fn config(repo: &Scratch, task_id: &str, worker: WorkerSettings) -> SandboxConfi
         worker,
         auth: CodexAuth::None,
         redactor: Redactor::new(&secrets),
+        interrupt: Interrupt::never(),
     }
 }
 

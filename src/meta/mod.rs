@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use crate::context::TaskContext;
 use crate::secret::Redactor;
+use crate::text::cut;
 use crate::timestamp::{Timestamp, human};
-use crate::worker::codex::cut;
 pub use protocol::{Assessment, MessageType, NextAction, Plan};
 use protocol::{Reply, parse_reply};
 

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{BackendError, ChatBackend, ChatMessage, Completion, MetaError};
+use crate::interrupt::Interrupt;
 use crate::secret::Secret;
-use crate::sys;
 use crate::timestamp::human;
 
 /// Retries after the first attempt.
@@ -31,6 +31,7 @@ pub struct OpenAiChat {
     temperature: Option<f64>,
     key: Secret,
     backoff_base: Duration,
+    interrupt: Interrupt,
 }
 
 impl OpenAiChat {
@@ -59,7 +60,14 @@ impl OpenAiChat {
             temperature,
             key,
             backoff_base: Duration::from_millis(backoff_ms),
+            interrupt: Interrupt::never(),
         }
+    }
+
+    /// Gives up waiting (for an answer or a backoff) once `interrupt` is set.
+    pub fn interruptible(mut self, interrupt: Interrupt) -> Self {
+        self.interrupt = interrupt;
+        self
     }
 
     /// Sets the backoff base (waits are base, 2 × base, 4 × base).
@@ -89,7 +97,7 @@ impl OpenAiChat {
         loop {
             match rx.recv_timeout(TICK) {
                 Ok(result) => return result,
-                Err(mpsc::RecvTimeoutError::Timeout) if sys::interrupted() => {
+                Err(mpsc::RecvTimeoutError::Timeout) if self.interrupt.is_set() => {
                     return Err(Fault::Interrupted);
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -156,7 +164,7 @@ fn api_message(body: &str) -> String {
     serde_json::from_str::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| crate::worker::codex::cut(body.trim(), 300))
+        .unwrap_or_else(|| crate::text::cut(body.trim(), 300))
 }
 
 /// `choices[0].message.content`; an absent or null content is an empty reply (which
@@ -165,7 +173,7 @@ fn content(body: &str) -> Result<String, String> {
     let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
         format!(
             "the response is not JSON ({e}): {}",
-            crate::worker::codex::cut(body, 200)
+            crate::text::cut(body, 200)
         )
     })?;
     let choice = value["choices"]
@@ -178,15 +186,15 @@ fn content(body: &str) -> Result<String, String> {
 }
 
 /// Waits `d`, or less if interrupted; false when interrupted.
-fn pause(d: Duration) -> bool {
+fn pause(d: Duration, interrupt: Interrupt) -> bool {
     let until = Instant::now() + d;
     while Instant::now() < until {
-        if sys::interrupted() {
+        if interrupt.is_set() {
             return false;
         }
         std::thread::sleep(TICK.min(until.saturating_duration_since(Instant::now())));
     }
-    !sys::interrupted()
+    !interrupt.is_set()
 }
 
 impl ChatBackend for OpenAiChat {
@@ -232,7 +240,7 @@ impl ChatBackend for OpenAiChat {
                 .map(|d| d.min(MAX_RETRY_AFTER))
                 .unwrap_or(self.backoff_base * 2u32.pow(attempts - 1));
             log::warn!("meta: {problem}; retrying in {}", human(wait));
-            if !pause(wait) {
+            if !pause(wait, self.interrupt) {
                 return Err(fail(MetaError::Interrupted));
             }
         }

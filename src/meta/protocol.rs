@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_yaml::Value;
 
 use crate::context::{Criterion, TaskContext};
-use crate::worker::codex::{cut, tail};
+use crate::text::{cut, tail};
 
 /// The three Meta messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -7,6 +7,7 @@ use quickcheck::{Arbitrary, Gen, quickcheck};
 
 use super::*;
 use crate::context::Criterion;
+use crate::interrupt::Interrupt;
 use crate::meta::{Assessment, MessageType, MetaCall, NextAction, Plan};
 use crate::task::TestSpec;
 use crate::timestamp::Timestamp;
@@ -169,7 +170,7 @@ const WITH_TEST: &str = "  test:\n    command: make test\nrunner:\n  meta:\n    
 fn run(ctx: &mut TaskContext, meta: FakeMeta, sandbox: &mut FakeSandbox) -> usize {
     let mut checkpoints = 0;
     let mut checkpoint = |_: &TaskContext| checkpoints += 1;
-    Runner::new(meta, sandbox, &mut checkpoint).run(ctx);
+    Runner::new(meta, sandbox, &mut checkpoint, Interrupt::never()).run(ctx);
     checkpoints
 }
 

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::task::WorkerSettings;
+use crate::text::{cut, tail};
 
 /// Where the repository is mounted in the sandbox; codex works there (`-C`).
 pub const PROJECT_DIR: &str = "/workspace/project";
@@ -396,30 +397,6 @@ fn push_bounded(list: &mut Vec<String>, value: String) {
         list.remove(0);
     }
     list.push(value);
-}
-
-/// The first `max` bytes of `s` (on a char boundary), marked when cut.
-pub fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
-
-/// The last `max` bytes of `s` (on a char boundary), marked when cut.
-pub fn tail(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut start = s.len() - max;
-    while !s.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("…{}", &s[start..])
 }
 
 #[cfg(test)]

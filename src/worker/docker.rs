@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use super::codex::{self, Exit, PROJECT_DIR, Transcript};
 use super::git::GitWatch;
 use super::{Sandbox, SandboxError, TestRun, WorkerRun};
+use crate::interrupt::Interrupt;
 use crate::process::{
     self, Capture, Ending, Finished, Held, HeldWait, Invocation, Limits, SpawnError, Stop,
 };
@@ -128,6 +129,8 @@ pub struct SandboxConfig {
     pub auth: CodexAuth,
     /// Secrets to mask in logs and tails.
     pub redactor: Redactor,
+    /// Stops worker and test runs (and waiting for the container) when set.
+    pub interrupt: Interrupt,
 }
 
 /// The Docker sandbox; see the module documentation.
@@ -200,7 +203,7 @@ impl DockerSandbox {
         let name = format!("agent-runner-{}-{suffix}", self.config.task_id);
         let invocation = Invocation::new("docker").args(self.run_args(&name));
         let mut keepalive = process::spawn_held(&invocation).map_err(docker_missing)?;
-        match keepalive.wait_for_line(READY, START_TIMEOUT) {
+        match keepalive.wait_for_line(READY, START_TIMEOUT, self.config.interrupt) {
             Ok(pid) => Ok(Container {
                 name,
                 keep_pid: pid.trim().to_string(),
@@ -292,7 +295,10 @@ impl DockerSandbox {
     fn pull(&self) -> Result<(), SandboxError> {
         let image = &self.config.worker.docker_image;
         log::info!("image {image} not present; trying docker pull");
-        let out = docker(&["pull", image], Limits::wall(PULL_TIMEOUT))?;
+        let out = docker(
+            &["pull", image],
+            Limits::wall(PULL_TIMEOUT, self.config.interrupt),
+        )?;
         if out.ok {
             return Ok(());
         }
@@ -331,10 +337,16 @@ impl DockerSandbox {
     }
 
     fn capture<'a>(&self, log_path: &Path) -> Result<Capture<'a>, SandboxError> {
-        Capture::in_memory(OUTPUT_TAIL)
+        let cannot = |e: std::io::Error| {
+            SandboxError::Io(format!("cannot write {}: {e}", log_path.display()))
+        };
+        if let Some(dir) = log_path.parent() {
+            std::fs::create_dir_all(dir).map_err(cannot)?;
+        }
+        let file = std::fs::File::create(log_path).map_err(cannot)?;
+        Ok(Capture::in_memory(OUTPUT_TAIL)
             .redacting(&self.config.redactor)
-            .with_log(log_path)
-            .map_err(|e| SandboxError::Io(format!("cannot write {}: {e}", log_path.display())))
+            .with_log(file, log_path.to_path_buf()))
     }
 
     /// Runs `invocation` (a `docker exec` in the container); on a limit or an
@@ -407,7 +419,7 @@ impl Sandbox for DockerSandbox {
             wall: Some(settings.max_run_time),
             idle: Some(settings.idle_timeout),
             grace: Duration::from_secs(2),
-            interruptible: true,
+            interrupt: self.config.interrupt,
         };
         let (finished, leftover_processes) = self.exec(&invocation, &limits, &mut capture)?;
         let output_tail = capture.tail();
@@ -456,7 +468,7 @@ impl Sandbox for DockerSandbox {
             wall: Some(test.timeout),
             idle: None,
             grace: Duration::from_secs(2),
-            interruptible: true,
+            interrupt: self.config.interrupt,
         };
         let started = Timestamp::now();
         let (finished, _) = self.exec(&invocation, &limits, &mut capture)?;
@@ -570,7 +582,7 @@ fn stop_work(container: &str, keep_pid: &str) -> Option<u32> {
 fn daemon_problem() -> Option<String> {
     match docker(
         &["version", "--format", "{{.Server.Version}}"],
-        Limits::wall(Duration::from_secs(30)),
+        Limits::wall(Duration::from_secs(30), Interrupt::never()),
     ) {
         Ok(out) if out.ok => None,
         Ok(out) => Some(last_lines(&out.stderr, 2)),

@@ -200,7 +200,10 @@ fn git(repo: &Path, args: &[&str]) -> Option<String> {
     let mut capture = Capture::in_memory(4096).with_lines(4096, &mut on_line);
     let finished = process::run(
         &invocation,
-        &Limits::wall(Duration::from_secs(30)),
+        &Limits::wall(
+            Duration::from_secs(30),
+            crate::interrupt::Interrupt::never(),
+        ),
         &mut capture,
         Stop::Terminate,
     )

@@ -7,22 +7,28 @@
 //! a deadline it runs a `Stop` strategy, then SIGKILLs the child's process group if
 //! it is still there after the grace period.
 
-use std::fs::File;
+mod capture;
+mod held;
+mod invocation;
+
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
 use wait_timeout::ChildExt;
 
-use crate::secret::{Redactor, StreamRedactor};
+pub use capture::Capture;
+pub use held::{Held, HeldWait, spawn_held};
+pub use invocation::Invocation;
+
+use crate::interrupt::Interrupt;
 use crate::sys::{self, Signal};
 
 /// How often a waiting loop looks at the interrupt flag. A child's exit or output
 /// wakes the loop at once; this only bounds the reaction to Ctrl-C.
-const TICK: Duration = Duration::from_millis(50);
+pub(crate) const TICK: Duration = Duration::from_millis(50);
 /// Size of one read from a child's pipe.
 const CHUNK: usize = 64 * 1024;
 /// Chunks in flight between the reader threads and the waiting loop.
@@ -30,74 +36,6 @@ const CHANNEL_CHUNKS: usize = 16;
 /// After the child exits, how long its pipes may stay open (held by a detached
 /// grandchild) before we stop reading them.
 const PIPE_GRACE: Duration = Duration::from_secs(1);
-
-/// A program with its arguments, extra environment, working directory and stdin.
-#[derive(Debug, Clone)]
-pub struct Invocation {
-    program: String,
-    args: Vec<String>,
-    /// Added to the child's environment. Secrets travel here, never in `args`.
-    env: Vec<(String, String)>,
-    cwd: Option<PathBuf>,
-    stdin: Vec<u8>,
-}
-
-impl Invocation {
-    pub fn new(program: &str) -> Self {
-        Invocation {
-            program: program.to_string(),
-            args: Vec::new(),
-            env: Vec::new(),
-            cwd: None,
-            stdin: Vec::new(),
-        }
-    }
-
-    pub fn arg(mut self, arg: impl Into<String>) -> Self {
-        self.args.push(arg.into());
-        self
-    }
-
-    pub fn args<I, S>(mut self, args: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.args.extend(args.into_iter().map(Into::into));
-        self
-    }
-
-    pub fn env(mut self, name: &str, value: &str) -> Self {
-        self.env.push((name.to_string(), value.to_string()));
-        self
-    }
-
-    pub fn cwd(mut self, dir: &Path) -> Self {
-        self.cwd = Some(dir.to_path_buf());
-        self
-    }
-
-    /// Bytes written to the child's stdin, which is then closed.
-    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
-        self.stdin = bytes.into();
-        self
-    }
-
-    /// The command line, for messages (arguments only: the environment may hold secrets).
-    pub fn display(&self) -> String {
-        let mut out = self.program.clone();
-        for arg in &self.args {
-            out.push(' ');
-            if arg.is_empty() || arg.contains(|c: char| c.is_whitespace() || c == '\'' || c == '"')
-            {
-                out.push_str(&format!("'{}'", arg.replace('\'', r"'\''")));
-            } else {
-                out.push_str(arg);
-            }
-        }
-        out
-    }
-}
 
 /// When to give up on a child.
 #[derive(Debug, Clone, Copy)]
@@ -108,28 +46,25 @@ pub struct Limits {
     pub idle: Option<Duration>,
     /// After the stop strategy ran: how long to wait before SIGKILL.
     pub grace: Duration,
-    /// Whether SIGINT/SIGTERM to agent-runner ends this child. Clean-up commands
-    /// that run after an interrupt must not be.
-    pub interruptible: bool,
+    /// A stop request that ends this child. Clean-up commands that run after an
+    /// interrupt use `Interrupt::never()`.
+    pub interrupt: Interrupt,
 }
 
 impl Limits {
-    /// A short administrative command: wall limit, 5 s grace, interruptible.
-    pub fn wall(wall: Duration) -> Self {
+    /// A short administrative command: wall limit, 5 s grace, ended by `interrupt`.
+    pub fn wall(wall: Duration, interrupt: Interrupt) -> Self {
         Limits {
             wall: Some(wall),
             idle: None,
             grace: Duration::from_secs(5),
-            interruptible: true,
+            interrupt,
         }
     }
 
     /// Clean-up: runs to its end even after an interrupt.
     pub fn cleanup(wall: Duration) -> Self {
-        Limits {
-            interruptible: false,
-            ..Limits::wall(wall)
-        }
+        Limits::wall(wall, Interrupt::never())
     }
 }
 
@@ -190,194 +125,7 @@ pub enum Stream {
     Stderr = 1,
 }
 
-/// Where a child's output goes: an optional log file, a bounded tail of both streams,
-/// a bounded tail of stderr alone, and optionally each stdout line to a callback (the
-/// codex event parser). With `redacting`, secrets are masked in each stream before
-/// any of these sees it, so no cut-off tail can show part of a secret.
-pub struct Capture<'a> {
-    masks: Option<[StreamRedactor; 2]>,
-    /// Unbuffered: each chunk is written as it arrives, so the log can be followed.
-    log: Option<(File, PathBuf)>,
-    log_error: Option<String>,
-    tail: Tail,
-    stderr: Tail,
-    lines: Option<LineSplitter<'a>>,
-    bytes: u64,
-}
-
-impl<'a> Capture<'a> {
-    /// Keeps the last `tail` bytes of output in memory; writes nothing to disk.
-    pub fn in_memory(tail: usize) -> Self {
-        Capture {
-            masks: None,
-            log: None,
-            log_error: None,
-            tail: Tail::new(tail),
-            stderr: Tail::new(tail.min(16 * 1024)),
-            lines: None,
-            bytes: 0,
-        }
-    }
-
-    /// Masks `redactor`'s secrets in everything captured.
-    pub fn redacting(mut self, redactor: &Redactor) -> Self {
-        if !redactor.is_empty() {
-            self.masks = Some([
-                StreamRedactor::new(redactor.clone()),
-                StreamRedactor::new(redactor.clone()),
-            ]);
-        }
-        self
-    }
-
-    /// Also streams all output to `path` (created with its directory).
-    pub fn with_log(mut self, path: &Path) -> std::io::Result<Self> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        self.log = Some((File::create(path)?, path.to_path_buf()));
-        Ok(self)
-    }
-
-    /// Hands each stdout line (without its newline) to `on_line`. Lines longer than
-    /// `max_line` are cut to that length.
-    pub fn with_lines(mut self, max_line: usize, on_line: &'a mut dyn FnMut(&[u8])) -> Self {
-        self.lines = Some(LineSplitter::new(max_line, on_line));
-        self
-    }
-
-    fn take(&mut self, stream: Stream, bytes: &[u8]) {
-        self.bytes += bytes.len() as u64;
-        match &mut self.masks {
-            Some(masks) => {
-                let masked = masks[stream as usize].push(bytes);
-                self.store(stream, &masked);
-            }
-            None => self.store(stream, bytes),
-        }
-    }
-
-    fn store(&mut self, stream: Stream, bytes: &[u8]) {
-        if let Some((log, _)) = &mut self.log {
-            if let Err(e) = log.write_all(bytes) {
-                self.log_error.get_or_insert_with(|| e.to_string());
-            }
-        }
-        self.tail.push(bytes);
-        match stream {
-            Stream::Stdout => {
-                if let Some(lines) = &mut self.lines {
-                    lines.push(bytes);
-                }
-            }
-            Stream::Stderr => self.stderr.push(bytes),
-        }
-    }
-
-    fn finish(&mut self) {
-        if let Some(masks) = &mut self.masks {
-            let rest = [masks[0].finish(), masks[1].finish()];
-            self.store(Stream::Stdout, &rest[0]);
-            self.store(Stream::Stderr, &rest[1]);
-        }
-        if let Some(lines) = &mut self.lines {
-            lines.finish();
-        }
-        if let (Some((_, path)), Some(e)) = (&self.log, &self.log_error) {
-            log::warn!("log {} is incomplete: {e}", path.display());
-        }
-    }
-
-    /// The last bytes of stdout and stderr together, as text.
-    pub fn tail(&self) -> String {
-        self.tail.text()
-    }
-
-    /// The last bytes of stderr, as text.
-    pub fn stderr(&self) -> String {
-        self.stderr.text()
-    }
-
-    /// Total bytes received on both streams.
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-}
-
-/// The last `capacity` bytes of a stream.
-struct Tail {
-    capacity: usize,
-    buf: Vec<u8>,
-}
-
-impl Tail {
-    fn new(capacity: usize) -> Self {
-        Tail {
-            capacity,
-            buf: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, bytes: &[u8]) {
-        if bytes.len() >= self.capacity {
-            self.buf.clear();
-            self.buf
-                .extend_from_slice(&bytes[bytes.len() - self.capacity..]);
-            return;
-        }
-        self.buf.extend_from_slice(bytes);
-        // Trim only when twice the capacity, so trimming costs O(1) per byte.
-        if self.buf.len() > 2 * self.capacity {
-            self.buf.drain(..self.buf.len() - self.capacity);
-        }
-    }
-
-    fn text(&self) -> String {
-        let start = self.buf.len().saturating_sub(self.capacity);
-        String::from_utf8_lossy(&self.buf[start..]).into_owned()
-    }
-}
-
-/// Splits a byte stream into lines for a callback, bounding each line's length.
-struct LineSplitter<'a> {
-    max: usize,
-    line: Vec<u8>,
-    on_line: &'a mut dyn FnMut(&[u8]),
-}
-
-impl<'a> LineSplitter<'a> {
-    fn new(max: usize, on_line: &'a mut dyn FnMut(&[u8])) -> Self {
-        LineSplitter {
-            max,
-            line: Vec::new(),
-            on_line,
-        }
-    }
-
-    fn push(&mut self, mut bytes: &[u8]) {
-        while let Some(end) = bytes.iter().position(|&b| b == b'\n') {
-            self.append(&bytes[..end]);
-            (self.on_line)(&self.line);
-            self.line.clear();
-            bytes = &bytes[end + 1..];
-        }
-        self.append(bytes);
-    }
-
-    fn append(&mut self, bytes: &[u8]) {
-        let room = self.max.saturating_sub(self.line.len());
-        self.line.extend_from_slice(&bytes[..bytes.len().min(room)]);
-    }
-
-    fn finish(&mut self) {
-        if !self.line.is_empty() {
-            (self.on_line)(&self.line);
-            self.line.clear();
-        }
-    }
-}
-
-enum Message {
+pub(crate) enum Message {
     Chunk(Stream, Vec<u8>),
     Closed,
 }
@@ -443,46 +191,8 @@ pub fn run(
     })
 }
 
-/// A child that lives alongside agent-runner (the sandbox's keep-alive `docker run`).
-/// Its stdin stays open while this value lives: when agent-runner ends in any way,
-/// even SIGKILL, the kernel closes the pipe and the child sees end-of-file.
-pub struct Held {
-    child: Child,
-    stdin: Option<std::process::ChildStdin>,
-    receiver: Receiver<Message>,
-    open: usize,
-    stdout: Vec<u8>,
-    stderr: Tail,
-}
-
-/// How waiting for a held child's line ended without the line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeldWait {
-    /// The child closed its output (it ended); its stderr tail.
-    Ended(String),
-    TimedOut,
-    Interrupted,
-}
-
-/// Starts a held child; see `Held`.
-pub fn spawn_held(invocation: &Invocation) -> Result<Held, SpawnError> {
-    let Started {
-        mut child,
-        receiver,
-        open,
-    } = start(invocation)?;
-    Ok(Held {
-        stdin: child.stdin.take(),
-        child,
-        receiver,
-        open,
-        stdout: Vec::new(),
-        stderr: Tail::new(16 * 1024),
-    })
-}
-
 /// A spawned child whose stdout and stderr are being read into `receiver`.
-struct Started {
+pub(crate) struct Started {
     child: Child,
     receiver: Receiver<Message>,
     /// Pipes not yet at end-of-file.
@@ -490,7 +200,7 @@ struct Started {
 }
 
 /// Spawns the child in its own process group, stdin piped, output read by threads.
-fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
+pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
     let mut command = std::process::Command::new(&invocation.program);
     command
         .args(&invocation.args)
@@ -524,59 +234,6 @@ fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
         receiver,
         open,
     })
-}
-
-impl Held {
-    /// Waits for a stdout line starting with `prefix`; returns the rest of it.
-    pub fn wait_for_line(&mut self, prefix: &str, timeout: Duration) -> Result<String, HeldWait> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(line) = self.take_line(prefix) {
-                return Ok(line);
-            }
-            if self.open == 0 {
-                return Err(HeldWait::Ended(self.stderr.text()));
-            }
-            if sys::interrupted() {
-                return Err(HeldWait::Interrupted);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(HeldWait::TimedOut);
-            }
-            match self.receiver.recv_timeout((deadline - now).min(TICK)) {
-                Ok(Message::Chunk(Stream::Stdout, bytes)) => self.stdout.extend_from_slice(&bytes),
-                Ok(Message::Chunk(Stream::Stderr, bytes)) => self.stderr.push(&bytes),
-                Ok(Message::Closed) => self.open -= 1,
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => self.open = 0,
-            }
-        }
-    }
-
-    fn take_line(&mut self, prefix: &str) -> Option<String> {
-        while let Some(end) = self.stdout.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.stdout.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line[..end]).into_owned();
-            if let Some(rest) = line.strip_prefix(prefix) {
-                return Some(rest.to_string());
-            }
-        }
-        None
-    }
-
-    /// Closes its stdin and waits up to `timeout` for it to end; true if it did.
-    /// Otherwise it is killed.
-    pub fn release(mut self, timeout: Duration) -> bool {
-        drop(self.stdin.take());
-        if matches!(self.child.wait_timeout(timeout), Ok(Some(_))) {
-            return true;
-        }
-        sys::signal_group(self.child.id(), Signal::Kill);
-        let _ = self.child.kill();
-        let _ = self.child.wait_timeout(Duration::from_secs(1));
-        false
-    }
 }
 
 fn spawn_reader(mut pipe: impl Read + Send + 'static, stream: Stream, sender: SyncSender<Message>) {
@@ -615,7 +272,7 @@ impl Waiter<'_, '_> {
     fn wait_for_limit(&mut self, limits: &Limits) -> Ending {
         let wall_deadline = limits.wall.and_then(|w| self.started.checked_add(w));
         loop {
-            if limits.interruptible && sys::interrupted() {
+            if limits.interrupt.is_set() {
                 return Ending::Interrupted;
             }
             let now = Instant::now();
@@ -696,7 +353,7 @@ mod tests {
     fn captures_output_and_exit_code() {
         let (f, tail, stderr) = run_sh(
             "echo out; echo err >&2; exit 3",
-            Limits::wall(Duration::from_secs(10)),
+            Limits::wall(Duration::from_secs(10), Interrupt::never()),
         );
         assert_eq!((f.ending, f.code()), (Ending::Exited, Some(3)));
         assert!(tail.contains("out\n") && tail.contains("err\n"), "{tail}");
@@ -709,7 +366,7 @@ mod tests {
         let inv = Invocation::new("cat").stdin("hello\nworld");
         let f = run(
             &inv,
-            &Limits::wall(Duration::from_secs(10)),
+            &Limits::wall(Duration::from_secs(10), Interrupt::never()),
             &mut capture,
             Stop::Terminate,
         )
@@ -724,7 +381,7 @@ mod tests {
         let inv = sh("printf %s \"$SECRET_X\"").env("SECRET_X", "value-42");
         run(
             &inv,
-            &Limits::wall(Duration::from_secs(10)),
+            &Limits::wall(Duration::from_secs(10), Interrupt::never()),
             &mut capture,
             Stop::Terminate,
         )
@@ -738,7 +395,7 @@ mod tests {
         let started = Instant::now();
         let limits = Limits {
             grace: Duration::from_secs(2),
-            ..Limits::wall(Duration::from_millis(300))
+            ..Limits::wall(Duration::from_millis(300), Interrupt::never())
         };
         // The grandchild would keep the pipe open if it survived.
         let (f, _, _) = run_sh("sleep 30 & sleep 30; wait", limits);
@@ -755,7 +412,7 @@ mod tests {
         let started = Instant::now();
         let (f, tail, _) = run_sh(
             "echo parent; (setsid sleep 5 &) ; exit 0",
-            Limits::wall(Duration::from_secs(20)),
+            Limits::wall(Duration::from_secs(20), Interrupt::never()),
         );
         assert_eq!((f.ending, f.code()), (Ending::Exited, Some(0)));
         assert_eq!(tail, "parent\n");
@@ -771,7 +428,7 @@ mod tests {
         let started = Instant::now();
         let limits = Limits {
             grace: Duration::from_millis(300),
-            ..Limits::wall(Duration::from_millis(300))
+            ..Limits::wall(Duration::from_millis(300), Interrupt::never())
         };
         let (f, _, _) = run_sh("trap '' TERM; while :; do sleep 0.05; done", limits);
         assert_eq!(f.ending, Ending::TimedOut);
@@ -783,7 +440,7 @@ mod tests {
     fn idle_limit_counts_time_without_output() {
         let limits = Limits {
             idle: Some(Duration::from_millis(400)),
-            ..Limits::wall(Duration::from_secs(20))
+            ..Limits::wall(Duration::from_secs(20), Interrupt::never())
         };
         // Talks every 100 ms for a while: not idle. Then silent: stalled.
         let (f, tail, _) = run_sh(
@@ -800,7 +457,7 @@ mod tests {
         let mut action = || stopped = true;
         let limits = Limits {
             grace: Duration::from_millis(200),
-            ..Limits::wall(Duration::from_millis(200))
+            ..Limits::wall(Duration::from_millis(200), Interrupt::never())
         };
         let mut capture = Capture::in_memory(16);
         let f = run(
@@ -815,11 +472,72 @@ mod tests {
     }
 
     #[test]
+    fn an_interrupt_stops_the_child_through_its_stop_strategy() {
+        let interrupt = Interrupt::manual();
+        let trigger = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            interrupt.trigger();
+        });
+        let mut stopped = false;
+        let mut action = || stopped = true;
+        let limits = Limits {
+            grace: Duration::from_millis(200),
+            ..Limits::wall(Duration::from_secs(30), interrupt)
+        };
+        let started = Instant::now();
+        let mut capture = Capture::in_memory(16);
+        let f = run(
+            &sh("sleep 30"),
+            &limits,
+            &mut capture,
+            Stop::Custom(&mut action),
+        )
+        .unwrap();
+        trigger.join().unwrap();
+        assert_eq!(f.ending, Ending::Interrupted);
+        assert!(stopped, "the stop strategy ran");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        // Clean-up commands ignore the same interrupt.
+        let f = run(
+            &sh("exit 0"),
+            &Limits::cleanup(Duration::from_secs(5)),
+            &mut Capture::in_memory(16),
+            Stop::Terminate,
+        )
+        .unwrap();
+        assert_eq!(f.ending, Ending::Exited);
+    }
+
+    #[test]
+    fn a_held_child_is_drained_after_it_reports_ready() {
+        // 4 MiB after the ready line: far more than the pipe and channel hold.
+        let mut held = spawn_held(&sh(
+            "echo 'ready 1'; head -c 4194304 /dev/zero; echo done >&2; cat >/dev/null",
+        ))
+        .unwrap();
+        assert_eq!(
+            held.wait_for_line("ready ", Duration::from_secs(5), Interrupt::never()),
+            Ok("1".to_string())
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !held.stderr().contains("done") {
+            assert!(Instant::now() < deadline, "the child is blocked writing");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(held.is_running());
+        assert!(held.release(Duration::from_secs(5)));
+    }
+
+    #[test]
     fn missing_program_is_a_spawn_error() {
         let mut capture = Capture::in_memory(16);
         let e = run(
             &Invocation::new("agent-runner-no-such-program"),
-            &Limits::wall(Duration::from_secs(1)),
+            &Limits::wall(Duration::from_secs(1), Interrupt::never()),
             &mut capture,
             Stop::Terminate,
         )
@@ -838,15 +556,16 @@ mod tests {
         let mut lines = Vec::new();
         let mut on_line = |l: &[u8]| lines.push(l.to_vec());
         let secret = crate::secret::Secret::new("TOPSECRET".into());
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = std::fs::File::create(&log).unwrap();
         let mut capture = Capture::in_memory(10)
-            .redacting(&Redactor::new([&secret]))
-            .with_log(&log)
-            .unwrap()
+            .redacting(&crate::secret::Redactor::new([&secret]))
+            .with_log(file, log.clone())
             .with_lines(5, &mut on_line);
         let inv = sh("printf 'ab\\n0123456789\\nTOPSECRET\\nlast'");
         run(
             &inv,
-            &Limits::wall(Duration::from_secs(5)),
+            &Limits::wall(Duration::from_secs(5), Interrupt::never()),
             &mut capture,
             Stop::Terminate,
         )
@@ -877,12 +596,8 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(
-            held.wait_for_line("ready ", Duration::from_secs(5)),
+            held.wait_for_line("ready ", Duration::from_secs(5), Interrupt::never()),
             Ok("42".to_string())
-        );
-        assert_eq!(
-            held.wait_for_line("never ", Duration::from_millis(100)),
-            Err(HeldWait::TimedOut)
         );
         let started = Instant::now();
         held.release(Duration::from_secs(5));
@@ -893,10 +608,26 @@ mod tests {
     }
 
     #[test]
+    fn waiting_for_a_held_child_times_out_or_is_interrupted() {
+        let mut held = spawn_held(&sh("cat >/dev/null")).unwrap();
+        assert_eq!(
+            held.wait_for_line("ready ", Duration::from_millis(100), Interrupt::never()),
+            Err(HeldWait::TimedOut)
+        );
+        let interrupt = Interrupt::manual();
+        interrupt.trigger();
+        assert_eq!(
+            held.wait_for_line("ready ", Duration::from_secs(5), interrupt),
+            Err(HeldWait::Interrupted)
+        );
+        assert!(held.release(Duration::from_secs(5)));
+    }
+
+    #[test]
     fn held_child_that_dies_reports_its_stderr() {
         let mut held = spawn_held(&sh("echo 'no such image' >&2; exit 125")).unwrap();
         assert_eq!(
-            held.wait_for_line("ready ", Duration::from_secs(5)),
+            held.wait_for_line("ready ", Duration::from_secs(5), Interrupt::never()),
             Err(HeldWait::Ended("no such image\n".into()))
         );
         held.release(Duration::from_secs(1));

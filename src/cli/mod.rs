@@ -1,0 +1,98 @@
+//! Command line: parses arguments and dispatches to one module per command. stdout
+//! carries only results; progress and errors go to stderr.
+
+mod input;
+mod run;
+mod validate;
+
+use std::io::Write;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::{Error, exit};
+use crate::interrupt::Interrupt;
+use crate::secret::Redactor;
+use crate::text::escape_controls;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "agent-runner",
+    version,
+    about = "Drive one software task to completion: Meta (an LLM) plans and judges, \
+             Codex CLI edits code in a Docker sandbox, tests gate completion.",
+    after_help = "The Task YAML is read from stdin, e.g. `agent-runner run < task.yaml`.\n\
+                  Progress goes to stderr (RUST_LOG filters it); results go to stdout."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the task in the Task YAML on stdin until COMPLETE or FAILED; write the Task Note.
+    Run {
+        /// Meta model to use (overrides runner.meta.model).
+        #[arg(long, value_name = "MODEL")]
+        meta_model: Option<String>,
+        /// Print the result as one JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check the Task YAML on stdin and print the task as it would run; runs nothing.
+    Validate,
+}
+
+/// Runs the program; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return exit::of_usage(&e);
+        }
+    };
+    crate::logging::init();
+    let interrupt = Interrupt::from_signals();
+    match cli.command {
+        Command::Run { meta_model, json } => run::run(meta_model, json, interrupt),
+        Command::Validate => validate::validate(interrupt),
+    }
+}
+
+/// Writes `text` to stdout and flushes.
+fn write_stdout(text: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(Error::Stdout)
+}
+
+/// Prints an error (and its hint) on stderr, secrets masked and control characters
+/// shown escaped; returns its exit code.
+fn report(error: &Error, redactor: &Redactor) -> i32 {
+    let mut err = std::io::stderr().lock();
+    for line in error.to_string().lines() {
+        let _ = writeln!(err, "error: {}", escape_controls(&redactor.redact(line)));
+    }
+    if let Some(hint) = error.hint() {
+        let _ = writeln!(err, "hint: {}", escape_controls(&redactor.redact(hint)));
+    }
+    error.exit_code()
+}
+
+/// Reads and validates the Task YAML from stdin, against the real environment.
+fn read_task(interrupt: Interrupt) -> Result<crate::task::Task, Error> {
+    let text = input::read_stdin(interrupt)?;
+    let cwd =
+        std::env::current_dir().map_err(|e| Error::Stdin(format!("current directory: {e}")))?;
+    let var = |name: &str| std::env::var(name).ok();
+    let task = crate::task::parse(
+        &text,
+        &crate::task::Host {
+            var: &var,
+            cwd: &cwd,
+        },
+    )?;
+    Ok(task)
+}

@@ -1,0 +1,129 @@
+//! `agent-runner run`: the whole task. Always prints one result on stdout.
+
+use std::io::Write;
+use std::time::Instant;
+
+use crate::context::TaskContext;
+use crate::error::{Error, exit};
+use crate::interrupt::Interrupt;
+use crate::meta::openai::OpenAiChat;
+use crate::meta::scripted::Scripted;
+use crate::meta::{Meta, MetaAgent};
+use crate::note;
+use crate::result::RunResult;
+use crate::runner::Runner;
+use crate::secret::Redactor;
+use crate::task::{InputError, MetaBackend, Task};
+use crate::worker::docker::{CodexAuth, DockerSandbox, SandboxConfig};
+
+use super::{read_task, report, write_stdout};
+
+pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 {
+    let clock = Instant::now();
+    let invalid = |error: &Error, redactor: &Redactor| {
+        let code = report(error, redactor);
+        let message = redactor.redact(&error.to_string());
+        emit(
+            &RunResult::invalid_input(None, message, clock.elapsed()),
+            json,
+            redactor,
+        );
+        code
+    };
+    let mut task = match read_task(interrupt) {
+        Ok(task) => task,
+        Err(e) => return invalid(&e, &Redactor::default()),
+    };
+    let var = |name: &str| std::env::var(name).ok();
+    let auth = CodexAuth::detect(&var);
+    let mut secrets = task.secrets();
+    secrets.extend(auth.secret().cloned());
+    let redactor = Redactor::new(&secrets);
+    crate::logging::mask(&redactor);
+    if let Some(model) = meta_model {
+        if model.trim().is_empty() {
+            return invalid(
+                &InputError::new("--meta-model", "must not be empty").into(),
+                &redactor,
+            );
+        }
+        task.meta.model = model;
+    }
+    let system_prompt = task.meta.system_prompt.clone();
+    match &task.meta.backend {
+        MetaBackend::OpenAiChat { base_url, api_key } => {
+            let chat = OpenAiChat::new(
+                base_url,
+                &task.meta.model,
+                task.meta.temperature,
+                api_key.value.clone(),
+                task.meta.timeout,
+            )
+            .interruptible(interrupt);
+            let meta = MetaAgent::new(chat, system_prompt, redactor.clone());
+            execute(task, meta, auth, redactor, json, interrupt)
+        }
+        MetaBackend::Scripted { script } => match Scripted::load(script) {
+            Ok(scripted) => {
+                let meta = MetaAgent::new(scripted, system_prompt, redactor.clone());
+                execute(task, meta, auth, redactor, json, interrupt)
+            }
+            Err(e) => invalid(&InputError::new("runner.meta.script", e).into(), &redactor),
+        },
+    }
+}
+
+fn execute(
+    task: Task,
+    meta: impl Meta,
+    auth: CodexAuth,
+    redactor: Redactor,
+    json: bool,
+    interrupt: Interrupt,
+) -> i32 {
+    let meta_name = match &task.meta.backend {
+        MetaBackend::OpenAiChat { .. } => task.meta.model.clone(),
+        MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
+    };
+    log::info!(
+        "task {} \"{}\": repo {}, meta {meta_name}, worker image {}, at most {} loops",
+        task.id,
+        task.title,
+        task.repo.display(),
+        task.worker.docker_image,
+        task.meta.max_loops
+    );
+    let sandbox = DockerSandbox::new(SandboxConfig {
+        task_id: task.id.clone(),
+        repo: task.repo.clone(),
+        log_dir: task.log_dir(),
+        worker: task.worker.clone(),
+        auth,
+        redactor: redactor.clone(),
+        interrupt,
+    });
+    let note_path = task.note_path();
+    let mut ctx = TaskContext::new(task);
+    let mut note_error: Option<String> = None;
+    let mut checkpoint = |ctx: &TaskContext| match note::write(ctx, &redactor) {
+        Ok(()) => note_error = None,
+        Err(e) => {
+            if note_error.is_none() {
+                log::warn!("cannot write the Task Note {}: {e}", note_path.display());
+            }
+            note_error = Some(e.to_string());
+        }
+    };
+    Runner::new(meta, sandbox, &mut checkpoint, interrupt).run(&mut ctx);
+    let written = note_error.is_none().then_some(note_path.as_path());
+    emit(&RunResult::of(&ctx, written), json, &redactor);
+    exit::of_task(&ctx)
+}
+
+/// The result on stdout: JSON or one line.
+fn emit(result: &RunResult, json: bool, redactor: &Redactor) {
+    let text = if json { result.json() } else { result.line() };
+    if let Err(e) = write_stdout(&format!("{}\n", redactor.redact(&text))) {
+        let _ = writeln!(std::io::stderr(), "error: {e}");
+    }
+}

@@ -1,0 +1,22 @@
+//! `agent-runner validate`: the task as it would run, every default visible; runs
+//! nothing.
+
+use crate::error::{Error, exit};
+use crate::interrupt::Interrupt;
+use crate::secret::Redactor;
+use crate::task;
+
+use super::{read_task, report, write_stdout};
+
+pub fn validate(interrupt: Interrupt) -> i32 {
+    let task = match read_task(interrupt) {
+        Ok(task) => task,
+        Err(e) => return report(&e, &Redactor::default()),
+    };
+    let redactor = Redactor::new(&task.secrets());
+    match write_stdout(&redactor.redact(&task::resolved_yaml(&task))) {
+        Ok(()) => exit::COMPLETE,
+        Err(e @ Error::Stdout(_)) => report(&e, &redactor),
+        Err(e) => report(&e, &redactor),
+    }
+}

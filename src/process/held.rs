@@ -1,0 +1,203 @@
+//! A child that lives alongside agent-runner: the sandbox's keep-alive `docker run`.
+//! Its stdin stays open while the `Held` lives; when agent-runner ends in any way,
+//! even SIGKILL, the kernel closes the pipe and the child sees end-of-file. Once it
+//! has reported ready, its output is drained in the background, so nothing it (or
+//! anything in the container) writes can block it.
+
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use wait_timeout::ChildExt;
+
+use super::capture::Tail;
+use super::{Invocation, Message, SpawnError, Started, Stream, TICK, start};
+use crate::interrupt::Interrupt;
+use crate::sys::{self, Signal};
+
+/// A child that lives alongside agent-runner; see the module documentation.
+pub struct Held {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    output: Output,
+}
+
+/// The held child's output: read here until it reports ready, then by a drain thread.
+enum Output {
+    Waiting {
+        receiver: Receiver<Message>,
+        open: usize,
+        stdout: Vec<u8>,
+        stderr: Tail,
+    },
+    Drained {
+        ended: Arc<AtomicBool>,
+        stderr: Arc<Mutex<Tail>>,
+    },
+}
+
+/// How waiting for a held child's line ended without the line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeldWait {
+    /// The child closed its output (it ended); its stderr tail.
+    Ended(String),
+    TimedOut,
+    Interrupted,
+}
+
+/// Stderr kept from a held child, for messages.
+const HELD_STDERR: usize = 16 * 1024;
+
+/// Starts a held child; see `Held`.
+pub fn spawn_held(invocation: &Invocation) -> Result<Held, SpawnError> {
+    let Started {
+        mut child,
+        receiver,
+        open,
+    } = start(invocation)?;
+    Ok(Held {
+        stdin: child.stdin.take(),
+        child,
+        output: Output::Waiting {
+            receiver,
+            open,
+            stdout: Vec::new(),
+            stderr: Tail::new(HELD_STDERR),
+        },
+    })
+}
+
+impl Held {
+    /// Waits for a stdout line starting with `prefix` and returns the rest of it;
+    /// from then on the child's output is drained in the background.
+    pub fn wait_for_line(
+        &mut self,
+        prefix: &str,
+        timeout: Duration,
+        interrupt: Interrupt,
+    ) -> Result<String, HeldWait> {
+        let Output::Waiting {
+            receiver,
+            open,
+            stdout,
+            stderr,
+        } = &mut self.output
+        else {
+            return Err(HeldWait::Ended("already running".into()));
+        };
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(line) = take_line(stdout, prefix) {
+                self.drain();
+                return Ok(line);
+            }
+            if *open == 0 {
+                return Err(HeldWait::Ended(stderr.text()));
+            }
+            if interrupt.is_set() {
+                return Err(HeldWait::Interrupted);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(HeldWait::TimedOut);
+            }
+            match receiver.recv_timeout((deadline - now).min(TICK)) {
+                Ok(Message::Chunk(Stream::Stdout, bytes)) => stdout.extend_from_slice(&bytes),
+                Ok(Message::Chunk(Stream::Stderr, bytes)) => stderr.push(&bytes),
+                Ok(Message::Closed) => *open -= 1,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => *open = 0,
+            }
+        }
+    }
+
+    /// Hands the output to a thread that reads and discards it, keeping a stderr tail
+    /// and noticing when the child closes its output.
+    fn drain(&mut self) {
+        let ended = Arc::new(AtomicBool::new(false));
+        let kept = Arc::new(Mutex::new(Tail::new(HELD_STDERR)));
+        let waiting = std::mem::replace(
+            &mut self.output,
+            Output::Drained {
+                ended: ended.clone(),
+                stderr: kept.clone(),
+            },
+        );
+        let Output::Waiting {
+            receiver,
+            mut open,
+            stderr,
+            ..
+        } = waiting
+        else {
+            return;
+        };
+        if let Ok(mut tail) = kept.lock() {
+            *tail = stderr;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("held-drain".into())
+            .spawn(move || {
+                while open > 0 {
+                    match receiver.recv() {
+                        Ok(Message::Chunk(Stream::Stderr, bytes)) => {
+                            if let Ok(mut tail) = kept.lock() {
+                                tail.push(&bytes);
+                            }
+                        }
+                        Ok(Message::Chunk(Stream::Stdout, _)) => {}
+                        Ok(Message::Closed) => open -= 1,
+                        Err(_) => break,
+                    }
+                }
+                ended.store(true, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            log::warn!("cannot start a thread to drain the keep-alive's output");
+        }
+    }
+
+    /// False once the child has exited or closed its output.
+    pub fn is_running(&mut self) -> bool {
+        let closed = match &self.output {
+            Output::Drained { ended, .. } => ended.load(Ordering::SeqCst),
+            Output::Waiting { open, .. } => *open == 0,
+        };
+        !closed && matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The last of the child's stderr, for messages.
+    pub fn stderr(&self) -> String {
+        match &self.output {
+            Output::Waiting { stderr, .. } => stderr.text(),
+            Output::Drained { stderr, .. } => stderr.lock().map(|t| t.text()).unwrap_or_default(),
+        }
+    }
+
+    /// Closes its stdin and waits up to `timeout` for it to end; true if it did.
+    /// Otherwise it is killed.
+    pub fn release(mut self, timeout: Duration) -> bool {
+        drop(self.stdin.take());
+        if matches!(self.child.wait_timeout(timeout), Ok(Some(_))) {
+            return true;
+        }
+        sys::signal_group(self.child.id(), Signal::Kill);
+        let _ = self.child.kill();
+        let _ = self.child.wait_timeout(Duration::from_secs(1));
+        false
+    }
+}
+
+/// Removes complete lines from `stdout` until one starts with `prefix`; its rest.
+fn take_line(stdout: &mut Vec<u8>, prefix: &str) -> Option<String> {
+    while let Some(end) = stdout.iter().position(|&b| b == b'\n') {
+        let line: Vec<u8> = stdout.drain(..=end).collect();
+        let line = String::from_utf8_lossy(&line[..end]).into_owned();
+        if let Some(rest) = line.strip_prefix(prefix) {
+            return Some(rest.to_string());
+        }
+    }
+    None
+}

@@ -1,0 +1,73 @@
+//! What to run: a program, its arguments, extra environment, working directory and
+//! the bytes for its stdin. Secrets travel in the environment, never in arguments, so
+//! `display` can show a command line in messages safely.
+
+use std::path::{Path, PathBuf};
+
+/// A program with its arguments, extra environment, working directory and stdin.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub(super) program: String,
+    pub(super) args: Vec<String>,
+    /// Added to the child's environment. Secrets travel here, never in `args`.
+    pub(super) env: Vec<(String, String)>,
+    pub(super) cwd: Option<PathBuf>,
+    pub(super) stdin: Vec<u8>,
+}
+
+impl Invocation {
+    pub fn new(program: &str) -> Self {
+        Invocation {
+            program: program.to_string(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+            stdin: Vec::new(),
+        }
+    }
+
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn cwd(mut self, dir: &Path) -> Self {
+        self.cwd = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Bytes written to the child's stdin, which is then closed.
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.stdin = bytes.into();
+        self
+    }
+
+    /// The command line, for messages (arguments only: the environment may hold secrets).
+    pub fn display(&self) -> String {
+        let mut out = self.program.clone();
+        for arg in &self.args {
+            out.push(' ');
+            if arg.is_empty() || arg.contains(|c: char| c.is_whitespace() || c == '\'' || c == '"')
+            {
+                out.push_str(&format!("'{}'", arg.replace('\'', r"'\''")));
+            } else {
+                out.push_str(arg);
+            }
+        }
+        out
+    }
+}
