@@ -191,7 +191,7 @@ fn meta_call(out: &mut String, n: usize, call: &MetaCall) -> std::fmt::Result {
     writeln!(
         out,
         "#### {n}. {} at {} ({}, {} attempt{plural})\n",
-        call.kind.as_str(),
+        call.kind,
         call.started,
         human(call.duration),
         call.attempts

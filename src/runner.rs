@@ -205,9 +205,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         match outcome.reply {
             Ok(reply) => Ok(reply),
             Err(MetaError::Interrupted) => Err(Stop::Interrupted),
-            Err(MetaError::Failed(e)) => {
-                Err(Stop::Failed(format!("meta {} failed: {e}", kind.as_str())))
-            }
+            Err(MetaError::Failed(e)) => Err(Stop::Failed(format!("meta {kind} failed: {e}"))),
         }
     }
 

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_yaml::Value;
 
+use super::reply::{Reply, decode};
 use crate::context::{Criterion, TaskContext};
 use crate::text::{cut, tail};
 
@@ -384,50 +385,8 @@ struct RawDetails {
     remaining_risks: Vec<String>,
 }
 
-/// Parses and checks a reply of type `kind`. The error says what is wrong, for the
-/// re-ask.
-pub fn parse_reply<T: Reply>(text: &str) -> Result<T, String> {
-    let body = strip_fence(text);
-    let value: Value = serde_yaml::from_str(body).map_err(|e| format!("not valid YAML: {e}"))?;
-    let Value::Mapping(map) = &value else {
-        return Err("expected one YAML mapping with a `type` key".into());
-    };
-    match map.get("type").and_then(Value::as_str) {
-        Some(t) if t == T::KIND.as_str() => {}
-        Some(t) => return Err(format!("`type` is {t:?}, expected {:?}", T::KIND.as_str())),
-        None => return Err(format!("`type: {}` is missing", T::KIND.as_str())),
-    }
-    T::from_value(value)
-}
-
-/// Removes one surrounding ``` fence (```yaml, ```json or bare), if there is one.
-pub fn strip_fence(text: &str) -> &str {
-    let trimmed = text.trim();
-    let Some(rest) = trimmed.strip_prefix("```") else {
-        return trimmed;
-    };
-    let Some(rest) = rest.strip_suffix("```") else {
-        return trimmed;
-    };
-    // Drop the info string (`yaml`, `json`) on the opening line.
-    match rest.split_once('\n') {
-        Some((info, body)) if !info.trim().contains(' ') => body.trim(),
-        _ => rest.trim(),
-    }
-}
-
-/// A reply type and how to check it.
-pub trait Reply: Sized {
-    const KIND: MessageType;
-    fn from_value(value: Value) -> Result<Self, String>;
-}
-
-fn decode<T: for<'de> Deserialize<'de>>(value: Value) -> Result<T, String> {
-    serde_yaml::from_value(value).map_err(|e| e.to_string())
-}
-
 impl Reply for Plan {
-    const KIND: MessageType = MessageType::PlanTask;
+    const KIND: &'static str = "plan_task";
 
     fn from_value(value: Value) -> Result<Self, String> {
         let raw: RawPlan = decode(value)?;
@@ -462,7 +421,7 @@ impl Reply for Plan {
 }
 
 impl Reply for NextAction {
-    const KIND: MessageType = MessageType::NextAction;
+    const KIND: &'static str = "next_action";
 
     fn from_value(value: Value) -> Result<Self, String> {
         let raw: RawNextAction = decode(value)?;
@@ -484,7 +443,7 @@ impl Reply for NextAction {
 }
 
 impl Reply for Assessment {
-    const KIND: MessageType = MessageType::CompletionAssessment;
+    const KIND: &'static str = "completion_assessment";
 
     fn from_value(value: Value) -> Result<Self, String> {
         let raw: RawAssessment = decode(value)?;
@@ -500,18 +459,7 @@ impl Reply for Assessment {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fences_are_stripped_once() {
-        assert_eq!(strip_fence("```yaml\ntype: x\n```"), "type: x");
-        assert_eq!(
-            strip_fence("  ```json\n{\"type\": 1}\n```\n"),
-            "{\"type\": 1}"
-        );
-        assert_eq!(strip_fence("```\ntype: x\n```"), "type: x");
-        assert_eq!(strip_fence("type: x"), "type: x");
-        assert_eq!(strip_fence("```yaml\ntype: x"), "```yaml\ntype: x");
-    }
+    use crate::meta::reply::parse_reply;
 
     #[test]
     fn plan_gets_generated_ids_and_is_strict() {

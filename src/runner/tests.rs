@@ -8,7 +8,7 @@ use quickcheck::{Arbitrary, Gen, quickcheck};
 use super::*;
 use crate::context::Criterion;
 use crate::interrupt::Interrupt;
-use crate::meta::{Assessment, MessageType, MetaCall, NextAction, Plan};
+use crate::meta::{Assessment, MetaCall, NextAction, Plan};
 use crate::task::TestSpec;
 use crate::timestamp::Timestamp;
 use crate::worker::codex::Transcript;
@@ -23,7 +23,7 @@ struct FakeMeta {
     assessments: VecDeque<Reply<Assessment>>,
 }
 
-fn record<T>(kind: MessageType, reply: Option<Reply<T>>) -> MetaOutcome<T> {
+fn record<T>(kind: &'static str, reply: Option<Reply<T>>) -> MetaOutcome<T> {
     let reply =
         reply.unwrap_or_else(|| Err(MetaError::Failed("fake meta: script exhausted".into())));
     let call = MetaCall {
@@ -40,16 +40,13 @@ fn record<T>(kind: MessageType, reply: Option<Reply<T>>) -> MetaOutcome<T> {
 
 impl Meta for FakeMeta {
     fn plan_task(&mut self, _: &TaskContext) -> MetaOutcome<Plan> {
-        record(MessageType::PlanTask, self.plans.pop_front())
+        record("plan_task", self.plans.pop_front())
     }
     fn next_action(&mut self, _: &TaskContext) -> MetaOutcome<NextAction> {
-        record(MessageType::NextAction, self.nexts.pop_front())
+        record("next_action", self.nexts.pop_front())
     }
     fn completion_assessment(&mut self, _: &TaskContext) -> MetaOutcome<Assessment> {
-        record(
-            MessageType::CompletionAssessment,
-            self.assessments.pop_front(),
-        )
+        record("completion_assessment", self.assessments.pop_front())
     }
 }
 

@@ -1,0 +1,33 @@
+//! What answers a conversation: the OpenAI Chat Completions API or a script of
+//! replies. A backend retries its own transport faults; what it returns is a reply
+//! text, or an error after giving up.
+
+use serde::Serialize;
+
+use super::MetaError;
+
+/// A chat message sent to the backend.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatMessage {
+    pub role: &'static str,
+    pub content: String,
+}
+
+/// A reply text and how many requests it took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub text: String,
+    pub attempts: u32,
+}
+
+/// A backend that gave up (after its own retries).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendError {
+    pub error: MetaError,
+    pub attempts: u32,
+}
+
+/// Something that answers a conversation with a reply text.
+pub trait ChatBackend {
+    fn complete(&mut self, messages: &[ChatMessage]) -> Result<Completion, BackendError>;
+}

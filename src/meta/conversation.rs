@@ -1,0 +1,124 @@
+//! One Meta exchange, for any message type: the request goes out with the system
+//! prompt; a reply that does not check is sent back with the problem, at most
+//! `MAX_REASKS` times; everything is recorded in a `MetaCall`. Secrets are masked in
+//! the request before it leaves and in every reply before it is parsed, kept or cut.
+
+use std::time::{Duration, Instant};
+
+use super::backend::{ChatBackend, ChatMessage};
+use super::reply::{Reply, parse_reply};
+use super::{MetaCall, MetaError, MetaOutcome};
+use crate::secret::Redactor;
+use crate::text::cut;
+use crate::timestamp::{Timestamp, human};
+
+/// Invalid replies are answered by asking again, at most this many times.
+pub const MAX_REASKS: u32 = 3;
+/// Longest reply text kept in a record or sent back in a re-ask.
+const MAX_REPLY_KEPT: usize = 16 * 1024;
+
+/// Asks `backend` for a reply of type `T` to `request`.
+pub fn ask<T: Reply>(
+    backend: &mut dyn ChatBackend,
+    system: String,
+    request: &str,
+    redactor: &Redactor,
+) -> MetaOutcome<T> {
+    let kind = T::KIND;
+    let clock = Instant::now();
+    let request = redactor.redact(request);
+    let mut messages = vec![
+        ChatMessage {
+            role: "system",
+            content: system,
+        },
+        ChatMessage {
+            role: "user",
+            content: request.clone(),
+        },
+    ];
+    let mut call = MetaCall {
+        kind,
+        started: Timestamp::now(),
+        duration: Duration::ZERO,
+        attempts: 0,
+        request,
+        replies: Vec::new(),
+        error: None,
+    };
+    let mut problem = String::new();
+    for round in 0..=MAX_REASKS {
+        let completion = match backend.complete(&messages) {
+            Ok(completion) => completion,
+            Err(e) => {
+                call.attempts += e.attempts;
+                return finish(call, clock, Err(e.error), redactor);
+            }
+        };
+        call.attempts += completion.attempts;
+        let masked = redactor.redact(&completion.text);
+        let kept = cut(&masked, MAX_REPLY_KEPT);
+        call.replies.push(kept.clone());
+        match parse_reply::<T>(&masked) {
+            Ok(reply) => return finish(call, clock, Ok(reply), redactor),
+            Err(e) => {
+                problem = e;
+                if round < MAX_REASKS {
+                    log::warn!("meta {kind}: invalid reply ({problem}); asking again");
+                    messages.push(ChatMessage {
+                        role: "assistant",
+                        content: kept,
+                    });
+                    messages.push(ChatMessage {
+                        role: "user",
+                        content: format!(
+                            "Your reply was invalid: {problem}\nAnswer again with exactly one YAML document of type {kind}, following the schema, without code fences or prose."
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    let start = call
+        .replies
+        .last()
+        .map(|r| cut(r.trim(), 200))
+        .unwrap_or_default();
+    let error = MetaError::Failed(format!(
+        "no valid {kind} reply after {MAX_REASKS} re-asks: {problem}; the last reply began: {start:?}"
+    ));
+    finish(call, clock, Err(error), redactor)
+}
+
+fn finish<T>(
+    mut call: MetaCall,
+    clock: Instant,
+    reply: Result<T, MetaError>,
+    redactor: &Redactor,
+) -> MetaOutcome<T> {
+    call.duration = clock.elapsed();
+    let plural = if call.attempts == 1 { "" } else { "s" };
+    // Masked once here, for the log, the record and the caller alike.
+    let reply = reply.map_err(|e| match e {
+        MetaError::Failed(m) => MetaError::Failed(redactor.redact(&m)),
+        other => other,
+    });
+    match &reply {
+        Ok(_) => log::info!(
+            "meta {}: {}, {} attempt{plural}",
+            call.kind,
+            human(call.duration),
+            call.attempts
+        ),
+        Err(e) => {
+            log::warn!(
+                "meta {} failed after {}, {} attempt{plural}: {e}",
+                call.kind,
+                human(call.duration),
+                call.attempts
+            );
+            call.error = Some(e.to_string());
+        }
+    }
+    MetaOutcome { call, reply }
+}

@@ -1,0 +1,65 @@
+//! Reply texts to typed replies, for every Meta message type: lenient about
+//! wrapping (one ``` fence, YAML or JSON), strict about content. The error says what
+//! is wrong, so it can be sent back in a re-ask.
+
+use serde::Deserialize;
+use serde_yaml::Value;
+
+/// A reply type: its `type` value and how to check a reply document.
+pub trait Reply: Sized {
+    const KIND: &'static str;
+    fn from_value(value: Value) -> Result<Self, String>;
+}
+
+/// Parses and checks a reply of type `T::KIND`.
+pub fn parse_reply<T: Reply>(text: &str) -> Result<T, String> {
+    let body = strip_fence(text);
+    let value: Value = serde_yaml::from_str(body).map_err(|e| format!("not valid YAML: {e}"))?;
+    let Value::Mapping(map) = &value else {
+        return Err("expected one YAML mapping with a `type` key".into());
+    };
+    match map.get("type").and_then(Value::as_str) {
+        Some(t) if t == T::KIND => {}
+        Some(t) => return Err(format!("`type` is {t:?}, expected {:?}", T::KIND)),
+        None => return Err(format!("`type: {}` is missing", T::KIND)),
+    }
+    T::from_value(value)
+}
+
+/// Removes one surrounding ``` fence (```yaml, ```json or bare), if there is one.
+pub fn strip_fence(text: &str) -> &str {
+    let trimmed = text.trim();
+    let Some(rest) = trimmed.strip_prefix("```") else {
+        return trimmed;
+    };
+    let Some(rest) = rest.strip_suffix("```") else {
+        return trimmed;
+    };
+    // Drop the info string (`yaml`, `json`) on the opening line.
+    match rest.split_once('\n') {
+        Some((info, body)) if !info.trim().contains(' ') => body.trim(),
+        _ => rest.trim(),
+    }
+}
+
+/// A reply document decoded into `T`, the serde error as the problem.
+pub fn decode<T: for<'de> Deserialize<'de>>(value: Value) -> Result<T, String> {
+    serde_yaml::from_value(value).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fences_are_stripped_once() {
+        assert_eq!(strip_fence("```yaml\ntype: x\n```"), "type: x");
+        assert_eq!(
+            strip_fence("  ```json\n{\"type\": 1}\n```\n"),
+            "{\"type\": 1}"
+        );
+        assert_eq!(strip_fence("```\ntype: x\n```"), "type: x");
+        assert_eq!(strip_fence("type: x"), "type: x");
+        assert_eq!(strip_fence("```yaml\ntype: x"), "```yaml\ntype: x");
+    }
+}
