@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Test environment: makes a Docker daemon reachable and builds the test worker image
-# `agent-runner-test-worker:latest` (FROM scratch: static busybox + testdata's fake
-# codex). Nothing is pulled: no image registry is needed.
+# `agent-runner-test-worker:latest` (FROM scratch: static busybox, Debian's git with its
+# libraries, and testdata's fake codex), plus the variants `:nogit` and `:nocodex`.
+# Nothing is pulled: no image registry is needed.
 #
 # On a Debian machine where we are root, a missing daemon is installed (docker.io,
 # busybox-static) and started detached; its log is $AGENT_RUNNER_DOCKERD_LOG.
@@ -57,6 +58,15 @@ ensure_daemon() {
   say "dockerd is up after ${waited}s"
 }
 
+# The files of Debian's git that the image needs: the binary (also as the exec-path
+# copy it re-runs for helpers such as pack-objects) and the shared libraries it links.
+git_files() {
+  local git=/usr/bin/git
+  [ -x "$git" ] || { can_install || die "git is needed in the test image: install Debian's git"; apt_install git; }
+  echo "$git"
+  LC_ALL=C ldd "$git" | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }'
+}
+
 ensure_image() {
   local busybox
   if ! busybox=$(static_busybox); then
@@ -64,20 +74,43 @@ ensure_image() {
     apt_install busybox-static
     busybox=$(static_busybox) || die "no static busybox found after installing busybox-static"
   fi
+  local files
+  files=$(git_files)
   # Rebuild only when an input changed: the inputs' hash is kept as an image label.
   local hash current
-  hash=$(cat "$here/worker-image/Dockerfile" "$here/worker-image/codex" "$busybox" | sha256sum | cut -c1-16)
+  hash=$( { cat "$here/worker-image/Dockerfile" "$here/worker-image/codex" "$busybox"; echo "$files" | xargs cat; } | sha256sum | cut -c1-16)
   current=$(docker image inspect -f '{{index .Config.Labels "agent-runner.test-image"}}' "$image" 2>/dev/null || true)
-  if [ "$current" = "$hash" ]; then return 0; fi
-  local context
-  context=$(mktemp -d)
-  trap 'rm -rf "$context"' RETURN
-  cp "$here/worker-image/Dockerfile" "$here/worker-image/codex" "$context/"
-  cp "$busybox" "$context/busybox"
-  chmod 755 "$context/codex" "$context/busybox"
-  say "building $image"
-  DOCKER_BUILDKIT=0 docker build -q --label "agent-runner.test-image=$hash" -t "$image" "$context" >/dev/null 2>"$context/build.err" \
-    || { cat "$context/build.err" >&2; die "docker build of $image failed"; }
+  if [ "$current" != "$hash" ]; then
+    local context
+    context=$(mktemp -d)
+    trap 'rm -rf "$context"' RETURN
+    cp "$here/worker-image/Dockerfile" "$here/worker-image/codex" "$context/"
+    cp "$busybox" "$context/busybox"
+    mkdir -p "$context/gitroot/usr/lib/git-core"
+    local f
+    for f in $files; do
+      mkdir -p "$context/gitroot$(dirname "$f")"
+      cp -L "$f" "$context/gitroot$f"
+    done
+    cp /usr/bin/git "$context/gitroot/usr/lib/git-core/git"
+    # An empty template directory keeps `git init` quiet.
+    mkdir -p "$context/gitroot/usr/share/git-core/templates"
+    chmod 755 "$context/codex" "$context/busybox"
+    say "building $image"
+    DOCKER_BUILDKIT=0 docker build -q --label "agent-runner.test-image=$hash" -t "$image" "$context" >/dev/null 2>"$context/build.err" \
+      || { cat "$context/build.err" >&2; die "docker build of $image failed"; }
+  fi
+  # Variants for tests of a broken image: without git, without codex.
+  local base=${image%:*} variant
+  for variant in nogit:"/usr/bin/git /usr/lib/git-core" nocodex:/usr/local/bin/codex; do
+    local tag=${variant%%:*} paths=${variant#*:}
+    current=$(docker image inspect -f '{{index .Config.Labels "agent-runner.test-image"}}' "$base:$tag" 2>/dev/null || true)
+    [ "$current" = "$hash" ] && continue
+    say "building $base:$tag"
+    printf 'FROM %s\nRUN rm -rf %s\n' "$image" "$paths" \
+      | DOCKER_BUILDKIT=0 docker build -q --label "agent-runner.test-image=$hash" -t "$base:$tag" - >/dev/null 2>&1 \
+      || die "docker build of $base:$tag failed"
+  done
 }
 
 ensure_daemon
