@@ -38,6 +38,11 @@ pub enum Error {
     Stdout(std::io::Error),
     #[error("interrupted before the task started")]
     Interrupted,
+    /// `.agent-runner/` could not be prepared (e.g. it is a symlink).
+    #[error("cannot prepare agent-runner's directory: {0}")]
+    PrivateDir(std::io::Error),
+    #[error("{0}")]
+    Locked(#[from] crate::task_lock::LockError),
 }
 
 impl Error {

@@ -1,22 +1,29 @@
 //! The Task Note: `<repo>/.agent-runner/task-<id>.md`, the whole history of a task in
 //! Markdown (SPEC §7). Rewritten atomically after every step, so a crash leaves the
-//! latest state; long outputs appear as tails with the path of the full log.
+//! latest state; long outputs appear as tails with the path of the full log. All
+//! outside text goes through `markdown`, so the note stays valid Markdown whatever
+//! the PRD, Meta, the worker or the tests said (SPEC §10).
 
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::path::Path;
 
 use crate::context::{TaskContext, TaskState};
+use crate::markdown::{code_span, fence, inline, quote};
 use crate::meta::MetaCall;
+use crate::private_dir::PrivateDir;
 use crate::secret::Redactor;
 use crate::task::{MetaBackend, PrdSource};
 use crate::text::{cut, tail};
 use crate::timestamp::human;
-use crate::worker::{TestRun, WorkerRun, git};
+use crate::worker::envelope::Leftovers;
+use crate::worker::git::RepoChanges;
+use crate::worker::privileges::Finding;
+use crate::worker::{TestRun, WorkerRun};
 
 /// Output shown in the note per worker or test run (the full log is on disk).
 const NOTE_TAIL: usize = 8 * 1024;
 const PRD_SUMMARY: usize = 1024;
+/// Changed files listed per run (the rest is counted).
+const MAX_FILES_SHOWN: usize = 100;
 
 /// Renders the note; every secret in `redactor` is masked.
 pub fn render(ctx: &TaskContext, redactor: &Redactor) -> String {
@@ -26,81 +33,90 @@ pub fn render(ctx: &TaskContext, redactor: &Redactor) -> String {
     redactor.redact(&out)
 }
 
-/// Writes the note atomically (temp file, then rename); creates `.agent-runner/`
-/// with a `.gitignore` that keeps the logs out of git.
-pub fn write(ctx: &TaskContext, redactor: &Redactor) -> std::io::Result<()> {
-    let path = ctx.task.note_path();
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let ignore = dir.join(".gitignore");
-    if !ignore.exists() {
-        std::fs::write(&ignore, "logs/\n")?;
-    }
-    let temp = dir.join(format!(
-        ".task-{}.md.{}.tmp",
-        ctx.task.id,
-        std::process::id()
-    ));
+/// Writes the note atomically into agent-runner's directory `dir` (a new temp file,
+/// then rename; never through anything the worker left there).
+pub fn write(dir: &PrivateDir, ctx: &TaskContext, redactor: &Redactor) -> std::io::Result<()> {
     // No fsync: the rename already keeps readers from a half-written note, and the
     // note is rewritten after every step (fsync cost ~10 ms each here).
-    std::fs::File::create(&temp)?.write_all(render(ctx, redactor).as_bytes())?;
-    std::fs::rename(&temp, &path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&temp);
-    })
+    dir.write_atomic(&ctx.task.note_name(), render(ctx, redactor).as_bytes())
 }
 
 fn write_note(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
+    header(out, ctx)?;
+    summary(out, ctx)?;
+    prd(out, ctx)?;
+    criteria(out, ctx)?;
+    execution_log(out, ctx)?;
+    tests(out, ctx)?;
+    notes(out, ctx)
+}
+
+fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     let task = &ctx.task;
-    writeln!(out, "# Task Note - {} - {}\n", task.id, task.title)?;
-    writeln!(out, "- Task ID: {}", task.id)?;
-    writeln!(out, "- Title: {}", task.title)?;
+    let (id, title) = (inline(&task.id), inline(&task.title));
+    writeln!(out, "# Task Note - {id} - {title}\n")?;
+    writeln!(out, "- Task ID: {id}")?;
+    writeln!(out, "- Title: {title}")?;
     writeln!(out, "- Started At: {}", ctx.started)?;
     match ctx.finished {
         Some(f) => writeln!(out, "- Finished At: {f}")?,
         None => writeln!(out, "- Finished At: (running)")?,
     }
     writeln!(out, "- Duration: {}", human(ctx.duration()))?;
+    let interrupted = if ctx.interrupted {
+        " (interrupted)"
+    } else {
+        ""
+    };
+    writeln!(out, "- State: {}{interrupted}", ctx.state)?;
+    writeln!(out, "- Loops: {} of {}", ctx.loops, task.meta.max_loops)?;
     writeln!(
         out,
-        "- State: {}{}",
-        ctx.state,
-        if ctx.interrupted {
-            " (interrupted)"
-        } else {
-            ""
-        }
+        "- Repository: {}",
+        inline(&task.repo.display().to_string())
     )?;
-    writeln!(out, "- Loops: {} of {}", ctx.loops, task.meta.max_loops)?;
-    writeln!(out, "- Repository: {}", task.repo.display())?;
     let meta = match &task.meta.backend {
         MetaBackend::OpenAiChat { base_url, .. } => {
             format!("openai-chat, model {} at {base_url}", task.meta.model)
         }
         MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
     };
-    writeln!(out, "- Meta: {meta}")?;
-    writeln!(out, "- Worker: codex-cli in {}", task.worker.docker_image)?;
+    writeln!(out, "- Meta: {}", inline(&meta))?;
+    writeln!(
+        out,
+        "- Worker: codex-cli in {}",
+        inline(&task.worker.docker_image)
+    )
+}
 
+fn summary(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     writeln!(out, "\n---\n\n## 1. Summary\n")?;
-    let summary = match (ctx.state, &ctx.failure, &ctx.assessment) {
-        (TaskState::Failed, Some(reason), Some(a)) => {
-            format!("**Failed:** {reason}\n\nLast assessment: {}", a.summary)
+    match (ctx.state, &ctx.failure, &ctx.assessment) {
+        (TaskState::Failed, Some(reason), assessment) => {
+            writeln!(out, "**Failed:** {}\n", inline(reason))?;
+            if let Some(a) = assessment {
+                writeln!(out, "Last assessment:\n\n{}", quote(&a.summary))?;
+            }
         }
-        (TaskState::Failed, Some(reason), None) => format!("**Failed:** {reason}"),
-        (_, _, Some(a)) => a.summary.clone(),
-        (state, _, None) => format!("In progress ({state})."),
-    };
-    writeln!(out, "{summary}")?;
+        (_, _, Some(a)) => writeln!(out, "{}", quote(&a.summary))?,
+        (state, _, None) => writeln!(out, "In progress ({state}).")?,
+    }
+    Ok(())
+}
 
+fn prd(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
+    let task = &ctx.task;
     writeln!(out, "\n---\n\n## 2. PRD\n")?;
     if let PrdSource::File(path) = &task.prd.source {
-        writeln!(out, "Source: {}\n", path.display())?;
+        writeln!(out, "Source: {}\n", inline(&path.display().to_string()))?;
     }
-    writeln!(out, "{}\n", cut(task.prd.text.trim(), PRD_SUMMARY))?;
-    writeln!(out, "<details>\n<summary>PRD (full text)</summary>\n")?;
-    fence(out, "text", &task.prd.text)?;
-    writeln!(out, "</details>")?;
+    out.push_str(&quote(&cut(task.prd.text.trim(), PRD_SUMMARY)));
+    writeln!(out, "\n<details>\n<summary>PRD (full text)</summary>\n")?;
+    out.push_str(&fence("text", &task.prd.text));
+    writeln!(out, "</details>")
+}
 
+fn criteria(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     writeln!(out, "\n---\n\n## 3. Acceptance Criteria\n")?;
     if ctx.criteria.is_empty() {
         writeln!(out, "No criteria were planned.")?;
@@ -110,11 +126,14 @@ fn write_note(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             out,
             "- [{}] {}: {}",
             if c.passed { "x" } else { " " },
-            c.id,
-            one_line(&c.description)
+            inline(&c.id),
+            inline(&c.description)
         )?;
     }
+    Ok(())
+}
 
+fn execution_log(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     writeln!(out, "\n---\n\n## 4. Execution Log\n\n### 4.1 Meta Calls\n")?;
     if ctx.meta_calls.is_empty() {
         writeln!(out, "None.\n")?;
@@ -134,18 +153,21 @@ fn write_note(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         let reason = if t.reason.is_empty() {
             String::new()
         } else {
-            format!(": {}", one_line(&t.reason))
+            format!(": {}", inline(&t.reason))
         };
         writeln!(out, "- {} {} → {}{reason}", t.at, t.from, t.to)?;
     }
+    Ok(())
+}
 
+fn tests(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     writeln!(out, "\n---\n\n## 5. Test Result\n")?;
-    match (ctx.last_test_run(), &task.test) {
+    match (ctx.last_test_run(), &ctx.task.test) {
         (Some(run), _) => test_run(out, run, ctx.test_runs.len())?,
         (None, Some(test)) => writeln!(
             out,
-            "Tests were not run (`{}` is configured; no iteration reached validation).",
-            test.command
+            "Tests were not run ({} is configured; no iteration reached validation).",
+            code_span(&test.command)
         )?,
         (None, None) => writeln!(out, "Tests were not run (no `task.test.command`).")?,
     }
@@ -158,18 +180,39 @@ fn write_note(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
                 run.number,
                 verdict(run),
                 human(run.duration),
-                run.log_path.display()
+                inline(&run.log_path.display().to_string())
             )?;
         }
     }
+    Ok(())
+}
 
+fn notes(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     writeln!(out, "\n---\n\n## 6. Notes / Remaining Risks\n")?;
     let mut notes = Vec::new();
     if let Some(a) = &ctx.assessment {
-        notes.extend(a.remaining_risks.iter().map(|r| one_line(r)));
+        notes.extend(a.remaining_risks.iter().map(|r| inline(r)));
     }
     if let Some(reason) = &ctx.failure {
-        notes.push(format!("The task failed: {}", one_line(reason)));
+        notes.push(format!("The task failed: {}", inline(reason)));
+    }
+    let removed: usize = (ctx.worker_runs.iter().map(|r| r.privileges.len()))
+        .chain(ctx.test_runs.iter().map(|r| r.privileges.len()))
+        .sum();
+    if removed > 0 {
+        notes.push(format!(
+            "{removed} setuid/setgid file(s) or device node(s) left in the repository were made safe (see the runs above)."
+        ));
+    }
+    if ctx
+        .worker_runs
+        .iter()
+        .any(|r| r.changes != RepoChanges::NotARepository && r.changes != RepoChanges::NoGit)
+    {
+        notes.push(
+            "Changed files are reported by git inside the container, where the worker could alter what git says."
+                .into(),
+        );
     }
     if let Some(took) = ctx.teardown {
         notes.push(format!(
@@ -197,7 +240,7 @@ fn meta_call(out: &mut String, n: usize, call: &MetaCall) -> std::fmt::Result {
         call.attempts
     )?;
     writeln!(out, "<details>\n<summary>Request</summary>\n")?;
-    fence(out, "yaml", &call.request)?;
+    out.push_str(&fence("yaml", &call.request));
     writeln!(out, "</details>\n")?;
     for (i, reply) in call.replies.iter().enumerate() {
         if call.replies.len() > 1 {
@@ -205,10 +248,10 @@ fn meta_call(out: &mut String, n: usize, call: &MetaCall) -> std::fmt::Result {
         } else {
             writeln!(out, "Reply:\n")?;
         }
-        fence(out, "yaml", reply)?;
+        out.push_str(&fence("yaml", reply));
     }
     if let Some(e) = &call.error {
-        writeln!(out, "**Error:** {}\n", one_line(e))?;
+        writeln!(out, "**Error:** {}\n", inline(e))?;
     }
     Ok(())
 }
@@ -224,7 +267,7 @@ fn worker_run(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
         run.finished,
         human(run.duration)
     )?;
-    writeln!(out, "- Summary: {}", one_line(&run.summary))?;
+    writeln!(out, "- Summary: {}", inline(&run.summary))?;
     let t = &run.transcript;
     if !t.commands.is_empty() {
         let dropped = if t.commands_dropped > 0 {
@@ -237,37 +280,10 @@ fn worker_run(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
             let code = c
                 .exit_code
                 .map_or("not finished".to_string(), |e| format!("exit {e}"));
-            writeln!(
-                out,
-                "  - `{}` → {code}",
-                one_line(&cut(&c.command, 300)).replace('`', "'")
-            )?;
+            writeln!(out, "  - {} → {code}", code_span(&cut(&c.command, 300)))?;
         }
     }
-    let changes = match (&run.git_before, &run.git_after) {
-        (Some(before), Some(after)) => git::changes(before, after),
-        _ => t
-            .file_changes
-            .iter()
-            .map(|f| format!("{} {}", f.kind, f.path))
-            .collect(),
-    };
-    if !changes.is_empty() {
-        writeln!(out, "- Files changed:")?;
-        for change in changes {
-            writeln!(out, "  - {}", one_line(&change))?;
-        }
-    }
-    if let (Some(before), Some(after)) = (&run.git_before, &run.git_after) {
-        if before.head != after.head {
-            writeln!(
-                out,
-                "- Git HEAD: {} → {}",
-                before.head.as_deref().unwrap_or("(none)"),
-                after.head.as_deref().unwrap_or("(none)")
-            )?;
-        }
-    }
+    changes(out, run)?;
     if let Some(u) = &t.completed {
         writeln!(
             out,
@@ -275,23 +291,15 @@ fn worker_run(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
             u.input_tokens, u.cached_input_tokens, u.output_tokens
         )?;
     }
-    if !t.errors.is_empty() {
-        writeln!(
-            out,
-            "- Last error event: {}",
-            one_line(t.errors.last().map_or("", String::as_str))
-        )?;
+    if let Some(error) = t.errors.last() {
+        writeln!(out, "- Last error event: {}", inline(error))?;
     }
-    if let Some(left) = run.leftover_processes {
-        writeln!(
-            out,
-            "- Stopped inside the container; processes left afterwards: {left}"
-        )?;
-    }
+    leftovers(out, run.leftovers)?;
+    privileges(out, &run.privileges)?;
     writeln!(
         out,
         "- Full log: {} ({} bytes)\n",
-        run.log_path.display(),
+        inline(&run.log_path.display().to_string()),
         run.output_bytes
     )?;
     writeln!(
@@ -299,21 +307,102 @@ fn worker_run(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
         "<details>\n<summary>Output (last {} KiB)</summary>\n",
         NOTE_TAIL / 1024
     )?;
-    fence(out, "text", &tail(&run.output_tail, NOTE_TAIL))?;
+    out.push_str(&fence("text", &tail(&run.output_tail, NOTE_TAIL)));
     writeln!(out, "</details>\n")
 }
 
-fn test_run(out: &mut String, run: &TestRun, count: usize) -> std::fmt::Result {
-    writeln!(
-        out,
-        "- Command: `{}`{}",
-        one_line(&run.command).replace('`', "'"),
-        if run.cwd.is_empty() {
-            String::new()
-        } else {
-            format!(" (in {})", run.cwd)
+/// What the run changed: git's view when the image has git, codex's otherwise.
+fn changes(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
+    let lines = run.changes.lines(&run.transcript.file_changes);
+    let source = match &run.changes {
+        RepoChanges::Seen { .. } => "",
+        RepoChanges::NoGit => {
+            " (as codex reported them: the image has no git, so no snapshots were taken)"
         }
-    )?;
+        RepoChanges::NotARepository => {
+            " (as codex reported them: the repository is not a git work tree)"
+        }
+        RepoChanges::Unknown => " (as codex reported them: no snapshot after the run)",
+    };
+    if !lines.is_empty() {
+        writeln!(out, "- Files changed{source}:")?;
+        for line in lines.iter().take(MAX_FILES_SHOWN) {
+            writeln!(out, "  - {}", inline(line))?;
+        }
+        if lines.len() > MAX_FILES_SHOWN {
+            writeln!(out, "  - … and {} more", lines.len() - MAX_FILES_SHOWN)?;
+        }
+    } else if !source.is_empty() {
+        writeln!(out, "- Files changed{source}: none reported")?;
+    }
+    if let RepoChanges::Seen {
+        before,
+        after,
+        diff,
+    } = &run.changes
+    {
+        if before.head != after.head {
+            writeln!(
+                out,
+                "- Git HEAD: {} → {}",
+                inline(before.head.as_deref().unwrap_or("(none)")),
+                inline(after.head.as_deref().unwrap_or("(none)"))
+            )?;
+        }
+        if !diff.is_empty() {
+            let count = |f: fn(&crate::worker::git::DiffStat) -> Option<u64>| {
+                diff.iter().filter_map(f).sum::<u64>()
+            };
+            writeln!(
+                out,
+                "- Diff stat: {} file(s), +{} −{}",
+                diff.len(),
+                count(|d| d.added),
+                count(|d| d.deleted)
+            )?;
+            for d in diff.iter().take(MAX_FILES_SHOWN) {
+                let n = |v: Option<u64>| v.map_or("bin".to_string(), |v| v.to_string());
+                writeln!(
+                    out,
+                    "  - +{} −{} {}",
+                    n(d.added),
+                    n(d.deleted),
+                    inline(&d.path)
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn leftovers(out: &mut String, leftovers: Option<Leftovers>) -> std::fmt::Result {
+    match leftovers {
+        Some(Leftovers { found: 0, .. }) | None => Ok(()),
+        Some(Leftovers { found, left }) => writeln!(
+            out,
+            "- Leftover processes stopped in the container afterwards: {found} ({left} still running after SIGKILL)"
+        ),
+    }
+}
+
+fn privileges(out: &mut String, findings: &[Finding]) -> std::fmt::Result {
+    if findings.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "- Privileged files made safe in the repository:")?;
+    for finding in findings {
+        writeln!(out, "  - {}", inline(&finding.to_string()))?;
+    }
+    Ok(())
+}
+
+fn test_run(out: &mut String, run: &TestRun, count: usize) -> std::fmt::Result {
+    let cwd = if run.cwd.is_empty() {
+        String::new()
+    } else {
+        format!(" (in {})", inline(&run.cwd))
+    };
+    writeln!(out, "- Command: {}{cwd}", code_span(&run.command))?;
     writeln!(
         out,
         "- ExitCode: {}",
@@ -326,11 +415,18 @@ fn test_run(out: &mut String, run: &TestRun, count: usize) -> std::fmt::Result {
         human(run.duration),
         run.number
     )?;
-    writeln!(out, "- Full log: {}\n", run.log_path.display())?;
+    leftovers(out, run.leftovers)?;
+    privileges(out, &run.privileges)?;
+    writeln!(
+        out,
+        "- Full log: {}\n",
+        inline(&run.log_path.display().to_string())
+    )?;
     if run.output_tail.trim().is_empty() {
         return writeln!(out, "(no output)");
     }
-    fence(out, "text", &tail(&run.output_tail, NOTE_TAIL))
+    out.push_str(&fence("text", &tail(&run.output_tail, NOTE_TAIL)));
+    Ok(())
 }
 
 fn verdict(run: &TestRun) -> &'static str {
@@ -345,30 +441,10 @@ fn verdict(run: &TestRun) -> &'static str {
     }
 }
 
-/// A fenced block that `text` cannot break out of: the fence is longer than any run
-/// of backticks inside.
-fn fence(out: &mut String, lang: &str, text: &str) -> std::fmt::Result {
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let ticks = "`".repeat(longest.max(2) + 1);
-    let body = text.trim_end_matches('\n');
-    writeln!(out, "{ticks}{lang}\n{body}\n{ticks}\n")
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::secret::Secret;
-
-    #[test]
-    fn fences_outgrow_backticks_inside() {
-        let mut out = String::new();
-        fence(&mut out, "text", "a ``` b ```` c").unwrap();
-        assert_eq!(out, "`````text\na ``` b ```` c\n`````\n\n");
-    }
 
     #[test]
     fn a_new_task_note_has_every_section_and_no_secret() {

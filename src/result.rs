@@ -79,11 +79,21 @@ impl RunResult {
 
     /// The result when the input was invalid and nothing ran.
     pub fn invalid_input(task_id: Option<String>, error: String, took: Duration) -> Self {
+        RunResult::not_run(task_id, format!("invalid input: {error}"), error, took)
+    }
+
+    /// The result when the task could not start (and nothing ran).
+    pub fn not_run(
+        task_id: Option<String>,
+        summary: String,
+        error: String,
+        took: Duration,
+    ) -> Self {
         RunResult {
             task_id,
             status: "failed",
             state: TaskState::Failed.as_str(),
-            summary: format!("invalid input: {error}"),
+            summary,
             validation: Validation {
                 overall: "unknown",
                 commands: vec![],

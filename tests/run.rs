@@ -8,99 +8,8 @@ use std::time::{Duration, Instant};
 
 use support::docker::{TEST_IMAGE, containers_labelled, docker};
 use support::fake_openai::{Answer, FakeOpenAi};
+use support::task::*;
 use support::{Run, Scratch};
-
-const KEY: &str = "sk-e2e-test-key-0123456789abcdef";
-
-fn plan(ids: &[&str]) -> Answer {
-    let criteria: String = ids
-        .iter()
-        .map(|id| format!("  - id: {id}\n    description: criterion {id}\n"))
-        .collect();
-    Answer::chat(&format!(
-        "type: plan_task\nacceptance_criteria:\n{criteria}"
-    ))
-}
-
-fn run_worker(prompt: &str) -> Answer {
-    let prompt: String = prompt.lines().map(|l| format!("    {l}\n")).collect();
-    Answer::chat(&format!(
-        "type: next_action\ndecision:\n  action: run_worker\n  reason: work to do\nworker_call:\n  worker_type: codex-cli\n  mode: exec\n  prompt: |\n{prompt}"
-    ))
-}
-
-fn mark_complete() -> Answer {
-    Answer::chat(
-        "type: next_action\ndecision:\n  action: mark_complete\n  reason: looks done to me\n",
-    )
-}
-
-fn assess(passed: &[&str], summary: &str) -> Answer {
-    Answer::chat(&format!(
-        "type: completion_assessment\nsummary: {summary}\ndetails:\n  passed_criteria: [{}]\n  remaining_risks: [none known]\n",
-        passed.join(", ")
-    ))
-}
-
-/// A v1 task against `server`, in `repo`, with the test worker image.
-fn v1_task(
-    id: &str,
-    repo: &Path,
-    server: &FakeOpenAi,
-    test: Option<&str>,
-    meta_extra: &str,
-    worker_extra: &str,
-) -> String {
-    let test = test.map_or(String::new(), |t| format!("  test:\n    command: {t:?}\n"));
-    format!(
-        "version: 1\ntask:\n  id: {id}\n  title: E2E {id}\n  repo: {}\n  prd:\n    text: Make out.txt say ok.\n{test}runner:\n  meta:\n    base_url: {}\n    model: test-model\n{meta_extra}  worker:\n    docker_image: {TEST_IMAGE}\n    network: none\n{worker_extra}",
-        repo.display(),
-        server.url
-    )
-}
-
-fn runner(yaml: &str) -> Run {
-    Run::new(&["run"])
-        .env("OPENAI_API_KEY", KEY)
-        .env("AGENT_RUNNER_META_BACKOFF_MS", "10")
-        .stdin(yaml)
-}
-
-fn task_id(name: &str) -> String {
-    format!("e2e-{name}-{}", support::short_id())
-}
-
-fn note(repo: &Path, id: &str) -> String {
-    std::fs::read_to_string(repo.join(format!(".agent-runner/task-{id}.md")))
-        .expect("the Task Note is written")
-}
-
-fn assert_no_container(id: &str) {
-    assert_eq!(
-        containers_labelled("agent-runner.task", id),
-        Vec::<String>::new(),
-        "container left behind"
-    );
-}
-
-/// Every file agent-runner wrote under `.agent-runner/`, concatenated.
-fn everything_written(repo: &Path) -> String {
-    fn walk(dir: &Path, out: &mut String) {
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else {
-                out.push_str(&String::from_utf8_lossy(
-                    &std::fs::read(&path).unwrap_or_default(),
-                ));
-            }
-        }
-    }
-    let mut out = String::new();
-    walk(&repo.join(".agent-runner"), &mut out);
-    out
-}
 
 #[test]
 fn a_second_worker_run_fixes_the_test_and_the_task_completes() {
@@ -262,7 +171,11 @@ fn a_timed_out_run_is_reported_to_meta_and_the_next_one_succeeds() {
         note.contains("#### Run 1 (timed_out") && note.contains("Timed out after 2 s"),
         "{note}"
     );
-    assert!(note.contains("processes left afterwards: 0"), "{note}");
+    assert!(
+        note.contains("- Leftover processes stopped in the container afterwards: ")
+            && note.contains("(0 still running after SIGKILL)"),
+        "the timed-out codex was stopped inside the container:\n{note}"
+    );
     assert_no_container(&id);
 }
 
@@ -576,39 +489,4 @@ fn as_a_non_root_user_files_belong_to_that_user() {
         "the worker ran as uid 4242"
     );
     assert_no_container(&id);
-}
-
-/// Starts `agent-runner run` on a task whose worker says "working" and then keeps busy
-/// with `busy`; returns once the worker is at it (the server must stay alive too).
-fn busy_worker(dir: &Scratch, id: &str, busy: &str, json: bool) -> (FakeOpenAi, support::Running) {
-    let server = FakeOpenAi::start(vec![
-        plan(&["AC-1"]),
-        run_worker(&format!("@say: working\n{busy}")),
-    ]);
-    let mut run = runner(&v1_task(id, &dir.path, &server, None, "", ""));
-    if json {
-        run = run.arg("--json");
-    }
-    let child = run.start();
-    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
-    wait_for(Duration::from_secs(30), || {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
-    });
-    (server, child)
-}
-
-fn send(signal: &str, child: &support::Running) {
-    let status = std::process::Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {signal}");
-}
-
-fn wait_for(limit: Duration, mut ready: impl FnMut() -> bool) {
-    let until = Instant::now() + limit;
-    while !ready() {
-        assert!(Instant::now() < until, "timed out waiting");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }

@@ -6,10 +6,14 @@ use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 use agent_runner::interrupt::Interrupt;
+use agent_runner::owner::Owner;
+use agent_runner::private_dir::PrivateDir;
 use agent_runner::secret::{Redactor, Secret};
 use agent_runner::task::{EnvValue, Network, TestSpec, WorkerEnv, WorkerSettings};
 use agent_runner::worker::codex::RunOutcome;
-use agent_runner::worker::docker::{CodexAuth, DockerSandbox, SandboxConfig, sweep_orphans};
+use agent_runner::worker::container::CodexAuth;
+use agent_runner::worker::docker::{DockerSandbox, SandboxConfig};
+use agent_runner::worker::sweep::{owner_labels, sweep_orphans};
 use agent_runner::worker::{Sandbox, SandboxError};
 use support::Scratch;
 use support::docker::{TEST_IMAGE, containers_labelled, docker};
@@ -23,6 +27,7 @@ fn settings() -> WorkerSettings {
         extra_args: vec![],
         network: Network::None,
         env: vec![],
+        limits: Default::default(),
     }
 }
 
@@ -35,10 +40,13 @@ fn config(repo: &Scratch, task_id: &str, worker: WorkerSettings) -> SandboxConfi
             EnvValue::Literal(_) => None,
         })
         .collect();
+    let private = PrivateDir::open_in(&repo.path).unwrap();
+    let logs = private.subdir("logs").unwrap().subdir(task_id).unwrap();
     SandboxConfig {
         task_id: task_id.into(),
         repo: repo.path.clone(),
-        log_dir: repo.path.join(".agent-runner/logs").join(task_id),
+        private_dir: private.path().to_path_buf(),
+        logs,
         worker,
         auth: CodexAuth::None,
         redactor: Redactor::new(&secrets),
@@ -137,7 +145,12 @@ fn fake_codex_reproduces_every_outcome_in_a_container() {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(run.leftover_processes, Some(0));
+    assert_eq!(
+        run.leftovers.map(|l| l.left),
+        Some(0),
+        "{:?}",
+        run.leftovers
+    );
     let name = sandbox.container_name().unwrap().to_string();
     let (_, ps, _) = docker(&["exec", &name, "ps", "-o", "pid,args"]);
     assert!(
@@ -159,7 +172,12 @@ fn a_process_ignoring_sigterm_is_killed_inside_the_container() {
         .run_worker(1, "@run: trap '' TERM; sleep 60 & sleep 60\n")
         .unwrap();
     assert_eq!(run.outcome, RunOutcome::Stalled);
-    assert_eq!(run.leftover_processes, Some(0));
+    assert_eq!(
+        run.leftovers.map(|l| l.left),
+        Some(0),
+        "{:?}",
+        run.leftovers
+    );
     assert!(
         started.elapsed() < Duration::from_secs(15),
         "{:?}",
@@ -353,50 +371,86 @@ fn huge_output_streams_to_the_log_in_full() {
 }
 
 #[test]
-fn sweep_removes_containers_of_dead_owners_only() {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+fn sweep_removes_containers_of_provably_dead_owners_only() {
+    // A pid above pid_max is never alive, and cannot be reused while the test runs.
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .unwrap()
         .trim()
-        .to_string();
-    let mut gone = std::process::Command::new("true").spawn().unwrap();
-    let dead_pid = gone.id();
-    gone.wait().unwrap();
+        .parse()
+        .unwrap();
+    let me = Owner::this_process();
+    let dead = Owner {
+        pid: pid_max + 1,
+        ..me.clone()
+    };
     let id = task_id("sweep");
-    let start = |owner: &str, suffix: &str| {
+    let _cleanup = RemoveOnDrop(id.clone());
+    let start = |suffix: &str, owner: Option<&Owner>| {
         let name = format!("agent-runner-{id}-{suffix}");
-        let (ok, _, err) = docker(&[
-            "run",
-            "-d",
-            "--init",
-            "--network",
-            "none",
-            "--name",
-            &name,
-            "--label",
-            &format!("agent-runner.task={id}"),
-            "--label",
-            &format!("agent-runner.owner-pid={owner}"),
-            "--label",
-            &format!("agent-runner.owner-host={host}"),
-            TEST_IMAGE,
-            "sleep",
-            "300",
-        ]);
+        let mut args: Vec<String> = ["run", "-d", "--init", "--network", "none", "--name"]
+            .map(String::from)
+            .into();
+        args.push(name.clone());
+        args.extend(["--label".into(), format!("agent-runner.task={id}")]);
+        for (label, value) in owner.map(owner_labels).into_iter().flatten() {
+            args.extend(["--label".into(), format!("{label}={value}")]);
+        }
+        args.extend([TEST_IMAGE.to_string(), "sleep".into(), "300".into()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, _, err) = docker(&args);
         assert!(ok, "{err}");
         name
     };
-    let _cleanup = RemoveOnDrop(id.clone());
-    let orphan = start(&dead_pid.to_string(), "dead");
-    let owned = start(&std::process::id().to_string(), "alive");
-    sweep_orphans();
-    // A concurrent test's sweep may be removing the orphan at the same time, so our
-    // own removal can fail while the container is still listed: wait for it to go.
+    let removed = [
+        start("dead", Some(&dead)),
+        start(
+            "reused-pid",
+            Some(&Owner {
+                start: "1".into(),
+                ..me.clone()
+            }),
+        ),
+    ];
+    let mut kept = vec![
+        start("alive", Some(&me)),
+        start(
+            "other-host",
+            Some(&Owner {
+                host: "elsewhere".into(),
+                ..dead.clone()
+            }),
+        ),
+        start(
+            "other-boot",
+            Some(&Owner {
+                boot_id: "another-boot".into(),
+                ..dead.clone()
+            }),
+        ),
+        start(
+            "other-pidns",
+            Some(&Owner {
+                pid_namespace: "pid:[4026532999]".into(),
+                ..dead.clone()
+            }),
+        ),
+        start("unlabelled", None),
+    ];
+    let swept = sweep_orphans();
+    // A concurrent test's sweep may be removing the same orphans: wait for them to go.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while containers_labelled("agent-runner.task", &id).contains(&orphan) {
-        assert!(Instant::now() < deadline, "the orphan was not removed");
+    while removed
+        .iter()
+        .any(|r| containers_labelled("agent-runner.task", &id).contains(r))
+    {
+        assert!(Instant::now() < deadline, "an orphan was not removed");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(containers_labelled("agent-runner.task", &id), [owned]);
+    let mut left = containers_labelled("agent-runner.task", &id);
+    left.sort();
+    kept.sort();
+    assert_eq!(left, kept);
+    assert!(swept.iter().all(|name| !kept.contains(name)), "{swept:?}");
 }
 
 /// Removes the containers labelled with this task id, even when the test fails.

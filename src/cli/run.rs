@@ -10,11 +10,14 @@ use crate::meta::openai::OpenAiChat;
 use crate::meta::scripted::Scripted;
 use crate::meta::{Meta, MetaAgent};
 use crate::note;
+use crate::private_dir::PrivateDir;
 use crate::result::RunResult;
 use crate::runner::Runner;
 use crate::secret::Redactor;
 use crate::task::{InputError, MetaBackend, Task};
-use crate::worker::docker::{CodexAuth, DockerSandbox, SandboxConfig};
+use crate::task_lock::TaskLock;
+use crate::worker::container::CodexAuth;
+use crate::worker::docker::{DockerSandbox, SandboxConfig};
 
 use super::{read_task, report, write_stdout};
 
@@ -81,6 +84,34 @@ fn execute(
     json: bool,
     interrupt: Interrupt,
 ) -> i32 {
+    let clock = Instant::now();
+    // Before anything is written: our directory, and the task's lock (a second run
+    // of the same id must not touch the first one's note or logs).
+    let prepared = PrivateDir::open_in(&task.repo)
+        .map_err(Error::PrivateDir)
+        .and_then(|dir| Ok((TaskLock::acquire(&dir, &task.id)?, dir)))
+        .and_then(|(lock, dir)| {
+            let logs = dir
+                .subdir("logs")
+                .and_then(|logs| logs.subdir(&task.id))
+                .map_err(Error::PrivateDir)?;
+            Ok((lock, dir, logs))
+        });
+    let (_lock, private, logs) = match prepared {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            let code = report(&e, &redactor);
+            let message = redactor.redact(&e.to_string());
+            let result = RunResult::not_run(
+                Some(task.id.clone()),
+                message.clone(),
+                message,
+                clock.elapsed(),
+            );
+            emit(&result, json, &redactor);
+            return code;
+        }
+    };
     let meta_name = match &task.meta.backend {
         MetaBackend::OpenAiChat { .. } => task.meta.model.clone(),
         MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
@@ -96,7 +127,8 @@ fn execute(
     let sandbox = DockerSandbox::new(SandboxConfig {
         task_id: task.id.clone(),
         repo: task.repo.clone(),
-        log_dir: task.log_dir(),
+        private_dir: private.path().to_path_buf(),
+        logs,
         worker: task.worker.clone(),
         auth,
         redactor: redactor.clone(),
@@ -105,7 +137,7 @@ fn execute(
     let note_path = task.note_path();
     let mut ctx = TaskContext::new(task);
     let mut note_error: Option<String> = None;
-    let mut checkpoint = |ctx: &TaskContext| match note::write(ctx, &redactor) {
+    let mut checkpoint = |ctx: &TaskContext| match note::write(&private, ctx, &redactor) {
         Ok(()) => note_error = None,
         Err(e) => {
             if note_error.is_none() {

@@ -238,15 +238,7 @@ fn worker_info(ctx: &TaskContext) -> WorkerInfo {
     let Some(run) = ctx.last_worker_run() else {
         return WorkerInfo::default();
     };
-    let changed_files = match (&run.git_before, &run.git_after) {
-        (Some(before), Some(after)) => crate::worker::git::changes(before, after),
-        _ => run
-            .transcript
-            .file_changes
-            .iter()
-            .map(|f| format!("{} {}", f.kind, f.path))
-            .collect(),
-    };
+    let changed_files = run.changes.lines(&run.transcript.file_changes);
     WorkerInfo {
         exists: true,
         run: Some(run.number),
@@ -586,9 +578,9 @@ mod tests {
             log_path: "/tmp/x.log".into(),
             output_bytes: 1 << 20,
             output_tail: output.to_string(),
-            git_before: None,
-            git_after: None,
-            leftover_processes: None,
+            changes: crate::worker::git::RepoChanges::Unknown,
+            leftovers: None,
+            privileges: vec![],
         });
         ctx.test_runs.push(TestRun {
             number: 1,
@@ -601,6 +593,8 @@ mod tests {
             interrupted: false,
             output_tail: output.to_string(),
             log_path: "/tmp/t.log".into(),
+            leftovers: None,
+            privileges: vec![],
         });
         ctx
     }

@@ -15,6 +15,8 @@ use super::Stream;
 /// codex event parser). With `redacting`, secrets are masked in each stream before
 /// any of these sees it, so no cut-off tail can show part of a secret.
 pub struct Capture<'a> {
+    /// Applied to stdout before anything else sees it.
+    filter: Option<&'a mut dyn StreamFilter>,
     masks: Option<[StreamRedactor; 2]>,
     /// Unbuffered: each chunk is written as it arrives, so the log can be followed.
     log: Option<(File, PathBuf)>,
@@ -29,6 +31,7 @@ impl<'a> Capture<'a> {
     /// Keeps the last `tail` bytes of output in memory; writes nothing to disk.
     pub fn in_memory(tail: usize) -> Self {
         Capture {
+            filter: None,
             masks: None,
             log: None,
             log_error: None,
@@ -56,6 +59,12 @@ impl<'a> Capture<'a> {
         self
     }
 
+    /// Passes stdout through `filter` before it is masked, logged or split.
+    pub fn with_filter(mut self, filter: &'a mut dyn StreamFilter) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
     /// Hands each stdout line (without its newline) to `on_line`. Lines longer than
     /// `max_line` are cut to that length.
     pub fn with_lines(mut self, max_line: usize, on_line: &'a mut dyn FnMut(&[u8])) -> Self {
@@ -64,6 +73,14 @@ impl<'a> Capture<'a> {
     }
 
     pub(super) fn take(&mut self, stream: Stream, bytes: &[u8]) {
+        let filtered;
+        let bytes = match (&mut self.filter, stream) {
+            (Some(filter), Stream::Stdout) => {
+                filtered = filter.push(bytes);
+                &filtered[..]
+            }
+            _ => bytes,
+        };
         self.bytes += bytes.len() as u64;
         match &mut self.masks {
             Some(masks) => {
@@ -92,6 +109,11 @@ impl<'a> Capture<'a> {
     }
 
     pub(super) fn finish(&mut self) {
+        if let Some(filter) = &mut self.filter {
+            let rest = filter.finish();
+            self.filter = None;
+            self.take(Stream::Stdout, &rest);
+        }
         if let Some(masks) = &mut self.masks {
             let rest = [masks[0].finish(), masks[1].finish()];
             self.store(Stream::Stdout, &rest[0]);
@@ -119,6 +141,14 @@ impl<'a> Capture<'a> {
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
+}
+
+/// Rewrites a stream as it arrives (e.g. takes out records meant for agent-runner).
+pub trait StreamFilter {
+    /// Takes a chunk; returns the bytes that pass now.
+    fn push(&mut self, bytes: &[u8]) -> Vec<u8>;
+    /// The stream ended; returns what was held back.
+    fn finish(&mut self) -> Vec<u8>;
 }
 
 /// The last `capacity` bytes of a stream.

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use wait_timeout::ChildExt;
 
-pub use capture::Capture;
+pub use capture::{Capture, StreamFilter};
 pub use held::{Held, HeldWait, spawn_held};
 pub use invocation::Invocation;
 

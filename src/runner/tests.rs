@@ -91,9 +91,9 @@ impl Sandbox for FakeSandbox {
             log_path: "/dev/null".into(),
             output_bytes: 0,
             output_tail: String::new(),
-            git_before: None,
-            git_after: None,
-            leftover_processes: None,
+            changes: crate::worker::git::RepoChanges::Unknown,
+            leftovers: None,
+            privileges: vec![],
         })
     }
 
@@ -111,6 +111,8 @@ impl Sandbox for FakeSandbox {
             interrupted: false,
             output_tail: String::new(),
             log_path: "/dev/null".into(),
+            leftovers: None,
+            privileges: vec![],
         })
     }
 

@@ -26,6 +26,8 @@ pub const DEFAULT_META_TIMEOUT_SEC: u64 = 60;
 pub const DEFAULT_MAX_RUN_TIME_SEC: u64 = 1800;
 pub const DEFAULT_IDLE_TIMEOUT_SEC: u64 = 600;
 pub const DEFAULT_TEST_TIMEOUT_SEC: u64 = 600;
+/// Default `runner.worker.limits.pids`: ample for builds, a stop for fork bombs.
+pub const DEFAULT_PIDS_LIMIT: u32 = 4096;
 /// Upper bound for every `*_sec` setting (one week): keeps deadlines representable.
 pub const MAX_SECONDS: u64 = 7 * 24 * 3600;
 /// Largest PRD file we load; PRDs are prose, and the whole text goes to Meta.
@@ -109,6 +111,28 @@ pub struct WorkerSettings {
     pub extra_args: Vec<String>,
     pub network: Network,
     pub env: Vec<WorkerEnv>,
+    pub limits: WorkerLimits,
+}
+
+/// `runner.worker.limits`: resources of the container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerLimits {
+    /// docker's `--memory` value (e.g. `2g`); no limit when absent.
+    pub memory: Option<String>,
+    /// docker's `--cpus` value (e.g. `1.5`); no limit when absent.
+    pub cpus: Option<String>,
+    /// docker's `--pids-limit`.
+    pub pids: u32,
+}
+
+impl Default for WorkerLimits {
+    fn default() -> Self {
+        WorkerLimits {
+            memory: None,
+            cpus: None,
+            pids: DEFAULT_PIDS_LIMIT,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,16 +193,16 @@ impl Task {
         out
     }
 
+    /// File name of the Task Note in `.agent-runner/`.
+    pub fn note_name(&self) -> String {
+        format!("task-{}.md", self.id)
+    }
+
     /// Path of the Task Note.
     pub fn note_path(&self) -> PathBuf {
         self.repo
-            .join(".agent-runner")
-            .join(format!("task-{}.md", self.id))
-    }
-
-    /// Directory of this task's worker and test logs.
-    pub fn log_dir(&self) -> PathBuf {
-        self.repo.join(".agent-runner").join("logs").join(&self.id)
+            .join(crate::private_dir::DIR_NAME)
+            .join(self.note_name())
     }
 }
 
@@ -779,6 +803,7 @@ fn worker_settings(raw: RawWorker, host: &Host) -> Result<WorkerSettings, InputE
         extra_args: raw.extra_args.unwrap_or_default(),
         network,
         env,
+        limits: WorkerLimits::default(),
     })
 }
 

@@ -1,130 +1,48 @@
-//! The Docker sandbox: one container per task, driven through the `docker` CLI only.
+//! The Docker sandbox: one container per task (`container.rs`), every worker and
+//! test run a `docker exec` wrapped in the envelope (`envelope.rs`: git snapshots and
+//! leftover processes handled inside the container), the repository swept on the
+//! host for privileged leftovers after each run (`privileges.rs`), and the sandbox
+//! checked for life after each exec: a dead container, daemon or unusable image ends
+//! the task at once instead of looping on paid Meta calls (SPEC §9).
 //!
-//! The container never outlives agent-runner. Its main process (under `--init`) is a
-//! keep-alive that reads stdin until end-of-file, and that stdin is a pipe held by
-//! agent-runner through an attached `docker run -i --rm`. However agent-runner ends,
-//! even by SIGKILL, the pipe closes, the keep-alive exits, and `--rm` removes the
-//! container. That is also the normal teardown (~0.06 s; no 10 s `docker stop`), with
-//! `docker rm -f` as the fallback.
-//! Labels name the owner (pid, host, start time) so a start-up sweep can remove
-//! containers whose owner is gone; it never matches by name.
-//!
-//! Secrets reach the container only by name, per `docker exec -e NAME`, with the value
-//! in the docker client's environment: never in an argv, never on `docker run` (values
-//! given there persist in `docker inspect`).
+//! Logs are created through agent-runner's private directory (`private_dir.rs`), so
+//! nothing the worker left in the repo is ever written through.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::codex::{self, Exit, PROJECT_DIR, Transcript};
-use super::git::GitWatch;
+use super::container::{CodexAuth, Container, ContainerSpec};
+use super::docker_cli::{DockerFault, daemon_problem, docker_missing, fault_in, last_lines};
+use super::envelope::{Envelope, Leftovers, Mode, Report, Snapshot};
+use super::git::RepoChanges;
+use super::privileges::{self, Finding};
+use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, TestRun, WorkerRun};
 use crate::interrupt::Interrupt;
-use crate::process::{
-    self, Capture, Ending, Finished, Held, HeldWait, Invocation, Limits, SpawnError, Stop,
-};
-use crate::secret::{Redactor, Secret};
-use crate::sys;
-use crate::task::{Network, TestSpec, WorkerSettings};
-use crate::timestamp::{Timestamp, human};
-
-pub const LABEL_TASK: &str = "agent-runner.task";
-pub const LABEL_OWNER_PID: &str = "agent-runner.owner-pid";
-pub const LABEL_OWNER_HOST: &str = "agent-runner.owner-host";
-pub const LABEL_OWNER_START: &str = "agent-runner.owner-start";
-
-/// Read-only mount point of the host's codex `auth.json`; `$CODEX_HOME/auth.json`
-/// links to it. (Mounting straight into CODEX_HOME would make Docker create that
-/// directory root-owned, and codex running as the user must write there.)
-pub const AUTH_MOUNT: &str = "/run/agent-runner/auth.json";
-/// HOME in the container when running as a non-root user.
-pub const NONROOT_HOME: &str = "/tmp/agent-runner-home";
-
-const READY: &str = "agent-runner-ready ";
-/// The keep-alive: creates CODEX_HOME (codex exits 1 without it), links auth.json,
-/// reports its pid, then reads stdin until end-of-file.
-const KEEPALIVE_SCRIPT: &str = r#"set -e
-home="${CODEX_HOME:-$HOME/.codex}"
-mkdir -p "$home"
-if [ -e /run/agent-runner/auth.json ]; then ln -sf /run/agent-runner/auth.json "$home/auth.json"; fi
-echo "agent-runner-ready $$"
-exec cat >/dev/null
-"#;
-
-/// Stops all work in the container except PID 1 and the keep-alive (`$1`): SIGTERM,
-/// up to 5 s grace, SIGKILL; prints how many processes are left. Shell builtins only,
-/// so the script does not count helpers of its own.
-const STOP_SCRIPT: &str = r#"keep=$1
-sweep() {
-  n=0
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    case "$p" in 1|"$keep"|"$$") continue ;; esac
-    st=
-    while read -r k v _; do if [ "$k" = State: ]; then st=$v; break; fi; done 2>/dev/null < "$d/status"
-    case "$st" in ""|Z) continue ;; esac
-    n=$((n + 1))
-    [ -z "$1" ] || kill "-$1" "$p" 2>/dev/null
-  done
-}
-sweep TERM
-i=0
-while [ $i -lt 50 ]; do sweep ""; [ "$n" = 0 ] && break; sleep 0.1; i=$((i + 1)); done
-[ "$n" = 0 ] || { sweep KILL; sleep 0.1; sweep ""; }
-echo "left $n"
-"#;
+use crate::private_dir::PrivateDir;
+use crate::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
+use crate::secret::Redactor;
+use crate::task::{TestSpec, WorkerSettings};
+use crate::timestamp::Timestamp;
 
 /// Bytes of worker/test output kept in memory (the rest is in the log file).
 const OUTPUT_TAIL: usize = 64 * 1024;
 /// Longest JSONL line handed to the event parser.
 const MAX_EVENT_LINE: usize = 2 << 20;
-/// Time allowed for `docker run` to report the keep-alive ready.
-const START_TIMEOUT: Duration = Duration::from_secs(120);
-/// Time allowed for `docker pull` of a missing image.
-const PULL_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// How codex authenticates inside the container.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CodexAuth {
-    /// The host's `~/.codex/auth.json`, mounted read-only.
-    File(PathBuf),
-    /// `CODEX_API_KEY` from the host, passed by name on each run.
-    ApiKey(Secret),
-    None,
-}
-
-impl CodexAuth {
-    /// `$HOME/.codex/auth.json` if it exists, else `CODEX_API_KEY` if set.
-    pub fn detect(var: &dyn Fn(&str) -> Option<String>) -> Self {
-        if let Some(home) = var("HOME") {
-            let file = Path::new(&home).join(".codex/auth.json");
-            if file.is_file() {
-                return CodexAuth::File(file);
-            }
-        }
-        match var("CODEX_API_KEY") {
-            Some(key) if !key.is_empty() => CodexAuth::ApiKey(Secret::new(key)),
-            _ => CodexAuth::None,
-        }
-    }
-
-    /// The secret this holds, for masking.
-    pub fn secret(&self) -> Option<&Secret> {
-        match self {
-            CodexAuth::ApiKey(key) => Some(key),
-            _ => None,
-        }
-    }
-}
+/// Time allowed for the envelope's stop of leftovers (5 s grace inside).
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the sandbox needs to know about the task.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SandboxConfig {
     pub task_id: String,
     pub repo: PathBuf,
-    /// Where worker and test logs go.
-    pub log_dir: PathBuf,
+    /// `<repo>/.agent-runner`, already created: mounted read-only in the container.
+    pub private_dir: PathBuf,
+    /// Where worker and test logs go (`.agent-runner/logs/<id>`).
+    pub logs: PrivateDir,
     pub worker: WorkerSettings,
     pub auth: CodexAuth,
     /// Secrets to mask in logs and tails.
@@ -135,17 +53,11 @@ pub struct SandboxConfig {
 
 /// The Docker sandbox; see the module documentation.
 pub struct DockerSandbox {
-    config: SandboxConfig,
+    spec: ContainerSpec,
+    logs: PrivateDir,
+    redactor: Redactor,
     container: Option<Container>,
     sweep: Option<JoinHandle<()>>,
-    git: GitWatch,
-}
-
-struct Container {
-    name: String,
-    /// Pid of the keep-alive inside the container (spared when stopping work).
-    keep_pid: String,
-    keepalive: Held,
 }
 
 impl DockerSandbox {
@@ -161,8 +73,16 @@ impl DockerSandbox {
             })
             .ok();
         DockerSandbox {
-            git: GitWatch::new(&config.repo),
-            config,
+            spec: ContainerSpec {
+                task_id: config.task_id,
+                repo: config.repo,
+                private_dir: config.private_dir,
+                worker: config.worker,
+                auth: config.auth,
+                interrupt: config.interrupt,
+            },
+            logs: config.logs,
+            redactor: config.redactor,
             container: None,
             sweep,
         }
@@ -173,267 +93,165 @@ impl DockerSandbox {
         self.container.as_ref().map(|c| c.name.as_str())
     }
 
-    fn ensure_started(&mut self) -> Result<(), SandboxError> {
-        if self.container.is_none() {
-            let started = Instant::now();
-            let container = match self.start() {
-                Err(SandboxError::ImageMissing { .. }) => {
-                    self.pull()?;
-                    self.start()?
-                }
-                other => other?,
-            };
-            log::info!(
-                "container {} started in {}",
-                container.name,
-                human(started.elapsed())
-            );
-            self.container = Some(container);
-        }
-        Ok(())
-    }
-
-    fn start(&self) -> Result<Container, SandboxError> {
-        let suffix: String = uuid::Uuid::new_v4()
-            .simple()
-            .to_string()
-            .chars()
-            .take(6)
-            .collect();
-        let name = format!("agent-runner-{}-{suffix}", self.config.task_id);
-        let invocation = Invocation::new("docker").args(self.run_args(&name));
-        let mut keepalive = process::spawn_held(&invocation).map_err(docker_missing)?;
-        match keepalive.wait_for_line(READY, START_TIMEOUT, self.config.interrupt) {
-            Ok(pid) => Ok(Container {
-                name,
-                keep_pid: pid.trim().to_string(),
-                keepalive,
-            }),
-            Err(wait) => {
-                let _ = keepalive.release(Duration::from_secs(2));
-                // A failed start may leave a created container behind.
-                remove_container(&name);
-                match wait {
-                    HeldWait::Interrupted => Err(SandboxError::Interrupted),
-                    HeldWait::TimedOut => Err(SandboxError::Docker {
-                        command: invocation.display(),
-                        detail: format!(
-                            "the container did not start within {}",
-                            human(START_TIMEOUT)
-                        ),
-                    }),
-                    HeldWait::Ended(stderr) => Err(self.diagnose_start(&invocation, &stderr)),
-                }
-            }
-        }
-    }
-
-    fn run_args(&self, name: &str) -> Vec<String> {
-        let config = &self.config;
-        let mut args: Vec<String> = vec!["run".into(), "-i".into(), "--rm".into(), "--init".into()];
-        args.extend([
-            "--pull".into(),
-            "never".into(),
-            "--name".into(),
-            name.into(),
-        ]);
-        let labels = [
-            (LABEL_TASK, config.task_id.clone()),
-            (LABEL_OWNER_PID, std::process::id().to_string()),
-            (LABEL_OWNER_HOST, sys::hostname()),
-            (
-                LABEL_OWNER_START,
-                sys::process_start_ticks("self").unwrap_or_default(),
-            ),
-        ];
-        for (label, value) in labels {
-            args.extend(["--label".into(), format!("{label}={value}")]);
-        }
-        if config.worker.network != Network::Bridge {
-            args.extend(["--network".into(), config.worker.network.as_str().into()]);
-        }
-        args.extend([
-            "--mount".into(),
-            mount_spec(&config.repo, PROJECT_DIR, false),
-            "-w".into(),
-            PROJECT_DIR.into(),
-        ]);
-        let (uid, gid) = sys::user_and_group();
-        if uid != 0 {
-            // Files the worker creates belong to the invoking user; HOME must then
-            // be somewhere that user can write.
-            args.extend(["--user".into(), format!("{uid}:{gid}")]);
-            args.extend(["--env".into(), format!("HOME={NONROOT_HOME}")]);
-        }
-        if let CodexAuth::File(file) = &config.auth {
-            args.extend(["--mount".into(), mount_spec(file, AUTH_MOUNT, true)]);
-        }
-        args.extend(["--entrypoint".into(), "/bin/sh".into()]);
-        args.push(config.worker.docker_image.clone());
-        args.extend(["-c".into(), KEEPALIVE_SCRIPT.into()]);
-        args
-    }
-
-    /// Why `docker run` failed: missing image, unreachable daemon, or something else.
-    fn diagnose_start(&self, invocation: &Invocation, stderr: &str) -> SandboxError {
-        let image = &self.config.worker.docker_image;
-        if stderr.contains("No such image") || stderr.contains("Unable to find image") {
-            return SandboxError::ImageMissing {
-                image: image.clone(),
-                detail: "not present locally".into(),
-            };
-        }
-        if let Some(detail) = daemon_problem() {
-            return SandboxError::DaemonUnreachable(detail);
-        }
-        SandboxError::Docker {
-            command: shorten_command(invocation),
-            detail: last_lines(stderr, 5),
-        }
-    }
-
-    fn pull(&self) -> Result<(), SandboxError> {
-        let image = &self.config.worker.docker_image;
-        log::info!("image {image} not present; trying docker pull");
-        let out = docker(
-            &["pull", image],
-            Limits::wall(PULL_TIMEOUT, self.config.interrupt),
-        )?;
-        if out.ok {
-            return Ok(());
-        }
-        Err(SandboxError::ImageMissing {
-            image: image.clone(),
-            detail: format!(
-                "not present locally and `docker pull` failed: {}. Build it with `make sandbox-image` \
-                 (or set runner.worker.docker_image)",
-                last_lines(&out.stderr, 2)
-            ),
-        })
-    }
-
-    /// `docker exec [-i] [-w dir] -e NAME… <container>`, with the values of NAME… in
-    /// the docker client's environment (secrets by name); the command follows.
-    fn exec_command(&self, stdin: bool, workdir: Option<&str>) -> Invocation {
-        let mut invocation = Invocation::new("docker").arg("exec");
-        if stdin {
-            invocation = invocation.arg("-i");
-        }
-        if let Some(dir) = workdir {
-            invocation = invocation.args(["-w", dir]);
-        }
-        let mut env: Vec<(&str, &str)> = (self.config.worker.env.iter())
-            .map(|e| (e.name.as_str(), e.value.expose()))
-            .collect();
-        if let CodexAuth::ApiKey(key) = &self.config.auth {
-            if !env.iter().any(|(name, _)| *name == "CODEX_API_KEY") {
-                env.push(("CODEX_API_KEY", key.expose()));
-            }
-        }
-        for (name, value) in env {
-            invocation = invocation.args(["-e", name]).env(name, value);
-        }
-        invocation.arg(self.container_name().unwrap_or_default())
-    }
-
-    fn capture<'a>(&self, log_path: &Path) -> Result<Capture<'a>, SandboxError> {
-        let cannot = |e: std::io::Error| {
-            SandboxError::Io(format!("cannot write {}: {e}", log_path.display()))
-        };
-        if let Some(dir) = log_path.parent() {
-            std::fs::create_dir_all(dir).map_err(cannot)?;
-        }
-        let file = std::fs::File::create(log_path).map_err(cannot)?;
-        Ok(Capture::in_memory(OUTPUT_TAIL)
-            .redacting(&self.config.redactor)
-            .with_log(file, log_path.to_path_buf()))
-    }
-
-    /// Runs `invocation` (a `docker exec` in the container); on a limit or an
-    /// interrupt, stops the work inside the container.
-    fn exec(
-        &self,
-        invocation: &Invocation,
-        limits: &Limits,
-        capture: &mut Capture,
-    ) -> Result<(Finished, Option<u32>), SandboxError> {
+    /// `docker exec` into the running container (started on first use), and the
+    /// keep-alive's pid the envelope must spare.
+    fn exec_base(&mut self, workdir: Option<&str>) -> Result<(Invocation, String), SandboxError> {
+        self.container()?;
         let container = self
             .container
             .as_ref()
-            .ok_or_else(|| SandboxError::Docker {
-                command: invocation.display(),
-                detail: "the container is not running".into(),
-            })?;
-        let mut leftover = None;
-        let mut stop = || leftover = stop_work(&container.name, &container.keep_pid);
-        let finished = process::run(invocation, limits, capture, Stop::Custom(&mut stop))
-            .map_err(docker_missing)?;
-        if finished.ending == Ending::Exited && finished.code().is_some_and(|c| c >= 125) {
-            self.check_alive(&capture.stderr())?;
-        }
-        Ok((finished, leftover))
+            .ok_or_else(|| SandboxError::Io("the container is not running".into()))?;
+        Ok((
+            container.exec(&self.spec, workdir),
+            container.keep_pid.clone(),
+        ))
     }
 
-    /// After a `docker exec` failed in docker itself: is the sandbox still there?
-    fn check_alive(&self, stderr: &str) -> Result<(), SandboxError> {
-        let Some(container) = &self.container else {
-            return Ok(());
-        };
-        if stderr.contains("No such container") || stderr.contains("is not running") {
-            return Err(SandboxError::Docker {
-                command: format!("docker exec {}", container.name),
-                detail: format!("the container is gone: {}", last_lines(stderr, 2)),
+    /// The running container, started on first use.
+    fn container(&mut self) -> Result<&mut Container, SandboxError> {
+        if self.container.is_none() {
+            self.container = Some(Container::start(&self.spec)?);
+        }
+        self.container
+            .as_mut()
+            .ok_or_else(|| SandboxError::Io("the container is not running".into()))
+    }
+
+    /// A new log file `name` and a capture writing to it.
+    fn capture<'a>(&self, name: &str) -> Result<(Capture<'a>, PathBuf), SandboxError> {
+        let path = self.logs.join(name);
+        let file = self
+            .logs
+            .create(name)
+            .map_err(|e| SandboxError::Io(format!("cannot write a log: {e}")))?;
+        let capture = Capture::in_memory(OUTPUT_TAIL)
+            .redacting(&self.redactor)
+            .with_log(file, path.clone());
+        Ok((capture, path))
+    }
+
+    /// Runs an enveloped command; on a limit or an interrupt, stops the work inside
+    /// the container (whose report is returned along).
+    fn run_enveloped(
+        &mut self,
+        invocation: &Invocation,
+        limits: &Limits,
+        capture: &mut Capture,
+    ) -> Result<(Finished, Option<Report>), SandboxError> {
+        let container = self.container()?;
+        let mut stopped = None;
+        let mut stop = || stopped = Some(stop_work(container, None));
+        let finished = process::run(invocation, limits, capture, Stop::Custom(&mut stop))
+            .map_err(docker_missing)?;
+        Ok((finished, stopped))
+    }
+
+    /// After an enveloped command: makes sure nothing it started still runs (a
+    /// follow-up stop when the envelope could not finish its own), and that the
+    /// sandbox is alive and usable. Returns the complete report.
+    fn settle(
+        &mut self,
+        mode: Mode,
+        finished: &Finished,
+        mut report: Report,
+        stopped: Option<Report>,
+        stderr: &str,
+    ) -> Result<Report, SandboxError> {
+        let image = self.spec.worker.docker_image.clone();
+        let container = self.container()?;
+        if let Some(name) = &report.missing_command {
+            return Err(SandboxError::ImageUnusable {
+                image,
+                detail: format!("it has no `{name}` on PATH"),
             });
         }
-        if stderr.contains("Cannot connect to the Docker daemon")
-            || stderr.contains("error during connect")
-        {
-            return Err(SandboxError::DaemonUnreachable(last_lines(stderr, 2)));
+        if !report.started && finished.ending == Ending::Exited {
+            // docker could not run the envelope at all: docker's error, not the run's.
+            return Err(diagnose(container, &image, stderr));
         }
-        Ok(())
+        let first = stopped.and_then(|s| s.stopped);
+        if report.stopped.is_none() && finished.ending != Ending::Interrupted {
+            // The envelope did not finish (timed out, killed, or the container went):
+            // stop what is left now, and take the snapshot it could not.
+            let head = (mode == Mode::Worker).then(|| {
+                report
+                    .git_before
+                    .as_ref()
+                    .and_then(Snapshot::head)
+                    .unwrap_or("")
+                    .to_string()
+            });
+            let follow_up = stop_work(container, head.as_deref());
+            if !follow_up.started {
+                return Err(diagnose(container, &image, &follow_up.stderr));
+            }
+            report.git_after = follow_up.git_after.or(report.git_after);
+            report.diff = follow_up.diff.or(report.diff);
+            report.stopped = merge(first, follow_up.stopped);
+        } else {
+            report.stopped = merge(first, report.stopped);
+        }
+        if !container.is_alive() {
+            return Err(gone(container));
+        }
+        Ok(report)
+    }
+
+    /// Removes setuid/setgid bits and device nodes the run left in the repository.
+    fn sweep_privileges(&self) -> Vec<Finding> {
+        match privileges::sweep(&self.spec.repo) {
+            Ok(found) => {
+                for finding in &found {
+                    log::warn!("repository sweep: {finding}");
+                }
+                found
+            }
+            Err(e) => {
+                log::warn!("cannot sweep the repository for privileged files: {e}");
+                Vec::new()
+            }
+        }
     }
 }
 
 impl Sandbox for DockerSandbox {
     fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError> {
-        if self.container.is_none() {
-            // Nothing can change the repository while the container starts.
-            self.git.prefetch();
-        }
-        self.ensure_started()?;
-        let git_before = self.git.before();
-        let log_path = self.config.log_dir.join(format!("run-{number}.log"));
-        let started = Timestamp::now();
-        let mut transcript = Transcript::default();
-        let mut on_line = |line: &[u8]| transcript.feed(line);
-        let mut capture = self
-            .capture(&log_path)?
-            .with_lines(MAX_EVENT_LINE, &mut on_line);
-        let invocation = self
-            .exec_command(true, None)
-            .arg("codex")
-            .args(codex::exec_args(&self.config.worker))
-            .stdin(prompt.as_bytes());
-        let settings = &self.config.worker;
+        let (base, keep_pid) = self.exec_base(None)?;
+        let command: Vec<String> = std::iter::once("codex".to_string())
+            .chain(codex::exec_args(&self.spec.worker))
+            .collect();
+        let envelope = Envelope::new();
+        let invocation = base
+            .args(Envelope::wrap(Mode::Worker, &keep_pid, &command))
+            .stdin(envelope.stdin(prompt.as_bytes()));
+        let settings = &self.spec.worker;
         let limits = Limits {
             wall: Some(settings.max_run_time),
             idle: Some(settings.idle_timeout),
             grace: Duration::from_secs(2),
-            interrupt: self.config.interrupt,
+            interrupt: self.spec.interrupt,
         };
-        let (finished, leftover_processes) = self.exec(&invocation, &limits, &mut capture)?;
-        let output_tail = capture.tail();
-        let stderr = capture.stderr();
-        let output_bytes = capture.bytes();
+        let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
+        let mut reader = envelope.reader();
+        let mut transcript = Transcript::default();
+        let mut on_line = |line: &[u8]| transcript.feed(line);
+        let started = Timestamp::now();
+        let (capture, log_path) = self.capture(&format!("run-{number}.log"))?;
+        let mut capture = capture
+            .with_filter(&mut reader)
+            .with_lines(MAX_EVENT_LINE, &mut on_line);
+        let (finished, stopped) = self.run_enveloped(&invocation, &limits, &mut capture)?;
+        let (output_tail, stderr, output_bytes) =
+            (capture.tail(), capture.stderr(), capture.bytes());
         drop(capture);
+        let report = self.settle(Mode::Worker, &finished, reader.report(), stopped, &stderr)?;
         let exit = match finished.ending {
-            Ending::TimedOut => Exit::TimedOut(settings.max_run_time),
-            Ending::Stalled => Exit::Stalled(settings.idle_timeout),
+            Ending::TimedOut => Exit::TimedOut(max_run_time),
+            Ending::Stalled => Exit::Stalled(idle_timeout),
             Ending::Interrupted => Exit::Interrupted,
             Ending::Exited => finished.code().map_or(Exit::Signal, Exit::Code),
         };
         let (outcome, summary) = codex::classify(&transcript, exit, &stderr);
-        let git_after = self.git.after();
         Ok(WorkerRun {
             number,
             started,
@@ -441,65 +259,61 @@ impl Sandbox for DockerSandbox {
             duration: finished.duration,
             exit_code: finished.code(),
             outcome,
-            summary: self.config.redactor.redact(&summary),
+            summary: self.redactor.redact(&summary),
             transcript,
             log_path,
             output_bytes,
             output_tail,
-            git_before,
-            git_after,
-            leftover_processes,
+            changes: RepoChanges::from_snapshots(report.git_before, report.git_after, report.diff),
+            leftovers: report.stopped,
+            privileges: self.sweep_privileges(),
         })
     }
 
     fn run_test(&mut self, number: u32, test: &TestSpec) -> Result<TestRun, SandboxError> {
-        self.ensure_started()?;
-        let log_path = self.config.log_dir.join(format!("test-{number}.log"));
         let workdir = if test.cwd.is_empty() {
             PROJECT_DIR.to_string()
         } else {
             format!("{PROJECT_DIR}/{}", test.cwd)
         };
-        let mut capture = self.capture(&log_path)?;
-        let invocation =
-            self.exec_command(false, Some(&workdir))
-                .args(["sh", "-c", test.command.as_str()]);
+        let (base, keep_pid) = self.exec_base(Some(&workdir))?;
+        let envelope = Envelope::new();
+        let command = ["sh".to_string(), "-c".to_string(), test.command.clone()];
+        let invocation = base
+            .args(Envelope::wrap(Mode::Test, &keep_pid, &command))
+            .stdin(envelope.stdin(b""));
         let limits = Limits {
             wall: Some(test.timeout),
             idle: None,
             grace: Duration::from_secs(2),
-            interrupt: self.config.interrupt,
+            interrupt: self.spec.interrupt,
         };
+        let mut reader = envelope.reader();
         let started = Timestamp::now();
-        let (finished, _) = self.exec(&invocation, &limits, &mut capture)?;
-        // The repository is still now until the next worker run, while Meta is asked.
-        self.git.prefetch();
+        let (capture, log_path) = self.capture(&format!("test-{number}.log"))?;
+        let mut capture = capture.with_filter(&mut reader);
+        let (finished, stopped) = self.run_enveloped(&invocation, &limits, &mut capture)?;
+        let (output_tail, stderr) = (capture.tail(), capture.stderr());
+        drop(capture);
+        let report = self.settle(Mode::Test, &finished, reader.report(), stopped, &stderr)?;
         Ok(TestRun {
             number,
-            command: test.command.clone(),
+            command: self.redactor.redact(&test.command),
             cwd: test.cwd.clone(),
             started,
             duration: finished.duration,
             exit_code: finished.code(),
             timed_out: finished.ending == Ending::TimedOut,
             interrupted: finished.ending == Ending::Interrupted,
-            output_tail: capture.tail(),
+            output_tail,
             log_path,
+            leftovers: report.stopped,
+            privileges: self.sweep_privileges(),
         })
     }
 
     fn shutdown(&mut self) -> Option<Duration> {
-        let removed = self.container.take().map(|container| {
-            let started = Instant::now();
-            // Closing the keep-alive's stdin ends the container, and `docker run --rm`
-            // returns once it is removed. `docker rm -f` only if that does not happen.
-            if !container.keepalive.release(Duration::from_secs(5)) {
-                remove_container(&container.name);
-            }
-            let took = started.elapsed();
-            log::info!("container {} removed in {}", container.name, human(took));
-            took
-        });
+        let removed = self.container.take().map(Container::remove);
         if let Some(sweep) = self.sweep.take() {
             let _ = sweep.join();
         }
@@ -513,204 +327,79 @@ impl Drop for DockerSandbox {
     }
 }
 
-/// Removes containers labelled `agent-runner.task` whose owner (pid, start time) is
-/// gone from this host; returns their names. Containers of other hosts, and those
-/// without an owner label, are left alone.
-pub fn sweep_orphans() -> Vec<String> {
-    let format = format!(
-        "{{{{.ID}}}}\t{{{{.Names}}}}\t{{{{.Label \"{LABEL_OWNER_PID}\"}}}}\t{{{{.Label \"{LABEL_OWNER_HOST}\"}}}}\t{{{{.Label \"{LABEL_OWNER_START}\"}}}}"
+/// Stops everything in the container but the keep-alive (and, for a worker run,
+/// takes the snapshot after it, diffed against `head_before`), as its own exec.
+fn stop_work(container: &Container, head_before: Option<&str>) -> Report {
+    let envelope = Envelope::new();
+    let mut reader = envelope.reader();
+    let invocation = Invocation::new("docker")
+        .args(["exec", "-i", container.name.as_str()])
+        .args(Envelope::stop(&container.keep_pid, head_before))
+        .stdin(envelope.stdin(b""));
+    let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
+    let run = process::run(
+        &invocation,
+        &Limits::cleanup(STOP_TIMEOUT),
+        &mut capture,
+        Stop::Terminate,
     );
-    let filter = format!("label={LABEL_TASK}");
-    let Ok(out) = docker(
-        &["ps", "-a", "--filter", &filter, "--format", &format],
-        Limits::cleanup(Duration::from_secs(30)),
-    ) else {
-        return Vec::new();
+    let stderr = match run {
+        Ok(_) => capture.stderr(),
+        Err(e) => e.to_string(),
     };
-    let host = sys::hostname();
-    let mut removed = Vec::new();
-    for line in out.stdout.lines() {
-        let fields: Vec<&str> = line.split('\t').collect();
-        let [id, name, pid, owner_host, start] = fields[..] else {
-            continue;
-        };
-        let Ok(pid) = pid.parse::<u32>() else {
-            continue;
-        };
-        if owner_host != host {
-            continue;
-        }
-        let alive = sys::process_alive(pid)
-            && (start.is_empty()
-                || sys::process_start_ticks(&pid.to_string()).as_deref() == Some(start));
-        if !alive && remove_container(id) {
-            removed.push(name.to_string());
-        }
-    }
-    removed
-}
-
-/// `docker rm -f`; true when it succeeded. Runs even after an interrupt.
-fn remove_container(name: &str) -> bool {
-    docker(
-        &["rm", "-f", name],
-        Limits::cleanup(Duration::from_secs(30)),
-    )
-    .is_ok_and(|o| o.ok)
-}
-
-/// Runs the stop script in the container; the number of processes left, if known.
-fn stop_work(container: &str, keep_pid: &str) -> Option<u32> {
-    let out = docker(
-        &["exec", container, "sh", "-c", STOP_SCRIPT, "sh", keep_pid],
-        Limits::cleanup(Duration::from_secs(20)),
-    )
-    .ok()?;
-    let left = out
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("left "))
-        .and_then(|n| n.trim().parse().ok());
-    log::info!(
-        "stopped the work in container {container} ({} processes left)",
-        left.map_or("?".into(), |n: u32| n.to_string())
-    );
-    left
-}
-
-/// `Some(reason)` when the docker daemon does not answer.
-fn daemon_problem() -> Option<String> {
-    match docker(
-        &["version", "--format", "{{.Server.Version}}"],
-        Limits::wall(Duration::from_secs(30), Interrupt::never()),
-    ) {
-        Ok(out) if out.ok => None,
-        Ok(out) => Some(last_lines(&out.stderr, 2)),
-        Err(e) => Some(e.to_string()),
-    }
-}
-
-struct DockerOutput {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-/// A short docker CLI call with its output.
-fn docker(args: &[&str], limits: Limits) -> Result<DockerOutput, SandboxError> {
-    let invocation = Invocation::new("docker").args(args.iter().copied());
-    let mut stdout = String::new();
-    let mut on_line = |line: &[u8]| {
-        if stdout.len() < (1 << 20) {
-            stdout.push_str(&String::from_utf8_lossy(line));
-            stdout.push('\n');
-        }
-    };
-    let mut capture = Capture::in_memory(16 * 1024).with_lines(64 * 1024, &mut on_line);
-    let finished = process::run(&invocation, &limits, &mut capture, Stop::Terminate)
-        .map_err(docker_missing)?;
-    let stderr = capture.stderr();
     drop(capture);
-    if finished.ending == Ending::Interrupted {
-        return Err(SandboxError::Interrupted);
-    }
-    Ok(DockerOutput {
-        ok: finished.success(),
-        stdout,
-        stderr,
-    })
-}
-
-fn docker_missing(e: SpawnError) -> SandboxError {
-    SandboxError::DockerMissing(format!(
-        "{e}; install the Docker CLI and make sure `docker` is on PATH"
-    ))
-}
-
-/// `--mount` value for a bind mount. The value is CSV: a path with a comma or a
-/// quote is quoted.
-fn mount_spec(source: &Path, target: &str, readonly: bool) -> String {
-    let source = format!("source={}", source.display());
-    let source = if source.contains([',', '"']) {
-        format!("\"{}\"", source.replace('"', "\"\""))
-    } else {
-        source
-    };
-    let mut spec = format!("type=bind,{source},target={target}");
-    if readonly {
-        spec.push_str(",readonly");
-    }
-    spec
-}
-
-/// The last `n` non-empty lines of `text`, joined with " / ".
-fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let start = lines.len().saturating_sub(n);
-    let joined = lines[start..].join(" / ");
-    if joined.is_empty() {
-        "(no error output)".into()
-    } else {
-        joined
-    }
-}
-
-/// The `docker run` command line without the keep-alive script, for messages.
-fn shorten_command(invocation: &Invocation) -> String {
-    invocation
-        .display()
-        .split(" -c ")
-        .next()
-        .unwrap_or_default()
-        .to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mount_values_are_csv_quoted_when_needed() {
-        assert_eq!(
-            mount_spec(Path::new("/a/b"), "/t", false),
-            "type=bind,source=/a/b,target=/t"
-        );
-        assert_eq!(
-            mount_spec(Path::new("/a,b"), "/t", true),
-            "type=bind,\"source=/a,b\",target=/t,readonly"
+    let mut report = reader.report();
+    report.stderr = stderr;
+    if let Some(left) = report.stopped {
+        log::info!(
+            "stopped the work in container {} ({} processes stopped, {} left)",
+            container.name,
+            left.found,
+            left.left
         );
     }
+    report
+}
 
-    #[test]
-    fn auth_prefers_the_file_then_the_key() {
-        let dir = std::env::temp_dir().join(format!("agent-runner-auth-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(dir.join(".codex")).unwrap();
-        let home = dir.display().to_string();
-        let with_key = |name: &str| match name {
-            "HOME" => Some(home.clone()),
-            "CODEX_API_KEY" => Some("k".to_string()),
-            _ => None,
-        };
-        assert_eq!(
-            CodexAuth::detect(&with_key),
-            CodexAuth::ApiKey(Secret::new("k".into()))
-        );
-        std::fs::write(dir.join(".codex/auth.json"), "{}").unwrap();
-        assert_eq!(
-            CodexAuth::detect(&with_key),
-            CodexAuth::File(dir.join(".codex/auth.json"))
-        );
-        assert_eq!(CodexAuth::detect(&|_| None), CodexAuth::None);
-        let _ = std::fs::remove_dir_all(dir);
+/// Leftovers of an interrupted envelope plus those of its follow-up stop.
+fn merge(first: Option<Leftovers>, second: Option<Leftovers>) -> Option<Leftovers> {
+    match (first, second) {
+        (Some(a), Some(b)) => Some(Leftovers {
+            found: a.found + b.found,
+            left: b.left,
+        }),
+        (a, b) => a.or(b),
     }
+}
 
-    #[test]
-    fn last_lines_skips_blank_lines() {
-        assert_eq!(last_lines("a\n\nb\n  \nc\n", 2), "b / c");
-        assert_eq!(last_lines("", 2), "(no error output)");
+/// The container has gone.
+fn gone(container: &Container) -> SandboxError {
+    SandboxError::ContainerGone {
+        name: container.name.clone(),
+        detail: container.last_words(),
+    }
+}
+
+/// Why an exec failed in docker itself: container gone, daemon down, image unable
+/// to run the envelope, or something else docker said.
+fn diagnose(container: &mut Container, image: &str, stderr: &str) -> SandboxError {
+    match fault_in(stderr) {
+        Some(DockerFault::Daemon) => SandboxError::DaemonUnreachable(last_lines(stderr, 2)),
+        Some(DockerFault::ContainerGone) => SandboxError::ContainerGone {
+            name: container.name.clone(),
+            detail: last_lines(stderr, 2),
+        },
+        Some(DockerFault::CannotExec) => SandboxError::ImageUnusable {
+            image: image.to_string(),
+            detail: last_lines(stderr, 2),
+        },
+        _ if !container.is_alive() => gone(container),
+        _ => match daemon_problem() {
+            Some(detail) => SandboxError::DaemonUnreachable(detail),
+            None => SandboxError::Docker {
+                command: format!("docker exec {}", container.name),
+                detail: last_lines(stderr, 3),
+            },
+        },
     }
 }

@@ -1,21 +1,12 @@
-//! What the worker changed, as git sees it: HEAD and `git status` before and after
-//! each run (host side, git CLI). A repo without git, or no git at all, is fine:
-//! there is simply nothing to record.
-//!
-//! A snapshot is one `git status --porcelain=v2 --branch` call. Snapshots taken while
-//! the repository is sure to be still (no worker or test running) are taken in the
-//! background, so they cost no wall time: see `GitWatch`.
+//! What the worker changed, as git in the container reports it: `git status
+//! --porcelain=v2 --branch` before and after each run, and `git diff --numstat`
+//! against the HEAD before it. The envelope (`envelope.rs`) runs git; this module
+//! only reads its output. No git ever runs on the host on the worker's repo.
 
-use std::path::{Path, PathBuf};
-use std::thread::JoinHandle;
-use std::time::Duration;
-
-use crate::process::{self, Capture, Invocation, Limits, Stop};
+use super::envelope::Snapshot;
 
 /// Status lines kept per snapshot.
 const MAX_STATUS_LINES: usize = 200;
-/// Lines read from git (enough to count what is not kept).
-const MAX_READ_LINES: usize = 100_000;
 
 /// The repository's state at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,23 +20,8 @@ pub struct GitState {
     pub more: usize,
 }
 
-/// HEAD and status now; None when `repo` is not a git work tree or git is missing.
-pub fn snapshot(repo: &Path) -> Option<GitState> {
-    let output = git(
-        repo,
-        &[
-            "--no-optional-locks",
-            "status",
-            "--porcelain=v2",
-            "--branch",
-            "--untracked-files=all",
-        ],
-    )?;
-    Some(parse_status(&output))
-}
-
 /// Parses `git status --porcelain=v2 --branch` output.
-fn parse_status(output: &str) -> GitState {
+pub fn parse_status(output: &str) -> GitState {
     let mut head = None;
     let mut lines = Vec::new();
     for line in output.lines() {
@@ -117,99 +93,81 @@ pub fn changes(before: &GitState, after: &GitState) -> Vec<String> {
     out
 }
 
-/// Snapshots around worker runs. `prefetch` starts the next "before" snapshot in the
-/// background, for when the repository is still until the next worker run (after a
-/// test run, while Meta is asked; before the container exists).
-pub struct GitWatch {
-    repo: PathBuf,
-    /// None until known; false when the repo is not a git work tree.
-    enabled: Option<bool>,
-    next_before: Option<Next>,
+/// What a worker run changed in the repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RepoChanges {
+    /// git in the container saw the repository before and after the run.
+    Seen {
+        before: GitState,
+        after: GitState,
+        /// Against the HEAD before the run; empty when no tracked file changed.
+        diff: Vec<DiffStat>,
+    },
+    /// The image has no git: only what codex itself reported.
+    NoGit,
+    /// The repository is not a git work tree.
+    NotARepository,
+    /// No snapshot after the run (it was interrupted, or the container went).
+    Unknown,
 }
 
-enum Next {
-    Ready(Option<GitState>),
-    Pending(JoinHandle<Option<GitState>>),
-}
-
-impl GitWatch {
-    pub fn new(repo: &Path) -> Self {
-        GitWatch {
-            repo: repo.to_path_buf(),
-            enabled: None,
-            next_before: None,
-        }
-    }
-
-    /// Starts the next "before" snapshot in the background. The repository must not
-    /// change until `before` returns it.
-    pub fn prefetch(&mut self) {
-        if self.enabled == Some(false) {
-            return;
-        }
-        let repo = self.repo.clone();
-        self.next_before = Some(
-            match std::thread::Builder::new()
-                .name("git".into())
-                .spawn(move || snapshot(&repo))
-            {
-                Ok(handle) => Next::Pending(handle),
-                Err(_) => Next::Ready(snapshot(&self.repo)),
+impl RepoChanges {
+    /// From the envelope's snapshots.
+    pub fn from_snapshots(
+        before: Option<Snapshot>,
+        after: Option<Snapshot>,
+        diff: Option<Vec<DiffStat>>,
+    ) -> Self {
+        match (before, after) {
+            (Some(Snapshot::State(before)), Some(Snapshot::State(after))) => RepoChanges::Seen {
+                before,
+                after,
+                diff: diff.unwrap_or_default(),
             },
-        );
+            (Some(Snapshot::NoGit), _) | (_, Some(Snapshot::NoGit)) => RepoChanges::NoGit,
+            (Some(Snapshot::NotARepository), _) | (_, Some(Snapshot::NotARepository)) => {
+                RepoChanges::NotARepository
+            }
+            _ => RepoChanges::Unknown,
+        }
     }
 
-    /// The state before a worker run.
-    pub fn before(&mut self) -> Option<GitState> {
-        if self.enabled == Some(false) {
-            return None;
+    /// Changed paths, each with its status after the run (git's view), for the note
+    /// and for Meta. Without git: codex's own `file_change` reports.
+    pub fn lines(&self, reported: &[super::codex::FileChange]) -> Vec<String> {
+        match self {
+            RepoChanges::Seen { before, after, .. } => changes(before, after),
+            _ => reported
+                .iter()
+                .map(|f| format!("{} {}", f.kind, f.path))
+                .collect(),
         }
-        let state = match self.next_before.take() {
-            Some(Next::Ready(state)) => state,
-            Some(Next::Pending(handle)) => handle.join().ok().flatten(),
-            None => snapshot(&self.repo),
-        };
-        self.enabled = Some(state.is_some());
-        state
-    }
-
-    /// The state after a worker run; it is also the next run's "before" unless
-    /// `prefetch` replaces it (a test run may change the repository).
-    pub fn after(&mut self) -> Option<GitState> {
-        if self.enabled != Some(true) {
-            return None;
-        }
-        let state = snapshot(&self.repo);
-        self.next_before = Some(Next::Ready(state.clone()));
-        state
     }
 }
 
-/// stdout of a git command that succeeded.
-fn git(repo: &Path, args: &[&str]) -> Option<String> {
-    let invocation = Invocation::new("git")
-        .arg("-C")
-        .arg(repo.display().to_string())
-        .args(args.iter().copied());
-    let mut lines = Vec::new();
-    let mut on_line = |line: &[u8]| {
-        if lines.len() < MAX_READ_LINES {
-            lines.push(String::from_utf8_lossy(line).into_owned());
-        }
-    };
-    let mut capture = Capture::in_memory(4096).with_lines(4096, &mut on_line);
-    let finished = process::run(
-        &invocation,
-        &Limits::wall(
-            Duration::from_secs(30),
-            crate::interrupt::Interrupt::never(),
-        ),
-        &mut capture,
-        Stop::Terminate,
-    )
-    .ok()?;
-    drop(capture);
-    finished.success().then(|| lines.join("\n"))
+/// One line of `git diff --numstat`: lines added and deleted (None for binary files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffStat {
+    pub added: Option<u64>,
+    pub deleted: Option<u64>,
+    pub path: String,
+}
+
+/// Parses `git diff --numstat` output; `.agent-runner/` left out.
+pub fn parse_numstat(output: &str) -> Vec<DiffStat> {
+    output
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, '\t');
+            let (added, deleted, path) = (fields.next()?, fields.next()?, fields.next()?);
+            (!path.starts_with(".agent-runner/")).then(|| DiffStat {
+                added: added.parse().ok(),
+                deleted: deleted.parse().ok(),
+                path: path.to_string(),
+            })
+        })
+        .take(MAX_STATUS_LINES)
+        .collect()
 }
 
 #[cfg(test)]
@@ -260,37 +218,21 @@ mod tests {
     }
 
     #[test]
-    fn watches_a_real_repository() {
-        let dir = std::env::temp_dir().join(format!("agent-runner-git-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(dir.join(".agent-runner")).unwrap();
-        let git_init = std::process::Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(&dir)
-            .status();
-        if git_init.is_ok_and(|s| s.success()) {
-            let mut watch = GitWatch::new(&dir);
-            watch.prefetch();
-            std::fs::write(dir.join(".agent-runner/task-x.md"), "note").unwrap();
-            assert_eq!(
-                watch.before(),
-                Some(GitState::default()),
-                "our own files are left out"
-            );
-            std::fs::write(dir.join("new.txt"), "x").unwrap();
-            let after = watch.after().unwrap();
-            assert_eq!(after.status, ["?? new.txt"]);
-            assert_eq!(
-                watch.before(),
-                Some(after),
-                "reused when nothing ran in between"
-            );
-        }
-        let plain =
-            std::env::temp_dir().join(format!("agent-runner-nogit-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&plain).unwrap();
-        let mut watch = GitWatch::new(&plain);
-        assert_eq!((watch.before(), watch.after()), (None, None));
-        let _ = std::fs::remove_dir_all(dir);
-        let _ = std::fs::remove_dir_all(plain);
+    fn numstat_lines_and_binary_files() {
+        assert_eq!(
+            parse_numstat("3\t1\tsrc/a.rs\n-\t-\timg.png\n1\t0\t.agent-runner/x\n"),
+            [
+                DiffStat {
+                    added: Some(3),
+                    deleted: Some(1),
+                    path: "src/a.rs".into()
+                },
+                DiffStat {
+                    added: None,
+                    deleted: None,
+                    path: "img.png".into()
+                },
+            ]
+        );
     }
 }

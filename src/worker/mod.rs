@@ -2,8 +2,13 @@
 //! runs and the task's tests run, and the records those runs leave.
 
 pub mod codex;
+pub mod container;
 pub mod docker;
+mod docker_cli;
+pub mod envelope;
 pub mod git;
+pub mod privileges;
+pub mod sweep;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,7 +16,9 @@ use std::time::Duration;
 use crate::task::TestSpec;
 use crate::timestamp::Timestamp;
 use codex::{RunOutcome, Transcript};
-use git::GitState;
+use envelope::Leftovers;
+use git::RepoChanges;
+use privileges::Finding;
 
 /// One worker (codex) run.
 #[derive(Debug, Clone)]
@@ -31,12 +38,13 @@ pub struct WorkerRun {
     pub log_path: PathBuf,
     pub output_bytes: u64,
     pub output_tail: String,
-    /// Repository state before and after, when the repo is a git work tree.
-    pub git_before: Option<GitState>,
-    pub git_after: Option<GitState>,
-    /// After the run was stopped: processes still alive in the container (0 when
-    /// the stop worked); None when it did not need stopping.
-    pub leftover_processes: Option<u32>,
+    /// What changed in the repository, as git in the container saw it.
+    pub changes: RepoChanges,
+    /// Processes the run left behind, stopped after it (None: not known, e.g. the
+    /// run was interrupted).
+    pub leftovers: Option<Leftovers>,
+    /// Setuid/setgid files and device nodes found in the repository afterwards.
+    pub privileges: Vec<Finding>,
 }
 
 /// One run of the task's test command.
@@ -52,6 +60,10 @@ pub struct TestRun {
     pub interrupted: bool,
     pub output_tail: String,
     pub log_path: PathBuf,
+    /// Processes the test left behind, stopped after it.
+    pub leftovers: Option<Leftovers>,
+    /// Setuid/setgid files and device nodes found in the repository afterwards.
+    pub privileges: Vec<Finding>,
 }
 
 impl TestRun {
@@ -71,6 +83,10 @@ pub enum SandboxError {
     DaemonUnreachable(String),
     #[error("docker image {image} is not available: {detail}")]
     ImageMissing { image: String, detail: String },
+    #[error("docker image {image} cannot run the worker: {detail}")]
+    ImageUnusable { image: String, detail: String },
+    #[error("the sandbox container {name} is gone: {detail}")]
+    ContainerGone { name: String, detail: String },
     #[error("`{command}` failed: {detail}")]
     Docker { command: String, detail: String },
     #[error("{0}")]

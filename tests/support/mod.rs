@@ -2,7 +2,9 @@
 #![allow(dead_code)] // each test crate uses a different part of this module
 
 pub mod docker;
+pub mod docker_proxy;
 pub mod fake_openai;
+pub mod task;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

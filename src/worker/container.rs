@@ -1,0 +1,355 @@
+//! The task's container: how it is started, how commands are run in it, how we know
+//! it is still there, and how it goes away.
+//!
+//! It never outlives agent-runner. Its main process (under `--init`) is a keep-alive
+//! that reads stdin until end-of-file, and that stdin is a pipe held by agent-runner
+//! through an attached `docker run -i --rm`. However agent-runner ends, even by
+//! SIGKILL, the pipe closes, the keep-alive exits, and `--rm` removes the container.
+//! That is also the normal teardown (~0.05 s), with `docker rm -f` as the fallback.
+//! The held `docker run` is also how we know the container is alive: it ends when
+//! the container does or the daemon connection drops.
+//!
+//! What the container may do (SPEC §9): the repo is mounted read-write, but
+//! `.agent-runner/` (note, logs, locks) read-only on top of it; capabilities are
+//! dropped to what building software needs (no MKNOD, SETFCAP, FSETID, NET_RAW,
+//! SYS_CHROOT, SETPCAP, AUDIT_WRITE), `no-new-privileges` is set, and pids (and
+//! optionally memory and CPUs) are limited. Secrets reach it only per exec, by name.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::codex::PROJECT_DIR;
+use super::docker_cli::{self, daemon_problem, docker, last_lines, mount_spec};
+use super::sweep::{LABEL_TASK, owner_labels};
+use super::{SandboxError, docker_cli::remove_container};
+use crate::interrupt::Interrupt;
+use crate::owner::Owner;
+use crate::process::{self, Held, HeldWait, Invocation, Limits};
+use crate::secret::Secret;
+use crate::sys;
+use crate::task::{EnvValue, Network, WorkerSettings};
+use crate::timestamp::human;
+
+/// Read-only mount point of the host's codex `auth.json`; `$CODEX_HOME/auth.json`
+/// links to it. (Mounting straight into CODEX_HOME would make Docker create that
+/// directory root-owned, and codex running as the user must write there.)
+pub const AUTH_MOUNT: &str = "/run/agent-runner/auth.json";
+/// HOME in the container when running as a non-root user.
+pub const NONROOT_HOME: &str = "/tmp/agent-runner-home";
+
+/// Capabilities the worker keeps (Docker's default set minus what can only serve
+/// to escalate or to make device nodes).
+const CAPABILITIES: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "KILL",
+    "NET_BIND_SERVICE",
+    "SETGID",
+    "SETUID",
+];
+
+const READY: &str = "agent-runner-ready ";
+/// The keep-alive: creates CODEX_HOME (codex exits 1 without it), links auth.json,
+/// reports its pid, then reads stdin until end-of-file. Its output is drained.
+const KEEPALIVE_SCRIPT: &str = r#"set -e
+home="${CODEX_HOME:-$HOME/.codex}"
+mkdir -p "$home"
+if [ -e /run/agent-runner/auth.json ]; then ln -sf /run/agent-runner/auth.json "$home/auth.json"; fi
+echo "agent-runner-ready $$"
+exec cat >/dev/null
+"#;
+
+/// Time allowed for `docker run` to report the keep-alive ready.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// Time allowed for `docker pull` of a missing image.
+const PULL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How codex authenticates inside the container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodexAuth {
+    /// The host's `~/.codex/auth.json`, mounted read-only.
+    File(PathBuf),
+    /// `CODEX_API_KEY` from the host, passed by name on each run.
+    ApiKey(Secret),
+    None,
+}
+
+impl CodexAuth {
+    /// `$HOME/.codex/auth.json` if it exists, else `CODEX_API_KEY` if set.
+    pub fn detect(var: &dyn Fn(&str) -> Option<String>) -> Self {
+        if let Some(home) = var("HOME") {
+            let file = std::path::Path::new(&home).join(".codex/auth.json");
+            if file.is_file() {
+                return CodexAuth::File(file);
+            }
+        }
+        match var("CODEX_API_KEY") {
+            Some(key) if !key.is_empty() => CodexAuth::ApiKey(Secret::new(key)),
+            _ => CodexAuth::None,
+        }
+    }
+
+    /// The secret this holds, for masking.
+    pub fn secret(&self) -> Option<&Secret> {
+        match self {
+            CodexAuth::ApiKey(key) => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// What a container is made from.
+#[derive(Debug, Clone)]
+pub struct ContainerSpec {
+    pub task_id: String,
+    pub repo: PathBuf,
+    /// `<repo>/.agent-runner`, mounted read-only over the read-write repo.
+    pub private_dir: PathBuf,
+    pub worker: WorkerSettings,
+    pub auth: CodexAuth,
+    pub interrupt: Interrupt,
+}
+
+/// A running container; see the module documentation.
+pub struct Container {
+    pub name: String,
+    /// Pid of the keep-alive inside the container (spared when stopping work).
+    pub keep_pid: String,
+    keepalive: Held,
+}
+
+impl Container {
+    /// Starts the container, pulling the image if it is missing and pullable.
+    pub fn start(spec: &ContainerSpec) -> Result<Container, SandboxError> {
+        let started = Instant::now();
+        let container = match Container::run(spec) {
+            Err(SandboxError::ImageMissing { .. }) => {
+                pull(spec)?;
+                Container::run(spec)?
+            }
+            other => other?,
+        };
+        log::info!(
+            "container {} started in {}",
+            container.name,
+            human(started.elapsed())
+        );
+        Ok(container)
+    }
+
+    fn run(spec: &ContainerSpec) -> Result<Container, SandboxError> {
+        let suffix: String = uuid::Uuid::new_v4()
+            .simple()
+            .to_string()
+            .chars()
+            .take(6)
+            .collect();
+        let name = format!("agent-runner-{}-{suffix}", spec.task_id);
+        let invocation = Invocation::new("docker").args(run_args(spec, &name));
+        let mut keepalive = process::spawn_held(&invocation).map_err(docker_cli::docker_missing)?;
+        match keepalive.wait_for_line(READY, START_TIMEOUT, spec.interrupt) {
+            Ok(pid) => Ok(Container {
+                name,
+                keep_pid: pid.trim().to_string(),
+                keepalive,
+            }),
+            Err(wait) => {
+                let _ = keepalive.release(Duration::from_secs(2));
+                // A failed start may leave a created container behind.
+                remove_container(&name);
+                match wait {
+                    HeldWait::Interrupted => Err(SandboxError::Interrupted),
+                    HeldWait::TimedOut => Err(SandboxError::Docker {
+                        command: shorten_command(&invocation),
+                        detail: format!(
+                            "the container did not start within {}",
+                            human(START_TIMEOUT)
+                        ),
+                    }),
+                    HeldWait::Ended(stderr) => Err(diagnose_start(spec, &invocation, &stderr)),
+                }
+            }
+        }
+    }
+
+    /// False once the container (or the daemon connection) is gone.
+    pub fn is_alive(&mut self) -> bool {
+        self.keepalive.is_running()
+    }
+
+    /// What docker said when the keep-alive ended, for messages.
+    pub fn last_words(&self) -> String {
+        last_lines(&self.keepalive.stderr(), 2)
+    }
+
+    /// `docker exec -i [-w dir] [-e ...] <container>`; the command follows. Literal
+    /// env values go on the command line (they are not secret); secrets go by name,
+    /// with the value in the docker client's environment, never in an argv. (Names
+    /// that would reconfigure the docker client itself are refused when the task is
+    /// read.)
+    pub fn exec(&self, spec: &ContainerSpec, workdir: Option<&str>) -> Invocation {
+        let mut invocation = Invocation::new("docker").args(["exec", "-i"]);
+        if let Some(dir) = workdir {
+            invocation = invocation.args(["-w", dir]);
+        }
+        let mut has_codex_key = false;
+        for env in &spec.worker.env {
+            has_codex_key |= env.name == "CODEX_API_KEY";
+            invocation = match &env.value {
+                EnvValue::Literal(value) => {
+                    invocation.args(["-e".to_string(), format!("{}={value}", env.name)])
+                }
+                EnvValue::FromHost { value, .. } => invocation
+                    .args(["-e", env.name.as_str()])
+                    .env(&env.name, value.expose()),
+            };
+        }
+        if let (CodexAuth::ApiKey(key), false) = (&spec.auth, has_codex_key) {
+            invocation = invocation
+                .args(["-e", "CODEX_API_KEY"])
+                .env("CODEX_API_KEY", key.expose());
+        }
+        invocation.arg(&self.name)
+    }
+
+    /// Ends the container; returns how long that took.
+    pub fn remove(self) -> Duration {
+        let started = Instant::now();
+        // Closing the keep-alive's stdin ends the container, and `docker run --rm`
+        // returns once it is removed. `docker rm -f` only if that does not happen.
+        if !self.keepalive.release(Duration::from_secs(5)) {
+            remove_container(&self.name);
+        }
+        let took = started.elapsed();
+        log::info!("container {} removed in {}", self.name, human(took));
+        took
+    }
+}
+
+fn run_args(spec: &ContainerSpec, name: &str) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "run", "-i", "--rm", "--init", "--pull", "never", "--name", name,
+    ]
+    .map(String::from)
+    .into();
+    args.extend(["--label".into(), format!("{LABEL_TASK}={}", spec.task_id)]);
+    for (label, value) in owner_labels(&Owner::this_process()) {
+        args.extend(["--label".into(), format!("{label}={value}")]);
+    }
+    if spec.worker.network != Network::Bridge {
+        args.extend(["--network".into(), spec.worker.network.as_str().into()]);
+    }
+    args.extend(["--cap-drop".into(), "ALL".into()]);
+    for cap in CAPABILITIES {
+        args.extend(["--cap-add".into(), (*cap).into()]);
+    }
+    args.extend(["--security-opt".into(), "no-new-privileges".into()]);
+    let limits = &spec.worker.limits;
+    args.extend(["--pids-limit".into(), limits.pids.to_string()]);
+    if let Some(memory) = &limits.memory {
+        args.extend(["--memory".into(), memory.clone()]);
+    }
+    if let Some(cpus) = &limits.cpus {
+        args.extend(["--cpus".into(), cpus.clone()]);
+    }
+    args.extend([
+        "--mount".into(),
+        mount_spec(&spec.repo, PROJECT_DIR, false),
+        "--mount".into(),
+        mount_spec(
+            &spec.private_dir,
+            &format!("{PROJECT_DIR}/{}", crate::private_dir::DIR_NAME),
+            true,
+        ),
+        "-w".into(),
+        PROJECT_DIR.into(),
+    ]);
+    let (uid, gid) = sys::user_and_group();
+    if uid != 0 {
+        // Files the worker creates belong to the invoking user; HOME must then
+        // be somewhere that user can write.
+        args.extend(["--user".into(), format!("{uid}:{gid}")]);
+        args.extend(["--env".into(), format!("HOME={NONROOT_HOME}")]);
+    }
+    if let CodexAuth::File(file) = &spec.auth {
+        args.extend(["--mount".into(), mount_spec(file, AUTH_MOUNT, true)]);
+    }
+    args.extend(["--entrypoint".into(), "/bin/sh".into()]);
+    args.push(spec.worker.docker_image.clone());
+    args.extend(["-c".into(), KEEPALIVE_SCRIPT.into()]);
+    args
+}
+
+/// Why `docker run` failed: missing image, unreachable daemon, or something else.
+fn diagnose_start(spec: &ContainerSpec, invocation: &Invocation, stderr: &str) -> SandboxError {
+    let image = &spec.worker.docker_image;
+    if stderr.contains("No such image") || stderr.contains("Unable to find image") {
+        return SandboxError::ImageMissing {
+            image: image.clone(),
+            detail: "not present locally".into(),
+        };
+    }
+    if let Some(detail) = daemon_problem() {
+        return SandboxError::DaemonUnreachable(detail);
+    }
+    SandboxError::Docker {
+        command: shorten_command(invocation),
+        detail: last_lines(stderr, 5),
+    }
+}
+
+fn pull(spec: &ContainerSpec) -> Result<(), SandboxError> {
+    let image = &spec.worker.docker_image;
+    log::info!("image {image} not present; trying docker pull");
+    let out = docker(&["pull", image], Limits::wall(PULL_TIMEOUT, spec.interrupt))?;
+    if out.ok {
+        return Ok(());
+    }
+    Err(SandboxError::ImageMissing {
+        image: image.clone(),
+        detail: format!(
+            "not present locally and `docker pull` failed: {}. Build it with `make sandbox-image` \
+             (or set runner.worker.docker_image)",
+            last_lines(&out.stderr, 2)
+        ),
+    })
+}
+
+/// The `docker run` command line without the keep-alive script, for messages.
+fn shorten_command(invocation: &Invocation) -> String {
+    invocation
+        .display()
+        .split(" -c ")
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_prefers_the_file_then_the_key() {
+        let dir = std::env::temp_dir().join(format!("agent-runner-auth-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join(".codex")).unwrap();
+        let home = dir.display().to_string();
+        let with_key = |name: &str| match name {
+            "HOME" => Some(home.clone()),
+            "CODEX_API_KEY" => Some("k".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            CodexAuth::detect(&with_key),
+            CodexAuth::ApiKey(Secret::new("k".into()))
+        );
+        std::fs::write(dir.join(".codex/auth.json"), "{}").unwrap();
+        assert_eq!(
+            CodexAuth::detect(&with_key),
+            CodexAuth::File(dir.join(".codex/auth.json"))
+        );
+        assert_eq!(CodexAuth::detect(&|_| None), CodexAuth::None);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

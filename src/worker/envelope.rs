@@ -1,0 +1,510 @@
+//! The envelope around every command agent-runner runs in the container: one small
+//! POSIX shell script that takes git snapshots *inside* the container and stops what
+//! a run left behind, within the same `docker exec` as the command itself.
+//!
+//! Why inside: a host-side `git` on the worker-written repo would read the worker's
+//! `.git/config` (fsmonitor, filters, `gitdir:` files) and run its code on the host
+//! (SPEC §9). In the container the worker already has full power, so git there can
+//! only mislead the note, not escape. Why in the same exec: each `docker exec` costs
+//! ~60 ms, a snapshot a few ms.
+//!
+//! Worker run: snapshot before → the command (stdin: the prompt) → stop leftovers →
+//! snapshot after (+ `git diff --numstat` when tracked files changed).
+//! Test run: the command (stdin empty) → stop leftovers.
+//! Stop (after a timeout or interrupt, as its own exec): stop leftovers (the
+//! interrupted command among them) → snapshot after, for worker runs.
+//!
+//! The script reports in records on stdout: `\x1e<nonce> <name>\n<body>\x1e<nonce>
+//! end\n`. The nonce is random per exec and reaches the script as the first line of
+//! its stdin (not argv or env, which any process in the container can read), so the
+//! command's own output cannot end or fake a record by accident or by guessing;
+//! `EnvelopeReader` takes the records out of the stream before it is logged. The
+//! worker could still forge what git reports (it can replace git itself); the note
+//! says that snapshots are taken in the container.
+
+use std::collections::BTreeMap;
+
+use super::git::{self, DiffStat, GitState};
+use crate::process::StreamFilter;
+
+/// Where the repository is mounted in the container.
+use super::codex::PROJECT_DIR;
+
+/// Longest record body kept; the rest is counted, not stored.
+const MAX_RECORD: usize = 1 << 20;
+
+/// The script. Arguments: `<mode> <keep-alive pid> <command...>` (worker, test) or
+/// `stop <keep-alive pid> [snapshot <head before>]`.
+const SCRIPT: &str = r##"IFS= read -r nonce || exit 125
+mode=$1 keep=$2
+shift 2
+mark() { printf '\036%s %s\n' "$nonce" "$1"; }
+mark started; mark end
+
+# Counts live processes other than PID 1, the keep-alive and this shell; with a
+# signal name, sends it to them. Builtins only, so no helper of ours is counted.
+sweep() {
+  n=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$p" in 1|"$keep"|"$$") continue ;; esac
+    st=
+    while read -r k v _; do if [ "$k" = State: ]; then st=$v; break; fi; done 2>/dev/null < "$d/status"
+    case "$st" in ""|Z) continue ;; esac
+    n=$((n + 1))
+    [ -z "$1" ] || kill "-$1" "$p" 2>/dev/null
+  done
+}
+
+# TERM, up to 5 s grace, then KILL; reports "<found> <left>".
+stop_others() {
+  sweep TERM
+  found=$n
+  i=0
+  while [ "$n" != 0 ] && [ $i -lt 50 ]; do sleep 0.1; sweep ""; i=$((i + 1)); done
+  if [ "$n" != 0 ]; then sweep KILL; sleep 0.1; sweep ""; fi
+  mark stopped; echo "$found $n"; mark end
+}
+
+gitc() {
+  git -c safe.directory='*' -c core.fsmonitor=false -c core.untrackedCache=false \
+    --no-optional-locks -C __PROJECT__ "$@"
+}
+
+# Reports `git status` as "git-<label>"; after a run, the diff stat against the
+# HEAD before it when tracked files changed or HEAD moved.
+snapshot() {
+  mark "git-$1"
+  if ! command -v git >/dev/null 2>&1; then
+    echo nogit; mark end; return
+  fi
+  st=$(gitc status --porcelain=v2 --branch --untracked-files=all 2>/dev/null)
+  git_rc=$?
+  printf '%s\n' "$st"
+  echo "exit $git_rc"
+  mark end
+  head=
+  case "$st" in "# branch.oid "*) head=${st#\# branch.oid }; head=${head%%
+*} ;; esac
+  if [ "$1" = before ]; then before=$head; return; fi
+  [ -n "$before" ] && [ "$before" != "(initial)" ] || return
+  changed=0
+  [ "$head" = "$before" ] || changed=1
+  case "$st" in *"
+1 "*|*"
+2 "*|*"
+u "*) changed=1 ;; esac
+  [ $changed = 1 ] || return
+  mark numstat
+  gitc diff --numstat "$before" -- 2>/dev/null
+  mark end
+}
+
+case "$mode" in
+  worker)
+    if ! command -v "$1" >/dev/null 2>&1; then mark missing; echo "$1"; mark end; exit 127; fi
+    before=
+    snapshot before
+    "$@"
+    rc=$?
+    stop_others
+    snapshot after
+    exit $rc ;;
+  test)
+    "$@" </dev/null
+    rc=$?
+    stop_others
+    exit $rc ;;
+  stop)
+    stop_others
+    if [ "$1" = snapshot ]; then before=$2; snapshot after; fi
+    exit 0 ;;
+esac
+exit 125
+"##;
+
+/// What the envelope wraps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Worker,
+    Test,
+}
+
+/// One exec's envelope: its nonce, command line and stdin.
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    nonce: String,
+}
+
+impl Default for Envelope {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Envelope {
+    pub fn new() -> Self {
+        Envelope {
+            nonce: uuid::Uuid::new_v4().simple().to_string(),
+        }
+    }
+
+    /// What follows `docker exec [options] <container>` to run `command` in `mode`.
+    pub fn wrap(mode: Mode, keep_pid: &str, command: &[String]) -> Vec<String> {
+        let mode = match mode {
+            Mode::Worker => "worker",
+            Mode::Test => "test",
+        };
+        let mut args = script_args(mode, keep_pid);
+        args.extend(command.iter().cloned());
+        args
+    }
+
+    /// What follows `docker exec -i <container>` to stop leftovers; with
+    /// `snapshot_after`, also the snapshot after a worker run (diffed against
+    /// `head_before`).
+    pub fn stop(keep_pid: &str, snapshot_after: Option<&str>) -> Vec<String> {
+        let mut args = script_args("stop", keep_pid);
+        if let Some(head) = snapshot_after {
+            args.extend(["snapshot".to_string(), head.to_string()]);
+        }
+        args
+    }
+
+    /// The exec's stdin: the nonce line, then `rest` (the worker's prompt).
+    pub fn stdin(&self, rest: &[u8]) -> Vec<u8> {
+        let mut bytes = format!("{}\n", self.nonce).into_bytes();
+        bytes.extend_from_slice(rest);
+        bytes
+    }
+
+    /// A filter for the exec's stdout that takes the records out.
+    pub fn reader(&self) -> EnvelopeReader {
+        EnvelopeReader {
+            marker: format!("\x1e{} ", self.nonce).into_bytes(),
+            end: format!("\x1e{} end\n", self.nonce).into_bytes(),
+            buf: Vec::new(),
+            state: State::Output,
+            records: BTreeMap::new(),
+        }
+    }
+}
+
+fn script_args(mode: &str, keep_pid: &str) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        SCRIPT.replace("__PROJECT__", PROJECT_DIR),
+        "agent-runner-envelope".into(),
+        mode.into(),
+        keep_pid.into(),
+    ]
+}
+
+enum State {
+    /// The command's output: passed through.
+    Output,
+    /// After a marker, before its newline: the record's name.
+    Name,
+    /// Inside a record.
+    Body { name: String, body: Vec<u8> },
+}
+
+/// Takes envelope records out of a stream; see the module documentation.
+pub struct EnvelopeReader {
+    marker: Vec<u8>,
+    end: Vec<u8>,
+    /// Bytes not yet decided on.
+    buf: Vec<u8>,
+    state: State,
+    records: BTreeMap<String, Record>,
+}
+
+/// One record's body, and whether it was complete.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Record {
+    pub body: Vec<u8>,
+    /// False when the stream ended inside it (the script was stopped).
+    pub complete: bool,
+}
+
+impl StreamFilter for EnvelopeReader {
+    fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.buf.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        loop {
+            match &mut self.state {
+                State::Output => match find(&self.buf, &self.marker) {
+                    Some(at) => {
+                        out.extend_from_slice(&self.buf[..at]);
+                        self.buf.drain(..at + self.marker.len());
+                        self.state = State::Name;
+                    }
+                    None => {
+                        let keep = partial_suffix(&self.buf, &self.marker);
+                        out.extend(self.buf.drain(..self.buf.len() - keep));
+                        return out;
+                    }
+                },
+                State::Name => match self.buf.iter().position(|&b| b == b'\n') {
+                    Some(at) => {
+                        let name = String::from_utf8_lossy(&self.buf[..at]).into_owned();
+                        self.buf.drain(..=at);
+                        self.state = State::Body {
+                            name,
+                            body: Vec::new(),
+                        };
+                    }
+                    None if self.buf.len() > 64 => {
+                        // Not one of ours after all: give it back as output.
+                        out.extend_from_slice(&self.marker);
+                        self.state = State::Output;
+                    }
+                    None => return out,
+                },
+                State::Body { name, body } => match find(&self.buf, &self.end) {
+                    Some(at) => {
+                        append_bounded(body, &self.buf[..at]);
+                        self.buf.drain(..at + self.end.len());
+                        let record = Record {
+                            body: std::mem::take(body),
+                            complete: true,
+                        };
+                        self.records.insert(std::mem::take(name), record);
+                        self.state = State::Output;
+                    }
+                    None => {
+                        let keep = partial_suffix(&self.buf, &self.end);
+                        let take = self.buf.len() - keep;
+                        append_bounded(body, &self.buf[..take]);
+                        self.buf.drain(..take);
+                        return out;
+                    }
+                },
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Vec<u8> {
+        match std::mem::replace(&mut self.state, State::Output) {
+            State::Output => std::mem::take(&mut self.buf),
+            State::Name => Vec::new(),
+            State::Body { name, mut body } => {
+                append_bounded(&mut body, &self.buf);
+                self.buf.clear();
+                self.records.insert(
+                    name,
+                    Record {
+                        body,
+                        complete: false,
+                    },
+                );
+                Vec::new()
+            }
+        }
+    }
+}
+
+impl EnvelopeReader {
+    /// What the records said.
+    pub fn report(&self) -> Report {
+        let text = |name: &str| {
+            self.records
+                .get(name)
+                .filter(|r| r.complete)
+                .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        };
+        Report {
+            started: self.records.contains_key("started"),
+            stderr: String::new(),
+            missing_command: text("missing").map(|t| t.trim().to_string()),
+            git_before: text("git-before").map(|t| Snapshot::parse(&t)),
+            git_after: text("git-after").map(|t| Snapshot::parse(&t)),
+            diff: text("numstat").map(|t| git::parse_numstat(&t)),
+            stopped: text("stopped").and_then(|t| {
+                let mut numbers = t.split_whitespace().map(str::parse::<u32>);
+                match (numbers.next(), numbers.next()) {
+                    (Some(Ok(found)), Some(Ok(left))) => Some(Leftovers { found, left }),
+                    _ => None,
+                }
+            }),
+        }
+    }
+}
+
+/// What one envelope reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// The envelope ran (its first record arrived): a failure without it is docker's.
+    pub started: bool,
+    /// The exec's stderr, when the report is of a stop exec.
+    pub stderr: String,
+    /// The worker's program was not found in the image.
+    pub missing_command: Option<String>,
+    pub git_before: Option<Snapshot>,
+    pub git_after: Option<Snapshot>,
+    pub diff: Option<Vec<DiffStat>>,
+    pub stopped: Option<Leftovers>,
+}
+
+/// Processes a run left behind, stopped after it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Leftovers {
+    /// Alive when the run ended (each got SIGTERM).
+    pub found: u32,
+    /// Still alive after SIGTERM, the grace period and SIGKILL.
+    pub left: u32,
+}
+
+/// `git status` as the envelope saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Snapshot {
+    /// The image has no git.
+    NoGit,
+    /// git ran but the repository is not a git work tree (or git failed).
+    NotARepository,
+    State(GitState),
+}
+
+impl Snapshot {
+    fn parse(body: &str) -> Snapshot {
+        if body.trim() == "nogit" {
+            return Snapshot::NoGit;
+        }
+        let (status, last) = match body.trim_end().rsplit_once('\n') {
+            Some((status, last)) => (status, last),
+            None => ("", body.trim_end()),
+        };
+        match last.strip_prefix("exit ") {
+            Some("0") => Snapshot::State(git::parse_status(status)),
+            _ => Snapshot::NotARepository,
+        }
+    }
+
+    /// HEAD, when a state with commits.
+    pub fn head(&self) -> Option<&str> {
+        match self {
+            Snapshot::State(state) => state.head.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Length of the longest proper suffix of `bytes` that starts `pattern`.
+fn partial_suffix(bytes: &[u8], pattern: &[u8]) -> usize {
+    (1..pattern.len().min(bytes.len() + 1))
+        .rev()
+        .find(|&k| bytes.ends_with(&pattern[..k]))
+        .unwrap_or(0)
+}
+
+fn append_bounded(body: &mut Vec<u8>, bytes: &[u8]) {
+    let room = MAX_RECORD.saturating_sub(body.len());
+    body.extend_from_slice(&bytes[..bytes.len().min(room)]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quickcheck::quickcheck;
+
+    fn records(envelope: &Envelope, chunks: &[&[u8]]) -> (Vec<u8>, Report) {
+        let mut reader = envelope.reader();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            out.extend(reader.push(chunk));
+        }
+        out.extend(reader.finish());
+        (out, reader.report())
+    }
+
+    fn stream(nonce: &str, output: &str) -> Vec<u8> {
+        format!(
+            "\x1e{nonce} started\n\x1e{nonce} end\n\x1e{nonce} git-before\n# branch.oid abc\n# branch.head main\nexit 0\n\x1e{nonce} end\n\
+             {output}\x1e{nonce} stopped\n2 0\n\x1e{nonce} end\n\
+             \x1e{nonce} git-after\n# branch.oid abc\n1 .M N... 100644 100644 100644 a b f.txt\n? new.txt\nexit 0\n\x1e{nonce} end\n\
+             \x1e{nonce} numstat\n3\t1\tf.txt\n\x1e{nonce} end\n"
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn records_are_taken_out_and_read() {
+        let envelope = Envelope::new();
+        let bytes = stream(&envelope.nonce, "codex output\nno newline at the end");
+        let (out, report) = records(&envelope, &[&bytes]);
+        assert_eq!(out, b"codex output\nno newline at the end");
+        assert!(report.started);
+        assert_eq!(report.stopped, Some(Leftovers { found: 2, left: 0 }));
+        assert_eq!(
+            report.git_before.as_ref().and_then(Snapshot::head),
+            Some("abc")
+        );
+        let Some(Snapshot::State(after)) = report.git_after else {
+            panic!("{report:?}")
+        };
+        assert_eq!(after.status, [" M f.txt", "?? new.txt"]);
+        assert_eq!(
+            report.diff,
+            Some(vec![DiffStat {
+                added: Some(3),
+                deleted: Some(1),
+                path: "f.txt".into()
+            }])
+        );
+    }
+
+    #[test]
+    fn another_nonce_is_just_output() {
+        let envelope = Envelope::new();
+        let forged = "\x1edeadbeef started\n\x1edeadbeef end\n";
+        let (out, report) = records(&envelope, &[forged.as_bytes()]);
+        assert_eq!(out, forged.as_bytes());
+        assert_eq!(report, Report::default());
+    }
+
+    #[test]
+    fn an_unterminated_record_is_not_believed() {
+        let envelope = Envelope::new();
+        let text = format!("out\x1e{} stopped\n3", envelope.nonce);
+        let (out, report) = records(&envelope, &[text.as_bytes()]);
+        assert_eq!(out, b"out");
+        assert_eq!(report.stopped, None);
+    }
+
+    #[test]
+    fn snapshots_say_why_there_is_no_state() {
+        assert_eq!(Snapshot::parse("nogit\n"), Snapshot::NoGit);
+        assert_eq!(Snapshot::parse("exit 128\n"), Snapshot::NotARepository);
+        assert_eq!(
+            Snapshot::parse("# branch.oid (initial)\nexit 0\n"),
+            Snapshot::State(GitState::default())
+        );
+    }
+
+    quickcheck! {
+        fn any_chunking_gives_the_same_result(output: Vec<u8>, cuts: Vec<u8>) -> bool {
+            let envelope = Envelope::new();
+            // Output without the record separator, so it cannot contain a marker.
+            let output: Vec<u8> = output.into_iter().filter(|&b| b != 0x1e).collect();
+            let mut bytes = output.clone();
+            bytes.extend(stream(&envelope.nonce, ""));
+            let whole = records(&envelope, &[&bytes]);
+            let mut chunks: Vec<&[u8]> = Vec::new();
+            let mut rest: &[u8] = &bytes;
+            for cut in cuts {
+                let at = (cut as usize).min(rest.len());
+                let (a, b) = rest.split_at(at);
+                chunks.push(a);
+                rest = b;
+            }
+            chunks.push(rest);
+            let chunked = records(&envelope, &chunks);
+            whole == chunked && whole.0 == output
+        }
+    }
+}

@@ -1,0 +1,485 @@
+//! The sandbox boundary (SPEC §9), attacked the way a malicious worker would: each
+//! test is one attack from issue #9, done by the fake codex's `@run` directives (or
+//! planted in the repo as an earlier run would have left it), and asserts that the
+//! host-side effect did not happen.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::Scratch;
+use support::docker::{TEST_IMAGE, containers_labelled, docker};
+use support::fake_openai::FakeOpenAi;
+use support::task::*;
+
+/// A git repository with one commit, made by the test before any worker touched it.
+fn git_repo(path: &Path) {
+    std::fs::create_dir_all(path).unwrap();
+    std::fs::write(path.join("a.txt"), "original\n").unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &["add", "a.txt"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    ] {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(path)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "git {args:?}");
+    }
+}
+
+fn mkfifo(path: &Path) {
+    let ok = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(ok.success(), "mkfifo {}", path.display());
+}
+
+/// Runs a task whose Meta asks for `prompts` one after the other (then completes).
+fn run_prompts(
+    id: &str,
+    repo: &Path,
+    prompts: &[&str],
+    test: Option<&str>,
+    worker_extra: &str,
+) -> (support::Outcome, FakeOpenAi) {
+    let mut answers = vec![plan(&["AC-1"])];
+    for (n, prompt) in prompts.iter().enumerate() {
+        answers.push(run_worker(prompt));
+        let last = n + 1 == prompts.len();
+        answers.push(assess(if last { &["AC-1"] } else { &[] }, "checked"));
+    }
+    let server = FakeOpenAi::start(answers);
+    let out = runner(&v1_task(id, repo, &server, test, "", worker_extra)).output();
+    (out, server)
+}
+
+#[test]
+fn git_config_written_by_the_worker_runs_nothing_on_the_host() {
+    let dir = Scratch::new("bnd-git");
+    let repo = dir.join("repo");
+    git_repo(&repo);
+    let host_repo = dir.join("host-repo");
+    std::fs::create_dir_all(&host_repo).unwrap();
+    git_repo(&host_repo);
+    std::fs::write(host_repo.join("host-only-file.txt"), "x").unwrap();
+    let marker = dir.join("pwned");
+    let id = task_id("bnd-git");
+    let plant = format!(
+        "@run: printf '[core]\\n\\tfsmonitor = \"touch {m}-fsmonitor\"\\n[filter \"x\"]\\n\\tclean = \"touch {m}-filter\"\\n' >> .git/config\n\
+         @run: echo '* filter=x' > .gitattributes && echo changed >> a.txt\n@say: planted",
+        m = marker.display()
+    );
+    let swap = format!(
+        "@run: mv .git .git-real && printf 'gitdir: {}/.git\\n' > .git\n@say: swapped",
+        host_repo.display()
+    );
+    let (out, _server) = run_prompts(&id, &repo, &[&plant, &swap], None, "");
+    out.code(0);
+    for suffix in ["-fsmonitor", "-filter"] {
+        let path = format!("{}{suffix}", marker.display());
+        assert!(!Path::new(&path).exists(), "{path} was created on the host");
+    }
+    let note = note(&repo, &id);
+    assert!(
+        note.contains("- Files changed:") && note.contains("M a.txt"),
+        "git in the container saw run 1's change:\n{note}"
+    );
+    assert!(
+        !note.contains("host-only-file"),
+        "the note lists a host repository's files:\n{note}"
+    );
+    assert_no_container(&id);
+}
+
+#[test]
+fn planted_symlinks_in_our_directory_are_never_written_through() {
+    let dir = Scratch::new("bnd-links");
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let host_file = dir.file("host-file", "host data\n");
+    let id = task_id("bnd-links");
+    // As a worker of an earlier run (or anything before the container) left them.
+    let logs = repo.join(format!(".agent-runner/logs/{id}"));
+    std::fs::create_dir_all(&logs).unwrap();
+    std::os::unix::fs::symlink(&host_file, logs.join("test-1.log")).unwrap();
+    std::os::unix::fs::symlink(&host_file, logs.join("run-1.log")).unwrap();
+    std::os::unix::fs::symlink(&host_file, repo.join(format!(".agent-runner/task-{id}.md")))
+        .unwrap();
+    // And during the run: our directory is read-only in the container.
+    let attack = format!(
+        "@run: ln -sf {host} .agent-runner/logs/{id}/test-1.log; echo ln=$?\n\
+         @run: rm -rf .agent-runner; echo rm=$?; ls -d .agent-runner\n\
+         @run: echo x > .agent-runner/evil; echo write=$?\n@say: tried",
+        host = host_file.display()
+    );
+    let (out, _server) = run_prompts(&id, &repo, &[&attack], Some("echo test-output"), "");
+    out.code(0);
+    assert_eq!(std::fs::read_to_string(&host_file).unwrap(), "host data\n");
+    let test_log = logs.join("test-1.log");
+    assert!(std::fs::symlink_metadata(&test_log).unwrap().is_file());
+    assert_eq!(std::fs::read_to_string(&test_log).unwrap(), "test-output\n");
+    let run_log = std::fs::read_to_string(logs.join("run-1.log")).unwrap();
+    assert!(
+        run_log.contains("ln=1") && run_log.contains("rm=1") && run_log.contains("write=1"),
+        "the container could change .agent-runner:\n{run_log}"
+    );
+    assert!(!repo.join(".agent-runner/evil").exists());
+    assert!(note(&repo, &id).contains("- State: COMPLETE"));
+    assert_no_container(&id);
+}
+
+#[test]
+fn a_swapped_private_directory_is_refused_before_anything_runs() {
+    let dir = Scratch::new("bnd-swap");
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let elsewhere = dir.join("host-dir");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, repo.join(".agent-runner")).unwrap();
+    let id = task_id("bnd-swap");
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
+    let out = runner(&v1_task(&id, &repo, &server, None, "", ""))
+        .arg("--json")
+        .output();
+    out.code(1).stderr_has("is a symlink");
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["status"], "failed");
+    assert!(result["error"].as_str().unwrap().contains("is a symlink"));
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    assert!(server.received().is_empty(), "nothing ran");
+}
+
+#[test]
+fn fifos_in_our_directory_cannot_hang_the_run() {
+    let dir = Scratch::new("bnd-fifo");
+    let repo = dir.join("repo");
+    let id = task_id("bnd-fifo");
+    let logs = repo.join(format!(".agent-runner/logs/{id}"));
+    std::fs::create_dir_all(&logs).unwrap();
+    mkfifo(&logs.join("test-1.log"));
+    mkfifo(&logs.join("run-1.log"));
+    mkfifo(&repo.join(format!(".agent-runner/task-{id}.md")));
+    let started = Instant::now();
+    let (out, _server) = run_prompts(&id, &repo, &["@say: hi"], Some("echo ok"), "");
+    out.code(0);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        std::fs::symlink_metadata(logs.join("test-1.log"))
+            .unwrap()
+            .is_file()
+    );
+    assert!(note(&repo, &id).contains("- State: COMPLETE"));
+}
+
+#[test]
+fn worker_env_does_not_reconfigure_the_host_docker_client() {
+    let dir = Scratch::new("bnd-env");
+    let repo = dir.join("repo");
+    let marker = dir.join("fake-docker-ran");
+    // A repo-made `docker` that a relative PATH entry would make the host run.
+    dir.file(
+        "repo/node_modules/.bin/docker",
+        format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()),
+    );
+    std::fs::set_permissions(
+        repo.join("node_modules/.bin/docker"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let id = task_id("bnd-env");
+    let env = "    env:\n      PATH: node_modules/.bin:/usr/local/bin:/usr/bin:/bin\n      DOCKER_HOST: unix:///nonexistent/docker.sock\n      LD_PRELOAD: /nonexistent/evil.so\n";
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo \"path=$PATH host=$DOCKER_HOST\"\n@say: looked"),
+        assess(&["AC-1"], "done"),
+    ]);
+    let out = runner(&v1_task(&id, &repo, &server, Some("true"), "", env))
+        .cwd(&repo)
+        .output();
+    out.code(0);
+    assert!(!marker.exists(), "the host ran the repo's docker");
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    assert!(
+        log.contains("path=node_modules/.bin:") && log.contains("host=unix:///nonexistent"),
+        "the container got the variables:\n{log}"
+    );
+    assert_no_container(&id);
+}
+
+#[test]
+fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
+    if !running_as_root("mknod on the host") {
+        return;
+    }
+    let dir = Scratch::new("bnd-priv");
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    // As an earlier, less confined run might have left it.
+    let ok = Command::new("mknod")
+        .args([&repo.join("disk").display().to_string(), "c", "1", "3"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let id = task_id("bnd-priv");
+    let attack = "@run: cp /bin/busybox rootshell && chmod 4755 rootshell && chmod 2755 rootshell2 2>/dev/null; cp rootshell rootshell2; chmod 6755 rootshell2; ls -l rootshell\n\
+                  @run: mknod zero c 1 5; echo mknod=$?\n@say: left some things";
+    let (out, _server) = run_prompts(&id, &repo, &[attack], None, "");
+    out.code(0);
+    let mode = |p: &str| {
+        std::fs::metadata(repo.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(mode("rootshell"), 0o755);
+    assert_eq!(mode("rootshell2"), 0o755);
+    assert!(
+        !repo.join("disk").exists(),
+        "the planted device node is gone"
+    );
+    assert!(
+        !repo.join("zero").exists(),
+        "mknod must fail in the container"
+    );
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    assert!(log.contains("mknod=1"), "{log}");
+    let note = note(&repo, &id);
+    for line in [
+        "rootshell: setuid/setgid bits removed (mode was 4755)",
+        "rootshell2: setuid/setgid bits removed (mode was 6755)",
+        "disk: character device node deleted",
+    ] {
+        assert!(note.contains(line), "note lacks {line:?}:\n{note}");
+    }
+}
+
+#[test]
+fn a_killed_container_fails_the_task_at_once() {
+    let dir = Scratch::new("bnd-dead");
+    let id = task_id("bnd-dead");
+    let (out, server) = run_prompts(
+        &id,
+        &dir.path,
+        &["@run: kill -TERM 1\n@sleep: 10"],
+        None,
+        "",
+    );
+    out.code(1)
+        .stdout_has("sandbox: the sandbox container agent-runner-");
+    out.stdout_has("is gone");
+    assert_eq!(
+        server.received().len(),
+        2,
+        "no Meta call after the sandbox died (plan_task, next_action only)"
+    );
+    assert!(note(&dir.path, &id).contains("is gone"));
+    assert_no_container(&id);
+}
+
+#[test]
+fn an_image_without_codex_fails_the_task_at_once() {
+    let dir = Scratch::new("bnd-nocodex");
+    let id = task_id("bnd-nocodex");
+    let image = TEST_IMAGE.replace(":latest", ":nocodex");
+    let yaml_extra = format!("    docker_image: {image}\n");
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: hi")]);
+    let yaml = v1_task(&id, &dir.path, &server, None, "", "")
+        .replace(&format!("    docker_image: {TEST_IMAGE}\n"), &yaml_extra);
+    let out = runner(&yaml).output();
+    out.code(1).stdout_has(&format!(
+        "sandbox: docker image {image} cannot run the worker: it has no `codex` on PATH"
+    ));
+    assert_eq!(server.received().len(), 2);
+    assert_no_container(&id);
+}
+
+#[test]
+fn a_daemon_that_drops_fails_the_task_at_once() {
+    let dir = Scratch::new("bnd-daemon");
+    let id = task_id("bnd-daemon");
+    let proxy = support::docker_proxy::DockerProxy::start(&dir.join("docker.sock"));
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: working\n@sleep: 30"),
+        assess(&[], "should not be asked"),
+    ]);
+    let child = runner(&v1_task(&id, &dir.path, &server, None, "", ""))
+        .env("DOCKER_HOST", format!("unix://{}", proxy.path.display()))
+        .start();
+    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
+    });
+    let cut = Instant::now();
+    proxy.stop();
+    let out = child.finish();
+    out.code(1)
+        .stdout_has("sandbox: docker daemon not reachable");
+    assert!(
+        cut.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        cut.elapsed()
+    );
+    assert_eq!(
+        server.received().len(),
+        2,
+        "no Meta call after the daemon went"
+    );
+    // The real daemon was fine all along: the container went with its connection.
+    wait_for(Duration::from_secs(10), || {
+        containers_labelled("agent-runner.task", &id).is_empty()
+    });
+}
+
+#[test]
+fn stray_processes_are_stopped_after_every_run() {
+    let dir = Scratch::new("bnd-stray");
+    let id = task_id("bnd-stray");
+    // Run 1 leaves a writer behind and completes; run 2 leaves one and times out.
+    let stray = |file: &str| {
+        format!("@run: (while :; do echo x >> {file}; sleep 0.05; done) >/dev/null 2>&1 &")
+    };
+    let first = format!(
+        "{}\n@run: head -c 8000000 /dev/zero > /proc/1/fd/1; echo flooded\n@say: left a writer",
+        stray("one.txt")
+    );
+    let second = format!("{}\n@say: stalling\n@sleep: 60", stray("two.txt"));
+    // The test fails if a writer still runs while it looks, and leaves one itself.
+    let test = "for f in one.txt two.txt; do [ -f $f ] || continue; a=$(wc -c < $f); sleep 0.5; b=$(wc -c < $f); [ \"$a\" = \"$b\" ] || { echo \"$f grows\"; exit 1; }; done; (while :; do echo y >> three.txt; sleep 0.05; done) >/dev/null 2>&1 & echo checked";
+    let (out, _server) = run_prompts(
+        &id,
+        &dir.path,
+        &[&first, &second],
+        Some(test),
+        "    max_run_time_sec: 3\n",
+    );
+    out.code(0);
+    let note = note(&dir.path, &id);
+    assert!(
+        note.contains("#### Run 2 (timed_out"),
+        "run 2 timed out:\n{note}"
+    );
+    // Both worker runs and the last test run (the one §5 shows) left processes.
+    let stopped = note
+        .matches("- Leftover processes stopped in the container afterwards: ")
+        .count();
+    assert_eq!(stopped, 3, "{note}");
+    let run_log =
+        std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    assert!(
+        run_log.contains("flooded"),
+        "writing to PID 1's stdout blocked"
+    );
+    assert_no_container(&id);
+}
+
+#[test]
+fn a_second_run_of_the_same_task_id_is_refused_and_touches_nothing() {
+    let dir = Scratch::new("bnd-twice");
+    let id = task_id("bnd-twice");
+    let (_server, first) = busy_worker(&dir, &id, "@sleep: 4\n@say: done", false);
+    let note_path = dir.join(&format!(".agent-runner/task-{id}.md"));
+    let log_path = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
+    let before = (
+        std::fs::read(&note_path).unwrap(),
+        std::fs::metadata(&note_path).unwrap().modified().unwrap(),
+        std::fs::metadata(&log_path).unwrap().modified().unwrap(),
+    );
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
+    let started = Instant::now();
+    let second = runner(&v1_task(&id, &dir.path, &server, None, "", ""))
+        .arg("--json")
+        .output();
+    second.code(1).stderr_has(&format!(
+        "task {id} is already running in this repository (agent-runner pid {}",
+        first.id()
+    ));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(server.received().is_empty());
+    let result: serde_json::Value = serde_json::from_str(&second.stdout).unwrap();
+    assert_eq!(result["status"], "failed");
+    let after = (
+        std::fs::read(&note_path).unwrap(),
+        std::fs::metadata(&note_path).unwrap().modified().unwrap(),
+        std::fs::metadata(&log_path).unwrap().modified().unwrap(),
+    );
+    assert_eq!(before, after, "the first run's note and log were touched");
+    drop(first);
+    wait_for(Duration::from_secs(10), || {
+        containers_labelled("agent-runner.task", &id).is_empty()
+    });
+}
+
+#[test]
+fn the_container_runs_with_fewer_privileges_and_limits() {
+    let dir = Scratch::new("bnd-caps");
+    let id = task_id("bnd-caps");
+    let (_server, child) = busy_worker(&dir, &id, "@sleep: 60", false);
+    let names = containers_labelled("agent-runner.task", &id);
+    let (ok, inspect, _) = docker(&["inspect", &names[0]]);
+    assert!(ok);
+    let inspect: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    let host = &inspect[0]["HostConfig"];
+    assert_eq!(host["CapDrop"], serde_json::json!(["ALL"]));
+    let added: Vec<&str> = host["CapAdd"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    for absent in ["MKNOD", "CAP_MKNOD", "SETFCAP", "CAP_SETFCAP", "SYS_ADMIN"] {
+        assert!(!added.contains(&absent), "{added:?}");
+    }
+    assert!(
+        host["SecurityOpt"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o.as_str().unwrap().starts_with("no-new-privileges")),
+        "{host}"
+    );
+    assert_eq!(host["PidsLimit"], 4096);
+    let mounts = inspect[0]["Mounts"].as_array().unwrap();
+    let private = mounts
+        .iter()
+        .find(|m| m["Destination"] == "/workspace/project/.agent-runner")
+        .expect("our directory is mounted on its own");
+    assert_eq!(private["RW"], false);
+    drop(child);
+}
+
+/// True when the test runs as root; otherwise says why it is skipped, and fails
+/// under CI, where the suite runs as root.
+fn running_as_root(why: &str) -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !root {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "this test needs root ({why}) and CI=true"
+        );
+        eprintln!("skipped: needs root ({why})");
+    }
+    root
+}
