@@ -85,7 +85,10 @@ mod tests {
             inline("a <details> `x` *b*\n# c"),
             "a \\<details\\> \\`x\\` \\*b\\* \\# c"
         );
-        assert_eq!(inline("plain AC-1: max_loops ok."), "plain AC-1: max_loops ok.");
+        assert_eq!(
+            inline("plain AC-1: max_loops ok."),
+            "plain AC-1: max_loops ok."
+        );
     }
 
     #[test]
