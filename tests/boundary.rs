@@ -359,7 +359,7 @@ fn stray_processes_are_stopped_after_every_run() {
         format!("@run: (while :; do echo x >> {file}; sleep 0.05; done) >/dev/null 2>&1 &")
     };
     let first = format!(
-        "{}\n@run: head -c 8000000 /dev/zero > /proc/1/fd/1; echo flooded\n@say: left a writer",
+        "{}\n@run: head -c 40000000 /dev/zero > /proc/1/fd/1; echo flooded\n@say: left a writer",
         stray("one.txt")
     );
     let second = format!("{}\n@say: stalling\n@sleep: 60", stray("two.txt"));
