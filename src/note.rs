@@ -446,6 +446,101 @@ mod tests {
     use super::*;
     use crate::secret::Secret;
 
+    /// The note's block structure as a Markdown reader sees it: `##` headings and
+    /// `<details>` open/close lines outside fenced blocks.
+    fn structure(note: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut fence: Option<usize> = None;
+        for line in note.lines() {
+            let ticks = line.len() - line.trim_start_matches('`').len();
+            match fence {
+                Some(open) if ticks >= open && line.trim_start_matches('`').trim().is_empty() => {
+                    fence = None;
+                }
+                Some(_) => {}
+                None if ticks >= 3 => fence = Some(ticks),
+                None if line.starts_with("## ") || line == "<details>" || line == "</details>" => {
+                    out.push(line.to_string())
+                }
+                None => {}
+            }
+        }
+        assert_eq!(fence, None, "a fence is left open");
+        out
+    }
+
+    #[test]
+    fn outside_text_cannot_break_the_notes_structure() {
+        use crate::worker::codex::{RunOutcome, Transcript};
+        let mut task = crate::task::test_task("");
+        task.title = "two\nlines </details> ```".into();
+        task.prd.text = "Intro\n```\nunbalanced fence\n</details>\n## 9. Fake section\n".into();
+        let mut ctx = TaskContext::new(task);
+        let base = structure(&render(
+            &TaskContext::new(crate::task::test_task("")),
+            &Redactor::default(),
+        ));
+        ctx.criteria.push(crate::context::Criterion {
+            id: "AC-1\n## 7. Injected".into(),
+            description: "</details> and ```".into(),
+            passed: false,
+        });
+        let mut transcript = Transcript::default();
+        transcript.feed(br#"{"type":"item.completed","item":{"id":"1","type":"file_change","changes":[{"path":"<details>","kind":"add"}]}}"#);
+        ctx.worker_runs.push(WorkerRun {
+            number: 1,
+            started: crate::timestamp::Timestamp::now(),
+            finished: crate::timestamp::Timestamp::now(),
+            duration: std::time::Duration::ZERO,
+            exit_code: Some(0),
+            outcome: RunOutcome::Completed,
+            summary: "done ```\n</details>".into(),
+            transcript,
+            log_path: "/tmp/run-1.log".into(),
+            output_bytes: 3,
+            output_tail: "````\n<details>\n".into(),
+            changes: RepoChanges::NoGit,
+            leftovers: None,
+            privileges: vec![],
+        });
+        ctx.assessment = Some(crate::meta::Assessment {
+            summary: "All good\n```\n## 6. Notes / Remaining Risks\n</details>".into(),
+            passed_criteria: vec![],
+            remaining_risks: vec!["risk\n## 8. more".into()],
+            all_criteria_satisfied: None,
+        });
+        let note = render(&ctx, &Redactor::default());
+        let mut with_details = base.clone();
+        // The worker run adds one output block.
+        with_details.extend(["<details>".to_string(), "</details>".to_string()]);
+        let got = structure(&note);
+        let headings: Vec<&String> = got.iter().filter(|l| l.starts_with("## ")).collect();
+        let expected: Vec<&String> = base.iter().filter(|l| l.starts_with("## ")).collect();
+        assert_eq!(headings, expected, "{note}");
+        let opened = got.iter().filter(|l| *l == "<details>").count();
+        let closed = got.iter().filter(|l| *l == "</details>").count();
+        assert_eq!(
+            (opened, closed),
+            (
+                base.iter().filter(|l| *l == "<details>").count() + 1,
+                opened
+            ),
+            "{note}"
+        );
+        assert!(
+            note.starts_with("# Task Note - unit - two lines \\</details\\> \\`\\`\\`\n"),
+            "{note}"
+        );
+        assert!(
+            note.contains("\\<details\\>"),
+            "the file name is escaped:\n{note}"
+        );
+        assert!(
+            note.contains("- [ ] AC-1 \\#\\# 7. Injected: \\</details\\> and \\`\\`\\`"),
+            "{note}"
+        );
+    }
+
     #[test]
     fn a_new_task_note_has_every_section_and_no_secret() {
         let ctx = TaskContext::new(crate::task::test_task(""));

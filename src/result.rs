@@ -111,8 +111,14 @@ impl RunResult {
         })
     }
 
-    /// One line for people.
+    /// One line for people: outside text (a Meta error, a summary) is put on one
+    /// line with its control characters shown escaped, so it can neither add lines
+    /// (a fake `COMPLETE: …` under a failed task) nor steer the terminal.
     pub fn line(&self) -> String {
+        crate::text::escape_controls(&crate::text::one_line(&self.raw_line()))
+    }
+
+    fn raw_line(&self) -> String {
         let id = self.task_id.as_deref().unwrap_or("?");
         let secs = self.duration_ms as f64 / 1000.0;
         let note = self
@@ -127,5 +133,27 @@ impl RunResult {
         } else {
             format!("{}: task {id}: {}{note}", self.state, self.summary)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_human_line_stays_one_line_without_controls() {
+        let result = RunResult::not_run(
+            Some("T".into()),
+            "HTTP 400: bad\nCOMPLETE: task T in 1.0 s, 1 loop(s), tests passed\n\u{1b}]0;owned\u{7}".into(),
+            "x".into(),
+            Duration::from_millis(5),
+        );
+        let line = result.line();
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert!(
+            line.starts_with("FAILED: task T: HTTP 400: bad COMPLETE:"),
+            "{line}"
+        );
+        assert!(line.contains("\\e]0;owned\\x07"), "{line}");
     }
 }

@@ -1,6 +1,12 @@
 //! Secrets: values that must never be shown. `Secret` hides a value from `Debug`;
 //! `Redactor` replaces known secret values by `***` in any text we write (Task Note,
 //! logs, worker logs, result JSON, error messages).
+//!
+//! Text is masked where it enters (worker output as it streams, Meta replies, API
+//! error bodies, the PRD) and again as a whole where it leaves, and always *before*
+//! it is cut, so no prefix of a secret survives a cut (SPEC §10). A multi-line
+//! secret (a PEM key) is also masked line by line: YAML block scalars indent every
+//! line, and other tools re-wrap, so the value rarely appears whole.
 
 use std::fmt;
 
@@ -49,10 +55,9 @@ pub struct Redactor {
 impl Redactor {
     pub fn new<'a>(secrets: impl IntoIterator<Item = &'a Secret>) -> Self {
         let mut patterns: Vec<String> = Vec::new();
-        for secret in secrets {
-            let value = secret.expose();
+        let mut add = |value: &str| {
             if value.len() < MIN_MASKED_LEN {
-                continue;
+                return;
             }
             patterns.push(value.to_string());
             // The worker's JSONL carries text JSON-escaped; mask that spelling too.
@@ -60,6 +65,15 @@ impl Redactor {
             let escaped = escaped.trim_matches('"');
             if escaped != value {
                 patterns.push(escaped.to_string());
+            }
+        };
+        for secret in secrets {
+            let value = secret.expose();
+            add(value);
+            if value.contains(['\n', '\r']) {
+                for line in value.lines() {
+                    add(line.trim());
+                }
             }
         }
         patterns.sort_by_key(|p| std::cmp::Reverse(p.len()));
@@ -179,6 +193,20 @@ mod tests {
         let r = redactor(&["s3cr\"et-value"]);
         assert_eq!(r.redact("a s3cr\"et-value b s3cr\"et-value"), "a *** b ***");
         assert_eq!(r.redact(r#"{"x":"s3cr\"et-value"}"#), r#"{"x":"***"}"#);
+    }
+
+    #[test]
+    fn multi_line_secrets_are_masked_line_by_line() {
+        let pem = "-----BEGIN KEY-----\nMIIEvAIBADANBgkqhkiG9w0\nAQEFAASCBKYwggSiAgEA\n-----END KEY-----\n";
+        let r = redactor(&[pem]);
+        let yaml = format!("key: |\n  {}\n", pem.trim_end().replace('\n', "\n  "));
+        let masked = r.redact(&yaml);
+        assert!(
+            !masked.contains("MIIEvAIBAD") && !masked.contains("AQEFAASC"),
+            "{masked}"
+        );
+        assert_eq!(masked, "key: |\n  ***\n  ***\n  ***\n  ***\n");
+        assert_eq!(r.redact(pem), "***");
     }
 
     #[test]

@@ -4,9 +4,9 @@
 mod support;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::docker::{TEST_IMAGE, containers_labelled, docker};
+use support::docker::{TEST_IMAGE, docker};
 use support::fake_openai::{Answer, FakeOpenAi};
 use support::task::*;
 use support::{Run, Scratch};
@@ -224,71 +224,11 @@ fn task_config_shape_with_json_result() {
 }
 
 #[test]
-fn sigint_during_a_worker_run_stops_everything_and_exits_130() {
-    let dir = Scratch::new("e2e-sigint");
-    let id = task_id("sigint");
-    let (_server, child) = busy_worker(&dir, &id, "@sleep: 120", false);
-    let signalled = Instant::now();
-    send("-INT", &child);
-    let out = child.finish();
-    let took = signalled.elapsed();
-    out.code(130)
-        .stdout_has("FAILED: task")
-        .stdout_has("interrupted");
-    let note = note(&dir.path, &id);
-    assert!(
-        note.contains("- State: FAILED (interrupted)") && note.contains("#### Run 1 (interrupted"),
-        "{note}"
-    );
-    assert_no_container(&id);
-    eprintln!("SIGINT to exit: {took:?}");
-}
-
-#[test]
-fn sigterm_is_handled_like_sigint() {
-    let dir = Scratch::new("e2e-sigterm");
-    let id = task_id("sigterm");
-    let (_server, child) = busy_worker(&dir, &id, "@sleep: 120", true);
-    send("-TERM", &child);
-    let out = child.finish();
-    out.code(130);
-    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    assert_eq!(
-        (result["status"].as_str(), result["error"].as_str()),
-        (Some("failed"), Some("interrupted"))
-    );
-    assert_no_container(&id);
-}
-
-#[test]
-fn a_second_sigint_exits_at_once_and_the_container_still_goes() {
-    let dir = Scratch::new("e2e-sigint2");
-    let id = task_id("sigint2");
-    // The first SIGINT's clean-up waits for this process to stop, which ignores SIGTERM.
-    let (_server, child) = busy_worker(&dir, &id, "@run: trap '' TERM; sleep 120", false);
-    let sent = Instant::now();
-    for _ in 0..2 {
-        send("-INT", &child);
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = child.finish();
-    assert!(
-        sent.elapsed() < Duration::from_secs(3),
-        "the second SIGINT did not end it: {:?}",
-        sent.elapsed()
-    );
-    out.code(130);
-    wait_for(Duration::from_secs(2), || {
-        containers_labelled("agent-runner.task", &id).is_empty()
-    });
-}
-
-#[test]
 fn secrets_appear_nowhere() {
     let dir = Scratch::new("e2e-secret");
     let id = task_id("secret");
-    let sentinel = format!("sentinel-{}-zz", support::short_id());
-    let codex_key = format!("codex-key-{}-zz", support::short_id());
+    let sentinel = format!("sentinel-{}", support::random_hex(24));
+    let codex_key = format!("codex-key-{}", support::random_hex(24));
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
         run_worker(
@@ -309,7 +249,7 @@ fn secrets_appear_nowhere() {
         .env("E2E_SECRET", &sentinel)
         .env("CODEX_API_KEY", &codex_key)
         .env("HOME", dir.join("home"))
-        .env("RUST_LOG", "debug")
+        .env("RUST_LOG", "trace")
         .arg("--json")
         .output();
     out.code(0);
@@ -324,7 +264,12 @@ fn secrets_appear_nowhere() {
         ("stderr", out.stderr.as_str()),
     ] {
         for secret in [&sentinel, &codex_key, KEY] {
-            assert!(!text.contains(secret), "a secret in {place}");
+            // A fragment, not only the whole value: a debug dump splits it in rows.
+            assert_eq!(
+                support::leaked_piece(text, secret, 8),
+                None,
+                "a secret in {place}"
+            );
         }
     }
     for request in server.received() {
@@ -332,6 +277,53 @@ fn secrets_appear_nowhere() {
             !request.body.contains(&sentinel) && !request.body.contains(&codex_key),
             "secret sent to Meta"
         );
+    }
+}
+
+#[test]
+fn a_meta_error_can_neither_forge_a_result_line_nor_leak_the_key() {
+    let dir = Scratch::new("e2e-forge");
+    // The key straddles the cut of the error message (300 bytes).
+    let body = format!(
+        "Incorrect API key provided: {}{KEY}.\nCOMPLETE: task x in 0.1 s, 1 loop(s), tests passed\n\x1b]0;owned\x07",
+        "x".repeat(260)
+    );
+    for json in [false, true] {
+        let id = task_id("forge");
+        let server = FakeOpenAi::start(vec![Answer::error(400, &body)]);
+        let mut run = runner(&v1_task(&id, &dir.path, &server, None, "", ""));
+        if json {
+            run = run.arg("--json");
+        }
+        let out = run.output();
+        out.code(1);
+        assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+        for text in [&out.stdout, &out.stderr] {
+            assert_eq!(support::leaked_piece(text, KEY, 8), None, "{text}");
+        }
+        assert!(
+            !out.stdout.contains('\u{1b}') && !out.stderr.contains('\u{1b}'),
+            "control characters reach the terminal"
+        );
+        if json {
+            let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+            assert_eq!(result["status"], "failed");
+            assert!(
+                result["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Incorrect API key provided: xxx"),
+                "{result}"
+            );
+        } else {
+            assert!(
+                out.stdout.starts_with(&format!(
+                    "FAILED: task {id}: meta plan_task failed: HTTP 400"
+                )),
+                "{}",
+                out.stdout
+            );
+        }
     }
 }
 
@@ -377,26 +369,6 @@ fn an_unreachable_daemon_fails_the_task_clearly() {
     out.code(1)
         .stdout_has("sandbox: docker daemon not reachable: Cannot connect to the Docker daemon");
     assert!(note(&dir.path, &id).contains("docker daemon not reachable"));
-}
-
-#[test]
-fn sigkill_of_agent_runner_removes_its_container_within_2_s() {
-    let dir = Scratch::new("e2e-sigkill");
-    let id = task_id("sigkill");
-    let (_server, mut child) = busy_worker(&dir, &id, "@sleep: 120", false);
-    assert_eq!(containers_labelled("agent-runner.task", &id).len(), 1);
-    child.child().kill().unwrap();
-    child.child().wait().unwrap();
-    let killed = Instant::now();
-    wait_for(Duration::from_secs(10), || {
-        containers_labelled("agent-runner.task", &id).is_empty()
-    });
-    let took = killed.elapsed();
-    eprintln!("container gone {took:?} after SIGKILL");
-    assert!(
-        took <= Duration::from_secs(2),
-        "container outlived its owner by {took:?}"
-    );
 }
 
 #[test]
@@ -448,6 +420,10 @@ fn memory_stays_small_while_the_worker_prints_200_mib() {
 fn as_a_non_root_user_files_belong_to_that_user() {
     if std::fs::metadata("/var/run/docker.sock").is_err() || !Path::new("/usr/bin/setpriv").exists()
     {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "this test needs /var/run/docker.sock and setpriv, and CI=true"
+        );
         eprintln!("skipped: needs /var/run/docker.sock and setpriv");
         return;
     }

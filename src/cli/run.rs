@@ -35,6 +35,12 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
     };
     let mut task = match read_task(interrupt) {
         Ok(task) => task,
+        Err(Error::Interrupted) => {
+            let message = Error::Interrupted.to_string();
+            let result = RunResult::not_run(None, message.clone(), message, clock.elapsed());
+            emit(&result, json, &Redactor::default());
+            return exit::INTERRUPTED;
+        }
         Err(e) => return invalid(&e, &Redactor::default()),
     };
     let var = |name: &str| std::env::var(name).ok();
@@ -62,7 +68,8 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
                 api_key.value.clone(),
                 task.meta.timeout,
             )
-            .interruptible(interrupt);
+            .interruptible(interrupt)
+            .masking(redactor.clone());
             let meta = MetaAgent::new(chat, system_prompt, redactor.clone());
             execute(task, meta, auth, redactor, json, interrupt)
         }

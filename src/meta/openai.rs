@@ -1,7 +1,10 @@
 //! OpenAI Chat Completions over ureq: `POST {base_url}/chat/completions` with a bearer
-//! key. Transient faults (5xx, 429, timeouts, connection errors) are retried up to 3
-//! times with backoff 1 s, 2 s, 4 s (`Retry-After` honoured, capped at 60 s); other
-//! 4xx fail at once with the API's own message. The key goes in the header only.
+//! key. Transient faults (5xx, 429, timeouts, connection errors, a response cut off
+//! mid-way, a 200 whose body is not JSON, e.g. a proxy's HTML page) are retried up to
+//! 3 times with backoff 1 s, 2 s, 4 s (`Retry-After` honoured, capped at 60 s); other
+//! 4xx fail at once with the API's own message. The key goes in the header only, and
+//! every response text is masked before it is cut for a message, so no prefix of a
+//! secret an API echoes survives (SPEC §10).
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -10,7 +13,8 @@ use serde_json::json;
 
 use super::{BackendError, ChatBackend, ChatMessage, Completion, MetaError};
 use crate::interrupt::Interrupt;
-use crate::secret::Secret;
+use crate::secret::{Redactor, Secret};
+use crate::text::cut;
 use crate::timestamp::human;
 
 /// Retries after the first attempt.
@@ -19,6 +23,10 @@ pub const MAX_RETRIES: u32 = 3;
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// Environment variable: backoff base in milliseconds (default 1000). Tests shorten it.
 pub const BACKOFF_ENV: &str = "AGENT_RUNNER_META_BACKOFF_MS";
+/// Largest backoff base accepted from `BACKOFF_ENV`.
+pub const MAX_BACKOFF_BASE: Duration = Duration::from_secs(10);
+/// How much of a response body a message shows.
+const BODY_SHOWN: usize = 300;
 /// Largest response body read.
 const MAX_BODY: u64 = 8 << 20;
 const TICK: Duration = Duration::from_millis(50);
@@ -32,6 +40,7 @@ pub struct OpenAiChat {
     key: Secret,
     backoff_base: Duration,
     interrupt: Interrupt,
+    redactor: Redactor,
 }
 
 impl OpenAiChat {
@@ -49,19 +58,23 @@ impl OpenAiChat {
             .user_agent(concat!("agent-runner/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        let backoff_ms = std::env::var(BACKOFF_ENV)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1000);
         OpenAiChat {
             agent,
             url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
             model: model.to_string(),
             temperature,
             key,
-            backoff_base: Duration::from_millis(backoff_ms),
+            backoff_base: backoff_base(std::env::var(BACKOFF_ENV).ok().as_deref()),
             interrupt: Interrupt::never(),
+            redactor: Redactor::default(),
         }
+    }
+
+    /// Masks `redactor`'s secrets in every response text before it is cut into an
+    /// error message.
+    pub fn masking(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
     }
 
     /// Gives up waiting (for an answer or a backoff) once `interrupt` is set.
@@ -152,28 +165,61 @@ fn request(agent: &ureq::Agent, url: &str, auth: &str, body: Vec<u8>) -> Result<
 fn transport_fault(url: &str, e: ureq::Error) -> Fault {
     match e {
         ureq::Error::Timeout(_) => Fault::Transient(format!("POST {url}: timed out")),
-        ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => {
-            Fault::Transient(format!("POST {url}: {e}"))
-        }
+        // Protocol: e.g. a response cut off mid-way by a proxy or a dropped link.
+        ureq::Error::Io(_)
+        | ureq::Error::ConnectionFailed
+        | ureq::Error::HostNotFound
+        | ureq::Error::Protocol(_) => Fault::Transient(format!("POST {url}: {e}")),
         other => Fault::Fatal(format!("POST {url}: {other}")),
     }
 }
 
-/// The API's own error message (`{"error": {"message": ...}}`), else the body's start.
-fn api_message(body: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(body)
+/// The backoff base from `BACKOFF_ENV`: milliseconds, at most `MAX_BACKOFF_BASE`;
+/// anything else is ignored with a warning.
+fn backoff_base(value: Option<&str>) -> Duration {
+    const DEFAULT: Duration = Duration::from_secs(1);
+    let Some(value) = value else {
+        return DEFAULT;
+    };
+    match value.trim().parse::<u64>() {
+        Ok(ms) if Duration::from_millis(ms) <= MAX_BACKOFF_BASE => Duration::from_millis(ms),
+        _ => {
+            log::warn!(
+                "{BACKOFF_ENV}={value:?} is not a number of milliseconds up to {}; using 1000",
+                MAX_BACKOFF_BASE.as_millis()
+            );
+            DEFAULT
+        }
+    }
+}
+
+/// How long to wait before retry `attempt` (1-based): the server's `Retry-After`
+/// (capped), else exponential backoff.
+fn retry_wait(retry_after: Option<u64>, base: Duration, attempt: u32) -> Duration {
+    match retry_after {
+        Some(secs) => Duration::from_secs(secs).min(MAX_RETRY_AFTER),
+        None => base * 2u32.pow(attempt.saturating_sub(1).min(16)),
+    }
+}
+
+/// What went wrong in a response, said from its body: the API's own error message
+/// (`{"error": {"message": ...}}`), else the body's start. Masked, then cut.
+fn body_problem(body: &str, redactor: &Redactor) -> String {
+    let message = serde_json::from_str::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| crate::text::cut(body.trim(), 300))
+        .unwrap_or_else(|| body.trim().to_string());
+    cut(&redactor.redact(&message), BODY_SHOWN)
 }
 
 /// `choices[0].message.content`; an absent or null content is an empty reply (which
-/// then fails the reply checks and is asked again).
-fn content(body: &str) -> Result<String, String> {
+/// then fails the reply checks and is asked again). A body that is not a completion
+/// (a proxy's page, a cut-off JSON document) is the problem text.
+fn content(body: &str, redactor: &Redactor) -> Result<String, String> {
     let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
         format!(
             "the response is not JSON ({e}): {}",
-            crate::text::cut(body, 200)
+            body_problem(body, redactor)
         )
     })?;
     let choice = value["choices"]
@@ -206,25 +252,28 @@ impl ChatBackend for OpenAiChat {
             let fail = |error: MetaError| BackendError { error, attempts };
             let (problem, retry_after) = match self.send(&body) {
                 Ok(answer) if (200..300).contains(&answer.status) => {
-                    return content(&answer.body)
-                        .map(|text| Completion { text, attempts })
-                        .map_err(|e| fail(MetaError::Failed(format!("POST {}: {e}", self.url))));
+                    match content(&answer.body, &self.redactor) {
+                        Ok(text) => return Ok(Completion { text, attempts }),
+                        // Not a completion at all: a proxy or a broken link, worth
+                        // another try. (A completion with bad content is re-asked.)
+                        Err(e) => (format!("POST {}: {e}", self.url), None),
+                    }
                 }
                 Ok(answer) if answer.status == 429 || answer.status >= 500 => (
                     format!(
                         "HTTP {} from POST {}: {}",
                         answer.status,
                         self.url,
-                        api_message(&answer.body)
+                        body_problem(&answer.body, &self.redactor)
                     ),
-                    answer.retry_after.map(Duration::from_secs),
+                    answer.retry_after,
                 ),
                 Ok(answer) => {
                     return Err(fail(MetaError::Failed(format!(
                         "HTTP {} from POST {}: {}",
                         answer.status,
                         self.url,
-                        api_message(&answer.body)
+                        body_problem(&answer.body, &self.redactor)
                     ))));
                 }
                 Err(Fault::Transient(problem)) => (problem, None),
@@ -236,9 +285,7 @@ impl ChatBackend for OpenAiChat {
                     "{problem} (gave up after {attempts} attempts)"
                 ))));
             }
-            let wait = retry_after
-                .map(|d| d.min(MAX_RETRY_AFTER))
-                .unwrap_or(self.backoff_base * 2u32.pow(attempts - 1));
+            let wait = retry_wait(retry_after, self.backoff_base, attempts);
             log::warn!("meta: {problem}; retrying in {}", human(wait));
             if !pause(wait, self.interrupt) {
                 return Err(fail(MetaError::Interrupted));
@@ -252,33 +299,61 @@ mod tests {
     use super::*;
 
     #[test]
-    fn api_message_prefers_the_error_field() {
+    fn body_problems_prefer_the_error_field_and_are_masked_before_the_cut() {
+        let none = Redactor::default();
         assert_eq!(
-            api_message(r#"{"error":{"message":"Incorrect API key provided"}}"#),
+            body_problem(
+                r#"{"error":{"message":"Incorrect API key provided"}}"#,
+                &none
+            ),
             "Incorrect API key provided"
         );
         assert_eq!(
-            api_message("  <html>bad gateway</html> "),
+            body_problem("  <html>bad gateway</html> ", &none),
             "<html>bad gateway</html>"
         );
+        // A key echoed across the cut: masked first, so no prefix of it is left.
+        let key = Secret::new("sk-secret-0123456789abcdefghijklmnopqrstuvwxyz".into());
+        let body = format!("{}{}", "x".repeat(BODY_SHOWN - 10), key.expose());
+        let shown = body_problem(&body, &Redactor::new([&key]));
+        assert!(shown.ends_with("***"), "{shown}");
+        assert!(!shown.contains("sk-secr"), "{shown}");
     }
 
     #[test]
     fn content_reads_the_first_choice() {
+        let none = Redactor::default();
         assert_eq!(
-            content(r#"{"choices":[{"message":{"content":"type: x"}}]}"#),
+            content(r#"{"choices":[{"message":{"content":"type: x"}}]}"#, &none),
             Ok("type: x".into())
         );
         assert_eq!(
-            content(r#"{"choices":[{"message":{"content":null}}]}"#),
+            content(r#"{"choices":[{"message":{"content":null}}]}"#, &none),
             Ok(String::new())
         );
-        assert!(content(r#"{"choices":[]}"#).is_err());
+        assert!(content(r#"{"choices":[]}"#, &none).is_err());
         assert!(
-            content("nope")
+            content("nope", &none)
                 .unwrap_err()
                 .starts_with("the response is not JSON")
         );
+    }
+
+    #[test]
+    fn retry_after_is_capped_and_backoff_doubles() {
+        let base = Duration::from_millis(100);
+        assert_eq!(retry_wait(Some(3), base, 1), Duration::from_secs(3));
+        assert_eq!(retry_wait(Some(86_400), base, 1), MAX_RETRY_AFTER);
+        assert_eq!(retry_wait(None, base, 1), base);
+        assert_eq!(retry_wait(None, base, 3), base * 4);
+    }
+
+    #[test]
+    fn the_backoff_base_from_the_environment_is_bounded() {
+        assert_eq!(backoff_base(None), Duration::from_secs(1));
+        assert_eq!(backoff_base(Some("10")), Duration::from_millis(10));
+        assert_eq!(backoff_base(Some("99999999999")), Duration::from_secs(1));
+        assert_eq!(backoff_base(Some("soon")), Duration::from_secs(1));
     }
 
     #[test]

@@ -363,6 +363,59 @@ fn worker_failures_go_to_meta_but_sandbox_failures_end_the_task() {
     assert_eq!(sandbox.shutdowns, 1);
 }
 
+/// A sandbox whose worker run is interrupted half way (as Ctrl-C would).
+struct InterruptingSandbox {
+    inner: FakeSandbox,
+    interrupt: Interrupt,
+}
+
+impl Sandbox for InterruptingSandbox {
+    fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError> {
+        self.interrupt.trigger();
+        let mut run = self.inner.run_worker(number, prompt)?;
+        run.outcome = RunOutcome::Interrupted;
+        Ok(run)
+    }
+
+    fn run_test(&mut self, number: u32, test: &TestSpec) -> Result<TestRun, SandboxError> {
+        self.inner.run_test(number, test)
+    }
+
+    fn shutdown(&mut self) -> Option<Duration> {
+        self.inner.shutdown();
+        Some(Duration::from_millis(7))
+    }
+}
+
+#[test]
+fn clean_up_continues_after_an_interrupt() {
+    let mut ctx = context(WITH_TEST);
+    let meta = FakeMeta {
+        plans: [plan(1)].into(),
+        nexts: [run_worker("a"), run_worker("b")].into(),
+        assessments: [assess(&[]), assess(&["AC-1"])].into(),
+    };
+    let interrupt = Interrupt::manual();
+    let mut sandbox = InterruptingSandbox {
+        inner: FakeSandbox::default(),
+        interrupt,
+    };
+    let mut notes: Vec<(TaskState, Option<Duration>)> = Vec::new();
+    let mut checkpoint = |ctx: &TaskContext| notes.push((ctx.state, ctx.teardown));
+    Runner::new(meta, &mut sandbox, &mut checkpoint, interrupt).run(&mut ctx);
+    assert_eq!(ctx.state, TaskState::Failed);
+    assert!(ctx.interrupted);
+    assert_eq!(ctx.failure.as_deref(), Some("interrupted"));
+    assert_eq!(sandbox.inner.test_calls, 0, "nothing more ran");
+    assert_eq!(sandbox.inner.prompts, ["a"]);
+    assert_eq!(sandbox.inner.shutdowns, 1, "the sandbox was still removed");
+    assert_eq!(
+        notes.last(),
+        Some(&(TaskState::Failed, Some(Duration::from_millis(7)))),
+        "the last note was written after the teardown"
+    );
+}
+
 /// One scripted iteration for the property test.
 #[derive(Debug, Clone)]
 struct Step {
@@ -466,8 +519,63 @@ fn play(s: &Scenario) -> (TaskContext, FakeSandbox) {
     (ctx, sandbox)
 }
 
+/// What the scenario must lead to, worked out from the scenario alone (not from
+/// anything the runner records): the final state, the loops run, and how the
+/// failure reason starts.
+fn expected(s: &Scenario) -> (TaskState, u32, &'static str) {
+    use TaskState::{Complete, Failed};
+    if s.plan_fails {
+        return (Failed, 0, "meta plan_task failed");
+    }
+    let all = (1u8 << s.criteria) - 1;
+    let mut passed = 0u8;
+    let mut loops = 0;
+    // The fake sandbox hands out its worker outcomes in order, one per worker run.
+    let mut workers = s.steps.iter().map(|step| step.worker);
+    for step in &s.steps {
+        match step.action {
+            0..=5 if workers.next() == Some(6) => return (Failed, loops, "sandbox: "),
+            0..=7 => {}
+            8 => return (Failed, loops, "unknown action"),
+            _ => return (Failed, loops, "meta next_action failed"),
+        }
+        loops += 1;
+        let test_passed = !s.with_test || step.test_exit == Some(0);
+        if step.assessment_fails {
+            return (Failed, loops, "meta completion_assessment failed");
+        }
+        passed |= step.passed_mask & all;
+        if step.all_satisfied == Some(true) {
+            passed = all;
+        }
+        if passed == all && test_passed {
+            return (Complete, loops, "");
+        }
+        if loops >= s.max_loops {
+            return (Failed, loops, "max_loops reached");
+        }
+    }
+    // The script ran out: the next next_action has no reply.
+    (Failed, loops, "meta next_action failed")
+}
+
 quickcheck! {
-    fn state_machine_invariants(s: Scenario) -> bool {
+    fn the_outcome_follows_from_the_scenario(s: Scenario) -> bool {
+        let (ctx, sandbox) = play(&s);
+        let (state, loops, reason) = expected(&s);
+        assert_eq!((ctx.state, ctx.loops), (state, loops), "{s:?}");
+        assert!(
+            ctx.failure.as_deref().unwrap_or("").starts_with(reason),
+            "{:?} does not start with {reason:?} in {s:?}",
+            ctx.failure
+        );
+        assert_eq!(sandbox.shutdowns, 1, "the sandbox is always released");
+        true
+    }
+}
+
+quickcheck! {
+    fn every_run_is_a_chain_of_edges_to_a_terminal_state(s: Scenario) -> bool {
         let (ctx, sandbox) = play(&s);
         // Ends in a terminal state; FAILED always carries a reason.
         assert!(ctx.state.is_terminal(), "{s:?}");
@@ -481,13 +589,7 @@ quickcheck! {
         assert_eq!(at, ctx.state);
         // Bounded by max_loops.
         assert!(ctx.worker_runs.len() as u32 <= s.max_loops && ctx.loops <= s.max_loops, "{s:?}");
-        // COMPLETE only when every criterion passed and the last test (if any) passed.
-        if ctx.state == TaskState::Complete {
-            assert!(ctx.criteria.iter().all(|c| c.passed), "{s:?}");
-            assert!(ctx.last_test_run().is_none_or(|t| t.passed()), "{s:?}");
-            assert_eq!(ctx.test_runs.is_empty(), !s.with_test, "{s:?}");
-        }
-        // The sandbox is always released.
+        // Which terminal state, after how many loops, is `the_outcome_follows_from_the_scenario`.
         assert_eq!(sandbox.shutdowns, 1);
         true
     }

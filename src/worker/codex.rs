@@ -55,7 +55,10 @@ pub enum Event {
         usage: Usage,
     },
     #[serde(rename = "turn.failed")]
-    TurnFailed { error: Message },
+    TurnFailed {
+        #[serde(default)]
+        error: Option<FailedTurn>,
+    },
     #[serde(rename = "item.started")]
     ItemStarted { item: Item },
     #[serde(rename = "item.updated")]
@@ -70,9 +73,11 @@ pub enum Event {
     Unknown,
 }
 
+/// The `error` of a `turn.failed`; its message may be missing.
 #[derive(Debug, Deserialize)]
-pub struct Message {
-    pub message: String,
+pub struct FailedTurn {
+    #[serde(default)]
+    pub message: Option<String>,
 }
 
 /// Token usage summed over the turn.
@@ -186,7 +191,17 @@ impl Transcript {
             Event::ThreadStarted { thread_id } => self.thread_id = Some(thread_id),
             Event::TurnStarted | Event::Unknown => {}
             Event::TurnCompleted { usage } => self.completed = Some(usage),
-            Event::TurnFailed { error } => self.failed = Some(cut(&error.message, MAX_TEXT)),
+            Event::TurnFailed { error } => {
+                let message = error
+                    .and_then(|e| e.message)
+                    .filter(|m| !m.trim().is_empty());
+                self.failed = Some(cut(
+                    message
+                        .as_deref()
+                        .unwrap_or("turn.failed (codex gave no message)"),
+                    MAX_TEXT,
+                ));
+            }
             Event::Error { message } => push_bounded(&mut self.errors, cut(&message, MAX_TEXT)),
             Event::ItemStarted { item }
             | Event::ItemUpdated { item }
@@ -549,7 +564,7 @@ mod tests {
         for line in [
             &b"not json"[..],
             b"{\"type\":\"brand.new\",\"x\":1}",
-            b"{\"type\":\"turn.failed\"}",
+            b"{\"type\":\"turn.unknown\"}",
             b"\xff\xfe",
             b"",
             b"{\"type\":\"turn.started\"}",
@@ -557,6 +572,27 @@ mod tests {
             t.feed(line);
         }
         assert_eq!((t.raw_lines, t.events), (4, 1));
+    }
+
+    #[test]
+    fn a_failed_turn_without_a_message_still_fails_the_run() {
+        for line in [
+            &br#"{"type":"turn.failed"}"#[..],
+            br#"{"type":"turn.failed","error":{}}"#,
+            br#"{"type":"turn.failed","error":{"message":""}}"#,
+        ] {
+            let mut t = Transcript::default();
+            t.feed(line);
+            assert_eq!(
+                classify(&t, Exit::Code(1), ""),
+                (
+                    RunOutcome::Failed,
+                    "turn.failed (codex gave no message)".to_string()
+                ),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
     }
 
     #[test]

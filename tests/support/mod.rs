@@ -43,6 +43,41 @@ impl Drop for Scratch {
     }
 }
 
+/// The first piece of `secret` at least `len` bytes long (on char boundaries) that
+/// appears in `text`: a partial leak survives a cut or a re-wrapped dump, where the
+/// whole value does not.
+pub fn leaked_piece(text: &str, secret: &str, len: usize) -> Option<String> {
+    let bounds: Vec<usize> = secret
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([secret.len()])
+        .collect();
+    for (a, &start) in bounds.iter().enumerate() {
+        let Some(&end) = bounds[a..].iter().find(|&&e| e - start >= len) else {
+            break;
+        };
+        let piece = &secret[start..end];
+        if text.contains(piece) {
+            return Some(piece.to_string());
+        }
+    }
+    None
+}
+
+/// `n` random hex digits (std's per-hasher random keys), for values no other text
+/// in a test can share a piece with.
+pub fn random_hex(n: usize) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::new();
+    while out.len() < n {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_usize(out.len());
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out.truncate(n);
+    out
+}
+
 pub fn short_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -127,6 +162,15 @@ impl Run {
             let _ = stdin.write_all(&bytes);
         });
         child
+    }
+
+    /// Starts the binary with stdin left open for the caller (`child.stdin`).
+    pub fn spawn_with_open_stdin(mut self) -> std::process::Child {
+        self.command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.command.spawn().unwrap()
     }
 
     pub fn output(self) -> Outcome {
