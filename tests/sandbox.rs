@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use agent_runner::interrupt::Interrupt;
 use agent_runner::secret::{Redactor, Secret};
-use agent_runner::task::{EnvValue, Network, TestSpec, WorkerEnv, WorkerSettings};
+use agent_runner::task::{
+    CodexAuth, EnvValue, Network, TestSpec, WorkerEnv, WorkerLimits, WorkerSettings,
+};
 use agent_runner::worker::codex::RunOutcome;
-use agent_runner::worker::docker::{CodexAuth, DockerSandbox, SandboxConfig, sweep_orphans};
+use agent_runner::worker::docker::{DockerSandbox, SandboxConfig, sweep_orphans};
 use agent_runner::worker::{Sandbox, SandboxError};
 use support::Scratch;
 use support::docker::{TEST_IMAGE, containers_labelled, docker};
@@ -23,6 +25,7 @@ fn settings() -> WorkerSettings {
         extra_args: vec![],
         network: Network::None,
         env: vec![],
+        limits: WorkerLimits::default(),
     }
 }
 
@@ -251,7 +254,10 @@ fn auth_json_is_linked_read_only_into_codex_home() {
     let auth = home.file(".codex/auth.json", "{\"token\": \"t\"}");
     let id = task_id("auth");
     let mut cfg = config(&repo, &id, settings());
-    cfg.auth = CodexAuth::File(auth);
+    cfg.auth = CodexAuth::File {
+        path: auth,
+        secrets: vec![],
+    };
     let mut sandbox = DockerSandbox::new(cfg);
     let run = sandbox
         .run_worker(1, "@run: cat \"$HOME/.codex/auth.json\"\n@run: echo x >> \"$HOME/.codex/auth.json\"\n@run: touch \"$HOME/.codex/writable\"\n@say: checked\n")

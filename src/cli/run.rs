@@ -13,8 +13,9 @@ use crate::note;
 use crate::result::RunResult;
 use crate::runner::Runner;
 use crate::secret::Redactor;
+use crate::task::CodexAuth;
 use crate::task::{InputError, MetaBackend, Task};
-use crate::worker::docker::{CodexAuth, DockerSandbox, SandboxConfig};
+use crate::worker::docker::{DockerSandbox, SandboxConfig};
 
 use super::{read_task, report, write_stdout};
 
@@ -34,11 +35,8 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
         Ok(task) => task,
         Err(e) => return invalid(&e, &Redactor::default()),
     };
-    let var = |name: &str| std::env::var(name).ok();
-    let auth = CodexAuth::detect(&var);
-    let mut secrets = task.secrets();
-    secrets.extend(auth.secret().cloned());
-    let redactor = Redactor::new(&secrets);
+    let auth = task.codex_auth.clone();
+    let redactor = Redactor::new(&task.secrets());
     crate::logging::mask(&redactor);
     if let Some(model) = meta_model {
         if model.trim().is_empty() {

@@ -620,6 +620,7 @@ mod tests {
             extra_args: vec![],
             network: crate::task::Network::None,
             env: vec![],
+            limits: Default::default(),
         };
         assert_eq!(
             exec_args(&settings).join(" "),

@@ -24,9 +24,9 @@ use crate::interrupt::Interrupt;
 use crate::process::{
     self, Capture, Ending, Finished, Held, HeldWait, Invocation, Limits, SpawnError, Stop,
 };
-use crate::secret::{Redactor, Secret};
+use crate::secret::Redactor;
 use crate::sys;
-use crate::task::{Network, TestSpec, WorkerSettings};
+use crate::task::{CodexAuth, Network, TestSpec, WorkerSettings};
 use crate::timestamp::{Timestamp, human};
 
 pub const LABEL_TASK: &str = "agent-runner.task";
@@ -83,40 +83,6 @@ const MAX_EVENT_LINE: usize = 2 << 20;
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// Time allowed for `docker pull` of a missing image.
 const PULL_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// How codex authenticates inside the container.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CodexAuth {
-    /// The host's `~/.codex/auth.json`, mounted read-only.
-    File(PathBuf),
-    /// `CODEX_API_KEY` from the host, passed by name on each run.
-    ApiKey(Secret),
-    None,
-}
-
-impl CodexAuth {
-    /// `$HOME/.codex/auth.json` if it exists, else `CODEX_API_KEY` if set.
-    pub fn detect(var: &dyn Fn(&str) -> Option<String>) -> Self {
-        if let Some(home) = var("HOME") {
-            let file = Path::new(&home).join(".codex/auth.json");
-            if file.is_file() {
-                return CodexAuth::File(file);
-            }
-        }
-        match var("CODEX_API_KEY") {
-            Some(key) if !key.is_empty() => CodexAuth::ApiKey(Secret::new(key)),
-            _ => CodexAuth::None,
-        }
-    }
-
-    /// The secret this holds, for masking.
-    pub fn secret(&self) -> Option<&Secret> {
-        match self {
-            CodexAuth::ApiKey(key) => Some(key),
-            _ => None,
-        }
-    }
-}
 
 /// What the sandbox needs to know about the task.
 #[derive(Debug, Clone)]
@@ -265,7 +231,7 @@ impl DockerSandbox {
             args.extend(["--user".into(), format!("{uid}:{gid}")]);
             args.extend(["--env".into(), format!("HOME={NONROOT_HOME}")]);
         }
-        if let CodexAuth::File(file) = &config.auth {
+        if let CodexAuth::File { path: file, .. } = &config.auth {
             args.extend(["--mount".into(), mount_spec(file, AUTH_MOUNT, true)]);
         }
         args.extend(["--entrypoint".into(), "/bin/sh".into()]);
@@ -683,29 +649,6 @@ mod tests {
             mount_spec(Path::new("/a,b"), "/t", true),
             "type=bind,\"source=/a,b\",target=/t,readonly"
         );
-    }
-
-    #[test]
-    fn auth_prefers_the_file_then_the_key() {
-        let dir = std::env::temp_dir().join(format!("agent-runner-auth-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(dir.join(".codex")).unwrap();
-        let home = dir.display().to_string();
-        let with_key = |name: &str| match name {
-            "HOME" => Some(home.clone()),
-            "CODEX_API_KEY" => Some("k".to_string()),
-            _ => None,
-        };
-        assert_eq!(
-            CodexAuth::detect(&with_key),
-            CodexAuth::ApiKey(Secret::new("k".into()))
-        );
-        std::fs::write(dir.join(".codex/auth.json"), "{}").unwrap();
-        assert_eq!(
-            CodexAuth::detect(&with_key),
-            CodexAuth::File(dir.join(".codex/auth.json"))
-        );
-        assert_eq!(CodexAuth::detect(&|_| None), CodexAuth::None);
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
