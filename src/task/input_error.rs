@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::text::escape_controls;
+
 /// Which check found a problem. Problems are reported in this order (SPEC §10:
 /// schema problems before environment problems).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -112,7 +114,8 @@ impl fmt::Display for InputError {
 impl std::error::Error for InputError {}
 
 /// Every problem found in the task input, in report order once `into_report` ran.
-/// Displayed on one line, problems separated by `; `.
+/// Displayed on one line (control characters escaped), problems separated by `; `,
+/// so a one-line result can carry all of them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InputErrors(Vec<InputError>);
 
@@ -189,7 +192,7 @@ impl fmt::Display for InputErrors {
             if n > 0 {
                 f.write_str("; ")?;
             }
-            write!(f, "{error}")?;
+            f.write_str(&escape_controls(&error.to_string()))?;
         }
         Ok(())
     }
@@ -270,6 +273,10 @@ mod tests {
         let mut located = InputError::new("b", "worse");
         located.location = Some((2, 3));
         errors.push(located);
-        assert_eq!(errors.to_string(), "a: bad; b: worse (line 2, column 3)");
+        errors.push(InputError::new("c", "two\nlines"));
+        assert_eq!(
+            errors.to_string(),
+            "a: bad; b: worse (line 2, column 3); c: two\\nlines"
+        );
     }
 }

@@ -62,66 +62,71 @@ impl Walk<'_> {
         let mut out = Mapping::new();
         for (key, value) in map {
             let name = scalar_text(key).unwrap_or_else(|| inline(key));
-            self.path.push(Segment::Key(name.clone()));
-            match keys.iter().find(|k| k.name() == name) {
-                Some(k) if k.allowed_in(self.shape) => {
+            let found = keys.iter().find(|k| k.name() == name);
+            let suggestion = found.is_none().then(|| self.suggestion(&name, keys));
+            self.path.push(Segment::Key(name));
+            match (found, suggestion) {
+                (Some(k), _) if k.allowed_in(self.shape) => {
                     if let Some(clean) = self.value(value, k.kind) {
-                        out.insert(Value::String(name), clean);
+                        out.insert(Value::String(k.name().into()), clean);
                     }
                 }
-                Some(k) => {
+                (Some(k), _) => {
                     let shape = match self.shape {
                         Shape::V1 => "shape v1",
                         Shape::TaskConfig => "the TaskConfig shape",
                     };
-                    let hint = k.only.map_or("", |(_, hint)| hint);
                     // This shape's own spelling of the key (`type` for `kind`) is
                     // then missing for the same reason.
                     let counterpart = keys
                         .iter()
                         .find(|other| other.only.is_some_and(|(only, _)| only == self.shape))
                         .map(Key::name);
-                    self.unknown_key(
-                        format!("unknown key in {shape}"),
-                        Some(hint.into()),
-                        counterpart,
-                    );
+                    let hint = k.only.map(|(_, hint)| hint.to_string());
+                    self.unknown_key(format!("unknown key in {shape}"), hint, counterpart);
                 }
-                None => self.unknown_key_among(&name, keys),
+                (None, suggestion) => {
+                    let (hint, meant) = suggestion.unwrap_or_default();
+                    // `max_loop` explains a missing `max_loops`, not a wrong one.
+                    let meant = meant.filter(|m| !map.contains_key(*m));
+                    self.unknown_key("unknown key".into(), Some(hint), meant);
+                }
             }
             self.path.pop();
         }
         out
     }
 
-    fn unknown_key_among(&mut self, name: &str, keys: &'static [Key]) {
-        let mut candidates: Vec<&str> = keys
+    /// The hint for an unknown key `name` among `keys`, and the key it suggests.
+    fn suggestion(&self, name: &str, keys: &'static [Key]) -> (String, Option<&'static str>) {
+        let mut candidates: Vec<&'static str> = keys
             .iter()
             .filter(|k| k.allowed_in(self.shape))
             .map(Key::name)
             .collect();
         // A document without `version` is read as TaskConfig; `verison:` is still
         // most likely a misspelt `version`.
-        if self.path.len() == 1 && self.shape == Shape::TaskConfig {
+        if self.path.is_empty() && self.shape == Shape::TaskConfig {
             candidates.insert(0, "version");
         }
-        let (hint, suggested) = match closest(name, &candidates) {
+        match closest(name, &candidates) {
             Some(best) => (format!("did you mean `{best}`?"), Some(best)),
             None => (format!("valid keys here: {}", candidates.join(", ")), None),
-        };
-        self.unknown_key("unknown key".into(), Some(hint), suggested);
+        }
     }
 
-    /// Records an unknown key; `instead` is the key meant, whose absence it explains.
-    fn unknown_key(&mut self, message: String, hint: Option<String>, instead: Option<&str>) {
-        if let Some(best) = instead {
-            let mut sibling = self.path.clone();
-            sibling.pop();
-            sibling.push(Segment::Key(best.into()));
-            self.covered.push(display(&sibling));
+    /// Records an unknown key; `meant` is the key meant, whose absence it explains.
+    fn unknown_key(&mut self, message: String, hint: Option<String>, meant: Option<&str>) {
+        let path = display(&self.path);
+        if let (Some(meant), Some((_, parent))) = (meant, self.path.split_last()) {
+            let mut sibling = display(parent);
+            if !sibling.is_empty() {
+                sibling.push('.');
+            }
+            sibling.push_str(meant);
+            self.covered.push(sibling);
         }
-        let mut error =
-            InputError::new(display(&self.path), message).in_category(Category::UnknownKey);
+        let mut error = InputError::new(path, message).in_category(Category::UnknownKey);
         error.hint = hint.filter(|h| !h.is_empty());
         self.record(error, Target::Key);
     }
@@ -264,7 +269,7 @@ fn display(path: &[Segment]) -> String {
             }
         }
     }
-    if out.is_empty() { "stdin".into() } else { out }
+    out
 }
 
 /// A value in a few words, for "got ..." (strings cut).

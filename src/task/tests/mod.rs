@@ -1,3 +1,11 @@
+//! Tests of `parse` as a whole: each shape's fields and defaults here; every problem
+//! at once in `reporting`, what comes from the host in `host`, the newer settings in
+//! `settings`.
+
+mod host;
+mod reporting;
+mod settings;
+
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -32,18 +40,31 @@ impl Drop for Scratch {
 }
 
 fn parse_in(dir: &Path, vars: &[(&str, &str)], yaml: &str) -> Result<Task, InputErrors> {
+    let vars: Vec<(&str, OsString)> = vars.iter().map(|(k, v)| (*k, OsString::from(v))).collect();
+    parse_on(Ok(dir.to_path_buf()), &vars, yaml)
+}
+
+/// Parses on a host with exactly these variables (any bytes) and this current
+/// directory (or why there is none).
+fn parse_on(
+    cwd: Result<PathBuf, String>,
+    vars: &[(&str, OsString)],
+    yaml: &str,
+) -> Result<Task, InputErrors> {
     let vars: HashMap<String, OsString> = vars
         .iter()
-        .map(|(k, v)| (k.to_string(), OsString::from(v)))
+        .map(|(k, v)| (k.to_string(), v.clone()))
         .collect();
     let lookup = move |name: &str| vars.get(name).cloned();
-    parse(
-        yaml,
-        &Host {
-            var: &lookup,
-            cwd: Ok(dir.to_path_buf()),
-        },
-    )
+    parse(yaml, &Host { var: &lookup, cwd })
+}
+
+/// (path, category) of every problem, in report order.
+fn summary(errors: &InputErrors) -> Vec<(String, Category)> {
+    errors
+        .iter()
+        .map(|e| (e.path.clone(), e.category))
+        .collect()
 }
 
 /// The first problem reported.
