@@ -283,6 +283,10 @@ fn a_deleted_current_directory_matters_only_to_relative_paths() {
 }
 
 #[test]
+#[allow(
+    clippy::zombie_processes,
+    reason = "the child is waited for with wait4, for its own peak RSS"
+)]
 fn a_huge_unknown_key_takes_bounded_memory_and_is_not_echoed() {
     use std::io::Read;
     let dir = Scratch::new("huge-key");

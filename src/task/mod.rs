@@ -35,7 +35,7 @@ pub use paths::MAX_PRD_BYTES;
 pub use resolved::resolved_yaml;
 pub use schema::task_config_schema;
 pub use suggest::closest;
-pub use worker_env::RESERVED as RESERVED_WORKER_ENV;
+pub use worker_env::{RESERVED as RESERVED_WORKER_ENV, Reserved};
 
 use crate::secret::Secret;
 
@@ -69,12 +69,13 @@ pub struct Task {
     pub id: String,
     /// True when `task.id` was not given and a UUID was generated.
     pub id_generated: bool,
+    /// One line; secrets masked.
     pub title: String,
     /// Absolute, symlinks resolved; an existing directory.
     pub repo: PathBuf,
     pub prd: Prd,
     pub test: Option<TestSpec>,
-    /// Given in the YAML; empty: Meta plans them (`plan_task`).
+    /// Given in the YAML (secrets masked); empty: Meta plans them (`plan_task`).
     pub acceptance_criteria: Vec<String>,
     pub meta: MetaSettings,
     pub worker: WorkerSettings,
@@ -82,12 +83,15 @@ pub struct Task {
     pub codex_auth: CodexAuth,
 }
 
+/// The PRD: the requirements text.
 #[derive(Debug, Clone)]
 pub struct Prd {
     pub source: PrdSource,
+    /// Secrets masked, so any cut of it is safe to show.
     pub text: String,
 }
 
+/// Where the PRD came from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PrdSource {
     File(PathBuf),
@@ -103,22 +107,26 @@ pub struct TestSpec {
     pub timeout: Duration,
 }
 
+/// `runner.meta`, defaults applied.
 #[derive(Debug, Clone)]
 pub struct MetaSettings {
     pub backend: MetaBackend,
     pub model: String,
     pub temperature: Option<f64>,
+    /// Secrets masked.
     pub system_prompt: Option<String>,
     pub max_loops: u32,
     pub timeout: Duration,
 }
 
+/// Where Meta's replies come from.
 #[derive(Debug, Clone)]
 pub enum MetaBackend {
     OpenAiChat { base_url: String, api_key: ApiKey },
     Scripted { script: PathBuf },
 }
 
+/// Meta's API key.
 #[derive(Debug, Clone)]
 pub struct ApiKey {
     /// Where it came from: `env:NAME` or `literal`.
@@ -126,6 +134,7 @@ pub struct ApiKey {
     pub value: Secret,
 }
 
+/// `runner.worker`, defaults applied.
 #[derive(Debug, Clone)]
 pub struct WorkerSettings {
     pub docker_image: String,
@@ -159,6 +168,7 @@ impl Default for WorkerLimits {
     }
 }
 
+/// `runner.worker.network`: the container's docker network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Network {
     Bridge,
@@ -183,6 +193,7 @@ pub struct WorkerEnv {
     pub value: EnvValue,
 }
 
+/// The value of a `runner.worker.env` entry.
 #[derive(Debug, Clone)]
 pub enum EnvValue {
     Literal(String),

@@ -198,7 +198,15 @@ mod tests {
         let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
-        assert!(matches!(read_regular(&fifo, 10), Err(ReadError::NotAFile)));
+        // Opening a FIFO without O_NONBLOCK waits for a writer forever: bound the wait,
+        // so a regression fails instead of hanging the suite.
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || sender.send(read_regular(&path, 10)));
+        let result = receiver
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("read_regular blocked on a FIFO");
+        assert!(matches!(result, Err(ReadError::NotAFile)));
         assert!(matches!(read_regular(&dir, 10), Err(ReadError::NotAFile)));
         std::fs::write(dir.join("f"), b"12345").unwrap();
         assert!(matches!(
