@@ -52,10 +52,16 @@ impl Error {
     /// Each problem with its hint: one for most errors, every problem of invalid input.
     pub fn problems(&self) -> Vec<(String, Option<&str>)> {
         match self {
-            Error::Input(errors) => errors
-                .iter()
-                .map(|e| (e.to_string(), e.hint.as_deref()))
-                .collect(),
+            Error::Input(errors) => {
+                let mut out: Vec<(String, Option<&str>)> = errors
+                    .iter()
+                    .map(|e| (e.to_string(), e.hint.as_deref()))
+                    .collect();
+                if errors.omitted() > 0 {
+                    out.push((errors.omitted_note(), None));
+                }
+                out
+            }
             other => vec![(other.to_string(), None)],
         }
     }

@@ -323,3 +323,22 @@ fn a_huge_unknown_key_takes_bounded_memory_and_is_not_echoed() {
     let peak_mib = usage.ru_maxrss / 1024;
     assert!(peak_mib < 100, "peak RSS {peak_mib} MiB");
 }
+
+#[test]
+fn a_flood_of_problems_is_listed_up_to_a_limit_and_counted() {
+    let dir = Scratch::new("flood");
+    let env: Vec<String> = (0..150).map(|n| format!("V{n}: 'env:UNSET_{n}'")).collect();
+    let yaml = format!(
+        "version: 1\ntask: {{prd: {{text: x}}}}\nrunner: {{worker: {{env: {{{}}}}}}}\n",
+        env.join(", ")
+    );
+    let out = validate(&dir, &yaml);
+    out.code(1);
+    assert_eq!(out.stderr.matches("error: ").count(), 101, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .ends_with("error: … and 50 more problems (only the first 100 are listed)\n"),
+        "{}",
+        out.stderr
+    );
+}

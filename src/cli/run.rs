@@ -13,8 +13,7 @@ use crate::note;
 use crate::result::RunResult;
 use crate::runner::Runner;
 use crate::secret::Redactor;
-use crate::task::CodexAuth;
-use crate::task::{InputError, MetaBackend, Task};
+use crate::task::{CodexAuth, InputError, MetaBackend, Task};
 use crate::worker::docker::{DockerSandbox, SandboxConfig};
 
 use super::{read_task, report, write_stdout};

@@ -68,12 +68,9 @@ pub fn read(text: &str, problems: &mut InputErrors) -> Result<Read, InputError> 
     } else {
         Shape::TaskConfig
     };
-    let checked = structure::check(text, root, shape);
+    let checked = structure::check(text, root, shape, problems);
     covered.extend(checked.covered);
-    let clean = checked.problems.is_empty();
-    for problem in checked.problems {
-        problems.push(problem);
-    }
+    let clean = checked.clean;
     // Without problems the text itself is deserialized, so scalars keep their exact
     // spelling (`id: 0x1F` stays "0x1F"); otherwise the cleaned value is.
     let raw = match shape {

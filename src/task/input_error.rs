@@ -113,15 +113,44 @@ impl fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
-/// Every problem found in the task input, in report order once `into_report` ran.
-/// Displayed on one line (control characters escaped), problems separated by `; `,
-/// so a one-line result can carry all of them.
+/// Most problems kept: a document of 16 MiB could hold millions, and nobody reads
+/// past the first screens; the rest are counted.
+pub const MAX_PROBLEMS: usize = 100;
+
+/// Every problem found in the task input (the first `MAX_PROBLEMS`, the rest
+/// counted), in report order once `into_report` ran. Displayed on one line (control
+/// characters escaped), problems separated by `; `, so a one-line result can carry
+/// all of them.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct InputErrors(Vec<InputError>);
+pub struct InputErrors {
+    list: Vec<InputError>,
+    /// Problems found beyond `MAX_PROBLEMS`.
+    omitted: usize,
+}
 
 impl InputErrors {
+    /// Records a problem: kept, or only counted once `MAX_PROBLEMS` are kept.
     pub fn push(&mut self, error: InputError) {
-        self.0.push(error);
+        if self.is_full() {
+            self.omitted += 1;
+        } else {
+            self.list.push(error);
+        }
+    }
+
+    /// Whether further problems are only counted.
+    pub fn is_full(&self) -> bool {
+        self.list.len() >= MAX_PROBLEMS
+    }
+
+    /// Problems found but not kept.
+    pub fn omitted(&self) -> usize {
+        self.omitted
+    }
+
+    /// Every problem found, kept or not.
+    pub fn found(&self) -> usize {
+        self.list.len() + self.omitted
     }
 
     /// Records the error of `result`, if any; the value otherwise.
@@ -136,15 +165,12 @@ impl InputErrors {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.found() == 0
     }
 
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
+    /// The problems kept.
     pub fn iter(&self) -> std::slice::Iter<'_, InputError> {
-        self.0.iter()
+        self.list.iter()
     }
 
     /// In report order (by category, stable), without the problems that a structure
@@ -152,11 +178,21 @@ impl InputErrors {
     /// whose key was misspelt, must not also be reported as missing. `covered` are
     /// the paths of structure problems (and of the keys their hints suggest).
     pub fn into_report(mut self, covered: &[String]) -> Self {
-        self.0.retain(|e| {
+        self.list.retain(|e| {
             e.category < Category::Value || !covered.iter().any(|c| related(&e.path, c))
         });
-        self.0.sort_by_key(|e| e.category);
+        self.list.sort_by_key(|e| e.category);
         self
+    }
+}
+
+impl InputErrors {
+    /// What to say about the problems not kept.
+    pub fn omitted_note(&self) -> String {
+        format!(
+            "… and {} more problems (only the first {MAX_PROBLEMS} are listed)",
+            self.omitted
+        )
     }
 }
 
@@ -173,7 +209,10 @@ fn related(a: &str, b: &str) -> bool {
 
 impl From<InputError> for InputErrors {
     fn from(error: InputError) -> Self {
-        InputErrors(vec![error])
+        InputErrors {
+            list: vec![error],
+            omitted: 0,
+        }
     }
 }
 
@@ -182,17 +221,20 @@ impl<'a> IntoIterator for &'a InputErrors {
     type IntoIter = std::slice::Iter<'a, InputError>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
+        self.list.iter()
     }
 }
 
 impl fmt::Display for InputErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (n, error) in self.0.iter().enumerate() {
+        for (n, error) in self.list.iter().enumerate() {
             if n > 0 {
                 f.write_str("; ")?;
             }
             f.write_str(&escape_controls(&error.to_string()))?;
+        }
+        if self.omitted > 0 {
+            write!(f, "; {}", self.omitted_note())?;
         }
         Ok(())
     }
@@ -265,6 +307,21 @@ mod tests {
         let report = errors.into_report(&covered);
         let paths: Vec<&str> = report.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, ["task.prd.path", "task.prdx"]);
+    }
+
+    #[test]
+    fn problems_beyond_the_limit_are_counted_not_kept() {
+        let mut errors = InputErrors::default();
+        for n in 0..MAX_PROBLEMS + 5 {
+            errors.push(InputError::new(format!("p{n}"), "x"));
+        }
+        assert_eq!(errors.iter().count(), MAX_PROBLEMS);
+        assert_eq!((errors.omitted(), errors.found()), (5, MAX_PROBLEMS + 5));
+        assert!(
+            errors
+                .to_string()
+                .ends_with("; … and 5 more problems (only the first 100 are listed)")
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::fmt::Write;
 use serde_yaml::{Mapping, Value};
 
 use super::Shape;
-use super::input_error::{Category, InputError};
+use super::input_error::{Category, InputError, InputErrors};
 use super::locate::{Segment, Target, locate};
 use super::raw::{Key, Kind, root_keys};
 use super::suggest::closest;
@@ -17,47 +17,56 @@ use crate::text::cut_chars;
 
 /// How much of a key an error path shows: an 8 MB key must not be echoed whole.
 pub const MAX_KEY_SHOWN: usize = 60;
-/// Problems that get a line and column; each costs one more pass over the text.
+/// Problems that get a line and column; each costs one more parse of the whole text
+/// (serde_yaml loads a document before deserializing it) ...
 const MAX_LOCATED: usize = 10;
+/// ... and all of those parses together read at most this much text (one parse of
+/// the largest input accepted), so a large document with many problems is not parsed
+/// ten more times.
+const LOCATE_BUDGET_BYTES: usize = 16 << 20;
 
 /// The outcome of the check.
 pub struct Structure {
     /// The document without the entries found wrong; scalars where text is expected
     /// are text.
     pub value: Value,
-    /// Unknown keys and type errors, in document order.
-    pub problems: Vec<InputError>,
-    /// The paths these problems explain (see `InputErrors::into_report`).
+    /// Whether any problem was found.
+    pub clean: bool,
+    /// The paths the problems explain (see `InputErrors::into_report`).
     pub covered: Vec<String>,
 }
 
 /// Checks the root mapping of a document of `shape`; `text` is its source, for
-/// line and column.
-pub fn check(text: &str, root: &Mapping, shape: Shape) -> Structure {
+/// line and column. Unknown keys and type errors go to `problems`, in document order.
+pub fn check(text: &str, root: &Mapping, shape: Shape, problems: &mut InputErrors) -> Structure {
+    let before = problems.found();
     let mut walk = Walk {
         text,
         shape,
         path: Vec::new(),
-        problems: Vec::new(),
+        problems,
+        located: 0,
         covered: Vec::new(),
     };
     let value = Value::Mapping(walk.section(root, root_keys(shape)));
     Structure {
         value,
-        problems: walk.problems,
+        clean: walk.problems.found() == before,
         covered: walk.covered,
     }
 }
 
-struct Walk<'t> {
+struct Walk<'t, 'p> {
     text: &'t str,
     shape: Shape,
     path: Vec<Segment>,
-    problems: Vec<InputError>,
+    problems: &'p mut InputErrors,
+    /// Problems given a line and column so far.
+    located: usize,
     covered: Vec<String>,
 }
 
-impl Walk<'_> {
+impl Walk<'_, '_> {
     fn section(&mut self, map: &Mapping, keys: &'static [Key]) -> Mapping {
         let mut out = Mapping::new();
         for (key, value) in map {
@@ -141,10 +150,14 @@ impl Walk<'_> {
     }
 
     fn record(&mut self, mut error: InputError, target: Target) {
-        if self.problems.len() < MAX_LOCATED {
+        let budget_left = (self.located + 1) * self.text.len() <= LOCATE_BUDGET_BYTES;
+        if self.located < MAX_LOCATED && budget_left {
+            self.located += 1;
             error.location = locate(self.text, &self.path, target);
         }
-        self.covered.push(error.path.clone());
+        if !self.problems.is_full() {
+            self.covered.push(error.path.clone());
+        }
         self.problems.push(error);
     }
 

@@ -227,3 +227,43 @@ fn keys_of_the_other_shape_say_which_shape_they_belong_to() {
         Some("did you mean `kind`? (`type` belongs to the TaskConfig shape)")
     );
 }
+
+#[test]
+fn problems_beyond_the_limit_are_counted() {
+    let dir = Scratch::new();
+    let env: Vec<String> = (0..150)
+        .map(|n| format!("V{n:03}: 'env:UNSET_{n}'"))
+        .collect();
+    let yaml = format!(
+        "{}runner: {{worker: {{env: {{{}}}}}}}\n",
+        "version: 1\ntask: {prd: {text: x}}\n",
+        env.join(", ")
+    );
+    let errors = parse_in(&dir.0, &[KEY], &yaml).unwrap_err();
+    assert_eq!(errors.iter().count(), input_error::MAX_PROBLEMS);
+    assert_eq!(errors.omitted(), 50);
+    assert_eq!(errors.iter().last().unwrap().path, "runner.worker.env.V099");
+    assert!(
+        errors
+            .to_string()
+            .ends_with("… and 50 more problems (only the first 100 are listed)")
+    );
+}
+
+#[test]
+fn large_documents_get_fewer_positions() {
+    // Each position costs a parse of the whole text: a 6 MiB document gets two.
+    let padding = "p".repeat(6 << 20);
+    let wrong: Vec<String> = (0..5).map(|n| format!("a{n}: 1")).collect();
+    let errors = errs(&format!(
+        "version: 1\ntask: {{prd: {{text: {padding}}}}}\nrunner: {{meta: {{{}}}}}\n",
+        wrong.join(", ")
+    ));
+    let located: Vec<bool> = errors.iter().map(|e| e.location.is_some()).collect();
+    assert_eq!(located, [true, true, false, false, false]);
+    let errors = errs(&format!(
+        "version: 1\ntask: {{prd: {{text: x}}}}\nrunner: {{meta: {{{}}}}}\n",
+        wrong.join(", ")
+    ));
+    assert!(errors.iter().all(|e| e.location.is_some()));
+}
