@@ -267,3 +267,88 @@ fn large_documents_get_fewer_positions() {
     ));
     assert!(errors.iter().all(|e| e.location.is_some()));
 }
+
+/// A document made of the shapes' own keys (and some strangers) with values of any
+/// type: reaches every branch of the structure check.
+#[derive(Debug, Clone)]
+struct KeyedDocument(String);
+
+fn any_scalar(g: &mut Gen) -> serde_yaml::Value {
+    use serde_yaml::Value as Y;
+    match u8::arbitrary(g) % 9 {
+        0 => Y::Null,
+        1 => Y::Bool(bool::arbitrary(g)),
+        2 => Y::from(u64::arbitrary(g) % 5000),
+        3 => Y::from(-i64::from(u8::arbitrary(g))),
+        4 => Y::from(f64::from(u8::arbitrary(g)) / 7.0),
+        5 => Y::String(
+            g.choose(&["x", "env:OPENAI_API_KEY", "512m", "1", "", "-v", "a\nb"])
+                .unwrap()
+                .to_string(),
+        ),
+        6 => Y::String("s".repeat(usize::from(u8::arbitrary(g)))),
+        7 => Y::Sequence((0..u8::arbitrary(g) % 3).map(|_| Y::from(1)).collect()),
+        _ => Y::String(String::arbitrary(g)),
+    }
+}
+
+fn any_section(
+    g: &mut Gen,
+    keys: &'static [super::super::raw::Key],
+    depth: u8,
+) -> serde_yaml::Value {
+    use super::super::raw::Kind;
+    let mut map = serde_yaml::Mapping::new();
+    for key in keys {
+        if bool::arbitrary(g) {
+            continue;
+        }
+        let value = match (key.kind, u8::arbitrary(g) % 4) {
+            (Kind::Section(inner), 0..=2) if depth < 4 => any_section(g, inner, depth + 1),
+            (Kind::TextList, 0..=1) => (0..u8::arbitrary(g) % 4).map(|_| any_scalar(g)).collect(),
+            (Kind::TextMap, 0..=2) => {
+                let mut env = serde_yaml::Mapping::new();
+                for _ in 0..u8::arbitrary(g) % 4 {
+                    let name = g
+                        .choose(&["A", "PATH", "B-C", "1", "T"])
+                        .unwrap()
+                        .to_string();
+                    env.insert(serde_yaml::Value::String(name), any_scalar(g));
+                }
+                serde_yaml::Value::Mapping(env)
+            }
+            _ => any_scalar(g),
+        };
+        map.insert(serde_yaml::Value::String(key.name().into()), value);
+    }
+    if u8::arbitrary(g) % 5 == 0 {
+        map.insert(any_scalar(g), any_scalar(g));
+    }
+    serde_yaml::Value::Mapping(map)
+}
+
+impl Arbitrary for KeyedDocument {
+    fn arbitrary(g: &mut Gen) -> Self {
+        let table = if bool::arbitrary(g) {
+            super::super::raw::V1
+        } else {
+            super::super::raw::TASK_CONFIG
+        };
+        let document = any_section(g, table, 0);
+        KeyedDocument(serde_yaml::to_string(&document).unwrap_or_default())
+    }
+}
+
+quickcheck! {
+    /// The structure check catches every wrong type, so deserializing what it leaves
+    /// never fails (that fallback reports serde's own words, "invalid YAML: ...").
+    fn structure_check_leaves_nothing_for_serde_to_refuse(doc: KeyedDocument) -> bool {
+        let dir = std::env::temp_dir();
+        match parse_in(&dir, &[KEY], &doc.0) {
+            Ok(_) => true,
+            Err(errors) => errors
+                .iter()
+                .all(|e| !(e.category == Category::Structure && e.message.starts_with("invalid YAML"))),
+        }
+    }
+}
