@@ -115,7 +115,7 @@ raw_section! {
         repo: String = Kind::Text;
         prd: RawPrd = Kind::Section(PRD);
         test: RawTest = Kind::Section(TEST);
-        /// The acceptance criteria, one sentence each; when given, Meta does not plan them.
+        /// The acceptance criteria (at most 50), one sentence each; when given, Meta does not plan them.
         acceptance_criteria: Vec<String> = Kind::TextList;
     }
 }
@@ -214,7 +214,7 @@ raw_section! {
         instructions: String = Kind::Text;
         project: RawProject = Kind::Section(PROJECT);
         test: RawTest = Kind::Section(TEST);
-        /// The acceptance criteria, one sentence each; when given, Meta does not plan them.
+        /// The acceptance criteria (at most 50), one sentence each; when given, Meta does not plan them.
         acceptance_criteria: Vec<String> = Kind::TextList;
     }
 }
