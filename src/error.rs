@@ -2,7 +2,7 @@
 //! an outcome to an exit code. Failures during a task are not errors here: they end
 //! the task FAILED and are reported in its note and result.
 
-use crate::task::InputError;
+use crate::task::{InputError, InputErrors};
 
 /// Process exit codes (README "Exit codes").
 pub mod exit {
@@ -30,8 +30,9 @@ pub mod exit {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Every problem of the task input.
     #[error("{0}")]
-    Input(#[from] InputError),
+    Input(#[from] InputErrors),
     #[error("stdin: {0}")]
     Stdin(String),
     #[error("cannot write to stdout: {0}")]
@@ -53,11 +54,26 @@ impl Error {
         }
     }
 
-    /// A line of advice to print after the error, if there is one.
-    pub fn hint(&self) -> Option<&str> {
+    /// Each problem with its hint: one for most errors, every problem of invalid input.
+    pub fn problems(&self) -> Vec<(String, Option<&str>)> {
         match self {
-            Error::Input(e) => e.hint.as_deref(),
-            _ => None,
+            Error::Input(errors) => {
+                let mut out: Vec<(String, Option<&str>)> = errors
+                    .iter()
+                    .map(|e| (e.to_string(), e.hint.as_deref()))
+                    .collect();
+                if errors.omitted() > 0 {
+                    out.push((errors.omitted_note(), None));
+                }
+                out
+            }
+            other => vec![(other.to_string(), None)],
         }
+    }
+}
+
+impl From<InputError> for Error {
+    fn from(error: InputError) -> Self {
+        Error::Input(error.into())
     }
 }

@@ -24,13 +24,13 @@ fn context(dir: &Scratch, extra: &str) -> TaskContext {
     let yaml = format!(
         "version: 1\ntask:\n  id: meta-test\n  title: Meta test\n  prd:\n    text: Create hello.txt with hello in it.\n  test:\n    command: test -f hello.txt\n{extra}"
     );
-    let var = |name: &str| (name == "OPENAI_API_KEY").then(|| KEY.to_string());
+    let var = |name: &str| (name == "OPENAI_API_KEY").then(|| KEY.into());
     TaskContext::new(
         task::parse(
             &yaml,
             &Host {
                 var: &var,
-                cwd: &dir.path,
+                cwd: Ok(dir.path.clone()),
             },
         )
         .unwrap(),

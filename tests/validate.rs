@@ -157,3 +157,188 @@ fn usage_errors_exit_2() {
         .code(0)
         .stdout_has("agent-runner 0.1.0");
 }
+
+#[test]
+fn every_problem_is_listed_schema_before_environment() {
+    let dir = Scratch::new("all-problems");
+    let yaml = "version: 1
+task:
+  prd: {text: x}
+  titel: t
+runner:
+  meta: {max_loop: 3}
+  worker:
+    max_run_time_sec: 0
+    network: bogus
+    idle_timeout_sec: soon
+    env: {PATH: 'env:HOST_PATH', T: 'env:AGENT_RUNNER_UNSET_VAR'}
+";
+    // OPENAI_API_KEY is not set: reported, but after every problem of the YAML.
+    let out = Run::new(&["validate"]).cwd(&dir.path).stdin(yaml).output();
+    out.code(1);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    let errors: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("error: "))
+        .map(|l| l.split(": ").next().unwrap())
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            "task.titel",
+            "runner.meta.max_loop",
+            "runner.worker.idle_timeout_sec",
+            "runner.worker.max_run_time_sec",
+            "runner.worker.network",
+            "runner.worker.env.PATH",
+            "runner.meta.api_key",
+            "runner.worker.env.T",
+        ],
+        "{}",
+        out.stderr
+    );
+    out.stderr_has("error: task.titel: unknown key (line 4, column 3)\nhint: did you mean `title`?\n")
+        .stderr_has("error: runner.worker.idle_timeout_sec: expected a non-negative integer (got string \"soon\") (line 10, column 23)\n")
+        .stderr_has("error: runner.meta.api_key: environment variable OPENAI_API_KEY is not set (from \"env:OPENAI_API_KEY\")\nhint: export OPENAI_API_KEY=");
+}
+
+#[test]
+fn run_with_invalid_input_prints_one_result_naming_every_problem() {
+    let dir = Scratch::new("run-invalid");
+    let yaml = "version: 1\ntask: {prd: {text: x}, titel: t}\nrunner: {worker: {network: bogus}}\n";
+    let out = Run::new(&["run", "--json"])
+        .cwd(&dir.path)
+        .stdin(yaml)
+        .output();
+    out.code(1);
+    assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["status"], "failed");
+    let error = result["error"].as_str().unwrap();
+    for path in ["task.titel", "runner.worker.network", "runner.meta.api_key"] {
+        assert!(error.contains(path), "{path} missing from {error}");
+    }
+    assert_eq!(out.stderr.matches("error: ").count(), 3, "{}", out.stderr);
+    // Without --json: one line.
+    let out = Run::new(&["run"]).cwd(&dir.path).stdin(yaml).output();
+    out.code(1)
+        .stdout_has("FAILED: task ?: invalid input: task.titel");
+    assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+}
+
+#[test]
+fn non_utf8_environment_values_are_errors_not_unset() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = Scratch::new("non-utf8");
+    let binary = std::ffi::OsStr::from_bytes(b"http://127.0.0.1:9/\xff");
+    let out = Run::new(&["validate"])
+        .cwd(&dir.path)
+        .env("OPENAI_API_KEY", KEY)
+        .env("OPENAI_BASE_URL", binary)
+        .stdin("version: 1\ntask: {prd: {text: x}}\n")
+        .output();
+    out.code(1)
+        .stderr_has("error: OPENAI_BASE_URL: environment variable is not valid UTF-8\n");
+    let out = Run::new(&["validate"])
+        .cwd(&dir.path)
+        .env("OPENAI_API_KEY", KEY)
+        .env("MY_TOKEN", std::ffi::OsStr::from_bytes(b"\xfe\xff"))
+        .stdin("version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {env: {T: 'env:MY_TOKEN'}}}\n")
+        .output();
+    out.code(1)
+        .stderr_has("error: runner.worker.env.T: environment variable MY_TOKEN is not valid UTF-8");
+}
+
+#[test]
+fn a_deleted_current_directory_matters_only_to_relative_paths() {
+    let dir = Scratch::new("deleted-cwd");
+    let gone = dir.join("gone");
+    let in_gone_dir = |yaml: &str| {
+        std::fs::create_dir_all(&gone).unwrap();
+        Run::through(
+            &[
+                "sh",
+                "-c",
+                "cd \"$GONE\" && rmdir \"$GONE\" && exec \"$0\" \"$@\"",
+            ],
+            &["validate"],
+        )
+        .env("GONE", &gone)
+        .env("OPENAI_API_KEY", KEY)
+        .stdin(yaml)
+        .output()
+    };
+    let repo = dir.path.display();
+    in_gone_dir(&format!(
+        "version: 1\ntask: {{repo: '{repo}', prd: {{text: x}}}}\n"
+    ))
+    .code(0)
+    .stdout_has(&format!("repo: {repo}\n"));
+    in_gone_dir("version: 1\ntask: {prd: {text: x}}\n")
+        .code(1)
+        .stderr_has(
+            "error: task.repo: the relative path \".\" needs the current directory, which is not available",
+        );
+}
+
+#[test]
+#[allow(
+    clippy::zombie_processes,
+    reason = "the child is waited for with wait4, for its own peak RSS"
+)]
+fn a_huge_unknown_key_takes_bounded_memory_and_is_not_echoed() {
+    use std::io::Read;
+    let dir = Scratch::new("huge-key");
+    let key = "k".repeat(8 << 20);
+    let yaml = format!("version: 1\ntask: {{prd: {{text: x}}}}\n? {key}\n: 1\n");
+    let mut child = Run::new(&["validate"])
+        .cwd(&dir.path)
+        .env("OPENAI_API_KEY", KEY)
+        .stdin(yaml)
+        .spawn();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    // wait4 reports the peak RSS of exactly this child.
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let mut status = 0;
+    // SAFETY: rusage is plain data; all-zero is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to locals; the child is ours and not yet waited for.
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
+    assert_eq!(libc::WEXITSTATUS(status), 1, "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "error: {}…: unknown key (line 3, column 3)\nhint: valid keys here: version, task, runner\n",
+            "k".repeat(60)
+        )
+    );
+    // A generous bound: the quadratic edit distance took 878 MB here.
+    let peak_mib = usage.ru_maxrss / 1024;
+    assert!(peak_mib < 100, "peak RSS {peak_mib} MiB");
+}
+
+#[test]
+fn a_flood_of_problems_is_listed_up_to_a_limit_and_counted() {
+    let dir = Scratch::new("flood");
+    let env: Vec<String> = (0..150).map(|n| format!("V{n}: 'env:UNSET_{n}'")).collect();
+    let yaml = format!(
+        "version: 1\ntask: {{prd: {{text: x}}}}\nrunner: {{worker: {{env: {{{}}}}}}}\n",
+        env.join(", ")
+    );
+    let out = validate(&dir, &yaml);
+    out.code(1);
+    assert_eq!(out.stderr.matches("error: ").count(), 101, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .ends_with("error: … and 50 more problems (only the first 100 are listed)\n"),
+        "{}",
+        out.stderr
+    );
+}

@@ -68,15 +68,21 @@ fn write_stdout(text: &str) -> Result<(), Error> {
         .map_err(Error::Stdout)
 }
 
-/// Prints an error (and its hint) on stderr, secrets masked and control characters
-/// shown escaped; returns its exit code.
+/// Prints each problem of an error (and its hint) on stderr, secrets masked and
+/// control characters shown escaped; returns the exit code.
 fn report(error: &Error, redactor: &Redactor) -> i32 {
     let mut err = std::io::stderr().lock();
-    for line in error.to_string().lines() {
-        let _ = writeln!(err, "error: {}", escape_controls(&redactor.redact(line)));
-    }
-    if let Some(hint) = error.hint() {
-        let _ = writeln!(err, "hint: {}", escape_controls(&redactor.redact(hint)));
+    for (message, hint) in error.problems() {
+        let _ = writeln!(
+            err,
+            "error: {}",
+            escape_controls(&redactor.redact(&message))
+        );
+        if let Some(hint) = hint {
+            for line in hint.lines() {
+                let _ = writeln!(err, "hint: {}", escape_controls(&redactor.redact(line)));
+            }
+        }
     }
     error.exit_code()
 }
@@ -84,15 +90,5 @@ fn report(error: &Error, redactor: &Redactor) -> i32 {
 /// Reads and validates the Task YAML from stdin, against the real environment.
 fn read_task(interrupt: Interrupt) -> Result<crate::task::Task, Error> {
     let text = input::read_stdin(interrupt)?;
-    let cwd =
-        std::env::current_dir().map_err(|e| Error::Stdin(format!("current directory: {e}")))?;
-    let var = |name: &str| std::env::var(name).ok();
-    let task = crate::task::parse(
-        &text,
-        &crate::task::Host {
-            var: &var,
-            cwd: &cwd,
-        },
-    )?;
-    Ok(task)
+    Ok(crate::task::parse(&text, &crate::task::Host::process())?)
 }

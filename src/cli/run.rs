@@ -14,9 +14,8 @@ use crate::private_dir::PrivateDir;
 use crate::result::RunResult;
 use crate::runner::Runner;
 use crate::secret::Redactor;
-use crate::task::{InputError, MetaBackend, Task};
+use crate::task::{CodexAuth, InputError, MetaBackend, Task};
 use crate::task_lock::TaskLock;
-use crate::worker::container::CodexAuth;
 use crate::worker::docker::{DockerSandbox, SandboxConfig};
 
 use super::{read_task, report, write_stdout};
@@ -43,11 +42,8 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
         }
         Err(e) => return invalid(&e, &Redactor::default()),
     };
-    let var = |name: &str| std::env::var(name).ok();
-    let auth = CodexAuth::detect(&var);
-    let mut secrets = task.secrets();
-    secrets.extend(auth.secret().cloned());
-    let redactor = Redactor::new(&secrets);
+    let auth = task.codex_auth.clone();
+    let redactor = Redactor::new(&task.secrets());
     crate::logging::mask(&redactor);
     if let Some(model) = meta_model {
         if model.trim().is_empty() {

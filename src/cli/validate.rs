@@ -1,7 +1,7 @@
 //! `agent-runner validate`: the task as it would run, every default visible; runs
 //! nothing.
 
-use crate::error::{Error, exit};
+use crate::error::exit;
 use crate::interrupt::Interrupt;
 use crate::secret::Redactor;
 use crate::task;
@@ -16,7 +16,6 @@ pub fn validate(interrupt: Interrupt) -> i32 {
     let redactor = Redactor::new(&task.secrets());
     match write_stdout(&redactor.redact(&task::resolved_yaml(&task))) {
         Ok(()) => exit::COMPLETE,
-        Err(e @ Error::Stdout(_)) => report(&e, &redactor),
         Err(e) => report(&e, &redactor),
     }
 }

@@ -1,25 +1,50 @@
 //! What went wrong in a Task YAML, said so a user can fix it: the field path, the
-//! problem, what was found, where (line/column for syntax errors) and a hint.
+//! problem, what was found, where (line/column) and a hint. A document may have many
+//! problems; `InputErrors` holds all of them, in the order they are reported.
 
 use std::fmt;
 
-/// An error in the task input. Displayed as `<path>: <message> (line L, column C)`.
+use crate::text::escape_controls;
+
+/// Which check found a problem. Problems are reported in this order (SPEC §10:
+/// schema problems before environment problems).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Category {
+    /// The text is not one YAML mapping; nothing else can be checked.
+    Syntax,
+    /// The document's shape is unclear (v1 keys without `version`).
+    Shape,
+    /// A key the shape does not have.
+    UnknownKey,
+    /// A value of the wrong type.
+    Structure,
+    /// A value of the right type that breaks a rule (range, format, required key).
+    Value,
+    /// The host: environment variables, files, directories.
+    Environment,
+}
+
+/// One problem in the task input. Displayed as `<path>: <message> (line L, column C)`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InputError {
-    /// Dotted field path (`runner.meta.max_loops`), or `stdin` for the document itself.
+    /// Dotted field path (`runner.meta.max_loops`), `stdin` for the document itself,
+    /// or the environment variable or file the problem is in.
     pub path: String,
     pub message: String,
     pub location: Option<(usize, usize)>,
     pub hint: Option<String>,
+    pub category: Category,
 }
 
 impl InputError {
+    /// A value problem (see `Category::Value`).
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         InputError {
             path: path.into(),
             message: message.into(),
             location: None,
             hint: None,
+            category: Category::Value,
         }
     }
 
@@ -28,9 +53,19 @@ impl InputError {
         self
     }
 
-    /// Translates a serde_yaml error into our wording. serde_yaml prefixes messages
-    /// with the field path (`runner.meta: unknown field ...`); we split that off so
-    /// unknown keys get their full path and a "did you mean" hint.
+    pub fn in_category(mut self, category: Category) -> Self {
+        self.category = category;
+        self
+    }
+
+    /// A problem with the host rather than the YAML.
+    pub fn environment(self) -> Self {
+        self.in_category(Category::Environment)
+    }
+
+    /// Translates a serde_yaml error (syntax, duplicate keys, several documents, alias
+    /// bombs) into our wording. serde_yaml prefixes messages with the field path
+    /// (`runner.worker.env: duplicate entry ...`); we split that off.
     pub fn from_yaml(err: &serde_yaml::Error) -> Self {
         let location = err.location().map(|l| (l.line(), l.column()));
         let mut text = err.to_string();
@@ -42,13 +77,7 @@ impl InputError {
             }
         }
         let (path, message) = split_path(&text);
-        let mut error = if let Some(rest) = message.strip_prefix("unknown field `") {
-            unknown_field(path, rest)
-        } else if let Some(rest) = message.strip_prefix("invalid type: ") {
-            InputError::new(or_stdin(path), type_mismatch(rest))
-        } else if let Some(rest) = message.strip_prefix("invalid value: ") {
-            InputError::new(or_stdin(path), type_mismatch(rest))
-        } else if let Some(rest) = message.strip_prefix("duplicate field `") {
+        let mut error = if let Some(rest) = message.strip_prefix("duplicate field `") {
             let field = rest.split('`').next().unwrap_or(rest);
             InputError::new(join(path, field), "duplicate key")
         } else if let Some(rest) = message.strip_prefix("duplicate entry with key ") {
@@ -67,7 +96,7 @@ impl InputError {
             InputError::new(or_stdin(path), format!("invalid YAML: {message}"))
         };
         error.location = location;
-        error
+        error.in_category(Category::Syntax)
     }
 }
 
@@ -83,6 +112,135 @@ impl fmt::Display for InputError {
 }
 
 impl std::error::Error for InputError {}
+
+/// Most problems kept: a document of 16 MiB could hold millions, and nobody reads
+/// past the first screens; the rest are counted.
+pub const MAX_PROBLEMS: usize = 100;
+
+/// Every problem found in the task input (the first `MAX_PROBLEMS`, the rest
+/// counted), in report order once `into_report` ran. Displayed on one line (control
+/// characters escaped), problems separated by `; `, so a one-line result can carry
+/// all of them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InputErrors {
+    list: Vec<InputError>,
+    /// Problems found beyond `MAX_PROBLEMS`.
+    omitted: usize,
+}
+
+impl InputErrors {
+    /// Records a problem: kept, or only counted once `MAX_PROBLEMS` are kept.
+    pub fn push(&mut self, error: InputError) {
+        if self.is_full() {
+            self.omitted += 1;
+        } else {
+            self.list.push(error);
+        }
+    }
+
+    /// Whether further problems are only counted.
+    pub fn is_full(&self) -> bool {
+        self.list.len() >= MAX_PROBLEMS
+    }
+
+    /// Problems found but not kept.
+    pub fn omitted(&self) -> usize {
+        self.omitted
+    }
+
+    /// Every problem found, kept or not.
+    pub fn found(&self) -> usize {
+        self.list.len() + self.omitted
+    }
+
+    /// Records the error of `result`, if any; the value otherwise.
+    pub fn take<T>(&mut self, result: Result<T, InputError>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(error) => {
+                self.push(error);
+                None
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.found() == 0
+    }
+
+    /// The problems kept.
+    pub fn iter(&self) -> std::slice::Iter<'_, InputError> {
+        self.list.iter()
+    }
+
+    /// In report order (by category, stable), without the problems that a structure
+    /// problem already explains: a value removed for its wrong type, or a section
+    /// whose key was misspelt, must not also be reported as missing. `covered` are
+    /// the paths of structure problems (and of the keys their hints suggest).
+    pub fn into_report(mut self, covered: &[String]) -> Self {
+        self.list.retain(|e| {
+            e.category < Category::Value || !covered.iter().any(|c| related(&e.path, c))
+        });
+        self.list.sort_by_key(|e| e.category);
+        self
+    }
+}
+
+impl InputErrors {
+    /// What to say about the problems not kept.
+    pub fn omitted_note(&self) -> String {
+        format!(
+            "… and {} more problems (only the first {MAX_PROBLEMS} are listed)",
+            self.omitted
+        )
+    }
+}
+
+/// Whether one dotted path is the other or lies inside it.
+fn related(a: &str, b: &str) -> bool {
+    let inside = |inner: &str, outer: &str| {
+        inner == outer
+            || inner
+                .strip_prefix(outer)
+                .is_some_and(|rest| rest.starts_with(['.', '[']))
+    };
+    inside(a, b) || inside(b, a)
+}
+
+impl From<InputError> for InputErrors {
+    fn from(error: InputError) -> Self {
+        InputErrors {
+            list: vec![error],
+            omitted: 0,
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a InputErrors {
+    type Item = &'a InputError;
+    type IntoIter = std::slice::Iter<'a, InputError>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.list.iter()
+    }
+}
+
+impl fmt::Display for InputErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (n, error) in self.list.iter().enumerate() {
+            if n > 0 {
+                f.write_str("; ")?;
+            }
+            f.write_str(&escape_controls(&error.to_string()))?;
+        }
+        if self.omitted > 0 {
+            write!(f, "; {}", self.omitted_note())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for InputErrors {}
 
 /// `runner.meta: unknown field ...` → (`runner.meta`, `unknown field ...`).
 /// Messages at the root carry no path.
@@ -116,108 +274,66 @@ fn join(path: &str, field: &str) -> String {
     }
 }
 
-/// `max_loop`, expected `max_loops` or ...` → unknown key error with a suggestion.
-fn unknown_field(path: &str, rest: &str) -> InputError {
-    let (field, expected) = rest.split_once('`').unwrap_or((rest, ""));
-    let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-    let error = InputError::new(join(path, field), "unknown key");
-    match closest(field, &candidates) {
-        Some(best) => error.with_hint(format!("did you mean `{best}`?")),
-        None if candidates.is_empty() => error,
-        None => error.with_hint(format!("valid keys here: {}", candidates.join(", "))),
-    }
-}
-
-/// `integer `-1`, expected u32` → `expected a non-negative integer (got -1)`.
-fn type_mismatch(rest: &str) -> String {
-    let (got, expected) = rest.split_once(", expected ").unwrap_or((rest, "?"));
-    let expected = match expected {
-        "u8" | "u16" | "u32" | "u64" | "usize" => "a non-negative integer",
-        "i8" | "i16" | "i32" | "i64" | "isize" => "an integer",
-        "f32" | "f64" => "a number",
-        "a boolean" => "true or false",
-        "a string" | "a borrowed string" => "a string",
-        other if other.starts_with("struct ") || other.starts_with("a map") => "a mapping",
-        other => other,
-    };
-    let got = got.replace('`', "");
-    let got = match got.as_str() {
-        "unit value" => "null".to_string(),
-        _ => got,
-    };
-    format!("expected {expected} (got {got})")
-}
-
-/// The candidate nearest to `word`, if near enough to be a plausible typo: a few
-/// edits away (a swap of neighbours counts as one), or a prefix (`openai` → `openai-chat`).
-pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    if word.len() >= 3 {
-        if let Some(c) = candidates.iter().find(|c| c.starts_with(word)) {
-            return Some(c);
-        }
-    }
-    candidates
-        .iter()
-        .map(|c| (edit_distance(word, c), *c))
-        .filter(|(d, c)| *d <= c.len().max(word.len()).div_ceil(3))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-/// Optimal string alignment distance: insertions, deletions, substitutions and
-/// swaps of adjacent characters each cost one.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    d[0] = (0..=b.len()).collect();
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = best;
-        }
-    }
-    d[a.len()][b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn suggests_near_keys_only() {
-        let keys = ["max_loops", "model", "kind"];
-        assert_eq!(closest("max_loop", &keys), Some("max_loops"));
-        assert_eq!(closest("modle", &keys), Some("model"));
-        assert_eq!(closest("colour", &keys), None);
+    fn report_order_is_by_category_then_as_found() {
+        let mut errors = InputErrors::default();
+        errors.push(InputError::new("b", "x").environment());
+        errors.push(InputError::new("a", "x"));
+        errors.push(InputError::new("u", "x").in_category(Category::UnknownKey));
+        errors.push(InputError::new("c", "x"));
+        let report = errors.into_report(&[]);
+        let paths: Vec<&str> = report.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["u", "a", "c", "b"]);
     }
 
     #[test]
-    fn edit_distance_counts_operations() {
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("same", "same"), 0);
-        assert_eq!(edit_distance("modle", "model"), 1);
-    }
-
-    #[test]
-    fn type_mismatch_is_plain_words() {
-        assert_eq!(
-            type_mismatch("integer `-1`, expected u32"),
-            "expected a non-negative integer (got integer -1)"
+    fn structure_problems_cover_their_own_paths_only() {
+        let mut errors = InputErrors::default();
+        errors.push(
+            InputError::new("task.prd.path", "unknown key").in_category(Category::UnknownKey),
         );
+        errors.push(InputError::new("task.prd", "got neither"));
+        errors.push(InputError::new("task.prd.path.x", "inner"));
+        errors.push(InputError::new("task.prdx", "sibling"));
+        errors.push(InputError::new("runner.worker.extra_args", "derived"));
+        let covered = [
+            "task.prd.path".to_string(),
+            "runner.worker.extra_args[1]".to_string(),
+        ];
+        let report = errors.into_report(&covered);
+        let paths: Vec<&str> = report.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["task.prd.path", "task.prdx"]);
+    }
+
+    #[test]
+    fn problems_beyond_the_limit_are_counted_not_kept() {
+        let mut errors = InputErrors::default();
+        for n in 0..MAX_PROBLEMS + 5 {
+            errors.push(InputError::new(format!("p{n}"), "x"));
+        }
+        assert_eq!(errors.iter().count(), MAX_PROBLEMS);
+        assert_eq!((errors.omitted(), errors.found()), (5, MAX_PROBLEMS + 5));
+        assert!(
+            errors
+                .to_string()
+                .ends_with("; … and 5 more problems (only the first 100 are listed)")
+        );
+    }
+
+    #[test]
+    fn display_is_one_line_per_list() {
+        let mut errors = InputErrors::from(InputError::new("a", "bad"));
+        let mut located = InputError::new("b", "worse");
+        located.location = Some((2, 3));
+        errors.push(located);
+        errors.push(InputError::new("c", "two\nlines"));
         assert_eq!(
-            type_mismatch("sequence, expected a string"),
-            "expected a string (got sequence)"
+            errors.to_string(),
+            "a: bad; b: worse (line 2, column 3); c: two\\nlines"
         );
     }
 }

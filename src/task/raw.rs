@@ -1,103 +1,236 @@
 //! The Task YAML exactly as written, in its two shapes. No defaults, no checks beyond
 //! types and unknown keys: that is `Task`'s job.
+//!
+//! Each raw struct is declared once, through `raw_section!`, which also emits a table
+//! of its keys (name, kind of value, shape, doc). The structure check walks the
+//! document with these tables, and the TaskConfig JSON Schema is generated from them,
+//! so the parser, the checks and the schema cannot drift apart.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_yaml::Value;
 
-/// Shape v1 (`version: 1`, SPEC §3.1).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawTaskV1 {
-    pub version: Option<Value>,
-    pub task: Option<RawTaskSection>,
-    pub runner: Option<RawRunner>,
+use super::Shape;
+
+/// What a key's value must be.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// A string (a plain number or boolean is read as its text, as serde_yaml does).
+    Text,
+    /// A non-negative integer.
+    Integer,
+    /// A number.
+    Number,
+    /// A non-negative integer (bytes) or a string such as `512m`.
+    Size,
+    /// Anything; checked by value later (`version`).
+    Any,
+    /// A list of strings.
+    TextList,
+    /// A mapping of strings to strings.
+    TextMap,
+    /// A mapping with these keys.
+    Section(&'static [Key]),
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawTaskSection {
-    pub id: Option<String>,
-    pub title: Option<String>,
-    pub repo: Option<String>,
-    pub prd: Option<RawPrd>,
-    pub test: Option<RawTest>,
+/// One key of a section.
+#[derive(Debug)]
+pub struct Key {
+    /// The Rust field name; `r#type` for `type`.
+    field: &'static str,
+    pub kind: Kind,
+    /// Set when the key belongs to one shape only: that shape, and the hint given
+    /// when the key is used in the other one.
+    pub only: Option<(Shape, &'static str)>,
+    /// The field's doc comment.
+    pub doc: &'static str,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawPrd {
-    pub path: Option<String>,
-    pub text: Option<String>,
+impl Key {
+    /// The key as written in YAML.
+    pub fn name(&self) -> &'static str {
+        self.field.trim_start_matches("r#")
+    }
+
+    /// Whether the key may be used in `shape`.
+    pub fn allowed_in(&self, shape: Shape) -> bool {
+        self.only.is_none_or(|(only, _)| only == shape)
+    }
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawTest {
-    pub command: Option<String>,
-    pub cwd: Option<String>,
-    pub timeout_sec: Option<u64>,
+/// Declares a raw struct (every field optional, unknown fields denied) and the table
+/// of its keys: `field: RustType = Kind [, only Shape "hint"];`.
+macro_rules! raw_section {
+    (
+        $(#[doc = $sdoc:literal])*
+        $name:ident, $table:ident {
+            $(
+                $(#[doc = $doc:literal])*
+                $field:ident : $ty:ty = $kind:expr $(, only $shape:ident $hint:literal)? ;
+            )*
+        }
+    ) => {
+        $(#[doc = $sdoc])*
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $( $(#[doc = $doc])* pub $field: Option<$ty>, )*
+        }
+
+        #[doc = concat!("The keys of [`", stringify!($name), "`].")]
+        pub const $table: &[Key] = &[
+            $(
+                Key {
+                    field: stringify!($field),
+                    kind: $kind,
+                    only: raw_section!(@only $($shape $hint)?),
+                    doc: concat!($($doc, "\n",)*),
+                },
+            )*
+        ];
+    };
+    (@only) => { None };
+    (@only $shape:ident $hint:literal) => { Some((Shape::$shape, $hint)) };
 }
 
-/// `runner:` is shared by both shapes; `worker.type` belongs to TaskConfig and
-/// `worker.kind` to v1, which `Task` checks.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawRunner {
-    pub meta: Option<RawMeta>,
-    pub worker: Option<RawWorker>,
+raw_section! {
+    /// Shape v1 (`version: 1`, SPEC §3.1).
+    RawTaskV1, V1 {
+        /// Must be 1.
+        version: Value = Kind::Any;
+        task: RawTaskSection = Kind::Section(TASK_V1);
+        runner: RawRunner = Kind::Section(RUNNER);
+    }
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawMeta {
-    pub kind: Option<String>,
-    pub model: Option<String>,
-    pub base_url: Option<String>,
-    pub api_key: Option<String>,
-    pub temperature: Option<f64>,
-    pub system_prompt: Option<String>,
-    pub max_loops: Option<u32>,
-    pub timeout_sec: Option<u64>,
-    pub script: Option<String>,
+raw_section! {
+    /// `task:` of shape v1.
+    RawTaskSection, TASK_V1 {
+        /// Names the Task Note and the container: [A-Za-z0-9][A-Za-z0-9._-]{0,127}.
+        id: String = Kind::Text;
+        /// One line, shown in the note; default: the id.
+        title: String = Kind::Text;
+        /// The repository; relative to the current directory.
+        repo: String = Kind::Text;
+        prd: RawPrd = Kind::Section(PRD);
+        test: RawTest = Kind::Section(TEST);
+        /// The acceptance criteria (at most 50), one sentence each; when given, Meta does not plan them.
+        acceptance_criteria: Vec<String> = Kind::TextList;
+    }
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawWorker {
-    pub kind: Option<String>,
-    #[serde(rename = "type")]
-    pub type_: Option<String>,
-    pub docker_image: Option<String>,
-    pub max_run_time_sec: Option<u64>,
-    pub model: Option<String>,
-    pub extra_args: Option<Vec<String>>,
-    pub idle_timeout_sec: Option<u64>,
-    pub network: Option<String>,
-    pub env: Option<BTreeMap<String, String>>,
+raw_section! {
+    /// `task.prd`: exactly one of `path` and `text`.
+    RawPrd, PRD {
+        /// PRD file, relative to the current directory.
+        path: String = Kind::Text;
+        /// The PRD inline.
+        text: String = Kind::Text;
+    }
 }
 
-/// Shape "TaskConfig" (the IDE pipeline, SPEC §3.2): no `version` key.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawTaskConfig {
-    pub task: Option<RawTaskConfigSection>,
-    pub runner: Option<RawRunner>,
+raw_section! {
+    /// `task.test` (both shapes).
+    RawTest, TEST {
+        /// Shell command run in the sandbox after each worker run; completion requires exit 0.
+        command: String = Kind::Text;
+        /// Directory inside the repository, relative to it; default: the repository root.
+        cwd: String = Kind::Text;
+        /// A test run longer than this many seconds fails; default 600.
+        timeout_sec: u64 = Kind::Integer;
+    }
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawTaskConfigSection {
-    pub id: Option<String>,
-    pub title: Option<String>,
-    pub instructions: Option<String>,
-    pub project: Option<RawProject>,
-    pub test: Option<RawTest>,
+raw_section! {
+    /// `runner:`, shared by both shapes.
+    RawRunner, RUNNER {
+        meta: RawMeta = Kind::Section(META);
+        worker: RawWorker = Kind::Section(WORKER);
+    }
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawProject {
-    pub root_dir: Option<String>,
+raw_section! {
+    /// `runner.meta`.
+    RawMeta, META {
+        kind: String = Kind::Text;
+        /// The Meta model (OpenAI Chat Completions).
+        model: String = Kind::Text;
+        base_url: String = Kind::Text;
+        api_key: String = Kind::Text;
+        /// Sampling temperature for Meta, 0 to 2.
+        temperature: f64 = Kind::Number;
+        system_prompt: String = Kind::Text;
+        max_loops: u64 = Kind::Integer;
+        timeout_sec: u64 = Kind::Integer;
+        script: String = Kind::Text;
+    }
+}
+
+raw_section! {
+    /// `runner.worker`; `kind` belongs to shape v1 and `type` to TaskConfig.
+    RawWorker, WORKER {
+        kind: String = Kind::Text, only V1 "did you mean `type: docker_codex_cli`? (`kind` belongs to shape v1)";
+        /// The worker: docker_codex_cli.
+        r#type: String = Kind::Text, only TaskConfig "did you mean `kind`? (`type` belongs to the TaskConfig shape)";
+        docker_image: String = Kind::Text;
+        max_run_time_sec: u64 = Kind::Integer;
+        /// The codex model (`codex exec -m`); default: codex's own.
+        model: String = Kind::Text;
+        extra_args: Vec<String> = Kind::TextList;
+        idle_timeout_sec: u64 = Kind::Integer;
+        network: String = Kind::Text;
+        env: BTreeMap<String, String> = Kind::TextMap;
+        limits: RawLimits = Kind::Section(LIMITS);
+    }
+}
+
+raw_section! {
+    /// `runner.worker.limits`: resources of the container.
+    RawLimits, LIMITS {
+        /// Bytes, or a number with b, k, m or g.
+        memory: Value = Kind::Size;
+        cpus: f64 = Kind::Number;
+        pids: u64 = Kind::Integer;
+    }
+}
+
+raw_section! {
+    /// Shape "TaskConfig" (the IDE pipeline, SPEC §3.2): no `version` key.
+    RawTaskConfig, TASK_CONFIG {
+        task: RawTaskConfigSection = Kind::Section(TASK_TASK_CONFIG);
+        runner: RawRunner = Kind::Section(RUNNER);
+    }
+}
+
+raw_section! {
+    /// `task:` of the TaskConfig shape.
+    RawTaskConfigSection, TASK_TASK_CONFIG {
+        /// Names the Task Note and the container: [A-Za-z0-9][A-Za-z0-9._-]{0,127}.
+        id: String = Kind::Text;
+        /// One line, shown in the note.
+        title: String = Kind::Text;
+        /// What to build: the PRD text.
+        instructions: String = Kind::Text;
+        project: RawProject = Kind::Section(PROJECT);
+        test: RawTest = Kind::Section(TEST);
+        /// The acceptance criteria (at most 50), one sentence each; when given, Meta does not plan them.
+        acceptance_criteria: Vec<String> = Kind::TextList;
+    }
+}
+
+raw_section! {
+    /// `task.project` of the TaskConfig shape.
+    RawProject, PROJECT {
+        /// The repository directory (absolute, or relative to the current directory).
+        root_dir: String = Kind::Text;
+    }
+}
+
+/// The keys of a shape's root.
+pub fn root_keys(shape: Shape) -> &'static [Key] {
+    match shape {
+        Shape::V1 => V1,
+        Shape::TaskConfig => TASK_CONFIG,
+    }
 }

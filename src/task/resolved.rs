@@ -1,11 +1,12 @@
 //! `agent-runner validate` output: the task as it will run, every default visible,
-//! the PRD shortened, every secret masked.
+//! the PRD shortened (its secrets were masked when the task was built, so the cut
+//! cannot show part of one), every secret masked.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{EnvValue, MetaBackend, PrdSource, Shape, Task};
+use super::{CodexAuth, EnvValue, MetaBackend, PrdSource, Shape, Task};
 use crate::secret::MASK;
 
 /// How much of the PRD `validate` shows.
@@ -27,6 +28,8 @@ struct TaskView<'a> {
     note: String,
     prd: PrdView,
     test: Option<TestView<'a>>,
+    /// Empty: Meta plans them.
+    acceptance_criteria: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -75,6 +78,15 @@ struct WorkerView<'a> {
     extra_args: &'a [String],
     network: &'static str,
     env: BTreeMap<&'a str, String>,
+    limits: LimitsView,
+    codex_auth: String,
+}
+
+#[derive(Serialize)]
+struct LimitsView {
+    memory_bytes: Option<u64>,
+    cpus: Option<f64>,
+    pids: u64,
 }
 
 /// The resolved task as a YAML document.
@@ -107,6 +119,7 @@ pub fn resolved_yaml(task: &Task) -> String {
                 },
                 timeout_sec: t.timeout.as_secs(),
             }),
+            acceptance_criteria: &task.acceptance_criteria,
         },
         runner: RunnerView {
             meta: meta_view(task),
@@ -130,6 +143,18 @@ pub fn resolved_yaml(task: &Task) -> String {
                         (e.name.as_str(), shown)
                     })
                     .collect(),
+                limits: LimitsView {
+                    memory_bytes: task.worker.limits.memory_bytes,
+                    cpus: task.worker.limits.cpus,
+                    pids: task.worker.limits.pids,
+                },
+                codex_auth: match &task.codex_auth {
+                    CodexAuth::File { path, secrets } => {
+                        format!("file {} ({} values masked)", path.display(), secrets.len())
+                    }
+                    CodexAuth::ApiKey(_) => format!("{MASK} (env:CODEX_API_KEY)"),
+                    CodexAuth::None => "none".into(),
+                },
             },
         },
     };

@@ -25,9 +25,8 @@ use super::{SandboxError, docker_cli::remove_container};
 use crate::interrupt::Interrupt;
 use crate::owner::Owner;
 use crate::process::{self, Held, HeldWait, Invocation, Limits};
-use crate::secret::Secret;
 use crate::sys;
-use crate::task::{EnvValue, Network, WorkerSettings};
+use crate::task::{CodexAuth, EnvValue, Network, WorkerSettings};
 use crate::timestamp::human;
 
 /// Read-only mount point of the host's codex `auth.json`; `$CODEX_HOME/auth.json`
@@ -64,40 +63,6 @@ exec cat >/dev/null
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// Time allowed for `docker pull` of a missing image.
 const PULL_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// How codex authenticates inside the container.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CodexAuth {
-    /// The host's `~/.codex/auth.json`, mounted read-only.
-    File(PathBuf),
-    /// `CODEX_API_KEY` from the host, passed by name on each run.
-    ApiKey(Secret),
-    None,
-}
-
-impl CodexAuth {
-    /// `$HOME/.codex/auth.json` if it exists, else `CODEX_API_KEY` if set.
-    pub fn detect(var: &dyn Fn(&str) -> Option<String>) -> Self {
-        if let Some(home) = var("HOME") {
-            let file = std::path::Path::new(&home).join(".codex/auth.json");
-            if file.is_file() {
-                return CodexAuth::File(file);
-            }
-        }
-        match var("CODEX_API_KEY") {
-            Some(key) if !key.is_empty() => CodexAuth::ApiKey(Secret::new(key)),
-            _ => CodexAuth::None,
-        }
-    }
-
-    /// The secret this holds, for masking.
-    pub fn secret(&self) -> Option<&Secret> {
-        match self {
-            CodexAuth::ApiKey(key) => Some(key),
-            _ => None,
-        }
-    }
-}
 
 /// What a container is made from.
 #[derive(Debug, Clone)]
@@ -247,11 +212,11 @@ fn run_args(spec: &ContainerSpec, name: &str) -> Vec<String> {
     args.extend(["--security-opt".into(), "no-new-privileges".into()]);
     let limits = &spec.worker.limits;
     args.extend(["--pids-limit".into(), limits.pids.to_string()]);
-    if let Some(memory) = &limits.memory {
-        args.extend(["--memory".into(), memory.clone()]);
+    if let Some(bytes) = limits.memory_bytes {
+        args.extend(["--memory".into(), bytes.to_string()]);
     }
-    if let Some(cpus) = &limits.cpus {
-        args.extend(["--cpus".into(), cpus.clone()]);
+    if let Some(cpus) = limits.cpus {
+        args.extend(["--cpus".into(), cpus.to_string()]);
     }
     args.extend([
         "--mount".into(),
@@ -272,7 +237,7 @@ fn run_args(spec: &ContainerSpec, name: &str) -> Vec<String> {
         args.extend(["--user".into(), format!("{uid}:{gid}")]);
         args.extend(["--env".into(), format!("HOME={NONROOT_HOME}")]);
     }
-    if let CodexAuth::File(file) = &spec.auth {
+    if let CodexAuth::File { path: file, .. } = &spec.auth {
         args.extend(["--mount".into(), mount_spec(file, AUTH_MOUNT, true)]);
     }
     args.extend(["--entrypoint".into(), "/bin/sh".into()]);
@@ -324,32 +289,4 @@ fn shorten_command(invocation: &Invocation) -> String {
         .next()
         .unwrap_or_default()
         .to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn auth_prefers_the_file_then_the_key() {
-        let dir = std::env::temp_dir().join(format!("agent-runner-auth-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(dir.join(".codex")).unwrap();
-        let home = dir.display().to_string();
-        let with_key = |name: &str| match name {
-            "HOME" => Some(home.clone()),
-            "CODEX_API_KEY" => Some("k".to_string()),
-            _ => None,
-        };
-        assert_eq!(
-            CodexAuth::detect(&with_key),
-            CodexAuth::ApiKey(Secret::new("k".into()))
-        );
-        std::fs::write(dir.join(".codex/auth.json"), "{}").unwrap();
-        assert_eq!(
-            CodexAuth::detect(&with_key),
-            CodexAuth::File(dir.join(".codex/auth.json"))
-        );
-        assert_eq!(CodexAuth::detect(&|_| None), CodexAuth::None);
-        let _ = std::fs::remove_dir_all(dir);
-    }
 }

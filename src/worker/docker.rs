@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::codex::{self, Exit, PROJECT_DIR, Transcript};
-use super::container::{CodexAuth, Container, ContainerSpec};
+use super::container::{Container, ContainerSpec};
 use super::docker_cli::{DockerFault, daemon_problem, docker_missing, fault_in, last_lines};
 use super::envelope::{Envelope, Leftovers, Mode, Report, Snapshot};
 use super::git::RepoChanges;
@@ -24,7 +24,7 @@ use crate::interrupt::Interrupt;
 use crate::private_dir::PrivateDir;
 use crate::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
 use crate::secret::Redactor;
-use crate::task::{TestSpec, WorkerSettings};
+use crate::task::{CodexAuth, TestSpec, WorkerSettings};
 use crate::timestamp::Timestamp;
 
 /// Bytes of worker/test output kept in memory (the rest is in the log file).

@@ -1,5 +1,14 @@
+//! Tests of `parse` as a whole: each shape's fields and defaults here; every problem
+//! at once in `reporting`, what comes from the host in `host`, the newer settings in
+//! `settings`.
+
+mod host;
+mod reporting;
+mod settings;
+
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 use quickcheck::{Arbitrary, Gen, quickcheck};
 
@@ -30,19 +39,37 @@ impl Drop for Scratch {
     }
 }
 
-fn parse_in(dir: &Path, vars: &[(&str, &str)], yaml: &str) -> Result<Task, InputError> {
-    let vars: HashMap<String, String> = vars
+fn parse_in(dir: &Path, vars: &[(&str, &str)], yaml: &str) -> Result<Task, InputErrors> {
+    let vars: Vec<(&str, OsString)> = vars.iter().map(|(k, v)| (*k, OsString::from(v))).collect();
+    parse_on(Ok(dir.to_path_buf()), &vars, yaml)
+}
+
+/// Parses on a host with exactly these variables (any bytes) and this current
+/// directory (or why there is none).
+fn parse_on(
+    cwd: Result<PathBuf, String>,
+    vars: &[(&str, OsString)],
+    yaml: &str,
+) -> Result<Task, InputErrors> {
+    let vars: HashMap<String, OsString> = vars
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (k.to_string(), v.clone()))
         .collect();
     let lookup = move |name: &str| vars.get(name).cloned();
-    parse(
-        yaml,
-        &Host {
-            var: &lookup,
-            cwd: dir,
-        },
-    )
+    parse(yaml, &Host { var: &lookup, cwd })
+}
+
+/// (path, category) of every problem, in report order.
+fn summary(errors: &InputErrors) -> Vec<(String, Category)> {
+    errors
+        .iter()
+        .map(|e| (e.path.clone(), e.category))
+        .collect()
+}
+
+/// The first problem reported.
+fn first(errors: InputErrors) -> InputError {
+    errors.iter().next().cloned().expect("at least one problem")
 }
 
 const KEY: (&str, &str) = ("OPENAI_API_KEY", "sk-test-0123456789");
@@ -52,12 +79,20 @@ fn ok(yaml: &str) -> Task {
     parse_in(&dir.0, &[KEY], yaml).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn err(yaml: &str) -> InputError {
+/// Every problem reported for `yaml`, in report order.
+fn errs(yaml: &str) -> Vec<InputError> {
     let dir = Scratch::new();
     match parse_in(&dir.0, &[KEY], yaml) {
         Ok(task) => panic!("expected an error, got {task:?}"),
-        Err(e) => e,
+        Err(e) => e.iter().cloned().collect(),
     }
+}
+
+/// The only problem reported for `yaml`.
+fn err(yaml: &str) -> InputError {
+    let mut all = errs(yaml);
+    assert_eq!(all.len(), 1, "expected one problem, got {all:#?}");
+    all.remove(0)
 }
 
 /// Asserts the error is about `path` and says `words`.
@@ -227,6 +262,7 @@ fn base_url_and_timeout_come_from_the_environment_when_absent() {
         &[KEY, ("META_TIMEOUT_SEC", "soon")],
         "version: 1\ntask: {prd: {text: x}}\n",
     )
+    .map_err(first)
     .unwrap_err();
     assert_error(&e, "META_TIMEOUT_SEC", "whole number");
 }
@@ -270,7 +306,7 @@ fn prd_needs_exactly_one_non_empty_source() {
 #[test]
 fn prd_file_problems_name_the_file() {
     let dir = Scratch::new();
-    let run = |yaml: &str| parse_in(&dir.0, &[KEY], yaml).unwrap_err();
+    let run = |yaml: &str| parse_in(&dir.0, &[KEY], yaml).map_err(first).unwrap_err();
     let e = run("version: 1\ntask: {prd: {path: docs/missing.md}}\n");
     assert_error(&e, "task.prd.path", "docs/missing.md not readable");
     assert!(
@@ -350,7 +386,7 @@ fn numeric_bounds() {
     assert_error(
         &err(&format!("{base}runner: {{meta: {{max_loops: 0}}}}\n")),
         "runner.meta.max_loops",
-        "at least 1 (got 0)",
+        "between 1 and 1000 (got 0)",
     );
     assert_error(
         &err(&format!("{base}runner: {{meta: {{max_loops: -3}}}}\n")),
@@ -431,7 +467,9 @@ fn env_references_must_be_set() {
         "NOPE_UNSET is not set",
     );
     let dir = Scratch::new();
-    let e = parse_in(&dir.0, &[], "version: 1\ntask: {prd: {text: x}}\n").unwrap_err();
+    let e = parse_in(&dir.0, &[], "version: 1\ntask: {prd: {text: x}}\n")
+        .map_err(first)
+        .unwrap_err();
     assert_error(&e, "runner.meta.api_key", "OPENAI_API_KEY is not set");
     let e = err("version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {env: {'BAD-NAME': x}}}\n");
     assert_error(
@@ -451,6 +489,7 @@ fn repo_must_be_an_existing_directory() {
         &[KEY],
         "version: 1\ntask: {repo: nowhere, prd: {text: x}}\n",
     )
+    .map_err(first)
     .unwrap_err();
     assert_error(&e, "task.repo", "directory nowhere not found");
     dir.file("f", b"x");
@@ -459,6 +498,7 @@ fn repo_must_be_an_existing_directory() {
         &[KEY],
         "version: 1\ntask: {repo: f, prd: {text: x}}\n",
     )
+    .map_err(first)
     .unwrap_err();
     assert_error(&e, "task.repo", "not a directory");
 }
@@ -621,11 +661,10 @@ fn task_config_required_fields() {
         "runner.worker.kind",
         "TaskConfig",
     );
-    assert_error(
-        &err(&full.replace("instructions: i", "prd: {text: i}")),
-        "version",
-        "missing",
-    );
+    // `prd` is a v1 key: the document is read as v1 without its version, and that
+    // is said first.
+    let all = errs(&full.replace("instructions: i", "prd: {text: i}"));
+    assert_error(&all[0], "version", "missing");
 }
 
 #[test]
@@ -649,6 +688,7 @@ fn scripted_meta_needs_a_script_file() {
         &[],
         &format!("{base}runner: {{meta: {{kind: scripted}}}}\n"),
     )
+    .map_err(first)
     .unwrap_err();
     assert_error(&e, "runner.meta.script", "required");
     let e = parse_in(
@@ -656,6 +696,7 @@ fn scripted_meta_needs_a_script_file() {
         &[],
         &format!("{base}runner: {{meta: {{kind: scripted, script: no.yaml}}}}\n"),
     )
+    .map_err(first)
     .unwrap_err();
     assert_error(&e, "runner.meta.script", "not found");
     let e = parse_in(
@@ -663,6 +704,7 @@ fn scripted_meta_needs_a_script_file() {
         &[KEY],
         &format!("{base}runner: {{meta: {{script: script.yaml}}}}\n"),
     )
+    .map_err(first)
     .unwrap_err();
     assert_error(&e, "runner.meta.script", "only used with");
 }

@@ -1,0 +1,240 @@
+//! Raw document → `Task`: the `task` section's rules (id, title, repo, PRD, tests,
+//! acceptance criteria) for both shapes, the runner settings, codex auth, and the
+//! masking of secrets in the texts the task carries. Every problem is recorded; a
+//! task is built only when there is none.
+
+use super::auth::CodexAuth;
+use super::document::RawDocument;
+use super::fields::{non_empty, one_line, required, seconds};
+use super::host::Host;
+use super::input_error::{InputError, InputErrors};
+use super::paths::{prd_file, relative_dir, repo_dir};
+use super::raw::{RawPrd, RawTaskConfig, RawTaskV1, RawTest};
+use super::settings;
+use super::structure::inline;
+use super::{
+    DEFAULT_TEST_TIMEOUT_SEC, MAX_ACCEPTANCE_CRITERIA, Prd, PrdSource, Shape, Task, TestSpec,
+};
+use crate::secret::Redactor;
+use crate::text::cut_chars;
+
+/// The task, or `None` when `problems` has gained a problem.
+pub fn task(raw: RawDocument, host: &Host, problems: &mut InputErrors) -> Option<Task> {
+    let task = match raw {
+        RawDocument::V1(raw) => from_v1(raw, host, problems),
+        RawDocument::TaskConfig(raw) => from_task_config(raw, host, problems),
+    };
+    task.map(masked)
+}
+
+fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Task> {
+    match &raw.version {
+        Some(serde_yaml::Value::Number(n)) if n.as_u64() == Some(1) => {}
+        Some(other) => problems.push(InputError::new(
+            "version",
+            format!("must be 1 (got {})", inline(other)),
+        )),
+        None => problems.push(InputError::new("version", "must be 1 (got null)")),
+    }
+    let section = raw.task.unwrap_or_default();
+    let id = problems.take(task_id(section.id));
+    let title = problems.take(title(section.title, false));
+    let prd = prd(section.prd, host, problems);
+    let test = problems.take(test_spec(section.test));
+    let criteria = problems.take(acceptance_criteria(section.acceptance_criteria));
+    let repo = problems.take(repo_dir(
+        section.repo.as_deref().unwrap_or("."),
+        "task.repo",
+        host,
+    ));
+    let runner = raw.runner.unwrap_or_default();
+    let meta = settings::meta(runner.meta.unwrap_or_default(), Shape::V1, host, problems);
+    let worker = settings::worker(runner.worker.unwrap_or_default(), Shape::V1, host, problems);
+    let codex_auth = problems.take(CodexAuth::resolve(host));
+    let (id, id_generated) = id?;
+    Some(Task {
+        shape: Shape::V1,
+        title: title?.unwrap_or_else(|| id.clone()),
+        id,
+        id_generated,
+        repo: repo?,
+        prd: prd?,
+        test: test?,
+        acceptance_criteria: criteria?,
+        meta: meta?,
+        worker: worker?,
+        codex_auth: codex_auth?,
+    })
+}
+
+fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors) -> Option<Task> {
+    let Some(section) = raw.task else {
+        problems.push(required("task"));
+        return None;
+    };
+    let id = match non_empty(section.id) {
+        None => problems.take(Err(required("task.id"))),
+        Some(id) => problems.take(task_id(Some(id))).map(|(id, _)| id),
+    };
+    let title = problems.take(title(section.title, true)).flatten();
+    let text = non_empty(section.instructions);
+    if text.is_none() {
+        problems.push(required("task.instructions"));
+    }
+    let repo = match section.project.and_then(|p| non_empty(p.root_dir)) {
+        None => problems.take(Err(required("task.project.root_dir"))),
+        Some(root_dir) => problems.take(repo_dir(&root_dir, "task.project.root_dir", host)),
+    };
+    let test = problems.take(test_spec(section.test));
+    let criteria = problems.take(acceptance_criteria(section.acceptance_criteria));
+    let runner = raw.runner;
+    if runner.is_none() {
+        problems.push(required("runner"));
+    }
+    let runner = runner.unwrap_or_default();
+    let meta = match runner.meta {
+        None => problems.take(Err(required("runner.meta"))),
+        Some(meta) => settings::meta(meta, Shape::TaskConfig, host, problems),
+    };
+    let worker = match runner.worker {
+        None => problems.take(Err(required("runner.worker"))),
+        Some(worker) => settings::worker(worker, Shape::TaskConfig, host, problems),
+    };
+    let codex_auth = problems.take(CodexAuth::resolve(host));
+    Some(Task {
+        shape: Shape::TaskConfig,
+        id: id?,
+        id_generated: false,
+        title: title?,
+        repo: repo?,
+        prd: Prd {
+            source: PrdSource::Inline,
+            text: text?,
+        },
+        test: test?,
+        acceptance_criteria: criteria?,
+        meta: meta?,
+        worker: worker?,
+        codex_auth: codex_auth?,
+    })
+}
+
+/// `(id, generated)`; the id becomes part of a file name and a container name.
+fn task_id(id: Option<String>) -> Result<(String, bool), InputError> {
+    let Some(id) = non_empty(id) else {
+        return Ok((uuid::Uuid::new_v4().to_string(), true));
+    };
+    let valid = id.len() <= 128
+        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if !valid {
+        return Err(InputError::new(
+            "task.id",
+            format!(
+                "must be 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit (got {:?})",
+                cut_chars(&id, 60)
+            ),
+        )
+        .with_hint("the id names the Task Note file and the container"));
+    }
+    Ok((id, false))
+}
+
+/// `task.title`: one line; `None` when absent and not required.
+fn title(title: Option<String>, required_here: bool) -> Result<Option<String>, InputError> {
+    match non_empty(title) {
+        Some(title) => one_line(title, "task.title").map(Some),
+        None if required_here => Err(required("task.title")),
+        None => Ok(None),
+    }
+}
+
+/// `task.prd` of shape v1: exactly one of `path` and `text`.
+fn prd(raw: Option<RawPrd>, host: &Host, problems: &mut InputErrors) -> Option<Prd> {
+    let Some(raw) = raw else {
+        problems.push(
+            InputError::new("task.prd", "required: give `path` or `text`")
+                .with_hint("task:\n  prd:\n    path: ./docs/TASK.md"),
+        );
+        return None;
+    };
+    let result = match (non_empty(raw.path), non_empty(raw.text)) {
+        (Some(path), None) => prd_file(&path, host),
+        (None, Some(text)) => Ok(Prd {
+            source: PrdSource::Inline,
+            text,
+        }),
+        (Some(_), Some(_)) => Err(InputError::new(
+            "task.prd",
+            "give exactly one of `path` and `text` (got both)",
+        )),
+        (None, None) => Err(InputError::new(
+            "task.prd",
+            "give exactly one of `path` and `text` (got neither, or both empty)",
+        )),
+    };
+    problems.take(result)
+}
+
+fn test_spec(raw: Option<RawTest>) -> Result<Option<TestSpec>, InputError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let command = non_empty(raw.command).ok_or_else(|| {
+        InputError::new(
+            "task.test.command",
+            "required when `task.test` is present (got empty)",
+        )
+    })?;
+    let cwd = relative_dir(raw.cwd.as_deref().unwrap_or("."), "task.test.cwd")?;
+    let timeout = seconds(
+        raw.timeout_sec,
+        DEFAULT_TEST_TIMEOUT_SEC,
+        "task.test.timeout_sec",
+    )?;
+    Ok(Some(TestSpec {
+        command,
+        cwd,
+        timeout,
+    }))
+}
+
+/// `task.acceptance_criteria`: at most `MAX_ACCEPTANCE_CRITERIA` non-blank strings.
+fn acceptance_criteria(raw: Option<Vec<String>>) -> Result<Vec<String>, InputError> {
+    let criteria = raw.unwrap_or_default();
+    if criteria.len() > MAX_ACCEPTANCE_CRITERIA {
+        return Err(InputError::new(
+            "task.acceptance_criteria",
+            format!(
+                "at most {MAX_ACCEPTANCE_CRITERIA} criteria (got {})",
+                criteria.len()
+            ),
+        ));
+    }
+    if let Some(n) = criteria.iter().position(|c| c.trim().is_empty()) {
+        return Err(InputError::new(
+            format!("task.acceptance_criteria[{n}]"),
+            "must not be empty",
+        ));
+    }
+    Ok(criteria.into_iter().map(|c| c.trim().to_string()).collect())
+}
+
+/// The task with its secrets masked in every text it carries to Meta, the note and
+/// `validate`, before anything cuts those texts (SPEC §10): a cut can then never
+/// leave a prefix of a secret.
+fn masked(mut task: Task) -> Task {
+    let redactor = Redactor::new(&task.secrets());
+    if redactor.is_empty() {
+        return task;
+    }
+    task.title = redactor.redact(&task.title);
+    task.prd.text = redactor.redact(&task.prd.text);
+    for criterion in &mut task.acceptance_criteria {
+        *criterion = redactor.redact(criterion);
+    }
+    if let Some(prompt) = &mut task.meta.system_prompt {
+        *prompt = redactor.redact(prompt);
+    }
+    task
+}

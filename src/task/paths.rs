@@ -1,0 +1,219 @@
+//! Files and directories the task names: made absolute against the current directory
+//! (only when relative: a deleted current directory must not fail an all-absolute
+//! task), checked to exist, and read without ever blocking.
+
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use super::host::Host;
+use super::input_error::InputError;
+use super::{Prd, PrdSource};
+use crate::text::cut_chars;
+
+/// Largest PRD file we load; PRDs are prose, and the whole text goes to Meta.
+pub const MAX_PRD_BYTES: u64 = 4 << 20;
+
+/// The repository directory: absolute, symlinks resolved, and safe to name in a
+/// docker `--mount` value (no control characters, which would end or split it).
+pub fn repo_dir(path: &str, field: &str, host: &Host) -> Result<PathBuf, InputError> {
+    if path.chars().any(char::is_control) {
+        return Err(InputError::new(
+            field,
+            format!(
+                "must not contain control characters (got {:?})",
+                cut_chars(path, 60)
+            ),
+        ));
+    }
+    let joined = host
+        .absolute(path)
+        .map_err(|why| InputError::new(field, why).environment())?;
+    let resolved = std::fs::canonicalize(&joined).map_err(|e| {
+        InputError::new(
+            field,
+            format!(
+                "directory {path} not found (resolved to {}): {}",
+                joined.display(),
+                io_reason(&e)
+            ),
+        )
+        .environment()
+    })?;
+    if !resolved.is_dir() {
+        return Err(InputError::new(
+            field,
+            format!(
+                "{path} is not a directory (resolved to {})",
+                resolved.display()
+            ),
+        )
+        .environment());
+    }
+    match resolved.to_str() {
+        Some(text) if !text.chars().any(char::is_control) => Ok(resolved),
+        _ => Err(InputError::new(
+            field,
+            format!(
+                "{path} resolves to {:?}, which is not UTF-8 text without control characters; \
+                 docker cannot mount it safely",
+                resolved.display()
+            ),
+        )
+        .environment()),
+    }
+}
+
+/// The PRD file at `path`: a regular UTF-8 file, not empty, at most `MAX_PRD_BYTES`.
+pub fn prd_file(path: &str, host: &Host) -> Result<Prd, InputError> {
+    let field = "task.prd.path";
+    let resolved = host
+        .absolute(path)
+        .map_err(|why| InputError::new(field, why).environment())?;
+    let problem = |message: String| InputError::new(field, message).environment();
+    let bytes = read_regular(&resolved, MAX_PRD_BYTES).map_err(|e| match e {
+        ReadError::Io(e) => problem(format!(
+            "file {path} not readable (resolved to {}): {}",
+            resolved.display(),
+            io_reason(&e)
+        ))
+        .with_hint("relative paths resolve against the current directory, not the repo"),
+        ReadError::NotAFile => problem(format!(
+            "{path} is not a file (resolved to {})",
+            resolved.display()
+        )),
+        ReadError::TooLarge(len) => problem(format!(
+            "{path} is {len} bytes; the limit is {MAX_PRD_BYTES} bytes"
+        )),
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        problem(format!(
+            "{path} is not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    if text.trim().is_empty() {
+        return Err(problem(format!("{path} is empty")));
+    }
+    Ok(Prd {
+        source: PrdSource::File(std::fs::canonicalize(&resolved).unwrap_or(resolved)),
+        text,
+    })
+}
+
+/// The Meta script file at `path` (read later, by the scripted backend).
+pub fn script_file(path: &str, field: &str, host: &Host) -> Result<PathBuf, InputError> {
+    let resolved = host
+        .absolute(path)
+        .map_err(|why| InputError::new(field, why).environment())?;
+    if !resolved.is_file() {
+        return Err(InputError::new(
+            field,
+            format!("file {path} not found (resolved to {})", resolved.display()),
+        )
+        .environment());
+    }
+    Ok(std::fs::canonicalize(&resolved).unwrap_or(resolved))
+}
+
+/// A directory inside the repo, as a normalised relative path (`/`-separated, empty
+/// for the repo itself).
+pub fn relative_dir(path: &str, field: &str) -> Result<String, InputError> {
+    if path.chars().any(char::is_control) {
+        return Err(InputError::new(field, "contains control characters"));
+    }
+    let mut parts = Vec::new();
+    for component in Path::new(path).components() {
+        match component {
+            Component::Normal(part) => parts.push(part.to_string_lossy().into_owned()),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(InputError::new(
+                    field,
+                    format!(
+                        "must be a directory inside the repo, relative to it (got {:?})",
+                        cut_chars(path, 60)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// Why a file could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    Io(std::io::Error),
+    /// A directory, FIFO, device or socket.
+    NotAFile,
+    /// Larger than allowed; its size.
+    TooLarge(u64),
+}
+
+/// The contents of the regular file at `path`, at most `max` bytes. Opened
+/// non-blocking, so a FIFO put in its place cannot hang us; the checks are made on the
+/// opened file, so it cannot be swapped between check and read.
+pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(ReadError::Io)?;
+    let meta = file.metadata().map_err(ReadError::Io)?;
+    if !meta.is_file() {
+        return Err(ReadError::NotAFile);
+    }
+    if meta.len() > max {
+        return Err(ReadError::TooLarge(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(ReadError::Io)?;
+    if bytes.len() as u64 > max {
+        return Err(ReadError::TooLarge(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// A short reason for an I/O error.
+pub fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifos_are_refused_without_blocking() {
+        let dir = std::env::temp_dir().join(format!("agent-runner-fifo-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("prd.md");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        // Opening a FIFO without O_NONBLOCK waits for a writer forever: bound the wait,
+        // so a regression fails instead of hanging the suite.
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || sender.send(read_regular(&path, 10)));
+        let result = receiver
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("read_regular blocked on a FIFO");
+        assert!(matches!(result, Err(ReadError::NotAFile)));
+        assert!(matches!(read_regular(&dir, 10), Err(ReadError::NotAFile)));
+        std::fs::write(dir.join("f"), b"12345").unwrap();
+        assert!(matches!(
+            read_regular(&dir.join("f"), 4),
+            Err(ReadError::TooLarge(5))
+        ));
+        assert_eq!(read_regular(&dir.join("f"), 5).unwrap(), b"12345");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,0 +1,390 @@
+//! `runner.meta` and `runner.worker` → `MetaSettings` and `WorkerSettings`: defaults
+//! applied, ranges checked, the API key and `env:` values resolved. Every problem is
+//! recorded; a builder returns `None` when it recorded one.
+
+use std::time::Duration;
+
+use super::env_ref;
+use super::fields::{argument, choice, non_empty, required, seconds};
+use super::host::{Host, Var};
+use super::input_error::{InputError, InputErrors};
+use super::paths::script_file;
+use super::raw::{RawLimits, RawMeta, RawWorker};
+use super::worker_env;
+use super::{
+    ApiKey, DEFAULT_API_KEY, DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, DEFAULT_IDLE_TIMEOUT_SEC,
+    DEFAULT_MAX_LOOPS, DEFAULT_MAX_RUN_TIME_SEC, DEFAULT_META_MODEL, DEFAULT_META_TIMEOUT_SEC,
+    DEFAULT_PIDS_LIMIT, MetaBackend, MetaSettings, Network, Shape, TASKCONFIG_WORKER_TYPE,
+    WorkerLimits, WorkerSettings,
+};
+use crate::secret::Secret;
+use crate::text::cut_chars;
+
+/// Most iterations a task may have; each is a paid worker run.
+pub const MAX_LOOPS: u64 = 1000;
+/// Docker refuses smaller memory limits.
+pub const MIN_MEMORY_BYTES: u64 = 6 << 20;
+/// A bound far above any machine, so sizes stay exact integers.
+pub const MAX_MEMORY_BYTES: u64 = 1 << 50;
+/// Docker's smallest CPU share.
+pub const MIN_CPUS: f64 = 0.01;
+/// A bound far above any machine.
+pub const MAX_CPUS: f64 = 4096.0;
+/// The kernel's largest pid_max.
+pub const MAX_PIDS: u64 = 4 << 20;
+
+/// `runner.meta`; `model` is required in the TaskConfig shape.
+pub fn meta(
+    raw: RawMeta,
+    shape: Shape,
+    host: &Host,
+    problems: &mut InputErrors,
+) -> Option<MetaSettings> {
+    let kind = match raw.kind.as_deref() {
+        None => Some("openai-chat"),
+        Some(kind) => problems.take(choice(
+            kind,
+            "runner.meta.kind",
+            &["openai-chat", "scripted"],
+        )),
+    };
+    let model = match non_empty(raw.model) {
+        Some(model) => Some(model),
+        None if shape == Shape::TaskConfig => problems.take(Err(required("runner.meta.model"))),
+        None => Some(DEFAULT_META_MODEL.to_string()),
+    };
+    let temperature = match raw.temperature {
+        Some(t) if !(0.0..=2.0).contains(&t) => problems.take(Err(InputError::new(
+            "runner.meta.temperature",
+            format!("must be between 0 and 2 (got {t})"),
+        ))),
+        t => Some(t),
+    };
+    let max_loops = problems.take(max_loops(raw.max_loops));
+    let timeout = problems.take(meta_timeout(raw.timeout_sec, host));
+    let backend = match kind? {
+        "scripted" => scripted(raw.base_url, raw.api_key, raw.script, host, problems),
+        _ => openai_chat(raw.base_url, raw.api_key, raw.script, host, problems),
+    };
+    Some(MetaSettings {
+        backend: backend?,
+        model: model?,
+        temperature: temperature?,
+        system_prompt: non_empty(raw.system_prompt),
+        max_loops: max_loops?,
+        timeout: timeout?,
+    })
+}
+
+fn max_loops(value: Option<u64>) -> Result<u32, InputError> {
+    let loops = value.unwrap_or(u64::from(DEFAULT_MAX_LOOPS));
+    match u32::try_from(loops) {
+        Ok(n) if (1..=MAX_LOOPS).contains(&loops) => Ok(n),
+        _ => Err(InputError::new(
+            "runner.meta.max_loops",
+            format!("must be between 1 and {MAX_LOOPS} (got {loops})"),
+        )),
+    }
+}
+
+/// `runner.meta.timeout_sec`, else `$META_TIMEOUT_SEC`, else the default.
+fn meta_timeout(value: Option<u64>, host: &Host) -> Result<Duration, InputError> {
+    if value.is_some() {
+        return seconds(value, 0, "runner.meta.timeout_sec");
+    }
+    let problem = |message: String| InputError::new("META_TIMEOUT_SEC", message).environment();
+    match host.var("META_TIMEOUT_SEC") {
+        Var::Unset => Ok(Duration::from_secs(DEFAULT_META_TIMEOUT_SEC)),
+        Var::NotUtf8 => Err(problem("environment variable is not valid UTF-8".into())),
+        Var::Set(v) => {
+            let secs = v.trim().parse::<u64>().map_err(|_| {
+                problem(format!(
+                    "must be a whole number of seconds (got {:?})",
+                    cut_chars(&v, 60)
+                ))
+            })?;
+            seconds(Some(secs), 0, "META_TIMEOUT_SEC").map_err(InputError::environment)
+        }
+    }
+}
+
+fn scripted(
+    base_url: Option<String>,
+    api_key: Option<String>,
+    script: Option<String>,
+    host: &Host,
+    problems: &mut InputErrors,
+) -> Option<MetaBackend> {
+    for (present, key) in [
+        (base_url.is_some(), "base_url"),
+        (api_key.is_some(), "api_key"),
+    ] {
+        if present {
+            problems.push(InputError::new(
+                format!("runner.meta.{key}"),
+                "not used by `kind: scripted`; remove it",
+            ));
+        }
+    }
+    let Some(script) = non_empty(script) else {
+        problems.push(
+            InputError::new("runner.meta.script", "required with `kind: scripted`")
+                .with_hint("a YAML list of Meta replies, consumed in order"),
+        );
+        return None;
+    };
+    let script = problems.take(script_file(&script, "runner.meta.script", host))?;
+    Some(MetaBackend::Scripted { script })
+}
+
+fn openai_chat(
+    base_url: Option<String>,
+    api_key: Option<String>,
+    script: Option<String>,
+    host: &Host,
+    problems: &mut InputErrors,
+) -> Option<MetaBackend> {
+    if script.is_some() {
+        problems.push(InputError::new(
+            "runner.meta.script",
+            "only used with `kind: scripted`",
+        ));
+    }
+    let base_url = problems.take(base_url_setting(base_url, host));
+    let spec = non_empty(api_key).unwrap_or_else(|| DEFAULT_API_KEY.to_string());
+    let api_key = match problems.take(env_ref::variable(&spec, "runner.meta.api_key"))? {
+        Some(var) => {
+            let value = problems.take(env_ref::resolve(&var, "runner.meta.api_key", host))?;
+            ApiKey {
+                source: format!("env:{var}"),
+                value,
+            }
+        }
+        None => ApiKey {
+            source: "literal".into(),
+            value: Secret::new(spec),
+        },
+    };
+    Some(MetaBackend::OpenAiChat {
+        base_url: base_url?,
+        api_key,
+    })
+}
+
+/// `runner.meta.base_url`, else `$OPENAI_BASE_URL`, else the default. A variable that
+/// is set but unusable is an error: falling back would send the key elsewhere.
+fn base_url_setting(value: Option<String>, host: &Host) -> Result<String, InputError> {
+    let (url, field, from_host) = match non_empty(value) {
+        Some(url) => (url, "runner.meta.base_url", false),
+        None => match host.var("OPENAI_BASE_URL") {
+            Var::Set(url) if !url.trim().is_empty() => (url, "OPENAI_BASE_URL", true),
+            Var::NotUtf8 => {
+                return Err(InputError::new(
+                    "OPENAI_BASE_URL",
+                    "environment variable is not valid UTF-8",
+                )
+                .with_hint("unset it to use the default endpoint, or set a valid URL")
+                .environment());
+            }
+            _ => return Ok(DEFAULT_BASE_URL.to_string()),
+        },
+    };
+    let url = url.trim();
+    if !(url.starts_with("http://") || url.starts_with("https://"))
+        || url.chars().any(|c| c.is_control() || c.is_whitespace())
+    {
+        let error = InputError::new(
+            field,
+            format!(
+                "must be an http:// or https:// URL without spaces (got {:?})",
+                cut_chars(url, 80)
+            ),
+        );
+        return Err(if from_host {
+            error.environment()
+        } else {
+            error
+        });
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
+/// `runner.worker`; `type` is required in the TaskConfig shape.
+pub fn worker(
+    raw: RawWorker,
+    shape: Shape,
+    host: &Host,
+    problems: &mut InputErrors,
+) -> Option<WorkerSettings> {
+    let kind = match (shape, raw.kind, non_empty(raw.r#type)) {
+        (Shape::V1, Some(kind), _) => {
+            problems.take(choice(&kind, "runner.worker.kind", &["codex-cli"]))
+        }
+        (Shape::TaskConfig, _, None) => problems.take(Err(required("runner.worker.type"))),
+        (Shape::TaskConfig, _, Some(t)) => {
+            problems.take(choice(&t, "runner.worker.type", &[TASKCONFIG_WORKER_TYPE]))
+        }
+        (Shape::V1, None, _) => Some("codex-cli"),
+    };
+    let docker_image = problems
+        .take(argument(raw.docker_image, "runner.worker.docker_image"))
+        .map(|image| image.unwrap_or_else(|| DEFAULT_DOCKER_IMAGE.to_string()));
+    let max_run_time = problems.take(seconds(
+        raw.max_run_time_sec,
+        DEFAULT_MAX_RUN_TIME_SEC,
+        "runner.worker.max_run_time_sec",
+    ));
+    let idle_timeout = problems.take(seconds(
+        raw.idle_timeout_sec,
+        DEFAULT_IDLE_TIMEOUT_SEC,
+        "runner.worker.idle_timeout_sec",
+    ));
+    let model = problems.take(argument(raw.model, "runner.worker.model"));
+    let network = match raw.network.as_deref() {
+        None => Some(Network::Bridge),
+        Some(network) => problems
+            .take(choice(
+                network,
+                "runner.worker.network",
+                &["bridge", "none", "host"],
+            ))
+            .map(|n| match n {
+                "none" => Network::None,
+                "host" => Network::Host,
+                _ => Network::Bridge,
+            }),
+    };
+    let limits = limits(raw.limits.unwrap_or_default(), problems);
+    let env = worker_env::entries(raw.env, host, problems);
+    kind?;
+    Some(WorkerSettings {
+        docker_image: docker_image?,
+        max_run_time: max_run_time?,
+        idle_timeout: idle_timeout?,
+        model: model?,
+        extra_args: raw.extra_args.unwrap_or_default(),
+        network: network?,
+        env: env?,
+        limits: limits?,
+    })
+}
+
+fn limits(raw: RawLimits, problems: &mut InputErrors) -> Option<WorkerLimits> {
+    let memory_bytes = match raw.memory {
+        None => Some(None),
+        Some(value) => problems.take(memory(&value)).map(Some),
+    };
+    let cpus = match raw.cpus {
+        Some(cpus) if !(MIN_CPUS..=MAX_CPUS).contains(&cpus) => {
+            problems.take(Err(InputError::new(
+                "runner.worker.limits.cpus",
+                format!("must be a number of CPUs between {MIN_CPUS} and {MAX_CPUS} (got {cpus})"),
+            )))
+        }
+        cpus => Some(cpus),
+    };
+    let pids = match raw.pids.unwrap_or(DEFAULT_PIDS_LIMIT) {
+        pids if (1..=MAX_PIDS).contains(&pids) => Some(pids),
+        pids => problems.take(Err(InputError::new(
+            "runner.worker.limits.pids",
+            format!("must be between 1 and {MAX_PIDS} (got {pids})"),
+        ))),
+    };
+    Some(WorkerLimits {
+        memory_bytes: memory_bytes?,
+        cpus: cpus?,
+        pids: pids?,
+    })
+}
+
+/// Docker's memory format: bytes, or a number with `b`, `k`, `m` or `g` (`512m`,
+/// `1.5g`), at least `MIN_MEMORY_BYTES`.
+fn memory(value: &serde_yaml::Value) -> Result<u64, InputError> {
+    let field = "runner.worker.limits.memory";
+    let text = match value {
+        serde_yaml::Value::String(s) => s.trim().to_ascii_lowercase(),
+        other => other.as_u64().map(|n| n.to_string()).unwrap_or_default(),
+    };
+    let invalid = || {
+        InputError::new(
+            field,
+            format!(
+                "must be bytes, or a number with b, k, m or g such as 512m (got {:?})",
+                cut_chars(&text, 40)
+            ),
+        )
+    };
+    let (number, unit) = match text.strip_suffix(['b', 'k', 'm', 'g']) {
+        Some(number) => (number.trim_end(), text.as_bytes()[text.len() - 1]),
+        None => (text.as_str(), b'b'),
+    };
+    let well_formed = number.split_once('.').map_or_else(
+        || !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()),
+        |(whole, fraction)| {
+            !whole.is_empty()
+                && !fraction.is_empty()
+                && whole
+                    .bytes()
+                    .chain(fraction.bytes())
+                    .all(|b| b.is_ascii_digit())
+        },
+    );
+    let amount: f64 = match number.parse() {
+        Ok(amount) if well_formed => amount,
+        _ => return Err(invalid()),
+    };
+    let scale = match unit {
+        b'k' => 1u64 << 10,
+        b'm' => 1 << 20,
+        b'g' => 1 << 30,
+        _ => 1,
+    };
+    let bytes = amount * scale as f64;
+    if bytes < MIN_MEMORY_BYTES as f64 {
+        return Err(InputError::new(
+            field,
+            format!("must be at least 6m, docker's minimum (got {text:?})"),
+        ));
+    }
+    if bytes > MAX_MEMORY_BYTES as f64 {
+        return Err(InputError::new(
+            field,
+            format!("must be at most 1048576g (got {:?})", cut_chars(&text, 40)),
+        ));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_sizes_in_docker_format() {
+        let text = |s: &str| memory(&serde_yaml::Value::String(s.into()));
+        assert_eq!(text("512m"), Ok(512 << 20));
+        assert_eq!(text("1G"), Ok(1 << 30));
+        assert_eq!(text("1.5g"), Ok(3 << 29));
+        assert_eq!(text("8192k"), Ok(8 << 20));
+        assert_eq!(text("7000000b"), Ok(7_000_000));
+        assert_eq!(text(" 7000000 "), Ok(7_000_000));
+        assert_eq!(
+            memory(&serde_yaml::Value::from(7_000_000u64)),
+            Ok(7_000_000)
+        );
+        for bad in [
+            "", "m", "1.g", ".5g", "1e9", "-1g", "1t", "1 gb", "0x10m", "NaNg", "infg",
+        ] {
+            let e = text(bad).unwrap_err();
+            assert_eq!(e.path, "runner.worker.limits.memory");
+            assert!(e.message.contains("such as 512m"), "{bad}: {e}");
+        }
+        assert!(text("5m").unwrap_err().message.contains("at least 6m"));
+        assert!(
+            text("99999999999g")
+                .unwrap_err()
+                .message
+                .contains("at most")
+        );
+    }
+}
