@@ -3,6 +3,8 @@
 
 pub mod docker;
 pub mod fake_openai;
+pub mod fake_responses;
+pub mod sandbox_image;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
