@@ -4,7 +4,7 @@
 //! `response.output_item.done` per output item, `response.completed` (found by
 //! running it against this server). Requests are recorded for assertions.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
