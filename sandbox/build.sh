@@ -44,6 +44,19 @@ die() { printf 'sandbox-image: error: %s\n' "$*" >&2; exit 1; }
 
 short_hash() { sha256sum | cut -c1-16; }
 
+# Scratch directories, removed however the script ends.
+scratch=()
+cleanup() {
+  local dir
+  for dir in ${scratch[@]+"${scratch[@]}"}; do remove_root "$dir"; done
+}
+trap cleanup EXIT
+
+new_scratch() { # prefix -> sets `dir`
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  scratch+=("$dir")
+}
+
 image_label() { # image label -> the label's value, empty when absent
   docker image inspect -f "{{index .Config.Labels \"$2\"}}" "$1" 2>/dev/null || true
 }
@@ -123,7 +136,8 @@ ensure_debootstrap() {
     || die "apt-get install debootstrap failed"
 }
 
-# Unmounts whatever debootstrap left mounted under $1, then removes it.
+# Unmounts whatever debootstrap left mounted under $1, then removes it (not crossing
+# into other file systems).
 remove_root() {
   local root=$1 mounts
   [ -d "$root" ] || return 0
@@ -134,11 +148,9 @@ remove_root() {
 
 # Debian minbase from $mirror/$suite, imported as the image $1 (labelled $2).
 bootstrap_base() {
-  local name=$1 hash=$2 root log
-  root=$(mktemp -d "${TMPDIR:-/tmp}/agent-runner-debootstrap.XXXXXX")
-  log=$root.log
-  # A RETURN trap stays set after the function: clear it as it runs.
-  trap 'remove_root "$root"; rm -f "$log"; trap - RETURN' RETURN
+  local name=$1 hash=$2 dir root log
+  new_scratch agent-runner-debootstrap
+  root=$dir log=$dir/debootstrap.log
   say "bootstrapping Debian $suite ($deb_arch) from $mirror with debootstrap (about a minute)"
   debootstrap --variant=minbase --arch="$deb_arch" --include=ca-certificates \
       "$suite" "$root/fs" "$mirror" >"$log" 2>&1 \
@@ -157,18 +169,19 @@ EOF
   tar -C "$root/fs" --numeric-owner -c . \
     | docker import --change "LABEL $base_label=$hash" - "$name" >/dev/null \
     || die "docker import of the Debian base failed"
+  remove_root "$root"
 }
 
-ensure_debootstrap_base() { # -> the base image's name
-  local name="agent-runner-sandbox-base:$suite" hash old
+ensure_debootstrap_base() { # -> sets `base`
+  local hash old
+  base="agent-runner-sandbox-base:$suite"
   hash=$(debootstrap_base_hash)
-  if [ "$(image_label "$name" "$base_label")" != "$hash" ]; then
+  if [ "$(image_label "$base" "$base_label")" != "$hash" ]; then
     ensure_debootstrap
-    old=$(docker image inspect -f '{{.Id}}' "$name" 2>/dev/null || true)
-    bootstrap_base "$name" "$hash"
+    old=$(docker image inspect -f '{{.Id}}' "$base" 2>/dev/null || true)
+    bootstrap_base "$base" "$hash"
     [ -z "$old" ] || docker rmi "$old" >/dev/null 2>&1 || true
   fi
-  echo "$name"
 }
 
 # --- codex ---------------------------------------------------------------------------
@@ -203,9 +216,9 @@ fetch_codex() {
 # --- the image -------------------------------------------------------------------------
 
 build_image() { # base hash
-  local base=$1 hash=$2 context old size
-  context=$(mktemp -d "${TMPDIR:-/tmp}/agent-runner-sandbox.XXXXXX")
-  trap 'rm -rf "$context"; trap - RETURN' RETURN
+  local base=$1 hash=$2 dir context old size
+  new_scratch agent-runner-sandbox
+  context=$dir
   fetch_codex "$context"
   cp "$here/Dockerfile" "$context/Dockerfile"
   local args=(--network host --build-arg "BASE=$base" --build-arg "EXTRA_PACKAGES=$extra_packages"
@@ -264,7 +277,7 @@ main() {
     say "no registry answers for $registry_base: building on a Debian base made with debootstrap"
   fi
   local base
-  base=$(ensure_debootstrap_base)
+  ensure_debootstrap_base
   build_image "$base" "$deb_hash"
 }
 
