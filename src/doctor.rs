@@ -7,6 +7,7 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::interrupt::Interrupt;
@@ -184,7 +185,7 @@ pub fn run_all(
     r.run_if(needs, GIT_IN_IMAGE, || git_in_image(&docker, target));
     r.run_if(needs, FILE_OWNERSHIP, || file_ownership(&docker, target));
     r.run(|| codex_auth(&target.auth));
-    r.run(|| meta_endpoint(target.meta_url.as_deref()));
+    r.run(|| meta_endpoint(target.meta_url.as_deref(), interrupt));
     r.checks
 }
 
@@ -431,7 +432,7 @@ fn codex_auth(auth: &AuthSource) -> Check {
 }
 
 /// A bare GET of the base URL: any HTTP answer means reachable. No key is sent.
-fn meta_endpoint(url: Option<&str>) -> Check {
+fn meta_endpoint(url: Option<&str>, interrupt: Interrupt) -> Check {
     let what = "Meta endpoint";
     let Some(url) = url else {
         return Check::ok(
@@ -449,14 +450,31 @@ fn meta_endpoint(url: Option<&str>) -> Check {
         ))
         .build()
         .into();
-    match agent.get(url).call() {
-        Ok(response) => Check::ok(
-            what,
-            format!(
-                "{url} answers (HTTP {}; no key sent)",
-                response.status().as_u16()
-            ),
-        ),
+    // On its own thread, so an interrupt need not wait for the answer.
+    let (sender, receiver) = mpsc::channel();
+    let target = url.to_string();
+    std::thread::spawn(move || {
+        let answer = agent
+            .get(&target)
+            .call()
+            .map(|response| response.status().as_u16())
+            .map_err(|e| e.to_string());
+        let _ = sender.send(answer);
+    });
+    let answer = loop {
+        match receiver.recv_timeout(process::TICK) {
+            Ok(answer) => break answer,
+            Err(mpsc::RecvTimeoutError::Timeout) if interrupt.is_set() => {
+                break Err("interrupted".to_string());
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                break Err("the request thread died".to_string());
+            }
+        }
+    };
+    match answer {
+        Ok(status) => Check::ok(what, format!("{url} answers (HTTP {status}; no key sent)")),
         Err(e) => Check::fail(
             what,
             format!("{url}: {e}"),

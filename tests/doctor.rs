@@ -286,3 +286,66 @@ fn as_a_non_root_user_files_belong_to_that_user() {
     );
     assert!(line(&out, &format!("image {TEST_IMAGE} runs")).contains("/bin/sh as 4243:4243"));
 }
+
+#[test]
+fn a_codex_of_another_version_fails_the_version_check() {
+    let dir = Scratch::new("doctor-oldcodex");
+    let meta = FakeOpenAi::start(vec![]);
+    let image = format!(
+        "agent-runner-test-worker:doctor-codex-{}",
+        support::short_id()
+    );
+    let dockerfile = format!(
+        "FROM {TEST_IMAGE}\nRUN printf '#!/bin/sh\\necho \"codex-cli 0.170.0\"\\n' > /usr/local/bin/codex && chmod 755 /usr/local/bin/codex\n"
+    );
+    let mut build = std::process::Command::new("docker")
+        .args(["build", "-q", "-t", &image, "-"])
+        .env("DOCKER_BUILDKIT", "0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut build.stdin.take().unwrap(), dockerfile.as_bytes()).unwrap();
+    assert!(build.wait().unwrap().success(), "docker build of {image}");
+    let out = doctor(&dir, &task(&dir, &image, &meta.url, ""), Some("codex-key"));
+    support::docker::docker(&["rmi", &image]);
+    out.code(1);
+    assert_eq!(
+        statuses(&out),
+        expected(&image, &[("codex in the image", "FAIL")])
+    );
+    assert!(
+        line(&out, "codex in the image")
+            .contains("codex 0.170.0, but agent-runner was checked against 0.169.0"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn sigterm_stops_a_slow_check_at_once() {
+    let dir = Scratch::new("doctor-sigterm");
+    let meta = FakeOpenAi::start(vec![
+        support::fake_openai::Answer::chat("slow").delayed(std::time::Duration::from_secs(30)),
+    ]);
+    let running = Run::new(&["doctor"])
+        .env("HOME", &dir.path)
+        .env("CODEX_API_KEY", "codex-key")
+        .stdin(task(&dir, TEST_IMAGE, &meta.url, ""))
+        .start();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while meta.received().is_empty() {
+        assert!(std::time::Instant::now() < until, "doctor never asked Meta");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let signalled = std::time::Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &running.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = running.finish();
+    assert!(signalled.elapsed() < std::time::Duration::from_secs(5));
+    out.code(130).stdout_has("interrupted");
+    assert!(!out.stdout.contains("Meta endpoint"), "{}", out.stdout);
+}
