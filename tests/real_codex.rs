@@ -207,3 +207,54 @@ fn a_stalled_model_stream_is_stopped_inside_the_container() {
     );
     assert_no_container(&id);
 }
+
+#[test]
+fn as_a_non_root_user_real_codex_works_and_files_belong_to_that_user() {
+    let Some(image) = sandbox_image::require("real_codex: non-root") else {
+        return;
+    };
+    if std::fs::metadata("/var/run/docker.sock").is_err() || !Path::new("/usr/bin/setpriv").exists()
+    {
+        eprintln!("skipped: needs /var/run/docker.sock and setpriv");
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let socket_gid = std::fs::metadata("/var/run/docker.sock").unwrap().gid();
+    let dir = Scratch::new("real-codex-nonroot");
+    let repo = dir.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let id = task_id("nonroot");
+    let model = FakeResponses::start(vec![
+        Reply::Command("echo hello > hello.txt && id -u".into()),
+        Reply::Message("Created hello.txt.".into()),
+    ]);
+    let script = meta_script(&dir, "Create hello.txt saying hello.", &["AC-1"]);
+    let yaml = task(&id, &repo, &script, image, &model, 60);
+    let uid = 4244;
+    let chown = std::process::Command::new("chown")
+        .args([
+            "-R",
+            &format!("{uid}:{uid}"),
+            &dir.path.display().to_string(),
+        ])
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let (uid_s, gid_s) = (uid.to_string(), socket_gid.to_string());
+    let wrapper = [
+        "setpriv", "--reuid", &uid_s, "--regid", &uid_s, "--groups", &gid_s,
+    ];
+    let out = Run::through(&wrapper, &["run"])
+        .env("HOME", &dir.path)
+        .stdin(yaml)
+        .output();
+    out.code(0).stderr_has("worker run 1/1: completed");
+    let meta = std::fs::metadata(repo.join("hello.txt")).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (uid, uid));
+    let outputs = model.received()[1].inputs("function_call_output");
+    assert!(
+        outputs[0]["output"].as_str().unwrap().contains("4244"),
+        "codex's shell ran as uid 4244: {outputs:?}"
+    );
+    assert_no_container(&id);
+}
