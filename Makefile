@@ -11,9 +11,11 @@ build:
 install: build
 	install -D -m 755 target/release/agent-runner $(DESTDIR)$(PREFIX)/bin/agent-runner
 
-# Docker daemon + test worker image (installs and starts dockerd as root on Debian).
+# Docker daemon + test worker images (installs and starts dockerd as root on Debian),
+# and the real worker image for the real-codex tests (rebuilt only when its recipe changed).
 test-env:
 	bash testdata/setup-docker.sh
+	bash testdata/setup-sandbox-image.sh
 
 lint:
 	$(CARGO) fmt --check
@@ -30,9 +32,10 @@ demo: build
 bench:
 	bash bench/run.sh
 
-# The real worker image (Node + @openai/codex); needs a registry to build.
+# The real worker image agent-runner-codex:latest (Debian + @openai/codex), with or
+# without an image registry; see sandbox/build.sh for its settings.
 sandbox-image:
-	docker build -t agent-runner-codex:latest sandbox
+	bash sandbox/build.sh
 
 clean:
 	$(CARGO) clean

@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod context;
+pub mod doctor;
 pub mod error;
 pub mod interrupt;
 pub mod logging;

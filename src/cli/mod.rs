@@ -1,6 +1,7 @@
 //! Command line: parses arguments and dispatches to one module per command. stdout
 //! carries only results; progress and errors go to stderr.
 
+mod doctor;
 mod input;
 mod run;
 mod validate;
@@ -41,6 +42,10 @@ enum Command {
     },
     /// Check the Task YAML on stdin and print the task as it would run; runs nothing.
     Validate,
+    /// Check that this machine can run tasks (docker, the worker image, codex, auth,
+    /// Meta endpoint, file ownership): one line per check. Uses the Task YAML on stdin
+    /// if given, else the defaults.
+    Doctor,
 }
 
 /// Runs the program; returns the process exit code.
@@ -57,6 +62,7 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Run { meta_model, json } => run::run(meta_model, json, interrupt),
         Command::Validate => validate::validate(interrupt),
+        Command::Doctor => doctor::doctor(interrupt),
     }
 }
 
@@ -89,6 +95,10 @@ fn report(error: &Error, redactor: &Redactor) -> i32 {
 
 /// Reads and validates the Task YAML from stdin, against the real environment.
 fn read_task(interrupt: Interrupt) -> Result<crate::task::Task, Error> {
-    let text = input::read_stdin(interrupt)?;
-    Ok(crate::task::parse(&text, &crate::task::Host::process())?)
+    parse_task(&input::read_stdin(interrupt)?)
+}
+
+/// Validates a Task YAML against the real environment.
+fn parse_task(text: &str) -> Result<crate::task::Task, Error> {
+    Ok(crate::task::parse(text, &crate::task::Host::process())?)
 }

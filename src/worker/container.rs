@@ -230,13 +230,7 @@ fn run_args(spec: &ContainerSpec, name: &str) -> Vec<String> {
         "-w".into(),
         PROJECT_DIR.into(),
     ]);
-    let (uid, gid) = sys::user_and_group();
-    if uid != 0 {
-        // Files the worker creates belong to the invoking user; HOME must then
-        // be somewhere that user can write.
-        args.extend(["--user".into(), format!("{uid}:{gid}")]);
-        args.extend(["--env".into(), format!("HOME={NONROOT_HOME}")]);
-    }
+    args.extend(user_args());
     if let CodexAuth::File { path: file, .. } = &spec.auth {
         args.extend(["--mount".into(), mount_spec(file, AUTH_MOUNT, true)]);
     }
@@ -244,6 +238,21 @@ fn run_args(spec: &ContainerSpec, name: &str) -> Vec<String> {
     args.push(spec.worker.docker_image.clone());
     args.extend(["-c".into(), KEEPALIVE_SCRIPT.into()]);
     args
+}
+
+/// `docker run` arguments that make files created in the container belong to the
+/// invoking user (`--user uid:gid`, with a HOME that user can write), unless root.
+pub fn user_args() -> Vec<String> {
+    let (uid, gid) = sys::user_and_group();
+    if uid == 0 {
+        return Vec::new();
+    }
+    vec![
+        "--user".into(),
+        format!("{uid}:{gid}"),
+        "--env".into(),
+        format!("HOME={NONROOT_HOME}"),
+    ]
 }
 
 /// Why `docker run` failed: missing image, unreachable daemon, or something else.

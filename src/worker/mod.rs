@@ -4,7 +4,7 @@
 pub mod codex;
 pub mod container;
 pub mod docker;
-mod docker_cli;
+pub mod docker_cli;
 pub mod envelope;
 pub mod git;
 pub mod privileges;

@@ -4,6 +4,8 @@
 pub mod docker;
 pub mod docker_proxy;
 pub mod fake_openai;
+pub mod fake_responses;
+pub mod sandbox_image;
 pub mod task;
 
 use std::io::Write;
