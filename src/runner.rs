@@ -3,7 +3,7 @@
 //! tests; `mark_complete` is a claim to be checked, not trusted; the test command
 //! gates completion; `max_loops` bounds the iterations.
 
-use crate::context::{TaskContext, TaskState};
+use crate::context::{Criterion, TaskContext, TaskState};
 use crate::interrupt::Interrupt;
 use crate::meta::{Meta, MetaError, MetaOutcome, NextAction};
 use crate::task::TestSpec;
@@ -61,10 +61,20 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
     fn drive(&mut self, ctx: &mut TaskContext) -> Result<(), Stop> {
         let max_loops = ctx.task.meta.max_loops;
         move_to(ctx, TaskState::Planning, "")?;
-        let plan = self.ask(ctx, |meta, ctx| meta.plan_task(ctx))?;
-        ctx.criteria = plan.criteria;
-        log::info!("planned {} acceptance criteria", ctx.criteria.len());
-        move_to(ctx, TaskState::Running, "")?;
+        if ctx.task.acceptance_criteria.is_empty() {
+            let plan = self.ask(ctx, |meta, ctx| meta.plan_task(ctx))?;
+            ctx.criteria = plan.criteria;
+            log::info!("planned {} acceptance criteria", ctx.criteria.len());
+            move_to(ctx, TaskState::Running, "")?;
+        } else {
+            // A plan (SPEC §13) already fixed them: Meta is not asked to plan again.
+            ctx.criteria = given_criteria(&ctx.task.acceptance_criteria);
+            move_to(
+                ctx,
+                TaskState::Running,
+                "acceptance criteria given by the task",
+            )?;
+        }
         loop {
             let next = self.ask(ctx, |meta, ctx| meta.next_action(ctx))?;
             let number = ctx.loops + 1;
@@ -217,6 +227,19 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
             Ok(())
         }
     }
+}
+
+/// The task's own criteria, with ids AC-1, AC-2, ...
+fn given_criteria(descriptions: &[String]) -> Vec<Criterion> {
+    descriptions
+        .iter()
+        .enumerate()
+        .map(|(n, description)| Criterion {
+            id: format!("AC-{}", n + 1),
+            description: description.clone(),
+            passed: false,
+        })
+        .collect()
 }
 
 fn move_to(ctx: &mut TaskContext, to: TaskState, reason: &str) -> Result<(), Stop> {

@@ -457,13 +457,34 @@ fn the_container_runs_with_fewer_privileges_and_limits() {
             .any(|o| o.as_str().unwrap().starts_with("no-new-privileges")),
         "{host}"
     );
-    assert_eq!(host["PidsLimit"], 4096);
+    assert_eq!(host["PidsLimit"], 4096, "the default pids limit");
+    assert_eq!(
+        (host["Memory"].as_u64(), host["NanoCpus"].as_u64()),
+        (Some(0), Some(0))
+    );
     let mounts = inspect[0]["Mounts"].as_array().unwrap();
     let private = mounts
         .iter()
         .find(|m| m["Destination"] == "/workspace/project/.agent-runner")
         .expect("our directory is mounted on its own");
     assert_eq!(private["RW"], false);
+    drop(child);
+
+    let id = task_id("bnd-limits");
+    let limits = "    limits:\n      memory: 256m\n      cpus: 0.5\n      pids: 64\n";
+    let (_server, child) = busy_worker_with(&dir, &id, "@sleep: 60", false, limits);
+    let names = containers_labelled("agent-runner.task", &id);
+    let (_, inspect, _) = docker(&["inspect", &names[0]]);
+    let inspect: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    let host = &inspect[0]["HostConfig"];
+    assert_eq!(
+        (
+            host["PidsLimit"].as_u64(),
+            host["Memory"].as_u64(),
+            host["NanoCpus"].as_u64()
+        ),
+        (Some(64), Some(256 << 20), Some(500_000_000))
+    );
     drop(child);
 }
 

@@ -104,10 +104,11 @@ fn codex_runs_the_shell_command_the_model_asks_for_and_the_task_completes() {
     };
     let dir = Scratch::new("real-codex-ok");
     let repo = dir.join("repo");
-    std::fs::create_dir(&repo).unwrap();
+    // A git repository, so the in-container snapshots have something to see.
+    git_repo(&repo, "notes.txt", "one\n");
     let id = task_id("ok");
     let model = FakeResponses::start(vec![
-        Reply::Command("echo hello > hello.txt && ls".into()),
+        Reply::Command("echo hello > hello.txt && echo two >> notes.txt && ls".into()),
         Reply::Message("Created hello.txt.".into()),
     ]);
     let script = meta_script(&dir, "Create hello.txt saying hello.", &["AC-1"]);
@@ -150,10 +151,45 @@ fn codex_runs_the_shell_command_the_model_asks_for_and_the_task_completes() {
     assert!(note.contains("(completed, ExitCode=0)"), "{note}");
     assert!(note.contains("- Summary: Created hello.txt."), "{note}");
     assert!(
-        note.contains("echo hello > hello.txt && ls") && note.contains("→ exit 0"),
+        note.contains("echo hello > hello.txt && echo two >> notes.txt && ls")
+            && note.contains("→ exit 0"),
         "{note}"
     );
+    // git ran in the image (Debian's git, the image's safe.directory) and saw both.
+    for line in [
+        "  - M notes.txt",
+        "  - ?? hello.txt",
+        "- Diff stat: 1 file(s), +1 −0",
+    ] {
+        assert!(note.contains(line), "note lacks {line:?}:\n{note}");
+    }
     assert_no_container(&id);
+}
+
+/// A git repository with `file` committed, made before any worker touched it.
+fn git_repo(path: &Path, file: &str, content: &str) {
+    std::fs::create_dir_all(path).unwrap();
+    std::fs::write(path.join(file), content).unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &["add", file],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    ] {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(path)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "git {args:?}");
+    }
 }
 
 #[test]

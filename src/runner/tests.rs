@@ -210,6 +210,29 @@ fn happy_path_runs_worker_then_tests_then_completes() {
 }
 
 #[test]
+fn criteria_given_by_the_task_skip_planning() {
+    let mut ctx = context("  acceptance_criteria: [\"it builds\", \"it greets\"]\n");
+    let meta = FakeMeta {
+        nexts: [run_worker("do it")].into(),
+        assessments: [assess(&["AC-1", "AC-2"])].into(),
+        ..Default::default()
+    };
+    let mut sandbox = FakeSandbox::default();
+    run(&mut ctx, meta, &mut sandbox);
+    assert_eq!(ctx.state, TaskState::Complete, "{:?}", ctx.failure);
+    let ids: Vec<(&str, &str)> = ctx
+        .criteria
+        .iter()
+        .map(|c| (c.id.as_str(), c.description.as_str()))
+        .collect();
+    assert_eq!(ids, [("AC-1", "it builds"), ("AC-2", "it greets")]);
+    assert!(
+        ctx.meta_calls.iter().all(|c| c.kind != "plan_task"),
+        "plan_task was not asked"
+    );
+}
+
+#[test]
 fn a_failing_test_sends_it_round_again() {
     let mut ctx = context(WITH_TEST);
     let meta = FakeMeta {

@@ -103,11 +103,22 @@ pub fn everything_written(repo: &Path) -> String {
 /// Starts `agent-runner run` on a task whose worker says "working" and then keeps busy
 /// with `busy`; returns once the worker is at it (the server must stay alive too).
 pub fn busy_worker(dir: &Scratch, id: &str, busy: &str, json: bool) -> (FakeOpenAi, Running) {
+    busy_worker_with(dir, id, busy, json, "")
+}
+
+/// `busy_worker` with more `runner.worker` settings (YAML lines, indented 4).
+pub fn busy_worker_with(
+    dir: &Scratch,
+    id: &str,
+    busy: &str,
+    json: bool,
+    worker_extra: &str,
+) -> (FakeOpenAi, Running) {
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
         run_worker(&format!("@say: working\n{busy}")),
     ]);
-    let mut run = runner(&v1_task(id, &dir.path, &server, None, "", ""));
+    let mut run = runner(&v1_task(id, &dir.path, &server, None, "", worker_extra));
     if json {
         run = run.arg("--json");
     }

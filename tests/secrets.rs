@@ -1,0 +1,171 @@
+//! No piece of a secret gets out (SPEC §10), whatever the secret looks like and
+//! wherever it turns up: random secrets (multi-line, YAML-special, JSON-special) at
+//! random offsets in the PRD, the worker's output, the test's output and Meta's error
+//! bodies; then no substring of 6 bytes or more of any of them may appear in the
+//! note, the logs, the result JSON, stderr, or any request the Meta server received.
+
+mod support;
+
+use quickcheck::{Arbitrary, Gen, QuickCheck};
+
+use support::Scratch;
+use support::docker::TEST_IMAGE;
+use support::fake_openai::{Answer, FakeOpenAi};
+use support::task::{assess, plan, run_worker, task_id};
+
+/// Shortest piece of a secret that must not appear anywhere.
+const PIECE: usize = 6;
+
+/// Characters secrets are made of: letters and digits mixed with everything YAML and
+/// JSON treat specially, so a leak cannot hide behind escaping or quoting.
+const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ0123456789\"\\:#'{}[],&*!|>%@`~$^()+=?;<\t";
+
+#[derive(Debug, Clone)]
+struct Case {
+    /// The Meta API key (one line: it travels in an HTTP header).
+    key: String,
+    /// A `runner.worker.env` secret, sometimes several lines (a PEM-like value).
+    env: String,
+    /// Where in the PRD's filler each secret goes, as fractions of 1000.
+    prd_at: (u16, u16),
+}
+
+fn random_line(g: &mut Gen, len: usize, alphabet: &[u8]) -> String {
+    let mut s: String = (0..len)
+        .map(|_| *g.choose(alphabet).unwrap_or(&b'X') as char)
+        .collect();
+    // No leading or trailing whitespace, which YAML and the shell would trim.
+    s.replace_range(0..1, "Q");
+    s.replace_range(len - 1..len, "Z");
+    s
+}
+
+impl Arbitrary for Case {
+    fn arbitrary(g: &mut Gen) -> Self {
+        let plain: Vec<u8> = ALPHABET
+            .iter()
+            .copied()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect();
+        let key_len = 24 + usize::arbitrary(g) % 16;
+        let key = format!("sk-{}", random_line(g, key_len, &plain));
+        let lines = 1 + usize::arbitrary(g) % 4;
+        let env = (0..lines)
+            .map(|_| {
+                let len = 8 + usize::arbitrary(g) % 30;
+                random_line(g, len, ALPHABET)
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        Case {
+            key,
+            env,
+            prd_at: (u16::arbitrary(g) % 1000, u16::arbitrary(g) % 1000),
+        }
+    }
+}
+
+/// A PRD of about 1.2 KB with the secrets inside, one of them near the 1 KiB cut of
+/// the PRD summary.
+fn prd(case: &Case) -> String {
+    let filler = "Build the feature as described. ".repeat(40);
+    let at = |per_mille: u16| {
+        let mut i = filler.len() * usize::from(per_mille) / 1000;
+        while !filler.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let (a, b) = (
+        at(case.prd_at.0),
+        at(case.prd_at.1).max(1000).min(filler.len()),
+    );
+    let (first, second) = (a.min(b), a.max(b));
+    format!(
+        "{}{} {}{} {}",
+        &filler[..first],
+        case.key,
+        &filler[first..second],
+        case.env,
+        &filler[second..]
+    )
+}
+
+fn check(case: Case) -> bool {
+    let dir = Scratch::new("secrets-prop");
+    let id = task_id("secret");
+    // Whole, to stderr, and re-wrapped with a prefix on every line (as a YAML dump
+    // or a prefixed log would print a multi-line value).
+    let echo = "@run: printf '%s\\n' \"$SECRET_TWO\"; printf '%s\\n' \"$SECRET_TWO\" >&2\n@run: printf '%s\\n' \"$SECRET_TWO\" | sed 's/^/  > /'\n@say: printed it";
+    let body = format!("overloaded, key {} and {} rejected", case.key, case.env);
+    let server = FakeOpenAi::start(vec![
+        Answer::error(500, &body),
+        plan(&["AC-1"]),
+        run_worker(echo),
+        assess(&["AC-1"], "done"),
+    ]);
+    let prd = serde_json::to_string(&prd(&case)).unwrap();
+    let yaml = format!(
+        "version: 1\ntask:\n  id: {id}\n  repo: {}\n  prd:\n    text: {prd}\n  test:\n    command: \"printf '%s\\\\n' \\\"$SECRET_TWO\\\"\"\nrunner:\n  meta:\n    base_url: {}\n    model: m\n  worker:\n    docker_image: {TEST_IMAGE}\n    network: none\n    env:\n      SECRET_TWO: env:HOST_SECRET_TWO\n",
+        dir.path.display(),
+        server.url
+    );
+    let out = support::Run::new(&["run", "--json"])
+        .env("OPENAI_API_KEY", &case.key)
+        .env("HOST_SECRET_TWO", &case.env)
+        .env("AGENT_RUNNER_META_BACKOFF_MS", "1")
+        .env("RUST_LOG", "trace")
+        .stdin(yaml)
+        .output();
+    out.code(0);
+    let mut places = vec![
+        ("stdout".to_string(), out.stdout.clone()),
+        ("stderr".to_string(), out.stderr.clone()),
+    ];
+    for entry in walk(&dir.join(".agent-runner")) {
+        let text = String::from_utf8_lossy(&std::fs::read(&entry).unwrap()).into_owned();
+        places.push((entry.display().to_string(), text));
+    }
+    for (n, request) in server.received().iter().enumerate() {
+        places.push((format!("Meta request {n}"), request.body.clone()));
+        for m in 0..request.roles().len() {
+            places.push((format!("Meta request {n} message {m}"), request.message(m)));
+        }
+    }
+    let log =
+        std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    assert!(
+        log.contains("***"),
+        "the worker printed the secret, masked:\n{log}"
+    );
+    for secret in std::iter::once(case.key.as_str()).chain(case.env.lines()) {
+        for (place, text) in &places {
+            if let Some(piece) = support::leaked_piece(text, secret, PIECE) {
+                panic!("{piece:?} of a secret in {place}:\n{text}");
+            }
+        }
+    }
+    true
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_piece_of_any_secret_gets_out() {
+    // Each case is a whole run against the real daemon: a few, not a hundred.
+    QuickCheck::new()
+        .tests(6)
+        .max_tests(6)
+        .quickcheck(check as fn(Case) -> bool);
+}
