@@ -177,6 +177,51 @@ fn gives_up_after_three_retries() {
 }
 
 #[test]
+fn responses_cut_off_or_not_json_are_retried() {
+    let dir = Scratch::new("meta-broken");
+    let server = FakeOpenAi::start(vec![
+        // Garbled HTTP, then cut in the head, then in the body.
+        Answer::garbled(),
+        Answer::chat(PLAN).cut_at(20),
+        Answer::chat(PLAN).cut_at(150),
+        Answer::html(200, "<html><body>Proxy login required</body></html>"),
+        Answer::chat(PLAN),
+    ]);
+    let ctx = context(&dir, "");
+    // Five answers need four retries: more than a call makes, so ask twice.
+    let mut meta = agent(&server, None, Duration::from_secs(5));
+    let first = meta.plan_task(&ctx);
+    assert_eq!(first.call.attempts, 4, "each broken answer was retried");
+    assert!(
+        first
+            .call
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("gave up after 4 attempts")),
+        "{:?}",
+        first.call.error
+    );
+    let outcome = meta.plan_task(&ctx);
+    assert!(outcome.reply.is_ok(), "{:?}", outcome.reply.err());
+    assert_eq!((outcome.call.attempts, server.received().len()), (1, 5));
+
+    let server = FakeOpenAi::start(vec![
+        Answer::html(200, "<html>Proxy login required</html>");
+        4
+    ]);
+    let outcome = agent(&server, None, Duration::from_secs(5)).plan_task(&ctx);
+    let Err(MetaError::Failed(message)) = outcome.reply else {
+        panic!("{:?}", outcome.reply.err());
+    };
+    assert!(
+        message.contains("the response is not JSON")
+            && message.contains("<html>Proxy login required</html>")
+            && message.contains("gave up after 4 attempts"),
+        "{message}"
+    );
+}
+
+#[test]
 fn client_errors_fail_at_once_with_the_api_message() {
     let dir = Scratch::new("meta-401");
     // Some APIs echo the key back; it must still not show.

@@ -14,6 +14,12 @@ pub struct Answer {
     pub body: String,
     /// Wait this long before answering (to provoke client timeouts).
     pub delay: Duration,
+    /// Send only this many bytes of the response (head and body), then close the
+    /// connection: a response cut off mid-way.
+    pub cut_at: Option<usize>,
+    pub content_type: &'static str,
+    /// Bytes sent instead of a proper response (then the connection closes).
+    pub raw: Option<&'static [u8]>,
 }
 
 impl Answer {
@@ -29,7 +35,38 @@ impl Answer {
             headers: vec![],
             body: body.to_string(),
             delay: Duration::ZERO,
+            cut_at: None,
+            content_type: "application/json",
+            raw: None,
         }
+    }
+
+    /// A page that is not JSON at all (a proxy's login or error page).
+    pub fn html(status: u16, page: &str) -> Self {
+        Answer {
+            status,
+            headers: vec![],
+            body: page.to_string(),
+            delay: Duration::ZERO,
+            cut_at: None,
+            content_type: "text/html",
+            raw: None,
+        }
+    }
+
+    /// A response whose HTTP is garbled (a chunk length that is not a number), as a
+    /// broken proxy might send: ureq's protocol error.
+    pub fn garbled() -> Self {
+        Answer {
+            raw: Some(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabcde\r\n"),
+            ..Answer::chat("")
+        }
+    }
+
+    /// This answer, cut off after `bytes` bytes (of its head, when few).
+    pub fn cut_at(mut self, bytes: usize) -> Self {
+        self.cut_at = Some(bytes);
+        self
     }
 
     /// An error status with an OpenAI-style error body.
@@ -40,6 +77,9 @@ impl Answer {
             headers: vec![],
             body: body.to_string(),
             delay: Duration::ZERO,
+            cut_at: None,
+            content_type: "application/json",
+            raw: None,
         }
     }
 
@@ -180,9 +220,14 @@ fn serve(stream: TcpStream, answers: &Mutex<Vec<Answer>>, received: &Mutex<Vec<R
             .pop()
             .unwrap_or_else(|| Answer::error(599, "fake server: script exhausted"));
         std::thread::sleep(answer.delay);
+        if let Some(raw) = answer.raw {
+            let _ = stream.write_all(raw);
+            return;
+        }
         let mut response = format!(
-            "HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            "HTTP/1.1 {} X\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
             answer.status,
+            answer.content_type,
             answer.body.len()
         );
         for (k, v) in &answer.headers {
@@ -190,6 +235,10 @@ fn serve(stream: TcpStream, answers: &Mutex<Vec<Answer>>, received: &Mutex<Vec<R
         }
         response.push_str("\r\n");
         response.push_str(&answer.body);
+        if let Some(bytes) = answer.cut_at {
+            let _ = stream.write_all(&response.as_bytes()[..bytes.min(response.len())]);
+            return;
+        }
         if stream.write_all(response.as_bytes()).is_err() {
             return;
         }
