@@ -107,11 +107,22 @@ impl DockerSandbox {
         ))
     }
 
-    /// The running container, started on first use.
+    /// The running container, started on first use; an error at once if it has
+    /// died since the last run (its keep-alive ended).
     fn container(&mut self) -> Result<&mut Container, SandboxError> {
-        if self.container.is_none() {
-            self.container = Some(Container::start(&self.spec)?);
+        match &mut self.container {
+            None => self.container = Some(Container::start(&self.spec)?),
+            Some(container) => {
+                if !container.is_alive() {
+                    return Err(gone(container));
+                }
+            }
         }
+        self.started()
+    }
+
+    /// The container, known to be started.
+    fn started(&mut self) -> Result<&mut Container, SandboxError> {
         self.container
             .as_mut()
             .ok_or_else(|| SandboxError::Io("the container is not running".into()))
@@ -158,7 +169,7 @@ impl DockerSandbox {
         stderr: &str,
     ) -> Result<Report, SandboxError> {
         let image = self.spec.worker.docker_image.clone();
-        let container = self.container()?;
+        let container = self.started()?;
         if let Some(name) = &report.missing_command {
             return Err(SandboxError::ImageUnusable {
                 image,
