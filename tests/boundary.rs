@@ -276,16 +276,18 @@ fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
 fn a_killed_container_fails_the_task_at_once() {
     let dir = Scratch::new("bnd-dead");
     let id = task_id("bnd-dead");
-    let (out, server) = run_prompts(
-        &id,
-        &dir.path,
-        &["@run: kill -TERM 1\n@sleep: 10"],
-        None,
-        "",
-    );
+    // It leaves a setuid file first: the run ends in an error, the sweep still runs.
+    let attack = "@run: cp /bin/busybox suid && chmod 4755 suid\n@run: kill -TERM 1\n@sleep: 10";
+    let (out, server) = run_prompts(&id, &dir.path, &[attack], None, "");
     out.code(1)
         .stdout_has("sandbox: the sandbox container agent-runner-");
     out.stdout_has("is gone");
+    let mode = std::fs::metadata(dir.join("suid"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777;
+    assert_eq!(mode, 0o755, "the setuid bit survived a failed run");
     assert_eq!(
         server.received().len(),
         2,

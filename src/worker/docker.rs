@@ -58,6 +58,9 @@ pub struct DockerSandbox {
     redactor: Redactor,
     container: Option<Container>,
     sweep: Option<JoinHandle<()>>,
+    /// A run started whose repository has not been swept since (it ended in an
+    /// error): swept at shutdown.
+    unswept: bool,
 }
 
 impl DockerSandbox {
@@ -85,6 +88,7 @@ impl DockerSandbox {
             redactor: config.redactor,
             container: None,
             sweep,
+            unswept: false,
         }
     }
 
@@ -97,6 +101,7 @@ impl DockerSandbox {
     /// keep-alive's pid the envelope must spare.
     fn exec_base(&mut self, workdir: Option<&str>) -> Result<(Invocation, String), SandboxError> {
         self.container()?;
+        self.unswept = true;
         let container = self
             .container
             .as_ref()
@@ -209,7 +214,8 @@ impl DockerSandbox {
     }
 
     /// Removes setuid/setgid bits and device nodes the run left in the repository.
-    fn sweep_privileges(&self) -> Vec<Finding> {
+    fn sweep_privileges(&mut self) -> Vec<Finding> {
+        self.unswept = false;
         match privileges::sweep(&self.spec.repo) {
             Ok(found) => {
                 for finding in &found {
@@ -325,6 +331,11 @@ impl Sandbox for DockerSandbox {
 
     fn shutdown(&mut self) -> Option<Duration> {
         let removed = self.container.take().map(Container::remove);
+        if self.unswept {
+            // A run ended in a sandbox error before its sweep: nothing it left may
+            // survive the task either.
+            self.sweep_privileges();
+        }
         if let Some(sweep) = self.sweep.take() {
             let _ = sweep.join();
         }
