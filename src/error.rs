@@ -38,6 +38,8 @@ pub enum Error {
     Stdout(std::io::Error),
     #[error("interrupted before the task started")]
     Interrupted,
+    #[error("{0}")]
+    Pipeline(#[from] crate::pipeline::PipelineError),
 }
 
 impl Error {

@@ -11,6 +11,7 @@ pub mod interrupt;
 pub mod logging;
 pub mod meta;
 pub mod note;
+pub mod pipeline;
 pub mod process;
 pub mod result;
 pub mod runner;

@@ -202,15 +202,30 @@ pub(crate) struct Started {
 /// Spawns the child in its own process group, stdin piped, output read by threads.
 pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
     let mut command = std::process::Command::new(&invocation.program);
+    let stderr = match &invocation.stderr_file {
+        None => Stdio::piped(),
+        Some(path) => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map(Stdio::from)
+            .map_err(|e| SpawnError {
+                program: invocation.program.clone(),
+                reason: format!("cannot open {} for its stderr: {e}", path.display()),
+            })?,
+    };
     command
         .args(&invocation.args)
         .envs(invocation.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .process_group(0);
     if let Some(dir) = &invocation.cwd {
         command.current_dir(dir);
+    }
+    if invocation.parent_death_signal {
+        sys::terminate_with_parent(&mut command);
     }
     let mut child = command.spawn().map_err(|e| SpawnError {
         program: invocation.program.clone(),

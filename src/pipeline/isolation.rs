@@ -1,0 +1,313 @@
+//! Isolated attempts (SPEC §12 `--jobs N`): each runs in its own clone of root_dir,
+//! on branch `agent-runner/<task-id>`, and a succeeded attempt's branch is brought
+//! back into root_dir's repository without touching the user's checked-out branch or
+//! work tree.
+//!
+//! The clone is made with `git clone --local --no-hardlinks`: hard-linked object
+//! files would let the worker (root in its container) rewrite root_dir's objects.
+//! After the worker has run, the clone is worker-written, and no host git command
+//! may touch it (SPEC §9: its `.git/config` could run code on the host). So the
+//! branch leaves the clone as a `git bundle` made *inside a container* (the task's
+//! worker image, the clone mounted read-only, `--network none`), with the worker's
+//! uncommitted changes committed there on a private index; the host only copies the
+//! bundle file (no symlink followed) and `git fetch`es it into root_dir, checking
+//! every object. Host git commands on root_dir run with hooks and fsmonitor off,
+//! since an earlier non-isolated run may have let a worker write its config.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::interrupt::Interrupt;
+use crate::process::{self, Capture, Invocation, Limits, Stop};
+use crate::sys;
+use crate::worker::docker::{LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START, LABEL_TASK};
+
+const GIT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Largest bundle brought back.
+const MAX_BUNDLE: u64 = 4 << 30;
+/// Where the clone is mounted in the bundling container.
+const CLONE_MOUNT: &str = "/workspace/project";
+const OUT_MOUNT: &str = "/out";
+
+/// Commits what the worker left uncommitted (on a private index and repository that
+/// borrows the clone's objects; the read-only clone is not changed), points the
+/// branch at it, and bundles the branch minus the base commit. Prints
+/// `agent-runner-bundled <sha>`, or `agent-runner-unchanged <sha>` when the branch is
+/// the base itself.
+const BUNDLE_SCRIPT: &str = r#"set -eu
+branch=$1 base=$2 task=$3
+export HOME=/tmp GIT_CONFIG_NOSYSTEM=1
+export GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_VALUE_1=/dev/null
+g=/tmp/agent-runner-bundle
+git init -q --template= "$g"
+echo /workspace/project/.git/objects > "$g/.git/objects/info/alternates"
+head=$(git --git-dir=/workspace/project/.git rev-parse --verify 'HEAD^{commit}')
+export GIT_DIR="$g/.git" GIT_WORK_TREE=/workspace/project GIT_INDEX_FILE=/tmp/agent-runner-bundle.index
+git read-tree "$head"
+git add -A -- . ':(exclude).agent-runner'
+tree=$(git write-tree)
+commit=$head
+if [ "$tree" != "$(git rev-parse "$head^{tree}")" ]; then
+  commit=$(git -c user.name=agent-runner -c user.email=agent-runner@localhost commit-tree "$tree" -p "$head" -m "agent-runner: task $task")
+fi
+git update-ref "refs/heads/$branch" "$commit"
+if [ "$commit" = "$base" ]; then echo "agent-runner-unchanged $commit"; exit 0; fi
+git bundle create -q /out/branch.bundle "refs/heads/$branch" "^$base"
+echo "agent-runner-bundled $commit"
+"#;
+
+/// An attempt's clone.
+#[derive(Debug, Clone)]
+pub struct Clone {
+    pub dir: PathBuf,
+    /// `agent-runner/<task-id>`.
+    pub branch: String,
+    /// The commit it started from (root_dir's HEAD).
+    pub base: String,
+}
+
+/// The branch of task `task_id`.
+pub fn branch_name(task_id: &str) -> String {
+    format!("agent-runner/{task_id}")
+}
+
+/// True when `root` is the top level of a git work tree.
+pub fn is_git_root(root: &Path) -> bool {
+    git_on_root(root, &["rev-parse", "--show-toplevel"], Interrupt::never())
+        .is_ok_and(|out| Path::new(out.trim()) == root)
+}
+
+/// Clones `root` (HEAD, committed state) into `dir` on branch `agent-runner/<task_id>`.
+pub fn prepare(
+    root: &Path,
+    dir: &Path,
+    task_id: &str,
+    interrupt: Interrupt,
+) -> Result<Clone, String> {
+    let base = git_on_root(root, &["rev-parse", "--verify", "HEAD^{commit}"], interrupt)
+        .map_err(|e| {
+            format!("root_dir has no commit to start from (isolated attempts start from HEAD): {e}")
+        })?
+        .trim()
+        .to_string();
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    let branch = branch_name(task_id);
+    let dir_s = dir.display().to_string();
+    let root_s = root.display().to_string();
+    git(
+        None,
+        &[
+            "clone",
+            "--quiet",
+            "--local",
+            "--no-hardlinks",
+            "--",
+            &root_s,
+            &dir_s,
+        ],
+        interrupt,
+    )?;
+    // The clone is ours until the worker starts: host git may still run here.
+    git(
+        Some(dir),
+        &["switch", "--quiet", "-c", &branch, &base],
+        interrupt,
+    )?;
+    Ok(Clone {
+        dir: dir.to_path_buf(),
+        branch,
+        base,
+    })
+}
+
+/// Brings the clone's branch back into `root` as `agent-runner/<task_id>`: bundled
+/// in a container of `image`, fetched on the host. `work` is a directory of ours for
+/// the bundle.
+pub fn bring_back(
+    clone: &Clone,
+    root: &Path,
+    image: &str,
+    task_id: &str,
+    work: &Path,
+    interrupt: Interrupt,
+) -> Result<(), String> {
+    let target = format!("refs/heads/{}", clone.branch);
+    if let Ok(head) = git_on_root(root, &["symbolic-ref", "-q", "HEAD"], interrupt) {
+        if head.trim() == target {
+            return Err(format!(
+                "{} is checked out in root_dir {}; switch to another branch so it can be updated",
+                clone.branch,
+                root.display()
+            ));
+        }
+    }
+    let out = work.join("bundle-out");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let result = (|| {
+        let made = bundle_in_container(clone, image, task_id, &out, interrupt)?;
+        match made {
+            Bundled::Unchanged(sha) => {
+                git_on_root(root, &["update-ref", &target, &sha], interrupt)?;
+            }
+            Bundled::Bundle => {
+                // A file of ours, copied without following a link the container may
+                // have put in its place.
+                let bundle = work.join("branch.bundle");
+                let _ = std::fs::remove_file(&bundle);
+                super::safe_read::copy_regular(&out.join("branch.bundle"), &bundle, MAX_BUNDLE)
+                    .map_err(|e| format!("cannot take the bundle from the container: {e}"))?;
+                let refspec = format!("+{target}:{target}");
+                let fetched = git_on_root(
+                    root,
+                    &[
+                        "-c",
+                        "transfer.fsckObjects=true",
+                        "fetch",
+                        "--quiet",
+                        "--no-tags",
+                        "--no-write-fetch-head",
+                        &bundle.display().to_string(),
+                        &refspec,
+                    ],
+                    interrupt,
+                );
+                let _ = std::fs::remove_file(&bundle);
+                fetched?;
+            }
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&out);
+    result
+}
+
+enum Bundled {
+    Bundle,
+    Unchanged(String),
+}
+
+fn bundle_in_container(
+    clone: &Clone,
+    image: &str,
+    task_id: &str,
+    out: &Path,
+    interrupt: Interrupt,
+) -> Result<Bundled, String> {
+    let mut args: Vec<String> = ["run", "--rm", "--pull", "never", "--network", "none"]
+        .map(String::from)
+        .to_vec();
+    args.extend(["--security-opt".into(), "no-new-privileges".into()]);
+    for (label, value) in [
+        (LABEL_TASK, task_id.to_string()),
+        (LABEL_OWNER_PID, std::process::id().to_string()),
+        (LABEL_OWNER_HOST, sys::hostname()),
+        (
+            LABEL_OWNER_START,
+            sys::process_start_ticks("self").unwrap_or_default(),
+        ),
+    ] {
+        args.extend(["--label".into(), format!("{label}={value}")]);
+    }
+    let (uid, gid) = sys::user_and_group();
+    if uid != 0 {
+        args.extend(["--user".into(), format!("{uid}:{gid}")]);
+    }
+    args.extend([
+        "--mount".into(),
+        format!(
+            "type=bind,source={},target={CLONE_MOUNT},readonly",
+            clone.dir.display()
+        ),
+        "--mount".into(),
+        format!("type=bind,source={},target={OUT_MOUNT}", out.display()),
+        "--entrypoint".into(),
+        "/bin/sh".into(),
+        image.into(),
+        "-c".into(),
+        BUNDLE_SCRIPT.into(),
+        "sh".into(),
+        clone.branch.clone(),
+        clone.base.clone(),
+        task_id.into(),
+    ]);
+    let invocation = Invocation::new("docker").args(args);
+    let (ok, stdout, stderr) = run(&invocation, interrupt)?;
+    let last = stdout.lines().last().unwrap_or_default();
+    if ok {
+        if last.starts_with("agent-runner-bundled ") {
+            return Ok(Bundled::Bundle);
+        }
+        if let Some(sha) = last.strip_prefix("agent-runner-unchanged ") {
+            if sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Ok(Bundled::Unchanged(sha.to_string()));
+            }
+        }
+    }
+    let stderr = crate::text::tail(stderr.trim(), 600);
+    if stderr.contains("git: not found") || stderr.contains("\"git\": executable file not found") {
+        return Err(format!(
+            "the worker image {image} has no git, which bundling the branch needs: {stderr}"
+        ));
+    }
+    Err(format!(
+        "bundling the branch in a container of {image} failed: {stderr}"
+    ))
+}
+
+/// `git -c core.hooksPath=/dev/null -c core.fsmonitor=false -C root ...`; stdout.
+fn git_on_root(root: &Path, args: &[&str], interrupt: Interrupt) -> Result<String, String> {
+    git(Some(root), args, interrupt)
+}
+
+fn git(dir: Option<&Path>, args: &[&str], interrupt: Interrupt) -> Result<String, String> {
+    let mut invocation = Invocation::new("git").args([
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "core.fsmonitor=false",
+    ]);
+    if let Some(dir) = dir {
+        invocation = invocation.args(["-C".to_string(), dir.display().to_string()]);
+    }
+    let invocation = invocation.args(args.iter().copied());
+    let (ok, stdout, stderr) = run(&invocation, interrupt)?;
+    if ok {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "`{}` failed: {}",
+            invocation.display(),
+            crate::text::tail(stderr.trim(), 600)
+        ))
+    }
+}
+
+/// Runs a short command; (success, stdout, stderr tail).
+fn run(invocation: &Invocation, interrupt: Interrupt) -> Result<(bool, String, String), String> {
+    let mut stdout = String::new();
+    let mut on_line = |line: &[u8]| {
+        if stdout.len() < 256 * 1024 {
+            stdout.push_str(&String::from_utf8_lossy(line));
+            stdout.push('\n');
+        }
+    };
+    let mut capture = Capture::in_memory(16 * 1024).with_lines(64 * 1024, &mut on_line);
+    let finished = process::run(
+        invocation,
+        &Limits::wall(GIT_TIMEOUT, interrupt),
+        &mut capture,
+        Stop::Terminate,
+    )
+    .map_err(|e| e.to_string())?;
+    let stderr = capture.stderr();
+    drop(capture);
+    match finished.ending {
+        process::Ending::Interrupted => Err("interrupted".into()),
+        process::Ending::TimedOut => Err(format!("`{}` timed out", invocation.display())),
+        _ => Ok((finished.success(), stdout, stderr)),
+    }
+}
