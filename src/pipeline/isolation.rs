@@ -90,11 +90,12 @@ pub fn prepare(
         })?
         .trim()
         .to_string();
+    let branch = branch_name(task_id);
+    refuse_checked_out(root, &branch, interrupt)?;
     if let Some(parent) = dir.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
-    let branch = branch_name(task_id);
     let dir_s = dir.display().to_string();
     let root_s = root.display().to_string();
     git(
@@ -135,15 +136,7 @@ pub fn bring_back(
     interrupt: Interrupt,
 ) -> Result<(), String> {
     let target = format!("refs/heads/{}", clone.branch);
-    if let Ok(head) = git_on_root(root, &["symbolic-ref", "-q", "HEAD"], interrupt) {
-        if head.trim() == target {
-            return Err(format!(
-                "{} is checked out in root_dir {}; switch to another branch so it can be updated",
-                clone.branch,
-                root.display()
-            ));
-        }
-    }
+    refuse_checked_out(root, &clone.branch, interrupt)?;
     let out = work.join("bundle-out");
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
@@ -183,6 +176,18 @@ pub fn bring_back(
     })();
     let _ = std::fs::remove_dir_all(&out);
     result
+}
+
+/// An error if `branch` is root_dir's checked-out branch: updating it would change
+/// the user's work tree under them.
+fn refuse_checked_out(root: &Path, branch: &str, interrupt: Interrupt) -> Result<(), String> {
+    match git_on_root(root, &["symbolic-ref", "-q", "HEAD"], interrupt) {
+        Ok(head) if head.trim() == format!("refs/heads/{branch}") => Err(format!(
+            "{branch} is checked out in root_dir {}; switch to another branch so it can be updated",
+            root.display()
+        )),
+        _ => Ok(()),
+    }
 }
 
 enum Bundled {

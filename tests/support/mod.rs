@@ -3,6 +3,7 @@
 
 pub mod docker;
 pub mod fake_openai;
+pub mod pipeline;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
