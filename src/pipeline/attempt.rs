@@ -4,6 +4,8 @@
 //! can end is recorded as an attempt, with an error that says what went wrong.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::builder::{self, BuildRequest, DependencySummary};
@@ -29,6 +31,42 @@ pub struct Setup {
     /// Run each attempt in its own clone.
     pub isolated: bool,
     pub interrupt: Interrupt,
+    /// Clean-ups that outlive their attempt.
+    pub background: Background,
+}
+
+/// Threads doing clean-up after their attempt was recorded; `wait` joins them all.
+#[derive(Clone, Default)]
+pub struct Background(Arc<Mutex<Vec<JoinHandle<()>>>>);
+
+impl Background {
+    /// Runs `work` on its own thread. If no thread can be started, `work` is
+    /// dropped: what it holds must clean up on drop well enough (a bundler's pipe
+    /// closes, and its container removes itself).
+    pub fn spawn(&self, work: impl FnOnce() + Send + 'static) {
+        match std::thread::Builder::new()
+            .name("clean-up".into())
+            .spawn(work)
+        {
+            Ok(handle) => {
+                if let Ok(mut handles) = self.0.lock() {
+                    handles.push(handle);
+                }
+            }
+            Err(e) => log::warn!("cannot start a clean-up thread: {e}"),
+        }
+    }
+
+    /// Waits for every clean-up started so far.
+    pub fn wait(&self) {
+        let handles = match self.0.lock() {
+            Ok(mut handles) => std::mem::take(&mut *handles),
+            Err(_) => return,
+        };
+        for handle in handles {
+            let _ = handle.join();
+        }
+    }
 }
 
 /// A claimed job, ready to become an attempt.
@@ -181,17 +219,60 @@ fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path)
         config_path.display()
     );
 
-    // Run.
+    // Run; an isolated attempt's bundler starts alongside.
     if setup.interrupt.is_set() {
         return interrupted();
     }
+    let mut bundler = match &clone {
+        Some(clone) => {
+            match isolation::start_bundler(clone, &config.worker.docker_image, &task.id, log_dir) {
+                Ok(bundler) => Some(bundler),
+                Err(e) => {
+                    return failed(format!(
+                        "cannot start a container to bundle the branch: {e}"
+                    ));
+                }
+            }
+        }
+        None => None,
+    };
+    let ran = run_and_bring_back(
+        setup,
+        claimed,
+        &yaml,
+        &run_dir,
+        log_dir,
+        clone,
+        bundler.as_mut(),
+    );
+    if let Some(bundler) = bundler {
+        // Its removal takes a moment the next attempt need not wait for; the
+        // orchestrator waits for it before it exits.
+        setup.background.spawn(move || bundler.stop());
+    }
+    ran
+}
+
+/// Runs the runner child, then brings an isolated attempt's branch back.
+fn run_and_bring_back(
+    setup: &Setup,
+    claimed: &Claimed,
+    yaml: &str,
+    run_dir: &Path,
+    log_dir: &Path,
+    clone: Option<isolation::Clone>,
+    bundler: Option<&mut isolation::Bundler>,
+) -> Ran {
+    let ws = &setup.ws;
+    let job_id = &claimed.job_id;
+    let task = &claimed.task.record;
     log::info!(
         "job {job_id}: started agent-runner for task {} in {}",
         task.id,
         run_dir.display()
     );
     let stderr_log = log_dir.join("runner.stderr.log");
-    let child = match child::run(&setup.exe, &yaml, &run_dir, &stderr_log, setup.interrupt) {
+    let child = match child::run(&setup.exe, yaml, run_dir, &stderr_log, setup.interrupt) {
         Ok(child) => child,
         Err(e) => return failed(format!("cannot start agent-runner: {e}")),
     };
@@ -229,11 +310,11 @@ fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path)
     }
 
     // Bring the branch back.
-    if let Some(clone) = clone {
+    if let (Some(clone), Some(bundler)) = (clone, bundler) {
         match isolation::bring_back(
             &clone,
             &ws.root_dir,
-            &config.worker.docker_image,
+            bundler,
             &task.id,
             log_dir,
             setup.interrupt,

@@ -8,18 +8,19 @@
 //! After the worker has run, the clone is worker-written, and no host git command
 //! may touch it (SPEC §9: its `.git/config` could run code on the host). So the
 //! branch leaves the clone as a `git bundle` made *inside a container* (the task's
-//! worker image, the clone mounted read-only, `--network none`), with the worker's
-//! uncommitted changes committed there on a private index; the host only copies the
-//! bundle file (no symlink followed) and `git fetch`es it into root_dir, checking
-//! every object. Host git commands on root_dir run with hooks and fsmonitor off,
+//! worker image, the clone mounted read-only, `--network none`; started while the
+//! runner works, so bundling costs a `docker exec`), with the worker's uncommitted
+//! changes committed there on a private index; the host only copies the bundle file
+//! (no symlink followed) and `git fetch`es it into root_dir, checking every object. Host git commands on root_dir run with hooks and fsmonitor off,
 //! since an earlier non-isolated run may have let a worker write its config.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::interrupt::Interrupt;
-use crate::process::{self, Capture, Invocation, Limits, Stop};
+use crate::process::{self, Capture, Held, HeldWait, Invocation, Limits, Stop};
 use crate::sys;
+use crate::timestamp::human;
 use crate::worker::docker::{LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START, LABEL_TASK};
 
 const GIT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -124,58 +125,201 @@ pub fn prepare(
     })
 }
 
+/// A container of the task's worker image with the clone mounted read-only and an
+/// output directory of ours, started while the runner works, so that bundling
+/// afterwards costs a `docker exec` instead of a `docker run`. Its main process reads
+/// a pipe held here: it ends with this value, or with the orchestrator, however that
+/// ends (as the sandbox's keep-alive does).
+pub struct Bundler {
+    name: String,
+    image: String,
+    out: PathBuf,
+    keepalive: Held,
+}
+
+const BUNDLER_READY: &str = "agent-runner-bundler-ready";
+const BUNDLER_START: Duration = Duration::from_secs(120);
+
+/// Starts the bundler container for `clone`; `work` is a directory of ours.
+pub fn start_bundler(
+    clone: &Clone,
+    image: &str,
+    task_id: &str,
+    work: &Path,
+) -> Result<Bundler, String> {
+    let out = work.join("bundle-out");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let name = format!("agent-runner-bundle-{task_id}-{}", super::id::random_hex(6));
+    let mut args: Vec<String> = [
+        "run",
+        "-i",
+        "--rm",
+        "--init",
+        "--pull",
+        "never",
+        "--network",
+        "none",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(["--name".into(), name.clone()]);
+    args.extend(["--security-opt".into(), "no-new-privileges".into()]);
+    for (label, value) in [
+        (LABEL_TASK, task_id.to_string()),
+        (LABEL_OWNER_PID, std::process::id().to_string()),
+        (LABEL_OWNER_HOST, sys::hostname()),
+        (
+            LABEL_OWNER_START,
+            sys::process_start_ticks("self").unwrap_or_default(),
+        ),
+    ] {
+        args.extend(["--label".into(), format!("{label}={value}")]);
+    }
+    let (uid, gid) = sys::user_and_group();
+    if uid != 0 {
+        args.extend(["--user".into(), format!("{uid}:{gid}")]);
+    }
+    args.extend([
+        "--mount".into(),
+        mount_spec(&clone.dir, CLONE_MOUNT, true),
+        "--mount".into(),
+        mount_spec(&out, OUT_MOUNT, false),
+        "--entrypoint".into(),
+        "/bin/sh".into(),
+        image.into(),
+        "-c".into(),
+        format!("echo {BUNDLER_READY}; exec cat >/dev/null"),
+    ]);
+    let keepalive =
+        process::spawn_held(&Invocation::new("docker").args(args)).map_err(|e| e.to_string())?;
+    Ok(Bundler {
+        name,
+        image: image.to_string(),
+        out,
+        keepalive,
+    })
+}
+
+impl Bundler {
+    /// Removes the container (closing its pipe ends it; `--rm` removes it).
+    pub fn stop(self) {
+        if !self.keepalive.release(Duration::from_secs(10)) {
+            let _ = run(
+                &Invocation::new("docker").args(["rm", "-f", &self.name]),
+                Interrupt::never(),
+            );
+        }
+        let _ = std::fs::remove_dir_all(&self.out);
+    }
+
+    /// Runs the bundle script in the container.
+    fn bundle(
+        &mut self,
+        clone: &Clone,
+        task_id: &str,
+        interrupt: Interrupt,
+    ) -> Result<Bundled, String> {
+        let image = self.image.clone();
+        match self
+            .keepalive
+            .wait_for_line(BUNDLER_READY, BUNDLER_START, interrupt)
+        {
+            Ok(_) => {}
+            Err(HeldWait::Interrupted) => return Err("interrupted".into()),
+            Err(HeldWait::TimedOut) => {
+                return Err(format!(
+                    "a container of {image} did not start within {}",
+                    human(BUNDLER_START)
+                ));
+            }
+            Err(HeldWait::Ended(stderr)) => {
+                return Err(format!(
+                    "a container of {image} to bundle the branch did not start: {}",
+                    crate::text::tail(stderr.trim(), 600)
+                ));
+            }
+        }
+        let invocation = Invocation::new("docker").args([
+            "exec",
+            &self.name,
+            "sh",
+            "-c",
+            BUNDLE_SCRIPT,
+            "sh",
+            &clone.branch,
+            &clone.base,
+            task_id,
+        ]);
+        let (ok, stdout, stderr) = run(&invocation, interrupt)?;
+        let last = stdout.lines().last().unwrap_or_default();
+        if ok {
+            if last.starts_with("agent-runner-bundled ") {
+                return Ok(Bundled::Bundle);
+            }
+            if let Some(sha) = last.strip_prefix("agent-runner-unchanged ") {
+                if sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()) {
+                    return Ok(Bundled::Unchanged(sha.to_string()));
+                }
+            }
+        }
+        let stderr = crate::text::tail(stderr.trim(), 600);
+        if stderr.contains("git: not found")
+            || stderr.contains("\"git\": executable file not found")
+        {
+            return Err(format!(
+                "the worker image {image} has no git, which bundling the branch needs: {stderr}"
+            ));
+        }
+        Err(format!(
+            "bundling the branch in a container of {image} failed: {stderr}"
+        ))
+    }
+}
+
 /// Brings the clone's branch back into `root` as `agent-runner/<task_id>`: bundled
-/// in a container of `image`, fetched on the host. `work` is a directory of ours for
-/// the bundle.
+/// by `bundler`, fetched on the host. `work` is a directory of ours.
 pub fn bring_back(
     clone: &Clone,
     root: &Path,
-    image: &str,
+    bundler: &mut Bundler,
     task_id: &str,
     work: &Path,
     interrupt: Interrupt,
 ) -> Result<(), String> {
     let target = format!("refs/heads/{}", clone.branch);
     refuse_checked_out(root, &clone.branch, interrupt)?;
-    let out = work.join("bundle-out");
-    let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let result = (|| {
-        let made = bundle_in_container(clone, image, task_id, &out, interrupt)?;
-        match made {
-            Bundled::Unchanged(sha) => {
-                git_on_root(root, &["update-ref", &target, &sha], interrupt)?;
-            }
-            Bundled::Bundle => {
-                // A file of ours, copied without following a link the container may
-                // have put in its place.
-                let bundle = work.join("branch.bundle");
-                let _ = std::fs::remove_file(&bundle);
-                super::safe_read::copy_regular(&out.join("branch.bundle"), &bundle, MAX_BUNDLE)
-                    .map_err(|e| format!("cannot take the bundle from the container: {e}"))?;
-                let refspec = format!("+{target}:{target}");
-                let fetched = git_on_root(
-                    root,
-                    &[
-                        "-c",
-                        "transfer.fsckObjects=true",
-                        "fetch",
-                        "--quiet",
-                        "--no-tags",
-                        "--no-write-fetch-head",
-                        &bundle.display().to_string(),
-                        &refspec,
-                    ],
-                    interrupt,
-                );
-                let _ = std::fs::remove_file(&bundle);
-                fetched?;
-            }
+    match bundler.bundle(clone, task_id, interrupt)? {
+        Bundled::Unchanged(sha) => {
+            git_on_root(root, &["update-ref", &target, &sha], interrupt)?;
         }
-        Ok(())
-    })();
-    let _ = std::fs::remove_dir_all(&out);
-    result
+        Bundled::Bundle => {
+            // A file of ours, copied without following a link the container may
+            // have put in its place.
+            let bundle = work.join("branch.bundle");
+            let _ = std::fs::remove_file(&bundle);
+            super::safe_read::copy_regular(&bundler.out.join("branch.bundle"), &bundle, MAX_BUNDLE)
+                .map_err(|e| format!("cannot take the bundle from the container: {e}"))?;
+            let refspec = format!("+{target}:{target}");
+            let fetched = git_on_root(
+                root,
+                &[
+                    "-c",
+                    "transfer.fsckObjects=true",
+                    "fetch",
+                    "--quiet",
+                    "--no-tags",
+                    "--no-write-fetch-head",
+                    &bundle.display().to_string(),
+                    &refspec,
+                ],
+                interrupt,
+            );
+            let _ = std::fs::remove_file(&bundle);
+            fetched?;
+        }
+    }
+    Ok(())
 }
 
 /// An error if `branch` is root_dir's checked-out branch: updating it would change
@@ -195,72 +339,20 @@ enum Bundled {
     Unchanged(String),
 }
 
-fn bundle_in_container(
-    clone: &Clone,
-    image: &str,
-    task_id: &str,
-    out: &Path,
-    interrupt: Interrupt,
-) -> Result<Bundled, String> {
-    let mut args: Vec<String> = ["run", "--rm", "--pull", "never", "--network", "none"]
-        .map(String::from)
-        .to_vec();
-    args.extend(["--security-opt".into(), "no-new-privileges".into()]);
-    for (label, value) in [
-        (LABEL_TASK, task_id.to_string()),
-        (LABEL_OWNER_PID, std::process::id().to_string()),
-        (LABEL_OWNER_HOST, sys::hostname()),
-        (
-            LABEL_OWNER_START,
-            sys::process_start_ticks("self").unwrap_or_default(),
-        ),
-    ] {
-        args.extend(["--label".into(), format!("{label}={value}")]);
+/// A `--mount` value; a source with a comma or quote is quoted as CSV (docker
+/// parses the value as CSV).
+fn mount_spec(source: &Path, target: &str, readonly: bool) -> String {
+    let source = format!("source={}", source.display());
+    let source = if source.contains([',', '"']) {
+        format!("\"{}\"", source.replace('"', "\"\""))
+    } else {
+        source
+    };
+    let mut spec = format!("type=bind,{source},target={target}");
+    if readonly {
+        spec.push_str(",readonly");
     }
-    let (uid, gid) = sys::user_and_group();
-    if uid != 0 {
-        args.extend(["--user".into(), format!("{uid}:{gid}")]);
-    }
-    args.extend([
-        "--mount".into(),
-        format!(
-            "type=bind,source={},target={CLONE_MOUNT},readonly",
-            clone.dir.display()
-        ),
-        "--mount".into(),
-        format!("type=bind,source={},target={OUT_MOUNT}", out.display()),
-        "--entrypoint".into(),
-        "/bin/sh".into(),
-        image.into(),
-        "-c".into(),
-        BUNDLE_SCRIPT.into(),
-        "sh".into(),
-        clone.branch.clone(),
-        clone.base.clone(),
-        task_id.into(),
-    ]);
-    let invocation = Invocation::new("docker").args(args);
-    let (ok, stdout, stderr) = run(&invocation, interrupt)?;
-    let last = stdout.lines().last().unwrap_or_default();
-    if ok {
-        if last.starts_with("agent-runner-bundled ") {
-            return Ok(Bundled::Bundle);
-        }
-        if let Some(sha) = last.strip_prefix("agent-runner-unchanged ") {
-            if sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()) {
-                return Ok(Bundled::Unchanged(sha.to_string()));
-            }
-        }
-    }
-    let stderr = crate::text::tail(stderr.trim(), 600);
-    if stderr.contains("git: not found") || stderr.contains("\"git\": executable file not found") {
-        return Err(format!(
-            "the worker image {image} has no git, which bundling the branch needs: {stderr}"
-        ));
-    }
-    Err(format!(
-        "bundling the branch in a container of {image} failed: {stderr}"
-    ))
+    spec
 }
 
 /// `git -c core.hooksPath=/dev/null -c core.fsmonitor=false -C root ...`; stdout.

@@ -65,6 +65,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         exe,
         isolated,
         interrupt,
+        background: Default::default(),
     };
     let (done, finished) = mpsc::channel::<AttemptStatus>();
     let mut active = 0usize;
@@ -128,6 +129,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
             Err(_) => break,
         }
     }
+    setup.background.wait();
     if interrupt.is_set() {
         exit::INTERRUPTED
     } else if failures > 0 {
