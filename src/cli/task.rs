@@ -6,7 +6,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::json;
 
 use crate::error::{Error, exit};
 use crate::pipeline::record::{Attempt, TaskRecord, TaskView};
@@ -183,22 +184,34 @@ fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
         (&a.0.record.created_at, &a.0.record.id).cmp(&(&b.0.record.created_at, &b.0.record.id))
     });
     if json {
-        let tasks: Vec<Value> = rows
+        let tasks: Vec<ListedTask> = rows
             .iter()
-            .map(|(t, status)| {
-                json!({
-                    "id": t.record.id,
-                    "title": t.record.title,
-                    "status": status.as_str(),
-                    "created_at": t.record.created_at,
-                    "job_id": board.jobs.get(&t.record.id).map(|(_, j)| j),
-                    "attempts": t.attempts.len(),
-                    "last_attempt": t.latest().map(attempt_brief),
-                })
+            .map(|(t, status)| ListedTask {
+                id: &t.record.id,
+                title: &t.record.title,
+                status: status.as_str(),
+                created_at: &t.record.created_at,
+                job_id: board.jobs.get(&t.record.id).map(|(_, j)| j.as_str()),
+                attempts: t.attempt_count,
+                last_attempt: t.latest().map(|a| AttemptBrief {
+                    attempt_id: &a.attempt_id,
+                    job_id: &a.job_id,
+                    status: a.status.as_str(),
+                    started_at: &a.started_at,
+                    finished_at: &a.finished_at,
+                    duration_ms: a.duration_ms,
+                    error: a.error.as_deref(),
+                }),
             })
             .collect();
-        let doc = json!({"workspace_id": ws.id, "root_dir": ws.root_dir, "tasks": tasks});
-        write_stdout(&format!("{doc}\n"))?;
+        let doc = TaskList {
+            workspace_id: &ws.id,
+            root_dir: &ws.root_dir,
+            tasks,
+        };
+        let mut text = serde_json::to_string(&doc).unwrap_or_default();
+        text.push('\n');
+        write_stdout(&text)?;
         return Ok(exit::COMPLETE);
     }
     let mut out = String::with_capacity(rows.len() * 100 + 100);
@@ -239,16 +252,34 @@ fn short_time(rfc3339: &str) -> String {
     escape_controls(&cut.replacen('T', " ", 1))
 }
 
-fn attempt_brief(a: &Attempt) -> Value {
-    json!({
-        "attempt_id": a.attempt_id,
-        "job_id": a.job_id,
-        "status": a.status.as_str(),
-        "started_at": a.started_at,
-        "finished_at": a.finished_at,
-        "duration_ms": a.duration_ms,
-        "error": a.error,
-    })
+/// `task list --json`.
+#[derive(Serialize)]
+struct TaskList<'a> {
+    workspace_id: &'a str,
+    root_dir: &'a Path,
+    tasks: Vec<ListedTask<'a>>,
+}
+
+#[derive(Serialize)]
+struct ListedTask<'a> {
+    id: &'a str,
+    title: &'a str,
+    status: &'static str,
+    created_at: &'a str,
+    job_id: Option<&'a str>,
+    attempts: usize,
+    last_attempt: Option<AttemptBrief<'a>>,
+}
+
+#[derive(Serialize)]
+struct AttemptBrief<'a> {
+    attempt_id: &'a str,
+    job_id: &'a str,
+    status: &'static str,
+    started_at: &'a str,
+    finished_at: &'a str,
+    duration_ms: u64,
+    error: Option<&'a str>,
 }
 
 fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {

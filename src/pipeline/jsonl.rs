@@ -80,16 +80,53 @@ pub fn read(path: &Path, buf: &mut Vec<u8>, max: u64) -> std::io::Result<()> {
 /// The non-empty lines of `bytes` with their 1-based numbers, and whether each is
 /// the last one (where a torn write would be).
 pub fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8], bool)> {
-    let blank = |l: &[u8]| l.iter().all(u8::is_ascii_whitespace);
-    // The index of the line holding the last non-blank byte.
-    let last = (bytes.iter())
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map(|end| bytes[..end].iter().filter(|&&b| b == b'\n').count());
-    bytes
-        .split(|&b| b == b'\n')
-        .enumerate()
-        .filter(move |(_, l)| !blank(l))
-        .map(move |(n, l)| (n + 1, l, Some(n) == last))
+    let mut rest = bytes;
+    let mut number = 0;
+    std::iter::from_fn(move || {
+        loop {
+            if rest.is_empty() {
+                return None;
+            }
+            number += 1;
+            let (line, after) = match find_newline(rest) {
+                Some(at) => (&rest[..at], &rest[at + 1..]),
+                None => (rest, &rest[rest.len()..]),
+            };
+            rest = after;
+            if !blank(line) {
+                return Some((number, line, blank(rest)));
+            }
+        }
+    })
+}
+
+fn blank(bytes: &[u8]) -> bool {
+    bytes.iter().all(u8::is_ascii_whitespace)
+}
+
+/// The index of the first `\n` in `bytes`. Eight bytes at a time: listing a
+/// workspace splits tens of megabytes into lines.
+fn find_newline(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const NEWLINES: u64 = ONES * b'\n' as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let v = u64::from_le_bytes(word) ^ NEWLINES;
+        // Non-zero when some byte of v is zero (that byte was a newline).
+        if v.wrapping_sub(ONES) & !v & HIGHS != 0 {
+            return chunk.iter().position(|&b| b == b'\n').map(|at| offset + at);
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|at| offset + at)
 }
 
 #[cfg(test)]
@@ -127,6 +164,18 @@ mod tests {
         );
         assert!(read(&path, &mut buf, 4).is_err(), "bounded");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn newlines_are_found_at_every_offset() {
+        for len in 0..40 {
+            for at in 0..len {
+                let mut bytes = vec![b'x'; len];
+                bytes[at] = b'\n';
+                assert_eq!(find_newline(&bytes), Some(at), "{len} {at}");
+            }
+            assert_eq!(find_newline(&vec![0x8a; len]), None);
+        }
     }
 
     #[test]

@@ -196,8 +196,11 @@ impl Line {
 pub struct TaskView {
     pub record: TaskRecord,
     pub deleted: Option<Deleted>,
-    /// In the order they were recorded.
+    /// In the order they were recorded (with `Depth::Latest`, only the latest,
+    /// without its result).
     pub attempts: Vec<Attempt>,
+    /// How many attempts the file records.
+    pub attempt_count: usize,
 }
 
 impl TaskView {
@@ -207,20 +210,40 @@ impl TaskView {
     }
 }
 
+/// How much of a task file a reader needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Every attempt, with its result.
+    Full,
+    /// The record and the latest attempt without its result: what a list shows.
+    /// Earlier attempt lines are counted, not parsed.
+    Latest,
+}
+
+/// An attempt line not parsed yet (`Depth::Latest`), or parsed.
+enum Pending<'a> {
+    Raw {
+        number: usize,
+        line: &'a [u8],
+        last: bool,
+    },
+    Parsed(Box<Attempt>),
+}
+
 /// Folds the lines of a task file (`name` in warnings) into the current task; None
 /// when there is no valid `task` line first.
-pub fn fold(name: &str, bytes: &[u8]) -> Option<TaskView> {
+pub fn fold(name: &str, bytes: &[u8], depth: Depth) -> Option<TaskView> {
     let mut view: Option<TaskView> = None;
+    let mut pending: Vec<Pending> = Vec::new();
     for (number, line, last) in super::jsonl::lines(bytes) {
+        if depth == Depth::Latest && view.is_some() && line.starts_with(ATTEMPT_PREFIX) {
+            pending.push(Pending::Raw { number, line, last });
+            continue;
+        }
         let parsed = match Line::parse(line) {
             Ok(parsed) => parsed,
             Err(e) => {
-                let what = if last {
-                    "torn or invalid last line"
-                } else {
-                    "invalid line"
-                };
-                log::warn!("{name}:{number}: {what} ignored ({e})");
+                warn_invalid(name, number, last, &e);
                 continue;
             }
         };
@@ -230,6 +253,7 @@ pub fn fold(name: &str, bytes: &[u8]) -> Option<TaskView> {
                     record,
                     deleted: None,
                     attempts: Vec::new(),
+                    attempt_count: 0,
                 })
             }
             (None, _) => {
@@ -241,11 +265,48 @@ pub fn fold(name: &str, bytes: &[u8]) -> Option<TaskView> {
             }
             (Some(v), Line::Update(update)) => apply(&mut v.record, update.changes),
             (Some(v), Line::Deleted(deleted)) => v.deleted = Some(deleted),
-            (Some(v), Line::Attempt(attempt)) => v.attempts.push(attempt),
+            (Some(v), Line::Attempt(attempt)) => match depth {
+                Depth::Full => v.attempts.push(attempt),
+                Depth::Latest => pending.push(Pending::Parsed(Box::new(attempt))),
+            },
             (Some(_), Line::Other(_)) => {}
         }
     }
-    view
+    let mut view = view?;
+    if depth == Depth::Latest {
+        view.attempt_count = pending.len();
+        while let Some(candidate) = pending.pop() {
+            let attempt = match candidate {
+                Pending::Parsed(attempt) => *attempt,
+                Pending::Raw { number, line, last } => match Line::parse(line) {
+                    Ok(Line::Attempt(attempt)) => attempt,
+                    Ok(_) => continue,
+                    Err(e) => {
+                        warn_invalid(name, number, last, &e);
+                        view.attempt_count -= 1;
+                        continue;
+                    }
+                },
+            };
+            view.attempts.push(Attempt {
+                result: None,
+                ..attempt
+            });
+            break;
+        }
+    } else {
+        view.attempt_count = view.attempts.len();
+    }
+    Some(view)
+}
+
+fn warn_invalid(name: &str, number: usize, last: bool, error: &str) {
+    let what = if last {
+        "torn or invalid last line"
+    } else {
+        "invalid line"
+    };
+    log::warn!("{name}:{number}: {what} ignored ({error})");
 }
 
 fn apply(record: &mut TaskRecord, changes: TaskChanges) {
@@ -363,7 +424,7 @@ pub(crate) mod tests {
             Line::Other("future".into()),
             Line::Attempt(attempt("j-2", AttemptStatus::Succeeded)),
         ]);
-        let view = fold("t-1.jsonl", &bytes).unwrap();
+        let view = fold("t-1.jsonl", &bytes, Depth::Full).unwrap();
         assert_eq!(view.record.title, "New title");
         assert_eq!(view.record.raw_prompt, "TODO アプリを作成して");
         assert_eq!(view.record.depends_on, Some(vec!["t-0".to_string()]));
@@ -372,7 +433,7 @@ pub(crate) mod tests {
         assert!(view.deleted.is_none());
         // A torn last line is ignored; the rest stands.
         bytes.extend_from_slice(br#"{"type":"deleted","at":"#);
-        let view = fold("t-1.jsonl", &bytes).unwrap();
+        let view = fold("t-1.jsonl", &bytes, Depth::Full).unwrap();
         assert!(view.deleted.is_none() && view.attempts.len() == 2);
         bytes.extend_from_slice(b"\n");
         bytes.extend(
@@ -382,14 +443,35 @@ pub(crate) mod tests {
             })
             .to_json(),
         );
-        let view = fold("t-1.jsonl", &bytes).unwrap();
+        let view = fold("t-1.jsonl", &bytes, Depth::Full).unwrap();
         assert_eq!(view.deleted.unwrap().reason, "dup");
+        // A list reads the same file to the same task, latest attempt only.
+        let brief = fold("t-1.jsonl", &bytes, Depth::Latest).unwrap();
+        assert_eq!(brief.record, view.record);
+        assert_eq!((brief.attempt_count, brief.attempts.len()), (2, 1));
+        assert_eq!(brief.latest().unwrap().job_id, "j-2");
+        assert!(brief.latest().unwrap().result.is_none());
+    }
+
+    #[test]
+    fn the_latest_valid_attempt_is_found_behind_a_torn_one() {
+        let mut bytes = file(&[
+            Line::Task(record("t-1")),
+            Line::Attempt(attempt("j-1", AttemptStatus::Failed)),
+            Line::Attempt(attempt("j-2", AttemptStatus::Succeeded)),
+        ]);
+        bytes.extend_from_slice(br#"{"type":"attempt","attempt_id":"a-3","job"#);
+        let brief = fold("t", &bytes, Depth::Latest).unwrap();
+        assert_eq!(brief.latest().unwrap().job_id, "j-2");
+        assert_eq!(brief.attempt_count, 2);
+        let full = fold("t", &bytes, Depth::Full).unwrap();
+        assert_eq!(full.attempt_count, 2);
     }
 
     #[test]
     fn a_file_without_a_task_line_first_is_no_task() {
         let bytes = file(&[Line::Attempt(attempt("j-1", AttemptStatus::Failed))]);
-        assert!(fold("x", &bytes).is_none());
-        assert!(fold("x", b"").is_none());
+        assert!(fold("x", &bytes, Depth::Full).is_none());
+        assert!(fold("x", b"", Depth::Latest).is_none());
     }
 }

@@ -96,6 +96,7 @@ mod tests {
         TaskView {
             record: record("t-1"),
             deleted: None,
+            attempt_count: attempts.len(),
             attempts: attempts
                 .iter()
                 .enumerate()

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use super::queue;
-use super::record::{Line, TaskRecord, TaskView};
+use super::record::{Depth, Line, TaskRecord, TaskView, fold};
 use super::status::{self, JobState, Readiness, TaskStatus};
 use super::{PipelineError, Workspace, id, jsonl};
 
@@ -61,13 +61,14 @@ impl TaskStore {
         let path = self.path(id);
         let mut bytes = Vec::new();
         match jsonl::read(&path, &mut bytes, MAX_TASK_FILE) {
-            Ok(()) => Ok(super::record::fold(&format!("tasks/{id}.jsonl"), &bytes)),
+            Ok(()) => Ok(fold(&format!("tasks/{id}.jsonl"), &bytes, Depth::Full)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(PipelineError::io("read", path)(e)),
         }
     }
 
-    /// Every task, in no particular order. Unreadable files are skipped with a warning.
+    /// Every task, in no particular order, each with its latest attempt only
+    /// (`Depth::Latest`). Unreadable files are skipped with a warning.
     pub fn load_all(&self) -> Result<Vec<TaskView>, PipelineError> {
         let read = std::fs::read_dir(&self.dir).map_err(PipelineError::io("list", &self.dir))?;
         let mut tasks = Vec::new();
@@ -82,7 +83,7 @@ impl TaskStore {
                 continue;
             }
             match jsonl::read(&entry.path(), &mut bytes, MAX_TASK_FILE) {
-                Ok(()) => tasks.extend(super::record::fold(&format!("tasks/{name}"), &bytes)),
+                Ok(()) => tasks.extend(fold(&format!("tasks/{name}"), &bytes, Depth::Latest)),
                 Err(e) => log::warn!("tasks/{name}: skipped ({e})"),
             }
         }
@@ -201,11 +202,13 @@ mod tests {
             record: record("dep"),
             deleted: None,
             attempts: vec![],
+            attempt_count: 0,
         };
         let mut task = TaskView {
             record: record("t"),
             deleted: None,
             attempts: vec![],
+            attempt_count: 0,
         };
         task.record.depends_on = Some(vec!["dep".into()]);
         let jobs: HashMap<String, (JobState, String)> =
