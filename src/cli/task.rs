@@ -295,7 +295,11 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
     };
     let jobs = queue::job_states(&ws);
     let job = jobs.get(task_id).cloned();
-    let board = Board::of(vec![task.clone()], jobs);
+    // Whether a queued task is BLOCKED depends on its dependencies' statuses.
+    let board = match &task.record.depends_on {
+        Some(deps) if !deps.is_empty() => Board::load(&ws)?,
+        _ => Board::of(vec![task.clone()], jobs),
+    };
     let status = board.status(task_id).unwrap_or(TaskStatus::Pending);
     let latest = task.latest();
     let result = latest.and_then(Attempt::result_value);

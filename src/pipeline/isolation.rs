@@ -85,14 +85,21 @@ pub fn prepare(
     task_id: &str,
     interrupt: Interrupt,
 ) -> Result<Clone, String> {
-    let base = git_on_root(root, &["rev-parse", "--verify", "HEAD^{commit}"], interrupt)
-        .map_err(|e| {
-            format!("root_dir has no commit to start from (isolated attempts start from HEAD): {e}")
-        })?
-        .trim()
-        .to_string();
     let branch = branch_name(task_id);
-    refuse_checked_out(root, &branch, interrupt)?;
+    // One call for both: the commit to start from, and the checked-out branch.
+    let head = git_on_root(
+        root,
+        &["rev-parse", "HEAD^{commit}", "--symbolic-full-name", "HEAD"],
+        interrupt,
+    )
+    .map_err(|e| {
+        format!("root_dir has no commit to start from (isolated attempts start from HEAD): {e}")
+    })?;
+    let mut lines = head.lines();
+    let base = lines.next().unwrap_or_default().trim().to_string();
+    if lines.next().map(str::trim) == Some(format!("refs/heads/{branch}").as_str()) {
+        return Err(checked_out(&branch, root));
+    }
     if let Some(parent) = dir.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
@@ -115,7 +122,7 @@ pub fn prepare(
     // The clone is ours until the worker starts: host git may still run here.
     git(
         Some(dir),
-        &["switch", "--quiet", "-c", &branch, &base],
+        &["switch", "--quiet", "-C", &branch, &base],
         interrupt,
     )?;
     Ok(Clone {
@@ -326,12 +333,16 @@ pub fn bring_back(
 /// the user's work tree under them.
 fn refuse_checked_out(root: &Path, branch: &str, interrupt: Interrupt) -> Result<(), String> {
     match git_on_root(root, &["symbolic-ref", "-q", "HEAD"], interrupt) {
-        Ok(head) if head.trim() == format!("refs/heads/{branch}") => Err(format!(
-            "{branch} is checked out in root_dir {}; switch to another branch so it can be updated",
-            root.display()
-        )),
+        Ok(head) if head.trim() == format!("refs/heads/{branch}") => Err(checked_out(branch, root)),
         _ => Ok(()),
     }
+}
+
+fn checked_out(branch: &str, root: &Path) -> String {
+    format!(
+        "{branch} is checked out in root_dir {}; switch to another branch so it can be updated",
+        root.display()
+    )
 }
 
 enum Bundled {
