@@ -16,8 +16,9 @@ use support::pipeline::{
 const QUICK_META: &str = "- type: plan_task\n  acceptance_criteria: [{id: AC-1, description: nothing to do}]\n- type: next_action\n  decision: {action: mark_complete, reason: nothing to do}\n- type: completion_assessment\n  summary: Nothing needed doing.\n  details: {passed_criteria: [AC-1]}\n";
 
 fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    // The test runs as root; one test's repository belongs to another user.
     let out = std::process::Command::new("git")
-        .arg("-C")
+        .args(["-c", "safe.directory=*", "-C"])
         .arg(dir)
         .args(args)
         .output()
@@ -302,4 +303,77 @@ fn a_killed_runner_is_a_failed_attempt() {
     wait_for(Duration::from_secs(10), || {
         containers_labelled("agent-runner.task", &id).is_empty()
     });
+}
+
+#[test]
+fn as_a_non_root_user_isolated_attempts_bring_their_branches_back() {
+    use std::os::unix::fs::MetadataExt;
+    let socket = std::path::Path::new("/var/run/docker.sock");
+    if std::fs::metadata(socket).is_err() || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs /var/run/docker.sock and setpriv");
+        return;
+    }
+    let socket_gid = std::fs::metadata(socket).unwrap().gid();
+    let p = Pipeline::new("orch-nonroot", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@run: id -u > who.txt\n@say: wrote who.txt"),
+        "",
+    );
+    let ids: Vec<String> = (1..=2).map(|n| task_id(&format!("nonroot{n}"))).collect();
+    for id in &ids {
+        p.new_task(id, "Say who you are");
+    }
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    p.run_tasks(&refs);
+    let uid = 4242;
+    let chown = std::process::Command::new("chown")
+        .args([
+            "-R",
+            &format!("{uid}:{uid}"),
+            p.scratch.path.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let (uid_s, gid_s) = (uid.to_string(), socket_gid.to_string());
+    let wrapper = [
+        "setpriv", "--reuid", &uid_s, "--regid", &uid_s, "--groups", &gid_s,
+    ];
+    let out = support::Run::through(
+        &wrapper,
+        &[
+            "orchestrate",
+            "-w",
+            p.root.to_str().unwrap(),
+            "--once",
+            "--jobs",
+            "2",
+        ],
+    )
+    .env("AGENT_RUNNER_HOME", &p.home)
+    .env("HOME", &p.scratch.path)
+    .output();
+    out.code(0);
+    for id in &ids {
+        let who = git(&p.root, &["show", &format!("agent-runner/{id}:who.txt")]);
+        assert_eq!(who.trim(), "4242", "the worker ran as the user");
+        let attempt = &p.attempts(id)[0];
+        let clone = std::path::Path::new(attempt["task_config"].as_str().unwrap())
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("clones")
+            .join(attempt["job_id"].as_str().unwrap());
+        let meta = std::fs::metadata(clone.join("who.txt")).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (uid, uid));
+        assert_eq!(
+            containers_labelled("agent-runner.task", id),
+            Vec::<String>::new()
+        );
+    }
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
 }
