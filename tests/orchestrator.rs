@@ -377,3 +377,49 @@ fn as_a_non_root_user_isolated_attempts_bring_their_branches_back() {
     }
     assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
 }
+
+#[test]
+fn a_worker_image_without_git_fails_the_bring_back_clearly() {
+    let p = Pipeline::new("orch-nogit", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@run: echo x > x.txt\n@say: wrote x.txt"),
+        "isolation: clone\n",
+    );
+    let defaults = p.scratch.file(
+        "defaults.yaml",
+        read(&p.scratch.join("defaults.yaml")).replace(
+            "agent-runner-test-worker:latest",
+            "agent-runner-test-worker:nogit",
+        ),
+    );
+    p.cmd(&[
+        "workspace",
+        "init",
+        p.root.to_str().unwrap(),
+        "--defaults",
+        defaults.to_str().unwrap(),
+    ])
+    .output()
+    .code(0);
+    let id = task_id("nogit");
+    p.new_task(&id, "Write x.txt");
+    p.run_tasks(&[&id]);
+    p.orchestrate_once(&[]).output().code(1);
+    let attempt = &p.attempts(&id)[0];
+    let error = attempt["error"].as_str().unwrap();
+    assert!(
+        error.contains(
+            "could not be brought back: the worker image agent-runner-test-worker:nogit has no git"
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        attempt["result"]["status"], "succeeded",
+        "the runner itself succeeded"
+    );
+    assert_eq!(
+        containers_labelled("agent-runner.task", &id),
+        Vec::<String>::new()
+    );
+}

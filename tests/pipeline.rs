@@ -521,3 +521,101 @@ fn a_torn_last_line_is_ignored_with_a_warning_and_appends_still_work() {
     assert_eq!(p.show(&id)["status"], "SUCCEEDED");
     assert_no_container(&id);
 }
+
+#[test]
+fn an_orphaned_job_is_recorded_once_however_many_orchestrators_start() {
+    let p = Pipeline::new("pl-orphan", false);
+    let id = task_id("orphan");
+    p.init(BUILDER_REPLY, &meta_script("@say: never"), "");
+    p.new_task(&id, PROMPT);
+    let job = p.run_tasks(&[&id]).remove(0);
+    // As a crashed orchestrator leaves it: claimed, owned by a process of an
+    // earlier boot of this host.
+    let ipc = p.ws().join("ipc");
+    std::fs::rename(
+        ipc.join(format!("queue/{job}.json")),
+        ipc.join(format!("running/{job}.json")),
+    )
+    .unwrap();
+    let host = read(std::path::Path::new("/proc/sys/kernel/hostname"))
+        .trim()
+        .to_string();
+    let owner = serde_json::json!({"pid": 1234, "start_time": "5", "boot_id": "00000000-0000-0000-0000-000000000000",
+                                   "host": host, "pid_namespace": "", "claimed_at": "2026-01-01T00:00:00.000Z"});
+    std::fs::write(
+        ipc.join(format!("running/{job}.owner.json")),
+        owner.to_string(),
+    )
+    .unwrap();
+    let running: Vec<_> = (0..3).map(|_| p.orchestrate_once(&[]).start()).collect();
+    let codes: Vec<Option<i32>> = running.into_iter().map(|r| r.finish().code).collect();
+    let attempts = p.attempts(&id);
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    let error = attempts[0]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("orchestrator stopped (pid 1234 on "),
+        "{error}"
+    );
+    assert_eq!(attempts[0]["started_at"], "2026-01-01T00:00:00.000Z");
+    assert_eq!(
+        codes.iter().filter(|c| **c == Some(1)).count(),
+        1,
+        "one recorded it: {codes:?}"
+    );
+    assert_eq!(
+        codes.iter().filter(|c| **c == Some(0)).count(),
+        2,
+        "{codes:?}"
+    );
+    assert_eq!(p.result(&job)["error"], error);
+    assert_eq!(p.ipc("running"), Vec::<String>::new());
+    assert!(
+        !p.root.join(".agent-runner").exists(),
+        "it did not run again"
+    );
+}
+
+#[test]
+fn a_job_waits_for_its_dependency_and_fails_with_it() {
+    let p = Pipeline::new("pl-deps", false);
+    p.init(BUILDER_REPLY, &meta_script("@say: never"), "");
+    let first = p.new_task(&task_id("first"), "First");
+    let second = task_id("second");
+    // A task line with depends_on, as a plan writes it (SPEC §13).
+    let ws_id = p.ws().file_name().unwrap().to_str().unwrap().to_string();
+    let line = serde_json::json!({"type": "task", "id": second, "workspace_id": ws_id, "title": "Second",
+                                  "raw_prompt": "Second", "created_at": "2026-01-01T00:00:00.000Z",
+                                  "depends_on": [first]});
+    std::fs::write(
+        p.ws().join(format!("tasks/{second}.jsonl")),
+        format!("{line}\n"),
+    )
+    .unwrap();
+    let job = p.run_tasks(&[&second]).remove(0);
+    p.orchestrate_once(&[]).output().code(0);
+    assert_eq!(p.ipc("queue"), [format!("{job}.json")], "it waits");
+    assert_eq!(p.show(&second)["status"], "BLOCKED");
+    let list: Value =
+        serde_json::from_str(&p.in_ws(&["task", "list"], &["--json"]).output().stdout).unwrap();
+    let listed = list["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == second.as_str())
+        .unwrap();
+    assert_eq!(listed["status"], "BLOCKED");
+    // The dependency fails.
+    let failed = serde_json::json!({"type": "attempt", "attempt_id": "a-x", "job_id": "j-x", "task_id": first,
+                                    "status": "failed", "started_at": "s", "finished_at": "f", "duration_ms": 1,
+                                    "error": "boom", "task_config": "c", "log_dir": "l"});
+    let file = p.ws().join(format!("tasks/{first}.jsonl"));
+    std::fs::write(&file, format!("{}{failed}\n", read(&file))).unwrap();
+    p.orchestrate_once(&[]).output().code(1);
+    let attempts = p.attempts(&second);
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(
+        attempts[0]["error"],
+        format!("dependency {first} failed").as_str()
+    );
+    assert!(!p.root.join(".agent-runner").exists(), "nothing ran");
+}

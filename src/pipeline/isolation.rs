@@ -9,7 +9,7 @@
 //! may touch it (SPEC §9: its `.git/config` could run code on the host). So the
 //! branch leaves the clone as a `git bundle` made *inside a container* (the task's
 //! worker image, the clone mounted read-only, `--network none`; started while the
-//! runner works, so bundling costs a `docker exec`), with the worker's uncommitted
+//! runner works, so bundling costs a line on its stdin), with the worker's uncommitted
 //! changes committed there on a private index; the host only copies the bundle file
 //! (no symlink followed) and `git fetch`es it into root_dir, checking every object. Host git commands on root_dir run with hooks and fsmonitor off,
 //! since an earlier non-isolated run may have let a worker write its config.
@@ -30,13 +30,16 @@ const MAX_BUNDLE: u64 = 4 << 30;
 const CLONE_MOUNT: &str = "/workspace/project";
 const OUT_MOUNT: &str = "/out";
 
-/// Commits what the worker left uncommitted (on a private index and repository that
-/// borrows the clone's objects; the read-only clone is not changed), points the
-/// branch at it, and bundles the branch minus the base commit. Prints
-/// `agent-runner-bundled <sha>`, or `agent-runner-unchanged <sha>` when the branch is
-/// the base itself.
-const BUNDLE_SCRIPT: &str = r#"set -eu
-branch=$1 base=$2 task=$3
+/// The bundler's main process. It reports ready, then waits for one request line on
+/// stdin: `<branch> <base> <task-id>`, or end-of-file (nothing to bring back: it
+/// exits). Then it commits what the worker left uncommitted (on a private index and
+/// repository that borrows the clone's objects; the read-only clone is not changed),
+/// points the branch at it, and bundles the branch minus the base commit into /out.
+/// It prints `agent-runner-bundle bundled <sha>`, or `agent-runner-bundle unchanged
+/// <sha>` when the branch is the base itself.
+const BUNDLER_SCRIPT: &str = r#"set -eu
+echo agent-runner-bundler-ready
+read -r branch base task || exit 0
 export HOME=/tmp GIT_CONFIG_NOSYSTEM=1
 export GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_VALUE_1=/dev/null
 g=/tmp/agent-runner-bundle
@@ -52,9 +55,9 @@ if [ "$tree" != "$(git rev-parse "$head^{tree}")" ]; then
   commit=$(git -c user.name=agent-runner -c user.email=agent-runner@localhost commit-tree "$tree" -p "$head" -m "agent-runner: task $task")
 fi
 git update-ref "refs/heads/$branch" "$commit"
-if [ "$commit" = "$base" ]; then echo "agent-runner-unchanged $commit"; exit 0; fi
+if [ "$commit" = "$base" ]; then echo "agent-runner-bundle unchanged $commit"; exit 0; fi
 git bundle create -q /out/branch.bundle "refs/heads/$branch" "^$base"
-echo "agent-runner-bundled $commit"
+echo "agent-runner-bundle bundled $commit"
 "#;
 
 /// An attempt's clone.
@@ -134,9 +137,9 @@ pub fn prepare(
 
 /// A container of the task's worker image with the clone mounted read-only and an
 /// output directory of ours, started while the runner works, so that bundling
-/// afterwards costs a `docker exec` instead of a `docker run`. Its main process reads
-/// a pipe held here: it ends with this value, or with the orchestrator, however that
-/// ends (as the sandbox's keep-alive does).
+/// afterwards costs a line on its stdin, not a `docker run` (nor a `docker exec`).
+/// Its main process reads a pipe held here: it ends with this value, or with the
+/// orchestrator, however that ends (as the sandbox's keep-alive does).
 pub struct Bundler {
     name: String,
     image: String,
@@ -144,8 +147,9 @@ pub struct Bundler {
     keepalive: Held,
 }
 
-const BUNDLER_READY: &str = "agent-runner-bundler-ready";
-const BUNDLER_START: Duration = Duration::from_secs(120);
+const BUNDLER_RESULT: &str = "agent-runner-bundle ";
+/// Time allowed for the bundler to start (if it has not yet) and make the bundle.
+const BUNDLER_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Starts the bundler container for `clone`; `work` is a directory of ours.
 pub fn start_bundler(
@@ -196,7 +200,7 @@ pub fn start_bundler(
         "/bin/sh".into(),
         image.into(),
         "-c".into(),
-        format!("echo {BUNDLER_READY}; exec cat >/dev/null"),
+        BUNDLER_SCRIPT.into(),
     ]);
     let keepalive =
         process::spawn_held(&Invocation::new("docker").args(args)).map_err(|e| e.to_string())?;
@@ -220,7 +224,7 @@ impl Bundler {
         let _ = std::fs::remove_dir_all(&self.out);
     }
 
-    /// Runs the bundle script in the container.
+    /// Asks the bundler for the bundle and waits for its answer.
     fn bundle(
         &mut self,
         clone: &Clone,
@@ -228,49 +232,29 @@ impl Bundler {
         interrupt: Interrupt,
     ) -> Result<Bundled, String> {
         let image = self.image.clone();
-        match self
-            .keepalive
-            .wait_for_line(BUNDLER_READY, BUNDLER_START, interrupt)
-        {
-            Ok(_) => {}
-            Err(HeldWait::Interrupted) => return Err("interrupted".into()),
-            Err(HeldWait::TimedOut) => {
-                return Err(format!(
-                    "a container of {image} did not start within {}",
-                    human(BUNDLER_START)
-                ));
-            }
-            Err(HeldWait::Ended(stderr)) => {
-                return Err(format!(
-                    "a container of {image} to bundle the branch did not start: {}",
-                    crate::text::tail(stderr.trim(), 600)
-                ));
-            }
-        }
-        let invocation = Invocation::new("docker").args([
-            "exec",
-            &self.name,
-            "sh",
-            "-c",
-            BUNDLE_SCRIPT,
-            "sh",
-            &clone.branch,
-            &clone.base,
-            task_id,
-        ]);
-        let (ok, stdout, stderr) = run(&invocation, interrupt)?;
-        let last = stdout.lines().last().unwrap_or_default();
-        if ok {
-            if last.starts_with("agent-runner-bundled ") {
-                return Ok(Bundled::Bundle);
-            }
-            if let Some(sha) = last.strip_prefix("agent-runner-unchanged ") {
-                if sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()) {
-                    return Ok(Bundled::Unchanged(sha.to_string()));
+        let request = format!("{} {} {task_id}", clone.branch, clone.base);
+        let answer = match self.keepalive.send_line(&request) {
+            Ok(()) => self
+                .keepalive
+                .wait_for_line(BUNDLER_RESULT, BUNDLER_TIMEOUT, interrupt),
+            Err(_) => Err(HeldWait::Ended(self.keepalive.stderr())),
+        };
+        let stderr = match answer {
+            Ok(answer) => {
+                if let Some(sha) = answer.strip_prefix("unchanged ") {
+                    if sha.len() >= 40 && sha.chars().all(|c| c.is_ascii_hexdigit()) {
+                        return Ok(Bundled::Unchanged(sha.to_string()));
+                    }
                 }
+                if answer.starts_with("bundled ") {
+                    return Ok(Bundled::Bundle);
+                }
+                format!("unexpected answer {answer:?}")
             }
-        }
-        let stderr = crate::text::tail(stderr.trim(), 600);
+            Err(HeldWait::Interrupted) => return Err("interrupted".into()),
+            Err(HeldWait::TimedOut) => format!("no bundle within {}", human(BUNDLER_TIMEOUT)),
+            Err(HeldWait::Ended(stderr)) => crate::text::tail(stderr.trim(), 600),
+        };
         if stderr.contains("git: not found")
             || stderr.contains("\"git\": executable file not found")
         {

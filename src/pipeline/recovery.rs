@@ -137,3 +137,29 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn one_orchestrator_at_a_time_repairs() {
+        let base = std::env::temp_dir().join(format!("ar-recover-{}", id::random_hex(8)));
+        std::fs::create_dir_all(base.join("root")).unwrap();
+        let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        // Another orchestrator is repairing: it holds the lock (even shared).
+        let lock = std::fs::File::create(ws.dir.join("ipc/.recover.lock")).unwrap();
+        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_SH) }, 0);
+        let (done, finished) = mpsc::channel();
+        let waiting = ws.clone();
+        std::thread::spawn(move || done.send(recover(&waiting)).unwrap());
+        assert!(
+            finished.recv_timeout(Duration::from_millis(300)).is_err(),
+            "it waits for the other"
+        );
+        drop(lock);
+        assert_eq!(finished.recv_timeout(Duration::from_secs(5)), Ok(0));
+        std::fs::remove_dir_all(base).unwrap();
+    }
+}
