@@ -4,10 +4,9 @@
 //! can end is recorded as an attempt, with an error that says what went wrong.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
+use super::background::Background;
 use super::builder::{self, BuildRequest, DependencySummary};
 use super::child;
 use super::isolation;
@@ -33,40 +32,6 @@ pub struct Setup {
     pub interrupt: Interrupt,
     /// Clean-ups that outlive their attempt.
     pub background: Background,
-}
-
-/// Threads doing clean-up after their attempt was recorded; `wait` joins them all.
-#[derive(Clone, Default)]
-pub struct Background(Arc<Mutex<Vec<JoinHandle<()>>>>);
-
-impl Background {
-    /// Runs `work` on its own thread. If no thread can be started, `work` is
-    /// dropped: what it holds must clean up on drop well enough (a bundler's pipe
-    /// closes, and its container removes itself).
-    pub fn spawn(&self, work: impl FnOnce() + Send + 'static) {
-        match std::thread::Builder::new()
-            .name("clean-up".into())
-            .spawn(work)
-        {
-            Ok(handle) => {
-                if let Ok(mut handles) = self.0.lock() {
-                    handles.push(handle);
-                }
-            }
-            Err(e) => log::warn!("cannot start a clean-up thread: {e}"),
-        }
-    }
-
-    /// Waits for every clean-up started so far.
-    pub fn wait(&self) {
-        let handles = match self.0.lock() {
-            Ok(mut handles) => std::mem::take(&mut *handles),
-            Err(_) => return,
-        };
-        for handle in handles {
-            let _ = handle.join();
-        }
-    }
 }
 
 /// A claimed job, ready to become an attempt.

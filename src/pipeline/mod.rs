@@ -7,6 +7,7 @@
 
 pub mod atomic_file;
 pub mod attempt;
+pub mod background;
 pub mod builder;
 pub mod child;
 pub mod claim;
