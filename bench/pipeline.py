@@ -6,6 +6,8 @@ a. Throughput: 12 scripted tasks by `orchestrate --once --jobs 3` in a git works
    against `xargs -P3` running `agent-runner run` on the same TaskConfigs (those the
    orchestrator wrote, in the same clones). Runs interleaved. Target ratio <= 1.10.
    a2: the same with a worker run 4 s longer, to show the cost per attempt is fixed.
+   a0: 6 tasks one at a time in place (no clones) against a shell loop of
+   `agent-runner run`: the orchestrator's own cost without isolation.
 b. Latency: a job file renamed into ipc/queue/ -> the runner child started (its
    stderr log is opened just before the fork), idle orchestrator. Target median
    <= 250 ms.
@@ -129,6 +131,29 @@ def throughput(work, meta, runs, name):
     return orch, bare
 
 
+def serial(work, runs):
+    """6 tasks by `orchestrate --once` (one at a time, in place) against a shell loop
+    running `agent-runner run` on the same TaskConfigs: the orchestrator's own cost."""
+    orch, bare = [], []
+    for n in range(runs + 1):
+        ws = Workspace(work, f"s{n}", git=False)
+        ids = ws.tasks(6, f"s{n}")
+        jobs = ws.run("task", "run", "-w", ws.root, *ids).split()
+        start = time.time()
+        ws.run("orchestrate", "-w", ws.root, "--once")
+        took = time.time() - start
+        configs = " ".join(os.path.join(ws.meta, "logs", job, "task-config.yaml") for job in jobs)
+        start = time.time()
+        subprocess.run(["sh", "-c", f"for c in {configs}; do '{BIN}' run < $c > /dev/null || exit 1; done"],
+                       env=ws.env, check=True, capture_output=True)
+        base = time.time() - start
+        if n > 0:
+            orch.append(took)
+            bare.append(base)
+        shutil.rmtree(ws.dir)
+    return orch, bare
+
+
 def latency(work):
     ws = Workspace(work, "b", git=False, meta=QUICK_META)
     ids = ws.tasks(RUNS * 3, "b")
@@ -243,6 +268,10 @@ def main():
         orch, bare = throughput(work, slow, max(2, RUNS // 2), "a2")
         rows += [("a2. the same, each worker run 4 s longer", stats(orch)),
                  ("    xargs -P3 agent-runner run, same TaskConfigs", stats(bare)),
+                 ("    ratio", stats([o / b for o, b in zip(orch, bare)], "x"))]
+        orch, bare = serial(work, max(2, RUNS // 2))
+        rows += [("a0. orchestrate --once, 6 tasks, in place", stats(orch)),
+                 ("    agent-runner run in a shell loop, same TaskConfigs", stats(bare)),
                  ("    ratio", stats([o / b for o, b in zip(orch, bare)], "x"))]
         rows.append(("b. job file -> runner child started (<= 250 ms)", stats(latency(work), "ms", 1000)))
         rows.append(("c. idle orchestrator CPU (<= 0.5 % of a core)", stats(idle_cpu(work), "%", 100)))

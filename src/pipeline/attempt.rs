@@ -225,7 +225,7 @@ fn run_and_bring_back(
     yaml: &str,
     run_dir: &Path,
     log_dir: &Path,
-    clone: Option<isolation::Clone>,
+    clone: Option<isolation::AttemptClone>,
     bundler: Option<&mut isolation::Bundler>,
 ) -> Ran {
     let ws = &setup.ws;

@@ -4,9 +4,12 @@
 //! queued (BLOCKED); one whose dependency failed is claimed to be recorded as a
 //! failed attempt; an unreadable job, or one naming no task, moves to `ipc/failed/`.
 
+use std::collections::HashMap;
+
 use super::attempt::Claimed;
 use super::owner::Owner;
 use super::queue::{self, Entry};
+use super::record::TaskView;
 use super::status::{self, JobState, Readiness};
 use super::store::TaskStore;
 use super::{PipelineError, Workspace};
@@ -15,6 +18,8 @@ use super::{PipelineError, Workspace};
 /// `ipc/failed/` on the way are counted in `unreadable`.
 pub fn next(ws: &Workspace, unreadable: &mut usize) -> Result<Option<Claimed>, PipelineError> {
     let store = TaskStore::new(ws);
+    // Read once per call, and only if some task has dependencies.
+    let mut jobs: Option<HashMap<String, (JobState, String)>> = None;
     for entry in queue::list(&ws.queue_dir()) {
         let job = match queue::read_job(&entry, &ws.id) {
             Ok(job) => job,
@@ -31,7 +36,9 @@ pub fn next(ws: &Workspace, unreadable: &mut usize) -> Result<Option<Claimed>, P
         let refusal = if task.deleted.is_some() {
             Some(format!("task {} was deleted", task.record.id))
         } else {
-            match readiness(ws, &store, &task) {
+            match readiness(&store, &task, || {
+                jobs.get_or_insert_with(|| queue::job_states(ws))
+            }) {
                 Readiness::Ready => None,
                 Readiness::Waiting(_) => continue,
                 Readiness::Failed(dep, why) => Some(format!("dependency {dep} {why}")),
@@ -70,13 +77,17 @@ fn reject(
 }
 
 /// Whether `task`'s job may run now: the "claimable now" decision. Without
-/// dependencies, always.
-pub fn readiness(ws: &Workspace, store: &TaskStore, task: &super::record::TaskView) -> Readiness {
+/// dependencies, always; `jobs` gives the queued and running jobs by task.
+pub fn readiness<'a>(
+    store: &TaskStore,
+    task: &TaskView,
+    jobs: impl FnOnce() -> &'a HashMap<String, (JobState, String)>,
+) -> Readiness {
     let deps = task.record.depends_on.as_deref().unwrap_or_default();
     if deps.is_empty() {
         return Readiness::Ready;
     }
-    let jobs = queue::job_states(ws);
+    let jobs = jobs();
     status::readiness(deps, |dep| {
         let view = store.load(dep).ok().flatten()?;
         let job = jobs.get(dep).map_or(JobState::None, |(s, _)| *s);

@@ -62,7 +62,7 @@ echo "agent-runner-bundle bundled $commit"
 
 /// An attempt's clone.
 #[derive(Debug, Clone)]
-pub struct Clone {
+pub struct AttemptClone {
     pub dir: PathBuf,
     /// `agent-runner/<task-id>`.
     pub branch: String,
@@ -87,7 +87,7 @@ pub fn prepare(
     dir: &Path,
     task_id: &str,
     interrupt: Interrupt,
-) -> Result<Clone, String> {
+) -> Result<AttemptClone, String> {
     let branch = branch_name(task_id);
     // One call for both: the commit to start from, and the checked-out branch.
     let head = git_on_root(
@@ -128,7 +128,7 @@ pub fn prepare(
         &["switch", "--quiet", "-C", &branch, &base],
         interrupt,
     )?;
-    Ok(Clone {
+    Ok(AttemptClone {
         dir: dir.to_path_buf(),
         branch,
         base,
@@ -153,7 +153,7 @@ const BUNDLER_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Starts the bundler container for `clone`; `work` is a directory of ours.
 pub fn start_bundler(
-    clone: &Clone,
+    clone: &AttemptClone,
     image: &str,
     task_id: &str,
     work: &Path,
@@ -227,7 +227,7 @@ impl Bundler {
     /// Asks the bundler for the bundle and waits for its answer.
     fn bundle(
         &mut self,
-        clone: &Clone,
+        clone: &AttemptClone,
         task_id: &str,
         interrupt: Interrupt,
     ) -> Result<Bundled, String> {
@@ -271,7 +271,7 @@ impl Bundler {
 /// Brings the clone's branch back into `root` as `agent-runner/<task_id>`: bundled
 /// by `bundler`, fetched on the host. `work` is a directory of ours.
 pub fn bring_back(
-    clone: &Clone,
+    clone: &AttemptClone,
     root: &Path,
     bundler: &mut Bundler,
     task_id: &str,
