@@ -3,7 +3,7 @@
 CARGO ?= cargo
 PREFIX ?= /usr/local
 
-.PHONY: build install test test-env lint sandbox-image demo bench clean
+.PHONY: build install test test-env lint sandbox-image demo demo-pipeline bench clean
 
 build:
 	$(CARGO) build --release --locked
@@ -27,6 +27,10 @@ test: test-env lint
 # A whole task, offline: scripted Meta, the test worker image, a throw-away repo.
 demo: build
 	bash testdata/demo.sh
+
+# The pipeline, offline: workspace, task, scripted Task Builder and Meta, orchestrator.
+demo-pipeline: build
+	bash testdata/demo-pipeline.sh
 
 # Performance figures (docker daemon needed; not part of `make test`).
 bench:

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# `make bench`: prepares the environment and runs bench/bench.py. BENCH_RUNS sets the
-# repetitions (default 7); BENCH_BUILD=0 skips the clean-build timing.
+# `make bench`: prepares the environment and runs bench/bench.py (the runner) and
+# bench/pipeline.py (the orchestrator, the TaskStore). BENCH_RUNS sets the
+# repetitions (default 7 and 5); BENCH_BUILD=0 skips the clean-build timing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash testdata/setup-docker.sh
 cargo build --release --locked --quiet
-exec python3 bench/bench.py
+python3 bench/bench.py
+exec python3 bench/pipeline.py

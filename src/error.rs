@@ -44,6 +44,8 @@ pub enum Error {
     PrivateDir(std::io::Error),
     #[error("{0}")]
     Locked(#[from] crate::task_lock::LockError),
+    #[error("{0}")]
+    Pipeline(#[from] crate::pipeline::PipelineError),
 }
 
 impl Error {

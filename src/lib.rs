@@ -14,6 +14,7 @@ pub mod markdown;
 pub mod meta;
 pub mod note;
 pub mod owner;
+pub mod pipeline;
 pub mod private_dir;
 pub mod process;
 pub mod result;

@@ -48,6 +48,28 @@ pub fn signal_process(pid: u32, sig: Signal) {
     }
 }
 
+/// Makes `command`'s child receive SIGTERM when the calling thread ends (this process
+/// being killed included), and exit at once if this process is already gone by the
+/// time the child starts (the signal would then never come).
+pub fn terminate_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid is always safe.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (prctl, getppid, _exit); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
 /// (uid, gid) of this process.
 pub fn user_and_group() -> (u32, u32) {
     // SAFETY: getuid/getgid cannot fail and touch no memory.

@@ -74,6 +74,55 @@ pub fn escape_controls(s: &str) -> String {
     out
 }
 
+/// Columns `s` takes in a terminal: East Asian wide and fullwidth characters take
+/// two, everything else one (a close approximation of wcwidth, for table layout).
+pub fn display_width(s: &str) -> usize {
+    s.chars()
+        .map(|c| match c as u32 {
+            0x1100..=0x115F
+            | 0x2E80..=0x303E
+            | 0x3041..=0x33FF
+            | 0x3400..=0x4DBF
+            | 0x4E00..=0x9FFF
+            | 0xA000..=0xA4CF
+            | 0xAC00..=0xD7A3
+            | 0xF900..=0xFAFF
+            | 0xFE30..=0xFE4F
+            | 0xFF00..=0xFF60
+            | 0xFFE0..=0xFFE6
+            | 0x1F300..=0x1F64F
+            | 0x1F900..=0x1F9FF
+            | 0x20000..=0x3FFFD => 2,
+            _ => 1,
+        })
+        .sum()
+}
+
+/// `s` cut to at most `width` columns (marked when cut) and padded with spaces to
+/// exactly `width`.
+pub fn fit(s: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut used = 0;
+    let total = display_width(s);
+    for c in s.chars() {
+        let w = display_width(c.encode_utf8(&mut [0; 4]));
+        let room = if total > width {
+            width.saturating_sub(1)
+        } else {
+            width
+        };
+        if used + w > room {
+            out.push_str(ELLIPSIS);
+            used += 1;
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push_str(&" ".repeat(width.saturating_sub(used)));
+    out
+}
+
 fn needs_escape(c: char) -> bool {
     // C0, DEL, C1, and the Unicode line/paragraph separators and bidi overrides
     // that reorder or break what a terminal shows.
@@ -97,6 +146,15 @@ mod tests {
     fn one_line_forms() {
         assert_eq!(one_line(" a\n b\t c "), "a b c");
         assert_eq!(first_line("\n  \n first \nsecond", 3), "fir…");
+    }
+
+    #[test]
+    fn table_cells_fit_their_columns() {
+        assert_eq!(display_width("TODO アプリ"), 11);
+        assert_eq!(fit("abc", 5), "abc  ");
+        assert_eq!(fit("abcdef", 4), "abc…");
+        assert_eq!(fit("アプリを作成", 6), "アプ… ");
+        assert_eq!(display_width(&fit("アプリを作成して", 7)), 7);
     }
 
     #[test]

@@ -3,8 +3,11 @@
 
 mod doctor;
 mod input;
+mod orchestrate;
 mod run;
+mod task;
 mod validate;
+mod workspace;
 
 use std::io::Write;
 
@@ -46,6 +49,33 @@ enum Command {
     /// Meta endpoint, file ownership): one line per check. Uses the Task YAML on stdin
     /// if given, else the defaults.
     Doctor,
+    /// Workspaces: a project directory plus its task metadata ($AGENT_RUNNER_HOME).
+    Workspace {
+        #[command(subcommand)]
+        command: workspace::WorkspaceCommand,
+    },
+    /// Tasks of a workspace: create, list, show, enqueue.
+    Task {
+        #[command(subcommand)]
+        command: task::TaskCommand,
+    },
+    /// Run the queued jobs of a workspace: build each TaskConfig, run agent-runner, record.
+    Orchestrate {
+        /// The workspace's directory (root_dir).
+        #[arg(
+            short = 'w',
+            long = "workspace",
+            default_value = ".",
+            value_name = "DIR"
+        )]
+        workspace: std::path::PathBuf,
+        /// Attempts at once; above 1, each runs in its own clone (git workspaces).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+        jobs: u16,
+        /// Stop when no job is claimable and nothing runs (exit 0 if all succeeded).
+        #[arg(long)]
+        once: bool,
+    },
 }
 
 /// Runs the program; returns the process exit code.
@@ -63,7 +93,28 @@ pub fn main() -> i32 {
         Command::Run { meta_model, json } => run::run(meta_model, json, interrupt),
         Command::Validate => validate::validate(interrupt),
         Command::Doctor => doctor::doctor(interrupt),
+        Command::Workspace { command } => workspace::run(command),
+        Command::Task { command } => task::run(command),
+        Command::Orchestrate {
+            workspace,
+            jobs,
+            once,
+        } => orchestrate::run(
+            &workspace,
+            crate::pipeline::orchestrator::Options {
+                jobs: usize::from(jobs),
+                once,
+            },
+            interrupt,
+        ),
     }
+}
+
+/// Where workspaces live: `$AGENT_RUNNER_HOME`, else `~/.multiverse`.
+fn home() -> Result<std::path::PathBuf, Error> {
+    Ok(crate::pipeline::workspace::home(&|name| {
+        std::env::var(name).ok()
+    })?)
 }
 
 /// Writes `text` to stdout and flushes.

@@ -159,6 +159,18 @@ impl Held {
         }
     }
 
+    /// Writes `line` and a newline to the child's stdin (a request to a child that
+    /// reads its stdin, such as the pipeline's bundler).
+    pub fn send_line(&mut self, line: &str) -> std::io::Result<()> {
+        use std::io::Write;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("stdin already closed"))?;
+        stdin.write_all(format!("{line}\n").as_bytes())?;
+        stdin.flush()
+    }
+
     /// False once the child has exited or closed its output.
     pub fn is_running(&mut self) -> bool {
         let closed = match &self.output {

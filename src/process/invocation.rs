@@ -13,6 +13,10 @@ pub struct Invocation {
     pub(super) env: Vec<(String, String)>,
     pub(super) cwd: Option<PathBuf>,
     pub(super) stdin: Vec<u8>,
+    /// Where the child's stderr goes instead of a pipe (appended to).
+    pub(super) stderr_file: Option<PathBuf>,
+    /// SIGTERM the child when the spawning thread ends (`die_with_parent`).
+    pub(super) parent_death_signal: bool,
 }
 
 impl Invocation {
@@ -23,6 +27,8 @@ impl Invocation {
             env: Vec::new(),
             cwd: None,
             stdin: Vec::new(),
+            stderr_file: None,
+            parent_death_signal: false,
         }
     }
 
@@ -53,6 +59,23 @@ impl Invocation {
     /// Bytes written to the child's stdin, which is then closed.
     pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
         self.stdin = bytes.into();
+        self
+    }
+
+    /// Sends the child's stderr straight to `path` (created, or appended to), so it
+    /// keeps a place to write even if this process dies first.
+    pub fn stderr_to(mut self, path: &Path) -> Self {
+        self.stderr_file = Some(path.to_path_buf());
+        self
+    }
+
+    /// Has the kernel send the child SIGTERM when the thread that spawns it ends
+    /// (`PR_SET_PDEATHSIG`), which includes this process being killed; a child whose
+    /// parent is already gone when it starts exits at once. Linux only. The signal
+    /// follows the spawning *thread*, so spawn from a thread that outlives the child
+    /// (`run` does: it waits for the child on the calling thread).
+    pub fn die_with_parent(mut self) -> Self {
+        self.parent_death_signal = true;
         self
     }
 

@@ -202,15 +202,30 @@ pub(crate) struct Started {
 /// Spawns the child in its own process group, stdin piped, output read by threads.
 pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
     let mut command = std::process::Command::new(&invocation.program);
+    let stderr = match &invocation.stderr_file {
+        None => Stdio::piped(),
+        Some(path) => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map(Stdio::from)
+            .map_err(|e| SpawnError {
+                program: invocation.program.clone(),
+                reason: format!("cannot open {} for its stderr: {e}", path.display()),
+            })?,
+    };
     command
         .args(&invocation.args)
         .envs(invocation.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .process_group(0);
     if let Some(dir) = &invocation.cwd {
         command.current_dir(dir);
+    }
+    if invocation.parent_death_signal {
+        sys::terminate_with_parent(&mut command);
     }
     let mut child = command.spawn().map_err(|e| SpawnError {
         program: invocation.program.clone(),
@@ -530,6 +545,58 @@ mod tests {
         }
         assert!(held.is_running());
         assert!(held.release(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn a_child_dies_with_the_thread_that_spawned_it() {
+        let dir =
+            std::env::temp_dir().join(format!("agent-runner-pdeath-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("stderr.log");
+        let invocation =
+            sh("trap 'echo got TERM >&2; exit 0' TERM; echo up >&2; while :; do sleep 0.05; done")
+                .stderr_to(&log)
+                .die_with_parent();
+        // The spawning thread ends while the child runs (as when the process dies).
+        let ready = log.clone();
+        let pid = std::thread::spawn(move || {
+            let started = start(&invocation).unwrap();
+            let pid = started.child.id();
+            std::mem::forget(started);
+            while !std::fs::read_to_string(&ready).is_ok_and(|t| t.contains("up")) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            pid
+        })
+        .join()
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while sys::process_alive(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "the child outlived its parent thread"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            text.contains("got TERM"),
+            "SIGTERM, so it could clean up: {text:?}"
+        );
+        // Without the flag, the child outlives the thread.
+        let invocation = sh("sleep 30").stderr_to(&log);
+        let pid = std::thread::spawn(move || {
+            let started = start(&invocation).unwrap();
+            let pid = started.child.id();
+            std::mem::forget(started);
+            pid
+        })
+        .join()
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(sys::process_alive(pid));
+        sys::signal_process(pid, Signal::Kill);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

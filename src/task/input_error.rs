@@ -187,6 +187,23 @@ impl InputErrors {
 }
 
 impl InputErrors {
+    /// Every problem on one line, each with its hint in brackets: for records where
+    /// there is no separate hint line (an attempt's error).
+    pub fn with_hints(&self) -> String {
+        let mut parts: Vec<String> = self
+            .list
+            .iter()
+            .map(|e| match &e.hint {
+                Some(hint) => format!("{e} ({})", crate::text::one_line(hint)),
+                None => e.to_string(),
+            })
+            .collect();
+        if self.omitted > 0 {
+            parts.push(self.omitted_note());
+        }
+        escape_controls(&parts.join("; "))
+    }
+
     /// What to say about the problems not kept.
     pub fn omitted_note(&self) -> String {
         format!(

@@ -5,6 +5,7 @@ pub mod docker;
 pub mod docker_proxy;
 pub mod fake_openai;
 pub mod fake_responses;
+pub mod pipeline;
 pub mod sandbox_image;
 pub mod task;
 

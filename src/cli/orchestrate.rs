@@ -1,0 +1,26 @@
+//! `agent-runner orchestrate`: runs the queue of a workspace (SPEC §12).
+
+use std::path::Path;
+
+use crate::error::Error;
+use crate::interrupt::Interrupt;
+use crate::pipeline::orchestrator::{self, Options};
+use crate::pipeline::{PipelineError, Workspace};
+use crate::secret::Redactor;
+
+use super::report;
+
+pub fn run(workspace: &Path, options: Options, interrupt: Interrupt) -> i32 {
+    let prepared = (|| {
+        let ws = Workspace::open(&super::home()?, workspace)?;
+        let exe = std::env::current_exe().map_err(PipelineError::io(
+            "locate the agent-runner binary",
+            "/proc/self/exe",
+        ))?;
+        Ok::<_, Error>((ws, exe))
+    })();
+    match prepared {
+        Ok((ws, exe)) => orchestrator::run(ws, options, exe, interrupt),
+        Err(e) => report(&e, &Redactor::default()),
+    }
+}

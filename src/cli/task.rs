@@ -1,0 +1,451 @@
+//! `agent-runner task new|list|show|run`: the TaskStore from the command line
+//! (SPEC §11). Human output is a table or a short report; `--json` prints one JSON
+//! document. Text from tasks and results is shown with control characters escaped.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::error::{Error, exit};
+use crate::pipeline::record::{Attempt, TaskRecord, TaskView};
+use crate::pipeline::status::TaskStatus;
+use crate::pipeline::store::{Board, TaskStore};
+use crate::pipeline::{PipelineError, Workspace, id, queue};
+use crate::secret::Redactor;
+use crate::text::{cut_chars, escape_controls, fit, one_line};
+use crate::timestamp::{Timestamp, human};
+
+use super::{report, write_stdout};
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Create a task from a prompt; prints its id.
+    New {
+        /// The workspace's directory (root_dir).
+        #[arg(
+            short = 'w',
+            long = "workspace",
+            default_value = ".",
+            value_name = "DIR"
+        )]
+        workspace: PathBuf,
+        /// The task id (default: t-<8 hex>).
+        #[arg(long)]
+        id: Option<String>,
+        /// The title (default: the prompt's first line).
+        #[arg(long)]
+        title: Option<String>,
+        /// What to do, in your words (the raw prompt).
+        #[arg(required = true, value_name = "PROMPT")]
+        prompt: Vec<String>,
+    },
+    /// List tasks: status, id, title, last attempt, duration.
+    List {
+        #[arg(
+            short = 'w',
+            long = "workspace",
+            default_value = ".",
+            value_name = "DIR"
+        )]
+        workspace: PathBuf,
+        /// Include deleted tasks.
+        #[arg(long)]
+        all: bool,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a task: record, attempts, latest result, note path.
+    Show {
+        #[arg(
+            short = 'w',
+            long = "workspace",
+            default_value = ".",
+            value_name = "DIR"
+        )]
+        workspace: PathBuf,
+        id: String,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Enqueue jobs for tasks; prints the job ids.
+    Run {
+        #[arg(
+            short = 'w',
+            long = "workspace",
+            default_value = ".",
+            value_name = "DIR"
+        )]
+        workspace: PathBuf,
+        /// Task ids.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        ids: Vec<String>,
+        /// Every task not yet succeeded (and not queued, running or deleted).
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+pub fn run(command: TaskCommand) -> i32 {
+    let result = match command {
+        TaskCommand::New {
+            workspace,
+            id,
+            title,
+            prompt,
+        } => new(&workspace, id, title, prompt.join(" ")),
+        TaskCommand::List {
+            workspace,
+            all,
+            json,
+        } => list(&workspace, all, json),
+        TaskCommand::Show {
+            workspace,
+            id,
+            json,
+        } => show(&workspace, &id, json),
+        TaskCommand::Run {
+            workspace,
+            ids,
+            all,
+        } => enqueue(&workspace, ids, all),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => report(&e, &Redactor::default()),
+    }
+}
+
+fn open(dir: &Path) -> Result<Workspace, Error> {
+    Ok(Workspace::open(&super::home()?, dir)?)
+}
+
+fn new(
+    dir: &Path,
+    id: Option<String>,
+    title: Option<String>,
+    prompt: String,
+) -> Result<i32, Error> {
+    if prompt.trim().is_empty() {
+        return Err(PipelineError::Invalid("PROMPT: empty; say what the task is".into()).into());
+    }
+    let ws = open(dir)?;
+    let id = match id {
+        Some(id) if !id::is_valid(&id) => {
+            return Err(PipelineError::Invalid(id::invalid("--id", &id)).into());
+        }
+        Some(id) => id,
+        None => id::new_task_id(),
+    };
+    let title = match title {
+        Some(t) if t.trim().is_empty() => {
+            return Err(PipelineError::Invalid("--title: empty".into()).into());
+        }
+        Some(t) => one_line(&t),
+        None => cut_chars(
+            &one_line(prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("")),
+            120,
+        ),
+    };
+    let record = TaskRecord {
+        id: id.clone(),
+        workspace_id: ws.id.clone(),
+        title,
+        raw_prompt: prompt,
+        created_at: Timestamp::now().to_string(),
+        description: None,
+        acceptance_criteria: None,
+        depends_on: None,
+        phase: None,
+        milestone: None,
+        wbs_level: None,
+        estimated_effort: None,
+        suggested_impl: None,
+    };
+    TaskStore::new(&ws).create(&record)?;
+    write_stdout(&format!("{id}\n"))?;
+    Ok(exit::COMPLETE)
+}
+
+fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
+    let ws = open(dir)?;
+    let board = Board::load(&ws)?;
+    let mut rows: Vec<(&TaskView, TaskStatus)> = board
+        .tasks
+        .iter()
+        .filter_map(|t| Some((t, board.status(&t.record.id)?)))
+        .filter(|(_, s)| all || *s != TaskStatus::Deleted)
+        .collect();
+    rows.sort_by(|a, b| {
+        (&a.0.record.created_at, &a.0.record.id).cmp(&(&b.0.record.created_at, &b.0.record.id))
+    });
+    if json {
+        let tasks: Vec<ListedTask> = rows
+            .iter()
+            .map(|(t, status)| ListedTask {
+                id: &t.record.id,
+                title: &t.record.title,
+                status: status.as_str(),
+                created_at: &t.record.created_at,
+                job_id: board.jobs.get(&t.record.id).map(|(_, j)| j.as_str()),
+                attempts: t.attempt_count,
+                last_attempt: t.latest().map(|a| AttemptBrief {
+                    attempt_id: &a.attempt_id,
+                    job_id: &a.job_id,
+                    status: a.status.as_str(),
+                    started_at: &a.started_at,
+                    finished_at: &a.finished_at,
+                    duration_ms: a.duration_ms,
+                    error: a.error.as_deref(),
+                }),
+            })
+            .collect();
+        let doc = TaskList {
+            workspace_id: &ws.id,
+            root_dir: &ws.root_dir,
+            tasks,
+        };
+        let mut text = serde_json::to_string(&doc).unwrap_or_default();
+        text.push('\n');
+        write_stdout(&text)?;
+        return Ok(exit::COMPLETE);
+    }
+    let mut out = String::with_capacity(rows.len() * 100 + 100);
+    out.push_str(&format!(
+        "{} {} {} {} DURATION\n",
+        fit("STATUS", 9),
+        fit("ID", 14),
+        fit("TITLE", 40),
+        fit("LAST ATTEMPT", 19)
+    ));
+    for (task, status) in &rows {
+        let (when, took) = match task.latest() {
+            Some(a) => (
+                short_time(&a.started_at),
+                human(std::time::Duration::from_millis(a.duration_ms)),
+            ),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        let id = escape_controls(&task.record.id);
+        let id = if id.len() > 14 { id } else { fit(&id, 14) };
+        out.push_str(&format!(
+            "{} {id} {} {} {took}\n",
+            fit(status.as_str(), 9),
+            fit(&escape_controls(&one_line(&task.record.title)), 40),
+            fit(&when, 19)
+        ));
+    }
+    if rows.is_empty() {
+        out.push_str("(no tasks; create one with `agent-runner task new PROMPT...`)\n");
+    }
+    write_stdout(&out)?;
+    Ok(exit::COMPLETE)
+}
+
+/// `2026-11-22T05:31:30.123Z` → `2026-11-22 05:31:30`.
+fn short_time(rfc3339: &str) -> String {
+    let cut: String = rfc3339.chars().take(19).collect();
+    escape_controls(&cut.replacen('T', " ", 1))
+}
+
+/// `task list --json`.
+#[derive(Serialize)]
+struct TaskList<'a> {
+    workspace_id: &'a str,
+    root_dir: &'a Path,
+    tasks: Vec<ListedTask<'a>>,
+}
+
+#[derive(Serialize)]
+struct ListedTask<'a> {
+    id: &'a str,
+    title: &'a str,
+    status: &'static str,
+    created_at: &'a str,
+    job_id: Option<&'a str>,
+    attempts: usize,
+    last_attempt: Option<AttemptBrief<'a>>,
+}
+
+#[derive(Serialize)]
+struct AttemptBrief<'a> {
+    attempt_id: &'a str,
+    job_id: &'a str,
+    status: &'static str,
+    started_at: &'a str,
+    finished_at: &'a str,
+    duration_ms: u64,
+    error: Option<&'a str>,
+}
+
+fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
+    let ws = open(dir)?;
+    let store = TaskStore::new(&ws);
+    let Some(task) = store.load(task_id)? else {
+        return Err(PipelineError::TaskNotFound {
+            id: task_id.to_string(),
+            workspace: ws.id.clone(),
+            path: store.path(task_id),
+        }
+        .into());
+    };
+    let jobs = queue::job_states(&ws);
+    let job = jobs.get(task_id).cloned();
+    // Whether a queued task is BLOCKED depends on its dependencies' statuses.
+    let board = match &task.record.depends_on {
+        Some(deps) if !deps.is_empty() => Board::load(&ws)?,
+        _ => Board::of(vec![task.clone()], jobs),
+    };
+    let status = board.status(task_id).unwrap_or(TaskStatus::Pending);
+    let latest = task.latest();
+    let result = latest.and_then(Attempt::result_value);
+    if json {
+        let doc = json!({
+            "task": task.record,
+            "status": status.as_str(),
+            "deleted": task.deleted,
+            "job": job.map(|(state, id)| json!({"id": id, "state": format!("{state:?}").to_lowercase()})),
+            "attempts": task.attempts,
+            "latest_result": result,
+        });
+        write_stdout(&format!("{doc}\n"))?;
+        return Ok(exit::COMPLETE);
+    }
+    let e = |s: &str| escape_controls(s);
+    let mut out = String::new();
+    let r = &task.record;
+    out.push_str(&format!("task {}: {}\n", e(&r.id), e(&one_line(&r.title))));
+    out.push_str(&format!("  status:      {}\n", status.as_str()));
+    out.push_str(&format!("  created:     {}\n", e(&r.created_at)));
+    let mut prompt = r.raw_prompt.lines();
+    out.push_str(&format!(
+        "  prompt:      {}\n",
+        e(prompt.next().unwrap_or(""))
+    ));
+    for line in prompt {
+        out.push_str(&format!("               {}\n", e(line)));
+    }
+    if let Some(deps) = r.depends_on.as_ref().filter(|d| !d.is_empty()) {
+        out.push_str(&format!("  depends on:  {}\n", e(&deps.join(", "))));
+    }
+    if let Some(d) = &task.deleted {
+        out.push_str(&format!("  deleted:     {} {}\n", e(&d.at), e(&d.reason)));
+    }
+    if let Some((state, id)) = &job {
+        out.push_str(&format!(
+            "  job:         {} ({})\n",
+            e(id),
+            format!("{state:?}").to_lowercase()
+        ));
+    }
+    out.push_str(&format!("  attempts:    {}\n", task.attempts.len()));
+    for (n, a) in task.attempts.iter().enumerate() {
+        let error = a.error.as_deref().map_or(String::new(), |x| {
+            format!(": {}", e(&cut_chars(&one_line(x), 160)))
+        });
+        out.push_str(&format!(
+            "    {}. {} {} {} in {} (job {}){error}\n",
+            n + 1,
+            short_time(&a.started_at),
+            e(&a.attempt_id),
+            a.status.as_str(),
+            human(std::time::Duration::from_millis(a.duration_ms)),
+            e(&a.job_id),
+        ));
+    }
+    if let Some(a) = latest {
+        out.push_str(&format!("latest attempt ({}):\n", e(&a.attempt_id)));
+        if let Some(result) = &result {
+            let text = |k: &str| result[k].as_str().map(str::to_string);
+            out.push_str(&format!(
+                "  summary:     {}\n",
+                e(&one_line(&text("summary").unwrap_or_default()))
+            ));
+            let v = &result["validation"];
+            out.push_str(&format!(
+                "  validation:  {}\n",
+                e(v["overall"].as_str().unwrap_or("unknown"))
+            ));
+            for c in v["commands"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "    `{}`: exit {}, {}\n",
+                    e(c["command"].as_str().unwrap_or("?")),
+                    c["exit_code"]
+                        .as_i64()
+                        .map_or("-".into(), |x| x.to_string()),
+                    human(std::time::Duration::from_millis(
+                        c["duration_ms"].as_u64().unwrap_or(0)
+                    ))
+                ));
+            }
+            out.push_str(&format!(
+                "  note:        {}\n",
+                e(&text("note_path").unwrap_or_else(|| "(none)".into()))
+            ));
+        } else {
+            out.push_str("  result:      (agent-runner printed none)\n");
+        }
+        if let Some(branch) = &a.branch {
+            out.push_str(&format!("  branch:      {}\n", e(branch)));
+        }
+        out.push_str(&format!("  task config: {}\n", e(&a.task_config)));
+        out.push_str(&format!("  logs:        {}\n", e(&a.log_dir)));
+        out.push_str(&format!(
+            "  result file: {}\n",
+            ws.results_dir()
+                .join(format!("{}.json", a.job_id))
+                .display()
+        ));
+    }
+    write_stdout(&out)?;
+    Ok(exit::COMPLETE)
+}
+
+fn enqueue(dir: &Path, ids: Vec<String>, all: bool) -> Result<i32, Error> {
+    let ws = open(dir)?;
+    let board = Board::load(&ws)?;
+    let mut code = exit::COMPLETE;
+    let mut refuse = |why: String| {
+        let _ = writeln!(std::io::stderr(), "error: {}", escape_controls(&why));
+        code = exit::FAILED;
+    };
+    let chosen: Vec<String> = if all {
+        let mut tasks: Vec<&TaskView> = board
+            .tasks
+            .iter()
+            .filter(|t| {
+                matches!(
+                    board.status(&t.record.id),
+                    Some(TaskStatus::Pending | TaskStatus::Failed)
+                )
+            })
+            .collect();
+        tasks.sort_by(|a, b| {
+            (&a.record.created_at, &a.record.id).cmp(&(&b.record.created_at, &b.record.id))
+        });
+        tasks.into_iter().map(|t| t.record.id.clone()).collect()
+    } else {
+        ids
+    };
+    let mut out = String::new();
+    for id in chosen {
+        match board.status(&id) {
+            None => refuse(format!("task {id} not found in workspace {}", ws.id)),
+            Some(TaskStatus::Deleted) => refuse(format!("task {id} is deleted")),
+            Some(s @ (TaskStatus::Queued | TaskStatus::Blocked | TaskStatus::Running)) => {
+                let job = board.jobs.get(&id).map_or("?", |(_, j)| j.as_str());
+                refuse(format!(
+                    "task {id} is already {} (job {job}); not enqueued again",
+                    s.as_str()
+                ));
+            }
+            Some(_) => out.push_str(&format!("{}\n", queue::enqueue(&ws, &id)?)),
+        }
+    }
+    write_stdout(&out)?;
+    Ok(code)
+}

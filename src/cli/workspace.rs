@@ -1,0 +1,50 @@
+//! `agent-runner workspace init`: creates (or updates the defaults of) the workspace
+//! of a directory and prints its id and metadata directory.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+
+use crate::error::{Error, exit};
+use crate::pipeline::Workspace;
+use crate::pipeline::defaults::Defaults;
+use crate::secret::Redactor;
+
+use super::{report, write_stdout};
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// Create the workspace of DIR (default: the current directory), or update its defaults.
+    Init {
+        /// The project directory (root_dir).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// YAML with `runner:` (meta/worker settings that win over the builder's),
+        /// `builder:` ({kind: meta|scripted, model, script}) and `isolation: clone`.
+        #[arg(long, value_name = "FILE.yaml")]
+        defaults: Option<PathBuf>,
+    },
+}
+
+pub fn run(command: WorkspaceCommand) -> i32 {
+    match command {
+        WorkspaceCommand::Init { dir, defaults } => match init(dir, defaults) {
+            Ok(()) => exit::COMPLETE,
+            Err(e) => report(&e, &Redactor::default()),
+        },
+    }
+}
+
+fn init(dir: PathBuf, defaults: Option<PathBuf>) -> Result<(), Error> {
+    let mut ws = Workspace::open(&super::home()?, &dir)?;
+    if let Some(file) = defaults {
+        ws.defaults = Defaults::load(&file)?;
+        ws.save()?;
+    }
+    write_stdout(&format!(
+        "workspace {}\nroot_dir: {}\nmetadata: {}\n",
+        ws.id,
+        ws.root_dir.display(),
+        ws.dir.display()
+    ))
+}

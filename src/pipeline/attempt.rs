@@ -1,0 +1,348 @@
+//! One attempt of a claimed job, start to end (SPEC §12 steps 2–4): prepare where it
+//! runs (root_dir, or a clone), build the TaskConfig, run `agent-runner run --json`,
+//! bring an isolated attempt's branch back, and record the outcome. Every way this
+//! can end is recorded as an attempt, with an error that says what went wrong.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::background::Background;
+use super::builder::{self, BuildRequest, DependencySummary};
+use super::child;
+use super::isolation;
+use super::record::{Attempt, AttemptStatus, TaskView};
+use super::status::TaskStatus;
+use super::store::TaskStore;
+use super::task_config::{self, Invariants};
+use super::{Workspace, atomic_file, id, outcome};
+use crate::interrupt::Interrupt;
+use crate::process::Ending;
+use crate::secret::Redactor;
+use crate::text::{cut, one_line};
+use crate::timestamp::{Timestamp, human};
+
+/// What every attempt of one orchestrator shares.
+#[derive(Clone)]
+pub struct Setup {
+    pub ws: Workspace,
+    /// The agent-runner binary (this one).
+    pub exe: PathBuf,
+    /// Run each attempt in its own clone.
+    pub isolated: bool,
+    pub interrupt: Interrupt,
+    /// Clean-ups that outlive their attempt.
+    pub background: Background,
+}
+
+/// A claimed job, ready to become an attempt.
+pub struct Claimed {
+    pub job_id: String,
+    pub task: TaskView,
+    /// Set when the job must fail without running (a dependency failed).
+    pub refusal: Option<String>,
+}
+
+/// What the attempt did, before it is recorded.
+struct Ran {
+    status: AttemptStatus,
+    error: Option<String>,
+    result: Option<Box<serde_json::value::RawValue>>,
+    branch: Option<String>,
+}
+
+/// Runs the attempt and records it; returns its status.
+pub fn run(setup: &Setup, claimed: Claimed) -> AttemptStatus {
+    let ws = &setup.ws;
+    let job_id = &claimed.job_id;
+    let task = &claimed.task.record;
+    let started = Timestamp::now();
+    let clock = Instant::now();
+    let log_dir = ws.job_log_dir(job_id);
+    let config_path = log_dir.join("task-config.yaml");
+    let ran = match &claimed.refusal {
+        Some(reason) => failed(reason.clone()),
+        None => match std::fs::create_dir_all(&log_dir) {
+            Ok(()) => attempt(setup, &claimed, &log_dir, &config_path),
+            Err(e) => failed(format!("cannot create {}: {e}", log_dir.display())),
+        },
+    };
+    let attempt = Attempt {
+        attempt_id: id::new_attempt_id(),
+        job_id: job_id.clone(),
+        task_id: task.id.clone(),
+        status: ran.status,
+        started_at: started.to_string(),
+        finished_at: Timestamp::now().to_string(),
+        duration_ms: clock.elapsed().as_millis() as u64,
+        error: ran.error,
+        result: ran.result,
+        task_config: config_path.display().to_string(),
+        branch: ran.branch,
+        log_dir: log_dir.display().to_string(),
+    };
+    let status = attempt.status.as_str();
+    let reason = attempt
+        .error
+        .as_deref()
+        .map_or(String::new(), |e| format!(": {}", cut(&one_line(e), 300)));
+    match outcome::record(ws, &attempt) {
+        Ok(path) => log::info!(
+            "job {job_id}: finished task {}: {status} in {}{reason}; result {}",
+            task.id,
+            human(clock.elapsed()),
+            path.display()
+        ),
+        Err(e) => log::error!(
+            "job {job_id}: finished task {}: {status}{reason}; but cannot record it: {e}",
+            task.id
+        ),
+    }
+    attempt.status
+}
+
+fn failed(error: String) -> Ran {
+    Ran {
+        status: AttemptStatus::Failed,
+        error: Some(error),
+        result: None,
+        branch: None,
+    }
+}
+
+fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path) -> Ran {
+    let ws = &setup.ws;
+    let job_id = &claimed.job_id;
+    let task = &claimed.task.record;
+    let var = |name: &str| std::env::var(name).ok();
+    let interrupted = || failed("interrupted".into());
+
+    // Build.
+    let request = BuildRequest {
+        kind: "build_task_config",
+        task_id: task.id.clone(),
+        title: task.title.clone(),
+        raw_prompt: task.raw_prompt.clone(),
+        root_dir: ws.root_dir.display().to_string(),
+        repo_overview: builder::overview::repo_overview(&ws.root_dir),
+        depends_on: dependency_summaries(ws, &claimed.task),
+    };
+    let build = builder::build(&ws.defaults, &request, &var, setup.interrupt);
+    let _ = std::fs::write(log_dir.join("builder.log"), &build.log);
+    let draft = match build.config {
+        Ok(draft) => draft,
+        Err(_) if setup.interrupt.is_set() => return interrupted(),
+        Err(e) => return failed(format!("the Task Builder ({}) failed: {e}", build.builder)),
+    };
+    let clone_dir = ws.clones_dir().join(job_id);
+    let run_dir = if setup.isolated {
+        clone_dir.clone()
+    } else {
+        ws.root_dir.clone()
+    };
+    let yaml = match task_config::complete(
+        draft,
+        &Invariants {
+            task_id: &task.id,
+            title: &task.title,
+            raw_prompt: &task.raw_prompt,
+            root_dir: &run_dir,
+        },
+        ws.defaults.runner.as_ref(),
+    ) {
+        Ok(yaml) => yaml,
+        Err(e) => return failed(format!("the Task Builder's TaskConfig is unusable: {e}")),
+    };
+
+    // Where it runs.
+    let clone = if setup.isolated {
+        match isolation::prepare(&ws.root_dir, &clone_dir, &task.id, setup.interrupt) {
+            Ok(clone) => Some(clone),
+            Err(_) if setup.interrupt.is_set() => return interrupted(),
+            Err(e) => return failed(format!("cannot prepare the attempt's clone: {e}")),
+        }
+    } else {
+        None
+    };
+
+    // Validate, as the runner will.
+    let validated = task_config::validate(&yaml, &run_dir, &var);
+    let redactor = match &validated {
+        Ok(t) => Redactor::new(&t.secrets()),
+        Err(_) => Redactor::default(),
+    };
+    if let Err(e) = atomic_file::write(config_path, redactor.redact(&yaml).as_bytes()) {
+        return failed(format!("cannot write {}: {e}", config_path.display()));
+    }
+    let config = match validated {
+        Ok(config) => config,
+        Err(e) => return failed(e),
+    };
+    log::info!(
+        "job {job_id}: built the TaskConfig with the {} builder in {}: {}",
+        build.builder,
+        human(build.duration),
+        config_path.display()
+    );
+
+    // Run; an isolated attempt's bundler starts alongside.
+    if setup.interrupt.is_set() {
+        return interrupted();
+    }
+    let mut bundler = match &clone {
+        Some(clone) => {
+            match isolation::start_bundler(clone, &config.worker.docker_image, &task.id, log_dir) {
+                Ok(bundler) => Some(bundler),
+                Err(e) => {
+                    return failed(format!(
+                        "cannot start a container to bundle the branch: {e}"
+                    ));
+                }
+            }
+        }
+        None => None,
+    };
+    let ran = run_and_bring_back(
+        setup,
+        claimed,
+        &yaml,
+        &run_dir,
+        log_dir,
+        clone,
+        bundler.as_mut(),
+    );
+    if let Some(bundler) = bundler {
+        // Its removal takes a moment the next attempt need not wait for; the
+        // orchestrator waits for it before it exits.
+        setup.background.spawn(move || bundler.stop());
+    }
+    ran
+}
+
+/// Runs the runner child, then brings an isolated attempt's branch back.
+fn run_and_bring_back(
+    setup: &Setup,
+    claimed: &Claimed,
+    yaml: &str,
+    run_dir: &Path,
+    log_dir: &Path,
+    clone: Option<isolation::AttemptClone>,
+    bundler: Option<&mut isolation::Bundler>,
+) -> Ran {
+    let ws = &setup.ws;
+    let job_id = &claimed.job_id;
+    let task = &claimed.task.record;
+    log::info!(
+        "job {job_id}: started agent-runner for task {} in {}",
+        task.id,
+        run_dir.display()
+    );
+    let stderr_log = log_dir.join("runner.stderr.log");
+    let child = match child::run(&setup.exe, yaml, run_dir, &stderr_log, setup.interrupt) {
+        Ok(child) => child,
+        Err(e) => return failed(format!("cannot start agent-runner: {e}")),
+    };
+    let mut ran = Ran {
+        status: if child.status.as_deref() == Some("succeeded") {
+            AttemptStatus::Succeeded
+        } else {
+            AttemptStatus::Failed
+        },
+        error: None,
+        result: child.result,
+        branch: None,
+    };
+    if child.ending == Ending::Interrupted {
+        ran.status = AttemptStatus::Failed;
+        ran.error = Some("interrupted".into());
+        return ran;
+    }
+    if ran.result.is_none() {
+        ran.error = Some(format!(
+            "agent-runner printed no result ({}); see {}: {}",
+            child.exit,
+            stderr_log.display(),
+            cut(&one_line(&stderr_tail(&stderr_log)), 400)
+        ));
+        return ran;
+    }
+    if ran.status == AttemptStatus::Failed {
+        ran.error = Some(
+            child
+                .error
+                .unwrap_or_else(|| format!("agent-runner failed ({})", child.exit)),
+        );
+        return ran;
+    }
+
+    // Bring the branch back.
+    if let (Some(clone), Some(bundler)) = (clone, bundler) {
+        match isolation::bring_back(
+            &clone,
+            &ws.root_dir,
+            bundler,
+            &task.id,
+            log_dir,
+            setup.interrupt,
+        ) {
+            Ok(()) => {
+                log::info!(
+                    "job {job_id}: branch {} brought back into {}",
+                    clone.branch,
+                    ws.root_dir.display()
+                );
+                ran.branch = Some(clone.branch);
+            }
+            Err(e) => {
+                ran.status = AttemptStatus::Failed;
+                ran.error = Some(format!(
+                    "agent-runner succeeded, but branch {} could not be brought back: {e}",
+                    clone.branch
+                ));
+            }
+        }
+    }
+    ran
+}
+
+/// The last KiB of the runner's stderr log (our own file).
+fn stderr_tail(path: &Path) -> String {
+    let text = std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    crate::text::tail(text.trim_end(), 1024)
+}
+
+/// What the builder is told about the task's dependencies.
+fn dependency_summaries(ws: &Workspace, task: &TaskView) -> Vec<DependencySummary> {
+    let store = TaskStore::new(ws);
+    task.record
+        .depends_on
+        .iter()
+        .flatten()
+        .map(|dep| match store.load(dep).ok().flatten() {
+            Some(view) => {
+                let latest = view.latest();
+                let status = match latest.map(|a| a.status) {
+                    _ if view.deleted.is_some() => TaskStatus::Deleted,
+                    Some(AttemptStatus::Succeeded) => TaskStatus::Succeeded,
+                    Some(AttemptStatus::Failed) => TaskStatus::Failed,
+                    None => TaskStatus::Pending,
+                };
+                DependencySummary {
+                    id: dep.clone(),
+                    title: view.record.title.clone(),
+                    status: status.as_str().into(),
+                    summary: latest
+                        .and_then(Attempt::result_value)
+                        .and_then(|r| r["summary"].as_str().map(|s| cut(s, 300))),
+                }
+            }
+            None => DependencySummary {
+                id: dep.clone(),
+                title: String::new(),
+                status: "MISSING".into(),
+                summary: None,
+            },
+        })
+        .collect()
+}

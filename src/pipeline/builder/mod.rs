@@ -1,0 +1,121 @@
+//! The Task Builder (SPEC §12): turns a task's raw prompt into a TaskConfig. Both
+//! kinds are one Meta exchange of type `build_task_config` through the runner's
+//! generic exchange (`meta::conversation::ask`: reply checks, re-asks, a record);
+//! they differ only in the backend: the OpenAI Chat client (`meta`) or a script of
+//! replies (`scripted`). What the builder writes is a draft: the orchestrator then
+//! sets what it owns and validates the result (`task_config`).
+
+pub mod meta;
+pub mod overview;
+pub mod reply;
+pub mod request;
+pub mod scripted;
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use serde_yaml::Mapping;
+
+use super::defaults::{BuilderKind, Defaults};
+use crate::interrupt::Interrupt;
+use crate::meta::{ChatBackend, MetaCall, MetaError};
+use crate::secret::Redactor;
+use crate::task::DEFAULT_META_MODEL;
+use reply::BuiltConfig;
+pub use request::{BuildRequest, DependencySummary};
+
+/// What building produced: the draft TaskConfig or why there is none, and the
+/// text for `builder.log`.
+pub struct Build {
+    pub config: Result<Mapping, String>,
+    /// `meta (model)` or `scripted (path)`, for messages.
+    pub builder: String,
+    pub duration: Duration,
+    /// The exchange, secrets masked, for `builder.log`.
+    pub log: String,
+}
+
+/// Asks the workspace's Task Builder for a TaskConfig for `request`.
+pub fn build(
+    defaults: &Defaults,
+    request: &BuildRequest,
+    var: &dyn Fn(&str) -> Option<String>,
+    interrupt: Interrupt,
+) -> Build {
+    let settings = defaults.builder();
+    let backend: Result<(Box<dyn ChatBackend>, String, String, Redactor), String> = match settings
+        .kind
+    {
+        BuilderKind::Meta => meta::backend(defaults, var, interrupt).map(|(chat, model, key)| {
+            let label = format!("meta ({model})");
+            (
+                Box::new(chat) as Box<dyn ChatBackend>,
+                label,
+                model,
+                Redactor::new([&key]),
+            )
+        }),
+        BuilderKind::Scripted => match &settings.script {
+            Some(script) => scripted::backend(script).map(|s| {
+                let model = defaults
+                    .runner_meta("model")
+                    .unwrap_or(DEFAULT_META_MODEL)
+                    .to_string();
+                let label = format!("scripted ({})", script.display());
+                (
+                    Box::new(s) as Box<dyn ChatBackend>,
+                    label,
+                    model,
+                    Redactor::default(),
+                )
+            }),
+            None => Err("builder.script: required with `kind: scripted`".into()),
+        },
+    };
+    let (mut backend, label, model, redactor) = match backend {
+        Ok(b) => b,
+        Err(e) => {
+            return Build {
+                log: format!("builder: {}\nerror: {e}\n", settings.kind.as_str()),
+                config: Err(e),
+                builder: settings.kind.as_str().into(),
+                duration: Duration::ZERO,
+            };
+        }
+    };
+    let outcome = crate::meta::conversation::ask::<BuiltConfig>(
+        backend.as_mut(),
+        request::system_prompt(&model),
+        &request.to_yaml(),
+        &redactor,
+    );
+    Build {
+        log: log_text(&label, &outcome.call),
+        config: outcome
+            .reply
+            .map(|BuiltConfig(map)| map)
+            .map_err(|e| match e {
+                MetaError::Interrupted => "interrupted".to_string(),
+                MetaError::Failed(m) => m,
+            }),
+        builder: label,
+        duration: outcome.call.duration,
+    }
+}
+
+/// `builder.log`: the exchange as it happened.
+fn log_text(label: &str, call: &MetaCall) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "builder: {label}");
+    let _ = writeln!(out, "started: {}", call.started);
+    let _ = writeln!(out, "duration_ms: {}", call.duration.as_millis());
+    let _ = writeln!(out, "requests: {}", call.attempts);
+    if let Some(error) = &call.error {
+        let _ = writeln!(out, "error: {error}");
+    }
+    let _ = writeln!(out, "\n--- request ---\n{}", call.request.trim_end());
+    for (n, reply) in call.replies.iter().enumerate() {
+        let _ = writeln!(out, "\n--- reply {} ---\n{}", n + 1, reply.trim_end());
+    }
+    out
+}

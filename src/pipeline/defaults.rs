@@ -1,0 +1,266 @@
+//! A workspace's defaults (`workspace.json` `defaults`, SPEC §11–§12): the user's
+//! `runner:` settings merged over every TaskConfig the orchestrator runs, the Task
+//! Builder to use, and whether attempts run in clones. Set by `workspace init
+//! --defaults FILE.yaml`, checked there with the runner's own Task YAML parser, so
+//! a typo fails at once rather than in every attempt.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::PipelineError;
+
+/// The defaults of a workspace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    /// `meta:` and `worker:` as in Task YAML v1; win over what the builder wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builder: Option<BuilderSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+}
+
+/// `defaults.builder`: which Task Builder turns a prompt into a TaskConfig.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuilderSettings {
+    #[serde(default)]
+    pub kind: BuilderKind,
+    /// `kind: meta`: the model (default: `runner.meta.model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `kind: scripted`: a YAML list of replies, like `runner.meta.script`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BuilderKind {
+    /// One Meta request `build_task_config` (SPEC §12).
+    #[default]
+    Meta,
+    /// Replies from `builder.script`, offline.
+    Scripted,
+}
+
+impl BuilderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BuilderKind::Meta => "meta",
+            BuilderKind::Scripted => "scripted",
+        }
+    }
+}
+
+/// Where attempts run: in root_dir, or each in its own clone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// In root_dir itself (unless `--jobs` > 1).
+    #[default]
+    None,
+    /// Always in a clone, on branch `agent-runner/<task-id>`.
+    Clone,
+}
+
+impl Defaults {
+    /// Reads a defaults file (YAML), resolves its relative paths against the file's
+    /// directory and checks it.
+    pub fn load(path: &Path) -> Result<Defaults, PipelineError> {
+        let text = std::fs::read_to_string(path).map_err(PipelineError::io("read", path))?;
+        let mut defaults: Defaults = serde_yaml::from_str(&text).map_err(|e| {
+            PipelineError::Invalid(format!("defaults file {}: {e}", path.display()))
+        })?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let base = std::fs::canonicalize(&base).unwrap_or(base);
+        defaults.resolve_paths(&base);
+        defaults.check().map_err(|e| {
+            PipelineError::Invalid(format!("defaults file {}: {e}", path.display()))
+        })?;
+        Ok(defaults)
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        if let Some(builder) = &mut self.builder {
+            if let Some(script) = &builder.script {
+                builder.script = Some(base.join(script));
+            }
+        }
+        let script = self
+            .runner
+            .as_mut()
+            .and_then(|r| r.get_mut("meta"))
+            .and_then(|m| m.get_mut("script"));
+        if let Some(script @ Value::String(_)) = script {
+            if let Some(s) = script.as_str() {
+                *script = Value::String(base.join(s).display().to_string());
+            }
+        }
+    }
+
+    /// Checks `runner` with the runner's own parser, and the builder settings.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(runner) = &self.runner {
+            check_runner(runner)?;
+        }
+        if let Some(builder) = &self.builder {
+            match (builder.kind, &builder.script) {
+                (BuilderKind::Scripted, None) => {
+                    return Err("builder.script: required with `kind: scripted`".into());
+                }
+                (BuilderKind::Scripted, Some(script)) if !script.is_file() => {
+                    return Err(format!(
+                        "builder.script: file {} not found",
+                        script.display()
+                    ));
+                }
+                (BuilderKind::Meta, Some(_)) => {
+                    return Err("builder.script: only used with `kind: scripted`".into());
+                }
+                _ => {}
+            }
+            if builder.kind == BuilderKind::Scripted && builder.model.is_some() {
+                return Err("builder.model: not used by `kind: scripted`".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The builder settings (default: `kind: meta`).
+    pub fn builder(&self) -> BuilderSettings {
+        self.builder.clone().unwrap_or_default()
+    }
+
+    /// `runner.meta.<key>` as a string, if set.
+    pub fn runner_meta(&self, key: &str) -> Option<&str> {
+        self.runner.as_ref()?.get("meta")?.get(key)?.as_str()
+    }
+}
+
+/// `runner` must hold only `meta` and `worker`, and with placeholders for what the
+/// orchestrator fills in, make a TaskConfig the runner accepts.
+fn check_runner(runner: &Value) -> Result<(), String> {
+    let Value::Object(map) = runner else {
+        return Err("runner: expected a mapping with `meta` and/or `worker`".into());
+    };
+    for key in map.keys() {
+        if key != "meta" && key != "worker" {
+            return Err(format!("runner.{key}: unknown key (valid: meta, worker)"));
+        }
+    }
+    let mut meta = map
+        .get("meta")
+        .cloned()
+        .unwrap_or(Value::Object(Default::default()));
+    let mut worker = map
+        .get("worker")
+        .cloned()
+        .unwrap_or(Value::Object(Default::default()));
+    if let Value::Object(m) = &mut meta {
+        m.entry("model").or_insert_with(|| "placeholder".into());
+    }
+    if let Value::Object(w) = &mut worker {
+        if w.contains_key("kind") {
+            return Err("runner.worker.kind: not used here; the orchestrator writes TaskConfigs, whose worker is `type: docker_codex_cli`".into());
+        }
+        w.entry("type").or_insert_with(|| "docker_codex_cli".into());
+    }
+    let config = serde_json::json!({
+        "task": {"id": "defaults-check", "title": "check", "instructions": "check",
+                 "project": {"root_dir": "/"}},
+        "runner": {"meta": meta, "worker": worker},
+    });
+    let yaml = serde_yaml::to_string(&config).map_err(|e| e.to_string())?;
+    // Environment references are checked when a task runs, where they are needed.
+    let var = |name: &str| match name {
+        "META_TIMEOUT_SEC" | "OPENAI_BASE_URL" => None,
+        _ => Some(std::ffi::OsString::from("placeholder")),
+    };
+    crate::task::parse(
+        &yaml,
+        &crate::task::Host {
+            var: &var,
+            cwd: Ok(std::path::PathBuf::from("/")),
+        },
+    )
+    .map(|_| ())
+    .map_err(|e| e.with_hints())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> Result<Defaults, String> {
+        let d: Defaults = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+        d.check()?;
+        Ok(d)
+    }
+
+    #[test]
+    fn valid_defaults_pass_and_typos_fail_with_their_path() {
+        let d = parse("runner:\n  meta:\n    model: m\n  worker:\n    docker_image: img\n    network: none\nisolation: clone\n").unwrap();
+        assert_eq!(d.isolation, Some(Isolation::Clone));
+        assert_eq!(d.runner_meta("model"), Some("m"));
+        assert_eq!(d.builder().kind, BuilderKind::Meta);
+        let e = parse("runner:\n  meta:\n    max_loop: 3\n").unwrap_err();
+        assert!(
+            e.contains("runner.meta.max_loop") && e.contains("max_loops"),
+            "{e}"
+        );
+        let e = parse("runner:\n  worker:\n    network: moon\n").unwrap_err();
+        assert!(e.contains("runner.worker.network"), "{e}");
+        assert!(
+            parse("isolation: always\n")
+                .unwrap_err()
+                .contains("unknown variant")
+        );
+        assert!(
+            parse("builder:\n  kind: codex\n")
+                .unwrap_err()
+                .contains("unknown variant")
+        );
+        assert!(
+            parse("builder:\n  kind: scripted\n")
+                .unwrap_err()
+                .contains("builder.script")
+        );
+        assert!(
+            parse("runner:\n  planner: {}\n")
+                .unwrap_err()
+                .contains("runner.planner")
+        );
+        assert!(parse("runnr: {}\n").unwrap_err().contains("unknown field"));
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_file() {
+        let dir =
+            std::env::temp_dir().join(format!("ar-defaults-{}", super::super::id::random_hex(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("b.yaml"), "[]").unwrap();
+        std::fs::write(dir.join("m.yaml"), "[]").unwrap();
+        std::fs::write(
+            dir.join("d.yaml"),
+            "builder: {kind: scripted, script: b.yaml}\nrunner:\n  meta: {kind: scripted, script: m.yaml}\n",
+        )
+        .unwrap();
+        let d = Defaults::load(&dir.join("d.yaml")).unwrap();
+        let canon = std::fs::canonicalize(&dir).unwrap();
+        assert_eq!(d.builder().script, Some(canon.join("b.yaml")));
+        assert_eq!(
+            d.runner_meta("script"),
+            Some(canon.join("m.yaml").to_str().unwrap())
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,67 @@
+//! Task and job ids. Both become file names (`tasks/<id>.jsonl`, `ipc/*/<id>.json`,
+//! `logs/<id>/`), so they follow the runner's task id pattern (SPEC §3.1):
+//! `[A-Za-z0-9][A-Za-z0-9._-]{0,127}`. Anything else could name a path outside the
+//! workspace.
+
+/// True when `id` may name a task or a job.
+pub fn is_valid(id: &str) -> bool {
+    id.len() <= 128
+        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// The error message for an invalid id given as `what` (`--id`, a job file name).
+pub fn invalid(what: &str, id: &str) -> String {
+    format!(
+        "{what}: {:?} is not a valid id: 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit",
+        crate::text::cut_chars(id, 60)
+    )
+}
+
+/// A new task id: `t-` and 8 hex digits.
+pub fn new_task_id() -> String {
+    format!("t-{}", random_hex(8))
+}
+
+/// A new job id: `j-` and 12 hex digits.
+pub fn new_job_id() -> String {
+    format!("j-{}", random_hex(12))
+}
+
+/// A new attempt id: `a-` and 12 hex digits.
+pub fn new_attempt_id() -> String {
+    format!("a-{}", random_hex(12))
+}
+
+/// `n` random hex digits (n ≤ 32).
+pub fn random_hex(n: usize) -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..n.min(32)].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_file_name_safe() {
+        for good in ["t-1234abcd", "golden-todo-001", "A.b_c-9", &"x".repeat(128)] {
+            assert!(is_valid(good), "{good}");
+        }
+        for bad in [
+            "",
+            "../x",
+            "a/b",
+            "-a",
+            ".hidden",
+            "a b",
+            "é",
+            &"x".repeat(129),
+        ] {
+            assert!(!is_valid(bad), "{bad}");
+        }
+        assert!(is_valid(&new_task_id()) && new_task_id().len() == 10);
+        assert!(is_valid(&new_job_id()) && new_job_id() != new_job_id());
+    }
+}

@@ -1,0 +1,186 @@
+//! JSON Lines files that several processes append to (the TaskStore). An append is
+//! one `write` of whole lines on an `O_APPEND` file, so concurrent appends never
+//! interleave. A crash mid-append can leave a torn last line: readers skip it with a
+//! warning, and the next append starts on a fresh line so the torn bytes never glue
+//! onto a good record.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Creates `path` with `json` as its first line; fails if it exists.
+pub fn create(path: &Path, json: &[u8]) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    file.write_all(&line(json, false))
+}
+
+/// Appends `json` as one line to the existing file `path`, in a single `write`.
+pub fn append(path: &Path, json: &[u8]) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut last = [b'\n'];
+    if meta.len() > 0 {
+        file.read_exact_at(&mut last, meta.len() - 1)?;
+    }
+    let bytes = line(json, last[0] != b'\n');
+    let written = file.write(&bytes)?;
+    if written != bytes.len() {
+        return Err(std::io::Error::other(format!(
+            "short write: {written} of {} bytes",
+            bytes.len()
+        )));
+    }
+    Ok(())
+}
+
+fn line(json: &[u8], fresh_line: bool) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(json.len() + 2);
+    if fresh_line {
+        bytes.push(b'\n');
+    }
+    bytes.extend_from_slice(json);
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Reads the whole file `path` into `buf` (cleared first), without following a
+/// symlink or blocking on a FIFO; at most `max` bytes.
+pub fn read(path: &Path, buf: &mut Vec<u8>, max: u64) -> std::io::Result<()> {
+    buf.clear();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > max {
+        return Err(std::io::Error::other(format!(
+            "{} bytes; the limit is {max}",
+            meta.len()
+        )));
+    }
+    buf.reserve(meta.len() as usize);
+    file.take(max).read_to_end(buf)?;
+    Ok(())
+}
+
+/// The non-empty lines of `bytes` with their 1-based numbers, and whether each is
+/// the last one (where a torn write would be).
+pub fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8], bool)> {
+    let mut rest = bytes;
+    let mut number = 0;
+    std::iter::from_fn(move || {
+        loop {
+            if rest.is_empty() {
+                return None;
+            }
+            number += 1;
+            let (line, after) = match find_newline(rest) {
+                Some(at) => (&rest[..at], &rest[at + 1..]),
+                None => (rest, &rest[rest.len()..]),
+            };
+            rest = after;
+            if !blank(line) {
+                return Some((number, line, blank(rest)));
+            }
+        }
+    })
+}
+
+fn blank(bytes: &[u8]) -> bool {
+    bytes.iter().all(u8::is_ascii_whitespace)
+}
+
+/// The index of the first `\n` in `bytes`. Eight bytes at a time: listing a
+/// workspace splits tens of megabytes into lines.
+fn find_newline(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const NEWLINES: u64 = ONES * b'\n' as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let v = u64::from_le_bytes(word) ^ NEWLINES;
+        // Non-zero when some byte of v is zero (that byte was a newline).
+        if v.wrapping_sub(ONES) & !v & HIGHS != 0 {
+            return chunk.iter().position(|&b| b == b'\n').map(|at| offset + at);
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|at| offset + at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_start_on_a_fresh_line_after_a_torn_one() {
+        let dir =
+            std::env::temp_dir().join(format!("ar-jsonl-{}", super::super::id::random_hex(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.jsonl");
+        create(&path, b"{\"a\":1}").unwrap();
+        assert!(create(&path, b"{}").is_err(), "create is exclusive");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"torn")
+            .unwrap();
+        append(&path, b"{\"b\":2}").unwrap();
+        let mut buf = Vec::new();
+        read(&path, &mut buf, 1 << 20).unwrap();
+        assert_eq!(buf, b"{\"a\":1}\n{\"torn\n{\"b\":2}\n");
+        let got: Vec<_> = lines(&buf)
+            .map(|(n, l, last)| (n, l.to_vec(), last))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, b"{\"a\":1}".to_vec(), false),
+                (2, b"{\"torn".to_vec(), false),
+                (3, b"{\"b\":2}".to_vec(), true)
+            ]
+        );
+        assert!(read(&path, &mut buf, 4).is_err(), "bounded");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn newlines_are_found_at_every_offset() {
+        for len in 0..40 {
+            for at in 0..len {
+                let mut bytes = vec![b'x'; len];
+                bytes[at] = b'\n';
+                assert_eq!(find_newline(&bytes), Some(at), "{len} {at}");
+            }
+            assert_eq!(find_newline(&vec![0x8a; len]), None);
+        }
+    }
+
+    #[test]
+    fn an_unterminated_last_line_is_marked_last() {
+        let got: Vec<_> = lines(b"{}\n{\"x").map(|(n, _, last)| (n, last)).collect();
+        assert_eq!(got, [(1, false), (2, true)]);
+    }
+}

@@ -1,0 +1,32 @@
+//! The pipeline around the runner (SPEC §11–§12): workspaces, the TaskStore, the IPC
+//! queue, the Task Builder and the orchestrator. Everything here is files under
+//! `$AGENT_RUNNER_HOME/workspaces/<id>/`, a contract shared with other programs (an
+//! IDE reads and writes the same files), and the runner is driven as a child process
+//! (`agent-runner run --json`), exactly as such a program would drive it. The runner
+//! never imports this module.
+
+pub mod atomic_file;
+pub mod attempt;
+pub mod background;
+pub mod builder;
+pub mod child;
+pub mod claim;
+pub mod defaults;
+pub mod error;
+pub mod id;
+pub mod isolation;
+pub mod jsonl;
+pub mod orchestrator;
+pub mod outcome;
+pub mod owner;
+pub mod queue;
+pub mod record;
+pub mod recovery;
+pub mod safe_read;
+pub mod status;
+pub mod store;
+pub mod task_config;
+pub mod workspace;
+
+pub use error::PipelineError;
+pub use workspace::Workspace;

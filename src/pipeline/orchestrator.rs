@@ -1,0 +1,140 @@
+//! `agent-runner orchestrate` (SPEC §12): processes the queue of one workspace.
+//! The main thread repairs orphans, claims jobs and waits; each attempt runs on its
+//! own thread (which also spawns its runner child: see `child` for why), up to
+//! `--jobs` at once. On SIGINT/SIGTERM it stops claiming; the attempts forward
+//! SIGTERM to their runners, which clean up, and are recorded "interrupted".
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::attempt::{self, Setup};
+use super::defaults::Isolation;
+use super::record::AttemptStatus;
+use super::{Workspace, claim, isolation, recovery};
+use crate::error::exit;
+use crate::interrupt::Interrupt;
+
+/// How often the queue is looked at when nothing happens (SPEC: ≤ 200 ms).
+pub const POLL: Duration = Duration::from_millis(100);
+/// How often orphans of other orchestrators are looked for while running.
+const RECOVERY_INTERVAL: Duration = Duration::from_secs(5);
+
+/// `orchestrate` options.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Attempts at once (≥ 1).
+    pub jobs: usize,
+    /// Stop when nothing is claimable and nothing runs.
+    pub once: bool,
+}
+
+/// Runs the orchestrator until the queue is done (`once`) or a signal; returns the
+/// exit code: 0 when every attempt succeeded, 1 otherwise, 130 when interrupted.
+pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) -> i32 {
+    let wants_clones = options.jobs > 1 || ws.defaults.isolation == Some(Isolation::Clone);
+    let (isolated, limit) = if !wants_clones {
+        (false, 1)
+    } else if isolation::is_git_root(&ws.root_dir) {
+        (true, options.jobs.max(1))
+    } else {
+        log::warn!(
+            "{} is not the top of a git work tree: attempts run one at a time, in it",
+            ws.root_dir.display()
+        );
+        (false, 1)
+    };
+    log::info!(
+        "orchestrating workspace {} ({}): up to {limit} attempt(s) at once{}{}",
+        ws.id,
+        ws.root_dir.display(),
+        if isolated {
+            ", each in its own clone"
+        } else {
+            ""
+        },
+        if options.once {
+            ", until the queue is done"
+        } else {
+            ""
+        }
+    );
+    let mut failures = recovery::recover(&ws);
+    let setup = Setup {
+        ws: ws.clone(),
+        exe,
+        isolated,
+        interrupt,
+        background: Default::default(),
+    };
+    let (done, finished) = mpsc::channel::<AttemptStatus>();
+    let mut active = 0usize;
+    let mut last_recovery = Instant::now();
+    let note = |status: AttemptStatus, active: &mut usize, failures: &mut usize| {
+        *active -= 1;
+        if status == AttemptStatus::Failed {
+            *failures += 1;
+        }
+    };
+    while !interrupt.is_set() {
+        while active < limit && !interrupt.is_set() {
+            match claim::next(&ws, &mut failures) {
+                Ok(Some(claimed)) => {
+                    active += 1;
+                    let (setup, done) = (setup.clone(), done.clone());
+                    let spawned = std::thread::Builder::new()
+                        .name(format!("job {}", claimed.job_id))
+                        .spawn(move || {
+                            let _ = done.send(attempt::run(&setup, claimed));
+                        });
+                    if let Err(e) = spawned {
+                        // The job stays in running/ under our name; once we have
+                        // exited, the next start records it as stopped.
+                        log::error!("cannot start a thread for an attempt: {e}");
+                        active -= 1;
+                        failures += 1;
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log::error!("{e}");
+                    failures += 1;
+                    break;
+                }
+            }
+        }
+        if options.once && active == 0 {
+            break;
+        }
+        match finished.recv_timeout(POLL) {
+            Ok(status) => note(status, &mut active, &mut failures),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        while let Ok(status) = finished.try_recv() {
+            note(status, &mut active, &mut failures);
+        }
+        if last_recovery.elapsed() >= RECOVERY_INTERVAL {
+            failures += recovery::recover(&ws);
+            last_recovery = Instant::now();
+        }
+    }
+    if interrupt.is_set() && active > 0 {
+        log::info!("interrupted: stopping {active} attempt(s)");
+    }
+    while active > 0 {
+        match finished.recv() {
+            Ok(status) => note(status, &mut active, &mut failures),
+            Err(_) => break,
+        }
+    }
+    setup.background.wait();
+    if interrupt.is_set() {
+        exit::INTERRUPTED
+    } else if failures > 0 {
+        exit::FAILED
+    } else {
+        exit::COMPLETE
+    }
+}

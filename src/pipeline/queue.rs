@@ -1,0 +1,264 @@
+//! The IPC queue (SPEC §11–§12), Maildir style: a job is a file. Writers create it
+//! under a hidden temp name and `rename` it into `ipc/queue/`, so readers never see
+//! half a job. An orchestrator claims a job by renaming it into `ipc/running/`: the
+//! rename succeeds for exactly one claimer. Jobs that cannot be read move to
+//! `ipc/failed/` with a `<job-id>.error.txt` saying why.
+//!
+//! Names starting with `.` and names not ending in `.json` are not jobs (temp files);
+//! `<job-id>.owner.json` in `running/` names the claimer.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use super::owner::Owner;
+use super::status::JobState;
+use super::{PipelineError, Workspace, atomic_file, id};
+use crate::timestamp::Timestamp;
+
+/// Largest job file read.
+const MAX_JOB_BYTES: u64 = 64 * 1024;
+const OWNER_SUFFIX: &str = ".owner.json";
+
+/// A job file: a request to run a task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    pub workspace_id: String,
+    pub task_id: String,
+    #[serde(default)]
+    pub created_at: String,
+}
+
+/// A job file in one of the IPC directories.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The file name without `.json`.
+    pub job_id: String,
+    pub path: PathBuf,
+    pub modified: SystemTime,
+}
+
+/// Writes a new job for `task_id` into the queue; returns its id.
+pub fn enqueue(ws: &Workspace, task_id: &str) -> Result<String, PipelineError> {
+    let job_id = id::new_job_id();
+    let job = Job {
+        workspace_id: ws.id.clone(),
+        task_id: task_id.to_string(),
+        created_at: Timestamp::now().to_string(),
+    };
+    let path = ws.queue_dir().join(format!("{job_id}.json"));
+    let json = serde_json::to_vec(&job).unwrap_or_default();
+    atomic_file::write(&path, &json).map_err(PipelineError::io("write", path))?;
+    Ok(job_id)
+}
+
+/// The job files in `dir`, oldest first (by modification time, then name).
+pub fn list(dir: &Path) -> Vec<Entry> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut entries: Vec<Entry> = read
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            if name.starts_with('.') || name.ends_with(OWNER_SUFFIX) {
+                return None;
+            }
+            let job_id = name.strip_suffix(".json")?.to_string();
+            let modified = entry.metadata().ok()?.modified().ok()?;
+            Some(Entry {
+                job_id,
+                path: entry.path(),
+                modified,
+            })
+        })
+        .collect();
+    entries.sort_by(|a, b| (a.modified, &a.job_id).cmp(&(b.modified, &b.job_id)));
+    entries
+}
+
+/// Reads a job file; the error says what is wrong with it.
+pub fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String> {
+    if !id::is_valid(&entry.job_id) || entry.job_id.ends_with(".owner") {
+        return Err(id::invalid("job file name", &entry.job_id));
+    }
+    let mut bytes = Vec::new();
+    super::jsonl::read(&entry.path, &mut bytes, MAX_JOB_BYTES)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    let job: Job = serde_json::from_slice(&bytes).map_err(|e| {
+        format!("not a job (expected {{\"workspace_id\", \"task_id\", \"created_at\"}}): {e}")
+    })?;
+    if job.workspace_id != workspace_id {
+        return Err(format!(
+            "workspace_id is {:?}, but this is workspace {workspace_id}",
+            job.workspace_id
+        ));
+    }
+    if !id::is_valid(&job.task_id) {
+        return Err(id::invalid("task_id", &job.task_id));
+    }
+    Ok(job)
+}
+
+/// Claims a queued job by renaming it into `running/`. False when another process
+/// took it first (or it is gone).
+pub fn claim(ws: &Workspace, job_id: &str) -> Result<bool, PipelineError> {
+    let from = ws.queue_dir().join(format!("{job_id}.json"));
+    let to = ws.running_dir().join(format!("{job_id}.json"));
+    match std::fs::rename(&from, &to) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(PipelineError::io("claim", from)(e)),
+    }
+}
+
+/// Writes `running/<job-id>.owner.json`.
+pub fn write_owner(ws: &Workspace, job_id: &str, owner: &Owner) -> Result<(), PipelineError> {
+    let path = owner_path(ws, job_id);
+    let json = serde_json::to_vec(owner).unwrap_or_default();
+    atomic_file::write(&path, &json).map_err(PipelineError::io("write", path))
+}
+
+/// The owner of a running job, if its file is there and readable.
+pub fn read_owner(ws: &Workspace, job_id: &str) -> Option<(Owner, SystemTime)> {
+    let path = owner_path(ws, job_id);
+    let mut bytes = Vec::new();
+    super::jsonl::read(&path, &mut bytes, MAX_JOB_BYTES).ok()?;
+    let modified = std::fs::metadata(&path).ok()?.modified().ok()?;
+    Some((serde_json::from_slice(&bytes).ok()?, modified))
+}
+
+fn owner_path(ws: &Workspace, job_id: &str) -> PathBuf {
+    ws.running_dir().join(format!("{job_id}{OWNER_SUFFIX}"))
+}
+
+/// Moves an unreadable job file from `dir` into `failed/`, with `<job-id>.error.txt`.
+/// False when another process moved or claimed it first.
+pub fn move_to_failed(ws: &Workspace, entry: &Entry, reason: &str) -> Result<bool, PipelineError> {
+    let name = format!("{}.json", entry.job_id);
+    let to = ws.failed_dir().join(&name);
+    match std::fs::rename(&entry.path, &to) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(PipelineError::io("move", &entry.path)(e)),
+    }
+    let error = ws.failed_dir().join(format!("{}.error.txt", entry.job_id));
+    atomic_file::write(&error, format!("{reason}\n").as_bytes())
+        .map_err(PipelineError::io("write", error))?;
+    Ok(true)
+}
+
+/// Removes a finished job's files from `running/`.
+pub fn finish(ws: &Workspace, job_id: &str) {
+    let _ = std::fs::remove_file(ws.running_dir().join(format!("{job_id}.json")));
+    let _ = std::fs::remove_file(owner_path(ws, job_id));
+}
+
+/// For each task with a job queued or running: that state and the job id (running
+/// wins over queued).
+pub fn job_states(ws: &Workspace) -> HashMap<String, (JobState, String)> {
+    let mut states = HashMap::new();
+    for (dir, state) in [
+        (ws.queue_dir(), JobState::Queued),
+        (ws.running_dir(), JobState::Running),
+    ] {
+        for entry in list(&dir) {
+            if let Ok(job) = read_job(&entry, &ws.id) {
+                states.insert(job.task_id, (state, entry.job_id));
+            }
+        }
+    }
+    states
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace() -> (Workspace, PathBuf) {
+        let base = std::env::temp_dir().join(format!("ar-queue-{}", id::random_hex(8)));
+        std::fs::create_dir_all(base.join("root")).unwrap();
+        (
+            Workspace::open(&base.join("home"), &base.join("root")).unwrap(),
+            base,
+        )
+    }
+
+    #[test]
+    fn a_job_is_claimed_once() {
+        let (ws, base) = workspace();
+        let job_id = enqueue(&ws, "t-1").unwrap();
+        let queued = list(&ws.queue_dir());
+        assert_eq!(queued.len(), 1);
+        let job = read_job(&queued[0], &ws.id).unwrap();
+        assert_eq!(
+            (job.task_id.as_str(), job.workspace_id.as_str()),
+            ("t-1", ws.id.as_str())
+        );
+        assert!(claim(&ws, &job_id).unwrap());
+        assert!(
+            !claim(&ws, &job_id).unwrap(),
+            "the second claim finds nothing"
+        );
+        write_owner(&ws, &job_id, &Owner::this_process()).unwrap();
+        let running = list(&ws.running_dir());
+        assert_eq!(running.len(), 1, "the owner file is not a job");
+        assert_eq!(read_owner(&ws, &job_id).unwrap().0.pid, std::process::id());
+        assert_eq!(job_states(&ws)["t-1"], (JobState::Running, job_id.clone()));
+        finish(&ws, &job_id);
+        assert!(
+            std::fs::read_dir(ws.running_dir())
+                .unwrap()
+                .next()
+                .is_none()
+        );
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn temp_files_are_not_jobs_and_bad_jobs_say_why() {
+        let (ws, base) = workspace();
+        let q = ws.queue_dir();
+        std::fs::write(q.join(".j-1.json.tmp-abc"), "{").unwrap();
+        std::fs::write(q.join("notes.txt"), "x").unwrap();
+        std::fs::write(q.join("bad.json"), "{\"task_id\": 1}").unwrap();
+        std::fs::write(
+            q.join("other.json"),
+            r#"{"workspace_id":"ffffffffffff","task_id":"t"}"#,
+        )
+        .unwrap();
+        std::fs::write(q.join("-x.json"), "{}").unwrap();
+        let entries = list(&q);
+        let names: Vec<&str> = entries.iter().map(|e| e.job_id.as_str()).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        let errors: Vec<String> = entries
+            .iter()
+            .map(|e| read_job(e, &ws.id).unwrap_err())
+            .collect();
+        assert!(
+            errors.iter().any(|e| e.starts_with("not a job")),
+            "{errors:?}"
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("workspace_id is \"ffffffffffff\"")),
+            "{errors:?}"
+        );
+        assert!(
+            errors.iter().any(|e| e.contains("not a valid id")),
+            "{errors:?}"
+        );
+        let bad = entries.iter().find(|e| e.job_id == "bad").unwrap();
+        assert!(move_to_failed(&ws, bad, "not a job").unwrap());
+        assert!(!move_to_failed(&ws, bad, "again").unwrap());
+        assert_eq!(
+            std::fs::read_to_string(ws.failed_dir().join("bad.error.txt")).unwrap(),
+            "not a job\n"
+        );
+        assert!(ws.failed_dir().join("bad.json").is_file());
+        std::fs::remove_dir_all(base).unwrap();
+    }
+}

@@ -1,0 +1,477 @@
+//! The lines of a task file, `tasks/<task-id>.jsonl` (SPEC §11), and their fold into
+//! the current task. Each line has a `"type"`: `task` (the first line), `update`,
+//! `deleted`, `attempt`. Lines of other types are skipped, so newer writers can add
+//! some; a line that does not parse is skipped with a warning (a torn last line after
+//! a crash, or a bad write by another program).
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// The `task` line: the seed's record plus optional plan fields (SPEC §13).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub id: String,
+    pub workspace_id: String,
+    pub title: String,
+    pub raw_prompt: String,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance_criteria: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub milestone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wbs_level: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_impl: Option<serde_json::Value>,
+}
+
+/// The fields an `update` line may change; absent means unchanged.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskChanges {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance_criteria: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub milestone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wbs_level: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_impl: Option<serde_json::Value>,
+}
+
+/// An `update` line (a plan_patch update).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Update {
+    pub at: String,
+    #[serde(flatten)]
+    pub changes: TaskChanges,
+}
+
+/// A `deleted` line (soft delete).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deleted {
+    pub at: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// An `attempt` line (TaskAttempt): one run of a job, whatever its outcome.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Attempt {
+    pub attempt_id: String,
+    pub job_id: String,
+    pub task_id: String,
+    pub status: AttemptStatus,
+    pub started_at: String,
+    pub finished_at: String,
+    pub duration_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The runner's result JSON (SPEC §8) as it printed it, when it printed one.
+    /// Kept unparsed: listing many tasks must not build every result's tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Box<RawValue>>,
+    /// Path of the TaskConfig YAML (absent when the builder failed before writing it).
+    pub task_config: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    pub log_dir: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttemptStatus {
+    Succeeded,
+    Failed,
+}
+
+impl AttemptStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptStatus::Succeeded => "succeeded",
+            AttemptStatus::Failed => "failed",
+        }
+    }
+}
+
+impl Attempt {
+    /// The result JSON, parsed (None if absent or not JSON).
+    pub fn result_value(&self) -> Option<serde_json::Value> {
+        serde_json::from_str(self.result.as_ref()?.get()).ok()
+    }
+}
+
+/// One line of a task file.
+#[derive(Debug, Clone)]
+pub enum Line {
+    Task(TaskRecord),
+    Update(Update),
+    Deleted(Deleted),
+    Attempt(Attempt),
+    /// A type this version does not know; skipped.
+    Other(String),
+}
+
+#[derive(Serialize)]
+struct Typed<'a, T> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(flatten)]
+    body: &'a T,
+}
+
+#[derive(Deserialize)]
+struct Kind {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+}
+
+/// What our own writer puts first on an attempt line: the fast path when reading.
+const ATTEMPT_PREFIX: &[u8] = br#"{"type":"attempt","#;
+
+impl Line {
+    /// The line as JSON, `"type"` first, without a newline.
+    pub fn to_json(&self) -> Vec<u8> {
+        fn typed<T: Serialize>(kind: &'static str, body: &T) -> Vec<u8> {
+            serde_json::to_vec(&Typed { kind, body }).unwrap_or_default()
+        }
+        match self {
+            Line::Task(r) => typed("task", r),
+            Line::Update(u) => typed("update", u),
+            Line::Deleted(d) => typed("deleted", d),
+            Line::Attempt(a) => typed("attempt", a),
+            Line::Other(kind) => {
+                format!("{{\"type\":{}}}", serde_json::Value::from(kind.as_str())).into_bytes()
+            }
+        }
+    }
+
+    /// Parses one line; the error says what is wrong.
+    pub fn parse(bytes: &[u8]) -> Result<Line, String> {
+        if bytes.starts_with(ATTEMPT_PREFIX) {
+            return serde_json::from_slice(bytes)
+                .map(Line::Attempt)
+                .map_err(|e| e.to_string());
+        }
+        let kind: Kind = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let error = |e: serde_json::Error| e.to_string();
+        match kind.kind.as_deref() {
+            Some("task") => serde_json::from_slice(bytes).map(Line::Task).map_err(error),
+            Some("update") => serde_json::from_slice(bytes)
+                .map(Line::Update)
+                .map_err(error),
+            Some("deleted") => serde_json::from_slice(bytes)
+                .map(Line::Deleted)
+                .map_err(error),
+            Some("attempt") => serde_json::from_slice(bytes)
+                .map(Line::Attempt)
+                .map_err(error),
+            Some(other) => Ok(Line::Other(other.to_string())),
+            None => Err("no \"type\"".into()),
+        }
+    }
+}
+
+/// A task as its lines say now.
+#[derive(Debug, Clone)]
+pub struct TaskView {
+    pub record: TaskRecord,
+    pub deleted: Option<Deleted>,
+    /// In the order they were recorded (with `Depth::Latest`, only the latest,
+    /// without its result).
+    pub attempts: Vec<Attempt>,
+    /// How many attempts the file records.
+    pub attempt_count: usize,
+}
+
+impl TaskView {
+    /// The latest attempt, if any.
+    pub fn latest(&self) -> Option<&Attempt> {
+        self.attempts.last()
+    }
+}
+
+/// How much of a task file a reader needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Every attempt, with its result.
+    Full,
+    /// The record and the latest attempt without its result: what a list shows.
+    /// Earlier attempt lines are counted, not parsed.
+    Latest,
+}
+
+/// An attempt line not parsed yet (`Depth::Latest`), or parsed.
+enum Pending<'a> {
+    Raw {
+        number: usize,
+        line: &'a [u8],
+        last: bool,
+    },
+    Parsed(Box<Attempt>),
+}
+
+/// Folds the lines of a task file (`name` in warnings) into the current task; None
+/// when there is no valid `task` line first.
+pub fn fold(name: &str, bytes: &[u8], depth: Depth) -> Option<TaskView> {
+    let mut view: Option<TaskView> = None;
+    let mut pending: Vec<Pending> = Vec::new();
+    for (number, line, last) in super::jsonl::lines(bytes) {
+        if depth == Depth::Latest && view.is_some() && line.starts_with(ATTEMPT_PREFIX) {
+            pending.push(Pending::Raw { number, line, last });
+            continue;
+        }
+        let parsed = match Line::parse(line) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                warn_invalid(name, number, last, &e);
+                continue;
+            }
+        };
+        match (&mut view, parsed) {
+            (None, Line::Task(record)) => {
+                view = Some(TaskView {
+                    record,
+                    deleted: None,
+                    attempts: Vec::new(),
+                    attempt_count: 0,
+                })
+            }
+            (None, _) => {
+                log::warn!("{name}:{number}: the first record is not a `task` line; file ignored");
+                return None;
+            }
+            (Some(_), Line::Task(_)) => {
+                log::warn!("{name}:{number}: a second `task` line ignored");
+            }
+            (Some(v), Line::Update(update)) => apply(&mut v.record, update.changes),
+            (Some(v), Line::Deleted(deleted)) => v.deleted = Some(deleted),
+            (Some(v), Line::Attempt(attempt)) => match depth {
+                Depth::Full => v.attempts.push(attempt),
+                Depth::Latest => pending.push(Pending::Parsed(Box::new(attempt))),
+            },
+            (Some(_), Line::Other(_)) => {}
+        }
+    }
+    let mut view = view?;
+    if depth == Depth::Latest {
+        view.attempt_count = pending.len();
+        while let Some(candidate) = pending.pop() {
+            let attempt = match candidate {
+                Pending::Parsed(attempt) => *attempt,
+                Pending::Raw { number, line, last } => match Line::parse(line) {
+                    Ok(Line::Attempt(attempt)) => attempt,
+                    Ok(_) => continue,
+                    Err(e) => {
+                        warn_invalid(name, number, last, &e);
+                        view.attempt_count -= 1;
+                        continue;
+                    }
+                },
+            };
+            view.attempts.push(Attempt {
+                result: None,
+                ..attempt
+            });
+            break;
+        }
+    } else {
+        view.attempt_count = view.attempts.len();
+    }
+    Some(view)
+}
+
+fn warn_invalid(name: &str, number: usize, last: bool, error: &str) {
+    let what = if last {
+        "torn or invalid last line"
+    } else {
+        "invalid line"
+    };
+    log::warn!("{name}:{number}: {what} ignored ({error})");
+}
+
+fn apply(record: &mut TaskRecord, changes: TaskChanges) {
+    fn set<T>(field: &mut T, value: Option<T>) {
+        if let Some(v) = value {
+            *field = v;
+        }
+    }
+    fn set_opt<T>(field: &mut Option<T>, value: Option<T>) {
+        if value.is_some() {
+            *field = value;
+        }
+    }
+    set(&mut record.title, changes.title);
+    set(&mut record.raw_prompt, changes.raw_prompt);
+    set_opt(&mut record.description, changes.description);
+    set_opt(&mut record.acceptance_criteria, changes.acceptance_criteria);
+    set_opt(&mut record.depends_on, changes.depends_on);
+    set_opt(&mut record.phase, changes.phase);
+    set_opt(&mut record.milestone, changes.milestone);
+    set_opt(&mut record.wbs_level, changes.wbs_level);
+    set_opt(&mut record.estimated_effort, changes.estimated_effort);
+    set_opt(&mut record.suggested_impl, changes.suggested_impl);
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn record(id: &str) -> TaskRecord {
+        TaskRecord {
+            id: id.into(),
+            workspace_id: "abcd1234ef56".into(),
+            title: "TODO アプリを作成して".into(),
+            raw_prompt: "TODO アプリを作成して".into(),
+            created_at: "2025-12-07T08:00:00.000Z".into(),
+            description: None,
+            acceptance_criteria: None,
+            depends_on: None,
+            phase: None,
+            milestone: None,
+            wbs_level: None,
+            estimated_effort: None,
+            suggested_impl: None,
+        }
+    }
+
+    pub(crate) fn attempt(job: &str, status: AttemptStatus) -> Attempt {
+        Attempt {
+            attempt_id: format!("a-{job}"),
+            job_id: job.into(),
+            task_id: "t-1".into(),
+            status,
+            started_at: "2025-12-07T08:00:00.000Z".into(),
+            finished_at: "2025-12-07T08:00:01.500Z".into(),
+            duration_ms: 1500,
+            error: (status == AttemptStatus::Failed).then(|| "boom".into()),
+            result: Some(
+                RawValue::from_string(r#"{"task_id":"t-1","summary":"done"}"#.into()).unwrap(),
+            ),
+            task_config: "/m/logs/j/task-config.yaml".into(),
+            branch: None,
+            log_dir: "/m/logs/j".into(),
+        }
+    }
+
+    fn file(lines: &[Line]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for line in lines {
+            bytes.extend(line.to_json());
+            bytes.push(b'\n');
+        }
+        bytes
+    }
+
+    #[test]
+    fn lines_are_written_with_the_type_first_and_read_back() {
+        let json = String::from_utf8(Line::Task(record("t-1")).to_json()).unwrap();
+        assert_eq!(
+            json,
+            r#"{"type":"task","id":"t-1","workspace_id":"abcd1234ef56","title":"TODO アプリを作成して","raw_prompt":"TODO アプリを作成して","created_at":"2025-12-07T08:00:00.000Z"}"#
+        );
+        let json = Line::Attempt(attempt("j-1", AttemptStatus::Failed)).to_json();
+        assert!(json.starts_with(ATTEMPT_PREFIX));
+        let Line::Attempt(back) = Line::parse(&json).unwrap() else {
+            panic!()
+        };
+        assert_eq!(back.error.as_deref(), Some("boom"));
+        assert_eq!(back.result_value().unwrap()["summary"], "done");
+        // Another writer's key order takes the slow path to the same record.
+        let other = br#"{"job_id":"j","attempt_id":"a","task_id":"t","status":"succeeded","type":"attempt","started_at":"s","finished_at":"f","duration_ms":3,"task_config":"c","log_dir":"l"}"#;
+        let Line::Attempt(a) = Line::parse(other).unwrap() else {
+            panic!()
+        };
+        assert_eq!((a.status, a.duration_ms), (AttemptStatus::Succeeded, 3));
+        assert!(
+            matches!(Line::parse(br#"{"type":"wbs_moved"}"#), Ok(Line::Other(k)) if k == "wbs_moved")
+        );
+        assert!(Line::parse(br#"{"id":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn the_fold_applies_updates_deletes_and_attempts_in_order() {
+        let mut bytes = file(&[
+            Line::Task(record("t-1")),
+            Line::Attempt(attempt("j-1", AttemptStatus::Failed)),
+            Line::Update(Update {
+                at: "x".into(),
+                changes: TaskChanges {
+                    title: Some("New title".into()),
+                    depends_on: Some(vec!["t-0".into()]),
+                    ..TaskChanges::default()
+                },
+            }),
+            Line::Other("future".into()),
+            Line::Attempt(attempt("j-2", AttemptStatus::Succeeded)),
+        ]);
+        let view = fold("t-1.jsonl", &bytes, Depth::Full).unwrap();
+        assert_eq!(view.record.title, "New title");
+        assert_eq!(view.record.raw_prompt, "TODO アプリを作成して");
+        assert_eq!(view.record.depends_on, Some(vec!["t-0".to_string()]));
+        assert_eq!(view.attempts.len(), 2);
+        assert_eq!(view.latest().unwrap().job_id, "j-2");
+        assert!(view.deleted.is_none());
+        // A torn last line is ignored; the rest stands.
+        bytes.extend_from_slice(br#"{"type":"deleted","at":"#);
+        let view = fold("t-1.jsonl", &bytes, Depth::Full).unwrap();
+        assert!(view.deleted.is_none() && view.attempts.len() == 2);
+        bytes.extend_from_slice(b"\n");
+        bytes.extend(
+            Line::Deleted(Deleted {
+                at: "y".into(),
+                reason: "dup".into(),
+            })
+            .to_json(),
+        );
+        let view = fold("t-1.jsonl", &bytes, Depth::Full).unwrap();
+        assert_eq!(view.deleted.unwrap().reason, "dup");
+        // A list reads the same file to the same task, latest attempt only.
+        let brief = fold("t-1.jsonl", &bytes, Depth::Latest).unwrap();
+        assert_eq!(brief.record, view.record);
+        assert_eq!((brief.attempt_count, brief.attempts.len()), (2, 1));
+        assert_eq!(brief.latest().unwrap().job_id, "j-2");
+        assert!(brief.latest().unwrap().result.is_none());
+    }
+
+    #[test]
+    fn the_latest_valid_attempt_is_found_behind_a_torn_one() {
+        let mut bytes = file(&[
+            Line::Task(record("t-1")),
+            Line::Attempt(attempt("j-1", AttemptStatus::Failed)),
+            Line::Attempt(attempt("j-2", AttemptStatus::Succeeded)),
+        ]);
+        bytes.extend_from_slice(br#"{"type":"attempt","attempt_id":"a-3","job"#);
+        let brief = fold("t", &bytes, Depth::Latest).unwrap();
+        assert_eq!(brief.latest().unwrap().job_id, "j-2");
+        assert_eq!(brief.attempt_count, 2);
+        let full = fold("t", &bytes, Depth::Full).unwrap();
+        assert_eq!(full.attempt_count, 2);
+    }
+
+    #[test]
+    fn a_file_without_a_task_line_first_is_no_task() {
+        let bytes = file(&[Line::Attempt(attempt("j-1", AttemptStatus::Failed))]);
+        assert!(fold("x", &bytes, Depth::Full).is_none());
+        assert!(fold("x", b"", Depth::Latest).is_none());
+    }
+}

@@ -1,0 +1,165 @@
+//! Start-up repair (SPEC §12): a job in `ipc/running/` whose owner is gone (its
+//! orchestrator was killed, or the machine rebooted) becomes a failed attempt
+//! "orchestrator stopped": never run twice, never lost. One orchestrator at a time
+//! repairs (an exclusive `flock` on `ipc/.recover.lock`), and recording is
+//! idempotent per job, so two orchestrators starting together record it once.
+
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::io::AsRawFd;
+use std::time::{Duration, SystemTime};
+
+use super::queue::{self, Entry};
+use super::record::{Attempt, AttemptStatus};
+use super::store::TaskStore;
+use super::{Workspace, id, outcome};
+use crate::timestamp::Timestamp;
+
+/// A running job without an owner file is being claimed right now, unless it has
+/// been like that for this long (its claimer died between the rename and the write).
+const CLAIM_GRACE: Duration = Duration::from_secs(30);
+
+/// Records the orphaned running jobs of `ws` as failed attempts; returns how many.
+pub fn recover(ws: &Workspace) -> usize {
+    let lock_path = ws.dir.join("ipc/.recover.lock");
+    let Ok(lock) = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+    else {
+        log::warn!("cannot open {}; skipping recovery", lock_path.display());
+        return 0;
+    };
+    // SAFETY: flock on a descriptor we own; released when `lock` is closed.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return 0;
+    }
+    let mut recovered = 0;
+    for entry in queue::list(&ws.running_dir()) {
+        if let Some(reason) = orphaned(ws, &entry) {
+            if settle(ws, &entry, &reason) {
+                recovered += 1;
+            }
+        }
+    }
+    recovered
+}
+
+/// Why `entry` is orphaned, or None if its owner may still be running it.
+fn orphaned(ws: &Workspace, entry: &Entry) -> Option<String> {
+    match queue::read_owner(ws, &entry.job_id) {
+        Some((owner, _)) if owner.is_gone() => Some(format!(
+            "orchestrator stopped (pid {} on {} is gone; it had claimed the job at {})",
+            owner.pid, owner.host, owner.claimed_at
+        )),
+        Some(_) => None,
+        None => {
+            // rename keeps the modification time; the change time is the claim.
+            let meta = std::fs::metadata(&entry.path).ok()?;
+            let changed = SystemTime::UNIX_EPOCH + Duration::from_secs(meta.ctime().max(0) as u64);
+            let age = SystemTime::now()
+                .duration_since(changed)
+                .unwrap_or_default();
+            (age > CLAIM_GRACE)
+                .then(|| "orchestrator stopped (it left no owner record)".to_string())
+        }
+    }
+}
+
+/// Records the orphan; true when it was recorded here.
+fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
+    let job = match queue::read_job(entry, &ws.id) {
+        Ok(job) => job,
+        Err(e) => {
+            let _ = queue::move_to_failed(ws, entry, &e);
+            let _ = std::fs::remove_file(
+                ws.running_dir()
+                    .join(format!("{}.owner.json", entry.job_id)),
+            );
+            return false;
+        }
+    };
+    if TaskStore::new(ws)
+        .load(&job.task_id)
+        .ok()
+        .flatten()
+        .is_none()
+    {
+        let why = format!("task {} not found in workspace {}", job.task_id, ws.id);
+        let _ = queue::move_to_failed(ws, entry, &why);
+        let _ = std::fs::remove_file(
+            ws.running_dir()
+                .join(format!("{}.owner.json", entry.job_id)),
+        );
+        return false;
+    }
+    let (started_at, duration_ms) = match queue::read_owner(ws, &entry.job_id) {
+        Some((owner, claimed)) => (
+            owner.claimed_at,
+            SystemTime::now()
+                .duration_since(claimed)
+                .unwrap_or_default()
+                .as_millis() as u64,
+        ),
+        None => (String::new(), 0),
+    };
+    let log_dir = ws.job_log_dir(&entry.job_id);
+    let attempt = Attempt {
+        attempt_id: id::new_attempt_id(),
+        job_id: entry.job_id.clone(),
+        task_id: job.task_id.clone(),
+        status: AttemptStatus::Failed,
+        started_at,
+        finished_at: Timestamp::now().to_string(),
+        duration_ms,
+        error: Some(format!(
+            "{reason}; the runner's log, if it started: {}",
+            log_dir.join("runner.stderr.log").display()
+        )),
+        result: None,
+        task_config: log_dir.join("task-config.yaml").display().to_string(),
+        branch: None,
+        log_dir: log_dir.display().to_string(),
+    };
+    match outcome::record(ws, &attempt) {
+        Ok(path) => {
+            log::warn!(
+                "job {}: task {}: {reason}; recorded as a failed attempt; result {}",
+                entry.job_id,
+                job.task_id,
+                path.display()
+            );
+            true
+        }
+        Err(e) => {
+            log::error!("job {}: cannot record it as stopped: {e}", entry.job_id);
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn one_orchestrator_at_a_time_repairs() {
+        let base = std::env::temp_dir().join(format!("ar-recover-{}", id::random_hex(8)));
+        std::fs::create_dir_all(base.join("root")).unwrap();
+        let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        // Another orchestrator is repairing: it holds the lock (even shared).
+        let lock = std::fs::File::create(ws.dir.join("ipc/.recover.lock")).unwrap();
+        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_SH) }, 0);
+        let (done, finished) = mpsc::channel();
+        let waiting = ws.clone();
+        std::thread::spawn(move || done.send(recover(&waiting)).unwrap());
+        assert!(
+            finished.recv_timeout(Duration::from_millis(300)).is_err(),
+            "it waits for the other"
+        );
+        drop(lock);
+        assert_eq!(finished.recv_timeout(Duration::from_secs(5)), Ok(0));
+        std::fs::remove_dir_all(base).unwrap();
+    }
+}

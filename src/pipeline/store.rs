@@ -1,0 +1,224 @@
+//! The TaskStore: one append-only JSON Lines file per task, `tasks/<task-id>.jsonl`
+//! (SPEC §11). The current task is the fold of its lines (`record::fold`); status
+//! comes from the fold plus the IPC directories (`status`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use super::queue;
+use super::record::{Depth, Line, TaskRecord, TaskView, fold};
+use super::status::{self, JobState, Readiness, TaskStatus};
+use super::{PipelineError, Workspace, id, jsonl};
+
+/// Largest task file read (a task with very many attempts).
+const MAX_TASK_FILE: u64 = 64 << 20;
+
+/// The tasks of one workspace.
+#[derive(Debug, Clone)]
+pub struct TaskStore {
+    dir: PathBuf,
+}
+
+impl TaskStore {
+    pub fn new(ws: &Workspace) -> Self {
+        TaskStore {
+            dir: ws.tasks_dir(),
+        }
+    }
+
+    /// The file of task `id`.
+    pub fn path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.jsonl"))
+    }
+
+    /// Creates a task file with its `task` line; fails if the id is taken.
+    pub fn create(&self, record: &TaskRecord) -> Result<(), PipelineError> {
+        if !id::is_valid(&record.id) {
+            return Err(PipelineError::Invalid(id::invalid("task id", &record.id)));
+        }
+        let path = self.path(&record.id);
+        jsonl::create(&path, &Line::Task(record.clone()).to_json()).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                PipelineError::TaskExists(record.id.clone())
+            } else {
+                PipelineError::io("create", path)(e)
+            }
+        })
+    }
+
+    /// Appends a line to the existing task `id`.
+    pub fn append(&self, id: &str, line: &Line) -> Result<(), PipelineError> {
+        let path = self.path(id);
+        jsonl::append(&path, &line.to_json()).map_err(PipelineError::io("append to", path))
+    }
+
+    /// Task `id` as its lines say now; None if there is no such task (or its file has
+    /// no valid first line).
+    pub fn load(&self, id: &str) -> Result<Option<TaskView>, PipelineError> {
+        if !id::is_valid(id) {
+            return Ok(None);
+        }
+        let path = self.path(id);
+        let mut bytes = Vec::new();
+        match jsonl::read(&path, &mut bytes, MAX_TASK_FILE) {
+            Ok(()) => Ok(fold(&format!("tasks/{id}.jsonl"), &bytes, Depth::Full)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(PipelineError::io("read", path)(e)),
+        }
+    }
+
+    /// Every task, in no particular order, each with its latest attempt only
+    /// (`Depth::Latest`). Unreadable files are skipped with a warning.
+    pub fn load_all(&self) -> Result<Vec<TaskView>, PipelineError> {
+        let read = std::fs::read_dir(&self.dir).map_err(PipelineError::io("list", &self.dir))?;
+        let mut tasks = Vec::new();
+        let mut bytes = Vec::new();
+        for entry in read.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some(id) = name.strip_suffix(".jsonl") else {
+                continue;
+            };
+            if !id::is_valid(id) {
+                continue;
+            }
+            match jsonl::read(&entry.path(), &mut bytes, MAX_TASK_FILE) {
+                Ok(()) => tasks.extend(fold(&format!("tasks/{name}"), &bytes, Depth::Latest)),
+                Err(e) => log::warn!("tasks/{name}: skipped ({e})"),
+            }
+        }
+        Ok(tasks)
+    }
+}
+
+/// Tasks with their derived statuses: what `task list`, `task show` and the claim
+/// decision read.
+pub struct Board {
+    pub tasks: Vec<TaskView>,
+    /// Job state and job id by task id.
+    pub jobs: HashMap<String, (JobState, String)>,
+    statuses: HashMap<String, TaskStatus>,
+}
+
+impl Board {
+    /// Reads every task and job of `ws`.
+    pub fn load(ws: &Workspace) -> Result<Board, PipelineError> {
+        let tasks = TaskStore::new(ws).load_all()?;
+        Ok(Board::of(tasks, queue::job_states(ws)))
+    }
+
+    /// The board of these tasks and jobs.
+    pub fn of(tasks: Vec<TaskView>, jobs: HashMap<String, (JobState, String)>) -> Board {
+        let job_of = |id: &str| jobs.get(id).map_or(JobState::None, |(s, _)| *s);
+        // Statuses without BLOCKED first: blocking depends on the others' statuses.
+        let base: HashMap<String, TaskStatus> = tasks
+            .iter()
+            .map(|t| {
+                (
+                    t.record.id.clone(),
+                    status::derive(t, job_of(&t.record.id), false),
+                )
+            })
+            .collect();
+        let statuses = tasks
+            .iter()
+            .map(|t| {
+                let id = &t.record.id;
+                let mut status = base[id];
+                if status == TaskStatus::Queued && readiness(t, &base) != Readiness::Ready {
+                    status = TaskStatus::Blocked;
+                }
+                (id.clone(), status)
+            })
+            .collect();
+        Board {
+            tasks,
+            jobs,
+            statuses,
+        }
+    }
+
+    /// The derived status of task `id`.
+    pub fn status(&self, id: &str) -> Option<TaskStatus> {
+        self.statuses.get(id).copied()
+    }
+
+    /// Whether task `id`'s job may run now.
+    pub fn readiness(&self, task: &TaskView) -> Readiness {
+        readiness(task, &self.statuses)
+    }
+}
+
+fn readiness(task: &TaskView, statuses: &HashMap<String, TaskStatus>) -> Readiness {
+    let deps = task.record.depends_on.as_deref().unwrap_or_default();
+    status::readiness(deps, |dep| statuses.get(dep).copied())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::record::AttemptStatus;
+    use crate::pipeline::record::tests::{attempt, record};
+
+    #[test]
+    fn create_append_load() {
+        let base = std::env::temp_dir().join(format!("ar-store-{}", id::random_hex(8)));
+        std::fs::create_dir_all(base.join("root")).unwrap();
+        let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        let store = TaskStore::new(&ws);
+        store.create(&record("t-1")).unwrap();
+        assert!(matches!(
+            store.create(&record("t-1")),
+            Err(PipelineError::TaskExists(_))
+        ));
+        assert!(matches!(
+            store.create(&record("../x")),
+            Err(PipelineError::Invalid(_))
+        ));
+        store
+            .append(
+                "t-1",
+                &Line::Attempt(attempt("j-1", AttemptStatus::Succeeded)),
+            )
+            .unwrap();
+        assert!(
+            store
+                .append("t-2", &Line::Attempt(attempt("j-1", AttemptStatus::Failed)))
+                .is_err(),
+            "no such task"
+        );
+        let view = store.load("t-1").unwrap().unwrap();
+        assert_eq!(view.attempts.len(), 1);
+        assert!(store.load("t-2").unwrap().is_none());
+        assert!(store.load("../etc/passwd").unwrap().is_none());
+        let board = Board::load(&ws).unwrap();
+        assert_eq!(board.status("t-1"), Some(TaskStatus::Succeeded));
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn a_queued_task_waiting_on_a_dependency_is_blocked() {
+        let mut dep = TaskView {
+            record: record("dep"),
+            deleted: None,
+            attempts: vec![],
+            attempt_count: 0,
+        };
+        let mut task = TaskView {
+            record: record("t"),
+            deleted: None,
+            attempts: vec![],
+            attempt_count: 0,
+        };
+        task.record.depends_on = Some(vec!["dep".into()]);
+        let jobs: HashMap<String, (JobState, String)> =
+            [("t".to_string(), (JobState::Queued, "j".to_string()))].into();
+        let board = Board::of(vec![dep.clone(), task.clone()], jobs.clone());
+        assert_eq!(board.status("t"), Some(TaskStatus::Blocked));
+        assert_eq!(board.status("dep"), Some(TaskStatus::Pending));
+        dep.attempts.push(attempt("j0", AttemptStatus::Succeeded));
+        let board = Board::of(vec![dep, task.clone()], jobs);
+        assert_eq!(board.status("t"), Some(TaskStatus::Queued));
+        assert_eq!(board.readiness(&task), Readiness::Ready);
+    }
+}

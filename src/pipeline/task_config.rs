@@ -1,0 +1,231 @@
+//! From the builder's draft to the TaskConfig that runs (SPEC §12 step 2). The
+//! orchestrator owns some fields whatever the builder wrote (the seed's golden-test
+//! invariants): `task.id` is the task's id, `task.title` its title,
+//! `task.project.root_dir` the directory the attempt runs in, and the raw prompt
+//! appears verbatim in `task.instructions` (prepended if the builder dropped it).
+//! Then the workspace's `defaults.runner` is merged over the draft (the user's
+//! settings win over the LLM's), and the result is validated by the runner's own
+//! Task YAML parser.
+
+use std::path::Path;
+
+use serde_yaml::{Mapping, Value};
+
+use crate::task::{Host, Task};
+
+/// What the orchestrator sets in every TaskConfig.
+pub struct Invariants<'a> {
+    pub task_id: &'a str,
+    pub title: &'a str,
+    pub raw_prompt: &'a str,
+    pub root_dir: &'a Path,
+}
+
+/// Keys of `runner.meta` that choose the backend: when the defaults set any of
+/// them, the draft's are dropped, so the two cannot mix (e.g. the draft's `base_url`
+/// with the defaults' `kind: scripted`).
+const BACKEND_KEYS: [&str; 4] = ["kind", "base_url", "api_key", "script"];
+
+/// The TaskConfig YAML: the draft with the invariants set and `defaults_runner`
+/// merged over its `runner`.
+pub fn complete(
+    mut draft: Mapping,
+    invariants: &Invariants,
+    defaults_runner: Option<&serde_json::Value>,
+) -> Result<String, String> {
+    let task = section(&mut draft, "task")?;
+    task.insert("id".into(), invariants.task_id.into());
+    task.insert("title".into(), invariants.title.into());
+    let instructions = task
+        .get("instructions")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let instructions = if instructions.contains(invariants.raw_prompt) {
+        instructions
+    } else if instructions.trim().is_empty() {
+        invariants.raw_prompt.to_string()
+    } else {
+        format!("{}\n\n{instructions}", invariants.raw_prompt)
+    };
+    task.insert("instructions".into(), instructions.into());
+    let project = section(task, "project")?;
+    project.insert(
+        "root_dir".into(),
+        invariants.root_dir.display().to_string().into(),
+    );
+    if let Some(defaults) = defaults_runner {
+        let defaults: Value = serde_yaml::to_value(defaults).map_err(|e| e.to_string())?;
+        let runner = section(&mut draft, "runner")?;
+        let user_meta = defaults.get("meta").and_then(Value::as_mapping);
+        if user_meta.is_some_and(|m| BACKEND_KEYS.iter().any(|k| m.contains_key(*k))) {
+            if let Some(Value::Mapping(meta)) = runner.get_mut("meta") {
+                for key in BACKEND_KEYS {
+                    meta.shift_remove(key);
+                }
+            }
+        }
+        merge(runner, &defaults);
+    }
+    serde_yaml::to_string(&Value::Mapping(draft)).map_err(|e| e.to_string())
+}
+
+/// The mapping under `key`, created if absent; an error if it is something else.
+fn section<'a>(map: &'a mut Mapping, key: &str) -> Result<&'a mut Mapping, String> {
+    let entry = map
+        .entry(key.into())
+        .or_insert_with(|| Value::Mapping(Mapping::new()));
+    if entry.is_null() {
+        *entry = Value::Mapping(Mapping::new());
+    }
+    entry
+        .as_mapping_mut()
+        .ok_or_else(|| format!("`{key}` must be a mapping"))
+}
+
+/// Deep merge: mappings merge key by key, anything else in `over` replaces.
+fn merge(into: &mut Mapping, over: &Value) {
+    let Value::Mapping(over) = over else { return };
+    for (key, value) in over {
+        match (into.get_mut(key), value) {
+            (Some(Value::Mapping(inner)), Value::Mapping(_)) => merge(inner, value),
+            _ => {
+                into.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// Validates a TaskConfig with the runner's own parser, as `agent-runner run` will
+/// (relative paths against `cwd`, `env:` references against `var`).
+pub fn validate(
+    yaml: &str,
+    cwd: &Path,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Task, String> {
+    let os_var = |name: &str| var(name).map(std::ffi::OsString::from);
+    let host = Host {
+        var: &os_var,
+        cwd: Ok(cwd.to_path_buf()),
+    };
+    crate::task::parse(yaml, &host).map_err(|e| format!("invalid TaskConfig: {}", e.with_hints()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const PROMPT: &str = "TODO アプリを作成して";
+
+    fn draft(yaml: &str) -> Mapping {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    fn invariants(root: &Path) -> Invariants<'_> {
+        Invariants {
+            task_id: "golden-todo-001",
+            title: PROMPT,
+            raw_prompt: PROMPT,
+            root_dir: root,
+        }
+    }
+
+    #[test]
+    fn the_orchestrator_owns_id_title_root_dir_and_the_prompt() {
+        let root = std::env::temp_dir();
+        let yaml = complete(
+            draft("task:\n  id: llm-chose-this\n  title: Something else\n  instructions: Build a todo app.\n  project: {root_dir: /etc}\nrunner:\n  meta: {model: m}\n  worker: {type: docker_codex_cli}\n"),
+            &invariants(&root),
+            None,
+        )
+        .unwrap();
+        let value: Value = serde_yaml::from_str(&yaml).unwrap();
+        assert_eq!(value["task"]["id"], "golden-todo-001");
+        assert_eq!(value["task"]["title"], PROMPT);
+        assert_eq!(
+            value["task"]["project"]["root_dir"],
+            root.display().to_string().as_str()
+        );
+        assert_eq!(
+            value["task"]["instructions"],
+            format!("{PROMPT}\n\nBuild a todo app.").as_str()
+        );
+        let var = |n: &str| (n == "OPENAI_API_KEY").then(|| "sk-x".to_string());
+        let task = validate(&yaml, &root, &var).unwrap();
+        assert_eq!(task.id, "golden-todo-001");
+        // Kept as written when the prompt is in there.
+        let yaml = complete(
+            draft(&format!(
+                "task:\n  instructions: \"Please: {PROMPT}. Use Svelte.\"\n"
+            )),
+            &invariants(&root),
+            None,
+        )
+        .unwrap();
+        let value: Value = serde_yaml::from_str(&yaml).unwrap();
+        assert_eq!(
+            value["task"]["instructions"],
+            format!("Please: {PROMPT}. Use Svelte.").as_str()
+        );
+    }
+
+    #[test]
+    fn the_users_defaults_win_and_replace_the_backend_whole() {
+        let root = std::env::temp_dir();
+        let defaults = json!({"meta": {"kind": "scripted", "script": "/s.yaml", "max_loops": 2},
+                              "worker": {"docker_image": "img", "env": {"A": "1"}}});
+        let yaml = complete(
+            draft("task: {instructions: x}\nrunner:\n  meta: {model: m, base_url: 'http://evil', api_key: sk, max_loops: 9}\n  worker: {type: docker_codex_cli, docker_image: other, env: {B: '2'}}\n"),
+            &invariants(&root),
+            Some(&defaults),
+        )
+        .unwrap();
+        let value: Value = serde_yaml::from_str(&yaml).unwrap();
+        let meta = &value["runner"]["meta"];
+        assert_eq!(meta["kind"], "scripted");
+        assert_eq!(meta["max_loops"], 2);
+        assert_eq!(meta["model"], "m", "what the defaults do not set stays");
+        assert!(meta.get("base_url").is_none() && meta.get("api_key").is_none());
+        let worker = &value["runner"]["worker"];
+        assert_eq!(worker["docker_image"], "img");
+        assert_eq!(
+            (worker["env"]["A"].as_str(), worker["env"]["B"].as_str()),
+            (Some("1"), Some("2"))
+        );
+    }
+
+    #[test]
+    fn invalid_configs_name_the_field() {
+        let root = std::env::temp_dir();
+        let yaml = complete(
+            draft("task: {instructions: x}\nrunner:\n  meta: {model: m, max_loop: 3}\n  worker: {type: docker_codex_cli}\n"),
+            &invariants(&root),
+            None,
+        )
+        .unwrap();
+        let e = validate(&yaml, &root, &|n| {
+            (n == "OPENAI_API_KEY").then(|| "k".into())
+        })
+        .unwrap_err();
+        assert!(
+            e.starts_with("invalid TaskConfig: runner.meta.max_loop: unknown key"),
+            "{e}"
+        );
+        let yaml = complete(
+            draft("task: {instructions: x}\nrunner: {meta: {}}\n"),
+            &invariants(&root),
+            None,
+        )
+        .unwrap();
+        let e = validate(&yaml, &root, &|n| {
+            (n == "OPENAI_API_KEY").then(|| "k".into())
+        })
+        .unwrap_err();
+        assert!(
+            e.contains("runner.meta.model") || e.contains("runner.worker"),
+            "{e}"
+        );
+        assert!(complete(draft("task: [1]\n"), &invariants(&root), None).is_err());
+    }
+}
