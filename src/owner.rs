@@ -2,9 +2,9 @@
 //! claimed job): a process named so that "is it gone?" has a safe answer. A pid
 //! alone is not enough: pids are reused, mean something only within one PID
 //! namespace (an agent-runner in a `--network host` container shares the host name
-//! but not the pids), and only within one boot. So an owner is gone only when host,
-//! boot and namespace are ours and no process with that pid *and start time* exists;
-//! when any of that is unknown or foreign, we cannot tell, and the answer is no.
+//! but not the pids), and only within one boot. So an owner is gone only when we can
+//! tell for sure; when the host, namespace or start time is unknown or foreign, the
+//! answer is no.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,42 +15,64 @@ use crate::sys;
 pub struct Owner {
     pub pid: u32,
     /// Start time in clock ticks since boot (/proc/<pid>/stat field 22).
-    pub start: String,
+    pub start_time: String,
     pub host: String,
     pub boot_id: String,
+    #[serde(default)]
     pub pid_namespace: String,
 }
+
+/// Whether a process with a pid lives, and when it started.
+type Probe<'a> = &'a dyn Fn(u32) -> Option<Option<String>>;
 
 impl Owner {
     /// This process.
     pub fn this_process() -> Owner {
         Owner {
             pid: std::process::id(),
-            start: sys::process_start_ticks("self").unwrap_or_default(),
+            start_time: sys::process_start_ticks("self").unwrap_or_default(),
             host: sys::hostname(),
             boot_id: sys::boot_id(),
             pid_namespace: sys::pid_namespace(),
         }
     }
 
-    /// True only when we can be sure the owner no longer runs: it lived on this host,
-    /// in this boot and this PID namespace, and its pid is free or now belongs to a
-    /// process that started at another time.
+    /// True only when the owner provably no longer runs: it lived on this host, in
+    /// this boot and this PID namespace, and its pid is free or now belongs to a
+    /// process that started at another time. (The rule for containers, SPEC §9.)
     pub fn is_gone(&self) -> bool {
-        let here = Owner::this_process();
-        if self.host.is_empty()
-            || self.boot_id.is_empty()
-            || self.pid_namespace.is_empty()
-            || self.start.is_empty()
-            || self.host != here.host
-            || self.boot_id != here.boot_id
-            || self.pid_namespace != here.pid_namespace
+        self.gone_as_seen_by(&Owner::this_process(), &probe, false)
+    }
+
+    /// `is_gone`, and also when this host has rebooted since: every process of an
+    /// earlier boot is gone. (The rule for claimed jobs, whose files outlive a boot.)
+    pub fn is_gone_or_rebooted(&self) -> bool {
+        self.gone_as_seen_by(&Owner::this_process(), &probe, true)
+    }
+
+    fn gone_as_seen_by(&self, me: &Owner, probe: Probe, reboot_counts: bool) -> bool {
+        if self.host.is_empty() || self.boot_id.is_empty() || self.host != me.host {
+            return false;
+        }
+        if self.boot_id != me.boot_id {
+            return reboot_counts;
+        }
+        if self.pid_namespace.is_empty()
+            || self.start_time.is_empty()
+            || self.pid_namespace != me.pid_namespace
         {
             return false;
         }
-        !sys::process_alive(self.pid)
-            || sys::process_start_ticks(&self.pid.to_string()).as_deref() != Some(&self.start)
+        match probe(self.pid) {
+            None => true,
+            Some(start) => start.is_some_and(|s| s != self.start_time),
+        }
     }
+}
+
+/// The live process with `pid`, and its start time when known.
+fn probe(pid: u32) -> Option<Option<String>> {
+    sys::process_alive(pid).then(|| sys::process_start_ticks(&pid.to_string()))
 }
 
 #[cfg(test)]
@@ -60,46 +82,49 @@ mod tests {
     #[test]
     fn only_a_provably_dead_owner_is_gone() {
         let me = Owner::this_process();
-        assert!(!me.is_gone());
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead_pid = child.id();
-        child.wait().unwrap();
-        let dead = Owner {
-            pid: dead_pid,
-            ..me.clone()
+        let owner = |f: &dyn Fn(&mut Owner)| {
+            let mut o = Owner {
+                pid: 4242,
+                start_time: "100".into(),
+                ..me.clone()
+            };
+            f(&mut o);
+            o
         };
-        assert!(dead.is_gone(), "a reaped child is gone");
-        let reused = Owner {
-            start: "1".into(),
-            ..me.clone()
-        };
+        let alive: Probe = &|_| Some(Some("100".to_string()));
+        let dead: Probe = &|_| None;
+        let gone = |o: &Owner, probe: Probe| o.gone_as_seen_by(&me, probe, false);
+        assert!(!gone(&owner(&|_| {}), alive));
+        assert!(gone(&owner(&|_| {}), dead));
         assert!(
-            reused.is_gone(),
-            "our pid with another start time: a reused pid"
+            gone(&owner(&|o| o.start_time = "99".into()), alive),
+            "pid reused"
         );
         for foreign in [
-            Owner {
-                host: "elsewhere".into(),
-                ..dead.clone()
-            },
-            Owner {
-                boot_id: "another-boot".into(),
-                ..dead.clone()
-            },
-            Owner {
-                pid_namespace: "pid:[1]".into(),
-                ..dead.clone()
-            },
-            Owner {
-                pid_namespace: String::new(),
-                ..dead.clone()
-            },
-            Owner {
-                start: String::new(),
-                ..dead.clone()
-            },
+            owner(&|o| o.host = "elsewhere".into()),
+            owner(&|o| o.pid_namespace = "pid:[1]".into()),
+            owner(&|o| o.pid_namespace = String::new()),
+            owner(&|o| o.start_time = String::new()),
+            owner(&|o| o.boot_id = "earlier-boot".into()),
         ] {
-            assert!(!foreign.is_gone(), "{foreign:?}");
+            assert!(!gone(&foreign, dead), "{foreign:?}");
         }
+        let rebooted = owner(&|o| o.boot_id = "earlier-boot".into());
+        assert!(
+            rebooted.gone_as_seen_by(&me, alive, true),
+            "a reboot ends every owner"
+        );
+        assert!(
+            !owner(&|o| o.host = "elsewhere".into()).gone_as_seen_by(&me, dead, true),
+            "another host's boots say nothing"
+        );
+        assert!(!me.is_gone() && !me.is_gone_or_rebooted());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let reaped = Owner {
+            pid: child.id(),
+            ..me.clone()
+        };
+        child.wait().unwrap();
+        assert!(reaped.is_gone(), "a reaped child is gone");
     }
 }

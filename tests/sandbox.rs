@@ -413,7 +413,7 @@ fn sweep_removes_containers_of_provably_dead_owners_only() {
         start(
             "reused-pid",
             Some(&Owner {
-                start: "1".into(),
+                start_time: "1".into(),
                 ..me.clone()
             }),
         ),

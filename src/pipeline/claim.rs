@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use super::attempt::Claimed;
-use super::owner::Owner;
+use super::owner::Claimant;
 use super::queue::{self, Entry};
 use super::record::TaskView;
 use super::status::{self, JobState, Readiness};
@@ -47,7 +47,7 @@ pub fn next(ws: &Workspace, unreadable: &mut usize) -> Result<Option<Claimed>, P
         if !queue::claim(ws, &entry.job_id)? {
             continue;
         }
-        queue::write_owner(ws, &entry.job_id, &Owner::this_process())?;
+        queue::write_owner(ws, &entry.job_id, &Claimant::this_process())?;
         log::info!(
             "job {}: claimed task {} \"{}\"",
             entry.job_id,

@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::owner::Owner;
+use super::owner::Claimant;
 use super::status::JobState;
 use super::{PipelineError, Workspace, atomic_file, id};
 use crate::timestamp::Timestamp;
@@ -115,14 +115,14 @@ pub fn claim(ws: &Workspace, job_id: &str) -> Result<bool, PipelineError> {
 }
 
 /// Writes `running/<job-id>.owner.json`.
-pub fn write_owner(ws: &Workspace, job_id: &str, owner: &Owner) -> Result<(), PipelineError> {
+pub fn write_owner(ws: &Workspace, job_id: &str, owner: &Claimant) -> Result<(), PipelineError> {
     let path = owner_path(ws, job_id);
     let json = serde_json::to_vec(owner).unwrap_or_default();
     atomic_file::write(&path, &json).map_err(PipelineError::io("write", path))
 }
 
 /// The owner of a running job, if its file is there and readable.
-pub fn read_owner(ws: &Workspace, job_id: &str) -> Option<(Owner, SystemTime)> {
+pub fn read_owner(ws: &Workspace, job_id: &str) -> Option<(Claimant, SystemTime)> {
     let path = owner_path(ws, job_id);
     let mut bytes = Vec::new();
     super::jsonl::read(&path, &mut bytes, MAX_JOB_BYTES).ok()?;
@@ -202,10 +202,13 @@ mod tests {
             !claim(&ws, &job_id).unwrap(),
             "the second claim finds nothing"
         );
-        write_owner(&ws, &job_id, &Owner::this_process()).unwrap();
+        write_owner(&ws, &job_id, &Claimant::this_process()).unwrap();
         let running = list(&ws.running_dir());
         assert_eq!(running.len(), 1, "the owner file is not a job");
-        assert_eq!(read_owner(&ws, &job_id).unwrap().0.pid, std::process::id());
+        assert_eq!(
+            read_owner(&ws, &job_id).unwrap().0.owner.pid,
+            std::process::id()
+        );
         assert_eq!(job_states(&ws)["t-1"], (JobState::Running, job_id.clone()));
         finish(&ws, &job_id);
         assert!(

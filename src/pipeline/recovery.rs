@@ -50,7 +50,7 @@ fn orphaned(ws: &Workspace, entry: &Entry) -> Option<String> {
     match queue::read_owner(ws, &entry.job_id) {
         Some((owner, _)) if owner.is_gone() => Some(format!(
             "orchestrator stopped (pid {} on {} is gone; it had claimed the job at {})",
-            owner.pid, owner.host, owner.claimed_at
+            owner.owner.pid, owner.owner.host, owner.claimed_at
         )),
         Some(_) => None,
         None => {

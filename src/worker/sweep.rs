@@ -22,7 +22,7 @@ pub const LABEL_OWNER_PIDNS: &str = "agent-runner.owner-pidns";
 pub fn owner_labels(owner: &Owner) -> [(&'static str, String); 5] {
     [
         (LABEL_OWNER_PID, owner.pid.to_string()),
-        (LABEL_OWNER_START, owner.start.clone()),
+        (LABEL_OWNER_START, owner.start_time.clone()),
         (LABEL_OWNER_HOST, owner.host.clone()),
         (LABEL_OWNER_BOOT, owner.boot_id.clone()),
         (LABEL_OWNER_PIDNS, owner.pid_namespace.clone()),
@@ -68,7 +68,7 @@ fn orphan(line: &str) -> Option<(&str, &str)> {
     };
     let owner = Owner {
         pid: pid.parse().ok()?,
-        start: start.to_string(),
+        start_time: start.to_string(),
         host: host.to_string(),
         boot_id: boot.to_string(),
         pid_namespace: pidns.to_string(),
@@ -83,7 +83,7 @@ mod tests {
     fn line(owner: &Owner) -> String {
         format!(
             "id1\tname1\t{}\t{}\t{}\t{}\t{}",
-            owner.pid, owner.start, owner.host, owner.boot_id, owner.pid_namespace
+            owner.pid, owner.start_time, owner.host, owner.boot_id, owner.pid_namespace
         )
     }
 
