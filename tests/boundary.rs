@@ -15,32 +15,6 @@ use support::docker::{TEST_IMAGE, containers_labelled, docker};
 use support::fake_openai::FakeOpenAi;
 use support::task::*;
 
-/// A git repository with one commit, made by the test before any worker touched it.
-fn git_repo(path: &Path) {
-    std::fs::create_dir_all(path).unwrap();
-    std::fs::write(path.join("a.txt"), "original\n").unwrap();
-    for args in [
-        &["init", "-q"][..],
-        &["add", "a.txt"],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "init",
-        ],
-    ] {
-        let ok = Command::new("git")
-            .args(args)
-            .current_dir(path)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "git {args:?}");
-    }
-}
-
 fn mkfifo(path: &Path) {
     let ok = Command::new("mkfifo").arg(path).status().unwrap();
     assert!(ok.success(), "mkfifo {}", path.display());
@@ -69,10 +43,10 @@ fn run_prompts(
 fn git_config_written_by_the_worker_runs_nothing_on_the_host() {
     let dir = Scratch::new("bnd-git");
     let repo = dir.join("repo");
-    git_repo(&repo);
+    support::git_repo(&repo, "a.txt", "original\n");
     let host_repo = dir.join("host-repo");
     std::fs::create_dir_all(&host_repo).unwrap();
-    git_repo(&host_repo);
+    support::git_repo(&host_repo, "a.txt", "original\n");
     std::fs::write(host_repo.join("host-only-file.txt"), "x").unwrap();
     let marker = dir.join("pwned");
     let id = task_id("bnd-git");

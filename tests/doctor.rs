@@ -4,8 +4,6 @@
 
 mod support;
 
-use std::path::Path;
-
 use support::docker::TEST_IMAGE;
 use support::fake_openai::FakeOpenAi;
 use support::{Outcome, Run, Scratch};
@@ -260,20 +258,13 @@ fn an_unreachable_meta_endpoint_fails() {
 
 #[test]
 fn as_a_non_root_user_files_belong_to_that_user() {
-    if std::fs::metadata("/var/run/docker.sock").is_err() || !Path::new("/usr/bin/setpriv").exists()
-    {
-        eprintln!("skipped: needs /var/run/docker.sock and setpriv");
-        return;
-    }
-    use std::os::unix::fs::MetadataExt;
-    let socket_gid = std::fs::metadata("/var/run/docker.sock").unwrap().gid();
     let dir = Scratch::new("doctor-nonroot");
     let meta = FakeOpenAi::start(vec![]);
-    let (uid, gid) = ("4243".to_string(), socket_gid.to_string());
-    let wrapper = [
-        "setpriv", "--reuid", &uid, "--regid", &uid, "--groups", &gid,
-    ];
-    let out = Run::through(&wrapper, &["doctor"])
+    let Some(user) = support::OtherUser::new(4243, &dir.path) else {
+        return;
+    };
+    let out = user
+        .run(&["doctor"])
         .env("HOME", &dir.path)
         .env("CODEX_API_KEY", "codex-key")
         .stdin(task(&dir, TEST_IMAGE, &meta.url, ""))

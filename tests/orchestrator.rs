@@ -308,12 +308,6 @@ fn a_killed_runner_is_a_failed_attempt() {
 #[test]
 fn as_a_non_root_user_isolated_attempts_bring_their_branches_back() {
     use std::os::unix::fs::MetadataExt;
-    let socket = std::path::Path::new("/var/run/docker.sock");
-    if std::fs::metadata(socket).is_err() || !std::path::Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("skipped: needs /var/run/docker.sock and setpriv");
-        return;
-    }
-    let socket_gid = std::fs::metadata(socket).unwrap().gid();
     let p = Pipeline::new("orch-nonroot", true);
     p.init(
         BUILDER_REPLY,
@@ -327,33 +321,21 @@ fn as_a_non_root_user_isolated_attempts_bring_their_branches_back() {
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     p.run_tasks(&refs);
     let uid = 4242;
-    let chown = std::process::Command::new("chown")
-        .args([
-            "-R",
-            &format!("{uid}:{uid}"),
-            p.scratch.path.to_str().unwrap(),
-        ])
-        .status()
-        .unwrap();
-    assert!(chown.success());
-    let (uid_s, gid_s) = (uid.to_string(), socket_gid.to_string());
-    let wrapper = [
-        "setpriv", "--reuid", &uid_s, "--regid", &uid_s, "--groups", &gid_s,
-    ];
-    let out = support::Run::through(
-        &wrapper,
-        &[
+    let Some(user) = support::OtherUser::new(uid, &p.scratch.path) else {
+        return;
+    };
+    let out = user
+        .run(&[
             "orchestrate",
             "-w",
             p.root.to_str().unwrap(),
             "--once",
             "--jobs",
             "2",
-        ],
-    )
-    .env("AGENT_RUNNER_HOME", &p.home)
-    .env("HOME", &p.scratch.path)
-    .output();
+        ])
+        .env("AGENT_RUNNER_HOME", &p.home)
+        .env("HOME", &p.scratch.path)
+        .output();
     out.code(0);
     for id in &ids {
         let who = git(&p.root, &["show", &format!("agent-runner/{id}:who.txt")]);

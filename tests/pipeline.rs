@@ -7,20 +7,12 @@ mod support;
 
 use serde_json::Value;
 
-use support::docker::containers_labelled;
 use support::fake_openai::{Answer, FakeOpenAi};
 use support::pipeline::{BUILDER_REPLY, Pipeline, meta_script, read, task_id};
+use support::task::assert_no_container;
 
 const PROMPT: &str = "TODO アプリを作成して";
 const KEY: &str = "sk-pipeline-test-key-0123456789";
-
-fn assert_no_container(id: &str) {
-    assert_eq!(
-        containers_labelled("agent-runner.task", id),
-        Vec::<String>::new(),
-        "container left behind"
-    );
-}
 
 #[test]
 fn workspace_init_prints_the_id_and_creates_the_layout() {

@@ -8,8 +8,8 @@ mod support;
 
 use std::path::Path;
 
-use support::docker::containers_labelled;
 use support::fake_responses::{FakeResponses, Reply};
+use support::task::assert_no_container;
 use support::{Outcome, Run, Scratch, sandbox_image};
 
 /// The model key codex sends: a literal in runner.worker.env, read by codex through
@@ -89,14 +89,6 @@ fn worker_log(repo: &Path, id: &str) -> String {
         .expect("the worker log is written")
 }
 
-fn assert_no_container(id: &str) {
-    assert_eq!(
-        containers_labelled("agent-runner.task", id),
-        Vec::<String>::new(),
-        "container left behind"
-    );
-}
-
 #[test]
 fn codex_runs_the_shell_command_the_model_asks_for_and_the_task_completes() {
     let Some(image) = sandbox_image::require("real_codex: completes") else {
@@ -105,7 +97,7 @@ fn codex_runs_the_shell_command_the_model_asks_for_and_the_task_completes() {
     let dir = Scratch::new("real-codex-ok");
     let repo = dir.join("repo");
     // A git repository, so the in-container snapshots have something to see.
-    git_repo(&repo, "notes.txt", "one\n");
+    support::git_repo(&repo, "notes.txt", "one\n");
     let id = task_id("ok");
     let model = FakeResponses::start(vec![
         Reply::Command("echo hello > hello.txt && echo two >> notes.txt && ls".into()),
@@ -166,32 +158,6 @@ fn codex_runs_the_shell_command_the_model_asks_for_and_the_task_completes() {
     assert_no_container(&id);
 }
 
-/// A git repository with `file` committed, made before any worker touched it.
-fn git_repo(path: &Path, file: &str, content: &str) {
-    std::fs::create_dir_all(path).unwrap();
-    std::fs::write(path.join(file), content).unwrap();
-    for args in [
-        &["init", "-q"][..],
-        &["add", file],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "init",
-        ],
-    ] {
-        let ok = std::process::Command::new("git")
-            .args(args)
-            .current_dir(path)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "git {args:?}");
-    }
-}
-
 #[test]
 fn model_errors_exhaust_codex_retries_and_the_run_fails() {
     let Some(image) = sandbox_image::require("real_codex: model errors") else {
@@ -249,13 +215,7 @@ fn as_a_non_root_user_real_codex_works_and_files_belong_to_that_user() {
     let Some(image) = sandbox_image::require("real_codex: non-root") else {
         return;
     };
-    if std::fs::metadata("/var/run/docker.sock").is_err() || !Path::new("/usr/bin/setpriv").exists()
-    {
-        eprintln!("skipped: needs /var/run/docker.sock and setpriv");
-        return;
-    }
     use std::os::unix::fs::MetadataExt;
-    let socket_gid = std::fs::metadata("/var/run/docker.sock").unwrap().gid();
     let dir = Scratch::new("real-codex-nonroot");
     let repo = dir.join("repo");
     std::fs::create_dir(&repo).unwrap();
@@ -267,20 +227,11 @@ fn as_a_non_root_user_real_codex_works_and_files_belong_to_that_user() {
     let script = meta_script(&dir, "Create hello.txt saying hello.", &["AC-1"]);
     let yaml = task(&id, &repo, &script, image, &model, 60);
     let uid = 4244;
-    let chown = std::process::Command::new("chown")
-        .args([
-            "-R",
-            &format!("{uid}:{uid}"),
-            &dir.path.display().to_string(),
-        ])
-        .status()
-        .unwrap();
-    assert!(chown.success());
-    let (uid_s, gid_s) = (uid.to_string(), socket_gid.to_string());
-    let wrapper = [
-        "setpriv", "--reuid", &uid_s, "--regid", &uid_s, "--groups", &gid_s,
-    ];
-    let out = Run::through(&wrapper, &["run"])
+    let Some(user) = support::OtherUser::new(uid, &dir.path) else {
+        return;
+    };
+    let out = user
+        .run(&["run"])
         .env("HOME", &dir.path)
         .stdin(yaml)
         .output();

@@ -61,14 +61,8 @@ enum Command {
     },
     /// Run the queued jobs of a workspace: build each TaskConfig, run agent-runner, record.
     Orchestrate {
-        /// The workspace's directory (root_dir).
-        #[arg(
-            short = 'w',
-            long = "workspace",
-            default_value = ".",
-            value_name = "DIR"
-        )]
-        workspace: std::path::PathBuf,
+        #[command(flatten)]
+        workspace: WorkspaceDir,
         /// Attempts at once; above 1, each runs in its own clone (git workspaces).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
         jobs: u16,
@@ -76,6 +70,20 @@ enum Command {
         #[arg(long)]
         once: bool,
     },
+}
+
+/// `-w/--workspace DIR` of the pipeline commands: the workspace's directory (its
+/// root_dir), the current directory by default (SPEC §11).
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkspaceDir {
+    /// The workspace's directory (root_dir).
+    #[arg(
+        short = 'w',
+        long = "workspace",
+        default_value = ".",
+        value_name = "DIR"
+    )]
+    pub dir: std::path::PathBuf,
 }
 
 /// Runs the program; returns the process exit code.
@@ -100,7 +108,7 @@ pub fn main() -> i32 {
             jobs,
             once,
         } => orchestrate::run(
-            &workspace,
+            &workspace.dir,
             crate::pipeline::orchestrator::Options {
                 jobs: usize::from(jobs),
                 once,

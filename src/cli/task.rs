@@ -3,7 +3,7 @@
 //! document. Text from tasks and results is shown with control characters escaped.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::Subcommand;
 use serde::Serialize;
@@ -18,20 +18,15 @@ use crate::secret::Redactor;
 use crate::text::{cut_chars, escape_controls, fit, one_line};
 use crate::timestamp::{Timestamp, human};
 
+use super::WorkspaceDir;
 use super::{report, write_stdout};
 
 #[derive(Debug, Subcommand)]
 pub enum TaskCommand {
     /// Create a task from a prompt; prints its id.
     New {
-        /// The workspace's directory (root_dir).
-        #[arg(
-            short = 'w',
-            long = "workspace",
-            default_value = ".",
-            value_name = "DIR"
-        )]
-        workspace: PathBuf,
+        #[command(flatten)]
+        workspace: WorkspaceDir,
         /// The task id (default: t-<8 hex>).
         #[arg(long)]
         id: Option<String>,
@@ -44,13 +39,8 @@ pub enum TaskCommand {
     },
     /// List tasks: status, id, title, last attempt, duration.
     List {
-        #[arg(
-            short = 'w',
-            long = "workspace",
-            default_value = ".",
-            value_name = "DIR"
-        )]
-        workspace: PathBuf,
+        #[command(flatten)]
+        workspace: WorkspaceDir,
         /// Include deleted tasks.
         #[arg(long)]
         all: bool,
@@ -60,13 +50,8 @@ pub enum TaskCommand {
     },
     /// Show a task: record, attempts, latest result, note path.
     Show {
-        #[arg(
-            short = 'w',
-            long = "workspace",
-            default_value = ".",
-            value_name = "DIR"
-        )]
-        workspace: PathBuf,
+        #[command(flatten)]
+        workspace: WorkspaceDir,
         id: String,
         /// Print one JSON document.
         #[arg(long)]
@@ -74,13 +59,8 @@ pub enum TaskCommand {
     },
     /// Enqueue jobs for tasks; prints the job ids.
     Run {
-        #[arg(
-            short = 'w',
-            long = "workspace",
-            default_value = ".",
-            value_name = "DIR"
-        )]
-        workspace: PathBuf,
+        #[command(flatten)]
+        workspace: WorkspaceDir,
         /// Task ids.
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         ids: Vec<String>,
@@ -97,22 +77,22 @@ pub fn run(command: TaskCommand) -> i32 {
             id,
             title,
             prompt,
-        } => new(&workspace, id, title, prompt.join(" ")),
+        } => new(&workspace.dir, id, title, prompt.join(" ")),
         TaskCommand::List {
             workspace,
             all,
             json,
-        } => list(&workspace, all, json),
+        } => list(&workspace.dir, all, json),
         TaskCommand::Show {
             workspace,
             id,
             json,
-        } => show(&workspace, &id, json),
+        } => show(&workspace.dir, &id, json),
         TaskCommand::Run {
             workspace,
             ids,
             all,
-        } => enqueue(&workspace, ids, all),
+        } => enqueue(&workspace.dir, ids, all),
     };
     match result {
         Ok(code) => code,

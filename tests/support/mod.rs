@@ -89,6 +89,88 @@ pub fn short_id() -> String {
     format!("{}-{nanos:x}", std::process::id())
 }
 
+/// A non-root user who may use the docker socket, for running the binary as them.
+pub struct OtherUser {
+    pub uid: u32,
+    wrapper: Vec<String>,
+}
+
+impl OtherUser {
+    /// User `uid` (group `uid`, plus the docker socket's group), owning `dir`
+    /// recursively. None, with a message, when setpriv or the socket is missing;
+    /// under CI that is a failure instead.
+    pub fn new(uid: u32, dir: &Path) -> Option<OtherUser> {
+        use std::os::unix::fs::MetadataExt;
+        let socket = Path::new("/var/run/docker.sock");
+        let Ok(meta) = std::fs::metadata(socket) else {
+            return skipped();
+        };
+        if !Path::new("/usr/bin/setpriv").exists() {
+            return skipped();
+        }
+        let chown = Command::new("chown")
+            .args(["-R", &format!("{uid}:{uid}")])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(chown.success(), "chown {}", dir.display());
+        let wrapper = [
+            "setpriv",
+            "--reuid",
+            &uid.to_string(),
+            "--regid",
+            &uid.to_string(),
+            "--groups",
+            &meta.gid().to_string(),
+        ]
+        .map(String::from)
+        .to_vec();
+        Some(OtherUser { uid, wrapper })
+    }
+
+    /// The binary with `args`, run as this user.
+    pub fn run(&self, args: &[&str]) -> Run {
+        let wrapper: Vec<&str> = self.wrapper.iter().map(String::as_str).collect();
+        Run::through(&wrapper, args)
+    }
+}
+
+fn skipped() -> Option<OtherUser> {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "this test needs /var/run/docker.sock and setpriv, and CI=true"
+    );
+    eprintln!("skipped: needs /var/run/docker.sock and setpriv");
+    None
+}
+
+/// A git repository at `path` with `file` committed, made by the test itself (before
+/// any worker touched it).
+pub fn git_repo(path: &Path, file: &str, content: &str) {
+    std::fs::create_dir_all(path).unwrap();
+    std::fs::write(path.join(file), content).unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &["add", file],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    ] {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(path)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "git {args:?}");
+    }
+}
+
 /// The agent-runner binary, run like a user would: arguments, stdin, environment, cwd.
 pub struct Run {
     command: Command,
