@@ -328,6 +328,37 @@ fn a_meta_error_can_neither_forge_a_result_line_nor_leak_the_key() {
 }
 
 #[test]
+fn control_characters_from_meta_do_not_reach_the_note_raw() {
+    let dir = Scratch::new("e2e-esc");
+    let id = task_id("esc");
+    let server = FakeOpenAi::start(vec![
+        Answer::chat(
+            "type: plan_task\nacceptance_criteria:\n  - id: \"AC-1\\e]0;PWNED\\a\"\n    description: \"works \\e[31mred\"\n",
+        ),
+        run_worker("@say: done"),
+        Answer::chat(
+            "type: completion_assessment\nsummary: \"ok \\e[2J\"\ndetails:\n  passed_criteria: [\"AC-1\\e]0;PWNED\\a\"]\n  remaining_risks: []\n",
+        ),
+    ]);
+    let out = runner(&v1_task(&id, &dir.path, &server, Some("true"), "", "")).output();
+    out.code(0);
+    let note = note(&dir.path, &id);
+    let raw: Vec<&str> = note
+        .lines()
+        .filter(|l| l.contains('\u{1b}') || l.contains('\u{7}'))
+        .collect();
+    assert!(
+        raw.is_empty(),
+        "raw control characters in the note: {raw:?}"
+    );
+    // Escaped for the terminal (`\e`), then for Markdown (`\\e`, `\]`).
+    assert!(
+        note.contains(r"AC-1\\e\]0;PWNED\\x07"),
+        "shown escaped:\n{note}"
+    );
+}
+
+#[test]
 fn invalid_yaml_with_json_still_prints_one_result() {
     let out = Run::new(&["run", "--json"])
         .stdin("version: 1\ntask: [unclosed\n")
@@ -421,9 +452,12 @@ fn as_a_non_root_user_files_belong_to_that_user() {
     use std::os::unix::fs::MetadataExt;
     let dir = Scratch::new("e2e-nonroot");
     let uid = 4242;
+    // The user's HOME beside the repository (a HOME inside it is refused).
+    let home = Scratch::new("e2e-nonroot-home");
     let Some(user) = support::OtherUser::new(uid, &dir.path) else {
         return;
     };
+    user.owns(&home.path);
     let id = task_id("nonroot");
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
@@ -434,7 +468,7 @@ fn as_a_non_root_user_files_belong_to_that_user() {
     let out = user
         .run(&["run"])
         .env("OPENAI_API_KEY", KEY)
-        .env("HOME", &dir.path)
+        .env("HOME", &home.path)
         .stdin(yaml)
         .output();
     out.code(0);

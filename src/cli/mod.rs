@@ -96,6 +96,7 @@ pub fn main() -> i32 {
         }
     };
     crate::logging::init();
+    crate::sys::raise_open_files_limit();
     let interrupt = Interrupt::from_signals();
     match cli.command {
         Command::Run { meta_model, json } => run::run(meta_model, json, interrupt),

@@ -256,13 +256,22 @@ pub fn worker(
     };
     let limits = limits(raw.limits.unwrap_or_default(), problems);
     let env = worker_env::entries(raw.env, host, problems);
+    let extra_args = raw.extra_args.unwrap_or_default();
+    for (n, arg) in extra_args.iter().enumerate() {
+        if arg.is_empty() {
+            problems.push(InputError::new(
+                format!("runner.worker.extra_args[{n}]"),
+                "must not be empty (codex would take it as a prompt)",
+            ));
+        }
+    }
     kind?;
     Some(WorkerSettings {
         docker_image: docker_image?,
         max_run_time: max_run_time?,
         idle_timeout: idle_timeout?,
         model: model?,
-        extra_args: raw.extra_args.unwrap_or_default(),
+        extra_args,
         network: network?,
         env: env?,
         limits: limits?,

@@ -108,12 +108,6 @@ impl OtherUser {
         if !Path::new("/usr/bin/setpriv").exists() {
             return skipped();
         }
-        let chown = Command::new("chown")
-            .args(["-R", &format!("{uid}:{uid}")])
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(chown.success(), "chown {}", dir.display());
         let wrapper = [
             "setpriv",
             "--reuid",
@@ -125,7 +119,20 @@ impl OtherUser {
         ]
         .map(String::from)
         .to_vec();
-        Some(OtherUser { uid, wrapper })
+        let user = OtherUser { uid, wrapper };
+        user.owns(dir);
+        Some(user)
+    }
+
+    /// Makes this user the owner of `dir`, recursively.
+    pub fn owns(&self, dir: &Path) {
+        let uid = self.uid;
+        let chown = Command::new("chown")
+            .args(["-R", &format!("{uid}:{uid}")])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(chown.success(), "chown {}", dir.display());
     }
 
     /// The binary with `args`, run as this user.
