@@ -482,3 +482,66 @@ fn as_a_non_root_user_files_belong_to_that_user() {
     );
     assert_no_container(&id);
 }
+
+/// A tmpfs mounted over a directory for the test's lifetime.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(path: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(path).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "this test needs to mount a tmpfs (root), and CI=true"
+            );
+            eprintln!("skipped: cannot mount a tmpfs");
+            return None;
+        }
+        Some(SmallDisk(path.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// The worker fills the disk: the task still ends, and the result says the note
+/// could not be written instead of pointing at a stale one.
+#[test]
+fn a_full_disk_is_reported_instead_of_a_stale_note() {
+    let dir = Scratch::new("e2e-diskfull");
+    let repo = dir.path.join("repo");
+    let Some(_disk) = SmallDisk::mount(&repo, "4m") else {
+        return;
+    };
+    let id = task_id("diskfull");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: dd if=/dev/zero of=fill bs=64k count=200 2>/dev/null; true\n@say: filled",
+        ),
+        assess(&["AC-1"], "done"),
+    ]);
+    let out = runner(&v1_task(&id, &repo, &server, Some("true"), "", ""))
+        .arg("--json")
+        .output();
+    let result: serde_json::Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", out.stdout, out.stderr));
+    assert_eq!(result["note_path"], serde_json::Value::Null, "{result}");
+    let why = result["note_error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!("task-{id}.md")) && why.contains("No space left"),
+        "{result}"
+    );
+    assert_no_container(&id);
+}

@@ -141,12 +141,19 @@ pub fn script_file(path: &str, field: &str, host: &Host) -> Result<PathBuf, Inpu
     let resolved = host
         .absolute(path)
         .map_err(|why| InputError::new(field, why).environment())?;
-    if !resolved.is_file() {
-        return Err(InputError::new(
-            field,
-            format!("file {path} not found (resolved to {})", resolved.display()),
-        )
-        .environment());
+    let shown = resolved.display();
+    let why = match std::fs::metadata(&resolved) {
+        Ok(meta) if meta.is_file() => None,
+        Ok(_) => Some(format!(
+            "{path} (resolved to {shown}) is not a regular file (a directory, FIFO, device or socket)"
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Some(format!("file {path} not found (resolved to {shown})"))
+        }
+        Err(e) => Some(format!("cannot read {path} (resolved to {shown}): {e}")),
+    };
+    if let Some(why) = why {
+        return Err(InputError::new(field, why).environment());
     }
     Ok(std::fs::canonicalize(&resolved).unwrap_or(resolved))
 }

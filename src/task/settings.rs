@@ -48,7 +48,13 @@ pub fn meta(
             &["openai-chat", "scripted"],
         )),
     };
-    let model = match non_empty(raw.model) {
+    // An empty model is most likely an unset variable in a template: say so rather
+    // than quietly asking the default model.
+    let model = match raw.model {
+        Some(model) if model.trim().is_empty() => problems.take(Err(InputError::new(
+            "runner.meta.model",
+            format!("is empty; name a model, or leave the key out for the default ({DEFAULT_META_MODEL})"),
+        ))),
         Some(model) => Some(model),
         None if shape == Shape::TaskConfig => problems.take(Err(required("runner.meta.model"))),
         None => Some(DEFAULT_META_MODEL.to_string()),

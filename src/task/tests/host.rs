@@ -247,3 +247,28 @@ fn secrets_are_masked_before_the_preview_cut() {
         "{out}"
     );
 }
+
+#[test]
+fn a_script_that_is_not_a_regular_file_says_what_it_is() {
+    let dir = Scratch::new();
+    let fifo = dir.0.join("script.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let yaml = |script: &str| {
+        format!(
+            "version: 1\ntask: {{prd: {{text: x}}}}\nrunner: {{meta: {{kind: scripted, script: {script:?}}}}}\n"
+        )
+    };
+    for (script, words) in [
+        ("script.fifo", "is not a regular file"),
+        (".", "is not a regular file"),
+        ("missing.yaml", "not found"),
+    ] {
+        let errors = parse_in(&dir.0, &[], &yaml(script)).unwrap_err();
+        let e = errors
+            .iter()
+            .find(|e| e.path == "runner.meta.script")
+            .unwrap_or_else(|| panic!("{errors}"));
+        assert!(e.message.contains(words), "{script}: {e}");
+    }
+}
