@@ -107,6 +107,15 @@ impl Board {
         Ok(Board::of(tasks, queue::job_states(ws)))
     }
 
+    /// The board needed for the status of `task` alone: whether a queued task is
+    /// BLOCKED depends on its dependencies' statuses, so only then is every task read.
+    pub fn around(ws: &Workspace, task: &TaskView) -> Result<Board, PipelineError> {
+        match &task.record.depends_on {
+            Some(deps) if !deps.is_empty() => Board::load(ws),
+            _ => Ok(Board::of(vec![task.clone()], queue::job_states(ws))),
+        }
+    }
+
     /// The board of these tasks and jobs.
     pub fn of(tasks: Vec<TaskView>, jobs: HashMap<String, (JobState, String)>) -> Board {
         let job_of = |id: &str| jobs.get(id).map_or(JobState::None, |(s, _)| *s);
