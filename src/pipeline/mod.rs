@@ -30,6 +30,7 @@ pub mod status;
 pub mod store;
 pub mod task_config;
 pub mod task_json;
+pub mod web;
 pub mod workspace;
 
 pub use error::PipelineError;
