@@ -9,6 +9,7 @@ pub mod pipeline;
 pub mod sandbox_image;
 pub mod task;
 pub mod web;
+pub mod webdriver;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

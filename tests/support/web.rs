@@ -148,17 +148,35 @@ impl Reply {
     }
 }
 
-/// Sends `bytes` to `addr` and reads the answer until the server closes.
+/// Sends `bytes` to `addr` and reads the answer: its head, then Content-Length bytes
+/// (or up to the close, without one). Some servers (chromedriver) keep the
+/// connection open whatever they say.
 pub fn request(addr: &str, bytes: &[u8]) -> Reply {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
+        .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     stream.write_all(bytes).unwrap();
     let mut answer = Vec::new();
-    // A server may close before reading everything we sent (413): what it answered
-    // is still there to read, up to a reset.
-    let _ = stream.read_to_end(&mut answer);
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        if let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+            let length = head.lines().find_map(|l| {
+                l.strip_prefix("content-length:")
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+            });
+            if length.is_some_and(|n| answer.len() >= end + 4 + n) {
+                break;
+            }
+        }
+        // A server may close before reading everything we sent (413): what it
+        // answered is still there to read, up to a reset.
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&chunk[..n]),
+        }
+    }
     parse(&answer)
 }
 
