@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::super::presence;
 use super::super::queue;
 use super::super::run_request::{self, Refused, RunError};
-use super::super::store::{Board, TaskStore};
+use super::super::store::TaskStore;
 use super::super::task_json::{self, TaskList};
 use super::super::{PipelineError, new_task};
 use super::app::App;
@@ -48,7 +48,7 @@ fn failed(e: &PipelineError) -> Response {
 /// `GET /api/tasks[?all=1]`: the document of `task list --json`.
 pub fn tasks(app: &App, request: &Request) -> Response {
     let all = request.query_param("all").is_some_and(|v| v == "1");
-    match Board::load(&app.ws) {
+    match app.board() {
         Ok(board) => {
             let rows = task_json::rows(&board, all);
             json(200, &TaskList::new(&app.ws, &board, &rows))
@@ -64,7 +64,7 @@ pub fn task(app: &App, task_id: &str) -> Response {
         Ok(None) => return not_found(app, task_id),
         Err(e) => return failed(&e),
     };
-    match Board::around(&app.ws, &task) {
+    match app.board_around(&task) {
         Ok(board) => {
             let status = board
                 .status(task_id)
@@ -128,7 +128,7 @@ pub fn create_task(app: &App, request: &Request) -> Response {
 pub fn run_task(app: &App, task_id: &str) -> Response {
     // One run request at a time, so two clicks never enqueue a task twice.
     let _one_at_a_time = app.run_lock.lock().unwrap_or_else(|e| e.into_inner());
-    let board = match Board::load(&app.ws) {
+    let board = match app.board() {
         Ok(board) => board,
         Err(e) => return failed(&e),
     };

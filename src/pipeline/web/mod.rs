@@ -21,6 +21,7 @@
 mod api;
 mod app;
 mod assets;
+mod board_cache;
 mod children;
 mod files;
 mod guard;
@@ -60,6 +61,7 @@ pub fn serve(
         guard: guard::Guard::new(addr, token),
         children,
         run_lock: Mutex::new(()),
+        boards: board_cache::BoardCache::default(),
         ws,
     };
     server::run(app, listener, interrupt)

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::super::record::{Attempt, TaskView};
 use super::super::status::TaskStatus;
-use super::super::store::{Board, TaskStore};
+use super::super::store::TaskStore;
 use super::super::task_json;
 use super::api;
 use super::app::App;
@@ -103,7 +103,7 @@ fn duration(ms: u64) -> String {
 
 /// `/`: the chat box and the task list (`?all=1`: deleted tasks too).
 pub fn index(app: &App, all: bool) -> Response {
-    let board = match Board::load(&app.ws) {
+    let board = match app.board() {
         Ok(board) => board,
         Err(e) => return error(500, &e.to_string()),
     };
@@ -207,7 +207,7 @@ pub fn task(app: &App, task_id: &str) -> Response {
         }
         Err(e) => return error(500, &e.to_string()),
     };
-    let board = match Board::around(&app.ws, &task) {
+    let board = match app.board_around(&task) {
         Ok(board) => board,
         Err(e) => return error(500, &e.to_string()),
     };
@@ -462,7 +462,7 @@ pub fn attempt_file(app: &App, task_id: &str, job_id: &str, name: &str) -> Respo
 
 /// `/plan`: the plan tree (`wbs.json`) with the tasks' statuses, and the chat.
 pub fn plan(app: &App) -> Response {
-    let board = Board::load(&app.ws).ok();
+    let board = app.board().ok();
     let mut main = String::with_capacity(8192);
     main.push_str("<h1>Plan</h1>\n");
     match plan_files::wbs(&app.ws) {

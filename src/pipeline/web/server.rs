@@ -116,6 +116,7 @@ fn connection(app: &App, stream: TcpStream) {
     };
     let status = response.status;
     let written = secure(response).write_to(&mut &stream, false);
+    let took = started.elapsed();
     let _ = stream.shutdown(Shutdown::Write);
     if unread {
         // Closing with unread input would reset the connection and could lose the
@@ -123,7 +124,6 @@ fn connection(app: &App, stream: TcpStream) {
         let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
         let _ = std::io::copy(&mut (&stream).take(4 << 20), &mut std::io::sink());
     }
-    let took = started.elapsed();
     match written {
         Ok(()) if status >= 500 => log::warn!("{what}: {status} in {took:?}"),
         Ok(()) => log::debug!("{what}: {status} in {took:?}"),
