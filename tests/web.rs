@@ -243,6 +243,18 @@ fn every_api_route_answers_and_the_pages_show_it() {
     wait_for(Duration::from_secs(60), || {
         web.get(&format!("/api/tasks/{id}")).json()["status"] == "SUCCEEDED"
     });
+    let listed = web.get("/api/tasks").json();
+    let row = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (row["status"].as_str(), row["attempts"].as_u64()),
+        (Some("SUCCEEDED"), Some(1))
+    );
     let attempts = web.get(&format!("/api/tasks/{id}/attempts")).json();
     assert_eq!(attempts["attempts"][0]["job_id"], job.as_str());
     assert_eq!(
@@ -552,26 +564,29 @@ fn files_are_served_only_as_the_store_names_them_and_never_through_a_symlink() {
     secret(file("test-1.log"));
     secret(web.get(&format!("/tasks/{id}/attempts/j-linked/files/builder.log")));
     secret(web.get(&format!("/tasks/{other}/attempts/j-other/files/note.md")));
-    // Names not in the fixed set, and traversal however it is spelled.
+    // Names not in the fixed set: not found.
     for path in [
         format!("/tasks/{id}/attempts/j-files/files/secret.txt"),
+        format!("/tasks/{id}/attempts/j-files/files/workspace.json"),
+        format!("/tasks/{other}/attempts/j-files/files/builder.log"),
+    ] {
+        let reply = web.get(&path);
+        assert_eq!(reply.status, 404, "{path}: {}", reply.text());
+    }
+    // Traversal, however it is spelled: refused before any file is looked for.
+    for path in [
         format!("/tasks/{id}/attempts/j-files/files/..%2f..%2f..%2foutside%2fsecret.txt"),
         format!("/tasks/{id}/attempts/j-files/files/%2e%2e"),
+        format!("/tasks/{id}/attempts/j-files/files/%2E%2e%5csecret.txt"),
         format!("/tasks/{id}/attempts/../files/builder.log"),
         format!("/tasks/{id}/attempts/j-files/files/../../../../outside/secret.txt"),
         format!("/tasks/{id}/attempts/j-files/files/run-1.log%00"),
         "/tasks/%2e%2e/attempts/j-files/files/builder.log".to_string(),
-        format!("/tasks/{other}/attempts/j-files/files/builder.log"),
         "/static/..%2f..%2fCargo.toml".to_string(),
         "/..%2f..%2fetc%2fpasswd".to_string(),
     ] {
         let reply = web.get(&path);
-        assert!(
-            matches!(reply.status, 400 | 404),
-            "{path}: {} {}",
-            reply.status,
-            reply.text()
-        );
+        assert_eq!(reply.status, 400, "{path}: {}", reply.text());
         assert!(!reply.text().contains("TOP SECRET"), "{path}");
     }
     // The detail page links what is there and safe to open, nothing else.
@@ -659,4 +674,26 @@ fn an_orchestrator_started_from_the_command_line_shows_as_running() {
         "the marker stays"
     );
     assert_eq!(web.get("/api/orchestrator").json()["running"], false);
+}
+
+#[test]
+fn a_silent_client_holds_a_worker_for_a_bounded_time() {
+    let p = workspace("web-slow");
+    let web = Served::start(&p, &[]);
+    // As many half-sent requests as there are worker threads (8).
+    let silent: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(&web.addr).unwrap();
+            std::io::Write::write_all(&mut s, b"GET / HTT").unwrap();
+            s
+        })
+        .collect();
+    // A real request still gets its answer once the silent ones time out.
+    web.get("/api/tasks").status(200);
+    for mut s in silent {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut answer = String::new();
+        let _ = std::io::Read::read_to_string(&mut s, &mut answer);
+        assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
+    }
 }

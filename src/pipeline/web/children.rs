@@ -112,7 +112,7 @@ impl Children {
         lock(&self.kept)
     }
 
-    /// Starts `plan -w <root> <message>`; returns the run's id.
+    /// Starts `plan -w <root> -- <message>`; returns the run's id.
     pub fn start_plan(&self, message: &str) -> Result<u64, NotStarted> {
         let mut kept = self.kept();
         if let Some(running) = kept.plans.iter().find(|p| p.state == State::Running) {
@@ -126,6 +126,8 @@ impl Children {
         let invocation = Invocation::new(&self.exe.display().to_string())
             .args(["plan", "-w"])
             .arg(self.root.display().to_string())
+            // A message that starts with `-` is still the message, never an option.
+            .arg("--")
             .arg(message)
             .die_with_parent();
         let limits = Limits {
@@ -152,8 +154,8 @@ impl Children {
                 let mut kept = lock(&shared);
                 if let Some(run) = kept.plans.iter_mut().find(|p| p.id == id) {
                     (run.state, run.exit) = ended(&finished);
-                    run.output = escape_controls(&String::from_utf8_lossy(&output));
-                    run.errors = escape_controls(&errors);
+                    run.output = printable(&String::from_utf8_lossy(&output));
+                    run.errors = printable(&errors);
                 }
             });
         match spawned {
@@ -252,6 +254,15 @@ impl Children {
     }
 }
 
+/// `text` with control characters other than newlines shown escaped (a plan's
+/// output may hold terminal escapes).
+fn printable(text: &str) -> String {
+    text.split('\n')
+        .map(escape_controls)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A lock that a panicked holder did not poison for good: the data here stays
 /// consistent between statements.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -272,5 +283,67 @@ fn ended(finished: &Result<Finished, process::SpawnError>) -> (State, Option<Str
             }),
         ),
         Err(e) => (State::Failed, Some(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for agent-runner: prints its arguments, then sleeps if asked.
+    fn stub(dir: &std::path::Path) -> PathBuf {
+        let exe = dir.join("agent-runner");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\nfor a in \"$@\"; do echo \"[$a]\"; done\necho progress >&2\n[ \"$1\" = orchestrate ] && exec sleep 60\nexit 0\n",
+        )
+        .unwrap();
+        std::process::Command::new("chmod")
+            .args(["+x", exe.to_str().unwrap()])
+            .status()
+            .unwrap();
+        exe
+    }
+
+    fn wait_until(mut done: impl FnMut() -> bool) {
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(std::time::Instant::now() < until, "timed out");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_plan_message_is_one_argument_never_an_option_and_children_stop_with_the_server() {
+        let dir = std::env::temp_dir().join(format!(
+            "ar-children-{}",
+            crate::pipeline::id::random_hex(8)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let interrupt = Interrupt::manual();
+        let children = Children::new(stub(&dir), "/ws root".into(), dir.join("o.log"), interrupt);
+        let id = children.start_plan("--patch -w /elsewhere x").unwrap();
+        wait_until(|| children.plan(id).unwrap().state != State::Running);
+        let run = children.plan(id).unwrap();
+        assert_eq!(run.state, State::Succeeded);
+        assert_eq!(
+            run.output,
+            "[plan]\n[-w]\n[/ws root]\n[--]\n[--patch -w /elsewhere x]\n"
+        );
+        assert_eq!(run.errors, "progress\n");
+        children.start_orchestrator().unwrap();
+        assert!(matches!(
+            children.start_orchestrator(),
+            Err(NotStarted::Busy(_))
+        ));
+        wait_until(|| std::fs::read_to_string(dir.join("o.log")).is_ok_and(|l| l == "progress\n"));
+        interrupt.trigger();
+        children.wait();
+        let orchestrator = children.orchestrator().unwrap();
+        assert_eq!(
+            (orchestrator.state, orchestrator.exit.as_deref()),
+            (State::Failed, Some("stopped with the server"))
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

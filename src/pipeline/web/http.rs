@@ -111,11 +111,11 @@ pub fn read_request(input: &mut impl BufRead, max_body: usize) -> Result<Request
     loop {
         let mut line = Vec::new();
         let room = MAX_HEAD.saturating_sub(head.len()) as u64 + 1;
-        let n = input
-            .by_ref()
-            .take(room)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| io_error(e, !head.is_empty()))?;
+        let n = match input.by_ref().take(room).read_until(b'\n', &mut line) {
+            Ok(n) => n,
+            // A client that sent part of a request and stopped gets an answer.
+            Err(e) => return Err(io_error(e, !head.is_empty() || !line.is_empty())),
+        };
         if n == 0 {
             return Err(if head.is_empty() {
                 ReadError::Gone
