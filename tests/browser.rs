@@ -152,6 +152,64 @@ fn gt3_chat_run_and_result_in_the_browser() {
         "TODO app\n"
     );
 
+    // The plan toggle sends the text to `agent-runner plan` and shows how it ended
+    // (in a build without `plan`, that it failed and why).
+    browser.open(&web.url("/"));
+    browser.click("#plan-toggle");
+    assert_eq!(browser.text("#send"), "Plan");
+    browser.type_into("#prompt", "TODO アプリを作成して、テスト付きで");
+    browser.click("#send");
+    let heading = browser.wait_for(
+        Duration::from_secs(60),
+        "const r = document.getElementById('plan-result'); return r.hidden ? null : r.querySelector('h3').textContent;",
+        json!([]),
+    );
+    let heading = heading.as_str().unwrap();
+    assert!(
+        heading.starts_with("Plan succeeded") || heading.starts_with("Plan failed"),
+        "{heading}"
+    );
+    browser.screenshot("web-gt3-5-plan-request");
+
+    // The plan page: the tree of wbs.json with the tasks' statuses, and the chat.
+    std::fs::write(
+        p.ws().join("wbs.json"),
+        json!({"root_node_id": "root", "nodes": {
+            "root": {"title": "TODO app", "parent": null, "children": ["p1", "p2"]},
+            "p1": {"title": "Design", "parent": "root", "children": ["n1"]},
+            "n1": {"title": PROMPT, "parent": "p1", "children": [], "task_id": id},
+            "p2": {"title": "Build", "parent": "root", "children": ["n2"]},
+            "n2": {"title": hostile, "parent": "p2", "children": [], "task_id": "hostile-title"},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        p.ws().join("chat.jsonl"),
+        format!(
+            "{}\n{}\n",
+            json!({"at": "2026-11-22T10:00:00.000Z", "role": "user", "text": PROMPT}),
+            json!({"at": "2026-11-22T10:00:03.000Z", "role": "meta", "text": "A TODO app: add, list and complete items.", "potential_conflicts": ["src/app.js is changed by another task"]})
+        ),
+    )
+    .unwrap();
+    browser.click("nav a[href=\"/plan\"]");
+    browser.wait_for(
+        Duration::from_secs(10),
+        "return document.body.dataset.page === 'plan';",
+        json!([]),
+    );
+    let tree = browser.text("#tree");
+    assert!(
+        tree.contains("SUCCEEDED") && tree.contains(PROMPT) && tree.contains(hostile),
+        "{tree}"
+    );
+    browser.screenshot("web-gt3-6-plan");
+    assert_eq!(
+        browser.run("return window.pwned === undefined;", json!([])),
+        true
+    );
+
     // Stopping the server stops the orchestrator it started; nothing is left.
     drop(browser);
     let (code, stderr) = web.stop();

@@ -524,7 +524,7 @@ pub fn plan(app: &App) -> Response {
             .as_array()
             .filter(|c| !c.is_empty())
         {
-            main.push_str("<ul class=\"conflicts\">");
+            main.push_str("<div class=\"label\">Potential conflicts</div><ul class=\"conflicts\">");
             for c in conflicts {
                 let line = match c {
                     Value::String(s) => s.clone(),
