@@ -20,6 +20,9 @@ pub fn parse_addr(value: &str) -> Result<SocketAddr, String> {
     })
 }
 
+/// Serves the web view of the workspace of `workspace` on `addr`; returns the exit
+/// code (130 after SIGINT/SIGTERM, 2 for a non-loopback address without
+/// `allow_remote`).
 pub fn run(workspace: &Path, addr: SocketAddr, allow_remote: bool, interrupt: Interrupt) -> i32 {
     if !addr.ip().is_loopback() && !allow_remote {
         eprintln!(

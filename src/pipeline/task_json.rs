@@ -84,6 +84,7 @@ impl<'a> TaskList<'a> {
 }
 
 impl<'a> AttemptBrief<'a> {
+    /// The brief of attempt `a`.
     pub fn of(a: &'a Attempt) -> Self {
         AttemptBrief {
             attempt_id: &a.attempt_id,

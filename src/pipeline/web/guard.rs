@@ -60,6 +60,7 @@ pub struct Guard {
 }
 
 impl Guard {
+    /// The checks of a server listening on `addr` with `token`.
     pub fn new(addr: SocketAddr, token: Token) -> Self {
         Guard { addr, token }
     }

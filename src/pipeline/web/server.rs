@@ -9,6 +9,7 @@
 use std::io::{BufReader, Read};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{Receiver, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -102,7 +103,13 @@ fn connection(app: &App, stream: TcpStream) {
     let (response, what, unread) = match http::read_request(&mut reader, MAX_BODY) {
         Ok(request) => {
             let what = format!("{} {}", request.method, request.path);
-            (routes::handle(app, &request), what, false)
+            // A bug in a handler costs its request, not a worker thread.
+            let handled =
+                std::panic::catch_unwind(AssertUnwindSafe(|| routes::handle(app, &request)));
+            let response = handled.unwrap_or_else(|_| {
+                Response::new(500, "text/plain; charset=utf-8", "internal error\n")
+            });
+            (response, what, false)
         }
         Err(e) => {
             let Some((status, message)) = e.status() else {
