@@ -697,3 +697,30 @@ fn a_silent_client_holds_a_worker_for_a_bounded_time() {
         assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
     }
 }
+
+#[test]
+fn an_attempt_in_a_clone_shows_its_note_and_files() {
+    // A home reached through a symlink: the runner names the note by its real path.
+    let mut p = Pipeline::new("web-clone", true);
+    std::fs::create_dir_all(p.scratch.join("real-home")).unwrap();
+    std::os::unix::fs::symlink(p.scratch.join("real-home"), p.scratch.join("home")).unwrap();
+    p.home = p.scratch.join("home");
+    p.init(BUILDER_REPLY, QUICK_META, "isolation: clone\n");
+    let id = p.new_task(&support::pipeline::task_id("web-clone"), "Nothing to do");
+    let job = p.run_tasks(&[&id]).remove(0);
+    p.orchestrate_once(&[]).output().code(0);
+    let note = p
+        .ws()
+        .join(format!("clones/{job}/.agent-runner/task-{id}.md"));
+    assert!(note.is_file(), "{}", note.display());
+    let web = Served::start(&p, &[]);
+    let detail = web.get(&format!("/tasks/{id}")).text();
+    assert!(detail.contains("<article class=\"note\">"), "{detail}");
+    let href = format!("/tasks/{id}/attempts/{job}/files/note.md");
+    assert!(detail.contains(&href), "{detail}");
+    assert_eq!(
+        web.get(&href).text(),
+        std::fs::read_to_string(&note).unwrap()
+    );
+    support::task::assert_no_container(&id);
+}

@@ -77,9 +77,14 @@ pub fn attempt_dir(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Option<P
     if id::is_valid(&attempt.job_id) {
         candidates.insert(0, ws.clones_dir().join(&attempt.job_id));
     }
-    candidates
-        .into_iter()
-        .find(|dir| note == dir.join(DIR_NAME).join(&note_name))
+    // The runner names the note under its canonical repo path; the directory is
+    // opened by the path we know (never following a symlink at its end).
+    candidates.into_iter().find(|dir| {
+        let canonical = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+        [dir, &canonical]
+            .iter()
+            .any(|d| note == d.join(DIR_NAME).join(&note_name))
+    })
 }
 
 /// Reads `file` of `attempt` (of task `task_id`): at most `MAX_FILE` bytes, and
