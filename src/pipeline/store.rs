@@ -3,7 +3,7 @@
 //! comes from the fold plus the IPC directories (`status`).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::queue;
 use super::record::{Depth, Line, TaskRecord, TaskView, fold};
@@ -75,20 +75,31 @@ impl TaskStore {
         let mut bytes = Vec::new();
         for entry in read.flatten() {
             let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            let Some(id) = name.strip_suffix(".jsonl") else {
+            let Some(name) = name.to_str().filter(|n| is_task_file(n)) else {
                 continue;
             };
-            if !id::is_valid(id) {
-                continue;
-            }
-            match jsonl::read(&entry.path(), &mut bytes, MAX_TASK_FILE) {
-                Ok(()) => tasks.extend(fold(&format!("tasks/{name}"), &bytes, Depth::Latest)),
-                Err(e) => log::warn!("tasks/{name}: skipped ({e})"),
-            }
+            tasks.extend(self.brief(name, &entry.path(), &mut bytes));
         }
         Ok(tasks)
     }
+
+    /// The task in the file `name` at `path`, with its latest attempt only
+    /// (`Depth::Latest`); None, with a warning, if it cannot be read. `bytes` is a
+    /// buffer to reuse.
+    pub fn brief(&self, name: &str, path: &Path, bytes: &mut Vec<u8>) -> Option<TaskView> {
+        match jsonl::read(path, bytes, MAX_TASK_FILE) {
+            Ok(()) => fold(&format!("tasks/{name}"), bytes, Depth::Latest),
+            Err(e) => {
+                log::warn!("tasks/{name}: skipped ({e})");
+                None
+            }
+        }
+    }
+}
+
+/// Whether `name` in `tasks/` is a task file: `<valid id>.jsonl`.
+pub fn is_task_file(name: &str) -> bool {
+    name.strip_suffix(".jsonl").is_some_and(id::is_valid)
 }
 
 /// Tasks with their derived statuses: what `task list`, `task show` and the claim
@@ -105,6 +116,15 @@ impl Board {
     pub fn load(ws: &Workspace) -> Result<Board, PipelineError> {
         let tasks = TaskStore::new(ws).load_all()?;
         Ok(Board::of(tasks, queue::job_states(ws)))
+    }
+
+    /// The board needed for the status of `task` alone: whether a queued task is
+    /// BLOCKED depends on its dependencies' statuses, so only then is every task read.
+    pub fn around(ws: &Workspace, task: &TaskView) -> Result<Board, PipelineError> {
+        match &task.record.depends_on {
+            Some(deps) if !deps.is_empty() => Board::load(ws),
+            _ => Ok(Board::of(vec![task.clone()], queue::job_states(ws))),
+        }
     }
 
     /// The board of these tasks and jobs.

@@ -8,6 +8,8 @@ pub mod fake_responses;
 pub mod pipeline;
 pub mod sandbox_image;
 pub mod task;
+pub mod web;
+pub mod webdriver;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
