@@ -402,6 +402,41 @@ fn state_changes_need_our_host_origin_token_and_json_and_refusals_change_nothing
 }
 
 #[test]
+fn another_local_user_gets_neither_the_page_with_its_token_nor_a_change() {
+    let p = workspace("web-other-user");
+    let id = p.new_task("mine", "Nothing to do");
+    let web = Served::start(&p, &[]);
+    let token = web.token();
+    let page = format!("GET / HTTP/1.1\r\nHost: {}\r\n\r\n", web.addr);
+    let Some(read) = support::web::request_as(4711, &web.addr, page.as_bytes()) else {
+        return;
+    };
+    read.status(403);
+    assert!(!read.text().contains(&token), "{}", read.text());
+    assert!(read.text().contains("uid 4711"), "{}", read.text());
+    // Even with the token (read some other way): nothing changes.
+    let body = r#"{"prompt":"planted by another user"}"#;
+    let post = format!(
+        "POST /api/tasks/{id}/run HTTP/1.1\r\nHost: {0}\r\nOrigin: http://{0}\r\nX-Agent-Runner-Token: {token}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
+        web.addr
+    );
+    support::web::request_as(4711, &web.addr, post.as_bytes())
+        .unwrap()
+        .status(403);
+    let create = format!(
+        "POST /api/tasks HTTP/1.1\r\nHost: {0}\r\nX-Agent-Runner-Token: {token}\r\nContent-Type: application/json\r\nContent-Length: {1}\r\n\r\n{body}",
+        web.addr,
+        body.len()
+    );
+    let refused = support::web::request_as(4711, &web.addr, create.as_bytes()).unwrap();
+    refused.status(403);
+    assert!(refused.json()["error"].is_string());
+    assert_eq!(p.ipc("queue"), Vec::<String>::new());
+    let tasks = web.get("/api/tasks").json();
+    assert_eq!(tasks["tasks"].as_array().unwrap().len(), 1, "{tasks}");
+}
+
+#[test]
 fn hostile_titles_results_and_notes_render_as_text() {
     let p = workspace("web-escape");
     let id = p.new_task("hostile", SCRIPT);

@@ -49,7 +49,7 @@ pub fn run(workspace: &Path, addr: SocketAddr, allow_remote: bool, interrupt: In
     };
     if !local.ip().is_loopback() {
         eprintln!(
-            "warning: serving on {local}, reachable from other machines: anyone who can connect can read this workspace's tasks, notes and logs (changes still need the token of a page)"
+            "warning: serving on {local}, reachable from other machines: anyone who can connect from another machine can read this workspace's tasks, notes and logs, and with the token in the pages create and run tasks"
         );
     }
     if let Err(e) = write_stdout(&format!("http://{local}/\n")) {

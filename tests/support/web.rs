@@ -148,6 +148,45 @@ impl Reply {
     }
 }
 
+/// Sends `bytes` to `addr` as user `uid` (through `setpriv` and bash's `/dev/tcp`)
+/// and reads the answer; None, with a message, when this process cannot switch
+/// users (not root, or no setpriv), which under CI is a failure instead.
+pub fn request_as(uid: u32, addr: &str, bytes: &[u8]) -> Option<Reply> {
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "this test needs root and setpriv under CI=true"
+        );
+        eprintln!("skipped: needs root and setpriv");
+        return None;
+    }
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let id = uid.to_string();
+    let mut child = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            &id,
+            "--regid",
+            &id,
+            "--clear-groups",
+            "bash",
+            "-c",
+        ])
+        .arg(format!(
+            "exec 3<>/dev/tcp/{host}/{port} && cat >&3 && exec cat <&3"
+        ))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    Some(parse(&out.stdout))
+}
+
 /// Sends `bytes` to `addr` and reads the answer: its head, then Content-Length bytes
 /// (or up to the close, without one). Some servers (chromedriver) keep the
 /// connection open whatever they say.

@@ -1,4 +1,7 @@
 //! The checks every request passes before a handler sees it (SPEC §14):
+//! - **User** (every connection from this machine): the client's socket must belong
+//!   to the user who started the server (`peer`), so another local user can neither
+//!   read the pages (and the token in them) nor change anything.
 //! - **Host** (every request, GET too): the name the browser used must be an IP
 //!   address the server listens on, or `localhost`, with the server's port. A page
 //!   of another site that re-points its own name to 127.0.0.1 (DNS rebinding) sends
@@ -14,11 +17,14 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::http::Request;
+use super::peer;
 use super::token::{self, Token};
 
 /// Why a request was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denied {
+    /// 403: the connection comes from another local user (or one we cannot tell).
+    User(String),
     /// 421: a Host that is not this server's.
     Host(String),
     /// 403: another origin.
@@ -33,6 +39,12 @@ impl Denied {
     /// The status and message to answer with.
     pub fn status(&self) -> (u16, String) {
         match self {
+            Denied::User(who) => (
+                403,
+                format!(
+                    "this web view answers only the user who started it; this connection comes from {who}"
+                ),
+            ),
             Denied::Host(host) => (
                 421,
                 format!(
@@ -57,17 +69,46 @@ impl Denied {
 pub struct Guard {
     addr: SocketAddr,
     token: Token,
+    /// The server's own user.
+    uid: u32,
 }
 
 impl Guard {
     /// The checks of a server listening on `addr` with `token`.
     pub fn new(addr: SocketAddr, token: Token) -> Self {
-        Guard { addr, token }
+        // SAFETY: geteuid cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        Guard { addr, token, uid }
     }
 
     /// The token, to embed in pages.
     pub fn token(&self) -> &Token {
         &self.token
+    }
+
+    /// The user check, for every connection: from `peer` to our `local` address.
+    /// A client on this machine must be our user; one that is not listed is on
+    /// another machine (allowed only with `--allow-remote`), unless it comes over
+    /// loopback, where it cannot be told and is refused.
+    pub fn check_peer(&self, peer: SocketAddr, local: SocketAddr) -> Result<(), Denied> {
+        match peer::owner(peer, local) {
+            Ok(Some(uid)) if uid == self.uid => Ok(()),
+            Ok(Some(uid)) => Err(Denied::User(format!("uid {uid}"))),
+            Ok(None) if !peer.ip().to_canonical().is_loopback() => Ok(()),
+            Ok(None) => Err(Denied::User(
+                "a socket the kernel does not list in /proc/net/tcp".into(),
+            )),
+            Err(e) => {
+                log::warn!("cannot tell who connected from {peer}: /proc/net/tcp: {e}");
+                if peer.ip().to_canonical().is_loopback() {
+                    Err(Denied::User(format!(
+                        "a user that cannot be told (/proc/net/tcp: {e})"
+                    )))
+                } else {
+                    Ok(())
+                }
+            }
+        }
     }
 
     /// The Host check, for every request.

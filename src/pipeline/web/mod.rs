@@ -10,7 +10,8 @@
 //!
 //! Everything a page shows may come from outside (titles, prompts, notes, worker
 //! output), and any web page the user opens may try to reach this server, so: it
-//! listens on loopback unless told otherwise; every request passes the Host check
+//! listens on loopback unless told otherwise; it answers only its own user's
+//! connections (`peer`); every request passes the Host check
 //! and every change the Origin, token and content-type checks (`guard`); all text is
 //! escaped (`html`, `markdown`); files are served only as the TaskStore names them,
 //! never followed through a symlink (`files`); requests are bounded (`http`); no
@@ -29,6 +30,7 @@ mod html;
 mod http;
 mod markdown;
 mod pages;
+mod peer;
 mod plan_files;
 mod routes;
 mod server;

@@ -99,13 +99,17 @@ fn connection(app: &App, stream: TcpStream) {
     let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
     let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
     let _ = stream.set_nodelay(true);
+    let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
+        return;
+    };
     let mut reader = BufReader::with_capacity(8192, &stream);
     let (response, what, unread) = match http::read_request(&mut reader, MAX_BODY) {
         Ok(request) => {
             let what = format!("{} {}", request.method, request.path);
             // A bug in a handler costs its request, not a worker thread.
-            let handled =
-                std::panic::catch_unwind(AssertUnwindSafe(|| routes::handle(app, &request)));
+            let handled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                routes::handle(app, &request, peer, local)
+            }));
             let response = handled.unwrap_or_else(|_| {
                 Response::new(500, "text/plain; charset=utf-8", "internal error\n")
             });
