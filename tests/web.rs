@@ -712,18 +712,27 @@ fn an_orchestrator_started_from_the_command_line_shows_as_running() {
 }
 
 #[test]
-fn a_silent_client_holds_a_worker_for_a_bounded_time() {
+fn a_silent_or_trickling_client_holds_a_worker_for_a_bounded_time() {
     let p = workspace("web-slow");
     let web = Served::start(&p, &[]);
-    // As many half-sent requests as there are worker threads (8).
-    let silent: Vec<std::net::TcpStream> = (0..8)
+    // As many half-sent requests as there are worker threads (8): some silent, some
+    // sending a byte now and then (each read of the server gets one), never ending
+    // the head; they must be cut off while still sending.
+    let silent: Vec<std::net::TcpStream> = (0..4)
         .map(|_| {
             let mut s = std::net::TcpStream::connect(&web.addr).unwrap();
             std::io::Write::write_all(&mut s, b"GET / HTT").unwrap();
             s
         })
         .collect();
-    // A real request still gets its answer once the silent ones time out.
+    let trickling: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = web.addr.clone();
+            std::thread::spawn(move || trickle(&addr, 100))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // A real request still gets its answer once the slow ones time out.
     web.get("/api/tasks").status(200);
     for mut s in silent {
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -731,6 +740,42 @@ fn a_silent_client_holds_a_worker_for_a_bounded_time() {
         let _ = std::io::Read::read_to_string(&mut s, &mut answer);
         assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
     }
+    for t in trickling {
+        let (answer, still_sending) = t.join().unwrap();
+        assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
+        assert!(still_sending, "answered only once the client stopped");
+    }
+}
+
+/// Sends a never-ending request head to `addr`, a byte every 300 ms, at most `bytes`
+/// of it; returns the answer and whether it came while the client was still sending.
+fn trickle(addr: &str, bytes: usize) -> (String, bool) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nX-Slow: ").unwrap();
+    s.set_nonblocking(true).unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    for _ in 0..bytes {
+        match s.read(&mut chunk) {
+            Ok(n) if n > 0 => {
+                answer.extend_from_slice(&chunk[..n]);
+                break;
+            }
+            _ => {}
+        }
+        if s.write(b"a").is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let still_sending = !answer.is_empty();
+    s.set_nonblocking(false).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    answer.extend_from_slice(&rest);
+    (String::from_utf8_lossy(&answer).into_owned(), still_sending)
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! The server loop: the listening socket, a fixed pool of worker threads, one
 //! request per connection. Connections wait in a bounded queue for a worker; when it
-//! is full the server answers 503 at once instead of queueing more. Sockets get read
-//! and write timeouts, so a slow or silent client holds a worker for a bounded time.
+//! is full the server answers 503 at once instead of queueing more. A request must
+//! arrive whole within `IO_TIMEOUT` of its first read (a deadline, not a timeout per
+//! read, which a client sending a byte now and then would never reach), and writes
+//! have a timeout, so a slow or silent client holds a worker for a bounded time.
 //! Every response carries the headers that keep the pages to themselves: a
 //! Content-Security-Policy without inline script and without framing, `nosniff`, no
 //! referrer, same-origin resource and opener policies, no caching.
@@ -23,8 +25,11 @@ use crate::interrupt::Interrupt;
 pub const WORKERS: usize = 8;
 /// Connections waiting for a worker.
 const WAITING: usize = 64;
-/// Longest a client may take to send its request or read the response.
+/// Longest a client may take to send its request, or to take each part of the
+/// response.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest spent reading what a refused client still sends (see `connection`).
+const DRAIN: Duration = Duration::from_secs(1);
 /// Largest request body (the API takes small JSON documents).
 pub const MAX_BODY: usize = 64 * 1024;
 /// How often the accept loop looks at the interrupt.
@@ -96,13 +101,12 @@ fn work(app: &App, receiver: &Mutex<Receiver<TcpStream>>) {
 fn connection(app: &App, stream: TcpStream) {
     let started = Instant::now();
     let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
     let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
     let _ = stream.set_nodelay(true);
     let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
         return;
     };
-    let mut reader = BufReader::with_capacity(8192, &stream);
+    let mut reader = BufReader::with_capacity(8192, Deadline::new(&stream, IO_TIMEOUT));
     let (response, what, unread) = match http::read_request(&mut reader, MAX_BODY) {
         Ok(request) => {
             let what = format!("{} {}", request.method, request.path);
@@ -119,7 +123,7 @@ fn connection(app: &App, stream: TcpStream) {
             let Some((status, message)) = e.status() else {
                 return;
             };
-            let unread = matches!(e, ReadError::TooLarge { .. });
+            let unread = matches!(e, ReadError::TooLarge { .. } | ReadError::Timeout);
             let response =
                 Response::new(status, "text/plain; charset=utf-8", format!("{message}\n"));
             (response, "(unreadable request)".to_string(), unread)
@@ -131,14 +135,43 @@ fn connection(app: &App, stream: TcpStream) {
     let _ = stream.shutdown(Shutdown::Write);
     if unread {
         // Closing with unread input would reset the connection and could lose the
-        // answer on the way; read (and drop) a bounded amount first.
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-        let _ = std::io::copy(&mut (&stream).take(4 << 20), &mut std::io::sink());
+        // answer on the way; read (and drop) a bounded amount first, for a bounded
+        // time.
+        let mut rest = Deadline::new(&stream, DRAIN).take(4 << 20);
+        let _ = std::io::copy(&mut rest, &mut std::io::sink());
     }
     match written {
         Ok(()) if status >= 500 => log::warn!("{what}: {status} in {took:?}"),
         Ok(()) => log::debug!("{what}: {status} in {took:?}"),
         Err(e) => log::debug!("{what}: {status}, but the answer was not sent: {e}"),
+    }
+}
+
+/// Reads from a socket until a deadline: each read waits at most until then.
+struct Deadline<'a> {
+    stream: &'a TcpStream,
+    until: Instant,
+}
+
+impl<'a> Deadline<'a> {
+    /// Reads from `stream` for `time` from now.
+    fn new(stream: &'a TcpStream, time: Duration) -> Self {
+        Deadline {
+            stream,
+            until: Instant::now() + time,
+        }
+    }
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        let mut stream = self.stream;
+        stream.read(buf)
     }
 }
 
