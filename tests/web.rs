@@ -521,6 +521,35 @@ fn hostile_titles_results_and_notes_render_as_text() {
 }
 
 #[test]
+fn a_table_in_metas_summary_cannot_blow_up_the_task_page() {
+    // GFM fills a table's short rows with empty cells: a wide header and many
+    // one-cell rows, a few KiB of summary, would become megabytes of HTML (and of
+    // parser memory) on every view of the page.
+    let (columns, rows) = (300, 300);
+    let summary = format!(
+        "|{}\n|{}\n{}",
+        "a|".repeat(columns),
+        "-|".repeat(columns),
+        "x\n".repeat(rows)
+    );
+    let meta = QUICK_META.replace(
+        "summary: Nothing needed doing.",
+        &format!("summary: {}", serde_json::to_string(&summary).unwrap()),
+    );
+    let p = Pipeline::new("web-table", false);
+    p.init(BUILDER_REPLY, &meta, "");
+    let id = p.new_task(&support::pipeline::task_id("web-table"), "Nothing to do");
+    p.run_tasks(&[&id]);
+    p.orchestrate_once(&[]).output().code(0);
+    let web = Served::start(&p, &[]);
+    let detail = web.get(&format!("/tasks/{id}")).text();
+    let note = &detail[detail.find("<article class=\"note\">").expect("the note")..];
+    assert!(note.contains("a|a|a|"), "the summary's text is shown");
+    assert!(!note.contains("<td"), "{}", &note[..note.len().min(2000)]);
+    assert!(detail.len() < 64 * 1024, "{} bytes", detail.len());
+}
+
+#[test]
 fn request_bodies_and_heads_are_bounded() {
     let p = workspace("web-bounds");
     let web = Served::start(&p, &[]);
