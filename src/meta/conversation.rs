@@ -24,6 +24,19 @@ pub fn ask<T: Reply>(
     request: &str,
     redactor: &Redactor,
 ) -> MetaOutcome<T> {
+    ask_checked::<T, T>(backend, system, request, redactor, Ok)
+}
+
+/// Like `ask`, with `check` run on each reply that parses: a reply it rejects is
+/// asked again with its message, like a parse error (a check that needs more than
+/// the reply, e.g. the ids that exist).
+pub fn ask_checked<T: Reply, U>(
+    backend: &mut dyn ChatBackend,
+    system: String,
+    request: &str,
+    redactor: &Redactor,
+    mut check: impl FnMut(T) -> Result<U, String>,
+) -> MetaOutcome<U> {
     let kind = T::KIND;
     let clock = Instant::now();
     let request = redactor.redact(request);
@@ -59,7 +72,7 @@ pub fn ask<T: Reply>(
         let masked = redactor.redact(&completion.text);
         let kept = cut(&masked, MAX_REPLY_KEPT);
         call.replies.push(kept.clone());
-        match parse_reply::<T>(&masked) {
+        match parse_reply::<T>(&masked).and_then(&mut check) {
             Ok(reply) => return finish(call, clock, Ok(reply), redactor),
             Err(e) => {
                 problem = e;

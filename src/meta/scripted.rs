@@ -46,6 +46,16 @@ impl Scripted {
     }
 }
 
+impl Scripted {
+    /// Keeps only the replies for which `keep` holds (e.g. those of one message
+    /// type, when one script serves several).
+    pub fn retain(mut self, keep: impl Fn(&str) -> bool) -> Self {
+        self.replies.retain(|text| keep(text));
+        self.total = self.replies.len();
+        self
+    }
+}
+
 impl ChatBackend for Scripted {
     fn complete(&mut self, _messages: &[ChatMessage]) -> Result<Completion, BackendError> {
         match self.replies.pop_front() {

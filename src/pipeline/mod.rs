@@ -1,5 +1,5 @@
-//! The pipeline around the runner (SPEC §11–§12): workspaces, the TaskStore, the IPC
-//! queue, the Task Builder and the orchestrator. Everything here is files under
+//! The pipeline around the runner (SPEC §11–§13): workspaces, the TaskStore, the IPC
+//! queue, the Task Builder, the orchestrator and plans. Everything here is files under
 //! `$AGENT_RUNNER_HOME/workspaces/<id>/`, a contract shared with other programs (an
 //! IDE reads and writes the same files), and the runner is driven as a child process
 //! (`agent-runner run --json`), exactly as such a program would drive it. The runner
@@ -19,6 +19,7 @@ pub mod jsonl;
 pub mod orchestrator;
 pub mod outcome;
 pub mod owner;
+pub mod plan;
 pub mod queue;
 pub mod record;
 pub mod recovery;
