@@ -6,6 +6,7 @@
 //! understanding. The exchange is kept in `logs/plans/<edit-id>.log`.
 
 use std::fmt::Write as _;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -60,6 +61,10 @@ pub struct Outcome {
     pub backend: String,
     /// Where the exchange was written.
     pub log: std::path::PathBuf,
+    /// How long Meta took, re-asks included.
+    pub meta_time: Duration,
+    /// How long checking nothing started meanwhile and writing took.
+    pub write_time: Duration,
 }
 
 /// Why there is no edit.
@@ -131,6 +136,7 @@ pub fn run(
     let edit_id = format!("p-{}", id::random_hex(12));
     let log = ws.logs_dir().join("plans").join(format!("{edit_id}.log"));
     write_log(&log, &backend.label, &call);
+    let call_duration = call.duration;
     let edit = match reply {
         Ok(Ok(edit)) => edit,
         Ok(Err(refusal)) => return Err(PlanError::Refused(refusal)),
@@ -144,6 +150,7 @@ pub fn run(
             )));
         }
     };
+    let clock = Instant::now();
     refuse_newly_running(ws, &state, &edit)?;
     let change = Change::between(&state, &edit.state);
     let committed = if change.is_empty(&state.wbs) {
@@ -160,6 +167,18 @@ pub fn run(
             &mut Files,
         )?)
     };
+    let write_time = clock.elapsed();
+    if let Some(c) = &committed {
+        log::info!(
+            "plan: edit {} written in {} (revision {}): {} created, {} updated, {} deleted",
+            c.edit_id,
+            crate::timestamp::human(write_time),
+            c.revision,
+            change.created.len(),
+            change.updated.len(),
+            change.deleted.len()
+        );
+    }
     chat::append(
         ws,
         Role::Meta,
@@ -177,6 +196,8 @@ pub fn run(
         state: after,
         backend: backend.label,
         log,
+        meta_time: call_duration,
+        write_time,
     })
 }
 

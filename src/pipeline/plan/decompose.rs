@@ -222,3 +222,160 @@ pub fn plan(reply: &Decomposition, base: &PlanState, now: &str) -> Result<Edit, 
         steps,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::reply::parse_reply;
+    use crate::pipeline::plan::model::tests::state;
+
+    const REPLY: &str = "type: decompose
+understanding: A product list page.
+phases:
+  - name: Design
+    milestone: design
+    tasks:
+      - id: temp-task-1
+        title: Component design
+        description: Design the card's props.
+        acceptance_criteria: [Props are defined]
+        wbs_level: 2
+        estimated_effort: small
+        suggested_impl: {language: typescript, file_paths: [src/Card.svelte]}
+  - name: P
+    milestone: impl
+    tasks:
+      - id: temp-task-2
+        title: Component implementation
+        description: Build it.
+        acceptance_criteria: [It renders, It is tested]
+        dependencies: [temp-task-1, a]
+        wbs_level: 3
+        estimated_effort: Medium
+potential_conflicts:
+  - {file: src/routes/+page.svelte, tasks: [a], warning: busy}
+";
+
+    fn decompose(reply: &str, base: &PlanState) -> Result<Edit, Rejection> {
+        let reply: Decomposition = parse_reply(reply).map_err(Rejection::Invalid)?;
+        plan(&reply, base, "2026-01-01T00:00:00.000Z")
+    }
+
+    #[test]
+    fn temporary_ids_become_task_ids_and_phases_become_nodes() {
+        let base = state(&[("a", &[])], 1);
+        let edit = decompose(REPLY, &base).unwrap();
+        let ids: Vec<&str> = edit
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Create { task_id, .. } => task_id.as_str(),
+                _ => panic!("{s:?}"),
+            })
+            .collect();
+        assert_eq!(ids.len(), 2);
+        assert!(ids.iter().all(|id| id.starts_with("t-") && id.len() == 10));
+        let second = &edit.state.tasks[ids[1]].record;
+        assert_eq!(
+            second.depends_on,
+            Some(vec![ids[0].to_string(), "a".to_string()])
+        );
+        assert_eq!(second.raw_prompt, "Component implementation\n\nBuild it.");
+        assert_eq!(second.estimated_effort.as_deref(), Some("medium"));
+        assert_eq!(second.milestone.as_deref(), Some("impl"));
+        assert_eq!(second.phase.as_deref(), Some("P"));
+        assert_eq!(second.wbs_level, Some(3));
+        assert_eq!(
+            second.acceptance_criteria,
+            Some(vec!["It renders".into(), "It is tested".into()])
+        );
+        let first = &edit.state.tasks[ids[0]].record;
+        assert_eq!(
+            first.suggested_impl,
+            Some(serde_json::json!({"language": "typescript", "file_paths": ["src/Card.svelte"]}))
+        );
+        // "Design" is a new phase after the existing "P", which gets the second task.
+        let wbs = &edit.state.wbs;
+        let root = wbs.children(&wbs.root_node_id);
+        assert_eq!(root.len(), 2);
+        assert_eq!(wbs.nodes[&root[1]].title, "Design");
+        assert_eq!(wbs.children(&root[1]), [ids[0]]);
+        assert_eq!(wbs.children(&root[0]), ["a", ids[1]]);
+        wbs.check().unwrap();
+        assert_eq!(edit.potential_conflicts[0]["warning"], "busy");
+    }
+
+    #[test]
+    fn rings_unknown_dependencies_and_reused_ids_are_invalid() {
+        let base = state(&[("a", &[]), ("gone", &[])], 2);
+        let ring = REPLY.replace(
+            "        wbs_level: 2\n",
+            "        dependencies: [temp-task-2]\n        wbs_level: 2\n",
+        );
+        assert_eq!(
+            decompose(&ring, &base).unwrap_err(),
+            Rejection::Invalid(
+                "dependency cycle: temp-task-1 → temp-task-2 → temp-task-1; tasks that wait on each other can never run".into()
+            )
+        );
+        let unknown = REPLY.replace("[temp-task-1, a]", "[temp-task-9]");
+        assert_eq!(
+            decompose(&unknown, &base).unwrap_err(),
+            Rejection::Invalid(
+                "phases[1].tasks[0].dependencies[0]: task \"temp-task-9\" does not exist: a dependency is a task of this reply or an existing task".into()
+            )
+        );
+        let mut with_deleted = base.clone();
+        with_deleted.delete("gone", false).unwrap();
+        let deleted = REPLY.replace("[temp-task-1, a]", "[gone]");
+        assert!(
+            matches!(decompose(&deleted, &with_deleted), Err(Rejection::Invalid(m)) if m.contains("is deleted"))
+        );
+        let itself = REPLY.replace("[temp-task-1, a]", "[temp-task-2]");
+        assert!(
+            matches!(decompose(&itself, &base), Err(Rejection::Invalid(m)) if m.contains("depends on itself"))
+        );
+        let twice = REPLY.replace("id: temp-task-2", "id: temp-task-1");
+        assert_eq!(
+            decompose(&twice, &base).unwrap_err(),
+            Rejection::Invalid(
+                "phases[1].tasks[0].id: \"temp-task-1\" is used twice (first at phases[0].tasks[0]); give every task its own id".into()
+            )
+        );
+        let existing = REPLY
+            .replace("id: temp-task-1", "id: a")
+            .replace("[temp-task-1, a]", "[a]");
+        assert!(
+            matches!(decompose(&existing, &base), Err(Rejection::Invalid(m)) if m.contains("existing task"))
+        );
+    }
+
+    #[test]
+    fn the_shape_is_checked_with_paths() {
+        let base = state(&[("a", &[])], 1);
+        let err = |from: &str, to: &str| match decompose(&REPLY.replace(from, to), &base) {
+            Err(Rejection::Invalid(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            err("        wbs_level: 3\n", ""),
+            "phases[1].tasks[0].wbs_level: missing"
+        );
+        assert_eq!(
+            err("Medium", "huge"),
+            "phases[1].tasks[0].estimated_effort: \"huge\"; expected one of small, medium, large"
+        );
+        assert_eq!(
+            err("[Props are defined]", "[]"),
+            "phases[0].tasks[0].acceptance_criteria: empty; give at least one"
+        );
+        assert_eq!(
+            err("understanding: A product list page.\n", ""),
+            "understanding: missing"
+        );
+        assert_eq!(
+            err("    milestone: design\n", ""),
+            "phases[0].milestone: missing"
+        );
+    }
+}

@@ -319,6 +319,11 @@ fn place(
             "parent_id: {parent:?} is not a node of the plan tree"
         ));
     }
+    if let Some((a, _)) = anchor.as_ref().filter(|(a, _)| wbs.is_within(a, id)) {
+        return Err(format!(
+            "position: {a:?} is below {id}; a task cannot move next to its own descendant"
+        ));
+    }
     if wbs.contains(id) && wbs.is_within(&parent, id) {
         return Err(if parent == id {
             format!("parent_id: a task cannot go under itself ({id})")
@@ -349,4 +354,376 @@ fn place(
         (_, None) => siblings.len(),
     };
     Ok((parent, index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::reply::parse_reply;
+    use crate::pipeline::plan::edit::prompt_of;
+    use crate::pipeline::plan::model::tests::state;
+    use crate::pipeline::status::TaskStatus;
+
+    /// Phase P: [a → [b, c], d]; u is outside the tree; b depends on a, d on c.
+    fn base() -> PlanState {
+        let mut s = state(
+            &[
+                ("a", &[]),
+                ("b", &["a"]),
+                ("c", &[]),
+                ("d", &["c"]),
+                ("u", &[]),
+            ],
+            4,
+        );
+        for id in ["b", "c"] {
+            s.wbs.detach(id);
+            let end = s.wbs.children("a").len();
+            s.wbs.attach(id, "a", end);
+        }
+        s.wbs.check().unwrap();
+        s
+    }
+
+    fn phase(s: &PlanState) -> String {
+        s.wbs.phase_named("P").unwrap().to_string()
+    }
+
+    fn patch(base: &PlanState, ops: &str) -> Result<Edit, Rejection> {
+        let text = format!(
+            "{{\"type\": \"plan_patch\", \"version\": 1, \"payload\": {{\"understanding\": \"u\", \"operations\": {}}}}}",
+            ops.replace("PHASE", &phase(base))
+        );
+        let reply: PlanPatch = parse_reply(&text).map_err(Rejection::Invalid)?;
+        plan(&reply, base, "now")
+    }
+
+    fn invalid(base: &PlanState, ops: &str) -> String {
+        match patch(base, ops) {
+            Err(Rejection::Invalid(m)) => m,
+            other => panic!("expected invalid, got {other:?}"),
+        }
+    }
+
+    fn created(edit: &Edit, n: usize) -> String {
+        match &edit.steps[n] {
+            Step::Create { task_id, .. } => task_id.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn create_goes_where_it_is_told() {
+        let s = base();
+        let p = phase(&s);
+        let edit = patch(
+            &s,
+            r#"[
+            {"op": "create", "temp_id": "n1", "title": "In a new phase", "phase_name": "Later", "dependencies": ["n2"]},
+            {"op": "create", "temp_id": "n2", "title": "After d", "position": {"after": "d"}},
+            {"op": "create", "temp_id": "n3", "title": "First of P", "parent_id": "PHASE", "position": {"before": "a"}},
+            {"op": "create", "temp_id": "n4", "title": "Under the root", "parent_id": "node-root", "position": {"index": 1}},
+            {"op": "create", "temp_id": "n5", "title": "Under n3", "parent_id": "n3", "acceptance_criteria": ["x"]},
+            {"op": "create", "temp_id": "n6", "title": "Root, last", "description": "why"}
+        ]"#,
+        )
+        .unwrap();
+        let id = |n| created(&edit, n);
+        let wbs = &edit.state.wbs;
+        let later = wbs.phase_named("Later").unwrap().to_string();
+        assert_eq!(
+            wbs.children("node-root"),
+            [p.clone(), id(3), later.clone(), id(5)]
+        );
+        assert_eq!(wbs.children(&later), [id(0)]);
+        assert_eq!(wbs.children(&p), [id(2), "a".into(), "d".into(), id(1)]);
+        assert_eq!(wbs.children(&id(2)), [id(4)]);
+        let n1 = &edit.state.tasks[&id(0)].record;
+        assert_eq!(n1.depends_on, Some(vec![id(1)]), "a later temp_id resolves");
+        assert_eq!(n1.phase.as_deref(), Some("Later"));
+        assert_eq!(
+            edit.state.tasks[&id(5)].record.raw_prompt,
+            "Root, last\n\nwhy"
+        );
+        wbs.check().unwrap();
+    }
+
+    #[test]
+    fn create_rejects_reused_and_unknown_ids_and_conflicting_positions() {
+        let s = base();
+        assert_eq!(
+            invalid(
+                &s,
+                r#"[{"op": "create", "temp_id": "x", "title": "1"}, {"op": "create", "temp_id": "x", "title": "2"}]"#
+            ),
+            "payload.operations[1].temp_id: \"x\" is used twice (first in operations[0]); give every new task its own temp_id"
+        );
+        assert!(
+            invalid(&s, r#"[{"op": "create", "temp_id": "a", "title": "1"}]"#)
+                .contains("is the id of an existing task")
+        );
+        assert!(
+            invalid(&s, r#"[{"op": "create", "temp_id": "u", "title": "1"}]"#)
+                .contains("is the id of an existing task")
+        );
+        assert_eq!(
+            invalid(
+                &s,
+                r#"[{"op": "create", "temp_id": "x", "title": "1", "parent_id": "node-root", "position": {"after": "b"}}]"#
+            ),
+            "payload.operations[0] (create): conflicting position: \"b\" is under \"a\", not under parent_id \"node-root\""
+        );
+        assert_eq!(
+            invalid(
+                &s,
+                r#"[{"op": "create", "temp_id": "x", "title": "1", "parent_id": "nope"}]"#
+            ),
+            "payload.operations[0] (create): parent_id: \"nope\" is not a node of the plan tree"
+        );
+        assert_eq!(
+            invalid(
+                &s,
+                r#"[{"op": "create", "temp_id": "x", "title": "1", "parent_id": "a", "position": {"index": 3}}]"#
+            ),
+            "payload.operations[0] (create): position.index: 3 is past the end (\"a\" has 2 other children)"
+        );
+        assert!(invalid(&s, r#"[{"op": "create", "temp_id": "x", "title": "1", "position": {"after": "node-root"}}]"#).contains("is the root"));
+        assert!(
+            invalid(
+                &s,
+                r#"[{"op": "create", "temp_id": "x", "title": "1", "position": {"after": "u"}}]"#
+            )
+            .contains("\"u\" is not a node")
+        );
+        assert_eq!(
+            invalid(
+                &s,
+                r#"[{"op": "create", "temp_id": "x", "title": "1", "dependencies": ["zz"]}]"#
+            ),
+            "payload.operations[0] (create): dependencies[0]: task \"zz\" does not exist; a dependency is an existing task or a temp_id of this patch"
+        );
+        // A later create may go under an earlier one, not the other way round.
+        assert!(invalid(&s, r#"[{"op": "create", "temp_id": "x", "title": "1", "parent_id": "y"}, {"op": "create", "temp_id": "y", "title": "2"}]"#).contains("is not a node"));
+    }
+
+    #[test]
+    fn update_replaces_what_it_gives() {
+        let mut s = base();
+        {
+            let b = &mut s.tasks.get_mut("b").unwrap().record;
+            b.description = Some("old".into());
+            b.raw_prompt = prompt_of(&b.title, Some("old"));
+            b.acceptance_criteria = Some(vec!["one".into(), "two".into()]);
+        }
+        let edit = patch(
+            &s,
+            r#"[
+            {"op": "update", "task_id": "b", "title": "Renamed", "acceptance_criteria": ["three"], "dependencies": ["c", "u"]},
+            {"op": "update", "task_id": "d", "dependencies": []},
+            {"op": "update", "task_id": "u", "title": "User task, renamed", "wbs_level": 1}
+        ]"#,
+        )
+        .unwrap();
+        let t = |id: &str| &edit.state.tasks[id].record;
+        assert_eq!(t("b").title, "Renamed");
+        assert_eq!(edit.state.wbs.nodes["b"].title, "Renamed");
+        assert_eq!(t("b").acceptance_criteria, Some(vec!["three".into()]));
+        assert_eq!(t("b").depends_on, Some(vec!["c".into(), "u".into()]));
+        assert_eq!(t("b").description.as_deref(), Some("old"));
+        assert_eq!(
+            t("b").raw_prompt,
+            "Renamed\n\nold",
+            "a planned prompt follows"
+        );
+        assert_eq!(t("d").depends_on, Some(vec![]));
+        assert_eq!(
+            t("u").raw_prompt,
+            "TODO アプリを作成して",
+            "the user's prompt stays"
+        );
+        assert_eq!(t("u").wbs_level, Some(1));
+        assert_eq!(
+            edit.steps[0],
+            Step::Update {
+                task_id: "b".into(),
+                fields: vec!["title", "acceptance_criteria", "dependencies"]
+            }
+        );
+        assert_eq!(
+            invalid(&s, r#"[{"op": "update", "task_id": "zz", "title": "x"}]"#),
+            "payload.operations[0] (update): task \"zz\" does not exist"
+        );
+        assert_eq!(
+            invalid(
+                &s,
+                r#"[{"op": "delete", "task_id": "c"}, {"op": "update", "task_id": "c", "title": "x"}]"#
+            ),
+            "payload.operations[1] (update): task \"c\" is deleted"
+        );
+        assert!(
+            invalid(
+                &s,
+                r#"[{"op": "update", "task_id": "c", "dependencies": ["c"]}]"#
+            )
+            .contains("depends on itself")
+        );
+        assert_eq!(
+            invalid(
+                &s,
+                r#"[{"op": "update", "task_id": "c", "dependencies": ["d"]}]"#
+            ),
+            "the patch makes a dependency cycle: c → d → c; tasks that wait on each other can never run"
+        );
+        // A new task in the ring is named by its temp_id too.
+        let ring = invalid(
+            &s,
+            r#"[{"op": "create", "temp_id": "n", "title": "N", "dependencies": ["d"]}, {"op": "update", "task_id": "c", "dependencies": ["n"]}]"#,
+        );
+        assert!(
+            ring.starts_with("the patch makes a dependency cycle: c → n (t-"),
+            "{ring}"
+        );
+        assert!(ring.contains(") → d → c;"), "{ring}");
+    }
+
+    #[test]
+    fn move_puts_a_subtree_in_place() {
+        let s = base();
+        let p = phase(&s);
+        let edit = patch(
+            &s,
+            r#"[
+            {"op": "move", "task_id": "d", "position": {"before": "b"}},
+            {"op": "move", "task_id": "c", "parent_id": "node-root", "position": {"index": 0}},
+            {"op": "move", "task_id": "a", "position": {"after": "c"}},
+            {"op": "move", "task_id": "u", "parent_id": "d"}
+        ]"#,
+        )
+        .unwrap();
+        let wbs = &edit.state.wbs;
+        assert_eq!(
+            wbs.children("node-root"),
+            ["c".to_string(), "a".into(), p.clone()]
+        );
+        assert_eq!(wbs.children("a"), ["d", "b"]);
+        assert_eq!(
+            wbs.children("d"),
+            ["u"],
+            "a task outside the tree is placed"
+        );
+        assert!(wbs.children(&p).is_empty());
+        wbs.check().unwrap();
+        assert_eq!(
+            edit.steps[1],
+            Step::Move {
+                task_id: "c".into(),
+                parent_id: "node-root".into(),
+                index: 0
+            }
+        );
+        // Moving within the same parent counts the other children.
+        let edit = patch(
+            &s,
+            r#"[{"op": "move", "task_id": "b", "position": {"index": 1}}]"#,
+        )
+        .unwrap();
+        assert_eq!(edit.state.wbs.children("a"), ["c", "b"]);
+        let edit = patch(
+            &s,
+            r#"[{"op": "move", "task_id": "c", "position": {"before": "b"}}]"#,
+        )
+        .unwrap();
+        assert_eq!(edit.state.wbs.children("a"), ["c", "b"]);
+    }
+
+    #[test]
+    fn move_rejects_cycles_in_the_tree_and_conflicts() {
+        let s = base();
+        assert_eq!(
+            invalid(&s, r#"[{"op": "move", "task_id": "a", "parent_id": "b"}]"#),
+            "payload.operations[0] (move): parent_id: \"b\" is below a; a task cannot move under its own descendant"
+        );
+        assert!(
+            invalid(&s, r#"[{"op": "move", "task_id": "a", "parent_id": "a"}]"#)
+                .contains("cannot go under itself")
+        );
+        assert!(
+            invalid(
+                &s,
+                r#"[{"op": "move", "task_id": "a", "position": {"after": "a"}}]"#
+            )
+            .contains("is the task itself")
+        );
+        assert_eq!(
+            invalid(
+                &s,
+                r#"[{"op": "move", "task_id": "a", "position": {"after": "c"}}]"#
+            ),
+            "payload.operations[0] (move): position: \"c\" is below a; a task cannot move next to its own descendant"
+        );
+        assert!(invalid(&s, r#"[{"op": "move", "task_id": "d", "parent_id": "PHASE", "position": {"after": "b"}}]"#).contains("conflicting position"));
+        assert_eq!(
+            invalid(
+                &s,
+                r#"[{"op": "move", "task_id": "u", "position": {"index": 0}}]"#
+            ),
+            "payload.operations[0] (move): task u is not in the plan tree; give parent_id"
+        );
+        assert!(
+            invalid(&s, r#"[{"op": "move", "task_id": "zz", "parent_id": "a"}]"#)
+                .contains("does not exist")
+        );
+    }
+
+    #[test]
+    fn delete_splices_in_order_or_cascades() {
+        let s = base();
+        let p = phase(&s);
+        let edit = patch(&s, r#"[{"op": "delete", "task_id": "a"}]"#).unwrap();
+        assert_eq!(edit.state.wbs.children(&p), ["b", "c", "d"]);
+        assert_eq!(edit.state.tasks["b"].record.depends_on, Some(vec![]));
+        assert!(edit.state.tasks["a"].deleted);
+        let edit = patch(&s, r#"[{"op": "delete", "task_id": "a", "cascade": true}]"#).unwrap();
+        assert_eq!(edit.state.wbs.children(&p), ["d"]);
+        assert_eq!(edit.state.tasks["d"].record.depends_on, Some(vec![]));
+        assert_eq!(
+            edit.steps,
+            [Step::Delete {
+                task_id: "a".into(),
+                with: vec!["b".into(), "c".into()]
+            }]
+        );
+        assert_eq!(
+            invalid(
+                &s,
+                r#"[{"op": "delete", "task_id": "a"}, {"op": "delete", "task_id": "a"}]"#
+            ),
+            "payload.operations[1] (delete): task \"a\" is deleted"
+        );
+        // A task made and deleted in one patch leaves no trace.
+        let edit = patch(
+            &s,
+            r#"[{"op": "create", "temp_id": "x", "title": "X"}, {"op": "delete", "task_id": "x"}]"#,
+        )
+        .unwrap();
+        assert_eq!(edit.state.wbs, s.wbs);
+    }
+
+    #[test]
+    fn deleting_a_running_task_is_refused_naming_it() {
+        let mut s = base();
+        let c = s.tasks.get_mut("c").unwrap();
+        c.status = TaskStatus::Running;
+        c.job = Some("j-42".into());
+        assert_eq!(
+            patch(&s, r#"[{"op": "update", "task_id": "d", "title": "fine"}, {"op": "delete", "task_id": "c"}]"#).unwrap_err(),
+            Rejection::Refused("payload.operations[1] (delete): task c is RUNNING (job j-42); a running task cannot be deleted: wait for it to finish (or stop the orchestrator), then ask again".into())
+        );
+        assert!(matches!(
+            patch(&s, r#"[{"op": "delete", "task_id": "a", "cascade": true}]"#),
+            Err(Rejection::Refused(m)) if m.contains("task c is RUNNING (job j-42), below a")
+        ));
+        // Splicing it out from under a deleted parent is fine.
+        assert!(patch(&s, r#"[{"op": "delete", "task_id": "a"}]"#).is_ok());
+    }
 }
