@@ -87,17 +87,22 @@ impl Change {
             wbs: new.wbs.clone(),
         };
         for (id, task) in &new.tasks {
-            match old.tasks.get(id) {
-                None if !task.deleted => change.created.push(task.record.clone()),
-                None => {}
-                Some(before) if task.deleted && !before.deleted => change.deleted.push(id.clone()),
-                Some(_) if task.deleted => {}
-                Some(before) => {
-                    let changes = difference(&before.record, &task.record);
-                    if changes != TaskChanges::default() {
-                        change.updated.push((id.clone(), changes));
-                    }
+            let Some(before) = old.tasks.get(id) else {
+                if !task.deleted {
+                    change.created.push(task.record.clone());
                 }
+                continue;
+            };
+            if before.deleted {
+                continue;
+            }
+            // Changes first: an updated task that is then deleted gets both lines.
+            let changes = difference(&before.record, &task.record);
+            if changes != TaskChanges::default() {
+                change.updated.push((id.clone(), changes));
+            }
+            if task.deleted {
+                change.deleted.push(id.clone());
             }
         }
         change
@@ -156,6 +161,13 @@ pub fn apply(
     reason: &str,
     writes: &mut dyn PlanWrites,
 ) -> Result<Committed, PipelineError> {
+    // The checks should have made a tree; a file that is not one would stop
+    // every later plan command, so it is never written.
+    change.wbs.check().map_err(|e| {
+        PipelineError::Invalid(format!(
+            "the edited plan tree is invalid ({e}); nothing was written (a bug: please report it)"
+        ))
+    })?;
     let store = TaskStore::new(ws);
     let stamp = Stamp {
         plan_patch: edit_id.to_string(),

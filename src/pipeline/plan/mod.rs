@@ -24,6 +24,8 @@ pub mod graph;
 pub mod lock;
 pub mod model;
 pub mod patch;
+#[cfg(test)]
+mod properties;
 pub mod request;
 pub mod tree;
 pub mod trim;

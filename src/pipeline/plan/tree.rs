@@ -37,9 +37,10 @@ pub struct Row {
 pub fn rows(state: &PlanState) -> (Vec<Row>, Vec<Row>) {
     let wbs = &state.wbs;
     let mut tree = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut stack = vec![(wbs.root_node_id.clone(), 0usize)];
     while let Some((id, depth)) = stack.pop() {
-        let Some(node) = wbs.nodes.get(&id) else {
+        let Some(node) = wbs.nodes.get(&id).filter(|_| seen.insert(id.clone())) else {
             continue;
         };
         stack.extend(node.children.iter().rev().map(|c| (c.clone(), depth + 1)));

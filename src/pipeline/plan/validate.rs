@@ -37,6 +37,10 @@ pub fn plan(patch: &PlanPatch, base: &PlanState, now: &str) -> Result<Edit, Reje
         })?;
         steps.push(step);
     }
+    // A task made and deleted by this patch is never written: forget it.
+    state
+        .tasks
+        .retain(|id, task| !task.deleted || base.tasks.contains_key(id));
     if base.dependency_cycle().is_none() {
         if let Some(ring) = state.dependency_cycle() {
             let names = names(&temp);

@@ -244,8 +244,12 @@ impl Wbs {
         if !self.contains(id) {
             return out;
         }
+        let mut seen: HashSet<String> = HashSet::new();
         let mut stack = vec![id.to_string()];
         while let Some(next) = stack.pop() {
+            if !seen.insert(next.clone()) {
+                continue;
+            }
             stack.extend(self.children(&next).iter().rev().cloned());
             out.push(next);
         }
