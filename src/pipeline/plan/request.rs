@@ -43,17 +43,16 @@ pub struct TaskSummary {
     pub parent_id: Option<String>,
 }
 
-/// A tree node as a request shows it; the list is breadth-first, siblings in order.
+/// A node of the tree as a request shows it, under its id in `node_index`: the
+/// root, phases, and tasks with children. A task node without children shows only
+/// in its parent's `children`.
 #[derive(Debug, Clone, Serialize)]
 pub struct NodeSummary {
-    pub id: String,
-    /// Phases and the root (a task node's title is its task's).
+    /// The root's and phases' (a task node's title is its task's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_id: Option<String>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub task: bool,
+    /// In order; only nodes the request keeps.
+    pub children: Vec<String>,
 }
 
 /// A message of the conversation as sent.
@@ -89,7 +88,8 @@ struct PatchRequest<'a> {
 #[derive(Serialize)]
 struct WbsOverview {
     root_node_id: String,
-    node_index: Vec<NodeSummary>,
+    /// Node id → its entry, breadth-first (a YAML mapping keeps its order).
+    node_index: serde_yaml::Mapping,
     #[serde(skip_serializing_if = "is_zero")]
     nodes_omitted: usize,
 }
@@ -139,11 +139,7 @@ pub fn patch(message: &str, state: &PlanState, history: &[ChatMessage]) -> Strin
             tasks_omitted: tasks.len() - keep_tasks,
             wbs: WbsOverview {
                 root_node_id: state.wbs.root_node_id.clone(),
-                node_index: nodes
-                    .iter()
-                    .take(keep_nodes)
-                    .map(|n| node(state, n))
-                    .collect(),
+                node_index: node_index(state, &nodes, keep_nodes),
                 nodes_omitted: nodes.len() - keep_nodes,
             },
             conversation: &said,
@@ -208,17 +204,33 @@ fn summary(state: &PlanState, task: &PlannedTask) -> TaskSummary {
     }
 }
 
-fn node(state: &PlanState, id: &str) -> NodeSummary {
-    let node = &state.wbs.nodes[id];
-    NodeSummary {
-        id: id.to_string(),
-        title: node
-            .task_id
-            .is_none()
-            .then(|| cut_text(&node.title, MAX_TITLE_CHARS)),
-        parent_id: node.parent.clone(),
-        task: node.task_id.is_some(),
+/// `node_index` for the first `keep` nodes of `order` (breadth-first).
+fn node_index(state: &PlanState, order: &[&str], keep: usize) -> serde_yaml::Mapping {
+    let kept: std::collections::HashSet<&str> = order.iter().take(keep).copied().collect();
+    let mut index = serde_yaml::Mapping::new();
+    for id in order.iter().take(keep) {
+        let node = &state.wbs.nodes[*id];
+        let children: Vec<String> = node
+            .children
+            .iter()
+            .filter(|c| kept.contains(c.as_str()))
+            .cloned()
+            .collect();
+        if node.task_id.is_some() && children.is_empty() {
+            continue;
+        }
+        let entry = NodeSummary {
+            title: node
+                .task_id
+                .is_none()
+                .then(|| cut_text(&node.title, MAX_TITLE_CHARS)),
+            children,
+        };
+        if let Ok(value) = serde_yaml::to_value(entry) {
+            index.insert(serde_yaml::Value::String(id.to_string()), value);
+        }
     }
+    index
 }
 
 /// What both plan prompts say first.
@@ -263,9 +275,9 @@ pub fn system_prompt_patch() -> String {
     format!(
         "{ROLE}\n\n\
 The request gives the user's message, the existing tasks (id, title, status, dependencies, phase, \
-milestone, wbs_level, parent_id), the plan tree (root_node_id and node_index: nodes breadth-first, \
-siblings in their order; phases are nodes under the root, a task's node id is its task id) and the \
-latest conversation. Edit the plan by difference: change what exists rather than adding duplicates. \
+milestone, wbs_level, parent_id), the plan tree (root_node_id, and node_index: for the root, each phase \
+and each task with subtasks, its title (not for tasks) and its children in order; phases are nodes \
+under the root, a task's node id is its task id) and the latest conversation. Edit the plan by difference: change what exists rather than adding duplicates. \
 Operations are carried out in order; the whole patch is rejected if one is invalid. A RUNNING task \
 cannot be deleted.\n\
 - create: a new task, under parent_id, else under the phase phase_name, else under the root; at \
@@ -342,10 +354,22 @@ mod tests {
             sent[0]["title"].as_str().unwrap().chars().count(),
             MAX_TITLE_CHARS
         );
-        let nodes = value["wbs"]["node_index"].as_sequence().unwrap();
-        assert_eq!(nodes[0]["id"].as_str(), Some("node-root"));
-        assert_eq!(nodes[1]["title"].as_str(), Some("P"));
-        assert_eq!(nodes[2]["task"].as_bool(), Some(true));
-        assert!(nodes[2].get("title").is_none());
+        let index = value["wbs"]["node_index"].as_mapping().unwrap();
+        let root = &index["node-root"];
+        assert_eq!(root["title"].as_str(), Some("Plan"));
+        let phase = root["children"][0].as_str().unwrap();
+        assert_eq!(index[phase]["title"].as_str(), Some("P"));
+        let children = index[phase]["children"].as_sequence().unwrap();
+        // The root, the phase and 198 tasks: 200 nodes at most, fewer to fit.
+        assert!(children.len() <= 198, "{}", children.len());
+        assert_eq!(children[0].as_str(), Some("t-0000"));
+        assert!(
+            index.get("t-0000").is_none(),
+            "no entry for a task without children"
+        );
+        assert_eq!(
+            value["wbs"]["nodes_omitted"].as_u64().unwrap() as usize + children.len() + 2,
+            302
+        );
     }
 }
