@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: prepares the environment and runs bench/bench.py (the runner),
-# bench/plan.py (plans) and bench/pipeline.py (the orchestrator, the TaskStore). BENCH_RUNS sets the
-# repetitions (default 7 and 5); BENCH_BUILD=0 skips the clean-build timing.
+# bench/plan.py (plans) and bench/pipeline.py (the orchestrator, the TaskStore).
+# BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
+# clean-build timing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash testdata/setup-docker.sh

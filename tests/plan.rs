@@ -336,7 +336,8 @@ fn a_plan_meta_never_gets_right_changes_nothing() {
     let bad = decomposition(&[("temp-1", "A", &["t-nope"])]);
     let server = FakeOpenAi::start(vec![Answer::chat(&bad); 4]);
     let p = workspace("plan-invalid", &server);
-    let out = plan(&p, &["build", "A"]);
+    // A key pasted into the message is masked in what is sent and kept.
+    let out = plan(&p, &["build", "A", "with", KEY]);
     out.code(1).stderr_has(
         "no valid decompose reply after 3 re-asks: phases[0].tasks[0].dependencies[0]: task \"t-nope\" does not exist",
     );
@@ -345,6 +346,12 @@ fn a_plan_meta_never_gets_right_changes_nothing() {
     assert!(!p.ws().join("wbs.json").exists());
     let said = chat(&p);
     assert_eq!(said.len(), 1, "only the user's message");
+    let text = said[0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("build A with ") && !text.contains(KEY),
+        "{text}"
+    );
+    assert!(server.received().iter().all(|r| !r.body.contains(KEY)));
     let logs: Vec<_> = std::fs::read_dir(p.ws().join("logs/plans"))
         .unwrap()
         .flatten()
