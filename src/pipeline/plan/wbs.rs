@@ -159,7 +159,12 @@ impl Wbs {
     /// The parent of `id`, and `id`'s place among its children.
     pub fn place_of(&self, id: &str) -> Option<(String, usize)> {
         let parent = self.nodes.get(id)?.parent.clone()?;
-        let index = self.nodes[&parent].children.iter().position(|c| c == id)?;
+        let index = self
+            .nodes
+            .get(&parent)?
+            .children
+            .iter()
+            .position(|c| c == id)?;
         Some((parent, index))
     }
 
@@ -293,8 +298,9 @@ impl Wbs {
         self.children(&self.root_node_id)
             .iter()
             .find(|id| {
-                let node = &self.nodes[id.as_str()];
-                node.task_id.is_none() && node.title == name
+                self.nodes
+                    .get(id.as_str())
+                    .is_some_and(|node| node.task_id.is_none() && node.title == name)
             })
             .map(String::as_str)
     }
