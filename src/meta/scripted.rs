@@ -44,9 +44,7 @@ impl Scripted {
             replies,
         })
     }
-}
 
-impl Scripted {
     /// Keeps only the replies for which `keep` holds (e.g. those of one message
     /// type, when one script serves several).
     pub fn retain(mut self, keep: impl Fn(&str) -> bool) -> Self {
