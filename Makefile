@@ -12,10 +12,12 @@ install: build
 	install -D -m 755 target/release/agent-runner $(DESTDIR)$(PREFIX)/bin/agent-runner
 
 # Docker daemon + test worker images (installs and starts dockerd as root on Debian),
-# and the real worker image for the real-codex tests (rebuilt only when its recipe changed).
+# the real worker image for the real-codex tests (rebuilt only when its recipe changed),
+# and Chromium + chromedriver for the web view's browser tests.
 test-env:
 	bash testdata/setup-docker.sh
 	bash testdata/setup-sandbox-image.sh
+	bash testdata/setup-browser.sh
 
 lint:
 	$(CARGO) fmt --check

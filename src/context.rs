@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::meta::{Assessment, MetaCall};
 use crate::task::Task;
 use crate::timestamp::Timestamp;
-use crate::worker::{TestRun, WorkerRun};
+use crate::worker::{Teardown, TestRun, WorkerRun};
 
 /// States of a task (SPEC §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,8 +101,8 @@ pub struct TaskContext {
     /// Why the task failed, when it did.
     pub failure: Option<String>,
     pub interrupted: bool,
-    /// How long removing the container took.
-    pub teardown: Option<Duration>,
+    /// How the sandbox went away (set once it has).
+    pub teardown: Option<Teardown>,
 }
 
 impl TaskContext {

@@ -1,4 +1,5 @@
-//! Markdown that outside text cannot break (SPEC §10). The Task Note embeds text
+//! Markdown that outside text cannot break (SPEC §10), and that carries no control
+//! character from it (the note is read with `cat` too). The Task Note embeds text
 //! from the PRD, Meta, the worker and the tests; any of it may hold an unbalanced
 //! ``` fence, a `</details>`, a heading or a newline where one line was expected,
 //! and would then swallow or duplicate the sections after it. Every piece of outside
@@ -13,7 +14,7 @@
 
 use std::fmt::Write as _;
 
-use crate::text::one_line;
+use crate::text::{escape_controls, escape_controls_in_lines, one_line};
 
 /// Characters escaped in inline text: HTML (`<`, `&`: an inline `</details>` would
 /// close the block around it), code spans, links and the escape character itself.
@@ -23,7 +24,7 @@ const SPECIAL: &[char] = &['\\', '`', '*', '[', ']', '<', '>', '&', '#'];
 
 /// `text` on one line with Markdown and HTML characters escaped.
 pub fn inline(text: &str) -> String {
-    let line = one_line(text);
+    let line = escape_controls(&one_line(text));
     let mut out = String::with_capacity(line.len() + 8);
     for c in line.chars() {
         if SPECIAL.contains(&c) {
@@ -36,7 +37,7 @@ pub fn inline(text: &str) -> String {
 
 /// `text` on one line as inline code.
 pub fn code_span(text: &str) -> String {
-    let line = one_line(text);
+    let line = escape_controls(&one_line(text));
     let ticks = "`".repeat(longest_run(&line, '`') + 1);
     // A space keeps a leading or trailing backtick from joining the delimiter.
     let pad = if line.starts_with('`') || line.ends_with('`') {
@@ -66,7 +67,8 @@ pub fn quote(text: &str) -> String {
 
 /// `text` as a fenced block (with a blank line after it).
 pub fn fence(lang: &str, text: &str) -> String {
-    let ticks = "`".repeat(longest_run(text, '`').max(2) + 1);
+    let text = escape_controls_in_lines(text);
+    let ticks = "`".repeat(longest_run(&text, '`').max(2) + 1);
     let body = text.trim_end_matches('\n');
     format!("{ticks}{lang}\n{body}\n{ticks}\n\n")
 }

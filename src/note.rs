@@ -214,11 +214,26 @@ fn notes(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
                 .into(),
         );
     }
-    if let Some(took) = ctx.teardown {
-        notes.push(format!(
-            "The sandbox container was removed in {}.",
-            human(took)
-        ));
+    if let Some(teardown) = &ctx.teardown {
+        if let Some(took) = teardown.removed_in {
+            notes.push(format!(
+                "The sandbox container was removed in {}.",
+                human(took)
+            ));
+        }
+        if !teardown.privileges.is_empty() {
+            notes.push(format!(
+                "After the container was gone, {} privileged file(s) were still found in the repository and made safe:",
+                teardown.privileges.len()
+            ));
+            notes.extend(
+                teardown
+                    .privileges
+                    .iter()
+                    .take(MAX_FILES_SHOWN)
+                    .map(|f| format!("  {}", inline(&f.to_string()))),
+            );
+        }
     }
     if notes.is_empty() {
         notes.push("None.".into());
@@ -390,8 +405,11 @@ fn privileges(out: &mut String, findings: &[Finding]) -> std::fmt::Result {
         return Ok(());
     }
     writeln!(out, "- Privileged files made safe in the repository:")?;
-    for finding in findings {
+    for finding in findings.iter().take(MAX_FILES_SHOWN) {
         writeln!(out, "  - {}", inline(&finding.to_string()))?;
+    }
+    if findings.len() > MAX_FILES_SHOWN {
+        writeln!(out, "  - … and {} more", findings.len() - MAX_FILES_SHOWN)?;
     }
     Ok(())
 }

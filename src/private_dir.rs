@@ -52,6 +52,29 @@ impl PrivateDir {
         Ok(dir)
     }
 
+    /// An existing directory, for reading only: nothing is created, and a symlink as
+    /// its last component is an error. Readers of files that other processes wrote
+    /// (the web view) walk down from here with `existing`.
+    pub fn open_existing(path: &Path) -> std::io::Result<Self> {
+        Ok(PrivateDir {
+            fd: open_path(path, libc::O_RDONLY | libc::O_DIRECTORY)?,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The existing subdirectory `name`, never created; a symlink or a non-directory
+    /// is an error.
+    pub fn existing(&self, name: &str) -> std::io::Result<PrivateDir> {
+        let c = entry_name(name)?;
+        let fd = self
+            .open_at(&c, libc::O_RDONLY | libc::O_DIRECTORY, 0)
+            .map_err(|e| self.context(name, self.explain(&c, e)))?;
+        Ok(PrivateDir {
+            fd,
+            path: self.path.join(name),
+        })
+    }
+
     /// Where this directory is, for messages and for mounting.
     pub fn path(&self) -> &Path {
         &self.path
@@ -372,6 +395,31 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "host data");
         let _ = std::fs::remove_dir_all(repo);
         let _ = std::fs::remove_dir_all(outside.parent().unwrap());
+    }
+
+    #[test]
+    fn the_read_only_walk_creates_nothing_and_follows_no_symlink() {
+        let repo = scratch("walk");
+        let outside = scratch("walk-outside");
+        std::fs::write(outside.join("secret"), "host data").unwrap();
+        let root = PrivateDir::open_existing(&repo).unwrap();
+        assert!(root.existing(DIR_NAME).is_err(), "missing: not created");
+        assert!(!repo.join(DIR_NAME).exists());
+        std::fs::create_dir_all(repo.join(".agent-runner/logs/t-1")).unwrap();
+        std::fs::write(repo.join(".agent-runner/logs/t-1/run-1.log"), "log").unwrap();
+        let logs = root.existing(DIR_NAME).unwrap().existing("logs").unwrap();
+        assert_eq!(
+            logs.existing("t-1").unwrap().read("run-1.log", 10).unwrap(),
+            b"log"
+        );
+        symlink(&outside, repo.join(".agent-runner/logs/t-2")).unwrap();
+        let e = logs.existing("t-2").unwrap_err();
+        assert!(e.to_string().contains("is a symlink"), "{e}");
+        assert!(logs.existing("..").is_err());
+        symlink(&outside, repo.join("link")).unwrap();
+        assert!(PrivateDir::open_existing(&repo.join("link")).is_err());
+        let _ = std::fs::remove_dir_all(repo);
+        let _ = std::fs::remove_dir_all(outside);
     }
 
     #[test]

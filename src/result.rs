@@ -21,6 +21,9 @@ pub struct RunResult {
     pub duration_ms: u128,
     pub loops: u32,
     pub note_path: Option<String>,
+    /// Why the Task Note could not be written (then `note_path` is null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note_error: Option<String>,
     /// Why the task failed (or the input error).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -41,8 +44,9 @@ pub struct ValidationCommand {
 }
 
 impl RunResult {
-    /// The result of a task that ran; `note` is the note's path if it was written.
-    pub fn of(ctx: &TaskContext, note: Option<&Path>) -> Self {
+    /// The result of a task that ran; `note` is the note's path if it was written,
+    /// else why not.
+    pub fn of(ctx: &TaskContext, note: Result<&Path, String>) -> Self {
         let complete = ctx.state == TaskState::Complete;
         let summary = match (&ctx.failure, &ctx.assessment) {
             (Some(reason), _) if !complete => reason.clone(),
@@ -72,7 +76,8 @@ impl RunResult {
             },
             duration_ms: ctx.duration().as_millis(),
             loops: ctx.loops,
-            note_path: note.map(|p| p.display().to_string()),
+            note_path: note.as_ref().ok().map(|p| p.display().to_string()),
+            note_error: note.err(),
             error: ctx.failure.clone(),
         }
     }
@@ -101,6 +106,7 @@ impl RunResult {
             duration_ms: took.as_millis(),
             loops: 0,
             note_path: None,
+            note_error: None,
             error: Some(error),
         }
     }
@@ -121,10 +127,11 @@ impl RunResult {
     fn raw_line(&self) -> String {
         let id = self.task_id.as_deref().unwrap_or("?");
         let secs = self.duration_ms as f64 / 1000.0;
-        let note = self
-            .note_path
-            .as_deref()
-            .map_or(String::new(), |p| format!("; note: {p}"));
+        let note = match (&self.note_path, &self.note_error) {
+            (Some(p), _) => format!("; note: {p}"),
+            (None, Some(e)) => format!("; the Task Note could not be written: {e}"),
+            (None, None) => String::new(),
+        };
         if self.status == "succeeded" {
             format!(
                 "{}: task {id} in {secs:.1} s, {} loop(s), tests {}{note}",

@@ -54,7 +54,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
             }
         }
         (self.checkpoint)(ctx);
-        ctx.teardown = self.sandbox.shutdown();
+        ctx.teardown = Some(self.sandbox.shutdown());
         (self.checkpoint)(ctx);
     }
 

@@ -45,6 +45,31 @@ impl fmt::Display for Secret {
     }
 }
 
+/// The credentials a URL carries: its userinfo (`user:password@`, and the password
+/// alone) and the query values that look like keys (`?api-key=...`, as some gateways
+/// take one): of a parameter named like a credential, or long enough to be one.
+pub fn in_url(url: &str) -> Vec<Secret> {
+    const CREDENTIAL_NAMES: &[&str] = &["key", "token", "secret", "sig", "auth", "pass", "code"];
+    let mut out = Vec::new();
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let authority = before_query.split(['/', '#']).next().unwrap_or("");
+    if let Some((userinfo, _)) = authority.rsplit_once('@') {
+        out.push(Secret::new(userinfo.to_string()));
+        if let Some((_, password)) = userinfo.split_once(':') {
+            out.push(Secret::new(password.to_string()));
+        }
+    }
+    let query = query.split('#').next().unwrap_or("");
+    for (name, value) in query.split('&').filter_map(|pair| pair.split_once('=')) {
+        let name = name.to_ascii_lowercase();
+        if CREDENTIAL_NAMES.iter().any(|c| name.contains(c)) || value.len() >= 12 {
+            out.push(Secret::new(value.to_string()));
+        }
+    }
+    out
+}
+
 /// Masks a fixed set of secret values in text.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
@@ -207,6 +232,26 @@ mod tests {
         );
         assert_eq!(masked, "key: |\n  ***\n  ***\n  ***\n  ***\n");
         assert_eq!(r.redact(pem), "***");
+    }
+
+    #[test]
+    fn credentials_in_urls_are_secrets() {
+        let found: Vec<String> = in_url(
+            "https://user:hunter2secret@gw.example/v1?api-key=qs1&format=json&x=0123456789abc#f",
+        )
+        .iter()
+        .map(|s| s.expose().to_string())
+        .collect();
+        assert_eq!(
+            found,
+            [
+                "user:hunter2secret",
+                "hunter2secret",
+                "qs1",
+                "0123456789abc"
+            ]
+        );
+        assert!(in_url("https://api.openai.com/v1").is_empty());
     }
 
     #[test]

@@ -70,6 +70,20 @@ pub fn terminate_with_parent(command: &mut std::process::Command) {
     }
 }
 
+/// Raises this process's limit of open files to its hard limit: the repository
+/// sweep keeps one descriptor per directory level, and a worker can nest deep.
+pub fn raise_open_files_limit() {
+    // SAFETY: getrlimit/setrlimit with a valid out-parameter.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
 /// (uid, gid) of this process.
 pub fn user_and_group() -> (u32, u32) {
     // SAFETY: getuid/getgid cannot fail and touch no memory.

@@ -123,6 +123,19 @@ pub fn fit(s: &str, width: usize) -> String {
     out
 }
 
+/// `escape_controls` line by line: line breaks stay (CRLF becomes LF), every other
+/// control character is shown escaped. For multi-line outside text kept as text
+/// (outputs in the Task Note, which people `cat`).
+pub fn escape_controls_in_lines(s: &str) -> String {
+    if !s.chars().any(|c| c != '\n' && needs_escape(c)) {
+        return s.to_string();
+    }
+    s.split('\n')
+        .map(|line| escape_controls(line.strip_suffix('\r').unwrap_or(line)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn needs_escape(c: char) -> bool {
     // C0, DEL, C1, and the Unicode line/paragraph separators and bidi overrides
     // that reorder or break what a terminal shows.
@@ -165,5 +178,9 @@ mod tests {
         );
         assert_eq!(escape_controls("plain"), "plain");
         assert_eq!(escape_controls("\u{202e}txt"), "\\u{202e}txt");
+        assert_eq!(
+            escape_controls_in_lines("a\r\n\u{1b}[31mb\n\tc"),
+            "a\n\\e[31mb\n\tc"
+        );
     }
 }

@@ -28,6 +28,7 @@ fn the_runner_never_imports_the_pipeline() {
         "cli/task.rs",
         "cli/orchestrate.rs",
         "cli/plan.rs",
+        "cli/serve.rs",
     ];
     let mut files = Vec::new();
     rust_files(&src, &mut files);

@@ -10,10 +10,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::Scratch;
 use support::docker::{TEST_IMAGE, containers_labelled, docker};
 use support::fake_openai::FakeOpenAi;
 use support::task::*;
+use support::{Run, Scratch};
 
 fn mkfifo(path: &Path) {
     let ok = Command::new("mkfifo").arg(path).status().unwrap();
@@ -479,4 +479,159 @@ fn running_as_root(why: &str) -> bool {
         eprintln!("skipped: needs root ({why})");
     }
     root
+}
+
+/// A worker that replaces the container's shell runs every later exec, and can
+/// exempt a process of its own from the leftover stop, which then re-sets a setuid
+/// bit after each sweep. The last sweep, once the container is gone, still finds it.
+#[test]
+fn a_replaced_container_shell_cannot_leave_a_setuid_file_behind() {
+    if !running_as_root("the worker is root only then") {
+        return;
+    }
+    let dir = Scratch::new("bnd-fakesh");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    // What the worker writes (planted first, to keep the prompt readable).
+    dir.file(
+        "repo/wrap.sh",
+        r#"#!/bin/busybox sh
+if [ "$1" = -c ] && [ "$3" = agent-runner-envelope ]; then
+  [ -f /tmp/spare ] || { /bin/busybox sh /workspace/project/planter.sh </dev/null >/dev/null 2>&1 & sleep 0.2; }
+  s=$(printf %s "$2" | sed 's/case "\$p" in 1|/case "$p" in $(cat \/tmp\/spare 2>\/dev\/null || echo x)|1|/')
+  shift 2
+  exec /bin/busybox sh -c "$s" "$@"
+fi
+exec /bin/busybox sh "$@"
+"#,
+    );
+    dir.file(
+        "repo/planter.sh",
+        "echo $$ > /tmp/spare\ncp /bin/busybox /workspace/project/rootsh\n\
+         while :; do chmod 4755 /workspace/project/rootsh; done\n",
+    );
+    let id = task_id("bnd-fakesh");
+    let install =
+        "@run: cp wrap.sh /usr/local/bin/sh && chmod 755 /usr/local/bin/sh\n@say: installed";
+    let (out, _server) = run_prompts(&id, &repo, &[install], Some("true"), "");
+    out.code(0);
+    let rootsh = repo.join("rootsh");
+    assert!(rootsh.exists(), "the attack ran");
+    let mode = std::fs::metadata(&rootsh).unwrap().permissions().mode() & 0o7777;
+    let note = note(&repo, &id);
+    assert_eq!(mode & 0o6000, 0, "a setuid file survived the task:\n{note}");
+    assert!(
+        note.contains("After the container was gone, 1 privileged file(s) were still found")
+            && note.contains("rootsh: setuid/setgid bits removed"),
+        "{note}"
+    );
+    assert_no_container(&id);
+}
+
+/// Processes that each start a successor and exit, ignoring SIGTERM, outran a single
+/// SIGKILL pass (and then the task failed as not quiet); stopped processes cannot
+/// fork, so STOP-then-KILL passes end the chain and the task completes.
+#[test]
+fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
+    if !running_as_root("the worker is root only then") {
+        return;
+    }
+    for attempt in 0..2 {
+        let dir = Scratch::new("bnd-chain");
+        let repo = dir.join("repo");
+        support::git_repo(&repo, "a.txt", "original\n");
+        dir.file(
+            "repo/c.sh",
+            "trap '' TERM\nsh /workspace/project/c.sh </dev/null >/dev/null 2>&1 &\n\
+             chmod 4755 /workspace/project/rootsh\n",
+        );
+        let id = task_id("bnd-chain");
+        let chain =
+            "@run: cp /bin/busybox rootsh; for i in 1 2 3 4 5 6; do sh c.sh; done\n@say: chained";
+        let (out, _server) = run_prompts(&id, &repo, &[chain], Some("true"), "");
+        let note = note(&repo, &id);
+        let mode = std::fs::metadata(repo.join("rootsh"))
+            .unwrap_or_else(|e| panic!("rootsh: {e}; stderr:\n{}\nnote:\n{note}", out.stderr))
+            .permissions()
+            .mode();
+        assert_eq!(
+            mode & 0o6000,
+            0,
+            "attempt {attempt}: a setuid file survived:\n{note}"
+        );
+        out.code(0);
+        assert!(
+            note.contains("(0 still running after SIGKILL)"),
+            "attempt {attempt}: the chain was stopped:\n{note}"
+        );
+        assert_no_container(&id);
+    }
+}
+
+/// The sweep held a descriptor per directory level; past the limit (1024 is a common
+/// hard limit) a deep directory was skipped in silence. It now holds a bounded
+/// number and reopens deeper directories from the root.
+#[test]
+fn a_setuid_file_nested_past_the_descriptor_limit_is_found() {
+    if !running_as_root("the worker is root only then") {
+        return;
+    }
+    let dir = Scratch::new("bnd-nest");
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let id = task_id("bnd-nest");
+    // Two directories per level; it descends into the one the directory lists last,
+    // so a walk that kept a descriptor for a pending sibling would hold one per level.
+    let nest = "@run: mkdir n && cd n && i=0; while [ $i -lt 1100 ]; do mkdir a b; \
+                l=$(find . -mindepth 1 -maxdepth 1 -type d | tail -n 1); cd $l; i=$((i+1)); done; \
+                cp /bin/busybox rootsh; chmod 4755 rootsh\n@say: nested";
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(nest),
+        assess(&["AC-1"], "done"),
+    ]);
+    let out = Run::through(&["prlimit", "--nofile=1024:1024", "--"], &["run"])
+        .env("OPENAI_API_KEY", KEY)
+        .stdin(v1_task(
+            &id,
+            &repo,
+            &server,
+            None,
+            "",
+            "    max_run_time_sec: 300\n",
+        ))
+        .output();
+    out.code(0);
+    let found = Command::new("find")
+        .arg(repo.join("n"))
+        .args(["-name", "rootsh", "-perm", "/6000"])
+        .output()
+        .unwrap();
+    assert!(found.stdout.is_empty(), "a setuid file survived the sweep");
+    assert!(note(&repo, &id).contains("rootsh: setuid/setgid bits removed"));
+    assert_no_container(&id);
+}
+
+/// The keep-alive runs in the container, where the worker can freeze it; a host-side
+/// watchdog still removes the container when agent-runner is SIGKILLed.
+#[test]
+fn a_frozen_keep_alive_cannot_keep_the_container_after_agent_runner_is_killed() {
+    let dir = Scratch::new("bnd-stopka");
+    let id = task_id("bnd-stopka");
+    // (It may not have become `cat` yet when the first run starts: look again.)
+    let freeze = "@run: for t in 1 2 3 4 5 6 7 8 9 10; do for d in /proc/[0-9]*; do p=${d#/proc/}; \
+                  [ \"$(cat $d/comm 2>/dev/null)\" = cat ] && [ \"$(cut -d' ' -f4 $d/stat)\" = 1 ] \
+                  && kill -STOP $p && echo froze-keepalive && break 2; done; sleep 0.5; done\n@say: working\n@sleep: 60";
+    let (_server, mut child) = busy_worker(&dir, &id, freeze, false);
+    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(20), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("froze-keepalive"))
+    });
+    child.child().kill().unwrap();
+    let _ = child.child().wait();
+    let killed = Instant::now();
+    wait_for(Duration::from_secs(10), || {
+        containers_labelled("agent-runner.task", &id).is_empty()
+    });
+    eprintln!("container gone {:?} after SIGKILL", killed.elapsed());
 }

@@ -11,10 +11,14 @@ use support::{Outcome, Run, Scratch};
 const META_KEY: &str = "sk-doctor-meta-key-0123456789";
 
 /// A v1 task naming `image` and the Meta endpoint `base_url`.
+/// The repository is a directory below the scratch directory, which is HOME: a task
+/// may not name HOME itself.
 fn task(dir: &Scratch, image: &str, base_url: &str, worker_extra: &str) -> String {
+    let repo = dir.path.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
     format!(
         "version: 1\ntask:\n  repo: {}\n  prd:\n    text: anything\nrunner:\n  meta:\n    base_url: {base_url}\n    api_key: {META_KEY}\n  worker:\n    docker_image: {image}\n    network: none\n{worker_extra}",
-        dir.path.display()
+        repo.display()
     )
 }
 
@@ -260,6 +264,7 @@ fn an_unreachable_meta_endpoint_fails() {
 fn as_a_non_root_user_files_belong_to_that_user() {
     let dir = Scratch::new("doctor-nonroot");
     let meta = FakeOpenAi::start(vec![]);
+    std::fs::create_dir_all(dir.path.join("repo")).unwrap();
     let Some(user) = support::OtherUser::new(4243, &dir.path) else {
         return;
     };

@@ -328,6 +328,37 @@ fn a_meta_error_can_neither_forge_a_result_line_nor_leak_the_key() {
 }
 
 #[test]
+fn control_characters_from_meta_do_not_reach_the_note_raw() {
+    let dir = Scratch::new("e2e-esc");
+    let id = task_id("esc");
+    let server = FakeOpenAi::start(vec![
+        Answer::chat(
+            "type: plan_task\nacceptance_criteria:\n  - id: \"AC-1\\e]0;PWNED\\a\"\n    description: \"works \\e[31mred\"\n",
+        ),
+        run_worker("@say: done"),
+        Answer::chat(
+            "type: completion_assessment\nsummary: \"ok \\e[2J\"\ndetails:\n  passed_criteria: [\"AC-1\\e]0;PWNED\\a\"]\n  remaining_risks: []\n",
+        ),
+    ]);
+    let out = runner(&v1_task(&id, &dir.path, &server, Some("true"), "", "")).output();
+    out.code(0);
+    let note = note(&dir.path, &id);
+    let raw: Vec<&str> = note
+        .lines()
+        .filter(|l| l.contains('\u{1b}') || l.contains('\u{7}'))
+        .collect();
+    assert!(
+        raw.is_empty(),
+        "raw control characters in the note: {raw:?}"
+    );
+    // Escaped for the terminal (`\e`), then for Markdown (`\\e`, `\]`).
+    assert!(
+        note.contains(r"AC-1\\e\]0;PWNED\\x07"),
+        "shown escaped:\n{note}"
+    );
+}
+
+#[test]
 fn invalid_yaml_with_json_still_prints_one_result() {
     let out = Run::new(&["run", "--json"])
         .stdin("version: 1\ntask: [unclosed\n")
@@ -421,9 +452,12 @@ fn as_a_non_root_user_files_belong_to_that_user() {
     use std::os::unix::fs::MetadataExt;
     let dir = Scratch::new("e2e-nonroot");
     let uid = 4242;
+    // The user's HOME beside the repository (a HOME inside it is refused).
+    let home = Scratch::new("e2e-nonroot-home");
     let Some(user) = support::OtherUser::new(uid, &dir.path) else {
         return;
     };
+    user.owns(&home.path);
     let id = task_id("nonroot");
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
@@ -434,7 +468,7 @@ fn as_a_non_root_user_files_belong_to_that_user() {
     let out = user
         .run(&["run"])
         .env("OPENAI_API_KEY", KEY)
-        .env("HOME", &dir.path)
+        .env("HOME", &home.path)
         .stdin(yaml)
         .output();
     out.code(0);
@@ -445,6 +479,69 @@ fn as_a_non_root_user_files_belong_to_that_user() {
     assert!(
         everything_written(&dir.path).contains("4242"),
         "the worker ran as uid 4242"
+    );
+    assert_no_container(&id);
+}
+
+/// A tmpfs mounted over a directory for the test's lifetime.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(path: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(path).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "this test needs to mount a tmpfs (root), and CI=true"
+            );
+            eprintln!("skipped: cannot mount a tmpfs");
+            return None;
+        }
+        Some(SmallDisk(path.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// The worker fills the disk: the task still ends, and the result says the note
+/// could not be written instead of pointing at a stale one.
+#[test]
+fn a_full_disk_is_reported_instead_of_a_stale_note() {
+    let dir = Scratch::new("e2e-diskfull");
+    let repo = dir.path.join("repo");
+    let Some(_disk) = SmallDisk::mount(&repo, "4m") else {
+        return;
+    };
+    let id = task_id("diskfull");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: dd if=/dev/zero of=fill bs=64k count=200 2>/dev/null; true\n@say: filled",
+        ),
+        assess(&["AC-1"], "done"),
+    ]);
+    let out = runner(&v1_task(&id, &repo, &server, Some("true"), "", ""))
+        .arg("--json")
+        .output();
+    let result: serde_json::Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", out.stdout, out.stderr));
+    assert_eq!(result["note_path"], serde_json::Value::Null, "{result}");
+    let why = result["note_error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!("task-{id}.md")) && why.contains("No space left"),
+        "{result}"
     );
     assert_no_container(&id);
 }

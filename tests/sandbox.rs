@@ -85,7 +85,7 @@ fn worker_creates_files_in_the_repo_owned_by_the_caller() {
     assert!(log.contains("\"type\":\"turn.completed\""), "{log}");
     assert_eq!(run.output_bytes as usize, log.len());
     assert_eq!(containers_labelled("agent-runner.task", &id).len(), 1);
-    assert!(sandbox.shutdown().is_some());
+    assert!(sandbox.shutdown().removed_in.is_some());
     assert!(containers_labelled("agent-runner.task", &id).is_empty());
 }
 
@@ -311,7 +311,7 @@ fn missing_image_is_a_clear_error_and_leaves_no_container() {
         other => panic!("{other:?}"),
     }
     assert!(containers_labelled("agent-runner.task", &id).is_empty());
-    assert_eq!(sandbox.shutdown(), None);
+    assert_eq!(sandbox.shutdown().removed_in, None);
 }
 
 #[test]

@@ -169,3 +169,131 @@ fn no_piece_of_any_secret_gets_out() {
         .max_tests(6)
         .quickcheck(check as fn(Case) -> bool);
 }
+
+/// File names the worker creates come back through git in the container: they must
+/// be masked before they are quoted, escaped, collapsed or cut on their way into the
+/// note and Meta's requests.
+#[test]
+fn secrets_in_worker_file_names_get_out_nowhere() {
+    let dir = Scratch::new("secrets-files");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    let id = task_id("secfile");
+    let secrets = [
+        ("TOK_A", "alpha1#bravo2#charlie3"), // Markdown escaping of `#`
+        ("TOK_B", "gr\u{20ac}\u{20ac}n-apple-orange"), // git's quoting of non-ASCII
+        ("TOK_C", "one two  three-four"),    // whitespace collapsed
+        ("TOK_D", "sk-live-ABCDEFGHIJKLMNOPQRSTUVWX"), // cut at 200 bytes for Meta
+    ];
+    let env: String = secrets
+        .iter()
+        .map(|(name, _)| format!("      {name}: env:HOST_{name}\n"))
+        .collect();
+    let prompt = "@run: touch \"f-$TOK_A\" \"g-$TOK_B\" \"h-$TOK_C\" \"$(printf '%0190d' 0)-$TOK_D\"\n@say: made files";
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(prompt),
+        assess(&[], "checked"),
+        run_worker("@say: again"),
+        assess(&["AC-1"], "done"),
+    ]);
+    let yaml = support::task::v1_task(
+        &id,
+        &repo,
+        &server,
+        Some("true"),
+        "",
+        &format!("    env:\n{env}"),
+    );
+    let mut run = support::task::runner(&yaml).arg("--json");
+    for (name, value) in secrets {
+        run = run.env(&format!("HOST_{name}"), value);
+    }
+    let out = run.output();
+    out.code(0);
+    let note = support::task::note(&repo, &id);
+    assert!(
+        note.contains("?? f-***"),
+        "the file is listed, masked:\n{note}"
+    );
+    let mut places = vec![
+        ("note".to_string(), note),
+        ("stdout".to_string(), out.stdout.clone()),
+        ("stderr".to_string(), out.stderr.clone()),
+    ];
+    for (n, request) in server.received().iter().enumerate() {
+        places.push((format!("Meta request {n}"), request.body.clone()));
+        places.push((format!("Meta request {n} (decoded)"), request.message(1)));
+    }
+    for (name, secret) in secrets {
+        for (place, text) in &places {
+            if let Some(piece) = support::leaked_piece(text, secret, PIECE) {
+                panic!("{name}: {piece:?} in {place}:\n{text}");
+            }
+        }
+    }
+}
+
+/// Every `env:` value is a secret, `CI=true` included: masking must not turn Meta's
+/// `all_criteria_satisfied: true` into `***` (a YAML alias) before the reply is read.
+#[test]
+fn a_secret_that_is_a_common_word_does_not_corrupt_meta_replies() {
+    let dir = Scratch::new("secrets-ci");
+    let id = task_id("ci");
+    let done = Answer::chat(
+        "type: completion_assessment\nsummary: all true\ndetails:\n  passed_criteria: [AC-1]\n  remaining_risks: []\nall_criteria_satisfied: true\n",
+    );
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: done"), done]);
+    let yaml = support::task::v1_task(
+        &id,
+        &dir.path,
+        &server,
+        Some("true"),
+        "",
+        "    env:\n      CI: env:CI\n",
+    );
+    let out = support::task::runner(&yaml)
+        .env("CI", "true")
+        .arg("--json")
+        .output();
+    out.code(0);
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["status"], "succeeded", "{result}");
+    assert_eq!(
+        result["summary"], "all ***",
+        "the reply's strings are still masked"
+    );
+}
+
+/// Credentials in `runner.meta.base_url` (userinfo, or a key in the query as some
+/// gateways take) are secrets like the API key.
+#[test]
+fn credentials_in_the_meta_base_url_are_masked() {
+    let dir = Scratch::new("secrets-url");
+    let id = task_id("url");
+    let yaml = format!(
+        "version: 1\ntask:\n  id: {id}\n  repo: {}\n  prd:\n    text: x\nrunner:\n  meta:\n    base_url: http://user:hu7QZ2xW9vK4@127.0.0.1:9/v1?api-key=qK8mP2xR7nB3\n    model: m\n    timeout_sec: 2\n  worker:\n    docker_image: {TEST_IMAGE}\n    network: none\n",
+        dir.path.display(),
+    );
+    let out = support::task::runner(&yaml).arg("--json").output();
+    out.code(1);
+    let note = support::task::note(&dir.path, &id);
+    assert!(
+        note.contains("http://***@127.0.0.1:9/v1/chat/completions?api-key=***")
+            || note.contains("http://***@127.0.0.1:9/v1?api-key=***"),
+        "{note}"
+    );
+    for secret in ["hu7QZ2xW9vK4", "qK8mP2xR7nB3"] {
+        for (place, text) in [
+            ("stdout", &out.stdout),
+            ("stderr", &out.stderr),
+            ("note", &note),
+        ] {
+            assert_eq!(
+                support::leaked_piece(text, secret, PIECE),
+                None,
+                "{secret} in {place}:\n{text}"
+            );
+        }
+    }
+}

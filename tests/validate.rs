@@ -3,6 +3,8 @@
 
 mod support;
 
+use std::path::Path;
+
 use support::{Run, Scratch};
 
 const KEY: &str = "sk-validate-test-0123456789";
@@ -341,4 +343,31 @@ fn a_flood_of_problems_is_listed_up_to_a_limit_and_counted() {
         "{}",
         out.stderr
     );
+}
+
+#[test]
+fn the_filesystem_root_is_refused_as_a_repository() {
+    // `repo: .` run from `/`, where many CI jobs start: the worker would get the
+    // whole host read-write.
+    let yaml = "version: 1\ntask:\n  id: x\n  prd:\n    text: hi\nrunner:\n  meta:\n    kind: scripted\n    script: /etc/hostname\n";
+    let out = Run::new(&["validate"])
+        .stdin(yaml)
+        .cwd(Path::new("/"))
+        .output();
+    out.code(1)
+        .stderr_has("error: task.repo: . resolves to /, which is the filesystem root");
+}
+
+#[test]
+fn every_problem_of_task_test_is_reported() {
+    let dir = Scratch::new("validate-test-section");
+    let yaml = format!(
+        "version: 1\ntask:\n  id: x\n  repo: {}\n  prd:\n    text: hi\n  test:\n    command: ''\n    cwd: ../x\n    timeout_sec: 0\nrunner:\n  meta:\n    kind: scripted\n    script: /etc/hostname\n",
+        dir.path.display()
+    );
+    let out = Run::new(&["validate"]).stdin(yaml).output();
+    out.code(1)
+        .stderr_has("task.test.command")
+        .stderr_has("task.test.cwd")
+        .stderr_has("task.test.timeout_sec");
 }

@@ -6,6 +6,7 @@ mod input;
 mod orchestrate;
 mod plan;
 mod run;
+mod serve;
 mod task;
 mod validate;
 mod workspace;
@@ -74,6 +75,18 @@ enum Command {
         #[arg(long)]
         once: bool,
     },
+    /// Serve the web view of a workspace: chat box, tasks with live status, Run
+    /// buttons, results, notes, the plan; prints its URL.
+    Serve {
+        #[command(flatten)]
+        workspace: WorkspaceDir,
+        /// Address to listen on; port 0 picks a free port.
+        #[arg(long, default_value = "127.0.0.1:8765", value_name = "IP:PORT", value_parser = serve::parse_addr)]
+        addr: std::net::SocketAddr,
+        /// Allow an address that is not loopback (reachable from other machines).
+        #[arg(long)]
+        allow_remote: bool,
+    },
 }
 
 /// `-w/--workspace DIR` of the pipeline commands: the workspace's directory (its
@@ -100,6 +113,7 @@ pub fn main() -> i32 {
         }
     };
     crate::logging::init();
+    crate::sys::raise_open_files_limit();
     let interrupt = Interrupt::from_signals();
     match cli.command {
         Command::Run { meta_model, json } => run::run(meta_model, json, interrupt),
@@ -120,6 +134,11 @@ pub fn main() -> i32 {
             },
             interrupt,
         ),
+        Command::Serve {
+            workspace,
+            addr,
+            allow_remote,
+        } => serve::run(&workspace.dir, addr, allow_remote, interrupt),
     }
 }
 

@@ -150,8 +150,11 @@ fn execute(
         }
     };
     Runner::new(meta, sandbox, &mut checkpoint, interrupt).run(&mut ctx);
-    let written = note_error.is_none().then_some(note_path.as_path());
-    emit(&RunResult::of(&ctx, written), json, &redactor);
+    let note = match note_error {
+        None => Ok(note_path.as_path()),
+        Some(e) => Err(e),
+    };
+    emit(&RunResult::of(&ctx, note), json, &redactor);
     exit::of_task(&ctx)
 }
 

@@ -6,17 +6,17 @@ use std::io::Write;
 use std::path::Path;
 
 use clap::Subcommand;
-use serde::Serialize;
-use serde_json::json;
 
 use crate::error::{Error, exit};
-use crate::pipeline::record::{Attempt, TaskRecord, TaskView};
+use crate::pipeline::record::{Attempt, TaskView};
+use crate::pipeline::run_request::{self, RunError};
 use crate::pipeline::status::TaskStatus;
 use crate::pipeline::store::{Board, TaskStore};
-use crate::pipeline::{PipelineError, Workspace, id, queue};
+use crate::pipeline::task_json::{self, TaskList};
+use crate::pipeline::{PipelineError, Workspace, new_task};
 use crate::secret::Redactor;
 use crate::text::{cut_chars, escape_controls, fit, one_line};
-use crate::timestamp::{Timestamp, human};
+use crate::timestamp::human;
 
 use super::WorkspaceDir;
 use super::{report, write_stdout};
@@ -114,81 +114,17 @@ fn new(
         return Err(PipelineError::Invalid("PROMPT: empty; say what the task is".into()).into());
     }
     let ws = open(dir)?;
-    let id = match id {
-        Some(id) if !id::is_valid(&id) => {
-            return Err(PipelineError::Invalid(id::invalid("--id", &id)).into());
-        }
-        Some(id) => id,
-        None => id::new_task_id(),
-    };
-    let title = match title {
-        Some(t) if t.trim().is_empty() => {
-            return Err(PipelineError::Invalid("--title: empty".into()).into());
-        }
-        Some(t) => one_line(&t),
-        None => cut_chars(
-            &one_line(prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("")),
-            120,
-        ),
-    };
-    let record = TaskRecord {
-        id: id.clone(),
-        workspace_id: ws.id.clone(),
-        title,
-        raw_prompt: prompt,
-        created_at: Timestamp::now().to_string(),
-        description: None,
-        acceptance_criteria: None,
-        depends_on: None,
-        phase: None,
-        milestone: None,
-        wbs_level: None,
-        estimated_effort: None,
-        suggested_impl: None,
-    };
-    TaskStore::new(&ws).create(&record)?;
-    write_stdout(&format!("{id}\n"))?;
+    let record = new_task::create(&ws, id, title, prompt)?;
+    write_stdout(&format!("{}\n", record.id))?;
     Ok(exit::COMPLETE)
 }
 
 fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
     let ws = open(dir)?;
     let board = Board::load(&ws)?;
-    let mut rows: Vec<(&TaskView, TaskStatus)> = board
-        .tasks
-        .iter()
-        .filter_map(|t| Some((t, board.status(&t.record.id)?)))
-        .filter(|(_, s)| all || *s != TaskStatus::Deleted)
-        .collect();
-    rows.sort_by(|a, b| {
-        (&a.0.record.created_at, &a.0.record.id).cmp(&(&b.0.record.created_at, &b.0.record.id))
-    });
+    let rows = task_json::rows(&board, all);
     if json {
-        let tasks: Vec<ListedTask> = rows
-            .iter()
-            .map(|(t, status)| ListedTask {
-                id: &t.record.id,
-                title: &t.record.title,
-                status: status.as_str(),
-                created_at: &t.record.created_at,
-                job_id: board.jobs.get(&t.record.id).map(|(_, j)| j.as_str()),
-                attempts: t.attempt_count,
-                last_attempt: t.latest().map(|a| AttemptBrief {
-                    attempt_id: &a.attempt_id,
-                    job_id: &a.job_id,
-                    status: a.status.as_str(),
-                    started_at: &a.started_at,
-                    finished_at: &a.finished_at,
-                    duration_ms: a.duration_ms,
-                    error: a.error.as_deref(),
-                }),
-            })
-            .collect();
-        let doc = TaskList {
-            workspace_id: &ws.id,
-            root_dir: &ws.root_dir,
-            tasks,
-        };
+        let doc = TaskList::new(&ws, &board, &rows);
         let mut text = serde_json::to_string(&doc).unwrap_or_default();
         text.push('\n');
         write_stdout(&text)?;
@@ -232,36 +168,6 @@ fn short_time(rfc3339: &str) -> String {
     escape_controls(&cut.replacen('T', " ", 1))
 }
 
-/// `task list --json`.
-#[derive(Serialize)]
-struct TaskList<'a> {
-    workspace_id: &'a str,
-    root_dir: &'a Path,
-    tasks: Vec<ListedTask<'a>>,
-}
-
-#[derive(Serialize)]
-struct ListedTask<'a> {
-    id: &'a str,
-    title: &'a str,
-    status: &'static str,
-    created_at: &'a str,
-    job_id: Option<&'a str>,
-    attempts: usize,
-    last_attempt: Option<AttemptBrief<'a>>,
-}
-
-#[derive(Serialize)]
-struct AttemptBrief<'a> {
-    attempt_id: &'a str,
-    job_id: &'a str,
-    status: &'static str,
-    started_at: &'a str,
-    finished_at: &'a str,
-    duration_ms: u64,
-    error: Option<&'a str>,
-}
-
 fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
     let ws = open(dir)?;
     let store = TaskStore::new(&ws);
@@ -273,25 +179,13 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
         }
         .into());
     };
-    let jobs = queue::job_states(&ws);
-    let job = jobs.get(task_id).cloned();
-    // Whether a queued task is BLOCKED depends on its dependencies' statuses.
-    let board = match &task.record.depends_on {
-        Some(deps) if !deps.is_empty() => Board::load(&ws)?,
-        _ => Board::of(vec![task.clone()], jobs),
-    };
+    let board = Board::around(&ws, &task)?;
+    let job = board.jobs.get(task_id).cloned();
     let status = board.status(task_id).unwrap_or(TaskStatus::Pending);
     let latest = task.latest();
     let result = latest.and_then(Attempt::result_value);
     if json {
-        let doc = json!({
-            "task": task.record,
-            "status": status.as_str(),
-            "deleted": task.deleted,
-            "job": job.map(|(state, id)| json!({"id": id, "state": format!("{state:?}").to_lowercase()})),
-            "attempts": task.attempts,
-            "latest_result": result,
-        });
+        let doc = task_json::detail(&task, status, job.as_ref());
         write_stdout(&format!("{doc}\n"))?;
         return Ok(exit::COMPLETE);
     }
@@ -413,17 +307,10 @@ fn enqueue(dir: &Path, ids: Vec<String>, all: bool) -> Result<i32, Error> {
     };
     let mut out = String::new();
     for id in chosen {
-        match board.status(&id) {
-            None => refuse(format!("task {id} not found in workspace {}", ws.id)),
-            Some(TaskStatus::Deleted) => refuse(format!("task {id} is deleted")),
-            Some(s @ (TaskStatus::Queued | TaskStatus::Blocked | TaskStatus::Running)) => {
-                let job = board.jobs.get(&id).map_or("?", |(_, j)| j.as_str());
-                refuse(format!(
-                    "task {id} is already {} (job {job}); not enqueued again",
-                    s.as_str()
-                ));
-            }
-            Some(_) => out.push_str(&format!("{}\n", queue::enqueue(&ws, &id)?)),
+        match run_request::enqueue(&ws, &board, &id) {
+            Ok(job) => out.push_str(&format!("{job}\n")),
+            Err(RunError::Refused(why)) => refuse(why.to_string()),
+            Err(RunError::Failed(e)) => return Err(e.into()),
         }
     }
     write_stdout(&out)?;

@@ -1,12 +1,13 @@
 //! One Meta exchange, for any message type: the request goes out with the system
 //! prompt; a reply that does not check is sent back with the problem, at most
 //! `MAX_REASKS` times; everything is recorded in a `MetaCall`. Secrets are masked in
-//! the request before it leaves and in every reply before it is parsed, kept or cut.
+//! the request before it leaves, in every reply text before it is kept or cut, and
+//! in every string of a parsed reply (the structure is parsed from the text as sent).
 
 use std::time::{Duration, Instant};
 
 use super::backend::{ChatBackend, ChatMessage};
-use super::reply::{Reply, parse_reply};
+use super::reply::{Reply, parse_reply_masked};
 use super::{MetaCall, MetaError, MetaOutcome};
 use crate::secret::Redactor;
 use crate::text::cut;
@@ -69,13 +70,12 @@ pub fn ask_checked<T: Reply, U>(
             }
         };
         call.attempts += completion.attempts;
-        let masked = redactor.redact(&completion.text);
-        let kept = cut(&masked, MAX_REPLY_KEPT);
+        let kept = cut(&redactor.redact(&completion.text), MAX_REPLY_KEPT);
         call.replies.push(kept.clone());
-        match parse_reply::<T>(&masked).and_then(&mut check) {
+        match parse_reply_masked::<T>(&completion.text, redactor).and_then(&mut check) {
             Ok(reply) => return finish(call, clock, Ok(reply), redactor),
             Err(e) => {
-                problem = e;
+                problem = redactor.redact(&e);
                 if round < MAX_REASKS {
                     log::warn!("meta {kind}: invalid reply ({problem}); asking again");
                     messages.push(ChatMessage {

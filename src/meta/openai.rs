@@ -60,7 +60,7 @@ impl OpenAiChat {
             .into();
         OpenAiChat {
             agent,
-            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            url: endpoint(base_url),
             model: model.to_string(),
             temperature,
             key,
@@ -172,6 +172,15 @@ fn transport_fault(url: &str, e: ureq::Error) -> Fault {
         | ureq::Error::Protocol(_) => Fault::Transient(format!("POST {url}: {e}")),
         other => Fault::Fatal(format!("POST {url}: {other}")),
     }
+}
+
+/// `{base_url}/chat/completions`, the path going before any query string.
+fn endpoint(base_url: &str) -> String {
+    let (base, query) = match base_url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (base_url, String::new()),
+    };
+    format!("{}/chat/completions{query}", base.trim_end_matches('/'))
 }
 
 /// The backoff base from `BACKOFF_ENV`: milliseconds, at most `MAX_BACKOFF_BASE`;
@@ -336,6 +345,15 @@ mod tests {
             content("nope", &none)
                 .unwrap_err()
                 .starts_with("the response is not JSON")
+        );
+    }
+
+    #[test]
+    fn the_path_goes_before_the_query() {
+        assert_eq!(endpoint("http://h/v1/"), "http://h/v1/chat/completions");
+        assert_eq!(
+            endpoint("http://h/v1?api-key=k"),
+            "http://h/v1/chat/completions?api-key=k"
         );
     }
 

@@ -5,6 +5,8 @@
 use serde::Deserialize;
 use serde_yaml::Value;
 
+use crate::secret::Redactor;
+
 /// A reply type: its `type` value and how to check a reply document.
 pub trait Reply: Sized {
     const KIND: &'static str;
@@ -13,8 +15,16 @@ pub trait Reply: Sized {
 
 /// Parses and checks a reply of type `T::KIND`.
 pub fn parse_reply<T: Reply>(text: &str) -> Result<T, String> {
+    parse_reply_masked(text, &Redactor::default())
+}
+
+/// `parse_reply`, with `redactor`'s secrets masked in every string of the reply once
+/// it is parsed: the structure is read from the text as sent (masking the text first
+/// could turn a `true` into `***`, a YAML alias), the contents never hold a secret.
+pub fn parse_reply_masked<T: Reply>(text: &str, redactor: &Redactor) -> Result<T, String> {
     let body = strip_fence(text);
-    let value: Value = serde_yaml::from_str(body).map_err(|e| format!("not valid YAML: {e}"))?;
+    let mut value: Value =
+        serde_yaml::from_str(body).map_err(|e| format!("not valid YAML: {e}"))?;
     let Value::Mapping(map) = &value else {
         return Err("expected one YAML mapping with a `type` key".into());
     };
@@ -23,7 +33,25 @@ pub fn parse_reply<T: Reply>(text: &str) -> Result<T, String> {
         Some(t) => return Err(format!("`type` is {t:?}, expected {:?}", T::KIND)),
         None => return Err(format!("`type: {}` is missing", T::KIND)),
     }
+    if !redactor.is_empty() {
+        mask_strings(&mut value, redactor);
+    }
     T::from_value(value)
+}
+
+fn mask_strings(value: &mut Value, redactor: &Redactor) {
+    match value {
+        Value::String(s) => {
+            let masked = redactor.redact(s);
+            if masked != *s {
+                *s = masked;
+            }
+        }
+        Value::Sequence(items) => items.iter_mut().for_each(|v| mask_strings(v, redactor)),
+        Value::Mapping(map) => map.values_mut().for_each(|v| mask_strings(v, redactor)),
+        Value::Tagged(tagged) => mask_strings(&mut tagged.value, redactor),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
 }
 
 /// Removes one surrounding ``` fence (```yaml, ```json or bare), if there is one.

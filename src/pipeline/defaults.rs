@@ -176,7 +176,7 @@ fn check_runner(runner: &Value) -> Result<(), String> {
     }
     let config = serde_json::json!({
         "task": {"id": "defaults-check", "title": "check", "instructions": "check",
-                 "project": {"root_dir": "/"}},
+                 "project": {"root_dir": std::env::temp_dir()}},
         "runner": {"meta": meta, "worker": worker},
     });
     let yaml = serde_yaml::to_string(&config).map_err(|e| e.to_string())?;
@@ -189,7 +189,7 @@ fn check_runner(runner: &Value) -> Result<(), String> {
         &yaml,
         &crate::task::Host {
             var: &var,
-            cwd: Ok(std::path::PathBuf::from("/")),
+            cwd: Ok(std::env::temp_dir()),
         },
     )
     .map(|_| ())

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::attempt::{self, Setup};
 use super::defaults::Isolation;
+use super::presence::Presence;
 use super::record::AttemptStatus;
 use super::{Workspace, claim, isolation, recovery};
 use crate::error::exit;
@@ -59,6 +60,10 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
             ""
         }
     );
+    // Other programs (the web view) tell from this marker that an orchestrator runs.
+    let _presence = Presence::announce(&ws)
+        .map_err(|e| log::warn!("{e}; other programs cannot tell that this orchestrator runs"))
+        .ok();
     let mut failures = recovery::recover(&ws);
     let setup = Setup {
         ws: ws.clone(),

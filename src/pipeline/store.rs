@@ -5,7 +5,7 @@
 //! its first task file, so a store sees every plan edit whole or not at all.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use super::plan::commit::Commits;
@@ -99,16 +99,16 @@ impl TaskStore {
     /// Every task, in no particular order, each with its latest attempt only
     /// (`Depth::Latest`). Unreadable files are skipped with a warning.
     pub fn load_all(&self) -> Result<Vec<TaskView>, PipelineError> {
-        let commits = self.commits();
+        let read = std::fs::read_dir(&self.dir).map_err(PipelineError::io("list", &self.dir))?;
         let mut tasks = Vec::new();
-        self.each_file(|name, bytes| {
-            tasks.extend(fold(
-                &format!("tasks/{name}"),
-                bytes,
-                Depth::Latest,
-                commits,
-            ))
-        })?;
+        let mut bytes = Vec::new();
+        for entry in read.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str().filter(|n| is_task_file(n)) else {
+                continue;
+            };
+            tasks.extend(self.brief(name, &entry.path(), &mut bytes));
+        }
         Ok(tasks)
     }
 
@@ -137,13 +137,9 @@ impl TaskStore {
         let mut bytes = Vec::new();
         for entry in read.flatten() {
             let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            let Some(id) = name.strip_suffix(".jsonl") else {
+            let Some(name) = name.to_str().filter(|n| is_task_file(n)) else {
                 continue;
             };
-            if !id::is_valid(id) {
-                continue;
-            }
             match jsonl::read(&entry.path(), &mut bytes, MAX_TASK_FILE) {
                 Ok(()) => each(name, &bytes),
                 Err(e) => log::warn!("tasks/{name}: skipped ({e})"),
@@ -151,6 +147,26 @@ impl TaskStore {
         }
         Ok(())
     }
+
+    /// The task in the file `name` at `path`, with its latest attempt only
+    /// (`Depth::Latest`); None, with a warning, if it cannot be read. `bytes` is a
+    /// buffer to reuse. What it says depends on the plan's commit record too
+    /// (`commits`), not only on the file.
+    pub fn brief(&self, name: &str, path: &Path, bytes: &mut Vec<u8>) -> Option<TaskView> {
+        let commits = self.commits();
+        match jsonl::read(path, bytes, MAX_TASK_FILE) {
+            Ok(()) => fold(&format!("tasks/{name}"), bytes, Depth::Latest, commits),
+            Err(e) => {
+                log::warn!("tasks/{name}: skipped ({e})");
+                None
+            }
+        }
+    }
+}
+
+/// Whether `name` in `tasks/` is a task file: `<valid id>.jsonl`.
+pub fn is_task_file(name: &str) -> bool {
+    name.strip_suffix(".jsonl").is_some_and(id::is_valid)
 }
 
 /// Tasks with their derived statuses: what `task list`, `task show` and the claim
@@ -172,6 +188,15 @@ impl Board {
     pub fn load_from(ws: &Workspace, store: &TaskStore) -> Result<Board, PipelineError> {
         let tasks = store.load_all()?;
         Ok(Board::of(tasks, queue::job_states(ws)))
+    }
+
+    /// The board needed for the status of `task` alone: whether a queued task is
+    /// BLOCKED depends on its dependencies' statuses, so only then is every task read.
+    pub fn around(ws: &Workspace, task: &TaskView) -> Result<Board, PipelineError> {
+        match &task.record.depends_on {
+            Some(deps) if !deps.is_empty() => Board::load(ws),
+            _ => Ok(Board::of(vec![task.clone()], queue::job_states(ws))),
+        }
     }
 
     /// The board of these tasks and jobs.

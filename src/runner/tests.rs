@@ -12,7 +12,7 @@ use crate::meta::{Assessment, MetaCall, NextAction, Plan};
 use crate::task::TestSpec;
 use crate::timestamp::Timestamp;
 use crate::worker::codex::Transcript;
-use crate::worker::{TestRun, WorkerRun};
+use crate::worker::{Teardown, TestRun, WorkerRun};
 
 type Reply<T> = Result<T, MetaError>;
 
@@ -116,9 +116,9 @@ impl Sandbox for FakeSandbox {
         })
     }
 
-    fn shutdown(&mut self) -> Option<Duration> {
+    fn shutdown(&mut self) -> Teardown {
         self.shutdowns += 1;
-        None
+        Teardown::default()
     }
 }
 
@@ -404,9 +404,12 @@ impl Sandbox for InterruptingSandbox {
         self.inner.run_test(number, test)
     }
 
-    fn shutdown(&mut self) -> Option<Duration> {
+    fn shutdown(&mut self) -> Teardown {
         self.inner.shutdown();
-        Some(Duration::from_millis(7))
+        Teardown {
+            removed_in: Some(Duration::from_millis(7)),
+            privileges: vec![],
+        }
     }
 }
 
@@ -424,7 +427,9 @@ fn clean_up_continues_after_an_interrupt() {
         interrupt,
     };
     let mut notes: Vec<(TaskState, Option<Duration>)> = Vec::new();
-    let mut checkpoint = |ctx: &TaskContext| notes.push((ctx.state, ctx.teardown));
+    let mut checkpoint = |ctx: &TaskContext| {
+        notes.push((ctx.state, ctx.teardown.as_ref().and_then(|t| t.removed_in)))
+    };
     Runner::new(meta, &mut sandbox, &mut checkpoint, interrupt).run(&mut ctx);
     assert_eq!(ctx.state, TaskState::Failed);
     assert!(ctx.interrupted);

@@ -40,7 +40,7 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
     let id = problems.take(task_id(section.id));
     let title = problems.take(title(section.title, false));
     let prd = prd(section.prd, host, problems);
-    let test = problems.take(test_spec(section.test));
+    let test = test_spec(section.test, problems);
     let criteria = problems.take(acceptance_criteria(section.acceptance_criteria));
     let repo = problems.take(repo_dir(
         section.repo.as_deref().unwrap_or("."),
@@ -59,7 +59,7 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
         id_generated,
         repo: repo?,
         prd: prd?,
-        test: test?,
+        test,
         acceptance_criteria: criteria?,
         meta: meta?,
         worker: worker?,
@@ -85,7 +85,7 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         None => problems.take(Err(required("task.project.root_dir"))),
         Some(root_dir) => problems.take(repo_dir(&root_dir, "task.project.root_dir", host)),
     };
-    let test = problems.take(test_spec(section.test));
+    let test = test_spec(section.test, problems);
     let criteria = problems.take(acceptance_criteria(section.acceptance_criteria));
     let runner = raw.runner;
     if runner.is_none() {
@@ -111,7 +111,7 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
             source: PrdSource::Inline,
             text: text?,
         },
-        test: test?,
+        test,
         acceptance_criteria: criteria?,
         meta: meta?,
         worker: worker?,
@@ -178,25 +178,29 @@ fn prd(raw: Option<RawPrd>, host: &Host, problems: &mut InputErrors) -> Option<P
     problems.take(result)
 }
 
-fn test_spec(raw: Option<RawTest>) -> Result<Option<TestSpec>, InputError> {
-    let Some(raw) = raw else { return Ok(None) };
-    let command = non_empty(raw.command).ok_or_else(|| {
+/// `task.test`, each of its problems recorded (None when absent or invalid).
+fn test_spec(raw: Option<RawTest>, problems: &mut InputErrors) -> Option<TestSpec> {
+    let raw = raw?;
+    let command = problems.take(non_empty(raw.command).ok_or_else(|| {
         InputError::new(
             "task.test.command",
             "required when `task.test` is present (got empty)",
         )
-    })?;
-    let cwd = relative_dir(raw.cwd.as_deref().unwrap_or("."), "task.test.cwd")?;
-    let timeout = seconds(
+    }));
+    let cwd = problems.take(relative_dir(
+        raw.cwd.as_deref().unwrap_or("."),
+        "task.test.cwd",
+    ));
+    let timeout = problems.take(seconds(
         raw.timeout_sec,
         DEFAULT_TEST_TIMEOUT_SEC,
         "task.test.timeout_sec",
-    )?;
-    Ok(Some(TestSpec {
-        command,
-        cwd,
-        timeout,
-    }))
+    ));
+    Some(TestSpec {
+        command: command?,
+        cwd: cwd?,
+        timeout: timeout?,
+    })
 }
 
 /// `task.acceptance_criteria`: at most `MAX_ACCEPTANCE_CRITERIA` non-blank strings.

@@ -218,8 +218,9 @@ impl Task {
     /// masking.
     pub fn secrets(&self) -> Vec<Secret> {
         let mut out = self.codex_auth.secrets();
-        if let MetaBackend::OpenAiChat { api_key, .. } = &self.meta.backend {
+        if let MetaBackend::OpenAiChat { api_key, base_url } = &self.meta.backend {
             out.push(api_key.value.clone());
+            out.extend(crate::secret::in_url(base_url));
         }
         for env in &self.worker.env {
             if let EnvValue::FromHost { value, .. } = &env.value {

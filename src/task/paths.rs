@@ -16,6 +16,40 @@ pub const MAX_PRD_BYTES: u64 = 4 << 20;
 
 /// The repository directory: absolute, symlinks resolved, and safe to name in a
 /// docker `--mount` value (no control characters, which would end or split it).
+/// The worker gets the repository read-write (and the sweep rewrites modes in it):
+/// the filesystem root or the home directory (or a directory holding it) would hand
+/// it the host's own files, `~/.ssh` and the codex credentials among them. A `repo:
+/// .` run from `/`, as many CI jobs start, must not do that.
+fn refuse_host_directory(
+    resolved: &Path,
+    path: &str,
+    field: &str,
+    host: &Host,
+) -> Result<(), InputError> {
+    let home = match host.var("HOME") {
+        crate::task::host::Var::Set(home) => std::fs::canonicalize(home).ok(),
+        _ => None,
+    };
+    let what = if resolved.parent().is_none() {
+        Some("is the filesystem root".to_string())
+    } else {
+        home.filter(|home| home.starts_with(resolved))
+            .map(|home| format!("holds your home directory {}", home.display()))
+    };
+    match what {
+        None => Ok(()),
+        Some(what) => Err(InputError::new(
+            field,
+            format!(
+                "{path} resolves to {}, which {what}; the worker would get it read-write",
+                resolved.display()
+            ),
+        )
+        .with_hint("point it at the project's own directory")
+        .environment()),
+    }
+}
+
 pub fn repo_dir(path: &str, field: &str, host: &Host) -> Result<PathBuf, InputError> {
     if path.chars().any(char::is_control) {
         return Err(InputError::new(
@@ -50,6 +84,7 @@ pub fn repo_dir(path: &str, field: &str, host: &Host) -> Result<PathBuf, InputEr
         )
         .environment());
     }
+    refuse_host_directory(&resolved, path, field, host)?;
     match resolved.to_str() {
         Some(text) if !text.chars().any(char::is_control) => Ok(resolved),
         _ => Err(InputError::new(
@@ -106,12 +141,19 @@ pub fn script_file(path: &str, field: &str, host: &Host) -> Result<PathBuf, Inpu
     let resolved = host
         .absolute(path)
         .map_err(|why| InputError::new(field, why).environment())?;
-    if !resolved.is_file() {
-        return Err(InputError::new(
-            field,
-            format!("file {path} not found (resolved to {})", resolved.display()),
-        )
-        .environment());
+    let shown = resolved.display();
+    let why = match std::fs::metadata(&resolved) {
+        Ok(meta) if meta.is_file() => None,
+        Ok(_) => Some(format!(
+            "{path} (resolved to {shown}) is not a regular file (a directory, FIFO, device or socket)"
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Some(format!("file {path} not found (resolved to {shown})"))
+        }
+        Err(e) => Some(format!("cannot read {path} (resolved to {shown}): {e}")),
+    };
+    if let Some(why) = why {
+        return Err(InputError::new(field, why).environment());
     }
     Ok(std::fs::canonicalize(&resolved).unwrap_or(resolved))
 }

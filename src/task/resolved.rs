@@ -108,7 +108,14 @@ pub fn resolved_yaml(task: &Task) -> String {
                     PrdSource::Inline => "inline".into(),
                 },
                 chars: task.prd.text.chars().count(),
-                start: task.prd.text.chars().take(PRD_PREVIEW_CHARS).collect(),
+                start: crate::text::escape_controls_in_lines(
+                    &task
+                        .prd
+                        .text
+                        .chars()
+                        .take(PRD_PREVIEW_CHARS)
+                        .collect::<String>(),
+                ),
             },
             test: task.test.as_ref().map(|t| TestView {
                 command: &t.command,

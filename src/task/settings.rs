@@ -48,7 +48,13 @@ pub fn meta(
             &["openai-chat", "scripted"],
         )),
     };
-    let model = match non_empty(raw.model) {
+    // An empty model is most likely an unset variable in a template: say so rather
+    // than quietly asking the default model.
+    let model = match raw.model {
+        Some(model) if model.trim().is_empty() => problems.take(Err(InputError::new(
+            "runner.meta.model",
+            format!("is empty; name a model, or leave the key out for the default ({DEFAULT_META_MODEL})"),
+        ))),
         Some(model) => Some(model),
         None if shape == Shape::TaskConfig => problems.take(Err(required("runner.meta.model"))),
         None => Some(DEFAULT_META_MODEL.to_string()),
@@ -256,13 +262,22 @@ pub fn worker(
     };
     let limits = limits(raw.limits.unwrap_or_default(), problems);
     let env = worker_env::entries(raw.env, host, problems);
+    let extra_args = raw.extra_args.unwrap_or_default();
+    for (n, arg) in extra_args.iter().enumerate() {
+        if arg.is_empty() {
+            problems.push(InputError::new(
+                format!("runner.worker.extra_args[{n}]"),
+                "must not be empty (codex would take it as a prompt)",
+            ));
+        }
+    }
     kind?;
     Some(WorkerSettings {
         docker_image: docker_image?,
         max_run_time: max_run_time?,
         idle_timeout: idle_timeout?,
         model: model?,
-        extra_args: raw.extra_args.unwrap_or_default(),
+        extra_args,
         network: network?,
         env: env?,
         limits: limits?,

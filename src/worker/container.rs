@@ -9,6 +9,11 @@
 //! The held `docker run` is also how we know the container is alive: it ends when
 //! the container does or the daemon connection drops.
 //!
+//! The keep-alive runs inside the container, where the worker is root and could
+//! freeze it (SIGSTOP): then the closed pipe would go unread. So a watchdog on the
+//! host holds a second pipe of ours: a small `sh` that removes the container with
+//! `docker rm -f` when that pipe closes, unless it was told the container is gone.
+//!
 //! What the container may do (SPEC §9): the repo is mounted read-write, but
 //! `.agent-runner/` (note, logs, locks) read-only on top of it; capabilities are
 //! dropped to what building software needs (no MKNOD, SETFCAP, FSETID, NET_RAW,
@@ -82,6 +87,31 @@ pub struct Container {
     /// Pid of the keep-alive inside the container (spared when stopping work).
     pub keep_pid: String,
     keepalive: Held,
+    watchdog: Watchdog,
+}
+
+/// The host-side watchdog of a container; see the module documentation.
+struct Watchdog(Held);
+
+/// Waits for a line on stdin; at end-of-file without `done` (agent-runner is gone),
+/// removes the container.
+const WATCHDOG_SCRIPT: &str =
+    r#"read -r line; [ "$line" = done ] || exec docker rm -f "$1" >/dev/null 2>&1"#;
+
+impl Watchdog {
+    fn start(name: &str) -> Result<Watchdog, SandboxError> {
+        let invocation =
+            Invocation::new("sh").args(["-c", WATCHDOG_SCRIPT, "agent-runner-watchdog", name]);
+        process::spawn_held(&invocation)
+            .map(Watchdog)
+            .map_err(|e| SandboxError::Io(format!("cannot start the container's watchdog: {e}")))
+    }
+
+    /// The container is gone (or being removed by us): the watchdog may end.
+    fn dismiss(mut self) {
+        let _ = self.0.send_line("done");
+        self.0.release(Duration::from_secs(2));
+    }
 }
 
 impl Container {
@@ -111,18 +141,27 @@ impl Container {
             .take(6)
             .collect();
         let name = format!("agent-runner-{}-{suffix}", spec.task_id);
+        let watchdog = Watchdog::start(&name)?;
         let invocation = Invocation::new("docker").args(run_args(spec, &name));
-        let mut keepalive = process::spawn_held(&invocation).map_err(docker_cli::docker_missing)?;
+        let mut keepalive = match process::spawn_held(&invocation) {
+            Ok(keepalive) => keepalive,
+            Err(e) => {
+                watchdog.dismiss();
+                return Err(docker_cli::docker_missing(e));
+            }
+        };
         match keepalive.wait_for_line(READY, START_TIMEOUT, spec.interrupt) {
             Ok(pid) => Ok(Container {
                 name,
                 keep_pid: pid.trim().to_string(),
                 keepalive,
+                watchdog,
             }),
             Err(wait) => {
                 let _ = keepalive.release(Duration::from_secs(2));
                 // A failed start may leave a created container behind.
                 remove_container(&name);
+                watchdog.dismiss();
                 match wait {
                     HeldWait::Interrupted => Err(SandboxError::Interrupted),
                     HeldWait::TimedOut => Err(SandboxError::Docker {
@@ -187,6 +226,7 @@ impl Container {
             remove_container(&self.name);
         }
         let took = started.elapsed();
+        self.watchdog.dismiss();
         log::info!("container {} removed in {}", self.name, human(took));
         took
     }

@@ -14,12 +14,14 @@ use std::time::Duration;
 
 use super::codex::{self, Exit, PROJECT_DIR, Transcript};
 use super::container::{Container, ContainerSpec};
-use super::docker_cli::{DockerFault, daemon_problem, docker_missing, fault_in, last_lines};
+use super::docker_cli::{
+    DockerFault, daemon_problem, docker, docker_missing, fault_in, last_lines,
+};
 use super::envelope::{Envelope, Leftovers, Mode, Report, Snapshot};
 use super::git::RepoChanges;
-use super::privileges::{self, Finding};
+use super::privileges::{self, Finding, Fix};
 use super::sweep::sweep_orphans;
-use super::{Sandbox, SandboxError, TestRun, WorkerRun};
+use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
 use crate::interrupt::Interrupt;
 use crate::private_dir::PrivateDir;
 use crate::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
@@ -58,8 +60,7 @@ pub struct DockerSandbox {
     redactor: Redactor,
     container: Option<Container>,
     sweep: Option<JoinHandle<()>>,
-    /// A run started whose repository has not been swept since (it ended in an
-    /// error): swept at shutdown.
+    /// A run started whose repository has not been swept since.
     unswept: bool,
 }
 
@@ -154,9 +155,11 @@ impl DockerSandbox {
         limits: &Limits,
         capture: &mut Capture,
     ) -> Result<(Finished, Option<Report>), SandboxError> {
+        let redactor = self.redactor.clone();
         let container = self.container()?;
         let mut stopped = None;
-        let mut stop = || stopped = Some(stop_work(container, None));
+        let redactor = &redactor;
+        let mut stop = || stopped = Some(stop_work(container, None, redactor));
         let finished = process::run(invocation, limits, capture, Stop::Custom(&mut stop))
             .map_err(docker_missing)?;
         Ok((finished, stopped))
@@ -174,6 +177,7 @@ impl DockerSandbox {
         stderr: &str,
     ) -> Result<Report, SandboxError> {
         let image = self.spec.worker.docker_image.clone();
+        let redactor = self.redactor.clone();
         let container = self.started()?;
         if let Some(name) = &report.missing_command {
             return Err(SandboxError::ImageUnusable {
@@ -197,7 +201,7 @@ impl DockerSandbox {
                     .unwrap_or("")
                     .to_string()
             });
-            let follow_up = stop_work(container, head.as_deref());
+            let follow_up = stop_work(container, head.as_deref(), &redactor);
             if !follow_up.started {
                 return Err(diagnose(container, &image, &follow_up.stderr));
             }
@@ -210,6 +214,16 @@ impl DockerSandbox {
         if !container.is_alive() {
             return Err(gone(container));
         }
+        if let Some(Leftovers { left, .. }) = report.stopped {
+            if left > 0 {
+                // Something keeps running between runs (and could edit the repo while
+                // the tests or Meta look): the sandbox cannot be trusted any more.
+                return Err(SandboxError::NotQuiet {
+                    name: container.name.clone(),
+                    left,
+                });
+            }
+        }
         Ok(report)
     }
 
@@ -218,16 +232,31 @@ impl DockerSandbox {
         self.unswept = false;
         match privileges::sweep(&self.spec.repo) {
             Ok(found) => {
-                for finding in &found {
+                for finding in found.iter().take(10) {
                     log::warn!("repository sweep: {finding}");
+                }
+                if found.len() > 10 {
+                    log::warn!("repository sweep: … and {} more", found.len() - 10);
                 }
                 found
             }
-            Err(e) => {
-                log::warn!("cannot sweep the repository for privileged files: {e}");
-                Vec::new()
-            }
+            Err(e) => vec![Finding {
+                path: ".".into(),
+                what: Fix::Failed(format!("cannot open the repository: {e}")),
+            }],
         }
+    }
+
+    /// `sweep_privileges` after a run: as root (when a setuid file would be
+    /// root's), a part of the repository that could not be checked stops the task,
+    /// since it could hide one.
+    fn sweep_after_run(&mut self) -> Result<Vec<Finding>, SandboxError> {
+        let found = self.sweep_privileges();
+        let unchecked = found.iter().find(|f| matches!(f.what, Fix::Failed(_)));
+        if let (Some(finding), (0, _)) = (unchecked, crate::sys::user_and_group()) {
+            return Err(SandboxError::Unchecked(finding.to_string()));
+        }
+        Ok(found)
     }
 }
 
@@ -261,7 +290,13 @@ impl Sandbox for DockerSandbox {
         let (output_tail, stderr, output_bytes) =
             (capture.tail(), capture.stderr(), capture.bytes());
         drop(capture);
-        let report = self.settle(Mode::Worker, &finished, reader.report(), stopped, &stderr)?;
+        let report = self.settle(
+            Mode::Worker,
+            &finished,
+            reader.report(&self.redactor),
+            stopped,
+            &stderr,
+        )?;
         let exit = match finished.ending {
             Ending::TimedOut => Exit::TimedOut(max_run_time),
             Ending::Stalled => Exit::Stalled(idle_timeout),
@@ -283,7 +318,7 @@ impl Sandbox for DockerSandbox {
             output_tail,
             changes: RepoChanges::from_snapshots(report.git_before, report.git_after, report.diff),
             leftovers: report.stopped,
-            privileges: self.sweep_privileges(),
+            privileges: self.sweep_after_run()?,
         })
     }
 
@@ -312,7 +347,13 @@ impl Sandbox for DockerSandbox {
         let (finished, stopped) = self.run_enveloped(&invocation, &limits, &mut capture)?;
         let (output_tail, stderr) = (capture.tail(), capture.stderr());
         drop(capture);
-        let report = self.settle(Mode::Test, &finished, reader.report(), stopped, &stderr)?;
+        let report = self.settle(
+            Mode::Test,
+            &finished,
+            reader.report(&self.redactor),
+            stopped,
+            &stderr,
+        )?;
         Ok(TestRun {
             number,
             command: self.redactor.redact(&test.command),
@@ -325,21 +366,27 @@ impl Sandbox for DockerSandbox {
             output_tail,
             log_path,
             leftovers: report.stopped,
-            privileges: self.sweep_privileges(),
+            privileges: self.sweep_after_run()?,
         })
     }
 
-    fn shutdown(&mut self) -> Option<Duration> {
-        let removed = self.container.take().map(Container::remove);
-        if self.unswept {
-            // A run ended in a sandbox error before its sweep: nothing it left may
-            // survive the task either.
-            self.sweep_privileges();
-        }
+    fn shutdown(&mut self) -> Teardown {
+        let removed_in = self.container.take().map(Container::remove);
+        // With the container gone, no process of the worker's is left to undo it: this
+        // last sweep is what guarantees that no setuid file or device node outlives
+        // the task, whatever ran in the container (even a replaced shell).
+        let privileges = if removed_in.is_some() || self.unswept {
+            self.sweep_privileges()
+        } else {
+            Vec::new()
+        };
         if let Some(sweep) = self.sweep.take() {
             let _ = sweep.join();
         }
-        removed
+        Teardown {
+            removed_in,
+            privileges,
+        }
     }
 }
 
@@ -351,7 +398,7 @@ impl Drop for DockerSandbox {
 
 /// Stops everything in the container but the keep-alive (and, for a worker run,
 /// takes the snapshot after it, diffed against `head_before`), as its own exec.
-fn stop_work(container: &Container, head_before: Option<&str>) -> Report {
+fn stop_work(container: &Container, head_before: Option<&str>, redactor: &Redactor) -> Report {
     let envelope = Envelope::new();
     let mut reader = envelope.reader();
     let invocation = Invocation::new("docker")
@@ -370,7 +417,7 @@ fn stop_work(container: &Container, head_before: Option<&str>) -> Report {
         Err(e) => e.to_string(),
     };
     drop(capture);
-    let mut report = reader.report();
+    let mut report = reader.report(redactor);
     report.stderr = stderr;
     if let Some(left) = report.stopped {
         log::info!(
@@ -394,6 +441,16 @@ fn merge(first: Option<Leftovers>, second: Option<Leftovers>) -> Option<Leftover
     }
 }
 
+/// Whether docker says the container is running (false when it is gone, or when
+/// docker cannot say).
+fn is_running(name: &str) -> bool {
+    docker(
+        &["inspect", "--format", "{{.State.Running}}", name],
+        Limits::cleanup(Duration::from_secs(30)),
+    )
+    .is_ok_and(|out| out.ok && out.stdout.trim() == "true")
+}
+
 /// The container has gone.
 fn gone(container: &Container) -> SandboxError {
     SandboxError::ContainerGone {
@@ -415,7 +472,7 @@ fn diagnose(container: &mut Container, image: &str, stderr: &str) -> SandboxErro
             image: image.to_string(),
             detail: last_lines(stderr, 2),
         },
-        _ if !container.is_alive() => gone(container),
+        _ if !container.is_alive() || !is_running(&container.name) => gone(container),
         _ => match daemon_problem() {
             Some(detail) => SandboxError::DaemonUnreachable(detail),
             None => SandboxError::Docker {

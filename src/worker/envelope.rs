@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 
 use super::git::{self, DiffStat, GitState};
 use crate::process::StreamFilter;
+use crate::secret::Redactor;
 
 /// Where the repository is mounted in the container.
 use super::codex::PROJECT_DIR;
@@ -56,18 +57,23 @@ sweep() {
   done
 }
 
-# TERM, up to 5 s grace, then KILL; reports "<found> <left>".
+# TERM, up to 5 s grace, then STOP and KILL in passes until none is left (a
+# stopped process cannot fork, so a chain of processes cannot outrun it); reports
+# "<found> <left>".
 stop_others() {
   sweep TERM
   found=$n
   i=0
   while [ "$n" != 0 ] && [ $i -lt 50 ]; do sleep 0.1; sweep ""; i=$((i + 1)); done
-  if [ "$n" != 0 ]; then sweep KILL; sleep 0.1; sweep ""; fi
+  i=0
+  while [ "$n" != 0 ] && [ $i -lt 20 ]; do
+    sweep STOP; sweep KILL; sleep 0.05; sweep ""; i=$((i + 1))
+  done
   mark stopped; echo "$found $n"; mark end
 }
 
 gitc() {
-  git -c safe.directory='*' -c core.fsmonitor=false -c core.untrackedCache=false \
+  git -c safe.directory='*' -c core.fsmonitor=false -c core.untrackedCache=false -c core.quotePath=false \
     --no-optional-locks -C __PROJECT__ "$@"
 }
 
@@ -306,13 +312,14 @@ impl StreamFilter for EnvelopeReader {
 }
 
 impl EnvelopeReader {
-    /// What the records said.
-    pub fn report(&self) -> Report {
+    /// What the records said, with `redactor`'s secrets masked first: the records
+    /// hold file names the worker chose, which are cut, escaped and quoted later.
+    pub fn report(&self, redactor: &Redactor) -> Report {
         let text = |name: &str| {
             self.records
                 .get(name)
                 .filter(|r| r.complete)
-                .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+                .map(|r| redactor.redact(&String::from_utf8_lossy(&r.body)))
         };
         Report {
             started: self.records.contains_key("started"),
@@ -419,7 +426,7 @@ mod tests {
             out.extend(reader.push(chunk));
         }
         out.extend(reader.finish());
-        (out, reader.report())
+        (out, reader.report(&Redactor::default()))
     }
 
     fn stream(nonce: &str, output: &str) -> Vec<u8> {

@@ -73,6 +73,16 @@ impl TestRun {
     }
 }
 
+/// What tearing the sandbox down did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Teardown {
+    /// How long removing the container took, if there was one.
+    pub removed_in: Option<Duration>,
+    /// What the last sweep of the repository found, made once the container and
+    /// every process in it were gone (so nothing can undo it).
+    pub privileges: Vec<Finding>,
+}
+
 /// The sandbox could not do its job (docker missing, daemon down, image unusable,
 /// container gone). Unlike a failed worker run, this ends the task.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -87,6 +97,12 @@ pub enum SandboxError {
     ImageUnusable { image: String, detail: String },
     #[error("the sandbox container {name} is gone: {detail}")]
     ContainerGone { name: String, detail: String },
+    #[error(
+        "{left} process(es) the run left behind in container {name} survived SIGKILL; the sandbox is not quiet"
+    )]
+    NotQuiet { name: String, left: u32 },
+    #[error("the repository could not be fully checked for setuid files and device nodes: {0}")]
+    Unchecked(String),
     #[error("`{command}` failed: {detail}")]
     Docker { command: String, detail: String },
     #[error("{0}")]
@@ -102,9 +118,8 @@ pub trait Sandbox {
     fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError>;
     /// Runs the task's test command.
     fn run_test(&mut self, number: u32, test: &TestSpec) -> Result<TestRun, SandboxError>;
-    /// Removes everything the sandbox started; safe to call more than once. Returns
-    /// how long removing the container took, if there was one.
-    fn shutdown(&mut self) -> Option<Duration>;
+    /// Removes everything the sandbox started; safe to call more than once.
+    fn shutdown(&mut self) -> Teardown;
 }
 
 /// A borrowed sandbox is a sandbox, so a caller can keep it after the runner is done.
@@ -117,7 +132,7 @@ impl<S: Sandbox + ?Sized> Sandbox for &mut S {
         (**self).run_test(number, test)
     }
 
-    fn shutdown(&mut self) -> Option<Duration> {
+    fn shutdown(&mut self) -> Teardown {
         (**self).shutdown()
     }
 }

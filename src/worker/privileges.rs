@@ -10,7 +10,11 @@
 //!
 //! The walk never follows a symlink and never leaves the repository's filesystem:
 //! every directory is opened from its parent's descriptor with `O_NOFOLLOW`, and
-//! mount points below the repo are not entered.
+//! mount points below the repo are not entered. It holds at most `HELD_LEVELS`
+//! descriptors whatever the depth (a worker can nest directories past any
+//! descriptor limit): deeper directories are reopened from the root, component by
+//! component, each with `O_NOFOLLOW`. A directory it cannot open or list is
+//! reported, never skipped in silence.
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -56,51 +60,131 @@ impl std::fmt::Display for Finding {
     }
 }
 
-/// A directory still to be read: its parent's descriptor and its name.
-struct Pending {
-    parent: Rc<OwnedFd>,
+/// Directory levels whose descriptors are kept open during the walk.
+const HELD_LEVELS: usize = 128;
+
+/// Where a directory is: its name and its parent's place (shared, so a pending
+/// directory costs one node whatever its depth).
+struct Place {
     name: CString,
-    path: String,
+    up: Option<Rc<Place>>,
+    depth: usize,
+}
+
+impl Place {
+    /// The components from the root down to this directory.
+    fn components(&self) -> Vec<&CStr> {
+        let mut out = vec![self.name.as_c_str()];
+        let mut at = self.up.as_deref();
+        while let Some(place) = at {
+            out.push(place.name.as_c_str());
+            at = place.up.as_deref();
+        }
+        out.reverse();
+        out
+    }
+
+    fn shown(&self) -> String {
+        self.components()
+            .iter()
+            .map(|c| c.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+}
+
+/// A directory still to be read: its place, and its parent's descriptor while the
+/// parent is shallow enough to be kept open.
+struct Pending {
+    parent: Option<Rc<OwnedFd>>,
+    place: Rc<Place>,
 }
 
 /// Sweeps `repo`; returns what was found. An error only when the repo itself cannot
 /// be opened.
 pub fn sweep(repo: &Path) -> std::io::Result<Vec<Finding>> {
-    let root = open_dir_path(repo)?;
+    let root = Rc::new(open_dir_path(repo)?);
     let device = stat_fd(&root)?.st_dev;
     let mut findings = Vec::new();
     let mut stack = Vec::new();
-    read_dir(Rc::new(root), "", device, &mut stack, &mut findings);
+    read_dir(&root, None, &mut stack, &mut findings);
     while let Some(dir) = stack.pop() {
-        let Ok(fd) = open_at(&dir.parent, &dir.name, libc::O_RDONLY | libc::O_DIRECTORY) else {
-            continue;
+        let opened = match &dir.parent {
+            Some(parent) => open_at(parent, &dir.place.name, libc::O_RDONLY | libc::O_DIRECTORY),
+            None => open_from(&root, &dir.place.components()),
+        };
+        let fd = match opened {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) => {
+                findings.push(Finding {
+                    path: dir.place.shown(),
+                    what: Fix::Failed(format!("cannot open the directory: {e}")),
+                });
+                continue;
+            }
         };
         match stat_fd(&fd) {
             Ok(st) if st.st_dev == device => {}
-            // Another filesystem mounted below the repo (or unreadable): not ours.
-            _ => continue,
+            // Another filesystem mounted below the repo: not the repository's.
+            Ok(_) => continue,
+            Err(e) => {
+                findings.push(Finding {
+                    path: dir.place.shown(),
+                    what: Fix::Failed(format!("cannot check the directory: {e}")),
+                });
+                continue;
+            }
         }
-        read_dir(Rc::new(fd), &dir.path, device, &mut stack, &mut findings);
+        read_dir(&Rc::new(fd), Some(&dir.place), &mut stack, &mut findings);
     }
     Ok(findings)
 }
 
+/// Opens the directory at `components` below `root`, one component at a time.
+fn open_from(root: &OwnedFd, components: &[&CStr]) -> std::io::Result<OwnedFd> {
+    let mut current: Option<OwnedFd> = None;
+    for component in components {
+        let parent = current.as_ref().unwrap_or(root);
+        current = Some(open_at(
+            parent,
+            component,
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        )?);
+    }
+    current.ok_or_else(|| std::io::Error::other("no directory to open"))
+}
+
 /// Checks the entries of one directory; pushes its subdirectories.
 fn read_dir(
-    dir: Rc<OwnedFd>,
-    path: &str,
-    device: libc::dev_t,
+    dir: &Rc<OwnedFd>,
+    place: Option<&Rc<Place>>,
     stack: &mut Vec<Pending>,
     findings: &mut Vec<Finding>,
 ) {
-    for (name, kind) in entries(&dir) {
+    let path = place.map(|p| p.shown()).unwrap_or_default();
+    let listed = match entries(dir) {
+        Ok(listed) => listed,
+        Err(e) => {
+            findings.push(Finding {
+                path: if path.is_empty() { ".".into() } else { path },
+                what: Fix::Failed(format!("cannot list the directory: {e}")),
+            });
+            return;
+        }
+    };
+    let depth = place.map_or(0, |p| p.depth);
+    // Children of a shallow directory open from its descriptor; deeper ones reopen
+    // from the root, so no more than HELD_LEVELS descriptors are ever held.
+    let held = (depth < HELD_LEVELS).then(|| dir.clone());
+    for (name, kind) in listed {
         let shown = if path.is_empty() {
             name.to_string_lossy().into_owned()
         } else {
             format!("{path}/{}", name.to_string_lossy())
         };
         let kind = match kind {
-            libc::DT_UNKNOWN => match stat_at(&dir, &name) {
+            libc::DT_UNKNOWN => match stat_at(dir, &name) {
                 Ok(st) => type_of(st.st_mode),
                 Err(_) => continue,
             },
@@ -108,13 +192,16 @@ fn read_dir(
         };
         match kind {
             libc::DT_DIR => stack.push(Pending {
-                parent: dir.clone(),
-                name,
-                path: shown,
+                parent: held.clone(),
+                place: Rc::new(Place {
+                    name,
+                    up: place.cloned(),
+                    depth: depth + 1,
+                }),
             }),
             libc::DT_CHR | libc::DT_BLK => findings.push(Finding {
                 path: shown,
-                what: match unlink_at(&dir, &name) {
+                what: match unlink_at(dir, &name) {
                     Ok(()) => Fix::RemovedDevice {
                         block: kind == libc::DT_BLK,
                     },
@@ -122,15 +209,14 @@ fn read_dir(
                 },
             }),
             libc::DT_REG => {
-                let Ok(st) = stat_at(&dir, &name) else {
+                let Ok(st) = stat_at(dir, &name) else {
                     continue;
                 };
-                let _ = device;
                 let mode = st.st_mode & 0o7777;
                 if mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
                     findings.push(Finding {
                         path: shown,
-                        what: match clear_set_id(&dir, &name, mode) {
+                        what: match clear_set_id(dir, &name, mode) {
                             Ok(()) => Fix::ClearedSetId { mode },
                             Err(e) => Fix::Failed(e.to_string()),
                         },
@@ -169,23 +255,31 @@ fn type_of(mode: libc::mode_t) -> u8 {
 }
 
 /// The entries of a directory (names and `d_type`), without `.` and `..`.
-fn entries(dir: &OwnedFd) -> Vec<(CString, u8)> {
+fn entries(dir: &OwnedFd) -> std::io::Result<Vec<(CString, u8)>> {
     let mut out = Vec::new();
     // SAFETY: dup gives fdopendir a descriptor of its own, which closedir closes;
-    // readdir's entries are copied before the next call.
+    // readdir's entries are copied before the next call; errno is cleared before
+    // each readdir so its end and its failure can be told apart.
     unsafe {
         let fd = libc::dup(dir.as_raw_fd());
         if fd < 0 {
-            return out;
+            return Err(std::io::Error::last_os_error());
         }
         let stream = libc::fdopendir(fd);
         if stream.is_null() {
+            let e = std::io::Error::last_os_error();
             libc::close(fd);
-            return out;
+            return Err(e);
         }
         loop {
+            *libc::__errno_location() = 0;
             let entry = libc::readdir(stream);
             if entry.is_null() {
+                let errno = *libc::__errno_location();
+                if errno != 0 {
+                    libc::closedir(stream);
+                    return Err(std::io::Error::from_raw_os_error(errno));
+                }
                 break;
             }
             let name = CStr::from_ptr((*entry).d_name.as_ptr());
@@ -197,7 +291,7 @@ fn entries(dir: &OwnedFd) -> Vec<(CString, u8)> {
         }
         libc::closedir(stream);
     }
-    out
+    Ok(out)
 }
 
 fn open_dir_path(path: &Path) -> std::io::Result<OwnedFd> {
@@ -273,6 +367,32 @@ fn unlink_at(dir: &OwnedFd, name: &CStr) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use std::os::unix::fs::{PermissionsExt, symlink};
+
+    #[test]
+    fn setid_files_deeper_than_the_held_levels_are_found() {
+        let repo = std::env::temp_dir().join(format!(
+            "agent-runner-priv-deep-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        let mut deep = repo.clone();
+        for _ in 0..HELD_LEVELS + 40 {
+            std::fs::create_dir_all(deep.join("sibling")).unwrap();
+            deep = deep.join("d");
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        let file = deep.join("suid");
+        std::fs::write(&file, "x").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let found = sweep(&repo).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].what, Fix::ClearedSetId { mode: 0o4755 });
+        assert!(found[0].path.ends_with("/d/suid"));
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777,
+            0o755
+        );
+        let _ = std::fs::remove_dir_all(&repo);
+    }
 
     #[test]
     fn setid_bits_are_cleared_and_symlinks_not_followed() {

@@ -8,6 +8,8 @@ pub mod fake_responses;
 pub mod pipeline;
 pub mod sandbox_image;
 pub mod task;
+pub mod web;
+pub mod webdriver;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -108,12 +110,6 @@ impl OtherUser {
         if !Path::new("/usr/bin/setpriv").exists() {
             return skipped();
         }
-        let chown = Command::new("chown")
-            .args(["-R", &format!("{uid}:{uid}")])
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(chown.success(), "chown {}", dir.display());
         let wrapper = [
             "setpriv",
             "--reuid",
@@ -125,7 +121,20 @@ impl OtherUser {
         ]
         .map(String::from)
         .to_vec();
-        Some(OtherUser { uid, wrapper })
+        let user = OtherUser { uid, wrapper };
+        user.owns(dir);
+        Some(user)
+    }
+
+    /// Makes this user the owner of `dir`, recursively.
+    pub fn owns(&self, dir: &Path) {
+        let uid = self.uid;
+        let chown = Command::new("chown")
+            .args(["-R", &format!("{uid}:{uid}")])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(chown.success(), "chown {}", dir.display());
     }
 
     /// The binary with `args`, run as this user.

@@ -4,8 +4,6 @@
 //! are resolved by the runner's own Task YAML parser, so they mean exactly what they
 //! mean to the runner.
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
 
 use crate::interrupt::Interrupt;
@@ -41,7 +39,7 @@ pub fn backend(
     map.insert("model".into(), model.clone().into());
     let config = json!({
         "task": {"id": "task-builder", "title": "Task Builder", "instructions": "-",
-                 "project": {"root_dir": "/"}},
+                 "project": {"root_dir": std::env::temp_dir()}},
         "runner": {"meta": meta, "worker": {"type": "docker_codex_cli"}},
     });
     let yaml = serde_yaml::to_string(&config).map_err(|e| e.to_string())?;
@@ -50,7 +48,7 @@ pub fn backend(
         &yaml,
         &Host {
             var: &os_var,
-            cwd: Ok(PathBuf::from("/")),
+            cwd: Ok(std::env::temp_dir()),
         },
     )
     .map_err(|e| e.to_string())?;

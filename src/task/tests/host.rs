@@ -137,6 +137,39 @@ fn home_with_auth(dir: &Scratch, content: &str) -> (&'static str, OsString) {
 }
 
 #[test]
+fn the_root_and_the_home_directory_are_refused_as_repositories() {
+    let dir = Scratch::new();
+    let home = ("HOME", dir.0.join("home").into_os_string());
+    std::fs::create_dir(dir.0.join("home")).unwrap();
+    for (cwd, what) in [
+        (PathBuf::from("/"), "which is the filesystem root"),
+        (dir.0.join("home"), "which holds your home directory"),
+        (dir.0.clone(), "which holds your home directory"),
+    ] {
+        let e = first(
+            parse_on(
+                Ok(cwd),
+                &[key(), home.clone()],
+                "version: 1\ntask: {prd: {text: x}}\n",
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(e.category, Category::Environment);
+        assert_error(&e, "task.repo", what);
+    }
+    std::fs::create_dir(dir.0.join("project")).unwrap();
+    assert!(
+        parse_on(
+            Ok(dir.0.join("project")),
+            &[key(), home],
+            "version: 1\ntask: {prd: {text: x}}\n"
+        )
+        .is_ok(),
+        "a directory beside HOME is fine"
+    );
+}
+
+#[test]
 fn codex_auth_belongs_to_the_task_and_its_values_are_secrets() {
     let dir = Scratch::new();
     let home = home_with_auth(
@@ -144,7 +177,10 @@ fn codex_auth_belongs_to_the_task_and_its_values_are_secrets() {
         r#"{"tokens": {"access_token": "at-live-0123456789"}}"#,
     );
     let yaml = "version: 1\ntask:\n  title: uses at-live-0123456789\n  prd: {text: 'token at-live-0123456789 here'}\n";
-    let task = parse_on(Ok(dir.0.clone()), &[key(), home], yaml).unwrap();
+    // The repository beside HOME, not holding it (that is refused).
+    let repo = dir.0.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let task = parse_on(Ok(repo), &[key(), home], yaml).unwrap();
     assert_eq!(
         task.codex_auth,
         CodexAuth::File {
@@ -177,9 +213,10 @@ fn codex_auth_belongs_to_the_task_and_its_values_are_secrets() {
     // An auth.json that cannot be read is a host problem, not a silent fallback.
     let dir = Scratch::new();
     let home = home_with_auth(&dir, "{broken");
+    std::fs::create_dir(dir.0.join("repo")).unwrap();
     let e = first(
         parse_on(
-            Ok(dir.0.clone()),
+            Ok(dir.0.join("repo")),
             &[key(), home],
             "version: 1\ntask: {prd: {text: x}}\n",
         )
@@ -209,4 +246,29 @@ fn secrets_are_masked_before_the_preview_cut() {
         out.contains(&format!("start: {}*** a\n", "p".repeat(195))),
         "{out}"
     );
+}
+
+#[test]
+fn a_script_that_is_not_a_regular_file_says_what_it_is() {
+    let dir = Scratch::new();
+    let fifo = dir.0.join("script.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let yaml = |script: &str| {
+        format!(
+            "version: 1\ntask: {{prd: {{text: x}}}}\nrunner: {{meta: {{kind: scripted, script: {script:?}}}}}\n"
+        )
+    };
+    for (script, words) in [
+        ("script.fifo", "is not a regular file"),
+        (".", "is not a regular file"),
+        ("missing.yaml", "not found"),
+    ] {
+        let errors = parse_in(&dir.0, &[], &yaml(script)).unwrap_err();
+        let e = errors
+            .iter()
+            .find(|e| e.path == "runner.meta.script")
+            .unwrap_or_else(|| panic!("{errors}"));
+        assert!(e.message.contains(words), "{script}: {e}");
+    }
 }

@@ -176,3 +176,22 @@ fn host_values_cannot_reconfigure_the_docker_client() {
         ]
     );
 }
+
+#[test]
+fn an_empty_meta_model_is_an_error_not_the_default() {
+    assert_error(
+        &err(&format!("{V1}runner: {{meta: {{model: ''}}}}\n")),
+        "runner.meta.model",
+        "is empty",
+    );
+    assert_error(
+        &err(&TASK_CONFIG.replace("model: m", "model: ' '")),
+        "runner.meta.model",
+        "is empty",
+    );
+    assert_eq!(
+        ok(V1).meta.model,
+        crate::task::DEFAULT_META_MODEL,
+        "absent means the default"
+    );
+}

@@ -1,0 +1,71 @@
+//! `agent-runner serve`: the web view of a workspace (SPEC §14). Prints the URL on
+//! stdout (the command's one result), then serves until SIGINT/SIGTERM.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+
+use crate::error::{Error, exit};
+use crate::interrupt::Interrupt;
+use crate::pipeline::{PipelineError, Workspace, web};
+use crate::secret::Redactor;
+use crate::text::escape_controls;
+
+use super::{report, write_stdout};
+
+/// `--addr`: an IP address and a port; a name such as `localhost` is refused, so
+/// what the server listens on is exactly what was asked.
+pub fn parse_addr(value: &str) -> Result<SocketAddr, String> {
+    value.parse().map_err(|_| {
+        format!("{value:?} is not IP:PORT (e.g. 127.0.0.1:8765; port 0 picks a free one)")
+    })
+}
+
+/// Serves the web view of the workspace of `workspace` on `addr`; returns the exit
+/// code (130 after SIGINT/SIGTERM, 2 for a non-loopback address without
+/// `allow_remote`).
+pub fn run(workspace: &Path, addr: SocketAddr, allow_remote: bool, interrupt: Interrupt) -> i32 {
+    if !addr.ip().is_loopback() && !allow_remote {
+        eprintln!(
+            "error: --addr {addr} is not a loopback address: the web view would be reachable from other machines\nhint: to serve on it anyway, add --allow-remote"
+        );
+        return exit::USAGE;
+    }
+    let prepared = (|| {
+        let ws = Workspace::open(&super::home()?, workspace)?;
+        let exe = std::env::current_exe().map_err(PipelineError::io(
+            "locate the agent-runner binary",
+            "/proc/self/exe",
+        ))?;
+        let listener = TcpListener::bind(addr)
+            .map_err(|e| PipelineError::Invalid(format!("cannot listen on {addr}: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| PipelineError::Invalid(format!("cannot listen on {addr}: {e}")))?;
+        Ok::<_, Error>((ws, exe, listener, local))
+    })();
+    let (ws, exe, listener, local) = match prepared {
+        Ok(prepared) => prepared,
+        Err(e) => return report(&e, &Redactor::default()),
+    };
+    if !local.ip().is_loopback() {
+        eprintln!(
+            "warning: serving on {local}, reachable from other machines: anyone who can connect can read this workspace's tasks, notes and logs (changes still need the token of a page)"
+        );
+    }
+    if let Err(e) = write_stdout(&format!("http://{local}/\n")) {
+        return report(&e, &Redactor::default());
+    }
+    log::info!(
+        "serving workspace {} ({}) on http://{local}/; Ctrl-C stops",
+        ws.id,
+        escape_controls(&ws.root_dir.display().to_string())
+    );
+    match web::serve(ws, listener, exe, interrupt) {
+        Ok(()) if interrupt.is_set() => exit::INTERRUPTED,
+        Ok(()) => exit::COMPLETE,
+        Err(e) => {
+            eprintln!("error: the web view stopped: {e}");
+            exit::FAILED
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The JSON documents that describe tasks to other programs: `task list --json`,
+//! `task show --json`, and the web view's API (`/api/tasks`, `/api/tasks/<id>`),
+//! which serves the same documents, so that a script written against one works
+//! against the other.
+
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::Workspace;
+use super::record::{Attempt, TaskView};
+use super::status::{JobState, TaskStatus};
+use super::store::Board;
+
+/// The tasks of a board that a list shows, with their statuses, oldest first;
+/// deleted tasks only with `all`.
+pub fn rows(board: &Board, all: bool) -> Vec<(&TaskView, TaskStatus)> {
+    let mut rows: Vec<(&TaskView, TaskStatus)> = board
+        .tasks
+        .iter()
+        .filter_map(|t| Some((t, board.status(&t.record.id)?)))
+        .filter(|(_, s)| all || *s != TaskStatus::Deleted)
+        .collect();
+    rows.sort_by(|a, b| {
+        (&a.0.record.created_at, &a.0.record.id).cmp(&(&b.0.record.created_at, &b.0.record.id))
+    });
+    rows
+}
+
+/// `task list --json` and `/api/tasks`.
+#[derive(Serialize)]
+pub struct TaskList<'a> {
+    pub workspace_id: &'a str,
+    pub root_dir: &'a Path,
+    pub tasks: Vec<ListedTask<'a>>,
+}
+
+/// One task in a `TaskList`.
+#[derive(Serialize)]
+pub struct ListedTask<'a> {
+    pub id: &'a str,
+    pub title: &'a str,
+    pub status: &'static str,
+    pub created_at: &'a str,
+    pub job_id: Option<&'a str>,
+    pub attempts: usize,
+    pub last_attempt: Option<AttemptBrief<'a>>,
+}
+
+/// An attempt without its result, as a list shows it.
+#[derive(Serialize)]
+pub struct AttemptBrief<'a> {
+    pub attempt_id: &'a str,
+    pub job_id: &'a str,
+    pub status: &'static str,
+    pub started_at: &'a str,
+    pub finished_at: &'a str,
+    pub duration_ms: u64,
+    pub error: Option<&'a str>,
+}
+
+impl<'a> TaskList<'a> {
+    /// The list of `rows` (from `rows`) of `board`.
+    pub fn new(ws: &'a Workspace, board: &'a Board, rows: &[(&'a TaskView, TaskStatus)]) -> Self {
+        let tasks = rows
+            .iter()
+            .map(|(t, status)| ListedTask {
+                id: &t.record.id,
+                title: &t.record.title,
+                status: status.as_str(),
+                created_at: &t.record.created_at,
+                job_id: board.jobs.get(&t.record.id).map(|(_, j)| j.as_str()),
+                attempts: t.attempt_count,
+                last_attempt: t.latest().map(AttemptBrief::of),
+            })
+            .collect();
+        TaskList {
+            workspace_id: &ws.id,
+            root_dir: &ws.root_dir,
+            tasks,
+        }
+    }
+}
+
+impl<'a> AttemptBrief<'a> {
+    /// The brief of attempt `a`.
+    pub fn of(a: &'a Attempt) -> Self {
+        AttemptBrief {
+            attempt_id: &a.attempt_id,
+            job_id: &a.job_id,
+            status: a.status.as_str(),
+            started_at: &a.started_at,
+            finished_at: &a.finished_at,
+            duration_ms: a.duration_ms,
+            error: a.error.as_deref(),
+        }
+    }
+}
+
+/// `task show --json` and `/api/tasks/<id>`: the record, status, job, every attempt
+/// and the latest attempt's result.
+pub fn detail(task: &TaskView, status: TaskStatus, job: Option<&(JobState, String)>) -> Value {
+    json!({
+        "task": task.record,
+        "status": status.as_str(),
+        "deleted": task.deleted,
+        "job": job.map(|(state, id)| json!({"id": id, "state": job_state(*state)})),
+        "attempts": task.attempts,
+        "latest_result": task.latest().and_then(Attempt::result_value),
+    })
+}
+
+/// A job state as the JSON documents name it.
+pub fn job_state(state: JobState) -> &'static str {
+    match state {
+        JobState::None => "none",
+        JobState::Queued => "queued",
+        JobState::Running => "running",
+    }
+}

@@ -1,0 +1,37 @@
+//! What every request handler of one server shares: the workspace, the security
+//! checks (with the token), the children it started.
+
+use std::sync::Mutex;
+
+use super::super::record::TaskView;
+use super::super::store::Board;
+use super::super::{PipelineError, Workspace};
+use super::board_cache::BoardCache;
+use super::children::Children;
+use super::guard::Guard;
+
+/// The state of one `agent-runner serve`.
+pub struct App {
+    pub ws: Workspace,
+    pub guard: Guard,
+    pub children: Children,
+    /// Held while a run request checks and enqueues (see `api::run_task`).
+    pub run_lock: Mutex<()>,
+    pub boards: BoardCache,
+}
+
+impl App {
+    /// Every task and job of the workspace, as the files are now.
+    pub fn board(&self) -> Result<Board, PipelineError> {
+        self.boards.load(&self.ws)
+    }
+
+    /// The board needed for `task`'s status (as `Board::around`, from the cache
+    /// when every task is needed).
+    pub fn board_around(&self, task: &TaskView) -> Result<Board, PipelineError> {
+        match &task.record.depends_on {
+            Some(deps) if !deps.is_empty() => self.board(),
+            _ => Board::around(&self.ws, task),
+        }
+    }
+}

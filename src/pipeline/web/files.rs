@@ -1,0 +1,206 @@
+//! The files of an attempt that the web view shows: the orchestrator's logs of the
+//! job (`logs/<job-id>/`), the runner's logs and the Task Note (in `.agent-runner/`
+//! of the directory the attempt ran in). A request names a task, one of its attempts
+//! and a file name from a fixed set; the path is built here from what the TaskStore
+//! records, never taken from the request. The attempt's directory is the workspace's
+//! root_dir or the attempt's clone, whichever the result's `note_path` names, and
+//! nothing else.
+//!
+//! Those directories are written by the worker (untrusted, SPEC §9), so every file
+//! is reached through `PrivateDir`: component by component, no symlink followed, only
+//! regular files read, and only a bounded amount.
+
+use std::path::{Path, PathBuf};
+
+use super::super::record::Attempt;
+use super::super::{Workspace, id};
+use crate::private_dir::{DIR_NAME, PrivateDir};
+
+/// The orchestrator's files of a job, in `logs/<job-id>/`.
+pub const JOB_FILES: [&str; 3] = ["builder.log", "task-config.yaml", "runner.stderr.log"];
+/// The name under which an attempt's Task Note is served.
+pub const NOTE: &str = "note.md";
+/// Most bytes of a file served or rendered.
+pub const MAX_FILE: u64 = 8 << 20;
+/// Most runner logs of each kind looked for.
+const MAX_RUNNER_LOGS: usize = 200;
+
+/// A file of an attempt, by the name a URL gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptFile {
+    /// One of `JOB_FILES`.
+    Job(&'static str),
+    /// `run-<n>.log` or `test-<n>.log` of the runner.
+    Runner(String),
+    /// The Task Note.
+    Note,
+}
+
+impl AttemptFile {
+    /// The file a URL's last segment names, if it is one we serve.
+    pub fn parse(name: &str) -> Option<AttemptFile> {
+        if let Some(known) = JOB_FILES.iter().find(|f| **f == name) {
+            return Some(AttemptFile::Job(known));
+        }
+        if name == NOTE {
+            return Some(AttemptFile::Note);
+        }
+        let number = name
+            .strip_prefix("run-")
+            .or_else(|| name.strip_prefix("test-"))?
+            .strip_suffix(".log")?;
+        let plain = !number.is_empty()
+            && number.len() <= 6
+            && number.bytes().all(|b| b.is_ascii_digit())
+            && !number.starts_with('0');
+        plain.then(|| AttemptFile::Runner(name.to_string()))
+    }
+
+    /// The name in URLs.
+    pub fn name(&self) -> &str {
+        match self {
+            AttemptFile::Job(name) => name,
+            AttemptFile::Runner(name) => name,
+            AttemptFile::Note => NOTE,
+        }
+    }
+}
+
+/// The directory attempt `attempt` of task `task_id` ran in: root_dir or its clone,
+/// as its result's `note_path` says; None when it names neither (or there is no
+/// result).
+pub fn attempt_dir(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Option<PathBuf> {
+    let result = attempt.result_value()?;
+    let note = Path::new(result.get("note_path")?.as_str()?);
+    let note_name = format!("task-{task_id}.md");
+    let mut candidates = vec![ws.root_dir.clone()];
+    if id::is_valid(&attempt.job_id) {
+        candidates.insert(0, ws.clones_dir().join(&attempt.job_id));
+    }
+    // The runner names the note under its canonical repo path; the directory is
+    // opened by the path we know (never following a symlink at its end).
+    candidates.into_iter().find(|dir| {
+        let canonical = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+        [dir, &canonical]
+            .iter()
+            .any(|d| note == d.join(DIR_NAME).join(&note_name))
+    })
+}
+
+/// Reads `file` of `attempt` (of task `task_id`): at most `MAX_FILE` bytes, and
+/// whether there was more.
+pub fn read(
+    ws: &Workspace,
+    task_id: &str,
+    attempt: &Attempt,
+    file: &AttemptFile,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    let not_found = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+    if !id::is_valid(task_id) || !id::is_valid(&attempt.job_id) {
+        return Err(not_found());
+    }
+    let (dir, name) = match file {
+        AttemptFile::Job(name) => (
+            PrivateDir::open_existing(&ws.logs_dir())?.existing(&attempt.job_id)?,
+            name.to_string(),
+        ),
+        AttemptFile::Runner(name) => (
+            runner_logs(ws, task_id, attempt).ok_or_else(not_found)??,
+            name.clone(),
+        ),
+        AttemptFile::Note => (
+            private_dir(ws, task_id, attempt).ok_or_else(not_found)??,
+            format!("task-{task_id}.md"),
+        ),
+    };
+    let mut bytes = dir.read(&name, MAX_FILE + 1)?;
+    let cut = bytes.len() as u64 > MAX_FILE;
+    bytes.truncate(MAX_FILE as usize);
+    Ok((bytes, cut))
+}
+
+/// The files `attempt` has, in the order a page lists them.
+pub fn list(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Vec<AttemptFile> {
+    let mut files = Vec::new();
+    if !id::is_valid(task_id) || !id::is_valid(&attempt.job_id) {
+        return files;
+    }
+    if let Ok(dir) =
+        PrivateDir::open_existing(&ws.logs_dir()).and_then(|d| d.existing(&attempt.job_id))
+    {
+        for name in JOB_FILES {
+            if dir.exists(name).unwrap_or(false) {
+                files.push(AttemptFile::Job(name));
+            }
+        }
+    }
+    if let Some(Ok(dir)) = private_dir(ws, task_id, attempt) {
+        if dir.exists(&format!("task-{task_id}.md")).unwrap_or(false) {
+            files.push(AttemptFile::Note);
+        }
+    }
+    if let Some(Ok(dir)) = runner_logs(ws, task_id, attempt) {
+        for kind in ["run", "test"] {
+            for n in 1..=MAX_RUNNER_LOGS {
+                let name = format!("{kind}-{n}.log");
+                if !dir.exists(&name).unwrap_or(false) {
+                    break;
+                }
+                files.push(AttemptFile::Runner(name));
+            }
+        }
+    }
+    files
+}
+
+/// `.agent-runner/` of the attempt's directory.
+fn private_dir(
+    ws: &Workspace,
+    task_id: &str,
+    attempt: &Attempt,
+) -> Option<std::io::Result<PrivateDir>> {
+    let dir = attempt_dir(ws, task_id, attempt)?;
+    Some(PrivateDir::open_existing(&dir).and_then(|d| d.existing(DIR_NAME)))
+}
+
+/// `.agent-runner/logs/<task-id>/` of the attempt's directory.
+fn runner_logs(
+    ws: &Workspace,
+    task_id: &str,
+    attempt: &Attempt,
+) -> Option<std::io::Result<PrivateDir>> {
+    let dir = private_dir(ws, task_id, attempt)?;
+    Some(dir.and_then(|d| d.existing("logs")?.existing(task_id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_known_names_are_files() {
+        assert_eq!(
+            AttemptFile::parse("builder.log"),
+            Some(AttemptFile::Job("builder.log"))
+        );
+        assert_eq!(AttemptFile::parse("note.md"), Some(AttemptFile::Note));
+        assert_eq!(
+            AttemptFile::parse("test-12.log"),
+            Some(AttemptFile::Runner("test-12.log".into()))
+        );
+        for bad in [
+            "",
+            "..",
+            "../builder.log",
+            "run-.log",
+            "run-01.log",
+            "run-1.log/x",
+            "run-1234567.log",
+            "run-1.txt",
+            "task-t-1.md",
+            "workspace.json",
+        ] {
+            assert_eq!(AttemptFile::parse(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Which handler answers a request: the Host check first (every request), the path
+//! decoded segment by segment (a segment that decodes to `..`, `.`, or holds a `/`
+//! or NUL is refused, however it was encoded), then the method: GET only reads,
+//! POST (state changes) passes the Origin, token and content-type checks first.
+
+use super::api;
+use super::app::App;
+use super::assets;
+use super::http::{Request, Response};
+use super::pages;
+
+/// The response to `request`.
+pub fn handle(app: &App, request: &Request) -> Response {
+    let api = request.path.starts_with("/api/");
+    let fail = |status: u16, message: &str| {
+        if api {
+            api::error(status, message)
+        } else {
+            pages::error(status, message)
+        }
+    };
+    if let Err(denied) = app.guard.check_host(request) {
+        let (status, message) = denied.status();
+        return fail(status, &message);
+    }
+    let segments = match segments(&request.path) {
+        Ok(segments) => segments,
+        Err(why) => return fail(400, &why),
+    };
+    let path: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let method = request.method.as_str();
+    let allowed = allowed_methods(&path);
+    if allowed.is_empty() {
+        return fail(404, &format!("nothing at {}", request.path));
+    }
+    if !allowed.contains(&method) {
+        return fail(405, &format!("{method} is not allowed here"))
+            .with("Allow", allowed.join(", "));
+    }
+    if method == "POST" {
+        if let Err(denied) = app.guard.check_change(request) {
+            let (status, message) = denied.status();
+            return fail(status, &message);
+        }
+    }
+    match (method, path.as_slice()) {
+        ("GET", []) => pages::index(app, request.query_param("all") == Some("1")),
+        ("GET", ["plan"]) => pages::plan(app),
+        ("GET", ["tasks", id]) => pages::task(app, id),
+        ("GET", ["tasks", id, "attempts", job, "files", name]) => {
+            pages::attempt_file(app, id, job, name)
+        }
+        ("GET", ["static", name]) => assets::get(name),
+        ("GET", ["api", "tasks"]) => api::tasks(app, request),
+        ("POST", ["api", "tasks"]) => api::create_task(app, request),
+        ("GET", ["api", "tasks", id]) => api::task(app, id),
+        ("GET", ["api", "tasks", id, "attempts"]) => api::attempts(app, id),
+        ("POST", ["api", "tasks", id, "run"]) => api::run_task(app, id),
+        ("GET", ["api", "plan"]) => api::plan(app),
+        ("POST", ["api", "plan"]) => api::start_plan(app, request),
+        ("GET", ["api", "plan", "runs", run]) => api::plan_run(app, run),
+        ("GET", ["api", "orchestrator"]) => api::orchestrator(app),
+        ("POST", ["api", "orchestrator", "start"]) => api::start_orchestrator(app),
+        _ => fail(404, &format!("nothing at {}", request.path)),
+    }
+}
+
+/// The methods a path answers to; empty if it is no route.
+fn allowed_methods(path: &[&str]) -> &'static [&'static str] {
+    match path {
+        [] | ["plan"] | ["tasks", _] | ["tasks", _, "attempts", _, "files", _] | ["static", _] => {
+            &["GET"]
+        }
+        ["api", "tasks"] | ["api", "plan"] => &["GET", "POST"],
+        ["api", "tasks", _] | ["api", "tasks", _, "attempts"] | ["api", "plan", "runs", _] => {
+            &["GET"]
+        }
+        ["api", "orchestrator"] => &["GET"],
+        ["api", "tasks", _, "run"] | ["api", "orchestrator", "start"] => &["POST"],
+        _ => &[],
+    }
+}
+
+/// The path's segments, percent-decoded; an error for a segment that is not a
+/// plain name once decoded.
+pub fn segments(path: &str) -> Result<Vec<String>, String> {
+    let Some(rest) = path.strip_prefix('/') else {
+        return Err("the path does not start with /".into());
+    };
+    if rest.is_empty() {
+        return Ok(Vec::new());
+    }
+    rest.split('/')
+        .map(|raw| {
+            let decoded =
+                decode(raw).ok_or_else(|| format!("{raw:?}: not valid percent-encoded UTF-8"))?;
+            if decoded.is_empty() && raw.is_empty() {
+                return Err("an empty path segment".to_string());
+            }
+            if decoded == "." || decoded == ".." || decoded.contains(['/', '\\', '\0']) {
+                return Err(format!("{raw:?}: not a plain name"));
+            }
+            Ok(decoded)
+        })
+        .collect()
+}
+
+/// Percent-decodes one segment; None if an escape is broken or the result is not
+/// UTF-8.
+fn decode(raw: &str) -> Option<String> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_decode_to_plain_names_only() {
+        assert_eq!(segments("/").unwrap(), Vec::<String>::new());
+        assert_eq!(segments("/tasks/t-1").unwrap(), ["tasks", "t-1"]);
+        assert_eq!(segments("/a%20b/%E3%82%A2").unwrap(), ["a b", "ア"]);
+        for bad in [
+            "/tasks/..",
+            "/tasks/%2e%2e",
+            "/tasks/%2E.",
+            "/tasks/.",
+            "/tasks/a%2fb",
+            "/tasks/a%5cb",
+            "/tasks/a%00",
+            "/tasks/%zz",
+            "/tasks/%e3%82",
+            "/tasks/%",
+            "/tasks//x",
+            "/tasks/",
+            "tasks",
+        ] {
+            assert!(segments(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_route_has_its_methods() {
+        assert_eq!(allowed_methods(&["api", "tasks"]), ["GET", "POST"]);
+        assert_eq!(allowed_methods(&["api", "tasks", "t", "run"]), ["POST"]);
+        assert_eq!(allowed_methods(&["tasks", "t"]), ["GET"]);
+        assert!(allowed_methods(&["etc", "passwd"]).is_empty());
+    }
+}

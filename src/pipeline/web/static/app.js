@@ -1,0 +1,287 @@
+// agent-runner web view: the buttons, the chat box, and live statuses by polling the
+// JSON API every 2 s. Vanilla JS, no build step. Text from the server is only ever
+// put into the page as text (textContent), never as HTML.
+'use strict';
+
+(function () {
+  const POLL_MS = 2000;
+  const RUNNABLE = new Set(['PENDING', 'FAILED', 'SUCCEEDED']);
+  const token = document.querySelector('meta[name="agent-runner-token"]').content;
+  const page = document.body.dataset.page;
+
+  async function api(method, url, body) {
+    const init = { method, headers: { Accept: 'application/json' } };
+    if (method !== 'GET') {
+      init.headers['Content-Type'] = 'application/json';
+      init.headers['X-Agent-Runner-Token'] = token;
+      init.body = JSON.stringify(body || {});
+    }
+    const response = await fetch(url, init);
+    let data = {};
+    try {
+      data = await response.json();
+    } catch (e) {
+      data = {};
+    }
+    if (!response.ok) {
+      throw new Error(data.error || response.status + ' ' + response.statusText);
+    }
+    return data;
+  }
+
+  function el(tag, className, text) {
+    const e = document.createElement(tag);
+    if (className) e.className = className;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function notice(text, isError) {
+    const p = document.getElementById('notice');
+    p.textContent = text;
+    p.classList.toggle('error', Boolean(isError));
+    p.hidden = !text;
+  }
+
+  function badge(span, status) {
+    span.className = 'status s-' + status.toLowerCase();
+    span.textContent = status;
+  }
+
+  function shortTime(rfc3339) {
+    return (rfc3339 || '').slice(0, 19).replace('T', ' ');
+  }
+
+  function human(ms) {
+    if (ms < 1000) return ms + ' ms';
+    if (ms < 60000) return (ms / 1000).toFixed(1) + ' s';
+    const s = Math.floor(ms / 1000);
+    return Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
+  }
+
+  // Runs `refresh` every POLL_MS while the page is visible, never two at once.
+  function poll(refresh) {
+    let busy = false;
+    const tick = async function () {
+      if (busy || document.hidden) return;
+      busy = true;
+      try {
+        await refresh();
+      } catch (e) {
+        // The server may be restarting; the next tick tries again.
+      } finally {
+        busy = false;
+      }
+    };
+    setInterval(tick, POLL_MS);
+    document.addEventListener('visibilitychange', tick);
+  }
+
+  // The orchestrator's status in the header, and its Start button.
+  const orchestrator = document.getElementById('orchestrator');
+  const startButton = document.getElementById('start-orchestrator');
+
+  function showOrchestrator(s) {
+    const pids = (s.orchestrators || []).map((o) => o.pid);
+    let text = 'orchestrator: not running';
+    if (s.running) {
+      text = pids.length ? 'orchestrator: running (pid ' + pids.join(', ') + ')' : 'orchestrator: running';
+    }
+    orchestrator.textContent = text;
+    orchestrator.classList.toggle('on', Boolean(s.running));
+    orchestrator.classList.toggle('off', !s.running);
+    startButton.hidden = Boolean(s.running);
+  }
+
+  async function refreshOrchestrator() {
+    showOrchestrator(await api('GET', '/api/orchestrator'));
+  }
+
+  startButton.addEventListener('click', async function () {
+    startButton.disabled = true;
+    try {
+      await api('POST', '/api/orchestrator/start');
+      notice('Orchestrator started.');
+    } catch (e) {
+      notice('Could not start the orchestrator: ' + e.message, true);
+    } finally {
+      startButton.disabled = false;
+    }
+    await refreshOrchestrator().catch(function () {});
+  });
+  poll(refreshOrchestrator);
+
+  // Run buttons, on any page.
+  let refreshPage = async function () {};
+  document.addEventListener('click', async function (event) {
+    const button = event.target.closest('button.run');
+    if (!button) return;
+    button.disabled = true;
+    try {
+      const r = await api('POST', '/api/tasks/' + encodeURIComponent(button.dataset.id) + '/run');
+      notice('Task ' + r.task_id + ' enqueued (job ' + r.job_id + ').');
+    } catch (e) {
+      notice(e.message, true);
+    }
+    await refreshPage().catch(function () {});
+  });
+
+  function showRunButton(button, status, attempts) {
+    button.disabled = !RUNNABLE.has(status);
+    button.textContent = attempts > 0 ? 'Run again' : 'Run';
+  }
+
+  if (page === 'index') {
+    const all = document.body.dataset.all === '1';
+    const tbody = document.querySelector('#tasks tbody');
+
+    const newRow = function (t) {
+      const tr = el('tr');
+      tr.dataset.id = t.id;
+      const statusCell = el('td');
+      statusCell.append(el('span'));
+      const taskCell = el('td');
+      const link = el('a', 'title');
+      link.href = '/tasks/' + encodeURIComponent(t.id);
+      taskCell.append(link, el('div', 'id', t.id));
+      const button = el('button', 'run');
+      button.type = 'button';
+      button.dataset.id = t.id;
+      const buttonCell = el('td');
+      buttonCell.append(button);
+      tr.append(statusCell, taskCell, el('td', 'n attempts'), el('td', 'last'), buttonCell);
+      return tr;
+    };
+
+    const updateRow = function (tr, t) {
+      tr.dataset.status = t.status;
+      const span = tr.cells[0].firstElementChild;
+      if (span.textContent !== t.status) badge(span, t.status);
+      const link = tr.cells[1].firstElementChild;
+      if (link.textContent !== t.title) link.textContent = t.title;
+      const attempts = String(t.attempts);
+      if (tr.cells[2].textContent !== attempts) tr.cells[2].textContent = attempts;
+      const a = t.last_attempt;
+      const last = a ? shortTime(a.started_at) + ' · ' + a.status + ' · ' + human(a.duration_ms) : '—';
+      if (tr.cells[3].textContent !== last) tr.cells[3].textContent = last;
+      showRunButton(tr.cells[4].firstElementChild, t.status, t.attempts);
+    };
+
+    const refreshTasks = async function () {
+      const data = await api('GET', '/api/tasks' + (all ? '?all=1' : ''));
+      const existing = new Map(Array.from(tbody.rows, (r) => [r.dataset.id, r]));
+      let previous = null;
+      for (const t of data.tasks) {
+        let tr = existing.get(t.id);
+        if (tr) {
+          existing.delete(t.id);
+        } else {
+          tr = newRow(t);
+        }
+        updateRow(tr, t);
+        const wanted = previous ? previous.nextSibling : tbody.firstChild;
+        if (wanted !== tr) tbody.insertBefore(tr, wanted);
+        previous = tr;
+      }
+      for (const tr of existing.values()) tr.remove();
+      document.getElementById('count').textContent = String(data.tasks.length);
+      document.getElementById('empty').hidden = data.tasks.length > 0;
+    };
+    refreshPage = refreshTasks;
+    poll(refreshTasks);
+
+    // The chat box: a new task, or with "plan" a plan request.
+    const form = document.getElementById('chat');
+    const prompt = document.getElementById('prompt');
+    const planToggle = document.getElementById('plan-toggle');
+    const send = document.getElementById('send');
+    const chatStatus = document.getElementById('chat-status');
+    const planResult = document.getElementById('plan-result');
+
+    const say = function (text, isError) {
+      chatStatus.textContent = text;
+      chatStatus.classList.toggle('error', Boolean(isError));
+    };
+
+    planToggle.addEventListener('change', function () {
+      send.textContent = planToggle.checked ? 'Plan' : 'Create task';
+    });
+
+    const showPlan = function (run) {
+      planResult.replaceChildren();
+      planResult.append(el('h3', '', 'Plan ' + run.state + (run.exit ? ' (' + run.exit + ')' : '')));
+      const meta = run.meta;
+      if (meta && meta.text) {
+        planResult.append(el('p', 'label', "Meta's understanding"), el('p', 'understanding', meta.text));
+      }
+      const conflicts = meta && Array.isArray(meta.potential_conflicts) ? meta.potential_conflicts : [];
+      if (conflicts.length) {
+        planResult.append(el('p', 'label', 'Potential conflicts'));
+        const ul = el('ul', 'conflicts');
+        for (const c of conflicts) {
+          ul.append(el('li', '', typeof c === 'string' ? c : JSON.stringify(c)));
+        }
+        planResult.append(ul);
+      }
+      if (run.output) planResult.append(el('pre', 'output', run.output));
+      if (run.state !== 'succeeded' && run.errors) planResult.append(el('pre', 'output error', run.errors));
+      planResult.hidden = false;
+    };
+
+    const watchPlan = function (id) {
+      const timer = setInterval(async function () {
+        let run;
+        try {
+          run = await api('GET', '/api/plan/runs/' + id);
+        } catch (e) {
+          return;
+        }
+        if (run.state === 'running') return;
+        clearInterval(timer);
+        say(run.state === 'succeeded' ? 'Plan done.' : 'Plan failed.', run.state !== 'succeeded');
+        showPlan(run);
+        await refreshTasks().catch(function () {});
+      }, 1000);
+    };
+
+    form.addEventListener('submit', async function (event) {
+      event.preventDefault();
+      const text = prompt.value;
+      if (!text.trim()) return;
+      send.disabled = true;
+      try {
+        if (planToggle.checked) {
+          const r = await api('POST', '/api/plan', { message: text });
+          prompt.value = '';
+          planResult.hidden = true;
+          say('Planning… (Meta is breaking it into tasks)');
+          watchPlan(r.run);
+        } else {
+          const r = await api('POST', '/api/tasks', { prompt: text });
+          prompt.value = '';
+          say('Created task ' + r.id + '.');
+          await refreshTasks();
+        }
+      } catch (e) {
+        say(e.message, true);
+      } finally {
+        send.disabled = false;
+      }
+    });
+  }
+
+  if (page === 'task') {
+    const taskId = document.body.dataset.taskId;
+    const shownAttempts = Number(document.body.dataset.attempts);
+    const refreshTask = async function () {
+      const d = await api('GET', '/api/tasks/' + encodeURIComponent(taskId));
+      badge(document.getElementById('status'), d.status);
+      const button = document.querySelector('button.run');
+      if (button) showRunButton(button, d.status, d.attempts.length);
+      // A new attempt brings a new result, note and files: show them.
+      if (d.attempts.length !== shownAttempts) location.reload();
+    };
+    refreshPage = refreshTask;
+    poll(refreshTask);
+  }
+})();

@@ -1,0 +1,223 @@
+//! The web view in a real headless Chromium (SPEC §14), the seed's golden test GT-3
+//! offline: type "TODO アプリを作成して" into the chat box, see the task PENDING,
+//! press Run, start an orchestrator from the page (scripted Task Builder and Meta,
+//! the test worker image), see the task turn SUCCEEDED, and its summary and
+//! validation on the detail page. Screenshots of the list and the detail page are
+//! kept in target/test-artifacts/.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use support::pipeline::{Pipeline, meta_script, wait_for};
+use support::task::assert_no_container;
+use support::web::Served;
+use support::webdriver::{Browser, base64_decode};
+
+const PROMPT: &str = "TODO アプリを作成して";
+
+/// The Task Builder's reply: a TaskConfig with a test command; the orchestrator
+/// sets the id, title and root_dir.
+const BUILDER: &str = "- type: build_task_config\n  task:\n    id: chosen-by-the-llm\n    title: A title the LLM made up\n    instructions: |\n      Create a TODO app; write todo.txt.\n    project:\n      root_dir: /somewhere/else\n    test:\n      command: test -f todo.txt\n  runner:\n    meta:\n      model: gpt-4.1\n    worker:\n      type: docker_codex_cli\n";
+
+/// The row of the task titled arguments[0]: [status, id], or null.
+const ROW: &str = "const row = Array.from(document.querySelectorAll('#tasks tbody tr')).find((r) => r.cells[1].querySelector('a').textContent === arguments[0]); return row ? [row.dataset.status, row.dataset.id] : null;";
+
+#[test]
+fn base64_decodes_screenshots() {
+    assert_eq!(base64_decode("aGVsbG8="), b"hello");
+    assert_eq!(base64_decode("aGk="), b"hi");
+    assert_eq!(base64_decode("YWJj"), b"abc");
+}
+
+#[test]
+fn gt3_chat_run_and_result_in_the_browser() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let p = Pipeline::new("web-gt3", false);
+    p.init(
+        BUILDER,
+        &meta_script("@run: echo 'TODO app' > todo.txt\n@say: wrote todo.txt"),
+        "",
+    );
+    let web = Served::start(&p, &[]);
+    browser.open(&web.url("/"));
+    // A task made outside the page appears by itself; its hostile title is text
+    // (the script builds the row).
+    let hostile = "<img src=x onerror=\"window.pwned=1\">";
+    p.in_ws(&["task", "new"], &["--id", "hostile-title", hostile])
+        .output()
+        .code(0);
+    assert_eq!(
+        browser.wait_for(Duration::from_secs(10), ROW, json!([hostile]))[1],
+        "hostile-title"
+    );
+
+    // Chat → task, PENDING.
+    browser.type_into("#prompt", PROMPT);
+    browser.click("#send");
+    let row = browser.wait_for(Duration::from_secs(10), ROW, json!([PROMPT]));
+    assert_eq!(row[0], "PENDING", "{row}");
+    let id = row[1].as_str().unwrap().to_string();
+    assert!(
+        browser.text("#chat-status").contains(&id),
+        "the chat says which task it made"
+    );
+    assert_eq!(
+        browser.run("return document.getElementById('prompt').value", json!([])),
+        ""
+    );
+    let shown = p.show(&id);
+    assert_eq!(shown["task"]["title"], PROMPT);
+    assert_eq!(shown["task"]["raw_prompt"], PROMPT);
+    browser.screenshot("web-gt3-1-list-pending");
+
+    // Run → queued (no orchestrator yet).
+    browser.click(&format!("tr[data-id=\"{id}\"] button.run"));
+    browser.wait_for(
+        Duration::from_secs(10),
+        "const r = document.querySelector('tr[data-id=\"' + arguments[0] + '\"]'); return r && r.dataset.status === 'QUEUED';",
+        json!([id]),
+    );
+    assert!(browser.text("#notice").contains("enqueued"));
+    assert_eq!(p.ipc("queue").len(), 1);
+    assert_eq!(browser.text("#orchestrator"), "orchestrator: not running");
+
+    // Start an orchestrator from the page; the task runs and succeeds.
+    browser.click("#start-orchestrator");
+    browser.wait_for(
+        Duration::from_secs(20),
+        "return document.getElementById('orchestrator').textContent.startsWith('orchestrator: running');",
+        json!([]),
+    );
+    browser.wait_for(
+        Duration::from_secs(180),
+        "const r = document.querySelector('tr[data-id=\"' + arguments[0] + '\"]'); return r && r.dataset.status === 'SUCCEEDED';",
+        json!([id]),
+    );
+    assert_eq!(
+        browser.text(&format!("tr[data-id=\"{id}\"] td.attempts")),
+        "1"
+    );
+    browser.screenshot("web-gt3-2-list-succeeded");
+
+    // The detail page: status, summary, validation with its command.
+    browser.click(&format!("tr[data-id=\"{id}\"] a.title"));
+    browser.wait_for(
+        Duration::from_secs(10),
+        "return document.body.dataset.page === 'task';",
+        json!([]),
+    );
+    assert_eq!(browser.text("#status"), "SUCCEEDED");
+    assert_eq!(browser.text("#title"), PROMPT);
+    assert_eq!(browser.text("#summary"), "The work is done and checked.");
+    assert_eq!(browser.text("#validation"), "passed");
+    let commands = browser.text("#validation-commands");
+    assert!(commands.contains("test -f todo.txt"), "{commands}");
+    let exit_code = browser.run(
+        "return document.querySelector('#validation-commands tbody tr').cells[1].textContent;",
+        json!([]),
+    );
+    assert_eq!(exit_code, "0");
+    let note = browser.text("article.note");
+    assert!(
+        note.contains(&format!("task {id}")) || note.contains(&id),
+        "{note}"
+    );
+    browser.screenshot("web-gt3-3-detail");
+    browser.run(
+        "document.querySelector('article.note').scrollIntoView();",
+        json!([]),
+    );
+    browser.screenshot("web-gt3-4-detail-note");
+    // The log links open the files.
+    browser.click("td.files a[href$=\"/runner.stderr.log\"]");
+    let log = browser.wait_for(
+        Duration::from_secs(10),
+        "return document.contentType === 'text/plain' ? document.body.textContent : null;",
+        json!([]),
+    );
+    assert!(!log.as_str().unwrap().is_empty());
+
+    // Nothing hostile ran; the page's own script did its work.
+    assert_eq!(
+        browser.run("return window.pwned === undefined;", json!([])),
+        true
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("todo.txt")).unwrap(),
+        "TODO app\n"
+    );
+
+    // The plan toggle sends the text to `agent-runner plan` and shows how it ended
+    // (in a build without `plan`, that it failed and why).
+    browser.open(&web.url("/"));
+    browser.click("#plan-toggle");
+    assert_eq!(browser.text("#send"), "Plan");
+    browser.type_into("#prompt", "TODO アプリを作成して、テスト付きで");
+    browser.click("#send");
+    let heading = browser.wait_for(
+        Duration::from_secs(60),
+        "const r = document.getElementById('plan-result'); return r.hidden ? null : r.querySelector('h3').textContent;",
+        json!([]),
+    );
+    let heading = heading.as_str().unwrap();
+    assert!(
+        heading.starts_with("Plan succeeded") || heading.starts_with("Plan failed"),
+        "{heading}"
+    );
+    browser.screenshot("web-gt3-5-plan-request");
+
+    // The plan page: the tree of wbs.json with the tasks' statuses, and the chat.
+    std::fs::write(
+        p.ws().join("wbs.json"),
+        json!({"root_node_id": "root", "nodes": {
+            "root": {"title": "TODO app", "parent": null, "children": ["p1", "p2"]},
+            "p1": {"title": "Design", "parent": "root", "children": ["n1"]},
+            "n1": {"title": PROMPT, "parent": "p1", "children": [], "task_id": id},
+            "p2": {"title": "Build", "parent": "root", "children": ["n2"]},
+            "n2": {"title": hostile, "parent": "p2", "children": [], "task_id": "hostile-title"},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        p.ws().join("chat.jsonl"),
+        format!(
+            "{}\n{}\n",
+            json!({"at": "2026-11-22T10:00:00.000Z", "role": "user", "text": PROMPT}),
+            json!({"at": "2026-11-22T10:00:03.000Z", "role": "meta", "text": "A TODO app: add, list and complete items.", "potential_conflicts": ["src/app.js is changed by another task"]})
+        ),
+    )
+    .unwrap();
+    browser.click("nav a[href=\"/plan\"]");
+    browser.wait_for(
+        Duration::from_secs(10),
+        "return document.body.dataset.page === 'plan';",
+        json!([]),
+    );
+    let tree = browser.text("#tree");
+    assert!(
+        tree.contains("SUCCEEDED") && tree.contains(PROMPT) && tree.contains(hostile),
+        "{tree}"
+    );
+    browser.screenshot("web-gt3-6-plan");
+    assert_eq!(
+        browser.run("return window.pwned === undefined;", json!([])),
+        true
+    );
+
+    // Stopping the server stops the orchestrator it started; nothing is left.
+    drop(browser);
+    let (code, stderr) = web.stop();
+    assert_eq!(code, Some(130), "{stderr}");
+    wait_for(Duration::from_secs(10), || {
+        std::fs::read_dir(p.ws().join("ipc/orchestrators"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)
+    });
+    assert_no_container(&id);
+}

@@ -1,0 +1,726 @@
+//! The web view over HTTP (SPEC §14): every API route, the security checks (Host,
+//! Origin, token, content type; refused requests change nothing), escaping of
+//! hostile titles, notes and results, bounded requests, and files served only as the
+//! TaskStore names them. Real binary on 127.0.0.1, a raw HTTP client; the route that
+//! starts an orchestrator runs a scripted task without a container.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use support::pipeline::{BUILDER_REPLY, Pipeline, wait_for};
+use support::web::Served;
+
+/// Runner Meta replies that complete without a worker run (no container): fast.
+const QUICK_META: &str = "- type: plan_task\n  acceptance_criteria: [{id: AC-1, description: nothing to do}]\n- type: next_action\n  decision: {action: mark_complete, reason: nothing to do}\n- type: completion_assessment\n  summary: Nothing needed doing.\n  details: {passed_criteria: [AC-1]}\n";
+
+const SCRIPT: &str = "<script>alert(1)</script>";
+
+fn workspace(name: &str) -> Pipeline {
+    let p = Pipeline::new(name, false);
+    p.init(BUILDER_REPLY, QUICK_META, "");
+    p
+}
+
+/// Names of the files in `dir` (sorted), or none if it is missing.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Appends an attempt line to task `id`, as an orchestrator (or another program)
+/// would, with a result naming the note at `note_path`.
+fn record_attempt(p: &Pipeline, id: &str, job: &str, result: Value) {
+    let line = json!({
+        "type": "attempt", "attempt_id": format!("a-{job}"), "job_id": job, "task_id": id,
+        "status": "succeeded", "started_at": "2026-11-22T10:00:00.000Z",
+        "finished_at": "2026-11-22T10:00:01.500Z", "duration_ms": 1500,
+        "result": result,
+        "task_config": p.ws().join(format!("logs/{job}/task-config.yaml")),
+        "log_dir": p.ws().join(format!("logs/{job}")),
+    });
+    let path = p.ws().join(format!("tasks/{id}.jsonl"));
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(&format!("{line}\n"));
+    std::fs::write(path, text).unwrap();
+}
+
+fn result_with_note(id: &str, note_path: &Path) -> Value {
+    json!({
+        "task_id": id, "status": "succeeded", "state": "COMPLETE",
+        "summary": "<img src=x onerror=alert(1)> all done",
+        "validation": {"overall": "passed", "commands": [
+            {"command": "<b>npm test</b>", "exit_code": 0, "duration_ms": 1234},
+            {"command": "cargo test", "exit_code": 101, "duration_ms": 65000}
+        ]},
+        "duration_ms": 1500, "loops": 1, "note_path": note_path
+    })
+}
+
+#[test]
+fn every_api_route_answers_and_the_pages_show_it() {
+    let p = workspace("web-api");
+    let web = Served::start(&p, &[]);
+    let token = web.token();
+
+    // The task list, empty, as `task list --json` prints it.
+    let list = web.get("/api/tasks");
+    list.status(200);
+    assert_eq!(list.header("content-type"), Some("application/json"));
+    let list = list.json();
+    assert_eq!(list["tasks"], json!([]));
+    assert_eq!(list["root_dir"], p.root.to_str().unwrap());
+
+    // Create: the prompt is the title and the raw prompt.
+    let created = web.post(
+        "/api/tasks",
+        &token,
+        r#"{"prompt":"TODO アプリを作成して"}"#,
+    );
+    created.status(201);
+    let id = created.json()["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("t-"), "{id}");
+    let cli = p.show(&id);
+    assert_eq!(cli["task"]["title"], "TODO アプリを作成して");
+    assert_eq!(cli["task"]["raw_prompt"], "TODO アプリを作成して");
+    assert_eq!(cli["status"], "PENDING");
+    web.post("/api/tasks", &token, r#"{"prompt":"x","id":"fixed-1"}"#)
+        .status(201);
+    web.post("/api/tasks", &token, r#"{"prompt":"x","id":"fixed-1"}"#)
+        .status(409);
+    web.post("/api/tasks", &token, r#"{"prompt":"x","id":"../etc"}"#)
+        .status(400);
+    web.post("/api/tasks", &token, r#"{"prompt":"   "}"#)
+        .status(400);
+    web.post("/api/tasks", &token, r#"{"prompt":"x","extra":1}"#)
+        .status(400);
+    web.post("/api/tasks", &token, "not json").status(400);
+
+    // The list and the task, as the CLI prints them.
+    let listed = web.get("/api/tasks").json();
+    let tasks: Vec<&str> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(tasks.len(), 2);
+    assert!(tasks.contains(&id.as_str()) && tasks.contains(&"fixed-1"));
+    let cli_list: Value =
+        serde_json::from_str(&p.in_ws(&["task", "list"], &["--json"]).output().stdout).unwrap();
+    assert_eq!(listed, cli_list, "the same document as task list --json");
+    let shown = web.get(&format!("/api/tasks/{id}"));
+    shown.status(200);
+    assert_eq!(
+        shown.json(),
+        p.show(&id),
+        "the same document as task show --json"
+    );
+    web.get("/api/tasks/nope").status(404);
+    web.get("/api/tasks/nope/attempts").status(404);
+    web.get("/api/tasks/..%2f..%2fworkspace").status(400);
+    assert_eq!(
+        web.get(&format!("/api/tasks/{id}/attempts")).json()["attempts"],
+        json!([])
+    );
+
+    // Run: a job in the queue, as `task run` writes it; not twice.
+    let run = web.post(&format!("/api/tasks/{id}/run"), &token, "{}");
+    run.status(202);
+    let job = run.json()["job_id"].as_str().unwrap().to_string();
+    assert_eq!(p.ipc("queue"), [format!("{job}.json")]);
+    let queued: Value = serde_json::from_str(
+        &std::fs::read_to_string(p.ws().join(format!("ipc/queue/{job}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(queued["task_id"], id.as_str());
+    assert_eq!(
+        web.get(&format!("/api/tasks/{id}")).json()["status"],
+        "QUEUED"
+    );
+    let again = web.post(&format!("/api/tasks/{id}/run"), &token, "{}");
+    again.status(409);
+    assert!(
+        again.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("already QUEUED")
+    );
+    web.post("/api/tasks/nope/run", &token, "{}").status(404);
+    assert_eq!(p.ipc("queue").len(), 1);
+
+    // The plan: nothing yet, then what `plan` wrote.
+    assert_eq!(
+        web.get("/api/plan").json(),
+        json!({"wbs": null, "chat": []})
+    );
+    std::fs::write(
+        p.ws().join("wbs.json"),
+        json!({"root_node_id": "root", "nodes": {
+            "root": {"title": "TODO app", "parent": null, "children": ["phase-1"]},
+            "phase-1": {"title": "<i>Build</i>", "parent": "root", "children": ["n1"]},
+            "n1": {"title": "The list", "parent": "phase-1", "children": [], "task_id": id},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        p.ws().join("chat.jsonl"),
+        "{\"at\":\"2026-11-22T10:00:00.000Z\",\"role\":\"user\",\"text\":\"TODO アプリを作成して\"}\n{\"at\":\"2026-11-22T10:00:02.000Z\",\"role\":\"meta\",\"text\":\"A TODO app <b>in the browser</b>\"}\n",
+    )
+    .unwrap();
+    let plan = web.get("/api/plan").json();
+    assert_eq!(plan["wbs"]["nodes"]["n1"]["task_id"], id.as_str());
+    assert_eq!(plan["chat"][1]["role"], "meta");
+    let page = web.get("/plan");
+    page.status(200);
+    let page = page.text();
+    assert!(page.contains("&lt;i&gt;Build&lt;/i&gt;"), "{page}");
+    assert!(
+        page.contains(&format!("<a href=\"/tasks/{id}\">The list</a>")),
+        "{page}"
+    );
+    assert!(page.contains("s-queued"), "the task's status in the tree");
+    assert!(
+        page.contains("A TODO app &lt;b&gt;in the browser&lt;/b&gt;"),
+        "{page}"
+    );
+
+    // Plan requests run `agent-runner plan` as a child; it ends, one way or another.
+    web.post("/api/plan", &token, r#"{"message":""}"#)
+        .status(400);
+    let started = web.post(
+        "/api/plan",
+        &token,
+        r#"{"message":"TODO アプリを作成して"}"#,
+    );
+    started.status(202);
+    let run_id = started.json()["run"].as_u64().unwrap();
+    let mut last = Value::Null;
+    wait_for(Duration::from_secs(60), || {
+        last = web.get(&format!("/api/plan/runs/{run_id}")).json();
+        last["state"] != "running"
+    });
+    assert_eq!(last["message"], "TODO アプリを作成して");
+    assert!(
+        last["state"] == "succeeded" || !last["errors"].as_str().unwrap().is_empty(),
+        "a failed plan says why: {last}"
+    );
+    web.get("/api/plan/runs/999").status(404);
+
+    // The orchestrator: none, then one started from the page runs the queued job.
+    let status = web.get("/api/orchestrator").json();
+    assert_eq!(status["running"], false);
+    assert_eq!(status["orchestrators"], json!([]));
+    assert!(web.get("/").text().contains("orchestrator: not running"));
+    web.post("/api/orchestrator/start", &token, "{}")
+        .status(202);
+    let mut status = Value::Null;
+    wait_for(Duration::from_secs(20), || {
+        status = web.get("/api/orchestrator").json();
+        status["running"] == true
+    });
+    let pid = status["orchestrators"][0]["pid"].as_u64().unwrap() as u32;
+    assert!(support::pipeline::alive(pid));
+    assert_eq!(status["started_here"]["state"], "running");
+    assert!(
+        web.get("/")
+            .text()
+            .contains(&format!("orchestrator: running (pid {pid})"))
+    );
+    web.post("/api/orchestrator/start", &token, "{}")
+        .status(409);
+    wait_for(Duration::from_secs(60), || {
+        web.get(&format!("/api/tasks/{id}")).json()["status"] == "SUCCEEDED"
+    });
+    let listed = web.get("/api/tasks").json();
+    let row = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (row["status"].as_str(), row["attempts"].as_u64()),
+        (Some("SUCCEEDED"), Some(1))
+    );
+    let attempts = web.get(&format!("/api/tasks/{id}/attempts")).json();
+    assert_eq!(attempts["attempts"][0]["job_id"], job.as_str());
+    assert_eq!(
+        attempts["attempts"][0]["result"]["summary"],
+        "Nothing needed doing."
+    );
+
+    // The detail page shows the result, the attempt's files and its note.
+    let detail = web.get(&format!("/tasks/{id}")).text();
+    assert!(
+        detail.contains("<span id=\"status\" class=\"status s-succeeded\">SUCCEEDED</span>"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("<dd id=\"summary\">Nothing needed doing.</dd>"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("<span class=\"v v-unknown\">unknown</span>"),
+        "{detail}"
+    );
+    for file in [
+        "builder.log",
+        "task-config.yaml",
+        "runner.stderr.log",
+        "note.md",
+    ] {
+        let href = format!("/tasks/{id}/attempts/{job}/files/{file}");
+        assert!(
+            detail.contains(&format!("href=\"{href}\"")),
+            "{file}: {detail}"
+        );
+        web.get(&href).status(200);
+    }
+    assert!(detail.contains("<article class=\"note\">"), "{detail}");
+    let config = web.get(&format!(
+        "/tasks/{id}/attempts/{job}/files/task-config.yaml"
+    ));
+    assert_eq!(
+        config.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert!(
+        config.text().contains(&format!("id: {id}")),
+        "{}",
+        config.text()
+    );
+
+    // Stopping the server stops the orchestrator it started.
+    let (code, stderr) = web.stop();
+    assert_eq!(code, Some(130), "{stderr}");
+    wait_for(Duration::from_secs(10), || !support::pipeline::alive(pid));
+    assert_eq!(
+        names(&p.ws().join("ipc/orchestrators")),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn state_changes_need_our_host_origin_token_and_json_and_refusals_change_nothing() {
+    let p = workspace("web-guard");
+    let id = p.new_task("guarded", "Nothing to do");
+    let web = Served::start(&p, &[]);
+    let token = web.token();
+    let body = r#"{"prompt":"created by an attacker"}"#;
+    let refused = |reply: support::web::Reply, status: u16| {
+        reply.status(status);
+        assert!(reply.json()["error"].is_string());
+    };
+    // No token, a wrong one (same length), two of them.
+    refused(web.post_with("/api/tasks", &[], body), 403);
+    refused(web.post("/api/tasks", &"0".repeat(64), body), 403);
+    refused(web.post("/api/tasks", &token[..63], body), 403);
+    refused(
+        web.post_with(
+            "/api/tasks",
+            &[
+                ("X-Agent-Runner-Token", &token),
+                ("X-Agent-Runner-Token", "x"),
+            ],
+            body,
+        ),
+        403,
+    );
+    // Another origin, even with the token.
+    let evil = format!(
+        "POST /api/tasks HTTP/1.1\r\nHost: {}\r\nOrigin: http://evil.example\r\nX-Agent-Runner-Token: {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        web.addr,
+        body.len()
+    );
+    refused(web.raw(evil.as_bytes()), 403);
+    // A form post (not JSON), even with the token.
+    let form = format!(
+        "POST /api/tasks HTTP/1.1\r\nHost: {}\r\nX-Agent-Runner-Token: {token}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 8\r\n\r\nprompt=x",
+        web.addr
+    );
+    refused(web.raw(form.as_bytes()), 415);
+    // DNS rebinding: a foreign Host gets neither the page (with its token) nor a change.
+    let rebound = web.raw(b"GET / HTTP/1.1\r\nHost: evil.example:8765\r\n\r\n");
+    rebound.status(421);
+    assert!(!rebound.text().contains(&token));
+    let rebound_post = format!(
+        "POST /api/tasks/{id}/run HTTP/1.1\r\nHost: evil.example\r\nOrigin: http://evil.example\r\nX-Agent-Runner-Token: {token}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+    );
+    refused(web.raw(rebound_post.as_bytes()), 421);
+    web.raw(b"GET /api/tasks HTTP/1.1\r\n\r\n").status(421);
+    // GET never changes anything; a state-changing route does not answer GET.
+    web.get(&format!("/api/tasks/{id}/run")).status(405);
+    web.get("/api/orchestrator/start").status(405);
+    refused(
+        web.post_with(&format!("/api/tasks/{id}/run"), &[], "{}"),
+        403,
+    );
+    refused(web.post_with("/api/orchestrator/start", &[], "{}"), 403);
+    refused(web.post_with("/api/plan", &[], r#"{"message":"x"}"#), 403);
+    // Nothing changed.
+    let tasks = web.get("/api/tasks").json();
+    assert_eq!(tasks["tasks"].as_array().unwrap().len(), 1, "{tasks}");
+    assert_eq!(p.ipc("queue"), Vec::<String>::new());
+    assert_eq!(web.get("/api/orchestrator").json()["running"], false);
+    assert_eq!(web.get("/api/plan/runs/1").status, 404, "no plan started");
+    // Our own page's request passes, and every response carries the policy.
+    let ok = web.post(&format!("/api/tasks/{id}/run"), &token, "{}");
+    ok.status(202);
+    for reply in [
+        ok,
+        web.get("/"),
+        web.get("/api/tasks"),
+        web.get("/static/app.js"),
+    ] {
+        let csp = reply.header("content-security-policy").unwrap();
+        assert!(
+            csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+            "{csp}"
+        );
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert_eq!(reply.header("x-frame-options"), Some("DENY"));
+        assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
+    }
+    // A new server has a new token; the old one no longer works.
+    drop(web.stop());
+    let second = Served::start(&p, &[]);
+    assert_ne!(second.token(), token);
+    refused(second.post("/api/tasks", &token, body), 403);
+}
+
+#[test]
+fn hostile_titles_results_and_notes_render_as_text() {
+    let p = workspace("web-escape");
+    let id = p.new_task("hostile", SCRIPT);
+    let note_path = p.root.join(format!(".agent-runner/task-{id}.md"));
+    std::fs::create_dir_all(note_path.parent().unwrap()).unwrap();
+    std::fs::write(
+        &note_path,
+        format!(
+            "# Task Note\n\n## 1. Summary\n\n{SCRIPT}\n\n<img src=x onerror=alert(2)>\n\nInline <iframe src=/></iframe> html\n\n[click](javascript:alert(3)) [also](JAVASCRIPT:alert(4)) [data](data:text/html;base64,PHNjcmlwdD4=)\n\n<details>\n<summary>PRD (full text)</summary>\n\nfolded\n\n</details>\n"
+        ),
+    )
+    .unwrap();
+    record_attempt(&p, &id, "j-hostile", result_with_note(&id, &note_path));
+    let web = Served::start(&p, &[]);
+    // The list: the title is text.
+    let list = web.get("/").text();
+    assert!(
+        list.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{list}"
+    );
+    assert!(!list.contains(SCRIPT), "{list}");
+    assert_eq!(
+        list.matches("<script").count(),
+        1,
+        "only our own script tag"
+    );
+    // The JSON: just a string.
+    let listed = web.get("/api/tasks").json();
+    assert_eq!(listed["tasks"][0]["title"], SCRIPT);
+    // The detail: title, prompt, summary, commands, note: all text.
+    let detail = web.get(&format!("/tasks/{id}")).text();
+    assert_eq!(
+        detail.matches("<script").count(),
+        1,
+        "only our own script tag: {detail}"
+    );
+    assert!(!detail.contains("<img"), "{detail}");
+    assert!(!detail.contains("<iframe"), "{detail}");
+    assert!(!detail.contains("<b>"), "{detail}");
+    assert!(
+        !detail.to_lowercase().contains("href=\"javascript"),
+        "{detail}"
+    );
+    assert!(!detail.contains("href=\"data:"), "{detail}");
+    assert!(
+        detail.contains("<h1 id=\"title\">&lt;script&gt;alert(1)&lt;/script&gt;</h1>"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("&lt;img src=x onerror=alert(1)&gt; all done"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("<code>&lt;b&gt;npm test&lt;/b&gt;</code>"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("<td class=\"n error\">101</td><td class=\"n\">1 min 5 s</td>"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("&lt;img src=x onerror=alert(2)&gt;"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("click also data"),
+        "the links' text stays: {detail}"
+    );
+    assert!(
+        detail.contains("<details>\n<summary>PRD (full text)</summary>"),
+        "{detail}"
+    );
+    // The note itself, as a file: plain text, never sniffed as HTML.
+    let raw = web.get(&format!("/tasks/{id}/attempts/j-hostile/files/note.md"));
+    raw.status(200);
+    assert_eq!(
+        raw.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(raw.header("x-content-type-options"), Some("nosniff"));
+    assert!(raw.text().contains(SCRIPT));
+}
+
+#[test]
+fn request_bodies_and_heads_are_bounded() {
+    let p = workspace("web-bounds");
+    let web = Served::start(&p, &[]);
+    let token = web.token();
+    // Announced too large: refused before it is read.
+    let announced = format!(
+        "POST /api/tasks HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nX-Agent-Runner-Token: {token}\r\nContent-Length: 100000000\r\n\r\n",
+        web.addr
+    );
+    web.raw(announced.as_bytes()).status(413);
+    // Sent too large.
+    let big = format!(r#"{{"prompt":"{}"}}"#, "a".repeat(200 * 1024));
+    web.post("/api/tasks", &token, &big).status(413);
+    // Within the body limit but above the prompt limit.
+    let long = format!(r#"{{"prompt":"{}"}}"#, "a".repeat(40 * 1024));
+    web.post("/api/tasks", &token, &long).status(413);
+    // No length: chunked bodies are not read.
+    let chunked = format!(
+        "POST /api/tasks HTTP/1.1\r\nHost: {}\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        web.addr
+    );
+    web.raw(chunked.as_bytes()).status(411);
+    let head = format!(
+        "GET / HTTP/1.1\r\nHost: {}\r\nX-Big: {}\r\n\r\n",
+        web.addr,
+        "b".repeat(20 * 1024)
+    );
+    web.raw(head.as_bytes()).status(431);
+    web.raw(b"NOT HTTP\r\n\r\n").status(400);
+    assert_eq!(
+        web.get("/api/tasks").json()["tasks"],
+        json!([]),
+        "nothing created"
+    );
+    // The server still answers.
+    web.get("/").status(200);
+}
+
+#[test]
+fn files_are_served_only_as_the_store_names_them_and_never_through_a_symlink() {
+    let p = workspace("web-files");
+    let id = p.new_task("files", "Files");
+    let other = p.new_task("other", "Other");
+    let outside = p
+        .scratch
+        .file("outside/secret.txt", "TOP SECRET host file\n");
+    let note_path = p.root.join(format!(".agent-runner/task-{id}.md"));
+    std::fs::create_dir_all(note_path.parent().unwrap()).unwrap();
+    std::fs::write(&note_path, "# Note\n").unwrap();
+    record_attempt(&p, &id, "j-files", result_with_note(&id, &note_path));
+    let logs = p.ws().join("logs/j-files");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(logs.join("builder.log"), "builder says hi\n").unwrap();
+    std::os::unix::fs::symlink(&outside, logs.join("runner.stderr.log")).unwrap();
+    let runner_logs = p.root.join(format!(".agent-runner/logs/{id}"));
+    std::fs::create_dir_all(&runner_logs).unwrap();
+    std::fs::write(runner_logs.join("run-1.log"), "worker output\n").unwrap();
+    std::os::unix::fs::symlink(&outside, runner_logs.join("test-1.log")).unwrap();
+    // A second attempt whose log directory is a symlink to a directory outside.
+    record_attempt(&p, &id, "j-linked", result_with_note(&id, &note_path));
+    std::os::unix::fs::symlink(outside.parent().unwrap(), p.ws().join("logs/j-linked")).unwrap();
+    std::fs::copy(&outside, outside.parent().unwrap().join("builder.log")).unwrap();
+    // An attempt whose result names a note elsewhere.
+    record_attempt(&p, &other, "j-other", result_with_note(&other, &outside));
+    let web = Served::start(&p, &[]);
+
+    let file = |path: &str| web.get(&format!("/tasks/{id}/attempts/j-files/files/{path}"));
+    assert_eq!(file("builder.log").text(), "builder says hi\n");
+    assert_eq!(file("run-1.log").text(), "worker output\n");
+    assert_eq!(file("note.md").text(), "# Note\n");
+    let secret = |reply: support::web::Reply| {
+        assert!(reply.status >= 400, "{}: {}", reply.status, reply.text());
+        assert!(!reply.text().contains("TOP SECRET"), "{}", reply.text());
+    };
+    secret(file("runner.stderr.log"));
+    secret(file("test-1.log"));
+    secret(web.get(&format!("/tasks/{id}/attempts/j-linked/files/builder.log")));
+    secret(web.get(&format!("/tasks/{other}/attempts/j-other/files/note.md")));
+    // Names not in the fixed set: not found.
+    for path in [
+        format!("/tasks/{id}/attempts/j-files/files/secret.txt"),
+        format!("/tasks/{id}/attempts/j-files/files/workspace.json"),
+        format!("/tasks/{other}/attempts/j-files/files/builder.log"),
+    ] {
+        let reply = web.get(&path);
+        assert_eq!(reply.status, 404, "{path}: {}", reply.text());
+    }
+    // Traversal, however it is spelled: refused before any file is looked for.
+    for path in [
+        format!("/tasks/{id}/attempts/j-files/files/..%2f..%2f..%2foutside%2fsecret.txt"),
+        format!("/tasks/{id}/attempts/j-files/files/%2e%2e"),
+        format!("/tasks/{id}/attempts/j-files/files/%2E%2e%5csecret.txt"),
+        format!("/tasks/{id}/attempts/../files/builder.log"),
+        format!("/tasks/{id}/attempts/j-files/files/../../../../outside/secret.txt"),
+        format!("/tasks/{id}/attempts/j-files/files/run-1.log%00"),
+        "/tasks/%2e%2e/attempts/j-files/files/builder.log".to_string(),
+        "/static/..%2f..%2fCargo.toml".to_string(),
+        "/..%2f..%2fetc%2fpasswd".to_string(),
+    ] {
+        let reply = web.get(&path);
+        assert_eq!(reply.status, 400, "{path}: {}", reply.text());
+        assert!(!reply.text().contains("TOP SECRET"), "{path}");
+    }
+    // The detail page links what is there and safe to open, nothing else.
+    let detail = web.get(&format!("/tasks/{id}")).text();
+    assert!(detail.contains("files/run-1.log"), "{detail}");
+    assert!(!detail.contains("TOP SECRET"), "{detail}");
+    let other_page = web.get(&format!("/tasks/{other}")).text();
+    assert!(
+        !other_page.contains("TOP SECRET") && !other_page.contains("class=\"note\""),
+        "{other_page}"
+    );
+    // A symlinked .agent-runner in the root: no note, no runner logs.
+    std::fs::rename(p.root.join(".agent-runner"), p.scratch.join("moved")).unwrap();
+    std::os::unix::fs::symlink(p.scratch.join("moved"), p.root.join(".agent-runner")).unwrap();
+    secret(file("note.md"));
+    secret(file("run-1.log"));
+    assert!(
+        !web.get(&format!("/tasks/{id}"))
+            .text()
+            .contains("class=\"note\"")
+    );
+}
+
+#[test]
+fn a_non_loopback_address_needs_allow_remote_and_warns() {
+    let p = workspace("web-remote");
+    let refused = p.in_ws(&["serve"], &["--addr", "0.0.0.0:0"]).output();
+    refused
+        .code(2)
+        .stderr_has("is not a loopback address")
+        .stderr_has("--allow-remote");
+    p.in_ws(&["serve"], &["--addr", "localhost:8765"])
+        .output()
+        .code(2)
+        .stderr_has("is not IP:PORT");
+    let mut running = p
+        .in_ws(&["serve"], &["--addr", "0.0.0.0:0", "--allow-remote"])
+        .start();
+    let stdout = running.child().stdout.take().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    let port = line
+        .trim()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let addr = format!("127.0.0.1:{port}");
+    let reply = support::web::request(
+        &addr,
+        format!("GET /api/tasks HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+    );
+    reply.status(200);
+    support::web::signal(running.id(), 15);
+    running.finish().stderr_has("warning: serving on 0.0.0.0:");
+}
+
+#[test]
+fn an_orchestrator_started_from_the_command_line_shows_as_running() {
+    let p = workspace("web-presence");
+    let web = Served::start(&p, &[]);
+    assert_eq!(web.get("/api/orchestrator").json()["running"], false);
+    let mut orchestrator = p.in_ws(&["orchestrate"], &[]).start();
+    let pid = orchestrator.id();
+    wait_for(Duration::from_secs(20), || {
+        web.get("/api/orchestrator").json()["running"] == true
+    });
+    let status = web.get("/api/orchestrator").json();
+    assert_eq!(status["orchestrators"][0]["pid"], pid);
+    assert_eq!(status["started_here"], Value::Null);
+    support::web::signal(pid, 15);
+    orchestrator.child().wait().unwrap();
+    assert_eq!(web.get("/api/orchestrator").json()["running"], false);
+    // Killed outright, it leaves its marker behind, unlocked: not running either.
+    let mut killed = p.in_ws(&["orchestrate"], &[]).start();
+    wait_for(Duration::from_secs(20), || {
+        web.get("/api/orchestrator").json()["running"] == true
+    });
+    killed.child().kill().unwrap();
+    killed.child().wait().unwrap();
+    assert_eq!(
+        names(&p.ws().join("ipc/orchestrators")).len(),
+        1,
+        "the marker stays"
+    );
+    assert_eq!(web.get("/api/orchestrator").json()["running"], false);
+}
+
+#[test]
+fn a_silent_client_holds_a_worker_for_a_bounded_time() {
+    let p = workspace("web-slow");
+    let web = Served::start(&p, &[]);
+    // As many half-sent requests as there are worker threads (8).
+    let silent: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(&web.addr).unwrap();
+            std::io::Write::write_all(&mut s, b"GET / HTT").unwrap();
+            s
+        })
+        .collect();
+    // A real request still gets its answer once the silent ones time out.
+    web.get("/api/tasks").status(200);
+    for mut s in silent {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut answer = String::new();
+        let _ = std::io::Read::read_to_string(&mut s, &mut answer);
+        assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
+    }
+}
+
+#[test]
+fn an_attempt_in_a_clone_shows_its_note_and_files() {
+    // A home reached through a symlink: the runner names the note by its real path.
+    let mut p = Pipeline::new("web-clone", true);
+    std::fs::create_dir_all(p.scratch.join("real-home")).unwrap();
+    std::os::unix::fs::symlink(p.scratch.join("real-home"), p.scratch.join("home")).unwrap();
+    p.home = p.scratch.join("home");
+    p.init(BUILDER_REPLY, QUICK_META, "isolation: clone\n");
+    let id = p.new_task(&support::pipeline::task_id("web-clone"), "Nothing to do");
+    let job = p.run_tasks(&[&id]).remove(0);
+    p.orchestrate_once(&[]).output().code(0);
+    let note = p
+        .ws()
+        .join(format!("clones/{job}/.agent-runner/task-{id}.md"));
+    assert!(note.is_file(), "{}", note.display());
+    let web = Served::start(&p, &[]);
+    let detail = web.get(&format!("/tasks/{id}")).text();
+    assert!(detail.contains("<article class=\"note\">"), "{detail}");
+    let href = format!("/tasks/{id}/attempts/{job}/files/note.md");
+    assert!(detail.contains(&href), "{detail}");
+    assert_eq!(
+        web.get(&href).text(),
+        std::fs::read_to_string(&note).unwrap()
+    );
+    support::task::assert_no_container(&id);
+}
