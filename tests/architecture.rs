@@ -27,6 +27,7 @@ fn the_runner_never_imports_the_pipeline() {
         "cli/workspace.rs",
         "cli/task.rs",
         "cli/orchestrate.rs",
+        "cli/plan.rs",
         "cli/serve.rs",
     ];
     let mut files = Vec::new();

@@ -4,6 +4,7 @@
 mod doctor;
 mod input;
 mod orchestrate;
+mod plan;
 mod run;
 mod serve;
 mod task;
@@ -60,6 +61,9 @@ enum Command {
         #[command(subcommand)]
         command: task::TaskCommand,
     },
+    /// Plan with Meta: turn a request into phases of tasks, edit the plan (--patch),
+    /// or show it (--show).
+    Plan(plan::PlanArgs),
     /// Run the queued jobs of a workspace: build each TaskConfig, run agent-runner, record.
     Orchestrate {
         #[command(flatten)]
@@ -117,6 +121,7 @@ pub fn main() -> i32 {
         Command::Doctor => doctor::doctor(interrupt),
         Command::Workspace { command } => workspace::run(command),
         Command::Task { command } => task::run(command),
+        Command::Plan(args) => plan::run(args, interrupt),
         Command::Orchestrate {
             workspace,
             jobs,

@@ -25,6 +25,19 @@ pub fn ask<T: Reply>(
     request: &str,
     redactor: &Redactor,
 ) -> MetaOutcome<T> {
+    ask_checked::<T, T>(backend, system, request, redactor, Ok)
+}
+
+/// Like `ask`, with `check` run on each reply that parses: a reply it rejects is
+/// asked again with its message, like a parse error (a check that needs more than
+/// the reply, e.g. the ids that exist).
+pub fn ask_checked<T: Reply, U>(
+    backend: &mut dyn ChatBackend,
+    system: String,
+    request: &str,
+    redactor: &Redactor,
+    mut check: impl FnMut(T) -> Result<U, String>,
+) -> MetaOutcome<U> {
     let kind = T::KIND;
     let clock = Instant::now();
     let request = redactor.redact(request);
@@ -59,7 +72,7 @@ pub fn ask<T: Reply>(
         call.attempts += completion.attempts;
         let kept = cut(&redactor.redact(&completion.text), MAX_REPLY_KEPT);
         call.replies.push(kept.clone());
-        match parse_reply_masked::<T>(&completion.text, redactor) {
+        match parse_reply_masked::<T>(&completion.text, redactor).and_then(&mut check) {
             Ok(reply) => return finish(call, clock, Ok(reply), redactor),
             Err(e) => {
                 problem = redactor.redact(&e);

@@ -44,6 +44,14 @@ impl Scripted {
             replies,
         })
     }
+
+    /// Keeps only the replies for which `keep` holds (e.g. those of one message
+    /// type, when one script serves several).
+    pub fn retain(mut self, keep: impl Fn(&str) -> bool) -> Self {
+        self.replies.retain(|text| keep(text));
+        self.total = self.replies.len();
+        self
+    }
 }
 
 impl ChatBackend for Scripted {

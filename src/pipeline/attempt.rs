@@ -146,6 +146,7 @@ fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path)
             title: &task.title,
             raw_prompt: &task.raw_prompt,
             root_dir: &run_dir,
+            acceptance_criteria: task.acceptance_criteria.as_deref().unwrap_or_default(),
         },
         ws.defaults.runner.as_ref(),
     ) {

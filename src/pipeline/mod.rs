@@ -1,5 +1,6 @@
-//! The pipeline around the runner (SPEC §11–§12, §14): workspaces, the TaskStore, the
-//! IPC queue, the Task Builder, the orchestrator and the web view. Everything here is files under
+//! The pipeline around the runner (SPEC §11–§14): workspaces, the TaskStore, the IPC
+//! queue, the Task Builder, the orchestrator, plans and the web view. Everything here
+//! is files under
 //! `$AGENT_RUNNER_HOME/workspaces/<id>/`, a contract shared with other programs (an
 //! IDE reads and writes the same files), and the runner is driven as a child process
 //! (`agent-runner run --json`), exactly as such a program would drive it. The runner
@@ -20,6 +21,7 @@ pub mod new_task;
 pub mod orchestrator;
 pub mod outcome;
 pub mod owner;
+pub mod plan;
 pub mod presence;
 pub mod queue;
 pub mod record;

@@ -2,10 +2,13 @@
 //! the current task. Each line has a `"type"`: `task` (the first line), `update`,
 //! `deleted`, `attempt`. Lines of other types are skipped, so newer writers can add
 //! some; a line that does not parse is skipped with a warning (a torn last line after
-//! a crash, or a bad write by another program).
+//! a crash, or a bad write by another program). Lines written by a plan edit carry a
+//! stamp and count only once that edit committed (`plan::commit`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+
+use super::plan::commit::{Commits, Stamp};
 
 /// The `task` line: the seed's record plus optional plan fields (SPEC §13).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -137,6 +140,8 @@ struct Typed<'a, T> {
     kind: &'static str,
     #[serde(flatten)]
     body: &'a T,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    stamp: Option<&'a Stamp>,
 }
 
 #[derive(Deserialize)]
@@ -151,14 +156,19 @@ const ATTEMPT_PREFIX: &[u8] = br#"{"type":"attempt","#;
 impl Line {
     /// The line as JSON, `"type"` first, without a newline.
     pub fn to_json(&self) -> Vec<u8> {
-        fn typed<T: Serialize>(kind: &'static str, body: &T) -> Vec<u8> {
-            serde_json::to_vec(&Typed { kind, body }).unwrap_or_default()
+        self.to_json_stamped(None)
+    }
+
+    /// The line as JSON with a plan edit's stamp (`plan::commit`).
+    pub fn to_json_stamped(&self, stamp: Option<&Stamp>) -> Vec<u8> {
+        fn typed<T: Serialize>(kind: &'static str, body: &T, stamp: Option<&Stamp>) -> Vec<u8> {
+            serde_json::to_vec(&Typed { kind, body, stamp }).unwrap_or_default()
         }
         match self {
-            Line::Task(r) => typed("task", r),
-            Line::Update(u) => typed("update", u),
-            Line::Deleted(d) => typed("deleted", d),
-            Line::Attempt(a) => typed("attempt", a),
+            Line::Task(r) => typed("task", r, stamp),
+            Line::Update(u) => typed("update", u, stamp),
+            Line::Deleted(d) => typed("deleted", d, stamp),
+            Line::Attempt(a) => typed("attempt", a, stamp),
             Line::Other(kind) => {
                 format!("{{\"type\":{}}}", serde_json::Value::from(kind.as_str())).into_bytes()
             }
@@ -230,9 +240,10 @@ enum Pending<'a> {
     Parsed(Box<Attempt>),
 }
 
-/// Folds the lines of a task file (`name` in warnings) into the current task; None
-/// when there is no valid `task` line first.
-pub fn fold(name: &str, bytes: &[u8], depth: Depth) -> Option<TaskView> {
+/// Folds the lines of a task file (`name` in warnings) into the current task, with
+/// the plan lines `commits` says count; None when there is no valid `task` line
+/// first (or it belongs to a plan edit that did not commit).
+pub fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) -> Option<TaskView> {
     let mut view: Option<TaskView> = None;
     let mut pending: Vec<Pending> = Vec::new();
     for (number, line, last) in super::jsonl::lines(bytes) {
@@ -247,6 +258,13 @@ pub fn fold(name: &str, bytes: &[u8], depth: Depth) -> Option<TaskView> {
                 continue;
             }
         };
+        if !matches!(parsed, Line::Attempt(_)) && !commits.counts(&Commits::stamp_of(line)) {
+            if view.is_none() {
+                log::debug!("{name}: written by a plan edit that did not commit; no task");
+                return None;
+            }
+            continue;
+        }
         match (&mut view, parsed) {
             (None, Line::Task(record)) => {
                 view = Some(TaskView {
@@ -307,6 +325,13 @@ fn warn_invalid(name: &str, number: usize, last: bool, error: &str) {
         "invalid line"
     };
     log::warn!("{name}:{number}: {what} ignored ({error})");
+}
+
+impl TaskRecord {
+    /// The record with an `update` line's changes applied.
+    pub fn apply(&mut self, changes: TaskChanges) {
+        apply(self, changes)
+    }
 }
 
 fn apply(record: &mut TaskRecord, changes: TaskChanges) {
@@ -424,7 +449,7 @@ pub(crate) mod tests {
             Line::Other("future".into()),
             Line::Attempt(attempt("j-2", AttemptStatus::Succeeded)),
         ]);
-        let view = fold("t-1.jsonl", &bytes, Depth::Full).unwrap();
+        let view = fold("t-1.jsonl", &bytes, Depth::Full, &Commits::none()).unwrap();
         assert_eq!(view.record.title, "New title");
         assert_eq!(view.record.raw_prompt, "TODO アプリを作成して");
         assert_eq!(view.record.depends_on, Some(vec!["t-0".to_string()]));
@@ -433,7 +458,7 @@ pub(crate) mod tests {
         assert!(view.deleted.is_none());
         // A torn last line is ignored; the rest stands.
         bytes.extend_from_slice(br#"{"type":"deleted","at":"#);
-        let view = fold("t-1.jsonl", &bytes, Depth::Full).unwrap();
+        let view = fold("t-1.jsonl", &bytes, Depth::Full, &Commits::none()).unwrap();
         assert!(view.deleted.is_none() && view.attempts.len() == 2);
         bytes.extend_from_slice(b"\n");
         bytes.extend(
@@ -443,10 +468,10 @@ pub(crate) mod tests {
             })
             .to_json(),
         );
-        let view = fold("t-1.jsonl", &bytes, Depth::Full).unwrap();
+        let view = fold("t-1.jsonl", &bytes, Depth::Full, &Commits::none()).unwrap();
         assert_eq!(view.deleted.unwrap().reason, "dup");
         // A list reads the same file to the same task, latest attempt only.
-        let brief = fold("t-1.jsonl", &bytes, Depth::Latest).unwrap();
+        let brief = fold("t-1.jsonl", &bytes, Depth::Latest, &Commits::none()).unwrap();
         assert_eq!(brief.record, view.record);
         assert_eq!((brief.attempt_count, brief.attempts.len()), (2, 1));
         assert_eq!(brief.latest().unwrap().job_id, "j-2");
@@ -461,17 +486,63 @@ pub(crate) mod tests {
             Line::Attempt(attempt("j-2", AttemptStatus::Succeeded)),
         ]);
         bytes.extend_from_slice(br#"{"type":"attempt","attempt_id":"a-3","job"#);
-        let brief = fold("t", &bytes, Depth::Latest).unwrap();
+        let brief = fold("t", &bytes, Depth::Latest, &Commits::none()).unwrap();
         assert_eq!(brief.latest().unwrap().job_id, "j-2");
         assert_eq!(brief.attempt_count, 2);
-        let full = fold("t", &bytes, Depth::Full).unwrap();
+        let full = fold("t", &bytes, Depth::Full, &Commits::none()).unwrap();
         assert_eq!(full.attempt_count, 2);
+    }
+
+    #[test]
+    fn plan_lines_count_only_once_their_edit_committed() {
+        let stamp = |patch: &str, revision| Stamp {
+            plan_patch: patch.into(),
+            plan_revision: revision,
+        };
+        let mut bytes = file(&[Line::Task(record("t-1"))]);
+        let update = |title: &str| {
+            Line::Update(Update {
+                at: "x".into(),
+                changes: TaskChanges {
+                    title: Some(title.into()),
+                    ..TaskChanges::default()
+                },
+            })
+        };
+        for (line, s) in [
+            (update("committed"), stamp("p-1", 1)),
+            (update("aborted"), stamp("p-2", 2)),
+            (update("pending"), stamp("p-3", 3)),
+        ] {
+            bytes.extend(line.to_json_stamped(Some(&s)));
+            bytes.push(b'\n');
+        }
+        let commits = |revision, aborted: &[&str]| Commits {
+            revision,
+            aborted: aborted.iter().map(|a| a.to_string()).collect(),
+            unknown: false,
+        };
+        let title = |c: &Commits| fold("t", &bytes, Depth::Latest, c).unwrap().record.title;
+        assert_eq!(title(&commits(0, &[])), "TODO アプリを作成して");
+        assert_eq!(title(&commits(1, &[])), "committed");
+        assert_eq!(title(&commits(2, &["p-2"])), "committed");
+        assert_eq!(title(&commits(3, &["p-2"])), "pending");
+        // A task created by an edit that never committed is no task.
+        let created = Line::Task(record("t-2")).to_json_stamped(Some(&stamp("p-9", 4)));
+        assert!(String::from_utf8_lossy(&created).starts_with(r#"{"type":"task","id":"t-2""#));
+        assert!(
+            String::from_utf8_lossy(&created)
+                .ends_with(r#","plan_patch":"p-9","plan_revision":4}"#)
+        );
+        assert!(fold("t", &created, Depth::Full, &commits(3, &[])).is_none());
+        assert!(fold("t", &created, Depth::Full, &commits(4, &[])).is_some());
+        assert!(fold("t", &created, Depth::Full, &commits(5, &["p-9"])).is_none());
     }
 
     #[test]
     fn a_file_without_a_task_line_first_is_no_task() {
         let bytes = file(&[Line::Attempt(attempt("j-1", AttemptStatus::Failed))]);
-        assert!(fold("x", &bytes, Depth::Full).is_none());
-        assert!(fold("x", b"", Depth::Latest).is_none());
+        assert!(fold("x", &bytes, Depth::Full, &Commits::none()).is_none());
+        assert!(fold("x", b"", Depth::Latest, &Commits::none()).is_none());
     }
 }

@@ -1,10 +1,14 @@
 //! The TaskStore: one append-only JSON Lines file per task, `tasks/<task-id>.jsonl`
 //! (SPEC §11). The current task is the fold of its lines (`record::fold`); status
-//! comes from the fold plus the IPC directories (`status`).
+//! comes from the fold plus the IPC directories (`status`). Which plan lines count
+//! comes from the plan's commit record (`plan::commit`), read once per store before
+//! its first task file, so a store sees every plan edit whole or not at all.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
+use super::plan::commit::Commits;
 use super::queue;
 use super::record::{Depth, Line, TaskRecord, TaskView, fold};
 use super::status::{self, JobState, Readiness, TaskStatus};
@@ -17,13 +21,32 @@ const MAX_TASK_FILE: u64 = 64 << 20;
 #[derive(Debug, Clone)]
 pub struct TaskStore {
     dir: PathBuf,
+    wbs: PathBuf,
+    commits: OnceLock<Commits>,
 }
 
 impl TaskStore {
     pub fn new(ws: &Workspace) -> Self {
         TaskStore {
             dir: ws.tasks_dir(),
+            wbs: super::plan::wbs::path(ws),
+            commits: OnceLock::new(),
         }
+    }
+
+    /// A store that takes `commits` as the plan's commit record (a plan command that
+    /// read `wbs.json` itself).
+    pub fn with_commits(ws: &Workspace, commits: Commits) -> Self {
+        TaskStore {
+            dir: ws.tasks_dir(),
+            wbs: super::plan::wbs::path(ws),
+            commits: OnceLock::from(commits),
+        }
+    }
+
+    /// The plan's commit record as this store sees it.
+    pub fn commits(&self) -> &Commits {
+        self.commits.get_or_init(|| Commits::read(&self.wbs))
     }
 
     /// The file of task `id`.
@@ -58,10 +81,16 @@ impl TaskStore {
         if !id::is_valid(id) {
             return Ok(None);
         }
+        let commits = self.commits();
         let path = self.path(id);
         let mut bytes = Vec::new();
         match jsonl::read(&path, &mut bytes, MAX_TASK_FILE) {
-            Ok(()) => Ok(fold(&format!("tasks/{id}.jsonl"), &bytes, Depth::Full)),
+            Ok(()) => Ok(fold(
+                &format!("tasks/{id}.jsonl"),
+                &bytes,
+                Depth::Full,
+                commits,
+            )),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(PipelineError::io("read", path)(e)),
         }
@@ -83,12 +112,50 @@ impl TaskStore {
         Ok(tasks)
     }
 
+    /// The ids of plan edits whose stamped lines do not count (edits that never
+    /// committed, or were recorded aborted), over every task file.
+    pub fn uncommitted_edits(&self) -> Result<BTreeSet<String>, PipelineError> {
+        let commits = self.commits();
+        let mut edits = BTreeSet::new();
+        self.each_file(|_, bytes| {
+            for (_, line, _) in jsonl::lines(bytes) {
+                let stamp = Commits::stamp_of(line);
+                if let Some(patch) = &stamp.plan_patch {
+                    if !commits.counts(&stamp) {
+                        edits.insert(patch.clone());
+                    }
+                }
+            }
+        })?;
+        Ok(edits)
+    }
+
+    /// Calls `each` with the name and bytes of every task file; unreadable files are
+    /// skipped with a warning.
+    fn each_file(&self, mut each: impl FnMut(&str, &[u8])) -> Result<(), PipelineError> {
+        let read = std::fs::read_dir(&self.dir).map_err(PipelineError::io("list", &self.dir))?;
+        let mut bytes = Vec::new();
+        for entry in read.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str().filter(|n| is_task_file(n)) else {
+                continue;
+            };
+            match jsonl::read(&entry.path(), &mut bytes, MAX_TASK_FILE) {
+                Ok(()) => each(name, &bytes),
+                Err(e) => log::warn!("tasks/{name}: skipped ({e})"),
+            }
+        }
+        Ok(())
+    }
+
     /// The task in the file `name` at `path`, with its latest attempt only
     /// (`Depth::Latest`); None, with a warning, if it cannot be read. `bytes` is a
-    /// buffer to reuse.
+    /// buffer to reuse. What it says depends on the plan's commit record too
+    /// (`commits`), not only on the file.
     pub fn brief(&self, name: &str, path: &Path, bytes: &mut Vec<u8>) -> Option<TaskView> {
+        let commits = self.commits();
         match jsonl::read(path, bytes, MAX_TASK_FILE) {
-            Ok(()) => fold(&format!("tasks/{name}"), bytes, Depth::Latest),
+            Ok(()) => fold(&format!("tasks/{name}"), bytes, Depth::Latest, commits),
             Err(e) => {
                 log::warn!("tasks/{name}: skipped ({e})");
                 None
@@ -114,7 +181,12 @@ pub struct Board {
 impl Board {
     /// Reads every task and job of `ws`.
     pub fn load(ws: &Workspace) -> Result<Board, PipelineError> {
-        let tasks = TaskStore::new(ws).load_all()?;
+        Board::load_from(ws, &TaskStore::new(ws))
+    }
+
+    /// Reads every task of `store` and every job of `ws`.
+    pub fn load_from(ws: &Workspace, store: &TaskStore) -> Result<Board, PipelineError> {
+        let tasks = store.load_all()?;
         Ok(Board::of(tasks, queue::job_states(ws)))
     }
 

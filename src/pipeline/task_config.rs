@@ -2,7 +2,9 @@
 //! orchestrator owns some fields whatever the builder wrote (the seed's golden-test
 //! invariants): `task.id` is the task's id, `task.title` its title,
 //! `task.project.root_dir` the directory the attempt runs in, and the raw prompt
-//! appears verbatim in `task.instructions` (prepended if the builder dropped it).
+//! appears verbatim in `task.instructions` (prepended if the builder dropped it),
+//! and a planned task's acceptance criteria are `task.acceptance_criteria` (the
+//! runner then checks those instead of planning its own).
 //! Then the workspace's `defaults.runner` is merged over the draft (the user's
 //! settings win over the LLM's), and the result is validated by the runner's own
 //! Task YAML parser.
@@ -19,6 +21,8 @@ pub struct Invariants<'a> {
     pub title: &'a str,
     pub raw_prompt: &'a str,
     pub root_dir: &'a Path,
+    /// The task record's criteria (SPEC §13); none leaves the draft's.
+    pub acceptance_criteria: &'a [String],
 }
 
 /// Keys of `runner.meta` that choose the backend: when the defaults set any of
@@ -49,6 +53,16 @@ pub fn complete(
         format!("{}\n\n{instructions}", invariants.raw_prompt)
     };
     task.insert("instructions".into(), instructions.into());
+    if !invariants.acceptance_criteria.is_empty() {
+        let criteria = invariants
+            .acceptance_criteria
+            .iter()
+            .map(|c| c.as_str().into());
+        task.insert(
+            "acceptance_criteria".into(),
+            Value::Sequence(criteria.collect()),
+        );
+    }
     let project = section(task, "project")?;
     project.insert(
         "root_dir".into(),
@@ -128,7 +142,35 @@ mod tests {
             title: PROMPT,
             raw_prompt: PROMPT,
             root_dir: root,
+            acceptance_criteria: &[],
         }
+    }
+
+    #[test]
+    fn a_planned_tasks_criteria_replace_the_drafts() {
+        let root = std::env::temp_dir();
+        let criteria = ["The list renders".to_string(), "Items can be added".into()];
+        let with = Invariants {
+            acceptance_criteria: &criteria,
+            ..invariants(&root)
+        };
+        let yaml = complete(
+            draft("task:\n  instructions: x\n  acceptance_criteria: [from the LLM]\nrunner:\n  meta: {model: m}\n  worker: {type: docker_codex_cli}\n"),
+            &with,
+            None,
+        )
+        .unwrap();
+        let var = |n: &str| (n == "OPENAI_API_KEY").then(|| "sk-x".to_string());
+        let task = validate(&yaml, &root, &var).unwrap();
+        assert_eq!(task.acceptance_criteria, criteria);
+        // Without criteria of its own, the task keeps what the draft says.
+        let yaml = complete(
+            draft("task:\n  instructions: x\n  acceptance_criteria: [from the LLM]\n"),
+            &invariants(&root),
+            None,
+        )
+        .unwrap();
+        assert!(yaml.contains("from the LLM"));
     }
 
     #[test]

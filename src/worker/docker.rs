@@ -451,6 +451,23 @@ fn is_running(name: &str) -> bool {
     .is_ok_and(|out| out.ok && out.stdout.trim() == "true")
 }
 
+/// Whether the container is gone or going. An exec that fails without a word is
+/// often the first sign of a container whose main process just ended, while docker
+/// still reports it running for a moment, so this waits a little for it to settle.
+fn is_dying(container: &mut Container) -> bool {
+    for _ in 0..DYING_CHECKS {
+        if !container.is_alive() || !is_running(&container.name) {
+            return true;
+        }
+        std::thread::sleep(DYING_PAUSE);
+    }
+    false
+}
+
+/// How often, and how far apart, `is_dying` looks (about 2 s in all).
+const DYING_CHECKS: u32 = 10;
+const DYING_PAUSE: Duration = Duration::from_millis(200);
+
 /// The container has gone.
 fn gone(container: &Container) -> SandboxError {
     SandboxError::ContainerGone {
@@ -472,7 +489,7 @@ fn diagnose(container: &mut Container, image: &str, stderr: &str) -> SandboxErro
             image: image.to_string(),
             detail: last_lines(stderr, 2),
         },
-        _ if !container.is_alive() || !is_running(&container.name) => gone(container),
+        _ if is_dying(container) => gone(container),
         _ => match daemon_problem() {
             Some(detail) => SandboxError::DaemonUnreachable(detail),
             None => SandboxError::Docker {

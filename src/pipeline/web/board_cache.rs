@@ -2,13 +2,15 @@
 //! 2 s by every open page, and reading and folding every task file each time costs
 //! more than everything else a request does. A task file is read again only when
 //! its size, times or inode changed (appends change the size; a rewrite by rename
-//! changes the inode), so the board is as fresh as the files; the job directories
-//! are read every time.
+//! changes the inode), or when a plan edit committed (which changes which lines
+//! count), so the board is as fresh as the files; the job directories are read
+//! every time.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::sync::Mutex;
 
+use super::super::plan::commit::Commits;
 use super::super::queue;
 use super::super::record::TaskView;
 use super::super::store::{Board, TaskStore, is_task_file};
@@ -39,7 +41,16 @@ impl Stamp {
 /// Task files as last read, by file name.
 #[derive(Default)]
 pub struct BoardCache {
-    files: Mutex<HashMap<String, (Stamp, Option<TaskView>)>>,
+    cached: Mutex<Cached>,
+}
+
+#[derive(Default)]
+struct Cached {
+    /// The plan's commit record the views were folded with: a plan edit commits by
+    /// replacing `wbs.json`, which changes which lines count without touching the
+    /// task files (`plan::commit`).
+    commits: Option<Commits>,
+    files: HashMap<String, (Stamp, Option<TaskView>)>,
 }
 
 impl BoardCache {
@@ -48,7 +59,13 @@ impl BoardCache {
         let store = TaskStore::new(ws);
         let dir = ws.tasks_dir();
         let read = std::fs::read_dir(&dir).map_err(PipelineError::io("list", &dir))?;
-        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        let commits = store.commits();
+        if cached.commits.as_ref() != Some(commits) {
+            cached.files.clear();
+            cached.commits = Some(commits.clone());
+        }
+        let files = &mut cached.files;
         let mut seen = HashSet::new();
         let mut tasks = Vec::with_capacity(files.len());
         let mut bytes = Vec::new();
@@ -123,6 +140,22 @@ mod tests {
         std::fs::remove_file(store.path("t-1")).unwrap();
         let board = cache.load(&ws).unwrap();
         assert_eq!((board.status("t-1"), board.tasks.len()), (None, 1));
+        // A plan edit's task counts once the edit commits, by replacing wbs.json
+        // alone: the cached board follows that too.
+        let stamp = crate::pipeline::plan::commit::Stamp {
+            plan_patch: "p-1".into(),
+            plan_revision: 1,
+        };
+        let line = Line::Task(record("t-3")).to_json_stamped(Some(&stamp));
+        crate::pipeline::jsonl::create(&store.path("t-3"), &line).unwrap();
+        assert_eq!(cache.load(&ws).unwrap().status("t-3"), None);
+        let mut wbs = crate::pipeline::plan::wbs::Wbs::new();
+        wbs.revision = 1;
+        std::fs::write(crate::pipeline::plan::wbs::path(&ws), wbs.to_json()).unwrap();
+        assert_eq!(
+            cache.load(&ws).unwrap().status("t-3"),
+            Some(TaskStatus::Pending)
+        );
         std::fs::remove_dir_all(base).unwrap();
     }
 }

@@ -1,0 +1,123 @@
+//! One plan edit at a time per workspace: two edits made from the same old plan
+//! would each write a `wbs.json` without the other's changes, and an edit must see
+//! the lines of a crashed one before it commits (`apply`). The lock is an `flock`
+//! on `plan.lock` in the workspace's metadata directory, held for the whole command
+//! (the Meta exchange included, since the request describes the plan it edits),
+//! released by the kernel however the holder ends. A second command waits for it.
+
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::time::Duration;
+
+use super::super::{PipelineError, Workspace};
+use crate::interrupt::Interrupt;
+use crate::timestamp::Timestamp;
+
+/// How often a waiting command tries again.
+const RETRY: Duration = Duration::from_millis(100);
+
+/// Holds the lock while it lives.
+#[derive(Debug)]
+pub struct PlanLock {
+    _file: File,
+}
+
+/// Why no lock.
+#[derive(Debug)]
+pub enum LockError {
+    Interrupted,
+    Io(PipelineError),
+}
+
+impl PlanLock {
+    /// Takes the plan lock of `ws`, waiting (and saying so once) while another
+    /// command holds it, until `interrupt`.
+    pub fn acquire(ws: &Workspace, interrupt: Interrupt) -> Result<PlanLock, LockError> {
+        let path = ws.dir.join("plan.lock");
+        let io = |action| {
+            let path = path.clone();
+            move |e| LockError::Io(PipelineError::io(action, path)(e))
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(io("open"))?;
+        let mut said = false;
+        loop {
+            // SAFETY: flock on a descriptor we own; released when `file` is closed.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                break;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(io("lock")(e));
+            }
+            if !said {
+                let mut holder = String::new();
+                let _ = (&mut file).take(256).read_to_string(&mut holder);
+                log::info!(
+                    "waiting for another plan command in this workspace ({})",
+                    crate::text::escape_controls(&crate::text::one_line(&holder))
+                );
+                said = true;
+            }
+            if interrupt.is_set() {
+                return Err(LockError::Interrupted);
+            }
+            std::thread::sleep(RETRY);
+        }
+        let holder = format!(
+            "pid {} on {} since {}\n",
+            std::process::id(),
+            crate::sys::hostname(),
+            Timestamp::now()
+        );
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(holder.as_bytes()))
+            .map_err(io("write"))?;
+        Ok(PlanLock { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_holder_waits_and_gives_up_when_interrupted() {
+        let base = std::env::temp_dir().join(format!(
+            "ar-planlock-{}",
+            crate::pipeline::id::random_hex(8)
+        ));
+        std::fs::create_dir_all(base.join("root")).unwrap();
+        let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        let first = PlanLock::acquire(&ws, Interrupt::never()).unwrap();
+        let interrupt = Interrupt::manual();
+        let stop = interrupt;
+        let waiter = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            stop.trigger();
+        });
+        assert!(matches!(
+            PlanLock::acquire(&ws, interrupt),
+            Err(LockError::Interrupted)
+        ));
+        waiter.join().unwrap();
+        drop(first);
+        PlanLock::acquire(&ws, Interrupt::never()).unwrap();
+        let holder = std::fs::read_to_string(ws.dir.join("plan.lock")).unwrap();
+        assert!(
+            holder.starts_with(&format!("pid {} on ", std::process::id())),
+            "{holder}"
+        );
+        std::fs::remove_dir_all(base).unwrap();
+    }
+}
