@@ -281,13 +281,13 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
 
 fn enqueue(dir: &Path, ids: Vec<String>, all: bool) -> Result<i32, Error> {
     let ws = open(dir)?;
-    let board = Board::load(&ws)?;
     let mut code = exit::COMPLETE;
     let mut refuse = |why: String| {
         let _ = writeln!(std::io::stderr(), "error: {}", escape_controls(&why));
         code = exit::FAILED;
     };
     let chosen: Vec<String> = if all {
+        let board = Board::load(&ws)?;
         let mut tasks: Vec<&TaskView> = board
             .tasks
             .iter()
@@ -307,7 +307,7 @@ fn enqueue(dir: &Path, ids: Vec<String>, all: bool) -> Result<i32, Error> {
     };
     let mut out = String::new();
     for id in chosen {
-        match run_request::enqueue(&ws, &board, &id) {
+        match run_request::enqueue(&ws, &id) {
             Ok(job) => out.push_str(&format!("{job}\n")),
             Err(RunError::Refused(why)) => refuse(why.to_string()),
             Err(RunError::Failed(e)) => return Err(e.into()),

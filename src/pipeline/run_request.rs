@@ -1,9 +1,16 @@
 //! Asking for a task to run: the checks that `task run` and the web view's Run
 //! button share before they write a job into the queue. A task runs at most once at
-//! a time: one that is queued, blocked or running is not enqueued again.
+//! a time: one that is queued, blocked or running is not enqueued again. The check
+//! and the write happen under `enqueue.lock` in the workspace, on the task as it
+//! stands then, so two requests (two servers, a server and the CLI) never both
+//! enqueue it.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 
 use super::status::TaskStatus;
-use super::store::Board;
+use super::store::{Board, TaskStore};
 use super::{PipelineError, Workspace, queue};
 
 /// Why a task was not enqueued.
@@ -53,9 +60,37 @@ pub fn check(board: &Board, workspace_id: &str, id: &str) -> Result<(), Refused>
 }
 
 /// Enqueues a job for task `id` if `check` allows it; returns the job id.
-pub fn enqueue(ws: &Workspace, board: &Board, id: &str) -> Result<String, RunError> {
-    check(board, &ws.id, id)?;
+pub fn enqueue(ws: &Workspace, id: &str) -> Result<String, RunError> {
+    let _one_at_a_time = lock(ws)?;
+    // Queued and blocked are both refused, so the task alone decides: no need to
+    // read its dependencies.
+    let task = TaskStore::new(ws).load(id)?;
+    let board = Board::of(task.into_iter().collect(), queue::job_states(ws));
+    check(&board, &ws.id, id)?;
     Ok(queue::enqueue(ws, id)?)
+}
+
+/// The workspace's enqueue lock, waited for: it is held for a few file reads.
+fn lock(ws: &Workspace) -> Result<File, PipelineError> {
+    let path = ws.dir.join("enqueue.lock");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(PipelineError::io("open", path.clone()))?;
+    loop {
+        // SAFETY: flock on a descriptor we own; released when `file` is closed.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(file);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(PipelineError::io("lock", path)(e));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -65,6 +100,42 @@ mod tests {
     use crate::pipeline::record::tests::record;
     use crate::pipeline::status::JobState;
     use std::collections::HashMap;
+
+    /// Many requests at once for one task, as from two servers and the CLI: one job.
+    #[test]
+    fn concurrent_requests_enqueue_a_task_once() {
+        let base = std::env::temp_dir().join(format!(
+            "ar-run-request-{}",
+            crate::pipeline::id::random_hex(8)
+        ));
+        std::fs::create_dir_all(base.join("root")).unwrap();
+        let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        TaskStore::new(&ws).create(&record("t-1")).unwrap();
+        for round in 0..10 {
+            let start = std::sync::Barrier::new(8);
+            let enqueued = std::thread::scope(|s| {
+                let requests: Vec<_> = (0..8)
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            enqueue(&ws, "t-1").is_ok()
+                        })
+                    })
+                    .collect();
+                requests
+                    .into_iter()
+                    .map(|r| r.join().unwrap())
+                    .filter(|&ok| ok)
+                    .count()
+            });
+            let queued = queue::list(&ws.queue_dir()).len();
+            assert_eq!((enqueued, queued), (1, 1), "round {round}");
+            for entry in queue::list(&ws.queue_dir()) {
+                std::fs::remove_file(entry.path).unwrap();
+            }
+        }
+        std::fs::remove_dir_all(base).unwrap();
+    }
 
     #[test]
     fn only_idle_tasks_may_be_enqueued() {

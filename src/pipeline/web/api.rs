@@ -126,13 +126,7 @@ pub fn create_task(app: &App, request: &Request) -> Response {
 /// `POST /api/tasks/<id>/run`: enqueues a job as `task run` does; 202 with
 /// `{"job_id"}`, 409 when the task is queued, running, blocked or deleted.
 pub fn run_task(app: &App, task_id: &str) -> Response {
-    // One run request at a time, so two clicks never enqueue a task twice.
-    let _one_at_a_time = app.run_lock.lock().unwrap_or_else(|e| e.into_inner());
-    let board = match app.board() {
-        Ok(board) => board,
-        Err(e) => return failed(&e),
-    };
-    match run_request::enqueue(&app.ws, &board, task_id) {
+    match run_request::enqueue(&app.ws, task_id) {
         Ok(job_id) => json(202, &json!({ "job_id": job_id, "task_id": task_id })),
         Err(RunError::Refused(why @ Refused::NotFound { .. })) => error(404, &why.to_string()),
         Err(RunError::Refused(why)) => error(409, &why.to_string()),

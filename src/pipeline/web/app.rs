@@ -1,8 +1,6 @@
 //! What every request handler of one server shares: the workspace, the security
 //! checks (with the token), the children it started.
 
-use std::sync::Mutex;
-
 use super::super::record::TaskView;
 use super::super::store::Board;
 use super::super::{PipelineError, Workspace};
@@ -15,8 +13,6 @@ pub struct App {
     pub ws: Workspace,
     pub guard: Guard,
     pub children: Children,
-    /// Held while a run request checks and enqueues (see `api::run_task`).
-    pub run_lock: Mutex<()>,
     pub boards: BoardCache,
 }
 

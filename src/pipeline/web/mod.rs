@@ -38,7 +38,6 @@ mod token;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 use super::Workspace;
 use crate::interrupt::Interrupt;
@@ -62,7 +61,6 @@ pub fn serve(
     let app = app::App {
         guard: guard::Guard::new(addr, token),
         children,
-        run_lock: Mutex::new(()),
         boards: board_cache::BoardCache::default(),
         ws,
     };
