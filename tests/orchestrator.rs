@@ -341,16 +341,20 @@ fn as_a_non_root_user_isolated_attempts_bring_their_branches_back() {
         let who = git(&p.root, &["show", &format!("agent-runner/{id}:who.txt")]);
         assert_eq!(who.trim(), "4242", "the worker ran as the user");
         let attempt = &p.attempts(id)[0];
-        let clone = std::path::Path::new(attempt["task_config"].as_str().unwrap())
-            .parent()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .join("clones")
-            .join(attempt["job_id"].as_str().unwrap());
-        let meta = std::fs::metadata(clone.join("who.txt")).unwrap();
+        let job = attempt["job_id"].as_str().unwrap();
+        // The user could remove the clone the worker wrote in; the note moved out.
+        wait_for(Duration::from_secs(10), || {
+            !p.ws().join("clones").join(job).exists()
+        });
+        let note = attempt["result"]["note_path"].as_str().unwrap();
+        assert_eq!(
+            note,
+            p.ws()
+                .join(format!("logs/{job}/agent-runner/task-{id}.md"))
+                .to_str()
+                .unwrap()
+        );
+        let meta = std::fs::metadata(note).unwrap();
         assert_eq!((meta.uid(), meta.gid()), (uid, uid));
         assert_eq!(
             containers_labelled("agent-runner.task", id),

@@ -6,10 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use serde_json::value::RawValue;
+
 use super::background::Background;
 use super::builder::{self, BuildRequest, DependencySummary};
+use super::bundler::Bundlers;
 use super::child;
-use super::isolation;
+use super::isolation::{self, AttemptClone};
 use super::record::{Attempt, AttemptStatus, TaskView};
 use super::status::TaskStatus;
 use super::store::TaskStore;
@@ -32,6 +35,8 @@ pub struct Setup {
     pub interrupt: Interrupt,
     /// Clean-ups that outlive their attempt.
     pub background: Background,
+    /// Bundle isolated attempts' branches.
+    pub bundlers: Bundlers,
 }
 
 /// A claimed job, ready to become an attempt.
@@ -155,7 +160,18 @@ fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path)
 
     // Where it runs.
     let clone = if setup.isolated {
-        match isolation::prepare(&ws.root_dir, &clone_dir, &task.id, setup.interrupt) {
+        let merge = dependency_branches(ws, &claimed.task);
+        let clock = Instant::now();
+        let prepared = isolation::prepare(
+            &ws.root_dir,
+            &ws.clones_dir(),
+            job_id,
+            &task.id,
+            &merge,
+            setup.interrupt,
+        );
+        log::debug!("job {job_id}: clone prepared in {}", human(clock.elapsed()));
+        match prepared {
             Ok(clone) => Some(clone),
             Err(_) if setup.interrupt.is_set() => return interrupted(),
             Err(e) => return failed(format!("cannot prepare the attempt's clone: {e}")),
@@ -184,38 +200,17 @@ fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path)
         config_path.display()
     );
 
-    // Run; an isolated attempt's bundler starts alongside.
+    // Run; the bundler (shared by all attempts) starts alongside the first one.
     if setup.interrupt.is_set() {
         return interrupted();
     }
-    let mut bundler = match &clone {
-        Some(clone) => {
-            match isolation::start_bundler(clone, &config.worker.docker_image, &task.id, log_dir) {
-                Ok(bundler) => Some(bundler),
-                Err(e) => {
-                    return failed(format!(
-                        "cannot start a container to bundle the branch: {e}"
-                    ));
-                }
-            }
+    let image = &config.worker.docker_image;
+    if clone.is_some() {
+        if let Err(e) = setup.bundlers.start(image) {
+            return failed(e);
         }
-        None => None,
-    };
-    let ran = run_and_bring_back(
-        setup,
-        claimed,
-        &yaml,
-        &run_dir,
-        log_dir,
-        clone,
-        bundler.as_mut(),
-    );
-    if let Some(bundler) = bundler {
-        // Its removal takes a moment the next attempt need not wait for; the
-        // orchestrator waits for it before it exits.
-        setup.background.spawn(move || bundler.stop());
     }
-    ran
+    run_and_bring_back(setup, claimed, &yaml, &run_dir, log_dir, clone, image)
 }
 
 /// Runs the runner child, then brings an isolated attempt's branch back.
@@ -225,8 +220,8 @@ fn run_and_bring_back(
     yaml: &str,
     run_dir: &Path,
     log_dir: &Path,
-    clone: Option<isolation::AttemptClone>,
-    bundler: Option<&mut isolation::Bundler>,
+    clone: Option<AttemptClone>,
+    image: &str,
 ) -> Ran {
     let ws = &setup.ws;
     let job_id = &claimed.job_id;
@@ -275,33 +270,82 @@ fn run_and_bring_back(
     }
 
     // Bring the branch back.
-    if let (Some(clone), Some(bundler)) = (clone, bundler) {
-        match isolation::bring_back(
-            &clone,
-            &ws.root_dir,
-            bundler,
-            &task.id,
-            log_dir,
-            setup.interrupt,
-        ) {
-            Ok(()) => {
-                log::info!(
-                    "job {job_id}: branch {} brought back into {}",
-                    clone.branch,
-                    ws.root_dir.display()
-                );
-                ran.branch = Some(clone.branch);
-            }
-            Err(e) => {
-                ran.status = AttemptStatus::Failed;
-                ran.error = Some(format!(
-                    "agent-runner succeeded, but branch {} could not be brought back: {e}",
-                    clone.branch
-                ));
-            }
+    let Some(clone) = clone else { return ran };
+    let clock = Instant::now();
+    let brought = isolation::bring_back(
+        &clone,
+        &ws.root_dir,
+        &setup.bundlers,
+        image,
+        log_dir,
+        setup.interrupt,
+    );
+    match brought {
+        Ok(()) => {
+            log::info!(
+                "job {job_id}: branch {} brought back into {} in {}",
+                clone.branch,
+                ws.root_dir.display(),
+                human(clock.elapsed())
+            );
+            ran.branch = Some(clone.branch.clone());
+            clean_up(setup, job_id, &clone, log_dir, &mut ran);
+        }
+        Err(e) => {
+            ran.status = AttemptStatus::Failed;
+            ran.error = Some(format!(
+                "agent-runner succeeded, but branch {} could not be brought back: {e}",
+                clone.branch
+            ));
         }
     }
     ran
+}
+
+/// After a succeeded attempt's branch is back, its clone has served: the runner's
+/// note and logs (`.agent-runner/`) move into the job's log directory, the result
+/// is told so, and the rest of the clone is removed in the background. (Failed
+/// attempts keep their clones, for inspection.)
+fn clean_up(setup: &Setup, job_id: &str, clone: &AttemptClone, log_dir: &Path, ran: &mut Ran) {
+    let private = clone.dir.join(crate::private_dir::DIR_NAME);
+    let kept = log_dir.join("agent-runner");
+    // The runner made this directory before the worker started, and the worker saw
+    // it read-only; still, never move a link.
+    let is_dir = std::fs::symlink_metadata(&private).is_ok_and(|m| m.is_dir());
+    // The runner names the note by its canonical path.
+    let canonical = std::fs::canonicalize(&private).unwrap_or_else(|_| private.clone());
+    if is_dir && std::fs::rename(&private, &kept).is_ok() {
+        if let Some(result) = ran.result.take() {
+            ran.result = Some(moved_note(result, &[&private, &canonical], &kept));
+        }
+    } else {
+        log::warn!(
+            "job {job_id}: cannot move {} to {}; the clone is kept",
+            private.display(),
+            kept.display()
+        );
+        return;
+    }
+    let dir = clone.dir.clone();
+    setup.background.spawn(move || {
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            log::warn!("cannot remove the clone {}: {e}", dir.display());
+        }
+    });
+}
+
+/// The result with its `note_path` moved from under one of `from` to under `to`.
+fn moved_note(result: Box<RawValue>, from: &[&Path], to: &Path) -> Box<RawValue> {
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(result.get()) else {
+        return result;
+    };
+    let moved = value["note_path"]
+        .as_str()
+        .and_then(|p| from.iter().find_map(|f| Path::new(p).strip_prefix(f).ok()))
+        .map(|rest| to.join(rest).display().to_string());
+    let Some(moved) = moved else { return result };
+    value["note_path"] = moved.into();
+    serde_json::value::to_raw_value(&value).unwrap_or(result)
 }
 
 /// The last KiB of the runner's stderr log (our own file).
@@ -310,6 +354,25 @@ fn stderr_tail(path: &Path) -> String {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
     crate::text::tail(text.trim_end(), 1024)
+}
+
+/// The branches to merge into an isolated attempt's start: those the task's
+/// dependencies' latest (succeeded) attempts brought back. A dependency that ran in
+/// place has no branch: its work is in root_dir already.
+fn dependency_branches(ws: &Workspace, task: &TaskView) -> Vec<String> {
+    let store = TaskStore::new(ws);
+    task.record
+        .depends_on
+        .iter()
+        .flatten()
+        .filter_map(|dep| {
+            let view = store.load(dep).ok().flatten()?;
+            let latest = view.latest()?;
+            (latest.status == AttemptStatus::Succeeded)
+                .then(|| latest.branch.clone())
+                .flatten()
+        })
+        .collect()
 }
 
 /// What the builder is told about the task's dependencies.

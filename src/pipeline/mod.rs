@@ -9,6 +9,7 @@ pub mod atomic_file;
 pub mod attempt;
 pub mod background;
 pub mod builder;
+pub mod bundler;
 pub mod child;
 pub mod claim;
 pub mod defaults;

@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::attempt::{self, Setup};
+use super::bundler::Bundlers;
 use super::defaults::Isolation;
 use super::record::AttemptStatus;
 use super::{Workspace, claim, isolation, recovery};
@@ -66,6 +67,11 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         isolated,
         interrupt,
         background: Default::default(),
+        bundlers: Bundlers::new(
+            ws.clones_dir(),
+            ws.dir.join("bundles").join(super::id::random_hex(12)),
+            &ws.id,
+        ),
     };
     let (done, finished) = mpsc::channel::<AttemptStatus>();
     let mut active = 0usize;
@@ -129,6 +135,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
             Err(_) => break,
         }
     }
+    setup.bundlers.stop();
     setup.background.wait();
     if interrupt.is_set() {
         exit::INTERRUPTED
