@@ -12,6 +12,7 @@ pub mod builder;
 pub mod bundler;
 pub mod child;
 pub mod claim;
+pub mod cycle;
 pub mod defaults;
 pub mod error;
 pub mod id;

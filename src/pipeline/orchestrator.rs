@@ -135,6 +135,9 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
             Err(_) => break,
         }
     }
+    if options.once && !interrupt.is_set() {
+        claim::warn_waiting(&ws);
+    }
     setup.bundlers.stop();
     setup.background.wait();
     if interrupt.is_set() {
