@@ -1,0 +1,103 @@
+//! The bundler (SPEC §9, §12): one container per orchestrator brings every isolated
+//! attempt's branch back, reading the worker-written clone's HEAD and refs as data
+//! and never its git config. Real binary, real daemon, the test worker image.
+
+mod support;
+
+use support::docker::containers_labelled;
+use support::pipeline::{BUILDER_REPLY, Pipeline, meta_script, task_id};
+
+/// git in the worker's container, as the worker would run it.
+const GIT: &str = "git -c safe.directory='*' -c user.name=w -c user.email=w@localhost";
+
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "-C"])
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs one task whose worker does `directives`, in a clone; the orchestrator's exit
+/// code and the attempt.
+fn run_one(name: &str, directives: &str) -> (Pipeline, String, i32, serde_json::Value) {
+    let p = Pipeline::new(name, true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script(directives),
+        "isolation: clone\n",
+    );
+    let id = task_id(name);
+    p.new_task(&id, "Do it");
+    p.run_tasks(&[&id]);
+    let out = p.orchestrate_once(&[]).output();
+    let attempt = p.attempts(&id).remove(0);
+    assert_eq!(
+        containers_labelled("agent-runner.task", &id),
+        Vec::<String>::new()
+    );
+    let ws_id = p.ws().file_name().unwrap().to_str().unwrap().to_string();
+    assert_eq!(
+        containers_labelled("agent-runner.task", &format!("bundler-{ws_id}")),
+        Vec::<String>::new()
+    );
+    (p, id, out.code.unwrap_or(-1), attempt)
+}
+
+#[test]
+fn the_worker_s_commits_and_packed_refs_come_back_but_not_its_git_config() {
+    let directives = format!(
+        "@run: echo one > committed.txt && {GIT} add committed.txt && {GIT} commit -qm 'worker commit' && {GIT} pack-refs --all\n\
+         @run: printf '[filter \"evil\"]\\n\\tclean = sed s/done/EVIL/\\n' >> .git/config && echo 'out.txt filter=evil' > .gitattributes && echo done > out.txt\n\
+         @say: committed one file, left two"
+    );
+    let (p, id, code, attempt) = run_one("bundler-data", &directives);
+    assert_eq!(
+        (code, attempt["status"].as_str()),
+        (0, Some("succeeded")),
+        "{attempt}"
+    );
+    let branch = format!("agent-runner/{id}");
+    let log = git(&p.root, &["log", "--format=%s", &branch]);
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        [&format!("agent-runner: task {id}"), "worker commit", "init"],
+        "the worker's commit (its branch only in packed-refs), then what it left"
+    );
+    assert_eq!(
+        git(&p.root, &["show", &format!("{branch}:committed.txt")]),
+        "one\n"
+    );
+    assert_eq!(
+        git(&p.root, &["show", &format!("{branch}:out.txt")]),
+        "done\n",
+        "the worker's clean filter did not run: its .git/config was never read"
+    );
+}
+
+#[test]
+fn a_head_that_is_a_link_is_not_followed() {
+    let (_p, id, code, attempt) = run_one(
+        "bundler-link",
+        "@run: echo x > x.txt && ln -sf /etc/hostname .git/HEAD\n@say: linked HEAD",
+    );
+    assert_eq!(code, 1);
+    let error = attempt["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!(
+            "branch agent-runner/{id} could not be brought back"
+        )) && error.contains("/.git/HEAD is not a plain file"),
+        "{error}"
+    );
+    assert_eq!(
+        attempt["result"]["status"], "succeeded",
+        "the runner itself succeeded"
+    );
+}
