@@ -131,7 +131,7 @@ fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path)
         repo_overview: builder::overview::repo_overview(&ws.root_dir),
         depends_on: dependency_summaries(ws, &claimed.task),
     };
-    let build = builder::build(&ws.defaults, &request, &var, setup.interrupt);
+    let build = builder::build(&ws.defaults, &request, &var, setup.interrupt, log_dir);
     let _ = std::fs::write(log_dir.join("builder.log"), &build.log);
     let draft = match build.config {
         Ok(draft) => draft,
