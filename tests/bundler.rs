@@ -101,3 +101,40 @@ fn a_head_that_is_a_link_is_not_followed() {
         "the runner itself succeeded"
     );
 }
+
+#[test]
+fn a_branch_checked_out_in_the_root_during_the_run_is_not_overwritten() {
+    let p = Pipeline::new("bundler-switched", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@say: working\n@sleep: 2\n@run: echo x > x.txt\n@say: wrote x.txt"),
+        "isolation: clone\n",
+    );
+    let id = task_id("bundler-switched");
+    p.new_task(&id, "Write x.txt");
+    let job = p.run_tasks(&[&id]).remove(0);
+    let orchestrator = p.orchestrate_once(&[]).start();
+    let log = p
+        .ws()
+        .join(format!("clones/{job}/.agent-runner/logs/{id}/run-1.log"));
+    support::pipeline::wait_for(std::time::Duration::from_secs(30), || {
+        support::pipeline::read(&log).contains("working")
+    });
+    // The user checks the task's branch out while the worker works.
+    git(
+        &p.root,
+        &["switch", "-q", "-c", &format!("agent-runner/{id}")],
+    );
+    orchestrator.finish().code(1);
+    let attempt = p.attempts(&id).remove(0);
+    let error = attempt["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!(
+            "agent-runner/{id} is checked out in root_dir {}; switch to another branch",
+            p.root.display()
+        )),
+        "{error}"
+    );
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+    assert!(!p.root.join("x.txt").exists());
+}

@@ -86,36 +86,39 @@ bundle() {
   plain -d "$c/.git/objects" directory
   head=$(head_of "$c")
   cd "$c"
-  g=$(mktemp -d /tmp/agent-runner-bundle.XXXXXX)
-  trap 'rm -rf "$g"' EXIT
-  git init -q --template= "$g"
-  echo "$c/.git/objects" > "$g/.git/objects/info/alternates"
-  export GIT_DIR="$g/.git" GIT_WORK_TREE="$c" GIT_INDEX_FILE="$g/index"
-  git rev-parse -q --verify "$head^{commit}" >/dev/null || fail "HEAD $head is not a commit of the clone"
+  echo "$c/.git/objects" > "$GIT_DIR/objects/info/alternates"
+  base_tree=$(git rev-parse -q --verify "$head^{commit}^{tree}") || fail "HEAD $head is not a commit of the clone"
   git read-tree "$head"
   git add -A -- . ':(exclude).agent-runner'
   tree=$(git write-tree)
   commit=$head
-  if [ "$tree" != "$(git rev-parse "$head^{tree}")" ]; then
-    commit=$(git -c user.name=agent-runner -c user.email=agent-runner@localhost commit-tree "$tree" -p "$head" -m "agent-runner: task $task")
+  if [ "$tree" != "$base_tree" ]; then
+    commit=$(git commit-tree "$tree" -p "$head" -m "agent-runner: task $task")
   fi
   for have in "$@"; do
     if [ "$commit" = "$have" ]; then echo "agent-runner-bundle $job unchanged $commit"; return; fi
   done
-  git update-ref "refs/heads/$branch" "$commit"
+  # The branch as a ref file: names are agent-runner/<task-id>, checked by the host.
+  echo "$commit" > "$GIT_DIR/refs/heads/$branch"
   excluded=
   for have in "$@"; do excluded="$excluded ^$have"; done
-  rm -f "/out/$job.bundle"
   git bundle create -q "/out/$job.bundle" "refs/heads/$branch" $excluded
   echo "agent-runner-bundle $job bundled $commit"
 }
+# One private repository for every request: our config, an index of ours, the
+# clone's objects borrowed per request. What a request added to it is dropped after.
+g=/tmp/agent-runner-bundler
+git init -q --template= "$g" || exit 1
+mkdir -p "$g/.git/refs/heads/agent-runner"
+export GIT_DIR="$g/.git" GIT_INDEX_FILE="$g/index" GIT_AUTHOR_NAME=agent-runner GIT_AUTHOR_EMAIL=agent-runner@localhost GIT_COMMITTER_NAME=agent-runner GIT_COMMITTER_EMAIL=agent-runner@localhost
 echo agent-runner-bundler-ready
 while read -r job task branch haves; do
   [ -n "$job" ] || continue
-  ( set -e; bundle "$job" "$task" "$branch" $haves ) 2>/tmp/agent-runner-bundle.err
+  ( set -e; export GIT_WORK_TREE=/clones/$job; bundle "$job" "$task" "$branch" $haves ) 2>/tmp/agent-runner-bundle.err
   if [ $? != 0 ]; then
     echo "agent-runner-bundle $job failed $(tail -c 600 /tmp/agent-runner-bundle.err | tr '\n\r\t' '   ')"
   fi
+  rm -rf "$GIT_DIR"/objects/[0-9a-f][0-9a-f] "$GIT_DIR"/refs/heads/agent-runner/* "$GIT_INDEX_FILE"
 done
 "#;
 

@@ -100,6 +100,9 @@ pub fn prepare(
             "--quiet",
             "--local",
             "--no-hardlinks",
+            // Checked out once, by the switch below; no sample hooks copied.
+            "--no-checkout",
+            "--template=",
             "--",
             &root_s,
             &dir_s,
@@ -174,7 +177,6 @@ pub fn bring_back(
     interrupt: Interrupt,
 ) -> Result<(), String> {
     let target = format!("refs/heads/{}", clone.branch);
-    refuse_checked_out(root, &clone.branch, interrupt)?;
     let request = Request {
         job_id: &clone.job_id,
         task_id: &clone.task_id,
@@ -184,6 +186,7 @@ pub fn bring_back(
     let bundle = work.join("branch.bundle");
     match bundlers.bundle(image, &request, &bundle, interrupt)? {
         Bundled::Unchanged(sha) => {
+            refuse_checked_out(root, &clone.branch, interrupt)?;
             git_on_root(root, &["update-ref", &target, &sha], interrupt)?;
         }
         Bundled::Bundle(bundle) => {
@@ -203,7 +206,14 @@ pub fn bring_back(
                 interrupt,
             );
             let _ = std::fs::remove_file(&bundle);
-            fetched?;
+            // git refuses to fetch into the checked-out branch by itself.
+            fetched.map_err(|e| {
+                if e.contains("refusing to fetch into branch") {
+                    checked_out(&clone.branch, root)
+                } else {
+                    e
+                }
+            })?;
         }
     }
     Ok(())
