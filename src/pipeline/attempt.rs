@@ -14,6 +14,7 @@ use super::bundler::Bundlers;
 use super::child;
 use super::isolation::{self, AttemptClone};
 use super::record::{Attempt, AttemptStatus, TaskView};
+use super::spare::Spares;
 use super::status::TaskStatus;
 use super::store::TaskStore;
 use super::task_config::{self, Invariants};
@@ -37,6 +38,8 @@ pub struct Setup {
     pub background: Background,
     /// Bundle isolated attempts' branches.
     pub bundlers: Bundlers,
+    /// Isolated attempts' clones, made ahead.
+    pub spares: Spares,
 }
 
 /// A claimed job, ready to become an attempt.
@@ -165,12 +168,16 @@ fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path)
         let prepared = isolation::prepare(
             &ws.root_dir,
             &ws.clones_dir(),
+            &setup.spares,
             job_id,
             &task.id,
             &merge,
             setup.interrupt,
         );
         log::debug!("job {job_id}: clone prepared in {}", human(clock.elapsed()));
+        // The next claim's clone, made while this attempt runs.
+        let queued = super::queue::list(&ws.queue_dir()).len();
+        setup.spares.refill(queued, &setup.background);
         match prepared {
             Ok(clone) => Some(clone),
             Err(_) if setup.interrupt.is_set() => return interrupted(),
@@ -236,6 +243,11 @@ fn run_and_bring_back(
         Ok(child) => child,
         Err(e) => return failed(format!("cannot start agent-runner: {e}")),
     };
+    log::debug!(
+        "job {job_id}: agent-runner ended ({}) after {}",
+        child.exit,
+        human(child.duration)
+    );
     let mut ran = Ran {
         status: if child.status.as_deref() == Some("succeeded") {
             AttemptStatus::Succeeded

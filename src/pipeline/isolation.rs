@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::bundler::{Bundled, Bundlers, Request};
+use super::spare::Spares;
 use crate::interrupt::Interrupt;
 use crate::process::{self, Capture, Invocation, Limits, Stop};
 
@@ -66,6 +67,7 @@ pub fn is_git_root(root: &Path) -> bool {
 pub fn prepare(
     root: &Path,
     clones: &Path,
+    spares: &Spares,
     job_id: &str,
     task_id: &str,
     merge: &[String],
@@ -91,24 +93,29 @@ pub fn prepare(
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
-    let dir_s = dir.display().to_string();
-    let root_s = root.display().to_string();
-    git(
-        None,
-        &[
-            "clone",
-            "--quiet",
-            "--local",
-            "--no-hardlinks",
-            // Checked out once, by the switch below; no sample hooks copied.
-            "--no-checkout",
-            "--template=",
-            "--",
-            &root_s,
-            &dir_s,
-        ],
-        interrupt,
-    )?;
+    // A spare lacks branches that came back after it was made: none when merging.
+    if merge.is_empty() && spares.take(&base, dir) {
+        log::debug!("job {job_id}: a spare clone taken");
+    } else {
+        let dir_s = dir.display().to_string();
+        let root_s = root.display().to_string();
+        git(
+            None,
+            &[
+                "clone",
+                "--quiet",
+                "--local",
+                "--no-hardlinks",
+                // Checked out once, by the switch below; no sample hooks copied.
+                "--no-checkout",
+                "--template=",
+                "--",
+                &root_s,
+                &dir_s,
+            ],
+            interrupt,
+        )?;
+    }
     // The clone is ours until the worker starts: host git may still run here.
     git(
         Some(dir),
@@ -166,6 +173,30 @@ pub fn prepare(
     })
 }
 
+/// Clones `root` into `dir` as a spare (`spare::Spares`), HEAD checked out; the
+/// commit it has.
+pub fn spare_clone(root: &Path, dir: &Path) -> Result<String, String> {
+    let dir_s = dir.display().to_string();
+    let root_s = root.display().to_string();
+    let never = Interrupt::never();
+    git(
+        None,
+        &[
+            "clone",
+            "--quiet",
+            "--local",
+            "--no-hardlinks",
+            "--template=",
+            "--",
+            &root_s,
+            &dir_s,
+        ],
+        never,
+    )?;
+    let head = git(Some(dir), &["rev-parse", "HEAD^{commit}"], never)?;
+    Ok(head.trim().to_string())
+}
+
 /// Brings the clone's branch back into `root` as `agent-runner/<task-id>`: bundled
 /// by a bundler of `image`, fetched on the host. `work` is a directory of ours.
 pub fn bring_back(
@@ -184,7 +215,14 @@ pub fn bring_back(
         haves: &clone.haves,
     };
     let bundle = work.join("branch.bundle");
-    match bundlers.bundle(image, &request, &bundle, interrupt)? {
+    let clock = std::time::Instant::now();
+    let bundled = bundlers.bundle(image, &request, &bundle, interrupt)?;
+    log::debug!(
+        "job {}: bundled in {}",
+        clone.job_id,
+        crate::timestamp::human(clock.elapsed())
+    );
+    match bundled {
         Bundled::Unchanged(sha) => {
             refuse_checked_out(root, &clone.branch, interrupt)?;
             git_on_root(root, &["update-ref", &target, &sha], interrupt)?;

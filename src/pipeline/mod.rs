@@ -25,6 +25,7 @@ pub mod queue;
 pub mod record;
 pub mod recovery;
 pub mod safe_read;
+pub mod spare;
 pub mod status;
 pub mod store;
 pub mod task_config;

@@ -12,6 +12,7 @@ use super::attempt::{self, Setup};
 use super::bundler::Bundlers;
 use super::defaults::Isolation;
 use super::record::AttemptStatus;
+use super::spare::Spares;
 use super::{Workspace, claim, isolation, recovery};
 use crate::error::exit;
 use crate::interrupt::Interrupt;
@@ -71,6 +72,11 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
             ws.clones_dir(),
             ws.dir.join("bundles").join(super::id::random_hex(12)),
             &ws.id,
+        ),
+        spares: Spares::new(
+            &ws.root_dir,
+            &ws.clones_dir(),
+            if isolated { limit } else { 0 },
         ),
     };
     let (done, finished) = mpsc::channel::<AttemptStatus>();
@@ -138,6 +144,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
     if options.once && !interrupt.is_set() {
         claim::warn_waiting(&ws);
     }
+    setup.spares.stop();
     setup.bundlers.stop();
     setup.background.wait();
     if interrupt.is_set() {
