@@ -50,6 +50,31 @@ pub struct Claimed {
     pub refusal: Option<String>,
 }
 
+/// An attempt's place among the `--jobs` at once. It goes back as soon as the
+/// attempt's runner has ended: what follows (bringing a branch back, one attempt at
+/// a time in the bundler, and recording) runs alongside the next runner. Dropping
+/// it gives it back too, so every way an attempt ends does.
+pub struct Place(Option<Box<dyn FnOnce() + Send>>);
+
+impl Place {
+    /// A place that calls `free` when given back.
+    pub fn new(free: impl FnOnce() + Send + 'static) -> Place {
+        Place(Some(Box::new(free)))
+    }
+
+    fn free(&mut self) {
+        if let Some(free) = self.0.take() {
+            free();
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.free();
+    }
+}
+
 /// What the attempt did, before it is recorded.
 struct Ran {
     status: AttemptStatus,
@@ -59,7 +84,7 @@ struct Ran {
 }
 
 /// Runs the attempt and records it; returns its status.
-pub fn run(setup: &Setup, claimed: Claimed) -> AttemptStatus {
+pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
     let ws = &setup.ws;
     let job_id = &claimed.job_id;
     let task = &claimed.task.record;
@@ -70,7 +95,7 @@ pub fn run(setup: &Setup, claimed: Claimed) -> AttemptStatus {
     let ran = match &claimed.refusal {
         Some(reason) => failed(reason.clone()),
         None => match std::fs::create_dir_all(&log_dir) {
-            Ok(()) => attempt(setup, &claimed, &log_dir, &config_path),
+            Ok(()) => attempt(setup, &claimed, &log_dir, &config_path, &mut place),
             Err(e) => failed(format!("cannot create {}: {e}", log_dir.display())),
         },
     };
@@ -117,7 +142,13 @@ fn failed(error: String) -> Ran {
     }
 }
 
-fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path) -> Ran {
+fn attempt(
+    setup: &Setup,
+    claimed: &Claimed,
+    log_dir: &Path,
+    config_path: &Path,
+    place: &mut Place,
+) -> Ran {
     let ws = &setup.ws;
     let job_id = &claimed.job_id;
     let task = &claimed.task.record;
@@ -217,7 +248,7 @@ fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path)
             return failed(e);
         }
     }
-    run_and_bring_back(setup, claimed, &yaml, &run_dir, log_dir, clone, image)
+    run_and_bring_back(setup, claimed, &yaml, &run_dir, clone, image, place)
 }
 
 /// Runs the runner child, then brings an isolated attempt's branch back.
@@ -226,12 +257,13 @@ fn run_and_bring_back(
     claimed: &Claimed,
     yaml: &str,
     run_dir: &Path,
-    log_dir: &Path,
     clone: Option<AttemptClone>,
     image: &str,
+    place: &mut Place,
 ) -> Ran {
     let ws = &setup.ws;
     let job_id = &claimed.job_id;
+    let log_dir = &ws.job_log_dir(job_id);
     let task = &claimed.task.record;
     log::info!(
         "job {job_id}: started agent-runner for task {} in {}",
@@ -239,7 +271,9 @@ fn run_and_bring_back(
         run_dir.display()
     );
     let stderr_log = log_dir.join("runner.stderr.log");
-    let child = match child::run(&setup.exe, yaml, run_dir, &stderr_log, setup.interrupt) {
+    let child = child::run(&setup.exe, yaml, run_dir, &stderr_log, setup.interrupt);
+    place.free();
+    let child = match child {
         Ok(child) => child,
         Err(e) => return failed(format!("cannot start agent-runner: {e}")),
     };
@@ -420,4 +454,37 @@ fn dependency_summaries(ws: &Workspace, task: &TaskView) -> Vec<DependencySummar
             },
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_place_is_given_back_once_however_the_attempt_ends() {
+        let freed = Arc::new(AtomicUsize::new(0));
+        let place = || {
+            let freed = freed.clone();
+            Place::new(move || {
+                freed.fetch_add(1, Ordering::SeqCst);
+            })
+        };
+        let mut early = place();
+        early.free();
+        early.free();
+        drop(early);
+        assert_eq!(
+            freed.load(Ordering::SeqCst),
+            1,
+            "freed when the runner ended"
+        );
+        drop(place());
+        assert_eq!(
+            freed.load(Ordering::SeqCst),
+            2,
+            "freed when the attempt ended"
+        );
+    }
 }

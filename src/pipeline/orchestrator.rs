@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::attempt::{self, Setup};
+use super::attempt::{self, Place, Setup};
 use super::bundler::Bundlers;
 use super::defaults::Isolation;
 use super::record::AttemptStatus;
@@ -21,6 +21,14 @@ use crate::interrupt::Interrupt;
 pub const POLL: Duration = Duration::from_millis(100);
 /// How often orphans of other orchestrators are looked for while running.
 const RECOVERY_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What an attempt's thread tells the main loop.
+enum Report {
+    /// Its runner has ended: its `--jobs` place is free.
+    PlaceFree,
+    /// It is recorded, with this status.
+    Finished(AttemptStatus),
+}
 
 /// `orchestrate` options.
 #[derive(Debug, Clone, Copy)]
@@ -79,29 +87,44 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
             if isolated { limit } else { 0 },
         ),
     };
-    let (done, finished) = mpsc::channel::<AttemptStatus>();
-    let mut active = 0usize;
+    let (done, finished) = mpsc::channel::<Report>();
+    // Attempts not yet recorded, and those of them still holding a `--jobs` place.
+    let (mut active, mut placed) = (0usize, 0usize);
     let mut last_recovery = Instant::now();
-    let note = |status: AttemptStatus, active: &mut usize, failures: &mut usize| {
-        *active -= 1;
-        if status == AttemptStatus::Failed {
-            *failures += 1;
-        }
-    };
+    let note =
+        |report: Report, active: &mut usize, placed: &mut usize, failures: &mut usize| match report
+        {
+            Report::PlaceFree => *placed -= 1,
+            Report::Finished(status) => {
+                *active -= 1;
+                if status == AttemptStatus::Failed {
+                    *failures += 1;
+                }
+            }
+        };
     while !interrupt.is_set() {
-        while active < limit && !interrupt.is_set() {
+        while placed < limit && !interrupt.is_set() {
             match claim::next(&ws, &mut failures) {
                 Ok(Some(claimed)) => {
                     active += 1;
+                    placed += 1;
                     let (setup, done) = (setup.clone(), done.clone());
+                    let place = {
+                        let done = done.clone();
+                        Place::new(move || {
+                            let _ = done.send(Report::PlaceFree);
+                        })
+                    };
                     let spawned = std::thread::Builder::new()
                         .name(format!("job {}", claimed.job_id))
                         .spawn(move || {
-                            let _ = done.send(attempt::run(&setup, claimed));
+                            let status = attempt::run(&setup, claimed, place);
+                            let _ = done.send(Report::Finished(status));
                         });
                     if let Err(e) = spawned {
                         // The job stays in running/ under our name; once we have
-                        // exited, the next start records it as stopped.
+                        // exited, the next start records it as stopped. (The
+                        // place went back when the closure was dropped.)
                         log::error!("cannot start a thread for an attempt: {e}");
                         active -= 1;
                         failures += 1;
@@ -120,12 +143,12 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
             break;
         }
         match finished.recv_timeout(POLL) {
-            Ok(status) => note(status, &mut active, &mut failures),
+            Ok(report) => note(report, &mut active, &mut placed, &mut failures),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        while let Ok(status) = finished.try_recv() {
-            note(status, &mut active, &mut failures);
+        while let Ok(report) = finished.try_recv() {
+            note(report, &mut active, &mut placed, &mut failures);
         }
         if last_recovery.elapsed() >= RECOVERY_INTERVAL {
             failures += recovery::recover(&ws);
@@ -137,7 +160,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
     }
     while active > 0 {
         match finished.recv() {
-            Ok(status) => note(status, &mut active, &mut failures),
+            Ok(report) => note(report, &mut active, &mut placed, &mut failures),
             Err(_) => break,
         }
     }
