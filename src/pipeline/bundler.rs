@@ -172,7 +172,12 @@ impl Bundlers {
     /// Starts the bundler for `image` if none runs yet, without waiting for it: an
     /// attempt calls this as its runner starts, so the two start side by side.
     pub fn start(&self, image: &str) -> Result<(), String> {
-        let mut state = self.lock()?;
+        // Busy bundling: then it is there (and one that ended is replaced when asked).
+        let mut state = match self.0.try_lock() {
+            Ok(state) => state,
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+            Err(std::sync::TryLockError::Poisoned(_)) => return Err(poisoned()),
+        };
         state.bundler(image).map(|_| ())
     }
 
@@ -226,9 +231,7 @@ impl Bundlers {
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, String> {
-        self.0
-            .lock()
-            .map_err(|_| "the bundler is unusable after a crash of another attempt".into())
+        self.0.lock().map_err(|_| poisoned())
     }
 }
 
@@ -313,6 +316,10 @@ impl State {
     }
 }
 
+fn poisoned() -> String {
+    "the bundler is unusable after a crash of another attempt".into()
+}
+
 /// The `agent-runner.task` label of a workspace's bundlers.
 pub fn label_value(workspace_id: &str) -> String {
     format!("bundler-{workspace_id}")
@@ -341,9 +348,11 @@ impl Bundler {
 
     /// Ends the container: closing its stdin ends its script, and `--rm` removes it.
     fn stop(self) {
+        let clock = std::time::Instant::now();
         if !self.held.release(Duration::from_secs(10)) {
             remove_container(&self.name);
         }
+        log::debug!("bundler {} removed in {}", self.name, human(clock.elapsed()));
     }
 }
 
