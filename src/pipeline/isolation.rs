@@ -273,17 +273,23 @@ fn checked_out(branch: &str, root: &Path) -> String {
     )
 }
 
-/// `git -c core.hooksPath=/dev/null -c core.fsmonitor=false -C root ...`; stdout.
+/// `git -c core.hooksPath=/dev/null -c core.fsmonitor=false ... -C root ...`; stdout.
 fn git_on_root(root: &Path, args: &[&str], interrupt: Interrupt) -> Result<String, String> {
     git(Some(root), args, interrupt)
 }
 
 fn git(dir: Option<&Path>, args: &[&str], interrupt: Interrupt) -> Result<String, String> {
+    // No automatic maintenance either: a fetch would start a detached `git
+    // maintenance` in the user's repository after every attempt.
     let mut invocation = Invocation::new("git").args([
         "-c",
         "core.hooksPath=/dev/null",
         "-c",
         "core.fsmonitor=false",
+        "-c",
+        "maintenance.auto=false",
+        "-c",
+        "gc.auto=0",
     ]);
     if let Some(dir) = dir {
         invocation = invocation.args(["-C".to_string(), dir.display().to_string()]);
