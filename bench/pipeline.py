@@ -19,6 +19,7 @@ d. `task list` (and `--json`) with 10,000 tasks of 5 attempts each: wall time an
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -122,7 +123,7 @@ def throughput(work, meta, runs, name):
     orchestrator wrote, so it needs an orchestrated workspace; every other pair takes
     them from the previous pair's workspace and runs first, so that neither side
     always runs first while the machine's load drifts."""
-    orch, bare = [], []
+    orch, bare, cpu = [], [], []
     prev = None
     for n in range(runs + 1):
         ws = Workspace(work, f"{name}{n}", git=True, meta=meta)
@@ -130,20 +131,36 @@ def throughput(work, meta, runs, name):
         jobs = ws.run("task", "run", "-w", ws.root, *ids).split()
         base_first = prev is not None and n % 2 == 1
         if base_first:
-            base = baseline(*prev)
-        start = time.time()
-        ws.run("orchestrate", "-w", ws.root, "--once", "--jobs", "3")
-        took = time.time() - start
+            base, base_cpu = baseline(*prev)
+        took, took_cpu = timed([BIN, "orchestrate", "-w", ws.root, "--once", "--jobs", "3"], ws.env)
         if not base_first:
-            base = baseline(ws, jobs)
+            base, base_cpu = baseline(ws, jobs)
         if n > 0:  # the first pair warms caches
             orch.append(took)
             bare.append(base)
+            cpu.append((took_cpu - base_cpu) / len(jobs))
         if prev is not None:
             shutil.rmtree(prev[0].dir)
         prev = (ws, jobs)
     shutil.rmtree(prev[0].dir)
-    return orch, bare
+    return orch, bare, cpu
+
+
+def timed(argv, env, stdin=b""):
+    """Runs `argv`; its wall time and the CPU time (user + system) of its process
+    tree (what it and its descendants used, not the docker daemon's work)."""
+    def children_cpu():
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    before, start = children_cpu(), time.time()
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    _, err = proc.communicate(stdin)
+    took = time.time() - start
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(argv[:2])} failed ({proc.returncode}):\n{err.decode()[-3000:]}")
+    return took, children_cpu() - before
 
 
 def baseline(ws, jobs):
@@ -154,10 +171,8 @@ def baseline(ws, jobs):
         clone = os.path.join(ws.meta, "clones", job)
         shutil.rmtree(clone, ignore_errors=True)
         subprocess.run(["git", "clone", "-q", "--local", "--no-hardlinks", ws.root, clone], check=True)
-    start = time.time()
-    subprocess.run(["xargs", "-P3", "-I{}", "sh", "-c", f"'{BIN}' run < {{}} > /dev/null"],
-                   input="\n".join(configs).encode(), env=ws.env, check=True, capture_output=True)
-    return time.time() - start
+    return timed(["xargs", "-P3", "-I{}", "sh", "-c", f"'{BIN}' run < {{}} > /dev/null"], ws.env,
+                 "\n".join(configs).encode())
 
 
 def serial(work, runs):
@@ -288,15 +303,16 @@ def main():
     rows = []
     try:
         if wanted("a"):
-            orch, bare = throughput(work, META, RUNS, "a")
+            orch, bare, cpu = throughput(work, META, RUNS, "a")
             rows += [("a. orchestrate --once --jobs 3, 12 tasks", stats(orch)),
                      ("   xargs -P3 agent-runner run, same TaskConfigs", stats(bare)),
                      ("   ratio (target <= 1.10)", stats([o / b for o, b in zip(orch, bare)], "x")),
-                     ("   cost per attempt, (a - xargs) / 4 rounds", stats([(o - b) / 4 for o, b in zip(orch, bare)]))]
+                     ("   cost per attempt, (a - xargs) / 4 rounds", stats([(o - b) / 4 for o, b in zip(orch, bare)])),
+                     ("   host CPU per attempt, orchestrate - xargs", stats(cpu, "ms", 1000))]
         if wanted("a2"):
             # The cost per attempt is fixed: with a worker that takes 4 s, as real ones take minutes.
             slow = META.replace("@say: wrote out.txt", "@sleep: 4\n      @say: wrote out.txt")
-            orch, bare = throughput(work, slow, max(2, RUNS // 2), "a2")
+            orch, bare, _ = throughput(work, slow, max(2, RUNS // 2), "a2")
             rows += [("a2. the same, each worker run 4 s longer", stats(orch)),
                      ("    xargs -P3 agent-runner run, same TaskConfigs", stats(bare)),
                      ("    ratio", stats([o / b for o, b in zip(orch, bare)], "x"))]
