@@ -138,3 +138,63 @@ fn a_branch_checked_out_in_the_root_during_the_run_is_not_overwritten() {
     assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
     assert!(!p.root.join("x.txt").exists());
 }
+
+#[test]
+fn a_killed_orchestrator_leaves_no_bundler_and_the_next_one_removes_its_spares() {
+    use std::time::Duration;
+    use support::pipeline::{read, wait_for};
+    let p = Pipeline::new("bundler-kill9", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@say: working\n@sleep: 120"),
+        "isolation: clone\n",
+    );
+    let ids: Vec<String> = (1..=3).map(|n| task_id(&format!("kill9-{n}"))).collect();
+    for id in &ids {
+        p.new_task(id, "Keep busy");
+    }
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let jobs = p.run_tasks(&refs);
+    let mut orchestrator = p.in_ws(&["orchestrate"], &[]).start();
+    let ws_id = p.ws().file_name().unwrap().to_str().unwrap().to_string();
+    let bundler = format!("bundler-{ws_id}");
+    let entries = |dir: &str, prefix: &str| -> Vec<String> {
+        std::fs::read_dir(p.ws().join(dir))
+            .map(|read| {
+                read.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with(prefix))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    wait_for(Duration::from_secs(30), || {
+        let working = jobs.iter().zip(&ids).any(|(job, id)| {
+            read(
+                &p.ws()
+                    .join(format!("clones/{job}/.agent-runner/logs/{id}/run-1.log")),
+            )
+            .contains("working")
+        });
+        working
+            && !entries("clones", ".spare-").is_empty()
+            && containers_labelled("agent-runner.task", &bundler).len() == 1
+    });
+    assert_eq!(entries("bundles", "").len(), 1);
+    orchestrator.child().kill().unwrap();
+    orchestrator.child().wait().unwrap();
+    // Its pipe closed: the bundler ends by itself, as the runner's container does.
+    wait_for(Duration::from_secs(20), || {
+        containers_labelled("agent-runner.task", &bundler).is_empty()
+            && ids
+                .iter()
+                .all(|id| containers_labelled("agent-runner.task", id).is_empty())
+    });
+    // The next orchestrator (with nothing left to run) removes what it left.
+    for name in p.ipc("queue") {
+        std::fs::remove_file(p.ws().join("ipc/queue").join(name)).unwrap();
+    }
+    p.orchestrate_once(&[]).output().code(1);
+    assert_eq!(entries("clones", ".spare-"), Vec::<String>::new());
+    assert_eq!(entries("bundles", ""), Vec::<String>::new());
+}

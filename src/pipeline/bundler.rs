@@ -352,7 +352,11 @@ impl Bundler {
         if !self.held.release(Duration::from_secs(10)) {
             remove_container(&self.name);
         }
-        log::debug!("bundler {} removed in {}", self.name, human(clock.elapsed()));
+        log::debug!(
+            "bundler {} removed in {}",
+            self.name,
+            human(clock.elapsed())
+        );
     }
 }
 

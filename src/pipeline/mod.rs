@@ -18,6 +18,7 @@ pub mod error;
 pub mod id;
 pub mod isolation;
 pub mod jsonl;
+pub mod leftover;
 pub mod orchestrator;
 pub mod outcome;
 pub mod owner;

@@ -12,8 +12,8 @@ use super::attempt::{self, Place, Setup};
 use super::bundler::Bundlers;
 use super::defaults::Isolation;
 use super::record::AttemptStatus;
-use super::spare::Spares;
-use super::{Workspace, claim, isolation, recovery};
+use super::spare::{self, Spares};
+use super::{Workspace, claim, isolation, leftover, recovery};
 use crate::error::exit;
 use crate::interrupt::Interrupt;
 
@@ -70,6 +70,8 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         }
     );
     let mut failures = recovery::recover(&ws);
+    leftover::sweep(&ws.clones_dir(), spare::PREFIX);
+    leftover::sweep(&ws.bundles_dir(), "");
     let setup = Setup {
         ws: ws.clone(),
         exe,
@@ -78,7 +80,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         background: Default::default(),
         bundlers: Bundlers::new(
             ws.clones_dir(),
-            ws.dir.join("bundles").join(super::id::random_hex(12)),
+            ws.bundles_dir().join(leftover::name("")),
             &ws.id,
         ),
         spares: Spares::new(

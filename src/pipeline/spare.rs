@@ -3,19 +3,22 @@
 //! a few host git processes (~0.05–0.1 s on a small repository, more on a big one)
 //! on the path from claim to runner; a spare takes it off that path.
 //!
-//! A spare is a clone of root_dir as it was when made (`clones/.spare-<random>/`,
+//! A spare is a clone of root_dir as it was when made (`clones/.spare-<maker>/`,
 //! HEAD checked out). It is taken only if root_dir's HEAD is still that commit, and
 //! only for an attempt with no dependency branches to merge (those may have come
 //! back after the spare was made); otherwise the attempt clones as before. It is
 //! made by host git from our own trusted root_dir and no worker has been in it, so
 //! host git may still set it up after it is taken. Unused spares are removed when
-//! the orchestrator ends.
+//! the orchestrator ends (or by the next one, if it was killed: `leftover`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::background::Background;
 use super::isolation;
+
+/// How spares' names start (`clones/.spare-…`).
+pub const PREFIX: &str = ".spare-";
 
 /// The spares of one orchestrator.
 #[derive(Clone)]
@@ -81,7 +84,7 @@ impl Spares {
             let (root, clones) = (state.root.clone(), state.clones.clone());
             let spares = self.clone();
             background.spawn(move || {
-                let dir = clones.join(format!(".spare-{}", super::id::random_hex(12)));
+                let dir = clones.join(super::leftover::name(PREFIX));
                 let made = isolation::spare_clone(&root, &dir);
                 let Ok(mut state) = spares.0.lock() else {
                     return;
