@@ -4,7 +4,8 @@
 a. Throughput: 12 scripted tasks by `orchestrate --once --jobs 3` in a git workspace
    (each attempt in its own clone, its branch bundled in a container and fetched)
    against `xargs -P3` running `agent-runner run` on the same TaskConfigs (those the
-   orchestrator wrote, in the same clones). Runs interleaved. Target ratio <= 1.10.
+   orchestrator wrote, in clones made the same way before the clock starts). Runs
+   interleaved. Target ratio <= 1.10.
    a2: the same with a worker run 4 s longer, to show the cost per attempt is fixed.
    a0: 6 tasks one at a time in place (no clones) against a shell loop of
    `agent-runner run`: the orchestrator's own cost without isolation.
@@ -18,6 +19,7 @@ d. `task list` (and `--json`) with 10,000 tasks of 5 attempts each: wall time an
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -30,6 +32,12 @@ ROOT = os.path.dirname(HERE)
 BIN = os.environ.get("AGENT_RUNNER_BIN", os.path.join(ROOT, "target/release/agent-runner"))
 IMAGE = "agent-runner-test-worker:latest"
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+# BENCH_ONLY=a,b: run only these figures (a, a2, a0, b, c, d); default all.
+ONLY = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
+
+
+def wanted(figure):
+    return not ONLY or figure in ONLY
 
 BUILDER = """- type: build_task_config
   task:
@@ -111,24 +119,60 @@ class Workspace:
 
 
 def throughput(work, meta, runs, name):
-    orch, bare = [], []
+    """Pairs of (orchestrate, xargs) timings. The baseline runs the TaskConfigs an
+    orchestrator wrote, so it needs an orchestrated workspace; every other pair takes
+    them from the previous pair's workspace and runs first, so that neither side
+    always runs first while the machine's load drifts."""
+    orch, bare, cpu = [], [], []
+    prev = None
     for n in range(runs + 1):
         ws = Workspace(work, f"{name}{n}", git=True, meta=meta)
         ids = ws.tasks(12, f"{name}{n}")
         jobs = ws.run("task", "run", "-w", ws.root, *ids).split()
-        start = time.time()
-        ws.run("orchestrate", "-w", ws.root, "--once", "--jobs", "3")
-        took = time.time() - start
-        configs = [os.path.join(ws.meta, "logs", job, "task-config.yaml") for job in jobs]
-        start = time.time()
-        subprocess.run(["xargs", "-P3", "-I{}", "sh", "-c", f"'{BIN}' run < {{}} > /dev/null"],
-                       input="\n".join(configs).encode(), env=ws.env, check=True, capture_output=True)
-        base = time.time() - start
+        base_first = prev is not None and n % 2 == 1
+        if base_first:
+            base, base_cpu = baseline(*prev)
+        took, took_cpu = timed([BIN, "orchestrate", "-w", ws.root, "--once", "--jobs", "3"], ws.env)
+        if not base_first:
+            base, base_cpu = baseline(ws, jobs)
         if n > 0:  # the first pair warms caches
             orch.append(took)
             bare.append(base)
-        shutil.rmtree(ws.dir)
-    return orch, bare
+            cpu.append((took_cpu - base_cpu) / len(jobs))
+        if prev is not None:
+            shutil.rmtree(prev[0].dir)
+        prev = (ws, jobs)
+    shutil.rmtree(prev[0].dir)
+    return orch, bare, cpu
+
+
+def timed(argv, env, stdin=b""):
+    """Runs `argv`; its wall time and the CPU time (user + system) of its process
+    tree (what it and its descendants used, not the docker daemon's work)."""
+    def children_cpu():
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    before, start = children_cpu(), time.time()
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    _, err = proc.communicate(stdin)
+    took = time.time() - start
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(argv[:2])} failed ({proc.returncode}):\n{err.decode()[-3000:]}")
+    return took, children_cpu() - before
+
+
+def baseline(ws, jobs):
+    """`xargs -P3 agent-runner run` on the TaskConfigs of `jobs`, in clones made the
+    way the orchestrator makes them (it removed its own), before the clock starts."""
+    configs = [os.path.join(ws.meta, "logs", job, "task-config.yaml") for job in jobs]
+    for job in jobs:
+        clone = os.path.join(ws.meta, "clones", job)
+        shutil.rmtree(clone, ignore_errors=True)
+        subprocess.run(["git", "clone", "-q", "--local", "--no-hardlinks", ws.root, clone], check=True)
+    return timed(["xargs", "-P3", "-I{}", "sh", "-c", f"'{BIN}' run < {{}} > /dev/null"], ws.env,
+                 "\n".join(configs).encode())
 
 
 def serial(work, runs):
@@ -258,24 +302,31 @@ def main():
     work = tempfile.mkdtemp(prefix="agent-runner-bench-pipeline-")
     rows = []
     try:
-        orch, bare = throughput(work, META, RUNS, "a")
-        rows += [("a. orchestrate --once --jobs 3, 12 tasks", stats(orch)),
-                 ("   xargs -P3 agent-runner run, same TaskConfigs", stats(bare)),
-                 ("   ratio (target <= 1.10)", stats([o / b for o, b in zip(orch, bare)], "x")),
-                 ("   cost per attempt, (a - xargs) / 4 rounds", stats([(o - b) / 4 for o, b in zip(orch, bare)]))]
-        # The cost per attempt is fixed: with a worker that takes 4 s, as real ones take minutes.
-        slow = META.replace("@say: wrote out.txt", "@sleep: 4\n      @say: wrote out.txt")
-        orch, bare = throughput(work, slow, max(2, RUNS // 2), "a2")
-        rows += [("a2. the same, each worker run 4 s longer", stats(orch)),
-                 ("    xargs -P3 agent-runner run, same TaskConfigs", stats(bare)),
-                 ("    ratio", stats([o / b for o, b in zip(orch, bare)], "x"))]
-        orch, bare = serial(work, max(2, RUNS // 2))
-        rows += [("a0. orchestrate --once, 6 tasks, in place", stats(orch)),
-                 ("    agent-runner run in a shell loop, same TaskConfigs", stats(bare)),
-                 ("    ratio", stats([o / b for o, b in zip(orch, bare)], "x"))]
-        rows.append(("b. job file -> runner child started (<= 250 ms)", stats(latency(work), "ms", 1000)))
-        rows.append(("c. idle orchestrator CPU (<= 0.5 % of a core)", stats(idle_cpu(work), "%", 100)))
-        rows += big_store(work)
+        if wanted("a"):
+            orch, bare, cpu = throughput(work, META, RUNS, "a")
+            rows += [("a. orchestrate --once --jobs 3, 12 tasks", stats(orch)),
+                     ("   xargs -P3 agent-runner run, same TaskConfigs", stats(bare)),
+                     ("   ratio (target <= 1.10)", stats([o / b for o, b in zip(orch, bare)], "x")),
+                     ("   cost per attempt, (a - xargs) / 4 rounds", stats([(o - b) / 4 for o, b in zip(orch, bare)])),
+                     ("   host CPU per attempt, orchestrate - xargs", stats(cpu, "ms", 1000))]
+        if wanted("a2"):
+            # The cost per attempt is fixed: with a worker that takes 4 s, as real ones take minutes.
+            slow = META.replace("@say: wrote out.txt", "@sleep: 4\n      @say: wrote out.txt")
+            orch, bare, _ = throughput(work, slow, max(2, RUNS // 2), "a2")
+            rows += [("a2. the same, each worker run 4 s longer", stats(orch)),
+                     ("    xargs -P3 agent-runner run, same TaskConfigs", stats(bare)),
+                     ("    ratio", stats([o / b for o, b in zip(orch, bare)], "x"))]
+        if wanted("a0"):
+            orch, bare = serial(work, max(2, RUNS // 2))
+            rows += [("a0. orchestrate --once, 6 tasks, in place", stats(orch)),
+                     ("    agent-runner run in a shell loop, same TaskConfigs", stats(bare)),
+                     ("    ratio", stats([o / b for o, b in zip(orch, bare)], "x"))]
+        if wanted("b"):
+            rows.append(("b. job file -> runner child started (<= 250 ms)", stats(latency(work), "ms", 1000)))
+        if wanted("c"):
+            rows.append(("c. idle orchestrator CPU (<= 0.5 % of a core)", stats(idle_cpu(work), "%", 100)))
+        if wanted("d"):
+            rows += big_store(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     width = max(len(label) for label, _ in rows)

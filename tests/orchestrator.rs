@@ -341,16 +341,20 @@ fn as_a_non_root_user_isolated_attempts_bring_their_branches_back() {
         let who = git(&p.root, &["show", &format!("agent-runner/{id}:who.txt")]);
         assert_eq!(who.trim(), "4242", "the worker ran as the user");
         let attempt = &p.attempts(id)[0];
-        let clone = std::path::Path::new(attempt["task_config"].as_str().unwrap())
-            .parent()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .join("clones")
-            .join(attempt["job_id"].as_str().unwrap());
-        let meta = std::fs::metadata(clone.join("who.txt")).unwrap();
+        let job = attempt["job_id"].as_str().unwrap();
+        // The user could remove the clone the worker wrote in; the note moved out.
+        wait_for(Duration::from_secs(10), || {
+            !p.ws().join("clones").join(job).exists()
+        });
+        let note = attempt["result"]["note_path"].as_str().unwrap();
+        assert_eq!(
+            note,
+            p.ws()
+                .join(format!("logs/{job}/agent-runner/task-{id}.md"))
+                .to_str()
+                .unwrap()
+        );
+        let meta = std::fs::metadata(note).unwrap();
         assert_eq!((meta.uid(), meta.gid()), (uid, uid));
         assert_eq!(
             containers_labelled("agent-runner.task", id),
@@ -404,4 +408,43 @@ fn a_worker_image_without_git_fails_the_bring_back_clearly() {
         containers_labelled("agent-runner.task", &id),
         Vec::<String>::new()
     );
+}
+
+#[test]
+fn later_attempts_start_from_spare_clones_made_ahead() {
+    let p = Pipeline::new("orch-spares", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@run: ls > seen.txt\n@say: listed"),
+        "isolation: clone\n",
+    );
+    let ids: Vec<String> = (1..=3).map(|n| task_id(&format!("spare{n}"))).collect();
+    for id in &ids {
+        p.new_task(id, "List the files");
+    }
+    let head = git(&p.root, &["rev-parse", "HEAD"]);
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    p.run_tasks(&refs);
+    let out = p.orchestrate_once(&[]).env("RUST_LOG", "debug").output();
+    out.code(0);
+    assert_eq!(
+        out.stderr.matches(": a spare clone taken").count(),
+        2,
+        "the first attempt cloned; the others found one ready"
+    );
+    for id in &ids {
+        let name = format!("agent-runner/{id}");
+        assert_eq!(git(&p.root, &["rev-parse", &format!("{name}^")]), head);
+        assert_eq!(
+            git(&p.root, &["show", &format!("{name}:seen.txt")]),
+            "README.md\nseen.txt\n",
+            "a clean start: nothing of another attempt"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(p.ws().join("clones"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "no clone and no spare left: {left:?}");
 }

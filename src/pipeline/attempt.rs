@@ -6,11 +6,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use serde_json::value::RawValue;
+
 use super::background::Background;
 use super::builder::{self, BuildRequest, DependencySummary};
+use super::bundler::Bundlers;
 use super::child;
-use super::isolation;
+use super::isolation::{self, AttemptClone};
 use super::record::{Attempt, AttemptStatus, TaskView};
+use super::spare::Spares;
 use super::status::TaskStatus;
 use super::store::TaskStore;
 use super::task_config::{self, Invariants};
@@ -32,6 +36,10 @@ pub struct Setup {
     pub interrupt: Interrupt,
     /// Clean-ups that outlive their attempt.
     pub background: Background,
+    /// Bundle isolated attempts' branches.
+    pub bundlers: Bundlers,
+    /// Isolated attempts' clones, made ahead.
+    pub spares: Spares,
 }
 
 /// A claimed job, ready to become an attempt.
@@ -40,6 +48,31 @@ pub struct Claimed {
     pub task: TaskView,
     /// Set when the job must fail without running (a dependency failed).
     pub refusal: Option<String>,
+}
+
+/// An attempt's place among the `--jobs` at once. It goes back as soon as the
+/// attempt's runner has ended: what follows (bringing a branch back, one attempt at
+/// a time in the bundler, and recording) runs alongside the next runner. Dropping
+/// it gives it back too, so every way an attempt ends does.
+pub struct Place(Option<Box<dyn FnOnce() + Send>>);
+
+impl Place {
+    /// A place that calls `free` when given back.
+    pub fn new(free: impl FnOnce() + Send + 'static) -> Place {
+        Place(Some(Box::new(free)))
+    }
+
+    fn free(&mut self) {
+        if let Some(free) = self.0.take() {
+            free();
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.free();
+    }
 }
 
 /// What the attempt did, before it is recorded.
@@ -51,7 +84,7 @@ struct Ran {
 }
 
 /// Runs the attempt and records it; returns its status.
-pub fn run(setup: &Setup, claimed: Claimed) -> AttemptStatus {
+pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
     let ws = &setup.ws;
     let job_id = &claimed.job_id;
     let task = &claimed.task.record;
@@ -62,7 +95,7 @@ pub fn run(setup: &Setup, claimed: Claimed) -> AttemptStatus {
     let ran = match &claimed.refusal {
         Some(reason) => failed(reason.clone()),
         None => match std::fs::create_dir_all(&log_dir) {
-            Ok(()) => attempt(setup, &claimed, &log_dir, &config_path),
+            Ok(()) => attempt(setup, &claimed, &log_dir, &config_path, &mut place),
             Err(e) => failed(format!("cannot create {}: {e}", log_dir.display())),
         },
     };
@@ -109,7 +142,13 @@ fn failed(error: String) -> Ran {
     }
 }
 
-fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path) -> Ran {
+fn attempt(
+    setup: &Setup,
+    claimed: &Claimed,
+    log_dir: &Path,
+    config_path: &Path,
+    place: &mut Place,
+) -> Ran {
     let ws = &setup.ws;
     let job_id = &claimed.job_id;
     let task = &claimed.task.record;
@@ -126,7 +165,7 @@ fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path)
         repo_overview: builder::overview::repo_overview(&ws.root_dir),
         depends_on: dependency_summaries(ws, &claimed.task),
     };
-    let build = builder::build(&ws.defaults, &request, &var, setup.interrupt);
+    let build = builder::build(&ws.defaults, &request, &var, setup.interrupt, log_dir);
     let _ = std::fs::write(log_dir.join("builder.log"), &build.log);
     let draft = match build.config {
         Ok(draft) => draft,
@@ -156,7 +195,22 @@ fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path)
 
     // Where it runs.
     let clone = if setup.isolated {
-        match isolation::prepare(&ws.root_dir, &clone_dir, &task.id, setup.interrupt) {
+        let merge = dependency_branches(ws, &claimed.task);
+        let clock = Instant::now();
+        let prepared = isolation::prepare(
+            &ws.root_dir,
+            &ws.clones_dir(),
+            &setup.spares,
+            job_id,
+            &task.id,
+            &merge,
+            setup.interrupt,
+        );
+        log::debug!("job {job_id}: clone prepared in {}", human(clock.elapsed()));
+        // The next claim's clone, made while this attempt runs.
+        let queued = super::queue::list(&ws.queue_dir()).len();
+        setup.spares.refill(queued, &setup.background);
+        match prepared {
             Ok(clone) => Some(clone),
             Err(_) if setup.interrupt.is_set() => return interrupted(),
             Err(e) => return failed(format!("cannot prepare the attempt's clone: {e}")),
@@ -185,38 +239,17 @@ fn attempt(setup: &Setup, claimed: &Claimed, log_dir: &Path, config_path: &Path)
         config_path.display()
     );
 
-    // Run; an isolated attempt's bundler starts alongside.
+    // Run; the bundler (shared by all attempts) starts alongside the first one.
     if setup.interrupt.is_set() {
         return interrupted();
     }
-    let mut bundler = match &clone {
-        Some(clone) => {
-            match isolation::start_bundler(clone, &config.worker.docker_image, &task.id, log_dir) {
-                Ok(bundler) => Some(bundler),
-                Err(e) => {
-                    return failed(format!(
-                        "cannot start a container to bundle the branch: {e}"
-                    ));
-                }
-            }
+    let image = &config.worker.docker_image;
+    if clone.is_some() {
+        if let Err(e) = setup.bundlers.start(image) {
+            return failed(e);
         }
-        None => None,
-    };
-    let ran = run_and_bring_back(
-        setup,
-        claimed,
-        &yaml,
-        &run_dir,
-        log_dir,
-        clone,
-        bundler.as_mut(),
-    );
-    if let Some(bundler) = bundler {
-        // Its removal takes a moment the next attempt need not wait for; the
-        // orchestrator waits for it before it exits.
-        setup.background.spawn(move || bundler.stop());
     }
-    ran
+    run_and_bring_back(setup, claimed, &yaml, &run_dir, clone, image, place)
 }
 
 /// Runs the runner child, then brings an isolated attempt's branch back.
@@ -225,12 +258,13 @@ fn run_and_bring_back(
     claimed: &Claimed,
     yaml: &str,
     run_dir: &Path,
-    log_dir: &Path,
-    clone: Option<isolation::AttemptClone>,
-    bundler: Option<&mut isolation::Bundler>,
+    clone: Option<AttemptClone>,
+    image: &str,
+    place: &mut Place,
 ) -> Ran {
     let ws = &setup.ws;
     let job_id = &claimed.job_id;
+    let log_dir = &ws.job_log_dir(job_id);
     let task = &claimed.task.record;
     log::info!(
         "job {job_id}: started agent-runner for task {} in {}",
@@ -238,10 +272,17 @@ fn run_and_bring_back(
         run_dir.display()
     );
     let stderr_log = log_dir.join("runner.stderr.log");
-    let child = match child::run(&setup.exe, yaml, run_dir, &stderr_log, setup.interrupt) {
+    let child = child::run(&setup.exe, yaml, run_dir, &stderr_log, setup.interrupt);
+    place.free();
+    let child = match child {
         Ok(child) => child,
         Err(e) => return failed(format!("cannot start agent-runner: {e}")),
     };
+    log::debug!(
+        "job {job_id}: agent-runner ended ({}) after {}",
+        child.exit,
+        human(child.duration)
+    );
     let mut ran = Ran {
         status: if child.status.as_deref() == Some("succeeded") {
             AttemptStatus::Succeeded
@@ -276,33 +317,82 @@ fn run_and_bring_back(
     }
 
     // Bring the branch back.
-    if let (Some(clone), Some(bundler)) = (clone, bundler) {
-        match isolation::bring_back(
-            &clone,
-            &ws.root_dir,
-            bundler,
-            &task.id,
-            log_dir,
-            setup.interrupt,
-        ) {
-            Ok(()) => {
-                log::info!(
-                    "job {job_id}: branch {} brought back into {}",
-                    clone.branch,
-                    ws.root_dir.display()
-                );
-                ran.branch = Some(clone.branch);
-            }
-            Err(e) => {
-                ran.status = AttemptStatus::Failed;
-                ran.error = Some(format!(
-                    "agent-runner succeeded, but branch {} could not be brought back: {e}",
-                    clone.branch
-                ));
-            }
+    let Some(clone) = clone else { return ran };
+    let clock = Instant::now();
+    let brought = isolation::bring_back(
+        &clone,
+        &ws.root_dir,
+        &setup.bundlers,
+        image,
+        log_dir,
+        setup.interrupt,
+    );
+    match brought {
+        Ok(()) => {
+            log::info!(
+                "job {job_id}: branch {} brought back into {} in {}",
+                clone.branch,
+                ws.root_dir.display(),
+                human(clock.elapsed())
+            );
+            ran.branch = Some(clone.branch.clone());
+            clean_up(setup, job_id, &clone, log_dir, &mut ran);
+        }
+        Err(e) => {
+            ran.status = AttemptStatus::Failed;
+            ran.error = Some(format!(
+                "agent-runner succeeded, but branch {} could not be brought back: {e}",
+                clone.branch
+            ));
         }
     }
     ran
+}
+
+/// After a succeeded attempt's branch is back, its clone has served: the runner's
+/// note and logs (`.agent-runner/`) move into the job's log directory, the result
+/// is told so, and the rest of the clone is removed in the background. (Failed
+/// attempts keep their clones, for inspection.)
+fn clean_up(setup: &Setup, job_id: &str, clone: &AttemptClone, log_dir: &Path, ran: &mut Ran) {
+    let private = clone.dir.join(crate::private_dir::DIR_NAME);
+    let kept = log_dir.join("agent-runner");
+    // The runner made this directory before the worker started, and the worker saw
+    // it read-only; still, never move a link.
+    let is_dir = std::fs::symlink_metadata(&private).is_ok_and(|m| m.is_dir());
+    // The runner names the note by its canonical path.
+    let canonical = std::fs::canonicalize(&private).unwrap_or_else(|_| private.clone());
+    if is_dir && std::fs::rename(&private, &kept).is_ok() {
+        if let Some(result) = ran.result.take() {
+            ran.result = Some(moved_note(result, &[&private, &canonical], &kept));
+        }
+    } else {
+        log::warn!(
+            "job {job_id}: cannot move {} to {}; the clone is kept",
+            private.display(),
+            kept.display()
+        );
+        return;
+    }
+    let dir = clone.dir.clone();
+    setup.background.spawn(move || {
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            log::warn!("cannot remove the clone {}: {e}", dir.display());
+        }
+    });
+}
+
+/// The result with its `note_path` moved from under one of `from` to under `to`.
+fn moved_note(result: Box<RawValue>, from: &[&Path], to: &Path) -> Box<RawValue> {
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(result.get()) else {
+        return result;
+    };
+    let moved = value["note_path"]
+        .as_str()
+        .and_then(|p| from.iter().find_map(|f| Path::new(p).strip_prefix(f).ok()))
+        .map(|rest| to.join(rest).display().to_string());
+    let Some(moved) = moved else { return result };
+    value["note_path"] = moved.into();
+    serde_json::value::to_raw_value(&value).unwrap_or(result)
 }
 
 /// The last KiB of the runner's stderr log (our own file).
@@ -311,6 +401,25 @@ fn stderr_tail(path: &Path) -> String {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
     crate::text::tail(text.trim_end(), 1024)
+}
+
+/// The branches to merge into an isolated attempt's start: those the task's
+/// dependencies' latest (succeeded) attempts brought back. A dependency that ran in
+/// place has no branch: its work is in root_dir already.
+fn dependency_branches(ws: &Workspace, task: &TaskView) -> Vec<String> {
+    let store = TaskStore::new(ws);
+    task.record
+        .depends_on
+        .iter()
+        .flatten()
+        .filter_map(|dep| {
+            let view = store.load(dep).ok().flatten()?;
+            let latest = view.latest()?;
+            (latest.status == AttemptStatus::Succeeded)
+                .then(|| latest.branch.clone())
+                .flatten()
+        })
+        .collect()
 }
 
 /// What the builder is told about the task's dependencies.
@@ -346,4 +455,37 @@ fn dependency_summaries(ws: &Workspace, task: &TaskView) -> Vec<DependencySummar
             },
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_place_is_given_back_once_however_the_attempt_ends() {
+        let freed = Arc::new(AtomicUsize::new(0));
+        let place = || {
+            let freed = freed.clone();
+            Place::new(move || {
+                freed.fetch_add(1, Ordering::SeqCst);
+            })
+        };
+        let mut early = place();
+        early.free();
+        early.free();
+        drop(early);
+        assert_eq!(
+            freed.load(Ordering::SeqCst),
+            1,
+            "freed when the runner ended"
+        );
+        drop(place());
+        assert_eq!(
+            freed.load(Ordering::SeqCst),
+            2,
+            "freed when the attempt ended"
+        );
+    }
 }

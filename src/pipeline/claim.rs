@@ -1,8 +1,9 @@
 //! Choosing and claiming the next job (SPEC §12 step 1): the oldest claimable job
 //! in `ipc/queue/` is renamed into `ipc/running/` (two orchestrators never get the
 //! same job) and its owner written. A job whose task waits on a dependency stays
-//! queued (BLOCKED); one whose dependency failed is claimed to be recorded as a
-//! failed attempt; an unreadable job, or one naming no task, moves to `ipc/failed/`.
+//! queued (BLOCKED); one whose dependency failed, or whose task is on a dependency
+//! cycle, is claimed to be recorded as a failed attempt; an unreadable job, or one
+//! naming no task, moves to `ipc/failed/`.
 
 use std::collections::HashMap;
 
@@ -10,9 +11,9 @@ use super::attempt::Claimed;
 use super::owner::Claimant;
 use super::queue::{self, Entry};
 use super::record::TaskView;
-use super::status::{self, JobState, Readiness};
-use super::store::TaskStore;
-use super::{PipelineError, Workspace};
+use super::status::{self, JobState, Readiness, TaskStatus};
+use super::store::{Board, TaskStore};
+use super::{PipelineError, Workspace, cycle};
 
 /// The next job to run, claimed; None when no job is claimable now. Jobs moved to
 /// `ipc/failed/` on the way are counted in `unreadable`.
@@ -36,12 +37,19 @@ pub fn next(ws: &Workspace, unreadable: &mut usize) -> Result<Option<Claimed>, P
         let refusal = if task.deleted.is_some() {
             Some(format!("task {} was deleted", task.record.id))
         } else {
-            match readiness(&store, &task, || {
+            let ready = readiness(&store, &task, || {
                 jobs.get_or_insert_with(|| queue::job_states(ws))
-            }) {
-                Readiness::Ready => None,
-                Readiness::Waiting(_) => continue,
-                Readiness::Failed(dep, why) => Some(format!("dependency {dep} {why}")),
+            });
+            // A task on a cycle would wait for itself forever: refused, whatever
+            // state its dependencies are in now.
+            let cycle = (ready != Readiness::Ready)
+                .then(|| cycle_of(&store, &task))
+                .flatten();
+            match (ready, cycle) {
+                (Readiness::Ready, _) => None,
+                (_, Some(cycle)) => Some(format!("dependency cycle: {}", cycle::show(&cycle))),
+                (Readiness::Waiting(_), None) => continue,
+                (Readiness::Failed(dep, why), None) => Some(format!("dependency {dep} {why}")),
             }
         };
         if !queue::claim(ws, &entry.job_id)? {
@@ -74,6 +82,54 @@ fn reject(
         log::warn!("job {}: moved to ipc/failed: {reason}", entry.job_id);
     }
     Ok(())
+}
+
+/// Warns about each job that stays queued behind a dependency: what `--once` leaves
+/// behind when it stops.
+pub fn warn_waiting(ws: &Workspace) {
+    let Ok(board) = Board::load(ws) else { return };
+    for task in &board.tasks {
+        let Some((JobState::Queued, job)) = board.jobs.get(&task.record.id) else {
+            continue;
+        };
+        if let Readiness::Waiting(dep) = board.readiness(task) {
+            let status = board.status(&dep).unwrap_or(TaskStatus::Pending);
+            let hint = if status == TaskStatus::Pending {
+                " (no job: enqueue it with `agent-runner task run`)"
+            } else {
+                ""
+            };
+            log::warn!(
+                "job {job}: task {} stays queued: its dependency {dep} is {}{hint}",
+                task.record.id,
+                status.as_str()
+            );
+        }
+    }
+}
+
+/// The dependency cycle `task` is on, if any.
+fn cycle_of(store: &TaskStore, task: &TaskView) -> Option<Vec<String>> {
+    if task
+        .record
+        .depends_on
+        .as_deref()
+        .unwrap_or_default()
+        .is_empty()
+    {
+        return None;
+    }
+    cycle::cycle_through(&task.record.id, |id| {
+        if id == task.record.id {
+            return task.record.depends_on.clone().unwrap_or_default();
+        }
+        store
+            .load(id)
+            .ok()
+            .flatten()
+            .and_then(|view| view.record.depends_on)
+            .unwrap_or_default()
+    })
 }
 
 /// Whether `task`'s job may run now: the "claimable now" decision. Without

@@ -30,7 +30,8 @@ pub struct Defaults {
 pub struct BuilderSettings {
     #[serde(default)]
     pub kind: BuilderKind,
-    /// `kind: meta`: the model (default: `runner.meta.model`).
+    /// `kind: meta`: the model (default: `runner.meta.model`); `kind: codex`: codex's
+    /// model (default: `runner.worker.model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// `kind: scripted`: a YAML list of replies, like `runner.meta.script`.
@@ -46,6 +47,8 @@ pub enum BuilderKind {
     Meta,
     /// Replies from `builder.script`, offline.
     Scripted,
+    /// `codex exec --output-schema` in the sandbox image.
+    Codex,
 }
 
 impl BuilderKind {
@@ -53,6 +56,7 @@ impl BuilderKind {
         match self {
             BuilderKind::Meta => "meta",
             BuilderKind::Scripted => "scripted",
+            BuilderKind::Codex => "codex",
         }
     }
 }
@@ -123,7 +127,7 @@ impl Defaults {
                         script.display()
                     ));
                 }
-                (BuilderKind::Meta, Some(_)) => {
+                (BuilderKind::Meta | BuilderKind::Codex, Some(_)) => {
                     return Err("builder.script: only used with `kind: scripted`".into());
                 }
                 _ => {}
@@ -224,8 +228,20 @@ mod tests {
                 .unwrap_err()
                 .contains("unknown variant")
         );
+        assert_eq!(
+            parse("builder:\n  kind: codex\n  model: o3\n")
+                .unwrap()
+                .builder()
+                .kind,
+            BuilderKind::Codex
+        );
         assert!(
-            parse("builder:\n  kind: codex\n")
+            parse("builder:\n  kind: codex\n  script: x.yaml\n")
+                .unwrap_err()
+                .contains("only used with `kind: scripted`")
+        );
+        assert!(
+            parse("builder:\n  kind: claude\n")
                 .unwrap_err()
                 .contains("unknown variant")
         );

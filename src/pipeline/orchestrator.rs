@@ -8,11 +8,13 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::attempt::{self, Setup};
+use super::attempt::{self, Place, Setup};
+use super::bundler::Bundlers;
 use super::defaults::Isolation;
 use super::presence::Presence;
 use super::record::AttemptStatus;
-use super::{Workspace, claim, isolation, recovery};
+use super::spare::{self, Spares};
+use super::{Workspace, claim, isolation, leftover, recovery};
 use crate::error::exit;
 use crate::interrupt::Interrupt;
 
@@ -20,6 +22,14 @@ use crate::interrupt::Interrupt;
 pub const POLL: Duration = Duration::from_millis(100);
 /// How often orphans of other orchestrators are looked for while running.
 const RECOVERY_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What an attempt's thread tells the main loop.
+enum Report {
+    /// Its runner has ended: its `--jobs` place is free.
+    PlaceFree,
+    /// It is recorded, with this status.
+    Finished(AttemptStatus),
+}
 
 /// `orchestrate` options.
 #[derive(Debug, Clone, Copy)]
@@ -65,36 +75,63 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         .map_err(|e| log::warn!("{e}; other programs cannot tell that this orchestrator runs"))
         .ok();
     let mut failures = recovery::recover(&ws);
+    leftover::sweep(&ws.clones_dir(), spare::PREFIX);
+    leftover::sweep(&ws.bundles_dir(), "");
     let setup = Setup {
         ws: ws.clone(),
         exe,
         isolated,
         interrupt,
         background: Default::default(),
+        bundlers: Bundlers::new(
+            ws.clones_dir(),
+            ws.bundles_dir().join(leftover::name("")),
+            &ws.id,
+        ),
+        spares: Spares::new(
+            &ws.root_dir,
+            &ws.clones_dir(),
+            if isolated { limit } else { 0 },
+        ),
     };
-    let (done, finished) = mpsc::channel::<AttemptStatus>();
-    let mut active = 0usize;
+    let (done, finished) = mpsc::channel::<Report>();
+    // Attempts not yet recorded, and those of them still holding a `--jobs` place.
+    let (mut active, mut placed) = (0usize, 0usize);
     let mut last_recovery = Instant::now();
-    let note = |status: AttemptStatus, active: &mut usize, failures: &mut usize| {
-        *active -= 1;
-        if status == AttemptStatus::Failed {
-            *failures += 1;
-        }
-    };
+    let note =
+        |report: Report, active: &mut usize, placed: &mut usize, failures: &mut usize| match report
+        {
+            Report::PlaceFree => *placed -= 1,
+            Report::Finished(status) => {
+                *active -= 1;
+                if status == AttemptStatus::Failed {
+                    *failures += 1;
+                }
+            }
+        };
     while !interrupt.is_set() {
-        while active < limit && !interrupt.is_set() {
+        while placed < limit && !interrupt.is_set() {
             match claim::next(&ws, &mut failures) {
                 Ok(Some(claimed)) => {
                     active += 1;
+                    placed += 1;
                     let (setup, done) = (setup.clone(), done.clone());
+                    let place = {
+                        let done = done.clone();
+                        Place::new(move || {
+                            let _ = done.send(Report::PlaceFree);
+                        })
+                    };
                     let spawned = std::thread::Builder::new()
                         .name(format!("job {}", claimed.job_id))
                         .spawn(move || {
-                            let _ = done.send(attempt::run(&setup, claimed));
+                            let status = attempt::run(&setup, claimed, place);
+                            let _ = done.send(Report::Finished(status));
                         });
                     if let Err(e) = spawned {
                         // The job stays in running/ under our name; once we have
-                        // exited, the next start records it as stopped.
+                        // exited, the next start records it as stopped. (The
+                        // place went back when the closure was dropped.)
                         log::error!("cannot start a thread for an attempt: {e}");
                         active -= 1;
                         failures += 1;
@@ -113,12 +150,12 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
             break;
         }
         match finished.recv_timeout(POLL) {
-            Ok(status) => note(status, &mut active, &mut failures),
+            Ok(report) => note(report, &mut active, &mut placed, &mut failures),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        while let Ok(status) = finished.try_recv() {
-            note(status, &mut active, &mut failures);
+        while let Ok(report) = finished.try_recv() {
+            note(report, &mut active, &mut placed, &mut failures);
         }
         if last_recovery.elapsed() >= RECOVERY_INTERVAL {
             failures += recovery::recover(&ws);
@@ -130,10 +167,15 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
     }
     while active > 0 {
         match finished.recv() {
-            Ok(status) => note(status, &mut active, &mut failures),
+            Ok(report) => note(report, &mut active, &mut placed, &mut failures),
             Err(_) => break,
         }
     }
+    if options.once && !interrupt.is_set() {
+        claim::warn_waiting(&ws);
+    }
+    setup.spares.stop();
+    setup.bundlers.stop();
     setup.background.wait();
     if interrupt.is_set() {
         exit::INTERRUPTED

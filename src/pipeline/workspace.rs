@@ -159,6 +159,11 @@ impl Workspace {
     pub fn clones_dir(&self) -> PathBuf {
         self.dir.join("clones")
     }
+
+    /// Where running orchestrators' bundlers put their bundles.
+    pub fn bundles_dir(&self) -> PathBuf {
+        self.dir.join("bundles")
+    }
 }
 
 fn canonical_dir(root: &Path) -> Result<PathBuf, PipelineError> {

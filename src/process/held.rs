@@ -78,6 +78,21 @@ impl Held {
         timeout: Duration,
         interrupt: Interrupt,
     ) -> Result<String, HeldWait> {
+        let line = self.read_line(prefix, timeout, interrupt)?;
+        self.drain();
+        Ok(line)
+    }
+
+    /// Waits for a stdout line starting with `prefix` and returns the rest of it,
+    /// skipping other lines; the output stays here for the next call (a child that
+    /// answers one line per request, such as the pipeline's bundler). Between calls
+    /// the child must print little: its output waits in bounded pipes.
+    pub fn read_line(
+        &mut self,
+        prefix: &str,
+        timeout: Duration,
+        interrupt: Interrupt,
+    ) -> Result<String, HeldWait> {
         let Output::Waiting {
             receiver,
             open,
@@ -90,7 +105,6 @@ impl Held {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(line) = take_line(stdout, prefix) {
-                self.drain();
                 return Ok(line);
             }
             if *open == 0 {

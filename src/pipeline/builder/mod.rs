@@ -1,10 +1,12 @@
-//! The Task Builder (SPEC §12): turns a task's raw prompt into a TaskConfig. Both
-//! kinds are one Meta exchange of type `build_task_config` through the runner's
-//! generic exchange (`meta::conversation::ask`: reply checks, re-asks, a record);
-//! they differ only in the backend: the OpenAI Chat client (`meta`) or a script of
-//! replies (`scripted`). What the builder writes is a draft: the orchestrator then
-//! sets what it owns and validates the result (`task_config`).
+//! The Task Builder (SPEC §12): turns a task's raw prompt into a TaskConfig. The
+//! kinds `meta` and `scripted` are one Meta exchange of type `build_task_config`
+//! through the runner's generic exchange (`meta::conversation::ask`: reply checks,
+//! re-asks, a record); they differ only in the backend: the OpenAI Chat client or a
+//! script of replies. `codex` is one `codex exec` in the sandbox (`codex.rs`). What
+//! the builder writes is a draft: the orchestrator then sets what it owns and
+//! validates the result (`task_config`).
 
+pub mod codex;
 pub mod meta;
 pub mod overview;
 pub mod reply;
@@ -35,14 +37,19 @@ pub struct Build {
     pub log: String,
 }
 
-/// Asks the workspace's Task Builder for a TaskConfig for `request`.
+/// Asks the workspace's Task Builder for a TaskConfig for `request`; `work` is the
+/// job's log directory.
 pub fn build(
     defaults: &Defaults,
     request: &BuildRequest,
     var: &dyn Fn(&str) -> Option<String>,
     interrupt: Interrupt,
+    work: &std::path::Path,
 ) -> Build {
     let settings = defaults.builder();
+    if settings.kind == BuilderKind::Codex {
+        return codex::build(defaults, request, var, interrupt, work);
+    }
     let backend: Result<(Box<dyn ChatBackend>, String, String, Redactor), String> = match settings
         .kind
     {
@@ -71,6 +78,7 @@ pub fn build(
             }),
             None => Err("builder.script: required with `kind: scripted`".into()),
         },
+        BuilderKind::Codex => Err("the codex builder is not a Meta exchange".into()),
     };
     let (mut backend, label, model, redactor) = match backend {
         Ok(b) => b,

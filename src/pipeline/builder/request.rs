@@ -35,18 +35,20 @@ impl BuildRequest {
     }
 }
 
-/// The system prompt: the Task Builder's job and the exact reply schema, with
-/// `model` suggested for `runner.meta.model`.
-pub fn system_prompt(model: &str) -> String {
-    format!(
-        "You are the Task Builder of a software pipeline. A user typed a request (raw_prompt) in a chat. \
+/// The Task Builder's job, for every kind.
+const ROLE: &str = "You are the Task Builder of a software pipeline. A user typed a request (raw_prompt) in a chat. \
 Turn it into a TaskConfig for agent-runner, which plans the work with an LLM, has the Codex CLI carry it \
 out in a Docker sandbox on the repository, and checks it with an optional test command. Write \
 instructions a capable engineer could follow without asking back: start with the raw prompt verbatim, \
 then what to build or change and how to verify it. Leave choices the user did not make (stack, design, \
 tests) to the worker unless the repository overview settles them. Add task.test.command only when you \
-know a command that checks the work in this repository. Always answer with exactly one YAML document. \
-No code fences, no prose.\n\n\
+know a command that checks the work in this repository.";
+
+/// The system prompt: the Task Builder's job and the exact reply schema, with
+/// `model` suggested for `runner.meta.model`.
+pub fn system_prompt(model: &str) -> String {
+    format!(
+        "{ROLE} Always answer with exactly one YAML document. No code fences, no prose.\n\n\
 Reply schema:\n\
 type: build_task_config\n\
 task:\n\
@@ -65,5 +67,17 @@ runner:\n\
 \x20 worker:\n\
 \x20   type: docker_codex_cli\n\
 \x20   model: <optional codex model>\n"
+    )
+}
+
+/// The prompt of a codex Task Builder (`codex exec --output-schema`): the job, the
+/// request YAML, and the raw prompt once more on lines of its own.
+pub fn codex_prompt(request_yaml: &str, raw_prompt: &str, model: &str) -> String {
+    format!(
+        "{ROLE} Do not change any file. Your final message is the TaskConfig as JSON following \
+the output schema: task.id, task.title and task.project.root_dir as in the request, \
+runner.meta.model {model}, runner.worker.type docker_codex_cli, null for what you leave out.\n\n\
+The request:\n{request_yaml}\n\
+The user's words (raw_prompt), verbatim:\n{raw_prompt}\n"
     )
 }

@@ -1,0 +1,380 @@
+//! The bundler: how a succeeded isolated attempt's branch leaves its worker-written
+//! clone (SPEC §9, §12). No host git command may run in that clone (its `.git/config`
+//! could run code on the host), so the branch is made into a `git bundle` inside a
+//! container of the worker image, and the host only copies the bundle file and
+//! fetches it (see `isolation::bring_back`).
+//!
+//! One long-lived container per orchestrator (and worker image) serves every
+//! attempt: a container start costs about as much CPU as a whole scripted attempt,
+//! so one per attempt slowed `--jobs 3` by 1.7x. It is started at the first isolated
+//! attempt, alongside that attempt's runner, and held like the sandbox's keep-alive:
+//! an attached `docker run -i --rm` whose stdin we hold, so it ends with the
+//! orchestrator however that ends, and carries the sweep's owner labels. It has no
+//! network, sees the workspace's `clones/` read-only and an output directory of this
+//! orchestrator read-write, and takes one request per line on its stdin; the
+//! orchestrator sends one request at a time.
+//!
+//! Since one container reads every clone, nothing a worker wrote may steer it: the
+//! clone's HEAD and refs are read as data (the HEAD file, then the ref's file or
+//! `packed-refs`), and every git command runs against a private repository (our
+//! config, hooks off) that borrows the clone's objects and uses its files as the
+//! work tree. The clone's `.git/config`, hooks, index and info files are never read.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::interrupt::Interrupt;
+use crate::owner::Owner;
+use crate::process::{self, Held, HeldWait, Invocation};
+use crate::timestamp::human;
+use crate::worker::container::user_args;
+use crate::worker::docker_cli::{mount_spec, remove_container};
+use crate::worker::sweep::{LABEL_TASK, owner_labels};
+
+/// Where the workspace's `clones/` is mounted in the bundler.
+const CLONES_MOUNT: &str = "/clones";
+/// Where the bundles go.
+const OUT_MOUNT: &str = "/out";
+const READY: &str = "agent-runner-bundler-ready";
+const ANSWER: &str = "agent-runner-bundle ";
+/// Time allowed for the container to start (the first request waits for it).
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// Time allowed for one bundle.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The bundler's main process. Each request line is `<job-id> <task-id> <branch>
+/// <have>...`: bundle the clone `/clones/<job-id>` as `<branch>`, without the
+/// commits the host already has (`<have>`: the commit the clone started from, and
+/// the branches merged into it). What the worker left uncommitted is committed on a
+/// private index. The answer is one line: `agent-runner-bundle <job-id> bundled
+/// <sha>` (the bundle is `/out/<job-id>.bundle`), `... unchanged <sha>` (the branch
+/// is a commit the host has), or `... failed <reason>`. End-of-file ends it.
+const SCRIPT: &str = r#"set -u
+export HOME=/tmp GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0
+export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_VALUE_1=/dev/null GIT_CONFIG_KEY_2=core.fsmonitor GIT_CONFIG_VALUE_2=false
+fail() { echo "$*" >&2; exit 1; }
+# A regular file or directory of the clone, not a link the worker put there.
+plain() { [ ! -L "$2" ] && [ "$1" "$2" ] || fail "${2#/clones/} is not a plain ${3:-file}"; }
+is_sha() { case $1 in *[!0-9a-f]*) return 1 ;; esac; [ ${#1} = 40 ] || [ ${#1} = 64 ]; }
+# The commit the clone's HEAD names, read as data.
+head_of() {
+  d=$1/.git
+  plain -f "$d/HEAD"
+  read -r first second < "$d/HEAD" || true
+  if [ "$first" != "ref:" ]; then is_sha "$first" || fail "HEAD is neither a ref nor a commit"; echo "$first"; return; fi
+  case $second in refs/heads/*) ;; *) fail "HEAD names ${second:-nothing}, not a branch" ;; esac
+  case /$second/ in */../*|*/./*|*//*) fail "HEAD names an odd ref" ;; esac
+  sha=
+  if [ -e "$d/$second" ] || [ -L "$d/$second" ]; then
+    plain -f "$d/$second"
+    read -r sha rest < "$d/$second" || true
+  elif [ -e "$d/packed-refs" ]; then
+    plain -f "$d/packed-refs"
+    sha=$(awk -v ref="$second" '$2 == ref && $1 !~ /^[#^]/ { print $1; exit }' "$d/packed-refs")
+  fi
+  is_sha "$sha" || fail "the branch $second has no commit"
+  echo "$sha"
+}
+bundle() {
+  job=$1 task=$2 branch=$3
+  shift 3
+  c=/clones/$job
+  plain -d "$c" directory
+  plain -d "$c/.git" directory
+  plain -d "$c/.git/objects" directory
+  head=$(head_of "$c")
+  cd "$c"
+  echo "$c/.git/objects" > "$GIT_DIR/objects/info/alternates"
+  base_tree=$(git rev-parse -q --verify "$head^{commit}^{tree}") || fail "HEAD $head is not a commit of the clone"
+  git read-tree "$head"
+  git add -A -- . ':(exclude).agent-runner'
+  tree=$(git write-tree)
+  commit=$head
+  if [ "$tree" != "$base_tree" ]; then
+    commit=$(git commit-tree "$tree" -p "$head" -m "agent-runner: task $task")
+  fi
+  for have in "$@"; do
+    if [ "$commit" = "$have" ]; then echo "agent-runner-bundle $job unchanged $commit"; return; fi
+  done
+  # The branch as a ref file: names are agent-runner/<task-id>, checked by the host.
+  echo "$commit" > "$GIT_DIR/refs/heads/$branch"
+  excluded=
+  for have in "$@"; do excluded="$excluded ^$have"; done
+  git bundle create -q "/out/$job.bundle" "refs/heads/$branch" $excluded
+  echo "agent-runner-bundle $job bundled $commit"
+}
+# One private repository for every request: our config, an index of ours, the
+# clone's objects borrowed per request. What a request added to it is dropped after.
+g=/tmp/agent-runner-bundler
+git init -q --template= "$g" || exit 1
+mkdir -p "$g/.git/refs/heads/agent-runner"
+export GIT_DIR="$g/.git" GIT_INDEX_FILE="$g/index" GIT_AUTHOR_NAME=agent-runner GIT_AUTHOR_EMAIL=agent-runner@localhost GIT_COMMITTER_NAME=agent-runner GIT_COMMITTER_EMAIL=agent-runner@localhost
+echo agent-runner-bundler-ready
+while read -r job task branch haves; do
+  [ -n "$job" ] || continue
+  ( set -e; export GIT_WORK_TREE=/clones/$job; bundle "$job" "$task" "$branch" $haves ) 2>/tmp/agent-runner-bundle.err
+  if [ $? != 0 ]; then
+    echo "agent-runner-bundle $job failed $(tail -c 600 /tmp/agent-runner-bundle.err | tr '\n\r\t' '   ')"
+  fi
+  rm -rf "$GIT_DIR"/objects/[0-9a-f][0-9a-f] "$GIT_DIR"/refs/heads/agent-runner/* "$GIT_INDEX_FILE"
+done
+"#;
+
+/// One bundle request.
+pub struct Request<'a> {
+    pub job_id: &'a str,
+    pub task_id: &'a str,
+    /// `agent-runner/<task-id>`.
+    pub branch: &'a str,
+    /// Commits the host's repository has (the clone's start, merged branches).
+    pub haves: &'a [String],
+}
+
+/// What a request produced.
+pub enum Bundled {
+    /// The bundle was taken into this file (ours; remove it when done).
+    Bundle(PathBuf),
+    /// The branch is this commit, which the host has.
+    Unchanged(String),
+}
+
+/// The bundlers of one orchestrator, one per worker image, started on first use.
+#[derive(Clone)]
+pub struct Bundlers(Arc<Mutex<State>>);
+
+struct State {
+    clones: PathBuf,
+    out: PathBuf,
+    workspace_id: String,
+    running: HashMap<String, Bundler>,
+}
+
+struct Bundler {
+    name: String,
+    held: Held,
+    ready: bool,
+}
+
+impl Bundlers {
+    /// Bundlers for the clones in `clones`, writing into `out` (a directory of this
+    /// orchestrator's, created when the first one starts and removed by `stop`).
+    pub fn new(clones: PathBuf, out: PathBuf, workspace_id: &str) -> Bundlers {
+        Bundlers(Arc::new(Mutex::new(State {
+            clones,
+            out,
+            workspace_id: workspace_id.to_string(),
+            running: HashMap::new(),
+        })))
+    }
+
+    /// Starts the bundler for `image` if none runs yet, without waiting for it: an
+    /// attempt calls this as its runner starts, so the two start side by side.
+    pub fn start(&self, image: &str) -> Result<(), String> {
+        // Busy bundling: then it is there (and one that ended is replaced when asked).
+        let mut state = match self.0.try_lock() {
+            Ok(state) => state,
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+            Err(std::sync::TryLockError::Poisoned(_)) => return Err(poisoned()),
+        };
+        state.bundler(image).map(|_| ())
+    }
+
+    /// Bundles a clone's branch and takes the bundle into `into` (a file of ours).
+    pub fn bundle(
+        &self,
+        image: &str,
+        request: &Request,
+        into: &Path,
+        interrupt: Interrupt,
+    ) -> Result<Bundled, String> {
+        let mut state = self.lock()?;
+        let out = state.out.clone();
+        let answer = state.bundler(image)?.ask(request, interrupt);
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(e) => {
+                // Whatever state it is in, the next request gets a new one.
+                if let Some(bundler) = state.running.remove(image) {
+                    bundler.stop();
+                }
+                return Err(explain(image, e));
+            }
+        };
+        let mut words = answer.splitn(2, ' ');
+        let (verdict, rest) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+        let made = out.join(format!("{}.bundle", request.job_id));
+        match verdict {
+            "unchanged" if is_sha(rest) => Ok(Bundled::Unchanged(rest.to_string())),
+            "bundled" if is_sha(rest) => {
+                let _ = std::fs::remove_file(into);
+                // Copied without following a link the container may have put there.
+                let copied = super::safe_read::copy_regular(&made, into, MAX_BUNDLE);
+                let _ = std::fs::remove_file(&made);
+                copied
+                    .map(|_| Bundled::Bundle(into.to_path_buf()))
+                    .map_err(|e| format!("cannot take the bundle from the bundler: {e}"))
+            }
+            "failed" => Err(explain(image, HeldWait::Ended(rest.to_string()))),
+            _ => Err(format!("the bundler answered {answer:?}")),
+        }
+    }
+
+    /// Stops every bundler and removes the output directory.
+    pub fn stop(&self) {
+        let Ok(mut state) = self.0.lock() else { return };
+        for (_, bundler) in state.running.drain() {
+            bundler.stop();
+        }
+        let _ = std::fs::remove_dir_all(&state.out);
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, String> {
+        self.0.lock().map_err(|_| poisoned())
+    }
+}
+
+/// Largest bundle brought back.
+const MAX_BUNDLE: u64 = 4 << 30;
+
+impl State {
+    /// The running bundler for `image`, started if there is none (or it ended).
+    fn bundler(&mut self, image: &str) -> Result<&mut Bundler, String> {
+        let alive = self
+            .running
+            .get_mut(image)
+            .is_some_and(|b| b.held.is_running());
+        if !alive {
+            if let Some(ended) = self.running.remove(image) {
+                ended.stop();
+            }
+            let bundler = self.spawn(image)?;
+            self.running.insert(image.to_string(), bundler);
+        }
+        self.running
+            .get_mut(image)
+            .ok_or_else(|| "the bundler vanished".to_string())
+    }
+
+    fn spawn(&self, image: &str) -> Result<Bundler, String> {
+        for dir in [&self.clones, &self.out] {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let name = format!(
+            "agent-runner-bundler-{}-{}",
+            self.workspace_id,
+            super::id::random_hex(6)
+        );
+        let mut args: Vec<String> = [
+            "run",
+            "-i",
+            "--rm",
+            "--init",
+            "--pull",
+            "never",
+            "--network",
+            "none",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(["--name".into(), name.clone()]);
+        // The sandbox's labels: the start-up sweep removes it if this process dies
+        // without taking it down (its pipe normally does).
+        args.extend([
+            "--label".into(),
+            format!("{LABEL_TASK}={}", label_value(&self.workspace_id)),
+        ]);
+        for (label, value) in owner_labels(&Owner::this_process()) {
+            args.extend(["--label".into(), format!("{label}={value}")]);
+        }
+        args.extend(user_args());
+        args.extend([
+            "--mount".into(),
+            mount_spec(&self.clones, CLONES_MOUNT, true),
+            "--mount".into(),
+            mount_spec(&self.out, OUT_MOUNT, false),
+            "--entrypoint".into(),
+            "/bin/sh".into(),
+            image.into(),
+            "-c".into(),
+            SCRIPT.into(),
+        ]);
+        let held = process::spawn_held(&Invocation::new("docker").args(args))
+            .map_err(|e| format!("cannot start a bundler container: {e}"))?;
+        log::info!("bundler {name} starting ({image})");
+        Ok(Bundler {
+            name,
+            held,
+            ready: false,
+        })
+    }
+}
+
+fn poisoned() -> String {
+    "the bundler is unusable after a crash of another attempt".into()
+}
+
+/// The `agent-runner.task` label of a workspace's bundlers.
+pub fn label_value(workspace_id: &str) -> String {
+    format!("bundler-{workspace_id}")
+}
+
+impl Bundler {
+    /// Sends `request` and waits for its answer (after the ready line, the first time).
+    fn ask(&mut self, request: &Request, interrupt: Interrupt) -> Result<String, HeldWait> {
+        if !self.ready {
+            self.held.read_line(READY, START_TIMEOUT, interrupt)?;
+            self.ready = true;
+        }
+        let line = format!(
+            "{} {} {} {}",
+            request.job_id,
+            request.task_id,
+            request.branch,
+            request.haves.join(" ")
+        );
+        if self.held.send_line(&line).is_err() {
+            return Err(HeldWait::Ended(self.held.stderr()));
+        }
+        let prefix = format!("{ANSWER}{} ", request.job_id);
+        self.held.read_line(&prefix, REQUEST_TIMEOUT, interrupt)
+    }
+
+    /// Ends the container: closing its stdin ends its script, and `--rm` removes it.
+    fn stop(self) {
+        let clock = std::time::Instant::now();
+        if !self.held.release(Duration::from_secs(10)) {
+            remove_container(&self.name);
+        }
+        log::debug!(
+            "bundler {} removed in {}",
+            self.name,
+            human(clock.elapsed())
+        );
+    }
+}
+
+/// The message for a request that got no answer, or a failed one.
+fn explain(image: &str, wait: HeldWait) -> String {
+    let detail = match wait {
+        HeldWait::Interrupted => return "interrupted".into(),
+        HeldWait::TimedOut => format!("no answer within {}", human(REQUEST_TIMEOUT)),
+        HeldWait::Ended(stderr) => crate::text::tail(stderr.trim(), 600),
+    };
+    if detail.contains("git: not found") || detail.contains("\"git\": executable file not found") {
+        return format!(
+            "the worker image {image} has no git, which bundling the branch needs: {detail}"
+        );
+    }
+    format!("bundling the branch in a container of {image} failed: {detail}")
+}
+
+fn is_sha(s: &str) -> bool {
+    matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}

@@ -1,0 +1,245 @@
+//! Dependency-ordered runs (SPEC §12–§13): a task starts only after every dependency
+//! succeeded, from root_dir's HEAD merged with its dependencies' branches; a failed
+//! dependency fails its dependents without running them; a cycle is refused, not
+//! waited on. Real binary, real daemon, the test worker image.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::docker::containers_labelled;
+use support::pipeline::{Pipeline, meta_script, read, task_id};
+
+/// The worker: finds its task id from the clone's branch, lists what it sees into
+/// `<task>.seen`, takes a second (so that attempts overlap), writes `<task>.txt`.
+const WORKER: &str = "@run: t=$(git -c safe.directory='*' symbolic-ref --short HEAD); t=${t#agent-runner/}; ls > \"$t.seen\"; sleep 1; echo \"$t\" > \"$t.txt\"\n@say: wrote my file";
+
+/// A builder reply whose test fails for tasks with `-fails-` in their id.
+const BUILDER: &str = "- type: build_task_config\n  task:\n    instructions: Write your file.\n    test:\n      command: \"case $(git -c safe.directory='*' symbolic-ref --short HEAD) in *-fails-*) exit 1;; esac\"\n  runner:\n    meta: {model: gpt-4.1}\n    worker: {type: docker_codex_cli}\n";
+
+/// Creates task `id` depending on `deps`: `task new`, then an `update` line, as a
+/// plan writes one.
+fn task(p: &Pipeline, id: &str, deps: &[&str]) {
+    p.new_task(id, &format!("Task {id}"));
+    if deps.is_empty() {
+        return;
+    }
+    let update =
+        serde_json::json!({"type": "update", "at": "2026-01-01T00:00:00.000Z", "depends_on": deps});
+    let file = p.ws().join(format!("tasks/{id}.jsonl"));
+    std::fs::write(&file, format!("{}{update}\n", read(&file))).unwrap();
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "-C"])
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The only attempt of task `id`.
+fn attempt(p: &Pipeline, id: &str) -> Value {
+    let attempts = p.attempts(id);
+    assert_eq!(attempts.len(), 1, "{id}: {attempts:?}");
+    attempts.into_iter().next().unwrap()
+}
+
+fn span(attempt: &Value) -> (String, String) {
+    (
+        attempt["started_at"].as_str().unwrap().to_string(),
+        attempt["finished_at"].as_str().unwrap().to_string(),
+    )
+}
+
+fn workspace_id(p: &Pipeline) -> String {
+    p.ws().file_name().unwrap().to_str().unwrap().to_string()
+}
+
+fn assert_nothing_left(p: &Pipeline, ids: &[&str]) {
+    for id in ids {
+        assert_eq!(
+            containers_labelled("agent-runner.task", id),
+            Vec::<String>::new()
+        );
+    }
+    assert_eq!(
+        containers_labelled("agent-runner.task", &format!("bundler-{}", workspace_id(p))),
+        Vec::<String>::new(),
+        "the bundler went with the orchestrator"
+    );
+}
+
+#[test]
+fn a_dependent_starts_after_its_dependency_succeeded_and_builds_on_its_branch() {
+    let p = Pipeline::new("deps-order", true);
+    p.init(BUILDER, &meta_script(WORKER), "");
+    let (a, b, c) = (task_id("dep-a"), task_id("dep-b"), task_id("dep-c"));
+    task(&p, &a, &[]);
+    task(&p, &b, &[&a]);
+    task(&p, &c, &[]);
+    // B first in the queue: it must still wait for A.
+    p.run_tasks(&[&b, &a, &c]);
+    let out = p.orchestrate_once(&["--jobs", "2"]).output();
+    out.code(0);
+    let (sa, sb, sc) = (attempt(&p, &a), attempt(&p, &b), attempt(&p, &c));
+    for (id, attempt) in [(&a, &sa), (&b, &sb), (&c, &sc)] {
+        assert_eq!(attempt["status"], "succeeded", "{id}: {attempt}");
+    }
+    let (ta, tb, tc) = (span(&sa), span(&sb), span(&sc));
+    assert!(
+        ta.0 < tc.1 && tc.0 < ta.1,
+        "A and C overlapped: {ta:?} {tc:?}"
+    );
+    assert!(tb.0 >= ta.1, "B started after A finished: {ta:?} {tb:?}");
+
+    // B's clone started from A's branch: it saw A's file, and its branch holds both.
+    let branch = |id: &str| format!("agent-runner/{id}");
+    let (_, seen) = git(&p.root, &["show", &format!("{}:{b}.seen", branch(&b))]);
+    assert!(seen.lines().any(|l| l == format!("{a}.txt")), "{seen}");
+    assert!(!seen.contains(&c), "C is no dependency of B: {seen}");
+    let (_, content) = git(&p.root, &["show", &format!("{}:{a}.txt", branch(&b))]);
+    assert_eq!(content.trim(), a);
+    let (ancestor, _) = git(
+        &p.root,
+        &["merge-base", "--is-ancestor", &branch(&a), &branch(&b)],
+    );
+    assert!(ancestor, "A's commit is in B's history");
+    let (_, seen) = git(&p.root, &["show", &format!("{}:{a}.seen", branch(&a))]);
+    assert!(!seen.contains(".txt"), "A started from HEAD alone: {seen}");
+
+    // One bundler served the three attempts; the clones of succeeded attempts are gone.
+    assert_eq!(
+        out.stderr.matches("bundler agent-runner-bundler-").count(),
+        1
+    );
+    let clones: Vec<_> = std::fs::read_dir(p.ws().join("clones"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(clones.is_empty(), "{clones:?}");
+    assert_nothing_left(&p, &[&a, &b, &c]);
+}
+
+#[test]
+fn a_failed_dependency_fails_its_dependent_without_running_it() {
+    let p = Pipeline::new("deps-failed", true);
+    p.init(BUILDER, &meta_script(WORKER), "");
+    let (a, b, c) = (task_id("dep-fails-a"), task_id("dep-b"), task_id("dep-c"));
+    task(&p, &a, &[]);
+    task(&p, &b, &[&a]);
+    task(&p, &c, &[]);
+    let jobs = p.run_tasks(&[&a, &b, &c]);
+    let out = p.orchestrate_once(&["--jobs", "2"]).output();
+    out.code(1);
+    let (sa, sb, sc) = (attempt(&p, &a), attempt(&p, &b), attempt(&p, &c));
+    assert_eq!(sa["status"], "failed", "{sa}");
+    assert_eq!(sc["status"], "succeeded", "{sc}");
+    assert_eq!(sb["status"], "failed");
+    assert_eq!(sb["error"], format!("dependency {a} failed").as_str());
+    assert_eq!(p.show(&b)["status"], "FAILED");
+    let logs = p.ws().join("logs").join(&jobs[1]);
+    assert!(
+        !logs.join("runner.stderr.log").exists() && !logs.join("builder.log").exists(),
+        "B was neither built nor run"
+    );
+    assert!(!p.ws().join("clones").join(&jobs[1]).exists());
+    assert!(
+        p.ws().join("clones").join(&jobs[0]).is_dir(),
+        "A failed: its clone stays for inspection"
+    );
+    assert!(!p.ws().join("clones").join(&jobs[2]).exists());
+    assert_nothing_left(&p, &[&a, &b, &c]);
+}
+
+#[test]
+fn a_merge_conflict_between_dependencies_is_a_failed_attempt() {
+    let p = Pipeline::new("deps-conflict", true);
+    let worker = "@run: t=$(git -c safe.directory='*' symbolic-ref --short HEAD); echo \"$t\" > shared.txt\n@say: wrote shared.txt";
+    p.init(BUILDER, &meta_script(worker), "");
+    let (a, b, c) = (task_id("dep-a"), task_id("dep-b"), task_id("dep-c"));
+    task(&p, &a, &[]);
+    task(&p, &c, &[]);
+    task(&p, &b, &[&a, &c]);
+    let jobs = p.run_tasks(&[&a, &c, &b]);
+    p.orchestrate_once(&["--jobs", "2"]).output().code(1);
+    assert_eq!(attempt(&p, &a)["status"], "succeeded");
+    assert_eq!(attempt(&p, &c)["status"], "succeeded");
+    let sb = attempt(&p, &b);
+    assert_eq!(
+        sb["error"],
+        format!(
+            "cannot prepare the attempt's clone: merging agent-runner/{c} into the attempt's start failed: conflict in shared.txt"
+        )
+        .as_str()
+    );
+    assert!(
+        !p.ws()
+            .join("logs")
+            .join(&jobs[2])
+            .join("runner.stderr.log")
+            .exists(),
+        "B did not run"
+    );
+    let (exists, _) = git(
+        &p.root,
+        &["rev-parse", "--verify", &format!("agent-runner/{b}")],
+    );
+    assert!(!exists, "no branch for B");
+    assert_nothing_left(&p, &[&a, &b, &c]);
+}
+
+#[test]
+fn a_dependency_cycle_is_refused_not_waited_on() {
+    let p = Pipeline::new("deps-cycle", false);
+    p.init(BUILDER, &meta_script("@say: never"), "");
+    let (x, y, z) = (task_id("cyc-x"), task_id("cyc-y"), task_id("cyc-z"));
+    task(&p, &x, &[&y]);
+    task(&p, &y, &[&x]);
+    task(&p, &z, &[&x]);
+    p.run_tasks(&[&z, &x, &y]);
+    assert_eq!(p.show(&x)["status"], "BLOCKED");
+    let mut run = p.orchestrate_once(&[]).start();
+    let until = Instant::now() + Duration::from_secs(60);
+    while run.child().try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            let _ = run.child().kill();
+            panic!("orchestrate --once hangs on a dependency cycle");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run.finish().code(1);
+    assert_eq!(
+        attempt(&p, &x)["error"],
+        format!("dependency cycle: {x} → {y} → {x}").as_str()
+    );
+    assert_eq!(
+        attempt(&p, &y)["error"],
+        format!("dependency cycle: {y} → {x} → {y}").as_str()
+    );
+    assert_eq!(
+        attempt(&p, &z)["error"],
+        format!("dependency {x} failed").as_str()
+    );
+    assert!(!p.root.join(".agent-runner").exists(), "nothing ran");
+}
+
+#[test]
+fn once_says_which_jobs_it_leaves_waiting_and_why() {
+    let p = Pipeline::new("deps-waiting", false);
+    p.init(BUILDER, &meta_script("@say: never"), "");
+    let (a, b) = (task_id("wait-a"), task_id("wait-b"));
+    task(&p, &a, &[]);
+    task(&p, &b, &[&a]);
+    let job = p.run_tasks(&[&b]).remove(0);
+    p.orchestrate_once(&[]).output().code(0).stderr_has(&format!(
+        "job {job}: task {b} stays queued: its dependency {a} is PENDING (no job: enqueue it with `agent-runner task run`)"
+    ));
+    assert_eq!(p.ipc("queue"), [format!("{job}.json")]);
+}
