@@ -810,6 +810,8 @@ fn trickle(addr: &str, bytes: usize) -> (String, bool) {
 #[test]
 fn an_attempt_in_a_clone_shows_its_note_and_files() {
     // A home reached through a symlink: the runner names the note by its real path.
+    // The attempt succeeds, so its clone is removed and its note and logs are kept
+    // in the job's log directory: the page finds them there.
     let mut p = Pipeline::new("web-clone", true);
     std::fs::create_dir_all(p.scratch.join("real-home")).unwrap();
     std::os::unix::fs::symlink(p.scratch.join("real-home"), p.scratch.join("home")).unwrap();
@@ -818,10 +820,10 @@ fn an_attempt_in_a_clone_shows_its_note_and_files() {
     let id = p.new_task(&support::pipeline::task_id("web-clone"), "Nothing to do");
     let job = p.run_tasks(&[&id]).remove(0);
     p.orchestrate_once(&[]).output().code(0);
-    let note = p
-        .ws()
-        .join(format!("clones/{job}/.agent-runner/task-{id}.md"));
+    let kept = p.ws().join(format!("logs/{job}/agent-runner"));
+    let note = kept.join(format!("task-{id}.md"));
     assert!(note.is_file(), "{}", note.display());
+    assert!(!p.ws().join(format!("clones/{job}")).exists());
     let web = Served::start(&p, &[]);
     let detail = web.get(&format!("/tasks/{id}")).text();
     assert!(detail.contains("<article class=\"note\">"), "{detail}");

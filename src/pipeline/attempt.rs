@@ -349,13 +349,16 @@ fn run_and_bring_back(
     ran
 }
 
+/// Where a cleaned-up clone's `.agent-runner/` goes, in the job's log directory.
+pub const KEPT_DIR_NAME: &str = "agent-runner";
+
 /// After a succeeded attempt's branch is back, its clone has served: the runner's
 /// note and logs (`.agent-runner/`) move into the job's log directory, the result
 /// is told so, and the rest of the clone is removed in the background. (Failed
 /// attempts keep their clones, for inspection.)
 fn clean_up(setup: &Setup, job_id: &str, clone: &AttemptClone, log_dir: &Path, ran: &mut Ran) {
     let private = clone.dir.join(crate::private_dir::DIR_NAME);
-    let kept = log_dir.join("agent-runner");
+    let kept = log_dir.join(KEPT_DIR_NAME);
     // The runner made this directory before the worker started, and the worker saw
     // it read-only; still, never move a link.
     let is_dir = std::fs::symlink_metadata(&private).is_ok_and(|m| m.is_dir());

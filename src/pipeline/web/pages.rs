@@ -405,15 +405,9 @@ fn note(out: &mut String, app: &App, task_id: &str, latest: &Attempt) {
         return;
     };
     out.push_str("<section>\n<h2>Task Note</h2>\n");
-    if let Some(dir) = files::attempt_dir(&app.ws, task_id, latest) {
+    if let Some(path) = files::note_path(&app.ws, task_id, latest) {
         out.push_str("<p class=\"muted path\">");
-        push_text(
-            out,
-            &dir.join(crate::private_dir::DIR_NAME)
-                .join(format!("task-{task_id}.md"))
-                .display()
-                .to_string(),
-        );
+        push_text(out, &path.display().to_string());
         out.push_str("</p>\n");
     }
     out.push_str("<article class=\"note\">\n");
