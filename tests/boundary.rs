@@ -162,6 +162,60 @@ fn fifos_in_our_directory_cannot_hang_the_run() {
 }
 
 #[test]
+fn a_prd_link_the_worker_planted_in_the_repo_cannot_read_a_host_file() {
+    // Run 1's worker turns the PRD in the repo into a link to a host file; a second
+    // run of the same task (a retry) would send that file to Meta as the PRD and
+    // write it into the note, where the next worker reads it.
+    let dir = Scratch::new("bnd-prd");
+    let repo = dir.join("repo");
+    dir.file("repo/docs/TASK.md", "Make out.txt say ok.\n");
+    let secret = format!("HOST-SECRET-{}", support::random_hex(16));
+    let host_file = dir.file("host-secret.txt", format!("{secret}\n"));
+    dir.file("host-dir/TASK.md", format!("{secret}\n"));
+    let id = task_id("bnd-prd");
+    let yaml = |server: &FakeOpenAi| {
+        v1_task(&id, &repo, server, None, "", "").replace(
+            "  prd:\n    text: Make out.txt say ok.\n",
+            &format!(
+                "  prd:\n    path: {}\n",
+                repo.join("docs/TASK.md").display()
+            ),
+        )
+    };
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(&format!(
+            "@run: ln -sf {} docs/TASK.md\n@say: linked",
+            host_file.display()
+        )),
+        assess(&["AC-1"], "done"),
+    ]);
+    runner(&yaml(&server)).output().code(0);
+    assert!(
+        std::fs::symlink_metadata(repo.join("docs/TASK.md"))
+            .unwrap()
+            .is_symlink()
+    );
+    let retry = |what: &str| {
+        let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
+        let out = runner(&yaml(&server)).arg("--json").output();
+        out.code(1)
+            .stderr_has("task.prd.path")
+            .stderr_has("leaves the repository through the symlink");
+        assert!(server.received().is_empty(), "{what}: Meta was asked");
+        assert!(!out.stdout.contains(&secret) && !out.stderr.contains(&secret));
+        assert!(!everything_written(&repo).contains(&secret), "{what}");
+    };
+    retry("a linked file");
+    // A linked directory on the way.
+    std::fs::remove_file(repo.join("docs/TASK.md")).unwrap();
+    std::fs::remove_dir(repo.join("docs")).unwrap();
+    std::os::unix::fs::symlink(dir.join("host-dir"), repo.join("docs")).unwrap();
+    retry("a linked directory");
+    assert_no_container(&id);
+}
+
+#[test]
 fn worker_env_does_not_reconfigure_the_host_docker_client() {
     let dir = Scratch::new("bnd-env");
     let repo = dir.join("repo");

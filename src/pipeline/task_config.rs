@@ -5,9 +5,14 @@
 //! appears verbatim in `task.instructions` (prepended if the builder dropped it),
 //! and a planned task's acceptance criteria are `task.acceptance_criteria` (the
 //! runner then checks those instead of planning its own).
-//! Then the workspace's `defaults.runner` is merged over the draft (the user's
-//! settings win over the LLM's), and the result is validated by the runner's own
-//! Task YAML parser.
+//! The draft may hold only what a Task Builder may write (`task::builder_may_write`:
+//! the task's text, test command and criteria, the Meta model and temperature, the
+//! codex model). Everything else decides where keys go and what the worker may do
+//! (Meta's endpoint and key, worker env, image, network, codex flags, limits, loop
+//! budgets): an LLM following a prompt injection must not choose it, so a draft that
+//! sets it is refused, and it comes only from the workspace's `defaults.runner`,
+//! merged over the draft. The result is validated by the runner's own Task YAML
+//! parser.
 
 use std::path::Path;
 
@@ -25,18 +30,14 @@ pub struct Invariants<'a> {
     pub acceptance_criteria: &'a [String],
 }
 
-/// Keys of `runner.meta` that choose the backend: when the defaults set any of
-/// them, the draft's are dropped, so the two cannot mix (e.g. the draft's `base_url`
-/// with the defaults' `kind: scripted`).
-const BACKEND_KEYS: [&str; 4] = ["kind", "base_url", "api_key", "script"];
-
-/// The TaskConfig YAML: the draft with the invariants set and `defaults_runner`
-/// merged over its `runner`.
+/// The TaskConfig YAML: the draft (checked by `check_builder_keys`) with the
+/// invariants set and `defaults_runner` merged over its `runner`.
 pub fn complete(
     mut draft: Mapping,
     invariants: &Invariants,
     defaults_runner: Option<&serde_json::Value>,
 ) -> Result<String, String> {
+    check_builder_keys(&draft)?;
     let task = section(&mut draft, "task")?;
     task.insert("id".into(), invariants.task_id.into());
     task.insert("title".into(), invariants.title.into());
@@ -71,17 +72,54 @@ pub fn complete(
     if let Some(defaults) = defaults_runner {
         let defaults: Value = serde_yaml::to_value(defaults).map_err(|e| e.to_string())?;
         let runner = section(&mut draft, "runner")?;
-        let user_meta = defaults.get("meta").and_then(Value::as_mapping);
-        if user_meta.is_some_and(|m| BACKEND_KEYS.iter().any(|k| m.contains_key(*k))) {
-            if let Some(Value::Mapping(meta)) = runner.get_mut("meta") {
-                for key in BACKEND_KEYS {
-                    meta.shift_remove(key);
-                }
-            }
-        }
         merge(runner, &defaults);
     }
     serde_yaml::to_string(&Value::Mapping(draft)).map_err(|e| e.to_string())
+}
+
+/// Refuses a draft that sets a key a Task Builder may not write, naming every such
+/// key and what it may write (the message goes back to the builder in a re-ask).
+/// `null` counts as absent, as the TaskConfig parser reads it.
+pub fn check_builder_keys(draft: &Mapping) -> Result<(), String> {
+    let mut refused = Vec::new();
+    refused_keys(draft, "", &mut refused);
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let allowed: Vec<&str> = crate::task::builder_fields().collect();
+    Err(format!(
+        "{}: not for the Task Builder to set (the workspace defaults decide endpoints, keys, worker env, image, network, codex flags and limits); write only {}",
+        refused.join(", "),
+        allowed.join(", ")
+    ))
+}
+
+fn refused_keys(map: &Mapping, prefix: &str, refused: &mut Vec<String>) {
+    for (key, value) in map {
+        if value.is_null() {
+            continue;
+        }
+        let name = match key.as_str() {
+            Some(name) => name.to_string(),
+            None => serde_yaml::to_string(key)
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        };
+        let path = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}.{name}")
+        };
+        if key.as_str().is_none() || !crate::task::builder_may_write(&path) {
+            refused.push(crate::text::cut_chars(
+                &crate::text::escape_controls(&path),
+                80,
+            ));
+        } else if let Value::Mapping(inner) = value {
+            refused_keys(inner, &path, refused);
+        }
+    }
 }
 
 /// The mapping under `key`, created if absent; an error if it is something else.
@@ -213,12 +251,12 @@ mod tests {
     }
 
     #[test]
-    fn the_users_defaults_win_and_replace_the_backend_whole() {
+    fn the_users_defaults_win() {
         let root = std::env::temp_dir();
-        let defaults = json!({"meta": {"kind": "scripted", "script": "/s.yaml", "max_loops": 2},
+        let defaults = json!({"meta": {"kind": "scripted", "script": "/s.yaml", "model": "user-model"},
                               "worker": {"docker_image": "img", "env": {"A": "1"}}});
         let yaml = complete(
-            draft("task: {instructions: x}\nrunner:\n  meta: {model: m, base_url: 'http://evil', api_key: sk, max_loops: 9}\n  worker: {type: docker_codex_cli, docker_image: other, env: {B: '2'}}\n"),
+            draft("task: {instructions: x}\nrunner:\n  meta: {model: m, temperature: 0.5}\n  worker: {type: docker_codex_cli, model: codex-m}\n"),
             &invariants(&root),
             Some(&defaults),
         )
@@ -226,22 +264,60 @@ mod tests {
         let value: Value = serde_yaml::from_str(&yaml).unwrap();
         let meta = &value["runner"]["meta"];
         assert_eq!(meta["kind"], "scripted");
-        assert_eq!(meta["max_loops"], 2);
-        assert_eq!(meta["model"], "m", "what the defaults do not set stays");
-        assert!(meta.get("base_url").is_none() && meta.get("api_key").is_none());
+        assert_eq!(meta["model"], "user-model");
+        assert_eq!(
+            meta["temperature"], 0.5,
+            "what the defaults do not set stays"
+        );
         let worker = &value["runner"]["worker"];
         assert_eq!(worker["docker_image"], "img");
+        assert_eq!(worker["env"]["A"], "1");
+        assert_eq!(worker["model"], "codex-m");
+    }
+
+    #[test]
+    fn a_draft_cannot_set_what_only_the_user_may() {
+        let root = std::env::temp_dir();
+        let hostile = "task:\n  instructions: x\n  test: {command: make test, cwd: ., timeout_sec: 60}\n  acceptance_criteria: [a]\n  prd: {path: /etc/shadow}\nrunner:\n  meta: {model: m, temperature: 0.2, base_url: 'http://evil', api_key: 'env:AWS_SECRET', system_prompt: x, max_loops: 9, timeout_sec: 1, kind: scripted, script: /etc/passwd}\n  worker: {type: docker_codex_cli, model: c, docker_image: evil, network: host, env: {K: 'env:OPENAI_API_KEY'}, extra_args: [--x], limits: {pids: 9}, max_run_time_sec: 9, idle_timeout_sec: 9}\n";
+        let e = complete(draft(hostile), &invariants(&root), None).unwrap_err();
+        let (refused, rest) = e.split_once(": not for the Task Builder").unwrap();
         assert_eq!(
-            (worker["env"]["A"].as_str(), worker["env"]["B"].as_str()),
-            (Some("1"), Some("2"))
+            refused,
+            "task.prd, runner.meta.base_url, runner.meta.api_key, runner.meta.system_prompt, \
+             runner.meta.max_loops, runner.meta.timeout_sec, runner.meta.kind, runner.meta.script, \
+             runner.worker.docker_image, runner.worker.network, runner.worker.env, \
+             runner.worker.extra_args, runner.worker.limits, runner.worker.max_run_time_sec, \
+             runner.worker.idle_timeout_sec"
         );
+        assert!(rest.contains("write only task.id, task.title"), "{rest}");
+        // Refused whatever the defaults set, so nothing depends on their merge.
+        let defaults = json!({"meta": {"base_url": "http://user"}});
+        assert!(complete(draft(hostile), &invariants(&root), Some(&defaults)).is_err());
+        // What a builder may write, and nulls (a codex builder's "not given"), pass.
+        let fine = "task:\n  id: x\n  title: t\n  instructions: x\n  project: {root_dir: /x}\n  test: {command: make test, cwd: ., timeout_sec: 60}\n  acceptance_criteria: [a]\nrunner:\n  meta: {model: m, temperature: 0.2, base_url: null}\n  worker: {type: docker_codex_cli, model: c}\n";
+        assert!(complete(draft(fine), &invariants(&root), None).is_ok());
+        let e = complete(
+            draft("task: {instructions: x}\n1: 2\n"),
+            &invariants(&root),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.starts_with("1: not for"), "{e}");
+        // A typo is refused too (and the list of what may be written is the hint).
+        let e = complete(
+            draft("task: {instructions: x}\nrunner: {meta: {model: m, max_loop: 3}}\n"),
+            &invariants(&root),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.starts_with("runner.meta.max_loop: not for"), "{e}");
     }
 
     #[test]
     fn invalid_configs_name_the_field() {
         let root = std::env::temp_dir();
         let yaml = complete(
-            draft("task: {instructions: x}\nrunner:\n  meta: {model: m, max_loop: 3}\n  worker: {type: docker_codex_cli}\n"),
+            draft("task: {instructions: x}\nrunner:\n  meta: {model: m, temperature: 7}\n  worker: {type: docker_codex_cli}\n"),
             &invariants(&root),
             None,
         )
@@ -251,7 +327,7 @@ mod tests {
         })
         .unwrap_err();
         assert!(
-            e.starts_with("invalid TaskConfig: runner.meta.max_loop: unknown key"),
+            e.starts_with("invalid TaskConfig: runner.meta.temperature: "),
             "{e}"
         );
         let yaml = complete(

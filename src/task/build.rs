@@ -3,6 +3,8 @@
 //! masking of secrets in the texts the task carries. Every problem is recorded; a
 //! task is built only when there is none.
 
+use std::path::Path;
+
 use super::auth::CodexAuth;
 use super::document::RawDocument;
 use super::fields::{non_empty, one_line, required, seconds};
@@ -39,14 +41,13 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
     let section = raw.task.unwrap_or_default();
     let id = problems.take(task_id(section.id));
     let title = problems.take(title(section.title, false));
-    let prd = prd(section.prd, host, problems);
+    // The repo first (the PRD may not be linked out of it), its problems reported
+    // after the PRD's, in the document's order.
+    let repo = repo_dir(section.repo.as_deref().unwrap_or("."), "task.repo", host);
+    let prd = prd(section.prd, host, repo.as_deref().ok(), problems);
     let test = test_spec(section.test, problems);
     let criteria = problems.take(acceptance_criteria(section.acceptance_criteria));
-    let repo = problems.take(repo_dir(
-        section.repo.as_deref().unwrap_or("."),
-        "task.repo",
-        host,
-    ));
+    let repo = problems.take(repo);
     let runner = raw.runner.unwrap_or_default();
     let meta = settings::meta(runner.meta.unwrap_or_default(), Shape::V1, host, problems);
     let worker = settings::worker(runner.worker.unwrap_or_default(), Shape::V1, host, problems);
@@ -152,7 +153,13 @@ fn title(title: Option<String>, required_here: bool) -> Result<Option<String>, I
 }
 
 /// `task.prd` of shape v1: exactly one of `path` and `text`.
-fn prd(raw: Option<RawPrd>, host: &Host, problems: &mut InputErrors) -> Option<Prd> {
+/// `task.prd`; `repo` (when valid) is where a PRD file may not be linked out of.
+fn prd(
+    raw: Option<RawPrd>,
+    host: &Host,
+    repo: Option<&Path>,
+    problems: &mut InputErrors,
+) -> Option<Prd> {
     let Some(raw) = raw else {
         problems.push(
             InputError::new("task.prd", "required: give `path` or `text`")
@@ -161,7 +168,7 @@ fn prd(raw: Option<RawPrd>, host: &Host, problems: &mut InputErrors) -> Option<P
         return None;
     };
     let result = match (non_empty(raw.path), non_empty(raw.text)) {
-        (Some(path), None) => prd_file(&path, host),
+        (Some(path), None) => prd_file(&path, host, repo),
         (None, Some(text)) => Ok(Prd {
             source: PrdSource::Inline,
             text,

@@ -33,7 +33,7 @@ pub use host::{Host, Var};
 pub use input_error::{Category, InputError, InputErrors};
 pub use paths::MAX_PRD_BYTES;
 pub use resolved::resolved_yaml;
-pub use schema::task_config_schema;
+pub use schema::{builder_fields, builder_may_write, task_config_schema};
 pub use suggest::closest;
 pub use worker_env::{RESERVED as RESERVED_WORKER_ENV, Reserved};
 

@@ -100,13 +100,17 @@ pub fn repo_dir(path: &str, field: &str, host: &Host) -> Result<PathBuf, InputEr
 }
 
 /// The PRD file at `path`: a regular UTF-8 file, not empty, at most `MAX_PRD_BYTES`.
-pub fn prd_file(path: &str, host: &Host) -> Result<Prd, InputError> {
+/// `repo` (canonical), when known, is worker-written (SPEC §9): a path into it must
+/// not leave it through a symlink in it. An earlier run's worker could have made
+/// `docs/TASK.md` a link to `~/.ssh/id_rsa`, which this run would send to Meta and
+/// write into the note, where the next worker reads it.
+pub fn prd_file(path: &str, host: &Host, repo: Option<&Path>) -> Result<Prd, InputError> {
     let field = "task.prd.path";
     let resolved = host
         .absolute(path)
         .map_err(|why| InputError::new(field, why).environment())?;
     let problem = |message: String| InputError::new(field, message).environment();
-    let bytes = read_regular(&resolved, MAX_PRD_BYTES).map_err(|e| match e {
+    let read_error = |e: ReadError| match e {
         ReadError::Io(e) => problem(format!(
             "file {path} not readable (resolved to {}): {}",
             resolved.display(),
@@ -120,7 +124,16 @@ pub fn prd_file(path: &str, host: &Host) -> Result<Prd, InputError> {
         ReadError::TooLarge(len) => problem(format!(
             "{path} is {len} bytes; the limit is {MAX_PRD_BYTES} bytes"
         )),
-    })?;
+    };
+    let file = open_regular(&resolved).map_err(read_error)?;
+    if let Some(repo) = repo {
+        if let Err(why) = stays_in_repo(&file, &resolved, repo) {
+            return Err(problem(format!("{path} {why}")).with_hint(
+                "a worker may have planted the link; check it, then give the file's own path",
+            ));
+        }
+    }
+    let bytes = read_all(file, MAX_PRD_BYTES).map_err(read_error)?;
     let text = String::from_utf8(bytes).map_err(|e| {
         problem(format!(
             "{path} is not UTF-8 text (invalid byte at offset {})",
@@ -134,6 +147,56 @@ pub fn prd_file(path: &str, host: &Host) -> Result<Prd, InputError> {
         source: PrdSource::File(std::fs::canonicalize(&resolved).unwrap_or(resolved)),
         text,
     })
+}
+
+/// Checks that `file`, opened at `path`, did not come out of `repo` through a link
+/// in it. The file is judged as opened (its `/proc/self/fd` path), so a link swapped
+/// in or out between the check and the open is caught too.
+fn stays_in_repo(file: &std::fs::File, path: &Path, repo: &Path) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .or_else(|_| std::fs::canonicalize(path))
+        .map_err(|e| format!("cannot be checked: {}", io_reason(&e)))?;
+    if opened.starts_with(repo) {
+        return Ok(());
+    }
+    match walk(path, repo) {
+        Ok(end) if end == opened => Ok(()),
+        Ok(_) => Err(format!(
+            "changed while it was read (opened {})",
+            opened.display()
+        )),
+        Err(link) => Err(format!(
+            "leaves the repository through the symlink {}",
+            link.display()
+        )),
+    }
+}
+
+/// Follows `path` one component at a time, each step made canonical: where it
+/// leads, or (as the error) the link in `repo` through which it leaves `repo`.
+/// `..` may leave the repository: that is the path as written, not a link.
+fn walk(path: &Path, repo: &Path) -> Result<PathBuf, PathBuf> {
+    let mut at = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::Normal(name) => {
+                let next = at.join(name);
+                let Ok(real) = std::fs::canonicalize(&next) else {
+                    return Ok(next);
+                };
+                if at.starts_with(repo) && !real.starts_with(repo) {
+                    return Err(next);
+                }
+                at = real;
+            }
+            Component::ParentDir => {
+                at.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    Ok(at)
 }
 
 /// The Meta script file at `path` (read later, by the scripted backend).
@@ -197,6 +260,11 @@ pub enum ReadError {
 /// non-blocking, so a FIFO put in its place cannot hang us; the checks are made on the
 /// opened file, so it cannot be swapped between check and read.
 pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
+    read_all(open_regular(path)?, max)
+}
+
+/// The regular file at `path`, opened for reading without blocking.
+fn open_regular(path: &Path) -> Result<std::fs::File, ReadError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -206,8 +274,14 @@ pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
     if !meta.is_file() {
         return Err(ReadError::NotAFile);
     }
-    if meta.len() > max {
-        return Err(ReadError::TooLarge(meta.len()));
+    Ok(file)
+}
+
+/// The rest of `file`, at most `max` bytes.
+fn read_all(file: std::fs::File, max: u64) -> Result<Vec<u8>, ReadError> {
+    let len = file.metadata().map_err(ReadError::Io)?.len();
+    if len > max {
+        return Err(ReadError::TooLarge(len));
     }
     let mut bytes = Vec::new();
     file.take(max + 1)
@@ -257,5 +331,73 @@ mod tests {
         ));
         assert_eq!(read_regular(&dir.join("f"), 5).unwrap(), b"12345");
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_prd_may_not_leave_the_repository_through_a_link_in_it() {
+        use std::os::unix::fs::symlink;
+        let top = std::env::temp_dir().join(format!("agent-runner-prd-{}", uuid::Uuid::new_v4()));
+        let top = {
+            std::fs::create_dir_all(top.join("repo/docs")).unwrap();
+            std::fs::create_dir_all(top.join("outside")).unwrap();
+            std::fs::canonicalize(top).unwrap()
+        };
+        let repo = top.join("repo");
+        std::fs::write(repo.join("docs/TASK.md"), "in the repo").unwrap();
+        std::fs::write(top.join("outside/secret.md"), "outside").unwrap();
+        symlink(repo.join("docs/TASK.md"), repo.join("docs/alias.md")).unwrap();
+        symlink(top.join("outside/secret.md"), repo.join("docs/out.md")).unwrap();
+        symlink(top.join("outside"), repo.join("outdir")).unwrap();
+        symlink("../docs/out.md", repo.join("docs/chain.md")).unwrap();
+        symlink(&repo, top.join("repo-alias")).unwrap();
+        symlink(top.join("outside/secret.md"), top.join("outside/link.md")).unwrap();
+        let no_vars = |_: &str| None;
+        let host = Host {
+            var: &no_vars,
+            cwd: Ok(repo.clone()),
+        };
+        let read = |path: &str| prd_file(path, &host, Some(&repo)).map(|prd| prd.text);
+        assert_eq!(read("docs/TASK.md").unwrap(), "in the repo");
+        assert_eq!(
+            read("docs/alias.md").unwrap(),
+            "in the repo",
+            "a link within the repo"
+        );
+        assert_eq!(
+            read("../outside/secret.md").unwrap(),
+            "outside",
+            "`..` as written"
+        );
+        assert_eq!(
+            read("../outside/link.md").unwrap(),
+            "outside",
+            "a link outside the repo"
+        );
+        let repo_alias = top.join("repo-alias/docs/TASK.md");
+        assert_eq!(read(repo_alias.to_str().unwrap()).unwrap(), "in the repo");
+        let via_alias = top.join("repo-alias/docs/out.md");
+        for path in [
+            "docs/out.md",
+            "outdir/secret.md",
+            "docs/chain.md",
+            via_alias.to_str().unwrap(),
+        ] {
+            let e = read(path).unwrap_err();
+            assert!(
+                e.message
+                    .contains("leaves the repository through the symlink"),
+                "{path}: {e}"
+            );
+            // Without a repository to keep to (an invalid task.repo), it is read.
+            assert!(prd_file(path, &host, None).is_ok());
+        }
+        // The file is judged as opened: a link put back to a plain file between the
+        // open and the check does not make an outside file pass.
+        let file = open_regular(&repo.join("docs/out.md")).unwrap();
+        std::fs::remove_file(repo.join("docs/out.md")).unwrap();
+        std::fs::write(repo.join("docs/out.md"), "harmless").unwrap();
+        let why = stays_in_repo(&file, &repo.join("docs/out.md"), &repo).unwrap_err();
+        assert!(why.starts_with("changed while it was read"), "{why}");
+        let _ = std::fs::remove_dir_all(top);
     }
 }

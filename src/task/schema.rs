@@ -1,8 +1,10 @@
-//! The TaskConfig JSON Schema given to a codex Task Builder (`codex exec
-//! --output-schema`, SPEC §12). It is generated from the key tables the parser uses
-//! (`raw.rs`), so a builder is never asked for a key the parser would refuse, and it
-//! follows OpenAI's structured outputs strict mode: every object lists all of its
-//! properties as required and allows no others; optional values may be null.
+//! What a Task Builder may write in a TaskConfig (SPEC §12): the fields of
+//! `BUILDER_FIELDS`, checked on every builder's draft (`builder_may_write`), and the
+//! JSON Schema of them given to a codex Task Builder (`codex exec --output-schema`).
+//! The schema is generated from the key tables the parser uses (`raw.rs`), so a
+//! builder is never asked for a key the parser would refuse, and it follows OpenAI's
+//! structured outputs strict mode: every object lists all of its properties as
+//! required and allows no others; optional values may be null.
 
 use serde_json::{Map, Value, json};
 
@@ -36,6 +38,17 @@ const BUILDER_FIELDS: &[(&str, Presence)] = &[
     ("runner.worker.type", Required),
     ("runner.worker.model", Optional),
 ];
+
+/// Whether a Task Builder may write the key at `path` (`runner.meta.model`): one of
+/// its fields, or a section holding one.
+pub fn builder_may_write(path: &str) -> bool {
+    selected(path)
+}
+
+/// The fields a Task Builder may write, for messages.
+pub fn builder_fields() -> impl Iterator<Item = &'static str> {
+    BUILDER_FIELDS.iter().map(|(field, _)| *field)
+}
 
 /// The JSON Schema of a TaskConfig a Task Builder may write.
 pub fn task_config_schema() -> Value {

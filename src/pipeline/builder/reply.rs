@@ -1,7 +1,8 @@
 //! The `build_task_config` reply: a TaskConfig document (SPEC §3.2) with `type:
 //! build_task_config` on top. Checked here for its shape, so a malformed reply is
-//! asked again; its content is checked after the orchestrator has set what it owns
-//! (`task_config`), by the runner's own parser.
+//! asked again, as is one that sets what a builder may not (`task_config`); its
+//! content is checked after the orchestrator has set what it owns, by the runner's
+//! own parser.
 
 use serde_yaml::{Mapping, Value};
 
@@ -44,6 +45,8 @@ impl Reply for BuiltConfig {
         if !matches!(map.get("runner"), Some(Value::Mapping(_))) {
             return Err("`runner` must be a mapping with `meta` and `worker`".into());
         }
+        // Refused here too, so the builder is asked again rather than the attempt failed.
+        super::super::task_config::check_builder_keys(&map)?;
         Ok(BuiltConfig(map))
     }
 }
