@@ -8,6 +8,7 @@ pub mod cli;
 pub mod context;
 pub mod doctor;
 pub mod error;
+pub mod flock;
 pub mod interrupt;
 pub mod logging;
 pub mod markdown;

@@ -4,11 +4,8 @@
 //! however the holder ends; the file says who holds it, for the error message.
 
 use std::fs::File;
-use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
 
 use crate::private_dir::PrivateDir;
-use crate::timestamp::Timestamp;
 
 /// Holds the lock while it lives.
 #[derive(Debug)]
@@ -38,19 +35,12 @@ impl TaskLock {
             task_id: task_id.to_string(),
             source,
         };
-        let mut file = dir
+        let file = dir
             .subdir("locks")
             .and_then(|locks| locks.open_lock(&format!("{task_id}.lock")))
             .map_err(io)?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(io(e));
-            }
-            let mut holder = String::new();
-            let _ = (&mut file).take(512).read_to_string(&mut holder);
-            let holder = crate::text::one_line(&holder);
+        if !crate::flock::try_lock(&file, libc::LOCK_EX).map_err(io)? {
+            let holder = crate::flock::holder(&file, 512);
             return Err(LockError::Held {
                 task_id: task_id.to_string(),
                 holder: if holder.is_empty() {
@@ -60,16 +50,7 @@ impl TaskLock {
                 },
             });
         }
-        let record = format!(
-            "pid {} on {} since {}\n",
-            std::process::id(),
-            crate::sys::hostname(),
-            Timestamp::now()
-        );
-        file.set_len(0)
-            .and_then(|()| file.rewind())
-            .and_then(|()| file.write_all(record.as_bytes()))
-            .map_err(io)?;
+        crate::flock::write_holder(&file).map_err(io)?;
         Ok(TaskLock { _file: file })
     }
 }

@@ -5,25 +5,10 @@
 mod support;
 
 use support::docker::containers_labelled;
-use support::pipeline::{BUILDER_REPLY, Pipeline, meta_script, task_id};
+use support::pipeline::{BUILDER_REPLY, Pipeline, git, meta_script, task_id};
 
 /// git in the worker's container, as the worker would run it.
 const GIT: &str = "git -c safe.directory='*' -c user.name=w -c user.email=w@localhost";
-
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(["-c", "safe.directory=*", "-C"])
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Runs one task whose worker does `directives`, in a clone; the orchestrator's exit
 /// code and the attempt.

@@ -36,16 +36,7 @@ fn workspace(name: &str, image: &str, extra_worker: &str) -> Pipeline {
             &format!("docker_image: \"{TEST_IMAGE}\", network: none"),
             &format!("docker_image: \"{image}\"{extra_worker}"),
         );
-    let file = p.scratch.file("defaults-codex.yaml", defaults);
-    p.cmd(&[
-        "workspace",
-        "init",
-        p.root.to_str().unwrap(),
-        "--defaults",
-        file.to_str().unwrap(),
-    ])
-    .output()
-    .code(0);
+    p.init_with("defaults-codex.yaml", &defaults);
     p
 }
 

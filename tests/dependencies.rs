@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::docker::containers_labelled;
-use support::pipeline::{Pipeline, meta_script, read, task_id};
+use support::pipeline::{Pipeline, meta_script, read, task_id, try_git};
 
 /// The worker: finds its task id from the clone's branch, lists what it sees into
 /// `<task>.seen`, takes a second (so that attempts overlap), writes `<task>.txt`.
@@ -29,19 +29,6 @@ fn task(p: &Pipeline, id: &str, deps: &[&str]) {
         serde_json::json!({"type": "update", "at": "2026-01-01T00:00:00.000Z", "depends_on": deps});
     let file = p.ws().join(format!("tasks/{id}.jsonl"));
     std::fs::write(&file, format!("{}{update}\n", read(&file))).unwrap();
-}
-
-fn git(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new("git")
-        .args(["-c", "safe.directory=*", "-C"])
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
 }
 
 /// The only attempt of task `id`.
@@ -101,17 +88,17 @@ fn a_dependent_starts_after_its_dependency_succeeded_and_builds_on_its_branch() 
 
     // B's clone started from A's branch: it saw A's file, and its branch holds both.
     let branch = |id: &str| format!("agent-runner/{id}");
-    let (_, seen) = git(&p.root, &["show", &format!("{}:{b}.seen", branch(&b))]);
+    let (_, seen) = try_git(&p.root, &["show", &format!("{}:{b}.seen", branch(&b))]);
     assert!(seen.lines().any(|l| l == format!("{a}.txt")), "{seen}");
     assert!(!seen.contains(&c), "C is no dependency of B: {seen}");
-    let (_, content) = git(&p.root, &["show", &format!("{}:{a}.txt", branch(&b))]);
+    let (_, content) = try_git(&p.root, &["show", &format!("{}:{a}.txt", branch(&b))]);
     assert_eq!(content.trim(), a);
-    let (ancestor, _) = git(
+    let (ancestor, _) = try_git(
         &p.root,
         &["merge-base", "--is-ancestor", &branch(&a), &branch(&b)],
     );
     assert!(ancestor, "A's commit is in B's history");
-    let (_, seen) = git(&p.root, &["show", &format!("{}:{a}.seen", branch(&a))]);
+    let (_, seen) = try_git(&p.root, &["show", &format!("{}:{a}.seen", branch(&a))]);
     assert!(!seen.contains(".txt"), "A started from HEAD alone: {seen}");
 
     // One bundler served the three attempts; the clones of succeeded attempts are gone.
@@ -187,7 +174,7 @@ fn a_merge_conflict_between_dependencies_is_a_failed_attempt() {
             .exists(),
         "B did not run"
     );
-    let (exists, _) = git(
+    let (exists, _) = try_git(
         &p.root,
         &["rev-parse", "--verify", &format!("agent-runner/{b}")],
     );

@@ -9,27 +9,9 @@ use std::time::Duration;
 
 use support::docker::containers_labelled;
 use support::pipeline::{
-    BUILDER_REPLY, Pipeline, alive, children_of, meta_script, read, task_id, wait_for,
+    BUILDER_REPLY, Pipeline, QUICK_META, alive, children_of, git, meta_script, read, task_id,
+    wait_for,
 };
-
-/// Runner Meta replies that complete without a worker run (no container): fast.
-const QUICK_META: &str = "- type: plan_task\n  acceptance_criteria: [{id: AC-1, description: nothing to do}]\n- type: next_action\n  decision: {action: mark_complete, reason: nothing to do}\n- type: completion_assessment\n  summary: Nothing needed doing.\n  details: {passed_criteria: [AC-1]}\n";
-
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    // The test runs as root; one test's repository belongs to another user.
-    let out = std::process::Command::new("git")
-        .args(["-c", "safe.directory=*", "-C"])
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn two_orchestrators_run_each_of_20_jobs_exactly_once() {
@@ -372,22 +354,13 @@ fn a_worker_image_without_git_fails_the_bring_back_clearly() {
         &meta_script("@run: echo x > x.txt\n@say: wrote x.txt"),
         "isolation: clone\n",
     );
-    let defaults = p.scratch.file(
+    p.init_with(
         "defaults.yaml",
-        read(&p.scratch.join("defaults.yaml")).replace(
+        &read(&p.scratch.join("defaults.yaml")).replace(
             "agent-runner-test-worker:latest",
             "agent-runner-test-worker:nogit",
         ),
     );
-    p.cmd(&[
-        "workspace",
-        "init",
-        p.root.to_str().unwrap(),
-        "--defaults",
-        defaults.to_str().unwrap(),
-    ])
-    .output()
-    .code(0);
     let id = task_id("nogit");
     p.new_task(&id, "Write x.txt");
     p.run_tasks(&[&id]);

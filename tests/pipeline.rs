@@ -233,22 +233,10 @@ fn gt1_with_the_meta_builder_over_the_openai_api() {
         "meta.yaml",
         meta_script("@run: echo todo > todo.txt\n@say: wrote todo.txt"),
     );
-    let defaults = p.scratch.file(
-        "defaults.yaml",
-        format!(
+    p.init_with("defaults.yaml", &format!(
             "builder: {{kind: meta, model: builder-model}}\nrunner:\n  meta: {{base_url: \"{}\", max_loops: 2}}\n  worker: {{docker_image: agent-runner-test-worker:latest, network: none}}\n",
             server.url
-        ),
-    );
-    p.cmd(&[
-        "workspace",
-        "init",
-        p.root.to_str().unwrap(),
-        "--defaults",
-        defaults.to_str().unwrap(),
-    ])
-    .output()
-    .code(0);
+        ));
     p.new_task(&id, PROMPT);
     let job = p.run_tasks(&[&id]).remove(0);
     // The runner's Meta talks to the same server, which has no replies left for it:
@@ -635,19 +623,7 @@ fn a_builder_reply_cannot_choose_endpoints_keys_env_or_sandbox_settings() {
         support::task::assess(&["AC-1"], "done"),
     ]);
     p.scratch.file("meta.yaml", "[]\n");
-    let defaults = p.scratch.file(
-        "defaults.yaml",
-        "builder: {kind: meta}\nrunner:\n  worker: {docker_image: agent-runner-test-worker:latest, network: none}\n",
-    );
-    p.cmd(&[
-        "workspace",
-        "init",
-        p.root.to_str().unwrap(),
-        "--defaults",
-        defaults.to_str().unwrap(),
-    ])
-    .output()
-    .code(0);
+    p.init_with("defaults.yaml", "builder: {kind: meta}\nrunner:\n  worker: {docker_image: agent-runner-test-worker:latest, network: none}\n");
     p.new_task(&id, PROMPT);
     let job = p.run_tasks(&[&id]).remove(0);
     let out = p

@@ -26,22 +26,13 @@ fn workspace(name: &str, server: &FakeOpenAi) -> Pipeline {
 
 /// From now on, `server` answers the workspace's plans.
 fn answered_by(p: &Pipeline, server: &FakeOpenAi) {
-    let defaults = p.scratch.file(
+    p.init_with(
         "defaults.yaml",
-        format!(
+        &format!(
             "builder: {{kind: meta, model: plan-model}}\nrunner:\n  meta: {{base_url: \"{}\"}}\n",
             server.url
         ),
     );
-    p.cmd(&[
-        "workspace",
-        "init",
-        p.root.to_str().unwrap(),
-        "--defaults",
-        defaults.to_str().unwrap(),
-    ])
-    .output()
-    .code(0);
 }
 
 /// `plan -w ROOT ARGS...` with the key.

@@ -11,11 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use support::pipeline::{BUILDER_REPLY, Pipeline, wait_for};
+use support::pipeline::{BUILDER_REPLY, Pipeline, QUICK_META, wait_for};
 use support::web::Served;
-
-/// Runner Meta replies that complete without a worker run (no container): fast.
-const QUICK_META: &str = "- type: plan_task\n  acceptance_criteria: [{id: AC-1, description: nothing to do}]\n- type: next_action\n  decision: {action: mark_complete, reason: nothing to do}\n- type: completion_assessment\n  summary: Nothing needed doing.\n  details: {passed_criteria: [AC-1]}\n";
 
 const SCRIPT: &str = "<script>alert(1)</script>";
 

@@ -58,20 +58,7 @@ fn line(json: &[u8], fresh_line: bool) -> Vec<u8> {
 /// symlink or blocking on a FIFO; at most `max` bytes.
 pub fn read(path: &Path, buf: &mut Vec<u8>, max: u64) -> std::io::Result<()> {
     buf.clear();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    if meta.len() > max {
-        return Err(std::io::Error::other(format!(
-            "{} bytes; the limit is {max}",
-            meta.len()
-        )));
-    }
+    let (file, meta) = super::safe_read::open_regular(path, max)?;
     buf.reserve(meta.len() as usize);
     file.take(max).read_to_end(buf)?;
     Ok(())

@@ -6,7 +6,6 @@ use super::record::TaskRecord;
 use super::store::TaskStore;
 use super::{PipelineError, Workspace, id};
 use crate::text::{cut_chars, one_line};
-use crate::timestamp::Timestamp;
 
 /// Longest title taken from a prompt, in characters.
 const TITLE_FROM_PROMPT: usize = 120;
@@ -38,21 +37,7 @@ pub fn create(
         Some(t) => one_line(&t),
         None => title_of(&prompt),
     };
-    let record = TaskRecord {
-        id,
-        workspace_id: ws.id.clone(),
-        title,
-        raw_prompt: prompt,
-        created_at: Timestamp::now().to_string(),
-        description: None,
-        acceptance_criteria: None,
-        depends_on: None,
-        phase: None,
-        milestone: None,
-        wbs_level: None,
-        estimated_effort: None,
-        suggested_impl: None,
-    };
+    let record = TaskRecord::new(id, ws.id.clone(), title, prompt);
     TaskStore::new(ws).create(&record)?;
     Ok(record)
 }

@@ -10,7 +10,6 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -136,8 +135,7 @@ fn markers(dir: &Path) -> Vec<(PathBuf, File)> {
 /// Takes `kind` (`LOCK_SH`, `LOCK_EX`) without waiting; true if taken. The lock goes
 /// with the file.
 fn lock(file: &File, kind: libc::c_int) -> bool {
-    // SAFETY: a valid descriptor; flock has no memory effects.
-    unsafe { libc::flock(file.as_raw_fd(), kind | libc::LOCK_NB) == 0 }
+    crate::flock::try_lock(file, kind).unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -328,6 +328,25 @@ fn warn_invalid(name: &str, number: usize, last: bool, error: &str) {
 }
 
 impl TaskRecord {
+    /// A task as a chat prompt makes it: no plan fields.
+    pub fn new(id: String, workspace_id: String, title: String, raw_prompt: String) -> TaskRecord {
+        TaskRecord {
+            id,
+            workspace_id,
+            title,
+            raw_prompt,
+            created_at: crate::timestamp::Timestamp::now().to_string(),
+            description: None,
+            acceptance_criteria: None,
+            depends_on: None,
+            phase: None,
+            milestone: None,
+            wbs_level: None,
+            estimated_effort: None,
+            suggested_impl: None,
+        }
+    }
+
     /// The record with an `update` line's changes applied.
     pub fn apply(&mut self, changes: TaskChanges) {
         apply(self, changes)
@@ -363,19 +382,13 @@ pub(crate) mod tests {
 
     pub(crate) fn record(id: &str) -> TaskRecord {
         TaskRecord {
-            id: id.into(),
-            workspace_id: "abcd1234ef56".into(),
-            title: "TODO アプリを作成して".into(),
-            raw_prompt: "TODO アプリを作成して".into(),
             created_at: "2025-12-07T08:00:00.000Z".into(),
-            description: None,
-            acceptance_criteria: None,
-            depends_on: None,
-            phase: None,
-            milestone: None,
-            wbs_level: None,
-            estimated_effort: None,
-            suggested_impl: None,
+            ..TaskRecord::new(
+                id.into(),
+                "abcd1234ef56".into(),
+                "TODO アプリを作成して".into(),
+                "TODO アプリを作成して".into(),
+            )
         }
     }
 

@@ -5,7 +5,6 @@
 //! idempotent per job, so two orchestrators starting together record it once.
 
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::time::{Duration, SystemTime};
 
 use super::queue::{self, Entry};
@@ -30,8 +29,7 @@ pub fn recover(ws: &Workspace) -> usize {
         log::warn!("cannot open {}; skipping recovery", lock_path.display());
         return 0;
     };
-    // SAFETY: flock on a descriptor we own; released when `lock` is closed.
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+    if crate::flock::lock(&lock).is_err() {
         return 0;
     }
     let mut recovered = 0;
@@ -150,7 +148,7 @@ mod tests {
         let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
         // Another orchestrator is repairing: it holds the lock (even shared).
         let lock = std::fs::File::create(ws.dir.join("ipc/.recover.lock")).unwrap();
-        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_SH) }, 0);
+        assert!(crate::flock::try_lock(&lock, libc::LOCK_SH).unwrap());
         let (done, finished) = mpsc::channel();
         let waiting = ws.clone();
         std::thread::spawn(move || done.send(recover(&waiting)).unwrap());

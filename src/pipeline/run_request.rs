@@ -6,7 +6,6 @@
 //! enqueue it.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 
 use super::status::TaskStatus;
@@ -81,16 +80,8 @@ fn lock(ws: &Workspace) -> Result<File, PipelineError> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&path)
         .map_err(PipelineError::io("open", path.clone()))?;
-    loop {
-        // SAFETY: flock on a descriptor we own; released when `file` is closed.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-            return Ok(file);
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(PipelineError::io("lock", path)(e));
-        }
-    }
+    crate::flock::lock(&file).map_err(PipelineError::io("lock", path))?;
+    Ok(file)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! (SPEC §9): never follow a symlink, never block on a FIFO or device, read only
 //! regular files, and only a bounded amount.
 
+use std::fs::{File, Metadata};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -10,26 +11,20 @@ use std::path::Path;
 /// (a symlink, a directory, a FIFO) or cannot be read. The last component must not
 /// be a symlink; the caller makes sure the directories above it are trusted.
 pub fn head(path: &Path, max: u64) -> Option<Vec<u8>> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-        .open(path)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
+    let (file, _) = open_regular(path, u64::MAX).ok()?;
     let mut bytes = Vec::new();
     file.take(max).read_to_end(&mut bytes).ok()?;
     Some(bytes)
 }
 
-/// Copies the regular file `from` (not a symlink, not a FIFO) to the new file `to`,
-/// at most `max` bytes; an error names what was wrong.
-pub fn copy_regular(from: &Path, to: &Path, max: u64) -> std::io::Result<u64> {
+/// The regular file `path` opened for reading (not through a symlink at its end,
+/// never blocking on a FIFO), with its metadata; an error if it is anything else or
+/// larger than `max` bytes.
+pub fn open_regular(path: &Path, max: u64) -> std::io::Result<(File, Metadata)> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-        .open(from)?;
+        .open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
@@ -40,6 +35,13 @@ pub fn copy_regular(from: &Path, to: &Path, max: u64) -> std::io::Result<u64> {
             meta.len()
         )));
     }
+    Ok((file, meta))
+}
+
+/// Copies the regular file `from` (not a symlink, not a FIFO) to the new file `to`,
+/// at most `max` bytes; an error names what was wrong.
+pub fn copy_regular(from: &Path, to: &Path, max: u64) -> std::io::Result<u64> {
+    let (file, _) = open_regular(from, max)?;
     let mut out = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -14,6 +14,31 @@ use super::{Run, Scratch};
 pub const BUILDER_REPLY: &str = "- type: build_task_config\n  task:\n    id: chosen-by-the-llm\n    title: A title the LLM made up\n    instructions: |\n      Implement what the user asked; technology and checks are up to you.\n    project:\n      root_dir: /somewhere/else\n  runner:\n    meta:\n      model: gpt-4.1\n      temperature: 0.2\n    worker:\n      type: docker_codex_cli\n";
 
 /// Runner Meta replies: plan, one worker run doing `directives`, assessment passed.
+/// Runner Meta replies that complete without a worker run (no container): fast.
+pub const QUICK_META: &str = "- type: plan_task\n  acceptance_criteria: [{id: AC-1, description: nothing to do}]\n- type: next_action\n  decision: {action: mark_complete, reason: nothing to do}\n- type: completion_assessment\n  summary: Nothing needed doing.\n  details: {passed_criteria: [AC-1]}\n";
+
+/// Host git in `dir` (as root, on repositories of any owner): whether it succeeded
+/// and its stdout.
+pub fn try_git(dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "-C"])
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Host git in `dir` that must succeed; its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let (ok, out) = try_git(dir, args);
+    assert!(ok, "git {args:?} in {} failed", dir.display());
+    out
+}
+
 pub fn meta_script(directives: &str) -> String {
     let prompt: String = directives.lines().map(|l| format!("      {l}\n")).collect();
     format!(
@@ -78,7 +103,12 @@ impl Pipeline {
         let defaults = format!(
             "builder: {{kind: scripted, script: builder.yaml}}\nrunner:\n  meta: {{kind: scripted, script: meta.yaml}}\n  worker: {{docker_image: \"{TEST_IMAGE}\", network: none}}\n{extra}"
         );
-        let file = self.scratch.file("defaults.yaml", defaults);
+        self.init_with("defaults.yaml", &defaults)
+    }
+
+    /// Writes `defaults` into the scratch file `name`, then `workspace init --defaults`.
+    pub fn init_with(&self, name: &str, defaults: &str) -> &Self {
+        let file = self.scratch.file(name, defaults);
         self.cmd(&[
             "workspace",
             "init",

@@ -6,14 +6,12 @@
 //! released by the kernel however the holder ends. A second command waits for it.
 
 use std::fs::File;
-use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
 use super::super::{PipelineError, Workspace};
+use crate::flock;
 use crate::interrupt::Interrupt;
-use crate::timestamp::Timestamp;
 
 /// How often a waiting command tries again.
 const RETRY: Duration = Duration::from_millis(100);
@@ -40,7 +38,7 @@ impl PlanLock {
             let path = path.clone();
             move |e| LockError::Io(PipelineError::io(action, path)(e))
         };
-        let mut file = std::fs::OpenOptions::new()
+        let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
@@ -50,21 +48,11 @@ impl PlanLock {
             .open(&path)
             .map_err(io("open"))?;
         let mut said = false;
-        loop {
-            // SAFETY: flock on a descriptor we own; released when `file` is closed.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                break;
-            }
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(io("lock")(e));
-            }
+        while !flock::try_lock(&file, libc::LOCK_EX).map_err(io("lock"))? {
             if !said {
-                let mut holder = String::new();
-                let _ = (&mut file).take(256).read_to_string(&mut holder);
                 log::info!(
                     "waiting for another plan command in this workspace ({})",
-                    crate::text::escape_controls(&crate::text::one_line(&holder))
+                    flock::holder(&file, 256)
                 );
                 said = true;
             }
@@ -73,16 +61,7 @@ impl PlanLock {
             }
             std::thread::sleep(RETRY);
         }
-        let holder = format!(
-            "pid {} on {} since {}\n",
-            std::process::id(),
-            crate::sys::hostname(),
-            Timestamp::now()
-        );
-        file.set_len(0)
-            .and_then(|()| file.rewind())
-            .and_then(|()| file.write_all(holder.as_bytes()))
-            .map_err(io("write"))?;
+        flock::write_holder(&file).map_err(io("write"))?;
         Ok(PlanLock { _file: file })
     }
 }
