@@ -9,10 +9,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
+use super::super::cycle;
 use super::super::record::TaskRecord;
 use super::edit::{Edit, Step, prompt_of};
 use super::fields::{Fields, conflicts};
-use super::graph;
 use super::model::{PlanState, Rejection};
 use crate::meta::reply::Reply;
 use crate::text::one_line;
@@ -174,7 +174,7 @@ pub fn plan(reply: &Decomposition, base: &PlanState, now: &str) -> Result<Edit, 
         let deps = task.dependencies.iter().map(String::as_str);
         ring.insert(&task.id, deps.filter(|d| real.contains_key(d)).collect());
     }
-    if let Some(cycle) = graph::find_cycle(&ring) {
+    if let Some(cycle) = cycle::find_cycle(&ring) {
         return Err(invalid(format!(
             "dependency cycle: {}; tasks that wait on each other can never run",
             cycle.join(" → ")

@@ -7,7 +7,7 @@
 //! An edit goes: `command` (lock, read, ask, write) → `request` (what Meta is
 //! told, chosen by `trim`) → the reply, parsed and shape-checked (`decompose`,
 //! `patch`, with `fields`) → worked out on a copy of the plan and checked against
-//! it (`decompose::plan`, `validate`, on `model` and `wbs`, rings by `graph`) into
+//! it (`decompose::plan`, `validate`, on `model` and `wbs`, rings by `cycle`) into
 //! an `edit` → written all or nothing (`apply`, committed by `wbs.json`'s rename;
 //! which lines count is `commit`). `lock` serializes edits; `chat` is the
 //! conversation; `backend` picks who answers; `tree` is the view.
@@ -20,7 +20,6 @@ pub mod commit;
 pub mod decompose;
 pub mod edit;
 pub mod fields;
-pub mod graph;
 pub mod lock;
 pub mod model;
 pub mod patch;

@@ -5,12 +5,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::super::cycle;
 use super::super::record::{TaskChanges, TaskRecord};
 use super::super::status::TaskStatus;
 use super::super::store::{Board, TaskStore};
 use super::super::{PipelineError, Workspace, id};
 use super::commit::Commits;
-use super::graph;
 use super::wbs::Wbs;
 
 /// A task as the plan sees it.
@@ -234,7 +234,7 @@ impl PlanState {
                 (id.as_str(), deps.collect())
             })
             .collect();
-        graph::find_cycle(&graph)
+        cycle::find_cycle(&graph)
     }
 }
 
