@@ -59,6 +59,27 @@ pub struct MetaCall {
     pub error: Option<String>,
 }
 
+impl MetaCall {
+    /// The exchange as plain text for a log file: `header` first, then when, how
+    /// long, how many requests, the error, the request and every reply.
+    pub fn transcript(&self, header: &str) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let _ = writeln!(out, "{header}");
+        let _ = writeln!(out, "started: {}", self.started);
+        let _ = writeln!(out, "duration_ms: {}", self.duration.as_millis());
+        let _ = writeln!(out, "requests: {}", self.attempts);
+        if let Some(error) = &self.error {
+            let _ = writeln!(out, "error: {error}");
+        }
+        let _ = writeln!(out, "\n--- request ---\n{}", self.request.trim_end());
+        for (n, reply) in self.replies.iter().enumerate() {
+            let _ = writeln!(out, "\n--- reply {} ---\n{}", n + 1, reply.trim_end());
+        }
+        out
+    }
+}
+
 /// The runner's Meta protocol over a chat backend.
 pub struct MetaAgent<B> {
     backend: B,

@@ -144,9 +144,7 @@ mod tests {
 
     #[test]
     fn a_marker_counts_while_it_is_held_and_leftovers_are_swept() {
-        let base = std::env::temp_dir().join(format!("ar-presence-{}", id::random_hex(8)));
-        std::fs::create_dir_all(base.join("root")).unwrap();
-        let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        let (ws, base) = crate::pipeline::workspace::scratch("presence");
         assert_eq!(running(&ws), vec![], "no directory yet");
         let held = Presence::announce(&ws).unwrap();
         let live = running(&ws);

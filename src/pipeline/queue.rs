@@ -178,12 +178,7 @@ mod tests {
     use super::*;
 
     fn workspace() -> (Workspace, PathBuf) {
-        let base = std::env::temp_dir().join(format!("ar-queue-{}", id::random_hex(8)));
-        std::fs::create_dir_all(base.join("root")).unwrap();
-        (
-            Workspace::open(&base.join("home"), &base.join("root")).unwrap(),
-            base,
-        )
+        crate::pipeline::workspace::scratch("queue")
     }
 
     #[test]

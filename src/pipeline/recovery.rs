@@ -143,9 +143,7 @@ mod tests {
 
     #[test]
     fn one_orchestrator_at_a_time_repairs() {
-        let base = std::env::temp_dir().join(format!("ar-recover-{}", id::random_hex(8)));
-        std::fs::create_dir_all(base.join("root")).unwrap();
-        let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        let (ws, base) = crate::pipeline::workspace::scratch("recover");
         // Another orchestrator is repairing: it holds the lock (even shared).
         let lock = std::fs::File::create(ws.dir.join("ipc/.recover.lock")).unwrap();
         assert!(crate::flock::try_lock(&lock, libc::LOCK_SH).unwrap());

@@ -95,12 +95,7 @@ mod tests {
     /// Many requests at once for one task, as from two servers and the CLI: one job.
     #[test]
     fn concurrent_requests_enqueue_a_task_once() {
-        let base = std::env::temp_dir().join(format!(
-            "ar-run-request-{}",
-            crate::pipeline::id::random_hex(8)
-        ));
-        std::fs::create_dir_all(base.join("root")).unwrap();
-        let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        let (ws, base) = crate::pipeline::workspace::scratch("run-request");
         TaskStore::new(&ws).create(&record("t-1")).unwrap();
         for round in 0..10 {
             let start = std::sync::Barrier::new(8);

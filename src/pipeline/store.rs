@@ -254,9 +254,7 @@ mod tests {
 
     #[test]
     fn create_append_load() {
-        let base = std::env::temp_dir().join(format!("ar-store-{}", id::random_hex(8)));
-        std::fs::create_dir_all(base.join("root")).unwrap();
-        let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        let (ws, base) = crate::pipeline::workspace::scratch("store");
         let store = TaskStore::new(&ws);
         store.create(&record("t-1")).unwrap();
         assert!(matches!(

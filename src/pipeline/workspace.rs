@@ -179,6 +179,16 @@ fn canonical_dir(root: &Path) -> Result<PathBuf, PipelineError> {
     Ok(resolved)
 }
 
+/// A workspace of a fresh project under the temp directory, and that directory (to
+/// remove), for unit tests.
+#[cfg(test)]
+pub(crate) fn scratch(name: &str) -> (Workspace, PathBuf) {
+    let base = std::env::temp_dir().join(format!("ar-{name}-{}", super::id::random_hex(8)));
+    std::fs::create_dir_all(base.join("root")).unwrap();
+    let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+    (ws, base)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,14 +13,13 @@ pub mod reply;
 pub mod request;
 pub mod scripted;
 
-use std::fmt::Write;
 use std::time::Duration;
 
 use serde_yaml::Mapping;
 
 use super::defaults::{BuilderKind, Defaults};
 use crate::interrupt::Interrupt;
-use crate::meta::{ChatBackend, MetaCall, MetaError};
+use crate::meta::{ChatBackend, MetaError};
 use crate::secret::Redactor;
 use crate::task::DEFAULT_META_MODEL;
 use reply::BuiltConfig;
@@ -98,7 +97,7 @@ pub fn build(
         &redactor,
     );
     Build {
-        log: log_text(&label, &outcome.call),
+        log: outcome.call.transcript(&format!("builder: {label}")),
         config: outcome
             .reply
             .map(|BuiltConfig(map)| map)
@@ -109,21 +108,4 @@ pub fn build(
         builder: label,
         duration: outcome.call.duration,
     }
-}
-
-/// `builder.log`: the exchange as it happened.
-fn log_text(label: &str, call: &MetaCall) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "builder: {label}");
-    let _ = writeln!(out, "started: {}", call.started);
-    let _ = writeln!(out, "duration_ms: {}", call.duration.as_millis());
-    let _ = writeln!(out, "requests: {}", call.attempts);
-    if let Some(error) = &call.error {
-        let _ = writeln!(out, "error: {error}");
-    }
-    let _ = writeln!(out, "\n--- request ---\n{}", call.request.trim_end());
-    for (n, reply) in call.replies.iter().enumerate() {
-        let _ = writeln!(out, "\n--- reply {} ---\n{}", n + 1, reply.trim_end());
-    }
-    out
 }

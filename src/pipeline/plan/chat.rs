@@ -103,10 +103,7 @@ mod tests {
 
     #[test]
     fn messages_are_appended_and_the_latest_read_back() {
-        let base =
-            std::env::temp_dir().join(format!("ar-chat-{}", crate::pipeline::id::random_hex(8)));
-        std::fs::create_dir_all(base.join("root")).unwrap();
-        let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        let (ws, base) = crate::pipeline::workspace::scratch("chat");
         assert!(recent(&ws, 10).unwrap().is_empty());
         for n in 0..12 {
             append(

@@ -5,7 +5,6 @@
 //! with the reason), write the checked edit all or nothing (`apply`), record Meta's
 //! understanding. The exchange is kept in `logs/plans/<edit-id>.log`.
 
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -227,19 +226,7 @@ fn refuse_newly_running(ws: &Workspace, before: &PlanState, edit: &Edit) -> Resu
 
 /// `logs/plans/<edit-id>.log`: the exchange as it happened (secrets masked).
 fn write_log(path: &std::path::Path, label: &str, call: &MetaCall) {
-    let mut out = String::new();
-    let _ = writeln!(out, "meta: {label}");
-    let _ = writeln!(out, "type: {}", call.kind);
-    let _ = writeln!(out, "started: {}", call.started);
-    let _ = writeln!(out, "duration_ms: {}", call.duration.as_millis());
-    let _ = writeln!(out, "requests: {}", call.attempts);
-    if let Some(error) = &call.error {
-        let _ = writeln!(out, "error: {error}");
-    }
-    let _ = writeln!(out, "\n--- request ---\n{}", call.request.trim_end());
-    for (n, reply) in call.replies.iter().enumerate() {
-        let _ = writeln!(out, "\n--- reply {} ---\n{}", n + 1, reply.trim_end());
-    }
+    let out = call.transcript(&format!("meta: {label}\ntype: {}", call.kind));
     let written = path
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)

@@ -72,12 +72,7 @@ mod tests {
 
     #[test]
     fn a_second_holder_waits_and_gives_up_when_interrupted() {
-        let base = std::env::temp_dir().join(format!(
-            "ar-planlock-{}",
-            crate::pipeline::id::random_hex(8)
-        ));
-        std::fs::create_dir_all(base.join("root")).unwrap();
-        let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        let (ws, base) = crate::pipeline::workspace::scratch("planlock");
         let first = PlanLock::acquire(&ws, Interrupt::never()).unwrap();
         let interrupt = Interrupt::manual();
         let stop = interrupt;

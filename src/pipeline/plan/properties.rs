@@ -16,9 +16,9 @@ use super::apply::{self, Change, Files, PlanWrites};
 use super::model::PlanState;
 use super::patch::{Operation, PlanPatch, Position, TaskFields};
 use super::validate;
+use crate::pipeline::Workspace;
 use crate::pipeline::record::TaskRecord;
 use crate::pipeline::store::TaskStore;
-use crate::pipeline::{Workspace, id};
 
 /// Choices read from quickcheck's bytes (so cases shrink), then from a generator
 /// seeded by them (so short inputs still make varied cases).
@@ -251,9 +251,7 @@ fn load(ws: &Workspace) -> (PlanState, BTreeSet<String>) {
 
 fn scenario(bytes: Vec<u8>) -> TestResult {
     let mut c = Choices::new(bytes);
-    let base = std::env::temp_dir().join(format!("ar-plan-prop-{}", id::random_hex(10)));
-    std::fs::create_dir_all(base.join("root")).unwrap();
-    let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+    let (ws, base) = crate::pipeline::workspace::scratch("plan-prop");
     let result = run_scenario(&mut c, &ws);
     std::fs::remove_dir_all(&base).unwrap();
     match result {

@@ -105,12 +105,7 @@ mod tests {
 
     #[test]
     fn the_cached_board_follows_the_files() {
-        let base = std::env::temp_dir().join(format!(
-            "ar-board-cache-{}",
-            crate::pipeline::id::random_hex(8)
-        ));
-        std::fs::create_dir_all(base.join("root")).unwrap();
-        let ws = Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        let (ws, base) = crate::pipeline::workspace::scratch("board-cache");
         let store = TaskStore::new(&ws);
         let cache = BoardCache::default();
         store.create(&record("t-1")).unwrap();

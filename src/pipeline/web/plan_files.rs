@@ -140,15 +140,7 @@ mod tests {
     use super::*;
 
     fn workspace() -> (Workspace, std::path::PathBuf) {
-        let base = std::env::temp_dir().join(format!(
-            "ar-plan-files-{}",
-            super::super::super::id::random_hex(8)
-        ));
-        std::fs::create_dir_all(base.join("root")).unwrap();
-        (
-            Workspace::open(&base.join("home"), &base.join("root")).unwrap(),
-            base,
-        )
+        crate::pipeline::workspace::scratch("plan-files")
     }
 
     #[test]
