@@ -198,3 +198,86 @@ fn a_killed_orchestrator_leaves_no_bundler_and_the_next_one_removes_its_spares()
     assert_eq!(entries("clones", ".spare-"), Vec::<String>::new());
     assert_eq!(entries("bundles", ""), Vec::<String>::new());
 }
+
+/// Commits `files` into the project (root_dir), on top of its first commit.
+fn commit_files(p: &Pipeline, files: &[(&str, &str)]) {
+    for (name, text) in files {
+        std::fs::write(p.root.join(name), text).unwrap();
+        git(&p.root, &["add", name]);
+    }
+    git(
+        &p.root,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@localhost",
+            "commit",
+            "-qm",
+            "files",
+        ],
+    );
+}
+
+/// A worker's commit with a checked-out submodule whose own config has a clean
+/// filter, the files stat-dirty: `git add` in the bundler would run `git status` in
+/// it, and the filter with it. The filter rewires the bundler's repository so that
+/// the next attempt's files are changed on their way back.
+const SUBMODULE_ATTACK: &str = r#"set -e
+G="git -c safe.directory=* -c user.name=w -c user.email=w@localhost"
+git init -q sub
+cd sub
+echo data > f
+$G add f
+$G commit -qm sub
+printf '[filter "x"]\n\tclean = sh ../payload.sh\n' >> .git/config
+echo '* filter=x' > .gitattributes
+touch -d '2000-01-01 00:00' f
+cd ..
+$G update-index --add --cacheinfo "160000,$(git -c safe.directory=* -C sub rev-parse HEAD),sub"
+$G commit -qm 'a submodule'
+"#;
+
+/// What the filter would run in the bundler.
+const PAYLOAD: &str = r#"printf '[filter "evil"]\n\tclean = sed s/good/EVIL/\n[core]\n\tattributesFile = /tmp/agent-runner-evil\n' >> /tmp/agent-runner-bundler/.git/config
+echo '* filter=evil' > /tmp/agent-runner-evil
+cat
+"#;
+
+#[test]
+fn a_worker_s_submodule_config_does_not_run_in_the_bundler() {
+    let p = Pipeline::new("bundler-submodule", true);
+    commit_files(
+        &p,
+        &[("attack.sh", SUBMODULE_ATTACK), ("payload.sh", PAYLOAD)],
+    );
+    let worker = "@run: case $(git -c safe.directory='*' symbolic-ref --short HEAD) in *-evil-*) sh attack.sh ;; *) echo good > out.txt ;; esac\n@say: done";
+    p.init(BUILDER_REPLY, &meta_script(worker), "isolation: clone\n");
+    let (evil, good) = (task_id("sub-evil"), task_id("sub-good"));
+    p.new_task(&evil, "Add a submodule");
+    p.new_task(&good, "Write out.txt");
+    // One at a time, in this order: the evil branch is bundled first.
+    p.run_tasks(&[&evil]);
+    p.run_tasks(&[&good]);
+    p.orchestrate_once(&[]).output().code(0);
+    for id in [&evil, &good] {
+        assert_eq!(p.attempts(id)[0]["status"], "succeeded", "{id}");
+        assert_eq!(
+            containers_labelled("agent-runner.task", id),
+            Vec::<String>::new()
+        );
+    }
+    assert_eq!(
+        git(&p.root, &["show", &format!("agent-runner/{good}:out.txt")]),
+        "good\n",
+        "the next attempt's files came back as its worker wrote them"
+    );
+    let tree = git(
+        &p.root,
+        &["ls-tree", &format!("agent-runner/{evil}"), "sub"],
+    );
+    assert!(
+        tree.starts_with("160000 commit "),
+        "the submodule came back: {tree}"
+    );
+}

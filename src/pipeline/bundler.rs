@@ -18,7 +18,8 @@
 //! clone's HEAD and refs are read as data (the HEAD file, then the ref's file or
 //! `packed-refs`), and every git command runs against a private repository (our
 //! config, hooks off) that borrows the clone's objects and uses its files as the
-//! work tree. The clone's `.git/config`, hooks, index and info files are never read.
+//! work tree. The clone's `.git/config`, hooks, index and info files are never read,
+//! and git never runs in a submodule's repository (its config is the worker's too).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -48,9 +49,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 /// <have>...`: bundle the clone `/clones/<job-id>` as `<branch>`, without the
 /// commits the host already has (`<have>`: the commit the clone started from, and
 /// the branches merged into it). What the worker left uncommitted is committed on a
-/// private index. The answer is one line: `agent-runner-bundle <job-id> bundled
-/// <sha>` (the bundle is `/out/<job-id>.bundle`), `... unchanged <sha>` (the branch
-/// is a commit the host has), or `... failed <reason>`. End-of-file ends it.
+/// private index; submodules stay as the clone's HEAD has them. The answer is one
+/// line: `agent-runner-bundle <job-id> bundled <sha>` (the bundle is
+/// `/out/<job-id>.bundle`), `... unchanged <sha>` (the branch is a commit the host
+/// has), or `... failed <reason>`. End-of-file ends it.
 const SCRIPT: &str = r#"set -u
 export HOME=/tmp GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0
 export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_VALUE_1=/dev/null GIT_CONFIG_KEY_2=core.fsmonitor GIT_CONFIG_VALUE_2=false
@@ -89,7 +91,15 @@ bundle() {
   echo "$c/.git/objects" > "$GIT_DIR/objects/info/alternates"
   base_tree=$(git rev-parse -q --verify "$head^{commit}^{tree}") || fail "HEAD $head is not a commit of the clone"
   git read-tree "$head"
+  # Submodules stay as HEAD has them. `git add` would run `git status` in each one
+  # checked out, with that repository's own config: a filter the worker wrote there
+  # would run here, in the container every later attempt's branch passes through.
+  links=/tmp/agent-runner-gitlinks
+  git ls-tree -r --full-tree "$head" > "$links.all"
+  grep '^160000 ' "$links.all" > "$links" || true
+  sed 's/^160000 /0 /' "$links" | git update-index --index-info
   git add -A -- . ':(exclude).agent-runner'
+  git update-index --index-info < "$links"
   tree=$(git write-tree)
   commit=$head
   if [ "$tree" != "$base_tree" ]; then
