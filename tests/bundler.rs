@@ -281,3 +281,35 @@ fn a_worker_s_submodule_config_does_not_run_in_the_bundler() {
         "the submodule came back: {tree}"
     );
 }
+
+#[test]
+fn a_fifo_in_the_clone_fails_the_attempt_instead_of_holding_up_the_bundler() {
+    // Made by the test command, as a worker-written test script could: git in the
+    // runner's own snapshot after a worker run would wait on it too.
+    let builder = BUILDER_REPLY.replace(
+        "    project:\n",
+        "    test:\n      command: \"[ -p .gitignore ] || mkfifo .gitignore\"\n    project:\n",
+    );
+    let p = Pipeline::new("bundler-fifo", true);
+    p.init(
+        &builder,
+        &meta_script("@run: echo x > x.txt\n@say: wrote x.txt"),
+        "isolation: clone\n",
+    );
+    let id = task_id("bundler-fifo");
+    p.new_task(&id, "Write x.txt");
+    p.run_tasks(&[&id]);
+    p.orchestrate_once(&[]).output().code(1);
+    let attempt = p.attempts(&id).remove(0);
+    let error = attempt["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!(
+            "branch agent-runner/{id} could not be brought back"
+        )) && error.contains("/.gitignore is a FIFO or device"),
+        "{error}"
+    );
+    assert_eq!(
+        containers_labelled("agent-runner.task", &id),
+        Vec::<String>::new()
+    );
+}

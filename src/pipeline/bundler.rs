@@ -86,6 +86,10 @@ bundle() {
   plain -d "$c" directory
   plain -d "$c/.git" directory
   plain -d "$c/.git/objects" directory
+  # git would open a FIFO named like a file it reads (.gitignore, an object) and wait
+  # for a writer that never comes, holding up every attempt's bring-back.
+  special=$(find "$c" \( -type p -o -type b -o -type c \) -print | head -n 1)
+  [ -z "$special" ] || fail "${special#/clones/} is a FIFO or device"
   head=$(head_of "$c")
   cd "$c"
   echo "$c/.git/objects" > "$GIT_DIR/objects/info/alternates"
