@@ -243,3 +243,39 @@ fn once_says_which_jobs_it_leaves_waiting_and_why() {
     ));
     assert_eq!(p.ipc("queue"), [format!("{job}.json")]);
 }
+
+#[test]
+fn a_dependency_s_files_reach_no_driver_of_the_user_s_git_config_on_the_host() {
+    // The user's global config has a smudge filter (as `git lfs install` writes one);
+    // the dependency's worker names it for every file.
+    let p = Pipeline::new("deps-driver", true);
+    let marker = p.scratch.join("smudged-on-the-host");
+    let config = p.scratch.file(
+        "gitconfig",
+        format!(
+            "[filter \"spy\"]\n\tsmudge = touch '{}' && cat\n\tclean = cat\n",
+            marker.display()
+        ),
+    );
+    let worker = "@run: echo '* filter=spy' > .gitattributes && t=$(git -c safe.directory='*' symbolic-ref --short HEAD) && echo x > \"${t#agent-runner/}.txt\"\n@say: wrote my file";
+    p.init(BUILDER, &meta_script(worker), "isolation: clone\n");
+    let (a, b) = (task_id("drv-a"), task_id("drv-b"));
+    task(&p, &a, &[]);
+    task(&p, &b, &[&a]);
+    p.run_tasks(&[&a, &b]);
+    p.orchestrate_once(&[])
+        .env("GIT_CONFIG_GLOBAL", &config)
+        .output()
+        .code(0);
+    for id in [&a, &b] {
+        assert_eq!(attempt(&p, id)["status"], "succeeded", "{id}");
+    }
+    // B's clone had A's files checked out, .gitattributes included.
+    let (_, seen) = git(&p.root, &["show", &format!("agent-runner/{b}:{a}.txt")]);
+    assert_eq!(seen, "x\n");
+    assert!(
+        !marker.exists(),
+        "host git ran the user's filter on worker-written files"
+    );
+    assert_nothing_left(&p, &[&a, &b]);
+}
