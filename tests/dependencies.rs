@@ -279,3 +279,55 @@ fn a_dependency_s_files_reach_no_driver_of_the_user_s_git_config_on_the_host() {
     );
     assert_nothing_left(&p, &[&a, &b]);
 }
+
+#[test]
+fn a_dependency_s_symlink_does_not_lead_the_merge_of_the_next_one_out_of_the_clone() {
+    // A turns the directory x into a link to a host directory; B writes x/y. The
+    // dependent merges A, then B: x/y must not be written through A's link.
+    let p = Pipeline::new("deps-symlink", true);
+    std::fs::create_dir(p.root.join("x")).unwrap();
+    std::fs::write(p.root.join("x/y"), "original\n").unwrap();
+    git(&p.root, &["add", "x/y"]);
+    git(
+        &p.root,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@localhost",
+            "commit",
+            "-qm",
+            "x/y",
+        ],
+    );
+    let outside = p.scratch.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let worker = format!(
+        "@run: case $(git -c safe.directory='*' symbolic-ref --short HEAD) in */lnk-*) rm -rf x && ln -s '{}' x ;; */dir-*) echo written-through > x/y ;; esac\n@say: done",
+        outside.display()
+    );
+    p.init(BUILDER, &meta_script(&worker), "isolation: clone\n");
+    let (a, b, c) = (task_id("lnk-a"), task_id("dir-b"), task_id("both-c"));
+    task(&p, &a, &[]);
+    task(&p, &b, &[]);
+    task(&p, &c, &[&a, &b]);
+    p.run_tasks(&[&a, &b, &c]);
+    p.orchestrate_once(&[]).output().code(1);
+    assert_eq!(attempt(&p, &a)["status"], "succeeded");
+    assert_eq!(attempt(&p, &b)["status"], "succeeded");
+    let (_, link) = git(&p.root, &["ls-tree", &format!("agent-runner/{a}"), "x"]);
+    assert!(
+        link.starts_with("120000 "),
+        "A's branch has the link: {link}"
+    );
+    let error = attempt(&p, &c)["error"].as_str().unwrap().to_string();
+    assert!(
+        error.contains(&format!(
+            "merging agent-runner/{b} into the attempt's start failed: conflict in x"
+        )),
+        "{error}"
+    );
+    let written: Vec<_> = std::fs::read_dir(&outside).unwrap().flatten().collect();
+    assert!(written.is_empty(), "{written:?}");
+    assert_nothing_left(&p, &[&a, &b, &c]);
+}
