@@ -313,3 +313,90 @@ fn a_fifo_in_the_clone_fails_the_attempt_instead_of_holding_up_the_bundler() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn a_worker_s_refs_tags_alternates_and_shallow_file_reach_only_its_branch() {
+    let p_root_objects = "/nonexistent/but/a/host/path/.git/objects";
+    let directives = format!(
+        "@run: echo evil > evil.txt && {GIT} add evil.txt && {GIT} commit -qm evil && c=$(git -c safe.directory='*' rev-parse HEAD) && for r in refs/heads/main refs/heads/master refs/remotes/origin/master refs/tags/v1 refs/tags/agent-runner; do {GIT} update-ref $r $c; done && {GIT} pack-refs --all && {GIT} symbolic-ref HEAD refs/heads/master && echo {p_root_objects} > .git/objects/info/alternates && git -c safe.directory='*' rev-parse HEAD~1 > .git/shallow\n@say: moved refs"
+    );
+    let p = Pipeline::new("bundler-refs", true);
+    let before = git(
+        &p.root,
+        &["for-each-ref", "--format=%(refname) %(objectname)"],
+    );
+    let head = git(&p.root, &["symbolic-ref", "HEAD"]);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script(&directives),
+        "isolation: clone\n",
+    );
+    let id = task_id("bundler-refs");
+    p.new_task(&id, "Do it");
+    p.run_tasks(&[&id]);
+    p.orchestrate_once(&[]).output().code(0);
+    let after = git(
+        &p.root,
+        &["for-each-ref", "--format=%(refname) %(objectname)"],
+    );
+    let branch = format!("refs/heads/agent-runner/{id}");
+    let added: Vec<&str> = after.lines().filter(|l| !before.contains(l)).collect();
+    assert_eq!(added.len(), 1, "{after}");
+    assert!(added[0].starts_with(&format!("{branch} ")), "{after}");
+    assert!(
+        before.lines().all(|l| after.contains(l)),
+        "no other ref changed: {after}"
+    );
+    assert_eq!(git(&p.root, &["symbolic-ref", "HEAD"]), head);
+    assert_eq!(
+        git(&p.root, &["log", "--format=%s", &branch]),
+        "evil\ninit\n",
+        "the branch is what HEAD named, with its whole history"
+    );
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+    assert!(!p.root.join("evil.txt").exists());
+}
+
+#[test]
+fn removing_a_succeeded_clone_follows_none_of_its_links() {
+    let p = Pipeline::new("bundler-cleanup", true);
+    let outside = p.scratch.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("keep.txt"), "keep\n").unwrap();
+    let o = outside.display();
+    // Links to a host directory, to /, to a host file, to the clones.
+    let directives = format!(
+        "@run: ln -s '{o}' escape && ln -s / root && mkdir d && ln -s '{o}/keep.txt' d/keep && ln -s .. up\n@say: linked"
+    );
+    p.init(
+        BUILDER_REPLY,
+        &meta_script(&directives),
+        "isolation: clone\n",
+    );
+    let id = task_id("bundler-cleanup");
+    let job = {
+        p.new_task(&id, "Do it");
+        p.run_tasks(&[&id]).remove(0)
+    };
+    p.orchestrate_once(&[]).output().code(0);
+    let clone = p.ws().join("clones").join(&job);
+    assert!(!clone.exists(), "the clone is removed");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("keep.txt")).unwrap(),
+        "keep\n"
+    );
+    assert!(p.root.join("README.md").is_file());
+    assert!(p.ws().join("logs").join(&job).join("agent-runner").is_dir());
+    let tree = git(
+        &p.root,
+        &["ls-tree", &format!("agent-runner/{id}"), "escape"],
+    );
+    assert!(
+        tree.starts_with("120000 "),
+        "the links came back as links: {tree}"
+    );
+    assert_eq!(
+        containers_labelled("agent-runner.task", &id),
+        Vec::<String>::new()
+    );
+}
