@@ -93,7 +93,7 @@ fn a_head_that_is_a_link_is_not_followed() {
     assert!(
         error.contains(&format!(
             "branch agent-runner/{id} could not be brought back"
-        )) && error.contains("/.git/HEAD is not a plain file"),
+        )) && error.contains("/.git/HEAD is a FIFO, a device or a link in .git"),
         "{error}"
     );
     assert_eq!(
@@ -282,43 +282,49 @@ fn a_worker_s_submodule_config_does_not_run_in_the_bundler() {
     );
 }
 
-#[test]
-fn a_fifo_in_the_clone_fails_the_attempt_instead_of_holding_up_the_bundler() {
-    // Made by the test command, as a worker-written test script could: git in the
-    // runner's own snapshot after a worker run would wait on it too.
+/// Runs one task whose test command (as a worker-written test script could: the
+/// runner's own snapshot after a worker run would trip on it too) runs `plant`; the
+/// attempt's error.
+fn planted_by_the_test(name: &str, plant: &str) -> String {
     let builder = BUILDER_REPLY.replace(
         "    project:\n",
-        "    test:\n      command: \"[ -p .gitignore ] || mkfifo .gitignore\"\n    project:\n",
+        &format!("    test:\n      command: {plant:?}\n    project:\n"),
     );
-    let p = Pipeline::new("bundler-fifo", true);
+    let p = Pipeline::new(name, true);
     p.init(
         &builder,
         &meta_script("@run: echo x > x.txt\n@say: wrote x.txt"),
         "isolation: clone\n",
     );
-    let id = task_id("bundler-fifo");
+    let id = task_id(name);
     p.new_task(&id, "Write x.txt");
     p.run_tasks(&[&id]);
     p.orchestrate_once(&[]).output().code(1);
     let attempt = p.attempts(&id).remove(0);
-    let error = attempt["error"].as_str().unwrap();
+    assert_eq!(attempt["result"]["status"], "succeeded", "{attempt}");
+    let error = attempt["error"].as_str().unwrap().to_string();
     assert!(
         error.contains(&format!(
             "branch agent-runner/{id} could not be brought back"
-        )) && error.contains("/.gitignore is a FIFO or device"),
+        )),
         "{error}"
     );
-    assert_eq!(
-        containers_labelled("agent-runner.task", &id),
-        Vec::<String>::new()
+    error
+}
+
+#[test]
+fn a_fifo_in_the_clone_fails_the_attempt_instead_of_holding_up_the_bundler() {
+    let error = planted_by_the_test("bundler-fifo", "[ -p .gitignore ] || mkfifo .gitignore");
+    assert!(
+        error.contains("/.gitignore is a FIFO, a device or a link in .git"),
+        "{error}"
     );
 }
 
 #[test]
-fn a_worker_s_refs_tags_alternates_and_shallow_file_reach_only_its_branch() {
-    let p_root_objects = "/nonexistent/but/a/host/path/.git/objects";
+fn a_worker_s_refs_tags_and_shallow_file_reach_only_its_branch() {
     let directives = format!(
-        "@run: echo evil > evil.txt && {GIT} add evil.txt && {GIT} commit -qm evil && c=$(git -c safe.directory='*' rev-parse HEAD) && for r in refs/heads/main refs/heads/master refs/remotes/origin/master refs/tags/v1 refs/tags/agent-runner; do {GIT} update-ref $r $c; done && {GIT} pack-refs --all && {GIT} symbolic-ref HEAD refs/heads/master && echo {p_root_objects} > .git/objects/info/alternates && git -c safe.directory='*' rev-parse HEAD~1 > .git/shallow\n@say: moved refs"
+        "@run: echo evil > evil.txt && {GIT} add evil.txt && {GIT} commit -qm evil && c=$(git -c safe.directory='*' rev-parse HEAD) && for r in refs/heads/main refs/heads/master refs/remotes/origin/master refs/tags/v1 refs/tags/agent-runner; do {GIT} update-ref $r $c; done && {GIT} pack-refs --all && {GIT} symbolic-ref HEAD refs/heads/master && git -c safe.directory='*' rev-parse HEAD~1 > .git/shallow\n@say: moved refs"
     );
     let p = Pipeline::new("bundler-refs", true);
     let before = git(
@@ -399,4 +405,74 @@ fn removing_a_succeeded_clone_follows_none_of_its_links() {
         containers_labelled("agent-runner.task", &id),
         Vec::<String>::new()
     );
+}
+
+#[test]
+fn git_in_the_bundler_is_led_nowhere_by_links_or_alternates_in_git() {
+    // git followed such a link and read its stdin: the orchestrator's requests (the
+    // bundler waited for them) or pack-objects' object list (a broken bundle).
+    let error = planted_by_the_test(
+        "bundler-stdin",
+        "c=.git/objects/info/commit-graphs; mkdir -p $c; [ -L $c/commit-graph-chain ] || ln -s /proc/self/fd/0 $c/commit-graph-chain",
+    );
+    assert!(
+        error.contains(
+            "/.git/objects/info/commit-graphs/commit-graph-chain is a FIFO, a device or a link in .git"
+        ),
+        "{error}"
+    );
+    // Alternates naming a directory of the clone, which could hold such links.
+    let error = planted_by_the_test(
+        "bundler-alternates",
+        "mkdir -p elsewhere/info && echo \"$PWD/elsewhere\" > .git/objects/info/alternates",
+    );
+    assert!(
+        error.contains("the clone borrows objects from elsewhere (.git/objects/info/alternates)"),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_bundler_has_the_worker_s_resource_limits() {
+    let p = Pipeline::new("bundler-limits", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@say: working\n@sleep: 3\n@say: done"),
+        "isolation: clone\n",
+    );
+    // The same defaults with limits (init again replaces them).
+    let defaults = support::pipeline::read(&p.scratch.join("defaults.yaml")).replace(
+        "network: none}",
+        "network: none, limits: {memory: 300m, cpus: 1.5, pids: 321}}",
+    );
+    let file = p.scratch.file("defaults-limits.yaml", defaults);
+    p.cmd(&[
+        "workspace",
+        "init",
+        p.root.to_str().unwrap(),
+        "--defaults",
+        file.to_str().unwrap(),
+    ])
+    .output()
+    .code(0);
+    let id = task_id("bundler-limits");
+    p.new_task(&id, "Work");
+    p.run_tasks(&[&id]);
+    let orchestrator = p.orchestrate_once(&[]).start();
+    let ws_id = p.ws().file_name().unwrap().to_str().unwrap().to_string();
+    let bundler = format!("bundler-{ws_id}");
+    let mut names = Vec::new();
+    support::pipeline::wait_for(std::time::Duration::from_secs(30), || {
+        names = containers_labelled("agent-runner.task", &bundler);
+        !names.is_empty()
+    });
+    let (ok, limits, _) = support::docker::docker(&[
+        "inspect",
+        "--format",
+        "{{.HostConfig.Memory}} {{.HostConfig.NanoCpus}} {{.HostConfig.PidsLimit}}",
+        &names[0],
+    ]);
+    orchestrator.finish().code(0);
+    assert!(ok);
+    assert_eq!(limits.trim(), "314572800 1500000000 321");
 }

@@ -22,6 +22,7 @@ use super::bundler::{Bundled, Bundlers, Request};
 use super::spare::Spares;
 use crate::interrupt::Interrupt;
 use crate::process::{self, Capture, Invocation, Limits, Stop};
+use crate::task::WorkerSettings;
 
 const GIT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Who makes the merge commits of dependency branches (unsigned, whatever the
@@ -194,12 +195,13 @@ pub fn spare_clone(root: &Path, dir: &Path) -> Result<String, String> {
 }
 
 /// Brings the clone's branch back into `root` as `agent-runner/<task-id>`: bundled
-/// by a bundler of `image`, fetched on the host. `work` is a directory of ours.
+/// by a bundler of `worker`'s image and limits, fetched on the host. `work` is a
+/// directory of ours.
 pub fn bring_back(
     clone: &AttemptClone,
     root: &Path,
     bundlers: &Bundlers,
-    image: &str,
+    worker: &WorkerSettings,
     work: &Path,
     interrupt: Interrupt,
 ) -> Result<(), String> {
@@ -212,7 +214,7 @@ pub fn bring_back(
     };
     let bundle = work.join("branch.bundle");
     let clock = std::time::Instant::now();
-    let bundled = bundlers.bundle(image, &request, &bundle, interrupt)?;
+    let bundled = bundlers.bundle(worker, &request, &bundle, interrupt)?;
     log::debug!(
         "job {}: bundled in {}",
         clone.job_id,
