@@ -476,3 +476,61 @@ fn the_bundler_has_the_worker_s_resource_limits() {
     assert!(ok);
     assert_eq!(limits.trim(), "314572800 1500000000 321");
 }
+
+#[test]
+fn a_worker_moving_a_submodule_fetches_nothing_into_the_user_s_submodule() {
+    let p = Pipeline::new("bundler-gitlink", true);
+    let upstream = p.scratch.join("upstream");
+    std::fs::create_dir(&upstream).unwrap();
+    let commit = [
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@localhost",
+        "commit",
+    ];
+    git(&upstream, &["init", "-q"]);
+    git(
+        &upstream,
+        &[&commit[..], &["-q", "--allow-empty", "-m", "u1"]].concat(),
+    );
+    git(
+        &p.root,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            upstream.to_str().unwrap(),
+            "sub",
+        ],
+    );
+    git(&p.root, &[&commit[..], &["-qm", "a submodule"]].concat());
+    // Upstream moves on; the worker points the submodule at its new commit.
+    git(
+        &upstream,
+        &[&commit[..], &["-q", "--allow-empty", "-m", "u2"]].concat(),
+    );
+    let u2 = git(&upstream, &["rev-parse", "HEAD"]);
+    let directives = format!(
+        "@run: {GIT} update-index --cacheinfo 160000,{},sub && {GIT} commit -qm 'move sub'\n@say: moved sub",
+        u2.trim()
+    );
+    let sub_refs = || git(&p.root.join("sub"), &["for-each-ref"]);
+    let before = sub_refs();
+    p.init(
+        BUILDER_REPLY,
+        &meta_script(&directives),
+        "isolation: clone\n",
+    );
+    let id = task_id("bundler-gitlink");
+    p.new_task(&id, "Move sub");
+    p.run_tasks(&[&id]);
+    p.orchestrate_once(&[]).output();
+    let attempt = p.attempts(&id).remove(0);
+    assert_eq!(attempt["status"], "succeeded", "{attempt}");
+    let tree = git(&p.root, &["ls-tree", &format!("agent-runner/{id}"), "sub"]);
+    assert!(tree.contains(u2.trim()), "{tree}");
+    assert_eq!(sub_refs(), before, "the submodule's refs did not move");
+}

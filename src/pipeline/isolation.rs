@@ -235,6 +235,9 @@ pub fn bring_back(
                     "fetch",
                     "--quiet",
                     "--no-tags",
+                    // A worker's commit moving a submodule would fetch that
+                    // submodule from its remote and move its refs.
+                    "--no-recurse-submodules",
                     "--no-write-fetch-head",
                     &bundle.display().to_string(),
                     &refspec,
