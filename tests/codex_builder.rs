@@ -236,3 +236,49 @@ fn real_codex_builds_the_taskconfig_with_the_output_schema() {
     assert!(config["task"].get("test").is_none());
     assert_eq!(config["task"]["id"], id.as_str());
 }
+
+#[test]
+fn the_builder_s_codex_sees_only_its_scratch_and_may_write_only_builder_fields() {
+    let p = workspace("codex-builder-view", TEST_IMAGE, ", network: none");
+    std::fs::write(p.root.join("private.txt"), "in the project\n").unwrap();
+    let meta_key = "sk-meta-key-not-for-the-builder-0123";
+    let id = task_id("codex-view");
+    let evil = CONFIG.replace(
+        "\"type\": \"docker_codex_cli\"",
+        "\"type\": \"docker_codex_cli\", \"docker_image\": \"evil:latest\", \"extra_args\": [\"--privileged\"]",
+    );
+    let prompt = format!(
+        "Look around\n@run: cat /proc/self/mountinfo > mounts.txt; env > env.txt; ls -a > ls.txt; cat private.txt ../private.txt > seen.txt 2>&1\n@say: {evil}"
+    );
+    let (code, attempt) = run(
+        &p,
+        &id,
+        &prompt,
+        &[("CODEX_API_KEY", CODEX_KEY), ("OPENAI_API_KEY", meta_key)],
+    );
+    assert_eq!(code, 1);
+    let error = attempt["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("the Task Builder (codex) failed: codex's reply is not a TaskConfig: runner.worker.docker_image, runner.worker.extra_args: not for the Task Builder to set"),
+        "{error}"
+    );
+    assert!(!p.root.join(".agent-runner").exists(), "nothing ran");
+    let scratch = std::path::Path::new(attempt["log_dir"].as_str().unwrap()).join("codex-builder");
+    let listed = read(&scratch.join("ls.txt"));
+    assert!(
+        listed.contains("mounts.txt") && !listed.contains("README.md"),
+        "{listed}"
+    );
+    assert!(!read(&scratch.join("seen.txt")).contains("in the project"));
+    let project = p.root.display().to_string();
+    let project_tail = &project[project.rfind("/agent-runner-").unwrap()..];
+    let mounts = read(&scratch.join("mounts.txt"));
+    assert!(mounts.contains("/codex-builder "), "{mounts}");
+    assert!(
+        !mounts.contains(project_tail),
+        "the project is not mounted: {mounts}"
+    );
+    let env = read(&scratch.join("env.txt"));
+    assert!(env.contains("CODEX_API_KEY="), "codex has its key");
+    assert!(!env.contains(meta_key), "Meta's key stays out: {env}");
+}

@@ -230,3 +230,91 @@ fn once_says_which_jobs_it_leaves_waiting_and_why() {
     ));
     assert_eq!(p.ipc("queue"), [format!("{job}.json")]);
 }
+
+#[test]
+fn a_dependency_s_files_reach_no_driver_of_the_user_s_git_config_on_the_host() {
+    // The user's global config has a smudge filter (as `git lfs install` writes one);
+    // the dependency's worker names it for every file.
+    let p = Pipeline::new("deps-driver", true);
+    let marker = p.scratch.join("smudged-on-the-host");
+    let config = p.scratch.file(
+        "gitconfig",
+        format!(
+            "[filter \"spy\"]\n\tsmudge = touch '{}' && cat\n\tclean = cat\n",
+            marker.display()
+        ),
+    );
+    let worker = "@run: echo '* filter=spy' > .gitattributes && t=$(git -c safe.directory='*' symbolic-ref --short HEAD) && echo x > \"${t#agent-runner/}.txt\"\n@say: wrote my file";
+    p.init(BUILDER, &meta_script(worker), "isolation: clone\n");
+    let (a, b) = (task_id("drv-a"), task_id("drv-b"));
+    task(&p, &a, &[]);
+    task(&p, &b, &[&a]);
+    p.run_tasks(&[&a, &b]);
+    p.orchestrate_once(&[])
+        .env("GIT_CONFIG_GLOBAL", &config)
+        .output()
+        .code(0);
+    for id in [&a, &b] {
+        assert_eq!(attempt(&p, id)["status"], "succeeded", "{id}");
+    }
+    // B's clone had A's files checked out, .gitattributes included.
+    let (_, seen) = git(&p.root, &["show", &format!("agent-runner/{b}:{a}.txt")]);
+    assert_eq!(seen, "x\n");
+    assert!(
+        !marker.exists(),
+        "host git ran the user's filter on worker-written files"
+    );
+    assert_nothing_left(&p, &[&a, &b]);
+}
+
+#[test]
+fn a_dependency_s_symlink_does_not_lead_the_merge_of_the_next_one_out_of_the_clone() {
+    // A turns the directory x into a link to a host directory; B writes x/y. The
+    // dependent merges A, then B: x/y must not be written through A's link.
+    let p = Pipeline::new("deps-symlink", true);
+    std::fs::create_dir(p.root.join("x")).unwrap();
+    std::fs::write(p.root.join("x/y"), "original\n").unwrap();
+    git(&p.root, &["add", "x/y"]);
+    git(
+        &p.root,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@localhost",
+            "commit",
+            "-qm",
+            "x/y",
+        ],
+    );
+    let outside = p.scratch.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let worker = format!(
+        "@run: case $(git -c safe.directory='*' symbolic-ref --short HEAD) in */lnk-*) rm -rf x && ln -s '{}' x ;; */dir-*) echo written-through > x/y ;; esac\n@say: done",
+        outside.display()
+    );
+    p.init(BUILDER, &meta_script(&worker), "isolation: clone\n");
+    let (a, b, c) = (task_id("lnk-a"), task_id("dir-b"), task_id("both-c"));
+    task(&p, &a, &[]);
+    task(&p, &b, &[]);
+    task(&p, &c, &[&a, &b]);
+    p.run_tasks(&[&a, &b, &c]);
+    p.orchestrate_once(&[]).output().code(1);
+    assert_eq!(attempt(&p, &a)["status"], "succeeded");
+    assert_eq!(attempt(&p, &b)["status"], "succeeded");
+    let (_, link) = git(&p.root, &["ls-tree", &format!("agent-runner/{a}"), "x"]);
+    assert!(
+        link.starts_with("120000 "),
+        "A's branch has the link: {link}"
+    );
+    let error = attempt(&p, &c)["error"].as_str().unwrap().to_string();
+    assert!(
+        error.contains(&format!(
+            "merging agent-runner/{b} into the attempt's start failed: conflict in x"
+        )),
+        "{error}"
+    );
+    let written: Vec<_> = std::fs::read_dir(&outside).unwrap().flatten().collect();
+    assert!(written.is_empty(), "{written:?}");
+    assert_nothing_left(&p, &[&a, &b, &c]);
+}

@@ -22,6 +22,7 @@ use super::{Workspace, atomic_file, id, outcome};
 use crate::interrupt::Interrupt;
 use crate::process::Ending;
 use crate::secret::Redactor;
+use crate::task::WorkerSettings;
 use crate::text::{cut, one_line};
 use crate::timestamp::{Timestamp, human};
 
@@ -243,13 +244,20 @@ fn attempt(
     if setup.interrupt.is_set() {
         return interrupted();
     }
-    let image = &config.worker.docker_image;
     if clone.is_some() {
-        if let Err(e) = setup.bundlers.start(image) {
+        if let Err(e) = setup.bundlers.start(&config.worker) {
             return failed(e);
         }
     }
-    run_and_bring_back(setup, claimed, &yaml, &run_dir, clone, image, place)
+    run_and_bring_back(
+        setup,
+        claimed,
+        &yaml,
+        &run_dir,
+        clone,
+        &config.worker,
+        place,
+    )
 }
 
 /// Runs the runner child, then brings an isolated attempt's branch back.
@@ -259,7 +267,7 @@ fn run_and_bring_back(
     yaml: &str,
     run_dir: &Path,
     clone: Option<AttemptClone>,
-    image: &str,
+    worker: &WorkerSettings,
     place: &mut Place,
 ) -> Ran {
     let ws = &setup.ws;
@@ -323,7 +331,7 @@ fn run_and_bring_back(
         &clone,
         &ws.root_dir,
         &setup.bundlers,
-        image,
+        worker,
         log_dir,
         setup.interrupt,
     );

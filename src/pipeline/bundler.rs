@@ -10,15 +10,18 @@
 //! attempt, alongside that attempt's runner, and held like the sandbox's keep-alive:
 //! an attached `docker run -i --rm` whose stdin we hold, so it ends with the
 //! orchestrator however that ends, and carries the sweep's owner labels. It has no
-//! network, sees the workspace's `clones/` read-only and an output directory of this
-//! orchestrator read-write, and takes one request per line on its stdin; the
-//! orchestrator sends one request at a time.
+//! network and the worker's resource limits (what it reads is the worker's: a loose
+//! object that inflates to gigabytes, say), sees the workspace's `clones/` read-only
+//! and an output directory of this orchestrator read-write, and takes one request
+//! per line on its stdin; the orchestrator sends one request at a time, and git
+//! never sees that stdin (a worker's link to `/proc/self/fd/0` would read it).
 //!
 //! Since one container reads every clone, nothing a worker wrote may steer it: the
 //! clone's HEAD and refs are read as data (the HEAD file, then the ref's file or
 //! `packed-refs`), and every git command runs against a private repository (our
 //! config, hooks off) that borrows the clone's objects and uses its files as the
-//! work tree. The clone's `.git/config`, hooks, index and info files are never read.
+//! work tree. The clone's `.git/config`, hooks, index and info files are never read,
+//! and git never runs in a submodule's repository (its config is the worker's too).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,8 +31,9 @@ use std::time::Duration;
 use crate::interrupt::Interrupt;
 use crate::owner::Owner;
 use crate::process::{self, Held, HeldWait, Invocation};
+use crate::task::{WorkerLimits, WorkerSettings};
 use crate::timestamp::human;
-use crate::worker::container::user_args;
+use crate::worker::container::{limit_args, user_args};
 use crate::worker::docker_cli::{mount_spec, remove_container};
 use crate::worker::sweep::{LABEL_TASK, owner_labels};
 
@@ -48,9 +52,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 /// <have>...`: bundle the clone `/clones/<job-id>` as `<branch>`, without the
 /// commits the host already has (`<have>`: the commit the clone started from, and
 /// the branches merged into it). What the worker left uncommitted is committed on a
-/// private index. The answer is one line: `agent-runner-bundle <job-id> bundled
-/// <sha>` (the bundle is `/out/<job-id>.bundle`), `... unchanged <sha>` (the branch
-/// is a commit the host has), or `... failed <reason>`. End-of-file ends it.
+/// private index; submodules stay as the clone's HEAD has them. The answer is one
+/// line: `agent-runner-bundle <job-id> bundled <sha>` (the bundle is
+/// `/out/<job-id>.bundle`), `... unchanged <sha>` (the branch is a commit the host
+/// has), or `... failed <reason>`. End-of-file ends it.
 const SCRIPT: &str = r#"set -u
 export HOME=/tmp GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0
 export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_VALUE_1=/dev/null GIT_CONFIG_KEY_2=core.fsmonitor GIT_CONFIG_VALUE_2=false
@@ -84,12 +89,26 @@ bundle() {
   plain -d "$c" directory
   plain -d "$c/.git" directory
   plain -d "$c/.git/objects" directory
+  # git would open a FIFO named like a file it reads (.gitignore, an object) and wait
+  # for a writer that never comes, holding up every attempt's bring-back; and it
+  # follows links in .git (to /proc/self/fd/0, to /dev/zero) and alternates.
+  special=$(find "$c" \( -type p -o -type b -o -type c -o \( -type l -path "$c/.git/*" \) \) -print | head -n 1)
+  [ -z "$special" ] || fail "${special#/clones/} is a FIFO, a device or a link in .git"
+  [ ! -e "$c/.git/objects/info/alternates" ] || fail "the clone borrows objects from elsewhere (.git/objects/info/alternates)"
   head=$(head_of "$c")
   cd "$c"
   echo "$c/.git/objects" > "$GIT_DIR/objects/info/alternates"
   base_tree=$(git rev-parse -q --verify "$head^{commit}^{tree}") || fail "HEAD $head is not a commit of the clone"
   git read-tree "$head"
+  # Submodules stay as HEAD has them. `git add` would run `git status` in each one
+  # checked out, with that repository's own config: a filter the worker wrote there
+  # would run here, in the container every later attempt's branch passes through.
+  links=/tmp/agent-runner-gitlinks
+  git ls-tree -r --full-tree "$head" > "$links.all"
+  grep '^160000 ' "$links.all" > "$links" || true
+  sed 's/^160000 /0 /' "$links" | git update-index --index-info
   git add -A -- . ':(exclude).agent-runner'
+  git update-index --index-info < "$links"
   tree=$(git write-tree)
   commit=$head
   if [ "$tree" != "$base_tree" ]; then
@@ -114,7 +133,7 @@ export GIT_DIR="$g/.git" GIT_INDEX_FILE="$g/index" GIT_AUTHOR_NAME=agent-runner 
 echo agent-runner-bundler-ready
 while read -r job task branch haves; do
   [ -n "$job" ] || continue
-  ( set -e; export GIT_WORK_TREE=/clones/$job; bundle "$job" "$task" "$branch" $haves ) 2>/tmp/agent-runner-bundle.err
+  ( set -e; export GIT_WORK_TREE=/clones/$job; bundle "$job" "$task" "$branch" $haves ) </dev/null 2>/tmp/agent-runner-bundle.err
   if [ $? != 0 ]; then
     echo "agent-runner-bundle $job failed $(tail -c 600 /tmp/agent-runner-bundle.err | tr '\n\r\t' '   ')"
   fi
@@ -140,7 +159,8 @@ pub enum Bundled {
     Unchanged(String),
 }
 
-/// The bundlers of one orchestrator, one per worker image, started on first use.
+/// The bundlers of one orchestrator, one per worker image and limits, started on
+/// first use.
 #[derive(Clone)]
 pub struct Bundlers(Arc<Mutex<State>>);
 
@@ -148,6 +168,7 @@ struct State {
     clones: PathBuf,
     out: PathBuf,
     workspace_id: String,
+    /// By `key`.
     running: HashMap<String, Bundler>,
 }
 
@@ -169,34 +190,36 @@ impl Bundlers {
         })))
     }
 
-    /// Starts the bundler for `image` if none runs yet, without waiting for it: an
-    /// attempt calls this as its runner starts, so the two start side by side.
-    pub fn start(&self, image: &str) -> Result<(), String> {
+    /// Starts the bundler for `worker`'s image and limits if none runs yet, without
+    /// waiting for it: an attempt calls this as its runner starts, so the two start
+    /// side by side.
+    pub fn start(&self, worker: &WorkerSettings) -> Result<(), String> {
         // Busy bundling: then it is there (and one that ended is replaced when asked).
         let mut state = match self.0.try_lock() {
             Ok(state) => state,
             Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
             Err(std::sync::TryLockError::Poisoned(_)) => return Err(poisoned()),
         };
-        state.bundler(image).map(|_| ())
+        state.bundler(worker).map(|_| ())
     }
 
     /// Bundles a clone's branch and takes the bundle into `into` (a file of ours).
     pub fn bundle(
         &self,
-        image: &str,
+        worker: &WorkerSettings,
         request: &Request,
         into: &Path,
         interrupt: Interrupt,
     ) -> Result<Bundled, String> {
         let mut state = self.lock()?;
         let out = state.out.clone();
-        let answer = state.bundler(image)?.ask(request, interrupt);
+        let image = worker.docker_image.as_str();
+        let answer = state.bundler(worker)?.ask(request, interrupt);
         let answer = match answer {
             Ok(answer) => answer,
             Err(e) => {
                 // Whatever state it is in, the next request gets a new one.
-                if let Some(bundler) = state.running.remove(image) {
+                if let Some(bundler) = state.running.remove(&key(worker)) {
                     bundler.stop();
                 }
                 return Err(explain(image, e));
@@ -239,25 +262,26 @@ impl Bundlers {
 const MAX_BUNDLE: u64 = 4 << 30;
 
 impl State {
-    /// The running bundler for `image`, started if there is none (or it ended).
-    fn bundler(&mut self, image: &str) -> Result<&mut Bundler, String> {
+    /// The running bundler for `worker`, started if there is none (or it ended).
+    fn bundler(&mut self, worker: &WorkerSettings) -> Result<&mut Bundler, String> {
+        let key = key(worker);
         let alive = self
             .running
-            .get_mut(image)
+            .get_mut(&key)
             .is_some_and(|b| b.held.is_running());
         if !alive {
-            if let Some(ended) = self.running.remove(image) {
+            if let Some(ended) = self.running.remove(&key) {
                 ended.stop();
             }
-            let bundler = self.spawn(image)?;
-            self.running.insert(image.to_string(), bundler);
+            let bundler = self.spawn(&worker.docker_image, &worker.limits)?;
+            self.running.insert(key.clone(), bundler);
         }
         self.running
-            .get_mut(image)
+            .get_mut(&key)
             .ok_or_else(|| "the bundler vanished".to_string())
     }
 
-    fn spawn(&self, image: &str) -> Result<Bundler, String> {
+    fn spawn(&self, image: &str, limits: &WorkerLimits) -> Result<Bundler, String> {
         for dir in [&self.clones, &self.out] {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -293,6 +317,7 @@ impl State {
         for (label, value) in owner_labels(&Owner::this_process()) {
             args.extend(["--label".into(), format!("{label}={value}")]);
         }
+        args.extend(limit_args(limits));
         args.extend(user_args());
         args.extend([
             "--mount".into(),
@@ -314,6 +339,15 @@ impl State {
             ready: false,
         })
     }
+}
+
+/// Which bundler serves `worker`: one per image and limits.
+fn key(worker: &WorkerSettings) -> String {
+    format!(
+        "{}\0{}",
+        worker.docker_image,
+        limit_args(&worker.limits).join(" ")
+    )
 }
 
 fn poisoned() -> String {

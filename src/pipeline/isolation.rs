@@ -7,7 +7,8 @@
 //! The clone is made with `git clone --local --no-hardlinks`: hard-linked object
 //! files would let the worker (root in its container) rewrite root_dir's objects.
 //! Until the runner starts, the clone is ours, and host git may set it up (switch,
-//! merge). After the worker has run, no host git command may touch it (SPEC §9: its
+//! merge), without the user's git config: dependency branches are worker-written,
+//! and the user's filter drivers must not run on them. After the worker has run, no host git command may touch it (SPEC §9: its
 //! `.git/config` could run code on the host): the branch leaves it as a bundle made
 //! by the `bundler` container, and the host only `git fetch`es that file into
 //! root_dir, checking every object. Host git commands on root_dir run with hooks and
@@ -21,6 +22,7 @@ use super::bundler::{Bundled, Bundlers, Request};
 use super::spare::Spares;
 use crate::interrupt::Interrupt;
 use crate::process::{self, Capture, Invocation, Limits, Stop};
+use crate::task::WorkerSettings;
 
 const GIT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Who makes the merge commits of dependency branches (unsigned, whatever the
@@ -117,15 +119,11 @@ pub fn prepare(
         )?;
     }
     // The clone is ours until the worker starts: host git may still run here.
-    git(
-        Some(dir),
-        &["switch", "--quiet", "-C", &branch, &base],
-        interrupt,
-    )?;
+    git_in_clone(dir, &["switch", "--quiet", "-C", &branch, &base], interrupt)?;
     let mut haves = vec![base.clone()];
     for name in merge {
-        let tip = git(
-            Some(dir),
+        let tip = git_in_clone(
+            dir,
             &[
                 "rev-parse",
                 "--verify",
@@ -144,13 +142,10 @@ pub fn prepare(
         let message = format!("agent-runner: merge {name} into {branch}");
         let mut args = IDENTITY.to_vec();
         args.extend(["merge", "--quiet", "--no-edit", "-m", &message, tip.trim()]);
-        if let Err(e) = git(Some(dir), &args, interrupt) {
-            let conflicts = git(
-                Some(dir),
-                &["diff", "--name-only", "--diff-filter=U"],
-                interrupt,
-            )
-            .unwrap_or_default();
+        if let Err(e) = git_in_clone(dir, &args, interrupt) {
+            let conflicts =
+                git_in_clone(dir, &["diff", "--name-only", "--diff-filter=U"], interrupt)
+                    .unwrap_or_default();
             let files: Vec<&str> = conflicts.lines().collect();
             return Err(if files.is_empty() {
                 format!("merging {name} into the attempt's start failed: {e}")
@@ -173,8 +168,8 @@ pub fn prepare(
     })
 }
 
-/// Clones `root` into `dir` as a spare (`spare::Spares`), HEAD checked out; the
-/// commit it has.
+/// Clones `root` into `dir` as a spare (`spare::Spares`), HEAD checked out as
+/// `prepare` checks out (without the user's config); the commit it has.
 pub fn spare_clone(root: &Path, dir: &Path) -> Result<String, String> {
     let dir_s = dir.display().to_string();
     let root_s = root.display().to_string();
@@ -186,6 +181,7 @@ pub fn spare_clone(root: &Path, dir: &Path) -> Result<String, String> {
             "--quiet",
             "--local",
             "--no-hardlinks",
+            "--no-checkout",
             "--template=",
             "--",
             &root_s,
@@ -193,17 +189,19 @@ pub fn spare_clone(root: &Path, dir: &Path) -> Result<String, String> {
         ],
         never,
     )?;
-    let head = git(Some(dir), &["rev-parse", "HEAD^{commit}"], never)?;
+    git_in_clone(dir, &["reset", "--quiet", "--hard"], never)?;
+    let head = git_in_clone(dir, &["rev-parse", "HEAD^{commit}"], never)?;
     Ok(head.trim().to_string())
 }
 
 /// Brings the clone's branch back into `root` as `agent-runner/<task-id>`: bundled
-/// by a bundler of `image`, fetched on the host. `work` is a directory of ours.
+/// by a bundler of `worker`'s image and limits, fetched on the host. `work` is a
+/// directory of ours.
 pub fn bring_back(
     clone: &AttemptClone,
     root: &Path,
     bundlers: &Bundlers,
-    image: &str,
+    worker: &WorkerSettings,
     work: &Path,
     interrupt: Interrupt,
 ) -> Result<(), String> {
@@ -216,7 +214,7 @@ pub fn bring_back(
     };
     let bundle = work.join("branch.bundle");
     let clock = std::time::Instant::now();
-    let bundled = bundlers.bundle(image, &request, &bundle, interrupt)?;
+    let bundled = bundlers.bundle(worker, &request, &bundle, interrupt)?;
     log::debug!(
         "job {}: bundled in {}",
         clone.job_id,
@@ -237,6 +235,9 @@ pub fn bring_back(
                     "fetch",
                     "--quiet",
                     "--no-tags",
+                    // A worker's commit moving a submodule would fetch that
+                    // submodule from its remote and move its refs.
+                    "--no-recurse-submodules",
                     "--no-write-fetch-head",
                     &bundle.display().to_string(),
                     &refspec,
@@ -278,7 +279,26 @@ fn git_on_root(root: &Path, args: &[&str], interrupt: Interrupt) -> Result<Strin
     git(Some(root), args, interrupt)
 }
 
+/// `git -C clone ...` in an attempt's clone before its worker starts, with no user or
+/// system config: the files it checks out come from worker-written branches, and
+/// drivers the user configured (a smudge filter, git-lfs reading a `.lfsconfig`
+/// there for where to connect) would run on the host on them. Nothing is fetched.
+/// The checkout is then also the files as committed, as the bundler reads them back.
+fn git_in_clone(clone: &Path, args: &[&str], interrupt: Interrupt) -> Result<String, String> {
+    let invocation = git_invocation(Some(clone))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args(["-c", "protocol.allow=never"])
+        .args(args.iter().copied());
+    run_git(&invocation, interrupt)
+}
+
 fn git(dir: Option<&Path>, args: &[&str], interrupt: Interrupt) -> Result<String, String> {
+    run_git(&git_invocation(dir).args(args.iter().copied()), interrupt)
+}
+
+/// `git` with hooks, fsmonitor and automatic maintenance off, in `dir`.
+fn git_invocation(dir: Option<&Path>) -> Invocation {
     // No automatic maintenance either: a fetch would start a detached `git
     // maintenance` in the user's repository after every attempt.
     let mut invocation = Invocation::new("git").args([
@@ -294,8 +314,11 @@ fn git(dir: Option<&Path>, args: &[&str], interrupt: Interrupt) -> Result<String
     if let Some(dir) = dir {
         invocation = invocation.args(["-C".to_string(), dir.display().to_string()]);
     }
-    let invocation = invocation.args(args.iter().copied());
-    let (ok, stdout, stderr) = run(&invocation, interrupt)?;
+    invocation
+}
+
+fn run_git(invocation: &Invocation, interrupt: Interrupt) -> Result<String, String> {
+    let (ok, stdout, stderr) = run(invocation, interrupt)?;
     if ok {
         Ok(stdout)
     } else {

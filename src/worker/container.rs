@@ -31,7 +31,7 @@ use crate::interrupt::Interrupt;
 use crate::owner::Owner;
 use crate::process::{self, Held, HeldWait, Invocation, Limits};
 use crate::sys;
-use crate::task::{CodexAuth, EnvValue, Network, WorkerSettings};
+use crate::task::{CodexAuth, EnvValue, Network, WorkerLimits, WorkerSettings};
 use crate::timestamp::human;
 
 /// Read-only mount point of the host's codex `auth.json`; `$CODEX_HOME/auth.json`
@@ -250,14 +250,7 @@ fn run_args(spec: &ContainerSpec, name: &str) -> Vec<String> {
         args.extend(["--cap-add".into(), (*cap).into()]);
     }
     args.extend(["--security-opt".into(), "no-new-privileges".into()]);
-    let limits = &spec.worker.limits;
-    args.extend(["--pids-limit".into(), limits.pids.to_string()]);
-    if let Some(bytes) = limits.memory_bytes {
-        args.extend(["--memory".into(), bytes.to_string()]);
-    }
-    if let Some(cpus) = limits.cpus {
-        args.extend(["--cpus".into(), cpus.to_string()]);
-    }
+    args.extend(limit_args(&spec.worker.limits));
     args.extend([
         "--mount".into(),
         mount_spec(&spec.repo, PROJECT_DIR, false),
@@ -277,6 +270,18 @@ fn run_args(spec: &ContainerSpec, name: &str) -> Vec<String> {
     args.extend(["--entrypoint".into(), "/bin/sh".into()]);
     args.push(spec.worker.docker_image.clone());
     args.extend(["-c".into(), KEEPALIVE_SCRIPT.into()]);
+    args
+}
+
+/// `docker run` arguments for `runner.worker.limits`.
+pub fn limit_args(limits: &WorkerLimits) -> Vec<String> {
+    let mut args = vec!["--pids-limit".to_string(), limits.pids.to_string()];
+    if let Some(bytes) = limits.memory_bytes {
+        args.extend(["--memory".into(), bytes.to_string()]);
+    }
+    if let Some(cpus) = limits.cpus {
+        args.extend(["--cpus".into(), cpus.to_string()]);
+    }
     args
 }
 
