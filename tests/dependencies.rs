@@ -258,7 +258,7 @@ fn a_dependency_s_files_reach_no_driver_of_the_user_s_git_config_on_the_host() {
         assert_eq!(attempt(&p, id)["status"], "succeeded", "{id}");
     }
     // B's clone had A's files checked out, .gitattributes included.
-    let (_, seen) = git(&p.root, &["show", &format!("agent-runner/{b}:{a}.txt")]);
+    let (_, seen) = try_git(&p.root, &["show", &format!("agent-runner/{b}:{a}.txt")]);
     assert_eq!(seen, "x\n");
     assert!(
         !marker.exists(),
@@ -274,8 +274,8 @@ fn a_dependency_s_symlink_does_not_lead_the_merge_of_the_next_one_out_of_the_clo
     let p = Pipeline::new("deps-symlink", true);
     std::fs::create_dir(p.root.join("x")).unwrap();
     std::fs::write(p.root.join("x/y"), "original\n").unwrap();
-    git(&p.root, &["add", "x/y"]);
-    git(
+    try_git(&p.root, &["add", "x/y"]);
+    try_git(
         &p.root,
         &[
             "-c",
@@ -302,7 +302,7 @@ fn a_dependency_s_symlink_does_not_lead_the_merge_of_the_next_one_out_of_the_clo
     p.orchestrate_once(&[]).output().code(1);
     assert_eq!(attempt(&p, &a)["status"], "succeeded");
     assert_eq!(attempt(&p, &b)["status"], "succeeded");
-    let (_, link) = git(&p.root, &["ls-tree", &format!("agent-runner/{a}"), "x"]);
+    let (_, link) = try_git(&p.root, &["ls-tree", &format!("agent-runner/{a}"), "x"]);
     assert!(
         link.starts_with("120000 "),
         "A's branch has the link: {link}"
