@@ -157,6 +157,17 @@ fn write_stdout(text: &str) -> Result<(), Error> {
         .map_err(Error::Stdout)
 }
 
+/// Writes `value` as one line of JSON on stdout, streamed (a large document is never
+/// held as a whole string).
+fn write_json_stdout(value: &impl serde::Serialize) -> Result<(), Error> {
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+    serde_json::to_writer(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush())
+        .map_err(Error::Stdout)
+}
+
 /// Prints each problem of an error (and its hint) on stderr, secrets masked and
 /// control characters shown escaped; returns the exit code.
 fn report(error: &Error, redactor: &Redactor) -> i32 {

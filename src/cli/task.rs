@@ -19,7 +19,7 @@ use crate::text::{cut_chars, escape_controls, fit, one_line};
 use crate::timestamp::human;
 
 use super::WorkspaceDir;
-use super::{report, write_stdout};
+use super::{report, write_json_stdout, write_stdout};
 
 #[derive(Debug, Subcommand)]
 pub enum TaskCommand {
@@ -124,10 +124,7 @@ fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
     let board = Board::load(&ws)?;
     let rows = task_json::rows(&board, all);
     if json {
-        let doc = TaskList::new(&ws, &board, &rows);
-        let mut text = serde_json::to_string(&doc).unwrap_or_default();
-        text.push('\n');
-        write_stdout(&text)?;
+        write_json_stdout(&TaskList::new(&ws, &board, &rows))?;
         return Ok(exit::COMPLETE);
     }
     let mut out = String::with_capacity(rows.len() * 100 + 100);
