@@ -5,7 +5,7 @@
 mod support;
 
 use support::docker::containers_labelled;
-use support::pipeline::{BUILDER_REPLY, Pipeline, git, meta_script, task_id};
+use support::pipeline::{BUILDER_REPLY, Pipeline, commit, git, meta_script, task_id};
 
 /// git in the worker's container, as the worker would run it.
 const GIT: &str = "git -c safe.directory='*' -c user.name=w -c user.email=w@localhost";
@@ -190,18 +190,7 @@ fn commit_files(p: &Pipeline, files: &[(&str, &str)]) {
         std::fs::write(p.root.join(name), text).unwrap();
         git(&p.root, &["add", name]);
     }
-    git(
-        &p.root,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@localhost",
-            "commit",
-            "-qm",
-            "files",
-        ],
-    );
+    commit(&p.root, "files");
 }
 
 /// A worker's commit with a checked-out submodule whose own config has a clean
@@ -430,16 +419,7 @@ fn the_bundler_has_the_worker_s_resource_limits() {
         "network: none}",
         "network: none, limits: {memory: 300m, cpus: 1.5, pids: 321}}",
     );
-    let file = p.scratch.file("defaults-limits.yaml", defaults);
-    p.cmd(&[
-        "workspace",
-        "init",
-        p.root.to_str().unwrap(),
-        "--defaults",
-        file.to_str().unwrap(),
-    ])
-    .output()
-    .code(0);
+    p.init_with("defaults-limits.yaml", &defaults);
     let id = task_id("bundler-limits");
     p.new_task(&id, "Work");
     p.run_tasks(&[&id]);

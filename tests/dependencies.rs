@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::docker::containers_labelled;
-use support::pipeline::{Pipeline, git, meta_script, read, task_id, try_git};
+use support::pipeline::{Pipeline, commit, git, meta_script, read, task_id, try_git};
 
 /// The worker: finds its task id from the clone's branch, lists what it sees into
 /// `<task>.seen`, takes a second (so that attempts overlap), writes `<task>.txt`.
@@ -275,18 +275,7 @@ fn a_dependency_s_symlink_does_not_lead_the_merge_of_the_next_one_out_of_the_clo
     std::fs::create_dir(p.root.join("x")).unwrap();
     std::fs::write(p.root.join("x/y"), "original\n").unwrap();
     git(&p.root, &["add", "x/y"]);
-    git(
-        &p.root,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@localhost",
-            "commit",
-            "-qm",
-            "x/y",
-        ],
-    );
+    commit(&p.root, "x/y");
     let outside = p.scratch.join("outside");
     std::fs::create_dir(&outside).unwrap();
     let worker = format!(

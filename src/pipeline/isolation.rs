@@ -99,24 +99,8 @@ pub fn prepare(
     if merge.is_empty() && spares.take(&base, dir) {
         log::debug!("job {job_id}: a spare clone taken");
     } else {
-        let dir_s = dir.display().to_string();
-        let root_s = root.display().to_string();
-        git(
-            None,
-            &[
-                "clone",
-                "--quiet",
-                "--local",
-                "--no-hardlinks",
-                // Checked out once, by the switch below; no sample hooks copied.
-                "--no-checkout",
-                "--template=",
-                "--",
-                &root_s,
-                &dir_s,
-            ],
-            interrupt,
-        )?;
+        // Checked out once, by the switch below.
+        clone_unchecked_out(root, dir, interrupt)?;
     }
     // The clone is ours until the worker starts: host git may still run here.
     git_in_clone(dir, &["switch", "--quiet", "-C", &branch, &base], interrupt)?;
@@ -168,12 +152,11 @@ pub fn prepare(
     })
 }
 
-/// Clones `root` into `dir` as a spare (`spare::Spares`), HEAD checked out as
-/// `prepare` checks out (without the user's config); the commit it has.
-pub fn spare_clone(root: &Path, dir: &Path) -> Result<String, String> {
+/// `git clone` of `root` into `dir` with nothing checked out and no sample hooks
+/// copied: the caller checks out once, without the user's config.
+fn clone_unchecked_out(root: &Path, dir: &Path, interrupt: Interrupt) -> Result<(), String> {
     let dir_s = dir.display().to_string();
     let root_s = root.display().to_string();
-    let never = Interrupt::never();
     git(
         None,
         &[
@@ -187,8 +170,16 @@ pub fn spare_clone(root: &Path, dir: &Path) -> Result<String, String> {
             &root_s,
             &dir_s,
         ],
-        never,
+        interrupt,
     )?;
+    Ok(())
+}
+
+/// Clones `root` into `dir` as a spare (`spare::Spares`), HEAD checked out as
+/// `prepare` checks out (without the user's config); the commit it has.
+pub fn spare_clone(root: &Path, dir: &Path) -> Result<String, String> {
+    let never = Interrupt::never();
+    clone_unchecked_out(root, dir, never)?;
     git_in_clone(dir, &["reset", "--quiet", "--hard"], never)?;
     let head = git_in_clone(dir, &["rev-parse", "HEAD^{commit}"], never)?;
     Ok(head.trim().to_string())

@@ -32,6 +32,22 @@ pub fn try_git(dir: &Path, args: &[&str]) -> (bool, String) {
     )
 }
 
+/// Commits what is staged in `dir`, as a test user.
+pub fn commit(dir: &Path, message: &str) {
+    git(
+        dir,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@localhost",
+            "commit",
+            "-qm",
+            message,
+        ],
+    );
+}
+
 /// Host git in `dir` that must succeed; its stdout.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let (ok, out) = try_git(dir, args);
@@ -66,27 +82,9 @@ impl Pipeline {
         )
         .unwrap();
         if git {
-            for args in [
-                &["init", "-q"][..],
-                &["add", "README.md"],
-                &[
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@localhost",
-                    "commit",
-                    "-qm",
-                    "init",
-                ],
-            ] {
-                let ok = std::process::Command::new("git")
-                    .arg("-C")
-                    .arg(&root)
-                    .args(args)
-                    .status()
-                    .unwrap();
-                assert!(ok.success());
-            }
+            self::git(&root, &["init", "-q"]);
+            self::git(&root, &["add", "README.md"]);
+            commit(&root, "init");
         }
         let home = scratch.path.join("home");
         Pipeline {
