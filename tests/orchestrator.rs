@@ -127,6 +127,42 @@ fn jobs_3_run_in_clones_and_bring_back_three_branches_without_touching_the_root(
 }
 
 #[test]
+fn a_branch_checked_out_in_a_linked_worktree_is_not_moved() {
+    // No worker run: the branch comes back unchanged, by update-ref, which (unlike
+    // fetch) does not look at worktrees by itself.
+    let p = Pipeline::new("orch-worktree", true);
+    p.init(BUILDER_REPLY, QUICK_META, "isolation: clone\n");
+    let id = task_id("worktree");
+    p.new_task(&id, "Nothing to do");
+    let linked = p.scratch.join("linked");
+    let branch = format!("agent-runner/{id}");
+    git(
+        &p.root,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            &branch,
+            linked.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(linked.join("mine.txt"), "the user's work\n").unwrap();
+    git(&linked, &["add", "mine.txt"]);
+    support::pipeline::commit(&linked, "mine");
+    let tip = git(&linked, &["rev-parse", "HEAD"]);
+    p.run_tasks(&[&id]);
+    p.orchestrate_once(&[]).output().code(1);
+    let error = p.attempts(&id)[0]["error"].as_str().unwrap().to_string();
+    assert!(
+        error.contains(&format!("{branch} is checked out in {}", linked.display())),
+        "{error}"
+    );
+    assert_eq!(git(&linked, &["rev-parse", "HEAD"]), tip);
+    assert_eq!(git(&linked, &["status", "--porcelain"]), "");
+}
+
+#[test]
 fn a_branch_checked_out_in_the_root_is_not_overwritten() {
     let p = Pipeline::new("orch-checked-out", true);
     p.init(

@@ -249,13 +249,27 @@ pub fn bring_back(
     Ok(())
 }
 
-/// An error if `branch` is root_dir's checked-out branch: updating it would change
-/// the user's work tree under them.
+/// An error if `branch` is checked out in root_dir or in one of its linked worktrees:
+/// updating it would change that work tree under its user.
 fn refuse_checked_out(root: &Path, branch: &str, interrupt: Interrupt) -> Result<(), String> {
-    match git_on_root(root, &["symbolic-ref", "-q", "HEAD"], interrupt) {
-        Ok(head) if head.trim() == format!("refs/heads/{branch}") => Err(checked_out(branch, root)),
-        _ => Ok(()),
+    // Without -z (git < 2.36 lacks it): a worktree path with a newline is misread.
+    let list = git_on_root(root, &["worktree", "list", "--porcelain"], interrupt)?;
+    let wanted = format!("branch refs/heads/{branch}");
+    let mut path = None;
+    for field in list.lines() {
+        if let Some(p) = field.strip_prefix("worktree ") {
+            path = Some(p);
+        } else if field == wanted {
+            return Err(match path {
+                Some(p) if Path::new(p) != root => format!(
+                    "{branch} is checked out in {p}, a worktree of root_dir {}; switch it to another branch so it can be updated",
+                    root.display()
+                ),
+                _ => checked_out(branch, root),
+            });
+        }
     }
+    Ok(())
 }
 
 fn checked_out(branch: &str, root: &Path) -> String {
