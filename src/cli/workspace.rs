@@ -20,7 +20,7 @@ pub enum WorkspaceCommand {
         #[arg(default_value = ".")]
         dir: PathBuf,
         /// YAML with `runner:` (meta/worker settings that win over the builder's),
-        /// `builder:` ({kind: meta|scripted, model, script}) and `isolation: clone`.
+        /// `builder:` ({kind: meta|scripted|codex, model, script}) and `isolation: clone`.
         #[arg(long, value_name = "FILE.yaml")]
         defaults: Option<PathBuf>,
     },
@@ -47,4 +47,25 @@ fn init(dir: PathBuf, defaults: Option<PathBuf>) -> Result<(), Error> {
         ws.root_dir.display(),
         ws.dir.display()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use crate::pipeline::defaults::BuilderKind;
+
+    #[test]
+    fn the_defaults_help_names_every_builder_kind() {
+        let mut cli = super::super::Cli::command();
+        let init = cli
+            .find_subcommand_mut("workspace")
+            .and_then(|w| w.find_subcommand_mut("init"))
+            .expect("workspace init exists");
+        let help = init.render_long_help().to_string();
+        let kinds = [BuilderKind::Meta, BuilderKind::Scripted, BuilderKind::Codex]
+            .map(BuilderKind::as_str)
+            .join("|");
+        assert!(help.contains(&format!("{{kind: {kinds},")), "{help}");
+    }
 }
