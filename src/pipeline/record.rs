@@ -100,6 +100,8 @@ pub struct Attempt {
     pub log_dir: String,
 }
 
+/// How an attempt ended, as recorded (the runner's status, unless bringing the
+/// branch back or an interrupt failed it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AttemptStatus {
@@ -108,6 +110,7 @@ pub enum AttemptStatus {
 }
 
 impl AttemptStatus {
+    /// The name in the task file and the result file.
     pub fn as_str(self) -> &'static str {
         match self {
             AttemptStatus::Succeeded => "succeeded",
