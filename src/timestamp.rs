@@ -79,9 +79,25 @@ pub fn human(d: Duration) -> String {
     }
 }
 
+/// `2026-11-22T05:31:30.123Z` → `2026-11-22 05:31:30`: a stored time for a table
+/// or a page (other text is cut the same way, whatever it is).
+pub fn short(rfc3339: &str) -> String {
+    rfc3339
+        .chars()
+        .take(19)
+        .collect::<String>()
+        .replacen('T', " ", 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_times_drop_the_fraction_and_the_zone() {
+        assert_eq!(short("2026-11-22T05:31:30.123Z"), "2026-11-22 05:31:30");
+        assert_eq!(short("ア"), "ア", "any text, never a panic");
+    }
 
     fn at(secs: u64, millis: u64) -> Timestamp {
         Timestamp(UNIX_EPOCH + Duration::from_millis(secs * 1000 + millis))

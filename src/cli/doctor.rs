@@ -12,6 +12,7 @@ use crate::text::escape_controls;
 
 use super::{input, parse_task, report, write_stdout};
 
+/// Runs the checks and prints one line each; returns the exit code.
 pub fn doctor(interrupt: Interrupt) -> i32 {
     let var = |name: &str| std::env::var(name).ok();
     let defaults = || {

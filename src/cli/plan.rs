@@ -41,6 +41,7 @@ pub struct PlanArgs {
     message: Vec<String>,
 }
 
+/// Runs `plan` with `args`; returns the exit code.
 pub fn run(args: PlanArgs, interrupt: Interrupt) -> i32 {
     let ws = match super::home().and_then(|home| Ok(Workspace::open(&home, &args.workspace.dir)?)) {
         Ok(ws) => ws,

@@ -20,6 +20,7 @@ use crate::worker::docker::{DockerSandbox, SandboxConfig};
 
 use super::{read_task, report, write_stdout};
 
+/// Runs the task on stdin to its end and prints its result; returns the exit code.
 pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 {
     let clock = Instant::now();
     let invalid = |error: &Error, redactor: &Redactor| {

@@ -21,6 +21,7 @@ use crate::timestamp::human;
 use super::WorkspaceDir;
 use super::{report, write_json_stdout, write_stdout};
 
+/// `agent-runner task ...`.
 #[derive(Debug, Subcommand)]
 pub enum TaskCommand {
     /// Create a task from a prompt; prints its id.
@@ -70,6 +71,7 @@ pub enum TaskCommand {
     },
 }
 
+/// Runs a `task` subcommand; returns the exit code.
 pub fn run(command: TaskCommand) -> i32 {
     let result = match command {
         TaskCommand::New {
@@ -159,10 +161,9 @@ fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
     Ok(exit::COMPLETE)
 }
 
-/// `2026-11-22T05:31:30.123Z` → `2026-11-22 05:31:30`.
+/// A stored time, short (`timestamp::short`), safe for a terminal.
 fn short_time(rfc3339: &str) -> String {
-    let cut: String = rfc3339.chars().take(19).collect();
-    escape_controls(&cut.replacen('T', " ", 1))
+    escape_controls(&crate::timestamp::short(rfc3339))
 }
 
 fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {

@@ -8,6 +8,7 @@ use crate::task;
 
 use super::{read_task, report, write_stdout};
 
+/// Prints the Task YAML on stdin resolved, secrets masked; returns the exit code.
 pub fn validate(interrupt: Interrupt) -> i32 {
     let task = match read_task(interrupt) {
         Ok(task) => task,

@@ -12,6 +12,7 @@ use crate::secret::Redactor;
 
 use super::{report, write_stdout};
 
+/// `agent-runner workspace ...`.
 #[derive(Debug, Subcommand)]
 pub enum WorkspaceCommand {
     /// Create the workspace of DIR (default: the current directory), or update its defaults.
@@ -26,6 +27,7 @@ pub enum WorkspaceCommand {
     },
 }
 
+/// Runs a `workspace` subcommand; returns the exit code.
 pub fn run(command: WorkspaceCommand) -> i32 {
     match command {
         WorkspaceCommand::Init { dir, defaults } => match init(dir, defaults) {

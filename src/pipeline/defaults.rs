@@ -39,6 +39,7 @@ pub struct BuilderSettings {
     pub script: Option<PathBuf>,
 }
 
+/// `defaults.builder.kind`: how a prompt becomes a TaskConfig.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BuilderKind {
@@ -52,6 +53,7 @@ pub enum BuilderKind {
 }
 
 impl BuilderKind {
+    /// The name in the defaults file and in log lines.
     pub fn as_str(self) -> &'static str {
         match self {
             BuilderKind::Meta => "meta",

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+/// A pipeline command's failure, with the file or id it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
     /// A file operation failed.
@@ -16,12 +17,14 @@ pub enum PipelineError {
     /// Something the user gave (an id, a defaults file, a prompt) is not valid.
     #[error("{0}")]
     Invalid(String),
+    /// No task file for the id.
     #[error("task {id} not found in workspace {workspace} ({})", path.display())]
     TaskNotFound {
         id: String,
         workspace: String,
         path: PathBuf,
     },
+    /// `task new --id` with an id already taken.
     #[error("task {0} already exists; choose another --id")]
     TaskExists(String),
 }

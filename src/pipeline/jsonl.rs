@@ -165,6 +165,33 @@ mod tests {
         }
     }
 
+    quickcheck::quickcheck! {
+        fn the_word_search_finds_the_first_newline(bytes: Vec<u8>, at: Vec<u8>) -> bool {
+            // Newlines only where `at` puts (up to two of) them, so that cases
+            // without one, with the first in any word or in the tail all come up.
+            let mut bytes: Vec<u8> = bytes.into_iter().map(|b| b.max(b'\n' + 1)).collect();
+            let len = bytes.len();
+            for i in at.into_iter().take(2) {
+                if let Some(b) = bytes.get_mut(usize::from(i) % len.max(1)) {
+                    *b = b'\n';
+                }
+            }
+            find_newline(&bytes) == bytes.iter().position(|&b| b == b'\n')
+        }
+
+        fn lines_are_the_non_blank_pieces_between_newlines(text: String) -> bool {
+            let bytes = text.as_bytes();
+            let pieces: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+            let expected: Vec<(usize, &[u8], bool)> = pieces
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| !blank(p))
+                .map(|(i, p)| (i + 1, *p, pieces[i + 1..].iter().all(|q| blank(q))))
+                .collect();
+            lines(bytes).collect::<Vec<_>>() == expected
+        }
+    }
+
     #[test]
     fn an_unterminated_last_line_is_marked_last() {
         let got: Vec<_> = lines(b"{}\n{\"x").map(|(n, _, last)| (n, last)).collect();

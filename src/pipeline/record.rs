@@ -100,6 +100,8 @@ pub struct Attempt {
     pub log_dir: String,
 }
 
+/// How an attempt ended, as recorded (the runner's status, unless bringing the
+/// branch back or an interrupt failed it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AttemptStatus {
@@ -108,6 +110,7 @@ pub enum AttemptStatus {
 }
 
 impl AttemptStatus {
+    /// The name in the task file and the result file.
     pub fn as_str(self) -> &'static str {
         match self {
             AttemptStatus::Succeeded => "succeeded",
@@ -550,6 +553,45 @@ pub(crate) mod tests {
         assert!(fold("t", &created, Depth::Full, &commits(3, &[])).is_none());
         assert!(fold("t", &created, Depth::Full, &commits(4, &[])).is_some());
         assert!(fold("t", &created, Depth::Full, &commits(5, &["p-9"])).is_none());
+    }
+
+    quickcheck::quickcheck! {
+        // A list (Depth::Latest) skips parsing earlier attempt lines; whatever the
+        // file holds, it must still name the attempt a full read ends with.
+        fn a_list_and_a_full_read_agree_on_the_latest_attempt(ops: Vec<u8>) -> bool {
+            let mut bytes = file(&[Line::Task(record("t-1"))]);
+            for (n, op) in ops.iter().enumerate() {
+                let job = format!("j-{n}");
+                let line = Line::Attempt(attempt(&job, AttemptStatus::Succeeded)).to_json();
+                match op % 6 {
+                    0 => bytes.extend(&line),
+                    // Torn mid-write; the next append starts a fresh line.
+                    1 => bytes.extend(&line[..usize::from(*op) % line.len()]),
+                    // Another writer's spacing: not the fast path.
+                    2 => {
+                        bytes.push(b' ');
+                        bytes.extend(&line);
+                    }
+                    3 => bytes.extend(br#"{"type":"attempt","attempt_id":1}"#),
+                    4 => {
+                        let deleted = Deleted { at: job, reason: String::new() };
+                        bytes.extend(&Line::Deleted(deleted).to_json());
+                    }
+                    _ => bytes.extend(&ops[..n]),
+                }
+                bytes.push(b'\n');
+            }
+            let full = fold("t", &bytes, Depth::Full, &Commits::none());
+            let brief = fold("t", &bytes, Depth::Latest, &Commits::none());
+            let (Some(full), Some(brief)) = (full, brief) else {
+                return false;
+            };
+            let job = |v: &TaskView| v.latest().map(|a| a.job_id.clone());
+            job(&full) == job(&brief)
+                && brief.latest().is_none_or(|a| a.result.is_none())
+                && brief.record == full.record
+                && brief.attempt_count >= full.attempt_count
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
+    /// The name shown and written (`RUNNING`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             TaskStatus::Running => "RUNNING",

@@ -26,6 +26,7 @@ pub struct TaskStore {
 }
 
 impl TaskStore {
+    /// The TaskStore of `ws` (nothing is read yet).
     pub fn new(ws: &Workspace) -> Self {
         TaskStore {
             dir: ws.tasks_dir(),

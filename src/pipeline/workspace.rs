@@ -126,26 +126,32 @@ impl Workspace {
         Ok(())
     }
 
+    /// `tasks/`: one JSON Lines file per task (the TaskStore).
     pub fn tasks_dir(&self) -> PathBuf {
         self.dir.join("tasks")
     }
 
+    /// `ipc/queue/`: jobs waiting to be claimed.
     pub fn queue_dir(&self) -> PathBuf {
         self.dir.join("ipc/queue")
     }
 
+    /// `ipc/running/`: claimed jobs (a rename from the queue is the claim).
     pub fn running_dir(&self) -> PathBuf {
         self.dir.join("ipc/running")
     }
 
+    /// `ipc/results/`: one result document per finished job.
     pub fn results_dir(&self) -> PathBuf {
         self.dir.join("ipc/results")
     }
 
+    /// `ipc/failed/`: job files that could not be read, each with why.
     pub fn failed_dir(&self) -> PathBuf {
         self.dir.join("ipc/failed")
     }
 
+    /// `logs/`: a directory of logs per job.
     pub fn logs_dir(&self) -> PathBuf {
         self.dir.join("logs")
     }

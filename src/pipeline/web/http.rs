@@ -293,6 +293,70 @@ mod tests {
     }
 
     #[test]
+    fn any_request_is_read_within_its_bounds_or_refused() {
+        // More cases than the default: `shape` picks one of many combinations.
+        quickcheck::QuickCheck::new()
+            .tests(2000)
+            .quickcheck(read_within_bounds as fn(Vec<String>, Vec<u8>, u8) -> bool);
+    }
+
+    fn read_within_bounds(parts: Vec<String>, body: Vec<u8>, shape: u8) -> bool {
+        const MAX_BODY: usize = 8;
+        let method = ["GET", "POST", "get", "", "G T"][usize::from(shape % 5)];
+        // Mostly well-formed, so that the limits are reached; every fourth case
+        // has the parts as they come.
+        let raw = shape / 20 % 4 == 0;
+        let word = |s: &str| -> String {
+            if raw {
+                s.to_string()
+            } else {
+                s.chars().filter(char::is_ascii_alphanumeric).collect()
+            }
+        };
+        let target = word(parts.first().map_or("", String::as_str));
+        let target = if shape % 2 == 0 {
+            format!("/{target}")
+        } else {
+            target
+        };
+        let mut head = format!("{method} {target} HTTP/1.1\r\n");
+        for part in parts.iter().skip(1) {
+            head.push_str(&format!("X-{}: {}\r\n", word(part), word(part)));
+        }
+        match shape / 5 % 4 {
+            0 => {}
+            1 => head.push_str(&format!("Content-Length: {}\r\n", body.len())),
+            2 => head.push_str(&format!("Content-Length: {}\r\n", body.len() + 1)),
+            _ => head.push_str("Content-Length: -1\r\n"),
+        }
+        head.push_str("\r\n");
+        let mut bytes = head.into_bytes();
+        bytes.extend(&body);
+        let mut input = std::io::BufReader::new(&bytes[..]);
+        match read_request(&mut input, MAX_BODY) {
+            Ok(r) => {
+                r.body.len() <= MAX_BODY
+                    && r.path.starts_with('/')
+                    && !r.method.is_empty()
+                    && r.method.bytes().all(|b| b.is_ascii_uppercase())
+            }
+            // The whole request arrived: whatever is wrong with it gets an answer.
+            Err(e) => e != ReadError::Gone,
+        }
+    }
+
+    quickcheck::quickcheck! {
+
+        fn any_bytes_are_read_or_refused_without_reading_past_the_limits(bytes: Vec<u8>) -> bool {
+            // Repeated so that inputs run past MAX_HEAD.
+            let bytes = bytes.repeat(400);
+            let mut input: &[u8] = &bytes;
+            let _ = read_request(&mut input, 0);
+            bytes.len() - input.len() <= MAX_HEAD + 1
+        }
+    }
+
+    #[test]
     fn a_request_is_read_with_its_headers_and_body() {
         let r = read(
             b"POST /api/tasks?all=1&x HTTP/1.1\r\nHost: 127.0.0.1:1\r\nContent-Length: 4\r\nX-A:  b \r\n\r\nbodyEXTRA",

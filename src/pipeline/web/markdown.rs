@@ -192,6 +192,94 @@ mod tests {
         assert!(!safe_url("\u{1}javascript:x"));
     }
 
+    /// Pieces of hostile Markdown a note could quote, to build cases from.
+    const PIECES: [&str; 32] = [
+        "[x](",
+        "]",
+        "(",
+        ")",
+        "](",
+        "<",
+        ">",
+        "javascript:",
+        "JaVa\tScRiPt:",
+        "data:x,",
+        "http://x",
+        "&#106;avascript:",
+        "\n",
+        "\n\n",
+        "<details>\n",
+        "</details>\n",
+        "<summary>s</summary>\n",
+        "<script>",
+        "<img src=x onerror=y>",
+        "`",
+        "```\n",
+        "*",
+        "!",
+        "[r]: ",
+        "    ",
+        "> ",
+        "- ",
+        "1. ",
+        "|",
+        "#",
+        "\\",
+        "<a href=\"javascript:x\">",
+    ];
+
+    /// The tag name in `html` that starts at `at` (just after `<` or `</`).
+    fn tag_name(html: &str, at: usize) -> &str {
+        let rest = &html[at..];
+        let end = rest
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .unwrap_or(rest.len());
+        &rest[..end]
+    }
+
+    /// Whether an attribute value has no scheme (letters, digits, `+`, `-` and `.`
+    /// before a `:`) or a safe one.
+    fn safe_target(target: &str) -> bool {
+        let end = target
+            .find(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
+            .unwrap_or(target.len());
+        !target[end..].starts_with(':')
+            || ["http", "https", "mailto"].contains(&target[..end].to_ascii_lowercase().as_str())
+    }
+
+    #[test]
+    fn hostile_markdown_gives_only_known_tags_and_safe_links() {
+        // More cases than the default: a link needs a few pieces in a row.
+        quickcheck::QuickCheck::new()
+            .tests(1000)
+            .quickcheck(only_known_tags_and_safe_links as fn(Vec<u8>, Vec<String>) -> bool);
+    }
+
+    fn only_known_tags_and_safe_links(picks: Vec<u8>, words: Vec<String>) -> bool {
+        let mut markdown = String::new();
+        for (i, pick) in picks.iter().enumerate() {
+            match PIECES.get(usize::from(*pick) % (PIECES.len() + 4)) {
+                Some(piece) => markdown.push_str(piece),
+                None => markdown.push_str(words.get(i % words.len().max(1)).map_or("", |w| w)),
+            }
+        }
+        let html = to_html(&markdown);
+        let known: Vec<&str> = "p h1 h2 h3 h4 h5 h6 ul ol li code pre em strong del a \
+             blockquote hr br input details summary"
+            .split_whitespace()
+            .collect();
+        // Text has its `<` escaped: every `<` left opens a tag the renderer wrote.
+        let tags_safe = html.match_indices('<').all(|(at, _)| {
+            let tag = &html[at..html[at..].find('>').map_or(html.len(), |end| at + end)];
+            let name = tag_name(&html, at + 1 + usize::from(tag.starts_with("</")));
+            known.contains(&name)
+                && tag
+                    .find("href=\"")
+                    .is_none_or(|h| safe_target(&tag[h + 6..]))
+        });
+        tags_safe && html.matches("<details>").count() == html.matches("</details>").count()
+    }
+
     #[test]
     fn task_lists_and_code_render_and_tables_stay_text() {
         let html = to_html("- [x] AC-1: done\n- [ ] AC-2\n\n| a | b |\n|---|---|\n| 1 | `<2>` |\n");

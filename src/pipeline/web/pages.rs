@@ -19,7 +19,7 @@ use super::html::{push_text, text, url_segment};
 use super::http::Response;
 use super::markdown;
 use super::plan_files;
-use crate::timestamp::human;
+use crate::timestamp::{human, short};
 
 const HTML: &str = "text/html; charset=utf-8";
 
@@ -86,15 +86,6 @@ fn runnable(status: TaskStatus) -> bool {
         status,
         TaskStatus::Pending | TaskStatus::Failed | TaskStatus::Succeeded
     )
-}
-
-/// `2026-11-22T05:31:30.123Z` → `2026-11-22 05:31:30`.
-fn short_time(rfc3339: &str) -> String {
-    rfc3339
-        .chars()
-        .take(19)
-        .collect::<String>()
-        .replacen('T', " ", 1)
 }
 
 fn duration(ms: u64) -> String {
@@ -173,7 +164,7 @@ fn task_row(out: &mut String, task: &TaskView, status: TaskStatus) {
             let _ = write!(
                 out,
                 "{} · {} · {}",
-                text(&short_time(&a.started_at)),
+                text(&short(&a.started_at)),
                 a.status.as_str(),
                 duration(a.duration_ms)
             );
@@ -222,7 +213,7 @@ pub fn task(app: &App, task_id: &str) -> Response {
         status_class(status.as_str()),
         status.as_str(),
         text(&r.id),
-        text(&short_time(&r.created_at)),
+        text(&short(&r.created_at)),
     );
     if let Some((state, job)) = board.jobs.get(task_id) {
         let _ = write!(
@@ -247,7 +238,7 @@ pub fn task(app: &App, task_id: &str) -> Response {
         let _ = writeln!(
             main,
             "<p class=\"warning\">Deleted {}: {}</p>",
-            text(&short_time(&deleted.at)),
+            text(&short(&deleted.at)),
             text(&deleted.reason)
         );
     }
@@ -306,7 +297,7 @@ fn latest_result(out: &mut String, latest: &Attempt) {
         "<dt>Attempt</dt><dd><span class=\"{}\">{}</span> {} · {}</dd>",
         status_class(latest.status.as_str()),
         latest.status.as_str(),
-        text(&short_time(&latest.started_at)),
+        text(&short(&latest.started_at)),
         duration(latest.duration_ms)
     );
     out.push_str("<dt>Summary</dt><dd id=\"summary\">");
@@ -373,7 +364,7 @@ fn attempts(out: &mut String, app: &App, task: &TaskView) {
             out,
             "<tr><td class=\"n\">{}</td><td>{}<div class=\"id\">{} · job {}</div></td><td><span class=\"{}\">{}</span></td><td class=\"n\">{}</td><td class=\"error\">",
             n + 1,
-            text(&short_time(&a.started_at)),
+            text(&short(&a.started_at)),
             text(&a.attempt_id),
             text(&a.job_id),
             status_class(a.status.as_str()),
@@ -511,7 +502,7 @@ pub fn plan(app: &App) -> Response {
             "<div class=\"message role-{}\"><div class=\"muted\">{} · {}</div><div class=\"text\">{}</div>",
             if role == "meta" { "meta" } else { "user" },
             text(role),
-            text(&short_time(message["at"].as_str().unwrap_or(""))),
+            text(&short(message["at"].as_str().unwrap_or(""))),
             text(message["text"].as_str().unwrap_or(""))
         );
         if let Some(conflicts) = message["potential_conflicts"]

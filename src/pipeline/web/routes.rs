@@ -158,6 +158,31 @@ mod tests {
         }
     }
 
+    quickcheck::quickcheck! {
+        fn decoded_segments_are_plain_names(bytes: Vec<u8>) -> bool {
+            // Each byte picks a piece: separators, dots, escapes of the bytes that
+            // matter (`.`, `/`, `\\`, NUL, parts of a UTF-8 `ア`), broken escapes and
+            // plain text.
+            const PIECES: [&str; 14] = [
+                "/", ".", "a", "ア", "%", "%2e", "%2E", "%2f", "%5c", "%00", "%e3", "%82",
+                "%a2", "%zz",
+            ];
+            let mut path = String::from("/");
+            for b in bytes {
+                path.push_str(PIECES[usize::from(b) % PIECES.len()]);
+            }
+            let plain = |names: Vec<String>| {
+                names.iter().all(|n| {
+                    !n.is_empty() && n != "." && n != ".." && !n.contains(['/', '\\', '\0'])
+                })
+            };
+            // Each segment alone too: in a long path, one bad segment hides the rest.
+            std::iter::once(path.clone())
+                .chain(path.split('/').skip(1).map(|raw| format!("/{raw}")))
+                .all(|p| segments(&p).map_or(true, plain))
+        }
+    }
+
     #[test]
     fn every_route_has_its_methods() {
         assert_eq!(allowed_methods(&["api", "tasks"]), ["GET", "POST"]);
