@@ -1,24 +1,26 @@
-//! Clean-up that outlives its attempt: removing a bundler container takes a moment
-//! the next attempt need not wait for. The orchestrator waits for all of it before
-//! it exits, so nothing it started is left behind.
+//! Work off an attempt's path: removing a bundler container or a clone takes a
+//! moment the next attempt need not wait for, and spare clones are made ahead. The
+//! orchestrator waits for all of it before it exits, so nothing it started is left
+//! behind.
 
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-/// Threads doing clean-up after their attempt was recorded; `wait` joins them all.
+/// Threads doing background work; `wait` joins them all.
 #[derive(Clone, Default)]
 pub struct Background(Arc<Mutex<Vec<JoinHandle<()>>>>);
 
 impl Background {
-    /// Runs `work` on its own thread. If no thread can be started, `work` is
-    /// dropped: what it holds must clean up on drop well enough (a bundler's pipe
-    /// closes, and its container removes itself).
-    pub fn spawn(&self, work: impl FnOnce() + Send + 'static) {
+    /// Runs `work` on its own thread; false if no thread could be started. Then
+    /// `work` is dropped: what it holds must clean up on drop well enough (a
+    /// bundler's pipe closes, and its container removes itself).
+    pub fn spawn(&self, work: impl FnOnce() + Send + 'static) -> bool {
         let spawned = std::thread::Builder::new()
-            .name("clean-up".into())
+            .name("background".into())
             .spawn(work);
+        let started = spawned.is_ok();
         let Ok(mut handles) = self.0.lock() else {
-            return;
+            return started;
         };
         // Join what has finished, so a long-running orchestrator keeps no dead threads.
         let (done, running): (Vec<_>, Vec<_>) = handles.drain(..).partition(|h| h.is_finished());
@@ -28,8 +30,9 @@ impl Background {
         *handles = running;
         match spawned {
             Ok(handle) => handles.push(handle),
-            Err(e) => log::warn!("cannot start a clean-up thread: {e}"),
+            Err(e) => log::warn!("cannot start a background thread: {e}"),
         }
+        started
     }
 
     /// Waits for every clean-up started so far.

@@ -83,7 +83,7 @@ impl Spares {
             state.making += 1;
             let (root, clones) = (state.root.clone(), state.clones.clone());
             let spares = self.clone();
-            background.spawn(move || {
+            let started = background.spawn(move || {
                 let dir = clones.join(super::leftover::name(PREFIX));
                 let made = isolation::spare_clone(&root, &dir);
                 let Ok(mut state) = spares.0.lock() else {
@@ -101,6 +101,11 @@ impl Spares {
                     }
                 }
             });
+            if !started {
+                // Attempts clone for themselves; try again at the next refill.
+                state.making -= 1;
+                break;
+            }
         }
     }
 
