@@ -4,7 +4,7 @@
 //! can end is recorded as an attempt, with an error that says what went wrong.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 
@@ -151,12 +151,56 @@ fn attempt(
     place: &mut Place,
 ) -> Ran {
     let ws = &setup.ws;
-    let job_id = &claimed.job_id;
-    let task = &claimed.task.record;
-    let var = |name: &str| std::env::var(name).ok();
-    let interrupted = || failed("interrupted".into());
+    let run_dir = if setup.isolated {
+        ws.clones_dir().join(&claimed.job_id)
+    } else {
+        ws.root_dir.clone()
+    };
+    let steps = (|| {
+        let (yaml, builder, took) = build(setup, claimed, log_dir, &run_dir)?;
+        let clone = clone(setup, claimed)?;
+        let config = checked(&yaml, &run_dir, config_path)?;
+        log::info!(
+            "job {}: built the TaskConfig with the {} builder in {}: {}",
+            claimed.job_id,
+            builder,
+            human(took),
+            config_path.display()
+        );
+        // The bundler (shared by all attempts) starts alongside the first runner.
+        if setup.interrupt.is_set() {
+            return Err(failed("interrupted".into()));
+        }
+        if clone.is_some() {
+            setup.bundlers.start(&config.worker).map_err(failed)?;
+        }
+        Ok((yaml, clone, config))
+    })();
+    match steps {
+        Ok((yaml, clone, config)) => run_and_bring_back(
+            setup,
+            claimed,
+            &yaml,
+            &run_dir,
+            clone,
+            &config.worker,
+            place,
+        ),
+        Err(ran) => ran,
+    }
+}
 
-    // Build.
+/// The Task Builder's draft for the claimed task, completed with the invariants
+/// (the attempt runs in `run_dir`): the TaskConfig YAML, the builder (for messages)
+/// and how long it took.
+fn build(
+    setup: &Setup,
+    claimed: &Claimed,
+    log_dir: &Path,
+    run_dir: &Path,
+) -> Result<(String, String, Duration), Ran> {
+    let ws = &setup.ws;
+    let task = &claimed.task.record;
     let request = BuildRequest {
         kind: "build_task_config",
         task_id: task.id.clone(),
@@ -166,98 +210,77 @@ fn attempt(
         repo_overview: builder::overview::repo_overview(&ws.root_dir),
         depends_on: dependency_summaries(ws, &claimed.task),
     };
-    let build = builder::build(&ws.defaults, &request, &var, setup.interrupt, log_dir);
-    let _ = std::fs::write(log_dir.join("builder.log"), &build.log);
-    let draft = match build.config {
+    let var = |name: &str| std::env::var(name).ok();
+    let builder::Build {
+        config,
+        builder,
+        duration,
+        log,
+    } = builder::build(&ws.defaults, &request, &var, setup.interrupt, log_dir);
+    let _ = std::fs::write(log_dir.join("builder.log"), &log);
+    let draft = match config {
         Ok(draft) => draft,
-        Err(_) if setup.interrupt.is_set() => return interrupted(),
-        Err(e) => return failed(format!("the Task Builder ({}) failed: {e}", build.builder)),
+        Err(_) if setup.interrupt.is_set() => return Err(failed("interrupted".into())),
+        Err(e) => return Err(failed(format!("the Task Builder ({builder}) failed: {e}"))),
     };
-    let clone_dir = ws.clones_dir().join(job_id);
-    let run_dir = if setup.isolated {
-        clone_dir.clone()
-    } else {
-        ws.root_dir.clone()
+    let invariants = Invariants {
+        task_id: &task.id,
+        title: &task.title,
+        raw_prompt: &task.raw_prompt,
+        root_dir: run_dir,
+        acceptance_criteria: task.acceptance_criteria.as_deref().unwrap_or_default(),
     };
-    let yaml = match task_config::complete(
-        draft,
-        &Invariants {
-            task_id: &task.id,
-            title: &task.title,
-            raw_prompt: &task.raw_prompt,
-            root_dir: &run_dir,
-            acceptance_criteria: task.acceptance_criteria.as_deref().unwrap_or_default(),
-        },
-        ws.defaults.runner.as_ref(),
-    ) {
-        Ok(yaml) => yaml,
-        Err(e) => return failed(format!("the Task Builder's TaskConfig is unusable: {e}")),
-    };
+    let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
+        .map_err(|e| failed(format!("the Task Builder's TaskConfig is unusable: {e}")))?;
+    Ok((yaml, builder, duration))
+}
 
-    // Where it runs.
-    let clone = if setup.isolated {
-        let merge = dependency_branches(ws, &claimed.task);
-        let clock = Instant::now();
-        let prepared = isolation::prepare(
-            &ws.root_dir,
-            &ws.clones_dir(),
-            &setup.spares,
-            job_id,
-            &task.id,
-            &merge,
-            setup.interrupt,
-        );
-        log::debug!("job {job_id}: clone prepared in {}", human(clock.elapsed()));
-        // The next claim's clone, made while this attempt runs.
-        let queued = super::queue::list(&ws.queue_dir()).len();
-        setup.spares.refill(queued, &setup.background);
-        match prepared {
-            Ok(clone) => Some(clone),
-            Err(_) if setup.interrupt.is_set() => return interrupted(),
-            Err(e) => return failed(format!("cannot prepare the attempt's clone: {e}")),
-        }
-    } else {
-        None
-    };
+/// The attempt's clone when attempts are isolated (from root_dir's HEAD merged with
+/// the dependencies' branches); starts making the next claim's spare.
+fn clone(setup: &Setup, claimed: &Claimed) -> Result<Option<AttemptClone>, Ran> {
+    if !setup.isolated {
+        return Ok(None);
+    }
+    let ws = &setup.ws;
+    let job_id = &claimed.job_id;
+    let merge = dependency_branches(ws, &claimed.task);
+    let clock = Instant::now();
+    let prepared = isolation::prepare(
+        &ws.root_dir,
+        &ws.clones_dir(),
+        &setup.spares,
+        job_id,
+        &claimed.task.record.id,
+        &merge,
+        setup.interrupt,
+    );
+    log::debug!("job {job_id}: clone prepared in {}", human(clock.elapsed()));
+    // The next claim's clone, made while this attempt runs.
+    let queued = super::queue::list(&ws.queue_dir()).len();
+    setup.spares.refill(queued, &setup.background);
+    match prepared {
+        Ok(clone) => Ok(Some(clone)),
+        Err(_) if setup.interrupt.is_set() => Err(failed("interrupted".into())),
+        Err(e) => Err(failed(format!("cannot prepare the attempt's clone: {e}"))),
+    }
+}
 
-    // Validate, as the runner will.
-    let validated = task_config::validate(&yaml, &run_dir, &var);
+/// The TaskConfig checked as the runner will check it, and written (secrets masked)
+/// to `config_path` whether it passed or not.
+fn checked(yaml: &str, run_dir: &Path, config_path: &Path) -> Result<crate::task::Task, Ran> {
+    let var = |name: &str| std::env::var(name).ok();
+    let validated = task_config::validate(yaml, run_dir, &var);
     let redactor = match &validated {
         Ok(t) => Redactor::new(&t.secrets()),
         Err(_) => Redactor::default(),
     };
-    if let Err(e) = atomic_file::write(config_path, redactor.redact(&yaml).as_bytes()) {
-        return failed(format!("cannot write {}: {e}", config_path.display()));
+    if let Err(e) = atomic_file::write(config_path, redactor.redact(yaml).as_bytes()) {
+        return Err(failed(format!(
+            "cannot write {}: {e}",
+            config_path.display()
+        )));
     }
-    let config = match validated {
-        Ok(config) => config,
-        Err(e) => return failed(e),
-    };
-    log::info!(
-        "job {job_id}: built the TaskConfig with the {} builder in {}: {}",
-        build.builder,
-        human(build.duration),
-        config_path.display()
-    );
-
-    // Run; the bundler (shared by all attempts) starts alongside the first one.
-    if setup.interrupt.is_set() {
-        return interrupted();
-    }
-    if clone.is_some() {
-        if let Err(e) = setup.bundlers.start(&config.worker) {
-            return failed(e);
-        }
-    }
-    run_and_bring_back(
-        setup,
-        claimed,
-        &yaml,
-        &run_dir,
-        clone,
-        &config.worker,
-        place,
-    )
+    validated.map_err(failed)
 }
 
 /// Runs the runner child, then brings an isolated attempt's branch back.
