@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+import store
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BIN = os.environ.get("AGENT_RUNNER_BIN", os.path.join(ROOT, "target/release/agent-runner"))
@@ -254,31 +256,8 @@ def idle_cpu(work):
 
 def big_store(work):
     ws = Workspace(work, "d", git=False)
-    ws_id = os.path.basename(ws.meta)
-    tasks = os.path.join(ws.meta, "tasks")
-    for t in range(10_000):
-        tid = f"t-{t:08x}"
-        lines = [json.dumps({"type": "task", "id": tid, "workspace_id": ws_id,
-                             "title": f"Task number {t}: TODO アプリを作成して", "raw_prompt": "TODO アプリを作成して " * 5,
-                             "created_at": f"2026-01-01T00:00:{t % 60:02d}.000Z"}, ensure_ascii=False,
-                            separators=(",", ":"))]
-        for a in range(5):
-            job = f"j-{t:06d}{a:06d}"
-            result = {"task_id": tid, "status": "succeeded" if a == 4 else "failed", "state": "COMPLETE",
-                      "summary": "Implemented the TODO app with add, list and done; the tests pass. " * 3,
-                      "validation": {"overall": "passed", "commands": [
-                          {"command": "npm test", "exit_code": 0, "duration_ms": 12345}]},
-                      "duration_ms": 600000, "loops": 2,
-                      "note_path": f"/home/user/project/.agent-runner/task-{tid}.md"}
-            lines.append(json.dumps({"type": "attempt", "attempt_id": f"a-{t:06d}{a:06d}", "job_id": job,
-                                     "task_id": tid, "status": result["status"],
-                                     "started_at": "2026-01-01T00:00:00.000Z",
-                                     "finished_at": "2026-01-01T00:10:00.000Z", "duration_ms": 600000,
-                                     "result": result, "task_config": f"{ws.meta}/logs/{job}/task-config.yaml",
-                                     "log_dir": f"{ws.meta}/logs/{job}"}, separators=(",", ":")))
-        with open(os.path.join(tasks, f"{tid}.jsonl"), "w") as f:
-            f.write("\n".join(lines) + "\n")
-    size = sum(os.path.getsize(os.path.join(tasks, n)) for n in os.listdir(tasks))
+    size = store.write_tasks(ws.meta, 10_000, lambda t: f"Task number {t}: TODO アプリを作成して",
+                             "/home/user/project")
     rows = []
     for label, extra in (("task list", []), ("task list --json", ["--json"])):
         walls, rss = [], []

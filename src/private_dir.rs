@@ -97,13 +97,7 @@ impl PrivateDir {
                 return Err(self.context(name, e));
             }
         }
-        let fd = self
-            .open_at(&c, libc::O_RDONLY | libc::O_DIRECTORY, 0)
-            .map_err(|e| self.context(name, self.explain(&c, e)))?;
-        Ok(PrivateDir {
-            fd,
-            path: self.path.join(name),
-        })
+        self.existing(name)
     }
 
     /// A new, empty file `name`, replacing whatever entry had that name.

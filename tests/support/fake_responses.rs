@@ -4,7 +4,7 @@
 //! `response.output_item.done` per output item, `response.completed` (found by
 //! running it against this server). Requests are recorded for assertions.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,27 +27,11 @@ pub enum Reply {
     Stall,
 }
 
-/// A request as the server saw it.
-#[derive(Debug, Clone)]
-pub struct Received {
-    pub method: String,
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
+pub use super::fake_openai::Received;
+use super::fake_openai::read_request;
 
+/// What a Responses API request carries.
 impl Received {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).expect("request body is JSON")
-    }
-
     /// The `input` items of type `kind` (e.g. `function_call_output`).
     pub fn inputs(&self, kind: &str) -> Vec<serde_json::Value> {
         self.json()["input"]
@@ -222,61 +206,4 @@ fn sse_response(id: &str, items: &[serde_json::Value]) -> Vec<u8> {
 fn event(kind: &str, mut fields: serde_json::Value) -> String {
     fields["type"] = kind.into();
     format!("event: {kind}\ndata: {fields}\n\n")
-}
-
-/// Reads one HTTP/1.1 request (Content-Length or chunked body); None at end of stream.
-fn read_request(reader: &mut impl BufRead) -> Option<Received> {
-    let mut line = String::new();
-    if reader.read_line(&mut line).ok()? == 0 {
-        return None;
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next()?.to_string();
-    let path = parts.next()?.to_string();
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).ok()? == 0 {
-            return None;
-        }
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            headers.push((k.trim().to_string(), v.trim().to_string()));
-        }
-    }
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.clone())
-    };
-    let mut body = Vec::new();
-    if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
-        loop {
-            let mut size = String::new();
-            reader.read_line(&mut size).ok()?;
-            let size = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
-            let mut chunk = vec![0; size + 2];
-            reader.read_exact(&mut chunk).ok()?;
-            if size == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..size]);
-        }
-    } else {
-        let length: usize = header("content-length")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        body.resize(length, 0);
-        reader.read_exact(&mut body).ok()?;
-    }
-    Some(Received {
-        method,
-        path,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
 }

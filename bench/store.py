@@ -1,0 +1,35 @@
+"""Task files for the benchmarks: a TaskStore of `count` tasks with 5 attempts each
+(the last succeeded), results included, written as the orchestrator writes them."""
+
+import json
+import os
+
+
+def write_tasks(meta, count, title, note_dir):
+    """Writes `count` task files into `<meta>/tasks/`; `title(t)` names task `t`, its
+    note is under `note_dir`. Returns the bytes written."""
+    ws_id = os.path.basename(meta)
+    tasks = os.path.join(meta, "tasks")
+    for t in range(count):
+        tid = f"t-{t:08x}"
+        lines = [json.dumps({"type": "task", "id": tid, "workspace_id": ws_id, "title": title(t),
+                             "raw_prompt": "TODO アプリを作成して " * 5,
+                             "created_at": f"2026-01-01T00:{t // 60 % 60:02d}:{t % 60:02d}.000Z"},
+                            ensure_ascii=False, separators=(",", ":"))]
+        for a in range(5):
+            job = f"j-{t:06d}{a:06d}"
+            result = {"task_id": tid, "status": "succeeded" if a == 4 else "failed", "state": "COMPLETE",
+                      "summary": "Implemented the TODO app with add, list and done; the tests pass. " * 3,
+                      "validation": {"overall": "passed", "commands": [
+                          {"command": "npm test", "exit_code": 0, "duration_ms": 12345}]},
+                      "duration_ms": 600000, "loops": 2,
+                      "note_path": f"{note_dir}/.agent-runner/task-{tid}.md"}
+            lines.append(json.dumps({"type": "attempt", "attempt_id": f"a-{t:06d}{a:06d}", "job_id": job,
+                                     "task_id": tid, "status": result["status"],
+                                     "started_at": "2026-01-01T00:00:00.000Z",
+                                     "finished_at": "2026-01-01T00:10:00.000Z", "duration_ms": 600000,
+                                     "result": result, "task_config": f"{meta}/logs/{job}/task-config.yaml",
+                                     "log_dir": f"{meta}/logs/{job}"}, separators=(",", ":")))
+        with open(os.path.join(tasks, f"{tid}.jsonl"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return sum(os.path.getsize(os.path.join(tasks, n)) for n in os.listdir(tasks))
