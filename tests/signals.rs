@@ -184,3 +184,26 @@ fn sigint_during_a_meta_call_exits_promptly() {
     assert!(took < Duration::from_secs(2), "{took:?}");
     assert!(note(&dir.path, &id).contains("- State: FAILED (interrupted)"));
 }
+
+#[test]
+fn sigterm_while_a_large_reply_is_parsed_exits_promptly() {
+    let dir = Scratch::new("sig-parse");
+    let id = task_id("sigparse");
+    // Nested as deep as is accepted, 8 MB: seconds of parsing even in a release build.
+    let item = format!("{}x{}, ", "{a: ".repeat(30), "}".repeat(30));
+    let reply = format!(
+        "type: plan_task\nacceptance_criteria: [{}]\n",
+        item.repeat((8 << 20) / item.len() - 1)
+    );
+    let server = FakeOpenAi::start(vec![Answer::chat(&reply)]);
+    let child = runner(&v1_task(&id, &dir.path, &server, None, "", "")).start();
+    wait_for(Duration::from_secs(10), || server.left() == 0);
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = Instant::now();
+    send("-TERM", &child);
+    let out = child.finish();
+    let took = sent.elapsed();
+    out.code(130).stdout_has("interrupted");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(note(&dir.path, &id).contains("- State: FAILED (interrupted)"));
+}

@@ -112,6 +112,22 @@ fn alias_bomb_is_refused_quickly() {
 }
 
 #[test]
+fn deep_nesting_is_refused_where_it_gets_too_deep() {
+    let dir = Scratch::new("deep");
+    // 400 KB of `{a: ` took serde_yaml about half a minute; refused before it parses.
+    let yaml = format!("version: 1\ntask:\n  prd: {}", "{a: ".repeat(100_000));
+    validate(&dir, &yaml)
+        .code(1)
+        .stderr_has("error: stdin: YAML nested deeper than 32 levels (line 3, column 128)");
+    let block: String = (0..40)
+        .map(|n| format!("{}k{n}:\n", " ".repeat(n)))
+        .collect();
+    validate(&dir, &format!("version: 1\nrunner:\n{block}"))
+        .code(1)
+        .stderr_has("YAML nested deeper than 32 levels (line 35, column 33)");
+}
+
+#[test]
 fn large_documents_are_bounded() {
     let dir = Scratch::new("large");
     let prd = "x".repeat(10 << 20);
