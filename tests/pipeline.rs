@@ -7,8 +7,12 @@ mod support;
 
 use serde_json::Value;
 
+use std::time::Duration;
 use support::fake_openai::{Answer, FakeOpenAi};
-use support::pipeline::{BUILDER_REPLY, Pipeline, meta_script, read, task_id};
+
+use support::pipeline::{
+    BUILDER_REPLY, Pipeline, children_of, meta_script, read, task_id, wait_for,
+};
 use support::task::assert_no_container;
 
 const PROMPT: &str = "TODO アプリを作成して";
@@ -662,5 +666,50 @@ fn a_builder_reply_cannot_choose_endpoints_keys_env_or_sandbox_settings() {
         );
     }
     assert_eq!(read(&p.root.join("out.txt")), "ok\n");
+    assert_no_container(&id);
+}
+
+#[test]
+fn tools_planted_in_the_repository_never_run_on_the_host_whatever_path_holds() {
+    let p = Pipeline::new("pl-path", false);
+    let id = task_id("path");
+    p.init(BUILDER_REPLY, &meta_script("@say: working\n@sleep: 1"), "");
+    // What an earlier in-place worker could leave in the repository.
+    let marker = p.scratch.join("planted-tool-ran");
+    for tool in ["docker", "git", "sh", "agent-runner"] {
+        let path = p.root.join(tool);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\necho {tool} >> {}\nexit 1\n", marker.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    p.new_task(&id, PROMPT);
+    let job = p.run_tasks(&[&id]).remove(0);
+    // `PATH=$EXTRA:$PATH` with EXTRA unset, and a `.`, run from the repository.
+    let path = format!(":.:{}", std::env::var("PATH").unwrap());
+    let orchestrator = p
+        .orchestrate_once(&[])
+        .env("PATH", &path)
+        .cwd(&p.root)
+        .start();
+    let log = p.root.join(format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(30), || {
+        read(&log).contains("working") || !read(&marker).is_empty()
+    });
+    assert_eq!(read(&marker), "", "a planted tool ran on the host");
+    let runner = children_of(orchestrator.id());
+    assert_eq!(runner.len(), 1, "one agent-runner child: {runner:?}");
+    let cwd = std::fs::read_link(format!("/proc/{}/cwd", runner[0])).unwrap();
+    assert!(
+        !cwd.starts_with(&p.root),
+        "the runner runs where the worker writes: {}",
+        cwd.display()
+    );
+    orchestrator.finish().code(0);
+    assert_eq!(read(&marker), "");
+    assert_eq!(p.result(&job)["status"], "succeeded");
     assert_no_container(&id);
 }

@@ -159,7 +159,7 @@ fn attempt(
     let steps = (|| {
         let (yaml, builder, took) = build(setup, claimed, log_dir, &run_dir)?;
         let clone = clone(setup, claimed)?;
-        let config = checked(&yaml, &run_dir, config_path)?;
+        let config = checked(&yaml, log_dir, config_path)?;
         log::info!(
             "job {}: built the TaskConfig with the {} builder in {}: {}",
             claimed.job_id,
@@ -265,11 +265,11 @@ fn clone(setup: &Setup, claimed: &Claimed) -> Result<Option<AttemptClone>, Ran> 
     }
 }
 
-/// The TaskConfig checked as the runner will check it, and written (secrets masked)
-/// to `config_path` whether it passed or not.
-fn checked(yaml: &str, run_dir: &Path, config_path: &Path) -> Result<crate::task::Task, Ran> {
+/// The TaskConfig checked as the runner will check it (in `cwd`, where it runs), and
+/// written (secrets masked) to `config_path` whether it passed or not.
+fn checked(yaml: &str, cwd: &Path, config_path: &Path) -> Result<crate::task::Task, Ran> {
     let var = |name: &str| std::env::var(name).ok();
-    let validated = task_config::validate(yaml, run_dir, &var);
+    let validated = task_config::validate(yaml, cwd, &var);
     let redactor = match &validated {
         Ok(t) => Redactor::new(&t.secrets()),
         Err(_) => Redactor::default(),
@@ -303,7 +303,9 @@ fn run_and_bring_back(
         run_dir.display()
     );
     let stderr_log = log_dir.join("runner.stderr.log");
-    let child = child::run(&setup.exe, yaml, run_dir, &stderr_log, setup.interrupt);
+    // The runner runs in its log directory, which no worker can reach: never in the
+    // repository or clone (`run_dir`), where a worker could plant what it looks up.
+    let child = child::run(&setup.exe, yaml, log_dir, &stderr_log, setup.interrupt);
     place.free();
     let child = match child {
         Ok(child) => child,

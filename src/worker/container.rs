@@ -94,14 +94,22 @@ pub struct Container {
 struct Watchdog(Held);
 
 /// Waits for a line on stdin; at end-of-file without `done` (agent-runner is gone),
-/// removes the container.
+/// removes the container with the docker CLI at `$2` (the path agent-runner
+/// found, not one the shell would look up).
 const WATCHDOG_SCRIPT: &str =
-    r#"read -r line; [ "$line" = done ] || exec docker rm -f "$1" >/dev/null 2>&1"#;
+    r#"read -r line; [ "$line" = done ] || exec "$2" rm -f "$1" >/dev/null 2>&1"#;
 
 impl Watchdog {
     fn start(name: &str) -> Result<Watchdog, SandboxError> {
-        let invocation =
-            Invocation::new("sh").args(["-c", WATCHDOG_SCRIPT, "agent-runner-watchdog", name]);
+        let docker = process::program::resolve("docker")
+            .map_err(|e| SandboxError::DockerMissing(format!("docker: {e}")))?;
+        let invocation = Invocation::new("sh").args([
+            "-c",
+            WATCHDOG_SCRIPT,
+            "agent-runner-watchdog",
+            name,
+            &docker.display().to_string(),
+        ]);
         process::spawn_held(&invocation)
             .map(Watchdog)
             .map_err(|e| SandboxError::Io(format!("cannot start the container's watchdog: {e}")))
