@@ -84,7 +84,8 @@ struct Ran {
     branch: Option<String>,
 }
 
-/// Runs the attempt and records it; returns its status.
+/// Runs the attempt and records it; returns its status, failed when it could not be
+/// recorded (whatever the runner said: nobody can see it succeeded).
 pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
     let ws = &setup.ws;
     let job_id = &claimed.job_id;
@@ -120,18 +121,23 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
         .as_deref()
         .map_or(String::new(), |e| format!(": {}", cut(&one_line(e), 300)));
     match outcome::record(ws, &attempt) {
-        Ok(path) => log::info!(
-            "job {job_id}: finished task {}: {status} in {}{reason}; result {}",
-            task.id,
-            human(clock.elapsed()),
-            path.display()
-        ),
-        Err(e) => log::error!(
-            "job {job_id}: finished task {}: {status}{reason}; but cannot record it: {e}",
-            task.id
-        ),
+        Ok(path) => {
+            log::info!(
+                "job {job_id}: finished task {}: {status} in {}{reason}; result {}",
+                task.id,
+                human(clock.elapsed()),
+                path.display()
+            );
+            attempt.status
+        }
+        Err(e) => {
+            log::error!(
+                "job {job_id}: finished task {}: {status}{reason}; but cannot record it: {e}",
+                task.id
+            );
+            AttemptStatus::Failed
+        }
     }
-    attempt.status
 }
 
 fn failed(error: String) -> Ran {

@@ -1,6 +1,7 @@
-//! The board (tasks and statuses) kept between requests: the list is polled every
-//! 2 s by every open page, and reading and folding every task file each time costs
-//! more than everything else a request does. A task file is read again only when
+//! The board (tasks and statuses) kept between looks: the web view's list is polled
+//! every 2 s by every open page, and the orchestrator looks at the queue every
+//! 100 ms; reading and folding every task file each time costs more than anything
+//! else either does. A task file is read again only when
 //! its size, times or inode changed (appends change the size; a rewrite by rename
 //! changes the inode), or when a plan edit committed (which changes which lines
 //! count), so the board is as fresh as the files; the job directories are read
@@ -10,11 +11,11 @@ use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::sync::Mutex;
 
-use super::super::plan::commit::Commits;
-use super::super::queue;
-use super::super::record::TaskView;
-use super::super::store::{Board, TaskStore, is_task_file};
-use super::super::{PipelineError, Workspace};
+use super::plan::commit::Commits;
+use super::queue;
+use super::record::TaskView;
+use super::store::{Board, TaskStore, is_task_file};
+use super::{PipelineError, Workspace};
 
 /// What identifies a version of a file without reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
