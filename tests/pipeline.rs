@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use std::time::Duration;
 use support::fake_openai::{Answer, FakeOpenAi};
+use support::small_disk::SmallDisk;
 
 use support::pipeline::{
     BUILDER_REPLY, Pipeline, children_of, meta_script, read, task_id, wait_for,
@@ -712,4 +713,93 @@ fn tools_planted_in_the_repository_never_run_on_the_host_whatever_path_holds() {
     assert_eq!(read(&marker), "");
     assert_eq!(p.result(&job)["status"], "succeeded");
     assert_no_container(&id);
+}
+
+/// Writes a job for `task` into the queue by hand (as a queue other programs share
+/// can hold it), older than the jobs enqueued after it.
+fn queue_job(p: &Pipeline, job: &str, task: &str) {
+    let ws_id = p.ws().file_name().unwrap().to_str().unwrap().to_string();
+    std::fs::write(
+        p.ws().join(format!("ipc/queue/{job}.json")),
+        format!("{{\"workspace_id\":\"{ws_id}\",\"task_id\":\"{task}\"}}"),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+}
+
+#[test]
+fn a_bad_job_at_the_head_of_the_queue_fails_alone_and_the_others_run() {
+    let p = Pipeline::new("pl-head", false);
+    p.init(BUILDER_REPLY, &meta_script("@say: done"), "");
+    for id in ["big", "fine", "other"] {
+        p.new_task(id, PROMPT);
+    }
+    // A task file over the size limit (sparse), and one whose first line names another task.
+    let tasks = p.ws().join("tasks");
+    std::fs::File::options()
+        .append(true)
+        .open(tasks.join("big.jsonl"))
+        .unwrap()
+        .set_len(65 << 20)
+        .unwrap();
+    std::fs::copy(tasks.join("other.jsonl"), tasks.join("alias.jsonl")).unwrap();
+    queue_job(&p, "j-0big", "big");
+    queue_job(&p, "j-1alias", "alias");
+    // `task run` says what is wrong with each and enqueues the rest.
+    let out = p.in_ws(&["task", "run"], &["big", "alias", "fine"]).output();
+    out.code(1)
+        .stderr_has("error: task big: cannot read ")
+        .stderr_has("the limit is 67108864")
+        .stderr_has("error: task alias: tasks/alias.jsonl: its `task` line names task \"other\", not \"alias\"");
+    let jobs: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(jobs.len(), 1, "fine is enqueued: {}", out.stdout);
+    let out = p.orchestrate_once(&[]).output();
+    out.code(1)
+        .stderr_has("job j-0big: moved to ipc/failed: task big: cannot read")
+        .stderr_has("job j-1alias: moved to ipc/failed: task alias: tasks/alias.jsonl: its `task` line names task \"other\"")
+        .stderr_has(&format!("job {}: finished task fine: succeeded", jobs[0]));
+    assert!(!out.stderr.contains("ERROR"), "{}", out.stderr);
+    assert!(read(&p.ws().join("ipc/failed/j-0big.error.txt")).contains("67108864"));
+    assert!(read(&p.ws().join("ipc/failed/j-1alias.error.txt")).contains("names task \"other\""));
+    assert_eq!(p.result(jobs[0])["status"], "succeeded");
+    // `task show` says why too.
+    p.in_ws(&["task", "show"], &["alias"])
+        .output()
+        .code(1)
+        .stderr_has("its `task` line names task \"other\", not \"alias\"");
+}
+
+#[test]
+fn a_full_disk_leaves_no_half_task_and_fails_the_orchestrator() {
+    let p = Pipeline::new("pl-full", false);
+    let Some(disk) = SmallDisk::mount(&p.home, "4m") else {
+        return;
+    };
+    p.init(BUILDER_REPLY, &meta_script("@say: working\n@sleep: 2"), "");
+    p.new_task("one", PROMPT);
+    let job = p.run_tasks(&["one"]).remove(0);
+    disk.fill();
+    // `task new` fails and leaves nothing: the id stays free.
+    p.in_ws(&["task", "new"], &["--id", "two", PROMPT])
+        .output()
+        .code(1)
+        .stderr_has("No space left on device");
+    let tasks: Vec<String> = std::fs::read_dir(p.ws().join("tasks"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(tasks, ["one.jsonl"], "no empty task file, no temp file");
+    disk.free();
+    p.new_task("two", PROMPT);
+    // An attempt that cannot be recorded is an error, and `--once` says so.
+    let orchestrator = p.orchestrate_once(&[]).start();
+    let log = p.root.join(".agent-runner/logs/one/run-1.log");
+    wait_for(Duration::from_secs(30), || read(&log).contains("working"));
+    disk.fill();
+    let out = orchestrator.finish();
+    out.code(1).stderr_has(&format!(
+        "ERROR job {job}: finished task one: succeeded; but cannot record it"
+    ));
+    drop(disk);
 }

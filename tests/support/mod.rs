@@ -7,6 +7,7 @@ pub mod fake_openai;
 pub mod fake_responses;
 pub mod pipeline;
 pub mod sandbox_image;
+pub mod small_disk;
 pub mod task;
 pub mod web;
 pub mod webdriver;
