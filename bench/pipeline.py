@@ -13,6 +13,8 @@ b. Latency: a job file renamed into ipc/queue/ -> the runner child started (its
    stderr log is opened just before the fork), idle orchestrator. Target median
    <= 250 ms.
 c. Idle CPU of `orchestrate` over 10 s with an empty queue. Target <= 0.5 % of a core.
+c2. The same with 500 jobs queued, each blocked behind the one before (a chain of
+   501 tasks whose head has no job). Target <= 0.5 % of a core.
 d. `task list` (and `--json`) with 10,000 tasks of 5 attempts each: wall time and
    peak RSS. Targets <= 200 ms, <= 32 MiB.
 """
@@ -34,7 +36,7 @@ ROOT = os.path.dirname(HERE)
 BIN = os.environ.get("AGENT_RUNNER_BIN", os.path.join(ROOT, "target/release/agent-runner"))
 IMAGE = "agent-runner-test-worker:latest"
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
-# BENCH_ONLY=a,b: run only these figures (a, a2, a0, b, c, d); default all.
+# BENCH_ONLY=a,b: run only these figures (a, a2, a0, b, c, c2, d); default all.
 ONLY = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
 
 
@@ -230,8 +232,10 @@ def latency(work):
     return times
 
 
-def idle_cpu(work):
-    ws = Workspace(work, "c", git=False)
+def idle_cpu(work, name="c", blocked=0):
+    ws = Workspace(work, name, git=False)
+    if blocked:
+        store.write_chain(ws.meta, blocked + 1)
     proc = subprocess.Popen([BIN, "orchestrate", "-w", ws.root], env=ws.env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ticks = os.sysconf("SC_CLK_TCK")
@@ -243,7 +247,7 @@ def idle_cpu(work):
 
     samples = []
     try:
-        time.sleep(1)
+        time.sleep(3)  # the first looks read the board
         for _ in range(3):
             before, start = cpu(), time.time()
             time.sleep(10)
@@ -304,6 +308,9 @@ def main():
             rows.append(("b. job file -> runner child started (<= 250 ms)", stats(latency(work), "ms", 1000)))
         if wanted("c"):
             rows.append(("c. idle orchestrator CPU (<= 0.5 % of a core)", stats(idle_cpu(work), "%", 100)))
+        if wanted("c2"):
+            rows.append(("c2. idle, 500 jobs blocked in a chain (<= 0.5 %)",
+                         stats(idle_cpu(work, "c2", 500), "%", 100)))
         if wanted("d"):
             rows += big_store(work)
     finally:

@@ -307,3 +307,74 @@ fn a_dependency_s_symlink_does_not_lead_the_merge_of_the_next_one_out_of_the_clo
     assert!(written.is_empty(), "{written:?}");
     assert_nothing_left(&p, &[&a, &b, &c]);
 }
+
+/// Writes a chain of `n` tasks, each depending on the one before, and a queued job
+/// for each but the first (which has none: every job stays blocked). As a plan and
+/// `task run --all` would leave them, without 500 processes to write them.
+fn blocked_chain(p: &Pipeline, n: usize) {
+    let ws_id = workspace_id(p);
+    for i in 0..n {
+        let deps: Vec<String> = (i > 0)
+            .then(|| format!("c-{}", i - 1))
+            .into_iter()
+            .collect();
+        let line = serde_json::json!({"type": "task", "id": format!("c-{i}"), "workspace_id": ws_id,
+            "title": format!("Step {i}"), "raw_prompt": "Do the next step.",
+            "created_at": "2026-01-01T00:00:00.000Z", "depends_on": deps});
+        std::fs::write(
+            p.ws().join(format!("tasks/c-{i}.jsonl")),
+            format!("{line}\n"),
+        )
+        .unwrap();
+        if i > 0 {
+            let job = serde_json::json!({"workspace_id": ws_id, "task_id": format!("c-{i}"),
+                "created_at": "2026-01-01T00:00:00.000Z"});
+            std::fs::write(
+                p.ws().join(format!("ipc/queue/j-c{i:04}.json")),
+                job.to_string(),
+            )
+            .unwrap();
+        }
+    }
+}
+
+/// Bytes the process `pid` has read so far (`rchar`).
+fn bytes_read(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn an_idle_orchestrator_with_500_blocked_jobs_reads_almost_nothing_until_something_changes() {
+    let p = Pipeline::new("dep-idle", false);
+    p.init(
+        support::pipeline::BUILDER_REPLY,
+        support::pipeline::QUICK_META,
+        "",
+    );
+    blocked_chain(&p, 501);
+    let orchestrator = p.in_ws(&["orchestrate"], &[]).start();
+    // The first looks read the board, then the directories settle.
+    std::thread::sleep(Duration::from_secs(3));
+    let before = bytes_read(orchestrator.id());
+    std::thread::sleep(Duration::from_secs(3));
+    let read = bytes_read(orchestrator.id()) - before;
+    // At most one look in 3 s (every 5 s while nothing changes), which reads the job
+    // files (under 100 KB here); a look every 100 ms read every task file along the
+    // chain for every job.
+    assert!(
+        read < 512 << 10,
+        "an idle orchestrator read {read} bytes in 3 s"
+    );
+    // A change is still seen: the head of the chain enqueued runs.
+    let job = p.run_tasks(&["c-0"]).remove(0);
+    let result = p.ws().join(format!("ipc/results/{job}.json"));
+    support::pipeline::wait_for(Duration::from_secs(30), || result.exists());
+    support::task::send("-TERM", &orchestrator);
+    let out = orchestrator.finish();
+    out.stderr_has(&format!("job {job}: finished task c-0: succeeded"));
+}

@@ -746,7 +746,9 @@ fn a_bad_job_at_the_head_of_the_queue_fails_alone_and_the_others_run() {
     queue_job(&p, "j-0big", "big");
     queue_job(&p, "j-1alias", "alias");
     // `task run` says what is wrong with each and enqueues the rest.
-    let out = p.in_ws(&["task", "run"], &["big", "alias", "fine"]).output();
+    let out = p
+        .in_ws(&["task", "run"], &["big", "alias", "fine"])
+        .output();
     out.code(1)
         .stderr_has("error: task big: cannot read ")
         .stderr_has("the limit is 67108864")
