@@ -805,3 +805,23 @@ fn a_full_disk_leaves_no_half_task_and_fails_the_orchestrator() {
     ));
     drop(disk);
 }
+
+#[test]
+fn a_claim_error_that_repeats_is_logged_once() {
+    let p = Pipeline::new("pl-repeat", false);
+    p.init(BUILDER_REPLY, &meta_script("@say: done"), "");
+    p.new_task("one", PROMPT);
+    let orchestrator = p.in_ws(&["orchestrate"], &[]).start();
+    std::thread::sleep(Duration::from_millis(500));
+    // Claiming renames into ipc/running/, which is now a file: every poll fails.
+    let running = p.ws().join("ipc/running");
+    std::fs::remove_dir(&running).unwrap();
+    std::fs::write(&running, "").unwrap();
+    queue_job(&p, "j-one", "one");
+    std::thread::sleep(Duration::from_secs(2));
+    support::task::send("-TERM", &orchestrator);
+    let out = orchestrator.finish();
+    let errors = out.stderr.lines().filter(|l| l.contains(" ERROR ")).count();
+    assert_eq!(errors, 1, "{}", out.stderr);
+    out.stderr_has("ERROR cannot claim");
+}
