@@ -1,7 +1,8 @@
 //! Whole-file writes that readers never see half done (git's lockfile, Maildir's
 //! tmp/): the bytes go to a new temp file in the same directory, created exclusively
 //! under a name nobody can predict (so a planted symlink or file cannot take its
-//! place), then `rename` replaces the target in one step.
+//! place), then `rename` replaces the target in one step. The file is this user's
+//! only (0600): everything written so is workspace metadata.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -14,7 +15,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o644)
+            .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&temp)?;
         file.write_all(bytes)?;

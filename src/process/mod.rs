@@ -12,6 +12,7 @@ mod held;
 mod invocation;
 
 use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
@@ -204,9 +205,11 @@ pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
     let mut command = std::process::Command::new(&invocation.program);
     let stderr = match &invocation.stderr_file {
         None => Stdio::piped(),
+        // A log of ours: this user's only.
         Some(path) => std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(path)
             .map(Stdio::from)
             .map_err(|e| SpawnError {

@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-use super::super::cycle;
 use super::super::record::TaskRecord;
+use super::super::{cycle, new_task};
 use super::edit::{Edit, Step, prompt_of};
 use super::fields::{Fields, conflicts};
 use super::model::{PlanState, Rejection};
@@ -121,7 +121,7 @@ fn task(f: &Fields) -> Result<DecomposedTask, String> {
     }
     Ok(DecomposedTask {
         id: f.required_text("id")?,
-        title: one_line(&f.required_text("title")?),
+        title: new_task::title(&f.required_text("title")?, &f.at("title"))?,
         description: f
             .text("description")?
             .ok_or_else(|| missing("description"))?,

@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::super::new_task;
 use super::fields::{Fields, conflicts};
 use crate::meta::reply::Reply;
 use crate::text::one_line;
@@ -230,7 +231,10 @@ fn operation(f: &Fields) -> Result<Operation, String> {
 
 fn task_fields(f: &Fields) -> Result<TaskFields, String> {
     Ok(TaskFields {
-        title: f.nonblank_text("title")?.map(|t| one_line(&t)),
+        title: f
+            .nonblank_text("title")?
+            .map(|t| new_task::title(&t, &f.at("title")))
+            .transpose()?,
         description: f.text("description")?,
         acceptance_criteria: f.criteria("acceptance_criteria")?,
         dependencies: f.texts("dependencies")?,
