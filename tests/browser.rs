@@ -221,3 +221,82 @@ fn gt3_chat_run_and_result_in_the_browser() {
     });
     assert_no_container(&id);
 }
+
+/// The page another local user serves on the other loopback address, if they can:
+/// once loaded through `http://localhost:<port>/`, it fetches `/` again (now from
+/// the real server, the squatter having gone: same origin), takes the token and
+/// posts a task with it.
+const SQUATTER_PAGE: &str = r#"<!doctype html><html><head><title>squatter</title></head><body><script>
+setTimeout(async () => {
+  let seen = 'nothing';
+  try {
+    const page = await (await fetch('/', {cache: 'no-store'})).text();
+    const m = page.match(/name="agent-runner-token" content="([0-9a-f]+)"/);
+    seen = m ? 'token ' + m[1] : 'no token';
+    if (m) {
+      await fetch('/api/tasks', {method: 'POST', headers: {'Content-Type': 'application/json', 'X-Agent-Runner-Token': m[1]}, body: JSON.stringify({prompt: 'planted by a squatter'})});
+    }
+  } catch (e) { seen = 'error ' + e; }
+  document.body.dataset.seen = seen;
+}, 300);
+</script></body></html>"#;
+
+/// Issue 18, item 2: another local user listening on `[::1]:<port>` while the server
+/// held only 127.0.0.1 got the owner's `http://localhost:<port>/`, read the token
+/// and posted tasks. Now the port is the server's on both addresses, and a page
+/// reached by a name gets no page with the token.
+#[test]
+fn localhost_leads_to_no_squatter_and_to_no_token() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let p = Pipeline::new("web-squat", false);
+    p.init(BUILDER, &meta_script("@say: nothing"), "");
+    let web = Served::start(&p, &[]);
+    let port = web.addr.strip_prefix("127.0.0.1:").unwrap().to_string();
+    let token = web.token();
+    let squatter = std::net::TcpListener::bind(format!("[::1]:{port}"));
+    let squatted = squatter.is_ok();
+    let served = std::thread::spawn(move || {
+        // Serve the page once, then leave, as the attack does.
+        let Ok(listener) = squatter else { return };
+        if let Ok((mut stream, _)) = listener.accept() {
+            let mut head = [0u8; 4096];
+            let _ = std::io::Read::read(&mut stream, &mut head);
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{SQUATTER_PAGE}",
+                SQUATTER_PAGE.len()
+            );
+            let _ = std::io::Write::write_all(&mut stream, reply.as_bytes());
+        }
+    });
+    browser.open(&format!("http://localhost:{port}/"));
+    // Either page, done: ours (an error page) or the squatter's, once its script ran.
+    let shown = browser.wait_for(
+        Duration::from_secs(20),
+        "return document.title === 'squatter' ? (document.body.dataset.seen || null) : document.body.innerText;",
+        json!([]),
+    );
+    let shown = shown.as_str().unwrap().to_string();
+    browser.screenshot("web-localhost-squat");
+    let html = browser
+        .run("return document.documentElement.outerHTML;", json!([]))
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !shown.contains(&token) && !html.contains(&token),
+        "the token leaked: {shown}"
+    );
+    let tasks = web.get("/api/tasks").json();
+    assert_eq!(tasks["tasks"], json!([]), "nothing posted: {tasks}");
+    assert!(!squatted, "another program could listen on [::1]:{port}");
+    assert!(
+        shown.contains(&format!("open http://127.0.0.1:{port}/"))
+            || shown.contains(&format!("open http://[::1]:{port}/")),
+        "the way to the server's address: {shown}"
+    );
+    drop(browser);
+    drop(web.stop());
+    let _ = served.join();
+}

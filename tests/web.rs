@@ -427,10 +427,125 @@ fn another_local_user_gets_neither_the_page_with_its_token_nor_a_change() {
     );
     let refused = support::web::request_as(4711, &web.addr, create.as_bytes()).unwrap();
     refused.status(403);
-    assert!(refused.json()["error"].is_string());
+    assert!(refused.text().contains("uid 4711"), "{}", refused.text());
     assert_eq!(p.ipc("queue"), Vec::<String>::new());
     let tasks = web.get("/api/tasks").json();
     assert_eq!(tasks["tasks"].as_array().unwrap().len(), 1, "{tasks}");
+}
+
+/// Another user's slowloris: 120 connections that never send a request. They are
+/// refused as they are accepted, so they hold no worker and no place in the queue,
+/// and the owner still gets in (else 8 workers wait 10 s on them, 64 more wait in
+/// the queue, and the owner gets 503).
+#[test]
+fn another_users_idle_connections_do_not_keep_the_owner_out() {
+    let p = workspace("web-other-slowloris");
+    let web = Served::start(&p, &[]);
+    let (host, port) = web.addr.rsplit_once(':').unwrap();
+    let script = format!(
+        "fds=(); for i in $(seq 120); do exec {{fd}}<>/dev/tcp/{host}/{port} || exit 1; fds+=($fd); done; echo opened; timeout 10 cat <&${{fds[0]}}; echo; echo answered; exec sleep 30"
+    );
+    let Some(mut command) = support::web::bash_as(4711, &script) else {
+        return;
+    };
+    let mut squatter = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(squatter.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line, "opened\n", "120 connections open");
+    for _ in 0..5 {
+        web.get("/api/tasks").status(200);
+    }
+    let mut refused = String::new();
+    loop {
+        line.clear();
+        if std::io::BufRead::read_line(&mut out, &mut line).unwrap() == 0 || line == "answered\n" {
+            break;
+        }
+        refused.push_str(&line);
+    }
+    assert!(
+        refused.starts_with("HTTP/1.1 403 ") && refused.contains("uid 4711"),
+        "a connection that sent nothing is told why: {refused}"
+    );
+    squatter.kill().unwrap();
+    squatter.wait().unwrap();
+}
+
+/// `http://localhost:<port>/` may reach 127.0.0.1 or ::1. The server holds its port
+/// on both, so no other user can listen on the other one; and it answers only the
+/// address a connection came to as Host, so a page loaded through `localhost` (or
+/// any name) is never same-origin with its own pages.
+#[test]
+fn localhost_cannot_be_squatted_and_only_the_printed_address_is_served() {
+    let p = workspace("web-localhost");
+    let web = Served::start(&p, &[]);
+    let port = web
+        .addr
+        .strip_prefix("127.0.0.1:")
+        .expect("a 127.0.0.1 URL");
+    let token = web.token();
+    // The squatter's attempts to hold the port on the other loopback address.
+    for squat in [format!("[::1]:{port}"), format!("[::]:{port}")] {
+        let e = std::net::TcpListener::bind(&squat).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{squat}");
+    }
+    // ::1 is this server too, under its own address.
+    let v6 = format!("[::1]:{port}");
+    let own = support::web::request(
+        &v6,
+        format!("GET /api/tasks HTTP/1.1\r\nHost: {v6}\r\n\r\n").as_bytes(),
+    );
+    own.status(200);
+    // Through `localhost`, on either address: neither the page with its token nor a
+    // change, and the way to the right address.
+    let body = r#"{"prompt":"planted through localhost"}"#;
+    for addr in [web.addr.as_str(), v6.as_str()] {
+        let page = support::web::request(
+            addr,
+            format!("GET / HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n").as_bytes(),
+        );
+        page.status(421);
+        assert!(!page.text().contains(&token));
+        assert!(
+            page.text().contains(&format!("open http://{addr}/")),
+            "{}",
+            page.text()
+        );
+        let post = format!(
+            "POST /api/tasks HTTP/1.1\r\nHost: localhost:{port}\r\nOrigin: http://localhost:{port}\r\nX-Agent-Runner-Token: {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        support::web::request(addr, post.as_bytes()).status(421);
+        // Nor the other loopback's address as Host.
+        let other = if addr == v6 {
+            web.addr.clone()
+        } else {
+            v6.clone()
+        };
+        support::web::request(
+            addr,
+            format!("GET / HTTP/1.1\r\nHost: {other}\r\n\r\n").as_bytes(),
+        )
+        .status(421);
+    }
+    let tasks = web.get("/api/tasks").json();
+    assert_eq!(tasks["tasks"], json!([]), "{tasks}");
+    drop(web.stop());
+
+    // A port another program already holds on ::1 is refused, saying why.
+    let squatter = std::net::TcpListener::bind("[::1]:0").unwrap();
+    let taken = squatter.local_addr().unwrap().port();
+    p.in_ws(&["serve"], &["--addr", &format!("127.0.0.1:{taken}")])
+        .output()
+        .code(1)
+        .stderr_has(&format!("cannot listen on [::1]:{taken} as well"))
+        .stderr_has(&format!(
+            "http://localhost:{taken}/ could lead a browser to it"
+        ));
 }
 
 #[test]
@@ -831,4 +946,38 @@ fn an_attempt_in_a_clone_shows_its_note_and_files() {
         std::fs::read_to_string(&note).unwrap()
     );
     support::task::assert_no_container(&id);
+}
+
+/// Issue 18, items 14 and 15: the chat box's API applies the runner's title and id
+/// rules, so it makes no task that could never run.
+#[test]
+fn the_api_makes_no_task_a_run_would_refuse() {
+    let p = workspace("web-rules");
+    let web = Served::start(&p, &[]);
+    let token = web.token();
+    for (body, words) in [
+        (
+            json!({"prompt": "x", "title": "clear\u{1b}[2J"}),
+            "control characters",
+        ),
+        (
+            json!({"prompt": "x", "title": "nul\u{0}"}),
+            "control characters",
+        ),
+        (json!({"prompt": "x", "id": "a..b"}), "agent-runner/<id>"),
+        (json!({"prompt": "x", "id": "x.lock"}), "agent-runner/<id>"),
+    ] {
+        let reply = web.post("/api/tasks", &token, &body.to_string());
+        reply.status(400);
+        let error = reply.json()["error"].as_str().unwrap().to_string();
+        assert!(error.contains(words), "{body}: {error}");
+    }
+    assert_eq!(web.get("/api/tasks").json()["tasks"], json!([]));
+    let made = web.post(
+        "/api/tasks",
+        &token,
+        &json!({"prompt": "\u{1b}[1mbold\u{1b}[0m plan"}).to_string(),
+    );
+    made.status(201);
+    assert_eq!(made.json()["task"]["title"], "\\e[1mbold\\e[0m plan");
 }

@@ -148,10 +148,10 @@ impl Reply {
     }
 }
 
-/// Sends `bytes` to `addr` as user `uid` (through `setpriv` and bash's `/dev/tcp`)
-/// and reads the answer; None, with a message, when this process cannot switch
-/// users (not root, or no setpriv), which under CI is a failure instead.
-pub fn request_as(uid: u32, addr: &str, bytes: &[u8]) -> Option<Reply> {
+/// `bash -c script` as user `uid` (through `setpriv`); None, with a message, when
+/// this process cannot switch users (not root, or no setpriv), which under CI is a
+/// failure instead.
+pub fn bash_as(uid: u32, script: &str) -> Option<std::process::Command> {
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     if !root || !std::path::Path::new("/usr/bin/setpriv").exists() {
@@ -162,9 +162,9 @@ pub fn request_as(uid: u32, addr: &str, bytes: &[u8]) -> Option<Reply> {
         eprintln!("skipped: needs root and setpriv");
         return None;
     }
-    let (host, port) = addr.rsplit_once(':').unwrap();
     let id = uid.to_string();
-    let mut child = std::process::Command::new("setpriv")
+    let mut command = std::process::Command::new("setpriv");
+    command
         .args([
             "--reuid",
             &id,
@@ -174,13 +174,22 @@ pub fn request_as(uid: u32, addr: &str, bytes: &[u8]) -> Option<Reply> {
             "bash",
             "-c",
         ])
-        .arg(format!(
-            "exec 3<>/dev/tcp/{host}/{port} && cat >&3 && exec cat <&3"
-        ))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .arg(script);
+    Some(command)
+}
+
+/// Sends `bytes` to `addr` as user `uid` (bash's `/dev/tcp`, see `bash_as`) and
+/// reads the answer; None when this process cannot switch users.
+pub fn request_as(uid: u32, addr: &str, bytes: &[u8]) -> Option<Reply> {
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let mut child = bash_as(
+        uid,
+        &format!("exec 3<>/dev/tcp/{host}/{port} && cat >&3 && exec cat <&3"),
+    )?
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     child.stdin.take().unwrap().write_all(bytes).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{:?}", out.status);
