@@ -239,6 +239,19 @@ impl Run {
         self
     }
 
+    /// Runs the binary with file mode creation mask `mask`.
+    pub fn umask(mut self, mask: u32) -> Self {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: umask is async-signal-safe and cannot fail.
+        unsafe {
+            self.command.pre_exec(move || {
+                libc::umask(mask as libc::mode_t);
+                Ok(())
+            });
+        }
+        self
+    }
+
     /// Starts the binary; it is killed if the returned value is dropped first.
     pub fn start(self) -> Running {
         Running(Some(self.spawn()))

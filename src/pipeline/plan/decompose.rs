@@ -262,6 +262,28 @@ potential_conflicts:
     }
 
     #[test]
+    fn a_title_the_runner_would_refuse_is_refused_here() {
+        let reply = REPLY.replace(
+            "title: Component design",
+            "title: \"Component\\x1b[2J design\"",
+        );
+        let e = parse_reply::<Decomposition>(&reply).unwrap_err();
+        assert!(
+            e.contains("phases[0].tasks[0].title: ") && e.contains("control characters"),
+            "{e}"
+        );
+        let reply = REPLY.replace("title: Component design", "title: \"Component\\n  design\"");
+        let made = decompose(&reply, &state(&[("a", &[])], 1)).unwrap();
+        assert!(
+            made.state
+                .tasks
+                .values()
+                .any(|t| t.record.title == "Component design"),
+            "line breaks become spaces"
+        );
+    }
+
+    #[test]
     fn temporary_ids_become_task_ids_and_phases_become_nodes() {
         let base = state(&[("a", &[])], 1);
         let edit = decompose(REPLY, &base).unwrap();

@@ -369,6 +369,17 @@ mod tests {
         );
         assert!(err(r#"[{"op": "update", "task_id": "a"}]"#).contains("changes nothing"));
         assert!(err(r#"[{"op": "create", "temp_id": "x"}]"#).contains("needs a title"));
+        // The runner's title rule: a title it would refuse never enters the store.
+        for op in [
+            r#"[{"op": "create", "temp_id": "x", "title": "a\u001b[2Jb"}]"#,
+            r#"[{"op": "update", "task_id": "a", "title": "bell\u0007"}]"#,
+        ] {
+            let e = err(op);
+            assert!(
+                e.starts_with("payload.operations[0].title: ") && e.contains("control characters"),
+                "{e}"
+            );
+        }
         assert_eq!(
             err(r#"[{"op": "create", "title": "x"}]"#),
             "payload.operations[0].temp_id: missing"
