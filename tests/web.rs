@@ -16,10 +16,32 @@ use support::web::Served;
 
 const SCRIPT: &str = "<script>alert(1)</script>";
 
+/// A decompose reply for the scripted Task Builder (plans take the replies of
+/// their type from its script).
+const DECOMPOSE: &str = "- type: decompose\n  understanding: A TODO app, planned.\n  phases:\n    - name: Build\n      milestone: m1\n      tasks:\n        - id: list\n          title: The planned list\n          description: Keep the items in todo.txt.\n          acceptance_criteria: [todo.txt lists the items]\n          wbs_level: 3\n          estimated_effort: small\n";
+
 fn workspace(name: &str) -> Pipeline {
     let p = Pipeline::new(name, false);
-    p.init(BUILDER_REPLY, QUICK_META, "");
+    p.init(&format!("{BUILDER_REPLY}{DECOMPOSE}"), QUICK_META, "");
     p
+}
+
+/// Starts a plan with `message` from the page; how it ended.
+fn plan_from_page(web: &Served, token: &str, message: &str) -> Value {
+    let started = web.post(
+        "/api/plan",
+        token,
+        &json!({ "message": message }).to_string(),
+    );
+    started.status(202);
+    let run_id = started.json()["run"].as_u64().unwrap();
+    let mut last = Value::Null;
+    wait_for(Duration::from_secs(60), || {
+        last = web.get(&format!("/api/plan/runs/{run_id}")).json();
+        last["state"] != "running"
+    });
+    assert_eq!(last["message"], message);
+    last
 }
 
 /// Names of the files in `dir` (sorted), or none if it is missing.
@@ -193,25 +215,39 @@ fn every_api_route_answers_and_the_pages_show_it() {
         "{page}"
     );
 
-    // Plan requests run `agent-runner plan` as a child; it ends, one way or another.
+    // Plan requests run `agent-runner plan` as a child. The tree written above
+    // names task nodes n1, not by their task ids: the plan refuses it and says why,
+    // and shows no understanding (the chat's latest one is not this plan's).
     web.post("/api/plan", &token, r#"{"message":""}"#)
         .status(400);
-    let started = web.post(
-        "/api/plan",
-        &token,
-        r#"{"message":"TODO アプリを作成して"}"#,
-    );
-    started.status(202);
-    let run_id = started.json()["run"].as_u64().unwrap();
-    let mut last = Value::Null;
-    wait_for(Duration::from_secs(60), || {
-        last = web.get(&format!("/api/plan/runs/{run_id}")).json();
-        last["state"] != "running"
-    });
-    assert_eq!(last["message"], "TODO アプリを作成して");
+    let failed = plan_from_page(&web, &token, "TODO アプリを作成して");
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert_eq!(failed["exit"], "exit status 1", "{failed}");
+    let errors = failed["errors"].as_str().unwrap();
     assert!(
-        last["state"] == "succeeded" || !last["errors"].as_str().unwrap().is_empty(),
-        "a failed plan says why: {last}"
+        errors.contains("wbs.json: nodes.n1.task_id"),
+        "a failed plan says why: {failed}"
+    );
+    assert_eq!(failed["meta"], Value::Null, "{failed}");
+    // Without that tree the plan succeeds: its understanding, its task in the list.
+    std::fs::remove_file(p.ws().join("wbs.json")).unwrap();
+    let done = plan_from_page(&web, &token, "TODO アプリを作成して、テスト付きで");
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["meta"]["text"], "A TODO app, planned.", "{done}");
+    let output = done["output"].as_str().unwrap();
+    assert!(output.contains("The planned list"), "{done}");
+    let planned: Vec<Value> = web.get("/api/tasks").json()["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["title"] == "The planned list")
+        .cloned()
+        .collect();
+    assert_eq!(planned.len(), 1, "{planned:?}");
+    assert_eq!(planned[0]["status"], "PENDING");
+    assert!(
+        output.contains(planned[0]["id"].as_str().unwrap()),
+        "{done}"
     );
     web.get("/api/plan/runs/999").status(404);
 
