@@ -140,7 +140,7 @@ fn a_killed_orchestrator_leaves_no_bundler_and_the_next_one_removes_its_spares()
     }
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     let jobs = p.run_tasks(&refs);
-    let mut orchestrator = p.in_ws(&["orchestrate"], &[]).start();
+    let orchestrator = p.in_ws(&["orchestrate"], &[]).start();
     let ws_id = p.ws().file_name().unwrap().to_str().unwrap().to_string();
     let bundler = format!("bundler-{ws_id}");
     let entries = |dir: &str, prefix: &str| -> Vec<String> {
@@ -166,8 +166,7 @@ fn a_killed_orchestrator_leaves_no_bundler_and_the_next_one_removes_its_spares()
             && containers_labelled("agent-runner.task", &bundler).len() == 1
     });
     assert_eq!(entries("bundles", "").len(), 1);
-    orchestrator.child().kill().unwrap();
-    orchestrator.child().wait().unwrap();
+    orchestrator.kill();
     // Its pipe closed: the bundler ends by itself, as the runner's container does.
     wait_for(Duration::from_secs(20), || {
         containers_labelled("agent-runner.task", &bundler).is_empty()

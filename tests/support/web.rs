@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::Running;
 use super::pipeline::Pipeline;
+use super::prerequisite::{Needs, needs};
+use super::{Run, Running};
 
 /// A running `serve`.
 pub struct Served {
@@ -149,23 +150,15 @@ impl Reply {
 }
 
 /// Sends `bytes` to `addr` as user `uid` (through `setpriv` and bash's `/dev/tcp`)
-/// and reads the answer; None, with a message, when this process cannot switch
-/// users (not root, or no setpriv), which under CI is a failure instead.
-pub fn request_as(uid: u32, addr: &str, bytes: &[u8]) -> Option<Reply> {
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || !std::path::Path::new("/usr/bin/setpriv").exists() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "this test needs root and setpriv under CI=true"
-        );
-        eprintln!("skipped: needs root and setpriv");
-        return None;
-    }
+/// and reads the answer. Tests that use it need root (`#[ignore = "needs root"]`).
+pub fn request_as(uid: u32, addr: &str, bytes: &[u8]) -> Reply {
+    needs(Needs::Root);
     let (host, port) = addr.rsplit_once(':').unwrap();
     let id = uid.to_string();
-    let mut child = std::process::Command::new("setpriv")
-        .args([
+    let script = format!("exec 3<>/dev/tcp/{host}/{port} && cat >&3 && exec cat <&3");
+    let out = Run::program(
+        "setpriv",
+        &[
             "--reuid",
             &id,
             "--regid",
@@ -173,18 +166,14 @@ pub fn request_as(uid: u32, addr: &str, bytes: &[u8]) -> Option<Reply> {
             "--clear-groups",
             "bash",
             "-c",
-        ])
-        .arg(format!(
-            "exec 3<>/dev/tcp/{host}/{port} && cat >&3 && exec cat <&3"
-        ))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(bytes).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{:?}", out.status);
-    Some(parse(&out.stdout))
+            &script,
+        ],
+    )
+    .stdin(bytes)
+    .deadline(Duration::from_secs(60))
+    .output();
+    out.code(0);
+    parse(out.stdout.as_bytes())
 }
 
 /// Sends `bytes` to `addr` and reads the answer: its head, then Content-Length bytes
