@@ -301,6 +301,34 @@ fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
     }
 }
 
+/// The sweep changes the repository, nothing else: a filesystem mounted below the
+/// repo (the user's, or the host's) is not entered, so a setuid file there keeps its
+/// bits while one in the repo loses them.
+#[test]
+#[ignore = "needs root"]
+fn the_privilege_sweep_stays_on_the_repository_s_filesystem() {
+    let dir = Scratch::new("bnd-xdev");
+    let repo = dir.join("repo");
+    let mounted = repo.join("mnt");
+    let _tmpfs = support::Tmpfs::mount(&mounted, "1m");
+    for file in [repo.join("mine"), mounted.join("theirs")] {
+        std::fs::copy("/bin/true", &file).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    }
+    let id = task_id("bnd-xdev");
+    let (out, _server) = run_prompts(&id, &repo, &["@say: nothing to do"], None, "");
+    out.code(0);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&repo.join("mine")), 0o755);
+    assert_eq!(mode(&mounted.join("theirs")), 0o4755);
+    let note = note(&repo, &id);
+    assert!(
+        note.contains("mine: setuid/setgid bits removed") && !note.contains("theirs"),
+        "{note}"
+    );
+    assert_no_container(&id);
+}
+
 #[test]
 fn a_killed_container_fails_the_task_at_once() {
     let dir = Scratch::new("bnd-dead");
@@ -418,6 +446,36 @@ fn a_worker_cannot_replay_another_execs_envelope_records() {
         log.contains(&format!("\u{1e}{first} git-before\n# branch.oid {forged}")),
         "{log}"
     );
+    assert_no_container(&id);
+}
+
+/// Notes (and `.gitignore`) are written to a temp file beside them, then renamed.
+/// `.agent-runner/` is read-only to a running worker, but a worker's commit can carry
+/// one into a later task's clone (checked out from its dependencies' branches): here
+/// the names a predictable temp file would have are planted first, links out of the
+/// repo and FIFOs. They neither redirect nor block the writes.
+#[test]
+fn a_planted_temp_name_neither_redirects_nor_blocks_the_note() {
+    let dir = Scratch::new("bnd-temp");
+    let repo = dir.join("repo");
+    let private = repo.join(".agent-runner");
+    std::fs::create_dir_all(&private).unwrap();
+    let outside = dir.file("outside.txt", "untouched\n");
+    let id = task_id("bnd-temp");
+    for name in [format!("task-{id}.md"), ".gitignore".to_string()] {
+        mkfifo(&private.join(format!(".{name}.tmp")));
+        for link in [format!(".{name}..tmp"), format!("{name}.tmp")] {
+            std::os::unix::fs::symlink(&outside, private.join(link)).unwrap();
+        }
+    }
+    let (out, _server) = run_prompts(&id, &repo, &["@say: nothing to do"], None, "");
+    out.code(0);
+    for name in [format!("task-{id}.md"), ".gitignore".to_string()] {
+        let meta = std::fs::symlink_metadata(private.join(&name)).unwrap();
+        assert!(meta.file_type().is_file(), "{name}: {meta:?}");
+    }
+    assert!(note(&repo, &id).contains("- State: COMPLETE"));
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "untouched\n");
     assert_no_container(&id);
 }
 

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use support::docker::{TEST_IMAGE, docker_ok};
 use support::fake_openai::{Answer, FakeOpenAi};
-use support::prerequisite::{Needs, needs};
 use support::task::*;
 use support::{Run, Scratch};
 
@@ -483,32 +482,6 @@ fn as_a_non_root_user_files_belong_to_that_user() {
     assert_no_container(&id);
 }
 
-/// A tmpfs mounted over a directory for the test's lifetime.
-struct SmallDisk(std::path::PathBuf);
-
-impl SmallDisk {
-    fn mount(path: &Path, size: &str) -> SmallDisk {
-        needs(Needs::Root);
-        std::fs::create_dir_all(path).unwrap();
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(path)
-            .status()
-            .unwrap();
-        assert!(mounted.success(), "mount a tmpfs on {}", path.display());
-        SmallDisk(path.to_path_buf())
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
-}
-
 /// The worker fills the disk: the task still ends, and the result says the note
 /// could not be written instead of pointing at a stale one.
 #[test]
@@ -516,7 +489,7 @@ impl Drop for SmallDisk {
 fn a_full_disk_is_reported_instead_of_a_stale_note() {
     let dir = Scratch::new("e2e-diskfull");
     let repo = dir.path.join("repo");
-    let _disk = SmallDisk::mount(&repo, "4m");
+    let _disk = support::Tmpfs::mount(&repo, "4m");
     let id = task_id("diskfull");
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),

@@ -141,6 +141,31 @@ impl OtherUser {
     }
 }
 
+/// A tmpfs mounted over a directory for the test's lifetime (tests that use one
+/// need root).
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    pub fn mount(path: &Path, size: &str) -> Tmpfs {
+        prerequisite::needs(prerequisite::Needs::Root);
+        std::fs::create_dir_all(path).unwrap();
+        Run::program(
+            "mount",
+            &["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"],
+        )
+        .arg(path.to_str().unwrap())
+        .output()
+        .code(0);
+        Tmpfs(path.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
 /// A git repository at `path` with `file` committed, made by the test itself (before
 /// any worker touched it).
 pub fn git_repo(path: &Path, file: &str, content: &str) {
