@@ -776,11 +776,9 @@ fn a_setuid_file_nested_past_the_descriptor_limit_is_found() {
         ))
         .output();
     out.code(0);
-    let found = Command::new("find")
-        .arg(repo.join("n"))
-        .args(["-name", "rootsh", "-perm", "/6000"])
-        .output()
-        .unwrap();
+    let found = Run::program("find", &[repo.join("n").to_str().unwrap()])
+        .args(&["-name", "rootsh", "-perm", "/6000"])
+        .output();
     assert!(found.stdout.is_empty(), "a setuid file survived the sweep");
     assert!(note(&repo, &id).contains("rootsh: setuid/setgid bits removed"));
     assert_no_container(&id);

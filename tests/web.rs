@@ -720,9 +720,7 @@ fn a_non_loopback_address_needs_allow_remote_and_warns() {
     let mut running = p
         .in_ws(&["serve"], &["--addr", "0.0.0.0:0", "--allow-remote"])
         .start();
-    let stdout = running.child().stdout.take().unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    let (line, _stdout) = support::web::first_line(&mut running);
     let port = line
         .trim()
         .rsplit(':')

@@ -184,12 +184,7 @@ pub fn git_repo(path: &Path, file: &str, content: &str) {
             "init",
         ],
     ] {
-        let ok = Command::new("git")
-            .args(args)
-            .current_dir(path)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "git {args:?}");
+        Run::program("git", args).cwd(path).output().code(0);
     }
 }
 
@@ -252,6 +247,11 @@ impl Run {
 
     pub fn arg(mut self, arg: &str) -> Self {
         self.command.arg(arg);
+        self
+    }
+
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.command.args(args);
         self
     }
 

@@ -28,17 +28,7 @@ impl Served {
         let mut args = vec!["--addr", "127.0.0.1:0"];
         args.extend(extra);
         let mut running = p.in_ws(&["serve"], &args).env("RUST_LOG", "info").start();
-        let stdout = running.child().stdout.take().unwrap();
-        let mut reader = BufReader::new(stdout);
-        let (sender, receiver) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = sender.send((line, reader.into_inner()));
-        });
-        let (line, stdout) = receiver
-            .recv_timeout(Duration::from_secs(20))
-            .expect("serve printed its URL");
+        let (line, stdout) = first_line(&mut running);
         let addr = line
             .trim()
             .strip_prefix("http://")
@@ -105,6 +95,22 @@ impl Served {
         let out = self.running.finish();
         (out.code, out.stderr)
     }
+}
+
+/// The first line `running` prints on stdout (its URL), and the rest of its stdout.
+/// Fails the test if none comes within 20 s.
+pub fn first_line(running: &mut Running) -> (String, std::process::ChildStdout) {
+    let stdout = running.child().stdout.take().unwrap();
+    let mut reader = BufReader::new(stdout);
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = reader.read_line(&mut line);
+        let _ = sender.send((line, reader.into_inner()));
+    });
+    receiver
+        .recv_timeout(Duration::from_secs(20))
+        .expect("serve printed its URL")
 }
 
 /// Sends `signal` to process `pid`.
