@@ -705,6 +705,7 @@ fn ids_and_titles_a_run_would_refuse_are_refused_when_the_task_is_made() {
 /// below is reachable), and what the pipeline writes below is 0700/0600 too. A tree
 /// an older version left readable is made private by the next command.
 #[test]
+#[ignore = "needs root"]
 fn the_metadata_is_private_whatever_the_umask() {
     use std::os::unix::fs::PermissionsExt;
     let p = Pipeline::new("pl-private", true);
@@ -762,15 +763,13 @@ fn the_metadata_is_private_whatever_the_umask() {
     assert!(seen > 10, "the attempt wrote its files ({seen})");
     assert_eq!(open_to_others, Vec::<String>::new());
     let task_file = p.ws().join(format!("tasks/{id}.jsonl"));
-    let other = |command: &str| {
-        support::web::bash_as(4711, command).map(|mut c| c.output().unwrap().status.success())
-    };
-    let Some(home_listed) = other(&format!("ls {}", p.home.display())) else {
-        return;
-    };
-    assert!(home_listed, "another user may enter the home (the control)");
-    assert_eq!(other(&format!("ls {}", workspaces.display())), Some(false));
-    assert_eq!(other(&format!("cat {}", task_file.display())), Some(false));
+    let other = |command: &str| support::web::bash_as(4711, command).output().code == Some(0);
+    assert!(
+        other(&format!("ls {}", p.home.display())),
+        "another user may enter the home (the control)"
+    );
+    assert!(!other(&format!("ls {}", workspaces.display())));
+    assert!(!other(&format!("cat {}", task_file.display())));
 
     // As an older version left it (0755/0644): the next command makes it private.
     let chmod = std::process::Command::new("chmod")
@@ -779,11 +778,11 @@ fn the_metadata_is_private_whatever_the_umask() {
         .status()
         .unwrap();
     assert!(chmod.success());
-    assert_eq!(other(&format!("cat {}", task_file.display())), Some(true));
+    assert!(other(&format!("cat {}", task_file.display())));
     p.in_ws(&["task", "list"], &[]).output().code(0);
     assert_eq!(mode(&workspaces), 0o700);
     assert_eq!(mode(&p.ws()), 0o700);
-    assert_eq!(other(&format!("cat {}", task_file.display())), Some(false));
+    assert!(!other(&format!("cat {}", task_file.display())));
 }
 
 /// Issue 18, item 7: with AGENT_RUNNER_HOME in the project, an in-place worker could
