@@ -694,9 +694,10 @@ exec /bin/busybox sh "$@"
     let mode = std::fs::metadata(&rootsh).unwrap().permissions().mode() & 0o7777;
     let note = note(&repo, &id);
     assert_eq!(mode & 0o6000, 0, "a setuid file survived the task:\n{note}");
+    // Which sweep finds it last depends on when the planter's loop runs (under load it
+    // can be the one after the test run); the mode above is what must hold.
     assert!(
-        note.contains("After the container was gone, 1 privileged file(s) were still found")
-            && note.contains("rootsh: setuid/setgid bits removed"),
+        note.contains("rootsh: setuid/setgid bits removed"),
         "{note}"
     );
     assert_no_container(&id);
