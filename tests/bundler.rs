@@ -140,7 +140,7 @@ fn a_killed_orchestrator_leaves_no_bundler_and_the_next_one_removes_its_spares()
     }
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     let jobs = p.run_tasks(&refs);
-    let mut orchestrator = p.in_ws(&["orchestrate"], &[]).start();
+    let orchestrator = p.in_ws(&["orchestrate"], &[]).start();
     let ws_id = p.ws().file_name().unwrap().to_str().unwrap().to_string();
     let bundler = format!("bundler-{ws_id}");
     let entries = |dir: &str, prefix: &str| -> Vec<String> {
@@ -166,8 +166,7 @@ fn a_killed_orchestrator_leaves_no_bundler_and_the_next_one_removes_its_spares()
             && containers_labelled("agent-runner.task", &bundler).len() == 1
     });
     assert_eq!(entries("bundles", "").len(), 1);
-    orchestrator.child().kill().unwrap();
-    orchestrator.child().wait().unwrap();
+    orchestrator.kill();
     // Its pipe closed: the bundler ends by itself, as the runner's container does.
     wait_for(Duration::from_secs(20), || {
         containers_labelled("agent-runner.task", &bundler).is_empty()
@@ -182,6 +181,57 @@ fn a_killed_orchestrator_leaves_no_bundler_and_the_next_one_removes_its_spares()
     p.orchestrate_once(&[]).output().code(1);
     assert_eq!(entries("clones", ".spare-"), Vec::<String>::new());
     assert_eq!(entries("bundles", ""), Vec::<String>::new());
+}
+
+/// Should anything a worker wrote ever run code in the bundler (a git bug, say), it
+/// could neither reach a network nor change a clone: every attempt's branch passes
+/// through that one container. Shown by running commands in it as that code would.
+#[test]
+fn the_bundler_has_no_network_and_cannot_change_the_clones() {
+    use std::time::Duration;
+    use support::docker::{docker, docker_ok};
+    use support::pipeline::{read, wait_for};
+    let p = Pipeline::new("bundler-confined", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@say: working\n@sleep: 120"),
+        "isolation: clone\n",
+    );
+    let id = task_id("bundler-confined");
+    p.new_task(&id, "Keep busy");
+    let job = p.run_tasks(&[&id]).remove(0);
+    let orchestrator = p.in_ws(&["orchestrate"], &[]).start();
+    let ws_id = p.ws().file_name().unwrap().to_str().unwrap().to_string();
+    let label = format!("bundler-{ws_id}");
+    let log = p
+        .ws()
+        .join(format!("clones/{job}/.agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(30), || {
+        read(&log).contains("working")
+            && containers_labelled("agent-runner.task", &label).len() == 1
+    });
+    let bundler = containers_labelled("agent-runner.task", &label).remove(0);
+    let links = docker_ok(&["exec", &bundler, "ls", "/sys/class/net"]);
+    assert_eq!(
+        links.split_whitespace().collect::<Vec<_>>(),
+        ["lo"],
+        "the bundler's network"
+    );
+    let planted = format!("/clones/{job}/planted");
+    let (wrote, _, error) = docker(&["exec", &bundler, "touch", &planted]);
+    assert!(
+        !wrote && error.contains("Read-only file system"),
+        "the bundler wrote into a clone: {error}"
+    );
+    assert!(!p.ws().join(format!("clones/{job}/planted")).exists());
+    support::web::signal(orchestrator.id(), 15);
+    orchestrator.finish();
+    for name in [&id, &label] {
+        assert_eq!(
+            containers_labelled("agent-runner.task", name),
+            Vec::<String>::new()
+        );
+    }
 }
 
 /// Commits `files` into the project (root_dir), on top of its first commit.

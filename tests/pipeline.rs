@@ -9,7 +9,6 @@ use serde_json::Value;
 
 use std::time::Duration;
 use support::fake_openai::{Answer, FakeOpenAi};
-use support::small_disk::SmallDisk;
 
 use support::pipeline::{
     BUILDER_REPLY, Pipeline, children_of, meta_script, read, task_id, wait_for,
@@ -771,16 +770,29 @@ fn a_bad_job_at_the_head_of_the_queue_fails_alone_and_the_others_run() {
         .stderr_has("its `task` line names task \"other\", not \"alias\"");
 }
 
+/// Fills what is left of the filesystem at `dir`; `free` gives it back.
+fn fill(dir: &std::path::Path) {
+    use std::io::Write;
+    let mut filler = std::fs::File::create(dir.join(".filler")).unwrap();
+    let block = vec![0u8; 64 << 10];
+    while filler.write_all(&block).is_ok() {}
+    while filler.write_all(&[0]).is_ok() {}
+}
+
+fn free(dir: &std::path::Path) {
+    std::fs::remove_file(dir.join(".filler")).unwrap();
+}
+
+/// Issue 18, item 16: a full disk (a small tmpfs as AGENT_RUNNER_HOME).
 #[test]
+#[ignore = "needs root"]
 fn a_full_disk_leaves_no_half_task_and_fails_the_orchestrator() {
     let p = Pipeline::new("pl-full", false);
-    let Some(disk) = SmallDisk::mount(&p.home, "4m") else {
-        return;
-    };
+    let disk = support::Tmpfs::mount(&p.home, "4m");
     p.init(BUILDER_REPLY, &meta_script("@say: working\n@sleep: 2"), "");
     p.new_task("one", PROMPT);
     let job = p.run_tasks(&["one"]).remove(0);
-    disk.fill();
+    fill(&p.home);
     // `task new` fails and leaves nothing: the id stays free.
     p.in_ws(&["task", "new"], &["--id", "two", PROMPT])
         .output()
@@ -792,13 +804,13 @@ fn a_full_disk_leaves_no_half_task_and_fails_the_orchestrator() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(tasks, ["one.jsonl"], "no empty task file, no temp file");
-    disk.free();
+    free(&p.home);
     p.new_task("two", PROMPT);
     // An attempt that cannot be recorded is an error, and `--once` says so.
     let orchestrator = p.orchestrate_once(&[]).start();
     let log = p.root.join(".agent-runner/logs/one/run-1.log");
     wait_for(Duration::from_secs(30), || read(&log).contains("working"));
-    disk.fill();
+    fill(&p.home);
     let out = orchestrator.finish();
     out.code(1).stderr_has(&format!(
         "ERROR job {job}: finished task one: succeeded; but cannot record it"
@@ -824,4 +836,217 @@ fn a_claim_error_that_repeats_is_logged_once() {
     let errors = out.stderr.lines().filter(|l| l.contains(" ERROR ")).count();
     assert_eq!(errors, 1, "{}", out.stderr);
     out.stderr_has("ERROR cannot claim");
+}
+
+/// Issue 18, items 14 and 15: a task the runner would refuse to run (a title with
+/// control characters, an id that is no branch name) is refused when it is made,
+/// naming the rule; a title made from a prompt is made acceptable instead.
+#[test]
+fn ids_and_titles_a_run_would_refuse_are_refused_when_the_task_is_made() {
+    let p = Pipeline::new("pl-rules", true);
+    p.init(BUILDER_REPLY, support::pipeline::QUICK_META, "");
+    for bad in ["a..b", "x.lock", "a."] {
+        p.in_ws(&["task", "new"], &["--id", bad, "Do it"])
+            .output()
+            .code(1)
+            .stderr_has("not a valid id")
+            .stderr_has("agent-runner/<id>");
+    }
+    p.in_ws(&["task", "new"], &["--title", "clear\u{1b}[2J", "Do it"])
+        .output()
+        .code(1)
+        .stderr_has("--title: ")
+        .stderr_has("control characters");
+    assert_eq!(
+        std::fs::read_dir(p.ws().join("tasks")).unwrap().count(),
+        0,
+        "no task was made"
+    );
+    // A title is the prompt's first line, its control characters shown as escapes
+    // (the prompt is kept as written); the run accepts it.
+    let id = p.new_task("escaped-title", "\u{1b}[31mred\u{7} TODO\nmore");
+    let shown = p.show(&id);
+    assert_eq!(shown["task"]["title"], "\\e[31mred\\x07 TODO");
+    assert_eq!(shown["task"]["raw_prompt"], "\u{1b}[31mred\u{7} TODO\nmore");
+    let job = p.run_tasks(&[&id]).remove(0);
+    p.orchestrate_once(&[]).output().code(0);
+    assert_eq!(p.result(&job)["status"], "succeeded", "{}", p.result(&job));
+}
+
+/// Issue 18, item 5: prompts, notes, logs and clones are this user's only, whatever
+/// the umask: `workspaces/` and the workspace's directory are 0700 (so nothing
+/// below is reachable), and what the pipeline writes below is 0700/0600 too. A tree
+/// an older version left readable is made private by the next command.
+#[test]
+#[ignore = "needs root"]
+fn the_metadata_is_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Pipeline::new("pl-private", true);
+    // A home that others may enter (a chosen AGENT_RUNNER_HOME, say).
+    std::fs::create_dir_all(&p.home).unwrap();
+    std::fs::set_permissions(&p.home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p.scratch.file("builder.yaml", BUILDER_REPLY);
+    p.scratch.file("meta.yaml", support::pipeline::QUICK_META);
+    let defaults = p.scratch.file(
+        "defaults.yaml",
+        "builder: {kind: scripted, script: builder.yaml}\nrunner:\n  meta: {kind: scripted, script: meta.yaml}\n",
+    );
+    let open = |run: support::Run| run.umask(0).output();
+    open(p.cmd(&[
+        "workspace",
+        "init",
+        p.root.to_str().unwrap(),
+        "--defaults",
+        defaults.to_str().unwrap(),
+    ]))
+    .code(0);
+    let id = open(p.in_ws(&["task", "new"], &["A secret plan"]))
+        .code(0)
+        .stdout
+        .trim()
+        .to_string();
+    open(p.in_ws(&["task", "run"], &[&id])).code(0);
+    open(p.orchestrate_once(&[])).code(0);
+    let mode = |path: &std::path::Path| {
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let workspaces = p.home.join("workspaces");
+    assert_eq!(mode(&workspaces), 0o700);
+    assert_eq!(mode(&p.ws()), 0o700);
+    let mut seen = 0;
+    let mut open_to_others = Vec::new();
+    let mut stack = vec![p.ws()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                stack.push(path.clone());
+            }
+            seen += 1;
+            if meta.permissions().mode() & 0o077 != 0 {
+                open_to_others.push(format!("{:o} {}", mode(&path), path.display()));
+            }
+        }
+    }
+    assert!(seen > 10, "the attempt wrote its files ({seen})");
+    assert_eq!(open_to_others, Vec::<String>::new());
+    let task_file = p.ws().join(format!("tasks/{id}.jsonl"));
+    let other = |command: &str| support::web::bash_as(4711, command).output().code == Some(0);
+    assert!(
+        other(&format!("ls {}", p.home.display())),
+        "another user may enter the home (the control)"
+    );
+    assert!(!other(&format!("ls {}", workspaces.display())));
+    assert!(!other(&format!("cat {}", task_file.display())));
+
+    // As an older version left it (0755/0644): the next command makes it private.
+    let chmod = std::process::Command::new("chmod")
+        .args(["-R", "go+rX"])
+        .arg(&workspaces)
+        .status()
+        .unwrap();
+    assert!(chmod.success());
+    assert!(other(&format!("cat {}", task_file.display())));
+    p.in_ws(&["task", "list"], &[]).output().code(0);
+    assert_eq!(mode(&workspaces), 0o700);
+    assert_eq!(mode(&p.ws()), 0o700);
+    assert!(!other(&format!("cat {}", task_file.display())));
+}
+
+/// Issue 18, item 7: with AGENT_RUNNER_HOME in the project, an in-place worker could
+/// rewrite `workspace.json` (and with it the next worker's settings); and a project
+/// in the home would hand a worker the metadata. Both are refused, before anything
+/// is created.
+#[test]
+fn the_metadata_and_the_project_are_kept_apart() {
+    let p = Pipeline::new("pl-apart", true);
+    let inside = p.root.join(".multiverse");
+    p.cmd(&["workspace", "init", p.root.to_str().unwrap()])
+        .env("AGENT_RUNNER_HOME", &inside)
+        .output()
+        .code(1)
+        .stderr_has("AGENT_RUNNER_HOME")
+        .stderr_has(&format!(
+            "is inside the workspace directory {}",
+            p.root.display()
+        ));
+    assert!(!inside.exists(), "nothing was created in the project");
+    p.in_ws(&["task", "new"], &["x"])
+        .env("AGENT_RUNNER_HOME", &inside)
+        .output()
+        .code(1)
+        .stderr_has("is inside the workspace directory");
+    // A project inside the home (a clone, say) is no workspace.
+    p.cmd(&["workspace", "init", p.root.to_str().unwrap()])
+        .output()
+        .code(0);
+    let clone = p.ws().join("clones/j-1");
+    std::fs::create_dir_all(&clone).unwrap();
+    p.cmd(&["workspace", "init", clone.to_str().unwrap()])
+        .output()
+        .code(1)
+        .stderr_has("is inside AGENT_RUNNER_HOME");
+}
+
+/// Issue 18, item 19: `task show` prints the paths of an attempt as the workspace's
+/// own directories have them, never the paths a (forged) attempt line names.
+#[test]
+fn task_show_prints_only_paths_in_the_workspaces_directories() {
+    let p = Pipeline::new("pl-show-paths", false);
+    p.init(BUILDER_REPLY, support::pipeline::QUICK_META, "");
+    let id = p.new_task("shown", "Nothing to do");
+    let job = p.run_tasks(&[&id]).remove(0);
+    p.orchestrate_once(&[]).output().code(0);
+    let logs = p.ws().join(format!("logs/{job}"));
+    let note = p.root.join(format!(".agent-runner/task-{id}.md"));
+    let shown = p.in_ws(&["task", "show"], &[&id]).output();
+    shown
+        .code(0)
+        .stdout_has(&format!("note:        {}", note.display()))
+        .stdout_has(&format!(
+            "task config: {}",
+            logs.join("task-config.yaml").display()
+        ))
+        .stdout_has(&format!("logs:        {}", logs.display()));
+    let real = p.attempts(&id).remove(0);
+    let append = |line: Value| {
+        let file = p.ws().join(format!("tasks/{id}.jsonl"));
+        let mut text = read(&file);
+        text.push_str(&format!("{line}\n"));
+        std::fs::write(&file, text).unwrap();
+    };
+    let mut forged = real.clone();
+    forged["attempt_id"] = "a-forged".into();
+    forged["task_config"] = "/etc/shadow".into();
+    forged["log_dir"] = "/root/.ssh".into();
+    forged["result"]["note_path"] = "/etc/passwd".into();
+    append(forged.clone());
+    let shown = p.in_ws(&["task", "show"], &[&id]).output();
+    shown
+        .code(0)
+        .stdout_has("latest attempt (a-forged)")
+        .stdout_has("note:        (not in this workspace's directories: not shown)")
+        .stdout_has(&format!(
+            "task config: {}",
+            logs.join("task-config.yaml").display()
+        ));
+    for path in ["/etc/shadow", "/root/.ssh", "/etc/passwd"] {
+        assert!(!shown.stdout.contains(path), "{path}: {}", shown.stdout);
+    }
+    forged["attempt_id"] = "a-forged-2".into();
+    forged["job_id"] = "../../../../etc".into();
+    append(forged);
+    let shown = p.in_ws(&["task", "show"], &[&id]).output();
+    shown
+        .code(0)
+        .stdout_has("latest attempt (a-forged-2)")
+        .stdout_has("logs:        (not shown: the job id is not valid)")
+        .stdout_has("result file: (not shown: the job id is not valid)");
+    let paths = shown.stdout.split("latest attempt").nth(1).unwrap();
+    assert!(!paths.contains("/etc"), "{}", shown.stdout);
 }

@@ -1,7 +1,8 @@
 //! `agent-runner serve`: the web view of a workspace (SPEC §14). Prints the URL on
-//! stdout (the command's one result), then serves until SIGINT/SIGTERM.
+//! stdout (the command's one result: the address it listens on, never a name,
+//! which could lead elsewhere), then serves until SIGINT/SIGTERM.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
 
 use crate::error::{Error, exit};
@@ -36,14 +37,13 @@ pub fn run(workspace: &Path, addr: SocketAddr, allow_remote: bool, interrupt: In
             "locate the agent-runner binary",
             "/proc/self/exe",
         ))?;
-        let listener = TcpListener::bind(addr)
-            .map_err(|e| PipelineError::Invalid(format!("cannot listen on {addr}: {e}")))?;
-        let local = listener
+        let listeners = web::listen(addr).map_err(PipelineError::Invalid)?;
+        let local = listeners[0]
             .local_addr()
             .map_err(|e| PipelineError::Invalid(format!("cannot listen on {addr}: {e}")))?;
-        Ok::<_, Error>((ws, exe, listener, local))
+        Ok::<_, Error>((ws, exe, listeners, local))
     })();
-    let (ws, exe, listener, local) = match prepared {
+    let (ws, exe, listeners, local) = match prepared {
         Ok(prepared) => prepared,
         Err(e) => return report(&e, &Redactor::default()),
     };
@@ -60,7 +60,7 @@ pub fn run(workspace: &Path, addr: SocketAddr, allow_remote: bool, interrupt: In
         ws.id,
         escape_controls(&ws.root_dir.display().to_string())
     );
-    match web::serve(ws, listener, exe, interrupt) {
+    match web::serve(ws, listeners, exe, interrupt) {
         Ok(()) if interrupt.is_set() => exit::INTERRUPTED,
         Ok(()) => exit::COMPLETE,
         Err(e) => {

@@ -13,7 +13,7 @@ use crate::pipeline::run_request::{self, RunError};
 use crate::pipeline::status::TaskStatus;
 use crate::pipeline::store::{Board, TaskStore};
 use crate::pipeline::task_json::{self, TaskList};
-use crate::pipeline::{PipelineError, Workspace, new_task};
+use crate::pipeline::{PipelineError, Workspace, attempt_files, new_task};
 use crate::secret::Redactor;
 use crate::text::{cut_chars, escape_controls, fit, one_line};
 use crate::timestamp::human;
@@ -254,23 +254,34 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
                     ))
                 ));
             }
-            out.push_str(&format!(
-                "  note:        {}\n",
-                e(&text("note_path").unwrap_or_else(|| "(none)".into()))
-            ));
+            // Paths only as the workspace's own directories have them: a forged
+            // attempt line or result could name any file.
+            let note = match (text("note_path"), attempt_files::note_path(&ws, &r.id, a)) {
+                (_, Some(path)) => e(&path.display().to_string()),
+                (None, None) => "(none)".into(),
+                (Some(_), None) => "(not in this workspace's directories: not shown)".into(),
+            };
+            out.push_str(&format!("  note:        {note}\n"));
         } else {
             out.push_str("  result:      (agent-runner printed none)\n");
         }
         if let Some(branch) = &a.branch {
             out.push_str(&format!("  branch:      {}\n", e(branch)));
         }
-        out.push_str(&format!("  task config: {}\n", e(&a.task_config)));
-        out.push_str(&format!("  logs:        {}\n", e(&a.log_dir)));
+        let shown = |path: Option<std::path::PathBuf>| {
+            path.map_or("(not shown: the job id is not valid)".into(), |p| {
+                e(&p.display().to_string())
+            })
+        };
+        let logs = attempt_files::log_dir(&ws, a);
+        out.push_str(&format!(
+            "  task config: {}\n",
+            shown(logs.as_ref().map(|l| l.join("task-config.yaml")))
+        ));
+        out.push_str(&format!("  logs:        {}\n", shown(logs)));
         out.push_str(&format!(
             "  result file: {}\n",
-            ws.results_dir()
-                .join(format!("{}.json", a.job_id))
-                .display()
+            shown(attempt_files::result_file(&ws, a))
         ));
     }
     write_stdout(&out)?;

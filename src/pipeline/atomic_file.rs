@@ -2,7 +2,8 @@
 //! tmp/): the bytes go to a new temp file in the same directory, created exclusively
 //! under a name nobody can predict (so a planted symlink or file cannot take its
 //! place), then `rename` replaces the target in one step, or `link` puts it in
-//! place only if the name is free (a file that must not be replaced).
+//! place only if the name is free (a file that must not be replaced). The file is
+//! this user's only (0600): everything written so is workspace metadata.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -33,7 +34,7 @@ fn write_temp(path: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o644)
+            .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&temp)?;
         file.write_all(bytes)

@@ -96,7 +96,7 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
     let config_path = log_dir.join("task-config.yaml");
     let ran = match &claimed.refusal {
         Some(reason) => failed(reason.clone()),
-        None => match std::fs::create_dir_all(&log_dir) {
+        None => match super::workspace::create_dir(&log_dir) {
             Ok(()) => attempt(setup, &claimed, &log_dir, &config_path, &mut place),
             Err(e) => failed(format!("cannot create {}: {e}", log_dir.display())),
         },
@@ -223,7 +223,7 @@ fn build(
         duration,
         log,
     } = builder::build(&ws.defaults, &request, &var, setup.interrupt, log_dir);
-    let _ = std::fs::write(log_dir.join("builder.log"), &log);
+    let _ = atomic_file::write(&log_dir.join("builder.log"), log.as_bytes());
     let draft = match config {
         Ok(draft) => draft,
         Err(_) if setup.interrupt.is_set() => return Err(failed("interrupted".into())),

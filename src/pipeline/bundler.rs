@@ -283,7 +283,7 @@ impl State {
 
     fn spawn(&self, image: &str, limits: &WorkerLimits) -> Result<Bundler, String> {
         for dir in [&self.clones, &self.out] {
-            std::fs::create_dir_all(dir)
+            super::workspace::create_dir(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
         let name = format!(

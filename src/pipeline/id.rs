@@ -1,22 +1,19 @@
 //! Task and job ids. Both become file names (`tasks/<id>.jsonl`, `ipc/*/<id>.json`,
-//! `logs/<id>/`), so they follow the runner's task id pattern (SPEC §3.1):
-//! `[A-Za-z0-9][A-Za-z0-9._-]{0,127}`. Anything else could name a path outside the
-//! workspace.
+//! `logs/<id>/`) and a task id names its branch `agent-runner/<id>`, so both follow
+//! the runner's task id rule (`crate::task::id`, SPEC §3.1). Anything else could name
+//! a path outside the workspace, or a branch git refuses.
 
 /// True when `id` may name a task or a job.
 pub fn is_valid(id: &str) -> bool {
-    id.len() <= 128
-        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    crate::task::id::is_valid(id)
 }
 
 /// The error message for an invalid id given as `what` (`--id`, a job file name).
 pub fn invalid(what: &str, id: &str) -> String {
     format!(
-        "{what}: {:?} is not a valid id: 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit",
-        crate::text::cut_chars(id, 60)
+        "{what}: {:?} is not a valid id: {}",
+        crate::text::cut_chars(id, 60),
+        crate::task::id::RULE
     )
 }
 
@@ -62,6 +59,7 @@ mod tests {
             assert!(!is_valid(bad), "{bad}");
         }
         assert!(is_valid(&new_task_id()) && new_task_id().len() == 10);
+        assert!(!is_valid("a..b") && !is_valid("x.lock"), "branch names too");
         assert!(is_valid(&new_job_id()) && new_job_id() != new_job_id());
     }
 }

@@ -92,7 +92,7 @@ pub fn prepare(
         return Err(checked_out(&branch, root));
     }
     if let Some(parent) = dir.parent() {
-        std::fs::create_dir_all(parent)
+        super::workspace::create_dir(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     // A spare lacks branches that came back after it was made: none when merging.

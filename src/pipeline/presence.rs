@@ -47,7 +47,7 @@ impl Presence {
     /// Writes and locks this process's marker; removes leftovers of dead ones.
     pub fn announce(ws: &Workspace) -> Result<Presence, PipelineError> {
         let dir = dir(ws);
-        std::fs::create_dir_all(&dir).map_err(PipelineError::io("create", &dir))?;
+        super::workspace::create_dir(&dir).map_err(PipelineError::io("create", &dir))?;
         for (path, file) in markers(&dir) {
             if lock(&file, libc::LOCK_EX) {
                 let _ = std::fs::remove_file(path);
@@ -64,6 +64,7 @@ impl Presence {
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(0o600)
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&temp)?;
             file.write_all(&serde_json::to_vec(&marker).unwrap_or_default())?;

@@ -4,7 +4,7 @@
 //! repairs (an exclusive `flock` on `ipc/.recover.lock`), and recording is
 //! idempotent per job, so two orchestrators starting together record it once.
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::time::{Duration, SystemTime};
 
 use super::queue::{self, Entry};
@@ -24,6 +24,7 @@ pub fn recover(ws: &Workspace) -> usize {
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(0o600)
         .open(&lock_path)
     else {
         log::warn!("cannot open {}; skipping recovery", lock_path.display());

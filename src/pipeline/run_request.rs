@@ -76,7 +76,7 @@ fn lock(ws: &Workspace) -> Result<File, PipelineError> {
         .write(true)
         .create(true)
         .truncate(false)
-        .mode(0o644)
+        .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&path)
         .map_err(PipelineError::io("open", path.clone()))?;

@@ -1,8 +1,20 @@
 //! A workspace: a project directory (`root_dir`) plus metadata kept outside it, in
 //! `$AGENT_RUNNER_HOME/workspaces/<id>/` (SPEC §11). The id is derived from the
 //! canonical root_dir alone, so any program can find a directory's workspace.
+//!
+//! The metadata holds what the web view refuses other users: prompts, notes, logs,
+//! and whole copies of the repository (clones). So `workspaces/` and each
+//! workspace's directory are this user's and mode 0700 whatever the umask, tightened
+//! on every open when an older version left them readable (nothing below them is
+//! reachable then, so the files need no walk); the pipeline's own directories and
+//! files below are created 0700 and 0600 too (`create_dir`, `atomic_file`, `jsonl`).
+//!
+//! In-place attempts let the worker write root_dir, so the metadata may not be in
+//! it (a worker would rewrite `workspace.json`'s defaults, and with them the next
+//! task's worker settings), nor root_dir in the metadata.
 
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -60,8 +72,14 @@ impl Workspace {
     /// Opens the workspace of `root` (a directory), creating it on first use.
     pub fn open(home: &Path, root: &Path) -> Result<Workspace, PipelineError> {
         let root_dir = canonical_dir(root)?;
+        apart(home, &root_dir)?;
         let id = workspace_id(&root_dir);
-        let dir = home.join("workspaces").join(&id);
+        let workspaces = home.join("workspaces");
+        let dir = workspaces.join(&id);
+        for private in [&workspaces, &dir] {
+            create_dir(private).map_err(PipelineError::io("create", private))?;
+            keep_private(private)?;
+        }
         let file = dir.join("workspace.json");
         let workspace = match std::fs::read(&file) {
             Ok(bytes) => {
@@ -121,7 +139,7 @@ impl Workspace {
             self.failed_dir(),
             self.logs_dir(),
         ] {
-            std::fs::create_dir_all(&dir).map_err(PipelineError::io("create", dir))?;
+            create_dir(&dir).map_err(PipelineError::io("create", dir))?;
         }
         Ok(())
     }
@@ -169,6 +187,89 @@ impl Workspace {
     /// Where running orchestrators' bundlers put their bundles.
     pub fn bundles_dir(&self) -> PathBuf {
         self.dir.join("bundles")
+    }
+}
+
+/// Creates `dir` and its missing parents as directories only this user can enter
+/// (0700; the umask can only take more away).
+pub fn create_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Makes the existing directory `dir` 0700 if it is looser; an error if it belongs
+/// to another user, who could read everything below it whatever its mode.
+fn keep_private(dir: &Path) -> Result<(), PipelineError> {
+    let meta = std::fs::metadata(dir).map_err(PipelineError::io("read the mode of", dir))?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(PipelineError::Invalid(format!(
+            "{} belongs to uid {}, not to you (uid {me}): its owner could read every workspace in it; set {HOME_ENV} to a directory of your own",
+            dir.display(),
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(PipelineError::io("make private (chmod 700)", dir))?;
+    }
+    Ok(())
+}
+
+/// Refuses a home inside root_dir (or equal to it) and a root_dir inside the home.
+fn apart(home: &Path, root_dir: &Path) -> Result<(), PipelineError> {
+    let home = resolved(home)
+        .map_err(|e| PipelineError::Invalid(format!("{HOME_ENV} {}: {e}", home.display())))?;
+    if home.starts_with(root_dir) {
+        return Err(PipelineError::Invalid(format!(
+            "{HOME_ENV} ({}) is inside the workspace directory {}: a worker running there could rewrite the workspace's settings; keep the metadata outside every project (the default is ~/.multiverse)",
+            home.display(),
+            root_dir.display()
+        )));
+    }
+    if root_dir.starts_with(&home) {
+        return Err(PipelineError::Invalid(format!(
+            "the workspace directory {} is inside {HOME_ENV} ({}), agent-runner's own metadata (clones of other workspaces among it); use a project directory outside it",
+            root_dir.display(),
+            home.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `path` absolute, with the symlinks of its longest existing part resolved (the
+/// rest does not exist yet, so it has none).
+fn resolved(path: &Path) -> std::io::Result<PathBuf> {
+    let absolute = std::path::absolute(path)?;
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        match std::fs::canonicalize(existing) {
+            Ok(canonical) => {
+                let mut out = canonical;
+                for part in rest.iter().rev() {
+                    match part {
+                        Component::ParentDir => {
+                            out.pop();
+                        }
+                        Component::Normal(name) => out.push(name),
+                        _ => {}
+                    }
+                }
+                return Ok(out);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let Some(parent) = existing.parent() else {
+                    return Err(e);
+                };
+                rest.extend(existing.components().next_back());
+                existing = parent;
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -240,6 +341,64 @@ mod tests {
         let again = Workspace::open(&base.join("home"), &root).unwrap();
         assert_eq!(again.created_at, ws.created_at);
         assert!(Workspace::open(&base.join("home"), &base.join("missing")).is_err());
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn the_metadata_and_the_project_stay_apart() {
+        let base = std::env::temp_dir().join(format!("ar-ws-{}", super::super::id::random_hex(8)));
+        let root = base.join("project");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink(root.join("sub"), base.join("link")).unwrap();
+        let inside = |home: PathBuf| {
+            let e = Workspace::open(&home, &root).unwrap_err().to_string();
+            assert!(e.contains("is inside the workspace directory"), "{e}");
+            assert!(!home.join("workspaces").exists(), "nothing created");
+        };
+        inside(root.join(".home"));
+        inside(root.clone());
+        inside(root.join("sub/deeper/home"));
+        inside(base.join("link/home"));
+        inside(base.join("elsewhere/../project/x"));
+        let e = Workspace::open(&base, &root).unwrap_err().to_string();
+        assert!(e.contains("is inside AGENT_RUNNER_HOME"), "{e}");
+        let ws = Workspace::open(&base.join("home"), &root).unwrap();
+        let clone = ws.clones_dir().join("j-1");
+        std::fs::create_dir_all(&clone).unwrap();
+        let e = Workspace::open(&base.join("home"), &clone)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is inside AGENT_RUNNER_HOME"), "{e}");
+        // A sibling whose name starts like the project is not inside it.
+        assert!(Workspace::open(&base.join("project-home"), &root).is_ok());
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn the_workspaces_are_private_and_an_old_tree_is_made_so() {
+        let (ws, base) = scratch("private");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        let workspaces = base.join("home/workspaces");
+        assert_eq!(mode(&workspaces), 0o700);
+        assert_eq!(mode(&ws.dir), 0o700);
+        assert_eq!(mode(&ws.tasks_dir()), 0o700);
+        assert_eq!(mode(&ws.dir.join("workspace.json")), 0o600);
+        // As an older version left them.
+        for dir in [&workspaces, &ws.dir] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        Workspace::open(&base.join("home"), &base.join("root")).unwrap();
+        assert_eq!(mode(&workspaces), 0o700);
+        assert_eq!(mode(&ws.dir), 0o700);
+        // Another user's directory (as root, who can make one): its owner reads it all.
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&workspaces, Some(4711), None).unwrap();
+            let e = Workspace::open(&base.join("home"), &base.join("root"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("belongs to uid 4711, not to you"), "{e}");
+        }
         std::fs::remove_dir_all(base).unwrap();
     }
 }

@@ -13,6 +13,7 @@ mod invocation;
 pub mod program;
 
 use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
@@ -212,9 +213,11 @@ pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
     let mut command = std::process::Command::new(path);
     let stderr = match &invocation.stderr_file {
         None => Stdio::piped(),
+        // A log of ours: this user's only.
         Some(path) => std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(path)
             .map(Stdio::from)
             .map_err(|e| SpawnError {

@@ -125,20 +125,12 @@ fn task_id(id: Option<String>) -> Result<(String, bool), InputError> {
     let Some(id) = non_empty(id) else {
         return Ok((uuid::Uuid::new_v4().to_string(), true));
     };
-    let valid = id.len() <= 128
-        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if !valid {
+    if !super::id::is_valid(&id) {
         return Err(InputError::new(
             "task.id",
-            format!(
-                "must be 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit (got {:?})",
-                cut_chars(&id, 60)
-            ),
+            format!("must be {} (got {:?})", super::id::RULE, cut_chars(&id, 60)),
         )
-        .with_hint("the id names the Task Note file and the container"));
+        .with_hint("the id names the Task Note file, the container and the branch"));
     }
     Ok((id, false))
 }

@@ -23,12 +23,17 @@ pub fn non_empty(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
 }
 
-/// Text shown as one line (titles): no control characters, no line separators.
-pub fn one_line(value: String, field: &str) -> Result<String, InputError> {
-    if value
+/// Whether `value` is text shown as one line (the rule for titles, which the
+/// pipeline applies too): no control characters, no line separators.
+pub fn is_one_line(value: &str) -> bool {
+    !value
         .chars()
         .any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}'))
-    {
+}
+
+/// `value` if it `is_one_line`.
+pub fn one_line(value: String, field: &str) -> Result<String, InputError> {
+    if !is_one_line(&value) {
         return Err(InputError::new(
             field,
             format!(

@@ -13,6 +13,7 @@ mod document;
 mod env_ref;
 mod fields;
 mod host;
+pub mod id;
 mod input_error;
 mod locate;
 mod paths;
@@ -28,7 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use auth::CodexAuth;
-pub use fields::MAX_SECONDS;
+pub use fields::{MAX_SECONDS, is_one_line};
 pub use host::{Host, Var};
 pub use input_error::{Category, InputError, InputErrors};
 pub use paths::MAX_PRD_BYTES;

@@ -107,7 +107,7 @@ raw_section! {
 raw_section! {
     /// `task:` of shape v1.
     RawTaskSection, TASK_V1 {
-        /// Names the Task Note and the container: [A-Za-z0-9][A-Za-z0-9._-]{0,127}.
+        /// Names the Task Note and the container: [A-Za-z0-9][A-Za-z0-9._-]{0,127}, without `..`, not ending in `.` or `.lock`.
         id: String = Kind::Text;
         /// One line, shown in the note; default: the id.
         title: String = Kind::Text;
@@ -206,7 +206,7 @@ raw_section! {
 raw_section! {
     /// `task:` of the TaskConfig shape.
     RawTaskConfigSection, TASK_TASK_CONFIG {
-        /// Names the Task Note and the container: [A-Za-z0-9][A-Za-z0-9._-]{0,127}.
+        /// Names the Task Note and the container: [A-Za-z0-9][A-Za-z0-9._-]{0,127}, without `..`, not ending in `.` or `.lock`.
         id: String = Kind::Text;
         /// One line, shown in the note.
         title: String = Kind::Text;

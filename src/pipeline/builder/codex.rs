@@ -80,7 +80,7 @@ fn ask(
 ) -> Result<Mapping, String> {
     let scratch = work.join("codex-builder");
     let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch)
+    crate::pipeline::workspace::create_dir(&scratch)
         .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
     let private = PrivateDir::open_in(&scratch)
         .map_err(|e| format!("cannot create {}/.agent-runner: {e}", scratch.display()))?;

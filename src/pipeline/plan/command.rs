@@ -178,10 +178,10 @@ pub fn run(
             change.deleted.len()
         );
     }
-    chat::append(
+    chat::append_reply(
         ws,
-        Role::Meta,
         &backend.redactor.redact(&edit.understanding),
+        edit.potential_conflicts.clone(),
     )?;
     let mut after = edit.state;
     if let Some(c) = &committed {
@@ -229,8 +229,8 @@ fn write_log(path: &std::path::Path, label: &str, call: &MetaCall) {
     let out = call.transcript(&format!("meta: {label}\ntype: {}", call.kind));
     let written = path
         .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::write(path, out));
+        .map_or(Ok(()), crate::pipeline::workspace::create_dir)
+        .and_then(|()| crate::pipeline::atomic_file::write(path, out.as_bytes()));
     if let Err(e) = written {
         log::warn!("cannot write {}: {e}", path.display());
     }

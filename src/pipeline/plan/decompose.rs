@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-use super::super::cycle;
 use super::super::record::TaskRecord;
+use super::super::{cycle, new_task};
 use super::edit::{Edit, Step, prompt_of};
 use super::fields::{Fields, conflicts};
 use super::model::{PlanState, Rejection};
@@ -121,7 +121,7 @@ fn task(f: &Fields) -> Result<DecomposedTask, String> {
     }
     Ok(DecomposedTask {
         id: f.required_text("id")?,
-        title: one_line(&f.required_text("title")?),
+        title: new_task::title(&f.required_text("title")?, &f.at("title"))?,
         description: f
             .text("description")?
             .ok_or_else(|| missing("description"))?,
@@ -259,6 +259,28 @@ potential_conflicts:
     fn decompose(reply: &str, base: &PlanState) -> Result<Edit, Rejection> {
         let reply: Decomposition = parse_reply(reply).map_err(Rejection::Invalid)?;
         plan(&reply, base, "2026-01-01T00:00:00.000Z")
+    }
+
+    #[test]
+    fn a_title_the_runner_would_refuse_is_refused_here() {
+        let reply = REPLY.replace(
+            "title: Component design",
+            "title: \"Component\\x1b[2J design\"",
+        );
+        let e = parse_reply::<Decomposition>(&reply).unwrap_err();
+        assert!(
+            e.contains("phases[0].tasks[0].title: ") && e.contains("control characters"),
+            "{e}"
+        );
+        let reply = REPLY.replace("title: Component design", "title: \"Component\\n  design\"");
+        let made = decompose(&reply, &state(&[("a", &[])], 1)).unwrap();
+        assert!(
+            made.state
+                .tasks
+                .values()
+                .any(|t| t.record.title == "Component design"),
+            "line breaks become spaces"
+        );
     }
 
     #[test]

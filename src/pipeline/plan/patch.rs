@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::super::new_task;
 use super::fields::{Fields, conflicts};
 use crate::meta::reply::Reply;
 use crate::text::one_line;
@@ -230,7 +231,10 @@ fn operation(f: &Fields) -> Result<Operation, String> {
 
 fn task_fields(f: &Fields) -> Result<TaskFields, String> {
     Ok(TaskFields {
-        title: f.nonblank_text("title")?.map(|t| one_line(&t)),
+        title: f
+            .nonblank_text("title")?
+            .map(|t| new_task::title(&t, &f.at("title")))
+            .transpose()?,
         description: f.text("description")?,
         acceptance_criteria: f.criteria("acceptance_criteria")?,
         dependencies: f.texts("dependencies")?,
@@ -365,6 +369,17 @@ mod tests {
         );
         assert!(err(r#"[{"op": "update", "task_id": "a"}]"#).contains("changes nothing"));
         assert!(err(r#"[{"op": "create", "temp_id": "x"}]"#).contains("needs a title"));
+        // The runner's title rule: a title it would refuse never enters the store.
+        for op in [
+            r#"[{"op": "create", "temp_id": "x", "title": "a\u001b[2Jb"}]"#,
+            r#"[{"op": "update", "task_id": "a", "title": "bell\u0007"}]"#,
+        ] {
+            let e = err(op);
+            assert!(
+                e.starts_with("payload.operations[0].title: ") && e.contains("control characters"),
+                "{e}"
+            );
+        }
         assert_eq!(
             err(r#"[{"op": "create", "title": "x"}]"#),
             "payload.operations[0].temp_id: missing"

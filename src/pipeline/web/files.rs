@@ -3,20 +3,18 @@
 //! of the directory the attempt ran in, or where the orchestrator kept them after
 //! removing a succeeded attempt's clone). A request names a task, one of its attempts
 //! and a file name from a fixed set; the path is built here from what the TaskStore
-//! records, never taken from the request. The runner's files are in root_dir, the
-//! attempt's clone or the job's log directory, whichever the result's `note_path`
-//! names, and nothing else.
+//! records, never taken from the request or from the paths the TaskStore's lines
+//! hold (`attempt_files`).
 //!
 //! Those directories are written by the worker (untrusted, SPEC §9), so every file
 //! is reached through `PrivateDir`: component by component, no symlink followed, only
 //! regular files read, and only a bounded amount.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use super::super::attempt::KEPT_DIR_NAME;
 use super::super::record::Attempt;
-use super::super::{Workspace, id};
-use crate::private_dir::{DIR_NAME, PrivateDir};
+use super::super::{Workspace, attempt_files, id};
+use crate::private_dir::PrivateDir;
 
 /// The orchestrator's files of a job, in `logs/<job-id>/`.
 pub const JOB_FILES: [&str; 3] = ["builder.log", "task-config.yaml", "runner.stderr.log"];
@@ -68,37 +66,9 @@ impl AttemptFile {
     }
 }
 
-/// Where an attempt's runner files are: `.agent-runner/` of root_dir or of the
-/// attempt's clone, or `logs/<job-id>/agent-runner/` once a succeeded clone is
-/// cleaned up; the parent it is opened from and the name in it. The one whose note
-/// the result's `note_path` names, and nothing else; None when there is no result.
-fn runner_files(
-    ws: &Workspace,
-    task_id: &str,
-    attempt: &Attempt,
-) -> Option<(PathBuf, &'static str)> {
-    let result = attempt.result_value()?;
-    let note = Path::new(result.get("note_path")?.as_str()?);
-    let note_name = format!("task-{task_id}.md");
-    let mut candidates = vec![(ws.root_dir.clone(), DIR_NAME)];
-    if id::is_valid(&attempt.job_id) {
-        candidates.insert(0, (ws.clones_dir().join(&attempt.job_id), DIR_NAME));
-        candidates.insert(0, (ws.logs_dir().join(&attempt.job_id), KEPT_DIR_NAME));
-    }
-    // The runner names the note under its canonical repo path; the directory is
-    // opened by the path we know (never following a symlink at its end).
-    candidates.into_iter().find(|(dir, name)| {
-        let canonical = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
-        [dir, &canonical]
-            .iter()
-            .any(|d| note == d.join(name).join(&note_name))
-    })
-}
-
 /// The path of attempt `attempt`'s Task Note, as shown on a page.
 pub fn note_path(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Option<PathBuf> {
-    let (dir, name) = runner_files(ws, task_id, attempt)?;
-    Some(dir.join(name).join(format!("task-{task_id}.md")))
+    attempt_files::note_path(ws, task_id, attempt)
 }
 
 /// Reads `file` of `attempt` (of task `task_id`): at most `MAX_FILE` bytes, and
@@ -167,13 +137,13 @@ pub fn list(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Vec<AttemptFile
     files
 }
 
-/// The attempt's runner files (`runner_files`), opened.
+/// The attempt's runner files (`attempt_files::runner_dir`), opened.
 fn private_dir(
     ws: &Workspace,
     task_id: &str,
     attempt: &Attempt,
 ) -> Option<std::io::Result<PrivateDir>> {
-    let (dir, name) = runner_files(ws, task_id, attempt)?;
+    let (dir, name) = attempt_files::runner_dir(ws, task_id, attempt)?;
     Some(PrivateDir::open_existing(&dir).and_then(|d| d.existing(name)))
 }
 

@@ -1,12 +1,15 @@
 //! The checks every request passes before a handler sees it (SPEC §14):
-//! - **User** (every connection from this machine): the client's socket must belong
-//!   to the user who started the server (`peer`), so another local user can neither
-//!   read the pages (and the token in them) nor change anything.
-//! - **Host** (every request, GET too): the name the browser used must be an IP
-//!   address the server listens on, or `localhost`, with the server's port. A page
+//! - **User** (every connection from this machine, as it is accepted, before its
+//!   request is read): the client's socket must belong to the user who started the
+//!   server (`peer`), so another local user can neither read the pages (and the
+//!   token in them) nor change anything, nor keep the owner out.
+//! - **Host** (every request, GET too): the host the browser used must be the IP
+//!   address the connection came to, with the server's port; never a name. A page
 //!   of another site that re-points its own name to 127.0.0.1 (DNS rebinding) sends
 //!   its own name and is refused, so it can neither read our pages (and the token in
-//!   them) nor post to us.
+//!   them) nor post to us. `localhost` is a name too: a browser may take it to
+//!   another user's server on the other loopback address, whose page would then be
+//!   same-origin with ours (`listen`).
 //! - **Origin** (state-changing requests): when a browser sends one it must be this
 //!   server's own origin, `http://<Host>`.
 //! - **Token** (state-changing requests): the per-process token (`token.rs`), which
@@ -25,8 +28,8 @@ use super::token::{self, Token};
 pub enum Denied {
     /// 403: the connection comes from another local user (or one we cannot tell).
     User(String),
-    /// 421: a Host that is not this server's.
-    Host(String),
+    /// 421: a Host that is not this server's address; the URL that is.
+    Host { host: String, url: String },
     /// 403: another origin.
     Origin(String),
     /// 403: the token is missing or wrong.
@@ -45,10 +48,10 @@ impl Denied {
                     "this web view answers only the user who started it; this connection comes from {who}"
                 ),
             ),
-            Denied::Host(host) => (
+            Denied::Host { host, url } => (
                 421,
                 format!(
-                    "Host {host:?} is not this server: use its address (e.g. http://127.0.0.1:<port>/) or localhost"
+                    "Host {host:?} is not this server's address: open {url} (the address it printed; a name, localhost too, could lead a browser to another program)"
                 ),
             ),
             Denied::Origin(origin) => (
@@ -111,13 +114,16 @@ impl Guard {
         }
     }
 
-    /// The Host check, for every request.
-    pub fn check_host(&self, request: &Request) -> Result<(), Denied> {
+    /// The Host check, for every request, which came to our `local` address.
+    pub fn check_host(&self, request: &Request, local: SocketAddr) -> Result<(), Denied> {
         let host = request.header("host").unwrap_or("");
-        if request.count("host") == 1 && self.host_is_ours(host) {
+        if request.count("host") == 1 && self.host_is_ours(host, local) {
             Ok(())
         } else {
-            Err(Denied::Host(host.to_string()))
+            Err(Denied::Host {
+                host: host.to_string(),
+                url: format!("http://{local}/"),
+            })
         }
     }
 
@@ -147,18 +153,17 @@ impl Guard {
         Ok(())
     }
 
-    fn host_is_ours(&self, host: &str) -> bool {
+    /// Whether `host` is the IP address `local` (any IP address when the server
+    /// listens on all of them: a port forwarded to it keeps its own), with our port.
+    fn host_is_ours(&self, host: &str, local: SocketAddr) -> bool {
         let (name, port) = match host.rsplit_once(':') {
             Some((name, port)) if !name.ends_with(':') && !port.contains(']') => {
                 (name, port.parse::<u16>().ok())
             }
             _ => (host, Some(80)),
         };
-        if port != Some(self.addr.port()) {
+        if port != Some(local.port()) {
             return false;
-        }
-        if name.eq_ignore_ascii_case("localhost") {
-            return self.addr.ip().is_loopback() || self.addr.ip().is_unspecified();
         }
         let literal = name
             .strip_prefix('[')
@@ -167,8 +172,7 @@ impl Guard {
         let Ok(ip) = literal.parse::<IpAddr>() else {
             return false;
         };
-        let bound = self.addr.ip();
-        ip == bound || bound.is_unspecified() || (bound.is_loopback() && ip.is_loopback())
+        self.addr.ip().is_unspecified() || ip.to_canonical() == local.ip().to_canonical()
     }
 }
 
@@ -190,58 +194,68 @@ mod tests {
     }
 
     #[test]
-    fn only_our_own_names_pass_the_host_check() {
+    fn only_the_address_a_connection_came_to_passes_the_host_check() {
         let guard = Guard::new(
             "127.0.0.1:8765".parse().unwrap(),
             Token::generate().unwrap(),
         );
-        for ok in [
-            "127.0.0.1:8765",
+        let v4: SocketAddr = "127.0.0.1:8765".parse().unwrap();
+        let v6: SocketAddr = "[::1]:8765".parse().unwrap();
+        let check = |host: &str, local| guard.check_host(&request(&[("host", host)]), local);
+        assert_eq!(check("127.0.0.1:8765", v4), Ok(()));
+        assert_eq!(check("[::1]:8765", v6), Ok(()), "the other loopback socket");
+        for bad in [
             "localhost:8765",
             "LOCALHOST:8765",
-            "127.0.0.2:8765",
+            "foo.localhost:8765",
             "[::1]:8765",
-        ] {
-            assert_eq!(guard.check_host(&request(&[("host", ok)])), Ok(()), "{ok}");
-        }
-        for bad in [
+            "127.0.0.2:8765",
+            "[::ffff:127.0.0.2]:8765",
             "evil.example:8765",
             "127.0.0.1.nip.io:8765",
             "127.0.0.1:8766",
             "127.0.0.1",
+            "127.1:8765",
             "localhost",
             "10.0.0.1:8765",
             "",
             "[::1]",
             "localhost:8765:8765",
         ] {
-            assert!(
-                guard.check_host(&request(&[("host", bad)])).is_err(),
+            assert_eq!(
+                check(bad, v4),
+                Err(Denied::Host {
+                    host: bad.into(),
+                    url: "http://127.0.0.1:8765/".into()
+                }),
                 "{bad}"
             );
         }
-        assert!(guard.check_host(&request(&[])).is_err(), "no Host");
-        let two = request(&[("host", "127.0.0.1:8765"), ("host", "evil:8765")]);
-        assert!(guard.check_host(&two).is_err(), "two Hosts");
-        let remote = Guard::new("0.0.0.0:80".parse().unwrap(), Token::generate().unwrap());
         assert_eq!(
-            remote.check_host(&request(&[("host", "192.168.1.5")])),
-            Ok(())
+            check("[::ffff:127.0.0.1]:8765", v4),
+            Ok(()),
+            "the same address"
         );
-        assert!(
-            remote
-                .check_host(&request(&[("host", "evil.example")]))
-                .is_err()
-        );
-        let lan = Guard::new(
-            "192.168.1.5:80".parse().unwrap(),
-            Token::generate().unwrap(),
-        );
-        assert!(lan.check_host(&request(&[("host", "localhost")])).is_err());
-        assert!(
-            lan.check_host(&request(&[("host", "192.168.1.6")]))
-                .is_err()
-        );
+        assert!(check("127.0.0.1:8765", v6).is_err());
+        assert!(check("localhost:8765", v6).is_err());
+        assert!(guard.check_host(&request(&[]), v4).is_err(), "no Host");
+        let two = request(&[("host", "127.0.0.1:8765"), ("host", "evil:8765")]);
+        assert!(guard.check_host(&two, v4).is_err(), "two Hosts");
+        let (_, message) = check("localhost:8765", v4).unwrap_err().status();
+        assert!(message.contains("open http://127.0.0.1:8765/"), "{message}");
+        // --allow-remote on every address: any address of the machine, never a name.
+        let remote = Guard::new("0.0.0.0:80".parse().unwrap(), Token::generate().unwrap());
+        let lan: SocketAddr = "192.168.1.5:80".parse().unwrap();
+        let check = |host: &str| remote.check_host(&request(&[("host", host)]), lan);
+        assert_eq!(check("192.168.1.5"), Ok(()));
+        assert_eq!(check("203.0.113.7:80"), Ok(()), "a forwarded port");
+        assert!(check("evil.example").is_err());
+        assert!(check("localhost").is_err());
+        let one = Guard::new(lan, Token::generate().unwrap());
+        let check = |host: &str| one.check_host(&request(&[("host", host)]), lan);
+        assert_eq!(check("192.168.1.5"), Ok(()));
+        assert!(check("192.168.1.6").is_err());
+        assert!(check("localhost").is_err());
     }
 
     #[test]

@@ -10,9 +10,11 @@
 //!
 //! Everything a page shows may come from outside (titles, prompts, notes, worker
 //! output), and any web page the user opens may try to reach this server, so: it
-//! listens on loopback unless told otherwise; it answers only its own user's
-//! connections (`peer`); every request passes the Host check
-//! and every change the Origin, token and content-type checks (`guard`); all text is
+//! listens on loopback unless told otherwise, there on both loopback addresses
+//! (`listen`); it answers only its own user's connections, checked as they are
+//! accepted (`peer`, `server`); every request passes the Host check (the address
+//! it came to, never a name) and every change the Origin, token and content-type
+//! checks (`guard`); all text is
 //! escaped (`html`, `markdown`); files are served only as the TaskStore names them,
 //! never followed through a symlink (`files`); requests are bounded (`http`); no
 //! inline script runs (`server::CSP`).
@@ -27,6 +29,7 @@ mod files;
 mod guard;
 mod html;
 mod http;
+mod listen;
 mod markdown;
 mod pages;
 mod peer;
@@ -41,15 +44,21 @@ use std::path::PathBuf;
 use super::Workspace;
 use crate::interrupt::Interrupt;
 
-/// Serves the web view of `ws` on `listener` until `interrupt` is set. `exe` is
-/// this binary, run for `plan` and `orchestrate`.
+pub use listen::listen;
+
+/// Serves the web view of `ws` on `listeners` (from `listen`; the first is the
+/// address asked for) until `interrupt` is set. `exe` is this binary, run for
+/// `plan` and `orchestrate`.
 pub fn serve(
     ws: Workspace,
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     exe: PathBuf,
     interrupt: Interrupt,
 ) -> std::io::Result<()> {
-    let addr = listener.local_addr()?;
+    let addr = listeners
+        .first()
+        .ok_or_else(|| std::io::Error::other("no listening socket"))?
+        .local_addr()?;
     let token = token::Token::generate()?;
     let children = children::Children::new(
         exe,
@@ -63,5 +72,5 @@ pub fn serve(
         boards: crate::pipeline::board_cache::BoardCache::default(),
         ws,
     };
-    server::run(app, listener, interrupt)
+    server::run(app, listeners, interrupt)
 }

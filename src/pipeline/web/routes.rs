@@ -1,4 +1,5 @@
-//! Which handler answers a request: the user and Host checks first (every request), the path
+//! Which handler answers a request (from a connection whose user the server has
+//! checked as it accepted it): the Host check first (every request), the path
 //! decoded segment by segment (a segment that decodes to `..`, `.`, or holds a `/`
 //! or NUL is refused, however it was encoded), then the method: GET only reads,
 //! POST (state changes) passes the Origin, token and content-type checks first.
@@ -11,8 +12,8 @@ use super::assets;
 use super::http::{Request, Response};
 use super::pages;
 
-/// The response to `request`, which came from `peer` to our `local` address.
-pub fn handle(app: &App, request: &Request, peer: SocketAddr, local: SocketAddr) -> Response {
+/// The response to `request`, which came to our `local` address.
+pub fn handle(app: &App, request: &Request, local: SocketAddr) -> Response {
     let api = request.path.starts_with("/api/");
     let fail = |status: u16, message: &str| {
         if api {
@@ -21,11 +22,7 @@ pub fn handle(app: &App, request: &Request, peer: SocketAddr, local: SocketAddr)
             pages::error(status, message)
         }
     };
-    let checked = app
-        .guard
-        .check_peer(peer, local)
-        .and_then(|()| app.guard.check_host(request));
-    if let Err(denied) = checked {
+    if let Err(denied) = app.guard.check_host(request, local) {
         let (status, message) = denied.status();
         return fail(status, &message);
     }

@@ -1,6 +1,10 @@
-//! The server loop: the listening socket, a fixed pool of worker threads, one
-//! request per connection. Connections wait in a bounded queue for a worker; when it
-//! is full the server answers 503 at once instead of queueing more. A request must
+//! The server loop: the listening sockets, a fixed pool of worker threads, one
+//! request per connection. Who connects is checked as the connection is accepted,
+//! before anything is read (`Guard::check_peer`): another local user's connections
+//! are answered 403 and closed at once, so they never hold a worker or a place in
+//! the queue (a few hundred of them would otherwise keep the owner out). Connections
+//! wait in a bounded queue for a worker; when it is full the server answers 503 at
+//! once instead of queueing more. A request must
 //! arrive whole within `IO_TIMEOUT` of its first read (a deadline, not a timeout per
 //! read, which a client sending a byte now and then would never reach), and writes
 //! have a timeout, so a slow or silent client holds a worker for a bounded time.
@@ -17,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::app::App;
+use super::guard::Denied;
 use super::http::{self, ReadError, Response};
 use super::routes;
 use crate::interrupt::Interrupt;
@@ -30,6 +35,9 @@ const WAITING: usize = 64;
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest spent reading what a refused client still sends (see `connection`).
 const DRAIN: Duration = Duration::from_secs(1);
+/// Refused connections of other users being closed (see `Closing`); beyond this
+/// many, a refused connection is closed at once.
+const CLOSING: usize = 256;
 /// Largest request body (the API takes small JSON documents).
 pub const MAX_BODY: usize = 64 * 1024;
 /// How often the accept loop looks at the interrupt.
@@ -38,10 +46,12 @@ const TICK: Duration = Duration::from_millis(100);
 /// The Content-Security-Policy of every response.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
-/// Serves `app` on `listener` until `interrupt` is set; then stops accepting,
+/// Serves `app` on `listeners` until `interrupt` is set; then stops accepting,
 /// finishes the requests in hand and waits for the children to end.
-pub fn run(app: App, listener: TcpListener, interrupt: Interrupt) -> std::io::Result<()> {
-    listener.set_nonblocking(true)?;
+pub fn run(app: App, listeners: Vec<TcpListener>, interrupt: Interrupt) -> std::io::Result<()> {
+    for listener in &listeners {
+        listener.set_nonblocking(true)?;
+    }
     let app = Arc::new(app);
     let (sender, receiver) = sync_channel::<TcpStream>(WAITING);
     let receiver = Arc::new(Mutex::new(receiver));
@@ -54,29 +64,34 @@ pub fn run(app: App, listener: TcpListener, interrupt: Interrupt) -> std::io::Re
                 .spawn(move || work(&app, &receiver))?,
         );
     }
-    while !interrupt.is_set() {
-        if !readable(&listener, TICK) {
-            continue;
-        }
-        let stream = match listener.accept() {
-            Ok((stream, _)) => stream,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                log::warn!("accepting a connection failed: {e}");
-                std::thread::sleep(TICK);
+    let mut closing = Closing::default();
+    'serving: while !interrupt.is_set() {
+        closing.drain();
+        for listener in readable(&listeners, TICK) {
+            let stream = match listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::warn!("accepting a connection failed: {e}");
+                    std::thread::sleep(TICK);
+                    continue;
+                }
+            };
+            if let Err(denied) = who(&app, &stream) {
+                closing.refuse(stream, &denied);
                 continue;
             }
-        };
-        match sender.try_send(stream) {
-            Ok(()) => {}
-            Err(TrySendError::Full(stream)) => {
-                let _ = stream.set_nonblocking(false);
-                let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-                let busy = Response::new(503, "text/plain; charset=utf-8", "busy; try again\n");
-                let _ = secure(busy).write_to(&mut &stream, false);
+            match sender.try_send(stream) {
+                Ok(()) => {}
+                Err(TrySendError::Full(stream)) => {
+                    let _ = stream.set_nonblocking(false);
+                    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                    let busy = Response::new(503, "text/plain; charset=utf-8", "busy; try again\n");
+                    let _ = secure(busy).write_to(&mut &stream, false);
+                }
+                Err(TrySendError::Disconnected(_)) => break 'serving,
             }
-            Err(TrySendError::Disconnected(_)) => break,
         }
     }
     drop(sender);
@@ -85,6 +100,61 @@ pub fn run(app: App, listener: TcpListener, interrupt: Interrupt) -> std::io::Re
     }
     app.children.wait();
     Ok(())
+}
+
+/// The user check of a connection just accepted.
+fn who(app: &App, stream: &TcpStream) -> Result<(), Denied> {
+    match (stream.peer_addr(), stream.local_addr()) {
+        (Ok(peer), Ok(local)) => app.guard.check_peer(peer, local),
+        (Err(e), _) | (_, Err(e)) => {
+            Err(Denied::User(format!("a socket that cannot be told ({e})")))
+        }
+    }
+}
+
+/// Connections of other users, answered 403 and being closed. Closing a socket with
+/// unread input resets the connection, which can lose the answer on its way, so
+/// each is read (and dropped) without blocking until its client closes or `DRAIN`
+/// has passed; a bounded number of them.
+#[derive(Default)]
+struct Closing {
+    streams: Vec<(TcpStream, Instant)>,
+}
+
+impl Closing {
+    /// Answers `stream` 403 without waiting and starts closing it.
+    fn refuse(&mut self, stream: TcpStream, denied: &Denied) {
+        let (status, message) = denied.status();
+        let _ = stream.set_nonblocking(true);
+        let refused = Response::new(status, "text/plain; charset=utf-8", format!("{message}\n"));
+        // The answer is small: it fits the socket's buffer, or it is not sent.
+        let _ = secure(refused).write_to(&mut &stream, false);
+        let _ = stream.shutdown(Shutdown::Write);
+        if self.streams.len() < CLOSING {
+            self.streams.push((stream, Instant::now() + DRAIN));
+        }
+    }
+
+    /// Reads what the refused clients sent; closes those done or out of time.
+    fn drain(&mut self) {
+        let now = Instant::now();
+        let mut scratch = [0u8; 16 * 1024];
+        self.streams.retain(|(stream, until)| {
+            if now >= *until {
+                return false;
+            }
+            let mut stream = stream;
+            for _ in 0..4 {
+                match stream.read(&mut scratch) {
+                    Ok(0) => return false,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+                    Err(_) => return false,
+                }
+            }
+            true
+        });
+    }
 }
 
 fn work(app: &App, receiver: &Mutex<Receiver<TcpStream>>) {
@@ -103,7 +173,7 @@ fn connection(app: &App, stream: TcpStream) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
     let _ = stream.set_nodelay(true);
-    let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
+    let Ok(local) = stream.local_addr() else {
         return;
     };
     let mut reader = BufReader::with_capacity(8192, Deadline::new(&stream, IO_TIMEOUT));
@@ -111,9 +181,8 @@ fn connection(app: &App, stream: TcpStream) {
         Ok(request) => {
             let what = format!("{} {}", request.method, request.path);
             // A bug in a handler costs its request, not a worker thread.
-            let handled = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                routes::handle(app, &request, peer, local)
-            }));
+            let handled =
+                std::panic::catch_unwind(AssertUnwindSafe(|| routes::handle(app, &request, local)));
             let response = handled.unwrap_or_else(|_| {
                 Response::new(500, "text/plain; charset=utf-8", "internal error\n")
             });
@@ -187,14 +256,31 @@ pub fn secure(response: Response) -> Response {
         .with("Cache-Control", "no-store")
 }
 
-/// Waits up to `timeout` for a connection to accept.
-fn readable(listener: &TcpListener, timeout: Duration) -> bool {
-    let mut poll = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
+/// The listeners with a connection to accept, waiting up to `timeout` for one.
+fn readable(listeners: &[TcpListener], timeout: Duration) -> Vec<&TcpListener> {
+    let mut polls: Vec<libc::pollfd> = listeners
+        .iter()
+        .map(|l| libc::pollfd {
+            fd: l.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `polls` is a valid array of that many pollfds for the call.
+    let ready = unsafe {
+        libc::poll(
+            polls.as_mut_ptr(),
+            polls.len() as libc::nfds_t,
+            timeout.as_millis() as libc::c_int,
+        )
     };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let ready = unsafe { libc::poll(&mut poll, 1, timeout.as_millis() as libc::c_int) };
-    ready > 0 && poll.revents & libc::POLLIN != 0
+    if ready <= 0 {
+        return Vec::new();
+    }
+    listeners
+        .iter()
+        .zip(&polls)
+        .filter(|(_, p)| p.revents & libc::POLLIN != 0)
+        .map(|(l, _)| l)
+        .collect()
 }

@@ -348,6 +348,13 @@ fn task_id_must_be_a_safe_name() {
         ));
         assert_error(&e, "task.id", "must be 1-128 characters");
     }
+    // Names git refuses as the branch agent-runner/<id>.
+    for bad in ["a..b", "x.lock", "a."] {
+        let e = err(&format!(
+            "version: 1\ntask: {{id: {bad:?}, prd: {{text: x}}}}\n"
+        ));
+        assert_error(&e, "task.id", "branch agent-runner/<id>");
+    }
     let long = "a".repeat(129);
     assert_error(
         &err(&format!(
