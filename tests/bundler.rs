@@ -40,7 +40,7 @@ fn run_one(name: &str, directives: &str) -> (Pipeline, String, i32, serde_json::
 fn the_worker_s_commits_and_packed_refs_come_back_but_not_its_git_config() {
     let directives = format!(
         "@run: echo one > committed.txt && {GIT} add committed.txt && {GIT} commit -qm 'worker commit' && {GIT} pack-refs --all\n\
-         @run: printf '[filter \"evil\"]\\n\\tclean = sed s/done/EVIL/\\n' >> .git/config && echo 'out.txt filter=evil' > .gitattributes && echo done > out.txt\n\
+         @run: printf '[filter \"evil\"]\\n\\tclean = sed s/done/EVIL/\\n' >> .git/config; echo 'out.txt filter=evil' > .gitattributes && echo done > out.txt\n\
          @say: committed one file, left two"
     );
     let (p, id, code, attempt) = run_one("bundler-data", &directives);
@@ -63,7 +63,7 @@ fn the_worker_s_commits_and_packed_refs_come_back_but_not_its_git_config() {
     assert_eq!(
         git(&p.root, &["show", &format!("{branch}:out.txt")]),
         "done\n",
-        "the worker's clean filter did not run: its .git/config was never read"
+        "the worker's clean filter did not run: its .git/config is read-only, and never read"
     );
 }
 

@@ -102,6 +102,11 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         None => (String::new(), 0),
     };
     let log_dir = ws.job_log_dir(&entry.job_id);
+    // Killed while bringing the branch back: the branch must agree with the record.
+    let reason = match super::isolation::reconcile(&ws.root_dir, &log_dir) {
+        Some(branch) => format!("{reason}; {branch}"),
+        None => reason.to_string(),
+    };
     let attempt = Attempt {
         attempt_id: id::new_attempt_id(),
         job_id: entry.job_id.clone(),
@@ -121,6 +126,7 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
     };
     match outcome::record(ws, &attempt) {
         Ok(path) => {
+            super::isolation::forget(&log_dir);
             log::warn!(
                 "job {}: task {}: {reason}; recorded as a failed attempt; result {}",
                 entry.job_id,
