@@ -225,3 +225,57 @@ pub fn reconcile(root: &Path, log_dir: &Path) -> Option<String> {
 pub fn forget(log_dir: &Path) {
     let _ = std::fs::remove_file(log_dir.join(JOURNAL));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::root_repo::tests::{git, repo};
+    use super::*;
+
+    fn journal(dir: &Path, before: Option<&str>, after: &str) {
+        let text = serde_json::to_vec(&Journal {
+            branch: "agent-runner/x".into(),
+            before: before.map(str::to_string),
+            after: after.into(),
+        })
+        .unwrap();
+        std::fs::write(dir.join(JOURNAL), text).unwrap();
+    }
+
+    #[test]
+    fn recovery_puts_back_a_branch_set_by_an_attempt_that_was_never_recorded() {
+        let (dir, one) = repo("reconcile");
+        git(&dir, &["commit", "-q", "--allow-empty", "-m", "two"]);
+        let two = git(&dir, &["rev-parse", "HEAD"]);
+        let logs = dir.join("logs");
+        std::fs::create_dir(&logs).unwrap();
+        let branch = || {
+            git(
+                &dir,
+                &[
+                    "for-each-ref",
+                    "--format=%(objectname)",
+                    "refs/heads/agent-runner/x",
+                ],
+            )
+        };
+        // Was at one; the killed attempt set it to two.
+        git(&dir, &["branch", "agent-runner/x", &two]);
+        journal(&logs, Some(&one), &two);
+        let said = reconcile(&dir, &logs).unwrap();
+        assert!(said.contains(&format!("it is back at {one}")), "{said}");
+        assert_eq!(branch(), one);
+        assert!(!logs.join(JOURNAL).exists());
+        // Was not there.
+        git(&dir, &["branch", "-f", "agent-runner/x", &two]);
+        journal(&logs, None, &two);
+        assert!(reconcile(&dir, &logs).unwrap().contains("it is removed"));
+        assert_eq!(branch(), "");
+        // Moved on since (another attempt): left alone.
+        git(&dir, &["branch", "agent-runner/x", &one]);
+        journal(&logs, None, &two);
+        assert_eq!(reconcile(&dir, &logs), None);
+        assert_eq!(branch(), one);
+        assert_eq!(reconcile(&dir, &logs), None, "no journal: nothing to do");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

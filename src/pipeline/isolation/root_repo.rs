@@ -73,7 +73,9 @@ impl RootRepo {
         } else {
             match read_small(&git_dir, "commondir") {
                 Ok(text) => {
+                    // Usually `../..`: named as it is, for messages.
                     let path = git_dir.path().join(text.trim_end());
+                    let path = std::fs::canonicalize(&path).unwrap_or(path);
                     PrivateDir::open_existing(&path).map_err(|e| e.to_string())?
                 }
                 Err(_) => PrivateDir::open_existing(git_dir.path()).map_err(|e| e.to_string())?,
@@ -380,4 +382,177 @@ fn check_ref_name(name: &str) -> Result<std::str::Split<'_, char>, String> {
 /// A full object id (SHA-1 or SHA-256), lower-case hex.
 pub fn is_object_id(s: &str) -> bool {
     matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// Host git of the test's own, in `dir`; stdout.
+    pub fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args([
+                "-c",
+                "safe.directory=*",
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@l",
+            ])
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {:?}", out.stderr);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A repository with one commit on `main`, in a new directory; (dir, commit).
+    pub fn repo(name: &str) -> (PathBuf, String) {
+        let dir = std::env::temp_dir().join(format!(
+            "ar-root-repo-{name}-{}",
+            crate::pipeline::id::random_hex(8)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        git(&dir, &["init", "-q", "-b", "main"]);
+        git(&dir, &["commit", "-q", "--allow-empty", "-m", "one"]);
+        let head = git(&dir, &["rev-parse", "HEAD"]);
+        (dir, head)
+    }
+
+    fn mkfifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    }
+
+    #[test]
+    fn reads_head_and_branches_loose_or_packed_as_git_does() {
+        let (dir, one) = repo("read");
+        let repo = RootRepo::open(&dir).unwrap();
+        assert_eq!(
+            repo.head().unwrap(),
+            Head {
+                commit: one.clone(),
+                branch: Some("refs/heads/main".into())
+            }
+        );
+        git(&dir, &["branch", "agent-runner/x"]);
+        git(&dir, &["pack-refs", "--all"]);
+        assert_eq!(repo.branch("agent-runner/x").unwrap(), Some(one.clone()));
+        assert_eq!(repo.branch("agent-runner/y").unwrap(), None);
+        git(&dir, &["commit", "-q", "--allow-empty", "-m", "two"]);
+        let two = git(&dir, &["rev-parse", "HEAD"]);
+        // A loose ref wins over its packed line, as in git.
+        assert_eq!(
+            repo.set_branch("agent-runner/x", Some(&two)).unwrap(),
+            Some(one)
+        );
+        assert_eq!(git(&dir, &["rev-parse", "agent-runner/x"]), two);
+        assert_eq!(repo.branch("agent-runner/x").unwrap(), Some(two.clone()));
+        assert!(repo.branch("../../HEAD").is_err());
+        assert!(repo.set_branch("agent-runner/.x", Some(&two)).is_err());
+        git(&dir, &["checkout", "-q", "--detach"]);
+        assert_eq!(repo.head().unwrap().branch, None);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_branch_is_set_under_git_s_lock_and_nowhere_else() {
+        let (dir, one) = repo("lock");
+        let repo = RootRepo::open(&dir).unwrap();
+        std::fs::create_dir_all(dir.join(".git/refs/heads/agent-runner")).unwrap();
+        std::fs::write(dir.join(".git/refs/heads/agent-runner/x.lock"), "").unwrap();
+        let e = repo.set_branch("agent-runner/x", Some(&one)).unwrap_err();
+        assert!(
+            e.contains("x.lock: exists: another process is updating it"),
+            "{e}"
+        );
+        std::fs::remove_file(dir.join(".git/refs/heads/agent-runner/x.lock")).unwrap();
+        // A link where the branch's directory goes is not followed.
+        let outside = dir.join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::remove_dir(dir.join(".git/refs/heads/agent-runner")).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join(".git/refs/heads/agent-runner")).unwrap();
+        assert!(repo.set_branch("agent-runner/x", Some(&one)).is_err());
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+        std::fs::remove_file(dir.join(".git/refs/heads/agent-runner")).unwrap();
+        repo.set_branch("agent-runner/x", Some(&one)).unwrap();
+        assert_eq!(git(&dir, &["rev-parse", "agent-runner/x"]), one);
+        repo.set_branch("agent-runner/x", None).unwrap();
+        assert_eq!(repo.branch("agent-runner/x").unwrap(), None);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn knows_which_worktree_has_a_branch_checked_out() {
+        let (dir, _) = repo("worktrees");
+        let linked = dir.with_extension("linked");
+        git(
+            &dir,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "agent-runner/w",
+                linked.to_str().unwrap(),
+            ],
+        );
+        let main = RootRepo::open(&dir).unwrap();
+        assert_eq!(main.checked_out("main").unwrap(), Some(dir.clone()));
+        assert_eq!(
+            main.checked_out("agent-runner/w").unwrap(),
+            Some(linked.clone())
+        );
+        assert_eq!(main.checked_out("agent-runner/z").unwrap(), None);
+        // From the linked worktree's side (root_dir may be one).
+        let from_linked = RootRepo::open(&linked).unwrap();
+        assert_eq!(
+            from_linked.head().unwrap().branch.as_deref(),
+            Some("refs/heads/agent-runner/w")
+        );
+        assert_eq!(
+            from_linked.checked_out("agent-runner/w").unwrap(),
+            Some(linked.clone())
+        );
+        assert_eq!(from_linked.checked_out("main").unwrap(), Some(dir.clone()));
+        assert_eq!(from_linked.objects(), dir.join(".git/objects"));
+        std::fs::remove_dir_all(linked).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn refuses_a_planted_commondir_and_what_git_would_hang_on_in_the_object_store() {
+        let (dir, _) = repo("objects");
+        std::fs::write(dir.join(".git/commondir"), "../evil\n").unwrap();
+        let e = RootRepo::open(&dir).err().unwrap();
+        assert!(e.contains(".git/commondir exists"), "{e}");
+        std::fs::remove_file(dir.join(".git/commondir")).unwrap();
+        let repo = RootRepo::open(&dir).unwrap();
+        repo.check_objects().unwrap();
+        let fifo = dir.join(".git/objects/info/commit-graph");
+        mkfifo(&fifo);
+        let e = repo.check_objects().unwrap_err();
+        assert!(e.contains("commit-graph is a FIFO"), "{e}");
+        std::fs::remove_file(&fifo).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.join(".git/objects/ab")).unwrap();
+        assert!(repo.check_objects().is_err(), "a link");
+        std::fs::remove_file(dir.join(".git/objects/ab")).unwrap();
+        // A store it borrows from is checked too.
+        let other = dir.with_extension("other");
+        std::fs::create_dir_all(other.join("pack")).unwrap();
+        mkfifo(&other.join("pack/pack-x.idx"));
+        std::fs::write(
+            dir.join(".git/objects/info/alternates"),
+            format!("{}\n", other.display()),
+        )
+        .unwrap();
+        let e = repo.check_objects().unwrap_err();
+        assert!(e.contains("pack-x.idx is a FIFO"), "{e}");
+        std::fs::remove_dir_all(other).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
