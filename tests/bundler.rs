@@ -272,7 +272,7 @@ fn planted_by_the_test(name: &str, plant: &str) -> String {
     );
     let id = task_id(name);
     p.new_task(&id, "Write x.txt");
-    p.run_tasks(&[&id]);
+    let job = p.run_tasks(&[&id]).remove(0);
     p.orchestrate_once(&[]).output().code(1);
     let attempt = p.attempts(&id).remove(0);
     assert_eq!(attempt["result"]["status"], "succeeded", "{attempt}");
@@ -280,6 +280,14 @@ fn planted_by_the_test(name: &str, plant: &str) -> String {
     assert!(
         error.contains(&format!(
             "branch agent-runner/{id} could not be brought back"
+        )),
+        "{error}"
+    );
+    // The clone it points to is the worker's: git there would run its config.
+    assert!(
+        error.ends_with(&format!(
+            "(its clone is kept in {}: the worker wrote all of it, .git included; look at its files, but run no git command in it)",
+            p.ws().join("clones").join(&job).display()
         )),
         "{error}"
     );

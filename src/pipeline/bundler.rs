@@ -1,8 +1,8 @@
 //! The bundler: how a succeeded isolated attempt's branch leaves its worker-written
 //! clone (SPEC §9, §12). No host git command may run in that clone (its `.git/config`
 //! could run code on the host), so the branch is made into a `git bundle` inside a
-//! container of the worker image, and the host only copies the bundle file and
-//! fetches it (see `isolation::bring_back`).
+//! container of the worker image; the host only reads the bundle file, and checks
+//! it before anything of it reaches root_dir (see `isolation::bring_back`).
 //!
 //! A long-lived container per orchestrator (and worker image) serves the attempts:
 //! a container start costs about as much CPU as a whole scripted attempt, so one per

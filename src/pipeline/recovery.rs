@@ -103,10 +103,14 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
     };
     let log_dir = ws.job_log_dir(&entry.job_id);
     // Killed while bringing the branch back: the branch must agree with the record.
-    let reason = match super::isolation::reconcile(&ws.root_dir, &log_dir) {
+    let mut reason = match super::isolation::reconcile(&ws.root_dir, &log_dir) {
         Some(branch) => format!("{reason}; {branch}"),
         None => reason.to_string(),
     };
+    let clone = ws.clones_dir().join(&entry.job_id);
+    if clone.is_dir() {
+        reason = format!("{reason} ({})", super::attempt::kept_clone(&clone));
+    }
     let attempt = Attempt {
         attempt_id: id::new_attempt_id(),
         job_id: entry.job_id.clone(),

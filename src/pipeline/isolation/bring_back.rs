@@ -119,7 +119,7 @@ fn land(
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
-    git::init(landing, true, commit, interrupt)?;
+    git::init(landing, None, commit, interrupt)?;
     // index-pack completes the pack with the bases it lacks from there.
     repo.check_objects()?;
     let objects = repo.objects();

@@ -131,17 +131,18 @@ fn make(
 ) -> Result<(), String> {
     // git would wait on a FIFO there for a writer that never comes.
     repo.check_objects()?;
-    git::init(dir, false, base, interrupt)?;
+    git::init(dir, Some(branch), base, interrupt)?;
     let objects = repo.objects();
     let borrowing = Repo {
         git_dir: &dir.join(".git"),
         work_tree: Some(dir),
         borrow: Some(&objects),
     };
-    let target = format!("refs/heads/{branch}");
-    borrowing.run(&["symbolic-ref", "HEAD", &target], interrupt)?;
     // update-ref checks that each is a commit git can read.
-    borrowing.run(&["update-ref", &target, base], interrupt)?;
+    borrowing.run(
+        &["update-ref", &format!("refs/heads/{branch}"), base],
+        interrupt,
+    )?;
     for (name, tip) in tips {
         borrowing.run(
             &["update-ref", &format!("refs/heads/{name}"), tip],

@@ -53,13 +53,28 @@ impl Repo<'_> {
             invocation = invocation.env("GIT_WORK_TREE", &work_tree.display().to_string());
         }
         if let Some(objects) = self.borrow {
-            invocation = invocation.env(
-                "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-                &objects.display().to_string(),
-            );
+            invocation = invocation.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &quoted(objects));
         }
         invocation
     }
+}
+
+/// `path` as one entry of a colon-separated list of git's: C-quoted if it has a
+/// colon (or starts with a quote).
+fn quoted(path: &Path) -> String {
+    let text = path.display().to_string();
+    if !text.contains(':') && !text.starts_with('"') {
+        return text;
+    }
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        if matches!(c, '"' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
 }
 
 /// `git <args>` in `cwd` with none of the user's git configuration or `GIT_*`
@@ -97,14 +112,21 @@ fn clean(cwd: &Path, args: &[&str]) -> Invocation {
         .die_with_parent()
 }
 
-/// `git init` of a new repository in `dir` (bare: `dir` is its git directory), of
-/// the object format of commit `like` (SHA-1 or SHA-256, told by its length).
-pub fn init(dir: &Path, bare: bool, like: &str, interrupt: Interrupt) -> Result<(), String> {
+/// `git init` of a new repository in `dir`, of the object format of commit `like`
+/// (SHA-1 or SHA-256, told by its length): with a work tree and HEAD on `branch`, or
+/// bare (`dir` is its git directory) when `branch` is None.
+pub fn init(
+    dir: &Path,
+    branch: Option<&str>,
+    like: &str,
+    interrupt: Interrupt,
+) -> Result<(), String> {
     let format = if like.len() == 64 { "sha256" } else { "sha1" };
     let target = dir.display().to_string();
     let mut args = vec!["init", "--quiet", "--template=", "--object-format", format];
-    if bare {
-        args.push("--bare");
+    match branch {
+        Some(branch) => args.extend(["--initial-branch", branch]),
+        None => args.push("--bare"),
     }
     args.extend(["--", &target]);
     let invocation = clean(dir.parent().unwrap_or(dir), &args);
@@ -138,5 +160,16 @@ fn run(invocation: &Invocation, interrupt: Interrupt) -> Result<String, String> 
             invocation.display(),
             crate::text::tail(stderr.trim(), 600)
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_borrowed_store_s_path_is_one_entry_of_git_s_list() {
+        assert_eq!(quoted(Path::new("/a/b")), "/a/b");
+        assert_eq!(quoted(Path::new("/a:b/\"c\\")), "\"/a:b/\\\"c\\\\\"");
     }
 }
