@@ -79,6 +79,49 @@ fn git_config_written_by_the_worker_runs_nothing_on_the_host() {
 }
 
 #[test]
+fn an_in_place_worker_can_commit_but_not_write_what_git_on_the_host_runs() {
+    let dir = Scratch::new("bnd-git-dir");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    let config = std::fs::read(repo.join(".git/config")).unwrap();
+    let id = task_id("bnd-git-dir");
+    // A commit, then each attack on its own (`;`): config, a hook, attributes, `.git`
+    // swapped for a directory of the worker's, a `commondir` leading git elsewhere.
+    let attack = "@run: echo changed > a.txt && git -c safe.directory='*' -c user.name=w -c user.email=w@localhost commit -qam work; \
+         printf '[core]\\n\\tfsmonitor = \"touch /tmp/pwned\"\\n' >> .git/config; \
+         printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/post-checkout; \
+         echo '* filter=x' > .git/info/attributes; \
+         mv .git .git-moved; \
+         mkdir -p evil && echo ../evil > .git/commondir\n@say: tried";
+    let (out, _server) = run_prompts(&id, &repo, &[attack], None, "");
+    out.code(0);
+    assert_eq!(std::fs::read(repo.join(".git/config")).unwrap(), config);
+    assert!(!repo.join(".git/hooks/post-checkout").exists());
+    assert!(!repo.join(".git/info/attributes").exists());
+    assert!(!repo.join(".git-moved").exists() && repo.join(".git/HEAD").is_file());
+    assert!(
+        !repo.join(".git/commondir").exists(),
+        "the sweep removed it"
+    );
+    let note = note(&repo, &id);
+    assert!(
+        note.contains(".git/commondir: deleted (git would have taken its configuration and hooks from where it pointed)"),
+        "{note}"
+    );
+    let log = Command::new("git")
+        .args(["-c", "safe.directory=*", "log", "--format=%s"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout),
+        "work\ninit\n",
+        "the worker committed"
+    );
+    assert_no_container(&id);
+}
+
+#[test]
 fn planted_symlinks_in_our_directory_are_never_written_through() {
     let dir = Scratch::new("bnd-links");
     let repo = dir.join("repo");

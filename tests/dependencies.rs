@@ -372,4 +372,94 @@ fn an_idle_orchestrator_with_500_blocked_jobs_reads_almost_nothing_until_somethi
     support::task::send("-TERM", &orchestrator);
     let out = orchestrator.finish();
     out.stderr_has(&format!("job {job}: finished task c-0: succeeded"));
+
+#[test]
+fn a_dependency_s_committed_agent_runner_links_do_not_stop_its_dependents() {
+    // A's worker commits `.agent-runner` as a link and `.agent-runner/logs` as a link
+    // (a folder of links): checked out in a dependent's clone, either would stop its
+    // runner before it starts.
+    let p = Pipeline::new("deps-private", true);
+    let worker = "@run: t=$(git -c safe.directory='*' symbolic-ref --short HEAD); G=\"git -c safe.directory=* -c user.name=w -c user.email=w@localhost\"; case $t in */plant-*) l=$(printf /etc | git -c safe.directory='*' hash-object -w --stdin) && $G update-index --add --cacheinfo 120000,$l,.agent-runner/logs && $G commit -qm 'a folder of links' && $G rm -q -r --cached .agent-runner && $G update-index --add --cacheinfo 120000,$l,.agent-runner && $G commit -qm 'a link' ;; esac; echo \"$t\" > \"${t#agent-runner/}.txt\"\n@say: wrote my file";
+    p.init(BUILDER, &meta_script(worker), "isolation: clone\n");
+    let (a, b) = (task_id("plant-a"), task_id("dep-b"));
+    task(&p, &a, &[]);
+    task(&p, &b, &[&a]);
+    p.run_tasks(&[&a, &b]);
+    p.orchestrate_once(&[]).output().code(0);
+    for id in [&a, &b] {
+        assert_eq!(attempt(&p, id)["status"], "succeeded", "{id}");
+    }
+    let (_, planted) = try_git(
+        &p.root,
+        &["ls-tree", &format!("agent-runner/{a}~1"), ".agent-runner"],
+    );
+    assert!(
+        planted.starts_with("120000 "),
+        "A's worker committed it: {planted}"
+    );
+    for id in [&a, &b] {
+        let (_, tree) = try_git(
+            &p.root,
+            &[
+                "ls-tree",
+                "-r",
+                &format!("agent-runner/{id}"),
+                ".agent-runner",
+            ],
+        );
+        assert_eq!(
+            tree, "",
+            "{id}'s branch keeps the start's .agent-runner (none)"
+        );
+    }
+    let (_, seen) = try_git(&p.root, &["show", &format!("agent-runner/{b}:{a}.txt")]);
+    assert_eq!(seen.trim(), format!("agent-runner/{a}"));
+    assert_nothing_left(&p, &[&a, &b]);
+}
+
+#[test]
+fn a_start_that_tracks_an_agent_runner_link_still_runs_and_keeps_it() {
+    // root_dir's HEAD has `.agent-runner` committed as a link (a branch merged by the
+    // user from an older version); each clone checks it out.
+    let p = Pipeline::new("deps-private-head", true);
+    let blob = {
+        let out = std::process::Command::new("git")
+            .args(["-c", "safe.directory=*", "hash-object", "-w", "--stdin"])
+            .current_dir(&p.root)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child.stdin.take().unwrap().write_all(b"/etc")?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(
+        &p.root,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("120000,{blob},.agent-runner"),
+        ],
+    );
+    commit(&p.root, "a link");
+    p.init(BUILDER, &meta_script(WORKER), "isolation: clone\n");
+    let a = task_id("head-a");
+    task(&p, &a, &[]);
+    p.run_tasks(&[&a]);
+    p.orchestrate_once(&[]).output().code(0);
+    assert_eq!(attempt(&p, &a)["status"], "succeeded");
+    let (_, tree) = try_git(
+        &p.root,
+        &["ls-tree", &format!("agent-runner/{a}"), ".agent-runner"],
+    );
+    assert!(
+        tree.starts_with(&format!("120000 blob {blob}")),
+        "the branch keeps what its start had: {tree}"
+    );
+    assert_nothing_left(&p, &[&a]);
 }

@@ -122,6 +122,8 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
         .map_or(String::new(), |e| format!(": {}", cut(&one_line(e), 300)));
     match outcome::record(ws, &attempt) {
         Ok(path) => {
+            // Recorded: recovery has nothing to put back.
+            isolation::forget(&log_dir);
             log::info!(
                 "job {job_id}: finished task {}: {status} in {}{reason}; result {}",
                 task.id,
@@ -183,17 +185,35 @@ fn attempt(
         Ok((yaml, clone, config))
     })();
     match steps {
-        Ok((yaml, clone, config)) => run_and_bring_back(
-            setup,
-            claimed,
-            &yaml,
-            &run_dir,
-            clone,
-            &config.worker,
-            place,
-        ),
+        Ok((yaml, clone, config)) => {
+            let kept = clone.as_ref().map(|c| c.dir.clone());
+            let mut ran = run_and_bring_back(
+                setup,
+                claimed,
+                &yaml,
+                &run_dir,
+                clone,
+                &config.worker,
+                place,
+            );
+            if let (AttemptStatus::Failed, Some(dir)) = (ran.status, kept) {
+                let error = ran.error.take().unwrap_or_default();
+                ran.error = Some(format!("{error} ({})", kept_clone(&dir)));
+            }
+            ran
+        }
         Err(ran) => ran,
     }
+}
+
+/// What a failed attempt's error says about its clone, which is kept for the user
+/// and is all the worker's: git there would run what its `.git/config` or a nested
+/// repository's says (`core.fsmonitor` on a `git status`).
+pub fn kept_clone(dir: &Path) -> String {
+    format!(
+        "its clone is kept in {}: the worker wrote all of it, .git included; look at its files, but run no git command in it",
+        dir.display()
+    )
 }
 
 /// The Task Builder's draft for the claimed task, completed with the invariants

@@ -91,6 +91,15 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         None => (String::new(), 0),
     };
     let log_dir = ws.job_log_dir(&entry.job_id);
+    // Killed while bringing the branch back: the branch must agree with the record.
+    let mut reason = match super::isolation::reconcile(&ws.root_dir, &log_dir) {
+        Some(branch) => format!("{reason}; {branch}"),
+        None => reason.to_string(),
+    };
+    let clone = ws.clones_dir().join(&entry.job_id);
+    if clone.is_dir() {
+        reason = format!("{reason} ({})", super::attempt::kept_clone(&clone));
+    }
     let attempt = Attempt {
         attempt_id: id::new_attempt_id(),
         job_id: entry.job_id.clone(),
@@ -110,6 +119,7 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
     };
     match outcome::record(ws, &attempt) {
         Ok(path) => {
+            super::isolation::forget(&log_dir);
             log::warn!(
                 "job {}: task {}: {reason}; recorded as a failed attempt; result {}",
                 entry.job_id,

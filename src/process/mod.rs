@@ -225,10 +225,20 @@ pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
                 reason: format!("cannot open {} for its stderr: {e}", path.display()),
             })?,
     };
+    let stdin = match &invocation.stdin_file {
+        None => Stdio::piped(),
+        Some(file) => file.try_clone().map(Stdio::from).map_err(|e| SpawnError {
+            program: invocation.program.clone(),
+            reason: format!("cannot pass its stdin: {e}"),
+        })?,
+    };
+    for name in &invocation.env_removed {
+        command.env_remove(name);
+    }
     command
         .args(&invocation.args)
         .envs(invocation.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(stderr)
         .process_group(0);

@@ -15,7 +15,8 @@
 //! `docker rm -f` when that pipe closes, unless it was told the container is gone.
 //!
 //! What the container may do (SPEC §9): the repo is mounted read-write, but
-//! `.agent-runner/` (note, logs, locks) read-only on top of it; capabilities are
+//! `.agent-runner/` (note, logs, locks) read-only on top of it, and `.git` so that
+//! the worker can commit but not write what git on the host runs (`git_dir.rs`); capabilities are
 //! dropped to what building software needs (no MKNOD, SETFCAP, FSETID, NET_RAW,
 //! SYS_CHROOT, SETPCAP, AUDIT_WRITE), `no-new-privileges` is set, and pids (and
 //! optionally memory and CPUs) are limited. Secrets reach it only per exec, by name.
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::codex::PROJECT_DIR;
 use super::docker_cli::{self, daemon_problem, docker, last_lines, mount_spec};
+use super::git_dir;
 use super::sweep::{LABEL_TASK, owner_labels};
 use super::{SandboxError, docker_cli::remove_container};
 use crate::interrupt::Interrupt;
@@ -149,8 +151,9 @@ impl Container {
             .take(6)
             .collect();
         let name = format!("agent-runner-{}-{suffix}", spec.task_id);
+        let git_mounts = git_dir::mounts(&spec.repo).map_err(SandboxError::Io)?;
         let watchdog = Watchdog::start(&name)?;
-        let invocation = Invocation::new("docker").args(run_args(spec, &name));
+        let invocation = Invocation::new("docker").args(run_args(spec, &name, &git_mounts));
         let mut keepalive = match process::spawn_held(&invocation) {
             Ok(keepalive) => keepalive,
             Err(e) => {
@@ -240,7 +243,7 @@ impl Container {
     }
 }
 
-fn run_args(spec: &ContainerSpec, name: &str) -> Vec<String> {
+fn run_args(spec: &ContainerSpec, name: &str, git_mounts: &[git_dir::Mount]) -> Vec<String> {
     let mut args: Vec<String> = [
         "run", "-i", "--rm", "--init", "--pull", "never", "--name", name,
     ]
@@ -271,6 +274,13 @@ fn run_args(spec: &ContainerSpec, name: &str) -> Vec<String> {
         "-w".into(),
         PROJECT_DIR.into(),
     ]);
+    for mount in git_mounts {
+        let target = format!("{PROJECT_DIR}/{}", mount.target);
+        args.extend([
+            "--mount".into(),
+            mount_spec(&mount.source, &target, mount.readonly),
+        ]);
+    }
     args.extend(user_args());
     if let CodexAuth::File { path: file, .. } = &spec.auth {
         args.extend(["--mount".into(), mount_spec(file, AUTH_MOUNT, true)]);
