@@ -372,6 +372,7 @@ fn an_idle_orchestrator_with_500_blocked_jobs_reads_almost_nothing_until_somethi
     support::task::send("-TERM", &orchestrator);
     let out = orchestrator.finish();
     out.stderr_has(&format!("job {job}: finished task c-0: succeeded"));
+}
 
 #[test]
 fn a_dependency_s_committed_agent_runner_links_do_not_stop_its_dependents() {
