@@ -326,7 +326,10 @@ fn an_orchestrator_killed_while_bringing_a_branch_back_leaves_no_branch_and_noth
         );
         landing = children_of(pid).into_iter().find(|child| {
             let line = cmdline(*child);
-            line.starts_with("git\0")
+            // Host tools run by absolute path (a worker's `./git` never runs).
+            line.split('\0')
+                .next()
+                .is_some_and(|argv0| argv0.ends_with("/git"))
                 && (line.contains("\0index-pack\0") || line.contains("\0fetch\0"))
         });
         std::thread::sleep(Duration::from_millis(5));
