@@ -7,9 +7,9 @@
 use std::fmt::Write as _;
 
 use crate::context::{TaskContext, TaskState};
+use crate::fs::dir::PrivateDir;
 use crate::markdown::{code_span, fence, inline, quote};
 use crate::meta::MetaCall;
-use crate::private_dir::PrivateDir;
 use crate::secret::Redactor;
 use crate::task::{MetaBackend, PrdSource};
 use crate::text::{cut, tail};

@@ -5,7 +5,7 @@
 
 use std::fs::File;
 
-use crate::private_dir::PrivateDir;
+use crate::fs::dir::PrivateDir;
 
 /// Holds the lock while it lives.
 #[derive(Debug)]
@@ -39,8 +39,8 @@ impl TaskLock {
             .subdir("locks")
             .and_then(|locks| locks.open_lock(&format!("{task_id}.lock")))
             .map_err(io)?;
-        if !crate::flock::try_lock(&file, libc::LOCK_EX).map_err(io)? {
-            let holder = crate::flock::holder(&file, 512);
+        if !crate::fs::lock::try_lock(&file, libc::LOCK_EX).map_err(io)? {
+            let holder = crate::fs::lock::holder(&file, 512);
             return Err(LockError::Held {
                 task_id: task_id.to_string(),
                 holder: if holder.is_empty() {
@@ -50,7 +50,7 @@ impl TaskLock {
                 },
             });
         }
-        crate::flock::write_holder(&file).map_err(io)?;
+        crate::fs::lock::write_holder(&file).map_err(io)?;
         Ok(TaskLock { _file: file })
     }
 }

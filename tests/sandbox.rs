@@ -5,9 +5,9 @@ mod support;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
+use agent_runner::fs::dir::PrivateDir;
 use agent_runner::interrupt::Interrupt;
 use agent_runner::owner::Owner;
-use agent_runner::private_dir::PrivateDir;
 use agent_runner::secret::{Redactor, Secret};
 use agent_runner::task::{
     CodexAuth, EnvValue, Network, TestSpec, WorkerEnv, WorkerLimits, WorkerSettings,

@@ -5,12 +5,12 @@ use std::time::Instant;
 
 use crate::context::TaskContext;
 use crate::error::{Error, exit};
+use crate::fs::dir::PrivateDir;
 use crate::interrupt::Interrupt;
 use crate::meta::openai::OpenAiChat;
 use crate::meta::scripted::Scripted;
 use crate::meta::{Meta, MetaAgent};
 use crate::note;
-use crate::private_dir::PrivateDir;
 use crate::result::RunResult;
 use crate::runner::Runner;
 use crate::secret::Redactor;

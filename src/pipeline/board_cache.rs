@@ -143,7 +143,7 @@ mod tests {
             plan_revision: 1,
         };
         let line = Line::Task(record("t-3")).to_json_stamped(Some(&stamp));
-        crate::pipeline::jsonl::create(&store.path("t-3"), &line).unwrap();
+        crate::fs::jsonl::create(&store.path("t-3"), &line).unwrap();
         assert_eq!(cache.load(&ws).unwrap().status("t-3"), None);
         let mut wbs = crate::pipeline::plan::wbs::Wbs::new();
         wbs.revision = 1;

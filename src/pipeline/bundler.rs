@@ -362,7 +362,7 @@ fn read_answer(answer: &str, image: &str, made: &std::path::Path) -> Result<Bund
     let (verdict, rest) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     match verdict {
         "unchanged" if is_sha(rest) => Ok(Bundled::Unchanged(rest.to_string())),
-        "bundled" if is_sha(rest) => super::safe_read::open_regular(made, MAX_BUNDLE)
+        "bundled" if is_sha(rest) => crate::fs::read::open_regular(made, MAX_BUNDLE)
             .map(|(file, _)| Bundled::Bundle {
                 file,
                 commit: rest.to_string(),

@@ -6,7 +6,6 @@
 //! (`agent-runner run --json`), exactly as such a program would drive it. The runner
 //! never imports this module.
 
-pub mod atomic_file;
 pub mod attempt;
 pub mod attempt_files;
 pub mod background;
@@ -20,7 +19,6 @@ pub mod defaults;
 pub mod error;
 pub mod id;
 pub mod isolation;
-pub mod jsonl;
 pub mod leftover;
 pub mod new_task;
 pub mod orchestrator;
@@ -32,7 +30,6 @@ pub mod queue;
 pub mod record;
 pub mod recovery;
 pub mod run_request;
-pub mod safe_read;
 pub mod spare;
 pub mod status;
 pub mod store;

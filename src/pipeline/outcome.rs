@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 use super::record::{Attempt, AttemptStatus, Line};
 use super::store::TaskStore;
-use super::{PipelineError, Workspace, atomic_file, queue};
+use super::{PipelineError, Workspace, queue};
+use crate::fs::atomic as atomic_file;
 
 /// Records `attempt` of a job; returns the result file's path.
 pub fn record(ws: &Workspace, attempt: &Attempt) -> Result<PathBuf, PipelineError> {

@@ -136,7 +136,7 @@ fn markers(dir: &Path) -> Vec<(PathBuf, File)> {
 /// Takes `kind` (`LOCK_SH`, `LOCK_EX`) without waiting; true if taken. The lock goes
 /// with the file.
 fn lock(file: &File, kind: libc::c_int) -> bool {
-    crate::flock::try_lock(file, kind).unwrap_or(false)
+    crate::fs::lock::try_lock(file, kind).unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -249,7 +249,7 @@ enum Pending<'a> {
 pub fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) -> Option<TaskView> {
     let mut view: Option<TaskView> = None;
     let mut pending: Vec<Pending> = Vec::new();
-    for (number, line, last) in super::jsonl::lines(bytes) {
+    for (number, line, last) in crate::fs::jsonl::lines(bytes) {
         if depth == Depth::Latest && view.is_some() && line.starts_with(ATTEMPT_PREFIX) {
             pending.push(Pending::Raw { number, line, last });
             continue;

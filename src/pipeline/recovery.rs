@@ -30,7 +30,7 @@ pub fn recover(ws: &Workspace) -> usize {
         log::warn!("cannot open {}; skipping recovery", lock_path.display());
         return 0;
     };
-    if crate::flock::lock(&lock).is_err() {
+    if crate::fs::lock::lock(&lock).is_err() {
         return 0;
     }
     let mut recovered = 0;
@@ -165,7 +165,7 @@ mod tests {
         let (ws, base) = crate::pipeline::workspace::scratch("recover");
         // Another orchestrator is repairing: it holds the lock (even shared).
         let lock = std::fs::File::create(ws.dir.join("ipc/.recover.lock")).unwrap();
-        assert!(crate::flock::try_lock(&lock, libc::LOCK_SH).unwrap());
+        assert!(crate::fs::lock::try_lock(&lock, libc::LOCK_SH).unwrap());
         let (done, finished) = mpsc::channel();
         let waiting = ws.clone();
         std::thread::spawn(move || done.send(recover(&waiting)).unwrap());

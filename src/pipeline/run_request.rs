@@ -80,7 +80,7 @@ fn lock(ws: &Workspace) -> Result<File, PipelineError> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&path)
         .map_err(PipelineError::io("open", path.clone()))?;
-    crate::flock::lock(&file).map_err(PipelineError::io("lock", path))?;
+    crate::fs::lock::lock(&file).map_err(PipelineError::io("lock", path))?;
     Ok(file)
 }
 

@@ -12,7 +12,8 @@ use super::plan::commit::Commits;
 use super::queue;
 use super::record::{Depth, Line, TaskRecord, TaskView, fold};
 use super::status::{self, JobState, Readiness, TaskStatus};
-use super::{PipelineError, Workspace, id, jsonl};
+use super::{PipelineError, Workspace, id};
+use crate::fs::jsonl;
 
 /// Largest task file read (a task with very many attempts).
 const MAX_TASK_FILE: u64 = 64 << 20;

@@ -127,7 +127,7 @@ impl Workspace {
             .map_err(|e| PipelineError::Invalid(format!("cannot encode workspace.json: {e}")))?;
         json.push(b'\n');
         let path = self.dir.join("workspace.json");
-        super::atomic_file::write(&path, &json).map_err(PipelineError::io("write", path))
+        crate::fs::atomic::write(&path, &json).map_err(PipelineError::io("write", path))
     }
 
     fn create_dirs(&self) -> Result<(), PipelineError> {

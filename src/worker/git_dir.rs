@@ -28,7 +28,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::privileges::{Finding, Fix};
-use crate::private_dir::{Kind, PrivateDir};
+use crate::fs::dir::{Kind, PrivateDir};
 
 /// A bind mount of a path of the repository onto the same path in the container.
 #[derive(Debug, Clone, PartialEq, Eq)]

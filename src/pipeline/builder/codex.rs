@@ -20,9 +20,9 @@ use serde_yaml::{Mapping, Value};
 use super::Build;
 use super::reply::BuiltConfig;
 use super::request::{BuildRequest, codex_prompt};
+use crate::fs::dir::PrivateDir;
 use crate::interrupt::Interrupt;
 use crate::meta::reply::{Reply, strip_fence};
-use crate::private_dir::PrivateDir;
 use crate::secret::Redactor;
 use crate::task::{CodexAuth, DEFAULT_META_MODEL, Host, Task};
 use crate::worker::codex::{PROJECT_DIR, RunOutcome};
@@ -101,10 +101,7 @@ fn ask(
     }
     worker.extra_args.extend([
         "--output-schema".into(),
-        format!(
-            "{PROJECT_DIR}/{}/{SCHEMA_FILE}",
-            crate::private_dir::DIR_NAME
-        ),
+        format!("{PROJECT_DIR}/{}/{SCHEMA_FILE}", crate::fs::dir::DIR_NAME),
         "--output-last-message".into(),
         format!("{PROJECT_DIR}/{REPLY_FILE}"),
     ]);
@@ -145,7 +142,7 @@ fn ask(
     if run.outcome != RunOutcome::Completed {
         return Err(failure(&run));
     }
-    let reply = crate::pipeline::safe_read::head(&scratch.join(REPLY_FILE), MAX_REPLY)
+    let reply = crate::fs::read::head(&scratch.join(REPLY_FILE), MAX_REPLY)
         .ok_or("codex wrote no last message (--output-last-message)")?;
     let reply = redactor.redact(&String::from_utf8_lossy(&reply));
     let _ = writeln!(log, "\n--- reply ---\n{}", reply.trim_end());

@@ -58,7 +58,7 @@ pub fn repo_overview(root: &Path) -> String {
         format!("top-level entries: {}{more}\n", names.join(", "))
     };
     for name in README_NAMES {
-        if let Some(bytes) = super::super::safe_read::head(&root.join(name), README_HEAD) {
+        if let Some(bytes) = crate::fs::read::head(&root.join(name), README_HEAD) {
             let head = String::from_utf8_lossy(&bytes);
             text.push_str(&format!("{name} (head):\n{}\n", head.trim_end()));
             break;

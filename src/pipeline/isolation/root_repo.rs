@@ -11,7 +11,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use crate::private_dir::{Kind, PrivateDir};
+use crate::fs::dir::{Kind, PrivateDir};
 
 /// Levels of alternates followed (as git does).
 const MAX_ALTERNATES_DEPTH: usize = 5;

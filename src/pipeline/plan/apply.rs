@@ -34,10 +34,12 @@ use std::path::Path;
 
 use super::super::record::{Deleted, Line, TaskChanges, TaskRecord};
 use super::super::store::TaskStore;
-use super::super::{PipelineError, Workspace, atomic_file, jsonl};
+use super::super::{PipelineError, Workspace};
 use super::commit::Stamp;
 use super::model::PlanState;
 use super::wbs::{self, Wbs};
+use crate::fs::atomic as atomic_file;
+use crate::fs::jsonl;
 use crate::timestamp::Timestamp;
 
 /// Where an edit's writes go: the files, or a test's stand-in that fails on cue.

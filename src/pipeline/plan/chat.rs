@@ -9,7 +9,8 @@ use std::os::unix::fs::OpenOptionsExt;
 
 use serde::{Deserialize, Serialize};
 
-use super::super::{PipelineError, Workspace, jsonl};
+use super::super::{PipelineError, Workspace};
+use crate::fs::jsonl;
 use crate::timestamp::Timestamp;
 
 /// How much of the file's end is read for the latest messages.

@@ -230,7 +230,7 @@ fn write_log(path: &std::path::Path, label: &str, call: &MetaCall) {
     let written = path
         .parent()
         .map_or(Ok(()), crate::pipeline::workspace::create_dir)
-        .and_then(|()| crate::pipeline::atomic_file::write(path, out.as_bytes()));
+        .and_then(|()| crate::fs::atomic::write(path, out.as_bytes()));
     if let Err(e) = written {
         log::warn!("cannot write {}: {e}", path.display());
     }

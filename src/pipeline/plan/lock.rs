@@ -10,7 +10,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
 use super::super::{PipelineError, Workspace};
-use crate::flock;
+use crate::fs::lock as flock;
 use crate::interrupt::Interrupt;
 
 /// How often a waiting command tries again.

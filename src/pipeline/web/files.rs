@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use super::super::record::Attempt;
 use super::super::{Workspace, attempt_files, id};
-use crate::private_dir::PrivateDir;
+use crate::fs::dir::PrivateDir;
 
 /// The orchestrator's files of a job, in `logs/<job-id>/`.
 pub const JOB_FILES: [&str; 3] = ["builder.log", "task-config.yaml", "runner.stderr.log"];

@@ -55,7 +55,10 @@ pub fn temp_path(path: &Path) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp-{}", super::id::random_hex(16)))
+    path.with_file_name(format!(
+        ".{name}.tmp-{}",
+        crate::pipeline::id::random_hex(16)
+    ))
 }
 
 #[cfg(test)]
@@ -65,7 +68,7 @@ mod tests {
     #[test]
     fn replaces_the_file_and_leaves_no_temp() {
         let dir =
-            std::env::temp_dir().join(format!("ar-atomic-{}", super::super::id::random_hex(8)));
+            std::env::temp_dir().join(format!("ar-atomic-{}", crate::pipeline::id::random_hex(8)));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("x.json");
         write(&path, b"one").unwrap();
@@ -96,7 +99,7 @@ mod tests {
     #[test]
     fn a_new_file_is_never_replaced_and_leaves_no_temp() {
         let dir =
-            std::env::temp_dir().join(format!("ar-create-{}", super::super::id::random_hex(8)));
+            std::env::temp_dir().join(format!("ar-create-{}", crate::pipeline::id::random_hex(8)));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("t.jsonl");
         create_new(&path, b"one\n").unwrap();

@@ -56,7 +56,8 @@ mod tests {
 
     #[test]
     fn reads_only_regular_files_and_never_follows_links() {
-        let dir = std::env::temp_dir().join(format!("ar-safe-{}", super::super::id::random_hex(8)));
+        let dir =
+            std::env::temp_dir().join(format!("ar-safe-{}", crate::pipeline::id::random_hex(8)));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("README.md"), "hello world").unwrap();
         assert_eq!(head(&dir.join("README.md"), 5).unwrap(), b"hello");

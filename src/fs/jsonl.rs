@@ -11,7 +11,7 @@ use std::path::Path;
 /// Creates `path` with `json` as its first line, whole or not at all; fails if it
 /// exists.
 pub fn create(path: &Path, json: &[u8]) -> std::io::Result<()> {
-    super::atomic_file::create_new(path, &line(json, false))
+    super::atomic::create_new(path, &line(json, false))
 }
 
 /// Appends `json` as one line to the existing file `path`, in a single `write`.
@@ -54,7 +54,7 @@ fn line(json: &[u8], fresh_line: bool) -> Vec<u8> {
 /// symlink or blocking on a FIFO; at most `max` bytes.
 pub fn read(path: &Path, buf: &mut Vec<u8>, max: u64) -> std::io::Result<()> {
     buf.clear();
-    let (file, meta) = super::safe_read::open_regular(path, max)?;
+    let (file, meta) = super::read::open_regular(path, max)?;
     buf.reserve(meta.len() as usize);
     file.take(max).read_to_end(buf)?;
     Ok(())
@@ -119,7 +119,7 @@ mod tests {
     #[test]
     fn appends_start_on_a_fresh_line_after_a_torn_one() {
         let dir =
-            std::env::temp_dir().join(format!("ar-jsonl-{}", super::super::id::random_hex(8)));
+            std::env::temp_dir().join(format!("ar-jsonl-{}", crate::pipeline::id::random_hex(8)));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("t.jsonl");
         create(&path, b"{\"a\":1}").unwrap();
