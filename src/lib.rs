@@ -16,6 +16,7 @@ pub mod meta;
 pub mod note;
 pub mod owner;
 pub mod pipeline;
+pub mod private_dir;
 pub mod process;
 pub mod result;
 pub mod runner;

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use crate::context::{TaskContext, TaskState};
-use crate::fs::dir::PrivateDir;
+use crate::fs::Dir;
 use crate::markdown::{code_span, fence, inline, quote};
 use crate::meta::MetaCall;
 use crate::secret::Redactor;
@@ -35,7 +35,7 @@ pub fn render(ctx: &TaskContext, redactor: &Redactor) -> String {
 
 /// Writes the note atomically into agent-runner's directory `dir` (a new temp file,
 /// then rename; never through anything the worker left there).
-pub fn write(dir: &PrivateDir, ctx: &TaskContext, redactor: &Redactor) -> std::io::Result<()> {
+pub fn write(dir: &Dir, ctx: &TaskContext, redactor: &Redactor) -> std::io::Result<()> {
     // No fsync: the rename already keeps readers from a half-written note, and the
     // note is rewritten after every step (fsync cost ~10 ms each here).
     dir.write_atomic(&ctx.task.note_name(), render(ctx, redactor).as_bytes())

@@ -5,7 +5,8 @@
 
 use std::fs::File;
 
-use crate::fs::dir::PrivateDir;
+use crate::fs::Dir;
+use crate::fs::lock::{self, Mode};
 
 /// Holds the lock while it lives.
 #[derive(Debug)]
@@ -30,7 +31,7 @@ pub enum LockError {
 impl TaskLock {
     /// Takes the lock for `task_id` in `dir` (agent-runner's directory), or fails at
     /// once naming the process that holds it.
-    pub fn acquire(dir: &PrivateDir, task_id: &str) -> Result<TaskLock, LockError> {
+    pub fn acquire(dir: &Dir, task_id: &str) -> Result<TaskLock, LockError> {
         let io = |source| LockError::Io {
             task_id: task_id.to_string(),
             source,
@@ -39,8 +40,8 @@ impl TaskLock {
             .subdir("locks")
             .and_then(|locks| locks.open_lock(&format!("{task_id}.lock")))
             .map_err(io)?;
-        if !crate::fs::lock::try_lock(&file, libc::LOCK_EX).map_err(io)? {
-            let holder = crate::fs::lock::holder(&file, 512);
+        if !lock::try_lock(&file, Mode::Exclusive).map_err(io)? {
+            let holder = lock::holder(&file, 512);
             return Err(LockError::Held {
                 task_id: task_id.to_string(),
                 holder: if holder.is_empty() {
@@ -50,7 +51,7 @@ impl TaskLock {
                 },
             });
         }
-        crate::fs::lock::write_holder(&file).map_err(io)?;
+        lock::write_holder(&file).map_err(io)?;
         Ok(TaskLock { _file: file })
     }
 }
@@ -66,7 +67,7 @@ mod tests {
             uuid::Uuid::new_v4().simple()
         ));
         std::fs::create_dir_all(&repo).unwrap();
-        let dir = PrivateDir::open_in(&repo).unwrap();
+        let dir = crate::private_dir::open(&repo).unwrap();
         let first = TaskLock::acquire(&dir, "T-1").unwrap();
         let e = TaskLock::acquire(&dir, "T-1").unwrap_err();
         let text = e.to_string();

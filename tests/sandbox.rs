@@ -5,7 +5,6 @@ mod support;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
-use agent_runner::fs::dir::PrivateDir;
 use agent_runner::interrupt::Interrupt;
 use agent_runner::owner::Owner;
 use agent_runner::secret::{Redactor, Secret};
@@ -41,7 +40,7 @@ fn config(repo: &Scratch, task_id: &str, worker: WorkerSettings) -> SandboxConfi
             EnvValue::Literal(_) => None,
         })
         .collect();
-    let private = PrivateDir::open_in(&repo.path).unwrap();
+    let private = agent_runner::private_dir::open(&repo.path).unwrap();
     let logs = private.subdir("logs").unwrap().subdir(task_id).unwrap();
     SandboxConfig {
         task_id: task_id.into(),

@@ -5,7 +5,6 @@ use std::time::Instant;
 
 use crate::context::TaskContext;
 use crate::error::{Error, exit};
-use crate::fs::dir::PrivateDir;
 use crate::interrupt::Interrupt;
 use crate::meta::openai::OpenAiChat;
 use crate::meta::scripted::Scripted;
@@ -91,7 +90,7 @@ fn execute(
     let clock = Instant::now();
     // Before anything is written: our directory, and the task's lock (a second run
     // of the same id must not touch the first one's note or logs).
-    let prepared = PrivateDir::open_in(&task.repo)
+    let prepared = crate::private_dir::open(&task.repo)
         .map_err(Error::PrivateDir)
         .and_then(|dir| Ok((TaskLock::acquire(&dir, &task.id)?, dir)))
         .and_then(|(lock, dir)| {

@@ -417,7 +417,7 @@ pub const KEPT_DIR_NAME: &str = "agent-runner";
 /// is told so, and the rest of the clone is removed in the background. (Failed
 /// attempts keep their clones, for inspection.)
 fn clean_up(setup: &Setup, job_id: &str, clone: &AttemptClone, log_dir: &Path, ran: &mut Ran) {
-    let private = clone.dir.join(crate::fs::dir::DIR_NAME);
+    let private = clone.dir.join(crate::private_dir::DIR_NAME);
     let kept = log_dir.join(KEPT_DIR_NAME);
     // The runner made this directory before the worker started, and the worker saw
     // it read-only; still, never move a link.

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use super::attempt::KEPT_DIR_NAME;
 use super::record::Attempt;
 use super::{Workspace, id};
-use crate::fs::dir::DIR_NAME;
+use crate::private_dir::DIR_NAME;
 
 /// The job's log directory, `logs/<job-id>/`; None for a job id that is no id.
 pub fn log_dir(ws: &Workspace, attempt: &Attempt) -> Option<PathBuf> {

@@ -9,13 +9,14 @@
 //! reader never finds a live marker unlocked.
 
 use std::fs::File;
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::{PipelineError, Workspace, id};
+use crate::fs::lock::{self, Mode};
+use crate::fs::read;
 use crate::owner::Owner;
 use crate::timestamp::Timestamp;
 
@@ -49,40 +50,23 @@ impl Presence {
         let dir = dir(ws);
         super::workspace::create_dir(&dir).map_err(PipelineError::io("create", &dir))?;
         for (path, file) in markers(&dir) {
-            if lock(&file, libc::LOCK_EX) {
+            if try_lock(&file, Mode::Exclusive) {
                 let _ = std::fs::remove_file(path);
             }
         }
         let name = format!("{}-{}", std::process::id(), id::random_hex(8));
-        let temp = dir.join(format!(".{name}.tmp"));
         let path = dir.join(format!("{name}.json"));
         let marker = Marker {
             owner: Owner::this_process(),
             started_at: Timestamp::now().to_string(),
         };
-        let written = (|| {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&temp)?;
-            file.write_all(&serde_json::to_vec(&marker).unwrap_or_default())?;
-            if !lock(&file, libc::LOCK_EX) {
-                return Err(std::io::Error::last_os_error());
-            }
-            std::fs::rename(&temp, &path)?;
-            Ok(file)
-        })();
-        match written {
+        let json = serde_json::to_vec(&marker).unwrap_or_default();
+        match lock::publish(&path, &json) {
             Ok(file) => Ok(Presence {
                 path,
                 _locked: file,
             }),
-            Err(e) => {
-                let _ = std::fs::remove_file(&temp);
-                Err(PipelineError::io("write", path)(e))
-            }
+            Err(e) => Err(PipelineError::io("write", path)(e)),
         }
     }
 }
@@ -98,7 +82,7 @@ pub fn running(ws: &Workspace) -> Vec<Marker> {
     let mut live: Vec<Marker> = markers(&dir(ws))
         .into_iter()
         .filter_map(|(_, mut file)| {
-            if lock(&file, libc::LOCK_SH) {
+            if try_lock(&file, Mode::Shared) {
                 return None;
             }
             let mut bytes = Vec::new();
@@ -123,20 +107,16 @@ fn markers(dir: &Path) -> Vec<(PathBuf, File)> {
             !name.starts_with('.') && name.ends_with(".json")
         })
         .filter_map(|e| {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-                .open(e.path())
-                .ok()?;
-            file.metadata().ok()?.is_file().then(|| (e.path(), file))
+            let (file, _) = read::open_regular(&e.path(), u64::MAX).ok()?;
+            Some((e.path(), file))
         })
         .collect()
 }
 
-/// Takes `kind` (`LOCK_SH`, `LOCK_EX`) without waiting; true if taken. The lock goes
-/// with the file.
-fn lock(file: &File, kind: libc::c_int) -> bool {
-    crate::fs::lock::try_lock(file, kind).unwrap_or(false)
+/// Takes a lock of `mode` without waiting; true if taken. The lock goes with the
+/// file.
+fn try_lock(file: &File, mode: Mode) -> bool {
+    lock::try_lock(file, mode).unwrap_or(false)
 }
 
 #[cfg(test)]

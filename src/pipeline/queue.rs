@@ -86,7 +86,7 @@ pub fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String> {
         return Err(id::invalid("job file name", &entry.job_id));
     }
     let mut bytes = Vec::new();
-    crate::fs::jsonl::read(&entry.path, &mut bytes, MAX_JOB_BYTES)
+    crate::fs::read::whole_into(&entry.path, &mut bytes, MAX_JOB_BYTES)
         .map_err(|e| format!("cannot read it: {e}"))?;
     let job: Job = serde_json::from_slice(&bytes).map_err(|e| {
         format!("not a job (expected {{\"workspace_id\", \"task_id\", \"created_at\"}}): {e}")
@@ -126,7 +126,7 @@ pub fn write_owner(ws: &Workspace, job_id: &str, owner: &Claimant) -> Result<(),
 pub fn read_owner(ws: &Workspace, job_id: &str) -> Option<(Claimant, SystemTime)> {
     let path = owner_path(ws, job_id);
     let mut bytes = Vec::new();
-    crate::fs::jsonl::read(&path, &mut bytes, MAX_JOB_BYTES).ok()?;
+    crate::fs::read::whole_into(&path, &mut bytes, MAX_JOB_BYTES).ok()?;
     let modified = std::fs::metadata(&path).ok()?.modified().ok()?;
     Some((serde_json::from_slice(&bytes).ok()?, modified))
 }

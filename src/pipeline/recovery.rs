@@ -4,13 +4,14 @@
 //! repairs (an exclusive `flock` on `ipc/.recover.lock`), and recording is
 //! idempotent per job, so two orchestrators starting together record it once.
 
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, SystemTime};
 
 use super::queue::{self, Entry};
 use super::record::{Attempt, AttemptStatus};
 use super::store::TaskStore;
 use super::{Workspace, id, outcome};
+use crate::fs::lock;
 use crate::timestamp::Timestamp;
 
 /// A running job without an owner file is being claimed right now, unless it has
@@ -20,17 +21,11 @@ const CLAIM_GRACE: Duration = Duration::from_secs(30);
 /// Records the orphaned running jobs of `ws` as failed attempts; returns how many.
 pub fn recover(ws: &Workspace) -> usize {
     let lock_path = ws.dir.join("ipc/.recover.lock");
-    let Ok(lock) = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&lock_path)
-    else {
+    let Ok(one_at_a_time) = lock::open(&lock_path) else {
         log::warn!("cannot open {}; skipping recovery", lock_path.display());
         return 0;
     };
-    if crate::fs::lock::lock(&lock).is_err() {
+    if lock::lock(&one_at_a_time).is_err() {
         return 0;
     }
     let mut recovered = 0;
@@ -164,8 +159,8 @@ mod tests {
     fn one_orchestrator_at_a_time_repairs() {
         let (ws, base) = crate::pipeline::workspace::scratch("recover");
         // Another orchestrator is repairing: it holds the lock (even shared).
-        let lock = std::fs::File::create(ws.dir.join("ipc/.recover.lock")).unwrap();
-        assert!(crate::fs::lock::try_lock(&lock, libc::LOCK_SH).unwrap());
+        let other = std::fs::File::create(ws.dir.join("ipc/.recover.lock")).unwrap();
+        assert!(lock::try_lock(&other, lock::Mode::Shared).unwrap());
         let (done, finished) = mpsc::channel();
         let waiting = ws.clone();
         std::thread::spawn(move || done.send(recover(&waiting)).unwrap());
@@ -173,7 +168,7 @@ mod tests {
             finished.recv_timeout(Duration::from_millis(300)).is_err(),
             "it waits for the other"
         );
-        drop(lock);
+        drop(other);
         assert_eq!(finished.recv_timeout(Duration::from_secs(5)), Ok(0));
         std::fs::remove_dir_all(base).unwrap();
     }

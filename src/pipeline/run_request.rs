@@ -6,11 +6,11 @@
 //! enqueue it.
 
 use std::fs::File;
-use std::os::unix::fs::OpenOptionsExt;
 
 use super::status::TaskStatus;
 use super::store::{Board, TaskStore};
 use super::{PipelineError, Workspace, queue};
+use crate::fs::lock;
 
 /// Why a task was not enqueued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -72,15 +72,8 @@ pub fn enqueue(ws: &Workspace, id: &str) -> Result<String, RunError> {
 /// The workspace's enqueue lock, waited for: it is held for a few file reads.
 fn lock(ws: &Workspace) -> Result<File, PipelineError> {
     let path = ws.dir.join("enqueue.lock");
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
-        .map_err(PipelineError::io("open", path.clone()))?;
-    crate::fs::lock::lock(&file).map_err(PipelineError::io("lock", path))?;
+    let file = lock::open(&path).map_err(PipelineError::io("open", path.clone()))?;
+    lock::lock(&file).map_err(PipelineError::io("lock", path))?;
     Ok(file)
 }
 

@@ -87,7 +87,7 @@ impl TaskStore {
         let commits = self.commits();
         let path = self.path(id);
         let mut bytes = Vec::new();
-        match jsonl::read(&path, &mut bytes, MAX_TASK_FILE) {
+        match crate::fs::read::whole_into(&path, &mut bytes, MAX_TASK_FILE) {
             Ok(()) => {
                 let name = format!("tasks/{id}.jsonl");
                 fold(&name, &bytes, Depth::Full, commits)
@@ -143,7 +143,7 @@ impl TaskStore {
             let Some(name) = name.to_str().filter(|n| is_task_file(n)) else {
                 continue;
             };
-            match jsonl::read(&entry.path(), &mut bytes, MAX_TASK_FILE) {
+            match crate::fs::read::whole_into(&entry.path(), &mut bytes, MAX_TASK_FILE) {
                 Ok(()) => each(name, &bytes),
                 Err(e) => log::warn!("tasks/{name}: skipped ({e})"),
             }
@@ -158,7 +158,7 @@ impl TaskStore {
     pub fn brief(&self, name: &str, path: &Path, bytes: &mut Vec<u8>) -> Option<TaskView> {
         let commits = self.commits();
         let shown = format!("tasks/{name}");
-        match jsonl::read(path, bytes, MAX_TASK_FILE) {
+        match crate::fs::read::whole_into(path, bytes, MAX_TASK_FILE) {
             Ok(()) => {
                 let view = fold(&shown, bytes, Depth::Latest, commits)?;
                 let id = name.strip_suffix(".jsonl").unwrap_or(name);

@@ -239,7 +239,7 @@ impl Task {
     /// Path of the Task Note.
     pub fn note_path(&self) -> PathBuf {
         self.repo
-            .join(crate::fs::dir::DIR_NAME)
+            .join(crate::private_dir::DIR_NAME)
             .join(self.note_name())
     }
 }

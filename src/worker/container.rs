@@ -268,7 +268,7 @@ fn run_args(spec: &ContainerSpec, name: &str, git_mounts: &[git_dir::Mount]) -> 
         "--mount".into(),
         mount_spec(
             &spec.private_dir,
-            &format!("{PROJECT_DIR}/{}", crate::fs::dir::DIR_NAME),
+            &format!("{PROJECT_DIR}/{}", crate::private_dir::DIR_NAME),
             true,
         ),
         "-w".into(),

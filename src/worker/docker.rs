@@ -22,7 +22,7 @@ use super::git::RepoChanges;
 use super::privileges::{self, Finding, Fix};
 use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
-use crate::fs::dir::PrivateDir;
+use crate::fs::Dir;
 use crate::interrupt::Interrupt;
 use crate::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
 use crate::secret::Redactor;
@@ -44,7 +44,7 @@ pub struct SandboxConfig {
     /// `<repo>/.agent-runner`, already created: mounted read-only in the container.
     pub private_dir: PathBuf,
     /// Where worker and test logs go (`.agent-runner/logs/<id>`).
-    pub logs: PrivateDir,
+    pub logs: Dir,
     pub worker: WorkerSettings,
     pub auth: CodexAuth,
     /// Secrets to mask in logs and tails.
@@ -56,7 +56,7 @@ pub struct SandboxConfig {
 /// The Docker sandbox; see the module documentation.
 pub struct DockerSandbox {
     spec: ContainerSpec,
-    logs: PrivateDir,
+    logs: Dir,
     redactor: Redactor,
     container: Option<Container>,
     sweep: Option<JoinHandle<()>>,

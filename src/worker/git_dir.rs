@@ -28,7 +28,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::privileges::{Finding, Fix};
-use crate::fs::dir::{Kind, PrivateDir};
+use crate::fs::Dir;
+use crate::fs::dir::Kind;
 
 /// A bind mount of a path of the repository onto the same path in the container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +46,7 @@ const READ_ONLY_IF_THERE: [&str; 3] = ["config.worktree", "modules", "worktrees"
 /// The mounts that protect `repo`'s `.git` (none without one); an error if it cannot
 /// be protected.
 pub fn mounts(repo: &Path) -> Result<Vec<Mount>, String> {
-    let top = PrivateDir::open_existing(repo).map_err(|e| e.to_string())?;
+    let top = Dir::open(repo).map_err(|e| e.to_string())?;
     let kind = top
         .entries()
         .map_err(|e| e.to_string())?
@@ -110,7 +111,7 @@ pub fn mounts(repo: &Path) -> Result<Vec<Mount>, String> {
 
 /// True when `.git/config` turns on `extensions.worktreeConfig` (read as text: a
 /// mention anywhere is enough to make the file).
-fn wants_worktree_config(git: &PrivateDir) -> bool {
+fn wants_worktree_config(git: &Dir) -> bool {
     let mut text = String::new();
     git.open_file("config")
         .and_then(|file| file.take(1 << 20).read_to_string(&mut text))
@@ -120,9 +121,7 @@ fn wants_worktree_config(git: &PrivateDir) -> bool {
 /// Removes a `commondir` file from `repo`'s `.git` directory (see the module
 /// documentation); what was done, if there was one.
 pub fn remove_redirect(repo: &Path) -> Option<Finding> {
-    let git = PrivateDir::open_existing(repo)
-        .and_then(|top| top.existing(".git"))
-        .ok()?;
+    let git = Dir::open(repo).and_then(|top| top.existing(".git")).ok()?;
     if !git.exists("commondir").unwrap_or(false) {
         return None;
     }

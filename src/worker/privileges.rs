@@ -8,18 +8,13 @@
 //! and setgid bits are removed from files, device nodes are deleted, and what it did
 //! is reported in the note.
 //!
-//! The walk never follows a symlink and never leaves the repository's filesystem:
-//! every directory is opened from its parent's descriptor with `O_NOFOLLOW`, and
-//! mount points below the repo are not entered. It holds at most `HELD_LEVELS`
-//! descriptors whatever the depth (a worker can nest directories past any
-//! descriptor limit): deeper directories are reopened from the root, component by
-//! component, each with `O_NOFOLLOW`. A directory it cannot open or list is
-//! reported, never skipped in silence.
+//! The tree is walked by `fs::walk`: no symlink followed, the repository's
+//! filesystem never left, any depth, and a directory it cannot read reported.
 
-use std::ffi::{CStr, CString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::rc::Rc;
+
+use crate::fs::walk::{self, Entry, Found, Kind};
 
 /// Something the sweep found and fixed (or could not).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,313 +63,64 @@ impl std::fmt::Display for Finding {
     }
 }
 
-/// Directory levels whose descriptors are kept open during the walk.
-const HELD_LEVELS: usize = 128;
-
-/// Where a directory is: its name and its parent's place (shared, so a pending
-/// directory costs one node whatever its depth).
-struct Place {
-    name: CString,
-    up: Option<Rc<Place>>,
-    depth: usize,
-}
-
-impl Place {
-    /// The components from the root down to this directory.
-    fn components(&self) -> Vec<&CStr> {
-        let mut out = vec![self.name.as_c_str()];
-        let mut at = self.up.as_deref();
-        while let Some(place) = at {
-            out.push(place.name.as_c_str());
-            at = place.up.as_deref();
-        }
-        out.reverse();
-        out
-    }
-
-    fn shown(&self) -> String {
-        self.components()
-            .iter()
-            .map(|c| c.to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/")
-    }
-}
-
-/// A directory still to be read: its place, and its parent's descriptor while the
-/// parent is shallow enough to be kept open.
-struct Pending {
-    parent: Option<Rc<OwnedFd>>,
-    place: Rc<Place>,
-}
-
 /// Sweeps `repo`; returns what was found. An error only when the repo itself cannot
 /// be opened.
 pub fn sweep(repo: &Path) -> std::io::Result<Vec<Finding>> {
-    let root = Rc::new(open_dir_path(repo)?);
-    let device = stat_fd(&root)?.st_dev;
     let mut findings = Vec::new();
-    let mut stack = Vec::new();
-    read_dir(&root, None, &mut stack, &mut findings);
-    while let Some(dir) = stack.pop() {
-        let opened = match &dir.parent {
-            Some(parent) => open_at(parent, &dir.place.name, libc::O_RDONLY | libc::O_DIRECTORY),
-            None => open_from(&root, &dir.place.components()),
+    walk::walk(repo, &mut |found| {
+        let finding = match found {
+            Found::Unreadable { path, why } => Some(Finding {
+                path,
+                what: Fix::Failed(why),
+            }),
+            Found::Entry(entry) => check(&entry),
         };
-        let fd = match opened {
-            Ok(fd) => fd,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
-            Err(e) => {
-                findings.push(Finding {
-                    path: dir.place.shown(),
-                    what: Fix::Failed(format!("cannot open the directory: {e}")),
-                });
-                continue;
-            }
-        };
-        match stat_fd(&fd) {
-            Ok(st) if st.st_dev == device => {}
-            // Another filesystem mounted below the repo: not the repository's.
-            Ok(_) => continue,
-            Err(e) => {
-                findings.push(Finding {
-                    path: dir.place.shown(),
-                    what: Fix::Failed(format!("cannot check the directory: {e}")),
-                });
-                continue;
-            }
-        }
-        read_dir(&Rc::new(fd), Some(&dir.place), &mut stack, &mut findings);
-    }
+        findings.extend(finding);
+    })?;
     Ok(findings)
 }
 
-/// Opens the directory at `components` below `root`, one component at a time.
-fn open_from(root: &OwnedFd, components: &[&CStr]) -> std::io::Result<OwnedFd> {
-    let mut current: Option<OwnedFd> = None;
-    for component in components {
-        let parent = current.as_ref().unwrap_or(root);
-        current = Some(open_at(
-            parent,
-            component,
-            libc::O_RDONLY | libc::O_DIRECTORY,
-        )?);
-    }
-    current.ok_or_else(|| std::io::Error::other("no directory to open"))
-}
-
-/// Checks the entries of one directory; pushes its subdirectories.
-fn read_dir(
-    dir: &Rc<OwnedFd>,
-    place: Option<&Rc<Place>>,
-    stack: &mut Vec<Pending>,
-    findings: &mut Vec<Finding>,
-) {
-    let path = place.map(|p| p.shown()).unwrap_or_default();
-    let listed = match entries(dir) {
-        Ok(listed) => listed,
-        Err(e) => {
-            findings.push(Finding {
-                path: if path.is_empty() { ".".into() } else { path },
-                what: Fix::Failed(format!("cannot list the directory: {e}")),
-            });
-            return;
-        }
-    };
-    let depth = place.map_or(0, |p| p.depth);
-    // Children of a shallow directory open from its descriptor; deeper ones reopen
-    // from the root, so no more than HELD_LEVELS descriptors are ever held.
-    let held = (depth < HELD_LEVELS).then(|| dir.clone());
-    for (name, kind) in listed {
-        let shown = if path.is_empty() {
-            name.to_string_lossy().into_owned()
-        } else {
-            format!("{path}/{}", name.to_string_lossy())
-        };
-        let kind = match kind {
-            libc::DT_UNKNOWN => match stat_at(dir, &name) {
-                Ok(st) => type_of(st.st_mode),
-                Err(_) => continue,
+/// Makes one entry safe: a device node goes, setuid/setgid bits go.
+fn check(entry: &Entry<'_>) -> Option<Finding> {
+    let what = match entry.kind {
+        Kind::CharDevice | Kind::BlockDevice => match entry.remove() {
+            Ok(()) => Fix::RemovedDevice {
+                block: entry.kind == Kind::BlockDevice,
             },
-            known => known,
-        };
-        match kind {
-            libc::DT_DIR => stack.push(Pending {
-                parent: held.clone(),
-                place: Rc::new(Place {
-                    name,
-                    up: place.cloned(),
-                    depth: depth + 1,
-                }),
-            }),
-            libc::DT_CHR | libc::DT_BLK => findings.push(Finding {
-                path: shown,
-                what: match unlink_at(dir, &name) {
-                    Ok(()) => Fix::RemovedDevice {
-                        block: kind == libc::DT_BLK,
-                    },
-                    Err(e) => Fix::Failed(e.to_string()),
-                },
-            }),
-            libc::DT_REG => {
-                let Ok(st) = stat_at(dir, &name) else {
-                    continue;
-                };
-                let mode = st.st_mode & 0o7777;
-                if mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
-                    findings.push(Finding {
-                        path: shown,
-                        what: match clear_set_id(dir, &name, mode) {
-                            Ok(()) => Fix::ClearedSetId { mode },
-                            Err(e) => Fix::Failed(e.to_string()),
-                        },
-                    });
-                }
+            Err(e) => Fix::Failed(e.to_string()),
+        },
+        Kind::File => {
+            let mode = entry.mode().ok()?;
+            if mode & (libc::S_ISUID | libc::S_ISGID) == 0 {
+                return None;
             }
-            _ => {}
+            match clear_set_id(entry, mode) {
+                Ok(()) => Fix::ClearedSetId { mode },
+                Err(e) => Fix::Failed(e.to_string()),
+            }
         }
-    }
+        Kind::Other => return None,
+    };
+    Some(Finding {
+        path: entry.path.clone(),
+        what,
+    })
 }
 
 /// Removes the setuid/setgid bits through a descriptor of the file itself, so a
 /// symlink swapped in meanwhile is never followed.
-fn clear_set_id(dir: &OwnedFd, name: &CStr, mode: u32) -> std::io::Result<()> {
-    let fd = open_at(dir, name, libc::O_RDONLY | libc::O_NONBLOCK)?;
-    let st = stat_fd(&fd)?;
-    if type_of(st.st_mode) != libc::DT_REG {
-        return Err(std::io::Error::other("changed while being checked"));
-    }
-    // SAFETY: fchmod on a descriptor we own.
-    if unsafe { libc::fchmod(fd.as_raw_fd(), mode & !(libc::S_ISUID | libc::S_ISGID)) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-fn type_of(mode: libc::mode_t) -> u8 {
-    match mode & libc::S_IFMT {
-        libc::S_IFDIR => libc::DT_DIR,
-        libc::S_IFREG => libc::DT_REG,
-        libc::S_IFCHR => libc::DT_CHR,
-        libc::S_IFBLK => libc::DT_BLK,
-        libc::S_IFLNK => libc::DT_LNK,
-        _ => libc::DT_UNKNOWN,
-    }
-}
-
-/// The entries of a directory (names and `d_type`), without `.` and `..`.
-fn entries(dir: &OwnedFd) -> std::io::Result<Vec<(CString, u8)>> {
-    let mut out = Vec::new();
-    // SAFETY: dup gives fdopendir a descriptor of its own, which closedir closes;
-    // readdir's entries are copied before the next call; errno is cleared before
-    // each readdir so its end and its failure can be told apart.
-    unsafe {
-        let fd = libc::dup(dir.as_raw_fd());
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let stream = libc::fdopendir(fd);
-        if stream.is_null() {
-            let e = std::io::Error::last_os_error();
-            libc::close(fd);
-            return Err(e);
-        }
-        loop {
-            *libc::__errno_location() = 0;
-            let entry = libc::readdir(stream);
-            if entry.is_null() {
-                let errno = *libc::__errno_location();
-                if errno != 0 {
-                    libc::closedir(stream);
-                    return Err(std::io::Error::from_raw_os_error(errno));
-                }
-                break;
-            }
-            let name = CStr::from_ptr((*entry).d_name.as_ptr());
-            let bytes = name.to_bytes();
-            if bytes == b"." || bytes == b".." {
-                continue;
-            }
-            out.push((name.to_owned(), (*entry).d_type));
-        }
-        libc::closedir(stream);
-    }
-    Ok(out)
-}
-
-fn open_dir_path(path: &Path) -> std::io::Result<OwnedFd> {
-    let c = CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| std::io::Error::other("path contains a NUL byte"))?;
-    // SAFETY: NUL-terminated path; the result is checked.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn open_at(dir: &OwnedFd, name: &CStr, flags: libc::c_int) -> std::io::Result<OwnedFd> {
-    // SAFETY: valid descriptor and NUL-terminated name; the result is checked.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn stat_fd(fd: &OwnedFd) -> std::io::Result<libc::stat> {
-    // SAFETY: zeroed stat is a valid out-parameter.
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd.as_raw_fd(), &mut st) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(st)
-    }
-}
-
-fn stat_at(dir: &OwnedFd, name: &CStr) -> std::io::Result<libc::stat> {
-    // SAFETY: zeroed stat is a valid out-parameter; valid descriptor and name.
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        ) != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(st)
-    }
-}
-
-fn unlink_at(dir: &OwnedFd, name: &CStr) -> std::io::Result<()> {
-    // SAFETY: valid descriptor and NUL-terminated name.
-    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+fn clear_set_id(entry: &Entry<'_>, mode: u32) -> std::io::Result<()> {
+    entry
+        .open_regular()?
+        .set_permissions(std::fs::Permissions::from_mode(
+            mode & !(libc::S_ISUID | libc::S_ISGID),
+        ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::{PermissionsExt, symlink};
+    use std::os::unix::fs::symlink;
 
     #[test]
     fn setid_files_deeper_than_the_held_levels_are_found() {
@@ -383,7 +129,7 @@ mod tests {
             uuid::Uuid::new_v4().simple()
         ));
         let mut deep = repo.clone();
-        for _ in 0..HELD_LEVELS + 40 {
+        for _ in 0..walk::HELD_LEVELS + 40 {
             std::fs::create_dir_all(deep.join("sibling")).unwrap();
             deep = deep.join("d");
         }

@@ -20,7 +20,6 @@ use serde_yaml::{Mapping, Value};
 use super::Build;
 use super::reply::BuiltConfig;
 use super::request::{BuildRequest, codex_prompt};
-use crate::fs::dir::PrivateDir;
 use crate::interrupt::Interrupt;
 use crate::meta::reply::{Reply, strip_fence};
 use crate::secret::Redactor;
@@ -82,7 +81,7 @@ fn ask(
     let _ = std::fs::remove_dir_all(&scratch);
     crate::pipeline::workspace::create_dir(&scratch)
         .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
-    let private = PrivateDir::open_in(&scratch)
+    let private = crate::private_dir::open(&scratch)
         .map_err(|e| format!("cannot create {}/.agent-runner: {e}", scratch.display()))?;
     let schema = serde_json::to_vec_pretty(&crate::task::task_config_schema())
         .map_err(|e| format!("cannot encode the TaskConfig schema: {e}"))?;
@@ -101,7 +100,10 @@ fn ask(
     }
     worker.extra_args.extend([
         "--output-schema".into(),
-        format!("{PROJECT_DIR}/{}/{SCHEMA_FILE}", crate::fs::dir::DIR_NAME),
+        format!(
+            "{PROJECT_DIR}/{}/{SCHEMA_FILE}",
+            crate::private_dir::DIR_NAME
+        ),
         "--output-last-message".into(),
         format!("{PROJECT_DIR}/{REPLY_FILE}"),
     ]);

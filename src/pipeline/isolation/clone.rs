@@ -14,9 +14,9 @@ use std::path::Path;
 use super::git::{self, Repo};
 use super::root_repo::RootRepo;
 use super::{AttemptClone, branch_name, checked_out};
-use crate::fs::dir::DIR_NAME;
 use crate::interrupt::Interrupt;
 use crate::pipeline::spare::Spares;
+use crate::private_dir::DIR_NAME;
 
 /// Who makes the merge commits of dependency branches (unsigned).
 const IDENTITY: [&str; 6] = [

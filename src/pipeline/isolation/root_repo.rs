@@ -5,13 +5,14 @@
 //! the main worktree and the linked ones), its object store (which host git reads as
 //! an alternate, after a check that nothing there can hang or lead it away), and to
 //! add a pack and set a branch (git's lock file protocol, so git itself is never
-//! raced). Every file is reached through `PrivateDir` (no symlink followed, no FIFO
+//! raced). Every file is reached through `fs::Dir` (no symlink followed, no FIFO
 //! opened), since a worker of an in-place run could write all of `.git`.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use crate::fs::dir::{Kind, PrivateDir};
+use crate::fs::Dir;
+use crate::fs::dir::Kind;
 
 /// Levels of alternates followed (as git does).
 const MAX_ALTERNATES_DEPTH: usize = 5;
@@ -25,10 +26,10 @@ pub struct RootRepo {
     /// The work tree's top (root_dir).
     root: PathBuf,
     /// The work tree's own git directory (its HEAD).
-    git_dir: PrivateDir,
+    git_dir: Dir,
     /// The common git directory (refs, objects, worktrees); the same directory as
     /// `git_dir` unless root_dir is a linked worktree.
-    common: PrivateDir,
+    common: Dir,
     /// `git_dir` and `common` are one directory.
     is_main: bool,
 }
@@ -45,7 +46,7 @@ impl RootRepo {
     /// The repository whose work tree's top is `root`: `root/.git` a directory, or a
     /// `gitdir:` file (a linked worktree). An error says why it is none.
     pub fn open(root: &Path) -> Result<RootRepo, String> {
-        let top = PrivateDir::open_existing(root).map_err(|e| e.to_string())?;
+        let top = Dir::open(root).map_err(|e| e.to_string())?;
         let dot_git = root.join(".git");
         let (git_dir, is_main) = match top.existing(".git") {
             Ok(dir) => (dir, true),
@@ -57,8 +58,8 @@ impl RootRepo {
                     .strip_prefix("gitdir: ")
                     .ok_or_else(|| format!("{}: not a `gitdir:` file", dot_git.display()))?;
                 let path = root.join(target);
-                let dir = PrivateDir::open_existing(&path)
-                    .map_err(|e| format!("{} names {e}", dot_git.display()))?;
+                let dir =
+                    Dir::open(&path).map_err(|e| format!("{} names {e}", dot_git.display()))?;
                 (dir, false)
             }
         };
@@ -69,16 +70,16 @@ impl RootRepo {
                     dot_git.join("commondir").display()
                 ));
             }
-            PrivateDir::open_existing(git_dir.path()).map_err(|e| e.to_string())?
+            Dir::open(git_dir.path()).map_err(|e| e.to_string())?
         } else {
             match read_small(&git_dir, "commondir") {
                 Ok(text) => {
                     // Usually `../..`: named as it is, for messages.
                     let path = git_dir.path().join(text.trim_end());
                     let path = std::fs::canonicalize(&path).unwrap_or(path);
-                    PrivateDir::open_existing(&path).map_err(|e| e.to_string())?
+                    Dir::open(&path).map_err(|e| e.to_string())?
                 }
-                Err(_) => PrivateDir::open_existing(git_dir.path()).map_err(|e| e.to_string())?,
+                Err(_) => Dir::open(git_dir.path()).map_err(|e| e.to_string())?,
             }
         };
         let repo = RootRepo {
@@ -143,8 +144,7 @@ impl RootRepo {
     /// main worktree or a linked one.
     pub fn checked_out(&self, name: &str) -> Result<Option<PathBuf>, String> {
         let wanted = format!("ref: refs/heads/{name}");
-        let names =
-            |dir: &PrivateDir| read_small(dir, "HEAD").is_ok_and(|head| head.trim_end() == wanted);
+        let names = |dir: &Dir| read_small(dir, "HEAD").is_ok_and(|head| head.trim_end() == wanted);
         if names(&self.git_dir) {
             return Ok(Some(self.root.clone()));
         }
@@ -185,8 +185,7 @@ impl RootRepo {
             if seen.contains(&store) {
                 continue;
             }
-            let dir =
-                PrivateDir::open_existing(&store).map_err(|e| format!("the object store {e}"))?;
+            let dir = Dir::open(&store).map_err(|e| format!("the object store {e}"))?;
             check_tree(&dir, 0)?;
             if let Ok(info) = dir.existing("info") {
                 if info.exists("alternates").unwrap_or(false) {
@@ -217,7 +216,7 @@ impl RootRepo {
         if !is_object_id(hash) {
             return Err(format!("{hash:?} is not a pack name"));
         }
-        let source = PrivateDir::open_existing(from).map_err(|e| e.to_string())?;
+        let source = Dir::open(from).map_err(|e| e.to_string())?;
         let pack = self
             .common
             .existing("objects")
@@ -329,7 +328,7 @@ impl RootRepo {
 }
 
 /// Checks every entry below `dir` (an object store) down to `MAX_OBJECTS_DEPTH`.
-fn check_tree(dir: &PrivateDir, depth: usize) -> Result<(), String> {
+fn check_tree(dir: &Dir, depth: usize) -> Result<(), String> {
     for (name, kind) in dir.entries().map_err(|e| e.to_string())? {
         match kind {
             Kind::File => {}
@@ -350,7 +349,7 @@ fn check_tree(dir: &PrivateDir, depth: usize) -> Result<(), String> {
 }
 
 /// A small regular file's text.
-fn read_small(dir: &PrivateDir, name: &str) -> std::io::Result<String> {
+fn read_small(dir: &Dir, name: &str) -> std::io::Result<String> {
     let mut text = String::new();
     dir.open_file(name)?
         .take(SMALL_FILE)

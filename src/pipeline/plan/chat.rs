@@ -4,9 +4,6 @@
 //! view and the CLI can share it; read from its end, since only the latest
 //! messages go into a request.
 
-use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
-
 use serde::{Deserialize, Serialize};
 
 use super::super::{PipelineError, Workspace};
@@ -70,50 +67,18 @@ fn append_message(
     };
     let line = serde_json::to_vec(&message).unwrap_or_default();
     let path = path(ws);
-    let result = match jsonl::append(&path, &line) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match jsonl::create(&path, &line) {
-            // Someone else created it just now.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => jsonl::append(&path, &line),
-            other => other,
-        },
-        other => other,
-    };
-    result.map_err(PipelineError::io("append to", path))
+    jsonl::append_or_create(&path, &line).map_err(PipelineError::io("append to", path))
 }
 
 /// The last `n` messages, oldest first. Lines that do not parse are skipped; a
 /// missing file is no conversation.
 pub fn recent(ws: &Workspace, n: usize) -> Result<Vec<ChatMessage>, PipelineError> {
     let path = path(ws);
-    let mut file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(&path)
-    {
-        Ok(file) => file,
+    let bytes = match crate::fs::read::tail(&path, TAIL) {
+        Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(PipelineError::io("open", path)(e)),
+        Err(e) => return Err(PipelineError::io("read", path)(e)),
     };
-    let read = |file: &mut std::fs::File| -> std::io::Result<Vec<u8>> {
-        let meta = file.metadata()?;
-        if !meta.is_file() {
-            return Err(std::io::Error::other("not a regular file"));
-        }
-        let start = meta.len().saturating_sub(TAIL);
-        file.seek(SeekFrom::Start(start))?;
-        let mut bytes = Vec::new();
-        file.take(TAIL).read_to_end(&mut bytes)?;
-        if start > 0 {
-            // The first line is likely cut: start after it.
-            let cut = bytes
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(bytes.len(), |i| i + 1);
-            bytes.drain(..cut);
-        }
-        Ok(bytes)
-    };
-    let bytes = read(&mut file).map_err(PipelineError::io("read", &path))?;
     let mut messages: Vec<ChatMessage> = jsonl::lines(&bytes)
         .filter_map(|(_, line, _)| serde_json::from_slice(line).ok())
         .collect();

@@ -6,11 +6,10 @@
 //! released by the kernel however the holder ends. A second command waits for it.
 
 use std::fs::File;
-use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
 use super::super::{PipelineError, Workspace};
-use crate::fs::lock as flock;
+use crate::fs::lock::{self, Mode};
 use crate::interrupt::Interrupt;
 
 /// How often a waiting command tries again.
@@ -38,21 +37,13 @@ impl PlanLock {
             let path = path.clone();
             move |e| LockError::Io(PipelineError::io(action, path)(e))
         };
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(io("open"))?;
+        let file = lock::open(&path).map_err(io("open"))?;
         let mut said = false;
-        while !flock::try_lock(&file, libc::LOCK_EX).map_err(io("lock"))? {
+        while !lock::try_lock(&file, Mode::Exclusive).map_err(io("lock"))? {
             if !said {
                 log::info!(
                     "waiting for another plan command in this workspace ({})",
-                    flock::holder(&file, 256)
+                    lock::holder(&file, 256)
                 );
                 said = true;
             }
@@ -61,7 +52,7 @@ impl PlanLock {
             }
             std::thread::sleep(RETRY);
         }
-        flock::write_holder(&file).map_err(io("write"))?;
+        lock::write_holder(&file).map_err(io("write"))?;
         Ok(PlanLock { _file: file })
     }
 }

@@ -79,7 +79,7 @@ impl Wbs {
     pub fn load(ws: &Workspace) -> Result<Wbs, PipelineError> {
         let path = path(ws);
         let mut bytes = Vec::new();
-        match crate::fs::jsonl::read(&path, &mut bytes, MAX_WBS_FILE) {
+        match crate::fs::read::whole_into(&path, &mut bytes, MAX_WBS_FILE) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Wbs::new()),
             Err(e) => return Err(PipelineError::io("read", path)(e)),

@@ -7,14 +7,14 @@
 //! hold (`attempt_files`).
 //!
 //! Those directories are written by the worker (untrusted, SPEC §9), so every file
-//! is reached through `PrivateDir`: component by component, no symlink followed, only
+//! is reached through `fs::Dir`: component by component, no symlink followed, only
 //! regular files read, and only a bounded amount.
 
 use std::path::PathBuf;
 
 use super::super::record::Attempt;
 use super::super::{Workspace, attempt_files, id};
-use crate::fs::dir::PrivateDir;
+use crate::fs::Dir;
 
 /// The orchestrator's files of a job, in `logs/<job-id>/`.
 pub const JOB_FILES: [&str; 3] = ["builder.log", "task-config.yaml", "runner.stderr.log"];
@@ -85,7 +85,7 @@ pub fn read(
     }
     let (dir, name) = match file {
         AttemptFile::Job(name) => (
-            PrivateDir::open_existing(&ws.logs_dir())?.existing(&attempt.job_id)?,
+            Dir::open(&ws.logs_dir())?.existing(&attempt.job_id)?,
             name.to_string(),
         ),
         AttemptFile::Runner(name) => (
@@ -109,9 +109,7 @@ pub fn list(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Vec<AttemptFile
     if !id::is_valid(task_id) || !id::is_valid(&attempt.job_id) {
         return files;
     }
-    if let Ok(dir) =
-        PrivateDir::open_existing(&ws.logs_dir()).and_then(|d| d.existing(&attempt.job_id))
-    {
+    if let Ok(dir) = Dir::open(&ws.logs_dir()).and_then(|d| d.existing(&attempt.job_id)) {
         for name in JOB_FILES {
             if dir.exists(name).unwrap_or(false) {
                 files.push(AttemptFile::Job(name));
@@ -138,21 +136,13 @@ pub fn list(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Vec<AttemptFile
 }
 
 /// The attempt's runner files (`attempt_files::runner_dir`), opened.
-fn private_dir(
-    ws: &Workspace,
-    task_id: &str,
-    attempt: &Attempt,
-) -> Option<std::io::Result<PrivateDir>> {
+fn private_dir(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Option<std::io::Result<Dir>> {
     let (dir, name) = attempt_files::runner_dir(ws, task_id, attempt)?;
-    Some(PrivateDir::open_existing(&dir).and_then(|d| d.existing(name)))
+    Some(Dir::open(&dir).and_then(|d| d.existing(name)))
 }
 
 /// `logs/<task-id>/` of the attempt's runner files.
-fn runner_logs(
-    ws: &Workspace,
-    task_id: &str,
-    attempt: &Attempt,
-) -> Option<std::io::Result<PrivateDir>> {
+fn runner_logs(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Option<std::io::Result<Dir>> {
     let dir = private_dir(ws, task_id, attempt)?;
     Some(dir.and_then(|d| d.existing("logs")?.existing(task_id)))
 }

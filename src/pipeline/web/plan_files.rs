@@ -6,14 +6,12 @@
 //! never an error of the page.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::super::Workspace;
+use crate::fs::read;
 
 /// Largest `wbs.json` read.
 const MAX_WBS: u64 = 8 << 20;
@@ -52,7 +50,7 @@ pub struct Placed<'a> {
 
 /// `wbs.json` as JSON (for the API), if it is there and is JSON.
 pub fn wbs_value(ws: &Workspace) -> Option<Value> {
-    serde_json::from_slice(&read_head(&ws.dir.join("wbs.json"), MAX_WBS)?).ok()
+    serde_json::from_slice(&read::head(&ws.dir.join("wbs.json"), MAX_WBS)?).ok()
 }
 
 /// `wbs.json`, if it is there and has the plan tree's shape.
@@ -89,7 +87,7 @@ impl Wbs {
 
 /// The last `n` messages of `chat.jsonl` (JSON objects; other lines skipped).
 pub fn chat(ws: &Workspace, n: usize) -> Vec<Value> {
-    let Some(bytes) = read_tail(&ws.dir.join("chat.jsonl"), CHAT_TAIL) else {
+    let Ok(bytes) = read::tail(&ws.dir.join("chat.jsonl"), CHAT_TAIL) else {
         return Vec::new();
     };
     let mut messages: Vec<Value> = bytes
@@ -100,39 +98,6 @@ pub fn chat(ws: &Workspace, n: usize) -> Vec<Value> {
     let skip = messages.len().saturating_sub(n);
     messages.drain(..skip);
     messages
-}
-
-fn open(path: &Path) -> Option<std::fs::File> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .ok()?;
-    file.metadata().ok()?.is_file().then_some(file)
-}
-
-fn read_head(path: &Path, max: u64) -> Option<Vec<u8>> {
-    let mut bytes = Vec::new();
-    open(path)?.take(max).read_to_end(&mut bytes).ok()?;
-    Some(bytes)
-}
-
-/// The last `max` bytes of `path`, starting at a line.
-fn read_tail(path: &Path, max: u64) -> Option<Vec<u8>> {
-    let mut file = open(path)?;
-    let len = file.metadata().ok()?.len();
-    let from = len.saturating_sub(max);
-    file.seek(SeekFrom::Start(from)).ok()?;
-    let mut bytes = Vec::new();
-    file.take(max).read_to_end(&mut bytes).ok()?;
-    if from > 0 {
-        let start = bytes
-            .iter()
-            .position(|b| *b == b'\n')
-            .map_or(bytes.len(), |i| i + 1);
-        bytes.drain(..start);
-    }
-    Some(bytes)
 }
 
 #[cfg(test)]
