@@ -128,7 +128,7 @@ pub fn main() -> i32 {
             once,
         } => orchestrate::run(
             &workspace.dir,
-            crate::pipeline::orchestrator::Options {
+            crate::pipeline::orchestrator::orchestrate::Options {
                 jobs: usize::from(jobs),
                 once,
             },
@@ -144,7 +144,7 @@ pub fn main() -> i32 {
 
 /// Where workspaces live: `$AGENT_RUNNER_HOME`, else `~/.multiverse`.
 fn home() -> Result<std::path::PathBuf, Error> {
-    Ok(crate::pipeline::workspace::home(&|name| {
+    Ok(crate::pipeline::store::workspace::home(&|name| {
         std::env::var(name).ok()
     })?)
 }

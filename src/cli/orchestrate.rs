@@ -4,7 +4,7 @@ use std::path::Path;
 
 use crate::error::Error;
 use crate::interrupt::Interrupt;
-use crate::pipeline::orchestrator::{self, Options};
+use crate::pipeline::orchestrator::orchestrate::{self, Options};
 use crate::pipeline::{PipelineError, Workspace};
 use crate::secret::Redactor;
 
@@ -22,7 +22,7 @@ pub fn run(workspace: &Path, options: Options, interrupt: Interrupt) -> i32 {
         Ok::<_, Error>((ws, exe))
     })();
     match prepared {
-        Ok((ws, exe)) => orchestrator::run(ws, options, exe, interrupt),
+        Ok((ws, exe)) => orchestrate::run(ws, options, exe, interrupt),
         Err(e) => report(&e, &Redactor::default()),
     }
 }

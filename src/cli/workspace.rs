@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 use crate::error::{Error, exit};
 use crate::pipeline::Workspace;
-use crate::pipeline::defaults::Defaults;
+use crate::pipeline::store::defaults::Defaults;
 use crate::secret::Redactor;
 
 use super::{report, write_stdout};
@@ -55,7 +55,7 @@ fn init(dir: PathBuf, defaults: Option<PathBuf>) -> Result<(), Error> {
 mod tests {
     use clap::CommandFactory;
 
-    use crate::pipeline::defaults::BuilderKind;
+    use crate::pipeline::store::defaults::BuilderKind;
 
     #[test]
     fn the_defaults_help_names_every_builder_kind() {

@@ -28,7 +28,7 @@ use crate::worker::codex::{PROJECT_DIR, RunOutcome};
 use crate::worker::docker::{DockerSandbox, SandboxConfig};
 use crate::worker::{Sandbox, WorkerRun};
 
-use super::super::defaults::Defaults;
+use crate::pipeline::store::defaults::Defaults;
 
 /// The schema file, in the scratch directory's private (read-only) part.
 const SCHEMA_FILE: &str = "task-config.schema.json";
@@ -79,7 +79,7 @@ fn ask(
 ) -> Result<Mapping, String> {
     let scratch = work.join("codex-builder");
     let _ = std::fs::remove_dir_all(&scratch);
-    crate::pipeline::workspace::create_dir(&scratch)
+    crate::pipeline::store::workspace::create_dir(&scratch)
         .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
     let private = crate::private_dir::open(&scratch)
         .map_err(|e| format!("cannot create {}/.agent-runner: {e}", scratch.display()))?;

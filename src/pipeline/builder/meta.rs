@@ -11,7 +11,7 @@ use crate::meta::openai::OpenAiChat;
 use crate::secret::Secret;
 use crate::task::{DEFAULT_META_MODEL, Host, MetaBackend};
 
-use super::super::defaults::Defaults;
+use crate::pipeline::store::defaults::Defaults;
 
 /// The OpenAI client for the builder, its model and the secret it holds.
 pub fn backend(

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_yaml::Mapping;
 
-use super::defaults::{BuilderKind, Defaults};
+use super::store::defaults::{BuilderKind, Defaults};
 use crate::interrupt::Interrupt;
 use crate::meta::{ChatBackend, MetaError};
 use crate::secret::Redactor;

@@ -75,7 +75,7 @@ mod tests {
     fn lists_entries_and_the_readme_head_within_2_kib() {
         let dir = std::env::temp_dir().join(format!(
             "ar-overview-{}",
-            super::super::super::id::random_hex(8)
+            crate::pipeline::store::id::random_hex(8)
         ));
         std::fs::create_dir_all(dir.join("src")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();

@@ -46,7 +46,7 @@ impl Reply for BuiltConfig {
             return Err("`runner` must be a mapping with `meta` and `worker`".into());
         }
         // Refused here too, so the builder is asked again rather than the attempt failed.
-        super::super::task_config::check_builder_keys(&map)?;
+        crate::pipeline::orchestrator::task_config::check_builder_keys(&map)?;
         Ok(BuiltConfig(map))
     }
 }

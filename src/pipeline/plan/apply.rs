@@ -32,14 +32,14 @@ use std::collections::BTreeSet;
 use std::io;
 use std::path::Path;
 
-use super::super::record::{Deleted, Line, TaskChanges, TaskRecord};
-use super::super::store::TaskStore;
 use super::super::{PipelineError, Workspace};
-use super::commit::Stamp;
 use super::model::PlanState;
 use super::wbs::{self, Wbs};
 use crate::fs::atomic as atomic_file;
 use crate::fs::jsonl;
+use crate::pipeline::store::commits::Stamp;
+use crate::pipeline::store::task_file::{Deleted, Line, TaskChanges, TaskRecord};
+use crate::pipeline::store::task_store::TaskStore;
 use crate::timestamp::Timestamp;
 
 /// Where an edit's writes go: the files, or a test's stand-in that fails on cue.
@@ -184,7 +184,7 @@ pub fn apply(
             .map_err(PipelineError::io("create", path))?;
     }
     for (id, changes) in &change.updated {
-        let line = Line::Update(super::super::record::Update {
+        let line = Line::Update(crate::pipeline::store::task_file::Update {
             at: at.clone(),
             changes: changes.clone(),
         });

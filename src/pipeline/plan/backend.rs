@@ -7,9 +7,9 @@
 //! serves the builder and plans alike.
 
 use super::super::builder;
-use super::super::defaults::{BuilderKind, Defaults};
 use crate::interrupt::Interrupt;
 use crate::meta::ChatBackend;
+use crate::pipeline::store::defaults::{BuilderKind, Defaults};
 use crate::secret::Redactor;
 
 /// A backend and what to say about it.

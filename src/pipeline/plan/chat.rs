@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn messages_are_appended_and_the_latest_read_back() {
-        let (ws, base) = crate::pipeline::workspace::scratch("chat");
+        let (ws, base) = crate::pipeline::store::workspace::scratch("chat");
         assert!(recent(&ws, 10).unwrap().is_empty());
         for n in 0..12 {
             append(

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::super::status::JobState;
-use super::super::{PipelineError, Workspace, id, queue};
+use super::super::{PipelineError, Workspace};
 use super::apply::{self, Change, Committed, Files};
 use super::backend;
 use super::chat::{self, Role};
@@ -25,6 +24,9 @@ use super::validate;
 use crate::interrupt::Interrupt;
 use crate::meta::conversation::ask_checked;
 use crate::meta::{MetaCall, MetaError};
+use crate::pipeline::queue::jobs;
+use crate::pipeline::queue::status::JobState;
+use crate::pipeline::store::id;
 use crate::text::{cut, one_line};
 use crate::timestamp::Timestamp;
 
@@ -212,7 +214,7 @@ fn checked(result: Result<Edit, Rejection>) -> Result<Result<Edit, String>, Stri
 
 /// A task the edit deletes may have started while Meta was thinking: look again.
 fn refuse_newly_running(ws: &Workspace, before: &PlanState, edit: &Edit) -> Result<(), PlanError> {
-    let jobs = queue::job_states(ws);
+    let jobs = jobs::job_states(ws);
     for (id, task) in &edit.state.tasks {
         let deleted_now = task.deleted && before.live(id).is_some();
         if let Some((JobState::Running, job)) = jobs.get(id).filter(|_| deleted_now) {
@@ -229,7 +231,7 @@ fn write_log(path: &std::path::Path, label: &str, call: &MetaCall) {
     let out = call.transcript(&format!("meta: {label}\ntype: {}", call.kind));
     let written = path
         .parent()
-        .map_or(Ok(()), crate::pipeline::workspace::create_dir)
+        .map_or(Ok(()), crate::pipeline::store::workspace::create_dir)
         .and_then(|()| crate::fs::atomic::write(path, out.as_bytes()));
     if let Err(e) = written {
         log::warn!("cannot write {}: {e}", path.display());

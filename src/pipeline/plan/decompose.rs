@@ -9,12 +9,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-use super::super::record::TaskRecord;
-use super::super::{cycle, new_task};
 use super::edit::{Edit, Step, prompt_of};
 use super::fields::{Fields, conflicts};
 use super::model::{PlanState, Rejection};
 use crate::meta::reply::Reply;
+use crate::pipeline::store::task_file::TaskRecord;
+use crate::pipeline::store::{cycle, new_task};
 use crate::text::one_line;
 
 /// Most tasks one reply may create.

@@ -63,7 +63,7 @@ mod tests {
 
     #[test]
     fn a_second_holder_waits_and_gives_up_when_interrupted() {
-        let (ws, base) = crate::pipeline::workspace::scratch("planlock");
+        let (ws, base) = crate::pipeline::store::workspace::scratch("planlock");
         let first = PlanLock::acquire(&ws, Interrupt::never()).unwrap();
         let interrupt = Interrupt::manual();
         let stop = interrupt;

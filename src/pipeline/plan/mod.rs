@@ -16,7 +16,6 @@ pub mod apply;
 pub mod backend;
 pub mod chat;
 pub mod command;
-pub mod commit;
 pub mod decompose;
 pub mod edit;
 pub mod fields;

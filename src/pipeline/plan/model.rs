@@ -5,13 +5,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::super::cycle;
-use super::super::record::{TaskChanges, TaskRecord};
-use super::super::status::TaskStatus;
-use super::super::store::{Board, TaskStore};
-use super::super::{PipelineError, Workspace, id};
-use super::commit::Commits;
+use super::super::{PipelineError, Workspace};
 use super::wbs::Wbs;
+use crate::pipeline::queue::status::TaskStatus;
+use crate::pipeline::store::commits::Commits;
+use crate::pipeline::store::cycle;
+use crate::pipeline::store::id;
+use crate::pipeline::store::task_file::{TaskChanges, TaskRecord};
+use crate::pipeline::store::task_store::{Board, TaskStore};
 
 /// A task as the plan sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -241,7 +242,7 @@ impl PlanState {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::pipeline::record::tests::record;
+    use crate::pipeline::store::task_file::tests::record;
 
     /// A state with these tasks (id, deps), all PENDING, the first `in_tree` under
     /// one phase "P" in order.

@@ -6,9 +6,9 @@
 
 use serde_json::Value;
 
-use super::super::new_task;
 use super::fields::{Fields, conflicts};
 use crate::meta::reply::Reply;
+use crate::pipeline::store::new_task;
 use crate::text::one_line;
 
 /// Most operations one reply may hold.

@@ -174,7 +174,7 @@ fn phase_milestones(tree: &[Row], phase: &Row) -> String {
 mod tests {
     use super::*;
     use crate::pipeline::plan::model::tests::state;
-    use crate::pipeline::status::TaskStatus;
+    use crate::pipeline::queue::status::TaskStatus;
 
     #[test]
     fn the_tree_shows_phases_tasks_statuses_and_dependencies() {

@@ -6,9 +6,9 @@
 //! characters. Deleted tasks are left out. `request` may keep fewer still, to stay
 //! within its size budget, always dropping from the end of these orders.
 
-use super::super::status::TaskStatus;
 use super::chat::ChatMessage;
 use super::model::{PlanState, PlannedTask};
+use crate::pipeline::queue::status::TaskStatus;
 use crate::text::cut_chars;
 
 /// Most tasks in a request.

@@ -16,10 +16,10 @@
 
 use std::collections::HashMap;
 
-use super::super::record::{TaskChanges, TaskRecord};
 use super::edit::{Edit, Step, prompt_of};
 use super::model::{PlanState, Rejection};
 use super::patch::{Operation, PlanPatch, Position, TaskFields};
+use crate::pipeline::store::task_file::{TaskChanges, TaskRecord};
 
 /// The plan after `patch`, checked against `base`; `now` is the new tasks'
 /// `created_at`.
@@ -366,7 +366,7 @@ mod tests {
     use crate::meta::reply::parse_reply;
     use crate::pipeline::plan::edit::prompt_of;
     use crate::pipeline::plan::model::tests::state;
-    use crate::pipeline::status::TaskStatus;
+    use crate::pipeline::queue::status::TaskStatus;
 
     /// Phase P: [a → [b, c], d]; u is outside the tree; b depends on a, d on c.
     fn base() -> PlanState {

@@ -6,16 +6,17 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::super::presence;
-use super::super::queue;
-use super::super::run_request::{self, Refused, RunError};
-use super::super::store::TaskStore;
-use super::super::task_json::{self, TaskList};
-use super::super::{PipelineError, new_task};
+use super::super::PipelineError;
 use super::app::App;
 use super::children::NotStarted;
 use super::http::{Request, Response};
 use super::plan_files;
+use crate::pipeline::orchestrator::presence;
+use crate::pipeline::queue::jobs;
+use crate::pipeline::queue::run_request::{self, Refused, RunError};
+use crate::pipeline::queue::task_json::{self, TaskList};
+use crate::pipeline::store::new_task;
+use crate::pipeline::store::task_store::TaskStore;
 
 /// Longest prompt or plan message accepted, in bytes.
 pub const MAX_PROMPT: usize = 32 * 1024;
@@ -68,7 +69,7 @@ pub fn task(app: &App, task_id: &str) -> Response {
         Ok(board) => {
             let status = board
                 .status(task_id)
-                .unwrap_or(super::super::status::TaskStatus::Pending);
+                .unwrap_or(crate::pipeline::queue::status::TaskStatus::Pending);
             json(
                 200,
                 &task_json::detail(&task, status, board.jobs.get(task_id)),
@@ -207,11 +208,11 @@ pub fn orchestrator(app: &App) -> Response {
 /// The document of `GET /api/orchestrator`, also rendered into pages.
 pub fn orchestrator_status(app: &App) -> Value {
     let markers = presence::running(&app.ws);
-    let jobs: Vec<Value> = queue::list(&app.ws.running_dir())
+    let jobs: Vec<Value> = jobs::list(&app.ws.running_dir())
         .iter()
         .filter_map(|entry| {
-            let job = queue::read_job(entry, &app.ws.id).ok()?;
-            let owner = queue::read_owner(&app.ws, &entry.job_id).map(|(c, _)| c);
+            let job = jobs::read_job(entry, &app.ws.id).ok()?;
+            let owner = jobs::read_owner(&app.ws, &entry.job_id).map(|(c, _)| c);
             let alive = owner.as_ref().is_some_and(|c| !c.is_gone());
             Some(json!({
                 "job_id": entry.job_id,

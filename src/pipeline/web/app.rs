@@ -1,12 +1,12 @@
 //! What every request handler of one server shares: the workspace, the security
 //! checks (with the token), the children it started.
 
-use super::super::board_cache::BoardCache;
-use super::super::record::TaskView;
-use super::super::store::Board;
 use super::super::{PipelineError, Workspace};
 use super::children::Children;
 use super::guard::Guard;
+use crate::pipeline::queue::board_cache::BoardCache;
+use crate::pipeline::store::task_file::TaskView;
+use crate::pipeline::store::task_store::Board;
 
 /// The state of one `agent-runner serve`.
 pub struct App {

@@ -317,7 +317,7 @@ mod tests {
     fn a_plan_message_is_one_argument_never_an_option_and_children_stop_with_the_server() {
         let dir = std::env::temp_dir().join(format!(
             "ar-children-{}",
-            crate::pipeline::id::random_hex(8)
+            crate::pipeline::store::id::random_hex(8)
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let interrupt = Interrupt::manual();

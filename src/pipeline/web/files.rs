@@ -12,9 +12,11 @@
 
 use std::path::PathBuf;
 
-use super::super::record::Attempt;
-use super::super::{Workspace, attempt_files, id};
+use super::super::Workspace;
 use crate::fs::Dir;
+use crate::pipeline::orchestrator::attempt_files;
+use crate::pipeline::store::id;
+use crate::pipeline::store::task_file::Attempt;
 
 /// The orchestrator's files of a job, in `logs/<job-id>/`.
 pub const JOB_FILES: [&str; 3] = ["builder.log", "task-config.yaml", "runner.stderr.log"];

@@ -69,7 +69,7 @@ pub fn serve(
     let app = app::App {
         guard: guard::Guard::new(addr, token),
         children,
-        boards: crate::pipeline::board_cache::BoardCache::default(),
+        boards: crate::pipeline::queue::board_cache::BoardCache::default(),
         ws,
     };
     server::run(app, listeners, interrupt)

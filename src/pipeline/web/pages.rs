@@ -8,10 +8,6 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::super::record::{Attempt, TaskView};
-use super::super::status::TaskStatus;
-use super::super::store::TaskStore;
-use super::super::task_json;
 use super::api;
 use super::app::App;
 use super::files::{self, AttemptFile};
@@ -19,6 +15,10 @@ use super::html::{push_text, text, url_segment};
 use super::http::Response;
 use super::markdown;
 use super::plan_files;
+use crate::pipeline::queue::status::TaskStatus;
+use crate::pipeline::queue::task_json;
+use crate::pipeline::store::task_file::{Attempt, TaskView};
+use crate::pipeline::store::task_store::TaskStore;
 use crate::timestamp::{human, short};
 
 const HTML: &str = "text/html; charset=utf-8";

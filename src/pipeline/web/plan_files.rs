@@ -105,7 +105,7 @@ mod tests {
     use super::*;
 
     fn workspace() -> (Workspace, std::path::PathBuf) {
-        crate::pipeline::workspace::scratch("plan-files")
+        crate::pipeline::store::workspace::scratch("plan-files")
     }
 
     #[test]

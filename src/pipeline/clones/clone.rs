@@ -15,7 +15,7 @@ use super::git::{self, Repo};
 use super::root_repo::RootRepo;
 use super::{AttemptClone, branch_name, checked_out};
 use crate::interrupt::Interrupt;
-use crate::pipeline::spare::Spares;
+use crate::pipeline::clones::spare::Spares;
 use crate::private_dir::DIR_NAME;
 
 /// Who makes the merge commits of dependency branches (unsigned).
@@ -63,7 +63,7 @@ pub fn prepare(
         }
     }
     if let Some(parent) = dir.parent() {
-        crate::pipeline::workspace::create_dir(parent)
+        crate::pipeline::store::workspace::create_dir(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     let clone = Repo {

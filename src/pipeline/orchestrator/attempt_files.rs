@@ -10,8 +10,9 @@
 use std::path::{Path, PathBuf};
 
 use super::attempt::KEPT_DIR_NAME;
-use super::record::Attempt;
-use super::{Workspace, id};
+use crate::pipeline::Workspace;
+use crate::pipeline::store::id;
+use crate::pipeline::store::task_file::Attempt;
 use crate::private_dir::DIR_NAME;
 
 /// The job's log directory, `logs/<job-id>/`; None for a job id that is no id.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::PipelineError;
+use crate::pipeline::PipelineError;
 
 /// The defaults of a workspace.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

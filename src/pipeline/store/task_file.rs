@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::plan::commit::{Commits, Stamp};
+use super::commits::{Commits, Stamp};
 
 /// The `task` line: the seed's record plus optional plan fields (SPEC §13).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

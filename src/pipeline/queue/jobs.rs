@@ -13,10 +13,11 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::owner::Claimant;
+use super::claimant::Claimant;
 use super::status::JobState;
-use super::{PipelineError, Workspace, id};
 use crate::fs::atomic as atomic_file;
+use crate::pipeline::store::id;
+use crate::pipeline::{PipelineError, Workspace};
 use crate::timestamp::Timestamp;
 
 /// Largest job file read.
@@ -195,7 +196,7 @@ mod tests {
     use super::*;
 
     fn workspace() -> (Workspace, PathBuf) {
-        crate::pipeline::workspace::scratch("queue")
+        crate::pipeline::store::workspace::scratch("queue")
     }
 
     #[test]

@@ -8,19 +8,21 @@ use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 
-use super::background::Background;
-use super::builder::{self, BuildRequest, DependencySummary};
-use super::bundler::Bundlers;
 use super::child;
-use super::isolation::{self, AttemptClone};
-use super::record::{Attempt, AttemptStatus, TaskView};
-use super::spare::Spares;
-use super::status::TaskStatus;
-use super::store::TaskStore;
+use super::recording;
 use super::task_config::{self, Invariants};
-use super::{Workspace, id, outcome};
 use crate::fs::atomic as atomic_file;
 use crate::interrupt::Interrupt;
+use crate::pipeline::Workspace;
+use crate::pipeline::builder::{self, BuildRequest, DependencySummary};
+use crate::pipeline::clones::background::Background;
+use crate::pipeline::clones::bundler::Bundlers;
+use crate::pipeline::clones::spare::Spares;
+use crate::pipeline::clones::{self, AttemptClone};
+use crate::pipeline::queue::status::TaskStatus;
+use crate::pipeline::store::id;
+use crate::pipeline::store::task_file::{Attempt, AttemptStatus, TaskView};
+use crate::pipeline::store::task_store::TaskStore;
 use crate::process::Ending;
 use crate::secret::Redactor;
 use crate::task::WorkerSettings;
@@ -97,7 +99,7 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
     let config_path = log_dir.join("task-config.yaml");
     let ran = match &claimed.refusal {
         Some(reason) => failed(reason.clone()),
-        None => match super::workspace::create_dir(&log_dir) {
+        None => match crate::pipeline::store::workspace::create_dir(&log_dir) {
             Ok(()) => attempt(setup, &claimed, &log_dir, &config_path, &mut place),
             Err(e) => failed(format!("cannot create {}: {e}", log_dir.display())),
         },
@@ -121,10 +123,10 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
         .error
         .as_deref()
         .map_or(String::new(), |e| format!(": {}", cut(&one_line(e), 300)));
-    match outcome::record(ws, &attempt) {
+    match recording::record(ws, &attempt) {
         Ok(path) => {
             // Recorded: recovery has nothing to put back.
-            isolation::forget(&log_dir);
+            clones::forget(&log_dir);
             log::info!(
                 "job {job_id}: finished task {}: {status} in {}{reason}; result {}",
                 task.id,
@@ -272,7 +274,7 @@ fn clone(setup: &Setup, claimed: &Claimed) -> Result<Option<AttemptClone>, Ran> 
     let job_id = &claimed.job_id;
     let merge = dependency_branches(ws, &claimed.task);
     let clock = Instant::now();
-    let prepared = isolation::prepare(
+    let prepared = clones::prepare(
         &ws.root_dir,
         &ws.clones_dir(),
         &setup.spares,
@@ -283,7 +285,7 @@ fn clone(setup: &Setup, claimed: &Claimed) -> Result<Option<AttemptClone>, Ran> 
     );
     log::debug!("job {job_id}: clone prepared in {}", human(clock.elapsed()));
     // The next claim's clone, made while this attempt runs.
-    let queued = super::queue::list(&ws.queue_dir()).len();
+    let queued = crate::pipeline::queue::jobs::list(&ws.queue_dir()).len();
     setup.spares.refill(queued, &setup.background);
     match prepared {
         Ok(clone) => Ok(Some(clone)),
@@ -379,7 +381,7 @@ fn run_and_bring_back(
     // Bring the branch back.
     let Some(clone) = clone else { return ran };
     let clock = Instant::now();
-    let brought = isolation::bring_back(
+    let brought = clones::bring_back(
         &clone,
         &ws.root_dir,
         &setup.bundlers,

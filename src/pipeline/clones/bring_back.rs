@@ -24,7 +24,7 @@ use super::root_repo::{RootRepo, is_object_id};
 use super::{AttemptClone, checked_out};
 use crate::fs::atomic as atomic_file;
 use crate::interrupt::Interrupt;
-use crate::pipeline::bundler::{Bundled, Bundlers, Request};
+use crate::pipeline::clones::bundler::{Bundled, Bundlers, Request};
 use crate::task::WorkerSettings;
 use crate::timestamp::human;
 
@@ -116,7 +116,7 @@ fn land(
     }
     let _ = std::fs::remove_dir_all(landing);
     if let Some(parent) = landing.parent() {
-        crate::pipeline::workspace::create_dir(parent)
+        crate::pipeline::store::workspace::create_dir(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     git::init(landing, None, commit, interrupt)?;

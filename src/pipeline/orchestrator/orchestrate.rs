@@ -9,14 +9,16 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::attempt::{self, Place, Setup};
-use super::bundler::Bundlers;
-use super::defaults::Isolation;
 use super::presence::Presence;
-use super::record::AttemptStatus;
-use super::spare::{self, Spares};
-use super::{Workspace, claim, isolation, leftover, recovery};
+use super::{claim, recovery};
 use crate::error::exit;
 use crate::interrupt::Interrupt;
+use crate::pipeline::Workspace;
+use crate::pipeline::clones::bundler::Bundlers;
+use crate::pipeline::clones::spare::{self, Spares};
+use crate::pipeline::clones::{self, leftover};
+use crate::pipeline::store::defaults::Isolation;
+use crate::pipeline::store::task_file::AttemptStatus;
 
 /// How often the queue is looked at when nothing happens (SPEC: ≤ 200 ms).
 pub const POLL: Duration = Duration::from_millis(100);
@@ -46,7 +48,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
     let wants_clones = options.jobs > 1 || ws.defaults.isolation == Some(Isolation::Clone);
     let (isolated, limit) = if !wants_clones {
         (false, 1)
-    } else if isolation::is_git_root(&ws.root_dir) {
+    } else if clones::is_git_root(&ws.root_dir) {
         (true, options.jobs.max(1))
     } else {
         log::warn!(

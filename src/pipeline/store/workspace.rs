@@ -18,8 +18,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::PipelineError;
 use super::defaults::Defaults;
+use crate::pipeline::PipelineError;
 use crate::timestamp::Timestamp;
 
 /// Environment variable naming the metadata home (default `~/.multiverse`).

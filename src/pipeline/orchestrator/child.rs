@@ -132,8 +132,10 @@ mod tests {
 
     #[test]
     fn a_stub_runner_is_read() {
-        let dir =
-            std::env::temp_dir().join(format!("ar-child-{}", super::super::id::random_hex(8)));
+        let dir = std::env::temp_dir().join(format!(
+            "ar-child-{}",
+            crate::pipeline::store::id::random_hex(8)
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         let exe = dir.join("stub");
         std::fs::write(

@@ -385,13 +385,13 @@ impl State {
     fn spawn(&self, image: &str, limits: &WorkerLimits) -> Result<Bundler, String> {
         let out = self.out();
         for dir in [&self.clones, &out] {
-            super::workspace::create_dir(dir)
+            crate::pipeline::store::workspace::create_dir(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
         let name = format!(
             "agent-runner-bundler-{}-{}",
             self.workspace_id,
-            super::id::random_hex(6)
+            crate::pipeline::store::id::random_hex(6)
         );
         let mut args: Vec<String> = [
             "run",

@@ -5,9 +5,10 @@
 //! Every title that enters the TaskStore (here, and from plans) passes `title`: the
 //! runner's own title rule, so that no task is accepted that its run would refuse.
 
-use super::record::TaskRecord;
-use super::store::TaskStore;
-use super::{PipelineError, Workspace, id};
+use super::id;
+use super::task_file::TaskRecord;
+use super::task_store::TaskStore;
+use crate::pipeline::{PipelineError, Workspace};
 use crate::text::{cut_chars, escape_controls, one_line};
 
 /// Longest title taken from a prompt, in characters.

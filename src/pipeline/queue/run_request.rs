@@ -7,10 +7,11 @@
 
 use std::fs::File;
 
+use super::jobs;
 use super::status::TaskStatus;
-use super::store::{Board, TaskStore};
-use super::{PipelineError, Workspace, queue};
 use crate::fs::lock;
+use crate::pipeline::store::task_store::{Board, TaskStore};
+use crate::pipeline::{PipelineError, Workspace};
 
 /// Why a task was not enqueued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,9 +65,9 @@ pub fn enqueue(ws: &Workspace, id: &str) -> Result<String, RunError> {
     // Queued and blocked are both refused, so the task alone decides: no need to
     // read its dependencies.
     let task = TaskStore::new(ws).load(id)?;
-    let board = Board::of(task.into_iter().collect(), queue::job_states(ws));
+    let board = Board::of(task.into_iter().collect(), jobs::job_states(ws));
     check(&board, &ws.id, id)?;
-    Ok(queue::enqueue(ws, id)?)
+    Ok(jobs::enqueue(ws, id)?)
 }
 
 /// The workspace's enqueue lock, waited for: it is held for a few file reads.
@@ -80,15 +81,15 @@ fn lock(ws: &Workspace) -> Result<File, PipelineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::record::TaskView;
-    use crate::pipeline::record::tests::record;
-    use crate::pipeline::status::JobState;
+    use crate::pipeline::queue::status::JobState;
+    use crate::pipeline::store::task_file::TaskView;
+    use crate::pipeline::store::task_file::tests::record;
     use std::collections::HashMap;
 
     /// Many requests at once for one task, as from two servers and the CLI: one job.
     #[test]
     fn concurrent_requests_enqueue_a_task_once() {
-        let (ws, base) = crate::pipeline::workspace::scratch("run-request");
+        let (ws, base) = crate::pipeline::store::workspace::scratch("run-request");
         TaskStore::new(&ws).create(&record("t-1")).unwrap();
         for round in 0..10 {
             let start = std::sync::Barrier::new(8);
@@ -107,9 +108,9 @@ mod tests {
                     .filter(|&ok| ok)
                     .count()
             });
-            let queued = queue::list(&ws.queue_dir()).len();
+            let queued = jobs::list(&ws.queue_dir()).len();
             assert_eq!((enqueued, queued), (1, 1), "round {round}");
-            for entry in queue::list(&ws.queue_dir()) {
+            for entry in jobs::list(&ws.queue_dir()) {
                 std::fs::remove_file(entry.path).unwrap();
             }
         }

@@ -8,12 +8,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::plan::commit::Commits;
-use super::queue;
-use super::record::{Depth, Line, TaskRecord, TaskView, fold};
-use super::status::{self, JobState, Readiness, TaskStatus};
-use super::{PipelineError, Workspace, id};
+use super::commits::Commits;
+use super::id;
+use super::task_file::{Depth, Line, TaskRecord, TaskView, fold};
 use crate::fs::jsonl;
+use crate::pipeline::queue::jobs;
+use crate::pipeline::queue::status::{self, JobState, Readiness, TaskStatus};
+use crate::pipeline::{PipelineError, Workspace};
 
 /// Largest task file read (a task with very many attempts).
 const MAX_TASK_FILE: u64 = 64 << 20;
@@ -31,7 +32,7 @@ impl TaskStore {
     pub fn new(ws: &Workspace) -> Self {
         TaskStore {
             dir: ws.tasks_dir(),
-            wbs: super::plan::wbs::path(ws),
+            wbs: crate::pipeline::plan::wbs::path(ws),
             commits: OnceLock::new(),
         }
     }
@@ -41,7 +42,7 @@ impl TaskStore {
     pub fn with_commits(ws: &Workspace, commits: Commits) -> Self {
         TaskStore {
             dir: ws.tasks_dir(),
-            wbs: super::plan::wbs::path(ws),
+            wbs: crate::pipeline::plan::wbs::path(ws),
             commits: OnceLock::from(commits),
         }
     }
@@ -209,7 +210,7 @@ impl Board {
     /// Reads every task of `store` and every job of `ws`.
     pub fn load_from(ws: &Workspace, store: &TaskStore) -> Result<Board, PipelineError> {
         let tasks = store.load_all()?;
-        Ok(Board::of(tasks, queue::job_states(ws)))
+        Ok(Board::of(tasks, jobs::job_states(ws)))
     }
 
     /// The board needed for the status of `task` alone: whether a queued task is
@@ -217,7 +218,7 @@ impl Board {
     pub fn around(ws: &Workspace, task: &TaskView) -> Result<Board, PipelineError> {
         match &task.record.depends_on {
             Some(deps) if !deps.is_empty() => Board::load(ws),
-            _ => Ok(Board::of(vec![task.clone()], queue::job_states(ws))),
+            _ => Ok(Board::of(vec![task.clone()], jobs::job_states(ws))),
         }
     }
 
@@ -271,12 +272,12 @@ fn readiness(task: &TaskView, statuses: &HashMap<String, TaskStatus>) -> Readine
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::record::AttemptStatus;
-    use crate::pipeline::record::tests::{attempt, record};
+    use crate::pipeline::store::task_file::AttemptStatus;
+    use crate::pipeline::store::task_file::tests::{attempt, record};
 
     #[test]
     fn create_append_load() {
-        let (ws, base) = crate::pipeline::workspace::scratch("store");
+        let (ws, base) = crate::pipeline::store::workspace::scratch("store");
         let store = TaskStore::new(&ws);
         store.create(&record("t-1")).unwrap();
         assert!(matches!(

@@ -11,11 +11,11 @@ use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::sync::Mutex;
 
-use super::plan::commit::Commits;
-use super::queue;
-use super::record::TaskView;
-use super::store::{Board, TaskStore, is_task_file};
-use super::{PipelineError, Workspace};
+use super::jobs;
+use crate::pipeline::store::commits::Commits;
+use crate::pipeline::store::task_file::TaskView;
+use crate::pipeline::store::task_store::{Board, TaskStore, is_task_file};
+use crate::pipeline::{PipelineError, Workspace};
 
 /// What identifies a version of a file without reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,20 +93,20 @@ impl BoardCache {
             seen.insert(name);
         }
         files.retain(|name, _| seen.contains(name));
-        Ok(Board::of(tasks, queue::job_states(ws)))
+        Ok(Board::of(tasks, jobs::job_states(ws)))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::record::Line;
-    use crate::pipeline::record::tests::record;
-    use crate::pipeline::status::TaskStatus;
+    use crate::pipeline::queue::status::TaskStatus;
+    use crate::pipeline::store::task_file::Line;
+    use crate::pipeline::store::task_file::tests::record;
 
     #[test]
     fn the_cached_board_follows_the_files() {
-        let (ws, base) = crate::pipeline::workspace::scratch("board-cache");
+        let (ws, base) = crate::pipeline::store::workspace::scratch("board-cache");
         let store = TaskStore::new(&ws);
         let cache = BoardCache::default();
         store.create(&record("t-1")).unwrap();
@@ -118,7 +118,7 @@ mod tests {
         store
             .append(
                 "t-1",
-                &Line::Deleted(crate::pipeline::record::Deleted {
+                &Line::Deleted(crate::pipeline::store::task_file::Deleted {
                     at: "x".into(),
                     reason: "gone".into(),
                 }),
@@ -130,7 +130,7 @@ mod tests {
         );
         // So is a new task, a queued job, and a removed file.
         store.create(&record("t-2")).unwrap();
-        queue::enqueue(&ws, "t-2").unwrap();
+        jobs::enqueue(&ws, "t-2").unwrap();
         let board = cache.load(&ws).unwrap();
         assert_eq!(board.status("t-2"), Some(TaskStatus::Queued));
         std::fs::remove_file(store.path("t-1")).unwrap();
@@ -138,7 +138,7 @@ mod tests {
         assert_eq!((board.status("t-1"), board.tasks.len()), (None, 1));
         // A plan edit's task counts once the edit commits, by replacing wbs.json
         // alone: the cached board follows that too.
-        let stamp = crate::pipeline::plan::commit::Stamp {
+        let stamp = crate::pipeline::store::commits::Stamp {
             plan_patch: "p-1".into(),
             plan_revision: 1,
         };

@@ -153,8 +153,10 @@ mod tests {
 
     #[test]
     fn the_record_is_read_from_wbs_json() {
-        let dir =
-            std::env::temp_dir().join(format!("ar-commit-{}", crate::pipeline::id::random_hex(8)));
+        let dir = std::env::temp_dir().join(format!(
+            "ar-commit-{}",
+            crate::pipeline::store::id::random_hex(8)
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("wbs.json");
         assert_eq!(Commits::read(&path), Commits::none());

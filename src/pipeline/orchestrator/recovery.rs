@@ -7,11 +7,13 @@
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, SystemTime};
 
-use super::queue::{self, Entry};
-use super::record::{Attempt, AttemptStatus};
-use super::store::TaskStore;
-use super::{Workspace, id, outcome};
+use super::recording;
 use crate::fs::lock;
+use crate::pipeline::Workspace;
+use crate::pipeline::queue::jobs::{self, Entry};
+use crate::pipeline::store::id;
+use crate::pipeline::store::task_file::{Attempt, AttemptStatus};
+use crate::pipeline::store::task_store::TaskStore;
 use crate::timestamp::Timestamp;
 
 /// A running job without an owner file is being claimed right now, unless it has
@@ -29,7 +31,7 @@ pub fn recover(ws: &Workspace) -> usize {
         return 0;
     }
     let mut recovered = 0;
-    for entry in queue::list(&ws.running_dir()) {
+    for entry in jobs::list(&ws.running_dir()) {
         if let Some(reason) = orphaned(ws, &entry) {
             if settle(ws, &entry, &reason) {
                 recovered += 1;
@@ -41,7 +43,7 @@ pub fn recover(ws: &Workspace) -> usize {
 
 /// Why `entry` is orphaned, or None if its owner may still be running it.
 fn orphaned(ws: &Workspace, entry: &Entry) -> Option<String> {
-    match queue::read_owner(ws, &entry.job_id) {
+    match jobs::read_owner(ws, &entry.job_id) {
         Some((owner, _)) if owner.is_gone() => Some(format!(
             "orchestrator stopped (pid {} on {} is gone; it had claimed the job at {})",
             owner.owner.pid, owner.owner.host, owner.claimed_at
@@ -63,7 +65,7 @@ fn orphaned(ws: &Workspace, entry: &Entry) -> Option<String> {
 /// Records the orphan; true when it was settled here, as a failed attempt, as a job
 /// moved to `ipc/failed/`, or not at all because recording failed (an error).
 fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
-    let job = match queue::read_job(entry, &ws.id) {
+    let job = match jobs::read_job(entry, &ws.id) {
         Ok(job) => job,
         Err(e) => return drop_job(ws, entry, &e),
     };
@@ -75,7 +77,7 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         }
         Err(e) => return drop_job(ws, entry, &format!("task {}: {e}", job.task_id)),
     }
-    let (started_at, duration_ms) = match queue::read_owner(ws, &entry.job_id) {
+    let (started_at, duration_ms) = match jobs::read_owner(ws, &entry.job_id) {
         Some((owner, claimed)) => (
             owner.claimed_at,
             SystemTime::now()
@@ -87,7 +89,7 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
     };
     let log_dir = ws.job_log_dir(&entry.job_id);
     // Killed while bringing the branch back: the branch must agree with the record.
-    let mut reason = match super::isolation::reconcile(&ws.root_dir, &log_dir) {
+    let mut reason = match crate::pipeline::clones::reconcile(&ws.root_dir, &log_dir) {
         Some(branch) => format!("{reason}; {branch}"),
         None => reason.to_string(),
     };
@@ -112,9 +114,9 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         branch: None,
         log_dir: log_dir.display().to_string(),
     };
-    match outcome::record(ws, &attempt) {
+    match recording::record(ws, &attempt) {
         Ok(path) => {
-            super::isolation::forget(&log_dir);
+            crate::pipeline::clones::forget(&log_dir);
             log::warn!(
                 "job {}: task {}: {reason}; recorded as a failed attempt; result {}",
                 entry.job_id,
@@ -133,7 +135,7 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
 /// Moves a running job that cannot be recorded into `ipc/failed/`, with the reason;
 /// true when it was moved here.
 fn drop_job(ws: &Workspace, entry: &Entry, why: &str) -> bool {
-    let moved = queue::move_to_failed(ws, entry, why).unwrap_or_else(|e| {
+    let moved = jobs::move_to_failed(ws, entry, why).unwrap_or_else(|e| {
         log::error!(
             "job {}: {why}; and cannot move it to ipc/failed: {e}",
             entry.job_id
@@ -157,7 +159,7 @@ mod tests {
 
     #[test]
     fn one_orchestrator_at_a_time_repairs() {
-        let (ws, base) = crate::pipeline::workspace::scratch("recover");
+        let (ws, base) = crate::pipeline::store::workspace::scratch("recover");
         // Another orchestrator is repairing: it holds the lock (even shared).
         let other = std::fs::File::create(ws.dir.join("ipc/.recover.lock")).unwrap();
         assert!(lock::try_lock(&other, lock::Mode::Shared).unwrap());

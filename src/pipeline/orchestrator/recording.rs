@@ -9,10 +9,11 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use super::record::{Attempt, AttemptStatus, Line};
-use super::store::TaskStore;
-use super::{PipelineError, Workspace, queue};
 use crate::fs::atomic as atomic_file;
+use crate::pipeline::queue::jobs;
+use crate::pipeline::store::task_file::{Attempt, AttemptStatus, Line};
+use crate::pipeline::store::task_store::TaskStore;
+use crate::pipeline::{PipelineError, Workspace};
 
 /// Records `attempt` of a job; returns the result file's path.
 pub fn record(ws: &Workspace, attempt: &Attempt) -> Result<PathBuf, PipelineError> {
@@ -27,7 +28,7 @@ pub fn record(ws: &Workspace, attempt: &Attempt) -> Result<PathBuf, PipelineErro
     let mut json = serde_json::to_vec_pretty(&result_document(ws, attempt)).unwrap_or_default();
     json.push(b'\n');
     atomic_file::write(&path, &json).map_err(PipelineError::io("write", &path))?;
-    queue::finish(ws, &attempt.job_id);
+    jobs::finish(ws, &attempt.job_id);
     Ok(path)
 }
 

@@ -17,7 +17,7 @@ pub fn name(prefix: &str) -> String {
         place(&me),
         me.pid,
         me.start_time,
-        super::id::random_hex(6)
+        crate::pipeline::store::id::random_hex(6)
     )
 }
 
@@ -68,8 +68,10 @@ mod tests {
 
     #[test]
     fn only_what_a_gone_process_left_here_is_removed() {
-        let dir =
-            std::env::temp_dir().join(format!("ar-leftover-{}", super::super::id::random_hex(8)));
+        let dir = std::env::temp_dir().join(format!(
+            "ar-leftover-{}",
+            crate::pipeline::store::id::random_hex(8)
+        ));
         let mine = dir.join(name(".spare-"));
         std::fs::create_dir_all(&mine).unwrap();
         let mut gone = std::process::Command::new("true").spawn().unwrap();

@@ -412,7 +412,7 @@ pub(super) mod tests {
     pub fn repo(name: &str) -> (PathBuf, String) {
         let dir = std::env::temp_dir().join(format!(
             "ar-root-repo-{name}-{}",
-            crate::pipeline::id::random_hex(8)
+            crate::pipeline::store::id::random_hex(8)
         ));
         std::fs::create_dir_all(&dir).unwrap();
         git(&dir, &["init", "-q", "-b", "main"]);

@@ -15,10 +15,14 @@
 //!   repository, its pack added and the branch set; a journal lets recovery undo a
 //!   branch an attempt set but never recorded.
 
+pub mod background;
 mod bring_back;
+pub mod bundler;
 mod clone;
 mod git;
+pub mod leftover;
 mod root_repo;
+pub mod spare;
 
 use std::path::{Path, PathBuf};
 

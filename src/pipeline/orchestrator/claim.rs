@@ -17,13 +17,14 @@ use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::attempt::Claimed;
-use super::board_cache::BoardCache;
-use super::owner::Claimant;
-use super::queue::{self, Entry};
-use super::record::TaskView;
-use super::status::{JobState, Readiness, TaskStatus};
-use super::store::{Board, TaskStore};
-use super::{PipelineError, Workspace, cycle};
+use crate::pipeline::queue::board_cache::BoardCache;
+use crate::pipeline::queue::claimant::Claimant;
+use crate::pipeline::queue::jobs::{self, Entry};
+use crate::pipeline::queue::status::{JobState, Readiness, TaskStatus};
+use crate::pipeline::store::cycle;
+use crate::pipeline::store::task_file::TaskView;
+use crate::pipeline::store::task_store::{Board, TaskStore};
+use crate::pipeline::{PipelineError, Workspace};
 
 /// How long a look that found nothing stands while no directory changed.
 const RECHECK: Duration = Duration::from_secs(5);
@@ -72,7 +73,7 @@ impl Claimer {
         ws: &Workspace,
         unreadable: &mut usize,
     ) -> Result<Option<Claimed>, PipelineError> {
-        let entries = queue::list(&ws.queue_dir());
+        let entries = jobs::list(&ws.queue_dir());
         if entries.is_empty() {
             return Ok(None);
         }
@@ -85,7 +86,7 @@ impl Claimer {
             .collect();
         let mut cycles: Option<HashSet<&str>> = None;
         for entry in entries {
-            let job = match queue::read_job(&entry, &ws.id) {
+            let job = match jobs::read_job(&entry, &ws.id) {
                 Ok(job) => job,
                 Err(reason) => {
                     reject(ws, &entry, &reason, unreadable)?;
@@ -136,10 +137,10 @@ impl Claimer {
                     (Readiness::Failed(dep, why), None) => Some(format!("dependency {dep} {why}")),
                 }
             };
-            if !queue::claim(ws, &entry.job_id)? {
+            if !jobs::claim(ws, &entry.job_id)? {
                 continue;
             }
-            queue::write_owner(ws, &entry.job_id, &Claimant::this_process())?;
+            jobs::write_owner(ws, &entry.job_id, &Claimant::this_process())?;
             log::info!(
                 "job {}: claimed task {} \"{}\"",
                 entry.job_id,
@@ -222,7 +223,7 @@ fn reject(
     reason: &str,
     unreadable: &mut usize,
 ) -> Result<(), PipelineError> {
-    if queue::move_to_failed(ws, entry, reason)? {
+    if jobs::move_to_failed(ws, entry, reason)? {
         *unreadable += 1;
         log::warn!("job {}: moved to ipc/failed: {reason}", entry.job_id);
     }

@@ -2,7 +2,7 @@
 //! latest attempt), the IPC directories (a job queued or running) and, for queued
 //! tasks, its dependencies.
 
-use super::record::{AttemptStatus, TaskView};
+use crate::pipeline::store::task_file::{AttemptStatus, TaskView};
 
 /// The derived status of a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -90,8 +90,8 @@ pub fn readiness(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::record::Deleted;
-    use crate::pipeline::record::tests::{attempt, record};
+    use crate::pipeline::store::task_file::Deleted;
+    use crate::pipeline::store::task_file::tests::{attempt, record};
 
     fn view(attempts: &[AttemptStatus]) -> TaskView {
         TaskView {

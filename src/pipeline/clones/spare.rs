@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::background::Background;
-use super::isolation;
+use crate::pipeline::clones;
 
 /// How spares' names start (`clones/.spare-…`).
 pub const PREFIX: &str = ".spare-";
@@ -86,7 +86,7 @@ impl Spares {
             let spares = self.clone();
             let started = background.spawn(move || {
                 let dir = clones.join(super::leftover::name(PREFIX));
-                let made = isolation::spare_clone(&root, &dir);
+                let made = clones::spare_clone(&root, &dir);
                 let Ok(mut state) = spares.0.lock() else {
                     return;
                 };
@@ -138,8 +138,10 @@ mod tests {
 
     #[test]
     fn a_spare_of_the_current_head_is_taken_and_others_are_dropped() {
-        let base =
-            std::env::temp_dir().join(format!("ar-spare-{}", super::super::id::random_hex(8)));
+        let base = std::env::temp_dir().join(format!(
+            "ar-spare-{}",
+            crate::pipeline::store::id::random_hex(8)
+        ));
         let (root, clones) = (base.join("root"), base.join("clones"));
         std::fs::create_dir_all(&root).unwrap();
         std::fs::create_dir_all(&clones).unwrap();

@@ -1,0 +1,9 @@
+pub mod attempt;
+pub mod attempt_files;
+pub mod child;
+pub mod claim;
+pub mod orchestrate;
+pub mod presence;
+pub mod recording;
+pub mod recovery;
+pub mod task_config;

@@ -1,0 +1,6 @@
+pub mod board_cache;
+pub mod claimant;
+pub mod jobs;
+pub mod run_request;
+pub mod status;
+pub mod task_json;
