@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use crate::error::Error;
+use crate::error::{Error, exit};
 use crate::interrupt::Interrupt;
-use crate::pipeline::orchestrator::orchestrate::{self, Options};
+use crate::pipeline::orchestrator::orchestrate::{self, Ended, Options};
 use crate::pipeline::{PipelineError, Workspace};
 use crate::secret::Redactor;
 
@@ -22,7 +22,11 @@ pub fn run(workspace: &Path, options: Options, interrupt: Interrupt) -> i32 {
         Ok::<_, Error>((ws, exe))
     })();
     match prepared {
-        Ok((ws, exe)) => orchestrate::run(ws, options, exe, interrupt),
+        Ok((ws, exe)) => match orchestrate::run(ws, options, exe, interrupt) {
+            Ended::Succeeded => exit::COMPLETE,
+            Ended::Failed => exit::FAILED,
+            Ended::Interrupted => exit::INTERRUPTED,
+        },
         Err(e) => report(&e, &Redactor::default()),
     }
 }

@@ -9,12 +9,13 @@ use clap::Subcommand;
 
 use crate::error::{Error, exit};
 use crate::pipeline::orchestrator::attempt_files;
+use crate::pipeline::queue::board::Board;
 use crate::pipeline::queue::run_request::{self, RunError};
 use crate::pipeline::queue::status::TaskStatus;
 use crate::pipeline::queue::task_json::{self, TaskList};
 use crate::pipeline::store::new_task;
 use crate::pipeline::store::task_file::{Attempt, TaskView};
-use crate::pipeline::store::task_store::{Board, TaskStore};
+use crate::pipeline::store::task_store::TaskStore;
 use crate::pipeline::{PipelineError, Workspace};
 use crate::secret::Redactor;
 use crate::text::{cut_chars, escape_controls, fit, one_line};

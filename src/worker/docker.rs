@@ -17,8 +17,8 @@ use super::container::{Container, ContainerSpec};
 use super::docker_cli::{
     DockerFault, daemon_problem, docker, docker_missing, fault_in, last_lines,
 };
-use super::envelope::{Envelope, Leftovers, Mode, Report, Snapshot};
-use super::git::RepoChanges;
+use super::envelope::{Envelope, Leftovers, Mode, Report};
+use super::git::{RepoChanges, Snapshot};
 use super::privileges::{self, Finding, Fix};
 use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};

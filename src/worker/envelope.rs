@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 
-use super::git::{self, DiffStat, GitState};
+use super::git::{self, DiffStat, Snapshot};
 use crate::process::StreamFilter;
 use crate::secret::Redactor;
 
@@ -363,40 +363,6 @@ pub struct Leftovers {
     pub left: u32,
 }
 
-/// `git status` as the envelope saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Snapshot {
-    /// The image has no git.
-    NoGit,
-    /// git ran but the repository is not a git work tree (or git failed).
-    NotARepository,
-    State(GitState),
-}
-
-impl Snapshot {
-    fn parse(body: &str) -> Snapshot {
-        if body.trim() == "nogit" {
-            return Snapshot::NoGit;
-        }
-        let (status, last) = match body.trim_end().rsplit_once('\n') {
-            Some((status, last)) => (status, last),
-            None => ("", body.trim_end()),
-        };
-        match last.strip_prefix("exit ") {
-            Some("0") => Snapshot::State(git::parse_status(status)),
-            _ => Snapshot::NotARepository,
-        }
-    }
-
-    /// HEAD, when a state with commits.
-    pub fn head(&self) -> Option<&str> {
-        match self {
-            Snapshot::State(state) => state.head.as_deref(),
-            _ => None,
-        }
-    }
-}
-
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
@@ -481,16 +447,6 @@ mod tests {
         let (out, report) = records(&envelope, &[text.as_bytes()]);
         assert_eq!(out, b"out");
         assert_eq!(report.stopped, None);
-    }
-
-    #[test]
-    fn snapshots_say_why_there_is_no_state() {
-        assert_eq!(Snapshot::parse("nogit\n"), Snapshot::NoGit);
-        assert_eq!(Snapshot::parse("exit 128\n"), Snapshot::NotARepository);
-        assert_eq!(
-            Snapshot::parse("# branch.oid (initial)\nexit 0\n"),
-            Snapshot::State(GitState::default())
-        );
     }
 
     quickcheck! {

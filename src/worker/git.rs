@@ -3,8 +3,6 @@
 //! against the HEAD before it. The envelope (`envelope.rs`) runs git; this module
 //! only reads its output. No git ever runs on the host on the worker's repo.
 
-use super::envelope::Snapshot;
-
 /// Status lines kept per snapshot.
 const MAX_STATUS_LINES: usize = 200;
 
@@ -18,6 +16,41 @@ pub struct GitState {
     pub status: Vec<String>,
     /// Status lines beyond `MAX_STATUS_LINES`, not kept.
     pub more: usize,
+}
+
+/// `git status` as the envelope saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Snapshot {
+    /// The image has no git.
+    NoGit,
+    /// git ran but the repository is not a git work tree (or git failed).
+    NotARepository,
+    State(GitState),
+}
+
+impl Snapshot {
+    /// The envelope's record of `git status`: its output and `exit N`, or `nogit`.
+    pub fn parse(body: &str) -> Snapshot {
+        if body.trim() == "nogit" {
+            return Snapshot::NoGit;
+        }
+        let (status, last) = match body.trim_end().rsplit_once('\n') {
+            Some((status, last)) => (status, last),
+            None => ("", body.trim_end()),
+        };
+        match last.strip_prefix("exit ") {
+            Some("0") => Snapshot::State(parse_status(status)),
+            _ => Snapshot::NotARepository,
+        }
+    }
+
+    /// HEAD, when a state with commits.
+    pub fn head(&self) -> Option<&str> {
+        match self {
+            Snapshot::State(state) => state.head.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// Parses `git status --porcelain=v2 --branch` output.
@@ -215,6 +248,16 @@ mod tests {
             }
         );
         assert_eq!(parse_status("# branch.oid (initial)\n").head, None);
+    }
+
+    #[test]
+    fn snapshots_say_why_there_is_no_state() {
+        assert_eq!(Snapshot::parse("nogit\n"), Snapshot::NoGit);
+        assert_eq!(Snapshot::parse("exit 128\n"), Snapshot::NotARepository);
+        assert_eq!(
+            Snapshot::parse("# branch.oid (initial)\nexit 0\n"),
+            Snapshot::State(GitState::default())
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The `build_task_config` reply: a TaskConfig document (SPEC §3.2) with `type:
 //! build_task_config` on top. Checked here for its shape, so a malformed reply is
-//! asked again, as is one that sets what a builder may not (`task_config`); its
-//! content is checked after the orchestrator has set what it owns, by the runner's
-//! own parser.
+//! asked again, as is one that sets what a builder may not (`check_builder_keys`,
+//! used again on the draft by `orchestrator::task_config`); its content is checked
+//! after the orchestrator has set what it owns, by the runner's own parser.
 
 use serde_yaml::{Mapping, Value};
 
@@ -46,8 +46,53 @@ impl Reply for BuiltConfig {
             return Err("`runner` must be a mapping with `meta` and `worker`".into());
         }
         // Refused here too, so the builder is asked again rather than the attempt failed.
-        crate::pipeline::orchestrator::task_config::check_builder_keys(&map)?;
+        check_builder_keys(&map)?;
         Ok(BuiltConfig(map))
+    }
+}
+
+/// Refuses a draft that sets a key a Task Builder may not write, naming every such
+/// key and what it may write (the message goes back to the builder in a re-ask).
+/// `null` counts as absent, as the TaskConfig parser reads it.
+pub fn check_builder_keys(draft: &Mapping) -> Result<(), String> {
+    let mut refused = Vec::new();
+    refused_keys(draft, "", &mut refused);
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let allowed: Vec<&str> = crate::task::builder_fields().collect();
+    Err(format!(
+        "{}: not for the Task Builder to set (the workspace defaults decide endpoints, keys, worker env, image, network, codex flags and limits); write only {}",
+        refused.join(", "),
+        allowed.join(", ")
+    ))
+}
+
+fn refused_keys(map: &Mapping, prefix: &str, refused: &mut Vec<String>) {
+    for (key, value) in map {
+        if value.is_null() {
+            continue;
+        }
+        let name = match key.as_str() {
+            Some(name) => name.to_string(),
+            None => serde_yaml::to_string(key)
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        };
+        let path = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}.{name}")
+        };
+        if key.as_str().is_none() || !crate::task::builder_may_write(&path) {
+            refused.push(crate::text::cut_chars(
+                &crate::text::escape_controls(&path),
+                80,
+            ));
+        } else if let Value::Mapping(inner) = value {
+            refused_keys(inner, &path, refused);
+        }
     }
 }
 

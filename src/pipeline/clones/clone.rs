@@ -15,7 +15,6 @@ use super::git::{self, Repo};
 use super::root_repo::RootRepo;
 use super::{AttemptClone, branch_name, checked_out};
 use crate::interrupt::Interrupt;
-use crate::pipeline::clones::spare::Spares;
 use crate::private_dir::DIR_NAME;
 
 /// Who makes the merge commits of dependency branches (unsigned).
@@ -32,11 +31,13 @@ const SPARE_BRANCH: &str = "agent-runner-spare";
 
 /// Makes `clones/<job_id>` on branch `agent-runner/<task_id>` from root_dir's HEAD
 /// and merges `merge` (branches of root_dir, the task's dependencies) into it, one
-/// by one; a conflict is an error naming the branch and the files.
+/// by one; a conflict is an error naming the branch and the files. `take_spare(base,
+/// dir)` moves a spare clone of commit `base` to `dir` if there is one
+/// (`Spares::take`).
 pub fn prepare(
     root: &Path,
     clones: &Path,
-    spares: &Spares,
+    take_spare: &dyn Fn(&str, &Path) -> bool,
     job_id: &str,
     task_id: &str,
     merge: &[String],
@@ -72,7 +73,7 @@ pub fn prepare(
         borrow: None,
     };
     // A spare lacks branches that came back after it was made: none when merging.
-    if tips.is_empty() && spares.take(&base, dir) {
+    if tips.is_empty() && take_spare(&base, dir) {
         log::debug!("job {job_id}: a spare clone taken");
         clone.run(&["branch", "--quiet", "-m", &branch], interrupt)?;
     } else {

@@ -277,7 +277,7 @@ fn clone(setup: &Setup, claimed: &Claimed) -> Result<Option<AttemptClone>, Ran> 
     let prepared = clones::prepare(
         &ws.root_dir,
         &ws.clones_dir(),
-        &setup.spares,
+        &|base, dir| setup.spares.take(base, dir),
         job_id,
         &claimed.task.record.id,
         &merge,

@@ -17,13 +17,14 @@ use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::attempt::Claimed;
+use crate::pipeline::queue::board::Board;
 use crate::pipeline::queue::board_cache::BoardCache;
 use crate::pipeline::queue::claimant::Claimant;
 use crate::pipeline::queue::jobs::{self, Entry};
 use crate::pipeline::queue::status::{JobState, Readiness, TaskStatus};
 use crate::pipeline::store::cycle;
 use crate::pipeline::store::task_file::TaskView;
-use crate::pipeline::store::task_store::{Board, TaskStore};
+use crate::pipeline::store::task_store::TaskStore;
 use crate::pipeline::{PipelineError, Workspace};
 
 /// How long a look that found nothing stands while no directory changed.

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use super::attempt::{self, Place, Setup};
 use super::presence::Presence;
 use super::{claim, recovery};
-use crate::error::exit;
 use crate::interrupt::Interrupt;
 use crate::pipeline::Workspace;
 use crate::pipeline::clones::bundler::Bundlers;
@@ -42,9 +41,19 @@ pub struct Options {
     pub once: bool,
 }
 
-/// Runs the orchestrator until the queue is done (`once`) or a signal; returns the
-/// exit code: 0 when every attempt succeeded, 1 otherwise, 130 when interrupted.
-pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) -> i32 {
+/// How a run of the orchestrator ended (the command's exit code says it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Every attempt succeeded (or there was none).
+    Succeeded,
+    /// Some attempt failed.
+    Failed,
+    /// Stopped by a signal.
+    Interrupted,
+}
+
+/// Runs the orchestrator until the queue is done (`once`) or a signal.
+pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) -> Ended {
     let wants_clones = options.jobs > 1 || ws.defaults.isolation == Some(Isolation::Clone);
     let (isolated, limit) = if !wants_clones {
         (false, 1)
@@ -191,10 +200,10 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
     setup.bundlers.stop();
     setup.background.wait();
     if interrupt.is_set() {
-        exit::INTERRUPTED
+        Ended::Interrupted
     } else if failures > 0 {
-        exit::FAILED
+        Ended::Failed
     } else {
-        exit::COMPLETE
+        Ended::Succeeded
     }
 }

@@ -30,14 +30,14 @@ pub struct Invariants<'a> {
     pub acceptance_criteria: &'a [String],
 }
 
-/// The TaskConfig YAML: the draft (checked by `check_builder_keys`) with the
+/// The TaskConfig YAML: the draft (checked by `builder::reply::check_builder_keys`) with the
 /// invariants set and `defaults_runner` merged over its `runner`.
 pub fn complete(
     mut draft: Mapping,
     invariants: &Invariants,
     defaults_runner: Option<&serde_json::Value>,
 ) -> Result<String, String> {
-    check_builder_keys(&draft)?;
+    crate::pipeline::builder::reply::check_builder_keys(&draft)?;
     let task = section(&mut draft, "task")?;
     task.insert("id".into(), invariants.task_id.into());
     task.insert("title".into(), invariants.title.into());
@@ -75,51 +75,6 @@ pub fn complete(
         merge(runner, &defaults);
     }
     serde_yaml::to_string(&Value::Mapping(draft)).map_err(|e| e.to_string())
-}
-
-/// Refuses a draft that sets a key a Task Builder may not write, naming every such
-/// key and what it may write (the message goes back to the builder in a re-ask).
-/// `null` counts as absent, as the TaskConfig parser reads it.
-pub fn check_builder_keys(draft: &Mapping) -> Result<(), String> {
-    let mut refused = Vec::new();
-    refused_keys(draft, "", &mut refused);
-    if refused.is_empty() {
-        return Ok(());
-    }
-    let allowed: Vec<&str> = crate::task::builder_fields().collect();
-    Err(format!(
-        "{}: not for the Task Builder to set (the workspace defaults decide endpoints, keys, worker env, image, network, codex flags and limits); write only {}",
-        refused.join(", "),
-        allowed.join(", ")
-    ))
-}
-
-fn refused_keys(map: &Mapping, prefix: &str, refused: &mut Vec<String>) {
-    for (key, value) in map {
-        if value.is_null() {
-            continue;
-        }
-        let name = match key.as_str() {
-            Some(name) => name.to_string(),
-            None => serde_yaml::to_string(key)
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
-        };
-        let path = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}.{name}")
-        };
-        if key.as_str().is_none() || !crate::task::builder_may_write(&path) {
-            refused.push(crate::text::cut_chars(
-                &crate::text::escape_controls(&path),
-                80,
-            ));
-        } else if let Value::Mapping(inner) = value {
-            refused_keys(inner, &path, refused);
-        }
-    }
 }
 
 /// The mapping under `key`, created if absent; an error if it is something else.

@@ -34,7 +34,7 @@ use std::path::Path;
 
 use super::super::{PipelineError, Workspace};
 use super::model::PlanState;
-use super::wbs::{self, Wbs};
+use super::wbs::Wbs;
 use crate::fs::atomic as atomic_file;
 use crate::fs::jsonl;
 use crate::pipeline::store::commits::Stamp;
@@ -207,7 +207,7 @@ pub fn apply(
     tree.revision = stamp.plan_revision;
     let aborted: BTreeSet<String> = old.aborted.iter().chain(uncommitted).cloned().collect();
     tree.aborted = aborted.into_iter().collect();
-    let path = wbs::path(ws);
+    let path = ws.wbs_path();
     writes
         .replace(&path, &tree.to_json())
         .map_err(PipelineError::io("write", path))?;

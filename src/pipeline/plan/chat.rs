@@ -33,11 +33,6 @@ pub struct ChatMessage {
     pub potential_conflicts: Vec<serde_json::Value>,
 }
 
-/// `chat.jsonl` of `ws`.
-pub fn path(ws: &Workspace) -> std::path::PathBuf {
-    ws.dir.join("chat.jsonl")
-}
-
 /// Appends a message by `role` (secrets already masked by the caller).
 pub fn append(ws: &Workspace, role: Role, text: &str) -> Result<(), PipelineError> {
     append_message(ws, role, text, Vec::new())
@@ -66,14 +61,14 @@ fn append_message(
         potential_conflicts,
     };
     let line = serde_json::to_vec(&message).unwrap_or_default();
-    let path = path(ws);
+    let path = ws.chat_path();
     jsonl::append_or_create(&path, &line).map_err(PipelineError::io("append to", path))
 }
 
 /// The last `n` messages, oldest first. Lines that do not parse are skipped; a
 /// missing file is no conversation.
 pub fn recent(ws: &Workspace, n: usize) -> Result<Vec<ChatMessage>, PipelineError> {
-    let path = path(ws);
+    let path = ws.chat_path();
     let bytes = match crate::fs::read::tail(&path, TAIL) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -107,7 +102,7 @@ mod tests {
         use std::io::Write;
         std::fs::OpenOptions::new()
             .append(true)
-            .open(path(&ws))
+            .open(ws.chat_path())
             .unwrap()
             .write_all(b"{\"at\":\"x\",\"ro")
             .unwrap();
@@ -121,7 +116,7 @@ mod tests {
             ]
         );
         assert_eq!(got[0].role, Role::Meta);
-        let line = std::fs::read_to_string(path(&ws)).unwrap();
+        let line = std::fs::read_to_string(ws.chat_path()).unwrap();
         let first: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
         assert_eq!(first["role"], "user");
         assert_eq!(first["text"], "m0");

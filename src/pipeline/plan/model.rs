@@ -7,12 +7,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::super::{PipelineError, Workspace};
 use super::wbs::Wbs;
+use crate::pipeline::queue::board::Board;
 use crate::pipeline::queue::status::TaskStatus;
 use crate::pipeline::store::commits::Commits;
 use crate::pipeline::store::cycle;
 use crate::pipeline::store::id;
 use crate::pipeline::store::task_file::{TaskChanges, TaskRecord};
-use crate::pipeline::store::task_store::{Board, TaskStore};
+use crate::pipeline::store::task_store::TaskStore;
 
 /// A task as the plan sees it.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,6 @@
 //! before anything relies on it.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
-use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -21,11 +20,6 @@ pub const ROOT: &str = "node-root";
 pub const ROOT_TITLE: &str = "Plan";
 /// Largest `wbs.json` read.
 const MAX_WBS_FILE: u64 = 64 << 20;
-
-/// `wbs.json` of workspace `ws`.
-pub fn path(ws: &Workspace) -> PathBuf {
-    ws.dir.join("wbs.json")
-}
 
 /// The plan tree and its commit record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,7 +71,7 @@ impl Wbs {
 
     /// The tree of `ws` (a new one if there is no `wbs.json`), checked.
     pub fn load(ws: &Workspace) -> Result<Wbs, PipelineError> {
-        let path = path(ws);
+        let path = ws.wbs_path();
         let mut bytes = Vec::new();
         match crate::fs::read::whole_into(&path, &mut bytes, MAX_WBS_FILE) {
             Ok(()) => {}

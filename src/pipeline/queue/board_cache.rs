@@ -11,10 +11,11 @@ use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::sync::Mutex;
 
+use super::board::Board;
 use super::jobs;
 use crate::pipeline::store::commits::Commits;
 use crate::pipeline::store::task_file::TaskView;
-use crate::pipeline::store::task_store::{Board, TaskStore, is_task_file};
+use crate::pipeline::store::task_store::{TaskStore, is_task_file};
 use crate::pipeline::{PipelineError, Workspace};
 
 /// What identifies a version of a file without reading it.
@@ -147,7 +148,7 @@ mod tests {
         assert_eq!(cache.load(&ws).unwrap().status("t-3"), None);
         let mut wbs = crate::pipeline::plan::wbs::Wbs::new();
         wbs.revision = 1;
-        std::fs::write(crate::pipeline::plan::wbs::path(&ws), wbs.to_json()).unwrap();
+        std::fs::write(ws.wbs_path(), wbs.to_json()).unwrap();
         assert_eq!(
             cache.load(&ws).unwrap().status("t-3"),
             Some(TaskStatus::Pending)

@@ -1,3 +1,4 @@
+pub mod board;
 pub mod board_cache;
 pub mod claimant;
 pub mod jobs;

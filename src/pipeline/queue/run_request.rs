@@ -7,10 +7,11 @@
 
 use std::fs::File;
 
+use super::board::Board;
 use super::jobs;
 use super::status::TaskStatus;
 use crate::fs::lock;
-use crate::pipeline::store::task_store::{Board, TaskStore};
+use crate::pipeline::store::task_store::TaskStore;
 use crate::pipeline::{PipelineError, Workspace};
 
 /// Why a task was not enqueued.

@@ -8,10 +8,10 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::board::Board;
 use super::status::{JobState, TaskStatus};
 use crate::pipeline::Workspace;
 use crate::pipeline::store::task_file::{Attempt, TaskView};
-use crate::pipeline::store::task_store::Board;
 
 /// The tasks of a board that a list shows, with their statuses, oldest first;
 /// deleted tasks only with `all`.

@@ -4,7 +4,7 @@
 //! comes from the plan's commit record (`plan::commit`), read once per store before
 //! its first task file, so a store sees every plan edit whole or not at all.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -12,8 +12,6 @@ use super::commits::Commits;
 use super::id;
 use super::task_file::{Depth, Line, TaskRecord, TaskView, fold};
 use crate::fs::jsonl;
-use crate::pipeline::queue::jobs;
-use crate::pipeline::queue::status::{self, JobState, Readiness, TaskStatus};
 use crate::pipeline::{PipelineError, Workspace};
 
 /// Largest task file read (a task with very many attempts).
@@ -32,7 +30,7 @@ impl TaskStore {
     pub fn new(ws: &Workspace) -> Self {
         TaskStore {
             dir: ws.tasks_dir(),
-            wbs: crate::pipeline::plan::wbs::path(ws),
+            wbs: ws.wbs_path(),
             commits: OnceLock::new(),
         }
     }
@@ -42,7 +40,7 @@ impl TaskStore {
     pub fn with_commits(ws: &Workspace, commits: Commits) -> Self {
         TaskStore {
             dir: ws.tasks_dir(),
-            wbs: crate::pipeline::plan::wbs::path(ws),
+            wbs: ws.wbs_path(),
             commits: OnceLock::from(commits),
         }
     }
@@ -192,83 +190,6 @@ pub fn is_task_file(name: &str) -> bool {
     name.strip_suffix(".jsonl").is_some_and(id::is_valid)
 }
 
-/// Tasks with their derived statuses: what `task list`, `task show` and the claim
-/// decision read.
-pub struct Board {
-    pub tasks: Vec<TaskView>,
-    /// Job state and job id by task id.
-    pub jobs: HashMap<String, (JobState, String)>,
-    statuses: HashMap<String, TaskStatus>,
-}
-
-impl Board {
-    /// Reads every task and job of `ws`.
-    pub fn load(ws: &Workspace) -> Result<Board, PipelineError> {
-        Board::load_from(ws, &TaskStore::new(ws))
-    }
-
-    /// Reads every task of `store` and every job of `ws`.
-    pub fn load_from(ws: &Workspace, store: &TaskStore) -> Result<Board, PipelineError> {
-        let tasks = store.load_all()?;
-        Ok(Board::of(tasks, jobs::job_states(ws)))
-    }
-
-    /// The board needed for the status of `task` alone: whether a queued task is
-    /// BLOCKED depends on its dependencies' statuses, so only then is every task read.
-    pub fn around(ws: &Workspace, task: &TaskView) -> Result<Board, PipelineError> {
-        match &task.record.depends_on {
-            Some(deps) if !deps.is_empty() => Board::load(ws),
-            _ => Ok(Board::of(vec![task.clone()], jobs::job_states(ws))),
-        }
-    }
-
-    /// The board of these tasks and jobs.
-    pub fn of(tasks: Vec<TaskView>, jobs: HashMap<String, (JobState, String)>) -> Board {
-        let job_of = |id: &str| jobs.get(id).map_or(JobState::None, |(s, _)| *s);
-        // Statuses without BLOCKED first: blocking depends on the others' statuses.
-        let base: HashMap<String, TaskStatus> = tasks
-            .iter()
-            .map(|t| {
-                (
-                    t.record.id.clone(),
-                    status::derive(t, job_of(&t.record.id), false),
-                )
-            })
-            .collect();
-        let statuses = tasks
-            .iter()
-            .map(|t| {
-                let id = &t.record.id;
-                let mut status = base[id];
-                if status == TaskStatus::Queued && readiness(t, &base) != Readiness::Ready {
-                    status = TaskStatus::Blocked;
-                }
-                (id.clone(), status)
-            })
-            .collect();
-        Board {
-            tasks,
-            jobs,
-            statuses,
-        }
-    }
-
-    /// The derived status of task `id`.
-    pub fn status(&self, id: &str) -> Option<TaskStatus> {
-        self.statuses.get(id).copied()
-    }
-
-    /// Whether task `id`'s job may run now.
-    pub fn readiness(&self, task: &TaskView) -> Readiness {
-        readiness(task, &self.statuses)
-    }
-}
-
-fn readiness(task: &TaskView, statuses: &HashMap<String, TaskStatus>) -> Readiness {
-    let deps = task.record.depends_on.as_deref().unwrap_or_default();
-    status::readiness(deps, |dep| statuses.get(dep).copied())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,34 +233,11 @@ mod tests {
         );
         assert_eq!(store.load_all().unwrap().len(), 1);
         std::fs::remove_file(store.path("t-9")).unwrap();
-        let board = Board::load(&ws).unwrap();
-        assert_eq!(board.status("t-1"), Some(TaskStatus::Succeeded));
+        let board = crate::pipeline::queue::board::Board::load(&ws).unwrap();
+        assert_eq!(
+            board.status("t-1"),
+            Some(crate::pipeline::queue::status::TaskStatus::Succeeded)
+        );
         std::fs::remove_dir_all(base).unwrap();
-    }
-
-    #[test]
-    fn a_queued_task_waiting_on_a_dependency_is_blocked() {
-        let mut dep = TaskView {
-            record: record("dep"),
-            deleted: None,
-            attempts: vec![],
-            attempt_count: 0,
-        };
-        let mut task = TaskView {
-            record: record("t"),
-            deleted: None,
-            attempts: vec![],
-            attempt_count: 0,
-        };
-        task.record.depends_on = Some(vec!["dep".into()]);
-        let jobs: HashMap<String, (JobState, String)> =
-            [("t".to_string(), (JobState::Queued, "j".to_string()))].into();
-        let board = Board::of(vec![dep.clone(), task.clone()], jobs.clone());
-        assert_eq!(board.status("t"), Some(TaskStatus::Blocked));
-        assert_eq!(board.status("dep"), Some(TaskStatus::Pending));
-        dep.attempts.push(attempt("j0", AttemptStatus::Succeeded));
-        let board = Board::of(vec![dep, task.clone()], jobs);
-        assert_eq!(board.status("t"), Some(TaskStatus::Queued));
-        assert_eq!(board.readiness(&task), Readiness::Ready);
     }
 }

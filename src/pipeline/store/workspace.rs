@@ -169,6 +169,16 @@ impl Workspace {
         self.dir.join("ipc/failed")
     }
 
+    /// `wbs.json`: the plan tree and its commit record (`plan::wbs`, `commits`).
+    pub fn wbs_path(&self) -> PathBuf {
+        self.dir.join("wbs.json")
+    }
+
+    /// `chat.jsonl`: the plan conversation (`plan::chat`).
+    pub fn chat_path(&self) -> PathBuf {
+        self.dir.join("chat.jsonl")
+    }
+
     /// `logs/`: a directory of logs per job.
     pub fn logs_dir(&self) -> PathBuf {
         self.dir.join("logs")
