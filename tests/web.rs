@@ -178,36 +178,37 @@ fn every_api_route_answers_and_the_pages_show_it() {
     web.post("/api/tasks/nope/run", &token, "{}").status(404);
     assert_eq!(p.ipc("queue").len(), 1);
 
-    // The plan: nothing yet, then what `plan` wrote.
+    // The plan: nothing yet, then what `plan` wrote, read as `plan` reads it.
     assert_eq!(
         web.get("/api/plan").json(),
         json!({"wbs": null, "chat": []})
     );
-    std::fs::write(
-        p.ws().join("wbs.json"),
+    let tree = |node: &str| {
         json!({"root_node_id": "root", "nodes": {
             "root": {"title": "TODO app", "parent": null, "children": ["phase-1"]},
-            "phase-1": {"title": "<i>Build</i>", "parent": "root", "children": ["n1"]},
-            "n1": {"title": "The list", "parent": "phase-1", "children": [], "task_id": id},
+            "phase-1": {"title": "<i>Build</i>", "parent": "root", "children": [node]},
+            node: {"title": "The list", "parent": "phase-1", "children": [], "task_id": id},
         }})
-        .to_string(),
-    )
-    .unwrap();
+        .to_string()
+    };
+    std::fs::write(p.ws().join("wbs.json"), tree(&id)).unwrap();
     std::fs::write(
         p.ws().join("chat.jsonl"),
         "{\"at\":\"2026-11-22T10:00:00.000Z\",\"role\":\"user\",\"text\":\"TODO アプリを作成して\"}\n{\"at\":\"2026-11-22T10:00:02.000Z\",\"role\":\"meta\",\"text\":\"A TODO app <b>in the browser</b>\"}\n",
     )
     .unwrap();
     let plan = web.get("/api/plan").json();
-    assert_eq!(plan["wbs"]["nodes"]["n1"]["task_id"], id.as_str());
+    assert_eq!(plan["wbs"]["nodes"][&id]["task_id"], id.as_str());
     assert_eq!(plan["chat"][1]["role"], "meta");
     let page = web.get("/plan");
     page.status(200);
     let page = page.text();
     assert!(page.contains("&lt;i&gt;Build&lt;/i&gt;"), "{page}");
     assert!(
-        page.contains(&format!("<a href=\"/tasks/{id}\">The list</a>")),
-        "{page}"
+        page.contains(&format!(
+            "<a href=\"/tasks/{id}\">TODO アプリを作成して</a>"
+        )),
+        "the task's own title, as plan --show has it: {page}"
     );
     assert!(page.contains("s-queued"), "the task's status in the tree");
     assert!(
@@ -215,9 +216,25 @@ fn every_api_route_answers_and_the_pages_show_it() {
         "{page}"
     );
 
-    // Plan requests run `agent-runner plan` as a child. The tree written above
-    // names task nodes n1, not by their task ids: the plan refuses it and says why,
-    // and shows no understanding (the chat's latest one is not this plan's).
+    // A tree that names a task's node n1, not by its task id, is refused by the
+    // one reader of wbs.json: the page and the API say why.
+    std::fs::write(p.ws().join("wbs.json"), tree("n1")).unwrap();
+    let plan = web.get("/api/plan").json();
+    assert_eq!(plan["wbs"], Value::Null, "{plan}");
+    assert!(
+        plan["wbs_error"]
+            .as_str()
+            .unwrap()
+            .contains("wbs.json: nodes.n1.task_id"),
+        "{plan}"
+    );
+    let page = web.get("/plan").text();
+    assert!(page.contains("wbs.json: nodes.n1.task_id"), "{page}");
+    assert!(!page.contains("No plan yet"), "{page}");
+
+    // Plan requests run `agent-runner plan` as a child. With that tree the plan
+    // refuses too and says why, and shows no understanding (the chat's latest one
+    // is not this plan's).
     web.post("/api/plan", &token, r#"{"message":""}"#)
         .status(400);
     let failed = plan_from_page(&web, &token, "TODO アプリを作成して");

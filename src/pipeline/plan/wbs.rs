@@ -71,11 +71,16 @@ impl Wbs {
 
     /// The tree of `ws` (a new one if there is no `wbs.json`), checked.
     pub fn load(ws: &Workspace) -> Result<Wbs, PipelineError> {
+        Ok(Wbs::read(ws)?.unwrap_or_default())
+    }
+
+    /// The tree of `ws`, checked; None if there is no `wbs.json` (no plan yet).
+    pub fn read(ws: &Workspace) -> Result<Option<Wbs>, PipelineError> {
         let path = ws.wbs_path();
         let mut bytes = Vec::new();
         match crate::fs::read::whole_into(&path, &mut bytes, MAX_WBS_FILE) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Wbs::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(PipelineError::io("read", path)(e)),
         }
         let invalid = |why: String| {
@@ -86,7 +91,7 @@ impl Wbs {
         };
         let wbs: Wbs = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
         wbs.check().map_err(invalid)?;
-        Ok(wbs)
+        Ok(Some(wbs))
     }
 
     /// `wbs.json` as written: pretty JSON and a newline.
@@ -321,6 +326,36 @@ mod tests {
         wbs.insert("a2", "A2", true, "a", 1);
         wbs.check().unwrap();
         wbs
+    }
+
+    /// The one reader of `wbs.json` (the plan command and the web view): none is
+    /// no plan, a bad one is refused naming the file, a symlink is not followed.
+    #[test]
+    fn the_file_is_read_checked_and_never_through_a_symlink() {
+        let (ws, base) = crate::pipeline::store::workspace::scratch("wbs-read");
+        assert_eq!(Wbs::read(&ws).unwrap(), None);
+        assert_eq!(Wbs::load(&ws).unwrap(), Wbs::new());
+        std::fs::write(ws.wbs_path(), tree().to_json()).unwrap();
+        assert_eq!(Wbs::read(&ws).unwrap(), Some(tree()));
+        let mut cyclic = tree();
+        cyclic
+            .nodes
+            .get_mut("a1")
+            .unwrap()
+            .children
+            .push("a".into());
+        std::fs::write(ws.wbs_path(), cyclic.to_json()).unwrap();
+        let e = Wbs::read(&ws).unwrap_err().to_string();
+        assert!(
+            e.contains("wbs.json: ") && e.contains("fix or remove the file"),
+            "{e}"
+        );
+        std::fs::remove_file(ws.wbs_path()).unwrap();
+        let elsewhere = base.join("elsewhere.json");
+        std::fs::write(&elsewhere, tree().to_json()).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, ws.wbs_path()).unwrap();
+        assert!(Wbs::read(&ws).is_err(), "a symlink is not followed");
+        std::fs::remove_dir_all(base).unwrap();
     }
 
     #[test]

@@ -10,8 +10,9 @@ use super::super::PipelineError;
 use super::app::App;
 use super::children::NotStarted;
 use super::http::{Request, Response};
-use super::plan_files;
 use crate::pipeline::orchestrator::presence;
+use crate::pipeline::plan::chat::{self, Role};
+use crate::pipeline::plan::wbs::Wbs;
 use crate::pipeline::queue::jobs;
 use crate::pipeline::queue::run_request::{self, Refused, RunError};
 use crate::pipeline::queue::task_json::{self, TaskList};
@@ -135,15 +136,18 @@ pub fn run_task(app: &App, task_id: &str) -> Response {
     }
 }
 
-/// `GET /api/plan`: `wbs.json` (or null) and the last chat messages.
+/// `GET /api/plan`: `wbs.json` (or null: no plan yet, or `wbs_error` says why it
+/// cannot be read) and the last chat messages, as `plan` reads them.
 pub fn plan(app: &App) -> Response {
-    json(
-        200,
-        &json!({
-            "wbs": plan_files::wbs_value(&app.ws),
-            "chat": plan_files::chat(&app.ws, CHAT_MESSAGES),
-        }),
-    )
+    let mut doc = json!({
+        "wbs": Value::Null,
+        "chat": chat::recent(&app.ws, CHAT_MESSAGES).unwrap_or_default(),
+    });
+    match Wbs::read(&app.ws) {
+        Ok(wbs) => doc["wbs"] = json!(wbs),
+        Err(e) => doc["wbs_error"] = json!(e.to_string()),
+    }
+    json(200, &doc)
 }
 
 #[derive(Deserialize)]
@@ -185,12 +189,12 @@ pub fn plan_run(app: &App, run: &str) -> Response {
         // and shown here it would read as this plan's understanding.
         let reply = (run.state == super::children::State::Succeeded)
             .then(|| {
-                plan_files::chat(&app.ws, 20).into_iter().rev().find(|m| {
-                    m["role"] == "meta"
-                        && m["at"]
-                            .as_str()
-                            .is_some_and(|at| at >= run.started_at.as_str())
-                })
+                chat::recent(&app.ws, 20)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .rev()
+                    .find(|m| m.role == Role::Meta && m.at >= run.started_at)
+                    .map(|m| json!(m))
             })
             .flatten();
         doc["meta"] = reply.unwrap_or(Value::Null);

@@ -33,7 +33,6 @@ mod listen;
 mod markdown;
 mod pages;
 mod peer;
-mod plan_files;
 mod routes;
 mod server;
 mod token;

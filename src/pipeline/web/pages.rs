@@ -14,7 +14,10 @@ use super::files::{self, AttemptFile};
 use super::html::{push_text, text, url_segment};
 use super::http::Response;
 use super::markdown;
-use super::plan_files;
+use crate::pipeline::plan::chat::{self, Role};
+use crate::pipeline::plan::model::PlanState;
+use crate::pipeline::plan::tree;
+use crate::pipeline::plan::wbs::Wbs;
 use crate::pipeline::queue::status::TaskStatus;
 use crate::pipeline::queue::task_json;
 use crate::pipeline::store::task_file::{Attempt, TaskView};
@@ -445,44 +448,35 @@ pub fn attempt_file(app: &App, task_id: &str, job_id: &str, name: &str) -> Respo
     }
 }
 
-/// `/plan`: the plan tree (`wbs.json`) with the tasks' statuses, and the chat.
+/// `/plan`: the plan tree with the tasks' statuses, as `plan --show` has it, and
+/// the chat.
 pub fn plan(app: &App) -> Response {
-    let board = app.board().ok();
     let mut main = String::with_capacity(8192);
     main.push_str("<h1>Plan</h1>\n");
-    match plan_files::wbs(&app.ws) {
-        None => main.push_str("<p class=\"muted\">No plan yet: tick \"plan\" in the chat box on the Tasks page, or run <code>agent-runner plan REQUEST</code>.</p>\n"),
-        Some(wbs) => {
+    match Wbs::read(&app.ws).and_then(|wbs| Ok((wbs, app.board()?))) {
+        Ok((None, _)) => main.push_str("<p class=\"muted\">No plan yet: tick \"plan\" in the chat box on the Tasks page, or run <code>agent-runner plan REQUEST</code>.</p>\n"),
+        Err(e) => {
+            let _ = writeln!(main, "<p class=\"error\">{}</p>", text(&e.to_string()));
+        }
+        Ok((Some(wbs), board)) => {
+            let state = PlanState::of(&app.ws.id, &board, wbs);
             main.push_str("<div id=\"tree\" class=\"tree\">\n");
-            for placed in wbs.walk() {
-                let _ = write!(
-                    main,
-                    "<div class=\"node depth-{}\">",
-                    placed.depth.min(8)
-                );
-                let title = if placed.node.title.is_empty() {
-                    placed.id
-                } else {
-                    placed.node.title.as_str()
-                };
-                match &placed.node.task_id {
-                    Some(task_id) => {
-                        let status = board
-                            .as_ref()
-                            .and_then(|b| b.status(task_id))
-                            .map_or("UNKNOWN", TaskStatus::as_str);
+            for row in tree::rows(&state).0 {
+                let _ = write!(main, "<div class=\"node depth-{}\">", row.depth.min(8));
+                match row.status.filter(|_| row.kind == "task") {
+                    Some(status) => {
                         let _ = write!(
                             main,
                             "<span class=\"{}\">{}</span> <a href=\"/tasks/{}\">{}</a> <code class=\"id\">{}</code>",
                             status_class(status),
                             status,
-                            text(&url_segment(task_id)),
-                            text(title),
-                            text(task_id)
+                            text(&url_segment(&row.id)),
+                            text(&row.title),
+                            text(&row.id)
                         );
                     }
                     None => {
-                        let _ = write!(main, "<strong>{}</strong>", text(title));
+                        let _ = write!(main, "<strong>{}</strong>", text(&row.title));
                     }
                 }
                 main.push_str("</div>\n");
@@ -490,27 +484,25 @@ pub fn plan(app: &App) -> Response {
             main.push_str("</div>\n");
         }
     }
-    let chat = plan_files::chat(&app.ws, 50);
+    let chat = chat::recent(&app.ws, 50).unwrap_or_default();
     main.push_str("<h2>Conversation</h2>\n");
     if chat.is_empty() {
         main.push_str("<p class=\"muted\">No messages yet.</p>\n");
     }
     for message in &chat {
-        let role = message["role"].as_str().unwrap_or("?");
+        let role = match message.role {
+            Role::User => "user",
+            Role::Meta => "meta",
+        };
         let _ = write!(
             main,
-            "<div class=\"message role-{}\"><div class=\"muted\">{} · {}</div><div class=\"text\">{}</div>",
-            if role == "meta" { "meta" } else { "user" },
-            text(role),
-            text(&short(message["at"].as_str().unwrap_or(""))),
-            text(message["text"].as_str().unwrap_or(""))
+            "<div class=\"message role-{role}\"><div class=\"muted\">{role} · {}</div><div class=\"text\">{}</div>",
+            text(&short(&message.at)),
+            text(&message.text)
         );
-        if let Some(conflicts) = message["potential_conflicts"]
-            .as_array()
-            .filter(|c| !c.is_empty())
-        {
+        if !message.potential_conflicts.is_empty() {
             main.push_str("<div class=\"label\">Potential conflicts</div><ul class=\"conflicts\">");
-            for c in conflicts {
+            for c in &message.potential_conflicts {
                 let line = match c {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
