@@ -13,13 +13,12 @@ use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::super::{PipelineError, Workspace};
+use crate::pipeline::store::commits::MAX_WBS_FILE;
 
 /// The root's id in a tree this program creates.
 pub const ROOT: &str = "node-root";
 /// The root's title in a tree this program creates.
 pub const ROOT_TITLE: &str = "Plan";
-/// Largest `wbs.json` read.
-const MAX_WBS_FILE: u64 = 64 << 20;
 
 /// The plan tree and its commit record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,6 +15,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+/// Largest `wbs.json` read (here and by `plan::wbs`).
+pub const MAX_WBS_FILE: u64 = 64 << 20;
+
 /// The stamp on a line written by a plan edit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stamp {
@@ -64,7 +67,7 @@ impl Commits {
     /// The commit record in `wbs.json` at `path`. A missing file is no plan; an
     /// unreadable one is warned about, and then every line counts.
     pub fn read(path: &Path) -> Commits {
-        let bytes = match std::fs::read(path) {
+        let bytes = match crate::fs::read::whole(path, MAX_WBS_FILE) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Commits::none(),
             Err(e) => return Commits::unreadable(path, &e.to_string()),
