@@ -5,7 +5,7 @@
 //! checked for life after each exec: a dead container, daemon or unusable image ends
 //! the task at once instead of looping on paid Meta calls (SPEC §9).
 //!
-//! Logs are created through agent-runner's private directory (`private_dir.rs`), so
+//! Logs are created through agent-runner's private directory (`private_dir.rs`, through `fs::Dir`), so
 //! nothing the worker left in the repo is ever written through.
 
 use std::path::PathBuf;

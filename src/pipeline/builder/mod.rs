@@ -4,7 +4,7 @@
 //! re-asks, a record); they differ only in the backend: the OpenAI Chat client or a
 //! script of replies. `codex` is one `codex exec` in the sandbox (`codex.rs`). What
 //! the builder writes is a draft: the orchestrator then sets what it owns and
-//! validates the result (`task_config`).
+//! validates the result (`orchestrator::task_config`).
 
 pub mod codex;
 pub mod meta;

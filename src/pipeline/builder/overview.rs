@@ -1,7 +1,7 @@
 //! `repo_overview` for the Task Builder: the repository's top-level entries and the
 //! head of its README, at most 2 KiB. The repository may have been written by an
 //! untrusted worker (SPEC §9): entries are listed without following symlinks, and
-//! the README is read only if it is a regular file, through `safe_read`.
+//! the README is read only if it is a regular file, through `fs::read`.
 
 use std::path::Path;
 

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::git::{self, Repo};
 use super::root_repo::{RootRepo, is_object_id};
 use super::{AttemptClone, checked_out};
-use crate::fs::atomic as atomic_file;
+use crate::fs::atomic;
 use crate::interrupt::Interrupt;
 use crate::pipeline::clones::bundler::{Bundled, Bundlers, Request};
 use crate::task::WorkerSettings;
@@ -91,7 +91,7 @@ pub fn bring_back(
         after: commit.clone(),
     };
     let text = serde_json::to_vec(&journal).map_err(|e| e.to_string())?;
-    atomic_file::write(&log_dir.join(JOURNAL), &text)
+    atomic::write(&log_dir.join(JOURNAL), &text)
         .map_err(|e| format!("cannot write {}: {e}", log_dir.join(JOURNAL).display()))?;
     repo.set_branch(&clone.branch, Some(&commit))?;
     Ok(())

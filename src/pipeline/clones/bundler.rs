@@ -2,7 +2,7 @@
 //! clone (SPEC §9, §12). No host git command may run in that clone (its `.git/config`
 //! could run code on the host), so the branch is made into a `git bundle` inside a
 //! container of the worker image; the host only reads the bundle file, and checks
-//! it before anything of it reaches root_dir (see `isolation::bring_back`).
+//! it before anything of it reaches root_dir (see `bring_back`).
 //!
 //! A long-lived container per orchestrator (and worker image) serves the attempts:
 //! a container start costs about as much CPU as a whole scripted attempt, so one per

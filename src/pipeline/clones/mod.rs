@@ -11,9 +11,13 @@
 //! - `git`: host git, only in repositories of ours and without the user's config;
 //! - `clone`: a new repository holding only the attempt's base and dependency
 //!   branches (objects copied from root_dir's store), checked out and merged;
-//! - `bring_back`: the bundler's bundle (`super::bundler`) checked in a landing
+//! - `bring_back`: the bundler's bundle (`bundler`) checked in a landing
 //!   repository, its pack added and the branch set; a journal lets recovery undo a
 //!   branch an attempt set but never recorded.
+//!
+//! Around them: `spare` clones made ahead of their claim, `background` work off an
+//! attempt's path (removing clones and containers, making spares), and `leftover`,
+//! which removes what a killed orchestrator left in the workspace.
 
 pub mod background;
 mod bring_back;

@@ -8,7 +8,7 @@
 //! HEAD checked out). It is taken only if root_dir's HEAD is still that commit, and
 //! only for an attempt with no dependency branches to merge (those may have come
 //! back after the spare was made); otherwise the attempt clones as before. It is a
-//! repository of ours (`isolation`) no worker has been in, so host git may still set
+//! repository of ours (`clone`) no worker has been in, so host git may still set
 //! it up after it is taken. Unused spares are removed when
 //! the orchestrator ends (or by the next one, if it was killed: `leftover`).
 

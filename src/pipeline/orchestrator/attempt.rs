@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use super::child;
 use super::recording;
 use super::task_config::{self, Invariants};
-use crate::fs::atomic as atomic_file;
+use crate::fs::atomic;
 use crate::interrupt::Interrupt;
 use crate::pipeline::Workspace;
 use crate::pipeline::builder::{self, BuildRequest, DependencySummary};
@@ -246,7 +246,7 @@ fn build(
         duration,
         log,
     } = builder::build(&ws.defaults, &request, &var, setup.interrupt, log_dir);
-    let _ = atomic_file::write(&log_dir.join("builder.log"), log.as_bytes());
+    let _ = atomic::write(&log_dir.join("builder.log"), log.as_bytes());
     let draft = match config {
         Ok(draft) => draft,
         Err(_) if setup.interrupt.is_set() => return Err(failed("interrupted".into())),
@@ -303,7 +303,7 @@ fn checked(yaml: &str, cwd: &Path, config_path: &Path) -> Result<crate::task::Ta
         Ok(t) => Redactor::new(&t.secrets()),
         Err(_) => Redactor::default(),
     };
-    if let Err(e) = atomic_file::write(config_path, redactor.redact(yaml).as_bytes()) {
+    if let Err(e) = atomic::write(config_path, redactor.redact(yaml).as_bytes()) {
         return Err(failed(format!(
             "cannot write {}: {e}",
             config_path.display()

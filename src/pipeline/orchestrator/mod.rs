@@ -1,3 +1,14 @@
+//! `agent-runner orchestrate` (SPEC §12): the queue of one workspace, worked.
+//!
+//! `orchestrate` is the loop: `recovery` first (orphaned jobs become failed
+//! attempts), a `presence` marker for the web view, then `claim` (the next job
+//! whose dependencies allow it) and an `attempt` per job on a thread of its own:
+//! where it runs (root_dir, or a clone from `super::clones`), the TaskConfig
+//! (`super::builder`, then `task_config` sets what the orchestrator owns), the
+//! runner as a `child` process, the branch brought back, and `recording` of the
+//! outcome (task file, result, job files). `attempt_files` says where an attempt's
+//! files are, for `task show` and the web view.
+
 pub mod attempt;
 pub mod attempt_files;
 pub mod child;

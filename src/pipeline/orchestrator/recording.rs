@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::fs::atomic as atomic_file;
+use crate::fs::atomic;
 use crate::pipeline::queue::jobs;
 use crate::pipeline::store::task_file::{Attempt, AttemptStatus, Line};
 use crate::pipeline::store::task_store::TaskStore;
@@ -27,7 +27,7 @@ pub fn record(ws: &Workspace, attempt: &Attempt) -> Result<PathBuf, PipelineErro
     let path = ws.results_dir().join(format!("{}.json", attempt.job_id));
     let mut json = serde_json::to_vec_pretty(&result_document(ws, attempt)).unwrap_or_default();
     json.push(b'\n');
-    atomic_file::write(&path, &json).map_err(PipelineError::io("write", &path))?;
+    atomic::write(&path, &json).map_err(PipelineError::io("write", &path))?;
     jobs::finish(ws, &attempt.job_id);
     Ok(path)
 }

@@ -14,7 +14,7 @@
 //!    temp file and renamed over the old one.
 //!
 //! Readers count a stamped line only if its revision is at most `wbs.json`'s and
-//! its edit is not listed as aborted (`commit`). Until step 3 every line of step 2
+//! its edit is not listed as aborted (`store::commits`). Until step 3 every line of step 2
 //! is invisible, so a crash (or a failed write) anywhere before the rename leaves
 //! the old plan, exactly; after it, the whole new plan is there. Such a crash
 //! leaves lines stamped with revision n + 1 behind; the next edit also takes n + 1,
@@ -35,7 +35,7 @@ use std::path::Path;
 use super::super::{PipelineError, Workspace};
 use super::model::PlanState;
 use super::wbs::Wbs;
-use crate::fs::atomic as atomic_file;
+use crate::fs::atomic;
 use crate::fs::jsonl;
 use crate::pipeline::store::commits::Stamp;
 use crate::pipeline::store::task_file::{Deleted, Line, TaskChanges, TaskRecord};
@@ -65,7 +65,7 @@ impl PlanWrites for Files {
     }
 
     fn replace(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
-        atomic_file::write(path, bytes)
+        atomic::write(path, bytes)
     }
 }
 

@@ -7,9 +7,9 @@
 //! An edit goes: `command` (lock, read, ask, write) → `request` (what Meta is
 //! told, chosen by `trim`) → the reply, parsed and shape-checked (`decompose`,
 //! `patch`, with `fields`) → worked out on a copy of the plan and checked against
-//! it (`decompose::plan`, `validate`, on `model` and `wbs`, rings by `cycle`) into
+//! it (`decompose::plan`, `validate`, on `model` and `wbs`, rings by `store::cycle`) into
 //! an `edit` → written all or nothing (`apply`, committed by `wbs.json`'s rename;
-//! which lines count is `commit`). `lock` serializes edits; `chat` is the
+//! which lines count is `store::commits`). `lock` serializes edits; `chat` is the
 //! conversation; `backend` picks who answers; `tree` is the view.
 
 pub mod apply;

@@ -47,7 +47,7 @@ pub enum Rejection {
 /// A snapshot for an edit: the plan, and the edits found not to have committed.
 pub struct Loaded {
     pub state: PlanState,
-    /// Ids of plan edits whose lines are on disk but do not count (`commit`).
+    /// Ids of plan edits whose lines are on disk but do not count (`store::commits`).
     pub uncommitted: BTreeSet<String>,
 }
 

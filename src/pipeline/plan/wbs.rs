@@ -2,7 +2,7 @@
 //! "parent", "children", "task_id"?}}}`. Phases are nodes under the root, tasks are
 //! nodes under their phase (or under another task); a task's node id is its task id,
 //! so operations can name either. The file also holds the plan's commit record
-//! (`revision`, `aborted`: see `commit`), because its rename is what commits an edit.
+//! (`revision`, `aborted`: see `store::commits`), because its rename is what commits an edit.
 //!
 //! Trees read from disk may be anything, so every walk here is iterative (no
 //! recursion a deep or cyclic file could overflow) and `check` proves the shape
@@ -28,7 +28,7 @@ pub struct Wbs {
     /// Plan edits committed so far.
     #[serde(default)]
     pub revision: u64,
-    /// Plan edits that wrote lines but never committed (`commit`).
+    /// Plan edits that wrote lines but never committed (`store::commits`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aborted: Vec<String>,
 }

@@ -50,7 +50,7 @@ pub struct BoardCache {
 struct Cached {
     /// The plan's commit record the views were folded with: a plan edit commits by
     /// replacing `wbs.json`, which changes which lines count without touching the
-    /// task files (`plan::commit`).
+    /// task files (`store::commits`).
     commits: Option<Commits>,
     files: HashMap<String, (Stamp, Option<TaskView>)>,
 }

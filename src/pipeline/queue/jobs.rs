@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::claimant::Claimant;
 use super::status::JobState;
-use crate::fs::atomic as atomic_file;
+use crate::fs::atomic;
 use crate::pipeline::store::id;
 use crate::pipeline::{PipelineError, Workspace};
 use crate::timestamp::Timestamp;
@@ -52,7 +52,7 @@ pub fn enqueue(ws: &Workspace, task_id: &str) -> Result<String, PipelineError> {
     };
     let path = ws.queue_dir().join(format!("{job_id}.json"));
     let json = serde_json::to_vec(&job).unwrap_or_default();
-    atomic_file::write(&path, &json).map_err(PipelineError::io("write", path))?;
+    atomic::write(&path, &json).map_err(PipelineError::io("write", path))?;
     Ok(job_id)
 }
 
@@ -120,7 +120,7 @@ pub fn claim(ws: &Workspace, job_id: &str) -> Result<bool, PipelineError> {
 pub fn write_owner(ws: &Workspace, job_id: &str, owner: &Claimant) -> Result<(), PipelineError> {
     let path = owner_path(ws, job_id);
     let json = serde_json::to_vec(owner).unwrap_or_default();
-    atomic_file::write(&path, &json).map_err(PipelineError::io("write", path))
+    atomic::write(&path, &json).map_err(PipelineError::io("write", path))
 }
 
 /// The owner of a running job, if its file is there and readable.
@@ -159,7 +159,7 @@ pub fn move_to_failed(ws: &Workspace, entry: &Entry, reason: &str) -> Result<boo
         Err(e) => return Err(PipelineError::io("move", &entry.path)(e)),
     }
     let error = ws.failed_dir().join(format!("{job_id}.error.txt"));
-    if let Err(e) = atomic_file::write(&error, text.as_bytes()) {
+    if let Err(e) = atomic::write(&error, text.as_bytes()) {
         log::error!(
             "job {job_id}: moved to {}, but its reason could not be written beside it ({e}): {reason}",
             to.display()

@@ -3,7 +3,7 @@
 //! `deleted`, `attempt`. Lines of other types are skipped, so newer writers can add
 //! some; a line that does not parse is skipped with a warning (a torn last line after
 //! a crash, or a bad write by another program). Lines written by a plan edit carry a
-//! stamp and count only once that edit committed (`plan::commit`).
+//! stamp and count only once that edit committed (`commits`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -162,7 +162,7 @@ impl Line {
         self.to_json_stamped(None)
     }
 
-    /// The line as JSON with a plan edit's stamp (`plan::commit`).
+    /// The line as JSON with a plan edit's stamp (`commits`).
     pub fn to_json_stamped(&self, stamp: Option<&Stamp>) -> Vec<u8> {
         fn typed<T: Serialize>(kind: &'static str, body: &T, stamp: Option<&Stamp>) -> Vec<u8> {
             serde_json::to_vec(&Typed { kind, body, stamp }).unwrap_or_default()

@@ -1,8 +1,8 @@
 //! The TaskStore: one append-only JSON Lines file per task, `tasks/<task-id>.jsonl`
-//! (SPEC §11). The current task is the fold of its lines (`record::fold`); status
-//! comes from the fold plus the IPC directories (`status`). Which plan lines count
-//! comes from the plan's commit record (`plan::commit`), read once per store before
-//! its first task file, so a store sees every plan edit whole or not at all.
+//! (SPEC §11). The current task is the fold of its lines (`task_file::fold`);
+//! status comes from the fold plus the IPC directories (`queue::board`). Which plan
+//! lines count comes from the plan's commit record (`commits`), read once per store
+//! before its first task file, so a store sees every plan edit whole or not at all.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 //! workspace's directory are this user's and mode 0700 whatever the umask, tightened
 //! on every open when an older version left them readable (nothing below them is
 //! reachable then, so the files need no walk); the pipeline's own directories and
-//! files below are created 0700 and 0600 too (`create_dir`, `atomic_file`, `jsonl`).
+//! files below are created 0700 and 0600 too (`create_dir`, `fs::atomic`, `fs::jsonl`).
 //!
 //! In-place attempts let the worker write root_dir, so the metadata may not be in
 //! it (a worker would rewrite `workspace.json`'s defaults, and with them the next
