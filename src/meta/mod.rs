@@ -8,18 +8,18 @@
 pub mod backend;
 pub mod conversation;
 pub mod openai;
-pub mod protocol;
 pub mod reply;
 pub mod scripted;
 
 use std::time::Duration;
 
 use crate::context::TaskContext;
+use crate::runner::protocol;
+pub use crate::runner::protocol::{Assessment, MessageType, NextAction, Plan};
 use crate::secret::Redactor;
 use crate::timestamp::Timestamp;
 pub use backend::{BackendError, ChatBackend, ChatMessage, Completion};
 pub use conversation::MAX_REASKS;
-pub use protocol::{Assessment, MessageType, NextAction, Plan};
 
 /// What the runner asks of Meta. Each call returns its record along with the reply,
 /// so a failed call still shows in the Task Note.

@@ -3,6 +3,8 @@
 //! tests; `mark_complete` is a claim to be checked, not trusted; the test command
 //! gates completion; `max_loops` bounds the iterations.
 
+pub mod protocol;
+
 use crate::context::{Criterion, TaskContext, TaskState};
 use crate::interrupt::Interrupt;
 use crate::meta::{Meta, MetaError, MetaOutcome, NextAction};

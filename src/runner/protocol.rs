@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_yaml::Value;
 
-use super::reply::{Reply, decode};
 use crate::context::{Criterion, TaskContext};
+use crate::meta::reply::{Reply, decode};
 use crate::text::{cut, tail};
 
 /// The three Meta messages.
