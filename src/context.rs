@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::meta::{Assessment, MetaCall};
+use crate::meta::MetaCall;
 use crate::task::Task;
 use crate::timestamp::Timestamp;
 use crate::worker::{Teardown, TestRun, WorkerRun};
@@ -63,6 +63,15 @@ pub struct Criterion {
     pub id: String,
     pub description: String,
     pub passed: bool,
+}
+
+/// What Meta's `completion_assessment` said (`runner::protocol`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assessment {
+    pub summary: String,
+    pub passed_criteria: Vec<String>,
+    pub remaining_risks: Vec<String>,
+    pub all_criteria_satisfied: Option<bool>,
 }
 
 /// One state change.

@@ -521,7 +521,7 @@ mod tests {
             leftovers: None,
             privileges: vec![],
         });
-        ctx.assessment = Some(crate::meta::Assessment {
+        ctx.assessment = Some(crate::context::Assessment {
             summary: "All good\n```\n## 6. Notes / Remaining Risks\n</details>".into(),
             passed_criteria: vec![],
             remaining_risks: vec!["risk\n## 8. more".into()],

@@ -7,9 +7,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agent_runner::context::TaskContext;
+use agent_runner::meta::MetaError;
 use agent_runner::meta::openai::OpenAiChat;
 use agent_runner::meta::scripted::Scripted;
-use agent_runner::meta::{Meta, MetaAgent, MetaError};
+use agent_runner::runner::meta::{Meta, MetaAgent};
 use agent_runner::secret::{Redactor, Secret};
 use agent_runner::task::{self, Host};
 use support::Scratch;

@@ -3,15 +3,18 @@
 //! tests; `mark_complete` is a claim to be checked, not trusted; the test command
 //! gates completion; `max_loops` bounds the iterations.
 
+pub mod meta;
 pub mod protocol;
 
 use crate::context::{Criterion, TaskContext, TaskState};
 use crate::interrupt::Interrupt;
-use crate::meta::{Meta, MetaError, MetaOutcome, NextAction};
+use crate::meta::{MetaError, MetaOutcome};
 use crate::task::TestSpec;
 use crate::timestamp::human;
 use crate::worker::codex::RunOutcome;
 use crate::worker::{Sandbox, SandboxError};
+use meta::Meta;
+use protocol::NextAction;
 
 /// Why a step stopped the task early.
 enum Stop {

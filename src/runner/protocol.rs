@@ -1,11 +1,12 @@
-//! The Meta protocol (SPEC §5.3): the request YAML for each message type, the system
-//! prompt stating the exact reply schema, and reply validation. Lenient about
-//! wrapping (one ``` fence, YAML or JSON), strict about content.
+//! The runner's Meta protocol (SPEC §5.3), over `TaskContext`: the request YAML for
+//! each of its three message types, the system prompt stating the exact reply
+//! schema, and reply validation. Lenient about wrapping (one ``` fence, YAML or
+//! JSON), strict about content.
 
 use serde::{Deserialize, Serialize};
 use serde_yaml::Value;
 
-use crate::context::{Criterion, TaskContext};
+use crate::context::{Assessment, Criterion, TaskContext};
 use crate::meta::reply::{Reply, decode};
 use crate::text::{cut, tail};
 
@@ -322,15 +323,6 @@ pub struct NextAction {
     pub reason: String,
     /// Present (non-empty) for `run_worker`.
     pub prompt: Option<String>,
-}
-
-/// `completion_assessment` reply.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Assessment {
-    pub summary: String,
-    pub passed_criteria: Vec<String>,
-    pub remaining_risks: Vec<String>,
-    pub all_criteria_satisfied: Option<bool>,
 }
 
 #[derive(Deserialize)]

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use quickcheck::{Arbitrary, Gen, quickcheck};
 
+use super::protocol::Plan;
 use super::*;
-use crate::context::Criterion;
+use crate::context::{Assessment, Criterion};
 use crate::interrupt::Interrupt;
-use crate::meta::{Assessment, MetaCall, NextAction, Plan};
+use crate::meta::MetaCall;
 use crate::task::TestSpec;
 use crate::timestamp::Timestamp;
 use crate::worker::codex::Transcript;

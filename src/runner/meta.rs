@@ -1,0 +1,57 @@
+//! What the runner asks of Meta (SPEC §5): the three messages of `protocol`, sent
+//! through the generic exchange (`meta::conversation`) over a chat backend. The
+//! runner is generic over `Meta`, so its tests script the replies.
+
+use super::protocol::{self, MessageType, NextAction, Plan};
+use crate::context::{Assessment, TaskContext};
+use crate::meta::conversation;
+use crate::meta::reply::Reply;
+use crate::meta::{ChatBackend, MetaOutcome};
+use crate::secret::Redactor;
+
+/// What the runner asks of Meta. Each call returns its record along with the reply,
+/// so a failed call still shows in the Task Note.
+pub trait Meta {
+    fn plan_task(&mut self, ctx: &TaskContext) -> MetaOutcome<Plan>;
+    fn next_action(&mut self, ctx: &TaskContext) -> MetaOutcome<NextAction>;
+    fn completion_assessment(&mut self, ctx: &TaskContext) -> MetaOutcome<Assessment>;
+}
+
+/// The runner's Meta protocol over a chat backend.
+pub struct MetaAgent<B> {
+    backend: B,
+    system_prompt: Option<String>,
+    redactor: Redactor,
+}
+
+impl<B: ChatBackend> MetaAgent<B> {
+    /// `system_prompt` replaces the default base text; secrets in `redactor` are
+    /// masked in everything sent and recorded.
+    pub fn new(backend: B, system_prompt: Option<String>, redactor: Redactor) -> Self {
+        MetaAgent {
+            backend,
+            system_prompt,
+            redactor,
+        }
+    }
+
+    fn call<T: Reply>(&mut self, kind: MessageType, ctx: &TaskContext) -> MetaOutcome<T> {
+        let system = protocol::system_prompt(self.system_prompt.as_deref(), kind);
+        let request = protocol::request(kind, ctx);
+        conversation::ask(&mut self.backend, system, &request, &self.redactor)
+    }
+}
+
+impl<B: ChatBackend> Meta for MetaAgent<B> {
+    fn plan_task(&mut self, ctx: &TaskContext) -> MetaOutcome<Plan> {
+        self.call(MessageType::PlanTask, ctx)
+    }
+
+    fn next_action(&mut self, ctx: &TaskContext) -> MetaOutcome<NextAction> {
+        self.call(MessageType::NextAction, ctx)
+    }
+
+    fn completion_assessment(&mut self, ctx: &TaskContext) -> MetaOutcome<Assessment> {
+        self.call(MessageType::CompletionAssessment, ctx)
+    }
+}
