@@ -58,13 +58,7 @@ const CAPABILITIES: &[&str] = &[
 const READY: &str = "agent-runner-ready ";
 /// The keep-alive: creates CODEX_HOME (codex exits 1 without it), links auth.json,
 /// reports its pid, then reads stdin until end-of-file. Its output is drained.
-const KEEPALIVE_SCRIPT: &str = r#"set -e
-home="${CODEX_HOME:-$HOME/.codex}"
-mkdir -p "$home"
-if [ -e /run/agent-runner/auth.json ]; then ln -sf /run/agent-runner/auth.json "$home/auth.json"; fi
-echo "agent-runner-ready $$"
-exec cat >/dev/null
-"#;
+const KEEPALIVE_SCRIPT: &str = include_str!("keepalive.sh");
 
 /// Time allowed for `docker run` to report the keep-alive ready.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
@@ -98,8 +92,7 @@ struct Watchdog(Held);
 /// Waits for a line on stdin; at end-of-file without `done` (agent-runner is gone),
 /// removes the container with the docker CLI at `$2` (the path agent-runner
 /// found, not one the shell would look up).
-const WATCHDOG_SCRIPT: &str =
-    r#"read -r line; [ "$line" = done ] || exec "$2" rm -f "$1" >/dev/null 2>&1"#;
+const WATCHDOG_SCRIPT: &str = include_str!("watchdog.sh");
 
 impl Watchdog {
     fn start(name: &str) -> Result<Watchdog, SandboxError> {
