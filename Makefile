@@ -13,15 +13,21 @@ install: build
 
 # Docker daemon + test worker images (installs and starts dockerd as root on Debian),
 # the real worker image for the real-codex tests (rebuilt only when its recipe changed),
-# and Chromium + chromedriver for the web view's browser tests.
+# Chromium + chromedriver for the web view's browser tests, and shellcheck for lint.
 test-env:
+	bash testdata/setup-shellcheck.sh
 	bash testdata/setup-docker.sh
 	bash testdata/setup-sandbox-image.sh
 	bash testdata/setup-browser.sh
 
+# The shell scripts that run in containers live beside their modules (include_str!).
+SCRIPTS = $(shell find src -name '*.sh')
+
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	@command -v shellcheck >/dev/null || { echo "make lint: shellcheck is missing; \`make test-env\` installs it (Debian: apt-get install shellcheck)" >&2; exit 1; }
+	shellcheck $(SCRIPTS)
 
 # Tests that need root, Chromium or the sandbox image run where those are (all of
 # them under CI=true); the last lines say how many were not run and why.

@@ -1,3 +1,5 @@
+# shellcheck shell=sh
+# The envelope around every exec in the sandbox (src/worker/envelope.rs).
 IFS= read -r nonce || exit 125
 mode=$1 keep=$2
 shift 2

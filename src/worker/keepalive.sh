@@ -1,3 +1,5 @@
+# shellcheck shell=sh
+# The sandbox container's main process (src/worker/container.rs).
 set -e
 home="${CODEX_HOME:-$HOME/.codex}"
 mkdir -p "$home"

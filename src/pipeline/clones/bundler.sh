@@ -1,9 +1,11 @@
+# shellcheck shell=sh
+# The bundler container's main process (src/pipeline/clones/bundler.rs).
 set -u
 export HOME=/tmp GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0
 export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_VALUE_1=/dev/null GIT_CONFIG_KEY_2=core.fsmonitor GIT_CONFIG_VALUE_2=false
 fail() { echo "$*" >&2; exit 1; }
 # A regular file or directory of the clone, not a link the worker put there.
-plain() { [ ! -L "$2" ] && [ "$1" "$2" ] || fail "${2#/clones/} is not a plain ${3:-file}"; }
+plain() { if [ -L "$2" ] || ! test "$1" "$2"; then fail "${2#/clones/} is not a plain ${3:-file}"; fi; }
 is_sha() { case $1 in *[!0-9a-f]*) return 1 ;; esac; [ ${#1} = 40 ] || [ ${#1} = 64 ]; }
 # The commit the clone's HEAD names, read as data.
 head_of() {
@@ -67,6 +69,7 @@ bundle() {
   echo "$commit" > "$GIT_DIR/refs/heads/$branch"
   excluded=
   for have in "$@"; do excluded="$excluded ^$have"; done
+  # shellcheck disable=SC2086 # one ^<commit> argument per have
   git bundle create -q "/out/$job.bundle" "refs/heads/$branch" $excluded
   echo "agent-runner-bundle $job bundled $commit"
 }
@@ -79,7 +82,10 @@ export GIT_DIR="$g/.git" GIT_INDEX_FILE="$g/index" GIT_AUTHOR_NAME=agent-runner 
 echo agent-runner-bundler-ready
 while read -r job task branch haves; do
   [ -n "$job" ] || continue
-  ( set -e; export GIT_WORK_TREE=/clones/$job; bundle "$job" "$task" "$branch" $haves ) </dev/null 2>/tmp/agent-runner-bundle.err
+  # shellcheck disable=SC2086 # one argument per have
+  ( set -e; export GIT_WORK_TREE="/clones/$job"; bundle "$job" "$task" "$branch" $haves ) </dev/null 2>/tmp/agent-runner-bundle.err
+  # Not `if ! ( ... )`: set -e does nothing in an if's condition.
+  # shellcheck disable=SC2181
   if [ $? != 0 ]; then
     echo "agent-runner-bundle $job failed $(tail -c 600 /tmp/agent-runner-bundle.err | tr '\n\r\t' '   ')"
   fi
