@@ -144,7 +144,7 @@ fn summary(outcome: &Outcome) -> String {
                 let deps = state
                     .tasks
                     .get(task_id)
-                    .and_then(|t| t.record.depends_on.as_ref())
+                    .and_then(|t| t.record.plan.depends_on.as_ref())
                     .filter(|d| !d.is_empty())
                     .map_or(String::new(), |d| format!(", after {}", e(&d.join(", "))));
                 format!(

@@ -204,7 +204,7 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
     for line in prompt {
         out.push_str(&format!("               {}\n", e(line)));
     }
-    if let Some(deps) = r.depends_on.as_ref().filter(|d| !d.is_empty()) {
+    if let Some(deps) = r.plan.depends_on.as_ref().filter(|d| !d.is_empty()) {
         out.push_str(&format!("  depends on:  {}\n", e(&deps.join(", "))));
     }
     if let Some(d) = &task.deleted {

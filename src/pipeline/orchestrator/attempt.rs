@@ -257,7 +257,7 @@ fn build(
         title: &task.title,
         raw_prompt: &task.raw_prompt,
         root_dir: run_dir,
-        acceptance_criteria: task.acceptance_criteria.as_deref().unwrap_or_default(),
+        acceptance_criteria: task.plan.acceptance_criteria.as_deref().unwrap_or_default(),
     };
     let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
         .map_err(|e| failed(format!("the Task Builder's TaskConfig is unusable: {e}")))?;
@@ -474,6 +474,7 @@ fn stderr_tail(path: &Path) -> String {
 fn dependency_branches(ws: &Workspace, task: &TaskView) -> Vec<String> {
     let store = TaskStore::new(ws);
     task.record
+        .plan
         .depends_on
         .iter()
         .flatten()
@@ -491,6 +492,7 @@ fn dependency_branches(ws: &Workspace, task: &TaskView) -> Vec<String> {
 fn dependency_summaries(ws: &Workspace, task: &TaskView) -> Vec<DependencySummary> {
     let store = TaskStore::new(ws);
     task.record
+        .plan
         .depends_on
         .iter()
         .flatten()

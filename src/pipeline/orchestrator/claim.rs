@@ -201,7 +201,7 @@ fn on_cycles<'a>(tasks: &HashMap<&'a str, &'a TaskView>) -> HashSet<&'a str> {
     let graph: HashMap<&str, Vec<&str>> = tasks
         .iter()
         .map(|(id, t)| {
-            let deps = t.record.depends_on.as_deref().unwrap_or_default();
+            let deps = t.record.plan.depends_on.as_deref().unwrap_or_default();
             (*id, deps.iter().map(String::as_str).collect())
         })
         .collect();
@@ -213,7 +213,7 @@ fn ring(tasks: &HashMap<&str, &TaskView>, task: &TaskView) -> Option<Vec<String>
     cycle::cycle_through(&task.record.id, |id| {
         tasks
             .get(id)
-            .and_then(|t| t.record.depends_on.clone())
+            .and_then(|t| t.record.plan.depends_on.clone())
             .unwrap_or_default()
     })
 }

@@ -38,6 +38,7 @@ use super::wbs::Wbs;
 use crate::fs::atomic;
 use crate::fs::jsonl;
 use crate::pipeline::store::commits::Stamp;
+use crate::pipeline::store::plan_fields::PlanFields;
 use crate::pipeline::store::task_file::{Deleted, Line, TaskChanges, TaskRecord};
 use crate::pipeline::store::task_store::TaskStore;
 use crate::timestamp::Timestamp;
@@ -125,20 +126,10 @@ fn difference(old: &TaskRecord, new: &TaskRecord) -> TaskChanges {
     fn diff<T: PartialEq + Clone>(old: &T, new: &T) -> Option<T> {
         (old != new).then(|| new.clone())
     }
-    fn diff_opt<T: PartialEq + Clone>(old: &Option<T>, new: &Option<T>) -> Option<T> {
-        if old != new { new.clone() } else { None }
-    }
     TaskChanges {
         title: diff(&old.title, &new.title),
         raw_prompt: diff(&old.raw_prompt, &new.raw_prompt),
-        description: diff_opt(&old.description, &new.description),
-        acceptance_criteria: diff_opt(&old.acceptance_criteria, &new.acceptance_criteria),
-        depends_on: diff_opt(&old.depends_on, &new.depends_on),
-        phase: diff_opt(&old.phase, &new.phase),
-        milestone: diff_opt(&old.milestone, &new.milestone),
-        wbs_level: diff_opt(&old.wbs_level, &new.wbs_level),
-        estimated_effort: diff_opt(&old.estimated_effort, &new.estimated_effort),
-        suggested_impl: diff_opt(&old.suggested_impl, &new.suggested_impl),
+        plan: PlanFields::changes(&old.plan, &new.plan),
     }
 }
 

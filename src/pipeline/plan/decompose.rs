@@ -13,6 +13,7 @@ use super::edit::{Edit, Step, prompt_of};
 use super::fields::{Fields, conflicts};
 use super::model::{PlanState, Rejection};
 use crate::meta::reply::Reply;
+use crate::pipeline::store::plan_fields::PlanFields;
 use crate::pipeline::store::task_file::TaskRecord;
 use crate::pipeline::store::{cycle, new_task};
 use crate::text::one_line;
@@ -42,15 +43,27 @@ pub struct DecomposedTask {
     /// The temporary id.
     pub id: String,
     pub title: String,
-    pub description: String,
-    pub acceptance_criteria: Vec<String>,
-    /// Temporary ids of this reply, or ids of existing tasks.
-    pub dependencies: Vec<String>,
-    pub wbs_level: u32,
-    pub estimated_effort: String,
-    pub suggested_impl: Option<Value>,
+    /// Its plan fields as the reply gave them, `REQUIRED` ones present;
+    /// `depends_on` names temporary ids of this reply, or ids of existing tasks.
+    pub plan: PlanFields,
     /// Where it is in the reply (`phases[0].tasks[1]`), for messages.
     pub path: String,
+}
+
+/// The plan fields every task of a `decompose` reply must give (its phase and
+/// milestone are its phase's).
+const REQUIRED: [&str; 4] = [
+    "description",
+    "acceptance_criteria",
+    "wbs_level",
+    "estimated_effort",
+];
+
+impl DecomposedTask {
+    /// The tasks it depends on.
+    pub fn dependencies(&self) -> &[String] {
+        self.plan.depends_on.as_deref().unwrap_or_default()
+    }
 }
 
 impl Reply for Decomposition {
@@ -109,11 +122,12 @@ impl Reply for Decomposition {
 }
 
 fn task(f: &Fields) -> Result<DecomposedTask, String> {
-    let missing = |key: &str| format!("{}: missing", f.at(key));
-    let criteria = f
-        .criteria("acceptance_criteria")?
-        .ok_or_else(|| missing("acceptance_criteria"))?;
-    if criteria.is_empty() {
+    let plan = f.plan_fields()?;
+    let given = plan.given();
+    if let Some(key) = REQUIRED.iter().find(|key| !given.contains(key)) {
+        return Err(format!("{}: missing", f.at(key)));
+    }
+    if plan.acceptance_criteria.as_ref().is_some_and(Vec::is_empty) {
         return Err(format!(
             "{}: empty; give at least one",
             f.at("acceptance_criteria")
@@ -122,16 +136,7 @@ fn task(f: &Fields) -> Result<DecomposedTask, String> {
     Ok(DecomposedTask {
         id: f.required_text("id")?,
         title: new_task::title(&f.required_text("title")?, &f.at("title"))?,
-        description: f
-            .text("description")?
-            .ok_or_else(|| missing("description"))?,
-        acceptance_criteria: criteria,
-        dependencies: f.texts("dependencies")?.unwrap_or_default(),
-        wbs_level: f.count("wbs_level")?.ok_or_else(|| missing("wbs_level"))?,
-        estimated_effort: f
-            .effort("estimated_effort")?
-            .ok_or_else(|| missing("estimated_effort"))?,
-        suggested_impl: f.mapping_json("suggested_impl")?,
+        plan,
         path: f.path.clone(),
     })
 }
@@ -155,7 +160,7 @@ pub fn plan(reply: &Decomposition, base: &PlanState, now: &str) -> Result<Edit, 
     }
     let mut ring: HashMap<&str, Vec<&str>> = HashMap::new();
     for task in &tasks {
-        for (n, dep) in task.dependencies.iter().enumerate() {
+        for (n, dep) in task.dependencies().iter().enumerate() {
             if dep == &task.id {
                 return Err(invalid(format!(
                     "{}.dependencies[{n}]: the task depends on itself",
@@ -171,7 +176,7 @@ pub fn plan(reply: &Decomposition, base: &PlanState, now: &str) -> Result<Edit, 
                 }
             }
         }
-        let deps = task.dependencies.iter().map(String::as_str);
+        let deps = task.dependencies().iter().map(String::as_str);
         ring.insert(&task.id, deps.filter(|d| real.contains_key(d)).collect());
     }
     if let Some(cycle) = cycle::find_cycle(&ring) {
@@ -186,7 +191,7 @@ pub fn plan(reply: &Decomposition, base: &PlanState, now: &str) -> Result<Edit, 
         for task in &phase.tasks {
             let id = real[task.id.as_str()].clone();
             let depends_on = task
-                .dependencies
+                .dependencies()
                 .iter()
                 .map(|d| real.get(d.as_str()).cloned().unwrap_or_else(|| d.clone()))
                 .collect();
@@ -194,16 +199,14 @@ pub fn plan(reply: &Decomposition, base: &PlanState, now: &str) -> Result<Edit, 
                 id: id.clone(),
                 workspace_id: base.workspace_id.clone(),
                 title: task.title.clone(),
-                raw_prompt: prompt_of(&task.title, Some(&task.description)),
+                raw_prompt: prompt_of(&task.title, task.plan.description.as_deref()),
                 created_at: now.to_string(),
-                description: Some(task.description.clone()),
-                acceptance_criteria: Some(task.acceptance_criteria.clone()),
-                depends_on: Some(depends_on),
-                phase: Some(phase.name.clone()),
-                milestone: Some(phase.milestone.clone()),
-                wbs_level: Some(task.wbs_level),
-                estimated_effort: Some(task.estimated_effort.clone()),
-                suggested_impl: task.suggested_impl.clone(),
+                plan: PlanFields {
+                    depends_on: Some(depends_on),
+                    phase: Some(phase.name.clone()),
+                    milestone: Some(phase.milestone.clone()),
+                    ..task.plan.clone()
+                },
             };
             let end = state.wbs.children(&node).len();
             state.add_task(record, &node, end);
@@ -299,21 +302,21 @@ potential_conflicts:
         assert!(ids.iter().all(|id| id.starts_with("t-") && id.len() == 10));
         let second = &edit.state.tasks[ids[1]].record;
         assert_eq!(
-            second.depends_on,
+            second.plan.depends_on,
             Some(vec![ids[0].to_string(), "a".to_string()])
         );
         assert_eq!(second.raw_prompt, "Component implementation\n\nBuild it.");
-        assert_eq!(second.estimated_effort.as_deref(), Some("medium"));
-        assert_eq!(second.milestone.as_deref(), Some("impl"));
-        assert_eq!(second.phase.as_deref(), Some("P"));
-        assert_eq!(second.wbs_level, Some(3));
+        assert_eq!(second.plan.estimated_effort.as_deref(), Some("medium"));
+        assert_eq!(second.plan.milestone.as_deref(), Some("impl"));
+        assert_eq!(second.plan.phase.as_deref(), Some("P"));
+        assert_eq!(second.plan.wbs_level, Some(3));
         assert_eq!(
-            second.acceptance_criteria,
+            second.plan.acceptance_criteria,
             Some(vec!["It renders".into(), "It is tested".into()])
         );
         let first = &edit.state.tasks[ids[0]].record;
         assert_eq!(
-            first.suggested_impl,
+            first.plan.suggested_impl,
             Some(serde_json::json!({"language": "typescript", "file_paths": ["src/Card.svelte"]}))
         );
         // "Design" is a new phase after the existing "P", which gets the second task.

@@ -5,7 +5,9 @@
 
 use serde_yaml::{Mapping, Sequence, Value};
 
+use crate::pipeline::store::plan_fields::{PlanFields, plan_fields_table};
 use crate::task::MAX_ACCEPTANCE_CRITERIA;
+use crate::text::one_line;
 
 /// Values of `estimated_effort` (meta-protocol.md §9.4).
 pub const EFFORTS: [&str; 3] = ["small", "medium", "large"];
@@ -161,7 +163,27 @@ impl<'a> Fields<'a> {
             ))
         }
     }
+
+    /// `phase_name`: a name, on one line.
+    pub fn phase_name(&self, key: &str) -> Result<Option<String>, String> {
+        Ok(self.nonblank_text(key)?.map(|p| one_line(&p)))
+    }
 }
+
+/// `Fields::plan_fields`, one reader call per row of the plan fields' table.
+macro_rules! read_plan_fields {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty, $reader:ident, $key:literal, $in_requests:literal;)*) => {
+        impl Fields<'_> {
+            /// A task's plan fields as a reply gives them, each read by its reader.
+            pub fn plan_fields(&self) -> Result<PlanFields, String> {
+                Ok(PlanFields {
+                    $($name: self.$reader($key)?,)*
+                })
+            }
+        }
+    };
+}
+plan_fields_table!(read_plan_fields);
 
 /// A scalar as text: strings as they are, numbers and booleans as written.
 fn scalar_text(value: &Value) -> Option<String> {

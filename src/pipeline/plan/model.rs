@@ -218,7 +218,7 @@ impl PlanState {
             }
         }
         for task in self.tasks.values_mut().filter(|t| !t.deleted) {
-            if let Some(deps) = &mut task.record.depends_on {
+            if let Some(deps) = &mut task.record.plan.depends_on {
                 deps.retain(|d| !doomed.contains(d));
             }
         }
@@ -232,7 +232,13 @@ impl PlanState {
             .iter()
             .filter(|(_, t)| !t.deleted)
             .map(|(id, t)| {
-                let deps = t.record.depends_on.iter().flatten().map(String::as_str);
+                let deps = t
+                    .record
+                    .plan
+                    .depends_on
+                    .iter()
+                    .flatten()
+                    .map(String::as_str);
                 (id.as_str(), deps.collect())
             })
             .collect();
@@ -257,7 +263,7 @@ pub(crate) mod tests {
         for (n, (id, deps)) in tasks.iter().enumerate() {
             let mut r = record(id);
             r.title = format!("Task {id}");
-            r.depends_on = Some(deps.iter().map(|d| d.to_string()).collect());
+            r.plan.depends_on = Some(deps.iter().map(|d| d.to_string()).collect());
             if n < in_tree {
                 state.add_task(r, &phase, n);
             } else {
@@ -287,8 +293,11 @@ pub(crate) mod tests {
         let mut spliced = s.clone();
         assert_eq!(spliced.delete("a", false), Ok(vec!["a".to_string()]));
         assert_eq!(spliced.wbs.children(&phase), ["b", "c"]);
-        assert_eq!(spliced.tasks["c"].record.depends_on, Some(vec!["b".into()]));
-        assert_eq!(spliced.tasks["b"].record.depends_on, Some(vec![]));
+        assert_eq!(
+            spliced.tasks["c"].record.plan.depends_on,
+            Some(vec!["b".into()])
+        );
+        assert_eq!(spliced.tasks["b"].record.plan.depends_on, Some(vec![]));
         assert!(spliced.tasks["a"].deleted);
         spliced.wbs.check().unwrap();
         let mut cascaded = s.clone();

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::fields::{Fields, conflicts};
 use crate::meta::reply::Reply;
 use crate::pipeline::store::new_task;
-use crate::text::one_line;
+use crate::pipeline::store::plan_fields::PlanFields;
 
 /// Most operations one reply may hold.
 pub const MAX_OPERATIONS: usize = 500;
@@ -59,39 +59,21 @@ impl Operation {
 }
 
 /// The task fields of `create` and `update`; absent means unchanged (update).
+/// `plan.depends_on` names task ids or temp ids.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TaskFields {
     pub title: Option<String>,
-    pub description: Option<String>,
-    /// Replaces the criteria whole.
-    pub acceptance_criteria: Option<Vec<String>>,
-    /// Replaces the dependencies whole (`[]` clears them); task ids or temp ids.
-    pub dependencies: Option<Vec<String>>,
-    pub phase_name: Option<String>,
-    pub milestone: Option<String>,
-    pub wbs_level: Option<u32>,
-    pub estimated_effort: Option<String>,
-    pub suggested_impl: Option<Value>,
+    pub plan: PlanFields,
 }
 
 impl TaskFields {
     /// The names of the fields given.
     pub fn given(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
-        let mut note = |present: bool, name| {
-            if present {
-                out.push(name);
-            }
-        };
-        note(self.title.is_some(), "title");
-        note(self.description.is_some(), "description");
-        note(self.acceptance_criteria.is_some(), "acceptance_criteria");
-        note(self.dependencies.is_some(), "dependencies");
-        note(self.phase_name.is_some(), "phase_name");
-        note(self.milestone.is_some(), "milestone");
-        note(self.wbs_level.is_some(), "wbs_level");
-        note(self.estimated_effort.is_some(), "estimated_effort");
-        note(self.suggested_impl.is_some(), "suggested_impl");
+        if self.title.is_some() {
+            out.push("title");
+        }
+        out.extend(self.plan.given());
         out
     }
 }
@@ -104,26 +86,30 @@ pub enum Position {
     After(String),
 }
 
-/// The fields of the seed's operation table, and the operations each belongs to.
-/// A field of another operation is an error (an `update` with `parent_id` meant a
-/// move); keys outside the table (a `reason`) are ignored.
-const FIELDS: [(&str, &[&str]); 15] = [
+/// The fields of the seed's operation table other than the plan fields (which
+/// belong to create and update), and the operations each belongs to. A field of
+/// another operation is an error (an `update` with `parent_id` meant a move); keys
+/// outside the table (a `reason`) are ignored.
+const FIELDS: [(&str, &[&str]); 7] = [
     ("op", &["create", "update", "move", "delete"]),
     ("temp_id", &["create"]),
     ("task_id", &["update", "move", "delete"]),
     ("title", &["create", "update"]),
-    ("description", &["create", "update"]),
-    ("acceptance_criteria", &["create", "update"]),
-    ("dependencies", &["create", "update"]),
-    ("phase_name", &["create", "update"]),
-    ("milestone", &["create", "update"]),
-    ("wbs_level", &["create", "update"]),
-    ("estimated_effort", &["create", "update"]),
-    ("suggested_impl", &["create", "update"]),
     ("parent_id", &["create", "move"]),
     ("position", &["create", "move"]),
     ("cascade", &["delete"]),
 ];
+
+/// The operations a field belongs to, if it is one of the table's.
+fn operations_of(key: &str) -> Option<&'static [&'static str]> {
+    if PlanFields::REPLY_KEYS.contains(&key) {
+        return Some(&["create", "update"]);
+    }
+    FIELDS
+        .iter()
+        .find(|(name, _)| *name == key)
+        .map(|(_, ops)| *ops)
+}
 
 impl Reply for PlanPatch {
     const KIND: &'static str = "plan_patch";
@@ -168,7 +154,7 @@ fn operation(f: &Fields) -> Result<Operation, String> {
         ));
     }
     for key in f.keys() {
-        if let Some((_, ops)) = FIELDS.iter().find(|(name, _)| *name == key) {
+        if let Some(ops) = operations_of(key) {
             if !ops.contains(&op.as_str()) && f.get(key).is_some() {
                 return Err(format!(
                     "{}: not a field of {op} (it belongs to {})",
@@ -235,14 +221,7 @@ fn task_fields(f: &Fields) -> Result<TaskFields, String> {
             .nonblank_text("title")?
             .map(|t| new_task::title(&t, &f.at("title")))
             .transpose()?,
-        description: f.text("description")?,
-        acceptance_criteria: f.criteria("acceptance_criteria")?,
-        dependencies: f.texts("dependencies")?,
-        phase_name: f.nonblank_text("phase_name")?.map(|p| one_line(&p)),
-        milestone: f.text("milestone")?,
-        wbs_level: f.count("wbs_level")?,
-        estimated_effort: f.effort("estimated_effort")?,
-        suggested_impl: f.mapping_json("suggested_impl")?,
+        plan: f.plan_fields()?,
     })
 }
 
@@ -317,8 +296,8 @@ mod tests {
             panic!()
         };
         assert_eq!(temp_id, "temp-001");
-        assert_eq!(fields.dependencies, Some(vec![]));
-        assert_eq!(fields.wbs_level, Some(2));
+        assert_eq!(fields.plan.depends_on, Some(vec![]));
+        assert_eq!(fields.plan.wbs_level, Some(2));
         assert_eq!(parent_id.as_deref(), Some("node-root"));
         assert_eq!(position, &Some(Position::After("existing-task-id".into())));
         assert_eq!(

@@ -17,6 +17,7 @@ use super::model::PlanState;
 use super::patch::{Operation, PlanPatch, Position, TaskFields};
 use super::validate;
 use crate::pipeline::Workspace;
+use crate::pipeline::store::plan_fields::PlanFields;
 use crate::pipeline::store::task_file::TaskRecord;
 use crate::pipeline::store::task_store::TaskStore;
 
@@ -146,10 +147,12 @@ fn operation(
             temp_id: format!("n{n}"),
             fields: TaskFields {
                 title: Some(format!("Task {n}")),
-                dependencies: Some(some(c, &tasks)),
-                phase_name: ["A", "B", "C"].get(c.below(4)).map(|p| p.to_string()),
-                acceptance_criteria: Some(vec![format!("criterion {n}")]),
-                ..TaskFields::default()
+                plan: PlanFields {
+                    depends_on: Some(some(c, &tasks)),
+                    phase: ["A", "B", "C"].get(c.below(4)).map(|p| p.to_string()),
+                    acceptance_criteria: Some(vec![format!("criterion {n}")]),
+                    ..PlanFields::default()
+                },
             },
             parent_id: if c.below(3) == 0 {
                 c.pick(&nodes).cloned()
@@ -162,8 +165,10 @@ fn operation(
             task_id: task(c),
             fields: TaskFields {
                 title: (c.below(2) == 0).then(|| format!("Renamed {n}")),
-                dependencies: Some(some(c, &tasks)),
-                ..TaskFields::default()
+                plan: PlanFields {
+                    depends_on: Some(some(c, &tasks)),
+                    ..PlanFields::default()
+                },
             },
         },
         3 => Operation::Move {
@@ -229,7 +234,7 @@ fn check_invariants(state: &PlanState, planned: &BTreeSet<String>) -> Result<(),
         }
     }
     for (id, task) in state.tasks.iter().filter(|(_, t)| !t.deleted) {
-        for dep in task.record.depends_on.iter().flatten() {
+        for dep in task.record.plan.depends_on.iter().flatten() {
             if state.live(dep).is_none() {
                 return Err(format!(
                     "{id} depends on {dep}, which is deleted or unknown"

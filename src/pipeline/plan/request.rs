@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::chat::ChatMessage;
 use super::model::{PlanState, PlannedTask};
 use super::trim::{self, cut_text};
+use crate::pipeline::store::plan_fields::PlanFields;
 use crate::text::cut;
 
 /// Largest first HTTP request body of a plan exchange (system prompt, request,
@@ -30,14 +31,9 @@ pub struct TaskSummary {
     pub id: String,
     pub title: String,
     pub status: &'static str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub milestone: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wbs_level: Option<u32>,
+    /// The plan fields requests show (`PlanFields::for_requests`).
+    #[serde(flatten)]
+    pub plan: PlanFields,
     /// Its node's parent in the tree (absent: not in the tree).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<String>,
@@ -191,15 +187,16 @@ fn conversation(history: &[ChatMessage]) -> Vec<Said> {
 
 fn summary(state: &PlanState, task: &PlannedTask) -> TaskSummary {
     let r = &task.record;
-    let name = |s: &Option<String>| s.as_deref().map(|s| cut_text(s, MAX_NAME_CHARS));
+    let mut plan = r.plan.for_requests();
+    for name in [&mut plan.phase, &mut plan.milestone] {
+        *name = name.as_deref().map(|s| cut_text(s, MAX_NAME_CHARS));
+    }
+    plan.depends_on = plan.depends_on.filter(|d| !d.is_empty());
     TaskSummary {
         id: r.id.clone(),
         title: cut_text(&r.title, MAX_TITLE_CHARS),
         status: task.status.as_str(),
-        depends_on: r.depends_on.clone().unwrap_or_default(),
-        phase: name(&r.phase),
-        milestone: name(&r.milestone),
-        wbs_level: r.wbs_level,
+        plan,
         parent_id: state.wbs.place_of(&r.id).map(|(parent, _)| parent),
     }
 }

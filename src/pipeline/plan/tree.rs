@@ -89,9 +89,9 @@ fn task_row(task: &super::model::PlannedTask, depth: usize) -> Row {
         parent: None,
         title: r.title.clone(),
         status: Some(task.status.as_str()),
-        depends_on: r.depends_on.clone().unwrap_or_default(),
-        milestone: r.milestone.clone(),
-        estimated_effort: r.estimated_effort.clone(),
+        depends_on: r.plan.depends_on.clone().unwrap_or_default(),
+        milestone: r.plan.milestone.clone(),
+        estimated_effort: r.plan.estimated_effort.clone(),
         job: task.job.clone(),
     }
 }
@@ -182,7 +182,7 @@ mod tests {
         s.wbs.detach("c");
         s.wbs.attach("c", "a", 0);
         s.tasks.get_mut("b").unwrap().status = TaskStatus::Blocked;
-        s.tasks.get_mut("a").unwrap().record.milestone = Some("m1".into());
+        s.tasks.get_mut("a").unwrap().record.plan.milestone = Some("m1".into());
         s.tasks.get_mut("u").unwrap().record.title = "outside\x1b[31m".into();
         let text = text(&s);
         assert_eq!(

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use super::edit::{Edit, Step, prompt_of};
 use super::model::{PlanState, Rejection};
 use super::patch::{Operation, PlanPatch, Position, TaskFields};
+use crate::pipeline::store::plan_fields::PlanFields;
 use crate::pipeline::store::task_file::{TaskChanges, TaskRecord};
 
 /// The plan after `patch`, checked against `base`; `now` is the new tasks'
@@ -125,7 +126,7 @@ fn apply(
             let id = resolve(temp_id);
             let depends_on = dependencies(state, fields, &id, temp)?.unwrap_or_default();
             let anchored = matches!(position, Some(Position::Before(_) | Position::After(_)));
-            let default = match (parent_id, &fields.phase_name) {
+            let default = match (parent_id, &fields.plan.phase) {
                 (Some(_), _) => None,
                 _ if anchored => None,
                 (None, Some(phase)) => Some(state.ensure_phase(phase)),
@@ -144,17 +145,13 @@ fn apply(
             let record = TaskRecord {
                 id: id.clone(),
                 workspace_id: state.workspace_id.clone(),
-                raw_prompt: prompt_of(&title, fields.description.as_deref()),
+                raw_prompt: prompt_of(&title, fields.plan.description.as_deref()),
                 title: title.clone(),
                 created_at: now.to_string(),
-                description: fields.description.clone(),
-                acceptance_criteria: fields.acceptance_criteria.clone(),
-                depends_on: Some(depends_on),
-                phase: fields.phase_name.clone(),
-                milestone: fields.milestone.clone(),
-                wbs_level: fields.wbs_level,
-                estimated_effort: fields.estimated_effort.clone(),
-                suggested_impl: fields.suggested_impl.clone(),
+                plan: PlanFields {
+                    depends_on: Some(depends_on),
+                    ..fields.plan.clone()
+                },
             };
             state.add_task(record, &parent, index);
             Ok(Step::Create {
@@ -172,11 +169,15 @@ fn apply(
             };
             let depends_on = dependencies(state, fields, &id, temp)?;
             let title = fields.title.clone().unwrap_or(task.title.clone());
-            let description = fields.description.clone().or(task.description.clone());
+            let description = fields
+                .plan
+                .description
+                .clone()
+                .or(task.plan.description.clone());
             // A planned task's prompt is made of its title and description; it
             // follows them. A prompt the user wrote stays.
             let raw_prompt = (task.raw_prompt
-                == prompt_of(&task.title, task.description.as_deref()))
+                == prompt_of(&task.title, task.plan.description.as_deref()))
             .then(|| prompt_of(&title, description.as_deref()))
             .filter(|p| *p != task.raw_prompt);
             state.change(
@@ -184,14 +185,10 @@ fn apply(
                 TaskChanges {
                     title: fields.title.clone(),
                     raw_prompt,
-                    description: fields.description.clone(),
-                    acceptance_criteria: fields.acceptance_criteria.clone(),
-                    depends_on,
-                    phase: fields.phase_name.clone(),
-                    milestone: fields.milestone.clone(),
-                    wbs_level: fields.wbs_level,
-                    estimated_effort: fields.estimated_effort.clone(),
-                    suggested_impl: fields.suggested_impl.clone(),
+                    plan: PlanFields {
+                        depends_on,
+                        ..fields.plan.clone()
+                    },
                 },
             );
             Ok(Step::Update {
@@ -250,7 +247,7 @@ fn dependencies(
     id: &str,
     temp: &HashMap<String, String>,
 ) -> Result<Option<Vec<String>>, Rejection> {
-    let Some(deps) = &fields.dependencies else {
+    let Some(deps) = &fields.plan.depends_on else {
         return Ok(None);
     };
     let mut out: Vec<String> = Vec::with_capacity(deps.len());
@@ -443,8 +440,12 @@ mod tests {
         assert_eq!(wbs.children(&p), [id(2), "a".into(), "d".into(), id(1)]);
         assert_eq!(wbs.children(&id(2)), [id(4)]);
         let n1 = &edit.state.tasks[&id(0)].record;
-        assert_eq!(n1.depends_on, Some(vec![id(1)]), "a later temp_id resolves");
-        assert_eq!(n1.phase.as_deref(), Some("Later"));
+        assert_eq!(
+            n1.plan.depends_on,
+            Some(vec![id(1)]),
+            "a later temp_id resolves"
+        );
+        assert_eq!(n1.plan.phase.as_deref(), Some("Later"));
         assert_eq!(
             edit.state.tasks[&id(5)].record.raw_prompt,
             "Root, last\n\nwhy"
@@ -515,9 +516,9 @@ mod tests {
         let mut s = base();
         {
             let b = &mut s.tasks.get_mut("b").unwrap().record;
-            b.description = Some("old".into());
+            b.plan.description = Some("old".into());
             b.raw_prompt = prompt_of(&b.title, Some("old"));
-            b.acceptance_criteria = Some(vec!["one".into(), "two".into()]);
+            b.plan.acceptance_criteria = Some(vec!["one".into(), "two".into()]);
         }
         let edit = patch(
             &s,
@@ -531,21 +532,21 @@ mod tests {
         let t = |id: &str| &edit.state.tasks[id].record;
         assert_eq!(t("b").title, "Renamed");
         assert_eq!(edit.state.wbs.nodes["b"].title, "Renamed");
-        assert_eq!(t("b").acceptance_criteria, Some(vec!["three".into()]));
-        assert_eq!(t("b").depends_on, Some(vec!["c".into(), "u".into()]));
-        assert_eq!(t("b").description.as_deref(), Some("old"));
+        assert_eq!(t("b").plan.acceptance_criteria, Some(vec!["three".into()]));
+        assert_eq!(t("b").plan.depends_on, Some(vec!["c".into(), "u".into()]));
+        assert_eq!(t("b").plan.description.as_deref(), Some("old"));
         assert_eq!(
             t("b").raw_prompt,
             "Renamed\n\nold",
             "a planned prompt follows"
         );
-        assert_eq!(t("d").depends_on, Some(vec![]));
+        assert_eq!(t("d").plan.depends_on, Some(vec![]));
         assert_eq!(
             t("u").raw_prompt,
             "TODO アプリを作成して",
             "the user's prompt stays"
         );
-        assert_eq!(t("u").wbs_level, Some(1));
+        assert_eq!(t("u").plan.wbs_level, Some(1));
         assert_eq!(
             edit.steps[0],
             Step::Update {
@@ -685,11 +686,11 @@ mod tests {
         let p = phase(&s);
         let edit = patch(&s, r#"[{"op": "delete", "task_id": "a"}]"#).unwrap();
         assert_eq!(edit.state.wbs.children(&p), ["b", "c", "d"]);
-        assert_eq!(edit.state.tasks["b"].record.depends_on, Some(vec![]));
+        assert_eq!(edit.state.tasks["b"].record.plan.depends_on, Some(vec![]));
         assert!(edit.state.tasks["a"].deleted);
         let edit = patch(&s, r#"[{"op": "delete", "task_id": "a", "cascade": true}]"#).unwrap();
         assert_eq!(edit.state.wbs.children(&p), ["d"]);
-        assert_eq!(edit.state.tasks["d"].record.depends_on, Some(vec![]));
+        assert_eq!(edit.state.tasks["d"].record.plan.depends_on, Some(vec![]));
         assert_eq!(
             edit.steps,
             [Step::Delete {

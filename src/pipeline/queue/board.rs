@@ -35,7 +35,7 @@ impl Board {
     /// The board needed for the status of `task` alone: whether a queued task is
     /// BLOCKED depends on its dependencies' statuses, so only then is every task read.
     pub fn around(ws: &Workspace, task: &TaskView) -> Result<Board, PipelineError> {
-        match &task.record.depends_on {
+        match &task.record.plan.depends_on {
             Some(deps) if !deps.is_empty() => Board::load(ws),
             _ => Ok(Board::of(vec![task.clone()], jobs::job_states(ws))),
         }
@@ -84,7 +84,7 @@ impl Board {
 }
 
 fn readiness(task: &TaskView, statuses: &HashMap<String, TaskStatus>) -> Readiness {
-    let deps = task.record.depends_on.as_deref().unwrap_or_default();
+    let deps = task.record.plan.depends_on.as_deref().unwrap_or_default();
     status::readiness(deps, |dep| statuses.get(dep).copied())
 }
 
@@ -108,7 +108,7 @@ mod tests {
             attempts: vec![],
             attempt_count: 0,
         };
-        task.record.depends_on = Some(vec!["dep".into()]);
+        task.record.plan.depends_on = Some(vec!["dep".into()]);
         let jobs: HashMap<String, (JobState, String)> =
             [("t".to_string(), (JobState::Queued, "j".to_string()))].into();
         let board = Board::of(vec![dep.clone(), task.clone()], jobs.clone());

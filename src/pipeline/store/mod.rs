@@ -12,6 +12,7 @@ pub mod cycle;
 pub mod defaults;
 pub mod id;
 pub mod new_task;
+pub mod plan_fields;
 pub mod task_file;
 pub mod task_store;
 pub mod workspace;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::commits::{Commits, Stamp};
+use super::plan_fields::PlanFields;
 
 /// The `task` line: the seed's record plus optional plan fields (SPEC §13).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -18,22 +19,8 @@ pub struct TaskRecord {
     pub title: String,
     pub raw_prompt: String,
     pub created_at: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acceptance_criteria: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub depends_on: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub milestone: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wbs_level: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimated_effort: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub suggested_impl: Option<serde_json::Value>,
+    #[serde(flatten)]
+    pub plan: PlanFields,
 }
 
 /// The fields an `update` line may change; absent means unchanged.
@@ -43,22 +30,8 @@ pub struct TaskChanges {
     pub title: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_prompt: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acceptance_criteria: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub depends_on: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub milestone: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wbs_level: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimated_effort: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub suggested_impl: Option<serde_json::Value>,
+    #[serde(flatten)]
+    pub plan: PlanFields,
 }
 
 /// An `update` line (a plan_patch update).
@@ -339,14 +312,7 @@ impl TaskRecord {
             title,
             raw_prompt,
             created_at: crate::timestamp::Timestamp::now().to_string(),
-            description: None,
-            acceptance_criteria: None,
-            depends_on: None,
-            phase: None,
-            milestone: None,
-            wbs_level: None,
-            estimated_effort: None,
-            suggested_impl: None,
+            plan: PlanFields::default(),
         }
     }
 
@@ -362,21 +328,9 @@ fn apply(record: &mut TaskRecord, changes: TaskChanges) {
             *field = v;
         }
     }
-    fn set_opt<T>(field: &mut Option<T>, value: Option<T>) {
-        if value.is_some() {
-            *field = value;
-        }
-    }
     set(&mut record.title, changes.title);
     set(&mut record.raw_prompt, changes.raw_prompt);
-    set_opt(&mut record.description, changes.description);
-    set_opt(&mut record.acceptance_criteria, changes.acceptance_criteria);
-    set_opt(&mut record.depends_on, changes.depends_on);
-    set_opt(&mut record.phase, changes.phase);
-    set_opt(&mut record.milestone, changes.milestone);
-    set_opt(&mut record.wbs_level, changes.wbs_level);
-    set_opt(&mut record.estimated_effort, changes.estimated_effort);
-    set_opt(&mut record.suggested_impl, changes.suggested_impl);
+    record.plan.apply(changes.plan);
 }
 
 #[cfg(test)]
@@ -458,7 +412,10 @@ pub(crate) mod tests {
                 at: "x".into(),
                 changes: TaskChanges {
                     title: Some("New title".into()),
-                    depends_on: Some(vec!["t-0".into()]),
+                    plan: PlanFields {
+                        depends_on: Some(vec!["t-0".into()]),
+                        ..PlanFields::default()
+                    },
                     ..TaskChanges::default()
                 },
             }),
@@ -468,7 +425,7 @@ pub(crate) mod tests {
         let view = fold("t-1.jsonl", &bytes, Depth::Full, &Commits::none()).unwrap();
         assert_eq!(view.record.title, "New title");
         assert_eq!(view.record.raw_prompt, "TODO アプリを作成して");
-        assert_eq!(view.record.depends_on, Some(vec!["t-0".to_string()]));
+        assert_eq!(view.record.plan.depends_on, Some(vec!["t-0".to_string()]));
         assert_eq!(view.attempts.len(), 2);
         assert_eq!(view.latest().unwrap().job_id, "j-2");
         assert!(view.deleted.is_none());

@@ -25,7 +25,7 @@ impl App {
     /// The board needed for `task`'s status (as `Board::around`, from the cache
     /// when every task is needed).
     pub fn board_around(&self, task: &TaskView) -> Result<Board, PipelineError> {
-        match &task.record.depends_on {
+        match &task.record.plan.depends_on {
             Some(deps) if !deps.is_empty() => self.board(),
             _ => Board::around(&self.ws, task),
         }

@@ -248,7 +248,7 @@ pub fn task(app: &App, task_id: &str) -> Response {
     main.push_str("<section>\n<h2>Prompt</h2>\n<pre class=\"prompt\">");
     push_text(&mut main, &r.raw_prompt);
     main.push_str("</pre>\n");
-    if let Some(deps) = r.depends_on.as_ref().filter(|d| !d.is_empty()) {
+    if let Some(deps) = r.plan.depends_on.as_ref().filter(|d| !d.is_empty()) {
         main.push_str("<p>Depends on: ");
         for (n, dep) in deps.iter().enumerate() {
             if n > 0 {
