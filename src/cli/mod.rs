@@ -142,6 +142,16 @@ pub fn main() -> i32 {
     }
 }
 
+/// This binary, for the runner and plan children the pipeline starts.
+fn this_binary() -> Result<std::path::PathBuf, Error> {
+    Ok(
+        std::env::current_exe().map_err(crate::pipeline::PipelineError::io(
+            "locate the agent-runner binary",
+            "/proc/self/exe",
+        ))?,
+    )
+}
+
 /// Where workspaces live: `$AGENT_RUNNER_HOME`, else `~/.multiverse`.
 fn home() -> Result<std::path::PathBuf, Error> {
     Ok(crate::pipeline::store::workspace::home(&|name| {

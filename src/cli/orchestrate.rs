@@ -4,8 +4,8 @@ use std::path::Path;
 
 use crate::error::{Error, exit};
 use crate::interrupt::Interrupt;
+use crate::pipeline::Workspace;
 use crate::pipeline::orchestrator::orchestrate::{self, Ended, Options};
-use crate::pipeline::{PipelineError, Workspace};
 use crate::secret::Redactor;
 
 use super::report;
@@ -15,10 +15,7 @@ use super::report;
 pub fn run(workspace: &Path, options: Options, interrupt: Interrupt) -> i32 {
     let prepared = (|| {
         let ws = Workspace::open(&super::home()?, workspace)?;
-        let exe = std::env::current_exe().map_err(PipelineError::io(
-            "locate the agent-runner binary",
-            "/proc/self/exe",
-        ))?;
+        let exe = super::this_binary()?;
         Ok::<_, Error>((ws, exe))
     })();
     match prepared {

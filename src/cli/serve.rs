@@ -33,10 +33,7 @@ pub fn run(workspace: &Path, addr: SocketAddr, allow_remote: bool, interrupt: In
     }
     let prepared = (|| {
         let ws = Workspace::open(&super::home()?, workspace)?;
-        let exe = std::env::current_exe().map_err(PipelineError::io(
-            "locate the agent-runner binary",
-            "/proc/self/exe",
-        ))?;
+        let exe = super::this_binary()?;
         let listeners = web::listen(addr).map_err(PipelineError::Invalid)?;
         let local = listeners[0]
             .local_addr()

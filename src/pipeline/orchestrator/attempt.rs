@@ -468,18 +468,23 @@ fn stderr_tail(path: &Path) -> String {
     crate::text::tail(text.trim_end(), 1024)
 }
 
+/// The task's dependencies, each with its task as the store has it (None: gone
+/// or unreadable).
+fn dependencies<'a>(ws: &Workspace, task: &'a TaskView) -> Vec<(&'a str, Option<TaskView>)> {
+    let store = TaskStore::new(ws);
+    let deps = task.record.plan.depends_on.iter().flatten();
+    deps.map(|dep| (dep.as_str(), store.load(dep).ok().flatten()))
+        .collect()
+}
+
 /// The branches to merge into an isolated attempt's start: those the task's
 /// dependencies' latest (succeeded) attempts brought back. A dependency that ran in
 /// place has no branch: its work is in root_dir already.
 fn dependency_branches(ws: &Workspace, task: &TaskView) -> Vec<String> {
-    let store = TaskStore::new(ws);
-    task.record
-        .plan
-        .depends_on
-        .iter()
-        .flatten()
-        .filter_map(|dep| {
-            let view = store.load(dep).ok().flatten()?;
+    dependencies(ws, task)
+        .into_iter()
+        .filter_map(|(_, view)| {
+            let view = view?;
             let latest = view.latest()?;
             (latest.status == AttemptStatus::Succeeded)
                 .then(|| latest.branch.clone())
@@ -490,13 +495,9 @@ fn dependency_branches(ws: &Workspace, task: &TaskView) -> Vec<String> {
 
 /// What the builder is told about the task's dependencies.
 fn dependency_summaries(ws: &Workspace, task: &TaskView) -> Vec<DependencySummary> {
-    let store = TaskStore::new(ws);
-    task.record
-        .plan
-        .depends_on
-        .iter()
-        .flatten()
-        .map(|dep| match store.load(dep).ok().flatten() {
+    dependencies(ws, task)
+        .into_iter()
+        .map(|(dep, view)| match view {
             Some(view) => {
                 let latest = view.latest();
                 let status = match latest.map(|a| a.status) {
@@ -506,7 +507,7 @@ fn dependency_summaries(ws: &Workspace, task: &TaskView) -> Vec<DependencySummar
                     None => TaskStatus::Pending,
                 };
                 DependencySummary {
-                    id: dep.clone(),
+                    id: dep.to_string(),
                     title: view.record.title.clone(),
                     status: status.as_str().into(),
                     summary: latest
@@ -515,7 +516,7 @@ fn dependency_summaries(ws: &Workspace, task: &TaskView) -> Vec<DependencySummar
                 }
             }
             None => DependencySummary {
-                id: dep.clone(),
+                id: dep.to_string(),
                 title: String::new(),
                 status: "MISSING".into(),
                 summary: None,

@@ -271,30 +271,21 @@ mod tests {
     #[test]
     fn invalid_configs_name_the_field() {
         let root = std::env::temp_dir();
-        let yaml = complete(
-            draft("task: {instructions: x}\nrunner:\n  meta: {model: m, temperature: 7}\n  worker: {type: docker_codex_cli}\n"),
-            &invariants(&root),
-            None,
-        )
-        .unwrap();
-        let e = validate(&yaml, &root, &|n| {
-            (n == "OPENAI_API_KEY").then(|| "k".into())
-        })
-        .unwrap_err();
+        let error_of = |yaml: &str| {
+            let yaml = complete(draft(yaml), &invariants(&root), None).unwrap();
+            validate(&yaml, &root, &|n| {
+                (n == "OPENAI_API_KEY").then(|| "k".into())
+            })
+            .unwrap_err()
+        };
+        let e = error_of(
+            "task: {instructions: x}\nrunner:\n  meta: {model: m, temperature: 7}\n  worker: {type: docker_codex_cli}\n",
+        );
         assert!(
             e.starts_with("invalid TaskConfig: runner.meta.temperature: "),
             "{e}"
         );
-        let yaml = complete(
-            draft("task: {instructions: x}\nrunner: {meta: {}}\n"),
-            &invariants(&root),
-            None,
-        )
-        .unwrap();
-        let e = validate(&yaml, &root, &|n| {
-            (n == "OPENAI_API_KEY").then(|| "k".into())
-        })
-        .unwrap_err();
+        let e = error_of("task: {instructions: x}\nrunner: {meta: {}}\n");
         assert!(
             e.contains("runner.meta.model") || e.contains("runner.worker"),
             "{e}"

@@ -184,6 +184,18 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// A ring a → b → c → a with a way out (x), a task waiting on it (d), a task
+    /// on its own ring, and a diamond (e → f twice).
+    const EDGES: [(&str, &[&str]); 7] = [
+        ("a", &["b"]),
+        ("b", &["c", "x"]),
+        ("c", &["a"]),
+        ("d", &["a"]),
+        ("self", &["self"]),
+        ("e", &["f", "f"]),
+        ("f", &[]),
+    ];
+
     fn graph(edges: &[(&str, &[&str])]) -> HashMap<String, Vec<String>> {
         edges
             .iter()
@@ -203,15 +215,7 @@ mod tests {
 
     #[test]
     fn finds_the_loop_back_to_the_start_only() {
-        let g = graph(&[
-            ("a", &["b"]),
-            ("b", &["c", "x"]),
-            ("c", &["a"]),
-            ("d", &["a"]),
-            ("self", &["self"]),
-            ("e", &["f", "f"]),
-            ("f", &[]),
-        ]);
+        let g = graph(&EDGES);
         assert_eq!(find(&g, "a").as_deref(), Some("a → b → c → a"));
         assert_eq!(find(&g, "c").as_deref(), Some("c → a → b → c"));
         assert_eq!(find(&g, "self").as_deref(), Some("self → self"));
@@ -241,17 +245,10 @@ mod tests {
         #[test]
         fn every_task_on_a_ring_is_found_and_no_other() {
             use super::super::on_cycles;
-            let g = graph(&[
-                ("a", &["b"]),
-                ("b", &["c", "x"]),
-                ("c", &["a"]),
-                ("d", &["a"]),
-                ("self", &["self"]),
-                ("e", &["f", "f"]),
-                ("f", &[]),
-                ("g", &["h"]),
-                ("h", &["g", "e"]),
-            ]);
+            // The rings of `EDGES`, and one more through a task with a way out.
+            let mut edges = super::EDGES.to_vec();
+            edges.extend([("g", &["h"][..]), ("h", &["g", "e"])]);
+            let g = graph(&edges);
             let mut found: Vec<&str> = on_cycles(&g).into_iter().collect();
             found.sort_unstable();
             assert_eq!(found, ["a", "b", "c", "g", "h", "self"]);
