@@ -60,7 +60,7 @@ impl Target {
     pub fn defaults(var: &dyn Fn(&str) -> Option<String>, auth: &CodexAuth) -> Self {
         Target {
             image: DEFAULT_DOCKER_IMAGE.to_string(),
-            network: Network::Bridge,
+            network: Network::Allowlist,
             meta_url: Some(
                 var("OPENAI_BASE_URL")
                     .filter(|url| !url.trim().is_empty())
@@ -548,8 +548,8 @@ impl Docker {
         let mut args: Vec<String> = ["run", "--rm", "--pull", "never"]
             .map(String::from)
             .to_vec();
-        if target.network != Network::Bridge {
-            args.extend(["--network".into(), target.network.as_str().into()]);
+        if let Some(network) = target.network.docker_network() {
+            args.extend(["--network".into(), network.into()]);
         }
         args.extend(user_args());
         if let Some(dir) = dir {
@@ -638,6 +638,7 @@ mod tests {
         let file = CodexAuth::File {
             path: PathBuf::from("/h/.codex/auth.json"),
             secrets: vec![],
+            login: crate::task::Login::default(),
         };
         assert_eq!(
             auth_source(&file, true),
@@ -655,7 +656,7 @@ mod tests {
         );
         assert_eq!(target.meta_url.as_deref(), Some("http://proxy.local/v1"));
         assert_eq!(target.image, DEFAULT_DOCKER_IMAGE);
-        assert_eq!(target.network, Network::Bridge);
+        assert_eq!(target.network, Network::Allowlist);
         assert_eq!(
             Target::defaults(&|_| None, &CodexAuth::None)
                 .meta_url

@@ -137,7 +137,8 @@ fn minimal_v1_gets_every_default() {
     assert_eq!(task.worker.docker_image, DEFAULT_DOCKER_IMAGE);
     assert_eq!(task.worker.max_run_time, Duration::from_secs(1800));
     assert_eq!(task.worker.idle_timeout, Duration::from_secs(600));
-    assert_eq!(task.worker.network, Network::Bridge);
+    assert_eq!(task.worker.network, Network::Allowlist);
+    assert_eq!(task.worker.allow.entries(), ["api.openai.com"]);
     assert!(task.worker.env.is_empty() && task.worker.extra_args.is_empty());
 }
 
@@ -455,9 +456,9 @@ fn numeric_bounds() {
 }
 
 #[test]
-fn network_is_one_of_three() {
+fn network_is_one_of_four() {
     let e = err("version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {network: bridged}}\n");
-    assert_error(&e, "runner.worker.network", "bridge, none, host");
+    assert_error(&e, "runner.worker.network", "allowlist, none, bridge, host");
     assert_eq!(e.hint.as_deref(), Some("did you mean `bridge`?"));
     let task = ok("version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {network: host}}\n");
     assert_eq!(task.worker.network, Network::Host);
@@ -766,7 +767,8 @@ fn resolved_view_masks_secrets_and_shows_defaults() {
         "timeout_sec: 60",
         "max_run_time_sec: 1800",
         "idle_timeout_sec: 600",
-        "network: bridge",
+        "network: allowlist",
+        "allow:\n    - api.openai.com\n",
         "docker_image: agent-runner-codex:latest",
         "model: gpt-5.1-codex-max-high",
         "test: null",

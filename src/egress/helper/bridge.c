@@ -1,0 +1,223 @@
+/*
+ * agent-runner's egress bridge (SPEC §17), built static by build.rs and mounted
+ * read-only into the task's container, which has no network (`--network none`).
+ *
+ * It is the container's keep-alive: it listens on 127.0.0.1:PORT, prints
+ * "agent-runner-ready <pid>" once it does, carries every connection to the
+ * proxy's unix socket SOCKET (agent-runner's, on the host; the proxy decides
+ * what is allowed), and exits when its stdin (agent-runner's pipe) reaches
+ * end-of-file, which ends the container.
+ *
+ * Why C, static, one process, one poll loop: it needs nothing from the image (no
+ * shell tools, no libc of the image's), the envelope spares only the keep-alive's
+ * pid between runs (a forked child would be stopped), and its memory is bounded
+ * (MAX_PAIRS connections, two BUF buffers each). It trusts nothing it reads: it
+ * only copies bytes.
+ *
+ * Usage: bridge PORT SOCKET
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* More than the proxy's own limit, so that the proxy (which answers why) refuses. */
+#define MAX_PAIRS 128
+#define BUF 32768
+
+/* Bytes read from one side, waiting to be written to the other. */
+struct half {
+    char *buf;
+    size_t len, off;
+    int eof;      /* the reading side has ended */
+    int shut;     /* and the writing side was told (SHUT_WR) */
+};
+
+/* One connection: fd[0] the client's TCP socket, fd[1] the proxy's unix socket;
+ * h[i] holds what was read from fd[i], for fd[1 - i]. */
+struct pair {
+    int used;
+    int fd[2];
+    struct half h[2];
+};
+
+static struct pair pairs[MAX_PAIRS];
+
+static void die(const char *what)
+{
+    fprintf(stderr, "agent-runner egress bridge: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static void close_pair(struct pair *p)
+{
+    close(p->fd[0]);
+    close(p->fd[1]);
+    free(p->h[0].buf);
+    free(p->h[1].buf);
+    memset(p, 0, sizeof *p);
+}
+
+static int proxy_socket(const char *path)
+{
+    struct sockaddr_un addr;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    strncpy(addr.sun_path, path, sizeof addr.sun_path - 1);
+    /* Blocking: a unix connect completes at once while the proxy accepts. */
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void accept_one(int listener, const char *path)
+{
+    int one = 1, slot, client = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    if (client < 0)
+        return;
+    for (slot = 0; slot < MAX_PAIRS && pairs[slot].used; slot++)
+        ;
+    int upstream = slot < MAX_PAIRS ? proxy_socket(path) : -1;
+    char *a = upstream >= 0 ? malloc(BUF) : NULL, *b = a ? malloc(BUF) : NULL;
+    if (!b) {
+        free(a);
+        if (upstream >= 0)
+            close(upstream);
+        close(client);
+        return;
+    }
+    setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* Non-blocking from here: a slow side must not hold the others. */
+    struct pair *p = &pairs[slot];
+    p->used = 1;
+    p->fd[0] = client;
+    p->fd[1] = upstream;
+    p->h[0].buf = a;
+    p->h[1].buf = b;
+    for (int i = 0; i < 2; i++)
+        fcntl(p->fd[i], F_SETFL, fcntl(p->fd[i], F_GETFL) | O_NONBLOCK);
+}
+
+/* Moves what it can in one direction; -1 when the pair is broken. */
+static int pump(struct pair *p, int from, short readable, short writable)
+{
+    struct half *h = &p->h[from];
+    int to = 1 - from;
+    if (h->len == 0 && !h->eof && readable) {
+        ssize_t n = read(p->fd[from], h->buf, BUF);
+        if (n > 0) {
+            h->len = (size_t)n;
+            h->off = 0;
+        } else if (n == 0) {
+            h->eof = 1;
+        } else if (errno != EAGAIN && errno != EINTR) {
+            return -1;
+        }
+    }
+    if (h->len > 0 && writable) {
+        ssize_t n = send(p->fd[to], h->buf + h->off, h->len, MSG_NOSIGNAL);
+        if (n > 0) {
+            h->off += (size_t)n;
+            h->len -= (size_t)n;
+        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            return -1;
+        }
+    }
+    if (h->eof && h->len == 0 && !h->shut) {
+        shutdown(p->fd[to], SHUT_WR);
+        h->shut = 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s PORT SOCKET\n", argv[0]);
+        return 2;
+    }
+    int port = atoi(argv[1]), one = 1;
+    const char *path = argv[2];
+    if (port <= 0 || port > 65535 || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        fprintf(stderr, "agent-runner egress bridge: bad arguments\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (listener < 0)
+        die("socket");
+    setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((unsigned short)port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(listener, (struct sockaddr *)&addr, sizeof addr) != 0)
+        die("cannot listen on 127.0.0.1");
+    if (listen(listener, 128) != 0)
+        die("listen");
+    char ready[64];
+    int len = snprintf(ready, sizeof ready, "agent-runner-ready %d\n", (int)getpid());
+    if (write(1, ready, (size_t)len) != len)
+        die("stdout");
+
+    /* stdin, the listener, then two entries per pair in use. */
+    static struct pollfd fds[2 + 2 * MAX_PAIRS];
+    static int owner[2 + 2 * MAX_PAIRS];
+    char drain[512];
+    for (;;) {
+        int n = 0;
+        fds[n++] = (struct pollfd){.fd = 0, .events = POLLIN};
+        fds[n++] = (struct pollfd){.fd = listener, .events = POLLIN};
+        for (int s = 0; s < MAX_PAIRS; s++) {
+            struct pair *p = &pairs[s];
+            if (!p->used)
+                continue;
+            for (int i = 0; i < 2; i++) {
+                short events = 0;
+                if (p->h[i].len == 0 && !p->h[i].eof)
+                    events |= POLLIN;
+                if (p->h[1 - i].len > 0)
+                    events |= POLLOUT;
+                owner[n] = s;
+                fds[n++] = (struct pollfd){.fd = p->fd[i], .events = events};
+            }
+        }
+        if (poll(fds, (nfds_t)n, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            die("poll");
+        }
+        if (fds[0].revents) {
+            ssize_t r = read(0, drain, sizeof drain);
+            if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
+                return 0;
+        }
+        for (int k = 2; k < n; k += 2) {
+            struct pair *p = &pairs[owner[k]];
+            short r0 = fds[k].revents, r1 = fds[k + 1].revents;
+            short in0 = r0 & (POLLIN | POLLHUP | POLLERR), in1 = r1 & (POLLIN | POLLHUP | POLLERR);
+            short out0 = r0 & (POLLOUT | POLLERR), out1 = r1 & (POLLOUT | POLLERR);
+            if (pump(p, 0, in0, out1) != 0 || pump(p, 1, in1, out0) != 0 ||
+                (p->h[0].shut && p->h[1].shut))
+                close_pair(p);
+        }
+        if (fds[1].revents & POLLIN)
+            accept_one(listener, path);
+    }
+}

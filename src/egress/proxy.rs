@@ -1,0 +1,408 @@
+//! The proxy server: a unix socket listener and one thread per connection, at most
+//! `max_connections` at a time (the next ones are answered 503 at once, without a
+//! thread). A connection's thread reads the request head within `head_timeout`,
+//! asks `policy` whether and where to connect, answers 403 (with the allow entry
+//! that would help), 502 or — once connected — `200` for CONNECT (then TLS passes
+//! untouched) or forwards a plain request, relays until both sides are done, and
+//! records the connection in the journal.
+//!
+//! `stop` closes the listener and every live connection: the proxy ends with the
+//! task.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::journal::{Journal, Record, Summary};
+use super::policy::{self, Resolve, Verdict};
+use super::relay;
+use super::request::{self, BadHead};
+use super::rules::{AllowList, Via};
+use crate::timestamp::Timestamp;
+
+/// How often the accept loop looks at the stop flag.
+const TICK: Duration = Duration::from_millis(100);
+/// Longest wait for an answer to be taken by a client.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Addresses tried per destination.
+const MAX_ADDRESSES: usize = 4;
+/// Stack of a connection's thread (it resolves names; copying needs little).
+const CONNECTION_STACK: usize = 512 * 1024;
+/// How long `stop` waits for connection threads to end.
+const STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// The proxy's bounds (SPEC §17) and its resolver.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Connections at a time.
+    pub max_connections: usize,
+    /// A connection on which nothing moved for this long is closed.
+    pub idle: Duration,
+    /// Time for a client to send its request head.
+    pub head_timeout: Duration,
+    /// Time for a destination to accept a connection.
+    pub connect_timeout: Duration,
+    pub resolve: Resolve,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_connections: 64,
+            idle: Duration::from_secs(300),
+            head_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(30),
+            resolve: policy::system_resolve,
+        }
+    }
+}
+
+/// A running proxy; see the module documentation.
+pub struct Proxy {
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    allow: AllowList,
+    journal: Journal,
+    settings: Settings,
+    stopping: AtomicBool,
+    live: Mutex<Live>,
+    ended: Condvar,
+}
+
+/// Live connections and their sockets, so `stop` can close them.
+#[derive(Default)]
+struct Live {
+    next: u64,
+    sockets: HashMap<u64, Vec<Socket>>,
+}
+
+enum Socket {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Socket {
+    fn close(&self) {
+        let _ = match self {
+            Socket::Unix(s) => s.shutdown(Shutdown::Both),
+            Socket::Tcp(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+}
+
+impl Proxy {
+    /// Serves `listener` until `stop`.
+    pub fn start(
+        listener: UnixListener,
+        allow: AllowList,
+        journal: Journal,
+        settings: Settings,
+    ) -> std::io::Result<Proxy> {
+        listener.set_nonblocking(true)?;
+        let shared = Arc::new(Shared {
+            allow,
+            journal,
+            settings,
+            stopping: AtomicBool::new(false),
+            live: Mutex::new(Live::default()),
+            ended: Condvar::new(),
+        });
+        let accepting = shared.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("egress-accept".into())
+            .spawn(move || accept_loop(&listener, &accepting))?;
+        Ok(Proxy {
+            shared,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// The tally so far.
+    pub fn summary(&self) -> Summary {
+        self.shared.journal.summary()
+    }
+
+    /// Stops accepting, closes every live connection, and returns the tally.
+    pub fn stop(mut self) -> Summary {
+        self.halt();
+        self.shared.journal.summary()
+    }
+
+    fn halt(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+        let deadline = Instant::now() + STOP_WAIT;
+        let Ok(mut live) = self.shared.live.lock() else {
+            return;
+        };
+        for socket in live.sockets.values().flatten() {
+            socket.close();
+        }
+        while !live.sockets.is_empty() {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            live = match self.shared.ended.wait_timeout(live, deadline - now) {
+                Ok((live, _)) => live,
+                Err(_) => return,
+            };
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if self.acceptor.is_some() {
+            self.halt();
+        }
+    }
+}
+
+fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) {
+    while !shared.stopping.load(Ordering::SeqCst) {
+        if !readable(listener, TICK) {
+            continue;
+        }
+        match listener.accept() {
+            Ok((client, _)) => admit(client, shared),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => {
+                log::warn!("egress proxy: accepting a connection failed: {e}");
+                std::thread::sleep(TICK);
+            }
+        }
+    }
+}
+
+/// Whether `listener` has a connection waiting, within `timeout`.
+fn readable(listener: &UnixListener, timeout: Duration) -> bool {
+    let mut fd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let n = unsafe { libc::poll(&mut fd, 1, timeout.as_millis() as libc::c_int) };
+    n > 0
+}
+
+/// Gives a new connection a thread, or answers 503 when there are enough.
+fn admit(client: UnixStream, shared: &Arc<Shared>) {
+    let at = Timestamp::now();
+    if client.set_nonblocking(false).is_err() {
+        return;
+    }
+    let Some(id) = shared.register(None, &client) else {
+        let max = shared.settings.max_connections;
+        refuse(
+            &client,
+            503,
+            &format!("too many connections (at most {max} at a time)\n"),
+        );
+        let mut record = Record::new(at, "-".into(), 0);
+        record.reason = format!("too many connections (at most {max} at a time)");
+        shared.journal.record(record, Duration::ZERO, None);
+        return;
+    };
+    let serving = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("egress".into())
+        .stack_size(CONNECTION_STACK)
+        .spawn(move || {
+            serve(&serving, client, at, id);
+            serving.unregister(id);
+        });
+    if spawned.is_err() {
+        shared.unregister(id);
+    }
+}
+
+impl Shared {
+    /// Adds `socket` to connection `id` (a new one when None); None when the proxy
+    /// is stopping or, for a new connection, full.
+    fn register(&self, id: Option<u64>, socket: &dyn AsSocket) -> Option<u64> {
+        let socket = socket.clone_socket()?;
+        let mut live = self.live.lock().ok()?;
+        if self.stopping.load(Ordering::SeqCst) {
+            return None;
+        }
+        let id = match id {
+            Some(id) => id,
+            None => {
+                if live.sockets.len() >= self.settings.max_connections {
+                    return None;
+                }
+                live.next += 1;
+                live.next
+            }
+        };
+        live.sockets.entry(id).or_default().push(socket);
+        Some(id)
+    }
+
+    fn unregister(&self, id: u64) {
+        if let Ok(mut live) = self.live.lock() {
+            live.sockets.remove(&id);
+        }
+        self.ended.notify_all();
+    }
+}
+
+/// A socket `stop` can close.
+trait AsSocket {
+    fn clone_socket(&self) -> Option<Socket>;
+}
+
+impl AsSocket for UnixStream {
+    fn clone_socket(&self) -> Option<Socket> {
+        self.try_clone().ok().map(Socket::Unix)
+    }
+}
+
+impl AsSocket for TcpStream {
+    fn clone_socket(&self) -> Option<Socket> {
+        self.try_clone().ok().map(Socket::Tcp)
+    }
+}
+
+/// One connection, from its request head to its record.
+fn serve(shared: &Arc<Shared>, client: UnixStream, at: Timestamp, id: u64) {
+    let started = Instant::now();
+    let settings = &shared.settings;
+    let journal = &shared.journal;
+    let _ = client.set_read_timeout(Some(settings.head_timeout));
+    let _ = client.set_write_timeout(Some(ANSWER_TIMEOUT));
+    let parsed = request::read_head(&mut &client)
+        .and_then(|(head, early)| request::parse(&head).map(|request| (request, early)));
+    let (request, early) = match parsed {
+        Ok(parsed) => parsed,
+        Err(bad) => {
+            if bad != BadHead::Closed {
+                refuse(&client, bad.status(), &format!("{}\n", bad.reason()));
+            }
+            let mut record = Record::new(at, "-".into(), 0);
+            record.reason = bad.reason();
+            journal.record(record, started.elapsed(), None);
+            return;
+        }
+    };
+    let destination = request.destination.clone();
+    let mut record = Record::new(at, destination.host.to_string(), destination.port);
+    match policy::decide(&shared.allow, &destination, request.via, settings.resolve) {
+        Verdict::Deny {
+            reason,
+            allow_entry,
+        } => {
+            let how = allow_entry
+                .as_ref()
+                .map(|e| format!(" To allow it, add `{e}` to runner.worker.allow."))
+                .unwrap_or_default();
+            refuse(
+                &client,
+                403,
+                &format!("agent-runner: egress to {destination} denied: {reason}.{how}\n"),
+            );
+            record.reason = reason;
+            journal.record(record, started.elapsed(), allow_entry);
+        }
+        Verdict::Unreachable { reason } => {
+            refuse(
+                &client,
+                502,
+                &format!("agent-runner: {destination}: {reason}\n"),
+            );
+            record.allowed = true;
+            record.reason = reason;
+            journal.record(record, started.elapsed(), None);
+        }
+        Verdict::Allow { addresses, rule } => {
+            record.allowed = true;
+            let upstream = match connect(&addresses, settings.connect_timeout) {
+                Ok(upstream) => upstream,
+                Err(e) => {
+                    refuse(&client, 502, &format!("agent-runner: {destination}: {e}\n"));
+                    record.reason = format!("allowed by {rule}; cannot connect: {e}");
+                    journal.record(record, started.elapsed(), None);
+                    return;
+                }
+            };
+            record.reason = format!("allowed by {rule}");
+            if shared.register(Some(id), &upstream).is_none() {
+                record.reason.push_str("; closed as the task ended");
+                journal.record(record, started.elapsed(), None);
+                return;
+            }
+            let _ = upstream.set_nodelay(true);
+            let _ = upstream.set_write_timeout(Some(settings.idle));
+            let opened = match request.via {
+                Via::Connect => (&client).write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n"),
+                Via::Plain => (&upstream).write_all(&request.upstream_head),
+            }
+            .and_then(|()| (&upstream).write_all(&early));
+            if opened.is_ok() {
+                let traffic = relay::relay(client, upstream, settings.idle);
+                record.bytes_up = traffic.up;
+                record.bytes_down = traffic.down;
+            }
+            record.bytes_up += (early.len() + request.upstream_head.len()) as u64;
+            journal.record(record, started.elapsed(), None);
+        }
+    }
+}
+
+/// Tries the checked addresses in order.
+fn connect(addresses: &[SocketAddr], timeout: Duration) -> std::io::Result<TcpStream> {
+    let mut last = None;
+    for address in addresses.iter().take(MAX_ADDRESSES) {
+        match TcpStream::connect_timeout(address, timeout) {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no address")))
+}
+
+/// Answers `status` with a short text and closes (what the client still sends is
+/// read a little first, so the answer is not lost to a reset).
+fn refuse(client: &UnixStream, status: u16, body: &str) {
+    let reason = match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "Error",
+    };
+    let answer = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nX-Agent-Runner-Egress: {}\r\n\r\n{body}",
+        body.len(),
+        if status == 403 { "denied" } else { "error" }
+    );
+    let _ = client.set_write_timeout(Some(ANSWER_TIMEOUT));
+    let _ = (&*client).write_all(answer.as_bytes());
+    let _ = client.shutdown(Shutdown::Write);
+    let _ = client.set_nonblocking(true);
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        if !matches!((&*client).read(&mut sink), Ok(n) if n > 0) {
+            break;
+        }
+    }
+}
