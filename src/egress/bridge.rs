@@ -1,8 +1,9 @@
 //! The bridge inside the container (`helper/bridge.c`, built static by the build
 //! script and embedded here). Mounted read-only with the proxy's socket, it is the
-//! container's keep-alive and its only way out: 127.0.0.1:`PORT` inside, the
-//! proxy's unix socket outside. Worker and test runs find it through the usual
-//! proxy variables.
+//! container's entrypoint and keep-alive (it also prepares codex's home, so the
+//! image needs no tools) and its only way out: 127.0.0.1:`PORT` inside, the proxy's
+//! unix socket outside. Worker and test runs find it through the usual proxy
+//! variables.
 
 use super::host_dir::{BRIDGE, SOCKET};
 
@@ -13,12 +14,17 @@ pub const MOUNT: &str = "/run/agent-runner/egress";
 /// The port the bridge listens on, on the container's own loopback.
 pub const PORT: u16 = 3128;
 
-/// The keep-alive command that runs the bridge, as the container sees it.
-pub fn command() -> Vec<String> {
+/// The bridge's path in the container (the entrypoint).
+pub fn entrypoint() -> String {
+    format!("{MOUNT}/{BRIDGE}")
+}
+
+/// The bridge's arguments; `auth` is where the host's auth.json may be mounted.
+pub fn args(auth: &str) -> Vec<String> {
     vec![
-        format!("{MOUNT}/{BRIDGE}"),
         PORT.to_string(),
         format!("{MOUNT}/{SOCKET}"),
+        auth.to_string(),
     ]
 }
 

@@ -2,7 +2,9 @@
 //! the destination, counting them. One thread per direction, so neither side's
 //! back-pressure can stall the other; a connection on which nothing moves either
 //! way for the idle timeout is closed, and so is one whose peer stops reading (a
-//! write that waits that long fails). An end of input is passed on as a half-close.
+//! write that waits that long fails). An end of input is passed on as a half-close;
+//! a side that cannot be written stops its direction only, so the other still
+//! delivers what it has (a server's answer to a request it stopped reading).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -99,26 +101,34 @@ pub fn relay(client: UnixStream, upstream: TcpStream, idle: Duration) -> Traffic
     Traffic { up, down }
 }
 
-/// Copies `from` to `to` until `from` ends (then half-closes `to`), or until an
-/// error or the idle timeout (then closes both sockets, which ends the other
-/// direction too). Returns the bytes copied.
+/// How a direction ended.
+enum End {
+    /// `from` ended (or failed): passed on as a half-close of `to`.
+    Input,
+    /// `to` cannot take more: this direction stops reading; the other one goes on.
+    Output,
+    /// Nothing moved either way for the idle timeout: the connection closes.
+    Idle,
+}
+
+/// Copies `from` to `to` until it ends (see `End`). Returns the bytes copied.
 fn pump<R: Socket, W: Socket>(mut from: R, mut to: W, activity: &Activity, idle: Duration) -> u64 {
     let mut buffer = vec![0u8; BUFFER];
     let mut copied = 0u64;
     let mut timeout = idle;
-    let broken = loop {
+    let end = loop {
         if from
             .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
             .is_err()
         {
-            break true;
+            break End::Input;
         }
         match from.read(&mut buffer) {
-            Ok(0) => break false,
+            Ok(0) => break End::Input,
             Ok(n) => {
                 activity.touch();
                 if to.write_all(&buffer[..n]).is_err() {
-                    break true;
+                    break End::Output;
                 }
                 copied += n as u64;
                 activity.touch();
@@ -133,19 +143,20 @@ fn pump<R: Socket, W: Socket>(mut from: R, mut to: W, activity: &Activity, idle:
             {
                 let quiet = activity.idle_for();
                 if quiet >= idle {
-                    break true;
+                    break End::Idle;
                 }
                 timeout = idle - quiet;
             }
-            Err(_) => break true,
+            Err(_) => break End::Input,
         }
     };
-    if broken {
-        let _ = from.shutdown(Shutdown::Both);
-        let _ = to.shutdown(Shutdown::Both);
-    } else {
-        let _ = to.shutdown(Shutdown::Write);
-    }
+    let _ = match end {
+        End::Input => to.shutdown(Shutdown::Write),
+        End::Output => from.shutdown(Shutdown::Read),
+        End::Idle => from
+            .shutdown(Shutdown::Both)
+            .and_then(|()| to.shutdown(Shutdown::Both)),
+    };
     copied
 }
 

@@ -60,13 +60,12 @@ const CAPABILITIES: &[&str] = &[
 
 const READY: &str = "agent-runner-ready ";
 /// The keep-alive: creates CODEX_HOME (codex exits 1 without it), links auth.json,
-/// reports its pid, then reads stdin until end-of-file. Its output is drained. With
-/// arguments (the egress bridge), it becomes that command, which reports itself.
+/// reports its pid, then reads stdin until end-of-file. Its output is drained. (With
+/// the egress proxy, the bridge does all this instead.)
 const KEEPALIVE_SCRIPT: &str = r#"set -e
 home="${CODEX_HOME:-$HOME/.codex}"
 mkdir -p "$home"
 if [ -e /run/agent-runner/auth.json ]; then ln -sf /run/agent-runner/auth.json "$home/auth.json"; fi
-if [ $# -gt 0 ]; then exec "$@"; fi
 echo "agent-runner-ready $$"
 exec cat >/dev/null
 "#;
@@ -287,18 +286,18 @@ fn run_args(spec: &ContainerSpec, name: &str, egress: Option<&Path>) -> Vec<Stri
     if let CodexAuth::File { path: file, .. } = &spec.auth {
         args.extend(["--mount".into(), mount_spec(file, AUTH_MOUNT, true)]);
     }
-    if let Some(dir) = egress {
-        args.extend(["--mount".into(), mount_spec(dir, bridge::MOUNT, true)]);
-    }
-    args.extend(["--entrypoint".into(), "/bin/sh".into()]);
-    args.push(spec.worker.docker_image.clone());
-    args.extend([
-        "-c".into(),
-        KEEPALIVE_SCRIPT.into(),
-        "agent-runner-keepalive".into(),
-    ]);
-    if egress.is_some() {
-        args.extend(bridge::command());
+    match egress {
+        Some(dir) => {
+            args.extend(["--mount".into(), mount_spec(dir, bridge::MOUNT, true)]);
+            args.extend(["--entrypoint".into(), bridge::entrypoint()]);
+            args.push(spec.worker.docker_image.clone());
+            args.extend(bridge::args(AUTH_MOUNT));
+        }
+        None => {
+            args.extend(["--entrypoint".into(), "/bin/sh".into()]);
+            args.push(spec.worker.docker_image.clone());
+            args.extend(["-c".into(), KEEPALIVE_SCRIPT.into()]);
+        }
     }
     args
 }
@@ -379,6 +378,7 @@ fn pull(spec: &ContainerSpec) -> Result<(), SandboxError> {
 }
 
 /// The `docker run` command line without the keep-alive script, for messages.
+/// (The bridge's arguments are short: nothing to cut.)
 fn shorten_command(invocation: &Invocation) -> String {
     invocation
         .display()

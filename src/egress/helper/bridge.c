@@ -2,11 +2,13 @@
  * agent-runner's egress bridge (SPEC §17), built static by build.rs and mounted
  * read-only into the task's container, which has no network (`--network none`).
  *
- * It is the container's keep-alive: it listens on 127.0.0.1:PORT, prints
- * "agent-runner-ready <pid>" once it does, carries every connection to the
- * proxy's unix socket SOCKET (agent-runner's, on the host; the proxy decides
- * what is allowed), and exits when its stdin (agent-runner's pipe) reaches
- * end-of-file, which ends the container.
+ * It is the container's entrypoint and keep-alive: it prepares codex's home (as
+ * the shell keep-alive of the other network modes does: CODEX_HOME created, the
+ * host's auth.json at AUTH linked into it when mounted), listens on
+ * 127.0.0.1:PORT, prints "agent-runner-ready <pid>" once it does, carries every
+ * connection to the proxy's unix socket SOCKET (agent-runner's, on the host; the
+ * proxy decides what is allowed), and exits when its stdin (agent-runner's pipe)
+ * reaches end-of-file, which ends the container.
  *
  * Why C, static, one process, one poll loop: it needs nothing from the image (no
  * shell tools, no libc of the image's), the envelope spares only the keep-alive's
@@ -14,7 +16,7 @@
  * (MAX_PAIRS connections, two BUF buffers each). It trusts nothing it reads: it
  * only copies bytes.
  *
- * Usage: bridge PORT SOCKET
+ * Usage: bridge PORT SOCKET AUTH
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -66,6 +69,33 @@ static void close_pair(struct pair *p)
     free(p->h[0].buf);
     free(p->h[1].buf);
     memset(p, 0, sizeof *p);
+}
+
+/* `${CODEX_HOME:-$HOME/.codex}`, created with its parents (codex exits without
+ * it), and `auth` linked into it if it exists. */
+static void prepare_codex_home(const char *auth)
+{
+    char home[4096], link[4200];
+    const char *codex = getenv("CODEX_HOME"), *h = getenv("HOME");
+    if (codex && *codex)
+        snprintf(home, sizeof home, "%s", codex);
+    else
+        snprintf(home, sizeof home, "%s/.codex", h ? h : "");
+    for (char *p = home + 1; *p; p++) {
+        if (*p == '/') {
+            *p = 0;
+            mkdir(home, 0755);
+            *p = '/';
+        }
+    }
+    if (mkdir(home, 0755) != 0 && errno != EEXIST)
+        die("cannot create codex's home");
+    if (access(auth, F_OK) == 0) {
+        snprintf(link, sizeof link, "%s/auth.json", home);
+        unlink(link);
+        if (symlink(auth, link) != 0)
+            die("cannot link auth.json");
+    }
 }
 
 static int proxy_socket(const char *path)
@@ -113,42 +143,50 @@ static void accept_one(int listener, const char *path)
         fcntl(p->fd[i], F_SETFL, fcntl(p->fd[i], F_GETFL) | O_NONBLOCK);
 }
 
-/* Moves what it can in one direction; -1 when the pair is broken. */
-static int pump(struct pair *p, int from, short readable, short writable)
+/* Moves what it can in one direction, given what poll said of both sockets. A
+ * side that cannot be read any more ends this direction (passed on as a
+ * half-close); one that cannot be written drops it. Either way the other
+ * direction still delivers what it holds (a refusal from the proxy, say), and the
+ * pair closes once both are done. */
+static void pump(struct pair *p, int from, short seen_from, short seen_to)
 {
     struct half *h = &p->h[from];
     int to = 1 - from;
-    if (h->len == 0 && !h->eof && readable) {
+    if (h->len == 0 && !h->eof && (seen_from & (POLLIN | POLLHUP | POLLERR))) {
         ssize_t n = read(p->fd[from], h->buf, BUF);
         if (n > 0) {
             h->len = (size_t)n;
             h->off = 0;
-        } else if (n == 0) {
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
             h->eof = 1;
-        } else if (errno != EAGAIN && errno != EINTR) {
-            return -1;
         }
     }
-    if (h->len > 0 && writable) {
+    int broken = 0;
+    if (h->len > 0 && (seen_to & (POLLOUT | POLLERR))) {
         ssize_t n = send(p->fd[to], h->buf + h->off, h->len, MSG_NOSIGNAL);
         if (n > 0) {
             h->off += (size_t)n;
             h->len -= (size_t)n;
         } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            return -1;
+            broken = 1;
         }
+    }
+    /* A hung-up socket can be written no more (and poll would keep saying so). */
+    if (broken || (!h->shut && (seen_to & (POLLHUP | POLLERR)))) {
+        h->len = 0;
+        h->eof = h->shut = 1;
+        shutdown(p->fd[from], SHUT_RD);
     }
     if (h->eof && h->len == 0 && !h->shut) {
         shutdown(p->fd[to], SHUT_WR);
         h->shut = 1;
     }
-    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s PORT SOCKET\n", argv[0]);
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s PORT SOCKET AUTH\n", argv[0]);
         return 2;
     }
     int port = atoi(argv[1]), one = 1;
@@ -158,6 +196,7 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    prepare_codex_home(argv[3]);
     int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (listener < 0)
         die("socket");
@@ -211,10 +250,9 @@ int main(int argc, char **argv)
         for (int k = 2; k < n; k += 2) {
             struct pair *p = &pairs[owner[k]];
             short r0 = fds[k].revents, r1 = fds[k + 1].revents;
-            short in0 = r0 & (POLLIN | POLLHUP | POLLERR), in1 = r1 & (POLLIN | POLLHUP | POLLERR);
-            short out0 = r0 & (POLLOUT | POLLERR), out1 = r1 & (POLLOUT | POLLERR);
-            if (pump(p, 0, in0, out1) != 0 || pump(p, 1, in1, out0) != 0 ||
-                (p->h[0].shut && p->h[1].shut))
+            pump(p, 0, r0, r1);
+            pump(p, 1, r1, r0);
+            if (p->h[0].shut && p->h[1].shut)
                 close_pair(p);
         }
         if (fds[1].revents & POLLIN)
