@@ -406,3 +406,137 @@ fn refuse(client: &UnixStream, status: u16, body: &str) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::rules::{Origin, Rule};
+    use crate::secret::Redactor;
+    use std::net::TcpListener;
+
+    /// A proxy allowing `entries`, on a socket in a fresh directory.
+    fn proxy(entries: &[String], settings: Settings) -> (Proxy, std::path::PathBuf) {
+        let dir =
+            std::env::temp_dir().join(format!("egress-proxy-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir(&dir).unwrap();
+        let socket = dir.join("s");
+        let allow = AllowList {
+            rules: entries.iter().map(|e| Rule::parse(e).unwrap()).collect(),
+            origin: Origin::Task,
+        };
+        let listener = UnixListener::bind(&socket).unwrap();
+        let proxy = Proxy::start(
+            listener,
+            allow,
+            Journal::new(None, Redactor::default()),
+            settings,
+        )
+        .unwrap();
+        (proxy, socket)
+    }
+
+    /// Sends `request` and reads until the proxy closes (or 10 s).
+    fn ask(socket: &std::path::Path, request: &[u8]) -> String {
+        let mut client = UnixStream::connect(socket).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        client.write_all(request).unwrap();
+        let mut answer = Vec::new();
+        let _ = client.read_to_end(&mut answer);
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    fn server() -> (TcpListener, String) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let authority = listener.local_addr().unwrap().to_string();
+        (listener, authority)
+    }
+
+    #[test]
+    fn bad_heads_get_their_status_and_nothing_is_connected() {
+        let (proxy, socket) = proxy(&[], Settings::default());
+        assert!(
+            ask(&socket, b"GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 400 Bad Request\r\n")
+        );
+        let huge = format!(
+            "GET http://a.example/ HTTP/1.1\r\nX: {}\r\n\r\n",
+            "x".repeat(20_000)
+        );
+        assert!(ask(&socket, huge.as_bytes()).starts_with("HTTP/1.1 431 "));
+        let summary = proxy.stop();
+        assert_eq!((summary.allowed, summary.denied), (0, 2));
+        let _ = std::fs::remove_dir_all(socket.parent().unwrap());
+    }
+
+    #[test]
+    fn a_client_that_never_finishes_its_head_is_answered_408() {
+        let settings = Settings {
+            head_timeout: Duration::from_millis(300),
+            ..Settings::default()
+        };
+        let (proxy, socket) = proxy(&[], settings);
+        let started = Instant::now();
+        assert!(ask(&socket, b"CONNECT a.example:443 HTT").starts_with("HTTP/1.1 408 "));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        proxy.stop();
+        let _ = std::fs::remove_dir_all(socket.parent().unwrap());
+    }
+
+    #[test]
+    fn stopping_closes_live_tunnels_and_an_idle_one_closes_by_itself() {
+        let (listener, authority) = server();
+        let settings = Settings {
+            idle: Duration::from_millis(400),
+            ..Settings::default()
+        };
+        let (proxy, socket) = proxy(std::slice::from_ref(&authority), settings);
+        let connect = format!("CONNECT {authority} HTTP/1.1\r\n\r\n");
+        // Idle: closed after the timeout without anyone stopping the proxy.
+        let mut idle = UnixStream::connect(&socket).unwrap();
+        idle.write_all(connect.as_bytes()).unwrap();
+        let _held = listener.accept().unwrap();
+        let mut answer = Vec::new();
+        idle.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let started = Instant::now();
+        idle.read_to_end(&mut answer).unwrap();
+        assert!(
+            String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200 Connection Established")
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "closed when idle"
+        );
+        // Busy but stopped: closed by `stop`.
+        let (proxy, socket) = {
+            proxy.stop();
+            let _ = std::fs::remove_dir_all(socket.parent().unwrap());
+            self::proxy(std::slice::from_ref(&authority), Settings::default())
+        };
+        let mut live = UnixStream::connect(&socket).unwrap();
+        live.write_all(connect.as_bytes()).unwrap();
+        let (mut far, _) = listener.accept().unwrap();
+        let mut established = [0u8; 39];
+        live.read_exact(&mut established).unwrap();
+        live.write_all(b"ping").unwrap();
+        let mut ping = [0u8; 4];
+        far.read_exact(&mut ping).unwrap();
+        let summary = {
+            let started = Instant::now();
+            let summary = proxy.stop();
+            assert!(started.elapsed() < Duration::from_secs(3));
+            summary
+        };
+        live.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut rest = Vec::new();
+        assert!(
+            live.read_to_end(&mut rest).is_ok_and(|n| n == 0),
+            "closed by stop"
+        );
+        assert_eq!(summary.allowed, 1);
+        assert_eq!(summary.destinations[0].bytes_up, 4);
+        assert!(UnixStream::connect(&socket).is_err(), "nothing listens");
+        let _ = std::fs::remove_dir_all(socket.parent().unwrap());
+    }
+}

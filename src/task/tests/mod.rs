@@ -465,6 +465,63 @@ fn network_is_one_of_four() {
 }
 
 #[test]
+fn allow_entries_are_checked_and_given_ones_replace_the_defaults() {
+    let base = "version: 1\ntask: {prd: {text: x}}\n";
+    let task = ok(&format!(
+        "{base}runner: {{worker: {{allow: [pypi.org, '*.npmjs.org', 'github.com:22', '10.0.0.5:*']}}}}\n"
+    ));
+    assert_eq!(
+        task.worker.allow.entries(),
+        ["pypi.org", "*.npmjs.org", "github.com:22", "10.0.0.5:*"]
+    );
+    assert_eq!(task.worker.allow.origin, crate::egress::Origin::Task);
+    let task = ok(&format!("{base}runner: {{worker: {{allow: []}}}}\n"));
+    assert!(
+        task.worker.allow.rules.is_empty(),
+        "an empty list allows nothing"
+    );
+    let all = errs(&format!(
+        "{base}runner: {{worker: {{allow: [ok.example, '*', 'a.example:0', 'http://b.example/']}}}}\n"
+    ));
+    let paths: Vec<&str> = all.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "runner.worker.allow[1]",
+            "runner.worker.allow[2]",
+            "runner.worker.allow[3]"
+        ]
+    );
+    assert!(all[0].message.contains("network: bridge"), "{}", all[0]);
+}
+
+#[test]
+fn allow_is_only_for_the_allowlist_network() {
+    let e = err(
+        "version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {network: bridge, allow: [pypi.org]}}\n",
+    );
+    assert_error(
+        &e,
+        "runner.worker.allow",
+        "only used with network: allowlist",
+    );
+}
+
+#[test]
+fn the_proxy_variables_belong_to_agent_runner_with_the_allowlist() {
+    let e = err(
+        "version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {env: {https_proxy: 'http://elsewhere:8080'}}}\n",
+    );
+    assert_error(&e, "runner.worker.env.https_proxy", "set by agent-runner");
+    for (network, name) in [("none", "NO_PROXY"), ("host", "HTTP_PROXY")] {
+        let task = ok(&format!(
+            "version: 1\ntask: {{prd: {{text: x}}}}\nrunner: {{worker: {{network: {network}, env: {{{name}: x}}}}}}\n"
+        ));
+        assert_eq!(task.worker.env[0].name, name, "other networks may set them");
+    }
+}
+
+#[test]
 fn env_references_must_be_set() {
     let e = err(
         "version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {env: {CODEX_API_KEY: 'env:NOPE_UNSET'}}}\n",
