@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::journal::{Journal, Record, Summary};
 use super::policy::{self, Resolve, Verdict};
-use super::relay;
+use super::relay::{self, Socket};
 use super::request::{self, BadHead};
 use super::rules::{AllowList, Via};
 use crate::timestamp::Timestamp;
@@ -82,21 +82,7 @@ struct Shared {
 #[derive(Default)]
 struct Live {
     next: u64,
-    sockets: HashMap<u64, Vec<Socket>>,
-}
-
-enum Socket {
-    Unix(UnixStream),
-    Tcp(TcpStream),
-}
-
-impl Socket {
-    fn close(&self) {
-        let _ = match self {
-            Socket::Unix(s) => s.shutdown(Shutdown::Both),
-            Socket::Tcp(s) => s.shutdown(Shutdown::Both),
-        };
-    }
+    sockets: HashMap<u64, Vec<Arc<dyn Socket>>>,
 }
 
 impl Proxy {
@@ -147,7 +133,7 @@ impl Proxy {
             return;
         };
         for socket in live.sockets.values().flatten() {
-            socket.close();
+            let _ = socket.shutdown(Shutdown::Both);
         }
         while !live.sockets.is_empty() {
             let now = Instant::now();
@@ -208,7 +194,8 @@ fn admit(client: UnixStream, shared: &Arc<Shared>) {
     if client.set_nonblocking(false).is_err() {
         return;
     }
-    let Some(id) = shared.register(None, &client) else {
+    let client = Arc::new(client);
+    let Some(id) = shared.register(None, client.clone()) else {
         let max = shared.settings.max_connections;
         refuse(
             &client,
@@ -236,8 +223,7 @@ fn admit(client: UnixStream, shared: &Arc<Shared>) {
 impl Shared {
     /// Adds `socket` to connection `id` (a new one when None); None when the proxy
     /// is stopping or, for a new connection, full.
-    fn register(&self, id: Option<u64>, socket: &dyn AsSocket) -> Option<u64> {
-        let socket = socket.clone_socket()?;
+    fn register(&self, id: Option<u64>, socket: Arc<dyn Socket>) -> Option<u64> {
         let mut live = self.live.lock().ok()?;
         if self.stopping.load(Ordering::SeqCst) {
             return None;
@@ -264,31 +250,14 @@ impl Shared {
     }
 }
 
-/// A socket `stop` can close.
-trait AsSocket {
-    fn clone_socket(&self) -> Option<Socket>;
-}
-
-impl AsSocket for UnixStream {
-    fn clone_socket(&self) -> Option<Socket> {
-        self.try_clone().ok().map(Socket::Unix)
-    }
-}
-
-impl AsSocket for TcpStream {
-    fn clone_socket(&self) -> Option<Socket> {
-        self.try_clone().ok().map(Socket::Tcp)
-    }
-}
-
 /// One connection, from its request head to its record.
-fn serve(shared: &Arc<Shared>, client: UnixStream, at: Timestamp, id: u64) {
+fn serve(shared: &Arc<Shared>, client: Arc<UnixStream>, at: Timestamp, id: u64) {
     let started = Instant::now();
     let settings = &shared.settings;
     let journal = &shared.journal;
     let _ = client.set_read_timeout(Some(settings.head_timeout));
     let _ = client.set_write_timeout(Some(ANSWER_TIMEOUT));
-    let parsed = request::read_head(&mut &client)
+    let parsed = request::read_head(&mut &*client)
         .and_then(|(head, early)| request::parse(&head).map(|request| (request, early)));
     let (request, early) = match parsed {
         Ok(parsed) => parsed,
@@ -343,7 +312,8 @@ fn serve(shared: &Arc<Shared>, client: UnixStream, at: Timestamp, id: u64) {
                 }
             };
             record.reason = format!("allowed by {rule}");
-            if shared.register(Some(id), &upstream).is_none() {
+            let upstream = Arc::new(upstream);
+            if shared.register(Some(id), upstream.clone()).is_none() {
                 record.reason.push_str("; closed as the task ended");
                 journal.record(record, started.elapsed(), None);
                 return;
@@ -351,10 +321,12 @@ fn serve(shared: &Arc<Shared>, client: UnixStream, at: Timestamp, id: u64) {
             let _ = upstream.set_nodelay(true);
             let _ = upstream.set_write_timeout(Some(settings.idle));
             let opened = match request.via {
-                Via::Connect => (&client).write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n"),
-                Via::Plain => (&upstream).write_all(&request.upstream_head),
+                Via::Connect => {
+                    (&*client).write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                }
+                Via::Plain => (&*upstream).write_all(&request.upstream_head),
             }
-            .and_then(|()| (&upstream).write_all(&early));
+            .and_then(|()| (&*upstream).write_all(&early));
             if opened.is_ok() {
                 let traffic = relay::relay(client, upstream, settings.idle);
                 record.bytes_up = traffic.up;

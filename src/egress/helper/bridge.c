@@ -13,8 +13,9 @@
  * Why C, static, one process, one poll loop: it needs nothing from the image (no
  * shell tools, no libc of the image's), the envelope spares only the keep-alive's
  * pid between runs (a forked child would be stopped), and its memory is bounded
- * (MAX_PAIRS connections, two BUF buffers each). It trusts nothing it reads: it
- * only copies bytes.
+ * (MAX_PAIRS connections). Bytes move with splice(2) through a pipe per direction,
+ * inside the kernel; where the kernel cannot splice (unix sockets before Linux
+ * 4.2), through a buffer. It trusts nothing it reads: it only moves bytes.
  *
  * Usage: bridge PORT SOCKET AUTH
  */
@@ -36,18 +37,21 @@
 
 /* More than the proxy's own limit, so that the proxy (which answers why) refuses. */
 #define MAX_PAIRS 128
-#define BUF 32768
+/* The buffer of the fallback. */
+#define CHUNK 65536
 
-/* Bytes read from one side, waiting to be written to the other. */
+/* Bytes taken from one side, waiting to be given to the other: in a pipe, or in
+ * `buf` when splicing is not possible. */
 struct half {
+    int pipe[2];  /* -1 when not in use */
     char *buf;
-    size_t len, off;
+    size_t cap, len, off;
     int eof;      /* the reading side has ended */
-    int shut;     /* and the writing side was told (SHUT_WR) */
+    int shut;     /* and the writing side was told (SHUT_WR), or cannot be written */
 };
 
 /* One connection: fd[0] the client's TCP socket, fd[1] the proxy's unix socket;
- * h[i] holds what was read from fd[i], for fd[1 - i]. */
+ * h[i] holds what was taken from fd[i], for fd[1 - i]. */
 struct pair {
     int used;
     int fd[2];
@@ -62,13 +66,39 @@ static void die(const char *what)
     exit(1);
 }
 
+static void close_half(struct half *h)
+{
+    for (int i = 0; i < 2; i++) {
+        if (h->pipe[i] >= 0)
+            close(h->pipe[i]);
+        h->pipe[i] = -1;
+    }
+    free(h->buf);
+    h->buf = NULL;
+}
+
 static void close_pair(struct pair *p)
 {
-    close(p->fd[0]);
-    close(p->fd[1]);
-    free(p->h[0].buf);
-    free(p->h[1].buf);
+    for (int i = 0; i < 2; i++) {
+        close(p->fd[i]);
+        close_half(&p->h[i]);
+    }
     memset(p, 0, sizeof *p);
+}
+
+/* A pipe for a direction, or a buffer if there can be no pipe; -1 if neither. */
+static int open_half(struct half *h)
+{
+    memset(h, 0, sizeof *h);
+    h->pipe[0] = h->pipe[1] = -1;
+    if (pipe2(h->pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
+        int cap = fcntl(h->pipe[1], F_GETPIPE_SZ);
+        h->cap = cap > 0 ? (size_t)cap : 4096;
+        return 0;
+    }
+    h->pipe[0] = h->pipe[1] = -1;
+    h->cap = CHUNK;
+    return (h->buf = malloc(CHUNK)) ? 0 : -1;
 }
 
 /* `${CODEX_HOME:-$HOME/.codex}`, created with its parents (codex exits without
@@ -123,24 +153,73 @@ static void accept_one(int listener, const char *path)
     for (slot = 0; slot < MAX_PAIRS && pairs[slot].used; slot++)
         ;
     int upstream = slot < MAX_PAIRS ? proxy_socket(path) : -1;
-    char *a = upstream >= 0 ? malloc(BUF) : NULL, *b = a ? malloc(BUF) : NULL;
-    if (!b) {
-        free(a);
-        if (upstream >= 0)
-            close(upstream);
+    if (upstream < 0) {
         close(client);
         return;
     }
-    setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    /* Non-blocking from here: a slow side must not hold the others. */
     struct pair *p = &pairs[slot];
-    p->used = 1;
     p->fd[0] = client;
     p->fd[1] = upstream;
-    p->h[0].buf = a;
-    p->h[1].buf = b;
+    int ok = open_half(&p->h[0]) == 0;
+    ok = open_half(&p->h[1]) == 0 && ok;
+    if (!ok) {
+        close_pair(p);
+        return;
+    }
+    p->used = 1;
+    setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* Non-blocking from here: a slow side must not hold the others. */
     for (int i = 0; i < 2; i++)
         fcntl(p->fd[i], F_SETFL, fcntl(p->fd[i], F_GETFL) | O_NONBLOCK);
+}
+
+/* Takes what `from` has into `h`: >0 bytes, 0 at its end, -1 for nothing now. */
+static ssize_t take(struct half *h, int from)
+{
+    ssize_t n;
+    if (h->buf) {
+        n = read(from, h->buf, CHUNK);
+    } else {
+        n = splice(from, NULL, h->pipe[1], NULL, h->cap - h->len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n < 0 && errno == EINVAL && h->len == 0) {
+            /* This kernel cannot splice from this socket: a buffer instead. */
+            char *buf = malloc(CHUNK);
+            if (!buf)
+                return 0;
+            close_half(h);
+            h->buf = buf;
+            h->cap = CHUNK;
+            n = read(from, h->buf, CHUNK);
+        }
+    }
+    if (n > 0) {
+        if (h->buf)
+            h->off = 0;
+        h->len += (size_t)n;
+        return n;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        return 0;
+    return -1;
+}
+
+/* Gives what `h` holds to `to`: 0 done or nothing now, -1 when `to` is broken. */
+static int give(struct half *h, int to)
+{
+    ssize_t n = h->buf ? send(to, h->buf + h->off, h->len, MSG_NOSIGNAL)
+                       : splice(h->pipe[0], NULL, to, NULL, h->len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n > 0) {
+        h->off += (size_t)n;
+        h->len -= (size_t)n;
+        return 0;
+    }
+    return n < 0 && errno != EAGAIN && errno != EINTR ? -1 : 0;
+}
+
+/* Whether `h` can take more now. */
+static int room(const struct half *h)
+{
+    return !h->eof && (h->buf ? h->len == 0 : h->len < h->cap);
 }
 
 /* Moves what it can in one direction, given what poll said of both sockets. A
@@ -152,25 +231,9 @@ static void pump(struct pair *p, int from, short seen_from, short seen_to)
 {
     struct half *h = &p->h[from];
     int to = 1 - from;
-    if (h->len == 0 && !h->eof && (seen_from & (POLLIN | POLLHUP | POLLERR))) {
-        ssize_t n = read(p->fd[from], h->buf, BUF);
-        if (n > 0) {
-            h->len = (size_t)n;
-            h->off = 0;
-        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-            h->eof = 1;
-        }
-    }
-    int broken = 0;
-    if (h->len > 0 && (seen_to & (POLLOUT | POLLERR))) {
-        ssize_t n = send(p->fd[to], h->buf + h->off, h->len, MSG_NOSIGNAL);
-        if (n > 0) {
-            h->off += (size_t)n;
-            h->len -= (size_t)n;
-        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            broken = 1;
-        }
-    }
+    if (room(h) && (seen_from & (POLLIN | POLLHUP | POLLERR)) && take(h, p->fd[from]) == 0)
+        h->eof = 1;
+    int broken = h->len > 0 && (seen_to & (POLLOUT | POLLERR)) && give(h, p->fd[to]) != 0;
     /* A hung-up socket can be written no more (and poll would keep saying so). */
     if (broken || (!h->shut && (seen_to & (POLLHUP | POLLERR)))) {
         h->len = 0;
@@ -229,7 +292,7 @@ int main(int argc, char **argv)
                 continue;
             for (int i = 0; i < 2; i++) {
                 short events = 0;
-                if (p->h[i].len == 0 && !p->h[i].eof)
+                if (room(&p->h[i]))
                     events |= POLLIN;
                 if (p->h[1 - i].len > 0)
                     events |= POLLOUT;
