@@ -91,6 +91,16 @@ impl Activity {
 /// Relays until both directions have ended (or the connection idles for `idle`);
 /// returns the bytes carried.
 pub fn relay(client: Arc<UnixStream>, upstream: Arc<TcpStream>, idle: Duration) -> Traffic {
+    relay_by(client, upstream, idle, true)
+}
+
+/// `relay`, splicing when `splice` (else copying, as where the kernel cannot).
+fn relay_by(
+    client: Arc<UnixStream>,
+    upstream: Arc<TcpStream>,
+    idle: Duration,
+    splice: bool,
+) -> Traffic {
     let activity = Arc::new(Activity {
         began: Instant::now(),
         last: AtomicU64::new(0),
@@ -104,8 +114,8 @@ pub fn relay(client: Arc<UnixStream>, upstream: Arc<TcpStream>, idle: Duration) 
     let down = std::thread::Builder::new()
         .name("egress-down".into())
         .stack_size(PUMP_STACK)
-        .spawn(move || pump(&*down_from, &*down_to, &down_activity, idle));
-    let up = pump(&*client, &*upstream, &activity, idle);
+        .spawn(move || pump(&*down_from, &*down_to, &down_activity, idle, splice));
+    let up = pump(&*client, &*upstream, &activity, idle, splice);
     let down = match down {
         Ok(handle) => handle.join().unwrap_or(0),
         Err(_) => 0,
@@ -134,11 +144,17 @@ enum Step {
 }
 
 /// Moves `from` to `to` until it ends (see `End`). Returns the bytes moved.
-fn pump(from: &dyn Socket, to: &dyn Socket, activity: &Activity, idle: Duration) -> u64 {
+fn pump(
+    from: &dyn Socket,
+    to: &dyn Socket,
+    activity: &Activity,
+    idle: Duration,
+    splice: bool,
+) -> u64 {
     let mut moved = 0u64;
     let mut mover = match Pipe::new() {
-        Ok(pipe) => Mover::Splice(pipe),
-        Err(_) => Mover::Copy(vec![0u8; BUFFER]),
+        Ok(pipe) if splice => Mover::Splice(pipe),
+        _ => Mover::Copy(vec![0u8; BUFFER]),
     };
     let mut timeout = idle;
     let end = loop {
@@ -304,18 +320,32 @@ mod tests {
     /// A relay between a unix socket pair's far end and a TCP connection's far end;
     /// returns (client end, server end, the relay's thread).
     fn rig(idle: Duration) -> (UnixStream, TcpStream, std::thread::JoinHandle<Traffic>) {
+        rig_by(idle, true)
+    }
+
+    fn rig_by(
+        idle: Duration,
+        splice: bool,
+    ) -> (UnixStream, TcpStream, std::thread::JoinHandle<Traffic>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let upstream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
         let (client, proxy_side) = UnixStream::pair().unwrap();
-        let relay =
-            std::thread::spawn(move || relay(Arc::new(proxy_side), Arc::new(upstream), idle));
+        let relay = std::thread::spawn(move || {
+            relay_by(Arc::new(proxy_side), Arc::new(upstream), idle, splice)
+        });
         (client, server, relay)
     }
 
     #[test]
     fn bytes_go_both_ways_and_half_closes_are_passed_on() {
-        let (mut client, mut server, relay) = rig(Duration::from_secs(30));
+        for splice in [true, false] {
+            both_ways(splice);
+        }
+    }
+
+    fn both_ways(splice: bool) {
+        let (mut client, mut server, relay) = rig_by(Duration::from_secs(30), splice);
         client.write_all(b"request").unwrap();
         client.shutdown(Shutdown::Write).unwrap();
         let mut got = Vec::new();
