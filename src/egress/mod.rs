@@ -58,17 +58,18 @@ pub struct Egress {
 }
 
 impl Egress {
-    /// Starts the proxy for `allow`, logging to `egress.jsonl` in `logs`, masking
-    /// `redactor`'s secrets.
+    /// Starts the proxy for `allow`, logging to `egress.jsonl` in `logs` (if given),
+    /// masking `redactor`'s secrets.
     pub fn start(
         allow: &AllowList,
-        logs: &PrivateDir,
+        logs: Option<&PrivateDir>,
         redactor: Redactor,
         settings: Settings,
     ) -> std::io::Result<Egress> {
-        let log = match logs.create(LOG_FILE) {
-            Ok(file) => Some(file),
-            Err(e) => {
+        let log = match logs.map(|logs| logs.create(LOG_FILE)) {
+            None => None,
+            Some(Ok(file)) => Some(file),
+            Some(Err(e)) => {
                 log::warn!("cannot write the egress log: {e}");
                 None
             }

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -26,8 +26,8 @@ use super::request::{self, BadHead};
 use super::rules::{AllowList, Via};
 use crate::timestamp::Timestamp;
 
-/// How often the accept loop looks at the stop flag.
-const TICK: Duration = Duration::from_millis(100);
+/// How long the accept loop waits after a failed accept.
+const PAUSE: Duration = Duration::from_millis(100);
 /// Longest wait for an answer to be taken by a client.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Addresses tried per destination.
@@ -67,6 +67,9 @@ impl Default for Settings {
 pub struct Proxy {
     shared: Arc<Shared>,
     acceptor: Option<JoinHandle<()>>,
+    /// Closing it wakes the accept loop at once (`stop` must not wait on a tick:
+    /// it is on the path of every task's end).
+    wake: Option<OwnedFd>,
 }
 
 struct Shared {
@@ -94,6 +97,7 @@ impl Proxy {
         settings: Settings,
     ) -> std::io::Result<Proxy> {
         listener.set_nonblocking(true)?;
+        let (woken, wake) = pipe()?;
         let shared = Arc::new(Shared {
             allow,
             journal,
@@ -105,10 +109,11 @@ impl Proxy {
         let accepting = shared.clone();
         let acceptor = std::thread::Builder::new()
             .name("egress-accept".into())
-            .spawn(move || accept_loop(&listener, &accepting))?;
+            .spawn(move || accept_loop(&listener, &woken, &accepting))?;
         Ok(Proxy {
             shared,
             acceptor: Some(acceptor),
+            wake: Some(wake),
         })
     }
 
@@ -125,6 +130,7 @@ impl Proxy {
 
     fn halt(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
+        drop(self.wake.take());
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.join();
         }
@@ -156,9 +162,9 @@ impl Drop for Proxy {
     }
 }
 
-fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) {
+fn accept_loop(listener: &UnixListener, woken: &OwnedFd, shared: &Arc<Shared>) {
     while !shared.stopping.load(Ordering::SeqCst) {
-        if !readable(listener, TICK) {
+        if !readable(listener, woken) {
             continue;
         }
         match listener.accept() {
@@ -170,22 +176,33 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) {
                 ) => {}
             Err(e) => {
                 log::warn!("egress proxy: accepting a connection failed: {e}");
-                std::thread::sleep(TICK);
+                std::thread::sleep(PAUSE);
             }
         }
     }
 }
 
-/// Whether `listener` has a connection waiting, within `timeout`.
-fn readable(listener: &UnixListener, timeout: Duration) -> bool {
-    let mut fd = libc::pollfd {
-        fd: listener.as_raw_fd(),
+/// Waits until `listener` has a connection waiting (true) or `woken` is closed.
+fn readable(listener: &UnixListener, woken: &OwnedFd) -> bool {
+    let mut fds = [listener.as_raw_fd(), woken.as_raw_fd()].map(|fd| libc::pollfd {
+        fd,
         events: libc::POLLIN,
         revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let n = unsafe { libc::poll(&mut fd, 1, timeout.as_millis() as libc::c_int) };
-    n > 0
+    });
+    // SAFETY: valid pollfds for the duration of the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+    n > 0 && fds[0].revents & libc::POLLIN != 0
+}
+
+/// A pipe: (read end, write end).
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: two fresh descriptors that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Gives a new connection a thread, or answers 503 when there are enough.

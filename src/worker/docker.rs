@@ -148,7 +148,7 @@ impl DockerSandbox {
         if self.egress.is_none() {
             let started = Egress::start(
                 &self.spec.worker.allow,
-                &self.logs,
+                Some(&self.logs),
                 self.redactor.clone(),
                 egress::Settings::default(),
             )
