@@ -114,10 +114,14 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
         "egress-basic",
         &format!(
             "env | grep -i _proxy= | sort > proxy-env.out\n\
+             touch /run/agent-runner/egress/planted 2>/dev/null; echo $? > ro.rc\n\
+             rm -f /run/agent-runner/egress/proxy.sock /run/agent-runner/egress/bridge 2>/dev/null; echo $? >> ro.rc\n\
              cat /proc/net/dev > netdev.out\n\
              wget -q -O plain.out http://{a}/plain 2> plain.err\n\
              printf 'CONNECT {a} HTTP/1.1\\r\\nHost: {a}\\r\\n\\r\\nGET /tunnel HTTP/1.0\\r\\n\\r\\n' | nc {PROXY} > connect.out\n\
              wget -q -O denied.out http://{d}/secret 2> denied.err\n\
+             dd if=/dev/zero of=big.bin bs=1024 count=4096 2>/dev/null\n\
+             for i in 1 2 3 4 5; do wget -q -O /dev/null --post-file big.bin http://{d}/upload 2>> upload.err; done\n\
              printf 'CONNECT {d} HTTP/1.1\\r\\n\\r\\n' | nc {PROXY} > denied-connect.out\n\
              wget -Y off -q -O direct.out http://{a}/direct 2> direct.err; echo $? > direct.rc\n\
              wget -Y off -q -O gateway.out http://172.17.0.1:{port}/direct 2> gateway.err; echo $? > gateway.rc\n",
@@ -143,6 +147,13 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
         "HTTPS_PROXY=http://127.0.0.1:3128\nHTTP_PROXY=http://127.0.0.1:3128\nNO_PROXY=localhost,127.0.0.1\n\
          http_proxy=http://127.0.0.1:3128\nhttps_proxy=http://127.0.0.1:3128\nno_proxy=localhost,127.0.0.1\n"
     );
+    // The proxy's directory is read-only in the container (the requests below went
+    // through the socket the worker tried to remove).
+    let ro: Vec<String> = read(&repo.join("ro.rc"))
+        .lines()
+        .map(String::from)
+        .collect();
+    assert!(ro.iter().all(|rc| rc != "0"), "{ro:?}");
     // Allowed, both ways: plain HTTP in origin form, CONNECT as a tunnel.
     assert_eq!(read(&repo.join("plain.out")), "hello from allowed");
     let connect = read(&repo.join("connect.out"));
@@ -163,6 +174,9 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     assert!(heads.iter().any(|h| h.starts_with("GET /tunnel HTTP/1.0")));
     // Denied: 403 with the way to allow it, and the destination saw nothing.
     assert!(read(&repo.join("denied.err")).contains("403"));
+    // Refused while it was still sending a large body: the answer arrives anyway.
+    let uploads = read(&repo.join("upload.err"));
+    assert_eq!(uploads.matches("403 Forbidden").count(), 5, "{uploads}");
     let refused = read(&repo.join("denied-connect.out"));
     assert!(
         refused.starts_with("HTTP/1.1 403 Forbidden\r\n"),
@@ -197,7 +211,7 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     };
     assert_eq!(
         (line("127.0.0.2", true), line("127.0.0.3", false)),
-        (2, 2),
+        (2, 7),
         "{log:?}"
     );
     let plain_record = log.iter().find(|r| r["allowed"] == true).unwrap();
@@ -211,16 +225,16 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     }
     assert_eq!(
         result(&out)["egress"],
-        serde_json::json!({"allowed": 2, "denied": 2})
+        serde_json::json!({"allowed": 2, "denied": 7})
     );
     let note = note(repo, &id);
     for line in [
         "## 6. Egress".to_string(),
         "Allowed: 2 connection(s).".into(),
         format!("- `{a}`: 2 connection(s), "),
-        "Denied: 2 connection(s).".into(),
+        "Denied: 7 connection(s).".into(),
         format!(
-            "- `{d}`: 2 connection(s): an IP address not listed in runner.worker.allow; to allow it, add `{d}`"
+            "- `{d}`: 7 connection(s): an IP address not listed in runner.worker.allow; to allow it, add `{d}`"
         ),
         format!("allow: [\"{a}\", \"{d}\"]"),
     ] {
