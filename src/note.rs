@@ -262,10 +262,14 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             .as_ref()
             .map(|e| format!("; to allow it, add {}", code_span(e)))
             .unwrap_or_default();
+        let destination = if t.destination == crate::egress::NO_HOST {
+            "(no destination read)".to_string()
+        } else {
+            code_span(&t.destination)
+        };
         writeln!(
             out,
-            "- {}: {} connection(s): {}{how}",
-            code_span(&t.destination),
+            "- {destination}: {} connection(s): {}{how}",
             t.connections,
             inline(&t.reason)
         )?;

@@ -336,7 +336,7 @@ fn sixty_five_connections_at_once_are_bounded_to_sixty_four() {
         std::fs::read_to_string(logs.join("test-1.log")).unwrap_or_default(),
         std::fs::read_to_string(logs.join("egress.jsonl")).unwrap_or_default()
     );
-    out.stderr_has("too many connections (at most 64 at a time)");
+    out.stderr_has("egress denied: a connection (too many connections (at most 64 at a time))");
     assert_eq!(read(&s.repo.join("established.count")).trim(), "64");
     assert_eq!(read(&s.repo.join("refused.count")).trim(), "1");
     assert_eq!(holding.connections(), 64);

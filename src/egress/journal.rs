@@ -14,6 +14,8 @@ use serde::Serialize;
 use crate::secret::Redactor;
 use crate::timestamp::Timestamp;
 
+/// The host of a connection whose request named none (unreadable, or refused first).
+pub const NO_HOST: &str = "-";
 /// Destinations tallied one by one; the rest are counted together.
 const MAX_DESTINATIONS: usize = 200;
 
@@ -47,8 +49,13 @@ impl Record {
         }
     }
 
+    /// `host:port`, or `-` when no destination was read.
     fn destination(&self) -> String {
-        format!("{}:{}", self.host, self.port)
+        if self.host == NO_HOST {
+            NO_HOST.to_string()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
     }
 }
 
@@ -128,6 +135,9 @@ impl Journal {
                     record.destination(),
                     record.reason
                 ),
+                None if record.host == NO_HOST => {
+                    log::warn!("egress denied: a connection ({})", record.reason)
+                }
                 None => log::warn!(
                     "egress denied: {} ({})",
                     record.destination(),

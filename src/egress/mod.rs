@@ -38,7 +38,7 @@ pub mod rules;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 
-pub use journal::{Summary, Tally};
+pub use journal::{NO_HOST, Summary, Tally};
 pub use proxy::Settings;
 pub use rules::{AllowList, Origin, Rule};
 

@@ -19,7 +19,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::journal::{Journal, Record, Summary};
+use super::journal::{Journal, NO_HOST, Record, Summary};
 use super::policy::{self, Resolve, Verdict};
 use super::relay::{self, Socket};
 use super::request::{self, BadHead};
@@ -219,7 +219,7 @@ fn admit(client: UnixStream, shared: &Arc<Shared>) {
             503,
             &format!("too many connections (at most {max} at a time)\n"),
         );
-        let mut record = Record::new(at, "-".into(), 0);
+        let mut record = Record::new(at, NO_HOST.into(), 0);
         record.reason = format!("too many connections (at most {max} at a time)");
         shared.journal.record(record, Duration::ZERO, None);
         return;
@@ -282,7 +282,7 @@ fn serve(shared: &Arc<Shared>, client: Arc<UnixStream>, at: Timestamp, id: u64) 
             if bad != BadHead::Closed {
                 refuse(&client, bad.status(), &format!("{}\n", bad.reason()));
             }
-            let mut record = Record::new(at, "-".into(), 0);
+            let mut record = Record::new(at, NO_HOST.into(), 0);
             record.reason = bad.reason();
             journal.record(record, started.elapsed(), None);
             return;

@@ -389,6 +389,26 @@ mod tests {
     }
 
     #[test]
+    fn a_client_that_stops_reading_can_still_send() {
+        let (mut client, mut server, relay) = rig(Duration::from_secs(30));
+        client.shutdown(Shutdown::Read).unwrap();
+        // Toward the client nothing can be written any more...
+        server.write_all(b"unwanted").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        // ...but the other way still carries.
+        client.write_all(b"after").unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        server
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        server.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"after");
+        drop(server);
+        assert_eq!(relay.join().unwrap().up, 5);
+    }
+
+    #[test]
     fn an_idle_connection_is_closed_but_a_busy_one_in_one_direction_is_not() {
         let idle = Duration::from_millis(300);
         let (mut client, mut server, relay) = rig(idle);
