@@ -515,3 +515,31 @@ fn an_image_with_no_shell_tools_still_gets_its_proxy() {
     assert_eq!(allowed.connections(), 1);
     assert_no_container(&id);
 }
+
+#[test]
+fn the_bridge_prepares_codex_home_with_the_host_s_auth_json() {
+    let s = setup("egress-home", "true\n");
+    let auth = r#"{"OPENAI_API_KEY": "sk-from-auth-json-0123456789"}"#;
+    std::fs::create_dir_all(s.tmp.join(".codex")).unwrap();
+    std::fs::write(s.tmp.join(".codex/auth.json"), auth).unwrap();
+    let id = task_id("home");
+    let script = s.dir.file(
+        "meta-home.yaml",
+        "- type: plan_task\n  acceptance_criteria:\n    - id: AC-1\n      description: x\n\
+         - type: next_action\n  decision: {action: run_worker, reason: go}\n  worker_call: {worker_type: codex-cli, mode: exec, prompt: \"@run: cat \\\"${CODEX_HOME:-$HOME/.codex}/auth.json\\\" > seen-auth.txt\\n@say: looked\"}\n\
+         - type: completion_assessment\n  summary: ok\n  details: {passed_criteria: [AC-1], remaining_risks: []}\n",
+    );
+    let yaml = task(&id, &s.repo, &script, TEST_IMAGE, "");
+    // HOME (where auth.json is found) is the temp directory.
+    run(&yaml, &s.tmp)
+        .code(0)
+        .stderr_has("worker run 1/1: completed")
+        .stderr_has("egress proxy started; allowed: api.openai.com");
+    assert_eq!(read(&s.repo.join("seen-auth.txt")), auth);
+    assert_eq!(
+        leftovers(&s.tmp),
+        [".codex"],
+        "only auth.json's directory is left in the temp directory"
+    );
+    assert_no_container(&id);
+}
