@@ -90,11 +90,6 @@ impl Egress {
         self.dir.path()
     }
 
-    /// The connections so far.
-    pub fn summary(&self) -> Summary {
-        self.proxy.summary()
-    }
-
     /// Stops the proxy (closing its connections), removes its directory, and
     /// returns what it did.
     pub fn stop(self) -> Summary {

@@ -117,11 +117,6 @@ impl Proxy {
         })
     }
 
-    /// The tally so far.
-    pub fn summary(&self) -> Summary {
-        self.shared.journal.summary()
-    }
-
     /// Stops accepting, closes every live connection, and returns the tally.
     pub fn stop(mut self) -> Summary {
         self.halt();
