@@ -12,6 +12,11 @@
 4. Memory: agent-runner's own peak RSS while the worker prints 1 GiB; the largest Meta
    request body in that run.
 5. Release binary size and clean release build time (separate target directory).
+6. A hostile Meta reply: 8 MB of `{a: {a: …` (as large as the client takes) is
+   refused and asked again; the time from the reply sent to the re-ask received.
+   Also an accepted 8 MB reply nested 31 deep, SIGTERM'd while it is parsed:
+   signal -> exit.
+BENCH_ONLY=1,6 runs only these figures; default all.
 """
 
 import http.server
@@ -30,6 +35,11 @@ ROOT = os.path.dirname(HERE)
 BIN = os.environ.get("AGENT_RUNNER_BIN", os.path.join(ROOT, "target/release/agent-runner"))
 IMAGE = "agent-runner-test-worker:latest"
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
+ONLY = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
+
+
+def wanted(figure):
+    return not ONLY or figure in ONLY
 KEY = "sk-bench-0123456789"
 
 PROMPTS = [
@@ -96,6 +106,21 @@ class Meta(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def mark_complete():
+    return "type: next_action\ndecision: {action: mark_complete, reason: nothing to do}\n"
+
+
+def nested(levels):
+    """A plan_task reply of `{a: ` nested `levels` deep, as large as the client takes."""
+    return "type: plan_task\nacceptance_criteria: " + "{a: " * levels
+
+
+def deep_but_accepted():
+    """8 MB of criteria nested 31 deep: accepted, and seconds to parse."""
+    item = "{a: " * 30 + "x" + "}" * 30 + ", "
+    return "type: plan_task\nacceptance_criteria: [" + item * ((8 << 20) // len(item) - 1) + "]\n"
+
+
 def reset(replies):
     Meta.replies = list(replies)
     Meta.arrivals, Meta.sizes, Meta.sent = [], [], []
@@ -129,6 +154,139 @@ def stats(values, unit="s", scale=1.0):
     return f"{statistics.median(values):8.3f} {unit}  (min {min(values):.3f}, max {max(values):.3f}, n={len(values)})"
 
 
+def overhead(work, url, env):
+    """1. Overhead ratio, interleaved a, b, a, b..."""
+    agent_times, bare_times = [], []
+    for n in range(RUNS + 1):
+        reset(three_loops())
+        repo = new_repo(work, f"a{n}")
+        _, took = run_agent(task_yaml(f"bench-a{n}", repo, url), env)
+        repo_b = new_repo(work, f"b{n}")
+        start = time.time()
+        subprocess.run(["bash", os.path.join(HERE, "bare.sh"), repo_b, IMAGE, TEST] + PROMPTS, check=True,
+                       capture_output=True)
+        bare = time.time() - start
+        if n > 0:  # the first pair warms caches
+            agent_times.append(took)
+            bare_times.append(bare)
+    ratios = [a / b for a, b in zip(agent_times, bare_times)]
+    return [("agent-runner run, 3 worker + 3 test runs", stats(agent_times)),
+            ("bare docker CLI script, same calls", stats(bare_times)),
+            ("overhead ratio a/b (target <= 1.05)", stats(ratios, "x"))]
+
+
+def startup(work, url, env):
+    """2. Start-up to the first Meta request."""
+    rows, firsts = [], []
+    for n in range(RUNS):
+        reset(three_loops(PROMPTS[:1]))
+        repo = new_repo(work, f"s{n}")
+        start, _ = run_agent(task_yaml(f"bench-s{n}", repo, url, test=None), env)
+        firsts.append(Meta.arrivals[0] - start)
+    rows.append(("start -> first Meta request (target <= 10 ms)", stats(firsts, "ms", 1000)))
+    for label, args, stdin in [("agent-runner --version", ["--version"], b""),
+                               ("agent-runner validate", ["validate"], task_yaml("v", work, url).encode())]:
+        times = []
+        for _ in range(RUNS * 3):
+            start = time.time()
+            subprocess.run([BIN] + args, input=stdin, env=env, capture_output=True, check=True)
+            times.append(time.time() - start)
+        rows.append((label, stats(times, "ms", 1000)))
+    return rows
+
+
+def teardown(work, url, env):
+    """3. Teardown: last Meta reply sent -> container destroyed."""
+    times = []
+    for n in range(RUNS):
+        reset(three_loops(PROMPTS[:1]))
+        repo = new_repo(work, f"t{n}")
+        task_id = f"bench-t{n}"
+        events = subprocess.Popen(
+            ["docker", "events", "--format", "{{.TimeNano}}", "--filter", "event=destroy",
+             "--filter", f"label=agent-runner.task={task_id}"], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.2)
+        run_agent(task_yaml(task_id, repo, url, test=None), env)
+        destroyed = int(events.stdout.readline()) / 1e9
+        events.kill()
+        events.wait()
+        times.append(destroyed - Meta.sent[-1])
+    return [("task end -> container gone (target <= 0.3 s)", stats(times))]
+
+
+def memory(work, url, env):
+    """4. Memory while the worker prints 1 GiB."""
+    peaks, largest = [], []
+    for n in range(3):
+        reset(three_loops([f"@spew: {1 << 30}\n@say: spewed"]))
+        repo = new_repo(work, f"m{n}")
+        proc = subprocess.Popen([BIN, "run"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=env)
+        proc.stdin.write(task_yaml(f"bench-m{n}", repo, url, test=None).encode())
+        proc.stdin.close()
+        peak = 0
+        while proc.poll() is None:
+            try:
+                with open(f"/proc/{proc.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            peak = max(peak, int(line.split()[1]))
+            except OSError:
+                pass
+            time.sleep(0.005)
+        if proc.returncode != 0:
+            sys.exit("agent-runner failed in the memory run")
+        log = os.path.join(repo, f".agent-runner/logs/bench-m{n}/run-1.log")
+        if os.path.getsize(log) < 1 << 30:
+            sys.exit("worker log incomplete")
+        peaks.append(peak / 1024)
+        largest.append(max(Meta.sizes) / 1024)
+        shutil.rmtree(repo)
+    return [("peak RSS, worker prints 1 GiB (target <= 16 MiB)", stats(peaks, "MiB")),
+            ("largest Meta request in that run (<= 32 KiB)", stats(largest, "KiB"))]
+
+
+def build():
+    """5. Binary size and a clean release build."""
+    rows = [("release binary size", f"{os.path.getsize(BIN) / 1024 / 1024:8.2f} MiB")]
+    if os.environ.get("BENCH_BUILD", "1") == "1":
+        target = tempfile.mkdtemp(prefix="agent-runner-build-")
+        start = time.time()
+        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True,
+                       env=dict(os.environ, CARGO_TARGET_DIR=target))
+        rows.append(("clean release build (2 cores)", f"{time.time() - start:8.1f} s"))
+        shutil.rmtree(target, ignore_errors=True)
+    return rows
+
+
+def hostile_replies(work, url, env):
+    """6. A maximal nested reply refused; SIGTERM while an accepted large reply parses."""
+    refusals, stops = [], []
+    for n in range(RUNS):
+        reset([nested(2_000_000), plan(), mark_complete(), assess(True)])
+        repo = new_repo(work, f"n{n}")
+        run_agent(task_yaml(f"bench-n{n}", repo, url, test=None), env)
+        refusals.append(Meta.arrivals[1] - Meta.sent[0])
+    for n in range(3):
+        reset([deep_but_accepted()])
+        repo = new_repo(work, f"p{n}")
+        proc = subprocess.Popen([BIN, "run"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=env)
+        proc.stdin.write(task_yaml(f"bench-p{n}", repo, url, test=None).encode())
+        proc.stdin.close()
+        while not Meta.sent:
+            time.sleep(0.005)
+        time.sleep(0.3)  # reading the 8 MB answer, then parsing it
+        start = time.time()
+        proc.terminate()
+        proc.wait()
+        stops.append(time.time() - start)
+        if proc.returncode != 130:
+            sys.exit(f"agent-runner exited {proc.returncode} on SIGTERM while parsing")
+    return [("8 MB nested reply sent -> refused, re-ask received", stats(refusals, "ms", 1000)),
+            ("SIGTERM while an 8 MB reply parses -> exit (<= 1 s)", stats(stops, "ms", 1000))]
+
+
 def main():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Meta)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -137,98 +295,10 @@ def main():
     work = tempfile.mkdtemp(prefix="agent-runner-bench-")
     rows = []
     try:
-        # 1. Overhead ratio, interleaved a, b, a, b...
-        agent_times, bare_times = [], []
-        for n in range(RUNS + 1):
-            reset(three_loops())
-            repo = new_repo(work, f"a{n}")
-            _, took = run_agent(task_yaml(f"bench-a{n}", repo, url), env)
-            repo_b = new_repo(work, f"b{n}")
-            start = time.time()
-            subprocess.run(["bash", os.path.join(HERE, "bare.sh"), repo_b, IMAGE, TEST] + PROMPTS, check=True,
-                           capture_output=True)
-            bare = time.time() - start
-            if n > 0:  # the first pair warms caches
-                agent_times.append(took)
-                bare_times.append(bare)
-        ratios = [a / b for a, b in zip(agent_times, bare_times)]
-        rows += [("agent-runner run, 3 worker + 3 test runs", stats(agent_times)),
-                 ("bare docker CLI script, same calls", stats(bare_times)),
-                 ("overhead ratio a/b (target <= 1.05)", stats(ratios, "x"))]
-
-        # 2. Start-up to the first Meta request.
-        startup = []
-        for n in range(RUNS):
-            reset(three_loops(PROMPTS[:1]))
-            repo = new_repo(work, f"s{n}")
-            start, _ = run_agent(task_yaml(f"bench-s{n}", repo, url, test=None), env)
-            startup.append(Meta.arrivals[0] - start)
-        rows.append(("start -> first Meta request (target <= 10 ms)", stats(startup, "ms", 1000)))
-        for label, args, stdin in [("agent-runner --version", ["--version"], b""),
-                                   ("agent-runner validate", ["validate"], task_yaml("v", work, url).encode())]:
-            times = []
-            for _ in range(RUNS * 3):
-                start = time.time()
-                subprocess.run([BIN] + args, input=stdin, env=env, capture_output=True, check=True)
-                times.append(time.time() - start)
-            rows.append((label, stats(times, "ms", 1000)))
-
-        # 3. Teardown: last Meta reply sent -> container destroyed.
-        teardown = []
-        for n in range(RUNS):
-            reset(three_loops(PROMPTS[:1]))
-            repo = new_repo(work, f"t{n}")
-            task_id = f"bench-t{n}"
-            events = subprocess.Popen(
-                ["docker", "events", "--format", "{{.TimeNano}}", "--filter", "event=destroy",
-                 "--filter", f"label=agent-runner.task={task_id}"], stdout=subprocess.PIPE, text=True)
-            time.sleep(0.2)
-            run_agent(task_yaml(task_id, repo, url, test=None), env)
-            destroyed = int(events.stdout.readline()) / 1e9
-            events.kill()
-            events.wait()
-            teardown.append(destroyed - Meta.sent[-1])
-        rows.append(("task end -> container gone (target <= 0.3 s)", stats(teardown)))
-
-        # 4. Memory while the worker prints 1 GiB.
-        peaks, largest = [], []
-        for n in range(3):
-            reset(three_loops([f"@spew: {1 << 30}\n@say: spewed"]))
-            repo = new_repo(work, f"m{n}")
-            proc = subprocess.Popen([BIN, "run"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, env=env)
-            proc.stdin.write(task_yaml(f"bench-m{n}", repo, url, test=None).encode())
-            proc.stdin.close()
-            peak = 0
-            while proc.poll() is None:
-                try:
-                    with open(f"/proc/{proc.pid}/status") as f:
-                        for line in f:
-                            if line.startswith("VmHWM:"):
-                                peak = max(peak, int(line.split()[1]))
-                except OSError:
-                    pass
-                time.sleep(0.005)
-            if proc.returncode != 0:
-                sys.exit("agent-runner failed in the memory run")
-            log = os.path.join(repo, f".agent-runner/logs/bench-m{n}/run-1.log")
-            if os.path.getsize(log) < 1 << 30:
-                sys.exit("worker log incomplete")
-            peaks.append(peak / 1024)
-            largest.append(max(Meta.sizes) / 1024)
-            shutil.rmtree(repo)
-        rows.append(("peak RSS, worker prints 1 GiB (target <= 16 MiB)", stats(peaks, "MiB")))
-        rows.append(("largest Meta request in that run (<= 32 KiB)", stats(largest, "KiB")))
-
-        # 5. Binary size and a clean release build.
-        rows.append(("release binary size", f"{os.path.getsize(BIN) / 1024 / 1024:8.2f} MiB"))
-        if os.environ.get("BENCH_BUILD", "1") == "1":
-            target = tempfile.mkdtemp(prefix="agent-runner-build-")
-            start = time.time()
-            subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True,
-                           env=dict(os.environ, CARGO_TARGET_DIR=target))
-            rows.append(("clean release build (2 cores)", f"{time.time() - start:8.1f} s"))
-            shutil.rmtree(target, ignore_errors=True)
+        for figure, run in [("1", overhead), ("2", startup), ("3", teardown), ("4", memory),
+                            ("5", lambda *_: build()), ("6", hostile_replies)]:
+            if wanted(figure):
+                rows += run(work, url, env)
     finally:
         server.shutdown()
         shutil.rmtree(work, ignore_errors=True)

@@ -13,9 +13,17 @@ b. Latency: a job file renamed into ipc/queue/ -> the runner child started (its
    stderr log is opened just before the fork), idle orchestrator. Target median
    <= 250 ms.
 c. Idle CPU of `orchestrate` over 10 s with an empty queue. Target <= 0.5 % of a core.
+c2. The same with 500 jobs queued, each blocked behind the one before (a chain of
+   501 tasks whose head has no job). Target <= 0.5 % of a core.
 d. `task list` (and `--json`) with 10,000 tasks of 5 attempts each: wall time and
    peak RSS. Targets <= 200 ms, <= 32 MiB.
+e. Bring-back while one bundle is huge: `--jobs 4`, one worker leaves a 2 GiB file
+   (seconds to hash in the bundler and to index on the host), three others end a
+   little later; the bring-back time of those three (from the orchestrator's log)
+   against that of the huge one.
 """
+
+import re
 
 import json
 import os
@@ -34,7 +42,7 @@ ROOT = os.path.dirname(HERE)
 BIN = os.environ.get("AGENT_RUNNER_BIN", os.path.join(ROOT, "target/release/agent-runner"))
 IMAGE = "agent-runner-test-worker:latest"
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
-# BENCH_ONLY=a,b: run only these figures (a, a2, a0, b, c, d); default all.
+# BENCH_ONLY=a,b: run only these figures (a, a2, a0, b, c, c2, d, e); default all.
 ONLY = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
 
 
@@ -230,8 +238,10 @@ def latency(work):
     return times
 
 
-def idle_cpu(work):
-    ws = Workspace(work, "c", git=False)
+def idle_cpu(work, name="c", blocked=0):
+    ws = Workspace(work, name, git=False)
+    if blocked:
+        store.write_chain(ws.meta, blocked + 1)
     proc = subprocess.Popen([BIN, "orchestrate", "-w", ws.root], env=ws.env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ticks = os.sysconf("SC_CLK_TCK")
@@ -243,7 +253,7 @@ def idle_cpu(work):
 
     samples = []
     try:
-        time.sleep(1)
+        time.sleep(3)  # the first looks read the board
         for _ in range(3):
             before, start = cpu(), time.time()
             time.sleep(10)
@@ -277,6 +287,41 @@ def big_store(work):
     return rows
 
 
+HUGE_META = META.replace(
+    "@run: echo done > out.txt",
+    "@run: case $(git -c safe.directory='*' symbolic-ref --short HEAD) in *huge*) truncate -s 2G big.bin ;; "
+    "*) sleep 2 ;; esac; echo done > out.txt")
+
+
+def seconds(text):
+    """`523 ms`, `2.4 s`, `1 min 3 s` (timestamp::human) in seconds."""
+    m = re.fullmatch(r"(\d+) ms|([\d.]+) s|(\d+) min (\d+) s", text)
+    if m.group(1):
+        return int(m.group(1)) / 1000
+    if m.group(2):
+        return float(m.group(2))
+    return int(m.group(3)) * 60 + int(m.group(4))
+
+
+def huge_bundle(work, runs):
+    """Bring-back times (others, huge) of `runs` rounds of one huge and three quick attempts."""
+    others, huge = [], []
+    for n in range(runs):
+        ws = Workspace(work, f"e{n}", git=True, meta=HUGE_META)
+        ids = [ws.run("task", "new", "-w", ws.root, "--id", f"e{n}-huge", "Make a big file").strip()]
+        ids += ws.tasks(3, f"e{n}-quick")
+        ws.run("task", "run", "-w", ws.root, *ids)
+        proc = subprocess.run([BIN, "orchestrate", "-w", ws.root, "--once", "--jobs", "4"],
+                              env=dict(ws.env, RUST_LOG="info"), capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"orchestrate failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        for branch, took in re.findall(r"branch agent-runner/(\S+) brought back into .* in (.+)$",
+                                       proc.stderr, re.MULTILINE):
+            (huge if "huge" in branch else others).append(seconds(took))
+        shutil.rmtree(ws.dir)
+    return others, huge
+
+
 def main():
     work = tempfile.mkdtemp(prefix="agent-runner-bench-pipeline-")
     rows = []
@@ -304,8 +349,15 @@ def main():
             rows.append(("b. job file -> runner child started (<= 250 ms)", stats(latency(work), "ms", 1000)))
         if wanted("c"):
             rows.append(("c. idle orchestrator CPU (<= 0.5 % of a core)", stats(idle_cpu(work), "%", 100)))
+        if wanted("c2"):
+            rows.append(("c2. idle, 500 jobs blocked in a chain (<= 0.5 %)",
+                         stats(idle_cpu(work, "c2", 500), "%", 100)))
         if wanted("d"):
             rows += big_store(work)
+        if wanted("e"):
+            others, huge = huge_bundle(work, max(2, RUNS // 2))
+            rows += [("e. bring-back of 3 attempts while a 4th's bundle is 2 GiB", stats(others)),
+                     ("   bring-back of that 4th", stats(huge))]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     width = max(len(label) for label, _ in rows)

@@ -33,3 +33,19 @@ def write_tasks(meta, count, title, note_dir):
         with open(os.path.join(tasks, f"{tid}.jsonl"), "w") as f:
             f.write("\n".join(lines) + "\n")
     return sum(os.path.getsize(os.path.join(tasks, n)) for n in os.listdir(tasks))
+
+
+def write_chain(meta, count):
+    """Writes a chain of `count` tasks, each depending on the one before, and a queued
+    job for each but the first, which has none: every job stays blocked."""
+    ws_id = os.path.basename(meta)
+    for t in range(count):
+        tid = f"c-{t:04d}"
+        deps = [f"c-{t - 1:04d}"] if t > 0 else []
+        with open(os.path.join(meta, "tasks", f"{tid}.jsonl"), "w") as f:
+            f.write(json.dumps({"type": "task", "id": tid, "workspace_id": ws_id, "title": f"Step {t}",
+                                "raw_prompt": "Do the next step.", "created_at": "2026-01-01T00:00:00.000Z",
+                                "depends_on": deps}) + "\n")
+        if t > 0:
+            with open(os.path.join(meta, "ipc", "queue", f"j-chain{t:04d}.json"), "w") as f:
+                json.dump({"workspace_id": ws_id, "task_id": tid, "created_at": "2026-01-01T00:00:00.000Z"}, f)

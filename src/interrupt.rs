@@ -9,6 +9,8 @@
 //! its note.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
 
 /// Exit status after an interrupt.
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -49,7 +51,50 @@ impl Interrupt {
     pub fn is_set(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
+
+    /// `work`'s result, or None as soon as a stop is asked for: `work` runs on a
+    /// thread named `name` (or here, if no thread can start) and is left to finish
+    /// on its own after an interrupt; the process is about to end anyway. For work
+    /// that cannot look at the flag itself, such as parsing a large text.
+    pub fn unless_stopped<T: Send + 'static>(
+        self,
+        name: &str,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        let (sender, receiver) = mpsc::channel();
+        let work = std::sync::Arc::new(std::sync::Mutex::new(Some(work)));
+        let shared = std::sync::Arc::clone(&work);
+        let spawned = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let work = shared.lock().ok().and_then(|mut w| w.take());
+                if let Some(work) = work {
+                    let _ = sender.send(work());
+                }
+            });
+        let Ok(thread) = spawned else {
+            let work = work.lock().ok().and_then(|mut w| w.take())?;
+            return Some(work());
+        };
+        loop {
+            if self.is_set() {
+                return None;
+            }
+            match receiver.recv_timeout(TICK) {
+                Ok(done) => return Some(done),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                // The work panicked: as if it had run here.
+                Err(mpsc::RecvTimeoutError::Disconnected) => match thread.join() {
+                    Err(panic) => std::panic::resume_unwind(panic),
+                    Ok(()) => return None,
+                },
+            }
+        }
+    }
 }
+
+/// How often `unless_stopped` looks at the flag.
+const TICK: Duration = Duration::from_millis(20);
 
 extern "C" fn on_signal(sig: libc::c_int) {
     // Async-signal-safe only: atomics, and _exit on the second SIGINT.
@@ -90,5 +135,23 @@ mod tests {
         a.trigger();
         assert!(a.is_set() && !b.is_set());
         assert!(!Interrupt::never().is_set());
+    }
+
+    #[test]
+    fn work_is_given_up_when_a_stop_is_asked_for() {
+        assert_eq!(Interrupt::never().unless_stopped("t", || 42), Some(42));
+        let stop = Interrupt::manual();
+        let (release, wait) = mpsc::channel::<()>();
+        let trigger = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            stop.trigger();
+        });
+        let started = std::time::Instant::now();
+        // Work that would never end by itself.
+        let got = stop.unless_stopped("t", move || wait.recv().is_ok());
+        assert_eq!(got, None);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        trigger.join().unwrap();
+        drop(release);
     }
 }

@@ -28,3 +28,4 @@ pub mod task_lock;
 pub mod text;
 pub mod timestamp;
 pub mod worker;
+pub mod yaml;

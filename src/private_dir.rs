@@ -29,6 +29,15 @@ pub const DIR_NAME: &str = ".agent-runner";
 /// What `.agent-runner/.gitignore` keeps out of git.
 const GITIGNORE: &str = "logs/\nlocks/\n";
 
+/// What a directory entry is, as the entry itself (a symlink is never followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    /// A symlink, FIFO, socket or device.
+    Other,
+}
+
 /// A directory reached through a descriptor; see the module documentation.
 #[derive(Debug)]
 pub struct PrivateDir {
@@ -113,34 +122,162 @@ impl PrivateDir {
     /// Replaces `name` with `bytes` atomically: readers see the old or the new file,
     /// never half of one.
     pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+        self.write_atomic_from(name, &mut &bytes[..])
+    }
+
+    /// `write_atomic` of what `from` reads, streamed.
+    pub fn write_atomic_from(&self, name: &str, from: &mut dyn Read) -> std::io::Result<()> {
         let target = entry_name(name)?;
         let temp_name = format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple());
         let temp = entry_name(&temp_name)?;
         let fd = self
             .open_at(&temp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644)
             .map_err(|e| self.context(&temp_name, e))?;
-        let written = File::from(fd).write_all(bytes);
-        // SAFETY: valid descriptors and NUL-terminated names.
-        let renamed = written.and_then(|()| {
-            let r = unsafe {
-                libc::renameat(
-                    self.fd.as_raw_fd(),
-                    temp.as_ptr(),
-                    self.fd.as_raw_fd(),
-                    target.as_ptr(),
-                )
-            };
-            if r == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        });
+        let written = std::io::copy(from, &mut File::from(fd)).map(|_| ());
+        let renamed = written.and_then(|()| self.rename_entry(&temp, &target));
         if let Err(e) = renamed {
             let _ = self.remove_entry(&temp);
             return Err(self.context(name, e));
         }
         Ok(())
+    }
+
+    /// Replaces `name` with `bytes` as git updates a ref: `<name>.lock` is created
+    /// exclusively, written, then renamed over `name`. A lock that exists means another
+    /// process (git) is updating it: an error, and its lock is left alone.
+    pub fn replace_locked(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let target = entry_name(name)?;
+        let lock_name = format!("{name}.lock");
+        let lock = entry_name(&lock_name)?;
+        let fd = self
+            .open_at(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::EEXIST) => self.context(
+                    &lock_name,
+                    std::io::Error::new(
+                        e.kind(),
+                        "exists: another process is updating it (remove it if none is)",
+                    ),
+                ),
+                _ => self.context(&lock_name, e),
+            })?;
+        let written = File::from(fd).write_all(bytes);
+        let renamed = written.and_then(|()| self.rename_entry(&lock, &target));
+        if let Err(e) = renamed {
+            let _ = self.remove_entry(&lock);
+            return Err(self.context(name, e));
+        }
+        Ok(())
+    }
+
+    /// Removes `name` if it is there and not a directory.
+    pub fn remove(&self, name: &str) -> std::io::Result<()> {
+        let c = entry_name(name)?;
+        self.remove_entry(&c).map_err(|e| self.context(name, e))
+    }
+
+    /// The regular file `name` opened for reading (never blocking on a FIFO); a
+    /// symlink, FIFO, device or directory is an error.
+    pub fn open_file(&self, name: &str) -> std::io::Result<File> {
+        let c = entry_name(name)?;
+        let fd = self
+            .open_at(&c, libc::O_RDONLY | libc::O_NONBLOCK, 0)
+            .map_err(|e| self.context(name, e))?;
+        let file = File::from(fd);
+        if !file.metadata()?.is_file() {
+            return Err(self.context(
+                name,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+            ));
+        }
+        Ok(file)
+    }
+
+    /// The entries of this directory (not `.` and `..`), each with its kind, as the
+    /// entry itself is (a symlink is `Kind::Other`, never followed).
+    pub fn entries(&self) -> std::io::Result<Vec<(String, Kind)>> {
+        let mut out = Vec::new();
+        // SAFETY: dup gives fdopendir a descriptor of its own, which closedir closes;
+        // readdir's entries are copied before the next call; errno is cleared before
+        // each readdir so its end and its failure can be told apart.
+        let listed: std::io::Result<Vec<(CString, u8)>> = unsafe {
+            let fd = libc::dup(self.fd.as_raw_fd());
+            if fd < 0 {
+                return Err(self.context(".", std::io::Error::last_os_error()));
+            }
+            let stream = libc::fdopendir(fd);
+            if stream.is_null() {
+                let e = std::io::Error::last_os_error();
+                libc::close(fd);
+                return Err(self.context(".", e));
+            }
+            let mut names = Vec::new();
+            let result = loop {
+                *libc::__errno_location() = 0;
+                let entry = libc::readdir(stream);
+                if entry.is_null() {
+                    let errno = *libc::__errno_location();
+                    break if errno != 0 {
+                        Err(std::io::Error::from_raw_os_error(errno))
+                    } else {
+                        Ok(std::mem::take(&mut names))
+                    };
+                }
+                let name = std::ffi::CStr::from_ptr((*entry).d_name.as_ptr());
+                if name.to_bytes() != b"." && name.to_bytes() != b".." {
+                    names.push((name.to_owned(), (*entry).d_type));
+                }
+            };
+            libc::closedir(stream);
+            result
+        };
+        for (name, d_type) in listed.map_err(|e| self.context(".", e))? {
+            let kind = match d_type {
+                libc::DT_REG => Kind::File,
+                libc::DT_DIR => Kind::Dir,
+                libc::DT_UNKNOWN => self.kind_of(&name),
+                _ => Kind::Other,
+            };
+            out.push((name.to_string_lossy().into_owned(), kind));
+        }
+        Ok(out)
+    }
+
+    /// The kind of entry `name`, without following a symlink.
+    fn kind_of(&self, name: &CString) -> Kind {
+        // SAFETY: zeroed stat is a valid out-parameter; valid descriptor and name.
+        let mode = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            (libc::fstatat(
+                self.fd.as_raw_fd(),
+                name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            ) == 0)
+                .then_some(st.st_mode & libc::S_IFMT)
+        };
+        match mode {
+            Some(libc::S_IFREG) => Kind::File,
+            Some(libc::S_IFDIR) => Kind::Dir,
+            _ => Kind::Other,
+        }
+    }
+
+    fn rename_entry(&self, from: &CString, to: &CString) -> std::io::Result<()> {
+        // SAFETY: valid descriptors and NUL-terminated names.
+        let r = unsafe {
+            libc::renameat(
+                self.fd.as_raw_fd(),
+                from.as_ptr(),
+                self.fd.as_raw_fd(),
+                to.as_ptr(),
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
     }
 
     /// Up to `max` bytes of the regular file `name`; a symlink, FIFO, device or

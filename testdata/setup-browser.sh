@@ -2,9 +2,11 @@
 # Browser for the web view's tests (tests/browser.rs): Debian's chromium and
 # chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver), and a Japanese font so
 # that screenshots show the golden test's prompt. Installed with apt-get when we are
-# root on Debian; otherwise says what is missing (the tests then skip, or fail under
-# CI=true).
+# root on Debian; otherwise says what is missing: `make test` then does not run the
+# browser tests (and says so), except under CI, where this fails.
 set -euo pipefail
+# shellcheck source=testdata/ci.sh
+. "$(dirname "${BASH_SOURCE[0]}")/ci.sh"
 
 say() { printf 'setup-browser: %s\n' "$*" >&2; }
 
@@ -16,7 +18,11 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-  say "missing: ${missing[*]}; install them (Debian: apt-get install ${missing[*]}) or the browser tests skip"
+  say "missing: ${missing[*]}; install them (Debian: apt-get install ${missing[*]}), else the browser tests are not run"
+  if in_ci; then
+    say "error: CI=$CI: the browser tests must run"
+    exit 1
+  fi
   exit 0
 fi
 say "installing ${missing[*]} with apt-get"

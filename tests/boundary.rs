@@ -10,8 +10,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::docker::{TEST_IMAGE, containers_labelled, docker};
+use support::docker::{TEST_IMAGE, containers_labelled, docker, docker_ok};
 use support::fake_openai::FakeOpenAi;
+use support::prerequisite::{Needs, needs};
 use support::task::*;
 use support::{Run, Scratch};
 
@@ -73,6 +74,49 @@ fn git_config_written_by_the_worker_runs_nothing_on_the_host() {
     assert!(
         !note.contains("host-only-file"),
         "the note lists a host repository's files:\n{note}"
+    );
+    assert_no_container(&id);
+}
+
+#[test]
+fn an_in_place_worker_can_commit_but_not_write_what_git_on_the_host_runs() {
+    let dir = Scratch::new("bnd-git-dir");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    let config = std::fs::read(repo.join(".git/config")).unwrap();
+    let id = task_id("bnd-git-dir");
+    // A commit, then each attack on its own (`;`): config, a hook, attributes, `.git`
+    // swapped for a directory of the worker's, a `commondir` leading git elsewhere.
+    let attack = "@run: echo changed > a.txt && git -c safe.directory='*' -c user.name=w -c user.email=w@localhost commit -qam work; \
+         printf '[core]\\n\\tfsmonitor = \"touch /tmp/pwned\"\\n' >> .git/config; \
+         printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/post-checkout; \
+         echo '* filter=x' > .git/info/attributes; \
+         mv .git .git-moved; \
+         mkdir -p evil && echo ../evil > .git/commondir\n@say: tried";
+    let (out, _server) = run_prompts(&id, &repo, &[attack], None, "");
+    out.code(0);
+    assert_eq!(std::fs::read(repo.join(".git/config")).unwrap(), config);
+    assert!(!repo.join(".git/hooks/post-checkout").exists());
+    assert!(!repo.join(".git/info/attributes").exists());
+    assert!(!repo.join(".git-moved").exists() && repo.join(".git/HEAD").is_file());
+    assert!(
+        !repo.join(".git/commondir").exists(),
+        "the sweep removed it"
+    );
+    let note = note(&repo, &id);
+    assert!(
+        note.contains(".git/commondir: deleted (git would have taken its configuration and hooks from where it pointed)"),
+        "{note}"
+    );
+    let log = Command::new("git")
+        .args(["-c", "safe.directory=*", "log", "--format=%s"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout),
+        "work\ninit\n",
+        "the worker committed"
     );
     assert_no_container(&id);
 }
@@ -252,10 +296,10 @@ fn worker_env_does_not_reconfigure_the_host_docker_client() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
-    if !running_as_root("mknod on the host") {
-        return;
-    }
+    // Root, for mknod on the host.
+    needs(Needs::Root);
     let dir = Scratch::new("bnd-priv");
     let repo = dir.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -300,6 +344,34 @@ fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
     }
 }
 
+/// The sweep changes the repository, nothing else: a filesystem mounted below the
+/// repo (the user's, or the host's) is not entered, so a setuid file there keeps its
+/// bits while one in the repo loses them.
+#[test]
+#[ignore = "needs root"]
+fn the_privilege_sweep_stays_on_the_repository_s_filesystem() {
+    let dir = Scratch::new("bnd-xdev");
+    let repo = dir.join("repo");
+    let mounted = repo.join("mnt");
+    let _tmpfs = support::Tmpfs::mount(&mounted, "1m");
+    for file in [repo.join("mine"), mounted.join("theirs")] {
+        std::fs::copy("/bin/true", &file).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    }
+    let id = task_id("bnd-xdev");
+    let (out, _server) = run_prompts(&id, &repo, &["@say: nothing to do"], None, "");
+    out.code(0);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&repo.join("mine")), 0o755);
+    assert_eq!(mode(&mounted.join("theirs")), 0o4755);
+    let note = note(&repo, &id);
+    assert!(
+        note.contains("mine: setuid/setgid bits removed") && !note.contains("theirs"),
+        "{note}"
+    );
+    assert_no_container(&id);
+}
+
 #[test]
 fn a_killed_container_fails_the_task_at_once() {
     let dir = Scratch::new("bnd-dead");
@@ -339,6 +411,114 @@ fn an_image_without_codex_fails_the_task_at_once() {
         "sandbox: docker image {image} cannot run the worker: it has no `codex` on PATH"
     ));
     assert_eq!(server.received().len(), 2);
+    assert_no_container(&id);
+}
+
+/// 32 lower-case hex digits on a line of their own: how an envelope nonce travels
+/// (the first line of an exec's stdin).
+fn nonces_in(bytes: &[u8]) -> Vec<String> {
+    let hex = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
+    let mut found = Vec::new();
+    let mut start = 0;
+    while start < bytes.len() {
+        let run = bytes[start..].iter().take_while(|b| hex(b)).count();
+        let before_ok = start == 0 || !bytes[start - 1].is_ascii_alphanumeric();
+        if run == 32 && before_ok && bytes.get(start + run) == Some(&b'\n') {
+            found.push(String::from_utf8_lossy(&bytes[start..start + run]).into_owned());
+        }
+        start += run.max(1);
+    }
+    found
+}
+
+/// The envelope's records carry a nonce that is new for every exec, so records a
+/// worker replays from another exec are its output, never a snapshot. Here the
+/// nonces are overheard on their way to the daemon (written into the repo for the
+/// worker); the second run's worker writes a `git-before` record with the first
+/// run's nonce straight into the envelope's stdout. With one nonce for all execs
+/// the note would show a HEAD that never was.
+#[test]
+fn a_worker_cannot_replay_another_execs_envelope_records() {
+    let dir = Scratch::new("bnd-nonce");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    let id = task_id("bnd-nonce");
+    let overheard = repo.join("nonces.txt");
+    let file = overheard.clone();
+    let proxy = support::docker_proxy::DockerProxy::start_tapped(
+        &dir.join("docker.sock"),
+        std::sync::Arc::new(move |bytes: &[u8]| {
+            for nonce in nonces_in(bytes) {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&file)
+                    .unwrap();
+                writeln!(f, "{nonce}").unwrap();
+            }
+        }),
+    );
+    let forged = "1111111111111111111111111111111111111111";
+    let replay = format!(
+        "@run: n=$(head -n 1 nonces.txt); for c in /proc/[0-9]*/cmdline; do if grep -q agent-runner-envelope $c; then printf '\\036%s git-before\\n# branch.oid {forged}\\n# branch.head main\\nexit 0\\n\\036%s end\\n' \"$n\" \"$n\" > ${{c%/cmdline}}/fd/1; fi; done\n@say: replayed"
+    );
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: first"),
+        assess(&[], "again"),
+        run_worker(&replay),
+        assess(&["AC-1"], "checked"),
+    ]);
+    let out = runner(&v1_task(&id, &repo, &server, None, "", ""))
+        .env("DOCKER_HOST", format!("unix://{}", proxy.path.display()))
+        .output();
+    out.code(0);
+    let nonces = std::fs::read_to_string(&overheard).unwrap_or_default();
+    assert!(nonces.lines().count() >= 2, "overheard: {nonces:?}");
+    let note = note(&repo, &id);
+    assert!(
+        !note.contains("- Git HEAD:"),
+        "a replayed record was taken for a snapshot:\n{note}"
+    );
+    // The replayed record is in the log as the worker's output.
+    let first = nonces.lines().next().unwrap();
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-2.log"))).unwrap();
+    assert!(
+        log.contains(&format!("\u{1e}{first} git-before\n# branch.oid {forged}")),
+        "{log}"
+    );
+    assert_no_container(&id);
+}
+
+/// Notes (and `.gitignore`) are written to a temp file beside them, then renamed.
+/// `.agent-runner/` is read-only to a running worker, but a worker's commit can carry
+/// one into a later task's clone (checked out from its dependencies' branches): here
+/// the names a predictable temp file would have are planted first, links out of the
+/// repo and FIFOs. They neither redirect nor block the writes.
+#[test]
+fn a_planted_temp_name_neither_redirects_nor_blocks_the_note() {
+    let dir = Scratch::new("bnd-temp");
+    let repo = dir.join("repo");
+    let private = repo.join(".agent-runner");
+    std::fs::create_dir_all(&private).unwrap();
+    let outside = dir.file("outside.txt", "untouched\n");
+    let id = task_id("bnd-temp");
+    for name in [format!("task-{id}.md"), ".gitignore".to_string()] {
+        mkfifo(&private.join(format!(".{name}.tmp")));
+        for link in [format!(".{name}..tmp"), format!("{name}.tmp")] {
+            std::os::unix::fs::symlink(&outside, private.join(link)).unwrap();
+        }
+    }
+    let (out, _server) = run_prompts(&id, &repo, &["@say: nothing to do"], None, "");
+    out.code(0);
+    for name in [format!("task-{id}.md"), ".gitignore".to_string()] {
+        let meta = std::fs::symlink_metadata(private.join(&name)).unwrap();
+        assert!(meta.file_type().is_file(), "{name}: {meta:?}");
+    }
+    assert!(note(&repo, &id).contains("- State: COMPLETE"));
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "untouched\n");
     assert_no_container(&id);
 }
 
@@ -504,7 +684,7 @@ fn the_container_runs_with_fewer_privileges_and_limits() {
     let limits = "    limits:\n      memory: 256m\n      cpus: 0.5\n      pids: 64\n";
     let (_server, child) = busy_worker_with(&dir, &id, "@sleep: 60", false, limits);
     let names = containers_labelled("agent-runner.task", &id);
-    let (_, inspect, _) = docker(&["inspect", &names[0]]);
+    let inspect = docker_ok(&["inspect", &names[0]]);
     let inspect: serde_json::Value = serde_json::from_str(&inspect).unwrap();
     let host = &inspect[0]["HostConfig"];
     assert_eq!(
@@ -518,31 +698,14 @@ fn the_container_runs_with_fewer_privileges_and_limits() {
     drop(child);
 }
 
-/// True when the test runs as root; otherwise says why it is skipped, and fails
-/// under CI, where the suite runs as root.
-fn running_as_root(why: &str) -> bool {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    if !root {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "this test needs root ({why}) and CI=true"
-        );
-        eprintln!("skipped: needs root ({why})");
-    }
-    root
-}
-
 /// A worker that replaces the container's shell runs every later exec, and can
 /// exempt a process of its own from the leftover stop, which then re-sets a setuid
 /// bit after each sweep. The last sweep, once the container is gone, still finds it.
 #[test]
+#[ignore = "needs root"]
 fn a_replaced_container_shell_cannot_leave_a_setuid_file_behind() {
-    if !running_as_root("the worker is root only then") {
-        return;
-    }
+    // Root: the worker runs as root only when agent-runner does.
+    needs(Needs::Root);
     let dir = Scratch::new("bnd-fakesh");
     let repo = dir.join("repo");
     support::git_repo(&repo, "a.txt", "original\n");
@@ -574,9 +737,10 @@ exec /bin/busybox sh "$@"
     let mode = std::fs::metadata(&rootsh).unwrap().permissions().mode() & 0o7777;
     let note = note(&repo, &id);
     assert_eq!(mode & 0o6000, 0, "a setuid file survived the task:\n{note}");
+    // Which sweep finds it last depends on when the planter's loop runs (under load it
+    // can be the one after the test run); the mode above is what must hold.
     assert!(
-        note.contains("After the container was gone, 1 privileged file(s) were still found")
-            && note.contains("rootsh: setuid/setgid bits removed"),
+        note.contains("rootsh: setuid/setgid bits removed"),
         "{note}"
     );
     assert_no_container(&id);
@@ -586,10 +750,10 @@ exec /bin/busybox sh "$@"
 /// SIGKILL pass (and then the task failed as not quiet); stopped processes cannot
 /// fork, so STOP-then-KILL passes end the chain and the task completes.
 #[test]
+#[ignore = "needs root"]
 fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
-    if !running_as_root("the worker is root only then") {
-        return;
-    }
+    // Root: the worker runs as root only when agent-runner does.
+    needs(Needs::Root);
     for attempt in 0..2 {
         let dir = Scratch::new("bnd-chain");
         let repo = dir.join("repo");
@@ -626,10 +790,10 @@ fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
 /// hard limit) a deep directory was skipped in silence. It now holds a bounded
 /// number and reopens deeper directories from the root.
 #[test]
+#[ignore = "needs root"]
 fn a_setuid_file_nested_past_the_descriptor_limit_is_found() {
-    if !running_as_root("the worker is root only then") {
-        return;
-    }
+    // Root: the worker runs as root only when agent-runner does.
+    needs(Needs::Root);
     let dir = Scratch::new("bnd-nest");
     let repo = dir.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -656,11 +820,9 @@ fn a_setuid_file_nested_past_the_descriptor_limit_is_found() {
         ))
         .output();
     out.code(0);
-    let found = Command::new("find")
-        .arg(repo.join("n"))
-        .args(["-name", "rootsh", "-perm", "/6000"])
-        .output()
-        .unwrap();
+    let found = Run::program("find", &[repo.join("n").to_str().unwrap()])
+        .args(&["-name", "rootsh", "-perm", "/6000"])
+        .output();
     assert!(found.stdout.is_empty(), "a setuid file survived the sweep");
     assert!(note(&repo, &id).contains("rootsh: setuid/setgid bits removed"));
     assert_no_container(&id);
@@ -676,13 +838,12 @@ fn a_frozen_keep_alive_cannot_keep_the_container_after_agent_runner_is_killed() 
     let freeze = "@run: for t in 1 2 3 4 5 6 7 8 9 10; do for d in /proc/[0-9]*; do p=${d#/proc/}; \
                   [ \"$(cat $d/comm 2>/dev/null)\" = cat ] && [ \"$(cut -d' ' -f4 $d/stat)\" = 1 ] \
                   && kill -STOP $p && echo froze-keepalive && break 2; done; sleep 0.5; done\n@say: working\n@sleep: 60";
-    let (_server, mut child) = busy_worker(&dir, &id, freeze, false);
+    let (_server, child) = busy_worker(&dir, &id, freeze, false);
     let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
     wait_for(Duration::from_secs(20), || {
         std::fs::read_to_string(&log).is_ok_and(|l| l.contains("froze-keepalive"))
     });
-    child.child().kill().unwrap();
-    let _ = child.child().wait();
+    child.kill();
     let killed = Instant::now();
     wait_for(Duration::from_secs(10), || {
         containers_labelled("agent-runner.task", &id).is_empty()

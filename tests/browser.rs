@@ -2,8 +2,9 @@
 //! offline: type "TODO アプリを作成して" into the chat box, see the task PENDING,
 //! press Run, start an orchestrator from the page (scripted Task Builder and Meta,
 //! the test worker image), see the task turn SUCCEEDED, and its summary and
-//! validation on the detail page. Screenshots of the list and the detail page are
-//! kept in target/test-artifacts/.
+//! validation on the detail page; and the chat box's plan toggle, whose planned
+//! tasks appear in the list and the plan tree. Screenshots are kept in
+//! target/test-artifacts/.
 
 mod support;
 
@@ -33,10 +34,9 @@ fn base64_decodes_screenshots() {
 }
 
 #[test]
+#[ignore = "needs chromium"]
 fn gt3_chat_run_and_result_in_the_browser() {
-    let Some(browser) = Browser::start() else {
-        return;
-    };
+    let browser = Browser::start();
     let p = Pipeline::new("web-gt3", false);
     p.init(
         BUILDER,
@@ -152,64 +152,6 @@ fn gt3_chat_run_and_result_in_the_browser() {
         "TODO app\n"
     );
 
-    // The plan toggle sends the text to `agent-runner plan` and shows how it ended
-    // (in a build without `plan`, that it failed and why).
-    browser.open(&web.url("/"));
-    browser.click("#plan-toggle");
-    assert_eq!(browser.text("#send"), "Plan");
-    browser.type_into("#prompt", "TODO アプリを作成して、テスト付きで");
-    browser.click("#send");
-    let heading = browser.wait_for(
-        Duration::from_secs(60),
-        "const r = document.getElementById('plan-result'); return r.hidden ? null : r.querySelector('h3').textContent;",
-        json!([]),
-    );
-    let heading = heading.as_str().unwrap();
-    assert!(
-        heading.starts_with("Plan succeeded") || heading.starts_with("Plan failed"),
-        "{heading}"
-    );
-    browser.screenshot("web-gt3-5-plan-request");
-
-    // The plan page: the tree of wbs.json with the tasks' statuses, and the chat.
-    std::fs::write(
-        p.ws().join("wbs.json"),
-        json!({"root_node_id": "root", "nodes": {
-            "root": {"title": "TODO app", "parent": null, "children": ["p1", "p2"]},
-            "p1": {"title": "Design", "parent": "root", "children": ["n1"]},
-            "n1": {"title": PROMPT, "parent": "p1", "children": [], "task_id": id},
-            "p2": {"title": "Build", "parent": "root", "children": ["n2"]},
-            "n2": {"title": hostile, "parent": "p2", "children": [], "task_id": "hostile-title"},
-        }})
-        .to_string(),
-    )
-    .unwrap();
-    std::fs::write(
-        p.ws().join("chat.jsonl"),
-        format!(
-            "{}\n{}\n",
-            json!({"at": "2026-11-22T10:00:00.000Z", "role": "user", "text": PROMPT}),
-            json!({"at": "2026-11-22T10:00:03.000Z", "role": "meta", "text": "A TODO app: add, list and complete items.", "potential_conflicts": ["src/app.js is changed by another task"]})
-        ),
-    )
-    .unwrap();
-    browser.click("nav a[href=\"/plan\"]");
-    browser.wait_for(
-        Duration::from_secs(10),
-        "return document.body.dataset.page === 'plan';",
-        json!([]),
-    );
-    let tree = browser.text("#tree");
-    assert!(
-        tree.contains("SUCCEEDED") && tree.contains(PROMPT) && tree.contains(hostile),
-        "{tree}"
-    );
-    browser.screenshot("web-gt3-6-plan");
-    assert_eq!(
-        browser.run("return window.pwned === undefined;", json!([])),
-        true
-    );
-
     // Stopping the server stops the orchestrator it started; nothing is left.
     drop(browser);
     let (code, stderr) = web.stop();
@@ -246,10 +188,9 @@ setTimeout(async () => {
 /// and posted tasks. Now the port is the server's on both addresses, and a page
 /// reached by a name gets no page with the token.
 #[test]
+#[ignore = "needs chromium"]
 fn localhost_leads_to_no_squatter_and_to_no_token() {
-    let Some(browser) = Browser::start() else {
-        return;
-    };
+    let browser = Browser::start();
     let p = Pipeline::new("web-squat", false);
     p.init(BUILDER, &meta_script("@say: nothing"), "");
     let web = Served::start(&p, &[]);
@@ -299,4 +240,91 @@ fn localhost_leads_to_no_squatter_and_to_no_token() {
     drop(browser);
     drop(web.stop());
     let _ = served.join();
+}
+
+/// Meta's understanding in the plan toggle's test.
+const UNDERSTANDING: &str = "A TODO app: add, list and complete items.";
+/// A planned task's title as an attacker would make it (the LLM's reply is input).
+const PLANNED_HOSTILE: &str = "<img src=x onerror=\"window.pwned=2\">";
+
+/// The Task Builder's script for plans: a decompose reply with two tasks (the
+/// second hostile, after the first) and a potential conflict.
+fn decompose_script() -> String {
+    let reply = json!({"type": "decompose", "understanding": UNDERSTANDING,
+        "phases": [{"name": "Build", "milestone": "m1", "tasks": [
+            {"id": "list", "title": "The TODO list", "description": "Keep the items in todo.txt.",
+             "acceptance_criteria": ["todo.txt lists the items"], "wbs_level": 3,
+             "estimated_effort": "small"},
+            {"id": "evil", "title": PLANNED_HOSTILE, "description": "Test the list.",
+             "acceptance_criteria": ["the tests pass"], "dependencies": ["list"],
+             "wbs_level": 3, "estimated_effort": "small"},
+        ]}],
+        "potential_conflicts": [{"file": "src/app.js", "tasks": ["list"],
+                                  "warning": "<b>changed by two tasks</b>"}]});
+    format!("{BUILDER}- {reply}\n")
+}
+
+/// The chat box's plan toggle runs `agent-runner plan` (scripted decompose) and
+/// succeeds: the page shows Meta's understanding and conflict, the planned tasks
+/// appear in the list, and the plan page shows their tree and the conversation.
+/// The LLM's text is shown as text.
+#[test]
+#[ignore = "needs chromium"]
+fn the_plan_toggle_creates_the_planned_tasks_on_the_page() {
+    let browser = Browser::start();
+    let p = Pipeline::new("web-plan", false);
+    p.init(&decompose_script(), &meta_script("@say: unused"), "");
+    let web = Served::start(&p, &[]);
+    browser.open(&web.url("/"));
+    browser.click("#plan-toggle");
+    assert_eq!(browser.text("#send"), "Plan");
+    browser.type_into("#prompt", "TODO アプリを作成して、テスト付きで");
+    browser.click("#send");
+    let heading = browser.wait_for(
+        Duration::from_secs(60),
+        "const r = document.getElementById('plan-result'); return r.hidden ? null : r.querySelector('h3').textContent;",
+        json!([]),
+    );
+    assert_eq!(
+        heading,
+        "Plan succeeded (exit status 0)",
+        "{}",
+        browser.text("#plan-result")
+    );
+    assert_eq!(browser.text("#chat-status"), "Plan done.");
+    assert_eq!(browser.text("#plan-result p.understanding"), UNDERSTANDING);
+    assert_eq!(
+        browser.text("#plan-result ul.conflicts"),
+        "{\"file\":\"src/app.js\",\"tasks\":[\"list\"],\"warning\":\"<b>changed by two tasks</b>\"}"
+    );
+    let list = browser.wait_for(Duration::from_secs(10), ROW, json!(["The TODO list"]));
+    let evil = browser.wait_for(Duration::from_secs(10), ROW, json!([PLANNED_HOSTILE]));
+    assert_eq!((&list[0], &evil[0]), (&json!("PENDING"), &json!("PENDING")));
+    let shown = p.show(evil[1].as_str().unwrap());
+    assert_eq!(shown["task"]["depends_on"], json!([list[1]]), "{shown}");
+    browser.screenshot("web-plan-1-toggle");
+
+    // The plan page: the tree with the tasks' statuses, and the conversation.
+    browser.click("nav a[href=\"/plan\"]");
+    browser.wait_for(
+        Duration::from_secs(10),
+        "return document.body.dataset.page === 'plan';",
+        json!([]),
+    );
+    let tree = browser.text("#tree");
+    for shown in ["Build", "The TODO list", PLANNED_HOSTILE, "PENDING"] {
+        assert!(tree.contains(shown), "{shown:?} in {tree}");
+    }
+    let page = browser.text("main");
+    for shown in [UNDERSTANDING, "<b>changed by two tasks</b>", "テスト付きで"] {
+        assert!(page.contains(shown), "{shown:?} in {page}");
+    }
+    browser.screenshot("web-plan-2-tree");
+    assert_eq!(
+        browser.run("return window.pwned === undefined;", json!([])),
+        true
+    );
+    drop(browser);
+    let (code, stderr) = web.stop();
+    assert_eq!(code, Some(130), "{stderr}");
 }

@@ -40,7 +40,7 @@ fn run_one(name: &str, directives: &str) -> (Pipeline, String, i32, serde_json::
 fn the_worker_s_commits_and_packed_refs_come_back_but_not_its_git_config() {
     let directives = format!(
         "@run: echo one > committed.txt && {GIT} add committed.txt && {GIT} commit -qm 'worker commit' && {GIT} pack-refs --all\n\
-         @run: printf '[filter \"evil\"]\\n\\tclean = sed s/done/EVIL/\\n' >> .git/config && echo 'out.txt filter=evil' > .gitattributes && echo done > out.txt\n\
+         @run: printf '[filter \"evil\"]\\n\\tclean = sed s/done/EVIL/\\n' >> .git/config; echo 'out.txt filter=evil' > .gitattributes && echo done > out.txt\n\
          @say: committed one file, left two"
     );
     let (p, id, code, attempt) = run_one("bundler-data", &directives);
@@ -63,7 +63,7 @@ fn the_worker_s_commits_and_packed_refs_come_back_but_not_its_git_config() {
     assert_eq!(
         git(&p.root, &["show", &format!("{branch}:out.txt")]),
         "done\n",
-        "the worker's clean filter did not run: its .git/config was never read"
+        "the worker's clean filter did not run: its .git/config is read-only, and never read"
     );
 }
 
@@ -140,7 +140,7 @@ fn a_killed_orchestrator_leaves_no_bundler_and_the_next_one_removes_its_spares()
     }
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     let jobs = p.run_tasks(&refs);
-    let mut orchestrator = p.in_ws(&["orchestrate"], &[]).start();
+    let orchestrator = p.in_ws(&["orchestrate"], &[]).start();
     let ws_id = p.ws().file_name().unwrap().to_str().unwrap().to_string();
     let bundler = format!("bundler-{ws_id}");
     let entries = |dir: &str, prefix: &str| -> Vec<String> {
@@ -166,8 +166,7 @@ fn a_killed_orchestrator_leaves_no_bundler_and_the_next_one_removes_its_spares()
             && containers_labelled("agent-runner.task", &bundler).len() == 1
     });
     assert_eq!(entries("bundles", "").len(), 1);
-    orchestrator.child().kill().unwrap();
-    orchestrator.child().wait().unwrap();
+    orchestrator.kill();
     // Its pipe closed: the bundler ends by itself, as the runner's container does.
     wait_for(Duration::from_secs(20), || {
         containers_labelled("agent-runner.task", &bundler).is_empty()
@@ -182,6 +181,57 @@ fn a_killed_orchestrator_leaves_no_bundler_and_the_next_one_removes_its_spares()
     p.orchestrate_once(&[]).output().code(1);
     assert_eq!(entries("clones", ".spare-"), Vec::<String>::new());
     assert_eq!(entries("bundles", ""), Vec::<String>::new());
+}
+
+/// Should anything a worker wrote ever run code in the bundler (a git bug, say), it
+/// could neither reach a network nor change a clone: every attempt's branch passes
+/// through that one container. Shown by running commands in it as that code would.
+#[test]
+fn the_bundler_has_no_network_and_cannot_change_the_clones() {
+    use std::time::Duration;
+    use support::docker::{docker, docker_ok};
+    use support::pipeline::{read, wait_for};
+    let p = Pipeline::new("bundler-confined", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@say: working\n@sleep: 120"),
+        "isolation: clone\n",
+    );
+    let id = task_id("bundler-confined");
+    p.new_task(&id, "Keep busy");
+    let job = p.run_tasks(&[&id]).remove(0);
+    let orchestrator = p.in_ws(&["orchestrate"], &[]).start();
+    let ws_id = p.ws().file_name().unwrap().to_str().unwrap().to_string();
+    let label = format!("bundler-{ws_id}");
+    let log = p
+        .ws()
+        .join(format!("clones/{job}/.agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(30), || {
+        read(&log).contains("working")
+            && containers_labelled("agent-runner.task", &label).len() == 1
+    });
+    let bundler = containers_labelled("agent-runner.task", &label).remove(0);
+    let links = docker_ok(&["exec", &bundler, "ls", "/sys/class/net"]);
+    assert_eq!(
+        links.split_whitespace().collect::<Vec<_>>(),
+        ["lo"],
+        "the bundler's network"
+    );
+    let planted = format!("/clones/{job}/planted");
+    let (wrote, _, error) = docker(&["exec", &bundler, "touch", &planted]);
+    assert!(
+        !wrote && error.contains("Read-only file system"),
+        "the bundler wrote into a clone: {error}"
+    );
+    assert!(!p.ws().join(format!("clones/{job}/planted")).exists());
+    support::web::signal(orchestrator.id(), 15);
+    orchestrator.finish();
+    for name in [&id, &label] {
+        assert_eq!(
+            containers_labelled("agent-runner.task", name),
+            Vec::<String>::new()
+        );
+    }
 }
 
 /// Commits `files` into the project (root_dir), on top of its first commit.
@@ -272,7 +322,7 @@ fn planted_by_the_test(name: &str, plant: &str) -> String {
     );
     let id = task_id(name);
     p.new_task(&id, "Write x.txt");
-    p.run_tasks(&[&id]);
+    let job = p.run_tasks(&[&id]).remove(0);
     p.orchestrate_once(&[]).output().code(1);
     let attempt = p.attempts(&id).remove(0);
     assert_eq!(attempt["result"]["status"], "succeeded", "{attempt}");
@@ -280,6 +330,14 @@ fn planted_by_the_test(name: &str, plant: &str) -> String {
     assert!(
         error.contains(&format!(
             "branch agent-runner/{id} could not be brought back"
+        )),
+        "{error}"
+    );
+    // The clone it points to is the worker's: git there would run its config.
+    assert!(
+        error.ends_with(&format!(
+            "(its clone is kept in {}: the worker wrote all of it, .git included; look at its files, but run no git command in it)",
+            p.ws().join("clones").join(&job).display()
         )),
         "{error}"
     );
@@ -498,4 +556,52 @@ fn a_worker_moving_a_submodule_fetches_nothing_into_the_user_s_submodule() {
     let tree = git(&p.root, &["ls-tree", &format!("agent-runner/{id}"), "sub"]);
     assert!(tree.contains(u2.trim()), "{tree}");
     assert_eq!(sub_refs(), before, "the submodule's refs did not move");
+}
+
+/// True while some process (a bundler's, in its container) runs `git add -A`.
+fn hashing_in_a_bundler() -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        support::pipeline::read(&entry.path().join("cmdline")).starts_with("git\0add\0-A\0")
+    })
+}
+
+#[test]
+fn a_huge_bundle_does_not_hold_up_another_attempt_s_bring_back() {
+    let p = Pipeline::new("bundler-huge", true);
+    // 2 GiB of zeros take the bundler many seconds to hash; the other worker ends
+    // a little later, while that goes on.
+    let worker = "@run: case $(git -c safe.directory='*' symbolic-ref --short HEAD) in *huge*) truncate -s 2G big.bin ;; *) sleep 2; echo x > x.txt ;; esac\n@say: done";
+    p.init(BUILDER_REPLY, &meta_script(worker), "isolation: clone\n");
+    let (huge, quick) = (task_id("huge"), task_id("quick"));
+    p.new_task(&huge, "Make a big file");
+    p.new_task(&quick, "Write x.txt");
+    p.run_tasks(&[&huge, &quick]);
+    let orchestrator = p.orchestrate_once(&["--jobs", "2"]).start();
+    support::pipeline::wait_for(std::time::Duration::from_secs(240), || {
+        !p.attempts(&quick).is_empty()
+    });
+    let still_hashing = hashing_in_a_bundler();
+    let out = orchestrator.finish();
+    out.code(0);
+    assert!(
+        still_hashing,
+        "the quick attempt was recorded only after the huge bundle was made"
+    );
+    assert_eq!(
+        out.stderr.matches("bundler agent-runner-bundler-").count(),
+        2,
+        "a second bundler served the quick attempt"
+    );
+    for id in [&huge, &quick] {
+        assert_eq!(p.attempts(id)[0]["status"], "succeeded", "{id}");
+    }
+    assert_eq!(
+        git(&p.root, &["show", &format!("agent-runner/{quick}:x.txt")]),
+        "x\n"
+    );
+    let size = git(
+        &p.root,
+        &["cat-file", "-s", &format!("agent-runner/{huge}:big.bin")],
+    );
+    assert_eq!(size.trim(), (2u64 << 30).to_string());
 }

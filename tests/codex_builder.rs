@@ -10,7 +10,7 @@ use serde_json::Value;
 use support::docker::{TEST_IMAGE, containers_labelled};
 use support::fake_responses::{FakeResponses, Reply};
 use support::pipeline::{BUILDER_REPLY, Pipeline, meta_script, read, task_id};
-use support::sandbox_image;
+use support::prerequisite::{Needs, SANDBOX_IMAGE, needs};
 
 const CODEX_KEY: &str = "ck-builder-0123456789abcdef";
 
@@ -182,10 +182,10 @@ fn a_failing_codex_fails_the_attempt_with_its_message() {
 }
 
 #[test]
+#[ignore = "needs sandbox-image"]
 fn real_codex_builds_the_taskconfig_with_the_output_schema() {
-    let Some(image) = sandbox_image::require("codex builder: real codex") else {
-        return;
-    };
+    needs(Needs::SandboxImage);
+    let image = SANDBOX_IMAGE;
     // No test command: the runner's Meta below does not run a worker.
     let config = CONFIG.replace(
         r#"{"command": "grep -qx hello hello.txt", "cwd": null, "timeout_sec": null}"#,
@@ -284,10 +284,10 @@ fn the_builder_s_codex_sees_only_its_scratch_and_may_write_only_builder_fields()
 }
 
 #[test]
+#[ignore = "needs sandbox-image"]
 fn real_codex_builder_reaches_its_model_only_through_the_egress_proxy() {
-    let Some(image) = sandbox_image::require("codex builder: egress proxy") else {
-        return;
-    };
+    needs(Needs::SandboxImage);
+    let image = SANDBOX_IMAGE;
     let config = CONFIG.replace(
         r#"{"command": "grep -qx hello hello.txt", "cwd": null, "timeout_sec": null}"#,
         "null",

@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use support::docker::containers_labelled;
@@ -192,16 +192,11 @@ fn a_dependency_cycle_is_refused_not_waited_on() {
     task(&p, &z, &[&x]);
     p.run_tasks(&[&z, &x, &y]);
     assert_eq!(p.show(&x)["status"], "BLOCKED");
-    let mut run = p.orchestrate_once(&[]).start();
-    let until = Instant::now() + Duration::from_secs(60);
-    while run.child().try_wait().unwrap().is_none() {
-        if Instant::now() > until {
-            let _ = run.child().kill();
-            panic!("orchestrate --once hangs on a dependency cycle");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    run.finish().code(1);
+    // A hang on the cycle fails at the deadline.
+    p.orchestrate_once(&[])
+        .deadline(Duration::from_secs(60))
+        .output()
+        .code(1);
     assert_eq!(
         attempt(&p, &x)["error"],
         format!("dependency cycle: {x} → {y} → {x}").as_str()
@@ -306,4 +301,166 @@ fn a_dependency_s_symlink_does_not_lead_the_merge_of_the_next_one_out_of_the_clo
     let written: Vec<_> = std::fs::read_dir(&outside).unwrap().flatten().collect();
     assert!(written.is_empty(), "{written:?}");
     assert_nothing_left(&p, &[&a, &b, &c]);
+}
+
+/// Writes a chain of `n` tasks, each depending on the one before, and a queued job
+/// for each but the first (which has none: every job stays blocked). As a plan and
+/// `task run --all` would leave them, without 500 processes to write them.
+fn blocked_chain(p: &Pipeline, n: usize) {
+    let ws_id = workspace_id(p);
+    for i in 0..n {
+        let deps: Vec<String> = (i > 0)
+            .then(|| format!("c-{}", i - 1))
+            .into_iter()
+            .collect();
+        let line = serde_json::json!({"type": "task", "id": format!("c-{i}"), "workspace_id": ws_id,
+            "title": format!("Step {i}"), "raw_prompt": "Do the next step.",
+            "created_at": "2026-01-01T00:00:00.000Z", "depends_on": deps});
+        std::fs::write(
+            p.ws().join(format!("tasks/c-{i}.jsonl")),
+            format!("{line}\n"),
+        )
+        .unwrap();
+        if i > 0 {
+            let job = serde_json::json!({"workspace_id": ws_id, "task_id": format!("c-{i}"),
+                "created_at": "2026-01-01T00:00:00.000Z"});
+            std::fs::write(
+                p.ws().join(format!("ipc/queue/j-c{i:04}.json")),
+                job.to_string(),
+            )
+            .unwrap();
+        }
+    }
+}
+
+/// Bytes the process `pid` has read so far (`rchar`).
+fn bytes_read(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn an_idle_orchestrator_with_500_blocked_jobs_reads_almost_nothing_until_something_changes() {
+    let p = Pipeline::new("dep-idle", false);
+    p.init(
+        support::pipeline::BUILDER_REPLY,
+        support::pipeline::QUICK_META,
+        "",
+    );
+    blocked_chain(&p, 501);
+    let orchestrator = p.in_ws(&["orchestrate"], &[]).start();
+    // The first looks read the board, then the directories settle.
+    std::thread::sleep(Duration::from_secs(3));
+    let before = bytes_read(orchestrator.id());
+    std::thread::sleep(Duration::from_secs(3));
+    let read = bytes_read(orchestrator.id()) - before;
+    // At most one look in 3 s (every 5 s while nothing changes), which reads the job
+    // files (under 100 KB here); a look every 100 ms read every task file along the
+    // chain for every job.
+    assert!(
+        read < 512 << 10,
+        "an idle orchestrator read {read} bytes in 3 s"
+    );
+    // A change is still seen: the head of the chain enqueued runs.
+    let job = p.run_tasks(&["c-0"]).remove(0);
+    let result = p.ws().join(format!("ipc/results/{job}.json"));
+    support::pipeline::wait_for(Duration::from_secs(30), || result.exists());
+    support::task::send("-TERM", &orchestrator);
+    let out = orchestrator.finish();
+    out.stderr_has(&format!("job {job}: finished task c-0: succeeded"));
+}
+
+#[test]
+fn a_dependency_s_committed_agent_runner_links_do_not_stop_its_dependents() {
+    // A's worker commits `.agent-runner` as a link and `.agent-runner/logs` as a link
+    // (a folder of links): checked out in a dependent's clone, either would stop its
+    // runner before it starts.
+    let p = Pipeline::new("deps-private", true);
+    let worker = "@run: t=$(git -c safe.directory='*' symbolic-ref --short HEAD); G=\"git -c safe.directory=* -c user.name=w -c user.email=w@localhost\"; case $t in */plant-*) l=$(printf /etc | git -c safe.directory='*' hash-object -w --stdin) && $G update-index --add --cacheinfo 120000,$l,.agent-runner/logs && $G commit -qm 'a folder of links' && $G rm -q -r --cached .agent-runner && $G update-index --add --cacheinfo 120000,$l,.agent-runner && $G commit -qm 'a link' ;; esac; echo \"$t\" > \"${t#agent-runner/}.txt\"\n@say: wrote my file";
+    p.init(BUILDER, &meta_script(worker), "isolation: clone\n");
+    let (a, b) = (task_id("plant-a"), task_id("dep-b"));
+    task(&p, &a, &[]);
+    task(&p, &b, &[&a]);
+    p.run_tasks(&[&a, &b]);
+    p.orchestrate_once(&[]).output().code(0);
+    for id in [&a, &b] {
+        assert_eq!(attempt(&p, id)["status"], "succeeded", "{id}");
+    }
+    let (_, planted) = try_git(
+        &p.root,
+        &["ls-tree", &format!("agent-runner/{a}~1"), ".agent-runner"],
+    );
+    assert!(
+        planted.starts_with("120000 "),
+        "A's worker committed it: {planted}"
+    );
+    for id in [&a, &b] {
+        let (_, tree) = try_git(
+            &p.root,
+            &[
+                "ls-tree",
+                "-r",
+                &format!("agent-runner/{id}"),
+                ".agent-runner",
+            ],
+        );
+        assert_eq!(
+            tree, "",
+            "{id}'s branch keeps the start's .agent-runner (none)"
+        );
+    }
+    let (_, seen) = try_git(&p.root, &["show", &format!("agent-runner/{b}:{a}.txt")]);
+    assert_eq!(seen.trim(), format!("agent-runner/{a}"));
+    assert_nothing_left(&p, &[&a, &b]);
+}
+
+#[test]
+fn a_start_that_tracks_an_agent_runner_link_still_runs_and_keeps_it() {
+    // root_dir's HEAD has `.agent-runner` committed as a link (a branch merged by the
+    // user from an older version); each clone checks it out.
+    let p = Pipeline::new("deps-private-head", true);
+    let blob = {
+        let out = std::process::Command::new("git")
+            .args(["-c", "safe.directory=*", "hash-object", "-w", "--stdin"])
+            .current_dir(&p.root)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child.stdin.take().unwrap().write_all(b"/etc")?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(
+        &p.root,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("120000,{blob},.agent-runner"),
+        ],
+    );
+    commit(&p.root, "a link");
+    p.init(BUILDER, &meta_script(WORKER), "isolation: clone\n");
+    let a = task_id("head-a");
+    task(&p, &a, &[]);
+    p.run_tasks(&[&a]);
+    p.orchestrate_once(&[]).output().code(0);
+    assert_eq!(attempt(&p, &a)["status"], "succeeded");
+    let (_, tree) = try_git(
+        &p.root,
+        &["ls-tree", &format!("agent-runner/{a}"), ".agent-runner"],
+    );
+    assert!(
+        tree.starts_with(&format!("120000 blob {blob}")),
+        "the branch keeps what its start had: {tree}"
+    );
+    assert_nothing_left(&p, &[&a]);
 }

@@ -303,6 +303,42 @@ fn invalid_replies_are_asked_again_with_the_error() {
 }
 
 #[test]
+fn a_maximal_nested_reply_is_refused_before_it_is_parsed_and_asked_again() {
+    let dir = Scratch::new("meta-nested");
+    // As large as the client takes (8 MiB of body); serde_yaml would spend hours on it.
+    let nested = format!(
+        "type: plan_task\nacceptance_criteria: {}",
+        "{a: ".repeat(2_000_000)
+    );
+    let tagged = "type: plan_task\nacceptance_criteria: !!seq [{description: a}]\n";
+    let server = FakeOpenAi::start(vec![
+        Answer::chat(&nested),
+        Answer::chat(tagged),
+        Answer::chat(PLAN),
+    ]);
+    let started = Instant::now();
+    let outcome = agent(&server, None, Duration::from_secs(30)).plan_task(&context(&dir, ""));
+    eprintln!("two refusals and a plan in {:?}", started.elapsed());
+    assert!(outcome.reply.is_ok());
+    let got = server.received();
+    assert_eq!(got.len(), 3);
+    assert!(
+        got[1].message(3).starts_with(
+            "Your reply was invalid: not valid YAML: YAML nested deeper than 32 levels at line 2 column 146\n"
+        ),
+        "{}",
+        got[1].message(3)
+    );
+    assert!(
+        got[2].message(5).starts_with(
+            "Your reply was invalid: not valid YAML: YAML tag tag:yaml.org,2002:seq refused"
+        ),
+        "{}",
+        got[2].message(5)
+    );
+}
+
+#[test]
 fn wrong_type_is_asked_again() {
     let dir = Scratch::new("meta-type");
     let server = FakeOpenAi::start(vec![Answer::chat(PLAN), Answer::chat(NEXT)]);

@@ -214,10 +214,9 @@ fn busy(name: &str, extra: &[&str]) -> (Pipeline, String, String, support::Runni
 
 #[test]
 fn sigkill_of_the_orchestrator_stops_its_runner_and_the_next_start_records_it() {
-    let (p, id, job, mut orchestrator, runner) = busy("orch-kill9", &[]);
+    let (p, id, job, orchestrator, runner) = busy("orch-kill9", &[]);
     assert_eq!(containers_labelled("agent-runner.task", &id).len(), 1);
-    orchestrator.child().kill().unwrap();
-    orchestrator.child().wait().unwrap();
+    orchestrator.kill();
     // The runner notices (parent-death signal), cleans up and writes its note.
     wait_for(Duration::from_secs(20), || !alive(runner));
     wait_for(Duration::from_secs(10), || {
@@ -324,6 +323,7 @@ fn a_killed_runner_is_a_failed_attempt() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn as_a_non_root_user_isolated_attempts_bring_their_branches_back() {
     use std::os::unix::fs::MetadataExt;
     let p = Pipeline::new("orch-nonroot", true);
@@ -339,9 +339,7 @@ fn as_a_non_root_user_isolated_attempts_bring_their_branches_back() {
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     p.run_tasks(&refs);
     let uid = 4242;
-    let Some(user) = support::OtherUser::new(uid, &p.scratch.path) else {
-        return;
-    };
+    let user = support::OtherUser::new(uid, &p.scratch.path);
     let out = user
         .run(&[
             "orchestrate",

@@ -7,8 +7,12 @@ mod support;
 
 use serde_json::Value;
 
+use std::time::Duration;
 use support::fake_openai::{Answer, FakeOpenAi};
-use support::pipeline::{BUILDER_REPLY, Pipeline, meta_script, read, task_id};
+
+use support::pipeline::{
+    BUILDER_REPLY, Pipeline, children_of, meta_script, read, task_id, wait_for,
+};
 use support::task::assert_no_container;
 
 const PROMPT: &str = "TODO アプリを作成して";
@@ -665,6 +669,175 @@ fn a_builder_reply_cannot_choose_endpoints_keys_env_or_sandbox_settings() {
     assert_no_container(&id);
 }
 
+#[test]
+fn tools_planted_in_the_repository_never_run_on_the_host_whatever_path_holds() {
+    let p = Pipeline::new("pl-path", false);
+    let id = task_id("path");
+    p.init(BUILDER_REPLY, &meta_script("@say: working\n@sleep: 1"), "");
+    // What an earlier in-place worker could leave in the repository.
+    let marker = p.scratch.join("planted-tool-ran");
+    for tool in ["docker", "git", "sh", "agent-runner"] {
+        let path = p.root.join(tool);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\necho {tool} >> {}\nexit 1\n", marker.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    p.new_task(&id, PROMPT);
+    let job = p.run_tasks(&[&id]).remove(0);
+    // `PATH=$EXTRA:$PATH` with EXTRA unset, and a `.`, run from the repository.
+    let path = format!(":.:{}", std::env::var("PATH").unwrap());
+    let orchestrator = p
+        .orchestrate_once(&[])
+        .env("PATH", &path)
+        .cwd(&p.root)
+        .start();
+    let log = p.root.join(format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(30), || {
+        read(&log).contains("working") || !read(&marker).is_empty()
+    });
+    assert_eq!(read(&marker), "", "a planted tool ran on the host");
+    let runner = children_of(orchestrator.id());
+    assert_eq!(runner.len(), 1, "one agent-runner child: {runner:?}");
+    let cwd = std::fs::read_link(format!("/proc/{}/cwd", runner[0])).unwrap();
+    assert!(
+        !cwd.starts_with(&p.root),
+        "the runner runs where the worker writes: {}",
+        cwd.display()
+    );
+    orchestrator.finish().code(0);
+    assert_eq!(read(&marker), "");
+    assert_eq!(p.result(&job)["status"], "succeeded");
+    assert_no_container(&id);
+}
+
+/// Writes a job for `task` into the queue by hand (as a queue other programs share
+/// can hold it), older than the jobs enqueued after it.
+fn queue_job(p: &Pipeline, job: &str, task: &str) {
+    let ws_id = p.ws().file_name().unwrap().to_str().unwrap().to_string();
+    std::fs::write(
+        p.ws().join(format!("ipc/queue/{job}.json")),
+        format!("{{\"workspace_id\":\"{ws_id}\",\"task_id\":\"{task}\"}}"),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+}
+
+#[test]
+fn a_bad_job_at_the_head_of_the_queue_fails_alone_and_the_others_run() {
+    let p = Pipeline::new("pl-head", false);
+    p.init(BUILDER_REPLY, &meta_script("@say: done"), "");
+    for id in ["big", "fine", "other"] {
+        p.new_task(id, PROMPT);
+    }
+    // A task file over the size limit (sparse), and one whose first line names another task.
+    let tasks = p.ws().join("tasks");
+    std::fs::File::options()
+        .append(true)
+        .open(tasks.join("big.jsonl"))
+        .unwrap()
+        .set_len(65 << 20)
+        .unwrap();
+    std::fs::copy(tasks.join("other.jsonl"), tasks.join("alias.jsonl")).unwrap();
+    queue_job(&p, "j-0big", "big");
+    queue_job(&p, "j-1alias", "alias");
+    // `task run` says what is wrong with each and enqueues the rest.
+    let out = p
+        .in_ws(&["task", "run"], &["big", "alias", "fine"])
+        .output();
+    out.code(1)
+        .stderr_has("error: task big: cannot read ")
+        .stderr_has("the limit is 67108864")
+        .stderr_has("error: task alias: tasks/alias.jsonl: its `task` line names task \"other\", not \"alias\"");
+    let jobs: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(jobs.len(), 1, "fine is enqueued: {}", out.stdout);
+    let out = p.orchestrate_once(&[]).output();
+    out.code(1)
+        .stderr_has("job j-0big: moved to ipc/failed: task big: cannot read")
+        .stderr_has("job j-1alias: moved to ipc/failed: task alias: tasks/alias.jsonl: its `task` line names task \"other\"")
+        .stderr_has(&format!("job {}: finished task fine: succeeded", jobs[0]));
+    assert!(!out.stderr.contains("ERROR"), "{}", out.stderr);
+    assert!(read(&p.ws().join("ipc/failed/j-0big.error.txt")).contains("67108864"));
+    assert!(read(&p.ws().join("ipc/failed/j-1alias.error.txt")).contains("names task \"other\""));
+    assert_eq!(p.result(jobs[0])["status"], "succeeded");
+    // `task show` says why too.
+    p.in_ws(&["task", "show"], &["alias"])
+        .output()
+        .code(1)
+        .stderr_has("its `task` line names task \"other\", not \"alias\"");
+}
+
+/// Fills what is left of the filesystem at `dir`; `free` gives it back.
+fn fill(dir: &std::path::Path) {
+    use std::io::Write;
+    let mut filler = std::fs::File::create(dir.join(".filler")).unwrap();
+    let block = vec![0u8; 64 << 10];
+    while filler.write_all(&block).is_ok() {}
+    while filler.write_all(&[0]).is_ok() {}
+}
+
+fn free(dir: &std::path::Path) {
+    std::fs::remove_file(dir.join(".filler")).unwrap();
+}
+
+/// Issue 18, item 16: a full disk (a small tmpfs as AGENT_RUNNER_HOME).
+#[test]
+#[ignore = "needs root"]
+fn a_full_disk_leaves_no_half_task_and_fails_the_orchestrator() {
+    let p = Pipeline::new("pl-full", false);
+    let disk = support::Tmpfs::mount(&p.home, "4m");
+    p.init(BUILDER_REPLY, &meta_script("@say: working\n@sleep: 2"), "");
+    p.new_task("one", PROMPT);
+    let job = p.run_tasks(&["one"]).remove(0);
+    fill(&p.home);
+    // `task new` fails and leaves nothing: the id stays free.
+    p.in_ws(&["task", "new"], &["--id", "two", PROMPT])
+        .output()
+        .code(1)
+        .stderr_has("No space left on device");
+    let tasks: Vec<String> = std::fs::read_dir(p.ws().join("tasks"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(tasks, ["one.jsonl"], "no empty task file, no temp file");
+    free(&p.home);
+    p.new_task("two", PROMPT);
+    // An attempt that cannot be recorded is an error, and `--once` says so.
+    let orchestrator = p.orchestrate_once(&[]).start();
+    let log = p.root.join(".agent-runner/logs/one/run-1.log");
+    wait_for(Duration::from_secs(30), || read(&log).contains("working"));
+    fill(&p.home);
+    let out = orchestrator.finish();
+    out.code(1).stderr_has(&format!(
+        "ERROR job {job}: finished task one: succeeded; but cannot record it"
+    ));
+    drop(disk);
+}
+
+#[test]
+fn a_claim_error_that_repeats_is_logged_once() {
+    let p = Pipeline::new("pl-repeat", false);
+    p.init(BUILDER_REPLY, &meta_script("@say: done"), "");
+    p.new_task("one", PROMPT);
+    let orchestrator = p.in_ws(&["orchestrate"], &[]).start();
+    std::thread::sleep(Duration::from_millis(500));
+    // Claiming renames into ipc/running/, which is now a file: every poll fails.
+    let running = p.ws().join("ipc/running");
+    std::fs::remove_dir(&running).unwrap();
+    std::fs::write(&running, "").unwrap();
+    queue_job(&p, "j-one", "one");
+    std::thread::sleep(Duration::from_secs(2));
+    support::task::send("-TERM", &orchestrator);
+    let out = orchestrator.finish();
+    let errors = out.stderr.lines().filter(|l| l.contains(" ERROR ")).count();
+    assert_eq!(errors, 1, "{}", out.stderr);
+    out.stderr_has("ERROR cannot claim");
+}
+
 /// Issue 18, items 14 and 15: a task the runner would refuse to run (a title with
 /// control characters, an id that is no branch name) is refused when it is made,
 /// naming the rule; a title made from a prompt is made acceptable instead.
@@ -705,6 +878,7 @@ fn ids_and_titles_a_run_would_refuse_are_refused_when_the_task_is_made() {
 /// below is reachable), and what the pipeline writes below is 0700/0600 too. A tree
 /// an older version left readable is made private by the next command.
 #[test]
+#[ignore = "needs root"]
 fn the_metadata_is_private_whatever_the_umask() {
     use std::os::unix::fs::PermissionsExt;
     let p = Pipeline::new("pl-private", true);
@@ -762,15 +936,13 @@ fn the_metadata_is_private_whatever_the_umask() {
     assert!(seen > 10, "the attempt wrote its files ({seen})");
     assert_eq!(open_to_others, Vec::<String>::new());
     let task_file = p.ws().join(format!("tasks/{id}.jsonl"));
-    let other = |command: &str| {
-        support::web::bash_as(4711, command).map(|mut c| c.output().unwrap().status.success())
-    };
-    let Some(home_listed) = other(&format!("ls {}", p.home.display())) else {
-        return;
-    };
-    assert!(home_listed, "another user may enter the home (the control)");
-    assert_eq!(other(&format!("ls {}", workspaces.display())), Some(false));
-    assert_eq!(other(&format!("cat {}", task_file.display())), Some(false));
+    let other = |command: &str| support::web::bash_as(4711, command).output().code == Some(0);
+    assert!(
+        other(&format!("ls {}", p.home.display())),
+        "another user may enter the home (the control)"
+    );
+    assert!(!other(&format!("ls {}", workspaces.display())));
+    assert!(!other(&format!("cat {}", task_file.display())));
 
     // As an older version left it (0755/0644): the next command makes it private.
     let chmod = std::process::Command::new("chmod")
@@ -779,11 +951,11 @@ fn the_metadata_is_private_whatever_the_umask() {
         .status()
         .unwrap();
     assert!(chmod.success());
-    assert_eq!(other(&format!("cat {}", task_file.display())), Some(true));
+    assert!(other(&format!("cat {}", task_file.display())));
     p.in_ws(&["task", "list"], &[]).output().code(0);
     assert_eq!(mode(&workspaces), 0o700);
     assert_eq!(mode(&p.ws()), 0o700);
-    assert_eq!(other(&format!("cat {}", task_file.display())), Some(false));
+    assert!(!other(&format!("cat {}", task_file.display())));
 }
 
 /// Issue 18, item 7: with AGENT_RUNNER_HOME in the project, an in-place worker could

@@ -168,8 +168,11 @@ potential_conflicts:
   - file: "src/routes/products/+page.svelte"
     tasks: ["existing-1"]
     warning: "他のタスクで変更中の可能性があります"
+  - "KEY in a conflict"
 ```"#;
-    let server = FakeOpenAi::start(vec![Answer::chat(reply)]);
+    // Meta may repeat the key (the user pasted it before): it is masked wherever kept.
+    let reply = reply.replace("KEY in", &format!("{KEY} in"));
+    let server = FakeOpenAi::start(vec![Answer::chat(&reply)]);
     let p = workspace("plan-decompose", &server);
     p.new_task("existing-1", "An API for products");
     // An earlier conversation: 12 messages, longer than 300 characters.
@@ -271,6 +274,11 @@ potential_conflicts:
     assert_eq!(said[12]["text"], "商品一覧ページを作って");
     assert_eq!(said[13]["role"], "meta");
     assert_eq!(said[13]["text"], "The user wants a product list page.");
+    assert_eq!(
+        said[13]["potential_conflicts"],
+        json!([{"file": "src/routes/products/+page.svelte", "tasks": ["existing-1"],
+                "warning": "他のタスクで変更中の可能性があります"}, "*** in a conflict"])
+    );
 
     // The task list and the tree view.
     let status = statuses(&p);

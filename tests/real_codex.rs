@@ -1,16 +1,17 @@
 //! The real Codex CLI end to end: `agent-runner run` (the real binary) with scripted
 //! Meta runs the real worker image agent-runner-codex:latest, whose codex (npm
 //! @openai/codex, pinned) talks to a fake Responses API server on 127.0.0.1 through
-//! `network: host`, or on 127.0.0.2 through the egress proxy (the default network). Skipped with a message when the image is not built, except under
-//! CI, where that fails (support/sandbox_image.rs).
+//! `network: host`, or on 127.0.0.2 through the egress proxy (the default network).
+//! The tests need that image (support/prerequisite.rs).
 
 mod support;
 
 use std::path::Path;
 
 use support::fake_responses::{FakeResponses, Reply};
+use support::prerequisite::{Needs, SANDBOX_IMAGE, needs};
 use support::task::assert_no_container;
-use support::{Outcome, Run, Scratch, sandbox_image};
+use support::{Outcome, Run, Scratch};
 
 /// The model key codex sends: a literal in runner.worker.env, read by codex through
 /// the provider's `env_key`.
@@ -103,10 +104,10 @@ fn worker_log(repo: &Path, id: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs sandbox-image"]
 fn codex_runs_the_shell_command_the_model_asks_for_and_the_task_completes() {
-    let Some(image) = sandbox_image::require("real_codex: completes") else {
-        return;
-    };
+    needs(Needs::SandboxImage);
+    let image = SANDBOX_IMAGE;
     let dir = Scratch::new("real-codex-ok");
     let repo = dir.join("repo");
     // A git repository, so the in-container snapshots have something to see.
@@ -172,10 +173,10 @@ fn codex_runs_the_shell_command_the_model_asks_for_and_the_task_completes() {
 }
 
 #[test]
+#[ignore = "needs sandbox-image"]
 fn model_errors_exhaust_codex_retries_and_the_run_fails() {
-    let Some(image) = sandbox_image::require("real_codex: model errors") else {
-        return;
-    };
+    needs(Needs::SandboxImage);
+    let image = SANDBOX_IMAGE;
     let dir = Scratch::new("real-codex-500");
     let repo = dir.join("repo");
     std::fs::create_dir(&repo).unwrap();
@@ -198,10 +199,10 @@ fn model_errors_exhaust_codex_retries_and_the_run_fails() {
 }
 
 #[test]
+#[ignore = "needs sandbox-image"]
 fn a_stalled_model_stream_is_stopped_inside_the_container() {
-    let Some(image) = sandbox_image::require("real_codex: stall") else {
-        return;
-    };
+    needs(Needs::SandboxImage);
+    let image = SANDBOX_IMAGE;
     let dir = Scratch::new("real-codex-stall");
     let repo = dir.join("repo");
     std::fs::create_dir(&repo).unwrap();
@@ -224,10 +225,11 @@ fn a_stalled_model_stream_is_stopped_inside_the_container() {
 }
 
 #[test]
+#[ignore = "needs sandbox-image and root"]
 fn as_a_non_root_user_real_codex_works_and_files_belong_to_that_user() {
-    let Some(image) = sandbox_image::require("real_codex: non-root") else {
-        return;
-    };
+    needs(Needs::SandboxImage);
+    needs(Needs::Root);
+    let image = SANDBOX_IMAGE;
     use std::os::unix::fs::MetadataExt;
     let dir = Scratch::new("real-codex-nonroot");
     let repo = dir.join("repo");
@@ -240,9 +242,7 @@ fn as_a_non_root_user_real_codex_works_and_files_belong_to_that_user() {
     let script = meta_script(&dir, "Create hello.txt saying hello.", &["AC-1"]);
     let yaml = task(&id, &repo, &script, image, &model, 60);
     let uid = 4244;
-    let Some(user) = support::OtherUser::new(uid, &dir.path) else {
-        return;
-    };
+    let user = support::OtherUser::new(uid, &dir.path);
     let out = user
         .run(&["run"])
         .env("HOME", &dir.path)
@@ -260,10 +260,10 @@ fn as_a_non_root_user_real_codex_works_and_files_belong_to_that_user() {
 }
 
 #[test]
+#[ignore = "needs sandbox-image"]
 fn codex_reaches_its_model_only_through_the_egress_proxy_and_completes() {
-    let Some(image) = sandbox_image::require("real_codex: egress proxy") else {
-        return;
-    };
+    needs(Needs::SandboxImage);
+    let image = SANDBOX_IMAGE;
     let dir = Scratch::new("real-codex-egress");
     let repo = dir.join("repo");
     std::fs::create_dir(&repo).unwrap();

@@ -6,7 +6,7 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use support::docker::{TEST_IMAGE, docker};
+use support::docker::{TEST_IMAGE, docker_ok};
 use support::fake_openai::{Answer, FakeOpenAi};
 use support::task::*;
 use support::{Run, Scratch};
@@ -120,7 +120,7 @@ fn plan_task_unauthorized_fails_fast_without_a_container() {
     assert_eq!(server.received().len(), 1, "no retry on 401");
     assert!(note(&dir.path, &id).contains("- State: FAILED"));
     let filter = format!("label=agent-runner.task={id}");
-    let (_, events, _) = docker(&[
+    let events = docker_ok(&[
         "events",
         "--since",
         &since,
@@ -449,15 +449,14 @@ fn memory_stays_small_while_the_worker_prints_200_mib() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn as_a_non_root_user_files_belong_to_that_user() {
     use std::os::unix::fs::MetadataExt;
     let dir = Scratch::new("e2e-nonroot");
     let uid = 4242;
     // The user's HOME beside the repository (a HOME inside it is refused).
     let home = Scratch::new("e2e-nonroot-home");
-    let Some(user) = support::OtherUser::new(uid, &dir.path) else {
-        return;
-    };
+    let user = support::OtherUser::new(uid, &dir.path);
     user.owns(&home.path);
     let id = task_id("nonroot");
     let server = FakeOpenAi::start(vec![
@@ -484,47 +483,14 @@ fn as_a_non_root_user_files_belong_to_that_user() {
     assert_no_container(&id);
 }
 
-/// A tmpfs mounted over a directory for the test's lifetime.
-struct SmallDisk(std::path::PathBuf);
-
-impl SmallDisk {
-    fn mount(path: &Path, size: &str) -> Option<SmallDisk> {
-        std::fs::create_dir_all(path).unwrap();
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(path)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !mounted {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "this test needs to mount a tmpfs (root), and CI=true"
-            );
-            eprintln!("skipped: cannot mount a tmpfs");
-            return None;
-        }
-        Some(SmallDisk(path.to_path_buf()))
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
-}
-
 /// The worker fills the disk: the task still ends, and the result says the note
 /// could not be written instead of pointing at a stale one.
 #[test]
+#[ignore = "needs root"]
 fn a_full_disk_is_reported_instead_of_a_stale_note() {
     let dir = Scratch::new("e2e-diskfull");
     let repo = dir.path.join("repo");
-    let Some(_disk) = SmallDisk::mount(&repo, "4m") else {
-        return;
-    };
+    let _disk = support::Tmpfs::mount(&repo, "4m");
     let id = task_id("diskfull");
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),

@@ -17,7 +17,7 @@ use agent_runner::worker::docker::{DockerSandbox, SandboxConfig};
 use agent_runner::worker::sweep::{owner_labels, sweep_orphans};
 use agent_runner::worker::{Sandbox, SandboxError};
 use support::Scratch;
-use support::docker::{TEST_IMAGE, containers_labelled, docker};
+use support::docker::{TEST_IMAGE, containers_labelled, docker, docker_ok};
 
 fn settings() -> WorkerSettings {
     WorkerSettings {
@@ -154,7 +154,7 @@ fn fake_codex_reproduces_every_outcome_in_a_container() {
         run.leftovers
     );
     let name = sandbox.container_name().unwrap().to_string();
-    let (_, ps, _) = docker(&["exec", &name, "ps", "-o", "pid,args"]);
+    let ps = docker_ok(&["exec", &name, "ps", "-o", "pid,args"]);
     assert!(
         !ps.contains("codex exec") && !ps.contains("sleep 30"),
         "worker still running:\n{ps}"
@@ -185,7 +185,7 @@ fn a_process_ignoring_sigterm_is_killed_inside_the_container() {
         "{:?}",
         started.elapsed()
     );
-    let (_, ps, _) = docker(&[
+    let ps = docker_ok(&[
         "exec",
         sandbox.container_name().unwrap(),
         "ps",

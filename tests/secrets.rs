@@ -297,3 +297,64 @@ fn credentials_in_the_meta_base_url_are_masked() {
         }
     }
 }
+
+/// A secret that starts another (`TOP`, `TOP-LONGER`) must not be masked first:
+/// `***-LONGER` would show the end of the longer one. Two pairs, the shorter named
+/// first in one and last in the other, so the order the secrets are gathered in
+/// does not matter.
+#[test]
+fn a_secret_inside_a_longer_one_leaves_no_piece_of_it() {
+    let dir = Scratch::new("secrets-nested");
+    let id = task_id("nested");
+    let secrets = [
+        ("A_TOP", "sk-TOP1"),
+        ("B_TOP", "sk-TOP1-LONGER"),
+        ("C_TOP", "pw-TOP2-LONGER"),
+        ("D_TOP", "pw-TOP2"),
+    ];
+    let env: String = secrets
+        .iter()
+        .map(|(name, _)| format!("      {name}: env:HOST_{name}\n"))
+        .collect();
+    let prompt =
+        "@run: echo \"one $B_TOP two $C_TOP\"; echo \"$B_TOP\" >&2\n@say: said $B_TOP and $C_TOP";
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(prompt),
+        assess(&["AC-1"], "done"),
+    ]);
+    let yaml = support::task::v1_task(
+        &id,
+        &dir.path,
+        &server,
+        Some("echo \"$C_TOP\""),
+        "",
+        &format!("    env:\n{env}"),
+    );
+    let mut run = support::task::runner(&yaml).arg("--json");
+    for (name, value) in secrets {
+        run = run.env(&format!("HOST_{name}"), value);
+    }
+    let out = run.output();
+    out.code(0);
+    let log =
+        std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    assert!(log.contains("one *** two ***"), "{log}");
+    let mut places = vec![
+        ("stdout".to_string(), out.stdout.clone()),
+        ("stderr".to_string(), out.stderr.clone()),
+    ];
+    for entry in walk(&dir.join(".agent-runner")) {
+        let text = String::from_utf8_lossy(&std::fs::read(&entry).unwrap()).into_owned();
+        places.push((entry.display().to_string(), text));
+    }
+    for (n, request) in server.received().iter().enumerate() {
+        places.push((format!("Meta request {n}"), request.body.clone()));
+    }
+    for (place, text) in &places {
+        assert!(
+            !text.contains("LONGER"),
+            "the end of a secret in {place}:\n{text}"
+        );
+    }
+}

@@ -3,10 +3,8 @@
 
 mod support;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use support::docker::TEST_IMAGE;
+use support::{Outcome, Run};
 
 /// Runs the fake codex the way agent-runner does (prompt on stdin, then closed);
 /// returns (exit code, stdout lines, stderr).
@@ -19,8 +17,20 @@ fn fake_codex(prompt: &str, create_codex_home: bool) -> (i32, Vec<serde_json::Va
     let script = format!(
         "{mkdir}exec codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -C /tmp -"
     );
-    let mut child = Command::new("docker")
-        .args([
+    let out = image_run(&script, prompt);
+    let lines = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect();
+    (out.code.unwrap(), lines, out.stderr)
+}
+
+/// `sh -c script` in a throw-away container of the test image, `input` on stdin.
+fn image_run(script: &str, input: &str) -> Outcome {
+    Run::program(
+        "docker",
+        &[
             "run",
             "--rm",
             "-i",
@@ -31,29 +41,11 @@ fn fake_codex(prompt: &str, create_codex_home: bool) -> (i32, Vec<serde_json::Va
             TEST_IMAGE,
             "sh",
             "-c",
-            &script,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(prompt.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
-        .collect();
-    (
-        out.status.code().unwrap(),
-        lines,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+            script,
+        ],
     )
+    .stdin(input)
+    .output()
 }
 
 fn types(lines: &[serde_json::Value]) -> Vec<String> {
@@ -140,30 +132,58 @@ fn huge_output_and_stalls() {
     assert_eq!(code, 0);
     assert_eq!(lines[2]["item"]["text"], "after the stall");
 
-    let mut child = Command::new("docker")
-        .args([
-            "run",
-            "--rm",
-            "-i",
-            "--network",
-            "none",
-            "--label",
-            "agent-runner.task=test-image",
-            TEST_IMAGE,
-            "sh",
-            "-c",
-            "mkdir -p /root/.codex && codex exec --json -C /tmp -",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"@spew: 5000000\n@say: done\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = image_run(
+        "mkdir -p /root/.codex && codex exec --json -C /tmp -",
+        "@spew: 5000000\n@say: done\n",
+    );
     assert!(out.stdout.len() > 5_000_000, "{}", out.stdout.len());
+}
+
+/// The message of the panic `f` ends in (it must panic).
+fn panic_message(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+    let payload = std::panic::catch_unwind(f).expect_err("it panics");
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// The ~40 "no container leaked" checks ask `docker ps`: a docker that fails must
+/// fail them, not pass for an empty list.
+#[test]
+fn a_failing_docker_fails_the_container_checks() {
+    let message = panic_message(|| {
+        support::docker::containers_labelled_on(
+            &["--host", "unix:///nonexistent/docker.sock"],
+            "agent-runner.task",
+            "any",
+        );
+    });
+    assert!(
+        message.contains("docker --host unix:///nonexistent/docker.sock ps"),
+        "{message}"
+    );
+}
+
+/// A program that hangs fails its test at the deadline, with what it printed,
+/// instead of hanging the suite.
+#[test]
+fn a_hanging_program_fails_at_its_deadline_with_its_output() {
+    let started = std::time::Instant::now();
+    let message = panic_message(|| {
+        Run::program(
+            "sh",
+            &["-c", "echo started; echo trouble >&2; exec sleep 60"],
+        )
+        .deadline(std::time::Duration::from_millis(500))
+        .output();
+    });
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(
+        message.contains("still running after 500ms, killed")
+            && message.contains("stdout:\nstarted\n")
+            && message.contains("stderr:\ntrouble\n"),
+        "{message}"
+    );
 }

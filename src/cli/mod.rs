@@ -187,9 +187,14 @@ fn report(error: &Error, redactor: &Redactor) -> i32 {
     error.exit_code()
 }
 
-/// Reads and validates the Task YAML from stdin, against the real environment.
+/// Reads and validates the Task YAML from stdin, against the real environment. The
+/// validation runs on a thread of its own: a signal is acted on at once even while
+/// a large document is parsed.
 fn read_task(interrupt: Interrupt) -> Result<crate::task::Task, Error> {
-    parse_task(&input::read_stdin(interrupt)?)
+    let text = input::read_stdin(interrupt)?;
+    interrupt
+        .unless_stopped("task yaml", move || parse_task(&text))
+        .unwrap_or(Err(Error::Interrupted))
 }
 
 /// Validates a Task YAML against the real environment.

@@ -314,12 +314,14 @@ fn enqueue(dir: &Path, ids: Vec<String>, all: bool) -> Result<i32, Error> {
     } else {
         ids
     };
+    // One task's problem (refused, or its file unreadable) is said and the others
+    // are enqueued all the same.
     let mut out = String::new();
     for id in chosen {
         match run_request::enqueue(&ws, &id) {
             Ok(job) => out.push_str(&format!("{job}\n")),
             Err(RunError::Refused(why)) => refuse(why.to_string()),
-            Err(RunError::Failed(e)) => return Err(e.into()),
+            Err(RunError::Failed(e)) => refuse(format!("task {id}: {e}")),
         }
     }
     write_stdout(&out)?;

@@ -24,9 +24,10 @@ pub const BRIDGE: &str = "bridge";
 /// (108 bytes with its NUL).
 const MAX_DIR: usize = 90;
 
-/// Removes the directory (`$1`) when stdin closes without a `done` line.
+/// Removes the directory (`$1`) with the `rm` at `$2` (the path agent-runner found,
+/// not one the shell would look up) when stdin closes without a `done` line.
 const WATCHDOG_SCRIPT: &str =
-    r#"read -r line; [ "$line" = done ] || exec rm -rf -- "$1" >/dev/null 2>&1"#;
+    r#"read -r line; [ "$line" = done ] || exec "$2" -rf -- "$1" >/dev/null 2>&1"#;
 
 /// The directory; removed on `remove` or drop.
 pub struct HostDir {
@@ -48,9 +49,15 @@ impl HostDir {
             watchdog: None,
             removed: false,
         };
-        let invocation =
-            Invocation::new("sh").args(["-c", WATCHDOG_SCRIPT, "agent-runner-egress-watchdog"]);
-        let invocation = invocation.arg(dir.path.display().to_string());
+        let rm = process::program::resolve("rm")
+            .map_err(|e| std::io::Error::other(format!("rm: {e}")))?;
+        let invocation = Invocation::new("sh").args([
+            "-c".to_string(),
+            WATCHDOG_SCRIPT.to_string(),
+            "agent-runner-egress-watchdog".to_string(),
+            dir.path.display().to_string(),
+            rm.display().to_string(),
+        ]);
         dir.watchdog = Some(process::spawn_held(&invocation).map_err(|e| {
             std::io::Error::other(format!("cannot start the egress watchdog: {e}"))
         })?);

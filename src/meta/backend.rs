@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::MetaError;
+use crate::interrupt::Interrupt;
 
 /// A chat message sent to the backend.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -30,4 +31,9 @@ pub struct BackendError {
 /// Something that answers a conversation with a reply text.
 pub trait ChatBackend {
     fn complete(&mut self, messages: &[ChatMessage]) -> Result<Completion, BackendError>;
+
+    /// The stop request this backend gives up on; a reply's parse gives up on it too.
+    fn interrupt(&self) -> Interrupt {
+        Interrupt::never()
+    }
 }

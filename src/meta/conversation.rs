@@ -72,7 +72,11 @@ pub fn ask_checked<T: Reply, U>(
         call.attempts += completion.attempts;
         let kept = cut(&redactor.redact(&completion.text), MAX_REPLY_KEPT);
         call.replies.push(kept.clone());
-        match parse_reply_masked::<T>(&completion.text, redactor).and_then(&mut check) {
+        let Some(parsed) = parse_reply_masked::<T>(&completion.text, redactor, backend.interrupt())
+        else {
+            return finish(call, clock, Err(MetaError::Interrupted), redactor);
+        };
+        match parsed.and_then(&mut check) {
             Ok(reply) => return finish(call, clock, Ok(reply), redactor),
             Err(e) => {
                 problem = redactor.redact(&e);

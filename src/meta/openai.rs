@@ -253,6 +253,10 @@ fn pause(d: Duration, interrupt: Interrupt) -> bool {
 }
 
 impl ChatBackend for OpenAiChat {
+    fn interrupt(&self) -> Interrupt {
+        self.interrupt
+    }
+
     fn complete(&mut self, messages: &[ChatMessage]) -> Result<Completion, BackendError> {
         let body = self.body(messages);
         let mut attempts = 0;

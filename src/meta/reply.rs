@@ -5,7 +5,9 @@
 use serde::Deserialize;
 use serde_yaml::Value;
 
+use crate::interrupt::Interrupt;
 use crate::secret::Redactor;
+use crate::yaml::Rules;
 
 /// A reply type: its `type` value and how to check a reply document.
 pub trait Reply: Sized {
@@ -15,16 +17,29 @@ pub trait Reply: Sized {
 
 /// Parses and checks a reply of type `T::KIND`.
 pub fn parse_reply<T: Reply>(text: &str) -> Result<T, String> {
-    parse_reply_masked(text, &Redactor::default())
+    parse_reply_masked(text, &Redactor::default(), Interrupt::never())
+        .unwrap_or_else(|| Err("the YAML parser stopped".into()))
 }
 
 /// `parse_reply`, with `redactor`'s secrets masked in every string of the reply once
 /// it is parsed: the structure is read from the text as sent (masking the text first
 /// could turn a `true` into `***`, a YAML alias), the contents never hold a secret.
-pub fn parse_reply_masked<T: Reply>(text: &str, redactor: &Redactor) -> Result<T, String> {
+/// None when `interrupt` was set before the text was parsed.
+pub fn parse_reply_masked<T: Reply>(
+    text: &str,
+    redactor: &Redactor,
+    interrupt: Interrupt,
+) -> Option<Result<T, String>> {
     let body = strip_fence(text);
-    let mut value: Value =
-        serde_yaml::from_str(body).map_err(|e| format!("not valid YAML: {e}"))?;
+    let value = crate::yaml::parse_unless_stopped(body, Rules::Reply, interrupt)?;
+    Some(checked(
+        value.map_err(|e| format!("not valid YAML: {e}")),
+        redactor,
+    ))
+}
+
+fn checked<T: Reply>(value: Result<Value, String>, redactor: &Redactor) -> Result<T, String> {
+    let mut value = value?;
     let Value::Mapping(map) = &value else {
         return Err("expected one YAML mapping with a `type` key".into());
     };
@@ -78,6 +93,31 @@ pub fn decode<T: for<'de> Deserialize<'de>>(value: Value) -> Result<T, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Any;
+
+    impl Reply for Any {
+        const KIND: &'static str = "any";
+        fn from_value(_: Value) -> Result<Self, String> {
+            Ok(Any)
+        }
+    }
+
+    #[test]
+    fn deep_nesting_and_tags_are_refused_before_the_parse() {
+        let deep = format!("type: any\nx: {}", "{a: ".repeat(200_000));
+        assert_eq!(
+            parse_reply::<Any>(&deep).err().unwrap(),
+            "not valid YAML: YAML nested deeper than 32 levels at line 2 column 128"
+        );
+        assert!(
+            parse_reply::<Any>("type: any\nx: !secret y")
+                .err()
+                .unwrap()
+                .contains("YAML tag !secret refused")
+        );
+        assert!(parse_reply::<Any>("type: any\nx: {a: [1, {b: 2}]}").is_ok());
+    }
 
     #[test]
     fn fences_are_stripped_once() {

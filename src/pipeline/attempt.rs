@@ -84,7 +84,8 @@ struct Ran {
     branch: Option<String>,
 }
 
-/// Runs the attempt and records it; returns its status.
+/// Runs the attempt and records it; returns its status, failed when it could not be
+/// recorded (whatever the runner said: nobody can see it succeeded).
 pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
     let ws = &setup.ws;
     let job_id = &claimed.job_id;
@@ -120,18 +121,25 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
         .as_deref()
         .map_or(String::new(), |e| format!(": {}", cut(&one_line(e), 300)));
     match outcome::record(ws, &attempt) {
-        Ok(path) => log::info!(
-            "job {job_id}: finished task {}: {status} in {}{reason}; result {}",
-            task.id,
-            human(clock.elapsed()),
-            path.display()
-        ),
-        Err(e) => log::error!(
-            "job {job_id}: finished task {}: {status}{reason}; but cannot record it: {e}",
-            task.id
-        ),
+        Ok(path) => {
+            // Recorded: recovery has nothing to put back.
+            isolation::forget(&log_dir);
+            log::info!(
+                "job {job_id}: finished task {}: {status} in {}{reason}; result {}",
+                task.id,
+                human(clock.elapsed()),
+                path.display()
+            );
+            attempt.status
+        }
+        Err(e) => {
+            log::error!(
+                "job {job_id}: finished task {}: {status}{reason}; but cannot record it: {e}",
+                task.id
+            );
+            AttemptStatus::Failed
+        }
     }
-    attempt.status
 }
 
 fn failed(error: String) -> Ran {
@@ -159,7 +167,7 @@ fn attempt(
     let steps = (|| {
         let (yaml, builder, took) = build(setup, claimed, log_dir, &run_dir)?;
         let clone = clone(setup, claimed)?;
-        let config = checked(&yaml, &run_dir, config_path)?;
+        let config = checked(&yaml, log_dir, config_path)?;
         log::info!(
             "job {}: built the TaskConfig with the {} builder in {}: {}",
             claimed.job_id,
@@ -177,17 +185,35 @@ fn attempt(
         Ok((yaml, clone, config))
     })();
     match steps {
-        Ok((yaml, clone, config)) => run_and_bring_back(
-            setup,
-            claimed,
-            &yaml,
-            &run_dir,
-            clone,
-            &config.worker,
-            place,
-        ),
+        Ok((yaml, clone, config)) => {
+            let kept = clone.as_ref().map(|c| c.dir.clone());
+            let mut ran = run_and_bring_back(
+                setup,
+                claimed,
+                &yaml,
+                &run_dir,
+                clone,
+                &config.worker,
+                place,
+            );
+            if let (AttemptStatus::Failed, Some(dir)) = (ran.status, kept) {
+                let error = ran.error.take().unwrap_or_default();
+                ran.error = Some(format!("{error} ({})", kept_clone(&dir)));
+            }
+            ran
+        }
         Err(ran) => ran,
     }
+}
+
+/// What a failed attempt's error says about its clone, which is kept for the user
+/// and is all the worker's: git there would run what its `.git/config` or a nested
+/// repository's says (`core.fsmonitor` on a `git status`).
+pub fn kept_clone(dir: &Path) -> String {
+    format!(
+        "its clone is kept in {}: the worker wrote all of it, .git included; look at its files, but run no git command in it",
+        dir.display()
+    )
 }
 
 /// The Task Builder's draft for the claimed task, completed with the invariants
@@ -265,11 +291,11 @@ fn clone(setup: &Setup, claimed: &Claimed) -> Result<Option<AttemptClone>, Ran> 
     }
 }
 
-/// The TaskConfig checked as the runner will check it, and written (secrets masked)
-/// to `config_path` whether it passed or not.
-fn checked(yaml: &str, run_dir: &Path, config_path: &Path) -> Result<crate::task::Task, Ran> {
+/// The TaskConfig checked as the runner will check it (in `cwd`, where it runs), and
+/// written (secrets masked) to `config_path` whether it passed or not.
+fn checked(yaml: &str, cwd: &Path, config_path: &Path) -> Result<crate::task::Task, Ran> {
     let var = |name: &str| std::env::var(name).ok();
-    let validated = task_config::validate(yaml, run_dir, &var);
+    let validated = task_config::validate(yaml, cwd, &var);
     let redactor = match &validated {
         Ok(t) => Redactor::new(&t.secrets()),
         Err(_) => Redactor::default(),
@@ -303,7 +329,9 @@ fn run_and_bring_back(
         run_dir.display()
     );
     let stderr_log = log_dir.join("runner.stderr.log");
-    let child = child::run(&setup.exe, yaml, run_dir, &stderr_log, setup.interrupt);
+    // The runner runs in its log directory, which no worker can reach: never in the
+    // repository or clone (`run_dir`), where a worker could plant what it looks up.
+    let child = child::run(&setup.exe, yaml, log_dir, &stderr_log, setup.interrupt);
     place.free();
     let child = match child {
         Ok(child) => child,

@@ -1,20 +1,25 @@
 //! The bundler: how a succeeded isolated attempt's branch leaves its worker-written
 //! clone (SPEC §9, §12). No host git command may run in that clone (its `.git/config`
 //! could run code on the host), so the branch is made into a `git bundle` inside a
-//! container of the worker image, and the host only copies the bundle file and
-//! fetches it (see `isolation::bring_back`).
+//! container of the worker image; the host only reads the bundle file, and checks
+//! it before anything of it reaches root_dir (see `isolation::bring_back`).
 //!
-//! One long-lived container per orchestrator (and worker image) serves every
-//! attempt: a container start costs about as much CPU as a whole scripted attempt,
-//! so one per attempt slowed `--jobs 3` by 1.7x. It is started at the first isolated
-//! attempt, alongside that attempt's runner, and held like the sandbox's keep-alive:
-//! an attached `docker run -i --rm` whose stdin we hold, so it ends with the
+//! A long-lived container per orchestrator (and worker image) serves the attempts:
+//! a container start costs about as much CPU as a whole scripted attempt, so one per
+//! attempt slowed `--jobs 3` by 1.7x. It is started at the first isolated attempt,
+//! alongside that attempt's runner, and held like the sandbox's keep-alive: an
+//! attached `docker run -i --rm` whose stdin we hold, so it ends with the
 //! orchestrator however that ends, and carries the sweep's owner labels. It has no
 //! network and the worker's resource limits (what it reads is the worker's: a loose
 //! object that inflates to gigabytes, say), sees the workspace's `clones/` read-only
 //! and an output directory of this orchestrator read-write, and takes one request
-//! per line on its stdin; the orchestrator sends one request at a time, and git
-//! never sees that stdin (a worker's link to `/proc/self/fd/0` would read it).
+//! per line on its stdin; git never sees that stdin (a worker's link to
+//! `/proc/self/fd/0` would read it).
+//!
+//! One attempt must not hold up the others' bring-back (a worker's 4 GiB file takes
+//! a minute to hash): a request that finds every bundler busy waits `SPARE_WAIT` for
+//! one, then starts another, which serves it and stays ready; one idle bundler per
+//! image is kept, the others are stopped when they are done.
 //!
 //! Since one container reads every clone, nothing a worker wrote may steer it: the
 //! clone's HEAD and refs are read as data (the HEAD file, then the ref's file or
@@ -24,9 +29,10 @@
 //! and git never runs in a submodule's repository (its config is the worker's too).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::interrupt::Interrupt;
 use crate::owner::Owner;
@@ -47,12 +53,16 @@ const ANSWER: &str = "agent-runner-bundle ";
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// Time allowed for one bundle.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a request waits for a busy bundler before it starts one of its own
+/// (most bundles take 30–200 ms).
+const SPARE_WAIT: Duration = Duration::from_secs(2);
 
 /// The bundler's main process. Each request line is `<job-id> <task-id> <branch>
 /// <have>...`: bundle the clone `/clones/<job-id>` as `<branch>`, without the
-/// commits the host already has (`<have>`: the commit the clone started from, and
+/// commits the host already has (`<have>`: the commit the clone started from, then
 /// the branches merged into it). What the worker left uncommitted is committed on a
-/// private index; submodules stay as the clone's HEAD has them. The answer is one
+/// private index; submodules stay as the clone's HEAD has them, and `.agent-runner`
+/// as the start had it. The answer is one
 /// line: `agent-runner-bundle <job-id> bundled <sha>` (the bundle is
 /// `/out/<job-id>.bundle`), `... unchanged <sha>` (the branch is a commit the host
 /// has), or `... failed <reason>`. End-of-file ends it.
@@ -109,6 +119,10 @@ bundle() {
   sed 's/^160000 /0 /' "$links" | git update-index --index-info
   git add -A -- . ':(exclude).agent-runner'
   git update-index --index-info < "$links"
+  # .agent-runner stays as the attempt's start had it, whatever the worker committed
+  # there: a link or a folder of links would stop every dependent's runner.
+  git rm -r -q -f --cached --ignore-unmatch -- .agent-runner > /dev/null
+  git ls-tree -r --full-tree "$1" -- .agent-runner | git update-index --index-info
   tree=$(git write-tree)
   commit=$head
   if [ "$tree" != "$base_tree" ]; then
@@ -153,23 +167,36 @@ pub struct Request<'a> {
 
 /// What a request produced.
 pub enum Bundled {
-    /// The bundle was taken into this file (ours; remove it when done).
-    Bundle(PathBuf),
+    /// The bundle, opened (its file is gone), and the commit the branch is.
+    Bundle { file: File, commit: String },
     /// The branch is this commit, which the host has.
     Unchanged(String),
 }
 
-/// The bundlers of one orchestrator, one per worker image and limits, started on
-/// first use.
+/// The bundlers of one orchestrator, per worker image and limits, started on use.
 #[derive(Clone)]
-pub struct Bundlers(Arc<Mutex<State>>);
+pub struct Bundlers(Arc<Shared>);
+
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when a bundler becomes idle.
+    freed: Condvar,
+}
 
 struct State {
     clones: PathBuf,
-    out: PathBuf,
+    /// This orchestrator's directory: `out/` (the bundlers write there) and the
+    /// landing repositories.
+    dir: PathBuf,
     workspace_id: String,
     /// By `key`.
-    running: HashMap<String, Bundler>,
+    pools: HashMap<String, Pool>,
+}
+
+#[derive(Default)]
+struct Pool {
+    idle: Vec<Bundler>,
+    busy: usize,
 }
 
 struct Bundler {
@@ -179,82 +206,170 @@ struct Bundler {
 }
 
 impl Bundlers {
-    /// Bundlers for the clones in `clones`, writing into `out` (a directory of this
+    /// Bundlers for the clones in `clones`, using `dir` (a directory of this
     /// orchestrator's, created when the first one starts and removed by `stop`).
-    pub fn new(clones: PathBuf, out: PathBuf, workspace_id: &str) -> Bundlers {
-        Bundlers(Arc::new(Mutex::new(State {
-            clones,
-            out,
-            workspace_id: workspace_id.to_string(),
-            running: HashMap::new(),
-        })))
+    pub fn new(clones: PathBuf, dir: PathBuf, workspace_id: &str) -> Bundlers {
+        Bundlers(Arc::new(Shared {
+            state: Mutex::new(State {
+                clones,
+                dir,
+                workspace_id: workspace_id.to_string(),
+                pools: HashMap::new(),
+            }),
+            freed: Condvar::new(),
+        }))
     }
 
-    /// Starts the bundler for `worker`'s image and limits if none runs yet, without
-    /// waiting for it: an attempt calls this as its runner starts, so the two start
-    /// side by side.
+    /// Starts a bundler for `worker`'s image and limits if there is none yet,
+    /// without waiting for it: an attempt calls this as its runner starts, so the
+    /// two start side by side.
     pub fn start(&self, worker: &WorkerSettings) -> Result<(), String> {
-        // Busy bundling: then it is there (and one that ended is replaced when asked).
-        let mut state = match self.0.try_lock() {
-            Ok(state) => state,
-            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
-            Err(std::sync::TryLockError::Poisoned(_)) => return Err(poisoned()),
-        };
-        state.bundler(worker).map(|_| ())
+        let mut state = self.lock()?;
+        let pool = state.pools.entry(key(worker)).or_default();
+        if pool.busy > 0 || !pool.idle.is_empty() {
+            return Ok(());
+        }
+        let bundler = state.spawn(&worker.docker_image, &worker.limits)?;
+        state
+            .pools
+            .entry(key(worker))
+            .or_default()
+            .idle
+            .push(bundler);
+        Ok(())
     }
 
-    /// Bundles a clone's branch and takes the bundle into `into` (a file of ours).
+    /// Bundles a clone's branch; the bundle is taken out of the bundlers' reach.
     pub fn bundle(
         &self,
         worker: &WorkerSettings,
         request: &Request,
-        into: &Path,
         interrupt: Interrupt,
     ) -> Result<Bundled, String> {
-        let mut state = self.lock()?;
-        let out = state.out.clone();
         let image = worker.docker_image.as_str();
-        let answer = state.bundler(worker)?.ask(request, interrupt);
-        let answer = match answer {
-            Ok(answer) => answer,
+        let (mut bundler, out) = self.take(worker)?;
+        let answer = bundler.ask(request, interrupt);
+        let made = out.join(format!("{}.bundle", request.job_id));
+        let bundled = match answer {
+            Ok(answer) => {
+                self.give_back(worker, bundler);
+                read_answer(&answer, image, &made)
+            }
             Err(e) => {
-                // Whatever state it is in, the next request gets a new one.
-                if let Some(bundler) = state.running.remove(&key(worker)) {
-                    bundler.stop();
-                }
-                return Err(explain(image, e));
+                // Whatever state it is in, it serves no other request.
+                self.give_up(worker, bundler);
+                Err(explain(image, e))
             }
         };
-        let mut words = answer.splitn(2, ' ');
-        let (verdict, rest) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-        let made = out.join(format!("{}.bundle", request.job_id));
-        match verdict {
-            "unchanged" if is_sha(rest) => Ok(Bundled::Unchanged(rest.to_string())),
-            "bundled" if is_sha(rest) => {
-                let _ = std::fs::remove_file(into);
-                // Copied without following a link the container may have put there.
-                let copied = super::safe_read::copy_regular(&made, into, MAX_BUNDLE);
-                let _ = std::fs::remove_file(&made);
-                copied
-                    .map(|_| Bundled::Bundle(into.to_path_buf()))
-                    .map_err(|e| format!("cannot take the bundle from the bundler: {e}"))
-            }
-            "failed" => Err(explain(image, HeldWait::Ended(rest.to_string()))),
-            _ => Err(format!("the bundler answered {answer:?}")),
-        }
+        let _ = std::fs::remove_file(&made);
+        bundled
     }
 
-    /// Stops every bundler and removes the output directory.
+    /// Where the landing repository of job `job_id` goes (a directory of ours).
+    pub fn landing(&self, job_id: &str) -> PathBuf {
+        let dir = self.lock().map(|s| s.dir.clone()).unwrap_or_default();
+        dir.join("landing").join(job_id)
+    }
+
+    /// Stops every bundler and removes the directory.
     pub fn stop(&self) {
-        let Ok(mut state) = self.0.lock() else { return };
-        for (_, bundler) in state.running.drain() {
+        let Ok(mut state) = self.lock() else { return };
+        let idle: Vec<Bundler> = state
+            .pools
+            .values_mut()
+            .flat_map(|pool| pool.idle.drain(..))
+            .collect();
+        let dir = state.dir.clone();
+        drop(state);
+        for bundler in idle {
             bundler.stop();
         }
-        let _ = std::fs::remove_dir_all(&state.out);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, String> {
-        self.0.lock().map_err(|_| poisoned())
+    /// An idle bundler of `worker`'s, or a new one when there is none, or when all
+    /// have been busy for `SPARE_WAIT`; and the output directory.
+    fn take(&self, worker: &WorkerSettings) -> Result<(Bundler, PathBuf), String> {
+        let key = key(worker);
+        let deadline = Instant::now() + SPARE_WAIT;
+        let mut state = self.lock()?;
+        loop {
+            let out = state.out();
+            let pool = state.pools.entry(key.clone()).or_default();
+            while let Some(mut bundler) = pool.idle.pop() {
+                if bundler.held.is_running() {
+                    pool.busy += 1;
+                    return Ok((bundler, out));
+                }
+                bundler.stop();
+            }
+            let now = Instant::now();
+            if pool.busy == 0 || now >= deadline {
+                let bundler = state.spawn(&worker.docker_image, &worker.limits)?;
+                state.pools.entry(key).or_default().busy += 1;
+                return Ok((bundler, out));
+            }
+            state = self
+                .0
+                .freed
+                .wait_timeout(state, deadline - now)
+                .map_err(|_| poisoned())?
+                .0;
+        }
+    }
+
+    /// A bundler that answered goes back to the pool, or is stopped if another is
+    /// idle there already.
+    fn give_back(&self, worker: &WorkerSettings, bundler: Bundler) {
+        let surplus = match self.lock() {
+            Ok(mut state) => {
+                let pool = state.pools.entry(key(worker)).or_default();
+                pool.busy = pool.busy.saturating_sub(1);
+                if pool.idle.is_empty() {
+                    pool.idle.push(bundler);
+                    None
+                } else {
+                    Some(bundler)
+                }
+            }
+            Err(_) => Some(bundler),
+        };
+        self.0.freed.notify_one();
+        if let Some(bundler) = surplus {
+            bundler.stop();
+        }
+    }
+
+    /// A bundler that failed a request is stopped.
+    fn give_up(&self, worker: &WorkerSettings, bundler: Bundler) {
+        if let Ok(mut state) = self.lock() {
+            let pool = state.pools.entry(key(worker)).or_default();
+            pool.busy = pool.busy.saturating_sub(1);
+        }
+        self.0.freed.notify_one();
+        bundler.stop();
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, State>, String> {
+        self.0.state.lock().map_err(|_| poisoned())
+    }
+}
+
+/// The bundle or commit an answer names; a bundle is opened without following a
+/// link the container may have put there, and is its own file from then on.
+fn read_answer(answer: &str, image: &str, made: &std::path::Path) -> Result<Bundled, String> {
+    let mut words = answer.splitn(2, ' ');
+    let (verdict, rest) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    match verdict {
+        "unchanged" if is_sha(rest) => Ok(Bundled::Unchanged(rest.to_string())),
+        "bundled" if is_sha(rest) => super::safe_read::open_regular(made, MAX_BUNDLE)
+            .map(|(file, _)| Bundled::Bundle {
+                file,
+                commit: rest.to_string(),
+            })
+            .map_err(|e| format!("cannot take the bundle from the bundler: {e}")),
+        "failed" => Err(explain(image, HeldWait::Ended(rest.to_string()))),
+        _ => Err(format!("the bundler answered {answer:?}")),
     }
 }
 
@@ -262,27 +377,14 @@ impl Bundlers {
 const MAX_BUNDLE: u64 = 4 << 30;
 
 impl State {
-    /// The running bundler for `worker`, started if there is none (or it ended).
-    fn bundler(&mut self, worker: &WorkerSettings) -> Result<&mut Bundler, String> {
-        let key = key(worker);
-        let alive = self
-            .running
-            .get_mut(&key)
-            .is_some_and(|b| b.held.is_running());
-        if !alive {
-            if let Some(ended) = self.running.remove(&key) {
-                ended.stop();
-            }
-            let bundler = self.spawn(&worker.docker_image, &worker.limits)?;
-            self.running.insert(key.clone(), bundler);
-        }
-        self.running
-            .get_mut(&key)
-            .ok_or_else(|| "the bundler vanished".to_string())
+    /// Where the bundlers write.
+    fn out(&self) -> PathBuf {
+        self.dir.join("out")
     }
 
     fn spawn(&self, image: &str, limits: &WorkerLimits) -> Result<Bundler, String> {
-        for dir in [&self.clones, &self.out] {
+        let out = self.out();
+        for dir in [&self.clones, &out] {
             super::workspace::create_dir(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
@@ -323,7 +425,7 @@ impl State {
             "--mount".into(),
             mount_spec(&self.clones, CLONES_MOUNT, true),
             "--mount".into(),
-            mount_spec(&self.out, OUT_MOUNT, false),
+            mount_spec(&out, OUT_MOUNT, false),
             "--entrypoint".into(),
             "/bin/sh".into(),
             image.into(),
@@ -351,7 +453,7 @@ fn key(worker: &WorkerSettings) -> String {
 }
 
 fn poisoned() -> String {
-    "the bundler is unusable after a crash of another attempt".into()
+    "the bundlers are unusable after a crash of another attempt".into()
 }
 
 /// The `agent-runner.task` label of a workspace's bundlers.

@@ -3,72 +3,217 @@
 //! same job) and its owner written. A job whose task waits on a dependency stays
 //! queued (BLOCKED); one whose dependency failed, or whose task is on a dependency
 //! cycle, is claimed to be recorded as a failed attempt; an unreadable job, or one
-//! naming no task, moves to `ipc/failed/`.
+//! whose task cannot be found or read, moves to `ipc/failed/` with the reason, and
+//! the jobs behind it are looked at all the same.
+//!
+//! Each look reads the board once (task files through a cache that re-reads only
+//! changed files) and decides every queued job from it. A look that finds nothing
+//! to claim is not repeated until the queue, running or task directories or the
+//! plan change, or `RECHECK` has passed (a task file edited in place changes no
+//! directory): 500 jobs blocked behind a chain cost an idle orchestrator nothing.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::attempt::Claimed;
+use super::board_cache::BoardCache;
 use super::owner::Claimant;
 use super::queue::{self, Entry};
 use super::record::TaskView;
-use super::status::{self, JobState, Readiness, TaskStatus};
+use super::status::{JobState, Readiness, TaskStatus};
 use super::store::{Board, TaskStore};
 use super::{PipelineError, Workspace, cycle};
 
-/// The next job to run, claimed; None when no job is claimable now. Jobs moved to
-/// `ipc/failed/` on the way are counted in `unreadable`.
-pub fn next(ws: &Workspace, unreadable: &mut usize) -> Result<Option<Claimed>, PipelineError> {
-    let store = TaskStore::new(ws);
-    // Read once per call, and only if some task has dependencies.
-    let mut jobs: Option<HashMap<String, (JobState, String)>> = None;
-    for entry in queue::list(&ws.queue_dir()) {
-        let job = match queue::read_job(&entry, &ws.id) {
-            Ok(job) => job,
-            Err(reason) => {
-                reject(ws, &entry, &reason, unreadable)?;
+/// How long a look that found nothing stands while no directory changed.
+const RECHECK: Duration = Duration::from_secs(5);
+
+/// What the claim loop keeps between looks.
+pub struct Claimer {
+    boards: BoardCache,
+    /// The directories as they were when the last look found nothing to claim.
+    quiet: Option<Snapshot>,
+    looked: Instant,
+}
+
+impl Default for Claimer {
+    fn default() -> Self {
+        Claimer {
+            boards: BoardCache::default(),
+            quiet: None,
+            looked: Instant::now(),
+        }
+    }
+}
+
+impl Claimer {
+    /// The next job to run, claimed; None when no job is claimable now. Jobs moved
+    /// to `ipc/failed/` on the way are counted in `unreadable`.
+    pub fn next(
+        &mut self,
+        ws: &Workspace,
+        unreadable: &mut usize,
+    ) -> Result<Option<Claimed>, PipelineError> {
+        let snapshot = Snapshot::take(ws);
+        if snapshot.is_some() && snapshot == self.quiet && self.looked.elapsed() < RECHECK {
+            return Ok(None);
+        }
+        self.quiet = None;
+        self.looked = Instant::now();
+        let claimed = self.look(ws, unreadable)?;
+        if claimed.is_none() {
+            self.quiet = snapshot;
+        }
+        Ok(claimed)
+    }
+
+    fn look(
+        &self,
+        ws: &Workspace,
+        unreadable: &mut usize,
+    ) -> Result<Option<Claimed>, PipelineError> {
+        let entries = queue::list(&ws.queue_dir());
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        let store = TaskStore::new(ws);
+        let board = self.boards.load(ws)?;
+        let tasks: HashMap<&str, &TaskView> = board
+            .tasks
+            .iter()
+            .map(|t| (t.record.id.as_str(), t))
+            .collect();
+        let mut cycles: Option<HashSet<&str>> = None;
+        for entry in entries {
+            let job = match queue::read_job(&entry, &ws.id) {
+                Ok(job) => job,
+                Err(reason) => {
+                    reject(ws, &entry, &reason, unreadable)?;
+                    continue;
+                }
+            };
+            let task = match tasks.get(job.task_id.as_str()) {
+                Some(task) => (*task).clone(),
+                // Not on the board: missing, unreadable, or created since.
+                None => match store.load(&job.task_id) {
+                    Ok(Some(task)) => task,
+                    Ok(None) => {
+                        let reason =
+                            format!("task {} not found in workspace {}", job.task_id, ws.id);
+                        reject(ws, &entry, &reason, unreadable)?;
+                        continue;
+                    }
+                    Err(e) => {
+                        reject(
+                            ws,
+                            &entry,
+                            &format!("task {}: {e}", job.task_id),
+                            unreadable,
+                        )?;
+                        continue;
+                    }
+                },
+            };
+            let refusal = if task.deleted.is_some() {
+                Some(format!("task {} was deleted", task.record.id))
+            } else {
+                let ready = board.readiness(&task);
+                // A task on a cycle would wait for itself forever: refused, whatever
+                // state its dependencies are in now.
+                let cycle = (ready != Readiness::Ready)
+                    .then(|| {
+                        let cycles = cycles.get_or_insert_with(|| on_cycles(&tasks));
+                        cycles
+                            .contains(task.record.id.as_str())
+                            .then(|| ring(&tasks, &task))
+                            .flatten()
+                    })
+                    .flatten();
+                match (ready, cycle) {
+                    (Readiness::Ready, _) => None,
+                    (_, Some(cycle)) => Some(format!("dependency cycle: {}", cycle::show(&cycle))),
+                    (Readiness::Waiting(_), None) => continue,
+                    (Readiness::Failed(dep, why), None) => Some(format!("dependency {dep} {why}")),
+                }
+            };
+            if !queue::claim(ws, &entry.job_id)? {
                 continue;
             }
-        };
-        let Some(task) = store.load(&job.task_id)? else {
-            let reason = format!("task {} not found in workspace {}", job.task_id, ws.id);
-            reject(ws, &entry, &reason, unreadable)?;
-            continue;
-        };
-        let refusal = if task.deleted.is_some() {
-            Some(format!("task {} was deleted", task.record.id))
-        } else {
-            let ready = readiness(&store, &task, || {
-                jobs.get_or_insert_with(|| queue::job_states(ws))
-            });
-            // A task on a cycle would wait for itself forever: refused, whatever
-            // state its dependencies are in now.
-            let cycle = (ready != Readiness::Ready)
-                .then(|| cycle_of(&store, &task))
-                .flatten();
-            match (ready, cycle) {
-                (Readiness::Ready, _) => None,
-                (_, Some(cycle)) => Some(format!("dependency cycle: {}", cycle::show(&cycle))),
-                (Readiness::Waiting(_), None) => continue,
-                (Readiness::Failed(dep, why), None) => Some(format!("dependency {dep} {why}")),
-            }
-        };
-        if !queue::claim(ws, &entry.job_id)? {
-            continue;
+            queue::write_owner(ws, &entry.job_id, &Claimant::this_process())?;
+            log::info!(
+                "job {}: claimed task {} \"{}\"",
+                entry.job_id,
+                task.record.id,
+                crate::text::cut_chars(&crate::text::one_line(&task.record.title), 80)
+            );
+            return Ok(Some(Claimed {
+                job_id: entry.job_id,
+                task,
+                refusal,
+            }));
         }
-        queue::write_owner(ws, &entry.job_id, &Claimant::this_process())?;
-        log::info!(
-            "job {}: claimed task {} \"{}\"",
-            entry.job_id,
-            task.record.id,
-            crate::text::cut_chars(&crate::text::one_line(&task.record.title), 80)
-        );
-        return Ok(Some(Claimed {
-            job_id: entry.job_id,
-            task,
-            refusal,
-        }));
+        Ok(None)
     }
-    Ok(None)
+}
+
+/// The times and identities of the directories whose changes can make a job
+/// claimable: the queue, the running jobs (an attempt recorded removes its job
+/// there), the task files (a new task) and the workspace (a plan edit commits by
+/// replacing `wbs.json`). None when one cannot be read, or changed within the last
+/// whole second: it could change again within the same timestamp tick without its
+/// times moving, so its snapshot is not trusted yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Snapshot(Vec<(i64, i64, i64, i64, u64)>);
+
+impl Snapshot {
+    fn take(ws: &Workspace) -> Option<Snapshot> {
+        let now = SystemTime::now();
+        let mut stamps = Vec::with_capacity(4);
+        for dir in [
+            ws.queue_dir(),
+            ws.running_dir(),
+            ws.tasks_dir(),
+            ws.dir.clone(),
+        ] {
+            let meta = std::fs::metadata(&dir).ok()?;
+            let stamp = (
+                meta.mtime(),
+                meta.mtime_nsec(),
+                meta.ctime(),
+                meta.ctime_nsec(),
+                meta.ino(),
+            );
+            let changed = (stamp.0.max(stamp.2) + 1).max(0) as u64;
+            let changed = SystemTime::UNIX_EPOCH + Duration::from_secs(changed);
+            if now.duration_since(changed).is_err() {
+                return None;
+            }
+            stamps.push(stamp);
+        }
+        Some(Snapshot(stamps))
+    }
+}
+
+/// The tasks on dependency cycles.
+fn on_cycles<'a>(tasks: &HashMap<&'a str, &'a TaskView>) -> HashSet<&'a str> {
+    let graph: HashMap<&str, Vec<&str>> = tasks
+        .iter()
+        .map(|(id, t)| {
+            let deps = t.record.depends_on.as_deref().unwrap_or_default();
+            (*id, deps.iter().map(String::as_str).collect())
+        })
+        .collect();
+    cycle::on_cycles(&graph)
+}
+
+/// The ring through `task`, named from it.
+fn ring(tasks: &HashMap<&str, &TaskView>, task: &TaskView) -> Option<Vec<String>> {
+    cycle::cycle_through(&task.record.id, |id| {
+        tasks
+            .get(id)
+            .and_then(|t| t.record.depends_on.clone())
+            .unwrap_or_default()
+    })
 }
 
 fn reject(
@@ -106,47 +251,4 @@ pub fn warn_waiting(ws: &Workspace) {
             );
         }
     }
-}
-
-/// The dependency cycle `task` is on, if any.
-fn cycle_of(store: &TaskStore, task: &TaskView) -> Option<Vec<String>> {
-    if task
-        .record
-        .depends_on
-        .as_deref()
-        .unwrap_or_default()
-        .is_empty()
-    {
-        return None;
-    }
-    cycle::cycle_through(&task.record.id, |id| {
-        if id == task.record.id {
-            return task.record.depends_on.clone().unwrap_or_default();
-        }
-        store
-            .load(id)
-            .ok()
-            .flatten()
-            .and_then(|view| view.record.depends_on)
-            .unwrap_or_default()
-    })
-}
-
-/// Whether `task`'s job may run now: the "claimable now" decision. Without
-/// dependencies, always; `jobs` gives the queued and running jobs by task.
-pub fn readiness<'a>(
-    store: &TaskStore,
-    task: &TaskView,
-    jobs: impl FnOnce() -> &'a HashMap<String, (JobState, String)>,
-) -> Readiness {
-    let deps = task.record.depends_on.as_deref().unwrap_or_default();
-    if deps.is_empty() {
-        return Readiness::Ready;
-    }
-    let jobs = jobs();
-    status::readiness(deps, |dep| {
-        let view = store.load(dep).ok().flatten()?;
-        let job = jobs.get(dep).map_or(JobState::None, |(s, _)| *s);
-        Some(status::derive(&view, job, false))
-    })
 }

@@ -2,7 +2,8 @@
 //! a task on a loop would wait for itself forever. A plan edit that makes one is
 //! invalid (`find_cycle` over the whole plan, asked again naming the ring), and since
 //! nothing stops a hand-written or foreign file from closing a loop, the orchestrator
-//! refuses such a job (`cycle_through`, from the job's task, looking tasks up lazily).
+//! refuses such a job: `on_cycles` finds every task on a loop in one pass over the
+//! board, and `cycle_through` names the ring of each one refused.
 
 use std::collections::{HashMap, HashSet};
 
@@ -85,6 +86,94 @@ pub fn find_cycle<'a>(tasks: &HashMap<&'a str, Vec<&'a str>>) -> Option<Vec<Stri
     None
 }
 
+/// Every task on a cycle of `tasks` (id → the ids it depends on), in time linear in
+/// the graph: Tarjan's strongly connected components, iterative so any depth is
+/// fine. A task is on a cycle when its component has more than one task, or it
+/// depends on itself. Dependencies on ids that are not keys are ignored.
+pub fn on_cycles<'a>(tasks: &HashMap<&'a str, Vec<&'a str>>) -> HashSet<&'a str> {
+    struct Node {
+        index: usize,
+        low: usize,
+        on_stack: bool,
+    }
+    let mut nodes: HashMap<&str, Node> = HashMap::with_capacity(tasks.len());
+    let mut stack: Vec<&str> = Vec::new();
+    let mut found = HashSet::new();
+    let mut next_index = 0;
+    for &start in tasks.keys() {
+        if nodes.contains_key(start) {
+            continue;
+        }
+        // Each frame: a task and the position of its next dependency.
+        let mut path: Vec<(&str, usize)> = vec![(start, 0)];
+        nodes.insert(
+            start,
+            Node {
+                index: next_index,
+                low: next_index,
+                on_stack: true,
+            },
+        );
+        stack.push(start);
+        next_index += 1;
+        while let Some(&mut (node, ref mut at)) = path.last_mut() {
+            let deps = &tasks[node];
+            if let Some(&dep) = deps.get(*at) {
+                *at += 1;
+                if !tasks.contains_key(dep) {
+                    continue;
+                }
+                match nodes.get(dep) {
+                    None => {
+                        nodes.insert(
+                            dep,
+                            Node {
+                                index: next_index,
+                                low: next_index,
+                                on_stack: true,
+                            },
+                        );
+                        stack.push(dep);
+                        next_index += 1;
+                        path.push((dep, 0));
+                    }
+                    Some(d) if d.on_stack => {
+                        let index = d.index;
+                        if let Some(n) = nodes.get_mut(node) {
+                            n.low = n.low.min(index);
+                        }
+                    }
+                    Some(_) => {}
+                }
+                continue;
+            }
+            path.pop();
+            let (index, low) = nodes.get(node).map_or((0, 0), |n| (n.index, n.low));
+            if let Some(&(parent, _)) = path.last() {
+                if let Some(p) = nodes.get_mut(parent) {
+                    p.low = p.low.min(low);
+                }
+            }
+            if low == index {
+                let mut component = Vec::new();
+                while let Some(member) = stack.pop() {
+                    if let Some(m) = nodes.get_mut(member) {
+                        m.on_stack = false;
+                    }
+                    component.push(member);
+                    if member == node {
+                        break;
+                    }
+                }
+                if component.len() > 1 || tasks[node].contains(&node) {
+                    found.extend(component);
+                }
+            }
+        }
+    }
+    found
+}
+
 /// `a → b → a`.
 pub fn show(cycle: &[String]) -> String {
     cycle.join(" → ")
@@ -147,6 +236,68 @@ mod tests {
 
         fn graph<'a>(edges: &[(&'a str, &[&'a str])]) -> HashMap<&'a str, Vec<&'a str>> {
             edges.iter().map(|(k, v)| (*k, v.to_vec())).collect()
+        }
+
+        #[test]
+        fn every_task_on_a_ring_is_found_and_no_other() {
+            use super::super::on_cycles;
+            let g = graph(&[
+                ("a", &["b"]),
+                ("b", &["c", "x"]),
+                ("c", &["a"]),
+                ("d", &["a"]),
+                ("self", &["self"]),
+                ("e", &["f", "f"]),
+                ("f", &[]),
+                ("g", &["h"]),
+                ("h", &["g", "e"]),
+            ]);
+            let mut found: Vec<&str> = on_cycles(&g).into_iter().collect();
+            found.sort_unstable();
+            assert_eq!(found, ["a", "b", "c", "g", "h", "self"]);
+            // A long chain is no cycle, and closing it makes every task one.
+            let ids: Vec<String> = (0..100_000).map(|n| format!("t{n}")).collect();
+            let mut g: HashMap<&str, Vec<&str>> = HashMap::new();
+            for n in 0..ids.len() {
+                g.insert(
+                    &ids[n],
+                    ids.get(n + 1).map(|s| vec![s.as_str()]).unwrap_or_default(),
+                );
+            }
+            assert!(on_cycles(&g).is_empty());
+            g.insert(&ids[ids.len() - 1], vec![&ids[0]]);
+            assert_eq!(on_cycles(&g).len(), ids.len());
+        }
+
+        quickcheck::quickcheck! {
+            /// On any small graph: on a cycle exactly when a task reaches itself.
+            fn on_cycles_agrees_with_reaching_oneself(edges: Vec<(u8, u8)>) -> bool {
+                use super::super::on_cycles;
+                let names: Vec<String> = (0..8).map(|n| n.to_string()).collect();
+                let mut g: HashMap<&str, Vec<&str>> =
+                    names.iter().map(|n| (n.as_str(), Vec::new())).collect();
+                for (from, to) in edges {
+                    // Ids 8 and 9 are dependencies on tasks that do not exist.
+                    let to = (to % 10) as usize;
+                    let to = if to < 8 { names[to].as_str() } else { "missing" };
+                    g.get_mut(names[(from % 8) as usize].as_str()).unwrap().push(to);
+                }
+                let reaches_itself = |start: &str| {
+                    let mut seen = std::collections::HashSet::new();
+                    let mut todo: Vec<&str> = g[start].clone();
+                    while let Some(n) = todo.pop() {
+                        if n == start {
+                            return true;
+                        }
+                        if g.contains_key(n) && seen.insert(n) {
+                            todo.extend(&g[n]);
+                        }
+                    }
+                    false
+                };
+                let found = on_cycles(&g);
+                names.iter().all(|n| found.contains(n.as_str()) == reaches_itself(n))
+            }
         }
 
         #[test]

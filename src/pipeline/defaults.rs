@@ -79,9 +79,12 @@ impl Defaults {
     /// directory and checks it.
     pub fn load(path: &Path) -> Result<Defaults, PipelineError> {
         let text = std::fs::read_to_string(path).map_err(PipelineError::io("read", path))?;
-        let mut defaults: Defaults = serde_yaml::from_str(&text).map_err(|e| {
-            PipelineError::Invalid(format!("defaults file {}: {e}", path.display()))
-        })?;
+        let invalid =
+            |e: String| PipelineError::Invalid(format!("defaults file {}: {e}", path.display()));
+        crate::yaml::check(&text, crate::yaml::Rules::Document)
+            .map_err(|r| invalid(r.to_string()))?;
+        let mut defaults: Defaults =
+            serde_yaml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         let base = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())

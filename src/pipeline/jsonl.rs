@@ -8,15 +8,10 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-/// Creates `path` with `json` as its first line; fails if it exists.
+/// Creates `path` with `json` as its first line, whole or not at all; fails if it
+/// exists.
 pub fn create(path: &Path, json: &[u8]) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    file.write_all(&line(json, false))
+    super::atomic_file::create_new(path, &line(json, false))
 }
 
 /// Appends `json` as one line to the existing file `path`, in a single `write`.

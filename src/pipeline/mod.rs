@@ -10,6 +10,7 @@ pub mod atomic_file;
 pub mod attempt;
 pub mod attempt_files;
 pub mod background;
+pub mod board_cache;
 pub mod builder;
 pub mod bundler;
 pub mod child;

@@ -98,6 +98,9 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
     // Attempts not yet recorded, and those of them still holding a `--jobs` place.
     let (mut active, mut placed) = (0usize, 0usize);
     let mut last_recovery = Instant::now();
+    let mut claimer = claim::Claimer::default();
+    // The last claim error, logged once while it repeats (a poll every 100 ms).
+    let mut last_error = String::new();
     let note =
         |report: Report, active: &mut usize, placed: &mut usize, failures: &mut usize| match report
         {
@@ -111,8 +114,9 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         };
     while !interrupt.is_set() {
         while placed < limit && !interrupt.is_set() {
-            match claim::next(&ws, &mut failures) {
+            match claimer.next(&ws, &mut failures) {
                 Ok(Some(claimed)) => {
+                    last_error.clear();
                     active += 1;
                     placed += 1;
                     let (setup, done) = (setup.clone(), done.clone());
@@ -138,9 +142,16 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
                         break;
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    last_error.clear();
+                    break;
+                }
                 Err(e) => {
-                    log::error!("{e}");
+                    let e = e.to_string();
+                    if e != last_error {
+                        log::error!("{e}");
+                    }
+                    last_error = e;
                     failures += 1;
                     break;
                 }

@@ -134,19 +134,35 @@ fn owner_path(ws: &Workspace, job_id: &str) -> PathBuf {
     ws.running_dir().join(format!("{job_id}{OWNER_SUFFIX}"))
 }
 
-/// Moves an unreadable job file from `dir` into `failed/`, with `<job-id>.error.txt`.
-/// False when another process moved or claimed it first.
+/// Moves an unreadable job file from `dir` into `failed/`, with `<job-id>.error.txt`
+/// saying why. A file whose name is no job id (it may not even leave room for the
+/// suffix) is kept under a new id, its reason naming the file. False when another
+/// process moved or claimed it first. The job is moved even if its reason cannot be
+/// written (a full disk), so it cannot hold up the queue; the log then has it.
 pub fn move_to_failed(ws: &Workspace, entry: &Entry, reason: &str) -> Result<bool, PipelineError> {
-    let name = format!("{}.json", entry.job_id);
-    let to = ws.failed_dir().join(&name);
+    let (job_id, text) = if id::is_valid(&entry.job_id) && !entry.job_id.ends_with(".owner") {
+        (entry.job_id.clone(), format!("{reason}\n"))
+    } else {
+        let name = entry.path.file_name().unwrap_or_default().to_string_lossy();
+        let name = crate::text::escape_controls(&crate::text::cut_chars(&name, 300));
+        (
+            id::new_job_id(),
+            format!("{reason}\n(the job file was {name:?})\n"),
+        )
+    };
+    let to = ws.failed_dir().join(format!("{job_id}.json"));
     match std::fs::rename(&entry.path, &to) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(PipelineError::io("move", &entry.path)(e)),
     }
-    let error = ws.failed_dir().join(format!("{}.error.txt", entry.job_id));
-    atomic_file::write(&error, format!("{reason}\n").as_bytes())
-        .map_err(PipelineError::io("write", error))?;
+    let error = ws.failed_dir().join(format!("{job_id}.error.txt"));
+    if let Err(e) = atomic_file::write(&error, text.as_bytes()) {
+        log::error!(
+            "job {job_id}: moved to {}, but its reason could not be written beside it ({e}): {reason}",
+            to.display()
+        );
+    }
     Ok(true)
 }
 
@@ -257,6 +273,34 @@ mod tests {
             "not a job\n"
         );
         assert!(ws.failed_dir().join("bad.json").is_file());
+        // A name too long for the reason's suffix: kept under a new id, the reason
+        // beside it naming the file.
+        let long = format!("{}.json", "x".repeat(250));
+        std::fs::write(q.join(&long), "{}").unwrap();
+        let entry = list(&q)
+            .into_iter()
+            .find(|e| e.job_id.len() == 250)
+            .unwrap();
+        let reason = read_job(&entry, &ws.id).unwrap_err();
+        assert!(move_to_failed(&ws, &entry, &reason).unwrap());
+        let errors: Vec<String> = std::fs::read_dir(ws.failed_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".error.txt") && n != "bad.error.txt")
+            .collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        let text = std::fs::read_to_string(ws.failed_dir().join(&errors[0])).unwrap();
+        assert!(text.starts_with("job file name: "), "{text}");
+        assert!(
+            text.contains(&format!("(the job file was \"{long}\")")),
+            "{text}"
+        );
+        let json = errors[0].replace(".error.txt", ".json");
+        assert_eq!(
+            std::fs::read_to_string(ws.failed_dir().join(json)).unwrap(),
+            "{}"
+        );
         std::fs::remove_dir_all(base).unwrap();
     }
 }

@@ -65,32 +65,20 @@ fn orphaned(ws: &Workspace, entry: &Entry) -> Option<String> {
     }
 }
 
-/// Records the orphan; true when it was recorded here.
+/// Records the orphan; true when it was settled here, as a failed attempt, as a job
+/// moved to `ipc/failed/`, or not at all because recording failed (an error).
 fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
     let job = match queue::read_job(entry, &ws.id) {
         Ok(job) => job,
-        Err(e) => {
-            let _ = queue::move_to_failed(ws, entry, &e);
-            let _ = std::fs::remove_file(
-                ws.running_dir()
-                    .join(format!("{}.owner.json", entry.job_id)),
-            );
-            return false;
-        }
+        Err(e) => return drop_job(ws, entry, &e),
     };
-    if TaskStore::new(ws)
-        .load(&job.task_id)
-        .ok()
-        .flatten()
-        .is_none()
-    {
-        let why = format!("task {} not found in workspace {}", job.task_id, ws.id);
-        let _ = queue::move_to_failed(ws, entry, &why);
-        let _ = std::fs::remove_file(
-            ws.running_dir()
-                .join(format!("{}.owner.json", entry.job_id)),
-        );
-        return false;
+    match TaskStore::new(ws).load(&job.task_id) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            let why = format!("task {} not found in workspace {}", job.task_id, ws.id);
+            return drop_job(ws, entry, &why);
+        }
+        Err(e) => return drop_job(ws, entry, &format!("task {}: {e}", job.task_id)),
     }
     let (started_at, duration_ms) = match queue::read_owner(ws, &entry.job_id) {
         Some((owner, claimed)) => (
@@ -103,6 +91,15 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         None => (String::new(), 0),
     };
     let log_dir = ws.job_log_dir(&entry.job_id);
+    // Killed while bringing the branch back: the branch must agree with the record.
+    let mut reason = match super::isolation::reconcile(&ws.root_dir, &log_dir) {
+        Some(branch) => format!("{reason}; {branch}"),
+        None => reason.to_string(),
+    };
+    let clone = ws.clones_dir().join(&entry.job_id);
+    if clone.is_dir() {
+        reason = format!("{reason} ({})", super::attempt::kept_clone(&clone));
+    }
     let attempt = Attempt {
         attempt_id: id::new_attempt_id(),
         job_id: entry.job_id.clone(),
@@ -122,6 +119,7 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
     };
     match outcome::record(ws, &attempt) {
         Ok(path) => {
+            super::isolation::forget(&log_dir);
             log::warn!(
                 "job {}: task {}: {reason}; recorded as a failed attempt; result {}",
                 entry.job_id,
@@ -132,9 +130,29 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         }
         Err(e) => {
             log::error!("job {}: cannot record it as stopped: {e}", entry.job_id);
-            false
+            true
         }
     }
+}
+
+/// Moves a running job that cannot be recorded into `ipc/failed/`, with the reason;
+/// true when it was moved here.
+fn drop_job(ws: &Workspace, entry: &Entry, why: &str) -> bool {
+    let moved = queue::move_to_failed(ws, entry, why).unwrap_or_else(|e| {
+        log::error!(
+            "job {}: {why}; and cannot move it to ipc/failed: {e}",
+            entry.job_id
+        );
+        true
+    });
+    let _ = std::fs::remove_file(
+        ws.running_dir()
+            .join(format!("{}.owner.json", entry.job_id)),
+    );
+    if moved {
+        log::warn!("job {}: moved to ipc/failed: {why}", entry.job_id);
+    }
+    moved
 }
 
 #[cfg(test)]

@@ -77,7 +77,8 @@ impl TaskStore {
     }
 
     /// Task `id` as its lines say now; None if there is no such task (or its file has
-    /// no valid first line).
+    /// no valid first line). A file whose `task` line names another task is an error
+    /// that says so.
     pub fn load(&self, id: &str) -> Result<Option<TaskView>, PipelineError> {
         if !id::is_valid(id) {
             return Ok(None);
@@ -86,12 +87,12 @@ impl TaskStore {
         let path = self.path(id);
         let mut bytes = Vec::new();
         match jsonl::read(&path, &mut bytes, MAX_TASK_FILE) {
-            Ok(()) => Ok(fold(
-                &format!("tasks/{id}.jsonl"),
-                &bytes,
-                Depth::Full,
-                commits,
-            )),
+            Ok(()) => {
+                let name = format!("tasks/{id}.jsonl");
+                fold(&name, &bytes, Depth::Full, commits)
+                    .map(|view| own(&name, id, view).map_err(PipelineError::Invalid))
+                    .transpose()
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(PipelineError::io("read", path)(e)),
         }
@@ -155,14 +156,33 @@ impl TaskStore {
     /// (`commits`), not only on the file.
     pub fn brief(&self, name: &str, path: &Path, bytes: &mut Vec<u8>) -> Option<TaskView> {
         let commits = self.commits();
+        let shown = format!("tasks/{name}");
         match jsonl::read(path, bytes, MAX_TASK_FILE) {
-            Ok(()) => fold(&format!("tasks/{name}"), bytes, Depth::Latest, commits),
+            Ok(()) => {
+                let view = fold(&shown, bytes, Depth::Latest, commits)?;
+                let id = name.strip_suffix(".jsonl").unwrap_or(name);
+                own(&shown, id, view)
+                    .map_err(|e| log::warn!("{e}; skipped"))
+                    .ok()
+            }
             Err(e) => {
-                log::warn!("tasks/{name}: skipped ({e})");
+                log::warn!("{shown}: skipped ({e})");
                 None
             }
         }
     }
+}
+
+/// `view`, if the file `name` of task `id` holds that task: a task is found by its
+/// file name, so a file whose `task` line names another id cannot be its task.
+fn own(name: &str, id: &str, view: TaskView) -> Result<TaskView, String> {
+    if view.record.id == id {
+        return Ok(view);
+    }
+    Err(format!(
+        "{name}: its `task` line names task {:?}, not {id:?}; a task's file is named after its id",
+        crate::text::cut_chars(&crate::text::escape_controls(&view.record.id), 80)
+    ))
 }
 
 /// Whether `name` in `tasks/` is a task file: `<valid id>.jsonl`.
@@ -282,6 +302,14 @@ mod tests {
         assert_eq!(view.attempts.len(), 1);
         assert!(store.load("t-2").unwrap().is_none());
         assert!(store.load("../etc/passwd").unwrap().is_none());
+        // A file whose first line names another task is neither task, and says so.
+        std::fs::copy(store.path("t-1"), store.path("t-9")).unwrap();
+        assert_eq!(
+            store.load("t-9").unwrap_err().to_string(),
+            "tasks/t-9.jsonl: its `task` line names task \"t-1\", not \"t-9\"; a task's file is named after its id"
+        );
+        assert_eq!(store.load_all().unwrap().len(), 1);
+        std::fs::remove_file(store.path("t-9")).unwrap();
         let board = Board::load(&ws).unwrap();
         assert_eq!(board.status("t-1"), Some(TaskStatus::Succeeded));
         std::fs::remove_dir_all(base).unwrap();

@@ -2,7 +2,9 @@
 //! the bytes for its stdin. Secrets travel in the environment, never in arguments, so
 //! `display` can show a command line in messages safely.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A program with its arguments, extra environment, working directory and stdin.
 #[derive(Debug, Clone)]
@@ -11,8 +13,12 @@ pub struct Invocation {
     pub(super) args: Vec<String>,
     /// Added to the child's environment. Secrets travel here, never in `args`.
     pub(super) env: Vec<(String, String)>,
+    /// Taken out of the child's environment.
+    pub(super) env_removed: Vec<String>,
     pub(super) cwd: Option<PathBuf>,
     pub(super) stdin: Vec<u8>,
+    /// The child's stdin instead of `stdin`: an open file, read from where it stands.
+    pub(super) stdin_file: Option<Arc<File>>,
     /// Where the child's stderr goes instead of a pipe (appended to).
     pub(super) stderr_file: Option<PathBuf>,
     /// SIGTERM the child when the spawning thread ends (`die_with_parent`).
@@ -25,8 +31,10 @@ impl Invocation {
             program: program.to_string(),
             args: Vec::new(),
             env: Vec::new(),
+            env_removed: Vec::new(),
             cwd: None,
             stdin: Vec::new(),
+            stdin_file: None,
             stderr_file: None,
             parent_death_signal: false,
         }
@@ -51,6 +59,12 @@ impl Invocation {
         self
     }
 
+    /// Leaves `name` out of the environment the child inherits.
+    pub fn env_remove(mut self, name: &str) -> Self {
+        self.env_removed.push(name.to_string());
+        self
+    }
+
     pub fn cwd(mut self, dir: &Path) -> Self {
         self.cwd = Some(dir.to_path_buf());
         self
@@ -59,6 +73,13 @@ impl Invocation {
     /// Bytes written to the child's stdin, which is then closed.
     pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
         self.stdin = bytes.into();
+        self
+    }
+
+    /// The child reads `file` as its stdin, from the file's current offset: a large
+    /// input streams without passing through memory.
+    pub fn stdin_file(mut self, file: File) -> Self {
+        self.stdin_file = Some(Arc::new(file));
         self
     }
 

@@ -10,10 +10,12 @@
 mod capture;
 mod held;
 mod invocation;
+pub mod program;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
@@ -201,8 +203,14 @@ pub(crate) struct Started {
 }
 
 /// Spawns the child in its own process group, stdin piped, output read by threads.
+/// The program is found by `program::resolve`; the child runs in the directory
+/// given, else in `/`, never in one it inherited (which may be one a worker writes).
 pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
-    let mut command = std::process::Command::new(&invocation.program);
+    let path = program::resolve(&invocation.program).map_err(|reason| SpawnError {
+        program: invocation.program.clone(),
+        reason,
+    })?;
+    let mut command = std::process::Command::new(path);
     let stderr = match &invocation.stderr_file {
         None => Stdio::piped(),
         // A log of ours: this user's only.
@@ -217,25 +225,30 @@ pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
                 reason: format!("cannot open {} for its stderr: {e}", path.display()),
             })?,
     };
+    let stdin = match &invocation.stdin_file {
+        None => Stdio::piped(),
+        Some(file) => file.try_clone().map(Stdio::from).map_err(|e| SpawnError {
+            program: invocation.program.clone(),
+            reason: format!("cannot pass its stdin: {e}"),
+        })?,
+    };
+    for name in &invocation.env_removed {
+        command.env_remove(name);
+    }
     command
         .args(&invocation.args)
         .envs(invocation.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(stderr)
         .process_group(0);
-    if let Some(dir) = &invocation.cwd {
-        command.current_dir(dir);
-    }
+    command.current_dir(invocation.cwd.as_deref().unwrap_or(Path::new("/")));
     if invocation.parent_death_signal {
         sys::terminate_with_parent(&mut command);
     }
     let mut child = command.spawn().map_err(|e| SpawnError {
         program: invocation.program.clone(),
-        reason: match e.kind() {
-            std::io::ErrorKind::NotFound => "not found on PATH".to_string(),
-            _ => e.to_string(),
-        },
+        reason: e.to_string(),
     })?;
     let (sender, receiver) = sync_channel(CHANNEL_CHUNKS);
     let mut open = 0;
@@ -614,8 +627,28 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "cannot run `agent-runner-no-such-program`: not found on PATH"
+            "cannot run `agent-runner-no-such-program`: not found on PATH (only its absolute directories are searched)"
         );
+    }
+
+    #[test]
+    fn a_child_runs_in_the_root_directory_unless_told_where() {
+        let (f, tail, _) = run_sh(
+            "pwd",
+            Limits::wall(Duration::from_secs(10), Interrupt::never()),
+        );
+        assert!(f.success());
+        assert_eq!(tail, "/\n");
+        let mut capture = Capture::in_memory(4096);
+        let tmp = std::env::temp_dir();
+        run(
+            &sh("pwd").cwd(&tmp),
+            &Limits::wall(Duration::from_secs(10), Interrupt::never()),
+            &mut capture,
+            Stop::Terminate,
+        )
+        .unwrap();
+        assert_eq!(capture.tail(), format!("{}\n", tmp.display()));
     }
 
     #[test]

@@ -19,7 +19,8 @@
 //! socket, and every exec gets the proxy variables.
 //!
 //! What the container may do (SPEC §9): the repo is mounted read-write, but
-//! `.agent-runner/` (note, logs, locks) read-only on top of it; capabilities are
+//! `.agent-runner/` (note, logs, locks) read-only on top of it, and `.git` so that
+//! the worker can commit but not write what git on the host runs (`git_dir.rs`); capabilities are
 //! dropped to what building software needs (no MKNOD, SETFCAP, FSETID, NET_RAW,
 //! SYS_CHROOT, SETPCAP, AUDIT_WRITE), `no-new-privileges` is set, and pids (and
 //! optionally memory and CPUs) are limited. Secrets reach it only per exec, by name.
@@ -29,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use super::codex::PROJECT_DIR;
 use super::docker_cli::{self, daemon_problem, docker, last_lines, mount_spec};
+use super::git_dir;
 use super::sweep::{LABEL_TASK, owner_labels};
 use super::{SandboxError, docker_cli::remove_container};
 use crate::egress::bridge;
@@ -102,14 +104,22 @@ pub struct Container {
 struct Watchdog(Held);
 
 /// Waits for a line on stdin; at end-of-file without `done` (agent-runner is gone),
-/// removes the container.
+/// removes the container with the docker CLI at `$2` (the path agent-runner
+/// found, not one the shell would look up).
 const WATCHDOG_SCRIPT: &str =
-    r#"read -r line; [ "$line" = done ] || exec docker rm -f "$1" >/dev/null 2>&1"#;
+    r#"read -r line; [ "$line" = done ] || exec "$2" rm -f "$1" >/dev/null 2>&1"#;
 
 impl Watchdog {
     fn start(name: &str) -> Result<Watchdog, SandboxError> {
-        let invocation =
-            Invocation::new("sh").args(["-c", WATCHDOG_SCRIPT, "agent-runner-watchdog", name]);
+        let docker = process::program::resolve("docker")
+            .map_err(|e| SandboxError::DockerMissing(format!("docker: {e}")))?;
+        let invocation = Invocation::new("sh").args([
+            "-c",
+            WATCHDOG_SCRIPT,
+            "agent-runner-watchdog",
+            name,
+            &docker.display().to_string(),
+        ]);
         process::spawn_held(&invocation)
             .map(Watchdog)
             .map_err(|e| SandboxError::Io(format!("cannot start the container's watchdog: {e}")))
@@ -150,8 +160,9 @@ impl Container {
             .take(6)
             .collect();
         let name = format!("agent-runner-{}-{suffix}", spec.task_id);
+        let git_mounts = git_dir::mounts(&spec.repo).map_err(SandboxError::Io)?;
         let watchdog = Watchdog::start(&name)?;
-        let invocation = Invocation::new("docker").args(run_args(spec, &name, egress));
+        let invocation = Invocation::new("docker").args(run_args(spec, &name, &git_mounts, egress));
         let mut keepalive = match process::spawn_held(&invocation) {
             Ok(keepalive) => keepalive,
             Err(e) => {
@@ -251,7 +262,12 @@ impl Container {
     }
 }
 
-fn run_args(spec: &ContainerSpec, name: &str, egress: Option<&Path>) -> Vec<String> {
+fn run_args(
+    spec: &ContainerSpec,
+    name: &str,
+    git_mounts: &[git_dir::Mount],
+    egress: Option<&Path>,
+) -> Vec<String> {
     let mut args: Vec<String> = [
         "run", "-i", "--rm", "--init", "--pull", "never", "--name", name,
     ]
@@ -282,6 +298,13 @@ fn run_args(spec: &ContainerSpec, name: &str, egress: Option<&Path>) -> Vec<Stri
         "-w".into(),
         PROJECT_DIR.into(),
     ]);
+    for mount in git_mounts {
+        let target = format!("{PROJECT_DIR}/{}", mount.target);
+        args.extend([
+            "--mount".into(),
+            mount_spec(&mount.source, &target, mount.readonly),
+        ]);
+    }
     args.extend(user_args());
     if let CodexAuth::File { path: file, .. } = &spec.auth {
         args.extend(["--mount".into(), mount_spec(file, AUTH_MOUNT, true)]);

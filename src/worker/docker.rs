@@ -265,8 +265,10 @@ impl DockerSandbox {
     /// Removes setuid/setgid bits and device nodes the run left in the repository.
     fn sweep_privileges(&mut self) -> Vec<Finding> {
         self.unswept = false;
+        let redirect = super::git_dir::remove_redirect(&self.spec.repo);
         match privileges::sweep(&self.spec.repo) {
-            Ok(found) => {
+            Ok(mut found) => {
+                found.extend(redirect);
                 for finding in found.iter().take(10) {
                     log::warn!("repository sweep: {finding}");
                 }

@@ -7,6 +7,7 @@ pub mod docker;
 pub mod docker_cli;
 pub mod envelope;
 pub mod git;
+pub mod git_dir;
 pub mod privileges;
 pub mod sweep;
 

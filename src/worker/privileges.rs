@@ -35,6 +35,9 @@ pub enum Fix {
     ClearedSetId { mode: u32 },
     /// A character or block device node was deleted.
     RemovedDevice { block: bool },
+    /// A `.git/commondir` was deleted (`git_dir`): git would have read its
+    /// configuration from where it pointed.
+    RemovedRedirect,
     /// Found but not fixed, and why.
     Failed(String),
 }
@@ -54,6 +57,11 @@ impl std::fmt::Display for Finding {
                 "{}: {} device node deleted",
                 self.path,
                 if *block { "block" } else { "character" }
+            ),
+            Fix::RemovedRedirect => write!(
+                f,
+                "{}: deleted (git would have taken its configuration and hooks from where it pointed)",
+                self.path
             ),
             Fix::Failed(why) => write!(f, "{}: could not be made safe: {why}", self.path),
         }

@@ -1,6 +1,7 @@
 //! A stand-in for the Docker daemon's socket that can be cut: a Unix socket that
 //! forwards every connection to the real daemon until `stop`, which closes the
-//! listener and every open connection at once, as a daemon going away would.
+//! listener and every open connection at once, as a daemon going away would. It can
+//! also overhear what clients send (`start_tapped`), as an eavesdropper would.
 
 use std::io::{Read, Write};
 use std::net::Shutdown;
@@ -17,8 +18,16 @@ pub struct DockerProxy {
     open: Arc<Mutex<Vec<UnixStream>>>,
 }
 
+/// Sees each piece a client sends to the daemon, in order per connection.
+pub type Tap = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
 impl DockerProxy {
     pub fn start(path: &Path) -> Self {
+        Self::start_tapped(path, Arc::new(|_: &[u8]| {}))
+    }
+
+    /// A proxy that shows `tap` what clients send.
+    pub fn start_tapped(path: &Path, tap: Tap) -> Self {
         let listener = UnixListener::bind(path).unwrap();
         let stopped = Arc::new(AtomicBool::new(false));
         let open: Arc<Mutex<Vec<UnixStream>>> = Arc::new(Mutex::new(Vec::new()));
@@ -37,8 +46,12 @@ impl DockerProxy {
                     open.push(client.try_clone().unwrap());
                     open.push(daemon.try_clone().unwrap());
                 }
-                pump(client.try_clone().unwrap(), daemon.try_clone().unwrap());
-                pump(daemon, client);
+                pump(
+                    client.try_clone().unwrap(),
+                    daemon.try_clone().unwrap(),
+                    tap.clone(),
+                );
+                pump(daemon, client, Arc::new(|_: &[u8]| {}));
             }
         });
         DockerProxy {
@@ -66,13 +79,14 @@ impl Drop for DockerProxy {
     }
 }
 
-fn pump(mut from: UnixStream, mut to: UnixStream) {
+fn pump(mut from: UnixStream, mut to: UnixStream, tap: Tap) {
     std::thread::spawn(move || {
         let mut buf = [0u8; 64 * 1024];
         loop {
             match from.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
+                    tap(&buf[..n]);
                     if to.write_all(&buf[..n]).is_err() {
                         break;
                     }

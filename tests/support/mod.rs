@@ -4,17 +4,19 @@
 pub mod destination;
 pub mod docker;
 pub mod docker_proxy;
+pub mod fake_anthropic;
 pub mod fake_openai;
 pub mod fake_responses;
 pub mod pipeline;
-pub mod sandbox_image;
+pub mod prerequisite;
 pub mod task;
 pub mod web;
 pub mod webdriver;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// A scratch directory, removed on drop.
 pub struct Scratch {
@@ -100,17 +102,13 @@ pub struct OtherUser {
 
 impl OtherUser {
     /// User `uid` (group `uid`, plus the docker socket's group), owning `dir`
-    /// recursively. None, with a message, when setpriv or the socket is missing;
-    /// under CI that is a failure instead.
-    pub fn new(uid: u32, dir: &Path) -> Option<OtherUser> {
+    /// recursively. Tests that use one need root (`#[ignore = "needs root"]`).
+    pub fn new(uid: u32, dir: &Path) -> OtherUser {
         use std::os::unix::fs::MetadataExt;
+        prerequisite::needs(prerequisite::Needs::Root);
         let socket = Path::new("/var/run/docker.sock");
-        let Ok(meta) = std::fs::metadata(socket) else {
-            return skipped();
-        };
-        if !Path::new("/usr/bin/setpriv").exists() {
-            return skipped();
-        }
+        let meta =
+            std::fs::metadata(socket).unwrap_or_else(|e| panic!("{}: {e}", socket.display()));
         let wrapper = [
             "setpriv",
             "--reuid",
@@ -124,7 +122,7 @@ impl OtherUser {
         .to_vec();
         let user = OtherUser { uid, wrapper };
         user.owns(dir);
-        Some(user)
+        user
     }
 
     /// Makes this user the owner of `dir`, recursively.
@@ -145,13 +143,29 @@ impl OtherUser {
     }
 }
 
-fn skipped() -> Option<OtherUser> {
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "this test needs /var/run/docker.sock and setpriv, and CI=true"
-    );
-    eprintln!("skipped: needs /var/run/docker.sock and setpriv");
-    None
+/// A tmpfs mounted over a directory for the test's lifetime (tests that use one
+/// need root).
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    pub fn mount(path: &Path, size: &str) -> Tmpfs {
+        prerequisite::needs(prerequisite::Needs::Root);
+        std::fs::create_dir_all(path).unwrap();
+        Run::program(
+            "mount",
+            &["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"],
+        )
+        .arg(path.to_str().unwrap())
+        .output()
+        .code(0);
+        Tmpfs(path.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
 }
 
 /// A git repository at `path` with `file` committed, made by the test itself (before
@@ -172,19 +186,24 @@ pub fn git_repo(path: &Path, file: &str, content: &str) {
             "init",
         ],
     ] {
-        let ok = Command::new("git")
-            .args(args)
-            .current_dir(path)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "git {args:?}");
+        Run::program("git", args).cwd(path).output().code(0);
     }
 }
 
-/// The agent-runner binary, run like a user would: arguments, stdin, environment, cwd.
+/// How long a test waits for a program it started to end, unless it says
+/// otherwise (`Run::deadline`): a hang fails the test with what the program
+/// printed, and never hangs the suite.
+pub const DEADLINE: Duration = Duration::from_secs(180);
+/// How long output is still read after the program ended (something it started
+/// may hold its stdout or stderr open).
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// The agent-runner binary, run like a user would: arguments, stdin, environment,
+/// cwd; or another program (`Run::program`), the same way.
 pub struct Run {
     command: Command,
     stdin: Vec<u8>,
+    deadline: Duration,
 }
 
 impl Run {
@@ -195,15 +214,15 @@ impl Run {
     /// Runs the binary through `wrapper` (e.g. `setpriv --reuid ...`).
     pub fn through(wrapper: &[&str], args: &[&str]) -> Self {
         let binary = env!("CARGO_BIN_EXE_agent-runner");
-        let mut command = match wrapper.split_first() {
+        let mut run = match wrapper.split_first() {
             Some((program, rest)) => {
-                let mut c = Command::new(program);
-                c.args(rest).arg(binary);
-                c
+                let mut run = Run::program(program, rest);
+                run.command.arg(binary);
+                run
             }
-            None => Command::new(binary),
+            None => Run::program(binary, &[]),
         };
-        command.args(args);
+        run.command.args(args);
         // Tests pass the variables they mean to; the developer's own must not leak in.
         for var in [
             "OPENAI_API_KEY",
@@ -212,16 +231,29 @@ impl Run {
             "CODEX_API_KEY",
             "RUST_LOG",
         ] {
-            command.env_remove(var);
+            run.command.env_remove(var);
         }
+        run
+    }
+
+    /// Another program (docker, a wrapper), with the same deadline and output capture.
+    pub fn program(program: &str, args: &[&str]) -> Self {
+        let mut command = Command::new(program);
+        command.args(args);
         Run {
             command,
             stdin: Vec::new(),
+            deadline: DEADLINE,
         }
     }
 
     pub fn arg(mut self, arg: &str) -> Self {
         self.command.arg(arg);
+        self
+    }
+
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.command.args(args);
         self
     }
 
@@ -253,89 +285,197 @@ impl Run {
         self
     }
 
-    /// Starts the binary; it is killed if the returned value is dropped first.
-    pub fn start(self) -> Running {
-        Running(Some(self.spawn()))
+    /// How long `output` and `Running::finish` wait for the end (default `DEADLINE`).
+    pub fn deadline(mut self, limit: Duration) -> Self {
+        self.deadline = limit;
+        self
     }
 
-    pub fn spawn(mut self) -> std::process::Child {
-        self.command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = self.command.spawn().unwrap();
-        let mut stdin = child.stdin.take().unwrap();
+    /// Starts the program with stdin written, then closed; it is killed if the
+    /// returned value is dropped first.
+    pub fn start(mut self) -> Running {
         let bytes = std::mem::take(&mut self.stdin);
+        let mut running = self.start_with_open_stdin();
+        let mut stdin = running.child().stdin.take().unwrap();
         std::thread::spawn(move || {
             let _ = stdin.write_all(&bytes);
         });
-        child
+        running
     }
 
-    /// Starts the binary with stdin left open for the caller (`child.stdin`).
-    pub fn spawn_with_open_stdin(mut self) -> std::process::Child {
+    /// Starts the program with stdin left open for the caller (`child().stdin`).
+    pub fn start_with_open_stdin(mut self) -> Running {
+        let label = std::iter::once(self.command.get_program())
+            .chain(self.command.get_args())
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ");
         self.command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        self.command.spawn().unwrap()
+        let child = self
+            .command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {label}: {e}"));
+        Running {
+            child: Some(child),
+            deadline: self.deadline,
+            label,
+        }
     }
 
+    /// Runs the program to its end (at most its deadline).
     pub fn output(self) -> Outcome {
-        Outcome::from(self.spawn().wait_with_output().unwrap())
+        self.start().finish()
     }
 }
 
-/// A running agent-runner that is SIGKILLed if the test ends (or panics) first, so a
+/// A running program that is SIGKILLed if the test ends (or panics) first, so a
 /// failing test leaves no process behind (its container then goes with it).
-pub struct Running(Option<std::process::Child>);
+pub struct Running {
+    child: Option<std::process::Child>,
+    deadline: Duration,
+    /// The command line, for messages (never its environment: it may hold keys).
+    label: String,
+}
 
 impl Running {
     pub fn id(&self) -> u32 {
-        self.0.as_ref().map_or(0, |c| c.id())
+        self.child.as_ref().map_or(0, |c| c.id())
     }
 
     pub fn child(&mut self) -> &mut std::process::Child {
-        self.0.as_mut().expect("still running")
+        self.child.as_mut().expect("still running")
     }
 
-    /// Waits for the exit and collects the output.
+    /// Waits for the exit (at most the deadline) and collects the output it has
+    /// not handed out (`child().stdout.take()`).
     pub fn finish(mut self) -> Outcome {
-        Outcome::from(
-            self.0
-                .take()
-                .expect("still running")
-                .wait_with_output()
-                .unwrap(),
-        )
+        self.collect(|child| child.try_wait().unwrap().map(|status| (status, None)))
+            .0
     }
+
+    /// `finish`, and the child's resource usage (wait4: its own peak RSS).
+    pub fn finish_with_usage(mut self) -> (Outcome, libc::rusage) {
+        let (outcome, usage) = self.collect(|child| {
+            let pid = libc::pid_t::try_from(child.id()).unwrap();
+            let mut status = 0;
+            // SAFETY: rusage is plain data; all-zero is a valid value.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: valid pointers to locals; the child is ours and not yet waited for.
+            let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+            assert!(reaped >= 0, "wait4: {}", std::io::Error::last_os_error());
+            use std::os::unix::process::ExitStatusExt;
+            (reaped == pid).then(|| (std::process::ExitStatus::from_raw(status), Some(usage)))
+        });
+        (outcome, usage.expect("wait4 reported the usage"))
+    }
+
+    /// SIGKILLs the program and waits for it.
+    pub fn kill(mut self) {
+        let mut child = self.child.take().expect("still running");
+        let _ = child.kill();
+        child.wait().unwrap();
+    }
+
+    /// Polls `reap` until the program ended; past the deadline, kills it and fails
+    /// the test with what it printed.
+    fn collect(
+        &mut self,
+        mut reap: impl FnMut(
+            &mut std::process::Child,
+        ) -> Option<(std::process::ExitStatus, Option<libc::rusage>)>,
+    ) -> (Outcome, Option<libc::rusage>) {
+        let mut child = self.child.take().expect("still running");
+        let (done, finished) = std::sync::mpsc::channel();
+        let streams = [
+            read_all(child.stdout.take().map(|s| Box::new(s) as _), done.clone()),
+            read_all(child.stderr.take().map(|s| Box::new(s) as _), done),
+        ];
+        let until = Instant::now() + self.deadline;
+        let ended = loop {
+            if let Some(ended) = reap(&mut child) {
+                break Some(ended);
+            }
+            if Instant::now() >= until {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let drained = Instant::now() + DRAIN;
+        for _ in 0..2 {
+            let left = drained.saturating_duration_since(Instant::now());
+            if finished.recv_timeout(left).is_err() {
+                break;
+            }
+        }
+        let [stdout, stderr] =
+            streams.map(|s| String::from_utf8_lossy(&s.lock().unwrap()).into_owned());
+        let Some((status, usage)) = ended else {
+            panic!(
+                "{}: still running after {:?}, killed\nstdout:\n{}\nstderr:\n{}",
+                self.label,
+                self.deadline,
+                tail(&stdout),
+                tail(&stderr)
+            );
+        };
+        let outcome = Outcome {
+            code: status.code(),
+            stdout,
+            stderr,
+        };
+        (outcome, usage)
+    }
+}
+
+/// Reads `stream` to its end on a thread of its own, into the returned buffer;
+/// says `done` then.
+fn read_all(
+    stream: Option<Box<dyn std::io::Read + Send>>,
+    done: std::sync::mpsc::Sender<()>,
+) -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let shared = buffer.clone();
+    std::thread::spawn(move || {
+        if let Some(mut stream) = stream {
+            let mut chunk = [0u8; 64 * 1024];
+            while let Ok(n @ 1..) = stream.read(&mut chunk) {
+                shared.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        }
+        let _ = done.send(());
+    });
+    buffer
+}
+
+/// The end of `text`, for messages.
+fn tail(text: &str) -> &str {
+    let mut start = text.len().saturating_sub(16 * 1024);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
+        if let Some(child) = &mut self.child {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
 }
 
-/// What the binary did.
+/// What the program did.
 #[derive(Debug)]
 pub struct Outcome {
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
-}
-
-impl From<Output> for Outcome {
-    fn from(o: Output) -> Self {
-        Outcome {
-            code: o.status.code(),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
-    }
 }
 
 impl Outcome {

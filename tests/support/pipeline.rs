@@ -20,16 +20,10 @@ pub const QUICK_META: &str = "- type: plan_task\n  acceptance_criteria: [{id: AC
 /// Host git in `dir` (as root, on repositories of any owner): whether it succeeded
 /// and its stdout.
 pub fn try_git(dir: &Path, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new("git")
-        .args(["-c", "safe.directory=*", "-C"])
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    let mut all = vec!["-c", "safe.directory=*", "-C", dir.to_str().unwrap()];
+    all.extend(args);
+    let out = Run::program("git", &all).output();
+    (out.code == Some(0), out.stdout)
 }
 
 /// Commits what is staged in `dir`, as a test user.

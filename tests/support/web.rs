@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::Running;
 use super::pipeline::Pipeline;
+use super::prerequisite::{Needs, needs};
+use super::{Run, Running};
 
 /// A running `serve`.
 pub struct Served {
@@ -27,17 +28,7 @@ impl Served {
         let mut args = vec!["--addr", "127.0.0.1:0"];
         args.extend(extra);
         let mut running = p.in_ws(&["serve"], &args).env("RUST_LOG", "info").start();
-        let stdout = running.child().stdout.take().unwrap();
-        let mut reader = BufReader::new(stdout);
-        let (sender, receiver) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = sender.send((line, reader.into_inner()));
-        });
-        let (line, stdout) = receiver
-            .recv_timeout(Duration::from_secs(20))
-            .expect("serve printed its URL");
+        let (line, stdout) = first_line(&mut running);
         let addr = line
             .trim()
             .strip_prefix("http://")
@@ -106,6 +97,22 @@ impl Served {
     }
 }
 
+/// The first line `running` prints on stdout (its URL), and the rest of its stdout.
+/// Fails the test if none comes within 20 s.
+pub fn first_line(running: &mut Running) -> (String, std::process::ChildStdout) {
+    let stdout = running.child().stdout.take().unwrap();
+    let mut reader = BufReader::new(stdout);
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = reader.read_line(&mut line);
+        let _ = sender.send((line, reader.into_inner()));
+    });
+    receiver
+        .recv_timeout(Duration::from_secs(20))
+        .expect("serve printed its URL")
+}
+
 /// Sends `signal` to process `pid`.
 pub fn signal(pid: u32, signal: i32) {
     let ok = std::process::Command::new("kill")
@@ -148,24 +155,14 @@ impl Reply {
     }
 }
 
-/// `bash -c script` as user `uid` (through `setpriv`); None, with a message, when
-/// this process cannot switch users (not root, or no setpriv), which under CI is a
-/// failure instead.
-pub fn bash_as(uid: u32, script: &str) -> Option<std::process::Command> {
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || !std::path::Path::new("/usr/bin/setpriv").exists() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "this test needs root and setpriv under CI=true"
-        );
-        eprintln!("skipped: needs root and setpriv");
-        return None;
-    }
+/// `bash -c script` as user `uid` (through `setpriv`), under the usual deadline.
+/// Tests that use it need root (`#[ignore = "needs root"]`).
+pub fn bash_as(uid: u32, script: &str) -> Run {
+    needs(Needs::Root);
     let id = uid.to_string();
-    let mut command = std::process::Command::new("setpriv");
-    command
-        .args([
+    Run::program(
+        "setpriv",
+        &[
             "--reuid",
             &id,
             "--regid",
@@ -173,27 +170,36 @@ pub fn bash_as(uid: u32, script: &str) -> Option<std::process::Command> {
             "--clear-groups",
             "bash",
             "-c",
-        ])
-        .arg(script);
-    Some(command)
+            script,
+        ],
+    )
 }
 
-/// Sends `bytes` to `addr` as user `uid` (bash's `/dev/tcp`, see `bash_as`) and
-/// reads the answer; None when this process cannot switch users.
-pub fn request_as(uid: u32, addr: &str, bytes: &[u8]) -> Option<Reply> {
+/// Sends `bytes` to `addr` as user `uid` (through `setpriv` and bash's `/dev/tcp`)
+/// and reads the answer. Tests that use it need root (`#[ignore = "needs root"]`).
+pub fn request_as(uid: u32, addr: &str, bytes: &[u8]) -> Reply {
+    needs(Needs::Root);
     let (host, port) = addr.rsplit_once(':').unwrap();
-    let mut child = bash_as(
-        uid,
-        &format!("exec 3<>/dev/tcp/{host}/{port} && cat >&3 && exec cat <&3"),
-    )?
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    child.stdin.take().unwrap().write_all(bytes).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{:?}", out.status);
-    Some(parse(&out.stdout))
+    let id = uid.to_string();
+    let script = format!("exec 3<>/dev/tcp/{host}/{port} && cat >&3 && exec cat <&3");
+    let out = Run::program(
+        "setpriv",
+        &[
+            "--reuid",
+            &id,
+            "--regid",
+            &id,
+            "--clear-groups",
+            "bash",
+            "-c",
+            &script,
+        ],
+    )
+    .stdin(bytes)
+    .deadline(Duration::from_secs(60))
+    .output();
+    out.code(0);
+    parse(out.stdout.as_bytes())
 }
 
 /// Sends `bytes` to `addr` and reads the answer: its head, then Content-Length bytes

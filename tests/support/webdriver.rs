@@ -1,7 +1,7 @@
 //! A real headless Chromium driven over WebDriver (chromedriver), for the browser
 //! tests. Debian's `chromium` and `chromium-driver` are installed by
-//! testdata/setup-browser.sh (`make test-env`). Without them a test skips with a
-//! message, except under CI=true, where that is a failure.
+//! testdata/setup-browser.sh (`make test-env`); tests that start a browser need
+//! them (`#[ignore = "needs chromium"]`, support/prerequisite.rs).
 //!
 //! The client is the few W3C WebDriver commands the tests need, as JSON over the
 //! raw HTTP client of `web.rs`. Chromium starts with a fresh profile and without
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::Scratch;
+use super::prerequisite::{Needs, needs};
 use super::web::request;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -30,27 +31,10 @@ pub struct Browser {
     _profile: Scratch,
 }
 
-/// Whether the browser is installed; None (after saying so) if a test should skip.
-fn available() -> bool {
-    if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "browser tests need {CHROMIUM} and {CHROMEDRIVER} (Debian chromium, chromium-driver; `make test-env` installs them), and CI=true"
-    );
-    eprintln!(
-        "skipped: no {CHROMIUM} or {CHROMEDRIVER}; run `make test-env` (testdata/setup-browser.sh)"
-    );
-    false
-}
-
 impl Browser {
-    /// Starts chromedriver and a headless Chromium; None if they are not installed.
-    pub fn start() -> Option<Browser> {
-        if !available() {
-            return None;
-        }
+    /// Starts chromedriver and a headless Chromium.
+    pub fn start() -> Browser {
+        needs(Needs::Chromium);
         let mut driver = Command::new(CHROMEDRIVER)
             .args(["--port=0", "--log-level=WARNING"])
             .stdin(Stdio::null())
@@ -104,7 +88,7 @@ impl Browser {
             .as_str()
             .unwrap_or_else(|| panic!("no session: {created}"))
             .to_string();
-        Some(browser)
+        browser
     }
 
     /// One WebDriver command; its `value`. Panics on a WebDriver error.

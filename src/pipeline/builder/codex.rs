@@ -205,8 +205,8 @@ fn failure(run: &WorkerRun) -> String {
 /// The draft from codex's last message: JSON (or YAML) following the schema, whose
 /// `null`s mean "not given".
 fn parse(text: &str) -> Result<Mapping, String> {
-    let mut value: Value =
-        serde_yaml::from_str(strip_fence(text)).map_err(|e| format!("not valid JSON: {e}"))?;
+    let mut value = crate::yaml::parse(strip_fence(text), crate::yaml::Rules::Reply)
+        .map_err(|e| format!("not valid JSON: {e}"))?;
     drop_nulls(&mut value);
     BuiltConfig::from_value(value).map(|BuiltConfig(map)| map)
 }

@@ -67,6 +67,26 @@ mod tests {
     }
 
     #[test]
+    fn a_tag_cannot_hide_forbidden_keys() {
+        // A tagged value is no mapping: the key check would not look inside it.
+        let err = parse_reply::<BuiltConfig>(
+            "type: build_task_config\ntask: {instructions: x}\nrunner:\n  worker: !x {env: {OPENAI_API_KEY: env:OPENAI_API_KEY}, network: host}\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "not valid YAML: YAML tag !x refused: write plain values at line 4 column 11"
+        );
+        assert!(
+            parse_reply::<BuiltConfig>(
+                "type: build_task_config\ntask: {instructions: !!str x}\nrunner: {}\n"
+            )
+            .unwrap_err()
+            .contains("YAML tag tag:yaml.org,2002:str refused")
+        );
+    }
+
+    #[test]
     fn malformed_replies_say_what_is_wrong() {
         let err = |text: &str| parse_reply::<BuiltConfig>(text).unwrap_err();
         assert_eq!(err("task: {}\n"), "`type: build_task_config` is missing");

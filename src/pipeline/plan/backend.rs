@@ -60,7 +60,7 @@ pub fn open(
 /// Whether a scripted reply text may answer a request of type `kind`.
 fn of_kind(text: &str, kind: &str) -> bool {
     let body = crate::meta::reply::strip_fence(text);
-    match serde_yaml::from_str::<serde_yaml::Value>(body) {
+    match crate::yaml::parse(body, crate::yaml::Rules::Reply) {
         Ok(serde_yaml::Value::Mapping(map)) => match map.get("type").and_then(|t| t.as_str()) {
             Some(t) => t == kind,
             None => true,

@@ -1,6 +1,6 @@
 //! The plan conversation, `chat.jsonl` (SPEC §11): one line per message,
-//! `{"at", "role": "user"|"meta", "text"}`: what the user asked and what Meta
-//! understood. Appended like a task file (one `write` of a whole line), so the web
+//! `{"at", "role": "user"|"meta", "text", "potential_conflicts"?}`: what the user
+//! asked and what Meta understood (and warned of, for the web view to show). Appended like a task file (one `write` of a whole line), so the web
 //! view and the CLI can share it; read from its end, since only the latest
 //! messages go into a request.
 
@@ -29,6 +29,10 @@ pub struct ChatMessage {
     pub at: String,
     pub role: Role,
     pub text: String,
+    /// Meta's `potential_conflicts` of the edit, for the web view (requests send
+    /// only the text).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub potential_conflicts: Vec<serde_json::Value>,
 }
 
 /// `chat.jsonl` of `ws`.
@@ -38,10 +42,30 @@ pub fn path(ws: &Workspace) -> std::path::PathBuf {
 
 /// Appends a message by `role` (secrets already masked by the caller).
 pub fn append(ws: &Workspace, role: Role, text: &str) -> Result<(), PipelineError> {
+    append_message(ws, role, text, Vec::new())
+}
+
+/// Appends Meta's reply: its understanding and potential conflicts (secrets
+/// already masked by the caller).
+pub fn append_reply(
+    ws: &Workspace,
+    text: &str,
+    potential_conflicts: Vec<serde_json::Value>,
+) -> Result<(), PipelineError> {
+    append_message(ws, Role::Meta, text, potential_conflicts)
+}
+
+fn append_message(
+    ws: &Workspace,
+    role: Role,
+    text: &str,
+    potential_conflicts: Vec<serde_json::Value>,
+) -> Result<(), PipelineError> {
     let message = ChatMessage {
         at: Timestamp::now().to_string(),
         role,
         text: text.to_string(),
+        potential_conflicts,
     };
     let line = serde_json::to_vec(&message).unwrap_or_default();
     let path = path(ws);

@@ -178,10 +178,10 @@ pub fn run(
             change.deleted.len()
         );
     }
-    chat::append(
+    chat::append_reply(
         ws,
-        Role::Meta,
         &backend.redactor.redact(&edit.understanding),
+        edit.potential_conflicts.clone(),
     )?;
     let mut after = edit.state;
     if let Some(c) = &committed {

@@ -97,6 +97,7 @@ mod tests {
                 at: format!("t{n}"),
                 role: Role::User,
                 text: format!("{n}:{}", "あ".repeat(400)),
+                potential_conflicts: Vec::new(),
             })
             .collect();
         let sent = conversation(&messages);

@@ -171,19 +171,27 @@ pub fn start_plan(app: &App, request: &Request) -> Response {
     }
 }
 
-/// `GET /api/plan/runs/<n>`: how that plan is doing; once ended, Meta's latest
-/// chat message (its understanding, and potential conflicts if the message has
-/// them).
+/// `GET /api/plan/runs/<n>`: how that plan is doing; once it succeeded, the chat
+/// message Meta wrote in it (its understanding, and potential conflicts if the
+/// message has them).
 pub fn plan_run(app: &App, run: &str) -> Response {
     let Some(run) = run.parse().ok().and_then(|n| app.children.plan(n)) else {
         return error(404, &format!("no plan run {run}"));
     };
     let mut doc = serde_json::to_value(&run).unwrap_or(Value::Null);
     if run.state != super::children::State::Running {
-        let reply = plan_files::chat(&app.ws, 20)
-            .into_iter()
-            .rev()
-            .find(|m| m["role"] == "meta");
+        // A failed plan writes no message: the latest one is an earlier plan's,
+        // and shown here it would read as this plan's understanding.
+        let reply = (run.state == super::children::State::Succeeded)
+            .then(|| {
+                plan_files::chat(&app.ws, 20).into_iter().rev().find(|m| {
+                    m["role"] == "meta"
+                        && m["at"]
+                            .as_str()
+                            .is_some_and(|at| at >= run.started_at.as_str())
+                })
+            })
+            .flatten();
         doc["meta"] = reply.unwrap_or(Value::Null);
     }
     json(200, &doc)

@@ -1,10 +1,10 @@
 //! What every request handler of one server shares: the workspace, the security
 //! checks (with the token), the children it started.
 
+use super::super::board_cache::BoardCache;
 use super::super::record::TaskView;
 use super::super::store::Board;
 use super::super::{PipelineError, Workspace};
-use super::board_cache::BoardCache;
 use super::children::Children;
 use super::guard::Guard;
 

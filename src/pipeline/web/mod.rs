@@ -24,7 +24,6 @@
 mod api;
 mod app;
 mod assets;
-mod board_cache;
 mod children;
 mod files;
 mod guard;
@@ -70,7 +69,7 @@ pub fn serve(
     let app = app::App {
         guard: guard::Guard::new(addr, token),
         children,
-        boards: board_cache::BoardCache::default(),
+        boards: crate::pipeline::board_cache::BoardCache::default(),
         ws,
     };
     server::run(app, listeners, interrupt)
