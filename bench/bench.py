@@ -2,8 +2,10 @@
 """agent-runner benchmarks (`make bench`). Prints median, min and max of each figure.
 
 1. Overhead: the same scripted work done by `agent-runner run` (Meta on a local HTTP
-   server answering at once; test worker image; 1 container, 3 worker runs, 3 test
-   runs) and by bash/bare.sh making the same docker CLI calls. Runs interleaved.
+   server answering at once; test worker image, the default network — allowlist, so
+   the egress proxy and its bridge are part of it; 1 container, 3 worker runs, 3 test
+   runs) and by bash/bare.sh making the same docker CLI calls (`--network none`).
+   Runs interleaved.
 2. Start-up: process start -> first Meta HTTP request (server timestamp); also
    `--version` and `validate` wall times.
 3. Teardown: task end (last Meta reply sent) -> container destroyed (docker event).
@@ -128,7 +130,7 @@ def task_yaml(task_id, repo, url, test=TEST):
     test_block = f"  test:\n    command: {json.dumps(test)}\n" if test else ""
     return (f"version: 1\ntask:\n  id: {task_id}\n  repo: {repo}\n  prd:\n    text: Write the files.\n"
             f"{test_block}runner:\n  meta:\n    base_url: {url}\n    model: bench\n"
-            f"  worker:\n    docker_image: {IMAGE}\n    network: none\n")
+            f"  worker:\n    docker_image: {IMAGE}\n")
 
 
 def new_repo(work, name):

@@ -6,8 +6,10 @@
 #     `debootstrap --variant=minbase` from the machine's Debian mirror and loaded with
 #     `docker import` (agent-runner-sandbox-base:<suite>). Needs root.
 # Either way codex is the native (static musl) binary of the npm package
-# @openai/codex@$CODEX_VERSION, fetched from the npm registry and checked against the
-# sha512 pinned here. The recipe's hash (this script, the Dockerfile, the base, the
+# @openai/codex@$CODEX_VERSION and claude the native (glibc) binary of
+# @anthropic-ai/claude-code@$CLAUDE_VERSION (its optional dependency
+# @anthropic-ai/claude-code-linux-<arch>), both fetched from the npm registry and
+# checked against the sha512 pinned here. The recipe's hash (this script, the Dockerfile, the base, the
 # mirror, the packages) is kept as an image label: an unchanged recipe is not rebuilt.
 #
 # Environment:
@@ -19,7 +21,7 @@
 #   DEBIAN_MIRROR           debootstrap's mirror (default: the machine's apt sources,
 #                           else http://deb.debian.org/debian)
 #   DEBIAN_SUITE            debootstrap's suite (default: the machine's release)
-#   NPM_CONFIG_REGISTRY     npm registry or mirror for codex (npm's own setting)
+#   NPM_CONFIG_REGISTRY     npm registry or mirror for codex and claude (npm's own setting)
 #   http_proxy, https_proxy, no_proxy   passed to the build
 set -euo pipefail
 
@@ -38,6 +40,14 @@ started=$(date +%s)
 CODEX_VERSION=0.169.0
 codex_sha512_x64=a34e4dc803820f28123d1a35ca29f3c6f91149d9ac672043f44ee66e99a345a9d27ccf25ca9a96b50804a385df364c21b82476685bbc9a518eb101855d56d5c3
 codex_sha512_arm64=359fc36905297109b19aa79eed9f6e0b5af3c371a149ba286b071a4ded4b379624f969629d42867535c98029514fff6881010433d4d6c58cefc4f7e3e46ff116
+
+# Pinned: the flags and stream-json format in testdata/claude/ were recorded with this
+# version. sha512 of the npm tarballs @anthropic-ai/claude-code-linux-{x64,arm64}@2.1.330
+# (the registry's dist.integrity, in hex): the optional dependency that carries the
+# native binary; the main package holds only an installer script.
+CLAUDE_VERSION=2.1.330
+claude_sha512_x64=f469fe57b0ed27c3359f3b4ff42783565f60dd1b6b7a923bace153c8f4519d97bc0facde6c81ca982ecebc16aeb9cb803f45f493ce520cdfcb3d56728ec19ecd
+claude_sha512_arm64=578c9a9c0639100e54a70c113ed8d27ea0db36a0255097959f7358670d808264478dda52b0bb470336f14577e40276e3c135f3134b9e763431518d360113dcb0
 
 say() { printf 'sandbox-image: %s\n' "$*" >&2; }
 die() { printf 'sandbox-image: error: %s\n' "$*" >&2; exit 1; }
@@ -64,9 +74,11 @@ image_label() { # image label -> the label's value, empty when absent
 # --- architecture -----------------------------------------------------------------
 
 case "$(dpkg --print-architecture 2>/dev/null || uname -m)" in
-  amd64|x86_64) deb_arch=amd64 npm_arch=linux-x64 triple=x86_64-unknown-linux-musl codex_sha512=$codex_sha512_x64 ;;
-  arm64|aarch64) deb_arch=arm64 npm_arch=linux-arm64 triple=aarch64-unknown-linux-musl codex_sha512=$codex_sha512_arm64 ;;
-  *) die "no codex binary for this architecture ($(uname -m)); codex is published for x86_64 and aarch64" ;;
+  amd64|x86_64) deb_arch=amd64 npm_arch=linux-x64 triple=x86_64-unknown-linux-musl
+                codex_sha512=$codex_sha512_x64 claude_sha512=$claude_sha512_x64 ;;
+  arm64|aarch64) deb_arch=arm64 npm_arch=linux-arm64 triple=aarch64-unknown-linux-musl
+                 codex_sha512=$codex_sha512_arm64 claude_sha512=$claude_sha512_arm64 ;;
+  *) die "no codex or claude binary for this architecture ($(uname -m)); both are published for x86_64 and aarch64" ;;
 esac
 
 # --- the machine's Debian mirror ----------------------------------------------------
@@ -184,33 +196,55 @@ ensure_debootstrap_base() { # -> sets `base`
   fi
 }
 
-# --- codex ---------------------------------------------------------------------------
+# --- codex and claude -------------------------------------------------------------------
 
-# The npm tarball of codex's native binary for this architecture into $1, checked
-# against the pinned sha512; unpacked as $1/codex (bin/codex and its resources).
-fetch_codex() {
-  local dir=$1 spec="@openai/codex@$CODEX_VERSION-$npm_arch" tgz
-  tgz="$dir/openai-codex-$CODEX_VERSION-$npm_arch.tgz"
+# The npm tarball $2 of package $1 at version $3 into directory $4 as $4/<name>.tgz,
+# checked against the sha512 $5; prints the tarball's path.
+fetch_npm() {
+  local package=$1 name=$2 version=$3 dir=$4 sha512=$5 spec tgz
+  spec="$package@$version"
+  tgz="$dir/$name.tgz"
   if command -v npm >/dev/null 2>&1; then
     say "fetching $spec with npm (registry: $(npm config get registry 2>/dev/null))"
     (cd "$dir" && npm pack --silent "$spec" >/dev/null 2>"$dir/npm.err") \
       || { tail -n 5 "$dir/npm.err" >&2; die "npm pack $spec failed (NPM_CONFIG_REGISTRY points npm at a mirror)"; }
   elif command -v curl >/dev/null 2>&1; then
     local registry=${NPM_CONFIG_REGISTRY:-${npm_config_registry:-https://registry.npmjs.org/}}
-    local url="${registry%/}/@openai/codex/-/codex-$CODEX_VERSION-$npm_arch.tgz"
+    local url="${registry%/}/$package/-/${package#*/}-$version.tgz"
     say "fetching $url with curl"
     curl -fsSL --retry 3 -o "$tgz" "$url" || die "cannot download $url (NPM_CONFIG_REGISTRY points at a mirror)"
   else
-    die "neither npm nor curl is installed: one of them is needed to fetch codex from the npm registry"
+    die "neither npm nor curl is installed: one of them is needed to fetch $package from the npm registry"
   fi
   [ -f "$tgz" ] || die "npm pack did not produce $tgz"
-  [ "$(sha512sum "$tgz" | cut -d' ' -f1)" = "$codex_sha512" ] \
+  [ "$(sha512sum "$tgz" | cut -d' ' -f1)" = "$sha512" ] \
     || die "$spec does not match its pinned sha512: the registry or mirror served something else"
+  printf '%s\n' "$tgz"
+}
+
+# codex's native binary for this architecture, unpacked as $1/codex (bin/codex and its
+# resources). Its versions carry the platform: @openai/codex@<version>-linux-x64.
+fetch_codex() {
+  local dir=$1 tgz
+  tgz=$(fetch_npm @openai/codex "openai-codex-$CODEX_VERSION-$npm_arch" "$CODEX_VERSION-$npm_arch" "$dir" "$codex_sha512")
   mkdir -p "$dir/codex"
   tar -xzf "$tgz" -C "$dir/codex" --strip-components=3 "package/vendor/$triple" \
     || die "cannot unpack $tgz"
   rm -f "$tgz"
-  [ -x "$dir/codex/bin/codex" ] || die "$spec has no bin/codex for $triple"
+  [ -x "$dir/codex/bin/codex" ] || die "@openai/codex@$CODEX_VERSION-$npm_arch has no bin/codex for $triple"
+}
+
+# claude's native binary (one self-contained executable) for this architecture,
+# unpacked as $1/claude/claude. The package @anthropic-ai/claude-code itself would only
+# pick this optional dependency at install time (and needs Node.js to do so).
+fetch_claude() {
+  local dir=$1 package="@anthropic-ai/claude-code-$npm_arch" tgz
+  tgz=$(fetch_npm "$package" "anthropic-ai-claude-code-$npm_arch-$CLAUDE_VERSION" "$CLAUDE_VERSION" "$dir" "$claude_sha512")
+  mkdir -p "$dir/claude"
+  tar -xzf "$tgz" -C "$dir/claude" --strip-components=1 package/claude \
+    || die "cannot unpack $tgz"
+  rm -f "$tgz"
+  [ -x "$dir/claude/claude" ] || die "$package@$CLAUDE_VERSION has no executable claude"
 }
 
 # --- the image -------------------------------------------------------------------------
@@ -220,6 +254,7 @@ build_image() { # base hash
   new_scratch agent-runner-sandbox
   context=$dir
   fetch_codex "$context"
+  fetch_claude "$context"
   cp "$here/Dockerfile" "$context/Dockerfile"
   local args=(--network host --build-arg "BASE=$base" --build-arg "EXTRA_PACKAGES=$extra_packages"
               --label "$label=$hash" -t "$image")

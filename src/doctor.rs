@@ -1,7 +1,8 @@
 //! `agent-runner doctor`: whether this machine can run a task, found out before a paid
 //! run fails half-way. Each check is one small function that returns a `Check`:
-//! docker, the worker image and what must be in it, codex's credentials, the Meta
-//! endpoint, and who owns the files the container writes. Containers are started the
+//! docker, the worker image and what must be in it, the egress proxy's bridge,
+//! codex's credentials, the Meta endpoint, and who owns the files the container
+//! writes. Containers are started the
 //! way the sandbox starts them (`--entrypoint /bin/sh`, `--user uid:gid` when not
 //! root). No check sends a key anywhere: the Meta endpoint gets a bare GET.
 
@@ -10,13 +11,15 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::egress::{self, AllowList, Egress, bridge};
 use crate::interrupt::Interrupt;
 use crate::process::{self, Capture, Invocation, Limits, Stop};
+use crate::secret::Redactor;
 use crate::sys;
 use crate::task::CodexAuth;
 use crate::task::{DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task};
 use crate::text::{cut, one_line};
-use crate::worker::container::user_args;
+use crate::worker::container::{AUTH_MOUNT, user_args};
 use crate::worker::docker_cli::mount_spec;
 
 /// The codex version agent-runner's flags and JSONL parsing were checked against;
@@ -60,7 +63,7 @@ impl Target {
     pub fn defaults(var: &dyn Fn(&str) -> Option<String>, auth: &CodexAuth) -> Self {
         Target {
             image: DEFAULT_DOCKER_IMAGE.to_string(),
-            network: Network::Bridge,
+            network: Network::Allowlist,
             meta_url: Some(
                 var("OPENAI_BASE_URL")
                     .filter(|url| !url.trim().is_empty())
@@ -183,6 +186,9 @@ pub fn run_all(
         image_runs(&docker, target)
     });
     needs = needs.or((!runs).then_some("a runnable image"));
+    if target.network == Network::Allowlist {
+        r.run_if(needs, EGRESS, || egress_bridge(&docker, target));
+    }
     r.run_if(needs, CODEX_IN_IMAGE, || codex_version(&docker, target));
     r.run_if(needs, GIT_IN_IMAGE, || git_in_image(&docker, target));
     r.run_if(needs, FILE_OWNERSHIP, || file_ownership(&docker, target));
@@ -192,6 +198,7 @@ pub fn run_all(
 }
 
 const CODEX_IN_IMAGE: &str = "codex in the image";
+const EGRESS: &str = "egress proxy";
 const GIT_IN_IMAGE: &str = "git in the image";
 const FILE_OWNERSHIP: &str = "file ownership";
 
@@ -297,6 +304,51 @@ fn image_runs(docker: &Docker, target: &Target) -> Check {
             "the image needs /bin/sh, and runner.worker.network must be a network docker knows",
         ),
         Err(reason) => Check::fail(what, reason, "install the Docker CLI"),
+    }
+}
+
+/// With `network: allowlist`: the egress bridge starts in the image as the sandbox
+/// starts it (mounted from the proxy's directory, as the entrypoint), and listens.
+fn egress_bridge(docker: &Docker, target: &Target) -> Check {
+    let fix = "if the file system of TMPDIR (default /tmp) is mounted noexec, point TMPDIR at one \
+               that is not; the image must be for this machine's architecture";
+    let egress = match Egress::start(
+        &AllowList::default(),
+        None,
+        Redactor::default(),
+        egress::Settings::default(),
+    ) {
+        Ok(egress) => egress,
+        Err(e) => return Check::fail(EGRESS, format!("cannot start the proxy: {e}"), fix),
+    };
+    let mut args: Vec<String> = ["run", "--rm", "--pull", "never", "--network", "none"]
+        .map(String::from)
+        .to_vec();
+    args.extend(user_args());
+    args.extend([
+        "--mount".into(),
+        mount_spec(egress.dir(), bridge::MOUNT, true),
+        "--entrypoint".into(),
+        bridge::entrypoint(),
+        target.image.clone(),
+    ]);
+    args.extend(bridge::args(AUTH_MOUNT));
+    let out = docker.invoke(Invocation::new("docker").args(args), CONTAINER_TIMEOUT);
+    egress.stop();
+    match out {
+        Ok(out) if out.ok && out.stdout.contains("agent-runner-ready") => Check::ok(
+            EGRESS,
+            format!(
+                "the bridge runs in the image and listens on 127.0.0.1:{}",
+                bridge::PORT
+            ),
+        ),
+        Ok(out) => Check::fail(
+            EGRESS,
+            format!("the bridge did not start: {}", last_line(&out.stderr)),
+            fix,
+        ),
+        Err(reason) => Check::fail(EGRESS, reason, "install the Docker CLI"),
     }
 }
 
@@ -548,8 +600,8 @@ impl Docker {
         let mut args: Vec<String> = ["run", "--rm", "--pull", "never"]
             .map(String::from)
             .to_vec();
-        if target.network != Network::Bridge {
-            args.extend(["--network".into(), target.network.as_str().into()]);
+        if let Some(network) = target.network.docker_network() {
+            args.extend(["--network".into(), network.into()]);
         }
         args.extend(user_args());
         if let Some(dir) = dir {
@@ -638,6 +690,7 @@ mod tests {
         let file = CodexAuth::File {
             path: PathBuf::from("/h/.codex/auth.json"),
             secrets: vec![],
+            login: crate::task::Login::default(),
         };
         assert_eq!(
             auth_source(&file, true),
@@ -655,7 +708,7 @@ mod tests {
         );
         assert_eq!(target.meta_url.as_deref(), Some("http://proxy.local/v1"));
         assert_eq!(target.image, DEFAULT_DOCKER_IMAGE);
-        assert_eq!(target.network, Network::Bridge);
+        assert_eq!(target.network, Network::Allowlist);
         assert_eq!(
             Target::defaults(&|_| None, &CodexAuth::None)
                 .meta_url

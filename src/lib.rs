@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod context;
 pub mod doctor;
+pub mod egress;
 pub mod error;
 pub mod fs;
 pub mod interrupt;

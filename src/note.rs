@@ -7,11 +7,12 @@
 use std::fmt::Write as _;
 
 use crate::context::{TaskContext, TaskState};
+use crate::egress::Origin;
 use crate::fs::Dir;
 use crate::markdown::{code_span, fence, inline, quote};
 use crate::meta::MetaCall;
 use crate::secret::Redactor;
-use crate::task::{MetaBackend, PrdSource};
+use crate::task::{MetaBackend, Network, PrdSource};
 use crate::text::{cut, tail};
 use crate::timestamp::human;
 use crate::worker::envelope::Leftovers;
@@ -48,6 +49,7 @@ fn write_note(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     criteria(out, ctx)?;
     execution_log(out, ctx)?;
     tests(out, ctx)?;
+    egress(out, ctx)?;
     notes(out, ctx)
 }
 
@@ -187,8 +189,133 @@ fn tests(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     Ok(())
 }
 
+/// Section 6: what the worker's network could reach, and what it tried (SPEC §17).
+fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
+    writeln!(out, "\n---\n\n## 6. Egress\n")?;
+    let worker = &ctx.task.worker;
+    match worker.network {
+        Network::Allowlist => {}
+        Network::None => return writeln!(out, "No network (`network: none`)."),
+        other => {
+            return writeln!(
+                out,
+                "Not controlled (`network: {}`): the worker could reach any host, and nothing was recorded.",
+                other.as_str()
+            );
+        }
+    }
+    let origin = match &worker.allow.origin {
+        Origin::Task => "runner.worker.allow".to_string(),
+        Origin::Default(why) => format!("the default for {why}"),
+    };
+    let entries = worker.allow.entries();
+    let listed = if entries.is_empty() {
+        "nothing".to_string()
+    } else {
+        entries
+            .iter()
+            .map(|e| code_span(e))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    writeln!(
+        out,
+        "The container had no network; agent-runner's proxy let through {listed} ({}).",
+        inline(&origin)
+    )?;
+    let log = ctx
+        .task
+        .repo
+        .join(crate::private_dir::DIR_NAME)
+        .join("logs")
+        .join(&ctx.task.id)
+        .join(crate::egress::LOG_FILE);
+    writeln!(
+        out,
+        "Every connection is in {}.\n",
+        inline(&log.display().to_string())
+    )?;
+    let Some(summary) = ctx.teardown.as_ref().and_then(|t| t.egress.as_ref()) else {
+        return writeln!(out, "Counted when the sandbox is gone.");
+    };
+    let (allowed, denied): (Vec<_>, Vec<_>) = summary.destinations.iter().partition(|t| t.allowed);
+    writeln!(out, "Allowed: {} connection(s).", summary.allowed)?;
+    for t in &allowed {
+        writeln!(
+            out,
+            "- {}: {} connection(s), {} up, {} down{}",
+            code_span(&t.destination),
+            t.connections,
+            size(t.bytes_up),
+            size(t.bytes_down),
+            if t.reason.contains("cannot") || t.bytes_up + t.bytes_down == 0 {
+                format!(" ({})", inline(&t.reason))
+            } else {
+                String::new()
+            }
+        )?;
+    }
+    writeln!(out, "\nDenied: {} connection(s).", summary.denied)?;
+    for t in &denied {
+        let how = t
+            .allow_entry
+            .as_ref()
+            .map(|e| format!("; to allow it, add {}", code_span(e)))
+            .unwrap_or_default();
+        let destination = if t.destination == crate::egress::NO_HOST {
+            "(no destination read)".to_string()
+        } else {
+            code_span(&t.destination)
+        };
+        writeln!(
+            out,
+            "- {destination}: {} connection(s): {}{how}",
+            t.connections,
+            inline(&t.reason)
+        )?;
+    }
+    if summary.untallied > 0 {
+        writeln!(
+            out,
+            "\n{} more connection(s) to other destinations (see the log).",
+            summary.untallied
+        )?;
+    }
+    let mut wanted = entries;
+    for entry in denied.iter().filter_map(|t| t.allow_entry.as_ref()) {
+        if !wanted.contains(entry) {
+            wanted.push(entry.clone());
+        }
+    }
+    if wanted.len() > worker.allow.rules.len() {
+        let quoted: Vec<String> = wanted.iter().map(|e| format!("\"{e}\"")).collect();
+        write!(
+            out,
+            "\nTo allow what was denied, set in the task's runner.worker:\n\n{}",
+            fence("yaml", &format!("allow: [{}]\n", quoted.join(", ")))
+        )?;
+    }
+    if let Some(e) = &summary.log_error {
+        writeln!(
+            out,
+            "\nThe log could not be written completely: {}",
+            inline(e)
+        )?;
+    }
+    Ok(())
+}
+
+/// Bytes for people.
+fn size(bytes: u64) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} B"),
+        1024..1_048_576 => format!("{:.1} KiB", bytes as f64 / 1024.0),
+        _ => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
+    }
+}
+
 fn notes(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
-    writeln!(out, "\n---\n\n## 6. Notes / Remaining Risks\n")?;
+    writeln!(out, "\n---\n\n## 7. Notes / Remaining Risks\n")?;
     let mut notes = Vec::new();
     if let Some(a) = &ctx.assessment {
         notes.extend(a.remaining_risks.iter().map(|r| inline(r)));
@@ -574,7 +701,8 @@ mod tests {
             "### 4.2 Worker Runs",
             "### 4.3 State Transitions",
             "## 5. Test Result",
-            "## 6. Notes / Remaining Risks",
+            "## 6. Egress",
+            "## 7. Notes / Remaining Risks",
         ] {
             assert!(note.contains(heading), "missing {heading}:\n{note}");
         }

@@ -27,6 +27,15 @@ pub struct RunResult {
     /// Why the task failed (or the input error).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Connections the egress proxy allowed and denied (SPEC §17); null when the
+    /// network is not `allowlist`.
+    pub egress: Option<EgressCounts>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EgressCounts {
+    pub allowed: u64,
+    pub denied: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -79,6 +88,14 @@ impl RunResult {
             note_path: note.as_ref().ok().map(|p| p.display().to_string()),
             note_error: note.err(),
             error: ctx.failure.clone(),
+            egress: ctx
+                .teardown
+                .as_ref()
+                .and_then(|t| t.egress.as_ref())
+                .map(|s| EgressCounts {
+                    allowed: s.allowed,
+                    denied: s.denied,
+                }),
         }
     }
 
@@ -108,6 +125,7 @@ impl RunResult {
             note_path: None,
             note_error: None,
             error: Some(error),
+            egress: None,
         }
     }
 

@@ -346,13 +346,16 @@ impl ModuleGraph {
             }
             files.insert(path, file);
         }
-        // Files that only tests declare (`#[cfg(test)] mod tests;`) are left out.
+        // Files that only tests declare (`#[cfg(test)] mod tests;`) are left out, and
+        // so are files no module declares (a build script beside a module's files).
         let declared: Vec<Vec<String>> = files
             .keys()
             .filter(|module| match module.split_last() {
                 None => true,
-                Some((name, parent)) => code_of(&std::fs::read_to_string(&files[parent]).unwrap())
-                    .contains(&format!("mod {name};")),
+                Some((name, parent)) => files.get(parent).is_some_and(|file| {
+                    code_of(&std::fs::read_to_string(file).unwrap())
+                        .contains(&format!("mod {name};"))
+                }),
             })
             .cloned()
             .collect();

@@ -282,3 +282,52 @@ fn the_builder_s_codex_sees_only_its_scratch_and_may_write_only_builder_fields()
     assert!(env.contains("CODEX_API_KEY="), "codex has its key");
     assert!(!env.contains(meta_key), "Meta's key stays out: {env}");
 }
+
+#[test]
+#[ignore = "needs sandbox-image"]
+fn real_codex_builder_reaches_its_model_only_through_the_egress_proxy() {
+    needs(Needs::SandboxImage);
+    let image = SANDBOX_IMAGE;
+    let config = CONFIG.replace(
+        r#"{"command": "grep -qx hello hello.txt", "cwd": null, "timeout_sec": null}"#,
+        "null",
+    );
+    // 127.0.0.2 stands for the internet: only the proxy reaches it.
+    let model = FakeResponses::start_on("127.0.0.2", vec![Reply::Message(config)]);
+    let provider = model.provider("fake", "FAKE_OPENAI_KEY", 1);
+    // The workspace names no network: the default, allowlist.
+    let extra = format!(
+        ", model: some-model, extra_args: ['-c', '{provider}', '-c', 'model_provider=fake'], env: {{FAKE_OPENAI_KEY: sk-fake-responses-0123456789}}"
+    );
+    let p = workspace("codex-builder-egress", image, &extra);
+    let id = task_id("codex-egress");
+    let meta = "- type: plan_task\n  acceptance_criteria: [{id: AC-1, description: nothing to do}]\n- type: next_action\n  decision: {action: mark_complete, reason: nothing to do}\n- type: completion_assessment\n  summary: Nothing needed doing.\n  details: {passed_criteria: [AC-1]}\n";
+    std::fs::write(p.scratch.join("meta.yaml"), meta).unwrap();
+    let (code, attempt) = run(
+        &p,
+        &id,
+        "Create hello.txt saying hello",
+        &[("CODEX_API_KEY", CODEX_KEY)],
+    );
+    assert_eq!(
+        (code, attempt["status"].as_str()),
+        (0, Some("succeeded")),
+        "{attempt}"
+    );
+    assert_eq!(model.received().len(), 1);
+    let logs = std::path::Path::new(attempt["log_dir"].as_str().unwrap()).join(format!(
+        "codex-builder/.agent-runner/logs/{id}/egress.jsonl"
+    ));
+    let log = read(&logs);
+    let model_host = model
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1");
+    assert!(
+        log.lines().any(|l| l.contains(&format!(
+            "\"host\":\"127.0.0.2\",\"port\":{},\"allowed\":true",
+            model_host.rsplit(':').next().unwrap()
+        ))),
+        "{log}"
+    );
+}

@@ -340,3 +340,29 @@ fn sigterm_stops_a_slow_check_at_once() {
     out.code(130).stdout_has("interrupted");
     assert!(!out.stdout.contains("Meta endpoint"), "{}", out.stdout);
 }
+
+#[test]
+fn with_the_default_network_the_egress_bridge_is_checked_in_the_image() {
+    let dir = Scratch::new("doctor-egress");
+    let meta = FakeOpenAi::start(vec![]);
+    let tmp = dir.path.join("t");
+    std::fs::create_dir(&tmp).unwrap();
+    let yaml = task(&dir, TEST_IMAGE, &meta.url, "").replace("    network: none\n", "");
+    let out = Run::new(&["doctor"])
+        .env("HOME", &dir.path)
+        .env("TMPDIR", &tmp)
+        .env("CODEX_API_KEY", "codex-key-for-doctor")
+        .stdin(yaml)
+        .output();
+    out.code(0).stdout_has("all 10 checks passed");
+    assert_eq!(
+        line(&out, "egress proxy"),
+        "ok    egress proxy: the bridge runs in the image and listens on 127.0.0.1:3128"
+    );
+    assert!(line(&out, &format!("image {TEST_IMAGE} runs")).contains("network allowlist"));
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "the proxy's directory is gone"
+    );
+}

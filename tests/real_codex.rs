@@ -1,7 +1,8 @@
 //! The real Codex CLI end to end: `agent-runner run` (the real binary) with scripted
 //! Meta runs the real worker image agent-runner-codex:latest, whose codex (npm
 //! @openai/codex, pinned) talks to a fake Responses API server on 127.0.0.1 through
-//! `network: host`. The tests need that image (support/prerequisite.rs).
+//! `network: host`, or on 127.0.0.2 through the egress proxy (the default network).
+//! The tests need that image (support/prerequisite.rs).
 
 mod support;
 
@@ -32,8 +33,22 @@ fn meta_script(dir: &Scratch, prompt: &str, passed: &[&str]) -> String {
     dir.file("meta-script.yaml", script).display().to_string()
 }
 
-/// A v1 task in `repo` whose worker is the real codex in `image`, pointed at `model`.
+/// A v1 task in `repo` whose worker is the real codex in `image`, pointed at `model`,
+/// with `network: host`.
 fn task(
+    id: &str,
+    repo: &Path,
+    script: &str,
+    image: &str,
+    model: &FakeResponses,
+    idle_timeout_sec: u32,
+) -> String {
+    task_on(id, repo, script, image, model, idle_timeout_sec)
+        .replace("    docker_image:", "    network: host\n    docker_image:")
+}
+
+/// The same task with the default network (allowlist: the egress proxy).
+fn task_on(
     id: &str,
     repo: &Path,
     script: &str,
@@ -58,7 +73,6 @@ runner:
     max_loops: 1
   worker:
     docker_image: {image}
-    network: host
     model: some-model
     max_run_time_sec: 120
     idle_timeout_sec: {idle_timeout_sec}
@@ -242,5 +256,81 @@ fn as_a_non_root_user_real_codex_works_and_files_belong_to_that_user() {
         outputs[0]["output"].as_str().unwrap().contains("4244"),
         "codex's shell ran as uid 4244: {outputs:?}"
     );
+    assert_no_container(&id);
+}
+
+#[test]
+#[ignore = "needs sandbox-image"]
+fn codex_reaches_its_model_only_through_the_egress_proxy_and_completes() {
+    needs(Needs::SandboxImage);
+    let image = SANDBOX_IMAGE;
+    let dir = Scratch::new("real-codex-egress");
+    let repo = dir.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let id = task_id("egress");
+    let model = FakeResponses::start_on(
+        "127.0.0.2",
+        vec![
+            Reply::Command("echo hello > hello.txt".into()),
+            Reply::Message("Created hello.txt.".into()),
+        ],
+    );
+    let script = meta_script(&dir, "Create hello.txt saying hello.", &["AC-1"]);
+    let model_host = model
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_string();
+    let yaml = task_on(&id, &repo, &script, image, &model, 60);
+    // The default allow list holds the model's host, from the provider's base_url.
+    let validated = Run::new(&["validate"])
+        .env("HOME", &dir.path)
+        .stdin(&yaml)
+        .output();
+    validated.code(0).stdout_has(&format!(
+        "allow:\n    - api.openai.com\n    - {model_host}\n"
+    ));
+    let out = run(&dir, &yaml);
+    out.code(0)
+        .stdout_has("COMPLETE")
+        .stderr_has("worker run 1/1: completed");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("hello.txt")).unwrap(),
+        "hello\n"
+    );
+    assert_eq!(
+        model.received().len(),
+        2,
+        "both model requests went through"
+    );
+    let log = std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/egress.jsonl")))
+        .expect("egress.jsonl");
+    let records: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let to_model: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| format!("{}:{}", r["host"].as_str().unwrap(), r["port"]) == model_host)
+        .collect();
+    assert!(
+        !to_model.is_empty() && to_model.iter().all(|r| r["allowed"] == true),
+        "{log}"
+    );
+    assert!(
+        to_model
+            .iter()
+            .map(|r| r["bytes_down"].as_u64().unwrap())
+            .sum::<u64>()
+            > 0,
+        "{log}"
+    );
+    // Whatever else codex tried (its update check, analytics) was refused without
+    // failing the run.
+    for record in records.iter().filter(|r| r["allowed"] == false) {
+        assert_eq!(record["reason"], "not in runner.worker.allow", "{record}");
+    }
+    let note = note(&repo, &id);
+    assert!(note.contains(&format!("- `{model_host}`: ")), "{note}");
     assert_no_container(&id);
 }

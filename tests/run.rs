@@ -48,7 +48,8 @@ fn a_second_worker_run_fixes_the_test_and_the_task_completes() {
         "### 4.1 Meta Calls",
         "### 4.2 Worker Runs",
         "## 5. Test Result",
-        "## 6. Notes / Remaining Risks",
+        "## 6. Egress",
+        "## 7. Notes / Remaining Risks",
     ] {
         assert!(note.contains(section), "missing {section}");
     }

@@ -26,6 +26,7 @@ fn settings() -> WorkerSettings {
         model: None,
         extra_args: vec![],
         network: Network::None,
+        allow: Default::default(),
         env: vec![],
         limits: WorkerLimits::default(),
     }
@@ -272,6 +273,7 @@ fn auth_json_is_linked_read_only_into_codex_home() {
     cfg.auth = CodexAuth::File {
         path: auth,
         secrets: vec![],
+        login: agent_runner::task::Login::default(),
     };
     let mut sandbox = DockerSandbox::new(cfg);
     let run = sandbox

@@ -22,7 +22,7 @@ pub fn write_with(
     bytes: &[u8],
     before: impl FnOnce(&File) -> std::io::Result<()>,
 ) -> std::io::Result<File> {
-    let (temp, file) = write_temp(path, bytes)?;
+    let (temp, file) = write_temp(path, bytes, 0o600)?;
     match before(&file).and_then(|()| std::fs::rename(&temp, path)) {
         Ok(()) => Ok(file),
         Err(e) => {
@@ -36,14 +36,20 @@ pub fn write_with(
 /// with `AlreadyExists` if `path` exists. A failed write (a full disk) leaves no
 /// file behind, so the name stays free.
 pub fn create_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let (temp, _) = write_temp(path, bytes)?;
+    create_new_with_mode(path, bytes, 0o600)
+}
+
+/// `create_new` of a file with permissions `mode` (an executable, say).
+pub fn create_new_with_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let (temp, _) = write_temp(path, bytes, mode)?;
     let linked = std::fs::hard_link(&temp, path);
     let _ = std::fs::remove_file(&temp);
     linked
 }
 
-/// A new temp file next to `path` holding `bytes`; removed again if writing fails.
-fn write_temp(path: &Path, bytes: &[u8]) -> std::io::Result<(PathBuf, File)> {
+/// A new temp file next to `path` holding `bytes`, with permissions `mode` (the
+/// umask may take more away); removed again if writing fails.
+fn write_temp(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<(PathBuf, File)> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -53,7 +59,7 @@ fn write_temp(path: &Path, bytes: &[u8]) -> std::io::Result<(PathBuf, File)> {
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(mode)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&temp)?;
         file.write_all(bytes)?;

@@ -410,6 +410,7 @@ impl Sandbox for InterruptingSandbox {
         Teardown {
             removed_in: Some(Duration::from_millis(7)),
             privileges: vec![],
+            egress: None,
         }
     }
 }

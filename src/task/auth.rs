@@ -24,10 +24,20 @@ pub enum CodexAuth {
         path: PathBuf,
         /// Its string values, to mask.
         secrets: Vec<Secret>,
+        /// What it holds (the hosts codex needs depend on it).
+        login: Login,
     },
     /// `CODEX_API_KEY` from the host, passed by name on each run.
     ApiKey(Secret),
     None,
+}
+
+/// What an auth.json holds: a ChatGPT login (`tokens`), an API key
+/// (`OPENAI_API_KEY`), or both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Login {
+    pub chatgpt: bool,
+    pub api_key: bool,
 }
 
 impl CodexAuth {
@@ -94,7 +104,18 @@ fn auth_file(path: PathBuf) -> Result<CodexAuth, InputError> {
     })?;
     let mut secrets = Vec::new();
     collect_strings(&json, &mut secrets);
-    Ok(CodexAuth::File { path, secrets })
+    let login = Login {
+        chatgpt: json.get("tokens").is_some_and(serde_json::Value::is_object),
+        api_key: json
+            .get("OPENAI_API_KEY")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|key| !key.is_empty()),
+    };
+    Ok(CodexAuth::File {
+        path,
+        secrets,
+        login,
+    })
 }
 
 /// Every string value (not key) of at least `MIN_SECRET_CHARS` characters.
@@ -168,7 +189,8 @@ mod tests {
             home.resolve(Some("codex-key-1")).unwrap(),
             CodexAuth::File {
                 path: home.auth(),
-                secrets: vec![]
+                secrets: vec![],
+                login: Login::default(),
             }
         );
     }
@@ -189,6 +211,16 @@ mod tests {
             other => panic!("{other:?}"),
         };
         secrets.sort_unstable();
+        let CodexAuth::File { login, .. } = &auth else {
+            unreachable!()
+        };
+        assert_eq!(
+            *login,
+            Login {
+                chatgpt: true,
+                api_key: false
+            }
+        );
         assert_eq!(
             secrets,
             [

@@ -50,8 +50,17 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
     let repo = problems.take(repo);
     let runner = raw.runner.unwrap_or_default();
     let meta = settings::meta(runner.meta.unwrap_or_default(), Shape::V1, host, problems);
-    let worker = settings::worker(runner.worker.unwrap_or_default(), Shape::V1, host, problems);
-    let codex_auth = problems.take(CodexAuth::resolve(host));
+    // Auth first (the default allow list depends on it), its problem recorded after
+    // the worker's, in the document's order.
+    let codex_auth = CodexAuth::resolve(host);
+    let worker = settings::worker(
+        runner.worker.unwrap_or_default(),
+        Shape::V1,
+        host,
+        codex_auth.as_ref().ok(),
+        problems,
+    );
+    let codex_auth = problems.take(codex_auth);
     let (id, id_generated) = id?;
     Some(Task {
         shape: Shape::V1,
@@ -97,11 +106,18 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         None => problems.take(Err(required("runner.meta"))),
         Some(meta) => settings::meta(meta, Shape::TaskConfig, host, problems),
     };
+    let codex_auth = CodexAuth::resolve(host);
     let worker = match runner.worker {
         None => problems.take(Err(required("runner.worker"))),
-        Some(worker) => settings::worker(worker, Shape::TaskConfig, host, problems),
+        Some(worker) => settings::worker(
+            worker,
+            Shape::TaskConfig,
+            host,
+            codex_auth.as_ref().ok(),
+            problems,
+        ),
     };
-    let codex_auth = problems.take(CodexAuth::resolve(host));
+    let codex_auth = problems.take(codex_auth);
     Some(Task {
         shape: Shape::TaskConfig,
         id: id?,

@@ -28,7 +28,7 @@ mod worker_env;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use auth::CodexAuth;
+pub use auth::{CodexAuth, Login};
 pub use fields::{MAX_SECONDS, is_one_line};
 pub use host::{Host, Var};
 pub use input_error::{Category, InputError, InputErrors};
@@ -38,6 +38,7 @@ pub use schema::{builder_fields, builder_may_write, task_config_schema};
 pub use suggest::closest;
 pub use worker_env::{RESERVED as RESERVED_WORKER_ENV, Reserved};
 
+use crate::egress::AllowList;
 use crate::secret::Secret;
 
 pub const DEFAULT_META_MODEL: &str = "gpt-5.1-codex-max-high";
@@ -144,6 +145,8 @@ pub struct WorkerSettings {
     pub model: Option<String>,
     pub extra_args: Vec<String>,
     pub network: Network,
+    /// The effective `runner.worker.allow` (used with `Network::Allowlist`).
+    pub allow: AllowList,
     pub env: Vec<WorkerEnv>,
     pub limits: WorkerLimits,
 }
@@ -169,9 +172,12 @@ impl Default for WorkerLimits {
     }
 }
 
-/// `runner.worker.network`: the container's docker network.
+/// `runner.worker.network`: how the container reaches the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Network {
+    /// No network but agent-runner's egress proxy, which allows `runner.worker.allow`
+    /// (SPEC §17).
+    Allowlist,
     Bridge,
     None,
     Host,
@@ -180,9 +186,19 @@ pub enum Network {
 impl Network {
     pub fn as_str(self) -> &'static str {
         match self {
+            Network::Allowlist => "allowlist",
             Network::Bridge => "bridge",
             Network::None => "none",
             Network::Host => "host",
+        }
+    }
+
+    /// The `docker run --network` value; None for docker's default (bridge).
+    pub fn docker_network(self) -> Option<&'static str> {
+        match self {
+            Network::Allowlist | Network::None => Some("none"),
+            Network::Host => Some("host"),
+            Network::Bridge => None,
         }
     }
 }

@@ -179,7 +179,10 @@ raw_section! {
         model: String = Kind::Text;
         extra_args: Vec<String> = Kind::TextList;
         idle_timeout_sec: u64 = Kind::Integer;
+        /// allowlist (default: no network but agent-runner's egress proxy), none, bridge or host.
         network: String = Kind::Text;
+        /// With network allowlist: the hosts the worker may reach (host, host:port, *.suffix[:port], host:*); default: what the worker needs for its model.
+        allow: Vec<String> = Kind::TextList;
         env: BTreeMap<String, String> = Kind::TextMap;
         limits: RawLimits = Kind::Section(LIMITS);
     }

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{CodexAuth, EnvValue, MetaBackend, PrdSource, Shape, Task};
+use super::{CodexAuth, EnvValue, MetaBackend, Network, PrdSource, Shape, Task};
+use crate::egress::Origin;
 use crate::secret::MASK;
 
 /// How much of the PRD `validate` shows.
@@ -77,6 +78,11 @@ struct WorkerView<'a> {
     model: Option<&'a str>,
     extra_args: &'a [String],
     network: &'static str,
+    /// With network allowlist: the effective allow list and where it came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allow: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allow_from: Option<String>,
     env: BTreeMap<&'a str, String>,
     limits: LimitsView,
     codex_auth: String,
@@ -138,6 +144,14 @@ pub fn resolved_yaml(task: &Task) -> String {
                 model: task.worker.model.as_deref(),
                 extra_args: &task.worker.extra_args,
                 network: task.worker.network.as_str(),
+                allow: (task.worker.network == Network::Allowlist)
+                    .then(|| task.worker.allow.entries()),
+                allow_from: (task.worker.network == Network::Allowlist).then(|| {
+                    match &task.worker.allow.origin {
+                        Origin::Task => "runner.worker.allow".to_string(),
+                        Origin::Default(why) => format!("default: {why}"),
+                    }
+                }),
                 env: task
                     .worker
                     .env
@@ -156,7 +170,7 @@ pub fn resolved_yaml(task: &Task) -> String {
                     pids: task.worker.limits.pids,
                 },
                 codex_auth: match &task.codex_auth {
-                    CodexAuth::File { path, secrets } => {
+                    CodexAuth::File { path, secrets, .. } => {
                         format!("file {} ({} values masked)", path.display(), secrets.len())
                     }
                     CodexAuth::ApiKey(_) => format!("{MASK} (env:CODEX_API_KEY)"),

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::CodexAuth;
 use super::env_ref;
 use super::fields::{argument, choice, non_empty, required, seconds};
 use super::host::{Host, Var};
@@ -17,6 +18,7 @@ use super::{
     DEFAULT_PIDS_LIMIT, MetaBackend, MetaSettings, Network, Shape, TASKCONFIG_WORKER_TYPE,
     WorkerLimits, WorkerSettings,
 };
+use crate::egress::{AllowList, Origin, Rule};
 use crate::secret::Secret;
 use crate::text::cut_chars;
 
@@ -215,11 +217,13 @@ fn base_url_setting(value: Option<String>, host: &Host) -> Result<String, InputE
     Ok(url.trim_end_matches('/').to_string())
 }
 
-/// `runner.worker`; `type` is required in the TaskConfig shape.
+/// `runner.worker`; `type` is required in the TaskConfig shape. `auth` (when it could
+/// be read) decides the default allow list.
 pub fn worker(
     raw: RawWorker,
     shape: Shape,
     host: &Host,
+    auth: Option<&CodexAuth>,
     problems: &mut InputErrors,
 ) -> Option<WorkerSettings> {
     let kind = match (shape, raw.kind, non_empty(raw.r#type)) {
@@ -247,21 +251,34 @@ pub fn worker(
     ));
     let model = problems.take(argument(raw.model, "runner.worker.model"));
     let network = match raw.network.as_deref() {
-        None => Some(Network::Bridge),
+        None => Some(Network::Allowlist),
         Some(network) => problems
             .take(choice(
                 network,
                 "runner.worker.network",
-                &["bridge", "none", "host"],
+                &["allowlist", "none", "bridge", "host"],
             ))
             .map(|n| match n {
                 "none" => Network::None,
                 "host" => Network::Host,
-                _ => Network::Bridge,
+                "bridge" => Network::Bridge,
+                _ => Network::Allowlist,
             }),
     };
+    let allow = allow_entries(raw.allow, network, problems);
     let limits = limits(raw.limits.unwrap_or_default(), problems);
     let env = worker_env::entries(raw.env, host, problems);
+    if let (Some(Network::Allowlist), Some(env)) = (network, &env) {
+        for entry in env.iter().filter(|e| crate::egress::bridge::sets(&e.name)) {
+            problems.push(
+                InputError::new(
+                    format!("runner.worker.env.{}", entry.name),
+                    "is set by agent-runner with network: allowlist (its egress proxy)",
+                )
+                .with_hint("remove it; to reach more hosts, add them to runner.worker.allow"),
+            );
+        }
+    }
     let extra_args = raw.extra_args.unwrap_or_default();
     for (n, arg) in extra_args.iter().enumerate() {
         if arg.is_empty() {
@@ -272,6 +289,10 @@ pub fn worker(
         }
     }
     kind?;
+    let (env, allow) = (env?, allow?);
+    let allow = allow.unwrap_or_else(|| {
+        crate::egress::defaults::codex(auth.unwrap_or(&CodexAuth::None), &env, &extra_args, &[])
+    });
     Some(WorkerSettings {
         docker_image: docker_image?,
         max_run_time: max_run_time?,
@@ -279,9 +300,51 @@ pub fn worker(
         model: model?,
         extra_args,
         network: network?,
-        env: env?,
+        allow,
+        env,
         limits: limits?,
     })
+}
+
+/// `runner.worker.allow` as written (None: the defaults apply); only with
+/// `network: allowlist`.
+fn allow_entries(
+    raw: Option<Vec<String>>,
+    network: Option<Network>,
+    problems: &mut InputErrors,
+) -> Option<Option<AllowList>> {
+    let Some(entries) = raw else {
+        return Some(None);
+    };
+    if network.is_some_and(|n| n != Network::Allowlist) {
+        problems.push(
+            InputError::new(
+                "runner.worker.allow",
+                "is only used with network: allowlist",
+            )
+            .with_hint("remove it, or set runner.worker.network: allowlist"),
+        );
+        return None;
+    }
+    let mut rules = Vec::new();
+    let mut complete = true;
+    for (n, entry) in entries.iter().enumerate() {
+        match Rule::parse(entry) {
+            Ok(rule) => rules.push(rule),
+            Err(why) => {
+                complete = false;
+                problems.push(
+                    InputError::new(format!("runner.worker.allow[{n}]"), why).with_hint(
+                        "entries are host, host:port, *.suffix, *.suffix:port or host:*",
+                    ),
+                );
+            }
+        }
+    }
+    complete.then_some(Some(AllowList {
+        rules,
+        origin: Origin::Task,
+    }))
 }
 
 fn limits(raw: RawLimits, problems: &mut InputErrors) -> Option<WorkerLimits> {

@@ -655,6 +655,7 @@ mod tests {
             model: None,
             extra_args: vec![],
             network: crate::task::Network::None,
+            allow: Default::default(),
             env: vec![],
             limits: Default::default(),
         };

@@ -14,6 +14,10 @@
 //! host holds a second pipe of ours: a small `sh` that removes the container with
 //! `docker rm -f` when that pipe closes, unless it was told the container is gone.
 //!
+//! With `network: allowlist` (SPEC §17) the container has no network; the keep-alive
+//! is then the egress bridge (`egress::bridge`), mounted read-only with the proxy's
+//! socket, and every exec gets the proxy variables.
+//!
 //! What the container may do (SPEC §9): the repo is mounted read-write, but
 //! `.agent-runner/` (note, logs, locks) read-only on top of it, and `.git` so that
 //! the worker can commit but not write what git on the host runs (`git_dir.rs`); capabilities are
@@ -21,7 +25,7 @@
 //! SYS_CHROOT, SETPCAP, AUDIT_WRITE), `no-new-privileges` is set, and pids (and
 //! optionally memory and CPUs) are limited. Secrets reach it only per exec, by name.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::codex::PROJECT_DIR;
@@ -29,11 +33,12 @@ use super::docker_cli::{self, daemon_problem, docker, last_lines, mount_spec};
 use super::git_dir;
 use super::sweep::{LABEL_TASK, owner_labels};
 use super::{SandboxError, docker_cli::remove_container};
+use crate::egress::bridge;
 use crate::interrupt::Interrupt;
 use crate::owner::Owner;
 use crate::process::{self, Held, HeldWait, Invocation, Limits};
 use crate::sys;
-use crate::task::{CodexAuth, EnvValue, Network, WorkerLimits, WorkerSettings};
+use crate::task::{CodexAuth, EnvValue, WorkerLimits, WorkerSettings};
 use crate::timestamp::human;
 
 /// Read-only mount point of the host's codex `auth.json`; `$CODEX_HOME/auth.json`
@@ -57,7 +62,8 @@ const CAPABILITIES: &[&str] = &[
 
 const READY: &str = "agent-runner-ready ";
 /// The keep-alive: creates CODEX_HOME (codex exits 1 without it), links auth.json,
-/// reports its pid, then reads stdin until end-of-file. Its output is drained.
+/// reports its pid, then reads stdin until end-of-file. Its output is drained. (With
+/// the egress proxy, the bridge does all this instead.)
 const KEEPALIVE_SCRIPT: &str = include_str!("keepalive.sh");
 
 /// Time allowed for `docker run` to report the keep-alive ready.
@@ -84,6 +90,8 @@ pub struct Container {
     pub keep_pid: String,
     keepalive: Held,
     watchdog: Watchdog,
+    /// The proxy variables of every exec (empty without the egress proxy).
+    proxy_env: Vec<(&'static str, String)>,
 }
 
 /// The host-side watchdog of a container; see the module documentation.
@@ -119,12 +127,13 @@ impl Watchdog {
 
 impl Container {
     /// Starts the container, pulling the image if it is missing and pullable.
-    pub fn start(spec: &ContainerSpec) -> Result<Container, SandboxError> {
+    /// `egress`: the egress proxy's directory, when the task has one.
+    pub fn start(spec: &ContainerSpec, egress: Option<&Path>) -> Result<Container, SandboxError> {
         let started = Instant::now();
-        let container = match Container::run(spec) {
+        let container = match Container::run(spec, egress) {
             Err(SandboxError::ImageMissing { .. }) => {
                 pull(spec)?;
-                Container::run(spec)?
+                Container::run(spec, egress)?
             }
             other => other?,
         };
@@ -136,7 +145,7 @@ impl Container {
         Ok(container)
     }
 
-    fn run(spec: &ContainerSpec) -> Result<Container, SandboxError> {
+    fn run(spec: &ContainerSpec, egress: Option<&Path>) -> Result<Container, SandboxError> {
         let suffix: String = uuid::Uuid::new_v4()
             .simple()
             .to_string()
@@ -146,7 +155,7 @@ impl Container {
         let name = format!("agent-runner-{}-{suffix}", spec.task_id);
         let git_mounts = git_dir::mounts(&spec.repo).map_err(SandboxError::Io)?;
         let watchdog = Watchdog::start(&name)?;
-        let invocation = Invocation::new("docker").args(run_args(spec, &name, &git_mounts));
+        let invocation = Invocation::new("docker").args(run_args(spec, &name, &git_mounts, egress));
         let mut keepalive = match process::spawn_held(&invocation) {
             Ok(keepalive) => keepalive,
             Err(e) => {
@@ -160,6 +169,11 @@ impl Container {
                 keep_pid: pid.trim().to_string(),
                 keepalive,
                 watchdog,
+                proxy_env: if egress.is_some() {
+                    bridge::env()
+                } else {
+                    Vec::new()
+                },
             }),
             Err(wait) => {
                 let _ = keepalive.release(Duration::from_secs(2));
@@ -175,7 +189,9 @@ impl Container {
                             human(START_TIMEOUT)
                         ),
                     }),
-                    HeldWait::Ended(stderr) => Err(diagnose_start(spec, &invocation, &stderr)),
+                    HeldWait::Ended(stderr) => {
+                        Err(diagnose_start(spec, &invocation, &stderr, egress))
+                    }
                 }
             }
         }
@@ -218,6 +234,9 @@ impl Container {
                 .args(["-e", "CODEX_API_KEY"])
                 .env("CODEX_API_KEY", key.expose());
         }
+        for (name, value) in &self.proxy_env {
+            invocation = invocation.args(["-e".to_string(), format!("{name}={value}")]);
+        }
         invocation.arg(&self.name)
     }
 
@@ -236,7 +255,12 @@ impl Container {
     }
 }
 
-fn run_args(spec: &ContainerSpec, name: &str, git_mounts: &[git_dir::Mount]) -> Vec<String> {
+fn run_args(
+    spec: &ContainerSpec,
+    name: &str,
+    git_mounts: &[git_dir::Mount],
+    egress: Option<&Path>,
+) -> Vec<String> {
     let mut args: Vec<String> = [
         "run", "-i", "--rm", "--init", "--pull", "never", "--name", name,
     ]
@@ -246,8 +270,8 @@ fn run_args(spec: &ContainerSpec, name: &str, git_mounts: &[git_dir::Mount]) -> 
     for (label, value) in owner_labels(&Owner::this_process()) {
         args.extend(["--label".into(), format!("{label}={value}")]);
     }
-    if spec.worker.network != Network::Bridge {
-        args.extend(["--network".into(), spec.worker.network.as_str().into()]);
+    if let Some(network) = spec.worker.network.docker_network() {
+        args.extend(["--network".into(), network.into()]);
     }
     args.extend(["--cap-drop".into(), "ALL".into()]);
     for cap in CAPABILITIES {
@@ -278,9 +302,19 @@ fn run_args(spec: &ContainerSpec, name: &str, git_mounts: &[git_dir::Mount]) -> 
     if let CodexAuth::File { path: file, .. } = &spec.auth {
         args.extend(["--mount".into(), mount_spec(file, AUTH_MOUNT, true)]);
     }
-    args.extend(["--entrypoint".into(), "/bin/sh".into()]);
-    args.push(spec.worker.docker_image.clone());
-    args.extend(["-c".into(), KEEPALIVE_SCRIPT.into()]);
+    match egress {
+        Some(dir) => {
+            args.extend(["--mount".into(), mount_spec(dir, bridge::MOUNT, true)]);
+            args.extend(["--entrypoint".into(), bridge::entrypoint()]);
+            args.push(spec.worker.docker_image.clone());
+            args.extend(bridge::args(AUTH_MOUNT));
+        }
+        None => {
+            args.extend(["--entrypoint".into(), "/bin/sh".into()]);
+            args.push(spec.worker.docker_image.clone());
+            args.extend(["-c".into(), KEEPALIVE_SCRIPT.into()]);
+        }
+    }
     args
 }
 
@@ -312,7 +346,12 @@ pub fn user_args() -> Vec<String> {
 }
 
 /// Why `docker run` failed: missing image, unreachable daemon, or something else.
-fn diagnose_start(spec: &ContainerSpec, invocation: &Invocation, stderr: &str) -> SandboxError {
+fn diagnose_start(
+    spec: &ContainerSpec,
+    invocation: &Invocation,
+    stderr: &str,
+    egress: Option<&Path>,
+) -> SandboxError {
     let image = &spec.worker.docker_image;
     if stderr.contains("No such image") || stderr.contains("Unable to find image") {
         return SandboxError::ImageMissing {
@@ -323,9 +362,17 @@ fn diagnose_start(spec: &ContainerSpec, invocation: &Invocation, stderr: &str) -
     if let Some(detail) = daemon_problem() {
         return SandboxError::DaemonUnreachable(detail);
     }
+    let mut detail = last_lines(stderr, 5);
+    if let (Some(dir), true) = (egress, stderr.contains(bridge::MOUNT)) {
+        detail.push_str(&format!(
+            " (the egress bridge could not run from {}: if that file system is mounted noexec, \
+             point TMPDIR at one that is not)",
+            dir.display()
+        ));
+    }
     SandboxError::Docker {
         command: shorten_command(invocation),
-        detail: last_lines(stderr, 5),
+        detail,
     }
 }
 
@@ -347,6 +394,7 @@ fn pull(spec: &ContainerSpec) -> Result<(), SandboxError> {
 }
 
 /// The `docker run` command line without the keep-alive script, for messages.
+/// (The bridge's arguments are short: nothing to cut.)
 fn shorten_command(invocation: &Invocation) -> String {
     invocation
         .display()

@@ -5,8 +5,12 @@
 //! checked for life after each exec: a dead container, daemon or unusable image ends
 //! the task at once instead of looping on paid Meta calls (SPEC §9).
 //!
-//! Logs are created through agent-runner's private directory (`private_dir.rs`, through `fs::Dir`), so
-//! nothing the worker left in the repo is ever written through.
+//! With `network: allowlist` the egress proxy (`egress`) starts just before the
+//! container and stops just after it.
+//!
+//! Logs are created through agent-runner's private directory (`private_dir.rs`,
+//! through `fs::Dir`), so nothing the worker left in the repo is ever written
+//! through.
 
 use std::path::PathBuf;
 use std::thread::JoinHandle;
@@ -22,11 +26,12 @@ use super::git::{RepoChanges, Snapshot};
 use super::privileges::{self, Finding, Fix};
 use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
+use crate::egress::{self, Egress};
 use crate::fs::Dir;
 use crate::interrupt::Interrupt;
 use crate::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
 use crate::secret::Redactor;
-use crate::task::{CodexAuth, TestSpec, WorkerSettings};
+use crate::task::{CodexAuth, Network, TestSpec, WorkerSettings};
 use crate::timestamp::Timestamp;
 
 /// Bytes of worker/test output kept in memory (the rest is in the log file).
@@ -59,6 +64,10 @@ pub struct DockerSandbox {
     logs: Dir,
     redactor: Redactor,
     container: Option<Container>,
+    /// The egress proxy, while the container runs (network allowlist).
+    egress: Option<Egress>,
+    /// What the proxy did, once it has stopped.
+    egress_done: Option<egress::Summary>,
     sweep: Option<JoinHandle<()>>,
     /// A run started whose repository has not been swept since.
     unswept: bool,
@@ -88,6 +97,8 @@ impl DockerSandbox {
             logs: config.logs,
             redactor: config.redactor,
             container: None,
+            egress: None,
+            egress_done: None,
             sweep,
             unswept: false,
         }
@@ -117,7 +128,10 @@ impl DockerSandbox {
     /// died since the last run (its keep-alive ended).
     fn container(&mut self) -> Result<&mut Container, SandboxError> {
         match &mut self.container {
-            None => self.container = Some(Container::start(&self.spec)?),
+            None => {
+                let egress = self.egress()?.map(|e| e.dir().to_path_buf());
+                self.container = Some(Container::start(&self.spec, egress.as_deref())?);
+            }
             Some(container) => {
                 if !container.is_alive() {
                     return Err(gone(container));
@@ -125,6 +139,28 @@ impl DockerSandbox {
             }
         }
         self.started()
+    }
+
+    /// The egress proxy, started on first use, when the network is `allowlist`.
+    fn egress(&mut self) -> Result<Option<&Egress>, SandboxError> {
+        if self.spec.worker.network != Network::Allowlist {
+            return Ok(None);
+        }
+        if self.egress.is_none() {
+            let started = Egress::start(
+                &self.spec.worker.allow,
+                Some(&self.logs),
+                self.redactor.clone(),
+                egress::Settings::default(),
+            )
+            .map_err(|e| SandboxError::Io(format!("cannot start the egress proxy: {e}")))?;
+            log::info!(
+                "egress proxy started; allowed: {}",
+                self.spec.worker.allow.entries().join(", ")
+            );
+            self.egress = Some(started);
+        }
+        Ok(self.egress.as_ref())
     }
 
     /// The container, known to be started.
@@ -374,6 +410,12 @@ impl Sandbox for DockerSandbox {
 
     fn shutdown(&mut self) -> Teardown {
         let removed_in = self.container.take().map(Container::remove);
+        // After the container: nothing inside can open a connection any more.
+        if let Some(egress) = self.egress.take() {
+            self.egress_done = Some(egress.stop());
+        }
+        let egress = (self.spec.worker.network == Network::Allowlist)
+            .then(|| self.egress_done.clone().unwrap_or_default());
         // With the container gone, no process of the worker's is left to undo it: this
         // last sweep is what guarantees that no setuid file or device node outlives
         // the task, whatever ran in the container (even a replaced shell).
@@ -388,6 +430,7 @@ impl Sandbox for DockerSandbox {
         Teardown {
             removed_in,
             privileges,
+            egress,
         }
     }
 }

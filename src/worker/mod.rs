@@ -82,6 +82,9 @@ pub struct Teardown {
     /// What the last sweep of the repository found, made once the container and
     /// every process in it were gone (so nothing can undo it).
     pub privileges: Vec<Finding>,
+    /// What the egress proxy let through and refused; None when the network is
+    /// not `allowlist`.
+    pub egress: Option<crate::egress::Summary>,
 }
 
 /// The sandbox could not do its job (docker missing, daemon down, image unusable,

@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests: run the real binary, scratch directories.
 #![allow(dead_code)] // each test crate uses a different part of this module
 
+pub mod destination;
 pub mod docker;
 pub mod docker_proxy;
+pub mod fake_anthropic;
 pub mod fake_openai;
 pub mod fake_responses;
 pub mod pipeline;

@@ -62,7 +62,7 @@ pub fn check_builder_keys(draft: &Mapping) -> Result<(), String> {
     }
     let allowed: Vec<&str> = crate::task::builder_fields().collect();
     Err(format!(
-        "{}: not for the Task Builder to set (the workspace defaults decide endpoints, keys, worker env, image, network, codex flags and limits); write only {}",
+        "{}: not for the Task Builder to set (the workspace defaults decide endpoints, keys, worker env, image, network and its allow list, codex flags and limits); write only {}",
         refused.join(", "),
         allowed.join(", ")
     ))

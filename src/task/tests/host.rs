@@ -186,6 +186,10 @@ fn codex_auth_belongs_to_the_task_and_its_values_are_secrets() {
         CodexAuth::File {
             path: dir.0.join("home/.codex/auth.json"),
             secrets: vec![Secret::new("at-live-0123456789".into())],
+            login: crate::task::Login {
+                chatgpt: true,
+                api_key: false
+            },
         }
     );
     assert!(

@@ -137,7 +137,8 @@ fn minimal_v1_gets_every_default() {
     assert_eq!(task.worker.docker_image, DEFAULT_DOCKER_IMAGE);
     assert_eq!(task.worker.max_run_time, Duration::from_secs(1800));
     assert_eq!(task.worker.idle_timeout, Duration::from_secs(600));
-    assert_eq!(task.worker.network, Network::Bridge);
+    assert_eq!(task.worker.network, Network::Allowlist);
+    assert_eq!(task.worker.allow.entries(), ["api.openai.com"]);
     assert!(task.worker.env.is_empty() && task.worker.extra_args.is_empty());
 }
 
@@ -455,12 +456,69 @@ fn numeric_bounds() {
 }
 
 #[test]
-fn network_is_one_of_three() {
+fn network_is_one_of_four() {
     let e = err("version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {network: bridged}}\n");
-    assert_error(&e, "runner.worker.network", "bridge, none, host");
+    assert_error(&e, "runner.worker.network", "allowlist, none, bridge, host");
     assert_eq!(e.hint.as_deref(), Some("did you mean `bridge`?"));
     let task = ok("version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {network: host}}\n");
     assert_eq!(task.worker.network, Network::Host);
+}
+
+#[test]
+fn allow_entries_are_checked_and_given_ones_replace_the_defaults() {
+    let base = "version: 1\ntask: {prd: {text: x}}\n";
+    let task = ok(&format!(
+        "{base}runner: {{worker: {{allow: [pypi.org, '*.npmjs.org', 'github.com:22', '10.0.0.5:*']}}}}\n"
+    ));
+    assert_eq!(
+        task.worker.allow.entries(),
+        ["pypi.org", "*.npmjs.org", "github.com:22", "10.0.0.5:*"]
+    );
+    assert_eq!(task.worker.allow.origin, crate::egress::Origin::Task);
+    let task = ok(&format!("{base}runner: {{worker: {{allow: []}}}}\n"));
+    assert!(
+        task.worker.allow.rules.is_empty(),
+        "an empty list allows nothing"
+    );
+    let all = errs(&format!(
+        "{base}runner: {{worker: {{allow: [ok.example, '*', 'a.example:0', 'http://b.example/']}}}}\n"
+    ));
+    let paths: Vec<&str> = all.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "runner.worker.allow[1]",
+            "runner.worker.allow[2]",
+            "runner.worker.allow[3]"
+        ]
+    );
+    assert!(all[0].message.contains("network: bridge"), "{}", all[0]);
+}
+
+#[test]
+fn allow_is_only_for_the_allowlist_network() {
+    let e = err(
+        "version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {network: bridge, allow: [pypi.org]}}\n",
+    );
+    assert_error(
+        &e,
+        "runner.worker.allow",
+        "only used with network: allowlist",
+    );
+}
+
+#[test]
+fn the_proxy_variables_belong_to_agent_runner_with_the_allowlist() {
+    let e = err(
+        "version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {env: {https_proxy: 'http://elsewhere:8080'}}}\n",
+    );
+    assert_error(&e, "runner.worker.env.https_proxy", "set by agent-runner");
+    for (network, name) in [("none", "NO_PROXY"), ("host", "HTTP_PROXY")] {
+        let task = ok(&format!(
+            "version: 1\ntask: {{prd: {{text: x}}}}\nrunner: {{worker: {{network: {network}, env: {{{name}: x}}}}}}\n"
+        ));
+        assert_eq!(task.worker.env[0].name, name, "other networks may set them");
+    }
 }
 
 #[test]
@@ -766,7 +824,8 @@ fn resolved_view_masks_secrets_and_shows_defaults() {
         "timeout_sec: 60",
         "max_run_time_sec: 1800",
         "idle_timeout_sec: 600",
-        "network: bridge",
+        "network: allowlist",
+        "allow:\n    - api.openai.com\n",
         "docker_image: agent-runner-codex:latest",
         "model: gpt-5.1-codex-max-high",
         "test: null",
