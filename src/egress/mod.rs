@@ -26,7 +26,6 @@
 
 mod address;
 pub mod bridge;
-pub mod defaults;
 mod host_dir;
 mod journal;
 mod policy;

@@ -9,6 +9,7 @@
 
 mod auth;
 mod build;
+mod default_allow;
 mod document;
 mod env_ref;
 mod fields;

@@ -291,7 +291,7 @@ pub fn worker(
     kind?;
     let (env, allow) = (env?, allow?);
     let allow = allow.unwrap_or_else(|| {
-        crate::egress::defaults::codex(auth.unwrap_or(&CodexAuth::None), &env, &extra_args, &[])
+        super::default_allow::codex(auth.unwrap_or(&CodexAuth::None), &env, &extra_args, &[])
     });
     Some(WorkerSettings {
         docker_image: docker_image?,

@@ -17,8 +17,8 @@
 //! Other agents in the sandbox image (the Meta `codex-cli` provider of §18) add
 //! their base URLs through `also`.
 
-use super::rules::{AllowList, Origin, Rule};
-use crate::task::{CodexAuth, EnvValue, WorkerEnv};
+use super::{CodexAuth, EnvValue, WorkerEnv};
+use crate::egress::rules::{AllowList, Origin, Rule};
 
 /// The API host codex uses with an API key.
 pub const API_HOST: &str = "api.openai.com";
