@@ -4,8 +4,9 @@
 //! through what `runner.worker.allow` names and records every connection.
 //!
 //! The flow:
-//! - `rules`: allow entries and how they match; `defaults`: the list a task gets
-//!   when it names none (the worker's auth mode, its configured base URLs).
+//! - `rules`: allow entries and how they match. The list a task gets when it names
+//!   none (the worker's auth mode, its configured base URLs) is a task setting's
+//!   default: `task::default_allow`.
 //! - `Egress::start`: `host_dir` makes a private directory (never in the repo) with
 //!   the `bridge` helper in it and a watchdog that removes it should agent-runner
 //!   die; `proxy` listens on a unix socket there.
@@ -21,8 +22,8 @@
 //!
 //! The sandbox (`worker::docker`) is the only user, so every agent that runs in it —
 //! worker runs, test runs, the codex Task Builder, and the Meta `codex-cli`
-//! provider of §18 when it comes (its base URL goes into `defaults::codex`'s
-//! `also`) — is under the same rules.
+//! provider of §18 when it comes (its base URL goes into
+//! `task::default_allow::codex`'s `also`) — is under the same rules.
 
 mod address;
 pub mod bridge;

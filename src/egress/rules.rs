@@ -215,7 +215,7 @@ pub struct AllowList {
 pub enum Origin {
     /// `runner.worker.allow` as written.
     Task,
-    /// The defaults (`defaults.rs`); why these hosts.
+    /// The defaults (`task::default_allow`); why these hosts.
     Default(String),
 }
 
