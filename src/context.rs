@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::events::Events;
 use crate::meta::MetaCall;
 use crate::task::Task;
 use crate::timestamp::Timestamp;
@@ -112,6 +113,8 @@ pub struct TaskContext {
     pub interrupted: bool,
     /// How the sandbox went away (set once it has).
     pub teardown: Option<Teardown>,
+    /// Where the run's events go as they happen (SPEC §19).
+    pub events: Events,
 }
 
 impl TaskContext {
@@ -131,6 +134,7 @@ impl TaskContext {
             failure: None,
             interrupted: false,
             teardown: None,
+            events: Events::none(),
         }
     }
 
@@ -153,6 +157,7 @@ impl TaskContext {
                 format!(": {reason}")
             }
         );
+        self.events.state(from.as_str(), to.as_str(), &reason);
         if to == TaskState::Failed {
             self.failure = Some(reason.clone());
         }

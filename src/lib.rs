@@ -9,6 +9,7 @@ pub mod context;
 pub mod doctor;
 pub mod egress;
 pub mod error;
+pub mod events;
 pub mod fs;
 pub mod interrupt;
 pub mod logging;

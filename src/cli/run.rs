@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::context::TaskContext;
 use crate::error::{Error, exit};
+use crate::events::Events;
 use crate::interrupt::Interrupt;
 use crate::meta::openai::OpenAiChat;
 use crate::meta::scripted::Scripted;
@@ -127,6 +128,10 @@ fn execute(
         task.worker.docker_image,
         task.meta.max_loops
     );
+    let events = Events::create(&logs, redactor.clone()).unwrap_or_else(|e| {
+        log::warn!("cannot write the event log: {e}");
+        Events::none()
+    });
     let sandbox = DockerSandbox::new(SandboxConfig {
         task_id: task.id.clone(),
         repo: task.repo.clone(),
@@ -136,9 +141,12 @@ fn execute(
         auth,
         redactor: redactor.clone(),
         interrupt,
+        events: events.clone(),
     });
     let note_path = task.note_path();
     let mut ctx = TaskContext::new(task);
+    ctx.events = events;
+    ctx.events.state("", ctx.state.as_str(), "started");
     let mut note_error: Option<String> = None;
     let mut checkpoint = |ctx: &TaskContext| match note::write(&private, ctx, &redactor) {
         Ok(()) => note_error = None,

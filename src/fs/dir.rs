@@ -99,6 +99,17 @@ impl Dir {
         Ok(File::from(fd))
     }
 
+    /// The regular file `name` opened for appending (created if missing), never
+    /// through a symlink, never blocking on a FIFO: a log that a later run goes on
+    /// writing (a resumed task's events).
+    pub fn append(&self, name: &str) -> std::io::Result<File> {
+        self.open_regular(
+            name,
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NONBLOCK,
+            0o644,
+        )
+    }
+
     /// Replaces `name` with `bytes` atomically: readers see the old or the new file,
     /// never half of one.
     pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
@@ -345,6 +356,14 @@ mod tests {
             dir
         });
         assert!(dir.subdir("link").is_err(), "a symlinked subdir is refused");
+        let dir = within(move || {
+            assert!(dir.append("fifo").is_err(), "no append to a FIFO");
+            assert!(dir.append("link").is_err(), "no append through a symlink");
+            dir
+        });
+        dir.append("log").unwrap().write_all(b"one\n").unwrap();
+        dir.append("log").unwrap().write_all(b"two\n").unwrap();
+        assert_eq!(dir.read("log", 100).unwrap(), b"one\ntwo\n");
         assert!(dir.create("../escape").is_err());
         let _ = std::fs::remove_dir_all(top);
     }

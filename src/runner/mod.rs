@@ -3,6 +3,7 @@
 //! tests; `mark_complete` is a claim to be checked, not trusted; the test command
 //! gates completion; `max_loops` bounds the iterations.
 
+pub mod events;
 pub mod meta;
 pub mod protocol;
 
@@ -117,10 +118,12 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                     "worker run {number}/{max_loops}: {}",
                     first_line(&next.reason)
                 );
+                events::worker_started(&ctx.events, number, false);
                 let run = self
                     .sandbox
                     .run_worker(number, &prompt)
                     .map_err(sandbox_stop)?;
+                events::worker_finished(&ctx.events, &run);
                 log::info!(
                     "worker run {number}/{max_loops}: {} in {} (exit {}): {}",
                     run.outcome.as_str(),
@@ -149,7 +152,9 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
 
     /// Runs the task's test command.
     fn test(&mut self, ctx: &mut TaskContext, number: u32, test: &TestSpec) -> Result<(), Stop> {
+        events::test_started(&ctx.events, number, &test.command);
         let run = self.sandbox.run_test(number, test).map_err(sandbox_stop)?;
+        events::test_finished(&ctx.events, &run);
         let verdict = if run.timed_out {
             format!("timed out after {}", human(test.timeout))
         } else if run.passed() {
@@ -214,6 +219,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         call: impl FnOnce(&mut M, &TaskContext) -> MetaOutcome<T>,
     ) -> Result<T, Stop> {
         let outcome = call(&mut self.meta, ctx);
+        events::meta_call(&ctx.events, &outcome.call);
         let kind = outcome.call.kind;
         ctx.meta_calls.push(outcome.call);
         self.step_done(ctx)?;

@@ -173,6 +173,12 @@ impl Transcript {
     /// Takes one stdout line. Anything that is not a known event is counted as raw
     /// text, never an error.
     pub fn feed(&mut self, line: &[u8]) {
+        self.feed_observed(line, &mut |_| {});
+    }
+
+    /// `feed`, telling `seen` what a person watching the run would want to see of
+    /// the line: a command started or finished, a file changed, an agent message.
+    pub fn feed_observed(&mut self, line: &[u8], seen: &mut dyn FnMut(Sighting)) {
         let line = trim_ascii(line);
         if line.is_empty() {
             return;
@@ -181,6 +187,7 @@ impl Transcript {
             Ok(Event::Unknown) | Err(_) => self.raw_lines += 1,
             Ok(event) => {
                 self.events += 1;
+                sightings(&event, seen);
                 self.apply(event);
             }
         }
@@ -262,6 +269,49 @@ impl Transcript {
                 }
             }
         }
+    }
+}
+
+/// One thing the worker did, as its event stream says while it runs (SPEC §19).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sighting {
+    /// `command_started`, `command_finished`, `file_changed`, `agent_message`.
+    pub item: &'static str,
+    pub text: String,
+    pub exit_code: Option<i32>,
+}
+
+fn sightings(event: &Event, seen: &mut dyn FnMut(Sighting)) {
+    let mut see = |item, text: &str, exit_code| {
+        seen(Sighting {
+            item,
+            text: cut(text, MAX_COMMAND_TEXT),
+            exit_code,
+        })
+    };
+    match event {
+        Event::ItemStarted { item } => {
+            if let ItemKind::CommandExecution { command, .. } = &item.kind {
+                see("command_started", command, None);
+            }
+        }
+        Event::ItemCompleted { item } => match &item.kind {
+            ItemKind::CommandExecution {
+                command, exit_code, ..
+            } => see("command_finished", command, *exit_code),
+            ItemKind::AgentMessage { text } => see("agent_message", text, None),
+            ItemKind::FileChange { changes } => {
+                for change in changes.iter().take(MAX_FILE_CHANGES) {
+                    let text = match change.kind.as_str() {
+                        "" => change.path.clone(),
+                        kind => format!("{} ({kind})", change.path),
+                    };
+                    see("file_changed", &text, None);
+                }
+            }
+            _ => {}
+        },
+        _ => {}
     }
 }
 
@@ -436,6 +486,30 @@ mod tests {
         }
         let (outcome, summary) = classify(&transcript, Exit::Code(code), &stderr);
         (transcript, outcome, summary)
+    }
+
+    /// What `task logs` shows of a real run: its commands, files and messages.
+    #[test]
+    fn a_recorded_run_is_seen_item_by_item() {
+        let stdout = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("testdata/codex-samples/cmd_fails/stdout.jsonl"),
+        )
+        .unwrap();
+        let mut transcript = Transcript::default();
+        let mut seen = Vec::new();
+        for line in stdout.split(|&b| b == b'\n') {
+            transcript.feed_observed(line, &mut |s| seen.push((s.item, s.exit_code)));
+        }
+        assert_eq!(
+            seen,
+            [
+                ("command_started", None),
+                ("command_finished", Some(3)),
+                ("agent_message", None)
+            ],
+            "{seen:?}"
+        );
     }
 
     #[test]

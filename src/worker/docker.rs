@@ -27,6 +27,7 @@ use super::privileges::{self, Finding, Fix};
 use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
 use crate::egress::{self, Egress};
+use crate::events::Events;
 use crate::fs::Dir;
 use crate::interrupt::Interrupt;
 use crate::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
@@ -56,6 +57,8 @@ pub struct SandboxConfig {
     pub redactor: Redactor,
     /// Stops worker and test runs (and waiting for the container) when set.
     pub interrupt: Interrupt,
+    /// Where the worker's items and denied connections are told as they happen.
+    pub events: Events,
 }
 
 /// The Docker sandbox; see the module documentation.
@@ -71,6 +74,7 @@ pub struct DockerSandbox {
     sweep: Option<JoinHandle<()>>,
     /// A run started whose repository has not been swept since.
     unswept: bool,
+    events: Events,
 }
 
 impl DockerSandbox {
@@ -101,6 +105,7 @@ impl DockerSandbox {
             egress_done: None,
             sweep,
             unswept: false,
+            events: config.events,
         }
     }
 
@@ -152,6 +157,7 @@ impl DockerSandbox {
                 Some(&self.logs),
                 self.redactor.clone(),
                 egress::Settings::default(),
+                self.events.clone(),
             )
             .map_err(|e| SandboxError::Io(format!("cannot start the egress proxy: {e}")))?;
             log::info!(
@@ -318,7 +324,12 @@ impl Sandbox for DockerSandbox {
         let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
         let mut reader = envelope.reader();
         let mut transcript = Transcript::default();
-        let mut on_line = |line: &[u8]| transcript.feed(line);
+        let events = self.events.clone();
+        let mut on_line = |line: &[u8]| {
+            transcript.feed_observed(line, &mut |seen| {
+                events.worker_item(number, seen.item, &seen.text, seen.exit_code)
+            })
+        };
         let started = Timestamp::now();
         let (capture, log_path) = self.capture(&format!("run-{number}.log"))?;
         let mut capture = capture
