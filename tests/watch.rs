@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 use support::Scratch;
 use support::fake_openai::FakeOpenAi;
+use support::pipeline::{BUILDER_REPLY, Pipeline, QUICK_META, meta_script, task_id as pipeline_task_id};
 use support::task::{KEY, assert_no_container, assess, plan, run_worker, runner, task_id, v1_task};
 
 fn events(repo: &std::path::Path, id: &str) -> Vec<Value> {
@@ -106,4 +107,104 @@ fn a_reader_sees_the_worker_s_run_and_commands_before_it_ends() {
     assert_eq!(command["exit_code"], 0);
     assert_eq!(command["text"], "/bin/sh -lc 'echo started > started.txt'");
     assert_no_container(&id);
+}
+
+/// Lines of a child's stdout as they come, on a channel.
+fn lines_of(running: &mut support::Running) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let stdout = running.child().stdout.take().unwrap();
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receive
+}
+
+/// Waits for a line containing `text`; all lines seen until then.
+fn until_line(lines: &std::sync::mpsc::Receiver<String>, text: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    let until = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                let done = line.contains(text);
+                seen.push(line);
+                if done {
+                    return seen;
+                }
+            }
+            Err(e) => panic!("no line with {text:?} ({e}); seen: {seen:#?}"),
+        }
+    }
+}
+
+#[test]
+fn task_logs_follows_a_queued_job_to_its_end_and_exits_with_its_status() {
+    let p = Pipeline::new("watch-logs", false);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@run: echo hi > hi.txt\n@say: wrote hi.txt\n@sleep: 3\n@say: done"),
+        "",
+    );
+    let id = pipeline_task_id("logs");
+    p.new_task(&id, "Write hi.txt");
+    p.run_tasks(&[&id]);
+    // Started while the job waits in the queue: it waits, then follows.
+    let mut follow = p.in_ws(&["task", "logs"], &["-f", &id]).start();
+    let lines = lines_of(&mut follow);
+    let orchestrator = p.orchestrate_once(&[]).start();
+    let seen = until_line(&lines, "says: wrote hi.txt");
+    assert!(
+        seen.iter().any(|l| l.ends_with("worker run 1 started")),
+        "{seen:#?}"
+    );
+    assert!(
+        seen.iter().any(|l| l.contains("run 1 $ /bin/sh -lc 'echo hi > hi.txt' → exit 0")),
+        "{seen:#?}"
+    );
+    assert!(
+        !seen.iter().any(|l| l.contains("worker run 1 completed")),
+        "seen while the worker still sleeps: {seen:#?}"
+    );
+    let rest = until_line(&lines, "state VALIDATING → COMPLETE");
+    assert!(rest.iter().any(|l| l.contains("worker run 1 completed")), "{rest:#?}");
+    let out = follow.finish();
+    out.code(0).stderr_has("job ").stderr_has("succeeded in");
+    orchestrator.finish().code(0);
+
+    // Once recorded: without -f, the last attempt's events; with -f, its status.
+    let again = p.in_ws(&["task", "logs"], &[&id]).output();
+    again.code(0);
+    assert!(again.stdout.starts_with(char::is_numeric), "{}", again.stdout);
+    assert!(again.stdout.contains("state PENDING: started"), "{}", again.stdout);
+    p.in_ws(&["task", "logs"], &["-f", &id]).output().code(0);
+    p.in_ws(&["task", "logs"], &["-f", "no-such-task"])
+        .output()
+        .code(1)
+        .stderr_has("task no-such-task not found");
+}
+
+#[test]
+fn task_logs_f_exits_1_with_a_failed_attempt() {
+    let p = Pipeline::new("watch-logs-failed", false);
+    // Meta never ticks the criterion, and runs out of replies.
+    p.init(BUILDER_REPLY, &QUICK_META.replace("[AC-1]", "[]"), "");
+    let id = pipeline_task_id("fails");
+    p.new_task(&id, "Nothing to do");
+    p.in_ws(&["task", "logs"], &[&id])
+        .output()
+        .code(1)
+        .stderr_has("has not run yet");
+    p.run_tasks(&[&id]);
+    let follow = p.in_ws(&["task", "logs"], &["-f", &id]).start();
+    p.orchestrate_once(&[]).output().code(1);
+    let out = follow.finish();
+    out.code(1).stderr_has("failed in");
+    assert!(out.stdout.contains("→ FAILED"), "{}", out.stdout);
 }

@@ -9,6 +9,7 @@ mod run;
 mod serve;
 mod task;
 mod validate;
+mod watch;
 mod workspace;
 
 use std::io::Write;

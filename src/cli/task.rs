@@ -1,5 +1,5 @@
 //! `agent-runner task new|list|show|run`: the TaskStore from the command line
-//! (SPEC §11). Human output is a table or a short report; `--json` prints one JSON
+//! (SPEC §11); `logs` and `stop` are in `watch.rs`. Human output is a table or a short report; `--json` prints one JSON
 //! document. Text from tasks and results is shown with control characters escaped.
 
 use std::io::Write;
@@ -8,6 +8,7 @@ use std::path::Path;
 use clap::Subcommand;
 
 use crate::error::{Error, exit};
+use crate::interrupt::Interrupt;
 use crate::pipeline::orchestrator::attempt_files;
 use crate::pipeline::queue::board::Board;
 use crate::pipeline::queue::run_request::{self, RunError};
@@ -72,6 +73,15 @@ pub enum TaskCommand {
         #[arg(long)]
         all: bool,
     },
+    /// Show the events of a task's current or last attempt, one line each.
+    Logs {
+        #[command(flatten)]
+        workspace: WorkspaceDir,
+        /// Follow the attempt until it ends; exit 0 if it succeeded, 1 if not.
+        #[arg(short = 'f', long)]
+        follow: bool,
+        id: String,
+    },
 }
 
 /// Runs a `task` subcommand; returns the exit code.
@@ -98,6 +108,11 @@ pub fn run(command: TaskCommand) -> i32 {
             ids,
             all,
         } => enqueue(&workspace.dir, ids, all),
+        TaskCommand::Logs {
+            workspace,
+            follow,
+            id,
+        } => super::watch::logs(&workspace.dir, &id, follow, Interrupt::from_signals()),
     };
     match result {
         Ok(code) => code,

@@ -117,6 +117,8 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
         task_config: config_path.display().to_string(),
         branch: ran.branch,
         log_dir: log_dir.display().to_string(),
+        resumed_from: None,
+        clone_job: None,
     };
     let status = attempt.status.as_str();
     let reason = attempt

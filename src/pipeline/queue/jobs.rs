@@ -31,6 +31,13 @@ pub struct Job {
     pub task_id: String,
     #[serde(default)]
     pub created_at: String,
+    /// The job whose attempt this one continues (`task run --resume`, SPEC §19).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_from: Option<String>,
+    /// The job whose clone (`clones/<job-id>`) a resumed attempt runs in: the
+    /// first of the attempts it continues, when that one ran in a clone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone_job: Option<String>,
 }
 
 /// A job file in one of the IPC directories.
@@ -49,6 +56,8 @@ pub fn enqueue(ws: &Workspace, task_id: &str) -> Result<String, PipelineError> {
         workspace_id: ws.id.clone(),
         task_id: task_id.to_string(),
         created_at: Timestamp::now().to_string(),
+        resume_from: None,
+        clone_job: None,
     };
     let path = ws.queue_dir().join(format!("{job_id}.json"));
     let json = serde_json::to_vec(&job).unwrap_or_default();
@@ -102,6 +111,27 @@ pub fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String> {
         return Err(id::invalid("task_id", &job.task_id));
     }
     Ok(job)
+}
+
+/// Job `job_id` if it is running or queued (running wins: it is looked at first,
+/// and a claim moves a job from the queue to running).
+pub fn find(ws: &Workspace, job_id: &str) -> Option<(JobState, Job)> {
+    if !id::is_valid(job_id) {
+        return None;
+    }
+    [
+        (ws.running_dir(), JobState::Running),
+        (ws.queue_dir(), JobState::Queued),
+    ]
+    .into_iter()
+    .find_map(|(dir, state)| {
+        let entry = Entry {
+            job_id: job_id.to_string(),
+            path: dir.join(format!("{job_id}.json")),
+            modified: SystemTime::UNIX_EPOCH,
+        };
+        read_job(&entry, &ws.id).ok().map(|job| (state, job))
+    })
 }
 
 /// Claims a queued job by renaming it into `running/`. False when another process

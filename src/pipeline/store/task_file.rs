@@ -71,6 +71,13 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
     pub log_dir: String,
+    /// The job whose attempt this one continued (SPEC §19 resume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<String>,
+    /// The job whose clone this attempt ran in, when not its own (a resumed
+    /// attempt continues in the clone of the first one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone_job: Option<String>,
 }
 
 /// How an attempt ended, as recorded (the runner's status, unless bringing the
@@ -365,6 +372,8 @@ pub(crate) mod tests {
             task_config: "/m/logs/j/task-config.yaml".into(),
             branch: None,
             log_dir: "/m/logs/j".into(),
+            resumed_from: None,
+            clone_job: None,
         }
     }
 

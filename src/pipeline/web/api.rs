@@ -16,8 +16,11 @@ use crate::pipeline::plan::wbs::Wbs;
 use crate::pipeline::queue::jobs;
 use crate::pipeline::queue::run_request::{self, Refused, RunError};
 use crate::pipeline::queue::task_json::{self, TaskList};
+use crate::events::reader::{Cursor, describe};
+use crate::pipeline::store::id;
 use crate::pipeline::store::new_task;
 use crate::pipeline::store::task_store::TaskStore;
+use crate::pipeline::watch::log::{Follower, Poll, Stage};
 
 /// Longest prompt or plan message accepted, in bytes.
 pub const MAX_PROMPT: usize = 32 * 1024;
@@ -90,6 +93,58 @@ pub fn attempts(app: &App, task_id: &str) -> Response {
         Ok(None) => not_found(app, task_id),
         Err(e) => failed(&e),
     }
+}
+
+/// `GET /api/tasks/<id>/events[?job=J&file=F&offset=O]`: the events of the task's
+/// current or last attempt after the cursor a previous answer gave, as lines for
+/// people and as records: `{"job_id", "stage", "status"?, "lines", "events",
+/// "cursor": {"file", "offset"}, "restarted"}`. `stage` is `never`, `queued`,
+/// `running`, `settling` or `ended` (then `status` is the attempt's).
+pub fn events(app: &App, task_id: &str, request: &Request) -> Response {
+    match TaskStore::new(&app.ws).load(task_id) {
+        Ok(Some(_)) => {}
+        Ok(None) => return not_found(app, task_id),
+        Err(e) => return failed(&e),
+    }
+    let number = |name: &str| {
+        request
+            .query_param(name)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let job = request
+        .query_param("job")
+        .filter(|j| id::is_valid(j))
+        .map(str::to_string);
+    let cursor = Cursor {
+        file: number("file"),
+        offset: number("offset"),
+    };
+    let mut follower = Follower::at(task_id, job, cursor);
+    match follower.poll(&app.ws) {
+        Ok(poll) => json(200, &live(&follower, &poll)),
+        Err(e) => failed(&e),
+    }
+}
+
+/// The document of `events`, also rendered into the task page.
+pub fn live(follower: &Follower, poll: &Poll) -> Value {
+    let (stage, status) = match &poll.stage {
+        Stage::Never => ("never", None),
+        Stage::Queued => ("queued", None),
+        Stage::Running => ("running", None),
+        Stage::Settling => ("settling", None),
+        Stage::Ended(attempt) => ("ended", Some(attempt.status.as_str())),
+    };
+    json!({
+        "job_id": follower.job(),
+        "stage": stage,
+        "status": status,
+        "lines": poll.records.iter().map(describe).collect::<Vec<_>>(),
+        "events": poll.records,
+        "cursor": follower.cursor(),
+        "restarted": poll.restarted,
+    })
 }
 
 fn not_found(app: &App, task_id: &str) -> Response {

@@ -58,6 +58,7 @@ pub fn handle(app: &App, request: &Request, local: SocketAddr) -> Response {
         ("POST", ["api", "tasks"]) => api::create_task(app, request),
         ("GET", ["api", "tasks", id]) => api::task(app, id),
         ("GET", ["api", "tasks", id, "attempts"]) => api::attempts(app, id),
+        ("GET", ["api", "tasks", id, "events"]) => api::events(app, id, request),
         ("POST", ["api", "tasks", id, "run"]) => api::run_task(app, id),
         ("GET", ["api", "plan"]) => api::plan(app),
         ("POST", ["api", "plan"]) => api::start_plan(app, request),
@@ -75,9 +76,9 @@ fn allowed_methods(path: &[&str]) -> &'static [&'static str] {
             &["GET"]
         }
         ["api", "tasks"] | ["api", "plan"] => &["GET", "POST"],
-        ["api", "tasks", _] | ["api", "tasks", _, "attempts"] | ["api", "plan", "runs", _] => {
-            &["GET"]
-        }
+        ["api", "tasks", _]
+        | ["api", "tasks", _, "attempts" | "events"]
+        | ["api", "plan", "runs", _] => &["GET"],
         ["api", "orchestrator"] => &["GET"],
         ["api", "tasks", _, "run"] | ["api", "orchestrator", "start"] => &["POST"],
         _ => &[],

@@ -1,0 +1,1 @@
+//! Stopping a task's job (SPEC §19).
