@@ -82,6 +82,14 @@ pub enum TaskCommand {
         follow: bool,
         id: String,
     },
+    /// Stop a task's job: a queued one is removed (cancelled), a running one's
+    /// agent-runner gets SIGTERM, cleans up and writes its note. Waits until the
+    /// attempt is recorded.
+    Stop {
+        #[command(flatten)]
+        workspace: WorkspaceDir,
+        id: String,
+    },
 }
 
 /// Runs a `task` subcommand; returns the exit code.
@@ -113,6 +121,9 @@ pub fn run(command: TaskCommand) -> i32 {
             follow,
             id,
         } => super::watch::logs(&workspace.dir, &id, follow, Interrupt::from_signals()),
+        TaskCommand::Stop { workspace, id } => {
+            super::watch::stop(&workspace.dir, &id, Interrupt::from_signals())
+        }
     };
     match result {
         Ok(code) => code,

@@ -9,9 +9,12 @@ use std::time::Duration;
 use crate::error::{Error, exit};
 use crate::events::reader::describe;
 use crate::interrupt::Interrupt;
+use crate::pipeline::queue::jobs;
 use crate::pipeline::store::task_file::{AttemptStatus, TaskView};
 use crate::pipeline::store::task_store::TaskStore;
+use crate::pipeline::watch;
 use crate::pipeline::watch::log::{Follower, Stage};
+use crate::pipeline::watch::stop::NotStopped;
 use crate::pipeline::{PipelineError, Workspace};
 use crate::text::{escape_controls, one_line};
 use crate::timestamp::human;
@@ -91,6 +94,62 @@ pub fn logs(dir: &Path, task_id: &str, follow: bool, interrupt: Interrupt) -> Re
             return Ok(exit::INTERRUPTED);
         }
         std::thread::sleep(FOLLOW_POLL);
+    }
+}
+
+/// How long `task stop` waits for a stopped job's attempt to be recorded.
+const STOP_WAIT: Duration = Duration::from_secs(120);
+
+/// `task stop ID`: stops the task's queued or running job, waits until its attempt
+/// is recorded, and says how it ended.
+pub fn stop(dir: &Path, task_id: &str, interrupt: Interrupt) -> Result<i32, Error> {
+    let ws = open(dir)?;
+    let stopped = match watch::stop::stop(&ws, task_id) {
+        Ok(stopped) => stopped,
+        Err(NotStopped::Failed(e)) => return Err(e.into()),
+        Err(why) => {
+            say(&format!("error: {}", escape_controls(&why.to_string())));
+            return Ok(exit::FAILED);
+        }
+    };
+    say(&escape_controls(&stopped.describe(task_id)));
+    let job_id = stopped.job_id().to_string();
+    let until = std::time::Instant::now() + STOP_WAIT;
+    while jobs::find(&ws, &job_id).is_some() {
+        if interrupt.is_set() {
+            return Ok(exit::INTERRUPTED);
+        }
+        if std::time::Instant::now() >= until {
+            say(&format!(
+                "job {job_id} is still running after {}; see `agent-runner task show {task_id}`",
+                human(STOP_WAIT)
+            ));
+            return Ok(exit::FAILED);
+        }
+        std::thread::sleep(FOLLOW_POLL);
+    }
+    let attempt = task(&ws, task_id)?
+        .attempts
+        .into_iter()
+        .rev()
+        .find(|a| a.job_id == job_id);
+    match attempt {
+        Some(a) => {
+            let error = a.error.as_deref().map_or(String::new(), |e| {
+                format!(": {}", escape_controls(&one_line(e)))
+            });
+            say(&format!(
+                "job {job_id}: attempt {}{error}",
+                a.status.as_str()
+            ));
+            Ok(exit::COMPLETE)
+        }
+        None => {
+            say(&format!(
+                "job {job_id} left the running jobs without an attempt; see `agent-runner task show {task_id}`"
+            ));
+            Ok(exit::FAILED)
+        }
     }
 }
 

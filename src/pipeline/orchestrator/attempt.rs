@@ -13,12 +13,14 @@ use super::recording;
 use super::task_config::{self, Invariants};
 use crate::fs::atomic;
 use crate::interrupt::Interrupt;
+use crate::owner::Owner;
 use crate::pipeline::Workspace;
 use crate::pipeline::builder::{self, BuildRequest, DependencySummary};
 use crate::pipeline::clones::background::Background;
 use crate::pipeline::clones::bundler::Bundlers;
 use crate::pipeline::clones::spare::Spares;
 use crate::pipeline::clones::{self, AttemptClone};
+use crate::pipeline::queue::jobs;
 use crate::pipeline::queue::status::TaskStatus;
 use crate::pipeline::store::id;
 use crate::pipeline::store::task_file::{Attempt, AttemptStatus, TaskView};
@@ -147,6 +149,27 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
     }
 }
 
+/// Whether the runner ended because the user stopped it: a stop was asked for, and
+/// the runner did not succeed but ended interrupted (or was killed before it could
+/// say). A runner that finished by itself first keeps its own outcome.
+fn stopped_by_user(stop_requested: bool, child: &child::ChildRun) -> bool {
+    stop_requested
+        && child.status.as_deref() != Some("succeeded")
+        && (child.result.is_none()
+            || child
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("interrupted")))
+}
+
+/// A failed attempt keeping the runner's result.
+fn failed_with(result: Option<Box<RawValue>>) -> Ran {
+    Ran {
+        result,
+        ..failed(String::new())
+    }
+}
+
 fn failed(error: String) -> Ran {
     Ran {
         status: AttemptStatus::Failed,
@@ -201,7 +224,8 @@ fn attempt(
                 &config.worker,
                 place,
             );
-            if let (AttemptStatus::Failed, Some(dir)) = (ran.status, kept) {
+            let stopped = ran.error.as_deref() == Some(jobs::STOPPED_BY_USER);
+            if let (AttemptStatus::Failed, Some(dir), false) = (ran.status, kept, stopped) {
                 let error = ran.error.take().unwrap_or_default();
                 ran.error = Some(format!("{error} ({})", kept_clone(&dir)));
             }
@@ -334,14 +358,44 @@ fn run_and_bring_back(
         run_dir.display()
     );
     let stderr_log = log_dir.join("runner.stderr.log");
+    if jobs::stop_requested(ws, job_id) {
+        return failed(jobs::STOPPED_BY_USER.into());
+    }
+    // The runner is named in the job's owner file for `task stop`; a stop asked for
+    // before that was written is acted on here (`task stop` found no runner).
+    let mut started = |pid: u32| {
+        if let Some((mut claimant, _)) = jobs::read_owner(ws, job_id) {
+            claimant.runner = Some(Owner::child(pid));
+            if let Err(e) = jobs::write_owner(ws, job_id, &claimant) {
+                log::warn!("job {job_id}: {e}; `task stop` cannot find its runner");
+            }
+        }
+        if jobs::stop_requested(ws, job_id) {
+            crate::sys::signal_process(pid, crate::sys::Signal::Term);
+        }
+    };
     // The runner runs in its log directory, which no worker can reach: never in the
     // repository or clone (`run_dir`), where a worker could plant what it looks up.
-    let child = child::run(&setup.exe, yaml, log_dir, &stderr_log, setup.interrupt);
+    let child = child::run(
+        &setup.exe,
+        yaml,
+        log_dir,
+        &stderr_log,
+        setup.interrupt,
+        false,
+        &mut started,
+    );
     place.free();
     let child = match child {
         Ok(child) => child,
         Err(e) => return failed(format!("cannot start agent-runner: {e}")),
     };
+    if stopped_by_user(jobs::stop_requested(ws, job_id), &child) {
+        return Ran {
+            error: Some(jobs::STOPPED_BY_USER.into()),
+            ..failed_with(child.result)
+        };
+    }
     log::debug!(
         "job {job_id}: agent-runner ended ({}) after {}",
         child.exit,
@@ -506,7 +560,7 @@ fn dependency_summaries(ws: &Workspace, task: &TaskView) -> Vec<DependencySummar
                     _ if view.deleted.is_some() => TaskStatus::Deleted,
                     Some(AttemptStatus::Succeeded) => TaskStatus::Succeeded,
                     Some(AttemptStatus::Failed) => TaskStatus::Failed,
-                    None => TaskStatus::Pending,
+                    Some(AttemptStatus::Cancelled) | None => TaskStatus::Pending,
                 };
                 DependencySummary {
                     id: dep.to_string(),
@@ -532,6 +586,35 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A stop that raced the runner's own end does not relabel that end.
+    #[test]
+    fn only_a_runner_that_ended_interrupted_was_stopped_by_the_user() {
+        let child = |status: &str, error: Option<&str>, printed: bool| child::ChildRun {
+            result: printed.then(|| RawValue::from_string("{}".into()).unwrap()),
+            status: printed.then(|| status.to_string()),
+            error: error.map(str::to_string),
+            ending: crate::process::Ending::Exited,
+            exit: "exit status 130".into(),
+            duration: Duration::ZERO,
+        };
+        let interrupted = child("failed", Some("interrupted"), true);
+        assert!(stopped_by_user(true, &interrupted));
+        assert!(!stopped_by_user(false, &interrupted), "no stop asked for");
+        assert!(
+            stopped_by_user(true, &child("", None, false)),
+            "killed at once"
+        );
+        assert!(!stopped_by_user(true, &child("succeeded", None, true)));
+        assert!(!stopped_by_user(
+            true,
+            &child(
+                "failed",
+                Some("max_loops reached (5): 0/1 criteria passed"),
+                true
+            )
+        ));
+    }
 
     #[test]
     fn a_place_is_given_back_once_however_the_attempt_ends() {

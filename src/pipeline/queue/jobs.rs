@@ -23,6 +23,11 @@ use crate::timestamp::Timestamp;
 /// Largest job file read.
 const MAX_JOB_BYTES: u64 = 64 * 1024;
 const OWNER_SUFFIX: &str = ".owner.json";
+/// `running/<job-id>.stop`: the user asked for the job to stop (SPEC §19). Not a
+/// `.json` name, so no scan of the directory takes it for a job.
+const STOP_SUFFIX: &str = ".stop";
+/// The error of an attempt the user stopped.
+pub const STOPPED_BY_USER: &str = "stopped by the user";
 
 /// A job file: a request to run a task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -202,6 +207,36 @@ pub fn move_to_failed(ws: &Workspace, entry: &Entry, reason: &str) -> Result<boo
 pub fn finish(ws: &Workspace, job_id: &str) {
     let _ = std::fs::remove_file(ws.running_dir().join(format!("{job_id}.json")));
     let _ = std::fs::remove_file(owner_path(ws, job_id));
+    let _ = std::fs::remove_file(stop_path(ws, job_id));
+}
+
+/// Asks for running job `job_id` to stop: `running/<job-id>.stop`, which its
+/// attempt looks at before and as its runner starts. False when the job is not
+/// running (any more): then no request is left behind.
+pub fn request_stop(ws: &Workspace, job_id: &str) -> Result<bool, PipelineError> {
+    let path = stop_path(ws, job_id);
+    let request = serde_json::json!({
+        "at": Timestamp::now().to_string(),
+        "pid": std::process::id(),
+    });
+    atomic::write(&path, request.to_string().as_bytes())
+        .map_err(PipelineError::io("write", &path))?;
+    // `finish` removes the job file before its stop request: a request written
+    // after that is seen here as one for a job that is gone.
+    if std::fs::symlink_metadata(ws.running_dir().join(format!("{job_id}.json"))).is_err() {
+        let _ = std::fs::remove_file(&path);
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// Whether the user asked for running job `job_id` to stop.
+pub fn stop_requested(ws: &Workspace, job_id: &str) -> bool {
+    std::fs::symlink_metadata(stop_path(ws, job_id)).is_ok()
+}
+
+fn stop_path(ws: &Workspace, job_id: &str) -> PathBuf {
+    ws.running_dir().join(format!("{job_id}{STOP_SUFFIX}"))
 }
 
 /// For each task with a job queued or running: that state and the job id (running

@@ -87,6 +87,8 @@ pub struct Attempt {
 pub enum AttemptStatus {
     Succeeded,
     Failed,
+    /// The job was removed from the queue before it ran (`task stop`, SPEC §19).
+    Cancelled,
 }
 
 impl AttemptStatus {
@@ -95,6 +97,7 @@ impl AttemptStatus {
         match self {
             AttemptStatus::Succeeded => "succeeded",
             AttemptStatus::Failed => "failed",
+            AttemptStatus::Cancelled => "cancelled",
         }
     }
 }
@@ -197,9 +200,13 @@ pub struct TaskView {
 }
 
 impl TaskView {
-    /// The latest attempt, if any.
+    /// The latest attempt that ran, if any: a cancelled job never ran, and leaves
+    /// the task as it was.
     pub fn latest(&self) -> Option<&Attempt> {
-        self.attempts.last()
+        self.attempts
+            .iter()
+            .rev()
+            .find(|a| a.status != AttemptStatus::Cancelled)
     }
 }
 
@@ -208,7 +215,8 @@ impl TaskView {
 pub enum Depth {
     /// Every attempt, with its result.
     Full,
-    /// The record and the latest attempt without its result: what a list shows.
+    /// The record and the latest attempt that ran, without its result: what a list
+    /// shows.
     /// Earlier attempt lines are counted, not parsed.
     Latest,
 }
@@ -289,6 +297,9 @@ pub fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) -> Option
                     }
                 },
             };
+            if attempt.status == AttemptStatus::Cancelled {
+                continue;
+            }
             view.attempts.push(Attempt {
                 result: None,
                 ..attempt
@@ -528,7 +539,13 @@ pub(crate) mod tests {
             let mut bytes = file(&[Line::Task(record("t-1"))]);
             for (n, op) in ops.iter().enumerate() {
                 let job = format!("j-{n}");
-                let line = Line::Attempt(attempt(&job, AttemptStatus::Succeeded)).to_json();
+                // Cancelled jobs (which never ran) too: neither read takes one.
+                let status = if op / 6 % 2 == 0 {
+                    AttemptStatus::Succeeded
+                } else {
+                    AttemptStatus::Cancelled
+                };
+                let line = Line::Attempt(attempt(&job, status)).to_json();
                 match op % 6 {
                     0 => bytes.extend(&line),
                     // Torn mid-write; the next append starts a fresh line.

@@ -10,8 +10,8 @@
 
 use std::path::Path;
 
-use crate::events::reader::{self, Cursor, MAX_READ};
 use crate::events::Record;
+use crate::events::reader::{self, Cursor, MAX_READ};
 use crate::fs::Dir;
 use crate::pipeline::orchestrator::attempt_files;
 use crate::pipeline::queue::jobs;
@@ -83,7 +83,10 @@ impl Follower {
     /// Looks where the job is now and reads the events written since.
     pub fn poll(&mut self, ws: &Workspace) -> Result<Poll, PipelineError> {
         if !id::is_valid(&self.task_id) {
-            return Err(PipelineError::Invalid(id::invalid("task id", &self.task_id)));
+            return Err(PipelineError::Invalid(id::invalid(
+                "task id",
+                &self.task_id,
+            )));
         }
         if self.job.is_none() {
             self.job = jobs::job_states(ws)
@@ -182,12 +185,7 @@ impl Follower {
                 self.cursor.offset
             });
             self.cursor = batch.cursor;
-            records.extend(
-                batch
-                    .records
-                    .into_iter()
-                    .filter(|r| r.at.as_str() >= since),
-            );
+            records.extend(batch.records.into_iter().filter(|r| r.at.as_str() >= since));
             if read < MAX_READ {
                 break;
             }

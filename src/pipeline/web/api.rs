@@ -10,17 +10,18 @@ use super::super::PipelineError;
 use super::app::App;
 use super::children::NotStarted;
 use super::http::{Request, Response};
+use crate::events::reader::{Cursor, describe};
 use crate::pipeline::orchestrator::presence;
 use crate::pipeline::plan::chat::{self, Role};
 use crate::pipeline::plan::wbs::Wbs;
 use crate::pipeline::queue::jobs;
 use crate::pipeline::queue::run_request::{self, Refused, RunError};
 use crate::pipeline::queue::task_json::{self, TaskList};
-use crate::events::reader::{Cursor, describe};
 use crate::pipeline::store::id;
 use crate::pipeline::store::new_task;
 use crate::pipeline::store::task_store::TaskStore;
 use crate::pipeline::watch::log::{Follower, Poll, Stage};
+use crate::pipeline::watch::stop::{self, NotStopped, Stopped};
 
 /// Longest prompt or plan message accepted, in bytes.
 pub const MAX_PROMPT: usize = 32 * 1024;
@@ -188,6 +189,33 @@ pub fn run_task(app: &App, task_id: &str) -> Response {
         Err(RunError::Refused(why @ Refused::NotFound { .. })) => error(404, &why.to_string()),
         Err(RunError::Refused(why)) => error(409, &why.to_string()),
         Err(RunError::Failed(e)) => failed(&e),
+    }
+}
+
+/// `POST /api/tasks/<id>/stop`: stops the task's job as `task stop` does, without
+/// waiting for its end; 202 with `{"job_id", "stopping", "message"}` (`stopping`:
+/// `cancelled`, `terminated` or `not_started`), 409 when there is nothing to stop.
+pub fn stop_task(app: &App, task_id: &str) -> Response {
+    match stop::stop(&app.ws, task_id) {
+        Ok(stopped) => {
+            let how = match &stopped {
+                Stopped::Cancelled { .. } => "cancelled",
+                Stopped::Terminated { .. } => "terminated",
+                Stopped::NotStarted { .. } => "not_started",
+            };
+            json(
+                202,
+                &json!({
+                    "job_id": stopped.job_id(),
+                    "task_id": task_id,
+                    "stopping": how,
+                    "message": stopped.describe(task_id),
+                }),
+            )
+        }
+        Err(why @ NotStopped::NotFound { .. }) => error(404, &why.to_string()),
+        Err(NotStopped::Failed(e)) => failed(&e),
+        Err(why) => error(409, &why.to_string()),
     }
 }
 
