@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::events::Events;
 use crate::meta::MetaCall;
+use crate::resume::Resumed;
 use crate::task::Task;
 use crate::timestamp::Timestamp;
 use crate::worker::{Teardown, TestRun, WorkerRun};
@@ -59,7 +60,7 @@ impl fmt::Display for TaskState {
 }
 
 /// An acceptance criterion planned by Meta.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Criterion {
     pub id: String,
     pub description: String,
@@ -115,6 +116,8 @@ pub struct TaskContext {
     pub teardown: Option<Teardown>,
     /// Where the run's events go as they happen (SPEC §19).
     pub events: Events,
+    /// What this run carries over from the runs before it (`run --resume`).
+    pub resumed: Option<Resumed>,
 }
 
 impl TaskContext {
@@ -135,6 +138,7 @@ impl TaskContext {
             interrupted: false,
             teardown: None,
             events: Events::none(),
+            resumed: None,
         }
     }
 

@@ -21,6 +21,7 @@ pub mod pipeline;
 pub mod private_dir;
 pub mod process;
 pub mod result;
+pub mod resume;
 pub mod runner;
 pub mod secret;
 pub mod sys;

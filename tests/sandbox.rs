@@ -53,6 +53,7 @@ fn config(repo: &Scratch, task_id: &str, worker: WorkerSettings) -> SandboxConfi
         redactor: Redactor::new(&secrets),
         interrupt: Interrupt::never(),
         events: agent_runner::events::Events::none(),
+        session_dir: None,
     }
 }
 

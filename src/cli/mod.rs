@@ -45,6 +45,10 @@ enum Command {
         /// Print the result as one JSON object on stdout.
         #[arg(long)]
         json: bool,
+        /// Go on with the task where its last run (failed or interrupted) left it:
+        /// the saved criteria, loops and history, no new plan (SPEC §19).
+        #[arg(long)]
+        resume: bool,
     },
     /// Check the Task YAML on stdin and print the task as it would run; runs nothing.
     Validate,
@@ -117,7 +121,11 @@ pub fn main() -> i32 {
     crate::sys::raise_open_files_limit();
     let interrupt = Interrupt::from_signals();
     match cli.command {
-        Command::Run { meta_model, json } => run::run(meta_model, json, interrupt),
+        Command::Run {
+            meta_model,
+            json,
+            resume,
+        } => run::run(meta_model, json, resume, interrupt),
         Command::Validate => validate::validate(interrupt),
         Command::Doctor => doctor::doctor(interrupt),
         Command::Workspace { command } => workspace::run(command),

@@ -1,11 +1,13 @@
 //! `agent-runner run`: the whole task. Always prints one result on stdout.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::context::TaskContext;
 use crate::error::{Error, exit};
 use crate::events::Events;
+use crate::fs::Dir;
 use crate::interrupt::Interrupt;
 use crate::meta::openai::OpenAiChat;
 use crate::meta::scripted::Scripted;
@@ -13,15 +15,17 @@ use crate::note;
 use crate::result::RunResult;
 use crate::runner::Runner;
 use crate::runner::meta::{Meta, MetaAgent};
+use crate::runner::state::{self, State};
 use crate::secret::Redactor;
 use crate::task::{CodexAuth, InputError, MetaBackend, Task};
 use crate::task_lock::TaskLock;
-use crate::worker::docker::{DockerSandbox, SandboxConfig};
+use crate::worker::docker::{Continuation, DockerSandbox, SandboxConfig};
+use crate::worker::session;
 
 use super::{read_task, report, write_stdout};
 
 /// Runs the task on stdin to its end and prints its result; returns the exit code.
-pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 {
+pub fn run(meta_model: Option<String>, json: bool, resume: bool, interrupt: Interrupt) -> i32 {
     let clock = Instant::now();
     let invalid = |error: &Error, redactor: &Redactor| {
         let code = report(error, redactor);
@@ -68,12 +72,12 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
             .interruptible(interrupt)
             .masking(redactor.clone());
             let meta = MetaAgent::new(chat, system_prompt, redactor.clone());
-            execute(task, meta, auth, redactor, json, interrupt)
+            execute(task, meta, auth, redactor, json, resume, interrupt)
         }
         MetaBackend::Scripted { script } => match Scripted::load(script) {
             Ok(scripted) => {
                 let meta = MetaAgent::new(scripted, system_prompt, redactor.clone());
-                execute(task, meta, auth, redactor, json, interrupt)
+                execute(task, meta, auth, redactor, json, resume, interrupt)
             }
             Err(e) => invalid(&InputError::new("runner.meta.script", e).into(), &redactor),
         },
@@ -86,6 +90,7 @@ fn execute(
     auth: CodexAuth,
     redactor: Redactor,
     json: bool,
+    resume: bool,
     interrupt: Interrupt,
 ) -> i32 {
     let clock = Instant::now();
@@ -101,20 +106,30 @@ fn execute(
                 .map_err(Error::PrivateDir)?;
             Ok((lock, dir, logs))
         });
+    let not_run = |e: &Error| {
+        let code = report(e, &redactor);
+        let message = redactor.redact(&e.to_string());
+        let result = RunResult::not_run(
+            Some(task.id.clone()),
+            message.clone(),
+            message,
+            clock.elapsed(),
+        );
+        emit(&result, json, &redactor);
+        code
+    };
     let (_lock, private, logs) = match prepared {
         Ok(prepared) => prepared,
-        Err(e) => {
-            let code = report(&e, &redactor);
-            let message = redactor.redact(&e.to_string());
-            let result = RunResult::not_run(
-                Some(task.id.clone()),
-                message.clone(),
-                message,
-                clock.elapsed(),
-            );
-            emit(&result, json, &redactor);
-            return code;
-        }
+        Err(e) => return not_run(&e),
+    };
+    // SPEC §19: a resumed run goes on from the saved state, of the same task.
+    let saved = match resume.then(|| saved_state(&private, &task)).transpose() {
+        Ok(saved) => saved,
+        Err(e) => return not_run(&e),
+    };
+    let session_dir = match session_dir(&private, &task.id, resume) {
+        Ok(dir) => dir,
+        Err(e) => return not_run(&Error::PrivateDir(e)),
     };
     let meta_name = match &task.meta.backend {
         MetaBackend::OpenAiChat { .. } => task.meta.model.clone(),
@@ -128,11 +143,16 @@ fn execute(
         task.worker.docker_image,
         task.meta.max_loops
     );
-    let events = Events::create(&logs, redactor.clone()).unwrap_or_else(|e| {
+    let events = if saved.is_some() {
+        Events::append(&logs, redactor.clone())
+    } else {
+        Events::create(&logs, redactor.clone())
+    };
+    let events = events.unwrap_or_else(|e| {
         log::warn!("cannot write the event log: {e}");
         Events::none()
     });
-    let sandbox = DockerSandbox::new(SandboxConfig {
+    let mut sandbox = DockerSandbox::new(SandboxConfig {
         task_id: task.id.clone(),
         repo: task.repo.clone(),
         private_dir: private.path().to_path_buf(),
@@ -142,21 +162,58 @@ fn execute(
         redactor: redactor.clone(),
         interrupt,
         events: events.clone(),
+        session_dir: Some(session_dir),
     });
     let note_path = task.note_path();
     let mut ctx = TaskContext::new(task);
     ctx.events = events;
-    ctx.events.state("", ctx.state.as_str(), "started");
+    if let Some(saved) = &saved {
+        let resumed = saved.resumed(&private, &ctx.task.note_name());
+        log::info!(
+            "resuming task {} after {} loop(s); the run before ended {}",
+            ctx.task.id,
+            resumed.loops,
+            resumed.previous
+        );
+        sandbox.continue_from(Continuation {
+            session: resumed
+                .worker_session
+                .as_ref()
+                .filter(|s| s.kind == session::KIND)
+                .map(|s| s.id.clone()),
+            history: crate::resume::for_worker(&resumed, HISTORY_FOR_WORKER),
+        });
+        ctx.criteria = saved.criteria.clone();
+        ctx.loops = saved.loops;
+        ctx.resumed = Some(resumed);
+    }
+    let start = if ctx.resumed.is_some() {
+        "resumed"
+    } else {
+        "started"
+    };
+    ctx.events.state("", ctx.state.as_str(), start);
     let mut note_error: Option<String> = None;
-    let mut checkpoint = |ctx: &TaskContext| match note::write(&private, ctx, &redactor) {
-        Ok(()) => note_error = None,
-        Err(e) => {
-            if note_error.is_none() {
-                log::warn!("cannot write the Task Note {}: {e}", note_path.display());
+    let mut state_error = false;
+    let mut checkpoint = |ctx: &TaskContext| {
+        match note::write(&private, ctx, &redactor) {
+            Ok(()) => note_error = None,
+            Err(e) => {
+                if note_error.is_none() {
+                    log::warn!("cannot write the Task Note {}: {e}", note_path.display());
+                }
+                note_error = Some(e.to_string());
             }
-            note_error = Some(e.to_string());
+        }
+        if let Err(e) = State::of(ctx).write(&private) {
+            if !state_error {
+                log::warn!("cannot write the task's state (a resume would not find it): {e}");
+            }
+            state_error = true;
         }
     };
+    // Written before the first step too: a run killed at once leaves its state.
+    checkpoint(&ctx);
     Runner::new(meta, sandbox, &mut checkpoint, interrupt).run(&mut ctx);
     let note = match note_error {
         None => Ok(note_path.as_path()),
@@ -164,6 +221,48 @@ fn execute(
     };
     emit(&RunResult::of(&ctx, note), json, &redactor);
     exit::of_task(&ctx)
+}
+
+/// Bytes of history put before the first prompt of a worker that cannot continue
+/// its session.
+const HISTORY_FOR_WORKER: usize = 4096;
+
+/// The saved state a resumed run goes on from, checked: of this task, unchanged,
+/// and not already COMPLETE.
+fn saved_state(private: &Dir, task: &Task) -> Result<State, Error> {
+    let refuse = |why: String| -> Error {
+        InputError::new("--resume", format!("cannot resume task {}: {why}", task.id)).into()
+    };
+    if task.id_generated {
+        return Err(refuse(
+            "it has no task.id (one is made up for each run): give the task an id to resume it"
+                .into(),
+        ));
+    }
+    let path = private.join(state::DIR).join(state::file_name(&task.id));
+    let saved = State::read(private, &task.id)
+        .map_err(refuse)?
+        .ok_or_else(|| {
+            refuse(format!(
+                "no saved state ({} does not exist): it has not run in this repository; run it without --resume",
+                path.display()
+            ))
+        })?;
+    match saved.refusal(task) {
+        Some(why) => Err(refuse(why)),
+        None => Ok(saved),
+    }
+}
+
+/// The directory that keeps the worker's session (`worker::session`): the one the
+/// runs before left when resuming, else a new, empty one.
+fn session_dir(private: &Dir, task_id: &str, resume: bool) -> std::io::Result<PathBuf> {
+    let states = private.subdir(state::DIR)?;
+    let name = state::session_dir_name(task_id);
+    if !resume {
+        states.remove_tree(&name)?;
+    }
+    Ok(states.subdir(&name)?.path().to_path_buf())
 }
 
 /// The result on stdout: JSON or one line.

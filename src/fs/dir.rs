@@ -169,6 +169,26 @@ impl Dir {
         Ok(())
     }
 
+    /// Removes the directory `name` and everything in it, if it is there; a symlink
+    /// in its place is removed, never followed. (std's `remove_dir_all` opens each
+    /// level from its parent with `O_NOFOLLOW`, so nothing in a tree someone else
+    /// writes can lead it elsewhere.)
+    pub fn remove_tree(&self, name: &str) -> std::io::Result<()> {
+        let c = fd::name(name)?;
+        let is_dir = match fd::stat_at(&self.fd, &c) {
+            Ok(st) => st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+            Err(e) => return Err(self.context(name, e)),
+        };
+        if !is_dir {
+            return self.remove(name);
+        }
+        match std::fs::remove_dir_all(self.path.join(name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(self.context(name, e)),
+            _ => Ok(()),
+        }
+    }
+
     /// Removes `name` if it is there and not a directory.
     pub fn remove(&self, name: &str) -> std::io::Result<()> {
         let c = fd::name(name)?;
@@ -391,6 +411,28 @@ mod tests {
         dir.remove("link").unwrap();
         assert!(top.join("sub").is_dir(), "the link went, not its target");
         let _ = std::fs::remove_dir_all(top);
+    }
+
+    #[test]
+    fn a_tree_is_removed_without_following_its_links() {
+        let top = scratch("tree");
+        let outside = scratch("tree-outside");
+        std::fs::write(outside.join("keep"), "host data").unwrap();
+        std::fs::create_dir_all(top.join("t/a/b")).unwrap();
+        std::fs::write(top.join("t/a/b/f"), "x").unwrap();
+        symlink(&outside, top.join("t/a/link")).unwrap();
+        symlink(&outside, top.join("alias")).unwrap();
+        let dir = Dir::open(&top).unwrap();
+        dir.remove_tree("t").unwrap();
+        dir.remove_tree("alias").unwrap();
+        dir.remove_tree("none").unwrap();
+        assert_eq!(std::fs::read_dir(&top).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep")).unwrap(),
+            "host data"
+        );
+        let _ = std::fs::remove_dir_all(top);
+        let _ = std::fs::remove_dir_all(outside);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod events;
 pub mod meta;
 pub mod protocol;
+pub mod state;
 
 use crate::context::{Criterion, TaskContext, TaskState};
 use crate::interrupt::Interrupt;
@@ -67,7 +68,19 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
     fn drive(&mut self, ctx: &mut TaskContext) -> Result<(), Stop> {
         let max_loops = ctx.task.meta.max_loops;
         move_to(ctx, TaskState::Planning, "")?;
-        if ctx.task.acceptance_criteria.is_empty() {
+        if let Some(resumed) = ctx.resumed.as_ref().filter(|_| !ctx.criteria.is_empty()) {
+            // SPEC §19: the criteria and loops of the runs before; no plan_task.
+            let reason = format!(
+                "resumed after {} loop(s) with the saved criteria; the run before ended {}",
+                resumed.loops, resumed.previous
+            );
+            move_to(ctx, TaskState::Running, &reason)?;
+            if ctx.loops >= max_loops {
+                return Err(Stop::Failed(format!(
+                    "max_loops reached ({max_loops}) before this run: raise runner.meta.max_loops to go on"
+                )));
+            }
+        } else if ctx.task.acceptance_criteria.is_empty() {
             let plan = self.ask(ctx, |meta, ctx| meta.plan_task(ctx))?;
             ctx.criteria = plan.criteria;
             log::info!("planned {} acceptance criteria", ctx.criteria.len());
@@ -118,7 +131,11 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                     "worker run {number}/{max_loops}: {}",
                     first_line(&next.reason)
                 );
-                events::worker_started(&ctx.events, number, false);
+                let continues = ctx
+                    .resumed
+                    .as_ref()
+                    .is_some_and(|r| r.worker_session.is_some() && ctx.worker_runs.is_empty());
+                events::worker_started(&ctx.events, number, continues);
                 let run = self
                     .sandbox
                     .run_worker(number, &prompt)

@@ -81,6 +81,8 @@ pub struct ContainerSpec {
     pub worker: WorkerSettings,
     pub auth: CodexAuth,
     pub interrupt: Interrupt,
+    /// The host directory that keeps the worker's session (`session.rs`), if any.
+    pub session_dir: Option<PathBuf>,
 }
 
 /// A running container; see the module documentation.
@@ -301,6 +303,9 @@ fn run_args(
     args.extend(user_args());
     if let CodexAuth::File { path: file, .. } = &spec.auth {
         args.extend(["--mount".into(), mount_spec(file, AUTH_MOUNT, true)]);
+    }
+    if let Some(dir) = &spec.session_dir {
+        args.extend(super::session::run_args(dir));
     }
     match egress {
         Some(dir) => {

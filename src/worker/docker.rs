@@ -24,6 +24,7 @@ use super::docker_cli::{
 use super::envelope::{Envelope, Leftovers, Mode, Report};
 use super::git::{RepoChanges, Snapshot};
 use super::privileges::{self, Finding, Fix};
+use super::session;
 use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
 use crate::egress::{self, Egress};
@@ -59,6 +60,18 @@ pub struct SandboxConfig {
     pub interrupt: Interrupt,
     /// Where the worker's items and denied connections are told as they happen.
     pub events: Events,
+    /// A host directory that keeps the worker's session across containers
+    /// (`session.rs`); None: the session lives and dies with the container.
+    pub session_dir: Option<PathBuf>,
+}
+
+/// How the first worker run of a resumed task goes on from the runs before.
+#[derive(Debug, Clone)]
+pub struct Continuation {
+    /// The session (codex thread) to continue, if there is one.
+    pub session: Option<String>,
+    /// The history in words, put before the prompt when the worker starts afresh.
+    pub history: String,
 }
 
 /// The Docker sandbox; see the module documentation.
@@ -75,6 +88,8 @@ pub struct DockerSandbox {
     /// A run started whose repository has not been swept since.
     unswept: bool,
     events: Events,
+    /// For the next worker run: go on from the runs before (a resumed task).
+    continuation: Option<Continuation>,
 }
 
 impl DockerSandbox {
@@ -97,6 +112,7 @@ impl DockerSandbox {
                 worker: config.worker,
                 auth: config.auth,
                 interrupt: config.interrupt,
+                session_dir: config.session_dir,
             },
             logs: config.logs,
             redactor: config.redactor,
@@ -106,7 +122,15 @@ impl DockerSandbox {
             sweep,
             unswept: false,
             events: config.events,
+            continuation: None,
         }
+    }
+
+    /// Makes the next worker run go on from the runs before: it continues the
+    /// worker's session when it can, else starts afresh with the history before
+    /// its prompt.
+    pub fn continue_from(&mut self, continuation: Continuation) {
+        self.continuation = Some(continuation);
     }
 
     /// Name of the running container, if started.
@@ -306,69 +330,23 @@ impl DockerSandbox {
 
 impl Sandbox for DockerSandbox {
     fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError> {
-        let (base, keep_pid) = self.exec_base(None)?;
-        let command: Vec<String> = std::iter::once("codex".to_string())
-            .chain(codex::exec_args(&self.spec.worker))
-            .collect();
-        let envelope = Envelope::new();
-        let invocation = base
-            .args(Envelope::wrap(Mode::Worker, &keep_pid, &command))
-            .stdin(envelope.stdin(prompt.as_bytes()));
-        let settings = &self.spec.worker;
-        let limits = Limits {
-            wall: Some(settings.max_run_time),
-            idle: Some(settings.idle_timeout),
-            grace: Duration::from_secs(2),
-            interrupt: self.spec.interrupt,
+        let Some(continuation) = self.continuation.take() else {
+            return self.run_codex(number, prompt, None);
         };
-        let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
-        let mut reader = envelope.reader();
-        let mut transcript = Transcript::default();
-        let events = self.events.clone();
-        let mut on_line = |line: &[u8]| {
-            transcript.feed_observed(line, &mut |seen| {
-                events.worker_item(number, seen.item, &seen.text, seen.exit_code)
-            })
+        let afresh = format!("{}\n\n{prompt}", continuation.history);
+        let Some(session) = continuation.session.filter(|id| session::is_thread_id(id)) else {
+            return self.run_codex(number, &afresh, None);
         };
-        let started = Timestamp::now();
-        let (capture, log_path) = self.capture(&format!("run-{number}.log"))?;
-        let mut capture = capture
-            .with_filter(&mut reader)
-            .with_lines(MAX_EVENT_LINE, &mut on_line);
-        let (finished, stopped) = self.run_enveloped(&invocation, &limits, &mut capture)?;
-        let (output_tail, stderr, output_bytes) =
-            (capture.tail(), capture.stderr(), capture.bytes());
-        drop(capture);
-        let report = self.settle(
-            Mode::Worker,
-            &finished,
-            reader.report(&self.redactor),
-            stopped,
-            &stderr,
-        )?;
-        let exit = match finished.ending {
-            Ending::TimedOut => Exit::TimedOut(max_run_time),
-            Ending::Stalled => Exit::Stalled(idle_timeout),
-            Ending::Interrupted => Exit::Interrupted,
-            Ending::Exited => finished.code().map_or(Exit::Signal, Exit::Code),
-        };
-        let (outcome, summary) = codex::classify(&transcript, exit, &stderr);
-        Ok(WorkerRun {
-            number,
-            started,
-            finished: Timestamp::now(),
-            duration: finished.duration,
-            exit_code: finished.code(),
-            outcome,
-            summary: self.redactor.redact(&summary),
-            transcript,
-            log_path,
-            output_bytes,
-            output_tail,
-            changes: RepoChanges::from_snapshots(report.git_before, report.git_after, report.diff),
-            leftovers: report.stopped,
-            privileges: self.sweep_after_run()?,
-        })
+        log::info!("worker run {number}: continuing the worker's session {session}");
+        let run = self.run_codex(number, prompt, Some(&session))?;
+        // codex said so on stderr, which is then the run's summary.
+        if run.transcript.thread_id.is_none() && session::lost(&run.summary) {
+            log::warn!(
+                "worker run {number}: the worker's session {session} is gone; it starts afresh with the history in its prompt"
+            );
+            return self.run_codex(number, &afresh, None);
+        }
+        Ok(run)
     }
 
     fn run_test(&mut self, number: u32, test: &TestSpec) -> Result<TestRun, SandboxError> {
@@ -443,6 +421,82 @@ impl Sandbox for DockerSandbox {
             privileges,
             egress,
         }
+    }
+}
+
+impl DockerSandbox {
+    /// One codex run: a new thread, or `resume` (a thread id) continued.
+    fn run_codex(
+        &mut self,
+        number: u32,
+        prompt: &str,
+        resume: Option<&str>,
+    ) -> Result<WorkerRun, SandboxError> {
+        let (base, keep_pid) = self.exec_base(None)?;
+        let args = match resume {
+            Some(id) => session::resume_args(&self.spec.worker, id),
+            None => codex::exec_args(&self.spec.worker),
+        };
+        let command: Vec<String> = std::iter::once("codex".to_string()).chain(args).collect();
+        let envelope = Envelope::new();
+        let invocation = base
+            .args(Envelope::wrap(Mode::Worker, &keep_pid, &command))
+            .stdin(envelope.stdin(prompt.as_bytes()));
+        let settings = &self.spec.worker;
+        let limits = Limits {
+            wall: Some(settings.max_run_time),
+            idle: Some(settings.idle_timeout),
+            grace: Duration::from_secs(2),
+            interrupt: self.spec.interrupt,
+        };
+        let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
+        let mut reader = envelope.reader();
+        let mut transcript = Transcript::default();
+        let events = self.events.clone();
+        let mut on_line = |line: &[u8]| {
+            transcript.feed_observed(line, &mut |seen| {
+                events.worker_item(number, seen.item, &seen.text, seen.exit_code)
+            })
+        };
+        let started = Timestamp::now();
+        let (capture, log_path) = self.capture(&format!("run-{number}.log"))?;
+        let mut capture = capture
+            .with_filter(&mut reader)
+            .with_lines(MAX_EVENT_LINE, &mut on_line);
+        let (finished, stopped) = self.run_enveloped(&invocation, &limits, &mut capture)?;
+        let (output_tail, stderr, output_bytes) =
+            (capture.tail(), capture.stderr(), capture.bytes());
+        drop(capture);
+        let report = self.settle(
+            Mode::Worker,
+            &finished,
+            reader.report(&self.redactor),
+            stopped,
+            &stderr,
+        )?;
+        let exit = match finished.ending {
+            Ending::TimedOut => Exit::TimedOut(max_run_time),
+            Ending::Stalled => Exit::Stalled(idle_timeout),
+            Ending::Interrupted => Exit::Interrupted,
+            Ending::Exited => finished.code().map_or(Exit::Signal, Exit::Code),
+        };
+        let (outcome, summary) = codex::classify(&transcript, exit, &stderr);
+        Ok(WorkerRun {
+            number,
+            started,
+            finished: Timestamp::now(),
+            duration: finished.duration,
+            exit_code: finished.code(),
+            outcome,
+            summary: self.redactor.redact(&summary),
+            transcript,
+            log_path,
+            output_bytes,
+            output_tail,
+            changes: RepoChanges::from_snapshots(report.git_before, report.git_after, report.diff),
+            leftovers: report.stopped,
+            privileges: self.sweep_after_run()?,
+        })
     }
 }
 

@@ -9,6 +9,7 @@ pub mod envelope;
 pub mod git;
 pub mod git_dir;
 pub mod privileges;
+pub mod session;
 pub mod sweep;
 
 use std::path::PathBuf;

@@ -129,6 +129,7 @@ fn ask(
         redactor: redactor.clone(),
         interrupt,
         events: crate::events::Events::none(),
+        session_dir: None,
     });
     let run = sandbox.run_worker(1, &prompt);
     sandbox.shutdown();

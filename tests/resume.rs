@@ -1,0 +1,272 @@
+//! Resuming a task (SPEC §19): `run --resume` goes on from the state file the last
+//! run left, after a SIGKILL, a failure or a raised limit; refused when the task
+//! changed. Real binary, fake OpenAI server, the test worker image (whose fake codex
+//! keeps its threads in CODEX_HOME and continues them with `codex exec resume`).
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::Scratch;
+use support::docker::{TEST_IMAGE, image_with_this_fake};
+use support::fake_openai::FakeOpenAi;
+use support::task::{
+    assert_no_container, assess, note, plan, run_worker, runner, task_id, wait_for,
+};
+
+/// A v1 task (as `support::task::v1_task`) whose worker image has this tree's fake
+/// codex, which keeps its threads.
+fn v1_task(
+    id: &str,
+    repo: &Path,
+    server: &FakeOpenAi,
+    test: Option<&str>,
+    meta_extra: &str,
+    worker_extra: &str,
+) -> String {
+    support::task::v1_task(id, repo, server, test, meta_extra, worker_extra)
+        .replace(TEST_IMAGE, &image_with_this_fake())
+}
+
+/// The message types the server was asked, in order, from request `from` on.
+fn asked(server: &FakeOpenAi, from: usize) -> Vec<String> {
+    server.received()[from..]
+        .iter()
+        .map(|r| {
+            r.message(1)
+                .lines()
+                .find_map(|l| l.strip_prefix("type: "))
+                .unwrap_or("?")
+                .to_string()
+        })
+        .collect()
+}
+
+fn state(repo: &Path, id: &str) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(repo.join(format!(".agent-runner/state/{id}.json"))).unwrap(),
+    )
+    .unwrap()
+}
+
+/// The thread ids a run log's `thread.started` events name.
+fn threads(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "thread.started")
+        .map(|e| e["thread_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn result(stdout: &str) -> Value {
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn a_run_killed_mid_task_resumes_without_a_new_plan_and_completes() {
+    let dir = Scratch::new("resume-kill");
+    let id = task_id("kill");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1", "AC-2"]),
+        run_worker("@run: echo one > one.txt\n@say: wrote one.txt"),
+        assess(&["AC-1"], "one of two"),
+        run_worker("@say: working on two\n@sleep: 120"),
+        // After the resume.
+        run_worker("@recall\n@run: echo two > two.txt\n@say: wrote two.txt"),
+        assess(&["AC-2"], "both done"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server, None, "", "");
+    let first = runner(&yaml).arg("--json").start();
+    let log2 = dir.join(&format!(".agent-runner/logs/{id}/run-2.log"));
+    wait_for(Duration::from_secs(90), || {
+        std::fs::read_to_string(&log2).is_ok_and(|l| l.contains("working on two"))
+    });
+    let thread_one = threads(
+        &std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log"))).unwrap(),
+    );
+    first.kill();
+    // The container notices its owner is gone.
+    wait_for(Duration::from_secs(20), || {
+        support::docker::containers_labelled("agent-runner.task", &id).is_empty()
+    });
+    let saved = state(&dir.path, &id);
+    assert_eq!(
+        (&saved["state"], &saved["loops"]),
+        (&Value::from("RUNNING"), &Value::from(1))
+    );
+    let before = server.received().len();
+    assert_eq!(before, 4, "plan, a loop, the next action");
+
+    let out = runner(&yaml).args(&["--json", "--resume"]).output();
+    out.code(0);
+    assert_eq!(
+        asked(&server, before),
+        ["next_action", "completion_assessment"],
+        "no plan_task"
+    );
+    let resumed_request = server.received()[before].message(1);
+    assert!(
+        resumed_request.contains("previous_run: in RUNNING without an end"),
+        "{resumed_request}"
+    );
+    assert!(
+        resumed_request.contains("summary: wrote one.txt"),
+        "{resumed_request}"
+    );
+    let result = result(&out.stdout);
+    assert_eq!(
+        (&result["state"], &result["loops"]),
+        (&Value::from("COMPLETE"), &Value::from(2))
+    );
+    assert!(dir.path.join("two.txt").exists());
+    // The worker went on with its session: the same thread, its earlier turn known.
+    let log = std::fs::read_to_string(&log2).unwrap();
+    assert_eq!(threads(&log), thread_one, "{log}");
+    assert!(log.contains("recalled 1 earlier turn(s)"), "{log}");
+    // The note has both runs and marks the resume.
+    let note = note(&dir.path, &id);
+    for part in [
+        "- Resumed: at ",
+        "## 8. Before the Resume",
+        "The Task Note of the runs before",
+        "wrote one.txt",
+        "wrote two.txt",
+        "- [x] AC-1",
+        "- [x] AC-2",
+    ] {
+        assert!(note.contains(part), "note lacks {part:?}:\n{note}");
+    }
+    let saved = state(&dir.path, &id);
+    assert_eq!(saved["state"], "COMPLETE");
+    assert_eq!(saved["history"].as_array().unwrap().len(), 2);
+    assert_eq!(saved["worker_session"]["id"], thread_one[0].as_str());
+    // The event log goes on across the resume.
+    let events =
+        std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/events.jsonl")))
+            .unwrap();
+    assert!(events.contains("\"reason\":\"started\"") && events.contains("\"reason\":\"resumed\""));
+    assert!(events.contains("\"resumed_session\":true"), "{events}");
+    assert_no_container(&id);
+    // Nothing left to resume.
+    runner(&yaml)
+        .arg("--resume")
+        .output()
+        .code(1)
+        .stderr_has("its last run ended COMPLETE: there is nothing to resume");
+}
+
+#[test]
+fn a_resume_of_another_task_is_refused_naming_what_changed() {
+    let dir = Scratch::new("resume-changed");
+    let id = task_id("changed");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: tried"),
+        assess(&[], "not yet"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    runner(&yaml)
+        .output()
+        .code(1)
+        .stdout_has("max_loops reached");
+    let note_before = note(&dir.path, &id);
+    let asked_before = server.received().len();
+    let changed = yaml.replace("Make out.txt say ok.", "Make out.txt say something else.");
+    let out = runner(&changed).args(&["--json", "--resume"]).output();
+    out.code(1).stderr_has(&format!(
+        "cannot resume task {id}: the task changed since its last run: task.prd differ"
+    ));
+    assert_eq!(result(&out.stdout)["status"], "failed");
+    assert_eq!(server.received().len(), asked_before, "nothing asked");
+    assert_eq!(note(&dir.path, &id), note_before, "the note is untouched");
+    assert_no_container(&id);
+    // Another test command is another task too.
+    let tested = yaml.replace("runner:\n", "  test:\n    command: \"true\"\nrunner:\n");
+    runner(&tested)
+        .arg("--resume")
+        .output()
+        .code(1)
+        .stderr_has("task.test differ");
+    // A task that never ran here has nothing to resume.
+    let other = v1_task(&task_id("never"), &dir.path, &server, None, "", "");
+    runner(&other)
+        .arg("--resume")
+        .output()
+        .code(1)
+        .stderr_has("no saved state");
+}
+
+/// Runner settings may change between runs: a task that ran out of loops goes on
+/// with more, counting the loops of the whole task.
+#[test]
+fn a_task_that_ran_out_of_loops_goes_on_with_a_raised_limit() {
+    let dir = Scratch::new("resume-loops");
+    let id = task_id("loops");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: first try"),
+        assess(&[], "not yet"),
+        // After the resume.
+        run_worker("@run: echo ok > out.txt\n@say: second try"),
+        assess(&["AC-1"], "done"),
+    ]);
+    let yaml = |loops: u32| {
+        v1_task(
+            &id,
+            &dir.path,
+            &server,
+            Some("grep -q ok out.txt"),
+            &format!("    max_loops: {loops}\n"),
+            "",
+        )
+    };
+    runner(&yaml(1)).output().code(1);
+    let again = runner(&yaml(1)).args(&["--json", "--resume"]).output();
+    again.code(1);
+    assert!(
+        result(&again.stdout)["error"]
+            .as_str()
+            .unwrap()
+            .contains("max_loops reached (1) before this run: raise runner.meta.max_loops"),
+        "{}",
+        again.stdout
+    );
+    // The worker's session is gone (its directory emptied): the worker starts
+    // afresh, told the history in its prompt.
+    let sessions = dir.join(&format!(".agent-runner/state/{id}.session/sessions"));
+    assert!(sessions.is_dir(), "the first run kept its thread");
+    std::fs::remove_dir_all(&sessions).unwrap();
+    let out = runner(&yaml(2)).args(&["--json", "--resume"]).output();
+    out.code(0)
+        .stderr_has("the worker's session")
+        .stderr_has("is gone; it starts afresh with the history in its prompt");
+    let rollouts = support::pipeline::read(
+        &std::fs::read_dir(&sessions)
+            .unwrap()
+            .flatten()
+            .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+            .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+            .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+            .next()
+            .unwrap()
+            .path(),
+    );
+    assert!(
+        rollouts.contains("This task was resumed after 1 loop(s); the run before ended: FAILED: max_loops reached (1) before this run")
+            && rollouts.contains("- loop 1: run_worker; worker completed (first try); tests failed"),
+        "{rollouts}"
+    );
+    let result = result(&out.stdout);
+    assert_eq!(
+        (&result["state"], &result["loops"]),
+        (&Value::from("COMPLETE"), &Value::from(2))
+    );
+    assert_eq!(result["validation"]["overall"], "passed");
+    assert!(
+        note(&dir.path, &id).contains("max_loops reached (1)"),
+        "the earlier end is kept"
+    );
+    assert_no_container(&id);
+}
