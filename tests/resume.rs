@@ -270,3 +270,116 @@ fn a_task_that_ran_out_of_loops_goes_on_with_a_raised_limit() {
     );
     assert_no_container(&id);
 }
+
+/// The pipeline (SPEC §19): an attempt stopped by the user in its clone is
+/// continued with `task run --resume` in the same clone and branch, without a new
+/// plan, and its branch comes back with the work of both runs.
+#[test]
+fn task_run_resume_continues_a_stopped_attempt_in_its_clone() {
+    use support::pipeline::{BUILDER_REPLY, Pipeline, git, read};
+    let p = Pipeline::new("resume-pipeline", true);
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1", "AC-2"]),
+        run_worker("@run: echo one > one.txt\n@say: working on it\n@sleep: 120"),
+        // After the resume.
+        run_worker("@recall\n@run: echo two > two.txt\n@say: wrote two.txt"),
+        assess(&["AC-1", "AC-2"], "both done"),
+    ]);
+    p.scratch.file("builder.yaml", BUILDER_REPLY);
+    p.init_with(
+        "defaults.yaml",
+        &format!(
+            "builder: {{kind: scripted, script: builder.yaml}}\nisolation: clone\nrunner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{}\", network: none}}\n",
+            server.url,
+            image_with_this_fake()
+        ),
+    );
+    let orchestrate = || {
+        p.orchestrate_once(&[])
+            .env("OPENAI_API_KEY", support::task::KEY)
+            .env("AGENT_RUNNER_META_BACKOFF_MS", "10")
+    };
+    let id = support::pipeline::task_id("continued");
+    p.new_task(&id, "Write one.txt and two.txt");
+    // Nothing to continue before it ran.
+    p.in_ws(&["task", "run"], &["--resume", &id])
+        .output()
+        .code(1)
+        .stderr_has("cannot be continued: it has not run yet");
+    let first_job = p.run_tasks(&[&id]).remove(0);
+    let first = orchestrate().start();
+    let clone = p.ws().join("clones").join(&first_job);
+    wait_for(Duration::from_secs(90), || {
+        read(&clone.join(format!(".agent-runner/logs/{id}/events.jsonl"))).contains("working on it")
+    });
+    p.in_ws(&["task", "stop"], &[&id]).output().code(0);
+    first.finish().code(1);
+    assert_eq!(p.attempts(&id)[0]["error"], "stopped by the user");
+
+    let out = p.in_ws(&["task", "run"], &["--resume", &id]).output();
+    out.code(0);
+    let job = out.stdout.trim().to_string();
+    let queued: Value =
+        serde_json::from_str(&read(&p.ws().join(format!("ipc/queue/{job}.json")))).unwrap();
+    assert_eq!(
+        (&queued["resume_from"], &queued["clone_job"]),
+        (
+            &Value::from(first_job.as_str()),
+            &Value::from(first_job.as_str())
+        )
+    );
+    // Queued once: a second request is refused.
+    p.in_ws(&["task", "run"], &["--resume", &id])
+        .output()
+        .code(1)
+        .stderr_has("already QUEUED");
+    orchestrate().output().code(0);
+    assert_eq!(
+        asked(&server, 0),
+        [
+            "plan_task",
+            "next_action",
+            "next_action",
+            "completion_assessment"
+        ],
+        "one plan for the whole task"
+    );
+    let attempts = p.attempts(&id);
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(
+        (
+            &attempts[1]["status"],
+            &attempts[1]["resumed_from"],
+            &attempts[1]["clone_job"]
+        ),
+        (
+            &Value::from("succeeded"),
+            &Value::from(first_job.as_str()),
+            &Value::from(first_job.as_str())
+        )
+    );
+    // The branch holds the work of both runs; the clone has served.
+    let branch = format!("agent-runner/{id}");
+    let files = git(&p.root, &["ls-tree", "--name-only", &branch]);
+    assert!(
+        files.contains("one.txt") && files.contains("two.txt"),
+        "{files}"
+    );
+    wait_for(Duration::from_secs(20), || !clone.exists());
+    // Its note (kept in the job's log directory) marks the resume; the worker went
+    // on with its session (the stopped loop did not count: it is loop 1 again).
+    let kept = p.ws().join(format!("logs/{job}/agent-runner"));
+    let note = read(&kept.join(format!("task-{id}.md")));
+    assert!(
+        note.contains("## 8. Before the Resume") && note.contains("wrote two.txt"),
+        "{note}"
+    );
+    let log = read(&kept.join(format!("logs/{id}/run-1.log")));
+    assert!(log.contains("recalled 1 earlier turn(s)"), "{log}");
+    // The succeeded task has nothing more to continue.
+    p.in_ws(&["task", "run"], &["--resume", &id])
+        .output()
+        .code(1)
+        .stderr_has("succeeded: there is nothing to continue");
+    assert_no_container(&id);
+}

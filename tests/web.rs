@@ -1088,4 +1088,44 @@ fn the_event_api_follows_a_job_and_stop_cancels_a_queued_one() {
             .contains("nothing to stop")
     );
     web.post("/api/tasks/nope/stop", &token, "{}").status(404);
+
+    // Continue: only a failed attempt whose runner left its state.
+    let refused = web.post(&format!("/api/tasks/{id}/continue"), &token, "{}");
+    refused.status(409);
+    assert!(
+        refused.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("it has not run yet")
+    );
+    let mut failed_attempt = json!({"task_id": id, "status": "failed", "error": "boom"});
+    failed_attempt["note_path"] = Value::Null;
+    record_attempt(&p, &id, "j-failed-1", failed_attempt);
+    let path = p.ws().join(format!("tasks/{id}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (before, last) = text.trim_end().rsplit_once('\n').unwrap();
+    let mut last: Value = serde_json::from_str(last).unwrap();
+    last["status"] = "failed".into();
+    std::fs::write(&path, format!("{before}\n{last}\n")).unwrap();
+    assert_eq!(
+        web.get(&format!("/api/tasks/{id}")).json()["status"],
+        "FAILED"
+    );
+    let page = web.get(&format!("/tasks/{id}")).text();
+    assert!(page.contains("class=\"continue\""), "{page}");
+    let refused = web.post(&format!("/api/tasks/{id}/continue"), &token, "{}");
+    refused.status(409);
+    assert!(
+        refused.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("left no saved state"),
+        "{}",
+        refused.text()
+    );
+    web.post_with(&format!("/api/tasks/{id}/continue"), &[], "{}")
+        .status(403);
+    web.post("/api/tasks/nope/continue", &token, "{}")
+        .status(404);
+    assert_eq!(p.ipc("queue"), Vec::<String>::new());
 }

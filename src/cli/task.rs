@@ -72,6 +72,10 @@ pub enum TaskCommand {
         /// Every task not yet succeeded (and not queued, running or deleted).
         #[arg(long)]
         all: bool,
+        /// Continue each task's failed (or stopped) latest attempt where it left
+        /// off, in the same directory (its clone), without a new plan.
+        #[arg(long, conflicts_with = "all")]
+        resume: bool,
     },
     /// Show the events of a task's current or last attempt, one line each.
     Logs {
@@ -115,7 +119,8 @@ pub fn run(command: TaskCommand) -> i32 {
             workspace,
             ids,
             all,
-        } => enqueue(&workspace.dir, ids, all),
+            resume,
+        } => enqueue(&workspace.dir, ids, all, resume),
         TaskCommand::Logs {
             workspace,
             follow,
@@ -317,7 +322,7 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
     Ok(exit::COMPLETE)
 }
 
-fn enqueue(dir: &Path, ids: Vec<String>, all: bool) -> Result<i32, Error> {
+fn enqueue(dir: &Path, ids: Vec<String>, all: bool, resume: bool) -> Result<i32, Error> {
     let ws = open(dir)?;
     let mut code = exit::COMPLETE;
     let mut refuse = |why: String| {
@@ -347,7 +352,12 @@ fn enqueue(dir: &Path, ids: Vec<String>, all: bool) -> Result<i32, Error> {
     // are enqueued all the same.
     let mut out = String::new();
     for id in chosen {
-        match run_request::enqueue(&ws, &id) {
+        let enqueued = if resume {
+            run_request::enqueue_resume(&ws, &id)
+        } else {
+            run_request::enqueue(&ws, &id)
+        };
+        match enqueued {
             Ok(job) => out.push_str(&format!("{job}\n")),
             Err(RunError::Refused(why)) => refuse(why.to_string()),
             Err(RunError::Failed(e)) => refuse(format!("task {id}: {e}")),

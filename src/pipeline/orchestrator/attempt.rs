@@ -54,6 +54,10 @@ pub struct Claimed {
     pub task: TaskView,
     /// Set when the job must fail without running (a dependency failed).
     pub refusal: Option<String>,
+    /// The job whose attempt this one continues (`run --resume`, SPEC §19).
+    pub resume_from: Option<String>,
+    /// The job whose clone a resumed attempt goes on in.
+    pub clone_job: Option<String>,
 }
 
 /// An attempt's place among the `--jobs` at once. It goes back as soon as the
@@ -119,8 +123,8 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
         task_config: config_path.display().to_string(),
         branch: ran.branch,
         log_dir: log_dir.display().to_string(),
-        resumed_from: None,
-        clone_job: None,
+        resumed_from: claimed.resume_from.clone(),
+        clone_job: claimed.clone_job.clone(),
     };
     let status = attempt.status.as_str();
     let reason = attempt
@@ -187,14 +191,31 @@ fn attempt(
     place: &mut Place,
 ) -> Ran {
     let ws = &setup.ws;
-    let run_dir = if setup.isolated {
-        ws.clones_dir().join(&claimed.job_id)
-    } else {
-        ws.root_dir.clone()
+    // A resumed attempt goes on where the one it continues ran.
+    let run_dir = match (&claimed.resume_from, &claimed.clone_job) {
+        (Some(_), Some(clone_job)) => ws.clones_dir().join(clone_job),
+        (Some(_), None) => ws.root_dir.clone(),
+        (None, _) if setup.isolated => ws.clones_dir().join(&claimed.job_id),
+        (None, _) => ws.root_dir.clone(),
     };
     let steps = (|| {
-        let (yaml, builder, took) = build(setup, claimed, log_dir, &run_dir)?;
-        let clone = clone(setup, claimed)?;
+        let (yaml, builder, took) = match &claimed.resume_from {
+            Some(from) => resumed_config(setup, claimed, from, &run_dir)?,
+            None => build(setup, claimed, log_dir, &run_dir)?,
+        };
+        let clone = match (&claimed.resume_from, &claimed.clone_job) {
+            (Some(_), Some(clone_job)) => Some(
+                AttemptClone::kept(
+                    &ws.clones_dir(),
+                    &ws.job_log_dir(clone_job),
+                    clone_job,
+                    &claimed.task.record.id,
+                )
+                .map_err(|e| failed(format!("cannot resume in the clone: {e}")))?,
+            ),
+            (Some(_), None) => None,
+            (None, _) => clone(setup, claimed, log_dir)?,
+        };
         let config = checked(&yaml, log_dir, config_path)?;
         log::info!(
             "job {}: built the TaskConfig with the {} builder in {}: {}",
@@ -290,9 +311,41 @@ fn build(
     Ok((yaml, builder, duration))
 }
 
+/// The TaskConfig of a resumed attempt: the one the attempt it continues ran with
+/// (what a Task Builder wrote of it: the same task), completed again with today's
+/// defaults and invariants, so the runner settings may have changed (a raised
+/// budget or loop limit) while the task stays the same. No Task Builder is asked.
+fn resumed_config(
+    setup: &Setup,
+    claimed: &Claimed,
+    from: &str,
+    run_dir: &Path,
+) -> Result<(String, String, Duration), Ran> {
+    let ws = &setup.ws;
+    let clock = Instant::now();
+    let path = ws.job_log_dir(from).join("task-config.yaml");
+    let text = crate::fs::read::whole(&path, 1 << 20)
+        .map_err(|e| failed(format!("cannot resume job {from}: {}: {e}", path.display())))?;
+    let config: serde_yaml::Mapping = serde_yaml::from_slice(&text)
+        .map_err(|e| failed(format!("cannot resume job {from}: {}: {e}", path.display())))?;
+    let task = &claimed.task.record;
+    let invariants = Invariants {
+        task_id: &task.id,
+        title: &task.title,
+        raw_prompt: &task.raw_prompt,
+        root_dir: run_dir,
+        acceptance_criteria: task.plan.acceptance_criteria.as_deref().unwrap_or_default(),
+    };
+    let draft = builder::reply::builder_part(&config);
+    let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
+        .map_err(|e| failed(format!("cannot resume job {from}: its TaskConfig: {e}")))?;
+    Ok((yaml, format!("earlier (job {from}'s)"), clock.elapsed()))
+}
+
 /// The attempt's clone when attempts are isolated (from root_dir's HEAD merged with
-/// the dependencies' branches); starts making the next claim's spare.
-fn clone(setup: &Setup, claimed: &Claimed) -> Result<Option<AttemptClone>, Ran> {
+/// the dependencies' branches), described in `log_dir` for a later resume; starts
+/// making the next claim's spare.
+fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<AttemptClone>, Ran> {
     if !setup.isolated {
         return Ok(None);
     }
@@ -314,7 +367,12 @@ fn clone(setup: &Setup, claimed: &Claimed) -> Result<Option<AttemptClone>, Ran> 
     let queued = crate::pipeline::queue::jobs::list(&ws.queue_dir()).len();
     setup.spares.refill(queued, &setup.background);
     match prepared {
-        Ok(clone) => Ok(Some(clone)),
+        Ok(clone) => {
+            if let Err(e) = clone.save(log_dir) {
+                log::warn!("job {job_id}: {e}; the attempt could not be resumed in its clone");
+            }
+            Ok(Some(clone))
+        }
         Err(_) if setup.interrupt.is_set() => Err(failed("interrupted".into())),
         Err(e) => Err(failed(format!("cannot prepare the attempt's clone: {e}"))),
     }
@@ -382,7 +440,7 @@ fn run_and_bring_back(
         log_dir,
         &stderr_log,
         setup.interrupt,
-        false,
+        claimed.resume_from.is_some(),
         &mut started,
     );
     place.free();

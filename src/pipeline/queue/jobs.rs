@@ -56,13 +56,24 @@ pub struct Entry {
 
 /// Writes a new job for `task_id` into the queue; returns its id.
 pub fn enqueue(ws: &Workspace, task_id: &str) -> Result<String, PipelineError> {
+    enqueue_resume(ws, task_id, None, None)
+}
+
+/// `enqueue`, of a job that continues job `resume_from`'s attempt (in job
+/// `clone_job`'s clone, if it ran in one).
+pub fn enqueue_resume(
+    ws: &Workspace,
+    task_id: &str,
+    resume_from: Option<String>,
+    clone_job: Option<String>,
+) -> Result<String, PipelineError> {
     let job_id = id::new_job_id();
     let job = Job {
         workspace_id: ws.id.clone(),
         task_id: task_id.to_string(),
         created_at: Timestamp::now().to_string(),
-        resume_from: None,
-        clone_job: None,
+        resume_from,
+        clone_job,
     };
     let path = ws.queue_dir().join(format!("{job_id}.json"));
     let json = serde_json::to_vec(&job).unwrap_or_default();
@@ -114,6 +125,19 @@ pub fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String> {
     }
     if !id::is_valid(&job.task_id) {
         return Err(id::invalid("task_id", &job.task_id));
+    }
+    for (field, value) in [
+        ("resume_from", &job.resume_from),
+        ("clone_job", &job.clone_job),
+    ] {
+        if let Some(value) = value.as_ref().filter(|v| !id::is_valid(v)) {
+            return Err(id::invalid(field, value));
+        }
+    }
+    if job.clone_job.is_some() && job.resume_from.is_none() {
+        return Err(
+            "clone_job without resume_from: only a resumed job runs in another job's clone".into(),
+        );
     }
     Ok(job)
 }

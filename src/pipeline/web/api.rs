@@ -192,6 +192,21 @@ pub fn run_task(app: &App, task_id: &str) -> Response {
     }
 }
 
+/// `POST /api/tasks/<id>/continue`: enqueues a job that continues the task's failed
+/// latest attempt, as `task run --resume` does; 202 with `{"job_id"}`, 409 when
+/// the task is busy or has nothing to continue.
+pub fn continue_task(app: &App, task_id: &str) -> Response {
+    match run_request::enqueue_resume(&app.ws, task_id) {
+        Ok(job_id) => json(
+            202,
+            &json!({ "job_id": job_id, "task_id": task_id, "resumes": true }),
+        ),
+        Err(RunError::Refused(why @ Refused::NotFound { .. })) => error(404, &why.to_string()),
+        Err(RunError::Refused(why)) => error(409, &why.to_string()),
+        Err(RunError::Failed(e)) => failed(&e),
+    }
+}
+
 /// `POST /api/tasks/<id>/stop`: stops the task's job as `task stop` does, without
 /// waiting for its end; 202 with `{"job_id", "stopping", "message"}` (`stopping`:
 /// `cancelled`, `terminated` or `not_started`), 409 when there is nothing to stop.

@@ -227,15 +227,26 @@ pub fn task(app: &App, task_id: &str) -> Response {
             task_json::job_state(*state)
         );
     }
-    let _ = writeln!(
+    let _ = write!(
         main,
-        " <button type=\"button\" class=\"run\" data-id=\"{}\"{}>{}</button></p>",
+        " <button type=\"button\" class=\"run\" data-id=\"{}\"{}>{}</button>",
         text(&r.id),
         if runnable(status) { "" } else { " disabled" },
         if task.attempts.is_empty() {
             "Run"
         } else {
             "Run again"
+        }
+    );
+    // SPEC §19: a failed (or stopped) attempt can be continued where it left off.
+    let _ = writeln!(
+        main,
+        " <button type=\"button\" class=\"continue\" data-id=\"{}\"{}>Continue</button></p>",
+        text(&r.id),
+        if status == TaskStatus::Failed {
+            ""
+        } else {
+            " hidden"
         }
     );
     if let Some(deleted) = &task.deleted {

@@ -61,6 +61,7 @@ pub fn handle(app: &App, request: &Request, local: SocketAddr) -> Response {
         ("GET", ["api", "tasks", id, "events"]) => api::events(app, id, request),
         ("POST", ["api", "tasks", id, "run"]) => api::run_task(app, id),
         ("POST", ["api", "tasks", id, "stop"]) => api::stop_task(app, id),
+        ("POST", ["api", "tasks", id, "continue"]) => api::continue_task(app, id),
         ("GET", ["api", "plan"]) => api::plan(app),
         ("POST", ["api", "plan"]) => api::start_plan(app, request),
         ("GET", ["api", "plan", "runs", run]) => api::plan_run(app, run),
@@ -81,7 +82,9 @@ fn allowed_methods(path: &[&str]) -> &'static [&'static str] {
         | ["api", "tasks", _, "attempts" | "events"]
         | ["api", "plan", "runs", _] => &["GET"],
         ["api", "orchestrator"] => &["GET"],
-        ["api", "tasks", _, "run" | "stop"] | ["api", "orchestrator", "start"] => &["POST"],
+        ["api", "tasks", _, "run" | "stop" | "continue"] | ["api", "orchestrator", "start"] => {
+            &["POST"]
+        }
         _ => &[],
     }
 }

@@ -119,6 +119,19 @@
   // Run buttons, on any page.
   let refreshPage = async function () {};
   document.addEventListener('click', async function (event) {
+    const button = event.target.closest('button.continue');
+    if (!button) return;
+    button.disabled = true;
+    try {
+      const r = await api('POST', '/api/tasks/' + encodeURIComponent(button.dataset.id) + '/continue');
+      notice('Task ' + r.task_id + ' continues (job ' + r.job_id + ').');
+      location.reload();
+    } catch (e) {
+      notice(e.message, true);
+      button.disabled = false;
+    }
+  });
+  document.addEventListener('click', async function (event) {
     const button = event.target.closest('button.run');
     if (!button) return;
     button.disabled = true;
@@ -283,6 +296,8 @@
       badge(document.getElementById('status'), d.status);
       const button = document.querySelector('button.run');
       if (button) showRunButton(button, d.status, d.attempts.length);
+      const again = document.querySelector('button.continue');
+      if (again) again.hidden = d.status !== 'FAILED';
       // A new attempt brings a new result, note and files: show them.
       if (d.attempts.length !== shownAttempts) location.reload();
     };
