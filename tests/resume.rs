@@ -140,6 +140,11 @@ fn a_run_killed_mid_task_resumes_without_a_new_plan_and_completes() {
     }
     let saved = state(&dir.path, &id);
     assert_eq!(saved["state"], "COMPLETE");
+    assert!(
+        !dir.join(&format!(".agent-runner/state/{id}.session"))
+            .exists(),
+        "a complete task keeps no worker session"
+    );
     assert_eq!(saved["history"].as_array().unwrap().len(), 2);
     assert_eq!(saved["worker_session"]["id"], thread_one[0].as_str());
     // The event log goes on across the resume.
@@ -209,7 +214,9 @@ fn a_task_that_ran_out_of_loops_goes_on_with_a_raised_limit() {
         run_worker("@say: first try"),
         assess(&[], "not yet"),
         // After the resume.
-        run_worker("@run: echo ok > out.txt\n@say: second try"),
+        run_worker(
+            "@run: cat \"$CODEX_HOME\"/sessions/*/*/*/rollout-*.jsonl > prompt.txt\n@run: echo ok > out.txt\n@say: second try",
+        ),
         assess(&["AC-1"], "done"),
     ]);
     let yaml = |loops: u32| {
@@ -242,17 +249,8 @@ fn a_task_that_ran_out_of_loops_goes_on_with_a_raised_limit() {
     out.code(0)
         .stderr_has("the worker's session")
         .stderr_has("is gone; it starts afresh with the history in its prompt");
-    let rollouts = support::pipeline::read(
-        &std::fs::read_dir(&sessions)
-            .unwrap()
-            .flatten()
-            .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
-            .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
-            .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
-            .next()
-            .unwrap()
-            .path(),
-    );
+    // The worker's prompt, as its (new) thread recorded it.
+    let rollouts = support::pipeline::read(&dir.join("prompt.txt"));
     assert!(
         rollouts.contains("This task was resumed after 1 loop(s); the run before ended: FAILED: max_loops reached (1) before this run")
             && rollouts.contains("- loop 1: run_worker; worker completed (first try); tests failed"),

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::context::TaskContext;
+use crate::context::{TaskContext, TaskState};
 use crate::error::{Error, exit};
 use crate::events::Events;
 use crate::fs::Dir;
@@ -205,7 +205,7 @@ fn execute(
                 note_error = Some(e.to_string());
             }
         }
-        if let Err(e) = State::of(ctx).write(&private) {
+        if let Err(e) = State::of(ctx).write(&private, &redactor) {
             if !state_error {
                 log::warn!("cannot write the task's state (a resume would not find it): {e}");
             }
@@ -215,6 +215,16 @@ fn execute(
     // Written before the first step too: a run killed at once leaves its state.
     checkpoint(&ctx);
     Runner::new(meta, sandbox, &mut checkpoint, interrupt).run(&mut ctx);
+    if ctx.state == TaskState::Complete {
+        // Nothing to resume: the worker's session (which holds what the worker saw,
+        // unmasked) is not kept.
+        let removed = private
+            .existing(state::DIR)
+            .and_then(|d| d.remove_tree(&state::session_dir_name(&ctx.task.id)));
+        if let Err(e) = removed {
+            log::warn!("cannot remove the worker's session: {e}");
+        }
+    }
     let note = match note_error {
         None => Ok(note_path.as_path()),
         Some(e) => Err(e),

@@ -17,6 +17,7 @@ use crate::fs::Dir;
 use crate::resume::{
     LoopRecord, MAX_LOOPS_KEPT, Resumed, TestOutcome, WorkerOutcome, WorkerSession,
 };
+use crate::secret::Redactor;
 use crate::task::Task;
 use crate::timestamp::Timestamp;
 
@@ -93,12 +94,13 @@ impl State {
         }
     }
 
-    /// Writes it atomically into `.agent-runner/state/` (`private` is `.agent-runner`).
-    pub fn write(&self, private: &Dir) -> std::io::Result<()> {
-        let json = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+    /// Writes it atomically into `.agent-runner/state/` (`private` is `.agent-runner`),
+    /// `redactor`'s secrets masked (in their JSON spelling too).
+    pub fn write(&self, private: &Dir, redactor: &Redactor) -> std::io::Result<()> {
+        let json = serde_json::to_string(self).map_err(std::io::Error::other)?;
         private
             .subdir(DIR)?
-            .write_atomic(&file_name(&self.task_id), &json)
+            .write_atomic(&file_name(&self.task_id), redactor.redact(&json).as_bytes())
     }
 
     /// The state file of task `task_id`, if there is one.
@@ -264,7 +266,7 @@ mod tests {
         }];
         ctx.loops = 2;
         let state = State::of(&ctx);
-        state.write(&private).unwrap();
+        state.write(&private, &Redactor::default()).unwrap();
         let back = State::read(&private, &ctx.task.id).unwrap().unwrap();
         assert_eq!(back.criteria, ctx.criteria);
         assert_eq!((back.loops, back.state.as_str()), (2, "PENDING"));
