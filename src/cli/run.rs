@@ -205,11 +205,15 @@ fn execute(
                 note_error = Some(e.to_string());
             }
         }
-        if let Err(e) = State::of(ctx).write(&private, &redactor) {
-            if !state_error {
-                log::warn!("cannot write the task's state (a resume would not find it): {e}");
+        let clock = Instant::now();
+        match State::of(ctx).write(&private, &redactor) {
+            Ok(()) => log::debug!("state written in {} µs", clock.elapsed().as_micros()),
+            Err(e) => {
+                if !state_error {
+                    log::warn!("cannot write the task's state (a resume would not find it): {e}");
+                }
+                state_error = true;
             }
-            state_error = true;
         }
     };
     // Written before the first step too: a run killed at once leaves its state.

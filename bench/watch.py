@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""Watching a run (SPEC §19, `make bench`): how long an event takes from being written
+to being seen, and what the state file costs per step.
+
+1. Event -> visible in `task logs -f`: a task whose worker runs 40 short commands
+   (80 worker items, plus state, meta, run and test events); `task logs -f` follows
+   it from the queue; each printed line's arrival against the event's own time
+   (`at`, written as it happened). Target: within 200 ms.
+2. Event -> visible in the browser: the same task's page in headless Chromium
+   (chromedriver, WebDriver over HTTP): a MutationObserver stamps each line of the
+   live log as it appears. Needs /usr/bin/chromium and /usr/bin/chromedriver.
+3. The state file: the runner's own time per write (its debug log), over a task of
+   many steps.
+Median and p95 of each; BENCH_ONLY=1,2,3 runs only these.
+"""
+
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BIN = os.environ.get("AGENT_RUNNER_BIN", os.path.join(ROOT, "target/release/agent-runner"))
+IMAGE = os.environ.get("BENCH_IMAGE", "agent-runner-test-worker:latest")
+ONLY = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
+COMMANDS = 40
+
+BUILDER = """- type: build_task_config
+  task:
+    id: x
+    title: x
+    instructions: Run the commands.
+    project: {root_dir: /x}
+    test: {command: "true"}
+  runner:
+    meta: {model: bench}
+    worker: {type: docker_codex_cli}
+"""
+
+
+def wanted(figure):
+    return not ONLY or figure in ONLY
+
+
+def meta_script(directives):
+    prompt = "".join(f"      {line}\n" for line in directives.splitlines())
+    return ("- type: plan_task\n  acceptance_criteria:\n    - id: AC-1\n      description: done\n"
+            "- type: next_action\n  decision: {action: run_worker, reason: go}\n  worker_call:\n"
+            "    worker_type: codex-cli\n    mode: exec\n    prompt: |\n" + prompt +
+            "- type: completion_assessment\n  summary: done\n  details: {passed_criteria: [AC-1]}\n")
+
+
+def percentile(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def stats(values, unit):
+    return (f"median {statistics.median(values):7.1f} {unit}, p95 {percentile(values, 95):7.1f} {unit}"
+            f"  (min {min(values):.1f}, max {max(values):.1f}, n={len(values)})")
+
+
+def day_ms(clock):
+    """`HH:MM:SS.mmm` (UTC) -> ms since midnight."""
+    h, m, s = clock.split(":")
+    return (int(h) * 3600 + int(m) * 60) * 1000 + round(float(s) * 1000)
+
+
+def now_day_ms():
+    return (time.time() * 1000) % 86_400_000
+
+
+class Workspace:
+    def __init__(self, work, directives):
+        self.root = os.path.join(work, "project")
+        os.makedirs(self.root)
+        self.env = dict(os.environ, AGENT_RUNNER_HOME=os.path.join(work, "home"))
+        with open(os.path.join(work, "builder.yaml"), "w") as f:
+            f.write(BUILDER)
+        with open(os.path.join(work, "meta.yaml"), "w") as f:
+            f.write(meta_script(directives))
+        defaults = os.path.join(work, "defaults.yaml")
+        with open(defaults, "w") as f:
+            f.write("builder: {kind: scripted, script: builder.yaml}\nrunner:\n"
+                    "  meta: {kind: scripted, script: meta.yaml}\n"
+                    f"  worker: {{docker_image: \"{IMAGE}\", network: none}}\n")
+        self.cli("workspace", "init", self.root, "--defaults", defaults)
+
+    def cli(self, *args, **kw):
+        return subprocess.run([BIN, *args], env=self.env, check=True, capture_output=True,
+                              text=True, **kw).stdout
+
+    def task(self, name):
+        self.cli("task", "new", "-w", self.root, "--id", name, "Run the commands")
+        self.cli("task", "run", "-w", self.root, name)
+        return name
+
+    def orchestrate(self):
+        return subprocess.Popen([BIN, "orchestrate", "-w", self.root, "--once"], env=self.env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def commands():
+    return "\n".join(["@run: sleep 0.05"] * COMMANDS) + "\n@say: done"
+
+
+def follow_latency(rounds):
+    """Event written -> its line read from `task logs -f`, in ms."""
+    latencies = []
+    for n in range(rounds):
+        work = tempfile.mkdtemp(prefix="agent-runner-bench-watch-")
+        try:
+            ws = Workspace(work, commands())
+            name = ws.task(f"follow-{n}")
+            logs = subprocess.Popen([BIN, "task", "logs", "-w", ws.root, "-f", name], env=ws.env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                    bufsize=1)
+            time.sleep(0.3)
+            orch = ws.orchestrate()
+            for line in logs.stdout:
+                seen = now_day_ms()
+                m = re.match(r"(\d\d:\d\d:\d\d\.\d\d\d) ", line)
+                if m:
+                    latencies.append((seen - day_ms(m.group(1))) % 86_400_000)
+            logs.wait()
+            orch.wait()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return latencies
+
+
+def http(addr, method, path, body=None):
+    host, port = addr.split(":")
+    data = json.dumps(body).encode() if body is not None else b""
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+        chunks = []
+        while True:
+            chunk = s.recv(1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    head, _, rest = b"".join(chunks).partition(b"\r\n\r\n")
+    if b"chunked" in head.lower():
+        body, out = rest, b""
+        while body:
+            size, _, body = body.partition(b"\r\n")
+            size = int(size, 16)
+            if size == 0:
+                break
+            out, body = out + body[:size], body[size + 2:]
+        rest = out
+    return json.loads(rest or b"{}")
+
+
+def browser_latency(rounds):
+    """Event written -> its line shown on the task page, in ms."""
+    if not (os.path.exists("/usr/bin/chromium") and os.path.exists("/usr/bin/chromedriver")):
+        return None
+    latencies = []
+    driver = subprocess.Popen(["/usr/bin/chromedriver", "--port=0", "--log-level=WARNING"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        port = None
+        for line in driver.stdout:
+            m = re.search(r"started successfully on port (\d+)", line)
+            if m:
+                port = m.group(1)
+                break
+        wd = f"127.0.0.1:{port}"
+        profile = tempfile.mkdtemp(prefix="agent-runner-bench-chromium-")
+        caps = {"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+                     "--disable-background-networking"]}}}}
+        session = http(wd, "POST", "/session", caps)["value"]["sessionId"]
+        run = lambda script: http(wd, "POST", f"/session/{session}/execute/sync",
+                                  {"script": script, "args": []})["value"]
+        for n in range(rounds):
+            work = tempfile.mkdtemp(prefix="agent-runner-bench-watch-")
+            try:
+                ws = Workspace(work, commands())
+                name = ws.task(f"page-{n}")
+                serve = subprocess.Popen([BIN, "serve", "-w", ws.root, "--addr", "127.0.0.1:0"],
+                                         env=ws.env, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, text=True)
+                url = serve.stdout.readline().strip()
+                http(wd, "POST", f"/session/{session}/url", {"url": f"{url}tasks/{name}"})
+                run("window.seen = []; const pre = document.getElementById('events');"
+                    "new MutationObserver(() => { const now = Date.now() % 86400000;"
+                    " const lines = pre.textContent.split('\\n').filter((l) => l);"
+                    " for (let i = window.seen.length; i < lines.length; i++)"
+                    " window.seen.push([lines[i].slice(0, 12), now]); })"
+                    ".observe(pre, {childList: true, characterData: true, subtree: true});")
+                orch = ws.orchestrate()
+                orch.wait()
+                time.sleep(0.5)
+                for clock, shown in run("return window.seen || [];") or []:
+                    if re.match(r"\d\d:\d\d:\d\d\.\d\d\d", clock):
+                        latencies.append((shown - day_ms(clock)) % 86_400_000)
+                serve.terminate()
+                serve.wait()
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        http(wd, "DELETE", f"/session/{session}")
+        shutil.rmtree(profile, ignore_errors=True)
+    finally:
+        driver.terminate()
+        driver.wait()
+    return latencies
+
+
+def state_writes(rounds):
+    """The runner's own time per state file write, in µs (its debug log)."""
+    times = []
+    for n in range(rounds):
+        work = tempfile.mkdtemp(prefix="agent-runner-bench-state-")
+        try:
+            repo = os.path.join(work, "repo")
+            os.makedirs(repo)
+            loops = 20
+            replies = ["- type: plan_task\n  acceptance_criteria: [{id: AC-1, description: x}]\n"]
+            for i in range(loops):
+                replies.append("- type: next_action\n  decision: {action: mark_complete, reason: x}\n")
+                passed = "[AC-1]" if i == loops - 1 else "[]"
+                replies.append(f"- type: completion_assessment\n  summary: loop {i}\n"
+                               f"  details: {{passed_criteria: {passed}}}\n")
+            with open(os.path.join(work, "meta.yaml"), "w") as f:
+                f.write("".join(replies))
+            task = (f"version: 1\ntask:\n  id: state-{n}\n  repo: {repo}\n  prd:\n    text: x\n"
+                    f"runner:\n  meta:\n    kind: scripted\n    script: {work}/meta.yaml\n"
+                    f"    max_loops: {loops}\n  worker:\n    docker_image: {IMAGE}\n    network: none\n")
+            out = subprocess.run([BIN, "run"], input=task, text=True, capture_output=True,
+                                 env=dict(os.environ, RUST_LOG="agent_runner=debug"))
+            times += [int(t) for t in re.findall(r"state written in (\d+) µs", out.stderr)]
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return times
+
+
+def main():
+    rounds = int(os.environ.get("BENCH_RUNS", "5"))
+    rows = []
+    if wanted("1"):
+        rows.append(("event -> line of `task logs -f`", stats(follow_latency(rounds), "ms")))
+    if wanted("2"):
+        shown = browser_latency(rounds)
+        rows.append(("event -> line on the task page (Chromium)",
+                     stats(shown, "ms") if shown else "skipped: no chromium/chromedriver"))
+    if wanted("3"):
+        rows.append(("state file written, per step", stats(state_writes(rounds), "µs")))
+    width = max(len(label) for label, _ in rows)
+    print(f"\nagent-runner watch benchmarks ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})")
+    for label, value in rows:
+        print(f"  {label:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
