@@ -20,6 +20,10 @@ pub struct RunResult {
     pub validation: Validation,
     pub duration_ms: u128,
     pub loops: u32,
+    /// True only when the task is COMPLETE and its last test run passed (SPEC §16).
+    pub verified: bool,
+    /// How often Meta replaced the acceptance criteria (SPEC §16).
+    pub replans: u32,
     pub note_path: Option<String>,
     /// Why the Task Note could not be written (then `note_path` is null).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -85,6 +89,8 @@ impl RunResult {
             },
             duration_ms: ctx.duration().as_millis(),
             loops: ctx.loops,
+            verified: ctx.verified(),
+            replans: ctx.replans,
             note_path: note.as_ref().ok().map(|p| p.display().to_string()),
             note_error: note.err(),
             error: ctx.failure.clone(),
@@ -122,6 +128,8 @@ impl RunResult {
             },
             duration_ms: took.as_millis(),
             loops: 0,
+            verified: false,
+            replans: 0,
             note_path: None,
             note_error: None,
             error: Some(error),
@@ -151,8 +159,9 @@ impl RunResult {
             (None, None) => String::new(),
         };
         if self.status == "succeeded" {
+            let unverified = if self.verified { "" } else { " (unverified)" };
             format!(
-                "{}: task {id} in {secs:.1} s, {} loop(s), tests {}{note}",
+                "{}: task {id} in {secs:.1} s, {} loop(s), tests {}{unverified}{note}",
                 self.state, self.loops, self.validation.overall
             )
         } else {
