@@ -55,18 +55,15 @@ impl<B: ChatBackend> Meta for MetaAgent<B> {
 
     fn replan(&mut self, ctx: &TaskContext, reason: &str) -> MetaOutcome<Plan> {
         let system = replan::system_prompt(self.system_prompt.as_deref());
-        let request = protocol::replan_request(ctx, reason);
+        let request = replan::request(ctx, reason);
         conversation::ask(&mut self.backend, system, &request, &self.redactor)
     }
 
     fn next_action(&mut self, ctx: &TaskContext) -> MetaOutcome<NextAction> {
         let kind = MessageType::NextAction;
-        let system = protocol::system_prompt_offering(
-            self.system_prompt.as_deref(),
-            kind,
-            replan::offer(ctx).ok(),
-        );
-        let request = protocol::request(kind, ctx);
+        let left = replan::offer(ctx).ok();
+        let system = protocol::system_prompt_offering(self.system_prompt.as_deref(), kind, left);
+        let request = protocol::request_offering(kind, ctx, left);
         conversation::ask_checked::<NextAction, _>(
             &mut self.backend,
             system,

@@ -6,7 +6,6 @@
 use serde::{Deserialize, Serialize};
 use serde_yaml::Value;
 
-use super::replan::{self, ReplanInfo};
 use crate::context::{Assessment, Criterion, TaskContext};
 use crate::meta::reply::{Reply, decode};
 use crate::text::{cut, tail};
@@ -86,7 +85,7 @@ pub fn system_prompt_offering(
                  \x20 mode: exec\n\
                  \x20 prompt: |\n\
                  \x20   <instructions for the worker>\n",
-                replan::action_line(replans_left)
+                action_line(replans_left)
             );
             &next_action
         }
@@ -108,14 +107,26 @@ pub fn system_prompt_offering(
     )
 }
 
+/// The next_action schema's line for `decision.action`, with `replan` when offered
+/// (`runner::replan`).
+fn action_line(replans_left: Option<u32>) -> String {
+    match replans_left {
+        None => "\x20 action: run_worker   # or mark_complete when every criterion is met\n".into(),
+        Some(left) => format!(
+            "\x20 action: run_worker   # or mark_complete when every criterion is met, or replan when \
+             the acceptance criteria themselves are wrong: plan_task is asked again with what each \
+             loop did and its criteria replace these (it costs a loop; {left} replan(s) left; no \
+             worker_call)\n"
+        ),
+    }
+}
+
+/// A `plan_task` request; a replan's adds to it (`runner::replan`).
 #[derive(Serialize)]
-struct PlanRequest<'a> {
+pub struct PlanRequest<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     task: PlanTaskInfo<'a>,
-    /// A replan's previous criteria and history.
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    replan: Option<ReplanInfo>,
 }
 
 #[derive(Serialize)]
@@ -221,29 +232,31 @@ struct TestInfo {
 
 /// The request YAML for `kind` (the user message).
 pub fn request(kind: MessageType, ctx: &TaskContext) -> String {
-    request_with(kind, ctx, None)
+    request_offering(kind, ctx, None)
 }
 
-/// The request YAML of a replan's `plan_task`, because of `reason` (SPEC §16).
-pub fn replan_request(ctx: &TaskContext, reason: &str) -> String {
-    request_with(MessageType::PlanTask, ctx, Some(replan::info(ctx, reason)))
+/// The `plan_task` request's content.
+pub fn plan_request(ctx: &TaskContext) -> PlanRequest<'_> {
+    let task = &ctx.task;
+    PlanRequest {
+        kind: MessageType::PlanTask.as_str(),
+        task: PlanTaskInfo {
+            id: &task.id,
+            title: &task.title,
+            prd: &task.prd.text,
+            test_command: task.test.as_ref().map(|t| t.command.as_str()),
+        },
+    }
 }
 
-fn request_with(kind: MessageType, ctx: &TaskContext, replan: Option<ReplanInfo>) -> String {
+/// `request`; a next_action request says how many replans are left when
+/// `replans_left` is given (SPEC §16).
+pub fn request_offering(kind: MessageType, ctx: &TaskContext, replans_left: Option<u32>) -> String {
     let task = &ctx.task;
     let test_command = task.test.as_ref().map(|t| t.command.as_str());
     let (acceptance_criteria, criteria_not_shown) = criteria_info(&ctx.criteria);
     let yaml = match kind {
-        MessageType::PlanTask => serde_yaml::to_string(&PlanRequest {
-            kind: kind.as_str(),
-            task: PlanTaskInfo {
-                id: &task.id,
-                title: &task.title,
-                prd: &task.prd.text,
-                test_command,
-            },
-            replan,
-        }),
+        MessageType::PlanTask => serde_yaml::to_string(&plan_request(ctx)),
         _ => serde_yaml::to_string(&StepRequest {
             kind: kind.as_str(),
             task: StepTaskInfo {
@@ -263,7 +276,7 @@ fn request_with(kind: MessageType, ctx: &TaskContext, replan: Option<ReplanInfo>
                 max: task.meta.max_loops,
             },
             replans_left: match kind {
-                MessageType::NextAction => replan::offer(ctx).ok(),
+                MessageType::NextAction => replans_left,
                 _ => None,
             },
             state: ctx.state.as_str(),
@@ -271,6 +284,11 @@ fn request_with(kind: MessageType, ctx: &TaskContext, replan: Option<ReplanInfo>
             last_test_result: test_info(ctx),
         }),
     };
+    encoded(kind, yaml)
+}
+
+/// A request's YAML, or a request that says it could not be encoded.
+pub fn encoded(kind: MessageType, yaml: Result<String, serde_yaml::Error>) -> String {
     yaml.unwrap_or_else(|e| {
         format!(
             "type: {}\nerror: cannot encode the request: {e}\n",

@@ -54,19 +54,6 @@ pub fn check(next: &NextAction, ctx: &TaskContext) -> Result<(), String> {
     })
 }
 
-/// The next_action schema's line for `decision.action`, with `replan` when offered.
-pub fn action_line(left: Option<u32>) -> String {
-    match left {
-        None => "\x20 action: run_worker   # or mark_complete when every criterion is met\n".into(),
-        Some(left) => format!(
-            "\x20 action: run_worker   # or mark_complete when every criterion is met, or replan when \
-             the acceptance criteria themselves are wrong: plan_task is asked again with what each \
-             loop did and its criteria replace these (it costs a loop; {left} replan(s) left; no \
-             worker_call)\n"
-        ),
-    }
-}
-
 /// The system prompt of a replan's `plan_task`.
 pub fn system_prompt(base: Option<&str>) -> String {
     format!(
@@ -75,6 +62,23 @@ pub fn system_prompt(base: Option<&str>) -> String {
          replaces the old one, and every criterion starts unmet.\n",
         protocol::system_prompt(base, MessageType::PlanTask).trim_end()
     )
+}
+
+/// The request YAML of a replan's `plan_task`, because of `reason`: the first
+/// plan's request and what the replan adds.
+pub fn request(ctx: &TaskContext, reason: &str) -> String {
+    #[derive(Serialize)]
+    struct ReplanRequest<'a> {
+        #[serde(flatten)]
+        plan: protocol::PlanRequest<'a>,
+        #[serde(flatten)]
+        replan: ReplanInfo,
+    }
+    let request = ReplanRequest {
+        plan: protocol::plan_request(ctx),
+        replan: info(ctx, reason),
+    };
+    protocol::encoded(MessageType::PlanTask, serde_yaml::to_string(&request))
 }
 
 /// What a replan's `plan_task` adds to the request.
@@ -247,7 +251,7 @@ mod tests {
     #[test]
     fn the_second_plan_task_carries_the_criteria_and_each_loops_outcome() {
         let ctx = after_loops(2, "boom", "runner:\n  meta:\n    max_loops: 5\n");
-        let yaml = protocol::replan_request(&ctx, "AC-2 is impossible");
+        let yaml = request(&ctx, "AC-2 is impossible");
         let request: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
         assert_eq!(request["type"], "plan_task");
         assert_eq!(request["task"]["prd"], "Make it work.");
@@ -278,8 +282,7 @@ mod tests {
         let ctx = after_loops(300, &output, "runner:\n  meta:\n    max_loops: 1000\n");
         let info = serde_yaml::to_string(&info(&ctx, &output)).unwrap();
         assert!(info.len() <= 24 * 1024, "{} bytes", info.len());
-        let request: serde_yaml::Value =
-            serde_yaml::from_str(&protocol::replan_request(&ctx, "x")).unwrap();
+        let request: serde_yaml::Value = serde_yaml::from_str(&request(&ctx, "x")).unwrap();
         let history = request["history"].as_sequence().unwrap();
         assert_eq!(history.len(), MAX_HISTORY);
         assert_eq!(history[0]["loop"], 291, "the latest loops");
@@ -291,8 +294,12 @@ mod tests {
         let offered = |ctx: &TaskContext| {
             let system =
                 protocol::system_prompt_offering(None, MessageType::NextAction, offer(ctx).ok());
-            let request: serde_yaml::Value =
-                serde_yaml::from_str(&protocol::request(MessageType::NextAction, ctx)).unwrap();
+            let request: serde_yaml::Value = serde_yaml::from_str(&protocol::request_offering(
+                MessageType::NextAction,
+                ctx,
+                offer(ctx).ok(),
+            ))
+            .unwrap();
             let in_request = request.get("replans_left").is_some();
             assert_eq!(system.contains("or replan"), in_request);
             in_request
