@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::context::{TaskContext, TaskState};
+use crate::secret::Redactor;
 
 #[derive(Debug, Serialize)]
 pub struct RunResult {
@@ -143,6 +144,27 @@ impl RunResult {
         })
     }
 
+    /// `json` with `redactor`'s secrets masked in its strings. Masking the encoded
+    /// text instead would break the document when a secret is also JSON (`true`, a
+    /// number): a `CI=true` secret made `"verified":***`.
+    pub fn json_masked(&self, redactor: &Redactor) -> String {
+        fn mask(value: &mut serde_json::Value, redactor: &Redactor) {
+            match value {
+                serde_json::Value::String(s) => *s = redactor.redact(s),
+                serde_json::Value::Array(items) => items.iter_mut().for_each(|v| mask(v, redactor)),
+                serde_json::Value::Object(map) => map.values_mut().for_each(|v| mask(v, redactor)),
+                _ => {}
+            }
+        }
+        match serde_json::to_value(self) {
+            Ok(mut value) => {
+                mask(&mut value, redactor);
+                value.to_string()
+            }
+            Err(_) => self.json(),
+        }
+    }
+
     /// One line for people: outside text (a Meta error, a summary) is put on one
     /// line with its control characters shown escaped, so it can neither add lines
     /// (a fake `COMPLETE: …` under a failed task) nor steer the terminal.
@@ -173,6 +195,22 @@ impl RunResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_masked_in_the_strings_of_the_json_not_in_its_syntax() {
+        let secret = crate::secret::Secret::new("true".into());
+        let mut result = RunResult::not_run(
+            Some("T".into()),
+            "it is true".into(),
+            "x".into(),
+            Duration::from_millis(5),
+        );
+        result.verified = true;
+        let json = result.json_masked(&Redactor::new([&secret]));
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["verified"], true);
+        assert_eq!(value["summary"], "it is ***");
+    }
 
     #[test]
     fn the_human_line_stays_one_line_without_controls() {
