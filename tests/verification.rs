@@ -348,7 +348,7 @@ fn a_pinned_test_wins_over_the_builders_and_the_attempt_says_whose_it_was() {
     )
     .output()
     .code(0)
-    .stdout_has("test: (none pinned)\nrequire_test: true\n");
+    .stdout_has("test: (none pinned)\nrequire_test: true\nmetadata: ");
     p.new_task(&builder, "Write ok once more");
     let job = p.run_tasks(&[&builder]).remove(0);
     p.orchestrate_once(&[]).output().code(0);
@@ -486,7 +486,7 @@ fn pinned_tests_and_defaults_are_checked_where_they_are_given() {
     )
     .output()
     .code(0)
-    .stdout_has("test: cargo test\nrequire_test: false\n");
+    .stdout_has("test: cargo test\nrequire_test: false\nmetadata: ");
     let json: Value = serde_json::from_str(&read(&p.ws().join("workspace.json"))).unwrap();
     assert_eq!(
         json["defaults"],

@@ -70,11 +70,12 @@ fn init(dir: PathBuf, defaults: Option<PathBuf>) -> Result<(), Error> {
         None => "(none pinned)".into(),
     };
     write_stdout(&format!(
-        "workspace {}\nroot_dir: {}\nmetadata: {}\ntest: {test}\nrequire_test: {}\n",
+        // `metadata:` stays the last line: scripts take the path as the rest of it.
+        "workspace {}\nroot_dir: {}\ntest: {test}\nrequire_test: {}\nmetadata: {}\n",
         ws.id,
         ws.root_dir.display(),
-        ws.dir.display(),
-        d.require_test()
+        d.require_test(),
+        ws.dir.display()
     ))
 }
 
