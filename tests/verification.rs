@@ -532,3 +532,46 @@ fn a_scripted_meta_replans_too() {
     );
     assert!(note(&repo, &id).contains("- [x] AC-9: second"));
 }
+
+#[test]
+fn an_update_line_changes_the_test_and_an_unusable_one_fails_before_anything_runs() {
+    let p = Pipeline::new("verify-update", false);
+    p.init(BUILDER_REPLY, QUICK_META, "");
+    let id = task_id("updated");
+    p.in_ws(&["task", "new"], &["--id", &id, "--test", "true", "Do it"])
+        .output()
+        .code(0);
+    let file = p.ws().join(format!("tasks/{id}.jsonl"));
+    let append = |line: &str| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        f.write_all(format!("{line}\n").as_bytes()).unwrap();
+    };
+    // Another program changes it with an update line.
+    append(
+        r#"{"type":"update","at":"2025-12-07T08:00:00.000Z","test":{"command":"grep -q ok out.txt","timeout_sec":5}}"#,
+    );
+    assert_eq!(
+        p.show(&id)["task"]["test"],
+        serde_json::json!({"command": "grep -q ok out.txt", "timeout_sec": 5})
+    );
+    // One the runner would refuse fails the attempt at once, saying why.
+    append(r#"{"type":"update","at":"2025-12-07T08:00:01.000Z","test":{"command":"a\u0000b"}}"#);
+    let job = p.run_tasks(&[&id]).remove(0);
+    p.orchestrate_once(&[]).output().code(1);
+    let attempt = &p.attempts(&id)[0];
+    assert_eq!(
+        attempt["error"],
+        "the task's test.command: holds a NUL character"
+    );
+    assert_eq!(attempt["test_source"], "task");
+    assert!(
+        !p.ws()
+            .join(format!("logs/{job}/runner.stderr.log"))
+            .exists()
+    );
+    assert_no_container(&id);
+}

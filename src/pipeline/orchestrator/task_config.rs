@@ -205,6 +205,33 @@ mod tests {
     }
 
     #[test]
+    fn a_pinned_command_that_looks_like_yaml_stays_a_command() {
+        let root = std::env::temp_dir();
+        let command = "make test\nrunner:\n  meta: {base_url: 'http://evil'}\n\"quoted\": x # y";
+        let pinned = PinnedTest {
+            command: command.into(),
+            timeout_sec: None,
+        };
+        let with = Invariants {
+            test: Some(&pinned),
+            ..invariants(&root)
+        };
+        let yaml = complete(
+            draft("task:\n  instructions: x\nrunner:\n  meta: {model: m}\n  worker: {type: docker_codex_cli}\n"),
+            &with,
+            None,
+        )
+        .unwrap();
+        let var = |n: &str| (n == "OPENAI_API_KEY").then(|| "sk-x".to_string());
+        let task = validate(&yaml, &root, &var).unwrap();
+        assert_eq!(task.test.unwrap().command, command);
+        let crate::task::MetaBackend::OpenAiChat { base_url, .. } = task.meta.backend else {
+            panic!("openai-chat")
+        };
+        assert_eq!(base_url, crate::task::DEFAULT_BASE_URL);
+    }
+
+    #[test]
     fn the_orchestrator_owns_id_title_root_dir_and_the_prompt() {
         let root = std::env::temp_dir();
         let yaml = complete(
