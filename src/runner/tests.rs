@@ -449,7 +449,8 @@ fn a_replan_replaces_the_criteria_and_counts_as_a_loop() {
     // The new criteria are the ones judged; the old version is kept as it stood.
     assert_eq!(ctx.criteria.len(), 1);
     assert!(ctx.criteria[0].id == "NEW-1" && ctx.criteria[0].passed);
-    let versions: Vec<(u32, &str, Vec<(&str, bool)>)> = ctx
+    type Version<'a> = (u32, &'a str, Vec<(&'a str, bool)>);
+    let versions: Vec<Version> = ctx
         .criteria_versions
         .iter()
         .map(|v| {
