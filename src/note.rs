@@ -72,6 +72,13 @@ fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     };
     writeln!(out, "- State: {}{interrupted}", ctx.state)?;
     writeln!(out, "- Loops: {} of {}", ctx.loops, task.meta.max_loops)?;
+    if ctx.replans > 0 {
+        writeln!(
+            out,
+            "- Replans: {} of {}",
+            ctx.replans, task.meta.max_replans
+        )?;
+    }
     writeln!(
         out,
         "- Repository: {}",
@@ -120,10 +127,37 @@ fn prd(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
 
 fn criteria(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     writeln!(out, "\n---\n\n## 3. Acceptance Criteria\n")?;
+    let versions = &ctx.criteria_versions;
+    if versions.len() > 1 {
+        // Replans (SPEC §16): the current version first, then every earlier one.
+        let current = versions.len();
+        writeln!(
+            out,
+            "Version {current} of {current} ({}):\n",
+            version_origin(&versions[current - 1])
+        )?;
+    }
     if ctx.criteria.is_empty() {
         writeln!(out, "No criteria were planned.")?;
     }
-    for c in &ctx.criteria {
+    criteria_list(out, &ctx.criteria)?;
+    if versions.len() > 1 {
+        writeln!(out, "\nEarlier versions, replaced by a replan:")?;
+        for (n, version) in versions.iter().enumerate().take(versions.len() - 1) {
+            writeln!(
+                out,
+                "\n### Version {} ({})\n",
+                n + 1,
+                version_origin(version)
+            )?;
+            criteria_list(out, &version.criteria)?;
+        }
+    }
+    Ok(())
+}
+
+fn criteria_list(out: &mut String, criteria: &[crate::context::Criterion]) -> std::fmt::Result {
+    for c in criteria {
         writeln!(
             out,
             "- [{}] {}: {}",
@@ -133,6 +167,19 @@ fn criteria(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         )?;
     }
     Ok(())
+}
+
+/// When and why a version of the criteria was made.
+fn version_origin(version: &crate::context::CriteriaVersion) -> String {
+    if version.at_loop == 0 {
+        inline(&version.reason)
+    } else {
+        format!(
+            "re-planned at loop {}: {}",
+            version.at_loop,
+            inline(&cut(&version.reason, 500))
+        )
+    }
 }
 
 fn execution_log(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::context::{TaskContext, TaskState};
+use crate::secret::Redactor;
 
 #[derive(Debug, Serialize)]
 pub struct RunResult {
@@ -20,6 +21,10 @@ pub struct RunResult {
     pub validation: Validation,
     pub duration_ms: u128,
     pub loops: u32,
+    /// True only when the task is COMPLETE and its last test run passed (SPEC §16).
+    pub verified: bool,
+    /// How often Meta replaced the acceptance criteria (SPEC §16).
+    pub replans: u32,
     pub note_path: Option<String>,
     /// Why the Task Note could not be written (then `note_path` is null).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -85,6 +90,8 @@ impl RunResult {
             },
             duration_ms: ctx.duration().as_millis(),
             loops: ctx.loops,
+            verified: ctx.verified(),
+            replans: ctx.replans,
             note_path: note.as_ref().ok().map(|p| p.display().to_string()),
             note_error: note.err(),
             error: ctx.failure.clone(),
@@ -122,6 +129,8 @@ impl RunResult {
             },
             duration_ms: took.as_millis(),
             loops: 0,
+            verified: false,
+            replans: 0,
             note_path: None,
             note_error: None,
             error: Some(error),
@@ -133,6 +142,27 @@ impl RunResult {
         serde_json::to_string(self).unwrap_or_else(|e| {
             format!("{{\"status\":\"failed\",\"error\":\"cannot encode the result: {e}\"}}")
         })
+    }
+
+    /// `json` with `redactor`'s secrets masked in its strings. Masking the encoded
+    /// text instead would break the document when a secret is also JSON (`true`, a
+    /// number): a `CI=true` secret made `"verified":***`.
+    pub fn json_masked(&self, redactor: &Redactor) -> String {
+        fn mask(value: &mut serde_json::Value, redactor: &Redactor) {
+            match value {
+                serde_json::Value::String(s) => *s = redactor.redact(s),
+                serde_json::Value::Array(items) => items.iter_mut().for_each(|v| mask(v, redactor)),
+                serde_json::Value::Object(map) => map.values_mut().for_each(|v| mask(v, redactor)),
+                _ => {}
+            }
+        }
+        match serde_json::to_value(self) {
+            Ok(mut value) => {
+                mask(&mut value, redactor);
+                value.to_string()
+            }
+            Err(_) => self.json(),
+        }
     }
 
     /// One line for people: outside text (a Meta error, a summary) is put on one
@@ -151,8 +181,9 @@ impl RunResult {
             (None, None) => String::new(),
         };
         if self.status == "succeeded" {
+            let unverified = if self.verified { "" } else { " (unverified)" };
             format!(
-                "{}: task {id} in {secs:.1} s, {} loop(s), tests {}{note}",
+                "{}: task {id} in {secs:.1} s, {} loop(s), tests {}{unverified}{note}",
                 self.state, self.loops, self.validation.overall
             )
         } else {
@@ -164,6 +195,22 @@ impl RunResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_masked_in_the_strings_of_the_json_not_in_its_syntax() {
+        let secret = crate::secret::Secret::new("true".into());
+        let mut result = RunResult::not_run(
+            Some("T".into()),
+            "it is true".into(),
+            "x".into(),
+            Duration::from_millis(5),
+        );
+        result.verified = true;
+        let json = result.json_masked(&Redactor::new([&secret]));
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["verified"], true);
+        assert_eq!(value["summary"], "it is ***");
+    }
 
     #[test]
     fn the_human_line_stays_one_line_without_controls() {

@@ -158,10 +158,14 @@ fn execute(
     exit::of_task(&ctx)
 }
 
-/// The result on stdout: JSON or one line.
+/// The result on stdout: JSON or one line, secrets masked.
 fn emit(result: &RunResult, json: bool, redactor: &Redactor) {
-    let text = if json { result.json() } else { result.line() };
-    if let Err(e) = write_stdout(&format!("{}\n", redactor.redact(&text))) {
+    let text = if json {
+        result.json_masked(redactor)
+    } else {
+        redactor.redact(&result.line())
+    };
+    if let Err(e) = write_stdout(&format!("{text}\n")) {
         let _ = writeln!(std::io::stderr(), "error: {e}");
     }
 }

@@ -11,9 +11,10 @@ use crate::error::{Error, exit};
 use crate::pipeline::orchestrator::attempt_files;
 use crate::pipeline::queue::board::Board;
 use crate::pipeline::queue::run_request::{self, RunError};
-use crate::pipeline::queue::status::TaskStatus;
+use crate::pipeline::queue::status::{self, TaskStatus};
 use crate::pipeline::queue::task_json::{self, TaskList};
 use crate::pipeline::store::new_task;
+use crate::pipeline::store::pinned_test::PinnedTest;
 use crate::pipeline::store::task_file::{Attempt, TaskView};
 use crate::pipeline::store::task_store::TaskStore;
 use crate::pipeline::{PipelineError, Workspace};
@@ -37,6 +38,14 @@ pub enum TaskCommand {
         /// The title (default: the prompt's first line).
         #[arg(long)]
         title: Option<String>,
+        /// The test command that proves the task done (run with `sh -c` in the
+        /// sandbox after each worker run); wins over the workspace's and the Task
+        /// Builder's.
+        #[arg(long, value_name = "CMD")]
+        test: Option<String>,
+        /// Seconds a run of --test may take (default 600).
+        #[arg(long, value_name = "SEC", requires = "test")]
+        test_timeout: Option<u64>,
         /// What to do, in your words (the raw prompt).
         #[arg(required = true, value_name = "PROMPT")]
         prompt: Vec<String>,
@@ -81,8 +90,16 @@ pub fn run(command: TaskCommand) -> i32 {
             workspace,
             id,
             title,
+            test,
+            test_timeout,
             prompt,
-        } => new(&workspace.dir, id, title, prompt.join(" ")),
+        } => new(
+            &workspace.dir,
+            id,
+            title,
+            (test, test_timeout),
+            prompt.join(" "),
+        ),
         TaskCommand::List {
             workspace,
             all,
@@ -113,13 +130,18 @@ fn new(
     dir: &Path,
     id: Option<String>,
     title: Option<String>,
+    (test, test_timeout): (Option<String>, Option<u64>),
     prompt: String,
 ) -> Result<i32, Error> {
     if prompt.trim().is_empty() {
         return Err(PipelineError::Invalid("PROMPT: empty; say what the task is".into()).into());
     }
+    let test = test
+        .map(|command| PinnedTest::from_flags(&command, test_timeout, ("--test", "--test-timeout")))
+        .transpose()
+        .map_err(PipelineError::Invalid)?;
     let ws = open(dir)?;
-    let record = new_task::create(&ws, id, title, prompt)?;
+    let record = new_task::create(&ws, id, title, prompt, test)?;
     write_stdout(&format!("{}\n", record.id))?;
     Ok(exit::COMPLETE)
 }
@@ -135,7 +157,7 @@ fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
     let mut out = String::with_capacity(rows.len() * 100 + 100);
     out.push_str(&format!(
         "{} {} {} {} DURATION\n",
-        fit("STATUS", 9),
+        fit("STATUS", STATUS_WIDTH),
         fit("ID", 14),
         fit("TITLE", 40),
         fit("LAST ATTEMPT", 19)
@@ -152,7 +174,7 @@ fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
         let id = if id.len() > 14 { id } else { fit(&id, 14) };
         out.push_str(&format!(
             "{} {id} {} {} {took}\n",
-            fit(status.as_str(), 9),
+            fit(status::label(*status, task), STATUS_WIDTH),
             fit(&escape_controls(&one_line(&task.record.title)), 40),
             fit(&when, 19)
         ));
@@ -163,6 +185,9 @@ fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
     write_stdout(&out)?;
     Ok(exit::COMPLETE)
 }
+
+/// Wide enough for `SUCCEEDED (unverified)`.
+const STATUS_WIDTH: usize = status::SUCCEEDED_UNVERIFIED.len();
 
 /// A stored time, short (`timestamp::short`), safe for a terminal.
 fn short_time(rfc3339: &str) -> String {
@@ -194,7 +219,13 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
     let mut out = String::new();
     let r = &task.record;
     out.push_str(&format!("task {}: {}\n", e(&r.id), e(&one_line(&r.title))));
-    out.push_str(&format!("  status:      {}\n", status.as_str()));
+    out.push_str(&format!(
+        "  status:      {}\n",
+        status::label(status, &task)
+    ));
+    if let Some(test) = &r.plan.test {
+        out.push_str(&format!("  test:        {}\n", e(&one_line(&test.command))));
+    }
     out.push_str(&format!("  created:     {}\n", e(&r.created_at)));
     let mut prompt = r.raw_prompt.lines();
     out.push_str(&format!(
@@ -222,8 +253,11 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
         let error = a.error.as_deref().map_or(String::new(), |x| {
             format!(": {}", e(&cut_chars(&one_line(x), 160)))
         });
+        let source = a
+            .test_source
+            .map_or(String::new(), |s| format!(", test: {}", s.as_str()));
         out.push_str(&format!(
-            "    {}. {} {} {} in {} (job {}){error}\n",
+            "    {}. {} {} {} in {} (job {}{source}){error}\n",
             n + 1,
             short_time(&a.started_at),
             e(&a.attempt_id),
@@ -244,6 +278,10 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
             out.push_str(&format!(
                 "  validation:  {}\n",
                 e(v["overall"].as_str().unwrap_or("unknown"))
+            ));
+            out.push_str(&format!(
+                "  verified:    {}\n",
+                if a.is_verified() { "yes" } else { "no" }
             ));
             for c in v["commands"].as_array().into_iter().flatten() {
                 out.push_str(&format!(

@@ -1,10 +1,12 @@
 //! The task state machine (SPEC §4): PENDING → PLANNING → RUNNING ⇄ VALIDATING →
-//! COMPLETE | FAILED. Meta plans and decides; the sandbox runs the worker and the
-//! tests; `mark_complete` is a claim to be checked, not trusted; the test command
-//! gates completion; `max_loops` bounds the iterations.
+//! COMPLETE | FAILED, and RUNNING → PLANNING when Meta re-plans (`replan`, SPEC §16).
+//! Meta plans and decides; the sandbox runs the worker and the tests;
+//! `mark_complete` is a claim to be checked, not trusted; the test command gates
+//! completion; `max_loops` bounds the iterations, replans included.
 
 pub mod meta;
 pub mod protocol;
+pub mod replan;
 
 use crate::context::{Criterion, TaskContext, TaskState};
 use crate::interrupt::Interrupt;
@@ -68,12 +70,13 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         move_to(ctx, TaskState::Planning, "")?;
         if ctx.task.acceptance_criteria.is_empty() {
             let plan = self.ask(ctx, |meta, ctx| meta.plan_task(ctx))?;
-            ctx.criteria = plan.criteria;
+            ctx.set_criteria(plan.criteria, "planned by Meta");
             log::info!("planned {} acceptance criteria", ctx.criteria.len());
             move_to(ctx, TaskState::Running, "")?;
         } else {
             // A plan (SPEC §13) already fixed them: Meta is not asked to plan again.
-            ctx.criteria = given_criteria(&ctx.task.acceptance_criteria);
+            let given = given_criteria(&ctx.task.acceptance_criteria);
+            ctx.set_criteria(given, "given by the task");
             move_to(
                 ctx,
                 TaskState::Running,
@@ -83,6 +86,10 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         loop {
             let next = self.ask(ctx, |meta, ctx| meta.next_action(ctx))?;
             let number = ctx.loops + 1;
+            if next.action == replan::ACTION {
+                self.replan(ctx, number, &next.reason)?;
+                continue;
+            }
             let done = self.act(ctx, number, next)?;
             ctx.loops = number;
             move_to(ctx, TaskState::Validating, &done)?;
@@ -142,9 +149,38 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                 Ok(format!("meta claims completion: {reason}"))
             }
             other => Err(Stop::Failed(format!(
-                "unknown action {other:?} from next_action (expected run_worker or mark_complete)"
+                "unknown action {other:?} from next_action (expected run_worker, mark_complete or replan)"
             ))),
         }
+    }
+
+    /// Asks Meta for new criteria (loop `number`), which replace the current ones.
+    /// `offer` is checked again: a Meta that let a refused `replan` through must not
+    /// get more loops or paid calls than the task allows.
+    fn replan(&mut self, ctx: &mut TaskContext, number: u32, reason: &str) -> Result<(), Stop> {
+        replan::offer(ctx).map_err(|why| {
+            Stop::Failed(format!(
+                "next_action answered replan, which is not available: {why}"
+            ))
+        })?;
+        let said = first_line(reason);
+        log::info!("loop {number}: meta re-plans the criteria: {said}");
+        move_to(ctx, TaskState::Planning, &format!("replan: {said}"))?;
+        let plan = self.ask(ctx, |meta, ctx| meta.replan(ctx, reason))?;
+        ctx.loops = number;
+        ctx.replans += 1;
+        ctx.set_criteria(plan.criteria, reason.trim());
+        log::info!(
+            "re-planned {} acceptance criteria (version {})",
+            ctx.criteria.len(),
+            ctx.criteria_versions.len()
+        );
+        move_to(
+            ctx,
+            TaskState::Running,
+            &format!("criteria version {}", ctx.criteria_versions.len()),
+        )?;
+        self.step_done(ctx)
     }
 
     /// Runs the task's test command.

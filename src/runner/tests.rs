@@ -19,6 +19,7 @@ type Reply<T> = Result<T, MetaError>;
 
 #[derive(Default)]
 struct FakeMeta {
+    /// The first plan, then one per replan.
     plans: VecDeque<Reply<Plan>>,
     nexts: VecDeque<Reply<NextAction>>,
     assessments: VecDeque<Reply<Assessment>>,
@@ -43,6 +44,11 @@ impl Meta for FakeMeta {
     fn plan_task(&mut self, _: &TaskContext) -> MetaOutcome<Plan> {
         record("plan_task", self.plans.pop_front())
     }
+    fn replan(&mut self, _: &TaskContext, _: &str) -> MetaOutcome<Plan> {
+        record("plan_task", self.plans.pop_front())
+    }
+    /// Lets every reply through, `replan` included, as a Meta that does not check
+    /// might: the runner must refuse what is not offered itself.
     fn next_action(&mut self, _: &TaskContext) -> MetaOutcome<NextAction> {
         record("next_action", self.nexts.pop_front())
     }
@@ -140,6 +146,14 @@ fn run_worker(prompt: &str) -> Reply<NextAction> {
         action: "run_worker".into(),
         reason: "work".into(),
         prompt: Some(prompt.into()),
+    })
+}
+
+fn replan(reason: &str) -> Reply<NextAction> {
+    Ok(NextAction {
+        action: "replan".into(),
+        reason: reason.into(),
+        prompt: None,
     })
 }
 
@@ -345,7 +359,9 @@ fn unknown_action_fails() {
     run(&mut ctx, meta, &mut FakeSandbox::default());
     assert_eq!(
         ctx.failure.as_deref(),
-        Some("unknown action \"dance\" from next_action (expected run_worker or mark_complete)")
+        Some(
+            "unknown action \"dance\" from next_action (expected run_worker, mark_complete or replan)"
+        )
     );
 }
 
@@ -385,6 +401,121 @@ fn worker_failures_go_to_meta_but_sandbox_failures_end_the_task() {
         Some("sandbox: docker daemon not reachable: fake: daemon gone")
     );
     assert_eq!(sandbox.shutdowns, 1);
+}
+
+#[test]
+fn a_replan_replaces_the_criteria_and_counts_as_a_loop() {
+    use TaskState::*;
+    let mut ctx = context(WITH_TEST);
+    let new_plan = Ok(Plan {
+        criteria: vec![Criterion {
+            id: "NEW-1".into(),
+            description: "the real requirement".into(),
+            passed: false,
+        }],
+    });
+    let meta = FakeMeta {
+        plans: [plan(2), new_plan].into(),
+        nexts: [
+            run_worker("first"),
+            replan("AC-2 cannot be met as written"),
+            run_worker("again"),
+        ]
+        .into(),
+        assessments: [assess(&["AC-1"]), assess(&["NEW-1"])].into(),
+    };
+    let mut sandbox = FakeSandbox::default();
+    run(&mut ctx, meta, &mut sandbox);
+    assert_eq!(ctx.state, Complete, "{:?}", ctx.failure);
+    assert_eq!(
+        states(&ctx),
+        [
+            (Pending, Planning),
+            (Planning, Running),
+            (Running, Validating),
+            (Validating, Running),
+            (Running, Planning),
+            (Planning, Running),
+            (Running, Validating),
+            (Validating, Complete)
+        ]
+    );
+    assert_eq!((ctx.loops, ctx.replans), (3, 1), "the replan is loop 2");
+    assert_eq!(sandbox.prompts, ["first", "again"]);
+    assert_eq!(
+        ctx.worker_runs.iter().map(|r| r.number).collect::<Vec<_>>(),
+        [1, 3]
+    );
+    // The new criteria are the ones judged; the old version is kept as it stood.
+    assert_eq!(ctx.criteria.len(), 1);
+    assert!(ctx.criteria[0].id == "NEW-1" && ctx.criteria[0].passed);
+    type Version<'a> = (u32, &'a str, Vec<(&'a str, bool)>);
+    let versions: Vec<Version> = ctx
+        .criteria_versions
+        .iter()
+        .map(|v| {
+            (
+                v.at_loop,
+                v.reason.as_str(),
+                v.criteria
+                    .iter()
+                    .map(|c| (c.id.as_str(), c.passed))
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            (0, "planned by Meta", vec![("AC-1", true), ("AC-2", false)]),
+            (2, "AC-2 cannot be met as written", vec![])
+        ]
+    );
+    let history = replan::history(&ctx, 1);
+    let actions: Vec<&str> = history.iter().map(|h| h.action).collect();
+    assert_eq!(actions, ["run_worker", "replan", "run_worker"]);
+}
+
+#[test]
+fn a_replan_that_is_not_offered_fails_even_if_meta_lets_it_through() {
+    for (extra, why) in [
+        (
+            "  acceptance_criteria: [\"it builds\"]\n",
+            "the task fixes its acceptance criteria",
+        ),
+        (
+            "runner:\n  meta:\n    max_replans: 0\n",
+            "runner.meta.max_replans (0) replans are used",
+        ),
+        (
+            "runner:\n  meta:\n    max_loops: 1\n",
+            "no loop would be left after it (loop 1 of 1)",
+        ),
+    ] {
+        let mut ctx = context(extra);
+        let meta = FakeMeta {
+            plans: [plan(1), plan(1)].into(),
+            nexts: [replan("again")].into(),
+            ..Default::default()
+        };
+        let mut sandbox = FakeSandbox::default();
+        run(&mut ctx, meta, &mut sandbox);
+        let failure = ctx.failure.clone().unwrap_or_default();
+        assert!(
+            failure.starts_with("next_action answered replan, which is not available: ")
+                && failure.contains(why),
+            "{failure}"
+        );
+        assert_eq!((ctx.replans, ctx.loops), (0, 0));
+        assert_eq!(
+            ctx.meta_calls
+                .iter()
+                .filter(|c| c.kind == "plan_task")
+                .count(),
+            usize::from(!extra.contains("acceptance_criteria")),
+            "no second plan_task"
+        );
+    }
 }
 
 /// A sandbox whose worker run is interrupted half way (as Ctrl-C would).
@@ -449,18 +580,31 @@ fn clean_up_continues_after_an_interrupt() {
 /// One scripted iteration for the property test.
 #[derive(Debug, Clone)]
 struct Step {
+    /// 0–5 run_worker, 6–7 mark_complete, 8 an unknown action, 9 a failed call,
+    /// 10–11 replan.
     action: u8,
     worker: u8,
     test_exit: Option<i32>,
     passed_mask: u8,
     all_satisfied: Option<bool>,
     assessment_fails: bool,
+    /// For a replan: its plan_task fails.
+    replan_fails: bool,
+}
+
+impl Step {
+    fn is_replan(&self) -> bool {
+        self.action >= 10
+    }
 }
 
 #[derive(Debug, Clone)]
 struct Scenario {
     max_loops: u32,
+    max_replans: u32,
     criteria: usize,
+    /// The task gives its criteria (no plan_task, no replan).
+    fixed: bool,
     with_test: bool,
     plan_fails: bool,
     steps: Vec<Step>,
@@ -470,7 +614,7 @@ impl Arbitrary for Scenario {
     fn arbitrary(g: &mut Gen) -> Self {
         let steps = (0..usize::arbitrary(g) % 10)
             .map(|_| Step {
-                action: u8::arbitrary(g) % 10,
+                action: u8::arbitrary(g) % 12,
                 worker: u8::arbitrary(g) % 7,
                 test_exit: if bool::arbitrary(g) {
                     Some(0)
@@ -480,11 +624,14 @@ impl Arbitrary for Scenario {
                 passed_mask: u8::arbitrary(g),
                 all_satisfied: Option::<bool>::arbitrary(g),
                 assessment_fails: u8::arbitrary(g) % 20 == 0,
+                replan_fails: u8::arbitrary(g) % 10 == 0,
             })
             .collect();
         Scenario {
             max_loops: 1 + u32::arbitrary(g) % 5,
+            max_replans: u32::arbitrary(g) % 3,
             criteria: 1 + usize::arbitrary(g) % 4,
+            fixed: u8::arbitrary(g) % 4 == 0,
             with_test: bool::arbitrary(g),
             plan_fails: u8::arbitrary(g) % 10 == 0,
             steps,
@@ -498,17 +645,25 @@ fn play(s: &Scenario) -> (TaskContext, FakeSandbox) {
     } else {
         ""
     };
+    let fixed = if s.fixed {
+        let given: Vec<String> = (1..=s.criteria).map(|i| format!("\"c{i}\"")).collect();
+        format!("  acceptance_criteria: [{}]\n", given.join(", "))
+    } else {
+        String::new()
+    };
     let mut ctx = context(&format!(
-        "{test}runner:\n  meta:\n    max_loops: {}\n",
-        s.max_loops
+        "{test}{fixed}runner:\n  meta:\n    max_loops: {}\n    max_replans: {}\n",
+        s.max_loops, s.max_replans
     ));
     let mut meta = FakeMeta::default();
     let mut sandbox = FakeSandbox::default();
-    meta.plans.push_back(if s.plan_fails {
-        Err(MetaError::Failed("x".into()))
-    } else {
-        plan(s.criteria)
-    });
+    if !s.fixed {
+        meta.plans.push_back(if s.plan_fails {
+            Err(MetaError::Failed("x".into()))
+        } else {
+            plan(s.criteria)
+        });
+    }
     for step in &s.steps {
         meta.nexts.push_back(match step.action {
             0..=5 => run_worker("p"),
@@ -518,8 +673,18 @@ fn play(s: &Scenario) -> (TaskContext, FakeSandbox) {
                 reason: String::new(),
                 prompt: None,
             }),
-            _ => Err(MetaError::Failed("next".into())),
+            9 => Err(MetaError::Failed("next".into())),
+            _ => replan("the criteria are wrong"),
         });
+        if step.is_replan() {
+            // A replan asks plan_task, and runs no worker, test or assessment.
+            meta.plans.push_back(if step.replan_fails {
+                Err(MetaError::Failed("replan".into()))
+            } else {
+                plan(s.criteria)
+            });
+            continue;
+        }
         sandbox.workers.push_back(match step.worker {
             0 => WorkerStep::Outcome(RunOutcome::Completed),
             1 => WorkerStep::Outcome(RunOutcome::Failed),
@@ -554,20 +719,41 @@ fn play(s: &Scenario) -> (TaskContext, FakeSandbox) {
 /// failure reason starts.
 fn expected(s: &Scenario) -> (TaskState, u32, &'static str) {
     use TaskState::{Complete, Failed};
-    if s.plan_fails {
+    if s.plan_fails && !s.fixed {
         return (Failed, 0, "meta plan_task failed");
     }
     let all = (1u8 << s.criteria) - 1;
     let mut passed = 0u8;
     let mut loops = 0;
-    // The fake sandbox hands out its worker outcomes in order, one per worker run.
-    let mut workers = s.steps.iter().map(|step| step.worker);
+    let mut replans = 0;
+    // The fake sandbox hands out its worker outcomes in order, one per worker run
+    // (a replan step has none).
+    let mut workers = s
+        .steps
+        .iter()
+        .filter(|step| !step.is_replan())
+        .map(|step| step.worker);
     for step in &s.steps {
         match step.action {
             0..=5 if workers.next() == Some(6) => return (Failed, loops, "sandbox: "),
             0..=7 => {}
             8 => return (Failed, loops, "unknown action"),
-            _ => return (Failed, loops, "meta next_action failed"),
+            9 => return (Failed, loops, "meta next_action failed"),
+            _ => {
+                // Offered only for planned criteria, within max_replans, and with a
+                // loop left after it.
+                if s.fixed || replans >= s.max_replans || loops + 1 >= s.max_loops {
+                    return (Failed, loops, "next_action answered replan");
+                }
+                if step.replan_fails {
+                    return (Failed, loops, "meta plan_task failed");
+                }
+                loops += 1;
+                replans += 1;
+                // New criteria, none passed yet.
+                passed = 0;
+                continue;
+            }
         }
         loops += 1;
         let test_passed = !s.with_test || step.test_exit == Some(0);
@@ -617,8 +803,18 @@ quickcheck! {
             at = t.to;
         }
         assert_eq!(at, ctx.state);
-        // Bounded by max_loops.
+        // A replan is the RUNNING → PLANNING edge, and only that is.
+        let back = ctx.transitions.iter().filter(|t| (t.from, t.to) == (TaskState::Running, TaskState::Planning)).count();
+        assert!(back as u32 >= ctx.replans && back as u32 <= ctx.replans + 1, "{s:?}");
+        // Bounded by max_loops and max_replans; every replan made a version.
         assert!(ctx.worker_runs.len() as u32 <= s.max_loops && ctx.loops <= s.max_loops, "{s:?}");
+        assert!(ctx.replans <= s.max_replans, "{s:?}");
+        if !ctx.criteria_versions.is_empty() {
+            assert_eq!(ctx.criteria_versions.len() as u32, 1 + ctx.replans, "{s:?}");
+        }
+        if s.fixed {
+            assert_eq!(ctx.replans, 0, "fixed criteria are never re-planned: {s:?}");
+        }
         // Which terminal state, after how many loops, is `the_outcome_follows_from_the_scenario`.
         assert_eq!(sandbox.shutdowns, 1);
         true

@@ -47,6 +47,8 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_API_KEY: &str = "env:OPENAI_API_KEY";
 pub const DEFAULT_DOCKER_IMAGE: &str = "agent-runner-codex:latest";
 pub const DEFAULT_MAX_LOOPS: u32 = 5;
+/// Default `runner.meta.max_replans` (SPEC §16).
+pub const DEFAULT_MAX_REPLANS: u32 = 2;
 pub const DEFAULT_META_TIMEOUT_SEC: u64 = 60;
 pub const DEFAULT_MAX_RUN_TIME_SEC: u64 = 1800;
 pub const DEFAULT_IDLE_TIMEOUT_SEC: u64 = 600;
@@ -119,6 +121,8 @@ pub struct MetaSettings {
     /// Secrets masked.
     pub system_prompt: Option<String>,
     pub max_loops: u32,
+    /// How often Meta may re-plan the criteria in a run (0: never).
+    pub max_replans: u32,
     pub timeout: Duration,
 }
 

@@ -162,6 +162,8 @@ raw_section! {
         temperature: f64 = Kind::Number;
         system_prompt: String = Kind::Text;
         max_loops: u64 = Kind::Integer;
+        /// How often Meta may replace the acceptance criteria during a run (`replan`); default 2, 0 = never.
+        max_replans: u64 = Kind::Integer;
         timeout_sec: u64 = Kind::Integer;
         script: String = Kind::Text;
     }

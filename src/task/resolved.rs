@@ -66,6 +66,7 @@ struct MetaView<'a> {
     temperature: Option<f64>,
     system_prompt: String,
     max_loops: u32,
+    max_replans: u32,
     timeout_sec: u64,
 }
 
@@ -207,6 +208,7 @@ fn meta_view(task: &Task) -> MetaView<'_> {
             None => "default".into(),
         },
         max_loops: meta.max_loops,
+        max_replans: meta.max_replans,
         timeout_sec: meta.timeout.as_secs(),
     }
 }

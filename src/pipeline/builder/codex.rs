@@ -108,7 +108,7 @@ fn ask(
         format!("{PROJECT_DIR}/{REPLY_FILE}"),
     ]);
     let model = task.meta.model.clone();
-    let prompt = codex_prompt(&request.to_yaml(), &request.raw_prompt, &model);
+    let prompt = codex_prompt(request, &model);
     let _ = writeln!(
         log,
         "image: {}\n\n--- request ---\n{}",

@@ -92,7 +92,7 @@ pub fn build(
     };
     let outcome = crate::meta::conversation::ask::<BuiltConfig>(
         backend.as_mut(),
-        request::system_prompt(&model),
+        request::system_prompt(request, &model),
         &request.to_yaml(),
         &redactor,
     );

@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use super::child;
 use super::recording;
 use super::task_config::{self, Invariants};
+use super::test_choice;
 use crate::fs::atomic;
 use crate::interrupt::Interrupt;
 use crate::pipeline::Workspace;
@@ -21,6 +22,7 @@ use crate::pipeline::clones::spare::Spares;
 use crate::pipeline::clones::{self, AttemptClone};
 use crate::pipeline::queue::status::TaskStatus;
 use crate::pipeline::store::id;
+use crate::pipeline::store::pinned_test::{NO_TEST, TestSource};
 use crate::pipeline::store::task_file::{Attempt, AttemptStatus, TaskView};
 use crate::pipeline::store::task_store::TaskStore;
 use crate::process::Ending;
@@ -85,6 +87,10 @@ struct Ran {
     error: Option<String>,
     result: Option<Box<serde_json::value::RawValue>>,
     branch: Option<String>,
+    /// Where the test came from, once chosen.
+    test_source: Option<TestSource>,
+    /// The runner's `verified`, when it ran.
+    verified: Option<bool>,
 }
 
 /// Runs the attempt and records it; returns its status, failed when it could not be
@@ -117,6 +123,11 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
         task_config: config_path.display().to_string(),
         branch: ran.branch,
         log_dir: log_dir.display().to_string(),
+        test_source: ran.test_source,
+        // Only a succeeded attempt is verified (bringing its branch back can still fail it).
+        verified: ran
+            .verified
+            .map(|v| v && ran.status == AttemptStatus::Succeeded),
     };
     let status = attempt.status.as_str();
     let reason = attempt
@@ -151,6 +162,8 @@ fn failed(error: String) -> Ran {
         error: Some(error),
         result: None,
         branch: None,
+        test_source: None,
+        verified: None,
     }
 }
 
@@ -168,27 +181,36 @@ fn attempt(
         ws.root_dir.clone()
     };
     let steps = (|| {
-        let (yaml, builder, took) = build(setup, claimed, log_dir, &run_dir)?;
-        let clone = clone(setup, claimed)?;
-        let config = checked(&yaml, log_dir, config_path)?;
+        let (yaml, builder, took, test_source) = build(setup, claimed, log_dir, &run_dir)?;
+        // From here on, a failed attempt still says where its test came from.
+        let sourced = |ran: Ran| Ran {
+            test_source: Some(test_source),
+            ..ran
+        };
+        let clone = clone(setup, claimed).map_err(sourced)?;
+        let config = checked(&yaml, log_dir, config_path).map_err(sourced)?;
         log::info!(
-            "job {}: built the TaskConfig with the {} builder in {}: {}",
+            "job {}: built the TaskConfig with the {} builder in {} (test: {}): {}",
             claimed.job_id,
             builder,
             human(took),
+            test_source.as_str(),
             config_path.display()
         );
         // The bundler (shared by all attempts) starts alongside the first runner.
         if setup.interrupt.is_set() {
-            return Err(failed("interrupted".into()));
+            return Err(sourced(failed("interrupted".into())));
         }
         if clone.is_some() {
-            setup.bundlers.start(&config.worker).map_err(failed)?;
+            setup
+                .bundlers
+                .start(&config.worker)
+                .map_err(|e| sourced(failed(e)))?;
         }
-        Ok((yaml, clone, config))
+        Ok((yaml, clone, config, test_source))
     })();
     match steps {
-        Ok((yaml, clone, config)) => {
+        Ok((yaml, clone, config, test_source)) => {
             let kept = clone.as_ref().map(|c| c.dir.clone());
             let mut ran = run_and_bring_back(
                 setup,
@@ -203,6 +225,7 @@ fn attempt(
                 let error = ran.error.take().unwrap_or_default();
                 ran.error = Some(format!("{error} ({})", kept_clone(&dir)));
             }
+            ran.test_source = Some(test_source);
             ran
         }
         Err(ran) => ran,
@@ -220,14 +243,16 @@ pub fn kept_clone(dir: &Path) -> String {
 }
 
 /// The Task Builder's draft for the claimed task, completed with the invariants
-/// (the attempt runs in `run_dir`): the TaskConfig YAML, the builder (for messages)
-/// and how long it took.
+/// (the attempt runs in `run_dir`) and the test chosen (`test_choice`): the
+/// TaskConfig YAML, the builder (for messages), how long it took, and where the test
+/// came from. With no test from any source where the workspace requires one, the
+/// attempt fails here, before anything else starts.
 fn build(
     setup: &Setup,
     claimed: &Claimed,
     log_dir: &Path,
     run_dir: &Path,
-) -> Result<(String, String, Duration), Ran> {
+) -> Result<(String, String, Duration, TestSource), Ran> {
     let ws = &setup.ws;
     let task = &claimed.task.record;
     let request = BuildRequest {
@@ -238,30 +263,50 @@ fn build(
         root_dir: ws.root_dir.display().to_string(),
         repo_overview: builder::overview::repo_overview(&ws.root_dir),
         depends_on: dependency_summaries(ws, &claimed.task),
+        pinned_test: task
+            .plan
+            .test
+            .as_ref()
+            .or(ws.defaults.pinned_test())
+            .map(|t| t.command.clone()),
     };
     let var = |name: &str| std::env::var(name).ok();
     let builder::Build {
         config,
         builder,
         duration,
-        log,
+        mut log,
     } = builder::build(&ws.defaults, &request, &var, setup.interrupt, log_dir);
+    let choice = config.as_ref().ok().map(|draft| {
+        test_choice::choose(task.plan.test.as_ref(), ws.defaults.pinned_test(), draft)
+    });
+    if let Some(choice) = &choice {
+        log.push_str(&choice.log);
+    }
     let _ = atomic::write(&log_dir.join("builder.log"), log.as_bytes());
-    let draft = match config {
-        Ok(draft) => draft,
-        Err(_) if setup.interrupt.is_set() => return Err(failed("interrupted".into())),
-        Err(e) => return Err(failed(format!("the Task Builder ({builder}) failed: {e}"))),
+    let (draft, choice) = match (config, choice) {
+        (Ok(draft), Some(choice)) => (draft, choice),
+        (Err(_), _) if setup.interrupt.is_set() => return Err(failed("interrupted".into())),
+        (Err(e), _) => return Err(failed(format!("the Task Builder ({builder}) failed: {e}"))),
+        (Ok(_), None) => return Err(failed("internal error: no test choice".into())),
     };
+    if choice.source == TestSource::None && ws.defaults.require_test() {
+        return Err(Ran {
+            test_source: Some(TestSource::None),
+            ..failed(NO_TEST.into())
+        });
+    }
     let invariants = Invariants {
         task_id: &task.id,
         title: &task.title,
         raw_prompt: &task.raw_prompt,
         root_dir: run_dir,
         acceptance_criteria: task.plan.acceptance_criteria.as_deref().unwrap_or_default(),
+        test: choice.pinned.as_ref(),
     };
     let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
         .map_err(|e| failed(format!("the Task Builder's TaskConfig is unusable: {e}")))?;
-    Ok((yaml, builder, duration))
+    Ok((yaml, builder, duration, choice.source))
 }
 
 /// The attempt's clone when attempts are isolated (from root_dir's HEAD merged with
@@ -354,6 +399,8 @@ fn run_and_bring_back(
         error: None,
         result: child.result,
         branch: None,
+        test_source: None,
+        verified: Some(child.verified),
     };
     if child.ending == Ending::Interrupted {
         ran.status = AttemptStatus::Failed;

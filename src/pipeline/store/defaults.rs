@@ -1,14 +1,22 @@
-//! A workspace's defaults (`workspace.json` `defaults`, SPEC §11–§12): the user's
-//! `runner:` settings merged over every TaskConfig the orchestrator runs, the Task
-//! Builder to use, and whether attempts run in clones. Set by `workspace init
-//! --defaults FILE.yaml`, checked there with the runner's own Task YAML parser, so
-//! a typo fails at once rather than in every attempt.
+//! A workspace's defaults (`workspace.json` `defaults`, SPEC §11–§12, §16): the
+//! user's `runner:` settings merged over every TaskConfig the orchestrator runs, the
+//! Task Builder to use, whether attempts run in clones, the workspace's pinned test
+//! (`task.test`) and whether an attempt needs a test at all (`require_test`). Set by
+//! `workspace init --defaults FILE.yaml` or `workspace set --defaults FILE.yaml`,
+//! checked there with the runner's own Task YAML parser, so a typo fails at once
+//! rather than in every attempt.
+//!
+//! `require_test` is true unless a defaults file says otherwise, and every
+//! workspace.json this version writes carries it; a workspace.json without the key
+//! was written before it existed and keeps running as it did (false), its
+//! unverified results shown as such.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::pinned_test::{self, PinnedTest};
 use crate::pipeline::PipelineError;
 
 /// The defaults of a workspace.
@@ -22,6 +30,26 @@ pub struct Defaults {
     pub builder: Option<BuilderSettings>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Isolation>,
+    /// `task.test`: the test every task gets unless it pins its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskDefaults>,
+    /// An attempt without a test from any source fails before it runs; absent in a
+    /// workspace.json written before the key existed (read as false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_test: Option<bool>,
+}
+
+/// `defaults.task`: what every task of the workspace gets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskDefaults {
+    /// `{command, timeout_sec}`: wins over the Task Builder's proposal.
+    #[serde(
+        default,
+        deserialize_with = "pinned_test::strict",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub test: Option<PinnedTest>,
 }
 
 /// `defaults.builder`: which Task Builder turns a prompt into a TaskConfig.
@@ -75,8 +103,16 @@ pub enum Isolation {
 }
 
 impl Defaults {
+    /// The defaults of a workspace this version creates: a test is required.
+    pub fn new_workspace() -> Defaults {
+        Defaults {
+            require_test: Some(true),
+            ..Defaults::default()
+        }
+    }
+
     /// Reads a defaults file (YAML), resolves its relative paths against the file's
-    /// directory and checks it.
+    /// directory and checks it. `require_test` is true unless the file says false.
     pub fn load(path: &Path) -> Result<Defaults, PipelineError> {
         let text = std::fs::read_to_string(path).map_err(PipelineError::io("read", path))?;
         let invalid =
@@ -92,6 +128,7 @@ impl Defaults {
             .unwrap_or_else(|| PathBuf::from("."));
         let base = std::fs::canonicalize(&base).unwrap_or(base);
         defaults.resolve_paths(&base);
+        defaults.require_test.get_or_insert(true);
         defaults.check().map_err(|e| {
             PipelineError::Invalid(format!("defaults file {}: {e}", path.display()))
         })?;
@@ -116,10 +153,14 @@ impl Defaults {
         }
     }
 
-    /// Checks `runner` with the runner's own parser, and the builder settings.
+    /// Checks `runner` with the runner's own parser, the builder settings and the
+    /// pinned test.
     pub fn check(&self) -> Result<(), String> {
         if let Some(runner) = &self.runner {
             check_runner(runner)?;
+        }
+        if let Some(test) = self.pinned_test() {
+            test.check("task.test")?;
         }
         if let Some(builder) = &self.builder {
             match (builder.kind, &builder.script) {
@@ -142,6 +183,17 @@ impl Defaults {
             }
         }
         Ok(())
+    }
+
+    /// The workspace's pinned test, if any.
+    pub fn pinned_test(&self) -> Option<&PinnedTest> {
+        self.task.as_ref()?.test.as_ref()
+    }
+
+    /// Whether an attempt without a test fails before it runs (false only when the
+    /// defaults say so, or predate the key).
+    pub fn require_test(&self) -> bool {
+        self.require_test.unwrap_or(false)
     }
 
     /// The builder settings (default: `kind: meta`).
@@ -261,6 +313,61 @@ mod tests {
                 .contains("runner.planner")
         );
         assert!(parse("runnr: {}\n").unwrap_err().contains("unknown field"));
+    }
+
+    #[test]
+    fn the_pinned_test_and_require_test() {
+        let d =
+            parse("task:\n  test: {command: cargo test, timeout_sec: 300}\nrequire_test: false\n")
+                .unwrap();
+        assert_eq!(
+            d.pinned_test(),
+            Some(&PinnedTest {
+                command: "cargo test".into(),
+                timeout_sec: Some(300)
+            })
+        );
+        assert!(!d.require_test());
+        for (yaml, error) in [
+            (
+                "task:\n  test: {command: x, timeout: 3}\n",
+                "unknown field `timeout`",
+            ),
+            ("task:\n  tests: {command: x}\n", "unknown field `tests`"),
+            (
+                "task:\n  test: {command: ' '}\n",
+                "task.test.command: empty",
+            ),
+            (
+                "task:\n  test: {command: x, timeout_sec: 0}\n",
+                "task.test.timeout_sec",
+            ),
+            ("require_test: maybe\n", "require_test"),
+        ] {
+            let e = parse(yaml).unwrap_err();
+            assert!(e.contains(error), "{yaml}: {e}");
+        }
+        // workspace.json without the key predates it: not required.
+        assert!(!parse("{}\n").unwrap().require_test());
+        assert!(Defaults::new_workspace().require_test());
+    }
+
+    #[test]
+    fn a_defaults_file_requires_a_test_unless_it_says_not() {
+        let dir =
+            std::env::temp_dir().join(format!("ar-defaults-{}", super::super::id::random_hex(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("on.yaml"), "isolation: clone\n").unwrap();
+        std::fs::write(dir.join("off.yaml"), "require_test: false\n").unwrap();
+        assert_eq!(
+            Defaults::load(&dir.join("on.yaml")).unwrap().require_test,
+            Some(true)
+        );
+        assert_eq!(
+            Defaults::load(&dir.join("off.yaml")).unwrap().require_test,
+            Some(false)
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

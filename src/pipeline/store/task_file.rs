@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::commits::{Commits, Stamp};
+use super::pinned_test::TestSource;
 use super::plan_fields::PlanFields;
 
 /// The `task` line: the seed's record plus optional plan fields (SPEC §13).
@@ -71,6 +72,13 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
     pub log_dir: String,
+    /// Where the test command came from (SPEC §16); absent when the attempt failed
+    /// before it was chosen, or in lines written before the key existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_source: Option<TestSource>,
+    /// The result's `verified`: COMPLETE and the last test passed (SPEC §16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
 }
 
 /// How an attempt ended, as recorded (the runner's status, unless bringing the
@@ -96,6 +104,19 @@ impl Attempt {
     /// The result JSON, parsed (None if absent or not JSON).
     pub fn result_value(&self) -> Option<serde_json::Value> {
         serde_json::from_str(self.result.as_ref()?.get()).ok()
+    }
+
+    /// Whether the attempt succeeded with its test passing (SPEC §16). A line
+    /// written before `verified` existed is judged by its result: COMPLETE with the
+    /// last test passed is what `verified` means.
+    pub fn is_verified(&self) -> bool {
+        if self.status != AttemptStatus::Succeeded {
+            return false;
+        }
+        self.verified.unwrap_or_else(|| {
+            self.result_value()
+                .is_some_and(|r| r["state"] == "COMPLETE" && r["validation"]["overall"] == "passed")
+        })
     }
 }
 
@@ -282,8 +303,11 @@ pub fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) -> Option
                     }
                 },
             };
+            // A list drops the result; what it says about verification stays.
+            let verified = Some(attempt.is_verified());
             view.attempts.push(Attempt {
                 result: None,
+                verified,
                 ..attempt
             });
             break;
@@ -365,6 +389,8 @@ pub(crate) mod tests {
             task_config: "/m/logs/j/task-config.yaml".into(),
             branch: None,
             log_dir: "/m/logs/j".into(),
+            test_source: None,
+            verified: None,
         }
     }
 

@@ -18,7 +18,7 @@ use crate::pipeline::plan::chat::{self, Role};
 use crate::pipeline::plan::model::PlanState;
 use crate::pipeline::plan::tree;
 use crate::pipeline::plan::wbs::Wbs;
-use crate::pipeline::queue::status::TaskStatus;
+use crate::pipeline::queue::status::{self as queue_status, TaskStatus};
 use crate::pipeline::queue::task_json;
 use crate::pipeline::store::task_file::{Attempt, TaskView};
 use crate::pipeline::store::task_store::TaskStore;
@@ -81,6 +81,17 @@ fn orchestrator_line(status: &Value) -> String {
 /// The CSS class of a status badge.
 fn status_class(status: &str) -> String {
     format!("status s-{}", status.to_ascii_lowercase())
+}
+
+/// A task's status badge: its class and text, `SUCCEEDED (unverified)` when no
+/// passing test backs a success (SPEC §16; `static/app.js` `badge` does the same).
+fn task_badge(status: TaskStatus, task: &TaskView) -> (String, &'static str) {
+    let label = queue_status::label(status, task);
+    let mut class = status_class(status.as_str());
+    if label == queue_status::SUCCEEDED_UNVERIFIED {
+        class.push_str(" s-unverified");
+    }
+    (class, label)
 }
 
 /// Whether a task in `status` can be asked to run (as `run_request::check` says).
@@ -147,11 +158,11 @@ fn task_row(out: &mut String, task: &TaskView, status: TaskStatus) {
     let href = format!("/tasks/{}", url_segment(id));
     out.push_str("<tr data-id=\"");
     push_text(out, id);
+    let (class, label) = task_badge(status, task);
     let _ = write!(
         out,
-        "\" data-status=\"{0}\"><td><span class=\"{1}\">{0}</span></td><td><a class=\"title\" href=\"{2}\">",
+        "\" data-status=\"{}\"><td><span class=\"{class}\">{label}</span></td><td><a class=\"title\" href=\"{}\">",
         status.as_str(),
-        status_class(status.as_str()),
         text(&href),
     );
     push_text(out, &task.record.title);
@@ -210,11 +221,10 @@ pub fn task(app: &App, task_id: &str) -> Response {
     let mut main = String::with_capacity(16 * 1024);
     main.push_str("<p><a href=\"/\">← Tasks</a></p>\n<h1 id=\"title\">");
     push_text(&mut main, &r.title);
+    let (class, label) = task_badge(status, &task);
     let _ = write!(
         main,
-        "</h1>\n<p class=\"meta\"><span id=\"status\" class=\"{}\">{}</span> <code>{}</code> created {}",
-        status_class(status.as_str()),
-        status.as_str(),
+        "</h1>\n<p class=\"meta\"><span id=\"status\" class=\"{class}\">{label}</span> <code>{}</code> created {}",
         text(&r.id),
         text(&short(&r.created_at)),
     );
@@ -320,9 +330,17 @@ fn latest_result(out: &mut String, latest: &Attempt) {
         .unwrap_or("unknown");
     let _ = writeln!(
         out,
-        "<dt>Validation</dt><dd id=\"validation\"><span class=\"v v-{}\">{}</span></dd>\n</dl>",
+        "<dt>Validation</dt><dd id=\"validation\"><span class=\"v v-{}\">{}</span></dd>",
         text(&overall.to_ascii_lowercase()),
         text(overall)
+    );
+    let source = latest
+        .test_source
+        .map_or(String::new(), |s| format!(" (test: {})", s.as_str()));
+    let _ = writeln!(
+        out,
+        "<dt>Verified</dt><dd id=\"verified\">{}{source}</dd>\n</dl>",
+        if latest.is_verified() { "yes" } else { "no" }
     );
     let commands: Vec<&Value> = validation
         .and_then(|v| v["commands"].as_array())

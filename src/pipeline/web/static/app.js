@@ -43,9 +43,12 @@
     p.hidden = !text;
   }
 
-  function badge(span, status) {
-    span.className = 'status s-' + status.toLowerCase();
-    span.textContent = status;
+  // A SUCCEEDED task whose test did not pass (or never ran) says so: the word of
+  // an LLM alone is not proof (SPEC §16). pages.rs renders the same.
+  function badge(span, status, verified) {
+    const unverified = status === 'SUCCEEDED' && !verified;
+    span.className = 'status s-' + status.toLowerCase() + (unverified ? ' s-unverified' : '');
+    span.textContent = unverified ? 'SUCCEEDED (unverified)' : status;
   }
 
   function shortTime(rfc3339) {
@@ -156,7 +159,7 @@
     const updateRow = function (tr, t) {
       tr.dataset.status = t.status;
       const span = tr.cells[0].firstElementChild;
-      if (span.textContent !== t.status) badge(span, t.status);
+      badge(span, t.status, t.verified);
       const link = tr.cells[1].firstElementChild;
       if (link.textContent !== t.title) link.textContent = t.title;
       const attempts = String(t.attempts);
@@ -275,7 +278,7 @@
     const shownAttempts = Number(document.body.dataset.attempts);
     const refreshTask = async function () {
       const d = await api('GET', '/api/tasks/' + encodeURIComponent(taskId));
-      badge(document.getElementById('status'), d.status);
+      badge(document.getElementById('status'), d.status, d.verified);
       const button = document.querySelector('button.run');
       if (button) showRunButton(button, d.status, d.attempts.length);
       // A new attempt brings a new result, note and files: show them.
