@@ -1,12 +1,17 @@
 //! The task state machine (SPEC §4): PENDING → PLANNING → RUNNING ⇄ VALIDATING →
 //! COMPLETE | FAILED. Meta plans and decides; the sandbox runs the worker and the
 //! tests; `mark_complete` is a claim to be checked, not trusted; the test command
-//! gates completion; `max_loops` bounds the iterations.
+//! gates completion; `max_loops` bounds the iterations. Every paid call is checked
+//! against the `budget` before and after it, and a loop that changed nothing again
+//! ends the task (`progress`).
 
+pub mod budget;
 pub mod meta;
+pub mod progress;
 pub mod protocol;
 
 use crate::context::{Criterion, TaskContext, TaskState};
+use crate::deadline::Deadline;
 use crate::interrupt::Interrupt;
 use crate::meta::{MetaError, MetaOutcome};
 use crate::task::TestSpec;
@@ -29,6 +34,7 @@ pub struct Runner<'a, M, S> {
     /// Called after every step with the latest state (writes the Task Note).
     checkpoint: &'a mut dyn FnMut(&TaskContext),
     interrupt: Interrupt,
+    deadline: Deadline,
 }
 
 impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
@@ -44,7 +50,15 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
             sandbox,
             checkpoint,
             interrupt,
+            deadline: Deadline::none(),
         }
+    }
+
+    /// Counts `deadline` (the one Meta and the sandbox cut their steps to) as the
+    /// end of `max_duration_sec`.
+    pub fn until(mut self, deadline: Deadline) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     /// Runs the task to COMPLETE or FAILED, then removes the sandbox.
@@ -68,6 +82,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         move_to(ctx, TaskState::Planning, "")?;
         if ctx.task.acceptance_criteria.is_empty() {
             let plan = self.ask(ctx, |meta, ctx| meta.plan_task(ctx))?;
+            self.within_budget(ctx)?;
             ctx.criteria = plan.criteria;
             log::info!("planned {} acceptance criteria", ctx.criteria.len());
             move_to(ctx, TaskState::Running, "")?;
@@ -82,13 +97,21 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         }
         loop {
             let next = self.ask(ctx, |meta, ctx| meta.next_action(ctx))?;
+            self.within_budget(ctx)?;
             let number = ctx.loops + 1;
             let done = self.act(ctx, number, next)?;
             ctx.loops = number;
             move_to(ctx, TaskState::Validating, &done)?;
             if let Some(test) = ctx.task.test.clone() {
                 self.test(ctx, number, &test)?;
+                self.within_budget(ctx)?;
             }
+            let stalled = ctx.task.bounds.max_stalled_loops;
+            if progress::stalled(ctx, stalled) {
+                return Err(Stop::Failed(format!("no progress in {stalled} loops")));
+            }
+            // No check after the assessment: a task it completes needs no further
+            // paid call, and the next loop's Meta call looks at the budget first.
             let Some(why) = self.assess(ctx)? else {
                 move_to(ctx, TaskState::Complete, "all criteria passed")?;
                 return Ok(());
@@ -117,6 +140,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                     "worker run {number}/{max_loops}: {}",
                     first_line(&next.reason)
                 );
+                self.within_budget(ctx)?;
                 let run = self
                     .sandbox
                     .run_worker(number, &prompt)
@@ -134,6 +158,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                 if outcome == RunOutcome::Interrupted {
                     return Err(Stop::Interrupted);
                 }
+                self.within_budget(ctx)?;
                 Ok(format!("worker run {number} {}", outcome.as_str()))
             }
             "mark_complete" => {
@@ -207,12 +232,15 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         })
     }
 
-    /// One Meta call: recorded, checkpointed, its failure a stop.
+    /// One Meta call, if the budget allows it: recorded, checkpointed, its failure a
+    /// stop (the budget's, when the call ended because it ran out). Callers check
+    /// the budget after it when they go on.
     fn ask<T>(
         &mut self,
         ctx: &mut TaskContext,
         call: impl FnOnce(&mut M, &TaskContext) -> MetaOutcome<T>,
     ) -> Result<T, Stop> {
+        self.within_budget(ctx)?;
         let outcome = call(&mut self.meta, ctx);
         let kind = outcome.call.kind;
         ctx.meta_calls.push(outcome.call);
@@ -220,7 +248,26 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         match outcome.reply {
             Ok(reply) => Ok(reply),
             Err(MetaError::Interrupted) => Err(Stop::Interrupted),
-            Err(MetaError::Failed(e)) => Err(Stop::Failed(format!("meta {kind} failed: {e}"))),
+            Err(MetaError::Failed(e)) => {
+                self.within_budget(ctx)?;
+                Err(Stop::Failed(format!("meta {kind} failed: {e}")))
+            }
+        }
+    }
+
+    /// A stop once a limit of `runner.budget` is reached (recorded in the context).
+    fn within_budget(&mut self, ctx: &mut TaskContext) -> Result<(), Stop> {
+        let budget = ctx.task.bounds.budget;
+        if budget.is_unlimited() {
+            return Ok(());
+        }
+        let usage = ctx.usage();
+        match budget::exhausted(&budget, &usage, ctx.duration(), self.deadline.passed()) {
+            None => Ok(()),
+            Some(exhausted) => {
+                ctx.budget_exhausted = Some(exhausted.limit.as_str());
+                Err(Stop::Failed(exhausted.reason))
+            }
         }
     }
 

@@ -35,6 +35,7 @@ fn record<T>(kind: &'static str, reply: Option<Reply<T>>) -> MetaOutcome<T> {
         request: String::new(),
         replies: vec![],
         error: reply.as_ref().err().map(|e| e.to_string()),
+        usage: crate::usage::Usage::free(),
     };
     MetaOutcome { call, reply }
 }
@@ -95,6 +96,7 @@ impl Sandbox for FakeSandbox {
             changes: crate::worker::git::RepoChanges::Unknown,
             leftovers: None,
             privileges: vec![],
+            usage: Default::default(),
         })
     }
 

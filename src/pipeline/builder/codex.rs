@@ -128,6 +128,7 @@ fn ask(
         auth: task.codex_auth.clone(),
         redactor: redactor.clone(),
         interrupt,
+        deadline: crate::deadline::Deadline::none(),
     });
     let run = sandbox.run_worker(1, &prompt);
     sandbox.shutdown();
