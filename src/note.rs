@@ -224,7 +224,7 @@ fn usage_and_budget(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         out,
         "- Budget: max_tokens {}, max_cost_usd {}, max_duration_sec {}",
         limit(budget.max_tokens.map(|t| t.to_string())),
-        limit(budget.max_cost_usd.map(crate::runner::budget::usd)),
+        limit(budget.max_cost_usd.map(crate::usage::usd)),
         limit(budget.max_duration.map(|d| d.as_secs().to_string()))
     )?;
     if let Some(limit) = ctx.budget_exhausted {
@@ -236,7 +236,7 @@ fn usage_and_budget(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
 /// A cost for people: `$0.0412`, or why it is not known.
 fn cost(usd: Option<f64>) -> String {
     match usd {
-        Some(usd) => format!("${}", crate::runner::budget::usd(usd)),
+        Some(usd) => format!("${}", crate::usage::usd(usd)),
         None => "unknown (a model without a price in runner.pricing)".into(),
     }
 }

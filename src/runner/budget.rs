@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::task::Budget;
-use crate::usage::Account;
+use crate::usage::{Account, usd};
 
 /// The limit that ended a task, as `budget.exhausted` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,17 +77,6 @@ pub fn exhausted(
     None
 }
 
-/// Dollars for people: up to six decimals, no trailing zeros (`0.0412`, `1`).
-pub fn usd(amount: f64) -> String {
-    let text = format!("{amount:.6}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text.is_empty() || text == "-" {
-        "0".into()
-    } else {
-        text.into()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,13 +136,5 @@ mod tests {
             ),
             None
         );
-    }
-
-    #[test]
-    fn dollars_read_well() {
-        assert_eq!(usd(0.0412), "0.0412");
-        assert_eq!(usd(1.0), "1");
-        assert_eq!(usd(0.000_123_456), "0.000123");
-        assert_eq!(usd(0.0), "0");
     }
 }

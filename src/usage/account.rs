@@ -169,6 +169,17 @@ pub fn round(cost: f64) -> f64 {
     (cost * 1e9).round() / 1e9
 }
 
+/// Dollars for people: up to six decimals, no trailing zeros (`0.0412`, `1`).
+pub fn usd(amount: f64) -> String {
+    let text = format!("{amount:.6}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text.is_empty() || text == "-" {
+        "0".into()
+    } else {
+        text.into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +216,14 @@ mod tests {
             ]
             .into(),
         }
+    }
+
+    #[test]
+    fn dollars_read_well() {
+        assert_eq!(usd(0.0412), "0.0412");
+        assert_eq!(usd(1.0), "1");
+        assert_eq!(usd(0.000_123_456), "0.000123");
+        assert_eq!(usd(0.0), "0");
     }
 
     #[test]

@@ -9,6 +9,6 @@ pub mod account;
 pub mod price;
 pub mod tokens;
 
-pub use account::{Account, ModelUsage};
+pub use account::{Account, ModelUsage, usd};
 pub use price::{Price, Pricing};
 pub use tokens::{Tokens, Usage};

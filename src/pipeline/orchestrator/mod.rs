@@ -7,7 +7,8 @@
 //! (`super::builder`, then `task_config` sets what the orchestrator owns), the
 //! runner as a `child` process, the branch brought back, and `recording` of the
 //! outcome (task file, result, job files). `attempt_files` says where an attempt's
-//! files are, for `task show` and the web view.
+//! files are, for `task show` and the web view. `spend_limit` stops the claiming
+//! once the finished attempts reach `--max-tokens` or `--max-cost-usd`.
 
 pub mod attempt;
 pub mod attempt_files;
@@ -17,4 +18,5 @@ pub mod orchestrate;
 pub mod presence;
 pub mod recording;
 pub mod recovery;
+pub mod spend_limit;
 pub mod task_config;

@@ -12,6 +12,7 @@ use super::board::Board;
 use super::status::{JobState, TaskStatus};
 use crate::pipeline::Workspace;
 use crate::pipeline::store::task_file::{Attempt, TaskView};
+use crate::usage::{Account, ModelUsage};
 
 /// The tasks of a board that a list shows, with their statuses, oldest first;
 /// deleted tasks only with `all`.
@@ -58,6 +59,14 @@ pub struct AttemptBrief<'a> {
     pub finished_at: &'a str,
     pub duration_ms: u64,
     pub error: Option<&'a str>,
+    /// The run's and the Task Builder's tokens together (SPEC §15); null when not
+    /// recorded.
+    pub tokens: Option<u64>,
+    /// Their cost; null when not known.
+    pub cost_usd: Option<f64>,
+    pub usage: Option<&'a Account>,
+    pub builder_usage: Option<&'a ModelUsage>,
+    pub budget: Option<&'a Value>,
 }
 
 impl<'a> TaskList<'a> {
@@ -94,6 +103,11 @@ impl<'a> AttemptBrief<'a> {
             finished_at: &a.finished_at,
             duration_ms: a.duration_ms,
             error: a.error.as_deref(),
+            tokens: a.total_tokens(),
+            cost_usd: a.cost_usd(),
+            usage: a.usage.as_ref(),
+            builder_usage: a.builder_usage.as_ref(),
+            budget: a.budget.as_ref(),
         }
     }
 }

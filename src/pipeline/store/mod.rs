@@ -5,7 +5,8 @@
 //! JSON Lines file, `task_file` (its lines and their fold into the current task),
 //! kept by `task_store` (create, append, read one or all); `new_task` makes one
 //! from a prompt; `commits` says which lines written by a plan edit count;
-//! `cycle` finds dependency rings among tasks.
+//! `cycle` finds dependency rings among tasks; `spending` adds up what the
+//! attempts used, per day and model.
 
 pub mod commits;
 pub mod cycle;
@@ -13,6 +14,7 @@ pub mod defaults;
 pub mod id;
 pub mod new_task;
 pub mod plan_fields;
+pub mod spending;
 pub mod task_file;
 pub mod task_store;
 pub mod workspace;

@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 
 use super::commits::{Commits, Stamp};
 use super::plan_fields::PlanFields;
+use crate::usage::{Account, ModelUsage};
 
 /// The `task` line: the seed's record plus optional plan fields (SPEC §13).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,6 +72,35 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
     pub log_dir: String,
+    /// What the run's paid calls used: the result's `usage` (SPEC §15). Read
+    /// leniently: a line another program wrote with a `usage` of another shape is
+    /// still an attempt.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
+    pub usage: Option<Account>,
+    /// The run's limits: the result's `budget`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<serde_json::Value>,
+    /// The Task Builder's paid call, priced with the workspace's prices.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
+    pub builder_usage: Option<ModelUsage>,
+}
+
+/// `T` if the value is one, else None (never an error).
+fn lenient<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 /// How an attempt ended, as recorded (the runner's status, unless bringing the
@@ -96,6 +126,27 @@ impl Attempt {
     /// The result JSON, parsed (None if absent or not JSON).
     pub fn result_value(&self) -> Option<serde_json::Value> {
         serde_json::from_str(self.result.as_ref()?.get()).ok()
+    }
+
+    /// Tokens of the run and of the Task Builder together; None when neither
+    /// recorded any usage.
+    pub fn total_tokens(&self) -> Option<u64> {
+        let run = self.usage.as_ref().map(|u| u.total_tokens);
+        let builder = self.builder_usage.as_ref().map(|b| b.total_tokens());
+        match (run, builder) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        }
+    }
+
+    /// The cost of the run and of the Task Builder together; None when either's
+    /// is not known (or the runner recorded no usage).
+    pub fn cost_usd(&self) -> Option<f64> {
+        let run = self.usage.as_ref()?.cost_usd?;
+        match &self.builder_usage {
+            None => Some(run),
+            Some(builder) => Some(crate::usage::account::round(run + builder.cost_usd?)),
+        }
     }
 }
 
@@ -128,6 +179,32 @@ struct Kind {
 
 /// What our own writer puts first on an attempt line: the fast path when reading.
 const ATTEMPT_PREFIX: &[u8] = br#"{"type":"attempt","#;
+
+/// What an attempt line says about spending (SPEC §15), read without the rest of
+/// the line (its result is skipped, not built).
+#[derive(Debug, Clone, Deserialize)]
+pub struct AttemptSpend {
+    pub started_at: String,
+    #[serde(default, deserialize_with = "lenient")]
+    pub usage: Option<Account>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub builder_usage: Option<ModelUsage>,
+}
+
+impl AttemptSpend {
+    /// The spending of `line` if it is an attempt line (None for other lines and
+    /// lines that do not parse).
+    pub fn of(line: &[u8]) -> Option<AttemptSpend> {
+        if !line.starts_with(ATTEMPT_PREFIX) {
+            // Another writer's attempt line: the type may come anywhere.
+            let kind: Kind = serde_json::from_slice(line).ok()?;
+            if kind.kind.as_deref() != Some("attempt") {
+                return None;
+            }
+        }
+        serde_json::from_slice(line).ok()
+    }
+}
 
 impl Line {
     /// The line as JSON, `"type"` first, without a newline.
@@ -365,6 +442,9 @@ pub(crate) mod tests {
             task_config: "/m/logs/j/task-config.yaml".into(),
             branch: None,
             log_dir: "/m/logs/j".into(),
+            usage: None,
+            budget: None,
+            builder_usage: None,
         }
     }
 
