@@ -830,7 +830,6 @@ fn loops_that_change_nothing_end_the_task_without_asking_meta_again() {
         plans: [plan(1)].into(),
         nexts: (0..9).map(|_| run_worker("again")).collect(),
         assessments: (0..9).map(|_| assess(&[])).collect(),
-        ..FakeMeta::default()
     };
     let mut sandbox = FakeSandbox {
         tests: [Some(1); 9].into(),
@@ -876,7 +875,6 @@ fn loops_that_change_the_repository_go_on() {
         plans: [plan(1)].into(),
         nexts: (0..4).map(|_| run_worker("again")).collect(),
         assessments: (0..4).map(|_| assess(&[])).collect(),
-        ..FakeMeta::default()
     };
     let mut sandbox = FakeSandbox {
         tests: [Some(1); 4].into(),
@@ -898,7 +896,6 @@ fn loops_that_change_the_repository_go_on() {
         plans: [plan(1)].into(),
         nexts: (0..4).map(|_| run_worker("again")).collect(),
         assessments: (0..4).map(|_| assess(&[])).collect(),
-        ..FakeMeta::default()
     };
     let mut sandbox = FakeSandbox {
         tests: [Some(1); 4].into(),
