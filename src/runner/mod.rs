@@ -82,7 +82,6 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         move_to(ctx, TaskState::Planning, "")?;
         if ctx.task.acceptance_criteria.is_empty() {
             let plan = self.ask(ctx, |meta, ctx| meta.plan_task(ctx))?;
-            self.within_budget(ctx)?;
             ctx.criteria = plan.criteria;
             log::info!("planned {} acceptance criteria", ctx.criteria.len());
             move_to(ctx, TaskState::Running, "")?;
@@ -97,21 +96,19 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         }
         loop {
             let next = self.ask(ctx, |meta, ctx| meta.next_action(ctx))?;
-            self.within_budget(ctx)?;
             let number = ctx.loops + 1;
             let done = self.act(ctx, number, next)?;
             ctx.loops = number;
             move_to(ctx, TaskState::Validating, &done)?;
             if let Some(test) = ctx.task.test.clone() {
                 self.test(ctx, number, &test)?;
-                self.within_budget(ctx)?;
             }
             let stalled = ctx.task.bounds.max_stalled_loops;
             if progress::stalled(ctx, stalled) {
                 return Err(Stop::Failed(format!("no progress in {stalled} loops")));
             }
-            // No check after the assessment: a task it completes needs no further
-            // paid call, and the next loop's Meta call looks at the budget first.
+            // A task the assessment completes needs no further paid call: the budget
+            // is looked at before the next one, not after this one.
             let Some(why) = self.assess(ctx)? else {
                 move_to(ctx, TaskState::Complete, "all criteria passed")?;
                 return Ok(());
@@ -233,8 +230,8 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
     }
 
     /// One Meta call, if the budget allows it: recorded, checkpointed, its failure a
-    /// stop (the budget's, when the call ended because it ran out). Callers check
-    /// the budget after it when they go on.
+    /// stop (the budget's, when the call ended because it ran out). The budget after
+    /// it is looked at before the next paid call.
     fn ask<T>(
         &mut self,
         ctx: &mut TaskContext,

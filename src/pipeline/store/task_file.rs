@@ -484,6 +484,27 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn spending_of_another_shape_is_dropped_not_the_attempt() {
+        let line = br#"{"type":"attempt","attempt_id":"a","job_id":"j","task_id":"t","status":"failed","started_at":"2026-01-02T00:00:00.000Z","finished_at":"f","duration_ms":3,"task_config":"c","log_dir":"l","usage":{"meta":{"calls":"many"}},"builder_usage":[1],"budget":"none"}"#;
+        let Line::Attempt(a) = Line::parse(line).unwrap() else {
+            panic!()
+        };
+        assert!(a.usage.is_none() && a.builder_usage.is_none());
+        assert_eq!(a.total_tokens(), None);
+        let spend = AttemptSpend::of(line).unwrap();
+        assert_eq!(spend.started_at, "2026-01-02T00:00:00.000Z");
+        assert!(spend.usage.is_none() && spend.builder_usage.is_none());
+        // Forged counts saturate instead of wrapping.
+        let huge = br#"{"type":"attempt","attempt_id":"a","job_id":"j","task_id":"t","status":"failed","started_at":"s","finished_at":"f","duration_ms":3,"task_config":"c","log_dir":"l","usage":{"total_tokens":18446744073709551615,"cost_usd":1.0},"builder_usage":{"model":"m","input_tokens":18446744073709551615,"cost_usd":1.0}}"#;
+        let Line::Attempt(a) = Line::parse(huge).unwrap() else {
+            panic!()
+        };
+        assert_eq!(a.total_tokens(), Some(u64::MAX));
+        assert_eq!(a.cost_usd(), Some(2.0));
+        assert!(AttemptSpend::of(br#"{"type":"task","id":"t"}"#).is_none());
+    }
+
+    #[test]
     fn the_fold_applies_updates_deletes_and_attempts_in_order() {
         let mut bytes = file(&[
             Line::Task(record("t-1")),
