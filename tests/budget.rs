@@ -316,6 +316,11 @@ fn the_deadline_cuts_a_meta_request_short() {
     );
     assert!(took < Duration::from_secs(8), "the task took {took:?}");
     assert_eq!(server.received().len(), 1, "no retry after the deadline");
+    let note = note(&dir.path, &id);
+    assert!(
+        note.contains("#### 1. plan_task at ") && note.contains(", 1 attempt)"),
+        "no attempt is made once the deadline has passed:\n{note}"
+    );
 }
 
 #[test]
