@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::meta::MetaCall;
 use crate::task::Task;
 use crate::timestamp::Timestamp;
+use crate::usage::Account;
 use crate::worker::{Teardown, TestRun, WorkerRun};
 
 /// States of a task (SPEC §4).
@@ -130,6 +131,8 @@ pub struct TaskContext {
     pub interrupted: bool,
     /// How the sandbox went away (set once it has).
     pub teardown: Option<Teardown>,
+    /// The budget limit that ended the task (`max_tokens`, ...), if one did.
+    pub budget_exhausted: Option<&'static str>,
 }
 
 impl TaskContext {
@@ -151,7 +154,17 @@ impl TaskContext {
             failure: None,
             interrupted: false,
             teardown: None,
+            budget_exhausted: None,
         }
+    }
+
+    /// What the task's Meta calls and worker runs used and cost so far (SPEC §15).
+    pub fn usage(&self) -> Account {
+        Account::of(
+            self.meta_calls.iter().map(|c| &c.usage),
+            self.worker_runs.iter().map(|r| &r.usage),
+            &self.task.bounds.pricing,
+        )
     }
 
     /// Moves to `to`, recording why. Entering FAILED records `reason` as the failure.

@@ -9,6 +9,8 @@ use serde::Serialize;
 
 use crate::context::{TaskContext, TaskState};
 use crate::secret::Redactor;
+use crate::task::Budget;
+use crate::usage::Account;
 
 #[derive(Debug, Serialize)]
 pub struct RunResult {
@@ -35,6 +37,31 @@ pub struct RunResult {
     /// Connections the egress proxy allowed and denied (SPEC §17); null when the
     /// network is not `allowlist`.
     pub egress: Option<EgressCounts>,
+    /// What the task's paid calls used and cost (SPEC §15).
+    pub usage: Account,
+    /// The task's limits, and the one that ended it.
+    pub budget: BudgetReport,
+}
+
+/// The `budget` object: the limits set (null: none) and `exhausted`, the limit
+/// that ended the task or null.
+#[derive(Debug, Default, Serialize)]
+pub struct BudgetReport {
+    pub max_tokens: Option<u64>,
+    pub max_cost_usd: Option<f64>,
+    pub max_duration_sec: Option<u64>,
+    pub exhausted: Option<&'static str>,
+}
+
+impl BudgetReport {
+    fn of(budget: &Budget, exhausted: Option<&'static str>) -> Self {
+        BudgetReport {
+            max_tokens: budget.max_tokens,
+            max_cost_usd: budget.max_cost_usd,
+            max_duration_sec: budget.max_duration.map(|d| d.as_secs()),
+            exhausted,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -103,6 +130,8 @@ impl RunResult {
                     allowed: s.allowed,
                     denied: s.denied,
                 }),
+            usage: ctx.usage(),
+            budget: BudgetReport::of(&ctx.task.bounds.budget, ctx.budget_exhausted),
         }
     }
 
@@ -135,6 +164,11 @@ impl RunResult {
             note_error: None,
             error: Some(error),
             egress: None,
+            usage: Account {
+                cost_usd: Some(0.0),
+                ..Account::default()
+            },
+            budget: BudgetReport::default(),
         }
     }
 

@@ -52,6 +52,7 @@ fn config(repo: &Scratch, task_id: &str, worker: WorkerSettings) -> SandboxConfi
         auth: CodexAuth::None,
         redactor: Redactor::new(&secrets),
         interrupt: Interrupt::never(),
+        deadline: agent_runner::deadline::Deadline::none(),
     }
 }
 

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use crate::context::TaskContext;
+use crate::deadline::Deadline;
 use crate::error::{Error, exit};
 use crate::interrupt::Interrupt;
 use crate::meta::openai::OpenAiChat;
@@ -53,7 +54,13 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
             );
         }
         task.meta.model = model;
+        if let Some(problem) = crate::task::unpriced(&task.bounds, &task.meta, &task.worker) {
+            let problem = InputError::new("--meta-model", problem.message);
+            return invalid(&problem.into(), &redactor);
+        }
     }
+    // The task's clock starts here: the deadline counts from now.
+    let deadline = Deadline::after(task.bounds.budget.max_duration);
     let system_prompt = task.meta.system_prompt.clone();
     match &task.meta.backend {
         MetaBackend::OpenAiChat { base_url, api_key } => {
@@ -65,14 +72,15 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
                 task.meta.timeout,
             )
             .interruptible(interrupt)
+            .until(deadline)
             .masking(redactor.clone());
             let meta = MetaAgent::new(chat, system_prompt, redactor.clone());
-            execute(task, meta, auth, redactor, json, interrupt)
+            execute(task, meta, auth, redactor, json, interrupt, deadline)
         }
         MetaBackend::Scripted { script } => match Scripted::load(script) {
             Ok(scripted) => {
                 let meta = MetaAgent::new(scripted, system_prompt, redactor.clone());
-                execute(task, meta, auth, redactor, json, interrupt)
+                execute(task, meta, auth, redactor, json, interrupt, deadline)
             }
             Err(e) => invalid(&InputError::new("runner.meta.script", e).into(), &redactor),
         },
@@ -86,6 +94,7 @@ fn execute(
     redactor: Redactor,
     json: bool,
     interrupt: Interrupt,
+    deadline: Deadline,
 ) -> i32 {
     let clock = Instant::now();
     // Before anything is written: our directory, and the task's lock (a second run
@@ -136,6 +145,7 @@ fn execute(
         auth,
         redactor: redactor.clone(),
         interrupt,
+        deadline,
     });
     let note_path = task.note_path();
     let mut ctx = TaskContext::new(task);
@@ -149,7 +159,9 @@ fn execute(
             note_error = Some(e.to_string());
         }
     };
-    Runner::new(meta, sandbox, &mut checkpoint, interrupt).run(&mut ctx);
+    Runner::new(meta, sandbox, &mut checkpoint, interrupt)
+        .until(deadline)
+        .run(&mut ctx);
     let note = match note_error {
         None => Ok(note_path.as_path()),
         Some(e) => Err(e),

@@ -156,27 +156,38 @@ fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
     }
     let mut out = String::with_capacity(rows.len() * 100 + 100);
     out.push_str(&format!(
-        "{} {} {} {} DURATION\n",
+        "{} {} {} {} {} {:>9} {:>9}\n",
         fit("STATUS", STATUS_WIDTH),
         fit("ID", 14),
         fit("TITLE", 40),
-        fit("LAST ATTEMPT", 19)
+        fit("LAST ATTEMPT", 19),
+        fit("DURATION", 8),
+        "TOKENS",
+        "COST"
     ));
     for (task, status) in &rows {
-        let (when, took) = match task.latest() {
+        let latest = task.latest();
+        let (when, took) = match latest {
             Some(a) => (
                 short_time(&a.started_at),
                 human(std::time::Duration::from_millis(a.duration_ms)),
             ),
             None => ("-".to_string(), "-".to_string()),
         };
+        let tokens = latest
+            .and_then(Attempt::total_tokens)
+            .map_or("-".to_string(), |t| t.to_string());
+        let cost = latest
+            .and_then(Attempt::cost_usd)
+            .map_or("-".to_string(), |c| format!("${}", crate::usage::usd(c)));
         let id = escape_controls(&task.record.id);
         let id = if id.len() > 14 { id } else { fit(&id, 14) };
         out.push_str(&format!(
-            "{} {id} {} {} {took}\n",
+            "{} {id} {} {} {} {tokens:>9} {cost:>9}\n",
             fit(status::label(*status, task), STATUS_WIDTH),
             fit(&escape_controls(&one_line(&task.record.title)), 40),
-            fit(&when, 19)
+            fit(&when, 19),
+            fit(&took, 8)
         ));
     }
     if rows.is_empty() {
@@ -257,12 +268,13 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
             .test_source
             .map_or(String::new(), |s| format!(", test: {}", s.as_str()));
         out.push_str(&format!(
-            "    {}. {} {} {} in {} (job {}{source}){error}\n",
+            "    {}. {} {} {} in {}{} (job {}{source}){error}\n",
             n + 1,
             short_time(&a.started_at),
             e(&a.attempt_id),
             a.status.as_str(),
             human(std::time::Duration::from_millis(a.duration_ms)),
+            spend(a),
             e(&a.job_id),
         ));
     }
@@ -306,6 +318,7 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
         } else {
             out.push_str("  result:      (agent-runner printed none)\n");
         }
+        usage_breakdown(&mut out, a);
         if let Some(branch) = &a.branch {
             out.push_str(&format!("  branch:      {}\n", e(branch)));
         }
@@ -327,6 +340,78 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
     }
     write_stdout(&out)?;
     Ok(exit::COMPLETE)
+}
+
+/// `, 1234 tokens, $0.05` for an attempt's line; nothing when not recorded.
+fn spend(a: &Attempt) -> String {
+    let tokens = a
+        .total_tokens()
+        .map_or(String::new(), |t| format!(", {t} tokens"));
+    let cost = match (a.total_tokens(), a.cost_usd()) {
+        (None, _) => String::new(),
+        (Some(_), Some(c)) => format!(", ${}", crate::usage::usd(c)),
+        (Some(_), None) => ", cost unknown".into(),
+    };
+    format!("{tokens}{cost}")
+}
+
+/// The latest attempt's usage (SPEC §15): Meta, worker, Task Builder, totals, cost
+/// and the budget.
+fn usage_breakdown(out: &mut String, a: &Attempt) {
+    let cost = |c: Option<f64>| {
+        c.map_or("unknown".to_string(), |c| {
+            format!("${}", crate::usage::usd(c))
+        })
+    };
+    let tokens = |t: &crate::usage::Tokens| {
+        format!(
+            "{} in ({} cached), {} out",
+            t.input_tokens, t.cached_input_tokens, t.output_tokens
+        )
+    };
+    if let Some(u) = &a.usage {
+        out.push_str(&format!(
+            "  meta:        {} call(s), {}\n",
+            u.meta.calls,
+            tokens(&u.meta.tokens)
+        ));
+        out.push_str(&format!(
+            "  worker:      {} run(s), {}\n",
+            u.worker.runs,
+            tokens(&u.worker.tokens)
+        ));
+    }
+    if let Some(b) = &a.builder_usage {
+        out.push_str(&format!(
+            "  builder:     {} call(s), {}, {}\n",
+            b.calls,
+            tokens(&b.tokens),
+            cost(b.cost_usd)
+        ));
+    }
+    match a.total_tokens() {
+        Some(total) => out.push_str(&format!(
+            "  usage:       {total} tokens, cost {}\n",
+            cost(a.cost_usd())
+        )),
+        None => out.push_str("  usage:       (not recorded)\n"),
+    }
+    if let Some(budget) = a.budget.as_ref().filter(|b| b.is_object()) {
+        let limit = |key: &str| match &budget[key] {
+            serde_json::Value::Null => "none".to_string(),
+            v => escape_controls(&v.to_string()),
+        };
+        let exhausted = match budget["exhausted"].as_str() {
+            Some(limit) => format!("; exhausted: {}", escape_controls(limit)),
+            None => String::new(),
+        };
+        out.push_str(&format!(
+            "  budget:      max_tokens {}, max_cost_usd {}, max_duration_sec {}{exhausted}\n",
+            limit("max_tokens"),
+            limit("max_cost_usd"),
+            limit("max_duration_sec")
+        ));
+    }
 }
 
 fn enqueue(dir: &Path, ids: Vec<String>, all: bool) -> Result<i32, Error> {

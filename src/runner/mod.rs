@@ -2,13 +2,18 @@
 //! COMPLETE | FAILED, and RUNNING → PLANNING when Meta re-plans (`replan`, SPEC §16).
 //! Meta plans and decides; the sandbox runs the worker and the tests;
 //! `mark_complete` is a claim to be checked, not trusted; the test command gates
-//! completion; `max_loops` bounds the iterations, replans included.
+//! completion; `max_loops` bounds the iterations, replans included. Every paid call
+//! is checked against the `budget` before and after it, and a loop that changed
+//! nothing again ends the task (`progress`).
 
+pub mod budget;
 pub mod meta;
+pub mod progress;
 pub mod protocol;
 pub mod replan;
 
 use crate::context::{Criterion, TaskContext, TaskState};
+use crate::deadline::Deadline;
 use crate::interrupt::Interrupt;
 use crate::meta::{MetaError, MetaOutcome};
 use crate::task::TestSpec;
@@ -31,6 +36,7 @@ pub struct Runner<'a, M, S> {
     /// Called after every step with the latest state (writes the Task Note).
     checkpoint: &'a mut dyn FnMut(&TaskContext),
     interrupt: Interrupt,
+    deadline: Deadline,
 }
 
 impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
@@ -46,7 +52,15 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
             sandbox,
             checkpoint,
             interrupt,
+            deadline: Deadline::none(),
         }
+    }
+
+    /// Counts `deadline` (the one Meta and the sandbox cut their steps to) as the
+    /// end of `max_duration_sec`.
+    pub fn until(mut self, deadline: Deadline) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     /// Runs the task to COMPLETE or FAILED, then removes the sandbox.
@@ -96,6 +110,12 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
             if let Some(test) = ctx.task.test.clone() {
                 self.test(ctx, number, &test)?;
             }
+            let stalled = ctx.task.bounds.max_stalled_loops;
+            if progress::stalled(ctx, stalled) {
+                return Err(Stop::Failed(format!("no progress in {stalled} loops")));
+            }
+            // A task the assessment completes needs no further paid call: the budget
+            // is looked at before the next one, not after this one.
             let Some(why) = self.assess(ctx)? else {
                 move_to(ctx, TaskState::Complete, "all criteria passed")?;
                 return Ok(());
@@ -124,6 +144,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                     "worker run {number}/{max_loops}: {}",
                     first_line(&next.reason)
                 );
+                self.within_budget(ctx)?;
                 let run = self
                     .sandbox
                     .run_worker(number, &prompt)
@@ -141,6 +162,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                 if outcome == RunOutcome::Interrupted {
                     return Err(Stop::Interrupted);
                 }
+                self.within_budget(ctx)?;
                 Ok(format!("worker run {number} {}", outcome.as_str()))
             }
             "mark_complete" => {
@@ -243,12 +265,15 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         })
     }
 
-    /// One Meta call: recorded, checkpointed, its failure a stop.
+    /// One Meta call, if the budget allows it: recorded, checkpointed, its failure a
+    /// stop (the budget's, when the call ended because it ran out). The budget after
+    /// it is looked at before the next paid call.
     fn ask<T>(
         &mut self,
         ctx: &mut TaskContext,
         call: impl FnOnce(&mut M, &TaskContext) -> MetaOutcome<T>,
     ) -> Result<T, Stop> {
+        self.within_budget(ctx)?;
         let outcome = call(&mut self.meta, ctx);
         let kind = outcome.call.kind;
         ctx.meta_calls.push(outcome.call);
@@ -256,7 +281,26 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         match outcome.reply {
             Ok(reply) => Ok(reply),
             Err(MetaError::Interrupted) => Err(Stop::Interrupted),
-            Err(MetaError::Failed(e)) => Err(Stop::Failed(format!("meta {kind} failed: {e}"))),
+            Err(MetaError::Failed(e)) => {
+                self.within_budget(ctx)?;
+                Err(Stop::Failed(format!("meta {kind} failed: {e}")))
+            }
+        }
+    }
+
+    /// A stop once a limit of `runner.budget` is reached (recorded in the context).
+    fn within_budget(&mut self, ctx: &mut TaskContext) -> Result<(), Stop> {
+        let budget = ctx.task.bounds.budget;
+        if budget.is_unlimited() {
+            return Ok(());
+        }
+        let usage = ctx.usage();
+        match budget::exhausted(&budget, &usage, ctx.duration(), self.deadline.passed()) {
+            None => Ok(()),
+            Some(exhausted) => {
+                ctx.budget_exhausted = Some(exhausted.limit.as_str());
+                Err(Stop::Failed(exhausted.reason))
+            }
         }
     }
 

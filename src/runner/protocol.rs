@@ -636,6 +636,7 @@ mod tests {
             changes: crate::worker::git::RepoChanges::Unknown,
             leftovers: None,
             privileges: vec![],
+            usage: Default::default(),
         });
         ctx.test_runs.push(TestRun {
             number: 1,

@@ -36,6 +36,7 @@ fn record<T>(kind: &'static str, reply: Option<Reply<T>>) -> MetaOutcome<T> {
         request: String::new(),
         replies: vec![],
         error: reply.as_ref().err().map(|e| e.to_string()),
+        usage: crate::usage::Usage::free(),
     };
     MetaOutcome { call, reply }
 }
@@ -71,6 +72,10 @@ struct FakeSandbox {
     prompts: Vec<String>,
     test_calls: u32,
     shutdowns: u32,
+    /// Tokens (input, output) each worker run reports; none when empty.
+    worker_usage: VecDeque<(u64, u64)>,
+    /// What git in the container sees after each run (Unknown when empty).
+    repo: VecDeque<crate::worker::git::RepoChanges>,
 }
 
 impl Sandbox for FakeSandbox {
@@ -98,9 +103,22 @@ impl Sandbox for FakeSandbox {
             log_path: "/dev/null".into(),
             output_bytes: 0,
             output_tail: String::new(),
-            changes: crate::worker::git::RepoChanges::Unknown,
+            changes: self
+                .repo
+                .pop_front()
+                .unwrap_or(crate::worker::git::RepoChanges::Unknown),
             leftovers: None,
             privileges: vec![],
+            usage: crate::usage::Usage::of(
+                Some("worker-model"),
+                self.worker_usage
+                    .pop_front()
+                    .map(|(input, output)| crate::usage::Tokens {
+                        input_tokens: input,
+                        cached_input_tokens: 0,
+                        output_tokens: output,
+                    }),
+            ),
         })
     }
 
@@ -819,4 +837,271 @@ quickcheck! {
         assert_eq!(sandbox.shutdowns, 1);
         true
     }
+}
+
+/// A fake Meta whose calls report tokens (input, output), in order, on `meta-model`.
+struct Paid {
+    meta: FakeMeta,
+    usage: VecDeque<(u64, u64)>,
+}
+
+impl Paid {
+    fn priced<T>(&mut self, mut outcome: MetaOutcome<T>) -> MetaOutcome<T> {
+        if let Some((input, output)) = self.usage.pop_front() {
+            outcome.call.usage = crate::usage::Usage::of(
+                Some("meta-model"),
+                Some(crate::usage::Tokens {
+                    input_tokens: input,
+                    cached_input_tokens: 0,
+                    output_tokens: output,
+                }),
+            );
+        }
+        outcome
+    }
+}
+
+impl Meta for Paid {
+    fn plan_task(&mut self, ctx: &TaskContext) -> MetaOutcome<Plan> {
+        let outcome = self.meta.plan_task(ctx);
+        self.priced(outcome)
+    }
+    fn next_action(&mut self, ctx: &TaskContext) -> MetaOutcome<NextAction> {
+        let outcome = self.meta.next_action(ctx);
+        self.priced(outcome)
+    }
+    fn replan(&mut self, ctx: &TaskContext, reason: &str) -> MetaOutcome<Plan> {
+        let outcome = self.meta.replan(ctx, reason);
+        self.priced(outcome)
+    }
+    fn completion_assessment(&mut self, ctx: &TaskContext) -> MetaOutcome<Assessment> {
+        let outcome = self.meta.completion_assessment(ctx);
+        self.priced(outcome)
+    }
+}
+
+fn run_paid(
+    ctx: &mut TaskContext,
+    meta: FakeMeta,
+    usage: &[(u64, u64)],
+    sandbox: &mut FakeSandbox,
+) {
+    let mut checkpoint = |_: &TaskContext| {};
+    let paid = Paid {
+        meta,
+        usage: usage.iter().copied().collect(),
+    };
+    Runner::new(paid, sandbox, &mut checkpoint, Interrupt::never()).run(ctx);
+}
+
+const BUDGET: &str =
+    "  test:\n    command: make test\nrunner:\n  meta:\n    max_loops: 5\n  budget:\n";
+
+fn meta_calls(ctx: &TaskContext) -> Vec<&'static str> {
+    ctx.meta_calls.iter().map(|c| c.kind).collect()
+}
+
+#[test]
+fn a_meta_call_that_reaches_max_tokens_ends_the_task_before_the_worker_runs() {
+    let mut ctx = context(&format!("{BUDGET}    max_tokens: 150\n"));
+    let meta = FakeMeta {
+        plans: [plan(1)].into(),
+        nexts: [run_worker("go")].into(),
+        ..FakeMeta::default()
+    };
+    let mut sandbox = FakeSandbox::default();
+    run_paid(&mut ctx, meta, &[(90, 10), (40, 10)], &mut sandbox);
+    assert_eq!(ctx.state, TaskState::Failed);
+    assert_eq!(
+        ctx.failure.as_deref(),
+        Some("budget exhausted: max_tokens (150 of 150)")
+    );
+    assert_eq!(ctx.budget_exhausted, Some("max_tokens"));
+    assert_eq!(meta_calls(&ctx), ["plan_task", "next_action"]);
+    assert!(sandbox.prompts.is_empty(), "no worker run after the limit");
+    assert_eq!(sandbox.shutdowns, 1);
+}
+
+#[test]
+fn a_worker_run_that_reaches_max_tokens_ends_the_task_before_tests_and_meta() {
+    let mut ctx = context(&format!("{BUDGET}    max_tokens: 1000\n"));
+    let meta = FakeMeta {
+        plans: [plan(1)].into(),
+        nexts: [run_worker("go")].into(),
+        assessments: [assess(&[])].into(),
+    };
+    let mut sandbox = FakeSandbox {
+        worker_usage: [(700, 90)].into(),
+        ..FakeSandbox::default()
+    };
+    run_paid(&mut ctx, meta, &[(100, 10), (100, 10)], &mut sandbox);
+    assert_eq!(
+        ctx.failure.as_deref(),
+        Some("budget exhausted: max_tokens (1010 of 1000)")
+    );
+    assert_eq!(meta_calls(&ctx), ["plan_task", "next_action"]);
+    assert_eq!((sandbox.prompts.len(), sandbox.test_calls), (1, 0));
+}
+
+#[test]
+fn a_cost_limit_counts_with_the_users_prices() {
+    // 1,000,000 tokens of meta-model at $2 per million: $2 per call.
+    let yaml = "  test:\n    command: make test\nrunner:\n  meta:\n    model: meta-model\n  budget:\n    max_cost_usd: 5\n  pricing:\n    meta-model: {input: 2, output: 2}\n    worker-model: {input: 1, output: 1}\n  worker:\n    model: worker-model\n";
+    let mut ctx = context(yaml);
+    let meta = FakeMeta {
+        plans: [plan(1)].into(),
+        nexts: [run_worker("a"), run_worker("b")].into(),
+        assessments: [assess(&[]), assess(&[])].into(),
+    };
+    let mut sandbox = FakeSandbox {
+        tests: [Some(1), Some(1)].into(),
+        ..FakeSandbox::default()
+    };
+    run_paid(&mut ctx, meta, &[(1_000_000, 0); 5], &mut sandbox);
+    // plan 2 + next 2 → 4 (< 5); run 1 (no usage); test; assess 2 → 6: the next
+    // loop's Meta call does not start.
+    assert_eq!(
+        ctx.failure.as_deref(),
+        Some("budget exhausted: max_cost_usd (6 of 5)")
+    );
+    assert_eq!(
+        meta_calls(&ctx),
+        ["plan_task", "next_action", "completion_assessment"]
+    );
+    assert_eq!(ctx.budget_exhausted, Some("max_cost_usd"));
+}
+
+#[test]
+fn a_task_completed_by_the_call_that_passes_a_limit_stays_complete() {
+    let mut ctx = context(&format!("{BUDGET}    max_tokens: 100\n"));
+    let meta = FakeMeta {
+        plans: [plan(1)].into(),
+        nexts: [run_worker("go")].into(),
+        assessments: [assess(&["AC-1"])].into(),
+    };
+    let mut sandbox = FakeSandbox::default();
+    run_paid(&mut ctx, meta, &[(10, 0), (10, 0), (500, 0)], &mut sandbox);
+    assert_eq!(ctx.state, TaskState::Complete);
+    assert_eq!(ctx.budget_exhausted, None);
+    assert_eq!(ctx.usage().total_tokens, 520);
+}
+
+#[test]
+fn a_passed_deadline_lets_no_paid_call_start() {
+    let mut ctx = context(&format!("{BUDGET}    max_duration_sec: 60\n"));
+    let meta = FakeMeta {
+        plans: [plan(1)].into(),
+        ..FakeMeta::default()
+    };
+    let mut sandbox = FakeSandbox::default();
+    let mut checkpoint = |_: &TaskContext| {};
+    Runner::new(meta, &mut sandbox, &mut checkpoint, Interrupt::never())
+        .until(crate::deadline::Deadline::after(Some(Duration::ZERO)))
+        .run(&mut ctx);
+    assert!(
+        ctx.failure
+            .as_deref()
+            .is_some_and(|f| f.starts_with("budget exhausted: max_duration_sec (60.0 of 60)")),
+        "{:?}",
+        ctx.failure
+    );
+    assert!(ctx.meta_calls.is_empty());
+    assert_eq!(ctx.budget_exhausted, Some("max_duration_sec"));
+}
+
+fn unchanged() -> crate::worker::git::RepoChanges {
+    let state = crate::worker::git::GitState {
+        head: Some("h".into()),
+        status: vec![" M src/lib.rs".into()],
+        more: 0,
+    };
+    crate::worker::git::RepoChanges::Seen {
+        before: state.clone(),
+        after: state,
+        diff: vec![],
+    }
+}
+
+#[test]
+fn loops_that_change_nothing_end_the_task_without_asking_meta_again() {
+    let mut ctx = context("  test:\n    command: make test\nrunner:\n  meta:\n    max_loops: 9\n");
+    assert_eq!(ctx.task.bounds.max_stalled_loops, 3, "the default");
+    let meta = FakeMeta {
+        plans: [plan(1)].into(),
+        nexts: (0..9).map(|_| run_worker("again")).collect(),
+        assessments: (0..9).map(|_| assess(&[])).collect(),
+    };
+    let mut sandbox = FakeSandbox {
+        tests: [Some(1); 9].into(),
+        repo: (0..9).map(|_| unchanged()).collect(),
+        ..FakeSandbox::default()
+    };
+    run(&mut ctx, meta, &mut sandbox);
+    assert_eq!(ctx.failure.as_deref(), Some("no progress in 3 loops"));
+    assert_eq!(ctx.loops, 3);
+    assert_eq!(
+        meta_calls(&ctx)
+            .iter()
+            .filter(|k| **k == "completion_assessment")
+            .count(),
+        2,
+        "the third loop's assessment is not asked"
+    );
+    assert_eq!(ctx.budget_exhausted, None);
+}
+
+#[test]
+fn loops_that_change_the_repository_go_on() {
+    let mut ctx = context(
+        "  test:\n    command: make test\nrunner:\n  meta:\n    max_loops: 4\n  max_stalled_loops: 2\n",
+    );
+    let changed = |n: u32| {
+        let crate::worker::git::RepoChanges::Seen {
+            before,
+            mut after,
+            diff,
+        } = unchanged()
+        else {
+            unreachable!()
+        };
+        after.status.push(format!("?? file{n}"));
+        crate::worker::git::RepoChanges::Seen {
+            before,
+            after,
+            diff,
+        }
+    };
+    let meta = FakeMeta {
+        plans: [plan(1)].into(),
+        nexts: (0..4).map(|_| run_worker("again")).collect(),
+        assessments: (0..4).map(|_| assess(&[])).collect(),
+    };
+    let mut sandbox = FakeSandbox {
+        tests: [Some(1); 4].into(),
+        repo: (1..=4).map(changed).collect(),
+        ..FakeSandbox::default()
+    };
+    run(&mut ctx, meta, &mut sandbox);
+    assert!(
+        ctx.failure
+            .as_deref()
+            .is_some_and(|f| f.starts_with("max_loops reached (4)")),
+        "{:?}",
+        ctx.failure
+    );
+    let mut off = context(
+        "  test:\n    command: make test\nrunner:\n  meta:\n    max_loops: 4\n  max_stalled_loops: 0\n",
+    );
+    let meta = FakeMeta {
+        plans: [plan(1)].into(),
+        nexts: (0..4).map(|_| run_worker("again")).collect(),
+        assessments: (0..4).map(|_| assess(&[])).collect(),
+    };
+    let mut sandbox = FakeSandbox {
+        tests: [Some(1); 4].into(),
+        repo: (0..4).map(|_| unchanged()).collect(),
+        ..FakeSandbox::default()
+    };
+    run(&mut off, meta, &mut sandbox);
+    assert_eq!(off.loops, 4, "0 turns the stop off");
 }

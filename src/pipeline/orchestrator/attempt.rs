@@ -30,6 +30,7 @@ use crate::secret::Redactor;
 use crate::task::WorkerSettings;
 use crate::text::{cut, one_line};
 use crate::timestamp::{Timestamp, human};
+use crate::usage::{Account, ModelUsage};
 
 /// What every attempt of one orchestrator shares.
 #[derive(Clone)]
@@ -93,9 +94,20 @@ struct Ran {
     verified: Option<bool>,
 }
 
+/// How an attempt ended, for the orchestrator's tally.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Finished {
+    pub status: AttemptStatus,
+    /// The run's and the Task Builder's tokens (None: not recorded).
+    pub tokens: Option<u64>,
+    /// Their cost (None: not known).
+    pub cost_usd: Option<f64>,
+}
+
 /// Runs the attempt and records it; returns its status, failed when it could not be
-/// recorded (whatever the runner said: nobody can see it succeeded).
-pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
+/// recorded (whatever the runner said: nobody can see it succeeded), and what it
+/// spent.
+pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished {
     let ws = &setup.ws;
     let job_id = &claimed.job_id;
     let task = &claimed.task.record;
@@ -103,13 +115,22 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
     let clock = Instant::now();
     let log_dir = ws.job_log_dir(job_id);
     let config_path = log_dir.join("task-config.yaml");
+    let mut builder_usage = None;
     let ran = match &claimed.refusal {
         Some(reason) => failed(reason.clone()),
         None => match crate::pipeline::store::workspace::create_dir(&log_dir) {
-            Ok(()) => attempt(setup, &claimed, &log_dir, &config_path, &mut place),
+            Ok(()) => attempt(
+                setup,
+                &claimed,
+                &log_dir,
+                &config_path,
+                &mut place,
+                &mut builder_usage,
+            ),
             Err(e) => failed(format!("cannot create {}: {e}", log_dir.display())),
         },
     };
+    let (usage, budget) = spent(ran.result.as_deref());
     let attempt = Attempt {
         attempt_id: id::new_attempt_id(),
         job_id: job_id.clone(),
@@ -128,32 +149,66 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
         verified: ran
             .verified
             .map(|v| v && ran.status == AttemptStatus::Succeeded),
+        usage,
+        budget,
+        builder_usage,
     };
     let status = attempt.status.as_str();
     let reason = attempt
         .error
         .as_deref()
         .map_or(String::new(), |e| format!(": {}", cut(&one_line(e), 300)));
+    let spend = spend_line(&attempt);
+    let spent = |status| Finished {
+        status,
+        tokens: attempt.total_tokens(),
+        cost_usd: attempt.cost_usd(),
+    };
     match recording::record(ws, &attempt) {
         Ok(path) => {
             // Recorded: recovery has nothing to put back.
             clones::forget(&log_dir);
             log::info!(
-                "job {job_id}: finished task {}: {status} in {}{reason}; result {}",
+                "job {job_id}: finished task {}: {status} in {}{spend}{reason}; result {}",
                 task.id,
                 human(clock.elapsed()),
                 path.display()
             );
-            attempt.status
+            spent(attempt.status)
         }
         Err(e) => {
             log::error!(
                 "job {job_id}: finished task {}: {status}{reason}; but cannot record it: {e}",
                 task.id
             );
-            AttemptStatus::Failed
+            spent(AttemptStatus::Failed)
         }
     }
+}
+
+/// The runner's `usage` and `budget`, from its result.
+fn spent(result: Option<&RawValue>) -> (Option<Account>, Option<serde_json::Value>) {
+    #[derive(serde::Deserialize)]
+    struct Spent {
+        usage: Option<serde_json::Value>,
+        budget: Option<serde_json::Value>,
+    }
+    let Some(spent) = result.and_then(|r| serde_json::from_str::<Spent>(r.get()).ok()) else {
+        return (None, None);
+    };
+    let usage = spent.usage.and_then(|u| serde_json::from_value(u).ok());
+    (usage, spent.budget.filter(serde_json::Value::is_object))
+}
+
+/// `, 1234 tokens, $0.05` for the log line, when known.
+fn spend_line(attempt: &Attempt) -> String {
+    let tokens = attempt
+        .total_tokens()
+        .map_or(String::new(), |t| format!(", {t} tokens"));
+    let cost = attempt
+        .cost_usd()
+        .map_or(String::new(), |c| format!(", ${}", crate::usage::usd(c)));
+    format!("{tokens}{cost}")
 }
 
 fn failed(error: String) -> Ran {
@@ -173,6 +228,7 @@ fn attempt(
     log_dir: &Path,
     config_path: &Path,
     place: &mut Place,
+    builder_usage: &mut Option<ModelUsage>,
 ) -> Ran {
     let ws = &setup.ws;
     let run_dir = if setup.isolated {
@@ -181,7 +237,8 @@ fn attempt(
         ws.root_dir.clone()
     };
     let steps = (|| {
-        let (yaml, builder, took, test_source) = build(setup, claimed, log_dir, &run_dir)?;
+        let (yaml, builder, took, test_source) =
+            build(setup, claimed, log_dir, &run_dir, builder_usage)?;
         // From here on, a failed attempt still says where its test came from.
         let sourced = |ran: Ran| Ran {
             test_source: Some(test_source),
@@ -252,6 +309,7 @@ fn build(
     claimed: &Claimed,
     log_dir: &Path,
     run_dir: &Path,
+    builder_usage: &mut Option<ModelUsage>,
 ) -> Result<(String, String, Duration, TestSource), Ran> {
     let ws = &setup.ws;
     let task = &claimed.task.record;
@@ -276,7 +334,9 @@ fn build(
         builder,
         duration,
         mut log,
+        usage,
     } = builder::build(&ws.defaults, &request, &var, setup.interrupt, log_dir);
+    *builder_usage = usage.map(|u| ModelUsage::of(&u, &ws.defaults.pricing()));
     let choice = config.as_ref().ok().map(|draft| {
         test_choice::choose(task.plan.test.as_ref(), ws.defaults.pinned_test(), draft)
     });

@@ -8,7 +8,8 @@
 //! sets what the orchestrator owns), the
 //! runner as a `child` process, the branch brought back, and `recording` of the
 //! outcome (task file, result, job files). `attempt_files` says where an attempt's
-//! files are, for `task show` and the web view.
+//! files are, for `task show` and the web view. `spend_limit` stops the claiming
+//! once the finished attempts reach `--max-tokens` or `--max-cost-usd`.
 
 pub mod attempt;
 pub mod attempt_files;
@@ -18,5 +19,6 @@ pub mod orchestrate;
 pub mod presence;
 pub mod recording;
 pub mod recovery;
+pub mod spend_limit;
 pub mod task_config;
 pub mod test_choice;

@@ -115,6 +115,9 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         log_dir: log_dir.display().to_string(),
         test_source: None,
         verified: None,
+        usage: None,
+        budget: None,
+        builder_usage: None,
     };
     match recording::record(ws, &attempt) {
         Ok(path) => {

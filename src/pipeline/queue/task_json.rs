@@ -13,6 +13,7 @@ use super::status::{self, JobState, TaskStatus};
 use crate::pipeline::Workspace;
 use crate::pipeline::store::pinned_test::TestSource;
 use crate::pipeline::store::task_file::{Attempt, TaskView};
+use crate::usage::{Account, ModelUsage};
 
 /// The tasks of a board that a list shows, with their statuses, oldest first;
 /// deleted tasks only with `all`.
@@ -63,6 +64,14 @@ pub struct AttemptBrief<'a> {
     pub error: Option<&'a str>,
     pub test_source: Option<TestSource>,
     pub verified: bool,
+    /// The run's and the Task Builder's tokens together (SPEC §15); null when not
+    /// recorded.
+    pub tokens: Option<u64>,
+    /// Their cost; null when not known.
+    pub cost_usd: Option<f64>,
+    pub usage: Option<&'a Account>,
+    pub builder_usage: Option<&'a ModelUsage>,
+    pub budget: Option<&'a Value>,
 }
 
 impl<'a> TaskList<'a> {
@@ -102,6 +111,11 @@ impl<'a> AttemptBrief<'a> {
             error: a.error.as_deref(),
             test_source: a.test_source,
             verified: a.is_verified(),
+            tokens: a.total_tokens(),
+            cost_usd: a.cost_usd(),
+            usage: a.usage.as_ref(),
+            builder_usage: a.builder_usage.as_ref(),
+            budget: a.budget.as_ref(),
         }
     }
 }

@@ -19,6 +19,9 @@ use serde_json::Value;
 use super::pinned_test::{self, PinnedTest};
 use crate::pipeline::PipelineError;
 
+/// The model the check of the defaults puts where the Task Builder will choose one.
+const PLACEHOLDER: &str = "placeholder";
+
 /// The defaults of a workspace.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -201,21 +204,57 @@ impl Defaults {
         self.builder.clone().unwrap_or_default()
     }
 
+    /// The prices of `runner.pricing` (checked when the defaults were set; none
+    /// when absent or unreadable).
+    pub fn pricing(&self) -> crate::usage::Pricing {
+        let Some(pricing) = self.runner.as_ref().and_then(|r| r.get("pricing")) else {
+            return Default::default();
+        };
+        let config = serde_json::json!({
+            "task": {"id": "pricing", "title": "pricing", "instructions": "-",
+                     "project": {"root_dir": std::env::temp_dir()}},
+            "runner": {"meta": {"model": PLACEHOLDER, "api_key": PLACEHOLDER},
+                       "worker": {"type": "docker_codex_cli"}, "pricing": pricing},
+        });
+        let Ok(yaml) = serde_yaml::to_string(&config) else {
+            return Default::default();
+        };
+        let var = |name: &str| match name {
+            "META_TIMEOUT_SEC" | "OPENAI_BASE_URL" => None,
+            _ => Some(std::ffi::OsString::from(PLACEHOLDER)),
+        };
+        crate::task::parse(
+            &yaml,
+            &crate::task::Host {
+                var: &var,
+                cwd: Ok(std::env::temp_dir()),
+            },
+        )
+        .map(|task| task.bounds.pricing)
+        .unwrap_or_default()
+    }
+
     /// `runner.meta.<key>` as a string, if set.
     pub fn runner_meta(&self, key: &str) -> Option<&str> {
         self.runner.as_ref()?.get("meta")?.get(key)?.as_str()
     }
 }
 
-/// `runner` must hold only `meta` and `worker`, and with placeholders for what the
-/// orchestrator fills in, make a TaskConfig the runner accepts.
+/// The keys `defaults.runner` may hold: the Task YAML's `runner:` keys.
+const RUNNER_KEYS: &[&str] = &["meta", "worker", "pricing", "budget", "max_stalled_loops"];
+
+/// `runner` must hold only the Task YAML's runner keys, and with placeholders for
+/// what the orchestrator fills in, make a TaskConfig the runner accepts.
 fn check_runner(runner: &Value) -> Result<(), String> {
     let Value::Object(map) = runner else {
         return Err("runner: expected a mapping with `meta` and/or `worker`".into());
     };
     for key in map.keys() {
-        if key != "meta" && key != "worker" {
-            return Err(format!("runner.{key}: unknown key (valid: meta, worker)"));
+        if !RUNNER_KEYS.contains(&key.as_str()) {
+            return Err(format!(
+                "runner.{key}: unknown key (valid: {})",
+                RUNNER_KEYS.join(", ")
+            ));
         }
     }
     let mut meta = map
@@ -227,7 +266,7 @@ fn check_runner(runner: &Value) -> Result<(), String> {
         .cloned()
         .unwrap_or(Value::Object(Default::default()));
     if let Value::Object(m) = &mut meta {
-        m.entry("model").or_insert_with(|| "placeholder".into());
+        m.entry("model").or_insert_with(|| PLACEHOLDER.into());
     }
     if let Value::Object(w) = &mut worker {
         if w.contains_key("kind") {
@@ -235,10 +274,32 @@ fn check_runner(runner: &Value) -> Result<(), String> {
         }
         w.entry("type").or_insert_with(|| "docker_codex_cli".into());
     }
+    let mut runner = map.clone();
+    // A cost limit needs prices for the models that run, which the Task Builder may
+    // still choose: only the models named here must have one now (the runner checks
+    // the rest when the attempt starts).
+    if map
+        .get("budget")
+        .and_then(|b| b.get("max_cost_usd"))
+        .is_some()
+    {
+        if let Value::Object(w) = &mut worker {
+            w.entry("model").or_insert_with(|| PLACEHOLDER.into());
+        }
+        let pricing = runner
+            .entry("pricing")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Value::Object(p) = pricing {
+            p.entry(PLACEHOLDER)
+                .or_insert_with(|| serde_json::json!({"input": 0, "output": 0}));
+        }
+    }
+    runner.insert("meta".into(), meta);
+    runner.insert("worker".into(), worker);
     let config = serde_json::json!({
         "task": {"id": "defaults-check", "title": "check", "instructions": "check",
                  "project": {"root_dir": std::env::temp_dir()}},
-        "runner": {"meta": meta, "worker": worker},
+        "runner": runner,
     });
     let yaml = serde_yaml::to_string(&config).map_err(|e| e.to_string())?;
     // Environment references are checked when a task runs, where they are needed.
@@ -368,6 +429,21 @@ mod tests {
             Some(false)
         );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn prices_budgets_and_the_stall_limit_are_defaults_too() {
+        let d = parse("runner:\n  meta: {model: m}\n  pricing:\n    m: {input: 1.25, output: 10}\n  budget: {max_tokens: 1000, max_cost_usd: 0.5, max_duration_sec: 60}\n  max_stalled_loops: 2\n").unwrap();
+        let pricing = d.pricing();
+        assert_eq!(pricing.price("m").map(|p| p.cached_input), Some(1.25));
+        // The worker's model is the Task Builder's to choose: not checked here.
+        let e = parse("runner:\n  meta: {model: m}\n  budget: {max_cost_usd: 0.5}\n").unwrap_err();
+        assert!(e.contains("\"m\" (runner.meta.model) has no price"), "{e}");
+        let e = parse("runner:\n  pricing: {m: {input: -1, output: 1}}\n").unwrap_err();
+        assert!(e.contains("runner.pricing.m.input"), "{e}");
+        let e = parse("runner:\n  budgets: {}\n").unwrap_err();
+        assert!(e.contains("runner.budgets: unknown key"), "{e}");
+        assert!(Defaults::default().pricing().models.is_empty());
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! JSON Lines file, `task_file` (its lines and their fold into the current task),
 //! kept by `task_store` (create, append, read one or all); `new_task` makes one
 //! from a prompt; `commits` says which lines written by a plan edit count;
-//! `cycle` finds dependency rings among tasks.
+//! `cycle` finds dependency rings among tasks; `spending` adds up what the
+//! attempts used, per day and model.
 
 pub mod commits;
 pub mod cycle;
@@ -15,6 +16,7 @@ pub mod id;
 pub mod new_task;
 pub mod pinned_test;
 pub mod plan_fields;
+pub mod spending;
 pub mod task_file;
 pub mod task_store;
 pub mod workspace;

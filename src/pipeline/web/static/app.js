@@ -62,6 +62,12 @@
     return Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
   }
 
+  // Dollars as the server writes them: up to six decimals, no trailing zeros.
+  function usd(amount) {
+    const text = amount.toFixed(6).replace(/0+$/, '').replace(/\.$/, '');
+    return text === '' || text === '-' ? '0' : text;
+  }
+
   // Runs `refresh` every POLL_MS while the page is visible, never two at once.
   function poll(refresh) {
     let busy = false;
@@ -152,7 +158,8 @@
       button.dataset.id = t.id;
       const buttonCell = el('td');
       buttonCell.append(button);
-      tr.append(statusCell, taskCell, el('td', 'n attempts'), el('td', 'last'), buttonCell);
+      tr.append(statusCell, taskCell, el('td', 'n attempts'), el('td', 'last'),
+        el('td', 'n tokens'), el('td', 'n cost'), buttonCell);
       return tr;
     };
 
@@ -167,7 +174,11 @@
       const a = t.last_attempt;
       const last = a ? shortTime(a.started_at) + ' · ' + a.status + ' · ' + human(a.duration_ms) : '—';
       if (tr.cells[3].textContent !== last) tr.cells[3].textContent = last;
-      showRunButton(tr.cells[4].firstElementChild, t.status, t.attempts);
+      const tokens = a && a.tokens != null ? String(a.tokens) : '—';
+      if (tr.cells[4].textContent !== tokens) tr.cells[4].textContent = tokens;
+      const cost = a && a.cost_usd != null ? '$' + usd(a.cost_usd) : '—';
+      if (tr.cells[5].textContent !== cost) tr.cells[5].textContent = cost;
+      showRunButton(tr.cells[6].firstElementChild, t.status, t.attempts);
     };
 
     const refreshTasks = async function () {
