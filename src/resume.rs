@@ -1,13 +1,16 @@
 //! What a resumed task carries over from the runs before it (SPEC §19): what each
-//! loop did, the worker's session, the usage so far and the earlier note. The state
+//! loop did, the worker's session, the usage and time so far and the earlier note. The state
 //! file (`runner::state`) keeps it after every step; `run --resume` reads it back
 //! into the new run's `TaskContext`, whose requests to Meta, first worker prompt and
 //! note then show it.
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::text::{cut, tail};
 use crate::timestamp::Timestamp;
+use crate::usage::Account;
 
 /// Bytes of a worker summary and of a test output tail kept per loop.
 pub const MAX_LOOP_TEXT: usize = 512;
@@ -19,7 +22,7 @@ pub const MAX_LOOPS_KEPT: usize = 100;
 pub struct LoopRecord {
     #[serde(rename = "loop")]
     pub number: u32,
-    /// `run_worker` or `mark_complete`.
+    /// `run_worker`, `mark_complete` or `replan`.
     pub action: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<WorkerOutcome>,
@@ -92,8 +95,10 @@ pub struct Resumed {
     /// no end (killed).
     pub previous: String,
     pub history: Vec<LoopRecord>,
-    /// The usage of the runs before (SPEC §15), as the state file has it.
-    pub usage: Option<serde_json::Value>,
+    /// What the runs before used and cost (SPEC §15): this run's budget counts it.
+    pub usage: Account,
+    /// How long the runs before ran: `max_duration_sec` counts it.
+    pub elapsed: Duration,
     pub worker_session: Option<WorkerSession>,
     /// The Task Note the runs before left (this run's note keeps it).
     pub earlier_note: Option<String>,
@@ -149,7 +154,8 @@ mod tests {
                     test: Some(TestOutcome::new(n == 30, Some(1), false, "boom")),
                 })
                 .collect(),
-            usage: None,
+            usage: Account::default(),
+            elapsed: Duration::ZERO,
             worker_session: None,
             earlier_note: None,
         };

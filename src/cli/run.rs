@@ -2,9 +2,10 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::context::{TaskContext, TaskState};
+use crate::context::{CriteriaVersion, TaskContext, TaskState};
+use crate::deadline::Deadline;
 use crate::error::{Error, exit};
 use crate::events::Events;
 use crate::fs::Dir;
@@ -58,7 +59,27 @@ pub fn run(meta_model: Option<String>, json: bool, resume: bool, interrupt: Inte
             );
         }
         task.meta.model = model;
+        if let Some(problem) = crate::task::unpriced(&task.bounds, &task.meta, &task.worker) {
+            let problem = InputError::new("--meta-model", problem.message);
+            return invalid(&problem.into(), &redactor);
+        }
     }
+    let prepared = match prepare(&task, resume) {
+        Ok(prepared) => prepared,
+        Err(e) => return not_run(&task.id, &e, &redactor, json, clock.elapsed()),
+    };
+    // The task's clock starts here: the deadline counts from now, less what the
+    // runs before a resume took (SPEC §19: the budget counts the whole task).
+    let earlier = prepared
+        .saved
+        .as_ref()
+        .map_or(Duration::ZERO, |s| Duration::from_millis(s.elapsed_ms));
+    let deadline = Deadline::after(
+        task.bounds
+            .budget
+            .max_duration
+            .map(|max| max.saturating_sub(earlier)),
+    );
     let system_prompt = task.meta.system_prompt.clone();
     match &task.meta.backend {
         MetaBackend::OpenAiChat { base_url, api_key } => {
@@ -70,66 +91,87 @@ pub fn run(meta_model: Option<String>, json: bool, resume: bool, interrupt: Inte
                 task.meta.timeout,
             )
             .interruptible(interrupt)
+            .until(deadline)
             .masking(redactor.clone());
             let meta = MetaAgent::new(chat, system_prompt, redactor.clone());
-            execute(task, meta, auth, redactor, json, resume, interrupt)
+            execute(
+                task, meta, auth, redactor, json, prepared, interrupt, deadline,
+            )
         }
         MetaBackend::Scripted { script } => match Scripted::load(script) {
             Ok(scripted) => {
                 let meta = MetaAgent::new(scripted, system_prompt, redactor.clone());
-                execute(task, meta, auth, redactor, json, resume, interrupt)
+                execute(
+                    task, meta, auth, redactor, json, prepared, interrupt, deadline,
+                )
             }
             Err(e) => invalid(&InputError::new("runner.meta.script", e).into(), &redactor),
         },
     }
 }
 
+/// What a run holds before it starts: our directory, the task's lock, its log
+/// directory, and the saved state a resumed run goes on from.
+struct Prepared {
+    _lock: TaskLock,
+    private: Dir,
+    logs: Dir,
+    saved: Option<State>,
+}
+
+/// Before anything is written: our directory, and the task's lock (a second run of
+/// the same id must not touch the first one's note, logs or state); with `resume`,
+/// the saved state, of the same task (SPEC §19).
+fn prepare(task: &Task, resume: bool) -> Result<Prepared, Error> {
+    let private = crate::private_dir::open(&task.repo).map_err(Error::PrivateDir)?;
+    let lock = TaskLock::acquire(&private, &task.id)?;
+    let logs = private
+        .subdir("logs")
+        .and_then(|logs| logs.subdir(&task.id))
+        .map_err(Error::PrivateDir)?;
+    let saved = resume.then(|| saved_state(&private, task)).transpose()?;
+    Ok(Prepared {
+        _lock: lock,
+        private,
+        logs,
+        saved,
+    })
+}
+
+/// The result of a task that could not start: `e` reported and on stdout.
+fn not_run(task_id: &str, e: &Error, redactor: &Redactor, json: bool, took: Duration) -> i32 {
+    let code = report(e, redactor);
+    let message = redactor.redact(&e.to_string());
+    let result = RunResult::not_run(Some(task_id.to_string()), message.clone(), message, took);
+    emit(&result, json, redactor);
+    code
+}
+
+#[allow(clippy::too_many_arguments)]
 fn execute(
     task: Task,
     meta: impl Meta,
     auth: CodexAuth,
     redactor: Redactor,
     json: bool,
-    resume: bool,
+    prepared: Prepared,
     interrupt: Interrupt,
+    deadline: Deadline,
 ) -> i32 {
     let clock = Instant::now();
-    // Before anything is written: our directory, and the task's lock (a second run
-    // of the same id must not touch the first one's note or logs).
-    let prepared = crate::private_dir::open(&task.repo)
-        .map_err(Error::PrivateDir)
-        .and_then(|dir| Ok((TaskLock::acquire(&dir, &task.id)?, dir)))
-        .and_then(|(lock, dir)| {
-            let logs = dir
-                .subdir("logs")
-                .and_then(|logs| logs.subdir(&task.id))
-                .map_err(Error::PrivateDir)?;
-            Ok((lock, dir, logs))
-        });
-    let not_run = |e: &Error| {
-        let code = report(e, &redactor);
-        let message = redactor.redact(&e.to_string());
-        let result = RunResult::not_run(
-            Some(task.id.clone()),
-            message.clone(),
-            message,
-            clock.elapsed(),
-        );
-        emit(&result, json, &redactor);
-        code
-    };
-    let (_lock, private, logs) = match prepared {
-        Ok(prepared) => prepared,
-        Err(e) => return not_run(&e),
-    };
-    // SPEC §19: a resumed run goes on from the saved state, of the same task.
-    let saved = match resume.then(|| saved_state(&private, &task)).transpose() {
-        Ok(saved) => saved,
-        Err(e) => return not_run(&e),
-    };
+    let Prepared {
+        _lock,
+        private,
+        logs,
+        saved,
+    } = prepared;
+    let resume = saved.is_some();
     let session_dir = match session_dir(&private, &task.id, resume) {
         Ok(dir) => dir,
-        Err(e) => return not_run(&Error::PrivateDir(e)),
+        Err(e) => {
+            let e = Error::PrivateDir(e);
+            return not_run(&task.id, &e, &redactor, json, clock.elapsed());
+        }
     };
     let meta_name = match &task.meta.backend {
         MetaBackend::OpenAiChat { .. } => task.meta.model.clone(),
@@ -163,6 +205,7 @@ fn execute(
         interrupt,
         events: events.clone(),
         session_dir: Some(session_dir),
+        deadline,
     });
     let note_path = task.note_path();
     let mut ctx = TaskContext::new(task);
@@ -184,7 +227,16 @@ fn execute(
             history: crate::resume::for_worker(&resumed, HISTORY_FOR_WORKER),
         });
         ctx.criteria = saved.criteria.clone();
+        ctx.criteria_versions = saved.criteria_versions.clone();
+        if ctx.criteria_versions.is_empty() {
+            ctx.criteria_versions.push(CriteriaVersion {
+                at_loop: 0,
+                reason: "from the saved state".into(),
+                criteria: Vec::new(),
+            });
+        }
         ctx.loops = saved.loops;
+        ctx.replans = saved.replans;
         ctx.resumed = Some(resumed);
     }
     let start = if ctx.resumed.is_some() {
@@ -218,7 +270,9 @@ fn execute(
     };
     // Written before the first step too: a run killed at once leaves its state.
     checkpoint(&ctx);
-    Runner::new(meta, sandbox, &mut checkpoint, interrupt).run(&mut ctx);
+    Runner::new(meta, sandbox, &mut checkpoint, interrupt)
+        .until(deadline)
+        .run(&mut ctx);
     if ctx.state == TaskState::Complete {
         // Nothing to resume: the worker's session (which holds what the worker saw,
         // unmasked) is not kept.
@@ -279,10 +333,14 @@ fn session_dir(private: &Dir, task_id: &str, resume: bool) -> std::io::Result<Pa
     Ok(states.subdir(&name)?.path().to_path_buf())
 }
 
-/// The result on stdout: JSON or one line.
+/// The result on stdout: JSON or one line, secrets masked.
 fn emit(result: &RunResult, json: bool, redactor: &Redactor) {
-    let text = if json { result.json() } else { result.line() };
-    if let Err(e) = write_stdout(&format!("{}\n", redactor.redact(&text))) {
+    let text = if json {
+        result.json_masked(redactor)
+    } else {
+        redactor.redact(&result.line())
+    };
+    if let Err(e) = write_stdout(&format!("{text}\n")) {
         let _ = writeln!(std::io::stderr(), "error: {e}");
     }
 }

@@ -15,5 +15,5 @@ pub mod reply;
 pub mod scripted;
 
 pub use backend::{BackendError, ChatBackend, ChatMessage, Completion};
-pub use call::{MetaCall, MetaError, MetaOutcome};
+pub use call::{MetaCall, MetaError, MetaOutcome, usage_line};
 pub use conversation::MAX_REASKS;

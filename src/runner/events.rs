@@ -5,6 +5,7 @@
 
 use crate::events::{Event, Events, Phase};
 use crate::meta::MetaCall;
+use crate::usage::Usage;
 use crate::worker::{TestRun, WorkerRun};
 
 /// A Meta call, answered or given up.
@@ -13,9 +14,19 @@ pub fn meta_call(events: &Events, call: &MetaCall) {
         call: call.kind.to_string(),
         duration_ms: call.duration.as_millis() as u64,
         requests: call.attempts,
-        usage: None,
+        usage: usage(&call.usage),
         error: call.error.clone(),
     });
+}
+
+/// A call's tokens as the event says them (SPEC §15), when its provider reported
+/// them: `{"model"?, "input_tokens", "cached_input_tokens", "output_tokens"}`.
+fn usage(usage: &Usage) -> Option<serde_json::Value> {
+    let mut value = serde_json::to_value(usage.tokens?).ok()?;
+    if let (Some(model), Some(map)) = (&usage.model, value.as_object_mut()) {
+        map.insert("model".into(), model.clone().into());
+    }
+    Some(value)
 }
 
 /// Worker run `number` begins; `resumed_session` when it continues an earlier one.

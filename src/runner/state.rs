@@ -3,7 +3,8 @@
 //! `run --resume` can go on from there after a failure, an interrupt or a SIGKILL.
 //!
 //! `{"version": 1, "task_id", "task_digest", "criteria", "loops", "history",
-//! "usage", "worker_session", ...}`. The digest covers the resolved `task:` part
+//! "usage", "elapsed_ms", "replans", "criteria_versions", "worker_session", ...}`:
+//! what SPEC §15 and §16 count over the whole task goes on from here. The digest covers the resolved `task:` part
 //! (id, repo, PRD, test, given criteria; the PRD as masked): a resume needs the
 //! same task, while the runner settings (models, limits, budget) may change between
 //! runs. Each part's digest is kept too, so a refusal names what changed.
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::context::{Criterion, TaskContext, TaskState};
+use crate::context::{CriteriaVersion, Criterion, TaskContext, TaskState};
 use crate::fs::Dir;
 use crate::resume::{
     LoopRecord, MAX_LOOPS_KEPT, Resumed, TestOutcome, WorkerOutcome, WorkerSession,
@@ -20,6 +21,7 @@ use crate::resume::{
 use crate::secret::Redactor;
 use crate::task::Task;
 use crate::timestamp::Timestamp;
+use crate::usage::Account;
 
 /// The format's version.
 pub const VERSION: u32 = 1;
@@ -43,9 +45,20 @@ pub struct State {
     pub criteria: Vec<Criterion>,
     pub loops: u32,
     pub history: Vec<LoopRecord>,
-    /// The whole task's usage so far (SPEC §15), when known.
+    /// What the whole task used and cost so far (SPEC §15): a resumed run's
+    /// budget counts it.
     #[serde(default)]
-    pub usage: Option<serde_json::Value>,
+    pub usage: Account,
+    /// How long the whole task has run so far: `max_duration_sec` counts it.
+    #[serde(default)]
+    pub elapsed_ms: u64,
+    /// Replans so far (SPEC §16): `max_replans` counts the whole task.
+    #[serde(default)]
+    pub replans: u32,
+    /// Every version of the criteria, the current one last (its criteria are
+    /// `criteria`), for the note.
+    #[serde(default)]
+    pub criteria_versions: Vec<CriteriaVersion>,
     #[serde(default)]
     pub worker_session: Option<WorkerSession>,
     /// The task's state when this was written: a live one means its run did not
@@ -86,7 +99,10 @@ impl State {
             criteria: ctx.criteria.clone(),
             loops: ctx.loops,
             history,
-            usage: earlier.and_then(|r| r.usage.clone()),
+            usage: ctx.task_usage(),
+            elapsed_ms: u64::try_from(ctx.task_elapsed().as_millis()).unwrap_or(u64::MAX),
+            replans: ctx.replans,
+            criteria_versions: ctx.criteria_versions.clone(),
             worker_session: session.or_else(|| earlier.and_then(|r| r.worker_session.clone())),
             state: ctx.state.as_str().to_string(),
             failure: ctx.failure.clone(),
@@ -185,6 +201,7 @@ impl State {
             previous,
             history: self.history.clone(),
             usage: self.usage.clone(),
+            elapsed: std::time::Duration::from_millis(self.elapsed_ms),
             worker_session: self.worker_session.clone(),
             earlier_note,
         }
@@ -237,6 +254,8 @@ fn loop_record(ctx: &TaskContext, n: u32) -> LoopRecord {
         number: n,
         action: if worker.is_some() {
             "run_worker"
+        } else if ctx.criteria_versions.iter().skip(1).any(|v| v.at_loop == n) {
+            "replan"
         } else {
             "mark_complete"
         }

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use super::auth::CodexAuth;
+use super::bounds::{self, RawBounds};
 use super::document::RawDocument;
 use super::fields::{non_empty, one_line, required, seconds};
 use super::host::Host;
@@ -15,7 +16,8 @@ use super::raw::{RawPrd, RawTaskConfig, RawTaskV1, RawTest};
 use super::settings;
 use super::structure::inline;
 use super::{
-    DEFAULT_TEST_TIMEOUT_SEC, MAX_ACCEPTANCE_CRITERIA, Prd, PrdSource, Shape, Task, TestSpec,
+    Bounds, DEFAULT_TEST_TIMEOUT_SEC, MAX_ACCEPTANCE_CRITERIA, MetaSettings, Prd, PrdSource, Shape,
+    Task, TestSpec, WorkerSettings,
 };
 use crate::secret::Redactor;
 use crate::text::cut_chars;
@@ -49,6 +51,14 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
     let criteria = problems.take(acceptance_criteria(section.acceptance_criteria));
     let repo = problems.take(repo);
     let runner = raw.runner.unwrap_or_default();
+    let bounds = bounds::bounds(
+        RawBounds {
+            pricing: runner.pricing,
+            budget: runner.budget,
+            max_stalled_loops: runner.max_stalled_loops,
+        },
+        problems,
+    );
     let meta = settings::meta(runner.meta.unwrap_or_default(), Shape::V1, host, problems);
     // Auth first (the default allow list depends on it), its problem recorded after
     // the worker's, in the document's order.
@@ -61,6 +71,7 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
         problems,
     );
     let codex_auth = problems.take(codex_auth);
+    let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
     let (id, id_generated) = id?;
     Some(Task {
         shape: Shape::V1,
@@ -74,6 +85,7 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
         meta: meta?,
         worker: worker?,
         codex_auth: codex_auth?,
+        bounds: bounds?,
     })
 }
 
@@ -102,6 +114,14 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         problems.push(required("runner"));
     }
     let runner = runner.unwrap_or_default();
+    let bounds = bounds::bounds(
+        RawBounds {
+            pricing: runner.pricing,
+            budget: runner.budget,
+            max_stalled_loops: runner.max_stalled_loops,
+        },
+        problems,
+    );
     let meta = match runner.meta {
         None => problems.take(Err(required("runner.meta"))),
         Some(meta) => settings::meta(meta, Shape::TaskConfig, host, problems),
@@ -118,6 +138,7 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         ),
     };
     let codex_auth = problems.take(codex_auth);
+    let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
     Some(Task {
         shape: Shape::TaskConfig,
         id: id?,
@@ -133,7 +154,25 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         meta: meta?,
         worker: worker?,
         codex_auth: codex_auth?,
+        bounds: bounds?,
     })
+}
+
+/// `bounds`, unless a cost limit meets a model without a price (recorded).
+fn priced(
+    bounds: Option<Bounds>,
+    meta: Option<&MetaSettings>,
+    worker: Option<&WorkerSettings>,
+    problems: &mut InputErrors,
+) -> Option<Bounds> {
+    let bounds = bounds?;
+    if let (Some(meta), Some(worker)) = (meta, worker) {
+        if let Some(problem) = bounds::unpriced(&bounds, meta, worker) {
+            problems.push(problem);
+            return None;
+        }
+    }
+    Some(bounds)
 }
 
 /// `(id, generated)`; the id becomes part of a file name and a container name.

@@ -93,6 +93,18 @@ pub struct Usage {
     pub reasoning_output_tokens: u64,
 }
 
+impl Usage {
+    /// The counts §15 adds up. `output_tokens` already holds the reasoning tokens
+    /// (`reasoning_output_tokens` is their share, as the Responses API reports it).
+    pub fn tokens(&self) -> crate::usage::Tokens {
+        crate::usage::Tokens {
+            input_tokens: self.input_tokens,
+            cached_input_tokens: self.cached_input_tokens,
+            output_tokens: self.output_tokens,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 pub struct Item {
     #[serde(default)]

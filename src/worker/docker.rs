@@ -27,6 +27,7 @@ use super::privileges::{self, Finding, Fix};
 use super::session;
 use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
+use crate::deadline::Deadline;
 use crate::egress::{self, Egress};
 use crate::events::Events;
 use crate::fs::Dir;
@@ -35,6 +36,7 @@ use crate::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
 use crate::secret::Redactor;
 use crate::task::{CodexAuth, Network, TestSpec, WorkerSettings};
 use crate::timestamp::Timestamp;
+use crate::usage::Usage;
 
 /// Bytes of worker/test output kept in memory (the rest is in the log file).
 const OUTPUT_TAIL: usize = 64 * 1024;
@@ -63,6 +65,8 @@ pub struct SandboxConfig {
     /// A host directory that keeps the worker's session across containers
     /// (`session.rs`); None: the session lives and dies with the container.
     pub session_dir: Option<PathBuf>,
+    /// The task's deadline: each run's own limit is cut to the time it leaves.
+    pub deadline: Deadline,
 }
 
 /// How the first worker run of a resumed task goes on from the runs before.
@@ -79,6 +83,7 @@ pub struct DockerSandbox {
     spec: ContainerSpec,
     logs: Dir,
     redactor: Redactor,
+    deadline: Deadline,
     container: Option<Container>,
     /// The egress proxy, while the container runs (network allowlist).
     egress: Option<Egress>,
@@ -116,6 +121,7 @@ impl DockerSandbox {
             },
             logs: config.logs,
             redactor: config.redactor,
+            deadline: config.deadline,
             container: None,
             egress: None,
             egress_done: None,
@@ -362,7 +368,7 @@ impl Sandbox for DockerSandbox {
             .args(Envelope::wrap(Mode::Test, &keep_pid, &command))
             .stdin(envelope.stdin(b""));
         let limits = Limits {
-            wall: Some(test.timeout),
+            wall: Some(self.deadline.cut(test.timeout).0),
             idle: None,
             grace: Duration::from_secs(2),
             interrupt: self.spec.interrupt,
@@ -443,8 +449,9 @@ impl DockerSandbox {
             .args(Envelope::wrap(Mode::Worker, &keep_pid, &command))
             .stdin(envelope.stdin(prompt.as_bytes()));
         let settings = &self.spec.worker;
+        let (wall, cut) = self.deadline.cut(settings.max_run_time);
         let limits = Limits {
-            wall: Some(settings.max_run_time),
+            wall: Some(wall),
             idle: Some(settings.idle_timeout),
             grace: Duration::from_secs(2),
             interrupt: self.spec.interrupt,
@@ -480,7 +487,17 @@ impl DockerSandbox {
             Ending::Interrupted => Exit::Interrupted,
             Ending::Exited => finished.code().map_or(Exit::Signal, Exit::Code),
         };
-        let (outcome, summary) = codex::classify(&transcript, exit, &stderr);
+        let (outcome, mut summary) = codex::classify(&transcript, exit, &stderr);
+        if cut && finished.ending == Ending::TimedOut {
+            summary = format!(
+                "Stopped at the task's deadline (runner.budget.max_duration_sec), {} into the run; the worker was stopped.",
+                crate::timestamp::human(finished.duration)
+            );
+        }
+        let usage = Usage::of(
+            self.spec.worker.model.as_deref(),
+            transcript.completed.as_ref().map(codex::Usage::tokens),
+        );
         Ok(WorkerRun {
             number,
             started,
@@ -496,6 +513,7 @@ impl DockerSandbox {
             changes: RepoChanges::from_snapshots(report.git_before, report.git_after, report.diff),
             leftovers: report.stopped,
             privileges: self.sweep_after_run()?,
+            usage,
         })
     }
 }

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use crate::task::TestSpec;
 use crate::timestamp::Timestamp;
+use crate::usage::Usage;
 use codex::{RunOutcome, Transcript};
 use envelope::Leftovers;
 use git::RepoChanges;
@@ -47,6 +48,8 @@ pub struct WorkerRun {
     pub leftovers: Option<Leftovers>,
     /// Setuid/setgid files and device nodes found in the repository afterwards.
     pub privileges: Vec<Finding>,
+    /// The model and the tokens the worker's event stream reported (SPEC §15).
+    pub usage: Usage,
 }
 
 /// One run of the task's test command.

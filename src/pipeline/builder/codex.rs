@@ -53,7 +53,10 @@ pub fn build(
             .as_deref()
             .map_or(String::new(), |m| format!(" ({m})"))
     );
-    let outcome = ask(defaults, request, var, interrupt, work, &mut log);
+    let mut usage = None;
+    let outcome = ask(
+        defaults, request, var, interrupt, work, &mut log, &mut usage,
+    );
     if let Err(e) = &outcome {
         let _ = writeln!(log, "error: {e}");
     }
@@ -66,6 +69,7 @@ pub fn build(
         },
         duration: clock.elapsed(),
         log,
+        usage,
     }
 }
 
@@ -76,6 +80,7 @@ fn ask(
     interrupt: Interrupt,
     work: &Path,
     log: &mut String,
+    usage: &mut Option<crate::usage::Usage>,
 ) -> Result<Mapping, String> {
     let scratch = work.join("codex-builder");
     let _ = std::fs::remove_dir_all(&scratch);
@@ -108,7 +113,7 @@ fn ask(
         format!("{PROJECT_DIR}/{REPLY_FILE}"),
     ]);
     let model = task.meta.model.clone();
-    let prompt = codex_prompt(&request.to_yaml(), &request.raw_prompt, &model);
+    let prompt = codex_prompt(request, &model);
     let _ = writeln!(
         log,
         "image: {}\n\n--- request ---\n{}",
@@ -130,10 +135,12 @@ fn ask(
         interrupt,
         events: crate::events::Events::none(),
         session_dir: None,
+        deadline: crate::deadline::Deadline::none(),
     });
     let run = sandbox.run_worker(1, &prompt);
     sandbox.shutdown();
     let run = run.map_err(|e| format!("codex could not run: {e}"))?;
+    *usage = Some(run.usage.clone());
     let _ = writeln!(
         log,
         "\n--- codex ---\n{} in {} ms (exit {}); output: {}",

@@ -117,6 +117,11 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         log_dir: log_dir.display().to_string(),
         resumed_from: job.resume_from.clone(),
         clone_job: job.clone_job.clone(),
+        test_source: None,
+        verified: None,
+        usage: None,
+        budget: None,
+        builder_usage: None,
     };
     match recording::record(ws, &attempt) {
         Ok(path) => {

@@ -152,6 +152,11 @@ fn cancel(ws: &Workspace, task_id: &str, job_id: &str) -> Result<Option<Stopped>
         log_dir: log_dir.display().to_string(),
         resumed_from: job.resume_from,
         clone_job: job.clone_job,
+        test_source: None,
+        verified: None,
+        usage: None,
+        budget: None,
+        builder_usage: None,
     };
     recording::record(ws, &attempt)?;
     Ok(Some(Stopped::Cancelled {
