@@ -381,3 +381,157 @@ fn task_run_resume_continues_a_stopped_attempt_in_its_clone() {
         .stderr_has("succeeded: there is nothing to continue");
     assert_no_container(&id);
 }
+
+/// SPEC §19 with §15: the budget counts the whole task. A task stopped by its
+/// token limit stays stopped when resumed with the same limit (no paid call starts),
+/// and goes on with a raised one, without a new plan, counting the tokens of the
+/// runs before; the result's `usage` is the run's own, `task_usage` the whole task's.
+#[test]
+fn a_task_out_of_budget_goes_on_with_a_raised_budget_counting_the_whole_task() {
+    let dir = Scratch::new("resume-budget");
+    let id = task_id("budget");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]).with_usage(1000, 0, 100),
+        run_worker("@usage: 3000 0 0\n@run: echo one > one.txt\n@say: wrote one.txt")
+            .with_usage(1000, 0, 100),
+        // After the second resume.
+        run_worker("@recall\n@run: echo ok > out.txt\n@say: wrote out.txt")
+            .with_usage(1000, 0, 100),
+        assess(&["AC-1"], "done").with_usage(1000, 0, 100),
+    ]);
+    let yaml = |max_tokens: u64| {
+        format!(
+            "{}  budget: {{max_tokens: {max_tokens}}}\n",
+            v1_task(&id, &dir.path, &server, Some("grep -q ok out.txt"), "", "")
+        )
+    };
+    // plan 1100 + next_action 1100 + the worker's 3000: the limit is reached after
+    // the worker run, which counts as the task's first loop.
+    let out = runner(&yaml(5000)).arg("--json").output();
+    out.code(1);
+    let first = result(&out.stdout);
+    assert_eq!(
+        first["error"],
+        "budget exhausted: max_tokens (5200 of 5000)"
+    );
+    assert_eq!(
+        (&first["loops"], &first["usage"]["total_tokens"]),
+        (&Value::from(1), &Value::from(5200))
+    );
+    assert!(first.get("task_usage").is_none(), "not a resumed run");
+    let saved = state(&dir.path, &id);
+    assert_eq!(
+        (&saved["loops"], &saved["usage"]["total_tokens"]),
+        (&Value::from(1), &Value::from(5200))
+    );
+    let events =
+        std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/events.jsonl")))
+            .unwrap();
+    assert!(
+        events.contains(r#""kind":"budget","limit":"max_tokens","message":"budget exhausted: max_tokens (5200 of 5000)""#),
+        "{events}"
+    );
+    let asked_before = server.received().len();
+    assert_eq!(asked_before, 2);
+
+    // The same limit: the runs before used it up; nothing is asked.
+    let same = runner(&yaml(5000)).args(&["--json", "--resume"]).output();
+    same.code(1);
+    let same = result(&same.stdout);
+    assert_eq!(same["error"], "budget exhausted: max_tokens (5200 of 5000)");
+    assert_eq!(same["usage"]["total_tokens"], 0);
+    assert_eq!(same["task_usage"]["total_tokens"], 5200);
+    assert_eq!(
+        server.received().len(),
+        asked_before,
+        "no paid call started"
+    );
+
+    // A raised limit: the task goes on where it stopped and completes.
+    let out = runner(&yaml(20000)).args(&["--json", "--resume"]).output();
+    out.code(0);
+    assert_eq!(
+        asked(&server, asked_before),
+        ["next_action", "completion_assessment"],
+        "no plan_task"
+    );
+    let resumed = result(&out.stdout);
+    assert_eq!(
+        (
+            &resumed["state"],
+            &resumed["loops"],
+            &resumed["budget"]["exhausted"]
+        ),
+        (&Value::from("COMPLETE"), &Value::from(2), &Value::Null)
+    );
+    // This run: next_action 1100, the worker's default 1200 + 60, the assessment 1100.
+    assert_eq!(resumed["usage"]["total_tokens"], 3460);
+    assert_eq!(resumed["task_usage"]["total_tokens"], 5200 + 3460);
+    assert_eq!(resumed["task_usage"]["meta"]["calls"], 4);
+    assert_eq!(resumed["task_usage"]["worker"]["runs"], 2);
+    let log =
+        std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-2.log"))).unwrap();
+    assert!(
+        log.contains("recalled 1 earlier turn(s)"),
+        "the worker's session went on: {log}"
+    );
+    let note = note(&dir.path, &id);
+    for part in [
+        "- Usage: 3460 tokens",
+        "- Usage of the whole task (the runs before the resume too): 8660 tokens",
+        "## 8. Before the Resume",
+        "budget exhausted: max_tokens (5200 of 5000)",
+    ] {
+        assert!(note.contains(part), "note lacks {part:?}:\n{note}");
+    }
+    assert_no_container(&id);
+}
+
+/// `max_duration_sec` counts the whole task too: a resumed run's deadline is what
+/// the runs before left of it, so its sleeping worker is stopped when that is used
+/// up, not after the whole limit again.
+#[test]
+fn a_resumed_task_has_only_the_time_left_of_its_deadline() {
+    let dir = Scratch::new("resume-deadline");
+    let id = task_id("deadline");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: sleeping\n@sleep: 120"),
+        run_worker("@say: sleeping again\n@sleep: 120"),
+    ]);
+    let yaml = |max: u64| {
+        format!(
+            "{}  budget: {{max_duration_sec: {max}}}\n",
+            v1_task(&id, &dir.path, &server, None, "", "")
+        )
+    };
+    let out = runner(&yaml(8)).arg("--json").output();
+    out.code(1);
+    let first = result(&out.stdout);
+    assert!(
+        first["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("budget exhausted: max_duration_sec ("),
+        "{first}"
+    );
+    assert!(state(&dir.path, &id)["elapsed_ms"].as_u64().unwrap() >= 8000);
+    // 11 s for the whole task: at most 3 s are left for this run.
+    let out = runner(&yaml(11)).args(&["--json", "--resume"]).output();
+    out.code(1);
+    let resumed = result(&out.stdout);
+    assert_eq!(
+        resumed["budget"]["exhausted"], "max_duration_sec",
+        "{resumed}"
+    );
+    assert!(
+        resumed["duration_ms"].as_u64().unwrap() < 8000,
+        "the worker was stopped at the task's deadline, not 11 s into this run: {resumed}"
+    );
+    assert_eq!(
+        server.received().len(),
+        3,
+        "plan, and one next_action per run"
+    );
+    assert_no_container(&id);
+}
