@@ -287,7 +287,7 @@ fn task_run_resume_continues_a_stopped_attempt_in_its_clone() {
     p.init_with(
         "defaults.yaml",
         &format!(
-            "builder: {{kind: scripted, script: builder.yaml}}\nisolation: clone\nrunner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{}\", network: none}}\n",
+            "builder: {{kind: scripted, script: builder.yaml}}\nisolation: clone\nrequire_test: false\nrunner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{}\", network: none}}\n",
             server.url,
             image_with_this_fake()
         ),
@@ -355,6 +355,15 @@ fn task_run_resume_continues_a_stopped_attempt_in_its_clone() {
             &Value::from(first_job.as_str()),
             &Value::from(first_job.as_str())
         )
+    );
+    // No Task Builder was asked; the test was chosen as today's pins say.
+    assert_eq!(attempts[1]["test_source"], "none");
+    let builder_log = read(&p.ws().join(format!("logs/{job}/builder.log")));
+    assert!(
+        builder_log.contains(&format!(
+            "resumed: no Task Builder asked; the TaskConfig of job {first_job}"
+        )),
+        "{builder_log}"
     );
     // The branch holds the work of both runs; the clone has served.
     let branch = format!("agent-runner/{id}");
