@@ -313,6 +313,27 @@ mod tests {
     }
 
     #[test]
+    fn secrets_are_masked_in_the_state_file_in_their_json_spelling_too() {
+        let top = crate::fs::testing::scratch("state-secret");
+        let private = Dir::open(&top).unwrap();
+        let secret = crate::secret::Secret::new("s3cr\"et\\pass".into());
+        let redactor = Redactor::new([&secret]);
+        let mut ctx = TaskContext::new(task(""));
+        ctx.criteria = vec![Criterion {
+            id: "AC-1".into(),
+            description: "log in with s3cr\"et\\pass".into(),
+            passed: false,
+        }];
+        ctx.failure = Some("rejected s3cr\"et\\pass".into());
+        State::of(&ctx).write(&private, &redactor).unwrap();
+        let text = std::fs::read_to_string(top.join(DIR).join(file_name(&ctx.task.id))).unwrap();
+        assert!(!text.contains("s3cr"), "{text}");
+        let back = State::read(&private, &ctx.task.id).unwrap().unwrap();
+        assert_eq!(back.criteria[0].description, "log in with ***");
+        std::fs::remove_dir_all(top).unwrap();
+    }
+
+    #[test]
     fn the_digest_is_stable_and_follows_each_part() {
         let a = digest(&task(""));
         assert_eq!(a, digest(&task("")));
