@@ -544,3 +544,74 @@ fn a_resumed_task_has_only_the_time_left_of_its_deadline() {
     );
     assert_no_container(&id);
 }
+
+/// SPEC §19 with §16: the replans of the runs before count against `max_replans`,
+/// and the criteria keep every version, the earlier runs' included.
+#[test]
+fn a_resumed_task_counts_its_earlier_replans_and_keeps_every_criteria_version() {
+    let dir = Scratch::new("resume-replan");
+    let id = task_id("replan");
+    let replan = support::fake_openai::Answer::chat(
+        "type: next_action\ndecision:\n  action: replan\n  reason: AC-1 asks the impossible\n",
+    );
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: first"),
+        assess(&[], "not yet"),
+        replan,
+        plan(&["AC-2"]),
+        run_worker("@say: second"),
+        assess(&[], "not yet"),
+        // After the resume.
+        run_worker("@run: echo ok > out.txt\n@say: third"),
+        assess(&["AC-2"], "done"),
+    ]);
+    let yaml = |loops: u32| {
+        v1_task(
+            &id,
+            &dir.path,
+            &server,
+            Some("grep -q ok out.txt"),
+            &format!("    max_loops: {loops}\n    max_replans: 1\n"),
+            "",
+        )
+    };
+    // Loop 1 a worker run, loop 2 the replan, loop 3 a worker run: out of loops.
+    runner(&yaml(3))
+        .output()
+        .code(1)
+        .stdout_has("max_loops reached (3)");
+    let saved = state(&dir.path, &id);
+    assert_eq!(
+        (&saved["loops"], &saved["replans"]),
+        (&Value::from(3), &Value::from(1))
+    );
+    assert_eq!(saved["criteria_versions"].as_array().unwrap().len(), 2);
+    assert_eq!(saved["history"][1]["action"], "replan");
+    let before = server.received().len();
+    let out = runner(&yaml(4)).args(&["--json", "--resume"]).output();
+    out.code(0);
+    let next: Value = serde_yaml::from_str(&server.received()[before].message(1)).unwrap();
+    assert_eq!(next["type"], "next_action");
+    assert!(
+        next.get("replans_left").is_none(),
+        "the one replan allowed was used before the resume: {next:?}"
+    );
+    let result = result(&out.stdout);
+    assert_eq!(
+        (&result["state"], &result["loops"], &result["replans"]),
+        (&Value::from("COMPLETE"), &Value::from(4), &Value::from(1))
+    );
+    let note = note(&dir.path, &id);
+    let this_run = &note[..note.find("## 8. Before the Resume").unwrap()];
+    for part in [
+        "Version 2 of 2",
+        "- [x] AC-2",
+        "### Version 1",
+        "- [ ] AC-1",
+        "- Replans: 1 of 1",
+    ] {
+        assert!(this_run.contains(part), "note lacks {part:?}:\n{this_run}");
+    }
+    assert_no_container(&id);
+}
