@@ -68,18 +68,7 @@ pub fn run(meta_model: Option<String>, json: bool, resume: bool, interrupt: Inte
         Ok(prepared) => prepared,
         Err(e) => return not_run(&task.id, &e, &redactor, json, clock.elapsed()),
     };
-    // The task's clock starts here: the deadline counts from now, less what the
-    // runs before a resume took (SPEC §19: the budget counts the whole task).
-    let earlier = prepared
-        .saved
-        .as_ref()
-        .map_or(Duration::ZERO, |s| Duration::from_millis(s.elapsed_ms));
-    let deadline = Deadline::after(
-        task.bounds
-            .budget
-            .max_duration
-            .map(|max| max.saturating_sub(earlier)),
-    );
+    let deadline = prepared.deadline;
     let system_prompt = task.meta.system_prompt.clone();
     match &task.meta.backend {
         MetaBackend::OpenAiChat { base_url, api_key } => {
@@ -94,16 +83,12 @@ pub fn run(meta_model: Option<String>, json: bool, resume: bool, interrupt: Inte
             .until(deadline)
             .masking(redactor.clone());
             let meta = MetaAgent::new(chat, system_prompt, redactor.clone());
-            execute(
-                task, meta, auth, redactor, json, prepared, interrupt, deadline,
-            )
+            execute(task, meta, auth, redactor, json, prepared, interrupt)
         }
         MetaBackend::Scripted { script } => match Scripted::load(script) {
             Ok(scripted) => {
                 let meta = MetaAgent::new(scripted, system_prompt, redactor.clone());
-                execute(
-                    task, meta, auth, redactor, json, prepared, interrupt, deadline,
-                )
+                execute(task, meta, auth, redactor, json, prepared, interrupt)
             }
             Err(e) => invalid(&InputError::new("runner.meta.script", e).into(), &redactor),
         },
@@ -117,6 +102,8 @@ struct Prepared {
     private: Dir,
     logs: Dir,
     saved: Option<State>,
+    /// The task's deadline (`max_duration_sec`), from now.
+    deadline: Deadline,
 }
 
 /// Before anything is written: our directory, and the task's lock (a second run of
@@ -130,11 +117,23 @@ fn prepare(task: &Task, resume: bool) -> Result<Prepared, Error> {
         .and_then(|logs| logs.subdir(&task.id))
         .map_err(Error::PrivateDir)?;
     let saved = resume.then(|| saved_state(&private, task)).transpose()?;
+    // The task's clock starts here: the deadline counts from now, less what the
+    // runs before a resume took (SPEC §19: the budget counts the whole task).
+    let earlier = saved
+        .as_ref()
+        .map_or(Duration::ZERO, |s| Duration::from_millis(s.elapsed_ms));
+    let deadline = Deadline::after(
+        task.bounds
+            .budget
+            .max_duration
+            .map(|max| max.saturating_sub(earlier)),
+    );
     Ok(Prepared {
         _lock: lock,
         private,
         logs,
         saved,
+        deadline,
     })
 }
 
@@ -147,7 +146,6 @@ fn not_run(task_id: &str, e: &Error, redactor: &Redactor, json: bool, took: Dura
     code
 }
 
-#[allow(clippy::too_many_arguments)]
 fn execute(
     task: Task,
     meta: impl Meta,
@@ -156,7 +154,6 @@ fn execute(
     json: bool,
     prepared: Prepared,
     interrupt: Interrupt,
-    deadline: Deadline,
 ) -> i32 {
     let clock = Instant::now();
     let Prepared {
@@ -164,6 +161,7 @@ fn execute(
         private,
         logs,
         saved,
+        deadline,
     } = prepared;
     let resume = saved.is_some();
     let session_dir = match session_dir(&private, &task.id, resume) {
