@@ -14,11 +14,11 @@ to being seen, and what the state file costs per step.
 Median and p95 of each; BENCH_ONLY=1,2,3 runs only these.
 """
 
+import http.client as httpc
 import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -137,28 +137,15 @@ def follow_latency(rounds):
 
 
 def http(addr, method, path, body=None):
-    host, port = addr.split(":")
-    data = json.dumps(body).encode() if body is not None else b""
-    with socket.create_connection((host, int(port))) as s:
-        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n"
-                  f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
-        chunks = []
-        while True:
-            chunk = s.recv(1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    head, _, rest = b"".join(chunks).partition(b"\r\n\r\n")
-    if b"chunked" in head.lower():
-        body, out = rest, b""
-        while body:
-            size, _, body = body.partition(b"\r\n")
-            size = int(size, 16)
-            if size == 0:
-                break
-            out, body = out + body[:size], body[size + 2:]
-        rest = out
-    return json.loads(rest or b"{}")
+    """One JSON request (the stdlib client: it reads by Content-Length or chunks)."""
+    host, port = addr.rsplit(":", 1)
+    conn = httpc.HTTPConnection(host, int(port), timeout=120)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        return json.loads(conn.getresponse().read() or b"{}")
+    finally:
+        conn.close()
 
 
 def browser_latency(rounds):
@@ -177,13 +164,20 @@ def browser_latency(rounds):
                 break
         wd = f"127.0.0.1:{port}"
         profile = tempfile.mkdtemp(prefix="agent-runner-bench-chromium-")
-        caps = {"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
+        # As tests/support/webdriver.rs starts it.
+        caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {
             "binary": "/usr/bin/chromium",
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
-                     "--disable-background-networking"]}}}}
+            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--disable-background-networking", "--disable-component-update",
+                     "--disable-sync", "--no-first-run", "--disable-quic",
+                     f"--user-data-dir={profile}", "--window-size=1280,900", "--lang=en-US"]}}}}
         session = http(wd, "POST", "/session", caps)["value"]["sessionId"]
-        run = lambda script: http(wd, "POST", f"/session/{session}/execute/sync",
-                                  {"script": script, "args": []})["value"]
+        def run(script):
+            value = http(wd, "POST", f"/session/{session}/execute/sync",
+                         {"script": script, "args": []})["value"]
+            if isinstance(value, dict) and "error" in value:
+                sys.exit(f"WebDriver: {value['error']}: {value.get('message', '')[:300]}")
+            return value
         for n in range(rounds):
             work = tempfile.mkdtemp(prefix="agent-runner-bench-watch-")
             try:
@@ -194,16 +188,20 @@ def browser_latency(rounds):
                                          stderr=subprocess.DEVNULL, text=True)
                 url = serve.stdout.readline().strip()
                 http(wd, "POST", f"/session/{session}/url", {"url": f"{url}tasks/{name}"})
-                run("window.seen = []; const pre = document.getElementById('events');"
+                # Kept in sessionStorage: the page reloads to the note when the
+                # attempt ends.
+                run("window.seen = []; sessionStorage.removeItem('seen');"
+                    " const pre = document.getElementById('events');"
                     "new MutationObserver(() => { const now = Date.now() % 86400000;"
                     " const lines = pre.textContent.split('\\n').filter((l) => l);"
                     " for (let i = window.seen.length; i < lines.length; i++)"
-                    " window.seen.push([lines[i].slice(0, 12), now]); })"
+                    " window.seen.push([lines[i].slice(0, 12), now]);"
+                    " sessionStorage.setItem('seen', JSON.stringify(window.seen)); })"
                     ".observe(pre, {childList: true, characterData: true, subtree: true});")
                 orch = ws.orchestrate()
                 orch.wait()
                 time.sleep(0.5)
-                for clock, shown in run("return window.seen || [];") or []:
+                for clock, shown in run("return JSON.parse(sessionStorage.getItem('seen') || '[]');"):
                     if re.match(r"\d\d:\d\d:\d\d\.\d\d\d", clock):
                         latencies.append((shown - day_ms(clock)) % 86_400_000)
                 serve.terminate()
@@ -254,7 +252,7 @@ def main():
     if wanted("2"):
         shown = browser_latency(rounds)
         rows.append(("event -> line on the task page (Chromium)",
-                     stats(shown, "ms") if shown else "skipped: no chromium/chromedriver"))
+                     "skipped: no chromium/chromedriver" if shown is None else stats(shown, "ms")))
     if wanted("3"):
         rows.append(("state file written, per step", stats(state_writes(rounds), "µs")))
     width = max(len(label) for label, _ in rows)
