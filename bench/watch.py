@@ -9,8 +9,10 @@ to being seen, and what the state file costs per step.
 2. Event -> visible in the browser: the same task's page in headless Chromium
    (chromedriver, WebDriver over HTTP): a MutationObserver stamps each line of the
    live log as it appears. Needs /usr/bin/chromium and /usr/bin/chromedriver.
-3. The state file: the runner's own time per write (its debug log), over a task of
-   many steps.
+3. The state file: the runner's own time per write (its debug log), and the share of
+   the run's wall time all its writes took: the 3-loop task of bench.py's overhead
+   figure (a worker run and a test per loop), and 20 loops without a worker run
+   (the share as large as it gets).
 Median and p95 of each; BENCH_ONLY=1,2,3 runs only these.
 """
 
@@ -216,32 +218,45 @@ def browser_latency(rounds):
     return latencies
 
 
-def state_writes(rounds):
-    """The runner's own time per state file write, in µs (its debug log)."""
-    times = []
+def state_writes(rounds, loops, worker):
+    """The runner's own time per state file write, in µs (its debug log), and the
+    share of the run's wall time all of them took, in %: a task of `loops` loops,
+    each a worker run (`worker`) or Meta's claim of completion, then a test."""
+    times, shares = [], []
     for n in range(rounds):
         work = tempfile.mkdtemp(prefix="agent-runner-bench-state-")
         try:
             repo = os.path.join(work, "repo")
             os.makedirs(repo)
-            loops = 20
             replies = ["- type: plan_task\n  acceptance_criteria: [{id: AC-1, description: x}]\n"]
             for i in range(loops):
-                replies.append("- type: next_action\n  decision: {action: mark_complete, reason: x}\n")
+                if worker:
+                    replies.append("- type: next_action\n  decision: {action: run_worker, reason: x}\n"
+                                   "  worker_call:\n    worker_type: codex-cli\n    mode: exec\n"
+                                   f"    prompt: \"@run: echo {i} > f{i}.txt\\n@say: wrote f{i}.txt\"\n")
+                else:
+                    replies.append("- type: next_action\n  decision: {action: mark_complete, reason: x}\n")
                 passed = "[AC-1]" if i == loops - 1 else "[]"
                 replies.append(f"- type: completion_assessment\n  summary: loop {i}\n"
                                f"  details: {{passed_criteria: {passed}}}\n")
             with open(os.path.join(work, "meta.yaml"), "w") as f:
                 f.write("".join(replies))
             task = (f"version: 1\ntask:\n  id: state-{n}\n  repo: {repo}\n  prd:\n    text: x\n"
+                    f"  test:\n    command: \"true\"\n"
                     f"runner:\n  meta:\n    kind: scripted\n    script: {work}/meta.yaml\n"
                     f"    max_loops: {loops}\n  worker:\n    docker_image: {IMAGE}\n    network: none\n")
+            start = time.time()
             out = subprocess.run([BIN, "run"], input=task, text=True, capture_output=True,
                                  env=dict(os.environ, RUST_LOG="agent_runner=debug"))
-            times += [int(t) for t in re.findall(r"state written in (\d+) µs", out.stderr)]
+            wall_us = (time.time() - start) * 1e6
+            if out.returncode != 0:
+                sys.exit(f"agent-runner failed ({out.returncode}):\n{out.stderr[-3000:]}")
+            these = [int(t) for t in re.findall(r"state written in (\d+) µs", out.stderr)]
+            times += these
+            shares.append(100 * sum(these) / wall_us)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    return times
+    return times, shares
 
 
 def main():
@@ -254,7 +269,12 @@ def main():
         rows.append(("event -> line on the task page (Chromium)",
                      "skipped: no chromium/chromedriver" if shown is None else stats(shown, "ms")))
     if wanted("3"):
-        rows.append(("state file written, per step", stats(state_writes(rounds), "µs")))
+        times, shares = state_writes(rounds, 3, True)
+        rows.append(("state file written, per step (3 loops with worker runs)", stats(times, "µs")))
+        rows.append(("  all its writes, share of the run's wall time", stats(shares, "%")))
+        times, shares = state_writes(rounds, 20, False)
+        rows.append(("state file written, per step (20 loops, no worker run)", stats(times, "µs")))
+        rows.append(("  all its writes, share of the run's wall time", stats(shares, "%")))
     width = max(len(label) for label, _ in rows)
     print(f"\nagent-runner watch benchmarks ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})")
     for label, value in rows:

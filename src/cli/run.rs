@@ -245,6 +245,7 @@ fn execute(
     ctx.events.state("", ctx.state.as_str(), start);
     let mut note_error: Option<String> = None;
     let mut state_error = false;
+    let mut last_state: Option<State> = None;
     let mut checkpoint = |ctx: &TaskContext| {
         match note::write(&private, ctx, &redactor) {
             Ok(()) => note_error = None,
@@ -256,8 +257,18 @@ fn execute(
             }
         }
         let clock = Instant::now();
-        match State::of(ctx).write(&private, &redactor) {
-            Ok(()) => log::debug!("state written in {} µs", clock.elapsed().as_micros()),
+        let state = State::of(ctx);
+        // Steps that change nothing it holds (an assessment that ticked no
+        // criterion, the sandbox's removal) cost no write: a rename over a file
+        // is most of a checkpoint's time.
+        if last_state.as_ref().is_some_and(|last| last.same_as(&state)) {
+            return;
+        }
+        match state.write(&private, &redactor) {
+            Ok(()) => {
+                log::debug!("state written in {} µs", clock.elapsed().as_micros());
+                last_state = Some(state);
+            }
             Err(e) => {
                 if !state_error {
                     log::warn!("cannot write the task's state (a resume would not find it): {e}");

@@ -33,7 +33,7 @@ const MAX_STATE: u64 = 4 << 20;
 const MAX_EARLIER_NOTE: u64 = 4 << 20;
 
 /// The state file; see the module documentation.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct State {
     pub version: u32,
     pub task_id: String,
@@ -66,6 +66,7 @@ pub struct State {
     pub state: String,
     #[serde(default)]
     pub failure: Option<String>,
+    /// When it last changed.
     #[serde(default)]
     pub updated_at: String,
 }
@@ -108,6 +109,15 @@ impl State {
             failure: ctx.failure.clone(),
             updated_at: Timestamp::now().to_string(),
         }
+    }
+
+    /// Whether it says what `other` says, when each was made aside.
+    pub fn same_as(&self, other: &State) -> bool {
+        let when = |s: &State| State {
+            updated_at: String::new(),
+            ..s.clone()
+        };
+        when(self) == when(other)
     }
 
     /// Writes it atomically into `.agent-runner/state/` (`private` is `.agent-runner`),
