@@ -82,11 +82,15 @@ fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             format!("openai-chat, model {} at {base_url}", task.meta.model)
         }
         MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
+        MetaBackend::CodexCli(_) => {
+            format!("codex-cli, model {}, in the sandbox image", task.meta.model)
+        }
     };
     writeln!(out, "- Meta: {}", inline(&meta))?;
     writeln!(
         out,
-        "- Worker: codex-cli in {}",
+        "- Worker: {} in {}",
+        task.worker.kind.name(),
         inline(&task.worker.docker_image)
     )
 }
@@ -426,10 +430,13 @@ fn worker_run(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
         }
     }
     changes(out, run)?;
-    if let Some(u) = &t.completed {
+    if let Some(u) = &t.usage {
+        let cost = u.cost_usd.map_or(String::new(), |c| {
+            format!(" (the agent's estimate: ${c:.4})")
+        });
         writeln!(
             out,
-            "- Tokens: {} in ({} cached), {} out",
+            "- Tokens: {} in ({} cached), {} out{cost}",
             u.input_tokens, u.cached_input_tokens, u.output_tokens
         )?;
     }
@@ -459,12 +466,12 @@ fn changes(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
     let source = match &run.changes {
         RepoChanges::Seen { .. } => "",
         RepoChanges::NoGit => {
-            " (as codex reported them: the image has no git, so no snapshots were taken)"
+            " (as the worker reported them: the image has no git, so no snapshots were taken)"
         }
         RepoChanges::NotARepository => {
-            " (as codex reported them: the repository is not a git work tree)"
+            " (as the worker reported them: the repository is not a git work tree)"
         }
-        RepoChanges::Unknown => " (as codex reported them: no snapshot after the run)",
+        RepoChanges::Unknown => " (as the worker reported them: no snapshot after the run)",
     };
     if !lines.is_empty() {
         writeln!(out, "- Files changed{source}:")?;
@@ -616,7 +623,7 @@ mod tests {
 
     #[test]
     fn outside_text_cannot_break_the_notes_structure() {
-        use crate::worker::codex::{RunOutcome, Transcript};
+        use crate::agent::{FileChange, RunOutcome, Transcript};
         let mut task = crate::task::test_task("");
         task.title = "two\nlines </details> ```".into();
         task.prd.text = "Intro\n```\nunbalanced fence\n</details>\n## 9. Fake section\n".into();
@@ -631,7 +638,10 @@ mod tests {
             passed: false,
         });
         let mut transcript = Transcript::default();
-        transcript.feed(br#"{"type":"item.completed","item":{"id":"1","type":"file_change","changes":[{"path":"<details>","kind":"add"}]}}"#);
+        transcript.file_changed(FileChange {
+            path: "<details>".into(),
+            kind: "add".into(),
+        });
         ctx.worker_runs.push(WorkerRun {
             number: 1,
             started: crate::timestamp::Timestamp::now(),

@@ -5,13 +5,14 @@
 
 pub mod meta;
 pub mod protocol;
+pub mod schema;
 
+use crate::agent::RunOutcome;
 use crate::context::{Criterion, TaskContext, TaskState};
 use crate::interrupt::Interrupt;
 use crate::meta::{MetaError, MetaOutcome};
 use crate::task::TestSpec;
 use crate::timestamp::human;
-use crate::worker::codex::RunOutcome;
 use crate::worker::{Sandbox, SandboxError};
 use meta::Meta;
 use protocol::NextAction;

@@ -73,8 +73,25 @@ pub fn complete(
         let defaults: Value = serde_yaml::to_value(defaults).map_err(|e| e.to_string())?;
         let runner = section(&mut draft, "runner")?;
         merge(runner, &defaults);
+        codex_meta_keeps_its_own(runner, &defaults);
     }
     serde_yaml::to_string(&Value::Mapping(draft)).map_err(|e| e.to_string())
+}
+
+/// With `runner.meta.kind: codex-cli` in the defaults, Meta's model is codex's `-m`:
+/// the user's (in the defaults) or codex's own default, not a chat model the builder
+/// suggested; and codex has no temperature.
+fn codex_meta_keeps_its_own(runner: &mut Mapping, defaults: &Value) {
+    let Some(Value::Mapping(meta)) = runner.get_mut("meta") else {
+        return;
+    };
+    if meta.get("kind").and_then(Value::as_str) != Some("codex-cli") {
+        return;
+    }
+    if defaults["meta"].get("model").is_none() {
+        meta.remove("model");
+    }
+    meta.remove("temperature");
 }
 
 /// The mapping under `key`, created if absent; an error if it is something else.
