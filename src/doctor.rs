@@ -63,8 +63,8 @@ pub enum AuthSource {
     File(PathBuf),
     /// The key variable in agent-runner's environment.
     HostKey,
-    /// The key variable in the task's `runner.worker.env` (or `runner.meta.env`).
-    TaskEnv,
+    /// The key variable in the task's env: `runner.worker.env` or `runner.meta.env`.
+    TaskEnv(&'static str),
     None,
 }
 
@@ -84,7 +84,7 @@ impl Target {
             agents: vec![Agent {
                 kind: agent::default_kind(),
                 image: DEFAULT_DOCKER_IMAGE.to_string(),
-                auth: auth_source(login, false),
+                auth: auth_source(login, None),
             }],
         }
     }
@@ -95,7 +95,10 @@ impl Target {
         let mut agents = vec![Agent {
             kind: worker.kind,
             image: worker.docker_image.clone(),
-            auth: auth_source(&task.login, key_in(&worker.env, worker.kind)),
+            auth: auth_source(
+                &task.login,
+                key_in(&worker.env, worker.kind).then_some("runner.worker.env"),
+            ),
         }];
         if let MetaBackend::CodexCli(codex) = &task.meta.backend {
             let settings = codex.worker_settings(worker, task.meta.timeout);
@@ -103,9 +106,16 @@ impl Target {
                 .iter()
                 .any(|a| *a.kind == *settings.kind && a.image == settings.docker_image);
             if !same {
+                let source = match codex.env {
+                    Some(_) => "runner.meta.env",
+                    None => "runner.worker.env",
+                };
                 agents.push(Agent {
                     kind: settings.kind,
-                    auth: auth_source(&codex.login, key_in(&settings.env, settings.kind)),
+                    auth: auth_source(
+                        &codex.login,
+                        key_in(&settings.env, settings.kind).then_some(source),
+                    ),
                     image: settings.docker_image,
                 });
             }
@@ -129,12 +139,14 @@ fn key_in(env: &[WorkerEnv], kind: &dyn Kind) -> bool {
     env.iter().any(|e| e.name == var)
 }
 
-fn auth_source(detected: &Login, in_task_env: bool) -> AuthSource {
-    match detected {
-        Login::File { path, .. } => AuthSource::File(path.clone()),
-        Login::Key { .. } => AuthSource::HostKey,
-        Login::None if in_task_env => AuthSource::TaskEnv,
-        Login::None => AuthSource::None,
+/// Where the credentials come from: the host's login, else the task's env
+/// (`in_task_env` names the setting), else nowhere.
+fn auth_source(detected: &Login, in_task_env: Option<&'static str>) -> AuthSource {
+    match (detected, in_task_env) {
+        (Login::File { path, .. }, _) => AuthSource::File(path.clone()),
+        (Login::Key { .. }, _) => AuthSource::HostKey,
+        (Login::None, Some(setting)) => AuthSource::TaskEnv(setting),
+        (Login::None, None) => AuthSource::None,
     }
 }
 
@@ -541,7 +553,7 @@ fn agent_auth(agent: &Agent) -> Check {
             what,
             format!("{} is set (passed to {program} by name)", rule.key_var),
         ),
-        AuthSource::TaskEnv => Check::ok(what, format!("the task's env sets {}", rule.key_var)),
+        AuthSource::TaskEnv(setting) => Check::ok(what, format!("{setting} sets {}", rule.key_var)),
         AuthSource::None => Check::fail(
             what,
             format!("no ~/{} and no {}", rule.file, rule.key_var),
@@ -765,12 +777,16 @@ mod tests {
             secrets: vec![],
             modes: vec![],
         };
+        let env = Some("runner.worker.env");
         assert_eq!(
-            auth_source(&file, true),
+            auth_source(&file, env),
             AuthSource::File(PathBuf::from("/h/.codex/auth.json"))
         );
-        assert_eq!(auth_source(&Login::None, true), AuthSource::TaskEnv);
-        assert_eq!(auth_source(&Login::None, false), AuthSource::None);
+        assert_eq!(
+            auth_source(&Login::None, env),
+            AuthSource::TaskEnv("runner.worker.env")
+        );
+        assert_eq!(auth_source(&Login::None, None), AuthSource::None);
     }
 
     #[test]

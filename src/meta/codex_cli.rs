@@ -137,6 +137,15 @@ impl CodexCli {
     }
 }
 
+impl Drop for CodexCli {
+    fn drop(&mut self) {
+        // Never opened: its directory may still have been made for it.
+        if let Some(config) = self.config.take().filter(|c| c.remove_after) {
+            let _ = std::fs::remove_dir_all(&config.dir);
+        }
+    }
+}
+
 impl ChatBackend for CodexCli {
     fn complete(&mut self, _messages: &[ChatMessage]) -> Result<Completion, BackendError> {
         Err(BackendError {

@@ -145,7 +145,7 @@ pub fn has_session(codex: &CodexMeta, env: &[crate::task::WorkerEnv]) -> bool {
 /// codex-cli`), resolved by the runner's own parser as a run would get them:
 /// `runner.meta` when it is codex-cli already, else a bare codex-cli one, with
 /// `model` (codex's `-m`) when given; the worker as the defaults say. `scratch`
-/// stands for the project directory.
+/// (created here) stands for the project directory.
 pub fn codex_meta_task(
     defaults: &Defaults,
     var: &dyn Fn(&str) -> Option<String>,
@@ -170,9 +170,11 @@ pub fn codex_meta_task(
         map.entry("type")
             .or_insert_with(|| crate::task::TASKCONFIG_WORKER_TYPE.into());
     }
+    crate::pipeline::store::workspace::create_dir(scratch)
+        .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
     let config = json!({
         "task": {"id": task_id, "title": "Meta", "instructions": "-",
-                 "project": {"root_dir": std::env::temp_dir()}},
+                 "project": {"root_dir": scratch}},
         "runner": {"meta": meta, "worker": worker},
     });
     let yaml = serde_yaml::to_string(&config).map_err(|e| e.to_string())?;
