@@ -262,6 +262,36 @@ mod tests {
     }
 
     #[test]
+    fn a_request_past_the_plan_deadline_runs_nothing() {
+        let task = crate::task::test_task(
+            "runner:\n  meta: {kind: codex-cli}\n  worker: {docker_image: 'no-such-image:0'}\n",
+        );
+        let dir = std::env::temp_dir().join(format!("ar-codex-cli-{}", uuid::Uuid::new_v4()));
+        let mut chat = CodexCli::for_task(
+            &task,
+            dir.clone(),
+            true,
+            None,
+            Redactor::default(),
+            Interrupt::never(),
+        )
+        .unwrap()
+        .with_deadline(Duration::ZERO);
+        let format = ReplyFormat {
+            kind: "plan_task",
+            schema: crate::runner::schema::plan_task(),
+        };
+        let error = chat.complete_for(&[], &format).unwrap_err();
+        assert_eq!(
+            error.error,
+            MetaError::Failed("the request took longer than its 15 min".into())
+        );
+        assert!(chat.scratch.is_none(), "no sandbox was started");
+        drop(chat);
+        assert!(!dir.exists());
+    }
+
+    #[test]
     fn nulls_are_left_out_and_other_text_kept() {
         assert_eq!(
             without_nulls(

@@ -157,6 +157,35 @@ mod tests {
     }
 
     #[test]
+    fn codex_as_meta_keeps_the_users_model_not_the_builders() {
+        let root = std::env::temp_dir();
+        let draft_text = "task:\n  instructions: x\nrunner:\n  meta: {model: gpt-4.1, temperature: 0.3}\n  worker: {type: docker_codex_cli}\n";
+        let yaml = complete(
+            draft(draft_text),
+            &invariants(&root),
+            Some(&json!({"meta": {"kind": "codex-cli"}})),
+        )
+        .unwrap();
+        let value: Value = serde_yaml::from_str(&yaml).unwrap();
+        assert_eq!(
+            value["runner"]["meta"],
+            serde_yaml::from_str::<Value>("{kind: codex-cli}").unwrap()
+        );
+        let yaml = complete(
+            draft(draft_text),
+            &invariants(&root),
+            Some(&json!({"meta": {"kind": "codex-cli", "model": "o3"}})),
+        )
+        .unwrap();
+        let value: Value = serde_yaml::from_str(&yaml).unwrap();
+        assert_eq!(value["runner"]["meta"]["model"], "o3");
+        assert!(value["runner"]["meta"].get("temperature").is_none());
+        // Other Meta kinds keep the builder's model.
+        let yaml = complete(draft(draft_text), &invariants(&root), Some(&json!({}))).unwrap();
+        assert!(yaml.contains("gpt-4.1"), "{yaml}");
+    }
+
+    #[test]
     fn a_planned_tasks_criteria_replace_the_drafts() {
         let root = std::env::temp_dir();
         let criteria = ["The list renders".to_string(), "Items can be added".into()];

@@ -3,6 +3,7 @@
 //! `settings`.
 
 mod host;
+mod kinds;
 mod reporting;
 mod settings;
 
