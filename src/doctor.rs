@@ -63,8 +63,9 @@ pub enum AuthSource {
     File(PathBuf),
     /// The key variable in agent-runner's environment.
     HostKey,
-    /// The key variable in the task's env: `runner.worker.env` or `runner.meta.env`.
-    TaskEnv(&'static str),
+    /// A login variable (the key, or another the kind accepts) in the task's env:
+    /// the setting (`runner.worker.env` or `runner.meta.env`) and the variable.
+    TaskEnv(&'static str, &'static str),
     None,
 }
 
@@ -97,7 +98,7 @@ impl Target {
             image: worker.docker_image.clone(),
             auth: auth_source(
                 &task.login,
-                key_in(&worker.env, worker.kind).then_some("runner.worker.env"),
+                login_in(&worker.env, worker.kind).map(|var| ("runner.worker.env", var)),
             ),
         }];
         if let MetaBackend::CodexCli(codex) = &task.meta.backend {
@@ -114,7 +115,7 @@ impl Target {
                     kind: settings.kind,
                     auth: auth_source(
                         &codex.login,
-                        key_in(&settings.env, settings.kind).then_some(source),
+                        login_in(&settings.env, settings.kind).map(|var| (source, var)),
                     ),
                     image: settings.docker_image,
                 });
@@ -134,18 +135,24 @@ impl Target {
 }
 
 /// Whether `env` sets the key variable of `kind`.
-fn key_in(env: &[WorkerEnv], kind: &dyn Kind) -> bool {
-    let var = kind.login_rule().key_var;
-    env.iter().any(|e| e.name == var)
+/// The variable of `env` that logs `kind` in, if one does.
+fn login_in(env: &[WorkerEnv], kind: &dyn Kind) -> Option<&'static str> {
+    let rule = kind.login_rule();
+    std::iter::once(rule.key_var)
+        .chain(rule.env_logins.iter().copied())
+        .find(|var| env.iter().any(|e| e.name == *var))
 }
 
 /// Where the credentials come from: the host's login, else the task's env
-/// (`in_task_env` names the setting), else nowhere.
-fn auth_source(detected: &Login, in_task_env: Option<&'static str>) -> AuthSource {
+/// (`in_task_env` names the setting and the variable), else nowhere.
+fn auth_source(
+    detected: &Login,
+    in_task_env: Option<(&'static str, &'static str)>,
+) -> AuthSource {
     match (detected, in_task_env) {
         (Login::File { path, .. }, _) => AuthSource::File(path.clone()),
         (Login::Key { .. }, _) => AuthSource::HostKey,
-        (Login::None, Some(setting)) => AuthSource::TaskEnv(setting),
+        (Login::None, Some((setting, var))) => AuthSource::TaskEnv(setting, var),
         (Login::None, None) => AuthSource::None,
     }
 }
@@ -553,7 +560,7 @@ fn agent_auth(agent: &Agent) -> Check {
             what,
             format!("{} is set (passed to {program} by name)", rule.key_var),
         ),
-        AuthSource::TaskEnv(setting) => Check::ok(what, format!("{setting} sets {}", rule.key_var)),
+        AuthSource::TaskEnv(setting, var) => Check::ok(what, format!("{setting} sets {var}")),
         AuthSource::None => Check::fail(
             what,
             format!("no ~/{} and no {}", rule.file, rule.key_var),
@@ -777,16 +784,34 @@ mod tests {
             secrets: vec![],
             modes: vec![],
         };
-        let env = Some("runner.worker.env");
+        let env = Some(("runner.worker.env", "CODEX_API_KEY"));
         assert_eq!(
             auth_source(&file, env),
             AuthSource::File(PathBuf::from("/h/.codex/auth.json"))
         );
         assert_eq!(
             auth_source(&Login::None, env),
-            AuthSource::TaskEnv("runner.worker.env")
+            AuthSource::TaskEnv("runner.worker.env", "CODEX_API_KEY")
         );
         assert_eq!(auth_source(&Login::None, None), AuthSource::None);
+    }
+
+    #[test]
+    fn a_claude_login_token_in_the_task_env_is_a_login() {
+        let task = crate::task::test_task(
+            "runner:\n  worker:\n    kind: claude-code-cli\n    env: {CLAUDE_CODE_OAUTH_TOKEN: tok}\n",
+        );
+        let target = Target::of_task(&task);
+        assert_eq!(
+            target.agents[0].auth,
+            AuthSource::TaskEnv("runner.worker.env", "CLAUDE_CODE_OAUTH_TOKEN")
+        );
+        assert_eq!(
+            agent_auth(&target.agents[0]).detail,
+            "runner.worker.env sets CLAUDE_CODE_OAUTH_TOKEN"
+        );
+        let task = crate::task::test_task("runner:\n  worker: {kind: claude-code-cli}\n");
+        assert_eq!(Target::of_task(&task).agents[0].auth, AuthSource::None);
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub const API_HOST: &str = "api.anthropic.com";
 pub const REFRESH_HOST: &str = "platform.claude.com";
 /// Login file mode: an OAuth login (`claudeAiOauth`).
 pub const OAUTH: &str = "oauth";
+/// A login token in the environment (`claude setup-token`).
+pub const OAUTH_TOKEN_VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN";
 
 /// Tools whose successful use changed the file named by `file_path`.
 const FILE_TOOLS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
@@ -114,6 +116,8 @@ impl Kind for Claude {
     fn login_rule(&self) -> LoginRule {
         LoginRule {
             key_var: "ANTHROPIC_API_KEY",
+            // From `claude setup-token`: a login without a file.
+            env_logins: &[OAUTH_TOKEN_VAR],
             file: ".claude/.credentials.json",
             file_first: false,
             mount: "/run/agent-runner/claude-credentials.json",
@@ -136,7 +140,7 @@ impl Kind for Claude {
         let token_in_env = spec
             .env
             .iter()
-            .any(|(name, _)| *name == "CLAUDE_CODE_OAUTH_TOKEN");
+            .any(|(name, _)| *name == OAUTH_TOKEN_VAR);
         if spec.base_url.is_none() {
             let key = matches!(spec.login, Login::Key { .. })
                 || spec

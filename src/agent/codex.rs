@@ -117,6 +117,7 @@ impl Kind for Codex {
     fn login_rule(&self) -> LoginRule {
         LoginRule {
             key_var: "CODEX_API_KEY",
+            env_logins: &[],
             file: ".codex/auth.json",
             file_first: true,
             mount: "/run/agent-runner/auth.json",

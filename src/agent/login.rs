@@ -17,6 +17,9 @@ pub const MIN_SECRET_CHARS: usize = 8;
 pub struct LoginRule {
     /// The API key variable the agent reads (`CODEX_API_KEY`).
     pub key_var: &'static str,
+    /// Other variables that log it in when the task's env sets them (claude's
+    /// `CLAUDE_CODE_OAUTH_TOKEN`); never taken from the host by themselves.
+    pub env_logins: &'static [&'static str],
     /// The login file under the host's HOME (`.codex/auth.json`).
     pub file: &'static str,
     /// With both a login file and a key: the file wins (else the key).
