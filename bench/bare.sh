@@ -1,17 +1,35 @@
 #!/usr/bin/env bash
-# The baseline for the overhead benchmark: the docker CLI calls a task needs, made by
-# hand. One container, one codex run and one test run per prompt, then removal.
+# The baseline for the overhead benchmark: only the calls a task needs, made by hand.
+# One container, one codex run and one test run per prompt, then removal. With
+# BARE_META_URL and BARE_META_BODIES (a directory of request bodies 1.json, 2.json,
+# ... as agent-runner sent them), the same Meta requests with curl, where agent-runner
+# makes them: two before the container starts (plan_task, next_action), then after
+# each test the assessment and, but for the last loop, the next next_action.
 # Usage: bare.sh REPO IMAGE TEST_COMMAND PROMPT...
 set -euo pipefail
 repo=$1 image=$2 test=$3
 shift 3
 name=bench-bare-$$
+n=0
+meta() {
+  [ -n "${BARE_META_URL:-}" ] || return 0
+  n=$((n + 1))
+  [ -f "$BARE_META_BODIES/$n.json" ] || return 0
+  curl -sS -o /dev/null -H "Authorization: Bearer $OPENAI_API_KEY" -H 'Content-Type: application/json' \
+    --data-binary "@$BARE_META_BODIES/$n.json" "$BARE_META_URL/chat/completions"
+}
+meta
+meta
 docker run -d --rm --init --network none --name "$name" --label agent-runner.task=bench-bare \
   --mount "type=bind,source=$repo,target=/workspace/project" -w /workspace/project \
   -e CODEX_HOME=/tmp "$image" sleep 3600 >/dev/null
+left=$#
 for prompt in "$@"; do
   printf '%s\n' "$prompt" | docker exec -i "$name" codex exec --json --skip-git-repo-check \
     --dangerously-bypass-approvals-and-sandbox -C /workspace/project - >/dev/null
   docker exec -w /workspace/project "$name" sh -c "$test" >/dev/null
+  meta
+  left=$((left - 1))
+  [ "$left" = 0 ] || meta
 done
 docker rm -f "$name" >/dev/null

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """agent-runner benchmarks (`make bench`). Prints median, min and max of each figure.
 
-1. Overhead: the same scripted work done by `agent-runner run` (Meta on a local HTTP
-   server answering at once; test worker image, the default network — allowlist, so
-   the egress proxy and its bridge are part of it; 1 container, 3 worker runs, 3 test
-   runs) and by bash/bare.sh making the same docker CLI calls (`--network none`).
-   Runs interleaved.
+1. Overhead: a 3-loop task (test worker image; 1 container, 3 worker runs, 3 test
+   runs) done by `agent-runner run` and by bench/bare.sh making only the calls such
+   a task needs (one `docker run`, per loop a `docker exec` of the worker and one of
+   the test, one `docker rm`; `--network none`), interleaved pairs. Two Meta kinds:
+   scripted (no HTTP; the script makes no requests either) and HTTP on 127.0.0.1
+   (a local server answering at once; the script sends the same request bodies with
+   curl, where agent-runner sends them). Each with the task's `network: none` (like
+   with like) and with the default network, allowlist, where the egress proxy and its
+   bridge are part of agent-runner's time and not of the script's. Accounting
+   (usage, prices, a budget) is on in every run.
 2. Start-up: process start -> first Meta HTTP request (server timestamp); also
    `--version` and `validate` wall times.
 3. Teardown: task end (last Meta reply sent) -> container destroyed (docker event).
@@ -50,8 +55,12 @@ PROMPTS = [
 TEST = "test -f one.txt"
 
 
-def chat(content):
-    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+def chat(content, prompt_bytes=0):
+    # With usage, as the API reports it: the runner records it.
+    usage = {"prompt_tokens": prompt_bytes // 4, "completion_tokens": len(content) // 4,
+             "prompt_tokens_details": {"cached_tokens": 0}}
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+            "usage": usage}
 
 
 def plan():
@@ -87,13 +96,15 @@ class Meta(http.server.BaseHTTPRequestHandler):
     arrivals = []
     sizes = []
     sent = []
+    bodies = []
 
     def do_POST(self):
         Meta.arrivals.append(time.time())
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        Meta.bodies.append(body)
         Meta.sizes.append(len(json.loads(body)["messages"][1]["content"]))
         content = Meta.replies.pop(0) if Meta.replies else "exhausted"
-        data = json.dumps(chat(content)).encode()
+        data = json.dumps(chat(content, len(body))).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -123,14 +134,32 @@ def deep_but_accepted():
 
 def reset(replies):
     Meta.replies = list(replies)
-    Meta.arrivals, Meta.sizes, Meta.sent = [], [], []
+    Meta.arrivals, Meta.sizes, Meta.sent, Meta.bodies = [], [], [], []
 
 
-def task_yaml(task_id, repo, url, test=TEST):
+# Accounting on: prices for both models and a budget no task here reaches.
+ACCOUNTING = ("  pricing:\n    bench: {input: 1.25, cached_input: 0.125, output: 10}\n"
+              "    bench-worker: {input: 1.5, output: 6}\n"
+              "  budget: {max_tokens: 100000000, max_cost_usd: 1000, max_duration_sec: 3600}\n")
+
+
+def task_yaml(task_id, repo, url, test=TEST, network=None, script=None):
     test_block = f"  test:\n    command: {json.dumps(test)}\n" if test else ""
+    meta = (f"    kind: scripted\n    script: {script}\n" if script
+            else f"    base_url: {url}\n    model: bench\n")
+    network_line = f"    network: {network}\n" if network else ""
     return (f"version: 1\ntask:\n  id: {task_id}\n  repo: {repo}\n  prd:\n    text: Write the files.\n"
-            f"{test_block}runner:\n  meta:\n    base_url: {url}\n    model: bench\n"
-            f"  worker:\n    docker_image: {IMAGE}\n")
+            f"{test_block}runner:\n  meta:\n{meta}"
+            f"  worker:\n    docker_image: {IMAGE}\n    model: bench-worker\n{network_line}{ACCOUNTING}")
+
+
+def script_file(work, replies):
+    """A Meta script (runner.meta.script) of these reply texts."""
+    path = os.path.join(work, "meta-script.yaml")
+    with open(path, "w") as f:
+        for reply in replies:
+            f.write("- |\n" + "".join(f"  {line}\n" for line in reply.splitlines()))
+    return path
 
 
 def new_repo(work, name):
@@ -155,24 +184,44 @@ def stats(values, unit="s", scale=1.0):
 
 
 def overhead(work, url, env):
-    """1. Overhead ratio, interleaved a, b, a, b..."""
-    agent_times, bare_times = [], []
-    for n in range(RUNS + 1):
-        reset(three_loops())
-        repo = new_repo(work, f"a{n}")
-        _, took = run_agent(task_yaml(f"bench-a{n}", repo, url), env)
-        repo_b = new_repo(work, f"b{n}")
-        start = time.time()
-        subprocess.run(["bash", os.path.join(HERE, "bare.sh"), repo_b, IMAGE, TEST] + PROMPTS, check=True,
-                       capture_output=True)
-        bare = time.time() - start
-        if n > 0:  # the first pair warms caches
-            agent_times.append(took)
-            bare_times.append(bare)
-    ratios = [a / b for a, b in zip(agent_times, bare_times)]
-    return [("agent-runner run, 3 worker + 3 test runs", stats(agent_times)),
-            ("bare docker CLI script, same calls", stats(bare_times)),
-            ("overhead ratio a/b (target <= 1.05)", stats(ratios, "x"))]
+    """1. Overhead ratios, pairs interleaved a, b, a, b..."""
+    rows = []
+    script = script_file(work, three_loops())
+    for meta in ("scripted", "http"):
+        for network in ("none", None):
+            agent_times, bare_times = [], []
+            for n in range(RUNS + 1):
+                reset(three_loops())
+                repo = new_repo(work, f"a-{meta}-{network}-{n}")
+                yaml = task_yaml(f"bench-a{n}", repo, url, network=network,
+                                 script=script if meta == "scripted" else None)
+                _, took = run_agent(yaml, env)
+                bare_env = dict(env)
+                if meta == "http":
+                    bodies = os.path.join(work, f"bodies-{network}-{n}")
+                    os.makedirs(bodies)
+                    for k, body in enumerate(Meta.bodies, 1):
+                        with open(os.path.join(bodies, f"{k}.json"), "wb") as f:
+                            f.write(body)
+                    requests = len(Meta.bodies)
+                    bare_env.update(BARE_META_URL=url, BARE_META_BODIES=bodies)
+                    reset(three_loops())
+                repo_b = new_repo(work, f"b-{meta}-{network}-{n}")
+                start = time.time()
+                subprocess.run(["bash", os.path.join(HERE, "bare.sh"), repo_b, IMAGE, TEST] + PROMPTS,
+                               check=True, capture_output=True, env=bare_env)
+                bare = time.time() - start
+                if meta == "http" and len(Meta.arrivals) != requests:
+                    sys.exit(f"the script made {len(Meta.arrivals)} Meta requests, agent-runner {requests}")
+                if n > 0:  # the first pair warms caches
+                    agent_times.append(took)
+                    bare_times.append(bare)
+            ratios = [a / b for a, b in zip(agent_times, bare_times)]
+            what = f"{meta} Meta, network {network or 'allowlist (default)'}"
+            rows += [(f"{what}: agent-runner run", stats(agent_times)),
+                     (f"{what}: bare script, same calls", stats(bare_times)),
+                     (f"{what}: ratio (target <= 1.05)", stats(ratios, "x"))]
+    return rows
 
 
 def startup(work, url, env):

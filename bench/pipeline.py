@@ -17,6 +17,8 @@ c2. The same with 500 jobs queued, each blocked behind the one before (a chain o
    501 tasks whose head has no job). Target <= 0.5 % of a core.
 d. `task list` (and `--json`) with 10,000 tasks of 5 attempts each: wall time and
    peak RSS. Targets <= 200 ms, <= 32 MiB.
+f. `agent-runner usage` (and `--json`) over 10,000 attempts with usage recorded
+   (2,000 tasks x 5 attempts over 30 days): wall time. Target <= 200 ms.
 e. Bring-back while one bundle is huge: `--jobs 4`, one worker leaves a 2 GiB file
    (seconds to hash in the bundler and to index on the host), three others end a
    little later; the bring-back time of those three (from the orchestrator's log)
@@ -42,7 +44,7 @@ ROOT = os.path.dirname(HERE)
 BIN = os.environ.get("AGENT_RUNNER_BIN", os.path.join(ROOT, "target/release/agent-runner"))
 IMAGE = "agent-runner-test-worker:latest"
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
-# BENCH_ONLY=a,b: run only these figures (a, a2, a0, b, c, c2, d, e); default all.
+# BENCH_ONLY=a,b: run only these figures (a, a2, a0, b, c, c2, d, e, f); default all.
 ONLY = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
 
 
@@ -287,6 +289,24 @@ def big_store(work):
     return rows
 
 
+def usage_report(work):
+    ws = Workspace(work, "f", git=False)
+    size = store.write_tasks(ws.meta, 2_000, lambda t: f"Task {t}", "/home/user/project", with_usage=True)
+    rows = []
+    for label, extra in (("usage", []), ("usage --json", ["--json"])):
+        walls = []
+        for n in range(RUNS + 1):
+            start = time.time()
+            proc = subprocess.run([BIN, "usage", "-w", ws.root] + extra, env=ws.env, capture_output=True)
+            took = time.time() - start
+            if proc.returncode != 0 or b"gpt-5.1-codex" not in proc.stdout:
+                sys.exit(f"{label} failed: {proc.stderr.decode()[-2000:]}")
+            if n > 0:  # the first run warms the page cache
+                walls.append(took)
+        rows.append((f"f. {label}, 10,000 attempts ({size / 1e6:.0f} MB) (<= 200 ms)", stats(walls, "ms", 1000)))
+    return rows
+
+
 HUGE_META = META.replace(
     "@run: echo done > out.txt",
     "@run: case $(git -c safe.directory='*' symbolic-ref --short HEAD) in *huge*) truncate -s 2G big.bin ;; "
@@ -354,6 +374,8 @@ def main():
                          stats(idle_cpu(work, "c2", 500), "%", 100)))
         if wanted("d"):
             rows += big_store(work)
+        if wanted("f"):
+            rows += usage_report(work)
         if wanted("e"):
             others, huge = huge_bundle(work, max(2, RUNS // 2))
             rows += [("e. bring-back of 3 attempts while a 4th's bundle is 2 GiB", stats(others)),

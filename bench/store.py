@@ -5,9 +5,21 @@ import json
 import os
 
 
-def write_tasks(meta, count, title, note_dir):
-    """Writes `count` task files into `<meta>/tasks/`; `title(t)` names task `t`, its
-    note is under `note_dir`. Returns the bytes written."""
+def usage(t, a):
+    """A run's `usage` (SPEC §15) as the runner reports it, varying with the attempt."""
+    meta = {"input_tokens": 5000 + t % 97, "cached_input_tokens": 1000, "output_tokens": 400 + a}
+    worker = {"input_tokens": 24000 + a, "cached_input_tokens": 12000, "output_tokens": 1200}
+    return {"meta": dict(calls=5, unreported=0, **meta), "worker": dict(runs=2, unreported=0, **worker),
+            "total_tokens": 5400 + t % 97 + a + 25200 + a, "cost_usd": 0.0412,
+            "models": [dict(model="gpt-5.1", calls=5, unreported=0, cost_usd=0.0105, **meta),
+                       dict(model="gpt-5.1-codex", calls=2, unreported=0, cost_usd=0.0307, **worker)]}
+
+
+def write_tasks(meta, count, title, note_dir, with_usage=False, attempts=5):
+    """Writes `count` task files into `<meta>/tasks/` with `attempts` attempts each;
+    `title(t)` names task `t`, its note is under `note_dir`; `with_usage` adds the
+    attempts' usage, budget and builder_usage, spread over 30 days. Returns the bytes
+    written."""
     ws_id = os.path.basename(meta)
     tasks = os.path.join(meta, "tasks")
     for t in range(count):
@@ -16,7 +28,7 @@ def write_tasks(meta, count, title, note_dir):
                              "raw_prompt": "TODO アプリを作成して " * 5,
                              "created_at": f"2026-01-01T00:{t // 60 % 60:02d}:{t % 60:02d}.000Z"},
                             ensure_ascii=False, separators=(",", ":"))]
-        for a in range(5):
+        for a in range(attempts):
             job = f"j-{t:06d}{a:06d}"
             result = {"task_id": tid, "status": "succeeded" if a == 4 else "failed", "state": "COMPLETE",
                       "summary": "Implemented the TODO app with add, list and done; the tests pass. " * 3,
@@ -24,12 +36,21 @@ def write_tasks(meta, count, title, note_dir):
                           {"command": "npm test", "exit_code": 0, "duration_ms": 12345}]},
                       "duration_ms": 600000, "loops": 2,
                       "note_path": f"{note_dir}/.agent-runner/task-{tid}.md"}
-            lines.append(json.dumps({"type": "attempt", "attempt_id": f"a-{t:06d}{a:06d}", "job_id": job,
-                                     "task_id": tid, "status": result["status"],
-                                     "started_at": "2026-01-01T00:00:00.000Z",
-                                     "finished_at": "2026-01-01T00:10:00.000Z", "duration_ms": 600000,
-                                     "result": result, "task_config": f"{meta}/logs/{job}/task-config.yaml",
-                                     "log_dir": f"{meta}/logs/{job}"}, separators=(",", ":")))
+            day = (t * attempts + a) % 30 + 1
+            line = {"type": "attempt", "attempt_id": f"a-{t:06d}{a:06d}", "job_id": job,
+                    "task_id": tid, "status": result["status"],
+                    "started_at": f"2026-01-{day:02d}T00:00:00.000Z",
+                    "finished_at": f"2026-01-{day:02d}T00:10:00.000Z", "duration_ms": 600000,
+                    "result": result, "task_config": f"{meta}/logs/{job}/task-config.yaml",
+                    "log_dir": f"{meta}/logs/{job}"}
+            if with_usage:
+                budget = {"max_tokens": 100000, "max_cost_usd": 1.0, "max_duration_sec": None, "exhausted": None}
+                result["usage"], result["budget"] = usage(t, a), budget
+                line["usage"], line["budget"] = usage(t, a), budget
+                line["builder_usage"] = {"model": "gpt-5.1", "calls": 1, "input_tokens": 1500,
+                                         "cached_input_tokens": 0, "output_tokens": 300, "unreported": 0,
+                                         "cost_usd": 0.0049}
+            lines.append(json.dumps(line, separators=(",", ":")))
         with open(os.path.join(tasks, f"{tid}.jsonl"), "w") as f:
             f.write("\n".join(lines) + "\n")
     return sum(os.path.getsize(os.path.join(tasks, n)) for n in os.listdir(tasks))

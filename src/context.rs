@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::meta::MetaCall;
 use crate::task::Task;
 use crate::timestamp::Timestamp;
+use crate::usage::Account;
 use crate::worker::{Teardown, TestRun, WorkerRun};
 
 /// States of a task (SPEC §4).
@@ -45,6 +46,8 @@ impl TaskState {
             (Complete | Failed, _) => false,
             (_, Failed) => true,
             (Pending, Planning) | (Planning, Running) | (Running, Validating) => true,
+            // A replan (SPEC §16): Meta replaces the criteria mid-run.
+            (Running, Planning) => true,
             (Validating, Running) | (Validating, Complete) => true,
             _ => false,
         }
@@ -63,6 +66,17 @@ pub struct Criterion {
     pub id: String,
     pub description: String,
     pub passed: bool,
+}
+
+/// One version of the acceptance criteria: the first plan (or the task's own), then
+/// one per replan (SPEC §16), each with the loop it was made at and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CriteriaVersion {
+    /// Loops done when this version was made (0: before the first loop).
+    pub at_loop: u32,
+    pub reason: String,
+    /// As they stood when the version was replaced (the current one: `criteria`).
+    pub criteria: Vec<Criterion>,
 }
 
 /// What Meta's `completion_assessment` said (`runner::protocol`).
@@ -105,13 +119,20 @@ pub struct TaskContext {
     /// The latest completion assessment.
     pub assessment: Option<Assessment>,
     pub transitions: Vec<Transition>,
-    /// Iterations of RUNNING → VALIDATING so far (bounded by `max_loops`).
+    /// Iterations of RUNNING → VALIDATING so far, replans included (bounded by
+    /// `max_loops`).
     pub loops: u32,
+    /// Every version of the criteria, the current one last.
+    pub criteria_versions: Vec<CriteriaVersion>,
+    /// Replans so far (bounded by `max_replans`).
+    pub replans: u32,
     /// Why the task failed, when it did.
     pub failure: Option<String>,
     pub interrupted: bool,
     /// How the sandbox went away (set once it has).
     pub teardown: Option<Teardown>,
+    /// The budget limit that ended the task (`max_tokens`, ...), if one did.
+    pub budget_exhausted: Option<&'static str>,
 }
 
 impl TaskContext {
@@ -128,10 +149,22 @@ impl TaskContext {
             assessment: None,
             transitions: Vec::new(),
             loops: 0,
+            criteria_versions: Vec::new(),
+            replans: 0,
             failure: None,
             interrupted: false,
             teardown: None,
+            budget_exhausted: None,
         }
+    }
+
+    /// What the task's Meta calls and worker runs used and cost so far (SPEC §15).
+    pub fn usage(&self) -> Account {
+        Account::of(
+            self.meta_calls.iter().map(|c| &c.usage),
+            self.worker_runs.iter().map(|r| &r.usage),
+            &self.task.bounds.pricing,
+        )
     }
 
     /// Moves to `to`, recording why. Entering FAILED records `reason` as the failure.
@@ -177,6 +210,26 @@ impl TaskContext {
         self.test_runs.last()
     }
 
+    /// Makes `criteria` the current criteria, a new version made for `reason`; the
+    /// version it replaces keeps its criteria as they stood.
+    pub fn set_criteria(&mut self, criteria: Vec<Criterion>, reason: impl Into<String>) {
+        if let Some(current) = self.criteria_versions.last_mut() {
+            current.criteria = std::mem::take(&mut self.criteria);
+        }
+        self.criteria_versions.push(CriteriaVersion {
+            at_loop: self.loops,
+            reason: reason.into(),
+            criteria: Vec::new(),
+        });
+        self.criteria = criteria;
+    }
+
+    /// True when the task is COMPLETE and its last test run passed (SPEC §16): the
+    /// user's own check agrees, not only Meta.
+    pub fn verified(&self) -> bool {
+        self.state == TaskState::Complete && self.last_test_run().is_some_and(|t| t.passed())
+    }
+
     /// Wall time from start to finish (or to now while running).
     pub fn duration(&self) -> Duration {
         self.finished
@@ -205,6 +258,7 @@ mod tests {
                 (Pending, Failed),
                 (Planning, Running),
                 (Planning, Failed),
+                (Running, Planning),
                 (Running, Validating),
                 (Running, Failed),
                 (Validating, Running),

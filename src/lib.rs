@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod cli;
 pub mod context;
+pub mod deadline;
 pub mod doctor;
 pub mod egress;
 pub mod error;
@@ -29,5 +30,6 @@ pub mod task;
 pub mod task_lock;
 pub mod text;
 pub mod timestamp;
+pub mod usage;
 pub mod worker;
 pub mod yaml;

@@ -15,6 +15,7 @@ use crate::secret::Redactor;
 use crate::task::{MetaBackend, Network, PrdSource};
 use crate::text::{cut, tail};
 use crate::timestamp::human;
+use crate::usage::{Pricing, Usage};
 use crate::worker::envelope::Leftovers;
 use crate::worker::git::RepoChanges;
 use crate::worker::privileges::Finding;
@@ -72,6 +73,20 @@ fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     };
     writeln!(out, "- State: {}{interrupted}", ctx.state)?;
     writeln!(out, "- Loops: {} of {}", ctx.loops, task.meta.max_loops)?;
+    if ctx.replans > 0 {
+        writeln!(
+            out,
+            "- Replans: {} of {}",
+            ctx.replans, task.meta.max_replans
+        )?;
+    }
+    let usage = ctx.usage();
+    writeln!(
+        out,
+        "- Usage: {} tokens, cost {} (see 4.4)",
+        usage.total_tokens,
+        cost(usage.cost_usd)
+    )?;
     writeln!(
         out,
         "- Repository: {}",
@@ -124,10 +139,37 @@ fn prd(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
 
 fn criteria(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     writeln!(out, "\n---\n\n## 3. Acceptance Criteria\n")?;
+    let versions = &ctx.criteria_versions;
+    if versions.len() > 1 {
+        // Replans (SPEC §16): the current version first, then every earlier one.
+        let current = versions.len();
+        writeln!(
+            out,
+            "Version {current} of {current} ({}):\n",
+            version_origin(&versions[current - 1])
+        )?;
+    }
     if ctx.criteria.is_empty() {
         writeln!(out, "No criteria were planned.")?;
     }
-    for c in &ctx.criteria {
+    criteria_list(out, &ctx.criteria)?;
+    if versions.len() > 1 {
+        writeln!(out, "\nEarlier versions, replaced by a replan:")?;
+        for (n, version) in versions.iter().enumerate().take(versions.len() - 1) {
+            writeln!(
+                out,
+                "\n### Version {} ({})\n",
+                n + 1,
+                version_origin(version)
+            )?;
+            criteria_list(out, &version.criteria)?;
+        }
+    }
+    Ok(())
+}
+
+fn criteria_list(out: &mut String, criteria: &[crate::context::Criterion]) -> std::fmt::Result {
+    for c in criteria {
         writeln!(
             out,
             "- [{}] {}: {}",
@@ -139,20 +181,34 @@ fn criteria(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     Ok(())
 }
 
+/// When and why a version of the criteria was made.
+fn version_origin(version: &crate::context::CriteriaVersion) -> String {
+    if version.at_loop == 0 {
+        inline(&version.reason)
+    } else {
+        format!(
+            "re-planned at loop {}: {}",
+            version.at_loop,
+            inline(&cut(&version.reason, 500))
+        )
+    }
+}
+
 fn execution_log(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     writeln!(out, "\n---\n\n## 4. Execution Log\n\n### 4.1 Meta Calls\n")?;
     if ctx.meta_calls.is_empty() {
         writeln!(out, "None.\n")?;
     }
+    let pricing = &ctx.task.bounds.pricing;
     for (n, call) in ctx.meta_calls.iter().enumerate() {
-        meta_call(out, n + 1, call)?;
+        meta_call(out, n + 1, call, pricing)?;
     }
     writeln!(out, "### 4.2 Worker Runs\n")?;
     if ctx.worker_runs.is_empty() {
         writeln!(out, "None.\n")?;
     }
     for run in &ctx.worker_runs {
-        worker_run(out, run)?;
+        worker_run(out, run, pricing)?;
     }
     writeln!(out, "### 4.3 State Transitions\n")?;
     for t in &ctx.transitions {
@@ -163,7 +219,77 @@ fn execution_log(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         };
         writeln!(out, "- {} {} → {}{reason}", t.at, t.from, t.to)?;
     }
+    usage_and_budget(out, ctx)
+}
+
+/// Section 4.4: what the task's paid calls used and cost, and its limits (SPEC §15).
+fn usage_and_budget(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
+    writeln!(out, "\n### 4.4 Usage and Budget\n")?;
+    let usage = ctx.usage();
+    let side = |calls: u32, what: &str, t: &crate::usage::Tokens, unreported: u32| {
+        let missing = if unreported > 0 {
+            format!(" ({unreported} reported no usage and are not counted)")
+        } else {
+            String::new()
+        };
+        format!(
+            "{calls} {what}: {} tokens in ({} cached), {} out{missing}",
+            t.input_tokens, t.cached_input_tokens, t.output_tokens
+        )
+    };
+    writeln!(
+        out,
+        "- Meta: {}",
+        side(
+            usage.meta.calls,
+            "call(s)",
+            &usage.meta.tokens,
+            usage.meta.unreported
+        )
+    )?;
+    writeln!(
+        out,
+        "- Worker: {}",
+        side(
+            usage.worker.runs,
+            "run(s)",
+            &usage.worker.tokens,
+            usage.worker.unreported
+        )
+    )?;
+    writeln!(out, "- Total: {} tokens", usage.total_tokens)?;
+    writeln!(out, "- Cost: {}", cost(usage.cost_usd))?;
+    for model in &usage.models {
+        writeln!(
+            out,
+            "  - {}: {} call(s), {} tokens, {}",
+            inline(model.model.as_deref().unwrap_or("(model not known)")),
+            model.calls,
+            model.total_tokens(),
+            cost(model.cost_usd)
+        )?;
+    }
+    let budget = &ctx.task.bounds.budget;
+    let limit = |set: Option<String>| set.unwrap_or_else(|| "none".into());
+    writeln!(
+        out,
+        "- Budget: max_tokens {}, max_cost_usd {}, max_duration_sec {}",
+        limit(budget.max_tokens.map(|t| t.to_string())),
+        limit(budget.max_cost_usd.map(crate::usage::usd)),
+        limit(budget.max_duration.map(|d| d.as_secs().to_string()))
+    )?;
+    if let Some(limit) = ctx.budget_exhausted {
+        writeln!(out, "- Exhausted: {limit}")?;
+    }
     Ok(())
+}
+
+/// A cost for people: `$0.0412`, or why it is not known.
+fn cost(usd: Option<f64>) -> String {
+    match usd {
+        Some(usd) => format!("${}", crate::usage::usd(usd)),
+        None => "unknown (a model without a price in runner.pricing)".into(),
+    }
 }
 
 fn tests(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
@@ -375,7 +501,7 @@ fn notes(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     Ok(())
 }
 
-fn meta_call(out: &mut String, n: usize, call: &MetaCall) -> std::fmt::Result {
+fn meta_call(out: &mut String, n: usize, call: &MetaCall, pricing: &Pricing) -> std::fmt::Result {
     let plural = if call.attempts == 1 { "" } else { "s" };
     writeln!(
         out,
@@ -385,6 +511,7 @@ fn meta_call(out: &mut String, n: usize, call: &MetaCall) -> std::fmt::Result {
         human(call.duration),
         call.attempts
     )?;
+    writeln!(out, "{}\n", usage_line(&call.usage, pricing))?;
     writeln!(out, "<details>\n<summary>Request</summary>\n")?;
     out.push_str(&fence("yaml", &call.request));
     writeln!(out, "</details>\n")?;
@@ -402,7 +529,22 @@ fn meta_call(out: &mut String, n: usize, call: &MetaCall) -> std::fmt::Result {
     Ok(())
 }
 
-fn worker_run(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
+/// `Tokens: 1200 in (300 cached), 60 out; model m, cost $0.0012`.
+fn usage_line(usage: &Usage, pricing: &Pricing) -> String {
+    let model = inline(usage.model_label());
+    match &usage.tokens {
+        Some(t) => format!(
+            "Tokens: {} in ({} cached), {} out; model {model}, cost {}",
+            t.input_tokens,
+            t.cached_input_tokens,
+            t.output_tokens,
+            cost(pricing.cost(usage))
+        ),
+        None => format!("Tokens: not reported; model {model}"),
+    }
+}
+
+fn worker_run(out: &mut String, run: &WorkerRun, pricing: &Pricing) -> std::fmt::Result {
     let exit = run.exit_code.map_or("none".to_string(), |c| c.to_string());
     writeln!(
         out,
@@ -430,16 +572,7 @@ fn worker_run(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
         }
     }
     changes(out, run)?;
-    if let Some(u) = &t.usage {
-        let cost = u.cost_usd.map_or(String::new(), |c| {
-            format!(" (the agent's estimate: ${c:.4})")
-        });
-        writeln!(
-            out,
-            "- Tokens: {} in ({} cached), {} out{cost}",
-            u.input_tokens, u.cached_input_tokens, u.output_tokens
-        )?;
-    }
+    writeln!(out, "- {}", usage_line(&run.usage, pricing))?;
     if let Some(error) = t.errors.last() {
         writeln!(out, "- Last error event: {}", inline(error))?;
     }
@@ -657,6 +790,7 @@ mod tests {
             changes: RepoChanges::NoGit,
             leftovers: None,
             privileges: vec![],
+            usage: Default::default(),
         });
         ctx.assessment = Some(crate::context::Assessment {
             summary: "All good\n```\n## 6. Notes / Remaining Risks\n</details>".into(),
@@ -710,6 +844,7 @@ mod tests {
             "### 4.1 Meta Calls",
             "### 4.2 Worker Runs",
             "### 4.3 State Transitions",
+            "### 4.4 Usage and Budget",
             "## 5. Test Result",
             "## 6. Egress",
             "## 7. Notes / Remaining Risks",

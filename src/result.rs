@@ -8,6 +8,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::context::{TaskContext, TaskState};
+use crate::secret::Redactor;
+use crate::task::Budget;
+use crate::usage::Account;
 
 #[derive(Debug, Serialize)]
 pub struct RunResult {
@@ -20,6 +23,10 @@ pub struct RunResult {
     pub validation: Validation,
     pub duration_ms: u128,
     pub loops: u32,
+    /// True only when the task is COMPLETE and its last test run passed (SPEC §16).
+    pub verified: bool,
+    /// How often Meta replaced the acceptance criteria (SPEC §16).
+    pub replans: u32,
     pub note_path: Option<String>,
     /// Why the Task Note could not be written (then `note_path` is null).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -30,6 +37,31 @@ pub struct RunResult {
     /// Connections the egress proxy allowed and denied (SPEC §17); null when the
     /// network is not `allowlist`.
     pub egress: Option<EgressCounts>,
+    /// What the task's paid calls used and cost (SPEC §15).
+    pub usage: Account,
+    /// The task's limits, and the one that ended it.
+    pub budget: BudgetReport,
+}
+
+/// The `budget` object: the limits set (null: none) and `exhausted`, the limit
+/// that ended the task or null.
+#[derive(Debug, Default, Serialize)]
+pub struct BudgetReport {
+    pub max_tokens: Option<u64>,
+    pub max_cost_usd: Option<f64>,
+    pub max_duration_sec: Option<u64>,
+    pub exhausted: Option<&'static str>,
+}
+
+impl BudgetReport {
+    fn of(budget: &Budget, exhausted: Option<&'static str>) -> Self {
+        BudgetReport {
+            max_tokens: budget.max_tokens,
+            max_cost_usd: budget.max_cost_usd,
+            max_duration_sec: budget.max_duration.map(|d| d.as_secs()),
+            exhausted,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -85,6 +117,8 @@ impl RunResult {
             },
             duration_ms: ctx.duration().as_millis(),
             loops: ctx.loops,
+            verified: ctx.verified(),
+            replans: ctx.replans,
             note_path: note.as_ref().ok().map(|p| p.display().to_string()),
             note_error: note.err(),
             error: ctx.failure.clone(),
@@ -96,6 +130,8 @@ impl RunResult {
                     allowed: s.allowed,
                     denied: s.denied,
                 }),
+            usage: ctx.usage(),
+            budget: BudgetReport::of(&ctx.task.bounds.budget, ctx.budget_exhausted),
         }
     }
 
@@ -122,10 +158,17 @@ impl RunResult {
             },
             duration_ms: took.as_millis(),
             loops: 0,
+            verified: false,
+            replans: 0,
             note_path: None,
             note_error: None,
             error: Some(error),
             egress: None,
+            usage: Account {
+                cost_usd: Some(0.0),
+                ..Account::default()
+            },
+            budget: BudgetReport::default(),
         }
     }
 
@@ -133,6 +176,27 @@ impl RunResult {
         serde_json::to_string(self).unwrap_or_else(|e| {
             format!("{{\"status\":\"failed\",\"error\":\"cannot encode the result: {e}\"}}")
         })
+    }
+
+    /// `json` with `redactor`'s secrets masked in its strings. Masking the encoded
+    /// text instead would break the document when a secret is also JSON (`true`, a
+    /// number): a `CI=true` secret made `"verified":***`.
+    pub fn json_masked(&self, redactor: &Redactor) -> String {
+        fn mask(value: &mut serde_json::Value, redactor: &Redactor) {
+            match value {
+                serde_json::Value::String(s) => *s = redactor.redact(s),
+                serde_json::Value::Array(items) => items.iter_mut().for_each(|v| mask(v, redactor)),
+                serde_json::Value::Object(map) => map.values_mut().for_each(|v| mask(v, redactor)),
+                _ => {}
+            }
+        }
+        match serde_json::to_value(self) {
+            Ok(mut value) => {
+                mask(&mut value, redactor);
+                value.to_string()
+            }
+            Err(_) => self.json(),
+        }
     }
 
     /// One line for people: outside text (a Meta error, a summary) is put on one
@@ -151,8 +215,9 @@ impl RunResult {
             (None, None) => String::new(),
         };
         if self.status == "succeeded" {
+            let unverified = if self.verified { "" } else { " (unverified)" };
             format!(
-                "{}: task {id} in {secs:.1} s, {} loop(s), tests {}{note}",
+                "{}: task {id} in {secs:.1} s, {} loop(s), tests {}{unverified}{note}",
                 self.state, self.loops, self.validation.overall
             )
         } else {
@@ -164,6 +229,22 @@ impl RunResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_masked_in_the_strings_of_the_json_not_in_its_syntax() {
+        let secret = crate::secret::Secret::new("true".into());
+        let mut result = RunResult::not_run(
+            Some("T".into()),
+            "it is true".into(),
+            "x".into(),
+            Duration::from_millis(5),
+        );
+        result.verified = true;
+        let json = result.json_masked(&Redactor::new([&secret]));
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["verified"], true);
+        assert_eq!(value["summary"], "it is ***");
+    }
 
     #[test]
     fn the_human_line_stays_one_line_without_controls() {

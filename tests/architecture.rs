@@ -39,6 +39,7 @@ fn the_runner_never_imports_the_pipeline() {
         "cli/orchestrate.rs",
         "cli/plan.rs",
         "cli/serve.rs",
+        "cli/usage.rs",
     ];
     let mut files = Vec::new();
     rust_files(&src, &mut files);

@@ -102,6 +102,11 @@ fn gt3_chat_run_and_result_in_the_browser() {
         browser.text(&format!("tr[data-id=\"{id}\"] td.attempts")),
         "1"
     );
+    // Live-updated from the API: its test passed, so no "(unverified)" (SPEC §16).
+    assert_eq!(
+        browser.text(&format!("tr[data-id=\"{id}\"] td span.status")),
+        "SUCCEEDED"
+    );
     browser.screenshot("web-gt3-2-list-succeeded");
 
     // The detail page: status, summary, validation with its command.

@@ -889,7 +889,7 @@ fn the_metadata_is_private_whatever_the_umask() {
     p.scratch.file("meta.yaml", support::pipeline::QUICK_META);
     let defaults = p.scratch.file(
         "defaults.yaml",
-        "builder: {kind: scripted, script: builder.yaml}\nrunner:\n  meta: {kind: scripted, script: meta.yaml}\n",
+        "builder: {kind: scripted, script: builder.yaml}\nrunner:\n  meta: {kind: scripted, script: meta.yaml}\nrequire_test: false\n",
     );
     let open = |run: support::Run| run.umask(0).output();
     open(p.cmd(&[

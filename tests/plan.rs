@@ -810,3 +810,63 @@ fn a_task_that_started_while_meta_was_thinking_is_not_deleted() {
     ));
     assert_eq!(plan_files(&p), before);
 }
+
+/// SPEC §16: a plan_patch `update` may pin a task's test (the user names it in the
+/// message); a decompose may not invent one (asked again without it).
+#[test]
+fn a_patch_update_pins_a_test_and_a_decompose_may_not() {
+    let mut with_test: Value = serde_json::from_str(&decomposition(&[("a", "A", &[])])).unwrap();
+    with_test["phases"][0]["tasks"][0]["test"] = json!({"command": "make check"});
+    let server = FakeOpenAi::start(vec![
+        Answer::chat(&with_test.to_string()),
+        Answer::chat(&decomposition(&[("a", "A", &[])])),
+    ]);
+    let p = workspace("plan-test", &server);
+    let out = plan(&p, &["--json", "build", "A"]);
+    out.code(0);
+    let received = server.received();
+    assert_eq!(received.len(), 2);
+    assert!(
+        received[1].message(3).starts_with(
+            "Your reply was invalid: phases[0].tasks[0].test: a decompose does not set tests"
+        ),
+        "{}",
+        received[1].message(3)
+    );
+    let [id]: [String; 1] = created(&out).try_into().unwrap();
+    assert_eq!(p.show(&id)["task"].get("test"), None);
+
+    let pin = json!([{"op": "update", "task_id": id, "test": {"command": "cargo test --locked", "timeout_sec": 90}}]);
+    let bad = json!([{"op": "update", "task_id": id, "test": {"command": "x", "cwd": "web"}}]);
+    let server2 = FakeOpenAi::start(vec![
+        Answer::chat(&patch_reply(bad)),
+        Answer::chat(&patch_reply(pin)),
+    ]);
+    answered_by(&p, &server2);
+    plan(
+        &p,
+        &["--patch", "verify", "A", "with", "cargo test --locked"],
+    )
+    .code(0);
+    let received = server2.received();
+    assert!(
+        received[0]
+            .message(0)
+            .contains("test: {command: <shell command>, timeout_sec: <seconds>}   # only the command the user's message names"),
+        "the schema offers it"
+    );
+    assert!(
+        received[1].message(3).starts_with(
+            "Your reply was invalid: payload.operations[0].test.cwd: unknown key (a test has command and timeout_sec)"
+        ),
+        "{}",
+        received[1].message(3)
+    );
+    assert_eq!(
+        p.show(&id)["task"]["test"],
+        json!({"command": "cargo test --locked", "timeout_sec": 90})
+    );
+    let last = lines(&p, &id).pop().unwrap();
+    assert_eq!(last["type"], "update");
+    assert_eq!(last["test"]["command"], "cargo test --locked");
+}

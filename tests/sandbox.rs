@@ -54,6 +54,7 @@ fn config(repo: &Scratch, task_id: &str, worker: WorkerSettings) -> SandboxConfi
         login: Login::None,
         redactor: Redactor::new(&secrets),
         interrupt: Interrupt::never(),
+        deadline: agent_runner::deadline::Deadline::none(),
     }
 }
 

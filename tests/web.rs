@@ -305,6 +305,20 @@ fn every_api_route_answers_and_the_pages_show_it() {
         (row["status"].as_str(), row["attempts"].as_u64()),
         (Some("SUCCEEDED"), Some(1))
     );
+    // No test ran (Meta's word alone): SUCCEEDED, but not verified, and said so.
+    assert_eq!(row["verified"], false, "{row}");
+    assert_eq!(row["last_attempt"]["test_source"], "none", "{row}");
+    assert_eq!(
+        web.get(&format!("/api/tasks/{id}")).json()["verified"],
+        false
+    );
+    let index = web.get("/").text();
+    assert!(
+        index.contains(
+            "<span class=\"status s-succeeded s-unverified\">SUCCEEDED (unverified)</span>"
+        ),
+        "{index}"
+    );
     let attempts = web.get(&format!("/api/tasks/{id}/attempts")).json();
     assert_eq!(attempts["attempts"][0]["job_id"], job.as_str());
     assert_eq!(
@@ -315,7 +329,13 @@ fn every_api_route_answers_and_the_pages_show_it() {
     // The detail page shows the result, the attempt's files and its note.
     let detail = web.get(&format!("/tasks/{id}")).text();
     assert!(
-        detail.contains("<span id=\"status\" class=\"status s-succeeded\">SUCCEEDED</span>"),
+        detail.contains(
+            "<span id=\"status\" class=\"status s-succeeded s-unverified\">SUCCEEDED (unverified)</span>"
+        ),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("<dd id=\"verified\">no (test: none)</dd>"),
         "{detail}"
     );
     assert!(

@@ -43,6 +43,8 @@ pub const OAUTH_TOKEN_VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN";
 const FILE_TOOLS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
 /// Tool calls remembered until their result arrives.
 const MAX_PENDING: usize = 256;
+/// Longest model name kept.
+const MAX_MODEL_CHARS: usize = 200;
 
 impl Kind for Claude {
     fn name(&self) -> &'static str {
@@ -233,6 +235,13 @@ impl EventStream for ClaudeStream {
 
 impl ClaudeStream {
     fn system(&mut self, event: &Value, record: &mut Transcript) {
+        if event.get("subtype").and_then(Value::as_str) == Some("init") {
+            // The model it runs, which names its price when runner.worker.model is
+            // not set.
+            if let Some(model) = event.get("model").and_then(Value::as_str) {
+                record.model = Some(crate::text::cut_chars(model, MAX_MODEL_CHARS));
+            }
+        }
         if event.get("subtype").and_then(Value::as_str) == Some("api_retry") {
             let what = text_of(event.get("error")).unwrap_or_else(|| "an error".into());
             let status = event
@@ -667,6 +676,17 @@ mod tests {
             Some("97ddd105-fa61-47d8-9d09-2d54a2f73fcb")
         );
         assert_eq!(t.raw_lines, 0);
+        assert_eq!(t.model.as_deref(), Some("claude-opus-5-5"), "from init");
+        // SPEC §15: the run's usage, on the model it ran, with claude's own cost.
+        let usage = t.usage_for(None);
+        assert_eq!(usage.model.as_deref(), Some("claude-opus-5-5"));
+        assert_eq!(usage.total_tokens(), 450);
+        assert_eq!(usage.reported_cost_usd, Some(0.001824));
+        assert_eq!(
+            crate::usage::Pricing::default().cost(&usage),
+            Some(0.001824),
+            "no price needed: claude said what the run cost"
+        );
 
         let (t, _, _) = sample("file_edit");
         assert_eq!(

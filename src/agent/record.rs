@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use crate::text::{cut, tail};
+use crate::usage::Tokens;
 
 /// Bounds on what a transcript keeps.
 pub const MAX_COMMANDS: usize = 200;
@@ -15,7 +16,8 @@ pub const MAX_TEXT: usize = 16 * 1024;
 pub const MAX_COMMAND_TEXT: usize = 1000;
 pub const MAX_COMMAND_OUTPUT: usize = 400;
 
-/// Token usage of a run (SPEC §15): input includes cached input.
+/// Token usage of a run as its agent reported it: input includes cached input.
+/// `Transcript::usage_for` makes it SPEC §15's usage of the run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Usage {
     pub input_tokens: u64,
@@ -94,6 +96,8 @@ pub struct Transcript {
     pub terminal: Option<Terminal>,
     /// Usage the agent reported for the run (codex per turn, claude in `result`).
     pub usage: Option<Usage>,
+    /// The model the agent said it runs (claude's `init` event); codex says none.
+    pub model: Option<String>,
     /// The agent's last message: its answer on success.
     pub agent_message: Option<String>,
     pub commands: Vec<CommandRecord>,
@@ -108,7 +112,29 @@ pub struct Transcript {
     pub events: u64,
 }
 
+impl Usage {
+    /// The counts §15 adds up: `output_tokens` already holds the reasoning tokens.
+    pub fn tokens(&self) -> Tokens {
+        Tokens {
+            input_tokens: self.input_tokens,
+            cached_input_tokens: self.cached_input_tokens,
+            output_tokens: self.output_tokens,
+        }
+    }
+}
+
 impl Transcript {
+    /// The run's usage (SPEC §15) on `model` (`runner.worker.model`, which names its
+    /// price), else on the model the agent said it ran; tokens and cost as the agent
+    /// reported them, None when it reported none (never guessed).
+    pub fn usage_for(&self, model: Option<&str>) -> crate::usage::Usage {
+        crate::usage::Usage {
+            model: model.map(str::to_string).or_else(|| self.model.clone()),
+            tokens: self.usage.as_ref().map(Usage::tokens),
+            reported_cost_usd: self.usage.as_ref().and_then(|u| u.cost_usd),
+        }
+    }
+
     /// The agent said the run completed.
     pub fn completed(&self) -> bool {
         self.terminal == Some(Terminal::Completed)
@@ -197,6 +223,34 @@ pub fn trim_line(mut line: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_is_the_runs_as_reported_on_the_named_model() {
+        let mut t = Transcript::default();
+        let none = t.usage_for(Some("m"));
+        assert_eq!((none.model.as_deref(), none.tokens), (Some("m"), None));
+        assert_eq!(none.reported_cost_usd, None);
+        t.model = Some("claude-x".into());
+        t.usage = Some(Usage {
+            input_tokens: 10,
+            cached_input_tokens: 4,
+            output_tokens: 3,
+            reasoning_output_tokens: 2,
+            cost_usd: Some(0.5),
+        });
+        let used = t.usage_for(None);
+        assert_eq!(used.model.as_deref(), Some("claude-x"), "the agent's word");
+        assert_eq!(
+            used.tokens,
+            Some(Tokens {
+                input_tokens: 10,
+                cached_input_tokens: 4,
+                output_tokens: 3
+            })
+        );
+        assert_eq!(used.reported_cost_usd, Some(0.5));
+        assert_eq!(t.usage_for(Some("m")).model.as_deref(), Some("m"), "the user's");
+    }
 
     #[test]
     fn commands_stay_bounded_and_ends_replace_starts() {

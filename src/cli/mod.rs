@@ -8,6 +8,7 @@ mod plan;
 mod run;
 mod serve;
 mod task;
+mod usage;
 mod validate;
 mod workspace;
 
@@ -74,6 +75,25 @@ enum Command {
         /// Stop when no job is claimable and nothing runs (exit 0 if all succeeded).
         #[arg(long)]
         once: bool,
+        /// Claim no more jobs once the attempts this orchestrator finished cost this
+        /// much (USD, with the workspace's runner.pricing); running ones finish.
+        #[arg(long, value_name = "USD", value_parser = positive_usd)]
+        max_cost_usd: Option<f64>,
+        /// Claim no more jobs once the attempts this orchestrator finished used this
+        /// many tokens; running ones finish.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        max_tokens: Option<u64>,
+    },
+    /// What a workspace's attempts used and cost (tokens, USD), per day and per model.
+    Usage {
+        #[command(flatten)]
+        workspace: WorkspaceDir,
+        /// Only attempts started on this day (UTC) or later.
+        #[arg(long, value_name = "YYYY-MM-DD", value_parser = usage::date)]
+        since: Option<String>,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
     },
     /// Serve the web view of a workspace: chat box, tasks with live status, Run
     /// buttons, results, notes, the plan; prints its URL.
@@ -126,19 +146,38 @@ pub fn main() -> i32 {
             workspace,
             jobs,
             once,
+            max_cost_usd,
+            max_tokens,
         } => orchestrate::run(
             &workspace.dir,
             crate::pipeline::orchestrator::orchestrate::Options {
                 jobs: usize::from(jobs),
                 once,
+                limit: crate::pipeline::orchestrator::spend_limit::SpendLimit {
+                    max_tokens,
+                    max_cost_usd,
+                },
             },
             interrupt,
         ),
+        Command::Usage {
+            workspace,
+            since,
+            json,
+        } => usage::run(&workspace.dir, since, json),
         Command::Serve {
             workspace,
             addr,
             allow_remote,
         } => serve::run(&workspace.dir, addr, allow_remote, interrupt),
+    }
+}
+
+/// `--max-cost-usd`: a positive, finite number of dollars.
+fn positive_usd(value: &str) -> Result<f64, String> {
+    match value.trim().parse::<f64>() {
+        Ok(usd) if usd.is_finite() && usd > 0.0 => Ok(usd),
+        _ => Err(format!("must be a positive number of USD (got {value:?})")),
     }
 }
 

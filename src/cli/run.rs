@@ -4,6 +4,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use crate::context::TaskContext;
+use crate::deadline::Deadline;
 use crate::error::{Error, exit};
 use crate::interrupt::Interrupt;
 use crate::meta::codex_cli::CodexCli;
@@ -54,7 +55,16 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
             );
         }
         task.meta.model = model.clone();
+        if let MetaBackend::CodexCli(codex) = &mut task.meta.backend {
+            codex.model = Some(model.clone());
+        }
+        if let Some(problem) = crate::task::unpriced(&task.bounds, &task.meta, &task.worker) {
+            let problem = InputError::new("--meta-model", problem.message);
+            return invalid(&problem.into(), &redactor);
+        }
     }
+    // The task's clock starts here: the deadline counts from now.
+    let deadline = Deadline::after(task.bounds.budget.max_duration);
     let system_prompt = task.meta.system_prompt.clone();
     match &task.meta.backend {
         MetaBackend::OpenAiChat { base_url, api_key } => {
@@ -66,18 +76,19 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
                 task.meta.timeout,
             )
             .interruptible(interrupt)
+            .until(deadline)
             .masking(redactor.clone());
             let meta = MetaAgent::new(chat, system_prompt, redactor.clone());
-            execute(task, meta, auth, redactor, json, interrupt)
+            execute(task, meta, auth, redactor, json, interrupt, deadline)
         }
         MetaBackend::Scripted { script } => match Scripted::load(script) {
             Ok(scripted) => {
                 let meta = MetaAgent::new(scripted, system_prompt, redactor.clone());
-                execute(task, meta, auth, redactor, json, interrupt)
+                execute(task, meta, auth, redactor, json, interrupt, deadline)
             }
             Err(e) => invalid(&InputError::new("runner.meta.script", e).into(), &redactor),
         },
-        MetaBackend::CodexCli(codex) => {
+        MetaBackend::CodexCli(_) => {
             // A scratch directory of its own, outside the repository; its runs' logs
             // beside the worker's.
             let dir = std::env::temp_dir().join(format!(
@@ -90,7 +101,6 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
                 .and_then(|logs| logs.subdir(&task.id))
                 .and_then(|logs| logs.subdir("meta"))
                 .ok();
-            let model = meta_model.or_else(|| codex.model.clone());
             let Some(chat) =
                 CodexCli::for_task(&task, dir, true, logs, redactor.clone(), interrupt)
             else {
@@ -99,8 +109,8 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
                     &redactor,
                 );
             };
-            let meta = MetaAgent::new(chat.with_model(model), system_prompt, redactor.clone());
-            execute(task, meta, auth, redactor, json, interrupt)
+            let meta = MetaAgent::new(chat.until(deadline), system_prompt, redactor.clone());
+            execute(task, meta, auth, redactor, json, interrupt, deadline)
         }
     }
 }
@@ -112,6 +122,7 @@ fn execute(
     redactor: Redactor,
     json: bool,
     interrupt: Interrupt,
+    deadline: Deadline,
 ) -> i32 {
     let clock = Instant::now();
     // Before anything is written: our directory, and the task's lock (a second run
@@ -164,6 +175,7 @@ fn execute(
         login: auth,
         redactor: redactor.clone(),
         interrupt,
+        deadline,
     });
     let note_path = task.note_path();
     let mut ctx = TaskContext::new(task);
@@ -177,7 +189,9 @@ fn execute(
             note_error = Some(e.to_string());
         }
     };
-    Runner::new(meta, sandbox, &mut checkpoint, interrupt).run(&mut ctx);
+    Runner::new(meta, sandbox, &mut checkpoint, interrupt)
+        .until(deadline)
+        .run(&mut ctx);
     let note = match note_error {
         None => Ok(note_path.as_path()),
         Some(e) => Err(e),
@@ -186,10 +200,14 @@ fn execute(
     exit::of_task(&ctx)
 }
 
-/// The result on stdout: JSON or one line.
+/// The result on stdout: JSON or one line, secrets masked.
 fn emit(result: &RunResult, json: bool, redactor: &Redactor) {
-    let text = if json { result.json() } else { result.line() };
-    if let Err(e) = write_stdout(&format!("{}\n", redactor.redact(&text))) {
+    let text = if json {
+        result.json_masked(redactor)
+    } else {
+        redactor.redact(&result.line())
+    };
+    if let Err(e) = write_stdout(&format!("{text}\n")) {
         let _ = writeln!(std::io::stderr(), "error: {e}");
     }
 }

@@ -1,5 +1,6 @@
-//! `agent-runner workspace init`: creates (or updates the defaults of) the workspace
-//! of a directory and prints its id and metadata directory.
+//! `agent-runner workspace init|set`: creates the workspace of a directory (init),
+//! or replaces its defaults (init and set, `--defaults FILE.yaml`), and prints its
+//! id, metadata directory and what its attempts need to be verified.
 
 use std::path::PathBuf;
 
@@ -9,6 +10,7 @@ use crate::error::{Error, exit};
 use crate::pipeline::Workspace;
 use crate::pipeline::store::defaults::Defaults;
 use crate::secret::Redactor;
+use crate::text::{escape_controls, one_line};
 
 use super::{report, write_stdout};
 
@@ -21,19 +23,38 @@ pub enum WorkspaceCommand {
         #[arg(default_value = ".")]
         dir: PathBuf,
         /// YAML with `runner:` (meta/worker settings that win over the builder's),
-        /// `builder:` ({kind: meta|scripted|codex, model, script}) and `isolation: clone`.
+        /// `builder:` ({kind: meta|scripted|codex, model, script}), `isolation: clone`,
+        /// `task: {test: {command, timeout_sec}}` (the pinned test) and
+        /// `require_test: true|false` (default true).
         #[arg(long, value_name = "FILE.yaml")]
         defaults: Option<PathBuf>,
+    },
+    /// Replace the defaults of the workspace of -w DIR (default: the current directory).
+    Set {
+        #[command(flatten)]
+        workspace: super::WorkspaceDir,
+        /// The new defaults, as for `workspace init --defaults` (they replace the old
+        /// ones whole).
+        #[arg(long, value_name = "FILE.yaml", required = true)]
+        defaults: PathBuf,
     },
 }
 
 /// Runs a `workspace` subcommand; returns the exit code.
 pub fn run(command: WorkspaceCommand) -> i32 {
     match command {
-        WorkspaceCommand::Init { dir, defaults } => match init(dir, defaults) {
-            Ok(()) => exit::COMPLETE,
-            Err(e) => report(&e, &Redactor::default()),
-        },
+        WorkspaceCommand::Init { dir, defaults } => done(init(dir, defaults)),
+        WorkspaceCommand::Set {
+            workspace,
+            defaults,
+        } => done(init(workspace.dir, Some(defaults))),
+    }
+}
+
+fn done(result: Result<(), Error>) -> i32 {
+    match result {
+        Ok(()) => exit::COMPLETE,
+        Err(e) => report(&e, &Redactor::default()),
     }
 }
 
@@ -43,10 +64,17 @@ fn init(dir: PathBuf, defaults: Option<PathBuf>) -> Result<(), Error> {
         ws.defaults = Defaults::load(&file)?;
         ws.save()?;
     }
+    let d = &ws.defaults;
+    let test = match d.pinned_test() {
+        Some(t) => escape_controls(&one_line(&t.command)),
+        None => "(none pinned)".into(),
+    };
     write_stdout(&format!(
-        "workspace {}\nroot_dir: {}\nmetadata: {}\n",
+        // `metadata:` stays the last line: scripts take the path as the rest of it.
+        "workspace {}\nroot_dir: {}\ntest: {test}\nrequire_test: {}\nmetadata: {}\n",
         ws.id,
         ws.root_dir.display(),
+        d.require_test(),
         ws.dir.display()
     ))
 }

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::MetaError;
 use crate::interrupt::Interrupt;
+use crate::usage::Tokens;
 
 /// A chat message sent to the backend.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -14,11 +15,13 @@ pub struct ChatMessage {
     pub content: String,
 }
 
-/// A reply text and how many requests it took.
+/// A reply text, how many requests it took, and the tokens the provider reported
+/// for it (None: it reported none).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
     pub text: String,
     pub attempts: u32,
+    pub usage: Option<Tokens>,
 }
 
 /// A backend that gave up (after its own retries).
@@ -52,5 +55,11 @@ pub trait ChatBackend {
     /// The stop request this backend gives up on; a reply's parse gives up on it too.
     fn interrupt(&self) -> Interrupt {
         Interrupt::never()
+    }
+
+    /// The model that answers, which names its price; None when no model runs
+    /// (a script of replies costs nothing).
+    fn model(&self) -> Option<&str> {
+        None
     }
 }

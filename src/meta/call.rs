@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::timestamp::Timestamp;
+use crate::usage::Usage;
 
 /// A reply (or why there is none) and the record of the exchange that got it.
 pub struct MetaOutcome<T> {
@@ -18,6 +19,18 @@ pub enum MetaError {
     Failed(String),
     #[error("interrupted")]
     Interrupted,
+}
+
+/// A call's usage in a few words: `model m: 1200 tokens in (300 cached), 60 out`.
+pub fn usage_line(usage: &Usage) -> String {
+    let model = usage.model.as_deref().unwrap_or("no model");
+    match &usage.tokens {
+        Some(t) => format!(
+            "{model}: {} tokens in ({} cached), {} out",
+            t.input_tokens, t.cached_input_tokens, t.output_tokens
+        ),
+        None => format!("{model}: not reported"),
+    }
 }
 
 /// One Meta call as it happened, for the Task Note.
@@ -35,6 +48,8 @@ pub struct MetaCall {
     /// replies were invalid.
     pub replies: Vec<String>,
     pub error: Option<String>,
+    /// What its requests used, summed over every reply (re-asks are paid too).
+    pub usage: Usage,
 }
 
 impl MetaCall {
@@ -47,6 +62,7 @@ impl MetaCall {
         let _ = writeln!(out, "started: {}", self.started);
         let _ = writeln!(out, "duration_ms: {}", self.duration.as_millis());
         let _ = writeln!(out, "requests: {}", self.attempts);
+        let _ = writeln!(out, "usage: {}", usage_line(&self.usage));
         if let Some(error) = &self.error {
             let _ = writeln!(out, "error: {error}");
         }

@@ -8,30 +8,42 @@
 //! re-ask) becomes one prompt; codex's last message is the reply, its nulls (strict
 //! mode's "left out") dropped, and checked by the reply's parser like any other.
 //! Time limits (seed MP §6.3): each call at most `runner.meta.timeout_sec` (default
-//! 10 min), a plan request at most 15 min in all (`with_deadline`); a run that
-//! reaches its limit is stopped inside the container (SIGTERM, 5 s, SIGKILL).
+//! 10 min), a plan request at most 15 min in all (`with_deadline`), and never past
+//! the task's deadline (`until`, SPEC §15); a run that reaches its limit is stopped
+//! inside the container (SIGTERM, 5 s, SIGKILL). The tokens codex reports for a
+//! run (`turn.completed`) are the call's usage, on codex's `-m` model.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::{BackendError, ChatBackend, ChatMessage, Completion, MetaError, ReplyFormat};
 use crate::agent::RunOutcome;
+use crate::deadline::Deadline;
 use crate::fs::Dir;
 use crate::interrupt::Interrupt;
 use crate::secret::Redactor;
 use crate::task::{MetaBackend, Task};
+use crate::usage::Tokens;
 use crate::worker::SandboxError;
 use crate::worker::scratch::{AskError, Scratch, ScratchConfig};
 
 /// A whole plan request (decompose, plan_patch) takes at most this long.
 pub const PLAN_DEADLINE: Duration = Duration::from_secs(15 * 60);
+/// Why a request past the task's deadline was not sent.
+const DEADLINE_PASSED: &str =
+    "the task's deadline (runner.budget.max_duration_sec) has passed; codex was not run";
 
 /// The backend; the container starts with the first request and goes with it.
 pub struct CodexCli {
     config: Option<ScratchConfig>,
     scratch: Option<Scratch>,
     per_call: Duration,
+    /// The end of a plan request's 15 min.
     deadline: Option<Instant>,
+    /// The task's deadline.
+    task_deadline: Deadline,
+    /// codex's `-m`; None: its own default.
+    model: Option<String>,
     interrupt: Interrupt,
 }
 
@@ -61,10 +73,12 @@ impl CodexCli {
             interrupt,
         };
         Some(CodexCli {
+            model: config.worker.model.clone(),
             config: Some(config),
             scratch: None,
             per_call: task.meta.timeout,
             deadline: None,
+            task_deadline: Deadline::none(),
             interrupt,
         })
     }
@@ -75,11 +89,9 @@ impl CodexCli {
         self
     }
 
-    /// Sets `-m` (the `--meta-model` of `run`).
-    pub fn with_model(mut self, model: Option<String>) -> Self {
-        if let Some(config) = &mut self.config {
-            config.worker.model = model;
-        }
+    /// Cuts every request to the time the task's `deadline` leaves.
+    pub fn until(mut self, deadline: Deadline) -> Self {
+        self.task_deadline = deadline;
         self
     }
 
@@ -95,7 +107,15 @@ impl CodexCli {
             .ok_or_else(|| AskError::Setup("the scratch sandbox is gone".into()))
     }
 
-    fn ask(&mut self, prompt: &str, reply: &ReplyFormat) -> Result<String, MetaError> {
+    /// codex's answer to `prompt` and the tokens its run reported.
+    fn ask(
+        &mut self,
+        prompt: &str,
+        reply: &ReplyFormat,
+    ) -> Result<(String, Option<Tokens>), MetaError> {
+        if self.task_deadline.passed() {
+            return Err(MetaError::Failed(DEADLINE_PASSED.into()));
+        }
         let left = self
             .deadline
             .map(|d| d.saturating_duration_since(Instant::now()));
@@ -107,6 +127,7 @@ impl CodexCli {
         }
         let limit = left.map_or(self.per_call, |left| left.min(self.per_call));
         let cut_by_deadline = limit < self.per_call;
+        let (limit, cut_by_task) = self.task_deadline.cut(limit);
         let answer = match self
             .scratch()
             .and_then(|s| s.ask(prompt, &reply.schema, limit))
@@ -119,10 +140,17 @@ impl CodexCli {
         };
         let run = &answer.run;
         match run.outcome {
-            RunOutcome::Completed => answer.text.ok_or_else(|| {
-                MetaError::Failed("codex wrote no last message (--output-last-message)".into())
-            }),
+            RunOutcome::Completed => answer
+                .text
+                .map(|text| (text, run.usage.tokens))
+                .ok_or_else(|| {
+                    MetaError::Failed("codex wrote no last message (--output-last-message)".into())
+                }),
             RunOutcome::Interrupted => Err(MetaError::Interrupted),
+            RunOutcome::TimedOut if cut_by_task => Err(MetaError::Failed(format!(
+                "stopped at the task's deadline (runner.budget.max_duration_sec) after {}",
+                crate::timestamp::human(run.duration)
+            ))),
             RunOutcome::TimedOut if cut_by_deadline => Err(MetaError::Failed(format!(
                 "the request took longer than its {} min; codex was stopped",
                 PLAN_DEADLINE.as_secs() / 60
@@ -160,9 +188,10 @@ impl ChatBackend for CodexCli {
         reply: &ReplyFormat,
     ) -> Result<Completion, BackendError> {
         match self.ask(&prompt(messages, reply.kind), reply) {
-            Ok(text) => Ok(Completion {
+            Ok((text, usage)) => Ok(Completion {
                 text: without_nulls(&text),
                 attempts: 1,
+                usage,
             }),
             Err(error) => Err(BackendError { error, attempts: 1 }),
         }
@@ -170,6 +199,10 @@ impl ChatBackend for CodexCli {
 
     fn interrupt(&self) -> Interrupt {
         self.interrupt
+    }
+
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
     }
 }
 

@@ -12,6 +12,7 @@ use super::{MetaCall, MetaError, MetaOutcome};
 use crate::secret::Redactor;
 use crate::text::cut;
 use crate::timestamp::{Timestamp, human};
+use crate::usage::Usage;
 
 /// Invalid replies are answered by asking again, at most this many times.
 pub const MAX_REASKS: u32 = 3;
@@ -59,6 +60,7 @@ pub fn ask_checked<T: Reply, U>(
         request,
         replies: Vec::new(),
         error: None,
+        usage: Usage::of(backend.model(), None),
     };
     let format = ReplyFormat {
         kind,
@@ -74,6 +76,9 @@ pub fn ask_checked<T: Reply, U>(
             }
         };
         call.attempts += completion.attempts;
+        if let Some(used) = &completion.usage {
+            call.usage.tokens.get_or_insert_default().add(used);
+        }
         let kept = cut(&redactor.redact(&completion.text), MAX_REPLY_KEPT);
         call.replies.push(kept.clone());
         let Some(parsed) = parse_reply_masked::<T>(&completion.text, redactor, backend.interrupt())
@@ -119,6 +124,11 @@ fn finish<T>(
 ) -> MetaOutcome<T> {
     call.duration = clock.elapsed();
     let plural = if call.attempts == 1 { "" } else { "s" };
+    let tokens = match &call.usage.tokens {
+        Some(t) if !t.is_zero() => format!(", {} tokens", t.total()),
+        Some(_) => String::new(),
+        None => ", usage not reported".into(),
+    };
     // Masked once here, for the log, the record and the caller alike.
     let reply = reply.map_err(|e| match e {
         MetaError::Failed(m) => MetaError::Failed(redactor.redact(&m)),
@@ -126,14 +136,14 @@ fn finish<T>(
     });
     match &reply {
         Ok(_) => log::info!(
-            "meta {}: {}, {} attempt{plural}",
+            "meta {}: {}, {} attempt{plural}{tokens}",
             call.kind,
             human(call.duration),
             call.attempts
         ),
         Err(e) => {
             log::warn!(
-                "meta {} failed after {}, {} attempt{plural}: {e}",
+                "meta {} failed after {}, {} attempt{plural}{tokens}: {e}",
                 call.kind,
                 human(call.duration),
                 call.attempts

@@ -19,5 +19,5 @@ pub mod schema;
 pub mod scripted;
 
 pub use backend::{BackendError, ChatBackend, ChatMessage, Completion, ReplyFormat};
-pub use call::{MetaCall, MetaError, MetaOutcome};
+pub use call::{MetaCall, MetaError, MetaOutcome, usage_line};
 pub use conversation::MAX_REASKS;

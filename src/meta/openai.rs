@@ -12,10 +12,12 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{BackendError, ChatBackend, ChatMessage, Completion, MetaError};
+use crate::deadline::Deadline;
 use crate::interrupt::Interrupt;
 use crate::secret::{Redactor, Secret};
 use crate::text::cut;
 use crate::timestamp::human;
+use crate::usage::Tokens;
 
 /// Retries after the first attempt.
 pub const MAX_RETRIES: u32 = 3;
@@ -30,6 +32,9 @@ const BODY_SHOWN: usize = 300;
 /// Largest response body read.
 const MAX_BODY: u64 = 8 << 20;
 const TICK: Duration = Duration::from_millis(50);
+/// Why no request goes out any more.
+const DEADLINE_PASSED: &str =
+    "the task's deadline (runner.budget.max_duration_sec) has passed; no request was sent";
 
 /// The OpenAI Chat Completions backend.
 pub struct OpenAiChat {
@@ -38,6 +43,9 @@ pub struct OpenAiChat {
     model: String,
     temperature: Option<f64>,
     key: Secret,
+    /// Each request's own limit, cut to the time `deadline` leaves.
+    timeout: Duration,
+    deadline: Deadline,
     backoff_base: Duration,
     interrupt: Interrupt,
     redactor: Redactor,
@@ -64,6 +72,8 @@ impl OpenAiChat {
             model: model.to_string(),
             temperature,
             key,
+            timeout,
+            deadline: Deadline::none(),
             backoff_base: backoff_base(std::env::var(BACKOFF_ENV).ok().as_deref()),
             interrupt: Interrupt::never(),
             redactor: Redactor::default(),
@@ -80,6 +90,13 @@ impl OpenAiChat {
     /// Gives up waiting (for an answer or a backoff) once `interrupt` is set.
     pub fn interruptible(mut self, interrupt: Interrupt) -> Self {
         self.interrupt = interrupt;
+        self
+    }
+
+    /// Cuts each request's timeout and each backoff to the time `deadline` leaves,
+    /// and sends nothing once it has passed.
+    pub fn until(mut self, deadline: Deadline) -> Self {
+        self.deadline = deadline;
         self
     }
 
@@ -104,8 +121,9 @@ impl OpenAiChat {
         let url = self.url.clone();
         let auth = format!("Bearer {}", self.key.expose());
         let body = body.to_vec();
+        let (timeout, _) = self.deadline.cut(self.timeout);
         std::thread::spawn(move || {
-            let _ = tx.send(request(&agent, &url, &auth, body));
+            let _ = tx.send(request(&agent, &url, &auth, body, timeout));
         });
         loop {
             match rx.recv_timeout(TICK) {
@@ -136,9 +154,18 @@ enum Fault {
     Interrupted,
 }
 
-fn request(agent: &ureq::Agent, url: &str, auth: &str, body: Vec<u8>) -> Result<Answer, Fault> {
+fn request(
+    agent: &ureq::Agent,
+    url: &str,
+    auth: &str,
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Result<Answer, Fault> {
     let mut response = agent
         .post(url)
+        .config()
+        .timeout_global(Some(timeout))
+        .build()
         .header("Authorization", auth)
         .header("Content-Type", "application/json")
         .send(body)
@@ -221,10 +248,10 @@ fn body_problem(body: &str, redactor: &Redactor) -> String {
     cut(&redactor.redact(&message), BODY_SHOWN)
 }
 
-/// `choices[0].message.content`; an absent or null content is an empty reply (which
-/// then fails the reply checks and is asked again). A body that is not a completion
-/// (a proxy's page, a cut-off JSON document) is the problem text.
-fn content(body: &str, redactor: &Redactor) -> Result<String, String> {
+/// `choices[0].message.content` and the `usage`; an absent or null content is an
+/// empty reply (which then fails the reply checks and is asked again). A body that
+/// is not a completion (a proxy's page, a cut-off JSON document) is the problem text.
+fn content(body: &str, redactor: &Redactor) -> Result<(String, Option<Tokens>), String> {
     let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
         format!(
             "the response is not JSON ({e}): {}",
@@ -234,10 +261,27 @@ fn content(body: &str, redactor: &Redactor) -> Result<String, String> {
     let choice = value["choices"]
         .get(0)
         .ok_or("the response has no choices")?;
-    Ok(choice["message"]["content"]
+    let text = choice["message"]["content"]
         .as_str()
         .unwrap_or_default()
-        .to_string())
+        .to_string();
+    Ok((text, usage(&value["usage"])))
+}
+
+/// The Chat Completions `usage` object: `prompt_tokens`, `completion_tokens` and
+/// `prompt_tokens_details.cached_tokens` (0 when a server gives no details). None
+/// when there is no usage or its counts are not numbers: never guessed.
+fn usage(value: &serde_json::Value) -> Option<Tokens> {
+    let input_tokens = value["prompt_tokens"].as_u64()?;
+    let output_tokens = value["completion_tokens"].as_u64()?;
+    let cached_input_tokens = value["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    Some(Tokens {
+        input_tokens,
+        cached_input_tokens,
+        output_tokens,
+    })
 }
 
 /// Waits `d`, or less if interrupted; false when interrupted.
@@ -257,16 +301,32 @@ impl ChatBackend for OpenAiChat {
         self.interrupt
     }
 
+    fn model(&self) -> Option<&str> {
+        Some(&self.model)
+    }
+
     fn complete(&mut self, messages: &[ChatMessage]) -> Result<Completion, BackendError> {
         let body = self.body(messages);
         let mut attempts = 0;
         loop {
+            if self.deadline.passed() {
+                return Err(BackendError {
+                    error: MetaError::Failed(DEADLINE_PASSED.into()),
+                    attempts,
+                });
+            }
             attempts += 1;
             let fail = |error: MetaError| BackendError { error, attempts };
             let (problem, retry_after) = match self.send(&body) {
                 Ok(answer) if (200..300).contains(&answer.status) => {
                     match content(&answer.body, &self.redactor) {
-                        Ok(text) => return Ok(Completion { text, attempts }),
+                        Ok((text, usage)) => {
+                            return Ok(Completion {
+                                text,
+                                attempts,
+                                usage,
+                            });
+                        }
                         // Not a completion at all: a proxy or a broken link, worth
                         // another try. (A completion with bad content is re-asked.)
                         Err(e) => (format!("POST {}: {e}", self.url), None),
@@ -298,7 +358,9 @@ impl ChatBackend for OpenAiChat {
                     "{problem} (gave up after {attempts} attempts)"
                 ))));
             }
-            let wait = retry_wait(retry_after, self.backoff_base, attempts);
+            let (wait, _) = self
+                .deadline
+                .cut(retry_wait(retry_after, self.backoff_base, attempts));
             log::warn!("meta: {problem}; retrying in {}", human(wait));
             if !pause(wait, self.interrupt) {
                 return Err(fail(MetaError::Interrupted));
@@ -338,11 +400,11 @@ mod tests {
         let none = Redactor::default();
         assert_eq!(
             content(r#"{"choices":[{"message":{"content":"type: x"}}]}"#, &none),
-            Ok("type: x".into())
+            Ok(("type: x".into(), None))
         );
         assert_eq!(
             content(r#"{"choices":[{"message":{"content":null}}]}"#, &none),
-            Ok(String::new())
+            Ok((String::new(), None))
         );
         assert!(content(r#"{"choices":[]}"#, &none).is_err());
         assert!(
@@ -350,6 +412,34 @@ mod tests {
                 .unwrap_err()
                 .starts_with("the response is not JSON")
         );
+    }
+
+    #[test]
+    fn usage_is_read_as_reported_and_never_guessed() {
+        let read = |v: serde_json::Value| usage(&v);
+        assert_eq!(
+            read(json!({"prompt_tokens": 1000, "completion_tokens": 50,
+                        "prompt_tokens_details": {"cached_tokens": 200}})),
+            Some(Tokens {
+                input_tokens: 1000,
+                cached_input_tokens: 200,
+                output_tokens: 50
+            })
+        );
+        assert_eq!(
+            read(json!({"prompt_tokens": 7, "completion_tokens": 3}))
+                .map(|t| t.cached_input_tokens),
+            Some(0)
+        );
+        for absent in [
+            json!(null),
+            json!({}),
+            json!({"prompt_tokens": 7}),
+            json!({"prompt_tokens": "7", "completion_tokens": 3}),
+            json!({"prompt_tokens": -7, "completion_tokens": 3}),
+        ] {
+            assert_eq!(read(absent.clone()), None, "{absent}");
+        }
     }
 
     #[test]

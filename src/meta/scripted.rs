@@ -57,7 +57,11 @@ impl Scripted {
 impl ChatBackend for Scripted {
     fn complete(&mut self, _messages: &[ChatMessage]) -> Result<Completion, BackendError> {
         match self.replies.pop_front() {
-            Some(text) => Ok(Completion { text, attempts: 1 }),
+            Some(text) => Ok(Completion {
+                text,
+                attempts: 1,
+                usage: Some(Default::default()),
+            }),
             None => Err(BackendError {
                 error: MetaError::Failed(format!(
                     "the Meta script {} has no reply left (all {} used)",

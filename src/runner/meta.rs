@@ -1,8 +1,10 @@
 //! What the runner asks of Meta (SPEC §5): the three messages of `protocol`, sent
-//! through the generic exchange (`meta::conversation`) over a chat backend. The
-//! runner is generic over `Meta`, so its tests script the replies.
+//! through the generic exchange (`meta::conversation`) over a chat backend, and a
+//! replan's second `plan_task` (`replan`, SPEC §16). The runner is generic over
+//! `Meta`, so its tests script the replies.
 
 use super::protocol::{self, MessageType, NextAction, Plan};
+use super::replan;
 use crate::context::{Assessment, TaskContext};
 use crate::meta::conversation;
 use crate::meta::reply::Reply;
@@ -13,6 +15,10 @@ use crate::secret::Redactor;
 /// so a failed call still shows in the Task Note.
 pub trait Meta {
     fn plan_task(&mut self, ctx: &TaskContext) -> MetaOutcome<Plan>;
+    /// `plan_task` again, with the criteria so far and the loops' history, because
+    /// next_action answered `replan` for `reason`.
+    fn replan(&mut self, ctx: &TaskContext, reason: &str) -> MetaOutcome<Plan>;
+    /// A `replan` answer is valid only when `replan::offer` allows it.
     fn next_action(&mut self, ctx: &TaskContext) -> MetaOutcome<NextAction>;
     fn completion_assessment(&mut self, ctx: &TaskContext) -> MetaOutcome<Assessment>;
 }
@@ -47,8 +53,24 @@ impl<B: ChatBackend> Meta for MetaAgent<B> {
         self.call(MessageType::PlanTask, ctx)
     }
 
+    fn replan(&mut self, ctx: &TaskContext, reason: &str) -> MetaOutcome<Plan> {
+        let system = replan::system_prompt(self.system_prompt.as_deref());
+        let request = replan::request(ctx, reason);
+        conversation::ask(&mut self.backend, system, &request, &self.redactor)
+    }
+
     fn next_action(&mut self, ctx: &TaskContext) -> MetaOutcome<NextAction> {
-        self.call(MessageType::NextAction, ctx)
+        let kind = MessageType::NextAction;
+        let left = replan::offer(ctx).ok();
+        let system = protocol::system_prompt_offering(self.system_prompt.as_deref(), kind, left);
+        let request = protocol::request_offering(kind, ctx, left);
+        conversation::ask_checked::<NextAction, _>(
+            &mut self.backend,
+            system,
+            &request,
+            &self.redactor,
+            |next| replan::check(&next, ctx).map(|()| next),
+        )
     }
 
     fn completion_assessment(&mut self, ctx: &TaskContext) -> MetaOutcome<Assessment> {

@@ -1,14 +1,21 @@
 //! The task state machine (SPEC §4): PENDING → PLANNING → RUNNING ⇄ VALIDATING →
-//! COMPLETE | FAILED. Meta plans and decides; the sandbox runs the worker and the
-//! tests; `mark_complete` is a claim to be checked, not trusted; the test command
-//! gates completion; `max_loops` bounds the iterations.
+//! COMPLETE | FAILED, and RUNNING → PLANNING when Meta re-plans (`replan`, SPEC §16).
+//! Meta plans and decides; the sandbox runs the worker and the tests;
+//! `mark_complete` is a claim to be checked, not trusted; the test command gates
+//! completion; `max_loops` bounds the iterations, replans included. Every paid call
+//! is checked against the `budget` before and after it, and a loop that changed
+//! nothing again ends the task (`progress`).
 
+pub mod budget;
 pub mod meta;
+pub mod progress;
 pub mod protocol;
+pub mod replan;
 pub mod schema;
 
 use crate::agent::RunOutcome;
 use crate::context::{Criterion, TaskContext, TaskState};
+use crate::deadline::Deadline;
 use crate::interrupt::Interrupt;
 use crate::meta::{MetaError, MetaOutcome};
 use crate::task::TestSpec;
@@ -30,6 +37,7 @@ pub struct Runner<'a, M, S> {
     /// Called after every step with the latest state (writes the Task Note).
     checkpoint: &'a mut dyn FnMut(&TaskContext),
     interrupt: Interrupt,
+    deadline: Deadline,
 }
 
 impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
@@ -45,7 +53,15 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
             sandbox,
             checkpoint,
             interrupt,
+            deadline: Deadline::none(),
         }
+    }
+
+    /// Counts `deadline` (the one Meta and the sandbox cut their steps to) as the
+    /// end of `max_duration_sec`.
+    pub fn until(mut self, deadline: Deadline) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     /// Runs the task to COMPLETE or FAILED, then removes the sandbox.
@@ -69,12 +85,13 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         move_to(ctx, TaskState::Planning, "")?;
         if ctx.task.acceptance_criteria.is_empty() {
             let plan = self.ask(ctx, |meta, ctx| meta.plan_task(ctx))?;
-            ctx.criteria = plan.criteria;
+            ctx.set_criteria(plan.criteria, "planned by Meta");
             log::info!("planned {} acceptance criteria", ctx.criteria.len());
             move_to(ctx, TaskState::Running, "")?;
         } else {
             // A plan (SPEC §13) already fixed them: Meta is not asked to plan again.
-            ctx.criteria = given_criteria(&ctx.task.acceptance_criteria);
+            let given = given_criteria(&ctx.task.acceptance_criteria);
+            ctx.set_criteria(given, "given by the task");
             move_to(
                 ctx,
                 TaskState::Running,
@@ -84,12 +101,22 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         loop {
             let next = self.ask(ctx, |meta, ctx| meta.next_action(ctx))?;
             let number = ctx.loops + 1;
+            if next.action == replan::ACTION {
+                self.replan(ctx, number, &next.reason)?;
+                continue;
+            }
             let done = self.act(ctx, number, next)?;
             ctx.loops = number;
             move_to(ctx, TaskState::Validating, &done)?;
             if let Some(test) = ctx.task.test.clone() {
                 self.test(ctx, number, &test)?;
             }
+            let stalled = ctx.task.bounds.max_stalled_loops;
+            if progress::stalled(ctx, stalled) {
+                return Err(Stop::Failed(format!("no progress in {stalled} loops")));
+            }
+            // A task the assessment completes needs no further paid call: the budget
+            // is looked at before the next one, not after this one.
             let Some(why) = self.assess(ctx)? else {
                 move_to(ctx, TaskState::Complete, "all criteria passed")?;
                 return Ok(());
@@ -118,6 +145,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                     "worker run {number}/{max_loops}: {}",
                     first_line(&next.reason)
                 );
+                self.within_budget(ctx)?;
                 let run = self
                     .sandbox
                     .run_worker(number, &prompt)
@@ -135,6 +163,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                 if outcome == RunOutcome::Interrupted {
                     return Err(Stop::Interrupted);
                 }
+                self.within_budget(ctx)?;
                 Ok(format!("worker run {number} {}", outcome.as_str()))
             }
             "mark_complete" => {
@@ -143,9 +172,38 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                 Ok(format!("meta claims completion: {reason}"))
             }
             other => Err(Stop::Failed(format!(
-                "unknown action {other:?} from next_action (expected run_worker or mark_complete)"
+                "unknown action {other:?} from next_action (expected run_worker, mark_complete or replan)"
             ))),
         }
+    }
+
+    /// Asks Meta for new criteria (loop `number`), which replace the current ones.
+    /// `offer` is checked again: a Meta that let a refused `replan` through must not
+    /// get more loops or paid calls than the task allows.
+    fn replan(&mut self, ctx: &mut TaskContext, number: u32, reason: &str) -> Result<(), Stop> {
+        replan::offer(ctx).map_err(|why| {
+            Stop::Failed(format!(
+                "next_action answered replan, which is not available: {why}"
+            ))
+        })?;
+        let said = first_line(reason);
+        log::info!("loop {number}: meta re-plans the criteria: {said}");
+        move_to(ctx, TaskState::Planning, &format!("replan: {said}"))?;
+        let plan = self.ask(ctx, |meta, ctx| meta.replan(ctx, reason))?;
+        ctx.loops = number;
+        ctx.replans += 1;
+        ctx.set_criteria(plan.criteria, reason.trim());
+        log::info!(
+            "re-planned {} acceptance criteria (version {})",
+            ctx.criteria.len(),
+            ctx.criteria_versions.len()
+        );
+        move_to(
+            ctx,
+            TaskState::Running,
+            &format!("criteria version {}", ctx.criteria_versions.len()),
+        )?;
+        self.step_done(ctx)
     }
 
     /// Runs the task's test command.
@@ -208,12 +266,15 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         })
     }
 
-    /// One Meta call: recorded, checkpointed, its failure a stop.
+    /// One Meta call, if the budget allows it: recorded, checkpointed, its failure a
+    /// stop (the budget's, when the call ended because it ran out). The budget after
+    /// it is looked at before the next paid call.
     fn ask<T>(
         &mut self,
         ctx: &mut TaskContext,
         call: impl FnOnce(&mut M, &TaskContext) -> MetaOutcome<T>,
     ) -> Result<T, Stop> {
+        self.within_budget(ctx)?;
         let outcome = call(&mut self.meta, ctx);
         let kind = outcome.call.kind;
         ctx.meta_calls.push(outcome.call);
@@ -221,7 +282,26 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         match outcome.reply {
             Ok(reply) => Ok(reply),
             Err(MetaError::Interrupted) => Err(Stop::Interrupted),
-            Err(MetaError::Failed(e)) => Err(Stop::Failed(format!("meta {kind} failed: {e}"))),
+            Err(MetaError::Failed(e)) => {
+                self.within_budget(ctx)?;
+                Err(Stop::Failed(format!("meta {kind} failed: {e}")))
+            }
+        }
+    }
+
+    /// A stop once a limit of `runner.budget` is reached (recorded in the context).
+    fn within_budget(&mut self, ctx: &mut TaskContext) -> Result<(), Stop> {
+        let budget = ctx.task.bounds.budget;
+        if budget.is_unlimited() {
+            return Ok(());
+        }
+        let usage = ctx.usage();
+        match budget::exhausted(&budget, &usage, ctx.duration(), self.deadline.passed()) {
+            None => Ok(()),
+            Some(exhausted) => {
+                ctx.budget_exhausted = Some(exhausted.limit.as_str());
+                Err(Stop::Failed(exhausted.reason))
+            }
         }
     }
 

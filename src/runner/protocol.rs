@@ -50,6 +50,17 @@ No code fences, no prose.";
 /// The system prompt: the base text (default or `runner.meta.system_prompt`) and the
 /// exact reply schema for `kind`.
 pub fn system_prompt(base: Option<&str>, kind: MessageType) -> String {
+    system_prompt_offering(base, kind, None)
+}
+
+/// `system_prompt`, with `replan` offered in the next_action schema when `replans_left`
+/// is given (SPEC §16).
+pub fn system_prompt_offering(
+    base: Option<&str>,
+    kind: MessageType,
+    replans_left: Option<u32>,
+) -> String {
+    let next_action;
     let schema = match kind {
         MessageType::PlanTask => {
             "Plan the task: turn the PRD into acceptance criteria that can be checked.\n\
@@ -60,19 +71,23 @@ pub fn system_prompt(base: Option<&str>, kind: MessageType) -> String {
              \x20   description: <one checkable requirement>\n"
         }
         MessageType::NextAction => {
-            "Decide the next step. The worker is a coding agent (the task's worker CLI), working \
-             in the repository at /workspace/project; each worker_call.prompt must be complete on its own. After each \
-             worker run agent-runner runs the task's test command and asks you to assess completion.\n\
-             Reply schema:\n\
-             type: next_action\n\
-             decision:\n\
-             \x20 action: run_worker   # or mark_complete when every criterion is met\n\
-             \x20 reason: <why>\n\
-             worker_call:           # required when action is run_worker\n\
-             \x20 worker_type: codex-cli\n\
-             \x20 mode: exec\n\
-             \x20 prompt: |\n\
-             \x20   <instructions for the worker>\n"
+            next_action = format!(
+                "Decide the next step. The worker is a coding agent (the task's worker CLI), working \
+                 in the repository at /workspace/project; each worker_call.prompt must be complete on its own. After each \
+                 worker run agent-runner runs the task's test command and asks you to assess completion.\n\
+                 Reply schema:\n\
+                 type: next_action\n\
+                 decision:\n\
+                 {}\
+                 \x20 reason: <why>\n\
+                 worker_call:           # required when action is run_worker\n\
+                 \x20 worker_type: codex-cli\n\
+                 \x20 mode: exec\n\
+                 \x20 prompt: |\n\
+                 \x20   <instructions for the worker>\n",
+                action_line(replans_left)
+            );
+            &next_action
         }
         MessageType::CompletionAssessment => {
             "Assess the task now, from the last worker result and the last test result. List in \
@@ -92,8 +107,23 @@ pub fn system_prompt(base: Option<&str>, kind: MessageType) -> String {
     )
 }
 
+/// The next_action schema's line for `decision.action`, with `replan` when offered
+/// (`runner::replan`).
+fn action_line(replans_left: Option<u32>) -> String {
+    match replans_left {
+        None => "\x20 action: run_worker   # or mark_complete when every criterion is met\n".into(),
+        Some(left) => format!(
+            "\x20 action: run_worker   # or mark_complete when every criterion is met, or replan when \
+             the acceptance criteria themselves are wrong: plan_task is asked again with what each \
+             loop did and its criteria replace these (it costs a loop; {left} replan(s) left; no \
+             worker_call)\n"
+        ),
+    }
+}
+
+/// A `plan_task` request; a replan's adds to it (`runner::replan`).
 #[derive(Serialize)]
-struct PlanRequest<'a> {
+pub struct PlanRequest<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     task: PlanTaskInfo<'a>,
@@ -117,6 +147,9 @@ struct StepRequest<'a> {
     criteria_not_shown: Option<usize>,
     #[serde(rename = "loop")]
     loop_: LoopInfo,
+    /// next_action, when `replan` is offered: how many are left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replans_left: Option<u32>,
     state: &'static str,
     last_worker_result: WorkerInfo,
     last_test_result: TestInfo,
@@ -130,11 +163,31 @@ struct StepTaskInfo<'a> {
     test_command: Option<&'a str>,
 }
 
+/// A criterion as a request shows it (cut).
 #[derive(Serialize)]
-struct CriterionInfo {
+pub struct CriterionInfo {
     id: String,
     description: String,
     passed: bool,
+}
+
+/// The criteria as a request shows them: at most `MAX_CRITERIA_IN_REQUEST`, each
+/// cut, and how many were left out.
+pub fn criteria_info(criteria: &[Criterion]) -> (Vec<CriterionInfo>, Option<usize>) {
+    let shown = criteria
+        .iter()
+        .take(MAX_CRITERIA_IN_REQUEST)
+        .map(|c| CriterionInfo {
+            id: cut(&c.id, 40),
+            description: clean(&cut(&c.description, MAX_CRITERION_TEXT)),
+            passed: c.passed,
+        })
+        .collect();
+    let not_shown = criteria
+        .len()
+        .checked_sub(MAX_CRITERIA_IN_REQUEST)
+        .filter(|&n| n > 0);
+    (shown, not_shown)
 }
 
 #[derive(Serialize)]
@@ -179,18 +232,31 @@ struct TestInfo {
 
 /// The request YAML for `kind` (the user message).
 pub fn request(kind: MessageType, ctx: &TaskContext) -> String {
+    request_offering(kind, ctx, None)
+}
+
+/// The `plan_task` request's content.
+pub fn plan_request(ctx: &TaskContext) -> PlanRequest<'_> {
+    let task = &ctx.task;
+    PlanRequest {
+        kind: MessageType::PlanTask.as_str(),
+        task: PlanTaskInfo {
+            id: &task.id,
+            title: &task.title,
+            prd: &task.prd.text,
+            test_command: task.test.as_ref().map(|t| t.command.as_str()),
+        },
+    }
+}
+
+/// `request`; a next_action request says how many replans are left when
+/// `replans_left` is given (SPEC §16).
+pub fn request_offering(kind: MessageType, ctx: &TaskContext, replans_left: Option<u32>) -> String {
     let task = &ctx.task;
     let test_command = task.test.as_ref().map(|t| t.command.as_str());
+    let (acceptance_criteria, criteria_not_shown) = criteria_info(&ctx.criteria);
     let yaml = match kind {
-        MessageType::PlanTask => serde_yaml::to_string(&PlanRequest {
-            kind: kind.as_str(),
-            task: PlanTaskInfo {
-                id: &task.id,
-                title: &task.title,
-                prd: &task.prd.text,
-                test_command,
-            },
-        }),
+        MessageType::PlanTask => serde_yaml::to_string(&plan_request(ctx)),
         _ => serde_yaml::to_string(&StepRequest {
             kind: kind.as_str(),
             task: StepTaskInfo {
@@ -199,21 +265,8 @@ pub fn request(kind: MessageType, ctx: &TaskContext) -> String {
                 prd_summary: cut(&task.prd.text, MAX_PRD_SUMMARY),
                 test_command,
             },
-            acceptance_criteria: ctx
-                .criteria
-                .iter()
-                .take(MAX_CRITERIA_IN_REQUEST)
-                .map(|c| CriterionInfo {
-                    id: cut(&c.id, 40),
-                    description: clean(&cut(&c.description, MAX_CRITERION_TEXT)),
-                    passed: c.passed,
-                })
-                .collect(),
-            criteria_not_shown: ctx
-                .criteria
-                .len()
-                .checked_sub(MAX_CRITERIA_IN_REQUEST)
-                .filter(|&n| n > 0),
+            acceptance_criteria,
+            criteria_not_shown,
             // next_action is asked before its loop starts; the assessment after it ran.
             loop_: LoopInfo {
                 current: match kind {
@@ -222,11 +275,20 @@ pub fn request(kind: MessageType, ctx: &TaskContext) -> String {
                 },
                 max: task.meta.max_loops,
             },
+            replans_left: match kind {
+                MessageType::NextAction => replans_left,
+                _ => None,
+            },
             state: ctx.state.as_str(),
             last_worker_result: worker_info(ctx),
             last_test_result: test_info(ctx),
         }),
     };
+    encoded(kind, yaml)
+}
+
+/// A request's YAML, or a request that says it could not be encoded.
+pub fn encoded(kind: MessageType, yaml: Result<String, serde_yaml::Error>) -> String {
     yaml.unwrap_or_else(|e| {
         format!(
             "type: {}\nerror: cannot encode the request: {e}\n",
@@ -288,7 +350,7 @@ fn test_info(ctx: &TaskContext) -> TestInfo {
 
 /// Removes control characters (ANSI colour codes and the like) that would only be
 /// escaped into noise; keeps newlines and tabs.
-fn clean(text: &str) -> String {
+pub fn clean(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -318,7 +380,8 @@ pub struct Plan {
 /// `next_action` reply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NextAction {
-    /// `run_worker`, `mark_complete`, or anything else (which fails the task).
+    /// `run_worker`, `mark_complete`, `replan` (when offered), or anything else
+    /// (which fails the task).
     pub action: String,
     pub reason: String,
     /// Present (non-empty) for `run_worker`.
@@ -594,6 +657,7 @@ mod tests {
             changes: crate::worker::git::RepoChanges::Unknown,
             leftovers: None,
             privileges: vec![],
+            usage: Default::default(),
         });
         ctx.test_runs.push(TestRun {
             number: 1,

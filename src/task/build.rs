@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use super::auth;
+use super::bounds::{self, RawBounds};
 use super::document::RawDocument;
 use super::fields::{non_empty, one_line, required, seconds};
 use super::host::Host;
@@ -15,7 +16,8 @@ use super::raw::{RawPrd, RawTaskConfig, RawTaskV1, RawTest, RawWorker};
 use super::settings;
 use super::structure::inline;
 use super::{
-    DEFAULT_TEST_TIMEOUT_SEC, Login, MAX_ACCEPTANCE_CRITERIA, MetaSettings, Prd, PrdSource, Shape,
+    Bounds, DEFAULT_TEST_TIMEOUT_SEC, Login, MAX_ACCEPTANCE_CRITERIA, MetaBackend, MetaSettings,
+    Prd, PrdSource, Shape,
     Task, TestSpec, WorkerSettings,
 };
 use crate::secret::Redactor;
@@ -50,6 +52,14 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
     let criteria = problems.take(acceptance_criteria(section.acceptance_criteria));
     let repo = problems.take(repo);
     let runner = raw.runner.unwrap_or_default();
+    let bounds = bounds::bounds(
+        RawBounds {
+            pricing: runner.pricing,
+            budget: runner.budget,
+            max_stalled_loops: runner.max_stalled_loops,
+        },
+        problems,
+    );
     let meta = settings::meta(runner.meta.unwrap_or_default(), Shape::V1, host, problems);
     let (worker, login) = worker(
         runner.worker.unwrap_or_default(),
@@ -58,6 +68,8 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
         host,
         problems,
     );
+    let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
+    let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
     let (id, id_generated) = id?;
     Some(Task {
         shape: Shape::V1,
@@ -71,6 +83,7 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
         meta: meta?,
         worker: worker?,
         login: login?,
+        bounds: bounds?,
     })
 }
 
@@ -122,6 +135,14 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         problems.push(required("runner"));
     }
     let runner = runner.unwrap_or_default();
+    let bounds = bounds::bounds(
+        RawBounds {
+            pricing: runner.pricing,
+            budget: runner.budget,
+            max_stalled_loops: runner.max_stalled_loops,
+        },
+        problems,
+    );
     let meta = match runner.meta {
         None => problems.take(Err(required("runner.meta"))),
         Some(meta) => settings::meta(meta, Shape::TaskConfig, host, problems),
@@ -130,6 +151,8 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         None => (problems.take(Err(required("runner.worker"))), None),
         Some(raw) => worker(raw, Shape::TaskConfig, meta.as_ref(), host, problems),
     };
+    let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
+    let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
     Some(Task {
         shape: Shape::TaskConfig,
         id: id?,
@@ -145,7 +168,36 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         meta: meta?,
         worker: worker?,
         login: login?,
+        bounds: bounds?,
     })
+}
+
+/// Meta's settings, its model named as Meta's codex will run it: the worker's when
+/// Meta's codex takes it from a codex worker.
+fn codex_model_named(mut meta: MetaSettings, worker: Option<&WorkerSettings>) -> MetaSettings {
+    if let (MetaBackend::CodexCli(codex), Some(worker)) = (&meta.backend, worker) {
+        if let Some(model) = codex.model_next_to(worker) {
+            meta.model = model;
+        }
+    }
+    meta
+}
+
+/// `bounds`, unless a cost limit meets a model without a price (recorded).
+fn priced(
+    bounds: Option<Bounds>,
+    meta: Option<&MetaSettings>,
+    worker: Option<&WorkerSettings>,
+    problems: &mut InputErrors,
+) -> Option<Bounds> {
+    let bounds = bounds?;
+    if let (Some(meta), Some(worker)) = (meta, worker) {
+        if let Some(problem) = bounds::unpriced(&bounds, meta, worker) {
+            problems.push(problem);
+            return None;
+        }
+    }
+    Some(bounds)
 }
 
 /// `(id, generated)`; the id becomes part of a file name and a container name.

@@ -26,6 +26,16 @@ pub struct CodexMeta {
 }
 
 impl CodexMeta {
+    /// codex's `-m` next to `worker`: Meta's own, else the worker's when the worker is
+    /// codex too; None: codex's own default, whose name (and price) is not known.
+    pub fn model_next_to(&self, worker: &WorkerSettings) -> Option<String> {
+        match &self.model {
+            Some(model) => Some(model.clone()),
+            None if worker.kind.name() == CODEX.name() => worker.model.clone(),
+            None => None,
+        }
+    }
+
     /// The settings Meta's codex runs with, next to `worker`; each run may take up
     /// to `timeout` (`runner.meta.timeout_sec`), with or without output.
     pub fn worker_settings(&self, worker: &WorkerSettings, timeout: Duration) -> WorkerSettings {
@@ -38,11 +48,7 @@ impl CodexMeta {
                 .unwrap_or_else(|| worker.docker_image.clone()),
             max_run_time: timeout,
             idle_timeout: timeout,
-            model: match &self.model {
-                Some(model) => Some(model.clone()),
-                None if same_cli => worker.model.clone(),
-                None => None,
-            },
+            model: self.model_next_to(worker),
             extra_args: inherited(&self.extra_args, &worker.extra_args, same_cli),
             base_url: self.base_url.clone(),
             network: worker.network,

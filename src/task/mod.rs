@@ -8,6 +8,7 @@
 //! `worker_env`, `env_ref`, `paths`, `auth`) turns the raw document into a `Task`.
 
 mod auth;
+mod bounds;
 mod build;
 mod codex_meta;
 mod default_allow;
@@ -32,6 +33,7 @@ use std::time::Duration;
 
 pub use crate::agent::Login;
 pub use auth::resolve as resolve_login;
+pub use bounds::{DEFAULT_MAX_STALLED_LOOPS, unpriced};
 pub use codex_meta::CodexMeta;
 pub use fields::{MAX_SECONDS, is_one_line};
 pub use host::{Host, Var};
@@ -51,6 +53,8 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_API_KEY: &str = "env:OPENAI_API_KEY";
 pub const DEFAULT_DOCKER_IMAGE: &str = "agent-runner-codex:latest";
 pub const DEFAULT_MAX_LOOPS: u32 = 5;
+/// Default `runner.meta.max_replans` (SPEC §16).
+pub const DEFAULT_MAX_REPLANS: u32 = 2;
 pub const DEFAULT_META_TIMEOUT_SEC: u64 = 60;
 pub const DEFAULT_MAX_RUN_TIME_SEC: u64 = 1800;
 pub const DEFAULT_IDLE_TIMEOUT_SEC: u64 = 600;
@@ -93,6 +97,28 @@ pub struct Task {
     pub worker: WorkerSettings,
     /// How the worker's agent logs in in the container.
     pub login: Login,
+    /// Prices, the budget and the no-progress stop (SPEC §15).
+    pub bounds: Bounds,
+}
+
+/// `runner.pricing`, `runner.budget`, `runner.max_stalled_loops`.
+#[derive(Debug, Clone, Default)]
+pub struct Bounds {
+    pub pricing: crate::usage::Pricing,
+    pub budget: Budget,
+    /// Loops in a row with the same repository state and test outcome that end the
+    /// task; 0: never.
+    pub max_stalled_loops: u32,
+}
+
+/// `runner.budget`: limits for the whole task, each optional.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Budget {
+    /// Input plus output tokens, Meta and worker together.
+    pub max_tokens: Option<u64>,
+    pub max_cost_usd: Option<f64>,
+    /// Wall time of the whole task.
+    pub max_duration: Option<Duration>,
 }
 
 /// The PRD: the requirements text.
@@ -128,6 +154,8 @@ pub struct MetaSettings {
     /// Secrets masked.
     pub system_prompt: Option<String>,
     pub max_loops: u32,
+    /// How often Meta may re-plan the criteria in a run (0: never).
+    pub max_replans: u32,
     pub timeout: Duration,
 }
 

@@ -32,6 +32,9 @@ pub enum Kind {
     TextMap,
     /// A mapping with these keys.
     Section(&'static [Key]),
+    /// A mapping of names (chosen by the user, e.g. model names) to mappings with
+    /// these keys.
+    Map(&'static [Key]),
 }
 
 /// One key of a section.
@@ -147,6 +150,33 @@ raw_section! {
     RawRunner, RUNNER {
         meta: RawMeta = Kind::Section(META);
         worker: RawWorker = Kind::Section(WORKER);
+        /// Prices in USD per million tokens, by model: {input, cached_input, output}.
+        pricing: BTreeMap<String, RawPrice> = Kind::Map(PRICE);
+        budget: RawBudget = Kind::Section(BUDGET);
+        /// Loops in a row that leave the repository and the test outcome as they were before the task fails; 0: never; default 3.
+        max_stalled_loops: u64 = Kind::Integer;
+    }
+}
+
+raw_section! {
+    /// One model's entry in `runner.pricing`, in USD per million tokens.
+    RawPrice, PRICE {
+        input: f64 = Kind::Number;
+        /// Default: the input price.
+        cached_input: f64 = Kind::Number;
+        output: f64 = Kind::Number;
+    }
+}
+
+raw_section! {
+    /// `runner.budget`: limits for the whole task, each optional.
+    RawBudget, BUDGET {
+        /// Input plus output tokens of Meta and the worker together.
+        max_tokens: u64 = Kind::Integer;
+        /// Needs a price in runner.pricing for every model that runs.
+        max_cost_usd: f64 = Kind::Number;
+        /// Wall time of the whole task; every step's own limit is cut to the time left.
+        max_duration_sec: u64 = Kind::Integer;
     }
 }
 
@@ -163,6 +193,8 @@ raw_section! {
         temperature: f64 = Kind::Number;
         system_prompt: String = Kind::Text;
         max_loops: u64 = Kind::Integer;
+        /// How often Meta may replace the acceptance criteria during a run (`replan`); default 2, 0 = never.
+        max_replans: u64 = Kind::Integer;
         timeout_sec: u64 = Kind::Integer;
         script: String = Kind::Text;
         /// kind codex-cli: the image Meta's codex runs in; default: the worker's.

@@ -51,6 +51,24 @@ struct TestView<'a> {
 struct RunnerView<'a> {
     meta: MetaView<'a>,
     worker: WorkerView<'a>,
+    /// USD per million tokens, by model.
+    pricing: BTreeMap<&'a str, PriceView>,
+    budget: BudgetView,
+    max_stalled_loops: u32,
+}
+
+#[derive(Serialize)]
+struct PriceView {
+    input: f64,
+    cached_input: f64,
+    output: f64,
+}
+
+#[derive(Serialize)]
+struct BudgetView {
+    max_tokens: Option<u64>,
+    max_cost_usd: Option<f64>,
+    max_duration_sec: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -66,6 +84,7 @@ struct MetaView<'a> {
     temperature: Option<f64>,
     system_prompt: String,
     max_loops: u32,
+    max_replans: u32,
     timeout_sec: u64,
     /// kind codex-cli: what it runs with beside the worker's settings.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -177,6 +196,28 @@ pub fn resolved_yaml(task: &Task) -> String {
                     login_view(&task.login),
                 )]),
             },
+            pricing: task
+                .bounds
+                .pricing
+                .models
+                .iter()
+                .map(|(model, p)| {
+                    (
+                        model.as_str(),
+                        PriceView {
+                            input: p.input,
+                            cached_input: p.cached_input,
+                            output: p.output,
+                        },
+                    )
+                })
+                .collect(),
+            budget: BudgetView {
+                max_tokens: task.bounds.budget.max_tokens,
+                max_cost_usd: task.bounds.budget.max_cost_usd,
+                max_duration_sec: task.bounds.budget.max_duration.map(|d| d.as_secs()),
+            },
+            max_stalled_loops: task.bounds.max_stalled_loops,
         },
     };
     serde_yaml::to_string(&view).unwrap_or_else(|e| format!("# cannot show the task: {e}\n"))
@@ -212,6 +253,7 @@ fn meta_view(task: &Task) -> MetaView<'_> {
             None => "default".into(),
         },
         max_loops: meta.max_loops,
+        max_replans: meta.max_replans,
         timeout_sec: meta.timeout.as_secs(),
         docker_image: codex.map(|c| {
             c.docker_image

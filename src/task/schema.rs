@@ -102,7 +102,7 @@ fn leaf(kind: Kind) -> Value {
         Kind::Number => json!({"type": "number"}),
         Kind::TextList => json!({"type": "array", "items": {"type": "string"}}),
         Kind::TextMap => json!({"type": "object", "additionalProperties": {"type": "string"}}),
-        Kind::Any | Kind::Section(_) => json!({}),
+        Kind::Any | Kind::Section(_) | Kind::Map(_) => json!({}),
     }
 }
 

@@ -14,8 +14,9 @@ use super::raw::{RawLimits, RawMeta, RawWorker};
 use super::worker_env;
 use super::{
     ApiKey, DEFAULT_API_KEY, DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, DEFAULT_IDLE_TIMEOUT_SEC,
-    DEFAULT_MAX_LOOPS, DEFAULT_MAX_RUN_TIME_SEC, DEFAULT_META_MODEL, DEFAULT_META_TIMEOUT_SEC,
-    DEFAULT_PIDS_LIMIT, MetaBackend, MetaSettings, Network, Shape, WorkerLimits, WorkerSettings,
+    DEFAULT_MAX_LOOPS, DEFAULT_MAX_REPLANS, DEFAULT_MAX_RUN_TIME_SEC, DEFAULT_META_MODEL,
+    DEFAULT_META_TIMEOUT_SEC, DEFAULT_PIDS_LIMIT, MetaBackend, MetaSettings, Network, Shape,
+    WorkerLimits, WorkerSettings,
 };
 use super::{CODEX_DEFAULT_MODEL, CodexMeta, DEFAULT_CODEX_META_TIMEOUT_SEC};
 use crate::agent::{self, Kind, Login};
@@ -94,6 +95,7 @@ pub fn meta(
         t => Some(t),
     };
     let max_loops = problems.take(max_loops(raw.max_loops));
+    let max_replans = problems.take(max_replans(raw.max_replans));
     let timeout = if codex {
         problems.take(seconds(
             raw.timeout_sec,
@@ -127,6 +129,7 @@ pub fn meta(
         temperature: temperature?,
         system_prompt: non_empty(raw.system_prompt),
         max_loops: max_loops?,
+        max_replans: max_replans?,
         timeout: timeout?,
     })
 }
@@ -206,6 +209,19 @@ fn max_loops(value: Option<u64>) -> Result<u32, InputError> {
         _ => Err(InputError::new(
             "runner.meta.max_loops",
             format!("must be between 1 and {MAX_LOOPS} (got {loops})"),
+        )),
+    }
+}
+
+/// `runner.meta.max_replans`: each replan is a paid `plan_task` and counts as a loop,
+/// so it is bounded like the loops.
+fn max_replans(value: Option<u64>) -> Result<u32, InputError> {
+    let replans = value.unwrap_or(u64::from(DEFAULT_MAX_REPLANS));
+    match u32::try_from(replans) {
+        Ok(n) if replans <= MAX_LOOPS => Ok(n),
+        _ => Err(InputError::new(
+            "runner.meta.max_replans",
+            format!("must be between 0 and {MAX_LOOPS} (got {replans})"),
         )),
     }
 }

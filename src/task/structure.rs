@@ -193,6 +193,7 @@ impl Walk<'_, '_> {
             },
             Kind::TextList => self.text_list(value),
             Kind::TextMap => self.text_map(value),
+            Kind::Map(keys) => self.named_sections(value, keys),
             Kind::Section(keys) => match value {
                 Value::Mapping(map) => Some(Value::Mapping(self.section(map, keys))),
                 _ => {
@@ -249,6 +250,32 @@ impl Walk<'_, '_> {
                         out.insert(Value::String(name), text);
                     }
                 }
+            }
+            self.path.pop();
+        }
+        Some(Value::Mapping(out))
+    }
+}
+
+impl Walk<'_, '_> {
+    /// A mapping of names to sections with `keys` (`runner.pricing`).
+    fn named_sections(&mut self, value: &Value, keys: &'static [Key]) -> Option<Value> {
+        let Value::Mapping(map) = value else {
+            self.type_error("a mapping of names to mappings", value);
+            return None;
+        };
+        let mut out = Mapping::new();
+        for (key, item) in map {
+            let name = scalar_text(key);
+            self.path
+                .push(Segment::Key(name.clone().unwrap_or_else(|| inline(key))));
+            match (name, item) {
+                (None, _) => self.type_error("a name as the key", key),
+                (Some(name), Value::Mapping(inner)) => {
+                    let clean = self.section(inner, keys);
+                    out.insert(Value::String(name), Value::Mapping(clean));
+                }
+                (Some(_), other) => self.type_error("a mapping", other),
             }
             self.path.pop();
         }

@@ -27,6 +27,7 @@ use super::privileges::{self, Finding, Fix};
 use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
 use crate::agent::{Exit, RunSpec, Transcript, classify};
+use crate::deadline::Deadline;
 use crate::egress::{self, Egress};
 use crate::fs::Dir;
 use crate::interrupt::Interrupt;
@@ -58,6 +59,8 @@ pub struct SandboxConfig {
     pub redactor: Redactor,
     /// Stops worker and test runs (and waiting for the container) when set.
     pub interrupt: Interrupt,
+    /// The task's deadline: each run's own limit is cut to the time it leaves.
+    pub deadline: Deadline,
 }
 
 /// The Docker sandbox; see the module documentation.
@@ -65,6 +68,7 @@ pub struct DockerSandbox {
     spec: ContainerSpec,
     logs: Dir,
     redactor: Redactor,
+    deadline: Deadline,
     container: Option<Container>,
     /// The egress proxy, while the container runs (network allowlist).
     egress: Option<Egress>,
@@ -98,6 +102,7 @@ impl DockerSandbox {
             },
             logs: config.logs,
             redactor: config.redactor,
+            deadline: config.deadline,
             container: None,
             egress: None,
             egress_done: None,
@@ -172,8 +177,9 @@ impl DockerSandbox {
             .args(Envelope::wrap(Mode::Worker, &keep_pid, command))
             .stdin(envelope.stdin(prompt.as_bytes()));
         let settings = &self.spec.worker;
+        let (wall, cut) = self.deadline.cut(settings.max_run_time);
         let limits = Limits {
-            wall: Some(settings.max_run_time),
+            wall: Some(wall),
             idle: Some(settings.idle_timeout),
             grace: Duration::from_secs(2),
             interrupt: self.spec.interrupt,
@@ -205,7 +211,14 @@ impl DockerSandbox {
             Ending::Interrupted => Exit::Interrupted,
             Ending::Exited => finished.code().map_or(Exit::Signal, Exit::Code),
         };
-        let (outcome, summary) = classify(kind.program(), &transcript, exit, &stderr);
+        let (outcome, mut summary) = classify(kind.program(), &transcript, exit, &stderr);
+        if cut && finished.ending == Ending::TimedOut {
+            summary = format!(
+                "Stopped at the task's deadline (runner.budget.max_duration_sec), {} into the run; the worker was stopped.",
+                crate::timestamp::human(finished.duration)
+            );
+        }
+        let usage = transcript.usage_for(self.spec.worker.model.as_deref());
         Ok(WorkerRun {
             number,
             started,
@@ -221,6 +234,7 @@ impl DockerSandbox {
             changes: RepoChanges::from_snapshots(report.git_before, report.git_after, report.diff),
             leftovers: report.stopped,
             privileges: self.sweep_after_run()?,
+            usage,
         })
     }
 
@@ -417,7 +431,7 @@ impl Sandbox for DockerSandbox {
             .args(Envelope::wrap(Mode::Test, &keep_pid, &command))
             .stdin(envelope.stdin(b""));
         let limits = Limits {
-            wall: Some(test.timeout),
+            wall: Some(self.deadline.cut(test.timeout).0),
             idle: None,
             grace: Duration::from_secs(2),
             interrupt: self.spec.interrupt,

@@ -9,7 +9,8 @@
 //! ~60 ms, a snapshot a few ms.
 //!
 //! Worker run: snapshot before → the command (stdin: the prompt) → stop leftovers →
-//! snapshot after (+ `git diff --numstat` when tracked files changed).
+//! snapshot after (+ `git diff --numstat` when tracked files changed, + the line
+//! counts of untracked files when there are some).
 //! Test run: the command (stdin empty) → stop leftovers.
 //! Stop (after a timeout or interrupt, as its own exec): stop leftovers (the
 //! interrupted command among them) → snapshot after, for worker runs.
@@ -236,7 +237,15 @@ impl EnvelopeReader {
             missing_command: text("missing").map(|t| t.trim().to_string()),
             git_before: text("git-before").map(|t| Snapshot::parse(&t)),
             git_after: text("git-after").map(|t| Snapshot::parse(&t)),
-            diff: text("numstat").map(|t| git::parse_numstat(&t)),
+            diff: match (text("numstat"), text("untracked")) {
+                (None, None) => None,
+                (numstat, untracked) => Some(
+                    git::parse_numstat(&numstat.unwrap_or_default())
+                        .into_iter()
+                        .chain(git::parse_untracked(&untracked.unwrap_or_default()))
+                        .collect(),
+                ),
+            },
             stopped: text("stopped").and_then(|t| {
                 let mut numbers = t.split_whitespace().map(str::parse::<u32>);
                 match (numbers.next(), numbers.next()) {
@@ -309,7 +318,8 @@ mod tests {
             "\x1e{nonce} started\n\x1e{nonce} end\n\x1e{nonce} git-before\n# branch.oid abc\n# branch.head main\nexit 0\n\x1e{nonce} end\n\
              {output}\x1e{nonce} stopped\n2 0\n\x1e{nonce} end\n\
              \x1e{nonce} git-after\n# branch.oid abc\n1 .M N... 100644 100644 100644 a b f.txt\n? new.txt\nexit 0\n\x1e{nonce} end\n\
-             \x1e{nonce} numstat\n3\t1\tf.txt\n\x1e{nonce} end\n"
+             \x1e{nonce} numstat\n3\t1\tf.txt\n\x1e{nonce} end\n\
+             \x1e{nonce} untracked\n2 new.txt\n\x1e{nonce} end\n"
         )
         .into_bytes()
     }
@@ -332,11 +342,18 @@ mod tests {
         assert_eq!(after.status, [" M f.txt", "?? new.txt"]);
         assert_eq!(
             report.diff,
-            Some(vec![DiffStat {
-                added: Some(3),
-                deleted: Some(1),
-                path: "f.txt".into()
-            }])
+            Some(vec![
+                DiffStat {
+                    added: Some(3),
+                    deleted: Some(1),
+                    path: "f.txt".into()
+                },
+                DiffStat {
+                    added: Some(2),
+                    deleted: Some(0),
+                    path: "new.txt".into()
+                }
+            ])
         );
     }
 

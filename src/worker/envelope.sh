@@ -57,6 +57,14 @@ snapshot() {
   case "$st" in "# branch.oid "*) head=${st#\# branch.oid }; head=${head%%
 *} ;; esac
   if [ "$1" = before ]; then before=$head; return; fi
+  # Untracked files count in the diff stat as new ones would: lines each.
+  case "$st" in *"
+? "*)
+    mark untracked
+    (cd __PROJECT__ && gitc ls-files -z -o --exclude-standard -- ':!:.agent-runner' 2>/dev/null \
+      | xargs -0 -r wc -l 2>/dev/null)
+    mark end ;;
+  esac
   [ -n "$before" ] && [ "$before" != "(initial)" ] || return
   changed=0
   [ "$head" = "$before" ] || changed=1

@@ -203,9 +203,46 @@ pub fn parse_numstat(output: &str) -> Vec<DiffStat> {
         .collect()
 }
 
+/// Parses `wc -l` over the untracked files into diff stats of new files (lines
+/// added, none deleted); `.agent-runner/` left out. With more than one file, wc's
+/// last line is the total, whatever the files are called.
+pub fn parse_untracked(output: &str) -> Vec<DiffStat> {
+    let mut lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.len() > 1 {
+        lines.pop();
+    }
+    lines
+        .into_iter()
+        .filter_map(|line| {
+            let (count, path) = line.trim_start().split_once(' ')?;
+            (!path.starts_with(".agent-runner/")).then(|| DiffStat {
+                added: count.parse().ok(),
+                deleted: Some(0),
+                path: path.to_string(),
+            })
+        })
+        .take(MAX_STATUS_LINES)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn untracked_files_count_as_new_lines() {
+        let new = |n: u64, path: &str| DiffStat {
+            added: Some(n),
+            deleted: Some(0),
+            path: path.into(),
+        };
+        assert_eq!(parse_untracked("      3 a b.txt\n"), [new(3, "a b.txt")]);
+        assert_eq!(
+            parse_untracked("  3 a.txt\n  0 total\n  3 total\n"),
+            [new(3, "a.txt"), new(0, "total")]
+        );
+        assert_eq!(parse_untracked(""), []);
+    }
 
     fn state(lines: &[&str]) -> GitState {
         GitState {

@@ -18,6 +18,7 @@ use std::time::Duration;
 pub use crate::agent::{RunOutcome, Transcript};
 use crate::task::TestSpec;
 use crate::timestamp::Timestamp;
+use crate::usage::Usage;
 use envelope::Leftovers;
 use git::RepoChanges;
 use privileges::Finding;
@@ -50,6 +51,8 @@ pub struct WorkerRun {
     pub leftovers: Option<Leftovers>,
     /// Setuid/setgid files and device nodes found in the repository afterwards.
     pub privileges: Vec<Finding>,
+    /// The model and the tokens the worker's event stream reported (SPEC §15).
+    pub usage: Usage,
 }
 
 /// One run of the task's test command.

@@ -98,6 +98,8 @@ impl Scratch {
             login: config.login,
             redactor: config.redactor,
             interrupt: config.interrupt,
+            // Each request's limit is cut by its caller (`ask`'s `limit`).
+            deadline: crate::deadline::Deadline::none(),
         });
         Ok(Scratch {
             sandbox,

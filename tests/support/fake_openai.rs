@@ -84,6 +84,20 @@ impl Answer {
         }
     }
 
+    /// This chat completion with a `usage` object: `prompt` tokens (`cached` of
+    /// them cached) and `completion` tokens, as the Chat Completions API reports.
+    pub fn with_usage(mut self, prompt: u64, cached: u64, completion: u64) -> Self {
+        let mut body: serde_json::Value = serde_json::from_str(&self.body).unwrap();
+        body["usage"] = serde_json::json!({
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        });
+        self.body = body.to_string();
+        self
+    }
+
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.into(), value.into()));
         self

@@ -88,12 +88,18 @@ impl Pipeline {
         }
     }
 
-    /// Writes the builder and Meta scripts and `extra` defaults, then `workspace init --defaults`.
+    /// Writes the builder and Meta scripts and `extra` defaults, then `workspace init
+    /// --defaults`. Attempts need no test (`require_test: false`) unless `extra` says.
     pub fn init(&self, builder: &str, meta: &str, extra: &str) -> &Self {
         self.scratch.file("builder.yaml", builder);
         self.scratch.file("meta.yaml", meta);
+        let require = if extra.contains("require_test") {
+            ""
+        } else {
+            "require_test: false\n"
+        };
         let defaults = format!(
-            "builder: {{kind: scripted, script: builder.yaml}}\nrunner:\n  meta: {{kind: scripted, script: meta.yaml}}\n  worker: {{docker_image: \"{TEST_IMAGE}\", network: none}}\n{extra}"
+            "builder: {{kind: scripted, script: builder.yaml}}\nrunner:\n  meta: {{kind: scripted, script: meta.yaml}}\n  worker: {{docker_image: \"{TEST_IMAGE}\", network: none}}\n{require}{extra}"
         );
         self.init_with("defaults.yaml", &defaults)
     }

@@ -47,7 +47,10 @@ pub fn build(
             .as_deref()
             .map_or(String::new(), |m| format!(" ({m})"))
     );
-    let outcome = ask(defaults, request, var, interrupt, work, &mut log);
+    let mut usage = None;
+    let outcome = ask(
+        defaults, request, var, interrupt, work, &mut log, &mut usage,
+    );
     if let Err(e) = &outcome {
         let _ = writeln!(log, "error: {e}");
     }
@@ -60,6 +63,7 @@ pub fn build(
         },
         duration: clock.elapsed(),
         log,
+        usage,
     }
 }
 
@@ -70,6 +74,7 @@ fn ask(
     interrupt: Interrupt,
     work: &Path,
     log: &mut String,
+    usage: &mut Option<crate::usage::Usage>,
 ) -> Result<Mapping, String> {
     let scratch = work.join("codex-builder");
     let _ = std::fs::remove_dir_all(&scratch);
@@ -92,7 +97,7 @@ fn ask(
         .runner_meta("model")
         .unwrap_or(DEFAULT_META_MODEL)
         .to_string();
-    let prompt = codex_prompt(&request.to_yaml(), &request.raw_prompt, &model);
+    let prompt = codex_prompt(request, &model);
     let _ = writeln!(
         log,
         "image: {}\n\n--- request ---\n{}",
@@ -114,6 +119,7 @@ fn ask(
     let answer = sandbox.ask(&prompt, &crate::task::task_config_schema(), limit);
     sandbox.shutdown();
     let answer = answer.map_err(|e| format!("codex could not run: {e}"))?;
+    *usage = Some(answer.run.usage.clone());
     let run = &answer.run;
     let _ = writeln!(
         log,

@@ -23,6 +23,7 @@ use crate::interrupt::Interrupt;
 use crate::meta::{ChatBackend, MetaError};
 use crate::secret::Redactor;
 use crate::task::DEFAULT_META_MODEL;
+use crate::usage::Usage;
 use reply::BuiltConfig;
 pub use request::{BuildRequest, DependencySummary};
 
@@ -35,6 +36,8 @@ pub struct Build {
     pub duration: Duration,
     /// The exchange, secrets masked, for `builder.log`.
     pub log: String,
+    /// What the builder's one paid call used (SPEC §15); None when no call was made.
+    pub usage: Option<Usage>,
 }
 
 /// Asks the workspace's Task Builder for a TaskConfig for `request`; `work` is the
@@ -88,12 +91,13 @@ pub fn build(
                 config: Err(e),
                 builder: settings.kind.as_str().into(),
                 duration: Duration::ZERO,
+                usage: None,
             };
         }
     };
     let outcome = crate::meta::conversation::ask::<BuiltConfig>(
         backend.as_mut(),
-        request::system_prompt(&model),
+        request::system_prompt(request, &model),
         &request.to_yaml(),
         &redactor,
     );
@@ -108,5 +112,6 @@ pub fn build(
             }),
         builder: label,
         duration: outcome.call.duration,
+        usage: Some(outcome.call.usage),
     }
 }

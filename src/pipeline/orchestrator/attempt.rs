@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use super::child;
 use super::recording;
 use super::task_config::{self, Invariants};
+use super::test_choice;
 use crate::fs::atomic;
 use crate::interrupt::Interrupt;
 use crate::pipeline::Workspace;
@@ -21,6 +22,7 @@ use crate::pipeline::clones::spare::Spares;
 use crate::pipeline::clones::{self, AttemptClone};
 use crate::pipeline::queue::status::TaskStatus;
 use crate::pipeline::store::id;
+use crate::pipeline::store::pinned_test::{NO_TEST, TestSource};
 use crate::pipeline::store::task_file::{Attempt, AttemptStatus, TaskView};
 use crate::pipeline::store::task_store::TaskStore;
 use crate::process::Ending;
@@ -28,6 +30,7 @@ use crate::secret::Redactor;
 use crate::task::WorkerSettings;
 use crate::text::{cut, one_line};
 use crate::timestamp::{Timestamp, human};
+use crate::usage::{Account, ModelUsage};
 
 /// What every attempt of one orchestrator shares.
 #[derive(Clone)]
@@ -85,11 +88,26 @@ struct Ran {
     error: Option<String>,
     result: Option<Box<serde_json::value::RawValue>>,
     branch: Option<String>,
+    /// Where the test came from, once chosen.
+    test_source: Option<TestSource>,
+    /// The runner's `verified`, when it ran.
+    verified: Option<bool>,
+}
+
+/// How an attempt ended, for the orchestrator's tally.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Finished {
+    pub status: AttemptStatus,
+    /// The run's and the Task Builder's tokens (None: not recorded).
+    pub tokens: Option<u64>,
+    /// Their cost (None: not known).
+    pub cost_usd: Option<f64>,
 }
 
 /// Runs the attempt and records it; returns its status, failed when it could not be
-/// recorded (whatever the runner said: nobody can see it succeeded).
-pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
+/// recorded (whatever the runner said: nobody can see it succeeded), and what it
+/// spent.
+pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished {
     let ws = &setup.ws;
     let job_id = &claimed.job_id;
     let task = &claimed.task.record;
@@ -97,13 +115,22 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
     let clock = Instant::now();
     let log_dir = ws.job_log_dir(job_id);
     let config_path = log_dir.join("task-config.yaml");
+    let mut builder_usage = None;
     let ran = match &claimed.refusal {
         Some(reason) => failed(reason.clone()),
         None => match crate::pipeline::store::workspace::create_dir(&log_dir) {
-            Ok(()) => attempt(setup, &claimed, &log_dir, &config_path, &mut place),
+            Ok(()) => attempt(
+                setup,
+                &claimed,
+                &log_dir,
+                &config_path,
+                &mut place,
+                &mut builder_usage,
+            ),
             Err(e) => failed(format!("cannot create {}: {e}", log_dir.display())),
         },
     };
+    let (usage, budget) = spent(ran.result.as_deref());
     let attempt = Attempt {
         attempt_id: id::new_attempt_id(),
         job_id: job_id.clone(),
@@ -117,32 +144,71 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> AttemptStatus {
         task_config: config_path.display().to_string(),
         branch: ran.branch,
         log_dir: log_dir.display().to_string(),
+        test_source: ran.test_source,
+        // Only a succeeded attempt is verified (bringing its branch back can still fail it).
+        verified: ran
+            .verified
+            .map(|v| v && ran.status == AttemptStatus::Succeeded),
+        usage,
+        budget,
+        builder_usage,
     };
     let status = attempt.status.as_str();
     let reason = attempt
         .error
         .as_deref()
         .map_or(String::new(), |e| format!(": {}", cut(&one_line(e), 300)));
+    let spend = spend_line(&attempt);
+    let spent = |status| Finished {
+        status,
+        tokens: attempt.total_tokens(),
+        cost_usd: attempt.cost_usd(),
+    };
     match recording::record(ws, &attempt) {
         Ok(path) => {
             // Recorded: recovery has nothing to put back.
             clones::forget(&log_dir);
             log::info!(
-                "job {job_id}: finished task {}: {status} in {}{reason}; result {}",
+                "job {job_id}: finished task {}: {status} in {}{spend}{reason}; result {}",
                 task.id,
                 human(clock.elapsed()),
                 path.display()
             );
-            attempt.status
+            spent(attempt.status)
         }
         Err(e) => {
             log::error!(
                 "job {job_id}: finished task {}: {status}{reason}; but cannot record it: {e}",
                 task.id
             );
-            AttemptStatus::Failed
+            spent(AttemptStatus::Failed)
         }
     }
+}
+
+/// The runner's `usage` and `budget`, from its result.
+fn spent(result: Option<&RawValue>) -> (Option<Account>, Option<serde_json::Value>) {
+    #[derive(serde::Deserialize)]
+    struct Spent {
+        usage: Option<serde_json::Value>,
+        budget: Option<serde_json::Value>,
+    }
+    let Some(spent) = result.and_then(|r| serde_json::from_str::<Spent>(r.get()).ok()) else {
+        return (None, None);
+    };
+    let usage = spent.usage.and_then(|u| serde_json::from_value(u).ok());
+    (usage, spent.budget.filter(serde_json::Value::is_object))
+}
+
+/// `, 1234 tokens, $0.05` for the log line, when known.
+fn spend_line(attempt: &Attempt) -> String {
+    let tokens = attempt
+        .total_tokens()
+        .map_or(String::new(), |t| format!(", {t} tokens"));
+    let cost = attempt
+        .cost_usd()
+        .map_or(String::new(), |c| format!(", ${}", crate::usage::usd(c)));
+    format!("{tokens}{cost}")
 }
 
 fn failed(error: String) -> Ran {
@@ -151,6 +217,8 @@ fn failed(error: String) -> Ran {
         error: Some(error),
         result: None,
         branch: None,
+        test_source: None,
+        verified: None,
     }
 }
 
@@ -160,6 +228,7 @@ fn attempt(
     log_dir: &Path,
     config_path: &Path,
     place: &mut Place,
+    builder_usage: &mut Option<ModelUsage>,
 ) -> Ran {
     let ws = &setup.ws;
     let run_dir = if setup.isolated {
@@ -168,27 +237,37 @@ fn attempt(
         ws.root_dir.clone()
     };
     let steps = (|| {
-        let (yaml, builder, took) = build(setup, claimed, log_dir, &run_dir)?;
-        let clone = clone(setup, claimed)?;
-        let config = checked(&yaml, log_dir, config_path)?;
+        let (yaml, builder, took, test_source) =
+            build(setup, claimed, log_dir, &run_dir, builder_usage)?;
+        // From here on, a failed attempt still says where its test came from.
+        let sourced = |ran: Ran| Ran {
+            test_source: Some(test_source),
+            ..ran
+        };
+        let clone = clone(setup, claimed).map_err(sourced)?;
+        let config = checked(&yaml, log_dir, config_path).map_err(sourced)?;
         log::info!(
-            "job {}: built the TaskConfig with the {} builder in {}: {}",
+            "job {}: built the TaskConfig with the {} builder in {} (test: {}): {}",
             claimed.job_id,
             builder,
             human(took),
+            test_source.as_str(),
             config_path.display()
         );
         // The bundler (shared by all attempts) starts alongside the first runner.
         if setup.interrupt.is_set() {
-            return Err(failed("interrupted".into()));
+            return Err(sourced(failed("interrupted".into())));
         }
         if clone.is_some() {
-            setup.bundlers.start(&config.worker).map_err(failed)?;
+            setup
+                .bundlers
+                .start(&config.worker)
+                .map_err(|e| sourced(failed(e)))?;
         }
-        Ok((yaml, clone, config))
+        Ok((yaml, clone, config, test_source))
     })();
     match steps {
-        Ok((yaml, clone, config)) => {
+        Ok((yaml, clone, config, test_source)) => {
             let kept = clone.as_ref().map(|c| c.dir.clone());
             let mut ran = run_and_bring_back(
                 setup,
@@ -203,6 +282,7 @@ fn attempt(
                 let error = ran.error.take().unwrap_or_default();
                 ran.error = Some(format!("{error} ({})", kept_clone(&dir)));
             }
+            ran.test_source = Some(test_source);
             ran
         }
         Err(ran) => ran,
@@ -220,14 +300,17 @@ pub fn kept_clone(dir: &Path) -> String {
 }
 
 /// The Task Builder's draft for the claimed task, completed with the invariants
-/// (the attempt runs in `run_dir`): the TaskConfig YAML, the builder (for messages)
-/// and how long it took.
+/// (the attempt runs in `run_dir`) and the test chosen (`test_choice`): the
+/// TaskConfig YAML, the builder (for messages), how long it took, and where the test
+/// came from. With no test from any source where the workspace requires one, the
+/// attempt fails here, before anything else starts.
 fn build(
     setup: &Setup,
     claimed: &Claimed,
     log_dir: &Path,
     run_dir: &Path,
-) -> Result<(String, String, Duration), Ran> {
+    builder_usage: &mut Option<ModelUsage>,
+) -> Result<(String, String, Duration, TestSource), Ran> {
     let ws = &setup.ws;
     let task = &claimed.task.record;
     let request = BuildRequest {
@@ -238,30 +321,52 @@ fn build(
         root_dir: ws.root_dir.display().to_string(),
         repo_overview: builder::overview::repo_overview(&ws.root_dir),
         depends_on: dependency_summaries(ws, &claimed.task),
+        pinned_test: task
+            .plan
+            .test
+            .as_ref()
+            .or(ws.defaults.pinned_test())
+            .map(|t| t.command.clone()),
     };
     let var = |name: &str| std::env::var(name).ok();
     let builder::Build {
         config,
         builder,
         duration,
-        log,
+        mut log,
+        usage,
     } = builder::build(&ws.defaults, &request, &var, setup.interrupt, log_dir);
+    *builder_usage = usage.map(|u| ModelUsage::of(&u, &ws.defaults.pricing()));
+    let choice = config.as_ref().ok().map(|draft| {
+        test_choice::choose(task.plan.test.as_ref(), ws.defaults.pinned_test(), draft)
+    });
+    if let Some(choice) = &choice {
+        log.push_str(&choice.log);
+    }
     let _ = atomic::write(&log_dir.join("builder.log"), log.as_bytes());
-    let draft = match config {
-        Ok(draft) => draft,
-        Err(_) if setup.interrupt.is_set() => return Err(failed("interrupted".into())),
-        Err(e) => return Err(failed(format!("the Task Builder ({builder}) failed: {e}"))),
+    let (draft, choice) = match (config, choice) {
+        (Ok(draft), Some(choice)) => (draft, choice),
+        (Err(_), _) if setup.interrupt.is_set() => return Err(failed("interrupted".into())),
+        (Err(e), _) => return Err(failed(format!("the Task Builder ({builder}) failed: {e}"))),
+        (Ok(_), None) => return Err(failed("internal error: no test choice".into())),
     };
+    if choice.source == TestSource::None && ws.defaults.require_test() {
+        return Err(Ran {
+            test_source: Some(TestSource::None),
+            ..failed(NO_TEST.into())
+        });
+    }
     let invariants = Invariants {
         task_id: &task.id,
         title: &task.title,
         raw_prompt: &task.raw_prompt,
         root_dir: run_dir,
         acceptance_criteria: task.plan.acceptance_criteria.as_deref().unwrap_or_default(),
+        test: choice.pinned.as_ref(),
     };
     let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
         .map_err(|e| failed(format!("the Task Builder's TaskConfig is unusable: {e}")))?;
-    Ok((yaml, builder, duration))
+    Ok((yaml, builder, duration, choice.source))
 }
 
 /// The attempt's clone when attempts are isolated (from root_dir's HEAD merged with
@@ -354,6 +459,8 @@ fn run_and_bring_back(
         error: None,
         result: child.result,
         branch: None,
+        test_source: None,
+        verified: Some(child.verified),
     };
     if child.ending == Ending::Interrupted {
         ran.status = AttemptStatus::Failed;

@@ -36,6 +36,8 @@ pub struct ChildRun {
     pub status: Option<String>,
     /// Its `error` (or `summary` when failed without an error).
     pub error: Option<String>,
+    /// Its `verified` (SPEC §16): COMPLETE and the last test passed.
+    pub verified: bool,
     pub ending: Ending,
     /// "exit status 1", "killed by signal 9".
     pub exit: String,
@@ -84,10 +86,16 @@ pub fn run(
             .then(|| field("summary"))
             .flatten()
     });
+    let verified = parsed
+        .as_ref()
+        .and_then(|v| v.get("verified"))
+        .and_then(serde_json::Value::as_bool)
+        == Some(true);
     Ok(ChildRun {
         result,
         status,
         error,
+        verified,
         ending: finished.ending,
         exit: describe(finished.status),
         duration: finished.duration,

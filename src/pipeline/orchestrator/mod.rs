@@ -4,10 +4,12 @@
 //! attempts), a `presence` marker for the web view, then `claim` (the next job
 //! whose dependencies allow it) and an `attempt` per job on a thread of its own:
 //! where it runs (root_dir, or a clone from `super::clones`), the TaskConfig
-//! (`super::builder`, then `task_config` sets what the orchestrator owns), the
+//! (`super::builder`, `test_choice` picks the test command, then `task_config`
+//! sets what the orchestrator owns), the
 //! runner as a `child` process, the branch brought back, and `recording` of the
 //! outcome (task file, result, job files). `attempt_files` says where an attempt's
-//! files are, for `task show` and the web view.
+//! files are, for `task show` and the web view. `spend_limit` stops the claiming
+//! once the finished attempts reach `--max-tokens` or `--max-cost-usd`.
 
 pub mod attempt;
 pub mod attempt_files;
@@ -17,4 +19,6 @@ pub mod orchestrate;
 pub mod presence;
 pub mod recording;
 pub mod recovery;
+pub mod spend_limit;
 pub mod task_config;
+pub mod test_choice;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::attempt::{self, Place, Setup};
 use super::presence::Presence;
+use super::spend_limit::{SpendLimit, Spent};
 use super::{claim, recovery};
 use crate::interrupt::Interrupt;
 use crate::pipeline::Workspace;
@@ -28,8 +29,8 @@ const RECOVERY_INTERVAL: Duration = Duration::from_secs(5);
 enum Report {
     /// Its runner has ended: its `--jobs` place is free.
     PlaceFree,
-    /// It is recorded, with this status.
-    Finished(AttemptStatus),
+    /// It is recorded, with this status and spend.
+    Finished(attempt::Finished),
 }
 
 /// `orchestrate` options.
@@ -39,6 +40,8 @@ pub struct Options {
     pub jobs: usize,
     /// Stop when nothing is claimable and nothing runs.
     pub once: bool,
+    /// Claim nothing more once the finished attempts spent this much.
+    pub limit: SpendLimit,
 }
 
 /// How a run of the orchestrator ended (the command's exit code says it).
@@ -112,19 +115,42 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
     let mut claimer = claim::Claimer::default();
     // The last claim error, logged once while it repeats (a poll every 100 ms).
     let mut last_error = String::new();
-    let note =
-        |report: Report, active: &mut usize, placed: &mut usize, failures: &mut usize| match report
-        {
-            Report::PlaceFree => *placed -= 1,
-            Report::Finished(status) => {
-                *active -= 1;
-                if status == AttemptStatus::Failed {
-                    *failures += 1;
+    let mut spent = Spent::default();
+    // Why no more jobs are claimed, once a spend limit is reached.
+    let mut spent_out: Option<String> = None;
+    let mut note = |report: Report,
+                    active: &mut usize,
+                    placed: &mut usize,
+                    failures: &mut usize,
+                    spent_out: &mut Option<String>| match report {
+        Report::PlaceFree => *placed -= 1,
+        Report::Finished(finished) => {
+            *active -= 1;
+            if finished.status == AttemptStatus::Failed {
+                *failures += 1;
+            }
+            spent.add(finished.tokens, finished.cost_usd);
+            if finished.cost_usd.is_none() && options.limit.max_cost_usd.is_some() {
+                log::warn!(
+                    "--max-cost-usd: an attempt's cost is not known (a model without a price in runner.pricing); it is not counted"
+                );
+            }
+            if spent_out.is_none() {
+                if let Some(why) = spent.reached(&options.limit) {
+                    log::warn!(
+                        "{why}: claiming no more jobs; {} running attempt(s) finish, the rest stays queued",
+                        *active
+                    );
+                    *spent_out = Some(why);
                 }
             }
-        };
+        }
+    };
     while !interrupt.is_set() {
-        while placed < limit && !interrupt.is_set() {
+        // With a spend limit, an attempt whose runner has ended is counted before
+        // the next claim (it is being recorded: its usage is known in a moment).
+        let counting = options.limit != SpendLimit::default() && active > placed;
+        while placed < limit && !interrupt.is_set() && spent_out.is_none() && !counting {
             match claimer.next(&ws, &mut failures) {
                 Ok(Some(claimed)) => {
                     last_error.clear();
@@ -140,8 +166,8 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
                     let spawned = std::thread::Builder::new()
                         .name(format!("job {}", claimed.job_id))
                         .spawn(move || {
-                            let status = attempt::run(&setup, claimed, place);
-                            let _ = done.send(Report::Finished(status));
+                            let finished = attempt::run(&setup, claimed, place);
+                            let _ = done.send(Report::Finished(finished));
                         });
                     if let Err(e) = spawned {
                         // The job stays in running/ under our name; once we have
@@ -168,16 +194,29 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
                 }
             }
         }
-        if options.once && active == 0 {
+        // Spent: nothing more will be claimed, so there is nothing to wait for.
+        if (options.once || spent_out.is_some()) && active == 0 {
             break;
         }
         match finished.recv_timeout(POLL) {
-            Ok(report) => note(report, &mut active, &mut placed, &mut failures),
+            Ok(report) => note(
+                report,
+                &mut active,
+                &mut placed,
+                &mut failures,
+                &mut spent_out,
+            ),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         while let Ok(report) = finished.try_recv() {
-            note(report, &mut active, &mut placed, &mut failures);
+            note(
+                report,
+                &mut active,
+                &mut placed,
+                &mut failures,
+                &mut spent_out,
+            );
         }
         if last_recovery.elapsed() >= RECOVERY_INTERVAL {
             failures += recovery::recover(&ws);
@@ -189,11 +228,20 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
     }
     while active > 0 {
         match finished.recv() {
-            Ok(report) => note(report, &mut active, &mut placed, &mut failures),
+            Ok(report) => note(
+                report,
+                &mut active,
+                &mut placed,
+                &mut failures,
+                &mut spent_out,
+            ),
             Err(_) => break,
         }
     }
-    if options.once && !interrupt.is_set() {
+    if let Some(why) = &spent_out {
+        let queued = crate::pipeline::queue::jobs::list(&ws.queue_dir()).len();
+        log::warn!("{why}: stopped with {queued} job(s) left in the queue");
+    } else if options.once && !interrupt.is_set() {
         claim::warn_waiting(&ws);
     }
     setup.spares.stop();

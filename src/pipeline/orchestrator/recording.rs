@@ -50,12 +50,15 @@ pub fn result_document(ws: &Workspace, attempt: &Attempt) -> Value {
                 "validation": {"overall": "unknown", "commands": []},
                 "duration_ms": attempt.duration_ms,
                 "loops": 0,
+                "verified": false,
+                "replans": 0,
                 "note_path": null,
                 "error": error,
             })
         });
     if attempt.status == AttemptStatus::Failed {
         doc["status"] = "failed".into();
+        doc["verified"] = false.into();
         if let Some(error) = &attempt.error {
             doc["error"] = error.as_str().into();
         }
@@ -65,6 +68,9 @@ pub fn result_document(ws: &Workspace, attempt: &Attempt) -> Value {
     doc["attempt_id"] = attempt.attempt_id.as_str().into();
     if let Some(branch) = &attempt.branch {
         doc["branch"] = branch.as_str().into();
+    }
+    if let Some(source) = attempt.test_source {
+        doc["test_source"] = source.as_str().into();
     }
     doc
 }

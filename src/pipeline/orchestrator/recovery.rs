@@ -113,6 +113,11 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         task_config: log_dir.join("task-config.yaml").display().to_string(),
         branch: None,
         log_dir: log_dir.display().to_string(),
+        test_source: None,
+        verified: None,
+        usage: None,
+        budget: None,
+        builder_usage: None,
     };
     match recording::record(ws, &attempt) {
         Ok(path) => {

@@ -4,7 +4,8 @@
 //! `task.project.root_dir` the directory the attempt runs in, and the raw prompt
 //! appears verbatim in `task.instructions` (prepended if the builder dropped it),
 //! and a planned task's acceptance criteria are `task.acceptance_criteria` (the
-//! runner then checks those instead of planning its own).
+//! runner then checks those instead of planning its own), and a pinned test
+//! (`test_choice`) is `task.test`.
 //! The draft may hold only what a Task Builder may write (`task::builder_may_write`:
 //! the task's text, test command and criteria, the Meta model and temperature, the
 //! codex model). Everything else decides where keys go and what the worker may do
@@ -18,6 +19,7 @@ use std::path::Path;
 
 use serde_yaml::{Mapping, Value};
 
+use crate::pipeline::store::pinned_test::PinnedTest;
 use crate::task::{Host, Task};
 
 /// What the orchestrator sets in every TaskConfig.
@@ -28,6 +30,8 @@ pub struct Invariants<'a> {
     pub root_dir: &'a Path,
     /// The task record's criteria (SPEC §13); none leaves the draft's.
     pub acceptance_criteria: &'a [String],
+    /// The pinned test that won (SPEC §16); none leaves the draft's.
+    pub test: Option<&'a PinnedTest>,
 }
 
 /// The TaskConfig YAML: the draft (checked by `builder::reply::check_builder_keys`) with the
@@ -63,6 +67,9 @@ pub fn complete(
             "acceptance_criteria".into(),
             Value::Sequence(criteria.collect()),
         );
+    }
+    if let Some(test) = invariants.test {
+        task.insert("test".into(), test.to_yaml());
     }
     let project = section(task, "project")?;
     project.insert(
@@ -153,6 +160,7 @@ mod tests {
             raw_prompt: PROMPT,
             root_dir: root,
             acceptance_criteria: &[],
+            test: None,
         }
     }
 
@@ -186,6 +194,36 @@ mod tests {
     }
 
     #[test]
+    fn a_pinned_test_replaces_the_drafts_whole() {
+        let root = std::env::temp_dir();
+        let pinned = PinnedTest {
+            command: "cargo test --locked".into(),
+            timeout_sec: Some(120),
+        };
+        let with = Invariants {
+            test: Some(&pinned),
+            ..invariants(&root)
+        };
+        let yaml = complete(
+            draft("task:\n  instructions: x\n  test: {command: npm test, cwd: web, timeout_sec: 5}\nrunner:\n  meta: {model: m}\n  worker: {type: docker_codex_cli}\n"),
+            &with,
+            None,
+        )
+        .unwrap();
+        let var = |n: &str| (n == "OPENAI_API_KEY").then(|| "sk-x".to_string());
+        let task = validate(&yaml, &root, &var).unwrap();
+        let test = task.test.unwrap();
+        assert_eq!(
+            (
+                test.command.as_str(),
+                test.cwd.as_str(),
+                test.timeout.as_secs()
+            ),
+            ("cargo test --locked", "", 120)
+        );
+    }
+
+    #[test]
     fn a_planned_tasks_criteria_replace_the_drafts() {
         let root = std::env::temp_dir();
         let criteria = ["The list renders".to_string(), "Items can be added".into()];
@@ -210,6 +248,33 @@ mod tests {
         )
         .unwrap();
         assert!(yaml.contains("from the LLM"));
+    }
+
+    #[test]
+    fn a_pinned_command_that_looks_like_yaml_stays_a_command() {
+        let root = std::env::temp_dir();
+        let command = "make test\nrunner:\n  meta: {base_url: 'http://evil'}\n\"quoted\": x # y";
+        let pinned = PinnedTest {
+            command: command.into(),
+            timeout_sec: None,
+        };
+        let with = Invariants {
+            test: Some(&pinned),
+            ..invariants(&root)
+        };
+        let yaml = complete(
+            draft("task:\n  instructions: x\nrunner:\n  meta: {model: m}\n  worker: {type: docker_codex_cli}\n"),
+            &with,
+            None,
+        )
+        .unwrap();
+        let var = |n: &str| (n == "OPENAI_API_KEY").then(|| "sk-x".to_string());
+        let task = validate(&yaml, &root, &var).unwrap();
+        assert_eq!(task.test.unwrap().command, command);
+        let crate::task::MetaBackend::OpenAiChat { base_url, .. } = task.meta.backend else {
+            panic!("openai-chat")
+        };
+        assert_eq!(base_url, crate::task::DEFAULT_BASE_URL);
     }
 
     #[test]

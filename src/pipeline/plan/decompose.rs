@@ -127,6 +127,13 @@ impl Reply for Decomposition {
 
 fn task(f: &Fields) -> Result<DecomposedTask, String> {
     let plan = f.plan_fields()?;
+    if plan.test.is_some() {
+        // What proves a task done is the user's to pin, not the planner's to invent.
+        return Err(format!(
+            "{}: a decompose does not set tests; leave it out (the user pins them)",
+            f.at("test")
+        ));
+    }
     let given = plan.given();
     if let Some(key) = REQUIRED.iter().find(|key| !given.contains(key)) {
         return Err(format!("{}: missing", f.at(key)));

@@ -5,6 +5,7 @@
 
 use serde_yaml::{Mapping, Sequence, Value};
 
+use crate::pipeline::store::pinned_test::PinnedTest;
 use crate::pipeline::store::plan_fields::{PlanFields, plan_fields_table};
 use crate::task::MAX_ACCEPTANCE_CRITERIA;
 use crate::text::one_line;
@@ -164,6 +165,39 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// `test`: `{command, timeout_sec}` (or the command alone), checked as a pinned
+    /// test is.
+    pub fn pinned_test(&self, key: &str) -> Result<Option<PinnedTest>, String> {
+        let Some(value) = self.get(key) else {
+            return Ok(None);
+        };
+        let at = self.at(key);
+        let test = match value {
+            Value::Mapping(_) => {
+                let f = Fields::of(value, at.clone())?;
+                if let Some(other) = f.keys().find(|k| !["command", "timeout_sec"].contains(k)) {
+                    return Err(format!(
+                        "{}: unknown key (a test has command and timeout_sec)",
+                        f.at(other)
+                    ));
+                }
+                PinnedTest {
+                    command: f.required_text("command")?,
+                    timeout_sec: f.count("timeout_sec")?.map(u64::from),
+                }
+            }
+            other => PinnedTest {
+                command: scalar_text(other)
+                    .ok_or_else(|| format!("{at}: expected {{command, timeout_sec}}"))?
+                    .trim()
+                    .to_string(),
+                timeout_sec: None,
+            },
+        };
+        test.check(&at)?;
+        Ok(Some(test))
+    }
+
     /// `phase_name`: a name, on one line.
     pub fn phase_name(&self, key: &str) -> Result<Option<String>, String> {
         Ok(self.nonblank_text(key)?.map(|p| one_line(&p)))
@@ -254,6 +288,39 @@ mod tests {
         );
         assert!(f.list("title").unwrap_err().ends_with("expected a list"));
         assert!(Fields::of(&Value::Null, "x").is_err());
+    }
+
+    #[test]
+    fn a_pinned_test_is_a_command_with_an_optional_timeout() {
+        let value: Value = serde_yaml::from_str(
+            "a: {command: ' cargo test ', timeout_sec: 90}\nb: make check\nc: {command: x, cwd: y}\nd: {timeout_sec: 3}\ne: [x]\nf: {command: x, timeout_sec: 0}\n",
+        )
+        .unwrap();
+        let f = Fields::of(&value, "t").unwrap();
+        let test = |c: &str, t| {
+            Some(PinnedTest {
+                command: c.into(),
+                timeout_sec: t,
+            })
+        };
+        assert_eq!(f.pinned_test("a").unwrap(), test("cargo test", Some(90)));
+        assert_eq!(f.pinned_test("b").unwrap(), test("make check", None));
+        assert_eq!(f.pinned_test("none").unwrap(), None);
+        assert_eq!(
+            f.pinned_test("c").unwrap_err(),
+            "t.c.cwd: unknown key (a test has command and timeout_sec)"
+        );
+        assert_eq!(f.pinned_test("d").unwrap_err(), "t.d.command: missing");
+        assert!(
+            f.pinned_test("e")
+                .unwrap_err()
+                .contains("expected {command")
+        );
+        assert!(
+            f.pinned_test("f")
+                .unwrap_err()
+                .starts_with("t.f.timeout_sec")
+        );
     }
 
     #[test]

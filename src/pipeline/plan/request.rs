@@ -304,6 +304,7 @@ payload:\n\
 \x20     wbs_level: <1 | 2 | 3>\n\
 \x20     estimated_effort: <small | medium | large>\n\
 \x20     suggested_impl: {{language: <..>, file_paths: [..], constraints: [..]}}\n\
+\x20     test: {{command: <shell command>, timeout_sec: <seconds>}}   # only the command the user's message names\n\
 \x20     parent_id: <node id>\n\
 \x20     position: {{after: <node id>}}\n\
 \x20   - op: update\n\

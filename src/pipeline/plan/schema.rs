@@ -75,6 +75,14 @@ pub fn plan_patch() -> Value {
     ];
     operation.extend(plan_fields(false));
     operation.extend([
+        // The pinned test (SPEC §16): an update may set it, a decompose may not.
+        (
+            "test",
+            nullable(object(&[
+                ("command", text()),
+                ("timeout_sec", nullable(integer())),
+            ])),
+        ),
         ("parent_id", nullable(text())),
         (
             "position",
@@ -114,10 +122,14 @@ mod tests {
         let keys: Vec<&str> = plan_fields(true)
             .iter()
             .map(|(k, _)| *k)
-            .chain(["phase_name", "milestone"])
+            .chain(["phase_name", "milestone", "test"])
             .collect();
         for key in PlanFields::REPLY_KEYS {
             assert!(keys.contains(&key), "{key} is not in the schemas");
         }
+        let operation = &plan_patch()["properties"]["payload"]["properties"]["operations"]["items"];
+        assert!(operation["properties"]["test"].is_object(), "{operation}");
+        let task = &decompose()["properties"]["phases"]["items"]["properties"]["tasks"]["items"];
+        assert!(task["properties"].get("test").is_none(), "{task}");
     }
 }

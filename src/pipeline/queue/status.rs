@@ -2,7 +2,11 @@
 //! latest attempt), the IPC directories (a job queued or running) and, for queued
 //! tasks, its dependencies.
 
-use crate::pipeline::store::task_file::{AttemptStatus, TaskView};
+use crate::pipeline::store::task_file::{Attempt, AttemptStatus, TaskView};
+
+/// How `task list`, `task show` and the web view show a succeeded task whose latest
+/// attempt was not verified by a passing test (SPEC §16).
+pub const SUCCEEDED_UNVERIFIED: &str = "SUCCEEDED (unverified)";
 
 /// The derived status of a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -28,6 +32,22 @@ impl TaskStatus {
             TaskStatus::Succeeded => "SUCCEEDED",
             TaskStatus::Deleted => "DELETED",
         }
+    }
+}
+
+/// Whether `view`, in `status`, succeeded with its test passing: only a SUCCEEDED
+/// task can be verified, by its latest attempt.
+pub fn verified(status: TaskStatus, view: &TaskView) -> bool {
+    status == TaskStatus::Succeeded && view.latest().is_some_and(Attempt::is_verified)
+}
+
+/// The status as people see it: `SUCCEEDED (unverified)` for a task that succeeded
+/// without a passing test (an LLM's word alone), else the status.
+pub fn label(status: TaskStatus, view: &TaskView) -> &'static str {
+    if status == TaskStatus::Succeeded && !verified(status, view) {
+        SUCCEEDED_UNVERIFIED
+    } else {
+        status.as_str()
     }
 }
 
@@ -146,6 +166,36 @@ mod tests {
             derive(&deleted, JobState::Running, false),
             TaskStatus::Deleted
         );
+    }
+
+    #[test]
+    fn a_success_without_a_passing_test_is_shown_unverified() {
+        let mut v = view(&[AttemptStatus::Succeeded]);
+        let status = derive(&v, JobState::None, false);
+        assert_eq!(label(status, &v), "SUCCEEDED (unverified)");
+        v.attempts[0].verified = Some(true);
+        assert!(verified(status, &v));
+        assert_eq!(label(status, &v), "SUCCEEDED");
+        // A line written before `verified` existed: its result decides.
+        v.attempts[0].verified = None;
+        v.attempts[0].result = Some(
+            serde_json::value::RawValue::from_string(
+                r#"{"state":"COMPLETE","validation":{"overall":"passed"}}"#.into(),
+            )
+            .unwrap(),
+        );
+        assert_eq!(label(status, &v), "SUCCEEDED");
+        v.attempts[0].result = Some(
+            serde_json::value::RawValue::from_string(
+                r#"{"state":"COMPLETE","validation":{"overall":"unknown"}}"#.into(),
+            )
+            .unwrap(),
+        );
+        assert_eq!(label(status, &v), "SUCCEEDED (unverified)");
+        // Other statuses are themselves, whatever the attempt says.
+        let failed = view(&[AttemptStatus::Failed]);
+        assert_eq!(label(TaskStatus::Failed, &failed), "FAILED");
+        assert!(!verified(TaskStatus::Running, &v));
     }
 
     #[test]

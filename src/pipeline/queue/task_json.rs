@@ -9,9 +9,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::board::Board;
-use super::status::{JobState, TaskStatus};
+use super::status::{self, JobState, TaskStatus};
 use crate::pipeline::Workspace;
+use crate::pipeline::store::pinned_test::TestSource;
 use crate::pipeline::store::task_file::{Attempt, TaskView};
+use crate::usage::{Account, ModelUsage};
 
 /// The tasks of a board that a list shows, with their statuses, oldest first;
 /// deleted tasks only with `all`.
@@ -42,6 +44,8 @@ pub struct ListedTask<'a> {
     pub id: &'a str,
     pub title: &'a str,
     pub status: &'static str,
+    /// SUCCEEDED with a passing test (SPEC §16); false for every other status.
+    pub verified: bool,
     pub created_at: &'a str,
     pub job_id: Option<&'a str>,
     pub attempts: usize,
@@ -58,6 +62,16 @@ pub struct AttemptBrief<'a> {
     pub finished_at: &'a str,
     pub duration_ms: u64,
     pub error: Option<&'a str>,
+    pub test_source: Option<TestSource>,
+    pub verified: bool,
+    /// The run's and the Task Builder's tokens together (SPEC §15); null when not
+    /// recorded.
+    pub tokens: Option<u64>,
+    /// Their cost; null when not known.
+    pub cost_usd: Option<f64>,
+    pub usage: Option<&'a Account>,
+    pub builder_usage: Option<&'a ModelUsage>,
+    pub budget: Option<&'a Value>,
 }
 
 impl<'a> TaskList<'a> {
@@ -69,6 +83,7 @@ impl<'a> TaskList<'a> {
                 id: &t.record.id,
                 title: &t.record.title,
                 status: status.as_str(),
+                verified: status::verified(*status, t),
                 created_at: &t.record.created_at,
                 job_id: board.jobs.get(&t.record.id).map(|(_, j)| j.as_str()),
                 attempts: t.attempt_count,
@@ -94,6 +109,13 @@ impl<'a> AttemptBrief<'a> {
             finished_at: &a.finished_at,
             duration_ms: a.duration_ms,
             error: a.error.as_deref(),
+            test_source: a.test_source,
+            verified: a.is_verified(),
+            tokens: a.total_tokens(),
+            cost_usd: a.cost_usd(),
+            usage: a.usage.as_ref(),
+            builder_usage: a.builder_usage.as_ref(),
+            budget: a.budget.as_ref(),
         }
     }
 }
@@ -104,6 +126,7 @@ pub fn detail(task: &TaskView, status: TaskStatus, job: Option<&(JobState, Strin
     json!({
         "task": task.record,
         "status": status.as_str(),
+        "verified": status::verified(status, task),
         "deleted": task.deleted,
         "job": job.map(|(state, id)| json!({"id": id, "state": job_state(*state)})),
         "attempts": task.attempts,

@@ -6,6 +6,7 @@
 //! runner's own title rule, so that no task is accepted that its run would refuse.
 
 use super::id;
+use super::pinned_test::PinnedTest;
 use super::task_file::TaskRecord;
 use super::task_store::TaskStore;
 use crate::pipeline::{PipelineError, Workspace};
@@ -15,12 +16,13 @@ use crate::text::{cut_chars, escape_controls, one_line};
 const TITLE_FROM_PROMPT: usize = 120;
 
 /// Creates a task in `ws` from `prompt`, with the id (`--id`) and title (`--title`)
-/// given or chosen; returns its record.
+/// given or chosen, and the test the user pinned (`--test`); returns its record.
 pub fn create(
     ws: &Workspace,
     id: Option<String>,
     title: Option<String>,
     prompt: String,
+    test: Option<PinnedTest>,
 ) -> Result<TaskRecord, PipelineError> {
     if prompt.trim().is_empty() {
         return Err(PipelineError::Invalid(
@@ -38,7 +40,11 @@ pub fn create(
         Some(t) => self::title(&t, "--title").map_err(PipelineError::Invalid)?,
         None => title_of(&prompt),
     };
-    let record = TaskRecord::new(id, ws.id.clone(), title, prompt);
+    if let Some(test) = &test {
+        test.check("test").map_err(PipelineError::Invalid)?;
+    }
+    let mut record = TaskRecord::new(id, ws.id.clone(), title, prompt);
+    record.plan.test = test;
     TaskStore::new(ws).create(&record)?;
     Ok(record)
 }

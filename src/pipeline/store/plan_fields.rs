@@ -3,8 +3,15 @@
 //! `plan_patch` replies set them (`plan::fields` reads each as its row says), and a
 //! plan request shows those marked for it. Adding a field is one row of
 //! `plan_fields_table` (and a word for Meta in `plan::request`'s reply schemas).
+//!
+//! The task's pinned test (SPEC §16) is one of them: `task new --test` writes it on
+//! the `task` line, an `update` line or a plan_patch `update` changes it, like any
+//! other field a task carries beside its prompt. (A decompose may not set it: the
+//! user pins tests, `plan::decompose` refuses one.)
 
 use serde::{Deserialize, Serialize};
+
+use super::pinned_test::PinnedTest;
 
 /// The table of plan fields: calls `$then!` with one row per field, in the order
 /// they are written:
@@ -30,6 +37,9 @@ macro_rules! plan_fields_table {
             estimated_effort: String, effort, "estimated_effort", false;
             /// Language, file paths, constraints: a mapping, kept as given.
             suggested_impl: serde_json::Value, mapping_json, "suggested_impl", false;
+            /// The test command the user pinned on this task (SPEC §16): wins over
+            /// the workspace's and the Task Builder's.
+            test: PinnedTest, pinned_test, "test", false;
         }
     };
 }
@@ -136,7 +146,8 @@ mod tests {
                 "milestone",
                 "wbs_level",
                 "estimated_effort",
-                "suggested_impl"
+                "suggested_impl",
+                "test"
             ]
         );
         assert_eq!(

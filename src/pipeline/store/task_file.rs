@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::commits::{Commits, Stamp};
+use super::pinned_test::TestSource;
 use super::plan_fields::PlanFields;
+use crate::usage::{Account, ModelUsage};
 
 /// The `task` line: the seed's record plus optional plan fields (SPEC §13).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,6 +73,42 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
     pub log_dir: String,
+    /// Where the test command came from (SPEC §16); absent when the attempt failed
+    /// before it was chosen, or in lines written before the key existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_source: Option<TestSource>,
+    /// The result's `verified`: COMPLETE and the last test passed (SPEC §16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    /// What the run's paid calls used: the result's `usage` (SPEC §15). Read
+    /// leniently: a line another program wrote with a `usage` of another shape is
+    /// still an attempt.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
+    pub usage: Option<Account>,
+    /// The run's limits: the result's `budget`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<serde_json::Value>,
+    /// The Task Builder's paid call, priced with the workspace's prices.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
+    pub builder_usage: Option<ModelUsage>,
+}
+
+/// `T` if the value is one, else None (never an error).
+fn lenient<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 /// How an attempt ended, as recorded (the runner's status, unless bringing the
@@ -96,6 +134,40 @@ impl Attempt {
     /// The result JSON, parsed (None if absent or not JSON).
     pub fn result_value(&self) -> Option<serde_json::Value> {
         serde_json::from_str(self.result.as_ref()?.get()).ok()
+    }
+
+    /// Whether the attempt succeeded with its test passing (SPEC §16). A line
+    /// written before `verified` existed is judged by its result: COMPLETE with the
+    /// last test passed is what `verified` means.
+    pub fn is_verified(&self) -> bool {
+        if self.status != AttemptStatus::Succeeded {
+            return false;
+        }
+        self.verified.unwrap_or_else(|| {
+            self.result_value()
+                .is_some_and(|r| r["state"] == "COMPLETE" && r["validation"]["overall"] == "passed")
+        })
+    }
+
+    /// Tokens of the run and of the Task Builder together; None when neither
+    /// recorded any usage.
+    pub fn total_tokens(&self) -> Option<u64> {
+        let run = self.usage.as_ref().map(|u| u.total_tokens);
+        let builder = self.builder_usage.as_ref().map(|b| b.total_tokens());
+        match (run, builder) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        }
+    }
+
+    /// The cost of the run and of the Task Builder together; None when either's
+    /// is not known (or the runner recorded no usage).
+    pub fn cost_usd(&self) -> Option<f64> {
+        let run = self.usage.as_ref()?.cost_usd?;
+        match &self.builder_usage {
+            None => Some(run),
+            Some(builder) => Some(crate::usage::account::round(run + builder.cost_usd?)),
+        }
     }
 }
 
@@ -128,6 +200,32 @@ struct Kind {
 
 /// What our own writer puts first on an attempt line: the fast path when reading.
 const ATTEMPT_PREFIX: &[u8] = br#"{"type":"attempt","#;
+
+/// What an attempt line says about spending (SPEC §15), read without the rest of
+/// the line (its result is skipped, not built).
+#[derive(Debug, Clone, Deserialize)]
+pub struct AttemptSpend {
+    pub started_at: String,
+    #[serde(default, deserialize_with = "lenient")]
+    pub usage: Option<Account>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub builder_usage: Option<ModelUsage>,
+}
+
+impl AttemptSpend {
+    /// The spending of `line` if it is an attempt line (None for other lines and
+    /// lines that do not parse).
+    pub fn of(line: &[u8]) -> Option<AttemptSpend> {
+        if !line.starts_with(ATTEMPT_PREFIX) {
+            // Another writer's attempt line: the type may come anywhere.
+            let kind: Kind = serde_json::from_slice(line).ok()?;
+            if kind.kind.as_deref() != Some("attempt") {
+                return None;
+            }
+        }
+        serde_json::from_slice(line).ok()
+    }
+}
 
 impl Line {
     /// The line as JSON, `"type"` first, without a newline.
@@ -282,8 +380,11 @@ pub fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) -> Option
                     }
                 },
             };
+            // A list drops the result; what it says about verification stays.
+            let verified = Some(attempt.is_verified());
             view.attempts.push(Attempt {
                 result: None,
+                verified,
                 ..attempt
             });
             break;
@@ -365,6 +466,11 @@ pub(crate) mod tests {
             task_config: "/m/logs/j/task-config.yaml".into(),
             branch: None,
             log_dir: "/m/logs/j".into(),
+            test_source: None,
+            verified: None,
+            usage: None,
+            budget: None,
+            builder_usage: None,
         }
     }
 
@@ -401,6 +507,27 @@ pub(crate) mod tests {
             matches!(Line::parse(br#"{"type":"wbs_moved"}"#), Ok(Line::Other(k)) if k == "wbs_moved")
         );
         assert!(Line::parse(br#"{"id":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn spending_of_another_shape_is_dropped_not_the_attempt() {
+        let line = br#"{"type":"attempt","attempt_id":"a","job_id":"j","task_id":"t","status":"failed","started_at":"2026-01-02T00:00:00.000Z","finished_at":"f","duration_ms":3,"task_config":"c","log_dir":"l","usage":{"meta":{"calls":"many"}},"builder_usage":[1],"budget":"none"}"#;
+        let Line::Attempt(a) = Line::parse(line).unwrap() else {
+            panic!()
+        };
+        assert!(a.usage.is_none() && a.builder_usage.is_none());
+        assert_eq!(a.total_tokens(), None);
+        let spend = AttemptSpend::of(line).unwrap();
+        assert_eq!(spend.started_at, "2026-01-02T00:00:00.000Z");
+        assert!(spend.usage.is_none() && spend.builder_usage.is_none());
+        // Forged counts saturate instead of wrapping.
+        let huge = br#"{"type":"attempt","attempt_id":"a","job_id":"j","task_id":"t","status":"failed","started_at":"s","finished_at":"f","duration_ms":3,"task_config":"c","log_dir":"l","usage":{"total_tokens":18446744073709551615,"cost_usd":1.0},"builder_usage":{"model":"m","input_tokens":18446744073709551615,"cost_usd":1.0}}"#;
+        let Line::Attempt(a) = Line::parse(huge).unwrap() else {
+            panic!()
+        };
+        assert_eq!(a.total_tokens(), Some(u64::MAX));
+        assert_eq!(a.cost_usd(), Some(2.0));
+        assert!(AttemptSpend::of(br#"{"type":"task","id":"t"}"#).is_none());
     }
 
     #[test]

@@ -103,7 +103,7 @@ impl Workspace {
                     root_dir,
                     dir,
                     created_at: Timestamp::now().to_string(),
-                    defaults: Defaults::default(),
+                    defaults: Defaults::new_workspace(),
                 };
                 workspace.create_dirs()?;
                 workspace.save()?;

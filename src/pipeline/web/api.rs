@@ -119,7 +119,7 @@ pub fn create_task(app: &App, request: &Request) -> Response {
     if body.prompt.len() > MAX_PROMPT {
         return error(413, &format!("prompt: longer than {MAX_PROMPT} bytes"));
     }
-    match new_task::create(&app.ws, body.id, body.title, body.prompt) {
+    match new_task::create(&app.ws, body.id, body.title, body.prompt, None) {
         Ok(record) => json(201, &json!({ "id": record.id, "task": record })),
         Err(e) => failed(&e),
     }

@@ -18,7 +18,7 @@ use crate::pipeline::plan::chat::{self, Role};
 use crate::pipeline::plan::model::PlanState;
 use crate::pipeline::plan::tree;
 use crate::pipeline::plan::wbs::Wbs;
-use crate::pipeline::queue::status::TaskStatus;
+use crate::pipeline::queue::status::{self as queue_status, TaskStatus};
 use crate::pipeline::queue::task_json;
 use crate::pipeline::store::task_file::{Attempt, TaskView};
 use crate::pipeline::store::task_store::TaskStore;
@@ -83,6 +83,17 @@ fn status_class(status: &str) -> String {
     format!("status s-{}", status.to_ascii_lowercase())
 }
 
+/// A task's status badge: its class and text, `SUCCEEDED (unverified)` when no
+/// passing test backs a success (SPEC §16; `static/app.js` `badge` does the same).
+fn task_badge(status: TaskStatus, task: &TaskView) -> (String, &'static str) {
+    let label = queue_status::label(status, task);
+    let mut class = status_class(status.as_str());
+    if label == queue_status::SUCCEEDED_UNVERIFIED {
+        class.push_str(" s-unverified");
+    }
+    (class, label)
+}
+
 /// Whether a task in `status` can be asked to run (as `run_request::check` says).
 fn runnable(status: TaskStatus) -> bool {
     matches!(
@@ -93,6 +104,16 @@ fn runnable(status: TaskStatus) -> bool {
 
 fn duration(ms: u64) -> String {
     human(std::time::Duration::from_millis(ms))
+}
+
+/// Tokens, or `—` when not recorded (`static/app.js` writes the same).
+fn tokens(tokens: Option<u64>) -> String {
+    tokens.map_or("—".into(), |t| t.to_string())
+}
+
+/// A cost, or `—` when not known.
+fn cost(usd: Option<f64>) -> String {
+    usd.map_or("—".into(), |c| format!("${}", crate::usage::usd(c)))
 }
 
 /// `/`: the chat box and the task list (`?all=1`: deleted tasks too).
@@ -120,7 +141,7 @@ pub fn index(app: &App, all: bool) -> Response {
         if all { "/" } else { "/?all=1" },
         if all { "hide deleted" } else { "show deleted" }
     );
-    main.push_str("<table id=\"tasks\">\n<thead><tr><th>Status</th><th>Task</th><th class=\"n\">Attempts</th><th>Last attempt</th><th></th></tr></thead>\n<tbody>\n");
+    main.push_str("<table id=\"tasks\">\n<thead><tr><th>Status</th><th>Task</th><th class=\"n\">Attempts</th><th>Last attempt</th><th class=\"n\">Tokens</th><th class=\"n\">Cost</th><th></th></tr></thead>\n<tbody>\n");
     for (task, status) in &rows {
         task_row(&mut main, task, *status);
     }
@@ -147,11 +168,11 @@ fn task_row(out: &mut String, task: &TaskView, status: TaskStatus) {
     let href = format!("/tasks/{}", url_segment(id));
     out.push_str("<tr data-id=\"");
     push_text(out, id);
+    let (class, label) = task_badge(status, task);
     let _ = write!(
         out,
-        "\" data-status=\"{0}\"><td><span class=\"{1}\">{0}</span></td><td><a class=\"title\" href=\"{2}\">",
+        "\" data-status=\"{}\"><td><span class=\"{class}\">{label}</span></td><td><a class=\"title\" href=\"{}\">",
         status.as_str(),
-        status_class(status.as_str()),
         text(&href),
     );
     push_text(out, &task.record.title);
@@ -174,6 +195,13 @@ fn task_row(out: &mut String, task: &TaskView, status: TaskStatus) {
         }
         None => out.push('—'),
     }
+    let latest = task.latest();
+    let _ = write!(
+        out,
+        "</td><td class=\"n tokens\">{}</td><td class=\"n cost\">{}",
+        tokens(latest.and_then(Attempt::total_tokens)),
+        cost(latest.and_then(Attempt::cost_usd))
+    );
     out.push_str("</td><td><button type=\"button\" class=\"run\" data-id=\"");
     push_text(out, id);
     let _ = writeln!(
@@ -210,11 +238,10 @@ pub fn task(app: &App, task_id: &str) -> Response {
     let mut main = String::with_capacity(16 * 1024);
     main.push_str("<p><a href=\"/\">← Tasks</a></p>\n<h1 id=\"title\">");
     push_text(&mut main, &r.title);
+    let (class, label) = task_badge(status, &task);
     let _ = write!(
         main,
-        "</h1>\n<p class=\"meta\"><span id=\"status\" class=\"{}\">{}</span> <code>{}</code> created {}",
-        status_class(status.as_str()),
-        status.as_str(),
+        "</h1>\n<p class=\"meta\"><span id=\"status\" class=\"{class}\">{label}</span> <code>{}</code> created {}",
         text(&r.id),
         text(&short(&r.created_at)),
     );
@@ -284,6 +311,72 @@ pub fn task(app: &App, task_id: &str) -> Response {
     )
 }
 
+/// The latest attempt's usage (SPEC §15): each side, the Task Builder, the total,
+/// the cost and the budget.
+fn usage(out: &mut String, a: &Attempt) {
+    let counts = |t: &crate::usage::Tokens| {
+        format!(
+            "{} in ({} cached), {} out",
+            t.input_tokens, t.cached_input_tokens, t.output_tokens
+        )
+    };
+    out.push_str("<dt>Usage</dt><dd id=\"usage\">");
+    match a.total_tokens() {
+        None => out.push_str("<span class=\"muted\">(not recorded)</span>"),
+        Some(total) => {
+            let _ = write!(
+                out,
+                "{total} tokens · {}",
+                text(&cost(a.cost_usd()).replace('—', "cost unknown"))
+            );
+            out.push_str("<ul>");
+            if let Some(u) = &a.usage {
+                let _ = write!(
+                    out,
+                    "<li>Meta: {} call(s), {}</li><li>Worker: {} run(s), {}</li>",
+                    u.meta.calls,
+                    counts(&u.meta.tokens),
+                    u.worker.runs,
+                    counts(&u.worker.tokens)
+                );
+            }
+            if let Some(b) = &a.builder_usage {
+                let _ = write!(
+                    out,
+                    "<li>Task Builder: {} call(s), {}, {}</li>",
+                    b.calls,
+                    counts(&b.tokens),
+                    text(&cost(b.cost_usd))
+                );
+            }
+            out.push_str("</ul>");
+        }
+    }
+    out.push_str("</dd>\n");
+    if let Some(budget) = a.budget.as_ref().filter(|b| b.is_object()) {
+        let limit = |key: &str| match &budget[key] {
+            Value::Null => "none".to_string(),
+            v => v.to_string(),
+        };
+        out.push_str("<dt>Budget</dt><dd id=\"budget\">");
+        push_text(
+            out,
+            &format!(
+                "max_tokens {}, max_cost_usd {}, max_duration_sec {}",
+                limit("max_tokens"),
+                limit("max_cost_usd"),
+                limit("max_duration_sec")
+            ),
+        );
+        if let Some(limit) = budget["exhausted"].as_str() {
+            out.push_str(" · <span class=\"error\">exhausted: ");
+            push_text(out, limit);
+            out.push_str("</span>");
+        }
+        out.push_str("</dd>\n");
+    }
+}
+
 /// The latest attempt's result: status, summary, error, validation commands.
 fn latest_result(out: &mut String, latest: &Attempt) {
     out.push_str("<section id=\"result\">\n<h2>Latest result</h2>\n<dl>\n");
@@ -314,15 +407,24 @@ fn latest_result(out: &mut String, latest: &Attempt) {
         push_text(out, error);
         out.push_str("</dd>\n");
     }
+    usage(out, latest);
     let validation = result.as_ref().map(|r| &r["validation"]);
     let overall = validation
         .and_then(|v| v["overall"].as_str())
         .unwrap_or("unknown");
     let _ = writeln!(
         out,
-        "<dt>Validation</dt><dd id=\"validation\"><span class=\"v v-{}\">{}</span></dd>\n</dl>",
+        "<dt>Validation</dt><dd id=\"validation\"><span class=\"v v-{}\">{}</span></dd>",
         text(&overall.to_ascii_lowercase()),
         text(overall)
+    );
+    let source = latest
+        .test_source
+        .map_or(String::new(), |s| format!(" (test: {})", s.as_str()));
+    let _ = writeln!(
+        out,
+        "<dt>Verified</dt><dd id=\"verified\">{}{source}</dd>\n</dl>",
+        if latest.is_verified() { "yes" } else { "no" }
     );
     let commands: Vec<&Value> = validation
         .and_then(|v| v["commands"].as_array())
@@ -361,18 +463,20 @@ fn attempts(out: &mut String, app: &App, task: &TaskView) {
         out.push_str("<p class=\"muted\">None yet: press Run, and have an orchestrator running.</p>\n</section>\n");
         return;
     }
-    out.push_str("<table id=\"attempts\">\n<thead><tr><th class=\"n\">#</th><th>Started</th><th>Status</th><th class=\"n\">Duration</th><th>Error</th><th>Files</th></tr></thead>\n<tbody>\n");
+    out.push_str("<table id=\"attempts\">\n<thead><tr><th class=\"n\">#</th><th>Started</th><th>Status</th><th class=\"n\">Duration</th><th class=\"n\">Tokens</th><th class=\"n\">Cost</th><th>Error</th><th>Files</th></tr></thead>\n<tbody>\n");
     for (n, a) in task.attempts.iter().enumerate().rev() {
         let _ = write!(
             out,
-            "<tr><td class=\"n\">{}</td><td>{}<div class=\"id\">{} · job {}</div></td><td><span class=\"{}\">{}</span></td><td class=\"n\">{}</td><td class=\"error\">",
+            "<tr><td class=\"n\">{}</td><td>{}<div class=\"id\">{} · job {}</div></td><td><span class=\"{}\">{}</span></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"error\">",
             n + 1,
             text(&short(&a.started_at)),
             text(&a.attempt_id),
             text(&a.job_id),
             status_class(a.status.as_str()),
             a.status.as_str(),
-            duration(a.duration_ms)
+            duration(a.duration_ms),
+            tokens(a.total_tokens()),
+            cost(a.cost_usd())
         );
         if let Some(error) = &a.error {
             push_text(out, error);

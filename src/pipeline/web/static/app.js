@@ -43,9 +43,12 @@
     p.hidden = !text;
   }
 
-  function badge(span, status) {
-    span.className = 'status s-' + status.toLowerCase();
-    span.textContent = status;
+  // A SUCCEEDED task whose test did not pass (or never ran) says so: the word of
+  // an LLM alone is not proof (SPEC §16). pages.rs renders the same.
+  function badge(span, status, verified) {
+    const unverified = status === 'SUCCEEDED' && !verified;
+    span.className = 'status s-' + status.toLowerCase() + (unverified ? ' s-unverified' : '');
+    span.textContent = unverified ? 'SUCCEEDED (unverified)' : status;
   }
 
   function shortTime(rfc3339) {
@@ -57,6 +60,12 @@
     if (ms < 60000) return (ms / 1000).toFixed(1) + ' s';
     const s = Math.floor(ms / 1000);
     return Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
+  }
+
+  // Dollars as the server writes them: up to six decimals, no trailing zeros.
+  function usd(amount) {
+    const text = amount.toFixed(6).replace(/0+$/, '').replace(/\.$/, '');
+    return text === '' || text === '-' ? '0' : text;
   }
 
   // Runs `refresh` every POLL_MS while the page is visible, never two at once.
@@ -149,14 +158,15 @@
       button.dataset.id = t.id;
       const buttonCell = el('td');
       buttonCell.append(button);
-      tr.append(statusCell, taskCell, el('td', 'n attempts'), el('td', 'last'), buttonCell);
+      tr.append(statusCell, taskCell, el('td', 'n attempts'), el('td', 'last'),
+        el('td', 'n tokens'), el('td', 'n cost'), buttonCell);
       return tr;
     };
 
     const updateRow = function (tr, t) {
       tr.dataset.status = t.status;
       const span = tr.cells[0].firstElementChild;
-      if (span.textContent !== t.status) badge(span, t.status);
+      badge(span, t.status, t.verified);
       const link = tr.cells[1].firstElementChild;
       if (link.textContent !== t.title) link.textContent = t.title;
       const attempts = String(t.attempts);
@@ -164,7 +174,11 @@
       const a = t.last_attempt;
       const last = a ? shortTime(a.started_at) + ' · ' + a.status + ' · ' + human(a.duration_ms) : '—';
       if (tr.cells[3].textContent !== last) tr.cells[3].textContent = last;
-      showRunButton(tr.cells[4].firstElementChild, t.status, t.attempts);
+      const tokens = a && a.tokens != null ? String(a.tokens) : '—';
+      if (tr.cells[4].textContent !== tokens) tr.cells[4].textContent = tokens;
+      const cost = a && a.cost_usd != null ? '$' + usd(a.cost_usd) : '—';
+      if (tr.cells[5].textContent !== cost) tr.cells[5].textContent = cost;
+      showRunButton(tr.cells[6].firstElementChild, t.status, t.attempts);
     };
 
     const refreshTasks = async function () {
@@ -275,7 +289,7 @@
     const shownAttempts = Number(document.body.dataset.attempts);
     const refreshTask = async function () {
       const d = await api('GET', '/api/tasks/' + encodeURIComponent(taskId));
-      badge(document.getElementById('status'), d.status);
+      badge(document.getElementById('status'), d.status, d.verified);
       const button = document.querySelector('button.run');
       if (button) showRunButton(button, d.status, d.attempts.length);
       // A new attempt brings a new result, note and files: show them.

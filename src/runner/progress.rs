@@ -1,0 +1,180 @@
+//! The no-progress stop (SPEC §15, `runner.max_stalled_loops`): when that many loops
+//! in a row end with the repository as the in-container snapshot saw it (status and
+//! diff stat) and the same test outcome (exit code and the last 4 KiB of masked
+//! output), more paid loops are unlikely to change anything. Read from the task's
+//! history alone, so it needs no state of its own. A loop whose repository state is
+//! not known (no git in the image, not a repository) never counts: the task is never
+//! stopped on a guess.
+
+use crate::context::TaskContext;
+use crate::text::tail;
+use crate::worker::git::{DiffStat, GitState, RepoChanges};
+
+/// How much of a test's output the comparison looks at.
+const OUTPUT_COMPARED: usize = 4 * 1024;
+
+/// What a loop left behind, as far as progress goes.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome<'a> {
+    repo: (&'a GitState, &'a [DiffStat]),
+    test: Option<(Option<i32>, bool, String)>,
+}
+
+/// Whether the last `n` loops all ended alike (never with `n` = 0).
+pub fn stalled(ctx: &TaskContext, n: u32) -> bool {
+    if n == 0 || ctx.loops < n {
+        return false;
+    }
+    let mut outcomes = (ctx.loops - n + 1..=ctx.loops).map(|number| outcome(ctx, number));
+    let Some(Some(first)) = outcomes.next() else {
+        return false;
+    };
+    outcomes.all(|o| o.as_ref() == Some(&first))
+}
+
+/// Loop `number`'s outcome; None when its repository state is not known.
+fn outcome(ctx: &TaskContext, number: u32) -> Option<Outcome<'_>> {
+    // A loop without a worker run (Meta claimed completion) left the repository as
+    // the last run did.
+    let run = ctx.worker_runs.iter().rev().find(|r| r.number <= number)?;
+    let RepoChanges::Seen { after, diff, .. } = &run.changes else {
+        return None;
+    };
+    let test = ctx
+        .test_runs
+        .iter()
+        .rev()
+        .find(|t| t.number == number)
+        .map(|t| {
+            (
+                t.exit_code,
+                t.timed_out,
+                tail(&t.output_tail, OUTPUT_COMPARED),
+            )
+        });
+    Some(Outcome {
+        repo: (after, diff),
+        test,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timestamp::Timestamp;
+    use crate::agent::{RunOutcome, Transcript};
+    use crate::worker::{TestRun, WorkerRun};
+    use std::time::Duration;
+
+    fn state(status: &[&str]) -> GitState {
+        GitState {
+            head: Some("abc".into()),
+            status: status.iter().map(|s| s.to_string()).collect(),
+            more: 0,
+        }
+    }
+
+    fn worker(number: u32, changes: RepoChanges) -> WorkerRun {
+        WorkerRun {
+            number,
+            started: Timestamp::now(),
+            finished: Timestamp::now(),
+            duration: Duration::ZERO,
+            exit_code: Some(0),
+            outcome: RunOutcome::Completed,
+            summary: String::new(),
+            transcript: Transcript::default(),
+            log_path: "/dev/null".into(),
+            output_bytes: 0,
+            output_tail: String::new(),
+            changes,
+            leftovers: None,
+            privileges: vec![],
+            usage: Default::default(),
+        }
+    }
+
+    fn test(number: u32, code: i32, output: &str) -> TestRun {
+        TestRun {
+            number,
+            command: "t".into(),
+            cwd: String::new(),
+            started: Timestamp::now(),
+            duration: Duration::ZERO,
+            exit_code: Some(code),
+            timed_out: false,
+            interrupted: false,
+            output_tail: output.into(),
+            log_path: "/dev/null".into(),
+            leftovers: None,
+            privileges: vec![],
+        }
+    }
+
+    fn seen(status: &[&str], added: u64) -> RepoChanges {
+        RepoChanges::Seen {
+            before: state(&[]),
+            after: state(status),
+            diff: vec![DiffStat {
+                added: Some(added),
+                deleted: Some(0),
+                path: "x".into(),
+            }],
+        }
+    }
+
+    /// A context with one loop per `(repo, test exit, test output)`.
+    fn history(loops: &[(RepoChanges, i32, &str)]) -> TaskContext {
+        let mut ctx = TaskContext::new(crate::task::test_task(""));
+        for (n, (changes, code, output)) in loops.iter().enumerate() {
+            let number = n as u32 + 1;
+            ctx.worker_runs.push(worker(number, changes.clone()));
+            ctx.test_runs.push(test(number, *code, output));
+            ctx.loops = number;
+        }
+        ctx
+    }
+
+    #[test]
+    fn n_identical_loops_and_only_then() {
+        let same = || (seen(&[" M x"], 1), 1, "1 failed");
+        let ctx = history(&[same(), same()]);
+        assert!(!stalled(&ctx, 3), "two loops are not three");
+        assert!(stalled(&ctx, 2));
+        let ctx = history(&[same(), same(), same()]);
+        assert!(stalled(&ctx, 3));
+        assert!(!stalled(&ctx, 0), "0 turns the stop off");
+        let ctx = history(&[same(), (seen(&[" M x"], 2), 1, "1 failed"), same()]);
+        assert!(!stalled(&ctx, 3), "the diff stat changed");
+        let ctx = history(&[same(), (seen(&[" M x", "?? y"], 1), 1, "1 failed"), same()]);
+        assert!(!stalled(&ctx, 3), "the status changed");
+        let ctx = history(&[same(), (seen(&[" M x"], 1), 2, "1 failed"), same()]);
+        assert!(!stalled(&ctx, 3), "the exit code changed");
+        let ctx = history(&[same(), (seen(&[" M x"], 1), 1, "2 failed"), same()]);
+        assert!(!stalled(&ctx, 3), "the output changed");
+        let long = |end: &str| format!("{}{end}", "x".repeat(10_000));
+        let (a, b) = (long("a"), long("b"));
+        let ctx = history(&[
+            (seen(&[], 1), 1, &a),
+            (seen(&[], 1), 1, &b),
+            (seen(&[], 1), 1, &a),
+        ]);
+        assert!(!stalled(&ctx, 3), "the last 4 KiB differ");
+        let ctx = history(&[
+            (RepoChanges::NoGit, 1, "x"),
+            (RepoChanges::NoGit, 1, "x"),
+            (RepoChanges::NoGit, 1, "x"),
+        ]);
+        assert!(!stalled(&ctx, 3), "without snapshots nothing is known");
+    }
+
+    #[test]
+    fn a_loop_without_a_worker_run_keeps_the_last_runs_repository() {
+        let mut ctx = history(&[(seen(&[" M x"], 1), 1, "f")]);
+        for number in 2..=3 {
+            ctx.test_runs.push(test(number, 1, "f"));
+            ctx.loops = number;
+        }
+        assert!(stalled(&ctx, 3));
+    }
+}
