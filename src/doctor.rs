@@ -145,10 +145,7 @@ fn login_in(env: &[WorkerEnv], kind: &dyn Kind) -> Option<&'static str> {
 
 /// Where the credentials come from: the host's login, else the task's env
 /// (`in_task_env` names the setting and the variable), else nowhere.
-fn auth_source(
-    detected: &Login,
-    in_task_env: Option<(&'static str, &'static str)>,
-) -> AuthSource {
+fn auth_source(detected: &Login, in_task_env: Option<(&'static str, &'static str)>) -> AuthSource {
     match (detected, in_task_env) {
         (Login::File { path, .. }, _) => AuthSource::File(path.clone()),
         (Login::Key { .. }, _) => AuthSource::HostKey,

@@ -532,9 +532,19 @@ fn meta_call(out: &mut String, n: usize, call: &MetaCall, pricing: &Pricing) -> 
 /// `Tokens: 1200 in (300 cached), 60 out; model m, cost $0.0012`.
 fn usage_line(usage: &Usage, pricing: &Pricing) -> String {
     let model = inline(usage.model_label());
+    let priced = usage
+        .model
+        .as_deref()
+        .is_some_and(|m| pricing.price(m).is_some());
+    // Without a price of the user's, the cost is what the agent said (claude's
+    // total_cost_usd, at its list prices): say whose figure it is.
+    let whose = match usage.reported_cost_usd {
+        Some(_) if !priced => " (the agent's own figure)",
+        _ => "",
+    };
     match &usage.tokens {
         Some(t) => format!(
-            "Tokens: {} in ({} cached), {} out; model {model}, cost {}",
+            "Tokens: {} in ({} cached), {} out; model {model}, cost {}{whose}",
             t.input_tokens,
             t.cached_input_tokens,
             t.output_tokens,
@@ -730,6 +740,39 @@ fn verdict(run: &TestRun) -> &'static str {
 mod tests {
     use super::*;
     use crate::secret::Secret;
+
+    #[test]
+    fn a_cost_the_agent_reported_is_said_to_be_its_own() {
+        let used = Usage {
+            model: Some("claude-x".into()),
+            tokens: Some(crate::usage::Tokens {
+                input_tokens: 10,
+                cached_input_tokens: 4,
+                output_tokens: 3,
+            }),
+            reported_cost_usd: Some(0.25),
+        };
+        assert_eq!(
+            usage_line(&used, &Pricing::default()),
+            "Tokens: 10 in (4 cached), 3 out; model claude-x, cost $0.25 (the agent's own figure)"
+        );
+        let pricing = Pricing {
+            models: [(
+                "claude-x".to_string(),
+                crate::usage::Price {
+                    input: 1e6,
+                    cached_input: 1e6,
+                    output: 1e6,
+                },
+            )]
+            .into(),
+        };
+        assert_eq!(
+            usage_line(&used, &pricing),
+            "Tokens: 10 in (4 cached), 3 out; model claude-x, cost $13",
+            "the user's price wins"
+        );
+    }
 
     /// The note's block structure as a Markdown reader sees it: `##` headings and
     /// `<details>` open/close lines outside fenced blocks.

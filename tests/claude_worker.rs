@@ -98,11 +98,16 @@ fn claude_runs_a_bash_command_and_the_task_completes() {
         &model.url,
         "    network: host\n",
     );
-    let out = run(&dir, &yaml, &[("ANTHROPIC_API_KEY", KEY)]);
+    let out = Run::new(&["run", "--json"])
+        .env("HOME", dir.join("home"))
+        .env("ANTHROPIC_API_KEY", KEY)
+        .stdin(&yaml)
+        .output();
     out.code(0)
-        .stdout_has("COMPLETE")
+        .stdout_has("\"state\":\"COMPLETE\"")
         .stderr_has("worker run 1/1: completed")
         .stderr_has("worker claude-code-cli in image agent-runner-codex:latest");
+    let result: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(
         std::fs::read_to_string(repo.join("hello.txt")).unwrap(),
         "hello\n"
@@ -132,10 +137,46 @@ fn claude_runs_a_bash_command_and_the_task_completes() {
         "the exit code from the tool result's text: {note}"
     );
     assert!(note.contains("`echo hello > hello.txt` → exit 0"), "{note}");
-    // The fake's usage, summed by claude over three replies: 100 in plus 40 read from
-    // the cache each, 10 out each; and claude's own cost estimate.
+    // SPEC §15: the fake's usage, summed by claude over three replies (100 in plus 40
+    // read from the cache each, 10 out each), on the model claude ran; the cost is
+    // claude's own `total_cost_usd`, since the model has no price of the user's.
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    let reported: f64 = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "result")
+        .and_then(|e| e["total_cost_usd"].as_f64())
+        .expect("claude's result event has total_cost_usd");
+    assert!(reported > 0.0, "{reported}");
+    let usage = &result["usage"];
+    assert_eq!(
+        (
+            &usage["worker"]["runs"],
+            &usage["worker"]["input_tokens"],
+            &usage["worker"]["cached_input_tokens"],
+            &usage["worker"]["output_tokens"],
+            &usage["worker"]["unreported"],
+        ),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!(420),
+            &serde_json::json!(120),
+            &serde_json::json!(30),
+            &serde_json::json!(0)
+        ),
+        "{usage}"
+    );
+    assert_eq!(
+        usage["total_tokens"], 450,
+        "scripted Meta used none: {usage}"
+    );
+    assert_eq!(usage["cost_usd"].as_f64(), Some(reported), "{usage}");
     assert!(
-        note.contains("- Tokens: 420 in (120 cached), 30 out (the agent's estimate: $"),
+        note.contains(&format!(
+            "- Tokens: 420 in (120 cached), 30 out; model {MODEL}, cost ${} (the agent's own figure)",
+            agent_runner::usage::usd(reported)
+        )),
         "{note}"
     );
     assert!(note.contains("hello.txt"), "{note}");
@@ -273,6 +314,31 @@ fn a_stalled_stream_is_stopped_by_the_idle_timeout_inside_the_container() {
         .stderr_has("Stalled: no output for 4 s (idle_timeout_sec)");
     let note = note(&repo, &id);
     assert!(note.contains("#### Run 1 (stalled"), "{note}");
+    assert_no_container(&id);
+}
+
+#[test]
+#[ignore = "needs sandbox-image"]
+fn a_claude_run_is_stopped_at_the_tasks_deadline() {
+    needs(Needs::SandboxImage);
+    let dir = Scratch::new("claude-deadline");
+    let repo = repo(&dir);
+    let id = task_id("deadline");
+    let model = FakeAnthropic::start(vec![Reply::Stall]);
+    let script = meta_script(&dir, "Create hello.txt saying hello.");
+    // Its own limits are far off; the task's deadline (SPEC §15) is not.
+    let extra = "    network: host\n    idle_timeout_sec: 100\n  budget: {max_duration_sec: 6}\n";
+    let out = run(
+        &dir,
+        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url, extra),
+        &[("ANTHROPIC_API_KEY", KEY)],
+    );
+    out.code(1)
+        .stdout_has("budget exhausted: max_duration_sec")
+        .stderr_has("worker run 1/1: timed_out")
+        .stderr_has("Stopped at the task's deadline (runner.budget.max_duration_sec)");
+    let note = note(&repo, &id);
+    assert!(note.contains("#### Run 1 (timed_out"), "{note}");
     assert_no_container(&id);
 }
 

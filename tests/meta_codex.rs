@@ -76,6 +76,12 @@ fn codex_as_meta_drives_a_whole_task_without_an_openai_key() {
             // Invalid (no criteria): asked again, as any Meta reply would be.
             reply(json!({"type": "plan_task", "acceptance_criteria": []})),
             reply(json!({"type": "plan_task", "acceptance_criteria": [
+                {"id": null, "description": "hello.txt exists"}]})),
+            // A replan (SPEC §16): a second plan_task, held to the same schema.
+            reply(json!({"type": "next_action",
+                "decision": {"action": "replan", "reason": "the file must say hello"},
+                "worker_call": null})),
+            reply(json!({"type": "plan_task", "acceptance_criteria": [
                 {"id": null, "description": "hello.txt says hello"}]})),
             reply(json!({"type": "next_action",
                 "decision": {"action": "run_worker", "reason": "nothing done yet"},
@@ -88,18 +94,50 @@ fn codex_as_meta_drives_a_whole_task_without_an_openai_key() {
             ),
         ],
     );
-    let yaml = task(&id, &repo, &meta_settings(&model, 120));
-    let out = run(&dir, &yaml);
+    let yaml = format!(
+        "{}  pricing:\n    some-model: {{input: 1, cached_input: 0.5, output: 2}}\n",
+        task(&id, &repo, &meta_settings(&model, 120))
+    );
+    let out = Run::new(&["run", "--json"])
+        .env("HOME", home(&dir))
+        .stdin(&yaml)
+        .output();
     out.code(0)
-        .stdout_has("COMPLETE")
+        .stdout_has("\"state\":\"COMPLETE\"")
         .stderr_has("meta codex-cli (some-model)")
         .stderr_has("meta plan_task: invalid reply (acceptance_criteria is empty");
     assert_eq!(read(&repo.join("hello.txt")), "hello\n");
+    let result: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(result["replans"], 1, "{result}");
+    // SPEC §15: codex's tokens (turn.completed, the fake's 100 in, 40 cached, 10 out
+    // per response) are Meta's usage, on codex's -m model and at its price:
+    // 6 requests in 5 calls (the re-ask is paid too).
+    let meta = &result["usage"]["meta"];
+    assert_eq!(
+        (
+            &meta["calls"],
+            &meta["input_tokens"],
+            &meta["cached_input_tokens"],
+            &meta["output_tokens"],
+            &meta["unreported"]
+        ),
+        (&json!(5), &json!(600), &json!(240), &json!(60), &json!(0)),
+        "{result}"
+    );
+    let models = result["usage"]["models"].as_array().unwrap();
+    let priced = models
+        .iter()
+        .find(|m| m["model"] == "some-model")
+        .unwrap_or_else(|| panic!("{result}"));
+    // (360 × 1 + 240 × 0.5 + 60 × 2) / 10⁶
+    assert_eq!(priced["cost_usd"], json!(0.0006), "{result}");
 
     let requests = model.received();
-    assert_eq!(requests.len(), 4, "{requests:?}");
+    assert_eq!(requests.len(), 6, "{requests:?}");
     let schemas = [
         agent_runner::runner::schema::plan_task(),
+        agent_runner::runner::schema::plan_task(),
+        agent_runner::runner::schema::next_action(),
         agent_runner::runner::schema::plan_task(),
         agent_runner::runner::schema::next_action(),
         agent_runner::runner::schema::completion_assessment(),
@@ -132,6 +170,12 @@ fn codex_as_meta_drives_a_whole_task_without_an_openai_key() {
             .body
             .contains("Your reply was invalid: acceptance_criteria is empty"),
         "the re-ask carries the problem"
+    );
+    assert!(
+        requests[3].body.contains("previous_criteria")
+            && requests[3].body.contains("the file must say hello"),
+        "the replan's plan_task: {}",
+        requests[3].body
     );
 
     let note = note(&repo, &id);
@@ -191,6 +235,37 @@ fn a_meta_call_past_its_timeout_is_stopped_and_fails_the_task() {
         .stdout_has("FAILED")
         .stderr_has("meta plan_task failed")
         .stderr_has("codex timed_out: Timed out after 4 s");
+    assert_no_container(&id);
+}
+
+#[test]
+#[ignore = "needs sandbox-image"]
+fn a_meta_call_is_stopped_at_the_tasks_deadline() {
+    needs(Needs::SandboxImage);
+    let dir = Scratch::new("meta-codex-deadline");
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let id = task_id("deadline");
+    let model = FakeResponses::start_on("127.0.0.2", vec![Reply::Stall]);
+    // The call's own limit (60 s) is longer than the task's (5 s): the task's wins.
+    let yaml = format!(
+        "{}  budget: {{max_duration_sec: 5}}\n",
+        task(&id, &repo, &meta_settings(&model, 60))
+    );
+    let out = Run::new(&["run", "--json"])
+        .env("HOME", home(&dir))
+        .stdin(&yaml)
+        .output();
+    out.code(1)
+        .stderr_has("meta plan_task failed after")
+        .stderr_has("stopped at the task's deadline (runner.budget.max_duration_sec)");
+    let result: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(result["state"], "FAILED", "{result}");
+    assert_eq!(
+        result["budget"]["exhausted"], "max_duration_sec",
+        "{result}"
+    );
+    assert_eq!(result["usage"]["meta"]["unreported"], 1, "{result}");
     assert_no_container(&id);
 }
 

@@ -139,10 +139,7 @@ impl Kind for Claude {
     fn needs(&self, spec: &HostsSpec) -> Vec<Need> {
         let mut needs = Vec::new();
         let login_file = matches!(spec.login, Login::File { .. });
-        let token_in_env = spec
-            .env
-            .iter()
-            .any(|(name, _)| *name == OAUTH_TOKEN_VAR);
+        let token_in_env = spec.env.iter().any(|(name, _)| *name == OAUTH_TOKEN_VAR);
         if spec.base_url.is_none() {
             let key = matches!(spec.login, Login::Key { .. })
                 || spec

@@ -249,7 +249,11 @@ mod tests {
             })
         );
         assert_eq!(used.reported_cost_usd, Some(0.5));
-        assert_eq!(t.usage_for(Some("m")).model.as_deref(), Some("m"), "the user's");
+        assert_eq!(
+            t.usage_for(Some("m")).model.as_deref(),
+            Some("m"),
+            "the user's"
+        );
     }
 
     #[test]

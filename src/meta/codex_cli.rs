@@ -140,12 +140,16 @@ impl CodexCli {
         };
         let run = &answer.run;
         match run.outcome {
-            RunOutcome::Completed => answer
-                .text
-                .map(|text| (text, run.usage.tokens))
-                .ok_or_else(|| {
-                    MetaError::Failed("codex wrote no last message (--output-last-message)".into())
-                }),
+            RunOutcome::Completed => {
+                answer
+                    .text
+                    .map(|text| (text, run.usage.tokens))
+                    .ok_or_else(|| {
+                        MetaError::Failed(
+                            "codex wrote no last message (--output-last-message)".into(),
+                        )
+                    })
+            }
             RunOutcome::Interrupted => Err(MetaError::Interrupted),
             RunOutcome::TimedOut if cut_by_task => Err(MetaError::Failed(format!(
                 "stopped at the task's deadline (runner.budget.max_duration_sec) after {}",

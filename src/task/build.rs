@@ -17,8 +17,7 @@ use super::settings;
 use super::structure::inline;
 use super::{
     Bounds, DEFAULT_TEST_TIMEOUT_SEC, Login, MAX_ACCEPTANCE_CRITERIA, MetaBackend, MetaSettings,
-    Prd, PrdSource, Shape,
-    Task, TestSpec, WorkerSettings,
+    Prd, PrdSource, Shape, Task, TestSpec, WorkerSettings,
 };
 use crate::secret::Redactor;
 use crate::text::cut_chars;
