@@ -2,8 +2,11 @@
 //! the `codex-cli` Meta provider runs.
 //!
 //! `kind` is the one interface: a CLI's real flags, its login rule (`login`), the
-//! hosts it needs, and a reader of its event stream into the shared run record
-//! (`record`), which `outcome` judges the same way for every kind. Each kind is one
+//! hosts it needs, how it resumes a session (`resume_command`, `session_files`, the
+//! record's `session_id`: the hooks SPEC §19's resume uses), and a reader of its
+//! event stream into the shared run record (`record`), which `outcome` judges the
+//! same way for every kind and `Transcript::usage_for` turns into SPEC §15's usage
+//! (tokens and any cost the agent reported). Each kind is one
 //! file with its recorded real output in testdata/: `codex` (codex-cli), `claude`
 //! (claude-code-cli). A new kind is a new file and a line in `KINDS`.
 //!
