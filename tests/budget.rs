@@ -406,8 +406,15 @@ fn loops_that_change_the_repository_are_progress() {
     let id = task_id("progress");
     let mut answers = vec![plan(&["AC-1"])];
     for n in 0..4 {
+        // A file named like a find expression, and an artefact too large to be
+        // read through for a line count (listed in the status, not in the stat).
+        let more = if n == 0 {
+            "@run: printf 'a\\nb\\n' > ./-name; truncate -s 2M big.bin\n"
+        } else {
+            ""
+        };
         answers.push(run_worker(&format!(
-            "@run: echo {n} >> work.txt\n@say: wrote {n}"
+            "{more}@run: echo {n} >> work.txt\n@say: wrote {n}"
         )));
         answers.push(assess(&[], "still failing"));
     }
@@ -427,6 +434,10 @@ fn loops_that_change_the_repository_are_progress() {
     let error = result["error"].as_str().unwrap();
     assert!(error.starts_with("max_loops reached (4)"), "{error}");
     assert_eq!(server.received().len(), 9);
+    let note = note(&dir.path, &id);
+    assert!(note.contains("  - +4 −0 work.txt\n"), "{note}");
+    assert!(note.contains("  - +2 −0 -name\n"), "{note}");
+    assert!(!note.contains("−0 big.bin"), "{note}");
 }
 
 #[test]

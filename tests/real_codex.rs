@@ -165,7 +165,8 @@ fn codex_runs_the_shell_command_the_model_asks_for_and_the_task_completes() {
     for line in [
         "  - M notes.txt",
         "  - ?? hello.txt",
-        "- Diff stat: 1 file(s), +1 −0",
+        // The untracked file counts as its lines, new.
+        "- Diff stat: 2 file(s), +2 −0\n  - +1 −0 notes.txt\n  - +1 −0 hello.txt\n",
     ] {
         assert!(note.contains(line), "note lacks {line:?}:\n{note}");
     }
