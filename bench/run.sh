@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: prepares the environment and runs bench/bench.py (the runner),
 # bench/egress.py (the egress proxy), bench/web.py (the web view), bench/plan.py
-# (plans) and bench/pipeline.py (the orchestrator, the TaskStore).
+# (plans), bench/agents.py (claude-code-cli, Meta through codex-cli; needs the real
+# worker image) and bench/pipeline.py (the orchestrator, the TaskStore).
 # BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
 # clean-build timing.
 set -euo pipefail
@@ -12,4 +13,9 @@ python3 bench/bench.py
 python3 bench/egress.py
 python3 bench/web.py
 python3 bench/plan.py
+if docker image inspect agent-runner-codex:latest >/dev/null 2>&1; then
+  python3 bench/agents.py
+else
+  echo "bench: bench/agents.py left out: agent-runner-codex:latest is not built (make sandbox-image)" >&2
+fi
 exec python3 bench/pipeline.py

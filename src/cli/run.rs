@@ -7,6 +7,7 @@ use crate::context::TaskContext;
 use crate::deadline::Deadline;
 use crate::error::{Error, exit};
 use crate::interrupt::Interrupt;
+use crate::meta::codex_cli::CodexCli;
 use crate::meta::openai::OpenAiChat;
 use crate::meta::scripted::Scripted;
 use crate::note;
@@ -14,7 +15,7 @@ use crate::result::RunResult;
 use crate::runner::Runner;
 use crate::runner::meta::{Meta, MetaAgent};
 use crate::secret::Redactor;
-use crate::task::{CodexAuth, InputError, MetaBackend, Task};
+use crate::task::{InputError, Login, MetaBackend, Task};
 use crate::task_lock::TaskLock;
 use crate::worker::docker::{DockerSandbox, SandboxConfig};
 
@@ -43,17 +44,20 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
         }
         Err(e) => return invalid(&e, &Redactor::default()),
     };
-    let auth = task.codex_auth.clone();
+    let auth = task.login.clone();
     let redactor = Redactor::new(&task.secrets());
     crate::logging::mask(&redactor);
-    if let Some(model) = meta_model {
+    if let Some(model) = &meta_model {
         if model.trim().is_empty() {
             return invalid(
                 &InputError::new("--meta-model", "must not be empty").into(),
                 &redactor,
             );
         }
-        task.meta.model = model;
+        task.meta.model = model.clone();
+        if let MetaBackend::CodexCli(codex) = &mut task.meta.backend {
+            codex.model = Some(model.clone());
+        }
         if let Some(problem) = crate::task::unpriced(&task.bounds, &task.meta, &task.worker) {
             let problem = InputError::new("--meta-model", problem.message);
             return invalid(&problem.into(), &redactor);
@@ -84,13 +88,37 @@ pub fn run(meta_model: Option<String>, json: bool, interrupt: Interrupt) -> i32 
             }
             Err(e) => invalid(&InputError::new("runner.meta.script", e).into(), &redactor),
         },
+        MetaBackend::CodexCli(_) => {
+            // A scratch directory of its own, outside the repository; its runs' logs
+            // beside the worker's.
+            let dir = std::env::temp_dir().join(format!(
+                "agent-runner-meta-{}-{}",
+                task.id,
+                uuid::Uuid::new_v4().simple()
+            ));
+            let logs = crate::private_dir::open(&task.repo)
+                .and_then(|dir| dir.subdir("logs"))
+                .and_then(|logs| logs.subdir(&task.id))
+                .and_then(|logs| logs.subdir("meta"))
+                .ok();
+            let Some(chat) =
+                CodexCli::for_task(&task, dir, true, logs, redactor.clone(), interrupt)
+            else {
+                return invalid(
+                    &InputError::new("runner.meta.kind", "not codex-cli").into(),
+                    &redactor,
+                );
+            };
+            let meta = MetaAgent::new(chat.until(deadline), system_prompt, redactor.clone());
+            execute(task, meta, auth, redactor, json, interrupt, deadline)
+        }
     }
 }
 
 fn execute(
     task: Task,
     meta: impl Meta,
-    auth: CodexAuth,
+    auth: Login,
     redactor: Redactor,
     json: bool,
     interrupt: Interrupt,
@@ -127,12 +155,14 @@ fn execute(
     let meta_name = match &task.meta.backend {
         MetaBackend::OpenAiChat { .. } => task.meta.model.clone(),
         MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
+        MetaBackend::CodexCli(_) => format!("codex-cli ({})", task.meta.model),
     };
     log::info!(
-        "task {} \"{}\": repo {}, meta {meta_name}, worker image {}, at most {} loops",
+        "task {} \"{}\": repo {}, meta {meta_name}, worker {} in image {}, at most {} loops",
         task.id,
         task.title,
         task.repo.display(),
+        task.worker.kind.name(),
         task.worker.docker_image,
         task.meta.max_loops
     );
@@ -142,7 +172,7 @@ fn execute(
         private_dir: private.path().to_path_buf(),
         logs,
         worker: task.worker.clone(),
-        auth,
+        login: auth,
         redactor: redactor.clone(),
         interrupt,
         deadline,

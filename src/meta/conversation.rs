@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::backend::{ChatBackend, ChatMessage};
+use super::backend::{ChatBackend, ChatMessage, ReplyFormat};
 use super::reply::{Reply, parse_reply_masked};
 use super::{MetaCall, MetaError, MetaOutcome};
 use crate::secret::Redactor;
@@ -62,9 +62,13 @@ pub fn ask_checked<T: Reply, U>(
         error: None,
         usage: Usage::of(backend.model(), None),
     };
+    let format = ReplyFormat {
+        kind,
+        schema: T::schema(),
+    };
     let mut problem = String::new();
     for round in 0..=MAX_REASKS {
-        let completion = match backend.complete(&messages) {
+        let completion = match backend.complete_for(&messages, &format) {
             Ok(completion) => completion,
             Err(e) => {
                 call.attempts += e.attempts;

@@ -61,8 +61,8 @@ fn outcome(ctx: &TaskContext, number: u32) -> Option<Outcome<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::{RunOutcome, Transcript};
     use crate::timestamp::Timestamp;
-    use crate::worker::codex::{RunOutcome, Transcript};
     use crate::worker::{TestRun, WorkerRun};
     use std::time::Duration;
 

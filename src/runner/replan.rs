@@ -185,9 +185,9 @@ pub fn history(ctx: &TaskContext, first: u32) -> Vec<LoopRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::{RunOutcome, Transcript};
     use crate::context::Criterion;
     use crate::timestamp::Timestamp;
-    use crate::worker::codex::{RunOutcome, Transcript};
     use crate::worker::{TestRun, WorkerRun};
     use std::time::Duration;
 

@@ -7,12 +7,12 @@ use quickcheck::{Arbitrary, Gen, quickcheck};
 
 use super::protocol::Plan;
 use super::*;
+use crate::agent::Transcript;
 use crate::context::{Assessment, Criterion};
 use crate::interrupt::Interrupt;
 use crate::meta::MetaCall;
 use crate::task::TestSpec;
 use crate::timestamp::Timestamp;
-use crate::worker::codex::Transcript;
 use crate::worker::{Teardown, TestRun, WorkerRun};
 
 type Reply<T> = Result<T, MetaError>;

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::codex::{self, Exit, PROJECT_DIR, Transcript};
+use super::PROJECT_DIR;
 use super::container::{Container, ContainerSpec};
 use super::docker_cli::{
     DockerFault, daemon_problem, docker, docker_missing, fault_in, last_lines,
@@ -26,15 +26,15 @@ use super::git::{RepoChanges, Snapshot};
 use super::privileges::{self, Finding, Fix};
 use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
+use crate::agent::{Exit, RunSpec, Transcript, classify};
 use crate::deadline::Deadline;
 use crate::egress::{self, Egress};
 use crate::fs::Dir;
 use crate::interrupt::Interrupt;
 use crate::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
 use crate::secret::Redactor;
-use crate::task::{CodexAuth, Network, TestSpec, WorkerSettings};
+use crate::task::{Login, Network, TestSpec, WorkerSettings};
 use crate::timestamp::Timestamp;
-use crate::usage::Usage;
 
 /// Bytes of worker/test output kept in memory (the rest is in the log file).
 const OUTPUT_TAIL: usize = 64 * 1024;
@@ -53,7 +53,8 @@ pub struct SandboxConfig {
     /// Where worker and test logs go (`.agent-runner/logs/<id>`).
     pub logs: Dir,
     pub worker: WorkerSettings,
-    pub auth: CodexAuth,
+    /// How the worker's agent logs in.
+    pub login: Login,
     /// Secrets to mask in logs and tails.
     pub redactor: Redactor,
     /// Stops worker and test runs (and waiting for the container) when set.
@@ -96,7 +97,7 @@ impl DockerSandbox {
                 repo: config.repo,
                 private_dir: config.private_dir,
                 worker: config.worker,
-                auth: config.auth,
+                login: config.login,
                 interrupt: config.interrupt,
             },
             logs: config.logs,
@@ -116,8 +117,13 @@ impl DockerSandbox {
     }
 
     /// `docker exec` into the running container (started on first use), and the
-    /// keep-alive's pid the envelope must spare.
-    fn exec_base(&mut self, workdir: Option<&str>) -> Result<(Invocation, String), SandboxError> {
+    /// keep-alive's pid the envelope must spare; `agent`: the variables of an
+    /// agent's run (`Container::exec`).
+    fn exec_base(
+        &mut self,
+        workdir: Option<&str>,
+        agent: Option<&[(&'static str, String)]>,
+    ) -> Result<(Invocation, String), SandboxError> {
         self.container()?;
         self.unswept = true;
         let container = self
@@ -125,9 +131,111 @@ impl DockerSandbox {
             .as_ref()
             .ok_or_else(|| SandboxError::Io("the container is not running".into()))?;
         Ok((
-            container.exec(&self.spec, workdir),
+            container.exec(&self.spec, workdir, agent),
             container.keep_pid.clone(),
         ))
+    }
+
+    /// What a run of the worker's agent is given: the task's settings, run in the
+    /// repository, as root when agent-runner is root.
+    pub fn run_spec(&self) -> RunSpec<'_> {
+        let worker = &self.spec.worker;
+        RunSpec {
+            model: worker.model.as_deref(),
+            extra_args: &worker.extra_args,
+            base_url: worker.base_url.as_deref(),
+            workdir: PROJECT_DIR,
+            root: crate::sys::user_and_group().0 == 0,
+        }
+    }
+
+    /// The worker's agent.
+    pub fn kind(&self) -> &'static dyn crate::agent::Kind {
+        self.spec.worker.kind
+    }
+
+    /// Sets the time limits of the next runs (a caller with a deadline cuts them).
+    pub fn set_run_limits(&mut self, max_run_time: Duration, idle_timeout: Duration) {
+        self.spec.worker.max_run_time = max_run_time;
+        self.spec.worker.idle_timeout = idle_timeout;
+    }
+
+    /// Runs the worker's agent once with `command` (its `Kind::command`, or
+    /// `Kind::resume_command` to continue a session) and `prompt` on stdin. Agent
+    /// failures are in the returned record.
+    pub fn run_agent(
+        &mut self,
+        number: u32,
+        prompt: &str,
+        command: &[String],
+    ) -> Result<WorkerRun, SandboxError> {
+        let kind = self.spec.worker.kind;
+        let agent_env = kind.run_env(&self.run_spec());
+        let (base, keep_pid) = self.exec_base(None, Some(&agent_env))?;
+        let envelope = Envelope::new();
+        let invocation = base
+            .args(Envelope::wrap(Mode::Worker, &keep_pid, command))
+            .stdin(envelope.stdin(prompt.as_bytes()));
+        let settings = &self.spec.worker;
+        let (wall, cut) = self.deadline.cut(settings.max_run_time);
+        let limits = Limits {
+            wall: Some(wall),
+            idle: Some(settings.idle_timeout),
+            grace: Duration::from_secs(2),
+            interrupt: self.spec.interrupt,
+        };
+        let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
+        let mut reader = envelope.reader();
+        let mut transcript = Transcript::default();
+        let mut stream = kind.stream();
+        let mut on_line = |line: &[u8]| stream.feed(line, &mut transcript);
+        let started = Timestamp::now();
+        let (capture, log_path) = self.capture(&format!("run-{number}.log"))?;
+        let mut capture = capture
+            .with_filter(&mut reader)
+            .with_lines(MAX_EVENT_LINE, &mut on_line);
+        let (finished, stopped) = self.run_enveloped(&invocation, &limits, &mut capture)?;
+        let (output_tail, stderr, output_bytes) =
+            (capture.tail(), capture.stderr(), capture.bytes());
+        drop(capture);
+        let report = self.settle(
+            Mode::Worker,
+            &finished,
+            reader.report(&self.redactor),
+            stopped,
+            &stderr,
+        )?;
+        let exit = match finished.ending {
+            Ending::TimedOut => Exit::TimedOut(max_run_time),
+            Ending::Stalled => Exit::Stalled(idle_timeout),
+            Ending::Interrupted => Exit::Interrupted,
+            Ending::Exited => finished.code().map_or(Exit::Signal, Exit::Code),
+        };
+        let (outcome, mut summary) = classify(kind.program(), &transcript, exit, &stderr);
+        if cut && finished.ending == Ending::TimedOut {
+            summary = format!(
+                "Stopped at the task's deadline (runner.budget.max_duration_sec), {} into the run; the worker was stopped.",
+                crate::timestamp::human(finished.duration)
+            );
+        }
+        let usage = transcript.usage_for(self.spec.worker.model.as_deref());
+        Ok(WorkerRun {
+            number,
+            started,
+            finished: Timestamp::now(),
+            duration: finished.duration,
+            exit_code: finished.code(),
+            outcome,
+            summary: self.redactor.redact(&summary),
+            transcript,
+            log_path,
+            output_bytes,
+            output_tail,
+            changes: RepoChanges::from_snapshots(report.git_before, report.git_after, report.diff),
+            leftovers: report.stopped,
+            privileges: self.sweep_after_run()?,
+            usage,
+        })
     }
 
     /// The running container, started on first use; an error at once if it has
@@ -306,76 +414,8 @@ impl DockerSandbox {
 
 impl Sandbox for DockerSandbox {
     fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError> {
-        let (base, keep_pid) = self.exec_base(None)?;
-        let command: Vec<String> = std::iter::once("codex".to_string())
-            .chain(codex::exec_args(&self.spec.worker))
-            .collect();
-        let envelope = Envelope::new();
-        let invocation = base
-            .args(Envelope::wrap(Mode::Worker, &keep_pid, &command))
-            .stdin(envelope.stdin(prompt.as_bytes()));
-        let settings = &self.spec.worker;
-        let (wall, cut) = self.deadline.cut(settings.max_run_time);
-        let limits = Limits {
-            wall: Some(wall),
-            idle: Some(settings.idle_timeout),
-            grace: Duration::from_secs(2),
-            interrupt: self.spec.interrupt,
-        };
-        let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
-        let mut reader = envelope.reader();
-        let mut transcript = Transcript::default();
-        let mut on_line = |line: &[u8]| transcript.feed(line);
-        let started = Timestamp::now();
-        let (capture, log_path) = self.capture(&format!("run-{number}.log"))?;
-        let mut capture = capture
-            .with_filter(&mut reader)
-            .with_lines(MAX_EVENT_LINE, &mut on_line);
-        let (finished, stopped) = self.run_enveloped(&invocation, &limits, &mut capture)?;
-        let (output_tail, stderr, output_bytes) =
-            (capture.tail(), capture.stderr(), capture.bytes());
-        drop(capture);
-        let report = self.settle(
-            Mode::Worker,
-            &finished,
-            reader.report(&self.redactor),
-            stopped,
-            &stderr,
-        )?;
-        let exit = match finished.ending {
-            Ending::TimedOut => Exit::TimedOut(max_run_time),
-            Ending::Stalled => Exit::Stalled(idle_timeout),
-            Ending::Interrupted => Exit::Interrupted,
-            Ending::Exited => finished.code().map_or(Exit::Signal, Exit::Code),
-        };
-        let (outcome, mut summary) = codex::classify(&transcript, exit, &stderr);
-        if cut && finished.ending == Ending::TimedOut {
-            summary = format!(
-                "Stopped at the task's deadline (runner.budget.max_duration_sec), {} into the run; the worker was stopped.",
-                crate::timestamp::human(finished.duration)
-            );
-        }
-        let usage = Usage::of(
-            self.spec.worker.model.as_deref(),
-            transcript.completed.as_ref().map(codex::Usage::tokens),
-        );
-        Ok(WorkerRun {
-            number,
-            started,
-            finished: Timestamp::now(),
-            duration: finished.duration,
-            exit_code: finished.code(),
-            outcome,
-            summary: self.redactor.redact(&summary),
-            transcript,
-            log_path,
-            output_bytes,
-            output_tail,
-            changes: RepoChanges::from_snapshots(report.git_before, report.git_after, report.diff),
-            leftovers: report.stopped,
-            privileges: self.sweep_after_run()?,
-            usage,
-        })
+        let command = self.spec.worker.kind.command(&self.run_spec());
+        self.run_agent(number, prompt, &command)
     }
 
     fn run_test(&mut self, number: u32, test: &TestSpec) -> Result<TestRun, SandboxError> {
@@ -384,7 +424,7 @@ impl Sandbox for DockerSandbox {
         } else {
             format!("{PROJECT_DIR}/{}", test.cwd)
         };
-        let (base, keep_pid) = self.exec_base(Some(&workdir))?;
+        let (base, keep_pid) = self.exec_base(Some(&workdir), None)?;
         let envelope = Envelope::new();
         let command = ["sh".to_string(), "-c".to_string(), test.command.clone()];
         let invocation = base

@@ -30,7 +30,7 @@ use crate::process::StreamFilter;
 use crate::secret::Redactor;
 
 /// Where the repository is mounted in the container.
-use super::codex::PROJECT_DIR;
+use super::PROJECT_DIR;
 
 /// Longest record body kept; the rest is counted, not stored.
 const MAX_RECORD: usize = 1 << 20;
