@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::fake_openai::FakeOpenAi;
+use support::fake_openai::{Answer, FakeOpenAi};
 use support::task::*;
 use support::{Run, Scratch, git_repo};
 
@@ -477,4 +477,32 @@ fn validate_refuses_a_cost_limit_with_an_unpriced_model_and_names_it() {
         "{error}"
     );
     assert!(server.received().is_empty());
+}
+
+/// A Meta answering every request with an invalid reply: each re-ask is a paid
+/// request resending the conversation, so the budget is looked at before each one.
+#[test]
+fn a_meta_that_keeps_answering_invalid_replies_is_stopped_by_the_budget_between_reasks() {
+    let dir = Scratch::new("budget-reasks");
+    let id = task_id("budget-reasks");
+    let invalid =
+        || Answer::chat("type: plan_task\nacceptance_criteria: []\n").with_usage(3000, 0, 100);
+    let server = FakeOpenAi::start(vec![invalid(), invalid(), invalid(), invalid()]);
+    let out = runner(&task(
+        &id,
+        &dir,
+        &server,
+        None,
+        "  budget: {max_tokens: 2000}\n",
+    ))
+    .arg("--json")
+    .output();
+    assert_exhausted(
+        &out,
+        &dir,
+        &id,
+        "budget exhausted: max_tokens (3100 of 2000)",
+        "max_tokens",
+    );
+    assert_eq!(server.received().len(), 1, "no re-ask after the limit");
 }

@@ -37,7 +37,21 @@ pub fn ask_checked<T: Reply, U>(
     system: String,
     request: &str,
     redactor: &Redactor,
+    check: impl FnMut(T) -> Result<U, String>,
+) -> MetaOutcome<U> {
+    ask_within::<T, U>(backend, system, request, redactor, check, &|_| None)
+}
+
+/// Like `ask_checked`; before each re-ask, `stop` is shown the call's usage so far
+/// and may end the call with its reason (a budget that the re-asks used up: each is
+/// a paid request resending the whole conversation).
+pub fn ask_within<T: Reply, U>(
+    backend: &mut dyn ChatBackend,
+    system: String,
+    request: &str,
+    redactor: &Redactor,
     mut check: impl FnMut(T) -> Result<U, String>,
+    stop: &dyn Fn(&Usage) -> Option<String>,
 ) -> MetaOutcome<U> {
     let kind = T::KIND;
     let clock = Instant::now();
@@ -90,6 +104,10 @@ pub fn ask_checked<T: Reply, U>(
             Err(e) => {
                 problem = redactor.redact(&e);
                 if round < MAX_REASKS {
+                    if let Some(reason) = stop(&call.usage) {
+                        let error = format!("invalid reply ({problem}), not asked again: {reason}");
+                        return finish(call, clock, Err(MetaError::Failed(error)), redactor);
+                    }
                     log::warn!("meta {kind}: invalid reply ({problem}); asking again");
                     messages.push(ChatMessage {
                         role: "assistant",
