@@ -1,8 +1,9 @@
 //! `agent-runner doctor`: whether this machine can run a task, found out before a paid
 //! run fails half-way. Each check is one small function that returns a `Check`:
-//! docker, the worker image and what must be in it, the egress proxy's bridge,
-//! codex's credentials, the Meta endpoint, and who owns the files the container
-//! writes. Containers are started the
+//! docker, the worker image and what must be in it (each agent CLI the task uses:
+//! the worker's, and codex for Meta `codex-cli`, at its pinned version), the egress
+//! proxy's bridge, each agent's credentials, the Meta endpoint, and who owns the
+//! files the container writes. Containers are started the
 //! way the sandbox starts them (`--entrypoint /bin/sh`, `--user uid:gid` when not
 //! root). No check sends a key anywhere: the Meta endpoint gets a bare GET.
 
@@ -11,20 +12,16 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::agent::{self, Kind, Login};
 use crate::egress::{self, AllowList, Egress, bridge};
 use crate::interrupt::Interrupt;
 use crate::process::{self, Capture, Invocation, Limits, Stop};
 use crate::secret::Redactor;
 use crate::sys;
-use crate::task::CodexAuth;
-use crate::task::{DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task};
+use crate::task::{DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task, WorkerEnv};
 use crate::text::{cut, one_line};
-use crate::worker::container::{AUTH_MOUNT, user_args};
+use crate::worker::container::{home_links, user_args};
 use crate::worker::docker_cli::mount_spec;
-
-/// The codex version agent-runner's flags and JSONL parsing were checked against;
-/// sandbox/build.sh installs it.
-pub const PINNED_CODEX_VERSION: &str = "0.169.0";
 
 /// Limit for docker commands that only talk to the daemon.
 const CLI_TIMEOUT: Duration = Duration::from_secs(20);
@@ -41,26 +38,41 @@ const PROBE_FILE: &str = "agent-runner-doctor-probe";
 pub struct Target {
     pub image: String,
     pub network: Network,
-    /// The Meta base URL; None for scripted Meta, which has no endpoint.
+    /// The Meta base URL; None when Meta has no endpoint of its own (scripted, or
+    /// codex-cli, which runs in the sandbox image).
     pub meta_url: Option<String>,
+    /// Meta is `kind: codex-cli`.
+    pub meta_in_sandbox: bool,
+    /// The agent CLIs a run uses: the worker's first, then Meta's codex when it is
+    /// another CLI or image.
+    pub agents: Vec<Agent>,
+}
+
+/// An agent CLI a run uses, where, and how it logs in.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    pub kind: &'static dyn Kind,
+    pub image: String,
     pub auth: AuthSource,
 }
 
-/// Where codex's credentials would come from in a run.
+/// Where an agent's credentials would come from in a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthSource {
-    /// The host's `~/.codex/auth.json`, mounted read-only.
+    /// The host's login file, mounted read-only.
     File(PathBuf),
-    /// `CODEX_API_KEY` in agent-runner's environment.
+    /// The key variable in agent-runner's environment.
     HostKey,
-    /// `CODEX_API_KEY` in the task's `runner.worker.env`.
-    TaskEnv,
+    /// A login variable (the key, or another the kind accepts) in the task's env:
+    /// the setting (`runner.worker.env` or `runner.meta.env`) and the variable.
+    TaskEnv(&'static str, &'static str),
     None,
 }
 
 impl Target {
-    /// The defaults a task without these settings would get.
-    pub fn defaults(var: &dyn Fn(&str) -> Option<String>, auth: &CodexAuth) -> Self {
+    /// The defaults a task without these settings would get (a codex worker logged
+    /// in with `login`).
+    pub fn defaults(var: &dyn Fn(&str) -> Option<String>, login: &Login) -> Self {
         Target {
             image: DEFAULT_DOCKER_IMAGE.to_string(),
             network: Network::Allowlist,
@@ -69,31 +81,76 @@ impl Target {
                     .filter(|url| !url.trim().is_empty())
                     .unwrap_or_else(|| DEFAULT_BASE_URL.to_string()),
             ),
-            auth: auth_source(auth, false),
+            meta_in_sandbox: false,
+            agents: vec![Agent {
+                kind: agent::default_kind(),
+                image: DEFAULT_DOCKER_IMAGE.to_string(),
+                auth: auth_source(login, None),
+            }],
         }
     }
 
     /// The settings of `task`.
     pub fn of_task(task: &Task) -> Self {
-        let in_task_env = task.worker.env.iter().any(|e| e.name == "CODEX_API_KEY");
+        let worker = &task.worker;
+        let mut agents = vec![Agent {
+            kind: worker.kind,
+            image: worker.docker_image.clone(),
+            auth: auth_source(
+                &task.login,
+                login_in(&worker.env, worker.kind).map(|var| ("runner.worker.env", var)),
+            ),
+        }];
+        if let MetaBackend::CodexCli(codex) = &task.meta.backend {
+            let settings = codex.worker_settings(worker, task.meta.timeout);
+            let same = agents
+                .iter()
+                .any(|a| *a.kind == *settings.kind && a.image == settings.docker_image);
+            if !same {
+                let source = match codex.env {
+                    Some(_) => "runner.meta.env",
+                    None => "runner.worker.env",
+                };
+                agents.push(Agent {
+                    kind: settings.kind,
+                    auth: auth_source(
+                        &codex.login,
+                        login_in(&settings.env, settings.kind).map(|var| (source, var)),
+                    ),
+                    image: settings.docker_image,
+                });
+            }
+        }
         Target {
-            image: task.worker.docker_image.clone(),
-            network: task.worker.network,
+            image: worker.docker_image.clone(),
+            network: worker.network,
             meta_url: match &task.meta.backend {
                 MetaBackend::OpenAiChat { base_url, .. } => Some(base_url.clone()),
-                MetaBackend::Scripted { .. } => None,
+                MetaBackend::Scripted { .. } | MetaBackend::CodexCli(_) => None,
             },
-            auth: auth_source(&task.codex_auth, in_task_env),
+            meta_in_sandbox: matches!(task.meta.backend, MetaBackend::CodexCli(_)),
+            agents,
         }
     }
 }
 
-fn auth_source(detected: &CodexAuth, in_task_env: bool) -> AuthSource {
-    match detected {
-        CodexAuth::File { path, .. } => AuthSource::File(path.clone()),
-        CodexAuth::ApiKey(_) => AuthSource::HostKey,
-        CodexAuth::None if in_task_env => AuthSource::TaskEnv,
-        CodexAuth::None => AuthSource::None,
+/// Whether `env` sets the key variable of `kind`.
+/// The variable of `env` that logs `kind` in, if one does.
+fn login_in(env: &[WorkerEnv], kind: &dyn Kind) -> Option<&'static str> {
+    let rule = kind.login_rule();
+    std::iter::once(rule.key_var)
+        .chain(rule.env_logins.iter().copied())
+        .find(|var| env.iter().any(|e| e.name == *var))
+}
+
+/// Where the credentials come from: the host's login, else the task's env
+/// (`in_task_env` names the setting and the variable), else nowhere.
+fn auth_source(detected: &Login, in_task_env: Option<(&'static str, &'static str)>) -> AuthSource {
+    match (detected, in_task_env) {
+        (Login::File { path, .. }, _) => AuthSource::File(path.clone()),
+        (Login::Key { .. }, _) => AuthSource::HostKey,
+        (Login::None, Some((setting, var))) => AuthSource::TaskEnv(setting, var),
+        (Login::None, None) => AuthSource::None,
     }
 }
 
@@ -189,15 +246,28 @@ pub fn run_all(
     if target.network == Network::Allowlist {
         r.run_if(needs, EGRESS, || egress_bridge(&docker, target));
     }
-    r.run_if(needs, CODEX_IN_IMAGE, || codex_version(&docker, target));
+    for agent in &target.agents {
+        let what = in_image(agent, target);
+        r.run_if(needs, &what, || agent_version(&docker, target, agent));
+    }
     r.run_if(needs, GIT_IN_IMAGE, || git_in_image(&docker, target));
     r.run_if(needs, FILE_OWNERSHIP, || file_ownership(&docker, target));
-    r.run(|| codex_auth(&target.auth));
-    r.run(|| meta_endpoint(target.meta_url.as_deref(), interrupt));
+    for agent in &target.agents {
+        r.run(|| agent_auth(agent));
+    }
+    r.run(|| meta_endpoint(target, interrupt));
     r.checks
 }
 
-const CODEX_IN_IMAGE: &str = "codex in the image";
+/// `codex in the image`, or `codex in image X` for Meta's own image.
+fn in_image(agent: &Agent, target: &Target) -> String {
+    if agent.image == target.image {
+        format!("{} in the image", agent.kind.program())
+    } else {
+        format!("{} in image {}", agent.kind.program(), agent.image)
+    }
+}
+
 const EGRESS: &str = "egress proxy";
 const GIT_IN_IMAGE: &str = "git in the image";
 const FILE_OWNERSHIP: &str = "file ownership";
@@ -333,7 +403,11 @@ fn egress_bridge(docker: &Docker, target: &Target) -> Check {
         bridge::entrypoint(),
         target.image.clone(),
     ]);
-    args.extend(bridge::args(AUTH_MOUNT));
+    let kind = target
+        .agents
+        .first()
+        .map_or(agent::default_kind(), |a| a.kind);
+    args.extend(bridge::args(&home_links(kind)));
     let out = docker.invoke(Invocation::new("docker").args(args), CONTAINER_TIMEOUT);
     egress.stop();
     match out {
@@ -353,26 +427,28 @@ fn egress_bridge(docker: &Docker, target: &Target) -> Check {
     }
 }
 
-/// `codex --version` in the image matches the pinned version.
-fn codex_version(docker: &Docker, target: &Target) -> Check {
-    let what = CODEX_IN_IMAGE;
+/// `<program> --version` in the agent's image matches the version pinned for it.
+fn agent_version(docker: &Docker, target: &Target, agent: &Agent) -> Check {
+    let what = in_image(agent, target);
+    let program = agent.kind.program();
+    let pinned = agent.kind.pinned().version;
     let rebuild = "rebuild the image with `make sandbox-image`";
-    match docker.probe(target, None, "codex --version") {
+    let image = Target {
+        image: agent.image.clone(),
+        ..target.clone()
+    };
+    match docker.probe(&image, None, &format!("{program} --version")) {
         Ok(out) if out.ok => match version_of(&out.stdout) {
-            Some(version) if version == PINNED_CODEX_VERSION => {
-                Check::ok(what, first_line(&out.stdout))
-            }
+            Some(version) if version == pinned => Check::ok(what, first_line(&out.stdout)),
             Some(version) => Check::fail(
                 what,
-                format!(
-                    "codex {version}, but agent-runner was checked against {PINNED_CODEX_VERSION}"
-                ),
-                format!("{rebuild} (it installs codex {PINNED_CODEX_VERSION})"),
+                format!("{program} {version}, but agent-runner was checked against {pinned}"),
+                format!("{rebuild} (it installs {program} {pinned})"),
             ),
             None => Check::fail(
                 what,
                 format!(
-                    "`codex --version` printed no version: {}",
+                    "`{program} --version` printed no version: {}",
                     first_line(&out.stdout)
                 ),
                 rebuild,
@@ -380,12 +456,12 @@ fn codex_version(docker: &Docker, target: &Target) -> Check {
         },
         Ok(out) if out.code == Some(127) => Check::fail(
             what,
-            "no `codex` on the image's PATH",
-            format!("{rebuild}, or use an image with codex {PINNED_CODEX_VERSION}"),
+            format!("no `{program}` on the image's PATH"),
+            format!("{rebuild}, or use an image with {program} {pinned}"),
         ),
         Ok(out) => Check::fail(
             what,
-            format!("`codex --version` failed: {}", last_line(&out.stderr)),
+            format!("`{program} --version` failed: {}", last_line(&out.stderr)),
             rebuild,
         ),
         Err(reason) => Check::fail(what, reason, "install the Docker CLI"),
@@ -469,30 +545,39 @@ fn ownership_in(docker: &Docker, target: &Target, dir: &Path) -> Check {
     }
 }
 
-fn codex_auth(auth: &AuthSource) -> Check {
-    let what = "codex auth";
-    match auth {
+fn agent_auth(agent: &Agent) -> Check {
+    let program = agent.kind.program();
+    let what = format!("{program} auth");
+    let rule = agent.kind.login_rule();
+    match &agent.auth {
         AuthSource::File(path) => Check::ok(
             what,
             format!("{} (mounted read-only into the container)", path.display()),
         ),
-        AuthSource::HostKey => Check::ok(what, "CODEX_API_KEY is set (passed to codex by name)"),
-        AuthSource::TaskEnv => Check::ok(what, "runner.worker.env sets CODEX_API_KEY"),
+        AuthSource::HostKey => Check::ok(
+            what,
+            format!("{} is set (passed to {program} by name)", rule.key_var),
+        ),
+        AuthSource::TaskEnv(setting, var) => Check::ok(what, format!("{setting} sets {var}")),
         AuthSource::None => Check::fail(
             what,
-            "no ~/.codex/auth.json and no CODEX_API_KEY",
-            "run `codex login` on this machine, or export CODEX_API_KEY",
+            format!("no ~/{} and no {}", rule.file, rule.key_var),
+            rule.how,
         ),
     }
 }
 
 /// A bare GET of the base URL: any HTTP answer means reachable. No key is sent.
-fn meta_endpoint(url: Option<&str>, interrupt: Interrupt) -> Check {
+fn meta_endpoint(target: &Target, interrupt: Interrupt) -> Check {
     let what = "Meta endpoint";
-    let Some(url) = url else {
+    let Some(url) = target.meta_url.as_deref() else {
         return Check::ok(
             what,
-            "scripted Meta (runner.meta.kind: scripted) needs none",
+            if target.meta_in_sandbox {
+                "Meta runs codex in the sandbox image (runner.meta.kind: codex-cli; checked above)"
+            } else {
+                "scripted Meta (runner.meta.kind: scripted) needs none"
+            },
         );
     };
     let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -662,12 +747,16 @@ mod tests {
     }
 
     #[test]
-    fn the_pinned_version_is_the_one_the_image_installs() {
+    fn the_pinned_versions_are_the_ones_the_image_installs() {
         let build = include_str!("../sandbox/build.sh");
-        assert!(
-            build.contains(&format!("\nCODEX_VERSION={PINNED_CODEX_VERSION}\n")),
-            "sandbox/build.sh pins another codex version than doctor checks for"
-        );
+        for kind in agent::KINDS {
+            let pinned = kind.pinned();
+            assert!(
+                build.contains(&format!("\n{}={}\n", pinned.build_var, pinned.version)),
+                "sandbox/build.sh pins another {} version than doctor checks for",
+                kind.program()
+            );
+        }
     }
 
     #[test]
@@ -688,33 +777,75 @@ mod tests {
 
     #[test]
     fn a_key_in_the_task_env_counts_as_auth_only_without_a_better_one() {
-        let file = CodexAuth::File {
+        let file = Login::File {
             path: PathBuf::from("/h/.codex/auth.json"),
             secrets: vec![],
-            login: crate::task::Login::default(),
+            modes: vec![],
         };
+        let env = Some(("runner.worker.env", "CODEX_API_KEY"));
         assert_eq!(
-            auth_source(&file, true),
+            auth_source(&file, env),
             AuthSource::File(PathBuf::from("/h/.codex/auth.json"))
         );
-        assert_eq!(auth_source(&CodexAuth::None, true), AuthSource::TaskEnv);
-        assert_eq!(auth_source(&CodexAuth::None, false), AuthSource::None);
+        assert_eq!(
+            auth_source(&Login::None, env),
+            AuthSource::TaskEnv("runner.worker.env", "CODEX_API_KEY")
+        );
+        assert_eq!(auth_source(&Login::None, None), AuthSource::None);
+    }
+
+    #[test]
+    fn a_claude_login_token_in_the_task_env_is_a_login() {
+        let task = crate::task::test_task(
+            "runner:\n  worker:\n    kind: claude-code-cli\n    env: {CLAUDE_CODE_OAUTH_TOKEN: tok}\n",
+        );
+        let target = Target::of_task(&task);
+        assert_eq!(
+            target.agents[0].auth,
+            AuthSource::TaskEnv("runner.worker.env", "CLAUDE_CODE_OAUTH_TOKEN")
+        );
+        assert_eq!(
+            agent_auth(&target.agents[0]).detail,
+            "runner.worker.env sets CLAUDE_CODE_OAUTH_TOKEN"
+        );
+        let task = crate::task::test_task("runner:\n  worker: {kind: claude-code-cli}\n");
+        assert_eq!(Target::of_task(&task).agents[0].auth, AuthSource::None);
     }
 
     #[test]
     fn defaults_follow_openai_base_url() {
         let target = Target::defaults(
             &|name| (name == "OPENAI_BASE_URL").then(|| "http://proxy.local/v1".to_string()),
-            &CodexAuth::None,
+            &Login::None,
         );
         assert_eq!(target.meta_url.as_deref(), Some("http://proxy.local/v1"));
         assert_eq!(target.image, DEFAULT_DOCKER_IMAGE);
         assert_eq!(target.network, Network::Allowlist);
         assert_eq!(
-            Target::defaults(&|_| None, &CodexAuth::None)
+            Target::defaults(&|_| None, &Login::None)
                 .meta_url
                 .as_deref(),
             Some(DEFAULT_BASE_URL)
+        );
+    }
+
+    #[test]
+    fn each_agent_a_task_uses_is_checked_once() {
+        let task = crate::task::test_task(
+            "runner:\n  meta: {kind: codex-cli}\n  worker: {kind: claude-code-cli}\n",
+        );
+        let target = Target::of_task(&task);
+        let programs: Vec<&str> = target.agents.iter().map(|a| a.kind.program()).collect();
+        assert_eq!(programs, ["claude", "codex"]);
+        assert_eq!(target.meta_url, None);
+        let task = crate::task::test_task("runner:\n  meta: {kind: codex-cli}\n");
+        assert_eq!(Target::of_task(&task).agents.len(), 1, "the worker's codex");
+        let task =
+            crate::task::test_task("runner:\n  meta: {kind: codex-cli, docker_image: 'meta:1'}\n");
+        let target = Target::of_task(&task);
+        assert_eq!(
+            in_image(&target.agents[1], &target),
+            "codex in image meta:1"
         );
     }
 }

@@ -1,9 +1,11 @@
 //! agent-runner: drives one software task to completion. Meta (an LLM) plans and
-//! judges, the Worker (Codex CLI) edits code inside a Docker sandbox, the task's tests
-//! gate completion, and a Task Note records everything.
+//! judges, the Worker (a coding-agent CLI: Codex or Claude Code) edits code inside
+//! a Docker sandbox, the task's tests gate completion, and a Task Note records
+//! everything.
 #![deny(clippy::print_stdout)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod agent;
 pub mod cli;
 pub mod context;
 pub mod deadline;

@@ -155,11 +155,15 @@ fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             format!("openai-chat, model {} at {base_url}", task.meta.model)
         }
         MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
+        MetaBackend::CodexCli(_) => {
+            format!("codex-cli, model {}, in the sandbox image", task.meta.model)
+        }
     };
     writeln!(out, "- Meta: {}", inline(&meta))?;
     writeln!(
         out,
-        "- Worker: codex-cli in {}",
+        "- Worker: {} in {}",
+        task.worker.kind.name(),
         inline(&task.worker.docker_image)
     )
 }
@@ -599,9 +603,19 @@ fn meta_call(out: &mut String, n: usize, call: &MetaCall, pricing: &Pricing) -> 
 /// `Tokens: 1200 in (300 cached), 60 out; model m, cost $0.0012`.
 fn usage_line(usage: &Usage, pricing: &Pricing) -> String {
     let model = inline(usage.model_label());
+    let priced = usage
+        .model
+        .as_deref()
+        .is_some_and(|m| pricing.price(m).is_some());
+    // Without a price of the user's, the cost is what the agent said (claude's
+    // total_cost_usd, at its list prices): say whose figure it is.
+    let whose = match usage.reported_cost_usd {
+        Some(_) if !priced => " (the agent's own figure)",
+        _ => "",
+    };
     match &usage.tokens {
         Some(t) => format!(
-            "Tokens: {} in ({} cached), {} out; model {model}, cost {}",
+            "Tokens: {} in ({} cached), {} out; model {model}, cost {}{whose}",
             t.input_tokens,
             t.cached_input_tokens,
             t.output_tokens,
@@ -666,12 +680,12 @@ fn changes(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
     let source = match &run.changes {
         RepoChanges::Seen { .. } => "",
         RepoChanges::NoGit => {
-            " (as codex reported them: the image has no git, so no snapshots were taken)"
+            " (as the worker reported them: the image has no git, so no snapshots were taken)"
         }
         RepoChanges::NotARepository => {
-            " (as codex reported them: the repository is not a git work tree)"
+            " (as the worker reported them: the repository is not a git work tree)"
         }
-        RepoChanges::Unknown => " (as codex reported them: no snapshot after the run)",
+        RepoChanges::Unknown => " (as the worker reported them: no snapshot after the run)",
     };
     if !lines.is_empty() {
         writeln!(out, "- Files changed{source}:")?;
@@ -798,6 +812,39 @@ mod tests {
     use super::*;
     use crate::secret::Secret;
 
+    #[test]
+    fn a_cost_the_agent_reported_is_said_to_be_its_own() {
+        let used = Usage {
+            model: Some("claude-x".into()),
+            tokens: Some(crate::usage::Tokens {
+                input_tokens: 10,
+                cached_input_tokens: 4,
+                output_tokens: 3,
+            }),
+            reported_cost_usd: Some(0.25),
+        };
+        assert_eq!(
+            usage_line(&used, &Pricing::default()),
+            "Tokens: 10 in (4 cached), 3 out; model claude-x, cost $0.25 (the agent's own figure)"
+        );
+        let pricing = Pricing {
+            models: [(
+                "claude-x".to_string(),
+                crate::usage::Price {
+                    input: 1e6,
+                    cached_input: 1e6,
+                    output: 1e6,
+                },
+            )]
+            .into(),
+        };
+        assert_eq!(
+            usage_line(&used, &pricing),
+            "Tokens: 10 in (4 cached), 3 out; model claude-x, cost $13",
+            "the user's price wins"
+        );
+    }
+
     /// The note's block structure as a Markdown reader sees it: `##` headings and
     /// `<details>` open/close lines outside fenced blocks.
     fn structure(note: &str) -> Vec<String> {
@@ -823,7 +870,7 @@ mod tests {
 
     #[test]
     fn outside_text_cannot_break_the_notes_structure() {
-        use crate::worker::codex::{RunOutcome, Transcript};
+        use crate::agent::{FileChange, RunOutcome, Transcript};
         let mut task = crate::task::test_task("");
         task.title = "two\nlines </details> ```".into();
         task.prd.text = "Intro\n```\nunbalanced fence\n</details>\n## 9. Fake section\n".into();
@@ -838,7 +885,10 @@ mod tests {
             passed: false,
         });
         let mut transcript = Transcript::default();
-        transcript.feed(br#"{"type":"item.completed","item":{"id":"1","type":"file_change","changes":[{"path":"<details>","kind":"add"}]}}"#);
+        transcript.file_changed(FileChange {
+            path: "<details>".into(),
+            kind: "add".into(),
+        });
         ctx.worker_runs.push(WorkerRun {
             number: 1,
             started: crate::timestamp::Timestamp::now(),

@@ -100,9 +100,9 @@ fi
 started=$(date +%s)
 status=0
 if [ ${#skip[@]} -eq 0 ]; then
-  "$CARGO" test --locked -- --include-ignored || status=$?
+  "$CARGO" test --locked --no-fail-fast -- --include-ignored || status=$?
 else
-  "$CARGO" test --locked -- --include-ignored --exact "${skip[@]}" || status=$?
+  "$CARGO" test --locked --no-fail-fast -- --include-ignored --exact "${skip[@]}" || status=$?
 fi
 took=$(($(date +%s) - started))
 

@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::fake_openai::FakeOpenAi;
+use support::fake_openai::{Answer, FakeOpenAi};
 use support::task::*;
 use support::{Run, Scratch, git_repo};
 
@@ -406,8 +406,15 @@ fn loops_that_change_the_repository_are_progress() {
     let id = task_id("progress");
     let mut answers = vec![plan(&["AC-1"])];
     for n in 0..4 {
+        // A file named like a find expression, and an artefact too large to be
+        // read through for a line count (listed in the status, not in the stat).
+        let more = if n == 0 {
+            "@run: printf 'a\\nb\\n' > ./-name; truncate -s 2M big.bin\n"
+        } else {
+            ""
+        };
         answers.push(run_worker(&format!(
-            "@run: echo {n} >> work.txt\n@say: wrote {n}"
+            "{more}@run: echo {n} >> work.txt\n@say: wrote {n}"
         )));
         answers.push(assess(&[], "still failing"));
     }
@@ -427,6 +434,10 @@ fn loops_that_change_the_repository_are_progress() {
     let error = result["error"].as_str().unwrap();
     assert!(error.starts_with("max_loops reached (4)"), "{error}");
     assert_eq!(server.received().len(), 9);
+    let note = note(&dir.path, &id);
+    assert!(note.contains("  - +4 −0 work.txt\n"), "{note}");
+    assert!(note.contains("  - +2 −0 -name\n"), "{note}");
+    assert!(!note.contains("−0 big.bin"), "{note}");
 }
 
 #[test]
@@ -466,4 +477,32 @@ fn validate_refuses_a_cost_limit_with_an_unpriced_model_and_names_it() {
         "{error}"
     );
     assert!(server.received().is_empty());
+}
+
+/// A Meta answering every request with an invalid reply: each re-ask is a paid
+/// request resending the conversation, so the budget is looked at before each one.
+#[test]
+fn a_meta_that_keeps_answering_invalid_replies_is_stopped_by_the_budget_between_reasks() {
+    let dir = Scratch::new("budget-reasks");
+    let id = task_id("budget-reasks");
+    let invalid =
+        || Answer::chat("type: plan_task\nacceptance_criteria: []\n").with_usage(3000, 0, 100);
+    let server = FakeOpenAi::start(vec![invalid(), invalid(), invalid(), invalid()]);
+    let out = runner(&task(
+        &id,
+        &dir,
+        &server,
+        None,
+        "  budget: {max_tokens: 2000}\n",
+    ))
+    .arg("--json")
+    .output();
+    assert_exhausted(
+        &out,
+        &dir,
+        &id,
+        "budget exhausted: max_tokens (3100 of 2000)",
+        "max_tokens",
+    );
+    assert_eq!(server.received().len(), 1, "no re-ask after the limit");
 }

@@ -165,7 +165,8 @@ fn codex_runs_the_shell_command_the_model_asks_for_and_the_task_completes() {
     for line in [
         "  - M notes.txt",
         "  - ?? hello.txt",
-        "- Diff stat: 1 file(s), +1 −0",
+        // The untracked file counts as its lines, new.
+        "- Diff stat: 2 file(s), +2 −0\n  - +1 −0 notes.txt\n  - +1 −0 hello.txt\n",
     ] {
         assert!(note.contains(line), "note lacks {line:?}:\n{note}");
     }
@@ -332,5 +333,61 @@ fn codex_reaches_its_model_only_through_the_egress_proxy_and_completes() {
     }
     let note = note(&repo, &id);
     assert!(note.contains(&format!("- `{model_host}`: ")), "{note}");
+    assert_no_container(&id);
+}
+
+#[test]
+#[ignore = "needs sandbox-image"]
+fn a_base_url_points_codex_at_its_model_and_is_all_the_allow_list_holds() {
+    needs(Needs::SandboxImage);
+    let dir = Scratch::new("real-codex-base-url");
+    let repo = dir.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let id = task_id("base-url");
+    let model = FakeResponses::start_on(
+        "127.0.0.2",
+        vec![
+            Reply::Command("echo hello > hello.txt".into()),
+            Reply::Message("Created hello.txt.".into()),
+        ],
+    );
+    let script = meta_script(&dir, "Create hello.txt saying hello.", &["AC-1"]);
+    let key = "ck-base-url-0123456789";
+    // codex's own provider, at runner.worker.base_url (`-c openai_base_url=…`),
+    // logged in with CODEX_API_KEY.
+    let yaml = format!(
+        "version: 1\ntask:\n  id: {id}\n  repo: {}\n  prd:\n    text: Create hello.txt.\n  test:\n    command: grep -qx hello hello.txt\nrunner:\n  meta:\n    kind: scripted\n    script: {script}\n    max_loops: 1\n  worker:\n    docker_image: {SANDBOX_IMAGE}\n    model: some-model\n    base_url: {}\n    max_run_time_sec: 120\n",
+        repo.display(),
+        model.url
+    );
+    let model_host = model
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_string();
+    Run::new(&["validate"])
+        .env("HOME", &dir.path)
+        .env("CODEX_API_KEY", key)
+        .stdin(&yaml)
+        .output()
+        .code(0)
+        .stdout_has(&format!(
+            "allow:\n    - {model_host}\n    allow_from: 'default: base_url'"
+        ));
+    let out = Run::new(&["run"])
+        .env("HOME", &dir.path)
+        .env("CODEX_API_KEY", key)
+        .stdin(&yaml)
+        .output();
+    out.code(0).stdout_has("COMPLETE");
+    let requests = model.received();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    for request in &requests {
+        assert_eq!(request.path, "/v1/responses");
+        assert_eq!(
+            request.header("authorization"),
+            Some(format!("Bearer {key}").as_str())
+        );
+    }
     assert_no_container(&id);
 }

@@ -5,13 +5,13 @@ mod support;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
+use agent_runner::agent::RunOutcome;
 use agent_runner::interrupt::Interrupt;
 use agent_runner::owner::Owner;
 use agent_runner::secret::{Redactor, Secret};
 use agent_runner::task::{
-    CodexAuth, EnvValue, Network, TestSpec, WorkerEnv, WorkerLimits, WorkerSettings,
+    EnvValue, Login, Network, TestSpec, WorkerEnv, WorkerLimits, WorkerSettings,
 };
-use agent_runner::worker::codex::RunOutcome;
 use agent_runner::worker::docker::{DockerSandbox, SandboxConfig};
 use agent_runner::worker::sweep::{owner_labels, sweep_orphans};
 use agent_runner::worker::{Sandbox, SandboxError};
@@ -20,11 +20,13 @@ use support::docker::{TEST_IMAGE, containers_labelled, docker, docker_ok};
 
 fn settings() -> WorkerSettings {
     WorkerSettings {
+        kind: agent_runner::agent::default_kind(),
         docker_image: TEST_IMAGE.into(),
         max_run_time: Duration::from_secs(60),
         idle_timeout: Duration::from_secs(60),
         model: None,
         extra_args: vec![],
+        base_url: None,
         network: Network::None,
         allow: Default::default(),
         env: vec![],
@@ -49,7 +51,7 @@ fn config(repo: &Scratch, task_id: &str, worker: WorkerSettings) -> SandboxConfi
         private_dir: private.path().to_path_buf(),
         logs,
         worker,
-        auth: CodexAuth::None,
+        login: Login::None,
         redactor: Redactor::new(&secrets),
         interrupt: Interrupt::never(),
         events: agent_runner::events::Events::none(),
@@ -273,10 +275,10 @@ fn auth_json_is_linked_read_only_into_codex_home() {
     let auth = home.file(".codex/auth.json", "{\"token\": \"t\"}");
     let id = task_id("auth");
     let mut cfg = config(&repo, &id, settings());
-    cfg.auth = CodexAuth::File {
+    cfg.login = Login::File {
         path: auth,
         secrets: vec![],
-        login: agent_runner::task::Login::default(),
+        modes: vec![],
     };
     let mut sandbox = DockerSandbox::new(cfg);
     let run = sandbox

@@ -35,7 +35,7 @@ fn attempts_record_what_they_spent_and_every_view_shows_it() {
     p.init_with(
         "defaults.yaml",
         &format!(
-            "runner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{TEST_IMAGE}\", network: none, model: w-model}}\n{PRICING}  budget: {{max_tokens: 100000}}\n",
+            "require_test: false\nrunner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{TEST_IMAGE}\", network: none, model: w-model}}\n{PRICING}  budget: {{max_tokens: 100000}}\n",
             server.url
         ),
     );

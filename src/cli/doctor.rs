@@ -7,7 +7,7 @@ use crate::doctor::{self, Status, Target};
 use crate::error::exit;
 use crate::interrupt::Interrupt;
 use crate::secret::Redactor;
-use crate::task::{CodexAuth, Host};
+use crate::task::Host;
 use crate::text::escape_controls;
 
 use super::{input, parse_task, report, write_stdout};
@@ -17,8 +17,9 @@ pub fn doctor(interrupt: Interrupt) -> i32 {
     let var = |name: &str| std::env::var(name).ok();
     let defaults = || {
         // An unreadable auth.json counts as no auth here; the auth check says so.
-        let auth = CodexAuth::resolve(&Host::process()).unwrap_or(CodexAuth::None);
-        (Target::defaults(&var, &auth), auth.secrets())
+        let login = crate::task::resolve_login(crate::agent::default_kind(), &Host::process())
+            .unwrap_or(crate::task::Login::None);
+        (Target::defaults(&var, &login), login.secrets())
     };
     let (target, secrets) = if std::io::stdin().is_terminal() {
         defaults()

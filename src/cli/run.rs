@@ -10,6 +10,7 @@ use crate::error::{Error, exit};
 use crate::events::Events;
 use crate::fs::Dir;
 use crate::interrupt::Interrupt;
+use crate::meta::codex_cli::CodexCli;
 use crate::meta::openai::OpenAiChat;
 use crate::meta::scripted::Scripted;
 use crate::note;
@@ -18,10 +19,9 @@ use crate::runner::Runner;
 use crate::runner::meta::{Meta, MetaAgent};
 use crate::runner::state::{self, State};
 use crate::secret::Redactor;
-use crate::task::{CodexAuth, InputError, MetaBackend, Task};
+use crate::task::{InputError, Login, MetaBackend, Task};
 use crate::task_lock::TaskLock;
 use crate::worker::docker::{Continuation, DockerSandbox, SandboxConfig};
-use crate::worker::session;
 
 use super::{read_task, report, write_stdout};
 
@@ -48,17 +48,20 @@ pub fn run(meta_model: Option<String>, json: bool, resume: bool, interrupt: Inte
         }
         Err(e) => return invalid(&e, &Redactor::default()),
     };
-    let auth = task.codex_auth.clone();
+    let auth = task.login.clone();
     let redactor = Redactor::new(&task.secrets());
     crate::logging::mask(&redactor);
-    if let Some(model) = meta_model {
+    if let Some(model) = &meta_model {
         if model.trim().is_empty() {
             return invalid(
                 &InputError::new("--meta-model", "must not be empty").into(),
                 &redactor,
             );
         }
-        task.meta.model = model;
+        task.meta.model = model.clone();
+        if let MetaBackend::CodexCli(codex) = &mut task.meta.backend {
+            codex.model = Some(model.clone());
+        }
         if let Some(problem) = crate::task::unpriced(&task.bounds, &task.meta, &task.worker) {
             let problem = InputError::new("--meta-model", problem.message);
             return invalid(&problem.into(), &redactor);
@@ -92,6 +95,26 @@ pub fn run(meta_model: Option<String>, json: bool, resume: bool, interrupt: Inte
             }
             Err(e) => invalid(&InputError::new("runner.meta.script", e).into(), &redactor),
         },
+        MetaBackend::CodexCli(_) => {
+            // A scratch directory of its own, outside the repository; its runs' logs
+            // beside the worker's.
+            let dir = std::env::temp_dir().join(format!(
+                "agent-runner-meta-{}-{}",
+                task.id,
+                uuid::Uuid::new_v4().simple()
+            ));
+            let logs = prepared.logs.subdir("meta").ok();
+            let Some(chat) =
+                CodexCli::for_task(&task, dir, true, logs, redactor.clone(), interrupt)
+            else {
+                return invalid(
+                    &InputError::new("runner.meta.kind", "not codex-cli").into(),
+                    &redactor,
+                );
+            };
+            let meta = MetaAgent::new(chat.until(deadline), system_prompt, redactor.clone());
+            execute(task, meta, auth, redactor, json, prepared, interrupt)
+        }
     }
 }
 
@@ -149,7 +172,7 @@ fn not_run(task_id: &str, e: &Error, redactor: &Redactor, json: bool, took: Dura
 fn execute(
     task: Task,
     meta: impl Meta,
-    auth: CodexAuth,
+    auth: Login,
     redactor: Redactor,
     json: bool,
     prepared: Prepared,
@@ -174,12 +197,14 @@ fn execute(
     let meta_name = match &task.meta.backend {
         MetaBackend::OpenAiChat { .. } => task.meta.model.clone(),
         MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
+        MetaBackend::CodexCli(_) => format!("codex-cli ({})", task.meta.model),
     };
     log::info!(
-        "task {} \"{}\": repo {}, meta {meta_name}, worker image {}, at most {} loops",
+        "task {} \"{}\": repo {}, meta {meta_name}, worker {} in image {}, at most {} loops",
         task.id,
         task.title,
         task.repo.display(),
+        task.worker.kind.name(),
         task.worker.docker_image,
         task.meta.max_loops
     );
@@ -198,7 +223,7 @@ fn execute(
         private_dir: private.path().to_path_buf(),
         logs,
         worker: task.worker.clone(),
-        auth,
+        login: auth,
         redactor: redactor.clone(),
         interrupt,
         events: events.clone(),
@@ -220,7 +245,7 @@ fn execute(
             session: resumed
                 .worker_session
                 .as_ref()
-                .filter(|s| s.kind == session::KIND)
+                .filter(|s| s.kind == ctx.task.worker.kind.name())
                 .map(|s| s.id.clone()),
             history: crate::resume::for_worker(&resumed, HISTORY_FOR_WORKER),
         });

@@ -1,6 +1,6 @@
 //! The bridge inside the container (`helper/bridge.c`, built static by the build
 //! script and embedded here). Mounted read-only with the proxy's socket, it is the
-//! container's entrypoint and keep-alive (it also prepares codex's home, so the
+//! container's entrypoint and keep-alive (it also prepares the agent's home, so the
 //! image needs no tools) and its only way out: 127.0.0.1:`PORT` inside, the proxy's
 //! unix socket outside. Worker and test runs find it through the usual proxy
 //! variables.
@@ -19,13 +19,14 @@ pub fn entrypoint() -> String {
     format!("{MOUNT}/{BRIDGE}")
 }
 
-/// The bridge's arguments; `auth` is where the host's auth.json may be mounted.
-pub fn args(auth: &str) -> Vec<String> {
-    vec![
-        PORT.to_string(),
-        format!("{MOUNT}/{SOCKET}"),
-        auth.to_string(),
-    ]
+/// The bridge's arguments; `home_links`: pairs of where the agent's login file may be
+/// mounted and where, under HOME, the agent looks for it.
+pub fn args(home_links: &[(&str, &str)]) -> Vec<String> {
+    let mut args = vec![PORT.to_string(), format!("{MOUNT}/{SOCKET}")];
+    for (mount, link) in home_links {
+        args.extend([mount.to_string(), link.to_string()]);
+    }
+    args
 }
 
 /// The proxy variables of worker and test runs (SPEC §17). `NO_PROXY` keeps a test

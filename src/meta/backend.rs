@@ -31,9 +31,26 @@ pub struct BackendError {
     pub attempts: u32,
 }
 
+/// The reply a conversation expects: its type and JSON Schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplyFormat {
+    pub kind: &'static str,
+    pub schema: serde_json::Value,
+}
+
 /// Something that answers a conversation with a reply text.
 pub trait ChatBackend {
     fn complete(&mut self, messages: &[ChatMessage]) -> Result<Completion, BackendError>;
+
+    /// `complete`, for a backend that can hold the model to the reply's schema
+    /// (the codex-cli provider); others ignore it.
+    fn complete_for(
+        &mut self,
+        messages: &[ChatMessage],
+        _reply: &ReplyFormat,
+    ) -> Result<Completion, BackendError> {
+        self.complete(messages)
+    }
 
     /// The stop request this backend gives up on; a reply's parse gives up on it too.
     fn interrupt(&self) -> Interrupt {

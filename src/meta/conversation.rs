@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::backend::{ChatBackend, ChatMessage};
+use super::backend::{ChatBackend, ChatMessage, ReplyFormat};
 use super::reply::{Reply, parse_reply_masked};
 use super::{MetaCall, MetaError, MetaOutcome};
 use crate::secret::Redactor;
@@ -37,7 +37,21 @@ pub fn ask_checked<T: Reply, U>(
     system: String,
     request: &str,
     redactor: &Redactor,
+    check: impl FnMut(T) -> Result<U, String>,
+) -> MetaOutcome<U> {
+    ask_within::<T, U>(backend, system, request, redactor, check, &|_| None)
+}
+
+/// Like `ask_checked`; before each re-ask, `stop` is shown the call's usage so far
+/// and may end the call with its reason (a budget that the re-asks used up: each is
+/// a paid request resending the whole conversation).
+pub fn ask_within<T: Reply, U>(
+    backend: &mut dyn ChatBackend,
+    system: String,
+    request: &str,
+    redactor: &Redactor,
     mut check: impl FnMut(T) -> Result<U, String>,
+    stop: &dyn Fn(&Usage) -> Option<String>,
 ) -> MetaOutcome<U> {
     let kind = T::KIND;
     let clock = Instant::now();
@@ -62,9 +76,13 @@ pub fn ask_checked<T: Reply, U>(
         error: None,
         usage: Usage::of(backend.model(), None),
     };
+    let format = ReplyFormat {
+        kind,
+        schema: T::schema(),
+    };
     let mut problem = String::new();
     for round in 0..=MAX_REASKS {
-        let completion = match backend.complete(&messages) {
+        let completion = match backend.complete_for(&messages, &format) {
             Ok(completion) => completion,
             Err(e) => {
                 call.attempts += e.attempts;
@@ -86,6 +104,10 @@ pub fn ask_checked<T: Reply, U>(
             Err(e) => {
                 problem = redactor.redact(&e);
                 if round < MAX_REASKS {
+                    if let Some(reason) = stop(&call.usage) {
+                        let error = format!("invalid reply ({problem}), not asked again: {reason}");
+                        return finish(call, clock, Err(MetaError::Failed(error)), redactor);
+                    }
                     log::warn!("meta {kind}: invalid reply ({problem}); asking again");
                     messages.push(ChatMessage {
                         role: "assistant",

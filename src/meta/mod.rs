@@ -3,17 +3,21 @@
 //! `decompose` and `plan_patch` all go through it.
 //!
 //! `conversation::ask` sends a request with its system prompt to a `ChatBackend`
-//! (`openai`: the Chat Completions API; `scripted`: replies read from a file), parses
-//! the reply into its type (`reply`), asks again with the problem when it does not
-//! check, and keeps the whole exchange as a `MetaCall` (`call`).
+//! (`openai`: the Chat Completions API; `scripted`: replies read from a file;
+//! `codex_cli`: one `codex exec --output-schema` per request in the sandbox image),
+//! parses the reply into its type (`reply`, whose JSON Schema `schema` helps write),
+//! asks again with the problem when it does not check, and keeps the whole exchange
+//! as a `MetaCall` (`call`).
 
 pub mod backend;
 pub mod call;
+pub mod codex_cli;
 pub mod conversation;
 pub mod openai;
 pub mod reply;
+pub mod schema;
 pub mod scripted;
 
-pub use backend::{BackendError, ChatBackend, ChatMessage, Completion};
+pub use backend::{BackendError, ChatBackend, ChatMessage, Completion, ReplyFormat};
 pub use call::{MetaCall, MetaError, MetaOutcome, usage_line};
 pub use conversation::MAX_REASKS;

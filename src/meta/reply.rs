@@ -9,10 +9,12 @@ use crate::interrupt::Interrupt;
 use crate::secret::Redactor;
 use crate::yaml::Rules;
 
-/// A reply type: its `type` value and how to check a reply document.
+/// A reply type: its `type` value, how to check a reply document, and its JSON
+/// Schema (`meta::schema`) for providers that can hold a model to one.
 pub trait Reply: Sized {
     const KIND: &'static str;
     fn from_value(value: Value) -> Result<Self, String>;
+    fn schema() -> serde_json::Value;
 }
 
 /// Parses and checks a reply of type `T::KIND`.
@@ -100,6 +102,9 @@ mod tests {
         const KIND: &'static str = "any";
         fn from_value(_: Value) -> Result<Self, String> {
             Ok(Any)
+        }
+        fn schema() -> serde_json::Value {
+            crate::meta::schema::object(&[("type", crate::meta::schema::kind("any"))])
         }
     }
 

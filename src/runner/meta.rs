@@ -4,12 +4,13 @@
 //! `Meta`, so its tests script the replies.
 
 use super::protocol::{self, MessageType, NextAction, Plan};
-use super::replan;
+use super::{budget, replan};
 use crate::context::{Assessment, TaskContext};
 use crate::meta::conversation;
 use crate::meta::reply::Reply;
 use crate::meta::{ChatBackend, MetaOutcome};
 use crate::secret::Redactor;
+use crate::usage::{Account, Usage};
 
 /// What the runner asks of Meta. Each call returns its record along with the reply,
 /// so a failed call still shows in the Task Note.
@@ -44,7 +45,40 @@ impl<B: ChatBackend> MetaAgent<B> {
     fn call<T: Reply>(&mut self, kind: MessageType, ctx: &TaskContext) -> MetaOutcome<T> {
         let system = protocol::system_prompt(self.system_prompt.as_deref(), kind);
         let request = protocol::request(kind, ctx);
-        conversation::ask(&mut self.backend, system, &request, &self.redactor)
+        self.ask(system, &request, ctx, Ok)
+    }
+
+    /// One exchange whose re-asks stop once the task's budget is used up.
+    fn ask<T: Reply, U>(
+        &mut self,
+        system: String,
+        request: &str,
+        ctx: &TaskContext,
+        check: impl FnMut(T) -> Result<U, String>,
+    ) -> MetaOutcome<U> {
+        let stop = |call: &Usage| {
+            let budget = &ctx.task.bounds.budget;
+            if budget.is_unlimited() {
+                return None;
+            }
+            let account = Account::of(
+                ctx.meta_calls
+                    .iter()
+                    .map(|c| &c.usage)
+                    .chain(std::iter::once(call)),
+                ctx.worker_runs.iter().map(|r| &r.usage),
+                &ctx.task.bounds.pricing,
+            );
+            budget::exhausted(budget, &account, ctx.duration(), false).map(|e| e.reason)
+        };
+        conversation::ask_within::<T, U>(
+            &mut self.backend,
+            system,
+            request,
+            &self.redactor,
+            check,
+            &stop,
+        )
     }
 }
 
@@ -56,7 +90,7 @@ impl<B: ChatBackend> Meta for MetaAgent<B> {
     fn replan(&mut self, ctx: &TaskContext, reason: &str) -> MetaOutcome<Plan> {
         let system = replan::system_prompt(self.system_prompt.as_deref());
         let request = replan::request(ctx, reason);
-        conversation::ask(&mut self.backend, system, &request, &self.redactor)
+        self.ask(system, &request, ctx, Ok)
     }
 
     fn next_action(&mut self, ctx: &TaskContext) -> MetaOutcome<NextAction> {
@@ -64,13 +98,9 @@ impl<B: ChatBackend> Meta for MetaAgent<B> {
         let left = replan::offer(ctx).ok();
         let system = protocol::system_prompt_offering(self.system_prompt.as_deref(), kind, left);
         let request = protocol::request_offering(kind, ctx, left);
-        conversation::ask_checked::<NextAction, _>(
-            &mut self.backend,
-            system,
-            &request,
-            &self.redactor,
-            |next| replan::check(&next, ctx).map(|()| next),
-        )
+        self.ask::<NextAction, _>(system, &request, ctx, |next| {
+            replan::check(&next, ctx).map(|()| next)
+        })
     }
 
     fn completion_assessment(&mut self, ctx: &TaskContext) -> MetaOutcome<Assessment> {

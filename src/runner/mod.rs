@@ -12,15 +12,16 @@ pub mod meta;
 pub mod progress;
 pub mod protocol;
 pub mod replan;
+pub mod schema;
 pub mod state;
 
+use crate::agent::RunOutcome;
 use crate::context::{Criterion, TaskContext, TaskState};
 use crate::deadline::Deadline;
 use crate::interrupt::Interrupt;
 use crate::meta::{MetaError, MetaOutcome};
 use crate::task::TestSpec;
 use crate::timestamp::human;
-use crate::worker::codex::RunOutcome;
 use crate::worker::{Sandbox, SandboxError};
 use meta::Meta;
 use protocol::NextAction;

@@ -1,7 +1,8 @@
 //! The no-progress stop (SPEC §15, `runner.max_stalled_loops`): when that many loops
-//! in a row end with the repository as the in-container snapshot saw it (status and
-//! diff stat) and the same test outcome (exit code and the last 4 KiB of masked
-//! output), more paid loops are unlikely to change anything. Read from the task's
+//! in a row each leave the repository as the loop before left it (the in-container
+//! snapshot's status and diff stat) and end with the same test outcome (exit code
+//! and the last 4 KiB of masked output), more paid loops are unlikely to change
+//! anything. Read from the task's
 //! history alone, so it needs no state of its own. A loop whose repository state is
 //! not known (no git in the image, not a repository) never counts: the task is never
 //! stopped on a guess.
@@ -13,35 +14,44 @@ use crate::worker::git::{DiffStat, GitState, RepoChanges};
 /// How much of a test's output the comparison looks at.
 const OUTPUT_COMPARED: usize = 4 * 1024;
 
-/// What a loop left behind, as far as progress goes.
-#[derive(Debug, PartialEq, Eq)]
-struct Outcome<'a> {
-    repo: (&'a GitState, &'a [DiffStat]),
-    test: Option<(Option<i32>, bool, String)>,
-}
-
-/// Whether the last `n` loops all ended alike (never with `n` = 0).
+/// Whether each of the last `n` loops left the repository as the loop before it
+/// did (the first loop: as it was before the first worker run) and all `n` ended
+/// with the same test outcome (never with `n` = 0). Comparing `n` end states alone
+/// would let the window's first loop be one that changed the repository: with
+/// `n` = 1 every loop would be "stalled".
 pub fn stalled(ctx: &TaskContext, n: u32) -> bool {
     if n == 0 || ctx.loops < n {
         return false;
     }
-    let mut outcomes = (ctx.loops - n + 1..=ctx.loops).map(|number| outcome(ctx, number));
-    let Some(Some(first)) = outcomes.next() else {
+    let first = ctx.loops - n + 1;
+    let Some(start) = repo(ctx, first - 1) else {
         return false;
     };
-    outcomes.all(|o| o.as_ref() == Some(&first))
+    let outcome = test(ctx, first);
+    (first..=ctx.loops)
+        .all(|number| repo(ctx, number) == Some(start) && test(ctx, number) == outcome)
 }
 
-/// Loop `number`'s outcome; None when its repository state is not known.
-fn outcome(ctx: &TaskContext, number: u32) -> Option<Outcome<'_>> {
+/// The repository (status and diff stat) at the end of loop `number`, 0 being
+/// before the first worker run; None when not known.
+fn repo(ctx: &TaskContext, number: u32) -> Option<(&GitState, &[DiffStat])> {
     // A loop without a worker run (Meta claimed completion) left the repository as
     // the last run did.
-    let run = ctx.worker_runs.iter().rev().find(|r| r.number <= number)?;
-    let RepoChanges::Seen { after, diff, .. } = &run.changes else {
-        return None;
-    };
-    let test = ctx
-        .test_runs
+    match ctx.worker_runs.iter().rev().find(|r| r.number <= number) {
+        Some(run) => match &run.changes {
+            RepoChanges::Seen { after, diff, .. } => Some((after, diff.as_slice())),
+            _ => None,
+        },
+        None => match &ctx.worker_runs.first()?.changes {
+            RepoChanges::Seen { before, .. } => Some((before, &[])),
+            _ => None,
+        },
+    }
+}
+
+/// Loop `number`'s test outcome: exit code, timed out, the end of its output.
+fn test(ctx: &TaskContext, number: u32) -> Option<(Option<i32>, bool, String)> {
+    ctx.test_runs
         .iter()
         .rev()
         .find(|t| t.number == number)
@@ -51,18 +61,14 @@ fn outcome(ctx: &TaskContext, number: u32) -> Option<Outcome<'_>> {
                 t.timed_out,
                 tail(&t.output_tail, OUTPUT_COMPARED),
             )
-        });
-    Some(Outcome {
-        repo: (after, diff),
-        test,
-    })
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::{RunOutcome, Transcript};
     use crate::timestamp::Timestamp;
-    use crate::worker::codex::{RunOutcome, Transcript};
     use crate::worker::{TestRun, WorkerRun};
     use std::time::Duration;
 
@@ -136,31 +142,49 @@ mod tests {
     }
 
     #[test]
-    fn n_identical_loops_and_only_then() {
+    fn n_loops_that_changed_nothing_and_only_then() {
         let same = || (seen(&[" M x"], 1), 1, "1 failed");
-        let ctx = history(&[same(), same()]);
-        assert!(!stalled(&ctx, 3), "two loops are not three");
-        assert!(stalled(&ctx, 2));
+        // Loop 1 changed the clean repository; loops 2 and 3 left it as it was.
         let ctx = history(&[same(), same(), same()]);
+        assert!(!stalled(&ctx, 3), "the first loop changed the repository");
+        assert!(stalled(&ctx, 2));
+        assert!(stalled(&ctx, 1));
+        let ctx = history(&[same()]);
+        assert!(!stalled(&ctx, 1), "one loop that changed the repository");
+        let nothing = RepoChanges::Seen {
+            before: state(&[]),
+            after: state(&[]),
+            diff: vec![],
+        };
+        let ctx = history(&[(nothing, 1, "1 failed")]);
+        assert!(stalled(&ctx, 1), "one loop that changed nothing");
+        let ctx = history(&[same(), same(), same(), same()]);
         assert!(stalled(&ctx, 3));
         assert!(!stalled(&ctx, 0), "0 turns the stop off");
-        let ctx = history(&[same(), (seen(&[" M x"], 2), 1, "1 failed"), same()]);
+        let ctx = history(&[same(), same(), (seen(&[" M x"], 2), 1, "1 failed"), same()]);
         assert!(!stalled(&ctx, 3), "the diff stat changed");
-        let ctx = history(&[same(), (seen(&[" M x", "?? y"], 1), 1, "1 failed"), same()]);
+        let ctx = history(&[
+            same(),
+            same(),
+            (seen(&[" M x", "?? y"], 1), 1, "1 failed"),
+            same(),
+        ]);
         assert!(!stalled(&ctx, 3), "the status changed");
-        let ctx = history(&[same(), (seen(&[" M x"], 1), 2, "1 failed"), same()]);
+        let ctx = history(&[same(), same(), (seen(&[" M x"], 1), 2, "1 failed"), same()]);
         assert!(!stalled(&ctx, 3), "the exit code changed");
-        let ctx = history(&[same(), (seen(&[" M x"], 1), 1, "2 failed"), same()]);
+        let ctx = history(&[same(), same(), (seen(&[" M x"], 1), 1, "2 failed"), same()]);
         assert!(!stalled(&ctx, 3), "the output changed");
         let long = |end: &str| format!("{}{end}", "x".repeat(10_000));
         let (a, b) = (long("a"), long("b"));
         let ctx = history(&[
+            (seen(&[], 1), 1, &a),
             (seen(&[], 1), 1, &a),
             (seen(&[], 1), 1, &b),
             (seen(&[], 1), 1, &a),
         ]);
         assert!(!stalled(&ctx, 3), "the last 4 KiB differ");
         let ctx = history(&[
+            (RepoChanges::NoGit, 1, "x"),
             (RepoChanges::NoGit, 1, "x"),
             (RepoChanges::NoGit, 1, "x"),
             (RepoChanges::NoGit, 1, "x"),
@@ -175,6 +199,7 @@ mod tests {
             ctx.test_runs.push(test(number, 1, "f"));
             ctx.loops = number;
         }
-        assert!(stalled(&ctx, 3));
+        assert!(stalled(&ctx, 2));
+        assert!(!stalled(&ctx, 3), "loop 1 changed the repository");
     }
 }

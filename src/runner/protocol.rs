@@ -74,8 +74,8 @@ pub fn system_prompt_offering(
         }
         MessageType::NextAction => {
             next_action = format!(
-                "Decide the next step. The worker is the Codex CLI, working in the repository at \
-                 /workspace/project; each worker_call.prompt must be complete on its own. After each \
+                "Decide the next step. The worker is a coding agent (the task's worker CLI), working \
+                 in the repository at /workspace/project; each worker_call.prompt must be complete on its own. After each \
                  worker run agent-runner runs the task's test command and asks you to assess completion.\n\
                  Reply schema:\n\
                  type: next_action\n\
@@ -325,7 +325,7 @@ fn worker_info(ctx: &TaskContext) -> WorkerInfo {
         exit_code: run.exit_code,
         timed_out: Some(matches!(
             run.outcome,
-            crate::worker::codex::RunOutcome::TimedOut | crate::worker::codex::RunOutcome::Stalled
+            crate::agent::RunOutcome::TimedOut | crate::agent::RunOutcome::Stalled
         )),
         summary: Some(clean(&cut(&run.summary, MAX_SUMMARY))),
         commands: run
@@ -451,6 +451,10 @@ struct RawDetails {
 impl Reply for Plan {
     const KIND: &'static str = "plan_task";
 
+    fn schema() -> serde_json::Value {
+        super::schema::plan_task()
+    }
+
     fn from_value(value: Value) -> Result<Self, String> {
         let raw: RawPlan = decode(value)?;
         if raw.acceptance_criteria.is_empty() {
@@ -486,6 +490,10 @@ impl Reply for Plan {
 impl Reply for NextAction {
     const KIND: &'static str = "next_action";
 
+    fn schema() -> serde_json::Value {
+        super::schema::next_action()
+    }
+
     fn from_value(value: Value) -> Result<Self, String> {
         let raw: RawNextAction = decode(value)?;
         let prompt = raw
@@ -507,6 +515,10 @@ impl Reply for NextAction {
 
 impl Reply for Assessment {
     const KIND: &'static str = "completion_assessment";
+
+    fn schema() -> serde_json::Value {
+        super::schema::completion_assessment()
+    }
 
     fn from_value(value: Value) -> Result<Self, String> {
         let raw: RawAssessment = decode(value)?;
@@ -614,9 +626,9 @@ mod tests {
         );
     }
 
+    use crate::agent::{CommandRecord, FileChange, RunOutcome, Transcript};
     use crate::context::TaskContext;
     use crate::timestamp::Timestamp;
-    use crate::worker::codex::{RunOutcome, Transcript};
     use crate::worker::{TestRun, WorkerRun};
     use quickcheck::quickcheck;
 
@@ -634,8 +646,17 @@ mod tests {
         let mut transcript = Transcript::default();
         for n in 0..300 {
             let command = "x\\\"".repeat(400);
-            transcript.feed(format!(r#"{{"type":"item.completed","item":{{"id":"{n}","type":"command_execution","command":"{command}","aggregated_output":"","exit_code":1,"status":"failed"}}}}"#).as_bytes());
-            transcript.feed(format!(r#"{{"type":"item.completed","item":{{"id":"f{n}","type":"file_change","changes":[{{"path":"/p/{command}{n}","kind":"add"}}]}}}}"#).as_bytes());
+            transcript.command(CommandRecord::new(
+                n.to_string(),
+                &command,
+                Some(1),
+                "failed",
+                "",
+            ));
+            transcript.file_changed(FileChange {
+                path: format!("/p/{command}{n}"),
+                kind: "add".into(),
+            });
         }
         ctx.worker_runs.push(WorkerRun {
             number: 1,

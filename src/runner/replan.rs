@@ -221,9 +221,9 @@ fn earlier_loop(ctx: &TaskContext, n: u32) -> Option<LoopRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::{RunOutcome, Transcript};
     use crate::context::Criterion;
     use crate::timestamp::Timestamp;
-    use crate::worker::codex::{RunOutcome, Transcript};
     use crate::worker::{TestRun, WorkerRun};
     use std::time::Duration;
 

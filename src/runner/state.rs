@@ -86,10 +86,10 @@ impl State {
             .worker_runs
             .iter()
             .rev()
-            .find_map(|run| run.transcript.thread_id.clone())
+            .find_map(|run| run.transcript.session_id.clone())
             .filter(|id| !id.is_empty())
             .map(|id| WorkerSession {
-                kind: "codex-cli".into(),
+                kind: ctx.task.worker.kind.name().into(),
                 id,
             });
         State {

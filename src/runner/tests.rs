@@ -7,12 +7,12 @@ use quickcheck::{Arbitrary, Gen, quickcheck};
 
 use super::protocol::Plan;
 use super::*;
+use crate::agent::Transcript;
 use crate::context::{Assessment, Criterion};
 use crate::interrupt::Interrupt;
 use crate::meta::MetaCall;
 use crate::task::TestSpec;
 use crate::timestamp::Timestamp;
-use crate::worker::codex::Transcript;
 use crate::worker::{Teardown, TestRun, WorkerRun};
 
 type Reply<T> = Result<T, MetaError>;
@@ -1166,4 +1166,38 @@ fn loops_that_change_the_repository_go_on() {
     };
     run(&mut off, meta, &mut sandbox);
     assert_eq!(off.loops, 4, "0 turns the stop off");
+}
+
+/// `max_stalled_loops: 1` does not stop a loop whose worker changed the repository:
+/// a loop is compared with the state before it, not with itself.
+#[test]
+fn one_stalled_loop_does_not_stop_a_loop_that_changed_the_repository() {
+    let mut ctx = context(
+        "  test:\n    command: make test\nrunner:\n  meta:\n    max_loops: 2\n  max_stalled_loops: 1\n",
+    );
+    let crate::worker::git::RepoChanges::Seen {
+        before, mut after, ..
+    } = unchanged()
+    else {
+        unreachable!()
+    };
+    after.status.push("?? new.rs".into());
+    let changed = crate::worker::git::RepoChanges::Seen {
+        before,
+        after,
+        diff: vec![],
+    };
+    let meta = FakeMeta {
+        plans: [plan(1)].into(),
+        nexts: [run_worker("write it")].into(),
+        assessments: [assess(&["AC-1"])].into(),
+    };
+    let mut sandbox = FakeSandbox {
+        tests: [Some(0)].into(),
+        repo: [changed].into(),
+        ..FakeSandbox::default()
+    };
+    run(&mut ctx, meta, &mut sandbox);
+    assert_eq!(ctx.failure, None);
+    assert_eq!(ctx.state, TaskState::Complete);
 }

@@ -1,81 +1,66 @@
-//! How codex authenticates in the container (SPEC §6.2), decided when the task is
-//! read: the host's `~/.codex/auth.json` (mounted read-only) if there is one, else
-//! `CODEX_API_KEY` (passed by name). Both are secrets: every string value of at least
-//! `MIN_SECRET_CHARS` in auth.json is masked wherever agent-runner writes (SPEC §10),
-//! since the worker can print the file.
+//! How an agent logs in in the container (SPEC §6.2, §18), decided when the task is
+//! read, by the kind's rule (`agent::LoginRule`): its login file in the host's HOME
+//! (mounted read-only) or its key variable (passed by name), whichever the kind
+//! prefers when both are there. A login file that exists but cannot be read is an
+//! error, never a silent fallback: its values must be masked (SPEC §10).
 
 use std::path::{Path, PathBuf};
 
 use super::host::{Host, Var};
 use super::input_error::InputError;
 use super::paths::{ReadError, io_reason, read_regular};
+use crate::agent::login::secrets_in;
+use crate::agent::{Kind, Login};
 use crate::secret::Secret;
 
-/// Largest auth.json we read (real ones are a few KiB).
+/// Largest login file we read (real ones are a few KiB).
 pub const MAX_AUTH_BYTES: u64 = 1 << 20;
-/// Shorter string values in auth.json (flags, ids, short names) are not secrets.
-pub const MIN_SECRET_CHARS: usize = 8;
 
-/// How codex authenticates inside the container.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CodexAuth {
-    /// The host's `~/.codex/auth.json`, mounted read-only.
-    File {
-        path: PathBuf,
-        /// Its string values, to mask.
-        secrets: Vec<Secret>,
-        /// What it holds (the hosts codex needs depend on it).
-        login: Login,
-    },
-    /// `CODEX_API_KEY` from the host, passed by name on each run.
-    ApiKey(Secret),
-    None,
-}
-
-/// What an auth.json holds: a ChatGPT login (`tokens`), an API key
-/// (`OPENAI_API_KEY`), or both.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Login {
-    pub chatgpt: bool,
-    pub api_key: bool,
-}
-
-impl CodexAuth {
-    /// `$HOME/.codex/auth.json` if it exists, else `CODEX_API_KEY` if set.
-    pub fn resolve(host: &Host) -> Result<Self, InputError> {
-        if let Var::Set(home) = host.var("HOME") {
-            let path = Path::new(&home).join(".codex").join("auth.json");
-            if path.is_absolute() && std::fs::symlink_metadata(&path).is_ok() {
-                return auth_file(path);
-            }
+/// The login `kind` gets on this host.
+pub fn resolve(kind: &dyn Kind, host: &Host) -> Result<Login, InputError> {
+    let rule = kind.login_rule();
+    let file = match host.var("HOME") {
+        Var::Set(home) => {
+            let path = Path::new(&home).join(rule.file);
+            (path.is_absolute() && std::fs::symlink_metadata(&path).is_ok()).then_some(path)
         }
-        match host.var("CODEX_API_KEY") {
-            Var::Set(key) if !key.is_empty() => Ok(CodexAuth::ApiKey(Secret::new(key))),
-            Var::NotUtf8 => Err(InputError::new(
-                "CODEX_API_KEY",
-                "environment variable CODEX_API_KEY is not valid UTF-8",
+        _ => None,
+    };
+    let key = match host.var(rule.key_var) {
+        Var::Set(key) if !key.is_empty() => Some(Secret::new(key)),
+        Var::NotUtf8 => {
+            return Err(InputError::new(
+                rule.key_var,
+                format!("environment variable {} is not valid UTF-8", rule.key_var),
             )
-            .with_hint("codex authenticates with it when there is no ~/.codex/auth.json")
-            .environment()),
-            _ => Ok(CodexAuth::None),
+            .with_hint(format!(
+                "{} logs in with it (or with ~/{})",
+                kind.program(),
+                rule.file
+            ))
+            .environment());
         }
-    }
-
-    /// The secrets this holds, for masking.
-    pub fn secrets(&self) -> Vec<Secret> {
-        match self {
-            CodexAuth::File { secrets, .. } => secrets.clone(),
-            CodexAuth::ApiKey(key) => vec![key.clone()],
-            CodexAuth::None => Vec::new(),
-        }
+        _ => None,
+    };
+    match (file, key) {
+        (Some(path), Some(_)) if rule.file_first => login_file(kind, path),
+        (Some(path), None) => login_file(kind, path),
+        (_, Some(value)) => Ok(Login::Key {
+            var: rule.key_var,
+            value,
+        }),
+        (None, None) => Ok(Login::None),
     }
 }
 
-fn auth_file(path: PathBuf) -> Result<CodexAuth, InputError> {
+fn login_file(kind: &dyn Kind, path: PathBuf) -> Result<Login, InputError> {
     let shown = path.display().to_string();
     let problem = |message: String| {
         InputError::new(shown.clone(), message)
-            .with_hint("codex in the container authenticates with this file; fix or remove it")
+            .with_hint(format!(
+                "{} in the container logs in with this file; fix or remove it",
+                kind.program()
+            ))
             .environment()
     };
     // It is mounted into the container by path: the same rule as for the repo.
@@ -102,35 +87,11 @@ fn auth_file(path: PathBuf) -> Result<CodexAuth, InputError> {
             "not valid JSON ({e}), so its secrets cannot be masked"
         ))
     })?;
-    let mut secrets = Vec::new();
-    collect_strings(&json, &mut secrets);
-    let login = Login {
-        chatgpt: json.get("tokens").is_some_and(serde_json::Value::is_object),
-        api_key: json
-            .get("OPENAI_API_KEY")
-            .and_then(serde_json::Value::as_str)
-            .is_some_and(|key| !key.is_empty()),
-    };
-    Ok(CodexAuth::File {
+    Ok(Login::File {
         path,
-        secrets,
-        login,
+        secrets: secrets_in(&json),
+        modes: kind.login_modes(&json),
     })
-}
-
-/// Every string value (not key) of at least `MIN_SECRET_CHARS` characters.
-fn collect_strings(value: &serde_json::Value, out: &mut Vec<Secret>) {
-    match value {
-        serde_json::Value::String(s)
-            if s.chars().count() >= MIN_SECRET_CHARS
-                && !out.iter().any(|known| known.expose() == s) =>
-        {
-            out.push(Secret::new(s.clone()));
-        }
-        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_strings(v, out)),
-        serde_json::Value::Object(map) => map.values().for_each(|v| collect_strings(v, out)),
-        _ => {}
-    }
 }
 
 #[cfg(test)]
@@ -138,6 +99,8 @@ mod tests {
     use std::ffi::OsString;
 
     use super::*;
+    use crate::agent::claude::{CLAUDE, OAUTH};
+    use crate::agent::codex::{CHATGPT, CODEX};
     use crate::task::input_error::Category;
 
     struct Home(PathBuf);
@@ -147,6 +110,7 @@ mod tests {
             let dir =
                 std::env::temp_dir().join(format!("agent-runner-auth-{}", uuid::Uuid::new_v4()));
             std::fs::create_dir_all(dir.join(".codex")).unwrap();
+            std::fs::create_dir_all(dir.join(".claude")).unwrap();
             Home(dir)
         }
 
@@ -154,18 +118,22 @@ mod tests {
             self.0.join(".codex/auth.json")
         }
 
-        fn resolve(&self, key: Option<&str>) -> Result<CodexAuth, InputError> {
+        fn resolve(&self, kind: &dyn Kind, key: Option<&str>) -> Result<Login, InputError> {
             let home = self.0.clone().into_os_string();
             let key = key.map(OsString::from);
+            let var = kind.login_rule().key_var;
             let lookup = move |name: &str| match name {
                 "HOME" => Some(home.clone()),
-                "CODEX_API_KEY" => key.clone(),
+                name if name == var => key.clone(),
                 _ => None,
             };
-            CodexAuth::resolve(&Host {
-                var: &lookup,
-                cwd: Err("unused".into()),
-            })
+            resolve(
+                kind,
+                &Host {
+                    var: &lookup,
+                    cwd: Err("unused".into()),
+                },
+            )
         }
     }
 
@@ -175,69 +143,69 @@ mod tests {
         }
     }
 
+    fn key(var: &'static str, value: &str) -> Login {
+        Login::Key {
+            var,
+            value: Secret::new(value.into()),
+        }
+    }
+
     #[test]
-    fn prefers_the_file_then_the_key() {
+    fn codex_prefers_the_file_then_the_key() {
         let home = Home::new();
         assert_eq!(
-            home.resolve(Some("codex-key-1")).unwrap(),
-            CodexAuth::ApiKey(Secret::new("codex-key-1".into()))
+            home.resolve(&CODEX, Some("codex-key-1")).unwrap(),
+            key("CODEX_API_KEY", "codex-key-1")
         );
-        assert_eq!(home.resolve(Some("")).unwrap(), CodexAuth::None);
-        assert_eq!(home.resolve(None).unwrap(), CodexAuth::None);
-        std::fs::write(home.auth(), "{}").unwrap();
+        assert_eq!(home.resolve(&CODEX, Some("")).unwrap(), Login::None);
+        assert_eq!(home.resolve(&CODEX, None).unwrap(), Login::None);
+        std::fs::write(
+            home.auth(),
+            r#"{"tokens": {"access_token": "at-0123456789"}}"#,
+        )
+        .unwrap();
         assert_eq!(
-            home.resolve(Some("codex-key-1")).unwrap(),
-            CodexAuth::File {
+            home.resolve(&CODEX, Some("codex-key-1")).unwrap(),
+            Login::File {
                 path: home.auth(),
-                secrets: vec![],
-                login: Login::default(),
+                secrets: vec![Secret::new("at-0123456789".into())],
+                modes: vec![CHATGPT],
             }
         );
     }
 
     #[test]
-    fn every_long_string_value_of_the_file_is_a_secret() {
+    fn claude_prefers_the_key_then_the_file() {
         let home = Home::new();
+        let file = home.0.join(".claude/.credentials.json");
         std::fs::write(
-            home.auth(),
-            r#"{"OPENAI_API_KEY": null, "tokens": {"id_token": "eyJhbGciOi.x.y",
-               "access_token": "at-0123456789", "account_id": "short", "list": ["refresh-abcdefgh", "at-0123456789"]},
-               "last_refresh": "2025-01-01T00:00:00Z", "n": 123456789}"#,
+            &file,
+            r#"{"claudeAiOauth": {"accessToken": "sk-ant-oat01-xyz", "refreshToken": "sk-ant-ort01-xyz", "expiresAt": 4102444800000}}"#,
         )
         .unwrap();
-        let auth = home.resolve(None).unwrap();
-        let mut secrets: Vec<&str> = match &auth {
-            CodexAuth::File { secrets, .. } => secrets.iter().map(Secret::expose).collect(),
-            other => panic!("{other:?}"),
-        };
-        secrets.sort_unstable();
-        let CodexAuth::File { login, .. } = &auth else {
-            unreachable!()
-        };
         assert_eq!(
-            *login,
-            Login {
-                chatgpt: true,
-                api_key: false
+            home.resolve(&CLAUDE, Some("sk-ant-key")).unwrap(),
+            key("ANTHROPIC_API_KEY", "sk-ant-key")
+        );
+        let login = home.resolve(&CLAUDE, None).unwrap();
+        assert_eq!(
+            login,
+            Login::File {
+                path: file,
+                secrets: vec![
+                    Secret::new("sk-ant-oat01-xyz".into()),
+                    Secret::new("sk-ant-ort01-xyz".into())
+                ],
+                modes: vec![OAUTH],
             }
         );
-        assert_eq!(
-            secrets,
-            [
-                "2025-01-01T00:00:00Z",
-                "at-0123456789",
-                "eyJhbGciOi.x.y",
-                "refresh-abcdefgh",
-            ]
-        );
-        assert_eq!(auth.secrets().len(), 4);
     }
 
     #[test]
     fn unreadable_files_are_errors_not_silent_fallbacks() {
         let home = Home::new();
         std::fs::write(home.auth(), "not json").unwrap();
-        let e = home.resolve(Some("k")).unwrap_err();
+        let e = home.resolve(&CODEX, Some("k")).unwrap_err();
         assert_eq!(e.path, home.auth().display().to_string());
         assert_eq!(e.category, Category::Environment);
         assert!(e.message.contains("not valid JSON"), "{e}");
@@ -246,23 +214,26 @@ mod tests {
             std::ffi::CString::new(home.auth().into_os_string().into_encoded_bytes()).unwrap();
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
-        let e = home.resolve(None).unwrap_err();
+        let e = home.resolve(&CODEX, None).unwrap_err();
         assert!(e.message.contains("not a regular file"), "{e}");
         std::fs::remove_file(home.auth()).unwrap();
         let big = std::fs::File::create(home.auth()).unwrap();
         big.set_len(MAX_AUTH_BYTES + 1).unwrap();
-        let e = home.resolve(None).unwrap_err();
+        let e = home.resolve(&CODEX, None).unwrap_err();
         assert!(e.message.contains("the limit is"), "{e}");
     }
 
     #[test]
-    fn a_binary_codex_key_is_an_error() {
+    fn a_binary_key_is_an_error() {
         use std::os::unix::ffi::OsStringExt;
         let lookup = |name: &str| (name == "CODEX_API_KEY").then(|| OsString::from_vec(vec![0xff]));
-        let e = CodexAuth::resolve(&Host {
-            var: &lookup,
-            cwd: Err("unused".into()),
-        })
+        let e = resolve(
+            &CODEX,
+            &Host {
+                var: &lookup,
+                cwd: Err("unused".into()),
+            },
+        )
         .unwrap_err();
         assert_eq!(e.path, "CODEX_API_KEY");
         assert!(e.message.contains("not valid UTF-8"), "{e}");

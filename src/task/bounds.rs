@@ -123,8 +123,11 @@ fn budget(raw: RawBudget, problems: &mut InputErrors) -> Option<Budget> {
 }
 
 /// With `max_cost_usd`, every model that will run needs a price: Meta's (unless
-/// scripted, which costs nothing) and the worker's, which must then be named (codex
-/// picks its own default otherwise, whose price nobody can know).
+/// scripted, which costs nothing; with `codex-cli` codex's `-m`, which must then be
+/// known) and the worker's, which must then be named (the agent picks its own
+/// default otherwise, whose price nobody can know). A cost the agent reports itself
+/// (claude) does not stand in for a price: a run stopped before its end reports
+/// none, and the limit would go blind.
 pub fn unpriced(
     bounds: &Bounds,
     meta: &MetaSettings,
@@ -138,6 +141,32 @@ pub fn unpriced(
     };
     let field = "runner.budget.max_cost_usd";
     let priced = |model: &str| bounds.pricing.price(model).is_some();
+    if let MetaBackend::CodexCli(codex) = &meta.backend {
+        match codex.model_next_to(worker) {
+            None => {
+                return Some(
+                    InputError::new(
+                        field,
+                        "Meta's codex model is not set (runner.meta.model), so codex runs its own default, whose price cannot be known",
+                    )
+                    .with_hint("set runner.meta.model and give its price in runner.pricing"),
+                );
+            }
+            Some(model) if !priced(&model) => {
+                return Some(
+                    InputError::new(
+                        field,
+                        format!(
+                            "Meta's codex model {:?} (runner.meta.model) has no price in runner.pricing, so the cost cannot be known",
+                            cut_chars(&model, 80)
+                        ),
+                    )
+                    .with_hint(hint(&model)),
+                );
+            }
+            Some(_) => {}
+        }
+    }
     if matches!(meta.backend, MetaBackend::OpenAiChat { .. }) && !priced(&meta.model) {
         return Some(
             InputError::new(
@@ -154,7 +183,10 @@ pub fn unpriced(
         None => Some(
             InputError::new(
                 field,
-                "the worker's model is not set (runner.worker.model), so codex runs its own default, whose price cannot be known",
+                format!(
+                    "the worker's model is not set (runner.worker.model), so {} runs its own default, whose price cannot be known",
+                    worker.kind.program()
+                ),
             )
             .with_hint("set runner.worker.model and give its price in runner.pricing"),
         ),

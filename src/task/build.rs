@@ -1,23 +1,23 @@
 //! Raw document → `Task`: the `task` section's rules (id, title, repo, PRD, tests,
-//! acceptance criteria) for both shapes, the runner settings, codex auth, and the
+//! acceptance criteria) for both shapes, the runner settings, the agents' logins, and the
 //! masking of secrets in the texts the task carries. Every problem is recorded; a
 //! task is built only when there is none.
 
 use std::path::Path;
 
-use super::auth::CodexAuth;
+use super::auth;
 use super::bounds::{self, RawBounds};
 use super::document::RawDocument;
 use super::fields::{non_empty, one_line, required, seconds};
 use super::host::Host;
 use super::input_error::{InputError, InputErrors};
 use super::paths::{prd_file, relative_dir, repo_dir};
-use super::raw::{RawPrd, RawTaskConfig, RawTaskV1, RawTest};
+use super::raw::{RawPrd, RawTaskConfig, RawTaskV1, RawTest, RawWorker};
 use super::settings;
 use super::structure::inline;
 use super::{
-    Bounds, DEFAULT_TEST_TIMEOUT_SEC, MAX_ACCEPTANCE_CRITERIA, MetaSettings, Prd, PrdSource, Shape,
-    Task, TestSpec, WorkerSettings,
+    Bounds, DEFAULT_TEST_TIMEOUT_SEC, Login, MAX_ACCEPTANCE_CRITERIA, MetaBackend, MetaSettings,
+    Prd, PrdSource, Shape, Task, TestSpec, WorkerSettings,
 };
 use crate::secret::Redactor;
 use crate::text::cut_chars;
@@ -60,17 +60,14 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
         problems,
     );
     let meta = settings::meta(runner.meta.unwrap_or_default(), Shape::V1, host, problems);
-    // Auth first (the default allow list depends on it), its problem recorded after
-    // the worker's, in the document's order.
-    let codex_auth = CodexAuth::resolve(host);
-    let worker = settings::worker(
+    let (worker, login) = worker(
         runner.worker.unwrap_or_default(),
         Shape::V1,
+        meta.as_ref(),
         host,
-        codex_auth.as_ref().ok(),
         problems,
     );
-    let codex_auth = problems.take(codex_auth);
+    let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
     let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
     let (id, id_generated) = id?;
     Some(Task {
@@ -84,9 +81,32 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
         acceptance_criteria: criteria?,
         meta: meta?,
         worker: worker?,
-        codex_auth: codex_auth?,
+        login: login?,
         bounds: bounds?,
     })
+}
+
+/// `runner.worker` and the login of its agent. The login is resolved first (the
+/// default allow list depends on it) and its problem recorded after the worker's,
+/// in the document's order.
+fn worker(
+    raw: RawWorker,
+    shape: Shape,
+    meta: Option<&MetaSettings>,
+    host: &Host,
+    problems: &mut InputErrors,
+) -> (Option<WorkerSettings>, Option<Login>) {
+    let kind = settings::worker_kind(&raw, shape, problems);
+    let login = kind.map(|kind| auth::resolve(kind, host));
+    let worker = settings::worker(
+        raw,
+        kind,
+        host,
+        login.as_ref().and_then(|l| l.as_ref().ok()),
+        meta.map(|m| &m.backend),
+        problems,
+    );
+    (worker, login.and_then(|l| problems.take(l)))
 }
 
 fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors) -> Option<Task> {
@@ -126,18 +146,11 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         None => problems.take(Err(required("runner.meta"))),
         Some(meta) => settings::meta(meta, Shape::TaskConfig, host, problems),
     };
-    let codex_auth = CodexAuth::resolve(host);
-    let worker = match runner.worker {
-        None => problems.take(Err(required("runner.worker"))),
-        Some(worker) => settings::worker(
-            worker,
-            Shape::TaskConfig,
-            host,
-            codex_auth.as_ref().ok(),
-            problems,
-        ),
+    let (worker, login) = match runner.worker {
+        None => (problems.take(Err(required("runner.worker"))), None),
+        Some(raw) => worker(raw, Shape::TaskConfig, meta.as_ref(), host, problems),
     };
-    let codex_auth = problems.take(codex_auth);
+    let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
     let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
     Some(Task {
         shape: Shape::TaskConfig,
@@ -153,9 +166,20 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         acceptance_criteria: criteria?,
         meta: meta?,
         worker: worker?,
-        codex_auth: codex_auth?,
+        login: login?,
         bounds: bounds?,
     })
+}
+
+/// Meta's settings, its model named as Meta's codex will run it: the worker's when
+/// Meta's codex takes it from a codex worker.
+fn codex_model_named(mut meta: MetaSettings, worker: Option<&WorkerSettings>) -> MetaSettings {
+    if let (MetaBackend::CodexCli(codex), Some(worker)) = (&meta.backend, worker) {
+        if let Some(model) = codex.model_next_to(worker) {
+            meta.model = model;
+        }
+    }
+    meta
 }
 
 /// `bounds`, unless a cost limit meets a model without a price (recorded).

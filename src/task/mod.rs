@@ -10,6 +10,7 @@
 mod auth;
 mod bounds;
 mod build;
+mod codex_meta;
 mod default_allow;
 mod document;
 mod env_ref;
@@ -30,8 +31,10 @@ mod worker_env;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use auth::{CodexAuth, Login};
+pub use crate::agent::Login;
+pub use auth::resolve as resolve_login;
 pub use bounds::{DEFAULT_MAX_STALLED_LOOPS, unpriced};
+pub use codex_meta::CodexMeta;
 pub use fields::{MAX_SECONDS, is_one_line};
 pub use host::{Host, Var};
 pub use input_error::{Category, InputError, InputErrors};
@@ -41,6 +44,7 @@ pub use schema::{builder_fields, builder_may_write, task_config_schema};
 pub use suggest::closest;
 pub use worker_env::{RESERVED as RESERVED_WORKER_ENV, Reserved};
 
+use crate::agent::Kind;
 use crate::egress::AllowList;
 use crate::secret::Secret;
 
@@ -59,8 +63,13 @@ pub const DEFAULT_TEST_TIMEOUT_SEC: u64 = 600;
 pub const DEFAULT_PIDS_LIMIT: u64 = 4096;
 /// Most entries in `task.acceptance_criteria`.
 pub const MAX_ACCEPTANCE_CRITERIA: usize = 50;
-/// The one `runner.worker.type` of the TaskConfig shape.
+/// The default `runner.worker.type` of the TaskConfig shape (codex-cli); each kind
+/// has its own (`Kind::taskconfig_type`).
 pub const TASKCONFIG_WORKER_TYPE: &str = "docker_codex_cli";
+/// `runner.meta.timeout_sec` of `kind: codex-cli` (seed MP §6.3: 10 min per call).
+pub const DEFAULT_CODEX_META_TIMEOUT_SEC: u64 = 600;
+/// What `task.meta.model` says for `kind: codex-cli` without a model.
+pub const CODEX_DEFAULT_MODEL: &str = "(codex's default model)";
 
 /// Which of the two accepted YAML shapes the task was written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,8 +95,8 @@ pub struct Task {
     pub acceptance_criteria: Vec<String>,
     pub meta: MetaSettings,
     pub worker: WorkerSettings,
-    /// How codex authenticates in the container.
-    pub codex_auth: CodexAuth,
+    /// How the worker's agent logs in in the container.
+    pub login: Login,
     /// Prices, the budget and the no-progress stop (SPEC §15).
     pub bounds: Bounds,
 }
@@ -153,8 +162,15 @@ pub struct MetaSettings {
 /// Where Meta's replies come from.
 #[derive(Debug, Clone)]
 pub enum MetaBackend {
-    OpenAiChat { base_url: String, api_key: ApiKey },
-    Scripted { script: PathBuf },
+    OpenAiChat {
+        base_url: String,
+        api_key: ApiKey,
+    },
+    Scripted {
+        script: PathBuf,
+    },
+    /// `codex exec --output-schema` in the sandbox image (SPEC §18).
+    CodexCli(CodexMeta),
 }
 
 /// Meta's API key.
@@ -168,11 +184,15 @@ pub struct ApiKey {
 /// `runner.worker`, defaults applied.
 #[derive(Debug, Clone)]
 pub struct WorkerSettings {
+    /// `runner.worker.kind`: the agent CLI.
+    pub kind: &'static dyn Kind,
     pub docker_image: String,
     pub max_run_time: Duration,
     pub idle_timeout: Duration,
     pub model: Option<String>,
     pub extra_args: Vec<String>,
+    /// `runner.worker.base_url`: the agent's model API (`Kind::run_env`/`command`).
+    pub base_url: Option<String>,
     pub network: Network,
     /// The effective `runner.worker.allow` (used with `Network::Allowlist`).
     pub allow: AllowList,
@@ -260,15 +280,27 @@ impl EnvValue {
 }
 
 impl Task {
-    /// Every secret value of this task (API key, `env:` values, codex auth), for
-    /// masking.
+    /// Every secret value of this task (API key, `env:` values, logins, credentials
+    /// in URLs), for masking.
     pub fn secrets(&self) -> Vec<Secret> {
-        let mut out = self.codex_auth.secrets();
-        if let MetaBackend::OpenAiChat { api_key, base_url } = &self.meta.backend {
-            out.push(api_key.value.clone());
-            out.extend(crate::secret::in_url(base_url));
+        let mut out = self.login.secrets();
+        let mut env: Vec<&WorkerEnv> = self.worker.env.iter().collect();
+        match &self.meta.backend {
+            MetaBackend::OpenAiChat { api_key, base_url } => {
+                out.push(api_key.value.clone());
+                out.extend(crate::secret::in_url(base_url));
+            }
+            MetaBackend::Scripted { .. } => {}
+            MetaBackend::CodexCli(codex) => {
+                out.extend(codex.login.secrets());
+                out.extend(codex.base_url.iter().flat_map(|u| crate::secret::in_url(u)));
+                env.extend(codex.env.iter().flatten());
+            }
         }
-        for env in &self.worker.env {
+        if let Some(url) = &self.worker.base_url {
+            out.extend(crate::secret::in_url(url));
+        }
+        for env in env {
             if let EnvValue::FromHost { value, .. } = &env.value {
                 out.push(value.clone());
             }

@@ -183,8 +183,9 @@ raw_section! {
 raw_section! {
     /// `runner.meta`.
     RawMeta, META {
+        /// openai-chat (default), scripted or codex-cli.
         kind: String = Kind::Text;
-        /// The Meta model (OpenAI Chat Completions).
+        /// The Meta model (OpenAI Chat Completions; codex's -m with kind codex-cli).
         model: String = Kind::Text;
         base_url: String = Kind::Text;
         api_key: String = Kind::Text;
@@ -196,20 +197,29 @@ raw_section! {
         max_replans: u64 = Kind::Integer;
         timeout_sec: u64 = Kind::Integer;
         script: String = Kind::Text;
+        /// kind codex-cli: the image Meta's codex runs in; default: the worker's.
+        docker_image: String = Kind::Text;
+        /// kind codex-cli: more `codex exec` arguments; default: the worker's when it is codex.
+        extra_args: Vec<String> = Kind::TextList;
+        /// kind codex-cli: Meta's codex's variables; default: the worker's when it is codex.
+        env: BTreeMap<String, String> = Kind::TextMap;
     }
 }
 
 raw_section! {
     /// `runner.worker`; `kind` belongs to shape v1 and `type` to TaskConfig.
     RawWorker, WORKER {
+        /// The agent: codex-cli (default) or claude-code-cli.
         kind: String = Kind::Text, only V1 "did you mean `type: docker_codex_cli`? (`kind` belongs to shape v1)";
-        /// The worker: docker_codex_cli.
+        /// The worker: docker_codex_cli or docker_claude_code_cli.
         r#type: String = Kind::Text, only TaskConfig "did you mean `kind`? (`type` belongs to the TaskConfig shape)";
         docker_image: String = Kind::Text;
         max_run_time_sec: u64 = Kind::Integer;
-        /// The codex model (`codex exec -m`); default: codex's own.
+        /// The agent's model (codex -m, claude --model); default: the agent's own.
         model: String = Kind::Text;
         extra_args: Vec<String> = Kind::TextList;
+        /// The agent's model API base URL (claude: ANTHROPIC_BASE_URL; codex: openai_base_url).
+        base_url: String = Kind::Text;
         idle_timeout_sec: u64 = Kind::Integer;
         /// allowlist (default: no network but agent-runner's egress proxy), none, bridge or host.
         network: String = Kind::Text;

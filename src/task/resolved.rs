@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{CodexAuth, EnvValue, MetaBackend, Network, PrdSource, Shape, Task};
+use super::{EnvValue, Login, MetaBackend, Network, PrdSource, Shape, Task, WorkerEnv};
 use crate::egress::Origin;
 use crate::secret::MASK;
 
@@ -86,6 +86,15 @@ struct MetaView<'a> {
     max_loops: u32,
     max_replans: u32,
     timeout_sec: u64,
+    /// kind codex-cli: what it runs with beside the worker's settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    docker_image: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extra_args: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    env: Option<BTreeMap<&'a str, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    codex_auth: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -96,6 +105,8 @@ struct WorkerView<'a> {
     idle_timeout_sec: u64,
     model: Option<&'a str>,
     extra_args: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_url: Option<&'a str>,
     network: &'static str,
     /// With network allowlist: the effective allow list and where it came from.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -104,7 +115,9 @@ struct WorkerView<'a> {
     allow_from: Option<String>,
     env: BTreeMap<&'a str, String>,
     limits: LimitsView,
-    codex_auth: String,
+    /// `<program>_auth` (`codex_auth`, `claude_auth`): how the agent logs in.
+    #[serde(flatten)]
+    auth: BTreeMap<String, String>,
 }
 
 #[derive(Serialize)]
@@ -156,12 +169,13 @@ pub fn resolved_yaml(task: &Task) -> String {
         runner: RunnerView {
             meta: meta_view(task),
             worker: WorkerView {
-                kind: "codex-cli",
+                kind: task.worker.kind.name(),
                 docker_image: &task.worker.docker_image,
                 max_run_time_sec: task.worker.max_run_time.as_secs(),
                 idle_timeout_sec: task.worker.idle_timeout.as_secs(),
                 model: task.worker.model.as_deref(),
                 extra_args: &task.worker.extra_args,
+                base_url: task.worker.base_url.as_deref(),
                 network: task.worker.network.as_str(),
                 allow: (task.worker.network == Network::Allowlist)
                     .then(|| task.worker.allow.entries()),
@@ -171,30 +185,16 @@ pub fn resolved_yaml(task: &Task) -> String {
                         Origin::Default(why) => format!("default: {why}"),
                     }
                 }),
-                env: task
-                    .worker
-                    .env
-                    .iter()
-                    .map(|e| {
-                        let shown = match &e.value {
-                            EnvValue::Literal(v) => v.clone(),
-                            EnvValue::FromHost { var, .. } => format!("{MASK} (env:{var})"),
-                        };
-                        (e.name.as_str(), shown)
-                    })
-                    .collect(),
+                env: env_view(&task.worker.env),
                 limits: LimitsView {
                     memory_bytes: task.worker.limits.memory_bytes,
                     cpus: task.worker.limits.cpus,
                     pids: task.worker.limits.pids,
                 },
-                codex_auth: match &task.codex_auth {
-                    CodexAuth::File { path, secrets, .. } => {
-                        format!("file {} ({} values masked)", path.display(), secrets.len())
-                    }
-                    CodexAuth::ApiKey(_) => format!("{MASK} (env:CODEX_API_KEY)"),
-                    CodexAuth::None => "none".into(),
-                },
+                auth: BTreeMap::from([(
+                    format!("{}_auth", task.worker.kind.program()),
+                    login_view(&task.login),
+                )]),
             },
             pricing: task
                 .bounds
@@ -235,6 +235,11 @@ fn meta_view(task: &Task) -> MetaView<'_> {
         MetaBackend::Scripted { script } => {
             ("scripted", None, None, Some(script.display().to_string()))
         }
+        MetaBackend::CodexCli(codex) => ("codex-cli", codex.base_url.as_deref(), None, None),
+    };
+    let codex = match &meta.backend {
+        MetaBackend::CodexCli(codex) => Some(codex),
+        _ => None,
     };
     MetaView {
         kind,
@@ -250,5 +255,35 @@ fn meta_view(task: &Task) -> MetaView<'_> {
         max_loops: meta.max_loops,
         max_replans: meta.max_replans,
         timeout_sec: meta.timeout.as_secs(),
+        docker_image: codex.map(|c| {
+            c.docker_image
+                .as_deref()
+                .unwrap_or(task.worker.docker_image.as_str())
+        }),
+        extra_args: codex.and_then(|c| c.extra_args.as_deref()),
+        env: codex.and_then(|c| c.env.as_deref()).map(env_view),
+        codex_auth: codex.map(|c| login_view(&c.login)),
+    }
+}
+
+fn env_view(env: &[WorkerEnv]) -> BTreeMap<&str, String> {
+    env.iter()
+        .map(|e| {
+            let shown = match &e.value {
+                EnvValue::Literal(v) => v.clone(),
+                EnvValue::FromHost { var, .. } => format!("{MASK} (env:{var})"),
+            };
+            (e.name.as_str(), shown)
+        })
+        .collect()
+}
+
+fn login_view(login: &Login) -> String {
+    match login {
+        Login::File { path, secrets, .. } => {
+            format!("file {} ({} values masked)", path.display(), secrets.len())
+        }
+        Login::Key { var, .. } => format!("{MASK} (env:{var})"),
+        Login::None => "none".into(),
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::CodexAuth;
+use super::auth;
 use super::env_ref;
 use super::fields::{argument, choice, non_empty, required, seconds};
 use super::host::{Host, Var};
@@ -16,8 +16,10 @@ use super::{
     ApiKey, DEFAULT_API_KEY, DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, DEFAULT_IDLE_TIMEOUT_SEC,
     DEFAULT_MAX_LOOPS, DEFAULT_MAX_REPLANS, DEFAULT_MAX_RUN_TIME_SEC, DEFAULT_META_MODEL,
     DEFAULT_META_TIMEOUT_SEC, DEFAULT_PIDS_LIMIT, MetaBackend, MetaSettings, Network, Shape,
-    TASKCONFIG_WORKER_TYPE, WorkerLimits, WorkerSettings,
+    WorkerLimits, WorkerSettings,
 };
+use super::{CODEX_DEFAULT_MODEL, CodexMeta, DEFAULT_CODEX_META_TIMEOUT_SEC};
+use crate::agent::{self, Kind, Login};
 use crate::egress::{AllowList, Origin, Rule};
 use crate::secret::Secret;
 use crate::text::cut_chars;
@@ -35,7 +37,8 @@ pub const MAX_CPUS: f64 = 4096.0;
 /// The kernel's largest pid_max.
 pub const MAX_PIDS: u64 = 4 << 20;
 
-/// `runner.meta`; `model` is required in the TaskConfig shape.
+/// `runner.meta`; `model` is required in the TaskConfig shape (but for
+/// `kind: codex-cli`, whose default is codex's own model).
 pub fn meta(
     raw: RawMeta,
     shape: Shape,
@@ -47,9 +50,27 @@ pub fn meta(
         Some(kind) => problems.take(choice(
             kind,
             "runner.meta.kind",
-            &["openai-chat", "scripted"],
+            &["openai-chat", "scripted", "codex-cli"],
         )),
     };
+    let codex = kind == Some("codex-cli");
+    if !codex {
+        for (present, key) in [
+            (raw.docker_image.is_some(), "docker_image"),
+            (raw.extra_args.is_some(), "extra_args"),
+            (raw.env.is_some(), "env"),
+        ] {
+            if present {
+                problems.push(
+                    InputError::new(
+                        format!("runner.meta.{key}"),
+                        "only used with `kind: codex-cli`",
+                    )
+                    .with_hint("Meta runs in the sandbox image only with kind: codex-cli"),
+                );
+            }
+        }
+    }
     // An empty model is most likely an unset variable in a template: say so rather
     // than quietly asking the default model.
     let model = match raw.model {
@@ -58,10 +79,15 @@ pub fn meta(
             format!("is empty; name a model, or leave the key out for the default ({DEFAULT_META_MODEL})"),
         ))),
         Some(model) => Some(model),
+        None if codex => Some(CODEX_DEFAULT_MODEL.to_string()),
         None if shape == Shape::TaskConfig => problems.take(Err(required("runner.meta.model"))),
         None => Some(DEFAULT_META_MODEL.to_string()),
     };
     let temperature = match raw.temperature {
+        Some(_) if codex => problems.take(Err(InputError::new(
+            "runner.meta.temperature",
+            "not used by `kind: codex-cli` (codex has no temperature setting); remove it",
+        ))),
         Some(t) if !(0.0..=2.0).contains(&t) => problems.take(Err(InputError::new(
             "runner.meta.temperature",
             format!("must be between 0 and 2 (got {t})"),
@@ -70,9 +96,31 @@ pub fn meta(
     };
     let max_loops = problems.take(max_loops(raw.max_loops));
     let max_replans = problems.take(max_replans(raw.max_replans));
-    let timeout = problems.take(meta_timeout(raw.timeout_sec, host));
+    let timeout = if codex {
+        problems.take(seconds(
+            raw.timeout_sec,
+            DEFAULT_CODEX_META_TIMEOUT_SEC,
+            "runner.meta.timeout_sec",
+        ))
+    } else {
+        problems.take(meta_timeout(raw.timeout_sec, host))
+    };
     let backend = match kind? {
         "scripted" => scripted(raw.base_url, raw.api_key, raw.script, host, problems),
+        "codex-cli" => codex_cli(
+            raw.base_url,
+            raw.api_key,
+            raw.script,
+            raw.docker_image,
+            raw.extra_args,
+            raw.env,
+            host,
+            problems,
+        )
+        .map(|mut codex| {
+            codex.model = model.clone().filter(|m| m != CODEX_DEFAULT_MODEL);
+            MetaBackend::CodexCli(codex)
+        }),
         _ => openai_chat(raw.base_url, raw.api_key, raw.script, host, problems),
     };
     Some(MetaSettings {
@@ -83,6 +131,74 @@ pub fn meta(
         max_loops: max_loops?,
         max_replans: max_replans?,
         timeout: timeout?,
+    })
+}
+
+/// `kind: codex-cli`: no key or script of its own (codex logs in as the worker's
+/// codex would); its own image, codex arguments and environment if given.
+#[allow(clippy::too_many_arguments)]
+fn codex_cli(
+    base_url: Option<String>,
+    api_key: Option<String>,
+    script: Option<String>,
+    docker_image: Option<String>,
+    extra_args: Option<Vec<String>>,
+    env: Option<std::collections::BTreeMap<String, String>>,
+    host: &Host,
+    problems: &mut InputErrors,
+) -> Option<CodexMeta> {
+    for (present, key, why) in [
+        (
+            api_key.is_some(),
+            "api_key",
+            "codex logs in with ~/.codex/auth.json or CODEX_API_KEY",
+        ),
+        (
+            script.is_some(),
+            "script",
+            "only used with `kind: scripted`",
+        ),
+    ] {
+        if present {
+            problems.push(InputError::new(
+                format!("runner.meta.{key}"),
+                format!("not used by `kind: codex-cli` ({why}); remove it"),
+            ));
+        }
+    }
+    let base_url = match non_empty(base_url) {
+        None => Some(None),
+        Some(url) => problems
+            .take(url_value(&url, "runner.meta.base_url"))
+            .map(Some),
+    };
+    let docker_image = problems.take(argument(docker_image, "runner.meta.docker_image"));
+    if let Some(args) = &extra_args {
+        empty_arguments(args, "runner.meta.extra_args", problems);
+    }
+    let env = match env {
+        None => Some(None),
+        Some(env) => worker_env::entries(Some(env), "runner.meta.env", host, problems).map(Some),
+    };
+    if let Some(Some(env)) = &env {
+        for entry in env.iter().filter(|e| crate::egress::bridge::sets(&e.name)) {
+            problems.push(
+                InputError::new(
+                    format!("runner.meta.env.{}", entry.name),
+                    "is set by agent-runner (its egress proxy, with network: allowlist)",
+                )
+                .with_hint("remove it; to reach more hosts, add them to runner.worker.allow"),
+            );
+        }
+    }
+    let login = problems.take(auth::resolve(&crate::agent::codex::CODEX, host));
+    Some(CodexMeta {
+        login: login?,
+        model: None,
+        base_url: base_url?,
+        docker_image: docker_image?,
+        extra_args,
+        env: env?,
     })
 }
 
@@ -212,45 +328,66 @@ fn base_url_setting(value: Option<String>, host: &Host) -> Result<String, InputE
             _ => return Ok(DEFAULT_BASE_URL.to_string()),
         },
     };
-    let url = url.trim();
-    if !(url.starts_with("http://") || url.starts_with("https://"))
-        || url.chars().any(|c| c.is_control() || c.is_whitespace())
-    {
-        let error = InputError::new(
-            field,
-            format!(
-                "must be an http:// or https:// URL without spaces (got {:?})",
-                cut_chars(url, 80)
-            ),
-        );
-        return Err(if from_host {
+    url_value(&url, field).map_err(|error| {
+        if from_host {
             error.environment()
         } else {
             error
-        });
+        }
+    })
+}
+
+/// A base URL: http:// or https://, without spaces, controls or quotes (it ends up
+/// in a codex `-c key="value"` option too); without a trailing `/`.
+fn url_value(url: &str, field: &str) -> Result<String, InputError> {
+    let url = url.trim();
+    if !(url.starts_with("http://") || url.starts_with("https://"))
+        || url
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || matches!(c, '"' | '\\' | '\''))
+    {
+        return Err(InputError::new(
+            field,
+            format!(
+                "must be an http:// or https:// URL without spaces or quotes (got {:?})",
+                cut_chars(url, 80)
+            ),
+        ));
     }
     Ok(url.trim_end_matches('/').to_string())
 }
 
-/// `runner.worker`; `type` is required in the TaskConfig shape. `auth` (when it could
-/// be read) decides the default allow list.
-pub fn worker(
-    raw: RawWorker,
+/// `runner.worker.kind` (v1) or `type` (TaskConfig; required there): the agent.
+pub fn worker_kind(
+    raw: &RawWorker,
     shape: Shape,
-    host: &Host,
-    auth: Option<&CodexAuth>,
     problems: &mut InputErrors,
-) -> Option<WorkerSettings> {
-    let kind = match (shape, raw.kind, non_empty(raw.r#type)) {
-        (Shape::V1, Some(kind), _) => {
-            problems.take(choice(&kind, "runner.worker.kind", &["codex-cli"]))
-        }
+) -> Option<&'static dyn Kind> {
+    match (shape, &raw.kind, non_empty(raw.r#type.clone())) {
+        (Shape::V1, Some(kind), _) => problems
+            .take(choice(kind, "runner.worker.kind", &agent::names()))
+            .and_then(agent::by_name),
         (Shape::TaskConfig, _, None) => problems.take(Err(required("runner.worker.type"))),
         (Shape::TaskConfig, _, Some(t)) => {
-            problems.take(choice(&t, "runner.worker.type", &[TASKCONFIG_WORKER_TYPE]))
+            let types: Vec<&str> = agent::KINDS.iter().map(|k| k.taskconfig_type()).collect();
+            problems
+                .take(choice(&t, "runner.worker.type", &types))
+                .and_then(agent::by_taskconfig_type)
         }
-        (Shape::V1, None, _) => Some("codex-cli"),
-    };
+        (Shape::V1, None, _) => Some(agent::default_kind()),
+    }
+}
+
+/// `runner.worker` of `kind`. `login` (when it could be read) and `meta` (Meta's
+/// codex, if it runs in the sandbox too) decide the default allow list.
+pub fn worker(
+    raw: RawWorker,
+    kind: Option<&'static dyn Kind>,
+    host: &Host,
+    login: Option<&Login>,
+    meta: Option<&MetaBackend>,
+    problems: &mut InputErrors,
+) -> Option<WorkerSettings> {
     let docker_image = problems
         .take(argument(raw.docker_image, "runner.worker.docker_image"))
         .map(|image| image.unwrap_or_else(|| DEFAULT_DOCKER_IMAGE.to_string()));
@@ -265,6 +402,12 @@ pub fn worker(
         "runner.worker.idle_timeout_sec",
     ));
     let model = problems.take(argument(raw.model, "runner.worker.model"));
+    let base_url = match non_empty(raw.base_url) {
+        None => Some(None),
+        Some(url) => problems
+            .take(url_value(&url, "runner.worker.base_url"))
+            .map(Some),
+    };
     let network = match raw.network.as_deref() {
         None => Some(Network::Allowlist),
         Some(network) => problems
@@ -282,7 +425,7 @@ pub fn worker(
     };
     let allow = allow_entries(raw.allow, network, problems);
     let limits = limits(raw.limits.unwrap_or_default(), problems);
-    let env = worker_env::entries(raw.env, host, problems);
+    let env = worker_env::entries(raw.env, "runner.worker.env", host, problems);
     if let (Some(Network::Allowlist), Some(env)) = (network, &env) {
         for entry in env.iter().filter(|e| crate::egress::bridge::sets(&e.name)) {
             problems.push(
@@ -295,30 +438,37 @@ pub fn worker(
         }
     }
     let extra_args = raw.extra_args.unwrap_or_default();
-    for (n, arg) in extra_args.iter().enumerate() {
-        if arg.is_empty() {
-            problems.push(InputError::new(
-                format!("runner.worker.extra_args[{n}]"),
-                "must not be empty (codex would take it as a prompt)",
-            ));
-        }
-    }
-    kind?;
-    let (env, allow) = (env?, allow?);
-    let allow = allow.unwrap_or_else(|| {
-        super::default_allow::codex(auth.unwrap_or(&CodexAuth::None), &env, &extra_args, &[])
-    });
-    Some(WorkerSettings {
+    empty_arguments(&extra_args, "runner.worker.extra_args", problems);
+    let mut settings = WorkerSettings {
+        kind: kind?,
         docker_image: docker_image?,
         max_run_time: max_run_time?,
         idle_timeout: idle_timeout?,
         model: model?,
         extra_args,
+        base_url: base_url?,
         network: network?,
-        allow,
-        env,
+        allow: AllowList::default(),
+        env: env?,
         limits: limits?,
-    })
+    };
+    settings.allow = match allow? {
+        Some(allow) => allow,
+        None => super::default_allow::for_task(&settings, login.unwrap_or(&Login::None), meta),
+    };
+    Some(settings)
+}
+
+/// Arguments that must not be empty (the agent would take one as its prompt).
+fn empty_arguments(args: &[String], field: &str, problems: &mut InputErrors) {
+    for (n, arg) in args.iter().enumerate() {
+        if arg.is_empty() {
+            problems.push(InputError::new(
+                format!("{field}[{n}]"),
+                "must not be empty (the agent would take it as a prompt)",
+            ));
+        }
+    }
 }
 
 /// `runner.worker.allow` as written (None: the defaults apply); only with

@@ -67,16 +67,18 @@ impl Reserved {
     }
 }
 
-/// The entries of `runner.worker.env`, `env:` values resolved; problems go to `problems`.
+/// The entries of `runner.worker.env` (or another such mapping, at `section`),
+/// `env:` values resolved; problems go to `problems`.
 pub fn entries(
     raw: Option<BTreeMap<String, String>>,
+    section: &str,
     host: &Host,
     problems: &mut InputErrors,
 ) -> Option<Vec<WorkerEnv>> {
     let mut out = Vec::new();
     let mut complete = true;
     for (name, value) in raw.unwrap_or_default() {
-        match entry(name, value, host) {
+        match entry(name, value, section, host) {
             Ok(entry) => out.push(entry),
             Err(error) => {
                 problems.push(error);
@@ -87,9 +89,9 @@ pub fn entries(
     complete.then_some(out)
 }
 
-fn entry(name: String, value: String, host: &Host) -> Result<WorkerEnv, InputError> {
+fn entry(name: String, value: String, section: &str, host: &Host) -> Result<WorkerEnv, InputError> {
     let field = format!(
-        "runner.worker.env.{}",
+        "{section}.{}",
         crate::text::cut_chars(&name, super::structure::MAX_KEY_SHOWN)
     );
     if !env_ref::is_env_name(&name) {

@@ -23,28 +23,26 @@
 //! the worker can commit but not write what git on the host runs (`git_dir.rs`); capabilities are
 //! dropped to what building software needs (no MKNOD, SETFCAP, FSETID, NET_RAW,
 //! SYS_CHROOT, SETPCAP, AUDIT_WRITE), `no-new-privileges` is set, and pids (and
-//! optionally memory and CPUs) are limited. Secrets reach it only per exec, by name.
+//! optionally memory and CPUs) are limited. Secrets reach it only per exec, by name,
+//! and the agent's login key only the agent's runs.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::codex::PROJECT_DIR;
+use super::PROJECT_DIR;
 use super::docker_cli::{self, daemon_problem, docker, last_lines, mount_spec};
 use super::git_dir;
 use super::sweep::{LABEL_TASK, owner_labels};
 use super::{SandboxError, docker_cli::remove_container};
+use crate::agent::{Kind, Login};
 use crate::egress::bridge;
 use crate::interrupt::Interrupt;
 use crate::owner::Owner;
 use crate::process::{self, Held, HeldWait, Invocation, Limits};
 use crate::sys;
-use crate::task::{CodexAuth, EnvValue, WorkerLimits, WorkerSettings};
+use crate::task::{EnvValue, WorkerLimits, WorkerSettings};
 use crate::timestamp::human;
 
-/// Read-only mount point of the host's codex `auth.json`; `$CODEX_HOME/auth.json`
-/// links to it. (Mounting straight into CODEX_HOME would make Docker create that
-/// directory root-owned, and codex running as the user must write there.)
-pub const AUTH_MOUNT: &str = "/run/agent-runner/auth.json";
 /// HOME in the container when running as a non-root user.
 pub const NONROOT_HOME: &str = "/tmp/agent-runner-home";
 
@@ -61,9 +59,9 @@ const CAPABILITIES: &[&str] = &[
 ];
 
 const READY: &str = "agent-runner-ready ";
-/// The keep-alive: creates CODEX_HOME (codex exits 1 without it), links auth.json,
-/// reports its pid, then reads stdin until end-of-file. Its output is drained. (With
-/// the egress proxy, the bridge does all this instead.)
+/// The keep-alive: creates the agent's home and links its login file there (see
+/// `home_links`), reports its pid, then reads stdin until end-of-file. Its output is
+/// drained. (With the egress proxy, the bridge does all this instead.)
 const KEEPALIVE_SCRIPT: &str = include_str!("keepalive.sh");
 
 /// Time allowed for `docker run` to report the keep-alive ready.
@@ -79,10 +77,20 @@ pub struct ContainerSpec {
     /// `<repo>/.agent-runner`, mounted read-only over the read-write repo.
     pub private_dir: PathBuf,
     pub worker: WorkerSettings,
-    pub auth: CodexAuth,
+    /// How the worker's agent logs in.
+    pub login: Login,
     pub interrupt: Interrupt,
     /// The host directory that keeps the worker's session (`session.rs`), if any.
     pub session_dir: Option<PathBuf>,
+}
+
+/// Where the agent's login file is mounted and where, under HOME, the agent looks
+/// for it (the keep-alive links one to the other). A link, not a mount into the
+/// agent's home: Docker would create that directory root-owned, and the agent,
+/// running as the user, must write there.
+pub fn home_links(kind: &dyn Kind) -> Vec<(&'static str, &'static str)> {
+    let rule = kind.login_rule();
+    vec![(rule.mount, rule.link)]
 }
 
 /// A running container; see the module documentation.
@@ -213,15 +221,25 @@ impl Container {
     /// env values go on the command line (they are not secret); secrets go by name,
     /// with the value in the docker client's environment, never in an argv. (Names
     /// that would reconfigure the docker client itself are refused when the task is
-    /// read.)
-    pub fn exec(&self, spec: &ContainerSpec, workdir: Option<&str>) -> Invocation {
+    /// read.) `agent`: the variables of a run of the agent (`Kind::run_env`) and its
+    /// login key; tests get neither.
+    pub fn exec(
+        &self,
+        spec: &ContainerSpec,
+        workdir: Option<&str>,
+        agent: Option<&[(&'static str, String)]>,
+    ) -> Invocation {
         let mut invocation = Invocation::new("docker").args(["exec", "-i"]);
         if let Some(dir) = workdir {
             invocation = invocation.args(["-w", dir]);
         }
-        let mut has_codex_key = false;
+        for (name, value) in agent.unwrap_or_default() {
+            invocation = invocation.args(["-e".to_string(), format!("{name}={value}")]);
+        }
+        let mut key_in_env = false;
+        let key_var = spec.worker.kind.login_rule().key_var;
         for env in &spec.worker.env {
-            has_codex_key |= env.name == "CODEX_API_KEY";
+            key_in_env |= env.name == key_var;
             invocation = match &env.value {
                 EnvValue::Literal(value) => {
                     invocation.args(["-e".to_string(), format!("{}={value}", env.name)])
@@ -231,10 +249,8 @@ impl Container {
                     .env(&env.name, value.expose()),
             };
         }
-        if let (CodexAuth::ApiKey(key), false) = (&spec.auth, has_codex_key) {
-            invocation = invocation
-                .args(["-e", "CODEX_API_KEY"])
-                .env("CODEX_API_KEY", key.expose());
+        if let (Some(_), Login::Key { var, value }, false) = (agent, &spec.login, key_in_env) {
+            invocation = invocation.args(["-e", var]).env(var, value.expose());
         }
         for (name, value) in &self.proxy_env {
             invocation = invocation.args(["-e".to_string(), format!("{name}={value}")]);
@@ -301,23 +317,43 @@ fn run_args(
         ]);
     }
     args.extend(user_args());
-    if let CodexAuth::File { path: file, .. } = &spec.auth {
-        args.extend(["--mount".into(), mount_spec(file, AUTH_MOUNT, true)]);
+    if let Login::File { path: file, .. } = &spec.login {
+        let mount = spec.worker.kind.login_rule().mount;
+        args.extend(["--mount".into(), mount_spec(file, mount, true)]);
     }
+    let mut links: Vec<(String, String)> = home_links(spec.worker.kind)
+        .into_iter()
+        .map(|(mount, link)| (mount.to_string(), link.to_string()))
+        .collect();
     if let Some(dir) = &spec.session_dir {
+        // The agent keeps its sessions in the task's session directory (SPEC §19).
         args.extend(super::session::run_args(dir));
+        if let Some(link) = super::session::home_link(spec.worker.kind) {
+            links.push((super::session::MOUNT.to_string(), link));
+        }
     }
+    let links: Vec<(&str, &str)> = links
+        .iter()
+        .map(|(mount, link)| (mount.as_str(), link.as_str()))
+        .collect();
     match egress {
         Some(dir) => {
             args.extend(["--mount".into(), mount_spec(dir, bridge::MOUNT, true)]);
             args.extend(["--entrypoint".into(), bridge::entrypoint()]);
             args.push(spec.worker.docker_image.clone());
-            args.extend(bridge::args(AUTH_MOUNT));
+            args.extend(bridge::args(&links));
         }
         None => {
             args.extend(["--entrypoint".into(), "/bin/sh".into()]);
             args.push(spec.worker.docker_image.clone());
-            args.extend(["-c".into(), KEEPALIVE_SCRIPT.into()]);
+            args.extend([
+                "-c".into(),
+                KEEPALIVE_SCRIPT.into(),
+                "agent-runner-keepalive".into(),
+            ]);
+            for (mount, link) in links {
+                args.extend([mount.to_string(), link.to_string()]);
+            }
         }
     }
     args

@@ -16,17 +16,19 @@ use std::path::PathBuf;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::codex::{self, Exit, PROJECT_DIR, Transcript};
+use super::PROJECT_DIR;
 use super::container::{Container, ContainerSpec};
 use super::docker_cli::{
     DockerFault, daemon_problem, docker, docker_missing, fault_in, last_lines,
 };
 use super::envelope::{Envelope, Leftovers, Mode, Report};
 use super::git::{RepoChanges, Snapshot};
+use super::live;
 use super::privileges::{self, Finding, Fix};
 use super::session;
 use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
+use crate::agent::{Exit, RunSpec, Transcript, classify};
 use crate::deadline::Deadline;
 use crate::egress::{self, Egress};
 use crate::events::Events;
@@ -34,9 +36,8 @@ use crate::fs::Dir;
 use crate::interrupt::Interrupt;
 use crate::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
 use crate::secret::Redactor;
-use crate::task::{CodexAuth, Network, TestSpec, WorkerSettings};
+use crate::task::{Login, Network, TestSpec, WorkerSettings};
 use crate::timestamp::Timestamp;
-use crate::usage::Usage;
 
 /// Bytes of worker/test output kept in memory (the rest is in the log file).
 const OUTPUT_TAIL: usize = 64 * 1024;
@@ -55,7 +56,8 @@ pub struct SandboxConfig {
     /// Where worker and test logs go (`.agent-runner/logs/<id>`).
     pub logs: Dir,
     pub worker: WorkerSettings,
-    pub auth: CodexAuth,
+    /// How the worker's agent logs in.
+    pub login: Login,
     /// Secrets to mask in logs and tails.
     pub redactor: Redactor,
     /// Stops worker and test runs (and waiting for the container) when set.
@@ -72,7 +74,7 @@ pub struct SandboxConfig {
 /// How the first worker run of a resumed task goes on from the runs before.
 #[derive(Debug, Clone)]
 pub struct Continuation {
-    /// The session (codex thread) to continue, if there is one.
+    /// The agent session to continue (codex thread, claude session), if any.
     pub session: Option<String>,
     /// The history in words, put before the prompt when the worker starts afresh.
     pub history: String,
@@ -115,7 +117,7 @@ impl DockerSandbox {
                 repo: config.repo,
                 private_dir: config.private_dir,
                 worker: config.worker,
-                auth: config.auth,
+                login: config.login,
                 interrupt: config.interrupt,
                 session_dir: config.session_dir,
             },
@@ -145,8 +147,13 @@ impl DockerSandbox {
     }
 
     /// `docker exec` into the running container (started on first use), and the
-    /// keep-alive's pid the envelope must spare.
-    fn exec_base(&mut self, workdir: Option<&str>) -> Result<(Invocation, String), SandboxError> {
+    /// keep-alive's pid the envelope must spare; `agent`: the variables of an
+    /// agent's run (`Container::exec`).
+    fn exec_base(
+        &mut self,
+        workdir: Option<&str>,
+        agent: Option<&[(&'static str, String)]>,
+    ) -> Result<(Invocation, String), SandboxError> {
         self.container()?;
         self.unswept = true;
         let container = self
@@ -154,9 +161,118 @@ impl DockerSandbox {
             .as_ref()
             .ok_or_else(|| SandboxError::Io("the container is not running".into()))?;
         Ok((
-            container.exec(&self.spec, workdir),
+            container.exec(&self.spec, workdir, agent),
             container.keep_pid.clone(),
         ))
+    }
+
+    /// What a run of the worker's agent is given: the task's settings, run in the
+    /// repository, as root when agent-runner is root.
+    pub fn run_spec(&self) -> RunSpec<'_> {
+        let worker = &self.spec.worker;
+        RunSpec {
+            model: worker.model.as_deref(),
+            extra_args: &worker.extra_args,
+            base_url: worker.base_url.as_deref(),
+            workdir: PROJECT_DIR,
+            root: crate::sys::user_and_group().0 == 0,
+        }
+    }
+
+    /// The worker's agent.
+    pub fn kind(&self) -> &'static dyn crate::agent::Kind {
+        self.spec.worker.kind
+    }
+
+    /// Sets the time limits of the next runs (a caller with a deadline cuts them).
+    pub fn set_run_limits(&mut self, max_run_time: Duration, idle_timeout: Duration) {
+        self.spec.worker.max_run_time = max_run_time;
+        self.spec.worker.idle_timeout = idle_timeout;
+    }
+
+    /// Runs the worker's agent once with `command` (its `Kind::command`, or
+    /// `Kind::resume_command` to continue a session) and `prompt` on stdin. Agent
+    /// failures are in the returned record.
+    pub fn run_agent(
+        &mut self,
+        number: u32,
+        prompt: &str,
+        command: &[String],
+    ) -> Result<WorkerRun, SandboxError> {
+        let kind = self.spec.worker.kind;
+        let agent_env = kind.run_env(&self.run_spec());
+        let (base, keep_pid) = self.exec_base(None, Some(&agent_env))?;
+        let envelope = Envelope::new();
+        let invocation = base
+            .args(Envelope::wrap(Mode::Worker, &keep_pid, command))
+            .stdin(envelope.stdin(prompt.as_bytes()));
+        let settings = &self.spec.worker;
+        let (wall, cut) = self.deadline.cut(settings.max_run_time);
+        let limits = Limits {
+            wall: Some(wall),
+            idle: Some(settings.idle_timeout),
+            grace: Duration::from_secs(2),
+            interrupt: self.spec.interrupt,
+        };
+        let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
+        let mut reader = envelope.reader();
+        let mut transcript = Transcript::default();
+        let mut stream = kind.stream();
+        let mut watch = live::Watch::default();
+        let events = self.events.clone();
+        let mut on_line = |line: &[u8]| {
+            stream.feed(line, &mut transcript);
+            watch.after_line(&transcript, &mut |item, text, code| {
+                events.worker_item(number, item, text, code)
+            });
+        };
+        let started = Timestamp::now();
+        let (capture, log_path) = self.capture(&format!("run-{number}.log"))?;
+        let mut capture = capture
+            .with_filter(&mut reader)
+            .with_lines(MAX_EVENT_LINE, &mut on_line);
+        let (finished, stopped) = self.run_enveloped(&invocation, &limits, &mut capture)?;
+        let (output_tail, stderr, output_bytes) =
+            (capture.tail(), capture.stderr(), capture.bytes());
+        drop(capture);
+        let report = self.settle(
+            Mode::Worker,
+            &finished,
+            reader.report(&self.redactor),
+            stopped,
+            &stderr,
+        )?;
+        let exit = match finished.ending {
+            Ending::TimedOut => Exit::TimedOut(max_run_time),
+            Ending::Stalled => Exit::Stalled(idle_timeout),
+            Ending::Interrupted => Exit::Interrupted,
+            Ending::Exited => finished.code().map_or(Exit::Signal, Exit::Code),
+        };
+        let (outcome, mut summary) = classify(kind.program(), &transcript, exit, &stderr);
+        if cut && finished.ending == Ending::TimedOut {
+            summary = format!(
+                "Stopped at the task's deadline (runner.budget.max_duration_sec), {} into the run; the worker was stopped.",
+                crate::timestamp::human(finished.duration)
+            );
+        }
+        let usage = transcript.usage_for(self.spec.worker.model.as_deref());
+        Ok(WorkerRun {
+            number,
+            started,
+            finished: Timestamp::now(),
+            duration: finished.duration,
+            exit_code: finished.code(),
+            outcome,
+            summary: self.redactor.redact(&summary),
+            transcript,
+            log_path,
+            output_bytes,
+            output_tail,
+            changes: RepoChanges::from_snapshots(report.git_before, report.git_after, report.diff),
+            leftovers: report.stopped,
+            privileges: self.sweep_after_run()?,
+            usage,
+        })
     }
 
     /// The running container, started on first use; an error at once if it has
@@ -336,21 +452,24 @@ impl DockerSandbox {
 
 impl Sandbox for DockerSandbox {
     fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError> {
+        let kind = self.spec.worker.kind;
+        let command = kind.command(&self.run_spec());
         let Some(continuation) = self.continuation.take() else {
-            return self.run_codex(number, prompt, None);
+            return self.run_agent(number, prompt, &command);
         };
         let afresh = format!("{}\n\n{prompt}", continuation.history);
-        let Some(session) = continuation.session.filter(|id| session::is_thread_id(id)) else {
-            return self.run_codex(number, &afresh, None);
+        let Some(session) = continuation.session.filter(|id| session::is_session_id(id)) else {
+            return self.run_agent(number, &afresh, &command);
         };
         log::info!("worker run {number}: continuing the worker's session {session}");
-        let run = self.run_codex(number, prompt, Some(&session))?;
-        // codex said so on stderr, which is then the run's summary.
-        if run.transcript.thread_id.is_none() && session::lost(&run.summary) {
+        let resume = kind.resume_command(&self.run_spec(), &session);
+        let run = self.run_agent(number, prompt, &resume)?;
+        if session::not_continued(&run) {
             log::warn!(
-                "worker run {number}: the worker's session {session} is gone; it starts afresh with the history in its prompt"
+                "worker run {number}: the worker's session {session} could not be continued ({}); it starts afresh with the history in its prompt",
+                crate::text::first_line(&run.summary, 200)
             );
-            return self.run_codex(number, &afresh, None);
+            return self.run_agent(number, &afresh, &command);
         }
         Ok(run)
     }
@@ -361,7 +480,7 @@ impl Sandbox for DockerSandbox {
         } else {
             format!("{PROJECT_DIR}/{}", test.cwd)
         };
-        let (base, keep_pid) = self.exec_base(Some(&workdir))?;
+        let (base, keep_pid) = self.exec_base(Some(&workdir), None)?;
         let envelope = Envelope::new();
         let command = ["sh".to_string(), "-c".to_string(), test.command.clone()];
         let invocation = base
@@ -427,94 +546,6 @@ impl Sandbox for DockerSandbox {
             privileges,
             egress,
         }
-    }
-}
-
-impl DockerSandbox {
-    /// One codex run: a new thread, or `resume` (a thread id) continued.
-    fn run_codex(
-        &mut self,
-        number: u32,
-        prompt: &str,
-        resume: Option<&str>,
-    ) -> Result<WorkerRun, SandboxError> {
-        let (base, keep_pid) = self.exec_base(None)?;
-        let args = match resume {
-            Some(id) => session::resume_args(&self.spec.worker, id),
-            None => codex::exec_args(&self.spec.worker),
-        };
-        let command: Vec<String> = std::iter::once("codex".to_string()).chain(args).collect();
-        let envelope = Envelope::new();
-        let invocation = base
-            .args(Envelope::wrap(Mode::Worker, &keep_pid, &command))
-            .stdin(envelope.stdin(prompt.as_bytes()));
-        let settings = &self.spec.worker;
-        let (wall, cut) = self.deadline.cut(settings.max_run_time);
-        let limits = Limits {
-            wall: Some(wall),
-            idle: Some(settings.idle_timeout),
-            grace: Duration::from_secs(2),
-            interrupt: self.spec.interrupt,
-        };
-        let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
-        let mut reader = envelope.reader();
-        let mut transcript = Transcript::default();
-        let events = self.events.clone();
-        let mut on_line = |line: &[u8]| {
-            transcript.feed_observed(line, &mut |seen| {
-                events.worker_item(number, seen.item, &seen.text, seen.exit_code)
-            })
-        };
-        let started = Timestamp::now();
-        let (capture, log_path) = self.capture(&format!("run-{number}.log"))?;
-        let mut capture = capture
-            .with_filter(&mut reader)
-            .with_lines(MAX_EVENT_LINE, &mut on_line);
-        let (finished, stopped) = self.run_enveloped(&invocation, &limits, &mut capture)?;
-        let (output_tail, stderr, output_bytes) =
-            (capture.tail(), capture.stderr(), capture.bytes());
-        drop(capture);
-        let report = self.settle(
-            Mode::Worker,
-            &finished,
-            reader.report(&self.redactor),
-            stopped,
-            &stderr,
-        )?;
-        let exit = match finished.ending {
-            Ending::TimedOut => Exit::TimedOut(max_run_time),
-            Ending::Stalled => Exit::Stalled(idle_timeout),
-            Ending::Interrupted => Exit::Interrupted,
-            Ending::Exited => finished.code().map_or(Exit::Signal, Exit::Code),
-        };
-        let (outcome, mut summary) = codex::classify(&transcript, exit, &stderr);
-        if cut && finished.ending == Ending::TimedOut {
-            summary = format!(
-                "Stopped at the task's deadline (runner.budget.max_duration_sec), {} into the run; the worker was stopped.",
-                crate::timestamp::human(finished.duration)
-            );
-        }
-        let usage = Usage::of(
-            self.spec.worker.model.as_deref(),
-            transcript.completed.as_ref().map(codex::Usage::tokens),
-        );
-        Ok(WorkerRun {
-            number,
-            started,
-            finished: Timestamp::now(),
-            duration: finished.duration,
-            exit_code: finished.code(),
-            outcome,
-            summary: self.redactor.redact(&summary),
-            transcript,
-            log_path,
-            output_bytes,
-            output_tail,
-            changes: RepoChanges::from_snapshots(report.git_before, report.git_after, report.diff),
-            leftovers: report.stopped,
-            privileges: self.sweep_after_run()?,
-            usage,
-        })
     }
 }
 

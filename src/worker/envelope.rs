@@ -30,7 +30,7 @@ use crate::process::StreamFilter;
 use crate::secret::Redactor;
 
 /// Where the repository is mounted in the container.
-use super::codex::PROJECT_DIR;
+use super::PROJECT_DIR;
 
 /// Longest record body kept; the rest is counted, not stored.
 const MAX_RECORD: usize = 1 << 20;
@@ -319,7 +319,7 @@ mod tests {
              {output}\x1e{nonce} stopped\n2 0\n\x1e{nonce} end\n\
              \x1e{nonce} git-after\n# branch.oid abc\n1 .M N... 100644 100644 100644 a b f.txt\n? new.txt\nexit 0\n\x1e{nonce} end\n\
              \x1e{nonce} numstat\n3\t1\tf.txt\n\x1e{nonce} end\n\
-             \x1e{nonce} untracked\n2 new.txt\n\x1e{nonce} end\n"
+             \x1e{nonce} untracked\n2 ./new.txt\n\x1e{nonce} end\n"
         )
         .into_bytes()
     }

@@ -57,12 +57,17 @@ snapshot() {
   case "$st" in "# branch.oid "*) head=${st#\# branch.oid }; head=${head%%
 *} ;; esac
   if [ "$1" = before ]; then before=$head; return; fi
-  # Untracked files count in the diff stat as new ones would: lines each.
+  # Untracked files count in the diff stat as new ones would: lines each, for
+  # regular files up to 1 MiB (a worker's 2 GiB artefact is not read through). The
+  # ./ keeps find from reading a name as an expression and tells files from wc's
+  # totals.
   case "$st" in *"
 ? "*)
     mark untracked
+    # shellcheck disable=SC2016 # "$@" and $f are the inner shell's
     (cd __PROJECT__ && gitc ls-files -z -o --exclude-standard -- ':!:.agent-runner' 2>/dev/null \
-      | xargs -0 -r wc -l 2>/dev/null)
+      | xargs -0 -r sh -c 'for f; do set -- "$@" "./$f"; shift; done
+          exec find "$@" -maxdepth 0 -type f -size -1025k -exec wc -l {} +' sh 2>/dev/null)
     mark end ;;
   esac
   [ -n "$before" ] && [ "$before" != "(initial)" ] || return

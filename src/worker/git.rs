@@ -167,7 +167,7 @@ impl RepoChanges {
 
     /// Changed paths, each with its status after the run (git's view), for the note
     /// and for Meta. Without git: codex's own `file_change` reports.
-    pub fn lines(&self, reported: &[super::codex::FileChange]) -> Vec<String> {
+    pub fn lines(&self, reported: &[crate::agent::FileChange]) -> Vec<String> {
         match self {
             RepoChanges::Seen { before, after, .. } => changes(before, after),
             _ => reported
@@ -203,18 +203,15 @@ pub fn parse_numstat(output: &str) -> Vec<DiffStat> {
         .collect()
 }
 
-/// Parses `wc -l` over the untracked files into diff stats of new files (lines
-/// added, none deleted); `.agent-runner/` left out. With more than one file, wc's
-/// last line is the total, whatever the files are called.
+/// Parses `wc -l` over the untracked files (named `./path`) into diff stats of new
+/// files (lines added, none deleted); `.agent-runner/` left out. wc's totals (one per
+/// batch xargs made) are the lines whose name has no `./`.
 pub fn parse_untracked(output: &str) -> Vec<DiffStat> {
-    let mut lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.len() > 1 {
-        lines.pop();
-    }
-    lines
-        .into_iter()
+    output
+        .lines()
         .filter_map(|line| {
             let (count, path) = line.trim_start().split_once(' ')?;
+            let path = path.strip_prefix("./")?;
             (!path.starts_with(".agent-runner/")).then(|| DiffStat {
                 added: count.parse().ok(),
                 deleted: Some(0),
@@ -236,11 +233,13 @@ mod tests {
             deleted: Some(0),
             path: path.into(),
         };
-        assert_eq!(parse_untracked("      3 a b.txt\n"), [new(3, "a b.txt")]);
+        assert_eq!(parse_untracked("      3 ./a b.txt\n"), [new(3, "a b.txt")]);
+        // A file called total is one; the totals of two batches are not.
         assert_eq!(
-            parse_untracked("  3 a.txt\n  0 total\n  3 total\n"),
-            [new(3, "a.txt"), new(0, "total")]
+            parse_untracked("  3 ./a.txt\n  0 ./total\n  3 total\n  7 ./b\n  7 total\n"),
+            [new(3, "a.txt"), new(0, "total"), new(7, "b")]
         );
+        assert_eq!(parse_untracked("  1 ./.agent-runner/x\n"), []);
         assert_eq!(parse_untracked(""), []);
     }
 

@@ -1,29 +1,34 @@
-//! The Worker side: a sandbox (one Docker container per task) in which the Codex CLI
-//! runs and the task's tests run, and the records those runs leave.
+//! The Worker side: a sandbox (one Docker container per task) in which the worker's
+//! agent CLI (`crate::agent`: codex, claude) runs and the task's tests run, and the
+//! records those runs leave.
 
-pub mod codex;
 pub mod container;
 pub mod docker;
 pub mod docker_cli;
 pub mod envelope;
 pub mod git;
 pub mod git_dir;
+pub mod live;
 pub mod privileges;
+pub mod scratch;
 pub mod session;
 pub mod sweep;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::agent::{RunOutcome, Transcript};
 use crate::task::TestSpec;
 use crate::timestamp::Timestamp;
 use crate::usage::Usage;
-use codex::{RunOutcome, Transcript};
 use envelope::Leftovers;
 use git::RepoChanges;
 use privileges::Finding;
 
-/// One worker (codex) run.
+/// Where the repository is mounted in the sandbox; agents work there.
+pub const PROJECT_DIR: &str = "/workspace/project";
+
+/// One worker (agent) run.
 #[derive(Debug, Clone)]
 pub struct WorkerRun {
     /// 1-based; also the loop number.
@@ -31,7 +36,7 @@ pub struct WorkerRun {
     pub started: Timestamp,
     pub finished: Timestamp,
     pub duration: Duration,
-    /// Exit status of `codex` (through `docker exec`), if it exited.
+    /// Exit status of the agent (through `docker exec`), if it exited.
     pub exit_code: Option<i32>,
     pub outcome: RunOutcome,
     /// The final agent message, or what went wrong.

@@ -1,56 +1,68 @@
 //! The worker's session kept across runs and containers (SPEC §19), so a resumed
-//! task's worker goes on with its conversation. Codex keeps a conversation (a
-//! thread) as a rollout file in `$CODEX_HOME/sessions/` and continues it with
-//! `codex exec resume <thread-id>`; only that file is needed
-//! (testdata/codex/README.md). The container's CODEX_HOME is therefore a host
+//! task's worker goes on with its conversation. An agent keeps a session as files
+//! under its home (`Kind::session_files`: codex's rollout in `.codex/sessions/`,
+//! claude's transcript in `.claude/projects/`) and continues it with
+//! `Kind::resume_command`. The directory that holds them is therefore a link
+//! (made by the keep-alive or the bridge, as for the login file) to a host
 //! directory of the task, `.agent-runner/state/<id>.session/`, mounted read-write:
 //! it outlives the container (even after a SIGKILL of agent-runner), and a new
-//! container of the same task finds the thread there.
+//! container of the same task finds the session there.
 //!
 //! The worker may write anything into that directory, as into its repository; the
 //! host only creates, mounts and (for a new run of the task) removes it, and the
-//! privilege sweep of the repository covers it. Everything codex-specific about
-//! sessions is here (for a worker-kind trait to take over).
+//! privilege sweep of the repository covers it.
 
 use std::path::Path;
 
+use super::WorkerRun;
 use super::docker_cli::mount_spec;
-use crate::task::WorkerSettings;
+use crate::agent::Kind;
 
-/// Where the session directory is mounted in the container (CODEX_HOME).
+/// Where the session directory is mounted in the container.
 pub const MOUNT: &str = "/run/agent-runner/session";
 
-/// The kind of worker whose sessions this module keeps.
-pub const KIND: &str = "codex-cli";
-
-/// `docker run` arguments that make `dir` the worker's home for sessions.
+/// `docker run` arguments that mount `dir` for the agent's sessions.
 pub fn run_args(dir: &Path) -> Vec<String> {
-    vec![
-        "--mount".into(),
-        mount_spec(dir, MOUNT, false),
-        "--env".into(),
-        format!("CODEX_HOME={MOUNT}"),
-    ]
+    vec!["--mount".into(), mount_spec(dir, MOUNT, false)]
 }
 
-/// `codex exec` arguments (after the program name) that continue thread `id`;
-/// the prompt goes to stdin as for a new run.
-pub fn resume_args(settings: &WorkerSettings, id: &str) -> Vec<String> {
-    let mut args = super::codex::exec_args(settings);
-    // Exec options stand before the subcommand; `-` (stdin) ends both.
-    args.pop();
-    args.extend(["resume".to_string(), id.to_string(), "-".to_string()]);
-    args
+/// The directory under HOME where `kind` keeps its sessions: the part of its
+/// session files' path before the first wildcard (`.codex/sessions`). None when
+/// it names none (a kind that keeps no session files).
+pub fn home_link(kind: &dyn Kind) -> Option<String> {
+    let pattern = kind.session_files("x").into_iter().next()?;
+    let fixed: Vec<&str> = pattern
+        .split('/')
+        .take_while(|part| !part.contains('*'))
+        .collect();
+    // The last fixed part is a file name when there is no wildcard at all.
+    let dir = if fixed.len() == pattern.split('/').count() {
+        &fixed[..fixed.len().saturating_sub(1)]
+    } else {
+        &fixed[..]
+    };
+    let safe = !dir.is_empty()
+        && dir
+            .iter()
+            .all(|part| !part.is_empty() && *part != "." && *part != "..");
+    safe.then(|| dir.join("/"))
 }
 
-/// Whether a run that tried to continue a thread failed because codex has no
-/// such thread (its rollout is gone): then the worker starts afresh.
-pub fn lost(stderr: &str) -> bool {
-    stderr.contains("no rollout found for thread id")
+/// Whether a run that was to continue a session did not: it did not complete and
+/// did nothing (no command, file, message or token), as when the agent finds no
+/// such session (codex: `no rollout found for thread id`; claude: `No conversation
+/// found with session ID`). Then the worker starts afresh.
+pub fn not_continued(run: &WorkerRun) -> bool {
+    let record = &run.transcript;
+    !record.completed()
+        && record.commands.is_empty()
+        && record.file_changes.is_empty()
+        && record.agent_message.is_none()
+        && run.usage.tokens.is_none_or(|t| t.is_zero())
 }
 
-/// A thread id as codex prints it: only what can safely go on a command line.
-pub fn is_thread_id(id: &str) -> bool {
+/// A session id as an agent prints it: only what can safely go on a command line.
+pub fn is_session_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 128
         && id
@@ -61,32 +73,14 @@ pub fn is_thread_id(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::{claude::CLAUDE, codex::CODEX};
 
     #[test]
-    fn a_thread_is_continued_with_the_real_codex_s_arguments() {
-        let settings = crate::task::test_task("").worker;
-        let args = resume_args(&settings, "0199a213-81c0-7800-8aa1-bbab2a035a53");
-        assert_eq!(
-            args,
-            [
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "--dangerously-bypass-approvals-and-sandbox",
-                "-C",
-                "/workspace/project",
-                "resume",
-                "0199a213-81c0-7800-8aa1-bbab2a035a53",
-                "-"
-            ]
-        );
-        // The recorded error of a thread codex cannot find (resume_7_unknown_id).
-        let recorded = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("testdata/codex/samples/resume_7_unknown_id/stderr.txt"),
-        )
-        .unwrap();
-        assert!(lost(&recorded), "{recorded}");
-        assert!(!is_thread_id("x; rm -rf /") && !is_thread_id(""));
+    fn each_kind_keeps_its_sessions_in_one_directory_of_its_home() {
+        assert_eq!(home_link(&CODEX).as_deref(), Some(".codex/sessions"));
+        assert_eq!(home_link(&CLAUDE).as_deref(), Some(".claude/projects"));
+        assert!(is_session_id("0199a213-81c0-7800-8aa1-bbab2a035a53"));
+        assert!(!is_session_id("x; rm -rf /") && !is_session_id(""));
+        assert!(!is_session_id(&"a".repeat(129)));
     }
 }

@@ -103,8 +103,14 @@ pub struct FakeAnthropic {
 impl FakeAnthropic {
     /// Starts the server; replies are used in order and the last one repeats.
     pub fn start(script: Vec<Reply>) -> Self {
+        FakeAnthropic::start_on("127.0.0.1", script)
+    }
+
+    /// Starts the server on another loopback address (127.0.0.2 stands for a host
+    /// on the internet, reached through the egress proxy).
+    pub fn start_on(ip: &str, script: Vec<Reply>) -> Self {
         assert!(!script.is_empty(), "a script needs at least one reply");
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = TcpListener::bind((ip, 0)).unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let shared = Arc::new(Shared {
             script: Mutex::new(script.into_iter().rev().collect()),

@@ -116,6 +116,15 @@ fn serve(stream: TcpStream, shared: &Shared) {
     let mut stream = stream;
     // codex keeps connections alive across requests.
     while let Some(request) = read_request(&mut reader) {
+        if request.method != "POST" {
+            // codex's built-in provider tries a WebSocket first (a GET with an
+            // upgrade): refused, it falls back to HTTPS. Not recorded.
+            let refused = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+            if stream.write_all(refused).is_err() {
+                return;
+            }
+            continue;
+        }
         let reply = {
             let mut script = shared.script.lock().unwrap();
             if script.len() > 1 {

@@ -229,6 +229,7 @@ impl Run {
             "OPENAI_BASE_URL",
             "META_TIMEOUT_SEC",
             "CODEX_API_KEY",
+            "ANTHROPIC_API_KEY",
             "RUST_LOG",
         ] {
             run.command.env_remove(var);

@@ -99,7 +99,7 @@ impl Pipeline {
             "require_test: false\n"
         };
         let defaults = format!(
-            "builder: {{kind: scripted, script: builder.yaml}}\nrunner:\n  meta: {{kind: scripted, script: meta.yaml}}\n  worker: {{docker_image: \"{TEST_IMAGE}\", network: none}}\n{require}{extra}"
+            "{require}builder: {{kind: scripted, script: builder.yaml}}\nrunner:\n  meta: {{kind: scripted, script: meta.yaml}}\n  worker: {{docker_image: \"{TEST_IMAGE}\", network: none}}\n{extra}"
         );
         self.init_with("defaults.yaml", &defaults)
     }

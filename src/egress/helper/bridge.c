@@ -2,9 +2,10 @@
  * agent-runner's egress bridge (SPEC §17), built static by build.rs and mounted
  * read-only into the task's container, which has no network (`--network none`).
  *
- * It is the container's entrypoint and keep-alive: it prepares codex's home (as
- * the shell keep-alive of the other network modes does: CODEX_HOME created, the
- * host's auth.json at AUTH linked into it when mounted), listens on
+ * It is the container's entrypoint and keep-alive: it prepares the agent's home (as
+ * the shell keep-alive of the other network modes does: for each MOUNT LINK pair,
+ * LINK's directory under HOME created, and LINK made a link to the host's login
+ * file at MOUNT when it is mounted), listens on
  * 127.0.0.1:PORT, prints "agent-runner-ready <pid>" once it does, carries every
  * connection to the proxy's unix socket SOCKET (agent-runner's, on the host; the
  * proxy decides what is allowed), and exits when its stdin (agent-runner's pipe)
@@ -17,7 +18,7 @@
  * inside the kernel; where the kernel cannot splice (unix sockets before Linux
  * 4.2), through a buffer. It trusts nothing it reads: it only moves bytes.
  *
- * Usage: bridge PORT SOCKET AUTH
+ * Usage: bridge PORT SOCKET [MOUNT LINK]...
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -101,30 +102,27 @@ static int open_half(struct half *h)
     return (h->buf = malloc(CHUNK)) ? 0 : -1;
 }
 
-/* `${CODEX_HOME:-$HOME/.codex}`, created with its parents (codex exits without
- * it), and `auth` linked into it if it exists. */
-static void prepare_codex_home(const char *auth)
+/* `$HOME/link`'s directory, created with its parents (codex exits without its
+ * home), and `$HOME/link` a link to `mount` if that exists. */
+static void prepare_home(const char *mount, const char *link)
 {
-    char home[4096], link[4200];
-    const char *codex = getenv("CODEX_HOME"), *h = getenv("HOME");
-    if (codex && *codex)
-        snprintf(home, sizeof home, "%s", codex);
-    else
-        snprintf(home, sizeof home, "%s/.codex", h ? h : "");
-    for (char *p = home + 1; *p; p++) {
+    char path[4096];
+    const char *h = getenv("HOME");
+    if (snprintf(path, sizeof path, "%s/%s", h ? h : "", link) >= (int)sizeof path)
+        die("the agent's home path is too long");
+    char *last = strrchr(path, '/');
+    for (char *p = path + 1; p && p <= last; p++) {
         if (*p == '/') {
             *p = 0;
-            mkdir(home, 0755);
+            if (mkdir(path, 0755) != 0 && errno != EEXIST && p == last)
+                die("cannot create the agent's home");
             *p = '/';
         }
     }
-    if (mkdir(home, 0755) != 0 && errno != EEXIST)
-        die("cannot create codex's home");
-    if (access(auth, F_OK) == 0) {
-        snprintf(link, sizeof link, "%s/auth.json", home);
-        unlink(link);
-        if (symlink(auth, link) != 0)
-            die("cannot link auth.json");
+    if (access(mount, F_OK) == 0) {
+        unlink(path);
+        if (symlink(mount, path) != 0)
+            die("cannot link the login file");
     }
 }
 
@@ -248,8 +246,8 @@ static void pump(struct pair *p, int from, short seen_from, short seen_to)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s PORT SOCKET AUTH\n", argv[0]);
+    if (argc < 3 || argc % 2 == 0) {
+        fprintf(stderr, "usage: %s PORT SOCKET [MOUNT LINK]...\n", argv[0]);
         return 2;
     }
     int port = atoi(argv[1]), one = 1;
@@ -259,7 +257,8 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
-    prepare_codex_home(argv[3]);
+    for (int i = 3; i + 1 < argc; i += 2)
+        prepare_home(argv[i], argv[i + 1]);
     int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (listener < 0)
         die("socket");

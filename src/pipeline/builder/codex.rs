@@ -1,10 +1,11 @@
 //! `builder.kind: codex` (SPEC §12): the Task Builder is one `codex exec` in the
-//! sandbox image, run by the worker's own machinery (`DockerSandbox`: the same
-//! container, auth, network, limits and timeouts as a worker run, secrets passed by
-//! name), with `--output-schema` (the TaskConfig JSON Schema, generated from the
-//! parser's own key tables and mounted read-only) and `--output-last-message`. Its
-//! last message is the draft TaskConfig, checked and completed like the other
-//! kinds' replies.
+//! sandbox image, run as the codex-cli Meta provider runs (`worker::scratch`, SPEC
+//! §18: the worker's container machinery, login, network, limits and timeouts,
+//! secrets passed by name), with `--output-schema` (the TaskConfig JSON Schema,
+//! generated from the parser's own key tables and mounted read-only) and
+//! `--output-last-message`. Its last message is the draft TaskConfig, checked and
+//! completed like the other kinds' replies. `codex_meta_task` is how the pipeline
+//! gets that codex's settings, for plans too.
 //!
 //! Codex works in a scratch directory of the job's (`logs/<job-id>/codex-builder/`),
 //! not in the repository: like the `meta` builder it is told about the repository
@@ -20,22 +21,15 @@ use serde_yaml::{Mapping, Value};
 use super::Build;
 use super::reply::BuiltConfig;
 use super::request::{BuildRequest, codex_prompt};
+use crate::agent::RunOutcome;
 use crate::interrupt::Interrupt;
 use crate::meta::reply::{Reply, strip_fence};
 use crate::secret::Redactor;
-use crate::task::{CodexAuth, DEFAULT_META_MODEL, Host, Task};
-use crate::worker::codex::{PROJECT_DIR, RunOutcome};
-use crate::worker::docker::{DockerSandbox, SandboxConfig};
-use crate::worker::{Sandbox, WorkerRun};
+use crate::task::{CodexMeta, DEFAULT_META_MODEL, Host, Login, MetaBackend, Task};
+use crate::worker::WorkerRun;
+use crate::worker::scratch::{Scratch, ScratchConfig};
 
 use crate::pipeline::store::defaults::Defaults;
-
-/// The schema file, in the scratch directory's private (read-only) part.
-const SCHEMA_FILE: &str = "task-config.schema.json";
-/// Where codex writes its last message, in the scratch directory.
-const REPLY_FILE: &str = "last-message.txt";
-/// Largest reply read.
-const MAX_REPLY: u64 = 256 * 1024;
 
 /// Asks codex for a TaskConfig for `request`; `work` is the job's log directory.
 pub fn build(
@@ -84,63 +78,49 @@ fn ask(
 ) -> Result<Mapping, String> {
     let scratch = work.join("codex-builder");
     let _ = std::fs::remove_dir_all(&scratch);
-    crate::pipeline::store::workspace::create_dir(&scratch)
-        .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
-    let private = crate::private_dir::open(&scratch)
-        .map_err(|e| format!("cannot create {}/.agent-runner: {e}", scratch.display()))?;
-    let schema = serde_json::to_vec_pretty(&crate::task::task_config_schema())
-        .map_err(|e| format!("cannot encode the TaskConfig schema: {e}"))?;
-    private
-        .write_atomic(SCHEMA_FILE, &schema)
-        .map_err(|e| format!("cannot write the TaskConfig schema: {e}"))?;
-    let task = settings(defaults, request, var, &scratch, &private.join(SCHEMA_FILE))?;
-    let has_key_env = task.worker.env.iter().any(|e| e.name == "CODEX_API_KEY");
-    if task.codex_auth == CodexAuth::None && !has_key_env {
+    let task = codex_meta_task(
+        defaults,
+        var,
+        defaults.builder().model,
+        &request.task_id,
+        &scratch,
+    )?;
+    let MetaBackend::CodexCli(codex) = &task.meta.backend else {
+        return Err("runner.meta is not codex-cli".into());
+    };
+    let settings = codex.worker_settings(&task.worker, task.meta.timeout);
+    if !has_session(codex, &settings.env) {
         return Err("no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)".into());
     }
     let redactor = Redactor::new(&task.secrets());
-    let mut worker = task.worker.clone();
-    if let Some(model) = defaults.builder().model {
-        worker.model = Some(model);
-    }
-    worker.extra_args.extend([
-        "--output-schema".into(),
-        format!(
-            "{PROJECT_DIR}/{}/{SCHEMA_FILE}",
-            crate::private_dir::DIR_NAME
-        ),
-        "--output-last-message".into(),
-        format!("{PROJECT_DIR}/{REPLY_FILE}"),
-    ]);
-    let model = task.meta.model.clone();
+    let model = defaults
+        .runner_meta("model")
+        .unwrap_or(DEFAULT_META_MODEL)
+        .to_string();
     let prompt = codex_prompt(request, &model);
     let _ = writeln!(
         log,
         "image: {}\n\n--- request ---\n{}",
-        worker.docker_image,
+        settings.docker_image,
         redactor.redact(prompt.trim_end())
     );
-    let logs = private
-        .subdir("logs")
-        .and_then(|logs| logs.subdir(&task.id))
-        .map_err(|e| format!("cannot create the builder's log directory: {e}"))?;
-    let mut sandbox = DockerSandbox::new(SandboxConfig {
+    let limit = settings.max_run_time;
+    let mut sandbox = Scratch::open(ScratchConfig {
         task_id: task.id.clone(),
-        repo: task.repo.clone(),
-        private_dir: private.path().to_path_buf(),
-        logs,
-        worker,
-        auth: task.codex_auth.clone(),
+        dir: scratch,
+        remove_after: false,
+        logs: None,
+        worker: settings,
+        login: codex.login.clone(),
         redactor: redactor.clone(),
         interrupt,
-        events: crate::events::Events::none(),
-        session_dir: None,
-        deadline: crate::deadline::Deadline::none(),
-    });
-    let run = sandbox.run_worker(1, &prompt);
+    })
+    .map_err(|e| e.to_string())?;
+    let answer = sandbox.ask(&prompt, &crate::task::task_config_schema(), limit);
     sandbox.shutdown();
-    let run = run.map_err(|e| format!("codex could not run: {e}"))?;
-    *usage = Some(run.usage.clone());
+    let answer = answer.map_err(|e| format!("codex could not run: {e}"))?;
+    *usage = Some(answer.run.usage.clone());
+    let run = &answer.run;
     let _ = writeln!(
         log,
         "\n--- codex ---\n{} in {} ms (exit {}); output: {}",
@@ -151,44 +131,57 @@ fn ask(
         run.log_path.display()
     );
     if run.outcome != RunOutcome::Completed {
-        return Err(failure(&run));
+        return Err(failure(run));
     }
-    let reply = crate::fs::read::head(&scratch.join(REPLY_FILE), MAX_REPLY)
+    let reply = answer
+        .text
         .ok_or("codex wrote no last message (--output-last-message)")?;
-    let reply = redactor.redact(&String::from_utf8_lossy(&reply));
+    let reply = redactor.redact(&reply);
     let _ = writeln!(log, "\n--- reply ---\n{}", reply.trim_end());
     parse(&reply).map_err(|e| format!("codex's reply is not a TaskConfig: {e}"))
 }
 
-/// The worker settings, codex auth and secrets for the builder's codex: the
-/// workspace's `runner.worker` defaults resolved by the runner's own parser, as a
-/// worker run would get them. `schema` stands in for what is not used here.
-fn settings(
+/// Whether Meta's codex can log in: a login of the host's, or CODEX_API_KEY in the
+/// environment it is given.
+pub fn has_session(codex: &CodexMeta, env: &[crate::task::WorkerEnv]) -> bool {
+    codex.login != Login::None || env.iter().any(|e| e.name == "CODEX_API_KEY")
+}
+
+/// The workspace's defaults as a task whose Meta is codex (`runner.meta.kind:
+/// codex-cli`), resolved by the runner's own parser as a run would get them:
+/// `runner.meta` when it is codex-cli already, else a bare codex-cli one, with
+/// `model` (codex's `-m`) when given; the worker as the defaults say. `scratch`
+/// (created here) stands for the project directory.
+pub fn codex_meta_task(
     defaults: &Defaults,
-    request: &BuildRequest,
     var: &dyn Fn(&str) -> Option<String>,
+    model: Option<String>,
+    task_id: &str,
     scratch: &Path,
-    schema: &Path,
 ) -> Result<Task, String> {
-    let mut worker = defaults
-        .runner
-        .as_ref()
+    let runner = defaults.runner.as_ref();
+    let mut meta = runner
+        .and_then(|r| r.get("meta"))
+        .filter(|m| m.get("kind").and_then(serde_json::Value::as_str) == Some("codex-cli"))
+        .cloned()
+        .unwrap_or_else(|| json!({"kind": "codex-cli"}));
+    if let (Some(model), serde_json::Value::Object(map)) = (model, &mut meta) {
+        map.insert("model".into(), model.into());
+    }
+    let mut worker = runner
         .and_then(|r| r.get("worker"))
         .cloned()
         .unwrap_or_else(|| json!({}));
     if let serde_json::Value::Object(map) = &mut worker {
-        map.insert("type".into(), crate::task::TASKCONFIG_WORKER_TYPE.into());
+        map.entry("type")
+            .or_insert_with(|| crate::task::TASKCONFIG_WORKER_TYPE.into());
     }
-    let model = defaults
-        .runner_meta("model")
-        .unwrap_or(DEFAULT_META_MODEL)
-        .to_string();
+    crate::pipeline::store::workspace::create_dir(scratch)
+        .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
     let config = json!({
-        "task": {"id": request.task_id, "title": "Task Builder", "instructions": "-",
+        "task": {"id": task_id, "title": "Meta", "instructions": "-",
                  "project": {"root_dir": scratch}},
-        // Meta is not asked here: a placeholder the parser accepts.
-        "runner": {"meta": {"kind": "scripted", "script": schema, "model": model},
-                   "worker": worker},
+        "runner": {"meta": meta, "worker": worker},
     });
     let yaml = serde_yaml::to_string(&config).map_err(|e| e.to_string())?;
     let os_var = |name: &str| var(name).map(std::ffi::OsString::from);
@@ -199,7 +192,7 @@ fn settings(
             cwd: Ok(scratch.to_path_buf()),
         },
     )
-    .map_err(|e| format!("runner.worker: {}", e.with_hints()))
+    .map_err(|e| format!("runner: {}", e.with_hints()))
 }
 
 /// Why a codex run that did not complete failed.

@@ -1,24 +1,88 @@
-//! `builder.kind: meta`: the Task Builder is one Meta exchange over the OpenAI Chat
-//! Completions client, with the workspace's `runner.meta` settings (endpoint, key,
-//! temperature, timeout) and `builder.model` or `runner.meta.model`. The settings
-//! are resolved by the runner's own Task YAML parser, so they mean exactly what they
-//! mean to the runner.
+//! `builder.kind: meta`: the Task Builder is one Meta exchange with the workspace's
+//! `runner.meta`: over the OpenAI Chat Completions client (its endpoint, key,
+//! temperature, timeout), or, with `runner.meta.kind: codex-cli`, through codex in
+//! the sandbox image (`meta::codex_cli`); with `builder.model` or
+//! `runner.meta.model`. The settings are resolved by the runner's own Task YAML
+//! parser, so they mean exactly what they mean to the runner. Plans ask the same.
+
+use std::path::Path;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::interrupt::Interrupt;
+use crate::meta::ChatBackend;
+use crate::meta::codex_cli::CodexCli;
 use crate::meta::openai::OpenAiChat;
-use crate::secret::Secret;
+use crate::secret::Redactor;
 use crate::task::{DEFAULT_META_MODEL, Host, MetaBackend};
 
 use crate::pipeline::store::defaults::Defaults;
 
-/// The OpenAI client for the builder, its model and the secret it holds.
+/// A Meta backend for the pipeline, its model and what it must mask.
+pub struct PipelineChat {
+    pub chat: Box<dyn ChatBackend>,
+    pub model: String,
+    pub redactor: Redactor,
+}
+
+/// Where a codex Meta works: a scratch directory (removed afterwards when
+/// `remove_after`), and how long all its requests may take together.
+pub struct CodexScratch<'a> {
+    pub dir: &'a Path,
+    pub remove_after: bool,
+    pub deadline: Option<Duration>,
+}
+
+/// Meta's codex with the workspace's settings (`builder::codex::codex_meta_task`),
+/// `model` its `-m` when given.
+pub fn codex_chat(
+    defaults: &Defaults,
+    var: &dyn Fn(&str) -> Option<String>,
+    interrupt: Interrupt,
+    model: Option<String>,
+    scratch: &CodexScratch,
+) -> Result<PipelineChat, String> {
+    let task = super::codex::codex_meta_task(defaults, var, model, "meta", scratch.dir)?;
+    let MetaBackend::CodexCli(codex) = &task.meta.backend else {
+        return Err("runner.meta is not codex-cli".into());
+    };
+    let settings = codex.worker_settings(&task.worker, task.meta.timeout);
+    if !super::codex::has_session(codex, &settings.env) {
+        return Err("no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)".into());
+    }
+    let redactor = Redactor::new(&task.secrets());
+    let chat = CodexCli::for_task(
+        &task,
+        scratch.dir.to_path_buf(),
+        scratch.remove_after,
+        None,
+        redactor.clone(),
+        interrupt,
+    )
+    .ok_or("runner.meta is not codex-cli")?;
+    let chat = match scratch.deadline {
+        Some(within) => chat.with_deadline(within),
+        None => chat,
+    };
+    Ok(PipelineChat {
+        chat: Box::new(chat),
+        model: task.meta.model.clone(),
+        redactor,
+    })
+}
+
+/// The builder's Meta: the OpenAI client, or codex when `runner.meta.kind` is
+/// codex-cli.
 pub fn backend(
     defaults: &Defaults,
     var: &dyn Fn(&str) -> Option<String>,
     interrupt: Interrupt,
-) -> Result<(OpenAiChat, String, Secret), String> {
+    scratch: &CodexScratch,
+) -> Result<PipelineChat, String> {
+    if defaults.runner_meta("kind") == Some("codex-cli") {
+        return codex_chat(defaults, var, interrupt, defaults.builder().model, scratch);
+    }
     let mut meta = defaults
         .runner
         .as_ref()
@@ -63,5 +127,9 @@ pub fn backend(
         task.meta.timeout,
     )
     .interruptible(interrupt);
-    Ok((chat, model, api_key.value.clone()))
+    Ok(PipelineChat {
+        chat: Box::new(chat),
+        model,
+        redactor: Redactor::new([&api_key.value]),
+    })
 }

@@ -1,8 +1,9 @@
 //! The Task Builder (SPEC §12): turns a task's raw prompt into a TaskConfig. The
 //! kinds `meta` and `scripted` are one Meta exchange of type `build_task_config`
 //! through the runner's generic exchange (`meta::conversation::ask`: reply checks,
-//! re-asks, a record); they differ only in the backend: the OpenAI Chat client or a
-//! script of replies. `codex` is one `codex exec` in the sandbox (`codex.rs`). What
+//! re-asks, a record); they differ only in the backend: the workspace's Meta (the
+//! OpenAI Chat client, or codex in the sandbox with `runner.meta.kind: codex-cli`)
+//! or a script of replies. `codex` is one `codex exec` in the sandbox (`codex.rs`). What
 //! the builder writes is a draft: the orchestrator then sets what it owns and
 //! validates the result (`orchestrator::task_config`).
 
@@ -52,36 +53,36 @@ pub fn build(
     if settings.kind == BuilderKind::Codex {
         return codex::build(defaults, request, var, interrupt, work);
     }
-    let backend: Result<(Box<dyn ChatBackend>, String, String, Redactor), String> = match settings
-        .kind
-    {
-        BuilderKind::Meta => meta::backend(defaults, var, interrupt).map(|(chat, model, key)| {
-            let label = format!("meta ({model})");
-            (
-                Box::new(chat) as Box<dyn ChatBackend>,
-                label,
-                model,
-                Redactor::new([&key]),
-            )
-        }),
-        BuilderKind::Scripted => match &settings.script {
-            Some(script) => scripted::backend(script).map(|s| {
-                let model = defaults
-                    .runner_meta("model")
-                    .unwrap_or(DEFAULT_META_MODEL)
-                    .to_string();
-                let label = format!("scripted ({})", script.display());
-                (
-                    Box::new(s) as Box<dyn ChatBackend>,
-                    label,
-                    model,
-                    Redactor::default(),
-                )
-            }),
-            None => Err("builder.script: required with `kind: scripted`".into()),
-        },
-        BuilderKind::Codex => Err("the codex builder is not a Meta exchange".into()),
+    let scratch = work.join("codex-meta");
+    let codex = meta::CodexScratch {
+        dir: &scratch,
+        remove_after: false,
+        deadline: None,
     };
+    let backend: Result<(Box<dyn ChatBackend>, String, String, Redactor), String> =
+        match settings.kind {
+            BuilderKind::Meta => meta::backend(defaults, var, interrupt, &codex).map(|chat| {
+                let label = format!("meta ({})", chat.model);
+                (chat.chat, label, chat.model, chat.redactor)
+            }),
+            BuilderKind::Scripted => match &settings.script {
+                Some(script) => scripted::backend(script).map(|s| {
+                    let model = defaults
+                        .runner_meta("model")
+                        .unwrap_or(DEFAULT_META_MODEL)
+                        .to_string();
+                    let label = format!("scripted ({})", script.display());
+                    (
+                        Box::new(s) as Box<dyn ChatBackend>,
+                        label,
+                        model,
+                        Redactor::default(),
+                    )
+                }),
+                None => Err("builder.script: required with `kind: scripted`".into()),
+            },
+            BuilderKind::Codex => Err("the codex builder is not a Meta exchange".into()),
+        };
     let (mut backend, label, model, redactor) = match backend {
         Ok(b) => b,
         Err(e) => {

@@ -15,6 +15,16 @@ pub struct BuiltConfig(pub Mapping);
 impl Reply for BuiltConfig {
     const KIND: &'static str = "build_task_config";
 
+    /// The TaskConfig a builder may write, with the reply's `type`.
+    fn schema() -> serde_json::Value {
+        let mut schema = crate::task::task_config_schema();
+        schema["properties"]["type"] = crate::meta::schema::kind(Self::KIND);
+        if let Some(required) = schema["required"].as_array_mut() {
+            required.insert(0, "type".into());
+        }
+        schema
+    }
+
     fn from_value(value: Value) -> Result<Self, String> {
         let Value::Mapping(mut map) = value else {
             return Err("expected a mapping".into());

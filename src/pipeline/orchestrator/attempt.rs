@@ -359,6 +359,14 @@ fn build(
 ) -> Result<(String, String, Duration, TestSource), Ran> {
     let ws = &setup.ws;
     let task = &claimed.task.record;
+    // Another program may have pinned it (an update line): checked as `task new
+    // --test` checks it, before any paid call or container.
+    if let Some(test) = &task.plan.test {
+        test.check("the task's test").map_err(|e| Ran {
+            test_source: Some(TestSource::Task),
+            ..failed(e)
+        })?;
+    }
     let request = BuildRequest {
         kind: "build_task_config",
         task_id: task.id.clone(),

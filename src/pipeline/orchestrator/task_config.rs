@@ -80,8 +80,25 @@ pub fn complete(
         let defaults: Value = serde_yaml::to_value(defaults).map_err(|e| e.to_string())?;
         let runner = section(&mut draft, "runner")?;
         merge(runner, &defaults);
+        codex_meta_keeps_its_own(runner, &defaults);
     }
     serde_yaml::to_string(&Value::Mapping(draft)).map_err(|e| e.to_string())
+}
+
+/// With `runner.meta.kind: codex-cli` in the defaults, Meta's model is codex's `-m`:
+/// the user's (in the defaults) or codex's own default, not a chat model the builder
+/// suggested; and codex has no temperature.
+fn codex_meta_keeps_its_own(runner: &mut Mapping, defaults: &Value) {
+    let Some(Value::Mapping(meta)) = runner.get_mut("meta") else {
+        return;
+    };
+    if meta.get("kind").and_then(Value::as_str) != Some("codex-cli") {
+        return;
+    }
+    if defaults["meta"].get("model").is_none() {
+        meta.remove("model");
+    }
+    meta.remove("temperature");
 }
 
 /// The mapping under `key`, created if absent; an error if it is something else.
@@ -145,6 +162,35 @@ mod tests {
             acceptance_criteria: &[],
             test: None,
         }
+    }
+
+    #[test]
+    fn codex_as_meta_keeps_the_users_model_not_the_builders() {
+        let root = std::env::temp_dir();
+        let draft_text = "task:\n  instructions: x\nrunner:\n  meta: {model: gpt-4.1, temperature: 0.3}\n  worker: {type: docker_codex_cli}\n";
+        let yaml = complete(
+            draft(draft_text),
+            &invariants(&root),
+            Some(&json!({"meta": {"kind": "codex-cli"}})),
+        )
+        .unwrap();
+        let value: Value = serde_yaml::from_str(&yaml).unwrap();
+        assert_eq!(
+            value["runner"]["meta"],
+            serde_yaml::from_str::<Value>("{kind: codex-cli}").unwrap()
+        );
+        let yaml = complete(
+            draft(draft_text),
+            &invariants(&root),
+            Some(&json!({"meta": {"kind": "codex-cli", "model": "o3"}})),
+        )
+        .unwrap();
+        let value: Value = serde_yaml::from_str(&yaml).unwrap();
+        assert_eq!(value["runner"]["meta"]["model"], "o3");
+        assert!(value["runner"]["meta"].get("temperature").is_none());
+        // Other Meta kinds keep the builder's model.
+        let yaml = complete(draft(draft_text), &invariants(&root), Some(&json!({}))).unwrap();
+        assert!(yaml.contains("gpt-4.1"), "{yaml}");
     }
 
     #[test]

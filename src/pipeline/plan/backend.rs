@@ -1,14 +1,19 @@
 //! Who answers plan requests: the workspace's Task Builder settings
 //! (`defaults.builder`, SPEC §13), so plans use the same model, endpoint, key,
-//! retries and re-asks as the builder. `kind: meta` is the OpenAI Chat client;
+//! retries and re-asks as the builder. `kind: meta` is the workspace's Meta (the
+//! OpenAI Chat client, or codex with `runner.meta.kind: codex-cli`); `kind: codex`
+//! is codex in the sandbox image (SPEC §18), 15 min at most for a whole request;
 //! `kind: scripted` takes, from `builder.script`, the replies of the type asked
 //! (`decompose` or `plan_patch`; texts that are no mapping with another `type`
 //! count too, to script invalid replies), from the first each time, so one script
 //! serves the builder and plans alike.
 
+use std::path::Path;
+
 use super::super::builder;
 use crate::interrupt::Interrupt;
 use crate::meta::ChatBackend;
+use crate::meta::codex_cli::PLAN_DEADLINE;
 use crate::pipeline::store::defaults::{BuilderKind, Defaults};
 use crate::secret::Redactor;
 
@@ -21,22 +26,35 @@ pub struct PlanBackend {
     pub redactor: Redactor,
 }
 
-/// The backend for requests of type `kind` in a workspace with `defaults`.
+/// The backend for requests of type `kind` in a workspace with `defaults`; a codex
+/// Meta works in `scratch` (removed afterwards).
 pub fn open(
     defaults: &Defaults,
     kind: &'static str,
     var: &dyn Fn(&str) -> Option<String>,
     interrupt: Interrupt,
+    scratch: &Path,
 ) -> Result<PlanBackend, String> {
     let settings = defaults.builder();
-    // Written as comparisons, not a match: builder kinds that cannot hold a chat
-    // (such as one running codex) fall through to the error.
+    let codex = builder::meta::CodexScratch {
+        dir: scratch,
+        remove_after: true,
+        deadline: Some(PLAN_DEADLINE),
+    };
     if settings.kind == BuilderKind::Meta {
-        let (chat, model, key) = builder::meta::backend(defaults, var, interrupt)?;
+        let chat = builder::meta::backend(defaults, var, interrupt, &codex)?;
         return Ok(PlanBackend {
-            chat: Box::new(chat),
-            label: format!("meta ({model})"),
-            redactor: Redactor::new([&key]),
+            chat: chat.chat,
+            label: format!("meta ({})", chat.model),
+            redactor: chat.redactor,
+        });
+    }
+    if settings.kind == BuilderKind::Codex {
+        let chat = builder::meta::codex_chat(defaults, var, interrupt, settings.model, &codex)?;
+        return Ok(PlanBackend {
+            chat: chat.chat,
+            label: format!("codex ({})", chat.model),
+            redactor: chat.redactor,
         });
     }
     if settings.kind == BuilderKind::Scripted {
@@ -52,7 +70,7 @@ pub fn open(
         });
     }
     Err(format!(
-        "plans need builder.kind meta or scripted (this workspace has {})",
+        "plans need builder.kind meta, codex or scripted (this workspace has {})",
         settings.kind.as_str()
     ))
 }

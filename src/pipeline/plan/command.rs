@@ -106,8 +106,9 @@ pub fn run(
     let loaded = PlanState::load(ws)?;
     let state = loaded.state;
     let history = chat::recent(ws, trim::MAX_MESSAGES)?;
-    let mut backend =
-        backend::open(&ws.defaults, mode.kind(), var, interrupt).map_err(PlanError::Backend)?;
+    let scratch = std::env::temp_dir().join(format!("agent-runner-plan-{}", id::random_hex(12)));
+    let mut backend = backend::open(&ws.defaults, mode.kind(), var, interrupt, &scratch)
+        .map_err(PlanError::Backend)?;
     let message = backend.redactor.redact(message);
     chat::append(ws, Role::User, &message)?;
 

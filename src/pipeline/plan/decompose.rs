@@ -69,6 +69,10 @@ impl DecomposedTask {
 impl Reply for Decomposition {
     const KIND: &'static str = "decompose";
 
+    fn schema() -> serde_json::Value {
+        super::schema::decompose()
+    }
+
     fn from_value(value: serde_yaml::Value) -> Result<Self, String> {
         let top = Fields::of(&value, "")?;
         let understanding = top.required_text("understanding")?;

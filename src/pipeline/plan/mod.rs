@@ -10,7 +10,8 @@
 //! it (`decompose::plan`, `validate`, on `model` and `wbs`, rings by `store::cycle`) into
 //! an `edit` → written all or nothing (`apply`, committed by `wbs.json`'s rename;
 //! which lines count is `store::commits`). `lock` serializes edits; `chat` is the
-//! conversation; `backend` picks who answers; `tree` is the view.
+//! conversation; `backend` picks who answers (`schema`: the replies' JSON
+//! Schemas, for a provider that holds the model to one); `tree` is the view.
 
 pub mod apply;
 pub mod backend;
@@ -25,6 +26,7 @@ pub mod patch;
 #[cfg(test)]
 mod properties;
 pub mod request;
+pub mod schema;
 pub mod tree;
 pub mod trim;
 pub mod validate;

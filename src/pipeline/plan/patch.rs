@@ -114,6 +114,10 @@ fn operations_of(key: &str) -> Option<&'static [&'static str]> {
 impl Reply for PlanPatch {
     const KIND: &'static str = "plan_patch";
 
+    fn schema() -> serde_json::Value {
+        super::schema::plan_patch()
+    }
+
     fn from_value(value: serde_yaml::Value) -> Result<Self, String> {
         let top = Fields::of(&value, "")?;
         match top.get("version") {

@@ -270,7 +270,7 @@ fn check_runner(runner: &Value) -> Result<(), String> {
     }
     if let Value::Object(w) = &mut worker {
         if w.contains_key("kind") {
-            return Err("runner.worker.kind: not used here; the orchestrator writes TaskConfigs, whose worker is `type: docker_codex_cli`".into());
+            return Err("runner.worker.kind: not used here; the orchestrator writes TaskConfigs, whose worker is `type: docker_codex_cli` or `type: docker_claude_code_cli`".into());
         }
         w.entry("type").or_insert_with(|| "docker_codex_cli".into());
     }

@@ -120,7 +120,7 @@ fn parts(spend: &AttemptSpend) -> Vec<ModelUsage> {
     if let Some(usage) = &spend.usage {
         if usage.models.is_empty() && usage.total_tokens > 0 {
             let mut unknown = ModelUsage::new(None);
-            unknown.calls = usage.meta.calls + usage.worker.runs;
+            unknown.calls = usage.meta.calls.saturating_add(usage.worker.runs);
             unknown.tokens = usage.meta.tokens;
             unknown.tokens.add(&usage.worker.tokens);
             unknown.cost_usd = usage.cost_usd;
@@ -209,6 +209,34 @@ mod tests {
         assert_eq!(all.total_tokens, 1_000_000 + 110 + 1_000_000 + 2_000_000);
         let since = report(&ws, Some("2026-05-02")).unwrap();
         assert_eq!((since.days.len(), since.total_tokens), (1, 2_000_000));
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    /// Another program's attempt line whose counts are near the top of their type:
+    /// a line without the per-model breakdown adds its two sides' counts, which
+    /// must saturate rather than wrap (or panic in a debug build).
+    #[test]
+    fn forged_counts_of_a_line_without_models_saturate() {
+        let (ws, base) = crate::pipeline::store::workspace::scratch("spending-forged");
+        let store = TaskStore::new(&ws);
+        store.create(&record("t-1")).unwrap();
+        let mut a = attempt("j1", AttemptStatus::Failed);
+        a.started_at = "2026-05-01T10:00:00.000Z".into();
+        let mut usage = Account {
+            total_tokens: 1,
+            ..Account::default()
+        };
+        usage.meta.calls = u32::MAX;
+        usage.worker.runs = 2;
+        usage.meta.tokens.input_tokens = u64::MAX;
+        usage.worker.tokens.input_tokens = u64::MAX;
+        a.usage = Some(usage);
+        store.append("t-1", &Line::Attempt(a)).unwrap();
+        let all = report(&ws, None).unwrap();
+        let m = &all.models[0];
+        assert_eq!((m.model.as_deref(), m.calls), (None, u32::MAX));
+        assert_eq!(m.tokens.input_tokens, u64::MAX);
+        assert_eq!(all.total_tokens, u64::MAX);
         std::fs::remove_dir_all(base).unwrap();
     }
 }

@@ -130,3 +130,41 @@ fn bad_prices_and_limits_are_each_reported_with_their_path() {
         "expected a mapping of names to mappings",
     );
 }
+
+#[test]
+fn a_cost_limit_needs_the_price_of_metas_codex_and_of_a_claude_worker() {
+    let priced_w = "  pricing: {w: {input: 1, output: 1}}\n  budget: {max_cost_usd: 1}\n";
+    // Meta's codex runs the codex worker's model: its price is the one needed.
+    let task = ok(&format!(
+        "{V1}runner:\n  meta: {{kind: codex-cli}}\n  worker: {{model: w}}\n{priced_w}"
+    ));
+    assert_eq!(task.meta.model, "w", "named as codex will run it");
+    let e = err(&format!(
+        "{V1}runner:\n  meta: {{kind: codex-cli, model: o3}}\n  worker: {{model: w}}\n{priced_w}"
+    ));
+    assert_error(
+        &e,
+        "runner.budget.max_cost_usd",
+        "Meta's codex model \"o3\" (runner.meta.model) has no price",
+    );
+    // Beside claude, codex runs its own default, whose price nobody knows.
+    let e = err(&format!(
+        "{V1}runner:\n  meta: {{kind: codex-cli}}\n  worker: {{kind: claude-code-cli, model: w}}\n{priced_w}"
+    ));
+    assert_error(
+        &e,
+        "runner.budget.max_cost_usd",
+        "Meta's codex model is not set",
+    );
+    let e = err(&format!(
+        "{V1}runner:\n  meta: {{kind: codex-cli, model: w}}\n  worker: {{kind: claude-code-cli}}\n{priced_w}"
+    ));
+    assert_error(
+        &e,
+        "runner.budget.max_cost_usd",
+        "so claude runs its own default",
+    );
+    ok(&format!(
+        "{V1}runner:\n  meta: {{kind: codex-cli, model: w}}\n  worker: {{kind: claude-code-cli, model: w}}\n{priced_w}"
+    ));
+}

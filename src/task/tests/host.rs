@@ -182,14 +182,11 @@ fn codex_auth_belongs_to_the_task_and_its_values_are_secrets() {
     std::fs::create_dir(&repo).unwrap();
     let task = parse_on(Ok(repo), &[key(), home], yaml).unwrap();
     assert_eq!(
-        task.codex_auth,
-        CodexAuth::File {
+        task.login,
+        Login::File {
             path: dir.0.join("home/.codex/auth.json"),
             secrets: vec![Secret::new("at-live-0123456789".into())],
-            login: crate::task::Login {
-                chatgpt: true,
-                api_key: false
-            },
+            modes: vec![crate::agent::codex::CHATGPT],
         }
     );
     assert!(
@@ -210,8 +207,11 @@ fn codex_auth_belongs_to_the_task_and_its_values_are_secrets() {
     )
     .unwrap();
     assert_eq!(
-        task.codex_auth,
-        CodexAuth::ApiKey(Secret::new("ck-0123456789".into()))
+        task.login,
+        Login::Key {
+            var: "CODEX_API_KEY",
+            value: Secret::new("ck-0123456789".into())
+        }
     );
     assert_eq!(task.prd.text, "***");
     // An auth.json that cannot be read is a host problem, not a silent fallback.

@@ -4,6 +4,7 @@
 
 mod bounds;
 mod host;
+mod kinds;
 mod reporting;
 mod settings;
 
@@ -382,11 +383,17 @@ fn unknown_kinds_are_rejected_with_a_suggestion() {
     assert_error(
         &e,
         "runner.meta.kind",
-        "must be one of openai-chat, scripted (got \"openai\")",
+        "must be one of openai-chat, scripted, codex-cli (got \"openai\")",
     );
     assert_eq!(e.hint.as_deref(), Some("did you mean `openai-chat`?"));
     let e = err("version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {kind: codex}}\n");
-    assert_error(&e, "runner.worker.kind", "codex-cli");
+    assert_error(
+        &e,
+        "runner.worker.kind",
+        "must be one of codex-cli, claude-code-cli",
+    );
+    let e = err("version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {kind: claude-code}}\n");
+    assert_eq!(e.hint.as_deref(), Some("did you mean `claude-code-cli`?"));
 }
 
 #[test]

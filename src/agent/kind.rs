@@ -1,0 +1,122 @@
+//! The one interface every agent kind implements (SPEC §18): a CLI in the sandbox
+//! image with a table of its real flags, an auth rule, the hosts it needs, and a
+//! reader of its event stream into the shared run record. Everything else (the
+//! container, timeouts, quiet between runs, secrets by name, egress, the note)
+//! is shared and knows a kind only through this trait.
+
+use std::fmt;
+
+use super::login::{Login, LoginRule};
+use super::record::Transcript;
+
+/// What one run of the agent is given (besides the prompt, which goes to stdin).
+#[derive(Debug, Clone, Copy)]
+pub struct RunSpec<'a> {
+    /// `runner.worker.model`.
+    pub model: Option<&'a str>,
+    /// `runner.worker.extra_args`, after the kind's own flags.
+    pub extra_args: &'a [String],
+    /// `runner.worker.base_url`: the model API's base URL.
+    pub base_url: Option<&'a str>,
+    /// The working directory in the container (the repository).
+    pub workdir: &'a str,
+    /// The agent runs as root in the container.
+    pub root: bool,
+}
+
+/// What the agent's default allow list is worked out from (SPEC §17).
+#[derive(Debug, Clone, Copy)]
+pub struct HostsSpec<'a> {
+    pub login: &'a Login,
+    /// `runner.worker.env`: each name, with its value when it is a literal (not a
+    /// secret from the host).
+    pub env: &'a [(&'a str, Option<&'a str>)],
+    pub extra_args: &'a [String],
+    pub base_url: Option<&'a str>,
+}
+
+/// A destination the agent needs: a host name, or a URL whose host (and port) is
+/// allowed; and why, for `validate` and the note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    pub destination: String,
+    pub why: String,
+}
+
+impl Need {
+    pub fn new(destination: impl Into<String>, why: impl Into<String>) -> Self {
+        Need {
+            destination: destination.into(),
+            why: why.into(),
+        }
+    }
+}
+
+/// The version of a kind's CLI agent-runner was checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pinned {
+    pub version: &'static str,
+    /// The variable of sandbox/build.sh that pins it.
+    pub build_var: &'static str,
+}
+
+/// Reads one run's stdout, line by line, into the run record.
+pub trait EventStream {
+    /// Takes one stdout line. Anything that is not a known event is counted as raw
+    /// text, never an error.
+    fn feed(&mut self, line: &[u8], record: &mut Transcript);
+}
+
+/// An agent CLI; see the module documentation.
+pub trait Kind: Sync {
+    /// The `runner.worker.kind` value (`codex-cli`).
+    fn name(&self) -> &'static str;
+    /// The TaskConfig shape's `runner.worker.type` for it (`docker_codex_cli`).
+    fn taskconfig_type(&self) -> &'static str;
+    /// The program in the image (`codex`).
+    fn program(&self) -> &'static str;
+    fn pinned(&self) -> Pinned;
+    /// The command line of one run, program first; the prompt goes to stdin.
+    fn command(&self, run: &RunSpec) -> Vec<String>;
+    /// The command line of a run that continues session `session` (SPEC §19).
+    fn resume_command(&self, run: &RunSpec, session: &str) -> Vec<String>;
+    /// What must persist in the container's HOME (paths relative to it, `*` as a
+    /// wildcard) for `resume_command` to find session `session`.
+    fn session_files(&self, session: &str) -> Vec<String>;
+    /// Options that make a run answer with its last message, shaped by the JSON
+    /// Schema in file `schema`, in file `reply` (paths in the container); None when
+    /// the CLI cannot.
+    fn answer_args(&self, schema: &str, reply: &str) -> Option<Vec<String>>;
+    /// Literal variables every run gets (not secrets: they go on the command line).
+    fn run_env(&self, run: &RunSpec) -> Vec<(&'static str, String)>;
+    fn login_rule(&self) -> LoginRule;
+    /// What a login file holds (`Login::File::modes`), from its JSON.
+    fn login_modes(&self, file: &serde_json::Value) -> Vec<&'static str>;
+    /// The destinations it needs for its model with this login and settings.
+    fn needs(&self, spec: &HostsSpec) -> Vec<Need>;
+    /// A reader for one run's event stream.
+    fn stream(&self) -> Box<dyn EventStream>;
+}
+
+impl fmt::Debug for dyn Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq for dyn Kind {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+/// Feeds every line of `stdout` to a fresh reader of `kind`: the record of a
+/// whole run (recorded samples, tests).
+pub fn read_all(kind: &dyn Kind, stdout: &[u8]) -> Transcript {
+    let mut transcript = Transcript::default();
+    let mut stream = kind.stream();
+    for line in stdout.split(|&b| b == b'\n') {
+        stream.feed(line, &mut transcript);
+    }
+    transcript
+}
