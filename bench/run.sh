@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make bench`: prepares the environment and runs bench/bench.py (the runner),
 # bench/egress.py (the egress proxy), bench/web.py (the web view), bench/plan.py
-# (plans), bench/agents.py (claude-code-cli, Meta through codex-cli; needs the real
-# worker image) and bench/pipeline.py (the orchestrator, the TaskStore).
+# (plans), bench/watch.py (events followed, the state file), bench/agents.py
+# (claude-code-cli, Meta through codex-cli; needs the real worker image) and
+# bench/pipeline.py (the orchestrator, the TaskStore).
 # BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
 # clean-build timing.
 set -euo pipefail
@@ -13,6 +14,7 @@ python3 bench/bench.py
 python3 bench/egress.py
 python3 bench/web.py
 python3 bench/plan.py
+python3 bench/watch.py
 if docker image inspect agent-runner-codex:latest >/dev/null 2>&1; then
   python3 bench/agents.py
 else

@@ -5,7 +5,9 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::events::Events;
 use crate::meta::MetaCall;
+use crate::resume::Resumed;
 use crate::task::Task;
 use crate::timestamp::Timestamp;
 use crate::usage::Account;
@@ -61,7 +63,7 @@ impl fmt::Display for TaskState {
 }
 
 /// An acceptance criterion planned by Meta.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Criterion {
     pub id: String,
     pub description: String,
@@ -70,7 +72,7 @@ pub struct Criterion {
 
 /// One version of the acceptance criteria: the first plan (or the task's own), then
 /// one per replan (SPEC §16), each with the loop it was made at and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CriteriaVersion {
     /// Loops done when this version was made (0: before the first loop).
     pub at_loop: u32,
@@ -131,6 +133,10 @@ pub struct TaskContext {
     pub interrupted: bool,
     /// How the sandbox went away (set once it has).
     pub teardown: Option<Teardown>,
+    /// Where the run's events go as they happen (SPEC §19).
+    pub events: Events,
+    /// What this run carries over from the runs before it (`run --resume`).
+    pub resumed: Option<Resumed>,
     /// The budget limit that ended the task (`max_tokens`, ...), if one did.
     pub budget_exhausted: Option<&'static str>,
 }
@@ -154,6 +160,8 @@ impl TaskContext {
             failure: None,
             interrupted: false,
             teardown: None,
+            events: Events::none(),
+            resumed: None,
             budget_exhausted: None,
         }
     }
@@ -165,6 +173,23 @@ impl TaskContext {
             self.worker_runs.iter().map(|r| &r.usage),
             &self.task.bounds.pricing,
         )
+    }
+
+    /// What the whole task used and cost: the runs before a resume (their costs
+    /// as they were, or priced now when they had no price) and this run's (SPEC §19:
+    /// usage and budget count the whole task).
+    pub fn task_usage(&self) -> Account {
+        let now = self.usage();
+        match &self.resumed {
+            Some(r) => r.usage.repriced(&self.task.bounds.pricing).plus(&now),
+            None => now,
+        }
+    }
+
+    /// How long the whole task has run: the runs before a resume and this one.
+    pub fn task_elapsed(&self) -> Duration {
+        let earlier = self.resumed.as_ref().map_or(Duration::ZERO, |r| r.elapsed);
+        earlier.saturating_add(self.duration())
     }
 
     /// Moves to `to`, recording why. Entering FAILED records `reason` as the failure.
@@ -186,6 +211,7 @@ impl TaskContext {
                 format!(": {reason}")
             }
         );
+        self.events.state(from.as_str(), to.as_str(), &reason);
         if to == TaskState::Failed {
             self.failure = Some(reason.clone());
         }

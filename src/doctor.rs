@@ -387,6 +387,7 @@ fn egress_bridge(docker: &Docker, target: &Target) -> Check {
         None,
         Redactor::default(),
         egress::Settings::default(),
+        crate::events::Events::none(),
     ) {
         Ok(egress) => egress,
         Err(e) => return Check::fail(EGRESS, format!("cannot start the proxy: {e}"), fix),

@@ -51,7 +51,49 @@ fn write_note(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     execution_log(out, ctx)?;
     tests(out, ctx)?;
     egress(out, ctx)?;
-    notes(out, ctx)
+    notes(out, ctx)?;
+    earlier_runs(out, ctx)
+}
+
+/// A resumed task (SPEC §19): the note of the runs before, as it was, kept whole
+/// in a fence (valid Markdown whatever it holds).
+fn earlier_runs(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
+    let Some(resumed) = &ctx.resumed else {
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "
+---
+
+## 8. Before the Resume
+"
+    )?;
+    writeln!(
+        out,
+        "This run resumed the task at {} after {} loop(s), with the saved criteria and history (no new plan). The run before ended {}.",
+        resumed.at,
+        resumed.loops,
+        inline(&resumed.previous)
+    )?;
+    match &resumed.earlier_note {
+        Some(note) => {
+            writeln!(
+                out,
+                "
+<details>
+<summary>The Task Note of the runs before</summary>
+"
+            )?;
+            out.push_str(&fence("markdown", note));
+            writeln!(out, "</details>")
+        }
+        None => writeln!(
+            out,
+            "
+The runs before left no note."
+        ),
+    }
 }
 
 fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
@@ -72,6 +114,13 @@ fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         ""
     };
     writeln!(out, "- State: {}{interrupted}", ctx.state)?;
+    if let Some(resumed) = &ctx.resumed {
+        writeln!(
+            out,
+            "- Resumed: at {} after {} loop(s) (see 8. Before the Resume)",
+            resumed.at, resumed.loops
+        )?;
+    }
     writeln!(out, "- Loops: {} of {}", ctx.loops, task.meta.max_loops)?;
     if ctx.replans > 0 {
         writeln!(
@@ -87,6 +136,15 @@ fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         usage.total_tokens,
         cost(usage.cost_usd)
     )?;
+    if ctx.resumed.is_some() {
+        let whole = ctx.task_usage();
+        writeln!(
+            out,
+            "- Usage of the whole task (the runs before the resume too): {} tokens, cost {}",
+            whole.total_tokens,
+            cost(whole.cost_usd)
+        )?;
+    }
     writeln!(
         out,
         "- Repository: {}",
@@ -259,6 +317,19 @@ fn usage_and_budget(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     )?;
     writeln!(out, "- Total: {} tokens", usage.total_tokens)?;
     writeln!(out, "- Cost: {}", cost(usage.cost_usd))?;
+    if let Some(resumed) = &ctx.resumed {
+        // The budget counts the whole task (SPEC §19); this run's calls are above.
+        let whole = ctx.task_usage();
+        writeln!(
+            out,
+            "- Whole task, the runs before the resume included: {} tokens, cost {}, {} of run time ({} tokens and {} before)",
+            whole.total_tokens,
+            cost(whole.cost_usd),
+            human(ctx.task_elapsed()),
+            resumed.usage.total_tokens,
+            human(resumed.elapsed)
+        )?;
+    }
     for model in &usage.models {
         writeln!(
             out,

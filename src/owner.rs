@@ -37,6 +37,35 @@ impl Owner {
         }
     }
 
+    /// The running child `pid` of this process, named like an owner.
+    pub fn child(pid: u32) -> Owner {
+        Owner {
+            pid,
+            start_time: sys::process_start_ticks(&pid.to_string()).unwrap_or_default(),
+            ..Owner::this_process()
+        }
+    }
+
+    /// Sends SIGTERM to the owner, if it is a process on this host, in this boot and
+    /// PID namespace that still runs with the start time recorded (never a process
+    /// that took its pid since).
+    pub fn terminate(&self) -> Result<(), String> {
+        let me = Owner::this_process();
+        if self.host != me.host || self.boot_id != me.boot_id {
+            return Err(format!(
+                "process {} runs on {} (boot {}), not here",
+                self.pid, self.host, self.boot_id
+            ));
+        }
+        if self.pid_namespace != me.pid_namespace {
+            return Err(format!(
+                "process {} is in PID namespace {}, not this one ({})",
+                self.pid, self.pid_namespace, me.pid_namespace
+            ));
+        }
+        sys::terminate_started_at(self.pid, &self.start_time).map_err(|e| e.to_string())
+    }
+
     /// True only when the owner provably no longer runs: it lived on this host, in
     /// this boot and this PID namespace, and its pid is free or now belongs to a
     /// process that started at another time. (The rule for containers, SPEC §9.)

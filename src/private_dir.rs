@@ -14,14 +14,21 @@ use crate::fs::Dir;
 
 /// Name of agent-runner's directory in a repository.
 pub const DIR_NAME: &str = ".agent-runner";
-/// What `.agent-runner/.gitignore` keeps out of git.
-const GITIGNORE: &str = "logs/\nlocks/\n";
+/// What `.agent-runner/.gitignore` keeps out of git: logs, locks, and the state
+/// of tasks with their workers' sessions (SPEC §19).
+const GITIGNORE: &str = "logs/\nlocks/\nstate/\n";
+/// The file an earlier agent-runner wrote, brought up to date.
+const OLD_GITIGNORE: &str = "logs/\nlocks/\n";
 
 /// `<repo>/.agent-runner`, created (with its `.gitignore`) if missing. Fails if it
 /// is a symlink or not a directory.
 pub fn open(repo: &Path) -> std::io::Result<Dir> {
     let dir = Dir::open(repo)?.subdir(DIR_NAME)?;
-    if !dir.exists(".gitignore")? {
+    let ours = !dir.exists(".gitignore")?
+        || dir
+            .read(".gitignore", 64)
+            .is_ok_and(|b| b == OLD_GITIGNORE.as_bytes());
+    if ours {
         dir.write_atomic(".gitignore", GITIGNORE.as_bytes())?;
     }
     Ok(dir)

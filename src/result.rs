@@ -37,8 +37,12 @@ pub struct RunResult {
     /// Connections the egress proxy allowed and denied (SPEC §17); null when the
     /// network is not `allowlist`.
     pub egress: Option<EgressCounts>,
-    /// What the task's paid calls used and cost (SPEC §15).
+    /// What the task's paid calls used and cost (SPEC §15): this run's.
     pub usage: Account,
+    /// A resumed run (SPEC §19): what the whole task used and cost, the runs before
+    /// included, which the budget counts. Absent when the run did not resume.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_usage: Option<Account>,
     /// The task's limits, and the one that ended it.
     pub budget: BudgetReport,
 }
@@ -131,6 +135,7 @@ impl RunResult {
                     denied: s.denied,
                 }),
             usage: ctx.usage(),
+            task_usage: ctx.resumed.as_ref().map(|_| ctx.task_usage()),
             budget: BudgetReport::of(&ctx.task.bounds.budget, ctx.budget_exhausted),
         }
     }
@@ -168,6 +173,7 @@ impl RunResult {
                 cost_usd: Some(0.0),
                 ..Account::default()
             },
+            task_usage: None,
             budget: BudgetReport::default(),
         }
     }

@@ -48,6 +48,86 @@ pub fn signal_process(pid: u32, sig: Signal) {
     }
 }
 
+/// Why `terminate_started_at` sent nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotSignalled {
+    #[error("process {0} has ended")]
+    Gone(u32),
+    #[error("process {pid} is another process now (it started at {now}, not {expected})")]
+    Reused {
+        pid: u32,
+        expected: String,
+        now: String,
+    },
+    #[error("cannot signal process {pid}: {error}")]
+    Failed { pid: u32, error: String },
+}
+
+/// Sends SIGTERM to process `pid` only if it is the process that started at
+/// `start_ticks` (`process_start_ticks`). The process is held by a pidfd while its
+/// start time is read, and the signal goes through that pidfd: a pid that ended and
+/// was reused in between is never signalled. (Kernels before pidfds: the start time
+/// is checked just before kill(2).)
+pub fn terminate_started_at(pid: u32, start_ticks: &str) -> Result<(), NotSignalled> {
+    let Ok(raw) = libc::pid_t::try_from(pid) else {
+        return Err(NotSignalled::Gone(pid));
+    };
+    if raw <= 1 || start_ticks.is_empty() {
+        return Err(NotSignalled::Gone(pid));
+    }
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, raw, 0) };
+    let fd = (fd >= 0).then(|| {
+        // SAFETY: a fresh descriptor we own.
+        unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) }
+    });
+    if fd.is_none() {
+        let error = std::io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::ENOSYS) {
+            return Err(NotSignalled::Gone(pid));
+        }
+    }
+    match process_start_ticks(&pid.to_string()) {
+        None => return Err(NotSignalled::Gone(pid)),
+        Some(now) if now != start_ticks => {
+            return Err(NotSignalled::Reused {
+                pid,
+                expected: start_ticks.to_string(),
+                now,
+            });
+        }
+        Some(_) => {}
+    }
+    let sent = match &fd {
+        Some(fd) => {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a valid pidfd, a signal number, no siginfo, no flags.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    libc::SIGTERM,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                )
+            }
+        }
+        // SAFETY: kill(2) has no memory effects.
+        None => unsafe { libc::kill(raw, libc::SIGTERM) }.into(),
+    };
+    if sent == 0 {
+        return Ok(());
+    }
+    let error = std::io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::ESRCH) => Err(NotSignalled::Gone(pid)),
+        _ => Err(NotSignalled::Failed {
+            pid,
+            error: error.to_string(),
+        }),
+    }
+}
+
 /// Makes `command`'s child receive SIGTERM when the calling thread ends (this process
 /// being killed included), and exit at once if this process is already gone by the
 /// time the child starts (the signal would then never come).
@@ -147,6 +227,31 @@ mod tests {
         let stat = "123 (a b) c) S 1 123 123 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 4242 0";
         assert_eq!(stat_field(stat, 3).as_deref(), Some("S"));
         assert_eq!(stat_field(stat, 22).as_deref(), Some("4242"));
+    }
+
+    #[test]
+    fn only_the_process_that_started_then_is_signalled() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let started = process_start_ticks(&pid.to_string()).unwrap();
+        // The same pid with another start time: a reused pid, left alone.
+        let earlier = (started.parse::<u64>().unwrap() - 1).to_string();
+        assert!(matches!(
+            terminate_started_at(pid, &earlier),
+            Err(NotSignalled::Reused { .. })
+        ));
+        assert!(process_alive(pid), "not signalled");
+        assert_eq!(terminate_started_at(pid, &started), Ok(()));
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
+        assert_eq!(
+            terminate_started_at(pid, &started),
+            Err(NotSignalled::Gone(pid))
+        );
+        assert_eq!(terminate_started_at(1, "1"), Err(NotSignalled::Gone(1)));
     }
 
     #[test]

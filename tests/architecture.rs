@@ -36,6 +36,7 @@ fn the_runner_never_imports_the_pipeline() {
         "cli/mod.rs",
         "cli/workspace.rs",
         "cli/task.rs",
+        "cli/watch.rs",
         "cli/orchestrate.rs",
         "cli/plan.rs",
         "cli/serve.rs",

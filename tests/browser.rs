@@ -333,3 +333,83 @@ fn the_plan_toggle_creates_the_planned_tasks_on_the_page() {
     let (code, stderr) = web.stop();
     assert_eq!(code, Some(130), "{stderr}");
 }
+
+/// A worker message an attacker would write: shown as text in the live log.
+const WORKER_HOSTILE: &str = "<img src=x onerror=\"window.pwned=3\">";
+
+/// SPEC §19 in the browser: a running attempt's events appear on its page as they
+/// happen (without a reload), the Stop button stops it, and the page then shows the
+/// attempt stopped, with its Task Note.
+#[test]
+#[ignore = "needs chromium"]
+fn the_task_page_shows_a_running_attempt_live_and_its_stop_button_stops_it() {
+    let browser = Browser::start();
+    let p = Pipeline::new("web-live", false);
+    p.init(
+        BUILDER,
+        &meta_script(&format!(
+            "@run: echo one\n@say: {WORKER_HOSTILE}\n@sleep: 3\n@run: echo two\n@sleep: 120"
+        )),
+        "",
+    );
+    let id = support::pipeline::task_id("live");
+    p.new_task(&id, "Work for a while");
+    let web = Served::start(&p, &[]);
+    p.run_tasks(&[&id]);
+    browser.open(&web.url(&format!("/tasks/{id}")));
+    assert_eq!(browser.text("#live-stage"), "queued");
+    browser.run("window.marker = 'same page';", json!([]));
+    let orchestrator = p.orchestrate_once(&[]).start();
+    let live = |text: &str| {
+        browser.wait_for(
+            Duration::from_secs(120),
+            "const t = document.getElementById('events').textContent; return t.includes(arguments[0]) ? t : null;",
+            json!([text]),
+        )
+    };
+    let first = live("run 1 $ /bin/sh -lc 'echo one' → exit 0");
+    assert!(
+        !first.as_str().unwrap().contains("echo two"),
+        "seen before the worker got there: {first}"
+    );
+    assert!(
+        first.as_str().unwrap().contains(WORKER_HOSTILE),
+        "as text: {first}"
+    );
+    live("run 1 $ /bin/sh -lc 'echo two' → exit 0");
+    assert_eq!(browser.text("#live-stage"), "running");
+    assert_eq!(
+        browser.run("return window.marker;", json!([])),
+        "same page",
+        "the events came without a reload"
+    );
+    browser.screenshot("web-live-1-running");
+
+    browser.click("#stop");
+    browser.wait_for(
+        Duration::from_secs(20),
+        "return document.getElementById('notice').textContent.includes('stopping job') || null;",
+        json!([]),
+    );
+    // The attempt ends: the page shows it, the note, and no live log.
+    browser.wait_for(
+        Duration::from_secs(120),
+        "return window.marker === undefined && document.getElementById('status').textContent === 'FAILED' || null;",
+        json!([]),
+    );
+    assert!(browser.text("#attempts").contains("stopped by the user"));
+    assert!(browser.text("article.note").contains("interrupted"));
+    assert_eq!(
+        browser.run("return document.getElementById('live');", json!([])),
+        serde_json::Value::Null
+    );
+    browser.screenshot("web-live-2-stopped");
+    assert_eq!(
+        browser.run("return window.pwned === undefined;", json!([])),
+        true
+    );
+    orchestrator.finish().code(1);
+    assert_no_container(&id);
+    drop(browser);
+    drop(web.stop());
+}

@@ -227,6 +227,18 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
         result(&out)["egress"],
         serde_json::json!({"allowed": 2, "denied": 7})
     );
+    // Each denied connection is an event of the run too (SPEC §19), as it happens.
+    let events: Vec<Value> = read(&repo.join(format!(".agent-runner/logs/{id}/events.jsonl")))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let denied_events: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "egress_denied")
+        .collect();
+    assert_eq!(denied_events.len(), 7, "{events:?}");
+    assert_eq!(denied_events[0]["host"], "127.0.0.3");
+    assert_eq!(denied_events[0]["allow"], d.as_str());
     let note = note(repo, &id);
     for line in [
         "## 6. Egress".to_string(),

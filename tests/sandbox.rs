@@ -54,6 +54,8 @@ fn config(repo: &Scratch, task_id: &str, worker: WorkerSettings) -> SandboxConfi
         login: Login::None,
         redactor: Redactor::new(&secrets),
         interrupt: Interrupt::never(),
+        events: agent_runner::events::Events::none(),
+        session_dir: None,
         deadline: agent_runner::deadline::Deadline::none(),
     }
 }

@@ -449,6 +449,18 @@ fn state_changes_need_our_host_origin_token_and_json_and_refusals_change_nothing
     // Our own page's request passes, and every response carries the policy.
     let ok = web.post(&format!("/api/tasks/{id}/run"), &token, "{}");
     ok.status(202);
+    // Stopping is a change like any other: the queued job stays without the token.
+    web.get(&format!("/api/tasks/{id}/stop")).status(405);
+    refused(
+        web.post_with(&format!("/api/tasks/{id}/stop"), &[], "{}"),
+        403,
+    );
+    let stop_evil = format!(
+        "POST /api/tasks/{id}/stop HTTP/1.1\r\nHost: {}\r\nOrigin: http://evil.example\r\nX-Agent-Runner-Token: {token}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
+        web.addr
+    );
+    refused(web.raw(stop_evil.as_bytes()), 403);
+    assert_eq!(p.ipc("queue").len(), 1, "still queued");
     for reply in [
         ok,
         web.get("/"),
@@ -1042,4 +1054,98 @@ fn the_api_makes_no_task_a_run_would_refuse() {
     );
     made.status(201);
     assert_eq!(made.json()["task"]["title"], "\\e[1mbold\\e[0m plan");
+}
+
+#[test]
+fn the_event_api_follows_a_job_and_stop_cancels_a_queued_one() {
+    let p = workspace("web-events");
+    let id = p.new_task("followed", "Nothing to do");
+    let web = Served::start(&p, &[]);
+    let token = web.token();
+    let events = |query: &str| web.get(&format!("/api/tasks/{id}/events{query}")).json();
+    assert_eq!(events("")["stage"], "never");
+    web.get("/api/tasks/nope/events").status(404);
+    assert!(
+        !web.get(&format!("/tasks/{id}"))
+            .text()
+            .contains("id=\"live\"")
+    );
+    let job = web
+        .post(&format!("/api/tasks/{id}/run"), &token, "{}")
+        .json()["job_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let queued = events("");
+    assert_eq!(
+        (&queued["stage"], &queued["job_id"]),
+        (&json!("queued"), &json!(job))
+    );
+    assert_eq!(queued["lines"], json!([]));
+    // The page of a task with a job follows it live, and has the Stop button.
+    let page = web.get(&format!("/tasks/{id}")).text();
+    assert!(
+        page.contains(&format!("<section id=\"live\" data-job=\"{job}\"")),
+        "{page}"
+    );
+    assert!(page.contains("id=\"stop\""), "{page}");
+    // Junk in the query is no cursor.
+    assert_eq!(events("?job=../x&file=-1&offset=zz")["stage"], "queued");
+    let stopped = web.post(&format!("/api/tasks/{id}/stop"), &token, "{}");
+    stopped.status(202);
+    assert_eq!(stopped.json()["stopping"], "cancelled");
+    let ended = events(&format!("?job={job}"));
+    assert_eq!(
+        (&ended["stage"], &ended["status"]),
+        (&json!("ended"), &json!("cancelled"))
+    );
+    let again = web.post(&format!("/api/tasks/{id}/stop"), &token, "{}");
+    again.status(409);
+    assert!(
+        again.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("nothing to stop")
+    );
+    web.post("/api/tasks/nope/stop", &token, "{}").status(404);
+
+    // Continue: only a failed attempt whose runner left its state.
+    let refused = web.post(&format!("/api/tasks/{id}/continue"), &token, "{}");
+    refused.status(409);
+    assert!(
+        refused.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("it has not run yet")
+    );
+    let mut failed_attempt = json!({"task_id": id, "status": "failed", "error": "boom"});
+    failed_attempt["note_path"] = Value::Null;
+    record_attempt(&p, &id, "j-failed-1", failed_attempt);
+    let path = p.ws().join(format!("tasks/{id}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (before, last) = text.trim_end().rsplit_once('\n').unwrap();
+    let mut last: Value = serde_json::from_str(last).unwrap();
+    last["status"] = "failed".into();
+    std::fs::write(&path, format!("{before}\n{last}\n")).unwrap();
+    assert_eq!(
+        web.get(&format!("/api/tasks/{id}")).json()["status"],
+        "FAILED"
+    );
+    let page = web.get(&format!("/tasks/{id}")).text();
+    assert!(page.contains("class=\"continue\""), "{page}");
+    let refused = web.post(&format!("/api/tasks/{id}/continue"), &token, "{}");
+    refused.status(409);
+    assert!(
+        refused.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("left no saved state"),
+        "{}",
+        refused.text()
+    );
+    web.post_with(&format!("/api/tasks/{id}/continue"), &[], "{}")
+        .status(403);
+    web.post("/api/tasks/nope/continue", &token, "{}")
+        .status(404);
+    assert_eq!(p.ipc("queue"), Vec::<String>::new());
 }

@@ -10,6 +10,7 @@ mod serve;
 mod task;
 mod usage;
 mod validate;
+mod watch;
 mod workspace;
 
 use std::io::Write;
@@ -45,6 +46,10 @@ enum Command {
         /// Print the result as one JSON object on stdout.
         #[arg(long)]
         json: bool,
+        /// Go on with the task where its last run (failed or interrupted) left it:
+        /// the saved criteria, loops and history, no new plan (SPEC §19).
+        #[arg(long)]
+        resume: bool,
     },
     /// Check the Task YAML on stdin and print the task as it would run; runs nothing.
     Validate,
@@ -136,7 +141,11 @@ pub fn main() -> i32 {
     crate::sys::raise_open_files_limit();
     let interrupt = Interrupt::from_signals();
     match cli.command {
-        Command::Run { meta_model, json } => run::run(meta_model, json, interrupt),
+        Command::Run {
+            meta_model,
+            json,
+            resume,
+        } => run::run(meta_model, json, resume, interrupt),
         Command::Validate => validate::validate(interrupt),
         Command::Doctor => doctor::doctor(interrupt),
         Command::Workspace { command } => workspace::run(command),

@@ -1,5 +1,5 @@
 //! `agent-runner task new|list|show|run`: the TaskStore from the command line
-//! (SPEC §11). Human output is a table or a short report; `--json` prints one JSON
+//! (SPEC §11); `logs` and `stop` are in `watch.rs`. Human output is a table or a short report; `--json` prints one JSON
 //! document. Text from tasks and results is shown with control characters escaped.
 
 use std::io::Write;
@@ -8,6 +8,7 @@ use std::path::Path;
 use clap::Subcommand;
 
 use crate::error::{Error, exit};
+use crate::interrupt::Interrupt;
 use crate::pipeline::orchestrator::attempt_files;
 use crate::pipeline::queue::board::Board;
 use crate::pipeline::queue::run_request::{self, RunError};
@@ -80,6 +81,27 @@ pub enum TaskCommand {
         /// Every task not yet succeeded (and not queued, running or deleted).
         #[arg(long)]
         all: bool,
+        /// Continue each task's failed (or stopped) latest attempt where it left
+        /// off, in the same directory (its clone), without a new plan.
+        #[arg(long, conflicts_with = "all")]
+        resume: bool,
+    },
+    /// Show the events of a task's current or last attempt, one line each.
+    Logs {
+        #[command(flatten)]
+        workspace: WorkspaceDir,
+        /// Follow the attempt until it ends; exit 0 if it succeeded, 1 if not.
+        #[arg(short = 'f', long)]
+        follow: bool,
+        id: String,
+    },
+    /// Stop a task's job: a queued one is removed (cancelled), a running one's
+    /// agent-runner gets SIGTERM, cleans up and writes its note. Waits until the
+    /// attempt is recorded.
+    Stop {
+        #[command(flatten)]
+        workspace: WorkspaceDir,
+        id: String,
     },
 }
 
@@ -114,7 +136,16 @@ pub fn run(command: TaskCommand) -> i32 {
             workspace,
             ids,
             all,
-        } => enqueue(&workspace.dir, ids, all),
+            resume,
+        } => enqueue(&workspace.dir, ids, all, resume),
+        TaskCommand::Logs {
+            workspace,
+            follow,
+            id,
+        } => super::watch::logs(&workspace.dir, &id, follow, Interrupt::from_signals()),
+        TaskCommand::Stop { workspace, id } => {
+            super::watch::stop(&workspace.dir, &id, Interrupt::from_signals())
+        }
     };
     match result {
         Ok(code) => code,
@@ -414,7 +445,7 @@ fn usage_breakdown(out: &mut String, a: &Attempt) {
     }
 }
 
-fn enqueue(dir: &Path, ids: Vec<String>, all: bool) -> Result<i32, Error> {
+fn enqueue(dir: &Path, ids: Vec<String>, all: bool, resume: bool) -> Result<i32, Error> {
     let ws = open(dir)?;
     let mut code = exit::COMPLETE;
     let mut refuse = |why: String| {
@@ -444,7 +475,12 @@ fn enqueue(dir: &Path, ids: Vec<String>, all: bool) -> Result<i32, Error> {
     // are enqueued all the same.
     let mut out = String::new();
     for id in chosen {
-        match run_request::enqueue(&ws, &id) {
+        let enqueued = if resume {
+            run_request::enqueue_resume(&ws, &id)
+        } else {
+            run_request::enqueue(&ws, &id)
+        };
+        match enqueued {
             Ok(job) => out.push_str(&format!("{job}\n")),
             Err(RunError::Refused(why)) => refuse(why.to_string()),
             Err(RunError::Failed(e)) => refuse(format!("task {id}: {e}")),

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::events::{Event, Events};
 use crate::secret::Redactor;
 use crate::timestamp::Timestamp;
 
@@ -94,6 +95,8 @@ pub struct Journal {
     file: Mutex<Option<File>>,
     redactor: Redactor,
     state: Mutex<State>,
+    /// The run's event log: every denied connection, as it is refused (SPEC §19).
+    events: Events,
 }
 
 #[derive(Default)]
@@ -111,7 +114,13 @@ impl Journal {
             file: Mutex::new(file),
             redactor,
             state: Mutex::new(State::default()),
+            events: Events::none(),
         }
+    }
+
+    /// The journal, also telling `events` of every denied connection.
+    pub fn telling(self, events: Events) -> Self {
+        Journal { events, ..self }
     }
 
     /// Records a finished (or refused) connection. `allow_entry`: for a denied
@@ -122,6 +131,14 @@ impl Journal {
         record.reason = self.redactor.redact(&record.reason);
         let allow_entry = allow_entry.map(|e| self.redactor.redact(&e));
         self.append(&record);
+        if !record.allowed {
+            self.events.emit(Event::EgressDenied {
+                host: record.host.clone(),
+                port: record.port,
+                reason: record.reason.clone(),
+                allow: allow_entry.clone(),
+            });
+        }
         let Ok(mut state) = self.state.lock() else {
             return;
         };

@@ -42,6 +42,7 @@ pub use journal::{NO_HOST, Summary, Tally};
 pub use proxy::Settings;
 pub use rules::{AllowList, Origin, Rule};
 
+use crate::events::Events;
 use crate::fs::Dir;
 use crate::secret::Redactor;
 use host_dir::HostDir;
@@ -59,12 +60,13 @@ pub struct Egress {
 
 impl Egress {
     /// Starts the proxy for `allow`, logging to `egress.jsonl` in `logs` (if given),
-    /// masking `redactor`'s secrets.
+    /// masking `redactor`'s secrets, telling `events` of each denied connection.
     pub fn start(
         allow: &AllowList,
         logs: Option<&Dir>,
         redactor: Redactor,
         settings: Settings,
+        events: Events,
     ) -> std::io::Result<Egress> {
         let log = match logs.map(|logs| logs.create(LOG_FILE)) {
             None => None,
@@ -79,7 +81,7 @@ impl Egress {
         let proxy = Proxy::start(
             listener,
             allow.clone(),
-            Journal::new(log, redactor),
+            Journal::new(log, redactor).telling(events),
             settings,
         )?;
         Ok(Egress { dir, proxy })

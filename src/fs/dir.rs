@@ -99,6 +99,17 @@ impl Dir {
         Ok(File::from(fd))
     }
 
+    /// The regular file `name` opened for appending (created if missing), never
+    /// through a symlink, never blocking on a FIFO: a log that a later run goes on
+    /// writing (a resumed task's events).
+    pub fn append(&self, name: &str) -> std::io::Result<File> {
+        self.open_regular(
+            name,
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NONBLOCK,
+            0o644,
+        )
+    }
+
     /// Replaces `name` with `bytes` atomically: readers see the old or the new file,
     /// never half of one.
     pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
@@ -156,6 +167,26 @@ impl Dir {
             return Err(self.context(name, e));
         }
         Ok(())
+    }
+
+    /// Removes the directory `name` and everything in it, if it is there; a symlink
+    /// in its place is removed, never followed. (std's `remove_dir_all` opens each
+    /// level from its parent with `O_NOFOLLOW`, so nothing in a tree someone else
+    /// writes can lead it elsewhere.)
+    pub fn remove_tree(&self, name: &str) -> std::io::Result<()> {
+        let c = fd::name(name)?;
+        let is_dir = match fd::stat_at(&self.fd, &c) {
+            Ok(st) => st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+            Err(e) => return Err(self.context(name, e)),
+        };
+        if !is_dir {
+            return self.remove(name);
+        }
+        match std::fs::remove_dir_all(self.path.join(name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(self.context(name, e)),
+            _ => Ok(()),
+        }
     }
 
     /// Removes `name` if it is there and not a directory.
@@ -345,6 +376,14 @@ mod tests {
             dir
         });
         assert!(dir.subdir("link").is_err(), "a symlinked subdir is refused");
+        let dir = within(move || {
+            assert!(dir.append("fifo").is_err(), "no append to a FIFO");
+            assert!(dir.append("link").is_err(), "no append through a symlink");
+            dir
+        });
+        dir.append("log").unwrap().write_all(b"one\n").unwrap();
+        dir.append("log").unwrap().write_all(b"two\n").unwrap();
+        assert_eq!(dir.read("log", 100).unwrap(), b"one\ntwo\n");
         assert!(dir.create("../escape").is_err());
         let _ = std::fs::remove_dir_all(top);
     }
@@ -372,6 +411,28 @@ mod tests {
         dir.remove("link").unwrap();
         assert!(top.join("sub").is_dir(), "the link went, not its target");
         let _ = std::fs::remove_dir_all(top);
+    }
+
+    #[test]
+    fn a_tree_is_removed_without_following_its_links() {
+        let top = scratch("tree");
+        let outside = scratch("tree-outside");
+        std::fs::write(outside.join("keep"), "host data").unwrap();
+        std::fs::create_dir_all(top.join("t/a/b")).unwrap();
+        std::fs::write(top.join("t/a/b/f"), "x").unwrap();
+        symlink(&outside, top.join("t/a/link")).unwrap();
+        symlink(&outside, top.join("alias")).unwrap();
+        let dir = Dir::open(&top).unwrap();
+        dir.remove_tree("t").unwrap();
+        dir.remove_tree("alias").unwrap();
+        dir.remove_tree("none").unwrap();
+        assert_eq!(std::fs::read_dir(&top).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep")).unwrap(),
+            "host data"
+        );
+        let _ = std::fs::remove_dir_all(top);
+        let _ = std::fs::remove_dir_all(outside);
     }
 
     #[test]

@@ -10,10 +10,11 @@
 //! its lines joined with its job) → `orchestrator` (claim the job, build the
 //! TaskConfig with the `builder`, run the runner as a child, record the attempt) →
 //! `clones` (an isolated attempt's clone, and its branch brought back through the
-//! bundler). `plan` edits many tasks at once (Meta decompose and plan_patch) and
-//! `web` shows and drives it all. Each folder's `mod.rs` has its own map; each
-//! layer uses only those before it (`store` ← `queue` ← `orchestrator`, `clones`;
-//! `plan` and `web` on top), which tests/architecture.rs checks (no import circles).
+//! bundler). `watch` follows an attempt's events and stops it; `plan` edits many
+//! tasks at once (Meta decompose and plan_patch) and `web` shows and drives it all.
+//! Each folder's `mod.rs` has its own map; each layer uses only those before it
+//! (`store` ← `queue` ← `orchestrator`, `clones` ← `watch`; `plan` and `web` on
+//! top), which tests/architecture.rs checks (no import circles).
 
 pub mod builder;
 pub mod clones;
@@ -22,6 +23,7 @@ pub mod orchestrator;
 pub mod plan;
 pub mod queue;
 pub mod store;
+pub mod watch;
 pub mod web;
 
 pub use error::PipelineError;

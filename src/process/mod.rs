@@ -142,12 +142,25 @@ pub fn run(
     capture: &mut Capture,
     stop: Stop,
 ) -> Result<Finished, SpawnError> {
+    run_watched(invocation, limits, capture, stop, &mut |_| {})
+}
+
+/// `run`, telling `spawned` the child's pid as soon as it runs (before anything is
+/// waited for), so the caller can name the child to others while it runs.
+pub fn run_watched(
+    invocation: &Invocation,
+    limits: &Limits,
+    capture: &mut Capture,
+    stop: Stop,
+    spawned: &mut dyn FnMut(u32),
+) -> Result<Finished, SpawnError> {
     let started = Instant::now();
     let Started {
         mut child,
         receiver,
         open,
     } = start(invocation)?;
+    spawned(child.id());
     if let Some(mut stdin) = child.stdin.take() {
         let bytes = invocation.stdin.clone();
         // A child that exits without reading its stdin makes this write fail; that

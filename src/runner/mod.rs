@@ -7,11 +7,13 @@
 //! nothing again ends the task (`progress`).
 
 pub mod budget;
+pub mod events;
 pub mod meta;
 pub mod progress;
 pub mod protocol;
 pub mod replan;
 pub mod schema;
+pub mod state;
 
 use crate::agent::RunOutcome;
 use crate::context::{Criterion, TaskContext, TaskState};
@@ -83,7 +85,19 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
     fn drive(&mut self, ctx: &mut TaskContext) -> Result<(), Stop> {
         let max_loops = ctx.task.meta.max_loops;
         move_to(ctx, TaskState::Planning, "")?;
-        if ctx.task.acceptance_criteria.is_empty() {
+        if let Some(resumed) = ctx.resumed.as_ref().filter(|_| !ctx.criteria.is_empty()) {
+            // SPEC §19: the criteria and loops of the runs before; no plan_task.
+            let reason = format!(
+                "resumed after {} loop(s) with the saved criteria; the run before ended {}",
+                resumed.loops, resumed.previous
+            );
+            move_to(ctx, TaskState::Running, &reason)?;
+            if ctx.loops >= max_loops {
+                return Err(Stop::Failed(format!(
+                    "max_loops reached ({max_loops}) before this run: raise runner.meta.max_loops to go on"
+                )));
+            }
+        } else if ctx.task.acceptance_criteria.is_empty() {
             let plan = self.ask(ctx, |meta, ctx| meta.plan_task(ctx))?;
             ctx.set_criteria(plan.criteria, "planned by Meta");
             log::info!("planned {} acceptance criteria", ctx.criteria.len());
@@ -146,10 +160,16 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                     first_line(&next.reason)
                 );
                 self.within_budget(ctx)?;
+                let continues = ctx
+                    .resumed
+                    .as_ref()
+                    .is_some_and(|r| r.worker_session.is_some() && ctx.worker_runs.is_empty());
+                events::worker_started(&ctx.events, number, continues);
                 let run = self
                     .sandbox
                     .run_worker(number, &prompt)
                     .map_err(sandbox_stop)?;
+                events::worker_finished(&ctx.events, &run);
                 log::info!(
                     "worker run {number}/{max_loops}: {} in {} (exit {}): {}",
                     run.outcome.as_str(),
@@ -163,7 +183,12 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                 if outcome == RunOutcome::Interrupted {
                     return Err(Stop::Interrupted);
                 }
-                self.within_budget(ctx)?;
+                if let Err(stop) = self.within_budget(ctx) {
+                    // The run happened: its loop counts, so that a resume (SPEC §19)
+                    // goes on after it rather than running it again.
+                    ctx.loops = number;
+                    return Err(stop);
+                }
                 Ok(format!("worker run {number} {}", outcome.as_str()))
             }
             "mark_complete" => {
@@ -208,7 +233,9 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
 
     /// Runs the task's test command.
     fn test(&mut self, ctx: &mut TaskContext, number: u32, test: &TestSpec) -> Result<(), Stop> {
+        events::test_started(&ctx.events, number, &test.command);
         let run = self.sandbox.run_test(number, test).map_err(sandbox_stop)?;
+        events::test_finished(&ctx.events, &run);
         let verdict = if run.timed_out {
             format!("timed out after {}", human(test.timeout))
         } else if run.passed() {
@@ -276,6 +303,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
     ) -> Result<T, Stop> {
         self.within_budget(ctx)?;
         let outcome = call(&mut self.meta, ctx);
+        events::meta_call(&ctx.events, &outcome.call);
         let kind = outcome.call.kind;
         ctx.meta_calls.push(outcome.call);
         self.step_done(ctx)?;
@@ -295,11 +323,14 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         if budget.is_unlimited() {
             return Ok(());
         }
-        let usage = ctx.usage();
-        match budget::exhausted(&budget, &usage, ctx.duration(), self.deadline.passed()) {
+        // A resumed task's limits hold for the whole task, the runs before included.
+        let usage = ctx.task_usage();
+        let elapsed = ctx.task_elapsed();
+        match budget::exhausted(&budget, &usage, elapsed, self.deadline.passed()) {
             None => Ok(()),
             Some(exhausted) => {
                 ctx.budget_exhausted = Some(exhausted.limit.as_str());
+                events::budget(&ctx.events, exhausted.limit.as_str(), &exhausted.reason);
                 Err(Stop::Failed(exhausted.reason))
             }
         }

@@ -39,6 +39,8 @@ const MAX_CRITERION_TEXT: usize = 200;
 const MAX_COMMANDS_IN_REQUEST: usize = 10;
 const MAX_COMMAND_TEXT: usize = 160;
 const MAX_CHANGED_FILES: usize = 20;
+/// Loops of a resumed task's history in a request (the latest).
+const MAX_HISTORY_IN_REQUEST: usize = 5;
 /// Plans with more criteria than this are rejected (and re-asked).
 pub const MAX_CRITERIA: usize = 50;
 
@@ -153,6 +155,15 @@ struct StepRequest<'a> {
     state: &'static str,
     last_worker_result: WorkerInfo,
     last_test_result: TestInfo,
+    /// A resumed task (SPEC §19): what the runs before did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resumed: Option<ResumedInfo<'a>>,
+}
+
+#[derive(Serialize)]
+struct ResumedInfo<'a> {
+    previous_run: &'a str,
+    history: &'a [crate::resume::LoopRecord],
 }
 
 #[derive(Serialize)]
@@ -282,6 +293,11 @@ pub fn request_offering(kind: MessageType, ctx: &TaskContext, replans_left: Opti
             state: ctx.state.as_str(),
             last_worker_result: worker_info(ctx),
             last_test_result: test_info(ctx),
+            resumed: ctx.resumed.as_ref().map(|r| ResumedInfo {
+                previous_run: &r.previous,
+                // The latest loops; each one's texts are bounded already.
+                history: &r.history[r.history.len().saturating_sub(MAX_HISTORY_IN_REQUEST)..],
+            }),
         }),
     };
     encoded(kind, yaml)

@@ -120,7 +120,7 @@ pub struct LoopRecord {
 
 #[derive(Serialize, Debug, PartialEq)]
 pub struct WorkerOutcome {
-    pub outcome: &'static str,
+    pub outcome: String,
     pub exit_code: Option<i32>,
     pub summary: String,
 }
@@ -158,6 +158,12 @@ pub fn history(ctx: &TaskContext, first: u32) -> Vec<LoopRecord> {
             let test = ctx.test_runs.iter().rev().find(|t| t.number == n);
             // A version made at loop n > 0 is that loop's replan.
             let replan = ctx.criteria_versions.iter().find(|v| v.at_loop == n);
+            if let (None, None, None) = (worker, test, replan) {
+                // A loop of the runs before a resume, as the state file kept it.
+                if let Some(earlier) = earlier_loop(ctx, n) {
+                    return earlier;
+                }
+            }
             LoopRecord {
                 loop_: n,
                 action: match (replan, worker) {
@@ -166,7 +172,7 @@ pub fn history(ctx: &TaskContext, first: u32) -> Vec<LoopRecord> {
                     (None, None) => "mark_complete",
                 },
                 worker: worker.map(|r| WorkerOutcome {
-                    outcome: r.outcome.as_str(),
+                    outcome: r.outcome.as_str().to_string(),
                     exit_code: r.exit_code,
                     summary: protocol::clean(&cut(&r.summary, MAX_HISTORY_TEXT)),
                 }),
@@ -180,6 +186,36 @@ pub fn history(ctx: &TaskContext, first: u32) -> Vec<LoopRecord> {
             }
         })
         .collect()
+}
+
+/// Loop `n` of the runs before a resume (SPEC §19), from the saved history.
+fn earlier_loop(ctx: &TaskContext, n: u32) -> Option<LoopRecord> {
+    let record = ctx
+        .resumed
+        .as_ref()?
+        .history
+        .iter()
+        .find(|r| r.number == n)?;
+    Some(LoopRecord {
+        loop_: n,
+        action: match record.action.as_str() {
+            "run_worker" => "run_worker",
+            ACTION => ACTION,
+            _ => "mark_complete",
+        },
+        worker: record.worker.as_ref().map(|w| WorkerOutcome {
+            outcome: protocol::clean(&w.outcome),
+            exit_code: w.exit_code,
+            summary: protocol::clean(&cut(&w.summary, MAX_HISTORY_TEXT)),
+        }),
+        test: record.test.as_ref().map(|t| TestOutcome {
+            passed: t.passed,
+            exit_code: t.exit_code,
+            timed_out: t.timed_out,
+            output_tail: protocol::clean(&tail(&t.output_tail, MAX_HISTORY_TEXT)),
+        }),
+        reason: None,
+    })
 }
 
 #[cfg(test)]
@@ -341,5 +377,41 @@ mod tests {
         );
         let last = after_loops(4, "x", "runner:\n  meta:\n    max_loops: 5\n");
         assert!(!offered(&last), "no loop would be left");
+    }
+
+    #[test]
+    fn a_resumed_task_replans_with_the_loops_of_the_runs_before() {
+        use crate::resume::{
+            LoopRecord as Saved, Resumed, TestOutcome as SavedTest, WorkerOutcome as SavedWorker,
+        };
+        let mut ctx = after_loops(0, "x", "runner:\n  meta:\n    max_loops: 5\n");
+        ctx.loops = 2;
+        ctx.resumed = Some(Resumed {
+            at: Timestamp::now(),
+            loops: 2,
+            previous: "FAILED: budget exhausted".into(),
+            history: (1..=2)
+                .map(|n| Saved {
+                    number: n,
+                    action: "run_worker".into(),
+                    worker: Some(SavedWorker::new(
+                        "completed",
+                        Some(0),
+                        &format!("earlier {n}"),
+                    )),
+                    test: Some(SavedTest::new(false, Some(1), false, "still red")),
+                })
+                .collect(),
+            usage: Default::default(),
+            elapsed: Duration::ZERO,
+            worker_session: None,
+            earlier_note: None,
+        });
+        let request: serde_yaml::Value = serde_yaml::from_str(&request(&ctx, "x")).unwrap();
+        let history = request["history"].as_sequence().unwrap();
+        assert_eq!(history.len(), 2);
+        assert_eq!(history[1]["action"], "run_worker");
+        assert_eq!(history[1]["worker"]["summary"], "earlier 2");
+        assert_eq!(history[1]["test"]["output_tail"], "still red");
     }
 }

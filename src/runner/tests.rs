@@ -941,6 +941,68 @@ fn a_worker_run_that_reaches_max_tokens_ends_the_task_before_tests_and_meta() {
     );
     assert_eq!(meta_calls(&ctx), ["plan_task", "next_action"]);
     assert_eq!((sandbox.prompts.len(), sandbox.test_calls), (1, 0));
+    assert_eq!(ctx.loops, 1, "the run happened: a resume goes on after it");
+}
+
+/// SPEC §19: a resumed task's budget counts what the runs before used and how long
+/// they ran, and its `max_replans` the replans they made.
+#[test]
+fn a_resumed_task_counts_the_runs_before_against_its_budget() {
+    let resumed = |tokens: u64, elapsed: u64| crate::resume::Resumed {
+        at: crate::timestamp::Timestamp::now(),
+        loops: 1,
+        previous: "FAILED: budget exhausted".into(),
+        history: vec![],
+        usage: crate::usage::Account {
+            total_tokens: tokens,
+            cost_usd: Some(0.0),
+            ..Default::default()
+        },
+        elapsed: Duration::from_secs(elapsed),
+        worker_session: None,
+        earlier_note: None,
+    };
+    let resume = |ctx: &mut TaskContext, tokens: u64, elapsed: u64| {
+        ctx.set_criteria(plan(1).unwrap().criteria, "from the saved state");
+        ctx.loops = 1;
+        ctx.resumed = Some(resumed(tokens, elapsed));
+    };
+    let meta = || FakeMeta {
+        nexts: [run_worker("go")].into(),
+        assessments: [assess(&[])].into(),
+        ..FakeMeta::default()
+    };
+    // 900 before, 100 for next_action: the worker run does not start.
+    let mut ctx = context(&format!(
+        "{BUDGET}    max_tokens: 1000
+"
+    ));
+    resume(&mut ctx, 900, 0);
+    let mut sandbox = FakeSandbox::default();
+    run_paid(&mut ctx, meta(), &[(90, 10)], &mut sandbox);
+    assert_eq!(
+        ctx.failure.as_deref(),
+        Some("budget exhausted: max_tokens (1000 of 1000)")
+    );
+    assert_eq!(meta_calls(&ctx), ["next_action"], "no plan_task");
+    assert!(sandbox.prompts.is_empty());
+    assert_eq!(ctx.usage().total_tokens, 100, "this run's own");
+    assert_eq!(ctx.task_usage().total_tokens, 1000, "the whole task's");
+    // The time the runs before took counts against max_duration_sec.
+    let mut ctx = context(&format!(
+        "{BUDGET}    max_duration_sec: 60
+"
+    ));
+    resume(&mut ctx, 0, 60);
+    run_paid(&mut ctx, meta(), &[], &mut FakeSandbox::default());
+    assert!(
+        ctx.failure
+            .as_deref()
+            .is_some_and(|f| f.starts_with("budget exhausted: max_duration_sec (60.")),
+        "{:?}",
+        ctx.failure
+    );
+    assert!(ctx.meta_calls.is_empty());
 }
 
 #[test]

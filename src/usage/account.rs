@@ -144,6 +144,55 @@ impl Account {
         account
     }
 
+    /// This account and `later` together: a resumed task's runs before and its own
+    /// (SPEC §19: usage and budget count the whole task).
+    pub fn plus(&self, later: &Account) -> Account {
+        let mut sum = self.clone();
+        sum.meta.calls = sum.meta.calls.saturating_add(later.meta.calls);
+        sum.meta.tokens.add(&later.meta.tokens);
+        sum.meta.unreported = sum.meta.unreported.saturating_add(later.meta.unreported);
+        sum.worker.runs = sum.worker.runs.saturating_add(later.worker.runs);
+        sum.worker.tokens.add(&later.worker.tokens);
+        sum.worker.unreported = sum
+            .worker
+            .unreported
+            .saturating_add(later.worker.unreported);
+        sum.total_tokens = sum.total_tokens.saturating_add(later.total_tokens);
+        sum.cost_usd = add_cost(sum.cost_usd, later.cost_usd).map(round);
+        for model in &later.models {
+            match sum.models.iter_mut().find(|m| m.model == model.model) {
+                Some(mine) => mine.add(model),
+                None => sum.models.push(model.clone()),
+            }
+        }
+        for model in &mut sum.models {
+            model.cost_usd = model.cost_usd.map(round);
+        }
+        sum
+    }
+
+    /// The account with the cost of each model that had none (no price when its
+    /// calls ran) priced by `pricing` now, when it has a price: a limit on cost set
+    /// for a resumed task must not be blind to the runs before. Costs known stay
+    /// as they were.
+    pub fn repriced(&self, pricing: &Pricing) -> Account {
+        let mut account = self.clone();
+        let mut known = true;
+        for model in &mut account.models {
+            if model.cost_usd.is_none() {
+                let price = model.model.as_deref().and_then(|m| pricing.price(m));
+                model.cost_usd = price.map(|p| round(p.cost(&model.tokens)));
+            }
+            known &= model.cost_usd.is_some();
+        }
+        if account.cost_usd.is_none() && known {
+            account.cost_usd = Some(round(
+                account.models.iter().filter_map(|m| m.cost_usd).sum(),
+            ));
+        }
+        account
+    }
+
     fn count(&mut self, usage: &Usage, pricing: &Pricing) {
         let cost = pricing.cost(usage);
         self.cost_usd = add_cost(self.cost_usd, cost);
@@ -333,5 +382,59 @@ mod tests {
                 && cost_ok
                 && prefix_ok
         }
+
+        fn an_account_split_in_two_adds_up_to_the_whole(calls: Vec<Call>, at: usize) -> bool {
+            let pricing = pricing();
+            let of = |calls: &[Call]| Account::of(
+                calls.iter().filter(|c| !c.worker).map(|c| &c.usage),
+                calls.iter().filter(|c| c.worker).map(|c| &c.usage),
+                &pricing,
+            );
+            let at = if calls.is_empty() { 0 } else { at % (calls.len() + 1) };
+            let whole = of(&calls);
+            let sum = of(&calls[..at]).plus(&of(&calls[at..]));
+            let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) => (a - b).abs() < 1e-8,
+                (None, None) => true,
+                _ => false,
+            };
+            let models_ok = whole.models.iter().all(|m| {
+                sum.models.iter().any(|s| s.model == m.model && s.calls == m.calls
+                    && s.tokens == m.tokens && s.unreported == m.unreported
+                    && close(s.cost_usd, m.cost_usd))
+            }) && whole.models.len() == sum.models.len();
+            sum.meta == whole.meta
+                && sum.worker == whole.worker
+                && sum.total_tokens == whole.total_tokens
+                && close(sum.cost_usd, whole.cost_usd)
+                && models_ok
+        }
+    }
+
+    #[test]
+    fn a_model_without_a_price_then_is_priced_now() {
+        let earlier = Account::of(
+            &[Usage::of(Some("meta-m"), Some(tokens(1000, 0, 100)))],
+            &[Usage::of(Some("new-m"), Some(tokens(2000, 0, 0)))],
+            &pricing(),
+        );
+        assert_eq!(earlier.cost_usd, None);
+        let mut now = pricing();
+        now.models.insert(
+            "new-m".into(),
+            Price {
+                input: 1.0,
+                cached_input: 1.0,
+                output: 1.0,
+            },
+        );
+        let repriced = earlier.repriced(&now);
+        // meta-m keeps what it cost then: (1000 × 1.25 + 100 × 10) / 10⁶; new-m: 2000 × 1 / 10⁶.
+        assert_eq!(repriced.cost_usd, Some(round(0.00225 + 0.002)));
+        assert_eq!(
+            earlier.repriced(&pricing()).cost_usd,
+            None,
+            "still no price"
+        );
     }
 }

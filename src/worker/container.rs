@@ -80,6 +80,8 @@ pub struct ContainerSpec {
     /// How the worker's agent logs in.
     pub login: Login,
     pub interrupt: Interrupt,
+    /// The host directory that keeps the worker's session (`session.rs`), if any.
+    pub session_dir: Option<PathBuf>,
 }
 
 /// Where the agent's login file is mounted and where, under HOME, the agent looks
@@ -319,7 +321,21 @@ fn run_args(
         let mount = spec.worker.kind.login_rule().mount;
         args.extend(["--mount".into(), mount_spec(file, mount, true)]);
     }
-    let links = home_links(spec.worker.kind);
+    let mut links: Vec<(String, String)> = home_links(spec.worker.kind)
+        .into_iter()
+        .map(|(mount, link)| (mount.to_string(), link.to_string()))
+        .collect();
+    if let Some(dir) = &spec.session_dir {
+        // The agent keeps its sessions in the task's session directory (SPEC §19).
+        args.extend(super::session::run_args(dir));
+        if let Some(link) = super::session::home_link(spec.worker.kind) {
+            links.push((super::session::MOUNT.to_string(), link));
+        }
+    }
+    let links: Vec<(&str, &str)> = links
+        .iter()
+        .map(|(mount, link)| (mount.as_str(), link.as_str()))
+        .collect();
     match egress {
         Some(dir) => {
             args.extend(["--mount".into(), mount_spec(dir, bridge::MOUNT, true)]);

@@ -23,12 +23,15 @@ use super::docker_cli::{
 };
 use super::envelope::{Envelope, Leftovers, Mode, Report};
 use super::git::{RepoChanges, Snapshot};
+use super::live;
 use super::privileges::{self, Finding, Fix};
+use super::session;
 use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
 use crate::agent::{Exit, RunSpec, Transcript, classify};
 use crate::deadline::Deadline;
 use crate::egress::{self, Egress};
+use crate::events::Events;
 use crate::fs::Dir;
 use crate::interrupt::Interrupt;
 use crate::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
@@ -59,8 +62,22 @@ pub struct SandboxConfig {
     pub redactor: Redactor,
     /// Stops worker and test runs (and waiting for the container) when set.
     pub interrupt: Interrupt,
+    /// Where the worker's items and denied connections are told as they happen.
+    pub events: Events,
+    /// A host directory that keeps the worker's session across containers
+    /// (`session.rs`); None: the session lives and dies with the container.
+    pub session_dir: Option<PathBuf>,
     /// The task's deadline: each run's own limit is cut to the time it leaves.
     pub deadline: Deadline,
+}
+
+/// How the first worker run of a resumed task goes on from the runs before.
+#[derive(Debug, Clone)]
+pub struct Continuation {
+    /// The agent session to continue (codex thread, claude session), if any.
+    pub session: Option<String>,
+    /// The history in words, put before the prompt when the worker starts afresh.
+    pub history: String,
 }
 
 /// The Docker sandbox; see the module documentation.
@@ -77,6 +94,9 @@ pub struct DockerSandbox {
     sweep: Option<JoinHandle<()>>,
     /// A run started whose repository has not been swept since.
     unswept: bool,
+    events: Events,
+    /// For the next worker run: go on from the runs before (a resumed task).
+    continuation: Option<Continuation>,
 }
 
 impl DockerSandbox {
@@ -99,6 +119,7 @@ impl DockerSandbox {
                 worker: config.worker,
                 login: config.login,
                 interrupt: config.interrupt,
+                session_dir: config.session_dir,
             },
             logs: config.logs,
             redactor: config.redactor,
@@ -108,7 +129,16 @@ impl DockerSandbox {
             egress_done: None,
             sweep,
             unswept: false,
+            events: config.events,
+            continuation: None,
         }
+    }
+
+    /// Makes the next worker run go on from the runs before: it continues the
+    /// worker's session when it can, else starts afresh with the history before
+    /// its prompt.
+    pub fn continue_from(&mut self, continuation: Continuation) {
+        self.continuation = Some(continuation);
     }
 
     /// Name of the running container, if started.
@@ -188,7 +218,14 @@ impl DockerSandbox {
         let mut reader = envelope.reader();
         let mut transcript = Transcript::default();
         let mut stream = kind.stream();
-        let mut on_line = |line: &[u8]| stream.feed(line, &mut transcript);
+        let mut watch = live::Watch::default();
+        let events = self.events.clone();
+        let mut on_line = |line: &[u8]| {
+            stream.feed(line, &mut transcript);
+            watch.after_line(&transcript, &mut |item, text, code| {
+                events.worker_item(number, item, text, code)
+            });
+        };
         let started = Timestamp::now();
         let (capture, log_path) = self.capture(&format!("run-{number}.log"))?;
         let mut capture = capture
@@ -266,6 +303,7 @@ impl DockerSandbox {
                 Some(&self.logs),
                 self.redactor.clone(),
                 egress::Settings::default(),
+                self.events.clone(),
             )
             .map_err(|e| SandboxError::Io(format!("cannot start the egress proxy: {e}")))?;
             log::info!(
@@ -414,8 +452,26 @@ impl DockerSandbox {
 
 impl Sandbox for DockerSandbox {
     fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError> {
-        let command = self.spec.worker.kind.command(&self.run_spec());
-        self.run_agent(number, prompt, &command)
+        let kind = self.spec.worker.kind;
+        let command = kind.command(&self.run_spec());
+        let Some(continuation) = self.continuation.take() else {
+            return self.run_agent(number, prompt, &command);
+        };
+        let afresh = format!("{}\n\n{prompt}", continuation.history);
+        let Some(session) = continuation.session.filter(|id| session::is_session_id(id)) else {
+            return self.run_agent(number, &afresh, &command);
+        };
+        log::info!("worker run {number}: continuing the worker's session {session}");
+        let resume = kind.resume_command(&self.run_spec(), &session);
+        let run = self.run_agent(number, prompt, &resume)?;
+        if session::not_continued(&run) {
+            log::warn!(
+                "worker run {number}: the worker's session {session} could not be continued ({}); it starts afresh with the history in its prompt",
+                crate::text::first_line(&run.summary, 200)
+            );
+            return self.run_agent(number, &afresh, &command);
+        }
+        Ok(run)
     }
 
     fn run_test(&mut self, number: u32, test: &TestSpec) -> Result<TestRun, SandboxError> {

@@ -8,8 +8,10 @@ pub mod docker_cli;
 pub mod envelope;
 pub mod git;
 pub mod git_dir;
+pub mod live;
 pub mod privileges;
 pub mod scratch;
+pub mod session;
 pub mod sweep;
 
 use std::path::PathBuf;

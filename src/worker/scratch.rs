@@ -100,6 +100,9 @@ impl Scratch {
             interrupt: config.interrupt,
             // Each request's limit is cut by its caller (`ask`'s `limit`).
             deadline: crate::deadline::Deadline::none(),
+            // A scratch run is no task's worker: no events, no session kept.
+            events: crate::events::Events::none(),
+            session_dir: None,
         });
         Ok(Scratch {
             sandbox,

@@ -11,6 +11,46 @@ pub const TEST_IMAGE: &str = "agent-runner-test-worker:latest";
 /// second when it is healthy).
 const DOCKER_DEADLINE: Duration = Duration::from_secs(120);
 
+/// TEST_IMAGE with this tree's fake codex (testdata/worker-image/codex): TEST_IMAGE
+/// itself when it has that fake, else an image made from it with the fake copied
+/// in (tagged by the fake's content). Tests that need what the fake learnt lately
+/// use it: TEST_IMAGE may have been built from another tree since (trees share one
+/// daemon), or before the fake changed.
+pub fn image_with_this_fake() -> String {
+    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let fake = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("testdata/worker-image/codex");
+            let ours = std::fs::read(&fake).unwrap();
+            let (ok, theirs, _) = docker(&["run", "--rm", TEST_IMAGE, "cat", "/usr/local/bin/codex"]);
+            if ok && theirs.as_bytes() == ours {
+                return TEST_IMAGE.to_string();
+            }
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            ours.hash(&mut hasher);
+            let tag = format!("agent-runner-test-worker:fake-{:016x}", hasher.finish());
+            if docker(&["image", "inspect", &tag]).0 {
+                return tag;
+            }
+            let context = super::Scratch::new("fake-image");
+            context.file("codex", &ours);
+            context.file(
+                "Dockerfile",
+                format!("FROM {TEST_IMAGE}\nCOPY codex /usr/local/bin/codex\nRUN chmod 755 /usr/local/bin/codex\n"),
+            );
+            let out = Run::program("docker", &["build", "-q", "-t", &tag])
+                .arg(context.path.to_str().unwrap())
+                .env("DOCKER_BUILDKIT", "0")
+                .deadline(DOCKER_DEADLINE)
+                .output();
+            assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
+            tag
+        })
+        .clone()
+}
+
 /// Runs `docker <args>`; returns (success, stdout, stderr).
 pub fn docker(args: &[&str]) -> (bool, String, String) {
     let out = Run::program("docker", args)

@@ -78,6 +78,32 @@ pub fn check_builder_keys(draft: &Mapping) -> Result<(), String> {
     ))
 }
 
+/// Of a TaskConfig, only what a Task Builder may write (`check_builder_keys`): the
+/// draft a resumed attempt (SPEC §19) completes again with today's defaults.
+pub fn builder_part(map: &Mapping) -> Mapping {
+    fn keep(map: &Mapping, prefix: &str) -> Mapping {
+        let mut kept = Mapping::new();
+        for (key, value) in map {
+            let Some(name) = key.as_str() else { continue };
+            let path = if prefix.is_empty() {
+                name.to_string()
+            } else {
+                format!("{prefix}.{name}")
+            };
+            if !crate::task::builder_may_write(&path) {
+                continue;
+            }
+            let value = match value {
+                Value::Mapping(inner) => Value::Mapping(keep(inner, &path)),
+                other => other.clone(),
+            };
+            kept.insert(key.clone(), value);
+        }
+        kept
+    }
+    keep(map, "")
+}
+
 fn refused_keys(map: &Mapping, prefix: &str, refused: &mut Vec<String>) {
     for (key, value) in map {
         if value.is_null() {

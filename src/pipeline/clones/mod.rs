@@ -34,7 +34,7 @@ pub use bring_back::{bring_back, forget, reconcile};
 pub use clone::{prepare, spare_clone};
 
 /// An attempt's clone.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct AttemptClone {
     /// `clones/<job-id>`.
     pub dir: PathBuf,
@@ -47,6 +47,62 @@ pub struct AttemptClone {
     /// Commits root_dir's repository has that the branch may build on: `base` and
     /// the tips of the dependency branches merged into it.
     pub haves: Vec<String>,
+}
+
+/// Where a clone's description is kept, in its job's log directory: a resumed
+/// attempt (SPEC §19) goes on in the clone and brings its branch back as the first
+/// attempt would have.
+const DESCRIPTION: &str = "clone.json";
+
+impl AttemptClone {
+    /// Keeps the description in the job's log directory `log_dir`.
+    pub fn save(&self, log_dir: &Path) -> Result<(), String> {
+        let json = serde_json::to_vec(self).map_err(|e| e.to_string())?;
+        let path = log_dir.join(DESCRIPTION);
+        crate::fs::atomic::write(&path, &json)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    /// The clone of job `job_id` (in `clones`) that an earlier attempt of task
+    /// `task_id` left, as its log directory `log_dir` describes it; an error if the
+    /// clone or its description is gone. Only the commits are taken from the file:
+    /// the directory, job, task and branch are the ones named here.
+    pub fn kept(
+        clones: &Path,
+        log_dir: &Path,
+        job_id: &str,
+        task_id: &str,
+    ) -> Result<AttemptClone, String> {
+        let path = log_dir.join(DESCRIPTION);
+        let bytes = crate::fs::read::whole(&path, 1 << 20).map_err(|e| {
+            format!(
+                "the clone of job {job_id} is not described ({}: {e})",
+                path.display()
+            )
+        })?;
+        let saved: AttemptClone =
+            serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        let dir = clones.join(job_id);
+        if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            return Err(format!(
+                "the clone of job {job_id} ({}) is gone",
+                dir.display()
+            ));
+        }
+        let commits_ok = root_repo::is_object_id(&saved.base)
+            && saved.haves.iter().all(|h| root_repo::is_object_id(h));
+        if !commits_ok {
+            return Err(format!("{}: not commit ids", path.display()));
+        }
+        Ok(AttemptClone {
+            dir,
+            job_id: job_id.to_string(),
+            task_id: task_id.to_string(),
+            branch: branch_name(task_id),
+            base: saved.base,
+            haves: saved.haves,
+        })
+    }
 }
 
 /// The branch of task `task_id`.

@@ -14,12 +14,14 @@ use super::task_config::{self, Invariants};
 use super::test_choice;
 use crate::fs::atomic;
 use crate::interrupt::Interrupt;
+use crate::owner::Owner;
 use crate::pipeline::Workspace;
 use crate::pipeline::builder::{self, BuildRequest, DependencySummary};
 use crate::pipeline::clones::background::Background;
 use crate::pipeline::clones::bundler::Bundlers;
 use crate::pipeline::clones::spare::Spares;
 use crate::pipeline::clones::{self, AttemptClone};
+use crate::pipeline::queue::jobs;
 use crate::pipeline::queue::status::TaskStatus;
 use crate::pipeline::store::id;
 use crate::pipeline::store::pinned_test::{NO_TEST, TestSource};
@@ -55,6 +57,10 @@ pub struct Claimed {
     pub task: TaskView,
     /// Set when the job must fail without running (a dependency failed).
     pub refusal: Option<String>,
+    /// The job whose attempt this one continues (`run --resume`, SPEC §19).
+    pub resume_from: Option<String>,
+    /// The job whose clone a resumed attempt goes on in.
+    pub clone_job: Option<String>,
 }
 
 /// An attempt's place among the `--jobs` at once. It goes back as soon as the
@@ -144,6 +150,8 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished {
         task_config: config_path.display().to_string(),
         branch: ran.branch,
         log_dir: log_dir.display().to_string(),
+        resumed_from: claimed.resume_from.clone(),
+        clone_job: claimed.clone_job.clone(),
         test_source: ran.test_source,
         // Only a succeeded attempt is verified (bringing its branch back can still fail it).
         verified: ran
@@ -183,6 +191,27 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished {
             );
             spent(AttemptStatus::Failed)
         }
+    }
+}
+
+/// Whether the runner ended because the user stopped it: a stop was asked for, and
+/// the runner did not succeed but ended interrupted (or was killed before it could
+/// say). A runner that finished by itself first keeps its own outcome.
+fn stopped_by_user(stop_requested: bool, child: &child::ChildRun) -> bool {
+    stop_requested
+        && child.status.as_deref() != Some("succeeded")
+        && (child.result.is_none()
+            || child
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("interrupted")))
+}
+
+/// A failed attempt keeping the runner's result.
+fn failed_with(result: Option<Box<RawValue>>) -> Ran {
+    Ran {
+        result,
+        ..failed(String::new())
     }
 }
 
@@ -231,20 +260,36 @@ fn attempt(
     builder_usage: &mut Option<ModelUsage>,
 ) -> Ran {
     let ws = &setup.ws;
-    let run_dir = if setup.isolated {
-        ws.clones_dir().join(&claimed.job_id)
-    } else {
-        ws.root_dir.clone()
+    // A resumed attempt goes on where the one it continues ran.
+    let run_dir = match (&claimed.resume_from, &claimed.clone_job) {
+        (Some(_), Some(clone_job)) => ws.clones_dir().join(clone_job),
+        (Some(_), None) => ws.root_dir.clone(),
+        (None, _) if setup.isolated => ws.clones_dir().join(&claimed.job_id),
+        (None, _) => ws.root_dir.clone(),
     };
     let steps = (|| {
-        let (yaml, builder, took, test_source) =
-            build(setup, claimed, log_dir, &run_dir, builder_usage)?;
+        let (yaml, builder, took, test_source) = match &claimed.resume_from {
+            Some(from) => resumed_config(setup, claimed, from, &run_dir, log_dir)?,
+            None => build(setup, claimed, log_dir, &run_dir, builder_usage)?,
+        };
         // From here on, a failed attempt still says where its test came from.
         let sourced = |ran: Ran| Ran {
             test_source: Some(test_source),
             ..ran
         };
-        let clone = clone(setup, claimed).map_err(sourced)?;
+        let clone = match (&claimed.resume_from, &claimed.clone_job) {
+            (Some(_), Some(clone_job)) => Some(
+                AttemptClone::kept(
+                    &ws.clones_dir(),
+                    &ws.job_log_dir(clone_job),
+                    clone_job,
+                    &claimed.task.record.id,
+                )
+                .map_err(|e| sourced(failed(format!("cannot resume in the clone: {e}"))))?,
+            ),
+            (Some(_), None) => None,
+            (None, _) => clone(setup, claimed, log_dir).map_err(sourced)?,
+        };
         let config = checked(&yaml, log_dir, config_path).map_err(sourced)?;
         log::info!(
             "job {}: built the TaskConfig with the {} builder in {} (test: {}): {}",
@@ -278,7 +323,8 @@ fn attempt(
                 &config.worker,
                 place,
             );
-            if let (AttemptStatus::Failed, Some(dir)) = (ran.status, kept) {
+            let stopped = ran.error.as_deref() == Some(jobs::STOPPED_BY_USER);
+            if let (AttemptStatus::Failed, Some(dir), false) = (ran.status, kept, stopped) {
                 let error = ran.error.take().unwrap_or_default();
                 ran.error = Some(format!("{error} ({})", kept_clone(&dir)));
             }
@@ -377,9 +423,63 @@ fn build(
     Ok((yaml, builder, duration, choice.source))
 }
 
+/// The TaskConfig of a resumed attempt: the one the attempt it continues ran with
+/// (what a Task Builder wrote of it: the same task), completed again with today's
+/// defaults and invariants, so the runner settings may have changed (a raised
+/// budget or loop limit) while the task stays the same. No Task Builder is asked.
+fn resumed_config(
+    setup: &Setup,
+    claimed: &Claimed,
+    from: &str,
+    run_dir: &Path,
+    log_dir: &Path,
+) -> Result<(String, String, Duration, TestSource), Ran> {
+    let ws = &setup.ws;
+    let clock = Instant::now();
+    let path = ws.job_log_dir(from).join("task-config.yaml");
+    let text = crate::fs::read::whole(&path, 1 << 20)
+        .map_err(|e| failed(format!("cannot resume job {from}: {}: {e}", path.display())))?;
+    let config: serde_yaml::Mapping = serde_yaml::from_slice(&text)
+        .map_err(|e| failed(format!("cannot resume job {from}: {}: {e}", path.display())))?;
+    let task = &claimed.task.record;
+    let draft = builder::reply::builder_part(&config);
+    // The pins as they are today: a test changed since is a changed task, which the
+    // runner then refuses to resume, naming it.
+    let choice = test_choice::choose(task.plan.test.as_ref(), ws.defaults.pinned_test(), &draft);
+    let log = format!(
+        "resumed: no Task Builder asked; the TaskConfig of job {from} ({}), completed again with today's defaults\n{}",
+        path.display(),
+        choice.log
+    );
+    let _ = atomic::write(&log_dir.join("builder.log"), log.as_bytes());
+    if choice.source == TestSource::None && ws.defaults.require_test() {
+        return Err(Ran {
+            test_source: Some(TestSource::None),
+            ..failed(NO_TEST.into())
+        });
+    }
+    let invariants = Invariants {
+        task_id: &task.id,
+        title: &task.title,
+        raw_prompt: &task.raw_prompt,
+        root_dir: run_dir,
+        acceptance_criteria: task.plan.acceptance_criteria.as_deref().unwrap_or_default(),
+        test: choice.pinned.as_ref(),
+    };
+    let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
+        .map_err(|e| failed(format!("cannot resume job {from}: its TaskConfig: {e}")))?;
+    Ok((
+        yaml,
+        format!("earlier (job {from}'s)"),
+        clock.elapsed(),
+        choice.source,
+    ))
+}
+
 /// The attempt's clone when attempts are isolated (from root_dir's HEAD merged with
-/// the dependencies' branches); starts making the next claim's spare.
-fn clone(setup: &Setup, claimed: &Claimed) -> Result<Option<AttemptClone>, Ran> {
+/// the dependencies' branches), described in `log_dir` for a later resume; starts
+/// making the next claim's spare.
+fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<AttemptClone>, Ran> {
     if !setup.isolated {
         return Ok(None);
     }
@@ -401,7 +501,12 @@ fn clone(setup: &Setup, claimed: &Claimed) -> Result<Option<AttemptClone>, Ran> 
     let queued = crate::pipeline::queue::jobs::list(&ws.queue_dir()).len();
     setup.spares.refill(queued, &setup.background);
     match prepared {
-        Ok(clone) => Ok(Some(clone)),
+        Ok(clone) => {
+            if let Err(e) = clone.save(log_dir) {
+                log::warn!("job {job_id}: {e}; the attempt could not be resumed in its clone");
+            }
+            Ok(Some(clone))
+        }
         Err(_) if setup.interrupt.is_set() => Err(failed("interrupted".into())),
         Err(e) => Err(failed(format!("cannot prepare the attempt's clone: {e}"))),
     }
@@ -445,14 +550,44 @@ fn run_and_bring_back(
         run_dir.display()
     );
     let stderr_log = log_dir.join("runner.stderr.log");
+    if jobs::stop_requested(ws, job_id) {
+        return failed(jobs::STOPPED_BY_USER.into());
+    }
+    // The runner is named in the job's owner file for `task stop`; a stop asked for
+    // before that was written is acted on here (`task stop` found no runner).
+    let mut started = |pid: u32| {
+        if let Some((mut claimant, _)) = jobs::read_owner(ws, job_id) {
+            claimant.runner = Some(Owner::child(pid));
+            if let Err(e) = jobs::write_owner(ws, job_id, &claimant) {
+                log::warn!("job {job_id}: {e}; `task stop` cannot find its runner");
+            }
+        }
+        if jobs::stop_requested(ws, job_id) {
+            crate::sys::signal_process(pid, crate::sys::Signal::Term);
+        }
+    };
     // The runner runs in its log directory, which no worker can reach: never in the
     // repository or clone (`run_dir`), where a worker could plant what it looks up.
-    let child = child::run(&setup.exe, yaml, log_dir, &stderr_log, setup.interrupt);
+    let child = child::run(
+        &setup.exe,
+        yaml,
+        log_dir,
+        &stderr_log,
+        setup.interrupt,
+        claimed.resume_from.is_some(),
+        &mut started,
+    );
     place.free();
     let child = match child {
         Ok(child) => child,
         Err(e) => return failed(format!("cannot start agent-runner: {e}")),
     };
+    if stopped_by_user(jobs::stop_requested(ws, job_id), &child) {
+        return Ran {
+            error: Some(jobs::STOPPED_BY_USER.into()),
+            ..failed_with(child.result)
+        };
+    }
     log::debug!(
         "job {job_id}: agent-runner ended ({}) after {}",
         child.exit,
@@ -619,7 +754,7 @@ fn dependency_summaries(ws: &Workspace, task: &TaskView) -> Vec<DependencySummar
                     _ if view.deleted.is_some() => TaskStatus::Deleted,
                     Some(AttemptStatus::Succeeded) => TaskStatus::Succeeded,
                     Some(AttemptStatus::Failed) => TaskStatus::Failed,
-                    None => TaskStatus::Pending,
+                    Some(AttemptStatus::Cancelled) | None => TaskStatus::Pending,
                 };
                 DependencySummary {
                     id: dep.to_string(),
@@ -645,6 +780,36 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A stop that raced the runner's own end does not relabel that end.
+    #[test]
+    fn only_a_runner_that_ended_interrupted_was_stopped_by_the_user() {
+        let child = |status: &str, error: Option<&str>, printed: bool| child::ChildRun {
+            result: printed.then(|| RawValue::from_string("{}".into()).unwrap()),
+            status: printed.then(|| status.to_string()),
+            error: error.map(str::to_string),
+            verified: false,
+            ending: crate::process::Ending::Exited,
+            exit: "exit status 130".into(),
+            duration: Duration::ZERO,
+        };
+        let interrupted = child("failed", Some("interrupted"), true);
+        assert!(stopped_by_user(true, &interrupted));
+        assert!(!stopped_by_user(false, &interrupted), "no stop asked for");
+        assert!(
+            stopped_by_user(true, &child("", None, false)),
+            "killed at once"
+        );
+        assert!(!stopped_by_user(true, &child("succeeded", None, true)));
+        assert!(!stopped_by_user(
+            true,
+            &child(
+                "failed",
+                Some("max_loops reached (5): 0/1 criteria passed"),
+                true
+            )
+        ));
+    }
 
     #[test]
     fn a_place_is_given_back_once_however_the_attempt_ends() {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use super::attempt::KEPT_DIR_NAME;
 use crate::pipeline::Workspace;
+use crate::pipeline::queue::jobs::Job;
 use crate::pipeline::store::id;
 use crate::pipeline::store::task_file::Attempt;
 use crate::private_dir::DIR_NAME;
@@ -45,6 +46,9 @@ pub fn runner_dir(
         candidates.insert(0, (ws.clones_dir().join(&attempt.job_id), DIR_NAME));
         candidates.insert(0, (logs, KEPT_DIR_NAME));
     }
+    if let Some(clone) = attempt.clone_job.as_ref().filter(|j| id::is_valid(j)) {
+        candidates.insert(1, (ws.clones_dir().join(clone), DIR_NAME));
+    }
     // The runner names the note under its canonical repo path; the directory is
     // opened by the path we know (never following a symlink at its end).
     candidates.into_iter().find(|(dir, name)| {
@@ -53,6 +57,18 @@ pub fn runner_dir(
             .iter()
             .any(|d| note == d.join(name).join(&note_name))
     })
+}
+
+/// Where the runner of a queued or running job works: the clone the job names (a
+/// resumed attempt's), the job's own clone once it is made, or root_dir. Built from
+/// ids only, like `runner_dir`.
+pub fn run_dir(ws: &Workspace, job_id: &str, job: &Job) -> Option<PathBuf> {
+    if let Some(clone) = &job.clone_job {
+        return id::is_valid(clone).then(|| ws.clones_dir().join(clone));
+    }
+    let own = ws.clones_dir().join(job_id);
+    let cloned = id::is_valid(job_id) && std::fs::symlink_metadata(&own).is_ok_and(|m| m.is_dir());
+    Some(if cloned { own } else { ws.root_dir.clone() })
 }
 
 /// The path of `attempt`'s Task Note (see `runner_dir`).

@@ -44,17 +44,24 @@ pub struct ChildRun {
     pub duration: Duration,
 }
 
-/// Runs `exe run --json` in `cwd` with `config` on stdin; stderr to `stderr_log`.
-/// `interrupt` forwards a SIGTERM to the child (it then cleans up).
+/// Runs `exe run --json` (`--resume` with `resume`) in `cwd` with `config` on
+/// stdin; stderr to `stderr_log`. `interrupt` forwards a SIGTERM to the child (it
+/// then cleans up); `started` is told the child's pid as soon as it runs.
 pub fn run(
     exe: &Path,
     config: &str,
     cwd: &Path,
     stderr_log: &Path,
     interrupt: Interrupt,
+    resume: bool,
+    started: &mut dyn FnMut(u32),
 ) -> Result<ChildRun, String> {
+    let mut args = vec!["run", "--json"];
+    if resume {
+        args.push("--resume");
+    }
     let invocation = Invocation::new(&exe.display().to_string())
-        .args(["run", "--json"])
+        .args(args)
         .cwd(cwd)
         .stdin(config)
         .stderr_to(stderr_log)
@@ -66,8 +73,9 @@ pub fn run(
         interrupt,
     };
     let mut capture = Capture::in_memory(MAX_STDOUT);
-    let finished = process::run(&invocation, &limits, &mut capture, Stop::Terminate)
-        .map_err(|e| e.to_string())?;
+    let finished =
+        process::run_watched(&invocation, &limits, &mut capture, Stop::Terminate, started)
+            .map_err(|e| e.to_string())?;
     let stdout = capture.tail();
     let result = last_json_object(&stdout);
     let parsed: Option<serde_json::Value> = result
@@ -156,7 +164,18 @@ mod tests {
             .status()
             .unwrap();
         let log = dir.join("stderr.log");
-        let run = run(&exe, "task: {}", &dir, &log, Interrupt::never()).unwrap();
+        let mut pid = 0;
+        let run = run(
+            &exe,
+            "task: {}",
+            &dir,
+            &log,
+            Interrupt::never(),
+            false,
+            &mut |p| pid = p,
+        )
+        .unwrap();
+        assert_ne!(pid, 0, "told the runner's pid");
         assert_eq!(run.status.as_deref(), Some("failed"));
         assert_eq!(run.error.as_deref(), Some("boom"));
         assert_eq!(run.exit, "exit status 1");

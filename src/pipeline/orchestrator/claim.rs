@@ -152,6 +152,8 @@ impl Claimer {
                 job_id: entry.job_id,
                 task,
                 refusal,
+                resume_from: job.resume_from,
+                clone_job: job.clone_job,
             }));
         }
         Ok(None)

@@ -93,7 +93,9 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         Some(branch) => format!("{reason}; {branch}"),
         None => reason.to_string(),
     };
-    let clone = ws.clones_dir().join(&entry.job_id);
+    let clone = ws
+        .clones_dir()
+        .join(job.clone_job.as_deref().unwrap_or(&entry.job_id));
     if clone.is_dir() {
         reason = format!("{reason} ({})", super::attempt::kept_clone(&clone));
     }
@@ -113,6 +115,8 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         task_config: log_dir.join("task-config.yaml").display().to_string(),
         branch: None,
         log_dir: log_dir.display().to_string(),
+        resumed_from: job.resume_from.clone(),
+        clone_job: job.clone_job.clone(),
         test_source: None,
         verified: None,
         usage: None,

@@ -1,7 +1,8 @@
 //! Who claimed a running job: `ipc/running/<job-id>.owner.json`, written right after
 //! the claim: the process (`crate::owner::Owner`: pid, start time, host, boot id, PID
-//! namespace) and when it claimed. A job is orphaned only when its claimant is
-//! certainly gone; a reboot of this host since the claim counts.
+//! namespace) and when it claimed; once the runner starts, the runner too. A job is
+//! orphaned only when its claimant is certainly gone; a reboot of this host since the
+//! claim counts.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +16,10 @@ pub struct Claimant {
     pub owner: Owner,
     #[serde(default)]
     pub claimed_at: String,
+    /// The job's runner (`agent-runner run`), once started: what `task stop`
+    /// signals (SPEC §19).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<Owner>,
 }
 
 impl Claimant {
@@ -23,6 +28,7 @@ impl Claimant {
         Claimant {
             owner: Owner::this_process(),
             claimed_at: Timestamp::now().to_string(),
+            runner: None,
         }
     }
 

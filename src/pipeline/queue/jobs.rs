@@ -23,6 +23,11 @@ use crate::timestamp::Timestamp;
 /// Largest job file read.
 const MAX_JOB_BYTES: u64 = 64 * 1024;
 const OWNER_SUFFIX: &str = ".owner.json";
+/// `running/<job-id>.stop`: the user asked for the job to stop (SPEC §19). Not a
+/// `.json` name, so no scan of the directory takes it for a job.
+const STOP_SUFFIX: &str = ".stop";
+/// The error of an attempt the user stopped.
+pub const STOPPED_BY_USER: &str = "stopped by the user";
 
 /// A job file: a request to run a task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +36,13 @@ pub struct Job {
     pub task_id: String,
     #[serde(default)]
     pub created_at: String,
+    /// The job whose attempt this one continues (`task run --resume`, SPEC §19).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_from: Option<String>,
+    /// The job whose clone (`clones/<job-id>`) a resumed attempt runs in: the
+    /// first of the attempts it continues, when that one ran in a clone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone_job: Option<String>,
 }
 
 /// A job file in one of the IPC directories.
@@ -44,11 +56,24 @@ pub struct Entry {
 
 /// Writes a new job for `task_id` into the queue; returns its id.
 pub fn enqueue(ws: &Workspace, task_id: &str) -> Result<String, PipelineError> {
+    enqueue_resume(ws, task_id, None, None)
+}
+
+/// `enqueue`, of a job that continues job `resume_from`'s attempt (in job
+/// `clone_job`'s clone, if it ran in one).
+pub fn enqueue_resume(
+    ws: &Workspace,
+    task_id: &str,
+    resume_from: Option<String>,
+    clone_job: Option<String>,
+) -> Result<String, PipelineError> {
     let job_id = id::new_job_id();
     let job = Job {
         workspace_id: ws.id.clone(),
         task_id: task_id.to_string(),
         created_at: Timestamp::now().to_string(),
+        resume_from,
+        clone_job,
     };
     let path = ws.queue_dir().join(format!("{job_id}.json"));
     let json = serde_json::to_vec(&job).unwrap_or_default();
@@ -101,7 +126,41 @@ pub fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String> {
     if !id::is_valid(&job.task_id) {
         return Err(id::invalid("task_id", &job.task_id));
     }
+    for (field, value) in [
+        ("resume_from", &job.resume_from),
+        ("clone_job", &job.clone_job),
+    ] {
+        if let Some(value) = value.as_ref().filter(|v| !id::is_valid(v)) {
+            return Err(id::invalid(field, value));
+        }
+    }
+    if job.clone_job.is_some() && job.resume_from.is_none() {
+        return Err(
+            "clone_job without resume_from: only a resumed job runs in another job's clone".into(),
+        );
+    }
     Ok(job)
+}
+
+/// Job `job_id` if it is running or queued (running wins: it is looked at first,
+/// and a claim moves a job from the queue to running).
+pub fn find(ws: &Workspace, job_id: &str) -> Option<(JobState, Job)> {
+    if !id::is_valid(job_id) {
+        return None;
+    }
+    [
+        (ws.running_dir(), JobState::Running),
+        (ws.queue_dir(), JobState::Queued),
+    ]
+    .into_iter()
+    .find_map(|(dir, state)| {
+        let entry = Entry {
+            job_id: job_id.to_string(),
+            path: dir.join(format!("{job_id}.json")),
+            modified: SystemTime::UNIX_EPOCH,
+        };
+        read_job(&entry, &ws.id).ok().map(|job| (state, job))
+    })
 }
 
 /// Claims a queued job by renaming it into `running/`. False when another process
@@ -172,6 +231,36 @@ pub fn move_to_failed(ws: &Workspace, entry: &Entry, reason: &str) -> Result<boo
 pub fn finish(ws: &Workspace, job_id: &str) {
     let _ = std::fs::remove_file(ws.running_dir().join(format!("{job_id}.json")));
     let _ = std::fs::remove_file(owner_path(ws, job_id));
+    let _ = std::fs::remove_file(stop_path(ws, job_id));
+}
+
+/// Asks for running job `job_id` to stop: `running/<job-id>.stop`, which its
+/// attempt looks at before and as its runner starts. False when the job is not
+/// running (any more): then no request is left behind.
+pub fn request_stop(ws: &Workspace, job_id: &str) -> Result<bool, PipelineError> {
+    let path = stop_path(ws, job_id);
+    let request = serde_json::json!({
+        "at": Timestamp::now().to_string(),
+        "pid": std::process::id(),
+    });
+    atomic::write(&path, request.to_string().as_bytes())
+        .map_err(PipelineError::io("write", &path))?;
+    // `finish` removes the job file before its stop request: a request written
+    // after that is seen here as one for a job that is gone.
+    if std::fs::symlink_metadata(ws.running_dir().join(format!("{job_id}.json"))).is_err() {
+        let _ = std::fs::remove_file(&path);
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// Whether the user asked for running job `job_id` to stop.
+pub fn stop_requested(ws: &Workspace, job_id: &str) -> bool {
+    std::fs::symlink_metadata(stop_path(ws, job_id)).is_ok()
+}
+
+fn stop_path(ws: &Workspace, job_id: &str) -> PathBuf {
+    ws.running_dir().join(format!("{job_id}{STOP_SUFFIX}"))
 }
 
 /// For each task with a job queued or running: that state and the job id (running

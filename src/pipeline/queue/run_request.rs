@@ -3,14 +3,15 @@
 //! a time: one that is queued, blocked or running is not enqueued again. The check
 //! and the write happen under `enqueue.lock` in the workspace, on the task as it
 //! stands then, so two requests (two servers, a server and the CLI) never both
-//! enqueue it.
+//! enqueue it. A failed attempt can also be continued (`enqueue_resume`).
 
 use std::fs::File;
 
 use super::board::Board;
 use super::jobs;
 use super::status::TaskStatus;
-use crate::fs::lock;
+use crate::fs::{Dir, lock};
+use crate::pipeline::store::task_file::AttemptStatus;
 use crate::pipeline::store::task_store::TaskStore;
 use crate::pipeline::{PipelineError, Workspace};
 
@@ -27,6 +28,8 @@ pub enum Refused {
         status: TaskStatus,
         job: String,
     },
+    #[error("task {id} cannot be continued: {why}")]
+    NotResumable { id: String, why: String },
 }
 
 /// What asking for a run gave.
@@ -69,6 +72,61 @@ pub fn enqueue(ws: &Workspace, id: &str) -> Result<String, RunError> {
     let board = Board::of(task.into_iter().collect(), jobs::job_states(ws));
     check(&board, &ws.id, id)?;
     Ok(jobs::enqueue(ws, id)?)
+}
+
+/// Enqueues a job that continues task `id`'s latest attempt, a failed (or
+/// interrupted, or stopped) one whose runner left its state (SPEC §19): in the same
+/// directory, the attempt's clone if it had one. Returns the job id.
+pub fn enqueue_resume(ws: &Workspace, id: &str) -> Result<String, RunError> {
+    let _one_at_a_time = lock(ws)?;
+    let task = TaskStore::new(ws).load(id)?;
+    let board = Board::of(task.iter().cloned().collect(), jobs::job_states(ws));
+    check(&board, &ws.id, id)?;
+    let refuse = |why: String| Refused::NotResumable {
+        id: id.to_string(),
+        why,
+    };
+    let Some(latest) = task.as_ref().and_then(|t| t.latest()) else {
+        return Err(refuse("it has not run yet: run it instead".into()).into());
+    };
+    if latest.status != AttemptStatus::Failed {
+        return Err(refuse(format!(
+            "its latest attempt (job {}) {}: there is nothing to continue; run it again instead",
+            latest.job_id,
+            latest.status.as_str()
+        ))
+        .into());
+    }
+    let clone_job = latest.clone_job.clone().or_else(|| {
+        let own = ws.clones_dir().join(&latest.job_id);
+        std::fs::symlink_metadata(own)
+            .is_ok_and(|m| m.is_dir())
+            .then(|| latest.job_id.clone())
+    });
+    let run_dir = clone_job
+        .as_ref()
+        .map_or(ws.root_dir.clone(), |c| ws.clones_dir().join(c));
+    let config = ws.job_log_dir(&latest.job_id).join("task-config.yaml");
+    let state = format!("{id}.json");
+    let saved = Dir::open(&run_dir)
+        .and_then(|d| d.existing(crate::private_dir::DIR_NAME))
+        .and_then(|d| d.existing("state"))
+        .and_then(|d| d.exists(&state))
+        .unwrap_or(false);
+    if !saved || !config.is_file() {
+        return Err(refuse(format!(
+            "its latest attempt (job {}) left no saved state in {} (it ended before agent-runner ran its task): run it again instead",
+            latest.job_id,
+            run_dir.display()
+        ))
+        .into());
+    }
+    Ok(jobs::enqueue_resume(
+        ws,
+        id,
+        Some(latest.job_id.clone()),
+        clone_job,
+    )?)
 }
 
 /// The workspace's enqueue lock, waited for: it is held for a few file reads.

@@ -72,7 +72,8 @@ pub fn derive(view: &TaskView, job: JobState, blocked: bool) -> TaskStatus {
         JobState::None => match view.latest().map(|a| a.status) {
             Some(AttemptStatus::Succeeded) => TaskStatus::Succeeded,
             Some(AttemptStatus::Failed) => TaskStatus::Failed,
-            None => TaskStatus::Pending,
+            // `latest` skips cancelled jobs: they never ran.
+            Some(AttemptStatus::Cancelled) | None => TaskStatus::Pending,
         },
     }
 }
@@ -148,6 +149,16 @@ mod tests {
         assert_eq!(
             derive(&view(&[Failed]), JobState::Queued, false),
             TaskStatus::Queued
+        );
+        // A cancelled job never ran: the task is as it was before it.
+        use AttemptStatus::Cancelled;
+        assert_eq!(
+            derive(&view(&[Succeeded, Cancelled]), JobState::None, false),
+            TaskStatus::Succeeded
+        );
+        assert_eq!(
+            derive(&view(&[Cancelled]), JobState::None, false),
+            TaskStatus::Pending
         );
         assert_eq!(
             derive(&view(&[]), JobState::Queued, true),

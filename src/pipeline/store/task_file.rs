@@ -73,6 +73,13 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
     pub log_dir: String,
+    /// The job whose attempt this one continued (SPEC §19 resume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<String>,
+    /// The job whose clone this attempt ran in, when not its own (a resumed
+    /// attempt continues in the clone of the first one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone_job: Option<String>,
     /// Where the test command came from (SPEC §16); absent when the attempt failed
     /// before it was chosen, or in lines written before the key existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,6 +125,8 @@ where
 pub enum AttemptStatus {
     Succeeded,
     Failed,
+    /// The job was removed from the queue before it ran (`task stop`, SPEC §19).
+    Cancelled,
 }
 
 impl AttemptStatus {
@@ -126,6 +135,7 @@ impl AttemptStatus {
         match self {
             AttemptStatus::Succeeded => "succeeded",
             AttemptStatus::Failed => "failed",
+            AttemptStatus::Cancelled => "cancelled",
         }
     }
 }
@@ -288,9 +298,13 @@ pub struct TaskView {
 }
 
 impl TaskView {
-    /// The latest attempt, if any.
+    /// The latest attempt that ran, if any: a cancelled job never ran, and leaves
+    /// the task as it was.
     pub fn latest(&self) -> Option<&Attempt> {
-        self.attempts.last()
+        self.attempts
+            .iter()
+            .rev()
+            .find(|a| a.status != AttemptStatus::Cancelled)
     }
 }
 
@@ -299,7 +313,8 @@ impl TaskView {
 pub enum Depth {
     /// Every attempt, with its result.
     Full,
-    /// The record and the latest attempt without its result: what a list shows.
+    /// The record and the latest attempt that ran, without its result: what a list
+    /// shows.
     /// Earlier attempt lines are counted, not parsed.
     Latest,
 }
@@ -380,6 +395,9 @@ pub fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) -> Option
                     }
                 },
             };
+            if attempt.status == AttemptStatus::Cancelled {
+                continue;
+            }
             // A list drops the result; what it says about verification stays.
             let verified = Some(attempt.is_verified());
             view.attempts.push(Attempt {
@@ -466,6 +484,8 @@ pub(crate) mod tests {
             task_config: "/m/logs/j/task-config.yaml".into(),
             branch: None,
             log_dir: "/m/logs/j".into(),
+            resumed_from: None,
+            clone_job: None,
             test_source: None,
             verified: None,
             usage: None,
@@ -646,7 +666,13 @@ pub(crate) mod tests {
             let mut bytes = file(&[Line::Task(record("t-1"))]);
             for (n, op) in ops.iter().enumerate() {
                 let job = format!("j-{n}");
-                let line = Line::Attempt(attempt(&job, AttemptStatus::Succeeded)).to_json();
+                // Cancelled jobs (which never ran) too: neither read takes one.
+                let status = if op / 6 % 2 == 0 {
+                    AttemptStatus::Succeeded
+                } else {
+                    AttemptStatus::Cancelled
+                };
+                let line = Line::Attempt(attempt(&job, status)).to_json();
                 match op % 6 {
                     0 => bytes.extend(&line),
                     // Torn mid-write; the next append starts a fresh line.

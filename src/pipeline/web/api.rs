@@ -10,14 +10,18 @@ use super::super::PipelineError;
 use super::app::App;
 use super::children::NotStarted;
 use super::http::{Request, Response};
+use crate::events::reader::{Cursor, describe};
 use crate::pipeline::orchestrator::presence;
 use crate::pipeline::plan::chat::{self, Role};
 use crate::pipeline::plan::wbs::Wbs;
 use crate::pipeline::queue::jobs;
 use crate::pipeline::queue::run_request::{self, Refused, RunError};
 use crate::pipeline::queue::task_json::{self, TaskList};
+use crate::pipeline::store::id;
 use crate::pipeline::store::new_task;
 use crate::pipeline::store::task_store::TaskStore;
+use crate::pipeline::watch::log::{Follower, Poll, Stage};
+use crate::pipeline::watch::stop::{self, NotStopped, Stopped};
 
 /// Longest prompt or plan message accepted, in bytes.
 pub const MAX_PROMPT: usize = 32 * 1024;
@@ -92,6 +96,58 @@ pub fn attempts(app: &App, task_id: &str) -> Response {
     }
 }
 
+/// `GET /api/tasks/<id>/events[?job=J&file=F&offset=O]`: the events of the task's
+/// current or last attempt after the cursor a previous answer gave, as lines for
+/// people and as records: `{"job_id", "stage", "status"?, "lines", "events",
+/// "cursor": {"file", "offset"}, "restarted"}`. `stage` is `never`, `queued`,
+/// `running`, `settling` or `ended` (then `status` is the attempt's).
+pub fn events(app: &App, task_id: &str, request: &Request) -> Response {
+    match TaskStore::new(&app.ws).load(task_id) {
+        Ok(Some(_)) => {}
+        Ok(None) => return not_found(app, task_id),
+        Err(e) => return failed(&e),
+    }
+    let number = |name: &str| {
+        request
+            .query_param(name)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let job = request
+        .query_param("job")
+        .filter(|j| id::is_valid(j))
+        .map(str::to_string);
+    let cursor = Cursor {
+        file: number("file"),
+        offset: number("offset"),
+    };
+    let mut follower = Follower::at(task_id, job, cursor);
+    match follower.poll(&app.ws) {
+        Ok(poll) => json(200, &live(&follower, &poll)),
+        Err(e) => failed(&e),
+    }
+}
+
+/// The document of `events`, also rendered into the task page.
+pub fn live(follower: &Follower, poll: &Poll) -> Value {
+    let (stage, status) = match &poll.stage {
+        Stage::Never => ("never", None),
+        Stage::Queued => ("queued", None),
+        Stage::Running => ("running", None),
+        Stage::Settling => ("settling", None),
+        Stage::Ended(attempt) => ("ended", Some(attempt.status.as_str())),
+    };
+    json!({
+        "job_id": follower.job(),
+        "stage": stage,
+        "status": status,
+        "lines": poll.records.iter().map(describe).collect::<Vec<_>>(),
+        "events": poll.records,
+        "cursor": follower.cursor(),
+        "restarted": poll.restarted,
+    })
+}
+
 fn not_found(app: &App, task_id: &str) -> Response {
     error(
         404,
@@ -133,6 +189,48 @@ pub fn run_task(app: &App, task_id: &str) -> Response {
         Err(RunError::Refused(why @ Refused::NotFound { .. })) => error(404, &why.to_string()),
         Err(RunError::Refused(why)) => error(409, &why.to_string()),
         Err(RunError::Failed(e)) => failed(&e),
+    }
+}
+
+/// `POST /api/tasks/<id>/continue`: enqueues a job that continues the task's failed
+/// latest attempt, as `task run --resume` does; 202 with `{"job_id"}`, 409 when
+/// the task is busy or has nothing to continue.
+pub fn continue_task(app: &App, task_id: &str) -> Response {
+    match run_request::enqueue_resume(&app.ws, task_id) {
+        Ok(job_id) => json(
+            202,
+            &json!({ "job_id": job_id, "task_id": task_id, "resumes": true }),
+        ),
+        Err(RunError::Refused(why @ Refused::NotFound { .. })) => error(404, &why.to_string()),
+        Err(RunError::Refused(why)) => error(409, &why.to_string()),
+        Err(RunError::Failed(e)) => failed(&e),
+    }
+}
+
+/// `POST /api/tasks/<id>/stop`: stops the task's job as `task stop` does, without
+/// waiting for its end; 202 with `{"job_id", "stopping", "message"}` (`stopping`:
+/// `cancelled`, `terminated` or `not_started`), 409 when there is nothing to stop.
+pub fn stop_task(app: &App, task_id: &str) -> Response {
+    match stop::stop(&app.ws, task_id) {
+        Ok(stopped) => {
+            let how = match &stopped {
+                Stopped::Cancelled { .. } => "cancelled",
+                Stopped::Terminated { .. } => "terminated",
+                Stopped::NotStarted { .. } => "not_started",
+            };
+            json(
+                202,
+                &json!({
+                    "job_id": stopped.job_id(),
+                    "task_id": task_id,
+                    "stopping": how,
+                    "message": stopped.describe(task_id),
+                }),
+            )
+        }
+        Err(why @ NotStopped::NotFound { .. }) => error(404, &why.to_string()),
+        Err(NotStopped::Failed(e)) => failed(&e),
+        Err(why) => error(409, &why.to_string()),
     }
 }
 

@@ -22,6 +22,7 @@ use crate::pipeline::queue::status::{self as queue_status, TaskStatus};
 use crate::pipeline::queue::task_json;
 use crate::pipeline::store::task_file::{Attempt, TaskView};
 use crate::pipeline::store::task_store::TaskStore;
+use crate::pipeline::watch::log::Follower;
 use crate::timestamp::{human, short};
 
 const HTML: &str = "text/html; charset=utf-8";
@@ -253,15 +254,26 @@ pub fn task(app: &App, task_id: &str) -> Response {
             task_json::job_state(*state)
         );
     }
-    let _ = writeln!(
+    let _ = write!(
         main,
-        " <button type=\"button\" class=\"run\" data-id=\"{}\"{}>{}</button></p>",
+        " <button type=\"button\" class=\"run\" data-id=\"{}\"{}>{}</button>",
         text(&r.id),
         if runnable(status) { "" } else { " disabled" },
         if task.attempts.is_empty() {
             "Run"
         } else {
             "Run again"
+        }
+    );
+    // SPEC §19: a failed (or stopped) attempt can be continued where it left off.
+    let _ = writeln!(
+        main,
+        " <button type=\"button\" class=\"continue\" data-id=\"{}\"{}>Continue</button></p>",
+        text(&r.id),
+        if status == TaskStatus::Failed {
+            ""
+        } else {
+            " hidden"
         }
     );
     if let Some(deleted) = &task.deleted {
@@ -271,6 +283,9 @@ pub fn task(app: &App, task_id: &str) -> Response {
             text(&short(&deleted.at)),
             text(&deleted.reason)
         );
+    }
+    if board.jobs.contains_key(task_id) {
+        live_log(&mut main, app, task_id);
     }
     main.push_str("<section>\n<h2>Prompt</h2>\n<pre class=\"prompt\">");
     push_text(&mut main, &r.raw_prompt);
@@ -309,6 +324,31 @@ pub fn task(app: &App, task_id: &str) -> Response {
         ),
         &main,
     )
+}
+
+/// The events of the task's queued or running attempt so far; `static/app.js`
+/// polls for the rest (`/api/tasks/<id>/events`) and shows the note once the
+/// attempt is recorded. The Stop button asks for the job to be stopped.
+fn live_log(out: &mut String, app: &App, task_id: &str) {
+    let mut follower = Follower::new(task_id);
+    let Ok(poll) = follower.poll(&app.ws) else {
+        return;
+    };
+    let doc = api::live(&follower, &poll);
+    let _ = write!(
+        out,
+        "<section id=\"live\" data-job=\"{}\" data-file=\"{}\" data-offset=\"{}\">\n<h2>Live log <span id=\"live-stage\" class=\"muted small\">{}</span> <button type=\"button\" id=\"stop\" class=\"stop\" data-id=\"{}\">Stop</button></h2>\n<pre id=\"events\" class=\"events\">",
+        text(follower.job().unwrap_or("")),
+        follower.cursor().file,
+        follower.cursor().offset,
+        text(doc["stage"].as_str().unwrap_or("")),
+        text(task_id),
+    );
+    for line in doc["lines"].as_array().into_iter().flatten() {
+        push_text(out, line.as_str().unwrap_or(""));
+        out.push('\n');
+    }
+    out.push_str("</pre>\n</section>\n");
 }
 
 /// The latest attempt's usage (SPEC §15): each side, the Task Builder, the total,

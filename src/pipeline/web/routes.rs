@@ -58,7 +58,10 @@ pub fn handle(app: &App, request: &Request, local: SocketAddr) -> Response {
         ("POST", ["api", "tasks"]) => api::create_task(app, request),
         ("GET", ["api", "tasks", id]) => api::task(app, id),
         ("GET", ["api", "tasks", id, "attempts"]) => api::attempts(app, id),
+        ("GET", ["api", "tasks", id, "events"]) => api::events(app, id, request),
         ("POST", ["api", "tasks", id, "run"]) => api::run_task(app, id),
+        ("POST", ["api", "tasks", id, "stop"]) => api::stop_task(app, id),
+        ("POST", ["api", "tasks", id, "continue"]) => api::continue_task(app, id),
         ("GET", ["api", "plan"]) => api::plan(app),
         ("POST", ["api", "plan"]) => api::start_plan(app, request),
         ("GET", ["api", "plan", "runs", run]) => api::plan_run(app, run),
@@ -75,11 +78,13 @@ fn allowed_methods(path: &[&str]) -> &'static [&'static str] {
             &["GET"]
         }
         ["api", "tasks"] | ["api", "plan"] => &["GET", "POST"],
-        ["api", "tasks", _] | ["api", "tasks", _, "attempts"] | ["api", "plan", "runs", _] => {
-            &["GET"]
-        }
+        ["api", "tasks", _]
+        | ["api", "tasks", _, "attempts" | "events"]
+        | ["api", "plan", "runs", _] => &["GET"],
         ["api", "orchestrator"] => &["GET"],
-        ["api", "tasks", _, "run"] | ["api", "orchestrator", "start"] => &["POST"],
+        ["api", "tasks", _, "run" | "stop" | "continue"] | ["api", "orchestrator", "start"] => {
+            &["POST"]
+        }
         _ => &[],
     }
 }
@@ -184,6 +189,7 @@ mod tests {
     fn every_route_has_its_methods() {
         assert_eq!(allowed_methods(&["api", "tasks"]), ["GET", "POST"]);
         assert_eq!(allowed_methods(&["api", "tasks", "t", "run"]), ["POST"]);
+        assert_eq!(allowed_methods(&["api", "tasks", "t", "stop"]), ["POST"]);
         assert_eq!(allowed_methods(&["tasks", "t"]), ["GET"]);
         assert!(allowed_methods(&["etc", "passwd"]).is_empty());
     }

@@ -1,10 +1,14 @@
-// agent-runner web view: the buttons, the chat box, and live statuses by polling the
-// JSON API every 2 s. Vanilla JS, no build step. Text from the server is only ever
-// put into the page as text (textContent), never as HTML.
+// agent-runner web view: the buttons, the chat box, live statuses by polling the
+// JSON API every 2 s, and a running attempt's events every 100 ms. Vanilla JS, no
+// build step. Text from the server is only ever put into the page as text
+// (textContent), never as HTML.
 'use strict';
 
 (function () {
   const POLL_MS = 2000;
+  // A running attempt's events: SPEC §19 wants each seen within 200 ms of being
+  // written; a poll reads only what is new.
+  const LIVE_MS = 100;
   const RUNNABLE = new Set(['PENDING', 'FAILED', 'SUCCEEDED']);
   const token = document.querySelector('meta[name="agent-runner-token"]').content;
   const page = document.body.dataset.page;
@@ -68,8 +72,9 @@
     return text === '' || text === '-' ? '0' : text;
   }
 
-  // Runs `refresh` every POLL_MS while the page is visible, never two at once.
-  function poll(refresh) {
+  // Runs `refresh` every `every` ms (POLL_MS by default) while the page is visible,
+  // never two at once.
+  function poll(refresh, every) {
     let busy = false;
     const tick = async function () {
       if (busy || document.hidden) return;
@@ -82,7 +87,7 @@
         busy = false;
       }
     };
-    setInterval(tick, POLL_MS);
+    setInterval(tick, every || POLL_MS);
     document.addEventListener('visibilitychange', tick);
   }
 
@@ -122,6 +127,19 @@
 
   // Run buttons, on any page.
   let refreshPage = async function () {};
+  document.addEventListener('click', async function (event) {
+    const button = event.target.closest('button.continue');
+    if (!button) return;
+    button.disabled = true;
+    try {
+      const r = await api('POST', '/api/tasks/' + encodeURIComponent(button.dataset.id) + '/continue');
+      notice('Task ' + r.task_id + ' continues (job ' + r.job_id + ').');
+      location.reload();
+    } catch (e) {
+      notice(e.message, true);
+      button.disabled = false;
+    }
+  });
   document.addEventListener('click', async function (event) {
     const button = event.target.closest('button.run');
     if (!button) return;
@@ -292,10 +310,54 @@
       badge(document.getElementById('status'), d.status, d.verified);
       const button = document.querySelector('button.run');
       if (button) showRunButton(button, d.status, d.attempts.length);
+      const again = document.querySelector('button.continue');
+      if (again) again.hidden = d.status !== 'FAILED';
       // A new attempt brings a new result, note and files: show them.
       if (d.attempts.length !== shownAttempts) location.reload();
     };
     refreshPage = refreshTask;
     poll(refreshTask);
+
+    // A queued or running attempt's events as they come; its note once it ends.
+    const live = document.getElementById('live');
+    if (live) {
+      const pre = document.getElementById('events');
+      const stage = document.getElementById('live-stage');
+      let job = live.dataset.job || '';
+      let file = live.dataset.file || '0';
+      let offset = live.dataset.offset || '0';
+      let ended = false;
+      const follow = async function () {
+        if (ended) return;
+        const query = '?job=' + encodeURIComponent(job) + '&file=' + file + '&offset=' + offset;
+        const d = await api('GET', '/api/tasks/' + encodeURIComponent(taskId) + '/events' + query);
+        if (d.restarted) pre.textContent = '';
+        if (d.lines.length) {
+          pre.append(document.createTextNode(d.lines.join('\n') + '\n'));
+          pre.scrollTop = pre.scrollHeight;
+        }
+        job = d.job_id || job;
+        file = String(d.cursor.file);
+        offset = String(d.cursor.offset);
+        if (stage.textContent !== d.stage) stage.textContent = d.stage;
+        if (d.stage === 'ended') {
+          ended = true;
+          location.reload();
+        }
+      };
+      poll(follow, LIVE_MS);
+
+      const stop = document.getElementById('stop');
+      stop.addEventListener('click', async function () {
+        stop.disabled = true;
+        try {
+          const r = await api('POST', '/api/tasks/' + encodeURIComponent(taskId) + '/stop');
+          notice(r.message);
+        } catch (e) {
+          notice('Could not stop it: ' + e.message, true);
+          stop.disabled = false;
+        }
+      });
+    }
   }
 })();
