@@ -654,3 +654,39 @@ fn a_forged_state_file_with_the_largest_loop_count_ends_at_once() {
     assert!(back["history"].as_array().unwrap().len() <= 100, "{back}");
     assert_no_container(&id);
 }
+
+/// A state file that is a link (to a state file that would do) or a FIFO is not
+/// read: the refusal names the file, and a FIFO never blocks the run.
+#[test]
+fn a_state_file_that_is_a_link_or_a_fifo_is_refused_naming_it() {
+    let dir = Scratch::new("resume-link");
+    let id = task_id("link");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: tried"),
+        assess(&[], "not yet"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    runner(&yaml).output().code(1);
+    let path = dir.join(&format!(".agent-runner/state/{id}.json"));
+    let elsewhere = dir.join("elsewhere.json");
+    std::fs::rename(&path, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+    let asked = server.received().len();
+    let out = runner(&yaml).arg("--resume").output();
+    out.code(1)
+        .stderr_has(&format!("cannot resume task {id}"))
+        .stderr_has(&format!("{id}.json"));
+    std::fs::remove_file(&path).unwrap();
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(fifo.success());
+    let out = runner(&yaml).arg("--resume").output();
+    out.code(1)
+        .stderr_has(&format!("cannot resume task {id}"))
+        .stderr_has(&format!("{id}.json"));
+    assert_eq!(server.received().len(), asked, "nothing asked");
+    assert_no_container(&id);
+}
