@@ -877,3 +877,26 @@ fn setuid_files_do_not_survive_in_the_kept_worker_session() {
     assert_eq!(mode, 0o755, "{}", planted.display());
     assert_no_container(&id);
 }
+
+/// The kept worker session holds what the worker saw, unmasked (its transcript):
+/// only the user who runs agent-runner may enter it, whatever modes the worker
+/// gives the files in it.
+#[test]
+fn the_kept_worker_session_is_private_to_the_user() {
+    let dir = Scratch::new("bnd-session-mode");
+    let id = task_id("bnd-session-mode");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: echo seen > /run/agent-runner/session/transcript; chmod 644 /run/agent-runner/session/transcript\n@say: kept",
+        ),
+        assess(&[], "not yet"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    runner(&yaml).output().code(1);
+    let session = dir.join(&format!(".agent-runner/state/{id}.session"));
+    assert!(session.join("transcript").exists());
+    let mode = std::fs::metadata(&session).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{}", session.display());
+    assert_no_container(&id);
+}
