@@ -850,3 +850,53 @@ fn a_frozen_keep_alive_cannot_keep_the_container_after_agent_runner_is_killed() 
     });
     eprintln!("container gone {:?} after SIGKILL", killed.elapsed());
 }
+
+/// The worker's session directory (`.agent-runner/state/<id>.session`, mounted
+/// read-write and kept after a failed run for a resume) is swept like the rest of
+/// the repository: a setuid binary the worker leaves there loses its bits.
+#[test]
+#[ignore = "needs root"]
+fn setuid_files_do_not_survive_in_the_kept_worker_session() {
+    needs(Needs::Root);
+    let dir = Scratch::new("bnd-session");
+    let id = task_id("bnd-session");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: cp /bin/busybox /run/agent-runner/session/rootshell && chmod 4755 /run/agent-runner/session/rootshell; echo planted=$?\n@say: left it",
+        ),
+        assess(&[], "not yet"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    runner(&yaml).output().code(1);
+    let log =
+        std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    assert!(log.contains("planted=0"), "{log}");
+    let planted = dir.join(&format!(".agent-runner/state/{id}.session/rootshell"));
+    let mode = std::fs::metadata(&planted).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o755, "{}", planted.display());
+    assert_no_container(&id);
+}
+
+/// The kept worker session holds what the worker saw, unmasked (its transcript):
+/// only the user who runs agent-runner may enter it, whatever modes the worker
+/// gives the files in it.
+#[test]
+fn the_kept_worker_session_is_private_to_the_user() {
+    let dir = Scratch::new("bnd-session-mode");
+    let id = task_id("bnd-session-mode");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: echo seen > /run/agent-runner/session/transcript; chmod 644 /run/agent-runner/session/transcript\n@say: kept",
+        ),
+        assess(&[], "not yet"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    runner(&yaml).output().code(1);
+    let session = dir.join(&format!(".agent-runner/state/{id}.session"));
+    assert!(session.join("transcript").exists());
+    let mode = std::fs::metadata(&session).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{}", session.display());
+    assert_no_container(&id);
+}

@@ -617,3 +617,76 @@ fn a_resumed_task_counts_its_earlier_replans_and_keeps_every_criteria_version() 
     }
     assert_no_container(&id);
 }
+
+/// A state file edited by hand (or left by a broken disk) with the largest loop
+/// count: the resumed run stops at once on its limit, never counting loops past
+/// the largest number (which made its first checkpoint build 2^32 loop records).
+#[test]
+fn a_forged_state_file_with_the_largest_loop_count_ends_at_once() {
+    let dir = Scratch::new("resume-forged");
+    let id = task_id("forged");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: tried"),
+        assess(&[], "not yet"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    runner(&yaml).output().code(1);
+    let path = dir.join(&format!(".agent-runner/state/{id}.json"));
+    let mut saved = state(&dir.path, &id);
+    saved["loops"] = Value::from(u32::MAX);
+    saved["replans"] = Value::from(u32::MAX);
+    saved["elapsed_ms"] = Value::from(u64::MAX);
+    std::fs::write(&path, saved.to_string()).unwrap();
+    let out = runner(&yaml).args(&["--json", "--resume"]).output();
+    out.code(1);
+    let result = result(&out.stdout);
+    assert_eq!(result["loops"], Value::from(u32::MAX), "{}", out.stdout);
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap()
+            .contains("max_loops reached"),
+        "{}",
+        out.stdout
+    );
+    let back = state(&dir.path, &id);
+    assert!(back["history"].as_array().unwrap().len() <= 100, "{back}");
+    assert_no_container(&id);
+}
+
+/// A state file that is a link (to a state file that would do) or a FIFO is not
+/// read: the refusal names the file, and a FIFO never blocks the run.
+#[test]
+fn a_state_file_that_is_a_link_or_a_fifo_is_refused_naming_it() {
+    let dir = Scratch::new("resume-link");
+    let id = task_id("link");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: tried"),
+        assess(&[], "not yet"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    runner(&yaml).output().code(1);
+    let path = dir.join(&format!(".agent-runner/state/{id}.json"));
+    let elsewhere = dir.join("elsewhere.json");
+    std::fs::rename(&path, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+    let asked = server.received().len();
+    let out = runner(&yaml).arg("--resume").output();
+    out.code(1)
+        .stderr_has(&format!("cannot resume task {id}"))
+        .stderr_has(&format!("{id}.json"));
+    std::fs::remove_file(&path).unwrap();
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(fifo.success());
+    let out = runner(&yaml).arg("--resume").output();
+    out.code(1)
+        .stderr_has(&format!("cannot resume task {id}"))
+        .stderr_has(&format!("{id}.json"));
+    assert_eq!(server.received().len(), asked, "nothing asked");
+    assert_no_container(&id);
+}

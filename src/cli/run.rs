@@ -364,7 +364,7 @@ fn session_dir(private: &Dir, task_id: &str, resume: bool) -> std::io::Result<Pa
     if !resume {
         states.remove_tree(&name)?;
     }
-    Ok(states.subdir(&name)?.path().to_path_buf())
+    Ok(states.private_subdir(&name)?.path().to_path_buf())
 }
 
 /// The result on stdout: JSON or one line, secrets masked.

@@ -16,7 +16,7 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use super::fd;
@@ -76,8 +76,23 @@ impl Dir {
     /// The subdirectory `name`, created if missing; fails if it is a symlink or not a
     /// directory.
     pub fn subdir(&self, name: &str) -> std::io::Result<Dir> {
+        self.subdir_with_mode(name, 0o755)
+    }
+
+    /// `subdir` that only its owner may enter (made so, or made so now if it was
+    /// there): for what should not be shared, such as a worker's unmasked session.
+    pub fn private_subdir(&self, name: &str) -> std::io::Result<Dir> {
+        let dir = self.subdir_with_mode(name, 0o700)?;
+        // SAFETY: fchmod on a descriptor we own.
+        if unsafe { libc::fchmod(dir.fd.as_raw_fd(), 0o700) } != 0 {
+            return Err(self.context(name, std::io::Error::last_os_error()));
+        }
+        Ok(dir)
+    }
+
+    fn subdir_with_mode(&self, name: &str, mode: libc::mode_t) -> std::io::Result<Dir> {
         let c = fd::name(name)?;
-        if let Err(e) = fd::mkdir_at(&self.fd, &c, 0o755) {
+        if let Err(e) = fd::mkdir_at(&self.fd, &c, mode) {
             if e.raw_os_error() != Some(libc::EEXIST) {
                 return Err(self.context(name, e));
             }

@@ -77,8 +77,12 @@ impl State {
         let (task_digest, task_parts) = digest(&ctx.task);
         let earlier = ctx.resumed.as_ref();
         let mut history: Vec<LoopRecord> = earlier.map(|r| r.history.clone()).unwrap_or_default();
-        let first = earlier.map_or(1, |r| r.loops + 1);
-        history.extend((first..=ctx.loops).map(|n| loop_record(ctx, n)));
+        // Only the loops kept are made: a state file's count may be any number.
+        let kept = ctx.loops.saturating_sub(MAX_LOOPS_KEPT as u32 - 1);
+        let first = earlier.map_or(Some(1), |r| r.loops.checked_add(1));
+        if let Some(first) = first {
+            history.extend((first.max(kept)..=ctx.loops).map(|n| loop_record(ctx, n)));
+        }
         if history.len() > MAX_LOOPS_KEPT {
             history.drain(..history.len() - MAX_LOOPS_KEPT);
         }

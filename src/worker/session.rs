@@ -61,9 +61,10 @@ pub fn not_continued(run: &WorkerRun) -> bool {
         && run.usage.tokens.is_none_or(|t| t.is_zero())
 }
 
-/// A session id as an agent prints it: only what can safely go on a command line.
+/// A session id as an agent prints it: only what can safely go on a command line
+/// (the worker prints it: never an option such as `--help`).
 pub fn is_session_id(id: &str) -> bool {
-    !id.is_empty()
+    id.starts_with(|c: char| c.is_ascii_alphanumeric())
         && id.len() <= 128
         && id
             .bytes()
@@ -82,5 +83,8 @@ mod tests {
         assert!(is_session_id("0199a213-81c0-7800-8aa1-bbab2a035a53"));
         assert!(!is_session_id("x; rm -rf /") && !is_session_id(""));
         assert!(!is_session_id(&"a".repeat(129)));
+        assert!(
+            !is_session_id("--dangerously-bypass-approvals-and-sandbox") && !is_session_id("-")
+        );
     }
 }
