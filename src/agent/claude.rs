@@ -25,6 +25,9 @@ use super::kind::{EventStream, HostsSpec, Kind, Need, Pinned, RunSpec};
 use super::login::{Login, LoginRule};
 use super::record::{CommandRecord, FileChange, Terminal, Transcript, Usage, trim_line};
 
+/// The most one run can report it cost; more is a forged figure, not reported.
+const MAX_REPORTED_COST_USD: f64 = 1e6;
+
 /// The kind.
 pub struct Claude;
 
@@ -392,11 +395,14 @@ fn result(event: &Value, record: &mut Transcript) {
         // The API's input_tokens leaves out what was read from or written to its cache;
         // SPEC §15's input includes cached input.
         record.usage = Some(Usage {
-            input_tokens: count("input_tokens") + count("cache_creation_input_tokens") + cached,
+            input_tokens: count("input_tokens")
+                .saturating_add(count("cache_creation_input_tokens"))
+                .saturating_add(cached),
             cached_input_tokens: cached,
             output_tokens: count("output_tokens"),
             reasoning_output_tokens: 0,
-            cost_usd: cost.filter(|c| c.is_finite() && *c >= 0.0),
+            // A cost no run can have (the stream is the worker's to forge) is none.
+            cost_usd: cost.filter(|c| (0.0..=MAX_REPORTED_COST_USD).contains(c)),
         });
     }
 }
@@ -721,6 +727,27 @@ mod tests {
         assert_eq!(t.usage.as_ref().and_then(|u| u.cost_usd), Some(0.0));
         let (t, _, _) = sample("stall");
         assert_eq!(t.usage, None, "no result line, no usage");
+    }
+
+    #[test]
+    fn a_forged_cost_or_token_count_is_no_figure_and_never_overflows() {
+        let result = |usage: &str, cost: &str| {
+            let line = format!(
+                "{{\"type\":\"result\",\"is_error\":false,\"result\":\"ok\",\"usage\":{usage},\"total_cost_usd\":{cost}}}\n"
+            );
+            read_all(&CLAUDE, line.as_bytes()).usage.unwrap()
+        };
+        let max = u64::MAX;
+        let usage = result(
+            &format!(
+                "{{\"input_tokens\":{max},\"cache_creation_input_tokens\":{max},\"cache_read_input_tokens\":5}}"
+            ),
+            "1e300",
+        );
+        assert_eq!((usage.input_tokens, usage.cost_usd), (max, None));
+        assert_eq!(result("{}", "-1").cost_usd, None);
+        assert_eq!(result("{}", "0.25").cost_usd, Some(0.25));
+        assert_eq!(crate::usage::account::round(1e300), 1e300, "never infinite");
     }
 
     #[test]

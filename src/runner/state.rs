@@ -150,8 +150,9 @@ impl State {
         if bytes.len() as u64 > MAX_STATE {
             return Err(format!("{}: larger than {MAX_STATE} bytes", where_()));
         }
-        let state: State = serde_json::from_slice(&bytes)
+        let mut state: State = serde_json::from_slice(&bytes)
             .map_err(|e| format!("{}: not a state file: {e}", where_()))?;
+        state.bound();
         if state.version != VERSION {
             return Err(format!(
                 "{}: version {} (this agent-runner reads version {VERSION})",
@@ -160,6 +161,22 @@ impl State {
             ));
         }
         Ok(Some(state))
+    }
+
+    /// The history cut as a run cuts it when it writes one: a hand-edited file's
+    /// texts would otherwise go whole into every Meta request.
+    fn bound(&mut self) {
+        let extra = self.history.len().saturating_sub(MAX_LOOPS_KEPT);
+        self.history.drain(..extra);
+        for record in &mut self.history {
+            record.action = crate::text::cut(&record.action, 32);
+            if let Some(w) = &mut record.worker {
+                *w = WorkerOutcome::new(&crate::text::cut(&w.outcome, 64), w.exit_code, &w.summary);
+            }
+            if let Some(t) = &mut record.test {
+                *t = TestOutcome::new(t.passed, t.exit_code, t.timed_out, &t.output_tail);
+            }
+        }
     }
 
     /// Why `task` cannot go on from this state, if it cannot: another task (the
@@ -317,6 +334,19 @@ mod tests {
                 .contains("nothing to resume")
         );
         assert!(State::read(&private, "other-task").unwrap().is_none());
+        // A hand-edited history is cut as a run would cut it: it goes to Meta.
+        let mut edited: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(top.join(format!("state/{}.json", ctx.task.id))).unwrap(),
+        )
+        .unwrap();
+        let huge = "x".repeat(200_000);
+        let record = serde_json::json!({"loop": 1, "action": huge, "worker": {"outcome": huge, "summary": huge},
+            "test": {"passed": false, "output_tail": huge}});
+        edited["history"] = serde_json::Value::Array(vec![record; 3]);
+        std::fs::write(top.join("state/edited.json"), edited.to_string()).unwrap();
+        let back = State::read(&private, "edited").unwrap().unwrap();
+        let text = serde_json::to_string(&back.history).unwrap();
+        assert!(text.len() < 3 * 2048, "{}", text.len());
         std::fs::write(top.join("state/bad.json"), "{").unwrap();
         assert!(
             State::read(&private, "bad")

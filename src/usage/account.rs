@@ -215,7 +215,9 @@ pub fn add_cost(sum: Option<f64>, part: Option<f64>) -> Option<f64> {
 /// Costs to a billionth of a dollar: sums of binary fractions otherwise show noise
 /// such as 0.30000000000000004.
 pub fn round(cost: f64) -> f64 {
-    (cost * 1e9).round() / 1e9
+    let scaled = (cost * 1e9).round() / 1e9;
+    // A sum too large to scale stays as it is, never infinite.
+    if scaled.is_finite() { scaled } else { cost }
 }
 
 /// Dollars for people: up to six decimals, no trailing zeros (`0.0412`, `1`).
