@@ -480,31 +480,21 @@ fn text_of(value: Option<&Value>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::kind::read_all;
-    use crate::agent::outcome::{Exit, RunOutcome, classify};
+    use crate::agent::kind::{read_all, samples};
+    use crate::agent::outcome::{Exit, RunOutcome};
     use crate::secret::Secret;
-    use std::path::Path;
     use std::time::Duration;
 
     fn sample(name: &str) -> (Transcript, RunOutcome, String) {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("testdata/claude/samples")
-            .join(name);
-        let stdout = std::fs::read(dir.join("stdout.jsonl")).unwrap();
-        let stderr = std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default();
-        let code: i32 = std::fs::read_to_string(dir.join("exit_code"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let transcript = read_all(&CLAUDE, &stdout);
-        // 124: the recording's own `timeout` stopped it, as our limit would.
-        let exit = match code {
+        samples::judged(&CLAUDE, "testdata/claude/samples", name, exit)
+    }
+
+    /// 124: the recording's own `timeout` stopped it, as our limit would.
+    fn exit(code: i32) -> Exit {
+        match code {
             124 => Exit::TimedOut(Duration::from_secs(1800)),
             code => Exit::Code(code),
-        };
-        let (outcome, summary) = classify("claude", &transcript, exit, &stderr);
-        (transcript, outcome, summary)
+        }
     }
 
     const PROXY_REFUSED: &str = "API Error: Couldn't connect through your proxy (ERR_PROXY_TUNNEL) — the proxy refused the tunnel: check its credentials and that it allows this host";
@@ -622,20 +612,7 @@ mod tests {
             ),
             ("success_bash", Completed, "Created hello.txt."),
         ];
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/claude/samples");
-        assert_eq!(
-            std::fs::read_dir(dir).unwrap().count(),
-            expected.len(),
-            "a sample without an expectation"
-        );
-        for (name, outcome, summary) in expected {
-            let (_, got_outcome, got_summary) = sample(name);
-            assert_eq!(
-                (got_outcome, got_summary.as_str()),
-                (*outcome, *summary),
-                "sample {name}"
-            );
-        }
+        samples::all_judged(&CLAUDE, "testdata/claude/samples", exit, expected);
     }
 
     #[test]

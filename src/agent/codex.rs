@@ -384,26 +384,18 @@ fn apply(event: Event, record: &mut Transcript) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::kind::read_all;
+    use crate::agent::kind::{read_all, samples};
     use crate::agent::login::Login;
     use crate::agent::outcome::{Exit, RunOutcome, classify};
     use crate::secret::Secret;
-    use std::path::Path;
 
     fn sample(name: &str) -> (Transcript, RunOutcome, String) {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("testdata/codex-samples")
-            .join(name);
-        let stdout = std::fs::read(dir.join("stdout.jsonl")).unwrap();
-        let stderr = std::fs::read_to_string(dir.join("stderr.txt")).unwrap();
-        let code: i32 = std::fs::read_to_string(dir.join("exit_code"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let transcript = read_all(&CODEX, &stdout);
-        let (outcome, summary) = classify("codex", &transcript, Exit::Code(code), &stderr);
-        (transcript, outcome, summary)
+        samples::judged(&CODEX, "testdata/codex-samples", name, exit)
+    }
+
+    /// The recordings ran codex to its end.
+    fn exit(code: i32) -> Exit {
+        Exit::Code(code)
     }
 
     #[test]
@@ -473,20 +465,7 @@ mod tests {
             ),
             ("success", Completed, "Created hello.txt"),
         ];
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/codex-samples");
-        assert_eq!(
-            std::fs::read_dir(dir).unwrap().count(),
-            expected.len(),
-            "a sample without an expectation"
-        );
-        for (name, outcome, summary) in expected {
-            let (_, got_outcome, got_summary) = sample(name);
-            assert_eq!(
-                (got_outcome, got_summary.as_str()),
-                (*outcome, *summary),
-                "sample {name}"
-            );
-        }
+        samples::all_judged(&CODEX, "testdata/codex-samples", exit, expected);
     }
 
     #[test]

@@ -120,3 +120,58 @@ pub fn read_all(kind: &dyn Kind, stdout: &[u8]) -> Transcript {
     }
     transcript
 }
+
+/// Recorded real runs of a kind (testdata/…/<sample>/: stdout.jsonl, stderr.txt,
+/// exit_code), read and judged as a live run is.
+#[cfg(test)]
+pub mod samples {
+    use std::path::Path;
+
+    use super::{Kind, read_all};
+    use crate::agent::outcome::{Exit, RunOutcome, classify};
+    use crate::agent::record::Transcript;
+
+    /// Sample `name` under `dir`: its record, outcome and summary; `exit` turns the
+    /// recorded exit code into how the run ended.
+    pub fn judged(
+        kind: &dyn Kind,
+        dir: &str,
+        name: &str,
+        exit: fn(i32) -> Exit,
+    ) -> (Transcript, RunOutcome, String) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(name);
+        let stdout = std::fs::read(dir.join("stdout.jsonl")).unwrap();
+        let stderr = std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default();
+        let code: i32 = std::fs::read_to_string(dir.join("exit_code"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let transcript = read_all(kind, &stdout);
+        let (outcome, summary) = classify(kind.program(), &transcript, exit(code), &stderr);
+        (transcript, outcome, summary)
+    }
+
+    /// Every sample under `dir` has an expectation, and is judged as it says.
+    pub fn all_judged(
+        kind: &dyn Kind,
+        dir: &str,
+        exit: fn(i32) -> Exit,
+        expected: &[(&str, RunOutcome, &str)],
+    ) {
+        let listed = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)).unwrap();
+        assert_eq!(
+            listed.count(),
+            expected.len(),
+            "a sample without an expectation"
+        );
+        for (name, outcome, summary) in expected {
+            let (_, got_outcome, got_summary) = judged(kind, dir, name, exit);
+            assert_eq!(
+                (got_outcome, got_summary.as_str()),
+                (*outcome, *summary),
+                "sample {name}"
+            );
+        }
+    }
+}
