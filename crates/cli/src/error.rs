@@ -2,16 +2,16 @@
 //! an outcome to an exit code. Failures during a task are not errors here: they end
 //! the task FAILED and are reported in its note and result.
 
-use crate::task::{InputError, InputErrors};
+use agent_runner_sandbox::task::{InputError, InputErrors};
 
 /// Process exit codes (README "Exit codes").
 pub mod exit {
-    use crate::context::{TaskContext, TaskState};
+    use agent_runner_run::context::{TaskContext, TaskState};
 
     pub const COMPLETE: i32 = 0;
     pub const FAILED: i32 = 1;
     pub const USAGE: i32 = 2;
-    pub const INTERRUPTED: i32 = crate::interrupt::EXIT_INTERRUPTED;
+    pub const INTERRUPTED: i32 = agent_runner_core::interrupt::EXIT_INTERRUPTED;
 
     /// The exit code of a task that ran.
     pub fn of_task(ctx: &TaskContext) -> i32 {
@@ -43,9 +43,9 @@ pub enum Error {
     #[error("cannot prepare agent-runner's directory: {0}")]
     PrivateDir(std::io::Error),
     #[error("{0}")]
-    Locked(#[from] crate::task_lock::LockError),
+    Locked(#[from] agent_runner_core::task_lock::LockError),
     #[error("{0}")]
-    Pipeline(#[from] crate::pipeline::PipelineError),
+    Pipeline(#[from] agent_runner_pipeline::PipelineError),
 }
 
 impl Error {

@@ -3,6 +3,8 @@
 //! Docker daemon and the test worker image, whose fake codex reports the usage a
 //! prompt's `@usage:` line chooses.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
+
 mod support;
 
 use std::time::{Duration, Instant};

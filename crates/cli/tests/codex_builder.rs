@@ -4,6 +4,8 @@
 //! line of its prompt (the task's raw prompt is in it, verbatim); one test runs the
 //! real codex image against the fake Responses API. Real binary, real daemon.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
+
 mod support;
 
 use serde_json::Value;
@@ -216,7 +218,7 @@ fn real_codex_builds_the_taskconfig_with_the_output_schema() {
     assert_eq!(format["strict"], true);
     assert_eq!(
         format["schema"],
-        agent_runner::task::task_config_schema(),
+        agent_runner_sandbox::task::task_config_schema(),
         "the schema generated from the parser's tables"
     );
     assert!(requests[0].body.contains("Create hello.txt saying hello"));

@@ -5,6 +5,8 @@
 //! killed orchestrator leaves no branch its record does not know of. Real binary,
 //! real daemon, the test worker image.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
+
 mod support;
 
 use std::os::unix::fs::PermissionsExt;

@@ -1,18 +1,20 @@
 //! The Meta client against a real HTTP server on 127.0.0.1 (scripted answers),
 //! through the real ureq client.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
+
 mod support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use agent_runner::context::TaskContext;
-use agent_runner::meta::MetaError;
-use agent_runner::meta::openai::OpenAiChat;
-use agent_runner::meta::scripted::Scripted;
-use agent_runner::runner::meta::{Meta, MetaAgent};
-use agent_runner::secret::{Redactor, Secret};
-use agent_runner::task::{self, Host};
+use agent_runner_core::secret::{Redactor, Secret};
+use agent_runner_meta::MetaError;
+use agent_runner_meta::openai::OpenAiChat;
+use agent_runner_meta::scripted::Scripted;
+use agent_runner_run::context::TaskContext;
+use agent_runner_run::runner::meta::{Meta, MetaAgent};
+use agent_runner_sandbox::task::{self, Host};
 use support::Scratch;
 use support::fake_openai::{Answer, FakeOpenAi};
 

@@ -5,6 +5,8 @@
 //! No OPENAI_API_KEY anywhere: codex logs in with a `~/.codex/auth.json` of its own.
 //! The tests need that image (support/prerequisite.rs).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
+
 mod support;
 
 use std::path::Path;
@@ -135,12 +137,12 @@ fn codex_as_meta_drives_a_whole_task_without_an_openai_key() {
     let requests = model.received();
     assert_eq!(requests.len(), 6, "{requests:?}");
     let schemas = [
-        agent_runner::runner::schema::plan_task(),
-        agent_runner::runner::schema::plan_task(),
-        agent_runner::runner::schema::next_action(),
-        agent_runner::runner::schema::plan_task(),
-        agent_runner::runner::schema::next_action(),
-        agent_runner::runner::schema::completion_assessment(),
+        agent_runner_meta::messages::plan_task(),
+        agent_runner_meta::messages::plan_task(),
+        agent_runner_meta::messages::next_action(),
+        agent_runner_meta::messages::plan_task(),
+        agent_runner_meta::messages::next_action(),
+        agent_runner_meta::messages::completion_assessment(),
     ];
     for (request, schema) in requests.iter().zip(&schemas) {
         assert_eq!(request.path, "/v1/responses");
@@ -304,7 +306,7 @@ fn plans_decompose_through_codex_with_the_codex_builder() {
     assert_eq!(requests.len(), 1, "{requests:?}");
     assert_eq!(
         requests[0].json()["text"]["format"]["schema"],
-        agent_runner::pipeline::plan::schema::decompose()
+        agent_runner_pipeline::plan::schema::decompose()
     );
     assert!(requests[0].body.contains("Make a greeting file"));
     let show = p.in_ws(&["plan"], &["--show", "--json"]).output();

@@ -2,6 +2,8 @@
 //! `--jobs 3` with clones and branches, SIGTERM, and SIGKILL of the orchestrator or
 //! of its runner. Real binary, real daemon, the test worker image.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
+
 mod support;
 
 use std::collections::HashSet;

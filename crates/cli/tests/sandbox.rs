@@ -1,26 +1,28 @@
 //! The Docker sandbox against a real daemon and the test worker image.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
+
 mod support;
 
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
-use agent_runner::agent::RunOutcome;
-use agent_runner::interrupt::Interrupt;
-use agent_runner::owner::Owner;
-use agent_runner::secret::{Redactor, Secret};
-use agent_runner::task::{
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::owner::Owner;
+use agent_runner_core::secret::{Redactor, Secret};
+use agent_runner_sandbox::agent::RunOutcome;
+use agent_runner_sandbox::task::{
     EnvValue, Login, Network, TestSpec, WorkerEnv, WorkerLimits, WorkerSettings,
 };
-use agent_runner::worker::docker::{DockerSandbox, SandboxConfig};
-use agent_runner::worker::sweep::{owner_labels, sweep_orphans};
-use agent_runner::worker::{Sandbox, SandboxError};
+use agent_runner_sandbox::worker::docker::{DockerSandbox, SandboxConfig};
+use agent_runner_sandbox::worker::sweep::{owner_labels, sweep_orphans};
+use agent_runner_sandbox::worker::{Sandbox, SandboxError};
 use support::Scratch;
 use support::docker::{TEST_IMAGE, containers_labelled, docker, docker_ok};
 
 fn settings() -> WorkerSettings {
     WorkerSettings {
-        kind: agent_runner::agent::default_kind(),
+        kind: agent_runner_sandbox::agent::default_kind(),
         docker_image: TEST_IMAGE.into(),
         max_run_time: Duration::from_secs(60),
         idle_timeout: Duration::from_secs(60),
@@ -43,7 +45,7 @@ fn config(repo: &Scratch, task_id: &str, worker: WorkerSettings) -> SandboxConfi
             EnvValue::Literal(_) => None,
         })
         .collect();
-    let private = agent_runner::private_dir::open(&repo.path).unwrap();
+    let private = agent_runner_core::private_dir::open(&repo.path).unwrap();
     let logs = private.subdir("logs").unwrap().subdir(task_id).unwrap();
     SandboxConfig {
         task_id: task_id.into(),
@@ -54,9 +56,9 @@ fn config(repo: &Scratch, task_id: &str, worker: WorkerSettings) -> SandboxConfi
         login: Login::None,
         redactor: Redactor::new(&secrets),
         interrupt: Interrupt::never(),
-        events: agent_runner::events::Events::none(),
+        events: agent_runner_sandbox::events::Events::none(),
         session_dir: None,
-        deadline: agent_runner::deadline::Deadline::none(),
+        deadline: agent_runner_core::deadline::Deadline::none(),
     }
 }
 

@@ -47,6 +47,8 @@ pub fn mask(redactor: &Redactor) {
     }
 }
 
+/// Our crates' targets: `agent_runner` (the binary) and `agent_runner_<crate>`.
 fn is_ours(target: &str) -> bool {
-    target == "agent_runner" || target.starts_with("agent_runner::")
+    let root = target.split("::").next().unwrap_or(target);
+    root == "agent_runner" || root.starts_with("agent_runner_")
 }

@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use super::MetaError;
-use crate::interrupt::Interrupt;
-use crate::usage::Tokens;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::usage::Tokens;
 
 /// A chat message sent to the backend.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::timestamp::Timestamp;
-use crate::usage::Usage;
+use agent_runner_core::timestamp::Timestamp;
+use agent_runner_core::usage::Usage;
 
 /// A reply (or why there is none) and the record of the exchange that got it.
 pub struct MetaOutcome<T> {

@@ -17,15 +17,15 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::{BackendError, ChatBackend, ChatMessage, Completion, MetaError, ReplyFormat};
-use crate::agent::RunOutcome;
-use crate::deadline::Deadline;
-use crate::fs::Dir;
-use crate::interrupt::Interrupt;
-use crate::secret::Redactor;
-use crate::task::{MetaBackend, Task};
-use crate::usage::Tokens;
-use crate::worker::SandboxError;
-use crate::worker::scratch::{AskError, Scratch, ScratchConfig};
+use agent_runner_core::deadline::Deadline;
+use agent_runner_core::fs::Dir;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::usage::Tokens;
+use agent_runner_sandbox::agent::RunOutcome;
+use agent_runner_sandbox::task::{MetaBackend, Task};
+use agent_runner_sandbox::worker::SandboxError;
+use agent_runner_sandbox::worker::scratch::{AskError, Scratch, ScratchConfig};
 
 /// A whole plan request (decompose, plan_patch) takes at most this long.
 pub const PLAN_DEADLINE: Duration = Duration::from_secs(15 * 60);
@@ -153,7 +153,7 @@ impl CodexCli {
             RunOutcome::Interrupted => Err(MetaError::Interrupted),
             RunOutcome::TimedOut if cut_by_task => Err(MetaError::Failed(format!(
                 "stopped at the task's deadline (runner.budget.max_duration_sec) after {}",
-                crate::timestamp::human(run.duration)
+                agent_runner_core::timestamp::human(run.duration)
             ))),
             RunOutcome::TimedOut if cut_by_deadline => Err(MetaError::Failed(format!(
                 "the request took longer than its {} min; codex was stopped",
@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn a_request_past_the_plan_deadline_runs_nothing() {
-        let task = crate::task::test_task(
+        let task = agent_runner_sandbox::task::test_task(
             "runner:\n  meta: {kind: codex-cli}\n  worker: {docker_image: 'no-such-image:0'}\n",
         );
         let dir = std::env::temp_dir().join(format!("ar-codex-cli-{}", uuid::Uuid::new_v4()));
@@ -316,7 +316,7 @@ mod tests {
         .with_deadline(Duration::ZERO);
         let format = ReplyFormat {
             kind: "plan_task",
-            schema: crate::runner::schema::plan_task(),
+            schema: crate::messages::plan_task(),
         };
         let error = chat.complete_for(&[], &format).unwrap_err();
         assert_eq!(

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use super::backend::{ChatBackend, ChatMessage, ReplyFormat};
 use super::reply::{Reply, parse_reply_masked};
 use super::{MetaCall, MetaError, MetaOutcome};
-use crate::secret::Redactor;
-use crate::text::cut;
-use crate::timestamp::{Timestamp, human};
-use crate::usage::Usage;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::cut;
+use agent_runner_core::timestamp::{Timestamp, human};
+use agent_runner_core::usage::Usage;
 
 /// Invalid replies are answered by asking again, at most this many times.
 pub const MAX_REASKS: u32 = 3;

@@ -7,12 +7,14 @@
 //! `codex_cli`: one `codex exec --output-schema` per request in the sandbox image),
 //! parses the reply into its type (`reply`, whose JSON Schema `schema` helps write),
 //! asks again with the problem when it does not check, and keeps the whole exchange
-//! as a `MetaCall` (`call`).
+//! as a `MetaCall` (`call`). `messages` holds the JSON Schemas of the runner's three
+//! replies.
 
 pub mod backend;
 pub mod call;
 pub mod codex_cli;
 pub mod conversation;
+pub mod messages;
 pub mod openai;
 pub mod reply;
 pub mod schema;

@@ -1,10 +1,11 @@
 //! The JSON Schemas of the runner's three Meta replies (SPEC §5.3), for providers
 //! that hold the model to one (`runner.meta.kind: codex-cli`). They say what the
-//! system prompt says; `protocol` still checks every reply.
+//! system prompt says; the runner's `protocol` still checks every reply. Here, with
+//! the exchange, so that a backend can send them without knowing the runner.
 
 use serde_json::Value;
 
-use crate::meta::schema::{boolean, kind, list, nullable, object, text};
+use crate::schema::{boolean, kind, list, nullable, object, text};
 
 /// `plan_task`: the acceptance criteria.
 pub fn plan_task() -> Value {
@@ -55,7 +56,7 @@ pub fn completion_assessment() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::schema::check_strict;
+    use crate::schema::check_strict;
 
     #[test]
     fn the_schemas_are_strict() {

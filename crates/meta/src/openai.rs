@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{BackendError, ChatBackend, ChatMessage, Completion, MetaError};
-use crate::deadline::Deadline;
-use crate::interrupt::Interrupt;
-use crate::secret::{Redactor, Secret};
-use crate::text::cut;
-use crate::timestamp::human;
-use crate::usage::Tokens;
+use agent_runner_core::deadline::Deadline;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::{Redactor, Secret};
+use agent_runner_core::text::cut;
+use agent_runner_core::timestamp::human;
+use agent_runner_core::usage::Tokens;
 
 /// Retries after the first attempt.
 pub const MAX_RETRIES: u32 = 3;

@@ -5,9 +5,9 @@
 use serde::Deserialize;
 use serde_yaml::Value;
 
-use crate::interrupt::Interrupt;
-use crate::secret::Redactor;
-use crate::yaml::Rules;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::yaml::Rules;
 
 /// A reply type: its `type` value, how to check a reply document, and its JSON
 /// Schema (`meta::schema`) for providers that can hold a model to one.
@@ -33,7 +33,7 @@ pub fn parse_reply_masked<T: Reply>(
     interrupt: Interrupt,
 ) -> Option<Result<T, String>> {
     let body = strip_fence(text);
-    let value = crate::yaml::parse_unless_stopped(body, Rules::Reply, interrupt)?;
+    let value = agent_runner_core::yaml::parse_unless_stopped(body, Rules::Reply, interrupt)?;
     Some(checked(
         value.map_err(|e| format!("not valid YAML: {e}")),
         redactor,
@@ -104,7 +104,7 @@ mod tests {
             Ok(Any)
         }
         fn schema() -> serde_json::Value {
-            crate::meta::schema::object(&[("type", crate::meta::schema::kind("any"))])
+            crate::schema::object(&[("type", crate::schema::kind("any"))])
         }
     }
 

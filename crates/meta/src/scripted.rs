@@ -23,7 +23,7 @@ impl Scripted {
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let value = crate::yaml::parse(&text, crate::yaml::Rules::Document)
+        let value = agent_runner_core::yaml::parse(&text, agent_runner_core::yaml::Rules::Document)
             .map_err(|e| format!("{}: invalid YAML: {e}", path.display()))?;
         let Value::Sequence(entries) = value else {
             return Err(format!(

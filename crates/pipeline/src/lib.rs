@@ -3,7 +3,7 @@
 //! is files under `$AGENT_RUNNER_HOME/workspaces/<id>/`, a contract shared with other
 //! programs (an IDE reads and writes the same files), and the runner is driven as a
 //! child process (`agent-runner run --json`), exactly as such a program would drive
-//! it. The runner never imports this module.
+//! it. The runner's crate does not depend on this one (nor this one on it).
 //!
 //! A task goes: `store` (a workspace, its task files: `task new`, a plan) →
 //! `queue` (`task run` or the web view's Run button writes a job; a task's status is
@@ -14,7 +14,7 @@
 //! tasks at once (Meta decompose and plan_patch) and `web` shows and drives it all.
 //! Each folder's `mod.rs` has its own map; each layer uses only those before it
 //! (`store` ← `queue` ← `orchestrator`, `clones` ← `watch`; `plan` and `web` on
-//! top), which tests/architecture.rs checks (no import circles).
+//! top), which crates/cli/tests/architecture.rs checks (no import circles).
 
 pub mod builder;
 pub mod clones;

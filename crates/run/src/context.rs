@@ -5,13 +5,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::events::Events;
-use crate::meta::MetaCall;
 use crate::resume::Resumed;
-use crate::task::Task;
-use crate::timestamp::Timestamp;
-use crate::usage::Account;
-use crate::worker::{Teardown, TestRun, WorkerRun};
+use agent_runner_core::timestamp::Timestamp;
+use agent_runner_core::usage::Account;
+use agent_runner_meta::MetaCall;
+use agent_runner_sandbox::events::Events;
+use agent_runner_sandbox::task::Task;
+use agent_runner_sandbox::worker::{Teardown, TestRun, WorkerRun};
 
 /// States of a task (SPEC §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,16 +12,18 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::agent::{self, Kind, Login};
-use crate::egress::{self, AllowList, Egress, bridge};
-use crate::interrupt::Interrupt;
-use crate::process::{self, Capture, Invocation, Limits, Stop};
-use crate::secret::Redactor;
-use crate::sys;
-use crate::task::{DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task, WorkerEnv};
-use crate::text::{cut, one_line};
-use crate::worker::container::{home_links, user_args};
-use crate::worker::docker_cli::mount_spec;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{self, Capture, Invocation, Limits, Stop};
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::sys;
+use agent_runner_core::text::{cut, one_line};
+use agent_runner_sandbox::agent::{self, Kind, Login};
+use agent_runner_sandbox::egress::{self, AllowList, Egress, bridge};
+use agent_runner_sandbox::task::{
+    DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task, WorkerEnv,
+};
+use agent_runner_sandbox::worker::container::{home_links, user_args};
+use agent_runner_sandbox::worker::docker_cli::mount_spec;
 
 /// Limit for docker commands that only talk to the daemon.
 const CLI_TIMEOUT: Duration = Duration::from_secs(20);
@@ -387,7 +389,7 @@ fn egress_bridge(docker: &Docker, target: &Target) -> Check {
         None,
         Redactor::default(),
         egress::Settings::default(),
-        crate::events::Events::none(),
+        agent_runner_sandbox::events::Events::none(),
     ) {
         Ok(egress) => egress,
         Err(e) => return Check::fail(EGRESS, format!("cannot start the proxy: {e}"), fix),
@@ -663,7 +665,7 @@ struct DockerOutput {
     stderr: String,
 }
 
-/// Docker CLI calls through `crate::process`, each with a wall-clock limit.
+/// Docker CLI calls through `agent_runner_core::process`, each with a wall-clock limit.
 struct Docker {
     interrupt: Interrupt,
 }
@@ -748,7 +750,7 @@ mod tests {
 
     #[test]
     fn the_pinned_versions_are_the_ones_the_image_installs() {
-        let build = include_str!("../sandbox/build.sh");
+        let build = include_str!("../../../sandbox/build.sh");
         for kind in agent::KINDS {
             let pinned = kind.pinned();
             assert!(
@@ -796,7 +798,7 @@ mod tests {
 
     #[test]
     fn a_claude_login_token_in_the_task_env_is_a_login() {
-        let task = crate::task::test_task(
+        let task = agent_runner_sandbox::task::test_task(
             "runner:\n  worker:\n    kind: claude-code-cli\n    env: {CLAUDE_CODE_OAUTH_TOKEN: tok}\n",
         );
         let target = Target::of_task(&task);
@@ -808,7 +810,8 @@ mod tests {
             agent_auth(&target.agents[0]).detail,
             "runner.worker.env sets CLAUDE_CODE_OAUTH_TOKEN"
         );
-        let task = crate::task::test_task("runner:\n  worker: {kind: claude-code-cli}\n");
+        let task =
+            agent_runner_sandbox::task::test_task("runner:\n  worker: {kind: claude-code-cli}\n");
         assert_eq!(Target::of_task(&task).agents[0].auth, AuthSource::None);
     }
 
@@ -831,17 +834,18 @@ mod tests {
 
     #[test]
     fn each_agent_a_task_uses_is_checked_once() {
-        let task = crate::task::test_task(
+        let task = agent_runner_sandbox::task::test_task(
             "runner:\n  meta: {kind: codex-cli}\n  worker: {kind: claude-code-cli}\n",
         );
         let target = Target::of_task(&task);
         let programs: Vec<&str> = target.agents.iter().map(|a| a.kind.program()).collect();
         assert_eq!(programs, ["claude", "codex"]);
         assert_eq!(target.meta_url, None);
-        let task = crate::task::test_task("runner:\n  meta: {kind: codex-cli}\n");
+        let task = agent_runner_sandbox::task::test_task("runner:\n  meta: {kind: codex-cli}\n");
         assert_eq!(Target::of_task(&task).agents.len(), 1, "the worker's codex");
-        let task =
-            crate::task::test_task("runner:\n  meta: {kind: codex-cli, docker_image: 'meta:1'}\n");
+        let task = agent_runner_sandbox::task::test_task(
+            "runner:\n  meta: {kind: codex-cli, docker_image: 'meta:1'}\n",
+        );
         let target = Target::of_task(&task);
         assert_eq!(
             in_image(&target.agents[1], &target),

@@ -7,19 +7,19 @@
 use std::fmt::Write as _;
 
 use crate::context::{TaskContext, TaskState};
-use crate::egress::Origin;
-use crate::fs::Dir;
-use crate::markdown::{code_span, fence, inline, quote};
-use crate::meta::MetaCall;
-use crate::secret::Redactor;
-use crate::task::{MetaBackend, Network, PrdSource};
-use crate::text::{cut, tail};
-use crate::timestamp::human;
-use crate::usage::{Pricing, Usage};
-use crate::worker::envelope::Leftovers;
-use crate::worker::git::RepoChanges;
-use crate::worker::privileges::Finding;
-use crate::worker::{TestRun, WorkerRun};
+use agent_runner_core::fs::Dir;
+use agent_runner_core::markdown::{code_span, fence, inline, quote};
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::{cut, tail};
+use agent_runner_core::timestamp::human;
+use agent_runner_core::usage::{Pricing, Usage};
+use agent_runner_meta::MetaCall;
+use agent_runner_sandbox::egress::Origin;
+use agent_runner_sandbox::task::{MetaBackend, Network, PrdSource};
+use agent_runner_sandbox::worker::envelope::Leftovers;
+use agent_runner_sandbox::worker::git::RepoChanges;
+use agent_runner_sandbox::worker::privileges::Finding;
+use agent_runner_sandbox::worker::{TestRun, WorkerRun};
 
 /// Output shown in the note per worker or test run (the full log is on disk).
 const NOTE_TAIL: usize = 8 * 1024;
@@ -284,7 +284,7 @@ fn execution_log(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
 fn usage_and_budget(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     writeln!(out, "\n### 4.4 Usage and Budget\n")?;
     let usage = ctx.usage();
-    let side = |calls: u32, what: &str, t: &crate::usage::Tokens, unreported: u32| {
+    let side = |calls: u32, what: &str, t: &agent_runner_core::usage::Tokens, unreported: u32| {
         let missing = if unreported > 0 {
             format!(" ({unreported} reported no usage and are not counted)")
         } else {
@@ -346,7 +346,7 @@ fn usage_and_budget(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         out,
         "- Budget: max_tokens {}, max_cost_usd {}, max_duration_sec {}",
         limit(budget.max_tokens.map(|t| t.to_string())),
-        limit(budget.max_cost_usd.map(crate::usage::usd)),
+        limit(budget.max_cost_usd.map(agent_runner_core::usage::usd)),
         limit(budget.max_duration.map(|d| d.as_secs().to_string()))
     )?;
     if let Some(limit) = ctx.budget_exhausted {
@@ -358,7 +358,7 @@ fn usage_and_budget(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
 /// A cost for people: `$0.0412`, or why it is not known.
 fn cost(usd: Option<f64>) -> String {
     match usd {
-        Some(usd) => format!("${}", crate::usage::usd(usd)),
+        Some(usd) => format!("${}", agent_runner_core::usage::usd(usd)),
         None => "unknown (a model without a price in runner.pricing)".into(),
     }
 }
@@ -427,10 +427,10 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     let log = ctx
         .task
         .repo
-        .join(crate::private_dir::DIR_NAME)
+        .join(agent_runner_core::private_dir::DIR_NAME)
         .join("logs")
         .join(&ctx.task.id)
-        .join(crate::egress::LOG_FILE);
+        .join(agent_runner_sandbox::egress::LOG_FILE);
     writeln!(
         out,
         "Every connection is in {}.\n",
@@ -463,7 +463,7 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             .as_ref()
             .map(|e| format!("; to allow it, add {}", code_span(e)))
             .unwrap_or_default();
-        let destination = if t.destination == crate::egress::NO_HOST {
+        let destination = if t.destination == agent_runner_sandbox::egress::NO_HOST {
             "(no destination read)".to_string()
         } else {
             code_span(&t.destination)
@@ -713,7 +713,7 @@ fn changes(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
             )?;
         }
         if !diff.is_empty() {
-            let count = |f: fn(&crate::worker::git::DiffStat) -> Option<u64>| {
+            let count = |f: fn(&agent_runner_sandbox::worker::git::DiffStat) -> Option<u64>| {
                 diff.iter().filter_map(f).sum::<u64>()
             };
             writeln!(
@@ -810,13 +810,13 @@ fn verdict(run: &TestRun) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::secret::Secret;
+    use agent_runner_core::secret::Secret;
 
     #[test]
     fn a_cost_the_agent_reported_is_said_to_be_its_own() {
         let used = Usage {
             model: Some("claude-x".into()),
-            tokens: Some(crate::usage::Tokens {
+            tokens: Some(agent_runner_core::usage::Tokens {
                 input_tokens: 10,
                 cached_input_tokens: 4,
                 output_tokens: 3,
@@ -830,7 +830,7 @@ mod tests {
         let pricing = Pricing {
             models: [(
                 "claude-x".to_string(),
-                crate::usage::Price {
+                agent_runner_core::usage::Price {
                     input: 1e6,
                     cached_input: 1e6,
                     output: 1e6,
@@ -870,13 +870,13 @@ mod tests {
 
     #[test]
     fn outside_text_cannot_break_the_notes_structure() {
-        use crate::agent::{FileChange, RunOutcome, Transcript};
-        let mut task = crate::task::test_task("");
+        use agent_runner_sandbox::agent::{FileChange, RunOutcome, Transcript};
+        let mut task = agent_runner_sandbox::task::test_task("");
         task.title = "two\nlines </details> ```".into();
         task.prd.text = "Intro\n```\nunbalanced fence\n</details>\n## 9. Fake section\n".into();
         let mut ctx = TaskContext::new(task);
         let base = structure(&render(
-            &TaskContext::new(crate::task::test_task("")),
+            &TaskContext::new(agent_runner_sandbox::task::test_task("")),
             &Redactor::default(),
         ));
         ctx.criteria.push(crate::context::Criterion {
@@ -891,8 +891,8 @@ mod tests {
         });
         ctx.worker_runs.push(WorkerRun {
             number: 1,
-            started: crate::timestamp::Timestamp::now(),
-            finished: crate::timestamp::Timestamp::now(),
+            started: agent_runner_core::timestamp::Timestamp::now(),
+            finished: agent_runner_core::timestamp::Timestamp::now(),
             duration: std::time::Duration::ZERO,
             exit_code: Some(0),
             outcome: RunOutcome::Completed,
@@ -946,7 +946,7 @@ mod tests {
 
     #[test]
     fn a_new_task_note_has_every_section_and_no_secret() {
-        let ctx = TaskContext::new(crate::task::test_task(""));
+        let ctx = TaskContext::new(agent_runner_sandbox::task::test_task(""));
         let key = Secret::new("Make it work".into());
         let note = render(&ctx, &Redactor::new([&key]));
         for heading in [

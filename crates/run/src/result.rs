@@ -8,9 +8,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::context::{TaskContext, TaskState};
-use crate::secret::Redactor;
-use crate::task::Budget;
-use crate::usage::Account;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::usage::Account;
+use agent_runner_sandbox::task::Budget;
 
 #[derive(Debug, Serialize)]
 pub struct RunResult {
@@ -209,7 +209,9 @@ impl RunResult {
     /// line with its control characters shown escaped, so it can neither add lines
     /// (a fake `COMPLETE: …` under a failed task) nor steer the terminal.
     pub fn line(&self) -> String {
-        crate::text::escape_controls(&crate::text::one_line(&self.raw_line()))
+        agent_runner_core::text::escape_controls(&agent_runner_core::text::one_line(
+            &self.raw_line(),
+        ))
     }
 
     fn raw_line(&self) -> String {
@@ -238,7 +240,7 @@ mod tests {
 
     #[test]
     fn secrets_are_masked_in_the_strings_of_the_json_not_in_its_syntax() {
-        let secret = crate::secret::Secret::new("true".into());
+        let secret = agent_runner_core::secret::Secret::new("true".into());
         let mut result = RunResult::not_run(
             Some("T".into()),
             "it is true".into(),

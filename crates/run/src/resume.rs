@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::text::{cut, tail};
-use crate::timestamp::Timestamp;
-use crate::usage::Account;
+use agent_runner_core::text::{cut, tail};
+use agent_runner_core::timestamp::Timestamp;
+use agent_runner_core::usage::Account;
 
 /// Bytes of a worker summary and of a test output tail kept per loop.
 pub const MAX_LOOP_TEXT: usize = 512;
@@ -117,7 +117,7 @@ pub fn for_worker(resumed: &Resumed, max: usize) -> String {
             line.push_str(&format!(
                 "; worker {} ({})",
                 w.outcome,
-                crate::text::one_line(&cut(&w.summary, 200))
+                agent_runner_core::text::one_line(&cut(&w.summary, 200))
             ));
         }
         if let Some(t) = &record.test {

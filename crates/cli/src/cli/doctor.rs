@@ -1,14 +1,14 @@
-//! `agent-runner doctor [< task.yaml]`: the checks of `crate::doctor`, one line each on
+//! `agent-runner doctor [< task.yaml]`: the checks of `agent_runner_run::doctor`, one line each on
 //! stdout, for the task on stdin or, without one, for the defaults.
 
 use std::io::IsTerminal;
 
-use crate::doctor::{self, Status, Target};
 use crate::error::exit;
-use crate::interrupt::Interrupt;
-use crate::secret::Redactor;
-use crate::task::Host;
-use crate::text::escape_controls;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::escape_controls;
+use agent_runner_run::doctor::{self, Status, Target};
+use agent_runner_sandbox::task::Host;
 
 use super::{input, parse_task, report, write_stdout};
 
@@ -17,8 +17,11 @@ pub fn doctor(interrupt: Interrupt) -> i32 {
     let var = |name: &str| std::env::var(name).ok();
     let defaults = || {
         // An unreadable auth.json counts as no auth here; the auth check says so.
-        let login = crate::task::resolve_login(crate::agent::default_kind(), &Host::process())
-            .unwrap_or(crate::task::Login::None);
+        let login = agent_runner_sandbox::task::resolve_login(
+            agent_runner_sandbox::agent::default_kind(),
+            &Host::process(),
+        )
+        .unwrap_or(agent_runner_sandbox::task::Login::None);
         (Target::defaults(&var, &login), login.secrets())
     };
     let (target, secrets) = if std::io::stdin().is_terminal() {

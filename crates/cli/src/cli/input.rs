@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::interrupt::Interrupt;
+use agent_runner_core::interrupt::Interrupt;
 
 /// Largest Task YAML read from stdin.
 pub const MAX_STDIN_BYTES: u64 = 16 << 20;

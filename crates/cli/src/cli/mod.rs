@@ -18,9 +18,9 @@ use std::io::Write;
 use clap::{Parser, Subcommand};
 
 use crate::error::{Error, exit};
-use crate::interrupt::Interrupt;
-use crate::secret::Redactor;
-use crate::text::escape_controls;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::escape_controls;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -137,8 +137,8 @@ pub fn main() -> i32 {
             return exit::of_usage(&e);
         }
     };
-    crate::logging::init();
-    crate::sys::raise_open_files_limit();
+    agent_runner_core::logging::init();
+    agent_runner_core::sys::raise_open_files_limit();
     let interrupt = Interrupt::from_signals();
     match cli.command {
         Command::Run {
@@ -159,10 +159,10 @@ pub fn main() -> i32 {
             max_tokens,
         } => orchestrate::run(
             &workspace.dir,
-            crate::pipeline::orchestrator::orchestrate::Options {
+            agent_runner_pipeline::orchestrator::orchestrate::Options {
                 jobs: usize::from(jobs),
                 once,
-                limit: crate::pipeline::orchestrator::spend_limit::SpendLimit {
+                limit: agent_runner_pipeline::orchestrator::spend_limit::SpendLimit {
                     max_tokens,
                     max_cost_usd,
                 },
@@ -193,7 +193,7 @@ fn positive_usd(value: &str) -> Result<f64, String> {
 /// This binary, for the runner and plan children the pipeline starts.
 fn this_binary() -> Result<std::path::PathBuf, Error> {
     Ok(
-        std::env::current_exe().map_err(crate::pipeline::PipelineError::io(
+        std::env::current_exe().map_err(agent_runner_pipeline::PipelineError::io(
             "locate the agent-runner binary",
             "/proc/self/exe",
         ))?,
@@ -202,7 +202,7 @@ fn this_binary() -> Result<std::path::PathBuf, Error> {
 
 /// Where workspaces live: `$AGENT_RUNNER_HOME`, else `~/.multiverse`.
 fn home() -> Result<std::path::PathBuf, Error> {
-    Ok(crate::pipeline::store::workspace::home(&|name| {
+    Ok(agent_runner_pipeline::store::workspace::home(&|name| {
         std::env::var(name).ok()
     })?)
 }
@@ -248,7 +248,7 @@ fn report(error: &Error, redactor: &Redactor) -> i32 {
 /// Reads and validates the Task YAML from stdin, against the real environment. The
 /// validation runs on a thread of its own: a signal is acted on at once even while
 /// a large document is parsed.
-fn read_task(interrupt: Interrupt) -> Result<crate::task::Task, Error> {
+fn read_task(interrupt: Interrupt) -> Result<agent_runner_sandbox::task::Task, Error> {
     let text = input::read_stdin(interrupt)?;
     interrupt
         .unless_stopped("task yaml", move || parse_task(&text))
@@ -256,6 +256,9 @@ fn read_task(interrupt: Interrupt) -> Result<crate::task::Task, Error> {
 }
 
 /// Validates a Task YAML against the real environment.
-fn parse_task(text: &str) -> Result<crate::task::Task, Error> {
-    Ok(crate::task::parse(text, &crate::task::Host::process())?)
+fn parse_task(text: &str) -> Result<agent_runner_sandbox::task::Task, Error> {
+    Ok(agent_runner_sandbox::task::parse(
+        text,
+        &agent_runner_sandbox::task::Host::process(),
+    )?)
 }

@@ -3,10 +3,10 @@
 use std::path::Path;
 
 use crate::error::{Error, exit};
-use crate::interrupt::Interrupt;
-use crate::pipeline::Workspace;
-use crate::pipeline::orchestrator::orchestrate::{self, Ended, Options};
-use crate::secret::Redactor;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_pipeline::Workspace;
+use agent_runner_pipeline::orchestrator::orchestrate::{self, Ended, Options};
 
 use super::report;
 

@@ -7,14 +7,14 @@ use std::io::Write;
 use serde_json::{Value, json};
 
 use crate::error::{Error, exit};
-use crate::interrupt::Interrupt;
-use crate::pipeline::Workspace;
-use crate::pipeline::plan::command::{self, Mode, Outcome, PlanError};
-use crate::pipeline::plan::edit::Step;
-use crate::pipeline::plan::model::PlanState;
-use crate::pipeline::plan::tree;
-use crate::secret::Redactor;
-use crate::text::{escape_controls, one_line};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::{escape_controls, one_line};
+use agent_runner_pipeline::Workspace;
+use agent_runner_pipeline::plan::command::{self, Mode, Outcome, PlanError};
+use agent_runner_pipeline::plan::edit::Step;
+use agent_runner_pipeline::plan::model::PlanState;
+use agent_runner_pipeline::plan::tree;
 
 use super::{WorkspaceDir, report, write_stdout};
 

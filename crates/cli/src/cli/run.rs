@@ -4,24 +4,24 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::context::{CriteriaVersion, TaskContext, TaskState};
-use crate::deadline::Deadline;
 use crate::error::{Error, exit};
-use crate::events::Events;
-use crate::fs::Dir;
-use crate::interrupt::Interrupt;
-use crate::meta::codex_cli::CodexCli;
-use crate::meta::openai::OpenAiChat;
-use crate::meta::scripted::Scripted;
-use crate::note;
-use crate::result::RunResult;
-use crate::runner::Runner;
-use crate::runner::meta::{Meta, MetaAgent};
-use crate::runner::state::{self, State};
-use crate::secret::Redactor;
-use crate::task::{InputError, Login, MetaBackend, Task};
-use crate::task_lock::TaskLock;
-use crate::worker::docker::{Continuation, DockerSandbox, SandboxConfig};
+use agent_runner_core::deadline::Deadline;
+use agent_runner_core::fs::Dir;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::task_lock::TaskLock;
+use agent_runner_meta::codex_cli::CodexCli;
+use agent_runner_meta::openai::OpenAiChat;
+use agent_runner_meta::scripted::Scripted;
+use agent_runner_run::context::{CriteriaVersion, TaskContext, TaskState};
+use agent_runner_run::note;
+use agent_runner_run::result::RunResult;
+use agent_runner_run::runner::Runner;
+use agent_runner_run::runner::meta::{Meta, MetaAgent};
+use agent_runner_run::runner::state::{self, State};
+use agent_runner_sandbox::events::Events;
+use agent_runner_sandbox::task::{InputError, Login, MetaBackend, Task};
+use agent_runner_sandbox::worker::docker::{Continuation, DockerSandbox, SandboxConfig};
 
 use super::{read_task, report, write_stdout};
 
@@ -50,7 +50,7 @@ pub fn run(meta_model: Option<String>, json: bool, resume: bool, interrupt: Inte
     };
     let auth = task.login.clone();
     let redactor = Redactor::new(&task.secrets());
-    crate::logging::mask(&redactor);
+    agent_runner_core::logging::mask(&redactor);
     if let Some(model) = &meta_model {
         if model.trim().is_empty() {
             return invalid(
@@ -62,7 +62,9 @@ pub fn run(meta_model: Option<String>, json: bool, resume: bool, interrupt: Inte
         if let MetaBackend::CodexCli(codex) = &mut task.meta.backend {
             codex.model = Some(model.clone());
         }
-        if let Some(problem) = crate::task::unpriced(&task.bounds, &task.meta, &task.worker) {
+        if let Some(problem) =
+            agent_runner_sandbox::task::unpriced(&task.bounds, &task.meta, &task.worker)
+        {
             let problem = InputError::new("--meta-model", problem.message);
             return invalid(&problem.into(), &redactor);
         }
@@ -133,7 +135,7 @@ struct Prepared {
 /// the same id must not touch the first one's note, logs or state); with `resume`,
 /// the saved state, of the same task (SPEC §19).
 fn prepare(task: &Task, resume: bool) -> Result<Prepared, Error> {
-    let private = crate::private_dir::open(&task.repo).map_err(Error::PrivateDir)?;
+    let private = agent_runner_core::private_dir::open(&task.repo).map_err(Error::PrivateDir)?;
     let lock = TaskLock::acquire(&private, &task.id)?;
     let logs = private
         .subdir("logs")
@@ -247,7 +249,7 @@ fn execute(
                 .as_ref()
                 .filter(|s| s.kind == ctx.task.worker.kind.name())
                 .map(|s| s.id.clone()),
-            history: crate::resume::for_worker(&resumed, HISTORY_FOR_WORKER),
+            history: agent_runner_run::resume::for_worker(&resumed, HISTORY_FOR_WORKER),
         });
         ctx.criteria = saved.criteria.clone();
         ctx.criteria_versions = saved.criteria_versions.clone();

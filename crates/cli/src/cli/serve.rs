@@ -6,10 +6,10 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use crate::error::{Error, exit};
-use crate::interrupt::Interrupt;
-use crate::pipeline::{PipelineError, Workspace, web};
-use crate::secret::Redactor;
-use crate::text::escape_controls;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::escape_controls;
+use agent_runner_pipeline::{PipelineError, Workspace, web};
 
 use super::{report, write_stdout};
 

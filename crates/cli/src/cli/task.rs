@@ -8,20 +8,20 @@ use std::path::Path;
 use clap::Subcommand;
 
 use crate::error::{Error, exit};
-use crate::interrupt::Interrupt;
-use crate::pipeline::orchestrator::attempt_files;
-use crate::pipeline::queue::board::Board;
-use crate::pipeline::queue::run_request::{self, RunError};
-use crate::pipeline::queue::status::{self, TaskStatus};
-use crate::pipeline::queue::task_json::{self, TaskList};
-use crate::pipeline::store::new_task;
-use crate::pipeline::store::pinned_test::PinnedTest;
-use crate::pipeline::store::task_file::{Attempt, TaskView};
-use crate::pipeline::store::task_store::TaskStore;
-use crate::pipeline::{PipelineError, Workspace};
-use crate::secret::Redactor;
-use crate::text::{cut_chars, escape_controls, fit, one_line};
-use crate::timestamp::human;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::{cut_chars, escape_controls, fit, one_line};
+use agent_runner_core::timestamp::human;
+use agent_runner_pipeline::orchestrator::attempt_files;
+use agent_runner_pipeline::queue::board::Board;
+use agent_runner_pipeline::queue::run_request::{self, RunError};
+use agent_runner_pipeline::queue::status::{self, TaskStatus};
+use agent_runner_pipeline::queue::task_json::{self, TaskList};
+use agent_runner_pipeline::store::new_task;
+use agent_runner_pipeline::store::pinned_test::PinnedTest;
+use agent_runner_pipeline::store::task_file::{Attempt, TaskView};
+use agent_runner_pipeline::store::task_store::TaskStore;
+use agent_runner_pipeline::{PipelineError, Workspace};
 
 use super::WorkspaceDir;
 use super::{report, write_json_stdout, write_stdout};
@@ -210,7 +210,9 @@ fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
             .map_or("-".to_string(), |t| t.to_string());
         let cost = latest
             .and_then(Attempt::cost_usd)
-            .map_or("-".to_string(), |c| format!("${}", crate::usage::usd(c)));
+            .map_or("-".to_string(), |c| {
+                format!("${}", agent_runner_core::usage::usd(c))
+            });
         let id = escape_controls(&task.record.id);
         let id = if id.len() > 14 { id } else { fit(&id, 14) };
         out.push_str(&format!(
@@ -233,7 +235,7 @@ const STATUS_WIDTH: usize = status::SUCCEEDED_UNVERIFIED.len();
 
 /// A stored time, short (`timestamp::short`), safe for a terminal.
 fn short_time(rfc3339: &str) -> String {
-    escape_controls(&crate::timestamp::short(rfc3339))
+    escape_controls(&agent_runner_core::timestamp::short(rfc3339))
 }
 
 fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
@@ -380,7 +382,7 @@ fn spend(a: &Attempt) -> String {
         .map_or(String::new(), |t| format!(", {t} tokens"));
     let cost = match (a.total_tokens(), a.cost_usd()) {
         (None, _) => String::new(),
-        (Some(_), Some(c)) => format!(", ${}", crate::usage::usd(c)),
+        (Some(_), Some(c)) => format!(", ${}", agent_runner_core::usage::usd(c)),
         (Some(_), None) => ", cost unknown".into(),
     };
     format!("{tokens}{cost}")
@@ -391,10 +393,10 @@ fn spend(a: &Attempt) -> String {
 fn usage_breakdown(out: &mut String, a: &Attempt) {
     let cost = |c: Option<f64>| {
         c.map_or("unknown".to_string(), |c| {
-            format!("${}", crate::usage::usd(c))
+            format!("${}", agent_runner_core::usage::usd(c))
         })
     };
-    let tokens = |t: &crate::usage::Tokens| {
+    let tokens = |t: &agent_runner_core::usage::Tokens| {
         format!(
             "{} in ({} cached), {} out",
             t.input_tokens, t.cached_input_tokens, t.output_tokens

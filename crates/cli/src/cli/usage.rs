@@ -4,11 +4,11 @@
 use std::path::Path;
 
 use crate::error::{Error, exit};
-use crate::pipeline::Workspace;
-use crate::pipeline::store::spending::{self, Spending};
-use crate::secret::Redactor;
-use crate::text::{escape_controls, fit};
-use crate::usage::{ModelUsage, usd};
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::{escape_controls, fit};
+use agent_runner_core::usage::{ModelUsage, usd};
+use agent_runner_pipeline::Workspace;
+use agent_runner_pipeline::store::spending::{self, Spending};
 
 use super::{report, write_json_stdout, write_stdout};
 

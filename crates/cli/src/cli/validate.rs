@@ -2,9 +2,9 @@
 //! nothing.
 
 use crate::error::exit;
-use crate::interrupt::Interrupt;
-use crate::secret::Redactor;
-use crate::task;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_sandbox::task;
 
 use super::{read_task, report, write_stdout};
 

@@ -7,17 +7,17 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::{Error, exit};
-use crate::events::reader::describe;
-use crate::interrupt::Interrupt;
-use crate::pipeline::queue::jobs;
-use crate::pipeline::store::task_file::{AttemptStatus, TaskView};
-use crate::pipeline::store::task_store::TaskStore;
-use crate::pipeline::watch;
-use crate::pipeline::watch::log::{Follower, Stage};
-use crate::pipeline::watch::stop::NotStopped;
-use crate::pipeline::{PipelineError, Workspace};
-use crate::text::{escape_controls, one_line};
-use crate::timestamp::human;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::text::{escape_controls, one_line};
+use agent_runner_core::timestamp::human;
+use agent_runner_pipeline::queue::jobs;
+use agent_runner_pipeline::store::task_file::{AttemptStatus, TaskView};
+use agent_runner_pipeline::store::task_store::TaskStore;
+use agent_runner_pipeline::watch;
+use agent_runner_pipeline::watch::log::{Follower, Stage};
+use agent_runner_pipeline::watch::stop::NotStopped;
+use agent_runner_pipeline::{PipelineError, Workspace};
+use agent_runner_sandbox::events::reader::describe;
 
 use super::write_stdout;
 

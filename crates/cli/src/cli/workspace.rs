@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use clap::Subcommand;
 
 use crate::error::{Error, exit};
-use crate::pipeline::Workspace;
-use crate::pipeline::store::defaults::Defaults;
-use crate::secret::Redactor;
-use crate::text::{escape_controls, one_line};
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::{escape_controls, one_line};
+use agent_runner_pipeline::Workspace;
+use agent_runner_pipeline::store::defaults::Defaults;
 
 use super::{report, write_stdout};
 
@@ -83,7 +83,7 @@ fn init(dir: PathBuf, defaults: Option<PathBuf>) -> Result<(), Error> {
 mod tests {
     use clap::CommandFactory;
 
-    use crate::pipeline::store::defaults::BuilderKind;
+    use agent_runner_pipeline::store::defaults::BuilderKind;
 
     #[test]
     fn the_defaults_help_names_every_builder_kind() {

@@ -21,7 +21,7 @@ pub fn image_with_this_fake() -> String {
     IMAGE
         .get_or_init(|| {
             let fake = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("testdata/worker-image/codex");
+                .join("../../testdata/worker-image/codex");
             let ours = std::fs::read(&fake).unwrap();
             let (ok, theirs, _) = docker(&["run", "--rm", TEST_IMAGE, "cat", "/usr/local/bin/codex"]);
             if ok && theirs.as_bytes() == ours {

@@ -195,7 +195,7 @@ impl Browser {
         let encoded = self.call("GET", &self.session("/screenshot"), None);
         let png = base64_decode(encoded.as_str().unwrap());
         assert!(png.starts_with(b"\x89PNG"), "a PNG");
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-artifacts");
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("{name}.png"));
         std::fs::write(&path, png).unwrap();

@@ -20,7 +20,7 @@
 //! - `fd`: the system calls the others are built from, each `O_NOFOLLOW`.
 //!
 //! No other module opens with `O_NOFOLLOW`, calls `openat`, creates with `O_EXCL`
-//! or takes an `flock` (tests/architecture.rs checks it).
+//! or takes an `flock` (crates/cli/tests/architecture.rs checks it).
 
 pub mod atomic;
 pub mod dir;
@@ -32,8 +32,10 @@ pub mod walk;
 
 pub use dir::Dir;
 
-#[cfg(test)]
-pub(crate) mod testing {
+/// Helpers for unit tests, here and in other crates (with the `testing` feature).
+#[cfg(any(test, feature = "testing"))]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+pub mod testing {
     use std::path::{Path, PathBuf};
 
     /// A new empty directory under the system's temp directory.

@@ -31,7 +31,7 @@ use crate::sys::{self, Signal};
 
 /// How often a waiting loop looks at the interrupt flag. A child's exit or output
 /// wakes the loop at once; this only bounds the reaction to Ctrl-C.
-pub(crate) const TICK: Duration = Duration::from_millis(50);
+pub const TICK: Duration = Duration::from_millis(50);
 /// Size of one read from a child's pipe.
 const CHUNK: usize = 64 * 1024;
 /// Chunks in flight between the reader threads and the waiting loop.

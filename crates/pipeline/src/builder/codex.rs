@@ -21,15 +21,15 @@ use serde_yaml::{Mapping, Value};
 use super::Build;
 use super::reply::BuiltConfig;
 use super::request::{BuildRequest, codex_prompt};
-use crate::agent::RunOutcome;
-use crate::interrupt::Interrupt;
-use crate::meta::reply::{Reply, strip_fence};
-use crate::secret::Redactor;
-use crate::task::{CodexMeta, DEFAULT_META_MODEL, Host, Login, MetaBackend, Task};
-use crate::worker::WorkerRun;
-use crate::worker::scratch::{Scratch, ScratchConfig};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_meta::reply::{Reply, strip_fence};
+use agent_runner_sandbox::agent::RunOutcome;
+use agent_runner_sandbox::task::{CodexMeta, DEFAULT_META_MODEL, Host, Login, MetaBackend, Task};
+use agent_runner_sandbox::worker::WorkerRun;
+use agent_runner_sandbox::worker::scratch::{Scratch, ScratchConfig};
 
-use crate::pipeline::store::defaults::Defaults;
+use crate::store::defaults::Defaults;
 
 /// Asks codex for a TaskConfig for `request`; `work` is the job's log directory.
 pub fn build(
@@ -74,7 +74,7 @@ fn ask(
     interrupt: Interrupt,
     work: &Path,
     log: &mut String,
-    usage: &mut Option<crate::usage::Usage>,
+    usage: &mut Option<agent_runner_core::usage::Usage>,
 ) -> Result<Mapping, String> {
     let scratch = work.join("codex-builder");
     let _ = std::fs::remove_dir_all(&scratch);
@@ -116,7 +116,11 @@ fn ask(
         interrupt,
     })
     .map_err(|e| e.to_string())?;
-    let answer = sandbox.ask(&prompt, &crate::task::task_config_schema(), limit);
+    let answer = sandbox.ask(
+        &prompt,
+        &agent_runner_sandbox::task::task_config_schema(),
+        limit,
+    );
     sandbox.shutdown();
     let answer = answer.map_err(|e| format!("codex could not run: {e}"))?;
     *usage = Some(answer.run.usage.clone());
@@ -143,7 +147,7 @@ fn ask(
 
 /// Whether Meta's codex can log in: a login of the host's, or CODEX_API_KEY in the
 /// environment it is given.
-pub fn has_session(codex: &CodexMeta, env: &[crate::task::WorkerEnv]) -> bool {
+pub fn has_session(codex: &CodexMeta, env: &[agent_runner_sandbox::task::WorkerEnv]) -> bool {
     codex.login != Login::None || env.iter().any(|e| e.name == "CODEX_API_KEY")
 }
 
@@ -174,9 +178,9 @@ pub fn codex_meta_task(
         .unwrap_or_else(|| json!({}));
     if let serde_json::Value::Object(map) = &mut worker {
         map.entry("type")
-            .or_insert_with(|| crate::task::TASKCONFIG_WORKER_TYPE.into());
+            .or_insert_with(|| agent_runner_sandbox::task::TASKCONFIG_WORKER_TYPE.into());
     }
-    crate::pipeline::store::workspace::create_dir(scratch)
+    crate::store::workspace::create_dir(scratch)
         .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
     let config = json!({
         "task": {"id": task_id, "title": "Meta", "instructions": "-",
@@ -185,7 +189,7 @@ pub fn codex_meta_task(
     });
     let yaml = serde_yaml::to_string(&config).map_err(|e| e.to_string())?;
     let os_var = |name: &str| var(name).map(std::ffi::OsString::from);
-    crate::task::parse(
+    agent_runner_sandbox::task::parse(
         &yaml,
         &Host {
             var: &os_var,
@@ -206,8 +210,9 @@ fn failure(run: &WorkerRun) -> String {
 /// The draft from codex's last message: JSON (or YAML) following the schema, whose
 /// `null`s mean "not given".
 fn parse(text: &str) -> Result<Mapping, String> {
-    let mut value = crate::yaml::parse(strip_fence(text), crate::yaml::Rules::Reply)
-        .map_err(|e| format!("not valid JSON: {e}"))?;
+    let mut value =
+        agent_runner_core::yaml::parse(strip_fence(text), agent_runner_core::yaml::Rules::Reply)
+            .map_err(|e| format!("not valid JSON: {e}"))?;
     drop_nulls(&mut value);
     BuiltConfig::from_value(value).map(|BuiltConfig(map)| map)
 }

@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::interrupt::Interrupt;
-use crate::meta::ChatBackend;
-use crate::meta::codex_cli::CodexCli;
-use crate::meta::openai::OpenAiChat;
-use crate::secret::Redactor;
-use crate::task::{DEFAULT_META_MODEL, Host, MetaBackend};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_meta::ChatBackend;
+use agent_runner_meta::codex_cli::CodexCli;
+use agent_runner_meta::openai::OpenAiChat;
+use agent_runner_sandbox::task::{DEFAULT_META_MODEL, Host, MetaBackend};
 
-use crate::pipeline::store::defaults::Defaults;
+use crate::store::defaults::Defaults;
 
 /// A Meta backend for the pipeline, its model and what it must mask.
 pub struct PipelineChat {
@@ -108,7 +108,7 @@ pub fn backend(
     });
     let yaml = serde_yaml::to_string(&config).map_err(|e| e.to_string())?;
     let os_var = |name: &str| var(name).map(std::ffi::OsString::from);
-    let task = crate::task::parse(
+    let task = agent_runner_sandbox::task::parse(
         &yaml,
         &Host {
             var: &os_var,

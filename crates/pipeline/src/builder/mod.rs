@@ -19,11 +19,11 @@ use std::time::Duration;
 use serde_yaml::Mapping;
 
 use super::store::defaults::{BuilderKind, Defaults};
-use crate::interrupt::Interrupt;
-use crate::meta::{ChatBackend, MetaError};
-use crate::secret::Redactor;
-use crate::task::DEFAULT_META_MODEL;
-use crate::usage::Usage;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::usage::Usage;
+use agent_runner_meta::{ChatBackend, MetaError};
+use agent_runner_sandbox::task::DEFAULT_META_MODEL;
 use reply::BuiltConfig;
 pub use request::{BuildRequest, DependencySummary};
 
@@ -95,7 +95,7 @@ pub fn build(
             };
         }
     };
-    let outcome = crate::meta::conversation::ask::<BuiltConfig>(
+    let outcome = agent_runner_meta::conversation::ask::<BuiltConfig>(
         backend.as_mut(),
         request::system_prompt(request, &model),
         &request.to_yaml(),

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::text::{cut, escape_controls};
+use agent_runner_core::text::{cut, escape_controls};
 
 /// Largest overview.
 pub const MAX_OVERVIEW: usize = 2 * 1024;
@@ -58,13 +58,16 @@ pub fn repo_overview(root: &Path) -> String {
         format!("top-level entries: {}{more}\n", names.join(", "))
     };
     for name in README_NAMES {
-        if let Some(bytes) = crate::fs::read::head(&root.join(name), README_HEAD) {
+        if let Some(bytes) = agent_runner_core::fs::read::head(&root.join(name), README_HEAD) {
             let head = String::from_utf8_lossy(&bytes);
             text.push_str(&format!("{name} (head):\n{}\n", head.trim_end()));
             break;
         }
     }
-    cut(&text, MAX_OVERVIEW - crate::text::ELLIPSIS.len())
+    cut(
+        &text,
+        MAX_OVERVIEW - agent_runner_core::text::ELLIPSIS.len(),
+    )
 }
 
 #[cfg(test)]
@@ -73,10 +76,8 @@ mod tests {
 
     #[test]
     fn lists_entries_and_the_readme_head_within_2_kib() {
-        let dir = std::env::temp_dir().join(format!(
-            "ar-overview-{}",
-            crate::pipeline::store::id::random_hex(8)
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("ar-overview-{}", crate::store::id::random_hex(8)));
         std::fs::create_dir_all(dir.join("src")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         std::fs::write(

@@ -6,7 +6,7 @@
 
 use serde_yaml::{Mapping, Value};
 
-use crate::meta::reply::Reply;
+use agent_runner_meta::reply::Reply;
 
 /// A TaskConfig as the builder wrote it, `type` removed.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,8 +17,8 @@ impl Reply for BuiltConfig {
 
     /// The TaskConfig a builder may write, with the reply's `type`.
     fn schema() -> serde_json::Value {
-        let mut schema = crate::task::task_config_schema();
-        schema["properties"]["type"] = crate::meta::schema::kind(Self::KIND);
+        let mut schema = agent_runner_sandbox::task::task_config_schema();
+        schema["properties"]["type"] = agent_runner_meta::schema::kind(Self::KIND);
         if let Some(required) = schema["required"].as_array_mut() {
             required.insert(0, "type".into());
         }
@@ -70,7 +70,7 @@ pub fn check_builder_keys(draft: &Mapping) -> Result<(), String> {
     if refused.is_empty() {
         return Ok(());
     }
-    let allowed: Vec<&str> = crate::task::builder_fields().collect();
+    let allowed: Vec<&str> = agent_runner_sandbox::task::builder_fields().collect();
     Err(format!(
         "{}: not for the Task Builder to set (the workspace defaults decide endpoints, keys, worker env, image, network and its allow list, codex flags and limits); write only {}",
         refused.join(", "),
@@ -90,7 +90,7 @@ pub fn builder_part(map: &Mapping) -> Mapping {
             } else {
                 format!("{prefix}.{name}")
             };
-            if !crate::task::builder_may_write(&path) {
+            if !agent_runner_sandbox::task::builder_may_write(&path) {
                 continue;
             }
             let value = match value {
@@ -121,9 +121,9 @@ fn refused_keys(map: &Mapping, prefix: &str, refused: &mut Vec<String>) {
         } else {
             format!("{prefix}.{name}")
         };
-        if key.as_str().is_none() || !crate::task::builder_may_write(&path) {
-            refused.push(crate::text::cut_chars(
-                &crate::text::escape_controls(&path),
+        if key.as_str().is_none() || !agent_runner_sandbox::task::builder_may_write(&path) {
+            refused.push(agent_runner_core::text::cut_chars(
+                &agent_runner_core::text::escape_controls(&path),
                 80,
             ));
         } else if let Value::Mapping(inner) = value {
@@ -135,7 +135,7 @@ fn refused_keys(map: &Mapping, prefix: &str, refused: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::reply::parse_reply;
+    use agent_runner_meta::reply::parse_reply;
 
     #[test]
     fn a_taskconfig_with_type_is_accepted_and_type_dropped() {

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::meta::scripted::Scripted;
+use agent_runner_meta::scripted::Scripted;
 
 /// The script's replies.
 pub fn backend(script: &Path) -> Result<Scripted, String> {

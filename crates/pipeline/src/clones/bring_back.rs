@@ -22,11 +22,11 @@ use serde::{Deserialize, Serialize};
 use super::git::{self, Repo};
 use super::root_repo::{RootRepo, is_object_id};
 use super::{AttemptClone, checked_out};
-use crate::fs::atomic;
-use crate::interrupt::Interrupt;
-use crate::pipeline::clones::bundler::{Bundled, Bundlers, Request};
-use crate::task::WorkerSettings;
-use crate::timestamp::human;
+use crate::clones::bundler::{Bundled, Bundlers, Request};
+use agent_runner_core::fs::atomic;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::timestamp::human;
+use agent_runner_sandbox::task::WorkerSettings;
 
 /// The journal's name in the attempt's log directory.
 const JOURNAL: &str = "branch-update.json";
@@ -116,7 +116,7 @@ fn land(
     }
     let _ = std::fs::remove_dir_all(landing);
     if let Some(parent) = landing.parent() {
-        crate::pipeline::store::workspace::create_dir(parent)
+        crate::store::workspace::create_dir(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     git::init(landing, None, commit, interrupt)?;

@@ -34,14 +34,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::interrupt::Interrupt;
-use crate::owner::Owner;
-use crate::process::{self, Held, HeldWait, Invocation};
-use crate::task::{WorkerLimits, WorkerSettings};
-use crate::timestamp::human;
-use crate::worker::container::{limit_args, user_args};
-use crate::worker::docker_cli::{mount_spec, remove_container};
-use crate::worker::sweep::{LABEL_TASK, owner_labels};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::owner::Owner;
+use agent_runner_core::process::{self, Held, HeldWait, Invocation};
+use agent_runner_core::timestamp::human;
+use agent_runner_sandbox::task::{WorkerLimits, WorkerSettings};
+use agent_runner_sandbox::worker::container::{limit_args, user_args};
+use agent_runner_sandbox::worker::docker_cli::{mount_spec, remove_container};
+use agent_runner_sandbox::worker::sweep::{LABEL_TASK, owner_labels};
 
 /// Where the workspace's `clones/` is mounted in the bundler.
 const CLONES_MOUNT: &str = "/clones";
@@ -275,7 +275,7 @@ fn read_answer(answer: &str, image: &str, made: &std::path::Path) -> Result<Bund
     let (verdict, rest) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     match verdict {
         "unchanged" if is_sha(rest) => Ok(Bundled::Unchanged(rest.to_string())),
-        "bundled" if is_sha(rest) => crate::fs::read::open_regular(made, MAX_BUNDLE)
+        "bundled" if is_sha(rest) => agent_runner_core::fs::read::open_regular(made, MAX_BUNDLE)
             .map(|(file, _)| Bundled::Bundle {
                 file,
                 commit: rest.to_string(),
@@ -298,13 +298,13 @@ impl State {
     fn spawn(&self, image: &str, limits: &WorkerLimits) -> Result<Bundler, String> {
         let out = self.out();
         for dir in [&self.clones, &out] {
-            crate::pipeline::store::workspace::create_dir(dir)
+            crate::store::workspace::create_dir(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
         let name = format!(
             "agent-runner-bundler-{}-{}",
             self.workspace_id,
-            crate::pipeline::store::id::random_hex(6)
+            crate::store::id::random_hex(6)
         );
         let mut args: Vec<String> = [
             "run",
@@ -414,7 +414,7 @@ fn explain(image: &str, wait: HeldWait) -> String {
     let detail = match wait {
         HeldWait::Interrupted => return "interrupted".into(),
         HeldWait::TimedOut => format!("no answer within {}", human(REQUEST_TIMEOUT)),
-        HeldWait::Ended(stderr) => crate::text::tail(stderr.trim(), 600),
+        HeldWait::Ended(stderr) => agent_runner_core::text::tail(stderr.trim(), 600),
     };
     if detail.contains("git: not found") || detail.contains("\"git\": executable file not found") {
         return format!(

@@ -14,8 +14,8 @@ use std::path::Path;
 use super::git::{self, Repo};
 use super::root_repo::RootRepo;
 use super::{AttemptClone, branch_name, checked_out};
-use crate::interrupt::Interrupt;
-use crate::private_dir::DIR_NAME;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::private_dir::DIR_NAME;
 
 /// Who makes the merge commits of dependency branches (unsigned).
 const IDENTITY: [&str; 6] = [
@@ -64,7 +64,7 @@ pub fn prepare(
         }
     }
     if let Some(parent) = dir.parent() {
-        crate::pipeline::store::workspace::create_dir(parent)
+        crate::store::workspace::create_dir(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     let clone = Repo {

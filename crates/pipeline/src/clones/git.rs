@@ -14,8 +14,8 @@ use std::fs::File;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::interrupt::Interrupt;
-use crate::process::{self, Capture, Invocation, Limits, Stop};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{self, Capture, Invocation, Limits, Stop};
 
 /// Time allowed for one git command.
 const TIMEOUT: Duration = Duration::from_secs(300);
@@ -158,7 +158,7 @@ fn run(invocation: &Invocation, interrupt: Interrupt) -> Result<String, String> 
         _ => Err(format!(
             "`{}` failed: {}",
             invocation.display(),
-            crate::text::tail(stderr.trim(), 600)
+            agent_runner_core::text::tail(stderr.trim(), 600)
         )),
     }
 }

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::owner::Owner;
+use agent_runner_core::owner::Owner;
 
 /// A new name with `prefix` for a directory of this process.
 pub fn name(prefix: &str) -> String {
@@ -17,7 +17,7 @@ pub fn name(prefix: &str) -> String {
         place(&me),
         me.pid,
         me.start_time,
-        crate::pipeline::store::id::random_hex(6)
+        crate::store::id::random_hex(6)
     )
 }
 
@@ -68,10 +68,8 @@ mod tests {
 
     #[test]
     fn only_what_a_gone_process_left_here_is_removed() {
-        let dir = std::env::temp_dir().join(format!(
-            "ar-leftover-{}",
-            crate::pipeline::store::id::random_hex(8)
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("ar-leftover-{}", crate::store::id::random_hex(8)));
         let mine = dir.join(name(".spare-"));
         std::fs::create_dir_all(&mine).unwrap();
         let mut gone = std::process::Command::new("true").spawn().unwrap();

@@ -59,7 +59,7 @@ impl AttemptClone {
     pub fn save(&self, log_dir: &Path) -> Result<(), String> {
         let json = serde_json::to_vec(self).map_err(|e| e.to_string())?;
         let path = log_dir.join(DESCRIPTION);
-        crate::fs::atomic::write(&path, &json)
+        agent_runner_core::fs::atomic::write(&path, &json)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 
@@ -74,7 +74,7 @@ impl AttemptClone {
         task_id: &str,
     ) -> Result<AttemptClone, String> {
         let path = log_dir.join(DESCRIPTION);
-        let bytes = crate::fs::read::whole(&path, 1 << 20).map_err(|e| {
+        let bytes = agent_runner_core::fs::read::whole(&path, 1 << 20).map_err(|e| {
             format!(
                 "the clone of job {job_id} is not described ({}: {e})",
                 path.display()

@@ -11,8 +11,8 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use crate::fs::Dir;
-use crate::fs::dir::Kind;
+use agent_runner_core::fs::Dir;
+use agent_runner_core::fs::dir::Kind;
 
 /// Levels of alternates followed (as git does).
 const MAX_ALTERNATES_DEPTH: usize = 5;
@@ -412,7 +412,7 @@ pub(super) mod tests {
     pub fn repo(name: &str) -> (PathBuf, String) {
         let dir = std::env::temp_dir().join(format!(
             "ar-root-repo-{name}-{}",
-            crate::pipeline::store::id::random_hex(8)
+            crate::store::id::random_hex(8)
         ));
         std::fs::create_dir_all(&dir).unwrap();
         git(&dir, &["init", "-q", "-b", "main"]);

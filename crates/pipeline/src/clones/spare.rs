@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::background::Background;
-use crate::pipeline::clones;
+use crate::clones;
 
 /// How spares' names start (`clones/.spare-…`).
 pub const PREFIX: &str = ".spare-";
@@ -138,10 +138,8 @@ mod tests {
 
     #[test]
     fn a_spare_of_the_current_head_is_taken_and_others_are_dropped() {
-        let base = std::env::temp_dir().join(format!(
-            "ar-spare-{}",
-            crate::pipeline::store::id::random_hex(8)
-        ));
+        let base =
+            std::env::temp_dir().join(format!("ar-spare-{}", crate::store::id::random_hex(8)));
         let (root, clones) = (base.join("root"), base.join("clones"));
         std::fs::create_dir_all(&root).unwrap();
         std::fs::create_dir_all(&clones).unwrap();

@@ -12,27 +12,27 @@ use super::child;
 use super::recording;
 use super::task_config::{self, Invariants};
 use super::test_choice;
-use crate::fs::atomic;
-use crate::interrupt::Interrupt;
-use crate::owner::Owner;
-use crate::pipeline::Workspace;
-use crate::pipeline::builder::{self, BuildRequest, DependencySummary};
-use crate::pipeline::clones::background::Background;
-use crate::pipeline::clones::bundler::Bundlers;
-use crate::pipeline::clones::spare::Spares;
-use crate::pipeline::clones::{self, AttemptClone};
-use crate::pipeline::queue::jobs;
-use crate::pipeline::queue::status::TaskStatus;
-use crate::pipeline::store::id;
-use crate::pipeline::store::pinned_test::{NO_TEST, TestSource};
-use crate::pipeline::store::task_file::{Attempt, AttemptStatus, TaskView};
-use crate::pipeline::store::task_store::TaskStore;
-use crate::process::Ending;
-use crate::secret::Redactor;
-use crate::task::WorkerSettings;
-use crate::text::{cut, one_line};
-use crate::timestamp::{Timestamp, human};
-use crate::usage::{Account, ModelUsage};
+use crate::Workspace;
+use crate::builder::{self, BuildRequest, DependencySummary};
+use crate::clones::background::Background;
+use crate::clones::bundler::Bundlers;
+use crate::clones::spare::Spares;
+use crate::clones::{self, AttemptClone};
+use crate::queue::jobs;
+use crate::queue::status::TaskStatus;
+use crate::store::id;
+use crate::store::pinned_test::{NO_TEST, TestSource};
+use crate::store::task_file::{Attempt, AttemptStatus, TaskView};
+use crate::store::task_store::TaskStore;
+use agent_runner_core::fs::atomic;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::owner::Owner;
+use agent_runner_core::process::Ending;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::{cut, one_line};
+use agent_runner_core::timestamp::{Timestamp, human};
+use agent_runner_core::usage::{Account, ModelUsage};
+use agent_runner_sandbox::task::WorkerSettings;
 
 /// What every attempt of one orchestrator shares.
 #[derive(Clone)]
@@ -124,7 +124,7 @@ pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished {
     let mut builder_usage = None;
     let ran = match &claimed.refusal {
         Some(reason) => failed(reason.clone()),
-        None => match crate::pipeline::store::workspace::create_dir(&log_dir) {
+        None => match crate::store::workspace::create_dir(&log_dir) {
             Ok(()) => attempt(
                 setup,
                 &claimed,
@@ -234,9 +234,9 @@ fn spend_line(attempt: &Attempt) -> String {
     let tokens = attempt
         .total_tokens()
         .map_or(String::new(), |t| format!(", {t} tokens"));
-    let cost = attempt
-        .cost_usd()
-        .map_or(String::new(), |c| format!(", ${}", crate::usage::usd(c)));
+    let cost = attempt.cost_usd().map_or(String::new(), |c| {
+        format!(", ${}", agent_runner_core::usage::usd(c))
+    });
     format!("{tokens}{cost}")
 }
 
@@ -437,7 +437,7 @@ fn resumed_config(
     let ws = &setup.ws;
     let clock = Instant::now();
     let path = ws.job_log_dir(from).join("task-config.yaml");
-    let text = crate::fs::read::whole(&path, 1 << 20)
+    let text = agent_runner_core::fs::read::whole(&path, 1 << 20)
         .map_err(|e| failed(format!("cannot resume job {from}: {}: {e}", path.display())))?;
     let config: serde_yaml::Mapping = serde_yaml::from_slice(&text)
         .map_err(|e| failed(format!("cannot resume job {from}: {}: {e}", path.display())))?;
@@ -498,7 +498,7 @@ fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<Atte
     );
     log::debug!("job {job_id}: clone prepared in {}", human(clock.elapsed()));
     // The next claim's clone, made while this attempt runs.
-    let queued = crate::pipeline::queue::jobs::list(&ws.queue_dir()).len();
+    let queued = crate::queue::jobs::list(&ws.queue_dir()).len();
     setup.spares.refill(queued, &setup.background);
     match prepared {
         Ok(clone) => {
@@ -514,7 +514,11 @@ fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<Atte
 
 /// The TaskConfig checked as the runner will check it (in `cwd`, where it runs), and
 /// written (secrets masked) to `config_path` whether it passed or not.
-fn checked(yaml: &str, cwd: &Path, config_path: &Path) -> Result<crate::task::Task, Ran> {
+fn checked(
+    yaml: &str,
+    cwd: &Path,
+    config_path: &Path,
+) -> Result<agent_runner_sandbox::task::Task, Ran> {
     let var = |name: &str| std::env::var(name).ok();
     let validated = task_config::validate(yaml, cwd, &var);
     let redactor = match &validated {
@@ -563,7 +567,7 @@ fn run_and_bring_back(
             }
         }
         if jobs::stop_requested(ws, job_id) {
-            crate::sys::signal_process(pid, crate::sys::Signal::Term);
+            agent_runner_core::sys::signal_process(pid, agent_runner_core::sys::Signal::Term);
         }
     };
     // The runner runs in its log directory, which no worker can reach: never in the
@@ -669,7 +673,7 @@ pub const KEPT_DIR_NAME: &str = "agent-runner";
 /// is told so, and the rest of the clone is removed in the background. (Failed
 /// attempts keep their clones, for inspection.)
 fn clean_up(setup: &Setup, job_id: &str, clone: &AttemptClone, log_dir: &Path, ran: &mut Ran) {
-    let private = clone.dir.join(crate::private_dir::DIR_NAME);
+    let private = clone.dir.join(agent_runner_core::private_dir::DIR_NAME);
     let kept = log_dir.join(KEPT_DIR_NAME);
     // The runner made this directory before the worker started, and the worker saw
     // it read-only; still, never move a link.
@@ -715,7 +719,7 @@ fn stderr_tail(path: &Path) -> String {
     let text = std::fs::read(path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    crate::text::tail(text.trim_end(), 1024)
+    agent_runner_core::text::tail(text.trim_end(), 1024)
 }
 
 /// The task's dependencies, each with its task as the store has it (None: gone
@@ -789,7 +793,7 @@ mod tests {
             status: printed.then(|| status.to_string()),
             error: error.map(str::to_string),
             verified: false,
-            ending: crate::process::Ending::Exited,
+            ending: agent_runner_core::process::Ending::Exited,
             exit: "exit status 130".into(),
             duration: Duration::ZERO,
         };

@@ -10,11 +10,11 @@
 use std::path::{Path, PathBuf};
 
 use super::attempt::KEPT_DIR_NAME;
-use crate::pipeline::Workspace;
-use crate::pipeline::queue::jobs::Job;
-use crate::pipeline::store::id;
-use crate::pipeline::store::task_file::Attempt;
-use crate::private_dir::DIR_NAME;
+use crate::Workspace;
+use crate::queue::jobs::Job;
+use crate::store::id;
+use crate::store::task_file::Attempt;
+use agent_runner_core::private_dir::DIR_NAME;
 
 /// The job's log directory, `logs/<job-id>/`; None for a job id that is no id.
 pub fn log_dir(ws: &Workspace, attempt: &Attempt) -> Option<PathBuf> {

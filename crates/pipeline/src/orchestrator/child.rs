@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 
-use crate::interrupt::Interrupt;
-use crate::process::{self, Capture, Ending, Invocation, Limits, Stop};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{self, Capture, Ending, Invocation, Limits, Stop};
 
 /// Time the runner gets to clean up after SIGTERM before it is killed.
 const CLEANUP_GRACE: Duration = Duration::from_secs(60);
@@ -148,10 +148,8 @@ mod tests {
 
     #[test]
     fn a_stub_runner_is_read() {
-        let dir = std::env::temp_dir().join(format!(
-            "ar-child-{}",
-            crate::pipeline::store::id::random_hex(8)
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("ar-child-{}", crate::store::id::random_hex(8)));
         std::fs::create_dir_all(&dir).unwrap();
         let exe = dir.join("stub");
         std::fs::write(

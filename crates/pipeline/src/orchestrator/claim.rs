@@ -17,15 +17,15 @@ use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::attempt::Claimed;
-use crate::pipeline::queue::board::Board;
-use crate::pipeline::queue::board_cache::BoardCache;
-use crate::pipeline::queue::claimant::Claimant;
-use crate::pipeline::queue::jobs::{self, Entry};
-use crate::pipeline::queue::status::{JobState, Readiness, TaskStatus};
-use crate::pipeline::store::cycle;
-use crate::pipeline::store::task_file::TaskView;
-use crate::pipeline::store::task_store::TaskStore;
-use crate::pipeline::{PipelineError, Workspace};
+use crate::queue::board::Board;
+use crate::queue::board_cache::BoardCache;
+use crate::queue::claimant::Claimant;
+use crate::queue::jobs::{self, Entry};
+use crate::queue::status::{JobState, Readiness, TaskStatus};
+use crate::store::cycle;
+use crate::store::task_file::TaskView;
+use crate::store::task_store::TaskStore;
+use crate::{PipelineError, Workspace};
 
 /// How long a look that found nothing stands while no directory changed.
 const RECHECK: Duration = Duration::from_secs(5);
@@ -146,7 +146,10 @@ impl Claimer {
                 "job {}: claimed task {} \"{}\"",
                 entry.job_id,
                 task.record.id,
-                crate::text::cut_chars(&crate::text::one_line(&task.record.title), 80)
+                agent_runner_core::text::cut_chars(
+                    &agent_runner_core::text::one_line(&task.record.title),
+                    80
+                )
             );
             return Ok(Some(Claimed {
                 job_id: entry.job_id,

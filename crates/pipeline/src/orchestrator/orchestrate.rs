@@ -12,13 +12,13 @@ use super::attempt::{self, Place, Setup};
 use super::presence::Presence;
 use super::spend_limit::{SpendLimit, Spent};
 use super::{claim, recovery};
-use crate::interrupt::Interrupt;
-use crate::pipeline::Workspace;
-use crate::pipeline::clones::bundler::Bundlers;
-use crate::pipeline::clones::spare::{self, Spares};
-use crate::pipeline::clones::{self, leftover};
-use crate::pipeline::store::defaults::Isolation;
-use crate::pipeline::store::task_file::AttemptStatus;
+use crate::Workspace;
+use crate::clones::bundler::Bundlers;
+use crate::clones::spare::{self, Spares};
+use crate::clones::{self, leftover};
+use crate::store::defaults::Isolation;
+use crate::store::task_file::AttemptStatus;
+use agent_runner_core::interrupt::Interrupt;
 
 /// How often the queue is looked at when nothing happens (SPEC: ≤ 200 ms).
 pub const POLL: Duration = Duration::from_millis(100);
@@ -239,7 +239,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         }
     }
     if let Some(why) = &spent_out {
-        let queued = crate::pipeline::queue::jobs::list(&ws.queue_dir()).len();
+        let queued = crate::queue::jobs::list(&ws.queue_dir()).len();
         log::warn!("{why}: stopped with {queued} job(s) left in the queue");
     } else if options.once && !interrupt.is_set() {
         claim::warn_waiting(&ws);

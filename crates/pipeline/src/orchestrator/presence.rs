@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::fs::lock::{self, Mode};
-use crate::fs::read;
-use crate::owner::Owner;
-use crate::pipeline::store::id;
-use crate::pipeline::{PipelineError, Workspace};
-use crate::timestamp::Timestamp;
+use crate::store::id;
+use crate::{PipelineError, Workspace};
+use agent_runner_core::fs::lock::{self, Mode};
+use agent_runner_core::fs::read;
+use agent_runner_core::owner::Owner;
+use agent_runner_core::timestamp::Timestamp;
 
 /// Largest marker read.
 const MAX_MARKER: u64 = 64 * 1024;
@@ -49,8 +49,7 @@ impl Presence {
     /// Writes and locks this process's marker; removes leftovers of dead ones.
     pub fn announce(ws: &Workspace) -> Result<Presence, PipelineError> {
         let dir = dir(ws);
-        crate::pipeline::store::workspace::create_dir(&dir)
-            .map_err(PipelineError::io("create", &dir))?;
+        crate::store::workspace::create_dir(&dir).map_err(PipelineError::io("create", &dir))?;
         for (path, file) in markers(&dir) {
             if try_lock(&file, Mode::Exclusive) {
                 let _ = std::fs::remove_file(path);
@@ -127,7 +126,7 @@ mod tests {
 
     #[test]
     fn a_marker_counts_while_it_is_held_and_leftovers_are_swept() {
-        let (ws, base) = crate::pipeline::store::workspace::scratch("presence");
+        let (ws, base) = crate::store::workspace::scratch("presence");
         assert_eq!(running(&ws), vec![], "no directory yet");
         let held = Presence::announce(&ws).unwrap();
         let live = running(&ws);

@@ -9,11 +9,11 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::fs::atomic;
-use crate::pipeline::queue::jobs;
-use crate::pipeline::store::task_file::{Attempt, AttemptStatus, Line};
-use crate::pipeline::store::task_store::TaskStore;
-use crate::pipeline::{PipelineError, Workspace};
+use crate::queue::jobs;
+use crate::store::task_file::{Attempt, AttemptStatus, Line};
+use crate::store::task_store::TaskStore;
+use crate::{PipelineError, Workspace};
+use agent_runner_core::fs::atomic;
 
 /// Records `attempt` of a job; returns the result file's path.
 pub fn record(ws: &Workspace, attempt: &Attempt) -> Result<PathBuf, PipelineError> {

@@ -8,13 +8,13 @@ use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, SystemTime};
 
 use super::recording;
-use crate::fs::lock;
-use crate::pipeline::Workspace;
-use crate::pipeline::queue::jobs::{self, Entry};
-use crate::pipeline::store::id;
-use crate::pipeline::store::task_file::{Attempt, AttemptStatus};
-use crate::pipeline::store::task_store::TaskStore;
-use crate::timestamp::Timestamp;
+use crate::Workspace;
+use crate::queue::jobs::{self, Entry};
+use crate::store::id;
+use crate::store::task_file::{Attempt, AttemptStatus};
+use crate::store::task_store::TaskStore;
+use agent_runner_core::fs::lock;
+use agent_runner_core::timestamp::Timestamp;
 
 /// A running job without an owner file is being claimed right now, unless it has
 /// been like that for this long (its claimer died between the rename and the write).
@@ -89,7 +89,7 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
     };
     let log_dir = ws.job_log_dir(&entry.job_id);
     // Killed while bringing the branch back: the branch must agree with the record.
-    let mut reason = match crate::pipeline::clones::reconcile(&ws.root_dir, &log_dir) {
+    let mut reason = match crate::clones::reconcile(&ws.root_dir, &log_dir) {
         Some(branch) => format!("{reason}; {branch}"),
         None => reason.to_string(),
     };
@@ -125,7 +125,7 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
     };
     match recording::record(ws, &attempt) {
         Ok(path) => {
-            crate::pipeline::clones::forget(&log_dir);
+            crate::clones::forget(&log_dir);
             log::warn!(
                 "job {}: task {}: {reason}; recorded as a failed attempt; result {}",
                 entry.job_id,
@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn one_orchestrator_at_a_time_repairs() {
-        let (ws, base) = crate::pipeline::store::workspace::scratch("recover");
+        let (ws, base) = crate::store::workspace::scratch("recover");
         // Another orchestrator is repairing: it holds the lock (even shared).
         let other = std::fs::File::create(ws.dir.join("ipc/.recover.lock")).unwrap();
         assert!(lock::try_lock(&other, lock::Mode::Shared).unwrap());

@@ -3,7 +3,7 @@
 //! is reached it claims nothing more. Attempts already running finish (a limit can
 //! be passed by what they spend); the rest of the queue stays queued.
 
-use crate::usage::usd;
+use agent_runner_core::usage::usd;
 
 /// The limits given on the command line.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -19,8 +19,8 @@ use std::path::Path;
 
 use serde_yaml::{Mapping, Value};
 
-use crate::pipeline::store::pinned_test::PinnedTest;
-use crate::task::{Host, Task};
+use crate::store::pinned_test::PinnedTest;
+use agent_runner_sandbox::task::{Host, Task};
 
 /// What the orchestrator sets in every TaskConfig.
 pub struct Invariants<'a> {
@@ -41,7 +41,7 @@ pub fn complete(
     invariants: &Invariants,
     defaults_runner: Option<&serde_json::Value>,
 ) -> Result<String, String> {
-    crate::pipeline::builder::reply::check_builder_keys(&draft)?;
+    crate::builder::reply::check_builder_keys(&draft)?;
     let task = section(&mut draft, "task")?;
     task.insert("id".into(), invariants.task_id.into());
     task.insert("title".into(), invariants.title.into());
@@ -139,7 +139,8 @@ pub fn validate(
         var: &os_var,
         cwd: Ok(cwd.to_path_buf()),
     };
-    crate::task::parse(yaml, &host).map_err(|e| format!("invalid TaskConfig: {}", e.with_hints()))
+    agent_runner_sandbox::task::parse(yaml, &host)
+        .map_err(|e| format!("invalid TaskConfig: {}", e.with_hints()))
 }
 
 #[cfg(test)]
@@ -271,10 +272,12 @@ mod tests {
         let var = |n: &str| (n == "OPENAI_API_KEY").then(|| "sk-x".to_string());
         let task = validate(&yaml, &root, &var).unwrap();
         assert_eq!(task.test.unwrap().command, command);
-        let crate::task::MetaBackend::OpenAiChat { base_url, .. } = task.meta.backend else {
+        let agent_runner_sandbox::task::MetaBackend::OpenAiChat { base_url, .. } =
+            task.meta.backend
+        else {
             panic!("openai-chat")
         };
-        assert_eq!(base_url, crate::task::DEFAULT_BASE_URL);
+        assert_eq!(base_url, agent_runner_sandbox::task::DEFAULT_BASE_URL);
     }
 
     #[test]

@@ -6,8 +6,8 @@
 
 use serde_yaml::{Mapping, Value};
 
-use crate::pipeline::store::pinned_test::{PinnedTest, TestSource};
-use crate::text::{cut, one_line};
+use crate::store::pinned_test::{PinnedTest, TestSource};
+use agent_runner_core::text::{cut, one_line};
 
 /// The test an attempt runs and where it came from.
 #[derive(Debug, Clone, PartialEq)]

@@ -35,13 +35,13 @@ use std::path::Path;
 use super::super::{PipelineError, Workspace};
 use super::model::PlanState;
 use super::wbs::Wbs;
-use crate::fs::atomic;
-use crate::fs::jsonl;
-use crate::pipeline::store::commits::Stamp;
-use crate::pipeline::store::plan_fields::PlanFields;
-use crate::pipeline::store::task_file::{Deleted, Line, TaskChanges, TaskRecord};
-use crate::pipeline::store::task_store::TaskStore;
-use crate::timestamp::Timestamp;
+use crate::store::commits::Stamp;
+use crate::store::plan_fields::PlanFields;
+use crate::store::task_file::{Deleted, Line, TaskChanges, TaskRecord};
+use crate::store::task_store::TaskStore;
+use agent_runner_core::fs::atomic;
+use agent_runner_core::fs::jsonl;
+use agent_runner_core::timestamp::Timestamp;
 
 /// Where an edit's writes go: the files, or a test's stand-in that fails on cue.
 pub trait PlanWrites {
@@ -175,7 +175,7 @@ pub fn apply(
             .map_err(PipelineError::io("create", path))?;
     }
     for (id, changes) in &change.updated {
-        let line = Line::Update(crate::pipeline::store::task_file::Update {
+        let line = Line::Update(crate::store::task_file::Update {
             at: at.clone(),
             changes: changes.clone(),
         });

@@ -11,11 +11,11 @@
 use std::path::Path;
 
 use super::super::builder;
-use crate::interrupt::Interrupt;
-use crate::meta::ChatBackend;
-use crate::meta::codex_cli::PLAN_DEADLINE;
-use crate::pipeline::store::defaults::{BuilderKind, Defaults};
-use crate::secret::Redactor;
+use crate::store::defaults::{BuilderKind, Defaults};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_meta::ChatBackend;
+use agent_runner_meta::codex_cli::PLAN_DEADLINE;
 
 /// A backend and what to say about it.
 pub struct PlanBackend {
@@ -77,8 +77,8 @@ pub fn open(
 
 /// Whether a scripted reply text may answer a request of type `kind`.
 fn of_kind(text: &str, kind: &str) -> bool {
-    let body = crate::meta::reply::strip_fence(text);
-    match crate::yaml::parse(body, crate::yaml::Rules::Reply) {
+    let body = agent_runner_meta::reply::strip_fence(text);
+    match agent_runner_core::yaml::parse(body, agent_runner_core::yaml::Rules::Reply) {
         Ok(serde_yaml::Value::Mapping(map)) => match map.get("type").and_then(|t| t.as_str()) {
             Some(t) => t == kind,
             None => true,

@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::super::{PipelineError, Workspace};
-use crate::fs::jsonl;
-use crate::timestamp::Timestamp;
+use agent_runner_core::fs::jsonl;
+use agent_runner_core::timestamp::Timestamp;
 
 /// How much of the file's end is read for the latest messages.
 const TAIL: u64 = 1 << 20;
@@ -69,7 +69,7 @@ fn append_message(
 /// missing file is no conversation.
 pub fn recent(ws: &Workspace, n: usize) -> Result<Vec<ChatMessage>, PipelineError> {
     let path = ws.chat_path();
-    let bytes = match crate::fs::read::tail(&path, TAIL) {
+    let bytes = match agent_runner_core::fs::read::tail(&path, TAIL) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(PipelineError::io("read", path)(e)),
@@ -88,7 +88,7 @@ mod tests {
 
     #[test]
     fn messages_are_appended_and_the_latest_read_back() {
-        let (ws, base) = crate::pipeline::store::workspace::scratch("chat");
+        let (ws, base) = crate::store::workspace::scratch("chat");
         assert!(recent(&ws, 10).unwrap().is_empty());
         for n in 0..12 {
             append(

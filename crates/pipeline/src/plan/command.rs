@@ -21,14 +21,14 @@ use super::patch::PlanPatch;
 use super::request;
 use super::trim;
 use super::validate;
-use crate::interrupt::Interrupt;
-use crate::meta::conversation::ask_checked;
-use crate::meta::{MetaCall, MetaError};
-use crate::pipeline::queue::jobs;
-use crate::pipeline::queue::status::JobState;
-use crate::pipeline::store::id;
-use crate::text::{cut, one_line};
-use crate::timestamp::Timestamp;
+use crate::queue::jobs;
+use crate::queue::status::JobState;
+use crate::store::id;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::text::{cut, one_line};
+use agent_runner_core::timestamp::Timestamp;
+use agent_runner_meta::conversation::ask_checked;
+use agent_runner_meta::{MetaCall, MetaError};
 
 /// Which edit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,7 +174,7 @@ pub fn run(
         log::info!(
             "plan: edit {} written in {} (revision {}): {} created, {} updated, {} deleted",
             c.edit_id,
-            crate::timestamp::human(write_time),
+            agent_runner_core::timestamp::human(write_time),
             c.revision,
             change.created.len(),
             change.updated.len(),
@@ -232,8 +232,8 @@ fn write_log(path: &std::path::Path, label: &str, call: &MetaCall) {
     let out = call.transcript(&format!("meta: {label}\ntype: {}", call.kind));
     let written = path
         .parent()
-        .map_or(Ok(()), crate::pipeline::store::workspace::create_dir)
-        .and_then(|()| crate::fs::atomic::write(path, out.as_bytes()));
+        .map_or(Ok(()), crate::store::workspace::create_dir)
+        .and_then(|()| agent_runner_core::fs::atomic::write(path, out.as_bytes()));
     if let Err(e) = written {
         log::warn!("cannot write {}: {e}", path.display());
     }

@@ -12,11 +12,11 @@ use serde_json::Value;
 use super::edit::{Edit, Step, prompt_of};
 use super::fields::{Fields, conflicts};
 use super::model::{PlanState, Rejection};
-use crate::meta::reply::Reply;
-use crate::pipeline::store::plan_fields::PlanFields;
-use crate::pipeline::store::task_file::TaskRecord;
-use crate::pipeline::store::{cycle, new_task};
-use crate::text::one_line;
+use crate::store::plan_fields::PlanFields;
+use crate::store::task_file::TaskRecord;
+use crate::store::{cycle, new_task};
+use agent_runner_core::text::one_line;
+use agent_runner_meta::reply::Reply;
 
 /// Most tasks one reply may create.
 pub const MAX_NEW_TASKS: usize = 500;
@@ -240,8 +240,8 @@ pub fn plan(reply: &Decomposition, base: &PlanState, now: &str) -> Result<Edit, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::reply::parse_reply;
-    use crate::pipeline::plan::model::tests::state;
+    use crate::plan::model::tests::state;
+    use agent_runner_meta::reply::parse_reply;
 
     const REPLY: &str = "type: decompose
 understanding: A product list page.

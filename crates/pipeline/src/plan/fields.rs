@@ -5,10 +5,10 @@
 
 use serde_yaml::{Mapping, Sequence, Value};
 
-use crate::pipeline::store::pinned_test::PinnedTest;
-use crate::pipeline::store::plan_fields::{PlanFields, plan_fields_table};
-use crate::task::MAX_ACCEPTANCE_CRITERIA;
-use crate::text::one_line;
+use crate::store::pinned_test::PinnedTest;
+use crate::store::plan_fields::{PlanFields, plan_fields_table};
+use agent_runner_core::text::one_line;
+use agent_runner_sandbox::task::MAX_ACCEPTANCE_CRITERIA;
 
 /// Values of `estimated_effort` (meta-protocol.md §9.4).
 pub const EFFORTS: [&str; 3] = ["small", "medium", "large"];

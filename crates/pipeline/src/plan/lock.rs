@@ -9,8 +9,8 @@ use std::fs::File;
 use std::time::Duration;
 
 use super::super::{PipelineError, Workspace};
-use crate::fs::lock::{self, Mode};
-use crate::interrupt::Interrupt;
+use agent_runner_core::fs::lock::{self, Mode};
+use agent_runner_core::interrupt::Interrupt;
 
 /// How often a waiting command tries again.
 const RETRY: Duration = Duration::from_millis(100);
@@ -63,7 +63,7 @@ mod tests {
 
     #[test]
     fn a_second_holder_waits_and_gives_up_when_interrupted() {
-        let (ws, base) = crate::pipeline::store::workspace::scratch("planlock");
+        let (ws, base) = crate::store::workspace::scratch("planlock");
         let first = PlanLock::acquire(&ws, Interrupt::never()).unwrap();
         let interrupt = Interrupt::manual();
         let stop = interrupt;

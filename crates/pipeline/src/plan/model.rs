@@ -7,13 +7,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::super::{PipelineError, Workspace};
 use super::wbs::Wbs;
-use crate::pipeline::queue::board::Board;
-use crate::pipeline::queue::status::TaskStatus;
-use crate::pipeline::store::commits::Commits;
-use crate::pipeline::store::cycle;
-use crate::pipeline::store::id;
-use crate::pipeline::store::task_file::{TaskChanges, TaskRecord};
-use crate::pipeline::store::task_store::TaskStore;
+use crate::queue::board::Board;
+use crate::queue::status::TaskStatus;
+use crate::store::commits::Commits;
+use crate::store::cycle;
+use crate::store::id;
+use crate::store::task_file::{TaskChanges, TaskRecord};
+use crate::store::task_store::TaskStore;
 
 /// A task as the plan sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -249,7 +249,7 @@ impl PlanState {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::pipeline::store::task_file::tests::record;
+    use crate::store::task_file::tests::record;
 
     /// A state with these tasks (id, deps), all PENDING, the first `in_tree` under
     /// one phase "P" in order.

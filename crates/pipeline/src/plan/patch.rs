@@ -7,9 +7,9 @@
 use serde_json::Value;
 
 use super::fields::{Fields, conflicts};
-use crate::meta::reply::Reply;
-use crate::pipeline::store::new_task;
-use crate::pipeline::store::plan_fields::PlanFields;
+use crate::store::new_task;
+use crate::store::plan_fields::PlanFields;
+use agent_runner_meta::reply::Reply;
 
 /// Most operations one reply may hold.
 pub const MAX_OPERATIONS: usize = 500;
@@ -258,7 +258,7 @@ fn position(f: &Fields) -> Result<Option<Position>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::reply::parse_reply;
+    use agent_runner_meta::reply::parse_reply;
 
     fn envelope(ops: &str) -> String {
         format!(

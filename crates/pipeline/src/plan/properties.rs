@@ -16,10 +16,10 @@ use super::apply::{self, Change, Files, PlanWrites};
 use super::model::PlanState;
 use super::patch::{Operation, PlanPatch, Position, TaskFields};
 use super::validate;
-use crate::pipeline::Workspace;
-use crate::pipeline::store::plan_fields::PlanFields;
-use crate::pipeline::store::task_file::TaskRecord;
-use crate::pipeline::store::task_store::TaskStore;
+use crate::Workspace;
+use crate::store::plan_fields::PlanFields;
+use crate::store::task_file::TaskRecord;
+use crate::store::task_store::TaskStore;
 
 /// Choices read from quickcheck's bytes (so cases shrink), then from a generator
 /// seeded by them (so short inputs still make varied cases).
@@ -256,7 +256,7 @@ fn load(ws: &Workspace) -> (PlanState, BTreeSet<String>) {
 
 fn scenario(bytes: Vec<u8>) -> TestResult {
     let mut c = Choices::new(bytes);
-    let (ws, base) = crate::pipeline::store::workspace::scratch("plan-prop");
+    let (ws, base) = crate::store::workspace::scratch("plan-prop");
     let result = run_scenario(&mut c, &ws);
     std::fs::remove_dir_all(&base).unwrap();
     match result {
@@ -268,8 +268,7 @@ fn scenario(bytes: Vec<u8>) -> TestResult {
 fn run_scenario(c: &mut Choices, ws: &Workspace) -> Result<(), String> {
     // A task made outside any plan.
     for n in 0..c.below(3) {
-        let mut record: TaskRecord =
-            crate::pipeline::store::task_file::tests::record(&format!("user-{n}"));
+        let mut record: TaskRecord = crate::store::task_file::tests::record(&format!("user-{n}"));
         record.workspace_id = ws.id.clone();
         TaskStore::new(ws)
             .create(&record)

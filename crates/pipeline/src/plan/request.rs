@@ -10,8 +10,8 @@ use serde::Serialize;
 use super::chat::ChatMessage;
 use super::model::{PlanState, PlannedTask};
 use super::trim::{self, cut_text};
-use crate::pipeline::store::plan_fields::PlanFields;
-use crate::text::cut;
+use crate::store::plan_fields::PlanFields;
+use agent_runner_core::text::cut;
 
 /// Largest first HTTP request body of a plan exchange (system prompt, request,
 /// JSON framing).
@@ -324,7 +324,7 @@ payload:\n\
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::plan::model::tests::state;
+    use crate::plan::model::tests::state;
     use serde_yaml::Value;
 
     #[test]

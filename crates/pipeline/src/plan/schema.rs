@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::fields::EFFORTS;
-use crate::meta::schema::{boolean, integer, kind, list, nullable, object, one_of, text};
+use agent_runner_meta::schema::{boolean, integer, kind, list, nullable, object, one_of, text};
 
 /// The plan fields of a task in a reply (`store::plan_fields`), as `(key, schema)`;
 /// `required_here`: those a `decompose` task must give.
@@ -111,8 +111,8 @@ pub fn plan_patch() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::schema::check_strict;
-    use crate::pipeline::store::plan_fields::PlanFields;
+    use crate::store::plan_fields::PlanFields;
+    use agent_runner_meta::schema::check_strict;
 
     #[test]
     fn the_schemas_are_strict_and_name_every_plan_field() {

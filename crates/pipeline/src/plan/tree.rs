@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::model::PlanState;
-use crate::text::{escape_controls, fit, one_line};
+use agent_runner_core::text::{escape_controls, fit, one_line};
 
 /// One line of the view.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -173,8 +173,8 @@ fn phase_milestones(tree: &[Row], phase: &Row) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::plan::model::tests::state;
-    use crate::pipeline::queue::status::TaskStatus;
+    use crate::plan::model::tests::state;
+    use crate::queue::status::TaskStatus;
 
     #[test]
     fn the_tree_shows_phases_tasks_statuses_and_dependencies() {

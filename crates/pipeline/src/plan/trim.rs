@@ -8,8 +8,8 @@
 
 use super::chat::ChatMessage;
 use super::model::{PlanState, PlannedTask};
-use crate::pipeline::queue::status::TaskStatus;
-use crate::text::cut_chars;
+use crate::queue::status::TaskStatus;
+use agent_runner_core::text::cut_chars;
 
 /// Most tasks in a request.
 pub const MAX_TASKS: usize = 200;
@@ -70,8 +70,8 @@ pub fn cut_text(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::plan::chat::Role;
-    use crate::pipeline::plan::model::tests::state;
+    use crate::plan::chat::Role;
+    use crate::plan::model::tests::state;
 
     #[test]
     fn tasks_go_by_status_priority_then_id_without_deleted_ones() {

@@ -19,8 +19,8 @@ use std::collections::HashMap;
 use super::edit::{Edit, Step, prompt_of};
 use super::model::{PlanState, Rejection};
 use super::patch::{Operation, PlanPatch, Position, TaskFields};
-use crate::pipeline::store::plan_fields::PlanFields;
-use crate::pipeline::store::task_file::{TaskChanges, TaskRecord};
+use crate::store::plan_fields::PlanFields;
+use crate::store::task_file::{TaskChanges, TaskRecord};
 
 /// The plan after `patch`, checked against `base`; `now` is the new tasks'
 /// `created_at`.
@@ -360,10 +360,10 @@ fn place(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::reply::parse_reply;
-    use crate::pipeline::plan::edit::prompt_of;
-    use crate::pipeline::plan::model::tests::state;
-    use crate::pipeline::queue::status::TaskStatus;
+    use crate::plan::edit::prompt_of;
+    use crate::plan::model::tests::state;
+    use crate::queue::status::TaskStatus;
+    use agent_runner_meta::reply::parse_reply;
 
     /// Phase P: [a → [b, c], d]; u is outside the tree; b depends on a, d on c.
     fn base() -> PlanState {

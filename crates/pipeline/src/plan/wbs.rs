@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::super::{PipelineError, Workspace};
-use crate::pipeline::store::commits::MAX_WBS_FILE;
+use crate::store::commits::MAX_WBS_FILE;
 
 /// The root's id in a tree this program creates.
 pub const ROOT: &str = "node-root";
@@ -77,7 +77,7 @@ impl Wbs {
     pub fn read(ws: &Workspace) -> Result<Option<Wbs>, PipelineError> {
         let path = ws.wbs_path();
         let mut bytes = Vec::new();
-        match crate::fs::read::whole_into(&path, &mut bytes, MAX_WBS_FILE) {
+        match agent_runner_core::fs::read::whole_into(&path, &mut bytes, MAX_WBS_FILE) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(PipelineError::io("read", path)(e)),
@@ -331,7 +331,7 @@ mod tests {
     /// no plan, a bad one is refused naming the file, a symlink is not followed.
     #[test]
     fn the_file_is_read_checked_and_never_through_a_symlink() {
-        let (ws, base) = crate::pipeline::store::workspace::scratch("wbs-read");
+        let (ws, base) = crate::store::workspace::scratch("wbs-read");
         assert_eq!(Wbs::read(&ws).unwrap(), None);
         assert_eq!(Wbs::load(&ws).unwrap(), Wbs::new());
         std::fs::write(ws.wbs_path(), tree().to_json()).unwrap();

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 
 use super::jobs;
 use super::status::{self, JobState, Readiness, TaskStatus};
-use crate::pipeline::store::task_file::TaskView;
-use crate::pipeline::store::task_store::TaskStore;
-use crate::pipeline::{PipelineError, Workspace};
+use crate::store::task_file::TaskView;
+use crate::store::task_store::TaskStore;
+use crate::{PipelineError, Workspace};
 
 /// Tasks with their derived statuses: what `task list`, `task show` and the claim
 /// decision read.
@@ -91,8 +91,8 @@ fn readiness(task: &TaskView, statuses: &HashMap<String, TaskStatus>) -> Readine
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::store::task_file::AttemptStatus;
-    use crate::pipeline::store::task_file::tests::{attempt, record};
+    use crate::store::task_file::AttemptStatus;
+    use crate::store::task_file::tests::{attempt, record};
 
     #[test]
     fn a_queued_task_waiting_on_a_dependency_is_blocked() {

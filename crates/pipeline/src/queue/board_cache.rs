@@ -13,10 +13,10 @@ use std::sync::Mutex;
 
 use super::board::Board;
 use super::jobs;
-use crate::pipeline::store::commits::Commits;
-use crate::pipeline::store::task_file::TaskView;
-use crate::pipeline::store::task_store::{TaskStore, is_task_file};
-use crate::pipeline::{PipelineError, Workspace};
+use crate::store::commits::Commits;
+use crate::store::task_file::TaskView;
+use crate::store::task_store::{TaskStore, is_task_file};
+use crate::{PipelineError, Workspace};
 
 /// What identifies a version of a file without reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,13 +101,13 @@ impl BoardCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::queue::status::TaskStatus;
-    use crate::pipeline::store::task_file::Line;
-    use crate::pipeline::store::task_file::tests::record;
+    use crate::queue::status::TaskStatus;
+    use crate::store::task_file::Line;
+    use crate::store::task_file::tests::record;
 
     #[test]
     fn the_cached_board_follows_the_files() {
-        let (ws, base) = crate::pipeline::store::workspace::scratch("board-cache");
+        let (ws, base) = crate::store::workspace::scratch("board-cache");
         let store = TaskStore::new(&ws);
         let cache = BoardCache::default();
         store.create(&record("t-1")).unwrap();
@@ -119,7 +119,7 @@ mod tests {
         store
             .append(
                 "t-1",
-                &Line::Deleted(crate::pipeline::store::task_file::Deleted {
+                &Line::Deleted(crate::store::task_file::Deleted {
                     at: "x".into(),
                     reason: "gone".into(),
                 }),
@@ -139,14 +139,14 @@ mod tests {
         assert_eq!((board.status("t-1"), board.tasks.len()), (None, 1));
         // A plan edit's task counts once the edit commits, by replacing wbs.json
         // alone: the cached board follows that too.
-        let stamp = crate::pipeline::store::commits::Stamp {
+        let stamp = crate::store::commits::Stamp {
             plan_patch: "p-1".into(),
             plan_revision: 1,
         };
         let line = Line::Task(record("t-3")).to_json_stamped(Some(&stamp));
-        crate::fs::jsonl::create(&store.path("t-3"), &line).unwrap();
+        agent_runner_core::fs::jsonl::create(&store.path("t-3"), &line).unwrap();
         assert_eq!(cache.load(&ws).unwrap().status("t-3"), None);
-        let mut wbs = crate::pipeline::plan::wbs::Wbs::new();
+        let mut wbs = crate::plan::wbs::Wbs::new();
         wbs.revision = 1;
         std::fs::write(ws.wbs_path(), wbs.to_json()).unwrap();
         assert_eq!(

@@ -1,13 +1,13 @@
 //! Who claimed a running job: `ipc/running/<job-id>.owner.json`, written right after
-//! the claim: the process (`crate::owner::Owner`: pid, start time, host, boot id, PID
+//! the claim: the process (`agent_runner_core::owner::Owner`: pid, start time, host, boot id, PID
 //! namespace) and when it claimed; once the runner starts, the runner too. A job is
 //! orphaned only when its claimant is certainly gone; a reboot of this host since the
 //! claim counts.
 
 use serde::{Deserialize, Serialize};
 
-use crate::owner::Owner;
-use crate::timestamp::Timestamp;
+use agent_runner_core::owner::Owner;
+use agent_runner_core::timestamp::Timestamp;
 
 /// The process that claimed a job, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,10 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use super::claimant::Claimant;
 use super::status::JobState;
-use crate::fs::atomic;
-use crate::pipeline::store::id;
-use crate::pipeline::{PipelineError, Workspace};
-use crate::timestamp::Timestamp;
+use crate::store::id;
+use crate::{PipelineError, Workspace};
+use agent_runner_core::fs::atomic;
+use agent_runner_core::timestamp::Timestamp;
 
 /// Largest job file read.
 const MAX_JOB_BYTES: u64 = 64 * 1024;
@@ -112,7 +112,7 @@ pub fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String> {
         return Err(id::invalid("job file name", &entry.job_id));
     }
     let mut bytes = Vec::new();
-    crate::fs::read::whole_into(&entry.path, &mut bytes, MAX_JOB_BYTES)
+    agent_runner_core::fs::read::whole_into(&entry.path, &mut bytes, MAX_JOB_BYTES)
         .map_err(|e| format!("cannot read it: {e}"))?;
     let job: Job = serde_json::from_slice(&bytes).map_err(|e| {
         format!("not a job (expected {{\"workspace_id\", \"task_id\", \"created_at\"}}): {e}")
@@ -186,7 +186,7 @@ pub fn write_owner(ws: &Workspace, job_id: &str, owner: &Claimant) -> Result<(),
 pub fn read_owner(ws: &Workspace, job_id: &str) -> Option<(Claimant, SystemTime)> {
     let path = owner_path(ws, job_id);
     let mut bytes = Vec::new();
-    crate::fs::read::whole_into(&path, &mut bytes, MAX_JOB_BYTES).ok()?;
+    agent_runner_core::fs::read::whole_into(&path, &mut bytes, MAX_JOB_BYTES).ok()?;
     let modified = std::fs::metadata(&path).ok()?.modified().ok()?;
     Some((serde_json::from_slice(&bytes).ok()?, modified))
 }
@@ -205,7 +205,9 @@ pub fn move_to_failed(ws: &Workspace, entry: &Entry, reason: &str) -> Result<boo
         (entry.job_id.clone(), format!("{reason}\n"))
     } else {
         let name = entry.path.file_name().unwrap_or_default().to_string_lossy();
-        let name = crate::text::escape_controls(&crate::text::cut_chars(&name, 300));
+        let name = agent_runner_core::text::escape_controls(&agent_runner_core::text::cut_chars(
+            &name, 300,
+        ));
         (
             id::new_job_id(),
             format!("{reason}\n(the job file was {name:?})\n"),
@@ -285,7 +287,7 @@ mod tests {
     use super::*;
 
     fn workspace() -> (Workspace, PathBuf) {
-        crate::pipeline::store::workspace::scratch("queue")
+        crate::store::workspace::scratch("queue")
     }
 
     #[test]

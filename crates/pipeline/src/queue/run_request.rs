@@ -10,10 +10,10 @@ use std::fs::File;
 use super::board::Board;
 use super::jobs;
 use super::status::TaskStatus;
-use crate::fs::{Dir, lock};
-use crate::pipeline::store::task_file::AttemptStatus;
-use crate::pipeline::store::task_store::TaskStore;
-use crate::pipeline::{PipelineError, Workspace};
+use crate::store::task_file::AttemptStatus;
+use crate::store::task_store::TaskStore;
+use crate::{PipelineError, Workspace};
+use agent_runner_core::fs::{Dir, lock};
 
 /// Why a task was not enqueued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -109,7 +109,7 @@ pub fn enqueue_resume(ws: &Workspace, id: &str) -> Result<String, RunError> {
     let config = ws.job_log_dir(&latest.job_id).join("task-config.yaml");
     let state = format!("{id}.json");
     let saved = Dir::open(&run_dir)
-        .and_then(|d| d.existing(crate::private_dir::DIR_NAME))
+        .and_then(|d| d.existing(agent_runner_core::private_dir::DIR_NAME))
         .and_then(|d| d.existing("state"))
         .and_then(|d| d.exists(&state))
         .unwrap_or(false);
@@ -140,15 +140,15 @@ fn lock(ws: &Workspace) -> Result<File, PipelineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::queue::status::JobState;
-    use crate::pipeline::store::task_file::TaskView;
-    use crate::pipeline::store::task_file::tests::record;
+    use crate::queue::status::JobState;
+    use crate::store::task_file::TaskView;
+    use crate::store::task_file::tests::record;
     use std::collections::HashMap;
 
     /// Many requests at once for one task, as from two servers and the CLI: one job.
     #[test]
     fn concurrent_requests_enqueue_a_task_once() {
-        let (ws, base) = crate::pipeline::store::workspace::scratch("run-request");
+        let (ws, base) = crate::store::workspace::scratch("run-request");
         TaskStore::new(&ws).create(&record("t-1")).unwrap();
         for round in 0..10 {
             let start = std::sync::Barrier::new(8);

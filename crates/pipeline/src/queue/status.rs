@@ -2,7 +2,7 @@
 //! latest attempt), the IPC directories (a job queued or running) and, for queued
 //! tasks, its dependencies.
 
-use crate::pipeline::store::task_file::{Attempt, AttemptStatus, TaskView};
+use crate::store::task_file::{Attempt, AttemptStatus, TaskView};
 
 /// How `task list`, `task show` and the web view show a succeeded task whose latest
 /// attempt was not verified by a passing test (SPEC §16).
@@ -111,8 +111,8 @@ pub fn readiness(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::store::task_file::Deleted;
-    use crate::pipeline::store::task_file::tests::{attempt, record};
+    use crate::store::task_file::Deleted;
+    use crate::store::task_file::tests::{attempt, record};
 
     fn view(attempts: &[AttemptStatus]) -> TaskView {
         TaskView {

@@ -10,10 +10,10 @@ use serde_json::{Value, json};
 
 use super::board::Board;
 use super::status::{self, JobState, TaskStatus};
-use crate::pipeline::Workspace;
-use crate::pipeline::store::pinned_test::TestSource;
-use crate::pipeline::store::task_file::{Attempt, TaskView};
-use crate::usage::{Account, ModelUsage};
+use crate::Workspace;
+use crate::store::pinned_test::TestSource;
+use crate::store::task_file::{Attempt, TaskView};
+use agent_runner_core::usage::{Account, ModelUsage};
 
 /// The tasks of a board that a list shows, with their statuses, oldest first;
 /// deleted tasks only with `all`.

@@ -67,7 +67,7 @@ impl Commits {
     /// The commit record in `wbs.json` at `path`. A missing file is no plan; an
     /// unreadable one is warned about, and then every line counts.
     pub fn read(path: &Path) -> Commits {
-        let bytes = match crate::fs::read::whole(path, MAX_WBS_FILE) {
+        let bytes = match agent_runner_core::fs::read::whole(path, MAX_WBS_FILE) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Commits::none(),
             Err(e) => return Commits::unreadable(path, &e.to_string()),
@@ -156,10 +156,8 @@ mod tests {
 
     #[test]
     fn the_record_is_read_from_wbs_json() {
-        let dir = std::env::temp_dir().join(format!(
-            "ar-commit-{}",
-            crate::pipeline::store::id::random_hex(8)
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("ar-commit-{}", crate::store::id::random_hex(8)));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("wbs.json");
         assert_eq!(Commits::read(&path), Commits::none());

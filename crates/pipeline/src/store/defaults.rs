@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::pinned_test::{self, PinnedTest};
-use crate::pipeline::PipelineError;
+use crate::PipelineError;
 
 /// The model the check of the defaults puts where the Task Builder will choose one.
 const PLACEHOLDER: &str = "placeholder";
@@ -120,7 +120,7 @@ impl Defaults {
         let text = std::fs::read_to_string(path).map_err(PipelineError::io("read", path))?;
         let invalid =
             |e: String| PipelineError::Invalid(format!("defaults file {}: {e}", path.display()));
-        crate::yaml::check(&text, crate::yaml::Rules::Document)
+        agent_runner_core::yaml::check(&text, agent_runner_core::yaml::Rules::Document)
             .map_err(|r| invalid(r.to_string()))?;
         let mut defaults: Defaults =
             serde_yaml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
@@ -206,7 +206,7 @@ impl Defaults {
 
     /// The prices of `runner.pricing` (checked when the defaults were set; none
     /// when absent or unreadable).
-    pub fn pricing(&self) -> crate::usage::Pricing {
+    pub fn pricing(&self) -> agent_runner_core::usage::Pricing {
         let Some(pricing) = self.runner.as_ref().and_then(|r| r.get("pricing")) else {
             return Default::default();
         };
@@ -223,9 +223,9 @@ impl Defaults {
             "META_TIMEOUT_SEC" | "OPENAI_BASE_URL" => None,
             _ => Some(std::ffi::OsString::from(PLACEHOLDER)),
         };
-        crate::task::parse(
+        agent_runner_sandbox::task::parse(
             &yaml,
-            &crate::task::Host {
+            &agent_runner_sandbox::task::Host {
                 var: &var,
                 cwd: Ok(std::env::temp_dir()),
             },
@@ -307,9 +307,9 @@ fn check_runner(runner: &Value) -> Result<(), String> {
         "META_TIMEOUT_SEC" | "OPENAI_BASE_URL" => None,
         _ => Some(std::ffi::OsString::from("placeholder")),
     };
-    crate::task::parse(
+    agent_runner_sandbox::task::parse(
         &yaml,
-        &crate::task::Host {
+        &agent_runner_sandbox::task::Host {
             var: &var,
             cwd: Ok(std::env::temp_dir()),
         },

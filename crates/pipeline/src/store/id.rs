@@ -1,19 +1,19 @@
 //! Task and job ids. Both become file names (`tasks/<id>.jsonl`, `ipc/*/<id>.json`,
 //! `logs/<id>/`) and a task id names its branch `agent-runner/<id>`, so both follow
-//! the runner's task id rule (`crate::task::id`, SPEC §3.1). Anything else could name
+//! the runner's task id rule (`agent_runner_sandbox::task::id`, SPEC §3.1). Anything else could name
 //! a path outside the workspace, or a branch git refuses.
 
 /// True when `id` may name a task or a job.
 pub fn is_valid(id: &str) -> bool {
-    crate::task::id::is_valid(id)
+    agent_runner_sandbox::task::id::is_valid(id)
 }
 
 /// The error message for an invalid id given as `what` (`--id`, a job file name).
 pub fn invalid(what: &str, id: &str) -> String {
     format!(
         "{what}: {:?} is not a valid id: {}",
-        crate::text::cut_chars(id, 60),
-        crate::task::id::RULE
+        agent_runner_core::text::cut_chars(id, 60),
+        agent_runner_sandbox::task::id::RULE
     )
 }
 

@@ -9,9 +9,9 @@ use serde::Serialize;
 
 use super::task_file::AttemptSpend;
 use super::task_store::is_task_file;
-use crate::fs::jsonl;
-use crate::pipeline::{PipelineError, Workspace};
-use crate::usage::ModelUsage;
+use crate::{PipelineError, Workspace};
+use agent_runner_core::fs::jsonl;
+use agent_runner_core::usage::ModelUsage;
 
 /// Largest task file read (as the TaskStore reads them).
 const MAX_TASK_FILE: u64 = 64 << 20;
@@ -57,7 +57,9 @@ pub fn report(ws: &Workspace, since: Option<&str>) -> Result<Spending, PipelineE
         if !name.to_str().is_some_and(is_task_file) {
             continue;
         }
-        if let Err(e) = crate::fs::read::whole_into(&entry.path(), &mut bytes, MAX_TASK_FILE) {
+        if let Err(e) =
+            agent_runner_core::fs::read::whole_into(&entry.path(), &mut bytes, MAX_TASK_FILE)
+        {
             log::warn!("tasks/{}: skipped ({e})", name.to_string_lossy());
             continue;
         }
@@ -139,17 +141,17 @@ fn totals(models: &[ModelUsage]) -> (u64, Option<f64>) {
     let cost = models
         .iter()
         .try_fold(0.0, |sum, m| m.cost_usd.map(|c| sum + c))
-        .map(crate::usage::account::round);
+        .map(agent_runner_core::usage::account::round);
     (tokens, cost)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::store::task_file::tests::{attempt, record};
-    use crate::pipeline::store::task_file::{AttemptStatus, Line};
-    use crate::pipeline::store::task_store::TaskStore;
-    use crate::usage::{Account, Pricing, Tokens, Usage};
+    use crate::store::task_file::tests::{attempt, record};
+    use crate::store::task_file::{AttemptStatus, Line};
+    use crate::store::task_store::TaskStore;
+    use agent_runner_core::usage::{Account, Pricing, Tokens, Usage};
 
     fn used(model: &str, input: u64, output: u64) -> Usage {
         Usage::of(
@@ -164,13 +166,13 @@ mod tests {
 
     #[test]
     fn spending_is_added_up_per_day_and_model() {
-        let (ws, base) = crate::pipeline::store::workspace::scratch("spending");
+        let (ws, base) = crate::store::workspace::scratch("spending");
         let store = TaskStore::new(&ws);
         store.create(&record("t-1")).unwrap();
         let pricing = Pricing {
             models: [(
                 "m".to_string(),
-                crate::usage::Price {
+                agent_runner_core::usage::Price {
                     input: 1.0,
                     cached_input: 1.0,
                     output: 1.0,
@@ -217,7 +219,7 @@ mod tests {
     /// must saturate rather than wrap (or panic in a debug build).
     #[test]
     fn forged_counts_of_a_line_without_models_saturate() {
-        let (ws, base) = crate::pipeline::store::workspace::scratch("spending-forged");
+        let (ws, base) = crate::store::workspace::scratch("spending-forged");
         let store = TaskStore::new(&ws);
         store.create(&record("t-1")).unwrap();
         let mut a = attempt("j1", AttemptStatus::Failed);

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use super::commits::{Commits, Stamp};
 use super::pinned_test::TestSource;
 use super::plan_fields::PlanFields;
-use crate::usage::{Account, ModelUsage};
+use agent_runner_core::usage::{Account, ModelUsage};
 
 /// The `task` line: the seed's record plus optional plan fields (SPEC §13).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -176,7 +176,9 @@ impl Attempt {
         let run = self.usage.as_ref()?.cost_usd?;
         match &self.builder_usage {
             None => Some(run),
-            Some(builder) => Some(crate::usage::account::round(run + builder.cost_usd?)),
+            Some(builder) => Some(agent_runner_core::usage::account::round(
+                run + builder.cost_usd?,
+            )),
         }
     }
 }
@@ -335,7 +337,7 @@ enum Pending<'a> {
 pub fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) -> Option<TaskView> {
     let mut view: Option<TaskView> = None;
     let mut pending: Vec<Pending> = Vec::new();
-    for (number, line, last) in crate::fs::jsonl::lines(bytes) {
+    for (number, line, last) in agent_runner_core::fs::jsonl::lines(bytes) {
         if depth == Depth::Latest && view.is_some() && line.starts_with(ATTEMPT_PREFIX) {
             pending.push(Pending::Raw { number, line, last });
             continue;
@@ -430,7 +432,7 @@ impl TaskRecord {
             workspace_id,
             title,
             raw_prompt,
-            created_at: crate::timestamp::Timestamp::now().to_string(),
+            created_at: agent_runner_core::timestamp::Timestamp::now().to_string(),
             plan: PlanFields::default(),
         }
     }

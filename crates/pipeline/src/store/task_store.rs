@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 use super::commits::Commits;
 use super::id;
 use super::task_file::{Depth, Line, TaskRecord, TaskView, fold};
-use crate::fs::jsonl;
-use crate::pipeline::{PipelineError, Workspace};
+use crate::{PipelineError, Workspace};
+use agent_runner_core::fs::jsonl;
 
 /// Largest task file read (a task with very many attempts).
 const MAX_TASK_FILE: u64 = 64 << 20;
@@ -86,7 +86,7 @@ impl TaskStore {
         let commits = self.commits();
         let path = self.path(id);
         let mut bytes = Vec::new();
-        match crate::fs::read::whole_into(&path, &mut bytes, MAX_TASK_FILE) {
+        match agent_runner_core::fs::read::whole_into(&path, &mut bytes, MAX_TASK_FILE) {
             Ok(()) => {
                 let name = format!("tasks/{id}.jsonl");
                 fold(&name, &bytes, Depth::Full, commits)
@@ -142,7 +142,8 @@ impl TaskStore {
             let Some(name) = name.to_str().filter(|n| is_task_file(n)) else {
                 continue;
             };
-            match crate::fs::read::whole_into(&entry.path(), &mut bytes, MAX_TASK_FILE) {
+            match agent_runner_core::fs::read::whole_into(&entry.path(), &mut bytes, MAX_TASK_FILE)
+            {
                 Ok(()) => each(name, &bytes),
                 Err(e) => log::warn!("tasks/{name}: skipped ({e})"),
             }
@@ -157,7 +158,7 @@ impl TaskStore {
     pub fn brief(&self, name: &str, path: &Path, bytes: &mut Vec<u8>) -> Option<TaskView> {
         let commits = self.commits();
         let shown = format!("tasks/{name}");
-        match crate::fs::read::whole_into(path, bytes, MAX_TASK_FILE) {
+        match agent_runner_core::fs::read::whole_into(path, bytes, MAX_TASK_FILE) {
             Ok(()) => {
                 let view = fold(&shown, bytes, Depth::Latest, commits)?;
                 let id = name.strip_suffix(".jsonl").unwrap_or(name);
@@ -181,7 +182,10 @@ fn own(name: &str, id: &str, view: TaskView) -> Result<TaskView, String> {
     }
     Err(format!(
         "{name}: its `task` line names task {:?}, not {id:?}; a task's file is named after its id",
-        crate::text::cut_chars(&crate::text::escape_controls(&view.record.id), 80)
+        agent_runner_core::text::cut_chars(
+            &agent_runner_core::text::escape_controls(&view.record.id),
+            80
+        )
     ))
 }
 
@@ -193,12 +197,12 @@ pub fn is_task_file(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::store::task_file::AttemptStatus;
-    use crate::pipeline::store::task_file::tests::{attempt, record};
+    use crate::store::task_file::AttemptStatus;
+    use crate::store::task_file::tests::{attempt, record};
 
     #[test]
     fn create_append_load() {
-        let (ws, base) = crate::pipeline::store::workspace::scratch("store");
+        let (ws, base) = crate::store::workspace::scratch("store");
         let store = TaskStore::new(&ws);
         store.create(&record("t-1")).unwrap();
         assert!(matches!(
@@ -233,10 +237,10 @@ mod tests {
         );
         assert_eq!(store.load_all().unwrap().len(), 1);
         std::fs::remove_file(store.path("t-9")).unwrap();
-        let board = crate::pipeline::queue::board::Board::load(&ws).unwrap();
+        let board = crate::queue::board::Board::load(&ws).unwrap();
         assert_eq!(
             board.status("t-1"),
-            Some(crate::pipeline::queue::status::TaskStatus::Succeeded)
+            Some(crate::queue::status::TaskStatus::Succeeded)
         );
         std::fs::remove_dir_all(base).unwrap();
     }

@@ -19,8 +19,8 @@ use std::path::{Component, Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::defaults::Defaults;
-use crate::pipeline::PipelineError;
-use crate::timestamp::Timestamp;
+use crate::PipelineError;
+use agent_runner_core::timestamp::Timestamp;
 
 /// Environment variable naming the metadata home (default `~/.multiverse`).
 pub const HOME_ENV: &str = "AGENT_RUNNER_HOME";
@@ -127,7 +127,7 @@ impl Workspace {
             .map_err(|e| PipelineError::Invalid(format!("cannot encode workspace.json: {e}")))?;
         json.push(b'\n');
         let path = self.dir.join("workspace.json");
-        crate::fs::atomic::write(&path, &json).map_err(PipelineError::io("write", path))
+        agent_runner_core::fs::atomic::write(&path, &json).map_err(PipelineError::io("write", path))
     }
 
     fn create_dirs(&self) -> Result<(), PipelineError> {

@@ -10,17 +10,17 @@
 
 use std::path::Path;
 
-use crate::events::Record;
-use crate::events::reader::{self, Cursor, MAX_READ};
-use crate::fs::Dir;
-use crate::pipeline::orchestrator::attempt_files;
-use crate::pipeline::queue::jobs;
-use crate::pipeline::queue::status::JobState;
-use crate::pipeline::store::id;
-use crate::pipeline::store::task_file::Attempt;
-use crate::pipeline::store::task_store::TaskStore;
-use crate::pipeline::{PipelineError, Workspace};
-use crate::private_dir::DIR_NAME;
+use crate::orchestrator::attempt_files;
+use crate::queue::jobs;
+use crate::queue::status::JobState;
+use crate::store::id;
+use crate::store::task_file::Attempt;
+use crate::store::task_store::TaskStore;
+use crate::{PipelineError, Workspace};
+use agent_runner_core::fs::Dir;
+use agent_runner_core::private_dir::DIR_NAME;
+use agent_runner_sandbox::events::Record;
+use agent_runner_sandbox::events::reader::{self, Cursor, MAX_READ};
 
 /// Where the followed attempt is.
 #[derive(Debug, Clone)]
@@ -133,7 +133,7 @@ impl Follower {
     fn task(
         &self,
         ws: &Workspace,
-    ) -> Result<Option<crate::pipeline::store::task_file::TaskView>, PipelineError> {
+    ) -> Result<Option<crate::store::task_file::TaskView>, PipelineError> {
         TaskStore::new(ws).load(&self.task_id)
     }
 

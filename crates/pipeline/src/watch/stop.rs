@@ -10,14 +10,14 @@
 //! before and as it starts the runner), and a runner that ended by itself first
 //! keeps its own outcome. Other attempts are not touched.
 
-use crate::pipeline::orchestrator::recording;
-use crate::pipeline::queue::jobs;
-use crate::pipeline::queue::status::JobState;
-use crate::pipeline::store::id;
-use crate::pipeline::store::task_file::{Attempt, AttemptStatus};
-use crate::pipeline::store::task_store::TaskStore;
-use crate::pipeline::{PipelineError, Workspace};
-use crate::timestamp::Timestamp;
+use crate::orchestrator::recording;
+use crate::queue::jobs;
+use crate::queue::status::JobState;
+use crate::store::id;
+use crate::store::task_file::{Attempt, AttemptStatus};
+use crate::store::task_store::TaskStore;
+use crate::{PipelineError, Workspace};
+use agent_runner_core::timestamp::Timestamp;
 
 /// The error of a job cancelled before it ran.
 pub const CANCELLED: &str = "cancelled by the user before it ran";

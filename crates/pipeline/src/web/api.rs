@@ -10,18 +10,18 @@ use super::super::PipelineError;
 use super::app::App;
 use super::children::NotStarted;
 use super::http::{Request, Response};
-use crate::events::reader::{Cursor, describe};
-use crate::pipeline::orchestrator::presence;
-use crate::pipeline::plan::chat::{self, Role};
-use crate::pipeline::plan::wbs::Wbs;
-use crate::pipeline::queue::jobs;
-use crate::pipeline::queue::run_request::{self, Refused, RunError};
-use crate::pipeline::queue::task_json::{self, TaskList};
-use crate::pipeline::store::id;
-use crate::pipeline::store::new_task;
-use crate::pipeline::store::task_store::TaskStore;
-use crate::pipeline::watch::log::{Follower, Poll, Stage};
-use crate::pipeline::watch::stop::{self, NotStopped, Stopped};
+use crate::orchestrator::presence;
+use crate::plan::chat::{self, Role};
+use crate::plan::wbs::Wbs;
+use crate::queue::jobs;
+use crate::queue::run_request::{self, Refused, RunError};
+use crate::queue::task_json::{self, TaskList};
+use crate::store::id;
+use crate::store::new_task;
+use crate::store::task_store::TaskStore;
+use crate::watch::log::{Follower, Poll, Stage};
+use crate::watch::stop::{self, NotStopped, Stopped};
+use agent_runner_sandbox::events::reader::{Cursor, describe};
 
 /// Longest prompt or plan message accepted, in bytes.
 pub const MAX_PROMPT: usize = 32 * 1024;
@@ -74,7 +74,7 @@ pub fn task(app: &App, task_id: &str) -> Response {
         Ok(board) => {
             let status = board
                 .status(task_id)
-                .unwrap_or(crate::pipeline::queue::status::TaskStatus::Pending);
+                .unwrap_or(crate::queue::status::TaskStatus::Pending);
             json(
                 200,
                 &task_json::detail(&task, status, board.jobs.get(task_id)),

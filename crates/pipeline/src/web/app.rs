@@ -4,9 +4,9 @@
 use super::super::{PipelineError, Workspace};
 use super::children::Children;
 use super::guard::Guard;
-use crate::pipeline::queue::board::Board;
-use crate::pipeline::queue::board_cache::BoardCache;
-use crate::pipeline::store::task_file::TaskView;
+use crate::queue::board::Board;
+use crate::queue::board_cache::BoardCache;
+use crate::store::task_file::TaskView;
 
 /// The state of one `agent-runner serve`.
 pub struct App {

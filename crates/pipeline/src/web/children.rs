@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::interrupt::Interrupt;
-use crate::process::{self, Capture, Finished, Invocation, Limits, Stop};
-use crate::text::escape_controls;
-use crate::timestamp::Timestamp;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{self, Capture, Finished, Invocation, Limits, Stop};
+use agent_runner_core::text::escape_controls;
+use agent_runner_core::timestamp::Timestamp;
 
 /// Most bytes of a plan's stdout kept.
 const MAX_PLAN_OUTPUT: usize = 64 * 1024;
@@ -315,10 +315,8 @@ mod tests {
 
     #[test]
     fn a_plan_message_is_one_argument_never_an_option_and_children_stop_with_the_server() {
-        let dir = std::env::temp_dir().join(format!(
-            "ar-children-{}",
-            crate::pipeline::store::id::random_hex(8)
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("ar-children-{}", crate::store::id::random_hex(8)));
         std::fs::create_dir_all(&dir).unwrap();
         let interrupt = Interrupt::manual();
         let children = Children::new(stub(&dir), "/ws root".into(), dir.join("o.log"), interrupt);

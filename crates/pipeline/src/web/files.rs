@@ -13,10 +13,10 @@
 use std::path::PathBuf;
 
 use super::super::Workspace;
-use crate::fs::Dir;
-use crate::pipeline::orchestrator::attempt_files;
-use crate::pipeline::store::id;
-use crate::pipeline::store::task_file::Attempt;
+use crate::orchestrator::attempt_files;
+use crate::store::id;
+use crate::store::task_file::Attempt;
+use agent_runner_core::fs::Dir;
 
 /// The orchestrator's files of a job, in `logs/<job-id>/`.
 pub const JOB_FILES: [&str; 3] = ["builder.log", "task-config.yaml", "runner.stderr.log"];

@@ -41,7 +41,7 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 
 use super::Workspace;
-use crate::interrupt::Interrupt;
+use agent_runner_core::interrupt::Interrupt;
 
 pub use listen::listen;
 
@@ -68,7 +68,7 @@ pub fn serve(
     let app = app::App {
         guard: guard::Guard::new(addr, token),
         children,
-        boards: crate::pipeline::queue::board_cache::BoardCache::default(),
+        boards: crate::queue::board_cache::BoardCache::default(),
         ws,
     };
     server::run(app, listeners, interrupt)

@@ -14,16 +14,16 @@ use super::files::{self, AttemptFile};
 use super::html::{push_text, text, url_segment};
 use super::http::Response;
 use super::markdown;
-use crate::pipeline::plan::chat::{self, Role};
-use crate::pipeline::plan::model::PlanState;
-use crate::pipeline::plan::tree;
-use crate::pipeline::plan::wbs::Wbs;
-use crate::pipeline::queue::status::{self as queue_status, TaskStatus};
-use crate::pipeline::queue::task_json;
-use crate::pipeline::store::task_file::{Attempt, TaskView};
-use crate::pipeline::store::task_store::TaskStore;
-use crate::pipeline::watch::log::Follower;
-use crate::timestamp::{human, short};
+use crate::plan::chat::{self, Role};
+use crate::plan::model::PlanState;
+use crate::plan::tree;
+use crate::plan::wbs::Wbs;
+use crate::queue::status::{self as queue_status, TaskStatus};
+use crate::queue::task_json;
+use crate::store::task_file::{Attempt, TaskView};
+use crate::store::task_store::TaskStore;
+use crate::watch::log::Follower;
+use agent_runner_core::timestamp::{human, short};
 
 const HTML: &str = "text/html; charset=utf-8";
 
@@ -114,7 +114,9 @@ fn tokens(tokens: Option<u64>) -> String {
 
 /// A cost, or `—` when not known.
 fn cost(usd: Option<f64>) -> String {
-    usd.map_or("—".into(), |c| format!("${}", crate::usage::usd(c)))
+    usd.map_or("—".into(), |c| {
+        format!("${}", agent_runner_core::usage::usd(c))
+    })
 }
 
 /// `/`: the chat box and the task list (`?all=1`: deleted tasks too).
@@ -354,7 +356,7 @@ fn live_log(out: &mut String, app: &App, task_id: &str) {
 /// The latest attempt's usage (SPEC §15): each side, the Task Builder, the total,
 /// the cost and the budget.
 fn usage(out: &mut String, a: &Attempt) {
-    let counts = |t: &crate::usage::Tokens| {
+    let counts = |t: &agent_runner_core::usage::Tokens| {
         format!(
             "{} in ({} cached), {} out",
             t.input_tokens, t.cached_input_tokens, t.output_tokens

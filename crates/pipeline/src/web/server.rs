@@ -24,7 +24,7 @@ use super::app::App;
 use super::guard::Denied;
 use super::http::{self, ReadError, Response};
 use super::routes;
-use crate::interrupt::Interrupt;
+use agent_runner_core::interrupt::Interrupt;
 
 /// Worker threads.
 pub const WORKERS: usize = 8;

@@ -3,12 +3,12 @@
 //! task fails naming the limit: `budget exhausted: max_tokens (100412 of 100000)`.
 //! A call in flight is never cut short for tokens or cost (its usage is known only
 //! when it ends), so those limits can be passed by at most that one call; the
-//! deadline cuts every step to the time left (`crate::deadline`).
+//! deadline cuts every step to the time left (`agent_runner_core::deadline`).
 
 use std::time::Duration;
 
-use crate::task::Budget;
-use crate::usage::{Account, usd};
+use agent_runner_core::usage::{Account, usd};
+use agent_runner_sandbox::task::Budget;
 
 /// The limit that ended a task, as `budget.exhausted` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,10 +3,10 @@
 //! are written by `TaskContext::transition`, worker items by the sandbox as the
 //! worker's stream goes by, denied connections by the egress proxy.
 
-use crate::events::{Event, Events, Phase};
-use crate::meta::MetaCall;
-use crate::usage::Usage;
-use crate::worker::{TestRun, WorkerRun};
+use agent_runner_core::usage::Usage;
+use agent_runner_meta::MetaCall;
+use agent_runner_sandbox::events::{Event, Events, Phase};
+use agent_runner_sandbox::worker::{TestRun, WorkerRun};
 
 /// A Meta call, answered or given up.
 pub fn meta_call(events: &Events, call: &MetaCall) {

@@ -6,11 +6,11 @@
 use super::protocol::{self, MessageType, NextAction, Plan};
 use super::{budget, replan};
 use crate::context::{Assessment, TaskContext};
-use crate::meta::conversation;
-use crate::meta::reply::Reply;
-use crate::meta::{ChatBackend, MetaOutcome};
-use crate::secret::Redactor;
-use crate::usage::{Account, Usage};
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::usage::{Account, Usage};
+use agent_runner_meta::conversation;
+use agent_runner_meta::reply::Reply;
+use agent_runner_meta::{ChatBackend, MetaOutcome};
 
 /// What the runner asks of Meta. Each call returns its record along with the reply,
 /// so a failed call still shows in the Task Note.

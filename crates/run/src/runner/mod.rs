@@ -12,17 +12,16 @@ pub mod meta;
 pub mod progress;
 pub mod protocol;
 pub mod replan;
-pub mod schema;
 pub mod state;
 
-use crate::agent::RunOutcome;
 use crate::context::{Criterion, TaskContext, TaskState};
-use crate::deadline::Deadline;
-use crate::interrupt::Interrupt;
-use crate::meta::{MetaError, MetaOutcome};
-use crate::task::TestSpec;
-use crate::timestamp::human;
-use crate::worker::{Sandbox, SandboxError};
+use agent_runner_core::deadline::Deadline;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::timestamp::human;
+use agent_runner_meta::{MetaError, MetaOutcome};
+use agent_runner_sandbox::agent::RunOutcome;
+use agent_runner_sandbox::task::TestSpec;
+use agent_runner_sandbox::worker::{Sandbox, SandboxError};
 use meta::Meta;
 use protocol::NextAction;
 
@@ -383,7 +382,7 @@ fn exit_code(code: Option<i32>) -> String {
 }
 
 fn first_line(text: &str) -> String {
-    crate::text::first_line(text, 160)
+    agent_runner_core::text::first_line(text, 160)
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@
 //! stopped on a guess.
 
 use crate::context::TaskContext;
-use crate::text::tail;
-use crate::worker::git::{DiffStat, GitState, RepoChanges};
+use agent_runner_core::text::tail;
+use agent_runner_sandbox::worker::git::{DiffStat, GitState, RepoChanges};
 
 /// How much of a test's output the comparison looks at.
 const OUTPUT_COMPARED: usize = 4 * 1024;
@@ -67,9 +67,9 @@ fn test(ctx: &TaskContext, number: u32) -> Option<(Option<i32>, bool, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::{RunOutcome, Transcript};
-    use crate::timestamp::Timestamp;
-    use crate::worker::{TestRun, WorkerRun};
+    use agent_runner_core::timestamp::Timestamp;
+    use agent_runner_sandbox::agent::{RunOutcome, Transcript};
+    use agent_runner_sandbox::worker::{TestRun, WorkerRun};
     use std::time::Duration;
 
     fn state(status: &[&str]) -> GitState {
@@ -131,7 +131,7 @@ mod tests {
 
     /// A context with one loop per `(repo, test exit, test output)`.
     fn history(loops: &[(RepoChanges, i32, &str)]) -> TaskContext {
-        let mut ctx = TaskContext::new(crate::task::test_task(""));
+        let mut ctx = TaskContext::new(agent_runner_sandbox::task::test_task(""));
         for (n, (changes, code, output)) in loops.iter().enumerate() {
             let number = n as u32 + 1;
             ctx.worker_runs.push(worker(number, changes.clone()));

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_yaml::Value;
 
 use crate::context::{Assessment, Criterion, TaskContext};
-use crate::meta::reply::{Reply, decode};
-use crate::text::{cut, tail};
+use agent_runner_core::text::{cut, tail};
+use agent_runner_meta::reply::{Reply, decode};
 
 /// The three Meta messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -325,7 +325,8 @@ fn worker_info(ctx: &TaskContext) -> WorkerInfo {
         exit_code: run.exit_code,
         timed_out: Some(matches!(
             run.outcome,
-            crate::agent::RunOutcome::TimedOut | crate::agent::RunOutcome::Stalled
+            agent_runner_sandbox::agent::RunOutcome::TimedOut
+                | agent_runner_sandbox::agent::RunOutcome::Stalled
         )),
         summary: Some(clean(&cut(&run.summary, MAX_SUMMARY))),
         commands: run
@@ -452,7 +453,7 @@ impl Reply for Plan {
     const KIND: &'static str = "plan_task";
 
     fn schema() -> serde_json::Value {
-        super::schema::plan_task()
+        agent_runner_meta::messages::plan_task()
     }
 
     fn from_value(value: Value) -> Result<Self, String> {
@@ -491,7 +492,7 @@ impl Reply for NextAction {
     const KIND: &'static str = "next_action";
 
     fn schema() -> serde_json::Value {
-        super::schema::next_action()
+        agent_runner_meta::messages::next_action()
     }
 
     fn from_value(value: Value) -> Result<Self, String> {
@@ -517,7 +518,7 @@ impl Reply for Assessment {
     const KIND: &'static str = "completion_assessment";
 
     fn schema() -> serde_json::Value {
-        super::schema::completion_assessment()
+        agent_runner_meta::messages::completion_assessment()
     }
 
     fn from_value(value: Value) -> Result<Self, String> {
@@ -534,7 +535,7 @@ impl Reply for Assessment {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::reply::parse_reply;
+    use agent_runner_meta::reply::parse_reply;
 
     #[test]
     fn plan_gets_generated_ids_and_is_strict() {
@@ -626,16 +627,18 @@ mod tests {
         );
     }
 
-    use crate::agent::{CommandRecord, FileChange, RunOutcome, Transcript};
     use crate::context::TaskContext;
-    use crate::timestamp::Timestamp;
-    use crate::worker::{TestRun, WorkerRun};
+    use agent_runner_core::timestamp::Timestamp;
+    use agent_runner_sandbox::agent::{CommandRecord, FileChange, RunOutcome, Transcript};
+    use agent_runner_sandbox::worker::{TestRun, WorkerRun};
     use quickcheck::quickcheck;
 
     /// A context whose last worker run and test printed `output`, with plenty of
     /// everything else that goes into a request.
     fn loaded_context(output: &str, summary: &str) -> TaskContext {
-        let mut ctx = TaskContext::new(crate::task::test_task("  test:\n    command: make test\n"));
+        let mut ctx = TaskContext::new(agent_runner_sandbox::task::test_task(
+            "  test:\n    command: make test\n",
+        ));
         ctx.criteria = (0..MAX_CRITERIA)
             .map(|n| Criterion {
                 id: format!("AC-{n}"),
@@ -670,7 +673,7 @@ mod tests {
             log_path: "/tmp/x.log".into(),
             output_bytes: 1 << 20,
             output_tail: output.to_string(),
-            changes: crate::worker::git::RepoChanges::Unknown,
+            changes: agent_runner_sandbox::worker::git::RepoChanges::Unknown,
             leftovers: None,
             privileges: vec![],
             usage: Default::default(),

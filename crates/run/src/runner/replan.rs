@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::protocol::{self, CriterionInfo, MessageType, NextAction};
 use crate::context::TaskContext;
-use crate::text::{cut, tail};
+use agent_runner_core::text::{cut, tail};
 
 /// The `decision.action` that asks for new criteria.
 pub const ACTION: &str = "replan";
@@ -221,16 +221,16 @@ fn earlier_loop(ctx: &TaskContext, n: u32) -> Option<LoopRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::{RunOutcome, Transcript};
     use crate::context::Criterion;
-    use crate::timestamp::Timestamp;
-    use crate::worker::{TestRun, WorkerRun};
+    use agent_runner_core::timestamp::Timestamp;
+    use agent_runner_sandbox::agent::{RunOutcome, Transcript};
+    use agent_runner_sandbox::worker::{TestRun, WorkerRun};
     use std::time::Duration;
 
     /// A planned task after `loops` loops, each a worker run and a failing test that
     /// printed `output`.
     fn after_loops(loops: u32, output: &str, extra: &str) -> TaskContext {
-        let mut ctx = TaskContext::new(crate::task::test_task(&format!(
+        let mut ctx = TaskContext::new(agent_runner_sandbox::task::test_task(&format!(
             "  test:\n    command: make test\n{extra}"
         )));
         ctx.set_criteria(
@@ -261,7 +261,7 @@ mod tests {
                 log_path: "/tmp/x.log".into(),
                 output_bytes: 0,
                 output_tail: output.into(),
-                changes: crate::worker::git::RepoChanges::Unknown,
+                changes: agent_runner_sandbox::worker::git::RepoChanges::Unknown,
                 leftovers: None,
                 privileges: vec![],
                 usage: Default::default(),

@@ -14,14 +14,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::context::{CriteriaVersion, Criterion, TaskContext, TaskState};
-use crate::fs::Dir;
 use crate::resume::{
     LoopRecord, MAX_LOOPS_KEPT, Resumed, TestOutcome, WorkerOutcome, WorkerSession,
 };
-use crate::secret::Redactor;
-use crate::task::Task;
-use crate::timestamp::Timestamp;
-use crate::usage::Account;
+use agent_runner_core::fs::Dir;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::timestamp::Timestamp;
+use agent_runner_core::usage::Account;
+use agent_runner_sandbox::task::Task;
 
 /// The format's version.
 pub const VERSION: u32 = 1;
@@ -169,9 +169,13 @@ impl State {
         let extra = self.history.len().saturating_sub(MAX_LOOPS_KEPT);
         self.history.drain(..extra);
         for record in &mut self.history {
-            record.action = crate::text::cut(&record.action, 32);
+            record.action = agent_runner_core::text::cut(&record.action, 32);
             if let Some(w) = &mut record.worker {
-                *w = WorkerOutcome::new(&crate::text::cut(&w.outcome, 64), w.exit_code, &w.summary);
+                *w = WorkerOutcome::new(
+                    &agent_runner_core::text::cut(&w.outcome, 64),
+                    w.exit_code,
+                    &w.summary,
+                );
             }
             if let Some(t) = &mut record.test {
                 *t = TestOutcome::new(t.passed, t.exit_code, t.timed_out, &t.output_tail);
@@ -301,12 +305,12 @@ mod tests {
     use super::*;
 
     fn task(extra: &str) -> Task {
-        crate::task::test_task(extra)
+        agent_runner_sandbox::task::test_task(extra)
     }
 
     #[test]
     fn a_state_reads_back_and_refuses_another_task_naming_what_changed() {
-        let top = crate::fs::testing::scratch("state");
+        let top = agent_runner_core::fs::testing::scratch("state");
         let private = Dir::open(&top).unwrap();
         let mut ctx = TaskContext::new(task("  test:\n    command: make test\n"));
         ctx.criteria = vec![Criterion {
@@ -358,9 +362,9 @@ mod tests {
 
     #[test]
     fn secrets_are_masked_in_the_state_file_in_their_json_spelling_too() {
-        let top = crate::fs::testing::scratch("state-secret");
+        let top = agent_runner_core::fs::testing::scratch("state-secret");
         let private = Dir::open(&top).unwrap();
-        let secret = crate::secret::Secret::new("s3cr\"et\\pass".into());
+        let secret = agent_runner_core::secret::Secret::new("s3cr\"et\\pass".into());
         let redactor = Redactor::new([&secret]);
         let mut ctx = TaskContext::new(task(""));
         ctx.criteria = vec![Criterion {

@@ -7,13 +7,13 @@ use quickcheck::{Arbitrary, Gen, quickcheck};
 
 use super::protocol::Plan;
 use super::*;
-use crate::agent::Transcript;
 use crate::context::{Assessment, Criterion};
-use crate::interrupt::Interrupt;
-use crate::meta::MetaCall;
-use crate::task::TestSpec;
-use crate::timestamp::Timestamp;
-use crate::worker::{Teardown, TestRun, WorkerRun};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::timestamp::Timestamp;
+use agent_runner_meta::MetaCall;
+use agent_runner_sandbox::agent::Transcript;
+use agent_runner_sandbox::task::TestSpec;
+use agent_runner_sandbox::worker::{Teardown, TestRun, WorkerRun};
 
 type Reply<T> = Result<T, MetaError>;
 
@@ -36,7 +36,7 @@ fn record<T>(kind: &'static str, reply: Option<Reply<T>>) -> MetaOutcome<T> {
         request: String::new(),
         replies: vec![],
         error: reply.as_ref().err().map(|e| e.to_string()),
-        usage: crate::usage::Usage::free(),
+        usage: agent_runner_core::usage::Usage::free(),
     };
     MetaOutcome { call, reply }
 }
@@ -75,7 +75,7 @@ struct FakeSandbox {
     /// Tokens (input, output) each worker run reports; none when empty.
     worker_usage: VecDeque<(u64, u64)>,
     /// What git in the container sees after each run (Unknown when empty).
-    repo: VecDeque<crate::worker::git::RepoChanges>,
+    repo: VecDeque<agent_runner_sandbox::worker::git::RepoChanges>,
 }
 
 impl Sandbox for FakeSandbox {
@@ -106,18 +106,18 @@ impl Sandbox for FakeSandbox {
             changes: self
                 .repo
                 .pop_front()
-                .unwrap_or(crate::worker::git::RepoChanges::Unknown),
+                .unwrap_or(agent_runner_sandbox::worker::git::RepoChanges::Unknown),
             leftovers: None,
             privileges: vec![],
-            usage: crate::usage::Usage::of(
+            usage: agent_runner_core::usage::Usage::of(
                 Some("worker-model"),
-                self.worker_usage
-                    .pop_front()
-                    .map(|(input, output)| crate::usage::Tokens {
+                self.worker_usage.pop_front().map(|(input, output)| {
+                    agent_runner_core::usage::Tokens {
                         input_tokens: input,
                         cached_input_tokens: 0,
                         output_tokens: output,
-                    }),
+                    }
+                }),
             ),
         })
     }
@@ -193,7 +193,7 @@ fn assess(passed: &[&str]) -> Reply<Assessment> {
 }
 
 fn context(extra: &str) -> TaskContext {
-    TaskContext::new(crate::task::test_task(extra))
+    TaskContext::new(agent_runner_sandbox::task::test_task(extra))
 }
 
 const WITH_TEST: &str = "  test:\n    command: make test\nrunner:\n  meta:\n    max_loops: 3\n";
@@ -848,9 +848,9 @@ struct Paid {
 impl Paid {
     fn priced<T>(&mut self, mut outcome: MetaOutcome<T>) -> MetaOutcome<T> {
         if let Some((input, output)) = self.usage.pop_front() {
-            outcome.call.usage = crate::usage::Usage::of(
+            outcome.call.usage = agent_runner_core::usage::Usage::of(
                 Some("meta-model"),
-                Some(crate::usage::Tokens {
+                Some(agent_runner_core::usage::Tokens {
                     input_tokens: input,
                     cached_input_tokens: 0,
                     output_tokens: output,
@@ -949,11 +949,11 @@ fn a_worker_run_that_reaches_max_tokens_ends_the_task_before_tests_and_meta() {
 #[test]
 fn a_resumed_task_counts_the_runs_before_against_its_budget() {
     let resumed = |tokens: u64, elapsed: u64| crate::resume::Resumed {
-        at: crate::timestamp::Timestamp::now(),
+        at: agent_runner_core::timestamp::Timestamp::now(),
         loops: 1,
         previous: "FAILED: budget exhausted".into(),
         history: vec![],
-        usage: crate::usage::Account {
+        usage: agent_runner_core::usage::Account {
             total_tokens: tokens,
             cost_usd: Some(0.0),
             ..Default::default()
@@ -1058,7 +1058,9 @@ fn a_passed_deadline_lets_no_paid_call_start() {
     let mut sandbox = FakeSandbox::default();
     let mut checkpoint = |_: &TaskContext| {};
     Runner::new(meta, &mut sandbox, &mut checkpoint, Interrupt::never())
-        .until(crate::deadline::Deadline::after(Some(Duration::ZERO)))
+        .until(agent_runner_core::deadline::Deadline::after(Some(
+            Duration::ZERO,
+        )))
         .run(&mut ctx);
     assert!(
         ctx.failure
@@ -1071,13 +1073,13 @@ fn a_passed_deadline_lets_no_paid_call_start() {
     assert_eq!(ctx.budget_exhausted, Some("max_duration_sec"));
 }
 
-fn unchanged() -> crate::worker::git::RepoChanges {
-    let state = crate::worker::git::GitState {
+fn unchanged() -> agent_runner_sandbox::worker::git::RepoChanges {
+    let state = agent_runner_sandbox::worker::git::GitState {
         head: Some("h".into()),
         status: vec![" M src/lib.rs".into()],
         more: 0,
     };
-    crate::worker::git::RepoChanges::Seen {
+    agent_runner_sandbox::worker::git::RepoChanges::Seen {
         before: state.clone(),
         after: state,
         diff: vec![],
@@ -1118,7 +1120,7 @@ fn loops_that_change_the_repository_go_on() {
         "  test:\n    command: make test\nrunner:\n  meta:\n    max_loops: 4\n  max_stalled_loops: 2\n",
     );
     let changed = |n: u32| {
-        let crate::worker::git::RepoChanges::Seen {
+        let agent_runner_sandbox::worker::git::RepoChanges::Seen {
             before,
             mut after,
             diff,
@@ -1127,7 +1129,7 @@ fn loops_that_change_the_repository_go_on() {
             unreachable!()
         };
         after.status.push(format!("?? file{n}"));
-        crate::worker::git::RepoChanges::Seen {
+        agent_runner_sandbox::worker::git::RepoChanges::Seen {
             before,
             after,
             diff,
@@ -1175,14 +1177,14 @@ fn one_stalled_loop_does_not_stop_a_loop_that_changed_the_repository() {
     let mut ctx = context(
         "  test:\n    command: make test\nrunner:\n  meta:\n    max_loops: 2\n  max_stalled_loops: 1\n",
     );
-    let crate::worker::git::RepoChanges::Seen {
+    let agent_runner_sandbox::worker::git::RepoChanges::Seen {
         before, mut after, ..
     } = unchanged()
     else {
         unreachable!()
     };
     after.status.push("?? new.rs".into());
-    let changed = crate::worker::git::RepoChanges::Seen {
+    let changed = agent_runner_sandbox::worker::git::RepoChanges::Seen {
         before,
         after,
         diff: vec![],

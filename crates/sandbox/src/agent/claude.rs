@@ -239,7 +239,7 @@ impl ClaudeStream {
             // The model it runs, which names its price when runner.worker.model is
             // not set.
             if let Some(model) = event.get("model").and_then(Value::as_str) {
-                record.model = Some(crate::text::cut_chars(model, MAX_MODEL_CHARS));
+                record.model = Some(agent_runner_core::text::cut_chars(model, MAX_MODEL_CHARS));
             }
         }
         if event.get("subtype").and_then(Value::as_str) == Some("api_retry") {
@@ -482,7 +482,7 @@ mod tests {
     use super::*;
     use crate::agent::kind::{read_all, samples};
     use crate::agent::outcome::{Exit, RunOutcome};
-    use crate::secret::Secret;
+    use agent_runner_core::secret::Secret;
     use std::time::Duration;
 
     fn sample(name: &str) -> (Transcript, RunOutcome, String) {
@@ -663,7 +663,7 @@ mod tests {
         assert_eq!(usage.total_tokens(), 450);
         assert_eq!(usage.reported_cost_usd, Some(0.001824));
         assert_eq!(
-            crate::usage::Pricing::default().cost(&usage),
+            agent_runner_core::usage::Pricing::default().cost(&usage),
             Some(0.001824),
             "no price needed: claude said what the run cost"
         );
@@ -724,7 +724,11 @@ mod tests {
         assert_eq!((usage.input_tokens, usage.cost_usd), (max, None));
         assert_eq!(result("{}", "-1").cost_usd, None);
         assert_eq!(result("{}", "0.25").cost_usd, Some(0.25));
-        assert_eq!(crate::usage::account::round(1e300), 1e300, "never infinite");
+        assert_eq!(
+            agent_runner_core::usage::account::round(1e300),
+            1e300,
+            "never infinite"
+        );
     }
 
     #[test]

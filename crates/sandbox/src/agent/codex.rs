@@ -387,7 +387,7 @@ mod tests {
     use crate::agent::kind::{read_all, samples};
     use crate::agent::login::Login;
     use crate::agent::outcome::{Exit, RunOutcome, classify};
-    use crate::secret::Secret;
+    use agent_runner_core::secret::Secret;
 
     fn sample(name: &str) -> (Transcript, RunOutcome, String) {
         samples::judged(&CODEX, "testdata/codex-samples", name, exit)

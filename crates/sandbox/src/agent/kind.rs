@@ -131,6 +131,13 @@ pub mod samples {
     use crate::agent::outcome::{Exit, RunOutcome, classify};
     use crate::agent::record::Transcript;
 
+    /// `path` from the workspace's top (where `testdata/` is).
+    pub fn at_top(path: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(path)
+    }
+
     /// Sample `name` under `dir`: its record, outcome and summary; `exit` turns the
     /// recorded exit code into how the run ended.
     pub fn judged(
@@ -139,7 +146,7 @@ pub mod samples {
         name: &str,
         exit: fn(i32) -> Exit,
     ) -> (Transcript, RunOutcome, String) {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(name);
+        let dir = at_top(dir).join(name);
         let stdout = std::fs::read(dir.join("stdout.jsonl")).unwrap();
         let stderr = std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default();
         let code: i32 = std::fs::read_to_string(dir.join("exit_code"))
@@ -159,7 +166,7 @@ pub mod samples {
         exit: fn(i32) -> Exit,
         expected: &[(&str, RunOutcome, &str)],
     ) {
-        let listed = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)).unwrap();
+        let listed = std::fs::read_dir(at_top(dir)).unwrap();
         assert_eq!(
             listed.count(),
             expected.len(),

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use crate::secret::Secret;
+use agent_runner_core::secret::Secret;
 
 /// Shorter string values in a login file (flags, ids, short names) are not secrets.
 pub const MIN_SECRET_CHARS: usize = 8;

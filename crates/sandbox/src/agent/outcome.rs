@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::record::{MAX_TEXT, Transcript};
-use crate::text::cut;
+use agent_runner_core::text::cut;
 
 /// How a worker run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

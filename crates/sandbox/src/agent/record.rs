@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
-use crate::text::{cut, tail};
-use crate::usage::Tokens;
+use agent_runner_core::text::{cut, tail};
+use agent_runner_core::usage::Tokens;
 
 /// Bounds on what a transcript keeps.
 pub const MAX_COMMANDS: usize = 200;
@@ -127,8 +127,8 @@ impl Transcript {
     /// The run's usage (SPEC §15) on `model` (`runner.worker.model`, which names its
     /// price), else on the model the agent said it ran; tokens and cost as the agent
     /// reported them, None when it reported none (never guessed).
-    pub fn usage_for(&self, model: Option<&str>) -> crate::usage::Usage {
-        crate::usage::Usage {
+    pub fn usage_for(&self, model: Option<&str>) -> agent_runner_core::usage::Usage {
+        agent_runner_core::usage::Usage {
             model: model.map(str::to_string).or_else(|| self.model.clone()),
             tokens: self.usage.as_ref().map(Usage::tokens),
             reported_cost_usd: self.usage.as_ref().and_then(|u| u.cost_usd),

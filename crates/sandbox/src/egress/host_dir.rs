@@ -13,7 +13,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::process::{self, Held, Invocation};
+use agent_runner_core::process::{self, Held, Invocation};
 
 /// The socket's file name in the directory.
 pub const SOCKET: &str = "proxy.sock";
@@ -59,7 +59,7 @@ impl HostDir {
         dir.watchdog = Some(process::spawn_held(&invocation).map_err(|e| {
             std::io::Error::other(format!("cannot start the egress watchdog: {e}"))
         })?);
-        crate::fs::atomic::create_new_with_mode(&dir.path.join(BRIDGE), bridge, 0o555)?;
+        agent_runner_core::fs::atomic::create_new_with_mode(&dir.path.join(BRIDGE), bridge, 0o555)?;
         Ok(dir)
     }
 

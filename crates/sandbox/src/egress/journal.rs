@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::events::{Event, Events};
-use crate::secret::Redactor;
-use crate::timestamp::Timestamp;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::timestamp::Timestamp;
 
 /// The host of a connection whose request named none (unreadable, or refused first).
 pub const NO_HOST: &str = "-";
@@ -220,7 +220,7 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::secret::Secret;
+    use agent_runner_core::secret::Secret;
 
     fn record(host: &str, port: u16, allowed: bool, up: u64) -> Record {
         Record {

@@ -43,8 +43,8 @@ pub use proxy::Settings;
 pub use rules::{AllowList, Origin, Rule};
 
 use crate::events::Events;
-use crate::fs::Dir;
-use crate::secret::Redactor;
+use agent_runner_core::fs::Dir;
+use agent_runner_core::secret::Redactor;
 use host_dir::HostDir;
 use journal::Journal;
 use proxy::Proxy;

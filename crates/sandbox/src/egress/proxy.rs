@@ -24,7 +24,7 @@ use super::policy::{self, Resolve, Verdict};
 use super::relay::{self, Socket};
 use super::request::{self, BadHead};
 use super::rules::{AllowList, Via};
-use crate::timestamp::Timestamp;
+use agent_runner_core::timestamp::Timestamp;
 
 /// How long the accept loop waits after a failed accept.
 const PAUSE: Duration = Duration::from_millis(100);
@@ -395,7 +395,7 @@ fn refuse(client: &UnixStream, status: u16, body: &str) {
 mod tests {
     use super::*;
     use crate::egress::rules::{Origin, Rule};
-    use crate::secret::Redactor;
+    use agent_runner_core::secret::Redactor;
     use std::net::TcpListener;
 
     /// A proxy allowing `entries`, on a socket in a fresh directory.

@@ -113,7 +113,7 @@ impl Rule {
         if entry.contains("://") || entry.contains('/') {
             return Err(format!(
                 "{:?} is not a host name: write the host (and port), not a URL",
-                crate::text::cut_chars(entry, 80)
+                agent_runner_core::text::cut_chars(entry, 80)
             ));
         }
         let (host, ports) = split_port(entry)?;
@@ -279,7 +279,7 @@ fn ports(text: &str) -> Result<Ports, String> {
 /// disguise).
 fn name(text: &str) -> Result<String, String> {
     let lower = text.strip_suffix('.').unwrap_or(text).to_ascii_lowercase();
-    let shown = crate::text::cut_chars(text, 80);
+    let shown = agent_runner_core::text::cut_chars(text, 80);
     if lower.is_empty() || lower.len() > MAX_NAME {
         return Err(format!("{shown:?} is not a host name"));
     }

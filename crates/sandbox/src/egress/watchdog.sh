@@ -1,3 +1,3 @@
 # shellcheck shell=sh
-# On the host: removes the egress directory if agent-runner goes (src/egress/host_dir.rs).
+# On the host: removes the egress directory if agent-runner goes (host_dir.rs beside it).
 read -r line; [ "$line" = "done" ] || exec "$2" -rf -- "$1" >/dev/null 2>&1

@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use super::FILE;
 use super::event::{Event, Phase, Record};
-use crate::fs::Dir;
-use crate::text::escape_controls;
-use crate::timestamp::human;
+use agent_runner_core::fs::Dir;
+use agent_runner_core::text::escape_controls;
+use agent_runner_core::timestamp::human;
 
 /// Most bytes read at once; a follower gets the rest on its next read.
 pub const MAX_READ: u64 = 1 << 20;
@@ -230,12 +230,12 @@ fn tokens(usage: &serde_json::Value) -> Option<String> {
 mod tests {
     use super::*;
     use crate::events::Events;
-    use crate::secret::Redactor;
+    use agent_runner_core::secret::Redactor;
     use std::io::Write;
 
     #[test]
     fn a_follower_reads_each_whole_line_once_and_starts_over_on_a_new_file() {
-        let top = crate::fs::testing::scratch("events-read");
+        let top = agent_runner_core::fs::testing::scratch("events-read");
         let dir = Dir::open(&top).unwrap();
         assert_eq!(
             read(&dir, Cursor::default()).unwrap_err().kind(),

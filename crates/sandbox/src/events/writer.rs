@@ -10,10 +10,10 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use super::{Event, FILE, Record};
-use crate::fs::Dir;
-use crate::secret::Redactor;
-use crate::text::cut;
-use crate::timestamp::Timestamp;
+use agent_runner_core::fs::Dir;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::cut;
+use agent_runner_core::timestamp::Timestamp;
 
 /// Longest text field kept (a command, a message, a reason), in bytes.
 pub const MAX_TEXT: usize = 400;
@@ -109,8 +109,14 @@ impl Sink {
     /// line each, and cut.
     fn line(&self, mut event: Event) -> Option<Vec<u8>> {
         let redactor = &self.redactor;
-        let clean =
-            |limit: usize| move |s: &str| cut(&crate::text::one_line(&redactor.redact(s)), limit);
+        let clean = |limit: usize| {
+            move |s: &str| {
+                cut(
+                    &agent_runner_core::text::one_line(&redactor.redact(s)),
+                    limit,
+                )
+            }
+        };
         event.map_text(&clean(MAX_TEXT));
         let at = Timestamp::now().to_string();
         let mut json = serde_json::to_vec(&Record {
@@ -135,7 +141,7 @@ impl Sink {
 mod tests {
     use super::*;
     use crate::events::event::Phase;
-    use crate::secret::Secret;
+    use agent_runner_core::secret::Secret;
 
     fn lines(dir: &Dir) -> Vec<Record> {
         let bytes = dir.read(FILE, 1 << 20).unwrap();
@@ -151,7 +157,7 @@ mod tests {
 
     #[test]
     fn events_are_masked_on_one_line_and_bounded() {
-        let top = crate::fs::testing::scratch("events");
+        let top = agent_runner_core::fs::testing::scratch("events");
         let dir = Dir::open(&top).unwrap();
         let secret = "sk-events-secret-0123456789";
         let events = Events::create(&dir, Redactor::new(&[Secret::new(secret.into())])).unwrap();
@@ -205,8 +211,8 @@ mod tests {
 
     #[test]
     fn a_planted_link_is_not_written_through() {
-        let top = crate::fs::testing::scratch("events-link");
-        let outside = crate::fs::testing::scratch("events-outside").join("host");
+        let top = agent_runner_core::fs::testing::scratch("events-link");
+        let outside = agent_runner_core::fs::testing::scratch("events-outside").join("host");
         std::fs::write(&outside, "host data").unwrap();
         std::os::unix::fs::symlink(&outside, top.join(FILE)).unwrap();
         let dir = Dir::open(&top).unwrap();

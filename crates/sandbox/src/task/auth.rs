@@ -11,7 +11,7 @@ use super::input_error::InputError;
 use super::paths::{ReadError, io_reason, read_regular};
 use crate::agent::login::secrets_in;
 use crate::agent::{Kind, Login};
-use crate::secret::Secret;
+use agent_runner_core::secret::Secret;
 
 /// Largest login file we read (real ones are a few KiB).
 pub const MAX_AUTH_BYTES: u64 = 1 << 20;

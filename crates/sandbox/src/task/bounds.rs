@@ -10,8 +10,8 @@ use super::input_error::{InputError, InputErrors};
 use super::raw::{RawBudget, RawPrice};
 use super::settings::MAX_LOOPS;
 use super::{Bounds, Budget, MetaBackend, MetaSettings, WorkerSettings};
-use crate::text::cut_chars;
-use crate::usage::{Price, Pricing};
+use agent_runner_core::text::cut_chars;
+use agent_runner_core::usage::{Price, Pricing};
 
 /// Default `runner.max_stalled_loops`.
 pub const DEFAULT_MAX_STALLED_LOOPS: u32 = 3;

@@ -19,8 +19,8 @@ use super::{
     Bounds, DEFAULT_TEST_TIMEOUT_SEC, Login, MAX_ACCEPTANCE_CRITERIA, MetaBackend, MetaSettings,
     Prd, PrdSource, Shape, Task, TestSpec, WorkerSettings,
 };
-use crate::secret::Redactor;
-use crate::text::cut_chars;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::cut_chars;
 
 /// The task, or `None` when `problems` has gained a problem.
 pub fn task(raw: RawDocument, host: &Host, problems: &mut InputErrors) -> Option<Task> {

@@ -89,8 +89,8 @@ pub fn url_entry(url: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::secret::Secret;
     use crate::task::test_task;
+    use agent_runner_core::secret::Secret;
 
     #[test]
     fn the_worker_agent_and_meta_codex_are_both_let_through() {

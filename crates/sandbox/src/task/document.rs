@@ -26,11 +26,13 @@ pub struct Read {
 /// Reads `text`. A syntax error, or a document that is not a mapping, is the only
 /// problem reported (`Err`); otherwise structure problems go to `problems`.
 pub fn read(text: &str, problems: &mut InputErrors) -> Result<Read, InputError> {
-    crate::yaml::check(text, crate::yaml::Rules::Document).map_err(|refusal| {
-        let mut error = InputError::new("stdin", refusal.message);
-        error.location = Some((refusal.line, refusal.column));
-        error.in_category(Category::Syntax)
-    })?;
+    agent_runner_core::yaml::check(text, agent_runner_core::yaml::Rules::Document).map_err(
+        |refusal| {
+            let mut error = InputError::new("stdin", refusal.message);
+            error.location = Some((refusal.line, refusal.column));
+            error.in_category(Category::Syntax)
+        },
+    )?;
     let value: Value = serde_yaml::from_str(text).map_err(|e| InputError::from_yaml(&e))?;
     let Value::Mapping(root) = &value else {
         let got = match &value {

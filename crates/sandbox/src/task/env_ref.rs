@@ -4,8 +4,8 @@
 
 use super::host::{Host, Var};
 use super::input_error::InputError;
-use crate::secret::Secret;
-use crate::text::cut_chars;
+use agent_runner_core::secret::Secret;
+use agent_runner_core::text::cut_chars;
 
 const PREFIX: &str = "env:";
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::input_error::InputError;
 use super::suggest::closest;
-use crate::text::cut_chars;
+use agent_runner_core::text::cut_chars;
 
 /// Upper bound for every `*_sec` setting (one week): keeps deadlines representable.
 pub const MAX_SECONDS: u64 = 7 * 24 * 3600;

@@ -54,7 +54,7 @@ impl Host<'_> {
             Ok(cwd) => Ok(cwd.join(path)),
             Err(why) => Err(format!(
                 "the relative path {:?} needs the current directory, which is not available ({why})",
-                crate::text::cut_chars(path, 60)
+                agent_runner_core::text::cut_chars(path, 60)
             )),
         }
     }

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::text::escape_controls;
+use agent_runner_core::text::escape_controls;
 
 /// Which check found a problem. Problems are reported in this order (SPEC §10:
 /// schema problems before environment problems).
@@ -194,7 +194,7 @@ impl InputErrors {
             .list
             .iter()
             .map(|e| match &e.hint {
-                Some(hint) => format!("{e} ({})", crate::text::one_line(hint)),
+                Some(hint) => format!("{e} ({})", agent_runner_core::text::one_line(hint)),
                 None => e.to_string(),
             })
             .collect();

@@ -46,7 +46,7 @@ pub use worker_env::{RESERVED as RESERVED_WORKER_ENV, Reserved};
 
 use crate::agent::Kind;
 use crate::egress::AllowList;
-use crate::secret::Secret;
+use agent_runner_core::secret::Secret;
 
 pub const DEFAULT_META_MODEL: &str = "gpt-5.1-codex-max-high";
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -104,7 +104,7 @@ pub struct Task {
 /// `runner.pricing`, `runner.budget`, `runner.max_stalled_loops`.
 #[derive(Debug, Clone, Default)]
 pub struct Bounds {
-    pub pricing: crate::usage::Pricing,
+    pub pricing: agent_runner_core::usage::Pricing,
     pub budget: Budget,
     /// Loops in a row with the same repository state and test outcome that end the
     /// task; 0: never.
@@ -288,17 +288,22 @@ impl Task {
         match &self.meta.backend {
             MetaBackend::OpenAiChat { api_key, base_url } => {
                 out.push(api_key.value.clone());
-                out.extend(crate::secret::in_url(base_url));
+                out.extend(agent_runner_core::secret::in_url(base_url));
             }
             MetaBackend::Scripted { .. } => {}
             MetaBackend::CodexCli(codex) => {
                 out.extend(codex.login.secrets());
-                out.extend(codex.base_url.iter().flat_map(|u| crate::secret::in_url(u)));
+                out.extend(
+                    codex
+                        .base_url
+                        .iter()
+                        .flat_map(|u| agent_runner_core::secret::in_url(u)),
+                );
                 env.extend(codex.env.iter().flatten());
             }
         }
         if let Some(url) = &self.worker.base_url {
-            out.extend(crate::secret::in_url(url));
+            out.extend(agent_runner_core::secret::in_url(url));
         }
         for env in env {
             if let EnvValue::FromHost { value, .. } = &env.value {
@@ -316,7 +321,7 @@ impl Task {
     /// Path of the Task Note.
     pub fn note_path(&self) -> PathBuf {
         self.repo
-            .join(crate::private_dir::DIR_NAME)
+            .join(agent_runner_core::private_dir::DIR_NAME)
             .join(self.note_name())
     }
 }
@@ -343,9 +348,11 @@ pub fn parse(text: &str, host: &Host) -> Result<Task, InputErrors> {
 #[cfg(test)]
 mod tests;
 
-/// A valid task for unit tests elsewhere: inline PRD, `extra` appended to the YAML.
-#[cfg(test)]
-pub(crate) fn test_task(extra: &str) -> Task {
+/// A valid task for unit tests elsewhere (other crates' with the `testing` feature):
+/// inline PRD, `extra` appended to the YAML.
+#[cfg(any(test, feature = "testing"))]
+#[allow(clippy::expect_used)]
+pub fn test_task(extra: &str) -> Task {
     let yaml = format!("version: 1\ntask:\n  id: unit\n  prd:\n    text: Make it work.\n{extra}");
     let var = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-unit-test-key".into());
     parse(

@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use super::host::Host;
 use super::input_error::InputError;
 use super::{Prd, PrdSource};
-use crate::text::cut_chars;
+use agent_runner_core::text::cut_chars;
 
 /// Largest PRD file we load; PRDs are prose, and the whole text goes to Meta.
 pub const MAX_PRD_BYTES: u64 = 4 << 20;

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{EnvValue, Login, MetaBackend, Network, PrdSource, Shape, Task, WorkerEnv};
 use crate::egress::Origin;
-use crate::secret::MASK;
+use agent_runner_core::secret::MASK;
 
 /// How much of the PRD `validate` shows.
 const PRD_PREVIEW_CHARS: usize = 200;
@@ -146,7 +146,7 @@ pub fn resolved_yaml(task: &Task) -> String {
                     PrdSource::Inline => "inline".into(),
                 },
                 chars: task.prd.text.chars().count(),
-                start: crate::text::escape_controls_in_lines(
+                start: agent_runner_core::text::escape_controls_in_lines(
                     &task
                         .prd
                         .text

@@ -21,8 +21,8 @@ use super::{
 use super::{CODEX_DEFAULT_MODEL, CodexMeta, DEFAULT_CODEX_META_TIMEOUT_SEC};
 use crate::agent::{self, Kind, Login};
 use crate::egress::{AllowList, Origin, Rule};
-use crate::secret::Secret;
-use crate::text::cut_chars;
+use agent_runner_core::secret::Secret;
+use agent_runner_core::text::cut_chars;
 
 /// Most iterations a task may have; each is a paid worker run.
 pub const MAX_LOOPS: u64 = 1000;

@@ -13,7 +13,7 @@ use super::input_error::{Category, InputError, InputErrors};
 use super::locate::{Segment, Target, locate};
 use super::raw::{Key, Kind, root_keys};
 use super::suggest::closest;
-use crate::text::cut_chars;
+use agent_runner_core::text::cut_chars;
 
 /// How much of a key an error path shows: an 8 MB key must not be echoed whole.
 pub const MAX_KEY_SHOWN: usize = 60;

@@ -92,7 +92,7 @@ pub fn entries(
 fn entry(name: String, value: String, section: &str, host: &Host) -> Result<WorkerEnv, InputError> {
     let field = format!(
         "{section}.{}",
-        crate::text::cut_chars(&name, super::structure::MAX_KEY_SHOWN)
+        agent_runner_core::text::cut_chars(&name, super::structure::MAX_KEY_SHOWN)
     );
     if !env_ref::is_env_name(&name) {
         return Err(InputError::new(

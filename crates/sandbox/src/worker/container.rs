@@ -36,12 +36,12 @@ use super::sweep::{LABEL_TASK, owner_labels};
 use super::{SandboxError, docker_cli::remove_container};
 use crate::agent::{Kind, Login};
 use crate::egress::bridge;
-use crate::interrupt::Interrupt;
-use crate::owner::Owner;
-use crate::process::{self, Held, HeldWait, Invocation, Limits};
-use crate::sys;
 use crate::task::{EnvValue, WorkerLimits, WorkerSettings};
-use crate::timestamp::human;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::owner::Owner;
+use agent_runner_core::process::{self, Held, HeldWait, Invocation, Limits};
+use agent_runner_core::sys;
+use agent_runner_core::timestamp::human;
 
 /// HOME in the container when running as a non-root user.
 pub const NONROOT_HOME: &str = "/tmp/agent-runner-home";
@@ -303,7 +303,7 @@ fn run_args(
         "--mount".into(),
         mount_spec(
             &spec.private_dir,
-            &format!("{PROJECT_DIR}/{}", crate::private_dir::DIR_NAME),
+            &format!("{PROJECT_DIR}/{}", agent_runner_core::private_dir::DIR_NAME),
             true,
         ),
         "-w".into(),

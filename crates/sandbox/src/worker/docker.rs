@@ -29,15 +29,15 @@ use super::session;
 use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
 use crate::agent::{Exit, RunSpec, Transcript, classify};
-use crate::deadline::Deadline;
 use crate::egress::{self, Egress};
 use crate::events::Events;
-use crate::fs::Dir;
-use crate::interrupt::Interrupt;
-use crate::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
-use crate::secret::Redactor;
 use crate::task::{Login, Network, TestSpec, WorkerSettings};
-use crate::timestamp::Timestamp;
+use agent_runner_core::deadline::Deadline;
+use agent_runner_core::fs::Dir;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::timestamp::Timestamp;
 
 /// Bytes of worker/test output kept in memory (the rest is in the log file).
 const OUTPUT_TAIL: usize = 64 * 1024;
@@ -175,7 +175,7 @@ impl DockerSandbox {
             extra_args: &worker.extra_args,
             base_url: worker.base_url.as_deref(),
             workdir: PROJECT_DIR,
-            root: crate::sys::user_and_group().0 == 0,
+            root: agent_runner_core::sys::user_and_group().0 == 0,
         }
     }
 
@@ -252,7 +252,7 @@ impl DockerSandbox {
         if cut && finished.ending == Ending::TimedOut {
             summary = format!(
                 "Stopped at the task's deadline (runner.budget.max_duration_sec), {} into the run; the worker was stopped.",
-                crate::timestamp::human(finished.duration)
+                agent_runner_core::timestamp::human(finished.duration)
             );
         }
         let usage = transcript.usage_for(self.spec.worker.model.as_deref());
@@ -443,7 +443,7 @@ impl DockerSandbox {
     fn sweep_after_run(&mut self) -> Result<Vec<Finding>, SandboxError> {
         let found = self.sweep_privileges();
         let unchecked = found.iter().find(|f| matches!(f.what, Fix::Failed(_)));
-        if let (Some(finding), (0, _)) = (unchecked, crate::sys::user_and_group()) {
+        if let (Some(finding), (0, _)) = (unchecked, agent_runner_core::sys::user_and_group()) {
             return Err(SandboxError::Unchecked(finding.to_string()));
         }
         Ok(found)
@@ -467,7 +467,7 @@ impl Sandbox for DockerSandbox {
         if session::not_continued(&run) {
             log::warn!(
                 "worker run {number}: the worker's session {session} could not be continued ({}); it starts afresh with the history in its prompt",
-                crate::text::first_line(&run.summary, 200)
+                agent_runner_core::text::first_line(&run.summary, 200)
             );
             return self.run_agent(number, &afresh, &command);
         }

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::SandboxError;
-use crate::interrupt::Interrupt;
-use crate::process::{self, Capture, Ending, Limits, SpawnError, Stop};
-use crate::text;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{self, Capture, Ending, Limits, SpawnError, Stop};
+use agent_runner_core::text;
 
 /// What a short docker call printed.
 pub struct DockerOutput {

@@ -26,8 +26,8 @@
 use std::collections::BTreeMap;
 
 use super::git::{self, DiffStat, Snapshot};
-use crate::process::StreamFilter;
-use crate::secret::Redactor;
+use agent_runner_core::process::StreamFilter;
+use agent_runner_core::secret::Redactor;
 
 /// Where the repository is mounted in the container.
 use super::PROJECT_DIR;

@@ -1,5 +1,5 @@
 # shellcheck shell=sh
-# The envelope around every exec in the sandbox (src/worker/envelope.rs).
+# The envelope around every exec in the sandbox (envelope.rs beside it).
 IFS= read -r nonce || exit 125
 mode=$1 keep=$2
 shift 2

@@ -28,8 +28,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::privileges::{Finding, Fix};
-use crate::fs::Dir;
-use crate::fs::dir::Kind;
+use agent_runner_core::fs::Dir;
+use agent_runner_core::fs::dir::Kind;
 
 /// A bind mount of a path of the repository onto the same path in the container.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 # shellcheck shell=sh
-# The sandbox container's main process (src/worker/container.rs). Arguments: pairs
+# The sandbox container's main process (container.rs beside it). Arguments: pairs
 # MOUNT LINK, for the agent's login file: LINK (relative to HOME) becomes a link to
 # MOUNT when MOUNT is there, and LINK's directory is created either way (codex exits
 # without its home). Then it reports its pid and reads stdin until end-of-file.

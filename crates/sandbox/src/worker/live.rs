@@ -86,11 +86,10 @@ fn ended(command: &crate::agent::CommandRecord) -> bool {
 mod tests {
     use super::*;
     use crate::agent::{Kind, claude::CLAUDE, codex::CODEX};
-    use std::path::Path;
 
     /// What `task logs` shows of a recorded real run, line by line as it came.
     fn seen(kind: &dyn Kind, sample: &str) -> Vec<(&'static str, Option<i32>)> {
-        let stdout = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(sample)).unwrap();
+        let stdout = std::fs::read(crate::agent::kind::samples::at_top(sample)).unwrap();
         let mut record = Transcript::default();
         let mut stream = kind.stream();
         let mut watch = Watch::default();

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 pub use crate::agent::{RunOutcome, Transcript};
 use crate::task::TestSpec;
-use crate::timestamp::Timestamp;
-use crate::usage::Usage;
+use agent_runner_core::timestamp::Timestamp;
+use agent_runner_core::usage::Usage;
 use envelope::Leftovers;
 use git::RepoChanges;
 use privileges::Finding;

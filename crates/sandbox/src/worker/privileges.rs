@@ -14,7 +14,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use crate::fs::walk::{self, Entry, Found, Kind};
+use agent_runner_core::fs::walk::{self, Entry, Found, Kind};
 
 /// Something the sweep found and fixed (or could not).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,10 +18,10 @@ use std::time::Duration;
 use super::docker::{DockerSandbox, SandboxConfig};
 use super::{PROJECT_DIR, Sandbox, SandboxError, WorkerRun};
 use crate::agent::RunOutcome;
-use crate::fs::Dir;
-use crate::interrupt::Interrupt;
-use crate::secret::Redactor;
 use crate::task::{Login, WorkerSettings};
+use agent_runner_core::fs::Dir;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
 
 /// Where the agent writes its last message, in the directory.
 const REPLY_FILE: &str = "last-message.txt";
@@ -81,7 +81,8 @@ impl Scratch {
             .create(&config.dir)
             .map_err(|e| setup("create", e))?;
         let dir = Dir::open(&config.dir).map_err(|e| setup("open", e))?;
-        let private = crate::private_dir::open(&config.dir).map_err(|e| setup("prepare", e))?;
+        let private =
+            agent_runner_core::private_dir::open(&config.dir).map_err(|e| setup("prepare", e))?;
         let logs = match config.logs {
             Some(logs) => logs,
             None => private
@@ -99,7 +100,7 @@ impl Scratch {
             redactor: config.redactor,
             interrupt: config.interrupt,
             // Each request's limit is cut by its caller (`ask`'s `limit`).
-            deadline: crate::deadline::Deadline::none(),
+            deadline: agent_runner_core::deadline::Deadline::none(),
             // A scratch run is no task's worker: no events, no session kept.
             events: crate::events::Events::none(),
             session_dir: None,
@@ -145,7 +146,10 @@ impl Scratch {
             }
         }
         let in_container = |name: &str| format!("{PROJECT_DIR}/{name}");
-        let schema_path = in_container(&format!("{}/{schema_file}", crate::private_dir::DIR_NAME));
+        let schema_path = in_container(&format!(
+            "{}/{schema_file}",
+            agent_runner_core::private_dir::DIR_NAME
+        ));
         let answer_args = kind
             .answer_args(&schema_path, &in_container(REPLY_FILE))
             .ok_or_else(|| {

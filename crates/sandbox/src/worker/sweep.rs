@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use super::docker_cli::{docker, remove_container};
-use crate::owner::Owner;
-use crate::process::Limits;
+use agent_runner_core::owner::Owner;
+use agent_runner_core::process::Limits;
 
 pub const LABEL_TASK: &str = "agent-runner.task";
 pub const LABEL_OWNER_PID: &str = "agent-runner.owner-pid";
