@@ -5,16 +5,16 @@
 use agent_runner_sandbox::task::{InputError, InputErrors};
 
 /// Process exit codes (README "Exit codes").
-pub mod exit {
+pub(crate) mod exit {
     use agent_runner_run::context::{TaskContext, TaskState};
 
-    pub const COMPLETE: i32 = 0;
-    pub const FAILED: i32 = 1;
-    pub const USAGE: i32 = 2;
-    pub const INTERRUPTED: i32 = agent_runner_core::interrupt::EXIT_INTERRUPTED;
+    pub(crate) const COMPLETE: i32 = 0;
+    pub(crate) const FAILED: i32 = 1;
+    pub(crate) const USAGE: i32 = 2;
+    pub(crate) const INTERRUPTED: i32 = agent_runner_core::interrupt::EXIT_INTERRUPTED;
 
     /// The exit code of a task that ran.
-    pub fn of_task(ctx: &TaskContext) -> i32 {
+    pub(crate) fn of_task(ctx: &TaskContext) -> i32 {
         match ctx.state {
             TaskState::Complete => COMPLETE,
             _ if ctx.interrupted => INTERRUPTED,
@@ -23,13 +23,13 @@ pub mod exit {
     }
 
     /// The exit code for a command line clap rejected (or `--help`/`--version`).
-    pub fn of_usage(error: &clap::Error) -> i32 {
+    pub(crate) fn of_usage(error: &clap::Error) -> i32 {
         if error.use_stderr() { USAGE } else { COMPLETE }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// Every problem of the task input.
     #[error("{0}")]
     Input(#[from] InputErrors),
@@ -49,7 +49,7 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self {
             Error::Interrupted => exit::INTERRUPTED,
             _ => exit::FAILED,
@@ -57,7 +57,7 @@ impl Error {
     }
 
     /// Each problem with its hint: one for most errors, every problem of invalid input.
-    pub fn problems(&self) -> Vec<(String, Option<&str>)> {
+    pub(crate) fn problems(&self) -> Vec<(String, Option<&str>)> {
         match self {
             Error::Input(errors) => {
                 let mut out: Vec<(String, Option<&str>)> = errors

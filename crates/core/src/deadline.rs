@@ -22,7 +22,7 @@ impl Deadline {
     }
 
     /// Time left; None without a deadline.
-    pub fn left(&self) -> Option<Duration> {
+    pub(crate) fn left(&self) -> Option<Duration> {
         self.0
             .map(|at| at.saturating_duration_since(Instant::now()))
     }

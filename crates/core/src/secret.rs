@@ -15,7 +15,7 @@ pub const MASK: &str = "***";
 
 /// Values shorter than this are not masked in free text: masking every "1" or "yes"
 /// would garble notes and logs, and such values cannot be secrets worth the name.
-pub const MIN_MASKED_LEN: usize = 4;
+pub(crate) const MIN_MASKED_LEN: usize = 4;
 
 /// A secret value; `Debug` and `Display` print `***`.
 #[derive(Clone, PartialEq, Eq)]
@@ -136,7 +136,7 @@ impl Redactor {
     }
 
     /// Masks secrets in raw bytes (worker output need not be UTF-8).
-    pub fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+    pub(crate) fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
         let mut out = bytes.to_vec();
         for pattern in &self.patterns {
             out = replace_bytes(&out, pattern.as_bytes(), MASK.as_bytes());
@@ -171,13 +171,13 @@ fn replace_bytes(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
 /// is held back until the next chunk (or `finish`). Everything else passes at once,
 /// so a log written through it keeps up with the output.
 #[derive(Debug)]
-pub struct StreamRedactor {
+pub(crate) struct StreamRedactor {
     redactor: Redactor,
     pending: Vec<u8>,
 }
 
 impl StreamRedactor {
-    pub fn new(redactor: Redactor) -> Self {
+    pub(crate) fn new(redactor: Redactor) -> Self {
         StreamRedactor {
             redactor,
             pending: Vec::new(),
@@ -185,7 +185,7 @@ impl StreamRedactor {
     }
 
     /// Feeds a chunk; returns the bytes that are safe to write now.
-    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+    pub(crate) fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
         if self.redactor.is_empty() {
             return chunk.to_vec();
         }
@@ -197,7 +197,7 @@ impl StreamRedactor {
     }
 
     /// The held-back tail, masked.
-    pub fn finish(&mut self) -> Vec<u8> {
+    pub(crate) fn finish(&mut self) -> Vec<u8> {
         let rest = std::mem::take(&mut self.pending);
         self.redactor.redact_bytes(&rest)
     }

@@ -21,7 +21,7 @@ impl Signal {
 }
 
 /// Sends `sig` to every process in the process group `pgid`.
-pub fn signal_group(pgid: u32, sig: Signal) {
+pub(crate) fn signal_group(pgid: u32, sig: Signal) {
     let Ok(pgid) = libc::pid_t::try_from(pgid) else {
         return;
     };
@@ -50,7 +50,7 @@ pub fn signal_process(pid: u32, sig: Signal) {
 
 /// Why `terminate_started_at` sent nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotSignalled {
+pub(crate) enum NotSignalled {
     #[error("process {0} has ended")]
     Gone(u32),
     #[error("process {pid} is another process now (it started at {now}, not {expected})")]
@@ -68,7 +68,7 @@ pub enum NotSignalled {
 /// start time is read, and the signal goes through that pidfd: a pid that ended and
 /// was reused in between is never signalled. (Kernels before pidfds: the start time
 /// is checked just before kill(2).)
-pub fn terminate_started_at(pid: u32, start_ticks: &str) -> Result<(), NotSignalled> {
+pub(crate) fn terminate_started_at(pid: u32, start_ticks: &str) -> Result<(), NotSignalled> {
     let Ok(raw) = libc::pid_t::try_from(pid) else {
         return Err(NotSignalled::Gone(pid));
     };
@@ -131,7 +131,7 @@ pub fn terminate_started_at(pid: u32, start_ticks: &str) -> Result<(), NotSignal
 /// Makes `command`'s child receive SIGTERM when the calling thread ends (this process
 /// being killed included), and exit at once if this process is already gone by the
 /// time the child starts (the signal would then never come).
-pub fn terminate_with_parent(command: &mut std::process::Command) {
+pub(crate) fn terminate_with_parent(command: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: getpid is always safe.
     let parent = unsafe { libc::getpid() };
@@ -171,7 +171,7 @@ pub fn user_and_group() -> (u32, u32) {
 }
 
 /// True while a process with this pid exists on this host (zombies count as gone).
-pub fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => !matches!(stat_field(&stat, 3).as_deref(), Some("Z") | Some("X")),
         Err(_) => false,
@@ -180,7 +180,7 @@ pub fn process_alive(pid: u32) -> bool {
 
 /// When the process started (clock ticks since boot): with the pid, it tells a
 /// process apart from a later one that reused the pid.
-pub fn process_start_ticks(pid: &str) -> Option<String> {
+pub(crate) fn process_start_ticks(pid: &str) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat_field(&stat, 22)
 }
@@ -195,18 +195,18 @@ fn stat_field(stat: &str, n: usize) -> Option<String> {
 }
 
 /// This machine's host name.
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     read_trimmed("/proc/sys/kernel/hostname")
 }
 
 /// This boot's id: pids and start times are only comparable within one boot.
-pub fn boot_id() -> String {
+pub(crate) fn boot_id() -> String {
     read_trimmed("/proc/sys/kernel/random/boot_id")
 }
 
 /// This process's PID namespace (`pid:[4026531836]`): a pid means something only in
 /// its namespace, and containers sharing the host name may have their own.
-pub fn pid_namespace() -> String {
+pub(crate) fn pid_namespace() -> String {
     std::fs::read_link("/proc/self/ns/pid")
         .map(|p| p.display().to_string())
         .unwrap_or_default()

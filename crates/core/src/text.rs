@@ -76,7 +76,7 @@ pub fn escape_controls(s: &str) -> String {
 
 /// Columns `s` takes in a terminal: East Asian wide and fullwidth characters take
 /// two, everything else one (a close approximation of wcwidth, for table layout).
-pub fn display_width(s: &str) -> usize {
+pub(crate) fn display_width(s: &str) -> usize {
     s.chars()
         .map(|c| match c as u32 {
             0x1100..=0x115F

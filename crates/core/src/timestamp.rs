@@ -13,7 +13,7 @@ impl Timestamp {
     }
 
     /// `HH:MM:SS.mmm`, for log lines.
-    pub fn clock(&self) -> String {
+    pub(crate) fn clock(&self) -> String {
         let (secs, millis) = self.parts();
         let day = secs % 86_400;
         format!(

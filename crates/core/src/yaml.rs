@@ -22,9 +22,9 @@ use crate::interrupt::Interrupt;
 
 /// Deepest nesting of collections accepted: far more than any document we read
 /// needs (a plan patch is 6 deep), far less than where libyaml slows down.
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 /// Most nodes that aliases may add in all when they are expanded.
-pub const MAX_ALIAS_NODES: u64 = 100_000;
+pub(crate) const MAX_ALIAS_NODES: u64 = 100_000;
 /// Texts up to this size are parsed on the caller's thread: a few milliseconds.
 const INLINE_BYTES: usize = 64 << 10;
 

@@ -11,31 +11,31 @@ use agent_runner_core::usage::Tokens;
 /// A chat message sent to the backend.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatMessage {
-    pub role: &'static str,
-    pub content: String,
+    pub(crate) role: &'static str,
+    pub(crate) content: String,
 }
 
 /// A reply text, how many requests it took, and the tokens the provider reported
 /// for it (None: it reported none).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
-    pub text: String,
-    pub attempts: u32,
-    pub usage: Option<Tokens>,
+    pub(crate) text: String,
+    pub(crate) attempts: u32,
+    pub(crate) usage: Option<Tokens>,
 }
 
 /// A backend that gave up (after its own retries).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BackendError {
-    pub error: MetaError,
-    pub attempts: u32,
+    pub(crate) error: MetaError,
+    pub(crate) attempts: u32,
 }
 
 /// The reply a conversation expects: its type and JSON Schema.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplyFormat {
-    pub kind: &'static str,
-    pub schema: serde_json::Value,
+    pub(crate) kind: &'static str,
+    pub(crate) schema: serde_json::Value,
 }
 
 /// Something that answers a conversation with a reply text.

@@ -212,7 +212,7 @@ impl ChatBackend for CodexCli {
 
 /// The conversation as one prompt: the system prompt, what codex is to do, the
 /// request, and any earlier replies with what was wrong with them.
-pub fn prompt(messages: &[ChatMessage], kind: &str) -> String {
+pub(crate) fn prompt(messages: &[ChatMessage], kind: &str) -> String {
     let mut out = String::new();
     for message in messages {
         match message.role {

@@ -15,7 +15,7 @@ use agent_runner_core::timestamp::{Timestamp, human};
 use agent_runner_core::usage::Usage;
 
 /// Invalid replies are answered by asking again, at most this many times.
-pub const MAX_REASKS: u32 = 3;
+pub(crate) const MAX_REASKS: u32 = 3;
 /// Longest reply text kept in a record or sent back in a re-ask.
 const MAX_REPLY_KEPT: usize = 16 * 1024;
 

@@ -10,8 +10,8 @@
 //! as a `MetaCall` (`call`). `messages` holds the JSON Schemas of the runner's three
 //! replies.
 
-pub mod backend;
-pub mod call;
+pub(crate) mod backend;
+pub(crate) mod call;
 pub mod codex_cli;
 pub mod conversation;
 pub mod messages;
@@ -22,4 +22,3 @@ pub mod scripted;
 
 pub use backend::{BackendError, ChatBackend, ChatMessage, Completion, ReplyFormat};
 pub use call::{MetaCall, MetaError, MetaOutcome, usage_line};
-pub use conversation::MAX_REASKS;

@@ -20,13 +20,13 @@ use agent_runner_core::timestamp::human;
 use agent_runner_core::usage::Tokens;
 
 /// Retries after the first attempt.
-pub const MAX_RETRIES: u32 = 3;
+pub(crate) const MAX_RETRIES: u32 = 3;
 /// Longest `Retry-After` we wait.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// Environment variable: backoff base in milliseconds (default 1000). Tests shorten it.
-pub const BACKOFF_ENV: &str = "AGENT_RUNNER_META_BACKOFF_MS";
+pub(crate) const BACKOFF_ENV: &str = "AGENT_RUNNER_META_BACKOFF_MS";
 /// Largest backoff base accepted from `BACKOFF_ENV`.
-pub const MAX_BACKOFF_BASE: Duration = Duration::from_secs(10);
+pub(crate) const MAX_BACKOFF_BASE: Duration = Duration::from_secs(10);
 /// How much of a response body a message shows.
 const BODY_SHOWN: usize = 300;
 /// Largest response body read.

@@ -27,7 +27,7 @@ pub fn parse_reply<T: Reply>(text: &str) -> Result<T, String> {
 /// it is parsed: the structure is read from the text as sent (masking the text first
 /// could turn a `true` into `***`, a YAML alias), the contents never hold a secret.
 /// None when `interrupt` was set before the text was parsed.
-pub fn parse_reply_masked<T: Reply>(
+pub(crate) fn parse_reply_masked<T: Reply>(
     text: &str,
     redactor: &Redactor,
     interrupt: Interrupt,

@@ -16,9 +16,9 @@
 //! (`store` ← `queue` ← `orchestrator`, `clones` ← `watch`; `plan` and `web` on
 //! top), which crates/cli/tests/architecture.rs checks (no import circles).
 
-pub mod builder;
-pub mod clones;
-pub mod error;
+pub(crate) mod builder;
+pub(crate) mod clones;
+pub(crate) mod error;
 pub mod orchestrator;
 pub mod plan;
 pub mod queue;

@@ -36,13 +36,13 @@ impl TaskState {
         }
     }
 
-    pub fn is_terminal(self) -> bool {
+    pub(crate) fn is_terminal(self) -> bool {
         matches!(self, TaskState::Complete | TaskState::Failed)
     }
 
     /// The edges of the state machine. Any live state may fail; terminal states
     /// have no way out.
-    pub fn can_go_to(self, next: TaskState) -> bool {
+    pub(crate) fn can_go_to(self, next: TaskState) -> bool {
         use TaskState::*;
         match (self, next) {
             (Complete | Failed, _) => false,
@@ -67,7 +67,7 @@ impl fmt::Display for TaskState {
 pub struct Criterion {
     pub id: String,
     pub description: String,
-    pub passed: bool,
+    pub(crate) passed: bool,
 }
 
 /// One version of the acceptance criteria: the first plan (or the task's own), then
@@ -84,27 +84,27 @@ pub struct CriteriaVersion {
 /// What Meta's `completion_assessment` said (`runner::protocol`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Assessment {
-    pub summary: String,
-    pub passed_criteria: Vec<String>,
-    pub remaining_risks: Vec<String>,
-    pub all_criteria_satisfied: Option<bool>,
+    pub(crate) summary: String,
+    pub(crate) passed_criteria: Vec<String>,
+    pub(crate) remaining_risks: Vec<String>,
+    pub(crate) all_criteria_satisfied: Option<bool>,
 }
 
 /// One state change.
 #[derive(Debug, Clone)]
-pub struct Transition {
-    pub from: TaskState,
-    pub to: TaskState,
-    pub at: Timestamp,
-    pub reason: String,
+pub(crate) struct Transition {
+    pub(crate) from: TaskState,
+    pub(crate) to: TaskState,
+    pub(crate) at: Timestamp,
+    pub(crate) reason: String,
 }
 
 /// A transition the state machine does not have; a bug if it ever happens.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid state transition {from} → {to}")]
-pub struct InvalidTransition {
-    pub from: TaskState,
-    pub to: TaskState,
+pub(crate) struct InvalidTransition {
+    pub(crate) from: TaskState,
+    pub(crate) to: TaskState,
 }
 
 /// Everything known about a task while and after it runs.
@@ -112,15 +112,15 @@ pub struct InvalidTransition {
 pub struct TaskContext {
     pub task: Task,
     pub state: TaskState,
-    pub started: Timestamp,
-    pub finished: Option<Timestamp>,
+    pub(crate) started: Timestamp,
+    pub(crate) finished: Option<Timestamp>,
     pub criteria: Vec<Criterion>,
-    pub meta_calls: Vec<MetaCall>,
-    pub worker_runs: Vec<WorkerRun>,
-    pub test_runs: Vec<TestRun>,
+    pub(crate) meta_calls: Vec<MetaCall>,
+    pub(crate) worker_runs: Vec<WorkerRun>,
+    pub(crate) test_runs: Vec<TestRun>,
     /// The latest completion assessment.
-    pub assessment: Option<Assessment>,
-    pub transitions: Vec<Transition>,
+    pub(crate) assessment: Option<Assessment>,
+    pub(crate) transitions: Vec<Transition>,
     /// Iterations of RUNNING → VALIDATING so far, replans included (bounded by
     /// `max_loops`).
     pub loops: u32,
@@ -129,16 +129,16 @@ pub struct TaskContext {
     /// Replans so far (bounded by `max_replans`).
     pub replans: u32,
     /// Why the task failed, when it did.
-    pub failure: Option<String>,
+    pub(crate) failure: Option<String>,
     pub interrupted: bool,
     /// How the sandbox went away (set once it has).
-    pub teardown: Option<Teardown>,
+    pub(crate) teardown: Option<Teardown>,
     /// Where the run's events go as they happen (SPEC §19).
     pub events: Events,
     /// What this run carries over from the runs before it (`run --resume`).
     pub resumed: Option<Resumed>,
     /// The budget limit that ended the task (`max_tokens`, ...), if one did.
-    pub budget_exhausted: Option<&'static str>,
+    pub(crate) budget_exhausted: Option<&'static str>,
 }
 
 impl TaskContext {
@@ -167,7 +167,7 @@ impl TaskContext {
     }
 
     /// What the task's Meta calls and worker runs used and cost so far (SPEC §15).
-    pub fn usage(&self) -> Account {
+    pub(crate) fn usage(&self) -> Account {
         Account::of(
             self.meta_calls.iter().map(|c| &c.usage),
             self.worker_runs.iter().map(|r| &r.usage),
@@ -178,7 +178,7 @@ impl TaskContext {
     /// What the whole task used and cost: the runs before a resume (their costs
     /// as they were, or priced now when they had no price) and this run's (SPEC §19:
     /// usage and budget count the whole task).
-    pub fn task_usage(&self) -> Account {
+    pub(crate) fn task_usage(&self) -> Account {
         let now = self.usage();
         match &self.resumed {
             Some(r) => r.usage.repriced(&self.task.bounds.pricing).plus(&now),
@@ -187,13 +187,13 @@ impl TaskContext {
     }
 
     /// How long the whole task has run: the runs before a resume and this one.
-    pub fn task_elapsed(&self) -> Duration {
+    pub(crate) fn task_elapsed(&self) -> Duration {
         let earlier = self.resumed.as_ref().map_or(Duration::ZERO, |r| r.elapsed);
         earlier.saturating_add(self.duration())
     }
 
     /// Moves to `to`, recording why. Entering FAILED records `reason` as the failure.
-    pub fn transition(
+    pub(crate) fn transition(
         &mut self,
         to: TaskState,
         reason: impl Into<String>,
@@ -228,17 +228,17 @@ impl TaskContext {
         Ok(())
     }
 
-    pub fn last_worker_run(&self) -> Option<&WorkerRun> {
+    pub(crate) fn last_worker_run(&self) -> Option<&WorkerRun> {
         self.worker_runs.last()
     }
 
-    pub fn last_test_run(&self) -> Option<&TestRun> {
+    pub(crate) fn last_test_run(&self) -> Option<&TestRun> {
         self.test_runs.last()
     }
 
     /// Makes `criteria` the current criteria, a new version made for `reason`; the
     /// version it replaces keeps its criteria as they stood.
-    pub fn set_criteria(&mut self, criteria: Vec<Criterion>, reason: impl Into<String>) {
+    pub(crate) fn set_criteria(&mut self, criteria: Vec<Criterion>, reason: impl Into<String>) {
         if let Some(current) = self.criteria_versions.last_mut() {
             current.criteria = std::mem::take(&mut self.criteria);
         }
@@ -252,12 +252,12 @@ impl TaskContext {
 
     /// True when the task is COMPLETE and its last test run passed (SPEC §16): the
     /// user's own check agrees, not only Meta.
-    pub fn verified(&self) -> bool {
+    pub(crate) fn verified(&self) -> bool {
         self.state == TaskState::Complete && self.last_test_run().is_some_and(|t| t.passed())
     }
 
     /// Wall time from start to finish (or to now while running).
-    pub fn duration(&self) -> Duration {
+    pub(crate) fn duration(&self) -> Duration {
         self.finished
             .unwrap_or_else(Timestamp::now)
             .since(self.started)

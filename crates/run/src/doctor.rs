@@ -38,29 +38,29 @@ const PROBE_FILE: &str = "agent-runner-doctor-probe";
 /// What the checks look at: a task's settings, or the defaults.
 #[derive(Debug, Clone)]
 pub struct Target {
-    pub image: String,
-    pub network: Network,
+    pub(crate) image: String,
+    pub(crate) network: Network,
     /// The Meta base URL; None when Meta has no endpoint of its own (scripted, or
     /// codex-cli, which runs in the sandbox image).
-    pub meta_url: Option<String>,
+    pub(crate) meta_url: Option<String>,
     /// Meta is `kind: codex-cli`.
-    pub meta_in_sandbox: bool,
+    pub(crate) meta_in_sandbox: bool,
     /// The agent CLIs a run uses: the worker's first, then Meta's codex when it is
     /// another CLI or image.
-    pub agents: Vec<Agent>,
+    pub(crate) agents: Vec<Agent>,
 }
 
 /// An agent CLI a run uses, where, and how it logs in.
 #[derive(Debug, Clone)]
-pub struct Agent {
-    pub kind: &'static dyn Kind,
-    pub image: String,
-    pub auth: AuthSource,
+pub(crate) struct Agent {
+    pub(crate) kind: &'static dyn Kind,
+    pub(crate) image: String,
+    pub(crate) auth: AuthSource,
 }
 
 /// Where an agent's credentials would come from in a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AuthSource {
+pub(crate) enum AuthSource {
     /// The host's login file, mounted read-only.
     File(PathBuf),
     /// The key variable in agent-runner's environment.
@@ -169,10 +169,10 @@ pub enum Status {
 pub struct Check {
     pub status: Status,
     /// What was checked, e.g. "docker daemon".
-    pub what: String,
-    pub detail: String,
+    pub(crate) what: String,
+    pub(crate) detail: String,
     /// How to fix it (failures only).
-    pub hint: Option<String>,
+    pub(crate) hint: Option<String>,
 }
 
 impl Check {

@@ -28,7 +28,7 @@ const PRD_SUMMARY: usize = 1024;
 const MAX_FILES_SHOWN: usize = 100;
 
 /// Renders the note; every secret in `redactor` is masked.
-pub fn render(ctx: &TaskContext, redactor: &Redactor) -> String {
+pub(crate) fn render(ctx: &TaskContext, redactor: &Redactor) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = write_note(&mut out, ctx);

@@ -15,46 +15,46 @@ use agent_runner_sandbox::task::Budget;
 #[derive(Debug, Serialize)]
 pub struct RunResult {
     /// None only when the input was too broken to know it.
-    pub task_id: Option<String>,
+    pub(crate) task_id: Option<String>,
     /// `succeeded` or `failed`.
-    pub status: &'static str,
-    pub state: &'static str,
-    pub summary: String,
-    pub validation: Validation,
-    pub duration_ms: u128,
-    pub loops: u32,
+    pub(crate) status: &'static str,
+    pub(crate) state: &'static str,
+    pub(crate) summary: String,
+    pub(crate) validation: Validation,
+    pub(crate) duration_ms: u128,
+    pub(crate) loops: u32,
     /// True only when the task is COMPLETE and its last test run passed (SPEC §16).
-    pub verified: bool,
+    pub(crate) verified: bool,
     /// How often Meta replaced the acceptance criteria (SPEC §16).
-    pub replans: u32,
-    pub note_path: Option<String>,
+    pub(crate) replans: u32,
+    pub(crate) note_path: Option<String>,
     /// Why the Task Note could not be written (then `note_path` is null).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub note_error: Option<String>,
+    pub(crate) note_error: Option<String>,
     /// Why the task failed (or the input error).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// Connections the egress proxy allowed and denied (SPEC §17); null when the
     /// network is not `allowlist`.
-    pub egress: Option<EgressCounts>,
+    pub(crate) egress: Option<EgressCounts>,
     /// What the task's paid calls used and cost (SPEC §15): this run's.
-    pub usage: Account,
+    pub(crate) usage: Account,
     /// A resumed run (SPEC §19): what the whole task used and cost, the runs before
     /// included, which the budget counts. Absent when the run did not resume.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub task_usage: Option<Account>,
+    pub(crate) task_usage: Option<Account>,
     /// The task's limits, and the one that ended it.
-    pub budget: BudgetReport,
+    pub(crate) budget: BudgetReport,
 }
 
 /// The `budget` object: the limits set (null: none) and `exhausted`, the limit
 /// that ended the task or null.
 #[derive(Debug, Default, Serialize)]
-pub struct BudgetReport {
-    pub max_tokens: Option<u64>,
-    pub max_cost_usd: Option<f64>,
-    pub max_duration_sec: Option<u64>,
-    pub exhausted: Option<&'static str>,
+pub(crate) struct BudgetReport {
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_cost_usd: Option<f64>,
+    pub(crate) max_duration_sec: Option<u64>,
+    pub(crate) exhausted: Option<&'static str>,
 }
 
 impl BudgetReport {
@@ -69,23 +69,23 @@ impl BudgetReport {
 }
 
 #[derive(Debug, Serialize)]
-pub struct EgressCounts {
-    pub allowed: u64,
-    pub denied: u64,
+pub(crate) struct EgressCounts {
+    pub(crate) allowed: u64,
+    pub(crate) denied: u64,
 }
 
 #[derive(Debug, Serialize)]
-pub struct Validation {
+pub(crate) struct Validation {
     /// `passed`, `failed`, or `unknown` when no test ran.
-    pub overall: &'static str,
-    pub commands: Vec<ValidationCommand>,
+    pub(crate) overall: &'static str,
+    pub(crate) commands: Vec<ValidationCommand>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ValidationCommand {
-    pub command: String,
-    pub exit_code: Option<i32>,
-    pub duration_ms: u128,
+pub(crate) struct ValidationCommand {
+    pub(crate) command: String,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) duration_ms: u128,
 }
 
 impl RunResult {
@@ -178,7 +178,7 @@ impl RunResult {
         }
     }
 
-    pub fn json(&self) -> String {
+    pub(crate) fn json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| {
             format!("{{\"status\":\"failed\",\"error\":\"cannot encode the result: {e}\"}}")
         })

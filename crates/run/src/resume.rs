@@ -13,48 +13,48 @@ use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Account;
 
 /// Bytes of a worker summary and of a test output tail kept per loop.
-pub const MAX_LOOP_TEXT: usize = 512;
+pub(crate) const MAX_LOOP_TEXT: usize = 512;
 /// Loops kept in the history (the latest).
-pub const MAX_LOOPS_KEPT: usize = 100;
+pub(crate) const MAX_LOOPS_KEPT: usize = 100;
 
 /// What one loop did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoopRecord {
+pub(crate) struct LoopRecord {
     #[serde(rename = "loop")]
-    pub number: u32,
+    pub(crate) number: u32,
     /// `run_worker`, `mark_complete` or `replan`.
-    pub action: String,
+    pub(crate) action: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub worker: Option<WorkerOutcome>,
+    pub(crate) worker: Option<WorkerOutcome>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub test: Option<TestOutcome>,
+    pub(crate) test: Option<TestOutcome>,
 }
 
 /// How a loop's worker run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WorkerOutcome {
-    pub outcome: String,
+pub(crate) struct WorkerOutcome {
+    pub(crate) outcome: String,
     #[serde(default)]
-    pub exit_code: Option<i32>,
+    pub(crate) exit_code: Option<i32>,
     #[serde(default)]
-    pub summary: String,
+    pub(crate) summary: String,
 }
 
 /// How a loop's test run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TestOutcome {
-    pub passed: bool,
+pub(crate) struct TestOutcome {
+    pub(crate) passed: bool,
     #[serde(default)]
-    pub exit_code: Option<i32>,
+    pub(crate) exit_code: Option<i32>,
     #[serde(default)]
-    pub timed_out: bool,
+    pub(crate) timed_out: bool,
     #[serde(default)]
-    pub output_tail: String,
+    pub(crate) output_tail: String,
 }
 
 impl WorkerOutcome {
     /// An outcome with its summary bounded.
-    pub fn new(outcome: &str, exit_code: Option<i32>, summary: &str) -> Self {
+    pub(crate) fn new(outcome: &str, exit_code: Option<i32>, summary: &str) -> Self {
         WorkerOutcome {
             outcome: outcome.to_string(),
             exit_code,
@@ -65,7 +65,7 @@ impl WorkerOutcome {
 
 impl TestOutcome {
     /// An outcome with its output bounded (the end kept: that is where tests fail).
-    pub fn new(passed: bool, exit_code: Option<i32>, timed_out: bool, output: &str) -> Self {
+    pub(crate) fn new(passed: bool, exit_code: Option<i32>, timed_out: bool, output: &str) -> Self {
         TestOutcome {
             passed,
             exit_code,
@@ -88,20 +88,20 @@ pub struct WorkerSession {
 #[derive(Debug, Clone)]
 pub struct Resumed {
     /// When this run resumed.
-    pub at: Timestamp,
+    pub(crate) at: Timestamp,
     /// Loops done before it.
     pub loops: u32,
     /// How the run before ended: `FAILED: <reason>`, or how far it got when it left
     /// no end (killed).
     pub previous: String,
-    pub history: Vec<LoopRecord>,
+    pub(crate) history: Vec<LoopRecord>,
     /// What the runs before used and cost (SPEC §15): this run's budget counts it.
-    pub usage: Account,
+    pub(crate) usage: Account,
     /// How long the runs before ran: `max_duration_sec` counts it.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
     pub worker_session: Option<WorkerSession>,
     /// The Task Note the runs before left (this run's note keeps it).
-    pub earlier_note: Option<String>,
+    pub(crate) earlier_note: Option<String>,
 }
 
 /// The history in words, for a worker that starts afresh (its session cannot be

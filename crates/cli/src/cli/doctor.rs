@@ -13,7 +13,7 @@ use agent_runner_sandbox::task::Host;
 use super::{input, parse_task, report, write_stdout};
 
 /// Runs the checks and prints one line each; returns the exit code.
-pub fn doctor(interrupt: Interrupt) -> i32 {
+pub(crate) fn doctor(interrupt: Interrupt) -> i32 {
     let var = |name: &str| std::env::var(name).ok();
     let defaults = || {
         // An unreadable auth.json counts as no auth here; the auth check says so.

@@ -10,10 +10,10 @@ use crate::error::Error;
 use agent_runner_core::interrupt::Interrupt;
 
 /// Largest Task YAML read from stdin.
-pub const MAX_STDIN_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_STDIN_BYTES: u64 = 16 << 20;
 
 /// The whole of stdin as text; `Error::Interrupted` if a stop is asked for first.
-pub fn read_stdin(interrupt: Interrupt) -> Result<String, Error> {
+pub(crate) fn read_stdin(interrupt: Interrupt) -> Result<String, Error> {
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
         return Err(Error::Stdin(

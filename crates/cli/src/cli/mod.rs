@@ -117,7 +117,7 @@ enum Command {
 /// `-w/--workspace DIR` of the pipeline commands: the workspace's directory (its
 /// root_dir), the current directory by default (SPEC §11).
 #[derive(Debug, Clone, clap::Args)]
-pub struct WorkspaceDir {
+pub(crate) struct WorkspaceDir {
     /// The workspace's directory (root_dir).
     #[arg(
         short = 'w',
@@ -125,11 +125,11 @@ pub struct WorkspaceDir {
         default_value = ".",
         value_name = "DIR"
     )]
-    pub dir: std::path::PathBuf,
+    pub(crate) dir: std::path::PathBuf,
 }
 
 /// Runs the program; returns the process exit code.
-pub fn main() -> i32 {
+pub(crate) fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

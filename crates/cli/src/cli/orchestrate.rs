@@ -12,7 +12,7 @@ use super::report;
 
 /// Runs the orchestrator on the workspace of the directory `workspace`; returns the
 /// exit code.
-pub fn run(workspace: &Path, options: Options, interrupt: Interrupt) -> i32 {
+pub(crate) fn run(workspace: &Path, options: Options, interrupt: Interrupt) -> i32 {
     let prepared = (|| {
         let ws = Workspace::open(&super::home()?, workspace)?;
         let exe = super::this_binary()?;

@@ -20,7 +20,7 @@ use super::{WorkspaceDir, report, write_stdout};
 
 /// `plan` arguments.
 #[derive(Debug, clap::Args)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     #[command(flatten)]
     workspace: WorkspaceDir,
     /// Edit the existing plan (Meta plan_patch) instead of adding tasks to it.
@@ -42,7 +42,7 @@ pub struct PlanArgs {
 }
 
 /// Runs `plan` with `args`; returns the exit code.
-pub fn run(args: PlanArgs, interrupt: Interrupt) -> i32 {
+pub(crate) fn run(args: PlanArgs, interrupt: Interrupt) -> i32 {
     let ws = match super::home().and_then(|home| Ok(Workspace::open(&home, &args.workspace.dir)?)) {
         Ok(ws) => ws,
         Err(e) => return report(&e, &Redactor::default()),

@@ -26,7 +26,12 @@ use agent_runner_sandbox::worker::docker::{Continuation, DockerSandbox, SandboxC
 use super::{read_task, report, write_stdout};
 
 /// Runs the task on stdin to its end and prints its result; returns the exit code.
-pub fn run(meta_model: Option<String>, json: bool, resume: bool, interrupt: Interrupt) -> i32 {
+pub(crate) fn run(
+    meta_model: Option<String>,
+    json: bool,
+    resume: bool,
+    interrupt: Interrupt,
+) -> i32 {
     let clock = Instant::now();
     let invalid = |error: &Error, redactor: &Redactor| {
         let code = report(error, redactor);

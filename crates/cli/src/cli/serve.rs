@@ -15,7 +15,7 @@ use super::{report, write_stdout};
 
 /// `--addr`: an IP address and a port; a name such as `localhost` is refused, so
 /// what the server listens on is exactly what was asked.
-pub fn parse_addr(value: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_addr(value: &str) -> Result<SocketAddr, String> {
     value.parse().map_err(|_| {
         format!("{value:?} is not IP:PORT (e.g. 127.0.0.1:8765; port 0 picks a free one)")
     })
@@ -24,7 +24,12 @@ pub fn parse_addr(value: &str) -> Result<SocketAddr, String> {
 /// Serves the web view of the workspace of `workspace` on `addr`; returns the exit
 /// code (130 after SIGINT/SIGTERM, 2 for a non-loopback address without
 /// `allow_remote`).
-pub fn run(workspace: &Path, addr: SocketAddr, allow_remote: bool, interrupt: Interrupt) -> i32 {
+pub(crate) fn run(
+    workspace: &Path,
+    addr: SocketAddr,
+    allow_remote: bool,
+    interrupt: Interrupt,
+) -> i32 {
     if !addr.ip().is_loopback() && !allow_remote {
         eprintln!(
             "error: --addr {addr} is not a loopback address: the web view would be reachable from other machines\nhint: to serve on it anyway, add --allow-remote"

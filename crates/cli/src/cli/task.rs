@@ -28,7 +28,7 @@ use super::{report, write_json_stdout, write_stdout};
 
 /// `agent-runner task ...`.
 #[derive(Debug, Subcommand)]
-pub enum TaskCommand {
+pub(crate) enum TaskCommand {
     /// Create a task from a prompt; prints its id.
     New {
         #[command(flatten)]
@@ -106,7 +106,7 @@ pub enum TaskCommand {
 }
 
 /// Runs a `task` subcommand; returns the exit code.
-pub fn run(command: TaskCommand) -> i32 {
+pub(crate) fn run(command: TaskCommand) -> i32 {
     let result = match command {
         TaskCommand::New {
             workspace,

@@ -13,7 +13,7 @@ use agent_runner_pipeline::store::spending::{self, Spending};
 use super::{report, write_json_stdout, write_stdout};
 
 /// Runs the command; returns the exit code.
-pub fn run(dir: &Path, since: Option<String>, json: bool) -> i32 {
+pub(crate) fn run(dir: &Path, since: Option<String>, json: bool) -> i32 {
     match usage(dir, since.as_deref(), json) {
         Ok(code) => code,
         Err(e) => report(&e, &Redactor::default()),
@@ -98,7 +98,7 @@ fn cost(usd_amount: Option<f64>) -> String {
 }
 
 /// `--since`: a date `YYYY-MM-DD`.
-pub fn date(value: &str) -> Result<String, String> {
+pub(crate) fn date(value: &str) -> Result<String, String> {
     let b = value.as_bytes();
     let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
     let ok = b.len() == 10

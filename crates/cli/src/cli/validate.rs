@@ -9,7 +9,7 @@ use agent_runner_sandbox::task;
 use super::{read_task, report, write_stdout};
 
 /// Prints the Task YAML on stdin resolved, secrets masked; returns the exit code.
-pub fn validate(interrupt: Interrupt) -> i32 {
+pub(crate) fn validate(interrupt: Interrupt) -> i32 {
     let task = match read_task(interrupt) {
         Ok(task) => task,
         Err(e) => return report(&e, &Redactor::default()),

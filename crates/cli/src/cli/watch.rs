@@ -22,13 +22,18 @@ use agent_runner_sandbox::events::reader::describe;
 use super::write_stdout;
 
 /// How often `task logs -f` looks for new events (SPEC: seen within 200 ms).
-pub const FOLLOW_POLL: Duration = Duration::from_millis(50);
+pub(crate) const FOLLOW_POLL: Duration = Duration::from_millis(50);
 /// How long a job may be between states (claimed, cancelled) before that is an error.
 const SETTLE_LIMIT: Duration = Duration::from_secs(30);
 
 /// `task logs [-f] ID`: the events of the task's current or last attempt; with
 /// `follow`, until that attempt ends, then its status as the exit code.
-pub fn logs(dir: &Path, task_id: &str, follow: bool, interrupt: Interrupt) -> Result<i32, Error> {
+pub(crate) fn logs(
+    dir: &Path,
+    task_id: &str,
+    follow: bool,
+    interrupt: Interrupt,
+) -> Result<i32, Error> {
     let ws = open(dir)?;
     task(&ws, task_id)?;
     let mut follower = Follower::new(task_id);
@@ -102,7 +107,7 @@ const STOP_WAIT: Duration = Duration::from_secs(120);
 
 /// `task stop ID`: stops the task's queued or running job, waits until its attempt
 /// is recorded, and says how it ended.
-pub fn stop(dir: &Path, task_id: &str, interrupt: Interrupt) -> Result<i32, Error> {
+pub(crate) fn stop(dir: &Path, task_id: &str, interrupt: Interrupt) -> Result<i32, Error> {
     let ws = open(dir)?;
     let stopped = match watch::stop::stop(&ws, task_id) {
         Ok(stopped) => stopped,

@@ -16,7 +16,7 @@ use super::{report, write_stdout};
 
 /// `agent-runner workspace ...`.
 #[derive(Debug, Subcommand)]
-pub enum WorkspaceCommand {
+pub(crate) enum WorkspaceCommand {
     /// Create the workspace of DIR (default: the current directory), or update its defaults.
     Init {
         /// The project directory (root_dir).
@@ -41,7 +41,7 @@ pub enum WorkspaceCommand {
 }
 
 /// Runs a `workspace` subcommand; returns the exit code.
-pub fn run(command: WorkspaceCommand) -> i32 {
+pub(crate) fn run(command: WorkspaceCommand) -> i32 {
     match command {
         WorkspaceCommand::Init { dir, defaults } => done(init(dir, defaults)),
         WorkspaceCommand::Set {

@@ -17,7 +17,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// `write`, with `before` run on the written file before the rename (a lock taken
 /// there is held from the moment the file has its name); the file stays open.
-pub fn write_with(
+pub(crate) fn write_with(
     path: &Path,
     bytes: &[u8],
     before: impl FnOnce(&File) -> std::io::Result<()>,
@@ -35,7 +35,7 @@ pub fn write_with(
 /// Creates `path` with `bytes`, whole or not at all (temp file + link), and fails
 /// with `AlreadyExists` if `path` exists. A failed write (a full disk) leaves no
 /// file behind, so the name stays free.
-pub fn create_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn create_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     create_new_with_mode(path, bytes, 0o600)
 }
 

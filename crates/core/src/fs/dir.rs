@@ -225,7 +225,7 @@ impl Dir {
     }
 
     /// Opens `name` for locking (created if missing, never through a symlink).
-    pub fn open_lock(&self, name: &str) -> std::io::Result<File> {
+    pub(crate) fn open_lock(&self, name: &str) -> std::io::Result<File> {
         self.open_regular(name, libc::O_RDWR | libc::O_CREAT | libc::O_NONBLOCK, 0o644)
     }
 

@@ -36,7 +36,9 @@ pub use dir::Dir;
 #[cfg(any(test, feature = "testing"))]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 pub mod testing {
-    use std::path::{Path, PathBuf};
+    #[cfg(test)]
+    use std::path::Path;
+    use std::path::PathBuf;
 
     /// A new empty directory under the system's temp directory.
     pub fn scratch(name: &str) -> PathBuf {
@@ -50,7 +52,8 @@ pub mod testing {
 
     /// `f`'s result, run on a thread of its own: what blocks (on a FIFO) fails the
     /// test after 10 s instead of hanging the suite.
-    pub fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    #[cfg(test)]
+    pub(crate) fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || sender.send(f()));
         receiver
@@ -59,7 +62,8 @@ pub mod testing {
     }
 
     /// A FIFO at `path`: what opens it blocking would wait for a writer forever.
-    pub fn mkfifo(path: &Path) {
+    #[cfg(test)]
+    pub(crate) fn mkfifo(path: &Path) {
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);

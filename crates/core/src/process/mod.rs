@@ -117,13 +117,13 @@ impl Finished {
 #[derive(Debug, thiserror::Error)]
 #[error("cannot run `{program}`: {reason}")]
 pub struct SpawnError {
-    pub program: String,
-    pub reason: String,
+    pub(crate) program: String,
+    pub(crate) reason: String,
 }
 
 /// Which pipe a chunk came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
+pub(crate) enum Stream {
     Stdout = 0,
     Stderr = 1,
 }

@@ -60,7 +60,7 @@ pub struct ModelUsage {
     #[serde(flatten)]
     pub tokens: Tokens,
     #[serde(default)]
-    pub unreported: u32,
+    pub(crate) unreported: u32,
     #[serde(default)]
     pub cost_usd: Option<f64>,
 }
@@ -83,7 +83,7 @@ impl ModelUsage {
     }
 
     /// Adds one call that cost `cost` (None: not known).
-    pub fn add_call(&mut self, usage: &Usage, cost: Option<f64>) {
+    pub(crate) fn add_call(&mut self, usage: &Usage, cost: Option<f64>) {
         self.calls = self.calls.saturating_add(1);
         match &usage.tokens {
             Some(tokens) => self.tokens.add(tokens),
@@ -208,7 +208,7 @@ impl Account {
 }
 
 /// A sum of costs: unknown once any part is.
-pub fn add_cost(sum: Option<f64>, part: Option<f64>) -> Option<f64> {
+pub(crate) fn add_cost(sum: Option<f64>, part: Option<f64>) -> Option<f64> {
     Some(sum? + part?)
 }
 

@@ -6,8 +6,8 @@
 //! pipeline all count with these, so a total is the same sum wherever it is shown.
 
 pub mod account;
-pub mod price;
-pub mod tokens;
+pub(crate) mod price;
+pub(crate) mod tokens;
 
 pub use account::{Account, ModelUsage, usd};
 pub use price::{Price, Pricing};

@@ -17,7 +17,7 @@ pub struct Price {
 
 impl Price {
     /// ((input − cached) × input + cached × cached_input + output × output) / 10⁶.
-    pub fn cost(&self, tokens: &Tokens) -> f64 {
+    pub(crate) fn cost(&self, tokens: &Tokens) -> f64 {
         let cached = tokens.cached_input_tokens.min(tokens.input_tokens);
         let uncached = tokens.input_tokens - cached;
         (uncached as f64 * self.input

@@ -32,7 +32,7 @@ use agent_runner_sandbox::worker::scratch::{Scratch, ScratchConfig};
 use crate::store::defaults::Defaults;
 
 /// Asks codex for a TaskConfig for `request`; `work` is the job's log directory.
-pub fn build(
+pub(crate) fn build(
     defaults: &Defaults,
     request: &BuildRequest,
     var: &dyn Fn(&str) -> Option<String>,
@@ -147,7 +147,10 @@ fn ask(
 
 /// Whether Meta's codex can log in: a login of the host's, or CODEX_API_KEY in the
 /// environment it is given.
-pub fn has_session(codex: &CodexMeta, env: &[agent_runner_sandbox::task::WorkerEnv]) -> bool {
+pub(crate) fn has_session(
+    codex: &CodexMeta,
+    env: &[agent_runner_sandbox::task::WorkerEnv],
+) -> bool {
     codex.login != Login::None || env.iter().any(|e| e.name == "CODEX_API_KEY")
 }
 
@@ -156,7 +159,7 @@ pub fn has_session(codex: &CodexMeta, env: &[agent_runner_sandbox::task::WorkerE
 /// `runner.meta` when it is codex-cli already, else a bare codex-cli one, with
 /// `model` (codex's `-m`) when given; the worker as the defaults say. `scratch`
 /// (created here) stands for the project directory.
-pub fn codex_meta_task(
+pub(crate) fn codex_meta_task(
     defaults: &Defaults,
     var: &dyn Fn(&str) -> Option<String>,
     model: Option<String>,

@@ -20,23 +20,23 @@ use agent_runner_sandbox::task::{DEFAULT_META_MODEL, Host, MetaBackend};
 use crate::store::defaults::Defaults;
 
 /// A Meta backend for the pipeline, its model and what it must mask.
-pub struct PipelineChat {
-    pub chat: Box<dyn ChatBackend>,
-    pub model: String,
-    pub redactor: Redactor,
+pub(crate) struct PipelineChat {
+    pub(crate) chat: Box<dyn ChatBackend>,
+    pub(crate) model: String,
+    pub(crate) redactor: Redactor,
 }
 
 /// Where a codex Meta works: a scratch directory (removed afterwards when
 /// `remove_after`), and how long all its requests may take together.
-pub struct CodexScratch<'a> {
-    pub dir: &'a Path,
-    pub remove_after: bool,
-    pub deadline: Option<Duration>,
+pub(crate) struct CodexScratch<'a> {
+    pub(crate) dir: &'a Path,
+    pub(crate) remove_after: bool,
+    pub(crate) deadline: Option<Duration>,
 }
 
 /// Meta's codex with the workspace's settings (`builder::codex::codex_meta_task`),
 /// `model` its `-m` when given.
-pub fn codex_chat(
+pub(crate) fn codex_chat(
     defaults: &Defaults,
     var: &dyn Fn(&str) -> Option<String>,
     interrupt: Interrupt,
@@ -74,7 +74,7 @@ pub fn codex_chat(
 
 /// The builder's Meta: the OpenAI client, or codex when `runner.meta.kind` is
 /// codex-cli.
-pub fn backend(
+pub(crate) fn backend(
     defaults: &Defaults,
     var: &dyn Fn(&str) -> Option<String>,
     interrupt: Interrupt,

@@ -7,12 +7,12 @@
 //! the builder writes is a draft: the orchestrator then sets what it owns and
 //! validates the result (`orchestrator::task_config`).
 
-pub mod codex;
-pub mod meta;
-pub mod overview;
-pub mod reply;
-pub mod request;
-pub mod scripted;
+pub(crate) mod codex;
+pub(crate) mod meta;
+pub(crate) mod overview;
+pub(crate) mod reply;
+pub(crate) mod request;
+pub(crate) mod scripted;
 
 use std::time::Duration;
 
@@ -25,24 +25,24 @@ use agent_runner_core::usage::Usage;
 use agent_runner_meta::{ChatBackend, MetaError};
 use agent_runner_sandbox::task::DEFAULT_META_MODEL;
 use reply::BuiltConfig;
-pub use request::{BuildRequest, DependencySummary};
+pub(crate) use request::{BuildRequest, DependencySummary};
 
 /// What building produced: the draft TaskConfig or why there is none, and the
 /// text for `builder.log`.
-pub struct Build {
-    pub config: Result<Mapping, String>,
+pub(crate) struct Build {
+    pub(crate) config: Result<Mapping, String>,
     /// `meta (model)` or `scripted (path)`, for messages.
-    pub builder: String,
-    pub duration: Duration,
+    pub(crate) builder: String,
+    pub(crate) duration: Duration,
     /// The exchange, secrets masked, for `builder.log`.
-    pub log: String,
+    pub(crate) log: String,
     /// What the builder's one paid call used (SPEC §15); None when no call was made.
-    pub usage: Option<Usage>,
+    pub(crate) usage: Option<Usage>,
 }
 
 /// Asks the workspace's Task Builder for a TaskConfig for `request`; `work` is the
 /// job's log directory.
-pub fn build(
+pub(crate) fn build(
     defaults: &Defaults,
     request: &BuildRequest,
     var: &dyn Fn(&str) -> Option<String>,

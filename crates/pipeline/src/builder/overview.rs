@@ -8,7 +8,7 @@ use std::path::Path;
 use agent_runner_core::text::{cut, escape_controls};
 
 /// Largest overview.
-pub const MAX_OVERVIEW: usize = 2 * 1024;
+pub(crate) const MAX_OVERVIEW: usize = 2 * 1024;
 const MAX_ENTRIES: usize = 60;
 const README_HEAD: u64 = 1200;
 const README_NAMES: [&str; 6] = [
@@ -21,7 +21,7 @@ const README_NAMES: [&str; 6] = [
 ];
 
 /// The overview of the repository at `root` (a trusted, canonical directory).
-pub fn repo_overview(root: &Path) -> String {
+pub(crate) fn repo_overview(root: &Path) -> String {
     let mut names: Vec<String> = std::fs::read_dir(root)
         .map(|read| {
             read.flatten()

@@ -10,7 +10,7 @@ use agent_runner_meta::reply::Reply;
 
 /// A TaskConfig as the builder wrote it, `type` removed.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BuiltConfig(pub Mapping);
+pub(crate) struct BuiltConfig(pub(crate) Mapping);
 
 impl Reply for BuiltConfig {
     const KIND: &'static str = "build_task_config";
@@ -64,7 +64,7 @@ impl Reply for BuiltConfig {
 /// Refuses a draft that sets a key a Task Builder may not write, naming every such
 /// key and what it may write (the message goes back to the builder in a re-ask).
 /// `null` counts as absent, as the TaskConfig parser reads it.
-pub fn check_builder_keys(draft: &Mapping) -> Result<(), String> {
+pub(crate) fn check_builder_keys(draft: &Mapping) -> Result<(), String> {
     let mut refused = Vec::new();
     refused_keys(draft, "", &mut refused);
     if refused.is_empty() {
@@ -80,7 +80,7 @@ pub fn check_builder_keys(draft: &Mapping) -> Result<(), String> {
 
 /// Of a TaskConfig, only what a Task Builder may write (`check_builder_keys`): the
 /// draft a resumed attempt (SPEC §19) completes again with today's defaults.
-pub fn builder_part(map: &Mapping) -> Mapping {
+pub(crate) fn builder_part(map: &Mapping) -> Mapping {
     fn keep(map: &Mapping, prefix: &str) -> Mapping {
         let mut kept = Mapping::new();
         for (key, value) in map {

@@ -5,36 +5,36 @@ use serde::Serialize;
 
 /// The request YAML's content.
 #[derive(Debug, Clone, Serialize)]
-pub struct BuildRequest {
+pub(crate) struct BuildRequest {
     #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub task_id: String,
-    pub title: String,
-    pub raw_prompt: String,
-    pub root_dir: String,
+    pub(crate) kind: &'static str,
+    pub(crate) task_id: String,
+    pub(crate) title: String,
+    pub(crate) raw_prompt: String,
+    pub(crate) root_dir: String,
     /// Top-level entries and the README's head, at most 2 KiB.
-    pub repo_overview: String,
-    pub depends_on: Vec<DependencySummary>,
+    pub(crate) repo_overview: String,
+    pub(crate) depends_on: Vec<DependencySummary>,
     /// The test command the user pinned (the task's, else the workspace's): it runs
     /// whatever the builder proposes, so the builder proposes none (SPEC §16).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pinned_test: Option<String>,
+    pub(crate) pinned_test: Option<String>,
 }
 
 /// What a dependency is and how it went.
 #[derive(Debug, Clone, Serialize)]
-pub struct DependencySummary {
-    pub id: String,
-    pub title: String,
-    pub status: String,
+pub(crate) struct DependencySummary {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) status: String,
     /// Its latest result's summary, cut.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub summary: Option<String>,
+    pub(crate) summary: Option<String>,
 }
 
 impl BuildRequest {
     /// The request YAML.
-    pub fn to_yaml(&self) -> String {
+    pub(crate) fn to_yaml(&self) -> String {
         serde_yaml::to_string(self).unwrap_or_default()
     }
 
@@ -64,7 +64,7 @@ worker run whatever you write, so do not add task.test; say in the instructions 
 
 /// The system prompt for `request`: the Task Builder's job and the exact reply
 /// schema, with `model` suggested for `runner.meta.model`.
-pub fn system_prompt(request: &BuildRequest, model: &str) -> String {
+pub(crate) fn system_prompt(request: &BuildRequest, model: &str) -> String {
     let test = if request.pinned_test.is_some() {
         "\x20 # no test: the user pinned one\n"
     } else {
@@ -96,7 +96,7 @@ runner:\n\
 
 /// The prompt of a codex Task Builder (`codex exec --output-schema`): the job, the
 /// request YAML, and the raw prompt once more on lines of its own.
-pub fn codex_prompt(request: &BuildRequest, model: &str) -> String {
+pub(crate) fn codex_prompt(request: &BuildRequest, model: &str) -> String {
     format!(
         "{} Do not change any file. Your final message is the TaskConfig as JSON following \
 the output schema: task.id, task.title and task.project.root_dir as in the request, \

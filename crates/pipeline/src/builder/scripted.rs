@@ -8,6 +8,6 @@ use std::path::Path;
 use agent_runner_meta::scripted::Scripted;
 
 /// The script's replies.
-pub fn backend(script: &Path) -> Result<Scripted, String> {
+pub(crate) fn backend(script: &Path) -> Result<Scripted, String> {
     Scripted::load(script).map_err(|e| format!("builder.script: {e}"))
 }

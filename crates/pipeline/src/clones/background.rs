@@ -8,13 +8,13 @@ use std::thread::JoinHandle;
 
 /// Threads doing background work; `wait` joins them all.
 #[derive(Clone, Default)]
-pub struct Background(Arc<Mutex<Vec<JoinHandle<()>>>>);
+pub(crate) struct Background(Arc<Mutex<Vec<JoinHandle<()>>>>);
 
 impl Background {
     /// Runs `work` on its own thread; false if no thread could be started. Then
     /// `work` is dropped: what it holds must clean up on drop well enough (a
     /// bundler's pipe closes, and its container removes itself).
-    pub fn spawn(&self, work: impl FnOnce() + Send + 'static) -> bool {
+    pub(crate) fn spawn(&self, work: impl FnOnce() + Send + 'static) -> bool {
         let spawned = std::thread::Builder::new()
             .name("background".into())
             .spawn(work);
@@ -36,7 +36,7 @@ impl Background {
     }
 
     /// Waits for every clean-up started so far.
-    pub fn wait(&self) {
+    pub(crate) fn wait(&self) {
         let handles = match self.0.lock() {
             Ok(mut handles) => std::mem::take(&mut *handles),
             Err(_) => return,

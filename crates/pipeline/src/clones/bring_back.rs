@@ -44,7 +44,7 @@ struct Journal {
 /// Brings the clone's branch back into `root` as `agent-runner/<task-id>`: bundled
 /// by a bundler of `worker`'s image and limits, landed on the host. The journal
 /// goes into `log_dir`.
-pub fn bring_back(
+pub(crate) fn bring_back(
     clone: &AttemptClone,
     root: &Path,
     bundlers: &Bundlers,
@@ -194,7 +194,7 @@ fn past_header(file: File) -> Result<(File, Vec<(String, String)>), String> {
 /// After an orchestrator stopped while bringing a branch back (recovery): if the
 /// attempt in `log_dir` had set its branch in `root`, the branch goes back to what
 /// it was, since the attempt is recorded as failed. What was done, for the record.
-pub fn reconcile(root: &Path, log_dir: &Path) -> Option<String> {
+pub(crate) fn reconcile(root: &Path, log_dir: &Path) -> Option<String> {
     let path = log_dir.join(JOURNAL);
     let text = std::fs::read(&path).ok()?;
     let _ = std::fs::remove_file(&path);
@@ -222,7 +222,7 @@ pub fn reconcile(root: &Path, log_dir: &Path) -> Option<String> {
 }
 
 /// Drops the journal once the attempt is recorded.
-pub fn forget(log_dir: &Path) {
+pub(crate) fn forget(log_dir: &Path) {
     let _ = std::fs::remove_file(log_dir.join(JOURNAL));
 }
 

@@ -69,17 +69,17 @@ const SPARE_WAIT: Duration = Duration::from_secs(2);
 const SCRIPT: &str = include_str!("bundler.sh");
 
 /// One bundle request.
-pub struct Request<'a> {
-    pub job_id: &'a str,
-    pub task_id: &'a str,
+pub(crate) struct Request<'a> {
+    pub(crate) job_id: &'a str,
+    pub(crate) task_id: &'a str,
     /// `agent-runner/<task-id>`.
-    pub branch: &'a str,
+    pub(crate) branch: &'a str,
     /// Commits the host's repository has (the clone's start, merged branches).
-    pub haves: &'a [String],
+    pub(crate) haves: &'a [String],
 }
 
 /// What a request produced.
-pub enum Bundled {
+pub(crate) enum Bundled {
     /// The bundle, opened (its file is gone), and the commit the branch is.
     Bundle { file: File, commit: String },
     /// The branch is this commit, which the host has.
@@ -88,7 +88,7 @@ pub enum Bundled {
 
 /// The bundlers of one orchestrator, per worker image and limits, started on use.
 #[derive(Clone)]
-pub struct Bundlers(Arc<Shared>);
+pub(crate) struct Bundlers(Arc<Shared>);
 
 struct Shared {
     state: Mutex<State>,
@@ -121,7 +121,7 @@ struct Bundler {
 impl Bundlers {
     /// Bundlers for the clones in `clones`, using `dir` (a directory of this
     /// orchestrator's, created when the first one starts and removed by `stop`).
-    pub fn new(clones: PathBuf, dir: PathBuf, workspace_id: &str) -> Bundlers {
+    pub(crate) fn new(clones: PathBuf, dir: PathBuf, workspace_id: &str) -> Bundlers {
         Bundlers(Arc::new(Shared {
             state: Mutex::new(State {
                 clones,
@@ -136,7 +136,7 @@ impl Bundlers {
     /// Starts a bundler for `worker`'s image and limits if there is none yet,
     /// without waiting for it: an attempt calls this as its runner starts, so the
     /// two start side by side.
-    pub fn start(&self, worker: &WorkerSettings) -> Result<(), String> {
+    pub(crate) fn start(&self, worker: &WorkerSettings) -> Result<(), String> {
         let mut state = self.lock()?;
         let pool = state.pools.entry(key(worker)).or_default();
         if pool.busy > 0 || !pool.idle.is_empty() {
@@ -153,7 +153,7 @@ impl Bundlers {
     }
 
     /// Bundles a clone's branch; the bundle is taken out of the bundlers' reach.
-    pub fn bundle(
+    pub(crate) fn bundle(
         &self,
         worker: &WorkerSettings,
         request: &Request,
@@ -179,13 +179,13 @@ impl Bundlers {
     }
 
     /// Where the landing repository of job `job_id` goes (a directory of ours).
-    pub fn landing(&self, job_id: &str) -> PathBuf {
+    pub(crate) fn landing(&self, job_id: &str) -> PathBuf {
         let dir = self.lock().map(|s| s.dir.clone()).unwrap_or_default();
         dir.join("landing").join(job_id)
     }
 
     /// Stops every bundler and removes the directory.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         let Ok(mut state) = self.lock() else { return };
         let idle: Vec<Bundler> = state
             .pools
@@ -370,7 +370,7 @@ fn poisoned() -> String {
 }
 
 /// The `agent-runner.task` label of a workspace's bundlers.
-pub fn label_value(workspace_id: &str) -> String {
+pub(crate) fn label_value(workspace_id: &str) -> String {
     format!("bundler-{workspace_id}")
 }
 

@@ -34,7 +34,7 @@ const SPARE_BRANCH: &str = "agent-runner-spare";
 /// by one; a conflict is an error naming the branch and the files. `take_spare(base,
 /// dir)` moves a spare clone of commit `base` to `dir` if there is one
 /// (`Spares::take`).
-pub fn prepare(
+pub(crate) fn prepare(
     root: &Path,
     clones: &Path,
     take_spare: &dyn Fn(&str, &Path) -> bool,
@@ -113,7 +113,7 @@ pub fn prepare(
 
 /// Makes a spare clone of `root` in `dir` (`spare::Spares`), HEAD checked out; the
 /// commit it has.
-pub fn spare_clone(root: &Path, dir: &Path) -> Result<String, String> {
+pub(crate) fn spare_clone(root: &Path, dir: &Path) -> Result<String, String> {
     let repo = RootRepo::open(root)?;
     let base = repo.head()?.commit;
     make(&repo, dir, SPARE_BRANCH, &base, &[], Interrupt::never())?;

@@ -21,23 +21,23 @@ use agent_runner_core::process::{self, Capture, Invocation, Limits, Stop};
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A repository of ours that git may run in.
-pub struct Repo<'a> {
+pub(crate) struct Repo<'a> {
     /// Its git directory.
-    pub git_dir: &'a Path,
+    pub(crate) git_dir: &'a Path,
     /// Its work tree (the clone's), if git needs one.
-    pub work_tree: Option<&'a Path>,
+    pub(crate) work_tree: Option<&'a Path>,
     /// An object store git may read objects from (root_dir's), if any.
-    pub borrow: Option<&'a Path>,
+    pub(crate) borrow: Option<&'a Path>,
 }
 
 impl Repo<'_> {
     /// `git <args>` here; its stdout.
-    pub fn run(&self, args: &[&str], interrupt: Interrupt) -> Result<String, String> {
+    pub(crate) fn run(&self, args: &[&str], interrupt: Interrupt) -> Result<String, String> {
         run(&self.invocation(args), interrupt)
     }
 
     /// `git <args>` reading `stdin` from where it stands; its stdout.
-    pub fn run_reading(
+    pub(crate) fn run_reading(
         &self,
         args: &[&str],
         stdin: File,
@@ -115,7 +115,7 @@ fn clean(cwd: &Path, args: &[&str]) -> Invocation {
 /// `git init` of a new repository in `dir`, of the object format of commit `like`
 /// (SHA-1 or SHA-256, told by its length): with a work tree and HEAD on `branch`, or
 /// bare (`dir` is its git directory) when `branch` is None.
-pub fn init(
+pub(crate) fn init(
     dir: &Path,
     branch: Option<&str>,
     like: &str,

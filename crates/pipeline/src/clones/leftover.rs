@@ -10,7 +10,7 @@ use std::path::Path;
 use agent_runner_core::owner::Owner;
 
 /// A new name with `prefix` for a directory of this process.
-pub fn name(prefix: &str) -> String {
+pub(crate) fn name(prefix: &str) -> String {
     let me = Owner::this_process();
     format!(
         "{prefix}{}-{}-{}-{}",
@@ -22,7 +22,7 @@ pub fn name(prefix: &str) -> String {
 }
 
 /// Removes the entries of `dir` named with `prefix` by a process that is gone.
-pub fn sweep(dir: &Path, prefix: &str) {
+pub(crate) fn sweep(dir: &Path, prefix: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

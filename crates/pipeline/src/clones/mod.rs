@@ -19,34 +19,34 @@
 //! attempt's path (removing clones and containers, making spares), and `leftover`,
 //! which removes what a killed orchestrator left in the workspace.
 
-pub mod background;
+pub(crate) mod background;
 mod bring_back;
-pub mod bundler;
+pub(crate) mod bundler;
 mod clone;
 mod git;
-pub mod leftover;
+pub(crate) mod leftover;
 mod root_repo;
-pub mod spare;
+pub(crate) mod spare;
 
 use std::path::{Path, PathBuf};
 
-pub use bring_back::{bring_back, forget, reconcile};
-pub use clone::{prepare, spare_clone};
+pub(crate) use bring_back::{bring_back, forget, reconcile};
+pub(crate) use clone::{prepare, spare_clone};
 
 /// An attempt's clone.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct AttemptClone {
+pub(crate) struct AttemptClone {
     /// `clones/<job-id>`.
-    pub dir: PathBuf,
-    pub job_id: String,
-    pub task_id: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) job_id: String,
+    pub(crate) task_id: String,
     /// `agent-runner/<task-id>`.
-    pub branch: String,
+    pub(crate) branch: String,
     /// root_dir's HEAD when it was made.
-    pub base: String,
+    pub(crate) base: String,
     /// Commits root_dir's repository has that the branch may build on: `base` and
     /// the tips of the dependency branches merged into it.
-    pub haves: Vec<String>,
+    pub(crate) haves: Vec<String>,
 }
 
 /// Where a clone's description is kept, in its job's log directory: a resumed
@@ -56,7 +56,7 @@ const DESCRIPTION: &str = "clone.json";
 
 impl AttemptClone {
     /// Keeps the description in the job's log directory `log_dir`.
-    pub fn save(&self, log_dir: &Path) -> Result<(), String> {
+    pub(crate) fn save(&self, log_dir: &Path) -> Result<(), String> {
         let json = serde_json::to_vec(self).map_err(|e| e.to_string())?;
         let path = log_dir.join(DESCRIPTION);
         agent_runner_core::fs::atomic::write(&path, &json)
@@ -67,7 +67,7 @@ impl AttemptClone {
     /// `task_id` left, as its log directory `log_dir` describes it; an error if the
     /// clone or its description is gone. Only the commits are taken from the file:
     /// the directory, job, task and branch are the ones named here.
-    pub fn kept(
+    pub(crate) fn kept(
         clones: &Path,
         log_dir: &Path,
         job_id: &str,
@@ -106,12 +106,12 @@ impl AttemptClone {
 }
 
 /// The branch of task `task_id`.
-pub fn branch_name(task_id: &str) -> String {
+pub(crate) fn branch_name(task_id: &str) -> String {
     format!("agent-runner/{task_id}")
 }
 
 /// True when `root` is the top of a git work tree.
-pub fn is_git_root(root: &Path) -> bool {
+pub(crate) fn is_git_root(root: &Path) -> bool {
     root_repo::RootRepo::open(root).is_ok()
 }
 

@@ -22,7 +22,7 @@ const MAX_OBJECTS_DEPTH: usize = 4;
 const SMALL_FILE: u64 = 64 * 1024;
 
 /// An opened repository of a work tree.
-pub struct RootRepo {
+pub(crate) struct RootRepo {
     /// The work tree's top (root_dir).
     root: PathBuf,
     /// The work tree's own git directory (its HEAD).
@@ -36,16 +36,16 @@ pub struct RootRepo {
 
 /// What HEAD names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head {
-    pub commit: String,
+pub(crate) struct Head {
+    pub(crate) commit: String,
     /// `refs/heads/<name>`, unless HEAD is detached.
-    pub branch: Option<String>,
+    pub(crate) branch: Option<String>,
 }
 
 impl RootRepo {
     /// The repository whose work tree's top is `root`: `root/.git` a directory, or a
     /// `gitdir:` file (a linked worktree). An error says why it is none.
-    pub fn open(root: &Path) -> Result<RootRepo, String> {
+    pub(crate) fn open(root: &Path) -> Result<RootRepo, String> {
         let top = Dir::open(root).map_err(|e| e.to_string())?;
         let dot_git = root.join(".git");
         let (git_dir, is_main) = match top.existing(".git") {
@@ -106,12 +106,12 @@ impl RootRepo {
     }
 
     /// The object store (`objects/` of the common directory).
-    pub fn objects(&self) -> PathBuf {
+    pub(crate) fn objects(&self) -> PathBuf {
         self.common.join("objects")
     }
 
     /// What HEAD names; an error if it names no commit.
-    pub fn head(&self) -> Result<Head, String> {
+    pub(crate) fn head(&self) -> Result<Head, String> {
         let text = read_small(&self.git_dir, "HEAD").map_err(|e| e.to_string())?;
         let text = text.trim_end();
         match text.strip_prefix("ref: ") {
@@ -136,13 +136,13 @@ impl RootRepo {
     }
 
     /// The commit of branch `name` (`agent-runner/x`), if there is one.
-    pub fn branch(&self, name: &str) -> Result<Option<String>, String> {
+    pub(crate) fn branch(&self, name: &str) -> Result<Option<String>, String> {
         self.resolve(&format!("refs/heads/{name}"))
     }
 
     /// The work tree in which branch `name` is checked out, if any: root_dir, the
     /// main worktree or a linked one.
-    pub fn checked_out(&self, name: &str) -> Result<Option<PathBuf>, String> {
+    pub(crate) fn checked_out(&self, name: &str) -> Result<Option<PathBuf>, String> {
         let wanted = format!("ref: refs/heads/{name}");
         let names = |dir: &Dir| read_small(dir, "HEAD").is_ok_and(|head| head.trim_end() == wanted);
         if names(&self.git_dir) {
@@ -178,7 +178,7 @@ impl RootRepo {
     /// Refuses an object store git could block on or be led away by (a FIFO, a
     /// device, a socket or a link where git reads objects, here or in a store it
     /// borrows from): git would wait for a writer that never comes, or read a device.
-    pub fn check_objects(&self) -> Result<(), String> {
+    pub(crate) fn check_objects(&self) -> Result<(), String> {
         let mut stores = vec![(self.objects(), 0)];
         let mut seen = Vec::new();
         while let Some((store, depth)) = stores.pop() {
@@ -212,7 +212,7 @@ impl RootRepo {
     /// Copies pack `pack-<hash>` (its `.pack`, `.rev` and `.idx`, the index last, as
     /// git does: a pack counts once its index is there) from `from` into the object
     /// store.
-    pub fn add_pack(&self, from: &Path, hash: &str) -> Result<(), String> {
+    pub(crate) fn add_pack(&self, from: &Path, hash: &str) -> Result<(), String> {
         if !is_object_id(hash) {
             return Err(format!("{hash:?} is not a pack name"));
         }
@@ -237,7 +237,11 @@ impl RootRepo {
 
     /// Sets branch `name` (`agent-runner/<id>`) to `commit`, or removes it (None);
     /// what it was before.
-    pub fn set_branch(&self, name: &str, commit: Option<&str>) -> Result<Option<String>, String> {
+    pub(crate) fn set_branch(
+        &self,
+        name: &str,
+        commit: Option<&str>,
+    ) -> Result<Option<String>, String> {
         let before = self.branch(name)?;
         let mut parts: Vec<&str> = check_ref_name(name)?.collect();
         let last = parts.pop().unwrap_or_default();
@@ -379,7 +383,7 @@ fn check_ref_name(name: &str) -> Result<std::str::Split<'_, char>, String> {
 }
 
 /// A full object id (SHA-1 or SHA-256), lower-case hex.
-pub fn is_object_id(s: &str) -> bool {
+pub(crate) fn is_object_id(s: &str) -> bool {
     matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
@@ -389,7 +393,7 @@ pub(super) mod tests {
     use std::process::Command;
 
     /// Host git of the test's own, in `dir`; stdout.
-    pub fn git(dir: &Path, args: &[&str]) -> String {
+    pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .args([
                 "-c",
@@ -409,7 +413,7 @@ pub(super) mod tests {
     }
 
     /// A repository with one commit on `main`, in a new directory; (dir, commit).
-    pub fn repo(name: &str) -> (PathBuf, String) {
+    pub(crate) fn repo(name: &str) -> (PathBuf, String) {
         let dir = std::env::temp_dir().join(format!(
             "ar-root-repo-{name}-{}",
             crate::store::id::random_hex(8)

@@ -19,11 +19,11 @@ use super::background::Background;
 use crate::clones;
 
 /// How spares' names start (`clones/.spare-…`).
-pub const PREFIX: &str = ".spare-";
+pub(crate) const PREFIX: &str = ".spare-";
 
 /// The spares of one orchestrator.
 #[derive(Clone)]
-pub struct Spares(Arc<Mutex<State>>);
+pub(crate) struct Spares(Arc<Mutex<State>>);
 
 struct State {
     root: PathBuf,
@@ -43,7 +43,7 @@ struct Spare {
 
 impl Spares {
     /// Spares of `root`'s clones, made in `clones`; up to `wanted` at a time (0: none).
-    pub fn new(root: &Path, clones: &Path, wanted: usize) -> Spares {
+    pub(crate) fn new(root: &Path, clones: &Path, wanted: usize) -> Spares {
         Spares(Arc::new(Mutex::new(State {
             root: root.to_path_buf(),
             clones: clones.to_path_buf(),
@@ -56,7 +56,7 @@ impl Spares {
 
     /// Moves a spare made from `base` to `dir`; false if there is none. Spares of an
     /// older HEAD are removed.
-    pub fn take(&self, base: &str, dir: &Path) -> bool {
+    pub(crate) fn take(&self, base: &str, dir: &Path) -> bool {
         let Ok(mut state) = self.0.lock() else {
             return false;
         };
@@ -77,7 +77,7 @@ impl Spares {
 
     /// Starts making spares in the background until `wanted` (at most `queued`, the
     /// jobs waiting) are ready or being made.
-    pub fn refill(&self, queued: usize, background: &Background) {
+    pub(crate) fn refill(&self, queued: usize, background: &Background) {
         let Ok(mut state) = self.0.lock() else { return };
         let wanted = state.wanted.min(queued);
         while !state.stopped && state.ready.len() + state.making < wanted {
@@ -112,7 +112,7 @@ impl Spares {
 
     /// Removes the spares; none are made from now on. (Spares still being made
     /// remove themselves when done.)
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         let Ok(mut state) = self.0.lock() else { return };
         state.stopped = true;
         for spare in state.ready.drain(..) {

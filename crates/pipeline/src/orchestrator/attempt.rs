@@ -36,42 +36,42 @@ use agent_runner_sandbox::task::WorkerSettings;
 
 /// What every attempt of one orchestrator shares.
 #[derive(Clone)]
-pub struct Setup {
-    pub ws: Workspace,
+pub(crate) struct Setup {
+    pub(crate) ws: Workspace,
     /// The agent-runner binary (this one).
-    pub exe: PathBuf,
+    pub(crate) exe: PathBuf,
     /// Run each attempt in its own clone.
-    pub isolated: bool,
-    pub interrupt: Interrupt,
+    pub(crate) isolated: bool,
+    pub(crate) interrupt: Interrupt,
     /// Clean-ups that outlive their attempt.
-    pub background: Background,
+    pub(crate) background: Background,
     /// Bundle isolated attempts' branches.
-    pub bundlers: Bundlers,
+    pub(crate) bundlers: Bundlers,
     /// Isolated attempts' clones, made ahead.
-    pub spares: Spares,
+    pub(crate) spares: Spares,
 }
 
 /// A claimed job, ready to become an attempt.
-pub struct Claimed {
-    pub job_id: String,
-    pub task: TaskView,
+pub(crate) struct Claimed {
+    pub(crate) job_id: String,
+    pub(crate) task: TaskView,
     /// Set when the job must fail without running (a dependency failed).
-    pub refusal: Option<String>,
+    pub(crate) refusal: Option<String>,
     /// The job whose attempt this one continues (`run --resume`, SPEC §19).
-    pub resume_from: Option<String>,
+    pub(crate) resume_from: Option<String>,
     /// The job whose clone a resumed attempt goes on in.
-    pub clone_job: Option<String>,
+    pub(crate) clone_job: Option<String>,
 }
 
 /// An attempt's place among the `--jobs` at once. It goes back as soon as the
 /// attempt's runner has ended: what follows (bringing a branch back, one attempt at
 /// a time in the bundler, and recording) runs alongside the next runner. Dropping
 /// it gives it back too, so every way an attempt ends does.
-pub struct Place(Option<Box<dyn FnOnce() + Send>>);
+pub(crate) struct Place(Option<Box<dyn FnOnce() + Send>>);
 
 impl Place {
     /// A place that calls `free` when given back.
-    pub fn new(free: impl FnOnce() + Send + 'static) -> Place {
+    pub(crate) fn new(free: impl FnOnce() + Send + 'static) -> Place {
         Place(Some(Box::new(free)))
     }
 
@@ -102,18 +102,18 @@ struct Ran {
 
 /// How an attempt ended, for the orchestrator's tally.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Finished {
+pub(crate) struct Finished {
     pub status: AttemptStatus,
     /// The run's and the Task Builder's tokens (None: not recorded).
-    pub tokens: Option<u64>,
+    pub(crate) tokens: Option<u64>,
     /// Their cost (None: not known).
-    pub cost_usd: Option<f64>,
+    pub(crate) cost_usd: Option<f64>,
 }
 
 /// Runs the attempt and records it; returns its status, failed when it could not be
 /// recorded (whatever the runner said: nobody can see it succeeded), and what it
 /// spent.
-pub fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished {
+pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished {
     let ws = &setup.ws;
     let job_id = &claimed.job_id;
     let task = &claimed.task.record;
@@ -338,7 +338,7 @@ fn attempt(
 /// What a failed attempt's error says about its clone, which is kept for the user
 /// and is all the worker's: git there would run what its `.git/config` or a nested
 /// repository's says (`core.fsmonitor` on a `git status`).
-pub fn kept_clone(dir: &Path) -> String {
+pub(crate) fn kept_clone(dir: &Path) -> String {
     format!(
         "its clone is kept in {}: the worker wrote all of it, .git included; look at its files, but run no git command in it",
         dir.display()
@@ -666,7 +666,7 @@ fn run_and_bring_back(
 }
 
 /// Where a cleaned-up clone's `.agent-runner/` goes, in the job's log directory.
-pub const KEPT_DIR_NAME: &str = "agent-runner";
+pub(crate) const KEPT_DIR_NAME: &str = "agent-runner";
 
 /// After a succeeded attempt's branch is back, its clone has served: the runner's
 /// note and logs (`.agent-runner/`) move into the job's log directory, the result

@@ -30,7 +30,7 @@ pub fn result_file(ws: &Workspace, attempt: &Attempt) -> Option<PathBuf> {
 /// Where the runner's files of `attempt` (of task `task_id`) are: the directory
 /// they are opened from and the name in it, the one whose note the result's
 /// `note_path` names; None when there is no result or it names another place.
-pub fn runner_dir(
+pub(crate) fn runner_dir(
     ws: &Workspace,
     task_id: &str,
     attempt: &Attempt,
@@ -62,7 +62,7 @@ pub fn runner_dir(
 /// Where the runner of a queued or running job works: the clone the job names (a
 /// resumed attempt's), the job's own clone once it is made, or root_dir. Built from
 /// ids only, like `runner_dir`.
-pub fn run_dir(ws: &Workspace, job_id: &str, job: &Job) -> Option<PathBuf> {
+pub(crate) fn run_dir(ws: &Workspace, job_id: &str, job: &Job) -> Option<PathBuf> {
     if let Some(clone) = &job.clone_job {
         return id::is_valid(clone).then(|| ws.clones_dir().join(clone));
     }

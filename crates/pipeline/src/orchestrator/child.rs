@@ -29,25 +29,25 @@ const MAX_STDOUT: usize = 1 << 20;
 
 /// How the runner child ended.
 #[derive(Debug)]
-pub struct ChildRun {
+pub(crate) struct ChildRun {
     /// The result JSON it printed, if it printed one.
-    pub result: Option<Box<RawValue>>,
+    pub(crate) result: Option<Box<RawValue>>,
     /// `status` of that result.
-    pub status: Option<String>,
+    pub(crate) status: Option<String>,
     /// Its `error` (or `summary` when failed without an error).
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// Its `verified` (SPEC §16): COMPLETE and the last test passed.
-    pub verified: bool,
-    pub ending: Ending,
+    pub(crate) verified: bool,
+    pub(crate) ending: Ending,
     /// "exit status 1", "killed by signal 9".
-    pub exit: String,
-    pub duration: Duration,
+    pub(crate) exit: String,
+    pub(crate) duration: Duration,
 }
 
 /// Runs `exe run --json` (`--resume` with `resume`) in `cwd` with `config` on
 /// stdin; stderr to `stderr_log`. `interrupt` forwards a SIGTERM to the child (it
 /// then cleans up); `started` is told the child's pid as soon as it runs.
-pub fn run(
+pub(crate) fn run(
     exe: &Path,
     config: &str,
     cwd: &Path,

@@ -31,7 +31,7 @@ use crate::{PipelineError, Workspace};
 const RECHECK: Duration = Duration::from_secs(5);
 
 /// What the claim loop keeps between looks.
-pub struct Claimer {
+pub(crate) struct Claimer {
     boards: BoardCache,
     /// The directories as they were when the last look found nothing to claim.
     quiet: Option<Snapshot>,
@@ -51,7 +51,7 @@ impl Default for Claimer {
 impl Claimer {
     /// The next job to run, claimed; None when no job is claimable now. Jobs moved
     /// to `ipc/failed/` on the way are counted in `unreadable`.
-    pub fn next(
+    pub(crate) fn next(
         &mut self,
         ws: &Workspace,
         unreadable: &mut usize,
@@ -238,7 +238,7 @@ fn reject(
 
 /// Warns about each job that stays queued behind a dependency: what `--once` leaves
 /// behind when it stops.
-pub fn warn_waiting(ws: &Workspace) {
+pub(crate) fn warn_waiting(ws: &Workspace) {
     let Ok(board) = Board::load(ws) else { return };
     for task in &board.tasks {
         let Some((JobState::Queued, job)) = board.jobs.get(&task.record.id) else {

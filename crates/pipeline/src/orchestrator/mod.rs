@@ -11,14 +11,14 @@
 //! files are, for `task show` and the web view. `spend_limit` stops the claiming
 //! once the finished attempts reach `--max-tokens` or `--max-cost-usd`.
 
-pub mod attempt;
+pub(crate) mod attempt;
 pub mod attempt_files;
-pub mod child;
-pub mod claim;
+pub(crate) mod child;
+pub(crate) mod claim;
 pub mod orchestrate;
-pub mod presence;
-pub mod recording;
-pub mod recovery;
+pub(crate) mod presence;
+pub(crate) mod recording;
+pub(crate) mod recovery;
 pub mod spend_limit;
-pub mod task_config;
-pub mod test_choice;
+pub(crate) mod task_config;
+pub(crate) mod test_choice;

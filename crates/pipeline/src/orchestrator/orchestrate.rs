@@ -21,7 +21,7 @@ use crate::store::task_file::AttemptStatus;
 use agent_runner_core::interrupt::Interrupt;
 
 /// How often the queue is looked at when nothing happens (SPEC: ≤ 200 ms).
-pub const POLL: Duration = Duration::from_millis(100);
+pub(crate) const POLL: Duration = Duration::from_millis(100);
 /// How often orphans of other orchestrators are looked for while running.
 const RECOVERY_INTERVAL: Duration = Duration::from_secs(5);
 

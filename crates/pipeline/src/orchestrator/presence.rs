@@ -26,28 +26,28 @@ const MAX_MARKER: u64 = 64 * 1024;
 
 /// What a marker says: the orchestrator process and when it started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Marker {
+pub(crate) struct Marker {
     #[serde(flatten)]
-    pub owner: Owner,
-    pub started_at: String,
+    pub(crate) owner: Owner,
+    pub(crate) started_at: String,
 }
 
 /// This process's marker, held while it orchestrates; dropping it removes the
 /// marker (and closing the file releases the lock).
 #[derive(Debug)]
-pub struct Presence {
+pub(crate) struct Presence {
     path: PathBuf,
     _locked: File,
 }
 
 /// `ipc/orchestrators/`.
-pub fn dir(ws: &Workspace) -> PathBuf {
+pub(crate) fn dir(ws: &Workspace) -> PathBuf {
     ws.dir.join("ipc/orchestrators")
 }
 
 impl Presence {
     /// Writes and locks this process's marker; removes leftovers of dead ones.
-    pub fn announce(ws: &Workspace) -> Result<Presence, PipelineError> {
+    pub(crate) fn announce(ws: &Workspace) -> Result<Presence, PipelineError> {
         let dir = dir(ws);
         crate::store::workspace::create_dir(&dir).map_err(PipelineError::io("create", &dir))?;
         for (path, file) in markers(&dir) {
@@ -79,7 +79,7 @@ impl Drop for Presence {
 }
 
 /// The orchestrators running for `ws` now (whose markers are locked).
-pub fn running(ws: &Workspace) -> Vec<Marker> {
+pub(crate) fn running(ws: &Workspace) -> Vec<Marker> {
     let mut live: Vec<Marker> = markers(&dir(ws))
         .into_iter()
         .filter_map(|(_, mut file)| {

@@ -16,7 +16,7 @@ use crate::{PipelineError, Workspace};
 use agent_runner_core::fs::atomic;
 
 /// Records `attempt` of a job; returns the result file's path.
-pub fn record(ws: &Workspace, attempt: &Attempt) -> Result<PathBuf, PipelineError> {
+pub(crate) fn record(ws: &Workspace, attempt: &Attempt) -> Result<PathBuf, PipelineError> {
     let store = TaskStore::new(ws);
     let recorded = store
         .load(&attempt.task_id)?
@@ -36,7 +36,7 @@ pub fn record(ws: &Workspace, attempt: &Attempt) -> Result<PathBuf, PipelineErro
 /// when the runner did not print one, plus job_id, workspace_id and attempt_id. Its
 /// `status` is the attempt's: an attempt the runner called succeeded can still have
 /// failed (its branch could not be brought back, it was interrupted).
-pub fn result_document(ws: &Workspace, attempt: &Attempt) -> Value {
+pub(crate) fn result_document(ws: &Workspace, attempt: &Attempt) -> Value {
     let mut doc = attempt
         .result_value()
         .filter(Value::is_object)

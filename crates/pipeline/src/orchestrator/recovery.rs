@@ -21,7 +21,7 @@ use agent_runner_core::timestamp::Timestamp;
 const CLAIM_GRACE: Duration = Duration::from_secs(30);
 
 /// Records the orphaned running jobs of `ws` as failed attempts; returns how many.
-pub fn recover(ws: &Workspace) -> usize {
+pub(crate) fn recover(ws: &Workspace) -> usize {
     let lock_path = ws.dir.join("ipc/.recover.lock");
     let Ok(one_at_a_time) = lock::open(&lock_path) else {
         log::warn!("cannot open {}; skipping recovery", lock_path.display());

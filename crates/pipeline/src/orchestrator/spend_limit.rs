@@ -14,17 +14,17 @@ pub struct SpendLimit {
 
 /// What the finished attempts spent.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Spent {
-    pub attempts: u32,
-    pub tokens: u64,
-    pub cost_usd: f64,
+pub(crate) struct Spent {
+    pub(crate) attempts: u32,
+    pub(crate) tokens: u64,
+    pub(crate) cost_usd: f64,
     /// Attempts whose cost is not known (a model without a price): not in `cost_usd`.
-    pub unpriced: u32,
+    pub(crate) unpriced: u32,
 }
 
 impl Spent {
     /// Adds one finished attempt's tokens and cost (None: not known).
-    pub fn add(&mut self, tokens: Option<u64>, cost_usd: Option<f64>) {
+    pub(crate) fn add(&mut self, tokens: Option<u64>, cost_usd: Option<f64>) {
         self.attempts += 1;
         self.tokens = self.tokens.saturating_add(tokens.unwrap_or(0));
         match cost_usd {
@@ -34,7 +34,7 @@ impl Spent {
     }
 
     /// Which limit is reached, said for the log; None while below both.
-    pub fn reached(&self, limit: &SpendLimit) -> Option<String> {
+    pub(crate) fn reached(&self, limit: &SpendLimit) -> Option<String> {
         if let Some(max) = limit.max_tokens.filter(|max| self.tokens >= *max) {
             return Some(format!(
                 "--max-tokens reached: {} tokens of {max} over {} attempt(s)",

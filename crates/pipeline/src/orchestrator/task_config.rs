@@ -23,20 +23,20 @@ use crate::store::pinned_test::PinnedTest;
 use agent_runner_sandbox::task::{Host, Task};
 
 /// What the orchestrator sets in every TaskConfig.
-pub struct Invariants<'a> {
-    pub task_id: &'a str,
-    pub title: &'a str,
-    pub raw_prompt: &'a str,
-    pub root_dir: &'a Path,
+pub(crate) struct Invariants<'a> {
+    pub(crate) task_id: &'a str,
+    pub(crate) title: &'a str,
+    pub(crate) raw_prompt: &'a str,
+    pub(crate) root_dir: &'a Path,
     /// The task record's criteria (SPEC §13); none leaves the draft's.
-    pub acceptance_criteria: &'a [String],
+    pub(crate) acceptance_criteria: &'a [String],
     /// The pinned test that won (SPEC §16); none leaves the draft's.
-    pub test: Option<&'a PinnedTest>,
+    pub(crate) test: Option<&'a PinnedTest>,
 }
 
 /// The TaskConfig YAML: the draft (checked by `builder::reply::check_builder_keys`) with the
 /// invariants set and `defaults_runner` merged over its `runner`.
-pub fn complete(
+pub(crate) fn complete(
     mut draft: Mapping,
     invariants: &Invariants,
     defaults_runner: Option<&serde_json::Value>,
@@ -129,7 +129,7 @@ fn merge(into: &mut Mapping, over: &Value) {
 
 /// Validates a TaskConfig with the runner's own parser, as `agent-runner run` will
 /// (relative paths against `cwd`, `env:` references against `var`).
-pub fn validate(
+pub(crate) fn validate(
     yaml: &str,
     cwd: &Path,
     var: &dyn Fn(&str) -> Option<String>,

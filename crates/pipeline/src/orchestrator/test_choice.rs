@@ -11,17 +11,17 @@ use agent_runner_core::text::{cut, one_line};
 
 /// The test an attempt runs and where it came from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TestChoice {
+pub(crate) struct TestChoice {
     /// A pinned test to set as `task.test` (None: the draft's stands, or none).
-    pub pinned: Option<PinnedTest>,
-    pub source: TestSource,
+    pub(crate) pinned: Option<PinnedTest>,
+    pub(crate) source: TestSource,
     /// The lines for `builder.log`.
-    pub log: String,
+    pub(crate) log: String,
 }
 
 /// Chooses between the task's and the workspace's pinned tests and the test in the
 /// builder's `draft` (its `task.test`; null or absent: none proposed).
-pub fn choose(
+pub(crate) fn choose(
     task: Option<&PinnedTest>,
     workspace: Option<&PinnedTest>,
     draft: &Mapping,

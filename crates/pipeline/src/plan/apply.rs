@@ -44,7 +44,7 @@ use agent_runner_core::fs::jsonl;
 use agent_runner_core::timestamp::Timestamp;
 
 /// Where an edit's writes go: the files, or a test's stand-in that fails on cue.
-pub trait PlanWrites {
+pub(crate) trait PlanWrites {
     /// Creates the file `path` with `line`; fails if it exists.
     fn create(&mut self, path: &Path, line: &[u8]) -> io::Result<()>;
     /// Appends `line` to the existing file `path`.
@@ -54,7 +54,7 @@ pub trait PlanWrites {
 }
 
 /// The real files.
-pub struct Files;
+pub(crate) struct Files;
 
 impl PlanWrites for Files {
     fn create(&mut self, path: &Path, line: &[u8]) -> io::Result<()> {
@@ -72,17 +72,17 @@ impl PlanWrites for Files {
 
 /// What an edit writes: the difference between two plans.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Change {
-    pub created: Vec<TaskRecord>,
-    pub updated: Vec<(String, TaskChanges)>,
-    pub deleted: Vec<String>,
-    pub wbs: Wbs,
+pub(crate) struct Change {
+    pub(crate) created: Vec<TaskRecord>,
+    pub(crate) updated: Vec<(String, TaskChanges)>,
+    pub(crate) deleted: Vec<String>,
+    pub(crate) wbs: Wbs,
 }
 
 impl Change {
     /// From the plan `old` to the plan `new`. A task made and deleted by the same
     /// edit is not written at all.
-    pub fn between(old: &PlanState, new: &PlanState) -> Change {
+    pub(crate) fn between(old: &PlanState, new: &PlanState) -> Change {
         let mut change = Change {
             created: Vec::new(),
             updated: Vec::new(),
@@ -112,7 +112,7 @@ impl Change {
     }
 
     /// Whether the edit changes nothing.
-    pub fn is_empty(&self, old: &Wbs) -> bool {
+    pub(crate) fn is_empty(&self, old: &Wbs) -> bool {
         self.created.is_empty()
             && self.updated.is_empty()
             && self.deleted.is_empty()
@@ -145,7 +145,7 @@ pub struct Committed {
 /// Writes `change` over the plan whose tree is `old` in workspace `ws`, through
 /// `writes`, as edit `edit_id` (new for every attempt); `uncommitted` are edits
 /// found not to have committed (`Loaded`). `reason` goes into the `deleted` lines.
-pub fn apply(
+pub(crate) fn apply(
     ws: &Workspace,
     old: &Wbs,
     change: &Change,

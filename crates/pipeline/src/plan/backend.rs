@@ -18,17 +18,17 @@ use agent_runner_meta::ChatBackend;
 use agent_runner_meta::codex_cli::PLAN_DEADLINE;
 
 /// A backend and what to say about it.
-pub struct PlanBackend {
-    pub chat: Box<dyn ChatBackend>,
+pub(crate) struct PlanBackend {
+    pub(crate) chat: Box<dyn ChatBackend>,
     /// `meta (model)` or `scripted (path)`, for messages.
-    pub label: String,
+    pub(crate) label: String,
     /// Masks the key in everything sent, kept and shown.
-    pub redactor: Redactor,
+    pub(crate) redactor: Redactor,
 }
 
 /// The backend for requests of type `kind` in a workspace with `defaults`; a codex
 /// Meta works in `scratch` (removed afterwards).
-pub fn open(
+pub(crate) fn open(
     defaults: &Defaults,
     kind: &'static str,
     var: &dyn Fn(&str) -> Option<String>,

@@ -16,31 +16,31 @@ const TAIL: u64 = 1 << 20;
 /// Who said it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Role {
+pub(crate) enum Role {
     User,
     Meta,
 }
 
 /// One message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    pub at: String,
-    pub role: Role,
-    pub text: String,
+pub(crate) struct ChatMessage {
+    pub(crate) at: String,
+    pub(crate) role: Role,
+    pub(crate) text: String,
     /// Meta's `potential_conflicts` of the edit, for the web view (requests send
     /// only the text).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub potential_conflicts: Vec<serde_json::Value>,
+    pub(crate) potential_conflicts: Vec<serde_json::Value>,
 }
 
 /// Appends a message by `role` (secrets already masked by the caller).
-pub fn append(ws: &Workspace, role: Role, text: &str) -> Result<(), PipelineError> {
+pub(crate) fn append(ws: &Workspace, role: Role, text: &str) -> Result<(), PipelineError> {
     append_message(ws, role, text, Vec::new())
 }
 
 /// Appends Meta's reply: its understanding and potential conflicts (secrets
 /// already masked by the caller).
-pub fn append_reply(
+pub(crate) fn append_reply(
     ws: &Workspace,
     text: &str,
     potential_conflicts: Vec<serde_json::Value>,
@@ -67,7 +67,7 @@ fn append_message(
 
 /// The last `n` messages, oldest first. Lines that do not parse are skipped; a
 /// missing file is no conversation.
-pub fn recent(ws: &Workspace, n: usize) -> Result<Vec<ChatMessage>, PipelineError> {
+pub(crate) fn recent(ws: &Workspace, n: usize) -> Result<Vec<ChatMessage>, PipelineError> {
     let path = ws.chat_path();
     let bytes = match agent_runner_core::fs::read::tail(&path, TAIL) {
         Ok(bytes) => bytes,

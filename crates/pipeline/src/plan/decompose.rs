@@ -19,35 +19,35 @@ use agent_runner_core::text::one_line;
 use agent_runner_meta::reply::Reply;
 
 /// Most tasks one reply may create.
-pub const MAX_NEW_TASKS: usize = 500;
+pub(crate) const MAX_NEW_TASKS: usize = 500;
 
 /// A `decompose` reply, its shape checked.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decomposition {
-    pub understanding: String,
-    pub phases: Vec<Phase>,
-    pub potential_conflicts: Vec<Value>,
+pub(crate) struct Decomposition {
+    pub(crate) understanding: String,
+    pub(crate) phases: Vec<Phase>,
+    pub(crate) potential_conflicts: Vec<Value>,
 }
 
 /// A phase of the reply.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Phase {
-    pub name: String,
-    pub milestone: String,
-    pub tasks: Vec<DecomposedTask>,
+pub(crate) struct Phase {
+    pub(crate) name: String,
+    pub(crate) milestone: String,
+    pub(crate) tasks: Vec<DecomposedTask>,
 }
 
 /// A task of the reply.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DecomposedTask {
+pub(crate) struct DecomposedTask {
     /// The temporary id.
-    pub id: String,
-    pub title: String,
+    pub(crate) id: String,
+    pub(crate) title: String,
     /// Its plan fields as the reply gave them, `REQUIRED` ones present;
     /// `depends_on` names temporary ids of this reply, or ids of existing tasks.
-    pub plan: PlanFields,
+    pub(crate) plan: PlanFields,
     /// Where it is in the reply (`phases[0].tasks[1]`), for messages.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 /// The plan fields every task of a `decompose` reply must give (its phase and
@@ -61,7 +61,7 @@ const REQUIRED: [&str; 4] = [
 
 impl DecomposedTask {
     /// The tasks it depends on.
-    pub fn dependencies(&self) -> &[String] {
+    pub(crate) fn dependencies(&self) -> &[String] {
         self.plan.depends_on.as_deref().unwrap_or_default()
     }
 }
@@ -155,7 +155,7 @@ fn task(f: &Fields) -> Result<DecomposedTask, String> {
 /// The plan after `reply`, checked against `base`: dependencies name tasks of the
 /// reply or live tasks, no temporary id is an existing task's id, no ring. `now`
 /// is the new tasks' `created_at`.
-pub fn plan(reply: &Decomposition, base: &PlanState, now: &str) -> Result<Edit, Rejection> {
+pub(crate) fn plan(reply: &Decomposition, base: &PlanState, now: &str) -> Result<Edit, Rejection> {
     let invalid = Rejection::Invalid;
     let mut state = base.clone();
     let tasks: Vec<&DecomposedTask> = reply.phases.iter().flat_map(|p| &p.tasks).collect();

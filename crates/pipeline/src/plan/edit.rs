@@ -9,14 +9,14 @@ use super::model::PlanState;
 
 /// An edit that passed every check.
 #[derive(Debug, Clone)]
-pub struct Edit {
+pub(crate) struct Edit {
     /// Meta's summary of what the user wants.
-    pub understanding: String,
+    pub(crate) understanding: String,
     /// Meta's warnings, shown to the user as they came.
-    pub potential_conflicts: Vec<Value>,
+    pub(crate) potential_conflicts: Vec<Value>,
     /// The plan after the edit.
-    pub state: PlanState,
-    pub steps: Vec<Step>,
+    pub(crate) state: PlanState,
+    pub(crate) steps: Vec<Step>,
 }
 
 /// One thing an edit did.
@@ -50,7 +50,7 @@ pub enum Step {
 
 /// The raw prompt of a planned task: what the Task Builder is given, verbatim in
 /// the TaskConfig's instructions.
-pub fn prompt_of(title: &str, description: Option<&str>) -> String {
+pub(crate) fn prompt_of(title: &str, description: Option<&str>) -> String {
     match description.map(str::trim).filter(|d| !d.is_empty()) {
         Some(d) => format!("{title}\n\n{d}"),
         None => title.to_string(),

@@ -11,17 +11,17 @@ use agent_runner_core::text::one_line;
 use agent_runner_sandbox::task::MAX_ACCEPTANCE_CRITERIA;
 
 /// Values of `estimated_effort` (meta-protocol.md §9.4).
-pub const EFFORTS: [&str; 3] = ["small", "medium", "large"];
+pub(crate) const EFFORTS: [&str; 3] = ["small", "medium", "large"];
 
 /// A mapping of a reply and its path.
-pub struct Fields<'a> {
+pub(crate) struct Fields<'a> {
     map: &'a Mapping,
-    pub path: String,
+    pub(crate) path: String,
 }
 
 impl<'a> Fields<'a> {
     /// `value` at `path`, which must be a mapping.
-    pub fn of(value: &'a Value, path: impl Into<String>) -> Result<Fields<'a>, String> {
+    pub(crate) fn of(value: &'a Value, path: impl Into<String>) -> Result<Fields<'a>, String> {
         let path = path.into();
         match value {
             Value::Mapping(map) => Ok(Fields { map, path }),
@@ -30,7 +30,7 @@ impl<'a> Fields<'a> {
     }
 
     /// `path.key`, for messages.
-    pub fn at(&self, key: &str) -> String {
+    pub(crate) fn at(&self, key: &str) -> String {
         if self.path.is_empty() {
             key.to_string()
         } else {
@@ -39,24 +39,24 @@ impl<'a> Fields<'a> {
     }
 
     /// The value of `key`; `null` is absent.
-    pub fn get(&self, key: &str) -> Option<&'a Value> {
+    pub(crate) fn get(&self, key: &str) -> Option<&'a Value> {
         self.map.get(key).filter(|v| !v.is_null())
     }
 
     /// The keys of the mapping that are strings.
-    pub fn keys(&self) -> impl Iterator<Item = &'a str> {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &'a str> {
         self.map.keys().filter_map(Value::as_str)
     }
 
     /// A text field, if present (numbers and booleans as written).
-    pub fn text(&self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn text(&self, key: &str) -> Result<Option<String>, String> {
         self.get(key)
             .map(|v| scalar_text(v).ok_or_else(|| format!("{}: expected text", self.at(key))))
             .transpose()
     }
 
     /// A text field that must be present and not blank; trimmed.
-    pub fn required_text(&self, key: &str) -> Result<String, String> {
+    pub(crate) fn required_text(&self, key: &str) -> Result<String, String> {
         match self.text(key)? {
             Some(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
             Some(_) => Err(format!("{}: empty", self.at(key))),
@@ -65,7 +65,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A text field that, when present, must not be blank; trimmed.
-    pub fn nonblank_text(&self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn nonblank_text(&self, key: &str) -> Result<Option<String>, String> {
         match self.text(key)? {
             Some(t) if t.trim().is_empty() => Err(format!("{}: empty", self.at(key))),
             other => Ok(other.map(|t| t.trim().to_string())),
@@ -73,7 +73,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A list field, if present.
-    pub fn list(&self, key: &str) -> Result<Option<&'a Sequence>, String> {
+    pub(crate) fn list(&self, key: &str) -> Result<Option<&'a Sequence>, String> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Sequence(items)) => Ok(Some(items)),
@@ -82,7 +82,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A list of texts, if present.
-    pub fn texts(&self, key: &str) -> Result<Option<Vec<String>>, String> {
+    pub(crate) fn texts(&self, key: &str) -> Result<Option<Vec<String>>, String> {
         let Some(items) = self.list(key)? else {
             return Ok(None);
         };
@@ -97,7 +97,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A non-negative integer, if present.
-    pub fn count(&self, key: &str) -> Result<Option<u32>, String> {
+    pub(crate) fn count(&self, key: &str) -> Result<Option<u32>, String> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v
@@ -109,7 +109,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A boolean, if present.
-    pub fn flag(&self, key: &str) -> Result<Option<bool>, String> {
+    pub(crate) fn flag(&self, key: &str) -> Result<Option<bool>, String> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -118,7 +118,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A mapping field as JSON, if present.
-    pub fn mapping_json(&self, key: &str) -> Result<Option<serde_json::Value>, String> {
+    pub(crate) fn mapping_json(&self, key: &str) -> Result<Option<serde_json::Value>, String> {
         match self.get(key) {
             None => Ok(None),
             Some(v @ Value::Mapping(_)) => serde_json::to_value(v)
@@ -129,7 +129,7 @@ impl<'a> Fields<'a> {
     }
 
     /// `acceptance_criteria`: non-blank texts, at most as many as a TaskConfig takes.
-    pub fn criteria(&self, key: &str) -> Result<Option<Vec<String>>, String> {
+    pub(crate) fn criteria(&self, key: &str) -> Result<Option<Vec<String>>, String> {
         let Some(criteria) = self.texts(key)? else {
             return Ok(None);
         };
@@ -149,7 +149,7 @@ impl<'a> Fields<'a> {
     }
 
     /// `estimated_effort`: one of `EFFORTS` (any case), lowercased.
-    pub fn effort(&self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn effort(&self, key: &str) -> Result<Option<String>, String> {
         let Some(effort) = self.text(key)? else {
             return Ok(None);
         };
@@ -167,7 +167,7 @@ impl<'a> Fields<'a> {
 
     /// `test`: `{command, timeout_sec}` (or the command alone), checked as a pinned
     /// test is.
-    pub fn pinned_test(&self, key: &str) -> Result<Option<PinnedTest>, String> {
+    pub(crate) fn pinned_test(&self, key: &str) -> Result<Option<PinnedTest>, String> {
         let Some(value) = self.get(key) else {
             return Ok(None);
         };
@@ -199,7 +199,7 @@ impl<'a> Fields<'a> {
     }
 
     /// `phase_name`: a name, on one line.
-    pub fn phase_name(&self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn phase_name(&self, key: &str) -> Result<Option<String>, String> {
         Ok(self.nonblank_text(key)?.map(|p| one_line(&p)))
     }
 }
@@ -209,7 +209,7 @@ macro_rules! read_plan_fields {
     ($($(#[$doc:meta])* $name:ident: $ty:ty, $reader:ident, $key:literal, $in_requests:literal;)*) => {
         impl Fields<'_> {
             /// A task's plan fields as a reply gives them, each read by its reader.
-            pub fn plan_fields(&self) -> Result<PlanFields, String> {
+            pub(crate) fn plan_fields(&self) -> Result<PlanFields, String> {
                 Ok(PlanFields {
                     $($name: self.$reader($key)?,)*
                 })
@@ -231,7 +231,7 @@ fn scalar_text(value: &Value) -> Option<String> {
 
 /// `potential_conflicts` as JSON: a list of anything (the seed's `{file, tasks,
 /// warning}` mappings, or plain texts), absent meaning none.
-pub fn conflicts(fields: &Fields) -> Result<Vec<serde_json::Value>, String> {
+pub(crate) fn conflicts(fields: &Fields) -> Result<Vec<serde_json::Value>, String> {
     let Some(items) = fields.list("potential_conflicts")? else {
         return Ok(Vec::new());
     };

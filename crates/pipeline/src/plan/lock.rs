@@ -17,13 +17,13 @@ const RETRY: Duration = Duration::from_millis(100);
 
 /// Holds the lock while it lives.
 #[derive(Debug)]
-pub struct PlanLock {
+pub(crate) struct PlanLock {
     _file: File,
 }
 
 /// Why no lock.
 #[derive(Debug)]
-pub enum LockError {
+pub(crate) enum LockError {
     Interrupted,
     Io(PipelineError),
 }
@@ -31,7 +31,7 @@ pub enum LockError {
 impl PlanLock {
     /// Takes the plan lock of `ws`, waiting (and saying so once) while another
     /// command holds it, until `interrupt`.
-    pub fn acquire(ws: &Workspace, interrupt: Interrupt) -> Result<PlanLock, LockError> {
+    pub(crate) fn acquire(ws: &Workspace, interrupt: Interrupt) -> Result<PlanLock, LockError> {
         let path = ws.dir.join("plan.lock");
         let io = |action| {
             let path = path.clone();

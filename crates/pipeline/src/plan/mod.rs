@@ -13,21 +13,21 @@
 //! conversation; `backend` picks who answers (`schema`: the replies' JSON
 //! Schemas, for a provider that holds the model to one); `tree` is the view.
 
-pub mod apply;
-pub mod backend;
-pub mod chat;
+pub(crate) mod apply;
+pub(crate) mod backend;
+pub(crate) mod chat;
 pub mod command;
-pub mod decompose;
+pub(crate) mod decompose;
 pub mod edit;
-pub mod fields;
-pub mod lock;
+pub(crate) mod fields;
+pub(crate) mod lock;
 pub mod model;
-pub mod patch;
+pub(crate) mod patch;
 #[cfg(test)]
 mod properties;
-pub mod request;
+pub(crate) mod request;
 pub mod schema;
 pub mod tree;
-pub mod trim;
-pub mod validate;
-pub mod wbs;
+pub(crate) mod trim;
+pub(crate) mod validate;
+pub(crate) mod wbs;

@@ -19,16 +19,16 @@ use crate::store::task_store::TaskStore;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedTask {
     pub record: TaskRecord,
-    pub deleted: bool,
-    pub status: TaskStatus,
+    pub(crate) deleted: bool,
+    pub(crate) status: TaskStatus,
     /// The queued or running job, if any (for messages).
-    pub job: Option<String>,
+    pub(crate) job: Option<String>,
 }
 
 /// The tasks and the tree of one workspace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanState {
-    pub workspace_id: String,
+    pub(crate) workspace_id: String,
     /// Every task, deleted ones included, by id.
     pub tasks: BTreeMap<String, PlannedTask>,
     pub wbs: Wbs,
@@ -36,7 +36,7 @@ pub struct PlanState {
 
 /// Why a step of an edit was not taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Rejection {
+pub(crate) enum Rejection {
     /// The reply is wrong (unknown id, cycle, ...): Meta is asked again, told why.
     Invalid(String),
     /// The reply is fine but cannot be done now (deleting a RUNNING task): nothing is
@@ -48,7 +48,7 @@ pub enum Rejection {
 pub struct Loaded {
     pub state: PlanState,
     /// Ids of plan edits whose lines are on disk but do not count (`store::commits`).
-    pub uncommitted: BTreeSet<String>,
+    pub(crate) uncommitted: BTreeSet<String>,
 }
 
 impl PlanState {
@@ -72,7 +72,7 @@ impl PlanState {
 
     /// The plan of these tasks and this tree. Task nodes whose task is gone or
     /// deleted (another program's doing) are spliced out, with a warning.
-    pub fn of(workspace_id: &str, board: &Board, mut wbs: Wbs) -> PlanState {
+    pub(crate) fn of(workspace_id: &str, board: &Board, mut wbs: Wbs) -> PlanState {
         let tasks: BTreeMap<String, PlannedTask> = board
             .tasks
             .iter()
@@ -105,12 +105,12 @@ impl PlanState {
     }
 
     /// Task `id` if it exists and is not deleted.
-    pub fn live(&self, id: &str) -> Option<&PlannedTask> {
+    pub(crate) fn live(&self, id: &str) -> Option<&PlannedTask> {
         self.tasks.get(id).filter(|t| !t.deleted)
     }
 
     /// Why `id` cannot be used as a task (None if it is a live task).
-    pub fn why_not_live(&self, id: &str) -> Option<String> {
+    pub(crate) fn why_not_live(&self, id: &str) -> Option<String> {
         match self.tasks.get(id) {
             None => Some(format!("task {id:?} does not exist")),
             Some(t) if t.deleted => Some(format!("task {id:?} is deleted")),
@@ -119,7 +119,7 @@ impl PlanState {
     }
 
     /// `n` new task ids, distinct, that no task or node has.
-    pub fn new_task_ids(&self, n: usize) -> Vec<String> {
+    pub(crate) fn new_task_ids(&self, n: usize) -> Vec<String> {
         let mut ids: Vec<String> = Vec::with_capacity(n);
         while ids.len() < n {
             let id = id::new_task_id();
@@ -132,7 +132,7 @@ impl PlanState {
 
     /// The phase node named `name`, created at the end of the root's children if
     /// there is none.
-    pub fn ensure_phase(&mut self, name: &str) -> String {
+    pub(crate) fn ensure_phase(&mut self, name: &str) -> String {
         if let Some(id) = self.wbs.phase_named(name) {
             return id.to_string();
         }
@@ -149,7 +149,7 @@ impl PlanState {
     }
 
     /// Adds a new task, as child `index` of node `parent` (checked by the caller).
-    pub fn add_task(&mut self, record: TaskRecord, parent: &str, index: usize) {
+    pub(crate) fn add_task(&mut self, record: TaskRecord, parent: &str, index: usize) {
         let id = record.id.clone();
         self.wbs.insert(&id, &record.title, true, parent, index);
         self.tasks.insert(
@@ -164,7 +164,7 @@ impl PlanState {
     }
 
     /// Changes the live task `id` (its node's title follows its title).
-    pub fn change(&mut self, id: &str, changes: TaskChanges) {
+    pub(crate) fn change(&mut self, id: &str, changes: TaskChanges) {
         if let Some(title) = &changes.title {
             if let Some(node) = self.wbs.nodes.get_mut(id) {
                 node.title = title.clone();
@@ -178,7 +178,7 @@ impl PlanState {
     /// Soft-deletes the live task `id` and, with `cascade`, the tasks below it in the
     /// tree; without, its children take its place. Every deleted task leaves the tree
     /// and the other tasks' dependencies. Returns the deleted ids, `id` first.
-    pub fn delete(&mut self, id: &str, cascade: bool) -> Result<Vec<String>, Rejection> {
+    pub(crate) fn delete(&mut self, id: &str, cascade: bool) -> Result<Vec<String>, Rejection> {
         if let Some(why) = self.why_not_live(id) {
             return Err(Rejection::Invalid(why));
         }
@@ -226,7 +226,7 @@ impl PlanState {
     }
 
     /// The first dependency ring among the live tasks, if any.
-    pub fn dependency_cycle(&self) -> Option<Vec<String>> {
+    pub(crate) fn dependency_cycle(&self) -> Option<Vec<String>> {
         let graph: HashMap<&str, Vec<&str>> = self
             .tasks
             .iter()

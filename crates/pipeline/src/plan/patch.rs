@@ -12,19 +12,19 @@ use crate::store::plan_fields::PlanFields;
 use agent_runner_meta::reply::Reply;
 
 /// Most operations one reply may hold.
-pub const MAX_OPERATIONS: usize = 500;
+pub(crate) const MAX_OPERATIONS: usize = 500;
 
 /// A `plan_patch` reply, its shape checked.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlanPatch {
-    pub understanding: String,
-    pub operations: Vec<Operation>,
-    pub potential_conflicts: Vec<Value>,
+pub(crate) struct PlanPatch {
+    pub(crate) understanding: String,
+    pub(crate) operations: Vec<Operation>,
+    pub(crate) potential_conflicts: Vec<Value>,
 }
 
 /// One operation, in reply order.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Operation {
+pub(crate) enum Operation {
     Create {
         temp_id: String,
         fields: TaskFields,
@@ -48,7 +48,7 @@ pub enum Operation {
 
 impl Operation {
     /// `create`, `update`, `move` or `delete`.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Operation::Create { .. } => "create",
             Operation::Update { .. } => "update",
@@ -61,14 +61,14 @@ impl Operation {
 /// The task fields of `create` and `update`; absent means unchanged (update).
 /// `plan.depends_on` names task ids or temp ids.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct TaskFields {
-    pub title: Option<String>,
-    pub plan: PlanFields,
+pub(crate) struct TaskFields {
+    pub(crate) title: Option<String>,
+    pub(crate) plan: PlanFields,
 }
 
 impl TaskFields {
     /// The names of the fields given.
-    pub fn given(&self) -> Vec<&'static str> {
+    pub(crate) fn given(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
         if self.title.is_some() {
             out.push("title");
@@ -80,7 +80,7 @@ impl TaskFields {
 
 /// Where among its siblings a node goes.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Position {
+pub(crate) enum Position {
     Index(usize),
     Before(String),
     After(String),

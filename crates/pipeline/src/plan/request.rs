@@ -15,11 +15,11 @@ use agent_runner_core::text::cut;
 
 /// Largest first HTTP request body of a plan exchange (system prompt, request,
 /// JSON framing).
-pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// Longest user message sent, in bytes.
-pub const MAX_MESSAGE_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024;
 /// Longest title (task or node) sent, in characters.
-pub const MAX_TITLE_CHARS: usize = 120;
+pub(crate) const MAX_TITLE_CHARS: usize = 120;
 /// Longest phase or milestone name sent, in characters.
 const MAX_NAME_CHARS: usize = 60;
 /// What the HTTP body adds around the two messages (model, temperature, roles).
@@ -27,35 +27,35 @@ const FRAMING: usize = 1024;
 
 /// A task as a request shows it.
 #[derive(Debug, Clone, Serialize)]
-pub struct TaskSummary {
-    pub id: String,
-    pub title: String,
-    pub status: &'static str,
+pub(crate) struct TaskSummary {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) status: &'static str,
     /// The plan fields requests show (`PlanFields::for_requests`).
     #[serde(flatten)]
-    pub plan: PlanFields,
+    pub(crate) plan: PlanFields,
     /// Its node's parent in the tree (absent: not in the tree).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_id: Option<String>,
+    pub(crate) parent_id: Option<String>,
 }
 
 /// A node of the tree as a request shows it, under its id in `node_index`: the
 /// root, phases, and tasks with children. A task node without children shows only
 /// in its parent's `children`.
 #[derive(Debug, Clone, Serialize)]
-pub struct NodeSummary {
+pub(crate) struct NodeSummary {
     /// The root's and phases' (a task node's title is its task's).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
+    pub(crate) title: Option<String>,
     /// In order; only nodes the request keeps.
-    pub children: Vec<String>,
+    pub(crate) children: Vec<String>,
 }
 
 /// A message of the conversation as sent.
 #[derive(Debug, Clone, Serialize)]
-pub struct Said {
-    pub role: super::chat::Role,
-    pub text: String,
+pub(crate) struct Said {
+    pub(crate) role: super::chat::Role,
+    pub(crate) text: String,
 }
 
 #[derive(Serialize)]
@@ -95,7 +95,7 @@ fn is_zero(n: &usize) -> bool {
 }
 
 /// The `decompose` request YAML for `message`.
-pub fn decompose(message: &str, state: &PlanState, history: &[ChatMessage]) -> String {
+pub(crate) fn decompose(message: &str, state: &PlanState, history: &[ChatMessage]) -> String {
     let message = cut(message, MAX_MESSAGE_BYTES);
     let said = conversation(history);
     let tasks = trim::tasks(state);
@@ -118,7 +118,7 @@ pub fn decompose(message: &str, state: &PlanState, history: &[ChatMessage]) -> S
 }
 
 /// The `plan_patch` request YAML for `message`.
-pub fn patch(message: &str, state: &PlanState, history: &[ChatMessage]) -> String {
+pub(crate) fn patch(message: &str, state: &PlanState, history: &[ChatMessage]) -> String {
     let message = cut(message, MAX_MESSAGE_BYTES);
     let said = conversation(history);
     let tasks = trim::tasks(state);
@@ -171,7 +171,7 @@ fn fit(
 }
 
 /// The length of `text` as a JSON string.
-pub fn escaped_len(text: &str) -> usize {
+pub(crate) fn escaped_len(text: &str) -> usize {
     serde_json::to_string(text).map_or(text.len(), |s| s.len())
 }
 
@@ -239,7 +239,7 @@ can be checked by reading the code or running commands. Always answer with exact
 document. No code fences, no prose.";
 
 /// The `decompose` system prompt: the role and the exact reply schema.
-pub fn system_prompt_decompose() -> String {
+pub(crate) fn system_prompt_decompose() -> String {
     format!(
         "{ROLE}\n\n\
 The request gives the user's message, the existing tasks (id, title, status, dependencies) and the \
@@ -268,7 +268,7 @@ potential_conflicts:   # optional\n\
 }
 
 /// The `plan_patch` system prompt: the role, the semantics and the exact reply schema.
-pub fn system_prompt_patch() -> String {
+pub(crate) fn system_prompt_patch() -> String {
     format!(
         "{ROLE}\n\n\
 The request gives the user's message, the existing tasks (id, title, status, dependencies, phase, \

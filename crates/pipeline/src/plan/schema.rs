@@ -64,7 +64,7 @@ pub fn decompose() -> Value {
 
 /// `plan_patch`: the seed's envelope around a list of operations; each operation
 /// has every field, those of other operations null.
-pub fn plan_patch() -> Value {
+pub(crate) fn plan_patch() -> Value {
     let mut operation = vec![
         ("op", one_of(&["create", "update", "move", "delete"])),
         ("temp_id", nullable(text())),

@@ -12,29 +12,29 @@ use agent_runner_core::text::{escape_controls, fit, one_line};
 
 /// One line of the view.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Row {
-    pub id: String,
+pub(crate) struct Row {
+    pub(crate) id: String,
     /// `root`, `phase` (a node that is not a task) or `task`.
-    pub kind: &'static str,
-    pub depth: usize,
-    pub parent: Option<String>,
-    pub title: String,
+    pub(crate) kind: &'static str,
+    pub(crate) depth: usize,
+    pub(crate) parent: Option<String>,
+    pub(crate) title: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<&'static str>,
+    pub(crate) status: Option<&'static str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<String>,
+    pub(crate) depends_on: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub milestone: Option<String>,
+    pub(crate) milestone: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub estimated_effort: Option<String>,
+    pub(crate) estimated_effort: Option<String>,
     /// The queued or running job.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub job: Option<String>,
+    pub(crate) job: Option<String>,
 }
 
 /// The tree in display order (pre-order, siblings in order), and the live tasks
 /// outside it (by creation time, then id).
-pub fn rows(state: &PlanState) -> (Vec<Row>, Vec<Row>) {
+pub(crate) fn rows(state: &PlanState) -> (Vec<Row>, Vec<Row>) {
     let wbs = &state.wbs;
     let mut tree = Vec::new();
     let mut seen = std::collections::HashSet::new();

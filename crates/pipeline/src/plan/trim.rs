@@ -12,16 +12,16 @@ use crate::queue::status::TaskStatus;
 use agent_runner_core::text::cut_chars;
 
 /// Most tasks in a request.
-pub const MAX_TASKS: usize = 200;
+pub(crate) const MAX_TASKS: usize = 200;
 /// Most tree nodes in a request.
-pub const MAX_NODES: usize = 200;
+pub(crate) const MAX_NODES: usize = 200;
 /// Most conversation messages in a request.
-pub const MAX_MESSAGES: usize = 10;
+pub(crate) const MAX_MESSAGES: usize = 10;
 /// Longest message text in a request, in characters.
-pub const MAX_MESSAGE_CHARS: usize = 300;
+pub(crate) const MAX_MESSAGE_CHARS: usize = 300;
 
 /// A status's place in the keep order: lower is kept first.
-pub fn rank(status: TaskStatus) -> u8 {
+pub(crate) fn rank(status: TaskStatus) -> u8 {
     match status {
         TaskStatus::Running => 0,
         TaskStatus::Blocked => 1,
@@ -34,20 +34,20 @@ pub fn rank(status: TaskStatus) -> u8 {
 }
 
 /// The live tasks in keep order (all of them; the caller takes the first ones).
-pub fn tasks(state: &PlanState) -> Vec<&PlannedTask> {
+pub(crate) fn tasks(state: &PlanState) -> Vec<&PlannedTask> {
     let mut tasks: Vec<&PlannedTask> = state.tasks.values().filter(|t| !t.deleted).collect();
     tasks.sort_by(|a, b| (rank(a.status), &a.record.id).cmp(&(rank(b.status), &b.record.id)));
     tasks
 }
 
 /// The tree's node ids in keep order.
-pub fn nodes(state: &PlanState) -> Vec<&str> {
+pub(crate) fn nodes(state: &PlanState) -> Vec<&str> {
     state.wbs.breadth_first()
 }
 
 /// The conversation as sent: the last `MAX_MESSAGES`, each cut to
 /// `MAX_MESSAGE_CHARS` characters (the mark of the cut included).
-pub fn conversation(messages: &[ChatMessage]) -> Vec<ChatMessage> {
+pub(crate) fn conversation(messages: &[ChatMessage]) -> Vec<ChatMessage> {
     let skip = messages.len().saturating_sub(MAX_MESSAGES);
     messages[skip..]
         .iter()
@@ -59,7 +59,7 @@ pub fn conversation(messages: &[ChatMessage]) -> Vec<ChatMessage> {
 }
 
 /// `text` in at most `max` characters, a cut marked with `…` (which counts).
-pub fn cut_text(text: &str, max: usize) -> String {
+pub(crate) fn cut_text(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         text.to_string()
     } else {

@@ -24,7 +24,7 @@ use crate::store::task_file::{TaskChanges, TaskRecord};
 
 /// The plan after `patch`, checked against `base`; `now` is the new tasks'
 /// `created_at`.
-pub fn plan(patch: &PlanPatch, base: &PlanState, now: &str) -> Result<Edit, Rejection> {
+pub(crate) fn plan(patch: &PlanPatch, base: &PlanState, now: &str) -> Result<Edit, Rejection> {
     let mut state = base.clone();
     let temp = temp_ids(patch, base)?;
     let mut steps = Vec::new();

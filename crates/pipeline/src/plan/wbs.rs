@@ -16,21 +16,21 @@ use super::super::{PipelineError, Workspace};
 use crate::store::commits::MAX_WBS_FILE;
 
 /// The root's id in a tree this program creates.
-pub const ROOT: &str = "node-root";
+pub(crate) const ROOT: &str = "node-root";
 /// The root's title in a tree this program creates.
-pub const ROOT_TITLE: &str = "Plan";
+pub(crate) const ROOT_TITLE: &str = "Plan";
 
 /// The plan tree and its commit record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Wbs {
-    pub root_node_id: String,
+    pub(crate) root_node_id: String,
     pub nodes: BTreeMap<String, WbsNode>,
     /// Plan edits committed so far.
     #[serde(default)]
     pub revision: u64,
     /// Plan edits that wrote lines but never committed (`store::commits`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub aborted: Vec<String>,
+    pub(crate) aborted: Vec<String>,
 }
 
 /// One node of the tree.
@@ -38,11 +38,11 @@ pub struct Wbs {
 pub struct WbsNode {
     pub title: String,
     /// None for the root only.
-    pub parent: Option<String>,
+    pub(crate) parent: Option<String>,
     #[serde(default)]
-    pub children: Vec<String>,
+    pub(crate) children: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
+    pub(crate) task_id: Option<String>,
 }
 
 impl Default for Wbs {
@@ -53,7 +53,7 @@ impl Default for Wbs {
 
 impl Wbs {
     /// A tree with only its root: no plan yet.
-    pub fn new() -> Wbs {
+    pub(crate) fn new() -> Wbs {
         let root = WbsNode {
             title: ROOT_TITLE.into(),
             parent: None,
@@ -69,12 +69,12 @@ impl Wbs {
     }
 
     /// The tree of `ws` (a new one if there is no `wbs.json`), checked.
-    pub fn load(ws: &Workspace) -> Result<Wbs, PipelineError> {
+    pub(crate) fn load(ws: &Workspace) -> Result<Wbs, PipelineError> {
         Ok(Wbs::read(ws)?.unwrap_or_default())
     }
 
     /// The tree of `ws`, checked; None if there is no `wbs.json` (no plan yet).
-    pub fn read(ws: &Workspace) -> Result<Option<Wbs>, PipelineError> {
+    pub(crate) fn read(ws: &Workspace) -> Result<Option<Wbs>, PipelineError> {
         let path = ws.wbs_path();
         let mut bytes = Vec::new();
         match agent_runner_core::fs::read::whole_into(&path, &mut bytes, MAX_WBS_FILE) {
@@ -94,7 +94,7 @@ impl Wbs {
     }
 
     /// `wbs.json` as written: pretty JSON and a newline.
-    pub fn to_json(&self) -> Vec<u8> {
+    pub(crate) fn to_json(&self) -> Vec<u8> {
         let mut json = serde_json::to_vec_pretty(self).unwrap_or_default();
         json.push(b'\n');
         json
@@ -103,7 +103,7 @@ impl Wbs {
     /// Proves the shape: the root exists and has no parent; every other node is the
     /// child of exactly one node, its `parent`, and reachable from the root; a task
     /// node's id is its task id.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         let root = self
             .nodes
             .get(&self.root_node_id)
@@ -150,12 +150,12 @@ impl Wbs {
     }
 
     /// Whether `id` is a node.
-    pub fn contains(&self, id: &str) -> bool {
+    pub(crate) fn contains(&self, id: &str) -> bool {
         self.nodes.contains_key(id)
     }
 
     /// The parent of `id`, and `id`'s place among its children.
-    pub fn place_of(&self, id: &str) -> Option<(String, usize)> {
+    pub(crate) fn place_of(&self, id: &str) -> Option<(String, usize)> {
         let parent = self.nodes.get(id)?.parent.clone()?;
         let index = self
             .nodes
@@ -167,12 +167,12 @@ impl Wbs {
     }
 
     /// The children of `id` (none if it is not a node).
-    pub fn children(&self, id: &str) -> &[String] {
+    pub(crate) fn children(&self, id: &str) -> &[String] {
         self.nodes.get(id).map_or(&[], |n| n.children.as_slice())
     }
 
     /// Adds a new node `id` as child `index` of `parent` (both checked by the caller).
-    pub fn insert(&mut self, id: &str, title: &str, task: bool, parent: &str, index: usize) {
+    pub(crate) fn insert(&mut self, id: &str, title: &str, task: bool, parent: &str, index: usize) {
         self.nodes.insert(
             id.to_string(),
             WbsNode {
@@ -187,7 +187,7 @@ impl Wbs {
 
     /// Takes node `id` (with its subtree) out of its parent's children; it stays in
     /// `nodes` until `attach`ed again or removed.
-    pub fn detach(&mut self, id: &str) {
+    pub(crate) fn detach(&mut self, id: &str) {
         if let Some((parent, index)) = self.place_of(id) {
             if let Some(p) = self.nodes.get_mut(&parent) {
                 p.children.remove(index);
@@ -199,7 +199,7 @@ impl Wbs {
     }
 
     /// Makes the detached node `id` child `index` of `parent`.
-    pub fn attach(&mut self, id: &str, parent: &str, index: usize) {
+    pub(crate) fn attach(&mut self, id: &str, parent: &str, index: usize) {
         self.link(id, parent, index);
     }
 
@@ -214,7 +214,7 @@ impl Wbs {
     }
 
     /// Removes node `id` and puts its children in its place, in their order.
-    pub fn splice_out(&mut self, id: &str) {
+    pub(crate) fn splice_out(&mut self, id: &str) {
         let Some((parent, index)) = self.place_of(id) else {
             return;
         };
@@ -232,7 +232,7 @@ impl Wbs {
     }
 
     /// Removes node `id` and its whole subtree; returns the removed ids, `id` first.
-    pub fn remove_subtree(&mut self, id: &str) -> Vec<String> {
+    pub(crate) fn remove_subtree(&mut self, id: &str) -> Vec<String> {
         let removed = self.subtree(id);
         self.detach(id);
         for gone in &removed {
@@ -242,7 +242,7 @@ impl Wbs {
     }
 
     /// `id` and its descendants, in pre-order.
-    pub fn subtree(&self, id: &str) -> Vec<String> {
+    pub(crate) fn subtree(&self, id: &str) -> Vec<String> {
         let mut out = Vec::new();
         if !self.contains(id) {
             return out;
@@ -260,7 +260,7 @@ impl Wbs {
     }
 
     /// Whether `node` is `ancestor` or below it.
-    pub fn is_within(&self, node: &str, ancestor: &str) -> bool {
+    pub(crate) fn is_within(&self, node: &str, ancestor: &str) -> bool {
         let mut at = Some(node.to_string());
         let mut steps = 0;
         while let Some(id) = at {
@@ -277,7 +277,7 @@ impl Wbs {
     }
 
     /// Every node id, breadth-first from the root (siblings in their order).
-    pub fn breadth_first(&self) -> Vec<&str> {
+    pub(crate) fn breadth_first(&self) -> Vec<&str> {
         let mut out = Vec::with_capacity(self.nodes.len());
         let mut seen: HashSet<&str> = HashSet::new();
         let mut queue = VecDeque::from([self.root_node_id.as_str()]);
@@ -292,7 +292,7 @@ impl Wbs {
     }
 
     /// The phase node named `name` (a node under the root that is not a task).
-    pub fn phase_named(&self, name: &str) -> Option<&str> {
+    pub(crate) fn phase_named(&self, name: &str) -> Option<&str> {
         self.children(&self.root_node_id)
             .iter()
             .find(|id| {
@@ -304,7 +304,7 @@ impl Wbs {
     }
 
     /// The task ids in the tree.
-    pub fn task_ids(&self) -> BTreeSet<&str> {
+    pub(crate) fn task_ids(&self) -> BTreeSet<&str> {
         self.nodes
             .values()
             .filter_map(|n| n.task_id.as_deref())

@@ -27,7 +27,7 @@ impl Board {
     }
 
     /// Reads every task of `store` and every job of `ws`.
-    pub fn load_from(ws: &Workspace, store: &TaskStore) -> Result<Board, PipelineError> {
+    pub(crate) fn load_from(ws: &Workspace, store: &TaskStore) -> Result<Board, PipelineError> {
         let tasks = store.load_all()?;
         Ok(Board::of(tasks, jobs::job_states(ws)))
     }
@@ -42,7 +42,7 @@ impl Board {
     }
 
     /// The board of these tasks and jobs.
-    pub fn of(tasks: Vec<TaskView>, jobs: HashMap<String, (JobState, String)>) -> Board {
+    pub(crate) fn of(tasks: Vec<TaskView>, jobs: HashMap<String, (JobState, String)>) -> Board {
         let job_of = |id: &str| jobs.get(id).map_or(JobState::None, |(s, _)| *s);
         // Statuses without BLOCKED first: blocking depends on the others' statuses.
         let base: HashMap<String, TaskStatus> = tasks
@@ -78,7 +78,7 @@ impl Board {
     }
 
     /// Whether task `id`'s job may run now.
-    pub fn readiness(&self, task: &TaskView) -> Readiness {
+    pub(crate) fn readiness(&self, task: &TaskView) -> Readiness {
         readiness(task, &self.statuses)
     }
 }

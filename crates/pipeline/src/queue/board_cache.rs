@@ -42,7 +42,7 @@ impl Stamp {
 
 /// Task files as last read, by file name.
 #[derive(Default)]
-pub struct BoardCache {
+pub(crate) struct BoardCache {
     cached: Mutex<Cached>,
 }
 
@@ -57,7 +57,7 @@ struct Cached {
 
 impl BoardCache {
     /// The board of `ws` as the files are now (like `Board::load`).
-    pub fn load(&self, ws: &Workspace) -> Result<Board, PipelineError> {
+    pub(crate) fn load(&self, ws: &Workspace) -> Result<Board, PipelineError> {
         let store = TaskStore::new(ws);
         let dir = ws.tasks_dir();
         let read = std::fs::read_dir(&dir).map_err(PipelineError::io("list", &dir))?;

@@ -11,20 +11,20 @@ use agent_runner_core::timestamp::Timestamp;
 
 /// The process that claimed a job, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Claimant {
+pub(crate) struct Claimant {
     #[serde(flatten)]
-    pub owner: Owner,
+    pub(crate) owner: Owner,
     #[serde(default)]
-    pub claimed_at: String,
+    pub(crate) claimed_at: String,
     /// The job's runner (`agent-runner run`), once started: what `task stop`
     /// signals (SPEC §19).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runner: Option<Owner>,
+    pub(crate) runner: Option<Owner>,
 }
 
 impl Claimant {
     /// This process, claiming now.
-    pub fn this_process() -> Claimant {
+    pub(crate) fn this_process() -> Claimant {
         Claimant {
             owner: Owner::this_process(),
             claimed_at: Timestamp::now().to_string(),
@@ -33,7 +33,7 @@ impl Claimant {
     }
 
     /// True only when the claimant certainly no longer runs.
-    pub fn is_gone(&self) -> bool {
+    pub(crate) fn is_gone(&self) -> bool {
         self.owner.is_gone_or_rebooted()
     }
 }

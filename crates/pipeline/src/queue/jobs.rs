@@ -27,41 +27,41 @@ const OWNER_SUFFIX: &str = ".owner.json";
 /// `.json` name, so no scan of the directory takes it for a job.
 const STOP_SUFFIX: &str = ".stop";
 /// The error of an attempt the user stopped.
-pub const STOPPED_BY_USER: &str = "stopped by the user";
+pub(crate) const STOPPED_BY_USER: &str = "stopped by the user";
 
 /// A job file: a request to run a task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
-    pub workspace_id: String,
-    pub task_id: String,
+    pub(crate) workspace_id: String,
+    pub(crate) task_id: String,
     #[serde(default)]
-    pub created_at: String,
+    pub(crate) created_at: String,
     /// The job whose attempt this one continues (`task run --resume`, SPEC §19).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resume_from: Option<String>,
+    pub(crate) resume_from: Option<String>,
     /// The job whose clone (`clones/<job-id>`) a resumed attempt runs in: the
     /// first of the attempts it continues, when that one ran in a clone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clone_job: Option<String>,
+    pub(crate) clone_job: Option<String>,
 }
 
 /// A job file in one of the IPC directories.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The file name without `.json`.
-    pub job_id: String,
+    pub(crate) job_id: String,
     pub path: PathBuf,
-    pub modified: SystemTime,
+    pub(crate) modified: SystemTime,
 }
 
 /// Writes a new job for `task_id` into the queue; returns its id.
-pub fn enqueue(ws: &Workspace, task_id: &str) -> Result<String, PipelineError> {
+pub(crate) fn enqueue(ws: &Workspace, task_id: &str) -> Result<String, PipelineError> {
     enqueue_resume(ws, task_id, None, None)
 }
 
 /// `enqueue`, of a job that continues job `resume_from`'s attempt (in job
 /// `clone_job`'s clone, if it ran in one).
-pub fn enqueue_resume(
+pub(crate) fn enqueue_resume(
     ws: &Workspace,
     task_id: &str,
     resume_from: Option<String>,
@@ -82,7 +82,7 @@ pub fn enqueue_resume(
 }
 
 /// The job files in `dir`, oldest first (by modification time, then name).
-pub fn list(dir: &Path) -> Vec<Entry> {
+pub(crate) fn list(dir: &Path) -> Vec<Entry> {
     let Ok(read) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -107,7 +107,7 @@ pub fn list(dir: &Path) -> Vec<Entry> {
 }
 
 /// Reads a job file; the error says what is wrong with it.
-pub fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String> {
+pub(crate) fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String> {
     if !id::is_valid(&entry.job_id) || entry.job_id.ends_with(".owner") {
         return Err(id::invalid("job file name", &entry.job_id));
     }
@@ -165,7 +165,7 @@ pub fn find(ws: &Workspace, job_id: &str) -> Option<(JobState, Job)> {
 
 /// Claims a queued job by renaming it into `running/`. False when another process
 /// took it first (or it is gone).
-pub fn claim(ws: &Workspace, job_id: &str) -> Result<bool, PipelineError> {
+pub(crate) fn claim(ws: &Workspace, job_id: &str) -> Result<bool, PipelineError> {
     let from = ws.queue_dir().join(format!("{job_id}.json"));
     let to = ws.running_dir().join(format!("{job_id}.json"));
     match std::fs::rename(&from, &to) {
@@ -176,14 +176,18 @@ pub fn claim(ws: &Workspace, job_id: &str) -> Result<bool, PipelineError> {
 }
 
 /// Writes `running/<job-id>.owner.json`.
-pub fn write_owner(ws: &Workspace, job_id: &str, owner: &Claimant) -> Result<(), PipelineError> {
+pub(crate) fn write_owner(
+    ws: &Workspace,
+    job_id: &str,
+    owner: &Claimant,
+) -> Result<(), PipelineError> {
     let path = owner_path(ws, job_id);
     let json = serde_json::to_vec(owner).unwrap_or_default();
     atomic::write(&path, &json).map_err(PipelineError::io("write", path))
 }
 
 /// The owner of a running job, if its file is there and readable.
-pub fn read_owner(ws: &Workspace, job_id: &str) -> Option<(Claimant, SystemTime)> {
+pub(crate) fn read_owner(ws: &Workspace, job_id: &str) -> Option<(Claimant, SystemTime)> {
     let path = owner_path(ws, job_id);
     let mut bytes = Vec::new();
     agent_runner_core::fs::read::whole_into(&path, &mut bytes, MAX_JOB_BYTES).ok()?;
@@ -200,7 +204,11 @@ fn owner_path(ws: &Workspace, job_id: &str) -> PathBuf {
 /// suffix) is kept under a new id, its reason naming the file. False when another
 /// process moved or claimed it first. The job is moved even if its reason cannot be
 /// written (a full disk), so it cannot hold up the queue; the log then has it.
-pub fn move_to_failed(ws: &Workspace, entry: &Entry, reason: &str) -> Result<bool, PipelineError> {
+pub(crate) fn move_to_failed(
+    ws: &Workspace,
+    entry: &Entry,
+    reason: &str,
+) -> Result<bool, PipelineError> {
     let (job_id, text) = if id::is_valid(&entry.job_id) && !entry.job_id.ends_with(".owner") {
         (entry.job_id.clone(), format!("{reason}\n"))
     } else {
@@ -230,7 +238,7 @@ pub fn move_to_failed(ws: &Workspace, entry: &Entry, reason: &str) -> Result<boo
 }
 
 /// Removes a finished job's files from `running/`.
-pub fn finish(ws: &Workspace, job_id: &str) {
+pub(crate) fn finish(ws: &Workspace, job_id: &str) {
     let _ = std::fs::remove_file(ws.running_dir().join(format!("{job_id}.json")));
     let _ = std::fs::remove_file(owner_path(ws, job_id));
     let _ = std::fs::remove_file(stop_path(ws, job_id));
@@ -239,7 +247,7 @@ pub fn finish(ws: &Workspace, job_id: &str) {
 /// Asks for running job `job_id` to stop: `running/<job-id>.stop`, which its
 /// attempt looks at before and as its runner starts. False when the job is not
 /// running (any more): then no request is left behind.
-pub fn request_stop(ws: &Workspace, job_id: &str) -> Result<bool, PipelineError> {
+pub(crate) fn request_stop(ws: &Workspace, job_id: &str) -> Result<bool, PipelineError> {
     let path = stop_path(ws, job_id);
     let request = serde_json::json!({
         "at": Timestamp::now().to_string(),
@@ -257,7 +265,7 @@ pub fn request_stop(ws: &Workspace, job_id: &str) -> Result<bool, PipelineError>
 }
 
 /// Whether the user asked for running job `job_id` to stop.
-pub fn stop_requested(ws: &Workspace, job_id: &str) -> bool {
+pub(crate) fn stop_requested(ws: &Workspace, job_id: &str) -> bool {
     std::fs::symlink_metadata(stop_path(ws, job_id)).is_ok()
 }
 
@@ -267,7 +275,7 @@ fn stop_path(ws: &Workspace, job_id: &str) -> PathBuf {
 
 /// For each task with a job queued or running: that state and the job id (running
 /// wins over queued).
-pub fn job_states(ws: &Workspace) -> HashMap<String, (JobState, String)> {
+pub(crate) fn job_states(ws: &Workspace) -> HashMap<String, (JobState, String)> {
     let mut states = HashMap::new();
     for (dir, state) in [
         (ws.queue_dir(), JobState::Queued),

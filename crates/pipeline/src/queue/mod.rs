@@ -8,8 +8,8 @@
 //! (`task list/show --json`, the web API).
 
 pub mod board;
-pub mod board_cache;
-pub mod claimant;
+pub(crate) mod board_cache;
+pub(crate) mod claimant;
 pub mod jobs;
 pub mod run_request;
 pub mod status;

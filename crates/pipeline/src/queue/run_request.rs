@@ -42,7 +42,7 @@ pub enum RunError {
 }
 
 /// Whether task `id` may be enqueued, as `board` stands.
-pub fn check(board: &Board, workspace_id: &str, id: &str) -> Result<(), Refused> {
+pub(crate) fn check(board: &Board, workspace_id: &str, id: &str) -> Result<(), Refused> {
     match board.status(id) {
         None => Err(Refused::NotFound {
             id: id.to_string(),

@@ -22,7 +22,7 @@ pub enum TaskStatus {
 
 impl TaskStatus {
     /// The name shown and written (`RUNNING`, ...).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             TaskStatus::Running => "RUNNING",
             TaskStatus::Blocked => "BLOCKED",
@@ -37,7 +37,7 @@ impl TaskStatus {
 
 /// Whether `view`, in `status`, succeeded with its test passing: only a SUCCEEDED
 /// task can be verified, by its latest attempt.
-pub fn verified(status: TaskStatus, view: &TaskView) -> bool {
+pub(crate) fn verified(status: TaskStatus, view: &TaskView) -> bool {
     status == TaskStatus::Succeeded && view.latest().is_some_and(Attempt::is_verified)
 }
 
@@ -61,7 +61,7 @@ pub enum JobState {
 
 /// The status of `view`, given its job state; `blocked` is whether its dependencies
 /// hold a queued job back (see `readiness`).
-pub fn derive(view: &TaskView, job: JobState, blocked: bool) -> TaskStatus {
+pub(crate) fn derive(view: &TaskView, job: JobState, blocked: bool) -> TaskStatus {
     if view.deleted.is_some() {
         return TaskStatus::Deleted;
     }
@@ -80,7 +80,7 @@ pub fn derive(view: &TaskView, job: JobState, blocked: bool) -> TaskStatus {
 
 /// Whether a task's job may run now, as its dependencies stand.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Readiness {
+pub(crate) enum Readiness {
     Ready,
     /// This dependency has not succeeded yet: the job stays queued (BLOCKED).
     Waiting(String),
@@ -92,7 +92,7 @@ pub enum Readiness {
 /// Decides whether a task depending on `depends_on` may run now; `status_of` gives a
 /// dependency's status (None: no such task). A task without dependencies is always
 /// ready.
-pub fn readiness(
+pub(crate) fn readiness(
     depends_on: &[String],
     status_of: impl Fn(&str) -> Option<TaskStatus>,
 ) -> Readiness {

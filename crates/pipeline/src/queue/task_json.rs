@@ -33,45 +33,45 @@ pub fn rows(board: &Board, all: bool) -> Vec<(&TaskView, TaskStatus)> {
 /// `task list --json` and `/api/tasks`.
 #[derive(Serialize)]
 pub struct TaskList<'a> {
-    pub workspace_id: &'a str,
-    pub root_dir: &'a Path,
-    pub tasks: Vec<ListedTask<'a>>,
+    pub(crate) workspace_id: &'a str,
+    pub(crate) root_dir: &'a Path,
+    pub(crate) tasks: Vec<ListedTask<'a>>,
 }
 
 /// One task in a `TaskList`.
 #[derive(Serialize)]
-pub struct ListedTask<'a> {
-    pub id: &'a str,
-    pub title: &'a str,
-    pub status: &'static str,
+pub(crate) struct ListedTask<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) title: &'a str,
+    pub(crate) status: &'static str,
     /// SUCCEEDED with a passing test (SPEC §16); false for every other status.
-    pub verified: bool,
-    pub created_at: &'a str,
-    pub job_id: Option<&'a str>,
-    pub attempts: usize,
-    pub last_attempt: Option<AttemptBrief<'a>>,
+    pub(crate) verified: bool,
+    pub(crate) created_at: &'a str,
+    pub(crate) job_id: Option<&'a str>,
+    pub(crate) attempts: usize,
+    pub(crate) last_attempt: Option<AttemptBrief<'a>>,
 }
 
 /// An attempt without its result, as a list shows it.
 #[derive(Serialize)]
-pub struct AttemptBrief<'a> {
-    pub attempt_id: &'a str,
-    pub job_id: &'a str,
-    pub status: &'static str,
-    pub started_at: &'a str,
-    pub finished_at: &'a str,
-    pub duration_ms: u64,
-    pub error: Option<&'a str>,
-    pub test_source: Option<TestSource>,
-    pub verified: bool,
+pub(crate) struct AttemptBrief<'a> {
+    pub(crate) attempt_id: &'a str,
+    pub(crate) job_id: &'a str,
+    pub(crate) status: &'static str,
+    pub(crate) started_at: &'a str,
+    pub(crate) finished_at: &'a str,
+    pub(crate) duration_ms: u64,
+    pub(crate) error: Option<&'a str>,
+    pub(crate) test_source: Option<TestSource>,
+    pub(crate) verified: bool,
     /// The run's and the Task Builder's tokens together (SPEC §15); null when not
     /// recorded.
-    pub tokens: Option<u64>,
+    pub(crate) tokens: Option<u64>,
     /// Their cost; null when not known.
-    pub cost_usd: Option<f64>,
-    pub usage: Option<&'a Account>,
-    pub builder_usage: Option<&'a ModelUsage>,
-    pub budget: Option<&'a Value>,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) usage: Option<&'a Account>,
+    pub(crate) builder_usage: Option<&'a ModelUsage>,
+    pub(crate) budget: Option<&'a Value>,
 }
 
 impl<'a> TaskList<'a> {
@@ -100,7 +100,7 @@ impl<'a> TaskList<'a> {
 
 impl<'a> AttemptBrief<'a> {
     /// The brief of attempt `a`.
-    pub fn of(a: &'a Attempt) -> Self {
+    pub(crate) fn of(a: &'a Attempt) -> Self {
         AttemptBrief {
             attempt_id: &a.attempt_id,
             job_id: &a.job_id,
@@ -135,7 +135,7 @@ pub fn detail(task: &TaskView, status: TaskStatus, job: Option<&(JobState, Strin
 }
 
 /// A job state as the JSON documents name it.
-pub fn job_state(state: JobState) -> &'static str {
+pub(crate) fn job_state(state: JobState) -> &'static str {
     match state {
         JobState::None => "none",
         JobState::Queued => "queued",

@@ -16,33 +16,33 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// Largest `wbs.json` read (here and by `plan::wbs`).
-pub const MAX_WBS_FILE: u64 = 64 << 20;
+pub(crate) const MAX_WBS_FILE: u64 = 64 << 20;
 
 /// The stamp on a line written by a plan edit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stamp {
-    pub plan_patch: String,
-    pub plan_revision: u64,
+pub(crate) struct Stamp {
+    pub(crate) plan_patch: String,
+    pub(crate) plan_revision: u64,
 }
 
 /// A line's stamp fields as read: absent, or (if another writer got them wrong) partial.
 #[derive(Debug, Default, Deserialize)]
-pub struct ReadStamp {
+pub(crate) struct ReadStamp {
     #[serde(default)]
-    pub plan_patch: Option<String>,
+    pub(crate) plan_patch: Option<String>,
     #[serde(default)]
-    pub plan_revision: Option<u64>,
+    pub(crate) plan_revision: Option<u64>,
 }
 
 /// The commit record: which stamped lines count.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Commits {
+pub(crate) struct Commits {
     /// The plan's revision: the number of edits committed.
-    pub revision: u64,
+    pub(crate) revision: u64,
     /// Edits that wrote lines and never committed.
-    pub aborted: HashSet<String>,
+    pub(crate) aborted: HashSet<String>,
     /// `wbs.json` could not be read: count every line rather than hide every planned task.
-    pub unknown: bool,
+    pub(crate) unknown: bool,
 }
 
 /// The commit fields of `wbs.json`; its nodes are skipped unparsed.
@@ -56,7 +56,7 @@ struct CommitFields {
 
 impl Commits {
     /// No edit committed yet (no `wbs.json`).
-    pub fn none() -> Commits {
+    pub(crate) fn none() -> Commits {
         Commits {
             revision: 0,
             aborted: HashSet::new(),
@@ -66,7 +66,7 @@ impl Commits {
 
     /// The commit record in `wbs.json` at `path`. A missing file is no plan; an
     /// unreadable one is warned about, and then every line counts.
-    pub fn read(path: &Path) -> Commits {
+    pub(crate) fn read(path: &Path) -> Commits {
         let bytes = match agent_runner_core::fs::read::whole(path, MAX_WBS_FILE) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Commits::none(),
@@ -95,7 +95,7 @@ impl Commits {
     }
 
     /// Whether a line with these stamp fields counts.
-    pub fn counts(&self, stamp: &ReadStamp) -> bool {
+    pub(crate) fn counts(&self, stamp: &ReadStamp) -> bool {
         match (&stamp.plan_patch, stamp.plan_revision) {
             (None, None) => true,
             (Some(patch), Some(revision)) => {
@@ -107,7 +107,7 @@ impl Commits {
     }
 
     /// The stamp fields of a JSON line, parsed only when the line may have some.
-    pub fn stamp_of(line: &[u8]) -> ReadStamp {
+    pub(crate) fn stamp_of(line: &[u8]) -> ReadStamp {
         if !contains(line, b"\"plan_") {
             return ReadStamp::default();
         }

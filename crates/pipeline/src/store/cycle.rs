@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 /// A dependency path from `start` back to itself (`[start, .., start]`), if there is
 /// one; `depends_on` gives a task's dependencies (empty for an unknown task). Each
 /// task is looked up at most once.
-pub fn cycle_through(
+pub(crate) fn cycle_through(
     start: &str,
     mut depends_on: impl FnMut(&str) -> Vec<String>,
 ) -> Option<Vec<String>> {
@@ -38,7 +38,7 @@ pub fn cycle_through(
 /// A cycle among `tasks` (id → the ids it depends on), as the ids along it with
 /// the first repeated at the end (`a → b → a`); None when there is none.
 /// Dependencies on ids that are not keys are ignored. Iterative, so any depth is fine.
-pub fn find_cycle<'a>(tasks: &HashMap<&'a str, Vec<&'a str>>) -> Option<Vec<String>> {
+pub(crate) fn find_cycle<'a>(tasks: &HashMap<&'a str, Vec<&'a str>>) -> Option<Vec<String>> {
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
         New,
@@ -90,7 +90,7 @@ pub fn find_cycle<'a>(tasks: &HashMap<&'a str, Vec<&'a str>>) -> Option<Vec<Stri
 /// the graph: Tarjan's strongly connected components, iterative so any depth is
 /// fine. A task is on a cycle when its component has more than one task, or it
 /// depends on itself. Dependencies on ids that are not keys are ignored.
-pub fn on_cycles<'a>(tasks: &HashMap<&'a str, Vec<&'a str>>) -> HashSet<&'a str> {
+pub(crate) fn on_cycles<'a>(tasks: &HashMap<&'a str, Vec<&'a str>>) -> HashSet<&'a str> {
     struct Node {
         index: usize,
         low: usize,
@@ -175,7 +175,7 @@ pub fn on_cycles<'a>(tasks: &HashMap<&'a str, Vec<&'a str>>) -> HashSet<&'a str>
 }
 
 /// `a → b → a`.
-pub fn show(cycle: &[String]) -> String {
+pub(crate) fn show(cycle: &[String]) -> String {
     cycle.join(" → ")
 }
 

@@ -28,46 +28,46 @@ const PLACEHOLDER: &str = "placeholder";
 pub struct Defaults {
     /// `meta:` and `worker:` as in Task YAML v1; win over what the builder wrote.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runner: Option<Value>,
+    pub(crate) runner: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub builder: Option<BuilderSettings>,
+    pub(crate) builder: Option<BuilderSettings>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub isolation: Option<Isolation>,
+    pub(crate) isolation: Option<Isolation>,
     /// `task.test`: the test every task gets unless it pins its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task: Option<TaskDefaults>,
+    pub(crate) task: Option<TaskDefaults>,
     /// An attempt without a test from any source fails before it runs; absent in a
     /// workspace.json written before the key existed (read as false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub require_test: Option<bool>,
+    pub(crate) require_test: Option<bool>,
 }
 
 /// `defaults.task`: what every task of the workspace gets.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TaskDefaults {
+pub(crate) struct TaskDefaults {
     /// `{command, timeout_sec}`: wins over the Task Builder's proposal.
     #[serde(
         default,
         deserialize_with = "pinned_test::strict",
         skip_serializing_if = "Option::is_none"
     )]
-    pub test: Option<PinnedTest>,
+    pub(crate) test: Option<PinnedTest>,
 }
 
 /// `defaults.builder`: which Task Builder turns a prompt into a TaskConfig.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BuilderSettings {
+pub(crate) struct BuilderSettings {
     #[serde(default)]
-    pub kind: BuilderKind,
+    pub(crate) kind: BuilderKind,
     /// `kind: meta`: the model (default: `runner.meta.model`); `kind: codex`: codex's
     /// model (default: `runner.worker.model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// `kind: scripted`: a YAML list of replies, like `runner.meta.script`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub script: Option<PathBuf>,
+    pub(crate) script: Option<PathBuf>,
 }
 
 /// `defaults.builder.kind`: how a prompt becomes a TaskConfig.
@@ -97,7 +97,7 @@ impl BuilderKind {
 /// Where attempts run: in root_dir, or each in its own clone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Isolation {
+pub(crate) enum Isolation {
     /// In root_dir itself (unless `--jobs` > 1).
     #[default]
     None,
@@ -107,7 +107,7 @@ pub enum Isolation {
 
 impl Defaults {
     /// The defaults of a workspace this version creates: a test is required.
-    pub fn new_workspace() -> Defaults {
+    pub(crate) fn new_workspace() -> Defaults {
         Defaults {
             require_test: Some(true),
             ..Defaults::default()
@@ -158,7 +158,7 @@ impl Defaults {
 
     /// Checks `runner` with the runner's own parser, the builder settings and the
     /// pinned test.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if let Some(runner) = &self.runner {
             check_runner(runner)?;
         }
@@ -200,13 +200,13 @@ impl Defaults {
     }
 
     /// The builder settings (default: `kind: meta`).
-    pub fn builder(&self) -> BuilderSettings {
+    pub(crate) fn builder(&self) -> BuilderSettings {
         self.builder.clone().unwrap_or_default()
     }
 
     /// The prices of `runner.pricing` (checked when the defaults were set; none
     /// when absent or unreadable).
-    pub fn pricing(&self) -> agent_runner_core::usage::Pricing {
+    pub(crate) fn pricing(&self) -> agent_runner_core::usage::Pricing {
         let Some(pricing) = self.runner.as_ref().and_then(|r| r.get("pricing")) else {
             return Default::default();
         };
@@ -235,7 +235,7 @@ impl Defaults {
     }
 
     /// `runner.meta.<key>` as a string, if set.
-    pub fn runner_meta(&self, key: &str) -> Option<&str> {
+    pub(crate) fn runner_meta(&self, key: &str) -> Option<&str> {
         self.runner.as_ref()?.get("meta")?.get(key)?.as_str()
     }
 }

@@ -4,12 +4,12 @@
 //! a path outside the workspace, or a branch git refuses.
 
 /// True when `id` may name a task or a job.
-pub fn is_valid(id: &str) -> bool {
+pub(crate) fn is_valid(id: &str) -> bool {
     agent_runner_sandbox::task::id::is_valid(id)
 }
 
 /// The error message for an invalid id given as `what` (`--id`, a job file name).
-pub fn invalid(what: &str, id: &str) -> String {
+pub(crate) fn invalid(what: &str, id: &str) -> String {
     format!(
         "{what}: {:?} is not a valid id: {}",
         agent_runner_core::text::cut_chars(id, 60),
@@ -18,22 +18,22 @@ pub fn invalid(what: &str, id: &str) -> String {
 }
 
 /// A new task id: `t-` and 8 hex digits.
-pub fn new_task_id() -> String {
+pub(crate) fn new_task_id() -> String {
     format!("t-{}", random_hex(8))
 }
 
 /// A new job id: `j-` and 12 hex digits.
-pub fn new_job_id() -> String {
+pub(crate) fn new_job_id() -> String {
     format!("j-{}", random_hex(12))
 }
 
 /// A new attempt id: `a-` and 12 hex digits.
-pub fn new_attempt_id() -> String {
+pub(crate) fn new_attempt_id() -> String {
     format!("a-{}", random_hex(12))
 }
 
 /// `n` random hex digits (n ≤ 32).
-pub fn random_hex(n: usize) -> String {
+pub(crate) fn random_hex(n: usize) -> String {
     uuid::Uuid::new_v4().simple().to_string()[..n.min(32)].to_string()
 }
 

@@ -9,13 +9,13 @@
 //! `cycle` finds dependency rings among tasks; `spending` adds up what the
 //! attempts used, per day and model.
 
-pub mod commits;
-pub mod cycle;
+pub(crate) mod commits;
+pub(crate) mod cycle;
 pub mod defaults;
-pub mod id;
+pub(crate) mod id;
 pub mod new_task;
 pub mod pinned_test;
-pub mod plan_fields;
+pub(crate) mod plan_fields;
 pub mod spending;
 pub mod task_file;
 pub mod task_store;

@@ -52,7 +52,7 @@ pub fn create(
 /// A title given as `field` (by a person or an LLM), with its runs of whitespace
 /// (line breaks, tabs) made one space; an error unless the result is a non-empty
 /// title the runner accepts (`agent_runner_sandbox::task::is_one_line`: no control characters).
-pub fn title(given: &str, field: &str) -> Result<String, String> {
+pub(crate) fn title(given: &str, field: &str) -> Result<String, String> {
     let title = one_line(given);
     if title.is_empty() {
         return Err(format!("{field}: empty; give a title"));
@@ -68,7 +68,7 @@ pub fn title(given: &str, field: &str) -> Result<String, String> {
 
 /// The title a prompt gives: its first non-empty line, on one line, control
 /// characters shown as escapes (the prompt itself is kept as written), cut.
-pub fn title_of(prompt: &str) -> String {
+pub(crate) fn title_of(prompt: &str) -> String {
     let first = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     cut_chars(&escape_controls(&one_line(first)), TITLE_FROM_PROMPT)
 }

@@ -9,11 +9,11 @@ use serde::{Deserialize, Serialize};
 use agent_runner_sandbox::task::MAX_SECONDS;
 
 /// Longest pinned command, in bytes: a command line, not a script.
-pub const MAX_COMMAND: usize = 8 * 1024;
+pub(crate) const MAX_COMMAND: usize = 8 * 1024;
 
 /// The error of an attempt that has no test from any source while the workspace
 /// requires one (SPEC §16, word for word).
-pub const NO_TEST: &str = "no test command: pin one with task new --test or defaults.task.test, or set defaults.require_test: false";
+pub(crate) const NO_TEST: &str = "no test command: pin one with task new --test or defaults.task.test, or set defaults.require_test: false";
 
 /// `{command, timeout_sec}`: run with `sh -c` in the sandbox after each worker run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,7 +21,7 @@ pub struct PinnedTest {
     pub command: String,
     /// Default: the runner's (`task.test.timeout_sec`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_sec: Option<u64>,
+    pub(crate) timeout_sec: Option<u64>,
 }
 
 impl PinnedTest {
@@ -43,7 +43,7 @@ impl PinnedTest {
     /// Checks the rules the runner applies to `task.test`, so that a pinned test
     /// never fails an attempt later as an invalid TaskConfig; `field` names it in
     /// errors (`defaults.task.test`, a plan reply's path).
-    pub fn check(&self, field: &str) -> Result<(), String> {
+    pub(crate) fn check(&self, field: &str) -> Result<(), String> {
         self.problems(&format!("{field}.command"), &format!("{field}.timeout_sec"))
     }
 
@@ -71,7 +71,7 @@ impl PinnedTest {
     }
 
     /// As `task.test` in a TaskConfig.
-    pub fn to_yaml(&self) -> serde_yaml::Value {
+    pub(crate) fn to_yaml(&self) -> serde_yaml::Value {
         let mut map = serde_yaml::Mapping::new();
         map.insert("command".into(), self.command.as_str().into());
         if let Some(secs) = self.timeout_sec {
@@ -92,7 +92,9 @@ struct StrictPinnedTest {
 }
 
 /// serde `deserialize_with` for a pinned test that refuses unknown keys.
-pub fn strict<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<PinnedTest>, D::Error> {
+pub(crate) fn strict<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<PinnedTest>, D::Error> {
     let raw: Option<StrictPinnedTest> = Option::deserialize(d)?;
     Ok(raw.map(|r| PinnedTest {
         command: r.command,

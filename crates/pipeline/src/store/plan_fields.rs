@@ -60,11 +60,11 @@ macro_rules! define_plan_fields {
 
         impl PlanFields {
             /// The fields' keys in replies, in table order.
-            pub const REPLY_KEYS: [&'static str; [$($key),*].len()] = [$($key),*];
+            pub(crate) const REPLY_KEYS: [&'static str; [$($key),*].len()] = [$($key),*];
 
             /// These fields with `changes` applied: a field present there replaces
             /// this one.
-            pub fn apply(&mut self, changes: PlanFields) {
+            pub(crate) fn apply(&mut self, changes: PlanFields) {
                 $(
                     if changes.$name.is_some() {
                         self.$name = changes.$name;
@@ -74,14 +74,14 @@ macro_rules! define_plan_fields {
 
             /// The fields of `new` that differ from `old`: the changes an `update`
             /// line records.
-            pub fn changes(old: &PlanFields, new: &PlanFields) -> PlanFields {
+            pub(crate) fn changes(old: &PlanFields, new: &PlanFields) -> PlanFields {
                 PlanFields {
                     $($name: if old.$name != new.$name { new.$name.clone() } else { None },)*
                 }
             }
 
             /// The reply keys of the fields present.
-            pub fn given(&self) -> Vec<&'static str> {
+            pub(crate) fn given(&self) -> Vec<&'static str> {
                 let mut given = Vec::new();
                 $(
                     if self.$name.is_some() {
@@ -92,7 +92,7 @@ macro_rules! define_plan_fields {
             }
 
             /// Only the fields a plan request shows of each task.
-            pub fn for_requests(&self) -> PlanFields {
+            pub(crate) fn for_requests(&self) -> PlanFields {
                 PlanFields {
                     $($name: if $in_requests { self.$name.clone() } else { None },)*
                 }

@@ -36,8 +36,8 @@ pub struct Day {
     /// `YYYY-MM-DD` (UTC).
     pub day: String,
     pub models: Vec<ModelUsage>,
-    pub total_tokens: u64,
-    pub cost_usd: Option<f64>,
+    pub(crate) total_tokens: u64,
+    pub(crate) cost_usd: Option<f64>,
 }
 
 /// Adds up the attempts of `ws` that started on `since` (`YYYY-MM-DD`) or later.

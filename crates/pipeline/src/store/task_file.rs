@@ -17,7 +17,7 @@ use agent_runner_core::usage::{Account, ModelUsage};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskRecord {
     pub id: String,
-    pub workspace_id: String,
+    pub(crate) workspace_id: String,
     pub title: String,
     pub raw_prompt: String,
     pub created_at: String,
@@ -27,21 +27,21 @@ pub struct TaskRecord {
 
 /// The fields an `update` line may change; absent means unchanged.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TaskChanges {
+pub(crate) struct TaskChanges {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
+    pub(crate) title: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub raw_prompt: Option<String>,
+    pub(crate) raw_prompt: Option<String>,
     #[serde(flatten)]
-    pub plan: PlanFields,
+    pub(crate) plan: PlanFields,
 }
 
 /// An `update` line (a plan_patch update).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Update {
-    pub at: String,
+pub(crate) struct Update {
+    pub(crate) at: String,
     #[serde(flatten)]
-    pub changes: TaskChanges,
+    pub(crate) changes: TaskChanges,
 }
 
 /// A `deleted` line (soft delete).
@@ -57,36 +57,36 @@ pub struct Deleted {
 pub struct Attempt {
     pub attempt_id: String,
     pub job_id: String,
-    pub task_id: String,
+    pub(crate) task_id: String,
     pub status: AttemptStatus,
     pub started_at: String,
-    pub finished_at: String,
+    pub(crate) finished_at: String,
     pub duration_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The runner's result JSON (SPEC §8) as it printed it, when it printed one.
     /// Kept unparsed: listing many tasks must not build every result's tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Box<RawValue>>,
+    pub(crate) result: Option<Box<RawValue>>,
     /// Path of the TaskConfig YAML (absent when the builder failed before writing it).
-    pub task_config: String,
+    pub(crate) task_config: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
-    pub log_dir: String,
+    pub(crate) log_dir: String,
     /// The job whose attempt this one continued (SPEC §19 resume).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resumed_from: Option<String>,
+    pub(crate) resumed_from: Option<String>,
     /// The job whose clone this attempt ran in, when not its own (a resumed
     /// attempt continues in the clone of the first one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clone_job: Option<String>,
+    pub(crate) clone_job: Option<String>,
     /// Where the test command came from (SPEC §16); absent when the attempt failed
     /// before it was chosen, or in lines written before the key existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_source: Option<TestSource>,
     /// The result's `verified`: COMPLETE and the last test passed (SPEC §16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verified: Option<bool>,
+    pub(crate) verified: Option<bool>,
     /// What the run's paid calls used: the result's `usage` (SPEC §15). Read
     /// leniently: a line another program wrote with a `usage` of another shape is
     /// still an attempt.
@@ -185,7 +185,7 @@ impl Attempt {
 
 /// One line of a task file.
 #[derive(Debug, Clone)]
-pub enum Line {
+pub(crate) enum Line {
     Task(TaskRecord),
     Update(Update),
     Deleted(Deleted),
@@ -216,18 +216,18 @@ const ATTEMPT_PREFIX: &[u8] = br#"{"type":"attempt","#;
 /// What an attempt line says about spending (SPEC §15), read without the rest of
 /// the line (its result is skipped, not built).
 #[derive(Debug, Clone, Deserialize)]
-pub struct AttemptSpend {
-    pub started_at: String,
+pub(crate) struct AttemptSpend {
+    pub(crate) started_at: String,
     #[serde(default, deserialize_with = "lenient")]
-    pub usage: Option<Account>,
+    pub(crate) usage: Option<Account>,
     #[serde(default, deserialize_with = "lenient")]
-    pub builder_usage: Option<ModelUsage>,
+    pub(crate) builder_usage: Option<ModelUsage>,
 }
 
 impl AttemptSpend {
     /// The spending of `line` if it is an attempt line (None for other lines and
     /// lines that do not parse).
-    pub fn of(line: &[u8]) -> Option<AttemptSpend> {
+    pub(crate) fn of(line: &[u8]) -> Option<AttemptSpend> {
         if !line.starts_with(ATTEMPT_PREFIX) {
             // Another writer's attempt line: the type may come anywhere.
             let kind: Kind = serde_json::from_slice(line).ok()?;
@@ -241,12 +241,12 @@ impl AttemptSpend {
 
 impl Line {
     /// The line as JSON, `"type"` first, without a newline.
-    pub fn to_json(&self) -> Vec<u8> {
+    pub(crate) fn to_json(&self) -> Vec<u8> {
         self.to_json_stamped(None)
     }
 
     /// The line as JSON with a plan edit's stamp (`commits`).
-    pub fn to_json_stamped(&self, stamp: Option<&Stamp>) -> Vec<u8> {
+    pub(crate) fn to_json_stamped(&self, stamp: Option<&Stamp>) -> Vec<u8> {
         fn typed<T: Serialize>(kind: &'static str, body: &T, stamp: Option<&Stamp>) -> Vec<u8> {
             serde_json::to_vec(&Typed { kind, body, stamp }).unwrap_or_default()
         }
@@ -262,7 +262,7 @@ impl Line {
     }
 
     /// Parses one line; the error says what is wrong.
-    pub fn parse(bytes: &[u8]) -> Result<Line, String> {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Line, String> {
         if bytes.starts_with(ATTEMPT_PREFIX) {
             return serde_json::from_slice(bytes)
                 .map(Line::Attempt)
@@ -296,7 +296,7 @@ pub struct TaskView {
     /// without its result).
     pub attempts: Vec<Attempt>,
     /// How many attempts the file records.
-    pub attempt_count: usize,
+    pub(crate) attempt_count: usize,
 }
 
 impl TaskView {
@@ -312,7 +312,7 @@ impl TaskView {
 
 /// How much of a task file a reader needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Depth {
+pub(crate) enum Depth {
     /// Every attempt, with its result.
     Full,
     /// The record and the latest attempt that ran, without its result: what a list
@@ -334,7 +334,7 @@ enum Pending<'a> {
 /// Folds the lines of a task file (`name` in warnings) into the current task, with
 /// the plan lines `commits` says count; None when there is no valid `task` line
 /// first (or it belongs to a plan edit that did not commit).
-pub fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) -> Option<TaskView> {
+pub(crate) fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) -> Option<TaskView> {
     let mut view: Option<TaskView> = None;
     let mut pending: Vec<Pending> = Vec::new();
     for (number, line, last) in agent_runner_core::fs::jsonl::lines(bytes) {
@@ -426,7 +426,12 @@ fn warn_invalid(name: &str, number: usize, last: bool, error: &str) {
 
 impl TaskRecord {
     /// A task as a chat prompt makes it: no plan fields.
-    pub fn new(id: String, workspace_id: String, title: String, raw_prompt: String) -> TaskRecord {
+    pub(crate) fn new(
+        id: String,
+        workspace_id: String,
+        title: String,
+        raw_prompt: String,
+    ) -> TaskRecord {
         TaskRecord {
             id,
             workspace_id,
@@ -438,7 +443,7 @@ impl TaskRecord {
     }
 
     /// The record with an `update` line's changes applied.
-    pub fn apply(&mut self, changes: TaskChanges) {
+    pub(crate) fn apply(&mut self, changes: TaskChanges) {
         apply(self, changes)
     }
 }

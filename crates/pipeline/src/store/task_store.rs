@@ -37,7 +37,7 @@ impl TaskStore {
 
     /// A store that takes `commits` as the plan's commit record (a plan command that
     /// read `wbs.json` itself).
-    pub fn with_commits(ws: &Workspace, commits: Commits) -> Self {
+    pub(crate) fn with_commits(ws: &Workspace, commits: Commits) -> Self {
         TaskStore {
             dir: ws.tasks_dir(),
             wbs: ws.wbs_path(),
@@ -46,7 +46,7 @@ impl TaskStore {
     }
 
     /// The plan's commit record as this store sees it.
-    pub fn commits(&self) -> &Commits {
+    pub(crate) fn commits(&self) -> &Commits {
         self.commits.get_or_init(|| Commits::read(&self.wbs))
     }
 
@@ -56,7 +56,7 @@ impl TaskStore {
     }
 
     /// Creates a task file with its `task` line; fails if the id is taken.
-    pub fn create(&self, record: &TaskRecord) -> Result<(), PipelineError> {
+    pub(crate) fn create(&self, record: &TaskRecord) -> Result<(), PipelineError> {
         if !id::is_valid(&record.id) {
             return Err(PipelineError::Invalid(id::invalid("task id", &record.id)));
         }
@@ -71,7 +71,7 @@ impl TaskStore {
     }
 
     /// Appends a line to the existing task `id`.
-    pub fn append(&self, id: &str, line: &Line) -> Result<(), PipelineError> {
+    pub(crate) fn append(&self, id: &str, line: &Line) -> Result<(), PipelineError> {
         let path = self.path(id);
         jsonl::append(&path, &line.to_json()).map_err(PipelineError::io("append to", path))
     }
@@ -100,7 +100,7 @@ impl TaskStore {
 
     /// Every task, in no particular order, each with its latest attempt only
     /// (`Depth::Latest`). Unreadable files are skipped with a warning.
-    pub fn load_all(&self) -> Result<Vec<TaskView>, PipelineError> {
+    pub(crate) fn load_all(&self) -> Result<Vec<TaskView>, PipelineError> {
         let read = std::fs::read_dir(&self.dir).map_err(PipelineError::io("list", &self.dir))?;
         let mut tasks = Vec::new();
         let mut bytes = Vec::new();
@@ -116,7 +116,7 @@ impl TaskStore {
 
     /// The ids of plan edits whose stamped lines do not count (edits that never
     /// committed, or were recorded aborted), over every task file.
-    pub fn uncommitted_edits(&self) -> Result<BTreeSet<String>, PipelineError> {
+    pub(crate) fn uncommitted_edits(&self) -> Result<BTreeSet<String>, PipelineError> {
         let commits = self.commits();
         let mut edits = BTreeSet::new();
         self.each_file(|_, bytes| {
@@ -155,7 +155,7 @@ impl TaskStore {
     /// (`Depth::Latest`); None, with a warning, if it cannot be read. `bytes` is a
     /// buffer to reuse. What it says depends on the plan's commit record too
     /// (`commits`), not only on the file.
-    pub fn brief(&self, name: &str, path: &Path, bytes: &mut Vec<u8>) -> Option<TaskView> {
+    pub(crate) fn brief(&self, name: &str, path: &Path, bytes: &mut Vec<u8>) -> Option<TaskView> {
         let commits = self.commits();
         let shown = format!("tasks/{name}");
         match agent_runner_core::fs::read::whole_into(path, bytes, MAX_TASK_FILE) {
@@ -190,7 +190,7 @@ fn own(name: &str, id: &str, view: TaskView) -> Result<TaskView, String> {
 }
 
 /// Whether `name` in `tasks/` is a task file: `<valid id>.jsonl`.
-pub fn is_task_file(name: &str) -> bool {
+pub(crate) fn is_task_file(name: &str) -> bool {
     name.strip_suffix(".jsonl").is_some_and(id::is_valid)
 }
 

@@ -23,7 +23,7 @@ use crate::PipelineError;
 use agent_runner_core::timestamp::Timestamp;
 
 /// Environment variable naming the metadata home (default `~/.multiverse`).
-pub const HOME_ENV: &str = "AGENT_RUNNER_HOME";
+pub(crate) const HOME_ENV: &str = "AGENT_RUNNER_HOME";
 
 /// A workspace, opened.
 #[derive(Debug, Clone)]
@@ -33,7 +33,7 @@ pub struct Workspace {
     pub root_dir: PathBuf,
     /// The metadata directory.
     pub dir: PathBuf,
-    pub created_at: String,
+    pub(crate) created_at: String,
     pub defaults: Defaults,
 }
 
@@ -49,7 +49,7 @@ struct WorkspaceFile {
 
 /// The workspace id of a canonical root_dir: the first 12 hex digits of the UUID v5
 /// (URL namespace) of `file://<root_dir>`.
-pub fn workspace_id(root_dir: &Path) -> String {
+pub(crate) fn workspace_id(root_dir: &Path) -> String {
     let url = format!("file://{}", root_dir.display());
     uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, url.as_bytes())
         .simple()
@@ -145,64 +145,64 @@ impl Workspace {
     }
 
     /// `tasks/`: one JSON Lines file per task (the TaskStore).
-    pub fn tasks_dir(&self) -> PathBuf {
+    pub(crate) fn tasks_dir(&self) -> PathBuf {
         self.dir.join("tasks")
     }
 
     /// `ipc/queue/`: jobs waiting to be claimed.
-    pub fn queue_dir(&self) -> PathBuf {
+    pub(crate) fn queue_dir(&self) -> PathBuf {
         self.dir.join("ipc/queue")
     }
 
     /// `ipc/running/`: claimed jobs (a rename from the queue is the claim).
-    pub fn running_dir(&self) -> PathBuf {
+    pub(crate) fn running_dir(&self) -> PathBuf {
         self.dir.join("ipc/running")
     }
 
     /// `ipc/results/`: one result document per finished job.
-    pub fn results_dir(&self) -> PathBuf {
+    pub(crate) fn results_dir(&self) -> PathBuf {
         self.dir.join("ipc/results")
     }
 
     /// `ipc/failed/`: job files that could not be read, each with why.
-    pub fn failed_dir(&self) -> PathBuf {
+    pub(crate) fn failed_dir(&self) -> PathBuf {
         self.dir.join("ipc/failed")
     }
 
     /// `wbs.json`: the plan tree and its commit record (`plan::wbs`, `commits`).
-    pub fn wbs_path(&self) -> PathBuf {
+    pub(crate) fn wbs_path(&self) -> PathBuf {
         self.dir.join("wbs.json")
     }
 
     /// `chat.jsonl`: the plan conversation (`plan::chat`).
-    pub fn chat_path(&self) -> PathBuf {
+    pub(crate) fn chat_path(&self) -> PathBuf {
         self.dir.join("chat.jsonl")
     }
 
     /// `logs/`: a directory of logs per job.
-    pub fn logs_dir(&self) -> PathBuf {
+    pub(crate) fn logs_dir(&self) -> PathBuf {
         self.dir.join("logs")
     }
 
     /// Per-job log directory: builder.log, task-config.yaml, runner.stderr.log.
-    pub fn job_log_dir(&self, job_id: &str) -> PathBuf {
+    pub(crate) fn job_log_dir(&self, job_id: &str) -> PathBuf {
         self.logs_dir().join(job_id)
     }
 
     /// Where isolated attempts get their clones.
-    pub fn clones_dir(&self) -> PathBuf {
+    pub(crate) fn clones_dir(&self) -> PathBuf {
         self.dir.join("clones")
     }
 
     /// Where running orchestrators' bundlers put their bundles.
-    pub fn bundles_dir(&self) -> PathBuf {
+    pub(crate) fn bundles_dir(&self) -> PathBuf {
         self.dir.join("bundles")
     }
 }
 
 /// Creates `dir` and its missing parents as directories only this user can enter
 /// (0700; the umask can only take more away).
-pub fn create_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn create_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

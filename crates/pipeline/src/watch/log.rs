@@ -62,7 +62,7 @@ impl Follower {
 
     /// A reader that already follows `job` and has read up to `cursor` (a web page
     /// polling with what the last answer said).
-    pub fn at(task_id: &str, job: Option<String>, cursor: Cursor) -> Follower {
+    pub(crate) fn at(task_id: &str, job: Option<String>, cursor: Cursor) -> Follower {
         Follower {
             task_id: task_id.to_string(),
             job,
@@ -76,7 +76,7 @@ impl Follower {
     }
 
     /// Where the next poll reads from.
-    pub fn cursor(&self) -> Cursor {
+    pub(crate) fn cursor(&self) -> Cursor {
         self.cursor
     }
 

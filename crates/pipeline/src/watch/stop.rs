@@ -20,7 +20,7 @@ use crate::{PipelineError, Workspace};
 use agent_runner_core::timestamp::Timestamp;
 
 /// The error of a job cancelled before it ran.
-pub const CANCELLED: &str = "cancelled by the user before it ran";
+pub(crate) const CANCELLED: &str = "cancelled by the user before it ran";
 
 /// What `stop` did.
 #[derive(Debug, Clone, PartialEq, Eq)]

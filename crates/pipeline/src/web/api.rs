@@ -24,18 +24,18 @@ use crate::watch::stop::{self, NotStopped, Stopped};
 use agent_runner_sandbox::events::reader::{Cursor, describe};
 
 /// Longest prompt or plan message accepted, in bytes.
-pub const MAX_PROMPT: usize = 32 * 1024;
+pub(crate) const MAX_PROMPT: usize = 32 * 1024;
 /// Chat messages returned by `/api/plan`.
 const CHAT_MESSAGES: usize = 50;
 
 /// A JSON response.
-pub fn json(status: u16, value: &impl serde::Serialize) -> Response {
+pub(crate) fn json(status: u16, value: &impl serde::Serialize) -> Response {
     let body = serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec());
     Response::new(status, "application/json", body)
 }
 
 /// A JSON error: `{"error": message}`.
-pub fn error(status: u16, message: &str) -> Response {
+pub(crate) fn error(status: u16, message: &str) -> Response {
     json(status, &json!({ "error": message }))
 }
 
@@ -52,7 +52,7 @@ fn failed(e: &PipelineError) -> Response {
 }
 
 /// `GET /api/tasks[?all=1]`: the document of `task list --json`.
-pub fn tasks(app: &App, request: &Request) -> Response {
+pub(crate) fn tasks(app: &App, request: &Request) -> Response {
     let all = request.query_param("all").is_some_and(|v| v == "1");
     match app.board() {
         Ok(board) => {
@@ -64,7 +64,7 @@ pub fn tasks(app: &App, request: &Request) -> Response {
 }
 
 /// `GET /api/tasks/<id>`: the document of `task show --json`.
-pub fn task(app: &App, task_id: &str) -> Response {
+pub(crate) fn task(app: &App, task_id: &str) -> Response {
     let task = match TaskStore::new(&app.ws).load(task_id) {
         Ok(Some(task)) => task,
         Ok(None) => return not_found(app, task_id),
@@ -85,7 +85,7 @@ pub fn task(app: &App, task_id: &str) -> Response {
 }
 
 /// `GET /api/tasks/<id>/attempts`: every attempt, with its result.
-pub fn attempts(app: &App, task_id: &str) -> Response {
+pub(crate) fn attempts(app: &App, task_id: &str) -> Response {
     match TaskStore::new(&app.ws).load(task_id) {
         Ok(Some(task)) => json(
             200,
@@ -101,7 +101,7 @@ pub fn attempts(app: &App, task_id: &str) -> Response {
 /// people and as records: `{"job_id", "stage", "status"?, "lines", "events",
 /// "cursor": {"file", "offset"}, "restarted"}`. `stage` is `never`, `queued`,
 /// `running`, `settling` or `ended` (then `status` is the attempt's).
-pub fn events(app: &App, task_id: &str, request: &Request) -> Response {
+pub(crate) fn events(app: &App, task_id: &str, request: &Request) -> Response {
     match TaskStore::new(&app.ws).load(task_id) {
         Ok(Some(_)) => {}
         Ok(None) => return not_found(app, task_id),
@@ -129,7 +129,7 @@ pub fn events(app: &App, task_id: &str, request: &Request) -> Response {
 }
 
 /// The document of `events`, also rendered into the task page.
-pub fn live(follower: &Follower, poll: &Poll) -> Value {
+pub(crate) fn live(follower: &Follower, poll: &Poll) -> Value {
     let (stage, status) = match &poll.stage {
         Stage::Never => ("never", None),
         Stage::Queued => ("queued", None),
@@ -167,7 +167,7 @@ struct NewTask {
 
 /// `POST /api/tasks` `{"prompt", "title"?, "id"?}`: creates a task as `task new`
 /// does; 201 with `{"id", "task"}`.
-pub fn create_task(app: &App, request: &Request) -> Response {
+pub(crate) fn create_task(app: &App, request: &Request) -> Response {
     let body: NewTask = match parse(request) {
         Ok(body) => body,
         Err(response) => return response,
@@ -183,7 +183,7 @@ pub fn create_task(app: &App, request: &Request) -> Response {
 
 /// `POST /api/tasks/<id>/run`: enqueues a job as `task run` does; 202 with
 /// `{"job_id"}`, 409 when the task is queued, running, blocked or deleted.
-pub fn run_task(app: &App, task_id: &str) -> Response {
+pub(crate) fn run_task(app: &App, task_id: &str) -> Response {
     match run_request::enqueue(&app.ws, task_id) {
         Ok(job_id) => json(202, &json!({ "job_id": job_id, "task_id": task_id })),
         Err(RunError::Refused(why @ Refused::NotFound { .. })) => error(404, &why.to_string()),
@@ -195,7 +195,7 @@ pub fn run_task(app: &App, task_id: &str) -> Response {
 /// `POST /api/tasks/<id>/continue`: enqueues a job that continues the task's failed
 /// latest attempt, as `task run --resume` does; 202 with `{"job_id"}`, 409 when
 /// the task is busy or has nothing to continue.
-pub fn continue_task(app: &App, task_id: &str) -> Response {
+pub(crate) fn continue_task(app: &App, task_id: &str) -> Response {
     match run_request::enqueue_resume(&app.ws, task_id) {
         Ok(job_id) => json(
             202,
@@ -210,7 +210,7 @@ pub fn continue_task(app: &App, task_id: &str) -> Response {
 /// `POST /api/tasks/<id>/stop`: stops the task's job as `task stop` does, without
 /// waiting for its end; 202 with `{"job_id", "stopping", "message"}` (`stopping`:
 /// `cancelled`, `terminated` or `not_started`), 409 when there is nothing to stop.
-pub fn stop_task(app: &App, task_id: &str) -> Response {
+pub(crate) fn stop_task(app: &App, task_id: &str) -> Response {
     match stop::stop(&app.ws, task_id) {
         Ok(stopped) => {
             let how = match &stopped {
@@ -236,7 +236,7 @@ pub fn stop_task(app: &App, task_id: &str) -> Response {
 
 /// `GET /api/plan`: `wbs.json` (or null: no plan yet, or `wbs_error` says why it
 /// cannot be read) and the last chat messages, as `plan` reads them.
-pub fn plan(app: &App) -> Response {
+pub(crate) fn plan(app: &App) -> Response {
     let mut doc = json!({
         "wbs": Value::Null,
         "chat": chat::recent(&app.ws, CHAT_MESSAGES).unwrap_or_default(),
@@ -256,7 +256,7 @@ struct PlanMessage {
 
 /// `POST /api/plan` `{"message"}`: starts `agent-runner plan MESSAGE`; 202 with
 /// `{"run"}` (see `plan_run`), 409 while another plan runs.
-pub fn start_plan(app: &App, request: &Request) -> Response {
+pub(crate) fn start_plan(app: &App, request: &Request) -> Response {
     let body: PlanMessage = match parse(request) {
         Ok(body) => body,
         Err(response) => return response,
@@ -277,7 +277,7 @@ pub fn start_plan(app: &App, request: &Request) -> Response {
 /// `GET /api/plan/runs/<n>`: how that plan is doing; once it succeeded, the chat
 /// message Meta wrote in it (its understanding, and potential conflicts if the
 /// message has them).
-pub fn plan_run(app: &App, run: &str) -> Response {
+pub(crate) fn plan_run(app: &App, run: &str) -> Response {
     let Some(run) = run.parse().ok().and_then(|n| app.children.plan(n)) else {
         return error(404, &format!("no plan run {run}"));
     };
@@ -303,12 +303,12 @@ pub fn plan_run(app: &App, run: &str) -> Response {
 /// `GET /api/orchestrator`: whether an orchestrator runs for the workspace (its
 /// presence marker, or a running job whose claimant lives), the running jobs, and
 /// the orchestrator started from this server.
-pub fn orchestrator(app: &App) -> Response {
+pub(crate) fn orchestrator(app: &App) -> Response {
     json(200, &orchestrator_status(app))
 }
 
 /// The document of `GET /api/orchestrator`, also rendered into pages.
-pub fn orchestrator_status(app: &App) -> Value {
+pub(crate) fn orchestrator_status(app: &App) -> Value {
     let markers = presence::running(&app.ws);
     let jobs: Vec<Value> = jobs::list(&app.ws.running_dir())
         .iter()
@@ -340,7 +340,7 @@ pub fn orchestrator_status(app: &App) -> Value {
 
 /// `POST /api/orchestrator/start`: starts `agent-runner orchestrate` as a child of
 /// the server; 409 when one already runs for the workspace.
-pub fn start_orchestrator(app: &App) -> Response {
+pub(crate) fn start_orchestrator(app: &App) -> Response {
     if orchestrator_status(app)["running"] == true {
         return error(409, "an orchestrator already runs for this workspace");
     }

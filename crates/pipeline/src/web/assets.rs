@@ -9,7 +9,7 @@ const APP_JS: &str = include_str!("static/app.js");
 const STYLE_CSS: &str = include_str!("static/style.css");
 
 /// `/static/<name>`.
-pub fn get(name: &str) -> Response {
+pub(crate) fn get(name: &str) -> Response {
     match name {
         "app.js" => Response::new(200, "text/javascript; charset=utf-8", APP_JS),
         "style.css" => Response::new(200, "text/css; charset=utf-8", STYLE_CSS),

@@ -32,7 +32,7 @@ const ORCHESTRATOR_GRACE: Duration = Duration::from_secs(75);
 /// How a child is doing.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub enum State {
+pub(crate) enum State {
     Running,
     Succeeded,
     Failed,
@@ -40,27 +40,27 @@ pub enum State {
 
 /// One `plan` started from the chat box.
 #[derive(Debug, Clone, Serialize)]
-pub struct PlanRun {
-    pub id: u64,
-    pub message: String,
-    pub state: State,
-    pub started_at: String,
+pub(crate) struct PlanRun {
+    pub(crate) id: u64,
+    pub(crate) message: String,
+    pub(crate) state: State,
+    pub(crate) started_at: String,
     /// "exit status 1" and the like, once ended.
-    pub exit: Option<String>,
+    pub(crate) exit: Option<String>,
     /// What it printed on stdout (control characters shown escaped).
-    pub output: String,
+    pub(crate) output: String,
     /// The end of its stderr.
-    pub errors: String,
+    pub(crate) errors: String,
 }
 
 /// The orchestrator started from the page.
 #[derive(Debug, Clone, Serialize)]
-pub struct OrchestratorRun {
-    pub state: State,
-    pub started_at: String,
-    pub exit: Option<String>,
+pub(crate) struct OrchestratorRun {
+    pub(crate) state: State,
+    pub(crate) started_at: String,
+    pub(crate) exit: Option<String>,
     /// Where its stderr (progress) goes.
-    pub log: PathBuf,
+    pub(crate) log: PathBuf,
 }
 
 #[derive(Default)]
@@ -71,7 +71,7 @@ struct Kept {
 }
 
 /// The children of one server.
-pub struct Children {
+pub(crate) struct Children {
     exe: PathBuf,
     root: PathBuf,
     orchestrator_log: PathBuf,
@@ -82,7 +82,7 @@ pub struct Children {
 
 /// Why a child was not started.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NotStarted {
+pub(crate) enum NotStarted {
     /// One of its kind still runs.
     Busy(String),
     /// The thread could not be started.
@@ -92,7 +92,7 @@ pub enum NotStarted {
 impl Children {
     /// Children that run `exe` on the workspace of `root`; an orchestrator's
     /// stderr is appended to `orchestrator_log`.
-    pub fn new(
+    pub(crate) fn new(
         exe: PathBuf,
         root: PathBuf,
         orchestrator_log: PathBuf,
@@ -113,7 +113,7 @@ impl Children {
     }
 
     /// Starts `plan -w <root> -- <message>`; returns the run's id.
-    pub fn start_plan(&self, message: &str) -> Result<u64, NotStarted> {
+    pub(crate) fn start_plan(&self, message: &str) -> Result<u64, NotStarted> {
         let mut kept = self.kept();
         if let Some(running) = kept.plans.iter().find(|p| p.state == State::Running) {
             return Err(NotStarted::Busy(format!(
@@ -181,12 +181,12 @@ impl Children {
     }
 
     /// Plan run `id`, if remembered.
-    pub fn plan(&self, id: u64) -> Option<PlanRun> {
+    pub(crate) fn plan(&self, id: u64) -> Option<PlanRun> {
         self.kept().plans.iter().find(|p| p.id == id).cloned()
     }
 
     /// Starts `orchestrate -w <root>`; the caller has checked that none runs.
-    pub fn start_orchestrator(&self) -> Result<(), NotStarted> {
+    pub(crate) fn start_orchestrator(&self) -> Result<(), NotStarted> {
         let mut kept = self.kept();
         if kept
             .orchestrator
@@ -235,12 +235,12 @@ impl Children {
     }
 
     /// The orchestrator started here, if any.
-    pub fn orchestrator(&self) -> Option<OrchestratorRun> {
+    pub(crate) fn orchestrator(&self) -> Option<OrchestratorRun> {
         self.kept().orchestrator.clone()
     }
 
     /// Waits for every child to end (after the interrupt stopped them).
-    pub fn wait(&self) {
+    pub(crate) fn wait(&self) {
         let handles: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.threads));
         for handle in handles {
             let _ = handle.join();

@@ -19,17 +19,17 @@ use crate::store::task_file::Attempt;
 use agent_runner_core::fs::Dir;
 
 /// The orchestrator's files of a job, in `logs/<job-id>/`.
-pub const JOB_FILES: [&str; 3] = ["builder.log", "task-config.yaml", "runner.stderr.log"];
+pub(crate) const JOB_FILES: [&str; 3] = ["builder.log", "task-config.yaml", "runner.stderr.log"];
 /// The name under which an attempt's Task Note is served.
-pub const NOTE: &str = "note.md";
+pub(crate) const NOTE: &str = "note.md";
 /// Most bytes of a file served or rendered.
-pub const MAX_FILE: u64 = 8 << 20;
+pub(crate) const MAX_FILE: u64 = 8 << 20;
 /// Most runner logs of each kind looked for.
 const MAX_RUNNER_LOGS: usize = 200;
 
 /// A file of an attempt, by the name a URL gives.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AttemptFile {
+pub(crate) enum AttemptFile {
     /// One of `JOB_FILES`.
     Job(&'static str),
     /// `run-<n>.log` or `test-<n>.log` of the runner.
@@ -40,7 +40,7 @@ pub enum AttemptFile {
 
 impl AttemptFile {
     /// The file a URL's last segment names, if it is one we serve.
-    pub fn parse(name: &str) -> Option<AttemptFile> {
+    pub(crate) fn parse(name: &str) -> Option<AttemptFile> {
         if let Some(known) = JOB_FILES.iter().find(|f| **f == name) {
             return Some(AttemptFile::Job(known));
         }
@@ -59,7 +59,7 @@ impl AttemptFile {
     }
 
     /// The name in URLs.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             AttemptFile::Job(name) => name,
             AttemptFile::Runner(name) => name,
@@ -69,13 +69,13 @@ impl AttemptFile {
 }
 
 /// The path of attempt `attempt`'s Task Note, as shown on a page.
-pub fn note_path(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Option<PathBuf> {
+pub(crate) fn note_path(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Option<PathBuf> {
     attempt_files::note_path(ws, task_id, attempt)
 }
 
 /// Reads `file` of `attempt` (of task `task_id`): at most `MAX_FILE` bytes, and
 /// whether there was more.
-pub fn read(
+pub(crate) fn read(
     ws: &Workspace,
     task_id: &str,
     attempt: &Attempt,
@@ -106,7 +106,7 @@ pub fn read(
 }
 
 /// The files `attempt` has, in the order a page lists them.
-pub fn list(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Vec<AttemptFile> {
+pub(crate) fn list(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Vec<AttemptFile> {
     let mut files = Vec::new();
     if !id::is_valid(task_id) || !id::is_valid(&attempt.job_id) {
         return files;

@@ -25,7 +25,7 @@ use super::token::{self, Token};
 
 /// Why a request was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Denied {
+pub(crate) enum Denied {
     /// 403: the connection comes from another local user (or one we cannot tell).
     User(String),
     /// 421: a Host that is not this server's address; the URL that is.
@@ -40,7 +40,7 @@ pub enum Denied {
 
 impl Denied {
     /// The status and message to answer with.
-    pub fn status(&self) -> (u16, String) {
+    pub(crate) fn status(&self) -> (u16, String) {
         match self {
             Denied::User(who) => (
                 403,
@@ -69,7 +69,7 @@ impl Denied {
 
 /// The checks of one server: its address and token.
 #[derive(Debug, Clone)]
-pub struct Guard {
+pub(crate) struct Guard {
     addr: SocketAddr,
     token: Token,
     /// The server's own user.
@@ -78,14 +78,14 @@ pub struct Guard {
 
 impl Guard {
     /// The checks of a server listening on `addr` with `token`.
-    pub fn new(addr: SocketAddr, token: Token) -> Self {
+    pub(crate) fn new(addr: SocketAddr, token: Token) -> Self {
         // SAFETY: geteuid cannot fail.
         let uid = unsafe { libc::geteuid() };
         Guard { addr, token, uid }
     }
 
     /// The token, to embed in pages.
-    pub fn token(&self) -> &Token {
+    pub(crate) fn token(&self) -> &Token {
         &self.token
     }
 
@@ -93,7 +93,7 @@ impl Guard {
     /// A client on this machine must be our user; one that is not listed is on
     /// another machine (allowed only with `--allow-remote`), unless it comes over
     /// loopback, where it cannot be told and is refused.
-    pub fn check_peer(&self, peer: SocketAddr, local: SocketAddr) -> Result<(), Denied> {
+    pub(crate) fn check_peer(&self, peer: SocketAddr, local: SocketAddr) -> Result<(), Denied> {
         match peer::owner(peer, local) {
             Ok(Some(uid)) if uid == self.uid => Ok(()),
             Ok(Some(uid)) => Err(Denied::User(format!("uid {uid}"))),
@@ -115,7 +115,7 @@ impl Guard {
     }
 
     /// The Host check, for every request, which came to our `local` address.
-    pub fn check_host(&self, request: &Request, local: SocketAddr) -> Result<(), Denied> {
+    pub(crate) fn check_host(&self, request: &Request, local: SocketAddr) -> Result<(), Denied> {
         let host = request.header("host").unwrap_or("");
         if request.count("host") == 1 && self.host_is_ours(host, local) {
             Ok(())
@@ -128,7 +128,7 @@ impl Guard {
     }
 
     /// The checks for a request that changes state (after `check_host`).
-    pub fn check_change(&self, request: &Request) -> Result<(), Denied> {
+    pub(crate) fn check_change(&self, request: &Request) -> Result<(), Denied> {
         if let Some(origin) = request.header("origin") {
             let ours = format!("http://{}", request.header("host").unwrap_or(""));
             if !origin.eq_ignore_ascii_case(&ours) {

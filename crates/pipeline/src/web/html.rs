@@ -5,14 +5,14 @@
 
 /// `s` as HTML text: `&`, `<`, `>`, `"` and `'` escaped; control characters other
 /// than newline and tab dropped.
-pub fn text(s: &str) -> String {
+pub(crate) fn text(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + s.len() / 8);
     push_text(&mut out, s);
     out
 }
 
 /// Appends `s` escaped as by `text`.
-pub fn push_text(out: &mut String, s: &str) {
+pub(crate) fn push_text(out: &mut String, s: &str) {
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
@@ -29,7 +29,7 @@ pub fn push_text(out: &mut String, s: &str) {
 
 /// A path segment percent-encoded for a URL (ids are already safe; this keeps an
 /// odd one from changing the URL's structure).
-pub fn url_segment(s: &str) -> String {
+pub(crate) fn url_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {

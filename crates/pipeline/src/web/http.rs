@@ -12,26 +12,26 @@
 use std::io::{BufRead, Read, Write};
 
 /// Largest request head (request line and headers).
-pub const MAX_HEAD: usize = 16 * 1024;
+pub(crate) const MAX_HEAD: usize = 16 * 1024;
 /// Most header lines.
 const MAX_HEADERS: usize = 64;
 
 /// A request as received.
 #[derive(Debug, Clone)]
-pub struct Request {
-    pub method: String,
+pub(crate) struct Request {
+    pub(crate) method: String,
     /// The path part of the target, still percent-encoded.
-    pub path: String,
+    pub(crate) path: String,
     /// The query string without `?`, if any.
-    pub query: Option<String>,
+    pub(crate) query: Option<String>,
     /// Header names in lower case, values trimmed.
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Request {
     /// The first header named `name` (lower case).
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -39,12 +39,12 @@ impl Request {
     }
 
     /// How many headers are named `name`.
-    pub fn count(&self, name: &str) -> usize {
+    pub(crate) fn count(&self, name: &str) -> usize {
         self.headers.iter().filter(|(n, _)| n == name).count()
     }
 
     /// The query parameter `name`, undecoded (values here are plain words).
-    pub fn query_param(&self, name: &str) -> Option<&str> {
+    pub(crate) fn query_param(&self, name: &str) -> Option<&str> {
         self.query.as_deref()?.split('&').find_map(|pair| {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             (k == name).then_some(v)
@@ -54,7 +54,7 @@ impl Request {
 
 /// Why no request could be read; each maps to the status answered, if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// The client closed or timed out before sending a request: no answer.
     Gone,
     /// 400, with what was wrong.
@@ -73,7 +73,7 @@ pub enum ReadError {
 
 impl ReadError {
     /// The status and message to answer with; None when the client is gone.
-    pub fn status(&self) -> Option<(u16, String)> {
+    pub(crate) fn status(&self) -> Option<(u16, String)> {
         match self {
             ReadError::Gone => None,
             ReadError::Bad(why) => Some((400, format!("bad request: {why}"))),
@@ -105,7 +105,10 @@ fn io_error(e: std::io::Error, started: bool) -> ReadError {
 }
 
 /// Reads one request; the body is read only if it is at most `max_body` bytes.
-pub fn read_request(input: &mut impl BufRead, max_body: usize) -> Result<Request, ReadError> {
+pub(crate) fn read_request(
+    input: &mut impl BufRead,
+    max_body: usize,
+) -> Result<Request, ReadError> {
     let mut head = Vec::with_capacity(1024);
     let mut lines: Vec<String> = Vec::new();
     loop {
@@ -218,15 +221,15 @@ pub fn read_request(input: &mut impl BufRead, max_body: usize) -> Result<Request
 
 /// A response: status, headers and the whole body.
 #[derive(Debug, Clone)]
-pub struct Response {
-    pub status: u16,
-    pub headers: Vec<(&'static str, String)>,
-    pub body: Vec<u8>,
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(&'static str, String)>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Response {
     /// A response with `content_type` and `body`.
-    pub fn new(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+    pub(crate) fn new(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
         Response {
             status,
             headers: vec![("Content-Type", content_type.to_string())],
@@ -235,13 +238,13 @@ impl Response {
     }
 
     /// Adds a header.
-    pub fn with(mut self, name: &'static str, value: impl Into<String>) -> Self {
+    pub(crate) fn with(mut self, name: &'static str, value: impl Into<String>) -> Self {
         self.headers.push((name, value.into()));
         self
     }
 
     /// Writes the response, closing the connection after it.
-    pub fn write_to(&self, out: &mut impl Write, head_only: bool) -> std::io::Result<()> {
+    pub(crate) fn write_to(&self, out: &mut impl Write, head_only: bool) -> std::io::Result<()> {
         let mut head = format!("HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
         for (name, value) in &self.headers {
             // Values are ours, but a stray newline must never split a header.
@@ -261,7 +264,7 @@ impl Response {
 }
 
 /// The reason phrase of the statuses the web view uses.
-pub fn reason(status: u16) -> &'static str {
+pub(crate) fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         201 => "Created",

@@ -19,7 +19,7 @@ use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd};
 use super::html;
 
 /// `markdown` as safe HTML.
-pub fn to_html(markdown: &str) -> String {
+pub(crate) fn to_html(markdown: &str) -> String {
     let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     let mut filter = Filter::default();
     let events = Parser::new_ext(markdown, options).filter_map(|event| filter.event(event));
@@ -104,7 +104,7 @@ impl Filter {
 /// Whether a link target may stay: relative, or `http:`, `https:`, `mailto:`.
 /// Browsers ignore ASCII tabs, newlines and leading spaces or controls in a URL, so
 /// they are dropped before the scheme is read (`java\tscript:`).
-pub fn safe_url(url: &str) -> bool {
+pub(crate) fn safe_url(url: &str) -> bool {
     let cleaned: String = url
         .chars()
         .filter(|c| !c.is_ascii_whitespace() && !c.is_control())

@@ -28,7 +28,7 @@ use agent_runner_core::timestamp::{human, short};
 const HTML: &str = "text/html; charset=utf-8";
 
 /// An HTML error page.
-pub fn error(status: u16, message: &str) -> Response {
+pub(crate) fn error(status: u16, message: &str) -> Response {
     Response::new(
         status,
         HTML,
@@ -120,7 +120,7 @@ fn cost(usd: Option<f64>) -> String {
 }
 
 /// `/`: the chat box and the task list (`?all=1`: deleted tasks too).
-pub fn index(app: &App, all: bool) -> Response {
+pub(crate) fn index(app: &App, all: bool) -> Response {
     let board = match app.board() {
         Ok(board) => board,
         Err(e) => return error(500, &e.to_string()),
@@ -221,7 +221,7 @@ fn task_row(out: &mut String, task: &TaskView, status: TaskStatus) {
 
 /// `/tasks/<id>`: status, prompt, latest result (summary, validation), attempts
 /// with their files, the Task Note.
-pub fn task(app: &App, task_id: &str) -> Response {
+pub(crate) fn task(app: &App, task_id: &str) -> Response {
     let task = match TaskStore::new(&app.ws).load(task_id) {
         Ok(Some(task)) => task,
         Ok(None) => {
@@ -563,7 +563,7 @@ fn note(out: &mut String, app: &App, task_id: &str, latest: &Attempt) {
 }
 
 /// `/tasks/<id>/attempts/<job-id>/files/<name>`: the file as plain text.
-pub fn attempt_file(app: &App, task_id: &str, job_id: &str, name: &str) -> Response {
+pub(crate) fn attempt_file(app: &App, task_id: &str, job_id: &str, name: &str) -> Response {
     let Some(file) = AttemptFile::parse(name) else {
         return error(404, &format!("{name}: not a file an attempt has"));
     };
@@ -596,7 +596,7 @@ pub fn attempt_file(app: &App, task_id: &str, job_id: &str, name: &str) -> Respo
 
 /// `/plan`: the plan tree with the tasks' statuses, as `plan --show` has it, and
 /// the chat.
-pub fn plan(app: &App) -> Response {
+pub(crate) fn plan(app: &App) -> Response {
     let mut main = String::with_capacity(8192);
     main.push_str("<h1>Plan</h1>\n");
     match Wbs::read(&app.ws).and_then(|wbs| Ok((wbs, app.board()?))) {

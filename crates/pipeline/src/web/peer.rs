@@ -14,7 +14,7 @@ const TABLES: [&str; 2] = ["/proc/net/tcp", "/proc/net/tcp6"];
 
 /// The uid owning the client end of the connection from `peer` to `local`, if that
 /// end is on this machine (in this network namespace).
-pub fn owner(peer: SocketAddr, local: SocketAddr) -> std::io::Result<Option<u32>> {
+pub(crate) fn owner(peer: SocketAddr, local: SocketAddr) -> std::io::Result<Option<u32>> {
     let (peer, local) = (canonical(peer), canonical(local));
     for table in TABLES {
         let file = match std::fs::File::open(table) {

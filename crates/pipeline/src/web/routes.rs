@@ -13,7 +13,7 @@ use super::http::{Request, Response};
 use super::pages;
 
 /// The response to `request`, which came to our `local` address.
-pub fn handle(app: &App, request: &Request, local: SocketAddr) -> Response {
+pub(crate) fn handle(app: &App, request: &Request, local: SocketAddr) -> Response {
     let api = request.path.starts_with("/api/");
     let fail = |status: u16, message: &str| {
         if api {
@@ -91,7 +91,7 @@ fn allowed_methods(path: &[&str]) -> &'static [&'static str] {
 
 /// The path's segments, percent-decoded; an error for a segment that is not a
 /// plain name once decoded.
-pub fn segments(path: &str) -> Result<Vec<String>, String> {
+pub(crate) fn segments(path: &str) -> Result<Vec<String>, String> {
     let Some(rest) = path.strip_prefix('/') else {
         return Err("the path does not start with /".into());
     };

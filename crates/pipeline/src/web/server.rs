@@ -27,7 +27,7 @@ use super::routes;
 use agent_runner_core::interrupt::Interrupt;
 
 /// Worker threads.
-pub const WORKERS: usize = 8;
+pub(crate) const WORKERS: usize = 8;
 /// Connections waiting for a worker.
 const WAITING: usize = 64;
 /// Longest a client may take to send its request, or to take each part of the
@@ -39,16 +39,20 @@ const DRAIN: Duration = Duration::from_secs(1);
 /// many, a refused connection is closed at once.
 const CLOSING: usize = 256;
 /// Largest request body (the API takes small JSON documents).
-pub const MAX_BODY: usize = 64 * 1024;
+pub(crate) const MAX_BODY: usize = 64 * 1024;
 /// How often the accept loop looks at the interrupt.
 const TICK: Duration = Duration::from_millis(100);
 
 /// The Content-Security-Policy of every response.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 /// Serves `app` on `listeners` until `interrupt` is set; then stops accepting,
 /// finishes the requests in hand and waits for the children to end.
-pub fn run(app: App, listeners: Vec<TcpListener>, interrupt: Interrupt) -> std::io::Result<()> {
+pub(crate) fn run(
+    app: App,
+    listeners: Vec<TcpListener>,
+    interrupt: Interrupt,
+) -> std::io::Result<()> {
     for listener in &listeners {
         listener.set_nonblocking(true)?;
     }
@@ -245,7 +249,7 @@ impl Read for Deadline<'_> {
 }
 
 /// `response` with the headers every response carries.
-pub fn secure(response: Response) -> Response {
+pub(crate) fn secure(response: Response) -> Response {
     response
         .with("Content-Security-Policy", CSP)
         .with("X-Frame-Options", "DENY")

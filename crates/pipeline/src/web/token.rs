@@ -7,28 +7,28 @@
 use std::io::Read;
 
 /// The header that carries the token.
-pub const HEADER: &str = "x-agent-runner-token";
+pub(crate) const HEADER: &str = "x-agent-runner-token";
 
 /// A random token, fixed for the life of the server process.
 #[derive(Clone)]
-pub struct Token(String);
+pub(crate) struct Token(String);
 
 impl Token {
     /// A fresh token from `/dev/urandom`.
-    pub fn generate() -> std::io::Result<Token> {
+    pub(crate) fn generate() -> std::io::Result<Token> {
         let mut bytes = [0u8; 32];
         std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
         Ok(Token(bytes.iter().map(|b| format!("{b:02x}")).collect()))
     }
 
     /// The token as embedded in pages.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
     /// Whether `given` is the token. Takes the same time for every `given` of the
     /// token's length, whichever byte differs.
-    pub fn matches(&self, given: &str) -> bool {
+    pub(crate) fn matches(&self, given: &str) -> bool {
         let (ours, theirs) = (self.0.as_bytes(), given.as_bytes());
         if ours.len() != theirs.len() {
             return false;

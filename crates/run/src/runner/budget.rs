@@ -12,14 +12,15 @@ use agent_runner_sandbox::task::Budget;
 
 /// The limit that ended a task, as `budget.exhausted` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
+#[allow(clippy::enum_variant_names)] // named after the settings: budget.max_tokens, ...
+pub(crate) enum Limit {
     MaxTokens,
     MaxCostUsd,
     MaxDurationSec,
 }
 
 impl Limit {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Limit::MaxTokens => "max_tokens",
             Limit::MaxCostUsd => "max_cost_usd",
@@ -30,15 +31,15 @@ impl Limit {
 
 /// A limit reached, and the task's failure reason.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Exhausted {
-    pub limit: Limit,
+pub(crate) struct Exhausted {
+    pub(crate) limit: Limit,
     /// `budget exhausted: <limit> (<used> of <max>)`.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// The first limit of `budget` that `account` and `elapsed` have reached (tokens,
 /// then cost, then time); `deadline_passed` counts as the time limit reached.
-pub fn exhausted(
+pub(crate) fn exhausted(
     budget: &Budget,
     account: &Account,
     elapsed: Duration,

@@ -9,7 +9,7 @@ use agent_runner_sandbox::events::{Event, Events, Phase};
 use agent_runner_sandbox::worker::{TestRun, WorkerRun};
 
 /// A Meta call, answered or given up.
-pub fn meta_call(events: &Events, call: &MetaCall) {
+pub(crate) fn meta_call(events: &Events, call: &MetaCall) {
     events.emit(Event::Meta {
         call: call.kind.to_string(),
         duration_ms: call.duration.as_millis() as u64,
@@ -30,7 +30,7 @@ fn usage(usage: &Usage) -> Option<serde_json::Value> {
 }
 
 /// Worker run `number` begins; `resumed_session` when it continues an earlier one.
-pub fn worker_started(events: &Events, number: u32, resumed_session: bool) {
+pub(crate) fn worker_started(events: &Events, number: u32, resumed_session: bool) {
     events.emit(Event::WorkerRun {
         run: number,
         phase: Phase::Started,
@@ -43,7 +43,7 @@ pub fn worker_started(events: &Events, number: u32, resumed_session: bool) {
 }
 
 /// A worker run has ended.
-pub fn worker_finished(events: &Events, run: &WorkerRun) {
+pub(crate) fn worker_finished(events: &Events, run: &WorkerRun) {
     events.emit(Event::WorkerRun {
         run: run.number,
         phase: Phase::Finished,
@@ -56,7 +56,7 @@ pub fn worker_finished(events: &Events, run: &WorkerRun) {
 }
 
 /// Test run `number` of `command` begins.
-pub fn test_started(events: &Events, number: u32, command: &str) {
+pub(crate) fn test_started(events: &Events, number: u32, command: &str) {
     events.emit(Event::Test {
         run: number,
         phase: Phase::Started,
@@ -69,7 +69,7 @@ pub fn test_started(events: &Events, number: u32, command: &str) {
 }
 
 /// A test run has ended.
-pub fn test_finished(events: &Events, run: &TestRun) {
+pub(crate) fn test_finished(events: &Events, run: &TestRun) {
     events.emit(Event::Test {
         run: run.number,
         phase: Phase::Finished,
@@ -83,7 +83,7 @@ pub fn test_finished(events: &Events, run: &TestRun) {
 
 /// A budget limit ended the task (SPEC §15: `limit` is `max_tokens`,
 /// `max_cost_usd` or `max_duration_sec`; `message` the task's error).
-pub fn budget(events: &Events, limit: &str, message: &str) {
+pub(crate) fn budget(events: &Events, limit: &str, message: &str) {
     events.emit(Event::Budget {
         limit: limit.to_string(),
         message: message.to_string(),

@@ -6,12 +6,12 @@
 //! is checked against the `budget` before and after it, and a loop that changed
 //! nothing again ends the task (`progress`).
 
-pub mod budget;
-pub mod events;
+pub(crate) mod budget;
+pub(crate) mod events;
 pub mod meta;
-pub mod progress;
-pub mod protocol;
-pub mod replan;
+pub(crate) mod progress;
+pub(crate) mod protocol;
+pub(crate) mod replan;
 pub mod state;
 
 use crate::context::{Criterion, TaskContext, TaskState};

@@ -19,7 +19,7 @@ const OUTPUT_COMPARED: usize = 4 * 1024;
 /// with the same test outcome (never with `n` = 0). Comparing `n` end states alone
 /// would let the window's first loop be one that changed the repository: with
 /// `n` = 1 every loop would be "stalled".
-pub fn stalled(ctx: &TaskContext, n: u32) -> bool {
+pub(crate) fn stalled(ctx: &TaskContext, n: u32) -> bool {
     if n == 0 || ctx.loops < n {
         return false;
     }

@@ -13,14 +13,14 @@ use agent_runner_meta::reply::{Reply, decode};
 /// The three Meta messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum MessageType {
+pub(crate) enum MessageType {
     PlanTask,
     NextAction,
     CompletionAssessment,
 }
 
 impl MessageType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             MessageType::PlanTask => "plan_task",
             MessageType::NextAction => "next_action",
@@ -31,8 +31,8 @@ impl MessageType {
 
 /// Request size bounds: whatever the worker printed, a request after planning stays
 /// under 32 KiB (tails may double when YAML escapes them).
-pub const MAX_TAIL: usize = 4 * 1024;
-pub const MAX_PRD_SUMMARY: usize = 1024;
+pub(crate) const MAX_TAIL: usize = 4 * 1024;
+pub(crate) const MAX_PRD_SUMMARY: usize = 1024;
 const MAX_SUMMARY: usize = 1024;
 const MAX_CRITERIA_IN_REQUEST: usize = 20;
 const MAX_CRITERION_TEXT: usize = 200;
@@ -42,22 +42,22 @@ const MAX_CHANGED_FILES: usize = 20;
 /// Loops of a resumed task's history in a request (the latest).
 const MAX_HISTORY_IN_REQUEST: usize = 5;
 /// Plans with more criteria than this are rejected (and re-asked).
-pub const MAX_CRITERIA: usize = 50;
+pub(crate) const MAX_CRITERIA: usize = 50;
 
 /// The base of the default system prompt (SPEC §5.4).
-pub const DEFAULT_SYSTEM_PROMPT: &str = "You are the tech lead and orchestrator of a software task. \
+pub(crate) const DEFAULT_SYSTEM_PROMPT: &str = "You are the tech lead and orchestrator of a software task. \
 From the given task context, decide what to do next. Always answer with exactly one YAML document. \
 No code fences, no prose.";
 
 /// The system prompt: the base text (default or `runner.meta.system_prompt`) and the
 /// exact reply schema for `kind`.
-pub fn system_prompt(base: Option<&str>, kind: MessageType) -> String {
+pub(crate) fn system_prompt(base: Option<&str>, kind: MessageType) -> String {
     system_prompt_offering(base, kind, None)
 }
 
 /// `system_prompt`, with `replan` offered in the next_action schema when `replans_left`
 /// is given (SPEC §16).
-pub fn system_prompt_offering(
+pub(crate) fn system_prompt_offering(
     base: Option<&str>,
     kind: MessageType,
     replans_left: Option<u32>,
@@ -125,7 +125,7 @@ fn action_line(replans_left: Option<u32>) -> String {
 
 /// A `plan_task` request; a replan's adds to it (`runner::replan`).
 #[derive(Serialize)]
-pub struct PlanRequest<'a> {
+pub(crate) struct PlanRequest<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     task: PlanTaskInfo<'a>,
@@ -176,7 +176,7 @@ struct StepTaskInfo<'a> {
 
 /// A criterion as a request shows it (cut).
 #[derive(Serialize)]
-pub struct CriterionInfo {
+pub(crate) struct CriterionInfo {
     id: String,
     description: String,
     passed: bool,
@@ -184,7 +184,7 @@ pub struct CriterionInfo {
 
 /// The criteria as a request shows them: at most `MAX_CRITERIA_IN_REQUEST`, each
 /// cut, and how many were left out.
-pub fn criteria_info(criteria: &[Criterion]) -> (Vec<CriterionInfo>, Option<usize>) {
+pub(crate) fn criteria_info(criteria: &[Criterion]) -> (Vec<CriterionInfo>, Option<usize>) {
     let shown = criteria
         .iter()
         .take(MAX_CRITERIA_IN_REQUEST)
@@ -242,12 +242,12 @@ struct TestInfo {
 }
 
 /// The request YAML for `kind` (the user message).
-pub fn request(kind: MessageType, ctx: &TaskContext) -> String {
+pub(crate) fn request(kind: MessageType, ctx: &TaskContext) -> String {
     request_offering(kind, ctx, None)
 }
 
 /// The `plan_task` request's content.
-pub fn plan_request(ctx: &TaskContext) -> PlanRequest<'_> {
+pub(crate) fn plan_request(ctx: &TaskContext) -> PlanRequest<'_> {
     let task = &ctx.task;
     PlanRequest {
         kind: MessageType::PlanTask.as_str(),
@@ -262,7 +262,11 @@ pub fn plan_request(ctx: &TaskContext) -> PlanRequest<'_> {
 
 /// `request`; a next_action request says how many replans are left when
 /// `replans_left` is given (SPEC §16).
-pub fn request_offering(kind: MessageType, ctx: &TaskContext, replans_left: Option<u32>) -> String {
+pub(crate) fn request_offering(
+    kind: MessageType,
+    ctx: &TaskContext,
+    replans_left: Option<u32>,
+) -> String {
     let task = &ctx.task;
     let test_command = task.test.as_ref().map(|t| t.command.as_str());
     let (acceptance_criteria, criteria_not_shown) = criteria_info(&ctx.criteria);
@@ -304,7 +308,7 @@ pub fn request_offering(kind: MessageType, ctx: &TaskContext, replans_left: Opti
 }
 
 /// A request's YAML, or a request that says it could not be encoded.
-pub fn encoded(kind: MessageType, yaml: Result<String, serde_yaml::Error>) -> String {
+pub(crate) fn encoded(kind: MessageType, yaml: Result<String, serde_yaml::Error>) -> String {
     yaml.unwrap_or_else(|e| {
         format!(
             "type: {}\nerror: cannot encode the request: {e}\n",
@@ -367,7 +371,7 @@ fn test_info(ctx: &TaskContext) -> TestInfo {
 
 /// Removes control characters (ANSI colour codes and the like) that would only be
 /// escaped into noise; keeps newlines and tabs.
-pub fn clean(text: &str) -> String {
+pub(crate) fn clean(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {

@@ -12,14 +12,14 @@ use crate::context::TaskContext;
 use agent_runner_core::text::{cut, tail};
 
 /// The `decision.action` that asks for new criteria.
-pub const ACTION: &str = "replan";
+pub(crate) const ACTION: &str = "replan";
 /// Loops shown in a replan's history (the latest).
-pub const MAX_HISTORY: usize = 10;
+pub(crate) const MAX_HISTORY: usize = 10;
 /// Bytes of a worker summary and of a test output tail per loop in the history.
-pub const MAX_HISTORY_TEXT: usize = 512;
+pub(crate) const MAX_HISTORY_TEXT: usize = 512;
 
 /// How many replans are left, or why `replan` is not offered now.
-pub fn offer(ctx: &TaskContext) -> Result<u32, String> {
+pub(crate) fn offer(ctx: &TaskContext) -> Result<u32, String> {
     let meta = &ctx.task.meta;
     if !ctx.task.acceptance_criteria.is_empty() {
         return Err("the task fixes its acceptance criteria (task.acceptance_criteria)".into());
@@ -43,7 +43,7 @@ pub fn offer(ctx: &TaskContext) -> Result<u32, String> {
 
 /// Whether `next` may be carried out as it is: a `replan` that is not offered is an
 /// invalid reply (asked again), saying why.
-pub fn check(next: &NextAction, ctx: &TaskContext) -> Result<(), String> {
+pub(crate) fn check(next: &NextAction, ctx: &TaskContext) -> Result<(), String> {
     if next.action != ACTION {
         return Ok(());
     }
@@ -55,7 +55,7 @@ pub fn check(next: &NextAction, ctx: &TaskContext) -> Result<(), String> {
 }
 
 /// The system prompt of a replan's `plan_task`.
-pub fn system_prompt(base: Option<&str>) -> String {
+pub(crate) fn system_prompt(base: Option<&str>) -> String {
     format!(
         "{}\nThis is a replan: your earlier criteria (previous_criteria) were judged wrong for \
          replan.reason, and history says what each loop did. Write the whole new list: it \
@@ -66,7 +66,7 @@ pub fn system_prompt(base: Option<&str>) -> String {
 
 /// The request YAML of a replan's `plan_task`, because of `reason`: the first
 /// plan's request and what the replan adds.
-pub fn request(ctx: &TaskContext, reason: &str) -> String {
+pub(crate) fn request(ctx: &TaskContext, reason: &str) -> String {
     #[derive(Serialize)]
     struct ReplanRequest<'a> {
         #[serde(flatten)]
@@ -83,58 +83,58 @@ pub fn request(ctx: &TaskContext, reason: &str) -> String {
 
 /// What a replan's `plan_task` adds to the request.
 #[derive(Serialize)]
-pub struct ReplanInfo {
-    pub replan: Why,
-    pub previous_criteria: Vec<CriterionInfo>,
+pub(crate) struct ReplanInfo {
+    pub(crate) replan: Why,
+    pub(crate) previous_criteria: Vec<CriterionInfo>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub previous_criteria_not_shown: Option<usize>,
-    pub history: Vec<LoopRecord>,
+    pub(crate) previous_criteria_not_shown: Option<usize>,
+    pub(crate) history: Vec<LoopRecord>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub history_not_shown: Option<usize>,
+    pub(crate) history_not_shown: Option<usize>,
 }
 
 /// Why the replan, and when.
 #[derive(Serialize)]
-pub struct Why {
-    pub reason: String,
+pub(crate) struct Why {
+    pub(crate) reason: String,
     /// The loop the replan is (it counts as one).
     #[serde(rename = "loop")]
-    pub loop_: u32,
+    pub(crate) loop_: u32,
 }
 
 /// What one loop did.
 #[derive(Serialize, Debug, PartialEq)]
-pub struct LoopRecord {
+pub(crate) struct LoopRecord {
     #[serde(rename = "loop")]
-    pub loop_: u32,
+    pub(crate) loop_: u32,
     /// `run_worker`, `mark_complete` or `replan`.
-    pub action: &'static str,
+    pub(crate) action: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker: Option<WorkerOutcome>,
+    pub(crate) worker: Option<WorkerOutcome>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub test: Option<TestOutcome>,
+    pub(crate) test: Option<TestOutcome>,
     /// A replan's reason.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
-pub struct WorkerOutcome {
-    pub outcome: String,
-    pub exit_code: Option<i32>,
-    pub summary: String,
+pub(crate) struct WorkerOutcome {
+    pub(crate) outcome: String,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) summary: String,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
-pub struct TestOutcome {
-    pub passed: bool,
-    pub exit_code: Option<i32>,
-    pub timed_out: bool,
-    pub output_tail: String,
+pub(crate) struct TestOutcome {
+    pub(crate) passed: bool,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) timed_out: bool,
+    pub(crate) output_tail: String,
 }
 
 /// The replan's additions, for the loop about to be the replan, because of `reason`.
-pub fn info(ctx: &TaskContext, reason: &str) -> ReplanInfo {
+pub(crate) fn info(ctx: &TaskContext, reason: &str) -> ReplanInfo {
     let (previous_criteria, previous_criteria_not_shown) = protocol::criteria_info(&ctx.criteria);
     let shown = ctx.loops.min(MAX_HISTORY as u32);
     let skipped = ctx.loops - shown;
@@ -151,7 +151,7 @@ pub fn info(ctx: &TaskContext, reason: &str) -> ReplanInfo {
 }
 
 /// The loops from `first` on, in order: each one's worker run, test run, or replan.
-pub fn history(ctx: &TaskContext, first: u32) -> Vec<LoopRecord> {
+pub(crate) fn history(ctx: &TaskContext, first: u32) -> Vec<LoopRecord> {
     (first..=ctx.loops)
         .map(|n| {
             let worker = ctx.worker_runs.iter().rev().find(|r| r.number == n);

@@ -24,7 +24,7 @@ use agent_runner_core::usage::Account;
 use agent_runner_sandbox::task::Task;
 
 /// The format's version.
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 /// The directory of state files in `.agent-runner/`.
 pub const DIR: &str = "state";
 /// Largest state file read.
@@ -35,20 +35,20 @@ const MAX_EARLIER_NOTE: u64 = 4 << 20;
 /// The state file; see the module documentation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct State {
-    pub version: u32,
-    pub task_id: String,
-    pub task_digest: String,
+    pub(crate) version: u32,
+    pub(crate) task_id: String,
+    pub(crate) task_digest: String,
     /// The digest of each part of the task (`id`, `repo`, `prd`, `test`,
     /// `criteria`).
     #[serde(default)]
-    pub task_parts: BTreeMap<String, String>,
+    pub(crate) task_parts: BTreeMap<String, String>,
     pub criteria: Vec<Criterion>,
     pub loops: u32,
-    pub history: Vec<LoopRecord>,
+    pub(crate) history: Vec<LoopRecord>,
     /// What the whole task used and cost so far (SPEC §15): a resumed run's
     /// budget counts it.
     #[serde(default)]
-    pub usage: Account,
+    pub(crate) usage: Account,
     /// How long the whole task has run so far: `max_duration_sec` counts it.
     #[serde(default)]
     pub elapsed_ms: u64,
@@ -60,15 +60,15 @@ pub struct State {
     #[serde(default)]
     pub criteria_versions: Vec<CriteriaVersion>,
     #[serde(default)]
-    pub worker_session: Option<WorkerSession>,
+    pub(crate) worker_session: Option<WorkerSession>,
     /// The task's state when this was written: a live one means its run did not
     /// get to an end (it was killed).
-    pub state: String,
+    pub(crate) state: String,
     #[serde(default)]
-    pub failure: Option<String>,
+    pub(crate) failure: Option<String>,
     /// When it last changed.
     #[serde(default)]
-    pub updated_at: String,
+    pub(crate) updated_at: String,
 }
 
 impl State {
@@ -255,7 +255,7 @@ pub fn session_dir_name(task_id: &str) -> String {
 }
 
 /// The digest of the resolved `task:` part, and of each part of it.
-pub fn digest(task: &Task) -> (String, BTreeMap<String, String>) {
+pub(crate) fn digest(task: &Task) -> (String, BTreeMap<String, String>) {
     let test = task.test.as_ref().map_or("none".to_string(), |t| {
         format!("{}\n{}\n{}", t.command, t.cwd, t.timeout.as_secs())
     });

@@ -29,18 +29,18 @@ use super::record::{CommandRecord, FileChange, Terminal, Transcript, Usage, trim
 const MAX_REPORTED_COST_USD: f64 = 1e6;
 
 /// The kind.
-pub struct Claude;
+pub(crate) struct Claude;
 
-pub const CLAUDE: Claude = Claude;
+pub(crate) const CLAUDE: Claude = Claude;
 
 /// The API host.
-pub const API_HOST: &str = "api.anthropic.com";
+pub(crate) const API_HOST: &str = "api.anthropic.com";
 /// Where an OAuth login refreshes its token.
-pub const REFRESH_HOST: &str = "platform.claude.com";
+pub(crate) const REFRESH_HOST: &str = "platform.claude.com";
 /// Login file mode: an OAuth login (`claudeAiOauth`).
-pub const OAUTH: &str = "oauth";
+pub(crate) const OAUTH: &str = "oauth";
 /// A login token in the environment (`claude setup-token`).
-pub const OAUTH_TOKEN_VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN";
+pub(crate) const OAUTH_TOKEN_VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN";
 
 /// Tools whose successful use changed the file named by `file_path`.
 const FILE_TOOLS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];

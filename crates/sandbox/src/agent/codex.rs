@@ -25,17 +25,17 @@ use super::login::LoginRule;
 use super::record::{CommandRecord, FileChange, Terminal, Transcript, Usage, trim_line};
 
 /// The kind.
-pub struct Codex;
+pub(crate) struct Codex;
 
-pub const CODEX: Codex = Codex;
+pub(crate) const CODEX: Codex = Codex;
 
 /// The API host codex uses with an API key.
-pub const API_HOST: &str = "api.openai.com";
+pub(crate) const API_HOST: &str = "api.openai.com";
 /// The hosts codex uses with a ChatGPT login.
-pub const CHATGPT_HOSTS: [&str; 2] = ["chatgpt.com", "auth.openai.com"];
+pub(crate) const CHATGPT_HOSTS: [&str; 2] = ["chatgpt.com", "auth.openai.com"];
 /// Login file modes: a ChatGPT login (`tokens`) and an API key (`OPENAI_API_KEY`).
-pub const CHATGPT: &str = "chatgpt";
-pub const API_KEY: &str = "api_key";
+pub(crate) const CHATGPT: &str = "chatgpt";
+pub(crate) const API_KEY: &str = "api_key";
 
 /// The flags of every `codex exec` run (testdata/codex/README.md).
 const EXEC_FLAGS: [&str; 4] = [
@@ -178,7 +178,7 @@ impl Kind for Codex {
 
 /// `base_url = "…"` values in codex `-c`/`--config` options: a key ending in
 /// `base_url`, or an inline table holding one (a custom model provider).
-pub fn config_base_urls(args: &[String]) -> Vec<String> {
+pub(crate) fn config_base_urls(args: &[String]) -> Vec<String> {
     let mut values = Vec::new();
     let mut next_is_config = false;
     for arg in args {

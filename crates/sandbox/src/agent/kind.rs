@@ -13,38 +13,38 @@ use super::record::Transcript;
 #[derive(Debug, Clone, Copy)]
 pub struct RunSpec<'a> {
     /// `runner.worker.model`.
-    pub model: Option<&'a str>,
+    pub(crate) model: Option<&'a str>,
     /// `runner.worker.extra_args`, after the kind's own flags.
-    pub extra_args: &'a [String],
+    pub(crate) extra_args: &'a [String],
     /// `runner.worker.base_url`: the model API's base URL.
-    pub base_url: Option<&'a str>,
+    pub(crate) base_url: Option<&'a str>,
     /// The working directory in the container (the repository).
-    pub workdir: &'a str,
+    pub(crate) workdir: &'a str,
     /// The agent runs as root in the container.
-    pub root: bool,
+    pub(crate) root: bool,
 }
 
 /// What the agent's default allow list is worked out from (SPEC §17).
 #[derive(Debug, Clone, Copy)]
 pub struct HostsSpec<'a> {
-    pub login: &'a Login,
+    pub(crate) login: &'a Login,
     /// `runner.worker.env`: each name, with its value when it is a literal (not a
     /// secret from the host).
-    pub env: &'a [(&'a str, Option<&'a str>)],
-    pub extra_args: &'a [String],
-    pub base_url: Option<&'a str>,
+    pub(crate) env: &'a [(&'a str, Option<&'a str>)],
+    pub(crate) extra_args: &'a [String],
+    pub(crate) base_url: Option<&'a str>,
 }
 
 /// A destination the agent needs: a host name, or a URL whose host (and port) is
 /// allowed; and why, for `validate` and the note.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Need {
-    pub destination: String,
-    pub why: String,
+    pub(crate) destination: String,
+    pub(crate) why: String,
 }
 
 impl Need {
-    pub fn new(destination: impl Into<String>, why: impl Into<String>) -> Self {
+    pub(crate) fn new(destination: impl Into<String>, why: impl Into<String>) -> Self {
         Need {
             destination: destination.into(),
             why: why.into(),
@@ -112,7 +112,8 @@ impl PartialEq for dyn Kind {
 
 /// Feeds every line of `stdout` to a fresh reader of `kind`: the record of a
 /// whole run (recorded samples, tests).
-pub fn read_all(kind: &dyn Kind, stdout: &[u8]) -> Transcript {
+#[cfg(test)]
+pub(crate) fn read_all(kind: &dyn Kind, stdout: &[u8]) -> Transcript {
     let mut transcript = Transcript::default();
     let mut stream = kind.stream();
     for line in stdout.split(|&b| b == b'\n') {
@@ -124,7 +125,7 @@ pub fn read_all(kind: &dyn Kind, stdout: &[u8]) -> Transcript {
 /// Recorded real runs of a kind (testdata/…/<sample>/: stdout.jsonl, stderr.txt,
 /// exit_code), read and judged as a live run is.
 #[cfg(test)]
-pub mod samples {
+pub(crate) mod samples {
     use std::path::Path;
 
     use super::{Kind, read_all};
@@ -132,7 +133,7 @@ pub mod samples {
     use crate::agent::record::Transcript;
 
     /// `path` from the workspace's top (where `testdata/` is).
-    pub fn at_top(path: &str) -> std::path::PathBuf {
+    pub(crate) fn at_top(path: &str) -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../..")
             .join(path)
@@ -140,7 +141,7 @@ pub mod samples {
 
     /// Sample `name` under `dir`: its record, outcome and summary; `exit` turns the
     /// recorded exit code into how the run ended.
-    pub fn judged(
+    pub(crate) fn judged(
         kind: &dyn Kind,
         dir: &str,
         name: &str,
@@ -160,7 +161,7 @@ pub mod samples {
     }
 
     /// Every sample under `dir` has an expectation, and is judged as it says.
-    pub fn all_judged(
+    pub(crate) fn all_judged(
         kind: &dyn Kind,
         dir: &str,
         exit: fn(i32) -> Exit,

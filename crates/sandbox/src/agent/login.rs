@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use agent_runner_core::secret::Secret;
 
 /// Shorter string values in a login file (flags, ids, short names) are not secrets.
-pub const MIN_SECRET_CHARS: usize = 8;
+pub(crate) const MIN_SECRET_CHARS: usize = 8;
 
 /// What a kind says about logging in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,11 +23,11 @@ pub struct LoginRule {
     /// The login file under the host's HOME (`.codex/auth.json`).
     pub file: &'static str,
     /// With both a login file and a key: the file wins (else the key).
-    pub file_first: bool,
+    pub(crate) file_first: bool,
     /// Where the file is mounted read-only in the container.
-    pub mount: &'static str,
+    pub(crate) mount: &'static str,
     /// Where the agent looks for it, under the container's HOME; a link to `mount`.
-    pub link: &'static str,
+    pub(crate) link: &'static str,
     /// How a user logs in, for messages.
     pub how: &'static str,
 }
@@ -63,14 +63,14 @@ impl Login {
     }
 
     /// Whether a login file holding `mode` is used.
-    pub fn has(&self, mode: &str) -> bool {
+    pub(crate) fn has(&self, mode: &str) -> bool {
         matches!(self, Login::File { modes, .. } if modes.contains(&mode))
     }
 }
 
 /// Every string value (not key) of `value` of at least `MIN_SECRET_CHARS`
 /// characters, each once.
-pub fn secrets_in(value: &serde_json::Value) -> Vec<Secret> {
+pub(crate) fn secrets_in(value: &serde_json::Value) -> Vec<Secret> {
     let mut out = Vec::new();
     collect_strings(value, &mut out);
     out

@@ -14,12 +14,12 @@
 //! list when it reads a task) and `worker` (which runs a kind in the sandbox), and
 //! uses neither.
 
-pub mod claude;
-pub mod codex;
-pub mod kind;
-pub mod login;
-pub mod outcome;
-pub mod record;
+pub(crate) mod claude;
+pub(crate) mod codex;
+pub(crate) mod kind;
+pub(crate) mod login;
+pub(crate) mod outcome;
+pub(crate) mod record;
 
 pub use kind::{EventStream, HostsSpec, Kind, Need, Pinned, RunSpec};
 pub use login::{Login, LoginRule};
@@ -35,16 +35,16 @@ pub fn default_kind() -> &'static dyn Kind {
 }
 
 /// The kind named `name` (`runner.worker.kind`).
-pub fn by_name(name: &str) -> Option<&'static dyn Kind> {
+pub(crate) fn by_name(name: &str) -> Option<&'static dyn Kind> {
     KINDS.into_iter().find(|k| k.name() == name)
 }
 
 /// The kind of a TaskConfig's `runner.worker.type`.
-pub fn by_taskconfig_type(value: &str) -> Option<&'static dyn Kind> {
+pub(crate) fn by_taskconfig_type(value: &str) -> Option<&'static dyn Kind> {
     KINDS.into_iter().find(|k| k.taskconfig_type() == value)
 }
 
 /// The kinds' names, for messages and choices.
-pub fn names() -> Vec<&'static str> {
+pub(crate) fn names() -> Vec<&'static str> {
     KINDS.iter().map(|k| k.name()).collect()
 }

@@ -9,26 +9,26 @@ use agent_runner_core::text::{cut, tail};
 use agent_runner_core::usage::Tokens;
 
 /// Bounds on what a transcript keeps.
-pub const MAX_COMMANDS: usize = 200;
-pub const MAX_FILE_CHANGES: usize = 200;
-pub const MAX_MESSAGES: usize = 20;
-pub const MAX_TEXT: usize = 16 * 1024;
-pub const MAX_COMMAND_TEXT: usize = 1000;
-pub const MAX_COMMAND_OUTPUT: usize = 400;
+pub(crate) const MAX_COMMANDS: usize = 200;
+pub(crate) const MAX_FILE_CHANGES: usize = 200;
+pub(crate) const MAX_MESSAGES: usize = 20;
+pub(crate) const MAX_TEXT: usize = 16 * 1024;
+pub(crate) const MAX_COMMAND_TEXT: usize = 1000;
+pub(crate) const MAX_COMMAND_OUTPUT: usize = 400;
 
 /// Token usage of a run as its agent reported it: input includes cached input.
 /// `Transcript::usage_for` makes it SPEC §15's usage of the run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Usage {
-    pub input_tokens: u64,
-    pub cached_input_tokens: u64,
-    pub output_tokens: u64,
+    pub(crate) input_tokens: u64,
+    pub(crate) cached_input_tokens: u64,
+    pub(crate) output_tokens: u64,
     /// Part of `output_tokens`, when the agent reports it.
-    pub reasoning_output_tokens: u64,
+    pub(crate) reasoning_output_tokens: u64,
     /// What the agent itself says the run cost (claude's `total_cost_usd`), at its
     /// list prices; None when it does not say.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
+    pub(crate) cost_usd: Option<f64>,
 }
 
 /// A file the agent said it changed.
@@ -44,12 +44,12 @@ pub struct FileChange {
 pub struct CommandRecord {
     /// The agent's id for it, pairing its start with its end.
     #[serde(skip)]
-    pub item_id: String,
+    pub(crate) item_id: String,
     pub command: String,
     /// None while running, or when the run ended before the command did.
     pub exit_code: Option<i32>,
     /// `in_progress`, `completed`, `failed`.
-    pub status: String,
+    pub(crate) status: String,
     /// The end of its output, for failed commands.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub output_tail: String,
@@ -93,28 +93,28 @@ pub enum Terminal {
 pub struct Transcript {
     /// The agent's session (codex thread id, claude session id), to resume it.
     pub session_id: Option<String>,
-    pub terminal: Option<Terminal>,
+    pub(crate) terminal: Option<Terminal>,
     /// Usage the agent reported for the run (codex per turn, claude in `result`).
-    pub usage: Option<Usage>,
+    pub(crate) usage: Option<Usage>,
     /// The model the agent said it runs (claude's `init` event); codex says none.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The agent's last message: its answer on success.
-    pub agent_message: Option<String>,
+    pub(crate) agent_message: Option<String>,
     pub commands: Vec<CommandRecord>,
     pub commands_dropped: usize,
     pub file_changes: Vec<FileChange>,
     /// Error events (retry notices, final errors), latest last.
     pub errors: Vec<String>,
     /// Errors that did not stop the run (warnings).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// Lines that were not events of a known type.
     pub raw_lines: u64,
-    pub events: u64,
+    pub(crate) events: u64,
 }
 
 impl Usage {
     /// The counts §15 adds up: `output_tokens` already holds the reasoning tokens.
-    pub fn tokens(&self) -> Tokens {
+    pub(crate) fn tokens(&self) -> Tokens {
         Tokens {
             input_tokens: self.input_tokens,
             cached_input_tokens: self.cached_input_tokens,
@@ -127,7 +127,7 @@ impl Transcript {
     /// The run's usage (SPEC §15) on `model` (`runner.worker.model`, which names its
     /// price), else on the model the agent said it ran; tokens and cost as the agent
     /// reported them, None when it reported none (never guessed).
-    pub fn usage_for(&self, model: Option<&str>) -> agent_runner_core::usage::Usage {
+    pub(crate) fn usage_for(&self, model: Option<&str>) -> agent_runner_core::usage::Usage {
         agent_runner_core::usage::Usage {
             model: model.map(str::to_string).or_else(|| self.model.clone()),
             tokens: self.usage.as_ref().map(Usage::tokens),
@@ -136,31 +136,31 @@ impl Transcript {
     }
 
     /// The agent said the run completed.
-    pub fn completed(&self) -> bool {
+    pub(crate) fn completed(&self) -> bool {
         self.terminal == Some(Terminal::Completed)
     }
 
     /// The agent said the run failed, and why.
-    pub fn failure(&self) -> Option<&str> {
+    pub(crate) fn failure(&self) -> Option<&str> {
         match &self.terminal {
             Some(Terminal::Failed(why)) => Some(why),
             _ => None,
         }
     }
 
-    pub fn set_message(&mut self, text: &str) {
+    pub(crate) fn set_message(&mut self, text: &str) {
         self.agent_message = Some(cut(text, MAX_TEXT));
     }
 
-    pub fn fail(&mut self, why: &str) {
+    pub(crate) fn fail(&mut self, why: &str) {
         self.terminal = Some(Terminal::Failed(cut(why, MAX_TEXT)));
     }
 
-    pub fn error(&mut self, message: &str) {
+    pub(crate) fn error(&mut self, message: &str) {
         push_bounded(&mut self.errors, cut(message, MAX_TEXT));
     }
 
-    pub fn warning(&mut self, message: &str) {
+    pub(crate) fn warning(&mut self, message: &str) {
         push_bounded(&mut self.warnings, cut(message, MAX_TEXT));
     }
 
@@ -186,7 +186,7 @@ impl Transcript {
     }
 
     /// The recent command with `item_id`, to complete it.
-    pub fn command_mut(&mut self, item_id: &str) -> Option<&mut CommandRecord> {
+    pub(crate) fn command_mut(&mut self, item_id: &str) -> Option<&mut CommandRecord> {
         self.commands
             .iter_mut()
             .rev()
@@ -209,7 +209,7 @@ fn push_bounded(list: &mut Vec<String>, value: String) {
 }
 
 /// `line` without trailing whitespace (a CR, the newline).
-pub fn trim_line(mut line: &[u8]) -> &[u8] {
+pub(crate) fn trim_line(mut line: &[u8]) -> &[u8] {
     while let [rest @ .., last] = line {
         if last.is_ascii_whitespace() {
             line = rest

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// What an address is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
+pub(crate) enum Class {
     Public,
     Loopback,
     /// RFC 1918, shared address space (CGNAT), unique-local IPv6, local NAT64.
@@ -26,7 +26,7 @@ pub enum Class {
 }
 
 impl Class {
-    pub fn of(address: IpAddr) -> Class {
+    pub(crate) fn of(address: IpAddr) -> Class {
         match address {
             IpAddr::V4(v4) => of_v4(v4),
             IpAddr::V6(v6) => of_v6(v6),

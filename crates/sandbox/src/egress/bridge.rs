@@ -8,7 +8,7 @@
 use super::host_dir::{BRIDGE, SOCKET};
 
 /// The helper, a static executable for this machine's architecture.
-pub const BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/egress-bridge"));
+pub(crate) const BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/egress-bridge"));
 /// Where the proxy's directory is mounted in the container.
 pub const MOUNT: &str = "/run/agent-runner/egress";
 /// The port the bridge listens on, on the container's own loopback.
@@ -31,7 +31,7 @@ pub fn args(home_links: &[(&str, &str)]) -> Vec<String> {
 
 /// The proxy variables of worker and test runs (SPEC §17). `NO_PROXY` keeps a test
 /// suite's own servers on the container's loopback reachable.
-pub fn env() -> Vec<(&'static str, String)> {
+pub(crate) fn env() -> Vec<(&'static str, String)> {
     let url = format!("http://127.0.0.1:{PORT}");
     vec![
         ("HTTPS_PROXY", url.clone()),
@@ -44,6 +44,6 @@ pub fn env() -> Vec<(&'static str, String)> {
 }
 
 /// Whether `name` is one of the variables `env` sets (a task may not set them too).
-pub fn sets(name: &str) -> bool {
+pub(crate) fn sets(name: &str) -> bool {
     env().iter().any(|(set, _)| set.eq_ignore_ascii_case(name))
 }

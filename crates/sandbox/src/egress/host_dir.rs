@@ -16,9 +16,9 @@ use std::time::Duration;
 use agent_runner_core::process::{self, Held, Invocation};
 
 /// The socket's file name in the directory.
-pub const SOCKET: &str = "proxy.sock";
+pub(crate) const SOCKET: &str = "proxy.sock";
 /// The bridge's file name in the directory.
-pub const BRIDGE: &str = "bridge";
+pub(crate) const BRIDGE: &str = "bridge";
 /// Longest directory path that leaves room for the socket's name in `sun_path`
 /// (108 bytes with its NUL).
 const MAX_DIR: usize = 90;
@@ -28,7 +28,7 @@ const MAX_DIR: usize = 90;
 const WATCHDOG_SCRIPT: &str = include_str!("watchdog.sh");
 
 /// The directory; removed on `remove` or drop.
-pub struct HostDir {
+pub(crate) struct HostDir {
     path: PathBuf,
     watchdog: Option<Held>,
     removed: bool,
@@ -36,7 +36,7 @@ pub struct HostDir {
 
 impl HostDir {
     /// A new private directory with the bridge helper in it, and its watchdog.
-    pub fn create(bridge: &[u8]) -> std::io::Result<HostDir> {
+    pub(crate) fn create(bridge: &[u8]) -> std::io::Result<HostDir> {
         let path = base().join(format!(
             "agent-runner-egress-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..16]
@@ -63,17 +63,17 @@ impl HostDir {
         Ok(dir)
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Where the proxy listens.
-    pub fn socket(&self) -> PathBuf {
+    pub(crate) fn socket(&self) -> PathBuf {
         self.path.join(SOCKET)
     }
 
     /// Removes the directory and dismisses the watchdog.
-    pub fn remove(mut self) {
+    pub(crate) fn remove(mut self) {
         self.clean_up();
     }
 

@@ -23,21 +23,21 @@ const MAX_DESTINATIONS: usize = 200;
 /// One connection, as `egress.jsonl` has it (SPEC §17).
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
-    pub at: String,
+    pub(crate) at: String,
     /// The host asked for (`-` when the request could not be read).
-    pub host: String,
-    pub port: u16,
-    pub allowed: bool,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) allowed: bool,
     /// The entry that allowed it, or why it was refused (or failed).
-    pub reason: String,
-    pub bytes_up: u64,
-    pub bytes_down: u64,
-    pub duration_ms: u64,
+    pub(crate) reason: String,
+    pub(crate) bytes_up: u64,
+    pub(crate) bytes_down: u64,
+    pub(crate) duration_ms: u64,
 }
 
 impl Record {
     /// A connection that began at `at`, with nothing carried yet.
-    pub fn new(at: Timestamp, host: String, port: u16) -> Self {
+    pub(crate) fn new(at: Timestamp, host: String, port: u16) -> Self {
         Record {
             at: at.to_string(),
             host,
@@ -91,7 +91,7 @@ pub struct Summary {
 }
 
 /// Where records go; shared by the proxy's threads.
-pub struct Journal {
+pub(crate) struct Journal {
     file: Mutex<Option<File>>,
     redactor: Redactor,
     state: Mutex<State>,
@@ -109,7 +109,7 @@ struct State {
 impl Journal {
     /// A journal writing to `file` (None: tally only), masking `redactor`'s secrets
     /// (a worker could put a key in a host name).
-    pub fn new(file: Option<File>, redactor: Redactor) -> Self {
+    pub(crate) fn new(file: Option<File>, redactor: Redactor) -> Self {
         Journal {
             file: Mutex::new(file),
             redactor,
@@ -119,13 +119,13 @@ impl Journal {
     }
 
     /// The journal, also telling `events` of every denied connection.
-    pub fn telling(self, events: Events) -> Self {
+    pub(crate) fn telling(self, events: Events) -> Self {
         Journal { events, ..self }
     }
 
     /// Records a finished (or refused) connection. `allow_entry`: for a denied
     /// destination, the entry that would allow it.
-    pub fn record(&self, mut record: Record, took: Duration, allow_entry: Option<String>) {
+    pub(crate) fn record(&self, mut record: Record, took: Duration, allow_entry: Option<String>) {
         record.duration_ms = took.as_millis() as u64;
         record.host = self.redactor.redact(&record.host);
         record.reason = self.redactor.redact(&record.reason);
@@ -207,7 +207,7 @@ impl Journal {
     }
 
     /// The tally so far.
-    pub fn summary(&self) -> Summary {
+    pub(crate) fn summary(&self) -> Summary {
         let Ok(state) = self.state.lock() else {
             return Summary::default();
         };

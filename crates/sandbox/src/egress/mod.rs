@@ -33,7 +33,7 @@ mod policy;
 mod proxy;
 mod relay;
 mod request;
-pub mod rules;
+pub(crate) mod rules;
 
 use std::os::unix::net::UnixListener;
 use std::path::Path;

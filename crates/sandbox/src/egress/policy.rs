@@ -9,16 +9,16 @@ use super::address::Class;
 use super::rules::{AllowList, Destination, Host, Rule, Via, canonical};
 
 /// Resolves a name to addresses (the system resolver; tests give their own).
-pub type Resolve = fn(&str, u16) -> std::io::Result<Vec<SocketAddr>>;
+pub(crate) type Resolve = fn(&str, u16) -> std::io::Result<Vec<SocketAddr>>;
 
 /// The system resolver.
-pub fn system_resolve(name: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+pub(crate) fn system_resolve(name: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
     Ok((name, port).to_socket_addrs()?.collect())
 }
 
 /// What to do with a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Connect to these addresses, in order; `rule` is the entry that allowed it.
     Allow {
         addresses: Vec<SocketAddr>,
@@ -34,7 +34,12 @@ pub enum Verdict {
 }
 
 /// Decides on `destination` asked for `via`.
-pub fn decide(allow: &AllowList, destination: &Destination, via: Via, resolve: Resolve) -> Verdict {
+pub(crate) fn decide(
+    allow: &AllowList,
+    destination: &Destination,
+    via: Via,
+    resolve: Resolve,
+) -> Verdict {
     let Some(rule) = allow.find(destination, via) else {
         let reason = match destination.host {
             Host::Address(_) => "an IP address not listed in runner.worker.allow",

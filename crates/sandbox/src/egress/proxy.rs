@@ -41,14 +41,14 @@ const STOP_WAIT: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
     /// Connections at a time.
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// A connection on which nothing moved for this long is closed.
-    pub idle: Duration,
+    pub(crate) idle: Duration,
     /// Time for a client to send its request head.
-    pub head_timeout: Duration,
+    pub(crate) head_timeout: Duration,
     /// Time for a destination to accept a connection.
-    pub connect_timeout: Duration,
-    pub resolve: Resolve,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) resolve: Resolve,
 }
 
 impl Default for Settings {
@@ -64,7 +64,7 @@ impl Default for Settings {
 }
 
 /// A running proxy; see the module documentation.
-pub struct Proxy {
+pub(crate) struct Proxy {
     shared: Arc<Shared>,
     acceptor: Option<JoinHandle<()>>,
     /// Closing it wakes the accept loop at once (`stop` must not wait on a tick:
@@ -90,7 +90,7 @@ struct Live {
 
 impl Proxy {
     /// Serves `listener` until `stop`.
-    pub fn start(
+    pub(crate) fn start(
         listener: UnixListener,
         allow: AllowList,
         journal: Journal,
@@ -118,7 +118,7 @@ impl Proxy {
     }
 
     /// Stops accepting, closes every live connection, and returns the tally.
-    pub fn stop(mut self) -> Summary {
+    pub(crate) fn stop(mut self) -> Summary {
         self.halt();
         self.shared.journal.summary()
     }

@@ -33,15 +33,15 @@ const PUMP_STACK: usize = 64 * 1024;
 
 /// Bytes carried each way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Traffic {
+pub(crate) struct Traffic {
     /// Client to destination.
-    pub up: u64,
+    pub(crate) up: u64,
     /// Destination to client.
-    pub down: u64,
+    pub(crate) down: u64,
 }
 
 /// The socket operations a direction needs, for both kinds of socket.
-pub trait Socket: AsRawFd + Send + Sync + 'static {
+pub(crate) trait Socket: AsRawFd + Send + Sync + 'static {
     fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()>;
     fn shutdown(&self, how: Shutdown) -> std::io::Result<()>;
     fn read_into(&self, buffer: &mut [u8]) -> std::io::Result<usize>;
@@ -90,7 +90,7 @@ impl Activity {
 
 /// Relays until both directions have ended (or the connection idles for `idle`);
 /// returns the bytes carried.
-pub fn relay(client: Arc<UnixStream>, upstream: Arc<TcpStream>, idle: Duration) -> Traffic {
+pub(crate) fn relay(client: Arc<UnixStream>, upstream: Arc<TcpStream>, idle: Duration) -> Traffic {
     relay_by(client, upstream, idle, true)
 }
 

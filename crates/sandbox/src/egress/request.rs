@@ -13,22 +13,22 @@ use std::io::Read;
 use super::rules::{Destination, Host, Via};
 
 /// Largest request head.
-pub const MAX_HEAD: usize = 16 * 1024;
+pub(crate) const MAX_HEAD: usize = 16 * 1024;
 /// Most header lines.
 const MAX_HEADERS: usize = 100;
 
 /// A parsed request head.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    pub via: Via,
-    pub destination: Destination,
+pub(crate) struct Request {
+    pub(crate) via: Via,
+    pub(crate) destination: Destination,
     /// For a plain request: the head to send upstream.
-    pub upstream_head: Vec<u8>,
+    pub(crate) upstream_head: Vec<u8>,
 }
 
 /// Why a head could not be used; each maps to the status answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BadHead {
+pub(crate) enum BadHead {
     /// The client closed before sending a whole head.
     Closed,
     TooLarge,
@@ -39,7 +39,7 @@ pub enum BadHead {
 
 impl BadHead {
     /// The HTTP status answered.
-    pub fn status(&self) -> u16 {
+    pub(crate) fn status(&self) -> u16 {
         match self {
             BadHead::Closed | BadHead::Malformed(_) => 400,
             BadHead::TooLarge => 431,
@@ -47,7 +47,7 @@ impl BadHead {
         }
     }
 
-    pub fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         match self {
             BadHead::Closed => "closed before a whole request head".into(),
             BadHead::TooLarge => format!("request head over {MAX_HEAD} bytes"),
@@ -59,7 +59,7 @@ impl BadHead {
 
 /// Reads until the end of the head (the stream's read timeout bounds each read);
 /// returns the head and whatever followed it.
-pub fn read_head(stream: &mut impl Read) -> Result<(Vec<u8>, Vec<u8>), BadHead> {
+pub(crate) fn read_head(stream: &mut impl Read) -> Result<(Vec<u8>, Vec<u8>), BadHead> {
     let mut bytes = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     loop {
@@ -109,7 +109,7 @@ fn find_end(bytes: &[u8]) -> Option<usize> {
 }
 
 /// Parses a head read by `read_head`.
-pub fn parse(head: &[u8]) -> Result<Request, BadHead> {
+pub(crate) fn parse(head: &[u8]) -> Result<Request, BadHead> {
     let bad = |why: &str| BadHead::Malformed(why.to_string());
     let text = std::str::from_utf8(head).map_err(|_| bad("the head is not UTF-8"))?;
     let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));

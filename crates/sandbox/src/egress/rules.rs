@@ -14,7 +14,7 @@ const MAX_NAME: usize = 253;
 
 /// How the client asked for the destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Via {
+pub(crate) enum Via {
     /// `CONNECT host:port` (TLS, passed through untouched).
     Connect,
     /// A plain HTTP request with an absolute URI.
@@ -23,7 +23,7 @@ pub enum Via {
 
 impl Via {
     /// The port an entry without one allows.
-    pub fn default_port(self) -> u16 {
+    pub(crate) fn default_port(self) -> u16 {
         match self {
             Via::Connect => 443,
             Via::Plain => 80,
@@ -43,7 +43,7 @@ impl Host {
     /// A host as written in a URL or a CONNECT line: a name, an IPv4 literal or a
     /// bracketed IPv6 literal. Names that only a lenient resolver would read as an
     /// address (`127.1`, `0x7f000001`) are refused.
-    pub fn parse(text: &str) -> Result<Host, String> {
+    pub(crate) fn parse(text: &str) -> Result<Host, String> {
         if let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
             return inner
                 .parse::<Ipv6Addr>()
@@ -69,9 +69,9 @@ impl fmt::Display for Host {
 
 /// A `host:port` a client asked for.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Destination {
-    pub host: Host,
-    pub port: u16,
+pub(crate) struct Destination {
+    pub(crate) host: Host,
+    pub(crate) port: u16,
 }
 
 impl fmt::Display for Destination {
@@ -105,7 +105,7 @@ enum Ports {
 
 impl Rule {
     /// Reads an entry; the error says what is wrong with it.
-    pub fn parse(entry: &str) -> Result<Rule, String> {
+    pub(crate) fn parse(entry: &str) -> Result<Rule, String> {
         let entry = entry.trim();
         if entry.is_empty() {
             return Err("an empty entry".into());
@@ -140,7 +140,7 @@ impl Rule {
     }
 
     /// The entry that allows exactly `destination` when asked for `via`.
-    pub fn for_destination(destination: &Destination, via: Via) -> Rule {
+    pub(crate) fn for_destination(destination: &Destination, via: Via) -> Rule {
         Rule {
             host: match &destination.host {
                 Host::Name(name) => Pattern::Name(name.clone()),
@@ -155,7 +155,7 @@ impl Rule {
     }
 
     /// Whether this entry allows `destination` asked for `via`.
-    pub fn allows(&self, destination: &Destination, via: Via) -> bool {
+    pub(crate) fn allows(&self, destination: &Destination, via: Via) -> bool {
         let host = match (&self.host, &destination.host) {
             (Pattern::Name(rule), Host::Name(name)) => rule == name,
             (Pattern::Below(suffix), Host::Name(name)) => name
@@ -169,7 +169,7 @@ impl Rule {
 
     /// Whether this entry lists `address` itself (for `port`, asked for `via`), which
     /// lets a name resolving to a non-public address through.
-    pub fn lists(&self, address: IpAddr, port: u16, via: Via) -> bool {
+    pub(crate) fn lists(&self, address: IpAddr, port: u16, via: Via) -> bool {
         self.host == Pattern::Address(canonical(address)) && self.ports.allow(port, via)
     }
 }
@@ -231,12 +231,12 @@ impl Default for AllowList {
 
 impl AllowList {
     /// The first entry that allows `destination`.
-    pub fn find(&self, destination: &Destination, via: Via) -> Option<&Rule> {
+    pub(crate) fn find(&self, destination: &Destination, via: Via) -> Option<&Rule> {
         self.rules.iter().find(|r| r.allows(destination, via))
     }
 
     /// Whether `address` (for `port`) is itself listed.
-    pub fn lists(&self, address: IpAddr, port: u16, via: Via) -> bool {
+    pub(crate) fn lists(&self, address: IpAddr, port: u16, via: Via) -> bool {
         self.rules.iter().any(|r| r.lists(address, port, via))
     }
 
@@ -303,7 +303,7 @@ fn name(text: &str) -> Result<String, String> {
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is.
-pub fn canonical(address: IpAddr) -> IpAddr {
+pub(crate) fn canonical(address: IpAddr) -> IpAddr {
     match address {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
         v4 => v4,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 pub struct Record {
     pub at: String,
     #[serde(flatten)]
-    pub event: Event,
+    pub(crate) event: Event,
 }
 
 /// Whether a worker or test run begins or has ended.
@@ -107,7 +107,7 @@ pub enum Event {
 
 impl Event {
     /// Applies `f` to every text field (masking and cutting before a write).
-    pub fn map_text(&mut self, f: &dyn Fn(&str) -> String) {
+    pub(crate) fn map_text(&mut self, f: &dyn Fn(&str) -> String) {
         let mut apply = |s: &mut String| *s = f(s);
         match self {
             Event::State { from, to, reason } => {
@@ -146,11 +146,6 @@ impl Event {
             }
             Event::Unknown => {}
         }
-    }
-
-    /// Whether the event ends the run: a terminal state.
-    pub fn is_end(&self) -> bool {
-        matches!(self, Event::State { to, .. } if to == "COMPLETE" || to == "FAILED")
     }
 }
 

@@ -13,12 +13,12 @@
 //! The file sits in the runner's log directory, which the worker's container sees
 //! read-only; it is opened and read only through `fs::Dir`.
 
-pub mod event;
+pub(crate) mod event;
 pub mod reader;
-pub mod writer;
+pub(crate) mod writer;
 
 pub use event::{Event, Phase, Record};
 pub use writer::Events;
 
 /// The file's name in a task's log directory.
-pub const FILE: &str = "events.jsonl";
+pub(crate) const FILE: &str = "events.jsonl";

@@ -16,9 +16,9 @@ use agent_runner_core::text::cut;
 use agent_runner_core::timestamp::Timestamp;
 
 /// Longest text field kept (a command, a message, a reason), in bytes.
-pub const MAX_TEXT: usize = 400;
+pub(crate) const MAX_TEXT: usize = 400;
 /// Longest line written, in bytes; longer ones are written with shorter texts.
-pub const MAX_LINE: usize = 4096;
+pub(crate) const MAX_LINE: usize = 4096;
 /// What texts are cut to when a line would still be longer than `MAX_LINE`.
 const SHORT_TEXT: usize = 64;
 
@@ -94,7 +94,7 @@ impl Events {
     }
 
     /// Something the worker of run `run` did.
-    pub fn worker_item(&self, run: u32, item: &str, text: &str, exit_code: Option<i32>) {
+    pub(crate) fn worker_item(&self, run: u32, item: &str, text: &str, exit_code: Option<i32>) {
         self.emit(Event::WorkerItem {
             run,
             item: item.into(),

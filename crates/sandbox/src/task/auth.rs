@@ -14,7 +14,7 @@ use crate::agent::{Kind, Login};
 use agent_runner_core::secret::Secret;
 
 /// Largest login file we read (real ones are a few KiB).
-pub const MAX_AUTH_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_AUTH_BYTES: u64 = 1 << 20;
 
 /// The login `kind` gets on this host.
 pub fn resolve(kind: &dyn Kind, host: &Host) -> Result<Login, InputError> {

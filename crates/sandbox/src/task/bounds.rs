@@ -17,17 +17,17 @@ use agent_runner_core::usage::{Price, Pricing};
 pub const DEFAULT_MAX_STALLED_LOOPS: u32 = 3;
 /// Highest price accepted, in USD per million tokens: far above any model's, low
 /// enough that a cost stays an exact-enough float.
-pub const MAX_PRICE: f64 = 1_000_000.0;
+pub(crate) const MAX_PRICE: f64 = 1_000_000.0;
 
 /// The raw `runner:` keys of this module.
-pub struct RawBounds {
-    pub pricing: Option<BTreeMap<String, RawPrice>>,
-    pub budget: Option<RawBudget>,
-    pub max_stalled_loops: Option<u64>,
+pub(crate) struct RawBounds {
+    pub(crate) pricing: Option<BTreeMap<String, RawPrice>>,
+    pub(crate) budget: Option<RawBudget>,
+    pub(crate) max_stalled_loops: Option<u64>,
 }
 
 /// `Bounds`, or None after recording a problem.
-pub fn bounds(raw: RawBounds, problems: &mut InputErrors) -> Option<Bounds> {
+pub(crate) fn bounds(raw: RawBounds, problems: &mut InputErrors) -> Option<Bounds> {
     let pricing = pricing(raw.pricing.unwrap_or_default(), problems);
     let budget = budget(raw.budget.unwrap_or_default(), problems);
     let stalled = raw

@@ -19,16 +19,16 @@ pub struct CodexMeta {
     /// `runner.meta.model` (codex's `-m`); None: codex's own default.
     pub model: Option<String>,
     /// `runner.meta.base_url` (codex's `openai_base_url`).
-    pub base_url: Option<String>,
-    pub docker_image: Option<String>,
-    pub extra_args: Option<Vec<String>>,
+    pub(crate) base_url: Option<String>,
+    pub(crate) docker_image: Option<String>,
+    pub(crate) extra_args: Option<Vec<String>>,
     pub env: Option<Vec<WorkerEnv>>,
 }
 
 impl CodexMeta {
     /// codex's `-m` next to `worker`: Meta's own, else the worker's when the worker is
     /// codex too; None: codex's own default, whose name (and price) is not known.
-    pub fn model_next_to(&self, worker: &WorkerSettings) -> Option<String> {
+    pub(crate) fn model_next_to(&self, worker: &WorkerSettings) -> Option<String> {
         match &self.model {
             Some(model) => Some(model.clone()),
             None if worker.kind.name() == CODEX.name() => worker.model.clone(),

@@ -11,7 +11,11 @@ use crate::egress::rules::{AllowList, Origin, Rule};
 
 /// The default list for `worker` (whose own `allow` is not used) logged in with
 /// `login`, and Meta's codex of `meta`.
-pub fn for_task(worker: &WorkerSettings, login: &Login, meta: Option<&MetaBackend>) -> AllowList {
+pub(crate) fn for_task(
+    worker: &WorkerSettings,
+    login: &Login,
+    meta: Option<&MetaBackend>,
+) -> AllowList {
     let mut needs = needs_of(worker.kind, worker, login);
     if let Some(MetaBackend::CodexCli(codex)) = meta {
         let settings = codex.worker_settings(worker, std::time::Duration::from_secs(1));
@@ -74,7 +78,7 @@ fn entry_of(destination: &str) -> Option<String> {
 }
 
 /// The allow entry for a base URL: its host, with its port when it names one.
-pub fn url_entry(url: &str) -> Option<String> {
+pub(crate) fn url_entry(url: &str) -> Option<String> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))?;

@@ -10,22 +10,22 @@ use super::structure::{self, describe};
 use super::suggest::closest;
 
 /// The document, deserialized in its shape.
-pub enum RawDocument {
+pub(crate) enum RawDocument {
     V1(RawTaskV1),
     TaskConfig(RawTaskConfig),
 }
 
 /// What reading found.
-pub struct Read {
+pub(crate) struct Read {
     /// `None` when the document could not be deserialized at all.
-    pub raw: Option<RawDocument>,
+    pub(crate) raw: Option<RawDocument>,
     /// Paths explained by structure problems (see `InputErrors::into_report`).
-    pub covered: Vec<String>,
+    pub(crate) covered: Vec<String>,
 }
 
 /// Reads `text`. A syntax error, or a document that is not a mapping, is the only
 /// problem reported (`Err`); otherwise structure problems go to `problems`.
-pub fn read(text: &str, problems: &mut InputErrors) -> Result<Read, InputError> {
+pub(crate) fn read(text: &str, problems: &mut InputErrors) -> Result<Read, InputError> {
     agent_runner_core::yaml::check(text, agent_runner_core::yaml::Rules::Document).map_err(
         |refusal| {
             let mut error = InputError::new("stdin", refusal.message);

@@ -10,7 +10,7 @@ use agent_runner_core::text::cut_chars;
 const PREFIX: &str = "env:";
 
 /// The variable named by an `env:NAME` value; `None` for a literal.
-pub fn variable(value: &str, field: &str) -> Result<Option<String>, InputError> {
+pub(crate) fn variable(value: &str, field: &str) -> Result<Option<String>, InputError> {
     let Some(var) = value.strip_prefix(PREFIX) else {
         return Ok(None);
     };
@@ -46,7 +46,7 @@ pub fn resolve(var: &str, field: &str, host: &Host) -> Result<Secret, InputError
 }
 
 /// Letters, digits and `_`, not starting with a digit.
-pub fn is_env_name(name: &str) -> bool {
+pub(crate) fn is_env_name(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

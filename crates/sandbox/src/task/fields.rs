@@ -11,15 +11,15 @@ use agent_runner_core::text::cut_chars;
 pub const MAX_SECONDS: u64 = 7 * 24 * 3600;
 
 /// How much of a user's value an error message repeats.
-pub const SHOWN_CHARS: usize = 60;
+pub(crate) const SHOWN_CHARS: usize = 60;
 
 /// The error for a required value that is missing or blank.
-pub fn required(path: &str) -> InputError {
+pub(crate) fn required(path: &str) -> InputError {
     InputError::new(path, "required (missing or empty)")
 }
 
 /// `value` unless it is missing or blank.
-pub fn non_empty(value: Option<String>) -> Option<String> {
+pub(crate) fn non_empty(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
 }
 
@@ -32,7 +32,7 @@ pub fn is_one_line(value: &str) -> bool {
 }
 
 /// `value` if it `is_one_line`.
-pub fn one_line(value: String, field: &str) -> Result<String, InputError> {
+pub(crate) fn one_line(value: String, field: &str) -> Result<String, InputError> {
     if !is_one_line(&value) {
         return Err(InputError::new(
             field,
@@ -46,7 +46,11 @@ pub fn one_line(value: String, field: &str) -> Result<String, InputError> {
 }
 
 /// A number of seconds between 1 and `MAX_SECONDS`, `default` when absent.
-pub fn seconds(value: Option<u64>, default: u64, field: &str) -> Result<Duration, InputError> {
+pub(crate) fn seconds(
+    value: Option<u64>,
+    default: u64,
+    field: &str,
+) -> Result<Duration, InputError> {
     let secs = value.unwrap_or(default);
     if !(1..=MAX_SECONDS).contains(&secs) {
         return Err(InputError::new(
@@ -58,7 +62,11 @@ pub fn seconds(value: Option<u64>, default: u64, field: &str) -> Result<Duration
 }
 
 /// `value`, if it is one of `choices`.
-pub fn choice<'a>(value: &str, field: &str, choices: &[&'a str]) -> Result<&'a str, InputError> {
+pub(crate) fn choice<'a>(
+    value: &str,
+    field: &str,
+    choices: &[&'a str],
+) -> Result<&'a str, InputError> {
     if let Some(found) = choices.iter().find(|c| **c == value) {
         return Ok(found);
     }
@@ -78,7 +86,7 @@ pub fn choice<'a>(value: &str, field: &str, choices: &[&'a str]) -> Result<&'a s
 
 /// A value that ends up as one argument of a docker or codex command: a leading `-`
 /// would turn it into an option.
-pub fn argument(value: Option<String>, field: &str) -> Result<Option<String>, InputError> {
+pub(crate) fn argument(value: Option<String>, field: &str) -> Result<Option<String>, InputError> {
     match value {
         None => Ok(None),
         Some(v) if v.trim().is_empty() => Err(InputError::new(field, "must not be empty")),

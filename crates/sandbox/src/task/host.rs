@@ -38,7 +38,7 @@ impl Host<'static> {
 
 impl Host<'_> {
     /// The variable `name`.
-    pub fn var(&self, name: &str) -> Var {
+    pub(crate) fn var(&self, name: &str) -> Var {
         match (self.var)(name) {
             None => Var::Unset,
             Some(value) => value.into_string().map_or(Var::NotUtf8, Var::Set),
@@ -46,7 +46,7 @@ impl Host<'_> {
     }
 
     /// `path` made absolute against the current directory (not resolved further).
-    pub fn absolute(&self, path: &str) -> Result<PathBuf, String> {
+    pub(crate) fn absolute(&self, path: &str) -> Result<PathBuf, String> {
         if Path::new(path).is_absolute() {
             return Ok(PathBuf::from(path));
         }

@@ -29,11 +29,11 @@ pub enum Category {
 pub struct InputError {
     /// Dotted field path (`runner.meta.max_loops`), `stdin` for the document itself,
     /// or the environment variable or file the problem is in.
-    pub path: String,
+    pub(crate) path: String,
     pub message: String,
-    pub location: Option<(usize, usize)>,
+    pub(crate) location: Option<(usize, usize)>,
     pub hint: Option<String>,
-    pub category: Category,
+    pub(crate) category: Category,
 }
 
 impl InputError {
@@ -48,25 +48,25 @@ impl InputError {
         }
     }
 
-    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+    pub(crate) fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
     }
 
-    pub fn in_category(mut self, category: Category) -> Self {
+    pub(crate) fn in_category(mut self, category: Category) -> Self {
         self.category = category;
         self
     }
 
     /// A problem with the host rather than the YAML.
-    pub fn environment(self) -> Self {
+    pub(crate) fn environment(self) -> Self {
         self.in_category(Category::Environment)
     }
 
     /// Translates a serde_yaml error (syntax, duplicate keys, several documents, alias
     /// bombs) into our wording. serde_yaml prefixes messages with the field path
     /// (`runner.worker.env: duplicate entry ...`); we split that off.
-    pub fn from_yaml(err: &serde_yaml::Error) -> Self {
+    pub(crate) fn from_yaml(err: &serde_yaml::Error) -> Self {
         let location = err.location().map(|l| (l.line(), l.column()));
         let mut text = err.to_string();
         // serde_yaml appends " at line L column C"; we print the location ourselves.
@@ -115,7 +115,7 @@ impl std::error::Error for InputError {}
 
 /// Most problems kept: a document of 16 MiB could hold millions, and nobody reads
 /// past the first screens; the rest are counted.
-pub const MAX_PROBLEMS: usize = 100;
+pub(crate) const MAX_PROBLEMS: usize = 100;
 
 /// Every problem found in the task input (the first `MAX_PROBLEMS`, the rest
 /// counted), in report order once `into_report` ran. Displayed on one line (control
@@ -130,7 +130,7 @@ pub struct InputErrors {
 
 impl InputErrors {
     /// Records a problem: kept, or only counted once `MAX_PROBLEMS` are kept.
-    pub fn push(&mut self, error: InputError) {
+    pub(crate) fn push(&mut self, error: InputError) {
         if self.is_full() {
             self.omitted += 1;
         } else {
@@ -139,7 +139,7 @@ impl InputErrors {
     }
 
     /// Whether further problems are only counted.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.list.len() >= MAX_PROBLEMS
     }
 
@@ -149,12 +149,12 @@ impl InputErrors {
     }
 
     /// Every problem found, kept or not.
-    pub fn found(&self) -> usize {
+    pub(crate) fn found(&self) -> usize {
         self.list.len() + self.omitted
     }
 
     /// Records the error of `result`, if any; the value otherwise.
-    pub fn take<T>(&mut self, result: Result<T, InputError>) -> Option<T> {
+    pub(crate) fn take<T>(&mut self, result: Result<T, InputError>) -> Option<T> {
         match result {
             Ok(value) => Some(value),
             Err(error) => {
@@ -164,7 +164,7 @@ impl InputErrors {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.found() == 0
     }
 
@@ -177,7 +177,7 @@ impl InputErrors {
     /// problem already explains: a value removed for its wrong type, or a section
     /// whose key was misspelt, must not also be reported as missing. `covered` are
     /// the paths of structure problems (and of the keys their hints suggest).
-    pub fn into_report(mut self, covered: &[String]) -> Self {
+    pub(crate) fn into_report(mut self, covered: &[String]) -> Self {
         self.list.retain(|e| {
             e.category < Category::Value || !covered.iter().any(|c| related(&e.path, c))
         });

@@ -38,11 +38,8 @@ pub use codex_meta::CodexMeta;
 pub use fields::{MAX_SECONDS, is_one_line};
 pub use host::{Host, Var};
 pub use input_error::{Category, InputError, InputErrors};
-pub use paths::MAX_PRD_BYTES;
 pub use resolved::resolved_yaml;
 pub use schema::{builder_fields, builder_may_write, task_config_schema};
-pub use suggest::closest;
-pub use worker_env::{RESERVED as RESERVED_WORKER_ENV, Reserved};
 
 use crate::agent::Kind;
 use crate::egress::AllowList;
@@ -50,30 +47,30 @@ use agent_runner_core::secret::Secret;
 
 pub const DEFAULT_META_MODEL: &str = "gpt-5.1-codex-max-high";
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
-pub const DEFAULT_API_KEY: &str = "env:OPENAI_API_KEY";
+pub(crate) const DEFAULT_API_KEY: &str = "env:OPENAI_API_KEY";
 pub const DEFAULT_DOCKER_IMAGE: &str = "agent-runner-codex:latest";
-pub const DEFAULT_MAX_LOOPS: u32 = 5;
+pub(crate) const DEFAULT_MAX_LOOPS: u32 = 5;
 /// Default `runner.meta.max_replans` (SPEC §16).
-pub const DEFAULT_MAX_REPLANS: u32 = 2;
-pub const DEFAULT_META_TIMEOUT_SEC: u64 = 60;
-pub const DEFAULT_MAX_RUN_TIME_SEC: u64 = 1800;
-pub const DEFAULT_IDLE_TIMEOUT_SEC: u64 = 600;
-pub const DEFAULT_TEST_TIMEOUT_SEC: u64 = 600;
+pub(crate) const DEFAULT_MAX_REPLANS: u32 = 2;
+pub(crate) const DEFAULT_META_TIMEOUT_SEC: u64 = 60;
+pub(crate) const DEFAULT_MAX_RUN_TIME_SEC: u64 = 1800;
+pub(crate) const DEFAULT_IDLE_TIMEOUT_SEC: u64 = 600;
+pub(crate) const DEFAULT_TEST_TIMEOUT_SEC: u64 = 600;
 /// Default `runner.worker.limits.pids`: enough for any build, not for a fork bomb.
-pub const DEFAULT_PIDS_LIMIT: u64 = 4096;
+pub(crate) const DEFAULT_PIDS_LIMIT: u64 = 4096;
 /// Most entries in `task.acceptance_criteria`.
 pub const MAX_ACCEPTANCE_CRITERIA: usize = 50;
 /// The default `runner.worker.type` of the TaskConfig shape (codex-cli); each kind
 /// has its own (`Kind::taskconfig_type`).
 pub const TASKCONFIG_WORKER_TYPE: &str = "docker_codex_cli";
 /// `runner.meta.timeout_sec` of `kind: codex-cli` (seed MP §6.3: 10 min per call).
-pub const DEFAULT_CODEX_META_TIMEOUT_SEC: u64 = 600;
+pub(crate) const DEFAULT_CODEX_META_TIMEOUT_SEC: u64 = 600;
 /// What `task.meta.model` says for `kind: codex-cli` without a model.
-pub const CODEX_DEFAULT_MODEL: &str = "(codex's default model)";
+pub(crate) const CODEX_DEFAULT_MODEL: &str = "(codex's default model)";
 
 /// Which of the two accepted YAML shapes the task was written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
+pub(crate) enum Shape {
     V1,
     TaskConfig,
 }
@@ -81,7 +78,7 @@ pub enum Shape {
 /// A validated task.
 #[derive(Debug, Clone)]
 pub struct Task {
-    pub shape: Shape,
+    pub(crate) shape: Shape,
     pub id: String,
     /// True when `task.id` was not given and a UUID was generated.
     pub id_generated: bool,
@@ -177,7 +174,7 @@ pub enum MetaBackend {
 #[derive(Debug, Clone)]
 pub struct ApiKey {
     /// Where it came from: `env:NAME` or `literal`.
-    pub source: String,
+    pub(crate) source: String,
     pub value: Secret,
 }
 
@@ -204,11 +201,11 @@ pub struct WorkerSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerLimits {
     /// Memory limit in bytes; `None`: no limit.
-    pub memory_bytes: Option<u64>,
+    pub(crate) memory_bytes: Option<u64>,
     /// CPUs, a decimal; `None`: no limit.
-    pub cpus: Option<f64>,
+    pub(crate) cpus: Option<f64>,
     /// Most processes and threads in the container.
-    pub pids: u64,
+    pub(crate) pids: u64,
 }
 
 impl Default for WorkerLimits {
@@ -271,7 +268,8 @@ pub enum EnvValue {
 }
 
 impl EnvValue {
-    pub fn expose(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn expose(&self) -> &str {
         match self {
             EnvValue::Literal(v) => v,
             EnvValue::FromHost { value, .. } => value.expose(),

@@ -12,7 +12,7 @@ use super::{Prd, PrdSource};
 use agent_runner_core::text::cut_chars;
 
 /// Largest PRD file we load; PRDs are prose, and the whole text goes to Meta.
-pub const MAX_PRD_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_PRD_BYTES: u64 = 4 << 20;
 
 /// The repository directory: absolute, symlinks resolved, and safe to name in a
 /// docker `--mount` value (no control characters, which would end or split it).
@@ -50,7 +50,7 @@ fn refuse_host_directory(
     }
 }
 
-pub fn repo_dir(path: &str, field: &str, host: &Host) -> Result<PathBuf, InputError> {
+pub(crate) fn repo_dir(path: &str, field: &str, host: &Host) -> Result<PathBuf, InputError> {
     if path.chars().any(char::is_control) {
         return Err(InputError::new(
             field,
@@ -104,7 +104,7 @@ pub fn repo_dir(path: &str, field: &str, host: &Host) -> Result<PathBuf, InputEr
 /// not leave it through a symlink in it. An earlier run's worker could have made
 /// `docs/TASK.md` a link to `~/.ssh/id_rsa`, which this run would send to Meta and
 /// write into the note, where the next worker reads it.
-pub fn prd_file(path: &str, host: &Host, repo: Option<&Path>) -> Result<Prd, InputError> {
+pub(crate) fn prd_file(path: &str, host: &Host, repo: Option<&Path>) -> Result<Prd, InputError> {
     let field = "task.prd.path";
     let resolved = host
         .absolute(path)
@@ -200,7 +200,7 @@ fn walk(path: &Path, repo: &Path) -> Result<PathBuf, PathBuf> {
 }
 
 /// The Meta script file at `path` (read later, by the scripted backend).
-pub fn script_file(path: &str, field: &str, host: &Host) -> Result<PathBuf, InputError> {
+pub(crate) fn script_file(path: &str, field: &str, host: &Host) -> Result<PathBuf, InputError> {
     let resolved = host
         .absolute(path)
         .map_err(|why| InputError::new(field, why).environment())?;
@@ -223,7 +223,7 @@ pub fn script_file(path: &str, field: &str, host: &Host) -> Result<PathBuf, Inpu
 
 /// A directory inside the repo, as a normalised relative path (`/`-separated, empty
 /// for the repo itself).
-pub fn relative_dir(path: &str, field: &str) -> Result<String, InputError> {
+pub(crate) fn relative_dir(path: &str, field: &str) -> Result<String, InputError> {
     if path.chars().any(char::is_control) {
         return Err(InputError::new(field, "contains control characters"));
     }
@@ -248,7 +248,7 @@ pub fn relative_dir(path: &str, field: &str) -> Result<String, InputError> {
 
 /// Why a file could not be read.
 #[derive(Debug)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     Io(std::io::Error),
     /// A directory, FIFO, device or socket.
     NotAFile,
@@ -259,7 +259,7 @@ pub enum ReadError {
 /// The contents of the regular file at `path`, at most `max` bytes. Opened
 /// non-blocking, so a FIFO put in its place cannot hang us; the checks are made on the
 /// opened file, so it cannot be swapped between check and read.
-pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
     read_all(open_regular(path)?, max)
 }
 
@@ -294,7 +294,7 @@ fn read_all(file: std::fs::File, max: u64) -> Result<Vec<u8>, ReadError> {
 }
 
 /// A short reason for an I/O error.
-pub fn io_reason(e: &std::io::Error) -> String {
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => "no such file or directory".into(),
         std::io::ErrorKind::PermissionDenied => "permission denied".into(),

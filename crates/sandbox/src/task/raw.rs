@@ -39,25 +39,25 @@ pub enum Kind {
 
 /// One key of a section.
 #[derive(Debug)]
-pub struct Key {
+pub(crate) struct Key {
     /// The Rust field name; `r#type` for `type`.
     field: &'static str,
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// Set when the key belongs to one shape only: that shape, and the hint given
     /// when the key is used in the other one.
-    pub only: Option<(Shape, &'static str)>,
+    pub(crate) only: Option<(Shape, &'static str)>,
     /// The field's doc comment.
-    pub doc: &'static str,
+    pub(crate) doc: &'static str,
 }
 
 impl Key {
     /// The key as written in YAML.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         self.field.trim_start_matches("r#")
     }
 
     /// Whether the key may be used in `shape`.
-    pub fn allowed_in(&self, shape: Shape) -> bool {
+    pub(crate) fn allowed_in(&self, shape: Shape) -> bool {
         self.only.is_none_or(|(only, _)| only == shape)
     }
 }
@@ -77,12 +77,12 @@ macro_rules! raw_section {
         $(#[doc = $sdoc])*
         #[derive(Debug, Default, Deserialize)]
         #[serde(deny_unknown_fields)]
-        pub struct $name {
+        pub(crate) struct $name {
             $( $(#[doc = $doc])* pub $field: Option<$ty>, )*
         }
 
         #[doc = concat!("The keys of [`", stringify!($name), "`].")]
-        pub const $table: &[Key] = &[
+        pub(crate) const $table: &[Key] = &[
             $(
                 Key {
                     field: stringify!($field),
@@ -273,7 +273,7 @@ raw_section! {
 }
 
 /// The keys of a shape's root.
-pub fn root_keys(shape: Shape) -> &'static [Key] {
+pub(crate) fn root_keys(shape: Shape) -> &'static [Key] {
     match shape {
         Shape::V1 => V1,
         Shape::TaskConfig => TASK_CONFIG,

@@ -25,21 +25,21 @@ use agent_runner_core::secret::Secret;
 use agent_runner_core::text::cut_chars;
 
 /// Most iterations a task may have; each is a paid worker run.
-pub const MAX_LOOPS: u64 = 1000;
+pub(crate) const MAX_LOOPS: u64 = 1000;
 /// Docker refuses smaller memory limits.
-pub const MIN_MEMORY_BYTES: u64 = 6 << 20;
+pub(crate) const MIN_MEMORY_BYTES: u64 = 6 << 20;
 /// A bound far above any machine, so sizes stay exact integers.
-pub const MAX_MEMORY_BYTES: u64 = 1 << 50;
+pub(crate) const MAX_MEMORY_BYTES: u64 = 1 << 50;
 /// Docker's smallest CPU share.
-pub const MIN_CPUS: f64 = 0.01;
+pub(crate) const MIN_CPUS: f64 = 0.01;
 /// A bound far above any machine.
-pub const MAX_CPUS: f64 = 4096.0;
+pub(crate) const MAX_CPUS: f64 = 4096.0;
 /// The kernel's largest pid_max.
-pub const MAX_PIDS: u64 = 4 << 20;
+pub(crate) const MAX_PIDS: u64 = 4 << 20;
 
 /// `runner.meta`; `model` is required in the TaskConfig shape (but for
 /// `kind: codex-cli`, whose default is codex's own model).
-pub fn meta(
+pub(crate) fn meta(
     raw: RawMeta,
     shape: Shape,
     host: &Host,
@@ -358,7 +358,7 @@ fn url_value(url: &str, field: &str) -> Result<String, InputError> {
 }
 
 /// `runner.worker.kind` (v1) or `type` (TaskConfig; required there): the agent.
-pub fn worker_kind(
+pub(crate) fn worker_kind(
     raw: &RawWorker,
     shape: Shape,
     problems: &mut InputErrors,
@@ -380,7 +380,7 @@ pub fn worker_kind(
 
 /// `runner.worker` of `kind`. `login` (when it could be read) and `meta` (Meta's
 /// codex, if it runs in the sandbox too) decide the default allow list.
-pub fn worker(
+pub(crate) fn worker(
     raw: RawWorker,
     kind: Option<&'static dyn Kind>,
     host: &Host,

@@ -16,7 +16,7 @@ use super::suggest::closest;
 use agent_runner_core::text::cut_chars;
 
 /// How much of a key an error path shows: an 8 MB key must not be echoed whole.
-pub const MAX_KEY_SHOWN: usize = 60;
+pub(crate) const MAX_KEY_SHOWN: usize = 60;
 /// Problems that get a line and column; each costs one more parse of the whole text
 /// (serde_yaml loads a document before deserializing it) ...
 const MAX_LOCATED: usize = 10;
@@ -26,19 +26,24 @@ const MAX_LOCATED: usize = 10;
 const LOCATE_BUDGET_BYTES: usize = 16 << 20;
 
 /// The outcome of the check.
-pub struct Structure {
+pub(crate) struct Structure {
     /// The document without the entries found wrong; scalars where text is expected
     /// are text.
-    pub value: Value,
+    pub(crate) value: Value,
     /// Whether any problem was found.
-    pub clean: bool,
+    pub(crate) clean: bool,
     /// The paths the problems explain (see `InputErrors::into_report`).
-    pub covered: Vec<String>,
+    pub(crate) covered: Vec<String>,
 }
 
 /// Checks the root mapping of a document of `shape`; `text` is its source, for
 /// line and column. Unknown keys and type errors go to `problems`, in document order.
-pub fn check(text: &str, root: &Mapping, shape: Shape, problems: &mut InputErrors) -> Structure {
+pub(crate) fn check(
+    text: &str,
+    root: &Mapping,
+    shape: Shape,
+    problems: &mut InputErrors,
+) -> Structure {
     let before = problems.found();
     let mut walk = Walk {
         text,
@@ -313,7 +318,7 @@ fn display(path: &[Segment]) -> String {
 }
 
 /// A value in a few words, for "got ..." (strings cut).
-pub fn describe(value: &Value) -> String {
+pub(crate) fn describe(value: &Value) -> String {
     match value {
         Value::Null => "null".into(),
         Value::Bool(b) => format!("boolean {b}"),
@@ -326,7 +331,7 @@ pub fn describe(value: &Value) -> String {
 }
 
 /// A value as inline YAML, cut to a length fit for a message.
-pub fn inline(value: &Value) -> String {
+pub(crate) fn inline(value: &Value) -> String {
     serde_yaml::to_string(value)
         .map(|s| cut_chars(s.trim_end(), MAX_KEY_SHOWN))
         .unwrap_or_else(|_| "?".into())

@@ -2,12 +2,12 @@
 
 /// Words longer than this get no suggestion: a typo of a key or a choice is short,
 /// and comparing a pasted megabyte with every candidate would cost time for nothing.
-pub const MAX_WORD_CHARS: usize = 64;
+pub(crate) const MAX_WORD_CHARS: usize = 64;
 
 /// The candidate nearest to `word`, if near enough to be a plausible typo: a few
 /// edits away (a swap of neighbours counts as one), or a prefix (`openai` →
 /// `openai-chat`).
-pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     // The byte test first: `chars().count()` on a huge word is itself a cost.
     if word.len() > 4 * MAX_WORD_CHARS || word.chars().count() > MAX_WORD_CHARS {
         return None;

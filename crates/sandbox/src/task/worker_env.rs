@@ -22,7 +22,7 @@ use super::{EnvValue, WorkerEnv};
 /// `LOCALDOMAIN`, `RES_OPTIONS`), the Go runtime docker is built on (`GODEBUG`,
 /// `GOMAXPROCS`, `GOGC`, `GOMEMLIMIT`, `GOTRACEBACK`), and the docker CLI's telemetry
 /// export (`OTEL_*`). Literal values are not affected: they go on the command line.
-pub const RESERVED: Reserved = Reserved {
+pub(crate) const RESERVED: Reserved = Reserved {
     names: &[
         "PATH",
         "HOME",
@@ -51,7 +51,7 @@ pub const RESERVED: Reserved = Reserved {
 };
 
 /// A set of reserved variable names: exact names, prefixes and suffixes.
-pub struct Reserved {
+pub(crate) struct Reserved {
     names: &'static [&'static str],
     prefixes: &'static [&'static str],
     suffixes: &'static [&'static str],
@@ -59,7 +59,7 @@ pub struct Reserved {
 
 impl Reserved {
     /// Whether `name` is reserved, ignoring case.
-    pub fn contains(&self, name: &str) -> bool {
+    pub(crate) fn contains(&self, name: &str) -> bool {
         let upper = name.to_ascii_uppercase();
         self.names.contains(&upper.as_str())
             || self.prefixes.iter().any(|p| upper.starts_with(p))
@@ -69,7 +69,7 @@ impl Reserved {
 
 /// The entries of `runner.worker.env` (or another such mapping, at `section`),
 /// `env:` values resolved; problems go to `problems`.
-pub fn entries(
+pub(crate) fn entries(
     raw: Option<BTreeMap<String, String>>,
     section: &str,
     host: &Host,

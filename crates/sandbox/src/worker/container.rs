@@ -44,7 +44,7 @@ use agent_runner_core::sys;
 use agent_runner_core::timestamp::human;
 
 /// HOME in the container when running as a non-root user.
-pub const NONROOT_HOME: &str = "/tmp/agent-runner-home";
+pub(crate) const NONROOT_HOME: &str = "/tmp/agent-runner-home";
 
 /// Capabilities the worker keeps (Docker's default set minus what can only serve
 /// to escalate or to make device nodes).
@@ -71,17 +71,17 @@ const PULL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// What a container is made from.
 #[derive(Debug, Clone)]
-pub struct ContainerSpec {
-    pub task_id: String,
-    pub repo: PathBuf,
+pub(crate) struct ContainerSpec {
+    pub(crate) task_id: String,
+    pub(crate) repo: PathBuf,
     /// `<repo>/.agent-runner`, mounted read-only over the read-write repo.
-    pub private_dir: PathBuf,
-    pub worker: WorkerSettings,
+    pub(crate) private_dir: PathBuf,
+    pub(crate) worker: WorkerSettings,
     /// How the worker's agent logs in.
-    pub login: Login,
-    pub interrupt: Interrupt,
+    pub(crate) login: Login,
+    pub(crate) interrupt: Interrupt,
     /// The host directory that keeps the worker's session (`session.rs`), if any.
-    pub session_dir: Option<PathBuf>,
+    pub(crate) session_dir: Option<PathBuf>,
 }
 
 /// Where the agent's login file is mounted and where, under HOME, the agent looks
@@ -94,10 +94,10 @@ pub fn home_links(kind: &dyn Kind) -> Vec<(&'static str, &'static str)> {
 }
 
 /// A running container; see the module documentation.
-pub struct Container {
-    pub name: String,
+pub(crate) struct Container {
+    pub(crate) name: String,
     /// Pid of the keep-alive inside the container (spared when stopping work).
-    pub keep_pid: String,
+    pub(crate) keep_pid: String,
     keepalive: Held,
     watchdog: Watchdog,
     /// The proxy variables of every exec (empty without the egress proxy).
@@ -138,7 +138,10 @@ impl Watchdog {
 impl Container {
     /// Starts the container, pulling the image if it is missing and pullable.
     /// `egress`: the egress proxy's directory, when the task has one.
-    pub fn start(spec: &ContainerSpec, egress: Option<&Path>) -> Result<Container, SandboxError> {
+    pub(crate) fn start(
+        spec: &ContainerSpec,
+        egress: Option<&Path>,
+    ) -> Result<Container, SandboxError> {
         let started = Instant::now();
         let container = match Container::run(spec, egress) {
             Err(SandboxError::ImageMissing { .. }) => {
@@ -208,12 +211,12 @@ impl Container {
     }
 
     /// False once the container (or the daemon connection) is gone.
-    pub fn is_alive(&mut self) -> bool {
+    pub(crate) fn is_alive(&mut self) -> bool {
         self.keepalive.is_running()
     }
 
     /// What docker said when the keep-alive ended, for messages.
-    pub fn last_words(&self) -> String {
+    pub(crate) fn last_words(&self) -> String {
         last_lines(&self.keepalive.stderr(), 2)
     }
 
@@ -223,7 +226,7 @@ impl Container {
     /// that would reconfigure the docker client itself are refused when the task is
     /// read.) `agent`: the variables of a run of the agent (`Kind::run_env`) and its
     /// login key; tests get neither.
-    pub fn exec(
+    pub(crate) fn exec(
         &self,
         spec: &ContainerSpec,
         workdir: Option<&str>,
@@ -259,7 +262,7 @@ impl Container {
     }
 
     /// Ends the container; returns how long that took.
-    pub fn remove(self) -> Duration {
+    pub(crate) fn remove(self) -> Duration {
         let started = Instant::now();
         // Closing the keep-alive's stdin ends the container, and `docker run --rm`
         // returns once it is removed. `docker rm -f` only if that does not happen.

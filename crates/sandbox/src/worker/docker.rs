@@ -168,7 +168,7 @@ impl DockerSandbox {
 
     /// What a run of the worker's agent is given: the task's settings, run in the
     /// repository, as root when agent-runner is root.
-    pub fn run_spec(&self) -> RunSpec<'_> {
+    pub(crate) fn run_spec(&self) -> RunSpec<'_> {
         let worker = &self.spec.worker;
         RunSpec {
             model: worker.model.as_deref(),
@@ -180,12 +180,12 @@ impl DockerSandbox {
     }
 
     /// The worker's agent.
-    pub fn kind(&self) -> &'static dyn crate::agent::Kind {
+    pub(crate) fn kind(&self) -> &'static dyn crate::agent::Kind {
         self.spec.worker.kind
     }
 
     /// Sets the time limits of the next runs (a caller with a deadline cuts them).
-    pub fn set_run_limits(&mut self, max_run_time: Duration, idle_timeout: Duration) {
+    pub(crate) fn set_run_limits(&mut self, max_run_time: Duration, idle_timeout: Duration) {
         self.spec.worker.max_run_time = max_run_time;
         self.spec.worker.idle_timeout = idle_timeout;
     }
@@ -193,7 +193,7 @@ impl DockerSandbox {
     /// Runs the worker's agent once with `command` (its `Kind::command`, or
     /// `Kind::resume_command` to continue a session) and `prompt` on stdin. Agent
     /// failures are in the returned record.
-    pub fn run_agent(
+    pub(crate) fn run_agent(
         &mut self,
         number: u32,
         prompt: &str,

@@ -11,14 +11,14 @@ use agent_runner_core::process::{self, Capture, Ending, Limits, SpawnError, Stop
 use agent_runner_core::text;
 
 /// What a short docker call printed.
-pub struct DockerOutput {
-    pub ok: bool,
-    pub stdout: String,
-    pub stderr: String,
+pub(crate) struct DockerOutput {
+    pub(crate) ok: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 /// Runs `docker <args>` with `limits`; its output, or why it could not run.
-pub fn docker(args: &[&str], limits: Limits) -> Result<DockerOutput, SandboxError> {
+pub(crate) fn docker(args: &[&str], limits: Limits) -> Result<DockerOutput, SandboxError> {
     let invocation = process::Invocation::new("docker").args(args.iter().copied());
     let mut stdout = String::new();
     let mut on_line = |line: &[u8]| {
@@ -52,14 +52,14 @@ pub fn remove_container(name: &str) -> bool {
 }
 
 /// The docker CLI could not be started.
-pub fn docker_missing(e: SpawnError) -> SandboxError {
+pub(crate) fn docker_missing(e: SpawnError) -> SandboxError {
     SandboxError::DockerMissing(format!(
         "{e}; install the Docker CLI and make sure `docker` is on PATH"
     ))
 }
 
 /// `Some(reason)` when the docker daemon does not answer.
-pub fn daemon_problem() -> Option<String> {
+pub(crate) fn daemon_problem() -> Option<String> {
     match docker(
         &["version", "--format", "{{.Server.Version}}"],
         Limits::wall(Duration::from_secs(30), Interrupt::never()),
@@ -73,7 +73,7 @@ pub fn daemon_problem() -> Option<String> {
 /// What docker's own error text says went wrong, if it is docker's (not the
 /// command's) error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DockerFault {
+pub(crate) enum DockerFault {
     /// The container does not exist or is not running.
     ContainerGone,
     /// The daemon did not answer.
@@ -85,7 +85,7 @@ pub enum DockerFault {
 }
 
 /// Classifies docker's own error messages (the CLI prints them on stderr).
-pub fn fault_in(stderr: &str) -> Option<DockerFault> {
+pub(crate) fn fault_in(stderr: &str) -> Option<DockerFault> {
     if stderr.contains("No such container") || stderr.contains("is not running") {
         Some(DockerFault::ContainerGone)
     } else if stderr.contains("Cannot connect to the Docker daemon")
@@ -122,7 +122,7 @@ pub fn mount_spec(source: &Path, target: &str, readonly: bool) -> String {
 
 /// The last `n` non-empty lines of `text`, joined with " / ", control characters
 /// shown escaped.
-pub fn last_lines(text: &str, n: usize) -> String {
+pub(crate) fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)

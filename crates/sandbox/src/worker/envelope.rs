@@ -41,14 +41,14 @@ const SCRIPT: &str = include_str!("envelope.sh");
 
 /// What the envelope wraps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Worker,
     Test,
 }
 
 /// One exec's envelope: its nonce, command line and stdin.
 #[derive(Debug, Clone)]
-pub struct Envelope {
+pub(crate) struct Envelope {
     nonce: String,
 }
 
@@ -59,14 +59,14 @@ impl Default for Envelope {
 }
 
 impl Envelope {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Envelope {
             nonce: uuid::Uuid::new_v4().simple().to_string(),
         }
     }
 
     /// What follows `docker exec [options] <container>` to run `command` in `mode`.
-    pub fn wrap(mode: Mode, keep_pid: &str, command: &[String]) -> Vec<String> {
+    pub(crate) fn wrap(mode: Mode, keep_pid: &str, command: &[String]) -> Vec<String> {
         let mode = match mode {
             Mode::Worker => "worker",
             Mode::Test => "test",
@@ -79,7 +79,7 @@ impl Envelope {
     /// What follows `docker exec -i <container>` to stop leftovers; with
     /// `snapshot_after`, also the snapshot after a worker run (diffed against
     /// `head_before`).
-    pub fn stop(keep_pid: &str, snapshot_after: Option<&str>) -> Vec<String> {
+    pub(crate) fn stop(keep_pid: &str, snapshot_after: Option<&str>) -> Vec<String> {
         let mut args = script_args("stop", keep_pid);
         if let Some(head) = snapshot_after {
             args.extend(["snapshot".to_string(), head.to_string()]);
@@ -88,14 +88,14 @@ impl Envelope {
     }
 
     /// The exec's stdin: the nonce line, then `rest` (the worker's prompt).
-    pub fn stdin(&self, rest: &[u8]) -> Vec<u8> {
+    pub(crate) fn stdin(&self, rest: &[u8]) -> Vec<u8> {
         let mut bytes = format!("{}\n", self.nonce).into_bytes();
         bytes.extend_from_slice(rest);
         bytes
     }
 
     /// A filter for the exec's stdout that takes the records out.
-    pub fn reader(&self) -> EnvelopeReader {
+    pub(crate) fn reader(&self) -> EnvelopeReader {
         EnvelopeReader {
             marker: format!("\x1e{} ", self.nonce).into_bytes(),
             end: format!("\x1e{} end\n", self.nonce).into_bytes(),
@@ -127,7 +127,7 @@ enum State {
 }
 
 /// Takes envelope records out of a stream; see the module documentation.
-pub struct EnvelopeReader {
+pub(crate) struct EnvelopeReader {
     marker: Vec<u8>,
     end: Vec<u8>,
     /// Bytes not yet decided on.
@@ -139,9 +139,9 @@ pub struct EnvelopeReader {
 /// One record's body, and whether it was complete.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Record {
-    pub body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
     /// False when the stream ended inside it (the script was stopped).
-    pub complete: bool,
+    pub(crate) complete: bool,
 }
 
 impl StreamFilter for EnvelopeReader {
@@ -224,7 +224,7 @@ impl StreamFilter for EnvelopeReader {
 impl EnvelopeReader {
     /// What the records said, with `redactor`'s secrets masked first: the records
     /// hold file names the worker chose, which are cut, escaped and quoted later.
-    pub fn report(&self, redactor: &Redactor) -> Report {
+    pub(crate) fn report(&self, redactor: &Redactor) -> Report {
         let text = |name: &str| {
             self.records
                 .get(name)
@@ -259,17 +259,17 @@ impl EnvelopeReader {
 
 /// What one envelope reported.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Report {
+pub(crate) struct Report {
     /// The envelope ran (its first record arrived): a failure without it is docker's.
-    pub started: bool,
+    pub(crate) started: bool,
     /// The exec's stderr, when the report is of a stop exec.
-    pub stderr: String,
+    pub(crate) stderr: String,
     /// The worker's program was not found in the image.
-    pub missing_command: Option<String>,
-    pub git_before: Option<Snapshot>,
-    pub git_after: Option<Snapshot>,
-    pub diff: Option<Vec<DiffStat>>,
-    pub stopped: Option<Leftovers>,
+    pub(crate) missing_command: Option<String>,
+    pub(crate) git_before: Option<Snapshot>,
+    pub(crate) git_after: Option<Snapshot>,
+    pub(crate) diff: Option<Vec<DiffStat>>,
+    pub(crate) stopped: Option<Leftovers>,
 }
 
 /// Processes a run left behind, stopped after it.

@@ -20,7 +20,7 @@ pub struct GitState {
 
 /// `git status` as the envelope saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Snapshot {
+pub(crate) enum Snapshot {
     /// The image has no git.
     NoGit,
     /// git ran but the repository is not a git work tree (or git failed).
@@ -30,7 +30,7 @@ pub enum Snapshot {
 
 impl Snapshot {
     /// The envelope's record of `git status`: its output and `exit N`, or `nogit`.
-    pub fn parse(body: &str) -> Snapshot {
+    pub(crate) fn parse(body: &str) -> Snapshot {
         if body.trim() == "nogit" {
             return Snapshot::NoGit;
         }
@@ -45,7 +45,7 @@ impl Snapshot {
     }
 
     /// HEAD, when a state with commits.
-    pub fn head(&self) -> Option<&str> {
+    pub(crate) fn head(&self) -> Option<&str> {
         match self {
             Snapshot::State(state) => state.head.as_deref(),
             _ => None,
@@ -54,7 +54,7 @@ impl Snapshot {
 }
 
 /// Parses `git status --porcelain=v2 --branch` output.
-pub fn parse_status(output: &str) -> GitState {
+pub(crate) fn parse_status(output: &str) -> GitState {
     let mut head = None;
     let mut lines = Vec::new();
     for line in output.lines() {
@@ -109,7 +109,7 @@ fn xy(rest: &str) -> String {
 
 /// Paths whose status differs between two snapshots, with the status after
 /// (`clean` when a path's change went away).
-pub fn changes(before: &GitState, after: &GitState) -> Vec<String> {
+pub(crate) fn changes(before: &GitState, after: &GitState) -> Vec<String> {
     let path = |line: &str| line.get(3..).unwrap_or(line).to_string();
     let mut out: Vec<String> = after
         .status
@@ -146,7 +146,7 @@ pub enum RepoChanges {
 
 impl RepoChanges {
     /// From the envelope's snapshots.
-    pub fn from_snapshots(
+    pub(crate) fn from_snapshots(
         before: Option<Snapshot>,
         after: Option<Snapshot>,
         diff: Option<Vec<DiffStat>>,
@@ -187,7 +187,7 @@ pub struct DiffStat {
 }
 
 /// Parses `git diff --numstat` output; `.agent-runner/` left out.
-pub fn parse_numstat(output: &str) -> Vec<DiffStat> {
+pub(crate) fn parse_numstat(output: &str) -> Vec<DiffStat> {
     output
         .lines()
         .filter_map(|line| {
@@ -206,7 +206,7 @@ pub fn parse_numstat(output: &str) -> Vec<DiffStat> {
 /// Parses `wc -l` over the untracked files (named `./path`) into diff stats of new
 /// files (lines added, none deleted); `.agent-runner/` left out. wc's totals (one per
 /// batch xargs made) are the lines whose name has no `./`.
-pub fn parse_untracked(output: &str) -> Vec<DiffStat> {
+pub(crate) fn parse_untracked(output: &str) -> Vec<DiffStat> {
     output
         .lines()
         .filter_map(|line| {

@@ -33,11 +33,11 @@ use agent_runner_core::fs::dir::Kind;
 
 /// A bind mount of a path of the repository onto the same path in the container.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mount {
-    pub source: PathBuf,
+pub(crate) struct Mount {
+    pub(crate) source: PathBuf,
     /// Relative to the repository.
-    pub target: String,
-    pub readonly: bool,
+    pub(crate) target: String,
+    pub(crate) readonly: bool,
 }
 
 /// Entries of `.git` mounted read-only when they are there.
@@ -45,7 +45,7 @@ const READ_ONLY_IF_THERE: [&str; 3] = ["config.worktree", "modules", "worktrees"
 
 /// The mounts that protect `repo`'s `.git` (none without one); an error if it cannot
 /// be protected.
-pub fn mounts(repo: &Path) -> Result<Vec<Mount>, String> {
+pub(crate) fn mounts(repo: &Path) -> Result<Vec<Mount>, String> {
     let top = Dir::open(repo).map_err(|e| e.to_string())?;
     let kind = top
         .entries()
@@ -120,7 +120,7 @@ fn wants_worktree_config(git: &Dir) -> bool {
 
 /// Removes a `commondir` file from `repo`'s `.git` directory (see the module
 /// documentation); what was done, if there was one.
-pub fn remove_redirect(repo: &Path) -> Option<Finding> {
+pub(crate) fn remove_redirect(repo: &Path) -> Option<Finding> {
     let git = Dir::open(repo).and_then(|top| top.existing(".git")).ok()?;
     if !git.exists("commondir").unwrap_or(false) {
         return None;

@@ -14,7 +14,7 @@ const RECENT: usize = 64;
 
 /// What was already told of a run.
 #[derive(Debug, Default)]
-pub struct Watch {
+pub(crate) struct Watch {
     /// Commands seen so far, the dropped ones included.
     commands: usize,
     /// The recent commands' ids, and whether their end was told.
@@ -25,11 +25,11 @@ pub struct Watch {
 
 /// One thing the agent did: `item` (`command_started`, `command_finished`,
 /// `file_changed`, `agent_message`), its text and a command's exit code.
-pub type Seen<'a> = &'a mut dyn FnMut(&'static str, &str, Option<i32>);
+pub(crate) type Seen<'a> = &'a mut dyn FnMut(&'static str, &str, Option<i32>);
 
 impl Watch {
     /// Tells `seen` what `record` holds that was not told yet.
-    pub fn after_line(&mut self, record: &Transcript, seen: Seen) {
+    pub(crate) fn after_line(&mut self, record: &Transcript, seen: Seen) {
         let total = record.commands_dropped + record.commands.len();
         let new = total
             .saturating_sub(self.commands)

@@ -7,17 +7,17 @@ pub mod docker;
 pub mod docker_cli;
 pub mod envelope;
 pub mod git;
-pub mod git_dir;
-pub mod live;
+pub(crate) mod git_dir;
+pub(crate) mod live;
 pub mod privileges;
 pub mod scratch;
-pub mod session;
+pub(crate) mod session;
 pub mod sweep;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use crate::agent::{RunOutcome, Transcript};
+pub(crate) use crate::agent::{RunOutcome, Transcript};
 use crate::task::TestSpec;
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Usage;
@@ -26,7 +26,7 @@ use git::RepoChanges;
 use privileges::Finding;
 
 /// Where the repository is mounted in the sandbox; agents work there.
-pub const PROJECT_DIR: &str = "/workspace/project";
+pub(crate) const PROJECT_DIR: &str = "/workspace/project";
 
 /// One worker (agent) run.
 #[derive(Debug, Clone)]

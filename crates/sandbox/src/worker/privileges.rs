@@ -20,12 +20,12 @@ use agent_runner_core::fs::walk::{self, Entry, Found, Kind};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     /// Relative to the repository.
-    pub path: String,
-    pub what: Fix,
+    pub(crate) path: String,
+    pub(crate) what: Fix,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fix {
+pub(crate) enum Fix {
     /// The setuid/setgid bits were removed (the mode before, octal).
     ClearedSetId { mode: u32 },
     /// A character or block device node was deleted.
@@ -65,7 +65,7 @@ impl std::fmt::Display for Finding {
 
 /// Sweeps `repo`; returns what was found. An error only when the repo itself cannot
 /// be opened.
-pub fn sweep(repo: &Path) -> std::io::Result<Vec<Finding>> {
+pub(crate) fn sweep(repo: &Path) -> std::io::Result<Vec<Finding>> {
     let mut findings = Vec::new();
     walk::walk(repo, &mut |found| {
         let finding = match found {

@@ -12,7 +12,7 @@
 //! read without following links, as any file the agent could write.
 
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::docker::{DockerSandbox, SandboxConfig};
@@ -112,11 +112,6 @@ impl Scratch {
             remove_after: config.remove_after,
             runs: 0,
         })
-    }
-
-    /// The directory the agent works in.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
     }
 
     /// Runs the agent once with `prompt`, for at most `limit` with or without

@@ -19,17 +19,17 @@ use super::docker_cli::mount_spec;
 use crate::agent::Kind;
 
 /// Where the session directory is mounted in the container.
-pub const MOUNT: &str = "/run/agent-runner/session";
+pub(crate) const MOUNT: &str = "/run/agent-runner/session";
 
 /// `docker run` arguments that mount `dir` for the agent's sessions.
-pub fn run_args(dir: &Path) -> Vec<String> {
+pub(crate) fn run_args(dir: &Path) -> Vec<String> {
     vec!["--mount".into(), mount_spec(dir, MOUNT, false)]
 }
 
 /// The directory under HOME where `kind` keeps its sessions: the part of its
 /// session files' path before the first wildcard (`.codex/sessions`). None when
 /// it names none (a kind that keeps no session files).
-pub fn home_link(kind: &dyn Kind) -> Option<String> {
+pub(crate) fn home_link(kind: &dyn Kind) -> Option<String> {
     let pattern = kind.session_files("x").into_iter().next()?;
     let fixed: Vec<&str> = pattern
         .split('/')
@@ -52,7 +52,7 @@ pub fn home_link(kind: &dyn Kind) -> Option<String> {
 /// did nothing (no command, file, message or token), as when the agent finds no
 /// such session (codex: `no rollout found for thread id`; claude: `No conversation
 /// found with session ID`). Then the worker starts afresh.
-pub fn not_continued(run: &WorkerRun) -> bool {
+pub(crate) fn not_continued(run: &WorkerRun) -> bool {
     let record = &run.transcript;
     !record.completed()
         && record.commands.is_empty()
@@ -63,7 +63,7 @@ pub fn not_continued(run: &WorkerRun) -> bool {
 
 /// A session id as an agent prints it: only what can safely go on a command line
 /// (the worker prints it: never an option such as `--help`).
-pub fn is_session_id(id: &str) -> bool {
+pub(crate) fn is_session_id(id: &str) -> bool {
     id.starts_with(|c: char| c.is_ascii_alphanumeric())
         && id.len() <= 128
         && id

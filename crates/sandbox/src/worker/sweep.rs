@@ -12,11 +12,11 @@ use agent_runner_core::owner::Owner;
 use agent_runner_core::process::Limits;
 
 pub const LABEL_TASK: &str = "agent-runner.task";
-pub const LABEL_OWNER_PID: &str = "agent-runner.owner-pid";
-pub const LABEL_OWNER_START: &str = "agent-runner.owner-start";
-pub const LABEL_OWNER_HOST: &str = "agent-runner.owner-host";
-pub const LABEL_OWNER_BOOT: &str = "agent-runner.owner-boot";
-pub const LABEL_OWNER_PIDNS: &str = "agent-runner.owner-pidns";
+pub(crate) const LABEL_OWNER_PID: &str = "agent-runner.owner-pid";
+pub(crate) const LABEL_OWNER_START: &str = "agent-runner.owner-start";
+pub(crate) const LABEL_OWNER_HOST: &str = "agent-runner.owner-host";
+pub(crate) const LABEL_OWNER_BOOT: &str = "agent-runner.owner-boot";
+pub(crate) const LABEL_OWNER_PIDNS: &str = "agent-runner.owner-pidns";
 
 /// The owner labels of a container started by `owner`.
 pub fn owner_labels(owner: &Owner) -> [(&'static str, String); 5] {

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use quickcheck::{Arbitrary, Gen, quickcheck};
 
+use super::paths::MAX_PRD_BYTES;
 use super::*;
 
 /// A scratch directory removed on drop.
