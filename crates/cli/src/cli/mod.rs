@@ -27,7 +27,8 @@ use agent_runner_core::text::escape_controls;
     name = "agent-runner",
     version,
     about = "Drive one software task to completion: Meta (an LLM) plans and judges, \
-             Codex CLI edits code in a Docker sandbox, tests gate completion.",
+             a coding agent (Codex CLI or Claude Code) edits code in a Docker sandbox, \
+             tests gate completion.",
     after_help = "The Task YAML is read from stdin, e.g. `agent-runner run < task.yaml`.\n\
                   Progress goes to stderr (RUST_LOG filters it); results go to stdout."
 )]
@@ -53,7 +54,7 @@ enum Command {
     },
     /// Check the Task YAML on stdin and print the task as it would run; runs nothing.
     Validate,
-    /// Check that this machine can run tasks (docker, the worker image, codex, auth,
+    /// Check that this machine can run tasks (docker, the worker image, the agent, auth,
     /// Meta endpoint, file ownership): one line per check. Uses the Task YAML on stdin
     /// if given, else the defaults.
     Doctor,
