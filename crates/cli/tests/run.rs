@@ -419,14 +419,13 @@ fn memory_stays_small_while_the_worker_prints_200_mib() {
     let pid = child.id();
     let mut peak_kib = 0u64;
     while child.child().try_wait().unwrap().is_none() {
-        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-            if let Some(kib) = status
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            && let Some(kib) = status
                 .lines()
                 .find_map(|l| l.strip_prefix("VmHWM:"))
                 .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
-            {
-                peak_kib = peak_kib.max(kib);
-            }
+        {
+            peak_kib = peak_kib.max(kib);
         }
         std::thread::sleep(Duration::from_millis(20));
     }

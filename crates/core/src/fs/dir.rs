@@ -92,10 +92,10 @@ impl Dir {
 
     fn subdir_with_mode(&self, name: &str, mode: libc::mode_t) -> std::io::Result<Dir> {
         let c = fd::name(name)?;
-        if let Err(e) = fd::mkdir_at(&self.fd, &c, mode) {
-            if e.raw_os_error() != Some(libc::EEXIST) {
-                return Err(self.context(name, e));
-            }
+        if let Err(e) = fd::mkdir_at(&self.fd, &c, mode)
+            && e.raw_os_error() != Some(libc::EEXIST)
+        {
+            return Err(self.context(name, e));
         }
         self.existing(name)
     }

@@ -1,10 +1,12 @@
-//! Advisory whole-file locks (`flock`), the one way our processes take turns on a
-//! file: the kernel releases a lock however its holder ends (SIGKILL included), and
-//! a reused pid holds none. A held lock's file says who holds it, for messages.
+//! Advisory whole-file locks (std's `File::lock` family: `flock` on Linux), the one
+//! way our processes take turns on a file: the kernel releases a lock however its
+//! holder ends (SIGKILL included), and a reused pid holds none. A held lock's file
+//! says who holds it, for messages. Only this module takes them (clippy.toml's
+//! disallowed-methods).
+#![allow(clippy::disallowed_methods)]
 
-use std::fs::File;
+use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -15,15 +17,6 @@ use crate::timestamp::Timestamp;
 pub enum Mode {
     Shared,
     Exclusive,
-}
-
-impl Mode {
-    fn operation(self) -> libc::c_int {
-        match self {
-            Mode::Shared => libc::LOCK_SH,
-            Mode::Exclusive => libc::LOCK_EX,
-        }
-    }
 }
 
 /// The lock file `path` (in a directory of ours), created if missing, this user's
@@ -42,13 +35,9 @@ pub fn open(path: &Path) -> std::io::Result<File> {
 /// An exclusive lock on `file`, waited for (through EINTR).
 pub fn lock(file: &File) -> std::io::Result<()> {
     loop {
-        // SAFETY: flock on a descriptor the caller owns; no memory effects.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
+        match file.lock() {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            done => return done,
         }
     }
 }
@@ -56,15 +45,14 @@ pub fn lock(file: &File) -> std::io::Result<()> {
 /// Takes a lock of `mode` on `file` without waiting: false when another holder has
 /// it.
 pub fn try_lock(file: &File, mode: Mode) -> std::io::Result<bool> {
-    // SAFETY: flock on a descriptor the caller owns; no memory effects.
-    if unsafe { libc::flock(file.as_raw_fd(), mode.operation() | libc::LOCK_NB) } == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(false)
-    } else {
-        Err(e)
+    let taken = match mode {
+        Mode::Shared => file.try_lock_shared(),
+        Mode::Exclusive => file.try_lock(),
+    };
+    match taken {
+        Ok(()) => Ok(true),
+        Err(TryLockError::WouldBlock) => Ok(false),
+        Err(TryLockError::Error(e)) => Err(e),
     }
 }
 

@@ -16,11 +16,12 @@
 //!   then `rename` (replace) or `link` (create new, never replace).
 //! - `jsonl`: JSON Lines: appends of whole lines in one `write`, reads that tolerate
 //!   a torn last line.
-//! - `lock`: `flock` locks, which the kernel drops however their holder ends.
+//! - `lock`: file locks (std's `File::lock`, `flock`), which the kernel drops however
+//!   their holder ends.
 //! - `fd`: the system calls the others are built from, each `O_NOFOLLOW`.
 //!
 //! No other module opens with `O_NOFOLLOW`, calls `openat`, creates with `O_EXCL`
-//! or takes an `flock` (crates/cli/tests/architecture.rs checks it).
+//! or takes a file lock (crates/cli/tests/architecture.rs and clippy.toml check it).
 
 pub mod atomic;
 pub mod dir;

@@ -92,10 +92,10 @@ impl<'a> Capture<'a> {
     }
 
     fn store(&mut self, stream: Stream, bytes: &[u8]) {
-        if let Some((log, _)) = &mut self.log {
-            if let Err(e) = log.write_all(bytes) {
-                self.log_error.get_or_insert_with(|| e.to_string());
-            }
+        if let Some((log, _)) = &mut self.log
+            && let Err(e) = log.write_all(bytes)
+        {
+            self.log_error.get_or_insert_with(|| e.to_string());
         }
         self.tail.push(bytes);
         match stream {

@@ -187,21 +187,21 @@ impl RootRepo {
             }
             let dir = Dir::open(&store).map_err(|e| format!("the object store {e}"))?;
             check_tree(&dir, 0)?;
-            if let Ok(info) = dir.existing("info") {
-                if info.exists("alternates").unwrap_or(false) {
-                    if depth >= MAX_ALTERNATES_DEPTH {
-                        return Err(format!(
-                            "{}: alternates nested too deep",
-                            info.join("alternates").display()
-                        ));
+            if let Ok(info) = dir.existing("info")
+                && info.exists("alternates").unwrap_or(false)
+            {
+                if depth >= MAX_ALTERNATES_DEPTH {
+                    return Err(format!(
+                        "{}: alternates nested too deep",
+                        info.join("alternates").display()
+                    ));
+                }
+                let text = read_small(&info, "alternates").map_err(|e| e.to_string())?;
+                for line in text.lines().map(str::trim) {
+                    if line.is_empty() || line.starts_with('#') {
+                        continue;
                     }
-                    let text = read_small(&info, "alternates").map_err(|e| e.to_string())?;
-                    for line in text.lines().map(str::trim) {
-                        if line.is_empty() || line.starts_with('#') {
-                            continue;
-                        }
-                        stores.push((store.join(line), depth + 1));
-                    }
+                    stores.push((store.join(line), depth + 1));
                 }
             }
             seen.push(store);
@@ -321,10 +321,11 @@ impl RootRepo {
         for line in BufReader::new(file).split(b'\n') {
             let line = line.map_err(|e| format!("packed-refs: {e}"))?;
             let line = String::from_utf8_lossy(&line);
-            if let Some((id, refname)) = line.trim_end().split_once(' ') {
-                if refname == name && is_object_id(id) {
-                    return Ok(Some(id.to_string()));
-                }
+            if let Some((id, refname)) = line.trim_end().split_once(' ')
+                && refname == name
+                && is_object_id(id)
+            {
+                return Ok(Some(id.to_string()));
             }
         }
         Ok(None)

@@ -135,14 +135,14 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
                     "--max-cost-usd: an attempt's cost is not known (a model without a price in runner.pricing); it is not counted"
                 );
             }
-            if spent_out.is_none() {
-                if let Some(why) = spent.reached(&options.limit) {
-                    log::warn!(
-                        "{why}: claiming no more jobs; {} running attempt(s) finish, the rest stays queued",
-                        *active
-                    );
-                    *spent_out = Some(why);
-                }
+            if spent_out.is_none()
+                && let Some(why) = spent.reached(&options.limit)
+            {
+                log::warn!(
+                    "{why}: claiming no more jobs; {} running attempt(s) finish, the rest stays queued",
+                    *active
+                );
+                *spent_out = Some(why);
             }
         }
     };

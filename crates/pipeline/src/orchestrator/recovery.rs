@@ -32,10 +32,10 @@ pub(crate) fn recover(ws: &Workspace) -> usize {
     }
     let mut recovered = 0;
     for entry in jobs::list(&ws.running_dir()) {
-        if let Some(reason) = orphaned(ws, &entry) {
-            if settle(ws, &entry, &reason) {
-                recovered += 1;
-            }
+        if let Some(reason) = orphaned(ws, &entry)
+            && settle(ws, &entry, &reason)
+        {
+            recovered += 1;
         }
     }
     recovered

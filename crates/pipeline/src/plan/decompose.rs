@@ -178,13 +178,13 @@ pub(crate) fn plan(reply: &Decomposition, base: &PlanState, now: &str) -> Result
                     task.path
                 )));
             }
-            if !real.contains_key(dep.as_str()) {
-                if let Some(why) = base.why_not_live(dep) {
-                    return Err(invalid(format!(
-                        "{}.dependencies[{n}]: {why}: a dependency is a task of this reply or an existing task",
-                        task.path
-                    )));
-                }
+            if !real.contains_key(dep.as_str())
+                && let Some(why) = base.why_not_live(dep)
+            {
+                return Err(invalid(format!(
+                    "{}.dependencies[{n}]: {why}: a dependency is a task of this reply or an existing task",
+                    task.path
+                )));
             }
         }
         let deps = task.dependencies().iter().map(String::as_str);

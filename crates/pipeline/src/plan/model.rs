@@ -165,10 +165,10 @@ impl PlanState {
 
     /// Changes the live task `id` (its node's title follows its title).
     pub(crate) fn change(&mut self, id: &str, changes: TaskChanges) {
-        if let Some(title) = &changes.title {
-            if let Some(node) = self.wbs.nodes.get_mut(id) {
-                node.title = title.clone();
-            }
+        if let Some(title) = &changes.title
+            && let Some(node) = self.wbs.nodes.get_mut(id)
+        {
+            node.title = title.clone();
         }
         if let Some(task) = self.tasks.get_mut(id) {
             task.record.apply(changes);

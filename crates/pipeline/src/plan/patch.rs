@@ -158,14 +158,15 @@ fn operation(f: &Fields) -> Result<Operation, String> {
         ));
     }
     for key in f.keys() {
-        if let Some(ops) = operations_of(key) {
-            if !ops.contains(&op.as_str()) && f.get(key).is_some() {
-                return Err(format!(
-                    "{}: not a field of {op} (it belongs to {})",
-                    f.at(key),
-                    ops.join(", ")
-                ));
-            }
+        if let Some(ops) = operations_of(key)
+            && !ops.contains(&op.as_str())
+            && f.get(key).is_some()
+        {
+            return Err(format!(
+                "{}: not a field of {op} (it belongs to {})",
+                f.at(key),
+                ops.join(", ")
+            ));
         }
     }
     Ok(match op.as_str() {

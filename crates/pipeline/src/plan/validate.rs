@@ -42,15 +42,15 @@ pub(crate) fn plan(patch: &PlanPatch, base: &PlanState, now: &str) -> Result<Edi
     state
         .tasks
         .retain(|id, task| !task.deleted || base.tasks.contains_key(id));
-    if base.dependency_cycle().is_none() {
-        if let Some(ring) = state.dependency_cycle() {
-            let names = names(&temp);
-            let ring: Vec<String> = ring.iter().map(|id| names.name(id)).collect();
-            return Err(Rejection::Invalid(format!(
-                "the patch makes a dependency cycle: {}; tasks that wait on each other can never run",
-                ring.join(" → ")
-            )));
-        }
+    if base.dependency_cycle().is_none()
+        && let Some(ring) = state.dependency_cycle()
+    {
+        let names = names(&temp);
+        let ring: Vec<String> = ring.iter().map(|id| names.name(id)).collect();
+        return Err(Rejection::Invalid(format!(
+            "the patch makes a dependency cycle: {}; tasks that wait on each other can never run",
+            ring.join(" → ")
+        )));
     }
     Ok(Edit {
         understanding: patch.understanding.clone(),
@@ -259,12 +259,10 @@ fn dependencies(
             )));
         }
         let created_here = temp.values().any(|t| *t == resolved);
-        if !created_here {
-            if let Some(why) = state.why_not_live(&resolved) {
-                return Err(Rejection::Invalid(format!(
-                    "dependencies[{n}]: {why}; a dependency is an existing task or a temp_id of this patch"
-                )));
-            }
+        if !created_here && let Some(why) = state.why_not_live(&resolved) {
+            return Err(Rejection::Invalid(format!(
+                "dependencies[{n}]: {why}; a dependency is an existing task or a temp_id of this patch"
+            )));
         }
         if !out.contains(&resolved) {
             out.push(resolved);

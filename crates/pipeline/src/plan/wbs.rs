@@ -188,10 +188,10 @@ impl Wbs {
     /// Takes node `id` (with its subtree) out of its parent's children; it stays in
     /// `nodes` until `attach`ed again or removed.
     pub(crate) fn detach(&mut self, id: &str) {
-        if let Some((parent, index)) = self.place_of(id) {
-            if let Some(p) = self.nodes.get_mut(&parent) {
-                p.children.remove(index);
-            }
+        if let Some((parent, index)) = self.place_of(id)
+            && let Some(p) = self.nodes.get_mut(&parent)
+        {
+            p.children.remove(index);
         }
         if let Some(node) = self.nodes.get_mut(id) {
             node.parent = None;

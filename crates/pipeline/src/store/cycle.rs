@@ -149,10 +149,10 @@ pub(crate) fn on_cycles<'a>(tasks: &HashMap<&'a str, Vec<&'a str>>) -> HashSet<&
             }
             path.pop();
             let (index, low) = nodes.get(node).map_or((0, 0), |n| (n.index, n.low));
-            if let Some(&(parent, _)) = path.last() {
-                if let Some(p) = nodes.get_mut(parent) {
-                    p.low = p.low.min(low);
-                }
+            if let Some(&(parent, _)) = path.last()
+                && let Some(p) = nodes.get_mut(parent)
+            {
+                p.low = p.low.min(low);
             }
             if low == index {
                 let mut component = Vec::new();

@@ -139,20 +139,20 @@ impl Defaults {
     }
 
     fn resolve_paths(&mut self, base: &Path) {
-        if let Some(builder) = &mut self.builder {
-            if let Some(script) = &builder.script {
-                builder.script = Some(base.join(script));
-            }
+        if let Some(builder) = &mut self.builder
+            && let Some(script) = &builder.script
+        {
+            builder.script = Some(base.join(script));
         }
         let script = self
             .runner
             .as_mut()
             .and_then(|r| r.get_mut("meta"))
             .and_then(|m| m.get_mut("script"));
-        if let Some(script @ Value::String(_)) = script {
-            if let Some(s) = script.as_str() {
-                *script = Value::String(base.join(s).display().to_string());
-            }
+        if let Some(script @ Value::String(_)) = script
+            && let Some(s) = script.as_str()
+        {
+            *script = Value::String(base.join(s).display().to_string());
         }
     }
 

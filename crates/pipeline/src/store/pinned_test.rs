@@ -60,12 +60,12 @@ impl PinnedTest {
         if self.command.contains('\0') {
             return Err(format!("{command_field}: holds a NUL character"));
         }
-        if let Some(secs) = self.timeout_sec {
-            if !(1..=MAX_SECONDS).contains(&secs) {
-                return Err(format!(
-                    "{timeout_field}: must be between 1 and {MAX_SECONDS} seconds (got {secs})"
-                ));
-            }
+        if let Some(secs) = self.timeout_sec
+            && !(1..=MAX_SECONDS).contains(&secs)
+        {
+            return Err(format!(
+                "{timeout_field}: must be between 1 and {MAX_SECONDS} seconds (got {secs})"
+            ));
         }
         Ok(())
     }

@@ -122,10 +122,10 @@ impl TaskStore {
         self.each_file(|_, bytes| {
             for (_, line, _) in jsonl::lines(bytes) {
                 let stamp = Commits::stamp_of(line);
-                if let Some(patch) = &stamp.plan_patch {
-                    if !commits.counts(&stamp) {
-                        edits.insert(patch.clone());
-                    }
+                if let Some(patch) = &stamp.plan_patch
+                    && !commits.counts(&stamp)
+                {
+                    edits.insert(patch.clone());
                 }
             }
         })?;

@@ -89,12 +89,12 @@ pub fn stop(ws: &Workspace, task_id: &str) -> Result<Stopped, NotStopped> {
     let Some((state, job_id)) = jobs::job_states(ws).remove(task_id) else {
         return Err(NotStopped::Idle(task_id.to_string()));
     };
-    if state == JobState::Queued {
-        if let Some(cancelled) = cancel(ws, task_id, &job_id)? {
-            return Ok(cancelled);
-        }
-        // Claimed meanwhile: stop it running.
+    if state == JobState::Queued
+        && let Some(cancelled) = cancel(ws, task_id, &job_id)?
+    {
+        return Ok(cancelled);
     }
+    // Claimed meanwhile: stop it running.
     if !jobs::request_stop(ws, &job_id)? {
         return Err(NotStopped::Ended {
             task_id: task_id.to_string(),

@@ -118,10 +118,10 @@ pub(crate) fn list(ws: &Workspace, task_id: &str, attempt: &Attempt) -> Vec<Atte
             }
         }
     }
-    if let Some(Ok(dir)) = private_dir(ws, task_id, attempt) {
-        if dir.exists(&format!("task-{task_id}.md")).unwrap_or(false) {
-            files.push(AttemptFile::Note);
-        }
+    if let Some(Ok(dir)) = private_dir(ws, task_id, attempt)
+        && dir.exists(&format!("task-{task_id}.md")).unwrap_or(false)
+    {
+        files.push(AttemptFile::Note);
     }
     if let Some(Ok(dir)) = runner_logs(ws, task_id, attempt) {
         for kind in ["run", "test"] {

@@ -308,7 +308,7 @@ mod tests {
         let method = ["GET", "POST", "get", "", "G T"][usize::from(shape % 5)];
         // Mostly well-formed, so that the limits are reached; every fourth case
         // has the parts as they come.
-        let raw = shape / 20 % 4 == 0;
+        let raw = (shape / 20).is_multiple_of(4);
         let word = |s: &str| -> String {
             if raw {
                 s.to_string()
@@ -317,7 +317,7 @@ mod tests {
             }
         };
         let target = word(parts.first().map_or("", String::as_str));
-        let target = if shape % 2 == 0 {
+        let target = if shape.is_multiple_of(2) {
             format!("/{target}")
         } else {
             target

@@ -40,11 +40,11 @@ pub(crate) fn handle(app: &App, request: &Request, local: SocketAddr) -> Respons
         return fail(405, &format!("{method} is not allowed here"))
             .with("Allow", allowed.join(", "));
     }
-    if method == "POST" {
-        if let Err(denied) = app.guard.check_change(request) {
-            let (status, message) = denied.status();
-            return fail(status, &message);
-        }
+    if method == "POST"
+        && let Err(denied) = app.guard.check_change(request)
+    {
+        let (status, message) = denied.status();
+        return fail(status, &message);
     }
     match (method, path.as_slice()) {
         ("GET", []) => pages::index(app, request.query_param("all") == Some("1")),

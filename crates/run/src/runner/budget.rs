@@ -51,29 +51,29 @@ pub(crate) fn exhausted(
             reason: format!("budget exhausted: {} ({used} of {max})", limit.as_str()),
         })
     };
-    if let Some(max) = budget.max_tokens {
-        if account.total_tokens >= max {
-            return reached(
-                Limit::MaxTokens,
-                account.total_tokens.to_string(),
-                max.to_string(),
-            );
-        }
+    if let Some(max) = budget.max_tokens
+        && account.total_tokens >= max
+    {
+        return reached(
+            Limit::MaxTokens,
+            account.total_tokens.to_string(),
+            max.to_string(),
+        );
     }
-    if let (Some(max), Some(used)) = (budget.max_cost_usd, account.cost_usd) {
-        if used >= max {
-            return reached(Limit::MaxCostUsd, usd(used), usd(max));
-        }
+    if let (Some(max), Some(used)) = (budget.max_cost_usd, account.cost_usd)
+        && used >= max
+    {
+        return reached(Limit::MaxCostUsd, usd(used), usd(max));
     }
-    if let Some(max) = budget.max_duration {
-        if deadline_passed || elapsed >= max {
-            let used = elapsed.max(max);
-            return reached(
-                Limit::MaxDurationSec,
-                format!("{:.1}", used.as_secs_f64()),
-                max.as_secs().to_string(),
-            );
-        }
+    if let Some(max) = budget.max_duration
+        && (deadline_passed || elapsed >= max)
+    {
+        let used = elapsed.max(max);
+        return reached(
+            Limit::MaxDurationSec,
+            format!("{:.1}", used.as_secs_f64()),
+            max.as_secs().to_string(),
+        );
     }
     None
 }

@@ -225,10 +225,10 @@ impl EventStream for ClaudeStream {
             return;
         }
         record.events += 1;
-        if record.session_id.is_none() {
-            if let Some(id) = event.get("session_id").and_then(Value::as_str) {
-                record.session_id = Some(id.to_string());
-            }
+        if record.session_id.is_none()
+            && let Some(id) = event.get("session_id").and_then(Value::as_str)
+        {
+            record.session_id = Some(id.to_string());
         }
     }
 }

@@ -79,10 +79,10 @@ impl HostDir {
 
     fn clean_up(&mut self) {
         self.removed = true;
-        if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                log::warn!("cannot remove {}: {e}", self.path.display());
-            }
+        if let Err(e) = std::fs::remove_dir_all(&self.path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            log::warn!("cannot remove {}: {e}", self.path.display());
         }
         if let Some(mut watchdog) = self.watchdog.take() {
             let _ = watchdog.send_line("done");

@@ -174,10 +174,10 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
 /// Meta's settings, its model named as Meta's codex will run it: the worker's when
 /// Meta's codex takes it from a codex worker.
 fn codex_model_named(mut meta: MetaSettings, worker: Option<&WorkerSettings>) -> MetaSettings {
-    if let (MetaBackend::CodexCli(codex), Some(worker)) = (&meta.backend, worker) {
-        if let Some(model) = codex.model_next_to(worker) {
-            meta.model = model;
-        }
+    if let (MetaBackend::CodexCli(codex), Some(worker)) = (&meta.backend, worker)
+        && let Some(model) = codex.model_next_to(worker)
+    {
+        meta.model = model;
     }
     meta
 }
@@ -190,11 +190,11 @@ fn priced(
     problems: &mut InputErrors,
 ) -> Option<Bounds> {
     let bounds = bounds?;
-    if let (Some(meta), Some(worker)) = (meta, worker) {
-        if let Some(problem) = bounds::unpriced(&bounds, meta, worker) {
-            problems.push(problem);
-            return None;
-        }
+    if let (Some(meta), Some(worker)) = (meta, worker)
+        && let Some(problem) = bounds::unpriced(&bounds, meta, worker)
+    {
+        problems.push(problem);
+        return None;
     }
     Some(bounds)
 }

@@ -126,12 +126,12 @@ pub(crate) fn prd_file(path: &str, host: &Host, repo: Option<&Path>) -> Result<P
         )),
     };
     let file = open_regular(&resolved).map_err(read_error)?;
-    if let Some(repo) = repo {
-        if let Err(why) = stays_in_repo(&file, &resolved, repo) {
-            return Err(problem(format!("{path} {why}")).with_hint(
-                "a worker may have planted the link; check it, then give the file's own path",
-            ));
-        }
+    if let Some(repo) = repo
+        && let Err(why) = stays_in_repo(&file, &resolved, repo)
+    {
+        return Err(problem(format!("{path} {why}")).with_hint(
+            "a worker may have planted the link; check it, then give the file's own path",
+        ));
     }
     let bytes = read_all(file, MAX_PRD_BYTES).map_err(read_error)?;
     let text = String::from_utf8(bytes).map_err(|e| {

@@ -12,10 +12,10 @@ pub(crate) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str>
     if word.len() > 4 * MAX_WORD_CHARS || word.chars().count() > MAX_WORD_CHARS {
         return None;
     }
-    if word.len() >= 3 {
-        if let Some(c) = candidates.iter().find(|c| c.starts_with(word)) {
-            return Some(c);
-        }
+    if word.len() >= 3
+        && let Some(c) = candidates.iter().find(|c| c.starts_with(word))
+    {
+        return Some(c);
     }
     candidates
         .iter()

@@ -402,15 +402,15 @@ impl DockerSandbox {
         if !container.is_alive() {
             return Err(gone(container));
         }
-        if let Some(Leftovers { left, .. }) = report.stopped {
-            if left > 0 {
-                // Something keeps running between runs (and could edit the repo while
-                // the tests or Meta look): the sandbox cannot be trusted any more.
-                return Err(SandboxError::NotQuiet {
-                    name: container.name.clone(),
-                    left,
-                });
-            }
+        if let Some(Leftovers { left, .. }) = report.stopped
+            && left > 0
+        {
+            // Something keeps running between runs (and could edit the repo while
+            // the tests or Meta look): the sandbox cannot be trusted any more.
+            return Err(SandboxError::NotQuiet {
+                name: container.name.clone(),
+                left,
+            });
         }
         Ok(report)
     }

@@ -86,10 +86,10 @@ pub(crate) fn parse_status(output: &str) -> GitState {
             ["?", path] => Some(("??".to_string(), path.to_string())),
             _ => None,
         };
-        if let Some((xy, path)) = entry {
-            if !path.starts_with(".agent-runner/") {
-                lines.push(format!("{xy} {path}"));
-            }
+        if let Some((xy, path)) = entry
+            && !path.starts_with(".agent-runner/")
+        {
+            lines.push(format!("{xy} {path}"));
         }
     }
     GitState {

@@ -132,13 +132,13 @@ impl Scratch {
         self.private
             .write_atomic(&schema_file, &bytes)
             .map_err(|e| AskError::Setup(format!("cannot write the schema: {e}")))?;
-        if let Err(e) = self.dir.remove(REPLY_FILE) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                return Err(AskError::Setup(format!(
-                    "cannot remove the last reply {}: {e}",
-                    self.dir.join(REPLY_FILE).display()
-                )));
-            }
+        if let Err(e) = self.dir.remove(REPLY_FILE)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(AskError::Setup(format!(
+                "cannot remove the last reply {}: {e}",
+                self.dir.join(REPLY_FILE).display()
+            )));
         }
         let in_container = |name: &str| format!("{PROJECT_DIR}/{name}");
         let schema_path = in_container(&format!(

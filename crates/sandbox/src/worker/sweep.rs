@@ -51,10 +51,10 @@ pub fn sweep_orphans() -> Vec<String> {
     };
     let mut removed = Vec::new();
     for line in out.stdout.lines() {
-        if let Some((id, name)) = orphan(line) {
-            if remove_container(id) {
-                removed.push(name.to_string());
-            }
+        if let Some((id, name)) = orphan(line)
+            && remove_container(id)
+        {
+            removed.push(name.to_string());
         }
     }
     removed
