@@ -75,7 +75,7 @@ fn codex_builds_the_taskconfig_and_the_invariants_hold() {
         (0, Some("succeeded")),
         "{attempt}"
     );
-    let config: serde_yaml::Value = serde_yaml::from_str(&read(std::path::Path::new(
+    let config: serde_norway::Value = serde_norway::from_str(&read(std::path::Path::new(
         attempt["task_config"].as_str().unwrap(),
     )))
     .unwrap();
@@ -227,7 +227,7 @@ fn real_codex_builds_the_taskconfig_with_the_output_schema() {
         (0, Some("succeeded")),
         "{attempt}"
     );
-    let config: serde_yaml::Value = serde_yaml::from_str(&read(std::path::Path::new(
+    let config: serde_norway::Value = serde_norway::from_str(&read(std::path::Path::new(
         attempt["task_config"].as_str().unwrap(),
     )))
     .unwrap();

@@ -97,7 +97,7 @@ fn plan_task_request_and_reply() {
             .contains("type: plan_task\nacceptance_criteria:"),
         "schema in the system prompt"
     );
-    let user: serde_yaml::Value = serde_yaml::from_str(&request.message(1)).unwrap();
+    let user: serde_norway::Value = serde_norway::from_str(&request.message(1)).unwrap();
     assert_eq!(user["type"], "plan_task");
     assert_eq!(user["task"]["id"], "meta-test");
     assert_eq!(user["task"]["prd"], "Create hello.txt with hello in it.");
@@ -308,7 +308,7 @@ fn invalid_replies_are_asked_again_with_the_error() {
 #[test]
 fn a_maximal_nested_reply_is_refused_before_it_is_parsed_and_asked_again() {
     let dir = Scratch::new("meta-nested");
-    // As large as the client takes (8 MiB of body); serde_yaml would spend hours on it.
+    // As large as the client takes (8 MiB of body); serde_norway would spend hours on it.
     let nested = format!(
         "type: plan_task\nacceptance_criteria: {}",
         "{a: ".repeat(2_000_000)
@@ -377,7 +377,7 @@ fn four_invalid_replies_fail_the_call() {
 #[test]
 fn scripted_replies_in_order_then_a_clear_end() {
     let dir = Scratch::new("meta-scripted");
-    let script = dir.file("script.yaml", format!("- {}\n- \"not yaml: [\"\n- type: next_action\n  decision: {{action: mark_complete, reason: ok}}\n", serde_yaml::to_string(&serde_yaml::from_str::<serde_yaml::Value>(PLAN).unwrap()).unwrap().replace('\n', "\n  ")));
+    let script = dir.file("script.yaml", format!("- {}\n- \"not yaml: [\"\n- type: next_action\n  decision: {{action: mark_complete, reason: ok}}\n", serde_norway::to_string(&serde_norway::from_str::<serde_norway::Value>(PLAN).unwrap()).unwrap().replace('\n', "\n  ")));
     let mut meta = MetaAgent::new(Scripted::load(&script).unwrap(), None, Redactor::default());
     let ctx = context(&dir, "");
     assert_eq!(meta.plan_task(&ctx).reply.unwrap().criteria.len(), 2);

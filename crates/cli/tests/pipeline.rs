@@ -192,7 +192,8 @@ fn gt1_the_builders_taskconfig_satisfies_the_golden_invariants() {
     let job = p.run_tasks(&[&id]).remove(0);
     p.orchestrate_once(&[]).output().code(0);
     let text = read(&p.ws().join(format!("logs/{job}/task-config.yaml")));
-    let config: serde_yaml::Value = serde_yaml::from_str(&text).expect("the TaskConfig is YAML");
+    let config: serde_norway::Value =
+        serde_norway::from_str(&text).expect("the TaskConfig is YAML");
     assert_eq!(
         config["task"]["id"].as_str(),
         Some(id.as_str()),
@@ -261,7 +262,7 @@ fn gt1_with_the_meta_builder_over_the_openai_api() {
         received[0].header("authorization"),
         Some(format!("Bearer {KEY}").as_str())
     );
-    let request: serde_yaml::Value = serde_yaml::from_str(&received[0].message(1)).unwrap();
+    let request: serde_norway::Value = serde_norway::from_str(&received[0].message(1)).unwrap();
     assert_eq!(request["type"].as_str(), Some("build_task_config"));
     assert_eq!(request["task_id"].as_str(), Some(id.as_str()));
     assert_eq!(request["raw_prompt"].as_str(), Some(PROMPT));
@@ -276,8 +277,9 @@ fn gt1_with_the_meta_builder_over_the_openai_api() {
         received[1].message(3).contains("Your reply was invalid"),
         "re-asked"
     );
-    let config: serde_yaml::Value =
-        serde_yaml::from_str(&read(&p.ws().join(format!("logs/{job}/task-config.yaml")))).unwrap();
+    let config: serde_norway::Value =
+        serde_norway::from_str(&read(&p.ws().join(format!("logs/{job}/task-config.yaml"))))
+            .unwrap();
     assert_eq!(config["task"]["id"].as_str(), Some(id.as_str()));
     assert_eq!(config["task"]["title"].as_str(), Some(PROMPT));
     assert_eq!(

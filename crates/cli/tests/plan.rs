@@ -46,8 +46,8 @@ fn plan(p: &Pipeline, args: &[&str]) -> support::Outcome {
 }
 
 /// The request YAML (the user message) of a received request.
-fn request(received: &support::fake_openai::Received) -> serde_yaml::Value {
-    serde_yaml::from_str(&received.message(1)).unwrap()
+fn request(received: &support::fake_openai::Received) -> serde_norway::Value {
+    serde_norway::from_str(&received.message(1)).unwrap()
 }
 
 /// The lines of task `id`'s file.
@@ -759,11 +759,12 @@ fn a_planned_task_runs_with_its_acceptance_criteria() {
     let id = created(&out).remove(0);
     let job = p.run_tasks(&["--all"]).remove(0);
     p.orchestrate_once(&[]).output().code(0);
-    let config: serde_yaml::Value =
-        serde_yaml::from_str(&read(&p.ws().join(format!("logs/{job}/task-config.yaml")))).unwrap();
+    let config: serde_norway::Value =
+        serde_norway::from_str(&read(&p.ws().join(format!("logs/{job}/task-config.yaml"))))
+            .unwrap();
     assert_eq!(
         config["task"]["acceptance_criteria"],
-        serde_yaml::from_str::<serde_yaml::Value>("[out.txt says done]").unwrap()
+        serde_norway::from_str::<serde_norway::Value>("[out.txt says done]").unwrap()
     );
     assert_eq!(config["task"]["id"].as_str(), Some(id.as_str()));
     let result = p.result(&job);

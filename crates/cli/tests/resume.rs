@@ -595,7 +595,7 @@ fn a_resumed_task_counts_its_earlier_replans_and_keeps_every_criteria_version() 
     let before = server.received().len();
     let out = runner(&yaml(4)).args(&["--json", "--resume"]).output();
     out.code(0);
-    let next: Value = serde_yaml::from_str(&server.received()[before].message(1)).unwrap();
+    let next: Value = serde_norway::from_str(&server.received()[before].message(1)).unwrap();
     assert_eq!(next["type"], "next_action");
     assert!(
         next.get("replans_left").is_none(),

@@ -19,8 +19,8 @@ use support::web::Served;
 
 /// The Task Builder's reply (the scripted builder's first entry, as a chat reply).
 fn builder_reply() -> Answer {
-    let entry: serde_yaml::Value = serde_yaml::from_str(BUILDER_REPLY).unwrap();
-    Answer::chat(&serde_yaml::to_string(&entry[0]).unwrap())
+    let entry: serde_norway::Value = serde_norway::from_str(BUILDER_REPLY).unwrap();
+    Answer::chat(&serde_norway::to_string(&entry[0]).unwrap())
 }
 
 const PRICING: &str = "  pricing:\n    test-model: {input: 2, cached_input: 0.5, output: 8}\n    w-model: {input: 1.5, cached_input: 0.375, output: 6}\n";

@@ -119,7 +119,7 @@ fn alias_bomb_is_refused_quickly() {
 #[test]
 fn deep_nesting_is_refused_where_it_gets_too_deep() {
     let dir = Scratch::new("deep");
-    // 400 KB of `{a: ` took serde_yaml about half a minute; refused before it parses.
+    // 400 KB of `{a: ` took serde_norway about half a minute; refused before it parses.
     let yaml = format!("version: 1\ntask:\n  prd: {}", "{a: ".repeat(100_000));
     validate(&dir, &yaml)
         .code(1)

@@ -36,14 +36,14 @@ fn plan_of(criteria: &[(&str, &str)]) -> Answer {
 }
 
 /// The request YAML (the user message) and the system prompt of a request.
-fn sent(received: &Received) -> (serde_yaml::Value, String) {
+fn sent(received: &Received) -> (serde_norway::Value, String) {
     (
-        serde_yaml::from_str(&received.message(1)).unwrap(),
+        serde_norway::from_str(&received.message(1)).unwrap(),
         received.message(0),
     )
 }
 
-fn ids(criteria: &serde_yaml::Value) -> Vec<String> {
+fn ids(criteria: &serde_norway::Value) -> Vec<String> {
     criteria
         .as_sequence()
         .unwrap()
@@ -114,8 +114,8 @@ fn a_replan_sends_the_old_criteria_and_history_and_the_new_criteria_are_judged()
     assert!(system.contains("This is a replan"), "{system}");
     assert_eq!(request["replan"]["reason"], reason);
     assert_eq!(request["replan"]["loop"], 2);
-    let previous: serde_yaml::Value =
-        serde_yaml::from_str("[{id: AC-1, description: out.txt says hello, passed: false}]")
+    let previous: serde_norway::Value =
+        serde_norway::from_str("[{id: AC-1, description: out.txt says hello, passed: false}]")
             .unwrap();
     assert_eq!(request["previous_criteria"], previous);
     let history = request["history"].as_sequence().unwrap();
@@ -282,8 +282,8 @@ fn builder_proposing() -> String {
 }
 
 /// `task-config.yaml` of a job, parsed.
-fn config(p: &Pipeline, job: &str) -> serde_yaml::Value {
-    serde_yaml::from_str(&read(&p.ws().join(format!("logs/{job}/task-config.yaml")))).unwrap()
+fn config(p: &Pipeline, job: &str) -> serde_norway::Value {
+    serde_norway::from_str(&read(&p.ws().join(format!("logs/{job}/task-config.yaml")))).unwrap()
 }
 
 #[test]

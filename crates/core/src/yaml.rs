@@ -1,9 +1,9 @@
 //! YAML from outside (LLM replies, the Task YAML, scripts and defaults), checked
-//! before serde_yaml builds anything from it. serde_yaml reads the whole text into
+//! before serde_norway builds anything from it. serde_norway reads the whole text into
 //! events before it looks at any, and libyaml's cost per token grows with the
 //! nesting, so 400 KB of `{a: {a: …` cost minutes; and aliases are expanded on
 //! every use, so 50 KB of `[*a, *a, …]` over a list of thousands cost as much. Here
-//! libyaml's own event parser (the one serde_yaml runs, so nothing is interpreted
+//! libyaml's own event parser (the one serde_norway runs, so nothing is interpreted
 //! differently) is walked once, and stopped at the first node nested deeper than
 //! `MAX_DEPTH`, at aliases that would expand to more than `MAX_ALIAS_NODES` nodes in
 //! all, and, where the rules say so, at the first tag. Each event costs at most
@@ -12,7 +12,7 @@
 //!
 //! Tags have no use in a reply, and a tagged value hides from checks that look at
 //! mappings (`worker: !x {env: …}` is a tagged value, not a mapping); `!!str`-style
-//! tags are dropped by serde_yaml, so they can only be seen here.
+//! tags are dropped by serde_norway, so they can only be seen here.
 
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -37,7 +37,7 @@ pub enum Rules {
     Document,
 }
 
-/// Why a text was refused, and where (1-based, as serde_yaml counts).
+/// Why a text was refused, and where (1-based, as serde_norway counts).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     pub message: String,
@@ -56,7 +56,7 @@ impl std::fmt::Display for Refusal {
 }
 
 /// Checks `text` under `rules`. A YAML syntax error is not a refusal: the check
-/// stops there, and serde_yaml, which stops at the same place, reports it.
+/// stops there, and serde_norway, which stops at the same place, reports it.
 pub fn check(text: &str, rules: Rules) -> Result<(), Refusal> {
     let mut parser = Parser::new(text);
     let mut walk = Walk::default();
@@ -69,10 +69,10 @@ pub fn check(text: &str, rules: Rules) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// `text` parsed into a `serde_yaml::Value` once `check` has passed it.
-pub fn parse(text: &str, rules: Rules) -> Result<serde_yaml::Value, String> {
+/// `text` parsed into a `serde_norway::Value` once `check` has passed it.
+pub fn parse(text: &str, rules: Rules) -> Result<serde_norway::Value, String> {
     check(text, rules).map_err(|r| r.to_string())?;
-    serde_yaml::from_str(text).map_err(|e| e.to_string())
+    serde_norway::from_str(text).map_err(|e| e.to_string())
 }
 
 /// `parse`, given up (None) once `interrupt` is set: a long text is parsed on a
@@ -82,7 +82,7 @@ pub fn parse_unless_stopped(
     text: &str,
     rules: Rules,
     interrupt: Interrupt,
-) -> Option<Result<serde_yaml::Value, String>> {
+) -> Option<Result<serde_norway::Value, String>> {
     if text.len() <= INLINE_BYTES {
         return Some(parse(text, rules));
     }
@@ -97,7 +97,7 @@ struct Walk {
     /// included, aliases expanded) and its anchor.
     open: Vec<(u64, Option<Vec<u8>>)>,
     /// Anchor → nodes of its node, aliases expanded; `None` while the node is open
-    /// (an alias inside its own anchor is serde_yaml's recursion error, not ours).
+    /// (an alias inside its own anchor is serde_norway's recursion error, not ours).
     anchors: HashMap<Vec<u8>, Option<u64>>,
     /// Nodes added by aliases so far.
     alias_nodes: u64,
@@ -198,27 +198,27 @@ struct Event {
 struct Parser<'a> {
     /// Boxed: libyaml keeps a pointer to the parser inside it (its read handler's
     /// data), so it must not move.
-    sys: Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>>,
+    sys: Box<MaybeUninit<unsafe_libyaml_norway::yaml_parser_t>>,
     failed: bool,
     _text: std::marker::PhantomData<&'a str>,
 }
 
 impl<'a> Parser<'a> {
     fn new(text: &'a str) -> Parser<'a> {
-        let mut sys = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
+        let mut sys = Box::new(MaybeUninit::<unsafe_libyaml_norway::yaml_parser_t>::uninit());
         // SAFETY: initialize zeroes and sets up the struct (it fails only when
         // out of memory, and a failed one is safe to delete); the input pointer
         // stays valid for 'a, which the parser does not outlive.
         let failed = unsafe {
             let parser = sys.as_mut_ptr();
-            if unsafe_libyaml::yaml_parser_initialize(parser).fail {
+            if unsafe_libyaml_norway::yaml_parser_initialize(parser).fail {
                 true
             } else {
-                unsafe_libyaml::yaml_parser_set_encoding(
+                unsafe_libyaml_norway::yaml_parser_set_encoding(
                     parser,
-                    unsafe_libyaml::YAML_UTF8_ENCODING,
+                    unsafe_libyaml_norway::YAML_UTF8_ENCODING,
                 );
-                unsafe_libyaml::yaml_parser_set_input_string(
+                unsafe_libyaml_norway::yaml_parser_set_input_string(
                     parser,
                     text.as_ptr(),
                     text.len() as u64,
@@ -238,17 +238,17 @@ impl<'a> Parser<'a> {
         if self.failed {
             return None;
         }
-        let mut raw = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
+        let mut raw = MaybeUninit::<unsafe_libyaml_norway::yaml_event_t>::uninit();
         // SAFETY: the parser was initialised; `parse` fills the event on success,
         // and the event is copied out and deleted before anything else happens.
         unsafe {
             let event = raw.as_mut_ptr();
-            if unsafe_libyaml::yaml_parser_parse(self.sys.as_mut_ptr(), event).fail {
+            if unsafe_libyaml_norway::yaml_parser_parse(self.sys.as_mut_ptr(), event).fail {
                 self.failed = true;
                 return None;
             }
             let copied = copy(&*event);
-            unsafe_libyaml::yaml_event_delete(event);
+            unsafe_libyaml_norway::yaml_event_delete(event);
             Some(copied)
         }
     }
@@ -257,7 +257,7 @@ impl<'a> Parser<'a> {
 impl Drop for Parser<'_> {
     fn drop(&mut self) {
         // SAFETY: initialised in `new` (zeroed even when that failed), deleted once.
-        unsafe { unsafe_libyaml::yaml_parser_delete(self.sys.as_mut_ptr()) }
+        unsafe { unsafe_libyaml_norway::yaml_parser_delete(self.sys.as_mut_ptr()) }
     }
 }
 
@@ -265,32 +265,31 @@ impl Drop for Parser<'_> {
 ///
 /// SAFETY: `event` was filled by `yaml_parser_parse` and not yet deleted, so the
 /// union member of its type is the one set and its strings are NUL-terminated.
-unsafe fn copy(event: &unsafe_libyaml::yaml_event_t) -> Event {
+unsafe fn copy(event: &unsafe_libyaml_norway::yaml_event_t) -> Event {
     let string = |ptr: *const u8| {
         // SAFETY: libyaml's anchors and tags are NUL-terminated or null.
         (!ptr.is_null()).then(|| unsafe { CStr::from_ptr(ptr.cast()) }.to_bytes().to_vec())
     };
     // SAFETY (each union read): the member read is the one for the event's type.
     let (kind, anchor, tag) = match event.type_ {
-        unsafe_libyaml::YAML_SEQUENCE_START_EVENT => unsafe {
+        unsafe_libyaml_norway::YAML_SEQUENCE_START_EVENT => unsafe {
             let data = event.data.sequence_start;
             (Kind::Start, string(data.anchor), string(data.tag))
         },
-        unsafe_libyaml::YAML_MAPPING_START_EVENT => unsafe {
+        unsafe_libyaml_norway::YAML_MAPPING_START_EVENT => unsafe {
             let data = event.data.mapping_start;
             (Kind::Start, string(data.anchor), string(data.tag))
         },
-        unsafe_libyaml::YAML_SEQUENCE_END_EVENT | unsafe_libyaml::YAML_MAPPING_END_EVENT => {
-            (Kind::Close, None, None)
-        }
-        unsafe_libyaml::YAML_SCALAR_EVENT => unsafe {
+        unsafe_libyaml_norway::YAML_SEQUENCE_END_EVENT
+        | unsafe_libyaml_norway::YAML_MAPPING_END_EVENT => (Kind::Close, None, None),
+        unsafe_libyaml_norway::YAML_SCALAR_EVENT => unsafe {
             let data = event.data.scalar;
             (Kind::Scalar, string(data.anchor), string(data.tag))
         },
-        unsafe_libyaml::YAML_ALIAS_EVENT => unsafe {
+        unsafe_libyaml_norway::YAML_ALIAS_EVENT => unsafe {
             (Kind::Alias, string(event.data.alias.anchor), None)
         },
-        unsafe_libyaml::YAML_STREAM_END_EVENT => (Kind::End, None, None),
+        unsafe_libyaml_norway::YAML_STREAM_END_EVENT => (Kind::End, None, None),
         _ => (Kind::Other, None, None),
     };
     Event {

@@ -3,7 +3,7 @@
 //! is wrong, so it can be sent back in a re-ask.
 
 use serde::Deserialize;
-use serde_yaml::Value;
+use serde_norway::Value;
 
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
@@ -89,7 +89,7 @@ pub fn strip_fence(text: &str) -> &str {
 
 /// A reply document decoded into `T`, the serde error as the problem.
 pub fn decode<T: for<'de> Deserialize<'de>>(value: Value) -> Result<T, String> {
-    serde_yaml::from_value(value).map_err(|e| e.to_string())
+    serde_norway::from_value(value).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use serde_yaml::Value;
+use serde_norway::Value;
 
 use super::{BackendError, ChatBackend, ChatMessage, Completion, MetaError};
 
@@ -35,7 +35,7 @@ impl Scripted {
             .into_iter()
             .map(|entry| match entry {
                 Value::String(text) => text,
-                other => serde_yaml::to_string(&other).unwrap_or_default(),
+                other => serde_norway::to_string(&other).unwrap_or_default(),
             })
             .collect();
         Ok(Scripted {

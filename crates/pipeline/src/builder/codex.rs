@@ -16,7 +16,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use serde_json::json;
-use serde_yaml::{Mapping, Value};
+use serde_norway::{Mapping, Value};
 
 use super::Build;
 use super::reply::BuiltConfig;
@@ -190,7 +190,7 @@ pub(crate) fn codex_meta_task(
                  "project": {"root_dir": scratch}},
         "runner": {"meta": meta, "worker": worker},
     });
-    let yaml = serde_yaml::to_string(&config).map_err(|e| e.to_string())?;
+    let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
     let os_var = |name: &str| var(name).map(std::ffi::OsString::from);
     agent_runner_sandbox::task::parse(
         &yaml,
@@ -238,7 +238,7 @@ mod tests {
     #[test]
     fn a_schema_reply_with_nulls_is_a_draft_without_them() {
         let map = parse(r#"{"task": {"id": "t", "title": "T", "instructions": "Do it.", "project": {"root_dir": "/x"}, "test": null, "acceptance_criteria": null}, "runner": {"meta": {"model": "m", "temperature": null}, "worker": {"type": "docker_codex_cli", "model": null}}}"#).unwrap();
-        let yaml = serde_yaml::to_string(&map).unwrap();
+        let yaml = serde_norway::to_string(&map).unwrap();
         assert!(!yaml.contains("null"), "{yaml}");
         assert_eq!(map["task"]["instructions"], "Do it.");
         assert_eq!(map["runner"]["worker"]["type"], "docker_codex_cli");

@@ -106,7 +106,7 @@ pub(crate) fn backend(
                  "project": {"root_dir": std::env::temp_dir()}},
         "runner": {"meta": meta, "worker": {"type": "docker_codex_cli"}},
     });
-    let yaml = serde_yaml::to_string(&config).map_err(|e| e.to_string())?;
+    let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
     let os_var = |name: &str| var(name).map(std::ffi::OsString::from);
     let task = agent_runner_sandbox::task::parse(
         &yaml,

@@ -16,7 +16,7 @@ pub(crate) mod scripted;
 
 use std::time::Duration;
 
-use serde_yaml::Mapping;
+use serde_norway::Mapping;
 
 use super::store::defaults::{BuilderKind, Defaults};
 use agent_runner_core::interrupt::Interrupt;

@@ -4,7 +4,7 @@
 //! used again on the draft by `orchestrator::task_config`); its content is checked
 //! after the orchestrator has set what it owns, by the runner's own parser.
 
-use serde_yaml::{Mapping, Value};
+use serde_norway::{Mapping, Value};
 
 use agent_runner_meta::reply::Reply;
 
@@ -36,7 +36,7 @@ impl Reply for BuiltConfig {
                 _ => {
                     return Err(format!(
                         "unknown top-level key {}; a TaskConfig has only `task` and `runner`",
-                        serde_yaml::to_string(key).unwrap_or_default().trim()
+                        serde_norway::to_string(key).unwrap_or_default().trim()
                     ));
                 }
             }
@@ -111,7 +111,7 @@ fn refused_keys(map: &Mapping, prefix: &str, refused: &mut Vec<String>) {
         }
         let name = match key.as_str() {
             Some(name) => name.to_string(),
-            None => serde_yaml::to_string(key)
+            None => serde_norway::to_string(key)
                 .unwrap_or_default()
                 .trim()
                 .to_string(),

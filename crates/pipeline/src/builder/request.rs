@@ -35,7 +35,7 @@ pub(crate) struct DependencySummary {
 impl BuildRequest {
     /// The request YAML.
     pub(crate) fn to_yaml(&self) -> String {
-        serde_yaml::to_string(self).unwrap_or_default()
+        serde_norway::to_string(self).unwrap_or_default()
     }
 
     /// The Task Builder's job for this request.

@@ -439,7 +439,7 @@ fn resumed_config(
     let path = ws.job_log_dir(from).join("task-config.yaml");
     let text = agent_runner_core::fs::read::whole(&path, 1 << 20)
         .map_err(|e| failed(format!("cannot resume job {from}: {}: {e}", path.display())))?;
-    let config: serde_yaml::Mapping = serde_yaml::from_slice(&text)
+    let config: serde_norway::Mapping = serde_norway::from_slice(&text)
         .map_err(|e| failed(format!("cannot resume job {from}: {}: {e}", path.display())))?;
     let task = &claimed.task.record;
     let draft = builder::reply::builder_part(&config);

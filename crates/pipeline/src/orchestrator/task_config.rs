@@ -17,7 +17,7 @@
 
 use std::path::Path;
 
-use serde_yaml::{Mapping, Value};
+use serde_norway::{Mapping, Value};
 
 use crate::store::pinned_test::PinnedTest;
 use agent_runner_sandbox::task::{Host, Task};
@@ -77,12 +77,12 @@ pub(crate) fn complete(
         invariants.root_dir.display().to_string().into(),
     );
     if let Some(defaults) = defaults_runner {
-        let defaults: Value = serde_yaml::to_value(defaults).map_err(|e| e.to_string())?;
+        let defaults: Value = serde_norway::to_value(defaults).map_err(|e| e.to_string())?;
         let runner = section(&mut draft, "runner")?;
         merge(runner, &defaults);
         codex_meta_keeps_its_own(runner, &defaults);
     }
-    serde_yaml::to_string(&Value::Mapping(draft)).map_err(|e| e.to_string())
+    serde_norway::to_string(&Value::Mapping(draft)).map_err(|e| e.to_string())
 }
 
 /// With `runner.meta.kind: codex-cli` in the defaults, Meta's model is codex's `-m`:
@@ -151,7 +151,7 @@ mod tests {
     const PROMPT: &str = "TODO アプリを作成して";
 
     fn draft(yaml: &str) -> Mapping {
-        serde_yaml::from_str(yaml).unwrap()
+        serde_norway::from_str(yaml).unwrap()
     }
 
     fn invariants(root: &Path) -> Invariants<'_> {
@@ -175,10 +175,10 @@ mod tests {
             Some(&json!({"meta": {"kind": "codex-cli"}})),
         )
         .unwrap();
-        let value: Value = serde_yaml::from_str(&yaml).unwrap();
+        let value: Value = serde_norway::from_str(&yaml).unwrap();
         assert_eq!(
             value["runner"]["meta"],
-            serde_yaml::from_str::<Value>("{kind: codex-cli}").unwrap()
+            serde_norway::from_str::<Value>("{kind: codex-cli}").unwrap()
         );
         let yaml = complete(
             draft(draft_text),
@@ -186,7 +186,7 @@ mod tests {
             Some(&json!({"meta": {"kind": "codex-cli", "model": "o3"}})),
         )
         .unwrap();
-        let value: Value = serde_yaml::from_str(&yaml).unwrap();
+        let value: Value = serde_norway::from_str(&yaml).unwrap();
         assert_eq!(value["runner"]["meta"]["model"], "o3");
         assert!(value["runner"]["meta"].get("temperature").is_none());
         // Other Meta kinds keep the builder's model.
@@ -289,7 +289,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let value: Value = serde_yaml::from_str(&yaml).unwrap();
+        let value: Value = serde_norway::from_str(&yaml).unwrap();
         assert_eq!(value["task"]["id"], "golden-todo-001");
         assert_eq!(value["task"]["title"], PROMPT);
         assert_eq!(
@@ -312,7 +312,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let value: Value = serde_yaml::from_str(&yaml).unwrap();
+        let value: Value = serde_norway::from_str(&yaml).unwrap();
         assert_eq!(
             value["task"]["instructions"],
             format!("Please: {PROMPT}. Use Svelte.").as_str()
@@ -330,7 +330,7 @@ mod tests {
             Some(&defaults),
         )
         .unwrap();
-        let value: Value = serde_yaml::from_str(&yaml).unwrap();
+        let value: Value = serde_norway::from_str(&yaml).unwrap();
         let meta = &value["runner"]["meta"];
         assert_eq!(meta["kind"], "scripted");
         assert_eq!(meta["model"], "user-model");

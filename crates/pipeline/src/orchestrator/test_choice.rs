@@ -4,7 +4,7 @@
 //! the work, and an LLM's proposal only fills the gap. The choice, and a proposal
 //! that lost, go into `builder.log`.
 
-use serde_yaml::{Mapping, Value};
+use serde_norway::{Mapping, Value};
 
 use crate::store::pinned_test::{PinnedTest, TestSource};
 use agent_runner_core::text::{cut, one_line};
@@ -62,8 +62,8 @@ pub(crate) fn choose(
 fn proposed_command(test: &Value) -> String {
     match test.get("command") {
         Some(Value::String(command)) => command.clone(),
-        Some(other) => serde_yaml::to_string(other).unwrap_or_default(),
-        None => serde_yaml::to_string(test).unwrap_or_default(),
+        Some(other) => serde_norway::to_string(other).unwrap_or_default(),
+        None => serde_norway::to_string(test).unwrap_or_default(),
     }
 }
 
@@ -77,7 +77,7 @@ mod tests {
     use super::*;
 
     fn draft(yaml: &str) -> Mapping {
-        serde_yaml::from_str(yaml).unwrap()
+        serde_norway::from_str(yaml).unwrap()
     }
 
     fn pinned(command: &str) -> PinnedTest {

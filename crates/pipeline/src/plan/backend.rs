@@ -79,7 +79,7 @@ pub(crate) fn open(
 fn of_kind(text: &str, kind: &str) -> bool {
     let body = agent_runner_meta::reply::strip_fence(text);
     match agent_runner_core::yaml::parse(body, agent_runner_core::yaml::Rules::Reply) {
-        Ok(serde_yaml::Value::Mapping(map)) => match map.get("type").and_then(|t| t.as_str()) {
+        Ok(serde_norway::Value::Mapping(map)) => match map.get("type").and_then(|t| t.as_str()) {
             Some(t) => t == kind,
             None => true,
         },

@@ -73,7 +73,7 @@ impl Reply for Decomposition {
         super::schema::decompose()
     }
 
-    fn from_value(value: serde_yaml::Value) -> Result<Self, String> {
+    fn from_value(value: serde_norway::Value) -> Result<Self, String> {
         let top = Fields::of(&value, "")?;
         let understanding = top.required_text("understanding")?;
         let phases = top.list("phases")?.ok_or("phases: missing")?;

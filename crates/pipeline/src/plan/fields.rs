@@ -3,7 +3,7 @@
 //! (`phases[1].tasks[0].title: missing`). Lenient where the meaning is plain (`null`
 //! is absent, a number is fine as text), strict otherwise.
 
-use serde_yaml::{Mapping, Sequence, Value};
+use serde_norway::{Mapping, Sequence, Value};
 
 use crate::store::pinned_test::PinnedTest;
 use crate::store::plan_fields::{PlanFields, plan_fields_table};
@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn fields_are_read_with_their_paths() {
-        let value: Value = serde_yaml::from_str(
+        let value: Value = serde_norway::from_str(
             "title: '  T  '\nn: 3\nneg: -1\nlist: [a, 2, true]\nbad: [[1]]\nnothing: null\nblank: ' '\neffort: Medium\nimpl: {language: rust}\n",
         )
         .unwrap();
@@ -292,7 +292,7 @@ mod tests {
 
     #[test]
     fn a_pinned_test_is_a_command_with_an_optional_timeout() {
-        let value: Value = serde_yaml::from_str(
+        let value: Value = serde_norway::from_str(
             "a: {command: ' cargo test ', timeout_sec: 90}\nb: make check\nc: {command: x, cwd: y}\nd: {timeout_sec: 3}\ne: [x]\nf: {command: x, timeout_sec: 0}\n",
         )
         .unwrap();
@@ -326,7 +326,7 @@ mod tests {
     #[test]
     fn criteria_are_bounded_and_not_blank() {
         let many = format!("c: [{}]", vec!["x"; MAX_ACCEPTANCE_CRITERIA + 1].join(", "));
-        let value: Value = serde_yaml::from_str(&many).unwrap();
+        let value: Value = serde_norway::from_str(&many).unwrap();
         assert!(
             Fields::of(&value, "")
                 .unwrap()
@@ -334,7 +334,7 @@ mod tests {
                 .unwrap_err()
                 .contains("at most")
         );
-        let value: Value = serde_yaml::from_str("c: [a, '']").unwrap();
+        let value: Value = serde_norway::from_str("c: [a, '']").unwrap();
         assert_eq!(
             Fields::of(&value, "t").unwrap().criteria("c").unwrap_err(),
             "t.c[1]: empty"

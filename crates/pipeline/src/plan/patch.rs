@@ -118,7 +118,7 @@ impl Reply for PlanPatch {
         super::schema::plan_patch()
     }
 
-    fn from_value(value: serde_yaml::Value) -> Result<Self, String> {
+    fn from_value(value: serde_norway::Value) -> Result<Self, String> {
         let top = Fields::of(&value, "")?;
         match top.get("version") {
             Some(v) if v.as_u64() == Some(1) => {}

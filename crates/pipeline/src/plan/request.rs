@@ -85,7 +85,7 @@ struct PatchRequest<'a> {
 struct WbsOverview {
     root_node_id: String,
     /// Node id → its entry, breadth-first (a YAML mapping keeps its order).
-    node_index: serde_yaml::Mapping,
+    node_index: serde_norway::Mapping,
     #[serde(skip_serializing_if = "is_zero")]
     nodes_omitted: usize,
 }
@@ -107,7 +107,7 @@ pub(crate) fn decompose(message: &str, state: &PlanState, history: &[ChatMessage
             existing_tasks_omitted: tasks.len() - keep,
             conversation: &said,
         };
-        serde_yaml::to_string(&request).unwrap_or_default()
+        serde_norway::to_string(&request).unwrap_or_default()
     };
     fit(
         &system_prompt_decompose(),
@@ -140,7 +140,7 @@ pub(crate) fn patch(message: &str, state: &PlanState, history: &[ChatMessage]) -
             },
             conversation: &said,
         };
-        serde_yaml::to_string(&request).unwrap_or_default()
+        serde_norway::to_string(&request).unwrap_or_default()
     };
     fit(
         &system_prompt_patch(),
@@ -202,9 +202,9 @@ fn summary(state: &PlanState, task: &PlannedTask) -> TaskSummary {
 }
 
 /// `node_index` for the first `keep` nodes of `order` (breadth-first).
-fn node_index(state: &PlanState, order: &[&str], keep: usize) -> serde_yaml::Mapping {
+fn node_index(state: &PlanState, order: &[&str], keep: usize) -> serde_norway::Mapping {
     let kept: std::collections::HashSet<&str> = order.iter().take(keep).copied().collect();
-    let mut index = serde_yaml::Mapping::new();
+    let mut index = serde_norway::Mapping::new();
     for id in order.iter().take(keep) {
         let node = &state.wbs.nodes[*id];
         let children: Vec<String> = node
@@ -223,8 +223,8 @@ fn node_index(state: &PlanState, order: &[&str], keep: usize) -> serde_yaml::Map
                 .then(|| cut_text(&node.title, MAX_TITLE_CHARS)),
             children,
         };
-        if let Ok(value) = serde_yaml::to_value(entry) {
-            index.insert(serde_yaml::Value::String(id.to_string()), value);
+        if let Ok(value) = serde_norway::to_value(entry) {
+            index.insert(serde_norway::Value::String(id.to_string()), value);
         }
     }
     index
@@ -325,7 +325,7 @@ payload:\n\
 mod tests {
     use super::*;
     use crate::plan::model::tests::state;
-    use serde_yaml::Value;
+    use serde_norway::Value;
 
     #[test]
     fn a_patch_request_stays_within_its_budget_dropping_from_the_end() {
@@ -338,7 +338,7 @@ mod tests {
         let request = patch("move things", &s, &[]);
         let size = escaped_len(&system_prompt_patch()) + escaped_len(&request) + FRAMING;
         assert!(size <= MAX_REQUEST_BYTES, "{size}");
-        let value: Value = serde_yaml::from_str(&request).unwrap();
+        let value: Value = serde_norway::from_str(&request).unwrap();
         let sent = value["tasks"].as_sequence().unwrap();
         assert!(sent.len() < 200, "{}", sent.len());
         assert_eq!(

@@ -123,7 +123,7 @@ impl Defaults {
         agent_runner_core::yaml::check(&text, agent_runner_core::yaml::Rules::Document)
             .map_err(|r| invalid(r.to_string()))?;
         let mut defaults: Defaults =
-            serde_yaml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+            serde_norway::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         let base = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -216,7 +216,7 @@ impl Defaults {
             "runner": {"meta": {"model": PLACEHOLDER, "api_key": PLACEHOLDER},
                        "worker": {"type": "docker_codex_cli"}, "pricing": pricing},
         });
-        let Ok(yaml) = serde_yaml::to_string(&config) else {
+        let Ok(yaml) = serde_norway::to_string(&config) else {
             return Default::default();
         };
         let var = |name: &str| match name {
@@ -301,7 +301,7 @@ fn check_runner(runner: &Value) -> Result<(), String> {
                  "project": {"root_dir": std::env::temp_dir()}},
         "runner": runner,
     });
-    let yaml = serde_yaml::to_string(&config).map_err(|e| e.to_string())?;
+    let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
     // Environment references are checked when a task runs, where they are needed.
     let var = |name: &str| match name {
         "META_TIMEOUT_SEC" | "OPENAI_BASE_URL" => None,
@@ -323,7 +323,7 @@ mod tests {
     use super::*;
 
     fn parse(yaml: &str) -> Result<Defaults, String> {
-        let d: Defaults = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+        let d: Defaults = serde_norway::from_str(yaml).map_err(|e| e.to_string())?;
         d.check()?;
         Ok(d)
     }

@@ -71,13 +71,13 @@ impl PinnedTest {
     }
 
     /// As `task.test` in a TaskConfig.
-    pub(crate) fn to_yaml(&self) -> serde_yaml::Value {
-        let mut map = serde_yaml::Mapping::new();
+    pub(crate) fn to_yaml(&self) -> serde_norway::Value {
+        let mut map = serde_norway::Mapping::new();
         map.insert("command".into(), self.command.as_str().into());
         if let Some(secs) = self.timeout_sec {
             map.insert("timeout_sec".into(), secs.into());
         }
-        serde_yaml::Value::Mapping(map)
+        serde_norway::Value::Mapping(map)
     }
 }
 
@@ -157,7 +157,7 @@ mod tests {
         assert!(long.check("t").unwrap_err().starts_with("t.command: "));
         assert!(PinnedTest::from_flags("a\0b", None, flags).is_err());
         assert_eq!(
-            serde_yaml::to_string(
+            serde_norway::to_string(
                 &PinnedTest::from_flags("make test", Some(5), flags)
                     .unwrap()
                     .to_yaml()

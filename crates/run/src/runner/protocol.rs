@@ -4,7 +4,7 @@
 //! JSON), strict about content.
 
 use serde::{Deserialize, Serialize};
-use serde_yaml::Value;
+use serde_norway::Value;
 
 use crate::context::{Assessment, Criterion, TaskContext};
 use agent_runner_core::text::{cut, tail};
@@ -271,8 +271,8 @@ pub(crate) fn request_offering(
     let test_command = task.test.as_ref().map(|t| t.command.as_str());
     let (acceptance_criteria, criteria_not_shown) = criteria_info(&ctx.criteria);
     let yaml = match kind {
-        MessageType::PlanTask => serde_yaml::to_string(&plan_request(ctx)),
-        _ => serde_yaml::to_string(&StepRequest {
+        MessageType::PlanTask => serde_norway::to_string(&plan_request(ctx)),
+        _ => serde_norway::to_string(&StepRequest {
             kind: kind.as_str(),
             task: StepTaskInfo {
                 id: &task.id,
@@ -308,7 +308,7 @@ pub(crate) fn request_offering(
 }
 
 /// A request's YAML, or a request that says it could not be encoded.
-pub(crate) fn encoded(kind: MessageType, yaml: Result<String, serde_yaml::Error>) -> String {
+pub(crate) fn encoded(kind: MessageType, yaml: Result<String, serde_norway::Error>) -> String {
     yaml.unwrap_or_else(|e| {
         format!(
             "type: {}\nerror: cannot encode the request: {e}\n",
@@ -712,8 +712,8 @@ mod tests {
                 kind.as_str()
             );
         }
-        let request: serde_yaml::Value =
-            serde_yaml::from_str(&request(MessageType::NextAction, &ctx)).unwrap();
+        let request: serde_norway::Value =
+            serde_norway::from_str(&request(MessageType::NextAction, &ctx)).unwrap();
         assert_eq!(request["last_worker_result"]["exists"], true);
         assert_eq!(request["last_test_result"]["exit_code"], 2);
         assert_eq!(

@@ -78,7 +78,7 @@ pub(crate) fn request(ctx: &TaskContext, reason: &str) -> String {
         plan: protocol::plan_request(ctx),
         replan: info(ctx, reason),
     };
-    protocol::encoded(MessageType::PlanTask, serde_yaml::to_string(&request))
+    protocol::encoded(MessageType::PlanTask, serde_norway::to_string(&request))
 }
 
 /// What a replan's `plan_task` adds to the request.
@@ -289,17 +289,17 @@ mod tests {
     fn the_second_plan_task_carries_the_criteria_and_each_loops_outcome() {
         let ctx = after_loops(2, "boom", "runner:\n  meta:\n    max_loops: 5\n");
         let yaml = request(&ctx, "AC-2 is impossible");
-        let request: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
+        let request: serde_norway::Value = serde_norway::from_str(&yaml).unwrap();
         assert_eq!(request["type"], "plan_task");
         assert_eq!(request["task"]["prd"], "Make it work.");
         assert_eq!(request["replan"]["reason"], "AC-2 is impossible");
         assert_eq!(request["replan"]["loop"], 3);
-        let criteria: serde_yaml::Value = serde_yaml::from_str(
+        let criteria: serde_norway::Value = serde_norway::from_str(
             "[{id: AC-1, description: it builds, passed: true}, {id: AC-2, description: it flies, passed: false}]",
         )
         .unwrap();
         assert_eq!(request["previous_criteria"], criteria);
-        let history: serde_yaml::Value = serde_yaml::from_str(
+        let history: serde_norway::Value = serde_norway::from_str(
             "- loop: 1\n  action: run_worker\n  worker: {outcome: completed, exit_code: 0, summary: 'run 1: boom'}\n  test: {passed: false, exit_code: 2, timed_out: false, output_tail: boom test 1 failed}\n\
              - loop: 2\n  action: run_worker\n  worker: {outcome: completed, exit_code: 0, summary: 'run 2: boom'}\n  test: {passed: false, exit_code: 2, timed_out: false, output_tail: boom test 2 failed}\n",
         )
@@ -307,8 +307,8 @@ mod tests {
         assert_eq!(request["history"], history);
         assert!(request.get("history_not_shown").is_none());
         // A first plan_task has none of it.
-        let first: serde_yaml::Value =
-            serde_yaml::from_str(&protocol::request(MessageType::PlanTask, &ctx)).unwrap();
+        let first: serde_norway::Value =
+            serde_norway::from_str(&protocol::request(MessageType::PlanTask, &ctx)).unwrap();
         assert!(first.get("replan").is_none() && first.get("history").is_none());
     }
 
@@ -317,9 +317,9 @@ mod tests {
         // The worst case for YAML: every character needs escaping.
         let output = "\"\\\u{1b}[31m\u{7}é".repeat(20_000);
         let ctx = after_loops(300, &output, "runner:\n  meta:\n    max_loops: 1000\n");
-        let info = serde_yaml::to_string(&info(&ctx, &output)).unwrap();
+        let info = serde_norway::to_string(&info(&ctx, &output)).unwrap();
         assert!(info.len() <= 24 * 1024, "{} bytes", info.len());
-        let request: serde_yaml::Value = serde_yaml::from_str(&request(&ctx, "x")).unwrap();
+        let request: serde_norway::Value = serde_norway::from_str(&request(&ctx, "x")).unwrap();
         let history = request["history"].as_sequence().unwrap();
         assert_eq!(history.len(), MAX_HISTORY);
         assert_eq!(history[0]["loop"], 291, "the latest loops");
@@ -331,7 +331,7 @@ mod tests {
         let offered = |ctx: &TaskContext| {
             let system =
                 protocol::system_prompt_offering(None, MessageType::NextAction, offer(ctx).ok());
-            let request: serde_yaml::Value = serde_yaml::from_str(&protocol::request_offering(
+            let request: serde_norway::Value = serde_norway::from_str(&protocol::request_offering(
                 MessageType::NextAction,
                 ctx,
                 offer(ctx).ok(),
@@ -407,7 +407,7 @@ mod tests {
             worker_session: None,
             earlier_note: None,
         });
-        let request: serde_yaml::Value = serde_yaml::from_str(&request(&ctx, "x")).unwrap();
+        let request: serde_norway::Value = serde_norway::from_str(&request(&ctx, "x")).unwrap();
         let history = request["history"].as_sequence().unwrap();
         assert_eq!(history.len(), 2);
         assert_eq!(history[1]["action"], "run_worker");

@@ -33,7 +33,7 @@ pub fn task(raw: RawDocument, host: &Host, problems: &mut InputErrors) -> Option
 
 fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Task> {
     match &raw.version {
-        Some(serde_yaml::Value::Number(n)) if n.as_u64() == Some(1) => {}
+        Some(serde_norway::Value::Number(n)) if n.as_u64() == Some(1) => {}
         Some(other) => problems.push(InputError::new(
             "version",
             format!("must be 1 (got {})", inline(other)),

@@ -1,7 +1,7 @@
 //! From text to raw structs: YAML syntax, which of the two shapes the document is
 //! written in, and the structure check against that shape's keys.
 
-use serde_yaml::Value;
+use serde_norway::Value;
 
 use super::Shape;
 use super::input_error::{Category, InputError, InputErrors};
@@ -33,7 +33,7 @@ pub(crate) fn read(text: &str, problems: &mut InputErrors) -> Result<Read, Input
             error.in_category(Category::Syntax)
         },
     )?;
-    let value: Value = serde_yaml::from_str(text).map_err(|e| InputError::from_yaml(&e))?;
+    let value: Value = serde_norway::from_str(text).map_err(|e| InputError::from_yaml(&e))?;
     let Value::Mapping(root) = &value else {
         let got = match &value {
             Value::Null => "an empty document".to_string(),
@@ -99,10 +99,10 @@ fn deserialize<T: serde::de::DeserializeOwned>(
     text: &str,
     clean: bool,
     value: Value,
-) -> Result<T, serde_yaml::Error> {
+) -> Result<T, serde_norway::Error> {
     if clean {
-        serde_yaml::from_str(text)
+        serde_norway::from_str(text)
     } else {
-        serde_yaml::from_value(value)
+        serde_norway::from_value(value)
     }
 }

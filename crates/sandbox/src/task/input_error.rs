@@ -63,13 +63,13 @@ impl InputError {
         self.in_category(Category::Environment)
     }
 
-    /// Translates a serde_yaml error (syntax, duplicate keys, several documents, alias
-    /// bombs) into our wording. serde_yaml prefixes messages with the field path
+    /// Translates a serde_norway error (syntax, duplicate keys, several documents, alias
+    /// bombs) into our wording. serde_norway prefixes messages with the field path
     /// (`runner.worker.env: duplicate entry ...`); we split that off.
-    pub(crate) fn from_yaml(err: &serde_yaml::Error) -> Self {
+    pub(crate) fn from_yaml(err: &serde_norway::Error) -> Self {
         let location = err.location().map(|l| (l.line(), l.column()));
         let mut text = err.to_string();
-        // serde_yaml appends " at line L column C"; we print the location ourselves.
+        // serde_norway appends " at line L column C"; we print the location ourselves.
         if let Some((line, column)) = location {
             let suffix = format!(" at line {line} column {column}");
             if text.ends_with(&suffix) {

@@ -1,7 +1,7 @@
 //! Line and column of a key or value in the YAML text, found by its path. A parsed
-//! `serde_yaml::Value` has no positions, and serde_yaml tells a position only with an
+//! `serde_norway::Value` has no positions, and serde_norway tells a position only with an
 //! error: so we deserialize the text once more, walk to the path, and raise an error
-//! there; serde_yaml marks it with the position of the node being read.
+//! there; serde_norway marks it with the position of the node being read.
 
 use std::fmt;
 
@@ -26,7 +26,7 @@ const HERE: &str = "agent-runner: located";
 
 /// 1-based (line, column) of `path` in `text`, if it can be found.
 pub(crate) fn locate(text: &str, path: &[Segment], target: Target) -> Option<(usize, usize)> {
-    let de = serde_yaml::Deserializer::from_str(text);
+    let de = serde_norway::Deserializer::from_str(text);
     match (Finder { path, target }).deserialize(de) {
         Err(e) if e.to_string().contains(HERE) => e.location().map(|l| (l.line(), l.column())),
         _ => None,

@@ -9,14 +9,14 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use serde_yaml::Value;
+use serde_norway::Value;
 
 use super::Shape;
 
 /// What a key's value must be.
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
-    /// A string (a plain number or boolean is read as its text, as serde_yaml does).
+    /// A string (a plain number or boolean is read as its text, as serde_norway does).
     Text,
     /// A non-negative integer.
     Integer,

@@ -220,7 +220,7 @@ pub fn resolved_yaml(task: &Task) -> String {
             max_stalled_loops: task.bounds.max_stalled_loops,
         },
     };
-    serde_yaml::to_string(&view).unwrap_or_else(|e| format!("# cannot show the task: {e}\n"))
+    serde_norway::to_string(&view).unwrap_or_else(|e| format!("# cannot show the task: {e}\n"))
 }
 
 fn meta_view(task: &Task) -> MetaView<'_> {

@@ -227,7 +227,7 @@ mod tests {
 
     fn parse_json(document: &Value, cwd: &Path) -> Result<Task, InputErrors> {
         let lookup = |name: &str| (name == "OPENAI_API_KEY").then(|| OsString::from("sk-schema"));
-        let yaml = serde_yaml::to_string(document).unwrap();
+        let yaml = serde_norway::to_string(document).unwrap();
         parse(
             &yaml,
             &Host {

@@ -542,10 +542,10 @@ fn limits(raw: RawLimits, problems: &mut InputErrors) -> Option<WorkerLimits> {
 
 /// Docker's memory format: bytes, or a number with `b`, `k`, `m` or `g` (`512m`,
 /// `1.5g`), at least `MIN_MEMORY_BYTES`.
-fn memory(value: &serde_yaml::Value) -> Result<u64, InputError> {
+fn memory(value: &serde_norway::Value) -> Result<u64, InputError> {
     let field = "runner.worker.limits.memory";
     let text = match value {
-        serde_yaml::Value::String(s) => s.trim().to_ascii_lowercase(),
+        serde_norway::Value::String(s) => s.trim().to_ascii_lowercase(),
         other => other.as_u64().map(|n| n.to_string()).unwrap_or_default(),
     };
     let invalid = || {
@@ -604,7 +604,7 @@ mod tests {
 
     #[test]
     fn memory_sizes_in_docker_format() {
-        let text = |s: &str| memory(&serde_yaml::Value::String(s.into()));
+        let text = |s: &str| memory(&serde_norway::Value::String(s.into()));
         assert_eq!(text("512m"), Ok(512 << 20));
         assert_eq!(text("1G"), Ok(1 << 30));
         assert_eq!(text("1.5g"), Ok(3 << 29));
@@ -612,7 +612,7 @@ mod tests {
         assert_eq!(text("7000000b"), Ok(7_000_000));
         assert_eq!(text(" 7000000 "), Ok(7_000_000));
         assert_eq!(
-            memory(&serde_yaml::Value::from(7_000_000u64)),
+            memory(&serde_norway::Value::from(7_000_000u64)),
             Ok(7_000_000)
         );
         for bad in [

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use serde_yaml::{Mapping, Value};
+use serde_norway::{Mapping, Value};
 
 use super::Shape;
 use super::input_error::{Category, InputError, InputErrors};
@@ -18,7 +18,7 @@ use agent_runner_core::text::cut_chars;
 /// How much of a key an error path shows: an 8 MB key must not be echoed whole.
 pub(crate) const MAX_KEY_SHOWN: usize = 60;
 /// Problems that get a line and column; each costs one more parse of the whole text
-/// (serde_yaml loads a document before deserializing it) ...
+/// (serde_norway loads a document before deserializing it) ...
 const MAX_LOCATED: usize = 10;
 /// ... and all of those parses together read at most this much text (one parse of
 /// the largest input accepted), so a large document with many problems is not parsed
@@ -288,7 +288,7 @@ impl Walk<'_, '_> {
     }
 }
 
-/// The text of a scalar, as serde_yaml reads it into a string.
+/// The text of a scalar, as serde_norway reads it into a string.
 fn scalar_text(value: &Value) -> Option<String> {
     match value {
         Value::String(s) => Some(s.clone()),
@@ -332,7 +332,7 @@ pub(crate) fn describe(value: &Value) -> String {
 
 /// A value as inline YAML, cut to a length fit for a message.
 pub(crate) fn inline(value: &Value) -> String {
-    serde_yaml::to_string(value)
+    serde_norway::to_string(value)
         .map(|s| cut_chars(s.trim_end(), MAX_KEY_SHOWN))
         .unwrap_or_else(|_| "?".into())
 }

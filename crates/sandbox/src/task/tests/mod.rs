@@ -616,7 +616,7 @@ fn duplicate_keys_are_rejected() {
         "version: 1\ntask: {prd: {text: x}}\nrunner:\n  worker:\n    env:\n      A: x\n      A: y\n",
     );
     assert_error(&e, "runner.worker.env.A", "duplicate key");
-    // serde_yaml points at the mapping holding the duplicate (its first key).
+    // serde_norway points at the mapping holding the duplicate (its first key).
     assert_eq!(e.location, Some((6, 7)));
 }
 

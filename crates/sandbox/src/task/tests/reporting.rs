@@ -273,8 +273,8 @@ fn large_documents_get_fewer_positions() {
 #[derive(Debug, Clone)]
 struct KeyedDocument(String);
 
-fn any_scalar(g: &mut Gen) -> serde_yaml::Value {
-    use serde_yaml::Value as Y;
+fn any_scalar(g: &mut Gen) -> serde_norway::Value {
+    use serde_norway::Value as Y;
     match u8::arbitrary(g) % 9 {
         0 => Y::Null,
         1 => Y::Bool(bool::arbitrary(g)),
@@ -296,9 +296,9 @@ fn any_section(
     g: &mut Gen,
     keys: &'static [super::super::raw::Key],
     depth: u8,
-) -> serde_yaml::Value {
+) -> serde_norway::Value {
     use super::super::raw::Kind;
-    let mut map = serde_yaml::Mapping::new();
+    let mut map = serde_norway::Mapping::new();
     for key in keys {
         if bool::arbitrary(g) {
             continue;
@@ -307,24 +307,24 @@ fn any_section(
             (Kind::Section(inner), 0..=2) if depth < 4 => any_section(g, inner, depth + 1),
             (Kind::TextList, 0..=1) => (0..u8::arbitrary(g) % 4).map(|_| any_scalar(g)).collect(),
             (Kind::TextMap, 0..=2) => {
-                let mut env = serde_yaml::Mapping::new();
+                let mut env = serde_norway::Mapping::new();
                 for _ in 0..u8::arbitrary(g) % 4 {
                     let name = g
                         .choose(&["A", "PATH", "B-C", "1", "T"])
                         .unwrap()
                         .to_string();
-                    env.insert(serde_yaml::Value::String(name), any_scalar(g));
+                    env.insert(serde_norway::Value::String(name), any_scalar(g));
                 }
-                serde_yaml::Value::Mapping(env)
+                serde_norway::Value::Mapping(env)
             }
             _ => any_scalar(g),
         };
-        map.insert(serde_yaml::Value::String(key.name().into()), value);
+        map.insert(serde_norway::Value::String(key.name().into()), value);
     }
     if u8::arbitrary(g) % 5 == 0 {
         map.insert(any_scalar(g), any_scalar(g));
     }
-    serde_yaml::Value::Mapping(map)
+    serde_norway::Value::Mapping(map)
 }
 
 impl Arbitrary for KeyedDocument {
@@ -335,7 +335,7 @@ impl Arbitrary for KeyedDocument {
             super::super::raw::TASK_CONFIG
         };
         let document = any_section(g, table, 0);
-        KeyedDocument(serde_yaml::to_string(&document).unwrap_or_default())
+        KeyedDocument(serde_norway::to_string(&document).unwrap_or_default())
     }
 }
 
