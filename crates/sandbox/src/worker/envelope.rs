@@ -23,6 +23,7 @@
 //! worker could still forge what git reports (it can replace git itself); the note
 //! says that snapshots are taken in the container.
 
+use memchr::memmem::Finder;
 use std::collections::BTreeMap;
 
 use super::git::{self, DiffStat, Snapshot};
@@ -97,8 +98,8 @@ impl Envelope {
     /// A filter for the exec's stdout that takes the records out.
     pub(crate) fn reader(&self) -> EnvelopeReader {
         EnvelopeReader {
-            marker: format!("\x1e{} ", self.nonce).into_bytes(),
-            end: format!("\x1e{} end\n", self.nonce).into_bytes(),
+            marker: Finder::new(format!("\x1e{} ", self.nonce).as_bytes()).into_owned(),
+            end: Finder::new(format!("\x1e{} end\n", self.nonce).as_bytes()).into_owned(),
             buf: Vec::new(),
             state: State::Output,
             records: BTreeMap::new(),
@@ -128,8 +129,9 @@ enum State {
 
 /// Takes envelope records out of a stream; see the module documentation.
 pub(crate) struct EnvelopeReader {
-    marker: Vec<u8>,
-    end: Vec<u8>,
+    /// Every byte the worker prints passes these searches (memchr's SIMD search).
+    marker: Finder<'static>,
+    end: Finder<'static>,
     /// Bytes not yet decided on.
     buf: Vec<u8>,
     state: State,
@@ -150,19 +152,19 @@ impl StreamFilter for EnvelopeReader {
         let mut out = Vec::new();
         loop {
             match &mut self.state {
-                State::Output => match find(&self.buf, &self.marker) {
+                State::Output => match self.marker.find(&self.buf) {
                     Some(at) => {
                         out.extend_from_slice(&self.buf[..at]);
-                        self.buf.drain(..at + self.marker.len());
+                        self.buf.drain(..at + self.marker.needle().len());
                         self.state = State::Name;
                     }
                     None => {
-                        let keep = partial_suffix(&self.buf, &self.marker);
+                        let keep = partial_suffix(&self.buf, self.marker.needle());
                         out.extend(self.buf.drain(..self.buf.len() - keep));
                         return out;
                     }
                 },
-                State::Name => match self.buf.iter().position(|&b| b == b'\n') {
+                State::Name => match memchr::memchr(b'\n', &self.buf) {
                     Some(at) => {
                         let name = String::from_utf8_lossy(&self.buf[..at]).into_owned();
                         self.buf.drain(..=at);
@@ -173,15 +175,15 @@ impl StreamFilter for EnvelopeReader {
                     }
                     None if self.buf.len() > 64 => {
                         // Not one of ours after all: give it back as output.
-                        out.extend_from_slice(&self.marker);
+                        out.extend_from_slice(self.marker.needle());
                         self.state = State::Output;
                     }
                     None => return out,
                 },
-                State::Body { name, body } => match find(&self.buf, &self.end) {
+                State::Body { name, body } => match self.end.find(&self.buf) {
                     Some(at) => {
                         append_bounded(body, &self.buf[..at]);
-                        self.buf.drain(..at + self.end.len());
+                        self.buf.drain(..at + self.end.needle().len());
                         let record = Record {
                             body: std::mem::take(body),
                             complete: true,
@@ -190,7 +192,7 @@ impl StreamFilter for EnvelopeReader {
                         self.state = State::Output;
                     }
                     None => {
-                        let keep = partial_suffix(&self.buf, &self.end);
+                        let keep = partial_suffix(&self.buf, self.end.needle());
                         let take = self.buf.len() - keep;
                         append_bounded(body, &self.buf[..take]);
                         self.buf.drain(..take);
@@ -279,10 +281,6 @@ pub struct Leftovers {
     pub found: u32,
     /// Still alive after SIGTERM, the grace period and SIGKILL.
     pub left: u32,
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Length of the longest proper suffix of `bytes` that starts `pattern`.
