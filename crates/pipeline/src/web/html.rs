@@ -30,16 +30,15 @@ pub(crate) fn push_text(out: &mut String, s: &str) {
 /// A path segment percent-encoded for a URL (ids are already safe; this keeps an
 /// odd one from changing the URL's structure).
 pub(crate) fn url_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, SEGMENT).to_string()
 }
+
+/// What `url_segment` escapes: all but RFC 3986's unreserved characters.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 #[cfg(test)]
 mod tests {

@@ -114,22 +114,22 @@ pub(crate) fn segments(path: &str) -> Result<Vec<String>, String> {
 }
 
 /// Percent-decodes one segment; None if an escape is broken or the result is not
-/// UTF-8.
+/// UTF-8. (`percent_decode` keeps a broken escape as text; here it is refused.)
 fn decode(raw: &str) -> Option<String> {
     let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    let broken = bytes.iter().enumerate().any(|(i, &b)| {
+        b == b'%'
+            && !bytes
+                .get(i + 1..i + 3)
+                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+    });
+    if broken {
+        return None;
     }
-    String::from_utf8(out).ok()
+    let decoded = percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .ok()?;
+    Some(decoded.into_owned())
 }
 
 #[cfg(test)]
@@ -150,6 +150,7 @@ mod tests {
             "/tasks/a%5cb",
             "/tasks/a%00",
             "/tasks/%zz",
+            "/tasks/%+1",
             "/tasks/%e3%82",
             "/tasks/%",
             "/tasks//x",
