@@ -104,13 +104,17 @@ fn io_error(e: std::io::Error, started: bool) -> ReadError {
     }
 }
 
-/// Reads one request; the body is read only if it is at most `max_body` bytes.
+/// Reads one request; the body is read only if it is at most `max_body` bytes. The
+/// head is read here line by line within its bounds; its header lines are parsed by
+/// httparse (RFC 9110's grammar: token names, no controls but tab in values).
 pub(crate) fn read_request(
     input: &mut impl BufRead,
     max_body: usize,
 ) -> Result<Request, ReadError> {
     let mut head = Vec::with_capacity(1024);
     let mut lines: Vec<String> = Vec::new();
+    // Where the header lines start in `head`: after the request line.
+    let mut headers_at = 0;
     loop {
         let mut line = Vec::new();
         let room = MAX_HEAD.saturating_sub(head.len()) as u64 + 1;
@@ -146,10 +150,13 @@ pub(crate) fn read_request(
         if lines.len() > MAX_HEADERS {
             return Err(ReadError::HeadTooLarge);
         }
+        if lines.is_empty() {
+            headers_at = head.len();
+        }
         lines.push(text.to_string());
     }
-    let (request_line, header_lines) = lines
-        .split_first()
+    let request_line = lines
+        .first()
         .ok_or_else(|| ReadError::Bad("no request line".into()))?;
     let mut parts = request_line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
@@ -174,16 +181,26 @@ pub(crate) fn read_request(
         Some((p, q)) => (p.to_string(), Some(q.to_string())),
         None => (target.to_string(), None),
     };
-    let mut headers = Vec::with_capacity(header_lines.len());
-    for line in header_lines {
-        let (name, value) = line
-            .split_once(':')
-            .ok_or_else(|| ReadError::Bad("a header line without `:`".into()))?;
-        if name.is_empty() || name.contains(|c: char| c.is_whitespace()) {
-            return Err(ReadError::Bad("a header name with white space".into()));
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let parsed = match httparse::parse_headers(&head[headers_at..], &mut slots) {
+        Ok(httparse::Status::Complete((_, parsed))) => parsed,
+        Ok(httparse::Status::Partial) => return Err(ReadError::Bad("the head ended early".into())),
+        Err(httparse::Error::TooManyHeaders) => return Err(ReadError::HeadTooLarge),
+        Err(httparse::Error::HeaderName) if lines[1..].iter().any(|l| !l.contains(':')) => {
+            return Err(ReadError::Bad("a header line without `:`".into()));
         }
-        headers.push((name.to_ascii_lowercase(), value.trim().to_string()));
-    }
+        Err(httparse::Error::HeaderName) => {
+            return Err(ReadError::Bad("a malformed header name".into()));
+        }
+        Err(_) => return Err(ReadError::Bad("a malformed header line".into())),
+    };
+    let headers = parsed
+        .iter()
+        .map(|h| {
+            let value = String::from_utf8_lossy(h.value);
+            (h.name.to_ascii_lowercase(), value.trim().to_string())
+        })
+        .collect();
     let mut request = Request {
         method: method.to_string(),
         path,
@@ -407,6 +424,9 @@ mod tests {
             b"GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
             b"GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab",
             b"GET / HTTP/1.1\r\nNoColon\r\n\r\n",
+            b"GET / HTTP/1.1\r\nX Y: 1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nX(Y): 1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nX: a\x01b\r\n\r\n",
             b"GET http://x/ HTTP/1.1\r\n\r\n",
             b"get / HTTP/1.1\r\n\r\n",
             b"GET /a b HTTP/1.1\r\n\r\n",

@@ -108,12 +108,13 @@ fn find_end(bytes: &[u8]) -> Option<usize> {
     })
 }
 
-/// Parses a head read by `read_head`.
+/// Parses a head read by `read_head`: the request line here, the header lines by
+/// httparse (RFC 9110's grammar: token names, no controls but tab in values).
 pub(crate) fn parse(head: &[u8]) -> Result<Request, BadHead> {
     let bad = |why: &str| BadHead::Malformed(why.to_string());
     let text = std::str::from_utf8(head).map_err(|_| bad("the head is not UTF-8"))?;
-    let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
-    let request_line = lines.next().unwrap_or_default();
+    let (request_line, header_text) = text.split_once('\n').unwrap_or((text, ""));
+    let request_line = request_line.strip_suffix('\r').unwrap_or(request_line);
     let mut parts = request_line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -126,22 +127,29 @@ pub(crate) fn parse(head: &[u8]) -> Result<Request, BadHead> {
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
         return Err(bad("the method is not a word in capitals"));
     }
-    let mut headers = Vec::new();
-    for line in lines.take_while(|l| !l.is_empty()) {
-        if headers.len() == MAX_HEADERS {
-            return Err(bad("too many header lines"));
-        }
-        let Some((name, value)) = line.split_once(':') else {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let parsed = match httparse::parse_headers(header_text.as_bytes(), &mut slots) {
+        Ok(httparse::Status::Complete((_, parsed))) => parsed,
+        Ok(httparse::Status::Partial) => return Err(bad("the head ended early")),
+        Err(httparse::Error::TooManyHeaders) => return Err(bad("too many header lines")),
+        Err(httparse::Error::HeaderName)
+            if header_text
+                .lines()
+                .take_while(|l| !l.trim_end_matches('\r').is_empty())
+                .any(|l| !l.contains(':')) =>
+        {
             return Err(bad("a header line without `:`"));
-        };
-        let name_ok = !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-        if !name_ok || value.chars().any(|c| c.is_control() && c != '\t') {
+        }
+        Err(_) => return Err(bad("a malformed header line")),
+    };
+    let mut headers = Vec::with_capacity(parsed.len());
+    for header in parsed {
+        // The head is UTF-8; httparse let through C1 controls (U+0080..U+009F).
+        let value = std::str::from_utf8(header.value).map_err(|_| bad("the head is not UTF-8"))?;
+        if value.chars().any(|c| c.is_control() && c != '\t') {
             return Err(bad("a malformed header line"));
         }
-        headers.push((name, value.trim()));
+        headers.push((header.name, value.trim()));
     }
     if method == "CONNECT" {
         let destination = authority(target, None)?;
@@ -298,6 +306,15 @@ mod tests {
             ),
             (
                 b"GET http://example.com/ HTTP/1.1\r\nA: b\x00\r\n\r\n",
+                "malformed header",
+            ),
+            (
+                // NEL (U+0085): a control httparse lets through as obs-text.
+                "GET http://example.com/ HTTP/1.1\r\nA: b\u{85}c\r\n\r\n".as_bytes(),
+                "malformed header",
+            ),
+            (
+                b"GET http://example.com/ HTTP/1.1\r\nA : b\r\n\r\n",
                 "malformed header",
             ),
             (b"GET http://ex ample.com/ HTTP/1.1\r\n\r\n", "request line"),
