@@ -119,6 +119,7 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
              cat /proc/net/dev > netdev.out\n\
              wget -q -O plain.out http://{a}/plain 2> plain.err\n\
              printf 'CONNECT {a} HTTP/1.1\\r\\nHost: {a}\\r\\n\\r\\nGET /tunnel HTTP/1.0\\r\\n\\r\\n' | nc {PROXY} > connect.out\n\
+             printf 'GET http://127.0.0.2:0{port}/padded HTTP/1.1\\r\\nHost: evil.example\\r\\n\\r\\n' | nc {PROXY} > padded.out\n\
              wget -q -O denied.out http://{d}/secret 2> denied.err\n\
              dd if=/dev/zero of=big.bin bs=1024 count=4096 2>/dev/null\n\
              for i in 1 2 3 4 5; do wget -q -O /dev/null --post-file big.bin http://{d}/upload 2>> upload.err; done\n\
@@ -163,7 +164,7 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
         "{connect:?}"
     );
     let heads = allowed.heads();
-    assert_eq!(heads.len(), 2, "{heads:?}");
+    assert_eq!(heads.len(), 3, "{heads:?}");
     let plain = heads.iter().find(|h| h.starts_with("GET /plain ")).unwrap();
     assert!(
         plain.starts_with(&format!("GET /plain HTTP/1.1\r\nHost: {a}\r\n")),
@@ -172,6 +173,17 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     assert!(plain.contains("Connection: close\r\n"), "{plain}");
     assert!(!plain.to_ascii_lowercase().contains("proxy-"), "{plain}");
     assert!(heads.iter().any(|h| h.starts_with("GET /tunnel HTTP/1.0")));
+    // The Host the server gets is the URI's authority as HTTP clients write it, not
+    // the client's spelling (`127.0.0.2:08080`) nor its own Host header.
+    let padded = heads
+        .iter()
+        .find(|h| h.starts_with("GET /padded "))
+        .unwrap();
+    assert!(
+        padded.starts_with(&format!("GET /padded HTTP/1.1\r\nHost: {a}\r\n")),
+        "{padded}"
+    );
+    assert!(!padded.contains("evil.example"), "{padded}");
     // Denied: 403 with the way to allow it, and the destination saw nothing.
     assert!(read(&repo.join("denied.err")).contains("403"));
     // Refused while it was still sending a large body: the answer arrives anyway.
@@ -198,7 +210,7 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     assert_eq!(interfaces, ["lo"]);
     assert_eq!(
         allowed.connections(),
-        2,
+        3,
         "only the proxied connections arrived"
     );
 
@@ -211,7 +223,7 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     };
     assert_eq!(
         (line("127.0.0.2", true), line("127.0.0.3", false)),
-        (2, 7),
+        (3, 7),
         "{log:?}"
     );
     let plain_record = log.iter().find(|r| r["allowed"] == true).unwrap();
@@ -225,7 +237,7 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     }
     assert_eq!(
         result(&out)["egress"],
-        serde_json::json!({"allowed": 2, "denied": 7})
+        serde_json::json!({"allowed": 3, "denied": 7})
     );
     // Each denied connection is an event of the run too (SPEC §19), as it happens.
     let events: Vec<Value> = read(&repo.join(format!(".agent-runner/logs/{id}/events.jsonl")))
@@ -242,8 +254,8 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     let note = note(repo, &id);
     for line in [
         "## 6. Egress".to_string(),
-        "Allowed: 2 connection(s).".into(),
-        format!("- `{a}`: 2 connection(s), "),
+        "Allowed: 3 connection(s).".into(),
+        format!("- `{a}`: 3 connection(s), "),
         "Denied: 7 connection(s).".into(),
         format!(
             "- `{d}`: 7 connection(s): an IP address not listed in runner.worker.allow; to allow it, add `{d}`"
