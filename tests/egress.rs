@@ -326,6 +326,67 @@ fn a_listed_name_that_resolves_to_loopback_is_refused_unless_its_address_is_list
     assert_eq!(leftovers(&s.tmp), Vec::<String>::new());
 }
 
+/// A worker that opens connections as fast as it can, all refused (issue 28: 140,614
+/// in 10 s made each log 25 MB): the logs stay small, the counts exact.
+#[test]
+fn a_flood_of_denied_connections_leaves_small_logs_and_exact_counts() {
+    let denied = Destination::start("flooded", "127.0.0.3");
+    let d = denied.authority();
+    let per_loop = 750;
+    let s = setup(
+        "egress-flood",
+        &format!(
+            "flood() {{ i=0; while [ $i -lt {per_loop} ]; do i=$((i+1)); \
+               printf 'CONNECT {d} HTTP/1.1\\r\\n\\r\\n' | nc {PROXY} > /dev/null; done; }}\n\
+             flood & flood & flood & flood & wait\n"
+        ),
+    );
+    let total = 4 * per_loop;
+    let id = task_id("flood");
+    let yaml = task(&id, &s.repo, &s.script, TEST_IMAGE, "    allow: []\n");
+    let out = run(&yaml, &s.tmp);
+    out.code(0);
+    assert_eq!(denied.connections(), 0);
+    let logs = s.repo.join(format!(".agent-runner/logs/{id}"));
+    // Connections refused as `too many at a time` (the 65th while 64 are open) are
+    // denied too: every connection is counted once, in some line.
+    let log = egress_log(&s.repo, &id);
+    let counted: u64 = log
+        .iter()
+        .map(|r| r["connections"].as_u64().unwrap_or(1))
+        .sum();
+    assert_eq!(counted, total, "{log:?}");
+    assert!(log.len() < 60, "{} lines", log.len());
+    let summed = log
+        .iter()
+        .filter(|r| r["host"] == "127.0.0.3" && r["connections"].as_u64().is_some())
+        .count();
+    assert!(summed > 0, "{log:?}");
+    let size = |name: &str| std::fs::metadata(logs.join(name)).unwrap().len();
+    assert!(size("egress.jsonl") < 16 * 1024, "{}", size("egress.jsonl"));
+    assert!(size("events.jsonl") < 32 * 1024, "{}", size("events.jsonl"));
+    let events: Vec<Value> = read(&logs.join("events.jsonl"))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let told: u64 = events
+        .iter()
+        .filter(|e| e["kind"] == "egress_denied")
+        .map(|e| e["connections"].as_u64().unwrap_or(1))
+        .sum();
+    assert_eq!(told, total);
+    assert_eq!(
+        result(&out)["egress"],
+        serde_json::json!({"allowed": 0, "denied": total})
+    );
+    let note = note(&s.repo, &id);
+    assert!(
+        note.contains(&format!("Denied: {total} connection(s).")),
+        "{note}"
+    );
+    assert_no_container(&id);
+}
+
 #[test]
 fn sixty_five_connections_at_once_are_bounded_to_sixty_four() {
     let holding = Destination::start("holding", "127.0.0.2");
