@@ -22,6 +22,15 @@
 //! `EnvelopeReader` takes the records out of the stream before it is logged. The
 //! worker could still forge what git reports (it can replace git itself); the note
 //! says that snapshots are taken in the container.
+//!
+//! What must reach the container but not through an argv (every local user of the
+//! host can read any process's `/proc/<pid>/cmdline`, the container's included): an
+//! agent's settings with a credential in them (a base URL with a password), the
+//! test command. The envelope writes such a `PrivateFile` into `PRIVATE_DIR`, a
+//! tmpfs of the container only the run's user can enter, before the command: its
+//! contents come in the environment, by name (the value in the docker client's
+//! environment, which only that user and root can read), written by a here-document
+//! (never an argument), and leave the environment before the command starts.
 
 use std::collections::BTreeMap;
 
@@ -38,6 +47,39 @@ const MAX_RECORD: usize = 1 << 20;
 /// The script. Arguments: `<mode> <keep-alive pid> <command...>` (worker, test) or
 /// `stop <keep-alive pid> [snapshot <head before>]`.
 const SCRIPT: &str = include_str!("envelope.sh");
+
+/// The container's tmpfs for `PrivateFile`s (mounted by `container::run_args`).
+pub const PRIVATE_DIR: &str = "/run/agent-runner/private";
+
+/// A file the envelope writes into `PRIVATE_DIR` before the command; see the module
+/// documentation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrivateFile {
+    /// Its name in `PRIVATE_DIR`.
+    pub name: &'static str,
+    /// Where under the user's HOME a link to it goes, if anywhere.
+    pub link: Option<String>,
+    pub contents: String,
+}
+
+impl PrivateFile {
+    /// Its path in the container.
+    pub fn path(&self) -> String {
+        format!("{PRIVATE_DIR}/{}", self.name)
+    }
+
+    /// The variables that carry it, to be passed by name.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![
+            ("AGENT_RUNNER_FILE_NAME", self.name.to_string()),
+            ("AGENT_RUNNER_FILE", self.contents.clone()),
+        ];
+        if let Some(link) = &self.link {
+            env.push(("AGENT_RUNNER_FILE_LINK", link.clone()));
+        }
+        env
+    }
+}
 
 /// What the envelope wraps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +152,9 @@ fn script_args(mode: &str, keep_pid: &str) -> Vec<String> {
     vec![
         "sh".into(),
         "-c".into(),
-        SCRIPT.replace("__PROJECT__", PROJECT_DIR),
+        SCRIPT
+            .replace("__PROJECT__", PROJECT_DIR)
+            .replace("__PRIVATE__", PRIVATE_DIR),
         "agent-runner-envelope".into(),
         mode.into(),
         keep_pid.into(),

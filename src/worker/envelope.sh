@@ -83,6 +83,28 @@ u "*) changed=1 ;; esac
   mark end
 }
 
+# A file of agent-runner's that must not be in any argv (envelope.rs, PrivateFile):
+# its contents come in the environment and are written by a here-document, into
+# the container's private tmpfs, linked from under HOME when asked; the variables
+# leave the environment before the command starts.
+private_file() {
+  [ -n "${AGENT_RUNNER_FILE_NAME-}" ] || return 0
+  f=__PRIVATE__/$AGENT_RUNNER_FILE_NAME
+  rm -f "$f" && (umask 077 && cat > "$f") <<EOF || return 1
+$AGENT_RUNNER_FILE
+EOF
+  if [ -n "${AGENT_RUNNER_FILE_LINK-}" ]; then
+    l=$HOME/$AGENT_RUNNER_FILE_LINK
+    mkdir -p "${l%/*}" && ln -sfn "$f" "$l" || return 1
+  fi
+  unset AGENT_RUNNER_FILE AGENT_RUNNER_FILE_NAME AGENT_RUNNER_FILE_LINK
+}
+
+if ! private_file; then
+  echo "agent-runner: cannot write ${AGENT_RUNNER_FILE_NAME-} in __PRIVATE__ (or link it from ~/${AGENT_RUNNER_FILE_LINK-})" >&2
+  exit 125
+fi
+
 case "$mode" in
   worker)
     if ! command -v "$1" >/dev/null 2>&1; then mark missing; echo "$1"; mark end; exit 127; fi

@@ -123,12 +123,12 @@ impl Children {
         }
         kept.next_plan += 1;
         let id = kept.next_plan;
+        // The message on stdin: in an argv every user of this machine could read it.
         let invocation = Invocation::new(&self.exe.display().to_string())
             .args(["plan", "-w"])
             .arg(self.root.display().to_string())
-            // A message that starts with `-` is still the message, never an option.
-            .arg("--")
-            .arg(message)
+            .args(["--", "-"])
+            .stdin(message)
             .die_with_parent();
         let limits = Limits {
             wall: Some(PLAN_WALL),
