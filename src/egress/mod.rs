@@ -16,8 +16,9 @@
 //! - Each connection, in `proxy`: `request` reads the head → `policy` decides
 //!   (`rules`, names resolved here, `address` classes) → 403 or 502, or connect and
 //!   `relay` → `journal` (egress.jsonl, a stderr line per denied destination, the
-//!   tally; `repeats` sums a destination's connections after its first lines, so
-//!   a flood of connections makes a few lines, not one each).
+//!   tally; `record` a line of the log; `repeats` sums a destination's connections
+//!   after its first lines, so a flood of connections makes a few lines, not one
+//!   each).
 //! - `Egress::stop` closes everything and returns the `Summary` for the note's
 //!   Egress section and the result's `egress`.
 //!
@@ -32,6 +33,7 @@ mod host_dir;
 mod journal;
 mod policy;
 mod proxy;
+mod record;
 mod relay;
 mod repeats;
 mod request;

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::journal::Record;
+use super::record::Record;
 
 /// Lines of a group before its connections are summed.
 pub const DETAIL_LINES: u64 = 10;

@@ -84,15 +84,20 @@ u "*) changed=1 ;; esac
 }
 
 # A file of agent-runner's that must not be in any argv (envelope.rs, PrivateFile):
-# its contents come in the environment and are written by a here-document, into
-# the container's private tmpfs, linked from under HOME when asked; the variables
-# leave the environment before the command starts.
+# its contents come in the environment and are written by the shell's own printf
+# (else cat from a here-document), into the container's private tmpfs, never
+# through a link or FIFO left there; linked from under HOME when asked. The
+# variables leave the environment before the command starts.
 private_file() {
   [ -n "${AGENT_RUNNER_FILE_NAME-}" ] || return 0
   f=__PRIVATE__/$AGENT_RUNNER_FILE_NAME
-  rm -f "$f" && (umask 077 && cat > "$f") <<EOF || return 1
+  if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then return 1; fi
+  case $(command -V printf 2>/dev/null) in
+    *builtin*) (umask 077 && printf '%s\n' "$AGENT_RUNNER_FILE" > "$f") || return 1 ;;
+    *) (umask 077 && cat > "$f") <<EOF || return 1 ;;
 $AGENT_RUNNER_FILE
 EOF
+  esac
   if [ -n "${AGENT_RUNNER_FILE_LINK-}" ]; then
     l=$HOME/$AGENT_RUNNER_FILE_LINK
     mkdir -p "${l%/*}" && ln -sfn "$f" "$l" || return 1
