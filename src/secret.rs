@@ -140,10 +140,10 @@ pub fn credential_in(text: &str) -> Option<String> {
         if let Some((userinfo, _)) = authority.rsplit_once('@') {
             match userinfo.split_once(':') {
                 Some((_, password)) if !password.is_empty() => {
-                    return Some("a password in a URL (user:password@)".into());
+                    return Some("a password in a URL".into());
                 }
                 None if userinfo.len() >= 16 => {
-                    return Some("a token in a URL (token@)".into());
+                    return Some("a token in a URL's user part".into());
                 }
                 _ => {}
             }
@@ -388,17 +388,14 @@ mod tests {
     #[test]
     fn credentials_in_arguments_are_found_and_settings_are_not() {
         for (arg, found) in [
-            (
-                "http://user:PW-123@h:1/v1",
-                "a password in a URL (user:password@)",
-            ),
+            ("http://user:PW-123@h:1/v1", "a password in a URL"),
             (
                 "-c base_url=\"https://u:p@gw.example\"",
-                "a password in a URL (user:password@)",
+                "a password in a URL",
             ),
             (
                 "https://ghp_0123456789abcdef0123@github.com/x.git",
-                "a token in a URL (token@)",
+                "a token in a URL's user part",
             ),
             (
                 "http://gw/v1?api-key=K1",

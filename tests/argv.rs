@@ -364,7 +364,7 @@ fn credentials_in_extra_args_are_refused_before_anything_runs() {
         .output();
     out.code(1)
         .stderr_has("runner.worker.extra_args[1]")
-        .stderr_has("holds a credential (a password in a URL (user:password@))")
+        .stderr_has("holds a credential (a password in a URL)")
         .stderr_has("every user of this machine can read");
     assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
 }
