@@ -69,6 +69,18 @@ fn what_names_a_variable_or_is_no_credential_passes() {
 }
 
 #[test]
+fn agent_runner_s_own_variable_names_are_refused() {
+    for name in ["AGENT_RUNNER_FILE_NAME", "agent_runner_file"] {
+        let e = err(&format!("{V1}runner:\n  worker:\n    env: {{{name}: x}}\n"));
+        assert_error(
+            &e,
+            &format!("runner.worker.env.{name}"),
+            "names starting with AGENT_RUNNER_ are agent-runner's own",
+        );
+    }
+}
+
+#[test]
 fn a_codex_profile_cannot_go_with_a_base_url() {
     for arg in ["-p", "--profile", "--profile=mine", "-pmine"] {
         let e = err(&format!(
