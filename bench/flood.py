@@ -19,14 +19,11 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-BIN = os.environ.get("AGENT_RUNNER_BIN", os.path.join(ROOT, "target/release/agent-runner"))
-IMAGE = "agent-runner-test-worker:latest"
+from held import BIN, holding_task
+
 FLOOD = int(os.environ.get("FLOOD", "20000"))
 CLIENTS = 8
 TASK = "bench-flood"
@@ -62,24 +59,7 @@ def human(n):
 
 def flood(spread):
     """One task flooded; what its logs and result say."""
-    work = tempfile.mkdtemp(prefix="ar-bench-flood-")
-    tmp = os.path.join(work, "t")
-    repo = os.path.join(work, "repo")
-    os.makedirs(tmp)
-    os.makedirs(repo)
-    script = os.path.join(work, "meta.yaml")
-    with open(script, "w") as f:
-        f.write("- type: plan_task\n  acceptance_criteria:\n    - id: AC-1\n      description: x\n"
-                "- type: next_action\n  decision: {action: run_worker, reason: hold}\n"
-                "  worker_call: {worker_type: codex-cli, mode: exec, prompt: \"@sleep: 600\"}\n")
-    yaml = (f"version: 1\ntask:\n  id: {TASK}\n  repo: {repo}\n  prd: {{text: x}}\n"
-            f"runner:\n  meta: {{kind: scripted, script: {script}, max_loops: 1}}\n"
-            f"  worker:\n    docker_image: {IMAGE}\n    allow: []\n")
-    env = dict(os.environ, TMPDIR=tmp, HOME=tmp, RUST_LOG="warn")
-    proc = subprocess.Popen([BIN, "run", "--json"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    proc.stdin.write(yaml.encode())
-    proc.stdin.close()
+    proc, work, tmp, repo = holding_task(TASK, "[]", subprocess.PIPE)
     try:
         deadline = time.time() + 120
         sockets = []

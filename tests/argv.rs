@@ -118,6 +118,65 @@ fn meta_script(dir: &Scratch, prompt: &str) -> String {
     dir.file("meta-script.yaml", script).display().to_string()
 }
 
+/// A base URL's password and key, and codex's login key: random, looked for in
+/// every command line and in everything the task writes.
+struct Credentials {
+    password: String,
+    key: String,
+    login: String,
+}
+
+impl Credentials {
+    fn new() -> Credentials {
+        Credentials {
+            password: format!("pw{}", random_hex(16)),
+            key: format!("k{}", random_hex(16)),
+            login: format!("ck-{}", random_hex(20)),
+        }
+    }
+
+    fn all(&self) -> Vec<String> {
+        vec![self.password.clone(), self.key.clone(), self.login.clone()]
+    }
+
+    /// `run --json` of `yaml`, codex logged in with `login`, watched while a command
+    /// line holding `while_running` runs; it must complete, and no credential may
+    /// show in a command line or in what the task wrote into `repo`. The requests
+    /// `model` got must carry the key (codex joins the base URL with `/responses`
+    /// as a string).
+    fn run(
+        &self,
+        dir: &Scratch,
+        repo: &Path,
+        yaml: &str,
+        while_running: &str,
+        model: &FakeResponses,
+    ) {
+        let watch = CmdlineWatch::start(self.all(), while_running);
+        let out = Run::new(&["run", "--json"])
+            .env("HOME", &dir.path)
+            .env("CODEX_API_KEY", &self.login)
+            .stdin(yaml)
+            .output();
+        let seen = watch.finish();
+        out.code(0).stdout_has("\"state\":\"COMPLETE\"");
+        assert_no_leak(&seen, while_running);
+        let requests = model.received();
+        assert!(!requests.is_empty());
+        for request in &requests {
+            assert_eq!(request.path, format!("/v1?api-key={}/responses", self.key));
+            assert_eq!(
+                request.header("authorization"),
+                Some(format!("Bearer {}", self.login).as_str())
+            );
+        }
+        let written = written(repo, &out);
+        for secret in self.all() {
+            assert!(!written.contains(&secret), "{secret} is masked");
+        }
+    }
+}
+
 /// `http://user:<password>@127.0.0.1:<port>/v1?api-key=<key>` for a fake server at
 /// `url` (`http://127.0.0.1:<port>/v1`).
 fn with_credentials(url: &str, password: &str, key: &str) -> String {
@@ -132,50 +191,21 @@ fn a_base_url_with_credentials_reaches_codex_and_no_command_line_on_the_machine(
     let dir = Scratch::new("argv-codex");
     let repo = dir.join("repo");
     std::fs::create_dir(&repo).unwrap();
-    let (password, key, login) = (
-        format!("pw{}", random_hex(16)),
-        format!("k{}", random_hex(16)),
-        format!("ck-{}", random_hex(20)),
-    );
+    let credentials = Credentials::new();
     let model = FakeResponses::start(vec![
         // The watch sees codex run meanwhile.
         Reply::Command("sleep 2; echo hello > hello.txt".into()),
         Reply::Message("Created hello.txt.".into()),
     ]);
-    let base_url = with_credentials(&model.url, &password, &key);
+    let base_url = with_credentials(&model.url, &credentials.password, &credentials.key);
     let id = task_id("codex");
     let script = meta_script(&dir, "Create hello.txt saying hello.");
     let yaml = format!(
         "version: 1\ntask:\n  id: {id}\n  repo: {}\n  prd:\n    text: Create hello.txt.\n  test:\n    command: grep -qx hello hello.txt\nrunner:\n  meta:\n    kind: scripted\n    script: {script}\n    max_loops: 1\n  worker:\n    docker_image: {SANDBOX_IMAGE}\n    network: host\n    model: some-model\n    base_url: '{base_url}'\n    max_run_time_sec: 120\n",
         repo.display()
     );
-    let watch = CmdlineWatch::start(
-        vec![password.clone(), key.clone(), login.clone()],
-        "--skip-git-repo-check",
-    );
-    let out = Run::new(&["run", "--json"])
-        .env("HOME", &dir.path)
-        .env("CODEX_API_KEY", &login)
-        .stdin(&yaml)
-        .output();
-    let seen = watch.finish();
-    out.code(0).stdout_has("\"state\":\"COMPLETE\"");
-    assert_no_leak(&seen, "codex");
-    // codex had the whole URL: its key in the path it posted to (codex appends
-    // /responses to the base URL as a string).
-    let requests = model.received();
-    assert_eq!(requests.len(), 2, "{requests:?}");
-    for request in &requests {
-        assert_eq!(request.path, format!("/v1?api-key={key}/responses"));
-        assert_eq!(
-            request.header("authorization"),
-            Some(format!("Bearer {login}").as_str())
-        );
-    }
-    let written = written(&repo, &out);
-    for secret in [&password, &key, &login] {
-        assert!(!written.contains(secret.as_str()), "{secret} is masked");
-    }
+    credentials.run(&dir, &repo, &yaml, "--skip-git-repo-check", &model);
+    assert_eq!(model.received().len(), 2);
     assert!(note(&repo, &id).contains("(completed, ExitCode=0)"));
     assert_no_container(&id);
 }
@@ -187,11 +217,7 @@ fn meta_s_codex_gets_its_base_url_with_credentials_on_no_command_line() {
     let dir = Scratch::new("argv-meta");
     let repo = dir.join("repo");
     std::fs::create_dir(&repo).unwrap();
-    let (password, key, login) = (
-        format!("pw{}", random_hex(16)),
-        format!("k{}", random_hex(16)),
-        format!("ck-{}", random_hex(20)),
-    );
+    let credentials = Credentials::new();
     let reply = |value: serde_json::Value| Reply::Message(value.to_string());
     let model = FakeResponses::start(vec![
         reply(json!({"type": "plan_task", "acceptance_criteria": [
@@ -206,34 +232,15 @@ fn meta_s_codex_gets_its_base_url_with_credentials_on_no_command_line() {
             "all_criteria_satisfied": null}),
         ),
     ]);
-    let base_url = with_credentials(&model.url, &password, &key);
+    let base_url = with_credentials(&model.url, &credentials.password, &credentials.key);
     let id = task_id("meta");
     let yaml = format!(
         "version: 1\ntask:\n  id: {id}\n  repo: {}\n  prd:\n    text: Create hello.txt.\n  test:\n    command: grep -qx hello hello.txt\nrunner:\n  meta:\n    kind: codex-cli\n    docker_image: {SANDBOX_IMAGE}\n    model: some-model\n    base_url: '{base_url}'\n    timeout_sec: 120\n    max_loops: 1\n  worker:\n    docker_image: {TEST_IMAGE}\n    network: host\n",
         repo.display()
     );
     // Meta's codex runs three times; the watch must overlap at least one.
-    let watch = CmdlineWatch::start(
-        vec![password.clone(), key.clone(), login.clone()],
-        "--output-schema",
-    );
-    let out = Run::new(&["run", "--json"])
-        .env("HOME", &dir.path)
-        .env("CODEX_API_KEY", &login)
-        .stdin(&yaml)
-        .output();
-    let seen = watch.finish();
-    out.code(0).stdout_has("\"state\":\"COMPLETE\"");
-    assert_no_leak(&seen, "Meta's codex");
-    let requests = model.received();
-    assert_eq!(requests.len(), 3, "{requests:?}");
-    for request in &requests {
-        assert_eq!(request.path, format!("/v1?api-key={key}/responses"));
-    }
-    let written = written(&repo, &out);
-    for secret in [&password, &key, &login] {
-        assert!(!written.contains(secret.as_str()), "{secret} is masked");
-    }
+    credentials.run(&dir, &repo, &yaml, "--output-schema", &model);
+    assert_eq!(model.received().len(), 3);
     assert_no_container(&id);
 }
 
