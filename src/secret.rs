@@ -7,6 +7,10 @@
 //! it is cut, so no prefix of a secret survives a cut (SPEC §10). A multi-line
 //! secret (a PEM key) is also masked line by line: YAML block scalars indent every
 //! line, and other tools re-wrap, so the value rarely appears whole.
+//!
+//! `in_url` finds the credentials a URL carries (to mask them); `credential_in`
+//! recognises one in a command-line argument by its form (`task::argv` refuses it
+//! there, where every local user can read it).
 
 use std::fmt;
 
