@@ -7,6 +7,7 @@
 //! checks keys and types against the tables in `raw`, `build` (with `settings`,
 //! `worker_env`, `env_ref`, `paths`, `auth`) turns the raw document into a `Task`.
 
+mod argv;
 mod auth;
 mod bounds;
 mod build;
@@ -26,7 +27,7 @@ mod schema;
 mod settings;
 mod structure;
 mod suggest;
-mod worker_env;
+pub mod worker_env;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -281,7 +282,7 @@ impl EnvValue {
 
 impl Task {
     /// Every secret value of this task (API key, `env:` values, logins, credentials
-    /// in URLs), for masking.
+    /// in URLs, literal ones included), for masking.
     pub fn secrets(&self) -> Vec<Secret> {
         let mut out = self.login.secrets();
         let mut env: Vec<&WorkerEnv> = self.worker.env.iter().collect();
@@ -301,8 +302,13 @@ impl Task {
             out.extend(crate::secret::in_url(url));
         }
         for env in env {
-            if let EnvValue::FromHost { value, .. } = &env.value {
-                out.push(value.clone());
+            match &env.value {
+                EnvValue::FromHost { value, .. } => out.push(value.clone()),
+                // `ANTHROPIC_BASE_URL: https://user:pw@gw/` given as a literal.
+                EnvValue::Literal(value) if value.contains("://") => {
+                    out.extend(crate::secret::in_url(value));
+                }
+                EnvValue::Literal(_) => {}
             }
         }
         out
@@ -330,6 +336,11 @@ pub fn parse(text: &str, host: &Host) -> Result<Task, InputErrors> {
     let task = read
         .raw
         .and_then(|raw| build::task(raw, host, &mut problems));
+    if let Some(task) = &task {
+        for problem in argv::check(task) {
+            problems.push(problem);
+        }
+    }
     match task {
         Some(task) if problems.is_empty() => Ok(task),
         _ if problems.is_empty() => {
