@@ -121,6 +121,7 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
              cat /proc/net/dev > netdev.out\n\
              wget -q -O plain.out http://{a}/plain 2> plain.err\n\
              printf 'CONNECT {a} HTTP/1.1\\r\\nHost: {a}\\r\\n\\r\\nGET /tunnel HTTP/1.0\\r\\n\\r\\n' | nc {PROXY} > connect.out\n\
+             printf 'GET http://127.0.0.2:0{port}/padded HTTP/1.1\\r\\nHost: evil.example\\r\\n\\r\\n' | nc {PROXY} > padded.out\n\
              wget -q -O denied.out http://{d}/secret 2> denied.err\n\
              dd if=/dev/zero of=big.bin bs=1024 count=4096 2>/dev/null\n\
              for i in 1 2 3 4 5; do wget -q -O /dev/null --post-file big.bin http://{d}/upload 2>> upload.err; done\n\
@@ -165,7 +166,7 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
         "{connect:?}"
     );
     let heads = allowed.heads();
-    assert_eq!(heads.len(), 2, "{heads:?}");
+    assert_eq!(heads.len(), 3, "{heads:?}");
     let plain = heads.iter().find(|h| h.starts_with("GET /plain ")).unwrap();
     assert!(
         plain.starts_with(&format!("GET /plain HTTP/1.1\r\nHost: {a}\r\n")),
@@ -174,6 +175,17 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     assert!(plain.contains("Connection: close\r\n"), "{plain}");
     assert!(!plain.to_ascii_lowercase().contains("proxy-"), "{plain}");
     assert!(heads.iter().any(|h| h.starts_with("GET /tunnel HTTP/1.0")));
+    // The Host the server gets is the URI's authority as HTTP clients write it, not
+    // the client's spelling (`127.0.0.2:08080`) nor its own Host header.
+    let padded = heads
+        .iter()
+        .find(|h| h.starts_with("GET /padded "))
+        .unwrap();
+    assert!(
+        padded.starts_with(&format!("GET /padded HTTP/1.1\r\nHost: {a}\r\n")),
+        "{padded}"
+    );
+    assert!(!padded.contains("evil.example"), "{padded}");
     // Denied: 403 with the way to allow it, and the destination saw nothing.
     assert!(read(&repo.join("denied.err")).contains("403"));
     // Refused while it was still sending a large body: the answer arrives anyway.
@@ -200,7 +212,7 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     assert_eq!(interfaces, ["lo"]);
     assert_eq!(
         allowed.connections(),
-        2,
+        3,
         "only the proxied connections arrived"
     );
 
@@ -213,7 +225,7 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     };
     assert_eq!(
         (line("127.0.0.2", true), line("127.0.0.3", false)),
-        (2, 7),
+        (3, 7),
         "{log:?}"
     );
     let plain_record = log.iter().find(|r| r["allowed"] == true).unwrap();
@@ -227,7 +239,7 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     }
     assert_eq!(
         result(&out)["egress"],
-        serde_json::json!({"allowed": 2, "denied": 7})
+        serde_json::json!({"allowed": 3, "denied": 7})
     );
     // Each denied connection is an event of the run too (SPEC §19), as it happens.
     let events: Vec<Value> = read(&repo.join(format!(".agent-runner/logs/{id}/events.jsonl")))
@@ -244,8 +256,8 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
     let note = note(repo, &id);
     for line in [
         "## 6. Egress".to_string(),
-        "Allowed: 2 connection(s).".into(),
-        format!("- `{a}`: 2 connection(s), "),
+        "Allowed: 3 connection(s).".into(),
+        format!("- `{a}`: 3 connection(s), "),
         "Denied: 7 connection(s).".into(),
         format!(
             "- `{d}`: 7 connection(s): an IP address not listed in runner.worker.allow; to allow it, add `{d}`"
@@ -316,6 +328,67 @@ fn a_listed_name_that_resolves_to_loopback_is_refused_unless_its_address_is_list
     assert_eq!(leftovers(&s.tmp), Vec::<String>::new());
 }
 
+/// A worker that opens connections as fast as it can, all refused (issue 28: 140,614
+/// in 10 s made each log 25 MB): the logs stay small, the counts exact.
+#[test]
+fn a_flood_of_denied_connections_leaves_small_logs_and_exact_counts() {
+    let denied = Destination::start("flooded", "127.0.0.3");
+    let d = denied.authority();
+    let per_loop = 750;
+    let s = setup(
+        "egress-flood",
+        &format!(
+            "flood() {{ i=0; while [ $i -lt {per_loop} ]; do i=$((i+1)); \
+               printf 'CONNECT {d} HTTP/1.1\\r\\n\\r\\n' | nc {PROXY} > /dev/null; done; }}\n\
+             flood & flood & flood & flood & wait\n"
+        ),
+    );
+    let total = 4 * per_loop;
+    let id = task_id("flood");
+    let yaml = task(&id, &s.repo, &s.script, TEST_IMAGE, "    allow: []\n");
+    let out = run(&yaml, &s.tmp);
+    out.code(0);
+    assert_eq!(denied.connections(), 0);
+    let logs = s.repo.join(format!(".agent-runner/logs/{id}"));
+    // Connections refused as `too many at a time` (the 65th while 64 are open) are
+    // denied too: every connection is counted once, in some line.
+    let log = egress_log(&s.repo, &id);
+    let counted: u64 = log
+        .iter()
+        .map(|r| r["connections"].as_u64().unwrap_or(1))
+        .sum();
+    assert_eq!(counted, total, "{log:?}");
+    assert!(log.len() < 60, "{} lines", log.len());
+    let summed = log
+        .iter()
+        .filter(|r| r["host"] == "127.0.0.3" && r["connections"].as_u64().is_some())
+        .count();
+    assert!(summed > 0, "{log:?}");
+    let size = |name: &str| std::fs::metadata(logs.join(name)).unwrap().len();
+    assert!(size("egress.jsonl") < 16 * 1024, "{}", size("egress.jsonl"));
+    assert!(size("events.jsonl") < 32 * 1024, "{}", size("events.jsonl"));
+    let events: Vec<Value> = read(&logs.join("events.jsonl"))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let told: u64 = events
+        .iter()
+        .filter(|e| e["kind"] == "egress_denied")
+        .map(|e| e["connections"].as_u64().unwrap_or(1))
+        .sum();
+    assert_eq!(told, total);
+    assert_eq!(
+        result(&out)["egress"],
+        serde_json::json!({"allowed": 0, "denied": total})
+    );
+    let note = note(&s.repo, &id);
+    assert!(
+        note.contains(&format!("Denied: {total} connection(s).")),
+        "{note}"
+    );
+    assert_no_container(&id);
+}
+
 #[test]
 fn sixty_five_connections_at_once_are_bounded_to_sixty_four() {
     let holding = Destination::start("holding", "127.0.0.2");
@@ -361,11 +434,16 @@ fn sixty_five_connections_at_once_are_bounded_to_sixty_four() {
         refused[0]["reason"],
         "too many connections (at most 64 at a time)"
     );
+    // After the first ten, a destination's connections are summed into lines.
+    let recorded: u64 = log
+        .iter()
+        .map(|r| r["connections"].as_u64().unwrap_or(1))
+        .sum();
     assert_eq!(
-        log.len(),
-        65,
+        recorded, 65,
         "every connection is recorded once the task ends"
     );
+    assert!(log.len() < 30, "{} lines", log.len());
 }
 
 /// The proxy's directory under `tmp`, once there is one.

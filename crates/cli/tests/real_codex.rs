@@ -355,7 +355,7 @@ fn a_base_url_points_codex_at_its_model_and_is_all_the_allow_list_holds() {
     );
     let script = meta_script(&dir, "Create hello.txt saying hello.", &["AC-1"]);
     let key = "ck-base-url-0123456789";
-    // codex's own provider, at runner.worker.base_url (`-c openai_base_url=…`),
+    // codex's own provider, at runner.worker.base_url (its profile's `openai_base_url`),
     // logged in with CODEX_API_KEY.
     let yaml = format!(
         "version: 1\ntask:\n  id: {id}\n  repo: {}\n  prd:\n    text: Create hello.txt.\n  test:\n    command: grep -qx hello hello.txt\nrunner:\n  meta:\n    kind: scripted\n    script: {script}\n    max_loops: 1\n  worker:\n    docker_image: {SANDBOX_IMAGE}\n    model: some-model\n    base_url: {}\n    max_run_time_sec: 120\n",

@@ -113,6 +113,61 @@ fn a_reader_sees_the_worker_s_run_and_commands_before_it_ends() {
     assert_no_container(&id);
 }
 
+/// A worker that prints events as fast as it can (each a command started) cannot
+/// fill the host's disk through the event log: its events stop at the bound, after
+/// one line saying so, and the run's own events still come to the end.
+#[test]
+fn a_flood_of_worker_events_stops_at_the_bound_and_the_run_s_end_is_still_told() {
+    let dir = Scratch::new("watch-flood");
+    let id = task_id("flood");
+    let command = "x".repeat(300);
+    // The fake codex's own stdout is the run's: found by its flag (the pattern does
+    // not match itself), written to from the command it runs.
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(&format!(
+            "@run: p=$(grep -l 'skip-git-rep[o]' /proc/[0-9]*/cmdline | head -n 1); i=0; \
+             while [ $i -lt 20000 ]; do i=$((i+1)); \
+             echo '{{\"type\":\"item.started\",\"item\":{{\"id\":\"f'$i'\",\"type\":\"command_execution\",\"command\":\"{command}\",\"status\":\"in_progress\"}}}}'; \
+             done > ${{p%/cmdline}}/fd/1\n@say: flooded"
+        )),
+        assess(&["AC-1"], "done"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server, Some("true"), "", "");
+    runner(&yaml).output().code(0);
+    let path = dir.join(&format!(".agent-runner/logs/{id}/events.jsonl"));
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(
+        size <= (4 << 20) + 1024 && size > (4 << 20) - 8192,
+        "{size} bytes; the worker's log begins: {}",
+        std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log")))
+            .unwrap_or_default()
+            .chars()
+            .take(2000)
+            .collect::<String>()
+    );
+    let all = events(&dir.path, &id);
+    let cut: Vec<usize> = (0..all.len())
+        .filter(|&n| all[n]["kind"] == "truncated")
+        .collect();
+    assert_eq!(cut.len(), 1, "one truncated line");
+    assert_eq!(all[cut[0]]["dropped"], "worker_item, egress_denied");
+    assert_eq!(all[cut[0]]["limit_bytes"], 4 << 20);
+    let after = kinds(&all[cut[0] + 1..]);
+    assert_eq!(
+        after,
+        [
+            "worker_run:finished",
+            "state:VALIDATING",
+            "test:started",
+            "test:finished",
+            "meta:completion_assessment",
+            "state:COMPLETE",
+        ]
+    );
+    assert_no_container(&id);
+}
+
 /// Lines of a child's stdout as they come, on a channel.
 fn lines_of(running: &mut support::Running) -> std::sync::mpsc::Receiver<String> {
     use std::io::BufRead;

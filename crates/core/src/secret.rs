@@ -7,6 +7,10 @@
 //! it is cut, so no prefix of a secret survives a cut (SPEC §10). A multi-line
 //! secret (a PEM key) is also masked line by line: YAML block scalars indent every
 //! line, and other tools re-wrap, so the value rarely appears whole.
+//!
+//! `in_url` finds the credentials a URL carries (to mask them); `credential_in`
+//! recognises one in a command-line argument by its form (`task::argv` refuses it
+//! there, where every local user can read it).
 
 use std::fmt;
 
@@ -68,6 +72,137 @@ pub fn in_url(url: &str) -> Vec<Secret> {
         }
     }
     out
+}
+
+/// Words that make a name a credential's, as a part of it (`api-key`, `auth_token`,
+/// `X-Amz-Signature`, `apiKey`).
+const CREDENTIAL_WORDS: &[&str] = &[
+    "key",
+    "apikey",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "pass",
+    "sig",
+    "signature",
+    "credential",
+    "credentials",
+    "auth",
+    "authorization",
+    "bearer",
+];
+
+/// Whether `name` names a credential: its last part (split at `-`, `_`, `.`,
+/// spaces and quotes, and where camel case starts a word) is a credential word
+/// (`api-key`, `auth_token`, `X-Amz-Signature`, `apiKey`; not `apiKeyHelper`).
+/// Names with an `env` part (codex's `env_key`) name a variable that holds one.
+fn names_credential(name: &str) -> bool {
+    let mut parts: Vec<String> = Vec::new();
+    let mut part = String::new();
+    let mut lower_before = false;
+    for c in name.chars() {
+        let camel = c.is_ascii_uppercase() && lower_before;
+        lower_before = c.is_ascii_lowercase();
+        if !c.is_ascii_alphanumeric() || camel {
+            if !part.is_empty() {
+                parts.push(std::mem::take(&mut part));
+            }
+            if !c.is_ascii_alphanumeric() {
+                continue;
+            }
+        }
+        part.push(c.to_ascii_lowercase());
+    }
+    parts.push(part);
+    let last = parts.last().map_or("", String::as_str);
+    !parts.iter().any(|p| p == "env")
+        && (CREDENTIAL_WORDS.contains(&last) || CREDENTIAL_WORDS.contains(&parts.concat().as_str()))
+}
+
+/// Whether `value` could be a secret rather than a setting: long enough, not a
+/// number, not a reference to a variable (`$KEY`, `${KEY}`).
+fn could_be_secret(value: &str) -> bool {
+    value.len() >= 8 && !value.starts_with('$') && !value.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// What shows a credential in `text` (a command-line argument), said without its
+/// value: a password or a token in a URL, a query parameter named like a key, a
+/// value given to a name like a key (`api_key=…`, `"token": "…"`), a bearer token.
+/// None when nothing does. (Known secret values are the caller's to look for.)
+pub fn credential_in(text: &str) -> Option<String> {
+    // URLs: the user part, and the query.
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let after = &rest[at + 3..];
+        let end = after
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>'))
+            .unwrap_or(after.len());
+        let url = &after[..end];
+        let authority = url.split(['/', '?', '#']).next().unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            match userinfo.split_once(':') {
+                Some((_, password)) if !password.is_empty() => {
+                    return Some("a password in a URL".into());
+                }
+                None if userinfo.len() >= 16 => {
+                    return Some("a token in a URL's user part".into());
+                }
+                _ => {}
+            }
+        }
+        if let Some((_, query)) = url.split_once('?') {
+            let query = query.split('#').next().unwrap_or("");
+            for (name, value) in query.split('&').filter_map(|p| p.split_once('=')) {
+                if names_credential(name) && !value.is_empty() && !value.starts_with('$') {
+                    return Some(format!("the query parameter `{name}` of a URL"));
+                }
+            }
+        }
+        rest = &after[end..];
+    }
+    // `Bearer <token>`, `Basic <user:password>`, as in a header given on the
+    // command line.
+    for (at, scheme) in text
+        .match_indices("Bearer ")
+        .chain(text.match_indices("Basic "))
+    {
+        let token: String = text[at + scheme.len()..]
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !matches!(c, '"' | '\''))
+            .collect();
+        if could_be_secret(&token) {
+            return Some(format!("a {}token", scheme.to_lowercase()));
+        }
+    }
+    // `name=value`, `name = "value"`, `"name": "value"`: a value given to a name
+    // like a key's.
+    for (at, sign) in text.match_indices(['=', ':']) {
+        let before = text[..at].trim_end().trim_end_matches(['"', '\'']);
+        let name_start = before
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            .last()
+            .map_or(before.len(), |(i, _)| i);
+        let name = &before[name_start..];
+        let after = text[at + sign.len()..].trim_start();
+        let value = match after.strip_prefix(['"', '\'']) {
+            Some(quoted) => quoted.split(['"', '\'']).next().unwrap_or(""),
+            None => after
+                .split(|c: char| c.is_whitespace() || matches!(c, ',' | '}' | ']' | ';'))
+                .next()
+                .unwrap_or(""),
+        };
+        if sign == ":" && value.starts_with("//") {
+            continue;
+        }
+        if names_credential(name) && could_be_secret(value) {
+            return Some(format!("a value given to `{name}`"));
+        }
+    }
+    None
 }
 
 /// Masks a fixed set of secret values in text.
@@ -252,6 +387,83 @@ mod tests {
             ]
         );
         assert!(in_url("https://api.openai.com/v1").is_empty());
+    }
+
+    #[test]
+    fn credentials_in_arguments_are_found_and_settings_are_not() {
+        for (arg, found) in [
+            ("http://user:PW-123@h:1/v1", "a password in a URL"),
+            (
+                "-c base_url=\"https://u:p@gw.example\"",
+                "a password in a URL",
+            ),
+            (
+                "https://ghp_0123456789abcdef0123@github.com/x.git",
+                "a token in a URL's user part",
+            ),
+            (
+                "http://gw/v1?api-key=K1",
+                "the query parameter `api-key` of a URL",
+            ),
+            (
+                "http://gw/v1?format=json&X-Amz-Signature=abc",
+                "the query parameter `X-Amz-Signature` of a URL",
+            ),
+            (
+                "http://gw/v1?apiKey=abc",
+                "the query parameter `apiKey` of a URL",
+            ),
+            ("Authorization: Bearer sk-0123456789", "a bearer token"),
+            ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "a basic token"),
+            ("-c", ""),
+            (
+                "model_providers.x.experimental_bearer_token=\"sk-live-0123\"",
+                "a value given to `model_providers.x.experimental_bearer_token`",
+            ),
+            (
+                "model_providers.x={name=\"x\", api_key = \"sk-0123456789\"}",
+                "a value given to `api_key`",
+            ),
+            (
+                "{\"env\": {\"ANTHROPIC_API_KEY\": \"sk-ant-0123456789\"}}",
+                "a value given to `ANTHROPIC_API_KEY`",
+            ),
+            ("--api-key=sk-0123456789", "a value given to `--api-key`"),
+            ("--password=hunter2hunter2", "a value given to `--password`"),
+        ] {
+            let got = credential_in(arg);
+            if found.is_empty() {
+                assert_eq!(got, None, "{arg}");
+            } else {
+                assert_eq!(got.as_deref(), Some(found), "{arg}");
+            }
+        }
+        for arg in [
+            "model_providers.fake={name=\"fake\",base_url=\"http://127.0.0.1:9/v1\",env_key=\"FAKE_OPENAI_KEY\",wire_api=\"responses\"}",
+            "analytics.enabled=false",
+            "ssh://git@github.com/x.git",
+            "http://gw.example:8080/v1?api-version=2024-05-01-preview",
+            "max_output_tokens=100000000",
+            "model_reasoning_effort=high",
+            "api_key=$OPENAI_API_KEY",
+            "token=${TOKEN}",
+            "Authorization: Bearer $TOKEN",
+            "--disable",
+            "plugins",
+            "https://api.openai.com/v1",
+            "key=short",
+            "--settings",
+            "{\"apiKeyHelper\": \"/usr/local/bin/get-key\"}",
+        ] {
+            assert_eq!(credential_in(arg), None, "{arg}");
+        }
+    }
+
+    quickcheck! {
+        fn arbitrary_arguments_never_panic(text: String) -> bool {
+            let _ = credential_in(&text);
+            true
+        }
     }
 
     #[test]

@@ -5,6 +5,15 @@
 /// Marks where text was cut.
 pub const ELLIPSIS: &str = "…";
 
+/// A number of bytes for people (`512 B`, `4.0 MiB`).
+pub fn bytes(n: u64) -> String {
+    match n {
+        0..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
+}
+
 /// The first `max` bytes of `s` (on a char boundary), marked when cut.
 pub fn cut(s: &str, max: usize) -> String {
     if s.len() <= max {

@@ -433,8 +433,9 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         .join(agent_runner_sandbox::egress::LOG_FILE);
     writeln!(
         out,
-        "Every connection is in {}.\n",
-        inline(&log.display().to_string())
+        "Every connection is in {} (after the first {} of a kind to a destination, repeats are summed into one line each).\n",
+        inline(&log.display().to_string()),
+        agent_runner_sandbox::egress::DETAIL_LINES
     )?;
     let Some(summary) = ctx.teardown.as_ref().and_then(|t| t.egress.as_ref()) else {
         return writeln!(out, "Counted when the sandbox is gone.");
@@ -447,8 +448,8 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             "- {}: {} connection(s), {} up, {} down{}",
             code_span(&t.destination),
             t.connections,
-            size(t.bytes_up),
-            size(t.bytes_down),
+            agent_runner_core::text::bytes(t.bytes_up),
+            agent_runner_core::text::bytes(t.bytes_down),
             if t.reason.contains("cannot") || t.bytes_up + t.bytes_down == 0 {
                 format!(" ({})", inline(&t.reason))
             } else {
@@ -496,6 +497,13 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             fence("yaml", &format!("allow: [{}]\n", quoted.join(", ")))
         )?;
     }
+    if summary.log_truncated {
+        writeln!(
+            out,
+            "\nThe log reached its bound ({}) and stops there; the counts above are complete.",
+            agent_runner_core::text::bytes(agent_runner_sandbox::egress::MAX_LOG_BYTES)
+        )?;
+    }
     if let Some(e) = &summary.log_error {
         writeln!(
             out,
@@ -504,15 +512,6 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         )?;
     }
     Ok(())
-}
-
-/// Bytes for people.
-fn size(bytes: u64) -> String {
-    match bytes {
-        0..1024 => format!("{bytes} B"),
-        1024..1_048_576 => format!("{:.1} KiB", bytes as f64 / 1024.0),
-        _ => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
-    }
 }
 
 fn notes(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {

@@ -1,6 +1,6 @@
-//! Reading the Task YAML from stdin: bounded, UTF-8 checked, and given up at once
-//! when a signal arrives (a supervisor's SIGTERM must not wait for an EOF that may
-//! never come).
+//! Reading the Task YAML (or `plan -`'s message) from stdin: bounded, UTF-8
+//! checked, and given up at once when a signal arrives (a supervisor's SIGTERM must
+//! not wait for an EOF that may never come).
 
 use std::io::{IsTerminal, Read};
 use std::sync::mpsc;
@@ -14,11 +14,20 @@ pub(crate) const MAX_STDIN_BYTES: u64 = 16 << 20;
 
 /// The whole of stdin as text; `Error::Interrupted` if a stop is asked for first.
 pub(crate) fn read_stdin(interrupt: Interrupt) -> Result<String, Error> {
+    read_text(
+        "the Task YAML",
+        "`agent-runner validate < task.yaml`",
+        interrupt,
+    )
+}
+
+/// The whole of stdin as text, `what` (`example` shows how it is given).
+pub(crate) fn read_text(what: &str, example: &str, interrupt: Interrupt) -> Result<String, Error> {
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
-        return Err(Error::Stdin(
-            "expected the Task YAML on stdin, e.g. `agent-runner validate < task.yaml`".into(),
-        ));
+        return Err(Error::Stdin(format!(
+            "expected {what} on stdin, e.g. {example}"
+        )));
     }
     let (sender, receiver) = mpsc::channel();
     // The reader thread may stay blocked in read(2) after an interrupt; the process
@@ -49,7 +58,7 @@ pub(crate) fn read_stdin(interrupt: Interrupt) -> Result<String, Error> {
     };
     if bytes.len() as u64 > MAX_STDIN_BYTES {
         return Err(Error::Stdin(format!(
-            "the Task YAML is larger than {MAX_STDIN_BYTES} bytes"
+            "{what} is larger than {MAX_STDIN_BYTES} bytes"
         )));
     }
     String::from_utf8(bytes).map_err(|e| {

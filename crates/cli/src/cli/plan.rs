@@ -32,7 +32,8 @@ pub(crate) struct PlanArgs {
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
-    /// What you want, in your words (with --patch: what to change).
+    /// What you want, in your words (with --patch: what to change); `-`: read it
+    /// from stdin (then no other process sees it in this one's command line).
     #[arg(
         value_name = "MESSAGE",
         required_unless_present = "show",
@@ -58,8 +59,17 @@ pub(crate) fn run(args: PlanArgs, interrupt: Interrupt) -> i32 {
     } else {
         Mode::Decompose
     };
+    let message = if args.message == ["-"] {
+        let example = "`echo 'Add a login page' | agent-runner plan -`";
+        match super::input::read_text("the message", example, interrupt) {
+            Ok(message) => message,
+            Err(e) => return report(&e, &Redactor::default()),
+        }
+    } else {
+        args.message.join(" ")
+    };
     let var = |name: &str| std::env::var(name).ok();
-    match command::run(&ws, mode, &args.message.join(" "), &var, interrupt) {
+    match command::run(&ws, mode, &message, &var, interrupt) {
         Ok(outcome) => {
             let text = if args.json {
                 format!("{}\n", document(&ws, &outcome))

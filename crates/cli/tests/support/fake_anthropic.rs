@@ -151,7 +151,13 @@ fn serve(stream: TcpStream, shared: &Shared) {
             received.push(request.clone());
             received.len()
         };
-        if request.method != "POST" || request.path.split('?').next() != Some("/v1/messages") {
+        // Under a base URL with a path of its own (a gateway's), too.
+        let messages = request
+            .path
+            .split('?')
+            .next()
+            .is_some_and(|p| p.ends_with("/v1/messages"));
+        if request.method != "POST" || !messages {
             let body = error_body(404, &format!("fake server: no {}", request.path));
             if respond(&mut stream, 404, "application/json", &body).is_err() {
                 return;

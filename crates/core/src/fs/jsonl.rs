@@ -3,10 +3,61 @@
 //! interleave. A crash mid-append can leave a torn last line: readers skip it with a
 //! warning, and the next append starts on a fresh line so the torn bytes never glue
 //! onto a good record.
+//!
+//! `Capped`: a run's log that one process appends to as things happen
+//! (`events.jsonl`, `egress.jsonl`), bounded in size: what the worker can cause in
+//! any number must not fill the host's disk.
 
+use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
+
+/// An append-only log of whole lines that stops at a size: each line is one
+/// `write` (a reader following the file never sees half of one), and a line that
+/// would take the file past the limit given is not written. Its owner decides what
+/// to write instead (one line saying the log was cut).
+#[derive(Debug)]
+pub struct Capped {
+    file: File,
+    len: u64,
+}
+
+impl Capped {
+    /// A log appending to `file` (opened with `O_APPEND`); what it holds counts.
+    pub fn new(file: File) -> Capped {
+        let len = file.metadata().map_or(0, |m| m.len());
+        Capped { file, len }
+    }
+
+    /// The bytes in the file.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes `line` (newline included) when the file then holds at most `limit`
+    /// bytes; false when it would hold more (nothing is written).
+    pub fn append(&mut self, line: &[u8], limit: u64) -> std::io::Result<bool> {
+        let after = self.len.saturating_add(line.len() as u64);
+        if after > limit {
+            return Ok(false);
+        }
+        // A line this short is written at once to a regular file.
+        let written = self.file.write(line)?;
+        self.len += written as u64;
+        if written != line.len() {
+            return Err(std::io::Error::other(format!(
+                "short write: {written} of {} bytes",
+                line.len()
+            )));
+        }
+        Ok(true)
+    }
+}
 
 /// Creates `path` with `json` as its first line, whole or not at all; fails if it
 /// exists.
@@ -143,6 +194,31 @@ mod tests {
                 (2, b"{\"torn".to_vec(), false),
                 (3, b"{\"b\":2}".to_vec(), true)
             ]
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_capped_log_writes_whole_lines_up_to_its_limit_and_counts_what_it_held() {
+        let dir = crate::fs::testing::scratch("jsonl-capped");
+        let path = dir.join("log.jsonl");
+        std::fs::write(&path, b"{\"old\":1}\n").unwrap();
+        let open = || {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap()
+        };
+        let mut log = Capped::new(open());
+        assert_eq!(log.len(), 10, "what the file held counts");
+        assert!(log.append(b"{\"a\":1}\n", 18).unwrap());
+        assert!(!log.append(b"{\"b\":2}\n", 25).unwrap(), "26 > 25");
+        assert!(log.append(b"{}\n", 25).unwrap());
+        assert!(log.append(b"{\"c\":3}\n", 29).unwrap(), "a larger limit");
+        assert_eq!(log.len(), 29);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"{\"old\":1}\n{\"a\":1}\n{}\n{\"c\":3}\n"
         );
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -53,8 +53,7 @@ pub mod testing {
 
     /// `f`'s result, run on a thread of its own: what blocks (on a FIFO) fails the
     /// test after 10 s instead of hanging the suite.
-    #[cfg(test)]
-    pub(crate) fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    pub fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || sender.send(f()));
         receiver

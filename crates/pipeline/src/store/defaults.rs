@@ -303,9 +303,11 @@ fn check_runner(runner: &Value) -> Result<(), String> {
     });
     let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
     // Environment references are checked when a task runs, where they are needed.
+    // (Their stand-in is no other placeholder: a secret's value is looked for in
+    // what goes on a command line, the worker's model among it.)
     let var = |name: &str| match name {
         "META_TIMEOUT_SEC" | "OPENAI_BASE_URL" => None,
-        _ => Some(std::ffi::OsString::from("placeholder")),
+        _ => Some(std::ffi::OsString::from("value-of-a-variable")),
     };
     agent_runner_sandbox::task::parse(
         &yaml,

@@ -123,12 +123,12 @@ impl Children {
         }
         kept.next_plan += 1;
         let id = kept.next_plan;
+        // The message on stdin: in an argv every user of this machine could read it.
         let invocation = Invocation::new(&self.exe.display().to_string())
             .args(["plan", "-w"])
             .arg(self.root.display().to_string())
-            // A message that starts with `-` is still the message, never an option.
-            .arg("--")
-            .arg(message)
+            .args(["--", "-"])
+            .stdin(message)
             .die_with_parent();
         let limits = Limits {
             wall: Some(PLAN_WALL),
@@ -290,12 +290,13 @@ fn ended(finished: &Result<Finished, process::SpawnError>) -> (State, Option<Str
 mod tests {
     use super::*;
 
-    /// A stand-in for agent-runner: prints its arguments, then sleeps if asked.
+    /// A stand-in for agent-runner: prints its arguments and, for `plan`, its
+    /// stdin, then sleeps if asked.
     fn stub(dir: &std::path::Path) -> PathBuf {
         let exe = dir.join("agent-runner");
         std::fs::write(
             &exe,
-            "#!/bin/sh\nfor a in \"$@\"; do echo \"[$a]\"; done\necho progress >&2\n[ \"$1\" = orchestrate ] && exec sleep 60\nexit 0\n",
+            "#!/bin/sh\nfor a in \"$@\"; do echo \"[$a]\"; done\n[ \"$1\" = plan ] && echo \"stdin: $(cat)\"\necho progress >&2\n[ \"$1\" = orchestrate ] && exec sleep 60\nexit 0\n",
         )
         .unwrap();
         std::process::Command::new("chmod")
@@ -314,7 +315,7 @@ mod tests {
     }
 
     #[test]
-    fn a_plan_message_is_one_argument_never_an_option_and_children_stop_with_the_server() {
+    fn a_plan_message_goes_on_stdin_never_in_an_argument_and_children_stop_with_the_server() {
         let dir =
             std::env::temp_dir().join(format!("ar-children-{}", crate::store::id::random_hex(8)));
         std::fs::create_dir_all(&dir).unwrap();
@@ -326,7 +327,7 @@ mod tests {
         assert_eq!(run.state, State::Succeeded);
         assert_eq!(
             run.output,
-            "[plan]\n[-w]\n[/ws root]\n[--]\n[--patch -w /elsewhere x]\n"
+            "[plan]\n[-w]\n[/ws root]\n[--]\n[-]\nstdin: --patch -w /elsewhere x\n"
         );
         assert_eq!(run.errors, "progress\n");
         children.start_orchestrator().unwrap();

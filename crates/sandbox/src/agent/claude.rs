@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 
-use super::kind::{EventStream, HostsSpec, Kind, Need, Pinned, RunSpec};
+use super::kind::{EventStream, HostsSpec, Kind, Need, Pinned, RunSpec, SettingsFile};
 use super::login::{Login, LoginRule};
 use super::record::{CommandRecord, FileChange, Terminal, Transcript, Usage, trim_line};
 
@@ -116,6 +116,11 @@ impl Kind for Claude {
             env.push(("ANTHROPIC_BASE_URL", url.to_string()));
         }
         env
+    }
+
+    fn settings_file(&self, _run: &RunSpec) -> Option<SettingsFile> {
+        // Its base URL is a variable, passed by name like every value.
+        None
     }
 
     fn login_rule(&self) -> LoginRule {

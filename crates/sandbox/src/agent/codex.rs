@@ -3,7 +3,7 @@
 //!
 //! | what | how |
 //! |---|---|
-//! | run | `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -C <dir> [-m M] [-c openai_base_url="U"] [extra] -`, prompt on stdin |
+//! | run | `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -C <dir> [-m M] [-p agent-runner] [extra] -`, prompt on stdin |
 //! | resume | the same options, then `resume <thread id> -` |
 //! | session | `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl` |
 //! | login | `~/.codex/auth.json` (mounted, linked into `~/.codex`), else `CODEX_API_KEY` |
@@ -12,7 +12,11 @@
 //!
 //! Codex's own bubblewrap sandbox cannot work under Docker's default seccomp
 //! profile; the container is the sandbox. `runner.worker.base_url` becomes
-//! `-c openai_base_url=…` (codex ignores `OPENAI_BASE_URL` in the environment).
+//! codex's `openai_base_url` (it ignores `OPENAI_BASE_URL` in the environment), in
+//! a profile, `$CODEX_HOME/agent-runner.config.toml`, chosen by `-p agent-runner`:
+//! a URL may hold a password or a key, and `-c openai_base_url=…` would put it in
+//! an argv every local user can read. (codex ignores a profile it cannot find, so
+//! the file must be there: the envelope fails the run when it cannot write it.)
 //! Codex also tries github.com and api.github.com (its update check) and
 //! ab.chatgpt.com (feature flags); refusing them does not fail a run, and they are
 //! left out of its hosts: a prompt-injected worker could use an allowed host as a
@@ -20,7 +24,7 @@
 
 use serde::Deserialize;
 
-use super::kind::{EventStream, HostsSpec, Kind, Need, Pinned, RunSpec};
+use super::kind::{EventStream, HostsSpec, Kind, Need, Pinned, RunSpec, SettingsFile};
 use super::login::LoginRule;
 use super::record::{CommandRecord, FileChange, Terminal, Transcript, Usage, trim_line};
 
@@ -36,6 +40,10 @@ pub(crate) const CHATGPT_HOSTS: [&str; 2] = ["chatgpt.com", "auth.openai.com"];
 /// Login file modes: a ChatGPT login (`tokens`) and an API key (`OPENAI_API_KEY`).
 pub(crate) const CHATGPT: &str = "chatgpt";
 pub(crate) const API_KEY: &str = "api_key";
+
+/// The profile that holds `runner.worker.base_url` (`-p`), and where codex reads it.
+pub(crate) const PROFILE: &str = "agent-runner";
+const PROFILE_FILE: &str = ".codex/agent-runner.config.toml";
 
 /// The flags of every `codex exec` run (testdata/codex/README.md).
 const EXEC_FLAGS: [&str; 4] = [
@@ -56,8 +64,8 @@ impl Codex {
         if let Some(model) = run.model {
             args.extend(["-m".to_string(), model.to_string()]);
         }
-        if let Some(url) = run.base_url {
-            args.extend(["-c".to_string(), format!("openai_base_url=\"{url}\"")]);
+        if run.base_url.is_some() {
+            args.extend(["-p".to_string(), PROFILE.to_string()]);
         }
         args.extend(run.extra_args.iter().cloned());
         args
@@ -112,6 +120,33 @@ impl Kind for Codex {
 
     fn run_env(&self, _run: &RunSpec) -> Vec<(&'static str, String)> {
         Vec::new()
+    }
+
+    fn refused_arg(&self, run: &RunSpec) -> Option<(usize, String)> {
+        run.base_url?;
+        // codex takes one profile: ours, which holds the base URL.
+        let n = run.extra_args.iter().position(|arg| {
+            arg == "--profile"
+                || arg.starts_with("--profile=")
+                || (arg.starts_with("-p") && !arg.starts_with("--"))
+        })?;
+        Some((
+            n,
+            "codex's -p/--profile cannot go with a base_url: agent-runner gives codex \
+             the base URL in a profile of its own (-p agent-runner), since a URL on the \
+             command line would show its credentials to every user of this machine; \
+             give the profile's settings as -c options instead"
+                .into(),
+        ))
+    }
+
+    fn settings_file(&self, run: &RunSpec) -> Option<SettingsFile> {
+        // A JSON string is a TOML basic string (the same escapes).
+        let url = serde_json::to_string(run.base_url?).ok()?;
+        Some(SettingsFile {
+            link: PROFILE_FILE,
+            contents: format!("openai_base_url = {url}"),
+        })
     }
 
     fn login_rule(&self) -> LoginRule {
@@ -550,14 +585,25 @@ mod tests {
             "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -C /workspace/project -"
         );
         let extra = ["-c".to_string(), "x=1".to_string()];
+        // The base URL is in the profile, never on the command line.
+        let url = "http://user:pw-0123@h:1/v1?api-key=k-0123\"x";
+        let command = CODEX
+            .command(&spec(Some("o4-mini"), &extra, Some(url)))
+            .join(" ");
         assert!(
-            CODEX
-                .command(&spec(Some("o4-mini"), &extra, Some("http://h:1/v1")))
-                .join(" ")
-                .ends_with(
-                    "-C /workspace/project -m o4-mini -c openai_base_url=\"http://h:1/v1\" -c x=1 -"
-                )
+            command.ends_with("-C /workspace/project -m o4-mini -p agent-runner -c x=1 -"),
+            "{command}"
         );
+        assert!(!command.contains("pw-0123") && !command.contains("k-0123"));
+        assert_eq!(
+            CODEX.settings_file(&spec(None, &[], Some(url))),
+            Some(SettingsFile {
+                link: ".codex/agent-runner.config.toml",
+                contents: "openai_base_url = \"http://user:pw-0123@h:1/v1?api-key=k-0123\\\"x\""
+                    .into()
+            })
+        );
+        assert_eq!(CODEX.settings_file(&spec(None, &[], None)), None);
         assert!(
             CODEX
                 .resume_command(&spec(Some("m"), &[], None), "th-1")

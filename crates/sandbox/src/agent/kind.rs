@@ -24,6 +24,16 @@ pub struct RunSpec<'a> {
     pub(crate) root: bool,
 }
 
+/// A settings file of the agent for what must not be in an argv (a base URL with
+/// a password or key in it): written before each run where the agent reads it
+/// (`link`, under its HOME), never on its command line (`worker::envelope`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsFile {
+    pub link: &'static str,
+    /// Its text, without the last line's newline (the envelope adds it).
+    pub contents: String,
+}
+
 /// What the agent's default allow list is worked out from (SPEC §17).
 #[derive(Debug, Clone, Copy)]
 pub struct HostsSpec<'a> {
@@ -87,8 +97,15 @@ pub trait Kind: Sync {
     /// Schema in file `schema`, in file `reply` (paths in the container); None when
     /// the CLI cannot.
     fn answer_args(&self, schema: &str, reply: &str) -> Option<Vec<String>>;
-    /// Literal variables every run gets (not secrets: they go on the command line).
+    /// Variables every run gets (by name, as every value: never on a command line).
     fn run_env(&self, run: &RunSpec) -> Vec<(&'static str, String)>;
+    /// The settings file a run needs, if any; `command` points the agent at it.
+    fn settings_file(&self, run: &RunSpec) -> Option<SettingsFile>;
+    /// An argument of `run.extra_args` that cannot go with the rest of `run` (its
+    /// index, and why), checked when the task is read.
+    fn refused_arg(&self, _run: &RunSpec) -> Option<(usize, String)> {
+        None
+    }
     fn login_rule(&self) -> LoginRule;
     /// What a login file holds (`Login::File::modes`), from its JSON.
     fn login_modes(&self, file: &serde_json::Value) -> Vec<&'static str>;

@@ -21,7 +21,7 @@ pub(crate) mod login;
 pub(crate) mod outcome;
 pub(crate) mod record;
 
-pub use kind::{EventStream, HostsSpec, Kind, Need, Pinned, RunSpec};
+pub use kind::{EventStream, HostsSpec, Kind, Need, Pinned, RunSpec, SettingsFile};
 pub use login::{Login, LoginRule};
 pub use outcome::{Exit, RunOutcome, classify};
 pub use record::{CommandRecord, FileChange, Terminal, Transcript, Usage};

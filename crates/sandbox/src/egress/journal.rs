@@ -1,64 +1,33 @@
-//! The record of every connection: one line each in `.agent-runner/logs/<id>/egress.jsonl`
-//! (created through the private directory, so nothing the worker left there is written
-//! through), a progress line on stderr the first time a destination is denied, and a
-//! bounded tally for the note and the result (`Summary`).
+//! The record of every connection: `.agent-runner/logs/<id>/egress.jsonl` (created
+//! through the private directory, so nothing the worker left there is written
+//! through), a progress line on stderr the first time a destination is denied, an
+//! event for each denied one, and an exact, bounded tally for the note and the
+//! result (`Summary`).
+//!
+//! The log and the events are bounded: after the first lines of a destination its
+//! connections are summed (`repeats`), and the file stops at `MAX_LOG_BYTES` with a
+//! last line `{"at","truncated":true,"limit_bytes"}`. The tally counts every
+//! connection however the log went.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
-use std::io::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use serde::Serialize;
-
+pub use super::record::{NO_HOST, Record};
+use super::repeats::Repeats;
 use crate::events::{Event, Events};
+use agent_runner_core::fs::jsonl::Capped;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::timestamp::Timestamp;
 
-/// The host of a connection whose request named none (unreadable, or refused first).
-pub const NO_HOST: &str = "-";
 /// Destinations tallied one by one; the rest are counted together.
 const MAX_DESTINATIONS: usize = 200;
-
-/// One connection, as `egress.jsonl` has it (SPEC §17).
-#[derive(Debug, Clone, Serialize)]
-pub struct Record {
-    pub(crate) at: String,
-    /// The host asked for (`-` when the request could not be read).
-    pub(crate) host: String,
-    pub(crate) port: u16,
-    pub(crate) allowed: bool,
-    /// The entry that allowed it, or why it was refused (or failed).
-    pub(crate) reason: String,
-    pub(crate) bytes_up: u64,
-    pub(crate) bytes_down: u64,
-    pub(crate) duration_ms: u64,
-}
-
-impl Record {
-    /// A connection that began at `at`, with nothing carried yet.
-    pub(crate) fn new(at: Timestamp, host: String, port: u16) -> Self {
-        Record {
-            at: at.to_string(),
-            host,
-            port,
-            allowed: false,
-            reason: String::new(),
-            bytes_up: 0,
-            bytes_down: 0,
-            duration_ms: 0,
-        }
-    }
-
-    /// `host:port`, or `-` when no destination was read.
-    fn destination(&self) -> String {
-        if self.host == NO_HOST {
-            NO_HOST.to_string()
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
-    }
-}
+/// Largest `egress.jsonl` (its `truncated` line aside), unless the proxy's
+/// settings say otherwise.
+pub const MAX_LOG_BYTES: u64 = 4 << 20;
+/// Room for the `truncated` line beyond `MAX_LOG_BYTES`.
+const TRUNCATED_ROOM: u64 = 256;
 
 /// Connections to one destination.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -88,14 +57,15 @@ pub struct Summary {
     pub untallied: u64,
     /// Why the log could not be written, if it could not.
     pub log_error: Option<String>,
+    /// The log reached `MAX_LOG_BYTES`: later connections are only counted here.
+    pub log_truncated: bool,
 }
 
 /// Where records go; shared by the proxy's threads.
-pub(crate) struct Journal {
-    file: Mutex<Option<File>>,
+pub struct Journal {
     redactor: Redactor,
     state: Mutex<State>,
-    /// The run's event log: every denied connection, as it is refused (SPEC §19).
+    /// The run's event log: denied connections, as they are refused (SPEC §19).
     events: Events,
 }
 
@@ -104,6 +74,12 @@ struct State {
     tallies: BTreeMap<(bool, String), Tally>,
     warned: HashSet<String>,
     summary: Summary,
+    repeats: Repeats,
+    /// `finish` has drained `repeats`: a connection that ends later gets its own line.
+    finished: bool,
+    log: Option<Capped>,
+    /// The log's bound.
+    max_log_bytes: u64,
 }
 
 impl Journal {
@@ -111,11 +87,22 @@ impl Journal {
     /// (a worker could put a key in a host name).
     pub(crate) fn new(file: Option<File>, redactor: Redactor) -> Self {
         Journal {
-            file: Mutex::new(file),
             redactor,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                log: file.map(Capped::new),
+                max_log_bytes: MAX_LOG_BYTES,
+                ..State::default()
+            }),
             events: Events::none(),
         }
+    }
+
+    /// The journal, its log bounded to `max_log_bytes`.
+    pub fn bounded(self, max_log_bytes: u64) -> Self {
+        if let Ok(mut state) = self.state.lock() {
+            state.max_log_bytes = max_log_bytes;
+        }
+        self
     }
 
     /// The journal, also telling `events` of every denied connection.
@@ -130,18 +117,10 @@ impl Journal {
         record.host = self.redactor.redact(&record.host);
         record.reason = self.redactor.redact(&record.reason);
         let allow_entry = allow_entry.map(|e| self.redactor.redact(&e));
-        self.append(&record);
-        if !record.allowed {
-            self.events.emit(Event::EgressDenied {
-                host: record.host.clone(),
-                port: record.port,
-                reason: record.reason.clone(),
-                allow: allow_entry.clone(),
-            });
-        }
         let Ok(mut state) = self.state.lock() else {
             return;
         };
+        let state = &mut *state;
         if !record.allowed
             && state.warned.len() < MAX_DESTINATIONS
             && state.warned.insert(record.destination())
@@ -162,47 +141,43 @@ impl Journal {
                 ),
             }
         }
-        let state = &mut *state;
-        if record.allowed {
-            state.summary.allowed += 1;
-        } else {
-            state.summary.denied += 1;
-        }
-        let key = (!record.allowed, record.destination());
-        if !state.tallies.contains_key(&key) && state.tallies.len() >= MAX_DESTINATIONS {
-            state.summary.untallied += 1;
-            return;
-        }
-        let tally = state.tallies.entry(key).or_insert_with(|| Tally {
-            destination: record.destination(),
-            allowed: record.allowed,
-            ..Tally::default()
-        });
-        tally.connections += 1;
-        tally.bytes_up += record.bytes_up;
-        tally.bytes_down += record.bytes_down;
-        tally.reason = record.reason;
-        if allow_entry.is_some() {
-            tally.allow_entry = allow_entry;
+        state.tally(&record, &allow_entry);
+        let line = match state.finished {
+            true => Some(record),
+            false => state.repeats.take(record),
+        };
+        if let Some(line) = line {
+            state.write(&line);
+            self.tell(line, allow_entry);
         }
     }
 
-    /// One whole line per record, in one write (readers may follow the file).
-    fn append(&self, record: &Record) {
-        let Ok(mut file) = self.file.lock() else {
+    /// Writes the sums `repeats` still holds: the proxy has stopped.
+    pub fn finish(&self) {
+        let Ok(mut state) = self.state.lock() else {
             return;
         };
-        let Some(out) = file.as_mut() else {
-            return;
-        };
-        let mut line = serde_json::to_vec(record).unwrap_or_default();
-        line.push(b'\n');
-        if let Err(e) = out.write_all(&line) {
-            log::warn!("cannot write the egress log: {e}");
-            if let Ok(mut state) = self.state.lock() {
-                state.summary.log_error = Some(e.to_string());
-            }
-            *file = None;
+        state.finished = true;
+        for line in state.repeats.drain() {
+            state.write(&line);
+            let allow_entry = state
+                .tallies
+                .get(&(true, line.destination()))
+                .and_then(|t| t.allow_entry.clone());
+            self.tell(line, allow_entry);
+        }
+    }
+
+    /// The event of a line about denied connections.
+    fn tell(&self, line: Record, allow_entry: Option<String>) {
+        if !line.allowed {
+            self.events.emit(Event::EgressDenied {
+                host: line.host,
+                port: line.port,
+                reason: line.reason,
+                allow: allow_entry,
+                connections: line.connections,
+            });
         }
     }
 
@@ -214,6 +189,66 @@ impl Journal {
         let mut summary = state.summary.clone();
         summary.destinations = state.tallies.values().cloned().collect();
         summary
+    }
+}
+
+impl State {
+    /// Counts `record` (one connection) in the summary and its destination's tally.
+    fn tally(&mut self, record: &Record, allow_entry: &Option<String>) {
+        if record.allowed {
+            self.summary.allowed += 1;
+        } else {
+            self.summary.denied += 1;
+        }
+        let key = (!record.allowed, record.destination());
+        if !self.tallies.contains_key(&key) && self.tallies.len() >= MAX_DESTINATIONS {
+            self.summary.untallied += 1;
+            return;
+        }
+        let tally = self.tallies.entry(key).or_insert_with(|| Tally {
+            destination: record.destination(),
+            allowed: record.allowed,
+            ..Tally::default()
+        });
+        tally.connections += 1;
+        tally.bytes_up += record.bytes_up;
+        tally.bytes_down += record.bytes_down;
+        tally.reason = record.reason.clone();
+        if allow_entry.is_some() {
+            tally.allow_entry = allow_entry.clone();
+        }
+    }
+
+    /// One whole line in one write (readers may follow the file), unless the log
+    /// is full: then its last line says so.
+    fn write(&mut self, record: &Record) {
+        let Some(log) = self.log.as_mut() else {
+            return;
+        };
+        let mut line = serde_json::to_vec(record).unwrap_or_default();
+        line.push(b'\n');
+        let limit = self.max_log_bytes;
+        let written = log.append(&line, limit).and_then(|written| {
+            if written {
+                return Ok(());
+            }
+            self.summary.log_truncated = true;
+            let mut last = serde_json::to_vec(&serde_json::json!({
+                "at": Timestamp::now().to_string(),
+                "truncated": true,
+                "limit_bytes": limit,
+            }))
+            .unwrap_or_default();
+            last.push(b'\n');
+            log.append(&last, limit + TRUNCATED_ROOM).map(drop)
+        });
+        if let Err(e) = &written {
+            log::warn!("cannot write the egress log: {e}");
+            self.summary.log_error = Some(e.to_string());
+        }
+        if written.is_err() || self.summary.log_truncated {
+            self.log = None;
+        }
     }
 }
 
@@ -300,6 +335,102 @@ mod tests {
         assert!(!github.allowed);
         assert_eq!(github.allow_entry.as_deref(), Some("github.com"));
         let _ = std::fs::remove_file(path);
+    }
+
+    /// Lines of an egress log.
+    fn lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_flood_of_denied_connections_makes_a_few_lines_and_exact_counts() {
+        let top = agent_runner_core::fs::testing::scratch("egress-flood");
+        let path = top.join("egress.jsonl");
+        let logs = agent_runner_core::fs::Dir::open(&top).unwrap();
+        let events = Events::create(&logs, Redactor::default()).unwrap();
+        let journal =
+            Journal::new(Some(File::create(&path).unwrap()), Redactor::default()).telling(events);
+        for n in 0..20_000u64 {
+            journal.record(
+                record("github.com", 443, false, n % 7),
+                Duration::ZERO,
+                Some("github.com".into()),
+            );
+        }
+        journal.record(
+            record("api.openai.com", 443, true, 100),
+            Duration::ZERO,
+            None,
+        );
+        journal.finish();
+        let summary = journal.summary();
+        assert_eq!((summary.allowed, summary.denied), (1, 20_000));
+        assert_eq!(summary.destinations.len(), 2);
+        assert!(!summary.log_truncated);
+        let log = lines(&path);
+        assert!(log.len() < 30, "{} lines", log.len());
+        let denied: Vec<&serde_json::Value> =
+            log.iter().filter(|l| l["allowed"] == false).collect();
+        let count = |l: &&serde_json::Value| l["connections"].as_u64().unwrap_or(1);
+        assert_eq!(denied.iter().map(count).sum::<u64>(), 20_000);
+        let up: u64 = denied.iter().map(|l| l["bytes_up"].as_u64().unwrap()).sum();
+        assert_eq!(up, (0..20_000u64).map(|n| n % 7).sum::<u64>());
+        let sum = denied.last().unwrap();
+        assert!(
+            sum["until"].is_string() && sum["host"] == "github.com",
+            "{sum}"
+        );
+        // Events: the same lines, each sum one event with its count.
+        let events = lines(&top.join(crate::events::FILE));
+        let told: u64 = events
+            .iter()
+            .map(|e| {
+                assert_eq!(e["kind"], "egress_denied");
+                assert_eq!(e["allow"], "github.com");
+                e["connections"].as_u64().unwrap_or(1)
+            })
+            .sum();
+        assert_eq!((events.len(), told), (denied.len(), 20_000));
+        // A connection that ends after the proxy stopped still gets its line.
+        journal.record(record("github.com", 443, false, 0), Duration::ZERO, None);
+        assert_eq!(lines(&path).len(), log.len() + 1);
+        std::fs::remove_dir_all(top).unwrap();
+    }
+
+    #[test]
+    fn the_log_stops_at_its_bound_with_a_last_line_saying_so() {
+        let top = agent_runner_core::fs::testing::scratch("egress-cap");
+        let path = top.join("egress.jsonl");
+        let limit = 16 * 1024;
+        let journal =
+            Journal::new(Some(File::create(&path).unwrap()), Redactor::default()).bounded(limit);
+        let total = 30_000u64;
+        for n in 0..total {
+            journal.record(
+                record(&format!("h{n}.example"), 443, false, 1),
+                Duration::ZERO,
+                None,
+            );
+        }
+        journal.finish();
+        let summary = journal.summary();
+        assert_eq!(summary.denied, total, "counted past the bound");
+        assert!(summary.log_truncated);
+        let size = std::fs::metadata(&path).unwrap().len();
+        assert!(
+            size <= limit + TRUNCATED_ROOM && size > limit - 1024,
+            "{size}"
+        );
+        let log = lines(&path);
+        let last = log.last().unwrap();
+        assert_eq!(last["truncated"], true, "{last}");
+        assert_eq!(last["limit_bytes"], limit);
+        assert_eq!(log.iter().filter(|l| l["truncated"] == true).count(), 1);
+        std::fs::remove_dir_all(top).unwrap();
     }
 
     #[test]

@@ -16,7 +16,9 @@
 //! - Each connection, in `proxy`: `request` reads the head → `policy` decides
 //!   (`rules`, names resolved here, `address` classes) → 403 or 502, or connect and
 //!   `relay` → `journal` (egress.jsonl, a stderr line per denied destination, the
-//!   tally).
+//!   tally; `record` a line of the log; `repeats` sums a destination's connections
+//!   after its first lines, so a flood of connections makes a few lines, not one
+//!   each).
 //! - `Egress::stop` closes everything and returns the `Summary` for the note's
 //!   Egress section and the result's `egress`.
 //!
@@ -31,15 +33,18 @@ mod host_dir;
 mod journal;
 mod policy;
 mod proxy;
+mod record;
 mod relay;
+mod repeats;
 mod request;
 pub(crate) mod rules;
 
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 
-pub use journal::{NO_HOST, Summary, Tally};
+pub use journal::{MAX_LOG_BYTES, NO_HOST, Summary, Tally};
 pub use proxy::Settings;
+pub use repeats::DETAIL_LINES;
 pub use rules::{AllowList, Origin, Rule};
 
 use crate::events::Events;
@@ -81,7 +86,9 @@ impl Egress {
         let proxy = Proxy::start(
             listener,
             allow.clone(),
-            Journal::new(log, redactor).telling(events),
+            Journal::new(log, redactor)
+                .telling(events)
+                .bounded(settings.max_log_bytes),
             settings,
         )?;
         Ok(Egress { dir, proxy })

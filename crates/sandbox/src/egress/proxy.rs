@@ -48,7 +48,9 @@ pub struct Settings {
     pub(crate) head_timeout: Duration,
     /// Time for a destination to accept a connection.
     pub(crate) connect_timeout: Duration,
-    pub(crate) resolve: Resolve,
+    /// Largest `egress.jsonl`.
+    pub(crate) max_log_bytes: u64,
+    pub resolve: Resolve,
 }
 
 impl Default for Settings {
@@ -58,6 +60,7 @@ impl Default for Settings {
             idle: Duration::from_secs(300),
             head_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(30),
+            max_log_bytes: super::journal::MAX_LOG_BYTES,
             resolve: policy::system_resolve,
         }
     }
@@ -120,6 +123,7 @@ impl Proxy {
     /// Stops accepting, closes every live connection, and returns the tally.
     pub(crate) fn stop(mut self) -> Summary {
         self.halt();
+        self.shared.journal.finish();
         self.shared.journal.summary()
     }
 

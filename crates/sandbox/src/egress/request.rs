@@ -3,8 +3,10 @@
 //! after the head (a request body, a TLS client hello sent early) is handed on
 //! untouched.
 //!
-//! A plain request goes upstream in origin form with the URI's host as `Host`, no
-//! proxy headers, and `Connection: close`: one request per upstream connection, so
+//! A plain request goes upstream in origin form with the URI's host as `Host`
+//! (normalised as HTTP clients write it: the host in lower case, an IPv6 address in
+//! brackets, the port without leading zeros and left out when it is 80), no proxy
+//! headers, and `Connection: close`: one request per upstream connection, so
 //! the destination checked is the one the bytes go to. (A client that pipelines a
 //! second request on the same connection sends it to the same, allowed, server.)
 
@@ -182,7 +184,7 @@ pub(crate) fn parse(head: &[u8]) -> Result<Request, BadHead> {
     }
     let destination = authority(authority_text, Some(80))?;
     let mut upstream = format!("{method} {path} {version}\r\n");
-    upstream.push_str(&format!("Host: {authority_text}\r\n"));
+    upstream.push_str(&format!("Host: {}\r\n", host_header(&destination)));
     for (name, value) in headers {
         let hop = ["host", "connection", "proxy-connection", "keep-alive"]
             .iter()
@@ -220,6 +222,16 @@ fn authority(text: &str, default: Option<u16>) -> Result<Destination, BadHead> {
     };
     let host = Host::parse(host).map_err(bad)?;
     Ok(Destination { host, port })
+}
+
+/// The `Host` header of a plain request to `destination`: what the client's URI
+/// named, written as HTTP clients write it (the port left out when it is HTTP's).
+fn host_header(destination: &Destination) -> String {
+    if destination.port == 80 {
+        destination.host.to_string()
+    } else {
+        destination.to_string()
+    }
 }
 
 fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
@@ -269,13 +281,36 @@ mod tests {
         assert_eq!(r.destination, dest("example.com", 8080));
         assert_eq!(
             String::from_utf8(r.upstream_head).unwrap(),
-            "POST /v1/x?q=1 HTTP/1.1\r\nHost: Example.com:8080\r\nContent-Length: 2\r\nX-Thing: a b\r\nConnection: close\r\n\r\n"
+            "POST /v1/x?q=1 HTTP/1.1\r\nHost: example.com:8080\r\nContent-Length: 2\r\nX-Thing: a b\r\nConnection: close\r\n\r\n"
         );
         let r = parse(b"GET http://example.com HTTP/1.0\n\n").unwrap();
         assert_eq!(r.destination, dest("example.com", 80));
         assert!(r.upstream_head.starts_with(b"GET / HTTP/1.0\r\n"));
         let r = parse(b"GET http://example.com?a HTTP/1.1\r\n\r\n").unwrap();
         assert!(r.upstream_head.starts_with(b"GET /?a HTTP/1.1\r\n"));
+    }
+
+    #[test]
+    fn the_host_header_is_the_uri_authority_as_http_clients_write_it() {
+        for (uri, host) in [
+            ("http://127.0.0.2:08080/", "127.0.0.2:8080"),
+            ("http://EXAMPLE.com./", "example.com"),
+            ("http://Example.COM:80/", "example.com"),
+            ("http://example.com:0080/", "example.com"),
+            ("http://example.com:443/", "example.com:443"),
+            ("http://[2001:DB8::0:1]:8080/", "[2001:db8::1]:8080"),
+            ("http://[2001:db8::1]/", "[2001:db8::1]"),
+            ("http://[::ffff:127.0.0.2]:81/", "127.0.0.2:81"),
+        ] {
+            let head = format!("GET {uri} HTTP/1.1\r\nHost: other.example:99\r\n\r\n");
+            let upstream =
+                String::from_utf8(parse(head.as_bytes()).unwrap().upstream_head).unwrap();
+            assert_eq!(
+                upstream,
+                format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+                "{uri}"
+            );
+        }
     }
 
     #[test]

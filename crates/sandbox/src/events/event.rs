@@ -3,6 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The kinds of events the worker can cause in any number, which a full log stops
+/// writing first (`Event::is_from_worker`).
+pub(crate) const WORKER_EVENTS: &str = "worker_item, egress_denied";
+
 /// A line: the time (RFC 3339 UTC) and the event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -92,6 +96,10 @@ pub enum Event {
         /// The `runner.worker.allow` entry that would allow it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         allow: Option<String>,
+        /// When present, this many refused connections to the destination since its
+        /// last event (after its first ones, repeats are summed: `egress::repeats`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        connections: Option<u64>,
     },
     /// A budget limit reached (SPEC §15): which, and what was used of it.
     Budget {
@@ -99,6 +107,14 @@ pub enum Event {
         limit: String,
         #[serde(default)]
         message: String,
+    },
+    /// The log reached a bound (`writer::MAX_BYTES`): the kinds in `dropped` (or
+    /// `all`) are no longer written.
+    Truncated {
+        #[serde(default)]
+        limit_bytes: u64,
+        #[serde(default)]
+        dropped: String,
     },
     /// A kind this version does not know.
     #[serde(other)]
@@ -144,8 +160,20 @@ impl Event {
                 apply(limit);
                 apply(message);
             }
+            Event::Truncated { dropped, .. } => apply(dropped),
             Event::Unknown => {}
         }
+    }
+
+    /// Whether the worker can cause this kind of event in any number (`WORKER_EVENTS`).
+    pub(crate) fn is_from_worker(&self) -> bool {
+        matches!(self, Event::WorkerItem { .. } | Event::EgressDenied { .. })
+    }
+
+    /// Whether the event ends the run: a terminal state.
+    #[cfg(test)]
+    pub(crate) fn is_end(&self) -> bool {
+        matches!(self, Event::State { to, .. } if to == "COMPLETE" || to == "FAILED")
     }
 }
 

@@ -3,10 +3,10 @@
 //! (`task logs -f`, the web view's task page).
 //!
 //! - `event`: what an event is (`{"at", "kind", ...}`: `state`, `meta`,
-//!   `worker_item`, `worker_run`, `test`, `egress_denied`, `budget`).
+//!   `worker_item`, `worker_run`, `test`, `egress_denied`, `budget`, `truncated`).
 //! - `writer`: `Events`, the handle every part of a run writes through (the state
 //!   machine, the sandbox's stream of worker items, the egress proxy's deny path):
-//!   each line masked, bounded and appended in one `write`.
+//!   each line masked, bounded and appended in one `write`; the file bounded too.
 //! - `reader`: the one reader of the file: lines from a byte offset (following a
 //!   file that grows or is replaced), and each event as a readable line.
 //!

@@ -199,16 +199,37 @@ fn what(event: &Event) -> String {
             port,
             reason,
             allow,
-        } => match allow {
-            Some(entry) => format!(
-                "egress denied: {host}:{port} ({reason}); to allow it, add `{entry}` to runner.worker.allow"
-            ),
-            None => format!("egress denied: {host}:{port} ({reason})"),
-        },
+            connections,
+        } => {
+            let times = match connections {
+                Some(n) => format!(" {n} more times"),
+                None => String::new(),
+            };
+            match allow {
+                Some(entry) => format!(
+                    "egress denied{times}: {host}:{port} ({reason}); to allow it, add `{entry}` to runner.worker.allow"
+                ),
+                None => format!("egress denied{times}: {host}:{port} ({reason})"),
+            }
+        }
         Event::Budget { limit, message } => match message.is_empty() {
             true => format!("budget: {limit} reached"),
             false => format!("budget: {message}"),
         },
+        Event::Truncated {
+            limit_bytes,
+            dropped,
+        } => {
+            let what = if dropped == "all" {
+                "no more events are written".to_string()
+            } else {
+                format!("no more {dropped} events are written")
+            };
+            format!(
+                "the event log reached its bound ({}): {what}; the Task Note has the whole run",
+                agent_runner_core::text::bytes(*limit_bytes)
+            )
+        }
         Event::Unknown => "(an event this version does not know)".into(),
     }
 }
@@ -312,6 +333,37 @@ mod tests {
                 duration_ms: Some(20),
             }),
             "03:04:05.678 test 3 failed (exit 1) in 20 ms"
+        );
+        let denied = |connections| {
+            line(Event::EgressDenied {
+                host: "github.com".into(),
+                port: 443,
+                reason: "not in runner.worker.allow".into(),
+                allow: Some("github.com".into()),
+                connections,
+            })
+        };
+        assert_eq!(
+            denied(None),
+            "03:04:05.678 egress denied: github.com:443 (not in runner.worker.allow); to allow it, add `github.com` to runner.worker.allow"
+        );
+        assert_eq!(
+            denied(Some(640)),
+            "03:04:05.678 egress denied 640 more times: github.com:443 (not in runner.worker.allow); to allow it, add `github.com` to runner.worker.allow"
+        );
+        assert_eq!(
+            line(Event::Truncated {
+                limit_bytes: 4 << 20,
+                dropped: "worker_item, egress_denied".into()
+            }),
+            "03:04:05.678 the event log reached its bound (4.0 MiB): no more worker_item, egress_denied events are written; the Task Note has the whole run"
+        );
+        assert_eq!(
+            line(Event::Truncated {
+                limit_bytes: 5 << 20,
+                dropped: "all".into()
+            }),
+            "03:04:05.678 the event log reached its bound (5.0 MiB): no more events are written; the Task Note has the whole run"
         );
     }
 }

@@ -4,13 +4,18 @@
 //! and a line is one `write` on an `O_APPEND` file, unbuffered: a reader sees an
 //! event as soon as it happened. Writing is best effort: a failure is logged once
 //! and the run goes on without its event log.
+//!
+//! The file is bounded too: the worker can cause events in any number (its items,
+//! denied connections), so those stop at `MAX_BYTES`, and the run's own events
+//! (states, Meta calls, runs, tests, budgets: a few per loop) at `RESERVE` more,
+//! each time after one `truncated` line saying what is no longer written. The Task
+//! Note still has the whole run.
 
-use std::fs::File;
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use super::{Event, FILE, Record};
 use agent_runner_core::fs::Dir;
+use agent_runner_core::fs::jsonl::Capped;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::text::cut;
 use agent_runner_core::timestamp::Timestamp;
@@ -21,14 +26,29 @@ pub(crate) const MAX_TEXT: usize = 400;
 pub(crate) const MAX_LINE: usize = 4096;
 /// What texts are cut to when a line would still be longer than `MAX_LINE`.
 const SHORT_TEXT: usize = 64;
+/// Largest file for the events the worker can cause in any number.
+pub(crate) const MAX_BYTES: u64 = 4 << 20;
+/// What the run's own events may add beyond `MAX_BYTES`.
+pub(crate) const RESERVE: u64 = 1 << 20;
+/// Room for the `truncated` lines themselves, beyond either bound.
+const TRUNCATED_ROOM: u64 = 1024;
 
 /// Where a run's events go (or nowhere: `Events::none`).
 #[derive(Clone, Default)]
 pub struct Events(Option<Arc<Sink>>);
 
 struct Sink {
-    file: Mutex<Option<File>>,
+    file: Mutex<Option<Log>>,
     redactor: Redactor,
+}
+
+/// The file, and which of its bounds it has reached.
+struct Log {
+    file: Capped,
+    /// The worker's events are no longer written.
+    worker_cut: bool,
+    /// No event is written any more.
+    all_cut: bool,
 }
 
 impl std::fmt::Debug for Events {
@@ -58,30 +78,57 @@ impl Events {
         Ok(Events::to(logs.append(FILE)?, redactor))
     }
 
-    fn to(file: File, redactor: Redactor) -> Events {
+    fn to(file: std::fs::File, redactor: Redactor) -> Events {
         Events(Some(Arc::new(Sink {
-            file: Mutex::new(Some(file)),
+            file: Mutex::new(Some(Log {
+                file: Capped::new(file),
+                worker_cut: false,
+                all_cut: false,
+            })),
             redactor,
         })))
     }
 
-    /// Writes `event`, stamped now.
+    /// Writes `event`, stamped now, unless the file has reached its bound for it.
     pub fn emit(&self, event: Event) {
         let Some(sink) = &self.0 else { return };
+        let from_worker = event.is_from_worker();
         let Some(line) = sink.line(event) else { return };
         let Ok(mut file) = sink.file.lock() else {
             return;
         };
-        let Some(out) = file.as_mut() else { return };
-        // One write of the whole line: O_APPEND keeps lines whole, and a line this
-        // short is written at once to a regular file.
-        let why = match out.write(&line) {
-            Ok(n) if n == line.len() => return,
-            Ok(n) => format!("short write: {n} of {} bytes", line.len()),
-            Err(e) => e.to_string(),
+        let Some(log) = file.as_mut() else { return };
+        if log.all_cut || (from_worker && log.worker_cut) {
+            return;
+        }
+        let limit = if from_worker {
+            MAX_BYTES
+        } else {
+            MAX_BYTES + RESERVE
         };
-        log::warn!("cannot write the event log ({why}); events are no longer recorded");
-        *file = None;
+        let written = log.file.append(&line, limit).and_then(|written| {
+            if written {
+                return Ok(());
+            }
+            log.worker_cut = true;
+            log.all_cut = !from_worker;
+            let cut = sink.line(Event::Truncated {
+                limit_bytes: limit,
+                dropped: if from_worker {
+                    super::event::WORKER_EVENTS.into()
+                } else {
+                    "all".into()
+                },
+            });
+            cut.map_or(Ok(true), |cut| {
+                log.file.append(&cut, limit + TRUNCATED_ROOM)
+            })
+            .map(drop)
+        });
+        if let Err(e) = written {
+            log::warn!("cannot write the event log ({e}); events are no longer recorded");
+            *file = None;
+        }
     }
 
     /// A state change (`from` empty: the run starts in `to`).
@@ -175,6 +222,7 @@ mod tests {
             port: 443,
             reason: controls.clone(),
             allow: Some(controls),
+            connections: None,
         });
         events.emit(Event::WorkerRun {
             run: 1,
@@ -206,6 +254,77 @@ mod tests {
         Events::create(&dir, Redactor::default()).unwrap();
         assert_eq!(lines(&dir).len(), 0);
         Events::none().state("", "PENDING", "nowhere");
+        std::fs::remove_dir_all(top).unwrap();
+    }
+
+    #[test]
+    fn the_worker_s_events_stop_at_the_bound_and_the_run_s_own_at_the_reserve() {
+        let top = agent_runner_core::fs::testing::scratch("events-cap");
+        let dir = Dir::open(&top).unwrap();
+        let events = Events::create(&dir, Redactor::default()).unwrap();
+        let size = || std::fs::metadata(top.join(FILE)).unwrap().len();
+        let all = || -> Vec<Record> {
+            String::from_utf8(std::fs::read(top.join(FILE)).unwrap())
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        let text = "x".repeat(300);
+        // More than the bound holds, the run's own events in between.
+        for _ in 0..MAX_BYTES / 300 {
+            events.worker_item(1, "command_started", &text, None);
+            events.state("RUNNING", "RUNNING", "loop");
+        }
+        let after_cut = size();
+        assert!(after_cut <= MAX_BYTES + RESERVE, "{after_cut}");
+        for _ in 0..100 {
+            events.worker_item(1, "command_started", &text, None);
+        }
+        assert_eq!(size(), after_cut, "no more worker items");
+        events.state("RUNNING", "FAILED", "the end");
+        let got = all();
+        let cut: Vec<&Record> = got
+            .iter()
+            .filter(|r| matches!(r.event, Event::Truncated { .. }))
+            .collect();
+        assert_eq!(cut.len(), 1);
+        assert_eq!(
+            cut[0].event,
+            Event::Truncated {
+                limit_bytes: MAX_BYTES,
+                dropped: "worker_item, egress_denied".into()
+            }
+        );
+        let items_after_cut = got
+            .iter()
+            .skip_while(|r| !matches!(r.event, Event::Truncated { .. }))
+            .filter(|r| r.event.is_from_worker())
+            .count();
+        assert_eq!(items_after_cut, 0);
+        assert!(got.last().unwrap().event.is_end(), "the run's end is there");
+        // The run's own events stop at the reserve, after a second such line.
+        let reason = "y".repeat(300);
+        for _ in 0..(RESERVE / 300 + 100) {
+            events.state("RUNNING", "RUNNING", &reason);
+        }
+        let full = size();
+        assert!(full <= MAX_BYTES + RESERVE + TRUNCATED_ROOM, "{full}");
+        assert!(full > MAX_BYTES + RESERVE - 1024, "{full}");
+        assert_eq!(
+            all().last().unwrap().event,
+            Event::Truncated {
+                limit_bytes: MAX_BYTES + RESERVE,
+                dropped: "all".into()
+            }
+        );
+        events.state("RUNNING", "FAILED", "later");
+        assert_eq!(size(), full);
+        // A continued log counts what it holds.
+        Events::append(&dir, Redactor::default())
+            .unwrap()
+            .worker_item(2, "command_started", "x", None);
+        assert_eq!(size(), full);
         std::fs::remove_dir_all(top).unwrap();
     }
 

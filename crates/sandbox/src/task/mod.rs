@@ -7,6 +7,7 @@
 //! checks keys and types against the tables in `raw`, `build` (with `settings`,
 //! `worker_env`, `env_ref`, `paths`, `auth`) turns the raw document into a `Task`.
 
+mod argv;
 mod auth;
 mod bounds;
 mod build;
@@ -26,7 +27,7 @@ mod schema;
 mod settings;
 mod structure;
 mod suggest;
-mod worker_env;
+pub(crate) mod worker_env;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -268,7 +269,6 @@ pub enum EnvValue {
 }
 
 impl EnvValue {
-    #[cfg(test)]
     pub(crate) fn expose(&self) -> &str {
         match self {
             EnvValue::Literal(v) => v,
@@ -279,7 +279,7 @@ impl EnvValue {
 
 impl Task {
     /// Every secret value of this task (API key, `env:` values, logins, credentials
-    /// in URLs), for masking.
+    /// in URLs, literal ones included), for masking.
     pub fn secrets(&self) -> Vec<Secret> {
         let mut out = self.login.secrets();
         let mut env: Vec<&WorkerEnv> = self.worker.env.iter().collect();
@@ -304,8 +304,13 @@ impl Task {
             out.extend(agent_runner_core::secret::in_url(url));
         }
         for env in env {
-            if let EnvValue::FromHost { value, .. } = &env.value {
-                out.push(value.clone());
+            match &env.value {
+                EnvValue::FromHost { value, .. } => out.push(value.clone()),
+                // `ANTHROPIC_BASE_URL: https://user:pw@gw/` given as a literal.
+                EnvValue::Literal(value) if value.contains("://") => {
+                    out.extend(agent_runner_core::secret::in_url(value));
+                }
+                EnvValue::Literal(_) => {}
             }
         }
         out
@@ -333,6 +338,11 @@ pub fn parse(text: &str, host: &Host) -> Result<Task, InputErrors> {
     let task = read
         .raw
         .and_then(|raw| build::task(raw, host, &mut problems));
+    if let Some(task) = &task {
+        for problem in argv::check(task) {
+            problems.push(problem);
+        }
+    }
     match task {
         Some(task) if problems.is_empty() => Ok(task),
         _ if problems.is_empty() => {

@@ -50,6 +50,10 @@ pub(crate) const RESERVED: Reserved = Reserved {
     suffixes: &["_PROXY"],
 };
 
+/// The prefix of agent-runner's own variables in the container (the envelope's
+/// `AGENT_RUNNER_FILE*`): no entry may have it.
+const OWN_PREFIX: &str = "AGENT_RUNNER_";
+
 /// A set of reserved variable names: exact names, prefixes and suffixes.
 pub(crate) struct Reserved {
     names: &'static [&'static str],
@@ -98,6 +102,15 @@ fn entry(name: String, value: String, section: &str, host: &Host) -> Result<Work
         return Err(InputError::new(
             field,
             "not a valid variable name (letters, digits, _; not starting with a digit)",
+        ));
+    }
+    if name.to_ascii_uppercase().starts_with(OWN_PREFIX) {
+        return Err(InputError::new(
+            field,
+            format!(
+                "names starting with {OWN_PREFIX} are agent-runner's own (it passes files \
+                 to the container under them)"
+            ),
         ));
     }
     let Some(var) = env_ref::variable(&value, &field)? else {

@@ -23,19 +23,22 @@
 //! the worker can commit but not write what git on the host runs (`git_dir.rs`); capabilities are
 //! dropped to what building software needs (no MKNOD, SETFCAP, FSETID, NET_RAW,
 //! SYS_CHROOT, SETPCAP, AUDIT_WRITE), `no-new-privileges` is set, and pids (and
-//! optionally memory and CPUs) are limited. Secrets reach it only per exec, by name,
-//! and the agent's login key only the agent's runs.
+//! optionally memory and CPUs) are limited. Values reach it only per exec, by name
+//! (`exec`): none is in an argv, where every local user could read it; the agent's
+//! login key only reaches the agent's runs.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::PROJECT_DIR;
 use super::docker_cli::{self, daemon_problem, docker, last_lines, mount_spec};
+use super::envelope::{PRIVATE_DIR, PrivateFile};
 use super::git_dir;
 use super::sweep::{LABEL_TASK, owner_labels};
 use super::{SandboxError, docker_cli::remove_container};
 use crate::agent::{Kind, Login};
 use crate::egress::bridge;
+use crate::task::worker_env::RESERVED;
 use crate::task::{EnvValue, WorkerLimits, WorkerSettings};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
@@ -220,43 +223,52 @@ impl Container {
         last_lines(&self.keepalive.stderr(), 2)
     }
 
-    /// `docker exec -i [-w dir] [-e ...] <container>`; the command follows. Literal
-    /// env values go on the command line (they are not secret); secrets go by name,
-    /// with the value in the docker client's environment, never in an argv. (Names
-    /// that would reconfigure the docker client itself are refused when the task is
-    /// read.) `agent`: the variables of a run of the agent (`Kind::run_env`) and its
-    /// login key; tests get neither.
-    pub(crate) fn exec(
+    /// `docker exec -i [-w dir] [-e ...] <container>`; the command follows. Values
+    /// go by name (`-e NAME`, the value in the docker client's environment, which
+    /// only this user and root can read), never in an argv, which every local user
+    /// can. The exception: literal values of names the docker client itself reads
+    /// (`worker_env::RESERVED`: proxies, `PATH`, ...), which must not reconfigure
+    /// it; they go on the command line, and a credential there is refused when the
+    /// task is read (`task::argv`), as are secrets under those names. `agent`: the
+    /// variables of a run of the agent (`Kind::run_env`) and its login key; tests
+    /// get neither. `file`: a file the envelope writes first (`PrivateFile`).
+    pub fn exec(
         &self,
         spec: &ContainerSpec,
         workdir: Option<&str>,
         agent: Option<&[(&'static str, String)]>,
+        file: Option<&PrivateFile>,
     ) -> Invocation {
         let mut invocation = Invocation::new("docker").args(["exec", "-i"]);
         if let Some(dir) = workdir {
             invocation = invocation.args(["-w", dir]);
         }
+        let by_name = |invocation: Invocation, name: &str, value: &str| {
+            invocation.args(["-e", name]).env(name, value)
+        };
         for (name, value) in agent.unwrap_or_default() {
-            invocation = invocation.args(["-e".to_string(), format!("{name}={value}")]);
+            invocation = by_name(invocation, name, value);
         }
         let mut key_in_env = false;
         let key_var = spec.worker.kind.login_rule().key_var;
         for env in &spec.worker.env {
             key_in_env |= env.name == key_var;
             invocation = match &env.value {
-                EnvValue::Literal(value) => {
+                EnvValue::Literal(value) if RESERVED.contains(&env.name) => {
                     invocation.args(["-e".to_string(), format!("{}={value}", env.name)])
                 }
-                EnvValue::FromHost { value, .. } => invocation
-                    .args(["-e", env.name.as_str()])
-                    .env(&env.name, value.expose()),
+                value => by_name(invocation, &env.name, value.expose()),
             };
         }
         if let (Some(_), Login::Key { var, value }, false) = (agent, &spec.login, key_in_env) {
-            invocation = invocation.args(["-e", var]).env(var, value.expose());
+            invocation = by_name(invocation, var, value.expose());
         }
+        // The proxy's own variables: reserved names, values of agent-runner's.
         for (name, value) in &self.proxy_env {
             invocation = invocation.args(["-e".to_string(), format!("{name}={value}")]);
+        }
+        for (name, value) in file.map(PrivateFile::env).unwrap_or_default() {
+            invocation = by_name(invocation, name, &value);
         }
         invocation.arg(&self.name)
     }
@@ -320,6 +332,7 @@ fn run_args(
         ]);
     }
     args.extend(user_args());
+    args.extend(["--tmpfs".into(), private_tmpfs()]);
     if let Login::File { path: file, .. } = &spec.login {
         let mount = spec.worker.kind.login_rule().mount;
         args.extend(["--mount".into(), mount_spec(file, mount, true)]);
@@ -360,6 +373,12 @@ fn run_args(
         }
     }
     args
+}
+
+/// The `--tmpfs` of `PRIVATE_DIR`: in memory, small, only the run's user's.
+fn private_tmpfs() -> String {
+    let (uid, gid) = sys::user_and_group();
+    format!("{PRIVATE_DIR}:rw,noexec,nosuid,nodev,size=1m,mode=0700,uid={uid},gid={gid}")
 }
 
 /// `docker run` arguments for `runner.worker.limits`.

@@ -21,7 +21,7 @@ use super::container::{Container, ContainerSpec};
 use super::docker_cli::{
     DockerFault, daemon_problem, docker, docker_missing, fault_in, last_lines,
 };
-use super::envelope::{Envelope, Leftovers, Mode, Report};
+use super::envelope::{Envelope, Leftovers, Mode, PrivateFile, Report};
 use super::git::{RepoChanges, Snapshot};
 use super::live;
 use super::privileges::{self, Finding, Fix};
@@ -148,11 +148,12 @@ impl DockerSandbox {
 
     /// `docker exec` into the running container (started on first use), and the
     /// keep-alive's pid the envelope must spare; `agent`: the variables of an
-    /// agent's run (`Container::exec`).
+    /// agent's run, `file`: a file for the envelope to write (`Container::exec`).
     fn exec_base(
         &mut self,
         workdir: Option<&str>,
         agent: Option<&[(&'static str, String)]>,
+        file: Option<&PrivateFile>,
     ) -> Result<(Invocation, String), SandboxError> {
         self.container()?;
         self.unswept = true;
@@ -161,7 +162,7 @@ impl DockerSandbox {
             .as_ref()
             .ok_or_else(|| SandboxError::Io("the container is not running".into()))?;
         Ok((
-            container.exec(&self.spec, workdir, agent),
+            container.exec(&self.spec, workdir, agent, file),
             container.keep_pid.clone(),
         ))
     }
@@ -201,7 +202,13 @@ impl DockerSandbox {
     ) -> Result<WorkerRun, SandboxError> {
         let kind = self.spec.worker.kind;
         let agent_env = kind.run_env(&self.run_spec());
-        let (base, keep_pid) = self.exec_base(None, Some(&agent_env))?;
+        // The agent's settings that hold what no argv may (a base URL's password).
+        let settings = kind.settings_file(&self.run_spec()).map(|s| PrivateFile {
+            name: "agent-settings",
+            link: Some(s.link.to_string()),
+            contents: s.contents,
+        });
+        let (base, keep_pid) = self.exec_base(None, Some(&agent_env), settings.as_ref())?;
         let envelope = Envelope::new();
         let invocation = base
             .args(Envelope::wrap(Mode::Worker, &keep_pid, command))
@@ -480,9 +487,15 @@ impl Sandbox for DockerSandbox {
         } else {
             format!("{PROJECT_DIR}/{}", test.cwd)
         };
-        let (base, keep_pid) = self.exec_base(Some(&workdir), None)?;
+        // The command is the user's and may hold anything: in a file, not an argv.
+        let script = PrivateFile {
+            name: "test-command",
+            link: None,
+            contents: test.command.clone(),
+        };
+        let (base, keep_pid) = self.exec_base(Some(&workdir), None, Some(&script))?;
         let envelope = Envelope::new();
-        let command = ["sh".to_string(), "-c".to_string(), test.command.clone()];
+        let command = ["sh".to_string(), script.path()];
         let invocation = base
             .args(Envelope::wrap(Mode::Test, &keep_pid, &command))
             .stdin(envelope.stdin(b""));

@@ -22,6 +22,15 @@
 //! `EnvelopeReader` takes the records out of the stream before it is logged. The
 //! worker could still forge what git reports (it can replace git itself); the note
 //! says that snapshots are taken in the container.
+//!
+//! What must reach the container but not through an argv (every local user of the
+//! host can read any process's `/proc/<pid>/cmdline`, the container's included): an
+//! agent's settings with a credential in them (a base URL with a password), the
+//! test command. The envelope writes such a `PrivateFile` into `PRIVATE_DIR`, a
+//! tmpfs of the container only the run's user can enter, before the command: its
+//! contents come in the environment, by name (the value in the docker client's
+//! environment, which only that user and root can read), written by a here-document
+//! (never an argument), and leave the environment before the command starts.
 
 use memchr::memmem::Finder;
 use std::collections::BTreeMap;
@@ -39,6 +48,39 @@ const MAX_RECORD: usize = 1 << 20;
 /// The script. Arguments: `<mode> <keep-alive pid> <command...>` (worker, test) or
 /// `stop <keep-alive pid> [snapshot <head before>]`.
 const SCRIPT: &str = include_str!("envelope.sh");
+
+/// The container's tmpfs for `PrivateFile`s (mounted by `container::run_args`).
+pub(crate) const PRIVATE_DIR: &str = "/run/agent-runner/private";
+
+/// A file the envelope writes into `PRIVATE_DIR` before the command; see the module
+/// documentation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PrivateFile {
+    /// Its name in `PRIVATE_DIR`.
+    pub name: &'static str,
+    /// Where under the user's HOME a link to it goes, if anywhere.
+    pub link: Option<String>,
+    pub contents: String,
+}
+
+impl PrivateFile {
+    /// Its path in the container.
+    pub fn path(&self) -> String {
+        format!("{PRIVATE_DIR}/{}", self.name)
+    }
+
+    /// The variables that carry it, to be passed by name.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![
+            ("AGENT_RUNNER_FILE_NAME", self.name.to_string()),
+            ("AGENT_RUNNER_FILE", self.contents.clone()),
+        ];
+        if let Some(link) = &self.link {
+            env.push(("AGENT_RUNNER_FILE_LINK", link.clone()));
+        }
+        env
+    }
+}
 
 /// What the envelope wraps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +153,9 @@ fn script_args(mode: &str, keep_pid: &str) -> Vec<String> {
     vec![
         "sh".into(),
         "-c".into(),
-        SCRIPT.replace("__PROJECT__", PROJECT_DIR),
+        SCRIPT
+            .replace("__PROJECT__", PROJECT_DIR)
+            .replace("__PRIVATE__", PRIVATE_DIR),
         "agent-runner-envelope".into(),
         mode.into(),
         keep_pid.into(),
@@ -320,6 +364,87 @@ mod tests {
              \x1e{nonce} untracked\n2 ./new.txt\n\x1e{nonce} end\n"
         )
         .into_bytes()
+    }
+
+    /// The script's `private_file` alone (the whole script would stop this
+    /// machine's processes), writing into `dir`.
+    fn private_file_function(dir: &std::path::Path) -> String {
+        let start = SCRIPT.find("private_file() {").unwrap();
+        let end = start + SCRIPT[start..].find("\n}\n").unwrap() + 3;
+        SCRIPT[start..end].replace("__PRIVATE__", &dir.display().to_string())
+    }
+
+    #[test]
+    fn a_private_file_is_written_exactly_and_never_through_a_planted_name() {
+        let dir = agent_runner_core::fs::testing::scratch("envelope-private");
+        let function = private_file_function(&dir);
+        // What a here-document or printf could mangle: `$`, backslashes, quotes,
+        // a line that is the here-document's end word.
+        let contents = "openai_base_url = \"http://u:p@h/v1?k=$HOME\\n\"\nEOF\n'x' `y`";
+        let shells: Vec<&str> = ["/bin/sh", "/bin/busybox"]
+            .into_iter()
+            .filter(|shell| std::path::Path::new(shell).exists())
+            .collect();
+        assert!(!shells.is_empty());
+        // Each shell's printf, and cat from a here-document where printf is no
+        // builtin (a function here, which `command -V` does not call a builtin).
+        for (shell, without_printf) in shells.iter().flat_map(|s| [(*s, false), (*s, true)]) {
+            let mut command = std::process::Command::new(shell);
+            if shell.ends_with("busybox") {
+                command.arg("sh");
+            }
+            let shadow = if without_printf {
+                "printf() { echo \"printf called: $*\" >&2; return 1; }\n"
+            } else {
+                ""
+            };
+            let out = command
+                .arg("-c")
+                .arg(format!(
+                    "{function}{shadow}private_file; echo \"rc=$? $(env | grep -c AGENT_RUNNER_FILE)\""
+                ))
+                .env("AGENT_RUNNER_FILE_NAME", "settings")
+                .env("AGENT_RUNNER_FILE", contents)
+                .output()
+                .unwrap();
+            let what = format!("{shell} (printf shadowed: {without_printf})");
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "rc=0 0\n", "{what}");
+            assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{what}");
+            let path = dir.join("settings");
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                format!("{contents}\n"),
+                "{what}"
+            );
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{what}");
+            std::fs::remove_file(&path).unwrap();
+        }
+        // A link or a FIFO where the file goes: refused, nothing written through.
+        let outside = dir.join("outside");
+        std::os::unix::fs::symlink(&outside, dir.join("settings")).unwrap();
+        let planted = move |shell: &str| {
+            std::process::Command::new(shell)
+                .arg("-c")
+                .arg(format!("{function}private_file; echo rc=$?"))
+                .env("AGENT_RUNNER_FILE_NAME", "settings")
+                .env("AGENT_RUNNER_FILE", "secret")
+                .output()
+                .unwrap()
+        };
+        assert_eq!(
+            String::from_utf8_lossy(&planted("/bin/sh").stdout),
+            "rc=1\n"
+        );
+        assert!(!outside.exists());
+        std::fs::remove_file(dir.join("settings")).unwrap();
+        let fifo = std::ffi::CString::new(dir.join("settings").display().to_string()).unwrap();
+        // SAFETY: a valid path string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let out = agent_runner_core::fs::testing::within(move || planted("/bin/sh"));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "rc=1\n");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -83,6 +83,33 @@ u "*) changed=1 ;; esac
   mark end
 }
 
+# A file of agent-runner's that must not be in any argv (envelope.rs, PrivateFile):
+# its contents come in the environment and are written by the shell's own printf
+# (else cat from a here-document), into the container's private tmpfs, never
+# through a link or FIFO left there; linked from under HOME when asked. The
+# variables leave the environment before the command starts.
+private_file() {
+  [ -n "${AGENT_RUNNER_FILE_NAME-}" ] || return 0
+  f=__PRIVATE__/$AGENT_RUNNER_FILE_NAME
+  if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then return 1; fi
+  case $(command -V printf 2>/dev/null) in
+    *builtin*) (umask 077 && printf '%s\n' "$AGENT_RUNNER_FILE" > "$f") || return 1 ;;
+    *) (umask 077 && cat > "$f") <<EOF || return 1 ;;
+$AGENT_RUNNER_FILE
+EOF
+  esac
+  if [ -n "${AGENT_RUNNER_FILE_LINK-}" ]; then
+    l=$HOME/$AGENT_RUNNER_FILE_LINK
+    mkdir -p "${l%/*}" && ln -sfn "$f" "$l" || return 1
+  fi
+  unset AGENT_RUNNER_FILE AGENT_RUNNER_FILE_NAME AGENT_RUNNER_FILE_LINK
+}
+
+if ! private_file; then
+  echo "agent-runner: cannot write ${AGENT_RUNNER_FILE_NAME-} in __PRIVATE__ (or link it from ~/${AGENT_RUNNER_FILE_LINK-})" >&2
+  exit 125
+fi
+
 case "$mode" in
   worker)
     if ! command -v "$1" >/dev/null 2>&1; then mark missing; echo "$1"; mark end; exit 127; fi

@@ -1,7 +1,8 @@
 //! Tests of `parse` as a whole: each shape's fields and defaults here; every problem
 //! at once in `reporting`, what comes from the host in `host`, the newer settings in
-//! `settings`, prices and budgets in `bounds`.
+//! `settings`, prices and budgets in `bounds`, credentials on command lines in `argv`.
 
+mod argv;
 mod bounds;
 mod host;
 mod kinds;
