@@ -1,0 +1,904 @@
+//! The sandbox boundary (SPEC §9), attacked the way a malicious worker would: each
+//! test is one attack from issue #9, done by the fake codex's `@run` directives (or
+//! planted in the repo as an earlier run would have left it), and asserts that the
+//! host-side effect did not happen.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::docker::{TEST_IMAGE, containers_labelled, docker, docker_ok};
+use support::fake_openai::FakeOpenAi;
+use support::prerequisite::{Needs, needs};
+use support::task::*;
+use support::{Run, Scratch};
+
+fn mkfifo(path: &Path) {
+    let ok = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(ok.success(), "mkfifo {}", path.display());
+}
+
+/// Runs a task whose Meta asks for `prompts` one after the other (then completes).
+fn run_prompts(
+    id: &str,
+    repo: &Path,
+    prompts: &[&str],
+    test: Option<&str>,
+    worker_extra: &str,
+) -> (support::Outcome, FakeOpenAi) {
+    let mut answers = vec![plan(&["AC-1"])];
+    for (n, prompt) in prompts.iter().enumerate() {
+        answers.push(run_worker(prompt));
+        let last = n + 1 == prompts.len();
+        answers.push(assess(if last { &["AC-1"] } else { &[] }, "checked"));
+    }
+    let server = FakeOpenAi::start(answers);
+    let out = runner(&v1_task(id, repo, &server, test, "", worker_extra)).output();
+    (out, server)
+}
+
+#[test]
+fn git_config_written_by_the_worker_runs_nothing_on_the_host() {
+    let dir = Scratch::new("bnd-git");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    let host_repo = dir.join("host-repo");
+    std::fs::create_dir_all(&host_repo).unwrap();
+    support::git_repo(&host_repo, "a.txt", "original\n");
+    std::fs::write(host_repo.join("host-only-file.txt"), "x").unwrap();
+    let marker = dir.join("pwned");
+    let id = task_id("bnd-git");
+    let plant = format!(
+        "@run: printf '[core]\\n\\tfsmonitor = \"touch {m}-fsmonitor\"\\n[filter \"x\"]\\n\\tclean = \"touch {m}-filter\"\\n' >> .git/config\n\
+         @run: echo '* filter=x' > .gitattributes && echo changed >> a.txt\n@say: planted",
+        m = marker.display()
+    );
+    let swap = format!(
+        "@run: mv .git .git-real && printf 'gitdir: {}/.git\\n' > .git\n@say: swapped",
+        host_repo.display()
+    );
+    let (out, _server) = run_prompts(&id, &repo, &[&plant, &swap], None, "");
+    out.code(0);
+    for suffix in ["-fsmonitor", "-filter"] {
+        let path = format!("{}{suffix}", marker.display());
+        assert!(!Path::new(&path).exists(), "{path} was created on the host");
+    }
+    let note = note(&repo, &id);
+    assert!(
+        note.contains("- Files changed:") && note.contains("M a.txt"),
+        "git in the container saw run 1's change:\n{note}"
+    );
+    assert!(
+        !note.contains("host-only-file"),
+        "the note lists a host repository's files:\n{note}"
+    );
+    assert_no_container(&id);
+}
+
+#[test]
+fn an_in_place_worker_can_commit_but_not_write_what_git_on_the_host_runs() {
+    let dir = Scratch::new("bnd-git-dir");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    let config = std::fs::read(repo.join(".git/config")).unwrap();
+    let id = task_id("bnd-git-dir");
+    // A commit, then each attack on its own (`;`): config, a hook, attributes, `.git`
+    // swapped for a directory of the worker's, a `commondir` leading git elsewhere.
+    let attack = "@run: echo changed > a.txt && git -c safe.directory='*' -c user.name=w -c user.email=w@localhost commit -qam work; \
+         printf '[core]\\n\\tfsmonitor = \"touch /tmp/pwned\"\\n' >> .git/config; \
+         printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/post-checkout; \
+         echo '* filter=x' > .git/info/attributes; \
+         mv .git .git-moved; \
+         mkdir -p evil && echo ../evil > .git/commondir\n@say: tried";
+    let (out, _server) = run_prompts(&id, &repo, &[attack], None, "");
+    out.code(0);
+    assert_eq!(std::fs::read(repo.join(".git/config")).unwrap(), config);
+    assert!(!repo.join(".git/hooks/post-checkout").exists());
+    assert!(!repo.join(".git/info/attributes").exists());
+    assert!(!repo.join(".git-moved").exists() && repo.join(".git/HEAD").is_file());
+    assert!(
+        !repo.join(".git/commondir").exists(),
+        "the sweep removed it"
+    );
+    let note = note(&repo, &id);
+    assert!(
+        note.contains(".git/commondir: deleted (git would have taken its configuration and hooks from where it pointed)"),
+        "{note}"
+    );
+    let log = Command::new("git")
+        .args(["-c", "safe.directory=*", "log", "--format=%s"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout),
+        "work\ninit\n",
+        "the worker committed"
+    );
+    assert_no_container(&id);
+}
+
+#[test]
+fn planted_symlinks_in_our_directory_are_never_written_through() {
+    let dir = Scratch::new("bnd-links");
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let host_file = dir.file("host-file", "host data\n");
+    let id = task_id("bnd-links");
+    // As a worker of an earlier run (or anything before the container) left them.
+    let logs = repo.join(format!(".agent-runner/logs/{id}"));
+    std::fs::create_dir_all(&logs).unwrap();
+    std::os::unix::fs::symlink(&host_file, logs.join("test-1.log")).unwrap();
+    std::os::unix::fs::symlink(&host_file, logs.join("run-1.log")).unwrap();
+    std::os::unix::fs::symlink(&host_file, repo.join(format!(".agent-runner/task-{id}.md")))
+        .unwrap();
+    // And during the run: our directory is read-only in the container.
+    let attack = format!(
+        "@run: ln -sf {host} .agent-runner/logs/{id}/test-1.log; echo ln=$?\n\
+         @run: rm -rf .agent-runner; echo rm=$?; ls -d .agent-runner\n\
+         @run: echo x > .agent-runner/evil; echo write=$?\n@say: tried",
+        host = host_file.display()
+    );
+    let (out, _server) = run_prompts(&id, &repo, &[&attack], Some("echo test-output"), "");
+    out.code(0);
+    assert_eq!(std::fs::read_to_string(&host_file).unwrap(), "host data\n");
+    let test_log = logs.join("test-1.log");
+    assert!(std::fs::symlink_metadata(&test_log).unwrap().is_file());
+    assert_eq!(std::fs::read_to_string(&test_log).unwrap(), "test-output\n");
+    let run_log = std::fs::read_to_string(logs.join("run-1.log")).unwrap();
+    assert!(
+        run_log.contains("ln=1") && run_log.contains("rm=1") && run_log.contains("write=1"),
+        "the container could change .agent-runner:\n{run_log}"
+    );
+    assert!(!repo.join(".agent-runner/evil").exists());
+    assert!(note(&repo, &id).contains("- State: COMPLETE"));
+    assert_no_container(&id);
+}
+
+#[test]
+fn a_swapped_private_directory_is_refused_before_anything_runs() {
+    let dir = Scratch::new("bnd-swap");
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let elsewhere = dir.join("host-dir");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, repo.join(".agent-runner")).unwrap();
+    let id = task_id("bnd-swap");
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
+    let out = runner(&v1_task(&id, &repo, &server, None, "", ""))
+        .arg("--json")
+        .output();
+    out.code(1).stderr_has("is a symlink");
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["status"], "failed");
+    assert!(result["error"].as_str().unwrap().contains("is a symlink"));
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    assert!(server.received().is_empty(), "nothing ran");
+}
+
+#[test]
+fn fifos_in_our_directory_cannot_hang_the_run() {
+    let dir = Scratch::new("bnd-fifo");
+    let repo = dir.join("repo");
+    let id = task_id("bnd-fifo");
+    let logs = repo.join(format!(".agent-runner/logs/{id}"));
+    std::fs::create_dir_all(&logs).unwrap();
+    mkfifo(&logs.join("test-1.log"));
+    mkfifo(&logs.join("run-1.log"));
+    mkfifo(&repo.join(format!(".agent-runner/task-{id}.md")));
+    let started = Instant::now();
+    let (out, _server) = run_prompts(&id, &repo, &["@say: hi"], Some("echo ok"), "");
+    out.code(0);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        std::fs::symlink_metadata(logs.join("test-1.log"))
+            .unwrap()
+            .is_file()
+    );
+    assert!(note(&repo, &id).contains("- State: COMPLETE"));
+}
+
+#[test]
+fn a_prd_link_the_worker_planted_in_the_repo_cannot_read_a_host_file() {
+    // Run 1's worker turns the PRD in the repo into a link to a host file; a second
+    // run of the same task (a retry) would send that file to Meta as the PRD and
+    // write it into the note, where the next worker reads it.
+    let dir = Scratch::new("bnd-prd");
+    let repo = dir.join("repo");
+    dir.file("repo/docs/TASK.md", "Make out.txt say ok.\n");
+    let secret = format!("HOST-SECRET-{}", support::random_hex(16));
+    let host_file = dir.file("host-secret.txt", format!("{secret}\n"));
+    dir.file("host-dir/TASK.md", format!("{secret}\n"));
+    let id = task_id("bnd-prd");
+    let yaml = |server: &FakeOpenAi| {
+        v1_task(&id, &repo, server, None, "", "").replace(
+            "  prd:\n    text: Make out.txt say ok.\n",
+            &format!(
+                "  prd:\n    path: {}\n",
+                repo.join("docs/TASK.md").display()
+            ),
+        )
+    };
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(&format!(
+            "@run: ln -sf {} docs/TASK.md\n@say: linked",
+            host_file.display()
+        )),
+        assess(&["AC-1"], "done"),
+    ]);
+    runner(&yaml(&server)).output().code(0);
+    assert!(
+        std::fs::symlink_metadata(repo.join("docs/TASK.md"))
+            .unwrap()
+            .is_symlink()
+    );
+    let retry = |what: &str| {
+        let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
+        let out = runner(&yaml(&server)).arg("--json").output();
+        out.code(1)
+            .stderr_has("task.prd.path")
+            .stderr_has("leaves the repository through the symlink");
+        assert!(server.received().is_empty(), "{what}: Meta was asked");
+        assert!(!out.stdout.contains(&secret) && !out.stderr.contains(&secret));
+        assert!(!everything_written(&repo).contains(&secret), "{what}");
+    };
+    retry("a linked file");
+    // A linked directory on the way.
+    std::fs::remove_file(repo.join("docs/TASK.md")).unwrap();
+    std::fs::remove_dir(repo.join("docs")).unwrap();
+    std::os::unix::fs::symlink(dir.join("host-dir"), repo.join("docs")).unwrap();
+    retry("a linked directory");
+    assert_no_container(&id);
+}
+
+#[test]
+fn worker_env_does_not_reconfigure_the_host_docker_client() {
+    let dir = Scratch::new("bnd-env");
+    let repo = dir.join("repo");
+    let marker = dir.join("fake-docker-ran");
+    // A repo-made `docker` that a relative PATH entry would make the host run.
+    dir.file(
+        "repo/node_modules/.bin/docker",
+        format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()),
+    );
+    std::fs::set_permissions(
+        repo.join("node_modules/.bin/docker"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let id = task_id("bnd-env");
+    let env = "    env:\n      PATH: node_modules/.bin:/usr/local/bin:/usr/bin:/bin\n      DOCKER_HOST: unix:///nonexistent/docker.sock\n      LD_PRELOAD: /nonexistent/evil.so\n";
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo \"path=$PATH host=$DOCKER_HOST\"\n@say: looked"),
+        assess(&["AC-1"], "done"),
+    ]);
+    let out = runner(&v1_task(&id, &repo, &server, Some("true"), "", env))
+        .cwd(&repo)
+        .output();
+    out.code(0);
+    assert!(!marker.exists(), "the host ran the repo's docker");
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    assert!(
+        log.contains("path=node_modules/.bin:") && log.contains("host=unix:///nonexistent"),
+        "the container got the variables:\n{log}"
+    );
+    assert_no_container(&id);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
+    // Root, for mknod on the host.
+    needs(Needs::Root);
+    let dir = Scratch::new("bnd-priv");
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    // As an earlier, less confined run might have left it.
+    let ok = Command::new("mknod")
+        .args([&repo.join("disk").display().to_string(), "c", "1", "3"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let id = task_id("bnd-priv");
+    let attack = "@run: cp /bin/busybox rootshell && chmod 4755 rootshell && chmod 2755 rootshell2 2>/dev/null; cp rootshell rootshell2; chmod 6755 rootshell2; ls -l rootshell\n\
+                  @run: mknod zero c 1 5; echo mknod=$?\n@say: left some things";
+    let (out, _server) = run_prompts(&id, &repo, &[attack], None, "");
+    out.code(0);
+    let mode = |p: &str| {
+        std::fs::metadata(repo.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(mode("rootshell"), 0o755);
+    assert_eq!(mode("rootshell2"), 0o755);
+    assert!(
+        !repo.join("disk").exists(),
+        "the planted device node is gone"
+    );
+    assert!(
+        !repo.join("zero").exists(),
+        "mknod must fail in the container"
+    );
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    assert!(log.contains("mknod=1"), "{log}");
+    let note = note(&repo, &id);
+    for line in [
+        "rootshell: setuid/setgid bits removed (mode was 4755)",
+        "rootshell2: setuid/setgid bits removed (mode was 6755)",
+        "disk: character device node deleted",
+    ] {
+        assert!(note.contains(line), "note lacks {line:?}:\n{note}");
+    }
+}
+
+/// The sweep changes the repository, nothing else: a filesystem mounted below the
+/// repo (the user's, or the host's) is not entered, so a setuid file there keeps its
+/// bits while one in the repo loses them.
+#[test]
+#[ignore = "needs root"]
+fn the_privilege_sweep_stays_on_the_repository_s_filesystem() {
+    let dir = Scratch::new("bnd-xdev");
+    let repo = dir.join("repo");
+    let mounted = repo.join("mnt");
+    let _tmpfs = support::Tmpfs::mount(&mounted, "1m");
+    for file in [repo.join("mine"), mounted.join("theirs")] {
+        std::fs::copy("/bin/true", &file).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    }
+    let id = task_id("bnd-xdev");
+    let (out, _server) = run_prompts(&id, &repo, &["@say: nothing to do"], None, "");
+    out.code(0);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&repo.join("mine")), 0o755);
+    assert_eq!(mode(&mounted.join("theirs")), 0o4755);
+    let note = note(&repo, &id);
+    assert!(
+        note.contains("mine: setuid/setgid bits removed") && !note.contains("theirs"),
+        "{note}"
+    );
+    assert_no_container(&id);
+}
+
+#[test]
+fn a_killed_container_fails_the_task_at_once() {
+    let dir = Scratch::new("bnd-dead");
+    let id = task_id("bnd-dead");
+    // It leaves a setuid file first: the run ends in an error, the sweep still runs.
+    let attack = "@run: cp /bin/busybox suid && chmod 4755 suid\n@run: kill -TERM 1\n@sleep: 10";
+    let (out, server) = run_prompts(&id, &dir.path, &[attack], None, "");
+    out.code(1)
+        .stdout_has("sandbox: the sandbox container agent-runner-");
+    out.stdout_has("is gone");
+    let mode = std::fs::metadata(dir.join("suid"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777;
+    assert_eq!(mode, 0o755, "the setuid bit survived a failed run");
+    assert_eq!(
+        server.received().len(),
+        2,
+        "no Meta call after the sandbox died (plan_task, next_action only)"
+    );
+    assert!(note(&dir.path, &id).contains("is gone"));
+    assert_no_container(&id);
+}
+
+#[test]
+fn an_image_without_codex_fails_the_task_at_once() {
+    let dir = Scratch::new("bnd-nocodex");
+    let id = task_id("bnd-nocodex");
+    let image = TEST_IMAGE.replace(":latest", ":nocodex");
+    let yaml_extra = format!("    docker_image: {image}\n");
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: hi")]);
+    let yaml = v1_task(&id, &dir.path, &server, None, "", "")
+        .replace(&format!("    docker_image: {TEST_IMAGE}\n"), &yaml_extra);
+    let out = runner(&yaml).output();
+    out.code(1).stdout_has(&format!(
+        "sandbox: docker image {image} cannot run the worker: it has no `codex` on PATH"
+    ));
+    assert_eq!(server.received().len(), 2);
+    assert_no_container(&id);
+}
+
+/// 32 lower-case hex digits on a line of their own: how an envelope nonce travels
+/// (the first line of an exec's stdin).
+fn nonces_in(bytes: &[u8]) -> Vec<String> {
+    let hex = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
+    let mut found = Vec::new();
+    let mut start = 0;
+    while start < bytes.len() {
+        let run = bytes[start..].iter().take_while(|b| hex(b)).count();
+        let before_ok = start == 0 || !bytes[start - 1].is_ascii_alphanumeric();
+        if run == 32 && before_ok && bytes.get(start + run) == Some(&b'\n') {
+            found.push(String::from_utf8_lossy(&bytes[start..start + run]).into_owned());
+        }
+        start += run.max(1);
+    }
+    found
+}
+
+/// The envelope's records carry a nonce that is new for every exec, so records a
+/// worker replays from another exec are its output, never a snapshot. Here the
+/// nonces are overheard on their way to the daemon (written into the repo for the
+/// worker); the second run's worker writes a `git-before` record with the first
+/// run's nonce straight into the envelope's stdout. With one nonce for all execs
+/// the note would show a HEAD that never was.
+#[test]
+fn a_worker_cannot_replay_another_execs_envelope_records() {
+    let dir = Scratch::new("bnd-nonce");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    let id = task_id("bnd-nonce");
+    let overheard = repo.join("nonces.txt");
+    let file = overheard.clone();
+    let proxy = support::docker_proxy::DockerProxy::start_tapped(
+        &dir.join("docker.sock"),
+        std::sync::Arc::new(move |bytes: &[u8]| {
+            for nonce in nonces_in(bytes) {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&file)
+                    .unwrap();
+                writeln!(f, "{nonce}").unwrap();
+            }
+        }),
+    );
+    let forged = "1111111111111111111111111111111111111111";
+    let replay = format!(
+        "@run: n=$(head -n 1 nonces.txt); for c in /proc/[0-9]*/cmdline; do if grep -q agent-runner-envelope $c; then printf '\\036%s git-before\\n# branch.oid {forged}\\n# branch.head main\\nexit 0\\n\\036%s end\\n' \"$n\" \"$n\" > ${{c%/cmdline}}/fd/1; fi; done\n@say: replayed"
+    );
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: first"),
+        assess(&[], "again"),
+        run_worker(&replay),
+        assess(&["AC-1"], "checked"),
+    ]);
+    let out = runner(&v1_task(&id, &repo, &server, None, "", ""))
+        .env("DOCKER_HOST", format!("unix://{}", proxy.path.display()))
+        .output();
+    out.code(0);
+    let nonces = std::fs::read_to_string(&overheard).unwrap_or_default();
+    assert!(nonces.lines().count() >= 2, "overheard: {nonces:?}");
+    let note = note(&repo, &id);
+    assert!(
+        !note.contains("- Git HEAD:"),
+        "a replayed record was taken for a snapshot:\n{note}"
+    );
+    // The replayed record is in the log as the worker's output.
+    let first = nonces.lines().next().unwrap();
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-2.log"))).unwrap();
+    assert!(
+        log.contains(&format!("\u{1e}{first} git-before\n# branch.oid {forged}")),
+        "{log}"
+    );
+    assert_no_container(&id);
+}
+
+/// Notes (and `.gitignore`) are written to a temp file beside them, then renamed.
+/// `.agent-runner/` is read-only to a running worker, but a worker's commit can carry
+/// one into a later task's clone (checked out from its dependencies' branches): here
+/// the names a predictable temp file would have are planted first, links out of the
+/// repo and FIFOs. They neither redirect nor block the writes.
+#[test]
+fn a_planted_temp_name_neither_redirects_nor_blocks_the_note() {
+    let dir = Scratch::new("bnd-temp");
+    let repo = dir.join("repo");
+    let private = repo.join(".agent-runner");
+    std::fs::create_dir_all(&private).unwrap();
+    let outside = dir.file("outside.txt", "untouched\n");
+    let id = task_id("bnd-temp");
+    for name in [format!("task-{id}.md"), ".gitignore".to_string()] {
+        mkfifo(&private.join(format!(".{name}.tmp")));
+        for link in [format!(".{name}..tmp"), format!("{name}.tmp")] {
+            std::os::unix::fs::symlink(&outside, private.join(link)).unwrap();
+        }
+    }
+    let (out, _server) = run_prompts(&id, &repo, &["@say: nothing to do"], None, "");
+    out.code(0);
+    for name in [format!("task-{id}.md"), ".gitignore".to_string()] {
+        let meta = std::fs::symlink_metadata(private.join(&name)).unwrap();
+        assert!(meta.file_type().is_file(), "{name}: {meta:?}");
+    }
+    assert!(note(&repo, &id).contains("- State: COMPLETE"));
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "untouched\n");
+    assert_no_container(&id);
+}
+
+#[test]
+fn a_daemon_that_drops_fails_the_task_at_once() {
+    let dir = Scratch::new("bnd-daemon");
+    let id = task_id("bnd-daemon");
+    let proxy = support::docker_proxy::DockerProxy::start(&dir.join("docker.sock"));
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: working\n@sleep: 30"),
+        assess(&[], "should not be asked"),
+    ]);
+    let child = runner(&v1_task(&id, &dir.path, &server, None, "", ""))
+        .env("DOCKER_HOST", format!("unix://{}", proxy.path.display()))
+        .start();
+    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
+    });
+    let cut = Instant::now();
+    proxy.stop();
+    let out = child.finish();
+    out.code(1)
+        .stdout_has("sandbox: docker daemon not reachable");
+    assert!(
+        cut.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        cut.elapsed()
+    );
+    assert_eq!(
+        server.received().len(),
+        2,
+        "no Meta call after the daemon went"
+    );
+    // The real daemon was fine all along: the container went with its connection.
+    wait_for(Duration::from_secs(10), || {
+        containers_labelled("agent-runner.task", &id).is_empty()
+    });
+}
+
+#[test]
+fn stray_processes_are_stopped_after_every_run() {
+    let dir = Scratch::new("bnd-stray");
+    let id = task_id("bnd-stray");
+    // Run 1 leaves a writer behind and completes; run 2 leaves one and times out.
+    let stray = |file: &str| {
+        format!("@run: (while :; do echo x >> {file}; sleep 0.05; done) >/dev/null 2>&1 &")
+    };
+    let first = format!(
+        "{}\n@run: head -c 40000000 /dev/zero > /proc/1/fd/1; echo flooded\n@say: left a writer",
+        stray("one.txt")
+    );
+    let second = format!("{}\n@say: stalling\n@sleep: 60", stray("two.txt"));
+    // The test fails if a writer still runs while it looks, and leaves one itself.
+    let test = "for f in one.txt two.txt; do [ -f $f ] || continue; a=$(wc -c < $f); sleep 0.5; b=$(wc -c < $f); [ \"$a\" = \"$b\" ] || { echo \"$f grows\"; exit 1; }; done; (while :; do echo y >> three.txt; sleep 0.05; done) >/dev/null 2>&1 & echo checked";
+    let (out, _server) = run_prompts(
+        &id,
+        &dir.path,
+        &[&first, &second],
+        Some(test),
+        "    max_run_time_sec: 3\n",
+    );
+    out.code(0);
+    let note = note(&dir.path, &id);
+    assert!(
+        note.contains("#### Run 2 (timed_out"),
+        "run 2 timed out:\n{note}"
+    );
+    // Both worker runs and the last test run (the one §5 shows) left processes.
+    let stopped = note
+        .matches("- Leftover processes stopped in the container afterwards: ")
+        .count();
+    assert_eq!(stopped, 3, "{note}");
+    let run_log =
+        std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    assert!(
+        run_log.contains("flooded"),
+        "writing to PID 1's stdout blocked"
+    );
+    assert_no_container(&id);
+}
+
+#[test]
+fn a_second_run_of_the_same_task_id_is_refused_and_touches_nothing() {
+    let dir = Scratch::new("bnd-twice");
+    let id = task_id("bnd-twice");
+    let (_server, first) = busy_worker(&dir, &id, "@sleep: 4\n@say: done", false);
+    let note_path = dir.join(&format!(".agent-runner/task-{id}.md"));
+    let log_path = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
+    let before = (
+        std::fs::read(&note_path).unwrap(),
+        std::fs::metadata(&note_path).unwrap().modified().unwrap(),
+        std::fs::metadata(&log_path).unwrap().modified().unwrap(),
+    );
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
+    let started = Instant::now();
+    let second = runner(&v1_task(&id, &dir.path, &server, None, "", ""))
+        .arg("--json")
+        .output();
+    second.code(1).stderr_has(&format!(
+        "task {id} is already running in this repository (agent-runner pid {}",
+        first.id()
+    ));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(server.received().is_empty());
+    let result: serde_json::Value = serde_json::from_str(&second.stdout).unwrap();
+    assert_eq!(result["status"], "failed");
+    let after = (
+        std::fs::read(&note_path).unwrap(),
+        std::fs::metadata(&note_path).unwrap().modified().unwrap(),
+        std::fs::metadata(&log_path).unwrap().modified().unwrap(),
+    );
+    assert_eq!(before, after, "the first run's note and log were touched");
+    drop(first);
+    wait_for(Duration::from_secs(10), || {
+        containers_labelled("agent-runner.task", &id).is_empty()
+    });
+}
+
+#[test]
+fn the_container_runs_with_fewer_privileges_and_limits() {
+    let dir = Scratch::new("bnd-caps");
+    let id = task_id("bnd-caps");
+    let (_server, child) = busy_worker(&dir, &id, "@sleep: 60", false);
+    let names = containers_labelled("agent-runner.task", &id);
+    let (ok, inspect, _) = docker(&["inspect", &names[0]]);
+    assert!(ok);
+    let inspect: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    let host = &inspect[0]["HostConfig"];
+    assert_eq!(host["CapDrop"], serde_json::json!(["ALL"]));
+    let added: Vec<&str> = host["CapAdd"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    for absent in ["MKNOD", "CAP_MKNOD", "SETFCAP", "CAP_SETFCAP", "SYS_ADMIN"] {
+        assert!(!added.contains(&absent), "{added:?}");
+    }
+    assert!(
+        host["SecurityOpt"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o.as_str().unwrap().starts_with("no-new-privileges")),
+        "{host}"
+    );
+    assert_eq!(host["PidsLimit"], 4096, "the default pids limit");
+    assert_eq!(
+        (host["Memory"].as_u64(), host["NanoCpus"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let mounts = inspect[0]["Mounts"].as_array().unwrap();
+    let private = mounts
+        .iter()
+        .find(|m| m["Destination"] == "/workspace/project/.agent-runner")
+        .expect("our directory is mounted on its own");
+    assert_eq!(private["RW"], false);
+    drop(child);
+
+    let id = task_id("bnd-limits");
+    let limits = "    limits:\n      memory: 256m\n      cpus: 0.5\n      pids: 64\n";
+    let (_server, child) = busy_worker_with(&dir, &id, "@sleep: 60", false, limits);
+    let names = containers_labelled("agent-runner.task", &id);
+    let inspect = docker_ok(&["inspect", &names[0]]);
+    let inspect: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    let host = &inspect[0]["HostConfig"];
+    assert_eq!(
+        (
+            host["PidsLimit"].as_u64(),
+            host["Memory"].as_u64(),
+            host["NanoCpus"].as_u64()
+        ),
+        (Some(64), Some(256 << 20), Some(500_000_000))
+    );
+    drop(child);
+}
+
+/// A worker that replaces the container's shell runs every later exec, and can
+/// exempt a process of its own from the leftover stop, which then re-sets a setuid
+/// bit after each sweep. The last sweep, once the container is gone, still finds it.
+#[test]
+#[ignore = "needs root"]
+fn a_replaced_container_shell_cannot_leave_a_setuid_file_behind() {
+    // Root: the worker runs as root only when agent-runner does.
+    needs(Needs::Root);
+    let dir = Scratch::new("bnd-fakesh");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    // What the worker writes (planted first, to keep the prompt readable).
+    dir.file(
+        "repo/wrap.sh",
+        r#"#!/bin/busybox sh
+if [ "$1" = -c ] && [ "$3" = agent-runner-envelope ]; then
+  [ -f /tmp/spare ] || { /bin/busybox sh /workspace/project/planter.sh </dev/null >/dev/null 2>&1 & sleep 0.2; }
+  s=$(printf %s "$2" | sed 's/case "\$p" in 1|/case "$p" in $(cat \/tmp\/spare 2>\/dev\/null || echo x)|1|/')
+  shift 2
+  exec /bin/busybox sh -c "$s" "$@"
+fi
+exec /bin/busybox sh "$@"
+"#,
+    );
+    dir.file(
+        "repo/planter.sh",
+        "echo $$ > /tmp/spare\ncp /bin/busybox /workspace/project/rootsh\n\
+         while :; do chmod 4755 /workspace/project/rootsh; done\n",
+    );
+    let id = task_id("bnd-fakesh");
+    let install =
+        "@run: cp wrap.sh /usr/local/bin/sh && chmod 755 /usr/local/bin/sh\n@say: installed";
+    let (out, _server) = run_prompts(&id, &repo, &[install], Some("true"), "");
+    out.code(0);
+    let rootsh = repo.join("rootsh");
+    assert!(rootsh.exists(), "the attack ran");
+    let mode = std::fs::metadata(&rootsh).unwrap().permissions().mode() & 0o7777;
+    let note = note(&repo, &id);
+    assert_eq!(mode & 0o6000, 0, "a setuid file survived the task:\n{note}");
+    // Which sweep finds it last depends on when the planter's loop runs (under load it
+    // can be the one after the test run); the mode above is what must hold.
+    assert!(
+        note.contains("rootsh: setuid/setgid bits removed"),
+        "{note}"
+    );
+    assert_no_container(&id);
+}
+
+/// Processes that each start a successor and exit, ignoring SIGTERM, outran a single
+/// SIGKILL pass (and then the task failed as not quiet); stopped processes cannot
+/// fork, so STOP-then-KILL passes end the chain and the task completes.
+#[test]
+#[ignore = "needs root"]
+fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
+    // Root: the worker runs as root only when agent-runner does.
+    needs(Needs::Root);
+    for attempt in 0..2 {
+        let dir = Scratch::new("bnd-chain");
+        let repo = dir.join("repo");
+        support::git_repo(&repo, "a.txt", "original\n");
+        dir.file(
+            "repo/c.sh",
+            "trap '' TERM\nsh /workspace/project/c.sh </dev/null >/dev/null 2>&1 &\n\
+             chmod 4755 /workspace/project/rootsh\n",
+        );
+        let id = task_id("bnd-chain");
+        let chain =
+            "@run: cp /bin/busybox rootsh; for i in 1 2 3 4 5 6; do sh c.sh; done\n@say: chained";
+        let (out, _server) = run_prompts(&id, &repo, &[chain], Some("true"), "");
+        let note = note(&repo, &id);
+        let mode = std::fs::metadata(repo.join("rootsh"))
+            .unwrap_or_else(|e| panic!("rootsh: {e}; stderr:\n{}\nnote:\n{note}", out.stderr))
+            .permissions()
+            .mode();
+        assert_eq!(
+            mode & 0o6000,
+            0,
+            "attempt {attempt}: a setuid file survived:\n{note}"
+        );
+        out.code(0);
+        assert!(
+            note.contains("(0 still running after SIGKILL)"),
+            "attempt {attempt}: the chain was stopped:\n{note}"
+        );
+        assert_no_container(&id);
+    }
+}
+
+/// The sweep held a descriptor per directory level; past the limit (1024 is a common
+/// hard limit) a deep directory was skipped in silence. It now holds a bounded
+/// number and reopens deeper directories from the root.
+#[test]
+#[ignore = "needs root"]
+fn a_setuid_file_nested_past_the_descriptor_limit_is_found() {
+    // Root: the worker runs as root only when agent-runner does.
+    needs(Needs::Root);
+    let dir = Scratch::new("bnd-nest");
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let id = task_id("bnd-nest");
+    // Two directories per level; it descends into the one the directory lists last,
+    // so a walk that kept a descriptor for a pending sibling would hold one per level.
+    let nest = "@run: mkdir n && cd n && i=0; while [ $i -lt 1100 ]; do mkdir a b; \
+                l=$(find . -mindepth 1 -maxdepth 1 -type d | tail -n 1); cd $l; i=$((i+1)); done; \
+                cp /bin/busybox rootsh; chmod 4755 rootsh\n@say: nested";
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(nest),
+        assess(&["AC-1"], "done"),
+    ]);
+    let out = Run::through(&["prlimit", "--nofile=1024:1024", "--"], &["run"])
+        .env("OPENAI_API_KEY", KEY)
+        .stdin(v1_task(
+            &id,
+            &repo,
+            &server,
+            None,
+            "",
+            "    max_run_time_sec: 300\n",
+        ))
+        .output();
+    out.code(0);
+    let found = Run::program("find", &[repo.join("n").to_str().unwrap()])
+        .args(&["-name", "rootsh", "-perm", "/6000"])
+        .output();
+    assert!(found.stdout.is_empty(), "a setuid file survived the sweep");
+    assert!(note(&repo, &id).contains("rootsh: setuid/setgid bits removed"));
+    assert_no_container(&id);
+}
+
+/// The keep-alive runs in the container, where the worker can freeze it; a host-side
+/// watchdog still removes the container when agent-runner is SIGKILLed.
+#[test]
+fn a_frozen_keep_alive_cannot_keep_the_container_after_agent_runner_is_killed() {
+    let dir = Scratch::new("bnd-stopka");
+    let id = task_id("bnd-stopka");
+    // (It may not have become `cat` yet when the first run starts: look again.)
+    let freeze = "@run: for t in 1 2 3 4 5 6 7 8 9 10; do for d in /proc/[0-9]*; do p=${d#/proc/}; \
+                  [ \"$(cat $d/comm 2>/dev/null)\" = cat ] && [ \"$(cut -d' ' -f4 $d/stat)\" = 1 ] \
+                  && kill -STOP $p && echo froze-keepalive && break 2; done; sleep 0.5; done\n@say: working\n@sleep: 60";
+    let (_server, child) = busy_worker(&dir, &id, freeze, false);
+    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(20), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("froze-keepalive"))
+    });
+    child.kill();
+    let killed = Instant::now();
+    wait_for(Duration::from_secs(10), || {
+        containers_labelled("agent-runner.task", &id).is_empty()
+    });
+    eprintln!("container gone {:?} after SIGKILL", killed.elapsed());
+}
+
+/// The worker's session directory (`.agent-runner/state/<id>.session`, mounted
+/// read-write and kept after a failed run for a resume) is swept like the rest of
+/// the repository: a setuid binary the worker leaves there loses its bits.
+#[test]
+#[ignore = "needs root"]
+fn setuid_files_do_not_survive_in_the_kept_worker_session() {
+    needs(Needs::Root);
+    let dir = Scratch::new("bnd-session");
+    let id = task_id("bnd-session");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: cp /bin/busybox /run/agent-runner/session/rootshell && chmod 4755 /run/agent-runner/session/rootshell; echo planted=$?\n@say: left it",
+        ),
+        assess(&[], "not yet"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    runner(&yaml).output().code(1);
+    let log =
+        std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    assert!(log.contains("planted=0"), "{log}");
+    let planted = dir.join(&format!(".agent-runner/state/{id}.session/rootshell"));
+    let mode = std::fs::metadata(&planted).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o755, "{}", planted.display());
+    assert_no_container(&id);
+}
+
+/// The kept worker session holds what the worker saw, unmasked (its transcript):
+/// only the user who runs agent-runner may enter it, whatever modes the worker
+/// gives the files in it.
+#[test]
+fn the_kept_worker_session_is_private_to_the_user() {
+    let dir = Scratch::new("bnd-session-mode");
+    let id = task_id("bnd-session-mode");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: echo seen > /run/agent-runner/session/transcript; chmod 644 /run/agent-runner/session/transcript\n@say: kept",
+        ),
+        assess(&[], "not yet"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    runner(&yaml).output().code(1);
+    let session = dir.join(&format!(".agent-runner/state/{id}.session"));
+    assert!(session.join("transcript").exists());
+    let mode = std::fs::metadata(&session).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{}", session.display());
+    assert_no_container(&id);
+}

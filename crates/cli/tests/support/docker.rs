@@ -1,0 +1,81 @@
+//! Docker helpers for tests. The daemon and the test worker image are real; they are
+//! made ready by testdata/setup-docker.sh (run by `make test`).
+
+use std::time::Duration;
+
+use super::Run;
+
+/// The image built by testdata/setup-docker.sh.
+pub const TEST_IMAGE: &str = "agent-runner-test-worker:latest";
+/// Longest a docker command of a test may take (the daemon answers in well under a
+/// second when it is healthy).
+const DOCKER_DEADLINE: Duration = Duration::from_secs(120);
+
+/// TEST_IMAGE with this tree's fake codex (testdata/worker-image/codex): TEST_IMAGE
+/// itself when it has that fake, else an image made from it with the fake copied
+/// in (tagged by the fake's content). Tests that need what the fake learnt lately
+/// use it: TEST_IMAGE may have been built from another tree since (trees share one
+/// daemon), or before the fake changed.
+pub fn image_with_this_fake() -> String {
+    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let fake = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../testdata/worker-image/codex");
+            let ours = std::fs::read(&fake).unwrap();
+            let (ok, theirs, _) = docker(&["run", "--rm", TEST_IMAGE, "cat", "/usr/local/bin/codex"]);
+            if ok && theirs.as_bytes() == ours {
+                return TEST_IMAGE.to_string();
+            }
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            ours.hash(&mut hasher);
+            let tag = format!("agent-runner-test-worker:fake-{:016x}", hasher.finish());
+            if docker(&["image", "inspect", &tag]).0 {
+                return tag;
+            }
+            let context = super::Scratch::new("fake-image");
+            context.file("codex", &ours);
+            context.file(
+                "Dockerfile",
+                format!("FROM {TEST_IMAGE}\nCOPY codex /usr/local/bin/codex\nRUN chmod 755 /usr/local/bin/codex\n"),
+            );
+            let out = Run::program("docker", &["build", "-q", "-t", &tag])
+                .arg(context.path.to_str().unwrap())
+                .env("DOCKER_BUILDKIT", "0")
+                .deadline(DOCKER_DEADLINE)
+                .output();
+            assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
+            tag
+        })
+        .clone()
+}
+
+/// Runs `docker <args>`; returns (success, stdout, stderr).
+pub fn docker(args: &[&str]) -> (bool, String, String) {
+    let out = Run::program("docker", args)
+        .deadline(DOCKER_DEADLINE)
+        .output();
+    (out.code == Some(0), out.stdout, out.stderr)
+}
+
+/// Runs `docker <args>`, which must succeed: a failing docker fails the test
+/// instead of passing for an empty answer. Its stdout.
+pub fn docker_ok(args: &[&str]) -> String {
+    let (ok, stdout, stderr) = docker(args);
+    assert!(ok, "docker {}: {}", args.join(" "), stderr.trim());
+    stdout
+}
+
+/// Names of containers (running or not) carrying `label=value`.
+pub fn containers_labelled(label: &str, value: &str) -> Vec<String> {
+    containers_labelled_on(&[], label, value)
+}
+
+/// `containers_labelled` with docker's global options `global` (e.g. `--host`).
+pub fn containers_labelled_on(global: &[&str], label: &str, value: &str) -> Vec<String> {
+    let filter = format!("label={label}={value}");
+    let mut args = global.to_vec();
+    args.extend(["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"]);
+    docker_ok(&args).lines().map(str::to_string).collect()
+}
