@@ -17,7 +17,7 @@ use super::privileges::{self, Finding, Fix};
 use super::{BackendError, Mount, PROJECT_DIR, SESSION_DIR, Transport, git_dir};
 
 /// See the module documentation.
-pub struct Bind {
+pub(crate) struct Bind {
     repo: PathBuf,
     /// `<repo>/.agent-runner`, already created.
     private_dir: PathBuf,
@@ -27,7 +27,7 @@ pub struct Bind {
 impl Bind {
     /// `repo` with agent-runner's own directory `private_dir` in it, and the agent's
     /// session directory, if it keeps one.
-    pub fn new(repo: PathBuf, private_dir: PathBuf, session_dir: Option<PathBuf>) -> Bind {
+    pub(crate) fn new(repo: PathBuf, private_dir: PathBuf, session_dir: Option<PathBuf>) -> Bind {
         Bind {
             repo,
             private_dir,

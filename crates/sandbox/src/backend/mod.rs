@@ -59,20 +59,20 @@
 //!   needs the copy transport and the lifeline carrier (no host path, no socket).
 
 mod bind;
-pub mod docker;
+mod docker;
 pub mod docker_cli;
 mod error;
 mod git_dir;
 mod host_dir;
 pub mod privileges;
-pub mod socket;
+mod socket;
 mod spec;
 pub mod sweep;
 
 use std::path::Path;
 use std::time::Duration;
 
-pub use bind::Bind;
+pub(crate) use bind::Bind;
 pub use docker::Docker;
 pub use docker_cli::Output;
 pub use error::BackendError;
@@ -153,7 +153,7 @@ pub trait Instance: Send {
 
 /// How the repository gets into the sandbox and the work out of it; see the module
 /// documentation.
-pub trait Transport: Send {
+pub(crate) trait Transport: Send {
     /// What the sandbox mounts for the repository and the agent's session, made
     /// ready on the host; an error when the repository cannot be protected.
     fn mounts(&mut self) -> Result<Vec<Mount>, BackendError>;

@@ -22,7 +22,7 @@ use crate::egress;
 /// The helper, a static executable for this machine's architecture.
 const BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/egress-bridge"));
 /// Where the proxy's directory is mounted in the container.
-pub const MOUNT: &str = "/run/agent-runner/egress";
+pub(crate) const MOUNT: &str = "/run/agent-runner/egress";
 
 /// The keep-alive without egress; see the module documentation.
 const KEEPALIVE_SCRIPT: &str = include_str!("keepalive.sh");
