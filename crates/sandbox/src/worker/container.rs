@@ -82,12 +82,9 @@ impl Container {
         backend: &dyn Backend,
         spec: &ContainerSpec,
         transport: &mut dyn Transport,
-        carrier: &mut dyn Carrier,
+        carrier: &dyn Carrier,
     ) -> Result<Container, SandboxError> {
         let started = Instant::now();
-        if let Login::File { path: file, .. } = &spec.login {
-            carrier.deliver(file, spec.worker.kind.login_rule().mount);
-        }
         let container = match Container::run(backend, spec, transport, carrier) {
             Err(SandboxError::ImageMissing { .. }) => {
                 backend.pull(&spec.worker.docker_image, spec.interrupt)?;
@@ -211,6 +208,14 @@ impl Container {
         let took = self.instance.remove(Duration::from_secs(5));
         log::info!("container {} removed in {}", self.name, human(took));
         took
+    }
+}
+
+/// Has `carrier` deliver the files the container needs from the host: the agent's
+/// login file, where the agent's home links point to (`home_links`).
+pub(crate) fn deliver_files(spec: &ContainerSpec, carrier: &mut dyn Carrier) {
+    if let Login::File { path: file, .. } = &spec.login {
+        carrier.deliver(file, spec.worker.kind.login_rule().mount);
     }
 }
 

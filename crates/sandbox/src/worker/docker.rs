@@ -313,7 +313,7 @@ impl DockerSandbox {
                 self.open_carrier()?;
                 let carrier = self
                     .carrier
-                    .as_deref_mut()
+                    .as_deref()
                     .ok_or_else(|| SandboxError::Io("the carrier is not open".into()))?;
                 let container =
                     Container::start(&*self.backend, &self.spec, &mut *self.transport, carrier)?;
@@ -328,8 +328,8 @@ impl DockerSandbox {
         self.started()
     }
 
-    /// Opens the carrier if it is not; with the network `allowlist`, starts the
-    /// egress proxy on its socket.
+    /// Opens the carrier if it is not, with the files it delivers; with the network
+    /// `allowlist`, starts the egress proxy on its socket.
     fn open_carrier(&mut self) -> Result<(), SandboxError> {
         if self.carrier.is_some() {
             return Ok(());
@@ -337,7 +337,8 @@ impl DockerSandbox {
         let egress = self.spec.worker.network == Network::Allowlist;
         let cannot =
             |e: std::io::Error| SandboxError::Io(format!("cannot start the egress proxy: {e}"));
-        let (carrier, listener) = SocketLink::open(egress).map_err(cannot)?;
+        let (mut carrier, listener) = SocketLink::open(egress).map_err(cannot)?;
+        super::container::deliver_files(&self.spec, &mut carrier);
         self.carrier = Some(Box::new(carrier));
         if let Some(listener) = listener {
             let started = Egress::start(
