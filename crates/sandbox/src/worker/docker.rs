@@ -678,10 +678,15 @@ exit 3"#;
 
     impl Backend for Fake {
         fn start(&self, spec: &Spec) -> Result<Started, BackendError> {
-            let mut log = self.log.lock().unwrap();
+            let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
             log.calls.push("start".into());
             log.specs.push(spec.clone());
-            if let Some(e) = self.starts.lock().unwrap().pop_front() {
+            if let Some(e) = self
+                .starts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front()
+            {
                 return Err(e);
             }
             Ok(Started {
@@ -695,7 +700,11 @@ exit 3"#;
         }
 
         fn pull(&self, image: &str, _: Interrupt) -> Result<(), BackendError> {
-            self.log.lock().unwrap().calls.push(format!("pull {image}"));
+            self.log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .calls
+                .push(format!("pull {image}"));
             Ok(())
         }
 
@@ -704,7 +713,11 @@ exit 3"#;
         }
 
         fn sweep_orphans(&self) -> Vec<String> {
-            self.log.lock().unwrap().calls.push("sweep".into());
+            self.log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .calls
+                .push("sweep".into());
             Vec::new()
         }
     }
@@ -730,7 +743,7 @@ exit 3"#;
             let invocation = Invocation::new("sh")
                 .args(["-c", FAKE_ENVELOPE])
                 .stdin(exec.stdin.clone());
-            let mut log = self.log.lock().unwrap();
+            let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
             log.calls.push("exec".into());
             log.execs.push(exec);
             drop(log);
@@ -769,7 +782,11 @@ exit 3"#;
         }
 
         fn remove(self: Box<Self>, _: Duration) -> Duration {
-            self.log.lock().unwrap().calls.push("remove".into());
+            self.log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .calls
+                .push("remove".into());
             Duration::from_millis(1)
         }
     }
@@ -844,7 +861,7 @@ exit 3"#;
     }
 
     fn calls(log: &Mutex<Log>) -> Vec<String> {
-        let calls = log.lock().unwrap().calls.clone();
+        let calls = log.lock().unwrap_or_else(|e| e.into_inner()).calls.clone();
         // The start-up sweep runs beside the rest, in its own thread.
         calls.into_iter().filter(|c| c != "sweep").collect()
     }
@@ -864,7 +881,7 @@ exit 3"#;
             Some(true)
         );
 
-        let spec = s.log.lock().unwrap().specs[0].clone();
+        let spec = s.log.lock().unwrap_or_else(|e| e.into_inner()).specs[0].clone();
         assert!(spec.held && spec.watchdog, "ends with us, watched");
         assert_eq!(spec.ready.map(|r| r.prefix), Some(crate::backend::READY));
         assert_eq!(spec.network, Net::Isolated);
@@ -900,7 +917,7 @@ exit 3"#;
             Some(".codex/auth.json")
         );
 
-        let exec = s.log.lock().unwrap().execs[0].clone();
+        let exec = s.log.lock().unwrap_or_else(|e| e.into_inner()).execs[0].clone();
         assert_eq!(exec.workdir.as_deref(), Some("/workspace/project/sub"));
         // The user's command goes as a file by name, never on a command line.
         assert!(exec.env.contains(&Var::ByName(
@@ -942,7 +959,7 @@ exit 3"#;
         };
         s.sandbox.run_worker(1, "do it").unwrap();
         s.sandbox.run_test(1, &test_spec()).unwrap();
-        let log = s.log.lock().unwrap();
+        let log = s.log.lock().unwrap_or_else(|e| e.into_inner());
         let key = Var::ByName("CODEX_API_KEY".into(), "sk-fake-key".into());
         assert!(log.execs[0].env.contains(&key), "{:?}", log.execs[0].env);
         assert!(!log.execs[1].env.contains(&key), "{:?}", log.execs[1].env);
@@ -960,13 +977,27 @@ exit 3"#;
             detail: "not present locally".into(),
         };
         let mut s = setup(vec![missing]);
+        s.sandbox.spec.login = Login::File {
+            path: "/h/.codex/auth.json".into(),
+            secrets: vec![],
+            modes: vec![],
+        };
         s.sandbox.run_test(1, &test_spec()).unwrap();
         assert_eq!(
             calls(&s.log),
             ["start", "pull agent-runner-codex:latest", "start", "exec"]
         );
-        let log = s.log.lock().unwrap();
+        let log = s.log.lock().unwrap_or_else(|e| e.into_inner());
         assert_ne!(log.specs[0].name, log.specs[1].name, "a new name each time");
+        let login = Mount::new("/h/.codex/auth.json", "/run/agent-runner/auth.json", true);
+        for spec in &log.specs {
+            let mounted = spec.mounts.iter().filter(|m| **m == login).count();
+            assert_eq!(
+                mounted, 1,
+                "the login file, read-only, once: {:?}",
+                spec.mounts
+            );
+        }
     }
 
     #[test]
