@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::docker::{TEST_IMAGE, containers_labelled, docker, docker_ok};
+use support::docker::{TEST_IMAGE, WithoutSeccompProfile, containers_labelled, docker, docker_ok};
 use support::fake_openai::FakeOpenAi;
 use support::prerequisite::{Needs, needs};
 use support::task::*;
@@ -19,6 +19,29 @@ use support::{Run, Scratch};
 fn mkfifo(path: &Path) {
     let ok = Command::new("mkfifo").arg(path).status().unwrap();
     assert!(ok.success(), "mkfifo {}", path.display());
+}
+
+/// A task whose Meta asks for `prompts` one after the other (then completes), ready
+/// to run.
+fn prompts_task(
+    id: &str,
+    repo: &Path,
+    prompts: &[&str],
+    test: Option<&str>,
+    image: &str,
+) -> (Run, FakeOpenAi) {
+    let mut answers = vec![plan(&["AC-1"])];
+    for (n, prompt) in prompts.iter().enumerate() {
+        answers.push(run_worker(prompt));
+        let last = n + 1 == prompts.len();
+        answers.push(assess(if last { &["AC-1"] } else { &[] }, "checked"));
+    }
+    let server = FakeOpenAi::start(answers);
+    let yaml = v1_task(id, repo, &server, test, "", "").replace(
+        &format!("docker_image: {TEST_IMAGE}"),
+        &format!("docker_image: {image}"),
+    );
+    (runner(&yaml), server)
 }
 
 /// Runs a task whose Meta asks for `prompts` one after the other (then completes).
@@ -38,6 +61,20 @@ fn run_prompts(
     let server = FakeOpenAi::start(answers);
     let out = runner(&v1_task(id, repo, &server, test, "", worker_extra)).output();
     (out, server)
+}
+
+/// `run_prompts` with the daemon's default seccomp profile instead of agent-runner's,
+/// which lets the worker set set-id bits: what the sweeps after each run and after
+/// the container (the second line) must undo on their own.
+fn run_prompts_second_line(
+    id: &str,
+    repo: &Path,
+    prompts: &[&str],
+    test: Option<&str>,
+) -> (support::Outcome, FakeOpenAi) {
+    let without = WithoutSeccompProfile::new();
+    let (run, server) = prompts_task(id, repo, prompts, test, TEST_IMAGE);
+    (run.env("PATH", without.path()).output(), server)
 }
 
 #[test]
@@ -295,6 +332,162 @@ fn worker_env_does_not_reconfigure_the_host_docker_client() {
     assert_no_container(&id);
 }
 
+/// Set-id files seen in `dir` (recursively, links not followed), as relative paths.
+fn set_id_files(dir: &Path, base: &Path, found: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            set_id_files(&path, base, found);
+        } else if meta.is_file() && meta.permissions().mode() & 0o6000 != 0 {
+            let relative = path.strip_prefix(base).unwrap().display().to_string();
+            found.push(format!(
+                "{relative} ({:o})",
+                meta.permissions().mode() & 0o7777
+            ));
+        }
+    }
+}
+
+/// Issue #28: a worker ran `cp tool.bin build-helper && chmod 4755 build-helper` and
+/// slept, and another local user ran the setuid-root file from the host during the
+/// run (the sweep comes only after it). The repository is polled from the host while
+/// the worker and then the test command sleep: no file in it may carry a set-id bit
+/// at any moment, whichever way the worker tries (each system call that takes a mode,
+/// the 32-bit ABI, io_uring, file capabilities, `cp -p`/`tar -x` of a set-id file
+/// the image brings or the repository holds); ordinary modes keep working.
+#[test]
+fn no_file_in_the_repository_has_a_set_id_bit_while_the_worker_runs() {
+    let dir = Scratch::new("bnd-setid-live");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    std::fs::copy(support::setid_probe(), repo.join("setid-probe")).unwrap();
+    // A tar holding a setuid file, as a repository may (made here, outside the repo).
+    let packed = dir.join("packed");
+    std::fs::create_dir_all(&packed).unwrap();
+    std::fs::copy("/bin/true", packed.join("from-tar")).unwrap();
+    std::fs::set_permissions(
+        packed.join("from-tar"),
+        std::fs::Permissions::from_mode(0o4755),
+    )
+    .unwrap();
+    Run::program(
+        "tar",
+        &["-cf", repo.join("suid.tar").to_str().unwrap(), "-C"],
+    )
+    .args(&[packed.to_str().unwrap(), "from-tar"])
+    .output()
+    .code(0);
+    let id = task_id("bnd-setid-live");
+    let attack = "@run: cp /bin/busybox build-helper && chmod 4755 build-helper; echo chmod=$?\n\
+                  @run: chmod u+s build-helper; echo chmod-u=$?; chmod g+s build-helper; echo chmod-g=$?\n\
+                  @run: ./setid-probe\n\
+                  @run: cp -p /bin/setid-tool copied-p; echo cp-p=$?; cp -a /bin/setid-tool copied-a; echo cp-a=$?\n\
+                  @run: ln /bin/setid-tool linked; echo ln=$?\n\
+                  @run: tar -C / -cf - bin/setid-tool | tar -xpf -; echo tar-image=$?\n\
+                  @run: tar -xpf suid.tar; echo tar-repo=$?\n\
+                  @run: mv /bin/setid-tool moved; echo mv=$?\n\
+                  @sleep: 4\n@say: built the helper";
+    let test = "cp /bin/busybox test-helper && chmod 4755 test-helper; echo test-chmod=$?; sleep 3";
+    let image = support::docker::image_with_setid_file();
+    let (run, _server) = prompts_task(&id, &repo, &[attack], Some(test), &image);
+    let running = run.start();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (polls, poller) = {
+        let (seen, done, repo) = (seen.clone(), done.clone(), repo.clone());
+        let polls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = polls.clone();
+        let poller = std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let mut found = Vec::new();
+                set_id_files(&repo, &repo, &mut found);
+                found.retain(|f| !f.starts_with("setid-probe"));
+                seen.lock().unwrap().extend(found);
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        (polls, poller)
+    };
+    let out = running.finish();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    poller.join().unwrap();
+    out.code(0);
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.is_empty(),
+        "set-id files were live in the repository during the run: {seen:?}"
+    );
+    assert!(
+        polls.load(std::sync::atomic::Ordering::SeqCst) > 100,
+        "the repository was polled"
+    );
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    for refused in [
+        "chmod=1",
+        "chmod-u=1",
+        "chmod-g=1",
+        "cp-p=1",
+        "cp-a=1",
+        "ln=1",
+    ] {
+        assert!(log.contains(refused), "{refused}:\n{log}");
+    }
+    // The probe's lines, from the command's output in the agent's JSON events.
+    let probe: Vec<&str> = log
+        .split("\\n")
+        .filter_map(|l| l.split_once("setid-probe ").map(|(_, rest)| rest))
+        .collect();
+    let expected = [
+        "open-0755 ok",
+        "chmod EPERM",
+        "fchmod EPERM",
+        "fchmodat EPERM",
+        "fchmodat-nofollow EPERM",
+        "fchmodat2 EPERM",
+        "open EPERM",
+        "openat EPERM",
+        "creat EPERM",
+        "o-tmpfile EPERM",
+        "openat2 ENOSYS",
+        "mknod EPERM",
+        "mknodat EPERM",
+        "mkdir EPERM",
+        "mkdirat EPERM",
+        "x32-chmod EPERM",
+        "io_uring_setup EPERM",
+        "setxattr-capability EPERM",
+        "chmod-i386 EPERM",
+        "chmod-0700 ok",
+        "chmod-sticky ok",
+        "open-0644 ok",
+        "mkfifo ok",
+        "mkdir-0755 ok",
+    ];
+    assert_eq!(probe, expected, "{log}");
+    let test_log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/test-1.log"))).unwrap();
+    assert!(test_log.contains("test-chmod=1"), "{test_log}");
+    let note = note(&repo, &id);
+    assert!(
+        !note.contains("setuid/setgid bits removed"),
+        "nothing was left to sweep:\n{note}"
+    );
+    let mut after = Vec::new();
+    set_id_files(&repo, &repo, &mut after);
+    assert_eq!(after, Vec::<String>::new());
+    assert_no_container(&id);
+}
+
+/// The second line: with set-id bits let through (the daemon's own seccomp profile),
+/// the sweep after the run still removes them.
 #[test]
 #[ignore = "needs root"]
 fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
@@ -312,7 +505,7 @@ fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
     let id = task_id("bnd-priv");
     let attack = "@run: cp /bin/busybox rootshell && chmod 4755 rootshell && chmod 2755 rootshell2 2>/dev/null; cp rootshell rootshell2; chmod 6755 rootshell2; ls -l rootshell\n\
                   @run: mknod zero c 1 5; echo mknod=$?\n@say: left some things";
-    let (out, _server) = run_prompts(&id, &repo, &[attack], None, "");
+    let (out, _server) = run_prompts_second_line(&id, &repo, &[attack], None);
     out.code(0);
     let mode = |p: &str| {
         std::fs::metadata(repo.join(p))
@@ -376,9 +569,10 @@ fn the_privilege_sweep_stays_on_the_repository_s_filesystem() {
 fn a_killed_container_fails_the_task_at_once() {
     let dir = Scratch::new("bnd-dead");
     let id = task_id("bnd-dead");
-    // It leaves a setuid file first: the run ends in an error, the sweep still runs.
+    // It leaves a setuid file first (let through: the second line is tested): the run
+    // ends in an error, the sweep still runs.
     let attack = "@run: cp /bin/busybox suid && chmod 4755 suid\n@run: kill -TERM 1\n@sleep: 10";
-    let (out, server) = run_prompts(&id, &dir.path, &[attack], None, "");
+    let (out, server) = run_prompts_second_line(&id, &dir.path, &[attack], None);
     out.code(1)
         .stdout_has("sandbox: the sandbox container agent-runner-");
     out.stdout_has("is gone");
@@ -667,6 +861,19 @@ fn the_container_runs_with_fewer_privileges_and_limits() {
             .any(|o| o.as_str().unwrap().starts_with("no-new-privileges")),
         "{host}"
     );
+    // agent-runner's seccomp profile, as the client sent it (no set-id bits).
+    let profile = format!(
+        "seccomp={}",
+        String::from_utf8(agent_runner::worker::seccomp::profile().to_vec()).unwrap()
+    );
+    assert!(
+        host["SecurityOpt"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o.as_str() == Some(profile.as_str())),
+        "{host}"
+    );
     assert_eq!(host["PidsLimit"], 4096, "the default pids limit");
     assert_eq!(
         (host["Memory"].as_u64(), host["NanoCpus"].as_u64()),
@@ -700,7 +907,8 @@ fn the_container_runs_with_fewer_privileges_and_limits() {
 
 /// A worker that replaces the container's shell runs every later exec, and can
 /// exempt a process of its own from the leftover stop, which then re-sets a setuid
-/// bit after each sweep. The last sweep, once the container is gone, still finds it.
+/// bit after each sweep (let through: the second line is tested). The last sweep,
+/// once the container is gone, still finds it.
 #[test]
 #[ignore = "needs root"]
 fn a_replaced_container_shell_cannot_leave_a_setuid_file_behind() {
@@ -728,9 +936,8 @@ exec /bin/busybox sh "$@"
          while :; do chmod 4755 /workspace/project/rootsh; done\n",
     );
     let id = task_id("bnd-fakesh");
-    let install =
-        "@run: cp wrap.sh /usr/local/bin/sh && chmod 755 /usr/local/bin/sh\n@say: installed";
-    let (out, _server) = run_prompts(&id, &repo, &[install], Some("true"), "");
+    let install = "@run: rm /bin/sh && cp wrap.sh /bin/sh && chmod 755 /bin/sh\n@say: installed";
+    let (out, _server) = run_prompts_second_line(&id, &repo, &[install], Some("true"));
     out.code(0);
     let rootsh = repo.join("rootsh");
     assert!(rootsh.exists(), "the attack ran");
@@ -748,7 +955,8 @@ exec /bin/busybox sh "$@"
 
 /// Processes that each start a successor and exit, ignoring SIGTERM, outran a single
 /// SIGKILL pass (and then the task failed as not quiet); stopped processes cannot
-/// fork, so STOP-then-KILL passes end the chain and the task completes.
+/// fork, so STOP-then-KILL passes end the chain and the task completes. (Set-id bits
+/// let through: the second line is tested.)
 #[test]
 #[ignore = "needs root"]
 fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
@@ -766,7 +974,7 @@ fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
         let id = task_id("bnd-chain");
         let chain =
             "@run: cp /bin/busybox rootsh; for i in 1 2 3 4 5 6; do sh c.sh; done\n@say: chained";
-        let (out, _server) = run_prompts(&id, &repo, &[chain], Some("true"), "");
+        let (out, _server) = run_prompts_second_line(&id, &repo, &[chain], Some("true"));
         let note = note(&repo, &id);
         let mode = std::fs::metadata(repo.join("rootsh"))
             .unwrap_or_else(|e| panic!("rootsh: {e}; stderr:\n{}\nnote:\n{note}", out.stderr))
@@ -788,7 +996,8 @@ fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
 
 /// The sweep held a descriptor per directory level; past the limit (1024 is a common
 /// hard limit) a deep directory was skipped in silence. It now holds a bounded
-/// number and reopens deeper directories from the root.
+/// number and reopens deeper directories from the root. (Set-id bits let through:
+/// the second line is tested.)
 #[test]
 #[ignore = "needs root"]
 fn a_setuid_file_nested_past_the_descriptor_limit_is_found() {
@@ -808,8 +1017,10 @@ fn a_setuid_file_nested_past_the_descriptor_limit_is_found() {
         run_worker(nest),
         assess(&["AC-1"], "done"),
     ]);
+    let without = WithoutSeccompProfile::new();
     let out = Run::through(&["prlimit", "--nofile=1024:1024", "--"], &["run"])
         .env("OPENAI_API_KEY", KEY)
+        .env("PATH", without.path())
         .stdin(v1_task(
             &id,
             &repo,
@@ -853,7 +1064,8 @@ fn a_frozen_keep_alive_cannot_keep_the_container_after_agent_runner_is_killed() 
 
 /// The worker's session directory (`.agent-runner/state/<id>.session`, mounted
 /// read-write and kept after a failed run for a resume) is swept like the rest of
-/// the repository: a setuid binary the worker leaves there loses its bits.
+/// the repository: a setuid binary the worker leaves there (let through: the second
+/// line is tested) loses its bits.
 #[test]
 #[ignore = "needs root"]
 fn setuid_files_do_not_survive_in_the_kept_worker_session() {
@@ -868,7 +1080,8 @@ fn setuid_files_do_not_survive_in_the_kept_worker_session() {
         assess(&[], "not yet"),
     ]);
     let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
-    runner(&yaml).output().code(1);
+    let without = WithoutSeccompProfile::new();
+    runner(&yaml).env("PATH", without.path()).output().code(1);
     let log =
         std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
     assert!(log.contains("planted=0"), "{log}");

@@ -11,6 +11,7 @@ pub mod git_dir;
 pub mod live;
 pub mod privileges;
 pub mod scratch;
+pub mod seccomp;
 pub mod session;
 pub mod sweep;
 

@@ -79,3 +79,65 @@ pub fn containers_labelled_on(global: &[&str], label: &str, value: &str) -> Vec<
     args.extend(["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"]);
     docker_ok(&args).lines().map(str::to_string).collect()
 }
+
+/// A `PATH` whose `docker` is the real one without `--security-opt seccomp=…`, so
+/// containers get the daemon's default profile instead of agent-runner's: the
+/// sandbox without its first line against set-id files, to test the second (the
+/// sweeps). The directory goes with the value.
+pub struct WithoutSeccompProfile {
+    dir: super::Scratch,
+}
+
+impl WithoutSeccompProfile {
+    pub fn new() -> Self {
+        let dir = super::Scratch::new("no-seccomp");
+        let real = super::Run::program("sh", &["-c", "command -v docker"]).output();
+        assert_eq!(real.code, Some(0), "docker is not on PATH");
+        let script = format!(
+            "#!/bin/sh\n# docker without agent-runner's seccomp profile (tests only)\n\
+             n=$#\nwhile [ $n -gt 0 ]; do\n  a=$1; shift; n=$((n - 1))\n  \
+             if [ \"$a\" = --security-opt ] && [ $n -gt 0 ]; then\n    \
+             case $1 in seccomp=*) shift; n=$((n - 1)); continue ;; esac\n  fi\n  \
+             set -- \"$@\" \"$a\"\ndone\nexec {} \"$@\"\n",
+            real.stdout.trim()
+        );
+        let path = dir.file("docker", script);
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        WithoutSeccompProfile { dir }
+    }
+
+    /// The `PATH` to run agent-runner with.
+    pub fn path(&self) -> String {
+        format!(
+            "{}:{}",
+            self.dir.path.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+}
+
+/// TEST_IMAGE with a setuid-root file, `/bin/setid-tool` (busybox, mode 4755), as an
+/// image may bring one; tagged by TEST_IMAGE's id, built once.
+pub fn image_with_setid_file() -> String {
+    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let id = docker_ok(&["image", "inspect", "--format", "{{.Id}}", TEST_IMAGE]);
+            let id = id.trim().trim_start_matches("sha256:");
+            let tag = format!("agent-runner-test-worker:setid-{}", &id[..12]);
+            if docker(&["image", "inspect", &tag]).0 {
+                return tag;
+            }
+            let out = Run::program("docker", &["build", "-q", "-t", &tag, "-"])
+                .env("DOCKER_BUILDKIT", "0")
+                .stdin(format!(
+                    "FROM {TEST_IMAGE}\nRUN cp /bin/busybox /bin/setid-tool && chmod 4755 /bin/setid-tool\n"
+                ))
+                .deadline(DOCKER_DEADLINE)
+                .output();
+            assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
+            tag
+        })
+        .clone()
+}
