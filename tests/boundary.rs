@@ -1113,3 +1113,118 @@ fn the_kept_worker_session_is_private_to_the_user() {
     assert_eq!(mode, 0o700, "{}", session.display());
     assert_no_container(&id);
 }
+
+/// Issue #28: a worker replaced `/usr/local/bin/codex` in its long-lived container
+/// with a wrapper reporting 0 tokens, and `max_tokens` never fired. Each attack
+/// changes a file the next run would execute (the agent, the shell that starts it,
+/// for a dynamically linked interpreter its libraries and `/etc/ld.so.preload`); the
+/// next run does not start: the task fails with `the agent … changed during the
+/// task`, its note written, no further Meta call.
+#[test]
+fn a_changed_agent_fails_the_task_before_it_runs_again() {
+    let wrapper = "@run: sed 's/usage_in=1200 usage_cached=0 usage_out=60/usage_in=0 usage_cached=0 usage_out=0/' \
+                   /usr/local/bin/codex > /tmp/fake && cat /tmp/fake > /usr/local/bin/codex; echo replaced=$?\n@say: replaced";
+    let shell = "@run: cp /bin/busybox /tmp/sh && echo >> /tmp/sh && ln -sf /tmp/sh /bin/sh; echo replaced=$?\n@say: replaced";
+    let dynamic = support::docker::image_with_dynamic_agent();
+    let preload = "@run: echo /lib/x86_64-linux-gnu/libz.so.1 > /etc/ld.so.preload; echo replaced=$?\n@say: preloaded";
+    let library = "@run: echo >> /lib/x86_64-linux-gnu/libc.so.6; echo replaced=$?\n@say: patched";
+    // (The shell of the image whose agent runs under dash: there /bin/sh is only the
+    // shell that starts the runs, not also the agent's interpreter.)
+    let attacks = [
+        (
+            TEST_IMAGE.to_string(),
+            wrapper,
+            "/usr/local/bin/codex (the agent)",
+        ),
+        (dynamic.clone(), shell, "/bin/sh (the shell that starts it)"),
+        (
+            dynamic.clone(),
+            preload,
+            "what /lib64/ld-linux-x86-64.so.2 loads for /bin/dash is not what it loaded",
+        ),
+        (
+            dynamic,
+            library,
+            "/lib/x86_64-linux-gnu/libc.so.6 (a library of /bin/dash)",
+        ),
+    ];
+    for (image, attack, what) in attacks {
+        let dir = Scratch::new("bnd-agent");
+        let id = task_id("bnd-agent");
+        let spend = "@usage: 50000 0 50000\n@say: spent 100000 tokens";
+        let (run, server) = prompts_task(&id, &dir.path, &[attack, spend], None, &image);
+        let out = run.output();
+        out.code(1).stdout_has(&format!(
+            "sandbox: the agent /usr/local/bin/codex changed during the task: {what}"
+        ));
+        let log = std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log")))
+            .unwrap();
+        assert!(log.contains("replaced=0"), "{log}");
+        assert_eq!(
+            server.received().len(),
+            4,
+            "{what}: no Meta call after the agent changed (plan, next, assess, next)"
+        );
+        assert!(
+            !dir.join(&format!(".agent-runner/logs/{id}/run-2.log"))
+                .exists(),
+            "{what}: the changed agent did not run"
+        );
+        assert!(note(&dir.path, &id).contains("changed during the task"));
+        assert_no_container(&id);
+    }
+}
+
+/// The agent is executed by the absolute path found when the container started: a
+/// `codex` the worker puts earlier on PATH (here a PATH the task sets, with a
+/// directory of the repository first) is never run; one already in the repository
+/// when the container starts is refused.
+#[test]
+fn a_codex_planted_earlier_on_path_is_not_the_agent() {
+    let dir = Scratch::new("bnd-path");
+    let id = task_id("bnd-path");
+    let path = "    env:\n      PATH: /workspace/project/bin:/usr/local/bin:/usr/bin:/bin\n";
+    let plant = "@run: mkdir -p bin && printf '#!/bin/sh\\ntouch /workspace/project/planted-ran\\n' > bin/codex && chmod 755 bin/codex; echo planted=$?\n@say: planted";
+    let (out, _server) = run_prompts(&id, &dir.path, &[plant, "@say: the real agent"], None, path);
+    out.code(0);
+    assert!(!dir.join("planted-ran").exists(), "the planted codex ran");
+    assert!(note(&dir.path, &id).contains("the real agent"));
+    // The next task starts with it in the repository, first on PATH.
+    let id = task_id("bnd-path");
+    let (out, _server) = run_prompts(&id, &dir.path, &["@say: hi"], None, path);
+    out.code(1).stdout_has(
+        "the `codex` found on PATH is in the repository (/workspace/project/bin/codex)",
+    );
+    assert!(!dir.join("planted-ran").exists(), "the planted codex ran");
+    assert_no_container(&id);
+}
+
+/// git runs in the container for the snapshot before each run, and can run what the
+/// worker left there (a clean filter in its global git config, here armed by the test
+/// command): that snapshot is taken before the agent's check, in an exec of its own,
+/// so a swap it makes is seen and the swapped agent never runs.
+#[test]
+fn an_agent_swapped_by_git_in_the_snapshot_before_a_run_does_not_run() {
+    let dir = Scratch::new("bnd-swap");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    dir.file(
+        "repo/swap.sh",
+        "if [ -f /workspace/project/.armed ]; then\n\
+         sed 's/usage_in=1200 usage_cached=0 usage_out=60/usage_in=0 usage_cached=0 usage_out=0/' \
+         /usr/local/bin/codex > /tmp/fake && cat /tmp/fake > /usr/local/bin/codex\nfi\ncat\n",
+    );
+    let id = task_id("bnd-swap");
+    let plant = "@run: git config --global filter.x.clean 'sh /workspace/project/swap.sh' && \
+                 echo 'a.txt filter=x' > .gitattributes && touch a.txt; echo planted=$?\n@say: planted";
+    let spend = "@usage: 50000 0 50000\n@say: spent 100000 tokens";
+    let (out, server) = run_prompts(&id, &repo, &[plant, spend], Some("touch .armed"), "");
+    out.code(1).stdout_has(
+        "sandbox: the agent /usr/local/bin/codex changed during the task: /usr/local/bin/codex (the agent)",
+    );
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    assert!(log.contains("planted=0"), "{log}");
+    assert_eq!(server.received().len(), 4, "no Meta call after the swap");
+    assert_no_container(&id);
+}

@@ -3,7 +3,7 @@
 //!
 //! | what | how |
 //! |---|---|
-//! | run | `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -C <dir> [-m M] [-c openai_base_url="U"] [extra] -`, prompt on stdin |
+//! | run | `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox --ignore-user-config -C <dir> [-m M] [-c openai_base_url="U"] [extra] -`, prompt on stdin |
 //! | resume | the same options, then `resume <thread id> -` |
 //! | session | `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl` |
 //! | login | `~/.codex/auth.json` (mounted, linked into `~/.codex`), else `CODEX_API_KEY` |
@@ -37,12 +37,16 @@ pub const CHATGPT_HOSTS: [&str; 2] = ["chatgpt.com", "auth.openai.com"];
 pub const CHATGPT: &str = "chatgpt";
 pub const API_KEY: &str = "api_key";
 
-/// The flags of every `codex exec` run (testdata/codex/README.md).
-const EXEC_FLAGS: [&str; 4] = [
+/// The flags of every `codex exec` run (testdata/codex/README.md). Nobody's
+/// `$CODEX_HOME/config.toml` is meant for a run (the host's is not mounted), so
+/// one there is the worker's, written to steer a later run (its provider, hooks,
+/// the commands' environment): `--ignore-user-config`.
+const EXEC_FLAGS: [&str; 5] = [
     "exec",
     "--json",
     "--skip-git-repo-check",
     "--dangerously-bypass-approvals-and-sandbox",
+    "--ignore-user-config",
 ];
 
 impl Codex {
@@ -547,7 +551,7 @@ mod tests {
     fn command_lines_match_the_recorded_working_flags() {
         assert_eq!(
             CODEX.command(&spec(None, &[], None)).join(" "),
-            "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -C /workspace/project -"
+            "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox --ignore-user-config -C /workspace/project -"
         );
         let extra = ["-c".to_string(), "x=1".to_string()];
         assert!(

@@ -141,3 +141,45 @@ pub fn image_with_setid_file() -> String {
         })
         .clone()
 }
+
+/// TEST_IMAGE whose fake codex runs under the host's dash (`#!/bin/dash`): a
+/// dynamically linked interpreter (libc and the loader come with the image's git),
+/// as claude's binary or a Debian shell is; tagged by TEST_IMAGE's id and dash's
+/// hash, built once.
+pub fn image_with_dynamic_agent() -> String {
+    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let dash = std::fs::read("/usr/bin/dash").expect("dash (Debian's /bin/sh) is needed");
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            dash.hash(&mut hasher);
+            let id = docker_ok(&["image", "inspect", "--format", "{{.Id}}", TEST_IMAGE]);
+            let id = id.trim().trim_start_matches("sha256:");
+            let tag = format!(
+                "agent-runner-test-worker:dash-{}-{:08x}",
+                &id[..12],
+                hasher.finish() as u32
+            );
+            if docker(&["image", "inspect", &tag]).0 {
+                return tag;
+            }
+            let context = super::Scratch::new("dash-image");
+            context.file("dash", &dash);
+            context.file(
+                "Dockerfile",
+                format!(
+                    "FROM {TEST_IMAGE}\nCOPY dash /bin/dash\n\
+                     RUN chmod 755 /bin/dash && sed -i '1s|.*|#!/bin/dash|' /usr/local/bin/codex\n"
+                ),
+            );
+            let out = Run::program("docker", &["build", "-q", "-t", &tag])
+                .arg(context.path.to_str().unwrap())
+                .env("DOCKER_BUILDKIT", "0")
+                .deadline(DOCKER_DEADLINE)
+                .output();
+            assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
+            tag
+        })
+        .clone()
+}
