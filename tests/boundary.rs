@@ -1124,6 +1124,10 @@ fn the_kept_worker_session_is_private_to_the_user() {
 fn a_changed_agent_fails_the_task_before_it_runs_again() {
     let wrapper = "@run: sed 's/usage_in=1200 usage_cached=0 usage_out=60/usage_in=0 usage_cached=0 usage_out=0/' \
                    /usr/local/bin/codex > /tmp/fake && cat /tmp/fake > /usr/local/bin/codex; echo replaced=$?\n@say: replaced";
+    // The directory on the way replaced by a link to one with a wrapper in it.
+    let directory = "@run: mkdir /tmp/evil && sed 's/usage_in=1200 usage_cached=0 usage_out=60/usage_in=0 usage_cached=0 usage_out=0/' \
+                     /usr/local/bin/codex > /tmp/evil/codex && chmod 755 /tmp/evil/codex && rm -rf /usr/local/bin && \
+                     ln -s /tmp/evil /usr/local/bin; echo replaced=$?\n@say: replaced";
     let shell = "@run: cp /bin/busybox /tmp/sh && echo >> /tmp/sh && ln -sf /tmp/sh /bin/sh; echo replaced=$?\n@say: replaced";
     let dynamic = support::docker::image_with_dynamic_agent();
     let preload = "@run: echo /lib/x86_64-linux-gnu/libz.so.1 > /etc/ld.so.preload; echo replaced=$?\n@say: preloaded";
@@ -1134,6 +1138,11 @@ fn a_changed_agent_fails_the_task_before_it_runs_again() {
         (
             TEST_IMAGE.to_string(),
             wrapper,
+            "/usr/local/bin/codex (the agent)",
+        ),
+        (
+            TEST_IMAGE.to_string(),
+            directory,
             "/usr/local/bin/codex (the agent)",
         ),
         (dynamic.clone(), shell, "/bin/sh (the shell that starts it)"),

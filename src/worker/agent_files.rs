@@ -19,11 +19,15 @@
 //!   the loader finds them now, and anything `/etc/ld.so.preload` adds).
 //!
 //! Before each run, after the snapshot that precedes it (its git runs in the
-//! container and could run what the worker left), the hashes and the loaders'
-//! answers are taken again; any difference fails the task with `the agent …
-//! changed during the task`, before the agent starts. Between runs nothing of the
-//! worker's runs (the envelope stops it), so nothing can swap a file between the
-//! check and the run.
+//! container and could run what the worker left), the loaders' answers are taken
+//! again, and the hashes too unless the daemon's `docker diff` (the container
+//! against its image, also from outside the worker's reach) names none of the paths
+//! visited to reach the files (each directory on the way, each link and where it
+//! leads, found at the start): then they are still the image's files, as at the
+//! start, and a few hundred MB need not be copied. Any difference fails the task
+//! with `the agent … changed during the task`, before the agent starts. Between runs
+//! nothing of the worker's runs (the envelope stops it), so nothing can swap a file
+//! between the check and the run.
 //!
 //! Where the agent comes from is one value (`Origin`): an agent from a read-only
 //! volume (SPEC §21's tools volume) will need no hash, only `/bin/sh` and its
@@ -34,6 +38,7 @@
 //! before it reports, or write into its output; and the agent's own configuration
 //! the worker can write under its home (codex is told to ignore its config file).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use super::PROJECT_DIR;
@@ -74,6 +79,12 @@ pub struct AgentFiles {
     prefix: Vec<String>,
     files: Vec<Pinned>,
     listings: Vec<Listing>,
+    /// Every path visited to reach the files (each directory on the way, each link
+    /// and where it leads): a change to any of them shows in `docker diff`.
+    visited: HashSet<String>,
+    /// The diff cannot tell (a path on a mount, one already changed at the start, a
+    /// shell without `readlink`): the files are hashed at every check.
+    always_hash: bool,
 }
 
 /// A file and what it was.
@@ -111,52 +122,90 @@ impl AgentFiles {
     pub fn pin(container: &str, spec: &ContainerSpec) -> Result<AgentFiles, SandboxError> {
         let exec = Exec::new(container, spec);
         let program = spec.worker.kind.program().to_string();
+        let unusable = |detail: String| SandboxError::ImageUnusable {
+            image: spec.worker.docker_image.clone(),
+            detail,
+        };
         let mut pinning = Pinning {
             exec: &exec,
             files: Vec::new(),
             listings: Vec::new(),
+            heads: Default::default(),
         };
-        pinning.add(SHELL, "the shell that starts it")?;
+        // At once: the agent looked up (with the paths to it and to the shell), the
+        // shell copied, and what the daemon's diff names already.
+        let shell = [(SHELL.to_string(), "the shell that starts it".to_string())];
+        let (looked, diff_at_start, shell_head) = std::thread::scope(|scope| {
+            let diff = scope.spawn(|| exec.diff_paths());
+            let look = scope.spawn(|| exec.look(Some(&program), &[SHELL]));
+            let heads = pinning.pin_batch(&shell);
+            (joined(look), diff.join().ok().flatten(), heads)
+        });
+        let Looked {
+            found: agent,
+            mut visited,
+            mut unknown,
+        } = looked?;
+        let mut heads = shell_head?;
+        let mut executed = shell.to_vec();
         let mut prefix = Vec::new();
-        if let Some(agent) = exec.find(&program)? {
+        if let Some(agent) = agent {
             if agent == PROJECT_DIR || agent.starts_with(&format!("{PROJECT_DIR}/")) {
-                return Err(SandboxError::ImageUnusable {
-                    image: spec.worker.docker_image.clone(),
-                    detail: format!(
-                        "the `{program}` found on PATH is in the repository ({agent}); the agent must come from the image"
-                    ),
-                });
+                return Err(unusable(format!(
+                    "the `{program}` found on PATH is in the repository ({agent}); the agent must come from the image"
+                )));
             }
-            let head = pinning.add(&agent, "the agent")?;
-            match shebang(&head) {
-                Some(Shebang::Env(name)) => match exec.find(&name)? {
-                    Some(interpreter) => {
-                        pinning.add(&interpreter, "its interpreter")?;
-                        prefix.push(interpreter);
-                    }
-                    None => {
-                        return Err(SandboxError::ImageUnusable {
-                            image: spec.worker.docker_image.clone(),
-                            detail: format!("{agent} needs `{name}`, which is not on PATH"),
-                        });
-                    }
-                },
-                Some(Shebang::Path(interpreter)) => {
-                    pinning.add(&interpreter, "its interpreter")?;
+            let batch = [(agent.clone(), "the agent".to_string())];
+            heads.extend(pinning.pin_batch(&batch)?);
+            executed.extend(batch);
+            let interpreter = match shebang(&heads[1]) {
+                Some(Shebang::Env(name)) => {
+                    let found = exec.look(Some(&name), &[])?.found.ok_or_else(|| {
+                        unusable(format!("{agent} needs `{name}`, which is not on PATH"))
+                    })?;
+                    prefix.push(found.clone());
+                    Some(found)
                 }
-                None => {}
+                Some(Shebang::Path(interpreter)) => Some(interpreter),
+                None => None,
+            };
+            if let Some(interpreter) = interpreter {
+                let batch = [(interpreter, "its interpreter".to_string())];
+                heads.extend(pinning.pin_batch(&batch)?);
+                executed.extend(batch);
             }
             prefix.push(agent);
         }
+        pinning.follow_loaders(&executed, &heads)?;
         let Pinning {
             files, listings, ..
         } = pinning;
+        let rest: Vec<&str> = files
+            .iter()
+            .map(|f| f.path.as_str())
+            .filter(|path| !visited.contains(*path))
+            .collect();
+        if !rest.is_empty() {
+            let more = exec.look(None, &rest)?;
+            visited.extend(more.visited);
+            unknown |= more.unknown;
+        }
+        // A path the daemon's diff cannot see, or one that differs from the image
+        // already, is hashed at every check.
+        let always_hash = unknown
+            || visited.iter().any(|path| on_a_mount(path))
+            || diff_at_start.is_none_or(|changed| !changed.is_disjoint(&visited));
+        if always_hash {
+            log::debug!("agent files: hashed at every check (a path on a mount, or changed)");
+        }
         Ok(AgentFiles {
             origin: Origin::Image,
             program,
             prefix,
             files,
             listings,
+            visited,
+            always_hash,
         })
     }
 
@@ -181,29 +230,45 @@ impl AgentFiles {
             .map_or(self.program.as_str(), String::as_str)
     }
 
-    /// Takes the hashes and the loaders' answers again (at once, one docker call
-    /// each); an error naming the first difference, or docker's own failure.
+    /// Takes the loaders' answers again and, unless the daemon's diff shows none of
+    /// the paths visited to reach the pinned files changed since the image (then
+    /// they are the files of the image, as at the start), their hashes (one docker
+    /// call each, at once). An error naming the first difference, or docker's own
+    /// failure.
     pub fn check(&self, container: &str, spec: &ContainerSpec) -> Result<(), SandboxError> {
         let exec = Exec::new(container, spec);
         let changed = |detail: String| SandboxError::AgentChanged {
             agent: self.agent().to_string(),
             detail,
         };
-        let (contents, answers) = std::thread::scope(|scope| {
-            let copies: Vec<_> = self
-                .files
-                .iter()
-                .map(|file| scope.spawn(|| exec.copy(&file.path).map(|(c, _)| c)))
-                .collect();
+        let (unchanged, answers) = std::thread::scope(|scope| {
             let lists: Vec<_> = self
                 .listings
                 .iter()
                 .map(|l| scope.spawn(|| exec.list(&l.loader, &l.file)))
                 .collect();
-            (
-                copies.into_iter().map(joined).collect::<Vec<_>>(),
-                lists.into_iter().map(joined).collect::<Vec<_>>(),
-            )
+            let unchanged = !self.always_hash && exec.diff(&self.visited) == Some(false);
+            (unchanged, lists.into_iter().map(joined).collect::<Vec<_>>())
+        });
+        for (listing, now) in self.listings.iter().zip(answers) {
+            if now? != listing.answer {
+                return Err(changed(format!(
+                    "what {} loads for {} is not what it loaded when the container started \
+                     (a library or /etc/ld.so.preload changed)",
+                    listing.loader, listing.file
+                )));
+            }
+        }
+        if unchanged {
+            return Ok(());
+        }
+        let contents = std::thread::scope(|scope| {
+            let copies: Vec<_> = self
+                .files
+                .iter()
+                .map(|file| scope.spawn(|| exec.copy(&file.path).map(|(c, _)| c)))
+                .collect();
+            copies.into_iter().map(joined).collect::<Vec<_>>()
         });
         for (file, now) in self.files.iter().zip(contents) {
             match now? {
@@ -219,17 +284,27 @@ impl AgentFiles {
                 }
             }
         }
-        for (listing, now) in self.listings.iter().zip(answers) {
-            if now? != listing.answer {
-                return Err(changed(format!(
-                    "what {} loads for {} is not what it loaded when the container started \
-                     (a library or /etc/ld.so.preload changed)",
-                    listing.loader, listing.file
-                )));
-            }
-        }
         Ok(())
     }
+}
+
+/// Where the container has mounts (ours, and Docker's own files and file systems):
+/// what lies below is not in the daemon's diff of the container.
+const MOUNTED: [&str; 8] = [
+    PROJECT_DIR,
+    "/run/agent-runner",
+    "/etc/hosts",
+    "/etc/hostname",
+    "/etc/resolv.conf",
+    "/dev",
+    "/proc",
+    "/sys",
+];
+
+fn on_a_mount(path: &str) -> bool {
+    MOUNTED
+        .iter()
+        .any(|m| path == *m || path.starts_with(&format!("{m}/")))
 }
 
 /// A check thread's result.
@@ -246,52 +321,97 @@ struct Pinning<'a> {
     exec: &'a Exec<'a>,
     files: Vec<Pinned>,
     listings: Vec<Listing>,
+    /// The first bytes of each file pinned, by path.
+    heads: std::collections::HashMap<String, Vec<u8>>,
 }
 
 impl Pinning<'_> {
-    /// Pins `path` (once), a file that is executed: for a dynamically linked one
-    /// also its loader and what that loads. The file's first bytes.
-    fn add(&mut self, path: &str, what: &str) -> Result<Vec<u8>, SandboxError> {
-        self.pin(path, what, true)
+    /// Pins each (path, what) of `batch` (once; copied at once); their first bytes.
+    fn pin_batch(&mut self, batch: &[(String, String)]) -> Result<Vec<Vec<u8>>, SandboxError> {
+        let exec = self.exec;
+        let pinned = &self.heads;
+        let copies = std::thread::scope(|scope| {
+            let handles: Vec<_> = batch
+                .iter()
+                .map(|(path, _)| {
+                    scope.spawn(move || match pinned.contains_key(path) {
+                        true => Ok(None),
+                        false => exec.copy(path).map(Some),
+                    })
+                })
+                .collect();
+            handles.into_iter().map(joined).collect::<Vec<_>>()
+        });
+        let mut heads = Vec::new();
+        for ((path, what), copy) in batch.iter().zip(copies) {
+            let Some((content, head)) = copy? else {
+                heads.push(self.heads.get(path).cloned().unwrap_or_default());
+                continue;
+            };
+            if content == Content::Missing {
+                return Err(SandboxError::Docker {
+                    command: format!("docker cp -L {}:{path} -", exec.container),
+                    detail: format!("{path} ({what}) is not in the container"),
+                });
+            }
+            self.files.push(Pinned {
+                path: path.clone(),
+                what: what.clone(),
+                content,
+            });
+            self.heads.insert(path.clone(), head.clone());
+            heads.push(head);
+        }
+        Ok(heads)
     }
 
-    /// Pins `path` (once); `executed`: see `add`.
-    fn pin(&mut self, path: &str, what: &str, executed: bool) -> Result<Vec<u8>, SandboxError> {
-        let (content, head) = self.exec.copy(path)?;
-        if content == Content::Missing {
-            return Err(SandboxError::Docker {
-                command: format!("docker cp -L {}:{path} -", self.exec.container),
-                detail: format!("{path} ({what}) is not in the container"),
-            });
+    /// For each of the `executed` files (with their first bytes) that is
+    /// dynamically linked: pins its loader and what the loader says it loads.
+    fn follow_loaders(
+        &mut self,
+        executed: &[(String, String)],
+        heads: &[Vec<u8>],
+    ) -> Result<(), SandboxError> {
+        let exec = self.exec;
+        let mut dynamic = Vec::new();
+        for ((path, _), head) in executed.iter().zip(heads) {
+            let loader = elf_interpreter(head).map_err(|e| SandboxError::Docker {
+                command: format!("docker cp -L {}:{path} -", exec.container),
+                detail: format!("{path}: {e}"),
+            })?;
+            if let Some(loader) = loader {
+                if !dynamic.iter().any(|(_, p): &(String, String)| p == path) {
+                    dynamic.push((loader, path.clone()));
+                }
+            }
         }
-        if self.files.iter().any(|f| f.path == path) {
-            return Ok(head);
-        }
-        self.files.push(Pinned {
-            path: path.to_string(),
-            what: what.to_string(),
-            content,
+        let loaders: Vec<(String, String)> = dynamic
+            .iter()
+            .map(|(loader, path)| (loader.clone(), format!("the loader of {path}")))
+            .collect();
+        let answers = std::thread::scope(|scope| {
+            let lists: Vec<_> = dynamic
+                .iter()
+                .map(|(loader, path)| scope.spawn(move || exec.list(loader, path)))
+                .collect();
+            let loaded = self.pin_batch(&loaders);
+            (loaded, lists.into_iter().map(joined).collect::<Vec<_>>())
         });
-        if !executed {
-            return Ok(head);
-        }
-        let loader = elf_interpreter(&head).map_err(|e| SandboxError::Docker {
-            command: format!("docker cp -L {}:{path} -", self.exec.container),
-            detail: format!("{path}: {e}"),
-        })?;
-        if let Some(loader) = loader {
-            self.pin(&loader, &format!("the loader of {path}"), false)?;
-            let answer = self.exec.list(&loader, path)?;
+        answers.0?;
+        let mut libraries_of = Vec::new();
+        for ((loader, path), answer) in dynamic.into_iter().zip(answers.1) {
+            let answer = answer?;
             for library in libraries(&answer.1) {
-                self.pin(&library, &format!("a library of {path}"), false)?;
+                libraries_of.push((library, format!("a library of {path}")));
             }
             self.listings.push(Listing {
                 loader,
-                file: path.to_string(),
+                file: path,
                 answer,
             });
         }
-        Ok(head)
+        self.pin_batch(&libraries_of)?;
+        Ok(())
     }
 }
 
@@ -333,19 +453,94 @@ impl<'a> Exec<'a> {
         Ok((out.ok, out.stdout, out.stderr))
     }
 
-    /// The absolute path `command -v` finds for `name`, or None.
-    fn find(&self, name: &str) -> Result<Option<String>, SandboxError> {
-        let (ok, stdout, stderr) = self.exec(&[SHELL, "-c", "command -v -- \"$1\"", "sh", name])?;
-        let found = stdout.trim();
-        if ok && found.starts_with('/') {
-            return Ok(Some(found.to_string()));
-        }
-        if !ok && !stderr.trim().is_empty() {
+    /// What `command -v` finds for `name` (an absolute path, or None), and every
+    /// path the kernel visits to resolve it and each of `paths`.
+    fn look(&self, name: Option<&str>, paths: &[&str]) -> Result<Looked, SandboxError> {
+        let mut command = vec![
+            SHELL,
+            "-c",
+            LOOK_SCRIPT,
+            "agent-runner-look",
+            name.unwrap_or(""),
+        ];
+        command.extend(paths);
+        let (ok, stdout, stderr) = self.exec(&command)?;
+        if !ok {
             if let Some(problem) = daemon_problem() {
                 return Err(SandboxError::DaemonUnreachable(problem));
             }
+            return Err(SandboxError::Docker {
+                command: format!("docker exec {} {SHELL}", self.container),
+                detail: last_lines(&stderr, 3),
+            });
         }
-        Ok(None)
+        let mut lines = stdout.lines();
+        let found = lines
+            .next()
+            .filter(|f| f.starts_with('/'))
+            .map(str::to_string);
+        let visited: HashSet<String> = lines.map(str::to_string).collect();
+        Ok(Looked {
+            found,
+            unknown: visited.contains("?"),
+            visited,
+        })
+    }
+
+    /// The paths the daemon's diff of the container against its image names (at
+    /// the start, when they are few); None when it could not say.
+    fn diff_paths(&self) -> Option<HashSet<String>> {
+        let invocation = Invocation::new("docker").args(["diff", self.container]);
+        let mut paths = HashSet::new();
+        let mut on_line = |line: &[u8]| {
+            if let Some((_, path)) = String::from_utf8_lossy(line).split_once(' ') {
+                if paths.len() < MAX_DIFF_AT_START {
+                    paths.insert(path.to_string());
+                }
+            }
+        };
+        let mut capture = Capture::in_memory(4096).with_lines(64 * 1024, &mut on_line);
+        let finished = process::run(
+            &invocation,
+            &Limits::wall(EXEC_TIMEOUT, self.interrupt),
+            &mut capture,
+            process::Stop::Terminate,
+        );
+        drop(capture);
+        match finished {
+            Ok(finished) if finished.success() && paths.len() < MAX_DIFF_AT_START => Some(paths),
+            _ => None,
+        }
+    }
+
+    /// Whether the daemon's diff of the container against its image names any of
+    /// `paths`; None when it could not say.
+    fn diff(&self, paths: &HashSet<String>) -> Option<bool> {
+        let invocation = Invocation::new("docker").args(["diff", self.container]);
+        let mut hit = false;
+        let mut on_line = |line: &[u8]| {
+            let line = String::from_utf8_lossy(line);
+            // "C /path", "A /path", "D /path"; a name with a newline in it can only
+            // add a line, never hide one.
+            if let Some((_, path)) = line.split_once(' ') {
+                if paths.contains(path) {
+                    log::debug!("agent files: the container's diff names {path}");
+                    hit = true;
+                }
+            }
+        };
+        let mut capture = Capture::in_memory(4096).with_lines(64 * 1024, &mut on_line);
+        let finished = process::run(
+            &invocation,
+            &Limits::wall(EXEC_TIMEOUT, self.interrupt),
+            &mut capture,
+            process::Stop::Terminate,
+        );
+        drop(capture);
+        match finished {
+            Ok(finished) if finished.success() => Some(hit),
+            _ => None,
+        }
     }
 
     /// What `loader --list file` answers: its status and output, load addresses
@@ -406,6 +601,49 @@ impl<'a> Exec<'a> {
             .map_err(|detail| SandboxError::Docker { command, detail })
     }
 }
+
+/// What `Exec::look` found.
+struct Looked {
+    found: Option<String>,
+    visited: HashSet<String>,
+    /// A link could not be read.
+    unknown: bool,
+}
+
+/// Most entries of the container's diff taken at the start (it has a handful).
+const MAX_DIFF_AT_START: usize = 10_000;
+
+/// Arguments: a name (or nothing) and absolute paths. Prints what `command -v`
+/// finds for the name (or an empty line), then every path visited in resolving it
+/// and each path, as the kernel walks it: each directory on the way, each link, and
+/// on through where the link leads; `?` when a link cannot be read.
+const LOOK_SCRIPT: &str = r#"
+visit() {
+  rest=${1#/} cur= hops=0
+  while [ -n "$rest" ]; do
+    comp=${rest%%/*}
+    case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+    case $comp in ''|.) continue ;; ..) cur=${cur%/*}; continue ;; esac
+    cur=$cur/$comp
+    printf '%s
+' "$cur"
+    if [ -L "$cur" ]; then
+      hops=$((hops + 1))
+      [ $hops -le 40 ] || { echo '?'; return; }
+      target=$(readlink "$cur") || { echo '?'; return; }
+      case $target in /*) ;; *) target=${cur%/*}/$target ;; esac
+      rest=${target#/}${rest:+/$rest}
+      cur=
+    fi
+  done
+}
+found=
+if [ -n "$1" ]; then found=$(command -v -- "$1") || found=; fi
+printf '%s\n' "$found"
+shift
+case $found in /*) visit "$found" ;; esac
+for path; do visit "$path"; done
+"#;
 
 /// How a script names its interpreter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -785,6 +1023,71 @@ mod tests {
         );
         assert_eq!(elf_interpreter(b"#!/bin/sh\n"), Ok(None));
         assert!(elf_interpreter(b"\x7fELF\x02\x01").is_err());
+    }
+
+    #[test]
+    fn the_paths_visited_through_links_are_all_listed() {
+        let root = std::env::temp_dir().join(format!(
+            "agent-runner-visit-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(root.join("usr/bin")).unwrap();
+        std::fs::create_dir_all(root.join("opt/lib")).unwrap();
+        std::fs::write(root.join("usr/bin/dash"), "").unwrap();
+        std::fs::write(root.join("opt/lib/tool"), "").unwrap();
+        let link =
+            |target: &str, at: &str| std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+        link("usr/bin", "bin");
+        link("dash", "usr/bin/sh");
+        link(
+            &root.join("opt/lib/./tool").display().to_string(),
+            "usr/bin/abs",
+        );
+        link("../../opt/lib/tool", "usr/bin/rel");
+        let r = root.display().to_string();
+        let out = std::process::Command::new("sh")
+            .args(["-c", LOOK_SCRIPT, "look", ""])
+            .args([
+                format!("{r}/bin/sh"),
+                format!("{r}/usr/bin/abs"),
+                format!("{r}/usr/bin/rel"),
+            ])
+            .output()
+            .unwrap();
+        let got: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix(&r).map(str::to_string))
+            .filter(|l| !l.is_empty())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                // A link restarts the walk from where it leads.
+                "/bin",
+                "/usr",
+                "/usr/bin",
+                "/usr/bin/sh",
+                "/usr",
+                "/usr/bin",
+                "/usr/bin/dash",
+                "/usr",
+                "/usr/bin",
+                "/usr/bin/abs",
+                "/opt",
+                "/opt/lib",
+                "/opt/lib/tool",
+                "/usr",
+                "/usr/bin",
+                "/usr/bin/rel",
+                "/usr",
+                "/usr/bin",
+                "/opt",
+                "/opt/lib",
+                "/opt/lib/tool",
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
