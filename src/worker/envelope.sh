@@ -23,8 +23,9 @@ sweep() {
 
 # TERM, up to 5 s grace, then STOP and KILL in passes until none is left (a
 # stopped process cannot fork, so a chain of processes cannot outrun it); reports
-# "<found> <left>".
+# "<found> <left>" as record $1 (default "stopped").
 stop_others() {
+  record=${1:-stopped}
   sweep TERM
   found=$n
   i=0
@@ -33,7 +34,7 @@ stop_others() {
   while [ "$n" != 0 ] && [ $i -lt 20 ]; do
     sweep STOP; sweep KILL; sleep 0.05; sweep ""; i=$((i + 1))
   done
-  mark stopped; echo "$found $n"; mark end
+  mark "$record"; echo "$found $n"; mark end
 }
 
 gitc() {
@@ -96,11 +97,17 @@ case "$mode" in
     rc=$?
     stop_others
     snapshot after
+    # What git ran is stopped too: until the next exec nothing runs, and this
+    # snapshot stands for the one before the next worker run.
+    stop_others settled
     exit $rc ;;
   test)
     "$@" </dev/null
     rc=$?
     stop_others
+    before=
+    snapshot before
+    stop_others settled
     exit $rc ;;
   stop)
     stop_others
