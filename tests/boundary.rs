@@ -1237,35 +1237,3 @@ fn an_agent_swapped_by_git_in_the_snapshot_before_a_run_does_not_run() {
     assert_eq!(server.received().len(), 4, "no Meta call after the swap");
     assert_no_container(&id);
 }
-
-/// What git starts for the snapshot at the end of an exec (a clean filter the worker
-/// planted, here starting a process that would act a second later) is stopped before
-/// the next run: the agent's check comes after it, and nothing of it runs beside the
-/// next agent.
-#[test]
-fn what_git_starts_for_a_snapshot_does_not_run_into_the_next_run() {
-    let dir = Scratch::new("bnd-gitleft");
-    let repo = dir.join("repo");
-    support::git_repo(&repo, "a.txt", "original\n");
-    dir.file(
-        "repo/later.sh",
-        "if [ -f /workspace/project/.armed ]; then\n\
-         (sleep 1; touch /workspace/project/ran-beside-the-agent) </dev/null >/dev/null 2>&1 &\nfi\ncat\n",
-    );
-    let id = task_id("bnd-gitleft");
-    let plant = "@run: git config --global filter.x.clean 'sh /workspace/project/later.sh' && \
-                 echo 'a.txt filter=x' > .gitattributes && touch a.txt; echo planted=$?\n@say: planted";
-    let (out, _server) = run_prompts(
-        &id,
-        &repo,
-        &[plant, "@sleep: 3\n@say: waited"],
-        Some("touch .armed"),
-        "",
-    );
-    out.code(0);
-    assert!(
-        !repo.join("ran-beside-the-agent").exists(),
-        "a process git started ran during the next run"
-    );
-    assert_no_container(&id);
-}

@@ -6,10 +6,9 @@
 //! container, daemon or unusable image ends the task at once instead of looping on
 //! paid Meta calls (SPEC §9).
 //!
-//! A worker run: the snapshot before it (the one the last exec ended with, everything
-//! stopped after it; else an exec of its own) → the agent's files checked against
-//! those pinned when the container started (`agent_files.rs`) → the agent, by its
-//! absolute path → the snapshot after → the host-side sweep.
+//! A worker run: the snapshot before it (an exec of its own) → the agent's files
+//! checked against those pinned when the container started (`agent_files.rs`) → the
+//! agent, by its absolute path → the snapshot after → the host-side sweep.
 //!
 //! With `network: allowlist` the egress proxy (`egress`) starts just before the
 //! container and stops just after it.
@@ -96,9 +95,6 @@ pub struct DockerSandbox {
     container: Option<Container>,
     /// The agent's files as the container started with them.
     agent: Option<AgentFiles>,
-    /// The repository as the last exec left it, everything in the container
-    /// stopped after its snapshot: the snapshot before the next worker run.
-    settled: Option<Settled>,
     /// The egress proxy, while the container runs (network allowlist).
     egress: Option<Egress>,
     /// What the proxy did, once it has stopped.
@@ -138,7 +134,6 @@ impl DockerSandbox {
             deadline: config.deadline,
             container: None,
             agent: None,
-            settled: None,
             egress: None,
             egress_done: None,
             sweep,
@@ -215,17 +210,11 @@ impl DockerSandbox {
     ) -> Result<WorkerRun, SandboxError> {
         let kind = self.spec.worker.kind;
         let agent_env = kind.run_env(&self.run_spec());
-        let settled = self.settled.take();
         let (base, keep_pid) = self.exec_base(None, Some(&agent_env))?;
-        let (git_before, before_stopped) = match settled {
-            Some(settled) => (settled.snapshot, None),
-            None => {
-                let before = self.before_run(&keep_pid)?;
-                (before.git_before, before.stopped)
-            }
-        };
+        let before = self.before_run(&keep_pid)?;
         let command = self.checked_agent(command)?;
-        let head_before = git_before
+        let head_before = before
+            .git_before
             .as_ref()
             .and_then(Snapshot::head)
             .unwrap_or("")
@@ -264,12 +253,9 @@ impl DockerSandbox {
             (capture.tail(), capture.stderr(), capture.bytes());
         drop(capture);
         let mut report = reader.report(&self.redactor);
-        report.git_before = git_before;
+        report.git_before = before.git_before;
         let mut report = self.settle(Mode::Worker, &finished, report, stopped, &stderr)?;
-        report.stopped = merge(before_stopped, report.stopped);
-        self.settled = report.settled.map(|_| Settled {
-            snapshot: report.git_after.clone(),
-        });
+        report.stopped = merge(before.stopped, report.stopped);
         let exit = match finished.ending {
             Ending::TimedOut => Exit::TimedOut(max_run_time),
             Ending::Stalled => Exit::Stalled(idle_timeout),
@@ -479,8 +465,7 @@ impl DockerSandbox {
             report.diff = follow_up.diff.or(report.diff);
             report.stopped = merge(first, follow_up.stopped);
         } else {
-            // The stop after the closing snapshot too (what git ran).
-            report.stopped = merge(merge(first, report.stopped), report.settled);
+            report.stopped = merge(first, report.stopped);
         }
         if !container.is_alive() {
             return Err(gone(container));
@@ -563,7 +548,6 @@ impl Sandbox for DockerSandbox {
         } else {
             format!("{PROJECT_DIR}/{}", test.cwd)
         };
-        self.settled = None;
         let (base, keep_pid) = self.exec_base(Some(&workdir), None)?;
         let envelope = Envelope::new();
         let command = ["sh".to_string(), "-c".to_string(), test.command.clone()];
@@ -590,9 +574,6 @@ impl Sandbox for DockerSandbox {
             stopped,
             &stderr,
         )?;
-        self.settled = report.settled.map(|_| Settled {
-            snapshot: report.git_before.clone(),
-        });
         Ok(TestRun {
             number,
             command: self.redactor.redact(&test.command),
@@ -656,11 +637,6 @@ fn stop_work(container: &Container, head_before: Option<&str>, redactor: &Redact
         );
     }
     report
-}
-
-/// The repository as an exec left it (see `DockerSandbox::settled`).
-struct Settled {
-    snapshot: Option<Snapshot>,
 }
 
 /// `docker exec -i <container>` of the envelope with `args` (no command of the

@@ -8,16 +8,13 @@
 //! only mislead the note, not escape. Why in the same exec: each `docker exec` costs
 //! ~60 ms, a snapshot a few ms.
 //!
-//! Worker run: the command (stdin: the prompt) → stop leftovers → snapshot after (+
-//! `git diff --numstat` against the HEAD before when tracked files changed, + the
-//! line counts of untracked files when there are some) → stop again (what git ran:
-//! git may run what the worker left).
-//! Test run: the command (stdin empty) → stop leftovers → snapshot → stop again.
-//! The snapshot at the end of an exec, with everything stopped after it, is the one
-//! before the next worker run; agent-runner checks the agent's files
-//! (`agent_files.rs`) in between, and nothing may run between that check and the
-//! agent. When there is none (the first run, or after an exec that did not end
-//! normally), a `before` exec takes it: snapshot → stop.
+//! Worker run, in two execs: snapshot before → stop leftovers (`before`); then, once
+//! agent-runner has checked the agent's files (`agent_files.rs`: git may run what
+//! the worker left, so it must not come between that check and the agent), the
+//! command (stdin: the prompt) → stop leftovers → snapshot after (+ `git diff
+//! --numstat` against the HEAD before when tracked files changed, + the line counts
+//! of untracked files when there are some).
+//! Test run: the command (stdin empty) → stop leftovers.
 //! Stop (after a timeout or interrupt, as its own exec): stop leftovers (the
 //! interrupted command among them) → snapshot after, for worker runs.
 //!
@@ -266,8 +263,13 @@ impl EnvelopeReader {
                         .collect(),
                 ),
             },
-            stopped: text("stopped").and_then(|t| Leftovers::parse(&t)),
-            settled: text("settled").and_then(|t| Leftovers::parse(&t)),
+            stopped: text("stopped").and_then(|t| {
+                let mut numbers = t.split_whitespace().map(str::parse::<u32>);
+                match (numbers.next(), numbers.next()) {
+                    (Some(Ok(found)), Some(Ok(left))) => Some(Leftovers { found, left }),
+                    _ => None,
+                }
+            }),
         }
     }
 }
@@ -285,9 +287,6 @@ pub struct Report {
     pub git_after: Option<Snapshot>,
     pub diff: Option<Vec<DiffStat>>,
     pub stopped: Option<Leftovers>,
-    /// What the stop after the closing snapshot found (what git ran); present only
-    /// when the exec ended normally.
-    pub settled: Option<Leftovers>,
 }
 
 /// Processes a run left behind, stopped after it.
@@ -297,17 +296,6 @@ pub struct Leftovers {
     pub found: u32,
     /// Still alive after SIGTERM, the grace period and SIGKILL.
     pub left: u32,
-}
-
-impl Leftovers {
-    /// A stop record's body: "<found> <left>".
-    fn parse(text: &str) -> Option<Leftovers> {
-        let mut numbers = text.split_whitespace().map(str::parse::<u32>);
-        match (numbers.next(), numbers.next()) {
-            (Some(Ok(found)), Some(Ok(left))) => Some(Leftovers { found, left }),
-            _ => None,
-        }
-    }
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -348,8 +336,7 @@ mod tests {
              {output}\x1e{nonce} stopped\n2 0\n\x1e{nonce} end\n\
              \x1e{nonce} git-after\n# branch.oid abc\n1 .M N... 100644 100644 100644 a b f.txt\n? new.txt\nexit 0\n\x1e{nonce} end\n\
              \x1e{nonce} numstat\n3\t1\tf.txt\n\x1e{nonce} end\n\
-             \x1e{nonce} untracked\n2 ./new.txt\n\x1e{nonce} end\n\
-             \x1e{nonce} settled\n1 0\n\x1e{nonce} end\n"
+             \x1e{nonce} untracked\n2 ./new.txt\n\x1e{nonce} end\n"
         )
         .into_bytes()
     }
@@ -362,7 +349,6 @@ mod tests {
         assert_eq!(out, b"codex output\nno newline at the end");
         assert!(report.started);
         assert_eq!(report.stopped, Some(Leftovers { found: 2, left: 0 }));
-        assert_eq!(report.settled, Some(Leftovers { found: 1, left: 0 }));
         assert_eq!(
             report.git_before.as_ref().and_then(Snapshot::head),
             Some("abc")

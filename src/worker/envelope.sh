@@ -23,9 +23,8 @@ sweep() {
 
 # TERM, up to 5 s grace, then STOP and KILL in passes until none is left (a
 # stopped process cannot fork, so a chain of processes cannot outrun it); reports
-# "<found> <left>" as record $1 (default "stopped").
+# "<found> <left>".
 stop_others() {
-  record=${1:-stopped}
   sweep TERM
   found=$n
   i=0
@@ -34,7 +33,7 @@ stop_others() {
   while [ "$n" != 0 ] && [ $i -lt 20 ]; do
     sweep STOP; sweep KILL; sleep 0.05; sweep ""; i=$((i + 1))
   done
-  mark "$record"; echo "$found $n"; mark end
+  mark stopped; echo "$found $n"; mark end
 }
 
 gitc() {
@@ -97,17 +96,11 @@ case "$mode" in
     rc=$?
     stop_others
     snapshot after
-    # What git ran is stopped too: until the next exec nothing runs, and this
-    # snapshot stands for the one before the next worker run.
-    stop_others settled
     exit $rc ;;
   test)
     "$@" </dev/null
     rc=$?
     stop_others
-    before=
-    snapshot before
-    stop_others settled
     exit $rc ;;
   stop)
     stop_others
