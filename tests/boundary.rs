@@ -1114,6 +1114,11 @@ fn the_kept_worker_session_is_private_to_the_user() {
     assert_no_container(&id);
 }
 
+/// Makes the fake codex (its path follows) report no tokens, as the wrapper of issue
+/// #28 did.
+const ZERO_USAGE: &str =
+    "sed 's/usage_in=1200 usage_cached=0 usage_out=60/usage_in=0 usage_cached=0 usage_out=0/'";
+
 /// Issue #28: a worker replaced `/usr/local/bin/codex` in its long-lived container
 /// with a wrapper reporting 0 tokens, and `max_tokens` never fired. Each attack
 /// changes a file the next run would execute (the agent, the shell that starts it,
@@ -1122,12 +1127,17 @@ fn the_kept_worker_session_is_private_to_the_user() {
 /// task`, its note written, no further Meta call.
 #[test]
 fn a_changed_agent_fails_the_task_before_it_runs_again() {
-    let wrapper = "@run: sed 's/usage_in=1200 usage_cached=0 usage_out=60/usage_in=0 usage_cached=0 usage_out=0/' \
-                   /usr/local/bin/codex > /tmp/fake && cat /tmp/fake > /usr/local/bin/codex; echo replaced=$?\n@say: replaced";
+    let wrapper = format!(
+        "@run: {ZERO_USAGE} /usr/local/bin/codex > /tmp/fake && cat /tmp/fake > /usr/local/bin/codex; \
+         echo replaced=$?\n@say: replaced"
+    );
     // The directory on the way replaced by a link to one with a wrapper in it.
-    let directory = "@run: mkdir /tmp/evil && sed 's/usage_in=1200 usage_cached=0 usage_out=60/usage_in=0 usage_cached=0 usage_out=0/' \
-                     /usr/local/bin/codex > /tmp/evil/codex && chmod 755 /tmp/evil/codex && rm -rf /usr/local/bin && \
-                     ln -s /tmp/evil /usr/local/bin; echo replaced=$?\n@say: replaced";
+    let directory = format!(
+        "@run: mkdir /tmp/evil && {ZERO_USAGE} /usr/local/bin/codex > /tmp/evil/codex && \
+         chmod 755 /tmp/evil/codex && rm -rf /usr/local/bin && ln -s /tmp/evil /usr/local/bin; \
+         echo replaced=$?\n@say: replaced"
+    );
+    let (wrapper, directory) = (wrapper.as_str(), directory.as_str());
     let shell = "@run: cp /bin/busybox /tmp/sh && echo >> /tmp/sh && ln -sf /tmp/sh /bin/sh; echo replaced=$?\n@say: replaced";
     let dynamic = support::docker::image_with_dynamic_agent();
     let preload = "@run: echo /lib/x86_64-linux-gnu/libz.so.1 > /etc/ld.so.preload; echo replaced=$?\n@say: preloaded";
@@ -1219,9 +1229,10 @@ fn an_agent_swapped_by_git_in_the_snapshot_before_a_run_does_not_run() {
     support::git_repo(&repo, "a.txt", "original\n");
     dir.file(
         "repo/swap.sh",
-        "if [ -f /workspace/project/.armed ]; then\n\
-         sed 's/usage_in=1200 usage_cached=0 usage_out=60/usage_in=0 usage_cached=0 usage_out=0/' \
-         /usr/local/bin/codex > /tmp/fake && cat /tmp/fake > /usr/local/bin/codex\nfi\ncat\n",
+        format!(
+            "if [ -f /workspace/project/.armed ]; then\n\
+             {ZERO_USAGE} /usr/local/bin/codex > /tmp/fake && cat /tmp/fake > /usr/local/bin/codex\nfi\ncat\n"
+        ),
     );
     let id = task_id("bnd-swap");
     let plant = "@run: git config --global filter.x.clean 'sh /workspace/project/swap.sh' && \
@@ -1235,5 +1246,65 @@ fn an_agent_swapped_by_git_in_the_snapshot_before_a_run_does_not_run() {
         std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
     assert!(log.contains("planted=0"), "{log}");
     assert_eq!(server.received().len(), 4, "no Meta call after the swap");
+    assert_no_container(&id);
+}
+
+/// What git starts for the snapshot before a run (a clean filter the worker planted,
+/// here starting a process that would act a second later) is stopped before the
+/// agent's check: nothing of it runs beside the agent.
+#[test]
+fn what_git_starts_for_a_snapshot_does_not_run_beside_the_agent() {
+    let dir = Scratch::new("bnd-gitleft");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    dir.file(
+        "repo/later.sh",
+        "if [ -f /workspace/project/.armed ]; then\n\
+         (sleep 1; touch /workspace/project/ran-beside-the-agent) </dev/null >/dev/null 2>&1 &\nfi\ncat\n",
+    );
+    let id = task_id("bnd-gitleft");
+    let plant = "@run: git config --global filter.x.clean 'sh /workspace/project/later.sh' && \
+                 echo 'a.txt filter=x' > .gitattributes && touch a.txt; echo planted=$?\n@say: planted";
+    let (out, _server) = run_prompts(
+        &id,
+        &repo,
+        &[plant, "@sleep: 3\n@say: waited"],
+        Some("touch .armed"),
+        "",
+    );
+    out.code(0);
+    assert!(
+        !repo.join("ran-beside-the-agent").exists(),
+        "a process git started ran beside the next agent"
+    );
+    assert_no_container(&id);
+}
+
+/// A snapshot before a run that does not finish (git blocked on a FIFO the tests
+/// left as `.gitignore`) is stopped before the agent's check: the next agent finds
+/// no git of ours waiting on that FIFO (which, fed, would go on beside it).
+#[test]
+fn a_snapshot_that_hangs_before_a_run_is_stopped_before_the_agent() {
+    let dir = Scratch::new("bnd-hang");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    let id = task_id("bnd-hang");
+    let feed = "@run: if timeout 2 sh -c 'echo x > .gitignore'; then touch git-was-waiting; fi; \
+                rm -f .gitignore; echo fed\n@say: fed";
+    let (out, _server) = run_prompts(
+        &id,
+        &repo,
+        &["@say: first", feed],
+        Some("[ -e .planted ] || { touch .planted && mkfifo .gitignore; }"),
+        "",
+    );
+    out.code(0);
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-2.log"))).unwrap();
+    assert!(log.contains("fed"), "{log}");
+    assert!(
+        !repo.join("git-was-waiting").exists(),
+        "the snapshot's git still ran beside the next agent"
+    );
     assert_no_container(&id);
 }

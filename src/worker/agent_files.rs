@@ -490,43 +490,36 @@ impl<'a> Exec<'a> {
     /// The paths the daemon's diff of the container against its image names (at
     /// the start, when they are few); None when it could not say.
     fn diff_paths(&self) -> Option<HashSet<String>> {
-        let invocation = Invocation::new("docker").args(["diff", self.container]);
         let mut paths = HashSet::new();
-        let mut on_line = |line: &[u8]| {
-            if let Some((_, path)) = String::from_utf8_lossy(line).split_once(' ') {
-                if paths.len() < MAX_DIFF_AT_START {
-                    paths.insert(path.to_string());
-                }
+        let complete = self.each_diff_path(&mut |path| {
+            if paths.len() < MAX_DIFF_AT_START {
+                paths.insert(path.to_string());
             }
-        };
-        let mut capture = Capture::in_memory(4096).with_lines(64 * 1024, &mut on_line);
-        let finished = process::run(
-            &invocation,
-            &Limits::wall(EXEC_TIMEOUT, self.interrupt),
-            &mut capture,
-            process::Stop::Terminate,
-        );
-        drop(capture);
-        match finished {
-            Ok(finished) if finished.success() && paths.len() < MAX_DIFF_AT_START => Some(paths),
-            _ => None,
-        }
+        });
+        (complete && paths.len() < MAX_DIFF_AT_START).then_some(paths)
     }
 
     /// Whether the daemon's diff of the container against its image names any of
     /// `paths`; None when it could not say.
     fn diff(&self, paths: &HashSet<String>) -> Option<bool> {
-        let invocation = Invocation::new("docker").args(["diff", self.container]);
         let mut hit = false;
+        let complete = self.each_diff_path(&mut |path| {
+            if paths.contains(path) {
+                log::debug!("agent files: the container's diff names {path}");
+                hit = true;
+            }
+        });
+        complete.then_some(hit)
+    }
+
+    /// `docker diff <container>`: each path it names ("C /path", "A /path", "D
+    /// /path"; a name with a newline in it can only add a line, never hide one) to
+    /// `on_path`; whether the diff was complete.
+    fn each_diff_path(&self, on_path: &mut dyn FnMut(&str)) -> bool {
+        let invocation = Invocation::new("docker").args(["diff", self.container]);
         let mut on_line = |line: &[u8]| {
-            let line = String::from_utf8_lossy(line);
-            // "C /path", "A /path", "D /path"; a name with a newline in it can only
-            // add a line, never hide one.
-            if let Some((_, path)) = line.split_once(' ') {
-                if paths.contains(path) {
-                    log::debug!("agent files: the container's diff names {path}");
-                    hit = true;
-                }
+            if let Some((_, path)) = String::from_utf8_lossy(line).split_once(' ') {
+                on_path(path);
             }
         };
         let mut capture = Capture::in_memory(4096).with_lines(64 * 1024, &mut on_line);
@@ -537,10 +530,7 @@ impl<'a> Exec<'a> {
             process::Stop::Terminate,
         );
         drop(capture);
-        match finished {
-            Ok(finished) if finished.success() => Some(hit),
-            _ => None,
-        }
+        finished.is_ok_and(|finished| finished.success())
     }
 
     /// What `loader --list file` answers: its status and output, load addresses

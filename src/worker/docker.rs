@@ -325,13 +325,22 @@ impl DockerSandbox {
         let image = self.spec.worker.docker_image.clone();
         let limits = Limits::wall(STOP_TIMEOUT, self.spec.interrupt);
         let container = self.started()?;
-        let report = envelope_exec(container, Envelope::before(keep_pid), limits, &redactor);
+        let mut report = envelope_exec(container, Envelope::before(keep_pid), limits, &redactor);
         if self.spec.interrupt.is_set() {
             return Err(SandboxError::Interrupted);
         }
         let container = self.started()?;
         if !report.started {
             return Err(diagnose(container, &image, &report.stderr));
+        }
+        if report.stopped.is_none() {
+            // It did not finish (git stuck, say, on a FIFO the worker left): stop
+            // what it started before the check.
+            let follow_up = stop_work(container, None, &redactor);
+            if !follow_up.started {
+                return Err(diagnose(container, &image, &follow_up.stderr));
+            }
+            report.stopped = follow_up.stopped;
         }
         match report.stopped {
             Some(Leftovers { left, .. }) if left > 0 => Err(SandboxError::NotQuiet {

@@ -36,16 +36,11 @@ pub fn image_with_this_fake() -> String {
             }
             let context = super::Scratch::new("fake-image");
             context.file("codex", &ours);
-            context.file(
-                "Dockerfile",
-                format!("FROM {TEST_IMAGE}\nCOPY codex /usr/local/bin/codex\nRUN chmod 755 /usr/local/bin/codex\n"),
+            build(
+                &tag,
+                &context,
+                &format!("FROM {TEST_IMAGE}\nCOPY codex /usr/local/bin/codex\nRUN chmod 755 /usr/local/bin/codex\n"),
             );
-            let out = Run::program("docker", &["build", "-q", "-t", &tag])
-                .arg(context.path.to_str().unwrap())
-                .env("DOCKER_BUILDKIT", "0")
-                .deadline(DOCKER_DEADLINE)
-                .output();
-            assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
             tag
         })
         .clone()
@@ -129,14 +124,14 @@ pub fn image_with_setid_file() -> String {
             if docker(&["image", "inspect", &tag]).0 {
                 return tag;
             }
-            let out = Run::program("docker", &["build", "-q", "-t", &tag, "-"])
-                .env("DOCKER_BUILDKIT", "0")
-                .stdin(format!(
+            let context = super::Scratch::new("setid-image");
+            build(
+                &tag,
+                &context,
+                &format!(
                     "FROM {TEST_IMAGE}\nRUN cp /bin/busybox /bin/setid-tool && chmod 4755 /bin/setid-tool\n"
-                ))
-                .deadline(DOCKER_DEADLINE)
-                .output();
-            assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
+                ),
+            );
             tag
         })
         .clone()
@@ -166,20 +161,27 @@ pub fn image_with_dynamic_agent() -> String {
             }
             let context = super::Scratch::new("dash-image");
             context.file("dash", &dash);
-            context.file(
-                "Dockerfile",
-                format!(
+            build(
+                &tag,
+                &context,
+                &format!(
                     "FROM {TEST_IMAGE}\nCOPY dash /bin/dash\n\
                      RUN chmod 755 /bin/dash && sed -i '1s|.*|#!/bin/dash|' /usr/local/bin/codex\n"
                 ),
             );
-            let out = Run::program("docker", &["build", "-q", "-t", &tag])
-                .arg(context.path.to_str().unwrap())
-                .env("DOCKER_BUILDKIT", "0")
-                .deadline(DOCKER_DEADLINE)
-                .output();
-            assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
             tag
         })
         .clone()
+}
+
+/// `docker build -t tag` of `dockerfile` in `context` (the legacy builder, which
+/// needs no registry); the build must succeed.
+fn build(tag: &str, context: &super::Scratch, dockerfile: &str) {
+    context.file("Dockerfile", dockerfile);
+    let out = Run::program("docker", &["build", "-q", "-t", tag])
+        .arg(context.path.to_str().unwrap())
+        .env("DOCKER_BUILDKIT", "0")
+        .deadline(DOCKER_DEADLINE)
+        .output();
+    assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
 }
