@@ -21,7 +21,7 @@ test-env:
 	bash testdata/setup-browser.sh
 
 # The shell scripts that run in containers live beside their modules (include_str!).
-SCRIPTS = $(shell find src -name '*.sh')
+SCRIPTS = $(shell find crates/*/src -name '*.sh')
 
 lint:
 	$(CARGO) fmt --check

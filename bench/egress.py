@@ -23,14 +23,10 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-BIN = os.environ.get("AGENT_RUNNER_BIN", os.path.join(ROOT, "target/release/agent-runner"))
-IMAGE = "agent-runner-test-worker:latest"
+from held import holding_task
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 SIZE = 100 << 20
 BODY = b"x" * SIZE
@@ -135,25 +131,8 @@ def main():
     hold_port = []
     hold_srv, held = holder(hold_port)
     hold_port = hold_port[0]
-    work = tempfile.mkdtemp(prefix="ar-bench-egress-")
-    tmp = os.path.join(work, "t")
-    repo = os.path.join(work, "repo")
-    os.makedirs(tmp)
-    os.makedirs(repo)
-    script = os.path.join(work, "meta.yaml")
-    with open(script, "w") as f:
-        f.write("- type: plan_task\n  acceptance_criteria:\n    - id: AC-1\n      description: x\n"
-                "- type: next_action\n  decision: {action: run_worker, reason: hold}\n"
-                "  worker_call: {worker_type: codex-cli, mode: exec, prompt: \"@sleep: 600\"}\n")
-    yaml = (f"version: 1\ntask:\n  id: bench-egress\n  repo: {repo}\n  prd: {{text: x}}\n"
-            f"runner:\n  meta: {{kind: scripted, script: {script}, max_loops: 1}}\n"
-            f"  worker:\n    docker_image: {IMAGE}\n"
-            f"    allow: [\"127.0.0.2:{big_port}\", \"127.0.0.2:{hold_port}\"]\n")
-    env = dict(os.environ, TMPDIR=tmp, HOME=tmp, RUST_LOG="warn")
-    proc = subprocess.Popen([BIN, "run"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)
-    proc.stdin.write(yaml.encode())
-    proc.stdin.close()
+    allow = f"[\"127.0.0.2:{big_port}\", \"127.0.0.2:{hold_port}\"]"
+    proc, work, tmp, _ = holding_task("bench-egress", allow, subprocess.DEVNULL)
     rows = []
     try:
         deadline = time.time() + 120

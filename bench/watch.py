@@ -166,7 +166,7 @@ def browser_latency(rounds):
                 break
         wd = f"127.0.0.1:{port}"
         profile = tempfile.mkdtemp(prefix="agent-runner-bench-chromium-")
-        # As tests/support/webdriver.rs starts it.
+        # As crates/cli/tests/support/webdriver.rs starts it.
         caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {
             "binary": "/usr/bin/chromium",
             "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",

@@ -35,7 +35,7 @@ base_label=agent-runner.sandbox-base
 started=$(date +%s)
 
 # Pinned: agent-runner's flags and JSONL parsing were checked against this version
-# (src/doctor.rs checks the image against it too). sha512 of the npm tarballs
+# (crates/run/src/doctor.rs checks the image against it too). sha512 of the npm tarballs
 # @openai/codex@0.169.0-linux-{x64,arm64} (the registry's dist.integrity, in hex).
 CODEX_VERSION=0.169.0
 codex_sha512_x64=a34e4dc803820f28123d1a35ca29f3c6f91149d9ac672043f44ee66e99a345a9d27ccf25ca9a96b50804a385df364c21b82476685bbc9a518eb101855d56d5c3

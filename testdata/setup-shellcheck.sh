@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make lint` runs shellcheck on the shell scripts that run in containers
-# (src/**/*.sh): installed with apt-get when we are root on Debian; otherwise this
+# (crates/*/src/**/*.sh): installed with apt-get when we are root on Debian; otherwise this
 # says it is missing, and `make lint` fails naming it.
 set -euo pipefail
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: the whole suite, then what was not run and why. Tests that need what
 # a machine may lack say so with #[ignore = "needs WHAT"] (WHAT: root, chromium,
-# sandbox-image, joined by " and "; tests/support/prerequisite.rs checks them in the
+# sandbox-image, joined by " and "; crates/cli/tests/support/prerequisite.rs checks them in the
 # test). Under CI (testdata/ci.sh) all of them run, so a missing prerequisite fails
 # its test; elsewhere those whose prerequisites are here run, the others are named.
 # TEST_WITHOUT="chromium root" counts those as missing, to see what a machine
@@ -15,7 +15,7 @@ CARGO=${CARGO:-cargo}
 say() { printf 'make test: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 2; }
 
-# Whether prerequisite $1 is here; the same checks as tests/support/prerequisite.rs.
+# Whether prerequisite $1 is here; the same checks as crates/cli/tests/support/prerequisite.rs.
 have() {
   case " ${TEST_WITHOUT:-} " in *" $1 "*) return 1 ;; esac
   case $1 in
@@ -38,11 +38,11 @@ how() {
   esac
 }
 
-# "<test> <prerequisite>..." for every #[ignore] test in tests/*.rs; an #[ignore]
+# "<test> <prerequisite>..." for every #[ignore] test in crates/cli/tests/*.rs; an #[ignore]
 # that does not say what it needs is an error (the suite must not hide tests).
-grep -rln '#\[ignore' src >/dev/null 2>&1 && die "src/ has #[ignore] tests: keep tests that need prerequisites in tests/*.rs"
+grep -rln '#\[ignore' crates/*/src >/dev/null 2>&1 && die "crates/*/src/ has #[ignore] tests: keep tests that need prerequisites in crates/cli/tests/*.rs"
 ignored=()
-for file in tests/*.rs; do
+for file in crates/cli/tests/*.rs; do
   needs=
   while IFS= read -r line; do
     case $line in
@@ -69,7 +69,7 @@ done
 "$CARGO" test --locked --no-run
 listed=$("$CARGO" test --locked -q -- --list --ignored 2>/dev/null | grep -c ': test$' || true)
 [ "$listed" -eq "${#ignored[@]}" ] \
-  || die "cargo lists $listed ignored tests, tests/*.rs declares ${#ignored[@]} (an #[ignore] test must be a top-level fn)"
+  || die "cargo lists $listed ignored tests, crates/cli/tests/*.rs declares ${#ignored[@]} (an #[ignore] test must be a top-level fn)"
 
 # The tests whose prerequisites are not all here (not under CI: there all run).
 skip=()

@@ -1,0 +1,187 @@
+//! Docker helpers for tests. The daemon and the test worker image are real; they are
+//! made ready by testdata/setup-docker.sh (run by `make test`).
+
+use std::time::Duration;
+
+use super::Run;
+
+/// The image built by testdata/setup-docker.sh.
+pub const TEST_IMAGE: &str = "agent-runner-test-worker:latest";
+/// Longest a docker command of a test may take (the daemon answers in well under a
+/// second when it is healthy).
+const DOCKER_DEADLINE: Duration = Duration::from_secs(120);
+
+/// TEST_IMAGE with this tree's fake codex (testdata/worker-image/codex): TEST_IMAGE
+/// itself when it has that fake, else an image made from it with the fake copied
+/// in (tagged by the fake's content). Tests that need what the fake learnt lately
+/// use it: TEST_IMAGE may have been built from another tree since (trees share one
+/// daemon), or before the fake changed.
+pub fn image_with_this_fake() -> String {
+    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let fake = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../testdata/worker-image/codex");
+            let ours = std::fs::read(&fake).unwrap();
+            let (ok, theirs, _) = docker(&["run", "--rm", TEST_IMAGE, "cat", "/usr/local/bin/codex"]);
+            if ok && theirs.as_bytes() == ours {
+                return TEST_IMAGE.to_string();
+            }
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            ours.hash(&mut hasher);
+            let tag = format!("agent-runner-test-worker:fake-{:016x}", hasher.finish());
+            if docker(&["image", "inspect", &tag]).0 {
+                return tag;
+            }
+            let context = super::Scratch::new("fake-image");
+            context.file("codex", &ours);
+            build(
+                &tag,
+                &context,
+                &format!("FROM {TEST_IMAGE}\nCOPY codex /usr/local/bin/codex\nRUN chmod 755 /usr/local/bin/codex\n"),
+            );
+            tag
+        })
+        .clone()
+}
+
+/// Runs `docker <args>`; returns (success, stdout, stderr).
+pub fn docker(args: &[&str]) -> (bool, String, String) {
+    let out = Run::program("docker", args)
+        .deadline(DOCKER_DEADLINE)
+        .output();
+    (out.code == Some(0), out.stdout, out.stderr)
+}
+
+/// Runs `docker <args>`, which must succeed: a failing docker fails the test
+/// instead of passing for an empty answer. Its stdout.
+pub fn docker_ok(args: &[&str]) -> String {
+    let (ok, stdout, stderr) = docker(args);
+    assert!(ok, "docker {}: {}", args.join(" "), stderr.trim());
+    stdout
+}
+
+/// Names of containers (running or not) carrying `label=value`.
+pub fn containers_labelled(label: &str, value: &str) -> Vec<String> {
+    containers_labelled_on(&[], label, value)
+}
+
+/// `containers_labelled` with docker's global options `global` (e.g. `--host`).
+pub fn containers_labelled_on(global: &[&str], label: &str, value: &str) -> Vec<String> {
+    let filter = format!("label={label}={value}");
+    let mut args = global.to_vec();
+    args.extend(["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"]);
+    docker_ok(&args).lines().map(str::to_string).collect()
+}
+
+/// A `PATH` whose `docker` is the real one without `--security-opt seccomp=…`, so
+/// containers get the daemon's default profile instead of agent-runner's: the
+/// sandbox without its first line against set-id files, to test the second (the
+/// sweeps). The directory goes with the value.
+pub struct WithoutSeccompProfile {
+    dir: super::Scratch,
+}
+
+impl WithoutSeccompProfile {
+    pub fn new() -> Self {
+        let dir = super::Scratch::new("no-seccomp");
+        let real = super::Run::program("sh", &["-c", "command -v docker"]).output();
+        assert_eq!(real.code, Some(0), "docker is not on PATH");
+        let script = format!(
+            "#!/bin/sh\n# docker without agent-runner's seccomp profile (tests only)\n\
+             n=$#\nwhile [ $n -gt 0 ]; do\n  a=$1; shift; n=$((n - 1))\n  \
+             if [ \"$a\" = --security-opt ] && [ $n -gt 0 ]; then\n    \
+             case $1 in seccomp=*) shift; n=$((n - 1)); continue ;; esac\n  fi\n  \
+             set -- \"$@\" \"$a\"\ndone\nexec {} \"$@\"\n",
+            real.stdout.trim()
+        );
+        let path = dir.file("docker", script);
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        WithoutSeccompProfile { dir }
+    }
+
+    /// The `PATH` to run agent-runner with.
+    pub fn path(&self) -> String {
+        format!(
+            "{}:{}",
+            self.dir.path.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+}
+
+/// TEST_IMAGE with a setuid-root file, `/bin/setid-tool` (busybox, mode 4755), as an
+/// image may bring one; tagged by TEST_IMAGE's id, built once.
+pub fn image_with_setid_file() -> String {
+    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let id = docker_ok(&["image", "inspect", "--format", "{{.Id}}", TEST_IMAGE]);
+            let id = id.trim().trim_start_matches("sha256:");
+            let tag = format!("agent-runner-test-worker:setid-{}", &id[..12]);
+            if docker(&["image", "inspect", &tag]).0 {
+                return tag;
+            }
+            let context = super::Scratch::new("setid-image");
+            build(
+                &tag,
+                &context,
+                &format!(
+                    "FROM {TEST_IMAGE}\nRUN cp /bin/busybox /bin/setid-tool && chmod 4755 /bin/setid-tool\n"
+                ),
+            );
+            tag
+        })
+        .clone()
+}
+
+/// TEST_IMAGE whose fake codex runs under the host's dash (`#!/bin/dash`): a
+/// dynamically linked interpreter (libc and the loader come with the image's git),
+/// as claude's binary or a Debian shell is; tagged by TEST_IMAGE's id and dash's
+/// hash, built once.
+pub fn image_with_dynamic_agent() -> String {
+    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let dash = std::fs::read("/usr/bin/dash").expect("dash (Debian's /bin/sh) is needed");
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            dash.hash(&mut hasher);
+            let id = docker_ok(&["image", "inspect", "--format", "{{.Id}}", TEST_IMAGE]);
+            let id = id.trim().trim_start_matches("sha256:");
+            let tag = format!(
+                "agent-runner-test-worker:dash-{}-{:08x}",
+                &id[..12],
+                hasher.finish() as u32
+            );
+            if docker(&["image", "inspect", &tag]).0 {
+                return tag;
+            }
+            let context = super::Scratch::new("dash-image");
+            context.file("dash", &dash);
+            build(
+                &tag,
+                &context,
+                &format!(
+                    "FROM {TEST_IMAGE}\nCOPY dash /bin/dash\n\
+                     RUN chmod 755 /bin/dash && sed -i '1s|.*|#!/bin/dash|' /usr/local/bin/codex\n"
+                ),
+            );
+            tag
+        })
+        .clone()
+}
+
+/// `docker build -t tag` of `dockerfile` in `context` (the legacy builder, which
+/// needs no registry); the build must succeed.
+fn build(tag: &str, context: &super::Scratch, dockerfile: &str) {
+    context.file("Dockerfile", dockerfile);
+    let out = Run::program("docker", &["build", "-q", "-t", tag])
+        .arg(context.path.to_str().unwrap())
+        .env("DOCKER_BUILDKIT", "0")
+        .deadline(DOCKER_DEADLINE)
+        .output();
+    assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
+}

@@ -1,0 +1,65 @@
+//! What answers a conversation: the OpenAI Chat Completions API or a script of
+//! replies. A backend retries its own transport faults; what it returns is a reply
+//! text, or an error after giving up.
+
+use serde::Serialize;
+
+use super::MetaError;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::usage::Tokens;
+
+/// A chat message sent to the backend.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatMessage {
+    pub(crate) role: &'static str,
+    pub(crate) content: String,
+}
+
+/// A reply text, how many requests it took, and the tokens the provider reported
+/// for it (None: it reported none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub(crate) text: String,
+    pub(crate) attempts: u32,
+    pub(crate) usage: Option<Tokens>,
+}
+
+/// A backend that gave up (after its own retries).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendError {
+    pub(crate) error: MetaError,
+    pub(crate) attempts: u32,
+}
+
+/// The reply a conversation expects: its type and JSON Schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplyFormat {
+    pub(crate) kind: &'static str,
+    pub(crate) schema: serde_json::Value,
+}
+
+/// Something that answers a conversation with a reply text.
+pub trait ChatBackend {
+    fn complete(&mut self, messages: &[ChatMessage]) -> Result<Completion, BackendError>;
+
+    /// `complete`, for a backend that can hold the model to the reply's schema
+    /// (the codex-cli provider); others ignore it.
+    fn complete_for(
+        &mut self,
+        messages: &[ChatMessage],
+        _reply: &ReplyFormat,
+    ) -> Result<Completion, BackendError> {
+        self.complete(messages)
+    }
+
+    /// The stop request this backend gives up on; a reply's parse gives up on it too.
+    fn interrupt(&self) -> Interrupt {
+        Interrupt::never()
+    }
+
+    /// The model that answers, which names its price; None when no model runs
+    /// (a script of replies costs nothing).
+    fn model(&self) -> Option<&str> {
+        None
+    }
+}

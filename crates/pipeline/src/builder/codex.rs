@@ -1,0 +1,264 @@
+//! `builder.kind: codex` (SPEC §12): the Task Builder is one `codex exec` in the
+//! sandbox image, run as the codex-cli Meta provider runs (`worker::scratch`, SPEC
+//! §18: the worker's container machinery, login, network, limits and timeouts,
+//! secrets passed by name), with `--output-schema` (the TaskConfig JSON Schema,
+//! generated from the parser's own key tables and mounted read-only) and
+//! `--output-last-message`. Its last message is the draft TaskConfig, checked and
+//! completed like the other kinds' replies. `codex_meta_task` is how the pipeline
+//! gets that codex's settings, for plans too.
+//!
+//! Codex works in a scratch directory of the job's (`logs/<job-id>/codex-builder/`),
+//! not in the repository: like the `meta` builder it is told about the repository
+//! through the request's overview, and it cannot change anything there.
+
+use std::fmt::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use serde_json::json;
+use serde_norway::{Mapping, Value};
+
+use super::Build;
+use super::reply::BuiltConfig;
+use super::request::{BuildRequest, codex_prompt};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::secret::Redactor;
+use agent_runner_meta::reply::{Reply, strip_fence};
+use agent_runner_sandbox::agent::RunOutcome;
+use agent_runner_sandbox::task::{CodexMeta, DEFAULT_META_MODEL, Host, Login, MetaBackend, Task};
+use agent_runner_sandbox::worker::WorkerRun;
+use agent_runner_sandbox::worker::scratch::{Scratch, ScratchConfig};
+
+use crate::store::defaults::Defaults;
+
+/// Asks codex for a TaskConfig for `request`; `work` is the job's log directory.
+pub(crate) fn build(
+    defaults: &Defaults,
+    request: &BuildRequest,
+    var: &dyn Fn(&str) -> Option<String>,
+    interrupt: Interrupt,
+    work: &Path,
+) -> Build {
+    let clock = Instant::now();
+    let model = defaults.builder().model;
+    let mut log = format!(
+        "builder: codex{}\n",
+        model
+            .as_deref()
+            .map_or(String::new(), |m| format!(" ({m})"))
+    );
+    let mut usage = None;
+    let outcome = ask(
+        defaults, request, var, interrupt, work, &mut log, &mut usage,
+    );
+    if let Err(e) = &outcome {
+        let _ = writeln!(log, "error: {e}");
+    }
+    let _ = writeln!(log, "duration_ms: {}", clock.elapsed().as_millis());
+    Build {
+        config: outcome,
+        builder: match &model {
+            Some(m) => format!("codex ({m})"),
+            None => "codex".into(),
+        },
+        duration: clock.elapsed(),
+        log,
+        usage,
+    }
+}
+
+fn ask(
+    defaults: &Defaults,
+    request: &BuildRequest,
+    var: &dyn Fn(&str) -> Option<String>,
+    interrupt: Interrupt,
+    work: &Path,
+    log: &mut String,
+    usage: &mut Option<agent_runner_core::usage::Usage>,
+) -> Result<Mapping, String> {
+    let scratch = work.join("codex-builder");
+    let _ = std::fs::remove_dir_all(&scratch);
+    let task = codex_meta_task(
+        defaults,
+        var,
+        defaults.builder().model,
+        &request.task_id,
+        &scratch,
+    )?;
+    let MetaBackend::CodexCli(codex) = &task.meta.backend else {
+        return Err("runner.meta is not codex-cli".into());
+    };
+    let settings = codex.worker_settings(&task.worker, task.meta.timeout);
+    if !has_session(codex, &settings.env) {
+        return Err("no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)".into());
+    }
+    let redactor = Redactor::new(&task.secrets());
+    let model = defaults
+        .runner_meta("model")
+        .unwrap_or(DEFAULT_META_MODEL)
+        .to_string();
+    let prompt = codex_prompt(request, &model);
+    let _ = writeln!(
+        log,
+        "image: {}\n\n--- request ---\n{}",
+        settings.docker_image,
+        redactor.redact(prompt.trim_end())
+    );
+    let limit = settings.max_run_time;
+    let mut sandbox = Scratch::open(ScratchConfig {
+        task_id: task.id.clone(),
+        dir: scratch,
+        remove_after: false,
+        logs: None,
+        worker: settings,
+        login: codex.login.clone(),
+        redactor: redactor.clone(),
+        interrupt,
+    })
+    .map_err(|e| e.to_string())?;
+    let answer = sandbox.ask(
+        &prompt,
+        &agent_runner_sandbox::task::task_config_schema(),
+        limit,
+    );
+    sandbox.shutdown();
+    let answer = answer.map_err(|e| format!("codex could not run: {e}"))?;
+    *usage = Some(answer.run.usage.clone());
+    let run = &answer.run;
+    let _ = writeln!(
+        log,
+        "\n--- codex ---\n{} in {} ms (exit {}); output: {}",
+        run.outcome.as_str(),
+        run.duration.as_millis(),
+        run.exit_code
+            .map_or("none".to_string(), |code| code.to_string()),
+        run.log_path.display()
+    );
+    if run.outcome != RunOutcome::Completed {
+        return Err(failure(run));
+    }
+    let reply = answer
+        .text
+        .ok_or("codex wrote no last message (--output-last-message)")?;
+    let reply = redactor.redact(&reply);
+    let _ = writeln!(log, "\n--- reply ---\n{}", reply.trim_end());
+    parse(&reply).map_err(|e| format!("codex's reply is not a TaskConfig: {e}"))
+}
+
+/// Whether Meta's codex can log in: a login of the host's, or CODEX_API_KEY in the
+/// environment it is given.
+pub(crate) fn has_session(
+    codex: &CodexMeta,
+    env: &[agent_runner_sandbox::task::WorkerEnv],
+) -> bool {
+    codex.login != Login::None || env.iter().any(|e| e.name == "CODEX_API_KEY")
+}
+
+/// The workspace's defaults as a task whose Meta is codex (`runner.meta.kind:
+/// codex-cli`), resolved by the runner's own parser as a run would get them:
+/// `runner.meta` when it is codex-cli already, else a bare codex-cli one, with
+/// `model` (codex's `-m`) when given; the worker as the defaults say. `scratch`
+/// (created here) stands for the project directory.
+pub(crate) fn codex_meta_task(
+    defaults: &Defaults,
+    var: &dyn Fn(&str) -> Option<String>,
+    model: Option<String>,
+    task_id: &str,
+    scratch: &Path,
+) -> Result<Task, String> {
+    let runner = defaults.runner.as_ref();
+    let mut meta = runner
+        .and_then(|r| r.get("meta"))
+        .filter(|m| m.get("kind").and_then(serde_json::Value::as_str) == Some("codex-cli"))
+        .cloned()
+        .unwrap_or_else(|| json!({"kind": "codex-cli"}));
+    if let (Some(model), serde_json::Value::Object(map)) = (model, &mut meta) {
+        map.insert("model".into(), model.into());
+    }
+    let mut worker = runner
+        .and_then(|r| r.get("worker"))
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    if let serde_json::Value::Object(map) = &mut worker {
+        map.entry("type")
+            .or_insert_with(|| agent_runner_sandbox::task::TASKCONFIG_WORKER_TYPE.into());
+    }
+    crate::store::workspace::create_dir(scratch)
+        .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
+    let config = json!({
+        "task": {"id": task_id, "title": "Meta", "instructions": "-",
+                 "project": {"root_dir": scratch}},
+        "runner": {"meta": meta, "worker": worker},
+    });
+    let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
+    let os_var = |name: &str| var(name).map(std::ffi::OsString::from);
+    agent_runner_sandbox::task::parse(
+        &yaml,
+        &Host {
+            var: &os_var,
+            cwd: Ok(scratch.to_path_buf()),
+        },
+    )
+    .map_err(|e| format!("runner: {}", e.with_hints()))
+}
+
+/// Why a codex run that did not complete failed.
+fn failure(run: &WorkerRun) -> String {
+    match run.outcome {
+        RunOutcome::Interrupted => "interrupted".into(),
+        outcome => format!("codex {}: {}", outcome.as_str(), run.summary),
+    }
+}
+
+/// The draft from codex's last message: JSON (or YAML) following the schema, whose
+/// `null`s mean "not given".
+fn parse(text: &str) -> Result<Mapping, String> {
+    let mut value =
+        agent_runner_core::yaml::parse(strip_fence(text), agent_runner_core::yaml::Rules::Reply)
+            .map_err(|e| format!("not valid JSON: {e}"))?;
+    drop_nulls(&mut value);
+    BuiltConfig::from_value(value).map(|BuiltConfig(map)| map)
+}
+
+fn drop_nulls(value: &mut Value) {
+    match value {
+        Value::Mapping(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        Value::Sequence(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schema_reply_with_nulls_is_a_draft_without_them() {
+        let map = parse(r#"{"task": {"id": "t", "title": "T", "instructions": "Do it.", "project": {"root_dir": "/x"}, "test": null, "acceptance_criteria": null}, "runner": {"meta": {"model": "m", "temperature": null}, "worker": {"type": "docker_codex_cli", "model": null}}}"#).unwrap();
+        let yaml = serde_norway::to_string(&map).unwrap();
+        assert!(!yaml.contains("null"), "{yaml}");
+        assert_eq!(map["task"]["instructions"], "Do it.");
+        assert_eq!(map["runner"]["worker"]["type"], "docker_codex_cli");
+    }
+
+    #[test]
+    fn replies_that_are_no_taskconfig_say_why() {
+        assert!(
+            parse("I could not do it.")
+                .unwrap_err()
+                .contains("expected a mapping")
+        );
+        assert!(
+            parse("{\"task\": 1")
+                .unwrap_err()
+                .starts_with("not valid JSON")
+        );
+        assert_eq!(
+            parse(r#"{"task": {"instructions": ""}, "runner": {}}"#).unwrap_err(),
+            "task.instructions is missing or empty"
+        );
+    }
+}

@@ -1,0 +1,175 @@
+//! Host git, and only on repositories of ours: an attempt's fresh clone before its
+//! worker starts, or a landing repository for a bundle. Never in root_dir's
+//! repository: an earlier worker may have written its config, hooks or info (an
+//! in-place run of an older version; a config of yours that includes a file of the
+//! work tree), and git would run what they say (`core.fsmonitor`, `url.*.insteadOf`
+//! to `ext::`, filters, hooks). root_dir's objects are read as an alternate object
+//! store, which is data: no config, hook or attribute is read from there.
+//!
+//! No git configuration of the user's either (system, global, `GIT_*` variables):
+//! the clone's files come from worker-written branches, and the user's filter and
+//! merge drivers (git-lfs reading a `.lfsconfig` there) must not run on them.
+
+use std::fs::File;
+use std::path::Path;
+use std::time::Duration;
+
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{self, Capture, Invocation, Limits, Stop};
+
+/// Time allowed for one git command.
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A repository of ours that git may run in.
+pub(crate) struct Repo<'a> {
+    /// Its git directory.
+    pub(crate) git_dir: &'a Path,
+    /// Its work tree (the clone's), if git needs one.
+    pub(crate) work_tree: Option<&'a Path>,
+    /// An object store git may read objects from (root_dir's), if any.
+    pub(crate) borrow: Option<&'a Path>,
+}
+
+impl Repo<'_> {
+    /// `git <args>` here; its stdout.
+    pub(crate) fn run(&self, args: &[&str], interrupt: Interrupt) -> Result<String, String> {
+        run(&self.invocation(args), interrupt)
+    }
+
+    /// `git <args>` reading `stdin` from where it stands; its stdout.
+    pub(crate) fn run_reading(
+        &self,
+        args: &[&str],
+        stdin: File,
+        interrupt: Interrupt,
+    ) -> Result<String, String> {
+        run(&self.invocation(args).stdin_file(stdin), interrupt)
+    }
+
+    fn invocation(&self, args: &[&str]) -> Invocation {
+        let cwd = self.work_tree.unwrap_or(self.git_dir);
+        let mut invocation = clean(cwd, args).env("GIT_DIR", &self.git_dir.display().to_string());
+        if let Some(work_tree) = self.work_tree {
+            invocation = invocation.env("GIT_WORK_TREE", &work_tree.display().to_string());
+        }
+        if let Some(objects) = self.borrow {
+            invocation = invocation.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &quoted(objects));
+        }
+        invocation
+    }
+}
+
+/// `path` as one entry of a colon-separated list of git's: C-quoted if it has a
+/// colon (or starts with a quote).
+fn quoted(path: &Path) -> String {
+    let text = path.display().to_string();
+    if !text.contains(':') && !text.starts_with('"') {
+        return text;
+    }
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        if matches!(c, '"' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// `git <args>` in `cwd` with none of the user's git configuration or `GIT_*`
+/// variables, and killed with the orchestrator: none may go on writing after it.
+fn clean(cwd: &Path, args: &[&str]) -> Invocation {
+    let mut invocation = Invocation::new("git");
+    for (name, _) in std::env::vars_os() {
+        if let Some(name) = name.to_str().filter(|n| n.starts_with("GIT_")) {
+            invocation = invocation.env_remove(name);
+        }
+    }
+    invocation
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_NO_REPLACE_OBJECTS", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        // Nothing is fetched or pushed; no automatic maintenance (a detached `git
+        // maintenance` would outlive the attempt), no hooks, no fsmonitor.
+        .args([
+            "-c",
+            "protocol.allow=never",
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.attributesFile=/dev/null",
+            "-c",
+            "maintenance.auto=false",
+            "-c",
+            "gc.auto=0",
+        ])
+        .args(args.iter().copied())
+        .cwd(cwd)
+        .die_with_parent()
+}
+
+/// `git init` of a new repository in `dir`, of the object format of commit `like`
+/// (SHA-1 or SHA-256, told by its length): with a work tree and HEAD on `branch`, or
+/// bare (`dir` is its git directory) when `branch` is None.
+pub(crate) fn init(
+    dir: &Path,
+    branch: Option<&str>,
+    like: &str,
+    interrupt: Interrupt,
+) -> Result<(), String> {
+    let format = if like.len() == 64 { "sha256" } else { "sha1" };
+    let target = dir.display().to_string();
+    let mut args = vec!["init", "--quiet", "--template=", "--object-format", format];
+    match branch {
+        Some(branch) => args.extend(["--initial-branch", branch]),
+        None => args.push("--bare"),
+    }
+    args.extend(["--", &target]);
+    let invocation = clean(dir.parent().unwrap_or(dir), &args);
+    run(&invocation, interrupt).map(|_| ())
+}
+
+fn run(invocation: &Invocation, interrupt: Interrupt) -> Result<String, String> {
+    let mut stdout = String::new();
+    let mut on_line = |line: &[u8]| {
+        if stdout.len() < 256 * 1024 {
+            stdout.push_str(&String::from_utf8_lossy(line));
+            stdout.push('\n');
+        }
+    };
+    let mut capture = Capture::in_memory(16 * 1024).with_lines(64 * 1024, &mut on_line);
+    let finished = process::run(
+        invocation,
+        &Limits::wall(TIMEOUT, interrupt),
+        &mut capture,
+        Stop::Terminate,
+    )
+    .map_err(|e| e.to_string())?;
+    let stderr = capture.stderr();
+    drop(capture);
+    match finished.ending {
+        process::Ending::Interrupted => Err("interrupted".into()),
+        process::Ending::TimedOut => Err(format!("`{}` timed out", invocation.display())),
+        _ if finished.success() => Ok(stdout),
+        _ => Err(format!(
+            "`{}` failed: {}",
+            invocation.display(),
+            agent_runner_core::text::tail(stderr.trim(), 600)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_borrowed_store_s_path_is_one_entry_of_git_s_list() {
+        assert_eq!(quoted(Path::new("/a/b")), "/a/b");
+        assert_eq!(quoted(Path::new("/a:b/\"c\\")), "\"/a:b/\\\"c\\\\\"");
+    }
+}

@@ -1,0 +1,843 @@
+//! One attempt of a claimed job, start to end (SPEC §12 steps 2–4): prepare where it
+//! runs (root_dir, or a clone), build the TaskConfig, run `agent-runner run --json`,
+//! bring an isolated attempt's branch back, and record the outcome. Every way this
+//! can end is recorded as an attempt, with an error that says what went wrong.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+
+use super::child;
+use super::recording;
+use super::task_config::{self, Invariants};
+use super::test_choice;
+use crate::Workspace;
+use crate::builder::{self, BuildRequest, DependencySummary};
+use crate::clones::background::Background;
+use crate::clones::bundler::Bundlers;
+use crate::clones::spare::Spares;
+use crate::clones::{self, AttemptClone};
+use crate::queue::jobs;
+use crate::queue::status::TaskStatus;
+use crate::store::id;
+use crate::store::pinned_test::{NO_TEST, TestSource};
+use crate::store::task_file::{Attempt, AttemptStatus, TaskView};
+use crate::store::task_store::TaskStore;
+use agent_runner_core::fs::atomic;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::owner::Owner;
+use agent_runner_core::process::Ending;
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::{cut, one_line};
+use agent_runner_core::timestamp::{Timestamp, human};
+use agent_runner_core::usage::{Account, ModelUsage};
+use agent_runner_sandbox::task::WorkerSettings;
+
+/// What every attempt of one orchestrator shares.
+#[derive(Clone)]
+pub(crate) struct Setup {
+    pub(crate) ws: Workspace,
+    /// The agent-runner binary (this one).
+    pub(crate) exe: PathBuf,
+    /// Run each attempt in its own clone.
+    pub(crate) isolated: bool,
+    pub(crate) interrupt: Interrupt,
+    /// Clean-ups that outlive their attempt.
+    pub(crate) background: Background,
+    /// Bundle isolated attempts' branches.
+    pub(crate) bundlers: Bundlers,
+    /// Isolated attempts' clones, made ahead.
+    pub(crate) spares: Spares,
+}
+
+/// A claimed job, ready to become an attempt.
+pub(crate) struct Claimed {
+    pub(crate) job_id: String,
+    pub(crate) task: TaskView,
+    /// Set when the job must fail without running (a dependency failed).
+    pub(crate) refusal: Option<String>,
+    /// The job whose attempt this one continues (`run --resume`, SPEC §19).
+    pub(crate) resume_from: Option<String>,
+    /// The job whose clone a resumed attempt goes on in.
+    pub(crate) clone_job: Option<String>,
+}
+
+/// An attempt's place among the `--jobs` at once. It goes back as soon as the
+/// attempt's runner has ended: what follows (bringing a branch back, one attempt at
+/// a time in the bundler, and recording) runs alongside the next runner. Dropping
+/// it gives it back too, so every way an attempt ends does.
+pub(crate) struct Place(Option<Box<dyn FnOnce() + Send>>);
+
+impl Place {
+    /// A place that calls `free` when given back.
+    pub(crate) fn new(free: impl FnOnce() + Send + 'static) -> Place {
+        Place(Some(Box::new(free)))
+    }
+
+    fn free(&mut self) {
+        if let Some(free) = self.0.take() {
+            free();
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.free();
+    }
+}
+
+/// What the attempt did, before it is recorded.
+struct Ran {
+    status: AttemptStatus,
+    error: Option<String>,
+    result: Option<Box<serde_json::value::RawValue>>,
+    branch: Option<String>,
+    /// Where the test came from, once chosen.
+    test_source: Option<TestSource>,
+    /// The runner's `verified`, when it ran.
+    verified: Option<bool>,
+}
+
+/// How an attempt ended, for the orchestrator's tally.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Finished {
+    pub status: AttemptStatus,
+    /// The run's and the Task Builder's tokens (None: not recorded).
+    pub(crate) tokens: Option<u64>,
+    /// Their cost (None: not known).
+    pub(crate) cost_usd: Option<f64>,
+}
+
+/// Runs the attempt and records it; returns its status, failed when it could not be
+/// recorded (whatever the runner said: nobody can see it succeeded), and what it
+/// spent.
+pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished {
+    let ws = &setup.ws;
+    let job_id = &claimed.job_id;
+    let task = &claimed.task.record;
+    let started = Timestamp::now();
+    let clock = Instant::now();
+    let log_dir = ws.job_log_dir(job_id);
+    let config_path = log_dir.join("task-config.yaml");
+    let mut builder_usage = None;
+    let ran = match &claimed.refusal {
+        Some(reason) => failed(reason.clone()),
+        None => match crate::store::workspace::create_dir(&log_dir) {
+            Ok(()) => attempt(
+                setup,
+                &claimed,
+                &log_dir,
+                &config_path,
+                &mut place,
+                &mut builder_usage,
+            ),
+            Err(e) => failed(format!("cannot create {}: {e}", log_dir.display())),
+        },
+    };
+    let (usage, budget) = spent(ran.result.as_deref());
+    let attempt = Attempt {
+        attempt_id: id::new_attempt_id(),
+        job_id: job_id.clone(),
+        task_id: task.id.clone(),
+        status: ran.status,
+        started_at: started.to_string(),
+        finished_at: Timestamp::now().to_string(),
+        duration_ms: clock.elapsed().as_millis() as u64,
+        error: ran.error,
+        result: ran.result,
+        task_config: config_path.display().to_string(),
+        branch: ran.branch,
+        log_dir: log_dir.display().to_string(),
+        resumed_from: claimed.resume_from.clone(),
+        clone_job: claimed.clone_job.clone(),
+        test_source: ran.test_source,
+        // Only a succeeded attempt is verified (bringing its branch back can still fail it).
+        verified: ran
+            .verified
+            .map(|v| v && ran.status == AttemptStatus::Succeeded),
+        usage,
+        budget,
+        builder_usage,
+    };
+    let status = attempt.status.as_str();
+    let reason = attempt
+        .error
+        .as_deref()
+        .map_or(String::new(), |e| format!(": {}", cut(&one_line(e), 300)));
+    let spend = spend_line(&attempt);
+    let spent = |status| Finished {
+        status,
+        tokens: attempt.total_tokens(),
+        cost_usd: attempt.cost_usd(),
+    };
+    match recording::record(ws, &attempt) {
+        Ok(path) => {
+            // Recorded: recovery has nothing to put back.
+            clones::forget(&log_dir);
+            log::info!(
+                "job {job_id}: finished task {}: {status} in {}{spend}{reason}; result {}",
+                task.id,
+                human(clock.elapsed()),
+                path.display()
+            );
+            spent(attempt.status)
+        }
+        Err(e) => {
+            log::error!(
+                "job {job_id}: finished task {}: {status}{reason}; but cannot record it: {e}",
+                task.id
+            );
+            spent(AttemptStatus::Failed)
+        }
+    }
+}
+
+/// Whether the runner ended because the user stopped it: a stop was asked for, and
+/// the runner did not succeed but ended interrupted (or was killed before it could
+/// say). A runner that finished by itself first keeps its own outcome.
+fn stopped_by_user(stop_requested: bool, child: &child::ChildRun) -> bool {
+    stop_requested
+        && child.status.as_deref() != Some("succeeded")
+        && (child.result.is_none()
+            || child
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("interrupted")))
+}
+
+/// A failed attempt keeping the runner's result.
+fn failed_with(result: Option<Box<RawValue>>) -> Ran {
+    Ran {
+        result,
+        ..failed(String::new())
+    }
+}
+
+/// The runner's `usage` and `budget`, from its result.
+fn spent(result: Option<&RawValue>) -> (Option<Account>, Option<serde_json::Value>) {
+    #[derive(serde::Deserialize)]
+    struct Spent {
+        usage: Option<serde_json::Value>,
+        budget: Option<serde_json::Value>,
+    }
+    let Some(spent) = result.and_then(|r| serde_json::from_str::<Spent>(r.get()).ok()) else {
+        return (None, None);
+    };
+    let usage = spent.usage.and_then(|u| serde_json::from_value(u).ok());
+    (usage, spent.budget.filter(serde_json::Value::is_object))
+}
+
+/// `, 1234 tokens, $0.05` for the log line, when known.
+fn spend_line(attempt: &Attempt) -> String {
+    let tokens = attempt
+        .total_tokens()
+        .map_or(String::new(), |t| format!(", {t} tokens"));
+    let cost = attempt.cost_usd().map_or(String::new(), |c| {
+        format!(", ${}", agent_runner_core::usage::usd(c))
+    });
+    format!("{tokens}{cost}")
+}
+
+fn failed(error: String) -> Ran {
+    Ran {
+        status: AttemptStatus::Failed,
+        error: Some(error),
+        result: None,
+        branch: None,
+        test_source: None,
+        verified: None,
+    }
+}
+
+fn attempt(
+    setup: &Setup,
+    claimed: &Claimed,
+    log_dir: &Path,
+    config_path: &Path,
+    place: &mut Place,
+    builder_usage: &mut Option<ModelUsage>,
+) -> Ran {
+    let ws = &setup.ws;
+    // A resumed attempt goes on where the one it continues ran.
+    let run_dir = match (&claimed.resume_from, &claimed.clone_job) {
+        (Some(_), Some(clone_job)) => ws.clones_dir().join(clone_job),
+        (Some(_), None) => ws.root_dir.clone(),
+        (None, _) if setup.isolated => ws.clones_dir().join(&claimed.job_id),
+        (None, _) => ws.root_dir.clone(),
+    };
+    let steps = (|| {
+        let (yaml, builder, took, test_source) = match &claimed.resume_from {
+            Some(from) => resumed_config(setup, claimed, from, &run_dir, log_dir)?,
+            None => build(setup, claimed, log_dir, &run_dir, builder_usage)?,
+        };
+        // From here on, a failed attempt still says where its test came from.
+        let sourced = |ran: Ran| Ran {
+            test_source: Some(test_source),
+            ..ran
+        };
+        let clone = match (&claimed.resume_from, &claimed.clone_job) {
+            (Some(_), Some(clone_job)) => Some(
+                AttemptClone::kept(
+                    &ws.clones_dir(),
+                    &ws.job_log_dir(clone_job),
+                    clone_job,
+                    &claimed.task.record.id,
+                )
+                .map_err(|e| sourced(failed(format!("cannot resume in the clone: {e}"))))?,
+            ),
+            (Some(_), None) => None,
+            (None, _) => clone(setup, claimed, log_dir).map_err(sourced)?,
+        };
+        let config = checked(&yaml, log_dir, config_path).map_err(sourced)?;
+        log::info!(
+            "job {}: built the TaskConfig with the {} builder in {} (test: {}): {}",
+            claimed.job_id,
+            builder,
+            human(took),
+            test_source.as_str(),
+            config_path.display()
+        );
+        // The bundler (shared by all attempts) starts alongside the first runner.
+        if setup.interrupt.is_set() {
+            return Err(sourced(failed("interrupted".into())));
+        }
+        if clone.is_some() {
+            setup
+                .bundlers
+                .start(&config.worker)
+                .map_err(|e| sourced(failed(e)))?;
+        }
+        Ok((yaml, clone, config, test_source))
+    })();
+    match steps {
+        Ok((yaml, clone, config, test_source)) => {
+            let kept = clone.as_ref().map(|c| c.dir.clone());
+            let mut ran = run_and_bring_back(
+                setup,
+                claimed,
+                &yaml,
+                &run_dir,
+                clone,
+                &config.worker,
+                place,
+            );
+            let stopped = ran.error.as_deref() == Some(jobs::STOPPED_BY_USER);
+            if let (AttemptStatus::Failed, Some(dir), false) = (ran.status, kept, stopped) {
+                let error = ran.error.take().unwrap_or_default();
+                ran.error = Some(format!("{error} ({})", kept_clone(&dir)));
+            }
+            ran.test_source = Some(test_source);
+            ran
+        }
+        Err(ran) => ran,
+    }
+}
+
+/// What a failed attempt's error says about its clone, which is kept for the user
+/// and is all the worker's: git there would run what its `.git/config` or a nested
+/// repository's says (`core.fsmonitor` on a `git status`).
+pub(crate) fn kept_clone(dir: &Path) -> String {
+    format!(
+        "its clone is kept in {}: the worker wrote all of it, .git included; look at its files, but run no git command in it",
+        dir.display()
+    )
+}
+
+/// The Task Builder's draft for the claimed task, completed with the invariants
+/// (the attempt runs in `run_dir`) and the test chosen (`test_choice`): the
+/// TaskConfig YAML, the builder (for messages), how long it took, and where the test
+/// came from. With no test from any source where the workspace requires one, the
+/// attempt fails here, before anything else starts.
+fn build(
+    setup: &Setup,
+    claimed: &Claimed,
+    log_dir: &Path,
+    run_dir: &Path,
+    builder_usage: &mut Option<ModelUsage>,
+) -> Result<(String, String, Duration, TestSource), Ran> {
+    let ws = &setup.ws;
+    let task = &claimed.task.record;
+    // Another program may have pinned it (an update line): checked as `task new
+    // --test` checks it, before any paid call or container.
+    if let Some(test) = &task.plan.test {
+        test.check("the task's test").map_err(|e| Ran {
+            test_source: Some(TestSource::Task),
+            ..failed(e)
+        })?;
+    }
+    let request = BuildRequest {
+        kind: "build_task_config",
+        task_id: task.id.clone(),
+        title: task.title.clone(),
+        raw_prompt: task.raw_prompt.clone(),
+        root_dir: ws.root_dir.display().to_string(),
+        repo_overview: builder::overview::repo_overview(&ws.root_dir),
+        depends_on: dependency_summaries(ws, &claimed.task),
+        pinned_test: task
+            .plan
+            .test
+            .as_ref()
+            .or(ws.defaults.pinned_test())
+            .map(|t| t.command.clone()),
+    };
+    let var = |name: &str| std::env::var(name).ok();
+    let builder::Build {
+        config,
+        builder,
+        duration,
+        mut log,
+        usage,
+    } = builder::build(&ws.defaults, &request, &var, setup.interrupt, log_dir);
+    *builder_usage = usage.map(|u| ModelUsage::of(&u, &ws.defaults.pricing()));
+    let choice = config.as_ref().ok().map(|draft| {
+        test_choice::choose(task.plan.test.as_ref(), ws.defaults.pinned_test(), draft)
+    });
+    if let Some(choice) = &choice {
+        log.push_str(&choice.log);
+    }
+    let _ = atomic::write(&log_dir.join("builder.log"), log.as_bytes());
+    let (draft, choice) = match (config, choice) {
+        (Ok(draft), Some(choice)) => (draft, choice),
+        (Err(_), _) if setup.interrupt.is_set() => return Err(failed("interrupted".into())),
+        (Err(e), _) => return Err(failed(format!("the Task Builder ({builder}) failed: {e}"))),
+        (Ok(_), None) => return Err(failed("internal error: no test choice".into())),
+    };
+    if choice.source == TestSource::None && ws.defaults.require_test() {
+        return Err(Ran {
+            test_source: Some(TestSource::None),
+            ..failed(NO_TEST.into())
+        });
+    }
+    let invariants = Invariants {
+        task_id: &task.id,
+        title: &task.title,
+        raw_prompt: &task.raw_prompt,
+        root_dir: run_dir,
+        acceptance_criteria: task.plan.acceptance_criteria.as_deref().unwrap_or_default(),
+        test: choice.pinned.as_ref(),
+    };
+    let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
+        .map_err(|e| failed(format!("the Task Builder's TaskConfig is unusable: {e}")))?;
+    Ok((yaml, builder, duration, choice.source))
+}
+
+/// The TaskConfig of a resumed attempt: the one the attempt it continues ran with
+/// (what a Task Builder wrote of it: the same task), completed again with today's
+/// defaults and invariants, so the runner settings may have changed (a raised
+/// budget or loop limit) while the task stays the same. No Task Builder is asked.
+fn resumed_config(
+    setup: &Setup,
+    claimed: &Claimed,
+    from: &str,
+    run_dir: &Path,
+    log_dir: &Path,
+) -> Result<(String, String, Duration, TestSource), Ran> {
+    let ws = &setup.ws;
+    let clock = Instant::now();
+    let path = ws.job_log_dir(from).join("task-config.yaml");
+    let text = agent_runner_core::fs::read::whole(&path, 1 << 20)
+        .map_err(|e| failed(format!("cannot resume job {from}: {}: {e}", path.display())))?;
+    let config: serde_norway::Mapping = serde_norway::from_slice(&text)
+        .map_err(|e| failed(format!("cannot resume job {from}: {}: {e}", path.display())))?;
+    let task = &claimed.task.record;
+    let draft = builder::reply::builder_part(&config);
+    // The pins as they are today: a test changed since is a changed task, which the
+    // runner then refuses to resume, naming it.
+    let choice = test_choice::choose(task.plan.test.as_ref(), ws.defaults.pinned_test(), &draft);
+    let log = format!(
+        "resumed: no Task Builder asked; the TaskConfig of job {from} ({}), completed again with today's defaults\n{}",
+        path.display(),
+        choice.log
+    );
+    let _ = atomic::write(&log_dir.join("builder.log"), log.as_bytes());
+    if choice.source == TestSource::None && ws.defaults.require_test() {
+        return Err(Ran {
+            test_source: Some(TestSource::None),
+            ..failed(NO_TEST.into())
+        });
+    }
+    let invariants = Invariants {
+        task_id: &task.id,
+        title: &task.title,
+        raw_prompt: &task.raw_prompt,
+        root_dir: run_dir,
+        acceptance_criteria: task.plan.acceptance_criteria.as_deref().unwrap_or_default(),
+        test: choice.pinned.as_ref(),
+    };
+    let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
+        .map_err(|e| failed(format!("cannot resume job {from}: its TaskConfig: {e}")))?;
+    Ok((
+        yaml,
+        format!("earlier (job {from}'s)"),
+        clock.elapsed(),
+        choice.source,
+    ))
+}
+
+/// The attempt's clone when attempts are isolated (from root_dir's HEAD merged with
+/// the dependencies' branches), described in `log_dir` for a later resume; starts
+/// making the next claim's spare.
+fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<AttemptClone>, Ran> {
+    if !setup.isolated {
+        return Ok(None);
+    }
+    let ws = &setup.ws;
+    let job_id = &claimed.job_id;
+    let merge = dependency_branches(ws, &claimed.task);
+    let clock = Instant::now();
+    let prepared = clones::prepare(
+        &ws.root_dir,
+        &ws.clones_dir(),
+        &|base, dir| setup.spares.take(base, dir),
+        job_id,
+        &claimed.task.record.id,
+        &merge,
+        setup.interrupt,
+    );
+    log::debug!("job {job_id}: clone prepared in {}", human(clock.elapsed()));
+    // The next claim's clone, made while this attempt runs.
+    let queued = crate::queue::jobs::list(&ws.queue_dir()).len();
+    setup.spares.refill(queued, &setup.background);
+    match prepared {
+        Ok(clone) => {
+            if let Err(e) = clone.save(log_dir) {
+                log::warn!("job {job_id}: {e}; the attempt could not be resumed in its clone");
+            }
+            Ok(Some(clone))
+        }
+        Err(_) if setup.interrupt.is_set() => Err(failed("interrupted".into())),
+        Err(e) => Err(failed(format!("cannot prepare the attempt's clone: {e}"))),
+    }
+}
+
+/// The TaskConfig checked as the runner will check it (in `cwd`, where it runs), and
+/// written (secrets masked) to `config_path` whether it passed or not.
+fn checked(
+    yaml: &str,
+    cwd: &Path,
+    config_path: &Path,
+) -> Result<agent_runner_sandbox::task::Task, Ran> {
+    let var = |name: &str| std::env::var(name).ok();
+    let validated = task_config::validate(yaml, cwd, &var);
+    let redactor = match &validated {
+        Ok(t) => Redactor::new(&t.secrets()),
+        Err(_) => Redactor::default(),
+    };
+    if let Err(e) = atomic::write(config_path, redactor.redact(yaml).as_bytes()) {
+        return Err(failed(format!(
+            "cannot write {}: {e}",
+            config_path.display()
+        )));
+    }
+    validated.map_err(failed)
+}
+
+/// Runs the runner child, then brings an isolated attempt's branch back.
+fn run_and_bring_back(
+    setup: &Setup,
+    claimed: &Claimed,
+    yaml: &str,
+    run_dir: &Path,
+    clone: Option<AttemptClone>,
+    worker: &WorkerSettings,
+    place: &mut Place,
+) -> Ran {
+    let ws = &setup.ws;
+    let job_id = &claimed.job_id;
+    let log_dir = &ws.job_log_dir(job_id);
+    let task = &claimed.task.record;
+    log::info!(
+        "job {job_id}: started agent-runner for task {} in {}",
+        task.id,
+        run_dir.display()
+    );
+    let stderr_log = log_dir.join("runner.stderr.log");
+    if jobs::stop_requested(ws, job_id) {
+        return failed(jobs::STOPPED_BY_USER.into());
+    }
+    // The runner is named in the job's owner file for `task stop`; a stop asked for
+    // before that was written is acted on here (`task stop` found no runner).
+    let mut started = |pid: u32| {
+        if let Some((mut claimant, _)) = jobs::read_owner(ws, job_id) {
+            claimant.runner = Some(Owner::child(pid));
+            if let Err(e) = jobs::write_owner(ws, job_id, &claimant) {
+                log::warn!("job {job_id}: {e}; `task stop` cannot find its runner");
+            }
+        }
+        if jobs::stop_requested(ws, job_id) {
+            agent_runner_core::sys::signal_process(pid, agent_runner_core::sys::Signal::Term);
+        }
+    };
+    // The runner runs in its log directory, which no worker can reach: never in the
+    // repository or clone (`run_dir`), where a worker could plant what it looks up.
+    let child = child::run(
+        &setup.exe,
+        yaml,
+        log_dir,
+        &stderr_log,
+        setup.interrupt,
+        claimed.resume_from.is_some(),
+        &mut started,
+    );
+    place.free();
+    let child = match child {
+        Ok(child) => child,
+        Err(e) => return failed(format!("cannot start agent-runner: {e}")),
+    };
+    if stopped_by_user(jobs::stop_requested(ws, job_id), &child) {
+        return Ran {
+            error: Some(jobs::STOPPED_BY_USER.into()),
+            ..failed_with(child.result)
+        };
+    }
+    log::debug!(
+        "job {job_id}: agent-runner ended ({}) after {}",
+        child.exit,
+        human(child.duration)
+    );
+    let mut ran = Ran {
+        status: if child.status.as_deref() == Some("succeeded") {
+            AttemptStatus::Succeeded
+        } else {
+            AttemptStatus::Failed
+        },
+        error: None,
+        result: child.result,
+        branch: None,
+        test_source: None,
+        verified: Some(child.verified),
+    };
+    if child.ending == Ending::Interrupted {
+        ran.status = AttemptStatus::Failed;
+        ran.error = Some("interrupted".into());
+        return ran;
+    }
+    if ran.result.is_none() {
+        ran.error = Some(format!(
+            "agent-runner printed no result ({}); see {}: {}",
+            child.exit,
+            stderr_log.display(),
+            cut(&one_line(&stderr_tail(&stderr_log)), 400)
+        ));
+        return ran;
+    }
+    if ran.status == AttemptStatus::Failed {
+        ran.error = Some(
+            child
+                .error
+                .unwrap_or_else(|| format!("agent-runner failed ({})", child.exit)),
+        );
+        return ran;
+    }
+
+    // Bring the branch back.
+    let Some(clone) = clone else { return ran };
+    let clock = Instant::now();
+    let brought = clones::bring_back(
+        &clone,
+        &ws.root_dir,
+        &setup.bundlers,
+        worker,
+        log_dir,
+        setup.interrupt,
+    );
+    match brought {
+        Ok(()) => {
+            log::info!(
+                "job {job_id}: branch {} brought back into {} in {}",
+                clone.branch,
+                ws.root_dir.display(),
+                human(clock.elapsed())
+            );
+            ran.branch = Some(clone.branch.clone());
+            clean_up(setup, job_id, &clone, log_dir, &mut ran);
+        }
+        Err(e) => {
+            ran.status = AttemptStatus::Failed;
+            ran.error = Some(format!(
+                "agent-runner succeeded, but branch {} could not be brought back: {e}",
+                clone.branch
+            ));
+        }
+    }
+    ran
+}
+
+/// Where a cleaned-up clone's `.agent-runner/` goes, in the job's log directory.
+pub(crate) const KEPT_DIR_NAME: &str = "agent-runner";
+
+/// After a succeeded attempt's branch is back, its clone has served: the runner's
+/// note and logs (`.agent-runner/`) move into the job's log directory, the result
+/// is told so, and the rest of the clone is removed in the background. (Failed
+/// attempts keep their clones, for inspection.)
+fn clean_up(setup: &Setup, job_id: &str, clone: &AttemptClone, log_dir: &Path, ran: &mut Ran) {
+    let private = clone.dir.join(agent_runner_core::private_dir::DIR_NAME);
+    let kept = log_dir.join(KEPT_DIR_NAME);
+    // The runner made this directory before the worker started, and the worker saw
+    // it read-only; still, never move a link.
+    let is_dir = std::fs::symlink_metadata(&private).is_ok_and(|m| m.is_dir());
+    // The runner names the note by its canonical path.
+    let canonical = std::fs::canonicalize(&private).unwrap_or_else(|_| private.clone());
+    if is_dir && std::fs::rename(&private, &kept).is_ok() {
+        if let Some(result) = ran.result.take() {
+            ran.result = Some(moved_note(result, &[&private, &canonical], &kept));
+        }
+    } else {
+        log::warn!(
+            "job {job_id}: cannot move {} to {}; the clone is kept",
+            private.display(),
+            kept.display()
+        );
+        return;
+    }
+    let dir = clone.dir.clone();
+    setup.background.spawn(move || {
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            log::warn!("cannot remove the clone {}: {e}", dir.display());
+        }
+    });
+}
+
+/// The result with its `note_path` moved from under one of `from` to under `to`.
+fn moved_note(result: Box<RawValue>, from: &[&Path], to: &Path) -> Box<RawValue> {
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(result.get()) else {
+        return result;
+    };
+    let moved = value["note_path"]
+        .as_str()
+        .and_then(|p| from.iter().find_map(|f| Path::new(p).strip_prefix(f).ok()))
+        .map(|rest| to.join(rest).display().to_string());
+    let Some(moved) = moved else { return result };
+    value["note_path"] = moved.into();
+    serde_json::value::to_raw_value(&value).unwrap_or(result)
+}
+
+/// The last KiB of the runner's stderr log (our own file).
+fn stderr_tail(path: &Path) -> String {
+    let text = std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    agent_runner_core::text::tail(text.trim_end(), 1024)
+}
+
+/// The task's dependencies, each with its task as the store has it (None: gone
+/// or unreadable).
+fn dependencies<'a>(ws: &Workspace, task: &'a TaskView) -> Vec<(&'a str, Option<TaskView>)> {
+    let store = TaskStore::new(ws);
+    let deps = task.record.plan.depends_on.iter().flatten();
+    deps.map(|dep| (dep.as_str(), store.load(dep).ok().flatten()))
+        .collect()
+}
+
+/// The branches to merge into an isolated attempt's start: those the task's
+/// dependencies' latest (succeeded) attempts brought back. A dependency that ran in
+/// place has no branch: its work is in root_dir already.
+fn dependency_branches(ws: &Workspace, task: &TaskView) -> Vec<String> {
+    dependencies(ws, task)
+        .into_iter()
+        .filter_map(|(_, view)| {
+            let view = view?;
+            let latest = view.latest()?;
+            (latest.status == AttemptStatus::Succeeded)
+                .then(|| latest.branch.clone())
+                .flatten()
+        })
+        .collect()
+}
+
+/// What the builder is told about the task's dependencies.
+fn dependency_summaries(ws: &Workspace, task: &TaskView) -> Vec<DependencySummary> {
+    dependencies(ws, task)
+        .into_iter()
+        .map(|(dep, view)| match view {
+            Some(view) => {
+                let latest = view.latest();
+                let status = match latest.map(|a| a.status) {
+                    _ if view.deleted.is_some() => TaskStatus::Deleted,
+                    Some(AttemptStatus::Succeeded) => TaskStatus::Succeeded,
+                    Some(AttemptStatus::Failed) => TaskStatus::Failed,
+                    Some(AttemptStatus::Cancelled) | None => TaskStatus::Pending,
+                };
+                DependencySummary {
+                    id: dep.to_string(),
+                    title: view.record.title.clone(),
+                    status: status.as_str().into(),
+                    summary: latest
+                        .and_then(Attempt::result_value)
+                        .and_then(|r| r["summary"].as_str().map(|s| cut(s, 300))),
+                }
+            }
+            None => DependencySummary {
+                id: dep.to_string(),
+                title: String::new(),
+                status: "MISSING".into(),
+                summary: None,
+            },
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A stop that raced the runner's own end does not relabel that end.
+    #[test]
+    fn only_a_runner_that_ended_interrupted_was_stopped_by_the_user() {
+        let child = |status: &str, error: Option<&str>, printed: bool| child::ChildRun {
+            result: printed.then(|| RawValue::from_string("{}".into()).unwrap()),
+            status: printed.then(|| status.to_string()),
+            error: error.map(str::to_string),
+            verified: false,
+            ending: agent_runner_core::process::Ending::Exited,
+            exit: "exit status 130".into(),
+            duration: Duration::ZERO,
+        };
+        let interrupted = child("failed", Some("interrupted"), true);
+        assert!(stopped_by_user(true, &interrupted));
+        assert!(!stopped_by_user(false, &interrupted), "no stop asked for");
+        assert!(
+            stopped_by_user(true, &child("", None, false)),
+            "killed at once"
+        );
+        assert!(!stopped_by_user(true, &child("succeeded", None, true)));
+        assert!(!stopped_by_user(
+            true,
+            &child(
+                "failed",
+                Some("max_loops reached (5): 0/1 criteria passed"),
+                true
+            )
+        ));
+    }
+
+    #[test]
+    fn a_place_is_given_back_once_however_the_attempt_ends() {
+        let freed = Arc::new(AtomicUsize::new(0));
+        let place = || {
+            let freed = freed.clone();
+            Place::new(move || {
+                freed.fetch_add(1, Ordering::SeqCst);
+            })
+        };
+        let mut early = place();
+        early.free();
+        early.free();
+        drop(early);
+        assert_eq!(
+            freed.load(Ordering::SeqCst),
+            1,
+            "freed when the runner ended"
+        );
+        drop(place());
+        assert_eq!(
+            freed.load(Ordering::SeqCst),
+            2,
+            "freed when the attempt ended"
+        );
+    }
+}

@@ -1,0 +1,24 @@
+//! `agent-runner orchestrate` (SPEC §12): the queue of one workspace, worked.
+//!
+//! `orchestrate` is the loop: `recovery` first (orphaned jobs become failed
+//! attempts), a `presence` marker for the web view, then `claim` (the next job
+//! whose dependencies allow it) and an `attempt` per job on a thread of its own:
+//! where it runs (root_dir, or a clone from `super::clones`), the TaskConfig
+//! (`super::builder`, `test_choice` picks the test command, then `task_config`
+//! sets what the orchestrator owns), the
+//! runner as a `child` process, the branch brought back, and `recording` of the
+//! outcome (task file, result, job files). `attempt_files` says where an attempt's
+//! files are, for `task show` and the web view. `spend_limit` stops the claiming
+//! once the finished attempts reach `--max-tokens` or `--max-cost-usd`.
+
+pub(crate) mod attempt;
+pub mod attempt_files;
+pub(crate) mod child;
+pub(crate) mod claim;
+pub mod orchestrate;
+pub(crate) mod presence;
+pub(crate) mod recording;
+pub(crate) mod recovery;
+pub mod spend_limit;
+pub(crate) mod task_config;
+pub(crate) mod test_choice;

@@ -1,0 +1,200 @@
+//! Asking for a task to run: the checks that `task run` and the web view's Run
+//! button share before they write a job into the queue. A task runs at most once at
+//! a time: one that is queued, blocked or running is not enqueued again. The check
+//! and the write happen under `enqueue.lock` in the workspace, on the task as it
+//! stands then, so two requests (two servers, a server and the CLI) never both
+//! enqueue it. A failed attempt can also be continued (`enqueue_resume`).
+
+use std::fs::File;
+
+use super::board::Board;
+use super::jobs;
+use super::status::TaskStatus;
+use crate::store::task_file::AttemptStatus;
+use crate::store::task_store::TaskStore;
+use crate::{PipelineError, Workspace};
+use agent_runner_core::fs::{Dir, lock};
+
+/// Why a task was not enqueued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("task {id} not found in workspace {workspace}")]
+    NotFound { id: String, workspace: String },
+    #[error("task {0} is deleted")]
+    Deleted(String),
+    #[error("task {id} is already {} (job {job}); not enqueued again", status.as_str())]
+    Busy {
+        id: String,
+        status: TaskStatus,
+        job: String,
+    },
+    #[error("task {id} cannot be continued: {why}")]
+    NotResumable { id: String, why: String },
+}
+
+/// What asking for a run gave.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    #[error(transparent)]
+    Failed(#[from] PipelineError),
+}
+
+/// Whether task `id` may be enqueued, as `board` stands.
+pub(crate) fn check(board: &Board, workspace_id: &str, id: &str) -> Result<(), Refused> {
+    match board.status(id) {
+        None => Err(Refused::NotFound {
+            id: id.to_string(),
+            workspace: workspace_id.to_string(),
+        }),
+        Some(TaskStatus::Deleted) => Err(Refused::Deleted(id.to_string())),
+        Some(status @ (TaskStatus::Queued | TaskStatus::Blocked | TaskStatus::Running)) => {
+            Err(Refused::Busy {
+                id: id.to_string(),
+                status,
+                job: board
+                    .jobs
+                    .get(id)
+                    .map_or("?".to_string(), |(_, j)| j.clone()),
+            })
+        }
+        Some(TaskStatus::Pending | TaskStatus::Failed | TaskStatus::Succeeded) => Ok(()),
+    }
+}
+
+/// Enqueues a job for task `id` if `check` allows it; returns the job id.
+pub fn enqueue(ws: &Workspace, id: &str) -> Result<String, RunError> {
+    let _one_at_a_time = lock(ws)?;
+    // Queued and blocked are both refused, so the task alone decides: no need to
+    // read its dependencies.
+    let task = TaskStore::new(ws).load(id)?;
+    let board = Board::of(task.into_iter().collect(), jobs::job_states(ws));
+    check(&board, &ws.id, id)?;
+    Ok(jobs::enqueue(ws, id)?)
+}
+
+/// Enqueues a job that continues task `id`'s latest attempt, a failed (or
+/// interrupted, or stopped) one whose runner left its state (SPEC §19): in the same
+/// directory, the attempt's clone if it had one. Returns the job id.
+pub fn enqueue_resume(ws: &Workspace, id: &str) -> Result<String, RunError> {
+    let _one_at_a_time = lock(ws)?;
+    let task = TaskStore::new(ws).load(id)?;
+    let board = Board::of(task.iter().cloned().collect(), jobs::job_states(ws));
+    check(&board, &ws.id, id)?;
+    let refuse = |why: String| Refused::NotResumable {
+        id: id.to_string(),
+        why,
+    };
+    let Some(latest) = task.as_ref().and_then(|t| t.latest()) else {
+        return Err(refuse("it has not run yet: run it instead".into()).into());
+    };
+    if latest.status != AttemptStatus::Failed {
+        return Err(refuse(format!(
+            "its latest attempt (job {}) {}: there is nothing to continue; run it again instead",
+            latest.job_id,
+            latest.status.as_str()
+        ))
+        .into());
+    }
+    let clone_job = latest.clone_job.clone().or_else(|| {
+        let own = ws.clones_dir().join(&latest.job_id);
+        std::fs::symlink_metadata(own)
+            .is_ok_and(|m| m.is_dir())
+            .then(|| latest.job_id.clone())
+    });
+    let run_dir = clone_job
+        .as_ref()
+        .map_or(ws.root_dir.clone(), |c| ws.clones_dir().join(c));
+    let config = ws.job_log_dir(&latest.job_id).join("task-config.yaml");
+    let state = format!("{id}.json");
+    let saved = Dir::open(&run_dir)
+        .and_then(|d| d.existing(agent_runner_core::private_dir::DIR_NAME))
+        .and_then(|d| d.existing("state"))
+        .and_then(|d| d.exists(&state))
+        .unwrap_or(false);
+    if !saved || !config.is_file() {
+        return Err(refuse(format!(
+            "its latest attempt (job {}) left no saved state in {} (it ended before agent-runner ran its task): run it again instead",
+            latest.job_id,
+            run_dir.display()
+        ))
+        .into());
+    }
+    Ok(jobs::enqueue_resume(
+        ws,
+        id,
+        Some(latest.job_id.clone()),
+        clone_job,
+    )?)
+}
+
+/// The workspace's enqueue lock, waited for: it is held for a few file reads.
+fn lock(ws: &Workspace) -> Result<File, PipelineError> {
+    let path = ws.dir.join("enqueue.lock");
+    let file = lock::open(&path).map_err(PipelineError::io("open", path.clone()))?;
+    lock::lock(&file).map_err(PipelineError::io("lock", path))?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::status::JobState;
+    use crate::store::task_file::TaskView;
+    use crate::store::task_file::tests::record;
+    use std::collections::HashMap;
+
+    /// Many requests at once for one task, as from two servers and the CLI: one job.
+    #[test]
+    fn concurrent_requests_enqueue_a_task_once() {
+        let (ws, base) = crate::store::workspace::scratch("run-request");
+        TaskStore::new(&ws).create(&record("t-1")).unwrap();
+        for round in 0..10 {
+            let start = std::sync::Barrier::new(8);
+            let enqueued = std::thread::scope(|s| {
+                let requests: Vec<_> = (0..8)
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            enqueue(&ws, "t-1").is_ok()
+                        })
+                    })
+                    .collect();
+                requests
+                    .into_iter()
+                    .map(|r| r.join().unwrap())
+                    .filter(|&ok| ok)
+                    .count()
+            });
+            let queued = jobs::list(&ws.queue_dir()).len();
+            assert_eq!((enqueued, queued), (1, 1), "round {round}");
+            for entry in jobs::list(&ws.queue_dir()) {
+                std::fs::remove_file(entry.path).unwrap();
+            }
+        }
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn only_idle_tasks_may_be_enqueued() {
+        let view = |id: &str| TaskView {
+            record: record(id),
+            deleted: None,
+            attempts: vec![],
+            attempt_count: 0,
+        };
+        let jobs: HashMap<String, (JobState, String)> =
+            [("busy".to_string(), (JobState::Running, "j-1".to_string()))].into();
+        let board = Board::of(vec![view("idle"), view("busy")], jobs);
+        assert_eq!(check(&board, "ws", "idle"), Ok(()));
+        assert_eq!(
+            check(&board, "ws", "busy").unwrap_err().to_string(),
+            "task busy is already RUNNING (job j-1); not enqueued again"
+        );
+        assert_eq!(
+            check(&board, "ws", "nope").unwrap_err().to_string(),
+            "task nope not found in workspace ws"
+        );
+    }
+}

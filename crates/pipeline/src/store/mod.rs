@@ -1,0 +1,22 @@
+//! The workspace and its tasks, as files (SPEC §11): what every other part reads.
+//!
+//! `workspace` (where everything is, `workspace.json`, private modes) with its
+//! `defaults` (and the test a user pins there or on a task, `pinned_test`); `id`
+//! (task and job ids, which name files and branches); a task is a
+//! JSON Lines file, `task_file` (its lines and their fold into the current task),
+//! kept by `task_store` (create, append, read one or all); `new_task` makes one
+//! from a prompt; `commits` says which lines written by a plan edit count;
+//! `cycle` finds dependency rings among tasks; `spending` adds up what the
+//! attempts used, per day and model.
+
+pub(crate) mod commits;
+pub(crate) mod cycle;
+pub mod defaults;
+pub(crate) mod id;
+pub mod new_task;
+pub mod pinned_test;
+pub(crate) mod plan_fields;
+pub mod spending;
+pub mod task_file;
+pub mod task_store;
+pub mod workspace;

@@ -1,0 +1,13 @@
+//! Watching and steering a task's attempts (SPEC §19), for `task logs`, `task stop`
+//! and the web view's live log and Stop button.
+//!
+//! - `log`: the events of a task's current or last attempt, followed as the job
+//!   goes from queued to running to recorded; the runner writes them in the
+//!   directory it works in (`orchestrator::attempt_files` says which), the reader
+//!   is `agent_runner_sandbox::events::reader`.
+//! - `stop`: a queued job removed and recorded `cancelled`; a running attempt's
+//!   runner sent SIGTERM, found through the job's owner file and checked by its
+//!   start time; the attempt then records "stopped by the user".
+
+pub mod log;
+pub mod stop;

@@ -1,0 +1,296 @@
+//! The state of a running task: where it is in the state machine, the acceptance
+//! criteria, and every Meta call, worker run and test run so far. The Task Note and
+//! the result JSON are written from it.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::resume::Resumed;
+use agent_runner_core::timestamp::Timestamp;
+use agent_runner_core::usage::Account;
+use agent_runner_meta::MetaCall;
+use agent_runner_sandbox::events::Events;
+use agent_runner_sandbox::task::Task;
+use agent_runner_sandbox::worker::{Teardown, TestRun, WorkerRun};
+
+/// States of a task (SPEC §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    Pending,
+    Planning,
+    Running,
+    Validating,
+    Complete,
+    Failed,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Pending => "PENDING",
+            TaskState::Planning => "PLANNING",
+            TaskState::Running => "RUNNING",
+            TaskState::Validating => "VALIDATING",
+            TaskState::Complete => "COMPLETE",
+            TaskState::Failed => "FAILED",
+        }
+    }
+
+    pub(crate) fn is_terminal(self) -> bool {
+        matches!(self, TaskState::Complete | TaskState::Failed)
+    }
+
+    /// The edges of the state machine. Any live state may fail; terminal states
+    /// have no way out.
+    pub(crate) fn can_go_to(self, next: TaskState) -> bool {
+        use TaskState::*;
+        match (self, next) {
+            (Complete | Failed, _) => false,
+            (_, Failed) => true,
+            (Pending, Planning) | (Planning, Running) | (Running, Validating) => true,
+            // A replan (SPEC §16): Meta replaces the criteria mid-run.
+            (Running, Planning) => true,
+            (Validating, Running) | (Validating, Complete) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An acceptance criterion planned by Meta.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Criterion {
+    pub id: String,
+    pub description: String,
+    pub(crate) passed: bool,
+}
+
+/// One version of the acceptance criteria: the first plan (or the task's own), then
+/// one per replan (SPEC §16), each with the loop it was made at and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CriteriaVersion {
+    /// Loops done when this version was made (0: before the first loop).
+    pub at_loop: u32,
+    pub reason: String,
+    /// As they stood when the version was replaced (the current one: `criteria`).
+    pub criteria: Vec<Criterion>,
+}
+
+/// What Meta's `completion_assessment` said (`runner::protocol`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assessment {
+    pub(crate) summary: String,
+    pub(crate) passed_criteria: Vec<String>,
+    pub(crate) remaining_risks: Vec<String>,
+    pub(crate) all_criteria_satisfied: Option<bool>,
+}
+
+/// One state change.
+#[derive(Debug, Clone)]
+pub(crate) struct Transition {
+    pub(crate) from: TaskState,
+    pub(crate) to: TaskState,
+    pub(crate) at: Timestamp,
+    pub(crate) reason: String,
+}
+
+/// A transition the state machine does not have; a bug if it ever happens.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid state transition {from} → {to}")]
+pub(crate) struct InvalidTransition {
+    pub(crate) from: TaskState,
+    pub(crate) to: TaskState,
+}
+
+/// Everything known about a task while and after it runs.
+#[derive(Debug, Clone)]
+pub struct TaskContext {
+    pub task: Task,
+    pub state: TaskState,
+    pub(crate) started: Timestamp,
+    pub(crate) finished: Option<Timestamp>,
+    pub criteria: Vec<Criterion>,
+    pub(crate) meta_calls: Vec<MetaCall>,
+    pub(crate) worker_runs: Vec<WorkerRun>,
+    pub(crate) test_runs: Vec<TestRun>,
+    /// The latest completion assessment.
+    pub(crate) assessment: Option<Assessment>,
+    pub(crate) transitions: Vec<Transition>,
+    /// Iterations of RUNNING → VALIDATING so far, replans included (bounded by
+    /// `max_loops`).
+    pub loops: u32,
+    /// Every version of the criteria, the current one last.
+    pub criteria_versions: Vec<CriteriaVersion>,
+    /// Replans so far (bounded by `max_replans`).
+    pub replans: u32,
+    /// Why the task failed, when it did.
+    pub(crate) failure: Option<String>,
+    pub interrupted: bool,
+    /// How the sandbox went away (set once it has).
+    pub(crate) teardown: Option<Teardown>,
+    /// Where the run's events go as they happen (SPEC §19).
+    pub events: Events,
+    /// What this run carries over from the runs before it (`run --resume`).
+    pub resumed: Option<Resumed>,
+    /// The budget limit that ended the task (`max_tokens`, ...), if one did.
+    pub(crate) budget_exhausted: Option<&'static str>,
+}
+
+impl TaskContext {
+    pub fn new(task: Task) -> Self {
+        TaskContext {
+            task,
+            state: TaskState::Pending,
+            started: Timestamp::now(),
+            finished: None,
+            criteria: Vec::new(),
+            meta_calls: Vec::new(),
+            worker_runs: Vec::new(),
+            test_runs: Vec::new(),
+            assessment: None,
+            transitions: Vec::new(),
+            loops: 0,
+            criteria_versions: Vec::new(),
+            replans: 0,
+            failure: None,
+            interrupted: false,
+            teardown: None,
+            events: Events::none(),
+            resumed: None,
+            budget_exhausted: None,
+        }
+    }
+
+    /// What the task's Meta calls and worker runs used and cost so far (SPEC §15).
+    pub(crate) fn usage(&self) -> Account {
+        Account::of(
+            self.meta_calls.iter().map(|c| &c.usage),
+            self.worker_runs.iter().map(|r| &r.usage),
+            &self.task.bounds.pricing,
+        )
+    }
+
+    /// What the whole task used and cost: the runs before a resume (their costs
+    /// as they were, or priced now when they had no price) and this run's (SPEC §19:
+    /// usage and budget count the whole task).
+    pub(crate) fn task_usage(&self) -> Account {
+        let now = self.usage();
+        match &self.resumed {
+            Some(r) => r.usage.repriced(&self.task.bounds.pricing).plus(&now),
+            None => now,
+        }
+    }
+
+    /// How long the whole task has run: the runs before a resume and this one.
+    pub(crate) fn task_elapsed(&self) -> Duration {
+        let earlier = self.resumed.as_ref().map_or(Duration::ZERO, |r| r.elapsed);
+        earlier.saturating_add(self.duration())
+    }
+
+    /// Moves to `to`, recording why. Entering FAILED records `reason` as the failure.
+    pub(crate) fn transition(
+        &mut self,
+        to: TaskState,
+        reason: impl Into<String>,
+    ) -> Result<(), InvalidTransition> {
+        let from = self.state;
+        if !from.can_go_to(to) {
+            return Err(InvalidTransition { from, to });
+        }
+        let reason = reason.into();
+        log::info!(
+            "state {from} → {to}{}",
+            if reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {reason}")
+            }
+        );
+        self.events.state(from.as_str(), to.as_str(), &reason);
+        if to == TaskState::Failed {
+            self.failure = Some(reason.clone());
+        }
+        if to.is_terminal() {
+            self.finished = Some(Timestamp::now());
+        }
+        self.transitions.push(Transition {
+            from,
+            to,
+            at: Timestamp::now(),
+            reason,
+        });
+        self.state = to;
+        Ok(())
+    }
+
+    pub(crate) fn last_worker_run(&self) -> Option<&WorkerRun> {
+        self.worker_runs.last()
+    }
+
+    pub(crate) fn last_test_run(&self) -> Option<&TestRun> {
+        self.test_runs.last()
+    }
+
+    /// Makes `criteria` the current criteria, a new version made for `reason`; the
+    /// version it replaces keeps its criteria as they stood.
+    pub(crate) fn set_criteria(&mut self, criteria: Vec<Criterion>, reason: impl Into<String>) {
+        if let Some(current) = self.criteria_versions.last_mut() {
+            current.criteria = std::mem::take(&mut self.criteria);
+        }
+        self.criteria_versions.push(CriteriaVersion {
+            at_loop: self.loops,
+            reason: reason.into(),
+            criteria: Vec::new(),
+        });
+        self.criteria = criteria;
+    }
+
+    /// True when the task is COMPLETE and its last test run passed (SPEC §16): the
+    /// user's own check agrees, not only Meta.
+    pub(crate) fn verified(&self) -> bool {
+        self.state == TaskState::Complete && self.last_test_run().is_some_and(|t| t.passed())
+    }
+
+    /// Wall time from start to finish (or to now while running).
+    pub(crate) fn duration(&self) -> Duration {
+        self.finished
+            .unwrap_or_else(Timestamp::now)
+            .since(self.started)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TaskState::*;
+    use super::*;
+
+    #[test]
+    fn edges_match_the_spec() {
+        let all = [Pending, Planning, Running, Validating, Complete, Failed];
+        let allowed: Vec<(TaskState, TaskState)> = all
+            .iter()
+            .flat_map(|&a| all.iter().map(move |&b| (a, b)))
+            .filter(|(a, b)| a.can_go_to(*b))
+            .collect();
+        assert_eq!(
+            allowed,
+            [
+                (Pending, Planning),
+                (Pending, Failed),
+                (Planning, Running),
+                (Planning, Failed),
+                (Running, Planning),
+                (Running, Validating),
+                (Running, Failed),
+                (Validating, Running),
+                (Validating, Complete),
+                (Validating, Failed),
+            ]
+        );
+    }
+}

@@ -1,0 +1,369 @@
+//! The one reader of `events.jsonl`: whole lines from a byte offset, so a follower
+//! (`task logs -f`, the web view polling with an offset) reads each line once. The
+//! file grows while a run writes it and is replaced when a new run starts: a cursor
+//! names the file it points into (its inode), and a replaced file is read from its
+//! start again. A line not yet complete is left for the next read; a line that does
+//! not parse is skipped.
+
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::FILE;
+use super::event::{Event, Phase, Record};
+use agent_runner_core::fs::Dir;
+use agent_runner_core::text::escape_controls;
+use agent_runner_core::timestamp::human;
+
+/// Most bytes read at once; a follower gets the rest on its next read.
+pub const MAX_READ: u64 = 1 << 20;
+
+/// Where a reader is: the file (its inode) and the offset of the next line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    pub file: u64,
+    pub offset: u64,
+}
+
+/// What a read found.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    pub records: Vec<Record>,
+    /// Where the next read starts.
+    pub cursor: Cursor,
+    /// The file is not the one the cursor named: these records start from its
+    /// beginning (what was shown before belongs to an earlier run).
+    pub restarted: bool,
+}
+
+/// The whole lines of `events.jsonl` in `logs` after `cursor` (at most `MAX_READ`
+/// bytes). A missing file is `NotFound`.
+pub fn read(logs: &Dir, cursor: Cursor) -> std::io::Result<Batch> {
+    let file = logs.open_file(FILE)?;
+    let meta = file.metadata()?;
+    let restarted = cursor.file != meta.ino() || cursor.offset > meta.len();
+    let start = if restarted { 0 } else { cursor.offset };
+    let want = meta.len().saturating_sub(start).min(MAX_READ) as usize;
+    let mut bytes = vec![0; want];
+    let mut got = 0;
+    while got < want {
+        match file.read_at(&mut bytes[got..], start + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    bytes.truncate(got);
+    // Only whole lines; a line longer than a whole read is skipped.
+    let whole = match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(at) => at + 1,
+        None if got as u64 == MAX_READ => got,
+        None => 0,
+    };
+    let records = bytes[..whole]
+        .split(|&b| b == b'\n')
+        .filter(|line| !line.is_empty())
+        .filter_map(|line| serde_json::from_slice(line).ok())
+        .collect();
+    Ok(Batch {
+        records,
+        cursor: Cursor {
+            file: meta.ino(),
+            offset: start + whole as u64,
+        },
+        restarted: restarted && cursor != Cursor::default(),
+    })
+}
+
+/// `record` as one line for people: its time of day, then what happened; control
+/// characters shown escaped (the texts come from the worker and from Meta).
+pub fn describe(record: &Record) -> String {
+    let clock = record.at.get(11..23).unwrap_or(&record.at);
+    escape_controls(&format!("{clock} {}", what(&record.event)))
+}
+
+fn what(event: &Event) -> String {
+    let ms = |ms: u64| human(Duration::from_millis(ms));
+    match event {
+        Event::State { from, to, reason } => {
+            let reason = if reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {reason}")
+            };
+            if from.is_empty() {
+                format!("state {to}{reason}")
+            } else {
+                format!("state {from} → {to}{reason}")
+            }
+        }
+        Event::Meta {
+            call,
+            duration_ms,
+            requests,
+            usage,
+            error,
+        } => {
+            let tokens = usage.as_ref().and_then(tokens).unwrap_or_default();
+            let tries = if *requests > 1 {
+                format!(", {requests} requests")
+            } else {
+                String::new()
+            };
+            match error {
+                Some(e) => format!("meta {call} failed after {}{tries}: {e}", ms(*duration_ms)),
+                None => format!(
+                    "meta {call} answered in {}{tries}{tokens}",
+                    ms(*duration_ms)
+                ),
+            }
+        }
+        Event::WorkerItem {
+            run,
+            item,
+            text,
+            exit_code,
+        } => match item.as_str() {
+            "command_started" => format!("  run {run} $ {text}"),
+            "command_finished" => match exit_code {
+                Some(code) => format!("  run {run} $ {text} → exit {code}"),
+                None => format!("  run {run} $ {text} → ended"),
+            },
+            "file_changed" => format!("  run {run} changed {text}"),
+            "agent_message" => format!("  run {run} says: {text}"),
+            other => format!("  run {run} {other}: {text}"),
+        },
+        Event::WorkerRun {
+            run,
+            phase: Phase::Started,
+            resumed_session,
+            ..
+        } => {
+            if *resumed_session {
+                format!("worker run {run} started (continuing its earlier session)")
+            } else {
+                format!("worker run {run} started")
+            }
+        }
+        Event::WorkerRun {
+            run,
+            phase: Phase::Finished,
+            outcome,
+            exit_code,
+            duration_ms,
+            summary,
+            ..
+        } => {
+            let mut line = format!("worker run {run} {}", outcome.as_deref().unwrap_or("ended"));
+            if let Some(ms_) = duration_ms {
+                line.push_str(&format!(" in {}", ms(*ms_)));
+            }
+            if let Some(code) = exit_code {
+                line.push_str(&format!(" (exit {code})"));
+            }
+            if let Some(summary) = summary.as_deref().filter(|s| !s.is_empty()) {
+                line.push_str(&format!(": {summary}"));
+            }
+            line
+        }
+        Event::Test {
+            run,
+            phase: Phase::Started,
+            command,
+            ..
+        } => format!("test {run}: {command}"),
+        Event::Test {
+            run,
+            phase: Phase::Finished,
+            exit_code,
+            passed,
+            timed_out,
+            duration_ms,
+            ..
+        } => {
+            let verdict = match (timed_out, passed, exit_code) {
+                (true, _, _) => "timed out".to_string(),
+                (_, Some(true), _) => "passed".to_string(),
+                (_, _, Some(code)) => format!("failed (exit {code})"),
+                _ => "failed".to_string(),
+            };
+            match duration_ms {
+                Some(d) => format!("test {run} {verdict} in {}", ms(*d)),
+                None => format!("test {run} {verdict}"),
+            }
+        }
+        Event::EgressDenied {
+            host,
+            port,
+            reason,
+            allow,
+            connections,
+        } => {
+            let times = match connections {
+                Some(n) => format!(" {n} more times"),
+                None => String::new(),
+            };
+            match allow {
+                Some(entry) => format!(
+                    "egress denied{times}: {host}:{port} ({reason}); to allow it, add `{entry}` to runner.worker.allow"
+                ),
+                None => format!("egress denied{times}: {host}:{port} ({reason})"),
+            }
+        }
+        Event::Budget { limit, message } => match message.is_empty() {
+            true => format!("budget: {limit} reached"),
+            false => format!("budget: {message}"),
+        },
+        Event::Truncated {
+            limit_bytes,
+            dropped,
+        } => {
+            let what = if dropped == "all" {
+                "no more events are written".to_string()
+            } else {
+                format!("no more {dropped} events are written")
+            };
+            format!(
+                "the event log reached its bound ({}): {what}; the Task Note has the whole run",
+                agent_runner_core::text::bytes(*limit_bytes)
+            )
+        }
+        Event::Unknown => "(an event this version does not know)".into(),
+    }
+}
+
+/// ", 1200 in / 60 out tokens" from a usage object that names them.
+fn tokens(usage: &serde_json::Value) -> Option<String> {
+    let input = usage.get("input_tokens").or(usage.get("prompt_tokens"))?;
+    let output = usage
+        .get("output_tokens")
+        .or(usage.get("completion_tokens"))?;
+    Some(format!(
+        ", {} in / {} out tokens",
+        input.as_u64()?,
+        output.as_u64()?
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Events;
+    use agent_runner_core::secret::Redactor;
+    use std::io::Write;
+
+    #[test]
+    fn a_follower_reads_each_whole_line_once_and_starts_over_on_a_new_file() {
+        let top = agent_runner_core::fs::testing::scratch("events-read");
+        let dir = Dir::open(&top).unwrap();
+        assert_eq!(
+            read(&dir, Cursor::default()).unwrap_err().kind(),
+            std::io::ErrorKind::NotFound
+        );
+        let events = Events::create(&dir, Redactor::default()).unwrap();
+        events.state("", "PENDING", "");
+        events.state("PENDING", "PLANNING", "");
+        let first = read(&dir, Cursor::default()).unwrap();
+        assert_eq!(first.records.len(), 2);
+        assert!(!first.restarted);
+        // A torn line waits for its end.
+        let mut raw = dir.append(FILE).unwrap();
+        raw.write_all(br#"{"at":"2026-01-01T00:00:00.000Z","kind":"state","#)
+            .unwrap();
+        let none = read(&dir, first.cursor).unwrap();
+        assert!(none.records.is_empty());
+        assert_eq!(none.cursor, first.cursor);
+        raw.write_all(b"\"to\":\"RUNNING\"}\nnot json\n").unwrap();
+        let next = read(&dir, none.cursor).unwrap();
+        assert_eq!(next.records.len(), 1, "the bad line is skipped");
+        assert_eq!(
+            describe(&next.records[0]),
+            "00:00:00.000 state RUNNING",
+            "{:?}",
+            next.records
+        );
+        // A new run replaces the file: read from its start.
+        Events::create(&dir, Redactor::default())
+            .unwrap()
+            .state("", "PENDING", "second run");
+        let again = read(&dir, next.cursor).unwrap();
+        assert!(again.restarted);
+        assert_eq!(again.records.len(), 1);
+        std::fs::remove_dir_all(top).unwrap();
+    }
+
+    #[test]
+    fn events_read_as_lines_with_controls_escaped() {
+        let at = "2026-01-02T03:04:05.678Z".to_string();
+        let line = |event| {
+            describe(&Record {
+                at: at.clone(),
+                event,
+            })
+        };
+        assert_eq!(
+            line(Event::WorkerItem {
+                run: 1,
+                item: "command_finished".into(),
+                text: "ls \u{1b}[31m".into(),
+                exit_code: Some(2),
+            }),
+            "03:04:05.678   run 1 $ ls \\e[31m → exit 2"
+        );
+        assert_eq!(
+            line(Event::Meta {
+                call: "next_action".into(),
+                duration_ms: 1500,
+                requests: 2,
+                usage: Some(serde_json::json!({"input_tokens": 10, "output_tokens": 3})),
+                error: None,
+            }),
+            "03:04:05.678 meta next_action answered in 1.5 s, 2 requests, 10 in / 3 out tokens"
+        );
+        assert_eq!(
+            line(Event::Test {
+                run: 3,
+                phase: Phase::Finished,
+                command: "make test".into(),
+                exit_code: Some(1),
+                passed: Some(false),
+                timed_out: false,
+                duration_ms: Some(20),
+            }),
+            "03:04:05.678 test 3 failed (exit 1) in 20 ms"
+        );
+        let denied = |connections| {
+            line(Event::EgressDenied {
+                host: "github.com".into(),
+                port: 443,
+                reason: "not in runner.worker.allow".into(),
+                allow: Some("github.com".into()),
+                connections,
+            })
+        };
+        assert_eq!(
+            denied(None),
+            "03:04:05.678 egress denied: github.com:443 (not in runner.worker.allow); to allow it, add `github.com` to runner.worker.allow"
+        );
+        assert_eq!(
+            denied(Some(640)),
+            "03:04:05.678 egress denied 640 more times: github.com:443 (not in runner.worker.allow); to allow it, add `github.com` to runner.worker.allow"
+        );
+        assert_eq!(
+            line(Event::Truncated {
+                limit_bytes: 4 << 20,
+                dropped: "worker_item, egress_denied".into()
+            }),
+            "03:04:05.678 the event log reached its bound (4.0 MiB): no more worker_item, egress_denied events are written; the Task Note has the whole run"
+        );
+        assert_eq!(
+            line(Event::Truncated {
+                limit_bytes: 5 << 20,
+                dropped: "all".into()
+            }),
+            "03:04:05.678 the event log reached its bound (5.0 MiB): no more events are written; the Task Note has the whole run"
+        );
+    }
+}

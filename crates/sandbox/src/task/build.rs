@@ -1,0 +1,322 @@
+//! Raw document → `Task`: the `task` section's rules (id, title, repo, PRD, tests,
+//! acceptance criteria) for both shapes, the runner settings, the agents' logins, and the
+//! masking of secrets in the texts the task carries. Every problem is recorded; a
+//! task is built only when there is none.
+
+use std::path::Path;
+
+use super::auth;
+use super::bounds::{self, RawBounds};
+use super::document::RawDocument;
+use super::fields::{non_empty, one_line, required, seconds};
+use super::host::Host;
+use super::input_error::{InputError, InputErrors};
+use super::paths::{prd_file, relative_dir, repo_dir};
+use super::raw::{RawPrd, RawTaskConfig, RawTaskV1, RawTest, RawWorker};
+use super::settings;
+use super::structure::inline;
+use super::{
+    Bounds, DEFAULT_TEST_TIMEOUT_SEC, Login, MAX_ACCEPTANCE_CRITERIA, MetaBackend, MetaSettings,
+    Prd, PrdSource, Shape, Task, TestSpec, WorkerSettings,
+};
+use agent_runner_core::secret::Redactor;
+use agent_runner_core::text::cut_chars;
+
+/// The task, or `None` when `problems` has gained a problem.
+pub fn task(raw: RawDocument, host: &Host, problems: &mut InputErrors) -> Option<Task> {
+    let task = match raw {
+        RawDocument::V1(raw) => from_v1(raw, host, problems),
+        RawDocument::TaskConfig(raw) => from_task_config(raw, host, problems),
+    };
+    task.map(masked)
+}
+
+fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Task> {
+    match &raw.version {
+        Some(serde_norway::Value::Number(n)) if n.as_u64() == Some(1) => {}
+        Some(other) => problems.push(InputError::new(
+            "version",
+            format!("must be 1 (got {})", inline(other)),
+        )),
+        None => problems.push(InputError::new("version", "must be 1 (got null)")),
+    }
+    let section = raw.task.unwrap_or_default();
+    let id = problems.take(task_id(section.id));
+    let title = problems.take(title(section.title, false));
+    // The repo first (the PRD may not be linked out of it), its problems reported
+    // after the PRD's, in the document's order.
+    let repo = repo_dir(section.repo.as_deref().unwrap_or("."), "task.repo", host);
+    let prd = prd(section.prd, host, repo.as_deref().ok(), problems);
+    let test = test_spec(section.test, problems);
+    let criteria = problems.take(acceptance_criteria(section.acceptance_criteria));
+    let repo = problems.take(repo);
+    let runner = raw.runner.unwrap_or_default();
+    let bounds = bounds::bounds(
+        RawBounds {
+            pricing: runner.pricing,
+            budget: runner.budget,
+            max_stalled_loops: runner.max_stalled_loops,
+        },
+        problems,
+    );
+    let meta = settings::meta(runner.meta.unwrap_or_default(), Shape::V1, host, problems);
+    let (worker, login) = worker(
+        runner.worker.unwrap_or_default(),
+        Shape::V1,
+        meta.as_ref(),
+        host,
+        problems,
+    );
+    let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
+    let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
+    let (id, id_generated) = id?;
+    Some(Task {
+        shape: Shape::V1,
+        title: title?.unwrap_or_else(|| id.clone()),
+        id,
+        id_generated,
+        repo: repo?,
+        prd: prd?,
+        test,
+        acceptance_criteria: criteria?,
+        meta: meta?,
+        worker: worker?,
+        login: login?,
+        bounds: bounds?,
+    })
+}
+
+/// `runner.worker` and the login of its agent. The login is resolved first (the
+/// default allow list depends on it) and its problem recorded after the worker's,
+/// in the document's order.
+fn worker(
+    raw: RawWorker,
+    shape: Shape,
+    meta: Option<&MetaSettings>,
+    host: &Host,
+    problems: &mut InputErrors,
+) -> (Option<WorkerSettings>, Option<Login>) {
+    let kind = settings::worker_kind(&raw, shape, problems);
+    let login = kind.map(|kind| auth::resolve(kind, host));
+    let worker = settings::worker(
+        raw,
+        kind,
+        host,
+        login.as_ref().and_then(|l| l.as_ref().ok()),
+        meta.map(|m| &m.backend),
+        problems,
+    );
+    (worker, login.and_then(|l| problems.take(l)))
+}
+
+fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors) -> Option<Task> {
+    let Some(section) = raw.task else {
+        problems.push(required("task"));
+        return None;
+    };
+    let id = match non_empty(section.id) {
+        None => problems.take(Err(required("task.id"))),
+        Some(id) => problems.take(task_id(Some(id))).map(|(id, _)| id),
+    };
+    let title = problems.take(title(section.title, true)).flatten();
+    let text = non_empty(section.instructions);
+    if text.is_none() {
+        problems.push(required("task.instructions"));
+    }
+    let repo = match section.project.and_then(|p| non_empty(p.root_dir)) {
+        None => problems.take(Err(required("task.project.root_dir"))),
+        Some(root_dir) => problems.take(repo_dir(&root_dir, "task.project.root_dir", host)),
+    };
+    let test = test_spec(section.test, problems);
+    let criteria = problems.take(acceptance_criteria(section.acceptance_criteria));
+    let runner = raw.runner;
+    if runner.is_none() {
+        problems.push(required("runner"));
+    }
+    let runner = runner.unwrap_or_default();
+    let bounds = bounds::bounds(
+        RawBounds {
+            pricing: runner.pricing,
+            budget: runner.budget,
+            max_stalled_loops: runner.max_stalled_loops,
+        },
+        problems,
+    );
+    let meta = match runner.meta {
+        None => problems.take(Err(required("runner.meta"))),
+        Some(meta) => settings::meta(meta, Shape::TaskConfig, host, problems),
+    };
+    let (worker, login) = match runner.worker {
+        None => (problems.take(Err(required("runner.worker"))), None),
+        Some(raw) => worker(raw, Shape::TaskConfig, meta.as_ref(), host, problems),
+    };
+    let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
+    let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
+    Some(Task {
+        shape: Shape::TaskConfig,
+        id: id?,
+        id_generated: false,
+        title: title?,
+        repo: repo?,
+        prd: Prd {
+            source: PrdSource::Inline,
+            text: text?,
+        },
+        test,
+        acceptance_criteria: criteria?,
+        meta: meta?,
+        worker: worker?,
+        login: login?,
+        bounds: bounds?,
+    })
+}
+
+/// Meta's settings, its model named as Meta's codex will run it: the worker's when
+/// Meta's codex takes it from a codex worker.
+fn codex_model_named(mut meta: MetaSettings, worker: Option<&WorkerSettings>) -> MetaSettings {
+    if let (MetaBackend::CodexCli(codex), Some(worker)) = (&meta.backend, worker)
+        && let Some(model) = codex.model_next_to(worker)
+    {
+        meta.model = model;
+    }
+    meta
+}
+
+/// `bounds`, unless a cost limit meets a model without a price (recorded).
+fn priced(
+    bounds: Option<Bounds>,
+    meta: Option<&MetaSettings>,
+    worker: Option<&WorkerSettings>,
+    problems: &mut InputErrors,
+) -> Option<Bounds> {
+    let bounds = bounds?;
+    if let (Some(meta), Some(worker)) = (meta, worker)
+        && let Some(problem) = bounds::unpriced(&bounds, meta, worker)
+    {
+        problems.push(problem);
+        return None;
+    }
+    Some(bounds)
+}
+
+/// `(id, generated)`; the id becomes part of a file name and a container name.
+fn task_id(id: Option<String>) -> Result<(String, bool), InputError> {
+    let Some(id) = non_empty(id) else {
+        return Ok((uuid::Uuid::new_v4().to_string(), true));
+    };
+    if !super::id::is_valid(&id) {
+        return Err(InputError::new(
+            "task.id",
+            format!("must be {} (got {:?})", super::id::RULE, cut_chars(&id, 60)),
+        )
+        .with_hint("the id names the Task Note file, the container and the branch"));
+    }
+    Ok((id, false))
+}
+
+/// `task.title`: one line; `None` when absent and not required.
+fn title(title: Option<String>, required_here: bool) -> Result<Option<String>, InputError> {
+    match non_empty(title) {
+        Some(title) => one_line(title, "task.title").map(Some),
+        None if required_here => Err(required("task.title")),
+        None => Ok(None),
+    }
+}
+
+/// `task.prd` of shape v1: exactly one of `path` and `text`.
+/// `task.prd`; `repo` (when valid) is where a PRD file may not be linked out of.
+fn prd(
+    raw: Option<RawPrd>,
+    host: &Host,
+    repo: Option<&Path>,
+    problems: &mut InputErrors,
+) -> Option<Prd> {
+    let Some(raw) = raw else {
+        problems.push(
+            InputError::new("task.prd", "required: give `path` or `text`")
+                .with_hint("task:\n  prd:\n    path: ./docs/TASK.md"),
+        );
+        return None;
+    };
+    let result = match (non_empty(raw.path), non_empty(raw.text)) {
+        (Some(path), None) => prd_file(&path, host, repo),
+        (None, Some(text)) => Ok(Prd {
+            source: PrdSource::Inline,
+            text,
+        }),
+        (Some(_), Some(_)) => Err(InputError::new(
+            "task.prd",
+            "give exactly one of `path` and `text` (got both)",
+        )),
+        (None, None) => Err(InputError::new(
+            "task.prd",
+            "give exactly one of `path` and `text` (got neither, or both empty)",
+        )),
+    };
+    problems.take(result)
+}
+
+/// `task.test`, each of its problems recorded (None when absent or invalid).
+fn test_spec(raw: Option<RawTest>, problems: &mut InputErrors) -> Option<TestSpec> {
+    let raw = raw?;
+    let command = problems.take(non_empty(raw.command).ok_or_else(|| {
+        InputError::new(
+            "task.test.command",
+            "required when `task.test` is present (got empty)",
+        )
+    }));
+    let cwd = problems.take(relative_dir(
+        raw.cwd.as_deref().unwrap_or("."),
+        "task.test.cwd",
+    ));
+    let timeout = problems.take(seconds(
+        raw.timeout_sec,
+        DEFAULT_TEST_TIMEOUT_SEC,
+        "task.test.timeout_sec",
+    ));
+    Some(TestSpec {
+        command: command?,
+        cwd: cwd?,
+        timeout: timeout?,
+    })
+}
+
+/// `task.acceptance_criteria`: at most `MAX_ACCEPTANCE_CRITERIA` non-blank strings.
+fn acceptance_criteria(raw: Option<Vec<String>>) -> Result<Vec<String>, InputError> {
+    let criteria = raw.unwrap_or_default();
+    if criteria.len() > MAX_ACCEPTANCE_CRITERIA {
+        return Err(InputError::new(
+            "task.acceptance_criteria",
+            format!(
+                "at most {MAX_ACCEPTANCE_CRITERIA} criteria (got {})",
+                criteria.len()
+            ),
+        ));
+    }
+    if let Some(n) = criteria.iter().position(|c| c.trim().is_empty()) {
+        return Err(InputError::new(
+            format!("task.acceptance_criteria[{n}]"),
+            "must not be empty",
+        ));
+    }
+    Ok(criteria.into_iter().map(|c| c.trim().to_string()).collect())
+}
+
+/// The task with its secrets masked in every text it carries to Meta, the note and
+/// `validate`, before anything cuts those texts (SPEC §10): a cut can then never
+/// leave a prefix of a secret.
+fn masked(mut task: Task) -> Task {
+    let redactor = Redactor::new(&task.secrets());
+    if redactor.is_empty() {
+        return task;
+    }
+    task.title = redactor.redact(&task.title);
+    task.prd.text = redactor.redact(&task.prd.text);
+    for criterion in &mut task.acceptance_criteria {
+        *criterion = redactor.redact(criterion);
+    }
+    if let Some(prompt) = &mut task.meta.system_prompt {
+        *prompt = redactor.redact(prompt);
+    }
+    task
+}

@@ -1,0 +1,374 @@
+//! The task to run: `Task` is the Task YAML validated, with defaults applied, paths
+//! absolute, the PRD loaded, `env:` values resolved and secrets masked in its texts.
+//! Nothing runs before this succeeds, so every mistake in the YAML is reported here,
+//! all of them at once, each with its field path.
+//!
+//! The pipeline (`parse`): `document` reads the YAML and picks the shape, `structure`
+//! checks keys and types against the tables in `raw`, `build` (with `settings`,
+//! `worker_env`, `env_ref`, `paths`, `auth`) turns the raw document into a `Task`.
+
+mod argv;
+mod auth;
+mod bounds;
+mod build;
+mod codex_meta;
+mod default_allow;
+mod document;
+mod env_ref;
+mod fields;
+mod host;
+pub mod id;
+mod input_error;
+mod locate;
+mod paths;
+mod raw;
+mod resolved;
+mod schema;
+mod settings;
+mod structure;
+mod suggest;
+pub(crate) mod worker_env;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use crate::agent::Login;
+pub use auth::resolve as resolve_login;
+pub use bounds::{DEFAULT_MAX_STALLED_LOOPS, unpriced};
+pub use codex_meta::CodexMeta;
+pub use fields::{MAX_SECONDS, is_one_line};
+pub use host::{Host, Var};
+pub use input_error::{Category, InputError, InputErrors};
+pub use resolved::resolved_yaml;
+pub use schema::{builder_fields, builder_may_write, task_config_schema};
+
+use crate::agent::Kind;
+use crate::egress::AllowList;
+use agent_runner_core::secret::Secret;
+
+pub const DEFAULT_META_MODEL: &str = "gpt-5.1-codex-max-high";
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub(crate) const DEFAULT_API_KEY: &str = "env:OPENAI_API_KEY";
+pub const DEFAULT_DOCKER_IMAGE: &str = "agent-runner-codex:latest";
+pub(crate) const DEFAULT_MAX_LOOPS: u32 = 5;
+/// Default `runner.meta.max_replans` (SPEC §16).
+pub(crate) const DEFAULT_MAX_REPLANS: u32 = 2;
+pub(crate) const DEFAULT_META_TIMEOUT_SEC: u64 = 60;
+pub(crate) const DEFAULT_MAX_RUN_TIME_SEC: u64 = 1800;
+pub(crate) const DEFAULT_IDLE_TIMEOUT_SEC: u64 = 600;
+pub(crate) const DEFAULT_TEST_TIMEOUT_SEC: u64 = 600;
+/// Default `runner.worker.limits.pids`: enough for any build, not for a fork bomb.
+pub(crate) const DEFAULT_PIDS_LIMIT: u64 = 4096;
+/// Most entries in `task.acceptance_criteria`.
+pub const MAX_ACCEPTANCE_CRITERIA: usize = 50;
+/// The default `runner.worker.type` of the TaskConfig shape (codex-cli); each kind
+/// has its own (`Kind::taskconfig_type`).
+pub const TASKCONFIG_WORKER_TYPE: &str = "docker_codex_cli";
+/// `runner.meta.timeout_sec` of `kind: codex-cli` (seed MP §6.3: 10 min per call).
+pub(crate) const DEFAULT_CODEX_META_TIMEOUT_SEC: u64 = 600;
+/// What `task.meta.model` says for `kind: codex-cli` without a model.
+pub(crate) const CODEX_DEFAULT_MODEL: &str = "(codex's default model)";
+
+/// Which of the two accepted YAML shapes the task was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    V1,
+    TaskConfig,
+}
+
+/// A validated task.
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub(crate) shape: Shape,
+    pub id: String,
+    /// True when `task.id` was not given and a UUID was generated.
+    pub id_generated: bool,
+    /// One line; secrets masked.
+    pub title: String,
+    /// Absolute, symlinks resolved; an existing directory.
+    pub repo: PathBuf,
+    pub prd: Prd,
+    pub test: Option<TestSpec>,
+    /// Given in the YAML (secrets masked); empty: Meta plans them (`plan_task`).
+    pub acceptance_criteria: Vec<String>,
+    pub meta: MetaSettings,
+    pub worker: WorkerSettings,
+    /// How the worker's agent logs in in the container.
+    pub login: Login,
+    /// Prices, the budget and the no-progress stop (SPEC §15).
+    pub bounds: Bounds,
+}
+
+/// `runner.pricing`, `runner.budget`, `runner.max_stalled_loops`.
+#[derive(Debug, Clone, Default)]
+pub struct Bounds {
+    pub pricing: agent_runner_core::usage::Pricing,
+    pub budget: Budget,
+    /// Loops in a row with the same repository state and test outcome that end the
+    /// task; 0: never.
+    pub max_stalled_loops: u32,
+}
+
+/// `runner.budget`: limits for the whole task, each optional.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Budget {
+    /// Input plus output tokens, Meta and worker together.
+    pub max_tokens: Option<u64>,
+    pub max_cost_usd: Option<f64>,
+    /// Wall time of the whole task.
+    pub max_duration: Option<Duration>,
+}
+
+/// The PRD: the requirements text.
+#[derive(Debug, Clone)]
+pub struct Prd {
+    pub source: PrdSource,
+    /// Secrets masked, so any cut of it is safe to show.
+    pub text: String,
+}
+
+/// Where the PRD came from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PrdSource {
+    File(PathBuf),
+    Inline,
+}
+
+/// `task.test`: run by agent-runner in the sandbox after each worker run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestSpec {
+    pub command: String,
+    /// Relative to the repo, normalised, `/`-separated; empty for the repo root.
+    pub cwd: String,
+    pub timeout: Duration,
+}
+
+/// `runner.meta`, defaults applied.
+#[derive(Debug, Clone)]
+pub struct MetaSettings {
+    pub backend: MetaBackend,
+    pub model: String,
+    pub temperature: Option<f64>,
+    /// Secrets masked.
+    pub system_prompt: Option<String>,
+    pub max_loops: u32,
+    /// How often Meta may re-plan the criteria in a run (0: never).
+    pub max_replans: u32,
+    pub timeout: Duration,
+}
+
+/// Where Meta's replies come from.
+#[derive(Debug, Clone)]
+pub enum MetaBackend {
+    OpenAiChat {
+        base_url: String,
+        api_key: ApiKey,
+    },
+    Scripted {
+        script: PathBuf,
+    },
+    /// `codex exec --output-schema` in the sandbox image (SPEC §18).
+    CodexCli(CodexMeta),
+}
+
+/// Meta's API key.
+#[derive(Debug, Clone)]
+pub struct ApiKey {
+    /// Where it came from: `env:NAME` or `literal`.
+    pub(crate) source: String,
+    pub value: Secret,
+}
+
+/// `runner.worker`, defaults applied.
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// `runner.worker.kind`: the agent CLI.
+    pub kind: &'static dyn Kind,
+    pub docker_image: String,
+    pub max_run_time: Duration,
+    pub idle_timeout: Duration,
+    pub model: Option<String>,
+    pub extra_args: Vec<String>,
+    /// `runner.worker.base_url`: the agent's model API (`Kind::run_env`/`command`).
+    pub base_url: Option<String>,
+    pub network: Network,
+    /// The effective `runner.worker.allow` (used with `Network::Allowlist`).
+    pub allow: AllowList,
+    pub env: Vec<WorkerEnv>,
+    pub limits: WorkerLimits,
+}
+
+/// `runner.worker.limits`, for `docker run` (`--memory`, `--cpus`, `--pids-limit`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerLimits {
+    /// Memory limit in bytes; `None`: no limit.
+    pub(crate) memory_bytes: Option<u64>,
+    /// CPUs, a decimal; `None`: no limit.
+    pub(crate) cpus: Option<f64>,
+    /// Most processes and threads in the container.
+    pub(crate) pids: u64,
+}
+
+impl Default for WorkerLimits {
+    fn default() -> Self {
+        WorkerLimits {
+            memory_bytes: None,
+            cpus: None,
+            pids: DEFAULT_PIDS_LIMIT,
+        }
+    }
+}
+
+/// `runner.worker.network`: how the container reaches the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    /// No network but agent-runner's egress proxy, which allows `runner.worker.allow`
+    /// (SPEC §17).
+    Allowlist,
+    Bridge,
+    None,
+    Host,
+}
+
+impl Network {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::Allowlist => "allowlist",
+            Network::Bridge => "bridge",
+            Network::None => "none",
+            Network::Host => "host",
+        }
+    }
+
+    /// The `docker run --network` value; None for docker's default (bridge).
+    pub fn docker_network(self) -> Option<&'static str> {
+        match self {
+            Network::Allowlist | Network::None => Some("none"),
+            Network::Host => Some("host"),
+            Network::Bridge => None,
+        }
+    }
+}
+
+/// One `runner.worker.env` entry.
+#[derive(Debug, Clone)]
+pub struct WorkerEnv {
+    pub name: String,
+    pub value: EnvValue,
+}
+
+/// The value of a `runner.worker.env` entry.
+#[derive(Debug, Clone)]
+pub enum EnvValue {
+    Literal(String),
+    /// `env:VAR`: taken from the host; a secret.
+    FromHost {
+        var: String,
+        value: Secret,
+    },
+}
+
+impl EnvValue {
+    pub(crate) fn expose(&self) -> &str {
+        match self {
+            EnvValue::Literal(v) => v,
+            EnvValue::FromHost { value, .. } => value.expose(),
+        }
+    }
+}
+
+impl Task {
+    /// Every secret value of this task (API key, `env:` values, logins, credentials
+    /// in URLs, literal ones included), for masking.
+    pub fn secrets(&self) -> Vec<Secret> {
+        let mut out = self.login.secrets();
+        let mut env: Vec<&WorkerEnv> = self.worker.env.iter().collect();
+        match &self.meta.backend {
+            MetaBackend::OpenAiChat { api_key, base_url } => {
+                out.push(api_key.value.clone());
+                out.extend(agent_runner_core::secret::in_url(base_url));
+            }
+            MetaBackend::Scripted { .. } => {}
+            MetaBackend::CodexCli(codex) => {
+                out.extend(codex.login.secrets());
+                out.extend(
+                    codex
+                        .base_url
+                        .iter()
+                        .flat_map(|u| agent_runner_core::secret::in_url(u)),
+                );
+                env.extend(codex.env.iter().flatten());
+            }
+        }
+        if let Some(url) = &self.worker.base_url {
+            out.extend(agent_runner_core::secret::in_url(url));
+        }
+        for env in env {
+            match &env.value {
+                EnvValue::FromHost { value, .. } => out.push(value.clone()),
+                // `ANTHROPIC_BASE_URL: https://user:pw@gw/` given as a literal.
+                EnvValue::Literal(value) if value.contains("://") => {
+                    out.extend(agent_runner_core::secret::in_url(value));
+                }
+                EnvValue::Literal(_) => {}
+            }
+        }
+        out
+    }
+
+    /// File name of the Task Note in `.agent-runner/`.
+    pub fn note_name(&self) -> String {
+        format!("task-{}.md", self.id)
+    }
+
+    /// Path of the Task Note.
+    pub fn note_path(&self) -> PathBuf {
+        self.repo
+            .join(agent_runner_core::private_dir::DIR_NAME)
+            .join(self.note_name())
+    }
+}
+
+/// Parses and validates a Task YAML document, reporting every problem it finds:
+/// unknown keys, then wrong types, then wrong values, then problems of the host
+/// (unset variables, missing files). A syntax error is reported alone.
+pub fn parse(text: &str, host: &Host) -> Result<Task, InputErrors> {
+    let mut problems = InputErrors::default();
+    let read = document::read(text, &mut problems)?;
+    let task = read
+        .raw
+        .and_then(|raw| build::task(raw, host, &mut problems));
+    if let Some(task) = &task {
+        for problem in argv::check(task) {
+            problems.push(problem);
+        }
+    }
+    match task {
+        Some(task) if problems.is_empty() => Ok(task),
+        _ if problems.is_empty() => {
+            // A builder returned nothing without saying why: a bug, but never a panic.
+            Err(InputError::new("stdin", "invalid task (no details available)").into())
+        }
+        _ => Err(problems.into_report(&read.covered)),
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// A valid task for unit tests elsewhere (other crates' with the `testing` feature):
+/// inline PRD, `extra` appended to the YAML.
+#[cfg(any(test, feature = "testing"))]
+#[allow(clippy::expect_used)]
+pub fn test_task(extra: &str) -> Task {
+    let yaml = format!("version: 1\ntask:\n  id: unit\n  prd:\n    text: Make it work.\n{extra}");
+    let var = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-unit-test-key".into());
+    parse(
+        &yaml,
+        &Host {
+            var: &var,
+            cwd: Ok(std::env::temp_dir()),
+        },
+    )
+    .expect("test task is valid")
+}

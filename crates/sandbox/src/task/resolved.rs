@@ -1,0 +1,289 @@
+//! `agent-runner validate` output: the task as it will run, every default visible,
+//! the PRD shortened (its secrets were masked when the task was built, so the cut
+//! cannot show part of one), every secret masked.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{EnvValue, Login, MetaBackend, Network, PrdSource, Shape, Task, WorkerEnv};
+use crate::egress::Origin;
+use agent_runner_core::secret::MASK;
+
+/// How much of the PRD `validate` shows.
+const PRD_PREVIEW_CHARS: usize = 200;
+
+#[derive(Serialize)]
+struct Resolved<'a> {
+    shape: &'static str,
+    task: TaskView<'a>,
+    runner: RunnerView<'a>,
+}
+
+#[derive(Serialize)]
+struct TaskView<'a> {
+    id: &'a str,
+    id_generated: bool,
+    title: &'a str,
+    repo: String,
+    note: String,
+    prd: PrdView,
+    test: Option<TestView<'a>>,
+    /// Empty: Meta plans them.
+    acceptance_criteria: &'a [String],
+}
+
+#[derive(Serialize)]
+struct PrdView {
+    source: String,
+    chars: usize,
+    start: String,
+}
+
+#[derive(Serialize)]
+struct TestView<'a> {
+    command: &'a str,
+    cwd: String,
+    timeout_sec: u64,
+}
+
+#[derive(Serialize)]
+struct RunnerView<'a> {
+    meta: MetaView<'a>,
+    worker: WorkerView<'a>,
+    /// USD per million tokens, by model.
+    pricing: BTreeMap<&'a str, PriceView>,
+    budget: BudgetView,
+    max_stalled_loops: u32,
+}
+
+#[derive(Serialize)]
+struct PriceView {
+    input: f64,
+    cached_input: f64,
+    output: f64,
+}
+
+#[derive(Serialize)]
+struct BudgetView {
+    max_tokens: Option<u64>,
+    max_cost_usd: Option<f64>,
+    max_duration_sec: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct MetaView<'a> {
+    kind: &'static str,
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_url: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    script: Option<String>,
+    temperature: Option<f64>,
+    system_prompt: String,
+    max_loops: u32,
+    max_replans: u32,
+    timeout_sec: u64,
+    /// kind codex-cli: what it runs with beside the worker's settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    docker_image: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extra_args: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    env: Option<BTreeMap<&'a str, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    codex_auth: Option<String>,
+}
+
+#[derive(Serialize)]
+struct WorkerView<'a> {
+    kind: &'static str,
+    docker_image: &'a str,
+    max_run_time_sec: u64,
+    idle_timeout_sec: u64,
+    model: Option<&'a str>,
+    extra_args: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_url: Option<&'a str>,
+    network: &'static str,
+    /// With network allowlist: the effective allow list and where it came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allow: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allow_from: Option<String>,
+    env: BTreeMap<&'a str, String>,
+    limits: LimitsView,
+    /// `<program>_auth` (`codex_auth`, `claude_auth`): how the agent logs in.
+    #[serde(flatten)]
+    auth: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct LimitsView {
+    memory_bytes: Option<u64>,
+    cpus: Option<f64>,
+    pids: u64,
+}
+
+/// The resolved task as a YAML document.
+pub fn resolved_yaml(task: &Task) -> String {
+    let view = Resolved {
+        shape: match task.shape {
+            Shape::V1 => "v1",
+            Shape::TaskConfig => "task-config",
+        },
+        task: TaskView {
+            id: &task.id,
+            id_generated: task.id_generated,
+            title: &task.title,
+            repo: task.repo.display().to_string(),
+            note: task.note_path().display().to_string(),
+            prd: PrdView {
+                source: match &task.prd.source {
+                    PrdSource::File(path) => format!("file {}", path.display()),
+                    PrdSource::Inline => "inline".into(),
+                },
+                chars: task.prd.text.chars().count(),
+                start: agent_runner_core::text::escape_controls_in_lines(
+                    &task
+                        .prd
+                        .text
+                        .chars()
+                        .take(PRD_PREVIEW_CHARS)
+                        .collect::<String>(),
+                ),
+            },
+            test: task.test.as_ref().map(|t| TestView {
+                command: &t.command,
+                cwd: if t.cwd.is_empty() {
+                    ".".into()
+                } else {
+                    t.cwd.clone()
+                },
+                timeout_sec: t.timeout.as_secs(),
+            }),
+            acceptance_criteria: &task.acceptance_criteria,
+        },
+        runner: RunnerView {
+            meta: meta_view(task),
+            worker: WorkerView {
+                kind: task.worker.kind.name(),
+                docker_image: &task.worker.docker_image,
+                max_run_time_sec: task.worker.max_run_time.as_secs(),
+                idle_timeout_sec: task.worker.idle_timeout.as_secs(),
+                model: task.worker.model.as_deref(),
+                extra_args: &task.worker.extra_args,
+                base_url: task.worker.base_url.as_deref(),
+                network: task.worker.network.as_str(),
+                allow: (task.worker.network == Network::Allowlist)
+                    .then(|| task.worker.allow.entries()),
+                allow_from: (task.worker.network == Network::Allowlist).then(|| {
+                    match &task.worker.allow.origin {
+                        Origin::Task => "runner.worker.allow".to_string(),
+                        Origin::Default(why) => format!("default: {why}"),
+                    }
+                }),
+                env: env_view(&task.worker.env),
+                limits: LimitsView {
+                    memory_bytes: task.worker.limits.memory_bytes,
+                    cpus: task.worker.limits.cpus,
+                    pids: task.worker.limits.pids,
+                },
+                auth: BTreeMap::from([(
+                    format!("{}_auth", task.worker.kind.program()),
+                    login_view(&task.login),
+                )]),
+            },
+            pricing: task
+                .bounds
+                .pricing
+                .models
+                .iter()
+                .map(|(model, p)| {
+                    (
+                        model.as_str(),
+                        PriceView {
+                            input: p.input,
+                            cached_input: p.cached_input,
+                            output: p.output,
+                        },
+                    )
+                })
+                .collect(),
+            budget: BudgetView {
+                max_tokens: task.bounds.budget.max_tokens,
+                max_cost_usd: task.bounds.budget.max_cost_usd,
+                max_duration_sec: task.bounds.budget.max_duration.map(|d| d.as_secs()),
+            },
+            max_stalled_loops: task.bounds.max_stalled_loops,
+        },
+    };
+    serde_norway::to_string(&view).unwrap_or_else(|e| format!("# cannot show the task: {e}\n"))
+}
+
+fn meta_view(task: &Task) -> MetaView<'_> {
+    let meta = &task.meta;
+    let (kind, base_url, api_key, script) = match &meta.backend {
+        MetaBackend::OpenAiChat { base_url, api_key } => (
+            "openai-chat",
+            Some(base_url.as_str()),
+            Some(format!("{MASK} ({})", api_key.source)),
+            None,
+        ),
+        MetaBackend::Scripted { script } => {
+            ("scripted", None, None, Some(script.display().to_string()))
+        }
+        MetaBackend::CodexCli(codex) => ("codex-cli", codex.base_url.as_deref(), None, None),
+    };
+    let codex = match &meta.backend {
+        MetaBackend::CodexCli(codex) => Some(codex),
+        _ => None,
+    };
+    MetaView {
+        kind,
+        model: &meta.model,
+        base_url,
+        api_key,
+        script,
+        temperature: meta.temperature,
+        system_prompt: match &meta.system_prompt {
+            Some(p) => format!("custom ({} chars)", p.chars().count()),
+            None => "default".into(),
+        },
+        max_loops: meta.max_loops,
+        max_replans: meta.max_replans,
+        timeout_sec: meta.timeout.as_secs(),
+        docker_image: codex.map(|c| {
+            c.docker_image
+                .as_deref()
+                .unwrap_or(task.worker.docker_image.as_str())
+        }),
+        extra_args: codex.and_then(|c| c.extra_args.as_deref()),
+        env: codex.and_then(|c| c.env.as_deref()).map(env_view),
+        codex_auth: codex.map(|c| login_view(&c.login)),
+    }
+}
+
+fn env_view(env: &[WorkerEnv]) -> BTreeMap<&str, String> {
+    env.iter()
+        .map(|e| {
+            let shown = match &e.value {
+                EnvValue::Literal(v) => v.clone(),
+                EnvValue::FromHost { var, .. } => format!("{MASK} (env:{var})"),
+            };
+            (e.name.as_str(), shown)
+        })
+        .collect()
+}
+
+fn login_view(login: &Login) -> String {
+    match login {
+        Login::File { path, secrets, .. } => {
+            format!("file {} ({} values masked)", path.display(), secrets.len())
+        }
+        Login::Key { var, .. } => format!("{MASK} (env:{var})"),
+        Login::None => "none".into(),
+    }
+}

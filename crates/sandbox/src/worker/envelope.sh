@@ -1,0 +1,137 @@
+# shellcheck shell=sh
+# The envelope around every exec in the sandbox (envelope.rs beside it).
+IFS= read -r nonce || exit 125
+mode=$1 keep=$2
+shift 2
+mark() { printf '\036%s %s\n' "$nonce" "$1"; }
+mark started; mark end
+
+# Counts live processes other than PID 1, the keep-alive and this shell; with a
+# signal name, sends it to them. Builtins only, so no helper of ours is counted.
+sweep() {
+  n=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$p" in 1|"$keep"|"$$") continue ;; esac
+    st=
+    while read -r k v _; do if [ "$k" = State: ]; then st=$v; break; fi; done 2>/dev/null < "$d/status"
+    case "$st" in ""|Z) continue ;; esac
+    n=$((n + 1))
+    [ -z "$1" ] || kill "-$1" "$p" 2>/dev/null
+  done
+}
+
+# TERM, up to 5 s grace, then STOP and KILL in passes until none is left (a
+# stopped process cannot fork, so a chain of processes cannot outrun it); reports
+# "<found> <left>".
+stop_others() {
+  sweep TERM
+  found=$n
+  i=0
+  while [ "$n" != 0 ] && [ $i -lt 50 ]; do sleep 0.1; sweep ""; i=$((i + 1)); done
+  i=0
+  while [ "$n" != 0 ] && [ $i -lt 20 ]; do
+    sweep STOP; sweep KILL; sleep 0.05; sweep ""; i=$((i + 1))
+  done
+  mark stopped; echo "$found $n"; mark end
+}
+
+gitc() {
+  git -c safe.directory='*' -c core.fsmonitor=false -c core.untrackedCache=false -c core.quotePath=false \
+    --no-optional-locks -C __PROJECT__ "$@"
+}
+
+# Reports `git status` as "git-<label>"; after a run, the diff stat against the
+# HEAD before it when tracked files changed or HEAD moved.
+snapshot() {
+  mark "git-$1"
+  if ! command -v git >/dev/null 2>&1; then
+    echo nogit; mark end; return
+  fi
+  st=$(gitc status --porcelain=v2 --branch --untracked-files=all 2>/dev/null)
+  git_rc=$?
+  printf '%s\n' "$st"
+  echo "exit $git_rc"
+  mark end
+  head=
+  case "$st" in "# branch.oid "*) head=${st#\# branch.oid }; head=${head%%
+*} ;; esac
+  if [ "$1" = before ]; then before=$head; return; fi
+  # Untracked files count in the diff stat as new ones would: lines each, for
+  # regular files up to 1 MiB (a worker's 2 GiB artefact is not read through). The
+  # ./ keeps find from reading a name as an expression and tells files from wc's
+  # totals.
+  case "$st" in *"
+? "*)
+    mark untracked
+    # shellcheck disable=SC2016 # "$@" and $f are the inner shell's
+    (cd __PROJECT__ && gitc ls-files -z -o --exclude-standard -- ':!:.agent-runner' 2>/dev/null \
+      | xargs -0 -r sh -c 'for f; do set -- "$@" "./$f"; shift; done
+          exec find "$@" -maxdepth 0 -type f -size -1025k -exec wc -l {} +' sh 2>/dev/null)
+    mark end ;;
+  esac
+  [ -n "$before" ] && [ "$before" != "(initial)" ] || return
+  changed=0
+  [ "$head" = "$before" ] || changed=1
+  case "$st" in *"
+1 "*|*"
+2 "*|*"
+u "*) changed=1 ;; esac
+  [ $changed = 1 ] || return
+  mark numstat
+  gitc diff --numstat "$before" -- 2>/dev/null
+  mark end
+}
+
+# A file of agent-runner's that must not be in any argv (envelope.rs, PrivateFile):
+# its contents come in the environment and are written by the shell's own printf
+# (else cat from a here-document), into the container's private tmpfs, never
+# through a link or FIFO left there; linked from under HOME when asked. The
+# variables leave the environment before the command starts.
+private_file() {
+  [ -n "${AGENT_RUNNER_FILE_NAME-}" ] || return 0
+  f=__PRIVATE__/$AGENT_RUNNER_FILE_NAME
+  if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then return 1; fi
+  case $(command -V printf 2>/dev/null) in
+    *builtin*) (umask 077 && printf '%s\n' "$AGENT_RUNNER_FILE" > "$f") || return 1 ;;
+    *) (umask 077 && cat > "$f") <<EOF || return 1 ;;
+$AGENT_RUNNER_FILE
+EOF
+  esac
+  if [ -n "${AGENT_RUNNER_FILE_LINK-}" ]; then
+    l=$HOME/$AGENT_RUNNER_FILE_LINK
+    mkdir -p "${l%/*}" && ln -sfn "$f" "$l" || return 1
+  fi
+  unset AGENT_RUNNER_FILE AGENT_RUNNER_FILE_NAME AGENT_RUNNER_FILE_LINK
+}
+
+if ! private_file; then
+  echo "agent-runner: cannot write ${AGENT_RUNNER_FILE_NAME-} in __PRIVATE__ (or link it from ~/${AGENT_RUNNER_FILE_LINK-})" >&2
+  exit 125
+fi
+
+case "$mode" in
+  before)
+    snapshot before
+    stop_others
+    exit 0 ;;
+  worker)
+    before=$1
+    shift
+    if ! command -v "$1" >/dev/null 2>&1; then mark missing; echo "$1"; mark end; exit 127; fi
+    "$@"
+    rc=$?
+    stop_others
+    snapshot after
+    exit $rc ;;
+  test)
+    "$@" </dev/null
+    rc=$?
+    stop_others
+    exit $rc ;;
+  stop)
+    stop_others
+    if [ "$1" = snapshot ]; then before=$2; snapshot after; fi
+    exit 0 ;;
+esac
+exit 125

@@ -1,0 +1,155 @@
+//! The Worker side: a sandbox (one Docker container per task) in which the worker's
+//! agent CLI (`crate::agent`: codex, claude) runs and the task's tests run, and the
+//! records those runs leave. `docker.rs` has the flow of a run.
+
+pub(crate) mod agent_files;
+pub mod container;
+pub mod docker;
+pub mod docker_cli;
+pub mod envelope;
+pub mod git;
+pub(crate) mod git_dir;
+pub(crate) mod live;
+pub mod privileges;
+pub mod scratch;
+pub mod seccomp;
+pub(crate) mod session;
+pub mod sweep;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub(crate) use crate::agent::{RunOutcome, Transcript};
+use crate::task::TestSpec;
+use agent_runner_core::timestamp::Timestamp;
+use agent_runner_core::usage::Usage;
+use envelope::Leftovers;
+use git::RepoChanges;
+use privileges::Finding;
+
+/// Where the repository is mounted in the sandbox; agents work there.
+pub(crate) const PROJECT_DIR: &str = "/workspace/project";
+
+/// One worker (agent) run.
+#[derive(Debug, Clone)]
+pub struct WorkerRun {
+    /// 1-based; also the loop number.
+    pub number: u32,
+    pub started: Timestamp,
+    pub finished: Timestamp,
+    pub duration: Duration,
+    /// Exit status of the agent (through `docker exec`), if it exited.
+    pub exit_code: Option<i32>,
+    pub outcome: RunOutcome,
+    /// The final agent message, or what went wrong.
+    pub summary: String,
+    pub transcript: Transcript,
+    /// Full output (stdout and stderr as they came), secrets masked.
+    pub log_path: PathBuf,
+    pub output_bytes: u64,
+    pub output_tail: String,
+    /// What changed in the repository, as git in the container saw it.
+    pub changes: RepoChanges,
+    /// Processes the run left behind, stopped after it (None: not known, e.g. the
+    /// run was interrupted).
+    pub leftovers: Option<Leftovers>,
+    /// Setuid/setgid files and device nodes found in the repository afterwards.
+    pub privileges: Vec<Finding>,
+    /// The model and the tokens the worker's event stream reported (SPEC §15).
+    pub usage: Usage,
+}
+
+/// One run of the task's test command.
+#[derive(Debug, Clone)]
+pub struct TestRun {
+    pub number: u32,
+    pub command: String,
+    pub cwd: String,
+    pub started: Timestamp,
+    pub duration: Duration,
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub interrupted: bool,
+    pub output_tail: String,
+    pub log_path: PathBuf,
+    /// Processes the test left behind, stopped after it.
+    pub leftovers: Option<Leftovers>,
+    /// Setuid/setgid files and device nodes found in the repository afterwards.
+    pub privileges: Vec<Finding>,
+}
+
+impl TestRun {
+    /// Exited 0 within its time limit.
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && !self.interrupted
+    }
+}
+
+/// What tearing the sandbox down did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Teardown {
+    /// How long removing the container took, if there was one.
+    pub removed_in: Option<Duration>,
+    /// What the last sweep of the repository found, made once the container and
+    /// every process in it were gone (so nothing can undo it).
+    pub privileges: Vec<Finding>,
+    /// What the egress proxy let through and refused; None when the network is
+    /// not `allowlist`.
+    pub egress: Option<crate::egress::Summary>,
+}
+
+/// The sandbox could not do its job (docker missing, daemon down, image unusable,
+/// container gone). Unlike a failed worker run, this ends the task.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SandboxError {
+    #[error("docker CLI not found: {0}")]
+    DockerMissing(String),
+    #[error("docker daemon not reachable: {0}")]
+    DaemonUnreachable(String),
+    #[error("docker image {image} is not available: {detail}")]
+    ImageMissing { image: String, detail: String },
+    #[error("docker image {image} cannot run the worker: {detail}")]
+    ImageUnusable { image: String, detail: String },
+    #[error("the sandbox container {name} is gone: {detail}")]
+    ContainerGone { name: String, detail: String },
+    #[error(
+        "{left} process(es) the run left behind in container {name} survived SIGKILL; the sandbox is not quiet"
+    )]
+    NotQuiet { name: String, left: u32 },
+    #[error("the agent {agent} changed during the task: {detail}")]
+    AgentChanged { agent: String, detail: String },
+    #[error("the repository could not be fully checked for setuid files and device nodes: {0}")]
+    Unchecked(String),
+    #[error("`{command}` failed: {detail}")]
+    Docker { command: String, detail: String },
+    #[error("{0}")]
+    Io(String),
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// Where worker and test commands run. The runner is generic over it so its state
+/// machine can be tested with an in-memory fake.
+pub trait Sandbox {
+    /// Runs the worker once with `prompt`. Worker failures are in the returned record.
+    fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError>;
+    /// Runs the task's test command.
+    fn run_test(&mut self, number: u32, test: &TestSpec) -> Result<TestRun, SandboxError>;
+    /// Removes everything the sandbox started; safe to call more than once.
+    fn shutdown(&mut self) -> Teardown;
+}
+
+/// A borrowed sandbox is a sandbox, so a caller can keep it after the runner is done.
+impl<S: Sandbox + ?Sized> Sandbox for &mut S {
+    fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError> {
+        (**self).run_worker(number, prompt)
+    }
+
+    fn run_test(&mut self, number: u32, test: &TestSpec) -> Result<TestRun, SandboxError> {
+        (**self).run_test(number, test)
+    }
+
+    fn shutdown(&mut self) -> Teardown {
+        (**self).shutdown()
+    }
+}

@@ -1,3 +1,0 @@
-# shellcheck shell=sh
-# On the host: removes the container if agent-runner goes (src/worker/container.rs).
-read -r line; [ "$line" = "done" ] || exec "$2" rm -f "$1" >/dev/null 2>&1
