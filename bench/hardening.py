@@ -8,7 +8,7 @@
    and, when BENCH_BEFORE_BIN names a binary built before issue 28, by that one too;
    rounds interleaved, the first one a warm-up. Figures: the task's wall time and the
    worker run's own time (its agent exec, from the progress log).
-2. The agent check (worker/agent_files.rs): pinning when the container starts and
+2. The agent check (crates/sandbox/src/worker/agent_files.rs): pinning when the container starts and
    the check before each run, from the debug log; with the test image (a busybox
    script agent) and, when it is built, the real image agent-runner-codex:latest
    (codex: a 294 MB static binary; /bin/sh: dash with libc), whose codex is given an
