@@ -379,7 +379,8 @@ fn image_runs(docker: &Docker, target: &Target) -> Check {
         Ok(out) => Check::fail(
             what,
             format!("`docker run` failed: {}", last_line(&out.stderr)),
-            "the image needs /bin/sh, and runner.worker.network must be a network docker knows",
+            "the image needs /bin/sh, runner.worker.network must be a network docker knows, \
+             and the daemon must take a seccomp profile (--security-opt seccomp=FILE)",
         ),
         Err(reason) => Check::fail(what, reason, "install the Docker CLI"),
     }
@@ -695,8 +696,9 @@ impl Docker {
     }
 
     /// `script` in a throw-away container of the target image, started like the
-    /// sandbox's (`/bin/sh` entrypoint, the task's network, `--user uid:gid` with a
-    /// writable HOME when not root), with `dir` mounted as the working directory.
+    /// sandbox's (`/bin/sh` entrypoint, the task's network, its seccomp profile,
+    /// `--user uid:gid` with a writable HOME when not root), with `dir` mounted as
+    /// the working directory.
     fn probe(
         &self,
         target: &Target,

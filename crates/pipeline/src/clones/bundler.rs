@@ -10,7 +10,8 @@
 //! alongside that attempt's runner, by the sandbox's backend (`backend::Docker`) and
 //! held like the sandbox: its main process's stdin is ours, so it ends with the
 //! orchestrator however that ends, and it carries the sweep's owner labels. It has no
-//! network and the worker's resource limits (what it reads is the worker's: a loose
+//! network, no capabilities, the sandbox's seccomp profile (no set-id file in its
+//! output) and the worker's resource limits (what it reads is the worker's: a loose
 //! object that inflates to gigabytes, say), sees the workspace's `clones/` read-only
 //! and an output directory of this orchestrator read-write, and takes one request
 //! per line on its stdin; git never sees that stdin (a worker's link to

@@ -27,7 +27,7 @@ use super::docker_cli::{
     remove_container,
 };
 use super::spec::{Exec, Net, Spec, Var};
-use super::{Backend, BackendError, Instance, Output, Started, sweep};
+use super::{Backend, BackendError, Instance, Output, Started, seccomp, sweep};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{
     self, Capture, Finished, Held, HeldWait, Invocation, Limits, Stop,
@@ -63,7 +63,7 @@ impl Backend for Docker {
             .clone()
             .ok_or_else(|| BackendError::Io("a held container needs a name".into()))?;
         let watchdog = Watchdog::start(&name, spec.watchdog)?;
-        let invocation = docker_cli::command().args(run_args(spec));
+        let invocation = seccomp::with_profile(docker_cli::command().args(run_args(spec)));
         let mut held = match process::spawn_held(&invocation) {
             Ok(held) => held,
             Err(e) => {
@@ -127,11 +127,16 @@ impl Backend for Docker {
         wall: Duration,
         interrupt: Interrupt,
     ) -> Result<Output, BackendError> {
-        docker_cli::run(&run_args(spec), wall, interrupt).map_err(cli_missing)
+        let invocation = seccomp::with_profile(docker_cli::command().args(run_args(spec)));
+        docker_cli::run_invocation(&invocation, wall, interrupt).map_err(cli_missing)
     }
 
     fn sweep_orphans(&self) -> Vec<String> {
         sweep::remove_orphans(self.short)
+    }
+
+    fn reads_from_outside(&self) -> bool {
+        true
     }
 }
 
@@ -337,6 +342,8 @@ fn run_args(spec: &Spec) -> Vec<String> {
         }
         args.extend(["--security-opt".into(), "no-new-privileges".into()]);
     }
+    // Every container we start: no set-id file, ever (`seccomp.rs`).
+    args.extend(seccomp::run_options());
     if let Some(limits) = &spec.limits {
         args.extend(["--pids-limit".to_string(), limits.pids.to_string()]);
         if let Some(bytes) = limits.memory_bytes {
@@ -486,6 +493,8 @@ mod tests {
             "KILL",
             "--security-opt",
             "no-new-privileges",
+            "--security-opt",
+            "seccomp=/dev/fd/3",
             "--pids-limit",
             "100",
             "--memory",
@@ -536,6 +545,8 @@ mod tests {
                 "never",
                 "--network",
                 "host",
+                "--security-opt",
+                "seccomp=/dev/fd/3",
                 "--entrypoint",
                 "/bin/sh",
                 "img:1",

@@ -39,6 +39,15 @@ pub fn run<S: AsRef<str>>(
     interrupt: Interrupt,
 ) -> Result<Output, SpawnError> {
     let invocation = command().args(args.iter().map(AsRef::as_ref));
+    run_invocation(&invocation, deadline, interrupt)
+}
+
+/// `run` of a docker command made with `command`.
+pub(crate) fn run_invocation(
+    invocation: &Invocation,
+    deadline: Duration,
+    interrupt: Interrupt,
+) -> Result<Output, SpawnError> {
     let mut stdout = String::new();
     let mut on_line = |line: &[u8]| {
         if stdout.len() < (1 << 20) {
@@ -48,7 +57,7 @@ pub fn run<S: AsRef<str>>(
     };
     let mut capture = Capture::in_memory(16 * 1024).with_lines(64 * 1024, &mut on_line);
     let limits = Limits::wall(deadline, interrupt);
-    let finished = process::run(&invocation, &limits, &mut capture, Stop::Terminate)?;
+    let finished = process::run(invocation, &limits, &mut capture, Stop::Terminate)?;
     let stderr = capture.stderr();
     drop(capture);
     Ok(Output {

@@ -65,6 +65,7 @@ mod error;
 mod git_dir;
 mod host_dir;
 pub mod privileges;
+pub mod seccomp;
 mod socket;
 mod spec;
 pub mod sweep;
@@ -106,6 +107,12 @@ pub trait Backend: Send + Sync {
     /// Removes the sandboxes whose owner is provably gone (by their labels, never by
     /// name); their names.
     fn sweep_orphans(&self) -> Vec<String>;
+    /// Whether a sandbox's files can be read from outside it, by its name, with no
+    /// process inside involved (`docker cp`, `docker diff`): the agent's files are
+    /// then pinned and checked before each run (`worker::agent_files`).
+    fn reads_from_outside(&self) -> bool {
+        false
+    }
 }
 
 /// A sandbox just started.

@@ -8,6 +8,7 @@
 //! What the container may do (SPEC §9): see the repository as the transport mounts
 //! it; capabilities are dropped to what building software needs (no MKNOD, SETFCAP,
 //! FSETID, NET_RAW, SYS_CHROOT, SETPCAP, AUDIT_WRITE), `no-new-privileges` is set,
+//! no file can get a setuid or setgid bit (`backend::seccomp`, on every container),
 //! and pids (and optionally memory and CPUs) are limited. Values reach it only per
 //! exec, by name (`env`): none is in an argv, where every local user could read it;
 //! the agent's login key only reaches the agent's runs.

@@ -4,8 +4,13 @@
 //! after each run (the transport's `after_run`: on the host, for the bind mount), and
 //! the sandbox checked for life after each exec: a dead container, daemon or
 //! unusable image ends the task at once instead of looping on paid Meta calls (SPEC
-//! §9). The mechanism under it is `crate::backend`: the Docker backend, the bind
-//! transport and the socket carrier.
+//! §9). The mechanism under it is `crate::backend`: the Docker backend (every
+//! container under the seccomp profile of `backend::seccomp`), the bind transport
+//! and the socket carrier.
+//!
+//! A worker run: the snapshot before it (an exec of its own) → the agent's files
+//! checked against those pinned when the container started (`agent_files.rs`) → the
+//! agent, by its absolute path → the snapshot after → the transport's check.
 //!
 //! A run: the container started on first use (the carrier opened, with
 //! `network: allowlist` the egress proxy started on its socket, the transport's
@@ -25,6 +30,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::PROJECT_DIR;
+use super::agent_files::AgentFiles;
 use super::container::{Container, ContainerSpec};
 use super::envelope::{Envelope, Leftovers, Mode, PrivateFile, Report};
 use super::git::{RepoChanges, Snapshot};
@@ -97,6 +103,8 @@ pub struct DockerSandbox {
     container: Option<Container>,
     /// The link to the container, from just before it starts to just after it ends.
     carrier: Option<Box<dyn Carrier>>,
+    /// The agent's files as the container started with them.
+    agent: Option<AgentFiles>,
     /// The egress proxy, while the container runs (network allowlist).
     egress: Option<Egress>,
     /// What the proxy did, once it has stopped.
@@ -146,6 +154,7 @@ impl DockerSandbox {
             deadline: config.deadline,
             container: None,
             carrier: None,
+            agent: None,
             egress: None,
             egress_done: None,
             sweep,
@@ -229,11 +238,19 @@ impl DockerSandbox {
             contents: s.contents,
         });
         let (env, keep_pid) = self.exec_base(Some(&agent_env), settings.as_ref())?;
+        let before = self.before_run(&keep_pid)?;
+        let command = self.checked_agent(command)?;
+        let head_before = before
+            .git_before
+            .as_ref()
+            .and_then(Snapshot::head)
+            .unwrap_or("")
+            .to_string();
         let envelope = Envelope::new();
         let exec = Exec {
             workdir: None,
             env,
-            command: Envelope::wrap(Mode::Worker, &keep_pid, command),
+            command: Envelope::worker(&keep_pid, &head_before, &command),
             stdin: envelope.stdin(prompt.as_bytes()),
         };
         let settings = &self.spec.worker;
@@ -265,13 +282,10 @@ impl DockerSandbox {
         let (output_tail, stderr, output_bytes) =
             (capture.tail(), capture.stderr(), capture.bytes());
         drop(capture);
-        let report = self.settle(
-            Mode::Worker,
-            &finished,
-            reader.report(&self.redactor),
-            stopped,
-            &stderr,
-        )?;
+        let mut report = reader.report(&self.redactor);
+        report.git_before = before.git_before;
+        let mut report = self.settle(Mode::Worker, &finished, report, stopped, &stderr)?;
+        report.stopped = merge(before.stopped, report.stopped);
         let exit = match finished.ending {
             Ending::TimedOut => Exit::TimedOut(max_run_time),
             Ending::Stalled => Exit::Stalled(idle_timeout),
@@ -317,7 +331,23 @@ impl DockerSandbox {
                     .ok_or_else(|| SandboxError::Io("the carrier is not open".into()))?;
                 let container =
                     Container::start(&*self.backend, &self.spec, &mut *self.transport, carrier)?;
+                // Before anything else runs in it (`agent_files.rs`), where the
+                // engine lets us read the container from outside.
+                let agent = self.backend.reads_from_outside().then(|| {
+                    let started = std::time::Instant::now();
+                    let agent = AgentFiles::pin(&container.name, &self.spec);
+                    (started, agent)
+                });
                 self.container = Some(container);
+                if let Some((started, agent)) = agent {
+                    let agent = agent?;
+                    log::info!(
+                        "agent {} pinned in {}",
+                        agent.agent(),
+                        agent_runner_core::timestamp::human(started.elapsed())
+                    );
+                    self.agent = Some(agent);
+                }
             }
             Some(container) => {
                 if !container.is_alive() {
@@ -326,6 +356,62 @@ impl DockerSandbox {
             }
         }
         self.started()
+    }
+
+    /// The snapshot before a worker run, as an exec of its own that also stops what
+    /// it left (`Envelope::before`), so that nothing comes between the agent's check
+    /// and its start.
+    fn before_run(&mut self, keep_pid: &str) -> Result<Report, SandboxError> {
+        let redactor = self.redactor.clone();
+        let image = self.spec.worker.docker_image.clone();
+        let limits = Limits::wall(STOP_TIMEOUT, self.spec.interrupt);
+        let container = self.started()?;
+        let mut report = envelope_exec(container, Envelope::before(keep_pid), limits, &redactor);
+        if self.spec.interrupt.is_set() {
+            return Err(SandboxError::Interrupted);
+        }
+        let container = self.started()?;
+        if !report.started {
+            return Err(container.diagnose(&image, &report.stderr));
+        }
+        if report.stopped.is_none() {
+            // It did not finish (git stuck, say, on a FIFO the worker left): stop
+            // what it started before the check.
+            let follow_up = stop_work(container, None, &redactor);
+            if !follow_up.started {
+                return Err(container.diagnose(&image, &follow_up.stderr));
+            }
+            report.stopped = follow_up.stopped;
+        }
+        match report.stopped {
+            Some(Leftovers { left, .. }) if left > 0 => Err(SandboxError::NotQuiet {
+                name: container.name.clone(),
+                left,
+            }),
+            _ => Ok(report),
+        }
+    }
+
+    /// `command` as the agent runs it, once the agent's files are found to be the
+    /// ones the container started with (`agent_files.rs`). An engine that cannot be
+    /// read from outside has nothing pinned.
+    fn checked_agent(&mut self, command: &[String]) -> Result<Vec<String>, SandboxError> {
+        if !self.backend.reads_from_outside() {
+            return Ok(command.to_vec());
+        }
+        let image = &self.spec.worker.docker_image;
+        let (Some(container), Some(agent)) = (&self.container, &self.agent) else {
+            return Err(SandboxError::Io("the container is not running".into()));
+        };
+        let line = agent.command(command, image)?;
+        let started = std::time::Instant::now();
+        agent.check(&container.name, &self.spec)?;
+        log::debug!(
+            "agent {} checked in {}",
+            agent.agent(),
+            agent_runner_core::timestamp::human(started.elapsed())
+        );
+        Ok(line)
     }
 
     /// Opens the carrier if it is not, with the files it delivers; with the network
@@ -515,7 +601,7 @@ impl Sandbox for DockerSandbox {
         let exec = Exec {
             workdir: Some(workdir),
             env,
-            command: Envelope::wrap(Mode::Test, &keep_pid, &command),
+            command: Envelope::test(&keep_pid, &command),
             stdin: envelope.stdin(b""),
         };
         let limits = Limits {
@@ -594,27 +680,8 @@ impl Drop for DockerSandbox {
 /// Stops everything in the container but the keep-alive (and, for a worker run,
 /// takes the snapshot after it, diffed against `head_before`), as its own exec.
 fn stop_work(container: &Container, head_before: Option<&str>, redactor: &Redactor) -> Report {
-    let envelope = Envelope::new();
-    let mut reader = envelope.reader();
-    let exec = Exec {
-        command: Envelope::stop(&container.keep_pid, head_before),
-        stdin: envelope.stdin(b""),
-        ..Exec::default()
-    };
-    let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
-    let run = container.exec(
-        exec,
-        &Limits::cleanup(STOP_TIMEOUT),
-        &mut capture,
-        Stop::Terminate,
-    );
-    let stderr = match run {
-        Ok(_) => capture.stderr(),
-        Err(e) => e.to_string(),
-    };
-    drop(capture);
-    let mut report = reader.report(redactor);
-    report.stderr = stderr;
+    let args = Envelope::stop(&container.keep_pid, head_before);
+    let report = envelope_exec(container, args, Limits::cleanup(STOP_TIMEOUT), redactor);
     if let Some(left) = report.stopped {
         log::info!(
             "stopped the work in container {} ({} processes stopped, {} left)",
@@ -623,6 +690,33 @@ fn stop_work(container: &Container, head_before: Option<&str>, redactor: &Redact
             left.left
         );
     }
+    report
+}
+
+/// An exec of the envelope with `args` (no command of the
+/// worker's or the test's): its report, with its stderr.
+fn envelope_exec(
+    container: &Container,
+    args: Vec<String>,
+    limits: Limits,
+    redactor: &Redactor,
+) -> Report {
+    let envelope = Envelope::new();
+    let mut reader = envelope.reader();
+    let exec = Exec {
+        command: args,
+        stdin: envelope.stdin(b""),
+        ..Exec::default()
+    };
+    let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
+    let run = container.exec(exec, &limits, &mut capture, Stop::Terminate);
+    let stderr = match run {
+        Ok(_) => capture.stderr(),
+        Err(e) => e.to_string(),
+    };
+    drop(capture);
+    let mut report = reader.report(redactor);
+    report.stderr = stderr;
     report
 }
 
@@ -933,7 +1027,7 @@ exit 3"#;
             "{:?}",
             exec.command
         );
-        assert_eq!(exec.command[..2], ["sh", "-c"]);
+        assert_eq!(exec.command[..2], ["/bin/sh", "-c"], "the pinned shell");
         assert!(
             exec.command.contains(&"42".to_string()),
             "the keep-alive's pid is spared"
@@ -961,8 +1055,12 @@ exit 3"#;
         s.sandbox.run_test(1, &test_spec()).unwrap();
         let log = s.log.lock().unwrap_or_else(|e| e.into_inner());
         let key = Var::ByName("CODEX_API_KEY".into(), "sk-fake-key".into());
-        assert!(log.execs[0].env.contains(&key), "{:?}", log.execs[0].env);
-        assert!(!log.execs[1].env.contains(&key), "{:?}", log.execs[1].env);
+        // The snapshot before the run (git there may run what the worker left), the
+        // agent's run, the test.
+        assert_eq!(log.execs.len(), 3);
+        assert!(!log.execs[0].env.contains(&key), "{:?}", log.execs[0].env);
+        assert!(log.execs[1].env.contains(&key), "{:?}", log.execs[1].env);
+        assert!(!log.execs[2].env.contains(&key), "{:?}", log.execs[2].env);
         let argv = format!(
             "{:?}",
             log.execs.iter().map(|e| &e.command).collect::<Vec<_>>()

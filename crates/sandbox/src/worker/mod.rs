@@ -4,6 +4,7 @@
 //! sandbox is started, reached, fed and removed is the mechanism layer under it
 //! (`crate::backend`).
 
+pub(crate) mod agent_files;
 pub mod container;
 pub mod docker;
 pub mod envelope;
@@ -111,6 +112,8 @@ pub enum SandboxError {
         "{left} process(es) the run left behind in container {name} survived SIGKILL; the sandbox is not quiet"
     )]
     NotQuiet { name: String, left: u32 },
+    #[error("the agent {agent} changed during the task: {detail}")]
+    AgentChanged { agent: String, detail: String },
     #[error("the repository could not be fully checked for setuid files and device nodes: {0}")]
     Unchecked(String),
     #[error("`{command}` failed: {detail}")]
