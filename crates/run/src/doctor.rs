@@ -24,6 +24,7 @@ use agent_runner_sandbox::task::{
 };
 use agent_runner_sandbox::worker::container::{home_links, user_args};
 use agent_runner_sandbox::worker::docker_cli::mount_spec;
+use agent_runner_sandbox::worker::seccomp;
 
 /// Limit for docker commands that only talk to the daemon.
 const CLI_TIMEOUT: Duration = Duration::from_secs(20);
@@ -373,7 +374,8 @@ fn image_runs(docker: &Docker, target: &Target) -> Check {
         Ok(out) => Check::fail(
             what,
             format!("`docker run` failed: {}", last_line(&out.stderr)),
-            "the image needs /bin/sh, and runner.worker.network must be a network docker knows",
+            "the image needs /bin/sh, runner.worker.network must be a network docker knows, \
+             and the daemon must take a seccomp profile (--security-opt seccomp=FILE)",
         ),
         Err(reason) => Check::fail(what, reason, "install the Docker CLI"),
     }
@@ -397,6 +399,7 @@ fn egress_bridge(docker: &Docker, target: &Target) -> Check {
     let mut args: Vec<String> = ["run", "--rm", "--pull", "never", "--network", "none"]
         .map(String::from)
         .to_vec();
+    args.extend(seccomp::run_options());
     args.extend(user_args());
     args.extend([
         "--mount".into(),
@@ -410,7 +413,10 @@ fn egress_bridge(docker: &Docker, target: &Target) -> Check {
         .first()
         .map_or(agent::default_kind(), |a| a.kind);
     args.extend(bridge::args(&home_links(kind)));
-    let out = docker.invoke(Invocation::new("docker").args(args), CONTAINER_TIMEOUT);
+    let out = docker.invoke(
+        seccomp::with_profile(Invocation::new("docker").args(args)),
+        CONTAINER_TIMEOUT,
+    );
     egress.stop();
     match out {
         Ok(out) if out.ok && out.stdout.contains("agent-runner-ready") => Check::ok(
@@ -677,8 +683,9 @@ impl Docker {
     }
 
     /// `script` in a throw-away container of the target image, started like the
-    /// sandbox's (`/bin/sh` entrypoint, the task's network, `--user uid:gid` with a
-    /// writable HOME when not root), with `dir` mounted as the working directory.
+    /// sandbox's (`/bin/sh` entrypoint, the task's network, its seccomp profile,
+    /// `--user uid:gid` with a writable HOME when not root), with `dir` mounted as
+    /// the working directory.
     fn probe(
         &self,
         target: &Target,
@@ -688,6 +695,7 @@ impl Docker {
         let mut args: Vec<String> = ["run", "--rm", "--pull", "never"]
             .map(String::from)
             .to_vec();
+        args.extend(seccomp::run_options());
         if let Some(network) = target.network.docker_network() {
             args.extend(["--network".into(), network.into()]);
         }
@@ -698,7 +706,10 @@ impl Docker {
         }
         args.extend(["--entrypoint".into(), "/bin/sh".into()]);
         args.extend([target.image.clone(), "-c".into(), script.into()]);
-        self.invoke(Invocation::new("docker").args(args), CONTAINER_TIMEOUT)
+        self.invoke(
+            seccomp::with_profile(Invocation::new("docker").args(args)),
+            CONTAINER_TIMEOUT,
+        )
     }
 
     fn invoke(&self, invocation: Invocation, wall: Duration) -> Result<DockerOutput, String> {

@@ -10,7 +10,8 @@
 //! alongside that attempt's runner, and held like the sandbox's keep-alive: an
 //! attached `docker run -i --rm` whose stdin we hold, so it ends with the
 //! orchestrator however that ends, and carries the sweep's owner labels. It has no
-//! network and the worker's resource limits (what it reads is the worker's: a loose
+//! network, no capabilities, the sandbox's seccomp profile (no set-id file in its
+//! output) and the worker's resource limits (what it reads is the worker's: a loose
 //! object that inflates to gigabytes, say), sees the workspace's `clones/` read-only
 //! and an output directory of this orchestrator read-write, and takes one request
 //! per line on its stdin; git never sees that stdin (a worker's link to
@@ -41,6 +42,7 @@ use agent_runner_core::timestamp::human;
 use agent_runner_sandbox::task::{WorkerLimits, WorkerSettings};
 use agent_runner_sandbox::worker::container::{limit_args, user_args};
 use agent_runner_sandbox::worker::docker_cli::{mount_spec, remove_container};
+use agent_runner_sandbox::worker::seccomp;
 use agent_runner_sandbox::worker::sweep::{LABEL_TASK, owner_labels};
 
 /// Where the workspace's `clones/` is mounted in the bundler.
@@ -322,6 +324,7 @@ impl State {
         ]
         .map(String::from)
         .to_vec();
+        args.extend(seccomp::run_options());
         args.extend(["--name".into(), name.clone()]);
         // The sandbox's labels: the start-up sweep removes it if this process dies
         // without taking it down (its pipe normally does).
@@ -345,8 +348,9 @@ impl State {
             "-c".into(),
             SCRIPT.into(),
         ]);
-        let held = process::spawn_held(&Invocation::new("docker").args(args))
-            .map_err(|e| format!("cannot start a bundler container: {e}"))?;
+        let held =
+            process::spawn_held(&seccomp::with_profile(Invocation::new("docker").args(args)))
+                .map_err(|e| format!("cannot start a bundler container: {e}"))?;
         log::info!("bundler {name} starting ({image})");
         Ok(Bundler {
             name,

@@ -22,10 +22,11 @@
 //! `.agent-runner/` (note, logs, locks) read-only on top of it, and `.git` so that
 //! the worker can commit but not write what git on the host runs (`git_dir.rs`); capabilities are
 //! dropped to what building software needs (no MKNOD, SETFCAP, FSETID, NET_RAW,
-//! SYS_CHROOT, SETPCAP, AUDIT_WRITE), `no-new-privileges` is set, and pids (and
-//! optionally memory and CPUs) are limited. Values reach it only per exec, by name
-//! (`exec`): none is in an argv, where every local user could read it; the agent's
-//! login key only reaches the agent's runs.
+//! SYS_CHROOT, SETPCAP, AUDIT_WRITE), `no-new-privileges` is set, no file can get a
+//! setuid or setgid bit (`seccomp.rs`: Docker's default profile plus that rule), and
+//! pids (and optionally memory and CPUs) are limited. Values reach it only per exec,
+//! by name (`exec`): none is in an argv, where every local user could read it; the
+//! agent's login key only reaches the agent's runs.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -34,6 +35,7 @@ use super::PROJECT_DIR;
 use super::docker_cli::{self, daemon_problem, docker, last_lines, mount_spec};
 use super::envelope::{PRIVATE_DIR, PrivateFile};
 use super::git_dir;
+use super::seccomp;
 use super::sweep::{LABEL_TASK, owner_labels};
 use super::{SandboxError, docker_cli::remove_container};
 use crate::agent::{Kind, Login};
@@ -171,7 +173,12 @@ impl Container {
         let name = format!("agent-runner-{}-{suffix}", spec.task_id);
         let git_mounts = git_dir::mounts(&spec.repo).map_err(SandboxError::Io)?;
         let watchdog = Watchdog::start(&name)?;
-        let invocation = Invocation::new("docker").args(run_args(spec, &name, &git_mounts, egress));
+        let invocation = seccomp::with_profile(Invocation::new("docker").args(run_args(
+            spec,
+            &name,
+            &git_mounts,
+            egress,
+        )));
         let mut keepalive = match process::spawn_held(&invocation) {
             Ok(keepalive) => keepalive,
             Err(e) => {
@@ -311,6 +318,7 @@ fn run_args(
         args.extend(["--cap-add".into(), (*cap).into()]);
     }
     args.extend(["--security-opt".into(), "no-new-privileges".into()]);
+    args.extend(seccomp::run_options());
     args.extend(limit_args(&spec.worker.limits));
     args.extend([
         "--mount".into(),

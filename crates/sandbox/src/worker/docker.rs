@@ -1,9 +1,14 @@
-//! The Docker sandbox: one container per task (`container.rs`), every worker and
-//! test run a `docker exec` wrapped in the envelope (`envelope.rs`: git snapshots and
-//! leftover processes handled inside the container), the repository swept on the
-//! host for privileged leftovers after each run (`privileges.rs`), and the sandbox
-//! checked for life after each exec: a dead container, daemon or unusable image ends
-//! the task at once instead of looping on paid Meta calls (SPEC §9).
+//! The Docker sandbox: one container per task (`container.rs`, under the seccomp
+//! profile of `seccomp.rs`), every worker and test run a `docker exec` wrapped in the
+//! envelope (`envelope.rs`: git snapshots and leftover processes handled inside the
+//! container), the repository swept on the host for privileged leftovers after each
+//! run (`privileges.rs`), and the sandbox checked for life after each exec: a dead
+//! container, daemon or unusable image ends the task at once instead of looping on
+//! paid Meta calls (SPEC §9).
+//!
+//! A worker run: the snapshot before it (an exec of its own) → the agent's files
+//! checked against those pinned when the container started (`agent_files.rs`) → the
+//! agent, by its absolute path → the snapshot after → the host-side sweep.
 //!
 //! With `network: allowlist` the egress proxy (`egress`) starts just before the
 //! container and stops just after it.
@@ -17,6 +22,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::PROJECT_DIR;
+use super::agent_files::AgentFiles;
 use super::container::{Container, ContainerSpec};
 use super::docker_cli::{
     DockerFault, daemon_problem, docker, docker_missing, fault_in, last_lines,
@@ -87,6 +93,8 @@ pub struct DockerSandbox {
     redactor: Redactor,
     deadline: Deadline,
     container: Option<Container>,
+    /// The agent's files as the container started with them.
+    agent: Option<AgentFiles>,
     /// The egress proxy, while the container runs (network allowlist).
     egress: Option<Egress>,
     /// What the proxy did, once it has stopped.
@@ -125,6 +133,7 @@ impl DockerSandbox {
             redactor: config.redactor,
             deadline: config.deadline,
             container: None,
+            agent: None,
             egress: None,
             egress_done: None,
             sweep,
@@ -209,9 +218,17 @@ impl DockerSandbox {
             contents: s.contents,
         });
         let (base, keep_pid) = self.exec_base(None, Some(&agent_env), settings.as_ref())?;
+        let before = self.before_run(&keep_pid)?;
+        let command = self.checked_agent(command)?;
+        let head_before = before
+            .git_before
+            .as_ref()
+            .and_then(Snapshot::head)
+            .unwrap_or("")
+            .to_string();
         let envelope = Envelope::new();
         let invocation = base
-            .args(Envelope::wrap(Mode::Worker, &keep_pid, command))
+            .args(Envelope::worker(&keep_pid, &head_before, &command))
             .stdin(envelope.stdin(prompt.as_bytes()));
         let settings = &self.spec.worker;
         let (wall, cut) = self.deadline.cut(settings.max_run_time);
@@ -242,13 +259,10 @@ impl DockerSandbox {
         let (output_tail, stderr, output_bytes) =
             (capture.tail(), capture.stderr(), capture.bytes());
         drop(capture);
-        let report = self.settle(
-            Mode::Worker,
-            &finished,
-            reader.report(&self.redactor),
-            stopped,
-            &stderr,
-        )?;
+        let mut report = reader.report(&self.redactor);
+        report.git_before = before.git_before;
+        let mut report = self.settle(Mode::Worker, &finished, report, stopped, &stderr)?;
+        report.stopped = merge(before.stopped, report.stopped);
         let exit = match finished.ending {
             Ending::TimedOut => Exit::TimedOut(max_run_time),
             Ending::Stalled => Exit::Stalled(idle_timeout),
@@ -288,7 +302,18 @@ impl DockerSandbox {
         match &mut self.container {
             None => {
                 let egress = self.egress()?.map(|e| e.dir().to_path_buf());
-                self.container = Some(Container::start(&self.spec, egress.as_deref())?);
+                let container = Container::start(&self.spec, egress.as_deref())?;
+                // Before anything else runs in it (`agent_files.rs`).
+                let started = std::time::Instant::now();
+                let agent = AgentFiles::pin(&container.name, &self.spec);
+                self.container = Some(container);
+                let agent = agent?;
+                log::info!(
+                    "agent {} pinned in {}",
+                    agent.agent(),
+                    agent_runner_core::timestamp::human(started.elapsed())
+                );
+                self.agent = Some(agent);
             }
             Some(container) => {
                 if !container.is_alive() {
@@ -297,6 +322,58 @@ impl DockerSandbox {
             }
         }
         self.started()
+    }
+
+    /// The snapshot before a worker run, as an exec of its own that also stops what
+    /// it left (`Envelope::before`), so that nothing comes between the agent's check
+    /// and its start.
+    fn before_run(&mut self, keep_pid: &str) -> Result<Report, SandboxError> {
+        let redactor = self.redactor.clone();
+        let image = self.spec.worker.docker_image.clone();
+        let limits = Limits::wall(STOP_TIMEOUT, self.spec.interrupt);
+        let container = self.started()?;
+        let mut report = envelope_exec(container, Envelope::before(keep_pid), limits, &redactor);
+        if self.spec.interrupt.is_set() {
+            return Err(SandboxError::Interrupted);
+        }
+        let container = self.started()?;
+        if !report.started {
+            return Err(diagnose(container, &image, &report.stderr));
+        }
+        if report.stopped.is_none() {
+            // It did not finish (git stuck, say, on a FIFO the worker left): stop
+            // what it started before the check.
+            let follow_up = stop_work(container, None, &redactor);
+            if !follow_up.started {
+                return Err(diagnose(container, &image, &follow_up.stderr));
+            }
+            report.stopped = follow_up.stopped;
+        }
+        match report.stopped {
+            Some(Leftovers { left, .. }) if left > 0 => Err(SandboxError::NotQuiet {
+                name: container.name.clone(),
+                left,
+            }),
+            _ => Ok(report),
+        }
+    }
+
+    /// `command` as the agent runs it, once the agent's files are found to be the
+    /// ones the container started with (`agent_files.rs`).
+    fn checked_agent(&mut self, command: &[String]) -> Result<Vec<String>, SandboxError> {
+        let image = &self.spec.worker.docker_image;
+        let (Some(container), Some(agent)) = (&self.container, &self.agent) else {
+            return Err(SandboxError::Io("the container is not running".into()));
+        };
+        let line = agent.command(command, image)?;
+        let started = std::time::Instant::now();
+        agent.check(&container.name, &self.spec)?;
+        log::debug!(
+            "agent {} checked in {}",
+            agent.agent(),
+            agent_runner_core::timestamp::human(started.elapsed())
+        );
+        Ok(line)
     }
 
     /// The egress proxy, started on first use, when the network is `allowlist`.
@@ -497,7 +574,7 @@ impl Sandbox for DockerSandbox {
         let envelope = Envelope::new();
         let command = ["sh".to_string(), script.path()];
         let invocation = base
-            .args(Envelope::wrap(Mode::Test, &keep_pid, &command))
+            .args(Envelope::test(&keep_pid, &command))
             .stdin(envelope.stdin(b""));
         let limits = Limits {
             wall: Some(self.deadline.cut(test.timeout).0),
@@ -571,26 +648,8 @@ impl Drop for DockerSandbox {
 /// Stops everything in the container but the keep-alive (and, for a worker run,
 /// takes the snapshot after it, diffed against `head_before`), as its own exec.
 fn stop_work(container: &Container, head_before: Option<&str>, redactor: &Redactor) -> Report {
-    let envelope = Envelope::new();
-    let mut reader = envelope.reader();
-    let invocation = Invocation::new("docker")
-        .args(["exec", "-i", container.name.as_str()])
-        .args(Envelope::stop(&container.keep_pid, head_before))
-        .stdin(envelope.stdin(b""));
-    let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
-    let run = process::run(
-        &invocation,
-        &Limits::cleanup(STOP_TIMEOUT),
-        &mut capture,
-        Stop::Terminate,
-    );
-    let stderr = match run {
-        Ok(_) => capture.stderr(),
-        Err(e) => e.to_string(),
-    };
-    drop(capture);
-    let mut report = reader.report(redactor);
-    report.stderr = stderr;
+    let args = Envelope::stop(&container.keep_pid, head_before);
+    let report = envelope_exec(container, args, Limits::cleanup(STOP_TIMEOUT), redactor);
     if let Some(left) = report.stopped {
         log::info!(
             "stopped the work in container {} ({} processes stopped, {} left)",
@@ -599,6 +658,32 @@ fn stop_work(container: &Container, head_before: Option<&str>, redactor: &Redact
             left.left
         );
     }
+    report
+}
+
+/// `docker exec -i <container>` of the envelope with `args` (no command of the
+/// worker's or the test's): its report, with its stderr.
+fn envelope_exec(
+    container: &Container,
+    args: Vec<String>,
+    limits: Limits,
+    redactor: &Redactor,
+) -> Report {
+    let envelope = Envelope::new();
+    let mut reader = envelope.reader();
+    let invocation = Invocation::new("docker")
+        .args(["exec", "-i", container.name.as_str()])
+        .args(args)
+        .stdin(envelope.stdin(b""));
+    let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
+    let run = process::run(&invocation, &limits, &mut capture, Stop::Terminate);
+    let stderr = match run {
+        Ok(_) => capture.stderr(),
+        Err(e) => e.to_string(),
+    };
+    drop(capture);
+    let mut report = reader.report(redactor);
+    report.stderr = stderr;
     report
 }
 

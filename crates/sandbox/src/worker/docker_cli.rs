@@ -19,7 +19,18 @@ pub(crate) struct DockerOutput {
 
 /// Runs `docker <args>` with `limits`; its output, or why it could not run.
 pub(crate) fn docker(args: &[&str], limits: Limits) -> Result<DockerOutput, SandboxError> {
-    let invocation = process::Invocation::new("docker").args(args.iter().copied());
+    docker_run(
+        &process::Invocation::new("docker").args(args.iter().copied()),
+        limits,
+    )
+}
+
+/// Runs `invocation` (a docker command) with `limits`; its output, or why it could
+/// not run.
+pub(crate) fn docker_run(
+    invocation: &process::Invocation,
+    limits: Limits,
+) -> Result<DockerOutput, SandboxError> {
     let mut stdout = String::new();
     let mut on_line = |line: &[u8]| {
         if stdout.len() < (1 << 20) {
@@ -28,8 +39,8 @@ pub(crate) fn docker(args: &[&str], limits: Limits) -> Result<DockerOutput, Sand
         }
     };
     let mut capture = Capture::in_memory(16 * 1024).with_lines(64 * 1024, &mut on_line);
-    let finished = process::run(&invocation, &limits, &mut capture, Stop::Terminate)
-        .map_err(docker_missing)?;
+    let finished =
+        process::run(invocation, &limits, &mut capture, Stop::Terminate).map_err(docker_missing)?;
     let stderr = capture.stderr();
     drop(capture);
     if finished.ending == Ending::Interrupted {

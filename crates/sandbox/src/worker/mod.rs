@@ -1,7 +1,8 @@
 //! The Worker side: a sandbox (one Docker container per task) in which the worker's
 //! agent CLI (`crate::agent`: codex, claude) runs and the task's tests run, and the
-//! records those runs leave.
+//! records those runs leave. `docker.rs` has the flow of a run.
 
+pub(crate) mod agent_files;
 pub mod container;
 pub mod docker;
 pub mod docker_cli;
@@ -11,6 +12,7 @@ pub(crate) mod git_dir;
 pub(crate) mod live;
 pub mod privileges;
 pub mod scratch;
+pub mod seccomp;
 pub(crate) mod session;
 pub mod sweep;
 
@@ -114,6 +116,8 @@ pub enum SandboxError {
         "{left} process(es) the run left behind in container {name} survived SIGKILL; the sandbox is not quiet"
     )]
     NotQuiet { name: String, left: u32 },
+    #[error("the agent {agent} changed during the task: {detail}")]
+    AgentChanged { agent: String, detail: String },
     #[error("the repository could not be fully checked for setuid files and device nodes: {0}")]
     Unchecked(String),
     #[error("`{command}` failed: {detail}")]
