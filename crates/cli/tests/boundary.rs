@@ -866,7 +866,7 @@ fn the_container_runs_with_fewer_privileges_and_limits() {
     // agent-runner's seccomp profile, as the client sent it (no set-id bits).
     let profile = format!(
         "seccomp={}",
-        String::from_utf8(agent_runner_sandbox::worker::seccomp::profile().to_vec()).unwrap()
+        String::from_utf8(agent_runner_sandbox::backend::seccomp::profile().to_vec()).unwrap()
     );
     assert!(
         host["SecurityOpt"]

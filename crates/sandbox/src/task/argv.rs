@@ -1,7 +1,7 @@
 //! What of a task goes on a command line, and the rule that no credential does
 //! (SPEC §6.1): every local user of the host can read every process's argv
 //! (`/proc/<pid>/cmdline`), the container's processes included. Values reach the
-//! container by name and files through the envelope (`worker::container::exec`,
+//! container by name and files through the envelope (`worker::container::env`,
 //! `worker::envelope::PrivateFile`): base URLs, keys, every `env` value, the test
 //! command. What must stay on a command line is checked here: the agents'
 //! `extra_args` (the worker's, Meta's codex's), the models, and the literal values

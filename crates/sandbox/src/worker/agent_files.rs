@@ -48,16 +48,18 @@ use std::time::Duration;
 use super::PROJECT_DIR;
 use super::SandboxError;
 use super::container::ContainerSpec;
-use super::docker_cli::{daemon_problem, docker_missing, docker_run, last_lines};
+use crate::backend::docker_cli::{self, cli_missing, last_lines};
 use crate::task::EnvValue;
 use crate::task::worker_env::RESERVED;
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{self, Capture, Ending, Invocation, Limits, StreamFilter};
+use agent_runner_core::process::{self, Capture, Ending, Limits, StreamFilter};
 
 /// The shell that starts every run (`envelope.rs`).
 pub(crate) const SHELL: &str = "/bin/sh";
 /// Time allowed for one copy out of the container (an agent of a few hundred MB).
 const COPY_TIMEOUT: Duration = Duration::from_secs(300);
+/// Time allowed for the daemon to say whether it is there, after a call failed.
+const DAEMON_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time allowed for a lookup in the container.
 const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
 /// Bytes kept from the start of each file: enough for a script's `#!` line and an
@@ -479,7 +481,7 @@ impl<'a> Exec<'a> {
 
     /// `docker exec -w / [-e NAME…] <container> <command…>`.
     fn exec(&self, command: &[&str]) -> Result<(bool, String, String), SandboxError> {
-        let mut invocation = Invocation::new("docker").args(["exec", "-w", "/"]);
+        let mut invocation = docker_cli::command().args(["exec", "-w", "/"]);
         for (name, value) in &self.env {
             invocation = if RESERVED.contains(name) {
                 invocation.args(["-e".to_string(), format!("{name}={value}")])
@@ -488,7 +490,11 @@ impl<'a> Exec<'a> {
             };
         }
         let invocation = invocation.arg(self.container).args(command.iter().copied());
-        let out = docker_run(&invocation, Limits::wall(EXEC_TIMEOUT, self.interrupt))?;
+        let out = docker_cli::run_invocation(&invocation, EXEC_TIMEOUT, self.interrupt)
+            .map_err(|e| SandboxError::from(cli_missing(e)))?;
+        if out.ending == Ending::Interrupted {
+            return Err(SandboxError::Interrupted);
+        }
         Ok((out.ok, out.stdout, out.stderr))
     }
 
@@ -505,7 +511,7 @@ impl<'a> Exec<'a> {
         command.extend(paths);
         let (ok, stdout, stderr) = self.exec(&command)?;
         if !ok {
-            if let Some(problem) = daemon_problem() {
+            if let Some(problem) = docker_cli::daemon_problem(DAEMON_TIMEOUT) {
                 return Err(SandboxError::DaemonUnreachable(problem));
             }
             return Err(SandboxError::Docker {
@@ -555,7 +561,7 @@ impl<'a> Exec<'a> {
     /// /path"; a name with a newline in it can only add a line, never hide one) to
     /// `on_path`; whether the diff was complete.
     fn each_diff_path(&self, on_path: &mut dyn FnMut(&str)) -> bool {
-        let invocation = Invocation::new("docker").args(["diff", self.container]);
+        let invocation = docker_cli::command().args(["diff", self.container]);
         let mut on_line = |line: &[u8]| {
             if let Some((_, path)) = String::from_utf8_lossy(line).split_once(' ') {
                 on_path(path);
@@ -601,7 +607,7 @@ impl<'a> Exec<'a> {
     /// bytes.
     fn copy(&self, path: &str) -> Result<(Content, Vec<u8>), SandboxError> {
         let source = format!("{}:{path}", self.container);
-        let invocation = Invocation::new("docker").args(["cp", "-L", &source, "-"]);
+        let invocation = docker_cli::command().args(["cp", "-L", &source, "-"]);
         let mut reader = TarDigest::default();
         let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
         let finished = process::run(
@@ -610,7 +616,7 @@ impl<'a> Exec<'a> {
             &mut capture,
             process::Stop::Terminate,
         )
-        .map_err(docker_missing)?;
+        .map_err(|e| SandboxError::from(cli_missing(e)))?;
         let stderr = capture.stderr();
         drop(capture);
         let command = format!("docker cp -L {source} -");
@@ -631,7 +637,7 @@ impl<'a> Exec<'a> {
             if stderr.contains("Could not find the file") || stderr.contains("no such file") {
                 return Ok((Content::Missing, Vec::new()));
             }
-            if let Some(problem) = daemon_problem() {
+            if let Some(problem) = docker_cli::daemon_problem(DAEMON_TIMEOUT) {
                 return Err(SandboxError::DaemonUnreachable(problem));
             }
             return Err(SandboxError::Docker {

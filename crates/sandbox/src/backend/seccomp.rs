@@ -107,12 +107,12 @@ utimensat utimensat_time64 utimes vfork vmsplice wait4 waitid waitpid write writ
 
 /// The `docker run` options that apply the profile; that `docker run` must be given
 /// the profile to read (`with_profile`).
-pub fn run_options() -> [String; 2] {
+pub(crate) fn run_options() -> [String; 2] {
     ["--security-opt".into(), format!("seccomp={INPUT_FILE}")]
 }
 
 /// `invocation`, a `docker run` with `run_options`, given the profile to read.
-pub fn with_profile(invocation: Invocation) -> Invocation {
+pub(crate) fn with_profile(invocation: Invocation) -> Invocation {
     invocation.input_file(profile())
 }
 
