@@ -4,7 +4,7 @@
 
 use agent_runner_sandbox::task::{InputError, InputErrors};
 
-/// Process exit codes (README "Exit codes").
+/// Process exit codes (docs/command-line.md, the exit codes).
 pub(crate) mod exit {
     use agent_runner_run::context::{TaskContext, TaskState};
 

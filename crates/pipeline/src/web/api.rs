@@ -1,4 +1,4 @@
-//! The JSON API under `/api/` (README "Web view"), which the pages use and other
+//! The JSON API under `/api/` (docs/pipeline.md, "Web view"), which the pages use and other
 //! programs may too. Reads go to the workspace files on every request (the files
 //! are the truth; the CLI and an orchestrator change them at any time); writes are
 //! the same operations as `task new` and `task run`.

@@ -22,7 +22,7 @@
 //! is refused before it starts.
 //!
 //! What stays the worker's: the work tree, including a repository nested in it,
-//! whose config git honours when it looks into it (see the README's security model).
+//! whose config git honours when it looks into it (see docs/security-model.md).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -43,7 +43,7 @@ pub(crate) fn read(text: &str, problems: &mut InputErrors) -> Result<Read, Input
             "stdin",
             format!("expected a YAML mapping with `task:` and `runner:` (got {got})"),
         )
-        .with_hint("see README.md, \"Task YAML\", for both accepted shapes")
+        .with_hint("see docs/configuration.md, \"Task YAML\", for both accepted shapes")
         .in_category(Category::Syntax));
     };
     let mut covered = Vec::new();

@@ -54,7 +54,7 @@ pub fn builder_fields() -> impl Iterator<Item = &'static str> {
 pub fn task_config_schema() -> Value {
     let mut schema = object(TASK_CONFIG, "");
     schema["description"] =
-        json!("An agent-runner TaskConfig (README \"Shape TaskConfig\"): one development task.");
+        json!("An agent-runner TaskConfig (docs/configuration.md, \"Shape TaskConfig\"): one development task.");
     schema
 }
 

@@ -36,7 +36,7 @@
 //! The agent here is the image's own. One from a read-only volume (SPEC §21's
 //! tools volume) will need no hash, only `/bin/sh` and its loader will.
 //!
-//! What is not covered (README, security model): processes of the run itself (the
+//! What is not covered (docs/security-model.md): processes of the run itself (the
 //! commands the agent runs) run beside the agent as the same user and can end it
 //! before it reports, or write into its output; and what the agent reads under its
 //! home or in the repository besides its configuration file (codex's is
