@@ -148,7 +148,10 @@ fn broken(top: &Path, page: &Path, target: &str) -> Option<String> {
     }
     let fragment = fragment?;
     if file.extension().is_none_or(|e| e != "md") {
-        return Some(format!("#{fragment} into {}, not a .md file", file.display()));
+        return Some(format!(
+            "#{fragment} into {}, not a .md file",
+            file.display()
+        ));
     }
     let text = std::fs::read_to_string(&file).unwrap();
     if anchors(&text).contains(fragment) {
@@ -172,8 +175,15 @@ fn every_link_reaches_a_file_and_a_heading() {
             }
         }
     }
-    assert!(checked > 50, "only {checked} links found: is the parser blind?");
-    assert!(problems.is_empty(), "broken links:\n{}", problems.join("\n"));
+    assert!(
+        checked > 50,
+        "only {checked} links found: is the parser blind?"
+    );
+    assert!(
+        problems.is_empty(),
+        "broken links:\n{}",
+        problems.join("\n")
+    );
 }
 
 #[test]
@@ -292,7 +302,10 @@ fn every_command_in_a_shell_block_exists() {
 #[test]
 fn the_checks_see_what_they_check() {
     // GitHub's slugs, as the headings of these pages need them.
-    assert_eq!(slug("Shape TaskConfig (IDE pipeline)"), "shape-taskconfig-ide-pipeline");
+    assert_eq!(
+        slug("Shape TaskConfig (IDE pipeline)"),
+        "shape-taskconfig-ide-pipeline"
+    );
     assert_eq!(slug("The sandbox's mechanism"), "the-sandboxs-mechanism");
     assert_eq!(slug("`codex` in the image"), "codex-in-the-image");
     assert_eq!(slug("See [Egress](docs/egress.md)"), "see-egress");

@@ -53,8 +53,9 @@ pub fn builder_fields() -> impl Iterator<Item = &'static str> {
 /// The JSON Schema of a TaskConfig a Task Builder may write.
 pub fn task_config_schema() -> Value {
     let mut schema = object(TASK_CONFIG, "");
-    schema["description"] =
-        json!("An agent-runner TaskConfig (docs/configuration.md, \"Shape TaskConfig\"): one development task.");
+    schema["description"] = json!(
+        "An agent-runner TaskConfig (docs/configuration.md, \"Shape TaskConfig\"): one development task."
+    );
     schema
 }
 
