@@ -163,7 +163,7 @@ struct StepRequest<'a> {
 #[derive(Serialize)]
 struct ResumedInfo<'a> {
     previous_run: &'a str,
-    history: &'a [crate::resume::LoopRecord],
+    history: &'a [crate::loop_record::LoopRecord],
 }
 
 #[derive(Serialize)]

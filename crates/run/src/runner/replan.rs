@@ -9,14 +9,13 @@ use serde::Serialize;
 
 use super::protocol::{self, CriterionInfo, MessageType, NextAction};
 use crate::context::TaskContext;
-use agent_runner_core::text::{cut, tail};
+use crate::loop_record::{LoopRecord, MAX_LOOP_TEXT};
+use agent_runner_core::text::cut;
 
 /// The `decision.action` that asks for new criteria.
 pub(crate) const ACTION: &str = "replan";
 /// Loops shown in a replan's history (the latest).
 pub(crate) const MAX_HISTORY: usize = 10;
-/// Bytes of a worker summary and of a test output tail per loop in the history.
-pub(crate) const MAX_HISTORY_TEXT: usize = 512;
 
 /// How many replans are left, or why `replan` is not offered now.
 pub(crate) fn offer(ctx: &TaskContext) -> Result<u32, String> {
@@ -102,37 +101,6 @@ pub(crate) struct Why {
     pub(crate) loop_: u32,
 }
 
-/// What one loop did.
-#[derive(Serialize, Debug, PartialEq)]
-pub(crate) struct LoopRecord {
-    #[serde(rename = "loop")]
-    pub(crate) loop_: u32,
-    /// `run_worker`, `mark_complete` or `replan`.
-    pub(crate) action: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) worker: Option<WorkerOutcome>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) test: Option<TestOutcome>,
-    /// A replan's reason.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) reason: Option<String>,
-}
-
-#[derive(Serialize, Debug, PartialEq)]
-pub(crate) struct WorkerOutcome {
-    pub(crate) outcome: String,
-    pub(crate) exit_code: Option<i32>,
-    pub(crate) summary: String,
-}
-
-#[derive(Serialize, Debug, PartialEq)]
-pub(crate) struct TestOutcome {
-    pub(crate) passed: bool,
-    pub(crate) exit_code: Option<i32>,
-    pub(crate) timed_out: bool,
-    pub(crate) output_tail: String,
-}
-
 /// The replan's additions, for the loop about to be the replan, because of `reason`.
 pub(crate) fn info(ctx: &TaskContext, reason: &str) -> ReplanInfo {
     let (previous_criteria, previous_criteria_not_shown) = protocol::criteria_info(&ctx.criteria);
@@ -140,7 +108,7 @@ pub(crate) fn info(ctx: &TaskContext, reason: &str) -> ReplanInfo {
     let skipped = ctx.loops - shown;
     ReplanInfo {
         replan: Why {
-            reason: protocol::clean(&cut(reason, MAX_HISTORY_TEXT)),
+            reason: protocol::clean(&cut(reason, MAX_LOOP_TEXT)),
             loop_: ctx.loops + 1,
         },
         previous_criteria,
@@ -150,72 +118,12 @@ pub(crate) fn info(ctx: &TaskContext, reason: &str) -> ReplanInfo {
     }
 }
 
-/// The loops from `first` on, in order: each one's worker run, test run, or replan.
+/// The loops from `first` on, in order, cleaned for the request: each one's worker
+/// run, test run, or replan.
 pub(crate) fn history(ctx: &TaskContext, first: u32) -> Vec<LoopRecord> {
     (first..=ctx.loops)
-        .map(|n| {
-            let worker = ctx.worker_runs.iter().rev().find(|r| r.number == n);
-            let test = ctx.test_runs.iter().rev().find(|t| t.number == n);
-            // A version made at loop n > 0 is that loop's replan.
-            let replan = ctx.criteria_versions.iter().find(|v| v.at_loop == n);
-            if let (None, None, None) = (worker, test, replan) {
-                // A loop of the runs before a resume, as the state file kept it.
-                if let Some(earlier) = earlier_loop(ctx, n) {
-                    return earlier;
-                }
-            }
-            LoopRecord {
-                loop_: n,
-                action: match (replan, worker) {
-                    (Some(_), _) => ACTION,
-                    (None, Some(_)) => "run_worker",
-                    (None, None) => "mark_complete",
-                },
-                worker: worker.map(|r| WorkerOutcome {
-                    outcome: r.outcome.as_str().to_string(),
-                    exit_code: r.exit_code,
-                    summary: protocol::clean(&cut(&r.summary, MAX_HISTORY_TEXT)),
-                }),
-                test: test.map(|t| TestOutcome {
-                    passed: t.passed(),
-                    exit_code: t.exit_code,
-                    timed_out: t.timed_out,
-                    output_tail: protocol::clean(&tail(&t.output_tail, MAX_HISTORY_TEXT)),
-                }),
-                reason: replan.map(|v| protocol::clean(&cut(&v.reason, MAX_HISTORY_TEXT))),
-            }
-        })
+        .map(|n| LoopRecord::of(ctx, n).cleaned(protocol::clean))
         .collect()
-}
-
-/// Loop `n` of the runs before a resume (SPEC §19), from the saved history.
-fn earlier_loop(ctx: &TaskContext, n: u32) -> Option<LoopRecord> {
-    let record = ctx
-        .resumed
-        .as_ref()?
-        .history
-        .iter()
-        .find(|r| r.number == n)?;
-    Some(LoopRecord {
-        loop_: n,
-        action: match record.action.as_str() {
-            "run_worker" => "run_worker",
-            ACTION => ACTION,
-            _ => "mark_complete",
-        },
-        worker: record.worker.as_ref().map(|w| WorkerOutcome {
-            outcome: protocol::clean(&w.outcome),
-            exit_code: w.exit_code,
-            summary: protocol::clean(&cut(&w.summary, MAX_HISTORY_TEXT)),
-        }),
-        test: record.test.as_ref().map(|t| TestOutcome {
-            passed: t.passed,
-            exit_code: t.exit_code,
-            timed_out: t.timed_out,
-            output_tail: protocol::clean(&tail(&t.output_tail, MAX_HISTORY_TEXT)),
-        }),
-        reason: None,
-    })
 }
 
 #[cfg(test)]
@@ -381,9 +289,10 @@ mod tests {
 
     #[test]
     fn a_resumed_task_replans_with_the_loops_of_the_runs_before() {
-        use crate::resume::{
-            LoopRecord as Saved, Resumed, TestOutcome as SavedTest, WorkerOutcome as SavedWorker,
+        use crate::loop_record::{
+            LoopAction, LoopRecord as Saved, TestOutcome as SavedTest, WorkerOutcome as SavedWorker,
         };
+        use crate::resume::Resumed;
         let mut ctx = after_loops(0, "x", "runner:\n  meta:\n    max_loops: 5\n");
         ctx.loops = 2;
         ctx.resumed = Some(Resumed {
@@ -393,13 +302,14 @@ mod tests {
             history: (1..=2)
                 .map(|n| Saved {
                     number: n,
-                    action: "run_worker".into(),
+                    action: LoopAction::RunWorker,
                     worker: Some(SavedWorker::new(
                         "completed",
                         Some(0),
                         &format!("earlier {n}"),
                     )),
                     test: Some(SavedTest::new(false, Some(1), false, "still red")),
+                    reason: None,
                 })
                 .collect(),
             usage: Default::default(),

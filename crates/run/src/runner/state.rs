@@ -14,9 +14,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::context::{CriteriaVersion, Criterion, TaskContext, TaskState};
-use crate::resume::{
-    LoopRecord, MAX_LOOPS_KEPT, Resumed, TestOutcome, WorkerOutcome, WorkerSession,
-};
+use crate::loop_record::LoopRecord;
+use crate::resume::{MAX_LOOPS_KEPT, Resumed, WorkerSession};
 use agent_runner_core::fs::Dir;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::timestamp::Timestamp;
@@ -81,7 +80,7 @@ impl State {
         let kept = ctx.loops.saturating_sub(MAX_LOOPS_KEPT as u32 - 1);
         let first = earlier.map_or(Some(1), |r| r.loops.checked_add(1));
         if let Some(first) = first {
-            history.extend((first.max(kept)..=ctx.loops).map(|n| loop_record(ctx, n)));
+            history.extend((first.max(kept)..=ctx.loops).map(|n| LoopRecord::of(ctx, n)));
         }
         if history.len() > MAX_LOOPS_KEPT {
             history.drain(..history.len() - MAX_LOOPS_KEPT);
@@ -168,19 +167,10 @@ impl State {
     fn bound(&mut self) {
         let extra = self.history.len().saturating_sub(MAX_LOOPS_KEPT);
         self.history.drain(..extra);
-        for record in &mut self.history {
-            record.action = agent_runner_core::text::cut(&record.action, 32);
-            if let Some(w) = &mut record.worker {
-                *w = WorkerOutcome::new(
-                    &agent_runner_core::text::cut(&w.outcome, 64),
-                    w.exit_code,
-                    &w.summary,
-                );
-            }
-            if let Some(t) = &mut record.test {
-                *t = TestOutcome::new(t.passed, t.exit_code, t.timed_out, &t.output_tail);
-            }
-        }
+        self.history = std::mem::take(&mut self.history)
+            .into_iter()
+            .map(LoopRecord::bounded)
+            .collect();
     }
 
     /// Why `task` cannot go on from this state, if it cannot: another task (the
@@ -279,25 +269,6 @@ fn hash(bytes: &[u8]) -> String {
     uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, bytes)
         .simple()
         .to_string()
-}
-
-/// What loop `n` of this run did.
-fn loop_record(ctx: &TaskContext, n: u32) -> LoopRecord {
-    let worker = ctx.worker_runs.iter().rev().find(|r| r.number == n);
-    let test = ctx.test_runs.iter().rev().find(|t| t.number == n);
-    LoopRecord {
-        number: n,
-        action: if worker.is_some() {
-            "run_worker"
-        } else if ctx.criteria_versions.iter().skip(1).any(|v| v.at_loop == n) {
-            "replan"
-        } else {
-            "mark_complete"
-        }
-        .into(),
-        worker: worker.map(|r| WorkerOutcome::new(r.outcome.as_str(), r.exit_code, &r.summary)),
-        test: test.map(|t| TestOutcome::new(t.passed(), t.exit_code, t.timed_out, &t.output_tail)),
-    }
 }
 
 #[cfg(test)]

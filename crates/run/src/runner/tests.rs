@@ -490,7 +490,7 @@ fn a_replan_replaces_the_criteria_and_counts_as_a_loop() {
         ]
     );
     let history = replan::history(&ctx, 1);
-    let actions: Vec<&str> = history.iter().map(|h| h.action).collect();
+    let actions: Vec<&str> = history.iter().map(|h| h.action_name()).collect();
     assert_eq!(actions, ["run_worker", "replan", "run_worker"]);
 }
 
