@@ -7,13 +7,11 @@
 
 use serde::Serialize;
 
-use super::protocol::{self, CriterionInfo, MessageType, NextAction};
+use super::protocol::{self, Action, CriterionInfo, MessageType, NextAction};
 use crate::context::TaskContext;
 use crate::loop_record::{LoopRecord, MAX_LOOP_TEXT};
 use agent_runner_core::text::cut;
 
-/// The `decision.action` that asks for new criteria.
-pub(crate) const ACTION: &str = "replan";
 /// Loops shown in a replan's history (the latest).
 pub(crate) const MAX_HISTORY: usize = 10;
 
@@ -43,7 +41,7 @@ pub(crate) fn offer(ctx: &TaskContext) -> Result<u32, String> {
 /// Whether `next` may be carried out as it is: a `replan` that is not offered is an
 /// invalid reply (asked again), saying why.
 pub(crate) fn check(next: &NextAction, ctx: &TaskContext) -> Result<(), String> {
-    if next.action != ACTION {
+    if next.action != Action::Replan {
         return Ok(());
     }
     offer(ctx).map(|_| ()).map_err(|why| {
@@ -250,9 +248,8 @@ mod tests {
             in_request
         };
         let next = NextAction {
-            action: ACTION.into(),
+            action: Action::Replan,
             reason: "r".into(),
-            prompt: None,
         };
         let mut ctx = after_loops(
             1,
@@ -268,9 +265,8 @@ mod tests {
             "decision.action replan is not available: runner.meta.max_replans (1) replans are used; answer run_worker or mark_complete"
         );
         let run = NextAction {
-            action: "run_worker".into(),
+            action: Action::RunWorker { prompt: "p".into() },
             reason: "r".into(),
-            prompt: Some("p".into()),
         };
         assert!(
             check(&run, &ctx).is_ok(),
