@@ -23,7 +23,7 @@ use agent_runner_sandbox::agent::RunOutcome;
 use agent_runner_sandbox::task::TestSpec;
 use agent_runner_sandbox::worker::{Sandbox, SandboxError};
 use meta::Meta;
-use protocol::Action;
+pub use protocol::{Action, NextAction};
 
 /// Why a step stopped the task early.
 enum Stop {
