@@ -2,7 +2,6 @@
 //! criteria, and every Meta call, worker run and test run so far. The Task Note and
 //! the result JSON are written from it.
 
-use std::fmt;
 use std::time::Duration;
 
 use crate::resume::Resumed;
@@ -13,36 +12,17 @@ use agent_runner_sandbox::events::Events;
 use agent_runner_sandbox::task::Task;
 use agent_runner_sandbox::worker::{Teardown, TestRun, WorkerRun};
 
-/// States of a task (SPEC §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskState {
-    Pending,
-    Planning,
-    Running,
-    Validating,
-    Complete,
-    Failed,
+pub use agent_runner_sandbox::task::TaskState;
+
+/// The edges of the state machine between `TaskState`s (SPEC §4).
+pub(crate) trait Edges {
+    /// Whether the state machine goes from this state to `next`.
+    fn can_go_to(self, next: TaskState) -> bool;
 }
 
-impl TaskState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Pending => "PENDING",
-            TaskState::Planning => "PLANNING",
-            TaskState::Running => "RUNNING",
-            TaskState::Validating => "VALIDATING",
-            TaskState::Complete => "COMPLETE",
-            TaskState::Failed => "FAILED",
-        }
-    }
-
-    pub(crate) fn is_terminal(self) -> bool {
-        matches!(self, TaskState::Complete | TaskState::Failed)
-    }
-
-    /// The edges of the state machine. Any live state may fail; terminal states
-    /// have no way out.
-    pub(crate) fn can_go_to(self, next: TaskState) -> bool {
+impl Edges for TaskState {
+    /// Any live state may fail; terminal states have no way out.
+    fn can_go_to(self, next: TaskState) -> bool {
         use TaskState::*;
         match (self, next) {
             (Complete | Failed, _) => false,
@@ -53,12 +33,6 @@ impl TaskState {
             (Validating, Running) | (Validating, Complete) => true,
             _ => false,
         }
-    }
-}
-
-impl fmt::Display for TaskState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -211,7 +185,7 @@ impl TaskContext {
                 format!(": {reason}")
             }
         );
-        self.events.state(from.as_str(), to.as_str(), &reason);
+        self.events.state(Some(from), to, &reason);
         if to == TaskState::Failed {
             self.failure = Some(reason.clone());
         }

@@ -224,7 +224,7 @@ fn execute(
     } else {
         "started"
     };
-    ctx.events.state("", ctx.state.as_str(), start);
+    ctx.events.state(None, ctx.state, start);
     let mut checkpoint = Checkpoint::new(&private, redactor, note_path);
     let mut step = |ctx: &TaskContext| checkpoint.write(ctx);
     // Written before the first step too: a run killed at once leaves its state.

@@ -62,7 +62,7 @@ pub struct State {
     pub(crate) worker_session: Option<WorkerSession>,
     /// The task's state when this was written: a live one means its run did not
     /// get to an end (it was killed).
-    pub(crate) state: String,
+    pub(crate) state: TaskState,
     #[serde(default)]
     pub(crate) failure: Option<String>,
     /// When it last changed.
@@ -108,7 +108,7 @@ impl State {
             replans: ctx.replans,
             criteria_versions: ctx.criteria_versions.clone(),
             worker_session: session.or_else(|| earlier.and_then(|r| r.worker_session.clone())),
-            state: ctx.state.as_str().to_string(),
+            state: ctx.state,
             failure: ctx.failure.clone(),
             updated_at: Timestamp::now().to_string(),
         }
@@ -202,7 +202,7 @@ impl State {
                 "the task changed since its last run: {changed} differ; a resumed run must do the same task (run it without --resume to start over)"
             ));
         }
-        if self.state == TaskState::Complete.as_str() {
+        if self.state == TaskState::Complete {
             return Some("its last run ended COMPLETE: there is nothing to resume".into());
         }
         None
@@ -211,9 +211,9 @@ impl State {
     /// What a run that resumes from this state carries over, with the note the
     /// runs before left (read from `private`).
     pub fn resumed(&self, private: &Dir, note_name: &str) -> Resumed {
-        let previous = match (self.state.as_str(), &self.failure) {
-            ("FAILED", Some(reason)) => format!("FAILED: {reason}"),
-            ("FAILED", None) => "FAILED".to_string(),
+        let previous = match (self.state, &self.failure) {
+            (TaskState::Failed, Some(reason)) => format!("FAILED: {reason}"),
+            (TaskState::Failed, None) => "FAILED".to_string(),
             (state, _) => format!("in {state} without an end (killed?)"),
         };
         let earlier_note = private
@@ -302,7 +302,7 @@ mod tests {
         assert!(why.contains("task.test differ"), "{why}");
         assert!(!why.contains("task.prd"), "{why}");
         let mut done = back.clone();
-        done.state = "COMPLETE".into();
+        done.state = TaskState::Complete;
         assert!(
             done.refusal(&ctx.task)
                 .unwrap()

@@ -7,7 +7,7 @@ use quickcheck::{Arbitrary, Gen, quickcheck};
 
 use super::protocol::{NextAction, Plan};
 use super::*;
-use crate::context::{Assessment, Criterion};
+use crate::context::{Assessment, Criterion, Edges};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_meta::MetaCall;

@@ -25,6 +25,7 @@ mod raw;
 mod resolved;
 mod schema;
 mod settings;
+mod state;
 mod structure;
 mod suggest;
 pub(crate) mod worker_env;
@@ -41,6 +42,7 @@ pub use host::{Host, Var};
 pub use input_error::{Category, InputError, InputErrors};
 pub use resolved::resolved_yaml;
 pub use schema::{builder_fields, builder_may_write, task_config_schema};
+pub use state::TaskState;
 
 use crate::agent::Kind;
 use crate::egress::AllowList;
