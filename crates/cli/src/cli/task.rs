@@ -12,7 +12,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::text::{cut_chars, escape_controls, fit, one_line};
 use agent_runner_core::timestamp::human;
-use agent_runner_pipeline::orchestrator::attempt_files;
+use agent_runner_pipeline::store::attempt_files;
 use agent_runner_pipeline::queue::board::Board;
 use agent_runner_pipeline::queue::run_request::{self, RunError};
 use agent_runner_pipeline::queue::status::{self, TaskStatus};

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use crate::orchestrator::attempt_files;
+use crate::store::attempt_files;
 use crate::queue::jobs;
 use crate::queue::status::JobState;
 use crate::store::id;
@@ -107,7 +107,7 @@ impl Follower {
                 let since = jobs::read_owner(ws, &job_id)
                     .map(|(claimant, _)| claimant.claimed_at)
                     .unwrap_or_default();
-                let Some(dir) = attempt_files::run_dir(ws, &job_id, &job) else {
+                let Some(dir) = attempt_files::run_dir(ws, &job_id, job.clone_job.as_deref()) else {
                     return Ok(self.found(Stage::Running));
                 };
                 let (records, restarted) = self.read(&dir, DIR_NAME, &since);

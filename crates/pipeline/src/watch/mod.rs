@@ -3,7 +3,7 @@
 //!
 //! - `log`: the events of a task's current or last attempt, followed as the job
 //!   goes from queued to running to recorded; the runner writes them in the
-//!   directory it works in (`orchestrator::attempt_files` says which), the reader
+//!   directory it works in (`store::attempt_files` says which), the reader
 //!   is `agent_runner_sandbox::events::reader`.
 //! - `stop`: a queued job removed and recorded `cancelled`; a running attempt's
 //!   runner sent SIGTERM, found through the job's owner file and checked by its
