@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::Error;
 use crate::resume::Resumed;
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Account;
@@ -71,14 +72,6 @@ pub(crate) struct Transition {
     pub(crate) to: TaskState,
     pub(crate) at: Timestamp,
     pub(crate) reason: String,
-}
-
-/// A transition the state machine does not have; a bug if it ever happens.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid state transition {from} → {to}")]
-pub(crate) struct InvalidTransition {
-    pub(crate) from: TaskState,
-    pub(crate) to: TaskState,
 }
 
 /// Everything known about a task while and after it runs.
@@ -171,10 +164,10 @@ impl TaskContext {
         &mut self,
         to: TaskState,
         reason: impl Into<String>,
-    ) -> Result<(), InvalidTransition> {
+    ) -> Result<(), Error> {
         let from = self.state;
         if !from.can_go_to(to) {
-            return Err(InvalidTransition { from, to });
+            return Err(Error::InvalidTransition { from, to });
         }
         let reason = reason.into();
         log::info!(

@@ -75,7 +75,7 @@ pub enum NotStopped {
     Unreachable {
         task_id: String,
         job_id: String,
-        why: String,
+        why: agent_runner_core::Error,
     },
     #[error(transparent)]
     Failed(#[from] PipelineError),

@@ -8,6 +8,7 @@
 use serde::Serialize;
 
 use super::protocol::{self, Action, CriterionInfo, MessageType, NextAction};
+use crate::Error;
 use crate::context::TaskContext;
 use crate::loop_record::{LoopRecord, MAX_LOOP_TEXT};
 use agent_runner_core::text::cut;
@@ -16,39 +17,33 @@ use agent_runner_core::text::cut;
 pub(crate) const MAX_HISTORY: usize = 10;
 
 /// How many replans are left, or why `replan` is not offered now.
-pub(crate) fn offer(ctx: &TaskContext) -> Result<u32, String> {
+pub(crate) fn offer(ctx: &TaskContext) -> Result<u32, Error> {
     let meta = &ctx.task.meta;
     if !ctx.task.acceptance_criteria.is_empty() {
-        return Err("the task fixes its acceptance criteria (task.acceptance_criteria)".into());
+        return Err(Error::CriteriaFixed);
     }
     if ctx.replans >= meta.max_replans {
-        return Err(format!(
-            "runner.meta.max_replans ({}) replans are used",
-            meta.max_replans
-        ));
+        return Err(Error::ReplansUsed(meta.max_replans));
     }
     // A replan is a loop; on the last one, no loop would be left to meet new criteria.
     if ctx.loops + 1 >= meta.max_loops {
-        return Err(format!(
-            "no loop would be left after it (loop {} of {})",
-            ctx.loops + 1,
-            meta.max_loops
-        ));
+        return Err(Error::NoLoopLeft {
+            at: ctx.loops + 1,
+            max: meta.max_loops,
+        });
     }
     Ok(meta.max_replans - ctx.replans)
 }
 
 /// Whether `next` may be carried out as it is: a `replan` that is not offered is an
 /// invalid reply (asked again), saying why.
-pub(crate) fn check(next: &NextAction, ctx: &TaskContext) -> Result<(), String> {
+pub(crate) fn check(next: &NextAction, ctx: &TaskContext) -> Result<(), Error> {
     if next.action != Action::Replan {
         return Ok(());
     }
-    offer(ctx).map(|_| ()).map_err(|why| {
-        format!(
-            "decision.action replan is not available: {why}; answer run_worker or mark_complete"
-        )
-    })
+    offer(ctx)
+        .map(|_| ())
+        .map_err(|why| Error::ReplanNotOffered(Box::new(why)))
 }
 
 /// The system prompt of a replan's `plan_task`.
@@ -256,12 +251,12 @@ mod tests {
             "x",
             "runner:\n  meta:\n    max_loops: 5\n    max_replans: 1\n",
         );
-        assert_eq!(offer(&ctx), Ok(1));
+        assert_eq!(offer(&ctx).ok(), Some(1));
         assert!(offered(&ctx) && check(&next, &ctx).is_ok());
         ctx.replans = 1;
         assert!(!offered(&ctx));
         assert_eq!(
-            check(&next, &ctx).unwrap_err(),
+            check(&next, &ctx).unwrap_err().to_string(),
             "decision.action replan is not available: runner.meta.max_replans (1) replans are used; answer run_worker or mark_complete"
         );
         let run = NextAction {
@@ -277,6 +272,7 @@ mod tests {
         assert!(
             check(&next, &fixed)
                 .unwrap_err()
+                .to_string()
                 .contains("fixes its acceptance criteria")
         );
         let last = after_loops(4, "x", "runner:\n  meta:\n    max_loops: 5\n");

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Error;
 use crate::context::{CriteriaVersion, Criterion, TaskContext, TaskState};
 use crate::loop_record::LoopRecord;
 use crate::resume::{MAX_LOOPS_KEPT, Resumed, WorkerSession};
@@ -133,31 +134,42 @@ impl State {
     }
 
     /// The state file of task `task_id`, if there is one.
-    pub fn read(private: &Dir, task_id: &str) -> Result<Option<State>, String> {
+    pub fn read(private: &Dir, task_id: &str) -> Result<Option<State>, Error> {
         let name = file_name(task_id);
-        let where_ = || format!("{}/{DIR}/{name}", private.path().display());
+        let path = || format!("{}/{DIR}/{name}", private.path().display());
         let dir = match private.existing(DIR) {
             Ok(dir) => dir,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("{}: {e}", where_())),
+            Err(source) => {
+                return Err(Error::StateDir {
+                    path: path(),
+                    source,
+                });
+            }
         };
         let bytes = match dir.read(&name, MAX_STATE + 1) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(Error::StateRead(e)),
         };
         if bytes.len() as u64 > MAX_STATE {
-            return Err(format!("{}: larger than {MAX_STATE} bytes", where_()));
+            return Err(Error::StateTooLarge {
+                path: path(),
+                max: MAX_STATE,
+            });
         }
-        let mut state: State = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("{}: not a state file: {e}", where_()))?;
+        let mut state: State =
+            serde_json::from_slice(&bytes).map_err(|source| Error::NotAStateFile {
+                path: path(),
+                source,
+            })?;
         state.bound();
         if state.version != VERSION {
-            return Err(format!(
-                "{}: version {} (this agent-runner reads version {VERSION})",
-                where_(),
-                state.version
-            ));
+            return Err(Error::StateVersion {
+                path: path(),
+                version: state.version,
+                reads: VERSION,
+            });
         }
         Ok(Some(state))
     }
@@ -326,6 +338,7 @@ mod tests {
         assert!(
             State::read(&private, "bad")
                 .unwrap_err()
+                .to_string()
                 .contains("not a state file")
         );
         std::fs::remove_dir_all(top).unwrap();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::SandboxError;
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{self, Capture, Ending, Limits, SpawnError, Stop};
+use agent_runner_core::process::{self, Capture, Ending, Limits, Stop};
 use agent_runner_core::text;
 
 /// What a short docker call printed.
@@ -52,7 +52,7 @@ pub fn remove_container(name: &str) -> bool {
 }
 
 /// The docker CLI could not be started.
-pub(crate) fn docker_missing(e: SpawnError) -> SandboxError {
+pub(crate) fn docker_missing(e: agent_runner_core::Error) -> SandboxError {
     SandboxError::DockerMissing(format!(
         "{e}; install the Docker CLI and make sure `docker` is on PATH"
     ))
