@@ -1,6 +1,6 @@
 //! Facts about processes and this machine that std does not offer: signalling a
 //! process group, uid/gid, whether a pid is alive and when it started, the host name,
-//! boot id and PID namespace. Linux only (procfs).
+//! boot id and PID namespace, a file in memory handed to a child. Linux only (procfs).
 
 use std::path::Path;
 
@@ -131,6 +131,46 @@ pub(crate) fn terminate_with_parent(command: &mut std::process::Command) {
             }
             if libc::getppid() != parent {
                 libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// An anonymous file in memory holding `bytes` (`memfd_create`, close-on-exec):
+/// whoever opens it through `/dev/fd/N` reads it from its start.
+pub(crate) fn memory_file(bytes: &[u8]) -> std::io::Result<std::fs::File> {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    // SAFETY: a NUL-terminated name and valid flags; the result is checked.
+    let fd = unsafe { libc::memfd_create(c"agent-runner-input".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a new descriptor that nothing else owns.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(bytes)?;
+    Ok(file)
+}
+
+/// Gives the child of `command` `file` as its descriptor 3 (`/dev/fd/3`); `file`
+/// must stay open until the child is spawned.
+pub(crate) fn pass_as_fd3(command: &mut std::process::Command, file: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = file.as_raw_fd();
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (dup2, fcntl); it allocates nothing. dup2 leaves the
+    // copy without close-on-exec; a descriptor that already is 3 has it cleared.
+    unsafe {
+        command.pre_exec(move || {
+            let done = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            };
+            if done < 0 {
+                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });

@@ -24,7 +24,7 @@ use wait_timeout::ChildExt;
 
 pub use capture::{Capture, StreamFilter};
 pub use held::{Held, HeldWait, spawn_held};
-pub use invocation::Invocation;
+pub use invocation::{INPUT_FILE, Invocation};
 
 use crate::Error;
 use crate::interrupt::Interrupt;
@@ -255,10 +255,23 @@ pub(crate) fn start(invocation: &Invocation) -> Result<Started, Error> {
     if invocation.parent_death_signal {
         sys::terminate_with_parent(&mut command);
     }
+    // Kept open until the child has started with its copy.
+    let input = match &invocation.input_file {
+        None => None,
+        Some(bytes) => {
+            let file = sys::memory_file(bytes).map_err(|e| Error::Spawn {
+                program: invocation.program.clone(),
+                reason: format!("cannot make its input file: {e}"),
+            })?;
+            sys::pass_as_fd3(&mut command, &file);
+            Some(file)
+        }
+    };
     let mut child = command.spawn().map_err(|e| Error::Spawn {
         program: invocation.program.clone(),
         reason: e.to_string(),
     })?;
+    drop(input);
     let (sender, receiver) = sync_channel(CHANNEL_CHUNKS);
     let mut open = 0;
     if let Some(out) = child.stdout.take() {
@@ -398,6 +411,28 @@ mod tests {
         assert_eq!((f.ending, f.code()), (Ending::Exited, Some(3)));
         assert!(tail.contains("out\n") && tail.contains("err\n"), "{tail}");
         assert_eq!(stderr, "err\n");
+    }
+
+    #[test]
+    fn an_input_file_is_read_at_its_path_from_memory() {
+        let mut capture = Capture::in_memory(4096);
+        let inv = sh(&format!(
+            "cat {INPUT_FILE}; cat {INPUT_FILE}; readlink {INPUT_FILE}"
+        ))
+        .input_file(b"profile\n".to_vec());
+        let f = run(
+            &inv,
+            &Limits::wall(Duration::from_secs(10), Interrupt::never()),
+            &mut capture,
+            Stop::Terminate,
+        )
+        .unwrap();
+        assert_eq!(f.code(), Some(0), "{}", capture.stderr());
+        // Read twice from its start; no file on disk.
+        assert_eq!(
+            capture.tail(),
+            "profile\nprofile\n/memfd:agent-runner-input (deleted)\n"
+        );
     }
 
     #[test]

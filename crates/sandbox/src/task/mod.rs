@@ -241,15 +241,6 @@ impl Network {
             Network::Host => "host",
         }
     }
-
-    /// The `docker run --network` value; None for docker's default (bridge).
-    pub fn docker_network(self) -> Option<&'static str> {
-        match self {
-            Network::Allowlist | Network::None => Some("none"),
-            Network::Host => Some("host"),
-            Network::Bridge => None,
-        }
-    }
 }
 
 /// One `runner.worker.env` entry.
