@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use crate::Error;
+use crate::loop_record::{LoopAction, LoopRecord, MAX_LOOP_TEXT, TestOutcome, WorkerOutcome};
 use crate::resume::Resumed;
+use agent_runner_core::text::cut;
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Account;
 use agent_runner_meta::MetaCall;
@@ -228,6 +230,36 @@ impl TaskContext {
         self.finished
             .unwrap_or_else(Timestamp::now)
             .since(self.started)
+    }
+}
+
+impl TaskContext {
+    /// Loop `n` (`loop_record.rs`): one of the runs before a resume as the state file kept it,
+    /// else this run's worker run and test run, or its replan.
+    pub(crate) fn loop_record(&self, n: u32) -> LoopRecord {
+        let earlier = self.resumed.as_ref().filter(|r| n <= r.loops);
+        if let Some(record) = earlier.and_then(|r| r.history.iter().find(|r| r.number == n)) {
+            return record.clone();
+        }
+        let worker = self.worker_runs.iter().rev().find(|r| r.number == n);
+        let test = self.test_runs.iter().rev().find(|t| t.number == n);
+        // A version made at loop n of this run is that loop's replan (a plan made
+        // when a resumed run starts is at its first loop's number less one).
+        let replan = (earlier.is_none() && n > 0)
+            .then(|| self.criteria_versions.iter().find(|v| v.at_loop == n))
+            .flatten();
+        LoopRecord {
+            number: n,
+            action: match (worker, replan) {
+                (Some(_), _) => LoopAction::RunWorker,
+                (None, Some(_)) => LoopAction::Replan,
+                (None, None) => LoopAction::MarkComplete,
+            },
+            worker: worker.map(|r| WorkerOutcome::new(r.outcome.as_str(), r.exit_code, &r.summary)),
+            test: test
+                .map(|t| TestOutcome::new(t.passed(), t.exit_code, t.timed_out, &t.output_tail)),
+            reason: replan.map(|v| cut(&v.reason, MAX_LOOP_TEXT)),
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! What one loop of a task did, made from the context in one place (`LoopRecord::of`):
+//! What one loop of a task did, made from the context in one place (`TaskContext::loop_record`):
 //! the state file keeps the latest loops (`runner::state`), a resumed run inherits
 //! them (`resume`) and shows them to Meta and to a worker that starts afresh, and a
 //! replan's `plan_task` is told them (`runner::replan`). Texts are bounded here;
@@ -6,7 +6,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::context::TaskContext;
 use agent_runner_core::text::{cut, tail};
 
 /// Bytes of a worker summary, a test output tail and a replan's reason kept per loop.
@@ -64,34 +63,6 @@ pub(crate) struct TestOutcome {
 }
 
 impl LoopRecord {
-    /// Loop `n` of `ctx`: one of the runs before a resume as the state file kept it,
-    /// else this run's worker run and test run, or its replan.
-    pub(crate) fn of(ctx: &TaskContext, n: u32) -> LoopRecord {
-        let earlier = ctx.resumed.as_ref().filter(|r| n <= r.loops);
-        if let Some(record) = earlier.and_then(|r| r.history.iter().find(|r| r.number == n)) {
-            return record.clone();
-        }
-        let worker = ctx.worker_runs.iter().rev().find(|r| r.number == n);
-        let test = ctx.test_runs.iter().rev().find(|t| t.number == n);
-        // A version made at loop n of this run is that loop's replan (a plan made
-        // when a resumed run starts is at its first loop's number less one).
-        let replan = (earlier.is_none() && n > 0)
-            .then(|| ctx.criteria_versions.iter().find(|v| v.at_loop == n))
-            .flatten();
-        LoopRecord {
-            number: n,
-            action: match (worker, replan) {
-                (Some(_), _) => LoopAction::RunWorker,
-                (None, Some(_)) => LoopAction::Replan,
-                (None, None) => LoopAction::MarkComplete,
-            },
-            worker: worker.map(|r| WorkerOutcome::new(r.outcome.as_str(), r.exit_code, &r.summary)),
-            test: test
-                .map(|t| TestOutcome::new(t.passed(), t.exit_code, t.timed_out, &t.output_tail)),
-            reason: replan.map(|v| cut(&v.reason, MAX_LOOP_TEXT)),
-        }
-    }
-
     /// Its texts bounded as a run bounds them: a hand-edited state file's would
     /// otherwise go whole into every Meta request.
     pub(crate) fn bounded(self) -> LoopRecord {

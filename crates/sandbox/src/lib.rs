@@ -12,6 +12,7 @@ pub mod egress;
 pub mod error;
 pub mod events;
 pub mod task;
+pub mod task_state;
 pub mod worker;
 
 pub use error::Error;

@@ -115,7 +115,7 @@ pub(crate) fn info(ctx: &TaskContext, reason: &str) -> ReplanInfo {
 /// run, test run, or replan.
 pub(crate) fn history(ctx: &TaskContext, first: u32) -> Vec<LoopRecord> {
     (first..=ctx.loops)
-        .map(|n| LoopRecord::of(ctx, n).cleaned(protocol::clean))
+        .map(|n| ctx.loop_record(n).cleaned(protocol::clean))
         .collect()
 }
 

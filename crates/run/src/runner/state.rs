@@ -81,7 +81,7 @@ impl State {
         let kept = ctx.loops.saturating_sub(MAX_LOOPS_KEPT as u32 - 1);
         let first = earlier.map_or(Some(1), |r| r.loops.checked_add(1));
         if let Some(first) = first {
-            history.extend((first.max(kept)..=ctx.loops).map(|n| LoopRecord::of(ctx, n)));
+            history.extend((first.max(kept)..=ctx.loops).map(|n| ctx.loop_record(n)));
         }
         if history.len() > MAX_LOOPS_KEPT {
             history.drain(..history.len() - MAX_LOOPS_KEPT);

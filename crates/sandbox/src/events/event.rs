@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::task::TaskState;
+use crate::task_state::TaskState;
 
 /// The kinds of events the worker can cause in any number, which a full log stops
 /// writing first (`Event::is_from_worker`).

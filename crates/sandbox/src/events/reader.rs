@@ -245,7 +245,7 @@ fn tokens(usage: &CallTokens) -> String {
 mod tests {
     use super::*;
     use crate::events::Events;
-    use crate::task::TaskState;
+    use crate::task_state::TaskState;
     use agent_runner_core::secret::Redactor;
     use std::io::Write;
 

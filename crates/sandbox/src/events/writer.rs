@@ -14,7 +14,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::{Event, FILE, ItemKind, Record};
-use crate::task::TaskState;
+use crate::task_state::TaskState;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::fs::jsonl::Capped;
 use agent_runner_core::secret::Redactor;

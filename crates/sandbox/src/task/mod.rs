@@ -25,7 +25,7 @@ mod raw;
 mod resolved;
 mod schema;
 mod settings;
-mod state;
+
 mod structure;
 mod suggest;
 pub(crate) mod worker_env;
@@ -34,6 +34,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use crate::agent::Login;
+pub use crate::task_state::TaskState;
 pub use auth::resolve as resolve_login;
 pub use bounds::{DEFAULT_MAX_STALLED_LOOPS, unpriced};
 pub use codex_meta::CodexMeta;
@@ -42,7 +43,6 @@ pub use host::{Host, Var};
 pub use input_error::{Category, InputError, InputErrors};
 pub use resolved::resolved_yaml;
 pub use schema::{builder_fields, builder_may_write, task_config_schema};
-pub use state::TaskState;
 
 use crate::agent::Kind;
 use crate::egress::AllowList;

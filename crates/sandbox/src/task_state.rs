@@ -1,5 +1,6 @@
 //! The states a task goes through (SPEC §4), by name: the event log
-//! (`events::Event::State`) and the runner's state file say them. The edges between
+//! (`events::Event::State`) and the runner's state file say them. Apart from `task`
+//! so that the event log does not depend on the Task YAML reader; the edges between
 //! them are the runner's state machine's (`agent_runner_run::context`).
 
 use std::fmt;
