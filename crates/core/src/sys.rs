@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use crate::Error;
+
 /// Signals we send to children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
@@ -48,32 +50,17 @@ pub fn signal_process(pid: u32, sig: Signal) {
     }
 }
 
-/// Why `terminate_started_at` sent nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum NotSignalled {
-    #[error("process {0} has ended")]
-    Gone(u32),
-    #[error("process {pid} is another process now (it started at {now}, not {expected})")]
-    Reused {
-        pid: u32,
-        expected: String,
-        now: String,
-    },
-    #[error("cannot signal process {pid}: {error}")]
-    Failed { pid: u32, error: String },
-}
-
 /// Sends SIGTERM to process `pid` only if it is the process that started at
 /// `start_ticks` (`process_start_ticks`). The process is held by a pidfd while its
 /// start time is read, and the signal goes through that pidfd: a pid that ended and
 /// was reused in between is never signalled. (Kernels before pidfds: the start time
 /// is checked just before kill(2).)
-pub(crate) fn terminate_started_at(pid: u32, start_ticks: &str) -> Result<(), NotSignalled> {
+pub(crate) fn terminate_started_at(pid: u32, start_ticks: &str) -> Result<(), Error> {
     let Ok(raw) = libc::pid_t::try_from(pid) else {
-        return Err(NotSignalled::Gone(pid));
+        return Err(Error::ProcessGone(pid));
     };
     if raw <= 1 || start_ticks.is_empty() {
-        return Err(NotSignalled::Gone(pid));
+        return Err(Error::ProcessGone(pid));
     }
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, raw, 0) };
@@ -84,13 +71,13 @@ pub(crate) fn terminate_started_at(pid: u32, start_ticks: &str) -> Result<(), No
     if fd.is_none() {
         let error = std::io::Error::last_os_error();
         if error.raw_os_error() != Some(libc::ENOSYS) {
-            return Err(NotSignalled::Gone(pid));
+            return Err(Error::ProcessGone(pid));
         }
     }
     match process_start_ticks(&pid.to_string()) {
-        None => return Err(NotSignalled::Gone(pid)),
+        None => return Err(Error::ProcessGone(pid)),
         Some(now) if now != start_ticks => {
-            return Err(NotSignalled::Reused {
+            return Err(Error::PidReused {
                 pid,
                 expected: start_ticks.to_string(),
                 now,
@@ -120,8 +107,8 @@ pub(crate) fn terminate_started_at(pid: u32, start_ticks: &str) -> Result<(), No
     }
     let error = std::io::Error::last_os_error();
     match error.raw_os_error() {
-        Some(libc::ESRCH) => Err(NotSignalled::Gone(pid)),
-        _ => Err(NotSignalled::Failed {
+        Some(libc::ESRCH) => Err(Error::ProcessGone(pid)),
+        _ => Err(Error::SignalFailed {
             pid,
             error: error.to_string(),
         }),
@@ -281,17 +268,20 @@ mod tests {
         let earlier = (started.parse::<u64>().unwrap() - 1).to_string();
         assert!(matches!(
             terminate_started_at(pid, &earlier),
-            Err(NotSignalled::Reused { .. })
+            Err(Error::PidReused { .. })
         ));
         assert!(process_alive(pid), "not signalled");
-        assert_eq!(terminate_started_at(pid, &started), Ok(()));
+        assert!(terminate_started_at(pid, &started).is_ok());
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
-        assert_eq!(
+        assert!(matches!(
             terminate_started_at(pid, &started),
-            Err(NotSignalled::Gone(pid))
-        );
-        assert_eq!(terminate_started_at(1, "1"), Err(NotSignalled::Gone(1)));
+            Err(Error::ProcessGone(p)) if p == pid
+        ));
+        assert!(matches!(
+            terminate_started_at(1, "1"),
+            Err(Error::ProcessGone(1))
+        ));
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub use capture::{Capture, StreamFilter};
 pub use held::{Held, HeldWait, spawn_held};
 pub use invocation::{INPUT_FILE, Invocation};
 
+use crate::Error;
 use crate::interrupt::Interrupt;
 use crate::sys::{self, Signal};
 
@@ -113,14 +114,6 @@ impl Finished {
     }
 }
 
-/// The child could not be started at all.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot run `{program}`: {reason}")]
-pub struct SpawnError {
-    pub(crate) program: String,
-    pub(crate) reason: String,
-}
-
 /// Which pipe a chunk came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stream {
@@ -141,7 +134,7 @@ pub fn run(
     limits: &Limits,
     capture: &mut Capture,
     stop: Stop,
-) -> Result<Finished, SpawnError> {
+) -> Result<Finished, Error> {
     run_watched(invocation, limits, capture, stop, &mut |_| {})
 }
 
@@ -153,7 +146,7 @@ pub fn run_watched(
     capture: &mut Capture,
     stop: Stop,
     spawned: &mut dyn FnMut(u32),
-) -> Result<Finished, SpawnError> {
+) -> Result<Finished, Error> {
     let started = Instant::now();
     let Started {
         mut child,
@@ -218,10 +211,10 @@ pub(crate) struct Started {
 /// Spawns the child in its own process group, stdin piped, output read by threads.
 /// The program is found by `program::resolve`; the child runs in the directory
 /// given, else in `/`, never in one it inherited (which may be one a worker writes).
-pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
-    let path = program::resolve(&invocation.program).map_err(|reason| SpawnError {
+pub(crate) fn start(invocation: &Invocation) -> Result<Started, Error> {
+    let path = program::resolve(&invocation.program).map_err(|reason| Error::Spawn {
         program: invocation.program.clone(),
-        reason,
+        reason: reason.to_string(),
     })?;
     let mut command = std::process::Command::new(path);
     let stderr = match &invocation.stderr_file {
@@ -233,17 +226,20 @@ pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
             .mode(0o600)
             .open(path)
             .map(Stdio::from)
-            .map_err(|e| SpawnError {
+            .map_err(|e| Error::Spawn {
                 program: invocation.program.clone(),
                 reason: format!("cannot open {} for its stderr: {e}", path.display()),
             })?,
     };
     let stdin = match &invocation.stdin_file {
         None => Stdio::piped(),
-        Some(file) => file.try_clone().map(Stdio::from).map_err(|e| SpawnError {
-            program: invocation.program.clone(),
-            reason: format!("cannot pass its stdin: {e}"),
-        })?,
+        Some(file) => file
+            .try_clone()
+            .map(Stdio::from)
+            .map_err(|e| Error::Spawn {
+                program: invocation.program.clone(),
+                reason: format!("cannot pass its stdin: {e}"),
+            })?,
     };
     for name in &invocation.env_removed {
         command.env_remove(name);
@@ -263,7 +259,7 @@ pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
     let input = match &invocation.input_file {
         None => None,
         Some(bytes) => {
-            let file = sys::memory_file(bytes).map_err(|e| SpawnError {
+            let file = sys::memory_file(bytes).map_err(|e| Error::Spawn {
                 program: invocation.program.clone(),
                 reason: format!("cannot make its input file: {e}"),
             })?;
@@ -271,7 +267,7 @@ pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
             Some(file)
         }
     };
-    let mut child = command.spawn().map_err(|e| SpawnError {
+    let mut child = command.spawn().map_err(|e| Error::Spawn {
         program: invocation.program.clone(),
         reason: e.to_string(),
     })?;

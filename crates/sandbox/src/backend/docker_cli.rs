@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::BackendError;
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{self, Capture, Ending, Invocation, Limits, SpawnError, Stop};
+use agent_runner_core::process::{self, Capture, Ending, Invocation, Limits, Stop};
 use agent_runner_core::text;
 
 /// What a docker call printed and how it ended.
@@ -37,7 +37,7 @@ pub fn run<S: AsRef<str>>(
     args: &[S],
     deadline: Duration,
     interrupt: Interrupt,
-) -> Result<Output, SpawnError> {
+) -> Result<Output, agent_runner_core::Error> {
     let invocation = command().args(args.iter().map(AsRef::as_ref));
     run_invocation(&invocation, deadline, interrupt)
 }
@@ -47,7 +47,7 @@ pub(crate) fn run_invocation(
     invocation: &Invocation,
     deadline: Duration,
     interrupt: Interrupt,
-) -> Result<Output, SpawnError> {
+) -> Result<Output, agent_runner_core::Error> {
     let mut stdout = String::new();
     let mut on_line = |line: &[u8]| {
         if stdout.len() < (1 << 20) {
@@ -88,7 +88,7 @@ pub(crate) fn remove_container(name: &str, deadline: Duration) -> bool {
 }
 
 /// The docker CLI could not be started.
-pub(crate) fn cli_missing(e: SpawnError) -> BackendError {
+pub(crate) fn cli_missing(e: agent_runner_core::Error) -> BackendError {
     BackendError::CliMissing(format!(
         "{e}; install the Docker CLI and make sure `docker` is on PATH"
     ))

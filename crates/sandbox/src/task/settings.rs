@@ -505,9 +505,10 @@ fn allow_entries(
             Err(why) => {
                 complete = false;
                 problems.push(
-                    InputError::new(format!("runner.worker.allow[{n}]"), why).with_hint(
-                        "entries are host, host:port, *.suffix, *.suffix:port or host:*",
-                    ),
+                    InputError::new(format!("runner.worker.allow[{n}]"), why.to_string())
+                        .with_hint(
+                            "entries are host, host:port, *.suffix, *.suffix:port or host:*",
+                        ),
                 );
             }
         }
