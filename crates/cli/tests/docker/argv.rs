@@ -7,9 +7,7 @@
 //! reach where it is used, and stay masked in what the task writes. Tests with the real agents need agent-runner-codex:latest
 //! (support/prerequisite.rs).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -3,9 +3,7 @@
 //! planted in the repo as an earlier run would have left it), and asserts that the
 //! host-side effect did not happen.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

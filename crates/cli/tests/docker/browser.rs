@@ -6,9 +6,7 @@
 //! tasks appear in the list and the plan tree. Screenshots are kept in
 //! target/test-artifacts/.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

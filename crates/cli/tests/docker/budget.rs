@@ -3,9 +3,7 @@
 //! Docker daemon and the test worker image, whose fake codex reports the usage a
 //! prompt's `@usage:` line chooses.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

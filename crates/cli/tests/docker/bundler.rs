@@ -2,9 +2,7 @@
 //! attempt's branch back, reading the worker-written clone's HEAD and refs as data
 //! and never its git config. Real binary, real daemon, the test worker image.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use support::docker::containers_labelled;
 use support::pipeline::{BUILDER_REPLY, Pipeline, commit, git, meta_script, task_id};

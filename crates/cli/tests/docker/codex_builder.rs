@@ -4,9 +4,7 @@
 //! line of its prompt (the task's raw prompt is in it, verbatim); one test runs the
 //! real codex image against the fake Responses API. Real binary, real daemon.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::docker::{TEST_IMAGE, containers_labelled};

@@ -3,9 +3,7 @@
 //! dependency fails its dependents without running them; a cycle is refused, not
 //! waited on. Real binary, real daemon, the test worker image.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,9 +2,7 @@
 //! the real daemon, the test worker images (`:latest`, `:nocodex`, `:nogit`) and a fake
 //! OpenAI server as the Meta endpoint.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use support::docker::TEST_IMAGE;
 use support::fake_openai::FakeOpenAi;

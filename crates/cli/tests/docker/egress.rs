@@ -5,9 +5,7 @@
 //! container, proxy variables and proxy as a worker run) and leaves what it saw in
 //! files; Meta is scripted.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};

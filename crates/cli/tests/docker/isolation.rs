@@ -5,9 +5,7 @@
 //! killed orchestrator leaves no branch its record does not know of. Real binary,
 //! real daemon, the test worker image.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -2,9 +2,7 @@
 //! `--jobs 3` with clones and branches, SIGTERM, and SIGKILL of the orchestrator or
 //! of its runner. Real binary, real daemon, the test worker image.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::time::Duration;

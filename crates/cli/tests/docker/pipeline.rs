@@ -3,9 +3,7 @@
 //! GT-2, offline) and every way an attempt can fail. Real binary, real daemon, the
 //! test worker image, a fake OpenAI server on 127.0.0.1.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use serde_json::Value;
 

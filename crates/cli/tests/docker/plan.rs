@@ -5,9 +5,7 @@
 //! The last test runs a planned task with the orchestrator, the test worker image
 //! and scripted replies.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 

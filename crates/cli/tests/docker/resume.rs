@@ -3,9 +3,7 @@
 //! changed. Real binary, fake OpenAI server, the test worker image (whose fake codex
 //! keeps its threads in ~/.codex/sessions and continues them with `codex exec resume`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

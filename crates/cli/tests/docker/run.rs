@@ -1,9 +1,7 @@
 //! `agent-runner run` end to end: the real binary, a fake OpenAI server on 127.0.0.1,
 //! the real Docker daemon and the test worker image.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,8 +1,6 @@
 //! The Docker sandbox against a real daemon and the test worker image.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};

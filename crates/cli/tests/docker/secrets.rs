@@ -4,9 +4,7 @@
 //! bodies; then no substring of 6 bytes or more of any of them may appear in the
 //! note, the logs, the result JSON, stderr, or any request the Meta server received.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck};
 

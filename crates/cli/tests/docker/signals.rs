@@ -3,9 +3,7 @@
 //! written, exit 130), also while stdin is being read or Meta is being asked; only a
 //! second SIGINT skips clean-up; SIGKILL still leaves no container.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::time::{Duration, Instant};

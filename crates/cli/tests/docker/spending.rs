@@ -5,9 +5,7 @@
 //! limit. Real binary, the fake OpenAI server reporting chosen usage (Task Builder
 //! and Meta), the test worker image reporting chosen usage.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 

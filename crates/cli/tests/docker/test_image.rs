@@ -1,9 +1,7 @@
 //! The test set-up itself: the worker image and its fake codex behave like the
 //! recorded real codex (../shared/codex/samples), inside a real container.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use support::docker::TEST_IMAGE;
 use support::{Outcome, Run};

@@ -3,9 +3,7 @@
 //! (replan, max_replans, fixed criteria, `verified`), and the pipeline with scripted
 //! replies and the test worker image (which test wins, require_test, the labels).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use serde_json::Value;
 

@@ -1,8 +1,6 @@
 //! Watching a run (SPEC §19): the event log a run writes as it goes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,9 +4,7 @@
 //! TaskStore names them. Real binary on 127.0.0.1, a raw HTTP client; the route that
 //! starts an orchestrator runs a scripted task without a container.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -12,8 +12,6 @@
 //! `store` ← `queue` ← `orchestrator` ← …): a circle cannot be read, tested or moved
 //! one module at a time.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -1,9 +1,7 @@
 //! The Meta client against a real HTTP server on 127.0.0.1 (scripted answers),
 //! through the real ureq client.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

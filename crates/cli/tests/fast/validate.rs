@@ -1,9 +1,7 @@
 //! `agent-runner validate` driven as a user would: YAML on stdin, result on stdout,
 //! errors on stderr with exit code 1.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 
@@ -25,7 +23,7 @@ fn seed_spec_v1_example_validates() {
     dir.file("docs/TASK-123.md", "# ユーザ登録 API\n");
     let out = validate(
         &dir,
-        include_str!("../../../testdata/seeds/spec-v1-full.yaml"),
+        include_str!("../../../../testdata/seeds/spec-v1-full.yaml"),
     );
     out.code(0)
         .stdout_has("id: TASK-123")
@@ -41,18 +39,21 @@ fn seed_spec_v1_example_validates() {
 fn seed_data_flow_example_validates() {
     let dir = Scratch::new("seed-flow");
     dir.file("docs/prd.md", "Implement the API.\n");
-    validate(&dir, include_str!("../../../testdata/seeds/data-flow.yaml"))
-        .code(0)
-        .stdout_has("title: Implement API")
-        .stdout_has("max_loops: 5")
-        .stdout_has("chars: 19");
+    validate(
+        &dir,
+        include_str!("../../../../testdata/seeds/data-flow.yaml"),
+    )
+    .code(0)
+    .stdout_has("title: Implement API")
+    .stdout_has("max_loops: 5")
+    .stdout_has("chars: 19");
 }
 
 #[test]
 fn seed_task_config_example_validates() {
     let dir = Scratch::new("seed-taskconfig");
     // The seed's root_dir is a placeholder; point it at a real directory.
-    let yaml = include_str!("../../../testdata/seeds/task-config.yaml")
+    let yaml = include_str!("../../../../testdata/seeds/task-config.yaml")
         .replace("/path/to/workspace", &dir.path.display().to_string());
     validate(&dir, &yaml)
         .code(0)

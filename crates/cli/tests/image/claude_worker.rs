@@ -5,9 +5,7 @@
 //! through the egress proxy (the default network). Those tests need that image
 //! (support/prerequisite.rs); the one on an image without claude does not.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -5,9 +5,7 @@
 //! No OPENAI_API_KEY anywhere: codex logs in with a `~/.codex/auth.json` of its own.
 //! The tests need that image (support/prerequisite.rs).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 

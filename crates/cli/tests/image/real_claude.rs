@@ -6,9 +6,7 @@
 //! check the image and the fake that the claude-code-cli worker builds on, not the
 //! product. The tests need that image (support/prerequisite.rs).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -4,9 +4,7 @@
 //! `network: host`, or on 127.0.0.2 through the egress proxy (the default network).
 //! The tests need that image (support/prerequisite.rs).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 

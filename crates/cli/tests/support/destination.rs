@@ -16,7 +16,6 @@ struct Seen {
 }
 
 pub struct Destination {
-    pub name: String,
     pub addr: SocketAddr,
     seen: Arc<Mutex<Seen>>,
     stopped: Arc<AtomicBool>,
@@ -41,7 +40,6 @@ impl Destination {
             }
         });
         Destination {
-            name: name.into(),
             addr,
             seen,
             stopped,

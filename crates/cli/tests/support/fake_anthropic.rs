@@ -28,14 +28,9 @@ pub enum Reply {
     Tool { name: String, input: Value },
     /// An HTTP error status with the API's error body (its type follows the status).
     Status(u16),
-    /// A 200 stream that breaks off with an `error` event (`overloaded_error`), as the
-    /// real API does when it is overloaded mid-stream.
-    StreamError,
     /// Starts the stream (`message_start`, a text block, a first delta), then sends
     /// nothing more, holding the connection open until the server is dropped.
     Stall,
-    /// Starts the stream as `Stall` does, then closes the connection.
-    Cut,
 }
 
 impl Reply {
@@ -44,19 +39,6 @@ impl Reply {
         Reply::tool(
             "Bash",
             json!({"command": command, "description": "Run a command"}),
-        )
-    }
-
-    /// Claude Code's `Write` tool (`path` absolute, as the tool requires).
-    pub fn write(path: &str, content: &str) -> Self {
-        Reply::tool("Write", json!({"file_path": path, "content": content}))
-    }
-
-    /// Claude Code's `Edit` tool replacing `old` by `new` in `path`.
-    pub fn edit(path: &str, old: &str, new: &str) -> Self {
-        Reply::tool(
-            "Edit",
-            json!({"file_path": path, "old_string": old, "new_string": new}),
         )
     }
 
@@ -191,21 +173,12 @@ fn serve(stream: TcpStream, shared: &Shared) {
                 }
                 continue;
             }
-            Reply::StreamError | Reply::Stall | Reply::Cut => (Vec::new(), ""),
+            Reply::Stall => (Vec::new(), ""),
         };
         if body["stream"] != true {
             // claude falls back to a request without streaming when a stream fails.
-            match reply {
-                Reply::StreamError => {
-                    let body = error_body(529, "Overloaded");
-                    if respond(&mut stream, 529, "application/json", &body).is_err() {
-                        return;
-                    }
-                    continue;
-                }
-                Reply::Stall => return hold(shared),
-                Reply::Cut => return,
-                _ => {}
+            if matches!(reply, Reply::Stall) {
+                return hold(shared);
             }
             let message = json!({
                 "id": id, "type": "message", "role": "assistant", "model": model,
@@ -228,7 +201,7 @@ fn serve(stream: TcpStream, shared: &Shared) {
             json!({"message": {"id": id, "type": "message", "role": "assistant", "model": model,
                 "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(1)}}),
         )];
-        if matches!(reply, Reply::StreamError | Reply::Stall | Reply::Cut) {
+        if matches!(reply, Reply::Stall) {
             events.push(event(
                 "content_block_start",
                 json!({"index": 0, "content_block": {"type": "text", "text": ""}}),
@@ -249,25 +222,16 @@ fn serve(stream: TcpStream, shared: &Shared) {
             ));
             events.push(event("message_stop", json!({})));
         }
-        if matches!(reply, Reply::StreamError) {
-            events.push(event(
-                "error",
-                json!({"error": {"type": "overloaded_error", "message": "Overloaded"}}),
-            ));
-        }
         for e in &events {
             if write_chunk(&mut stream, e.as_bytes()).is_err() {
                 return;
             }
         }
-        match reply {
-            Reply::Stall => return hold(shared),
-            Reply::Cut => return,
-            _ => {
-                if write_chunk(&mut stream, b"").is_err() {
-                    return;
-                }
-            }
+        if matches!(reply, Reply::Stall) {
+            return hold(shared);
+        }
+        if write_chunk(&mut stream, b"").is_err() {
+            return;
         }
     }
 }

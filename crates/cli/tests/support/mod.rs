@@ -1,8 +1,5 @@
 //! Helpers shared by the integration tests: run the real binary, scratch directories.
 
-#![allow(dead_code)] // each test crate uses a different part of this module
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a helper fails its test where it unwraps
-
 pub mod destination;
 pub mod docker;
 pub mod docker_proxy;
