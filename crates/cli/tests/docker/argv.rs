@@ -22,7 +22,7 @@ use support::fake_anthropic::{self, FakeAnthropic};
 use support::fake_openai::{Answer, FakeOpenAi};
 use support::fake_responses::{FakeResponses, Reply};
 use support::pipeline::{Pipeline, wait_for};
-use support::prerequisite::{Needs, SANDBOX_IMAGE, needs};
+use support::prerequisite::{SANDBOX_IMAGE, needs};
 use support::task::{assert_no_container, everything_written, note};
 use support::web::Served;
 use support::{Outcome, Run, Scratch, random_hex};
@@ -187,7 +187,7 @@ fn with_credentials(url: &str, password: &str, key: &str) -> String {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn a_base_url_with_credentials_reaches_codex_and_no_command_line_on_the_machine() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("argv-codex");
     let repo = dir.join("repo");
     std::fs::create_dir(&repo).unwrap();
@@ -213,7 +213,7 @@ fn a_base_url_with_credentials_reaches_codex_and_no_command_line_on_the_machine(
 #[test]
 #[ignore = "needs sandbox-image"]
 fn meta_s_codex_gets_its_base_url_with_credentials_on_no_command_line() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("argv-meta");
     let repo = dir.join("repo");
     std::fs::create_dir(&repo).unwrap();
@@ -247,7 +247,7 @@ fn meta_s_codex_gets_its_base_url_with_credentials_on_no_command_line() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn claude_s_base_url_reaches_it_by_name_not_on_a_command_line() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("argv-claude");
     let repo = dir.join("repo");
     std::fs::create_dir(&repo).unwrap();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use support::docker::{TEST_IMAGE, containers_labelled, docker, docker_ok};
 use support::fake_openai::FakeOpenAi;
-use support::prerequisite::{Needs, needs};
+use support::prerequisite::needs;
 use support::task::*;
 use support::{Run, Scratch};
 
@@ -299,7 +299,7 @@ fn worker_env_does_not_reconfigure_the_host_docker_client() {
 #[ignore = "needs root"]
 fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
     // Root, for mknod on the host.
-    needs(Needs::Root);
+    needs!(Root);
     let dir = Scratch::new("bnd-priv");
     let repo = dir.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -350,6 +350,7 @@ fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
 #[test]
 #[ignore = "needs root"]
 fn the_privilege_sweep_stays_on_the_repository_s_filesystem() {
+    needs!(Root);
     let dir = Scratch::new("bnd-xdev");
     let repo = dir.join("repo");
     let mounted = repo.join("mnt");
@@ -705,7 +706,7 @@ fn the_container_runs_with_fewer_privileges_and_limits() {
 #[ignore = "needs root"]
 fn a_replaced_container_shell_cannot_leave_a_setuid_file_behind() {
     // Root: the worker runs as root only when agent-runner does.
-    needs(Needs::Root);
+    needs!(Root);
     let dir = Scratch::new("bnd-fakesh");
     let repo = dir.join("repo");
     support::git_repo(&repo, "a.txt", "original\n");
@@ -753,7 +754,7 @@ exec /bin/busybox sh "$@"
 #[ignore = "needs root"]
 fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
     // Root: the worker runs as root only when agent-runner does.
-    needs(Needs::Root);
+    needs!(Root);
     for attempt in 0..2 {
         let dir = Scratch::new("bnd-chain");
         let repo = dir.join("repo");
@@ -793,7 +794,7 @@ fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
 #[ignore = "needs root"]
 fn a_setuid_file_nested_past_the_descriptor_limit_is_found() {
     // Root: the worker runs as root only when agent-runner does.
-    needs(Needs::Root);
+    needs!(Root);
     let dir = Scratch::new("bnd-nest");
     let repo = dir.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -857,7 +858,7 @@ fn a_frozen_keep_alive_cannot_keep_the_container_after_agent_runner_is_killed() 
 #[test]
 #[ignore = "needs root"]
 fn setuid_files_do_not_survive_in_the_kept_worker_session() {
-    needs(Needs::Root);
+    needs!(Root);
     let dir = Scratch::new("bnd-session");
     let id = task_id("bnd-session");
     let server = FakeOpenAi::start(vec![

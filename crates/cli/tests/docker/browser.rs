@@ -16,6 +16,7 @@ use support::pipeline::{Pipeline, meta_script, wait_for};
 use support::task::assert_no_container;
 use support::web::Served;
 use support::webdriver::{Browser, base64_decode};
+use support::prerequisite::needs;
 
 const PROMPT: &str = "TODO アプリを作成して";
 
@@ -36,6 +37,7 @@ fn base64_decodes_screenshots() {
 #[test]
 #[ignore = "needs chromium"]
 fn gt3_chat_run_and_result_in_the_browser() {
+    needs!(Chromium);
     let browser = Browser::start();
     let p = Pipeline::new("web-gt3", false);
     p.init(
@@ -195,6 +197,7 @@ setTimeout(async () => {
 #[test]
 #[ignore = "needs chromium"]
 fn localhost_leads_to_no_squatter_and_to_no_token() {
+    needs!(Chromium);
     let browser = Browser::start();
     let p = Pipeline::new("web-squat", false);
     p.init(BUILDER, &meta_script("@say: nothing"), "");
@@ -276,6 +279,7 @@ fn decompose_script() -> String {
 #[test]
 #[ignore = "needs chromium"]
 fn the_plan_toggle_creates_the_planned_tasks_on_the_page() {
+    needs!(Chromium);
     let browser = Browser::start();
     let p = Pipeline::new("web-plan", false);
     p.init(&decompose_script(), &meta_script("@say: unused"), "");
@@ -343,6 +347,7 @@ const WORKER_HOSTILE: &str = "<img src=x onerror=\"window.pwned=3\">";
 #[test]
 #[ignore = "needs chromium"]
 fn the_task_page_shows_a_running_attempt_live_and_its_stop_button_stops_it() {
+    needs!(Chromium);
     let browser = Browser::start();
     let p = Pipeline::new("web-live", false);
     p.init(

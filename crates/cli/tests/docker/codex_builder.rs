@@ -10,7 +10,7 @@ use serde_json::Value;
 use support::docker::{TEST_IMAGE, containers_labelled};
 use support::fake_responses::{FakeResponses, Reply};
 use support::pipeline::{BUILDER_REPLY, Pipeline, meta_script, read, task_id};
-use support::prerequisite::{Needs, SANDBOX_IMAGE, needs};
+use support::prerequisite::{SANDBOX_IMAGE, needs};
 
 const CODEX_KEY: &str = "ck-builder-0123456789abcdef";
 
@@ -184,7 +184,7 @@ fn a_failing_codex_fails_the_attempt_with_its_message() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn real_codex_builds_the_taskconfig_with_the_output_schema() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let image = SANDBOX_IMAGE;
     // No test command: the runner's Meta below does not run a worker.
     let config = CONFIG.replace(
@@ -286,7 +286,7 @@ fn the_builder_s_codex_sees_only_its_scratch_and_may_write_only_builder_fields()
 #[test]
 #[ignore = "needs sandbox-image"]
 fn real_codex_builder_reaches_its_model_only_through_the_egress_proxy() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let image = SANDBOX_IMAGE;
     let config = CONFIG.replace(
         r#"{"command": "grep -qx hello hello.txt", "cwd": null, "timeout_sec": null}"#,

@@ -7,6 +7,7 @@ use crate::support;
 use support::docker::TEST_IMAGE;
 use support::fake_openai::FakeOpenAi;
 use support::{Outcome, Run, Scratch};
+use support::prerequisite::needs;
 
 const META_KEY: &str = "sk-doctor-meta-key-0123456789";
 
@@ -263,6 +264,7 @@ fn an_unreachable_meta_endpoint_fails() {
 #[test]
 #[ignore = "needs root"]
 fn as_a_non_root_user_files_belong_to_that_user() {
+    needs!(Root);
     let dir = Scratch::new("doctor-nonroot");
     let meta = FakeOpenAi::start(vec![]);
     std::fs::create_dir_all(dir.path.join("repo")).unwrap();

@@ -12,6 +12,7 @@ use support::pipeline::{
     BUILDER_REPLY, Pipeline, QUICK_META, alive, children_of, git, meta_script, read, task_id,
     wait_for,
 };
+use support::prerequisite::needs;
 
 #[test]
 fn two_orchestrators_run_each_of_20_jobs_exactly_once() {
@@ -325,6 +326,7 @@ fn a_killed_runner_is_a_failed_attempt() {
 #[test]
 #[ignore = "needs root"]
 fn as_a_non_root_user_isolated_attempts_bring_their_branches_back() {
+    needs!(Root);
     use std::os::unix::fs::MetadataExt;
     let p = Pipeline::new("orch-nonroot", true);
     p.init(

@@ -14,6 +14,7 @@ use support::pipeline::{
     BUILDER_REPLY, Pipeline, children_of, meta_script, read, task_id, wait_for,
 };
 use support::task::assert_no_container;
+use support::prerequisite::needs;
 
 const PROMPT: &str = "TODO アプリを作成して";
 const KEY: &str = "sk-pipeline-test-key-0123456789";
@@ -789,6 +790,7 @@ fn free(dir: &std::path::Path) {
 #[test]
 #[ignore = "needs root"]
 fn a_full_disk_leaves_no_half_task_and_fails_the_orchestrator() {
+    needs!(Root);
     let p = Pipeline::new("pl-full", false);
     let disk = support::Tmpfs::mount(&p.home, "4m");
     p.init(BUILDER_REPLY, &meta_script("@say: working\n@sleep: 2"), "");
@@ -882,6 +884,7 @@ fn ids_and_titles_a_run_would_refuse_are_refused_when_the_task_is_made() {
 #[test]
 #[ignore = "needs root"]
 fn the_metadata_is_private_whatever_the_umask() {
+    needs!(Root);
     use std::os::unix::fs::PermissionsExt;
     let p = Pipeline::new("pl-private", true);
     // A home that others may enter (a chosen AGENT_RUNNER_HOME, say).

@@ -10,6 +10,7 @@ use support::docker::{TEST_IMAGE, docker_ok};
 use support::fake_openai::{Answer, FakeOpenAi};
 use support::task::*;
 use support::{Run, Scratch};
+use support::prerequisite::needs;
 
 #[test]
 fn a_second_worker_run_fixes_the_test_and_the_task_completes() {
@@ -450,6 +451,7 @@ fn memory_stays_small_while_the_worker_prints_200_mib() {
 #[test]
 #[ignore = "needs root"]
 fn as_a_non_root_user_files_belong_to_that_user() {
+    needs!(Root);
     use std::os::unix::fs::MetadataExt;
     let dir = Scratch::new("e2e-nonroot");
     let uid = 4242;
@@ -487,6 +489,7 @@ fn as_a_non_root_user_files_belong_to_that_user() {
 #[test]
 #[ignore = "needs root"]
 fn a_full_disk_is_reported_instead_of_a_stale_note() {
+    needs!(Root);
     let dir = Scratch::new("e2e-diskfull");
     let repo = dir.path.join("repo");
     let _disk = support::Tmpfs::mount(&repo, "4m");

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use support::pipeline::{BUILDER_REPLY, Pipeline, QUICK_META, wait_for};
 use support::web::Served;
+use support::prerequisite::needs;
 
 const SCRIPT: &str = "<script>alert(1)</script>";
 
@@ -486,7 +487,7 @@ fn state_changes_need_our_host_origin_token_and_json_and_refusals_change_nothing
 #[test]
 #[ignore = "needs root"]
 fn another_local_user_gets_neither_the_page_with_its_token_nor_a_change() {
-    support::prerequisite::needs(support::prerequisite::Needs::Root);
+    needs!(Root);
     let p = workspace("web-other-user");
     let id = p.new_task("mine", "Nothing to do");
     let web = Served::start(&p, &[]);
@@ -523,6 +524,7 @@ fn another_local_user_gets_neither_the_page_with_its_token_nor_a_change() {
 #[test]
 #[ignore = "needs root"]
 fn another_users_idle_connections_do_not_keep_the_owner_out() {
+    needs!(Root);
     let p = workspace("web-other-slowloris");
     let web = Served::start(&p, &[]);
     let (host, port) = web.addr.rsplit_once(':').unwrap();

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use support::docker::TEST_IMAGE;
 use support::fake_anthropic::{FakeAnthropic, Reply};
-use support::prerequisite::{Needs, SANDBOX_IMAGE, needs};
+use support::prerequisite::{SANDBOX_IMAGE, needs};
 use support::task::{assert_no_container, everything_written, note};
 use support::{Outcome, Run, Scratch};
 
@@ -80,7 +80,7 @@ fn repo(dir: &Scratch) -> std::path::PathBuf {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn claude_runs_a_bash_command_and_the_task_completes() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("claude-ok");
     let repo = repo(&dir);
     let id = task_id("ok");
@@ -190,7 +190,7 @@ fn claude_runs_a_bash_command_and_the_task_completes() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn with_a_login_file_claude_reaches_its_model_only_through_the_egress_proxy() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("claude-egress");
     let repo = repo(&dir);
     let id = task_id("egress");
@@ -265,7 +265,7 @@ fn with_a_login_file_claude_reaches_its_model_only_through_the_egress_proxy() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn server_errors_end_the_run_failed_with_claude_s_message() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("claude-500");
     let repo = repo(&dir);
     let id = task_id("500");
@@ -296,7 +296,7 @@ fn server_errors_end_the_run_failed_with_claude_s_message() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn a_stalled_stream_is_stopped_by_the_idle_timeout_inside_the_container() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("claude-stall");
     let repo = repo(&dir);
     let id = task_id("stall");
@@ -320,7 +320,7 @@ fn a_stalled_stream_is_stopped_by_the_idle_timeout_inside_the_container() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn a_claude_run_is_stopped_at_the_tasks_deadline() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("claude-deadline");
     let repo = repo(&dir);
     let id = task_id("deadline");
@@ -345,7 +345,7 @@ fn a_claude_run_is_stopped_at_the_tasks_deadline() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn an_error_result_fails_the_run_although_claude_s_subtype_is_no_failure() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("claude-maxturns");
     let repo = repo(&dir);
     let id = task_id("maxturns");

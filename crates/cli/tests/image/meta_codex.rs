@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use support::docker::TEST_IMAGE;
 use support::fake_responses::{FakeResponses, Reply};
 use support::pipeline::{Pipeline, read};
-use support::prerequisite::{Needs, SANDBOX_IMAGE, needs};
+use support::prerequisite::{SANDBOX_IMAGE, needs};
 use support::task::{assert_no_container, everything_written, note};
 use support::{Outcome, Run, Scratch};
 
@@ -65,7 +65,7 @@ fn reply(value: Value) -> Reply {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn codex_as_meta_drives_a_whole_task_without_an_openai_key() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("meta-codex-ok");
     let repo = dir.join("repo");
     support::git_repo(&repo, "notes.txt", "one\n");
@@ -224,7 +224,7 @@ fn codex_as_meta_drives_a_whole_task_without_an_openai_key() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn a_meta_call_past_its_timeout_is_stopped_and_fails_the_task() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("meta-codex-stall");
     let repo = dir.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -241,7 +241,7 @@ fn a_meta_call_past_its_timeout_is_stopped_and_fails_the_task() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn a_meta_call_is_stopped_at_the_tasks_deadline() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("meta-codex-deadline");
     let repo = dir.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -272,7 +272,7 @@ fn a_meta_call_is_stopped_at_the_tasks_deadline() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn plans_decompose_through_codex_with_the_codex_builder() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let p = Pipeline::new("meta-codex-plan", false);
     let model = FakeResponses::start_on(
         "127.0.0.2",
@@ -318,7 +318,7 @@ fn plans_decompose_through_codex_with_the_codex_builder() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn a_pipeline_builds_and_runs_a_task_with_codex_as_its_only_model() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let p = Pipeline::new("meta-codex-pipeline", true);
     let model = FakeResponses::start_on(
         "127.0.0.2",

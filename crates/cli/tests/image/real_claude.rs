@@ -13,7 +13,7 @@ use std::path::Path;
 use serde_json::Value;
 use support::docker::{containers_labelled, docker};
 use support::fake_anthropic::{FakeAnthropic, Received, Reply};
-use support::prerequisite::{Needs, SANDBOX_IMAGE, needs};
+use support::prerequisite::{Needs, SANDBOX_IMAGE, needs, require};
 use support::{Outcome, Run, Scratch};
 
 /// The version sandbox/build.sh pins (CLAUDE_VERSION).
@@ -25,7 +25,7 @@ const LABEL: &str = "agent-runner.test";
 /// The image, with the pinned claude in it: an image built from an older recipe
 /// (without claude) fails here, saying so, instead of in the middle of a test.
 fn image() -> &'static str {
-    needs(Needs::SandboxImage);
+    require(Needs::SandboxImage);
     let (ok, stdout, stderr) = docker(&["run", "--rm", SANDBOX_IMAGE, "claude", "--version"]);
     assert!(
         ok && stdout.starts_with(&format!("{PINNED} ")),
@@ -116,6 +116,7 @@ fn assert_authenticated(requests: &[Received]) {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn claude_runs_bash_tool_calls_and_ends_with_a_successful_result() {
+    needs!(SandboxImage);
     let dir = Scratch::new("real-claude-bash");
     let repo = dir.join("repo");
     support::git_repo(&repo, "notes.txt", "one\n");
@@ -203,6 +204,7 @@ fn claude_runs_bash_tool_calls_and_ends_with_a_successful_result() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn a_server_error_is_retried_then_ends_with_an_error_result() {
+    needs!(SandboxImage);
     let fake = FakeAnthropic::start(vec![Reply::Status(500)]);
     // One retry instead of ten (about three minutes): CLAUDE_CODE_MAX_RETRIES.
     let (out, events) = claude(
@@ -238,6 +240,7 @@ fn a_server_error_is_retried_then_ends_with_an_error_result() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn as_root_claude_refuses_to_skip_permissions_without_is_sandbox() {
+    needs!(SandboxImage);
     let fake = FakeAnthropic::start(vec![Reply::Text("Hello.".into())]);
     let (out, events) = claude(&fake, None, &[], &[], "Say hello.");
     out.code(1).stderr_has(

@@ -9,7 +9,7 @@ use crate::support;
 use std::path::Path;
 
 use support::fake_responses::{FakeResponses, Reply};
-use support::prerequisite::{Needs, SANDBOX_IMAGE, needs};
+use support::prerequisite::{SANDBOX_IMAGE, needs};
 use support::task::assert_no_container;
 use support::{Outcome, Run, Scratch};
 
@@ -106,7 +106,7 @@ fn worker_log(repo: &Path, id: &str) -> String {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn codex_runs_the_shell_command_the_model_asks_for_and_the_task_completes() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let image = SANDBOX_IMAGE;
     let dir = Scratch::new("real-codex-ok");
     let repo = dir.join("repo");
@@ -176,7 +176,7 @@ fn codex_runs_the_shell_command_the_model_asks_for_and_the_task_completes() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn model_errors_exhaust_codex_retries_and_the_run_fails() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let image = SANDBOX_IMAGE;
     let dir = Scratch::new("real-codex-500");
     let repo = dir.join("repo");
@@ -202,7 +202,7 @@ fn model_errors_exhaust_codex_retries_and_the_run_fails() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn a_stalled_model_stream_is_stopped_inside_the_container() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let image = SANDBOX_IMAGE;
     let dir = Scratch::new("real-codex-stall");
     let repo = dir.join("repo");
@@ -228,8 +228,7 @@ fn a_stalled_model_stream_is_stopped_inside_the_container() {
 #[test]
 #[ignore = "needs sandbox-image and root"]
 fn as_a_non_root_user_real_codex_works_and_files_belong_to_that_user() {
-    needs(Needs::SandboxImage);
-    needs(Needs::Root);
+    needs!(SandboxImage, Root);
     let image = SANDBOX_IMAGE;
     use std::os::unix::fs::MetadataExt;
     let dir = Scratch::new("real-codex-nonroot");
@@ -263,7 +262,7 @@ fn as_a_non_root_user_real_codex_works_and_files_belong_to_that_user() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn codex_reaches_its_model_only_through_the_egress_proxy_and_completes() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let image = SANDBOX_IMAGE;
     let dir = Scratch::new("real-codex-egress");
     let repo = dir.join("repo");
@@ -339,7 +338,7 @@ fn codex_reaches_its_model_only_through_the_egress_proxy_and_completes() {
 #[test]
 #[ignore = "needs sandbox-image"]
 fn a_base_url_points_codex_at_its_model_and_is_all_the_allow_list_holds() {
-    needs(Needs::SandboxImage);
+    needs!(SandboxImage);
     let dir = Scratch::new("real-codex-base-url");
     let repo = dir.join("repo");
     std::fs::create_dir(&repo).unwrap();

@@ -104,7 +104,7 @@ impl OtherUser {
     /// recursively. Tests that use one need root (`#[ignore = "needs root"]`).
     pub fn new(uid: u32, dir: &Path) -> OtherUser {
         use std::os::unix::fs::MetadataExt;
-        prerequisite::needs(prerequisite::Needs::Root);
+        prerequisite::require(prerequisite::Needs::Root);
         let socket = Path::new("/var/run/docker.sock");
         let meta =
             std::fs::metadata(socket).unwrap_or_else(|e| panic!("{}: {e}", socket.display()));
@@ -148,7 +148,7 @@ pub struct Tmpfs(PathBuf);
 
 impl Tmpfs {
     pub fn mount(path: &Path, size: &str) -> Tmpfs {
-        prerequisite::needs(prerequisite::Needs::Root);
+        prerequisite::require(prerequisite::Needs::Root);
         std::fs::create_dir_all(path).unwrap();
         Run::program(
             "mount",
