@@ -13,10 +13,10 @@ use std::time::Duration;
 use serde_json::json;
 
 use support::pipeline::{Pipeline, meta_script, wait_for};
+use support::prerequisite::needs;
 use support::task::assert_no_container;
 use support::web::Served;
 use support::webdriver::{Browser, base64_decode};
-use support::prerequisite::needs;
 
 const PROMPT: &str = "TODO アプリを作成して";
 

@@ -6,8 +6,8 @@ use crate::support;
 
 use support::docker::TEST_IMAGE;
 use support::fake_openai::FakeOpenAi;
-use support::{Outcome, Run, Scratch};
 use support::prerequisite::needs;
+use support::{Outcome, Run, Scratch};
 
 const META_KEY: &str = "sk-doctor-meta-key-0123456789";
 

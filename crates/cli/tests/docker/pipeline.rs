@@ -13,8 +13,8 @@ use support::fake_openai::{Answer, FakeOpenAi};
 use support::pipeline::{
     BUILDER_REPLY, Pipeline, children_of, meta_script, read, task_id, wait_for,
 };
-use support::task::assert_no_container;
 use support::prerequisite::needs;
+use support::task::assert_no_container;
 
 const PROMPT: &str = "TODO アプリを作成して";
 const KEY: &str = "sk-pipeline-test-key-0123456789";

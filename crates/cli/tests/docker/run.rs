@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use support::docker::{TEST_IMAGE, docker_ok};
 use support::fake_openai::{Answer, FakeOpenAi};
+use support::prerequisite::needs;
 use support::task::*;
 use support::{Run, Scratch};
-use support::prerequisite::needs;
 
 #[test]
 fn a_second_worker_run_fixes_the_test_and_the_task_completes() {

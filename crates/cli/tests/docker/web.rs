@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use support::pipeline::{BUILDER_REPLY, Pipeline, QUICK_META, wait_for};
-use support::web::Served;
 use support::prerequisite::needs;
+use support::web::Served;
 
 const SCRIPT: &str = "<script>alert(1)</script>";
 

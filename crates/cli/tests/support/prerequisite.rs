@@ -62,7 +62,10 @@ pub fn here(what: &[Needs]) -> bool {
     };
     let (what, why) = missing;
     let Some(file) = std::env::var_os(NOT_RUN) else {
-        panic!("this test needs {} (`#[ignore = \"needs …\"]`): {why}", what.word());
+        panic!(
+            "this test needs {} (`#[ignore = \"needs …\"]`): {why}",
+            what.word()
+        );
     };
     let test = std::thread::current().name().unwrap_or("?").to_string();
     let line = format!("{test}\t{}\t{why}\n", what.word());
@@ -82,7 +85,10 @@ pub fn here(what: &[Needs]) -> bool {
 #[track_caller]
 pub fn require(what: Needs) {
     if let Some(why) = missing(what) {
-        panic!("this needs {} (the test lacks `needs!`): {why}", what.word());
+        panic!(
+            "this needs {} (the test lacks `needs!`): {why}",
+            what.word()
+        );
     }
 }
 
