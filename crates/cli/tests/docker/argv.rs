@@ -110,12 +110,7 @@ fn written(repo: &Path, out: &Outcome) -> String {
 
 /// Scripted Meta: one criterion, one worker run with `prompt`, an assessment.
 fn meta_script(dir: &Scratch, prompt: &str) -> String {
-    let script = format!(
-        "- type: plan_task\n  acceptance_criteria:\n    - id: AC-1\n      description: hello.txt says hello\n\
-         - type: next_action\n  decision:\n    action: run_worker\n    reason: nothing done yet\n  worker_call:\n    worker_type: codex-cli\n    mode: exec\n    prompt: {prompt:?}\n\
-         - type: completion_assessment\n  summary: assessed\n  details:\n    passed_criteria: [AC-1]\n    remaining_risks: []\n"
-    );
-    dir.file("meta-script.yaml", script).display().to_string()
+    support::task_yaml::one_run(dir, "codex-cli", prompt, &["AC-1"])
 }
 
 /// A base URL's password and key, and codex's login key: random, looked for in

@@ -14,6 +14,7 @@ use support::docker::{TEST_IMAGE, containers_labelled, docker, docker_ok};
 use support::fake_openai::FakeOpenAi;
 use support::prerequisite::needs;
 use support::task::*;
+use support::task_yaml::TaskYaml;
 use support::{Run, Scratch};
 
 fn mkfifo(path: &Path) {
@@ -21,14 +22,8 @@ fn mkfifo(path: &Path) {
     assert!(ok.success(), "mkfifo {}", path.display());
 }
 
-/// Runs a task whose Meta asks for `prompts` one after the other (then completes).
-fn run_prompts(
-    id: &str,
-    repo: &Path,
-    prompts: &[&str],
-    test: Option<&str>,
-    worker_extra: &str,
-) -> (support::Outcome, FakeOpenAi) {
+/// Runs `task` with Meta asking for `prompts` one after the other (then completing).
+fn run_prompts(task: TaskYaml, prompts: &[&str]) -> (support::Outcome, FakeOpenAi) {
     let mut answers = vec![plan(&["AC-1"])];
     for (n, prompt) in prompts.iter().enumerate() {
         answers.push(run_worker(prompt));
@@ -36,7 +31,7 @@ fn run_prompts(
         answers.push(assess(if last { &["AC-1"] } else { &[] }, "checked"));
     }
     let server = FakeOpenAi::start(answers);
-    let out = runner(&v1_task(id, repo, &server, test, "", worker_extra)).output();
+    let out = runner(task.openai(&server)).output();
     (out, server)
 }
 
@@ -60,7 +55,7 @@ fn git_config_written_by_the_worker_runs_nothing_on_the_host() {
         "@run: mv .git .git-real && printf 'gitdir: {}/.git\\n' > .git\n@say: swapped",
         host_repo.display()
     );
-    let (out, _server) = run_prompts(&id, &repo, &[&plant, &swap], None, "");
+    let (out, _server) = run_prompts(e2e_task(&id, &repo), &[&plant, &swap]);
     out.code(0);
     for suffix in ["-fsmonitor", "-filter"] {
         let path = format!("{}{suffix}", marker.display());
@@ -93,7 +88,7 @@ fn an_in_place_worker_can_commit_but_not_write_what_git_on_the_host_runs() {
          echo '* filter=x' > .git/info/attributes; \
          mv .git .git-moved; \
          mkdir -p evil && echo ../evil > .git/commondir\n@say: tried";
-    let (out, _server) = run_prompts(&id, &repo, &[attack], None, "");
+    let (out, _server) = run_prompts(e2e_task(&id, &repo), &[attack]);
     out.code(0);
     assert_eq!(std::fs::read(repo.join(".git/config")).unwrap(), config);
     assert!(!repo.join(".git/hooks/post-checkout").exists());
@@ -142,7 +137,7 @@ fn planted_symlinks_in_our_directory_are_never_written_through() {
          @run: echo x > .agent-runner/evil; echo write=$?\n@say: tried",
         host = host_file.display()
     );
-    let (out, _server) = run_prompts(&id, &repo, &[&attack], Some("echo test-output"), "");
+    let (out, _server) = run_prompts(e2e_task(&id, &repo).test("echo test-output"), &[&attack]);
     out.code(0);
     assert_eq!(std::fs::read_to_string(&host_file).unwrap(), "host data\n");
     let test_log = logs.join("test-1.log");
@@ -168,9 +163,7 @@ fn a_swapped_private_directory_is_refused_before_anything_runs() {
     std::os::unix::fs::symlink(&elsewhere, repo.join(".agent-runner")).unwrap();
     let id = task_id("bnd-swap");
     let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
-    let out = runner(&v1_task(&id, &repo, &server, None, "", ""))
-        .arg("--json")
-        .output();
+    let out = runner(v1_task(&id, &repo, &server)).arg("--json").output();
     out.code(1).stderr_has("is a symlink");
     let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(result["status"], "failed");
@@ -190,7 +183,7 @@ fn fifos_in_our_directory_cannot_hang_the_run() {
     mkfifo(&logs.join("run-1.log"));
     mkfifo(&repo.join(format!(".agent-runner/task-{id}.md")));
     let started = Instant::now();
-    let (out, _server) = run_prompts(&id, &repo, &["@say: hi"], Some("echo ok"), "");
+    let (out, _server) = run_prompts(e2e_task(&id, &repo).test("echo ok"), &["@say: hi"]);
     out.code(0);
     assert!(
         started.elapsed() < Duration::from_secs(60),
@@ -218,13 +211,9 @@ fn a_prd_link_the_worker_planted_in_the_repo_cannot_read_a_host_file() {
     dir.file("host-dir/TASK.md", format!("{secret}\n"));
     let id = task_id("bnd-prd");
     let yaml = |server: &FakeOpenAi| {
-        v1_task(&id, &repo, server, None, "", "").replace(
-            "  prd:\n    text: Make out.txt say ok.\n",
-            &format!(
-                "  prd:\n    path: {}\n",
-                repo.join("docs/TASK.md").display()
-            ),
-        )
+        v1_task(&id, &repo, server)
+            .remove("task.prd.text")
+            .set("task.prd.path", repo.join("docs/TASK.md"))
     };
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
@@ -234,7 +223,7 @@ fn a_prd_link_the_worker_planted_in_the_repo_cannot_read_a_host_file() {
         )),
         assess(&["AC-1"], "done"),
     ]);
-    runner(&yaml(&server)).output().code(0);
+    runner(yaml(&server)).output().code(0);
     assert!(
         std::fs::symlink_metadata(repo.join("docs/TASK.md"))
             .unwrap()
@@ -242,7 +231,7 @@ fn a_prd_link_the_worker_planted_in_the_repo_cannot_read_a_host_file() {
     );
     let retry = |what: &str| {
         let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
-        let out = runner(&yaml(&server)).arg("--json").output();
+        let out = runner(yaml(&server)).arg("--json").output();
         out.code(1)
             .stderr_has("task.prd.path")
             .stderr_has("leaves the repository through the symlink");
@@ -275,13 +264,18 @@ fn worker_env_does_not_reconfigure_the_host_docker_client() {
     )
     .unwrap();
     let id = task_id("bnd-env");
-    let env = "    env:\n      PATH: node_modules/.bin:/usr/local/bin:/usr/bin:/bin\n      DOCKER_HOST: unix:///nonexistent/docker.sock\n      LD_PRELOAD: /nonexistent/evil.so\n";
+    let env = serde_json::json!({
+        "PATH": "node_modules/.bin:/usr/local/bin:/usr/bin:/bin",
+        "DOCKER_HOST": "unix:///nonexistent/docker.sock",
+        "LD_PRELOAD": "/nonexistent/evil.so",
+    });
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
         run_worker("@run: echo \"path=$PATH host=$DOCKER_HOST\"\n@say: looked"),
         assess(&["AC-1"], "done"),
     ]);
-    let out = runner(&v1_task(&id, &repo, &server, Some("true"), "", env))
+    let yaml = v1_task(&id, &repo, &server).test("true");
+    let out = runner(yaml.set("runner.worker.env", env))
         .cwd(&repo)
         .output();
     out.code(0);
@@ -312,7 +306,7 @@ fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
     let id = task_id("bnd-priv");
     let attack = "@run: cp /bin/busybox rootshell && chmod 4755 rootshell && chmod 2755 rootshell2 2>/dev/null; cp rootshell rootshell2; chmod 6755 rootshell2; ls -l rootshell\n\
                   @run: mknod zero c 1 5; echo mknod=$?\n@say: left some things";
-    let (out, _server) = run_prompts(&id, &repo, &[attack], None, "");
+    let (out, _server) = run_prompts(e2e_task(&id, &repo), &[attack]);
     out.code(0);
     let mode = |p: &str| {
         std::fs::metadata(repo.join(p))
@@ -360,7 +354,7 @@ fn the_privilege_sweep_stays_on_the_repository_s_filesystem() {
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o4755)).unwrap();
     }
     let id = task_id("bnd-xdev");
-    let (out, _server) = run_prompts(&id, &repo, &["@say: nothing to do"], None, "");
+    let (out, _server) = run_prompts(e2e_task(&id, &repo), &["@say: nothing to do"]);
     out.code(0);
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode(&repo.join("mine")), 0o755);
@@ -379,7 +373,7 @@ fn a_killed_container_fails_the_task_at_once() {
     let id = task_id("bnd-dead");
     // It leaves a setuid file first: the run ends in an error, the sweep still runs.
     let attack = "@run: cp /bin/busybox suid && chmod 4755 suid\n@run: kill -TERM 1\n@sleep: 10";
-    let (out, server) = run_prompts(&id, &dir.path, &[attack], None, "");
+    let (out, server) = run_prompts(e2e_task(&id, &dir.path), &[attack]);
     out.code(1)
         .stdout_has("sandbox: the sandbox container agent-runner-");
     out.stdout_has("is gone");
@@ -403,10 +397,8 @@ fn an_image_without_codex_fails_the_task_at_once() {
     let dir = Scratch::new("bnd-nocodex");
     let id = task_id("bnd-nocodex");
     let image = TEST_IMAGE.replace(":latest", ":nocodex");
-    let yaml_extra = format!("    docker_image: {image}\n");
     let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: hi")]);
-    let yaml = v1_task(&id, &dir.path, &server, None, "", "")
-        .replace(&format!("    docker_image: {TEST_IMAGE}\n"), &yaml_extra);
+    let yaml = v1_task(&id, &dir.path, &server).image(&image);
     let out = runner(&yaml).output();
     out.code(1).stdout_has(&format!(
         "sandbox: docker image {image} cannot run the worker: it has no `codex` on PATH"
@@ -471,7 +463,7 @@ fn a_worker_cannot_replay_another_execs_envelope_records() {
         run_worker(&replay),
         assess(&["AC-1"], "checked"),
     ]);
-    let out = runner(&v1_task(&id, &repo, &server, None, "", ""))
+    let out = runner(v1_task(&id, &repo, &server))
         .env("DOCKER_HOST", format!("unix://{}", proxy.path.display()))
         .output();
     out.code(0);
@@ -512,7 +504,7 @@ fn a_planted_temp_name_neither_redirects_nor_blocks_the_note() {
             std::os::unix::fs::symlink(&outside, private.join(link)).unwrap();
         }
     }
-    let (out, _server) = run_prompts(&id, &repo, &["@say: nothing to do"], None, "");
+    let (out, _server) = run_prompts(e2e_task(&id, &repo), &["@say: nothing to do"]);
     out.code(0);
     for name in [format!("task-{id}.md"), ".gitignore".to_string()] {
         let meta = std::fs::symlink_metadata(private.join(&name)).unwrap();
@@ -533,7 +525,7 @@ fn a_daemon_that_drops_fails_the_task_at_once() {
         run_worker("@say: working\n@sleep: 30"),
         assess(&[], "should not be asked"),
     ]);
-    let child = runner(&v1_task(&id, &dir.path, &server, None, "", ""))
+    let child = runner(v1_task(&id, &dir.path, &server))
         .env("DOCKER_HOST", format!("unix://{}", proxy.path.display()))
         .start();
     let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
@@ -577,11 +569,10 @@ fn stray_processes_are_stopped_after_every_run() {
     // The test fails if a writer still runs while it looks, and leaves one itself.
     let test = "for f in one.txt two.txt; do [ -f $f ] || continue; a=$(wc -c < $f); sleep 0.5; b=$(wc -c < $f); [ \"$a\" = \"$b\" ] || { echo \"$f grows\"; exit 1; }; done; (while :; do echo y >> three.txt; sleep 0.05; done) >/dev/null 2>&1 & echo checked";
     let (out, _server) = run_prompts(
-        &id,
-        &dir.path,
+        e2e_task(&id, &dir.path)
+            .test(test)
+            .set("runner.worker.max_run_time_sec", 3),
         &[&first, &second],
-        Some(test),
-        "    max_run_time_sec: 3\n",
     );
     out.code(0);
     let note = note(&dir.path, &id);
@@ -617,7 +608,7 @@ fn a_second_run_of_the_same_task_id_is_refused_and_touches_nothing() {
     );
     let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
     let started = Instant::now();
-    let second = runner(&v1_task(&id, &dir.path, &server, None, "", ""))
+    let second = runner(v1_task(&id, &dir.path, &server))
         .arg("--json")
         .output();
     second.code(1).stderr_has(&format!(
@@ -682,8 +673,8 @@ fn the_container_runs_with_fewer_privileges_and_limits() {
     drop(child);
 
     let id = task_id("bnd-limits");
-    let limits = "    limits:\n      memory: 256m\n      cpus: 0.5\n      pids: 64\n";
-    let (_server, child) = busy_worker_with(&dir, &id, "@sleep: 60", false, limits);
+    let limits = serde_json::json!({"memory": "256m", "cpus": 0.5, "pids": 64});
+    let (_server, child) = busy_worker_with(&dir, &id, "@sleep: 60", false, &[("limits", limits)]);
     let names = containers_labelled("agent-runner.task", &id);
     let inspect = docker_ok(&["inspect", &names[0]]);
     let inspect: serde_json::Value = serde_json::from_str(&inspect).unwrap();
@@ -731,7 +722,7 @@ exec /bin/busybox sh "$@"
     let id = task_id("bnd-fakesh");
     let install =
         "@run: cp wrap.sh /usr/local/bin/sh && chmod 755 /usr/local/bin/sh\n@say: installed";
-    let (out, _server) = run_prompts(&id, &repo, &[install], Some("true"), "");
+    let (out, _server) = run_prompts(e2e_task(&id, &repo).test("true"), &[install]);
     out.code(0);
     let rootsh = repo.join("rootsh");
     assert!(rootsh.exists(), "the attack ran");
@@ -767,7 +758,7 @@ fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
         let id = task_id("bnd-chain");
         let chain =
             "@run: cp /bin/busybox rootsh; for i in 1 2 3 4 5 6; do sh c.sh; done\n@say: chained";
-        let (out, _server) = run_prompts(&id, &repo, &[chain], Some("true"), "");
+        let (out, _server) = run_prompts(e2e_task(&id, &repo).test("true"), &[chain]);
         let note = note(&repo, &id);
         let mode = std::fs::metadata(repo.join("rootsh"))
             .unwrap_or_else(|e| panic!("rootsh: {e}; stderr:\n{}\nnote:\n{note}", out.stderr))
@@ -811,14 +802,11 @@ fn a_setuid_file_nested_past_the_descriptor_limit_is_found() {
     ]);
     let out = Run::through(&["prlimit", "--nofile=1024:1024", "--"], &["run"])
         .env("OPENAI_API_KEY", KEY)
-        .stdin(v1_task(
-            &id,
-            &repo,
-            &server,
-            None,
-            "",
-            "    max_run_time_sec: 300\n",
-        ))
+        .stdin(
+            v1_task(&id, &repo, &server)
+                .set("runner.worker.max_run_time_sec", 300)
+                .to_string(),
+        )
         .output();
     out.code(0);
     let found = Run::program("find", &[repo.join("n").to_str().unwrap()])
@@ -868,7 +856,7 @@ fn setuid_files_do_not_survive_in_the_kept_worker_session() {
         ),
         assess(&[], "not yet"),
     ]);
-    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    let yaml = v1_task(&id, &dir.path, &server).set("runner.meta.max_loops", 1);
     runner(&yaml).output().code(1);
     let log =
         std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
@@ -893,7 +881,7 @@ fn the_kept_worker_session_is_private_to_the_user() {
         ),
         assess(&[], "not yet"),
     ]);
-    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    let yaml = v1_task(&id, &dir.path, &server).set("runner.meta.max_loops", 1);
     runner(&yaml).output().code(1);
     let session = dir.join(&format!(".agent-runner/state/{id}.session"));
     assert!(session.join("transcript").exists());

@@ -10,23 +10,25 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::fake_openai::{Answer, FakeOpenAi};
 use support::task::*;
+use support::task_yaml::TaskYaml;
 use support::{Run, Scratch, git_repo};
 
 /// Prices for the fake's models: Meta's `test-model` and the worker's `w-model`.
-const PRICING: &str = "  pricing:\n    test-model: {input: 2, cached_input: 0.5, output: 8}\n    w-model: {input: 1.5, cached_input: 0.375, output: 6}\n";
-const WORKER_MODEL: &str = "    model: w-model\n";
+fn pricing() -> Value {
+    json!({
+        "test-model": {"input": 2, "cached_input": 0.5, "output": 8},
+        "w-model": {"input": 1.5, "cached_input": 0.375, "output": 6},
+    })
+}
 
 fn result(out: &support::Outcome) -> Value {
     serde_json::from_str(out.stdout.trim())
         .unwrap_or_else(|e| panic!("not one JSON object ({e}): {}", out.stdout))
 }
 
-/// The task, with runner-level `extra` (prices, budget) after the worker section.
-fn task(id: &str, dir: &Scratch, server: &FakeOpenAi, test: Option<&str>, extra: &str) -> String {
-    format!(
-        "{}{extra}",
-        v1_task(id, &dir.path, server, test, "", WORKER_MODEL)
-    )
+/// The task, its worker's model `w-model`.
+fn task(id: &str, dir: &Scratch, server: &FakeOpenAi) -> TaskYaml {
+    v1_task(id, &dir.path, server).set("runner.worker.model", "w-model")
 }
 
 #[test]
@@ -39,15 +41,13 @@ fn totals_and_cost_are_exact_in_the_result_and_the_note() {
             .with_usage(2000, 0, 150),
         assess(&["AC-1"], "done").with_usage(3000, 1000, 50),
     ]);
-    let yaml = task(
-        &id,
-        &dir,
-        &server,
-        Some("grep -qx ok out.txt"),
-        &format!(
-            "{PRICING}  budget: {{max_tokens: 100000, max_cost_usd: 1, max_duration_sec: 600}}\n"
-        ),
-    );
+    let yaml = task(&id, &dir, &server)
+        .test("grep -qx ok out.txt")
+        .set("runner.pricing", pricing())
+        .set(
+            "runner.budget",
+            json!({"max_tokens": 100000, "max_cost_usd": 1, "max_duration_sec": 600}),
+        );
     let out = runner(&yaml).arg("--json").output();
     out.code(0);
     let result = result(&out);
@@ -101,9 +101,7 @@ fn a_reply_without_usage_is_unreported_and_an_unpriced_model_leaves_the_cost_unk
         run_worker("@say: done").with_usage(10, 0, 5),
         assess(&["AC-1"], "done").with_usage(10, 0, 5),
     ]);
-    let out = runner(&task(&id, &dir, &server, None, ""))
-        .arg("--json")
-        .output();
+    let out = runner(task(&id, &dir, &server)).arg("--json").output();
     out.code(0);
     let result = result(&out);
     assert_eq!(result["usage"]["meta"]["unreported"], 1);
@@ -160,15 +158,9 @@ fn max_tokens_reached_by_a_meta_call_stops_before_the_worker_runs() {
         run_worker("@run: echo ran > ran.txt\n@say: ran").with_usage(1000, 0, 100),
         assess(&["AC-1"], "never asked"),
     ]);
-    let out = runner(&task(
-        &id,
-        &dir,
-        &server,
-        None,
-        "  budget: {max_tokens: 2000}\n",
-    ))
-    .arg("--json")
-    .output();
+    let out = runner(task(&id, &dir, &server).set("runner.budget", json!({"max_tokens": 2000})))
+        .arg("--json")
+        .output();
     assert_exhausted(
         &out,
         &dir,
@@ -193,13 +185,11 @@ fn max_tokens_reached_by_a_worker_run_stops_before_the_tests_and_meta() {
         run_worker("@usage: 3000 0 0\n@say: expensive").with_usage(1000, 0, 100),
         assess(&["AC-1"], "never asked"),
     ]);
-    let out = runner(&task(
-        &id,
-        &dir,
-        &server,
-        Some("touch tested.txt"),
-        "  budget: {max_tokens: 5000}\n",
-    ))
+    let out = runner(
+        task(&id, &dir, &server)
+            .test("touch tested.txt")
+            .set("runner.budget", json!({"max_tokens": 5000})),
+    )
     .arg("--json")
     .output();
     let result = assert_exhausted(
@@ -226,13 +216,12 @@ fn max_cost_reached_by_an_assessment_stops_before_the_next_loop() {
         assess(&[], "not yet").with_usage(3000, 1000, 50),
         run_worker("@say: never").with_usage(1, 0, 1),
     ]);
-    let out = runner(&task(
-        &id,
-        &dir,
-        &server,
-        Some("true"),
-        &format!("{PRICING}  budget: {{max_cost_usd: 0.01}}\n"),
-    ))
+    let out = runner(
+        task(&id, &dir, &server)
+            .test("true")
+            .set("runner.pricing", pricing())
+            .set("runner.budget", json!({"max_cost_usd": 0.01})),
+    )
     .arg("--json")
     .output();
     let result = assert_exhausted(
@@ -261,15 +250,9 @@ fn the_deadline_stops_a_sleeping_worker_inside_the_container() {
         assess(&["AC-1"], "never asked"),
     ]);
     let clock = Instant::now();
-    let out = runner(&task(
-        &id,
-        &dir,
-        &server,
-        None,
-        "  budget: {max_duration_sec: 4}\n",
-    ))
-    .arg("--json")
-    .output();
+    let out = runner(task(&id, &dir, &server).set("runner.budget", json!({"max_duration_sec": 4})))
+        .arg("--json")
+        .output();
     let took = clock.elapsed();
     let result = assert_exhausted(
         &out,
@@ -297,15 +280,9 @@ fn the_deadline_cuts_a_meta_request_short() {
     let id = task_id("meta-deadline");
     let server = FakeOpenAi::start(vec![plan(&["AC-1"]).delayed(Duration::from_secs(20))]);
     let clock = Instant::now();
-    let out = runner(&task(
-        &id,
-        &dir,
-        &server,
-        None,
-        "  budget: {max_duration_sec: 2}\n",
-    ))
-    .arg("--json")
-    .output();
+    let out = runner(task(&id, &dir, &server).set("runner.budget", json!({"max_duration_sec": 2})))
+        .arg("--json")
+        .output();
     let took = clock.elapsed();
     assert_exhausted(
         &out,
@@ -333,13 +310,11 @@ fn the_deadline_cuts_a_test_run_short() {
         assess(&["AC-1"], "never asked"),
     ]);
     let clock = Instant::now();
-    let out = runner(&task(
-        &id,
-        &dir,
-        &server,
-        Some("sleep 120"),
-        "  budget: {max_duration_sec: 4}\n",
-    ))
+    let out = runner(
+        task(&id, &dir, &server)
+            .test("sleep 120")
+            .set("runner.budget", json!({"max_duration_sec": 4})),
+    )
     .arg("--json")
     .output();
     let took = clock.elapsed();
@@ -374,16 +349,11 @@ fn loops_that_change_nothing_stop_after_exactly_n_without_asking_meta_again() {
         answers.push(assess(&[], "still failing"));
     }
     let server = FakeOpenAi::start(answers);
-    let out = runner(&format!(
+    let out = runner(format!(
         "{}  max_stalled_loops: 3\n",
-        v1_task(
-            &id,
-            &dir.path,
-            &server,
-            Some("echo 1 test failed; exit 1"),
-            "    max_loops: 5\n",
-            ""
-        )
+        v1_task(&id, &dir.path, &server)
+            .test("echo 1 test failed; exit 1")
+            .set("runner.meta.max_loops", 5)
     ))
     .arg("--json")
     .output();
@@ -419,14 +389,11 @@ fn loops_that_change_the_repository_are_progress() {
         answers.push(assess(&[], "still failing"));
     }
     let server = FakeOpenAi::start(answers);
-    let out = runner(&v1_task(
-        &id,
-        &dir.path,
-        &server,
-        Some("echo 1 test failed; exit 1"),
-        "    max_loops: 4\n",
-        "",
-    ))
+    let out = runner(
+        v1_task(&id, &dir.path, &server)
+            .test("echo 1 test failed; exit 1")
+            .set("runner.meta.max_loops", 4),
+    )
     .arg("--json")
     .output();
     out.code(1);
@@ -444,23 +411,22 @@ fn loops_that_change_the_repository_are_progress() {
 fn validate_refuses_a_cost_limit_with_an_unpriced_model_and_names_it() {
     let dir = Scratch::new("validate-cost");
     let server = FakeOpenAi::start(vec![]);
-    let yaml = task(
-        "v",
-        &dir,
-        &server,
-        None,
-        "  pricing:\n    test-model: {input: 1, output: 1}\n  budget: {max_cost_usd: 2}\n",
-    );
+    let yaml = task("v", &dir, &server)
+        .set("runner.budget", json!({"max_cost_usd": 2}))
+        .set(
+            "runner.pricing",
+            json!({"test-model": {"input": 1, "output": 1}}),
+        );
     Run::new(&["validate"])
         .env("OPENAI_API_KEY", KEY)
-        .stdin(&yaml)
+        .stdin(yaml.to_string())
         .output()
         .code(1)
         .stderr_has("runner.budget.max_cost_usd: the worker's model \"w-model\" (runner.worker.model) has no price in runner.pricing");
-    let priced = yaml.replace("  budget:", "    w-model: {input: 1, output: 1}\n  budget:");
+    let priced = yaml.set("runner.pricing.w-model", json!({"input": 1, "output": 1}));
     Run::new(&["validate"])
         .env("OPENAI_API_KEY", KEY)
-        .stdin(&priced)
+        .stdin(priced.to_string())
         .output()
         .code(0)
         .stdout_has("max_cost_usd: 2.0");
@@ -488,15 +454,9 @@ fn a_meta_that_keeps_answering_invalid_replies_is_stopped_by_the_budget_between_
     let invalid =
         || Answer::chat("type: plan_task\nacceptance_criteria: []\n").with_usage(3000, 0, 100);
     let server = FakeOpenAi::start(vec![invalid(), invalid(), invalid(), invalid()]);
-    let out = runner(&task(
-        &id,
-        &dir,
-        &server,
-        None,
-        "  budget: {max_tokens: 2000}\n",
-    ))
-    .arg("--json")
-    .output();
+    let out = runner(task(&id, &dir, &server).set("runner.budget", json!({"max_tokens": 2000})))
+        .arg("--json")
+        .output();
     assert_exhausted(
         &out,
         &dir,

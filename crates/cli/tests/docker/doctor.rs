@@ -7,6 +7,7 @@ use crate::support;
 use support::docker::TEST_IMAGE;
 use support::fake_openai::FakeOpenAi;
 use support::prerequisite::needs;
+use support::task_yaml::TaskYaml;
 use support::{Outcome, Run, Scratch};
 
 const META_KEY: &str = "sk-doctor-meta-key-0123456789";
@@ -14,19 +15,23 @@ const META_KEY: &str = "sk-doctor-meta-key-0123456789";
 /// A v1 task naming `image` and the Meta endpoint `base_url`.
 /// The repository is a directory below the scratch directory, which is HOME: a task
 /// may not name HOME itself.
-fn task(dir: &Scratch, image: &str, base_url: &str, worker_extra: &str) -> String {
+fn task(dir: &Scratch, image: &str, base_url: &str) -> TaskYaml {
     let repo = dir.path.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
-    format!(
-        "version: 1\ntask:\n  repo: {}\n  prd:\n    text: anything\nrunner:\n  meta:\n    base_url: {base_url}\n    api_key: {META_KEY}\n  worker:\n    docker_image: {image}\n    network: none\n{worker_extra}",
-        repo.display()
-    )
+    TaskYaml::new("", &repo, "anything")
+        .remove("task.id")
+        .set("runner.meta.base_url", base_url)
+        .set("runner.meta.api_key", META_KEY)
+        .image(image)
+        .set("runner.worker.network", "none")
 }
 
-/// `agent-runner doctor` with `stdin`; HOME is the scratch directory (no auth.json
+/// `agent-runner doctor` on `yaml`; HOME is the scratch directory (no auth.json
 /// unless a test writes one) and CODEX_API_KEY is set unless `codex_key` is None.
-fn doctor(dir: &Scratch, stdin: &str, codex_key: Option<&str>) -> Outcome {
-    let mut run = Run::new(&["doctor"]).env("HOME", &dir.path).stdin(stdin);
+fn doctor(dir: &Scratch, yaml: &TaskYaml, codex_key: Option<&str>) -> Outcome {
+    let mut run = Run::new(&["doctor"])
+        .env("HOME", &dir.path)
+        .stdin(yaml.to_string());
     if let Some(key) = codex_key {
         run = run.env("CODEX_API_KEY", key);
     }
@@ -83,7 +88,7 @@ fn a_healthy_setup_passes_every_check_and_sends_no_key() {
     let meta = FakeOpenAi::start(vec![]);
     let out = doctor(
         &dir,
-        &task(&dir, TEST_IMAGE, &meta.url, ""),
+        &task(&dir, TEST_IMAGE, &meta.url),
         Some("codex-key-for-doctor"),
     );
     out.code(0).stdout_has("all 9 checks passed");
@@ -139,7 +144,7 @@ fn an_unreachable_daemon_fails_and_skips_what_needs_it() {
             "DOCKER_HOST",
             "unix:///nonexistent/agent-runner-docker.sock",
         )
-        .stdin(task(&dir, TEST_IMAGE, &meta.url, ""))
+        .stdin(task(&dir, TEST_IMAGE, &meta.url).to_string())
         .output();
     out.code(1).stdout_has("1 of 9 checks failed");
     let skip = "skip";
@@ -165,7 +170,7 @@ fn a_missing_image_fails_with_how_to_build_it() {
     let dir = Scratch::new("doctor-noimage");
     let meta = FakeOpenAi::start(vec![]);
     let image = format!("agent-runner-test-worker:missing-{}", support::short_id());
-    let out = doctor(&dir, &task(&dir, &image, &meta.url, ""), Some("codex-key"));
+    let out = doctor(&dir, &task(&dir, &image, &meta.url), Some("codex-key"));
     out.code(1);
     let needs = "skip";
     assert_eq!(
@@ -189,7 +194,7 @@ fn an_image_without_codex_fails_the_codex_check() {
     let dir = Scratch::new("doctor-nocodex");
     let meta = FakeOpenAi::start(vec![]);
     let image = "agent-runner-test-worker:nocodex";
-    let out = doctor(&dir, &task(&dir, image, &meta.url, ""), Some("codex-key"));
+    let out = doctor(&dir, &task(&dir, image, &meta.url), Some("codex-key"));
     out.code(1);
     assert_eq!(
         statuses(&out),
@@ -203,7 +208,7 @@ fn an_image_without_git_fails_the_git_check() {
     let dir = Scratch::new("doctor-nogit");
     let meta = FakeOpenAi::start(vec![]);
     let image = "agent-runner-test-worker:nogit";
-    let out = doctor(&dir, &task(&dir, image, &meta.url, ""), Some("codex-key"));
+    let out = doctor(&dir, &task(&dir, image, &meta.url), Some("codex-key"));
     out.code(1);
     assert_eq!(
         statuses(&out),
@@ -215,7 +220,7 @@ fn an_image_without_git_fails_the_git_check() {
 fn codex_auth_comes_from_auth_json_or_a_key() {
     let dir = Scratch::new("doctor-auth");
     let meta = FakeOpenAi::start(vec![]);
-    let yaml = task(&dir, TEST_IMAGE, &meta.url, "");
+    let yaml = task(&dir, TEST_IMAGE, &meta.url);
     let out = doctor(&dir, &yaml, None);
     out.code(1);
     assert_eq!(
@@ -225,12 +230,8 @@ fn codex_auth_comes_from_auth_json_or_a_key() {
     assert!(line(&out, "codex auth").contains("(fix: run `codex login`"));
 
     // A key the task gives the worker counts too.
-    let with_env = task(
-        &dir,
-        TEST_IMAGE,
-        &meta.url,
-        "    env:\n      CODEX_API_KEY: task-codex-key\n",
-    );
+    let with_env =
+        task(&dir, TEST_IMAGE, &meta.url).set("runner.worker.env.CODEX_API_KEY", "task-codex-key");
     let out = doctor(&dir, &with_env, None);
     out.code(0);
     assert!(line(&out, "codex auth").contains("runner.worker.env sets CODEX_API_KEY"));
@@ -252,7 +253,7 @@ fn an_unreachable_meta_endpoint_fails() {
         .unwrap()
         .port();
     let url = format!("http://127.0.0.1:{port}/v1");
-    let out = doctor(&dir, &task(&dir, TEST_IMAGE, &url, ""), Some("codex-key"));
+    let out = doctor(&dir, &task(&dir, TEST_IMAGE, &url), Some("codex-key"));
     out.code(1);
     assert_eq!(
         statuses(&out),
@@ -273,7 +274,7 @@ fn as_a_non_root_user_files_belong_to_that_user() {
         .run(&["doctor"])
         .env("HOME", &dir.path)
         .env("CODEX_API_KEY", "codex-key")
-        .stdin(task(&dir, TEST_IMAGE, &meta.url, ""))
+        .stdin(task(&dir, TEST_IMAGE, &meta.url).to_string())
         .output();
     out.code(0);
     assert!(
@@ -300,7 +301,7 @@ fn a_codex_of_another_version_fails_the_version_check() {
         .stdin(dockerfile)
         .output()
         .code(0);
-    let out = doctor(&dir, &task(&dir, &image, &meta.url, ""), Some("codex-key"));
+    let out = doctor(&dir, &task(&dir, &image, &meta.url), Some("codex-key"));
     support::docker::docker(&["rmi", &image]);
     out.code(1);
     assert_eq!(
@@ -324,7 +325,7 @@ fn sigterm_stops_a_slow_check_at_once() {
     let running = Run::new(&["doctor"])
         .env("HOME", &dir.path)
         .env("CODEX_API_KEY", "codex-key")
-        .stdin(task(&dir, TEST_IMAGE, &meta.url, ""))
+        .stdin(task(&dir, TEST_IMAGE, &meta.url).to_string())
         .start();
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while meta.received().is_empty() {
@@ -349,12 +350,12 @@ fn with_the_default_network_the_egress_bridge_is_checked_in_the_image() {
     let meta = FakeOpenAi::start(vec![]);
     let tmp = dir.path.join("t");
     std::fs::create_dir(&tmp).unwrap();
-    let yaml = task(&dir, TEST_IMAGE, &meta.url, "").replace("    network: none\n", "");
+    let yaml = task(&dir, TEST_IMAGE, &meta.url).remove("runner.worker.network");
     let out = Run::new(&["doctor"])
         .env("HOME", &dir.path)
         .env("TMPDIR", &tmp)
         .env("CODEX_API_KEY", "codex-key-for-doctor")
-        .stdin(yaml)
+        .stdin(yaml.to_string())
         .output();
     out.code(0).stdout_has("all 10 checks passed");
     assert_eq!(

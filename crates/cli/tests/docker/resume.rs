@@ -10,24 +10,17 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::Scratch;
-use support::docker::{TEST_IMAGE, image_with_this_fake};
+use support::docker::image_with_this_fake;
 use support::fake_openai::FakeOpenAi;
 use support::task::{
     assert_no_container, assess, note, plan, run_worker, runner, task_id, wait_for,
 };
+use support::task_yaml::TaskYaml;
 
 /// A v1 task (as `support::task::v1_task`) whose worker image has this tree's fake
 /// codex, which keeps its threads.
-fn v1_task(
-    id: &str,
-    repo: &Path,
-    server: &FakeOpenAi,
-    test: Option<&str>,
-    meta_extra: &str,
-    worker_extra: &str,
-) -> String {
-    support::task::v1_task(id, repo, server, test, meta_extra, worker_extra)
-        .replace(TEST_IMAGE, &image_with_this_fake())
+fn v1_task(id: &str, repo: &Path, server: &FakeOpenAi) -> TaskYaml {
+    support::task::v1_task(id, repo, server).image(&image_with_this_fake())
 }
 
 /// The message types the server was asked, in order, from request `from` on.
@@ -77,7 +70,7 @@ fn a_run_killed_mid_task_resumes_without_a_new_plan_and_completes() {
         run_worker("@recall\n@run: echo two > two.txt\n@say: wrote two.txt"),
         assess(&["AC-2"], "both done"),
     ]);
-    let yaml = v1_task(&id, &dir.path, &server, None, "", "");
+    let yaml = v1_task(&id, &dir.path, &server);
     let first = runner(&yaml).arg("--json").start();
     let log2 = dir.join(&format!(".agent-runner/logs/{id}/run-2.log"));
     wait_for(Duration::from_secs(90), || {
@@ -171,14 +164,16 @@ fn a_resume_of_another_task_is_refused_naming_what_changed() {
         run_worker("@say: tried"),
         assess(&[], "not yet"),
     ]);
-    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    let yaml = v1_task(&id, &dir.path, &server).set("runner.meta.max_loops", 1);
     runner(&yaml)
         .output()
         .code(1)
         .stdout_has("max_loops reached");
     let note_before = note(&dir.path, &id);
     let asked_before = server.received().len();
-    let changed = yaml.replace("Make out.txt say ok.", "Make out.txt say something else.");
+    let changed = yaml
+        .clone()
+        .set("task.prd.text", "Make out.txt say something else.");
     let out = runner(&changed).args(&["--json", "--resume"]).output();
     out.code(1).stderr_has(&format!(
         "cannot resume task {id}: the task changed since its last run: task.prd differ"
@@ -188,14 +183,14 @@ fn a_resume_of_another_task_is_refused_naming_what_changed() {
     assert_eq!(note(&dir.path, &id), note_before, "the note is untouched");
     assert_no_container(&id);
     // Another test command is another task too.
-    let tested = yaml.replace("runner:\n", "  test:\n    command: \"true\"\nrunner:\n");
+    let tested = yaml.test("true");
     runner(&tested)
         .arg("--resume")
         .output()
         .code(1)
         .stderr_has("task.test differ");
     // A task that never ran here has nothing to resume.
-    let other = v1_task(&task_id("never"), &dir.path, &server, None, "", "");
+    let other = v1_task(&task_id("never"), &dir.path, &server);
     runner(&other)
         .arg("--resume")
         .output()
@@ -220,17 +215,12 @@ fn a_task_that_ran_out_of_loops_goes_on_with_a_raised_limit() {
         assess(&["AC-1"], "done"),
     ]);
     let yaml = |loops: u32| {
-        v1_task(
-            &id,
-            &dir.path,
-            &server,
-            Some("grep -q ok out.txt"),
-            &format!("    max_loops: {loops}\n"),
-            "",
-        )
+        v1_task(&id, &dir.path, &server)
+            .test("grep -q ok out.txt")
+            .set("runner.meta.max_loops", loops)
     };
-    runner(&yaml(1)).output().code(1);
-    let again = runner(&yaml(1)).args(&["--json", "--resume"]).output();
+    runner(yaml(1)).output().code(1);
+    let again = runner(yaml(1)).args(&["--json", "--resume"]).output();
     again.code(1);
     assert!(
         result(&again.stdout)["error"]
@@ -246,7 +236,7 @@ fn a_task_that_ran_out_of_loops_goes_on_with_a_raised_limit() {
     let kept = std::fs::read_dir(&sessions).unwrap().count();
     assert!(kept > 0, "the first run kept its thread");
     std::fs::remove_dir_all(&sessions).unwrap();
-    let out = runner(&yaml(2)).args(&["--json", "--resume"]).output();
+    let out = runner(yaml(2)).args(&["--json", "--resume"]).output();
     out.code(0)
         .stderr_has("the worker's session")
         .stderr_has("could not be continued (")
@@ -413,12 +403,12 @@ fn a_task_out_of_budget_goes_on_with_a_raised_budget_counting_the_whole_task() {
     let yaml = |max_tokens: u64| {
         format!(
             "{}  budget: {{max_tokens: {max_tokens}}}\n",
-            v1_task(&id, &dir.path, &server, Some("grep -q ok out.txt"), "", "")
+            v1_task(&id, &dir.path, &server).test("grep -q ok out.txt")
         )
     };
     // plan 1100 + next_action 1100 + the worker's 3000: the limit is reached after
     // the worker run, which counts as the task's first loop.
-    let out = runner(&yaml(5000)).arg("--json").output();
+    let out = runner(yaml(5000)).arg("--json").output();
     out.code(1);
     let first = result(&out.stdout);
     assert_eq!(
@@ -446,7 +436,7 @@ fn a_task_out_of_budget_goes_on_with_a_raised_budget_counting_the_whole_task() {
     assert_eq!(asked_before, 2);
 
     // The same limit: the runs before used it up; nothing is asked.
-    let same = runner(&yaml(5000)).args(&["--json", "--resume"]).output();
+    let same = runner(yaml(5000)).args(&["--json", "--resume"]).output();
     same.code(1);
     let same = result(&same.stdout);
     assert_eq!(same["error"], "budget exhausted: max_tokens (5200 of 5000)");
@@ -459,7 +449,7 @@ fn a_task_out_of_budget_goes_on_with_a_raised_budget_counting_the_whole_task() {
     );
 
     // A raised limit: the task goes on where it stopped and completes.
-    let out = runner(&yaml(20000)).args(&["--json", "--resume"]).output();
+    let out = runner(yaml(20000)).args(&["--json", "--resume"]).output();
     out.code(0);
     assert_eq!(
         asked(&server, asked_before),
@@ -513,10 +503,10 @@ fn a_resumed_task_has_only_the_time_left_of_its_deadline() {
     let yaml = |max: u64| {
         format!(
             "{}  budget: {{max_duration_sec: {max}}}\n",
-            v1_task(&id, &dir.path, &server, None, "", "")
+            v1_task(&id, &dir.path, &server)
         )
     };
-    let out = runner(&yaml(8)).arg("--json").output();
+    let out = runner(yaml(8)).arg("--json").output();
     out.code(1);
     let first = result(&out.stdout);
     assert!(
@@ -528,7 +518,7 @@ fn a_resumed_task_has_only_the_time_left_of_its_deadline() {
     );
     assert!(state(&dir.path, &id)["elapsed_ms"].as_u64().unwrap() >= 8000);
     // 11 s for the whole task: at most 3 s are left for this run.
-    let out = runner(&yaml(11)).args(&["--json", "--resume"]).output();
+    let out = runner(yaml(11)).args(&["--json", "--resume"]).output();
     out.code(1);
     let resumed = result(&out.stdout);
     assert_eq!(
@@ -569,17 +559,13 @@ fn a_resumed_task_counts_its_earlier_replans_and_keeps_every_criteria_version() 
         assess(&["AC-2"], "done"),
     ]);
     let yaml = |loops: u32| {
-        v1_task(
-            &id,
-            &dir.path,
-            &server,
-            Some("grep -q ok out.txt"),
-            &format!("    max_loops: {loops}\n    max_replans: 1\n"),
-            "",
-        )
+        v1_task(&id, &dir.path, &server)
+            .test("grep -q ok out.txt")
+            .set("runner.meta.max_loops", loops)
+            .set("runner.meta.max_replans", 1)
     };
     // Loop 1 a worker run, loop 2 the replan, loop 3 a worker run: out of loops.
-    runner(&yaml(3))
+    runner(yaml(3))
         .output()
         .code(1)
         .stdout_has("max_loops reached (3)");
@@ -591,7 +577,7 @@ fn a_resumed_task_counts_its_earlier_replans_and_keeps_every_criteria_version() 
     assert_eq!(saved["criteria_versions"].as_array().unwrap().len(), 2);
     assert_eq!(saved["history"][1]["action"], "replan");
     let before = server.received().len();
-    let out = runner(&yaml(4)).args(&["--json", "--resume"]).output();
+    let out = runner(yaml(4)).args(&["--json", "--resume"]).output();
     out.code(0);
     let next: Value = serde_norway::from_str(&server.received()[before].message(1)).unwrap();
     assert_eq!(next["type"], "next_action");
@@ -630,7 +616,7 @@ fn a_forged_state_file_with_the_largest_loop_count_ends_at_once() {
         run_worker("@say: tried"),
         assess(&[], "not yet"),
     ]);
-    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    let yaml = v1_task(&id, &dir.path, &server).set("runner.meta.max_loops", 1);
     runner(&yaml).output().code(1);
     let path = dir.join(&format!(".agent-runner/state/{id}.json"));
     let mut saved = state(&dir.path, &id);
@@ -666,7 +652,7 @@ fn a_state_file_that_is_a_link_or_a_fifo_is_refused_naming_it() {
         run_worker("@say: tried"),
         assess(&[], "not yet"),
     ]);
-    let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
+    let yaml = v1_task(&id, &dir.path, &server).set("runner.meta.max_loops", 1);
     runner(&yaml).output().code(1);
     let path = dir.join(&format!(".agent-runner/state/{id}.json"));
     let elsewhere = dir.join("elsewhere.json");

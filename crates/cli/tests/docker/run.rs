@@ -23,15 +23,7 @@ fn a_second_worker_run_fixes_the_test_and_the_task_completes() {
         run_worker("Fix out.txt.\n@run: echo ok > out.txt\n@say: fixed out.txt"),
         assess(&["AC-1", "AC-2"], "out.txt says ok and the test passes"),
     ]);
-    let out = runner(&v1_task(
-        &id,
-        &dir.path,
-        &server,
-        Some("grep -qx ok out.txt"),
-        "",
-        "",
-    ))
-    .output();
+    let out = runner(v1_task(&id, &dir.path, &server).test("grep -qx ok out.txt")).output();
     out.code(0)
         .stdout_has(&format!("COMPLETE: task {id}"))
         .stderr_has("worker run 1/5: completed")
@@ -84,14 +76,11 @@ fn mark_complete_with_a_failing_test_runs_out_of_loops() {
         answers.push(assess(&["AC-1"], "all done, trust me"));
     }
     let server = FakeOpenAi::start(answers);
-    let out = runner(&v1_task(
-        &id,
-        &dir.path,
-        &server,
-        Some("exit 3"),
-        "    max_loops: 3\n",
-        "",
-    ))
+    let out = runner(
+        v1_task(&id, &dir.path, &server)
+            .test("exit 3")
+            .set("runner.meta.max_loops", 3),
+    )
     .output();
     out.code(1)
         .stdout_has("FAILED: task")
@@ -114,7 +103,7 @@ fn plan_task_unauthorized_fails_fast_without_a_container() {
     let id = task_id("401");
     let server = FakeOpenAi::start(vec![Answer::error(401, "Incorrect API key provided")]);
     let since = chrono_now();
-    let out = runner(&v1_task(&id, &dir.path, &server, Some("true"), "", "")).output();
+    let out = runner(v1_task(&id, &dir.path, &server).test("true")).output();
     out.code(1)
         .stdout_has("meta plan_task failed: HTTP 401")
         .stdout_has("Incorrect API key provided");
@@ -152,15 +141,8 @@ fn a_timed_out_run_is_reported_to_meta_and_the_next_one_succeeds() {
         run_worker("@run: echo ok > out.txt\n@say: done quickly"),
         assess(&["AC-1"], "done"),
     ]);
-    let out = runner(&v1_task(
-        &id,
-        &dir.path,
-        &server,
-        None,
-        "",
-        "    max_run_time_sec: 2\n",
-    ))
-    .output();
+    let out =
+        runner(v1_task(&id, &dir.path, &server).set("runner.worker.max_run_time_sec", 2)).output();
     out.code(0).stderr_has("worker run 1/5: timed_out");
     let requests = server.received();
     let second_next = requests[3].message(1);
@@ -238,14 +220,9 @@ fn secrets_appear_nowhere() {
         ),
         assess(&["AC-1"], "done"),
     ]);
-    let yaml = v1_task(
-        &id,
-        &dir.path,
-        &server,
-        Some("echo \"test sees $SECRET_TOKEN\""),
-        "",
-        "    env:\n      SECRET_TOKEN: env:E2E_SECRET\n",
-    );
+    let yaml = v1_task(&id, &dir.path, &server)
+        .test("echo \"test sees $SECRET_TOKEN\"")
+        .set("runner.worker.env.SECRET_TOKEN", "env:E2E_SECRET");
     // No ~/.codex/auth.json in this HOME: codex gets the host's CODEX_API_KEY.
     let out = runner(&yaml)
         .env("E2E_SECRET", &sentinel)
@@ -293,7 +270,7 @@ fn a_meta_error_can_neither_forge_a_result_line_nor_leak_the_key() {
     for json in [false, true] {
         let id = task_id("forge");
         let server = FakeOpenAi::start(vec![Answer::error(400, &body)]);
-        let mut run = runner(&v1_task(&id, &dir.path, &server, None, "", ""));
+        let mut run = runner(v1_task(&id, &dir.path, &server));
         if json {
             run = run.arg("--json");
         }
@@ -342,7 +319,7 @@ fn control_characters_from_meta_do_not_reach_the_note_raw() {
             "type: completion_assessment\nsummary: \"ok \\e[2J\"\ndetails:\n  passed_criteria: [\"AC-1\\e]0;PWNED\\a\"]\n  remaining_risks: []\n",
         ),
     ]);
-    let out = runner(&v1_task(&id, &dir.path, &server, Some("true"), "", "")).output();
+    let out = runner(v1_task(&id, &dir.path, &server).test("true")).output();
     out.code(0);
     let note = note(&dir.path, &id);
     let raw: Vec<&str> = note
@@ -381,7 +358,7 @@ fn a_missing_api_key_is_an_error_before_any_request() {
     let dir = Scratch::new("e2e-nokey");
     let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
     let out = Run::new(&["run"])
-        .stdin(v1_task(&task_id("nokey"), &dir.path, &server, None, "", ""))
+        .stdin(v1_task(&task_id("nokey"), &dir.path, &server).to_string())
         .output();
     out.code(1)
         .stderr_has("error: runner.meta.api_key: environment variable OPENAI_API_KEY is not set");
@@ -393,7 +370,7 @@ fn an_unreachable_daemon_fails_the_task_clearly() {
     let dir = Scratch::new("e2e-nodaemon");
     let id = task_id("nodaemon");
     let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: hi")]);
-    let out = runner(&v1_task(&id, &dir.path, &server, None, "", ""))
+    let out = runner(v1_task(&id, &dir.path, &server))
         .env(
             "DOCKER_HOST",
             format!("unix://{}/dead.sock", dir.path.display()),
@@ -414,7 +391,7 @@ fn memory_stays_small_while_the_worker_prints_200_mib() {
         run_worker(&format!("@spew: {bytes}\n@say: spewed")),
         assess(&["AC-1"], "done"),
     ]);
-    let mut child = runner(&v1_task(&id, &dir.path, &server, None, "", "")).start();
+    let mut child = runner(v1_task(&id, &dir.path, &server)).start();
     let pid = child.id();
     let mut peak_kib = 0u64;
     while child.child().try_wait().unwrap().is_none() {
@@ -465,12 +442,12 @@ fn as_a_non_root_user_files_belong_to_that_user() {
         run_worker("@run: echo mine > mine.txt && id -u\n@say: wrote mine.txt"),
         assess(&["AC-1"], "done"),
     ]);
-    let yaml = v1_task(&id, &dir.path, &server, Some("test -f mine.txt"), "", "");
+    let yaml = v1_task(&id, &dir.path, &server).test("test -f mine.txt");
     let out = user
         .run(&["run"])
         .env("OPENAI_API_KEY", KEY)
         .env("HOME", &home.path)
-        .stdin(yaml)
+        .stdin(yaml.to_string())
         .output();
     out.code(0);
     for path in ["mine.txt", &format!(".agent-runner/task-{id}.md")] {
@@ -501,7 +478,7 @@ fn a_full_disk_is_reported_instead_of_a_stale_note() {
         ),
         assess(&["AC-1"], "done"),
     ]);
-    let out = runner(&v1_task(&id, &repo, &server, Some("true"), "", ""))
+    let out = runner(v1_task(&id, &repo, &server).test("true"))
         .arg("--json")
         .output();
     let result: serde_json::Value = serde_json::from_str(&out.stdout)

@@ -12,6 +12,7 @@ use support::Scratch;
 use support::docker::TEST_IMAGE;
 use support::fake_openai::{Answer, FakeOpenAi};
 use support::task::{assess, plan, run_worker, task_id};
+use support::task_yaml::TaskYaml;
 
 /// Shortest piece of a secret that must not appear anywhere.
 const PIECE: usize = 6;
@@ -104,18 +105,19 @@ fn check(case: Case) -> bool {
         run_worker(echo),
         assess(&["AC-1"], "done"),
     ]);
-    let prd = serde_json::to_string(&prd(&case)).unwrap();
-    let yaml = format!(
-        "version: 1\ntask:\n  id: {id}\n  repo: {}\n  prd:\n    text: {prd}\n  test:\n    command: \"printf '%s\\\\n' \\\"$SECRET_TWO\\\"\"\nrunner:\n  meta:\n    base_url: {}\n    model: m\n  worker:\n    docker_image: {TEST_IMAGE}\n    network: none\n    env:\n      SECRET_TWO: env:HOST_SECRET_TWO\n",
-        dir.path.display(),
-        server.url
-    );
+    let yaml = TaskYaml::new(&id, &dir.path, &prd(&case))
+        .test("printf '%s\\n' \"$SECRET_TWO\"")
+        .set("runner.meta.base_url", &server.url)
+        .set("runner.meta.model", "m")
+        .image(TEST_IMAGE)
+        .set("runner.worker.network", "none")
+        .set("runner.worker.env.SECRET_TWO", "env:HOST_SECRET_TWO");
     let out = support::Run::new(&["run", "--json"])
         .env("OPENAI_API_KEY", &case.key)
         .env("HOST_SECRET_TWO", &case.env)
         .env("AGENT_RUNNER_META_BACKOFF_MS", "1")
         .env("RUST_LOG", "trace")
-        .stdin(yaml)
+        .stdin(yaml.to_string())
         .output();
     out.code(0);
     let mut places = vec![
@@ -185,9 +187,9 @@ fn secrets_in_worker_file_names_get_out_nowhere() {
         ("TOK_C", "one two  three-four"),    // whitespace collapsed
         ("TOK_D", "sk-live-ABCDEFGHIJKLMNOPQRSTUVWX"), // cut at 200 bytes for Meta
     ];
-    let env: String = secrets
+    let env: serde_json::Map<String, serde_json::Value> = secrets
         .iter()
-        .map(|(name, _)| format!("      {name}: env:HOST_{name}\n"))
+        .map(|(name, _)| (name.to_string(), format!("env:HOST_{name}").into()))
         .collect();
     let prompt = "@run: touch \"f-$TOK_A\" \"g-$TOK_B\" \"h-$TOK_C\" \"$(printf '%0190d' 0)-$TOK_D\"\n@say: made files";
     let server = FakeOpenAi::start(vec![
@@ -197,14 +199,9 @@ fn secrets_in_worker_file_names_get_out_nowhere() {
         run_worker("@say: again"),
         assess(&["AC-1"], "done"),
     ]);
-    let yaml = support::task::v1_task(
-        &id,
-        &repo,
-        &server,
-        Some("true"),
-        "",
-        &format!("    env:\n{env}"),
-    );
+    let yaml = support::task::v1_task(&id, &repo, &server)
+        .test("true")
+        .set("runner.worker.env", env);
     let mut run = support::task::runner(&yaml).arg("--json");
     for (name, value) in secrets {
         run = run.env(&format!("HOST_{name}"), value);
@@ -244,14 +241,9 @@ fn a_secret_that_is_a_common_word_does_not_corrupt_meta_replies() {
         "type: completion_assessment\nsummary: all true\ndetails:\n  passed_criteria: [AC-1]\n  remaining_risks: []\nall_criteria_satisfied: true\n",
     );
     let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: done"), done]);
-    let yaml = support::task::v1_task(
-        &id,
-        &dir.path,
-        &server,
-        Some("true"),
-        "",
-        "    env:\n      CI: env:CI\n",
-    );
+    let yaml = support::task::v1_task(&id, &dir.path, &server)
+        .test("true")
+        .set("runner.worker.env.CI", "env:CI");
     let out = support::task::runner(&yaml)
         .env("CI", "true")
         .arg("--json")
@@ -271,10 +263,15 @@ fn a_secret_that_is_a_common_word_does_not_corrupt_meta_replies() {
 fn credentials_in_the_meta_base_url_are_masked() {
     let dir = Scratch::new("secrets-url");
     let id = task_id("url");
-    let yaml = format!(
-        "version: 1\ntask:\n  id: {id}\n  repo: {}\n  prd:\n    text: x\nrunner:\n  meta:\n    base_url: http://user:hu7QZ2xW9vK4@127.0.0.1:9/v1?api-key=qK8mP2xR7nB3\n    model: m\n    timeout_sec: 2\n  worker:\n    docker_image: {TEST_IMAGE}\n    network: none\n",
-        dir.path.display(),
-    );
+    let yaml = TaskYaml::new(&id, &dir.path, "x")
+        .set(
+            "runner.meta.base_url",
+            "http://user:hu7QZ2xW9vK4@127.0.0.1:9/v1?api-key=qK8mP2xR7nB3",
+        )
+        .set("runner.meta.model", "m")
+        .set("runner.meta.timeout_sec", 2)
+        .image(TEST_IMAGE)
+        .set("runner.worker.network", "none");
     let out = support::task::runner(&yaml).arg("--json").output();
     out.code(1);
     let note = support::task::note(&dir.path, &id);
@@ -312,9 +309,9 @@ fn a_secret_inside_a_longer_one_leaves_no_piece_of_it() {
         ("C_TOP", "pw-TOP2-LONGER"),
         ("D_TOP", "pw-TOP2"),
     ];
-    let env: String = secrets
+    let env: serde_json::Map<String, serde_json::Value> = secrets
         .iter()
-        .map(|(name, _)| format!("      {name}: env:HOST_{name}\n"))
+        .map(|(name, _)| (name.to_string(), format!("env:HOST_{name}").into()))
         .collect();
     let prompt =
         "@run: echo \"one $B_TOP two $C_TOP\"; echo \"$B_TOP\" >&2\n@say: said $B_TOP and $C_TOP";
@@ -323,14 +320,9 @@ fn a_secret_inside_a_longer_one_leaves_no_piece_of_it() {
         run_worker(prompt),
         assess(&["AC-1"], "done"),
     ]);
-    let yaml = support::task::v1_task(
-        &id,
-        &dir.path,
-        &server,
-        Some("echo \"$C_TOP\""),
-        "",
-        &format!("    env:\n{env}"),
-    );
+    let yaml = support::task::v1_task(&id, &dir.path, &server)
+        .test("echo \"$C_TOP\"")
+        .set("runner.worker.env", env);
     let mut run = support::task::runner(&yaml).arg("--json");
     for (name, value) in secrets {
         run = run.env(&format!("HOST_{name}"), value);

@@ -117,9 +117,9 @@ fn sigterm_while_stdin_is_read_ends_before_anything_starts() {
     let mut child = Run::new(&["run", "--json"])
         .env("OPENAI_API_KEY", KEY)
         .start_with_open_stdin();
-    let yaml = v1_task(&task_id("sigstdin"), &dir.path, &server, None, "", "");
+    let yaml = v1_task(&task_id("sigstdin"), &dir.path, &server);
     let mut stdin = child.child().stdin.take().unwrap();
-    stdin.write_all(yaml.as_bytes()).unwrap();
+    stdin.write_all(yaml.to_string().as_bytes()).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let sent = Instant::now();
     let ok = std::process::Command::new("kill")
@@ -175,7 +175,7 @@ fn sigint_during_a_meta_call_exits_promptly() {
     let server = FakeOpenAi::start(vec![
         Answer::chat("type: plan_task\n").delayed(Duration::from_secs(60)),
     ]);
-    let child = runner(&v1_task(&id, &dir.path, &server, None, "", "")).start();
+    let child = runner(v1_task(&id, &dir.path, &server)).start();
     wait_for(Duration::from_secs(10), || !server.received().is_empty());
     let sent = Instant::now();
     send("-INT", &child);
@@ -197,7 +197,7 @@ fn sigterm_while_a_large_reply_is_parsed_exits_promptly() {
         item.repeat((8 << 20) / item.len() - 1)
     );
     let server = FakeOpenAi::start(vec![Answer::chat(&reply)]);
-    let child = runner(&v1_task(&id, &dir.path, &server, None, "", "")).start();
+    let child = runner(v1_task(&id, &dir.path, &server)).start();
     wait_for(Duration::from_secs(10), || server.left() == 0);
     std::thread::sleep(Duration::from_millis(500));
     let sent = Instant::now();

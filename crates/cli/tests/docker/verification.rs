@@ -13,6 +13,7 @@ use support::pipeline::{BUILDER_REPLY, Pipeline, QUICK_META, meta_script, read, 
 use support::task::{
     assert_no_container, assess, mark_complete, note, plan, run_worker, runner, v1_task,
 };
+use support::task_yaml::TaskYaml;
 
 /// The exact error of an attempt without any test where one is required.
 const NO_TEST: &str = "no test command: pin one with task new --test or defaults.task.test, or set defaults.require_test: false";
@@ -68,16 +69,9 @@ fn a_replan_sends_the_old_criteria_and_history_and_the_new_criteria_are_judged()
         run_worker("@run: echo ok > out.txt\n@say: wrote ok"),
         assess(&["NEW-1"], "out.txt says ok and the test passes"),
     ]);
-    let out = runner(&v1_task(
-        &id,
-        &dir.path,
-        &server,
-        Some("grep -qx ok out.txt"),
-        "",
-        "",
-    ))
-    .arg("--json")
-    .output();
+    let out = runner(v1_task(&id, &dir.path, &server).test("grep -qx ok out.txt"))
+        .arg("--json")
+        .output();
     out.code(0)
         .stderr_has(&format!("state RUNNING → PLANNING: replan: {reason}"))
         .stderr_has("re-planned 1 acceptance criteria (version 2)");
@@ -168,16 +162,9 @@ fn beyond_max_replans_a_replan_is_an_invalid_reply_and_asked_again() {
         mark_complete(),
         assess(&["AC-2"], "done"),
     ]);
-    let out = runner(&v1_task(
-        &id,
-        &dir.path,
-        &server,
-        None,
-        "    max_replans: 1\n",
-        "",
-    ))
-    .arg("--json")
-    .output();
+    let out = runner(v1_task(&id, &dir.path, &server).set("runner.meta.max_replans", 1))
+        .arg("--json")
+        .output();
     out.code(0);
     let result = result_of(&out.stdout);
     assert_eq!(
@@ -211,10 +198,8 @@ fn criteria_the_task_fixes_are_never_replanned() {
     let dir = Scratch::new("e2e-fixed");
     let id = task_id("fixed");
     let server = FakeOpenAi::start((0..4).map(|_| replan("these criteria are wrong")).collect());
-    let yaml = v1_task(&id, &dir.path, &server, None, "", "").replace(
-        "runner:\n",
-        "  acceptance_criteria: [out.txt says ok]\nrunner:\n",
-    );
+    let yaml =
+        v1_task(&id, &dir.path, &server).set("task.acceptance_criteria", ["out.txt says ok"]);
     let out = runner(&yaml).arg("--json").output();
     out.code(1);
     let result = result_of(&out.stdout);
@@ -249,7 +234,7 @@ fn a_complete_task_is_verified_only_by_a_passing_test() {
             mark_complete(),
             assess(&["AC-1"], "nothing to do"),
         ]);
-        let yaml = v1_task(&id, &dir.path, &server, test, "", "");
+        let yaml = v1_task(&id, &dir.path, &server).test(test);
         let out = runner(&yaml).arg("--json").output();
         out.code(0);
         let result = result_of(&out.stdout);
@@ -260,7 +245,7 @@ fn a_complete_task_is_verified_only_by_a_passing_test() {
             mark_complete(),
             assess(&["AC-1"], "nothing to do"),
         ]);
-        let line = runner(&v1_task(&id, &dir.path, &server, test, "", "")).output();
+        let line = runner(v1_task(&id, &dir.path, &server).test(test)).output();
         line.code(0);
         assert_eq!(
             line.stdout.contains("(unverified)"),
@@ -517,13 +502,14 @@ fn a_scripted_meta_replans_too() {
     );
     let repo = dir.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
-    let yaml = format!(
-        "version: 1\ntask:\n  id: {id}\n  repo: {}\n  prd:\n    text: x\nrunner:\n  meta:\n    kind: scripted\n    script: {}\n  worker:\n    docker_image: {}\n    network: none\n",
-        repo.display(),
-        script.display(),
-        support::docker::TEST_IMAGE
-    );
-    let out = support::Run::new(&["run", "--json"]).stdin(yaml).output();
+    let yaml = TaskYaml::new(&id, &repo, "x")
+        .set("runner.meta.kind", "scripted")
+        .set("runner.meta.script", script)
+        .image(support::docker::TEST_IMAGE)
+        .set("runner.worker.network", "none");
+    let out = support::Run::new(&["run", "--json"])
+        .stdin(yaml.to_string())
+        .output();
     out.code(0);
     let result = result_of(&out.stdout);
     assert_eq!(

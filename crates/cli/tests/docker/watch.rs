@@ -46,7 +46,7 @@ fn a_reader_sees_the_worker_s_run_and_commands_before_it_ends() {
         )),
         assess(&["AC-1"], "done"),
     ]);
-    let yaml = v1_task(&id, &dir.path, &server, Some("true"), "", "");
+    let yaml = v1_task(&id, &dir.path, &server).test("true");
     let running = runner(&yaml).arg("--json").start();
     // While the worker sleeps: its run has started, its command finished, its first
     // message is there, and nothing says the run ended.
@@ -131,7 +131,7 @@ fn a_flood_of_worker_events_stops_at_the_bound_and_the_run_s_end_is_still_told()
         )),
         assess(&["AC-1"], "done"),
     ]);
-    let yaml = v1_task(&id, &dir.path, &server, Some("true"), "", "");
+    let yaml = v1_task(&id, &dir.path, &server).test("true");
     runner(&yaml).output().code(0);
     let path = dir.join(&format!(".agent-runner/logs/{id}/events.jsonl"));
     let size = std::fs::metadata(&path).unwrap().len();

@@ -13,6 +13,7 @@ use support::docker::TEST_IMAGE;
 use support::fake_anthropic::{FakeAnthropic, Reply};
 use support::prerequisite::{SANDBOX_IMAGE, needs};
 use support::task::{assert_no_container, everything_written, note};
+use support::task_yaml::TaskYaml;
 use support::{Outcome, Run, Scratch};
 
 const KEY: &str = "sk-ant-fake-worker-0123456789abcdef";
@@ -25,46 +26,27 @@ fn task_id(name: &str) -> String {
 /// Scripted Meta: one criterion, one worker run with `prompt`, then an assessment
 /// that finds the criterion met.
 fn meta_script(dir: &Scratch, prompt: &str) -> String {
-    let script = format!(
-        "- type: plan_task\n  acceptance_criteria:\n    - id: AC-1\n      description: hello.txt says hello\n\
-         - type: next_action\n  decision:\n    action: run_worker\n    reason: nothing done yet\n  worker_call:\n    worker_type: claude-code-cli\n    mode: exec\n    prompt: {prompt:?}\n\
-         - type: completion_assessment\n  summary: assessed\n  details:\n    passed_criteria: [AC-1]\n    remaining_risks: []\n"
-    );
-    dir.file("meta-script.yaml", script).display().to_string()
+    support::task_yaml::one_run(dir, "claude-code-cli", prompt, &["AC-1"])
 }
 
-/// A v1 task in `repo` whose worker is claude in `image`, its model API at `url`;
-/// `worker_extra`: more `runner.worker` lines (indented 4).
-fn task(id: &str, repo: &Path, script: &str, image: &str, url: &str, worker_extra: &str) -> String {
-    format!(
-        "version: 1
-task:
-  id: {id}
-  repo: {repo}
-  prd:
-    text: Create hello.txt containing the word hello.
-  test:
-    command: grep -qx hello hello.txt
-runner:
-  meta:
-    kind: scripted
-    script: {script}
-    max_loops: 1
-  worker:
-    kind: claude-code-cli
-    docker_image: {image}
-    model: {MODEL}
-    base_url: {url}
-    max_run_time_sec: 120
-{worker_extra}",
-        repo = repo.display(),
-    )
+/// A task in `repo` whose worker is claude in `image`, its model API at `url`.
+fn task(id: &str, repo: &Path, script: &str, image: &str, url: &str) -> TaskYaml {
+    TaskYaml::new(id, repo, "Create hello.txt containing the word hello.")
+        .test("grep -qx hello hello.txt")
+        .scripted(script, 1)
+        .set("runner.worker.kind", "claude-code-cli")
+        .image(image)
+        .set("runner.worker.model", MODEL)
+        .set("runner.worker.base_url", url)
+        .set("runner.worker.max_run_time_sec", 120)
 }
 
 /// Runs the task with HOME in the scratch directory (no login of the machine's) and
 /// `env`.
-fn run(dir: &Scratch, yaml: &str, env: &[(&str, &str)]) -> Outcome {
-    let mut run = Run::new(&["run"]).env("HOME", dir.join("home")).stdin(yaml);
+fn run(dir: &Scratch, yaml: &TaskYaml, env: &[(&str, &str)]) -> Outcome {
+    let mut run = Run::new(&["run"])
+        .env("HOME", dir.join("home"))
+        .stdin(yaml.to_string());
     for (name, value) in env {
         run = run.env(name, value);
     }
@@ -90,18 +72,12 @@ fn claude_runs_a_bash_command_and_the_task_completes() {
         Reply::Text("Created hello.txt.".into()),
     ]);
     let script = meta_script(&dir, "Create hello.txt saying hello.");
-    let yaml = task(
-        &id,
-        &repo,
-        &script,
-        SANDBOX_IMAGE,
-        &model.url,
-        "    network: host\n",
-    );
+    let yaml =
+        task(&id, &repo, &script, SANDBOX_IMAGE, &model.url).set("runner.worker.network", "host");
     let out = Run::new(&["run", "--json"])
         .env("HOME", dir.join("home"))
         .env("ANTHROPIC_API_KEY", KEY)
-        .stdin(&yaml)
+        .stdin(yaml.to_string())
         .output();
     out.code(0)
         .stdout_has("\"state\":\"COMPLETE\"")
@@ -213,10 +189,10 @@ fn with_a_login_file_claude_reaches_its_model_only_through_the_egress_proxy() {
     );
     let script = meta_script(&dir, "Create hello.txt saying hello.");
     // The default network: allowlist, with the default allow list.
-    let yaml = task(&id, &repo, &script, SANDBOX_IMAGE, &model.url, "");
+    let yaml = task(&id, &repo, &script, SANDBOX_IMAGE, &model.url);
     let validate = Run::new(&["validate"])
         .env("HOME", dir.join("home"))
-        .stdin(&yaml)
+        .stdin(yaml.to_string())
         .output();
     let model_host = model.url.trim_start_matches("http://");
     validate
@@ -272,10 +248,11 @@ fn server_errors_end_the_run_failed_with_claude_s_message() {
     let model = FakeAnthropic::start(vec![Reply::Status(500)]);
     let script = meta_script(&dir, "Create hello.txt saying hello.");
     // One retry instead of ten (about three minutes).
-    let extra = "    network: host\n    env:\n      CLAUDE_CODE_MAX_RETRIES: '1'\n";
     let out = run(
         &dir,
-        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url, extra),
+        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
+            .set("runner.worker.network", "host")
+            .set("runner.worker.env.CLAUDE_CODE_MAX_RETRIES", "1"),
         &[("ANTHROPIC_API_KEY", KEY)],
     );
     out.code(1)
@@ -303,10 +280,11 @@ fn a_stalled_stream_is_stopped_by_the_idle_timeout_inside_the_container() {
     // claude itself would wait 5 minutes per attempt, for most of an hour.
     let model = FakeAnthropic::start(vec![Reply::Stall]);
     let script = meta_script(&dir, "Create hello.txt saying hello.");
-    let extra = "    network: host\n    idle_timeout_sec: 4\n";
     let out = run(
         &dir,
-        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url, extra),
+        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
+            .set("runner.worker.network", "host")
+            .set("runner.worker.idle_timeout_sec", 4),
         &[("ANTHROPIC_API_KEY", KEY)],
     );
     out.code(1)
@@ -327,10 +305,12 @@ fn a_claude_run_is_stopped_at_the_tasks_deadline() {
     let model = FakeAnthropic::start(vec![Reply::Stall]);
     let script = meta_script(&dir, "Create hello.txt saying hello.");
     // Its own limits are far off; the task's deadline (SPEC §15) is not.
-    let extra = "    network: host\n    idle_timeout_sec: 100\n  budget: {max_duration_sec: 6}\n";
     let out = run(
         &dir,
-        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url, extra),
+        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
+            .set("runner.worker.network", "host")
+            .set("runner.worker.idle_timeout_sec", 100)
+            .set("runner.budget.max_duration_sec", 6),
         &[("ANTHROPIC_API_KEY", KEY)],
     );
     out.code(1)
@@ -351,10 +331,11 @@ fn an_error_result_fails_the_run_although_claude_s_subtype_is_no_failure() {
     let id = task_id("maxturns");
     let model = FakeAnthropic::start(vec![Reply::bash("echo one"), Reply::bash("echo two")]);
     let script = meta_script(&dir, "Keep going.");
-    let extra = "    network: host\n    extra_args: ['--max-turns', '1']\n";
     let out = run(
         &dir,
-        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url, extra),
+        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
+            .set("runner.worker.network", "host")
+            .set("runner.worker.extra_args", ["--max-turns", "1"]),
         &[("ANTHROPIC_API_KEY", KEY)],
     );
     out.code(1)
@@ -371,14 +352,8 @@ fn an_image_without_claude_fails_the_task_at_once_naming_it() {
     let repo = repo(&dir);
     let id = task_id("missing");
     let script = meta_script(&dir, "Create hello.txt saying hello.");
-    let yaml = task(
-        &id,
-        &repo,
-        &script,
-        TEST_IMAGE,
-        "http://127.0.0.1:9",
-        "    network: none\n",
-    );
+    let yaml = task(&id, &repo, &script, TEST_IMAGE, "http://127.0.0.1:9")
+        .set("runner.worker.network", "none");
     let out = run(&dir, &yaml, &[("ANTHROPIC_API_KEY", KEY)]);
     out.code(1).stdout_has("FAILED").stderr_has(&format!(
         "docker image {TEST_IMAGE} cannot run the worker: it has no `claude` on PATH"

@@ -15,6 +15,7 @@ use support::fake_responses::{FakeResponses, Reply};
 use support::pipeline::{Pipeline, read};
 use support::prerequisite::{SANDBOX_IMAGE, needs};
 use support::task::{assert_no_container, everything_written, note};
+use support::task_yaml::TaskYaml;
 use support::{Outcome, Run, Scratch};
 
 /// The key the fake provider's codex sends (a literal of runner.meta.env).
@@ -35,26 +36,29 @@ fn home(dir: &Scratch) -> std::path::PathBuf {
     dir.join("home")
 }
 
-/// `runner.meta` for codex-cli in the real image, its model the fake `model`.
-fn meta_settings(model: &FakeResponses, timeout_sec: u32) -> String {
+/// A task whose Meta is codex-cli in the real image, its model the fake `model`.
+fn task(id: &str, repo: &Path, model: &FakeResponses, timeout_sec: u32) -> TaskYaml {
     let provider = model.provider("fake", "FAKE_OPENAI_KEY", 0);
-    format!(
-        "  meta:\n    kind: codex-cli\n    docker_image: {SANDBOX_IMAGE}\n    model: some-model\n    timeout_sec: {timeout_sec}\n    max_loops: 2\n    extra_args: ['-c', '{provider}', '-c', 'model_provider=fake']\n    env:\n      FAKE_OPENAI_KEY: {MODEL_KEY}\n"
-    )
-}
-
-fn task(id: &str, repo: &Path, meta: &str) -> String {
-    format!(
-        "version: 1\ntask:\n  id: {id}\n  repo: {}\n  prd:\n    text: Create hello.txt containing the word hello.\n  test:\n    command: grep -qx hello hello.txt\nrunner:\n{meta}  worker:\n    docker_image: {TEST_IMAGE}\n",
-        repo.display()
-    )
+    TaskYaml::new(id, repo, "Create hello.txt containing the word hello.")
+        .test("grep -qx hello hello.txt")
+        .set("runner.meta.kind", "codex-cli")
+        .set("runner.meta.docker_image", SANDBOX_IMAGE)
+        .set("runner.meta.model", "some-model")
+        .set("runner.meta.timeout_sec", timeout_sec)
+        .set("runner.meta.max_loops", 2)
+        .set(
+            "runner.meta.extra_args",
+            ["-c", &provider, "-c", "model_provider=fake"],
+        )
+        .set("runner.meta.env.FAKE_OPENAI_KEY", MODEL_KEY)
+        .image(TEST_IMAGE)
 }
 
 /// Runs the task; `Run` leaves out OPENAI_API_KEY and CODEX_API_KEY.
-fn run(dir: &Scratch, yaml: &str) -> Outcome {
+fn run(dir: &Scratch, yaml: &TaskYaml) -> Outcome {
     Run::new(&["run"])
         .env("HOME", home(dir))
-        .stdin(yaml)
+        .stdin(yaml.to_string())
         .output()
 }
 
@@ -96,7 +100,7 @@ fn codex_as_meta_drives_a_whole_task_without_an_openai_key() {
     );
     let yaml = format!(
         "{}  pricing:\n    some-model: {{input: 1, cached_input: 0.5, output: 2}}\n",
-        task(&id, &repo, &meta_settings(&model, 120))
+        task(&id, &repo, &model, 120)
     );
     let out = Run::new(&["run", "--json"])
         .env("HOME", home(&dir))
@@ -230,7 +234,7 @@ fn a_meta_call_past_its_timeout_is_stopped_and_fails_the_task() {
     std::fs::create_dir_all(&repo).unwrap();
     let id = task_id("stall");
     let model = FakeResponses::start_on("127.0.0.2", vec![Reply::Stall]);
-    let out = run(&dir, &task(&id, &repo, &meta_settings(&model, 4)));
+    let out = run(&dir, &task(&id, &repo, &model, 4));
     out.code(1)
         .stdout_has("FAILED")
         .stderr_has("meta plan_task failed")
@@ -250,7 +254,7 @@ fn a_meta_call_is_stopped_at_the_tasks_deadline() {
     // The call's own limit (60 s) is longer than the task's (5 s): the task's wins.
     let yaml = format!(
         "{}  budget: {{max_duration_sec: 5}}\n",
-        task(&id, &repo, &meta_settings(&model, 60))
+        task(&id, &repo, &model, 60)
     );
     let out = Run::new(&["run", "--json"])
         .env("HOME", home(&dir))

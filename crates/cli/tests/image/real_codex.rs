@@ -11,6 +11,7 @@ use std::path::Path;
 use support::fake_responses::{FakeResponses, Reply};
 use support::prerequisite::{SANDBOX_IMAGE, needs};
 use support::task::assert_no_container;
+use support::task_yaml::TaskYaml;
 use support::{Outcome, Run, Scratch};
 
 /// The model key codex sends: a literal in runner.worker.env, read by codex through
@@ -24,16 +25,10 @@ fn task_id(name: &str) -> String {
 /// Scripted Meta: plan one criterion, run the worker once with `prompt`, then assess
 /// with `passed` as the criteria met.
 fn meta_script(dir: &Scratch, prompt: &str, passed: &[&str]) -> String {
-    let script = format!(
-        "- type: plan_task\n  acceptance_criteria:\n    - id: AC-1\n      description: hello.txt says hello\n\
-         - type: next_action\n  decision:\n    action: run_worker\n    reason: nothing done yet\n  worker_call:\n    worker_type: codex-cli\n    mode: exec\n    prompt: {prompt:?}\n\
-         - type: completion_assessment\n  summary: assessed\n  details:\n    passed_criteria: [{}]\n    remaining_risks: []\n",
-        passed.join(", ")
-    );
-    dir.file("meta-script.yaml", script).display().to_string()
+    support::task_yaml::one_run(dir, "codex-cli", prompt, passed)
 }
 
-/// A v1 task in `repo` whose worker is the real codex in `image`, pointed at `model`,
+/// A task in `repo` whose worker is the real codex in `image`, pointed at `model`,
 /// with `network: host`.
 fn task(
     id: &str,
@@ -42,9 +37,8 @@ fn task(
     image: &str,
     model: &FakeResponses,
     idle_timeout_sec: u32,
-) -> String {
-    task_on(id, repo, script, image, model, idle_timeout_sec)
-        .replace("    docker_image:", "    network: host\n    docker_image:")
+) -> TaskYaml {
+    task_on(id, repo, script, image, model, idle_timeout_sec).set("runner.worker.network", "host")
 }
 
 /// The same task with the default network (allowlist: the egress proxy).
@@ -55,41 +49,28 @@ fn task_on(
     image: &str,
     model: &FakeResponses,
     idle_timeout_sec: u32,
-) -> String {
+) -> TaskYaml {
     let provider = model.provider("fake", "FAKE_OPENAI_KEY", 1);
-    format!(
-        "version: 1
-task:
-  id: {id}
-  repo: {repo}
-  prd:
-    text: Create hello.txt containing the word hello.
-  test:
-    command: grep -qx hello hello.txt
-runner:
-  meta:
-    kind: scripted
-    script: {script}
-    max_loops: 1
-  worker:
-    docker_image: {image}
-    model: some-model
-    max_run_time_sec: 120
-    idle_timeout_sec: {idle_timeout_sec}
-    extra_args: ['-c', '{provider}', '-c', 'model_provider=fake']
-    env:
-      FAKE_OPENAI_KEY: {MODEL_KEY}
-",
-        repo = repo.display(),
-    )
+    TaskYaml::new(id, repo, "Create hello.txt containing the word hello.")
+        .test("grep -qx hello hello.txt")
+        .scripted(script, 1)
+        .image(image)
+        .set("runner.worker.model", "some-model")
+        .set("runner.worker.max_run_time_sec", 120)
+        .set("runner.worker.idle_timeout_sec", idle_timeout_sec)
+        .set(
+            "runner.worker.extra_args",
+            ["-c", &provider, "-c", "model_provider=fake"],
+        )
+        .set("runner.worker.env.FAKE_OPENAI_KEY", MODEL_KEY)
 }
 
 /// Runs the task; HOME is the scratch directory, so no ~/.codex/auth.json of the
 /// machine is mounted.
-fn run(dir: &Scratch, yaml: &str) -> Outcome {
+fn run(dir: &Scratch, yaml: &TaskYaml) -> Outcome {
     Run::new(&["run"])
         .env("HOME", &dir.path)
-        .stdin(yaml)
+        .stdin(yaml.to_string())
         .output()
 }
 
@@ -246,7 +227,7 @@ fn as_a_non_root_user_real_codex_works_and_files_belong_to_that_user() {
     let out = user
         .run(&["run"])
         .env("HOME", &dir.path)
-        .stdin(yaml)
+        .stdin(yaml.to_string())
         .output();
     out.code(0).stderr_has("worker run 1/1: completed");
     let meta = std::fs::metadata(repo.join("hello.txt")).unwrap();
@@ -285,7 +266,7 @@ fn codex_reaches_its_model_only_through_the_egress_proxy_and_completes() {
     // The default allow list holds the model's host, from the provider's base_url.
     let validated = Run::new(&["validate"])
         .env("HOME", &dir.path)
-        .stdin(&yaml)
+        .stdin(yaml.to_string())
         .output();
     validated.code(0).stdout_has(&format!(
         "allow:\n    - api.openai.com\n    - {model_host}\n"
@@ -354,11 +335,13 @@ fn a_base_url_points_codex_at_its_model_and_is_all_the_allow_list_holds() {
     let key = "ck-base-url-0123456789";
     // codex's own provider, at runner.worker.base_url (its profile's `openai_base_url`),
     // logged in with CODEX_API_KEY.
-    let yaml = format!(
-        "version: 1\ntask:\n  id: {id}\n  repo: {}\n  prd:\n    text: Create hello.txt.\n  test:\n    command: grep -qx hello hello.txt\nrunner:\n  meta:\n    kind: scripted\n    script: {script}\n    max_loops: 1\n  worker:\n    docker_image: {SANDBOX_IMAGE}\n    model: some-model\n    base_url: {}\n    max_run_time_sec: 120\n",
-        repo.display(),
-        model.url
-    );
+    let yaml = TaskYaml::new(&id, &repo, "Create hello.txt.")
+        .test("grep -qx hello hello.txt")
+        .scripted(&script, 1)
+        .image(SANDBOX_IMAGE)
+        .set("runner.worker.model", "some-model")
+        .set("runner.worker.base_url", &model.url)
+        .set("runner.worker.max_run_time_sec", 120);
     let model_host = model
         .url
         .trim_start_matches("http://")
@@ -367,7 +350,7 @@ fn a_base_url_points_codex_at_its_model_and_is_all_the_allow_list_holds() {
     Run::new(&["validate"])
         .env("HOME", &dir.path)
         .env("CODEX_API_KEY", key)
-        .stdin(&yaml)
+        .stdin(yaml.to_string())
         .output()
         .code(0)
         .stdout_has(&format!(
@@ -376,7 +359,7 @@ fn a_base_url_points_codex_at_its_model_and_is_all_the_allow_list_holds() {
     let out = Run::new(&["run"])
         .env("HOME", &dir.path)
         .env("CODEX_API_KEY", key)
-        .stdin(&yaml)
+        .stdin(yaml.to_string())
         .output();
     out.code(0).stdout_has("COMPLETE");
     let requests = model.received();

@@ -10,6 +10,7 @@ pub mod pipeline;
 pub mod prerequisite;
 pub mod server;
 pub mod task;
+pub mod task_yaml;
 pub mod web;
 pub mod webdriver;
 
