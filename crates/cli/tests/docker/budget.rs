@@ -27,7 +27,7 @@ fn result(out: &support::Outcome) -> Value {
 }
 
 /// The task, its worker's model `w-model`.
-fn task(id: &str, dir: &Scratch, server: &FakeOpenAi) -> TaskYaml {
+fn usage_task(id: &str, dir: &Scratch, server: &FakeOpenAi) -> TaskYaml {
     v1_task(id, &dir.path, server).set("runner.worker.model", "w-model")
 }
 
@@ -41,7 +41,7 @@ fn totals_and_cost_are_exact_in_the_result_and_the_note() {
             .with_usage(2000, 0, 150),
         assess(&["AC-1"], "done").with_usage(3000, 1000, 50),
     ]);
-    let yaml = task(&id, &dir, &server)
+    let yaml = usage_task(&id, &dir, &server)
         .test("grep -qx ok out.txt")
         .set("runner.pricing", pricing())
         .set(
@@ -101,7 +101,9 @@ fn a_reply_without_usage_is_unreported_and_an_unpriced_model_leaves_the_cost_unk
         run_worker("@say: done").with_usage(10, 0, 5),
         assess(&["AC-1"], "done").with_usage(10, 0, 5),
     ]);
-    let out = runner(task(&id, &dir, &server)).arg("--json").output();
+    let out = runner(usage_task(&id, &dir, &server))
+        .arg("--json")
+        .output();
     out.code(0);
     let result = result(&out);
     assert_eq!(result["usage"]["meta"]["unreported"], 1);
@@ -158,9 +160,10 @@ fn max_tokens_reached_by_a_meta_call_stops_before_the_worker_runs() {
         run_worker("@run: echo ran > ran.txt\n@say: ran").with_usage(1000, 0, 100),
         assess(&["AC-1"], "never asked"),
     ]);
-    let out = runner(task(&id, &dir, &server).set("runner.budget", json!({"max_tokens": 2000})))
-        .arg("--json")
-        .output();
+    let out =
+        runner(usage_task(&id, &dir, &server).set("runner.budget", json!({"max_tokens": 2000})))
+            .arg("--json")
+            .output();
     assert_exhausted(
         &out,
         &dir,
@@ -186,7 +189,7 @@ fn max_tokens_reached_by_a_worker_run_stops_before_the_tests_and_meta() {
         assess(&["AC-1"], "never asked"),
     ]);
     let out = runner(
-        task(&id, &dir, &server)
+        usage_task(&id, &dir, &server)
             .test("touch tested.txt")
             .set("runner.budget", json!({"max_tokens": 5000})),
     )
@@ -217,7 +220,7 @@ fn max_cost_reached_by_an_assessment_stops_before_the_next_loop() {
         run_worker("@say: never").with_usage(1, 0, 1),
     ]);
     let out = runner(
-        task(&id, &dir, &server)
+        usage_task(&id, &dir, &server)
             .test("true")
             .set("runner.pricing", pricing())
             .set("runner.budget", json!({"max_cost_usd": 0.01})),
@@ -250,9 +253,10 @@ fn the_deadline_stops_a_sleeping_worker_inside_the_container() {
         assess(&["AC-1"], "never asked"),
     ]);
     let clock = Instant::now();
-    let out = runner(task(&id, &dir, &server).set("runner.budget", json!({"max_duration_sec": 4})))
-        .arg("--json")
-        .output();
+    let out =
+        runner(usage_task(&id, &dir, &server).set("runner.budget", json!({"max_duration_sec": 4})))
+            .arg("--json")
+            .output();
     let took = clock.elapsed();
     let result = assert_exhausted(
         &out,
@@ -280,9 +284,10 @@ fn the_deadline_cuts_a_meta_request_short() {
     let id = task_id("meta-deadline");
     let server = FakeOpenAi::start(vec![plan(&["AC-1"]).delayed(Duration::from_secs(20))]);
     let clock = Instant::now();
-    let out = runner(task(&id, &dir, &server).set("runner.budget", json!({"max_duration_sec": 2})))
-        .arg("--json")
-        .output();
+    let out =
+        runner(usage_task(&id, &dir, &server).set("runner.budget", json!({"max_duration_sec": 2})))
+            .arg("--json")
+            .output();
     let took = clock.elapsed();
     assert_exhausted(
         &out,
@@ -311,7 +316,7 @@ fn the_deadline_cuts_a_test_run_short() {
     ]);
     let clock = Instant::now();
     let out = runner(
-        task(&id, &dir, &server)
+        usage_task(&id, &dir, &server)
             .test("sleep 120")
             .set("runner.budget", json!({"max_duration_sec": 4})),
     )
@@ -411,7 +416,7 @@ fn loops_that_change_the_repository_are_progress() {
 fn validate_refuses_a_cost_limit_with_an_unpriced_model_and_names_it() {
     let dir = Scratch::new("validate-cost");
     let server = FakeOpenAi::start(vec![]);
-    let yaml = task("v", &dir, &server)
+    let yaml = usage_task("v", &dir, &server)
         .set("runner.budget", json!({"max_cost_usd": 2}))
         .set(
             "runner.pricing",
@@ -454,9 +459,10 @@ fn a_meta_that_keeps_answering_invalid_replies_is_stopped_by_the_budget_between_
     let invalid =
         || Answer::chat("type: plan_task\nacceptance_criteria: []\n").with_usage(3000, 0, 100);
     let server = FakeOpenAi::start(vec![invalid(), invalid(), invalid(), invalid()]);
-    let out = runner(task(&id, &dir, &server).set("runner.budget", json!({"max_tokens": 2000})))
-        .arg("--json")
-        .output();
+    let out =
+        runner(usage_task(&id, &dir, &server).set("runner.budget", json!({"max_tokens": 2000})))
+            .arg("--json")
+            .output();
     assert_exhausted(
         &out,
         &dir,

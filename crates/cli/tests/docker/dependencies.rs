@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::docker::containers_labelled;
-use support::pipeline::{Pipeline, commit, git, meta_script, read, task_id, try_git};
+use support::pipeline::{Pipeline, commit, git, meta_script, task_id, try_git};
 
 /// The worker: finds its task id from the clone's branch, lists what it sees into
 /// `<task>.seen`, takes a second (so that attempts overlap), writes `<task>.txt`.
@@ -17,19 +17,6 @@ const WORKER: &str = "@run: t=$(git -c safe.directory='*' symbolic-ref --short H
 
 /// A builder reply whose test fails for tasks with `-fails-` in their id.
 const BUILDER: &str = "- type: build_task_config\n  task:\n    instructions: Write your file.\n    test:\n      command: \"case $(git -c safe.directory='*' symbolic-ref --short HEAD) in *-fails-*) exit 1;; esac\"\n  runner:\n    meta: {model: gpt-4.1}\n    worker: {type: docker_codex_cli}\n";
-
-/// Creates task `id` depending on `deps`: `task new`, then an `update` line, as a
-/// plan writes one.
-fn task(p: &Pipeline, id: &str, deps: &[&str]) {
-    p.new_task(id, &format!("Task {id}"));
-    if deps.is_empty() {
-        return;
-    }
-    let update =
-        serde_json::json!({"type": "update", "at": "2026-01-01T00:00:00.000Z", "depends_on": deps});
-    let file = p.ws().join(format!("tasks/{id}.jsonl"));
-    std::fs::write(&file, format!("{}{update}\n", read(&file))).unwrap();
-}
 
 /// The only attempt of task `id`.
 fn attempt(p: &Pipeline, id: &str) -> Value {
@@ -68,9 +55,9 @@ fn a_dependent_starts_after_its_dependency_succeeded_and_builds_on_its_branch() 
     let p = Pipeline::new("deps-order", true);
     p.init(BUILDER, &meta_script(WORKER), "");
     let (a, b, c) = (task_id("dep-a"), task_id("dep-b"), task_id("dep-c"));
-    task(&p, &a, &[]);
-    task(&p, &b, &[&a]);
-    task(&p, &c, &[]);
+    p.new_task_after(&a, &[]);
+    p.new_task_after(&b, &[&a]);
+    p.new_task_after(&c, &[]);
     // B first in the queue: it must still wait for A.
     p.run_tasks(&[&b, &a, &c]);
     let out = p.orchestrate_once(&["--jobs", "2"]).output();
@@ -119,9 +106,9 @@ fn a_failed_dependency_fails_its_dependent_without_running_it() {
     let p = Pipeline::new("deps-failed", true);
     p.init(BUILDER, &meta_script(WORKER), "");
     let (a, b, c) = (task_id("dep-fails-a"), task_id("dep-b"), task_id("dep-c"));
-    task(&p, &a, &[]);
-    task(&p, &b, &[&a]);
-    task(&p, &c, &[]);
+    p.new_task_after(&a, &[]);
+    p.new_task_after(&b, &[&a]);
+    p.new_task_after(&c, &[]);
     let jobs = p.run_tasks(&[&a, &b, &c]);
     let out = p.orchestrate_once(&["--jobs", "2"]).output();
     out.code(1);
@@ -151,9 +138,9 @@ fn a_merge_conflict_between_dependencies_is_a_failed_attempt() {
     let worker = "@run: t=$(git -c safe.directory='*' symbolic-ref --short HEAD); echo \"$t\" > shared.txt\n@say: wrote shared.txt";
     p.init(BUILDER, &meta_script(worker), "");
     let (a, b, c) = (task_id("dep-a"), task_id("dep-b"), task_id("dep-c"));
-    task(&p, &a, &[]);
-    task(&p, &c, &[]);
-    task(&p, &b, &[&a, &c]);
+    p.new_task_after(&a, &[]);
+    p.new_task_after(&c, &[]);
+    p.new_task_after(&b, &[&a, &c]);
     let jobs = p.run_tasks(&[&a, &c, &b]);
     p.orchestrate_once(&["--jobs", "2"]).output().code(1);
     assert_eq!(attempt(&p, &a)["status"], "succeeded");
@@ -187,9 +174,9 @@ fn a_dependency_cycle_is_refused_not_waited_on() {
     let p = Pipeline::new("deps-cycle", false);
     p.init(BUILDER, &meta_script("@say: never"), "");
     let (x, y, z) = (task_id("cyc-x"), task_id("cyc-y"), task_id("cyc-z"));
-    task(&p, &x, &[&y]);
-    task(&p, &y, &[&x]);
-    task(&p, &z, &[&x]);
+    p.new_task_after(&x, &[&y]);
+    p.new_task_after(&y, &[&x]);
+    p.new_task_after(&z, &[&x]);
     p.run_tasks(&[&z, &x, &y]);
     assert_eq!(p.show(&x)["status"], "BLOCKED");
     // A hang on the cycle fails at the deadline.
@@ -217,8 +204,8 @@ fn once_says_which_jobs_it_leaves_waiting_and_why() {
     let p = Pipeline::new("deps-waiting", false);
     p.init(BUILDER, &meta_script("@say: never"), "");
     let (a, b) = (task_id("wait-a"), task_id("wait-b"));
-    task(&p, &a, &[]);
-    task(&p, &b, &[&a]);
+    p.new_task_after(&a, &[]);
+    p.new_task_after(&b, &[&a]);
     let job = p.run_tasks(&[&b]).remove(0);
     p.orchestrate_once(&[]).output().code(0).stderr_has(&format!(
         "job {job}: task {b} stays queued: its dependency {a} is PENDING (no job: enqueue it with `agent-runner task run`)"
@@ -242,8 +229,8 @@ fn a_dependency_s_files_reach_no_driver_of_the_user_s_git_config_on_the_host() {
     let worker = "@run: echo '* filter=spy' > .gitattributes && t=$(git -c safe.directory='*' symbolic-ref --short HEAD) && echo x > \"${t#agent-runner/}.txt\"\n@say: wrote my file";
     p.init(BUILDER, &meta_script(worker), "isolation: clone\n");
     let (a, b) = (task_id("drv-a"), task_id("drv-b"));
-    task(&p, &a, &[]);
-    task(&p, &b, &[&a]);
+    p.new_task_after(&a, &[]);
+    p.new_task_after(&b, &[&a]);
     p.run_tasks(&[&a, &b]);
     p.orchestrate_once(&[])
         .env("GIT_CONFIG_GLOBAL", &config)
@@ -279,9 +266,9 @@ fn a_dependency_s_symlink_does_not_lead_the_merge_of_the_next_one_out_of_the_clo
     );
     p.init(BUILDER, &meta_script(&worker), "isolation: clone\n");
     let (a, b, c) = (task_id("lnk-a"), task_id("dir-b"), task_id("both-c"));
-    task(&p, &a, &[]);
-    task(&p, &b, &[]);
-    task(&p, &c, &[&a, &b]);
+    p.new_task_after(&a, &[]);
+    p.new_task_after(&b, &[]);
+    p.new_task_after(&c, &[&a, &b]);
     p.run_tasks(&[&a, &b, &c]);
     p.orchestrate_once(&[]).output().code(1);
     assert_eq!(attempt(&p, &a)["status"], "succeeded");
@@ -383,8 +370,8 @@ fn a_dependency_s_committed_agent_runner_links_do_not_stop_its_dependents() {
     let worker = "@run: t=$(git -c safe.directory='*' symbolic-ref --short HEAD); G=\"git -c safe.directory=* -c user.name=w -c user.email=w@localhost\"; case $t in */plant-*) l=$(printf /etc | git -c safe.directory='*' hash-object -w --stdin) && $G update-index --add --cacheinfo 120000,$l,.agent-runner/logs && $G commit -qm 'a folder of links' && $G rm -q -r --cached .agent-runner && $G update-index --add --cacheinfo 120000,$l,.agent-runner && $G commit -qm 'a link' ;; esac; echo \"$t\" > \"${t#agent-runner/}.txt\"\n@say: wrote my file";
     p.init(BUILDER, &meta_script(worker), "isolation: clone\n");
     let (a, b) = (task_id("plant-a"), task_id("dep-b"));
-    task(&p, &a, &[]);
-    task(&p, &b, &[&a]);
+    p.new_task_after(&a, &[]);
+    p.new_task_after(&b, &[&a]);
     p.run_tasks(&[&a, &b]);
     p.orchestrate_once(&[]).output().code(0);
     for id in [&a, &b] {
@@ -450,7 +437,7 @@ fn a_start_that_tracks_an_agent_runner_link_still_runs_and_keeps_it() {
     commit(&p.root, "a link");
     p.init(BUILDER, &meta_script(WORKER), "isolation: clone\n");
     let a = task_id("head-a");
-    task(&p, &a, &[]);
+    p.new_task_after(&a, &[]);
     p.run_tasks(&[&a]);
     p.orchestrate_once(&[]).output().code(0);
     assert_eq!(attempt(&p, &a)["status"], "succeeded");

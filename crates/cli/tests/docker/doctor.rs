@@ -15,7 +15,7 @@ const META_KEY: &str = "sk-doctor-meta-key-0123456789";
 /// A v1 task naming `image` and the Meta endpoint `base_url`.
 /// The repository is a directory below the scratch directory, which is HOME: a task
 /// may not name HOME itself.
-fn task(dir: &Scratch, image: &str, base_url: &str) -> TaskYaml {
+fn doctor_task(dir: &Scratch, image: &str, base_url: &str) -> TaskYaml {
     let repo = dir.path.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
     TaskYaml::new("", &repo, "anything")
@@ -88,7 +88,7 @@ fn a_healthy_setup_passes_every_check_and_sends_no_key() {
     let meta = FakeOpenAi::start(vec![]);
     let out = doctor(
         &dir,
-        &task(&dir, TEST_IMAGE, &meta.url),
+        &doctor_task(&dir, TEST_IMAGE, &meta.url),
         Some("codex-key-for-doctor"),
     );
     out.code(0).stdout_has("all 9 checks passed");
@@ -144,7 +144,7 @@ fn an_unreachable_daemon_fails_and_skips_what_needs_it() {
             "DOCKER_HOST",
             "unix:///nonexistent/agent-runner-docker.sock",
         )
-        .stdin(task(&dir, TEST_IMAGE, &meta.url).to_string())
+        .stdin(doctor_task(&dir, TEST_IMAGE, &meta.url).to_string())
         .output();
     out.code(1).stdout_has("1 of 9 checks failed");
     let skip = "skip";
@@ -170,7 +170,11 @@ fn a_missing_image_fails_with_how_to_build_it() {
     let dir = Scratch::new("doctor-noimage");
     let meta = FakeOpenAi::start(vec![]);
     let image = format!("agent-runner-test-worker:missing-{}", support::short_id());
-    let out = doctor(&dir, &task(&dir, &image, &meta.url), Some("codex-key"));
+    let out = doctor(
+        &dir,
+        &doctor_task(&dir, &image, &meta.url),
+        Some("codex-key"),
+    );
     out.code(1);
     let needs = "skip";
     assert_eq!(
@@ -194,7 +198,11 @@ fn an_image_without_codex_fails_the_codex_check() {
     let dir = Scratch::new("doctor-nocodex");
     let meta = FakeOpenAi::start(vec![]);
     let image = "agent-runner-test-worker:nocodex";
-    let out = doctor(&dir, &task(&dir, image, &meta.url), Some("codex-key"));
+    let out = doctor(
+        &dir,
+        &doctor_task(&dir, image, &meta.url),
+        Some("codex-key"),
+    );
     out.code(1);
     assert_eq!(
         statuses(&out),
@@ -208,7 +216,11 @@ fn an_image_without_git_fails_the_git_check() {
     let dir = Scratch::new("doctor-nogit");
     let meta = FakeOpenAi::start(vec![]);
     let image = "agent-runner-test-worker:nogit";
-    let out = doctor(&dir, &task(&dir, image, &meta.url), Some("codex-key"));
+    let out = doctor(
+        &dir,
+        &doctor_task(&dir, image, &meta.url),
+        Some("codex-key"),
+    );
     out.code(1);
     assert_eq!(
         statuses(&out),
@@ -220,7 +232,7 @@ fn an_image_without_git_fails_the_git_check() {
 fn codex_auth_comes_from_auth_json_or_a_key() {
     let dir = Scratch::new("doctor-auth");
     let meta = FakeOpenAi::start(vec![]);
-    let yaml = task(&dir, TEST_IMAGE, &meta.url);
+    let yaml = doctor_task(&dir, TEST_IMAGE, &meta.url);
     let out = doctor(&dir, &yaml, None);
     out.code(1);
     assert_eq!(
@@ -230,8 +242,8 @@ fn codex_auth_comes_from_auth_json_or_a_key() {
     assert!(line(&out, "codex auth").contains("(fix: run `codex login`"));
 
     // A key the task gives the worker counts too.
-    let with_env =
-        task(&dir, TEST_IMAGE, &meta.url).set("runner.worker.env.CODEX_API_KEY", "task-codex-key");
+    let with_env = doctor_task(&dir, TEST_IMAGE, &meta.url)
+        .set("runner.worker.env.CODEX_API_KEY", "task-codex-key");
     let out = doctor(&dir, &with_env, None);
     out.code(0);
     assert!(line(&out, "codex auth").contains("runner.worker.env sets CODEX_API_KEY"));
@@ -253,7 +265,11 @@ fn an_unreachable_meta_endpoint_fails() {
         .unwrap()
         .port();
     let url = format!("http://127.0.0.1:{port}/v1");
-    let out = doctor(&dir, &task(&dir, TEST_IMAGE, &url), Some("codex-key"));
+    let out = doctor(
+        &dir,
+        &doctor_task(&dir, TEST_IMAGE, &url),
+        Some("codex-key"),
+    );
     out.code(1);
     assert_eq!(
         statuses(&out),
@@ -274,7 +290,7 @@ fn as_a_non_root_user_files_belong_to_that_user() {
         .run(&["doctor"])
         .env("HOME", &dir.path)
         .env("CODEX_API_KEY", "codex-key")
-        .stdin(task(&dir, TEST_IMAGE, &meta.url).to_string())
+        .stdin(doctor_task(&dir, TEST_IMAGE, &meta.url).to_string())
         .output();
     out.code(0);
     assert!(
@@ -301,7 +317,11 @@ fn a_codex_of_another_version_fails_the_version_check() {
         .stdin(dockerfile)
         .output()
         .code(0);
-    let out = doctor(&dir, &task(&dir, &image, &meta.url), Some("codex-key"));
+    let out = doctor(
+        &dir,
+        &doctor_task(&dir, &image, &meta.url),
+        Some("codex-key"),
+    );
     support::docker::docker(&["rmi", &image]);
     out.code(1);
     assert_eq!(
@@ -325,7 +345,7 @@ fn sigterm_stops_a_slow_check_at_once() {
     let running = Run::new(&["doctor"])
         .env("HOME", &dir.path)
         .env("CODEX_API_KEY", "codex-key")
-        .stdin(task(&dir, TEST_IMAGE, &meta.url).to_string())
+        .stdin(doctor_task(&dir, TEST_IMAGE, &meta.url).to_string())
         .start();
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while meta.received().is_empty() {
@@ -350,7 +370,7 @@ fn with_the_default_network_the_egress_bridge_is_checked_in_the_image() {
     let meta = FakeOpenAi::start(vec![]);
     let tmp = dir.path.join("t");
     std::fs::create_dir(&tmp).unwrap();
-    let yaml = task(&dir, TEST_IMAGE, &meta.url).remove("runner.worker.network");
+    let yaml = doctor_task(&dir, TEST_IMAGE, &meta.url).remove("runner.worker.network");
     let out = Run::new(&["doctor"])
         .env("HOME", &dir.path)
         .env("TMPDIR", &tmp)

@@ -37,7 +37,7 @@ fn meta_script(dir: &Scratch) -> PathBuf {
 
 /// A task whose test is `sh net.sh` (the script in the repository), in `image`
 /// (the network stays the default).
-fn task(id: &str, repo: &Path, script: &Path, image: &str) -> TaskYaml {
+fn net_task(id: &str, repo: &Path, script: &Path, image: &str) -> TaskYaml {
     TaskYaml::new(id, repo, "Reach the network.")
         .test("sh net.sh")
         .set("task.test.timeout_sec", 120)
@@ -130,7 +130,7 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
         ),
     );
     let id = task_id("basic");
-    let yaml = task(&id, &s.repo, &s.script, TEST_IMAGE).set("runner.worker.allow", [&a]);
+    let yaml = net_task(&id, &s.repo, &s.script, TEST_IMAGE).set("runner.worker.allow", [&a]);
     let out = run(&yaml, &s.tmp);
     out.code(0)
         .stderr_has(&format!("egress denied: {d} (an IP address not listed in runner.worker.allow); to allow it, add `{d}` to runner.worker.allow"));
@@ -279,7 +279,7 @@ fn a_listed_name_that_resolves_to_loopback_is_refused_unless_its_address_is_list
         ),
     );
     let id = task_id("loopback");
-    let yaml = task(&id, &s.repo, &s.script, TEST_IMAGE)
+    let yaml = net_task(&id, &s.repo, &s.script, TEST_IMAGE)
         .set("runner.worker.allow", [format!("localhost:{port}")]);
     run(&yaml, &s.tmp).code(0).stderr_has(&format!(
         "egress denied: localhost:{port} (resolves to a loopback address"
@@ -301,7 +301,7 @@ fn a_listed_name_that_resolves_to_loopback_is_refused_unless_its_address_is_list
 
     // Listing the addresses themselves lets the name through.
     let id = task_id("loopback-listed");
-    let yaml = task(&id, &s.repo, &s.script, TEST_IMAGE).set(
+    let yaml = net_task(&id, &s.repo, &s.script, TEST_IMAGE).set(
         "runner.worker.allow",
         [
             format!("localhost:{port}"),
@@ -333,8 +333,8 @@ fn a_flood_of_denied_connections_leaves_small_logs_and_exact_counts() {
     );
     let total = 4 * per_loop;
     let id = task_id("flood");
-    let yaml =
-        task(&id, &s.repo, &s.script, TEST_IMAGE).set("runner.worker.allow", Vec::<String>::new());
+    let yaml = net_task(&id, &s.repo, &s.script, TEST_IMAGE)
+        .set("runner.worker.allow", Vec::<String>::new());
     let out = run(&yaml, &s.tmp);
     out.code(0);
     assert_eq!(denied.connections(), 0);
@@ -395,7 +395,7 @@ fn sixty_five_connections_at_once_are_bounded_to_sixty_four() {
         ),
     );
     let id = task_id("bounded");
-    let yaml = task(&id, &s.repo, &s.script, TEST_IMAGE).set("runner.worker.allow", [&h]);
+    let yaml = net_task(&id, &s.repo, &s.script, TEST_IMAGE).set("runner.worker.allow", [&h]);
     let out = run(&yaml, &s.tmp);
     let logs = s.repo.join(format!(".agent-runner/logs/{id}"));
     assert_eq!(
@@ -458,7 +458,7 @@ fn after_sigkill_the_proxy_directory_goes_and_nothing_listens() {
         "- type: plan_task\n  acceptance_criteria:\n    - id: AC-1\n      description: x\n\
          - type: next_action\n  decision: {action: run_worker, reason: go}\n  worker_call: {worker_type: codex-cli, mode: exec, prompt: \"@sleep: 120\"}\n",
     );
-    let yaml = task(&id, &s.repo, &script, TEST_IMAGE);
+    let yaml = net_task(&id, &s.repo, &script, TEST_IMAGE);
     let mut running = Run::new(&["run"])
         .env("TMPDIR", &s.tmp)
         .env("HOME", &s.tmp)
@@ -578,7 +578,7 @@ fn an_image_with_no_shell_tools_still_gets_its_proxy() {
     );
     std::fs::copy(host_busybox(), s.repo.join("busybox")).unwrap();
     let id = task_id("notools");
-    let yaml = task(&id, &s.repo, &s.script, &image).set("runner.worker.allow", [&a]);
+    let yaml = net_task(&id, &s.repo, &s.script, &image).set("runner.worker.allow", [&a]);
     run(&yaml, &s.tmp).code(0);
     assert_eq!(read(&s.repo.join("notools.out")), "hello from allowed");
     assert_eq!(allowed.connections(), 1);
@@ -598,7 +598,7 @@ fn the_bridge_prepares_codex_home_with_the_host_s_auth_json() {
          - type: next_action\n  decision: {action: run_worker, reason: go}\n  worker_call: {worker_type: codex-cli, mode: exec, prompt: \"@run: cat \\\"${CODEX_HOME:-$HOME/.codex}/auth.json\\\" > seen-auth.txt\\n@say: looked\"}\n\
          - type: completion_assessment\n  summary: ok\n  details: {passed_criteria: [AC-1], remaining_risks: []}\n",
     );
-    let yaml = task(&id, &s.repo, &script, TEST_IMAGE);
+    let yaml = net_task(&id, &s.repo, &script, TEST_IMAGE);
     // HOME (where auth.json is found) is the temp directory.
     run(&yaml, &s.tmp)
         .code(0)

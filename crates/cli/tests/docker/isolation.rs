@@ -21,18 +21,6 @@ use support::pipeline::{
 /// The worker: writes `<task>.txt`, named after its clone's branch.
 const WORKER: &str = "@run: t=$(git -c safe.directory='*' symbolic-ref --short HEAD); echo \"$t\" > \"${t#agent-runner/}.txt\"\n@say: wrote my file";
 
-/// Creates task `id` depending on `deps` (an `update` line, as a plan writes one).
-fn task(p: &Pipeline, id: &str, deps: &[&str]) {
-    p.new_task(id, &format!("Task {id}"));
-    if deps.is_empty() {
-        return;
-    }
-    let update =
-        serde_json::json!({"type": "update", "at": "2026-01-01T00:00:00.000Z", "depends_on": deps});
-    let file = p.ws().join(format!("tasks/{id}.jsonl"));
-    std::fs::write(&file, format!("{}{update}\n", read(&file))).unwrap();
-}
-
 /// The only attempt of task `id`.
 fn attempt(p: &Pipeline, id: &str) -> Value {
     let attempts = p.attempts(id);
@@ -140,9 +128,9 @@ fn nothing_in_root_dir_s_git_config_hooks_or_info_runs_on_the_host() {
     let p = Pipeline::new("iso-config", true);
     p.init(BUILDER_REPLY, &meta_script(WORKER), "isolation: clone\n");
     let (a, b, c) = (task_id("cfg-a"), task_id("cfg-b"), task_id("cfg-c"));
-    task(&p, &a, &[]);
-    task(&p, &b, &[&a]);
-    task(&p, &c, &[]);
+    p.new_task_after(&a, &[]);
+    p.new_task_after(&b, &[&a]);
+    p.new_task_after(&c, &[]);
     p.run_tasks(&[&a, &b, &c]);
     let marker = p.scratch.join("pwned");
     let original = plant(&p.root, &p.scratch.path, &marker);
@@ -204,7 +192,7 @@ fn a_clone_holds_only_its_base_and_dependencies_not_other_branches_the_stash_or_
     );
     p.init(BUILDER_REPLY, &meta_script(&worker), "isolation: clone\n");
     let id = task_id("iso-minimal");
-    task(&p, &id, &[]);
+    p.new_task_after(&id, &[]);
     p.run_tasks(&[&id]);
     p.orchestrate_once(&[]).output().code(0);
     let branch = format!("agent-runner/{id}");
@@ -220,7 +208,7 @@ fn a_fifo_in_root_dir_s_object_store_fails_the_attempt_at_once() {
     let p = Pipeline::new("iso-fifo", true);
     p.init(BUILDER_REPLY, &meta_script(WORKER), "isolation: clone\n");
     let id = task_id("iso-fifo");
-    task(&p, &id, &[]);
+    p.new_task_after(&id, &[]);
     p.run_tasks(&[&id]);
     let dir = p.root.join(".git/objects/ab");
     std::fs::create_dir_all(&dir).unwrap();
@@ -261,7 +249,7 @@ fn a_branch_checked_out_in_a_worktree_is_named_in_the_error_and_not_moved() {
         "isolation: clone\n",
     );
     let id = task_id("iso-worktree");
-    task(&p, &id, &[]);
+    p.new_task_after(&id, &[]);
     let job = p.run_tasks(&[&id]).remove(0);
     let orchestrator = p.orchestrate_once(&[]).start();
     let log = p
@@ -311,7 +299,7 @@ fn an_orchestrator_killed_while_bringing_a_branch_back_leaves_no_branch_and_noth
         "isolation: clone\n",
     );
     let id = task_id("iso-kill9");
-    task(&p, &id, &[]);
+    p.new_task_after(&id, &[]);
     let job = p.run_tasks(&[&id]).remove(0);
     let mut orchestrator = p.in_ws(&["orchestrate"], &[]).start();
     let pid = orchestrator.id();

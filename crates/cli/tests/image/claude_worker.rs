@@ -30,9 +30,8 @@ fn meta_script(dir: &Scratch, prompt: &str) -> String {
 }
 
 /// A task in `repo` whose worker is claude in `image`, its model API at `url`.
-fn task(id: &str, repo: &Path, script: &str, image: &str, url: &str) -> TaskYaml {
-    TaskYaml::new(id, repo, "Create hello.txt containing the word hello.")
-        .test("grep -qx hello hello.txt")
+fn claude_task(id: &str, repo: &Path, script: &str, image: &str, url: &str) -> TaskYaml {
+    TaskYaml::hello(id, repo)
         .scripted(script, 1)
         .set("runner.worker.kind", "claude-code-cli")
         .image(image)
@@ -72,8 +71,8 @@ fn claude_runs_a_bash_command_and_the_task_completes() {
         Reply::Text("Created hello.txt.".into()),
     ]);
     let script = meta_script(&dir, "Create hello.txt saying hello.");
-    let yaml =
-        task(&id, &repo, &script, SANDBOX_IMAGE, &model.url).set("runner.worker.network", "host");
+    let yaml = claude_task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
+        .set("runner.worker.network", "host");
     let out = Run::new(&["run", "--json"])
         .env("HOME", dir.join("home"))
         .env("ANTHROPIC_API_KEY", KEY)
@@ -189,7 +188,7 @@ fn with_a_login_file_claude_reaches_its_model_only_through_the_egress_proxy() {
     );
     let script = meta_script(&dir, "Create hello.txt saying hello.");
     // The default network: allowlist, with the default allow list.
-    let yaml = task(&id, &repo, &script, SANDBOX_IMAGE, &model.url);
+    let yaml = claude_task(&id, &repo, &script, SANDBOX_IMAGE, &model.url);
     let validate = Run::new(&["validate"])
         .env("HOME", dir.join("home"))
         .stdin(yaml.to_string())
@@ -250,7 +249,7 @@ fn server_errors_end_the_run_failed_with_claude_s_message() {
     // One retry instead of ten (about three minutes).
     let out = run(
         &dir,
-        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
+        &claude_task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
             .set("runner.worker.network", "host")
             .set("runner.worker.env.CLAUDE_CODE_MAX_RETRIES", "1"),
         &[("ANTHROPIC_API_KEY", KEY)],
@@ -282,7 +281,7 @@ fn a_stalled_stream_is_stopped_by_the_idle_timeout_inside_the_container() {
     let script = meta_script(&dir, "Create hello.txt saying hello.");
     let out = run(
         &dir,
-        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
+        &claude_task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
             .set("runner.worker.network", "host")
             .set("runner.worker.idle_timeout_sec", 4),
         &[("ANTHROPIC_API_KEY", KEY)],
@@ -307,7 +306,7 @@ fn a_claude_run_is_stopped_at_the_tasks_deadline() {
     // Its own limits are far off; the task's deadline (SPEC §15) is not.
     let out = run(
         &dir,
-        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
+        &claude_task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
             .set("runner.worker.network", "host")
             .set("runner.worker.idle_timeout_sec", 100)
             .set("runner.budget.max_duration_sec", 6),
@@ -333,7 +332,7 @@ fn an_error_result_fails_the_run_although_claude_s_subtype_is_no_failure() {
     let script = meta_script(&dir, "Keep going.");
     let out = run(
         &dir,
-        &task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
+        &claude_task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
             .set("runner.worker.network", "host")
             .set("runner.worker.extra_args", ["--max-turns", "1"]),
         &[("ANTHROPIC_API_KEY", KEY)],
@@ -352,7 +351,7 @@ fn an_image_without_claude_fails_the_task_at_once_naming_it() {
     let repo = repo(&dir);
     let id = task_id("missing");
     let script = meta_script(&dir, "Create hello.txt saying hello.");
-    let yaml = task(&id, &repo, &script, TEST_IMAGE, "http://127.0.0.1:9")
+    let yaml = claude_task(&id, &repo, &script, TEST_IMAGE, "http://127.0.0.1:9")
         .set("runner.worker.network", "none");
     let out = run(&dir, &yaml, &[("ANTHROPIC_API_KEY", KEY)]);
     out.code(1).stdout_has("FAILED").stderr_has(&format!(

@@ -37,10 +37,9 @@ fn home(dir: &Scratch) -> std::path::PathBuf {
 }
 
 /// A task whose Meta is codex-cli in the real image, its model the fake `model`.
-fn task(id: &str, repo: &Path, model: &FakeResponses, timeout_sec: u32) -> TaskYaml {
+fn codex_meta_task(id: &str, repo: &Path, model: &FakeResponses, timeout_sec: u32) -> TaskYaml {
     let provider = model.provider("fake", "FAKE_OPENAI_KEY", 0);
-    TaskYaml::new(id, repo, "Create hello.txt containing the word hello.")
-        .test("grep -qx hello hello.txt")
+    TaskYaml::hello(id, repo)
         .set("runner.meta.kind", "codex-cli")
         .set("runner.meta.docker_image", SANDBOX_IMAGE)
         .set("runner.meta.model", "some-model")
@@ -100,7 +99,7 @@ fn codex_as_meta_drives_a_whole_task_without_an_openai_key() {
     );
     let yaml = format!(
         "{}  pricing:\n    some-model: {{input: 1, cached_input: 0.5, output: 2}}\n",
-        task(&id, &repo, &model, 120)
+        codex_meta_task(&id, &repo, &model, 120)
     );
     let out = Run::new(&["run", "--json"])
         .env("HOME", home(&dir))
@@ -234,7 +233,7 @@ fn a_meta_call_past_its_timeout_is_stopped_and_fails_the_task() {
     std::fs::create_dir_all(&repo).unwrap();
     let id = task_id("stall");
     let model = FakeResponses::start_on("127.0.0.2", vec![Reply::Stall]);
-    let out = run(&dir, &task(&id, &repo, &model, 4));
+    let out = run(&dir, &codex_meta_task(&id, &repo, &model, 4));
     out.code(1)
         .stdout_has("FAILED")
         .stderr_has("meta plan_task failed")
@@ -254,7 +253,7 @@ fn a_meta_call_is_stopped_at_the_tasks_deadline() {
     // The call's own limit (60 s) is longer than the task's (5 s): the task's wins.
     let yaml = format!(
         "{}  budget: {{max_duration_sec: 5}}\n",
-        task(&id, &repo, &model, 60)
+        codex_meta_task(&id, &repo, &model, 60)
     );
     let out = Run::new(&["run", "--json"])
         .env("HOME", home(&dir))

@@ -30,7 +30,7 @@ fn meta_script(dir: &Scratch, prompt: &str, passed: &[&str]) -> String {
 
 /// A task in `repo` whose worker is the real codex in `image`, pointed at `model`,
 /// with `network: host`.
-fn task(
+fn codex_task(
     id: &str,
     repo: &Path,
     script: &str,
@@ -38,11 +38,12 @@ fn task(
     model: &FakeResponses,
     idle_timeout_sec: u32,
 ) -> TaskYaml {
-    task_on(id, repo, script, image, model, idle_timeout_sec).set("runner.worker.network", "host")
+    codex_task_on(id, repo, script, image, model, idle_timeout_sec)
+        .set("runner.worker.network", "host")
 }
 
 /// The same task with the default network (allowlist: the egress proxy).
-fn task_on(
+fn codex_task_on(
     id: &str,
     repo: &Path,
     script: &str,
@@ -51,8 +52,7 @@ fn task_on(
     idle_timeout_sec: u32,
 ) -> TaskYaml {
     let provider = model.provider("fake", "FAKE_OPENAI_KEY", 1);
-    TaskYaml::new(id, repo, "Create hello.txt containing the word hello.")
-        .test("grep -qx hello hello.txt")
+    TaskYaml::hello(id, repo)
         .scripted(script, 1)
         .image(image)
         .set("runner.worker.model", "some-model")
@@ -99,7 +99,7 @@ fn codex_runs_the_shell_command_the_model_asks_for_and_the_task_completes() {
         Reply::Message("Created hello.txt.".into()),
     ]);
     let script = meta_script(&dir, "Create hello.txt saying hello.", &["AC-1"]);
-    let out = run(&dir, &task(&id, &repo, &script, image, &model, 60));
+    let out = run(&dir, &codex_task(&id, &repo, &script, image, &model, 60));
     out.code(0)
         .stdout_has("COMPLETE")
         .stderr_has("worker run 1/1: completed");
@@ -165,7 +165,7 @@ fn model_errors_exhaust_codex_retries_and_the_run_fails() {
     let id = task_id("500");
     let model = FakeResponses::start(vec![Reply::Status(500)]);
     let script = meta_script(&dir, "Create hello.txt saying hello.", &[]);
-    let out = run(&dir, &task(&id, &repo, &script, image, &model, 60));
+    let out = run(&dir, &codex_task(&id, &repo, &script, image, &model, 60));
     out.code(1)
         .stderr_has("worker run 1/1: failed")
         .stdout_has("max_loops reached");
@@ -191,7 +191,7 @@ fn a_stalled_model_stream_is_stopped_inside_the_container() {
     let id = task_id("stall");
     let model = FakeResponses::start(vec![Reply::Stall]);
     let script = meta_script(&dir, "Create hello.txt saying hello.", &[]);
-    let out = run(&dir, &task(&id, &repo, &script, image, &model, 3));
+    let out = run(&dir, &codex_task(&id, &repo, &script, image, &model, 3));
     out.code(1)
         .stderr_has("worker run 1/1: stalled")
         // codex itself was stopped, not only the `docker exec` client.
@@ -221,7 +221,7 @@ fn as_a_non_root_user_real_codex_works_and_files_belong_to_that_user() {
         Reply::Message("Created hello.txt.".into()),
     ]);
     let script = meta_script(&dir, "Create hello.txt saying hello.", &["AC-1"]);
-    let yaml = task(&id, &repo, &script, image, &model, 60);
+    let yaml = codex_task(&id, &repo, &script, image, &model, 60);
     let uid = 4244;
     let user = support::OtherUser::new(uid, &dir.path);
     let out = user
@@ -262,7 +262,7 @@ fn codex_reaches_its_model_only_through_the_egress_proxy_and_completes() {
         .trim_start_matches("http://")
         .trim_end_matches("/v1")
         .to_string();
-    let yaml = task_on(&id, &repo, &script, image, &model, 60);
+    let yaml = codex_task_on(&id, &repo, &script, image, &model, 60);
     // The default allow list holds the model's host, from the provider's base_url.
     let validated = Run::new(&["validate"])
         .env("HOME", &dir.path)
@@ -416,7 +416,7 @@ fn a_codex_config_the_worker_writes_does_not_steer_the_next_run() {
         assess("AC-1")
     );
     let script = dir.file("meta-script.yaml", script).display().to_string();
-    let yaml = task(&id, &repo, &script, SANDBOX_IMAGE, &model, 60)
+    let yaml = codex_task(&id, &repo, &script, SANDBOX_IMAGE, &model, 60)
         .set("runner.meta.max_loops", 2)
         .test("true");
     run_and_check(&dir, &yaml, &model);

@@ -26,6 +26,13 @@ impl TaskYaml {
             .set("task.prd.text", prd)
     }
 
+    /// Task `id` in `repo` asking for hello.txt saying hello, and testing it: the task
+    /// the real agents are given.
+    pub fn hello(id: &str, repo: &Path) -> TaskYaml {
+        TaskYaml::new(id, repo, "Create hello.txt containing the word hello.")
+            .test("grep -qx hello hello.txt")
+    }
+
     /// Sets `path` (keys joined by dots) to `value`, adding the mappings on the way.
     pub fn set(mut self, path: &str, value: impl Serialize) -> TaskYaml {
         let value = serde_norway::to_value(value).unwrap();
