@@ -1,6 +1,6 @@
-//! What answers a conversation: the OpenAI Chat Completions API or a script of
-//! replies. A backend retries its own transport faults; what it returns is a reply
-//! text, or an error after giving up.
+//! What answers a conversation: an HTTP API (`http`), a script of replies, or
+//! codex in the sandbox. A backend retries its own transport faults; what it
+//! returns is a reply text, or an error after giving up.
 
 use serde::Serialize;
 
@@ -40,17 +40,13 @@ pub struct ReplyFormat {
 
 /// Something that answers a conversation with a reply text.
 pub trait ChatBackend {
-    fn complete(&mut self, messages: &[ChatMessage]) -> Result<Completion, BackendError>;
-
-    /// `complete`, for a backend that can hold the model to the reply's schema
-    /// (the codex-cli provider); others ignore it.
-    fn complete_for(
+    /// The reply to `messages`, of the type and schema `reply` says (a backend
+    /// that can hold the model to the schema does; others ignore it).
+    fn complete(
         &mut self,
         messages: &[ChatMessage],
-        _reply: &ReplyFormat,
-    ) -> Result<Completion, BackendError> {
-        self.complete(messages)
-    }
+        reply: &ReplyFormat,
+    ) -> Result<Completion, BackendError>;
 
     /// The stop request this backend gives up on; a reply's parse gives up on it too.
     fn interrupt(&self) -> Interrupt {

@@ -179,14 +179,7 @@ impl Drop for CodexCli {
 }
 
 impl ChatBackend for CodexCli {
-    fn complete(&mut self, _messages: &[ChatMessage]) -> Result<Completion, BackendError> {
-        Err(BackendError {
-            error: MetaError::Failed("the codex-cli provider needs the reply's schema".into()),
-            attempts: 0,
-        })
-    }
-
-    fn complete_for(
+    fn complete(
         &mut self,
         messages: &[ChatMessage],
         reply: &ReplyFormat,
@@ -318,7 +311,7 @@ mod tests {
             kind: "plan_task",
             schema: crate::messages::plan_task(),
         };
-        let error = chat.complete_for(&[], &format).unwrap_err();
+        let error = chat.complete(&[], &format).unwrap_err();
         assert_eq!(
             error.error,
             MetaError::Failed("the request took longer than its 15 min".into())

@@ -82,7 +82,7 @@ pub fn ask_within<T: Reply, U>(
     };
     let mut problem = String::new();
     for round in 0..=MAX_REASKS {
-        let completion = match backend.complete_for(&messages, &format) {
+        let completion = match backend.complete(&messages, &format) {
             Ok(completion) => completion,
             Err(e) => {
                 call.attempts += e.attempts;

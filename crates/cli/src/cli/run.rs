@@ -11,7 +11,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::task_lock::TaskLock;
 use agent_runner_meta::codex_cli::CodexCli;
-use agent_runner_meta::openai::OpenAiChat;
+use agent_runner_meta::openai_chat::OpenAiChat;
 use agent_runner_meta::scripted::Scripted;
 use agent_runner_run::context::{CriteriaVersion, TaskContext, TaskState};
 use agent_runner_run::note;
@@ -82,7 +82,7 @@ pub(crate) fn run(
     let system_prompt = task.meta.system_prompt.clone();
     match &task.meta.backend {
         MetaBackend::OpenAiChat { base_url, api_key } => {
-            let chat = OpenAiChat::new(
+            let chat = OpenAiChat::backend(
                 base_url,
                 &task.meta.model,
                 task.meta.temperature,

@@ -14,7 +14,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_meta::ChatBackend;
 use agent_runner_meta::codex_cli::CodexCli;
-use agent_runner_meta::openai::OpenAiChat;
+use agent_runner_meta::openai_chat::OpenAiChat;
 use agent_runner_sandbox::task::{DEFAULT_META_MODEL, Host, MetaBackend};
 
 use crate::store::defaults::Defaults;
@@ -119,7 +119,7 @@ pub(crate) fn backend(
     let MetaBackend::OpenAiChat { base_url, api_key } = &task.meta.backend else {
         return Err("runner.meta is not an OpenAI-compatible backend".into());
     };
-    let chat = OpenAiChat::new(
+    let chat = OpenAiChat::backend(
         base_url,
         &model,
         task.meta.temperature,
