@@ -59,3 +59,21 @@ pub trait ChatBackend {
         None
     }
 }
+
+impl<B: ChatBackend + ?Sized> ChatBackend for Box<B> {
+    fn complete(
+        &mut self,
+        messages: &[ChatMessage],
+        reply: &ReplyFormat,
+    ) -> Result<Completion, BackendError> {
+        (**self).complete(messages, reply)
+    }
+
+    fn interrupt(&self) -> Interrupt {
+        (**self).interrupt()
+    }
+
+    fn model(&self) -> Option<&str> {
+        (**self).model()
+    }
+}

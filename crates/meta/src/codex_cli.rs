@@ -23,7 +23,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::usage::Tokens;
 use agent_runner_sandbox::agent::RunOutcome;
-use agent_runner_sandbox::task::{MetaBackend, Task};
+use agent_runner_sandbox::task::{MetaBackend, MetaSettings, WorkerSettings};
 use agent_runner_sandbox::worker::SandboxError;
 use agent_runner_sandbox::worker::scratch::{AskError, Scratch, ScratchConfig};
 
@@ -48,26 +48,30 @@ pub struct CodexCli {
 }
 
 impl CodexCli {
-    /// Meta's codex for `task`, whose Meta must be `kind: codex-cli` (None
-    /// otherwise), working in `dir` (removed afterwards when `remove_after`), its
-    /// run logs in `logs` (default: in `dir`).
-    pub fn for_task(
-        task: &Task,
+    /// Meta's codex with `meta` (which must be `kind: codex-cli`: None otherwise)
+    /// beside `worker`, its container named after `task_id`, working in `dir`
+    /// (removed afterwards when `remove_after`), its run logs in `logs` (default: in
+    /// `dir`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        meta: &MetaSettings,
+        worker: &WorkerSettings,
+        task_id: &str,
         dir: PathBuf,
         remove_after: bool,
         logs: Option<Dir>,
         redactor: Redactor,
         interrupt: Interrupt,
     ) -> Option<CodexCli> {
-        let MetaBackend::CodexCli(codex) = &task.meta.backend else {
+        let MetaBackend::CodexCli(codex) = &meta.backend else {
             return None;
         };
         let config = ScratchConfig {
-            task_id: task.id.clone(),
+            task_id: task_id.to_string(),
             dir,
             remove_after,
             logs,
-            worker: codex.worker_settings(&task.worker, task.meta.timeout),
+            worker: codex.worker_settings(worker, meta.timeout),
             login: codex.login.clone(),
             redactor,
             interrupt,
@@ -76,7 +80,7 @@ impl CodexCli {
             model: config.worker.model.clone(),
             config: Some(config),
             scratch: None,
-            per_call: task.meta.timeout,
+            per_call: meta.timeout,
             deadline: None,
             task_deadline: Deadline::none(),
             interrupt,
@@ -297,8 +301,10 @@ mod tests {
             "runner:\n  meta: {kind: codex-cli}\n  worker: {docker_image: 'no-such-image:0'}\n",
         );
         let dir = std::env::temp_dir().join(format!("ar-codex-cli-{}", uuid::Uuid::new_v4()));
-        let mut chat = CodexCli::for_task(
-            &task,
+        let mut chat = CodexCli::new(
+            &task.meta,
+            &task.worker,
+            &task.id,
             dir.clone(),
             true,
             None,

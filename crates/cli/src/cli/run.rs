@@ -10,9 +10,7 @@ use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::task_lock::TaskLock;
-use agent_runner_meta::codex_cli::CodexCli;
-use agent_runner_meta::openai_chat::OpenAiChat;
-use agent_runner_meta::scripted::Scripted;
+use agent_runner_meta::{CodexScratch, Opening};
 use agent_runner_run::context::{CriteriaVersion, TaskContext, TaskState};
 use agent_runner_run::note;
 use agent_runner_run::result::RunResult;
@@ -63,10 +61,7 @@ pub(crate) fn run(
                 &redactor,
             );
         }
-        task.meta.model = model.clone();
-        if let MetaBackend::CodexCli(codex) = &mut task.meta.backend {
-            codex.model = Some(model.clone());
-        }
+        task.meta.set_model(model);
         if let Some(problem) =
             agent_runner_sandbox::task::unpriced(&task.bounds, &task.meta, &task.worker)
         {
@@ -78,50 +73,34 @@ pub(crate) fn run(
         Ok(prepared) => prepared,
         Err(e) => return not_run(&task.id, &e, &redactor, json, clock.elapsed()),
     };
-    let deadline = prepared.deadline;
     let system_prompt = task.meta.system_prompt.clone();
-    match &task.meta.backend {
-        MetaBackend::OpenAiChat { base_url, api_key } => {
-            let chat = OpenAiChat::backend(
-                base_url,
-                &task.meta.model,
-                task.meta.temperature,
-                api_key.value.clone(),
-                task.meta.timeout,
-            )
-            .interruptible(interrupt)
-            .until(deadline)
-            .masking(redactor.clone());
-            let meta = MetaAgent::new(chat, system_prompt, redactor.clone());
+    // Meta's codex: a scratch directory of its own, outside the repository; its
+    // runs' logs beside the worker's.
+    let scratch = CodexScratch {
+        dir: std::env::temp_dir().join(format!(
+            "agent-runner-meta-{}-{}",
+            task.id,
+            uuid::Uuid::new_v4().simple()
+        )),
+        remove_after: true,
+        logs: prepared.logs.subdir("meta").ok(),
+        within: None,
+    };
+    let backend = agent_runner_meta::open(Opening {
+        meta: &task.meta,
+        worker: &task.worker,
+        task_id: &task.id,
+        redactor: redactor.clone(),
+        interrupt,
+        deadline: prepared.deadline,
+        scratch,
+    });
+    match backend {
+        Ok(backend) => {
+            let meta = MetaAgent::new(backend, system_prompt, redactor.clone());
             execute(task, meta, auth, redactor, json, prepared, interrupt)
         }
-        MetaBackend::Scripted { script } => match Scripted::load(script) {
-            Ok(scripted) => {
-                let meta = MetaAgent::new(scripted, system_prompt, redactor.clone());
-                execute(task, meta, auth, redactor, json, prepared, interrupt)
-            }
-            Err(e) => invalid(&InputError::new("runner.meta.script", e).into(), &redactor),
-        },
-        MetaBackend::CodexCli(_) => {
-            // A scratch directory of its own, outside the repository; its runs' logs
-            // beside the worker's.
-            let dir = std::env::temp_dir().join(format!(
-                "agent-runner-meta-{}-{}",
-                task.id,
-                uuid::Uuid::new_v4().simple()
-            ));
-            let logs = prepared.logs.subdir("meta").ok();
-            let Some(chat) =
-                CodexCli::for_task(&task, dir, true, logs, redactor.clone(), interrupt)
-            else {
-                return invalid(
-                    &InputError::new("runner.meta.kind", "not codex-cli").into(),
-                    &redactor,
-                );
-            };
-            let meta = MetaAgent::new(chat.until(deadline), system_prompt, redactor.clone());
-            execute(task, meta, auth, redactor, json, prepared, interrupt)
-        }
+        Err(e) => invalid(&InputError::new(e.field, e.message).into(), &redactor),
     }
 }
 

@@ -23,6 +23,7 @@ mod locate;
 mod paths;
 mod raw;
 mod resolved;
+mod runner_section;
 mod schema;
 mod settings;
 mod structure;
@@ -40,6 +41,7 @@ pub use fields::{MAX_SECONDS, is_one_line};
 pub use host::{Host, Var};
 pub use input_error::{Category, InputError, InputErrors};
 pub use resolved::resolved_yaml;
+pub use runner_section::{RunnerSettings, runner_settings};
 pub use schema::{builder_fields, builder_may_write, task_config_schema};
 
 use crate::agent::Kind;
@@ -155,6 +157,17 @@ pub struct MetaSettings {
     /// How often Meta may re-plan the criteria in a run (0: never).
     pub max_replans: u32,
     pub timeout: Duration,
+}
+
+impl MetaSettings {
+    /// Meta's model replaced by `model` (`--meta-model`, `builder.model`): codex's
+    /// `-m` with `kind: codex-cli`.
+    pub fn set_model(&mut self, model: &str) {
+        self.model = model.to_string();
+        if let MetaBackend::CodexCli(codex) = &mut self.backend {
+            codex.model = Some(model.to_string());
+        }
+    }
 }
 
 /// Where Meta's replies come from.
@@ -281,39 +294,7 @@ impl Task {
     /// Every secret value of this task (API key, `env:` values, logins, credentials
     /// in URLs, literal ones included), for masking.
     pub fn secrets(&self) -> Vec<Secret> {
-        let mut out = self.login.secrets();
-        let mut env: Vec<&WorkerEnv> = self.worker.env.iter().collect();
-        match &self.meta.backend {
-            MetaBackend::OpenAiChat { api_key, base_url } => {
-                out.push(api_key.value.clone());
-                out.extend(agent_runner_core::secret::in_url(base_url));
-            }
-            MetaBackend::Scripted { .. } => {}
-            MetaBackend::CodexCli(codex) => {
-                out.extend(codex.login.secrets());
-                out.extend(
-                    codex
-                        .base_url
-                        .iter()
-                        .flat_map(|u| agent_runner_core::secret::in_url(u)),
-                );
-                env.extend(codex.env.iter().flatten());
-            }
-        }
-        if let Some(url) = &self.worker.base_url {
-            out.extend(agent_runner_core::secret::in_url(url));
-        }
-        for env in env {
-            match &env.value {
-                EnvValue::FromHost { value, .. } => out.push(value.clone()),
-                // `ANTHROPIC_BASE_URL: https://user:pw@gw/` given as a literal.
-                EnvValue::Literal(value) if value.contains("://") => {
-                    out.extend(agent_runner_core::secret::in_url(value));
-                }
-                EnvValue::Literal(_) => {}
-            }
-        }
-        out
+        secrets_of(&self.meta, &self.worker, &self.login)
     }
 
     /// File name of the Task Note in `.agent-runner/`.
@@ -329,6 +310,48 @@ impl Task {
     }
 }
 
+/// Every secret value of these settings (API key, `env:` values, logins,
+/// credentials in URLs, literal ones included), for masking.
+pub(crate) fn secrets_of(
+    meta: &MetaSettings,
+    worker: &WorkerSettings,
+    login: &Login,
+) -> Vec<Secret> {
+    let mut out = login.secrets();
+    let mut env: Vec<&WorkerEnv> = worker.env.iter().collect();
+    match &meta.backend {
+        MetaBackend::OpenAiChat { api_key, base_url } => {
+            out.push(api_key.value.clone());
+            out.extend(agent_runner_core::secret::in_url(base_url));
+        }
+        MetaBackend::Scripted { .. } => {}
+        MetaBackend::CodexCli(codex) => {
+            out.extend(codex.login.secrets());
+            out.extend(
+                codex
+                    .base_url
+                    .iter()
+                    .flat_map(|u| agent_runner_core::secret::in_url(u)),
+            );
+            env.extend(codex.env.iter().flatten());
+        }
+    }
+    if let Some(url) = &worker.base_url {
+        out.extend(agent_runner_core::secret::in_url(url));
+    }
+    for env in env {
+        match &env.value {
+            EnvValue::FromHost { value, .. } => out.push(value.clone()),
+            // `ANTHROPIC_BASE_URL: https://user:pw@gw/` given as a literal.
+            EnvValue::Literal(value) if value.contains("://") => {
+                out.extend(agent_runner_core::secret::in_url(value));
+            }
+            EnvValue::Literal(_) => {}
+        }
+    }
+    out
+}
+
 /// Parses and validates a Task YAML document, reporting every problem it finds:
 /// unknown keys, then wrong types, then wrong values, then problems of the host
 /// (unset variables, missing files). A syntax error is reported alone.
@@ -339,7 +362,7 @@ pub fn parse(text: &str, host: &Host) -> Result<Task, InputErrors> {
         .raw
         .and_then(|raw| build::task(raw, host, &mut problems));
     if let Some(task) = &task {
-        for problem in argv::check(task) {
+        for problem in argv::check(&task.meta, &task.worker, task.secrets()) {
             problems.push(problem);
         }
     }
