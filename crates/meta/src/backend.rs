@@ -22,6 +22,21 @@ pub struct Completion {
     pub(crate) text: String,
     pub(crate) attempts: u32,
     pub(crate) usage: Option<Tokens>,
+    /// What the backend itself found wrong with the reply (not the tool call it
+    /// was to make): the conversation asks again, as for a reply that does not
+    /// parse.
+    pub(crate) problem: Option<String>,
+}
+
+/// How a backend holds a model to a reply's type, which says how to ask again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// A YAML text, as the system prompt shows (the seed's protocol).
+    Yaml,
+    /// A JSON object the API holds to the reply's JSON Schema.
+    Schema,
+    /// The input of a tool call whose schema is the reply's.
+    Tool,
 }
 
 /// A backend that gave up (after its own retries).
@@ -48,6 +63,11 @@ pub trait ChatBackend {
         reply: &ReplyFormat,
     ) -> Result<Completion, BackendError>;
 
+    /// How this backend holds the model to a reply's type.
+    fn form(&self) -> Form {
+        Form::Yaml
+    }
+
     /// The stop request this backend gives up on; a reply's parse gives up on it too.
     fn interrupt(&self) -> Interrupt {
         Interrupt::never()
@@ -67,6 +87,10 @@ impl<B: ChatBackend + ?Sized> ChatBackend for Box<B> {
         reply: &ReplyFormat,
     ) -> Result<Completion, BackendError> {
         (**self).complete(messages, reply)
+    }
+
+    fn form(&self) -> Form {
+        (**self).form()
     }
 
     fn interrupt(&self) -> Interrupt {

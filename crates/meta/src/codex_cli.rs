@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::{BackendError, ChatBackend, ChatMessage, Completion, MetaError, ReplyFormat};
+use super::{BackendError, ChatBackend, ChatMessage, Completion, Form, MetaError, ReplyFormat};
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
@@ -190,12 +190,17 @@ impl ChatBackend for CodexCli {
     ) -> Result<Completion, BackendError> {
         match self.ask(&prompt(messages, reply.kind), reply) {
             Ok((text, usage)) => Ok(Completion {
-                text: without_nulls(&text),
+                text: super::reply::without_nulls(&text),
                 attempts: 1,
                 usage,
+                problem: None,
             }),
             Err(error) => Err(BackendError { error, attempts: 1 }),
         }
+    }
+
+    fn form(&self) -> Form {
+        Form::Schema
     }
 
     fn interrupt(&self) -> Interrupt {
@@ -234,30 +239,6 @@ pub(crate) fn prompt(messages: &[ChatMessage], kind: &str) -> String {
         }
     }
     out
-}
-
-/// A JSON reply without its null members (strict mode's way of leaving a field
-/// out); anything else as it is.
-fn without_nulls(text: &str) -> String {
-    let body = super::reply::strip_fence(text);
-    match serde_json::from_str::<serde_json::Value>(body) {
-        Ok(mut value) => {
-            drop_nulls(&mut value);
-            value.to_string()
-        }
-        Err(_) => text.to_string(),
-    }
-}
-
-fn drop_nulls(value: &mut serde_json::Value) {
-    match value {
-        serde_json::Value::Object(map) => {
-            map.retain(|_, v| !v.is_null());
-            map.values_mut().for_each(drop_nulls);
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(drop_nulls),
-        _ => {}
-    }
 }
 
 #[cfg(test)]
@@ -325,16 +306,5 @@ mod tests {
         assert!(chat.scratch.is_none(), "no sandbox was started");
         drop(chat);
         assert!(!dir.exists());
-    }
-
-    #[test]
-    fn nulls_are_left_out_and_other_text_kept() {
-        assert_eq!(
-            without_nulls(
-                r#"{"type":"next_action","worker_call":null,"d":{"a":null,"b":[1,null]}}"#
-            ),
-            r#"{"d":{"b":[1,null]},"type":"next_action"}"#
-        );
-        assert_eq!(without_nulls("type: x\n"), "type: x\n");
     }
 }

@@ -12,6 +12,7 @@
 //! as a `MetaCall` (`call`). `messages` holds the JSON Schemas of the runner's three
 //! replies.
 
+pub mod anthropic_messages;
 pub(crate) mod backend;
 pub(crate) mod call;
 pub mod codex_cli;
@@ -20,12 +21,13 @@ pub mod http;
 pub mod messages;
 pub mod open;
 pub mod openai_chat;
+pub mod openai_responses;
 pub mod reply;
 pub mod schema;
 pub mod scripted;
 pub(crate) mod transport;
 
-pub use backend::{BackendError, ChatBackend, ChatMessage, Completion, ReplyFormat};
+pub use backend::{BackendError, ChatBackend, ChatMessage, Completion, Form, ReplyFormat};
 pub use call::{MetaCall, MetaError, MetaOutcome, usage_line};
 pub use http::HttpMeta;
 pub use open::{CodexScratch, OpenError, Opening, open};

@@ -6,14 +6,19 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::ChatBackend;
+use super::anthropic_messages::{ANTHROPIC_VERSION, AnthropicMessages};
 use super::codex_cli::CodexCli;
+use super::http::{HttpMeta, WireFormat};
 use super::openai_chat::OpenAiChat;
+use super::openai_responses::OpenAiResponses;
 use super::scripted::Scripted;
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::secret::Redactor;
-use agent_runner_sandbox::task::{MetaBackend, MetaSettings, WorkerSettings};
+use agent_runner_core::secret::{Redactor, Secret};
+use agent_runner_sandbox::task::{
+    EffortLevel, MetaApi, MetaBackend, MetaSettings, Wire, WorkerSettings,
+};
 
 /// What a backend is opened with besides its settings.
 pub struct Opening<'a> {
@@ -49,22 +54,88 @@ pub struct OpenError {
     pub message: String,
 }
 
+/// The request headers of `api`: its key in the kind's header (a bearer token;
+/// Anthropic's `x-api-key` with its version), then `runner.meta.headers`.
+fn headers(api: &MetaApi) -> Vec<(String, Secret)> {
+    let mut out = Vec::new();
+    if let Some(key) = &api.api_key {
+        let value = match api.wire {
+            Wire::AnthropicMessages => key.value.clone(),
+            _ => Secret::new(format!("Bearer {}", key.value.expose())),
+        };
+        out.push((api.wire.auth_header().to_string(), value));
+    }
+    if api.wire == Wire::AnthropicMessages {
+        out.push((
+            "anthropic-version".into(),
+            Secret::new(ANTHROPIC_VERSION.into()),
+        ));
+    }
+    out.extend(api.headers.iter().map(|h| (h.name.clone(), h.value())));
+    out
+}
+
+fn http<W: WireFormat + 'static>(
+    format: W,
+    api: &MetaApi,
+    meta: &MetaSettings,
+    headers: Vec<(String, Secret)>,
+    opening: Opening,
+) -> Box<dyn ChatBackend> {
+    Box::new(
+        HttpMeta::new(format, &api.base_url, &meta.model, headers, meta.timeout)
+            .interruptible(opening.interrupt)
+            .until(opening.deadline)
+            .masking(opening.redactor),
+    )
+}
+
 /// The backend `opening.meta` names.
 pub fn open(opening: Opening) -> Result<Box<dyn ChatBackend>, OpenError> {
     let meta = opening.meta;
     match &meta.backend {
-        MetaBackend::OpenAiChat { base_url, api_key } => Ok(Box::new(
-            OpenAiChat::backend(
-                base_url,
-                &meta.model,
-                meta.temperature,
-                api_key.value.clone(),
-                meta.timeout,
-            )
-            .interruptible(opening.interrupt)
-            .until(opening.deadline)
-            .masking(opening.redactor),
-        )),
+        MetaBackend::Api(api) => {
+            let effort = meta.reasoning_effort.as_ref().map(|e| e.level);
+            let model = meta.model.clone();
+            let temperature = meta.temperature;
+            let headers = headers(api);
+            Ok(match api.wire {
+                Wire::OpenAiResponses => http(
+                    OpenAiResponses {
+                        model,
+                        temperature,
+                        reasoning_effort: effort.map(EffortLevel::as_str),
+                    },
+                    api,
+                    meta,
+                    headers,
+                    opening,
+                ),
+                Wire::OpenAiChat => http(
+                    OpenAiChat {
+                        model,
+                        temperature,
+                        reasoning_effort: effort.map(EffortLevel::as_str),
+                        structured: api.structured,
+                    },
+                    api,
+                    meta,
+                    headers,
+                    opening,
+                ),
+                Wire::AnthropicMessages => http(
+                    AnthropicMessages {
+                        model,
+                        temperature,
+                        thinking_budget: effort.and_then(EffortLevel::thinking_budget),
+                    },
+                    api,
+                    meta,
+                    headers,
+                    opening,
+                ),
+            })
+        }
         MetaBackend::Scripted { script } => match Scripted::load(script) {
             Ok(scripted) => Ok(Box::new(scripted)),
             Err(message) => Err(OpenError {

@@ -1,24 +1,30 @@
-//! `runner.meta.kind: openai-chat`, the OpenAI Chat Completions API (SPEC §5.1):
-//! `POST {base_url}/chat/completions` with `[system, user, ...]` messages, the reply
-//! a YAML text (the seed's protocol; the lingua franca of compatible servers). The
-//! bearer key and the retries are the transport's.
+//! `runner.meta.kind: openai-chat`, the OpenAI Chat Completions API (SPEC §5.1,
+//! §20): `POST {base_url}/chat/completions` with `[system, user, ...]` messages, the
+//! reply a YAML text (the seed's protocol; the lingua franca of compatible
+//! servers), or with `runner.meta.structured: true` a JSON object held to the
+//! reply's schema (`response_format: json_schema`, strict). `reasoning_effort` as
+//! given. The key, the retries and what every API shares are `http`'s.
 
 use serde_json::json;
 
-use super::http::{HttpMeta, Reading, WireFormat};
-use super::{ChatMessage, ReplyFormat};
+use super::http::{End, HttpMeta, Reading, WireFormat, schema_note};
+use super::{ChatMessage, Form, ReplyFormat};
 use agent_runner_core::secret::{Redactor, Secret};
 use agent_runner_core::usage::Tokens;
 
 /// The Chat Completions request and response.
 pub struct OpenAiChat {
-    model: String,
-    temperature: Option<f64>,
+    pub(crate) model: String,
+    pub(crate) temperature: Option<f64>,
+    /// `reasoning_effort`: `low`, `high`, ...
+    pub(crate) reasoning_effort: Option<&'static str>,
+    /// Replies held to their schema (`response_format`).
+    pub(crate) structured: bool,
 }
 
 impl OpenAiChat {
-    /// The backend at `base_url` (without `/chat/completions`) for `model`, the key
-    /// sent as a bearer token; `timeout` bounds each request.
+    /// The backend at `base_url` (without `/chat/completions`) for `model`, YAML
+    /// replies, the key sent as a bearer token; `timeout` bounds each request.
     pub fn backend(
         base_url: &str,
         model: &str,
@@ -29,6 +35,8 @@ impl OpenAiChat {
         let format = OpenAiChat {
             model: model.to_string(),
             temperature,
+            reasoning_effort: None,
+            structured: false,
         };
         let auth = Secret::new(format!("Bearer {}", key.expose()));
         HttpMeta::new(
@@ -50,10 +58,33 @@ impl WireFormat for OpenAiChat {
         endpoint(base_url, "/chat/completions")
     }
 
-    fn body(&self, messages: &[ChatMessage], _reply: &ReplyFormat) -> serde_json::Value {
+    fn form(&self) -> Form {
+        if self.structured {
+            Form::Schema
+        } else {
+            Form::Yaml
+        }
+    }
+
+    fn body(&self, messages: &[ChatMessage], reply: &ReplyFormat) -> serde_json::Value {
+        let mut messages = messages.to_vec();
+        if self.structured
+            && let Some(system) = messages.iter_mut().find(|m| m.role == "system")
+        {
+            system.content.push_str(&schema_note(reply.kind));
+        }
         let mut body = json!({ "model": self.model, "messages": messages });
         if let Some(t) = self.temperature {
             body["temperature"] = json!(t);
+        }
+        if let Some(effort) = self.reasoning_effort {
+            body["reasoning_effort"] = json!(effort);
+        }
+        if self.structured {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {"name": reply.kind, "schema": reply.schema, "strict": true},
+            });
         }
         body
     }
@@ -65,6 +96,10 @@ impl WireFormat for OpenAiChat {
         redactor: &Redactor,
     ) -> Result<Reading, String> {
         content(body, redactor)
+    }
+
+    fn unserved_fix(&self) -> &'static str {
+        "set runner.meta.kind: openai-responses (OpenAI serves some models, the codex ones among them, only there), or name another model"
     }
 }
 
@@ -78,9 +113,10 @@ pub(crate) fn endpoint(base_url: &str, path: &str) -> String {
     format!("{}{path}{query}", base.trim_end_matches('/'))
 }
 
-/// `choices[0].message.content` and the `usage`; an absent or null content is an
-/// empty reply (which then fails the reply checks and is asked again). A body that
-/// is not a completion (a proxy's page, a cut-off JSON document) is the problem text.
+/// `choices[0].message.content` (or its `refusal`) and the `usage`; an absent or
+/// null content is an empty reply (which then fails the reply checks and is asked
+/// again). A body that is not a completion (a proxy's page, a cut-off JSON
+/// document) is the problem text.
 fn content(body: &str, redactor: &Redactor) -> Result<Reading, String> {
     let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
         format!(
@@ -91,29 +127,36 @@ fn content(body: &str, redactor: &Redactor) -> Result<Reading, String> {
     let choice = value["choices"]
         .get(0)
         .ok_or("the response has no choices")?;
-    let text = choice["message"]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let message = &choice["message"];
+    let text = message["content"].as_str().unwrap_or_default().to_string();
+    let end = match message["refusal"].as_str() {
+        Some(refusal) => End::Refused(refusal.to_string()),
+        None => End::Complete,
+    };
     Ok(Reading {
         text,
         usage: usage(&value["usage"]),
+        end,
     })
 }
 
-/// The Chat Completions `usage` object: `prompt_tokens`, `completion_tokens` and
-/// `prompt_tokens_details.cached_tokens` (0 when a server gives no details). None
-/// when there is no usage or its counts are not numbers: never guessed.
+/// The Chat Completions `usage` object: `prompt_tokens`, `completion_tokens`,
+/// `prompt_tokens_details.cached_tokens` and
+/// `completion_tokens_details.reasoning_tokens` (0 when a server gives no
+/// details). None when there is no usage or its counts are not numbers.
 fn usage(value: &serde_json::Value) -> Option<Tokens> {
     let input_tokens = value["prompt_tokens"].as_u64()?;
     let output_tokens = value["completion_tokens"].as_u64()?;
-    let cached_input_tokens = value["prompt_tokens_details"]["cached_tokens"]
-        .as_u64()
-        .unwrap_or(0);
     Some(Tokens {
         input_tokens,
-        cached_input_tokens,
+        cached_input_tokens: value["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0),
         output_tokens,
+        reasoning_tokens: value["completion_tokens_details"]["reasoning_tokens"]
+            .as_u64()
+            .unwrap_or(0),
+        ..Tokens::default()
     })
 }
 
@@ -128,21 +171,39 @@ mod tests {
         }
     }
 
+    fn chat(structured: bool) -> OpenAiChat {
+        OpenAiChat {
+            model: "m".into(),
+            temperature: None,
+            reasoning_effort: None,
+            structured,
+        }
+    }
+
     #[test]
-    fn content_reads_the_first_choice() {
+    fn content_reads_the_first_choice_or_its_refusal() {
         let none = Redactor::default();
-        let text = |body: &str| content(body, &none).map(|r| r.text);
+        let read = |body: &str| content(body, &none).map(|r| (r.text, r.end));
         assert_eq!(
-            text(r#"{"choices":[{"message":{"content":"type: x"}}]}"#),
-            Ok("type: x".into())
+            read(r#"{"choices":[{"message":{"content":"type: x"}}]}"#),
+            Ok(("type: x".into(), End::Complete))
         );
         assert_eq!(
-            text(r#"{"choices":[{"message":{"content":null}}]}"#),
-            Ok(String::new())
+            read(r#"{"choices":[{"message":{"content":null}}]}"#),
+            Ok((String::new(), End::Complete))
         );
-        assert!(text(r#"{"choices":[]}"#).is_err());
+        assert_eq!(
+            read(
+                r#"{"choices":[{"message":{"content":null,"refusal":"I can't help with that."}}]}"#
+            ),
+            Ok((
+                String::new(),
+                End::Refused("I can't help with that.".into())
+            ))
+        );
+        assert!(read(r#"{"choices":[]}"#).is_err());
         assert!(
-            text("nope")
+            read("nope")
                 .unwrap_err()
                 .starts_with("the response is not JSON")
         );
@@ -153,11 +214,14 @@ mod tests {
         let read = |v: serde_json::Value| usage(&v);
         assert_eq!(
             read(json!({"prompt_tokens": 1000, "completion_tokens": 50,
-                        "prompt_tokens_details": {"cached_tokens": 200}})),
+                        "prompt_tokens_details": {"cached_tokens": 200},
+                        "completion_tokens_details": {"reasoning_tokens": 30}})),
             Some(Tokens {
                 input_tokens: 1000,
                 cached_input_tokens: 200,
-                output_tokens: 50
+                output_tokens: 50,
+                reasoning_tokens: 30,
+                ..Tokens::default()
             })
         );
         assert_eq!(
@@ -189,31 +253,41 @@ mod tests {
     }
 
     #[test]
-    fn temperature_is_sent_only_when_set() {
-        let messages = [ChatMessage {
-            role: "user",
-            content: "hi".into(),
-        }];
-        let chat = OpenAiChat::backend(
-            "http://127.0.0.1:1/v1/",
-            "m",
-            None,
-            Secret::new("k".into()),
-            std::time::Duration::from_secs(1),
-        );
-        assert_eq!(chat.url(), "http://127.0.0.1:1/v1/chat/completions");
-        let format = OpenAiChat {
-            model: "m".into(),
-            temperature: None,
-        };
+    fn options_are_sent_only_when_set() {
+        let messages = [
+            ChatMessage {
+                role: "system",
+                content: "Plan.".into(),
+            },
+            ChatMessage {
+                role: "user",
+                content: "hi".into(),
+            },
+        ];
         assert_eq!(
-            format.body(&messages, &reply()),
-            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+            chat(false).body(&messages, &reply()),
+            json!({"model": "m", "messages": [{"role": "system", "content": "Plan."}, {"role": "user", "content": "hi"}]})
         );
-        let format = OpenAiChat {
-            model: "m".into(),
+        let tuned = OpenAiChat {
             temperature: Some(0.2),
+            reasoning_effort: Some("low"),
+            ..chat(false)
         };
-        assert_eq!(format.body(&messages, &reply())["temperature"], json!(0.2));
+        let body = tuned.body(&messages, &reply());
+        assert_eq!(
+            (&body["temperature"], &body["reasoning_effort"]),
+            (&json!(0.2), &json!("low"))
+        );
+        let body = chat(true).body(&messages, &reply());
+        assert_eq!(
+            body["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "plan_task", "schema": reply().schema, "strict": true}})
+        );
+        assert!(
+            body["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("Plan.\n\nThe API holds your reply to the JSON Schema of plan_task")
+        );
     }
 }

@@ -65,6 +65,7 @@ impl ChatBackend for Scripted {
                 text,
                 attempts: 1,
                 usage: Some(Default::default()),
+                problem: None,
             }),
             None => Err(BackendError {
                 error: MetaError::Failed(format!(

@@ -151,8 +151,17 @@ fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         inline(&task.repo.display().to_string())
     )?;
     let meta = match &task.meta.backend {
-        MetaBackend::OpenAiChat { base_url, .. } => {
-            format!("openai-chat, model {} at {base_url}", task.meta.model)
+        MetaBackend::Api(api) => {
+            let effort = match &task.meta.reasoning_effort {
+                Some(effort) => format!(", reasoning effort {}", effort.level.as_str()),
+                None => String::new(),
+            };
+            format!(
+                "{}, model {}{effort} at {}",
+                api.wire.as_str(),
+                task.meta.model,
+                api.base_url
+            )
         }
         MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
         MetaBackend::CodexCli(_) => {
@@ -819,6 +828,7 @@ mod tests {
                 input_tokens: 10,
                 cached_input_tokens: 4,
                 output_tokens: 3,
+                ..Default::default()
             }),
             reported_cost_usd: Some(0.25),
         };
@@ -832,6 +842,7 @@ mod tests {
                 agent_runner_core::usage::Price {
                     input: 1e6,
                     cached_input: 1e6,
+                    cache_write: 1e6,
                     output: 1e6,
                 },
             )]

@@ -61,7 +61,9 @@ pub(crate) fn run(
                 &redactor,
             );
         }
-        task.meta.set_model(model);
+        if let Err(e) = task.meta.set_model(model) {
+            return invalid(&InputError::new("--meta-model", e).into(), &redactor);
+        }
         if let Some(problem) =
             agent_runner_sandbox::task::unpriced(&task.bounds, &task.meta, &task.worker)
         {
@@ -181,7 +183,7 @@ fn execute(
         }
     };
     let meta_name = match &task.meta.backend {
-        MetaBackend::OpenAiChat { .. } => task.meta.model.clone(),
+        MetaBackend::Api(api) => format!("{} ({})", api.wire.as_str(), task.meta.model),
         MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
         MetaBackend::CodexCli(_) => format!("codex-cli ({})", task.meta.model),
     };

@@ -70,7 +70,10 @@ pub(crate) fn meta_settings(
     )
     .map_err(|e| e.with_hints())?;
     if let Some(model) = model {
-        settings.meta.set_model(&model);
+        settings
+            .meta
+            .set_model(&model)
+            .map_err(|e| format!("builder.model: {e}"))?;
     }
     Ok(settings)
 }

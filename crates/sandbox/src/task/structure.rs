@@ -212,6 +212,13 @@ impl Walk<'_, '_> {
                     None
                 }
             },
+            Kind::Boolean => match value {
+                Value::Bool(_) => Some(value.clone()),
+                _ => {
+                    self.type_error("true or false", value);
+                    None
+                }
+            },
             Kind::Size => match value {
                 Value::String(_) => Some(value.clone()),
                 _ if value.as_u64().is_some() => Some(value.clone()),
