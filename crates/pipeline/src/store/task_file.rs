@@ -714,7 +714,10 @@ pub(crate) mod tests {
 
     #[test]
     fn a_file_without_a_task_line_first_is_no_task() {
-        let bytes = file(&[Line::Attempt(Box::new(attempt("j-1", AttemptStatus::Failed)))]);
+        let bytes = file(&[Line::Attempt(Box::new(attempt(
+            "j-1",
+            AttemptStatus::Failed,
+        )))]);
         assert!(fold("x", &bytes, Depth::Full, &Commits::none()).is_none());
         assert!(fold("x", b"", Depth::Latest, &Commits::none()).is_none());
     }

@@ -221,7 +221,10 @@ mod tests {
             .unwrap();
         assert!(
             store
-                .append("t-2", &Line::Attempt(Box::new(attempt("j-1", AttemptStatus::Failed))))
+                .append(
+                    "t-2",
+                    &Line::Attempt(Box::new(attempt("j-1", AttemptStatus::Failed)))
+                )
                 .is_err(),
             "no such task"
         );
