@@ -121,8 +121,9 @@ impl WireFormat for AnthropicMessages {
 
 /// The Messages `usage`: `input_tokens` counts only the input after the last cache
 /// breakpoint, so the input is it plus `cache_read_input_tokens` (cached) plus
-/// `cache_creation_input_tokens` (written to the cache). None when there is none
-/// or its counts are not numbers.
+/// `cache_creation_input_tokens` (written to the cache); the output's thinking is
+/// `output_tokens_details.thinking_tokens`. None when there is none or its counts
+/// are not numbers.
 fn usage(value: &Value) -> Option<Tokens> {
     let count = |key: &str| value[key].as_u64();
     let read = count("cache_read_input_tokens").unwrap_or(0);
@@ -134,7 +135,9 @@ fn usage(value: &Value) -> Option<Tokens> {
         cached_input_tokens: read,
         cache_write_input_tokens: written,
         output_tokens: count("output_tokens")?,
-        reasoning_tokens: 0,
+        reasoning_tokens: value["output_tokens_details"]["thinking_tokens"]
+            .as_u64()
+            .unwrap_or(0),
     })
 }
 
@@ -209,7 +212,8 @@ mod tests {
             "type": "message", "stop_reason": "tool_use",
             "content": [{"type": "text", "text": "Here it is."},
                         {"type": "tool_use", "id": "t1", "name": "plan_task", "input": {"type": "plan_task"}}],
-            "usage": {"input_tokens": 100, "cache_read_input_tokens": 2000, "cache_creation_input_tokens": 300, "output_tokens": 50},
+            "usage": {"input_tokens": 100, "cache_read_input_tokens": 2000, "cache_creation_input_tokens": 300, "output_tokens": 50,
+                      "output_tokens_details": {"thinking_tokens": 20}},
         }));
         assert_eq!(
             (reading.text.as_str(), &reading.end),
@@ -222,7 +226,7 @@ mod tests {
                 cached_input_tokens: 2000,
                 cache_write_input_tokens: 300,
                 output_tokens: 50,
-                reasoning_tokens: 0,
+                reasoning_tokens: 20,
             })
         );
         let text_only = read(

@@ -140,23 +140,19 @@ fn content(body: &str, redactor: &Redactor) -> Result<Reading, String> {
     })
 }
 
-/// The Chat Completions `usage` object: `prompt_tokens`, `completion_tokens`,
-/// `prompt_tokens_details.cached_tokens` and
-/// `completion_tokens_details.reasoning_tokens` (0 when a server gives no
-/// details). None when there is no usage or its counts are not numbers.
+/// The Chat Completions `usage` object: `prompt_tokens` (with
+/// `prompt_tokens_details.cached_tokens` and `cache_write_tokens`) and
+/// `completion_tokens` (with `completion_tokens_details.reasoning_tokens`); 0 for
+/// details a server does not give. None when there is no usage or its counts are
+/// not numbers: never guessed.
 fn usage(value: &serde_json::Value) -> Option<Tokens> {
-    let input_tokens = value["prompt_tokens"].as_u64()?;
-    let output_tokens = value["completion_tokens"].as_u64()?;
+    let detail = |group: &str, key: &str| value[group][key].as_u64().unwrap_or(0);
     Some(Tokens {
-        input_tokens,
-        cached_input_tokens: value["prompt_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap_or(0),
-        output_tokens,
-        reasoning_tokens: value["completion_tokens_details"]["reasoning_tokens"]
-            .as_u64()
-            .unwrap_or(0),
-        ..Tokens::default()
+        input_tokens: value["prompt_tokens"].as_u64()?,
+        cached_input_tokens: detail("prompt_tokens_details", "cached_tokens"),
+        cache_write_input_tokens: detail("prompt_tokens_details", "cache_write_tokens"),
+        output_tokens: value["completion_tokens"].as_u64()?,
+        reasoning_tokens: detail("completion_tokens_details", "reasoning_tokens"),
     })
 }
 

@@ -124,20 +124,18 @@ impl WireFormat for OpenAiResponses {
     }
 }
 
-/// The Responses `usage`: `input_tokens` (with `input_tokens_details.cached_tokens`)
-/// and `output_tokens` (with `output_tokens_details.reasoning_tokens`). None when
-/// there is none or its counts are not numbers.
+/// The Responses `usage`: `input_tokens` (with `input_tokens_details.cached_tokens`
+/// and `cache_write_tokens`) and `output_tokens` (with
+/// `output_tokens_details.reasoning_tokens`). None when there is none or its counts
+/// are not numbers.
 fn usage(value: &Value) -> Option<Tokens> {
+    let detail = |group: &str, key: &str| value[group][key].as_u64().unwrap_or(0);
     Some(Tokens {
         input_tokens: value["input_tokens"].as_u64()?,
-        cached_input_tokens: value["input_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap_or(0),
+        cached_input_tokens: detail("input_tokens_details", "cached_tokens"),
+        cache_write_input_tokens: detail("input_tokens_details", "cache_write_tokens"),
         output_tokens: value["output_tokens"].as_u64()?,
-        reasoning_tokens: value["output_tokens_details"]["reasoning_tokens"]
-            .as_u64()
-            .unwrap_or(0),
-        ..Tokens::default()
+        reasoning_tokens: detail("output_tokens_details", "reasoning_tokens"),
     })
 }
 
@@ -208,7 +206,7 @@ mod tests {
         let reading = read(json!({
             "status": "completed",
             "output": [{"type": "reasoning", "summary": []}, message(json!({"type": "output_text", "text": "{\"type\":1}", "annotations": []}))],
-            "usage": {"input_tokens": 900, "input_tokens_details": {"cached_tokens": 512},
+            "usage": {"input_tokens": 900, "input_tokens_details": {"cached_tokens": 512, "cache_write_tokens": 128},
                       "output_tokens": 300, "output_tokens_details": {"reasoning_tokens": 256}, "total_tokens": 1200},
         }))
         .unwrap();
@@ -219,9 +217,9 @@ mod tests {
             Some(Tokens {
                 input_tokens: 900,
                 cached_input_tokens: 512,
+                cache_write_input_tokens: 128,
                 output_tokens: 300,
                 reasoning_tokens: 256,
-                ..Tokens::default()
             })
         );
         let refused = read(json!({"status": "completed", "output": [message(json!({"type": "refusal", "refusal": "No."}))]})).unwrap();
