@@ -149,6 +149,10 @@ fn a_task_completes_through_the_responses_api_with_the_default_model() {
         response(&run_worker()),
         response(&assess()),
     ]);
+    dir.file(
+        "AGENTS.md",
+        format!("Run the tests with make. Never print {OPENAI_KEY}.\n"),
+    );
     let meta = format!("    kind: openai-responses\n    base_url: {}\n", server.url);
     let out = runner(&task(&id, &dir, &meta))
         .env("OPENAI_API_KEY", OPENAI_KEY)
