@@ -198,6 +198,10 @@ fn a_task_completes_through_the_responses_api_with_the_default_model() {
     );
     assert_eq!(format["schema"]["type"], "object");
     assert_eq!(got[2].json()["text"]["format"]["name"], "next_action");
+    eprintln!(
+        "figure: openai-responses next_action request: {} bytes",
+        got[2].body.len()
+    );
     let note = note(&dir.path, &id);
     assert!(note.contains("- State: COMPLETE"), "{note}");
     assert!(!everything_written(&dir.path).contains(OPENAI_KEY));
@@ -250,6 +254,10 @@ fn a_task_completes_through_the_messages_api_behind_a_gateway() {
         assert_eq!(request.header("x-team"), Some(TEAM_TOKEN));
     }
     let body = got[2].json();
+    eprintln!(
+        "figure: anthropic-messages next_action request: {} bytes",
+        got[2].body.len()
+    );
     assert_eq!(body["model"], "claude-sonnet-4-5");
     assert_eq!(body["tools"][0]["name"], "next_action");
     assert_eq!(body["tools"][0]["input_schema"]["type"], "object");
@@ -330,4 +338,44 @@ fn an_unknown_model_fails_at_once_naming_model_kind_and_fix() {
         assert!(note(&dir.path, &id).contains(said), "{said} in the note");
     }
     assert_no_container(&id);
+}
+
+/// The same task through Chat Completions (the YAML protocol, and `structured:
+/// true`): the request sizes beside the other kinds' (the report's figures).
+#[test]
+fn a_task_completes_through_chat_completions_in_yaml_and_structured() {
+    use support::task::{assess as assess_yaml, plan as plan_yaml, run_worker as run_yaml};
+    for structured in [false, true] {
+        let dir = Scratch::new("api-chat");
+        let id = task_id("chat");
+        let (plan, next, done) = if structured {
+            let chat = |v: Value| Answer::chat(&v.to_string());
+            (chat(plan()), chat(run_worker()), chat(assess()))
+        } else {
+            (
+                plan_yaml(&["AC-1"]),
+                run_yaml("@run: echo ok > out.txt\n@say: wrote it"),
+                assess_yaml(&["AC-1"], "out.txt says ok"),
+            )
+        };
+        let server = FakeOpenAi::start(vec![plan, next, done]);
+        let meta = format!(
+            "    kind: openai-chat\n    model: gpt-4.1\n    structured: {structured}\n    base_url: {}\n",
+            server.url
+        );
+        let out = runner(&task(&id, &dir, &meta))
+            .env("OPENAI_API_KEY", OPENAI_KEY)
+            .output();
+        out.code(0);
+        assert_eq!(result(&out)["state"], "COMPLETE");
+        let got = server.received();
+        assert_eq!(got[2].path, "/v1/chat/completions");
+        let format = &got[2].json()["response_format"];
+        assert_eq!(format.is_null(), !structured, "{format}");
+        eprintln!(
+            "figure: openai-chat (structured: {structured}) next_action request: {} bytes",
+            got[2].body.len()
+        );
+        assert_no_container(&id);
+    }
 }
