@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: prepares the environment and runs bench/bench.py (the runner),
 # bench/egress.py (the egress proxy), bench/flood.py (logs after a flood of refused
-# connections), bench/web.py (the web view), bench/plan.py
+# connections), bench/hardening.py (the cost of the seccomp profile and the agent
+# check), bench/web.py (the web view), bench/plan.py
 # (plans), bench/watch.py (events followed, the state file), bench/agents.py
 # (claude-code-cli, Meta through codex-cli; needs the real worker image) and
 # bench/pipeline.py (the orchestrator, the TaskStore).
@@ -14,6 +15,7 @@ cargo build --release --locked --quiet
 python3 bench/bench.py
 python3 bench/egress.py
 python3 bench/flood.py
+python3 bench/hardening.py
 python3 bench/web.py
 python3 bench/plan.py
 python3 bench/watch.py

@@ -39,11 +39,9 @@ pub(crate) enum Error {
     Stdout(std::io::Error),
     #[error("interrupted before the task started")]
     Interrupted,
-    /// `.agent-runner/` could not be prepared (e.g. it is a symlink).
-    #[error("cannot prepare agent-runner's directory: {0}")]
-    PrivateDir(std::io::Error),
-    #[error("{0}")]
-    Locked(#[from] agent_runner_core::task_lock::LockError),
+    /// The task did not start.
+    #[error(transparent)]
+    Run(agent_runner_run::Error),
     #[error("{0}")]
     Pipeline(#[from] agent_runner_pipeline::PipelineError),
 }
@@ -70,6 +68,15 @@ impl Error {
                 out
             }
             other => vec![(other.to_string(), None)],
+        }
+    }
+}
+
+impl From<agent_runner_run::Error> for Error {
+    fn from(error: agent_runner_run::Error) -> Self {
+        match error {
+            agent_runner_run::Error::MetaSettings(problem) => problem.into(),
+            other => Error::Run(other),
         }
     }
 }

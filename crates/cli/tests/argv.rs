@@ -284,11 +284,11 @@ fn claude_s_base_url_reaches_it_by_name_not_on_a_command_line() {
 }
 
 /// The test worker's fake codex, always here: what the real ones are given, seen
-/// from inside. The profile with the base URL is a link into the container's
+/// from inside. codex's configuration file with the base URL is a link into the container's
 /// private tmpfs, the variables that carried it are gone before the agent starts,
 /// and neither it nor the test command nor an `env` value is in any command line.
 #[test]
-fn the_profile_and_the_test_command_reach_the_container_in_no_command_line() {
+fn codex_s_configuration_and_the_test_command_reach_the_container_in_no_command_line() {
     let dir = Scratch::new("argv-fake");
     let repo = dir.join("repo");
     std::fs::create_dir(&repo).unwrap();
@@ -299,11 +299,12 @@ fn the_profile_and_the_test_command_reach_the_container_in_no_command_line() {
         format!("m{}", random_hex(16)),
     );
     let base_url = format!("http://user:{password}@gw.example:8080/v1?api-key={key}");
-    let profile = format!("openai_base_url = \"{base_url}\"\n");
+    let profile =
+        format!("# agent-runner's, written before every run\nopenai_base_url = \"{base_url}\"\n");
     let id = task_id("fake");
     let script = meta_script(
         &dir,
-        "@run: cd /run/agent-runner/private && stat -c '%a %u %n' . agent-settings && readlink $HOME/.codex/agent-runner.config.toml && sha256sum < $HOME/.codex/agent-runner.config.toml && env | grep -c AGENT_RUNNER_FILE; sleep 1\n@say: looked",
+        "@run: cd /run/agent-runner/private && stat -c '%a %u %n' . agent-settings && readlink $HOME/.codex/config.toml && sha256sum < $HOME/.codex/config.toml && env | grep -c AGENT_RUNNER_FILE; sleep 1\n@say: looked",
     );
     let yaml = format!(
         "version: 1\ntask:\n  id: {id}\n  repo: {}\n  prd:\n    text: Look.\n  test:\n    command: \"echo {marker} > marker.txt; sleep 1; test -n \\\"$LITERAL\\\"\"\nrunner:\n  meta:\n    kind: scripted\n    script: {script}\n    max_loops: 1\n  worker:\n    docker_image: {TEST_IMAGE}\n    network: none\n    base_url: '{base_url}'\n    env:\n      LITERAL: {value}\n",

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::docker::{TEST_IMAGE, containers_labelled, docker, docker_ok};
+use support::docker::{TEST_IMAGE, WithoutSeccompProfile, containers_labelled, docker, docker_ok};
 use support::fake_openai::FakeOpenAi;
 use support::prerequisite::{Needs, needs};
 use support::task::*;
@@ -21,6 +21,29 @@ use support::{Run, Scratch};
 fn mkfifo(path: &Path) {
     let ok = Command::new("mkfifo").arg(path).status().unwrap();
     assert!(ok.success(), "mkfifo {}", path.display());
+}
+
+/// A task whose Meta asks for `prompts` one after the other (then completes), ready
+/// to run.
+fn prompts_task(
+    id: &str,
+    repo: &Path,
+    prompts: &[&str],
+    test: Option<&str>,
+    image: &str,
+) -> (Run, FakeOpenAi) {
+    let mut answers = vec![plan(&["AC-1"])];
+    for (n, prompt) in prompts.iter().enumerate() {
+        answers.push(run_worker(prompt));
+        let last = n + 1 == prompts.len();
+        answers.push(assess(if last { &["AC-1"] } else { &[] }, "checked"));
+    }
+    let server = FakeOpenAi::start(answers);
+    let yaml = v1_task(id, repo, &server, test, "", "").replace(
+        &format!("docker_image: {TEST_IMAGE}"),
+        &format!("docker_image: {image}"),
+    );
+    (runner(&yaml), server)
 }
 
 /// Runs a task whose Meta asks for `prompts` one after the other (then completes).
@@ -40,6 +63,20 @@ fn run_prompts(
     let server = FakeOpenAi::start(answers);
     let out = runner(&v1_task(id, repo, &server, test, "", worker_extra)).output();
     (out, server)
+}
+
+/// `run_prompts` with the daemon's default seccomp profile instead of agent-runner's,
+/// which lets the worker set set-id bits: what the sweeps after each run and after
+/// the container (the second line) must undo on their own.
+fn run_prompts_second_line(
+    id: &str,
+    repo: &Path,
+    prompts: &[&str],
+    test: Option<&str>,
+) -> (support::Outcome, FakeOpenAi) {
+    let without = WithoutSeccompProfile::new();
+    let (run, server) = prompts_task(id, repo, prompts, test, TEST_IMAGE);
+    (run.env("PATH", without.path()).output(), server)
 }
 
 #[test]
@@ -297,6 +334,162 @@ fn worker_env_does_not_reconfigure_the_host_docker_client() {
     assert_no_container(&id);
 }
 
+/// Set-id files seen in `dir` (recursively, links not followed), as relative paths.
+fn set_id_files(dir: &Path, base: &Path, found: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            set_id_files(&path, base, found);
+        } else if meta.is_file() && meta.permissions().mode() & 0o6000 != 0 {
+            let relative = path.strip_prefix(base).unwrap().display().to_string();
+            found.push(format!(
+                "{relative} ({:o})",
+                meta.permissions().mode() & 0o7777
+            ));
+        }
+    }
+}
+
+/// Issue #28: a worker ran `cp tool.bin build-helper && chmod 4755 build-helper` and
+/// slept, and another local user ran the setuid-root file from the host during the
+/// run (the sweep comes only after it). The repository is polled from the host while
+/// the worker and then the test command sleep: no file in it may carry a set-id bit
+/// at any moment, whichever way the worker tries (each system call that takes a mode,
+/// the 32-bit ABI, io_uring, file capabilities, `cp -p`/`tar -x` of a set-id file
+/// the image brings or the repository holds); ordinary modes keep working.
+#[test]
+fn no_file_in_the_repository_has_a_set_id_bit_while_the_worker_runs() {
+    let dir = Scratch::new("bnd-setid-live");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    std::fs::copy(support::setid_probe(), repo.join("setid-probe")).unwrap();
+    // A tar holding a setuid file, as a repository may (made here, outside the repo).
+    let packed = dir.join("packed");
+    std::fs::create_dir_all(&packed).unwrap();
+    std::fs::copy("/bin/true", packed.join("from-tar")).unwrap();
+    std::fs::set_permissions(
+        packed.join("from-tar"),
+        std::fs::Permissions::from_mode(0o4755),
+    )
+    .unwrap();
+    Run::program(
+        "tar",
+        &["-cf", repo.join("suid.tar").to_str().unwrap(), "-C"],
+    )
+    .args(&[packed.to_str().unwrap(), "from-tar"])
+    .output()
+    .code(0);
+    let id = task_id("bnd-setid-live");
+    let attack = "@run: cp /bin/busybox build-helper && chmod 4755 build-helper; echo chmod=$?\n\
+                  @run: chmod u+s build-helper; echo chmod-u=$?; chmod g+s build-helper; echo chmod-g=$?\n\
+                  @run: ./setid-probe\n\
+                  @run: cp -p /bin/setid-tool copied-p; echo cp-p=$?; cp -a /bin/setid-tool copied-a; echo cp-a=$?\n\
+                  @run: ln /bin/setid-tool linked; echo ln=$?\n\
+                  @run: tar -C / -cf - bin/setid-tool | tar -xpf -; echo tar-image=$?\n\
+                  @run: tar -xpf suid.tar; echo tar-repo=$?\n\
+                  @run: mv /bin/setid-tool moved; echo mv=$?\n\
+                  @sleep: 4\n@say: built the helper";
+    let test = "cp /bin/busybox test-helper && chmod 4755 test-helper; echo test-chmod=$?; sleep 3";
+    let image = support::docker::image_with_setid_file();
+    let (run, _server) = prompts_task(&id, &repo, &[attack], Some(test), &image);
+    let running = run.start();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (polls, poller) = {
+        let (seen, done, repo) = (seen.clone(), done.clone(), repo.clone());
+        let polls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = polls.clone();
+        let poller = std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let mut found = Vec::new();
+                set_id_files(&repo, &repo, &mut found);
+                found.retain(|f| !f.starts_with("setid-probe"));
+                seen.lock().unwrap().extend(found);
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        (polls, poller)
+    };
+    let out = running.finish();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    poller.join().unwrap();
+    out.code(0);
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.is_empty(),
+        "set-id files were live in the repository during the run: {seen:?}"
+    );
+    assert!(
+        polls.load(std::sync::atomic::Ordering::SeqCst) > 100,
+        "the repository was polled"
+    );
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    for refused in [
+        "chmod=1",
+        "chmod-u=1",
+        "chmod-g=1",
+        "cp-p=1",
+        "cp-a=1",
+        "ln=1",
+    ] {
+        assert!(log.contains(refused), "{refused}:\n{log}");
+    }
+    // The probe's lines, from the command's output in the agent's JSON events.
+    let probe: Vec<&str> = log
+        .split("\\n")
+        .filter_map(|l| l.split_once("setid-probe ").map(|(_, rest)| rest))
+        .collect();
+    let expected = [
+        "open-0755 ok",
+        "chmod EPERM",
+        "fchmod EPERM",
+        "fchmodat EPERM",
+        "fchmodat-nofollow EPERM",
+        "fchmodat2 EPERM",
+        "open EPERM",
+        "openat EPERM",
+        "creat EPERM",
+        "o-tmpfile EPERM",
+        "openat2 ENOSYS",
+        "mknod EPERM",
+        "mknodat EPERM",
+        "mkdir EPERM",
+        "mkdirat EPERM",
+        "x32-chmod EPERM",
+        "io_uring_setup EPERM",
+        "setxattr-capability EPERM",
+        "chmod-i386 EPERM",
+        "chmod-0700 ok",
+        "chmod-sticky ok",
+        "open-0644 ok",
+        "mkfifo ok",
+        "mkdir-0755 ok",
+    ];
+    assert_eq!(probe, expected, "{log}");
+    let test_log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/test-1.log"))).unwrap();
+    assert!(test_log.contains("test-chmod=1"), "{test_log}");
+    let note = note(&repo, &id);
+    assert!(
+        !note.contains("setuid/setgid bits removed"),
+        "nothing was left to sweep:\n{note}"
+    );
+    let mut after = Vec::new();
+    set_id_files(&repo, &repo, &mut after);
+    assert_eq!(after, Vec::<String>::new());
+    assert_no_container(&id);
+}
+
+/// The second line: with set-id bits let through (the daemon's own seccomp profile),
+/// the sweep after the run still removes them.
 #[test]
 #[ignore = "needs root"]
 fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
@@ -314,7 +507,7 @@ fn setuid_files_and_device_nodes_do_not_survive_in_the_repo() {
     let id = task_id("bnd-priv");
     let attack = "@run: cp /bin/busybox rootshell && chmod 4755 rootshell && chmod 2755 rootshell2 2>/dev/null; cp rootshell rootshell2; chmod 6755 rootshell2; ls -l rootshell\n\
                   @run: mknod zero c 1 5; echo mknod=$?\n@say: left some things";
-    let (out, _server) = run_prompts(&id, &repo, &[attack], None, "");
+    let (out, _server) = run_prompts_second_line(&id, &repo, &[attack], None);
     out.code(0);
     let mode = |p: &str| {
         std::fs::metadata(repo.join(p))
@@ -378,9 +571,10 @@ fn the_privilege_sweep_stays_on_the_repository_s_filesystem() {
 fn a_killed_container_fails_the_task_at_once() {
     let dir = Scratch::new("bnd-dead");
     let id = task_id("bnd-dead");
-    // It leaves a setuid file first: the run ends in an error, the sweep still runs.
+    // It leaves a setuid file first (let through: the second line is tested): the run
+    // ends in an error, the sweep still runs.
     let attack = "@run: cp /bin/busybox suid && chmod 4755 suid\n@run: kill -TERM 1\n@sleep: 10";
-    let (out, server) = run_prompts(&id, &dir.path, &[attack], None, "");
+    let (out, server) = run_prompts_second_line(&id, &dir.path, &[attack], None);
     out.code(1)
         .stdout_has("sandbox: the sandbox container agent-runner-");
     out.stdout_has("is gone");
@@ -669,6 +863,19 @@ fn the_container_runs_with_fewer_privileges_and_limits() {
             .any(|o| o.as_str().unwrap().starts_with("no-new-privileges")),
         "{host}"
     );
+    // agent-runner's seccomp profile, as the client sent it (no set-id bits).
+    let profile = format!(
+        "seccomp={}",
+        String::from_utf8(agent_runner_sandbox::backend::seccomp::profile().to_vec()).unwrap()
+    );
+    assert!(
+        host["SecurityOpt"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o.as_str() == Some(profile.as_str())),
+        "{host}"
+    );
     assert_eq!(host["PidsLimit"], 4096, "the default pids limit");
     assert_eq!(
         (host["Memory"].as_u64(), host["NanoCpus"].as_u64()),
@@ -702,7 +909,8 @@ fn the_container_runs_with_fewer_privileges_and_limits() {
 
 /// A worker that replaces the container's shell runs every later exec, and can
 /// exempt a process of its own from the leftover stop, which then re-sets a setuid
-/// bit after each sweep. The last sweep, once the container is gone, still finds it.
+/// bit after each sweep (let through: the second line is tested). The last sweep,
+/// once the container is gone, still finds it.
 #[test]
 #[ignore = "needs root"]
 fn a_replaced_container_shell_cannot_leave_a_setuid_file_behind() {
@@ -730,9 +938,8 @@ exec /bin/busybox sh "$@"
          while :; do chmod 4755 /workspace/project/rootsh; done\n",
     );
     let id = task_id("bnd-fakesh");
-    let install =
-        "@run: cp wrap.sh /usr/local/bin/sh && chmod 755 /usr/local/bin/sh\n@say: installed";
-    let (out, _server) = run_prompts(&id, &repo, &[install], Some("true"), "");
+    let install = "@run: rm /bin/sh && cp wrap.sh /bin/sh && chmod 755 /bin/sh\n@say: installed";
+    let (out, _server) = run_prompts_second_line(&id, &repo, &[install], Some("true"));
     out.code(0);
     let rootsh = repo.join("rootsh");
     assert!(rootsh.exists(), "the attack ran");
@@ -750,7 +957,8 @@ exec /bin/busybox sh "$@"
 
 /// Processes that each start a successor and exit, ignoring SIGTERM, outran a single
 /// SIGKILL pass (and then the task failed as not quiet); stopped processes cannot
-/// fork, so STOP-then-KILL passes end the chain and the task completes.
+/// fork, so STOP-then-KILL passes end the chain and the task completes. (Set-id bits
+/// let through: the second line is tested.)
 #[test]
 #[ignore = "needs root"]
 fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
@@ -768,7 +976,7 @@ fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
         let id = task_id("bnd-chain");
         let chain =
             "@run: cp /bin/busybox rootsh; for i in 1 2 3 4 5 6; do sh c.sh; done\n@say: chained";
-        let (out, _server) = run_prompts(&id, &repo, &[chain], Some("true"), "");
+        let (out, _server) = run_prompts_second_line(&id, &repo, &[chain], Some("true"));
         let note = note(&repo, &id);
         let mode = std::fs::metadata(repo.join("rootsh"))
             .unwrap_or_else(|e| panic!("rootsh: {e}; stderr:\n{}\nnote:\n{note}", out.stderr))
@@ -790,7 +998,8 @@ fn a_fork_chain_is_stopped_and_leaves_no_setuid_file() {
 
 /// The sweep held a descriptor per directory level; past the limit (1024 is a common
 /// hard limit) a deep directory was skipped in silence. It now holds a bounded
-/// number and reopens deeper directories from the root.
+/// number and reopens deeper directories from the root. (Set-id bits let through:
+/// the second line is tested.)
 #[test]
 #[ignore = "needs root"]
 fn a_setuid_file_nested_past_the_descriptor_limit_is_found() {
@@ -810,8 +1019,10 @@ fn a_setuid_file_nested_past_the_descriptor_limit_is_found() {
         run_worker(nest),
         assess(&["AC-1"], "done"),
     ]);
+    let without = WithoutSeccompProfile::new();
     let out = Run::through(&["prlimit", "--nofile=1024:1024", "--"], &["run"])
         .env("OPENAI_API_KEY", KEY)
+        .env("PATH", without.path())
         .stdin(v1_task(
             &id,
             &repo,
@@ -855,7 +1066,8 @@ fn a_frozen_keep_alive_cannot_keep_the_container_after_agent_runner_is_killed() 
 
 /// The worker's session directory (`.agent-runner/state/<id>.session`, mounted
 /// read-write and kept after a failed run for a resume) is swept like the rest of
-/// the repository: a setuid binary the worker leaves there loses its bits.
+/// the repository: a setuid binary the worker leaves there (let through: the second
+/// line is tested) loses its bits.
 #[test]
 #[ignore = "needs root"]
 fn setuid_files_do_not_survive_in_the_kept_worker_session() {
@@ -870,7 +1082,8 @@ fn setuid_files_do_not_survive_in_the_kept_worker_session() {
         assess(&[], "not yet"),
     ]);
     let yaml = v1_task(&id, &dir.path, &server, None, "    max_loops: 1\n", "");
-    runner(&yaml).output().code(1);
+    let without = WithoutSeccompProfile::new();
+    runner(&yaml).env("PATH", without.path()).output().code(1);
     let log =
         std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
     assert!(log.contains("planted=0"), "{log}");
@@ -900,5 +1113,208 @@ fn the_kept_worker_session_is_private_to_the_user() {
     assert!(session.join("transcript").exists());
     let mode = std::fs::metadata(&session).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700, "{}", session.display());
+    assert_no_container(&id);
+}
+
+/// Makes the fake codex (its path follows) report no tokens, as the wrapper of issue
+/// #28 did.
+const ZERO_USAGE: &str =
+    "sed 's/usage_in=1200 usage_cached=0 usage_out=60/usage_in=0 usage_cached=0 usage_out=0/'";
+
+/// Issue #28: a worker replaced `/usr/local/bin/codex` in its long-lived container
+/// with a wrapper reporting 0 tokens, and `max_tokens` never fired. Each attack
+/// changes a file the next run would execute (the agent, the shell that starts it,
+/// for a dynamically linked interpreter its libraries and `/etc/ld.so.preload`) or
+/// the system configuration it would read; the next run does not start: the task fails with `the agent … changed during the
+/// task`, its note written, no further Meta call.
+#[test]
+fn a_changed_agent_fails_the_task_before_it_runs_again() {
+    let wrapper = format!(
+        "@run: {ZERO_USAGE} /usr/local/bin/codex > /tmp/fake && cat /tmp/fake > /usr/local/bin/codex; \
+         echo replaced=$?\n@say: replaced"
+    );
+    // The directory on the way replaced by a link to one with a wrapper in it.
+    let directory = format!(
+        "@run: mkdir /tmp/evil && {ZERO_USAGE} /usr/local/bin/codex > /tmp/evil/codex && \
+         chmod 755 /tmp/evil/codex && rm -rf /usr/local/bin && ln -s /tmp/evil /usr/local/bin; \
+         echo replaced=$?\n@say: replaced"
+    );
+    let (wrapper, directory) = (wrapper.as_str(), directory.as_str());
+    let shell = "@run: cp /bin/busybox /tmp/sh && echo >> /tmp/sh && ln -sf /tmp/sh /bin/sh; echo replaced=$?\n@say: replaced";
+    let dynamic = support::docker::image_with_dynamic_agent();
+    let preload = "@run: echo /lib/x86_64-linux-gnu/libz.so.1 > /etc/ld.so.preload; echo replaced=$?\n@say: preloaded";
+    let library = "@run: echo >> /lib/x86_64-linux-gnu/libc.so.6; echo replaced=$?\n@say: patched";
+    // codex reads its system configuration even with --ignore-user-config.
+    let config = "@run: mkdir -p /etc/codex && echo 'model_provider = \"mine\"' > /etc/codex/config.toml; \
+                  echo replaced=$?\n@say: configured";
+    // (The shell of the image whose agent runs under dash: there /bin/sh is only the
+    // shell that starts the runs, not also the agent's interpreter.)
+    let attacks = [
+        (
+            TEST_IMAGE.to_string(),
+            wrapper,
+            "/usr/local/bin/codex (the agent)",
+        ),
+        (
+            TEST_IMAGE.to_string(),
+            config,
+            "/etc/codex/config.toml (its configuration) was not there when the container started",
+        ),
+        (
+            TEST_IMAGE.to_string(),
+            directory,
+            "/usr/local/bin/codex (the agent)",
+        ),
+        (dynamic.clone(), shell, "/bin/sh (the shell that starts it)"),
+        (
+            dynamic.clone(),
+            preload,
+            "what /lib64/ld-linux-x86-64.so.2 loads for /bin/dash is not what it loaded",
+        ),
+        (
+            dynamic,
+            library,
+            "/lib/x86_64-linux-gnu/libc.so.6 (a library of /bin/dash)",
+        ),
+    ];
+    for (image, attack, what) in attacks {
+        let dir = Scratch::new("bnd-agent");
+        let id = task_id("bnd-agent");
+        let spend = "@usage: 50000 0 50000\n@say: spent 100000 tokens";
+        let (run, server) = prompts_task(&id, &dir.path, &[attack, spend], None, &image);
+        let out = run.output();
+        out.code(1).stdout_has(&format!(
+            "sandbox: the agent /usr/local/bin/codex changed during the task: {what}"
+        ));
+        let log = std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log")))
+            .unwrap();
+        assert!(log.contains("replaced=0"), "{log}");
+        assert_eq!(
+            server.received().len(),
+            4,
+            "{what}: no Meta call after the agent changed (plan, next, assess, next)"
+        );
+        assert!(
+            !dir.join(&format!(".agent-runner/logs/{id}/run-2.log"))
+                .exists(),
+            "{what}: the changed agent did not run"
+        );
+        assert!(note(&dir.path, &id).contains("changed during the task"));
+        assert_no_container(&id);
+    }
+}
+
+/// The agent is executed by the absolute path found when the container started: a
+/// `codex` the worker puts earlier on PATH (here a PATH the task sets, with a
+/// directory of the repository first) is never run; one already in the repository
+/// when the container starts is refused.
+#[test]
+fn a_codex_planted_earlier_on_path_is_not_the_agent() {
+    let dir = Scratch::new("bnd-path");
+    let id = task_id("bnd-path");
+    let path = "    env:\n      PATH: /workspace/project/bin:/usr/local/bin:/usr/bin:/bin\n";
+    let plant = "@run: mkdir -p bin && printf '#!/bin/sh\\ntouch /workspace/project/planted-ran\\n' > bin/codex && chmod 755 bin/codex; echo planted=$?\n@say: planted";
+    let (out, _server) = run_prompts(&id, &dir.path, &[plant, "@say: the real agent"], None, path);
+    out.code(0);
+    assert!(!dir.join("planted-ran").exists(), "the planted codex ran");
+    assert!(note(&dir.path, &id).contains("the real agent"));
+    // The next task starts with it in the repository, first on PATH.
+    let id = task_id("bnd-path");
+    let (out, _server) = run_prompts(&id, &dir.path, &["@say: hi"], None, path);
+    out.code(1).stdout_has(
+        "the `codex` found on PATH is in the repository (/workspace/project/bin/codex)",
+    );
+    assert!(!dir.join("planted-ran").exists(), "the planted codex ran");
+    assert_no_container(&id);
+}
+
+/// git runs in the container for the snapshot before each run, and can run what the
+/// worker left there (a clean filter in its global git config, here armed by the test
+/// command): that snapshot is taken before the agent's check, in an exec of its own,
+/// so a swap it makes is seen and the swapped agent never runs.
+#[test]
+fn an_agent_swapped_by_git_in_the_snapshot_before_a_run_does_not_run() {
+    let dir = Scratch::new("bnd-swap");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    dir.file(
+        "repo/swap.sh",
+        format!(
+            "if [ -f /workspace/project/.armed ]; then\n\
+             {ZERO_USAGE} /usr/local/bin/codex > /tmp/fake && cat /tmp/fake > /usr/local/bin/codex\nfi\ncat\n"
+        ),
+    );
+    let id = task_id("bnd-swap");
+    let plant = "@run: git config --global filter.x.clean 'sh /workspace/project/swap.sh' && \
+                 echo 'a.txt filter=x' > .gitattributes && touch a.txt; echo planted=$?\n@say: planted";
+    let spend = "@usage: 50000 0 50000\n@say: spent 100000 tokens";
+    let (out, server) = run_prompts(&id, &repo, &[plant, spend], Some("touch .armed"), "");
+    out.code(1).stdout_has(
+        "sandbox: the agent /usr/local/bin/codex changed during the task: /usr/local/bin/codex (the agent)",
+    );
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
+    assert!(log.contains("planted=0"), "{log}");
+    assert_eq!(server.received().len(), 4, "no Meta call after the swap");
+    assert_no_container(&id);
+}
+
+/// What git starts for the snapshot before a run (a clean filter the worker planted,
+/// here starting a process that would act a second later) is stopped before the
+/// agent's check: nothing of it runs beside the agent.
+#[test]
+fn what_git_starts_for_a_snapshot_does_not_run_beside_the_agent() {
+    let dir = Scratch::new("bnd-gitleft");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    dir.file(
+        "repo/later.sh",
+        "if [ -f /workspace/project/.armed ]; then\n\
+         (sleep 1; touch /workspace/project/ran-beside-the-agent) </dev/null >/dev/null 2>&1 &\nfi\ncat\n",
+    );
+    let id = task_id("bnd-gitleft");
+    let plant = "@run: git config --global filter.x.clean 'sh /workspace/project/later.sh' && \
+                 echo 'a.txt filter=x' > .gitattributes && touch a.txt; echo planted=$?\n@say: planted";
+    let (out, _server) = run_prompts(
+        &id,
+        &repo,
+        &[plant, "@sleep: 3\n@say: waited"],
+        Some("touch .armed"),
+        "",
+    );
+    out.code(0);
+    assert!(
+        !repo.join("ran-beside-the-agent").exists(),
+        "a process git started ran beside the next agent"
+    );
+    assert_no_container(&id);
+}
+
+/// A snapshot before a run that does not finish (git blocked on a FIFO the tests
+/// left as `.gitignore`) is stopped before the agent's check: the next agent finds
+/// no git of ours waiting on that FIFO (which, fed, would go on beside it).
+#[test]
+fn a_snapshot_that_hangs_before_a_run_is_stopped_before_the_agent() {
+    let dir = Scratch::new("bnd-hang");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    let id = task_id("bnd-hang");
+    let feed = "@run: if timeout 2 sh -c 'echo x > .gitignore'; then touch git-was-waiting; fi; \
+                rm -f .gitignore; echo fed\n@say: fed";
+    let (out, _server) = run_prompts(
+        &id,
+        &repo,
+        &["@say: first", feed],
+        Some("[ -e .planted ] || { touch .planted && mkfifo .gitignore; }"),
+        "",
+    );
+    out.code(0);
+    let log =
+        std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-2.log"))).unwrap();
+    assert!(log.contains("fed"), "{log}");
+    assert!(
+        !repo.join("git-was-waiting").exists(),
+        "the snapshot's git still ran beside the next agent"
+    );
     assert_no_container(&id);
 }

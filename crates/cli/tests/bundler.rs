@@ -186,7 +186,7 @@ fn a_killed_orchestrator_leaves_no_bundler_and_the_next_one_removes_its_spares()
 }
 
 /// Should anything a worker wrote ever run code in the bundler (a git bug, say), it
-/// could neither reach a network nor change a clone: every attempt's branch passes
+/// could neither reach a network, nor change a clone, nor make a set-id file: every attempt's branch passes
 /// through that one container. Shown by running commands in it as that code would.
 #[test]
 fn the_bundler_has_no_network_and_cannot_change_the_clones() {
@@ -226,6 +226,31 @@ fn the_bundler_has_no_network_and_cannot_change_the_clones() {
         "the bundler wrote into a clone: {error}"
     );
     assert!(!p.ws().join(format!("clones/{job}/planted")).exists());
+    // Its output directory is on the host: no set-id file there either, nor in the
+    // clone the attempt's worker writes (both under agent-runner's seccomp profile).
+    let (made, _, error) = docker(&[
+        "exec",
+        &bundler,
+        "sh",
+        "-c",
+        "cp /bin/busybox /out/setid && chmod 4755 /out/setid",
+    ]);
+    assert!(
+        !made && error.contains("Operation not permitted"),
+        "the bundler made a set-id file: {error}"
+    );
+    let worker = containers_labelled("agent-runner.task", &id).remove(0);
+    let (made, _, error) = docker(&[
+        "exec",
+        &worker,
+        "sh",
+        "-c",
+        "cp /bin/busybox /workspace/project/setid && chmod 4755 /workspace/project/setid",
+    ]);
+    assert!(
+        !made && error.contains("Operation not permitted"),
+        "the attempt's worker made a set-id file: {error}"
+    );
     support::web::signal(orchestrator.id(), 15);
     orchestrator.finish();
     for name in [&id, &label] {

@@ -13,6 +13,7 @@ use agent_runner_meta::openai_chat::OpenAiChat;
 use agent_runner_meta::scripted::Scripted;
 use agent_runner_meta::{HttpMeta, MetaError};
 use agent_runner_run::context::TaskContext;
+use agent_runner_run::runner::Action;
 use agent_runner_run::runner::meta::{Meta, MetaAgent};
 use agent_runner_sandbox::task::{self, Host};
 use support::Scratch;
@@ -127,8 +128,10 @@ fn server_errors_are_retried_with_backoff() {
     let outcome = agent(&server, None, Duration::from_secs(10)).next_action(&context(&dir, ""));
     let next = outcome.reply.unwrap();
     assert_eq!(
-        (next.action.as_str(), next.prompt.as_deref()),
-        ("run_worker", Some("Create hello.txt"))
+        next.action,
+        Action::RunWorker {
+            prompt: "Create hello.txt".into()
+        }
     );
     assert_eq!(outcome.call.attempts, 3);
     let got = server.received();
@@ -284,7 +287,7 @@ fn fenced_and_json_replies_are_accepted() {
     assert_eq!(meta.plan_task(&ctx).reply.unwrap().criteria.len(), 2);
     assert_eq!(
         meta.next_action(&ctx).reply.unwrap().action,
-        "mark_complete"
+        Action::MarkComplete
     );
     assert_eq!(meta.next_action(&ctx).reply.unwrap().reason, "done");
 }
@@ -382,7 +385,7 @@ fn scripted_replies_in_order_then_a_clear_end() {
     let ctx = context(&dir, "");
     assert_eq!(meta.plan_task(&ctx).reply.unwrap().criteria.len(), 2);
     let outcome = meta.next_action(&ctx);
-    assert_eq!(outcome.reply.unwrap().action, "mark_complete");
+    assert_eq!(outcome.reply.unwrap().action, Action::MarkComplete);
     assert_eq!(
         outcome.call.attempts, 2,
         "the invalid entry was re-asked past"

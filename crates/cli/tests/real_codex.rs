@@ -393,3 +393,71 @@ fn a_base_url_points_codex_at_its_model_and_is_all_the_allow_list_holds() {
     }
     assert_no_container(&id);
 }
+
+/// A codex configuration the worker writes does not steer a later run: neither one
+/// in `$CODEX_HOME` (written by run 1; codex runs with `--ignore-user-config`) nor
+/// one in the repository (`.codex/config.toml`, which codex loads only for a project
+/// its user configuration trusts). Here both would give the commands a variable.
+#[test]
+#[ignore = "needs sandbox-image"]
+fn a_codex_config_the_worker_writes_does_not_steer_the_next_run() {
+    needs(Needs::SandboxImage);
+    let dir = Scratch::new("real-codex-config");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "notes.txt", "one\n");
+    dir.file(
+        "repo/.codex/config.toml",
+        "[shell_environment_policy]\nset = { PLANTED_PROJECT = \"yes\" }\n",
+    );
+    let id = task_id("config");
+    let write = "mkdir -p ~/.codex && printf '[shell_environment_policy]\\nset = { PLANTED_USER = \"yes\" }\\n' \
+                 > ~/.codex/config.toml && echo wrote && echo project=$PLANTED_PROJECT";
+    let model = FakeResponses::start(vec![
+        Reply::Command(write.into()),
+        Reply::Message("Wrote a config.".into()),
+        Reply::Command("echo user=$PLANTED_USER project=$PLANTED_PROJECT".into()),
+        Reply::Message("Looked.".into()),
+    ]);
+    let run = |prompt: &str| {
+        format!(
+            "- type: next_action\n  decision:\n    action: run_worker\n    reason: go on\n  worker_call:\n    worker_type: codex-cli\n    mode: exec\n    prompt: {prompt:?}\n"
+        )
+    };
+    let assess = |passed: &str| {
+        format!(
+            "- type: completion_assessment\n  summary: assessed\n  details:\n    passed_criteria: [{passed}]\n    remaining_risks: []\n"
+        )
+    };
+    let script = format!(
+        "- type: plan_task\n  acceptance_criteria:\n    - id: AC-1\n      description: looked\n{}{}{}{}",
+        run("Write the config."),
+        assess(""),
+        run("Look at the environment."),
+        assess("AC-1")
+    );
+    let script = dir.file("meta-script.yaml", script).display().to_string();
+    let yaml = task(&id, &repo, &script, SANDBOX_IMAGE, &model, 60)
+        .replace("    max_loops: 1\n", "    max_loops: 2\n")
+        .replace(
+            "    command: grep -qx hello hello.txt\n",
+            "    command: 'true'\n",
+        );
+    run_and_check(&dir, &yaml, &model);
+    assert_no_container(&id);
+}
+
+fn run_and_check(dir: &Scratch, yaml: &str, model: &FakeResponses) {
+    let out = run(dir, yaml);
+    out.code(0).stdout_has("COMPLETE");
+    let requests = model.received();
+    assert_eq!(requests.len(), 4, "{requests:?}");
+    let output = |n: usize| {
+        let outputs = requests[n].inputs("function_call_output");
+        assert_eq!(outputs.len(), 1, "{}", requests[n].body);
+        outputs[0]["output"].as_str().unwrap().to_string()
+    };
+    let first = output(1);
+    assert!(first.contains("wrote\nproject=\n"), "run 1: {first}");
+    let second = output(3);
+    assert!(second.contains("user= project=\n"), "run 2: {second}");
+}

@@ -11,11 +11,11 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
 use agent_runner_core::secret::{Redactor, Secret};
 use agent_runner_sandbox::agent::RunOutcome;
+use agent_runner_sandbox::backend::sweep::{owner_labels, sweep_orphans};
 use agent_runner_sandbox::task::{
     EnvValue, Login, Network, TestSpec, WorkerEnv, WorkerLimits, WorkerSettings,
 };
 use agent_runner_sandbox::worker::docker::{DockerSandbox, SandboxConfig};
-use agent_runner_sandbox::worker::sweep::{owner_labels, sweep_orphans};
 use agent_runner_sandbox::worker::{Sandbox, SandboxError};
 use support::Scratch;
 use support::docker::{TEST_IMAGE, containers_labelled, docker, docker_ok};

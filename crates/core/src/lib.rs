@@ -1,9 +1,11 @@
 //! The leaves of agent-runner, which know nothing of tasks, workers or Meta: the one
 //! home for files untrusted code can reach (`fs`), every child process (`process`),
 //! secrets and their masking, text, time, deadlines and interrupts, usage and prices,
-//! the YAML reader, logging, and our private directory in a repository.
+//! the YAML reader, logging, and our private directory in a repository; `error`
+//! is their one error type.
 
 pub mod deadline;
+pub mod error;
 pub mod fs;
 pub mod interrupt;
 pub mod logging;
@@ -18,3 +20,5 @@ pub mod text;
 pub mod timestamp;
 pub mod usage;
 pub mod yaml;
+
+pub use error::Error;

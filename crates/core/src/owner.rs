@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::Error;
 use crate::sys;
 
 /// A process, named well enough to tell whether it is gone.
@@ -49,21 +50,23 @@ impl Owner {
     /// Sends SIGTERM to the owner, if it is a process on this host, in this boot and
     /// PID namespace that still runs with the start time recorded (never a process
     /// that took its pid since).
-    pub fn terminate(&self) -> Result<(), String> {
+    pub fn terminate(&self) -> Result<(), Error> {
         let me = Owner::this_process();
         if self.host != me.host || self.boot_id != me.boot_id {
-            return Err(format!(
-                "process {} runs on {} (boot {}), not here",
-                self.pid, self.host, self.boot_id
-            ));
+            return Err(Error::OwnerElsewhere {
+                pid: self.pid,
+                host: self.host.clone(),
+                boot_id: self.boot_id.clone(),
+            });
         }
         if self.pid_namespace != me.pid_namespace {
-            return Err(format!(
-                "process {} is in PID namespace {}, not this one ({})",
-                self.pid, self.pid_namespace, me.pid_namespace
-            ));
+            return Err(Error::OtherPidNamespace {
+                pid: self.pid,
+                theirs: self.pid_namespace.clone(),
+                ours: me.pid_namespace,
+            });
         }
-        sys::terminate_started_at(self.pid, &self.start_time).map_err(|e| e.to_string())
+        sys::terminate_started_at(self.pid, &self.start_time)
     }
 
     /// True only when the owner provably no longer runs: it lived on this host, in

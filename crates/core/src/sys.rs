@@ -1,8 +1,10 @@
 //! Facts about processes and this machine that std does not offer: signalling a
 //! process group, uid/gid, whether a pid is alive and when it started, the host name,
-//! boot id and PID namespace. Linux only (procfs).
+//! boot id and PID namespace, a file in memory handed to a child. Linux only (procfs).
 
 use std::path::Path;
+
+use crate::Error;
 
 /// Signals we send to children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,32 +50,17 @@ pub fn signal_process(pid: u32, sig: Signal) {
     }
 }
 
-/// Why `terminate_started_at` sent nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum NotSignalled {
-    #[error("process {0} has ended")]
-    Gone(u32),
-    #[error("process {pid} is another process now (it started at {now}, not {expected})")]
-    Reused {
-        pid: u32,
-        expected: String,
-        now: String,
-    },
-    #[error("cannot signal process {pid}: {error}")]
-    Failed { pid: u32, error: String },
-}
-
 /// Sends SIGTERM to process `pid` only if it is the process that started at
 /// `start_ticks` (`process_start_ticks`). The process is held by a pidfd while its
 /// start time is read, and the signal goes through that pidfd: a pid that ended and
 /// was reused in between is never signalled. (Kernels before pidfds: the start time
 /// is checked just before kill(2).)
-pub(crate) fn terminate_started_at(pid: u32, start_ticks: &str) -> Result<(), NotSignalled> {
+pub(crate) fn terminate_started_at(pid: u32, start_ticks: &str) -> Result<(), Error> {
     let Ok(raw) = libc::pid_t::try_from(pid) else {
-        return Err(NotSignalled::Gone(pid));
+        return Err(Error::ProcessGone(pid));
     };
     if raw <= 1 || start_ticks.is_empty() {
-        return Err(NotSignalled::Gone(pid));
+        return Err(Error::ProcessGone(pid));
     }
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, raw, 0) };
@@ -84,13 +71,13 @@ pub(crate) fn terminate_started_at(pid: u32, start_ticks: &str) -> Result<(), No
     if fd.is_none() {
         let error = std::io::Error::last_os_error();
         if error.raw_os_error() != Some(libc::ENOSYS) {
-            return Err(NotSignalled::Gone(pid));
+            return Err(Error::ProcessGone(pid));
         }
     }
     match process_start_ticks(&pid.to_string()) {
-        None => return Err(NotSignalled::Gone(pid)),
+        None => return Err(Error::ProcessGone(pid)),
         Some(now) if now != start_ticks => {
-            return Err(NotSignalled::Reused {
+            return Err(Error::PidReused {
                 pid,
                 expected: start_ticks.to_string(),
                 now,
@@ -120,8 +107,8 @@ pub(crate) fn terminate_started_at(pid: u32, start_ticks: &str) -> Result<(), No
     }
     let error = std::io::Error::last_os_error();
     match error.raw_os_error() {
-        Some(libc::ESRCH) => Err(NotSignalled::Gone(pid)),
-        _ => Err(NotSignalled::Failed {
+        Some(libc::ESRCH) => Err(Error::ProcessGone(pid)),
+        _ => Err(Error::SignalFailed {
             pid,
             error: error.to_string(),
         }),
@@ -144,6 +131,46 @@ pub(crate) fn terminate_with_parent(command: &mut std::process::Command) {
             }
             if libc::getppid() != parent {
                 libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// An anonymous file in memory holding `bytes` (`memfd_create`, close-on-exec):
+/// whoever opens it through `/dev/fd/N` reads it from its start.
+pub(crate) fn memory_file(bytes: &[u8]) -> std::io::Result<std::fs::File> {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    // SAFETY: a NUL-terminated name and valid flags; the result is checked.
+    let fd = unsafe { libc::memfd_create(c"agent-runner-input".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a new descriptor that nothing else owns.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(bytes)?;
+    Ok(file)
+}
+
+/// Gives the child of `command` `file` as its descriptor 3 (`/dev/fd/3`); `file`
+/// must stay open until the child is spawned.
+pub(crate) fn pass_as_fd3(command: &mut std::process::Command, file: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = file.as_raw_fd();
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (dup2, fcntl); it allocates nothing. dup2 leaves the
+    // copy without close-on-exec; a descriptor that already is 3 has it cleared.
+    unsafe {
+        command.pre_exec(move || {
+            let done = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            };
+            if done < 0 {
+                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
@@ -241,17 +268,20 @@ mod tests {
         let earlier = (started.parse::<u64>().unwrap() - 1).to_string();
         assert!(matches!(
             terminate_started_at(pid, &earlier),
-            Err(NotSignalled::Reused { .. })
+            Err(Error::PidReused { .. })
         ));
         assert!(process_alive(pid), "not signalled");
-        assert_eq!(terminate_started_at(pid, &started), Ok(()));
+        assert!(terminate_started_at(pid, &started).is_ok());
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
-        assert_eq!(
+        assert!(matches!(
             terminate_started_at(pid, &started),
-            Err(NotSignalled::Gone(pid))
-        );
-        assert_eq!(terminate_started_at(1, "1"), Err(NotSignalled::Gone(1)));
+            Err(Error::ProcessGone(p)) if p == pid
+        ));
+        assert!(matches!(
+            terminate_started_at(1, "1"),
+            Err(Error::ProcessGone(1))
+        ));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use std::fs::File;
 
+use crate::Error;
 use crate::fs::Dir;
 use crate::fs::lock::{self, Mode};
 
@@ -14,25 +15,11 @@ pub struct TaskLock {
     _file: File,
 }
 
-/// Why the lock was not taken.
-#[derive(Debug, thiserror::Error)]
-pub enum LockError {
-    #[error(
-        "task {task_id} is already running in this repository ({holder}); wait for it to end or use another task id"
-    )]
-    Held { task_id: String, holder: String },
-    #[error("cannot lock task {task_id}: {source}")]
-    Io {
-        task_id: String,
-        source: std::io::Error,
-    },
-}
-
 impl TaskLock {
     /// Takes the lock for `task_id` in `dir` (agent-runner's directory), or fails at
     /// once naming the process that holds it.
-    pub fn acquire(dir: &Dir, task_id: &str) -> Result<TaskLock, LockError> {
-        let io = |source| LockError::Io {
+    pub fn acquire(dir: &Dir, task_id: &str) -> Result<TaskLock, Error> {
+        let io = |source| Error::TaskLock {
             task_id: task_id.to_string(),
             source,
         };
@@ -42,7 +29,7 @@ impl TaskLock {
             .map_err(io)?;
         if !lock::try_lock(&file, Mode::Exclusive).map_err(io)? {
             let holder = lock::holder(&file, 512);
-            return Err(LockError::Held {
+            return Err(Error::TaskRunning {
                 task_id: task_id.to_string(),
                 holder: if holder.is_empty() {
                     "another agent-runner process".into()

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
 
+use crate::Error;
 use crate::interrupt::Interrupt;
 
 /// Deepest nesting of collections accepted: far more than any document we read
@@ -70,9 +71,9 @@ pub fn check(text: &str, rules: Rules) -> Result<(), Refusal> {
 }
 
 /// `text` parsed into a `serde_norway::Value` once `check` has passed it.
-pub fn parse(text: &str, rules: Rules) -> Result<serde_norway::Value, String> {
-    check(text, rules).map_err(|r| r.to_string())?;
-    serde_norway::from_str(text).map_err(|e| e.to_string())
+pub fn parse(text: &str, rules: Rules) -> Result<serde_norway::Value, Error> {
+    check(text, rules).map_err(Error::YamlRefused)?;
+    Ok(serde_norway::from_str(text)?)
 }
 
 /// `parse`, given up (None) once `interrupt` is set: a long text is parsed on a
@@ -82,7 +83,7 @@ pub fn parse_unless_stopped(
     text: &str,
     rules: Rules,
     interrupt: Interrupt,
-) -> Option<Result<serde_norway::Value, String>> {
+) -> Option<Result<serde_norway::Value, Error>> {
     if text.len() <= INLINE_BYTES {
         return Some(parse(text, rules));
     }
@@ -389,11 +390,13 @@ mod tests {
         assert!(
             parse("a: [[[[", Rules::Reply)
                 .unwrap_err()
+                .to_string()
                 .contains("did not find")
         );
         assert!(
             parse(&"[".repeat(100), Rules::Reply)
                 .unwrap_err()
+                .to_string()
                 .contains("nested deeper")
         );
         assert_eq!(parse("a: 1", Rules::Reply).unwrap()["a"], 1);

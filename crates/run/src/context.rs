@@ -2,10 +2,12 @@
 //! criteria, and every Meta call, worker run and test run so far. The Task Note and
 //! the result JSON are written from it.
 
-use std::fmt;
 use std::time::Duration;
 
+use crate::Error;
+use crate::loop_record::{LoopAction, LoopRecord, MAX_LOOP_TEXT, TestOutcome, WorkerOutcome};
 use crate::resume::Resumed;
+use agent_runner_core::text::cut;
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Account;
 use agent_runner_meta::MetaCall;
@@ -13,36 +15,17 @@ use agent_runner_sandbox::events::Events;
 use agent_runner_sandbox::task::Task;
 use agent_runner_sandbox::worker::{Teardown, TestRun, WorkerRun};
 
-/// States of a task (SPEC §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskState {
-    Pending,
-    Planning,
-    Running,
-    Validating,
-    Complete,
-    Failed,
+pub use agent_runner_sandbox::task::TaskState;
+
+/// The edges of the state machine between `TaskState`s (SPEC §4).
+pub(crate) trait Edges {
+    /// Whether the state machine goes from this state to `next`.
+    fn can_go_to(self, next: TaskState) -> bool;
 }
 
-impl TaskState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Pending => "PENDING",
-            TaskState::Planning => "PLANNING",
-            TaskState::Running => "RUNNING",
-            TaskState::Validating => "VALIDATING",
-            TaskState::Complete => "COMPLETE",
-            TaskState::Failed => "FAILED",
-        }
-    }
-
-    pub(crate) fn is_terminal(self) -> bool {
-        matches!(self, TaskState::Complete | TaskState::Failed)
-    }
-
-    /// The edges of the state machine. Any live state may fail; terminal states
-    /// have no way out.
-    pub(crate) fn can_go_to(self, next: TaskState) -> bool {
+impl Edges for TaskState {
+    /// Any live state may fail; terminal states have no way out.
+    fn can_go_to(self, next: TaskState) -> bool {
         use TaskState::*;
         match (self, next) {
             (Complete | Failed, _) => false,
@@ -53,12 +36,6 @@ impl TaskState {
             (Validating, Running) | (Validating, Complete) => true,
             _ => false,
         }
-    }
-}
-
-impl fmt::Display for TaskState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -97,14 +74,6 @@ pub(crate) struct Transition {
     pub(crate) to: TaskState,
     pub(crate) at: Timestamp,
     pub(crate) reason: String,
-}
-
-/// A transition the state machine does not have; a bug if it ever happens.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid state transition {from} → {to}")]
-pub(crate) struct InvalidTransition {
-    pub(crate) from: TaskState,
-    pub(crate) to: TaskState,
 }
 
 /// Everything known about a task while and after it runs.
@@ -197,10 +166,10 @@ impl TaskContext {
         &mut self,
         to: TaskState,
         reason: impl Into<String>,
-    ) -> Result<(), InvalidTransition> {
+    ) -> Result<(), Error> {
         let from = self.state;
         if !from.can_go_to(to) {
-            return Err(InvalidTransition { from, to });
+            return Err(Error::InvalidTransition { from, to });
         }
         let reason = reason.into();
         log::info!(
@@ -211,7 +180,7 @@ impl TaskContext {
                 format!(": {reason}")
             }
         );
-        self.events.state(from.as_str(), to.as_str(), &reason);
+        self.events.state(Some(from), to, &reason);
         if to == TaskState::Failed {
             self.failure = Some(reason.clone());
         }
@@ -261,6 +230,36 @@ impl TaskContext {
         self.finished
             .unwrap_or_else(Timestamp::now)
             .since(self.started)
+    }
+}
+
+impl TaskContext {
+    /// Loop `n` (`loop_record.rs`): one of the runs before a resume as the state file kept it,
+    /// else this run's worker run and test run, or its replan.
+    pub(crate) fn loop_record(&self, n: u32) -> LoopRecord {
+        let earlier = self.resumed.as_ref().filter(|r| n <= r.loops);
+        if let Some(record) = earlier.and_then(|r| r.history.iter().find(|r| r.number == n)) {
+            return record.clone();
+        }
+        let worker = self.worker_runs.iter().rev().find(|r| r.number == n);
+        let test = self.test_runs.iter().rev().find(|t| t.number == n);
+        // A version made at loop n of this run is that loop's replan (a plan made
+        // when a resumed run starts is at its first loop's number less one).
+        let replan = (earlier.is_none() && n > 0)
+            .then(|| self.criteria_versions.iter().find(|v| v.at_loop == n))
+            .flatten();
+        LoopRecord {
+            number: n,
+            action: match (worker, replan) {
+                (Some(_), _) => LoopAction::RunWorker,
+                (None, Some(_)) => LoopAction::Replan,
+                (None, None) => LoopAction::MarkComplete,
+            },
+            worker: worker.map(|r| WorkerOutcome::new(r.outcome.as_str(), r.exit_code, &r.summary)),
+            test: test
+                .map(|t| TestOutcome::new(t.passed(), t.exit_code, t.timed_out, &t.output_tail)),
+            reason: replan.map(|v| cut(&v.reason, MAX_LOOP_TEXT)),
+        }
     }
 }
 

@@ -3,9 +3,11 @@
 //! docker, the worker image and what must be in it (each agent CLI the task uses:
 //! the worker's, and codex for Meta `codex-cli`, at its pinned version), the egress
 //! proxy's bridge, each agent's credentials, the Meta endpoint, and who owns the
-//! files the container writes. Containers are started the
-//! way the sandbox starts them (`--entrypoint /bin/sh`, `--user uid:gid` when not
-//! root). No check sends a key anywhere: the Meta endpoint gets a bare GET.
+//! files the container writes. Containers are started through the sandbox's backend
+//! (`backend::Docker`), the way the sandbox starts them (`--entrypoint /bin/sh`,
+//! `--user uid:gid` when not root), and every docker call goes through its one place
+//! (`backend::docker_cli`). No check sends a key anywhere: the Meta endpoint gets a
+//! bare GET.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -13,17 +15,18 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{self, Capture, Invocation, Limits, Stop};
-use agent_runner_core::secret::Redactor;
+use agent_runner_core::process::{self, Ending};
 use agent_runner_core::sys;
 use agent_runner_core::text::{cut, one_line};
 use agent_runner_sandbox::agent::{self, Kind, Login};
-use agent_runner_sandbox::egress::{self, AllowList, Egress, bridge};
+use agent_runner_sandbox::backend::{
+    Backend, Carrier, Main, Mount, Net, Output, SocketLink, Spec, docker_cli,
+};
+use agent_runner_sandbox::egress;
 use agent_runner_sandbox::task::{
     DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task, WorkerEnv,
 };
-use agent_runner_sandbox::worker::container::{home_links, user_args};
-use agent_runner_sandbox::worker::docker_cli::mount_spec;
+use agent_runner_sandbox::worker::container::home_links;
 
 /// Limit for docker commands that only talk to the daemon.
 const CLI_TIMEOUT: Duration = Duration::from_secs(20);
@@ -228,7 +231,10 @@ pub fn run_all(
     interrupt: Interrupt,
     report: &mut dyn FnMut(&Check),
 ) -> Vec<Check> {
-    let docker = Docker { interrupt };
+    let docker = Docker {
+        backend: Default::default(),
+        interrupt,
+    };
     let mut r = Report {
         checks: Vec::new(),
         report,
@@ -373,7 +379,8 @@ fn image_runs(docker: &Docker, target: &Target) -> Check {
         Ok(out) => Check::fail(
             what,
             format!("`docker run` failed: {}", last_line(&out.stderr)),
-            "the image needs /bin/sh, and runner.worker.network must be a network docker knows",
+            "the image needs /bin/sh, runner.worker.network must be a network docker knows, \
+             and the daemon must take a seccomp profile (--security-opt seccomp=FILE)",
         ),
         Err(reason) => Check::fail(what, reason, "install the Docker CLI"),
     }
@@ -384,40 +391,32 @@ fn image_runs(docker: &Docker, target: &Target) -> Check {
 fn egress_bridge(docker: &Docker, target: &Target) -> Check {
     let fix = "if the file system of TMPDIR (default /tmp) is mounted noexec, point TMPDIR at one \
                that is not; the image must be for this machine's architecture";
-    let egress = match Egress::start(
-        &AllowList::default(),
-        None,
-        Redactor::default(),
-        egress::Settings::default(),
-        agent_runner_sandbox::events::Events::none(),
-    ) {
-        Ok(egress) => egress,
+    // The carrier's directory with its socket; no proxy needs to serve it for the
+    // bridge to start.
+    let link = match SocketLink::open(true) {
+        Ok((link, _listener)) => link,
         Err(e) => return Check::fail(EGRESS, format!("cannot start the proxy: {e}"), fix),
     };
-    let mut args: Vec<String> = ["run", "--rm", "--pull", "never", "--network", "none"]
-        .map(String::from)
-        .to_vec();
-    args.extend(user_args());
-    args.extend([
-        "--mount".into(),
-        mount_spec(egress.dir(), bridge::MOUNT, true),
-        "--entrypoint".into(),
-        bridge::entrypoint(),
-        target.image.clone(),
-    ]);
     let kind = target
         .agents
         .first()
         .map_or(agent::default_kind(), |a| a.kind);
-    args.extend(bridge::args(&home_links(kind)));
-    let out = docker.invoke(Invocation::new("docker").args(args), CONTAINER_TIMEOUT);
-    egress.stop();
+    let links: Vec<(String, String)> = home_links(kind)
+        .into_iter()
+        .map(|(file, link)| (file.to_string(), link.to_string()))
+        .collect();
+    let mut spec = Spec::new(&target.image, link.main(&links));
+    spec.network = Net::Isolated;
+    spec.as_user = true;
+    spec.mounts = link.mounts();
+    let out = docker.start(&spec);
+    Box::new(link).close();
     match out {
         Ok(out) if out.ok && out.stdout.contains("agent-runner-ready") => Check::ok(
             EGRESS,
             format!(
                 "the bridge runs in the image and listens on 127.0.0.1:{}",
-                bridge::PORT
+                egress::PORT
             ),
         ),
         Ok(out) => Check::fail(
@@ -665,70 +664,63 @@ struct DockerOutput {
     stderr: String,
 }
 
-/// Docker CLI calls through `agent_runner_core::process`, each with a wall-clock limit.
+impl DockerOutput {
+    /// `out` of a call limited to `wall`, its ending told in `stderr`.
+    fn of(out: Output, wall: Duration) -> DockerOutput {
+        let stderr = match out.ending {
+            Ending::TimedOut => format!("no answer within {} s", wall.as_secs()),
+            Ending::Interrupted => "interrupted".to_string(),
+            _ => out.stderr,
+        };
+        DockerOutput {
+            ok: out.ok,
+            code: out.code,
+            stdout: out.stdout,
+            stderr,
+        }
+    }
+}
+
+/// Docker CLI calls through the sandbox's backend, each with a wall-clock limit.
 struct Docker {
+    backend: agent_runner_sandbox::backend::Docker,
     interrupt: Interrupt,
 }
 
 impl Docker {
     /// `docker <args>`; Err when docker cannot be started at all.
     fn run(&self, args: &[&str], wall: Duration) -> Result<DockerOutput, String> {
-        self.invoke(Invocation::new("docker").args(args.iter().copied()), wall)
+        docker_cli::run(args, wall, self.interrupt)
+            .map(|out| DockerOutput::of(out, wall))
+            .map_err(|e| e.to_string())
     }
 
     /// `script` in a throw-away container of the target image, started like the
-    /// sandbox's (`/bin/sh` entrypoint, the task's network, `--user uid:gid` with a
-    /// writable HOME when not root), with `dir` mounted as the working directory.
+    /// sandbox's (`/bin/sh` entrypoint, the task's network, its seccomp profile,
+    /// `--user uid:gid` with a writable HOME when not root), with `dir` mounted as
+    /// the working directory.
     fn probe(
         &self,
         target: &Target,
         dir: Option<&Path>,
         script: &str,
     ) -> Result<DockerOutput, String> {
-        let mut args: Vec<String> = ["run", "--rm", "--pull", "never"]
-            .map(String::from)
-            .to_vec();
-        if let Some(network) = target.network.docker_network() {
-            args.extend(["--network".into(), network.into()]);
-        }
-        args.extend(user_args());
+        let mut spec = Spec::new(&target.image, Main::shell(script, []));
+        spec.network = Net::from(target.network);
+        spec.as_user = true;
         if let Some(dir) = dir {
-            args.extend(["--mount".into(), mount_spec(dir, PROBE_DIR, false)]);
-            args.extend(["-w".into(), PROBE_DIR.into()]);
+            spec.mounts = vec![Mount::new(dir, PROBE_DIR, false)];
+            spec.workdir = Some(PROBE_DIR.into());
         }
-        args.extend(["--entrypoint".into(), "/bin/sh".into()]);
-        args.extend([target.image.clone(), "-c".into(), script.into()]);
-        self.invoke(Invocation::new("docker").args(args), CONTAINER_TIMEOUT)
+        self.start(&spec)
     }
 
-    fn invoke(&self, invocation: Invocation, wall: Duration) -> Result<DockerOutput, String> {
-        let mut stdout = String::new();
-        let mut on_line = |line: &[u8]| {
-            if stdout.len() < 64 * 1024 {
-                stdout.push_str(&String::from_utf8_lossy(line));
-                stdout.push('\n');
-            }
-        };
-        let mut capture = Capture::in_memory(16 * 1024).with_lines(16 * 1024, &mut on_line);
-        let finished = process::run(
-            &invocation,
-            &Limits::wall(wall, self.interrupt),
-            &mut capture,
-            Stop::Terminate,
-        )
-        .map_err(|e| e.to_string())?;
-        let stderr = match finished.ending {
-            process::Ending::TimedOut => format!("no answer within {} s", wall.as_secs()),
-            process::Ending::Interrupted => "interrupted".to_string(),
-            _ => capture.stderr(),
-        };
-        drop(capture);
-        Ok(DockerOutput {
-            ok: finished.success(),
-            code: finished.code(),
-            stdout,
-            stderr,
-        })
+    /// Runs `spec` to its end within `CONTAINER_TIMEOUT`.
+    fn start(&self, spec: &Spec) -> Result<DockerOutput, String> {
+        self.backend
+            .run_once(spec, CONTAINER_TIMEOUT, self.interrupt)
+            .map(|out| DockerOutput::of(out, CONTAINER_TIMEOUT))
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -14,11 +14,11 @@ use agent_runner_core::text::{cut, tail};
 use agent_runner_core::timestamp::human;
 use agent_runner_core::usage::{Pricing, Usage};
 use agent_runner_meta::MetaCall;
+use agent_runner_sandbox::backend::privileges::Finding;
 use agent_runner_sandbox::egress::Origin;
 use agent_runner_sandbox::task::{MetaBackend, Network, PrdSource};
 use agent_runner_sandbox::worker::envelope::Leftovers;
 use agent_runner_sandbox::worker::git::RepoChanges;
-use agent_runner_sandbox::worker::privileges::Finding;
 use agent_runner_sandbox::worker::{TestRun, WorkerRun};
 
 /// Output shown in the note per worker or test run (the full log is on disk).

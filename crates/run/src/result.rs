@@ -91,7 +91,7 @@ pub(crate) struct ValidationCommand {
 impl RunResult {
     /// The result of a task that ran; `note` is the note's path if it was written,
     /// else why not.
-    pub fn of(ctx: &TaskContext, note: Result<&Path, String>) -> Self {
+    pub fn of(ctx: &TaskContext, note: Result<&Path, &str>) -> Self {
         let complete = ctx.state == TaskState::Complete;
         let summary = match (&ctx.failure, &ctx.assessment) {
             (Some(reason), _) if !complete => reason.clone(),
@@ -124,7 +124,7 @@ impl RunResult {
             verified: ctx.verified(),
             replans: ctx.replans,
             note_path: note.as_ref().ok().map(|p| p.display().to_string()),
-            note_error: note.err(),
+            note_error: note.err().map(str::to_string),
             error: ctx.failure.clone(),
             egress: ctx
                 .teardown

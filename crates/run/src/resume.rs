@@ -8,72 +8,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use agent_runner_core::text::{cut, tail};
+use crate::loop_record::LoopRecord;
+use agent_runner_core::text::cut;
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Account;
 
-/// Bytes of a worker summary and of a test output tail kept per loop.
-pub(crate) const MAX_LOOP_TEXT: usize = 512;
 /// Loops kept in the history (the latest).
 pub(crate) const MAX_LOOPS_KEPT: usize = 100;
-
-/// What one loop did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct LoopRecord {
-    #[serde(rename = "loop")]
-    pub(crate) number: u32,
-    /// `run_worker`, `mark_complete` or `replan`.
-    pub(crate) action: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) worker: Option<WorkerOutcome>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) test: Option<TestOutcome>,
-}
-
-/// How a loop's worker run ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct WorkerOutcome {
-    pub(crate) outcome: String,
-    #[serde(default)]
-    pub(crate) exit_code: Option<i32>,
-    #[serde(default)]
-    pub(crate) summary: String,
-}
-
-/// How a loop's test run ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct TestOutcome {
-    pub(crate) passed: bool,
-    #[serde(default)]
-    pub(crate) exit_code: Option<i32>,
-    #[serde(default)]
-    pub(crate) timed_out: bool,
-    #[serde(default)]
-    pub(crate) output_tail: String,
-}
-
-impl WorkerOutcome {
-    /// An outcome with its summary bounded.
-    pub(crate) fn new(outcome: &str, exit_code: Option<i32>, summary: &str) -> Self {
-        WorkerOutcome {
-            outcome: outcome.to_string(),
-            exit_code,
-            summary: cut(summary, MAX_LOOP_TEXT),
-        }
-    }
-}
-
-impl TestOutcome {
-    /// An outcome with its output bounded (the end kept: that is where tests fail).
-    pub(crate) fn new(passed: bool, exit_code: Option<i32>, timed_out: bool, output: &str) -> Self {
-        TestOutcome {
-            passed,
-            exit_code,
-            timed_out,
-            output_tail: tail(output, MAX_LOOP_TEXT),
-        }
-    }
-}
 
 /// The worker's conversation, when its CLI can continue one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,7 +53,7 @@ pub fn for_worker(resumed: &Resumed, max: usize) -> String {
         resumed.loops, resumed.previous
     )];
     for record in &resumed.history {
-        let mut line = format!("- loop {}: {}", record.number, record.action);
+        let mut line = format!("- loop {}: {}", record.number, record.action_name());
         if let Some(w) = &record.worker {
             line.push_str(&format!(
                 "; worker {} ({})",
@@ -139,6 +80,7 @@ pub fn for_worker(resumed: &Resumed, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::loop_record::{LoopAction, TestOutcome, WorkerOutcome};
 
     #[test]
     fn the_worker_is_told_the_latest_loops_within_its_bound() {
@@ -149,9 +91,10 @@ mod tests {
             history: (1..=30)
                 .map(|n| LoopRecord {
                     number: n,
-                    action: "run_worker".into(),
+                    action: LoopAction::RunWorker,
                     worker: Some(WorkerOutcome::new("completed", Some(0), &"x".repeat(2000))),
                     test: Some(TestOutcome::new(n == 30, Some(1), false, "boom")),
+                    reason: None,
                 })
                 .collect(),
             usage: Account::default(),

@@ -12,11 +12,11 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::text::{cut_chars, escape_controls, fit, one_line};
 use agent_runner_core::timestamp::human;
-use agent_runner_pipeline::orchestrator::attempt_files;
 use agent_runner_pipeline::queue::board::Board;
 use agent_runner_pipeline::queue::run_request::{self, RunError};
-use agent_runner_pipeline::queue::status::{self, TaskStatus};
+use agent_runner_pipeline::queue::status::{self, JobState, TaskStatus};
 use agent_runner_pipeline::queue::task_json::{self, TaskList};
+use agent_runner_pipeline::store::attempt_files;
 use agent_runner_pipeline::store::new_task;
 use agent_runner_pipeline::store::pinned_test::PinnedTest;
 use agent_runner_pipeline::store::task_file::{Attempt, TaskView};
@@ -240,33 +240,36 @@ fn short_time(rfc3339: &str) -> String {
 
 fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
     let ws = open(dir)?;
-    let store = TaskStore::new(&ws);
-    let Some(task) = store.load(task_id)? else {
-        return Err(PipelineError::TaskNotFound {
-            id: task_id.to_string(),
-            workspace: ws.id.clone(),
-            path: store.path(task_id),
-        }
-        .into());
-    };
+    let task = TaskStore::existing(&ws, task_id)?;
     let board = Board::around(&ws, &task)?;
     let job = board.jobs.get(task_id).cloned();
     let status = board.status(task_id).unwrap_or(TaskStatus::Pending);
-    let latest = task.latest();
-    let result = latest.and_then(Attempt::result_value);
     if json {
         let doc = task_json::detail(&task, status, job.as_ref());
         write_stdout(&format!("{doc}\n"))?;
         return Ok(exit::COMPLETE);
     }
-    let e = |s: &str| escape_controls(s);
     let mut out = String::new();
+    record_lines(&mut out, &task, status, job.as_ref());
+    attempt_lines(&mut out, &task);
+    if let Some(a) = task.latest() {
+        latest_lines(&mut out, &ws, &task.record.id, a);
+    }
+    write_stdout(&out)?;
+    Ok(exit::COMPLETE)
+}
+
+/// `task show`'s first lines: the task's record, status and job.
+fn record_lines(
+    out: &mut String,
+    task: &TaskView,
+    status: TaskStatus,
+    job: Option<&(JobState, String)>,
+) {
+    let e = |s: &str| escape_controls(s);
     let r = &task.record;
     out.push_str(&format!("task {}: {}\n", e(&r.id), e(&one_line(&r.title))));
-    out.push_str(&format!(
-        "  status:      {}\n",
-        status::label(status, &task)
-    ));
+    out.push_str(&format!("  status:      {}\n", status::label(status, task)));
     if let Some(test) = &r.plan.test {
         out.push_str(&format!("  test:        {}\n", e(&one_line(&test.command))));
     }
@@ -285,13 +288,18 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
     if let Some(d) = &task.deleted {
         out.push_str(&format!("  deleted:     {} {}\n", e(&d.at), e(&d.reason)));
     }
-    if let Some((state, id)) = &job {
+    if let Some((state, id)) = job {
         out.push_str(&format!(
             "  job:         {} ({})\n",
             e(id),
             format!("{state:?}").to_lowercase()
         ));
     }
+}
+
+/// `task show`'s line per attempt.
+fn attempt_lines(out: &mut String, task: &TaskView) {
+    let e = |s: &str| escape_controls(s);
     out.push_str(&format!("  attempts:    {}\n", task.attempts.len()));
     for (n, a) in task.attempts.iter().enumerate() {
         let error = a.error.as_deref().map_or(String::new(), |x| {
@@ -311,68 +319,81 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
             e(&a.job_id),
         ));
     }
-    if let Some(a) = latest {
-        out.push_str(&format!("latest attempt ({}):\n", e(&a.attempt_id)));
-        if let Some(result) = &result {
-            let text = |k: &str| result[k].as_str().map(str::to_string);
-            out.push_str(&format!(
-                "  summary:     {}\n",
-                e(&one_line(&text("summary").unwrap_or_default()))
-            ));
-            let v = &result["validation"];
-            out.push_str(&format!(
-                "  validation:  {}\n",
-                e(v["overall"].as_str().unwrap_or("unknown"))
-            ));
-            out.push_str(&format!(
-                "  verified:    {}\n",
-                if a.is_verified() { "yes" } else { "no" }
-            ));
-            for c in v["commands"].as_array().into_iter().flatten() {
-                out.push_str(&format!(
-                    "    `{}`: exit {}, {}\n",
-                    e(c["command"].as_str().unwrap_or("?")),
-                    c["exit_code"]
-                        .as_i64()
-                        .map_or("-".into(), |x| x.to_string()),
-                    human(std::time::Duration::from_millis(
-                        c["duration_ms"].as_u64().unwrap_or(0)
-                    ))
-                ));
-            }
-            // Paths only as the workspace's own directories have them: a forged
-            // attempt line or result could name any file.
-            let note = match (text("note_path"), attempt_files::note_path(&ws, &r.id, a)) {
-                (_, Some(path)) => e(&path.display().to_string()),
-                (None, None) => "(none)".into(),
-                (Some(_), None) => "(not in this workspace's directories: not shown)".into(),
-            };
-            out.push_str(&format!("  note:        {note}\n"));
-        } else {
-            out.push_str("  result:      (agent-runner printed none)\n");
-        }
-        usage_breakdown(&mut out, a);
-        if let Some(branch) = &a.branch {
-            out.push_str(&format!("  branch:      {}\n", e(branch)));
-        }
-        let shown = |path: Option<std::path::PathBuf>| {
-            path.map_or("(not shown: the job id is not valid)".into(), |p| {
-                e(&p.display().to_string())
-            })
-        };
-        let logs = attempt_files::log_dir(&ws, a);
+}
+
+/// `task show`'s lines of the latest attempt `a` of task `task_id`: its result,
+/// usage and files.
+fn latest_lines(out: &mut String, ws: &Workspace, task_id: &str, a: &Attempt) {
+    let e = |s: &str| escape_controls(s);
+    out.push_str(&format!("latest attempt ({}):\n", e(&a.attempt_id)));
+    match a.result_value() {
+        Some(result) => result_lines(out, ws, task_id, a, &result),
+        None => out.push_str("  result:      (agent-runner printed none)\n"),
+    }
+    usage_breakdown(out, a);
+    if let Some(branch) = &a.branch {
+        out.push_str(&format!("  branch:      {}\n", e(branch)));
+    }
+    let shown = |path: Option<std::path::PathBuf>| {
+        path.map_or("(not shown: the job id is not valid)".into(), |p| {
+            e(&p.display().to_string())
+        })
+    };
+    let logs = attempt_files::log_dir(ws, a);
+    out.push_str(&format!(
+        "  task config: {}\n",
+        shown(logs.as_ref().map(|l| l.join("task-config.yaml")))
+    ));
+    out.push_str(&format!("  logs:        {}\n", shown(logs)));
+    out.push_str(&format!(
+        "  result file: {}\n",
+        shown(attempt_files::result_file(ws, a))
+    ));
+}
+
+/// The lines of attempt `a`'s result: summary, validation and note.
+fn result_lines(
+    out: &mut String,
+    ws: &Workspace,
+    task_id: &str,
+    a: &Attempt,
+    result: &serde_json::Value,
+) {
+    let e = |s: &str| escape_controls(s);
+    let text = |k: &str| result[k].as_str().map(str::to_string);
+    out.push_str(&format!(
+        "  summary:     {}\n",
+        e(&one_line(&text("summary").unwrap_or_default()))
+    ));
+    let v = &result["validation"];
+    out.push_str(&format!(
+        "  validation:  {}\n",
+        e(v["overall"].as_str().unwrap_or("unknown"))
+    ));
+    out.push_str(&format!(
+        "  verified:    {}\n",
+        if a.is_verified() { "yes" } else { "no" }
+    ));
+    for c in v["commands"].as_array().into_iter().flatten() {
         out.push_str(&format!(
-            "  task config: {}\n",
-            shown(logs.as_ref().map(|l| l.join("task-config.yaml")))
-        ));
-        out.push_str(&format!("  logs:        {}\n", shown(logs)));
-        out.push_str(&format!(
-            "  result file: {}\n",
-            shown(attempt_files::result_file(&ws, a))
+            "    `{}`: exit {}, {}\n",
+            e(c["command"].as_str().unwrap_or("?")),
+            c["exit_code"]
+                .as_i64()
+                .map_or("-".into(), |x| x.to_string()),
+            human(std::time::Duration::from_millis(
+                c["duration_ms"].as_u64().unwrap_or(0)
+            ))
         ));
     }
-    write_stdout(&out)?;
-    Ok(exit::COMPLETE)
+    // Paths only as the workspace's own directories have them: a forged attempt
+    // line or result could name any file.
+    let note = match (text("note_path"), attempt_files::note_path(ws, task_id, a)) {
+        (_, Some(path)) => e(&path.display().to_string()),
+        (None, None) => "(none)".into(),
+        (Some(_), None) => "(not in this workspace's directories: not shown)".into(),
+    };
+    out.push_str(&format!("  note:        {note}\n"));
 }
 
 /// `, 1234 tokens, $0.05` for an attempt's line; nothing when not recorded.
@@ -454,22 +475,8 @@ fn enqueue(dir: &Path, ids: Vec<String>, all: bool, resume: bool) -> Result<i32,
         let _ = writeln!(std::io::stderr(), "error: {}", escape_controls(&why));
         code = exit::FAILED;
     };
-    let chosen: Vec<String> = if all {
-        let board = Board::load(&ws)?;
-        let mut tasks: Vec<&TaskView> = board
-            .tasks
-            .iter()
-            .filter(|t| {
-                matches!(
-                    board.status(&t.record.id),
-                    Some(TaskStatus::Pending | TaskStatus::Failed)
-                )
-            })
-            .collect();
-        tasks.sort_by(|a, b| {
-            (&a.record.created_at, &a.record.id).cmp(&(&b.record.created_at, &b.record.id))
-        });
-        tasks.into_iter().map(|t| t.record.id.clone()).collect()
+    let chosen = if all {
+        run_request::not_yet_run(&ws)?
     } else {
         ids
     };

@@ -36,16 +36,11 @@ pub fn image_with_this_fake() -> String {
             }
             let context = super::Scratch::new("fake-image");
             context.file("codex", &ours);
-            context.file(
-                "Dockerfile",
-                format!("FROM {TEST_IMAGE}\nCOPY codex /usr/local/bin/codex\nRUN chmod 755 /usr/local/bin/codex\n"),
+            build(
+                &tag,
+                &context,
+                &format!("FROM {TEST_IMAGE}\nCOPY codex /usr/local/bin/codex\nRUN chmod 755 /usr/local/bin/codex\n"),
             );
-            let out = Run::program("docker", &["build", "-q", "-t", &tag])
-                .arg(context.path.to_str().unwrap())
-                .env("DOCKER_BUILDKIT", "0")
-                .deadline(DOCKER_DEADLINE)
-                .output();
-            assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
             tag
         })
         .clone()
@@ -78,4 +73,115 @@ pub fn containers_labelled_on(global: &[&str], label: &str, value: &str) -> Vec<
     let mut args = global.to_vec();
     args.extend(["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"]);
     docker_ok(&args).lines().map(str::to_string).collect()
+}
+
+/// A `PATH` whose `docker` is the real one without `--security-opt seccomp=…`, so
+/// containers get the daemon's default profile instead of agent-runner's: the
+/// sandbox without its first line against set-id files, to test the second (the
+/// sweeps). The directory goes with the value.
+pub struct WithoutSeccompProfile {
+    dir: super::Scratch,
+}
+
+impl WithoutSeccompProfile {
+    pub fn new() -> Self {
+        let dir = super::Scratch::new("no-seccomp");
+        let real = super::Run::program("sh", &["-c", "command -v docker"]).output();
+        assert_eq!(real.code, Some(0), "docker is not on PATH");
+        let script = format!(
+            "#!/bin/sh\n# docker without agent-runner's seccomp profile (tests only)\n\
+             n=$#\nwhile [ $n -gt 0 ]; do\n  a=$1; shift; n=$((n - 1))\n  \
+             if [ \"$a\" = --security-opt ] && [ $n -gt 0 ]; then\n    \
+             case $1 in seccomp=*) shift; n=$((n - 1)); continue ;; esac\n  fi\n  \
+             set -- \"$@\" \"$a\"\ndone\nexec {} \"$@\"\n",
+            real.stdout.trim()
+        );
+        let path = dir.file("docker", script);
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        WithoutSeccompProfile { dir }
+    }
+
+    /// The `PATH` to run agent-runner with.
+    pub fn path(&self) -> String {
+        format!(
+            "{}:{}",
+            self.dir.path.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+}
+
+/// TEST_IMAGE with a setuid-root file, `/bin/setid-tool` (busybox, mode 4755), as an
+/// image may bring one; tagged by TEST_IMAGE's id, built once.
+pub fn image_with_setid_file() -> String {
+    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let id = docker_ok(&["image", "inspect", "--format", "{{.Id}}", TEST_IMAGE]);
+            let id = id.trim().trim_start_matches("sha256:");
+            let tag = format!("agent-runner-test-worker:setid-{}", &id[..12]);
+            if docker(&["image", "inspect", &tag]).0 {
+                return tag;
+            }
+            let context = super::Scratch::new("setid-image");
+            build(
+                &tag,
+                &context,
+                &format!(
+                    "FROM {TEST_IMAGE}\nRUN cp /bin/busybox /bin/setid-tool && chmod 4755 /bin/setid-tool\n"
+                ),
+            );
+            tag
+        })
+        .clone()
+}
+
+/// TEST_IMAGE whose fake codex runs under the host's dash (`#!/bin/dash`): a
+/// dynamically linked interpreter (libc and the loader come with the image's git),
+/// as claude's binary or a Debian shell is; tagged by TEST_IMAGE's id and dash's
+/// hash, built once.
+pub fn image_with_dynamic_agent() -> String {
+    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let dash = std::fs::read("/usr/bin/dash").expect("dash (Debian's /bin/sh) is needed");
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            dash.hash(&mut hasher);
+            let id = docker_ok(&["image", "inspect", "--format", "{{.Id}}", TEST_IMAGE]);
+            let id = id.trim().trim_start_matches("sha256:");
+            let tag = format!(
+                "agent-runner-test-worker:dash-{}-{:08x}",
+                &id[..12],
+                hasher.finish() as u32
+            );
+            if docker(&["image", "inspect", &tag]).0 {
+                return tag;
+            }
+            let context = super::Scratch::new("dash-image");
+            context.file("dash", &dash);
+            build(
+                &tag,
+                &context,
+                &format!(
+                    "FROM {TEST_IMAGE}\nCOPY dash /bin/dash\n\
+                     RUN chmod 755 /bin/dash && sed -i '1s|.*|#!/bin/dash|' /usr/local/bin/codex\n"
+                ),
+            );
+            tag
+        })
+        .clone()
+}
+
+/// `docker build -t tag` of `dockerfile` in `context` (the legacy builder, which
+/// needs no registry); the build must succeed.
+fn build(tag: &str, context: &super::Scratch, dockerfile: &str) {
+    context.file("Dockerfile", dockerfile);
+    let out = Run::program("docker", &["build", "-q", "-t", tag])
+        .arg(context.path.to_str().unwrap())
+        .env("DOCKER_BUILDKIT", "0")
+        .deadline(DOCKER_DEADLINE)
+        .output();
+    assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
 }

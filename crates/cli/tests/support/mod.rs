@@ -20,6 +20,33 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// `support/setid_probe.c` built static (once per test binary): tries every way to
+/// give a file a set-id bit or file capabilities, one line of result per way.
+pub fn setid_probe() -> PathBuf {
+    static PROBE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/setid_probe.c");
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+            let built = dir.join(format!("setid-probe.{}", std::process::id()));
+            let out = Run::program("cc", &["-static", "-Os", "-Wall", "-o"])
+                .arg(built.to_str().unwrap())
+                .arg(source.to_str().unwrap())
+                .output();
+            assert_eq!(
+                out.code,
+                Some(0),
+                "cc -static setid_probe.c: {}",
+                out.stderr
+            );
+            // Renamed into place: test binaries running at once never see half a file.
+            let probe = dir.join("setid-probe");
+            std::fs::rename(&built, &probe).unwrap();
+            probe
+        })
+        .clone()
+}
+
 /// A scratch directory, removed on drop.
 pub struct Scratch {
     pub path: PathBuf,

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use wait_timeout::ChildExt;
 
 use super::capture::Tail;
-use super::{Invocation, Message, SpawnError, Started, Stream, TICK, start};
+use super::{Invocation, Message, Started, Stream, TICK, start};
+use crate::Error;
 use crate::interrupt::Interrupt;
 use crate::sys::{self, Signal};
 
@@ -51,7 +52,7 @@ pub enum HeldWait {
 const HELD_STDERR: usize = 16 * 1024;
 
 /// Starts a held child; see `Held`.
-pub fn spawn_held(invocation: &Invocation) -> Result<Held, SpawnError> {
+pub fn spawn_held(invocation: &Invocation) -> Result<Held, Error> {
     let Started {
         mut child,
         receiver,

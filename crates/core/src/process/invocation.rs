@@ -23,7 +23,12 @@ pub struct Invocation {
     pub(super) stderr_file: Option<PathBuf>,
     /// SIGTERM the child when the spawning thread ends (`die_with_parent`).
     pub(super) parent_death_signal: bool,
+    /// What the child reads at `INPUT_FILE` (`input_file`).
+    pub(super) input_file: Option<Arc<[u8]>>,
 }
+
+/// Where a child reads the bytes given to `Invocation::input_file`.
+pub const INPUT_FILE: &str = "/dev/fd/3";
 
 impl Invocation {
     pub fn new(program: &str) -> Self {
@@ -37,6 +42,7 @@ impl Invocation {
             stdin_file: None,
             stderr_file: None,
             parent_death_signal: false,
+            input_file: None,
         }
     }
 
@@ -97,6 +103,14 @@ impl Invocation {
     /// (`run` does: it waits for the child on the calling thread).
     pub fn die_with_parent(mut self) -> Self {
         self.parent_death_signal = true;
+        self
+    }
+
+    /// Gives the child `bytes` to read at `INPUT_FILE`, for an option that takes a
+    /// file's path (docker's `--security-opt seccomp=`): an anonymous file in memory,
+    /// so nothing is written to disk and nothing is left to remove.
+    pub fn input_file(mut self, bytes: impl Into<Arc<[u8]>>) -> Self {
+        self.input_file = Some(bytes.into());
         self
     }
 

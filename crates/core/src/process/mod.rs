@@ -24,8 +24,9 @@ use wait_timeout::ChildExt;
 
 pub use capture::{Capture, StreamFilter};
 pub use held::{Held, HeldWait, spawn_held};
-pub use invocation::Invocation;
+pub use invocation::{INPUT_FILE, Invocation};
 
+use crate::Error;
 use crate::interrupt::Interrupt;
 use crate::sys::{self, Signal};
 
@@ -113,14 +114,6 @@ impl Finished {
     }
 }
 
-/// The child could not be started at all.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot run `{program}`: {reason}")]
-pub struct SpawnError {
-    pub(crate) program: String,
-    pub(crate) reason: String,
-}
-
 /// Which pipe a chunk came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stream {
@@ -141,7 +134,7 @@ pub fn run(
     limits: &Limits,
     capture: &mut Capture,
     stop: Stop,
-) -> Result<Finished, SpawnError> {
+) -> Result<Finished, Error> {
     run_watched(invocation, limits, capture, stop, &mut |_| {})
 }
 
@@ -153,7 +146,7 @@ pub fn run_watched(
     capture: &mut Capture,
     stop: Stop,
     spawned: &mut dyn FnMut(u32),
-) -> Result<Finished, SpawnError> {
+) -> Result<Finished, Error> {
     let started = Instant::now();
     let Started {
         mut child,
@@ -218,10 +211,10 @@ pub(crate) struct Started {
 /// Spawns the child in its own process group, stdin piped, output read by threads.
 /// The program is found by `program::resolve`; the child runs in the directory
 /// given, else in `/`, never in one it inherited (which may be one a worker writes).
-pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
-    let path = program::resolve(&invocation.program).map_err(|reason| SpawnError {
+pub(crate) fn start(invocation: &Invocation) -> Result<Started, Error> {
+    let path = program::resolve(&invocation.program).map_err(|reason| Error::Spawn {
         program: invocation.program.clone(),
-        reason,
+        reason: reason.to_string(),
     })?;
     let mut command = std::process::Command::new(path);
     let stderr = match &invocation.stderr_file {
@@ -233,17 +226,20 @@ pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
             .mode(0o600)
             .open(path)
             .map(Stdio::from)
-            .map_err(|e| SpawnError {
+            .map_err(|e| Error::Spawn {
                 program: invocation.program.clone(),
                 reason: format!("cannot open {} for its stderr: {e}", path.display()),
             })?,
     };
     let stdin = match &invocation.stdin_file {
         None => Stdio::piped(),
-        Some(file) => file.try_clone().map(Stdio::from).map_err(|e| SpawnError {
-            program: invocation.program.clone(),
-            reason: format!("cannot pass its stdin: {e}"),
-        })?,
+        Some(file) => file
+            .try_clone()
+            .map(Stdio::from)
+            .map_err(|e| Error::Spawn {
+                program: invocation.program.clone(),
+                reason: format!("cannot pass its stdin: {e}"),
+            })?,
     };
     for name in &invocation.env_removed {
         command.env_remove(name);
@@ -259,10 +255,23 @@ pub(crate) fn start(invocation: &Invocation) -> Result<Started, SpawnError> {
     if invocation.parent_death_signal {
         sys::terminate_with_parent(&mut command);
     }
-    let mut child = command.spawn().map_err(|e| SpawnError {
+    // Kept open until the child has started with its copy.
+    let input = match &invocation.input_file {
+        None => None,
+        Some(bytes) => {
+            let file = sys::memory_file(bytes).map_err(|e| Error::Spawn {
+                program: invocation.program.clone(),
+                reason: format!("cannot make its input file: {e}"),
+            })?;
+            sys::pass_as_fd3(&mut command, &file);
+            Some(file)
+        }
+    };
+    let mut child = command.spawn().map_err(|e| Error::Spawn {
         program: invocation.program.clone(),
         reason: e.to_string(),
     })?;
+    drop(input);
     let (sender, receiver) = sync_channel(CHANNEL_CHUNKS);
     let mut open = 0;
     if let Some(out) = child.stdout.take() {
@@ -402,6 +411,28 @@ mod tests {
         assert_eq!((f.ending, f.code()), (Ending::Exited, Some(3)));
         assert!(tail.contains("out\n") && tail.contains("err\n"), "{tail}");
         assert_eq!(stderr, "err\n");
+    }
+
+    #[test]
+    fn an_input_file_is_read_at_its_path_from_memory() {
+        let mut capture = Capture::in_memory(4096);
+        let inv = sh(&format!(
+            "cat {INPUT_FILE}; cat {INPUT_FILE}; readlink {INPUT_FILE}"
+        ))
+        .input_file(b"profile\n".to_vec());
+        let f = run(
+            &inv,
+            &Limits::wall(Duration::from_secs(10), Interrupt::never()),
+            &mut capture,
+            Stop::Terminate,
+        )
+        .unwrap();
+        assert_eq!(f.code(), Some(0), "{}", capture.stderr());
+        // Read twice from its start; no file on disk.
+        assert_eq!(
+            capture.tail(),
+            "profile\nprofile\n/memfd:agent-runner-input (deleted)\n"
+        );
     }
 
     #[test]

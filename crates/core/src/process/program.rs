@@ -11,9 +11,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use crate::Error;
+
 /// Where `program` runs from: itself when it names a path, else the first match in
 /// an absolute directory of `PATH`. The error says why none was found.
-pub fn resolve(program: &str) -> Result<PathBuf, String> {
+pub fn resolve(program: &str) -> Result<PathBuf, Error> {
     if program.contains('/') {
         return Ok(PathBuf::from(program));
     }
@@ -24,9 +26,7 @@ pub fn resolve(program: &str) -> Result<PathBuf, String> {
     }
     let path = std::env::var_os("PATH")
         .and_then(|path| search(program, &path))
-        .ok_or_else(|| {
-            "not found on PATH (only its absolute directories are searched)".to_string()
-        })?;
+        .ok_or(Error::NotOnPath)?;
     if let Ok(mut found) = found.lock() {
         found.insert(program.to_string(), path.clone());
     }
@@ -76,7 +76,7 @@ mod tests {
             "not executable"
         );
         assert_eq!(search("tool", OsStr::new(".:repo")), None);
-        assert_eq!(resolve("/bin/x"), Ok(PathBuf::from("/bin/x")));
+        assert_eq!(resolve("/bin/x").ok(), Some(PathBuf::from("/bin/x")));
         std::fs::remove_dir_all(base).unwrap();
     }
 

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::git::{self, Repo};
 use super::root_repo::{RootRepo, is_object_id};
 use super::{AttemptClone, checked_out};
+use crate::PipelineError;
 use crate::clones::bundler::{Bundled, Bundlers, Request};
 use agent_runner_core::fs::atomic;
 use agent_runner_core::interrupt::Interrupt;
@@ -51,7 +52,7 @@ pub(crate) fn bring_back(
     worker: &WorkerSettings,
     log_dir: &Path,
     interrupt: Interrupt,
-) -> Result<(), String> {
+) -> Result<(), PipelineError> {
     let request = Request {
         job_id: &clone.job_id,
         task_id: &clone.task_id,
@@ -59,7 +60,9 @@ pub(crate) fn bring_back(
         haves: &clone.haves,
     };
     let clock = std::time::Instant::now();
-    let bundled = bundlers.bundle(worker, &request, interrupt)?;
+    let bundled = bundlers
+        .bundle(worker, &request, interrupt)
+        .map_err(PipelineError::Bundler)?;
     log::debug!(
         "job {}: bundled in {}",
         clone.job_id,
@@ -71,11 +74,7 @@ pub(crate) fn bring_back(
     }
     let commit = match bundled {
         Bundled::Unchanged(commit) if clone.haves.contains(&commit) => commit,
-        Bundled::Unchanged(commit) => {
-            return Err(format!(
-                "the bundler called the branch unchanged at {commit}, which it did not start from"
-            ));
-        }
+        Bundled::Unchanged(commit) => return Err(PipelineError::UnchangedElsewhere(commit)),
         Bundled::Bundle { file, commit } => {
             let landing = bundlers.landing(&clone.job_id);
             let landed = land(&repo, file, &commit, clone, &landing, interrupt);
@@ -90,9 +89,9 @@ pub(crate) fn bring_back(
         before,
         after: commit.clone(),
     };
-    let text = serde_json::to_vec(&journal).map_err(|e| e.to_string())?;
+    let text = serde_json::to_vec(&journal).map_err(PipelineError::Encode)?;
     atomic::write(&log_dir.join(JOURNAL), &text)
-        .map_err(|e| format!("cannot write {}: {e}", log_dir.join(JOURNAL).display()))?;
+        .map_err(PipelineError::io("write", log_dir.join(JOURNAL)))?;
     repo.set_branch(&clone.branch, Some(&commit))?;
     Ok(())
 }
@@ -106,18 +105,19 @@ fn land(
     clone: &AttemptClone,
     landing: &Path,
     interrupt: Interrupt,
-) -> Result<(), String> {
+) -> Result<(), PipelineError> {
     let (file, refs) = past_header(file)?;
     let wanted = format!("refs/heads/{}", clone.branch);
     if refs != [(commit.to_string(), wanted.clone())] {
-        return Err(format!(
-            "the bundle holds {refs:?}, not {wanted} at {commit}"
-        ));
+        return Err(PipelineError::WrongBundle {
+            refs,
+            wanted,
+            commit: commit.to_string(),
+        });
     }
     let _ = std::fs::remove_dir_all(landing);
     if let Some(parent) = landing.parent() {
-        crate::store::workspace::create_dir(parent)
-            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        crate::store::workspace::create_dir(parent).map_err(PipelineError::io("create", parent))?;
     }
     git::init(landing, None, commit, interrupt)?;
     // index-pack completes the pack with the bases it lacks from there.
@@ -137,11 +137,11 @@ fn land(
         .split_whitespace()
         .nth(1)
         .filter(|h| is_object_id(h))
-        .ok_or_else(|| format!("index-pack answered {indexed:?}"))?
+        .ok_or_else(|| PipelineError::IndexPack(indexed.clone()))?
         .to_string();
     let kind = landing_repo.run(&["cat-file", "-t", commit], interrupt)?;
     if kind.trim() != "commit" {
-        return Err(format!("the branch names a {}, not a commit", kind.trim()));
+        return Err(PipelineError::NotACommit(kind.trim().to_string()));
     }
     // Every object of the branch is there (the pack's, or root_dir's).
     let mut args = vec!["rev-list", "--objects", "--quiet", commit, "--not"];
@@ -151,7 +151,7 @@ fn land(
 }
 
 /// The bundle file positioned at its pack, and the refs its header lists.
-fn past_header(file: File) -> Result<(File, Vec<(String, String)>), String> {
+fn past_header(file: File) -> Result<(File, Vec<(String, String)>), PipelineError> {
     let mut reader = BufReader::new(std::io::Read::take(file, MAX_HEADER));
     let mut offset = 0u64;
     let mut refs = Vec::new();
@@ -161,15 +161,15 @@ fn past_header(file: File) -> Result<(File, Vec<(String, String)>), String> {
         line.clear();
         let read = reader
             .read_until(b'\n', &mut line)
-            .map_err(|e| format!("cannot read the bundle: {e}"))?;
+            .map_err(PipelineError::BundleRead)?;
         if read == 0 || line.last() != Some(&b'\n') {
-            return Err("the bundle's header has no end".into());
+            return Err(PipelineError::BundleHeaderUnended);
         }
         offset += read as u64;
         let text = String::from_utf8_lossy(&line[..read - 1]).into_owned();
         if first {
             if text != "# v2 git bundle" && text != "# v3 git bundle" {
-                return Err(format!("not a git bundle: {text:?}"));
+                return Err(PipelineError::NotABundle(text));
             }
             first = false;
             continue;
@@ -182,12 +182,12 @@ fn past_header(file: File) -> Result<(File, Vec<(String, String)>), String> {
         }
         match text.split_once(' ') {
             Some((id, name)) if is_object_id(id) => refs.push((id.to_string(), name.to_string())),
-            _ => return Err(format!("the bundle's header has {text:?}")),
+            _ => return Err(PipelineError::BundleHeaderLine(text)),
         }
     }
     let mut file = reader.into_inner().into_inner();
     file.seek(SeekFrom::Start(offset))
-        .map_err(|e| format!("cannot read the bundle: {e}"))?;
+        .map_err(PipelineError::BundleRead)?;
     Ok((file, refs))
 }
 

@@ -7,10 +7,11 @@
 //! A long-lived container per orchestrator (and worker image) serves the attempts:
 //! a container start costs about as much CPU as a whole scripted attempt, so one per
 //! attempt slowed `--jobs 3` by 1.7x. It is started at the first isolated attempt,
-//! alongside that attempt's runner, and held like the sandbox's keep-alive: an
-//! attached `docker run -i --rm` whose stdin we hold, so it ends with the
-//! orchestrator however that ends, and carries the sweep's owner labels. It has no
-//! network and the worker's resource limits (what it reads is the worker's: a loose
+//! alongside that attempt's runner, by the sandbox's backend (`backend::Docker`) and
+//! held like the sandbox: its main process's stdin is ours, so it ends with the
+//! orchestrator however that ends, and it carries the sweep's owner labels. It has no
+//! network, no capabilities, the sandbox's seccomp profile (no set-id file in its
+//! output) and the worker's resource limits (what it reads is the worker's: a loose
 //! object that inflates to gigabytes, say), sees the workspace's `clones/` read-only
 //! and an output directory of this orchestrator read-write, and takes one request
 //! per line on its stdin; git never sees that stdin (a worker's link to
@@ -36,12 +37,13 @@ use std::time::{Duration, Instant};
 
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
-use agent_runner_core::process::{self, Held, HeldWait, Invocation};
+use agent_runner_core::process::HeldWait;
 use agent_runner_core::timestamp::human;
+use agent_runner_sandbox::backend::sweep::{LABEL_TASK, owner_labels};
+use agent_runner_sandbox::backend::{
+    Backend, Confinement, Docker, Instance, Main, Mount, Net, Spec,
+};
 use agent_runner_sandbox::task::{WorkerLimits, WorkerSettings};
-use agent_runner_sandbox::worker::container::{limit_args, user_args};
-use agent_runner_sandbox::worker::docker_cli::{mount_spec, remove_container};
-use agent_runner_sandbox::worker::sweep::{LABEL_TASK, owner_labels};
 
 /// Where the workspace's `clones/` is mounted in the bundler.
 const CLONES_MOUNT: &str = "/clones";
@@ -97,6 +99,8 @@ struct Shared {
 }
 
 struct State {
+    /// Where the bundlers run.
+    backend: Arc<dyn Backend>,
     clones: PathBuf,
     /// This orchestrator's directory: `out/` (the bundlers write there) and the
     /// landing repositories.
@@ -114,7 +118,7 @@ struct Pool {
 
 struct Bundler {
     name: String,
-    held: Held,
+    container: Box<dyn Instance>,
     ready: bool,
 }
 
@@ -124,6 +128,7 @@ impl Bundlers {
     pub(crate) fn new(clones: PathBuf, dir: PathBuf, workspace_id: &str) -> Bundlers {
         Bundlers(Arc::new(Shared {
             state: Mutex::new(State {
+                backend: Arc::new(Docker::default()),
                 clones,
                 dir,
                 workspace_id: workspace_id.to_string(),
@@ -210,7 +215,7 @@ impl Bundlers {
             let out = state.out();
             let pool = state.pools.entry(key.clone()).or_default();
             while let Some(mut bundler) = pool.idle.pop() {
-                if bundler.held.is_running() {
+                if bundler.container.is_alive() {
                     pool.busy += 1;
                     return Ok((bundler, out));
                 }
@@ -306,51 +311,33 @@ impl State {
             self.workspace_id,
             crate::store::id::random_hex(6)
         );
-        let mut args: Vec<String> = [
-            "run",
-            "-i",
-            "--rm",
-            "--init",
-            "--pull",
-            "never",
-            "--network",
-            "none",
-            "--cap-drop",
-            "ALL",
-            "--security-opt",
-            "no-new-privileges",
-        ]
-        .map(String::from)
-        .to_vec();
-        args.extend(["--name".into(), name.clone()]);
+        let mut spec = Spec::new(image, Main::shell(SCRIPT, []));
+        spec.name = Some(name.clone());
         // The sandbox's labels: the start-up sweep removes it if this process dies
         // without taking it down (its pipe normally does).
-        args.extend([
-            "--label".into(),
-            format!("{LABEL_TASK}={}", label_value(&self.workspace_id)),
-        ]);
-        for (label, value) in owner_labels(&Owner::this_process()) {
-            args.extend(["--label".into(), format!("{label}={value}")]);
-        }
-        args.extend(limit_args(limits));
-        args.extend(user_args());
-        args.extend([
-            "--mount".into(),
-            mount_spec(&self.clones, CLONES_MOUNT, true),
-            "--mount".into(),
-            mount_spec(&out, OUT_MOUNT, false),
-            "--entrypoint".into(),
-            "/bin/sh".into(),
-            image.into(),
-            "-c".into(),
-            SCRIPT.into(),
-        ]);
-        let held = process::spawn_held(&Invocation::new("docker").args(args))
+        spec.labels = vec![(LABEL_TASK.to_string(), label_value(&self.workspace_id))];
+        spec.labels.extend(
+            owner_labels(&Owner::this_process())
+                .into_iter()
+                .map(|(label, value)| (label.to_string(), value)),
+        );
+        spec.held = true;
+        spec.network = Net::Isolated;
+        spec.confinement = Some(Confinement { keep: &[] });
+        spec.limits = Some(limits.clone());
+        spec.as_user = true;
+        spec.mounts = vec![
+            Mount::new(&self.clones, CLONES_MOUNT, true),
+            Mount::new(&out, OUT_MOUNT, false),
+        ];
+        let started = self
+            .backend
+            .start(&spec)
             .map_err(|e| format!("cannot start a bundler container: {e}"))?;
         log::info!("bundler {name} starting ({image})");
         Ok(Bundler {
             name,
-            held,
+            container: started.instance,
             ready: false,
         })
     }
@@ -358,11 +345,7 @@ impl State {
 
 /// Which bundler serves `worker`: one per image and limits.
 fn key(worker: &WorkerSettings) -> String {
-    format!(
-        "{}\0{}",
-        worker.docker_image,
-        limit_args(&worker.limits).join(" ")
-    )
+    format!("{}\0{:?}", worker.docker_image, worker.limits)
 }
 
 fn poisoned() -> String {
@@ -378,7 +361,7 @@ impl Bundler {
     /// Sends `request` and waits for its answer (after the ready line, the first time).
     fn ask(&mut self, request: &Request, interrupt: Interrupt) -> Result<String, HeldWait> {
         if !self.ready {
-            self.held.read_line(READY, START_TIMEOUT, interrupt)?;
+            self.container.read_line(READY, START_TIMEOUT, interrupt)?;
             self.ready = true;
         }
         let line = format!(
@@ -388,24 +371,18 @@ impl Bundler {
             request.branch,
             request.haves.join(" ")
         );
-        if self.held.send_line(&line).is_err() {
-            return Err(HeldWait::Ended(self.held.stderr()));
+        if self.container.send_line(&line).is_err() {
+            return Err(HeldWait::Ended(self.container.stderr()));
         }
         let prefix = format!("{ANSWER}{} ", request.job_id);
-        self.held.read_line(&prefix, REQUEST_TIMEOUT, interrupt)
+        self.container
+            .read_line(&prefix, REQUEST_TIMEOUT, interrupt)
     }
 
     /// Ends the container: closing its stdin ends its script, and `--rm` removes it.
     fn stop(self) {
-        let clock = std::time::Instant::now();
-        if !self.held.release(Duration::from_secs(10)) {
-            remove_container(&self.name);
-        }
-        log::debug!(
-            "bundler {} removed in {}",
-            self.name,
-            human(clock.elapsed())
-        );
+        let took = self.container.remove(Duration::from_secs(10));
+        log::debug!("bundler {} removed in {}", self.name, human(took));
     }
 }
 

@@ -14,6 +14,7 @@ use std::path::Path;
 use super::git::{self, Repo};
 use super::root_repo::RootRepo;
 use super::{AttemptClone, branch_name, checked_out};
+use crate::PipelineError;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::private_dir::DIR_NAME;
 
@@ -42,13 +43,13 @@ pub(crate) fn prepare(
     task_id: &str,
     merge: &[String],
     interrupt: Interrupt,
-) -> Result<AttemptClone, String> {
+) -> Result<AttemptClone, PipelineError> {
     let dir = &clones.join(job_id);
     let branch = branch_name(task_id);
     let repo = RootRepo::open(root)?;
-    let head = repo.head().map_err(|e| {
-        format!("root_dir has no commit to start from (isolated attempts start from HEAD): {e}")
-    })?;
+    let head = repo
+        .head()
+        .map_err(|e| PipelineError::NoStart(Box::new(e)))?;
     if head.branch.as_deref() == Some(format!("refs/heads/{branch}").as_str()) {
         return Err(checked_out(&branch, root, root));
     }
@@ -64,8 +65,7 @@ pub(crate) fn prepare(
         }
     }
     if let Some(parent) = dir.parent() {
-        crate::store::workspace::create_dir(parent)
-            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        crate::store::workspace::create_dir(parent).map_err(PipelineError::io("create", parent))?;
     }
     let clone = Repo {
         git_dir: &dir.join(".git"),
@@ -90,12 +90,15 @@ pub(crate) fn prepare(
                 .unwrap_or_default();
             let files: Vec<&str> = conflicts.lines().collect();
             return Err(if files.is_empty() {
-                format!("merging {name} into the attempt's start failed: {e}")
+                PipelineError::MergeFailed {
+                    branch: name.to_string(),
+                    error: Box::new(e),
+                }
             } else {
-                format!(
-                    "merging {name} into the attempt's start failed: conflict in {}",
-                    files.join(", ")
-                )
+                PipelineError::MergeConflict {
+                    branch: name.to_string(),
+                    files: files.into_iter().map(str::to_string).collect(),
+                }
             });
         }
         haves.push(tip);
@@ -113,7 +116,7 @@ pub(crate) fn prepare(
 
 /// Makes a spare clone of `root` in `dir` (`spare::Spares`), HEAD checked out; the
 /// commit it has.
-pub(crate) fn spare_clone(root: &Path, dir: &Path) -> Result<String, String> {
+pub(crate) fn spare_clone(root: &Path, dir: &Path) -> Result<String, PipelineError> {
     let repo = RootRepo::open(root)?;
     let base = repo.head()?.commit;
     make(&repo, dir, SPARE_BRANCH, &base, &[], Interrupt::never())?;
@@ -129,7 +132,7 @@ fn make(
     base: &str,
     tips: &[(&str, String)],
     interrupt: Interrupt,
-) -> Result<(), String> {
+) -> Result<(), PipelineError> {
     // git would wait on a FIFO there for a writer that never comes.
     repo.check_objects()?;
     git::init(dir, Some(branch), base, interrupt)?;
@@ -167,7 +170,7 @@ fn make(
 /// branch may carry one (a dependency's worker committed a link there), and the
 /// runner makes its own. (The bundler brings root_dir's back, whatever the worker
 /// does to it.)
-fn drop_private_dir(clone: &Repo, dir: &Path, interrupt: Interrupt) -> Result<(), String> {
+fn drop_private_dir(clone: &Repo, dir: &Path, interrupt: Interrupt) -> Result<(), PipelineError> {
     let path = dir.join(DIR_NAME);
     let Ok(meta) = std::fs::symlink_metadata(&path) else {
         return Ok(());
@@ -190,5 +193,5 @@ fn drop_private_dir(clone: &Repo, dir: &Path, interrupt: Interrupt) -> Result<()
     } else {
         std::fs::remove_file(&path)
     };
-    removed.map_err(|e| format!("cannot remove {}: {e}", path.display()))
+    removed.map_err(PipelineError::io("remove", &path))
 }

@@ -14,6 +14,7 @@ use std::fs::File;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::PipelineError;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Invocation, Limits, Stop};
 
@@ -32,7 +33,7 @@ pub(crate) struct Repo<'a> {
 
 impl Repo<'_> {
     /// `git <args>` here; its stdout.
-    pub(crate) fn run(&self, args: &[&str], interrupt: Interrupt) -> Result<String, String> {
+    pub(crate) fn run(&self, args: &[&str], interrupt: Interrupt) -> Result<String, PipelineError> {
         run(&self.invocation(args), interrupt)
     }
 
@@ -42,7 +43,7 @@ impl Repo<'_> {
         args: &[&str],
         stdin: File,
         interrupt: Interrupt,
-    ) -> Result<String, String> {
+    ) -> Result<String, PipelineError> {
         run(&self.invocation(args).stdin_file(stdin), interrupt)
     }
 
@@ -120,7 +121,7 @@ pub(crate) fn init(
     branch: Option<&str>,
     like: &str,
     interrupt: Interrupt,
-) -> Result<(), String> {
+) -> Result<(), PipelineError> {
     let format = if like.len() == 64 { "sha256" } else { "sha1" };
     let target = dir.display().to_string();
     let mut args = vec!["init", "--quiet", "--template=", "--object-format", format];
@@ -133,7 +134,7 @@ pub(crate) fn init(
     run(&invocation, interrupt).map(|_| ())
 }
 
-fn run(invocation: &Invocation, interrupt: Interrupt) -> Result<String, String> {
+fn run(invocation: &Invocation, interrupt: Interrupt) -> Result<String, PipelineError> {
     let mut stdout = String::new();
     let mut on_line = |line: &[u8]| {
         if stdout.len() < 256 * 1024 {
@@ -147,19 +148,19 @@ fn run(invocation: &Invocation, interrupt: Interrupt) -> Result<String, String> 
         &Limits::wall(TIMEOUT, interrupt),
         &mut capture,
         Stop::Terminate,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let stderr = capture.stderr();
     drop(capture);
     match finished.ending {
-        process::Ending::Interrupted => Err("interrupted".into()),
-        process::Ending::TimedOut => Err(format!("`{}` timed out", invocation.display())),
+        process::Ending::Interrupted => Err(PipelineError::Interrupted),
+        process::Ending::TimedOut => Err(PipelineError::GitTimedOut {
+            command: invocation.display(),
+        }),
         _ if finished.success() => Ok(stdout),
-        _ => Err(format!(
-            "`{}` failed: {}",
-            invocation.display(),
-            agent_runner_core::text::tail(stderr.trim(), 600)
-        )),
+        _ => Err(PipelineError::GitFailed {
+            command: invocation.display(),
+            stderr: agent_runner_core::text::tail(stderr.trim(), 600),
+        }),
     }
 }
 

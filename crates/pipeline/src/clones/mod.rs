@@ -30,6 +30,8 @@ pub(crate) mod spare;
 
 use std::path::{Path, PathBuf};
 
+use crate::PipelineError;
+
 pub(crate) use bring_back::{bring_back, forget, reconcile};
 pub(crate) use clone::{prepare, spare_clone};
 
@@ -56,11 +58,11 @@ const DESCRIPTION: &str = "clone.json";
 
 impl AttemptClone {
     /// Keeps the description in the job's log directory `log_dir`.
-    pub(crate) fn save(&self, log_dir: &Path) -> Result<(), String> {
-        let json = serde_json::to_vec(self).map_err(|e| e.to_string())?;
+    pub(crate) fn save(&self, log_dir: &Path) -> Result<(), PipelineError> {
+        let json = serde_json::to_vec(self).map_err(PipelineError::Encode)?;
         let path = log_dir.join(DESCRIPTION);
         agent_runner_core::fs::atomic::write(&path, &json)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+            .map_err(PipelineError::io("write", &path))
     }
 
     /// The clone of job `job_id` (in `clones`) that an earlier attempt of task
@@ -72,27 +74,31 @@ impl AttemptClone {
         log_dir: &Path,
         job_id: &str,
         task_id: &str,
-    ) -> Result<AttemptClone, String> {
+    ) -> Result<AttemptClone, PipelineError> {
         let path = log_dir.join(DESCRIPTION);
-        let bytes = agent_runner_core::fs::read::whole(&path, 1 << 20).map_err(|e| {
-            format!(
-                "the clone of job {job_id} is not described ({}: {e})",
-                path.display()
-            )
+        let bytes = agent_runner_core::fs::read::whole(&path, 1 << 20).map_err(|source| {
+            PipelineError::CloneNotDescribed {
+                job_id: job_id.to_string(),
+                path: path.clone(),
+                source,
+            }
         })?;
         let saved: AttemptClone =
-            serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+            serde_json::from_slice(&bytes).map_err(|source| PipelineError::Json {
+                path: path.clone(),
+                source,
+            })?;
         let dir = clones.join(job_id);
         if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
-            return Err(format!(
-                "the clone of job {job_id} ({}) is gone",
-                dir.display()
-            ));
+            return Err(PipelineError::CloneGone {
+                job_id: job_id.to_string(),
+                dir,
+            });
         }
         let commits_ok = root_repo::is_object_id(&saved.base)
             && saved.haves.iter().all(|h| root_repo::is_object_id(h));
         if !commits_ok {
-            return Err(format!("{}: not commit ids", path.display()));
+            return Err(PipelineError::NotCommitIds(path));
         }
         Ok(AttemptClone {
             dir,
@@ -117,17 +123,17 @@ pub(crate) fn is_git_root(root: &Path) -> bool {
 
 /// The error for `branch` checked out in work tree `place` (root_dir itself, or a
 /// worktree of its repository).
-fn checked_out(branch: &str, place: &Path, root: &Path) -> String {
+fn checked_out(branch: &str, place: &Path, root: &Path) -> PipelineError {
     if place == root {
-        format!(
-            "{branch} is checked out in root_dir {}; switch to another branch so it can be updated",
-            root.display()
-        )
+        PipelineError::CheckedOutInRoot {
+            branch: branch.to_string(),
+            root: root.to_path_buf(),
+        }
     } else {
-        format!(
-            "{branch} is checked out in {}, a worktree of root_dir {}'s repository; switch it to another branch so it can be updated",
-            place.display(),
-            root.display()
-        )
+        PipelineError::CheckedOutInWorktree {
+            branch: branch.to_string(),
+            place: place.to_path_buf(),
+            root: root.to_path_buf(),
+        }
     }
 }

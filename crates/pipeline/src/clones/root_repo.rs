@@ -11,6 +11,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use crate::PipelineError;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::fs::dir::Kind;
 
@@ -45,41 +46,43 @@ pub(crate) struct Head {
 impl RootRepo {
     /// The repository whose work tree's top is `root`: `root/.git` a directory, or a
     /// `gitdir:` file (a linked worktree). An error says why it is none.
-    pub(crate) fn open(root: &Path) -> Result<RootRepo, String> {
-        let top = Dir::open(root).map_err(|e| e.to_string())?;
+    pub(crate) fn open(root: &Path) -> Result<RootRepo, PipelineError> {
+        let top = Dir::open(root).map_err(PipelineError::Fs)?;
         let dot_git = root.join(".git");
         let (git_dir, is_main) = match top.existing(".git") {
             Ok(dir) => (dir, true),
             Err(_) => {
-                let link = read_small(&top, ".git")
-                    .map_err(|e| format!("{}: not a git work tree's top ({e})", root.display()))?;
+                let link =
+                    read_small(&top, ".git").map_err(|source| PipelineError::NotAWorkTree {
+                        root: root.to_path_buf(),
+                        source,
+                    })?;
                 let target = link
                     .trim_end()
                     .strip_prefix("gitdir: ")
-                    .ok_or_else(|| format!("{}: not a `gitdir:` file", dot_git.display()))?;
+                    .ok_or_else(|| PipelineError::NotAGitdirFile(dot_git.clone()))?;
                 let path = root.join(target);
-                let dir =
-                    Dir::open(&path).map_err(|e| format!("{} names {e}", dot_git.display()))?;
+                let dir = Dir::open(&path).map_err(|source| PipelineError::GitdirTarget {
+                    dot_git: dot_git.clone(),
+                    source,
+                })?;
                 (dir, false)
             }
         };
         let common = if is_main {
-            if git_dir.exists("commondir").map_err(|e| e.to_string())? {
-                return Err(format!(
-                    "{} exists, which a repository's own git directory never has: git would take its configuration from where it points (planted by a worker?). Remove it",
-                    dot_git.join("commondir").display()
-                ));
+            if git_dir.exists("commondir").map_err(PipelineError::Fs)? {
+                return Err(PipelineError::PlantedCommondir(dot_git.join("commondir")));
             }
-            Dir::open(git_dir.path()).map_err(|e| e.to_string())?
+            Dir::open(git_dir.path()).map_err(PipelineError::Fs)?
         } else {
             match read_small(&git_dir, "commondir") {
                 Ok(text) => {
                     // Usually `../..`: named as it is, for messages.
                     let path = git_dir.path().join(text.trim_end());
                     let path = std::fs::canonicalize(&path).unwrap_or(path);
-                    Dir::open(&path).map_err(|e| e.to_string())?
+                    Dir::open(&path).map_err(PipelineError::Fs)?
                 }
-                Err(_) => Dir::open(git_dir.path()).map_err(|e| e.to_string())?,
+                Err(_) => Dir::open(git_dir.path()).map_err(PipelineError::Fs)?,
             }
         };
         let repo = RootRepo {
@@ -89,18 +92,15 @@ impl RootRepo {
             is_main,
         };
         for (dir, name) in [(&repo.git_dir, "HEAD"), (&repo.common, "objects")] {
-            if !dir.exists(name).map_err(|e| e.to_string())? {
-                return Err(format!(
-                    "{} has no {name}: not a git repository",
-                    dir.path().display()
-                ));
+            if !dir.exists(name).map_err(PipelineError::Fs)? {
+                return Err(PipelineError::NotARepository {
+                    dir: dir.path().to_path_buf(),
+                    missing: name,
+                });
             }
         }
-        if repo.common.exists("reftable").map_err(|e| e.to_string())? {
-            return Err(format!(
-                "{}: its refs are kept in a reftable, which isolated attempts cannot read yet",
-                repo.common.path().display()
-            ));
+        if repo.common.exists("reftable").map_err(PipelineError::Fs)? {
+            return Err(PipelineError::Reftable(repo.common.path().to_path_buf()));
         }
         Ok(repo)
     }
@@ -111,14 +111,14 @@ impl RootRepo {
     }
 
     /// What HEAD names; an error if it names no commit.
-    pub(crate) fn head(&self) -> Result<Head, String> {
-        let text = read_small(&self.git_dir, "HEAD").map_err(|e| e.to_string())?;
+    pub(crate) fn head(&self) -> Result<Head, PipelineError> {
+        let text = read_small(&self.git_dir, "HEAD").map_err(PipelineError::Fs)?;
         let text = text.trim_end();
         match text.strip_prefix("ref: ") {
             Some(name) => {
                 let commit = self
                     .resolve(name)?
-                    .ok_or_else(|| format!("HEAD names {name}, which has no commit yet"))?;
+                    .ok_or_else(|| PipelineError::UnbornHead(name.to_string()))?;
                 Ok(Head {
                     commit,
                     branch: Some(name.to_string()),
@@ -128,21 +128,18 @@ impl RootRepo {
                 commit: text.to_string(),
                 branch: None,
             }),
-            None => Err(format!(
-                "{} is neither a ref nor a commit",
-                self.git_dir.join("HEAD").display()
-            )),
+            None => Err(PipelineError::BadHead(self.git_dir.join("HEAD"))),
         }
     }
 
     /// The commit of branch `name` (`agent-runner/x`), if there is one.
-    pub(crate) fn branch(&self, name: &str) -> Result<Option<String>, String> {
+    pub(crate) fn branch(&self, name: &str) -> Result<Option<String>, PipelineError> {
         self.resolve(&format!("refs/heads/{name}"))
     }
 
     /// The work tree in which branch `name` is checked out, if any: root_dir, the
     /// main worktree or a linked one.
-    pub(crate) fn checked_out(&self, name: &str) -> Result<Option<PathBuf>, String> {
+    pub(crate) fn checked_out(&self, name: &str) -> Result<Option<PathBuf>, PipelineError> {
         let wanted = format!("ref: refs/heads/{name}");
         let names = |dir: &Dir| read_small(dir, "HEAD").is_ok_and(|head| head.trim_end() == wanted);
         if names(&self.git_dir) {
@@ -158,7 +155,7 @@ impl RootRepo {
         let Ok(worktrees) = self.common.existing("worktrees") else {
             return Ok(None);
         };
-        for (entry, kind) in worktrees.entries().map_err(|e| e.to_string())? {
+        for (entry, kind) in worktrees.entries().map_err(PipelineError::Fs)? {
             let Ok(dir) = worktrees.existing(&entry) else {
                 continue;
             };
@@ -178,25 +175,22 @@ impl RootRepo {
     /// Refuses an object store git could block on or be led away by (a FIFO, a
     /// device, a socket or a link where git reads objects, here or in a store it
     /// borrows from): git would wait for a writer that never comes, or read a device.
-    pub(crate) fn check_objects(&self) -> Result<(), String> {
+    pub(crate) fn check_objects(&self) -> Result<(), PipelineError> {
         let mut stores = vec![(self.objects(), 0)];
         let mut seen = Vec::new();
         while let Some((store, depth)) = stores.pop() {
             if seen.contains(&store) {
                 continue;
             }
-            let dir = Dir::open(&store).map_err(|e| format!("the object store {e}"))?;
+            let dir = Dir::open(&store).map_err(PipelineError::ObjectStore)?;
             check_tree(&dir, 0)?;
             if let Ok(info) = dir.existing("info")
                 && info.exists("alternates").unwrap_or(false)
             {
                 if depth >= MAX_ALTERNATES_DEPTH {
-                    return Err(format!(
-                        "{}: alternates nested too deep",
-                        info.join("alternates").display()
-                    ));
+                    return Err(PipelineError::AlternatesTooDeep(info.join("alternates")));
                 }
-                let text = read_small(&info, "alternates").map_err(|e| e.to_string())?;
+                let text = read_small(&info, "alternates").map_err(PipelineError::Fs)?;
                 for line in text.lines().map(str::trim) {
                     if line.is_empty() || line.starts_with('#') {
                         continue;
@@ -212,25 +206,25 @@ impl RootRepo {
     /// Copies pack `pack-<hash>` (its `.pack`, `.rev` and `.idx`, the index last, as
     /// git does: a pack counts once its index is there) from `from` into the object
     /// store.
-    pub(crate) fn add_pack(&self, from: &Path, hash: &str) -> Result<(), String> {
+    pub(crate) fn add_pack(&self, from: &Path, hash: &str) -> Result<(), PipelineError> {
         if !is_object_id(hash) {
-            return Err(format!("{hash:?} is not a pack name"));
+            return Err(PipelineError::NotAPackName(hash.to_string()));
         }
-        let source = Dir::open(from).map_err(|e| e.to_string())?;
+        let source = Dir::open(from).map_err(PipelineError::Fs)?;
         let pack = self
             .common
             .existing("objects")
             .and_then(|objects| objects.subdir("pack"))
-            .map_err(|e| e.to_string())?;
+            .map_err(PipelineError::Fs)?;
         for suffix in ["pack", "rev", "idx"] {
             let name = format!("pack-{hash}.{suffix}");
             let mut file = match source.open_file(&name) {
                 Ok(file) => file,
                 Err(_) if suffix == "rev" => continue,
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(PipelineError::Fs(e)),
             };
             pack.write_atomic_from(&name, &mut file)
-                .map_err(|e| e.to_string())?;
+                .map_err(PipelineError::Fs)?;
         }
         Ok(())
     }
@@ -241,7 +235,7 @@ impl RootRepo {
         &self,
         name: &str,
         commit: Option<&str>,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, PipelineError> {
         let before = self.branch(name)?;
         let mut parts: Vec<&str> = check_ref_name(name)?.collect();
         let last = parts.pop().unwrap_or_default();
@@ -249,25 +243,25 @@ impl RootRepo {
             .common
             .existing("refs")
             .and_then(|refs| refs.existing("heads"))
-            .map_err(|e| e.to_string())?;
+            .map_err(PipelineError::Fs)?;
         for part in parts {
-            dir = dir.subdir(part).map_err(|e| e.to_string())?;
+            dir = dir.subdir(part).map_err(PipelineError::Fs)?;
         }
         match commit {
             Some(commit) => dir.replace_locked(last, format!("{commit}\n").as_bytes()),
             None => dir.remove(last),
         }
-        .map_err(|e| e.to_string())?;
+        .map_err(PipelineError::Fs)?;
         Ok(before)
     }
 
     /// What ref `name` holds (a loose ref file, else `packed-refs`), following
     /// symbolic refs a few levels.
-    fn resolve(&self, name: &str) -> Result<Option<String>, String> {
+    fn resolve(&self, name: &str) -> Result<Option<String>, PipelineError> {
         let mut name = name.to_string();
         for _ in 0..5 {
             if !name.starts_with("refs/") {
-                return Err(format!("{name:?} is not a ref below refs/"));
+                return Err(PipelineError::NotARef(name));
             }
             let text = match self.loose(&name)? {
                 Some(text) => text,
@@ -277,14 +271,14 @@ impl RootRepo {
             match text.strip_prefix("ref: ") {
                 Some(next) => name = next.to_string(),
                 None if is_object_id(text) => return Ok(Some(text.to_string())),
-                None => return Err(format!("ref {name} holds no commit id")),
+                None => return Err(PipelineError::RefWithoutCommit(name)),
             }
         }
-        Err(format!("ref {name}: symbolic refs nested too deep"))
+        Err(PipelineError::RefsTooDeep(name))
     }
 
     /// The loose ref file `name`, if there is one.
-    fn loose(&self, name: &str) -> Result<Option<String>, String> {
+    fn loose(&self, name: &str) -> Result<Option<String>, PipelineError> {
         let mut parts: Vec<&str> = check_ref_name(name)?.collect();
         let last = parts.pop().unwrap_or_default();
         let mut dir = match self.common.existing(parts[0]) {
@@ -297,29 +291,32 @@ impl RootRepo {
                 Err(_) => return Ok(None),
             };
         }
-        if !dir.exists(last).map_err(|e| e.to_string())? {
+        if !dir.exists(last).map_err(PipelineError::Fs)? {
             return Ok(None);
         }
         read_small(&dir, last)
             .map(Some)
-            .map_err(|e| format!("ref {name}: {e}"))
+            .map_err(|source| PipelineError::RefUnreadable {
+                name: name.to_string(),
+                source,
+            })
     }
 
     /// Ref `name` in `packed-refs`, if it is there.
-    fn packed(&self, name: &str) -> Result<Option<String>, String> {
+    fn packed(&self, name: &str) -> Result<Option<String>, PipelineError> {
         if !self
             .common
             .exists("packed-refs")
-            .map_err(|e| e.to_string())?
+            .map_err(PipelineError::Fs)?
         {
             return Ok(None);
         }
         let file = self
             .common
             .open_file("packed-refs")
-            .map_err(|e| e.to_string())?;
+            .map_err(PipelineError::Fs)?;
         for line in BufReader::new(file).split(b'\n') {
-            let line = line.map_err(|e| format!("packed-refs: {e}"))?;
+            let line = line.map_err(PipelineError::PackedRefs)?;
             let line = String::from_utf8_lossy(&line);
             if let Some((id, refname)) = line.trim_end().split_once(' ')
                 && refname == name
@@ -333,20 +330,17 @@ impl RootRepo {
 }
 
 /// Checks every entry below `dir` (an object store) down to `MAX_OBJECTS_DEPTH`.
-fn check_tree(dir: &Dir, depth: usize) -> Result<(), String> {
-    for (name, kind) in dir.entries().map_err(|e| e.to_string())? {
+fn check_tree(dir: &Dir, depth: usize) -> Result<(), PipelineError> {
+    for (name, kind) in dir.entries().map_err(PipelineError::Fs)? {
         match kind {
             Kind::File => {}
             Kind::Dir if depth + 1 < MAX_OBJECTS_DEPTH => {
-                let sub = dir.existing(&name).map_err(|e| e.to_string())?;
+                let sub = dir.existing(&name).map_err(PipelineError::Fs)?;
                 check_tree(&sub, depth + 1)?;
             }
             Kind::Dir => {}
             Kind::Other => {
-                return Err(format!(
-                    "{} is a FIFO, a socket, a device or a link; git would block on it or be led away by it. Remove it",
-                    dir.join(&name).display()
-                ));
+                return Err(PipelineError::BlockingObject(dir.join(&name)));
             }
         }
     }
@@ -364,7 +358,7 @@ fn read_small(dir: &Dir, name: &str) -> std::io::Result<String> {
 
 /// The components of a ref name that can be a path below the common directory: an
 /// error for anything git would refuse or that could leave it.
-fn check_ref_name(name: &str) -> Result<std::str::Split<'_, char>, String> {
+fn check_ref_name(name: &str) -> Result<std::str::Split<'_, char>, PipelineError> {
     let bad = name.is_empty()
         || name.len() > 1024
         || name.contains("..")
@@ -378,7 +372,7 @@ fn check_ref_name(name: &str) -> Result<std::str::Split<'_, char>, String> {
             .split('/')
             .any(|part| part.is_empty() || part.starts_with('.') || part.ends_with(".lock"));
     if bad {
-        return Err(format!("{name:?} is not a valid branch name"));
+        return Err(PipelineError::BadBranchName(name.to_string()));
     }
     Ok(name.split('/'))
 }
@@ -469,7 +463,10 @@ pub(super) mod tests {
         let repo = RootRepo::open(&dir).unwrap();
         std::fs::create_dir_all(dir.join(".git/refs/heads/agent-runner")).unwrap();
         std::fs::write(dir.join(".git/refs/heads/agent-runner/x.lock"), "").unwrap();
-        let e = repo.set_branch("agent-runner/x", Some(&one)).unwrap_err();
+        let e = repo
+            .set_branch("agent-runner/x", Some(&one))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("x.lock: exists: another process is updating it"),
             "{e}"
@@ -532,14 +529,14 @@ pub(super) mod tests {
     fn refuses_a_planted_commondir_and_what_git_would_hang_on_in_the_object_store() {
         let (dir, _) = repo("objects");
         std::fs::write(dir.join(".git/commondir"), "../evil\n").unwrap();
-        let e = RootRepo::open(&dir).err().unwrap();
+        let e = RootRepo::open(&dir).err().unwrap().to_string();
         assert!(e.contains(".git/commondir exists"), "{e}");
         std::fs::remove_file(dir.join(".git/commondir")).unwrap();
         let repo = RootRepo::open(&dir).unwrap();
         repo.check_objects().unwrap();
         let fifo = dir.join(".git/objects/info/commit-graph");
         mkfifo(&fifo);
-        let e = repo.check_objects().unwrap_err();
+        let e = repo.check_objects().unwrap_err().to_string();
         assert!(e.contains("commit-graph is a FIFO"), "{e}");
         std::fs::remove_file(&fifo).unwrap();
         // A fan-out name the repository's own objects do not use (they vary by run).
@@ -559,7 +556,7 @@ pub(super) mod tests {
             format!("{}\n", other.display()),
         )
         .unwrap();
-        let e = repo.check_objects().unwrap_err();
+        let e = repo.check_objects().unwrap_err().to_string();
         assert!(e.contains("pack-x.idx is a FIFO"), "{e}");
         std::fs::remove_dir_all(other).unwrap();
         std::fs::remove_dir_all(dir).unwrap();

@@ -20,6 +20,7 @@ use crate::clones::spare::Spares;
 use crate::clones::{self, AttemptClone};
 use crate::queue::jobs;
 use crate::queue::status::TaskStatus;
+use crate::store::attempt_files::KEPT_DIR_NAME;
 use crate::store::id;
 use crate::store::pinned_test::{NO_TEST, TestSource};
 use crate::store::task_file::{Attempt, AttemptStatus, TaskView};
@@ -664,9 +665,6 @@ fn run_and_bring_back(
     }
     ran
 }
-
-/// Where a cleaned-up clone's `.agent-runner/` goes, in the job's log directory.
-pub(crate) const KEPT_DIR_NAME: &str = "agent-runner";
 
 /// After a succeeded attempt's branch is back, its clone has served: the runner's
 /// note and logs (`.agent-runner/`) move into the job's log directory, the result

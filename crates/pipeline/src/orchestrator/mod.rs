@@ -7,12 +7,11 @@
 //! (`super::builder`, `test_choice` picks the test command, then `task_config`
 //! sets what the orchestrator owns), the
 //! runner as a `child` process, the branch brought back, and `recording` of the
-//! outcome (task file, result, job files). `attempt_files` says where an attempt's
-//! files are, for `task show` and the web view. `spend_limit` stops the claiming
-//! once the finished attempts reach `--max-tokens` or `--max-cost-usd`.
+//! outcome (task file, result, job files), where `store::attempt_files` says an
+//! attempt's files are. `spend_limit` stops the claiming once the finished attempts
+//! reach `--max-tokens` or `--max-cost-usd`.
 
 pub(crate) mod attempt;
-pub mod attempt_files;
 pub(crate) mod child;
 pub(crate) mod claim;
 pub mod orchestrate;

@@ -63,6 +63,26 @@ pub(crate) fn check(board: &Board, workspace_id: &str, id: &str) -> Result<(), R
     }
 }
 
+/// The tasks `task run --all` enqueues: every one not yet succeeded and not queued,
+/// blocked, running or deleted, oldest first.
+pub fn not_yet_run(ws: &Workspace) -> Result<Vec<String>, PipelineError> {
+    let board = Board::load(ws)?;
+    let mut tasks: Vec<_> = board
+        .tasks
+        .iter()
+        .filter(|t| {
+            matches!(
+                board.status(&t.record.id),
+                Some(TaskStatus::Pending | TaskStatus::Failed)
+            )
+        })
+        .collect();
+    tasks.sort_by(|a, b| {
+        (&a.record.created_at, &a.record.id).cmp(&(&b.record.created_at, &b.record.id))
+    });
+    Ok(tasks.into_iter().map(|t| t.record.id.clone()).collect())
+}
+
 /// Enqueues a job for task `id` if `check` allows it; returns the job id.
 pub fn enqueue(ws: &Workspace, id: &str) -> Result<String, RunError> {
     let _one_at_a_time = lock(ws)?;

@@ -7,8 +7,11 @@
 //! kept by `task_store` (create, append, read one or all); `new_task` makes one
 //! from a prompt; `commits` says which lines written by a plan edit count;
 //! `cycle` finds dependency rings among tasks; `spending` adds up what the
-//! attempts used, per day and model.
+//! attempts used, per day and model; `attempt_files` says where an attempt's files
+//! are (the job's logs, the runner's note and logs), built from ids only, for
+//! `task show`, `task logs` and the web view.
 
+pub mod attempt_files;
 pub(crate) mod commits;
 pub(crate) mod cycle;
 pub mod defaults;

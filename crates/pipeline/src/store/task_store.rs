@@ -98,6 +98,16 @@ impl TaskStore {
         }
     }
 
+    /// Task `id` of `ws`, or the error that there is none.
+    pub fn existing(ws: &Workspace, id: &str) -> Result<TaskView, PipelineError> {
+        let store = TaskStore::new(ws);
+        store.load(id)?.ok_or_else(|| PipelineError::TaskNotFound {
+            id: id.to_string(),
+            workspace: ws.id.clone(),
+            path: store.path(id),
+        })
+    }
+
     /// Every task, in no particular order, each with its latest attempt only
     /// (`Depth::Latest`). Unreadable files are skipped with a warning.
     pub(crate) fn load_all(&self) -> Result<Vec<TaskView>, PipelineError> {

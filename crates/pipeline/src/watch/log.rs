@@ -10,9 +10,9 @@
 
 use std::path::Path;
 
-use crate::orchestrator::attempt_files;
 use crate::queue::jobs;
 use crate::queue::status::JobState;
+use crate::store::attempt_files;
 use crate::store::id;
 use crate::store::task_file::Attempt;
 use crate::store::task_store::TaskStore;
@@ -107,7 +107,8 @@ impl Follower {
                 let since = jobs::read_owner(ws, &job_id)
                     .map(|(claimant, _)| claimant.claimed_at)
                     .unwrap_or_default();
-                let Some(dir) = attempt_files::run_dir(ws, &job_id, &job) else {
+                let Some(dir) = attempt_files::run_dir(ws, &job_id, job.clone_job.as_deref())
+                else {
                     return Ok(self.found(Stage::Running));
                 };
                 let (records, restarted) = self.read(&dir, DIR_NAME, &since);

@@ -3,11 +3,15 @@
 //!
 //! - `log`: the events of a task's current or last attempt, followed as the job
 //!   goes from queued to running to recorded; the runner writes them in the
-//!   directory it works in (`orchestrator::attempt_files` says which), the reader
+//!   directory it works in (`store::attempt_files` says which), the reader
 //!   is `agent_runner_sandbox::events::reader`.
+//! - `follow`: a `log` follower polled until the attempt is recorded, what it
+//!   reads told as it comes (`task logs -f`).
 //! - `stop`: a queued job removed and recorded `cancelled`; a running attempt's
 //!   runner sent SIGTERM, found through the job's owner file and checked by its
-//!   start time; the attempt then records "stopped by the user".
+//!   start time; the attempt then records "stopped by the user" (`stop::wait`
+//!   waits for that).
 
+pub mod follow;
 pub mod log;
 pub mod stop;

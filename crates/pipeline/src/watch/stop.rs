@@ -10,6 +10,8 @@
 //! before and as it starts the runner), and a runner that ended by itself first
 //! keeps its own outcome. Other attempts are not touched.
 
+use std::time::{Duration, Instant};
+
 use crate::orchestrator::recording;
 use crate::queue::jobs;
 use crate::queue::status::JobState;
@@ -17,6 +19,7 @@ use crate::store::id;
 use crate::store::task_file::{Attempt, AttemptStatus};
 use crate::store::task_store::TaskStore;
 use crate::{PipelineError, Workspace};
+use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::timestamp::Timestamp;
 
 /// The error of a job cancelled before it ran.
@@ -72,7 +75,7 @@ pub enum NotStopped {
     Unreachable {
         task_id: String,
         job_id: String,
-        why: String,
+        why: agent_runner_core::Error,
     },
     #[error(transparent)]
     Failed(#[from] PipelineError),
@@ -121,6 +124,45 @@ pub fn stop(ws: &Workspace, task_id: &str) -> Result<Stopped, NotStopped> {
             why,
         }),
     }
+}
+
+/// How long `wait` waits for a stopped job's attempt to be recorded.
+pub const WAIT: Duration = Duration::from_secs(120);
+
+/// What `wait` saw of a stopped job.
+#[derive(Debug)]
+pub enum Recorded {
+    /// Its attempt is recorded.
+    Attempt(Box<Attempt>),
+    /// It left the jobs without an attempt.
+    Nothing,
+    /// It still runs after `WAIT`.
+    StillRunning,
+    Interrupted,
+}
+
+/// Waits until stopped job `job_id` of task `task_id` has left the queue and the
+/// running jobs (at most `WAIT`), then gives its attempt.
+pub fn wait(
+    ws: &Workspace,
+    task_id: &str,
+    job_id: &str,
+    interrupt: Interrupt,
+) -> Result<Recorded, PipelineError> {
+    let until = Instant::now() + WAIT;
+    while jobs::find(ws, job_id).is_some() {
+        if interrupt.is_set() {
+            return Ok(Recorded::Interrupted);
+        }
+        if Instant::now() >= until {
+            return Ok(Recorded::StillRunning);
+        }
+        std::thread::sleep(super::follow::POLL);
+    }
+    let attempt = TaskStore::new(ws)
+        .load(task_id)?
+        .and_then(|task| task.attempts.into_iter().rev().find(|a| a.job_id == job_id));
+    Ok(attempt.map_or(Recorded::Nothing, |a| Recorded::Attempt(Box::new(a))))
 }
 
 /// Removes queued job `job_id` and records it cancelled; None when it is no longer

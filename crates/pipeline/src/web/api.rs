@@ -40,15 +40,11 @@ pub(crate) fn error(status: u16, message: &str) -> Response {
 }
 
 fn failed(e: &PipelineError) -> Response {
-    match e {
-        PipelineError::Invalid(why) => error(400, why),
-        PipelineError::TaskExists(_) => error(409, &e.to_string()),
-        PipelineError::TaskNotFound { .. } => error(404, &e.to_string()),
-        PipelineError::Io { .. } => {
-            log::warn!("{e}");
-            error(500, &e.to_string())
-        }
+    let status = e.http_status();
+    if status == 500 {
+        log::warn!("{e}");
     }
+    error(status, &e.to_string())
 }
 
 /// `GET /api/tasks[?all=1]`: the document of `task list --json`.

@@ -269,7 +269,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn ended(finished: &Result<Finished, process::SpawnError>) -> (State, Option<String>) {
+fn ended(finished: &Result<Finished, agent_runner_core::Error>) -> (State, Option<String>) {
     match finished {
         Ok(f) if f.success() => (State::Succeeded, Some("exit status 0".into())),
         Ok(f) => (

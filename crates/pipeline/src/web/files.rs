@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 
 use super::super::Workspace;
-use crate::orchestrator::attempt_files;
+use crate::store::attempt_files;
 use crate::store::id;
 use crate::store::task_file::Attempt;
 use agent_runner_core::fs::Dir;

@@ -5,7 +5,7 @@
 
 use agent_runner_core::usage::Usage;
 use agent_runner_meta::MetaCall;
-use agent_runner_sandbox::events::{Event, Events, Phase};
+use agent_runner_sandbox::events::{CallTokens, Event, Events, Phase};
 use agent_runner_sandbox::worker::{TestRun, WorkerRun};
 
 /// A Meta call, answered or given up.
@@ -20,13 +20,15 @@ pub(crate) fn meta_call(events: &Events, call: &MetaCall) {
 }
 
 /// A call's tokens as the event says them (SPEC §15), when its provider reported
-/// them: `{"model"?, "input_tokens", "cached_input_tokens", "output_tokens"}`.
-fn usage(usage: &Usage) -> Option<serde_json::Value> {
-    let mut value = serde_json::to_value(usage.tokens?).ok()?;
-    if let (Some(model), Some(map)) = (&usage.model, value.as_object_mut()) {
-        map.insert("model".into(), model.clone().into());
-    }
-    Some(value)
+/// them.
+fn usage(usage: &Usage) -> Option<CallTokens> {
+    let tokens = usage.tokens?;
+    Some(CallTokens {
+        cached_input_tokens: tokens.cached_input_tokens,
+        input_tokens: tokens.input_tokens,
+        model: usage.model.clone(),
+        output_tokens: tokens.output_tokens,
+    })
 }
 
 /// Worker run `number` begins; `resumed_session` when it continues an earlier one.

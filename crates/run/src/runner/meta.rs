@@ -99,7 +99,9 @@ impl<B: ChatBackend> Meta for MetaAgent<B> {
         let system = protocol::system_prompt_offering(self.system_prompt.as_deref(), kind, left);
         let request = protocol::request_offering(kind, ctx, left);
         self.ask::<NextAction, _>(system, &request, ctx, |next| {
-            replan::check(&next, ctx).map(|()| next)
+            replan::check(&next, ctx)
+                .map(|()| next)
+                .map_err(|e| e.to_string())
         })
     }
 

@@ -23,7 +23,7 @@ use agent_runner_sandbox::agent::RunOutcome;
 use agent_runner_sandbox::task::TestSpec;
 use agent_runner_sandbox::worker::{Sandbox, SandboxError};
 use meta::Meta;
-use protocol::NextAction;
+pub use protocol::{Action, NextAction};
 
 /// Why a step stopped the task early.
 enum Stop {
@@ -114,11 +114,25 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         loop {
             let next = self.ask(ctx, |meta, ctx| meta.next_action(ctx))?;
             let number = ctx.loops + 1;
-            if next.action == replan::ACTION {
-                self.replan(ctx, number, &next.reason)?;
-                continue;
-            }
-            let done = self.act(ctx, number, next)?;
+            let done = match next.action {
+                Action::RunWorker { prompt } => {
+                    self.run_worker(ctx, number, &prompt, &next.reason)?
+                }
+                Action::MarkComplete => {
+                    let reason = first_line(&next.reason);
+                    log::info!("meta says the task is complete; checking: {reason}");
+                    format!("meta claims completion: {reason}")
+                }
+                Action::Replan => {
+                    self.replan(ctx, number, &next.reason)?;
+                    continue;
+                }
+                Action::Unknown(other) => {
+                    return Err(Stop::Failed(format!(
+                        "unknown action {other:?} from next_action (expected run_worker, mark_complete or replan)"
+                    )));
+                }
+            };
             ctx.loops = number;
             move_to(ctx, TaskState::Validating, &done)?;
             if let Some(test) = ctx.task.test.clone() {
@@ -143,62 +157,47 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
         }
     }
 
-    /// Carries out Meta's decision; says what was done.
-    fn act(
+    /// Runs the worker with `prompt` (loop `number`, for `reason`); says what was done.
+    fn run_worker(
         &mut self,
         ctx: &mut TaskContext,
         number: u32,
-        next: NextAction,
+        prompt: &str,
+        reason: &str,
     ) -> Result<String, Stop> {
         let max_loops = ctx.task.meta.max_loops;
-        match next.action.as_str() {
-            "run_worker" => {
-                let prompt = next.prompt.unwrap_or_default();
-                log::info!(
-                    "worker run {number}/{max_loops}: {}",
-                    first_line(&next.reason)
-                );
-                self.within_budget(ctx)?;
-                let continues = ctx
-                    .resumed
-                    .as_ref()
-                    .is_some_and(|r| r.worker_session.is_some() && ctx.worker_runs.is_empty());
-                events::worker_started(&ctx.events, number, continues);
-                let run = self
-                    .sandbox
-                    .run_worker(number, &prompt)
-                    .map_err(sandbox_stop)?;
-                events::worker_finished(&ctx.events, &run);
-                log::info!(
-                    "worker run {number}/{max_loops}: {} in {} (exit {}): {}",
-                    run.outcome.as_str(),
-                    human(run.duration),
-                    exit_code(run.exit_code),
-                    first_line(&run.summary)
-                );
-                let outcome = run.outcome;
-                ctx.worker_runs.push(run);
-                self.step_done(ctx)?;
-                if outcome == RunOutcome::Interrupted {
-                    return Err(Stop::Interrupted);
-                }
-                if let Err(stop) = self.within_budget(ctx) {
-                    // The run happened: its loop counts, so that a resume (SPEC §19)
-                    // goes on after it rather than running it again.
-                    ctx.loops = number;
-                    return Err(stop);
-                }
-                Ok(format!("worker run {number} {}", outcome.as_str()))
-            }
-            "mark_complete" => {
-                let reason = first_line(&next.reason);
-                log::info!("meta says the task is complete; checking: {reason}");
-                Ok(format!("meta claims completion: {reason}"))
-            }
-            other => Err(Stop::Failed(format!(
-                "unknown action {other:?} from next_action (expected run_worker, mark_complete or replan)"
-            ))),
+        log::info!("worker run {number}/{max_loops}: {}", first_line(reason));
+        self.within_budget(ctx)?;
+        let continues = ctx
+            .resumed
+            .as_ref()
+            .is_some_and(|r| r.worker_session.is_some() && ctx.worker_runs.is_empty());
+        events::worker_started(&ctx.events, number, continues);
+        let run = self
+            .sandbox
+            .run_worker(number, prompt)
+            .map_err(sandbox_stop)?;
+        events::worker_finished(&ctx.events, &run);
+        log::info!(
+            "worker run {number}/{max_loops}: {} in {} (exit {}): {}",
+            run.outcome.as_str(),
+            human(run.duration),
+            exit_code(run.exit_code),
+            first_line(&run.summary)
+        );
+        let outcome = run.outcome;
+        ctx.worker_runs.push(run);
+        self.step_done(ctx)?;
+        if outcome == RunOutcome::Interrupted {
+            return Err(Stop::Interrupted);
         }
+        if let Err(stop) = self.within_budget(ctx) {
+            // The run happened: its loop counts, so that a resume (SPEC §19)
+            // goes on after it rather than running it again.
+            ctx.loops = number;
+            return Err(stop);
+        }
+        Ok(format!("worker run {number} {}", outcome.as_str()))
     }
 
     /// Asks Meta for new criteria (loop `number`), which replace the current ones.

@@ -175,7 +175,7 @@ struct StepRequest<'a> {
 #[derive(Serialize)]
 struct ResumedInfo<'a> {
     previous_run: &'a str,
-    history: &'a [crate::resume::LoopRecord],
+    history: &'a [crate::loop_record::LoopRecord],
 }
 
 #[derive(Serialize)]
@@ -428,12 +428,33 @@ pub struct Plan {
 /// `next_action` reply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NextAction {
-    /// `run_worker`, `mark_complete`, `replan` (when offered), or anything else
-    /// (which fails the task).
-    pub action: String,
+    pub action: Action,
     pub reason: String,
-    /// Present (non-empty) for `run_worker`.
-    pub prompt: Option<String>,
+}
+
+/// What `next_action` decided (`decision.action`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Run the worker with `prompt` (never empty: `worker_call.prompt`).
+    RunWorker { prompt: String },
+    /// Meta claims the task is complete: a claim the tests and an assessment check.
+    MarkComplete,
+    /// New acceptance criteria (SPEC §16), valid only when offered (`replan`).
+    Replan,
+    /// An action this version does not know: it fails the task.
+    Unknown(String),
+}
+
+impl Action {
+    /// The action's name, as the reply spells it.
+    pub fn name(&self) -> &str {
+        match self {
+            Action::RunWorker { .. } => "run_worker",
+            Action::MarkComplete => "mark_complete",
+            Action::Replan => "replan",
+            Action::Unknown(name) => name,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -532,15 +553,21 @@ impl Reply for NextAction {
             .worker_call
             .and_then(|w| w.prompt)
             .filter(|p| !p.trim().is_empty());
-        if raw.decision.action == "run_worker" && prompt.is_none() {
-            return Err(
-                "decision.action is run_worker but worker_call.prompt is missing or empty".into(),
-            );
-        }
+        let action = match (raw.decision.action.as_str(), prompt) {
+            ("run_worker", Some(prompt)) => Action::RunWorker { prompt },
+            ("run_worker", None) => {
+                return Err(
+                    "decision.action is run_worker but worker_call.prompt is missing or empty"
+                        .into(),
+                );
+            }
+            ("mark_complete", _) => Action::MarkComplete,
+            ("replan", _) => Action::Replan,
+            _ => Action::Unknown(raw.decision.action),
+        };
         Ok(NextAction {
-            action: raw.decision.action,
+            action,
             reason: raw.decision.reason,
-            prompt,
         })
     }
 }
@@ -642,9 +669,8 @@ mod tests {
         assert_eq!(
             next,
             NextAction {
-                action: "mark_complete".into(),
+                action: Action::MarkComplete,
                 reason: "done".into(),
-                prompt: None
             }
         );
     }
@@ -680,7 +706,7 @@ mod tests {
     fn unknown_actions_pass_parsing_for_the_state_machine_to_reject() {
         let next: NextAction =
             parse_reply("type: next_action\ndecision: {action: dance, reason: why not}\n").unwrap();
-        assert_eq!(next.action, "dance");
+        assert_eq!(next.action, Action::Unknown("dance".into()));
     }
 
     #[test]

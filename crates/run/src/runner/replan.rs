@@ -7,51 +7,43 @@
 
 use serde::Serialize;
 
-use super::protocol::{self, CriterionInfo, MessageType, NextAction};
+use super::protocol::{self, Action, CriterionInfo, MessageType, NextAction};
+use crate::Error;
 use crate::context::TaskContext;
-use agent_runner_core::text::{cut, tail};
+use crate::loop_record::{LoopRecord, MAX_LOOP_TEXT};
+use agent_runner_core::text::cut;
 
-/// The `decision.action` that asks for new criteria.
-pub(crate) const ACTION: &str = "replan";
 /// Loops shown in a replan's history (the latest).
 pub(crate) const MAX_HISTORY: usize = 10;
-/// Bytes of a worker summary and of a test output tail per loop in the history.
-pub(crate) const MAX_HISTORY_TEXT: usize = 512;
 
 /// How many replans are left, or why `replan` is not offered now.
-pub(crate) fn offer(ctx: &TaskContext) -> Result<u32, String> {
+pub(crate) fn offer(ctx: &TaskContext) -> Result<u32, Error> {
     let meta = &ctx.task.meta;
     if !ctx.task.acceptance_criteria.is_empty() {
-        return Err("the task fixes its acceptance criteria (task.acceptance_criteria)".into());
+        return Err(Error::CriteriaFixed);
     }
     if ctx.replans >= meta.max_replans {
-        return Err(format!(
-            "runner.meta.max_replans ({}) replans are used",
-            meta.max_replans
-        ));
+        return Err(Error::ReplansUsed(meta.max_replans));
     }
     // A replan is a loop; on the last one, no loop would be left to meet new criteria.
     if ctx.loops + 1 >= meta.max_loops {
-        return Err(format!(
-            "no loop would be left after it (loop {} of {})",
-            ctx.loops + 1,
-            meta.max_loops
-        ));
+        return Err(Error::NoLoopLeft {
+            at: ctx.loops + 1,
+            max: meta.max_loops,
+        });
     }
     Ok(meta.max_replans - ctx.replans)
 }
 
 /// Whether `next` may be carried out as it is: a `replan` that is not offered is an
 /// invalid reply (asked again), saying why.
-pub(crate) fn check(next: &NextAction, ctx: &TaskContext) -> Result<(), String> {
-    if next.action != ACTION {
+pub(crate) fn check(next: &NextAction, ctx: &TaskContext) -> Result<(), Error> {
+    if next.action != Action::Replan {
         return Ok(());
     }
-    offer(ctx).map(|_| ()).map_err(|why| {
-        format!(
-            "decision.action replan is not available: {why}; answer run_worker or mark_complete"
-        )
-    })
+    offer(ctx)
+        .map(|_| ())
+        .map_err(|why| Error::ReplanNotOffered(Box::new(why)))
 }
 
 /// The system prompt of a replan's `plan_task`.
@@ -102,37 +94,6 @@ pub(crate) struct Why {
     pub(crate) loop_: u32,
 }
 
-/// What one loop did.
-#[derive(Serialize, Debug, PartialEq)]
-pub(crate) struct LoopRecord {
-    #[serde(rename = "loop")]
-    pub(crate) loop_: u32,
-    /// `run_worker`, `mark_complete` or `replan`.
-    pub(crate) action: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) worker: Option<WorkerOutcome>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) test: Option<TestOutcome>,
-    /// A replan's reason.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) reason: Option<String>,
-}
-
-#[derive(Serialize, Debug, PartialEq)]
-pub(crate) struct WorkerOutcome {
-    pub(crate) outcome: String,
-    pub(crate) exit_code: Option<i32>,
-    pub(crate) summary: String,
-}
-
-#[derive(Serialize, Debug, PartialEq)]
-pub(crate) struct TestOutcome {
-    pub(crate) passed: bool,
-    pub(crate) exit_code: Option<i32>,
-    pub(crate) timed_out: bool,
-    pub(crate) output_tail: String,
-}
-
 /// The replan's additions, for the loop about to be the replan, because of `reason`.
 pub(crate) fn info(ctx: &TaskContext, reason: &str) -> ReplanInfo {
     let (previous_criteria, previous_criteria_not_shown) = protocol::criteria_info(&ctx.criteria);
@@ -140,7 +101,7 @@ pub(crate) fn info(ctx: &TaskContext, reason: &str) -> ReplanInfo {
     let skipped = ctx.loops - shown;
     ReplanInfo {
         replan: Why {
-            reason: protocol::clean(&cut(reason, MAX_HISTORY_TEXT)),
+            reason: protocol::clean(&cut(reason, MAX_LOOP_TEXT)),
             loop_: ctx.loops + 1,
         },
         previous_criteria,
@@ -150,72 +111,12 @@ pub(crate) fn info(ctx: &TaskContext, reason: &str) -> ReplanInfo {
     }
 }
 
-/// The loops from `first` on, in order: each one's worker run, test run, or replan.
+/// The loops from `first` on, in order, cleaned for the request: each one's worker
+/// run, test run, or replan.
 pub(crate) fn history(ctx: &TaskContext, first: u32) -> Vec<LoopRecord> {
     (first..=ctx.loops)
-        .map(|n| {
-            let worker = ctx.worker_runs.iter().rev().find(|r| r.number == n);
-            let test = ctx.test_runs.iter().rev().find(|t| t.number == n);
-            // A version made at loop n > 0 is that loop's replan.
-            let replan = ctx.criteria_versions.iter().find(|v| v.at_loop == n);
-            if let (None, None, None) = (worker, test, replan) {
-                // A loop of the runs before a resume, as the state file kept it.
-                if let Some(earlier) = earlier_loop(ctx, n) {
-                    return earlier;
-                }
-            }
-            LoopRecord {
-                loop_: n,
-                action: match (replan, worker) {
-                    (Some(_), _) => ACTION,
-                    (None, Some(_)) => "run_worker",
-                    (None, None) => "mark_complete",
-                },
-                worker: worker.map(|r| WorkerOutcome {
-                    outcome: r.outcome.as_str().to_string(),
-                    exit_code: r.exit_code,
-                    summary: protocol::clean(&cut(&r.summary, MAX_HISTORY_TEXT)),
-                }),
-                test: test.map(|t| TestOutcome {
-                    passed: t.passed(),
-                    exit_code: t.exit_code,
-                    timed_out: t.timed_out,
-                    output_tail: protocol::clean(&tail(&t.output_tail, MAX_HISTORY_TEXT)),
-                }),
-                reason: replan.map(|v| protocol::clean(&cut(&v.reason, MAX_HISTORY_TEXT))),
-            }
-        })
+        .map(|n| ctx.loop_record(n).cleaned(protocol::clean))
         .collect()
-}
-
-/// Loop `n` of the runs before a resume (SPEC §19), from the saved history.
-fn earlier_loop(ctx: &TaskContext, n: u32) -> Option<LoopRecord> {
-    let record = ctx
-        .resumed
-        .as_ref()?
-        .history
-        .iter()
-        .find(|r| r.number == n)?;
-    Some(LoopRecord {
-        loop_: n,
-        action: match record.action.as_str() {
-            "run_worker" => "run_worker",
-            ACTION => ACTION,
-            _ => "mark_complete",
-        },
-        worker: record.worker.as_ref().map(|w| WorkerOutcome {
-            outcome: protocol::clean(&w.outcome),
-            exit_code: w.exit_code,
-            summary: protocol::clean(&cut(&w.summary, MAX_HISTORY_TEXT)),
-        }),
-        test: record.test.as_ref().map(|t| TestOutcome {
-            passed: t.passed,
-            exit_code: t.exit_code,
-            timed_out: t.timed_out,
-            output_tail: protocol::clean(&tail(&t.output_tail, MAX_HISTORY_TEXT)),
-        }),
-        reason: None,
-    })
 }
 
 #[cfg(test)]
@@ -342,27 +243,25 @@ mod tests {
             in_request
         };
         let next = NextAction {
-            action: ACTION.into(),
+            action: Action::Replan,
             reason: "r".into(),
-            prompt: None,
         };
         let mut ctx = after_loops(
             1,
             "x",
             "runner:\n  meta:\n    max_loops: 5\n    max_replans: 1\n",
         );
-        assert_eq!(offer(&ctx), Ok(1));
+        assert_eq!(offer(&ctx).ok(), Some(1));
         assert!(offered(&ctx) && check(&next, &ctx).is_ok());
         ctx.replans = 1;
         assert!(!offered(&ctx));
         assert_eq!(
-            check(&next, &ctx).unwrap_err(),
+            check(&next, &ctx).unwrap_err().to_string(),
             "decision.action replan is not available: runner.meta.max_replans (1) replans are used; answer run_worker or mark_complete"
         );
         let run = NextAction {
-            action: "run_worker".into(),
+            action: Action::RunWorker { prompt: "p".into() },
             reason: "r".into(),
-            prompt: Some("p".into()),
         };
         assert!(
             check(&run, &ctx).is_ok(),
@@ -373,6 +272,7 @@ mod tests {
         assert!(
             check(&next, &fixed)
                 .unwrap_err()
+                .to_string()
                 .contains("fixes its acceptance criteria")
         );
         let last = after_loops(4, "x", "runner:\n  meta:\n    max_loops: 5\n");
@@ -381,9 +281,10 @@ mod tests {
 
     #[test]
     fn a_resumed_task_replans_with_the_loops_of_the_runs_before() {
-        use crate::resume::{
-            LoopRecord as Saved, Resumed, TestOutcome as SavedTest, WorkerOutcome as SavedWorker,
+        use crate::loop_record::{
+            LoopAction, LoopRecord as Saved, TestOutcome as SavedTest, WorkerOutcome as SavedWorker,
         };
+        use crate::resume::Resumed;
         let mut ctx = after_loops(0, "x", "runner:\n  meta:\n    max_loops: 5\n");
         ctx.loops = 2;
         ctx.resumed = Some(Resumed {
@@ -393,13 +294,14 @@ mod tests {
             history: (1..=2)
                 .map(|n| Saved {
                     number: n,
-                    action: "run_worker".into(),
+                    action: LoopAction::RunWorker,
                     worker: Some(SavedWorker::new(
                         "completed",
                         Some(0),
                         &format!("earlier {n}"),
                     )),
                     test: Some(SavedTest::new(false, Some(1), false, "still red")),
+                    reason: None,
                 })
                 .collect(),
             usage: Default::default(),

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Error;
 use crate::context::{CriteriaVersion, Criterion, TaskContext, TaskState};
-use crate::resume::{
-    LoopRecord, MAX_LOOPS_KEPT, Resumed, TestOutcome, WorkerOutcome, WorkerSession,
-};
+use crate::loop_record::LoopRecord;
+use crate::resume::{MAX_LOOPS_KEPT, Resumed, WorkerSession};
 use agent_runner_core::fs::Dir;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::timestamp::Timestamp;
@@ -63,7 +63,7 @@ pub struct State {
     pub(crate) worker_session: Option<WorkerSession>,
     /// The task's state when this was written: a live one means its run did not
     /// get to an end (it was killed).
-    pub(crate) state: String,
+    pub(crate) state: TaskState,
     #[serde(default)]
     pub(crate) failure: Option<String>,
     /// When it last changed.
@@ -81,7 +81,7 @@ impl State {
         let kept = ctx.loops.saturating_sub(MAX_LOOPS_KEPT as u32 - 1);
         let first = earlier.map_or(Some(1), |r| r.loops.checked_add(1));
         if let Some(first) = first {
-            history.extend((first.max(kept)..=ctx.loops).map(|n| loop_record(ctx, n)));
+            history.extend((first.max(kept)..=ctx.loops).map(|n| ctx.loop_record(n)));
         }
         if history.len() > MAX_LOOPS_KEPT {
             history.drain(..history.len() - MAX_LOOPS_KEPT);
@@ -109,7 +109,7 @@ impl State {
             replans: ctx.replans,
             criteria_versions: ctx.criteria_versions.clone(),
             worker_session: session.or_else(|| earlier.and_then(|r| r.worker_session.clone())),
-            state: ctx.state.as_str().to_string(),
+            state: ctx.state,
             failure: ctx.failure.clone(),
             updated_at: Timestamp::now().to_string(),
         }
@@ -134,31 +134,42 @@ impl State {
     }
 
     /// The state file of task `task_id`, if there is one.
-    pub fn read(private: &Dir, task_id: &str) -> Result<Option<State>, String> {
+    pub fn read(private: &Dir, task_id: &str) -> Result<Option<State>, Error> {
         let name = file_name(task_id);
-        let where_ = || format!("{}/{DIR}/{name}", private.path().display());
+        let path = || format!("{}/{DIR}/{name}", private.path().display());
         let dir = match private.existing(DIR) {
             Ok(dir) => dir,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("{}: {e}", where_())),
+            Err(source) => {
+                return Err(Error::StateDir {
+                    path: path(),
+                    source,
+                });
+            }
         };
         let bytes = match dir.read(&name, MAX_STATE + 1) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(Error::StateRead(e)),
         };
         if bytes.len() as u64 > MAX_STATE {
-            return Err(format!("{}: larger than {MAX_STATE} bytes", where_()));
+            return Err(Error::StateTooLarge {
+                path: path(),
+                max: MAX_STATE,
+            });
         }
-        let mut state: State = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("{}: not a state file: {e}", where_()))?;
+        let mut state: State =
+            serde_json::from_slice(&bytes).map_err(|source| Error::NotAStateFile {
+                path: path(),
+                source,
+            })?;
         state.bound();
         if state.version != VERSION {
-            return Err(format!(
-                "{}: version {} (this agent-runner reads version {VERSION})",
-                where_(),
-                state.version
-            ));
+            return Err(Error::StateVersion {
+                path: path(),
+                version: state.version,
+                reads: VERSION,
+            });
         }
         Ok(Some(state))
     }
@@ -168,19 +179,10 @@ impl State {
     fn bound(&mut self) {
         let extra = self.history.len().saturating_sub(MAX_LOOPS_KEPT);
         self.history.drain(..extra);
-        for record in &mut self.history {
-            record.action = agent_runner_core::text::cut(&record.action, 32);
-            if let Some(w) = &mut record.worker {
-                *w = WorkerOutcome::new(
-                    &agent_runner_core::text::cut(&w.outcome, 64),
-                    w.exit_code,
-                    &w.summary,
-                );
-            }
-            if let Some(t) = &mut record.test {
-                *t = TestOutcome::new(t.passed, t.exit_code, t.timed_out, &t.output_tail);
-            }
-        }
+        self.history = std::mem::take(&mut self.history)
+            .into_iter()
+            .map(LoopRecord::bounded)
+            .collect();
     }
 
     /// Why `task` cannot go on from this state, if it cannot: another task (the
@@ -212,7 +214,7 @@ impl State {
                 "the task changed since its last run: {changed} differ; a resumed run must do the same task (run it without --resume to start over)"
             ));
         }
-        if self.state == TaskState::Complete.as_str() {
+        if self.state == TaskState::Complete {
             return Some("its last run ended COMPLETE: there is nothing to resume".into());
         }
         None
@@ -221,9 +223,9 @@ impl State {
     /// What a run that resumes from this state carries over, with the note the
     /// runs before left (read from `private`).
     pub fn resumed(&self, private: &Dir, note_name: &str) -> Resumed {
-        let previous = match (self.state.as_str(), &self.failure) {
-            ("FAILED", Some(reason)) => format!("FAILED: {reason}"),
-            ("FAILED", None) => "FAILED".to_string(),
+        let previous = match (self.state, &self.failure) {
+            (TaskState::Failed, Some(reason)) => format!("FAILED: {reason}"),
+            (TaskState::Failed, None) => "FAILED".to_string(),
             (state, _) => format!("in {state} without an end (killed?)"),
         };
         let earlier_note = private
@@ -281,25 +283,6 @@ fn hash(bytes: &[u8]) -> String {
         .to_string()
 }
 
-/// What loop `n` of this run did.
-fn loop_record(ctx: &TaskContext, n: u32) -> LoopRecord {
-    let worker = ctx.worker_runs.iter().rev().find(|r| r.number == n);
-    let test = ctx.test_runs.iter().rev().find(|t| t.number == n);
-    LoopRecord {
-        number: n,
-        action: if worker.is_some() {
-            "run_worker"
-        } else if ctx.criteria_versions.iter().skip(1).any(|v| v.at_loop == n) {
-            "replan"
-        } else {
-            "mark_complete"
-        }
-        .into(),
-        worker: worker.map(|r| WorkerOutcome::new(r.outcome.as_str(), r.exit_code, &r.summary)),
-        test: test.map(|t| TestOutcome::new(t.passed(), t.exit_code, t.timed_out, &t.output_tail)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,7 +314,7 @@ mod tests {
         assert!(why.contains("task.test differ"), "{why}");
         assert!(!why.contains("task.prd"), "{why}");
         let mut done = back.clone();
-        done.state = "COMPLETE".into();
+        done.state = TaskState::Complete;
         assert!(
             done.refusal(&ctx.task)
                 .unwrap()
@@ -355,6 +338,7 @@ mod tests {
         assert!(
             State::read(&private, "bad")
                 .unwrap_err()
+                .to_string()
                 .contains("not a state file")
         );
         std::fs::remove_dir_all(top).unwrap();

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use quickcheck::{Arbitrary, Gen, quickcheck};
 
-use super::protocol::Plan;
+use super::protocol::{NextAction, Plan};
 use super::*;
-use crate::context::{Assessment, Criterion};
+use crate::context::{Assessment, Criterion, Edges};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_meta::MetaCall;
@@ -162,25 +162,24 @@ fn plan(n: usize) -> Reply<Plan> {
 
 fn run_worker(prompt: &str) -> Reply<NextAction> {
     Ok(NextAction {
-        action: "run_worker".into(),
+        action: Action::RunWorker {
+            prompt: prompt.into(),
+        },
         reason: "work".into(),
-        prompt: Some(prompt.into()),
     })
 }
 
 fn replan(reason: &str) -> Reply<NextAction> {
     Ok(NextAction {
-        action: "replan".into(),
+        action: Action::Replan,
         reason: reason.into(),
-        prompt: None,
     })
 }
 
 fn mark_complete() -> Reply<NextAction> {
     Ok(NextAction {
-        action: "mark_complete".into(),
+        action: Action::MarkComplete,
         reason: "done".into(),
-        prompt: None,
     })
 }
 
@@ -366,9 +365,8 @@ fn planning_failure_fails_without_touching_the_sandbox() {
 fn unknown_action_fails() {
     let mut ctx = context("");
     let action = NextAction {
-        action: "dance".into(),
+        action: Action::Unknown("dance".into()),
         reason: "why not".into(),
-        prompt: None,
     };
     let meta = FakeMeta {
         plans: [plan(1)].into(),
@@ -491,7 +489,7 @@ fn a_replan_replaces_the_criteria_and_counts_as_a_loop() {
         ]
     );
     let history = replan::history(&ctx, 1);
-    let actions: Vec<&str> = history.iter().map(|h| h.action).collect();
+    let actions: Vec<&str> = history.iter().map(|h| h.action_name()).collect();
     assert_eq!(actions, ["run_worker", "replan", "run_worker"]);
 }
 
@@ -688,9 +686,8 @@ fn play(s: &Scenario) -> (TaskContext, FakeSandbox) {
             0..=5 => run_worker("p"),
             6..=7 => mark_complete(),
             8 => Ok(NextAction {
-                action: "other".into(),
+                action: Action::Unknown("other".into()),
                 reason: String::new(),
-                prompt: None,
             }),
             9 => Err(MetaError::Failed("next".into())),
             _ => replan("the criteria are wrong"),

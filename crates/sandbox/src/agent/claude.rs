@@ -123,6 +123,14 @@ impl Kind for Claude {
         None
     }
 
+    fn config_files(&self) -> &'static [&'static str] {
+        // Its managed settings and MCP servers on Linux, which apply to every run.
+        &[
+            "/etc/claude-code/managed-settings.json",
+            "/etc/claude-code/managed-mcp.json",
+        ]
+    }
+
     fn login_rule(&self) -> LoginRule {
         LoginRule {
             key_var: "ANTHROPIC_API_KEY",

@@ -3,7 +3,8 @@
 //!
 //! | what | how |
 //! |---|---|
-//! | run | `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -C <dir> [-m M] [-p agent-runner] [extra] -`, prompt on stdin |
+//! | run | `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -C <dir> [-m M] [extra] -`, prompt on stdin |
+//! | configuration | `$CODEX_HOME/config.toml`: agent-runner's, written before every run |
 //! | resume | the same options, then `resume <thread id> -` |
 //! | session | `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl` |
 //! | login | `~/.codex/auth.json` (mounted, linked into `~/.codex`), else `CODEX_API_KEY` |
@@ -11,12 +12,19 @@
 //! | events | JSONL: `thread.started`, `turn.completed` (usage), `turn.failed`, `item.*`, `error` |
 //!
 //! Codex's own bubblewrap sandbox cannot work under Docker's default seccomp
-//! profile; the container is the sandbox. `runner.worker.base_url` becomes
-//! codex's `openai_base_url` (it ignores `OPENAI_BASE_URL` in the environment), in
-//! a profile, `$CODEX_HOME/agent-runner.config.toml`, chosen by `-p agent-runner`:
-//! a URL may hold a password or a key, and `-c openai_base_url=…` would put it in
-//! an argv every local user can read. (codex ignores a profile it cannot find, so
-//! the file must be there: the envelope fails the run when it cannot write it.)
+//! profile; the container is the sandbox.
+//!
+//! codex's user configuration, `$CODEX_HOME/config.toml`, is agent-runner's: the
+//! envelope links it to a file of the container's private tmpfs before every run
+//! (it fails the run when it cannot), so one the worker wrote to steer a later run
+//! (a provider, hooks, MCP servers, the commands' environment) is replaced before
+//! that run starts. It holds `runner.worker.base_url` as codex's `openai_base_url`
+//! (codex ignores `OPENAI_BASE_URL` in the environment): a URL may hold a password
+//! or a key, and `-c openai_base_url=…` would put it in an argv every local user
+//! can read. Why not `--ignore-user-config` and a profile (`-p`): codex 0.169.0
+//! then reads no profile either (testdata/codex/README.md). The system
+//! configuration (`/etc/codex`), which the worker can write as root, is pinned
+//! with the agent (`CONFIG_FILES`, `worker::agent_files`).
 //! Codex also tries github.com and api.github.com (its update check) and
 //! ab.chatgpt.com (feature flags); refusing them does not fail a run, and they are
 //! left out of its hosts: a prompt-injected worker could use an allowed host as a
@@ -41,9 +49,17 @@ pub(crate) const CHATGPT_HOSTS: [&str; 2] = ["chatgpt.com", "auth.openai.com"];
 pub(crate) const CHATGPT: &str = "chatgpt";
 pub(crate) const API_KEY: &str = "api_key";
 
-/// The profile that holds `runner.worker.base_url` (`-p`), and where codex reads it.
-pub(crate) const PROFILE: &str = "agent-runner";
-const PROFILE_FILE: &str = ".codex/agent-runner.config.toml";
+/// codex's user configuration under HOME (`$CODEX_HOME/config.toml`): agent-runner's.
+const CONFIG_FILE: &str = ".codex/config.toml";
+/// The first line of that file.
+const CONFIG_HEADER: &str = "# agent-runner's, written before every run";
+
+/// The configuration codex reads outside HOME, which only the image should bring.
+const CONFIG_FILES: [&str; 3] = [
+    "/etc/codex/config.toml",
+    "/etc/codex/managed_config.toml",
+    "/etc/codex/requirements.toml",
+];
 
 /// The flags of every `codex exec` run (testdata/codex/README.md).
 const EXEC_FLAGS: [&str; 4] = [
@@ -63,9 +79,6 @@ impl Codex {
             .collect();
         if let Some(model) = run.model {
             args.extend(["-m".to_string(), model.to_string()]);
-        }
-        if run.base_url.is_some() {
-            args.extend(["-p".to_string(), PROFILE.to_string()]);
         }
         args.extend(run.extra_args.iter().cloned());
         args
@@ -123,8 +136,6 @@ impl Kind for Codex {
     }
 
     fn refused_arg(&self, run: &RunSpec) -> Option<(usize, String)> {
-        run.base_url?;
-        // codex takes one profile: ours, which holds the base URL.
         let n = run.extra_args.iter().position(|arg| {
             arg == "--profile"
                 || arg.starts_with("--profile=")
@@ -132,21 +143,28 @@ impl Kind for Codex {
         })?;
         Some((
             n,
-            "codex's -p/--profile cannot go with a base_url: agent-runner gives codex \
-             the base URL in a profile of its own (-p agent-runner), since a URL on the \
-             command line would show its credentials to every user of this machine; \
-             give the profile's settings as -c options instead"
+            "codex's -p/--profile cannot be used: the profile would be a file in the \
+             container, where only the worker could have written it (to steer a later \
+             run); give its settings as -c options instead"
                 .into(),
         ))
     }
 
     fn settings_file(&self, run: &RunSpec) -> Option<SettingsFile> {
-        // A JSON string is a TOML basic string (the same escapes).
-        let url = serde_json::to_string(run.base_url?).ok()?;
+        let mut contents = CONFIG_HEADER.to_string();
+        if let Some(url) = run.base_url {
+            // A JSON string is a TOML basic string (the same escapes).
+            let url = serde_json::to_string(url).ok()?;
+            contents.push_str(&format!("\nopenai_base_url = {url}"));
+        }
         Some(SettingsFile {
-            link: PROFILE_FILE,
-            contents: format!("openai_base_url = {url}"),
+            link: CONFIG_FILE,
+            contents,
         })
+    }
+
+    fn config_files(&self) -> &'static [&'static str] {
+        &CONFIG_FILES
     }
 
     fn login_rule(&self) -> LoginRule {
@@ -585,25 +603,33 @@ mod tests {
             "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -C /workspace/project -"
         );
         let extra = ["-c".to_string(), "x=1".to_string()];
-        // The base URL is in the profile, never on the command line.
+        // The base URL is in codex's configuration file, never on the command line.
         let url = "http://user:pw-0123@h:1/v1?api-key=k-0123\"x";
         let command = CODEX
             .command(&spec(Some("o4-mini"), &extra, Some(url)))
             .join(" ");
         assert!(
-            command.ends_with("-C /workspace/project -m o4-mini -p agent-runner -c x=1 -"),
+            command.ends_with("-C /workspace/project -m o4-mini -c x=1 -"),
             "{command}"
         );
         assert!(!command.contains("pw-0123") && !command.contains("k-0123"));
         assert_eq!(
             CODEX.settings_file(&spec(None, &[], Some(url))),
             Some(SettingsFile {
-                link: ".codex/agent-runner.config.toml",
-                contents: "openai_base_url = \"http://user:pw-0123@h:1/v1?api-key=k-0123\\\"x\""
+                link: ".codex/config.toml",
+                contents: "# agent-runner's, written before every run\n\
+                           openai_base_url = \"http://user:pw-0123@h:1/v1?api-key=k-0123\\\"x\""
                     .into()
             })
         );
-        assert_eq!(CODEX.settings_file(&spec(None, &[], None)), None);
+        // Written before every run, so that none the worker wrote is read.
+        assert_eq!(
+            CODEX.settings_file(&spec(None, &[], None)),
+            Some(SettingsFile {
+                link: ".codex/config.toml",
+                contents: "# agent-runner's, written before every run".into()
+            })
+        );
         assert!(
             CODEX
                 .resume_command(&spec(Some("m"), &[], None), "th-1")

@@ -101,6 +101,10 @@ pub trait Kind: Sync {
     fn run_env(&self, run: &RunSpec) -> Vec<(&'static str, String)>;
     /// The settings file a run needs, if any; `command` points the agent at it.
     fn settings_file(&self, run: &RunSpec) -> Option<SettingsFile>;
+    /// The configuration it reads outside HOME (absolute paths; there or not): the
+    /// image's to bring, so pinned with the agent (`worker::agent_files`), since a
+    /// worker that is root in the container could write it to steer a later run.
+    fn config_files(&self) -> &'static [&'static str];
     /// An argument of `run.extra_args` that cannot go with the rest of `run` (its
     /// index, and why), checked when the task is read.
     fn refused_arg(&self, _run: &RunSpec) -> Option<(usize, String)> {

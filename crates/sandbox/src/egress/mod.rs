@@ -7,12 +7,11 @@
 //! - `rules`: allow entries and how they match. The list a task gets when it names
 //!   none (the worker's auth mode, its configured base URLs) is a task setting's
 //!   default: `task::default_allow`.
-//! - `Egress::start`: `host_dir` makes a private directory (never in the repo) with
-//!   the `bridge` helper in it and a watchdog that removes it should agent-runner
-//!   die; `proxy` listens on a unix socket there.
-//! - The container mounts that directory read-only and runs the bridge as its
-//!   keep-alive (`bridge::command`): 127.0.0.1:3128 inside, the socket outside.
-//!   Worker and test runs get the proxy variables (`bridge::env`).
+//! - The way in is the sandbox's carrier (`backend::Carrier`): today a socket in a
+//!   private host directory, mounted read-only into the container together with the
+//!   helper that bridges 127.0.0.1:`PORT` inside to it (`backend::socket`);
+//!   `Egress::start` takes the socket's listener. Worker and test runs get the proxy
+//!   variables (`variables`).
 //! - Each connection, in `proxy`: `request` reads the head → `policy` decides
 //!   (`rules`, names resolved here, `address` classes) → 403 or 502, or connect and
 //!   `relay` → `journal` (egress.jsonl, a stderr line per denied destination, the
@@ -28,8 +27,6 @@
 //! `task::default_allow::codex`'s `also`) — is under the same rules.
 
 mod address;
-pub mod bridge;
-mod host_dir;
 mod journal;
 mod policy;
 mod proxy;
@@ -38,35 +35,36 @@ mod relay;
 mod repeats;
 mod request;
 pub(crate) mod rules;
+pub(crate) mod variables;
 
 use std::os::unix::net::UnixListener;
-use std::path::Path;
 
 pub use journal::{MAX_LOG_BYTES, NO_HOST, Summary, Tally};
 pub use proxy::Settings;
 pub use repeats::DETAIL_LINES;
 pub use rules::{AllowList, Origin, Rule};
+pub use variables::PORT;
 
 use crate::events::Events;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::secret::Redactor;
-use host_dir::HostDir;
 use journal::Journal;
 use proxy::Proxy;
 
 /// The connection log's name in the task's log directory.
 pub const LOG_FILE: &str = "egress.jsonl";
 
-/// A task's proxy and its directory; see the module documentation.
+/// A task's proxy; see the module documentation.
 pub struct Egress {
-    dir: HostDir,
     proxy: Proxy,
 }
 
 impl Egress {
-    /// Starts the proxy for `allow`, logging to `egress.jsonl` in `logs` (if given),
-    /// masking `redactor`'s secrets, telling `events` of each denied connection.
+    /// Starts the proxy on `listener` for `allow`, logging to `egress.jsonl` in
+    /// `logs` (if given), masking `redactor`'s secrets, telling `events` of each
+    /// denied connection.
     pub fn start(
+        listener: UnixListener,
         allow: &AllowList,
         logs: Option<&Dir>,
         redactor: Redactor,
@@ -81,8 +79,6 @@ impl Egress {
                 None
             }
         };
-        let dir = HostDir::create(bridge::BINARY)?;
-        let listener = UnixListener::bind(dir.socket())?;
         let proxy = Proxy::start(
             listener,
             allow.clone(),
@@ -91,19 +87,11 @@ impl Egress {
                 .bounded(settings.max_log_bytes),
             settings,
         )?;
-        Ok(Egress { dir, proxy })
+        Ok(Egress { proxy })
     }
 
-    /// The host directory the container mounts read-only at `bridge::MOUNT`.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Stops the proxy (closing its connections), removes its directory, and
-    /// returns what it did.
+    /// Stops the proxy (closing its connections) and returns what it did.
     pub fn stop(self) -> Summary {
-        let summary = self.proxy.stop();
-        self.dir.remove();
-        summary
+        self.proxy.stop()
     }
 }

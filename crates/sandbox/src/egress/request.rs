@@ -220,7 +220,7 @@ fn authority(text: &str, default: Option<u16>) -> Result<Destination, BadHead> {
         (None, Some(default)) => default,
         (None, None) => return Err(bad("CONNECT needs host:port".into())),
     };
-    let host = Host::parse(host).map_err(bad)?;
+    let host = Host::parse(host).map_err(|e| bad(e.to_string()))?;
     Ok(Destination { host, port })
 }
 

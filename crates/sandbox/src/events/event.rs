@@ -1,7 +1,9 @@
 //! One line of `events.jsonl`: when, and what happened. Newer writers may add kinds
 //! and fields; a reader keeps what it knows and shows the rest as `Unknown`.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::task_state::TaskState;
 
 /// The kinds of events the worker can cause in any number, which a full log stops
 /// writing first (`Event::is_from_worker`).
@@ -27,11 +29,12 @@ pub enum Phase {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
-    /// A state change of the task (SPEC §4); also a run's start (`from` empty).
+    /// A state change of the task (SPEC §4); also a run's start (no `from`,
+    /// written `""`).
     State {
-        #[serde(default)]
-        from: String,
-        to: String,
+        #[serde(default, with = "from_state")]
+        from: Option<TaskState>,
+        to: TaskState,
         #[serde(default, skip_serializing_if = "String::is_empty")]
         reason: String,
     },
@@ -44,15 +47,14 @@ pub enum Event {
         requests: u32,
         /// Token usage when the reply said (SPEC §15).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        usage: Option<serde_json::Value>,
+        usage: Option<CallTokens>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
     /// Something the worker did, from its event stream while it runs.
     WorkerItem {
         run: u32,
-        /// `command_started`, `command_finished`, `file_changed`, `agent_message`.
-        item: String,
+        item: ItemKind,
         /// The command, the file (with its kind of change), or the message: short.
         text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,24 +123,79 @@ pub enum Event {
     Unknown,
 }
 
+/// What a worker item is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemKind {
+    CommandStarted,
+    CommandFinished,
+    /// The text is the file, with its kind of change.
+    FileChanged,
+    AgentMessage,
+    /// A kind this version does not know (a newer writer's).
+    #[serde(other)]
+    Unknown,
+}
+
+impl ItemKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemKind::CommandStarted => "command_started",
+            ItemKind::CommandFinished => "command_finished",
+            ItemKind::FileChanged => "file_changed",
+            ItemKind::AgentMessage => "agent_message",
+            ItemKind::Unknown => "unknown",
+        }
+    }
+}
+
+/// A Meta call's tokens (SPEC §15), when its provider reported them. The fields
+/// are in the order the format has always had them (alphabetical).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallTokens {
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    #[serde(default, alias = "prompt_tokens")]
+    pub input_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, alias = "completion_tokens")]
+    pub output_tokens: u64,
+}
+
+/// `from` of a state change: a state, or `""` for none (a run's start).
+mod from_state {
+    use super::*;
+
+    pub(super) fn serialize<S: Serializer>(
+        from: &Option<TaskState>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(from.map_or("", TaskState::as_str))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<TaskState>, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        if name.is_empty() {
+            return Ok(None);
+        }
+        TaskState::deserialize(serde::de::value::StrDeserializer::<D::Error>::new(&name)).map(Some)
+    }
+}
+
 impl Event {
     /// Applies `f` to every text field (masking and cutting before a write).
     pub(crate) fn map_text(&mut self, f: &dyn Fn(&str) -> String) {
         let mut apply = |s: &mut String| *s = f(s);
         match self {
-            Event::State { from, to, reason } => {
-                apply(from);
-                apply(to);
-                apply(reason);
-            }
+            Event::State { reason, .. } => apply(reason),
             Event::Meta { call, error, .. } => {
                 apply(call);
                 error.iter_mut().for_each(apply);
             }
-            Event::WorkerItem { item, text, .. } => {
-                apply(item);
-                apply(text);
-            }
+            Event::WorkerItem { text, .. } => apply(text),
             Event::WorkerRun {
                 outcome, summary, ..
             } => {
@@ -173,7 +230,7 @@ impl Event {
     /// Whether the event ends the run: a terminal state.
     #[cfg(test)]
     pub(crate) fn is_end(&self) -> bool {
-        matches!(self, Event::State { to, .. } if to == "COMPLETE" || to == "FAILED")
+        matches!(self, Event::State { to, .. } if to.is_terminal())
     }
 }
 
@@ -187,7 +244,7 @@ mod tests {
             at: "2026-01-02T03:04:05.678Z".into(),
             event: Event::WorkerItem {
                 run: 2,
-                item: "command_finished".into(),
+                item: ItemKind::CommandFinished,
                 text: "cargo test".into(),
                 exit_code: Some(101),
             },
@@ -201,5 +258,67 @@ mod tests {
         let later: Record =
             serde_json::from_str(r#"{"at":"x","kind":"from_the_future","n":1}"#).unwrap();
         assert_eq!(later.event, Event::Unknown);
+    }
+
+    #[test]
+    fn typed_fields_are_written_as_the_format_always_had_them() {
+        let line = |event| {
+            serde_json::to_string(&Record {
+                at: "t".into(),
+                event,
+            })
+            .unwrap()
+        };
+        let start = Event::State {
+            from: None,
+            to: TaskState::Pending,
+            reason: "started".into(),
+        };
+        let start_line = r#"{"at":"t","kind":"state","from":"","to":"PENDING","reason":"started"}"#;
+        assert_eq!(line(start.clone()), start_line);
+        let change = Event::State {
+            from: Some(TaskState::Running),
+            to: TaskState::Validating,
+            reason: String::new(),
+        };
+        let change_line = r#"{"at":"t","kind":"state","from":"RUNNING","to":"VALIDATING"}"#;
+        assert_eq!(line(change.clone()), change_line);
+        let meta = Event::Meta {
+            call: "next_action".into(),
+            duration_ms: 5,
+            requests: 1,
+            usage: Some(CallTokens {
+                cached_input_tokens: 2,
+                input_tokens: 10,
+                model: Some("m".into()),
+                output_tokens: 3,
+            }),
+            error: None,
+        };
+        let meta_line = r#"{"at":"t","kind":"meta","type":"next_action","duration_ms":5,"requests":1,"usage":{"cached_input_tokens":2,"input_tokens":10,"model":"m","output_tokens":3}}"#;
+        assert_eq!(line(meta.clone()), meta_line);
+        for (text, event) in [
+            (start_line, start),
+            (change_line, change),
+            (meta_line, meta),
+        ] {
+            assert_eq!(serde_json::from_str::<Record>(text).unwrap().event, event);
+        }
+        // A state this version does not know is no state: the line is skipped.
+        assert!(
+            serde_json::from_str::<Record>(r#"{"at":"t","kind":"state","from":"","to":"PAUSED"}"#)
+                .is_err()
+        );
+        let item: Record = serde_json::from_str(
+            r#"{"at":"t","kind":"worker_item","run":1,"item":"web_search","text":"x"}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            item.event,
+            Event::WorkerItem {
+                item: ItemKind::Unknown,
+                ..
+            }
+        ));
     }
 }

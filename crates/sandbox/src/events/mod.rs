@@ -17,7 +17,7 @@ pub(crate) mod event;
 pub mod reader;
 pub(crate) mod writer;
 
-pub use event::{Event, Phase, Record};
+pub use event::{CallTokens, Event, ItemKind, Phase, Record};
 pub use writer::Events;
 
 /// The file's name in a task's log directory.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::FILE;
-use super::event::{Event, Phase, Record};
+use super::event::{CallTokens, Event, ItemKind, Phase, Record};
 use agent_runner_core::fs::Dir;
 use agent_runner_core::text::escape_controls;
 use agent_runner_core::timestamp::human;
@@ -93,10 +93,9 @@ fn what(event: &Event) -> String {
             } else {
                 format!(": {reason}")
             };
-            if from.is_empty() {
-                format!("state {to}{reason}")
-            } else {
-                format!("state {from} → {to}{reason}")
+            match from {
+                None => format!("state {to}{reason}"),
+                Some(from) => format!("state {from} → {to}{reason}"),
             }
         }
         Event::Meta {
@@ -106,7 +105,7 @@ fn what(event: &Event) -> String {
             usage,
             error,
         } => {
-            let tokens = usage.as_ref().and_then(tokens).unwrap_or_default();
+            let tokens = usage.as_ref().map(tokens).unwrap_or_default();
             let tries = if *requests > 1 {
                 format!(", {requests} requests")
             } else {
@@ -125,15 +124,15 @@ fn what(event: &Event) -> String {
             item,
             text,
             exit_code,
-        } => match item.as_str() {
-            "command_started" => format!("  run {run} $ {text}"),
-            "command_finished" => match exit_code {
+        } => match item {
+            ItemKind::CommandStarted => format!("  run {run} $ {text}"),
+            ItemKind::CommandFinished => match exit_code {
                 Some(code) => format!("  run {run} $ {text} → exit {code}"),
                 None => format!("  run {run} $ {text} → ended"),
             },
-            "file_changed" => format!("  run {run} changed {text}"),
-            "agent_message" => format!("  run {run} says: {text}"),
-            other => format!("  run {run} {other}: {text}"),
+            ItemKind::FileChanged => format!("  run {run} changed {text}"),
+            ItemKind::AgentMessage => format!("  run {run} says: {text}"),
+            ItemKind::Unknown => format!("  run {run} did something else: {text}"),
         },
         Event::WorkerRun {
             run,
@@ -234,23 +233,19 @@ fn what(event: &Event) -> String {
     }
 }
 
-/// ", 1200 in / 60 out tokens" from a usage object that names them.
-fn tokens(usage: &serde_json::Value) -> Option<String> {
-    let input = usage.get("input_tokens").or(usage.get("prompt_tokens"))?;
-    let output = usage
-        .get("output_tokens")
-        .or(usage.get("completion_tokens"))?;
-    Some(format!(
+/// ", 1200 in / 60 out tokens".
+fn tokens(usage: &CallTokens) -> String {
+    format!(
         ", {} in / {} out tokens",
-        input.as_u64()?,
-        output.as_u64()?
-    ))
+        usage.input_tokens, usage.output_tokens
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::events::Events;
+    use crate::task_state::TaskState;
     use agent_runner_core::secret::Redactor;
     use std::io::Write;
 
@@ -263,8 +258,8 @@ mod tests {
             std::io::ErrorKind::NotFound
         );
         let events = Events::create(&dir, Redactor::default()).unwrap();
-        events.state("", "PENDING", "");
-        events.state("PENDING", "PLANNING", "");
+        events.state(None, TaskState::Pending, "");
+        events.state(Some(TaskState::Pending), TaskState::Planning, "");
         let first = read(&dir, Cursor::default()).unwrap();
         assert_eq!(first.records.len(), 2);
         assert!(!first.restarted);
@@ -285,9 +280,11 @@ mod tests {
             next.records
         );
         // A new run replaces the file: read from its start.
-        Events::create(&dir, Redactor::default())
-            .unwrap()
-            .state("", "PENDING", "second run");
+        Events::create(&dir, Redactor::default()).unwrap().state(
+            None,
+            TaskState::Pending,
+            "second run",
+        );
         let again = read(&dir, next.cursor).unwrap();
         assert!(again.restarted);
         assert_eq!(again.records.len(), 1);
@@ -306,7 +303,7 @@ mod tests {
         assert_eq!(
             line(Event::WorkerItem {
                 run: 1,
-                item: "command_finished".into(),
+                item: ItemKind::CommandFinished,
                 text: "ls \u{1b}[31m".into(),
                 exit_code: Some(2),
             }),
@@ -317,7 +314,11 @@ mod tests {
                 call: "next_action".into(),
                 duration_ms: 1500,
                 requests: 2,
-                usage: Some(serde_json::json!({"input_tokens": 10, "output_tokens": 3})),
+                usage: Some(CallTokens {
+                    input_tokens: 10,
+                    output_tokens: 3,
+                    ..CallTokens::default()
+                }),
                 error: None,
             }),
             "03:04:05.678 meta next_action answered in 1.5 s, 2 requests, 10 in / 3 out tokens"

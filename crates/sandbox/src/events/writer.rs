@@ -13,7 +13,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::{Event, FILE, Record};
+use super::{Event, FILE, ItemKind, Record};
+use crate::task_state::TaskState;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::fs::jsonl::Capped;
 use agent_runner_core::secret::Redactor;
@@ -131,20 +132,20 @@ impl Events {
         }
     }
 
-    /// A state change (`from` empty: the run starts in `to`).
-    pub fn state(&self, from: &str, to: &str, reason: &str) {
+    /// A state change (`from` None: the run starts in `to`).
+    pub fn state(&self, from: Option<TaskState>, to: TaskState, reason: &str) {
         self.emit(Event::State {
-            from: from.into(),
-            to: to.into(),
+            from,
+            to,
             reason: reason.into(),
         });
     }
 
     /// Something the worker of run `run` did.
-    pub(crate) fn worker_item(&self, run: u32, item: &str, text: &str, exit_code: Option<i32>) {
+    pub(crate) fn worker_item(&self, run: u32, item: ItemKind, text: &str, exit_code: Option<i32>) {
         self.emit(Event::WorkerItem {
             run,
-            item: item.into(),
+            item,
             text: text.into(),
             exit_code,
         });
@@ -211,11 +212,11 @@ mod tests {
         let long = format!("{}{secret}", "x".repeat(MAX_TEXT - 10));
         events.worker_item(
             1,
-            "agent_message",
+            ItemKind::AgentMessage,
             &format!("key {secret}\nsecond line"),
             None,
         );
-        events.worker_item(1, "command_started", &long, None);
+        events.worker_item(1, ItemKind::CommandStarted, &long, None);
         let controls = "\u{1}".repeat(3000);
         events.emit(Event::EgressDenied {
             host: controls.clone(),
@@ -246,14 +247,16 @@ mod tests {
         assert!(text(1).len() <= MAX_TEXT + 3);
         assert!(text(2).len() <= SHORT_TEXT + 3, "escapes cut shorter");
         // A continued log keeps what was there.
-        Events::append(&dir, Redactor::default())
-            .unwrap()
-            .state("", "PENDING", "resumed");
+        Events::append(&dir, Redactor::default()).unwrap().state(
+            None,
+            TaskState::Pending,
+            "resumed",
+        );
         assert_eq!(lines(&dir).len(), 5);
         // A fresh log replaces it.
         Events::create(&dir, Redactor::default()).unwrap();
         assert_eq!(lines(&dir).len(), 0);
-        Events::none().state("", "PENDING", "nowhere");
+        Events::none().state(None, TaskState::Pending, "nowhere");
         std::fs::remove_dir_all(top).unwrap();
     }
 
@@ -273,16 +276,16 @@ mod tests {
         let text = "x".repeat(300);
         // More than the bound holds, the run's own events in between.
         for _ in 0..MAX_BYTES / 300 {
-            events.worker_item(1, "command_started", &text, None);
-            events.state("RUNNING", "RUNNING", "loop");
+            events.worker_item(1, ItemKind::CommandStarted, &text, None);
+            events.state(Some(TaskState::Running), TaskState::Running, "loop");
         }
         let after_cut = size();
         assert!(after_cut <= MAX_BYTES + RESERVE, "{after_cut}");
         for _ in 0..100 {
-            events.worker_item(1, "command_started", &text, None);
+            events.worker_item(1, ItemKind::CommandStarted, &text, None);
         }
         assert_eq!(size(), after_cut, "no more worker items");
-        events.state("RUNNING", "FAILED", "the end");
+        events.state(Some(TaskState::Running), TaskState::Failed, "the end");
         let got = all();
         let cut: Vec<&Record> = got
             .iter()
@@ -306,7 +309,7 @@ mod tests {
         // The run's own events stop at the reserve, after a second such line.
         let reason = "y".repeat(300);
         for _ in 0..(RESERVE / 300 + 100) {
-            events.state("RUNNING", "RUNNING", &reason);
+            events.state(Some(TaskState::Running), TaskState::Running, &reason);
         }
         let full = size();
         assert!(full <= MAX_BYTES + RESERVE + TRUNCATED_ROOM, "{full}");
@@ -318,12 +321,12 @@ mod tests {
                 dropped: "all".into()
             }
         );
-        events.state("RUNNING", "FAILED", "later");
+        events.state(Some(TaskState::Running), TaskState::Failed, "later");
         assert_eq!(size(), full);
         // A continued log counts what it holds.
         Events::append(&dir, Redactor::default())
             .unwrap()
-            .worker_item(2, "command_started", "x", None);
+            .worker_item(2, ItemKind::CommandStarted, "x", None);
         assert_eq!(size(), full);
         std::fs::remove_dir_all(top).unwrap();
     }
@@ -338,7 +341,7 @@ mod tests {
         assert!(Events::append(&dir, Redactor::default()).is_err());
         Events::create(&dir, Redactor::default())
             .unwrap()
-            .state("", "PENDING", "");
+            .state(None, TaskState::Pending, "");
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "host data");
         std::fs::remove_dir_all(top).unwrap();
         std::fs::remove_dir_all(outside.parent().unwrap()).unwrap();

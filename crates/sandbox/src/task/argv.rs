@@ -1,7 +1,7 @@
 //! What of a task goes on a command line, and the rule that no credential does
 //! (SPEC §6.1): every local user of the host can read every process's argv
 //! (`/proc/<pid>/cmdline`), the container's processes included. Values reach the
-//! container by name and files through the envelope (`worker::container::exec`,
+//! container by name and files through the envelope (`worker::container::env`,
 //! `worker::envelope::PrivateFile`): base URLs, keys, every `env` value, the test
 //! command. What must stay on a command line is checked here: the agents'
 //! `extra_args` (the worker's, Meta's codex's), the models, and the literal values
@@ -98,12 +98,11 @@ fn env_on_command_line<'a>(
 
 /// Arguments that would undo how a kind keeps a setting off its command line.
 fn refused_args(meta: &MetaSettings, worker: &WorkerSettings) -> Vec<InputError> {
-    let mut problems = Vec::new();
-    let mut check = |kind: &dyn crate::agent::Kind,
-                     args: &[String],
-                     url: Option<&str>,
-                     field: &str,
-                     whose: &str| {
+    let check = |kind: &dyn crate::agent::Kind,
+                 args: &[String],
+                 url: Option<&str>,
+                 field: &str,
+                 whose: &str| {
         let run = RunSpec {
             model: None,
             extra_args: args,
@@ -111,36 +110,36 @@ fn refused_args(meta: &MetaSettings, worker: &WorkerSettings) -> Vec<InputError>
             workdir: "",
             root: false,
         };
-        if let Some((n, why)) = kind.refused_arg(&run) {
-            problems.push(InputError::new(
-                format!("{field}[{n}]"),
-                format!("{why}{whose}"),
-            ));
-        }
+        kind.refused_arg(&run)
+            .map(|(n, why)| InputError::new(format!("{field}[{n}]"), format!("{why}{whose}")))
     };
-    check(
+    let mut problems: Vec<InputError> = check(
         worker.kind,
         &worker.extra_args,
         worker.base_url.as_deref(),
         "runner.worker.extra_args",
         "",
-    );
+    )
+    .into_iter()
+    .collect();
     if let MetaBackend::CodexCli(codex) = &meta.backend {
         let settings = codex.worker_settings(worker, meta.timeout);
         let (field, whose) = match codex.extra_args {
             Some(_) => ("runner.meta.extra_args", ""),
+            // The worker's arguments, refused already, are not refused twice.
+            None if !problems.is_empty() => return problems,
             None => (
                 "runner.worker.extra_args",
-                " (Meta's codex takes the worker's arguments, with runner.meta.base_url)",
+                " (Meta's codex takes the worker's arguments)",
             ),
         };
-        check(
+        problems.extend(check(
             settings.kind,
             &settings.extra_args,
             settings.base_url.as_deref(),
             field,
             whose,
-        );
+        ));
     }
     problems
 }

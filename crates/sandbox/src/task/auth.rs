@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use super::host::{Host, Var};
 use super::input_error::InputError;
-use super::paths::{ReadError, io_reason, read_regular};
+use super::paths::{io_reason, read_regular};
+use crate::Error;
 use crate::agent::login::secrets_in;
 use crate::agent::{Kind, Login};
 use agent_runner_core::secret::Secret;
@@ -75,11 +76,9 @@ fn login_file(kind: &dyn Kind, path: PathBuf) -> Result<Login, InputError> {
     }
     let bytes = read_regular(&path, MAX_AUTH_BYTES).map_err(|e| {
         problem(match e {
-            ReadError::Io(e) => format!("cannot read it: {}", io_reason(&e)),
-            ReadError::NotAFile => "not a regular file".into(),
-            ReadError::TooLarge(len) => {
-                format!("{len} bytes; the limit is {MAX_AUTH_BYTES} bytes")
-            }
+            Error::Read(e) => format!("cannot read it: {}", io_reason(&e)),
+            Error::TooLarge(len) => format!("{len} bytes; the limit is {MAX_AUTH_BYTES} bytes"),
+            other => other.to_string(),
         })
     })?;
     let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {

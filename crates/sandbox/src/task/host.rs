@@ -5,6 +5,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::Error;
+
 /// The host as seen by `parse`.
 pub struct Host<'a> {
     /// Looks up an environment variable.
@@ -46,16 +48,16 @@ impl Host<'_> {
     }
 
     /// `path` made absolute against the current directory (not resolved further).
-    pub(crate) fn absolute(&self, path: &str) -> Result<PathBuf, String> {
+    pub(crate) fn absolute(&self, path: &str) -> Result<PathBuf, Error> {
         if Path::new(path).is_absolute() {
             return Ok(PathBuf::from(path));
         }
         match &self.cwd {
             Ok(cwd) => Ok(cwd.join(path)),
-            Err(why) => Err(format!(
-                "the relative path {:?} needs the current directory, which is not available ({why})",
-                agent_runner_core::text::cut_chars(path, 60)
-            )),
+            Err(why) => Err(Error::NoCurrentDir {
+                path: agent_runner_core::text::cut_chars(path, 60),
+                why: why.to_string(),
+            }),
         }
     }
 }
@@ -88,14 +90,14 @@ mod tests {
             var: &|_| None,
             cwd: Err("No such file or directory".into()),
         };
-        assert_eq!(host.absolute("/abs/x"), Ok(PathBuf::from("/abs/x")));
-        let e = host.absolute("rel").unwrap_err();
+        assert_eq!(host.absolute("/abs/x").ok(), Some(PathBuf::from("/abs/x")));
+        let e = host.absolute("rel").unwrap_err().to_string();
         assert!(e.contains("\"rel\" needs the current directory"), "{e}");
         assert!(e.contains("No such file or directory"), "{e}");
         let host = Host {
             var: &|_| None,
             cwd: Ok(PathBuf::from("/here")),
         };
-        assert_eq!(host.absolute("rel"), Ok(PathBuf::from("/here/rel")));
+        assert_eq!(host.absolute("rel").ok(), Some(PathBuf::from("/here/rel")));
     }
 }

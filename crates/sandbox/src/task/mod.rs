@@ -27,6 +27,7 @@ mod resolved;
 mod runner_section;
 mod schema;
 mod settings;
+
 mod structure;
 mod suggest;
 pub(crate) mod worker_env;
@@ -35,6 +36,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use crate::agent::Login;
+pub use crate::task_state::TaskState;
 pub use auth::resolve as resolve_login;
 pub use bounds::{DEFAULT_MAX_STALLED_LOOPS, unpriced};
 pub use codex_meta::CodexMeta;
@@ -278,15 +280,6 @@ impl Network {
             Network::Bridge => "bridge",
             Network::None => "none",
             Network::Host => "host",
-        }
-    }
-
-    /// The `docker run --network` value; None for docker's default (bridge).
-    pub fn docker_network(self) -> Option<&'static str> {
-        match self {
-            Network::Allowlist | Network::None => Some("none"),
-            Network::Host => Some("host"),
-            Network::Bridge => None,
         }
     }
 }

@@ -9,6 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use super::host::Host;
 use super::input_error::InputError;
 use super::{Prd, PrdSource};
+use crate::Error;
 use agent_runner_core::text::cut_chars;
 
 /// Largest PRD file we load; PRDs are prose, and the whole text goes to Meta.
@@ -62,7 +63,7 @@ pub(crate) fn repo_dir(path: &str, field: &str, host: &Host) -> Result<PathBuf, 
     }
     let joined = host
         .absolute(path)
-        .map_err(|why| InputError::new(field, why).environment())?;
+        .map_err(|why| InputError::new(field, why.to_string()).environment())?;
     let resolved = std::fs::canonicalize(&joined).map_err(|e| {
         InputError::new(
             field,
@@ -108,22 +109,23 @@ pub(crate) fn prd_file(path: &str, host: &Host, repo: Option<&Path>) -> Result<P
     let field = "task.prd.path";
     let resolved = host
         .absolute(path)
-        .map_err(|why| InputError::new(field, why).environment())?;
+        .map_err(|why| InputError::new(field, why.to_string()).environment())?;
     let problem = |message: String| InputError::new(field, message).environment();
-    let read_error = |e: ReadError| match e {
-        ReadError::Io(e) => problem(format!(
+    let read_error = |e: Error| match e {
+        Error::TooLarge(len) => problem(format!(
+            "{path} is {len} bytes; the limit is {MAX_PRD_BYTES} bytes"
+        )),
+        Error::NotAFile => problem(format!(
+            "{path} is not a file (resolved to {})",
+            resolved.display()
+        )),
+        Error::Read(e) => problem(format!(
             "file {path} not readable (resolved to {}): {}",
             resolved.display(),
             io_reason(&e)
         ))
         .with_hint("relative paths resolve against the current directory, not the repo"),
-        ReadError::NotAFile => problem(format!(
-            "{path} is not a file (resolved to {})",
-            resolved.display()
-        )),
-        ReadError::TooLarge(len) => problem(format!(
-            "{path} is {len} bytes; the limit is {MAX_PRD_BYTES} bytes"
-        )),
+        other => problem(format!("{path}: {other}")),
     };
     let file = open_regular(&resolved).map_err(read_error)?;
     if let Some(repo) = repo
@@ -152,24 +154,18 @@ pub(crate) fn prd_file(path: &str, host: &Host, repo: Option<&Path>) -> Result<P
 /// Checks that `file`, opened at `path`, did not come out of `repo` through a link
 /// in it. The file is judged as opened (its `/proc/self/fd` path), so a link swapped
 /// in or out between the check and the open is caught too.
-fn stays_in_repo(file: &std::fs::File, path: &Path, repo: &Path) -> Result<(), String> {
+fn stays_in_repo(file: &std::fs::File, path: &Path, repo: &Path) -> Result<(), Error> {
     use std::os::fd::AsRawFd;
     let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
         .or_else(|_| std::fs::canonicalize(path))
-        .map_err(|e| format!("cannot be checked: {}", io_reason(&e)))?;
+        .map_err(|e| Error::Uncheckable(io_reason(&e)))?;
     if opened.starts_with(repo) {
         return Ok(());
     }
     match walk(path, repo) {
         Ok(end) if end == opened => Ok(()),
-        Ok(_) => Err(format!(
-            "changed while it was read (opened {})",
-            opened.display()
-        )),
-        Err(link) => Err(format!(
-            "leaves the repository through the symlink {}",
-            link.display()
-        )),
+        Ok(_) => Err(Error::ChangedWhileRead(opened)),
+        Err(link) => Err(Error::LeavesRepo(link)),
     }
 }
 
@@ -203,7 +199,7 @@ fn walk(path: &Path, repo: &Path) -> Result<PathBuf, PathBuf> {
 pub(crate) fn script_file(path: &str, field: &str, host: &Host) -> Result<PathBuf, InputError> {
     let resolved = host
         .absolute(path)
-        .map_err(|why| InputError::new(field, why).environment())?;
+        .map_err(|why| InputError::new(field, why.to_string()).environment())?;
     let shown = resolved.display();
     let why = match std::fs::metadata(&resolved) {
         Ok(meta) if meta.is_file() => None,
@@ -246,49 +242,39 @@ pub(crate) fn relative_dir(path: &str, field: &str) -> Result<String, InputError
     Ok(parts.join("/"))
 }
 
-/// Why a file could not be read.
-#[derive(Debug)]
-pub(crate) enum ReadError {
-    Io(std::io::Error),
-    /// A directory, FIFO, device or socket.
-    NotAFile,
-    /// Larger than allowed; its size.
-    TooLarge(u64),
-}
-
 /// The contents of the regular file at `path`, at most `max` bytes. Opened
 /// non-blocking, so a FIFO put in its place cannot hang us; the checks are made on the
 /// opened file, so it cannot be swapped between check and read.
-pub(crate) fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, Error> {
     read_all(open_regular(path)?, max)
 }
 
 /// The regular file at `path`, opened for reading without blocking.
-fn open_regular(path: &Path) -> Result<std::fs::File, ReadError> {
+fn open_regular(path: &Path) -> Result<std::fs::File, Error> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map_err(ReadError::Io)?;
-    let meta = file.metadata().map_err(ReadError::Io)?;
+        .map_err(Error::Read)?;
+    let meta = file.metadata().map_err(Error::Read)?;
     if !meta.is_file() {
-        return Err(ReadError::NotAFile);
+        return Err(Error::NotAFile);
     }
     Ok(file)
 }
 
 /// The rest of `file`, at most `max` bytes.
-fn read_all(file: std::fs::File, max: u64) -> Result<Vec<u8>, ReadError> {
-    let len = file.metadata().map_err(ReadError::Io)?.len();
+fn read_all(file: std::fs::File, max: u64) -> Result<Vec<u8>, Error> {
+    let len = file.metadata().map_err(Error::Read)?.len();
     if len > max {
-        return Err(ReadError::TooLarge(len));
+        return Err(Error::TooLarge(len));
     }
     let mut bytes = Vec::new();
     file.take(max + 1)
         .read_to_end(&mut bytes)
-        .map_err(ReadError::Io)?;
+        .map_err(Error::Read)?;
     if bytes.len() as u64 > max {
-        return Err(ReadError::TooLarge(bytes.len() as u64));
+        return Err(Error::TooLarge(bytes.len() as u64));
     }
     Ok(bytes)
 }
@@ -322,12 +308,12 @@ mod tests {
         let result = receiver
             .recv_timeout(std::time::Duration::from_secs(10))
             .expect("read_regular blocked on a FIFO");
-        assert!(matches!(result, Err(ReadError::NotAFile)));
-        assert!(matches!(read_regular(&dir, 10), Err(ReadError::NotAFile)));
+        assert!(matches!(result, Err(Error::NotAFile)));
+        assert!(matches!(read_regular(&dir, 10), Err(Error::NotAFile)));
         std::fs::write(dir.join("f"), b"12345").unwrap();
         assert!(matches!(
             read_regular(&dir.join("f"), 4),
-            Err(ReadError::TooLarge(5))
+            Err(Error::TooLarge(5))
         ));
         assert_eq!(read_regular(&dir.join("f"), 5).unwrap(), b"12345");
         let _ = std::fs::remove_dir_all(dir);
@@ -396,7 +382,9 @@ mod tests {
         let file = open_regular(&repo.join("docs/out.md")).unwrap();
         std::fs::remove_file(repo.join("docs/out.md")).unwrap();
         std::fs::write(repo.join("docs/out.md"), "harmless").unwrap();
-        let why = stays_in_repo(&file, &repo.join("docs/out.md"), &repo).unwrap_err();
+        let why = stays_in_repo(&file, &repo.join("docs/out.md"), &repo)
+            .unwrap_err()
+            .to_string();
         assert!(why.starts_with("changed while it was read"), "{why}");
         let _ = std::fs::remove_dir_all(top);
     }

@@ -265,7 +265,10 @@ fn codex_cli(
         Some(env) => worker_env::entries(Some(env), "runner.meta.env", host, problems).map(Some),
     };
     if let Some(Some(env)) = &env {
-        for entry in env.iter().filter(|e| crate::egress::bridge::sets(&e.name)) {
+        for entry in env
+            .iter()
+            .filter(|e| crate::egress::variables::sets(&e.name))
+        {
             problems.push(
                 InputError::new(
                     format!("runner.meta.env.{}", entry.name),
@@ -450,7 +453,10 @@ pub(crate) fn worker(
     let limits = limits(raw.limits.unwrap_or_default(), problems);
     let env = worker_env::entries(raw.env, "runner.worker.env", host, problems);
     if let (Some(Network::Allowlist), Some(env)) = (network, &env) {
-        for entry in env.iter().filter(|e| crate::egress::bridge::sets(&e.name)) {
+        for entry in env
+            .iter()
+            .filter(|e| crate::egress::variables::sets(&e.name))
+        {
             problems.push(
                 InputError::new(
                     format!("runner.worker.env.{}", entry.name),
@@ -522,9 +528,10 @@ fn allow_entries(
             Err(why) => {
                 complete = false;
                 problems.push(
-                    InputError::new(format!("runner.worker.allow[{n}]"), why).with_hint(
-                        "entries are host, host:port, *.suffix, *.suffix:port or host:*",
-                    ),
+                    InputError::new(format!("runner.worker.allow[{n}]"), why.to_string())
+                        .with_hint(
+                            "entries are host, host:port, *.suffix, *.suffix:port or host:*",
+                        ),
                 );
             }
         }

@@ -1,41 +1,52 @@
-//! The Docker sandbox: one container per task (`container.rs`), every worker and
-//! test run a `docker exec` wrapped in the envelope (`envelope.rs`: git snapshots and
-//! leftover processes handled inside the container), the repository swept on the
-//! host for privileged leftovers after each run (`privileges.rs`), and the sandbox
-//! checked for life after each exec: a dead container, daemon or unusable image ends
-//! the task at once instead of looping on paid Meta calls (SPEC §9).
+//! The sandbox of a task: one container per task (`container.rs`), every worker and
+//! test run an exec wrapped in the envelope (`envelope.rs`: git snapshots and
+//! leftover processes handled inside the container), what the worker wrote checked
+//! after each run (the transport's `after_run`: on the host, for the bind mount), and
+//! the sandbox checked for life after each exec: a dead container, daemon or
+//! unusable image ends the task at once instead of looping on paid Meta calls (SPEC
+//! §9). The mechanism under it is `crate::backend`: the Docker backend (every
+//! container under the seccomp profile of `backend::seccomp`), the bind transport
+//! and the socket carrier.
 //!
-//! With `network: allowlist` the egress proxy (`egress`) starts just before the
-//! container and stops just after it.
+//! A worker run: the snapshot before it (an exec of its own) → the agent's files
+//! checked against those pinned when the container started (`agent_files.rs`) → the
+//! agent, by its absolute path → the snapshot after → the transport's check.
+//!
+//! A run: the container started on first use (the carrier opened, with
+//! `network: allowlist` the egress proxy started on its socket, the transport's
+//! mounts made) → the exec of the envelope around the command → on a limit or an
+//! interrupt, the work inside stopped by an exec of its own → `settle`: the sandbox
+//! alive and quiet, or the task ends → the transport's check. At the end: the
+//! container removed, the proxy stopped, the carrier closed, the transport finished
+//! (a last sweep that nothing inside can undo).
 //!
 //! Logs are created through agent-runner's private directory (`private_dir.rs`,
 //! through `fs::Dir`), so nothing the worker left in the repo is ever written
 //! through.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::PROJECT_DIR;
+use super::agent_files::AgentFiles;
 use super::container::{Container, ContainerSpec};
-use super::docker_cli::{
-    DockerFault, daemon_problem, docker, docker_missing, fault_in, last_lines,
-};
 use super::envelope::{Envelope, Leftovers, Mode, PrivateFile, Report};
 use super::git::{RepoChanges, Snapshot};
 use super::live;
-use super::privileges::{self, Finding, Fix};
 use super::session;
-use super::sweep::sweep_orphans;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
 use crate::agent::{Exit, RunSpec, Transcript, classify};
+use crate::backend::privileges::{Finding, Fix};
+use crate::backend::{Backend, Bind, Carrier, Docker, Exec, SocketLink, Transport, Var};
 use crate::egress::{self, Egress};
 use crate::events::Events;
 use crate::task::{Login, Network, TestSpec, WorkerSettings};
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{self, Capture, Ending, Finished, Invocation, Limits, Stop};
+use agent_runner_core::process::{Capture, Ending, Finished, Limits, Stop};
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::timestamp::Timestamp;
 
@@ -80,13 +91,20 @@ pub struct Continuation {
     pub history: String,
 }
 
-/// The Docker sandbox; see the module documentation.
+/// The sandbox on the local Docker (the only backend so far); see the module
+/// documentation.
 pub struct DockerSandbox {
     spec: ContainerSpec,
+    backend: Arc<dyn Backend>,
+    transport: Box<dyn Transport>,
     logs: Dir,
     redactor: Redactor,
     deadline: Deadline,
     container: Option<Container>,
+    /// The link to the container, from just before it starts to just after it ends.
+    carrier: Option<Box<dyn Carrier>>,
+    /// The agent's files as the container started with them.
+    agent: Option<AgentFiles>,
     /// The egress proxy, while the container runs (network allowlist).
     egress: Option<Egress>,
     /// What the proxy did, once it has stopped.
@@ -103,10 +121,16 @@ impl DockerSandbox {
     /// Prepares the sandbox. No container starts until the first run; the sweep of
     /// orphaned containers starts now, in the background.
     pub fn new(config: SandboxConfig) -> Self {
+        DockerSandbox::on(Arc::new(Docker::default()), config)
+    }
+
+    /// `new` on `backend`.
+    pub(crate) fn on(backend: Arc<dyn Backend>, config: SandboxConfig) -> Self {
+        let sweeper = backend.clone();
         let sweep = std::thread::Builder::new()
             .name("sweep".into())
-            .spawn(|| {
-                for name in sweep_orphans() {
+            .spawn(move || {
+                for name in sweeper.sweep_orphans() {
                     log::info!("removed container {name}: its agent-runner is gone");
                 }
             })
@@ -114,17 +138,23 @@ impl DockerSandbox {
         DockerSandbox {
             spec: ContainerSpec {
                 task_id: config.task_id,
-                repo: config.repo,
-                private_dir: config.private_dir,
                 worker: config.worker,
                 login: config.login,
                 interrupt: config.interrupt,
-                session_dir: config.session_dir,
+                keeps_session: config.session_dir.is_some(),
             },
+            backend,
+            transport: Box::new(Bind::new(
+                config.repo,
+                config.private_dir,
+                config.session_dir,
+            )),
             logs: config.logs,
             redactor: config.redactor,
             deadline: config.deadline,
             container: None,
+            carrier: None,
+            agent: None,
             egress: None,
             egress_done: None,
             sweep,
@@ -146,15 +176,14 @@ impl DockerSandbox {
         self.container.as_ref().map(|c| c.name.as_str())
     }
 
-    /// `docker exec` into the running container (started on first use), and the
-    /// keep-alive's pid the envelope must spare; `agent`: the variables of an
-    /// agent's run, `file`: a file for the envelope to write (`Container::exec`).
+    /// The variables of an exec in the running container (started on first use),
+    /// and the keep-alive's pid the envelope must spare; `agent`: the variables of an
+    /// agent's run, `file`: a file for the envelope to write (`Container::env`).
     fn exec_base(
         &mut self,
-        workdir: Option<&str>,
         agent: Option<&[(&'static str, String)]>,
         file: Option<&PrivateFile>,
-    ) -> Result<(Invocation, String), SandboxError> {
+    ) -> Result<(Vec<Var>, String), SandboxError> {
         self.container()?;
         self.unswept = true;
         let container = self
@@ -162,7 +191,7 @@ impl DockerSandbox {
             .as_ref()
             .ok_or_else(|| SandboxError::Io("the container is not running".into()))?;
         Ok((
-            container.exec(&self.spec, workdir, agent, file),
+            container.env(&self.spec, agent, file),
             container.keep_pid.clone(),
         ))
     }
@@ -208,11 +237,22 @@ impl DockerSandbox {
             link: Some(s.link.to_string()),
             contents: s.contents,
         });
-        let (base, keep_pid) = self.exec_base(None, Some(&agent_env), settings.as_ref())?;
+        let (env, keep_pid) = self.exec_base(Some(&agent_env), settings.as_ref())?;
+        let before = self.before_run(&keep_pid)?;
+        let command = self.checked_agent(command)?;
+        let head_before = before
+            .git_before
+            .as_ref()
+            .and_then(Snapshot::head)
+            .unwrap_or("")
+            .to_string();
         let envelope = Envelope::new();
-        let invocation = base
-            .args(Envelope::wrap(Mode::Worker, &keep_pid, command))
-            .stdin(envelope.stdin(prompt.as_bytes()));
+        let exec = Exec {
+            workdir: None,
+            env,
+            command: Envelope::worker(&keep_pid, &head_before, &command),
+            stdin: envelope.stdin(prompt.as_bytes()),
+        };
         let settings = &self.spec.worker;
         let (wall, cut) = self.deadline.cut(settings.max_run_time);
         let limits = Limits {
@@ -238,17 +278,14 @@ impl DockerSandbox {
         let mut capture = capture
             .with_filter(&mut reader)
             .with_lines(MAX_EVENT_LINE, &mut on_line);
-        let (finished, stopped) = self.run_enveloped(&invocation, &limits, &mut capture)?;
+        let (finished, stopped) = self.run_enveloped(exec, &limits, &mut capture)?;
         let (output_tail, stderr, output_bytes) =
             (capture.tail(), capture.stderr(), capture.bytes());
         drop(capture);
-        let report = self.settle(
-            Mode::Worker,
-            &finished,
-            reader.report(&self.redactor),
-            stopped,
-            &stderr,
-        )?;
+        let mut report = reader.report(&self.redactor);
+        report.git_before = before.git_before;
+        let mut report = self.settle(Mode::Worker, &finished, report, stopped, &stderr)?;
+        report.stopped = merge(before.stopped, report.stopped);
         let exit = match finished.ending {
             Ending::TimedOut => Exit::TimedOut(max_run_time),
             Ending::Stalled => Exit::Stalled(idle_timeout),
@@ -287,39 +324,125 @@ impl DockerSandbox {
     fn container(&mut self) -> Result<&mut Container, SandboxError> {
         match &mut self.container {
             None => {
-                let egress = self.egress()?.map(|e| e.dir().to_path_buf());
-                self.container = Some(Container::start(&self.spec, egress.as_deref())?);
+                self.open_carrier()?;
+                let carrier = self
+                    .carrier
+                    .as_deref()
+                    .ok_or_else(|| SandboxError::Io("the carrier is not open".into()))?;
+                let container =
+                    Container::start(&*self.backend, &self.spec, &mut *self.transport, carrier)?;
+                // Before anything else runs in it (`agent_files.rs`), where the
+                // engine lets us read the container from outside.
+                let agent = self.backend.reads_from_outside().then(|| {
+                    let started = std::time::Instant::now();
+                    let agent = AgentFiles::pin(&container.name, &self.spec);
+                    (started, agent)
+                });
+                self.container = Some(container);
+                if let Some((started, agent)) = agent {
+                    let agent = agent?;
+                    log::info!(
+                        "agent {} pinned in {}",
+                        agent.agent(),
+                        agent_runner_core::timestamp::human(started.elapsed())
+                    );
+                    self.agent = Some(agent);
+                }
             }
             Some(container) => {
                 if !container.is_alive() {
-                    return Err(gone(container));
+                    return Err(container.gone());
                 }
             }
         }
         self.started()
     }
 
-    /// The egress proxy, started on first use, when the network is `allowlist`.
-    fn egress(&mut self) -> Result<Option<&Egress>, SandboxError> {
-        if self.spec.worker.network != Network::Allowlist {
-            return Ok(None);
+    /// The snapshot before a worker run, as an exec of its own that also stops what
+    /// it left (`Envelope::before`), so that nothing comes between the agent's check
+    /// and its start.
+    fn before_run(&mut self, keep_pid: &str) -> Result<Report, SandboxError> {
+        let redactor = self.redactor.clone();
+        let image = self.spec.worker.docker_image.clone();
+        let limits = Limits::wall(STOP_TIMEOUT, self.spec.interrupt);
+        let container = self.started()?;
+        let mut report = envelope_exec(container, Envelope::before(keep_pid), limits, &redactor);
+        if self.spec.interrupt.is_set() {
+            return Err(SandboxError::Interrupted);
         }
-        if self.egress.is_none() {
+        let container = self.started()?;
+        if !report.started {
+            return Err(container.diagnose(&image, &report.stderr));
+        }
+        if report.stopped.is_none() {
+            // It did not finish (git stuck, say, on a FIFO the worker left): stop
+            // what it started before the check.
+            let follow_up = stop_work(container, None, &redactor);
+            if !follow_up.started {
+                return Err(container.diagnose(&image, &follow_up.stderr));
+            }
+            report.stopped = follow_up.stopped;
+        }
+        match report.stopped {
+            Some(Leftovers { left, .. }) if left > 0 => Err(SandboxError::NotQuiet {
+                name: container.name.clone(),
+                left,
+            }),
+            _ => Ok(report),
+        }
+    }
+
+    /// `command` as the agent runs it, once the agent's files are found to be the
+    /// ones the container started with (`agent_files.rs`). An engine that cannot be
+    /// read from outside has nothing pinned.
+    fn checked_agent(&mut self, command: &[String]) -> Result<Vec<String>, SandboxError> {
+        if !self.backend.reads_from_outside() {
+            return Ok(command.to_vec());
+        }
+        let image = &self.spec.worker.docker_image;
+        let (Some(container), Some(agent)) = (&self.container, &self.agent) else {
+            return Err(SandboxError::Io("the container is not running".into()));
+        };
+        let line = agent.command(command, image)?;
+        let started = std::time::Instant::now();
+        agent.check(&container.name, &self.spec)?;
+        log::debug!(
+            "agent {} checked in {}",
+            agent.agent(),
+            agent_runner_core::timestamp::human(started.elapsed())
+        );
+        Ok(line)
+    }
+
+    /// Opens the carrier if it is not, with the files it delivers; with the network
+    /// `allowlist`, starts the egress proxy on its socket.
+    fn open_carrier(&mut self) -> Result<(), SandboxError> {
+        if self.carrier.is_some() {
+            return Ok(());
+        }
+        let egress = self.spec.worker.network == Network::Allowlist;
+        let cannot =
+            |e: std::io::Error| SandboxError::Io(format!("cannot start the egress proxy: {e}"));
+        let (mut carrier, listener) = SocketLink::open(egress).map_err(cannot)?;
+        super::container::deliver_files(&self.spec, &mut carrier);
+        self.carrier = Some(Box::new(carrier));
+        if let Some(listener) = listener {
             let started = Egress::start(
+                listener,
                 &self.spec.worker.allow,
                 Some(&self.logs),
                 self.redactor.clone(),
                 egress::Settings::default(),
                 self.events.clone(),
             )
-            .map_err(|e| SandboxError::Io(format!("cannot start the egress proxy: {e}")))?;
+            .map_err(cannot)?;
             log::info!(
                 "egress proxy started; allowed: {}",
                 self.spec.worker.allow.entries().join(", ")
             );
             self.egress = Some(started);
         }
-        Ok(self.egress.as_ref())
+        Ok(())
     }
 
     /// The container, known to be started.
@@ -346,17 +469,16 @@ impl DockerSandbox {
     /// the container (whose report is returned along).
     fn run_enveloped(
         &mut self,
-        invocation: &Invocation,
+        exec: Exec,
         limits: &Limits,
         capture: &mut Capture,
     ) -> Result<(Finished, Option<Report>), SandboxError> {
         let redactor = self.redactor.clone();
-        let container = self.container()?;
+        let container: &Container = self.container()?;
         let mut stopped = None;
         let redactor = &redactor;
         let mut stop = || stopped = Some(stop_work(container, None, redactor));
-        let finished = process::run(invocation, limits, capture, Stop::Custom(&mut stop))
-            .map_err(docker_missing)?;
+        let finished = container.exec(exec, limits, capture, Stop::Custom(&mut stop))?;
         Ok((finished, stopped))
     }
 
@@ -382,7 +504,7 @@ impl DockerSandbox {
         }
         if !report.started && finished.ending == Ending::Exited {
             // docker could not run the envelope at all: docker's error, not the run's.
-            return Err(diagnose(container, &image, stderr));
+            return Err(container.diagnose(&image, stderr));
         }
         let first = stopped.and_then(|s| s.stopped);
         if report.stopped.is_none() && finished.ending != Ending::Interrupted {
@@ -398,7 +520,7 @@ impl DockerSandbox {
             });
             let follow_up = stop_work(container, head.as_deref(), &redactor);
             if !follow_up.started {
-                return Err(diagnose(container, &image, &follow_up.stderr));
+                return Err(container.diagnose(&image, &follow_up.stderr));
             }
             report.git_after = follow_up.git_after.or(report.git_after);
             report.diff = follow_up.diff.or(report.diff);
@@ -407,7 +529,7 @@ impl DockerSandbox {
             report.stopped = merge(first, report.stopped);
         }
         if !container.is_alive() {
-            return Err(gone(container));
+            return Err(container.gone());
         }
         if let Some(Leftovers { left, .. }) = report.stopped
             && left > 0
@@ -422,33 +544,13 @@ impl DockerSandbox {
         Ok(report)
     }
 
-    /// Removes setuid/setgid bits and device nodes the run left in the repository.
-    fn sweep_privileges(&mut self) -> Vec<Finding> {
-        self.unswept = false;
-        let redirect = super::git_dir::remove_redirect(&self.spec.repo);
-        match privileges::sweep(&self.spec.repo) {
-            Ok(mut found) => {
-                found.extend(redirect);
-                for finding in found.iter().take(10) {
-                    log::warn!("repository sweep: {finding}");
-                }
-                if found.len() > 10 {
-                    log::warn!("repository sweep: … and {} more", found.len() - 10);
-                }
-                found
-            }
-            Err(e) => vec![Finding {
-                path: ".".into(),
-                what: Fix::Failed(format!("cannot open the repository: {e}")),
-            }],
-        }
-    }
-
-    /// `sweep_privileges` after a run: as root (when a setuid file would be
-    /// root's), a part of the repository that could not be checked stops the task,
-    /// since it could hide one.
+    /// The transport's check of what a run wrote (for the bind mount: setuid/setgid
+    /// bits and device nodes removed from the repository). As root (when a setuid
+    /// file would be root's), a part that could not be checked stops the task, since
+    /// it could hide one.
     fn sweep_after_run(&mut self) -> Result<Vec<Finding>, SandboxError> {
-        let found = self.sweep_privileges();
+        self.unswept = false;
+        let found = self.transport.after_run();
         let unchecked = found.iter().find(|f| matches!(f.what, Fix::Failed(_)));
         if let (Some(finding), (0, _)) = (unchecked, agent_runner_core::sys::user_and_group()) {
             return Err(SandboxError::Unchecked(finding.to_string()));
@@ -493,12 +595,15 @@ impl Sandbox for DockerSandbox {
             link: None,
             contents: test.command.clone(),
         };
-        let (base, keep_pid) = self.exec_base(Some(&workdir), None, Some(&script))?;
+        let (env, keep_pid) = self.exec_base(None, Some(&script))?;
         let envelope = Envelope::new();
         let command = ["sh".to_string(), script.path()];
-        let invocation = base
-            .args(Envelope::wrap(Mode::Test, &keep_pid, &command))
-            .stdin(envelope.stdin(b""));
+        let exec = Exec {
+            workdir: Some(workdir),
+            env,
+            command: Envelope::test(&keep_pid, &command),
+            stdin: envelope.stdin(b""),
+        };
         let limits = Limits {
             wall: Some(self.deadline.cut(test.timeout).0),
             idle: None,
@@ -509,7 +614,7 @@ impl Sandbox for DockerSandbox {
         let started = Timestamp::now();
         let (capture, log_path) = self.capture(&format!("test-{number}.log"))?;
         let mut capture = capture.with_filter(&mut reader);
-        let (finished, stopped) = self.run_enveloped(&invocation, &limits, &mut capture)?;
+        let (finished, stopped) = self.run_enveloped(exec, &limits, &mut capture)?;
         let (output_tail, stderr) = (capture.tail(), capture.stderr());
         drop(capture);
         let report = self.settle(
@@ -541,13 +646,17 @@ impl Sandbox for DockerSandbox {
         if let Some(egress) = self.egress.take() {
             self.egress_done = Some(egress.stop());
         }
+        if let Some(carrier) = self.carrier.take() {
+            carrier.close();
+        }
         let egress = (self.spec.worker.network == Network::Allowlist)
             .then(|| self.egress_done.clone().unwrap_or_default());
         // With the container gone, no process of the worker's is left to undo it: this
         // last sweep is what guarantees that no setuid file or device node outlives
         // the task, whatever ran in the container (even a replaced shell).
         let privileges = if removed_in.is_some() || self.unswept {
-            self.sweep_privileges()
+            self.unswept = false;
+            self.transport.finish()
         } else {
             Vec::new()
         };
@@ -571,26 +680,8 @@ impl Drop for DockerSandbox {
 /// Stops everything in the container but the keep-alive (and, for a worker run,
 /// takes the snapshot after it, diffed against `head_before`), as its own exec.
 fn stop_work(container: &Container, head_before: Option<&str>, redactor: &Redactor) -> Report {
-    let envelope = Envelope::new();
-    let mut reader = envelope.reader();
-    let invocation = Invocation::new("docker")
-        .args(["exec", "-i", container.name.as_str()])
-        .args(Envelope::stop(&container.keep_pid, head_before))
-        .stdin(envelope.stdin(b""));
-    let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
-    let run = process::run(
-        &invocation,
-        &Limits::cleanup(STOP_TIMEOUT),
-        &mut capture,
-        Stop::Terminate,
-    );
-    let stderr = match run {
-        Ok(_) => capture.stderr(),
-        Err(e) => e.to_string(),
-    };
-    drop(capture);
-    let mut report = reader.report(redactor);
-    report.stderr = stderr;
+    let args = Envelope::stop(&container.keep_pid, head_before);
+    let report = envelope_exec(container, args, Limits::cleanup(STOP_TIMEOUT), redactor);
     if let Some(left) = report.stopped {
         log::info!(
             "stopped the work in container {} ({} processes stopped, {} left)",
@@ -599,6 +690,33 @@ fn stop_work(container: &Container, head_before: Option<&str>, redactor: &Redact
             left.left
         );
     }
+    report
+}
+
+/// An exec of the envelope with `args` (no command of the
+/// worker's or the test's): its report, with its stderr.
+fn envelope_exec(
+    container: &Container,
+    args: Vec<String>,
+    limits: Limits,
+    redactor: &Redactor,
+) -> Report {
+    let envelope = Envelope::new();
+    let mut reader = envelope.reader();
+    let exec = Exec {
+        command: args,
+        stdin: envelope.stdin(b""),
+        ..Exec::default()
+    };
+    let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
+    let run = container.exec(exec, &limits, &mut capture, Stop::Terminate);
+    let stderr = match run {
+        Ok(_) => capture.stderr(),
+        Err(e) => e.to_string(),
+    };
+    drop(capture);
+    let mut report = reader.report(redactor);
+    report.stderr = stderr;
     report
 }
 
@@ -613,61 +731,403 @@ fn merge(first: Option<Leftovers>, second: Option<Leftovers>) -> Option<Leftover
     }
 }
 
-/// Whether docker says the container is running (false when it is gone, or when
-/// docker cannot say).
-fn is_running(name: &str) -> bool {
-    docker(
-        &["inspect", "--format", "{{.State.Running}}", name],
-        Limits::cleanup(Duration::from_secs(30)),
-    )
-    .is_ok_and(|out| out.ok && out.stdout.trim() == "true")
-}
+#[cfg(test)]
+mod tests {
+    //! The sandbox over a fake backend: what it asks the mechanism for, in which
+    //! order, and what it does with the answers. The fake's exec runs a host shell
+    //! that answers as the envelope would (never the envelope itself: its sweep of
+    //! `/proc` would stop the host's processes). The Docker backend itself is tested
+    //! against the real daemon (`crates/cli/tests/sandbox.rs` and the others).
 
-/// Whether the container is gone or going. An exec that fails without a word is
-/// often the first sign of a container whose main process just ended, while docker
-/// still reports it running for a moment, so this waits a little for it to settle.
-fn is_dying(container: &mut Container) -> bool {
-    for _ in 0..DYING_CHECKS {
-        if !container.is_alive() || !is_running(&container.name) {
-            return true;
+    use std::collections::VecDeque;
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::backend::{BackendError, Instance, Mount, Net, Output, Spec, Started};
+    use agent_runner_core::process::{self, HeldWait, Invocation};
+
+    /// What the fake was asked, in order.
+    #[derive(Default)]
+    struct Log {
+        calls: Vec<String>,
+        specs: Vec<Spec>,
+        execs: Vec<Exec>,
+    }
+
+    struct Fake {
+        log: Arc<Mutex<Log>>,
+        /// The answers of the next starts (Ok when none is left).
+        starts: Mutex<VecDeque<BackendError>>,
+        alive: Arc<AtomicBool>,
+    }
+
+    /// Answers as the envelope does: started, some output, nothing left behind.
+    const FAKE_ENVELOPE: &str = r#"IFS= read -r n
+printf '\036%s started\n\036%s end\n' "$n" "$n"
+echo "test output"
+printf '\036%s stopped\n0 0\n\036%s end\n' "$n" "$n"
+exit 3"#;
+
+    impl Backend for Fake {
+        fn start(&self, spec: &Spec) -> Result<Started, BackendError> {
+            let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+            log.calls.push("start".into());
+            log.specs.push(spec.clone());
+            if let Some(e) = self
+                .starts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front()
+            {
+                return Err(e);
+            }
+            Ok(Started {
+                instance: Box::new(FakeInstance {
+                    name: spec.name.clone().unwrap(),
+                    log: self.log.clone(),
+                    alive: self.alive.clone(),
+                }),
+                ready: "42\n".into(),
+            })
         }
-        std::thread::sleep(DYING_PAUSE);
+
+        fn pull(&self, image: &str, _: Interrupt) -> Result<(), BackendError> {
+            self.log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .calls
+                .push(format!("pull {image}"));
+            Ok(())
+        }
+
+        fn run_once(&self, _: &Spec, _: Duration, _: Interrupt) -> Result<Output, BackendError> {
+            Err(BackendError::Io("not for the sandbox".into()))
+        }
+
+        fn sweep_orphans(&self) -> Vec<String> {
+            self.log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .calls
+                .push("sweep".into());
+            Vec::new()
+        }
     }
-    false
-}
 
-/// How often, and how far apart, `is_dying` looks (about 2 s in all).
-const DYING_CHECKS: u32 = 10;
-const DYING_PAUSE: Duration = Duration::from_millis(200);
-
-/// The container has gone.
-fn gone(container: &Container) -> SandboxError {
-    SandboxError::ContainerGone {
-        name: container.name.clone(),
-        detail: container.last_words(),
+    struct FakeInstance {
+        name: String,
+        log: Arc<Mutex<Log>>,
+        alive: Arc<AtomicBool>,
     }
-}
 
-/// Why an exec failed in docker itself: container gone, daemon down, image unable
-/// to run the envelope, or something else docker said.
-fn diagnose(container: &mut Container, image: &str, stderr: &str) -> SandboxError {
-    match fault_in(stderr) {
-        Some(DockerFault::Daemon) => SandboxError::DaemonUnreachable(last_lines(stderr, 2)),
-        Some(DockerFault::ContainerGone) => SandboxError::ContainerGone {
-            name: container.name.clone(),
-            detail: last_lines(stderr, 2),
-        },
-        Some(DockerFault::CannotExec) => SandboxError::ImageUnusable {
-            image: image.to_string(),
-            detail: last_lines(stderr, 2),
-        },
-        _ if is_dying(container) => gone(container),
-        _ => match daemon_problem() {
-            Some(detail) => SandboxError::DaemonUnreachable(detail),
-            None => SandboxError::Docker {
-                command: format!("docker exec {}", container.name),
-                detail: last_lines(stderr, 3),
+    impl Instance for FakeInstance {
+        fn name(&self) -> &str {
+            &self.name
+        }
+
+        fn exec(
+            &self,
+            exec: Exec,
+            limits: &Limits,
+            capture: &mut Capture,
+            stop: Stop,
+        ) -> Result<Finished, BackendError> {
+            let invocation = Invocation::new("sh")
+                .args(["-c", FAKE_ENVELOPE])
+                .stdin(exec.stdin.clone());
+            let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+            log.calls.push("exec".into());
+            log.execs.push(exec);
+            drop(log);
+            process::run(&invocation, limits, capture, stop)
+                .map_err(|e| BackendError::Io(e.to_string()))
+        }
+
+        fn is_alive(&mut self) -> bool {
+            self.alive.load(Ordering::SeqCst)
+        }
+
+        fn gone(&self) -> BackendError {
+            BackendError::Gone {
+                name: self.name.clone(),
+                detail: "fake: gone".into(),
+            }
+        }
+
+        fn diagnose(&mut self, _: &str, stderr: &str) -> BackendError {
+            BackendError::Failed {
+                command: "fake exec".into(),
+                detail: stderr.to_string(),
+            }
+        }
+
+        fn send_line(&mut self, _: &str) -> std::io::Result<()> {
+            Ok(())
+        }
+
+        fn read_line(&mut self, _: &str, _: Duration, _: Interrupt) -> Result<String, HeldWait> {
+            Err(HeldWait::TimedOut)
+        }
+
+        fn stderr(&self) -> String {
+            String::new()
+        }
+
+        fn remove(self: Box<Self>, _: Duration) -> Duration {
+            self.log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .calls
+                .push("remove".into());
+            Duration::from_millis(1)
+        }
+    }
+
+    struct Setup {
+        repo: PathBuf,
+        log: Arc<Mutex<Log>>,
+        alive: Arc<AtomicBool>,
+        sandbox: DockerSandbox,
+    }
+
+    impl Drop for Setup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.repo);
+        }
+    }
+
+    /// A sandbox over a fake whose starts first fail with `starts`.
+    fn setup(starts: Vec<BackendError>) -> Setup {
+        let repo = std::env::temp_dir().join(format!(
+            "agent-runner-fake-backend-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&repo).unwrap();
+        let private = agent_runner_core::private_dir::open(&repo).unwrap();
+        let logs = private.subdir("logs").unwrap().subdir("t1").unwrap();
+        let task = crate::task::test_task(
+            "runner:\n  worker:\n    network: none\n    env: {LIT: plain}\n",
+        );
+        let log = Arc::new(Mutex::new(Log::default()));
+        let alive = Arc::new(AtomicBool::new(true));
+        let fake = Fake {
+            log: log.clone(),
+            starts: Mutex::new(starts.into()),
+            alive: alive.clone(),
+        };
+        let sandbox = DockerSandbox::on(
+            Arc::new(fake),
+            SandboxConfig {
+                task_id: "t1".into(),
+                repo: repo.clone(),
+                private_dir: private.path().to_path_buf(),
+                logs,
+                worker: task.worker,
+                login: Login::None,
+                redactor: Redactor::default(),
+                interrupt: Interrupt::never(),
+                events: Events::none(),
+                session_dir: None,
+                deadline: Deadline::none(),
             },
-        },
+        );
+        Setup {
+            repo,
+            log,
+            alive,
+            sandbox,
+        }
+    }
+
+    fn test_spec() -> TestSpec {
+        TestSpec {
+            command: "make check".into(),
+            cwd: "sub".into(),
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    fn setuid_file(path: &std::path::Path) {
+        std::fs::write(path, "x").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    }
+
+    fn calls(log: &Mutex<Log>) -> Vec<String> {
+        let calls = log.lock().unwrap_or_else(|e| e.into_inner()).calls.clone();
+        // The start-up sweep runs beside the rest, in its own thread.
+        calls.into_iter().filter(|c| c != "sweep").collect()
+    }
+
+    #[test]
+    fn a_run_asks_the_backend_for_the_policys_sandbox_and_everything_goes_at_the_end() {
+        let mut s = setup(vec![]);
+        setuid_file(&s.repo.join("before-the-run"));
+        let run = s.sandbox.run_test(1, &test_spec()).unwrap();
+        assert_eq!(run.exit_code, Some(3));
+        assert!(run.output_tail.contains("test output"), "{run:?}");
+        assert_eq!(run.privileges.len(), 1, "swept after the run: {run:?}");
+        assert_eq!(
+            s.sandbox
+                .container_name()
+                .map(|n| n.starts_with("agent-runner-t1-")),
+            Some(true)
+        );
+
+        let spec = s.log.lock().unwrap_or_else(|e| e.into_inner()).specs[0].clone();
+        assert!(spec.held && spec.watchdog, "ends with us, watched");
+        assert_eq!(spec.ready.map(|r| r.prefix), Some(crate::backend::READY));
+        assert_eq!(spec.network, Net::Isolated);
+        assert_eq!(spec.confinement.map(|c| c.keep.len()), Some(7));
+        assert!(spec.as_user);
+        assert!(
+            spec.labels
+                .contains(&("agent-runner.task".into(), "t1".into()))
+        );
+        assert!(
+            spec.labels
+                .iter()
+                .any(|(l, _)| l == "agent-runner.owner-pid")
+        );
+        assert_eq!(
+            spec.mounts[..2],
+            [
+                Mount::new(&s.repo, PROJECT_DIR, false),
+                Mount::new(
+                    s.repo.join(".agent-runner"),
+                    "/workspace/project/.agent-runner",
+                    true
+                ),
+            ]
+        );
+        assert_eq!(spec.tmpfs[0].target, super::super::envelope::PRIVATE_DIR);
+        assert_eq!(
+            spec.main.entrypoint, "/bin/sh",
+            "the keep-alive, without egress"
+        );
+        assert_eq!(
+            spec.main.args.last().map(String::as_str),
+            Some(".codex/auth.json")
+        );
+
+        let exec = s.log.lock().unwrap_or_else(|e| e.into_inner()).execs[0].clone();
+        assert_eq!(exec.workdir.as_deref(), Some("/workspace/project/sub"));
+        // The user's command goes as a file by name, never on a command line.
+        assert!(exec.env.contains(&Var::ByName(
+            "AGENT_RUNNER_FILE".into(),
+            "make check".into()
+        )));
+        assert!(
+            exec.env
+                .contains(&Var::ByName("LIT".into(), "plain".into()))
+        );
+        assert!(
+            !exec.command.iter().any(|a| a.contains("make check")),
+            "{:?}",
+            exec.command
+        );
+        assert_eq!(exec.command[..2], ["/bin/sh", "-c"], "the pinned shell");
+        assert!(
+            exec.command.contains(&"42".to_string()),
+            "the keep-alive's pid is spared"
+        );
+
+        setuid_file(&s.repo.join("after-the-run"));
+        let teardown = s.sandbox.shutdown();
+        assert_eq!(teardown.removed_in, Some(Duration::from_millis(1)));
+        assert_eq!(teardown.privileges.len(), 1, "the last sweep: {teardown:?}");
+        assert_eq!(teardown.egress, None);
+        assert_eq!(calls(&s.log), ["start", "exec", "remove"]);
+        let again = s.sandbox.shutdown();
+        assert_eq!(again.removed_in, None);
+        assert_eq!(calls(&s.log), ["start", "exec", "remove"], "removed once");
+    }
+
+    #[test]
+    fn the_agents_key_reaches_its_runs_by_name_and_the_tests_never() {
+        let mut s = setup(vec![]);
+        s.sandbox.spec.login = Login::Key {
+            var: "CODEX_API_KEY",
+            value: agent_runner_core::secret::Secret::new("sk-fake-key".into()),
+        };
+        s.sandbox.run_worker(1, "do it").unwrap();
+        s.sandbox.run_test(1, &test_spec()).unwrap();
+        let log = s.log.lock().unwrap_or_else(|e| e.into_inner());
+        let key = Var::ByName("CODEX_API_KEY".into(), "sk-fake-key".into());
+        // The snapshot before the run (git there may run what the worker left), the
+        // agent's run, the test.
+        assert_eq!(log.execs.len(), 3);
+        assert!(!log.execs[0].env.contains(&key), "{:?}", log.execs[0].env);
+        assert!(log.execs[1].env.contains(&key), "{:?}", log.execs[1].env);
+        assert!(!log.execs[2].env.contains(&key), "{:?}", log.execs[2].env);
+        let argv = format!(
+            "{:?}",
+            log.execs.iter().map(|e| &e.command).collect::<Vec<_>>()
+        );
+        assert!(!argv.contains("sk-fake-key"));
+    }
+
+    #[test]
+    fn a_missing_image_is_pulled_and_the_start_tried_once_more() {
+        let missing = BackendError::ImageMissing {
+            image: "x".into(),
+            detail: "not present locally".into(),
+        };
+        let mut s = setup(vec![missing]);
+        s.sandbox.spec.login = Login::File {
+            path: "/h/.codex/auth.json".into(),
+            secrets: vec![],
+            modes: vec![],
+        };
+        s.sandbox.run_test(1, &test_spec()).unwrap();
+        assert_eq!(
+            calls(&s.log),
+            ["start", "pull agent-runner-codex:latest", "start", "exec"]
+        );
+        let log = s.log.lock().unwrap_or_else(|e| e.into_inner());
+        assert_ne!(log.specs[0].name, log.specs[1].name, "a new name each time");
+        let login = Mount::new("/h/.codex/auth.json", "/run/agent-runner/auth.json", true);
+        for spec in &log.specs {
+            let mounted = spec.mounts.iter().filter(|m| **m == login).count();
+            assert_eq!(
+                mounted, 1,
+                "the login file, read-only, once: {:?}",
+                spec.mounts
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_start_ends_the_run_with_the_backends_words() {
+        let failed = BackendError::Failed {
+            command: "docker run --name x".into(),
+            detail: "no space left on device".into(),
+        };
+        let mut s = setup(vec![failed]);
+        let e = s.sandbox.run_test(1, &test_spec()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`docker run --name x` failed: no space left on device"
+        );
+        assert_eq!(calls(&s.log), ["start"]);
+        assert_eq!(s.sandbox.shutdown().removed_in, None, "nothing to remove");
+    }
+
+    #[test]
+    fn a_sandbox_that_died_ends_the_next_run_at_once() {
+        let mut s = setup(vec![]);
+        s.sandbox.run_test(1, &test_spec()).unwrap();
+        s.alive.store(false, Ordering::SeqCst);
+        let e = s.sandbox.run_test(2, &test_spec()).unwrap_err();
+        assert!(
+            matches!(&e, SandboxError::ContainerGone { detail, .. } if detail == "fake: gone"),
+            "{e}"
+        );
+        assert_eq!(
+            calls(&s.log),
+            ["start", "exec"],
+            "no exec in a dead sandbox"
+        );
     }
 }

@@ -8,9 +8,12 @@
 //! only mislead the note, not escape. Why in the same exec: each `docker exec` costs
 //! ~60 ms, a snapshot a few ms.
 //!
-//! Worker run: snapshot before → the command (stdin: the prompt) → stop leftovers →
-//! snapshot after (+ `git diff --numstat` when tracked files changed, + the line
-//! counts of untracked files when there are some).
+//! Worker run, in two execs: snapshot before → stop leftovers (`before`); then, once
+//! agent-runner has checked the agent's files (`agent_files.rs`: git may run what
+//! the worker left, so it must not come between that check and the agent), the
+//! command (stdin: the prompt) → stop leftovers → snapshot after (+ `git diff
+//! --numstat` against the HEAD before when tracked files changed, + the line counts
+//! of untracked files when there are some).
 //! Test run: the command (stdin empty) → stop leftovers.
 //! Stop (after a timeout or interrupt, as its own exec): stop leftovers (the
 //! interrupted command among them) → snapshot after, for worker runs.
@@ -45,8 +48,9 @@ use super::PROJECT_DIR;
 /// Longest record body kept; the rest is counted, not stored.
 const MAX_RECORD: usize = 1 << 20;
 
-/// The script. Arguments: `<mode> <keep-alive pid> <command...>` (worker, test) or
-/// `stop <keep-alive pid> [snapshot <head before>]`.
+/// The script. Arguments: `before <keep-alive pid>`, `worker <keep-alive pid> <head
+/// before> <command...>`, `test <keep-alive pid> <command...>` or `stop <keep-alive
+/// pid> [snapshot <head before>]`.
 const SCRIPT: &str = include_str!("envelope.sh");
 
 /// The container's tmpfs for `PrivateFile`s (mounted by `container::run_args`).
@@ -108,13 +112,24 @@ impl Envelope {
         }
     }
 
-    /// What follows `docker exec [options] <container>` to run `command` in `mode`.
-    pub(crate) fn wrap(mode: Mode, keep_pid: &str, command: &[String]) -> Vec<String> {
-        let mode = match mode {
-            Mode::Worker => "worker",
-            Mode::Test => "test",
-        };
-        let mut args = script_args(mode, keep_pid);
+    /// What follows `docker exec [options] <container>` to take the snapshot before
+    /// a worker run (and stop what that left).
+    pub(crate) fn before(keep_pid: &str) -> Vec<String> {
+        script_args("before", keep_pid)
+    }
+
+    /// What follows `docker exec [options] <container>` to run the worker's
+    /// `command`, then take the snapshot after it (diffed against `head_before`).
+    pub(crate) fn worker(keep_pid: &str, head_before: &str, command: &[String]) -> Vec<String> {
+        let mut args = script_args("worker", keep_pid);
+        args.push(head_before.to_string());
+        args.extend(command.iter().cloned());
+        args
+    }
+
+    /// What follows `docker exec [options] <container>` to run a test `command`.
+    pub(crate) fn test(keep_pid: &str, command: &[String]) -> Vec<String> {
+        let mut args = script_args("test", keep_pid);
         args.extend(command.iter().cloned());
         args
     }
@@ -149,9 +164,11 @@ impl Envelope {
     }
 }
 
+/// The shell runs by its path, as pinned with the agent (`agent_files::SHELL`), never
+/// one found on PATH.
 fn script_args(mode: &str, keep_pid: &str) -> Vec<String> {
     vec![
-        "sh".into(),
+        super::agent_files::SHELL.into(),
         "-c".into(),
         SCRIPT
             .replace("__PROJECT__", PROJECT_DIR)

@@ -111,10 +111,14 @@ if ! private_file; then
 fi
 
 case "$mode" in
-  worker)
-    if ! command -v "$1" >/dev/null 2>&1; then mark missing; echo "$1"; mark end; exit 127; fi
-    before=
+  before)
     snapshot before
+    stop_others
+    exit 0 ;;
+  worker)
+    before=$1
+    shift
+    if ! command -v "$1" >/dev/null 2>&1; then mark missing; echo "$1"; mark end; exit 127; fi
     "$@"
     rc=$?
     stop_others

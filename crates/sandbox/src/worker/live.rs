@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 
 use crate::agent::Transcript;
+use crate::events::ItemKind;
 
 /// Commands looked at for an end after each line (the record replaces a recent
 /// start with its end).
@@ -23,9 +24,8 @@ pub(crate) struct Watch {
     message: Option<String>,
 }
 
-/// One thing the agent did: `item` (`command_started`, `command_finished`,
-/// `file_changed`, `agent_message`), its text and a command's exit code.
-pub(crate) type Seen<'a> = &'a mut dyn FnMut(&'static str, &str, Option<i32>);
+/// One thing the agent did: what kind of item, its text and a command's exit code.
+pub(crate) type Seen<'a> = &'a mut dyn FnMut(ItemKind, &str, Option<i32>);
 
 impl Watch {
     /// Tells `seen` what `record` holds that was not told yet.
@@ -37,10 +37,14 @@ impl Watch {
         self.commands = total;
         let first_new = record.commands.len() - new;
         for command in &record.commands[first_new..] {
-            seen("command_started", &command.command, None);
+            seen(ItemKind::CommandStarted, &command.command, None);
             let ended = ended(command);
             if ended {
-                seen("command_finished", &command.command, command.exit_code);
+                seen(
+                    ItemKind::CommandFinished,
+                    &command.command,
+                    command.exit_code,
+                );
             }
             if self.recent.len() == RECENT {
                 self.recent.pop_front();
@@ -57,7 +61,11 @@ impl Watch {
                 .find(|(id, done)| !done && *id == command.item_id);
             if let Some((_, done)) = told {
                 *done = true;
-                seen("command_finished", &command.command, command.exit_code);
+                seen(
+                    ItemKind::CommandFinished,
+                    &command.command,
+                    command.exit_code,
+                );
             }
         }
         for change in record.file_changes.iter().skip(self.files) {
@@ -65,12 +73,12 @@ impl Watch {
                 "" => change.path.clone(),
                 kind => format!("{} ({kind})", change.path),
             };
-            seen("file_changed", &text, None);
+            seen(ItemKind::FileChanged, &text, None);
         }
         self.files = record.file_changes.len();
         if record.agent_message != self.message {
             if let Some(message) = &record.agent_message {
-                seen("agent_message", message, None);
+                seen(ItemKind::AgentMessage, message, None);
             }
             self.message = record.agent_message.clone();
         }
@@ -96,7 +104,9 @@ mod tests {
         let mut seen = Vec::new();
         for line in stdout.split(|&b| b == b'\n') {
             stream.feed(line, &mut record);
-            watch.after_line(&record, &mut |item, _, code| seen.push((item, code)));
+            watch.after_line(&record, &mut |item, _, code| {
+                seen.push((item.as_str(), code))
+            });
         }
         seen
     }

@@ -1,32 +1,30 @@
-//! The Worker side: a sandbox (one Docker container per task) in which the worker's
-//! agent CLI (`crate::agent`: codex, claude) runs and the task's tests run, and the
-//! records those runs leave.
+//! The Worker side: a sandbox (one container per task) in which the worker's agent
+//! CLI (`crate::agent`: codex, claude) runs and the task's tests run, and the records
+//! those runs leave. What a run does is here (`docker.rs` has the flow); how the
+//! sandbox is started, reached, fed and removed is the mechanism layer under it
+//! (`crate::backend`).
 
+pub(crate) mod agent_files;
 pub mod container;
 pub mod docker;
-pub mod docker_cli;
 pub mod envelope;
 pub mod git;
-pub(crate) mod git_dir;
 pub(crate) mod live;
-pub mod privileges;
 pub mod scratch;
 pub(crate) mod session;
-pub mod sweep;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub(crate) use crate::agent::{RunOutcome, Transcript};
+use crate::backend::BackendError;
+pub(crate) use crate::backend::PROJECT_DIR;
+use crate::backend::privileges::Finding;
 use crate::task::TestSpec;
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Usage;
 use envelope::Leftovers;
 use git::RepoChanges;
-use privileges::Finding;
-
-/// Where the repository is mounted in the sandbox; agents work there.
-pub(crate) const PROJECT_DIR: &str = "/workspace/project";
 
 /// One worker (agent) run.
 #[derive(Debug, Clone)]
@@ -114,6 +112,8 @@ pub enum SandboxError {
         "{left} process(es) the run left behind in container {name} survived SIGKILL; the sandbox is not quiet"
     )]
     NotQuiet { name: String, left: u32 },
+    #[error("the agent {agent} changed during the task: {detail}")]
+    AgentChanged { agent: String, detail: String },
     #[error("the repository could not be fully checked for setuid files and device nodes: {0}")]
     Unchecked(String),
     #[error("`{command}` failed: {detail}")]
@@ -122,6 +122,25 @@ pub enum SandboxError {
     Io(String),
     #[error("interrupted")]
     Interrupted,
+}
+
+impl From<BackendError> for SandboxError {
+    fn from(e: BackendError) -> Self {
+        match e {
+            BackendError::CliMissing(detail) => SandboxError::DockerMissing(detail),
+            BackendError::EngineUnreachable(detail) => SandboxError::DaemonUnreachable(detail),
+            BackendError::ImageMissing { image, detail } => {
+                SandboxError::ImageMissing { image, detail }
+            }
+            BackendError::ImageUnusable { image, detail } => {
+                SandboxError::ImageUnusable { image, detail }
+            }
+            BackendError::Gone { name, detail } => SandboxError::ContainerGone { name, detail },
+            BackendError::Failed { command, detail } => SandboxError::Docker { command, detail },
+            BackendError::Io(detail) => SandboxError::Io(detail),
+            BackendError::Interrupted => SandboxError::Interrupted,
+        }
+    }
 }
 
 /// Where worker and test commands run. The runner is generic over it so its state
@@ -147,5 +166,38 @@ impl<S: Sandbox + ?Sized> Sandbox for &mut S {
 
     fn shutdown(&mut self) -> Teardown {
         (**self).shutdown()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mechanisms_errors_keep_their_words_in_the_sandbox() {
+        let two = |a: &str, b: &str| (a.to_string(), b.to_string());
+        let (image, detail) = two("img:1", "not present locally");
+        let (name, command) = two("c1", "docker run");
+        for e in [
+            BackendError::CliMissing("no docker".into()),
+            BackendError::EngineUnreachable("no answer".into()),
+            BackendError::ImageMissing {
+                image: image.clone(),
+                detail: detail.clone(),
+            },
+            BackendError::ImageUnusable {
+                image,
+                detail: detail.clone(),
+            },
+            BackendError::Gone {
+                name,
+                detail: detail.clone(),
+            },
+            BackendError::Failed { command, detail },
+            BackendError::Io("disk full".into()),
+            BackendError::Interrupted,
+        ] {
+            assert_eq!(SandboxError::from(e.clone()).to_string(), e.to_string());
+        }
     }
 }

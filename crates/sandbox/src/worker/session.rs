@@ -3,28 +3,18 @@
 //! under its home (`Kind::session_files`: codex's rollout in `.codex/sessions/`,
 //! claude's transcript in `.claude/projects/`) and continues it with
 //! `Kind::resume_command`. The directory that holds them is therefore a link
-//! (made by the keep-alive or the bridge, as for the login file) to a host
-//! directory of the task, `.agent-runner/state/<id>.session/`, mounted read-write:
-//! it outlives the container (even after a SIGKILL of agent-runner), and a new
-//! container of the same task finds the session there.
+//! (made by the sandbox's main process, as for the login file) to a directory of
+//! the task, `.agent-runner/state/<id>.session/`, that the transport puts at
+//! `backend::SESSION_DIR` (`backend::Bind`: mounted read-write): it outlives the
+//! container (even after a SIGKILL of agent-runner), and a new container of the same
+//! task finds the session there.
 //!
 //! The worker may write anything into that directory, as into its repository; the
 //! host only creates, mounts and (for a new run of the task) removes it, and the
 //! privilege sweep of the repository covers it.
 
-use std::path::Path;
-
 use super::WorkerRun;
-use super::docker_cli::mount_spec;
 use crate::agent::Kind;
-
-/// Where the session directory is mounted in the container.
-pub(crate) const MOUNT: &str = "/run/agent-runner/session";
-
-/// `docker run` arguments that mount `dir` for the agent's sessions.
-pub(crate) fn run_args(dir: &Path) -> Vec<String> {
-    vec!["--mount".into(), mount_spec(dir, MOUNT, false)]
-}
 
 /// The directory under HOME where `kind` keeps its sessions: the part of its
 /// session files' path before the first wildcard (`.codex/sessions`). None when

@@ -81,23 +81,41 @@ fn agent_runner_s_own_variable_names_are_refused() {
 }
 
 #[test]
-fn a_codex_profile_cannot_go_with_a_base_url() {
-    for arg in ["-p", "--profile", "--profile=mine", "-pmine"] {
+fn a_codex_profile_is_refused() {
+    // A profile would be a file in the container: only the worker could write it.
+    for (url, arg) in [
+        ("    base_url: http://gw.example/v1\n", "-p"),
+        ("", "--profile"),
+        ("", "--profile=mine"),
+        ("", "-pmine"),
+    ] {
         let e = err(&format!(
-            "{V1}runner:\n  worker:\n    base_url: http://gw.example/v1\n    extra_args: ['--disable', 'plugins', '{arg}', 'x']\n"
+            "{V1}runner:\n  worker:\n{url}    extra_args: ['--disable', 'plugins', '{arg}', 'x']\n"
         ));
         assert_error(
             &e,
             "runner.worker.extra_args[2]",
-            "codex's -p/--profile cannot go with a base_url",
+            "codex's -p/--profile cannot be used",
         );
     }
     ok(&format!(
-        "{V1}runner:\n  worker:\n    extra_args: ['-p', 'mine']\n"
+        "{V1}runner:\n  worker:\n    extra_args: ['--disable', 'plugins']\n"
     ));
-    // Meta's codex with a base URL of its own takes the worker's arguments.
+    // Meta's codex takes the worker's arguments (refused once) or its own.
     let e = err(&format!(
         "{V1}runner:\n  meta: {{kind: codex-cli, base_url: 'http://gw.example/v1'}}\n  worker:\n    extra_args: ['--profile', 'mine']\n"
     ));
-    assert_error(&e, "runner.worker.extra_args[0]", "Meta's codex takes");
+    assert_error(
+        &e,
+        "runner.worker.extra_args[0]",
+        "codex's -p/--profile cannot be used",
+    );
+    let e = err(&format!(
+        "{V1}runner:\n  meta: {{kind: codex-cli, extra_args: ['-c', 'x=1', '-p', 'mine']}}\n"
+    ));
+    assert_error(
+        &e,
+        "runner.meta.extra_args[2]",
+        "codex's -p/--profile cannot be used",
+    );
 }

@@ -25,7 +25,7 @@ const MAX_DIR: usize = 90;
 
 /// Removes the directory (`$1`) with the `rm` at `$2` (the path agent-runner found,
 /// not one the shell would look up) when stdin closes without a `done` line.
-const WATCHDOG_SCRIPT: &str = include_str!("watchdog.sh");
+const WATCHDOG_SCRIPT: &str = include_str!("host_dir.sh");
 
 /// The directory; removed on `remove` or drop.
 pub(crate) struct HostDir {

@@ -1,25 +1,53 @@
-//! Short calls of the `docker` CLI (inspect, rm, ps, version, pull) and reading
-//! docker's own error messages. agent-runner talks to Docker only through the CLI
-//! (SPEC §1).
+//! The one place a `docker` CLI call is made (SPEC §1: agent-runner talks to Docker
+//! only through the CLI), and reading docker's own error messages. Every call here
+//! has a deadline: short calls (`run`, `call`) take one as an argument, execs get
+//! their run's limits (`docker.rs`), and a held `docker run` is waited for until
+//! its main process is ready. A remote host (SPEC §22) adds its context to
+//! `command`, and its own deadlines to the backend (`Docker`).
 
 use std::path::Path;
 use std::time::Duration;
 
-use super::SandboxError;
+use super::BackendError;
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{self, Capture, Ending, Limits, SpawnError, Stop};
+use agent_runner_core::process::{self, Capture, Ending, Invocation, Limits, Stop};
 use agent_runner_core::text;
 
-/// What a short docker call printed.
-pub(crate) struct DockerOutput {
-    pub(crate) ok: bool,
-    pub(crate) stdout: String,
-    pub(crate) stderr: String,
+/// What a docker call printed and how it ended.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// Exited 0 within its deadline.
+    pub ok: bool,
+    pub code: Option<i32>,
+    pub ending: Ending,
+    /// The first MiB of stdout.
+    pub stdout: String,
+    /// The last 16 KiB of stderr.
+    pub stderr: String,
 }
 
-/// Runs `docker <args>` with `limits`; its output, or why it could not run.
-pub(crate) fn docker(args: &[&str], limits: Limits) -> Result<DockerOutput, SandboxError> {
-    let invocation = process::Invocation::new("docker").args(args.iter().copied());
+/// The docker CLI, ready for its arguments.
+pub(crate) fn command() -> Invocation {
+    Invocation::new("docker")
+}
+
+/// Runs `docker <args>` for at most `deadline` (an `interrupt` ends it sooner); its
+/// output, or why docker could not start.
+pub fn run<S: AsRef<str>>(
+    args: &[S],
+    deadline: Duration,
+    interrupt: Interrupt,
+) -> Result<Output, agent_runner_core::Error> {
+    let invocation = command().args(args.iter().map(AsRef::as_ref));
+    run_invocation(&invocation, deadline, interrupt)
+}
+
+/// `run` of a docker command made with `command`.
+pub(crate) fn run_invocation(
+    invocation: &Invocation,
+    deadline: Duration,
+    interrupt: Interrupt,
+) -> Result<Output, agent_runner_core::Error> {
     let mut stdout = String::new();
     let mut on_line = |line: &[u8]| {
         if stdout.len() < (1 << 20) {
@@ -28,41 +56,50 @@ pub(crate) fn docker(args: &[&str], limits: Limits) -> Result<DockerOutput, Sand
         }
     };
     let mut capture = Capture::in_memory(16 * 1024).with_lines(64 * 1024, &mut on_line);
-    let finished = process::run(&invocation, &limits, &mut capture, Stop::Terminate)
-        .map_err(docker_missing)?;
+    let limits = Limits::wall(deadline, interrupt);
+    let finished = process::run(invocation, &limits, &mut capture, Stop::Terminate)?;
     let stderr = capture.stderr();
     drop(capture);
-    if finished.ending == Ending::Interrupted {
-        return Err(SandboxError::Interrupted);
-    }
-    Ok(DockerOutput {
+    Ok(Output {
         ok: finished.success(),
+        code: finished.code(),
+        ending: finished.ending,
         stdout,
         stderr,
     })
 }
 
+/// `run` for the mechanism: a missing CLI and an interrupt are errors.
+pub(crate) fn call(
+    args: &[&str],
+    deadline: Duration,
+    interrupt: Interrupt,
+) -> Result<Output, BackendError> {
+    let out = run(args, deadline, interrupt).map_err(cli_missing)?;
+    if out.ending == Ending::Interrupted {
+        return Err(BackendError::Interrupted);
+    }
+    Ok(out)
+}
+
 /// `docker rm -f`; true when it succeeded. Runs even after an interrupt.
-pub fn remove_container(name: &str) -> bool {
-    docker(
-        &["rm", "-f", name],
-        Limits::cleanup(Duration::from_secs(30)),
-    )
-    .is_ok_and(|o| o.ok)
+pub(crate) fn remove_container(name: &str, deadline: Duration) -> bool {
+    call(&["rm", "-f", name], deadline, Interrupt::never()).is_ok_and(|o| o.ok)
 }
 
 /// The docker CLI could not be started.
-pub(crate) fn docker_missing(e: SpawnError) -> SandboxError {
-    SandboxError::DockerMissing(format!(
+pub(crate) fn cli_missing(e: agent_runner_core::Error) -> BackendError {
+    BackendError::CliMissing(format!(
         "{e}; install the Docker CLI and make sure `docker` is on PATH"
     ))
 }
 
-/// `Some(reason)` when the docker daemon does not answer.
-pub(crate) fn daemon_problem() -> Option<String> {
-    match docker(
+/// `Some(reason)` when the docker daemon does not answer within `deadline`.
+pub(crate) fn daemon_problem(deadline: Duration) -> Option<String> {
+    match call(
         &["version", "--format", "{{.Server.Version}}"],
-        Limits::wall(Duration::from_secs(30), Interrupt::never()),
+        deadline,
+        Interrupt::never(),
     ) {
         Ok(out) if out.ok => None,
         Ok(out) => Some(last_lines(&out.stderr, 2)),
@@ -106,7 +143,7 @@ pub(crate) fn fault_in(stderr: &str) -> Option<DockerFault> {
 /// `--mount` value for a bind mount. The value is CSV: a path with a comma or a
 /// quote is quoted. (Paths with control characters are refused when the task is
 /// read: CSV cannot carry a newline safely.)
-pub fn mount_spec(source: &Path, target: &str, readonly: bool) -> String {
+pub(crate) fn mount_spec(source: &Path, target: &str, readonly: bool) -> String {
     let source = format!("source={}", source.display());
     let source = if source.contains([',', '"']) {
         format!("\"{}\"", source.replace('"', "\"\""))

@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCE: &str = "src/egress/helper/bridge.c";
+const SOURCE: &str = "src/backend/helper/bridge.c";
 
 fn main() {
     println!("cargo:rerun-if-changed={SOURCE}");

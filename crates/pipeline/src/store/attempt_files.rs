@@ -9,12 +9,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::attempt::KEPT_DIR_NAME;
+use super::id;
+use super::task_file::Attempt;
 use crate::Workspace;
-use crate::queue::jobs::Job;
-use crate::store::id;
-use crate::store::task_file::Attempt;
 use agent_runner_core::private_dir::DIR_NAME;
+
+/// Where a cleaned-up clone's `.agent-runner/` goes, in the job's log directory.
+pub(crate) const KEPT_DIR_NAME: &str = "agent-runner";
 
 /// The job's log directory, `logs/<job-id>/`; None for a job id that is no id.
 pub fn log_dir(ws: &Workspace, attempt: &Attempt) -> Option<PathBuf> {
@@ -59,11 +60,11 @@ pub(crate) fn runner_dir(
     })
 }
 
-/// Where the runner of a queued or running job works: the clone the job names (a
-/// resumed attempt's), the job's own clone once it is made, or root_dir. Built from
-/// ids only, like `runner_dir`.
-pub(crate) fn run_dir(ws: &Workspace, job_id: &str, job: &Job) -> Option<PathBuf> {
-    if let Some(clone) = &job.clone_job {
+/// Where the runner of a queued or running job works: the clone the job names
+/// (`clone_job`, a resumed attempt's), the job's own clone once it is made, or
+/// root_dir. Built from ids only, like `runner_dir`.
+pub(crate) fn run_dir(ws: &Workspace, job_id: &str, clone_job: Option<&str>) -> Option<PathBuf> {
+    if let Some(clone) = clone_job {
         return id::is_valid(clone).then(|| ws.clones_dir().join(clone));
     }
     let own = ws.clones_dir().join(job_id);

@@ -4,12 +4,16 @@
 //! this catches what that missed (e.g. the daemon was restarting). Never by name
 //! (that would kill other users' runs), and a container whose owner labels are
 //! missing or name another host, boot or PID namespace is left alone.
+//!
+//! The labels are every backend's (a Pod carries them too); the listing is
+//! Docker's (`Docker::sweep_orphans`).
 
 use std::time::Duration;
 
-use super::docker_cli::{docker, remove_container};
+use super::docker_cli::{call, remove_container};
+use super::{Backend, Docker};
+use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
-use agent_runner_core::process::Limits;
 
 pub const LABEL_TASK: &str = "agent-runner.task";
 pub(crate) const LABEL_OWNER_PID: &str = "agent-runner.owner-pid";
@@ -29,8 +33,13 @@ pub fn owner_labels(owner: &Owner) -> [(&'static str, String); 5] {
     ]
 }
 
-/// Removes orphaned containers; returns their names.
+/// Removes orphaned containers of the local Docker; returns their names.
 pub fn sweep_orphans() -> Vec<String> {
+    Docker::default().sweep_orphans()
+}
+
+/// Removes orphaned containers, each docker call within `deadline`; their names.
+pub(crate) fn remove_orphans(deadline: Duration) -> Vec<String> {
     let labels = [
         LABEL_OWNER_PID,
         LABEL_OWNER_START,
@@ -43,16 +52,17 @@ pub fn sweep_orphans() -> Vec<String> {
         format.push_str(&format!("\t{{{{.Label \"{label}\"}}}}"));
     }
     let filter = format!("label={LABEL_TASK}");
-    let Ok(out) = docker(
+    let Ok(out) = call(
         &["ps", "-a", "--filter", &filter, "--format", &format],
-        Limits::cleanup(Duration::from_secs(30)),
+        deadline,
+        Interrupt::never(),
     ) else {
         return Vec::new();
     };
     let mut removed = Vec::new();
     for line in out.stdout.lines() {
         if let Some((id, name)) = orphan(line)
-            && remove_container(id)
+            && remove_container(id, deadline)
         {
             removed.push(name.to_string());
         }

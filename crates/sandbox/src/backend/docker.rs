@@ -1,0 +1,586 @@
+//! The Docker backend: sandboxes are containers of a Docker daemon, driven through
+//! the docker CLI (`docker_cli.rs`, where every call is made).
+//!
+//! A container never outlives agent-runner. Its main process (under `--init`) reads
+//! stdin until end-of-file, and that stdin is a pipe held by agent-runner through an
+//! attached `docker run -i --rm`. However agent-runner ends, even by SIGKILL, the pipe
+//! closes, the main process exits, and `--rm` removes the container. That is also the
+//! normal removal (~0.05 s), with `docker rm -f` as the fallback. The held `docker
+//! run` is also how we know the container is alive: it ends when the container does
+//! or the daemon connection drops.
+//!
+//! The main process runs inside the container, where the worker is root and could
+//! freeze it (SIGSTOP): then the closed pipe would go unread. So for a sandbox that
+//! asks for one, a watchdog on the host holds a second pipe of ours: a small `sh`
+//! (`watchdog.sh`) that removes the container with `docker rm -f` when that pipe
+//! closes, unless it was told the container is gone.
+//!
+//! An exec's variables go by name (`-e NAME`, the value in the docker client's
+//! environment, which only this user and root can read), never in an argv, which
+//! every local user can read; only `Var::Literal`s, names the client itself reads,
+//! go on the command line.
+
+use std::time::{Duration, Instant};
+
+use super::docker_cli::{
+    self, DockerFault, call, cli_missing, daemon_problem, fault_in, last_lines, mount_spec,
+    remove_container,
+};
+use super::spec::{Exec, Net, Spec, Var};
+use super::{Backend, BackendError, Instance, Output, Started, seccomp, sweep};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{
+    self, Capture, Finished, Held, HeldWait, Invocation, Limits, Stop,
+};
+use agent_runner_core::sys;
+use agent_runner_core::timestamp::human;
+
+/// HOME in the container when running as a non-root user.
+const NONROOT_HOME: &str = "/tmp/agent-runner-home";
+
+/// The local Docker, with the deadlines of its calls.
+#[derive(Debug, Clone)]
+pub struct Docker {
+    /// Of a short call: inspect, rm, ps, version.
+    short: Duration,
+    /// Of `docker pull`.
+    pull: Duration,
+}
+
+impl Default for Docker {
+    fn default() -> Self {
+        Docker {
+            short: Duration::from_secs(30),
+            pull: Duration::from_secs(600),
+        }
+    }
+}
+
+impl Backend for Docker {
+    fn start(&self, spec: &Spec) -> Result<Started, BackendError> {
+        let name = spec
+            .name
+            .clone()
+            .ok_or_else(|| BackendError::Io("a held container needs a name".into()))?;
+        let watchdog = Watchdog::start(&name, spec.watchdog)?;
+        let invocation = seccomp::with_profile(docker_cli::command().args(run_args(spec)));
+        let mut held = match process::spawn_held(&invocation) {
+            Ok(held) => held,
+            Err(e) => {
+                watchdog.dismiss();
+                return Err(cli_missing(e));
+            }
+        };
+        let ready = match &spec.ready {
+            None => String::new(),
+            Some(ready) => match held.wait_for_line(ready.prefix, ready.within, ready.interrupt) {
+                Ok(line) => line,
+                Err(wait) => {
+                    let _ = held.release(Duration::from_secs(2));
+                    // A failed start may leave a created container behind.
+                    remove_container(&name, self.short);
+                    watchdog.dismiss();
+                    return Err(match wait {
+                        HeldWait::Interrupted => BackendError::Interrupted,
+                        HeldWait::TimedOut => BackendError::Failed {
+                            command: shorten_command(&invocation),
+                            detail: format!(
+                                "the container did not start within {}",
+                                human(ready.within)
+                            ),
+                        },
+                        HeldWait::Ended(stderr) => self.diagnose_start(spec, &invocation, &stderr),
+                    });
+                }
+            },
+        };
+        Ok(Started {
+            instance: Box::new(Container {
+                name,
+                held,
+                watchdog,
+                short: self.short,
+            }),
+            ready,
+        })
+    }
+
+    fn pull(&self, image: &str, interrupt: Interrupt) -> Result<(), BackendError> {
+        log::info!("image {image} not present; trying docker pull");
+        let out = call(&["pull", image], self.pull, interrupt)?;
+        if out.ok {
+            return Ok(());
+        }
+        Err(BackendError::ImageMissing {
+            image: image.to_string(),
+            detail: format!(
+                "not present locally and `docker pull` failed: {}. Build it with `make sandbox-image` \
+                 (or set runner.worker.docker_image)",
+                last_lines(&out.stderr, 2)
+            ),
+        })
+    }
+
+    fn run_once(
+        &self,
+        spec: &Spec,
+        wall: Duration,
+        interrupt: Interrupt,
+    ) -> Result<Output, BackendError> {
+        let invocation = seccomp::with_profile(docker_cli::command().args(run_args(spec)));
+        docker_cli::run_invocation(&invocation, wall, interrupt).map_err(cli_missing)
+    }
+
+    fn sweep_orphans(&self) -> Vec<String> {
+        sweep::remove_orphans(self.short)
+    }
+
+    fn reads_from_outside(&self) -> bool {
+        true
+    }
+}
+
+impl Docker {
+    /// Why `docker run` failed: missing image, unreachable daemon, or something else.
+    fn diagnose_start(&self, spec: &Spec, invocation: &Invocation, stderr: &str) -> BackendError {
+        if stderr.contains("No such image") || stderr.contains("Unable to find image") {
+            return BackendError::ImageMissing {
+                image: spec.image.clone(),
+                detail: "not present locally".into(),
+            };
+        }
+        if let Some(detail) = daemon_problem(self.short) {
+            return BackendError::EngineUnreachable(detail);
+        }
+        BackendError::Failed {
+            command: shorten_command(invocation),
+            detail: last_lines(stderr, 5),
+        }
+    }
+}
+
+/// A running container; see the module documentation.
+struct Container {
+    name: String,
+    held: Held,
+    watchdog: Watchdog,
+    /// The deadline of a short call.
+    short: Duration,
+}
+
+impl Instance for Container {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn exec(
+        &self,
+        exec: Exec,
+        limits: &Limits,
+        capture: &mut Capture,
+        stop: Stop,
+    ) -> Result<Finished, BackendError> {
+        process::run(&exec_invocation(&self.name, exec), limits, capture, stop).map_err(cli_missing)
+    }
+
+    fn is_alive(&mut self) -> bool {
+        self.held.is_running()
+    }
+
+    fn gone(&self) -> BackendError {
+        BackendError::Gone {
+            name: self.name.clone(),
+            detail: last_lines(&self.held.stderr(), 2),
+        }
+    }
+
+    fn diagnose(&mut self, image: &str, stderr: &str) -> BackendError {
+        match fault_in(stderr) {
+            Some(DockerFault::Daemon) => BackendError::EngineUnreachable(last_lines(stderr, 2)),
+            Some(DockerFault::ContainerGone) => BackendError::Gone {
+                name: self.name.clone(),
+                detail: last_lines(stderr, 2),
+            },
+            Some(DockerFault::CannotExec) => BackendError::ImageUnusable {
+                image: image.to_string(),
+                detail: last_lines(stderr, 2),
+            },
+            _ if self.is_dying() => self.gone(),
+            _ => match daemon_problem(self.short) {
+                Some(detail) => BackendError::EngineUnreachable(detail),
+                None => BackendError::Failed {
+                    command: format!("docker exec {}", self.name),
+                    detail: last_lines(stderr, 3),
+                },
+            },
+        }
+    }
+
+    fn send_line(&mut self, line: &str) -> std::io::Result<()> {
+        self.held.send_line(line)
+    }
+
+    fn read_line(
+        &mut self,
+        prefix: &str,
+        within: Duration,
+        interrupt: Interrupt,
+    ) -> Result<String, HeldWait> {
+        self.held.read_line(prefix, within, interrupt)
+    }
+
+    fn stderr(&self) -> String {
+        self.held.stderr()
+    }
+
+    fn remove(self: Box<Self>, within: Duration) -> Duration {
+        let started = Instant::now();
+        // Closing the main process's stdin ends the container, and `docker run --rm`
+        // returns once it is removed. `docker rm -f` only if that does not happen.
+        if !self.held.release(within) {
+            remove_container(&self.name, self.short);
+        }
+        let took = started.elapsed();
+        self.watchdog.dismiss();
+        took
+    }
+}
+
+/// How often, and how far apart, `is_dying` looks (about 2 s in all).
+const DYING_CHECKS: u32 = 10;
+const DYING_PAUSE: Duration = Duration::from_millis(200);
+
+impl Container {
+    /// Whether docker says the container is running (false when it is gone, or when
+    /// docker cannot say).
+    fn is_running(&self) -> bool {
+        call(
+            &["inspect", "--format", "{{.State.Running}}", &self.name],
+            self.short,
+            Interrupt::never(),
+        )
+        .is_ok_and(|out| out.ok && out.stdout.trim() == "true")
+    }
+
+    /// Whether the container is gone or going. An exec that fails without a word is
+    /// often the first sign of a container whose main process just ended, while
+    /// docker still reports it running for a moment, so this waits a little for it
+    /// to settle.
+    fn is_dying(&mut self) -> bool {
+        for _ in 0..DYING_CHECKS {
+            if !self.is_alive() || !self.is_running() {
+                return true;
+            }
+            std::thread::sleep(DYING_PAUSE);
+        }
+        false
+    }
+}
+
+/// The host-side watchdog of a container, if it has one; see the module
+/// documentation.
+struct Watchdog(Option<Held>);
+
+/// Waits for a line on stdin; at end-of-file without `done` (agent-runner is gone),
+/// removes the container with the docker CLI at `$2` (the path agent-runner
+/// found, not one the shell would look up).
+const WATCHDOG_SCRIPT: &str = include_str!("watchdog.sh");
+
+impl Watchdog {
+    /// The watchdog of container `name`; none unless `wanted`.
+    fn start(name: &str, wanted: bool) -> Result<Watchdog, BackendError> {
+        if !wanted {
+            return Ok(Watchdog(None));
+        }
+        let docker = process::program::resolve("docker")
+            .map_err(|e| BackendError::CliMissing(format!("docker: {e}")))?;
+        let invocation = Invocation::new("sh").args([
+            "-c",
+            WATCHDOG_SCRIPT,
+            "agent-runner-watchdog",
+            name,
+            &docker.display().to_string(),
+        ]);
+        process::spawn_held(&invocation)
+            .map(|held| Watchdog(Some(held)))
+            .map_err(|e| BackendError::Io(format!("cannot start the container's watchdog: {e}")))
+    }
+
+    /// The container is gone (or being removed by us): the watchdog may end.
+    fn dismiss(self) {
+        if let Some(mut held) = self.0 {
+            let _ = held.send_line("done");
+            held.release(Duration::from_secs(2));
+        }
+    }
+}
+
+/// The `docker run` arguments of `spec`.
+fn run_args(spec: &Spec) -> Vec<String> {
+    let mut args: Vec<String> = if spec.held {
+        ["run", "-i", "--rm", "--init", "--pull", "never"]
+            .map(String::from)
+            .into()
+    } else {
+        ["run", "--rm", "--pull", "never"].map(String::from).into()
+    };
+    if let Some(name) = &spec.name {
+        args.extend(["--name".into(), name.clone()]);
+    }
+    for (label, value) in &spec.labels {
+        args.extend(["--label".into(), format!("{label}={value}")]);
+    }
+    match spec.network {
+        Net::Isolated => args.extend(["--network".into(), "none".into()]),
+        Net::Host => args.extend(["--network".into(), "host".into()]),
+        Net::Default => {}
+    }
+    if let Some(confinement) = &spec.confinement {
+        args.extend(["--cap-drop".into(), "ALL".into()]);
+        for cap in confinement.keep {
+            args.extend(["--cap-add".into(), (*cap).into()]);
+        }
+        args.extend(["--security-opt".into(), "no-new-privileges".into()]);
+    }
+    // Every container we start: no set-id file, ever (`seccomp.rs`).
+    args.extend(seccomp::run_options());
+    if let Some(limits) = &spec.limits {
+        args.extend(["--pids-limit".to_string(), limits.pids.to_string()]);
+        if let Some(bytes) = limits.memory_bytes {
+            args.extend(["--memory".into(), bytes.to_string()]);
+        }
+        if let Some(cpus) = limits.cpus {
+            args.extend(["--cpus".into(), cpus.to_string()]);
+        }
+    }
+    for mount in &spec.mounts {
+        args.extend([
+            "--mount".into(),
+            mount_spec(&mount.source, &mount.target, mount.readonly),
+        ]);
+    }
+    if let Some(dir) = &spec.workdir {
+        args.extend(["-w".into(), dir.clone()]);
+    }
+    let (uid, gid) = sys::user_and_group();
+    if spec.as_user && uid != 0 {
+        args.extend([
+            "--user".into(),
+            format!("{uid}:{gid}"),
+            "--env".into(),
+            format!("HOME={NONROOT_HOME}"),
+        ]);
+    }
+    for tmpfs in &spec.tmpfs {
+        args.extend([
+            "--tmpfs".into(),
+            format!(
+                "{}:rw,noexec,nosuid,nodev,size={},mode=0700,uid={uid},gid={gid}",
+                tmpfs.target, tmpfs.size
+            ),
+        ]);
+    }
+    args.extend(["--entrypoint".into(), spec.main.entrypoint.clone()]);
+    args.push(spec.image.clone());
+    args.extend(spec.main.args.iter().cloned());
+    args
+}
+
+/// `docker exec -i [-w dir] [-e ...] <container> <command...>` with `exec`'s stdin;
+/// see the module documentation for the variables.
+fn exec_invocation(name: &str, exec: Exec) -> Invocation {
+    let mut invocation = docker_cli::command().args(["exec", "-i"]);
+    if let Some(dir) = &exec.workdir {
+        invocation = invocation.args(["-w", dir]);
+    }
+    for var in &exec.env {
+        invocation = match var {
+            Var::ByName(name, value) => invocation.args(["-e", name]).env(name, value),
+            Var::Literal(name, value) => {
+                invocation.args(["-e".to_string(), format!("{name}={value}")])
+            }
+        };
+    }
+    invocation.arg(name).args(exec.command).stdin(exec.stdin)
+}
+
+/// The `docker run` command line without a script's text, for messages. (The
+/// bridge's arguments are short: nothing to cut.)
+fn shorten_command(invocation: &Invocation) -> String {
+    invocation
+        .display()
+        .split(" -c ")
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spec::{Confinement, Main, Mount, Ready, Tmpfs};
+    use super::*;
+    use crate::task::WorkerLimits;
+
+    fn full() -> Spec {
+        let mut spec = Spec::new(
+            "img:1",
+            Main {
+                entrypoint: "/run/x/bridge".into(),
+                args: vec!["3128".into(), "/run/x/proxy.sock".into()],
+            },
+        );
+        spec.name = Some("c1".into());
+        spec.labels = vec![("agent-runner.task".into(), "t1".into())];
+        spec.held = true;
+        spec.ready = Some(Ready {
+            prefix: "ready ",
+            within: Duration::from_secs(1),
+            interrupt: Interrupt::never(),
+        });
+        spec.network = Net::Isolated;
+        spec.confinement = Some(Confinement {
+            keep: &["CHOWN", "KILL"],
+        });
+        spec.limits = Some(WorkerLimits {
+            memory_bytes: Some(1 << 30),
+            cpus: Some(1.5),
+            pids: 100,
+        });
+        spec.as_user = true;
+        spec.mounts = vec![
+            Mount::new("/r", "/workspace/project", false),
+            Mount::new("/r/.agent-runner", "/workspace/project/.agent-runner", true),
+        ];
+        spec.tmpfs = vec![Tmpfs {
+            target: "/run/p".into(),
+            size: "1m",
+        }];
+        spec.workdir = Some("/workspace/project".into());
+        spec
+    }
+
+    #[test]
+    fn a_held_confined_sandbox_is_rendered_as_docker_run_arguments() {
+        let (uid, gid) = sys::user_and_group();
+        let user: Vec<String> = if uid == 0 {
+            vec![]
+        } else {
+            vec![
+                "--user".into(),
+                format!("{uid}:{gid}"),
+                "--env".into(),
+                "HOME=/tmp/agent-runner-home".into(),
+            ]
+        };
+        let expected: Vec<String> = [
+            "run",
+            "-i",
+            "--rm",
+            "--init",
+            "--pull",
+            "never",
+            "--name",
+            "c1",
+            "--label",
+            "agent-runner.task=t1",
+            "--network",
+            "none",
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CHOWN",
+            "--cap-add",
+            "KILL",
+            "--security-opt",
+            "no-new-privileges",
+            "--security-opt",
+            "seccomp=/dev/fd/3",
+            "--pids-limit",
+            "100",
+            "--memory",
+            "1073741824",
+            "--cpus",
+            "1.5",
+            "--mount",
+            "type=bind,source=/r,target=/workspace/project",
+            "--mount",
+            "type=bind,source=/r/.agent-runner,target=/workspace/project/.agent-runner,readonly",
+            "-w",
+            "/workspace/project",
+        ]
+        .map(String::from)
+        .into_iter()
+        .chain(user)
+        .chain(
+            [
+                "--tmpfs".to_string(),
+                format!("/run/p:rw,noexec,nosuid,nodev,size=1m,mode=0700,uid={uid},gid={gid}"),
+            ]
+            .into_iter()
+            .chain(
+                [
+                    "--entrypoint",
+                    "/run/x/bridge",
+                    "img:1",
+                    "3128",
+                    "/run/x/proxy.sock",
+                ]
+                .map(String::from),
+            ),
+        )
+        .collect();
+        assert_eq!(run_args(&full()), expected);
+    }
+
+    #[test]
+    fn a_probe_asks_for_nothing_it_did_not_name() {
+        let mut spec = Spec::new("img:1", Main::shell("echo hi", []));
+        spec.network = Net::Host;
+        assert_eq!(
+            run_args(&spec),
+            [
+                "run",
+                "--rm",
+                "--pull",
+                "never",
+                "--network",
+                "host",
+                "--security-opt",
+                "seccomp=/dev/fd/3",
+                "--entrypoint",
+                "/bin/sh",
+                "img:1",
+                "-c",
+                "echo hi"
+            ]
+        );
+    }
+
+    #[test]
+    fn exec_values_go_by_name_and_only_literals_on_the_command_line() {
+        let exec = Exec {
+            workdir: Some("/w".into()),
+            env: vec![
+                Var::ByName("SECRET".into(), "s3cret".into()),
+                Var::Literal("HTTPS_PROXY".into(), "http://127.0.0.1:3128".into()),
+            ],
+            command: vec!["sh".into(), "-c".into(), "true".into()],
+            stdin: b"in".to_vec(),
+        };
+        let shown = format!("{:?}", exec_invocation("c1", exec));
+        assert!(
+            shown.contains(
+                r#"args: ["exec", "-i", "-w", "/w", "-e", "SECRET", "-e", "HTTPS_PROXY=http://127.0.0.1:3128", "c1", "sh", "-c", "true"]"#
+            ),
+            "{shown}"
+        );
+        assert!(shown.contains(r#"env: [("SECRET", "s3cret")]"#), "{shown}");
+    }
+
+    #[test]
+    fn a_failed_start_names_the_command_without_the_script() {
+        let invocation =
+            Invocation::new("docker").args(["run", "--name", "c", "img", "-c", "a long script"]);
+        assert_eq!(shorten_command(&invocation), "docker run --name c img");
+    }
+}

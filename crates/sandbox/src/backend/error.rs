@@ -1,0 +1,25 @@
+//! What can go wrong in the mechanism itself: the engine's CLI missing, the engine
+//! not answering, an image missing or unable to run, a sandbox gone, a call that
+//! failed. The sandbox turns each into the `SandboxError` that ends the task (the
+//! same words: `worker::SandboxError`'s `From`).
+
+/// The mechanism could not do its job; the messages name the engine (Docker).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BackendError {
+    #[error("docker CLI not found: {0}")]
+    CliMissing(String),
+    #[error("docker daemon not reachable: {0}")]
+    EngineUnreachable(String),
+    #[error("docker image {image} is not available: {detail}")]
+    ImageMissing { image: String, detail: String },
+    #[error("docker image {image} cannot run the worker: {detail}")]
+    ImageUnusable { image: String, detail: String },
+    #[error("the sandbox container {name} is gone: {detail}")]
+    Gone { name: String, detail: String },
+    #[error("`{command}` failed: {detail}")]
+    Failed { command: String, detail: String },
+    #[error("{0}")]
+    Io(String),
+    #[error("interrupted")]
+    Interrupted,
+}

@@ -1,0 +1,195 @@
+//! The mechanism under the sandbox (`worker::Sandbox`): how a sandbox is started,
+//! reached, fed and removed, apart from what a run does in it (SPEC §6, §9, §17,
+//! §22). Three questions, each behind a trait, so that another answer is one file
+//! plus its tests:
+//!
+//! - `Backend` (with the `Instance` it starts): which engine runs the sandbox.
+//!   `docker.rs`, the docker CLI against a daemon: a `Spec` (`spec.rs`, the policy
+//!   in words every engine can render) becomes `docker run -i --rm --init ...` with
+//!   our pipe as the main process's stdin; an `Exec` becomes `docker exec -i` with
+//!   secrets by name; the instance knows whether it is alive (its held `docker run`
+//!   ended?), why an exec failed in docker itself, and how to go (stdin closed →
+//!   `--rm`; `docker rm -f` as the fallback; `watchdog.sh` should we be killed while
+//!   its main process is frozen). `sweep.rs`: its labels, and the orphans of dead
+//!   owners removed at start. `docker_cli.rs`: the one place every docker call is
+//!   made, each with a deadline.
+//! - `Transport`: how the repository gets in and the work out, and where the checks
+//!   of what the worker wrote run. `bind.rs`: the repository bind-mounted read-write,
+//!   `.agent-runner/` read-only over it, `.git`'s configuration read-only
+//!   (`git_dir.rs`), the agent's session directory; the work is in place, so after
+//!   each run and once more when the sandbox is gone the repository is swept on the
+//!   host (`privileges.rs`: set-id bits, device nodes; `git_dir`'s redirect).
+//! - `Carrier`: the link between agent-runner and the running sandbox: its main
+//!   process (the keep-alive that ends it when our pipe closes), the way out to the
+//!   egress proxy, and how host files (the agent's login) reach it. `socket.rs`:
+//!   without egress, `keepalive.sh`; with it, the static helper (`helper/bridge.c`)
+//!   from a private host directory (`host_dir.rs`) mounted read-only with the
+//!   proxy's unix socket; login files mounted read-only.
+//!
+//! The sandbox (`worker::docker`) asks the transport for its mounts and the carrier
+//! for its main process, mounts and variables, adds the policy of its own
+//! (capabilities, limits, labels, the private tmpfs, which variables go by name),
+//! and hands the `Spec` to the backend; each run is an `Exec` on the instance; after
+//! each run the transport checks what the worker wrote; at the end the instance is
+//! removed, the egress proxy stopped, the carrier's directory removed, and the
+//! transport finishes. The pipeline's bundler and `doctor`'s probes start their
+//! containers through the same backend.
+//!
+//! What comes next fits these seams (SPEC §22):
+//! - Copy transport (`copy.rs`): `mounts` is a per-attempt volume filled from a clone
+//!   (a created container and `docker cp`, or a bundle through the helper), nothing
+//!   of the host mounted; `after_run` has nothing to sweep on this machine; `finish`
+//!   brings the work back as a bundle made by a bundler container on the same host
+//!   with the volume read-only (`Spec` with that mount, started by the same backend),
+//!   checked here as `pipeline::clones::bring_back` checks one, and left as the
+//!   branch `agent-runner/<id>`. The session directory becomes a per-task volume.
+//!   Before any bind mount, `Bind` proves the daemon sees its files (a token file
+//!   read back by the container).
+//! - Lifeline carrier (`lifeline.rs`): `main` is the helper as PID 1 under the held
+//!   `docker run -i`; its stdin/stdout carry the egress connections, multiplexed, to
+//!   the same proxy (which then accepts from the stream instead of a unix socket),
+//!   and the login files, into a tmpfs with mode 0600, in place of mounts. Closing the
+//!   stream ends the sandbox as closing the keep-alive's pipe does today.
+//! - Remote hosts: a `Docker` per host, whose calls add the host's context and
+//!   deadlines (`docker_cli::command`); `Instance::diagnose` tells a lost host.
+//! - Kubernetes (`kubectl.rs`): `start` renders the `Spec` as a Pod (emptyDir for
+//!   volumes, a NetworkPolicy denying all for `Net::Isolated`, `securityContext` for
+//!   the confinement and the user) and holds `kubectl run -i`/`attach` as the
+//!   lifeline; `exec` is `kubectl exec -i`; `sweep_orphans` lists Pods by label. It
+//!   needs the copy transport and the lifeline carrier (no host path, no socket).
+
+mod bind;
+mod docker;
+pub mod docker_cli;
+mod error;
+mod git_dir;
+mod host_dir;
+pub mod privileges;
+pub mod seccomp;
+mod socket;
+mod spec;
+pub mod sweep;
+
+use std::path::Path;
+use std::time::Duration;
+
+pub(crate) use bind::Bind;
+pub use docker::Docker;
+pub use docker_cli::Output;
+pub use error::BackendError;
+pub use socket::SocketLink;
+pub use spec::{Confinement, Exec, Main, Mount, Net, Ready, Spec, Tmpfs, Var};
+
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{Capture, Finished, HeldWait, Limits, Stop};
+use privileges::Finding;
+
+/// Where the repository is in every sandbox, whatever the transport.
+pub(crate) const PROJECT_DIR: &str = "/workspace/project";
+/// Where the agent's session directory is in the sandbox (`worker::session`).
+pub(crate) const SESSION_DIR: &str = "/run/agent-runner/session";
+
+/// A container engine, driven through its CLI; see the module documentation.
+pub trait Backend: Send + Sync {
+    /// Starts a sandbox from `spec`. With `spec.ready`, returns once its main process
+    /// said so (anything left of a failed start removed); else at once.
+    fn start(&self, spec: &Spec) -> Result<Started, BackendError>;
+    /// Fetches `image`, which is missing where sandboxes start.
+    fn pull(&self, image: &str, interrupt: Interrupt) -> Result<(), BackendError>;
+    /// Runs `spec` to its end within `wall` (nothing held): what it printed. Only an
+    /// engine that cannot be run is an error.
+    fn run_once(
+        &self,
+        spec: &Spec,
+        wall: Duration,
+        interrupt: Interrupt,
+    ) -> Result<Output, BackendError>;
+    /// Removes the sandboxes whose owner is provably gone (by their labels, never by
+    /// name); their names.
+    fn sweep_orphans(&self) -> Vec<String>;
+    /// Whether a sandbox's files can be read from outside it, by its name, with no
+    /// process inside involved (`docker cp`, `docker diff`): the agent's files are
+    /// then pinned and checked before each run (`worker::agent_files`).
+    fn reads_from_outside(&self) -> bool {
+        false
+    }
+}
+
+/// A sandbox just started.
+pub struct Started {
+    pub instance: Box<dyn Instance>,
+    /// The rest of the ready line (`Spec::ready`); empty without one.
+    pub ready: String,
+}
+
+/// A running sandbox.
+pub trait Instance: Send {
+    /// Its name in the engine.
+    fn name(&self) -> &str;
+    /// Runs `exec` in it under `limits` (stopped by `stop` when one is reached), its
+    /// output into `capture`.
+    fn exec(
+        &self,
+        exec: Exec,
+        limits: &Limits,
+        capture: &mut Capture,
+        stop: Stop,
+    ) -> Result<Finished, BackendError>;
+    /// False once it is gone or the engine's connection dropped.
+    fn is_alive(&mut self) -> bool;
+    /// The error for a sandbox that is gone, with the engine's last words.
+    fn gone(&self) -> BackendError;
+    /// Why an exec failed in the engine itself, not in the command (`stderr`: the
+    /// exec's): the sandbox gone, the engine down, an `image` unable to run it.
+    fn diagnose(&mut self, image: &str, stderr: &str) -> BackendError;
+    /// Sends a line to the main process's stdin.
+    fn send_line(&mut self, line: &str) -> std::io::Result<()>;
+    /// Waits for a line of the main process that starts with `prefix`; its rest.
+    fn read_line(
+        &mut self,
+        prefix: &str,
+        within: Duration,
+        interrupt: Interrupt,
+    ) -> Result<String, HeldWait>;
+    /// The last of what the main process (or the engine) wrote on stderr.
+    fn stderr(&self) -> String;
+    /// Ends it: our pipe closed, so its main process ends and the engine removes
+    /// it; removed by force when that takes longer than `within`. How long it took.
+    fn remove(self: Box<Self>, within: Duration) -> Duration;
+}
+
+/// How the repository gets into the sandbox and the work out of it; see the module
+/// documentation.
+pub(crate) trait Transport: Send {
+    /// What the sandbox mounts for the repository and the agent's session, made
+    /// ready on the host; an error when the repository cannot be protected.
+    fn mounts(&mut self) -> Result<Vec<Mount>, BackendError>;
+    /// After each run, the sandbox quiet: makes what the worker wrote safe for the
+    /// host. What was found (and fixed, or not).
+    fn after_run(&mut self) -> Vec<Finding>;
+    /// Once the sandbox is gone, so nothing inside can undo it: the work comes back.
+    fn finish(&mut self) -> Vec<Finding>;
+}
+
+/// The link between agent-runner and a running sandbox; see the module
+/// documentation.
+pub trait Carrier: Send {
+    /// The sandbox's main process. It prepares the agent's home first: for each
+    /// `(file, link)` of `links`, `link` (under HOME) made a link to `file` when it
+    /// is there, its directory either way. Then it prints `<ready prefix><pid>` and
+    /// ends the sandbox when our end of its stdin closes.
+    fn main(&self, links: &[(String, String)]) -> Main;
+    /// What it mounts: its own pieces, and the files delivered.
+    fn mounts(&self) -> Vec<Mount>;
+    /// Makes the host's `file` readable at `target` in the sandbox.
+    fn deliver(&mut self, file: &Path, target: &str);
+    /// The variables every exec gets (the proxy's, with egress).
+    fn exec_env(&self) -> Vec<(&'static str, String)>;
+    /// What to add to the message of a start that failed with `detail`.
+    fn start_hint(&self, detail: &str) -> Option<String>;
+    /// Removes what it made on the host, once the sandbox and the proxy are gone.
+    fn close(self: Box<Self>);
+}
+
+/// The line the keep-alive (or the helper) prints once ready, before its pid.
+pub(crate) const READY: &str = "agent-runner-ready ";

@@ -1,0 +1,1155 @@
+//! The agent every worker run executes is the one the container started with (SPEC
+//! §21 `agent_from`, issue 28): a worker that replaced `/usr/local/bin/codex` in its
+//! long-lived container with a wrapper reporting 0 tokens spent 275,000 tokens
+//! against a `max_tokens` of 100,000 that never fired.
+//!
+//! When the container starts, before anything else runs in it, the agent is looked
+//! up on PATH once (`command -v`, as the runs would), and from then on executed by
+//! that absolute path: a `codex` the worker puts earlier on PATH, or in the
+//! repository, is never the agent (a PATH that finds the agent in the repository at
+//! the start is refused). The files that decide what runs are pinned by their
+//! SHA-256, taken from outside the worker's reach: `docker cp -L` streams them from
+//! the daemon, not through any process in the container. They are
+//! - the agent (its path followed to the file);
+//! - its interpreter when it is a script (`#!/usr/bin/env node` is resolved on PATH
+//!   then, and the script run with that interpreter by path);
+//! - `/bin/sh`, which starts every run (the envelope);
+//! - for each of these that is dynamically linked, its loader (the ELF interpreter)
+//!   and what the loader says it loads (`<loader> --list <file>`: the libraries as
+//!   the loader finds them now, and anything `/etc/ld.so.preload` adds);
+//! - the configuration the agent reads outside its home (`Kind::config_files`:
+//!   codex's `/etc/codex/config.toml`, which it reads even with
+//!   `--ignore-user-config`), there or not: these few small files are copied at
+//!   every check.
+//!
+//! Before each run, after the snapshot that precedes it (its git runs in the
+//! container and could run what the worker left), the loaders' answers are taken
+//! again, and the hashes too unless the daemon's `docker diff` (the container
+//! against its image, also from outside the worker's reach) names none of the paths
+//! visited to reach the files (each directory on the way, each link and where it
+//! leads, found at the start): then they are still the image's files, as at the
+//! start, and a few hundred MB need not be copied. Any difference fails the task
+//! with `the agent … changed during the task`, before the agent starts. Between runs
+//! nothing of the worker's runs (the envelope stops it), so nothing can swap a file
+//! between the check and the run.
+//!
+//! The agent here is the image's own. One from a read-only volume (SPEC §21's
+//! tools volume) will need no hash, only `/bin/sh` and its loader will.
+//!
+//! What is not covered (README, security model): processes of the run itself (the
+//! commands the agent runs) run beside the agent as the same user and can end it
+//! before it reports, or write into its output; and what the agent reads under its
+//! home or in the repository besides its configuration file (codex's is
+//! agent-runner's, written before every run: `agent::codex`).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::PROJECT_DIR;
+use super::SandboxError;
+use super::container::ContainerSpec;
+use crate::backend::docker_cli::{self, cli_missing, last_lines};
+use crate::task::EnvValue;
+use crate::task::worker_env::RESERVED;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{self, Capture, Ending, Limits, StreamFilter};
+
+/// The shell that starts every run (`envelope.rs`).
+pub(crate) const SHELL: &str = "/bin/sh";
+/// Time allowed for one copy out of the container (an agent of a few hundred MB).
+const COPY_TIMEOUT: Duration = Duration::from_secs(300);
+/// Time allowed for the daemon to say whether it is there, after a call failed.
+const DAEMON_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time allowed for a lookup in the container.
+const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bytes kept from the start of each file: enough for a script's `#!` line and an
+/// ELF file's program headers and interpreter.
+const HEAD: usize = 64 * 1024;
+
+/// The agent's files as the container started with them; see the module
+/// documentation.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentFiles {
+    /// The kind's program (`codex`).
+    program: String,
+    /// What runs it: the agent's absolute path, after its interpreter when the
+    /// script names it through `env`. Empty: not on PATH at the start.
+    prefix: Vec<String>,
+    files: Vec<Pinned>,
+    /// The agent's configuration outside its home, there or not: copied at every
+    /// check, whatever the diff says.
+    configs: Vec<Pinned>,
+    listings: Vec<Listing>,
+    /// Every path visited to reach the files (each directory on the way, each link
+    /// and where it leads): a change to any of them shows in `docker diff`.
+    visited: HashSet<String>,
+    /// The diff cannot tell (a path on a mount, one already changed at the start, a
+    /// shell without `readlink`): the files are hashed at every check.
+    always_hash: bool,
+}
+
+/// A file and what it was.
+#[derive(Debug, Clone)]
+struct Pinned {
+    path: String,
+    /// Its part, for messages ("the agent", "its loader", …).
+    what: String,
+    content: Content,
+}
+
+/// What a loader said it loads for a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Listing {
+    loader: String,
+    file: String,
+    /// Its exit status and output, load addresses left out.
+    answer: (bool, String),
+}
+
+/// What `docker cp -L` gave for a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Content {
+    /// A file: the SHA-256 of its bytes.
+    File([u8; 32]),
+    /// Something else (a directory), by its tar type.
+    Other(u8),
+    /// Nothing there.
+    Missing,
+}
+
+impl AgentFiles {
+    /// Finds the agent of `spec`'s kind in the just-started `container` and pins
+    /// its files; run before anything else runs in the container.
+    pub(crate) fn pin(container: &str, spec: &ContainerSpec) -> Result<AgentFiles, SandboxError> {
+        let exec = Exec::new(container, spec);
+        let program = spec.worker.kind.program().to_string();
+        let unusable = |detail: String| SandboxError::ImageUnusable {
+            image: spec.worker.docker_image.clone(),
+            detail,
+        };
+        let mut pinning = Pinning {
+            exec: &exec,
+            files: Vec::new(),
+            listings: Vec::new(),
+            heads: Default::default(),
+        };
+        // At once: the agent looked up (with the paths to it and to the shell), the
+        // shell copied, and what the daemon's diff names already.
+        let shell = [(SHELL.to_string(), "the shell that starts it".to_string())];
+        let config_paths = spec.worker.kind.config_files();
+        let (looked, diff_at_start, shell_head, configs) = std::thread::scope(|scope| {
+            let diff = scope.spawn(|| exec.diff_paths());
+            let look = scope.spawn(|| exec.look(Some(&program), &[SHELL]));
+            let configs = scope.spawn(|| exec.copy_all(config_paths));
+            let heads = pinning.pin_batch(&shell);
+            (
+                joined(look),
+                diff.join().ok().flatten(),
+                heads,
+                joined(configs),
+            )
+        });
+        let configs = config_paths
+            .iter()
+            .zip(configs?)
+            .map(|(path, content)| Pinned {
+                path: (*path).to_string(),
+                what: "its configuration".to_string(),
+                content,
+            })
+            .collect();
+        let Looked {
+            found: agent,
+            mut visited,
+            mut unknown,
+        } = looked?;
+        let mut heads = shell_head?;
+        let mut executed = shell.to_vec();
+        let mut prefix = Vec::new();
+        if let Some(agent) = agent {
+            if agent == PROJECT_DIR || agent.starts_with(&format!("{PROJECT_DIR}/")) {
+                return Err(unusable(format!(
+                    "the `{program}` found on PATH is in the repository ({agent}); the agent must come from the image"
+                )));
+            }
+            let batch = [(agent.clone(), "the agent".to_string())];
+            heads.extend(pinning.pin_batch(&batch)?);
+            executed.extend(batch);
+            let interpreter = match shebang(&heads[1]) {
+                Some(Shebang::Env(name)) => {
+                    let found = exec.look(Some(&name), &[])?.found.ok_or_else(|| {
+                        unusable(format!("{agent} needs `{name}`, which is not on PATH"))
+                    })?;
+                    prefix.push(found.clone());
+                    Some(found)
+                }
+                Some(Shebang::Path(interpreter)) => Some(interpreter),
+                None => None,
+            };
+            if let Some(interpreter) = interpreter {
+                let batch = [(interpreter, "its interpreter".to_string())];
+                heads.extend(pinning.pin_batch(&batch)?);
+                executed.extend(batch);
+            }
+            prefix.push(agent);
+        }
+        pinning.follow_loaders(&executed, &heads)?;
+        let Pinning {
+            files, listings, ..
+        } = pinning;
+        let rest: Vec<&str> = files
+            .iter()
+            .map(|f| f.path.as_str())
+            .filter(|path| !visited.contains(*path))
+            .collect();
+        if !rest.is_empty() {
+            let more = exec.look(None, &rest)?;
+            visited.extend(more.visited);
+            unknown |= more.unknown;
+        }
+        // A path the daemon's diff cannot see, or one that differs from the image
+        // already, is hashed at every check.
+        let always_hash = unknown
+            || visited.iter().any(|path| on_a_mount(path))
+            || diff_at_start.is_none_or(|changed| !changed.is_disjoint(&visited));
+        if always_hash {
+            log::debug!("agent files: hashed at every check (a path on a mount, or changed)");
+        }
+        Ok(AgentFiles {
+            program,
+            prefix,
+            files,
+            configs,
+            listings,
+            visited,
+            always_hash,
+        })
+    }
+
+    /// `command` (the kind's, program first) as it runs: the program replaced by
+    /// the agent's absolute path, after its interpreter for an `env` script.
+    pub(crate) fn command(
+        &self,
+        command: &[String],
+        image: &str,
+    ) -> Result<Vec<String>, SandboxError> {
+        if self.prefix.is_empty() {
+            return Err(SandboxError::ImageUnusable {
+                image: image.to_string(),
+                detail: format!("it has no `{}` on PATH", self.program),
+            });
+        }
+        let mut line = self.prefix.clone();
+        line.extend(command.iter().skip(1).cloned());
+        Ok(line)
+    }
+
+    /// The agent's path, for messages.
+    pub(crate) fn agent(&self) -> &str {
+        self.prefix
+            .last()
+            .map_or(self.program.as_str(), String::as_str)
+    }
+
+    /// Takes the loaders' answers again and, unless the daemon's diff shows none of
+    /// the paths visited to reach the pinned files changed since the image (then
+    /// they are the files of the image, as at the start), their hashes (one docker
+    /// call each, at once). An error naming the first difference, or docker's own
+    /// failure.
+    pub(crate) fn check(&self, container: &str, spec: &ContainerSpec) -> Result<(), SandboxError> {
+        let exec = Exec::new(container, spec);
+        let changed = |detail: String| SandboxError::AgentChanged {
+            agent: self.agent().to_string(),
+            detail,
+        };
+        let config_paths: Vec<&str> = self.configs.iter().map(|c| c.path.as_str()).collect();
+        let (unchanged, answers, configs) = std::thread::scope(|scope| {
+            let lists: Vec<_> = self
+                .listings
+                .iter()
+                .map(|l| scope.spawn(|| exec.list(&l.loader, &l.file)))
+                .collect();
+            let configs = scope.spawn(|| exec.copy_all(&config_paths));
+            let unchanged = !self.always_hash && exec.diff(&self.visited) == Some(false);
+            (
+                unchanged,
+                lists.into_iter().map(joined).collect::<Vec<_>>(),
+                joined(configs),
+            )
+        });
+        compare(&self.configs, &configs?).map_err(changed)?;
+        for (listing, now) in self.listings.iter().zip(answers) {
+            if now? != listing.answer {
+                return Err(changed(format!(
+                    "what {} loads for {} is not what it loaded when the container started \
+                     (a library or /etc/ld.so.preload changed)",
+                    listing.loader, listing.file
+                )));
+            }
+        }
+        if unchanged {
+            return Ok(());
+        }
+        let contents = std::thread::scope(|scope| {
+            let copies: Vec<_> = self
+                .files
+                .iter()
+                .map(|file| scope.spawn(|| exec.copy(&file.path).map(|(c, _)| c)))
+                .collect();
+            copies.into_iter().map(joined).collect::<Vec<_>>()
+        });
+        let contents = contents.into_iter().collect::<Result<Vec<_>, _>>()?;
+        compare(&self.files, &contents).map_err(changed)
+    }
+}
+
+/// Each of `pinned` against what it is `now`: the first difference, said.
+fn compare(pinned: &[Pinned], now: &[Content]) -> Result<(), String> {
+    for (file, now) in pinned.iter().zip(now) {
+        let (path, what) = (&file.path, &file.what);
+        match (&file.content, now) {
+            (was, now) if was == now => {}
+            (_, Content::Missing) => return Err(format!("{path} ({what}) is gone")),
+            (Content::Missing, _) => {
+                return Err(format!(
+                    "{path} ({what}) was not there when the container started"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "{path} ({what}) is not the file it was when the container started"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where the container has mounts (ours, and Docker's own files and file systems):
+/// what lies below is not in the daemon's diff of the container.
+const MOUNTED: [&str; 8] = [
+    PROJECT_DIR,
+    "/run/agent-runner",
+    "/etc/hosts",
+    "/etc/hostname",
+    "/etc/resolv.conf",
+    "/dev",
+    "/proc",
+    "/sys",
+];
+
+fn on_a_mount(path: &str) -> bool {
+    MOUNTED
+        .iter()
+        .any(|m| path == *m || path.starts_with(&format!("{m}/")))
+}
+
+/// A check thread's result.
+fn joined<T>(
+    handle: std::thread::ScopedJoinHandle<'_, Result<T, SandboxError>>,
+) -> Result<T, SandboxError> {
+    handle
+        .join()
+        .unwrap_or_else(|_| Err(SandboxError::Io("a check thread failed".into())))
+}
+
+/// Files being pinned.
+struct Pinning<'a> {
+    exec: &'a Exec<'a>,
+    files: Vec<Pinned>,
+    listings: Vec<Listing>,
+    /// The first bytes of each file pinned, by path.
+    heads: std::collections::HashMap<String, Vec<u8>>,
+}
+
+impl Pinning<'_> {
+    /// Pins each (path, what) of `batch` (once; copied at once); their first bytes.
+    fn pin_batch(&mut self, batch: &[(String, String)]) -> Result<Vec<Vec<u8>>, SandboxError> {
+        let exec = self.exec;
+        let pinned = &self.heads;
+        let copies = std::thread::scope(|scope| {
+            let handles: Vec<_> = batch
+                .iter()
+                .map(|(path, _)| {
+                    scope.spawn(move || match pinned.contains_key(path) {
+                        true => Ok(None),
+                        false => exec.copy(path).map(Some),
+                    })
+                })
+                .collect();
+            handles.into_iter().map(joined).collect::<Vec<_>>()
+        });
+        let mut heads = Vec::new();
+        for ((path, what), copy) in batch.iter().zip(copies) {
+            let Some((content, head)) = copy? else {
+                heads.push(self.heads.get(path).cloned().unwrap_or_default());
+                continue;
+            };
+            if content == Content::Missing {
+                return Err(SandboxError::Docker {
+                    command: format!("docker cp -L {}:{path} -", exec.container),
+                    detail: format!("{path} ({what}) is not in the container"),
+                });
+            }
+            self.files.push(Pinned {
+                path: path.clone(),
+                what: what.clone(),
+                content,
+            });
+            self.heads.insert(path.clone(), head.clone());
+            heads.push(head);
+        }
+        Ok(heads)
+    }
+
+    /// For each of the `executed` files (with their first bytes) that is
+    /// dynamically linked: pins its loader and what the loader says it loads.
+    fn follow_loaders(
+        &mut self,
+        executed: &[(String, String)],
+        heads: &[Vec<u8>],
+    ) -> Result<(), SandboxError> {
+        let exec = self.exec;
+        let mut dynamic = Vec::new();
+        for ((path, _), head) in executed.iter().zip(heads) {
+            let loader = elf_interpreter(head).map_err(|e| SandboxError::Docker {
+                command: format!("docker cp -L {}:{path} -", exec.container),
+                detail: format!("{path}: {e}"),
+            })?;
+            if let Some(loader) = loader
+                && !dynamic.iter().any(|(_, p): &(String, String)| p == path)
+            {
+                dynamic.push((loader, path.clone()));
+            }
+        }
+        let loaders: Vec<(String, String)> = dynamic
+            .iter()
+            .map(|(loader, path)| (loader.clone(), format!("the loader of {path}")))
+            .collect();
+        let answers = std::thread::scope(|scope| {
+            let lists: Vec<_> = dynamic
+                .iter()
+                .map(|(loader, path)| scope.spawn(move || exec.list(loader, path)))
+                .collect();
+            let loaded = self.pin_batch(&loaders);
+            (loaded, lists.into_iter().map(joined).collect::<Vec<_>>())
+        });
+        answers.0?;
+        let mut libraries_of = Vec::new();
+        for ((loader, path), answer) in dynamic.into_iter().zip(answers.1) {
+            let answer = answer?;
+            for library in libraries(&answer.1) {
+                libraries_of.push((library, format!("a library of {path}")));
+            }
+            self.listings.push(Listing {
+                loader,
+                file: path,
+                answer,
+            });
+        }
+        self.pin_batch(&libraries_of)?;
+        Ok(())
+    }
+}
+
+/// Docker calls on the container, with the task's literal variables (PATH among
+/// them) as the runs get them (`Container::exec`: by name, but for the names the
+/// docker client reads itself); no secret is needed here.
+struct Exec<'a> {
+    container: &'a str,
+    env: Vec<(&'a str, &'a str)>,
+    interrupt: Interrupt,
+}
+
+impl<'a> Exec<'a> {
+    fn new(container: &'a str, spec: &'a ContainerSpec) -> Self {
+        let env = spec
+            .worker
+            .env
+            .iter()
+            .filter_map(|e| match &e.value {
+                EnvValue::Literal(value) => Some((e.name.as_str(), value.as_str())),
+                EnvValue::FromHost { .. } => None,
+            })
+            .collect();
+        Exec {
+            container,
+            env,
+            interrupt: spec.interrupt,
+        }
+    }
+
+    /// `docker exec -w / [-e NAME…] <container> <command…>`.
+    fn exec(&self, command: &[&str]) -> Result<(bool, String, String), SandboxError> {
+        let mut invocation = docker_cli::command().args(["exec", "-w", "/"]);
+        for (name, value) in &self.env {
+            invocation = if RESERVED.contains(name) {
+                invocation.args(["-e".to_string(), format!("{name}={value}")])
+            } else {
+                invocation.args(["-e", name]).env(name, value)
+            };
+        }
+        let invocation = invocation.arg(self.container).args(command.iter().copied());
+        let out = docker_cli::run_invocation(&invocation, EXEC_TIMEOUT, self.interrupt)
+            .map_err(|e| SandboxError::from(cli_missing(e)))?;
+        if out.ending == Ending::Interrupted {
+            return Err(SandboxError::Interrupted);
+        }
+        Ok((out.ok, out.stdout, out.stderr))
+    }
+
+    /// What `command -v` finds for `name` (an absolute path, or None), and every
+    /// path the kernel visits to resolve it and each of `paths`.
+    fn look(&self, name: Option<&str>, paths: &[&str]) -> Result<Looked, SandboxError> {
+        let mut command = vec![
+            SHELL,
+            "-c",
+            LOOK_SCRIPT,
+            "agent-runner-look",
+            name.unwrap_or(""),
+        ];
+        command.extend(paths);
+        let (ok, stdout, stderr) = self.exec(&command)?;
+        if !ok {
+            if let Some(problem) = docker_cli::daemon_problem(DAEMON_TIMEOUT) {
+                return Err(SandboxError::DaemonUnreachable(problem));
+            }
+            return Err(SandboxError::Docker {
+                command: format!("docker exec {} {SHELL}", self.container),
+                detail: last_lines(&stderr, 3),
+            });
+        }
+        let mut lines = stdout.lines();
+        let found = lines
+            .next()
+            .filter(|f| f.starts_with('/'))
+            .map(str::to_string);
+        let visited: HashSet<String> = lines.map(str::to_string).collect();
+        Ok(Looked {
+            found,
+            unknown: visited.contains("?"),
+            visited,
+        })
+    }
+
+    /// The paths the daemon's diff of the container against its image names (at
+    /// the start, when they are few); None when it could not say.
+    fn diff_paths(&self) -> Option<HashSet<String>> {
+        let mut paths = HashSet::new();
+        let complete = self.each_diff_path(&mut |path| {
+            if paths.len() < MAX_DIFF_AT_START {
+                paths.insert(path.to_string());
+            }
+        });
+        (complete && paths.len() < MAX_DIFF_AT_START).then_some(paths)
+    }
+
+    /// Whether the daemon's diff of the container against its image names any of
+    /// `paths`; None when it could not say.
+    fn diff(&self, paths: &HashSet<String>) -> Option<bool> {
+        let mut hit = false;
+        let complete = self.each_diff_path(&mut |path| {
+            if paths.contains(path) {
+                log::debug!("agent files: the container's diff names {path}");
+                hit = true;
+            }
+        });
+        complete.then_some(hit)
+    }
+
+    /// `docker diff <container>`: each path it names ("C /path", "A /path", "D
+    /// /path"; a name with a newline in it can only add a line, never hide one) to
+    /// `on_path`; whether the diff was complete.
+    fn each_diff_path(&self, on_path: &mut dyn FnMut(&str)) -> bool {
+        let invocation = docker_cli::command().args(["diff", self.container]);
+        let mut on_line = |line: &[u8]| {
+            if let Some((_, path)) = String::from_utf8_lossy(line).split_once(' ') {
+                on_path(path);
+            }
+        };
+        let mut capture = Capture::in_memory(4096).with_lines(64 * 1024, &mut on_line);
+        let finished = process::run(
+            &invocation,
+            &Limits::wall(EXEC_TIMEOUT, self.interrupt),
+            &mut capture,
+            process::Stop::Terminate,
+        );
+        drop(capture);
+        finished.is_ok_and(|finished| finished.success())
+    }
+
+    /// What `loader --list file` answers: its status and output, load addresses
+    /// (different each time) left out.
+    fn list(&self, loader: &str, file: &str) -> Result<(bool, String), SandboxError> {
+        let (ok, stdout, _) = self.exec(&[loader, "--list", file])?;
+        let lines: Vec<String> = stdout
+            .lines()
+            .map(|line| match line.rfind(" (0x") {
+                Some(at) if line.ends_with(')') => line[..at].trim().to_string(),
+                _ => line.trim().to_string(),
+            })
+            .collect();
+        Ok((ok, lines.join("\n")))
+    }
+
+    /// The content of each of `paths` (copied at once), there or not.
+    fn copy_all(&self, paths: &[&str]) -> Result<Vec<Content>, SandboxError> {
+        std::thread::scope(|scope| {
+            let copies: Vec<_> = paths
+                .iter()
+                .map(|path| scope.spawn(move || self.copy(path).map(|(c, _)| c)))
+                .collect();
+            copies.into_iter().map(joined).collect()
+        })
+    }
+
+    /// `path`'s content (the link followed) as the daemon streams it, and its first
+    /// bytes.
+    fn copy(&self, path: &str) -> Result<(Content, Vec<u8>), SandboxError> {
+        let source = format!("{}:{path}", self.container);
+        let invocation = docker_cli::command().args(["cp", "-L", &source, "-"]);
+        let mut reader = TarDigest::default();
+        let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
+        let finished = process::run(
+            &invocation,
+            &Limits::wall(COPY_TIMEOUT, self.interrupt),
+            &mut capture,
+            process::Stop::Terminate,
+        )
+        .map_err(|e| SandboxError::from(cli_missing(e)))?;
+        let stderr = capture.stderr();
+        drop(capture);
+        let command = format!("docker cp -L {source} -");
+        match finished.ending {
+            Ending::Interrupted => return Err(SandboxError::Interrupted),
+            Ending::TimedOut | Ending::Stalled => {
+                return Err(SandboxError::Docker {
+                    command,
+                    detail: format!(
+                        "no answer within {}",
+                        agent_runner_core::timestamp::human(COPY_TIMEOUT)
+                    ),
+                });
+            }
+            Ending::Exited => {}
+        }
+        if !finished.success() {
+            if stderr.contains("Could not find the file") || stderr.contains("no such file") {
+                return Ok((Content::Missing, Vec::new()));
+            }
+            if let Some(problem) = docker_cli::daemon_problem(DAEMON_TIMEOUT) {
+                return Err(SandboxError::DaemonUnreachable(problem));
+            }
+            return Err(SandboxError::Docker {
+                command,
+                detail: last_lines(&stderr, 3),
+            });
+        }
+        reader
+            .finish_entry()
+            .map_err(|detail| SandboxError::Docker { command, detail })
+    }
+}
+
+/// What `Exec::look` found.
+struct Looked {
+    found: Option<String>,
+    visited: HashSet<String>,
+    /// A link could not be read.
+    unknown: bool,
+}
+
+/// Most entries of the container's diff taken at the start (it has a handful).
+const MAX_DIFF_AT_START: usize = 10_000;
+
+/// Arguments: a name (or nothing) and absolute paths. Prints what `command -v`
+/// finds for the name (or an empty line), then every path visited in resolving it
+/// and each path, as the kernel walks it: each directory on the way, each link, and
+/// on through where the link leads; `?` when a link cannot be read.
+const LOOK_SCRIPT: &str = r#"
+visit() {
+  rest=${1#/} cur= hops=0
+  while [ -n "$rest" ]; do
+    comp=${rest%%/*}
+    case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+    case $comp in ''|.) continue ;; ..) cur=${cur%/*}; continue ;; esac
+    cur=$cur/$comp
+    printf '%s
+' "$cur"
+    if [ -L "$cur" ]; then
+      hops=$((hops + 1))
+      [ $hops -le 40 ] || { echo '?'; return; }
+      target=$(readlink "$cur") || { echo '?'; return; }
+      case $target in /*) ;; *) target=${cur%/*}/$target ;; esac
+      rest=${target#/}${rest:+/$rest}
+      cur=
+    fi
+  done
+}
+found=
+if [ -n "$1" ]; then found=$(command -v -- "$1") || found=; fi
+printf '%s\n' "$found"
+shift
+case $found in /*) visit "$found" ;; esac
+for path; do visit "$path"; done
+"#;
+
+/// How a script names its interpreter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Shebang {
+    /// `#!/usr/bin/env NAME`: NAME, found on PATH.
+    Env(String),
+    /// `#!/path/to/interpreter [arg]`.
+    Path(String),
+}
+
+/// The interpreter a file's `#!` line names, if it has one.
+fn shebang(head: &[u8]) -> Option<Shebang> {
+    let line = head.strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    let interpreter = words.next()?.to_string();
+    let rest: Vec<&str> = words.collect();
+    match rest.as_slice() {
+        [name] if interpreter.rsplit('/').next() == Some("env") && !name.starts_with('-') => {
+            Some(Shebang::Env((*name).to_string()))
+        }
+        _ => Some(Shebang::Path(interpreter)),
+    }
+}
+
+/// The ELF interpreter (the dynamic loader) a file names, if it is a dynamically
+/// linked ELF file; an error when it is one whose headers are not in `head`.
+fn elf_interpreter(head: &[u8]) -> Result<Option<String>, String> {
+    if !head.starts_with(b"\x7fELF") {
+        return Ok(None);
+    }
+    let wide = head.get(4) == Some(&2);
+    let big = head.get(5) == Some(&2);
+    let number = |at: usize, len: usize| -> Result<u64, String> {
+        let bytes = head
+            .get(at..at + len)
+            .ok_or_else(|| "its ELF headers are cut short".to_string())?;
+        let fold = |acc: u64, b: &u8| (acc << 8) | u64::from(*b);
+        Ok(if big {
+            bytes.iter().fold(0, fold)
+        } else {
+            bytes.iter().rev().fold(0, fold)
+        })
+    };
+    let word = if wide { 8 } else { 4 };
+    let (phoff, phentsize, phnum) = if wide {
+        (number(0x20, 8)?, number(0x36, 2)?, number(0x38, 2)?)
+    } else {
+        (number(0x1C, 4)?, number(0x2A, 2)?, number(0x2C, 2)?)
+    };
+    for index in 0..phnum {
+        let at = usize::try_from(phoff + index * phentsize).map_err(|e| e.to_string())?;
+        // PT_INTERP: the loader's path, NUL-terminated, in the file.
+        if number(at, 4)? != 3 {
+            continue;
+        }
+        let (offset, size) = (
+            number(at + word, word)?,
+            number(at + if wide { 0x20 } else { 0x10 }, word)?,
+        );
+        let (offset, size) = (
+            usize::try_from(offset).map_err(|e| e.to_string())?,
+            usize::try_from(size).map_err(|e| e.to_string())?,
+        );
+        let bytes = head
+            .get(offset..offset.saturating_add(size))
+            .ok_or_else(|| "its ELF interpreter lies past the bytes read".to_string())?;
+        let path = String::from_utf8_lossy(bytes)
+            .trim_end_matches('\0')
+            .to_string();
+        return Ok(Some(path));
+    }
+    Ok(None)
+}
+
+/// The files a loader's `--list` answer names (absolute paths).
+fn libraries(answer: &str) -> Vec<String> {
+    answer
+        .lines()
+        .filter_map(|line| {
+            let path = match line.split_once("=> ") {
+                Some((_, right)) => right,
+                None => line,
+            };
+            let path = path.split_whitespace().next()?;
+            path.starts_with('/').then(|| path.to_string())
+        })
+        .collect()
+}
+
+/// Reads the tar stream of `docker cp -L <c>:<path> -`: the SHA-256 of its first
+/// entry's content and that content's first bytes; the rest is not read.
+#[derive(Default)]
+struct TarDigest {
+    /// A header (or an extended header's data) not yet complete.
+    pending: Vec<u8>,
+    state: TarState,
+    /// The size a PAX extended header gave the next entry.
+    pax_size: Option<u64>,
+    hasher: Option<ring::digest::Context>,
+    head: Vec<u8>,
+    entry: Option<Result<Content, String>>,
+}
+
+#[derive(Default)]
+enum TarState {
+    #[default]
+    Header,
+    /// An extended header's data (and its padding), `usize` bytes in all; PAX data
+    /// is kept (`bool`) to read its size.
+    Extended(usize, bool),
+    /// The entry's content: bytes left.
+    Content(u64),
+    Done,
+}
+
+const BLOCK: usize = 512;
+/// Largest extended header read.
+const MAX_EXTENDED: usize = 1 << 20;
+
+impl StreamFilter for TarDigest {
+    fn push(&mut self, mut bytes: &[u8]) -> Vec<u8> {
+        while !bytes.is_empty() {
+            match self.state {
+                TarState::Header | TarState::Extended(..) => {
+                    let want = match self.state {
+                        TarState::Extended(len, _) => len,
+                        _ => BLOCK,
+                    };
+                    let take = (want - self.pending.len()).min(bytes.len());
+                    self.pending.extend_from_slice(&bytes[..take]);
+                    bytes = &bytes[take..];
+                    if self.pending.len() == want {
+                        let block = std::mem::take(&mut self.pending);
+                        self.state = match self.state {
+                            TarState::Extended(_, pax) => {
+                                if pax {
+                                    self.pax_size = pax_size(&block).or(self.pax_size);
+                                }
+                                TarState::Header
+                            }
+                            _ => self.header(&block),
+                        };
+                    }
+                }
+                TarState::Content(left) => {
+                    let take = usize::try_from(left).unwrap_or(usize::MAX).min(bytes.len());
+                    let (content, rest) = bytes.split_at(take);
+                    if let Some(hasher) = &mut self.hasher {
+                        hasher.update(content);
+                    }
+                    let room = HEAD.saturating_sub(self.head.len());
+                    self.head
+                        .extend_from_slice(&content[..room.min(content.len())]);
+                    bytes = rest;
+                    let left = left - take as u64;
+                    self.state = TarState::Content(left);
+                    if left == 0 {
+                        self.end_file();
+                    }
+                }
+                TarState::Done => break,
+            }
+        }
+        Vec::new()
+    }
+
+    fn finish(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
+}
+
+impl TarDigest {
+    /// The next state after header `block`.
+    fn header(&mut self, block: &[u8]) -> TarState {
+        if block.iter().all(|&b| b == 0) {
+            self.entry = Some(Ok(Content::Missing));
+            return TarState::Done;
+        }
+        let size = match octal(&block[124..136]) {
+            Some(size) => self.pax_size.take().unwrap_or(size),
+            None => {
+                self.entry = Some(Err("the copy's tar header is not readable".into()));
+                return TarState::Done;
+            }
+        };
+        match block[156] {
+            kind @ (b'x' | b'g' | b'L' | b'K') => {
+                let padded = usize::try_from(size.div_ceil(BLOCK as u64) * BLOCK as u64)
+                    .unwrap_or(usize::MAX);
+                if padded > MAX_EXTENDED {
+                    self.entry = Some(Err("the copy's extended tar header is too large".into()));
+                    return TarState::Done;
+                }
+                TarState::Extended(padded, kind == b'x')
+            }
+            b'0' | 0 | b'7' => {
+                self.hasher = Some(ring::digest::Context::new(&ring::digest::SHA256));
+                if size == 0 {
+                    self.end_file();
+                    return TarState::Done;
+                }
+                TarState::Content(size)
+            }
+            other => {
+                self.entry = Some(Ok(Content::Other(other)));
+                TarState::Done
+            }
+        }
+    }
+
+    fn end_file(&mut self) {
+        if let Some(hasher) = self.hasher.take() {
+            let mut digest = [0u8; 32];
+            digest.copy_from_slice(hasher.finish().as_ref());
+            self.entry = Some(Ok(Content::File(digest)));
+        }
+        self.state = TarState::Done;
+    }
+
+    /// The first entry and its first bytes, once the stream has ended.
+    fn finish_entry(&mut self) -> Result<(Content, Vec<u8>), String> {
+        match self.entry.take() {
+            Some(Ok(content)) => Ok((content, std::mem::take(&mut self.head))),
+            Some(Err(e)) => Err(e),
+            None => Err("the copy ended before its first file did".into()),
+        }
+    }
+}
+
+/// A tar number field: octal digits (spaces and NULs around them), or base-256
+/// when its first byte has the high bit.
+fn octal(field: &[u8]) -> Option<u64> {
+    if field.first().is_some_and(|b| b & 0x80 != 0) {
+        return field[1..]
+            .iter()
+            .try_fold(u64::from(field[0] & 0x7f), |acc, &b| {
+                acc.checked_mul(256).map(|v| v | u64::from(b))
+            });
+    }
+    let text = std::str::from_utf8(field).ok()?;
+    let text = text.trim_matches(|c: char| c == '\0' || c == ' ');
+    if text.is_empty() {
+        return Some(0);
+    }
+    u64::from_str_radix(text, 8).ok()
+}
+
+/// The `size` record of PAX extended header data (`<len> size=<n>\n` records).
+fn pax_size(data: &[u8]) -> Option<u64> {
+    let text = String::from_utf8_lossy(data);
+    text.lines().find_map(|record| {
+        let (_, field) = record.split_once(' ')?;
+        field.strip_prefix("size=")?.parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tar stream as `docker cp` writes it: an optional PAX header, then `content`
+    /// as a file, then more.
+    fn tar(content: &[u8], pax: bool) -> Vec<u8> {
+        let header = |name: &str, kind: u8, size: usize| {
+            let mut block = vec![0u8; BLOCK];
+            block[..name.len()].copy_from_slice(name.as_bytes());
+            let size = format!("{size:011o}\0");
+            block[124..136].copy_from_slice(size.as_bytes());
+            block[156] = kind;
+            block
+        };
+        let pad = |bytes: &mut Vec<u8>| {
+            let len = bytes.len().div_ceil(BLOCK) * BLOCK;
+            bytes.resize(len, 0);
+        };
+        let mut out = Vec::new();
+        if pax {
+            let data = b"30 mtime=1700000000.123456789\n";
+            out.extend(header("PaxHeaders/x", b'x', data.len()));
+            out.extend_from_slice(data);
+            pad(&mut out);
+        }
+        out.extend(header("x", b'0', content.len()));
+        out.extend_from_slice(content);
+        pad(&mut out);
+        out.extend(header("other", b'0', 3));
+        out.extend_from_slice(b"abc");
+        pad(&mut out);
+        out.extend(vec![0u8; 2 * BLOCK]);
+        out
+    }
+
+    fn sha256(bytes: &[u8]) -> [u8; 32] {
+        let mut digest = [0u8; 32];
+        digest.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
+        digest
+    }
+
+    #[test]
+    fn the_first_file_of_a_tar_is_hashed_in_any_chunking() {
+        let content: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        for pax in [false, true] {
+            let stream = tar(&content, pax);
+            for chunk in [1, 7, 512, 4096, stream.len()] {
+                let mut reader = TarDigest::default();
+                for piece in stream.chunks(chunk) {
+                    assert!(reader.push(piece).is_empty());
+                }
+                let (found, head) = reader.finish_entry().unwrap();
+                assert_eq!(found, Content::File(sha256(&content)), "chunk {chunk}");
+                assert_eq!(head, content[..HEAD]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_cut_stream_or_an_empty_one_is_not_a_file() {
+        let stream = tar(b"hello", false);
+        let mut reader = TarDigest::default();
+        reader.push(&stream[..BLOCK + 2]);
+        assert!(reader.finish_entry().is_err());
+        let mut reader = TarDigest::default();
+        reader.push(&[0u8; 2 * BLOCK]);
+        assert_eq!(reader.finish_entry().unwrap().0, Content::Missing);
+    }
+
+    #[test]
+    fn numbers_in_tar_headers() {
+        assert_eq!(octal(b"00000000012\0"), Some(10));
+        assert_eq!(octal(b"     17 \0\0\0\0"), Some(15));
+        assert_eq!(
+            octal(&[0x80, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]),
+            Some(1 << 32)
+        );
+        assert_eq!(octal(b"9\0"), None);
+        assert_eq!(
+            pax_size(b"30 mtime=1.5\n20 size=9000000000\n"),
+            Some(9_000_000_000)
+        );
+    }
+
+    #[test]
+    fn shebang_lines() {
+        assert_eq!(
+            shebang(b"#!/usr/bin/env node\nrequire()"),
+            Some(Shebang::Env("node".into()))
+        );
+        assert_eq!(
+            shebang(b"#!/bin/sh\n"),
+            Some(Shebang::Path("/bin/sh".into()))
+        );
+        assert_eq!(
+            shebang(b"#! /usr/bin/python3 -u\n"),
+            Some(Shebang::Path("/usr/bin/python3".into()))
+        );
+        // env with options is run as written: env is pinned, not what it finds.
+        assert_eq!(
+            shebang(b"#!/usr/bin/env -S node --x\n"),
+            Some(Shebang::Path("/usr/bin/env".into()))
+        );
+        assert_eq!(shebang(b"\x7fELF"), None);
+    }
+
+    #[test]
+    fn the_loader_of_this_test_binary_is_found() {
+        let head: Vec<u8> = std::fs::read(std::env::current_exe().unwrap())
+            .unwrap()
+            .into_iter()
+            .take(HEAD)
+            .collect();
+        let loader = elf_interpreter(&head).unwrap().expect("dynamically linked");
+        assert!(
+            loader.starts_with('/') && loader.contains("ld-"),
+            "{loader}"
+        );
+        assert_eq!(elf_interpreter(b"#!/bin/sh\n"), Ok(None));
+        assert!(elf_interpreter(b"\x7fELF\x02\x01").is_err());
+    }
+
+    #[test]
+    fn the_paths_visited_through_links_are_all_listed() {
+        let root = std::env::temp_dir().join(format!(
+            "agent-runner-visit-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(root.join("usr/bin")).unwrap();
+        std::fs::create_dir_all(root.join("opt/lib")).unwrap();
+        std::fs::write(root.join("usr/bin/dash"), "").unwrap();
+        std::fs::write(root.join("opt/lib/tool"), "").unwrap();
+        let link =
+            |target: &str, at: &str| std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+        link("usr/bin", "bin");
+        link("dash", "usr/bin/sh");
+        link(
+            &root.join("opt/lib/./tool").display().to_string(),
+            "usr/bin/abs",
+        );
+        link("../../opt/lib/tool", "usr/bin/rel");
+        let r = root.display().to_string();
+        let out = std::process::Command::new("sh")
+            .args(["-c", LOOK_SCRIPT, "look", ""])
+            .args([
+                format!("{r}/bin/sh"),
+                format!("{r}/usr/bin/abs"),
+                format!("{r}/usr/bin/rel"),
+            ])
+            .output()
+            .unwrap();
+        let got: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix(&r).map(str::to_string))
+            .filter(|l| !l.is_empty())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                // A link restarts the walk from where it leads.
+                "/bin",
+                "/usr",
+                "/usr/bin",
+                "/usr/bin/sh",
+                "/usr",
+                "/usr/bin",
+                "/usr/bin/dash",
+                "/usr",
+                "/usr/bin",
+                "/usr/bin/abs",
+                "/opt",
+                "/opt/lib",
+                "/opt/lib/tool",
+                "/usr",
+                "/usr/bin",
+                "/usr/bin/rel",
+                "/usr",
+                "/usr/bin",
+                "/opt",
+                "/opt/lib",
+                "/opt/lib/tool",
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn libraries_in_a_loader_s_answer() {
+        let answer = "linux-vdso.so.1\nlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6\n\
+                      /lib64/ld-linux-x86-64.so.2\n/usr/lib/preloaded.so\nlibgone.so => not found";
+        assert_eq!(
+            libraries(answer),
+            [
+                "/lib/x86_64-linux-gnu/libc.so.6",
+                "/lib64/ld-linux-x86-64.so.2",
+                "/usr/lib/preloaded.so"
+            ]
+        );
+    }
+}
