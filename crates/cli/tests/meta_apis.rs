@@ -265,6 +265,13 @@ fn a_task_completes_through_the_messages_api_behind_a_gateway() {
         body["tool_choice"],
         json!({"type": "tool", "name": "next_action"})
     );
+    let note = note(&dir.path, &id);
+    assert!(
+        note.contains(
+            "- Meta: 3 call(s): 7200 tokens in (6000 cached, 900 written to the cache), 150 out (60 reasoning)"
+        ),
+        "{note}"
+    );
     let written = everything_written(&dir.path);
     for secret in [ANTHROPIC_KEY, TEAM_TOKEN] {
         for (what, text) in [
