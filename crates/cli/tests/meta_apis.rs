@@ -386,3 +386,45 @@ fn a_task_completes_through_chat_completions_in_yaml_and_structured() {
         assert_no_container(&id);
     }
 }
+
+/// With a reasoning effort the Messages request turns on extended thinking, whose
+/// budget is the effort, and then lets the model choose the tool (the API refuses a
+/// forced tool with thinking); a refusal there fails with its text too.
+#[test]
+fn extended_thinking_lets_the_model_choose_the_tool_and_a_refusal_ends_the_task() {
+    let dir = Scratch::new("api-thinking");
+    let id = task_id("thinking");
+    let refused = json!({
+        "id": "msg_fake", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "I will not plan this task."}],
+        "stop_reason": "refusal", "stop_sequence": null,
+        "usage": {"input_tokens": 100, "cache_read_input_tokens": 0,
+                  "cache_creation_input_tokens": 0, "output_tokens": 8},
+    });
+    sdk_check("anthropic-messages", "response", &refused.to_string());
+    let server = FakeOpenAi::start(vec![json_answer(200, refused)]);
+    let meta = format!(
+        "    kind: anthropic-messages\n    reasoning_effort: low\n    base_url: {}\n",
+        server.url.trim_end_matches("/v1")
+    );
+    let out = runner(&task(&id, &dir, &meta))
+        .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+        .output();
+    assert_ne!(out.code, Some(0));
+    let got = server.received();
+    assert_eq!(got.len(), 1, "a refusal is not asked again");
+    check_requests("anthropic-messages", &got);
+    let body = got[0].json();
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
+    assert_eq!(body["tool_choice"], json!({"type": "auto"}));
+    assert_eq!(body["max_tokens"], 8192 + 2048);
+    assert!(
+        out.stderr.contains("I will not plan this task."),
+        "{}",
+        out.stderr
+    );
+    assert_no_container(&id);
+}
