@@ -7,9 +7,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agent_runner_core::secret::{Redactor, Secret};
-use agent_runner_meta::MetaError;
-use agent_runner_meta::openai::OpenAiChat;
+use agent_runner_meta::openai_chat::OpenAiChat;
 use agent_runner_meta::scripted::Scripted;
+use agent_runner_meta::{HttpMeta, MetaError};
 use agent_runner_run::context::TaskContext;
 use agent_runner_run::runner::Action;
 use agent_runner_run::runner::meta::{Meta, MetaAgent};
@@ -43,9 +43,9 @@ fn agent(
     server: &FakeOpenAi,
     temperature: Option<f64>,
     timeout: Duration,
-) -> MetaAgent<OpenAiChat> {
+) -> MetaAgent<HttpMeta<OpenAiChat>> {
     let key = Secret::new(KEY.into());
-    let chat = OpenAiChat::new(&server.url, "test-model", temperature, key.clone(), timeout)
+    let chat = OpenAiChat::backend(&server.url, "test-model", temperature, key.clone(), timeout)
         .with_backoff(Duration::from_millis(50));
     MetaAgent::new(chat, None, Redactor::new([&key]))
 }
