@@ -11,6 +11,7 @@ mod dependencies;
 mod doctor;
 mod egress;
 mod isolation;
+mod meta_apis;
 mod orchestrator;
 mod pipeline;
 mod plan;

@@ -5,18 +5,16 @@
 //! `anthropic` Python packages, testdata/meta-sdk/check.py, installed by
 //! `make test-env`): a missing SDK fails the test.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
-
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::docker::TEST_IMAGE;
 use support::fake_openai::{Answer, FakeOpenAi, Received};
-use support::task::{assert_no_container, everything_written, note, task_id};
+use support::task::{assert_no_container, e2e_task, everything_written, note, task_id};
+use support::task_yaml::TaskYaml;
 use support::{Run, Scratch};
 
 const OPENAI_KEY: &str = "sk-responses-test-key-0123456789abcdef";
@@ -115,17 +113,19 @@ fn message(reply: &Value) -> Answer {
     json_answer(200, body)
 }
 
-fn task(id: &str, repo: &Scratch, meta: &str) -> String {
-    format!(
-        "version: 1\ntask:\n  id: {id}\n  title: Meta APIs {id}\n  repo: {}\n  prd:\n    text: Make out.txt say ok.\n  test:\n    command: grep -qx ok out.txt\nrunner:\n  meta:\n{meta}  worker:\n    docker_image: {TEST_IMAGE}\n    network: none\n",
-        repo.path.display()
-    )
+/// Task `id` in `dir` (out.txt to say ok, and its test), Meta of `kind` at `base_url`.
+fn api_task(id: &str, dir: &Scratch, kind: &str, base_url: &str) -> TaskYaml {
+    e2e_task(id, &dir.path)
+        .set("task.title", format!("Meta APIs {id}"))
+        .test("grep -qx ok out.txt")
+        .set("runner.meta.kind", kind)
+        .set("runner.meta.base_url", base_url)
 }
 
-fn runner(yaml: &str) -> Run {
+fn runner(yaml: &TaskYaml) -> Run {
     Run::new(&["run", "--json"])
         .env("AGENT_RUNNER_META_BACKOFF_MS", "10")
-        .stdin(yaml)
+        .stdin(yaml.to_string())
 }
 
 fn result(out: &support::Outcome) -> Value {
@@ -153,8 +153,7 @@ fn a_task_completes_through_the_responses_api_with_the_default_model() {
         "AGENTS.md",
         format!("Run the tests with make. Never print {OPENAI_KEY}.\n"),
     );
-    let meta = format!("    kind: openai-responses\n    base_url: {}\n", server.url);
-    let out = runner(&task(&id, &dir, &meta))
+    let out = runner(&api_task(&id, &dir, "openai-responses", &server.url))
         .env("OPENAI_API_KEY", OPENAI_KEY)
         .output();
     out.code(0);
@@ -223,10 +222,9 @@ fn a_task_completes_through_the_messages_api_behind_a_gateway() {
         message(&assess()),
     ]);
     let base = server.url.trim_end_matches("/v1");
-    let meta = format!(
-        "    kind: anthropic-messages\n    base_url: {base}\n    headers:\n      X-Team: env:TEAM_TOKEN\n"
-    );
-    let out = runner(&task(&id, &dir, &meta))
+    let yaml = api_task(&id, &dir, "anthropic-messages", base)
+        .set("runner.meta.headers.X-Team", "env:TEAM_TOKEN");
+    let out = runner(&yaml)
         .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
         .env("TEAM_TOKEN", TEAM_TOKEN)
         .output();
@@ -303,8 +301,7 @@ fn a_refusal_fails_the_task_with_its_text() {
     });
     sdk_check("openai-responses", "response", &refused.to_string());
     let server = FakeOpenAi::start(vec![json_answer(200, refused)]);
-    let meta = format!("    kind: openai-responses\n    base_url: {}\n", server.url);
-    let out = runner(&task(&id, &dir, &meta))
+    let out = runner(&api_task(&id, &dir, "openai-responses", &server.url))
         .env("OPENAI_API_KEY", OPENAI_KEY)
         .output();
     assert_ne!(out.code, Some(0));
@@ -328,13 +325,9 @@ fn an_unknown_model_fails_at_once_naming_model_kind_and_fix() {
         json!({"error": {"message": "The model `gpt-9-imaginary` does not exist or you do not have access to it.",
                          "type": "invalid_request_error", "param": null, "code": "model_not_found"}}),
     )]);
-    let meta = format!(
-        "    kind: openai-responses\n    model: gpt-9-imaginary\n    base_url: {}\n",
-        server.url
-    );
-    let out = runner(&task(&id, &dir, &meta))
-        .env("OPENAI_API_KEY", OPENAI_KEY)
-        .output();
+    let yaml = api_task(&id, &dir, "openai-responses", &server.url)
+        .set("runner.meta.model", "gpt-9-imaginary");
+    let out = runner(&yaml).env("OPENAI_API_KEY", OPENAI_KEY).output();
     assert_ne!(out.code, Some(0));
     assert_eq!(server.received().len(), 1, "not retried");
     for said in [
@@ -366,13 +359,10 @@ fn a_task_completes_through_chat_completions_in_yaml_and_structured() {
             )
         };
         let server = FakeOpenAi::start(vec![plan, next, done]);
-        let meta = format!(
-            "    kind: openai-chat\n    model: gpt-4.1\n    structured: {structured}\n    base_url: {}\n",
-            server.url
-        );
-        let out = runner(&task(&id, &dir, &meta))
-            .env("OPENAI_API_KEY", OPENAI_KEY)
-            .output();
+        let yaml = api_task(&id, &dir, "openai-chat", &server.url)
+            .set("runner.meta.model", "gpt-4.1")
+            .set("runner.meta.structured", structured);
+        let out = runner(&yaml).env("OPENAI_API_KEY", OPENAI_KEY).output();
         out.code(0);
         assert_eq!(result(&out)["state"], "COMPLETE");
         let got = server.received();
@@ -403,11 +393,14 @@ fn extended_thinking_lets_the_model_choose_the_tool_and_a_refusal_ends_the_task(
     });
     sdk_check("anthropic-messages", "response", &refused.to_string());
     let server = FakeOpenAi::start(vec![json_answer(200, refused)]);
-    let meta = format!(
-        "    kind: anthropic-messages\n    reasoning_effort: low\n    base_url: {}\n",
-        server.url.trim_end_matches("/v1")
-    );
-    let out = runner(&task(&id, &dir, &meta))
+    let yaml = api_task(
+        &id,
+        &dir,
+        "anthropic-messages",
+        server.url.trim_end_matches("/v1"),
+    )
+    .set("runner.meta.reasoning_effort", "low");
+    let out = runner(&yaml)
         .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
         .output();
     assert_ne!(out.code, Some(0));
