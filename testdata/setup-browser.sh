@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Browser for the web view's tests (crates/cli/tests/browser.rs): Debian's chromium and
+# Browser for the web view's tests (crates/cli/tests/docker/browser.rs): Debian's chromium and
 # chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver), and a Japanese font so
 # that screenshots show the golden test's prompt. Installed with apt-get when we are
 # root on Debian; otherwise says what is missing: `make test` then does not run the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Test environment, part 2: the real worker image agent-runner-codex:latest (real codex
-# from npm) for crates/cli/tests/real_codex.rs, built by sandbox/build.sh and cached by the hash
+# from npm) for crates/cli/tests/image/real_codex.rs, built by sandbox/build.sh and cached by the hash
 # of its recipe, so an unchanged image costs well under a second.
 # Under CI (testdata/ci.sh) a failed build fails `make test`. Elsewhere it is a
 # warning, and `make test` does not run the tests that need the image (and says so).

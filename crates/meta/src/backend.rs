@@ -1,6 +1,6 @@
-//! What answers a conversation: the OpenAI Chat Completions API or a script of
-//! replies. A backend retries its own transport faults; what it returns is a reply
-//! text, or an error after giving up.
+//! What answers a conversation: an HTTP API (`http`), a script of replies, or
+//! codex in the sandbox. A backend retries its own transport faults; what it
+//! returns is a reply text, or an error after giving up.
 
 use serde::Serialize;
 
@@ -22,6 +22,21 @@ pub struct Completion {
     pub(crate) text: String,
     pub(crate) attempts: u32,
     pub(crate) usage: Option<Tokens>,
+    /// What the backend itself found wrong with the reply (not the tool call it
+    /// was to make): the conversation asks again, as for a reply that does not
+    /// parse.
+    pub(crate) problem: Option<String>,
+}
+
+/// How a backend holds a model to a reply's type, which says how to ask again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// A YAML text, as the system prompt shows (the seed's protocol).
+    Yaml,
+    /// A JSON object the API holds to the reply's JSON Schema.
+    Schema,
+    /// The input of a tool call whose schema is the reply's.
+    Tool,
 }
 
 /// A backend that gave up (after its own retries).
@@ -40,16 +55,17 @@ pub struct ReplyFormat {
 
 /// Something that answers a conversation with a reply text.
 pub trait ChatBackend {
-    fn complete(&mut self, messages: &[ChatMessage]) -> Result<Completion, BackendError>;
-
-    /// `complete`, for a backend that can hold the model to the reply's schema
-    /// (the codex-cli provider); others ignore it.
-    fn complete_for(
+    /// The reply to `messages`, of the type and schema `reply` says (a backend
+    /// that can hold the model to the schema does; others ignore it).
+    fn complete(
         &mut self,
         messages: &[ChatMessage],
-        _reply: &ReplyFormat,
-    ) -> Result<Completion, BackendError> {
-        self.complete(messages)
+        reply: &ReplyFormat,
+    ) -> Result<Completion, BackendError>;
+
+    /// How this backend holds the model to a reply's type.
+    fn form(&self) -> Form {
+        Form::Yaml
     }
 
     /// The stop request this backend gives up on; a reply's parse gives up on it too.
@@ -61,5 +77,27 @@ pub trait ChatBackend {
     /// (a script of replies costs nothing).
     fn model(&self) -> Option<&str> {
         None
+    }
+}
+
+impl<B: ChatBackend + ?Sized> ChatBackend for Box<B> {
+    fn complete(
+        &mut self,
+        messages: &[ChatMessage],
+        reply: &ReplyFormat,
+    ) -> Result<Completion, BackendError> {
+        (**self).complete(messages, reply)
+    }
+
+    fn form(&self) -> Form {
+        (**self).form()
+    }
+
+    fn interrupt(&self) -> Interrupt {
+        (**self).interrupt()
+    }
+
+    fn model(&self) -> Option<&str> {
+        (**self).model()
     }
 }

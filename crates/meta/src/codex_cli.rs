@@ -16,14 +16,14 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::{BackendError, ChatBackend, ChatMessage, Completion, MetaError, ReplyFormat};
+use super::{BackendError, ChatBackend, ChatMessage, Completion, Form, MetaError, ReplyFormat};
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::usage::Tokens;
 use agent_runner_sandbox::agent::RunOutcome;
-use agent_runner_sandbox::task::{MetaBackend, Task};
+use agent_runner_sandbox::task::{MetaBackend, MetaSettings, WorkerSettings};
 use agent_runner_sandbox::worker::SandboxError;
 use agent_runner_sandbox::worker::scratch::{AskError, Scratch, ScratchConfig};
 
@@ -48,26 +48,30 @@ pub struct CodexCli {
 }
 
 impl CodexCli {
-    /// Meta's codex for `task`, whose Meta must be `kind: codex-cli` (None
-    /// otherwise), working in `dir` (removed afterwards when `remove_after`), its
-    /// run logs in `logs` (default: in `dir`).
-    pub fn for_task(
-        task: &Task,
+    /// Meta's codex with `meta` (which must be `kind: codex-cli`: None otherwise)
+    /// beside `worker`, its container named after `task_id`, working in `dir`
+    /// (removed afterwards when `remove_after`), its run logs in `logs` (default: in
+    /// `dir`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        meta: &MetaSettings,
+        worker: &WorkerSettings,
+        task_id: &str,
         dir: PathBuf,
         remove_after: bool,
         logs: Option<Dir>,
         redactor: Redactor,
         interrupt: Interrupt,
     ) -> Option<CodexCli> {
-        let MetaBackend::CodexCli(codex) = &task.meta.backend else {
+        let MetaBackend::CodexCli(codex) = &meta.backend else {
             return None;
         };
         let config = ScratchConfig {
-            task_id: task.id.clone(),
+            task_id: task_id.to_string(),
             dir,
             remove_after,
             logs,
-            worker: codex.worker_settings(&task.worker, task.meta.timeout),
+            worker: codex.worker_settings(worker, meta.timeout),
             login: codex.login.clone(),
             redactor,
             interrupt,
@@ -76,7 +80,7 @@ impl CodexCli {
             model: config.worker.model.clone(),
             config: Some(config),
             scratch: None,
-            per_call: task.meta.timeout,
+            per_call: meta.timeout,
             deadline: None,
             task_deadline: Deadline::none(),
             interrupt,
@@ -179,26 +183,24 @@ impl Drop for CodexCli {
 }
 
 impl ChatBackend for CodexCli {
-    fn complete(&mut self, _messages: &[ChatMessage]) -> Result<Completion, BackendError> {
-        Err(BackendError {
-            error: MetaError::Failed("the codex-cli provider needs the reply's schema".into()),
-            attempts: 0,
-        })
-    }
-
-    fn complete_for(
+    fn complete(
         &mut self,
         messages: &[ChatMessage],
         reply: &ReplyFormat,
     ) -> Result<Completion, BackendError> {
         match self.ask(&prompt(messages, reply.kind), reply) {
             Ok((text, usage)) => Ok(Completion {
-                text: without_nulls(&text),
+                text: super::reply::without_nulls(&text),
                 attempts: 1,
                 usage,
+                problem: None,
             }),
             Err(error) => Err(BackendError { error, attempts: 1 }),
         }
+    }
+
+    fn form(&self) -> Form {
+        Form::Schema
     }
 
     fn interrupt(&self) -> Interrupt {
@@ -237,30 +239,6 @@ pub(crate) fn prompt(messages: &[ChatMessage], kind: &str) -> String {
         }
     }
     out
-}
-
-/// A JSON reply without its null members (strict mode's way of leaving a field
-/// out); anything else as it is.
-fn without_nulls(text: &str) -> String {
-    let body = super::reply::strip_fence(text);
-    match serde_json::from_str::<serde_json::Value>(body) {
-        Ok(mut value) => {
-            drop_nulls(&mut value);
-            value.to_string()
-        }
-        Err(_) => text.to_string(),
-    }
-}
-
-fn drop_nulls(value: &mut serde_json::Value) {
-    match value {
-        serde_json::Value::Object(map) => {
-            map.retain(|_, v| !v.is_null());
-            map.values_mut().for_each(drop_nulls);
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(drop_nulls),
-        _ => {}
-    }
 }
 
 #[cfg(test)]
@@ -304,8 +282,10 @@ mod tests {
             "runner:\n  meta: {kind: codex-cli}\n  worker: {docker_image: 'no-such-image:0'}\n",
         );
         let dir = std::env::temp_dir().join(format!("ar-codex-cli-{}", uuid::Uuid::new_v4()));
-        let mut chat = CodexCli::for_task(
-            &task,
+        let mut chat = CodexCli::new(
+            &task.meta,
+            &task.worker,
+            &task.id,
             dir.clone(),
             true,
             None,
@@ -318,7 +298,7 @@ mod tests {
             kind: "plan_task",
             schema: crate::messages::plan_task(),
         };
-        let error = chat.complete_for(&[], &format).unwrap_err();
+        let error = chat.complete(&[], &format).unwrap_err();
         assert_eq!(
             error.error,
             MetaError::Failed("the request took longer than its 15 min".into())
@@ -326,16 +306,5 @@ mod tests {
         assert!(chat.scratch.is_none(), "no sandbox was started");
         drop(chat);
         assert!(!dir.exists());
-    }
-
-    #[test]
-    fn nulls_are_left_out_and_other_text_kept() {
-        assert_eq!(
-            without_nulls(
-                r#"{"type":"next_action","worker_call":null,"d":{"a":null,"b":[1,null]}}"#
-            ),
-            r#"{"d":{"b":[1,null]},"type":"next_action"}"#
-        );
-        assert_eq!(without_nulls("type: x\n"), "type: x\n");
     }
 }

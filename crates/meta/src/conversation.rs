@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::backend::{ChatBackend, ChatMessage, ReplyFormat};
+use super::backend::{ChatBackend, ChatMessage, Form, ReplyFormat};
 use super::reply::{Reply, parse_reply_masked};
 use super::{MetaCall, MetaError, MetaOutcome};
 use agent_runner_core::secret::Redactor;
@@ -82,7 +82,7 @@ pub fn ask_within<T: Reply, U>(
     };
     let mut problem = String::new();
     for round in 0..=MAX_REASKS {
-        let completion = match backend.complete_for(&messages, &format) {
+        let completion = match backend.complete(&messages, &format) {
             Ok(completion) => completion,
             Err(e) => {
                 call.attempts += e.attempts;
@@ -95,8 +95,11 @@ pub fn ask_within<T: Reply, U>(
         }
         let kept = cut(&redactor.redact(&completion.text), MAX_REPLY_KEPT);
         call.replies.push(kept.clone());
-        let Some(parsed) = parse_reply_masked::<T>(&completion.text, redactor, backend.interrupt())
-        else {
+        let parsed = match completion.problem {
+            Some(problem) => Some(Err(problem)),
+            None => parse_reply_masked::<T>(&completion.text, redactor, backend.interrupt()),
+        };
+        let Some(parsed) = parsed else {
             return finish(call, clock, Err(MetaError::Interrupted), redactor);
         };
         match parsed.and_then(&mut check) {
@@ -109,14 +112,21 @@ pub fn ask_within<T: Reply, U>(
                         return finish(call, clock, Err(MetaError::Failed(error)), redactor);
                     }
                     log::warn!("meta {kind}: invalid reply ({problem}); asking again");
+                    // An API may refuse an empty turn (Anthropic's does).
+                    let said = if kept.trim().is_empty() {
+                        "(an empty reply)".to_string()
+                    } else {
+                        kept
+                    };
                     messages.push(ChatMessage {
                         role: "assistant",
-                        content: kept,
+                        content: said,
                     });
                     messages.push(ChatMessage {
                         role: "user",
                         content: format!(
-                            "Your reply was invalid: {problem}\nAnswer again with exactly one YAML document of type {kind}, following the schema, without code fences or prose."
+                            "Your reply was invalid: {problem}\n{}",
+                            answer_again(backend.form(), kind)
                         ),
                     });
                 }
@@ -132,6 +142,21 @@ pub fn ask_within<T: Reply, U>(
         "no valid {kind} reply after {MAX_REASKS} re-asks: {problem}; the last reply began: {start:?}"
     ));
     finish(call, clock, Err(error), redactor)
+}
+
+/// How to answer again, in the form `form` holds a reply to.
+fn answer_again(form: Form, kind: &str) -> String {
+    match form {
+        Form::Yaml => format!(
+            "Answer again with exactly one YAML document of type {kind}, following the schema, without code fences or prose."
+        ),
+        Form::Schema => {
+            format!("Answer again with one JSON object of type {kind}, following the schema.")
+        }
+        Form::Tool => {
+            format!("Answer again by calling the tool {kind} once, its input following the schema.")
+        }
+    }
 }
 
 fn finish<T>(

@@ -87,6 +87,30 @@ pub fn strip_fence(text: &str) -> &str {
     }
 }
 
+/// A JSON reply without its null members (strict mode's way of leaving a field
+/// out); anything else as it is.
+pub(crate) fn without_nulls(text: &str) -> String {
+    let body = strip_fence(text);
+    match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(mut value) => {
+            drop_nulls(&mut value);
+            value.to_string()
+        }
+        Err(_) => text.to_string(),
+    }
+}
+
+fn drop_nulls(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
 /// A reply document decoded into `T`, the serde error as the problem.
 pub fn decode<T: for<'de> Deserialize<'de>>(value: Value) -> Result<T, String> {
     serde_norway::from_value(value).map_err(|e| e.to_string())
@@ -122,6 +146,17 @@ mod tests {
                 .contains("YAML tag !secret refused")
         );
         assert!(parse_reply::<Any>("type: any\nx: {a: [1, {b: 2}]}").is_ok());
+    }
+
+    #[test]
+    fn nulls_are_left_out_and_other_text_kept() {
+        assert_eq!(
+            without_nulls(
+                r#"{"type":"next_action","worker_call":null,"d":{"a":null,"b":[1,null]}}"#
+            ),
+            r#"{"d":{"b":[1,null]},"type":"next_action"}"#
+        );
+        assert_eq!(without_nulls("type: x\n"), "type: x\n");
     }
 
     #[test]

@@ -47,41 +47,89 @@ pub fn nullable(schema: Value) -> Value {
     json!({"anyOf": [schema, {"type": "null"}]})
 }
 
-/// Whether `schema` keeps strict mode's rules, everywhere in it; the first place
-/// that does not, otherwise.
+/// The keywords strict mode accepts (OpenAI's structured outputs; Anthropic
+/// takes any JSON Schema).
+const STRICT_KEYWORDS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "anyOf",
+    "description",
+    "title",
+    "$defs",
+    "$ref",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minItems",
+    "maxItems",
+];
+/// Strict mode's deepest nesting of objects.
+const MAX_DEPTH: usize = 10;
+
+/// Whether `schema` keeps strict mode's rules, everywhere in it: the root an
+/// object; every object lists all its properties as required and allows no
+/// others; only the keywords strict mode knows; objects nested at most 10 deep.
+/// The first place that does not, otherwise.
 pub fn check_strict(schema: &Value, at: &str) -> Result<(), String> {
-    match schema {
-        Value::Object(map) => {
-            if map.get("type") == Some(&json!("object")) {
-                let properties = map
-                    .get("properties")
-                    .and_then(Value::as_object)
-                    .ok_or(format!("{at}: an object without properties"))?;
-                if map.get("additionalProperties") != Some(&json!(false)) {
-                    return Err(format!("{at}: additionalProperties is not false"));
-                }
-                let required: Vec<&str> = map
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .map(|r| r.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                for name in properties.keys() {
-                    if !required.contains(&name.as_str()) {
-                        return Err(format!("{at}.{name}: not required"));
-                    }
-                }
-            }
-            for (key, value) in map {
-                check_strict(value, &format!("{at}/{key}"))?;
-            }
-            Ok(())
-        }
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .try_for_each(|(n, item)| check_strict(item, &format!("{at}[{n}]"))),
-        _ => Ok(()),
+    if schema.get("type") != Some(&json!("object")) {
+        return Err(format!("{at}: the root is not an object"));
     }
+    check_node(schema, at, 0)
+}
+
+fn check_node(schema: &Value, at: &str, depth: usize) -> Result<(), String> {
+    let Value::Object(map) = schema else {
+        return Err(format!("{at}: not a schema"));
+    };
+    if let Some(key) = map.keys().find(|k| !STRICT_KEYWORDS.contains(&k.as_str())) {
+        return Err(format!("{at}: `{key}` is no keyword of strict mode"));
+    }
+    let mut depth = depth;
+    if map.get("type") == Some(&json!("object")) {
+        depth += 1;
+        if depth > MAX_DEPTH {
+            return Err(format!("{at}: objects nested deeper than {MAX_DEPTH}"));
+        }
+        let properties = map
+            .get("properties")
+            .and_then(Value::as_object)
+            .ok_or(format!("{at}: an object without properties"))?;
+        if map.get("additionalProperties") != Some(&json!(false)) {
+            return Err(format!("{at}: additionalProperties is not false"));
+        }
+        let required: Vec<&str> = map
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for (name, property) in properties {
+            if !required.contains(&name.as_str()) {
+                return Err(format!("{at}.{name}: not required"));
+            }
+            check_node(property, &format!("{at}.{name}"), depth)?;
+        }
+    }
+    if let Some(items) = map.get("items") {
+        check_node(items, &format!("{at}[]"), depth)?;
+    }
+    if let Some(options) = map.get("anyOf") {
+        let options = options
+            .as_array()
+            .ok_or(format!("{at}: anyOf is not a list"))?;
+        for (n, option) in options.iter().enumerate() {
+            check_node(option, &format!("{at}|{n}"), depth)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -96,6 +144,24 @@ mod tests {
         let loose = json!({"type": "object", "properties": {"a": {}}, "required": [], "additionalProperties": false});
         assert_eq!(check_strict(&loose, "x"), Err("x.a: not required".into()));
         let open = json!({"type": "object", "properties": {}, "required": []});
-        assert!(check_strict(&list(open), "").is_err());
+        assert!(check_strict(&object(&[("a", list(open))]), "").is_err());
+        assert_eq!(
+            check_strict(&list(text()), "r"),
+            Err("r: the root is not an object".into())
+        );
+        let loose_string = json!({"type": "string", "minLength": 1});
+        assert_eq!(
+            check_strict(&object(&[("s", loose_string)]), ""),
+            Err(".s: `minLength` is no keyword of strict mode".into())
+        );
+        let mut deep = object(&[("leaf", text())]);
+        for _ in 0..10 {
+            deep = object(&[("x", nullable(deep))]);
+        }
+        assert!(
+            check_strict(&deep, "")
+                .unwrap_err()
+                .contains("deeper than 10")
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_norway::Value;
 
-use super::{BackendError, ChatBackend, ChatMessage, Completion, MetaError};
+use super::{BackendError, ChatBackend, ChatMessage, Completion, MetaError, ReplyFormat};
 
 /// Replies from a script file.
 #[derive(Debug)]
@@ -55,12 +55,17 @@ impl Scripted {
 }
 
 impl ChatBackend for Scripted {
-    fn complete(&mut self, _messages: &[ChatMessage]) -> Result<Completion, BackendError> {
+    fn complete(
+        &mut self,
+        _messages: &[ChatMessage],
+        _reply: &ReplyFormat,
+    ) -> Result<Completion, BackendError> {
         match self.replies.pop_front() {
             Some(text) => Ok(Completion {
                 text,
                 attempts: 1,
                 usage: Some(Default::default()),
+                problem: None,
             }),
             None => Err(BackendError {
                 error: MetaError::Failed(format!(

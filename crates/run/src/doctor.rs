@@ -130,7 +130,7 @@ impl Target {
             image: worker.docker_image.clone(),
             network: worker.network,
             meta_url: match &task.meta.backend {
-                MetaBackend::OpenAiChat { base_url, .. } => Some(base_url.clone()),
+                MetaBackend::Api(api) => Some(api.base_url.clone()),
                 MetaBackend::Scripted { .. } | MetaBackend::CodexCli(_) => None,
             },
             meta_in_sandbox: matches!(task.meta.backend, MetaBackend::CodexCli(_)),

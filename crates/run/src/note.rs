@@ -151,8 +151,17 @@ fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         inline(&task.repo.display().to_string())
     )?;
     let meta = match &task.meta.backend {
-        MetaBackend::OpenAiChat { base_url, .. } => {
-            format!("openai-chat, model {} at {base_url}", task.meta.model)
+        MetaBackend::Api(api) => {
+            let effort = match &task.meta.reasoning_effort {
+                Some(effort) => format!(", reasoning effort {}", effort.level.as_str()),
+                None => String::new(),
+            };
+            format!(
+                "{}, model {}{effort} at {}",
+                api.wire.as_str(),
+                task.meta.model,
+                api.base_url
+            )
         }
         MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
         MetaBackend::CodexCli(_) => {
@@ -280,6 +289,23 @@ fn execution_log(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     usage_and_budget(out, ctx)
 }
 
+/// `1200 in (300 cached), 60 out`; the counts only some APIs report (tokens
+/// written to the cache, reasoning tokens) when there are any.
+fn token_counts(t: &agent_runner_core::usage::Tokens, unit: &str) -> String {
+    let written = match t.cache_write_input_tokens {
+        0 => String::new(),
+        n => format!(", {n} written to the cache"),
+    };
+    let reasoning = match t.reasoning_tokens {
+        0 => String::new(),
+        n => format!(" ({n} reasoning)"),
+    };
+    format!(
+        "{}{unit} in ({} cached{written}), {} out{reasoning}",
+        t.input_tokens, t.cached_input_tokens, t.output_tokens
+    )
+}
+
 /// Section 4.4: what the task's paid calls used and cost, and its limits (SPEC §15).
 fn usage_and_budget(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     writeln!(out, "\n### 4.4 Usage and Budget\n")?;
@@ -290,10 +316,7 @@ fn usage_and_budget(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         } else {
             String::new()
         };
-        format!(
-            "{calls} {what}: {} tokens in ({} cached), {} out{missing}",
-            t.input_tokens, t.cached_input_tokens, t.output_tokens
-        )
+        format!("{calls} {what}: {}{missing}", token_counts(t, " tokens"))
     };
     writeln!(
         out,
@@ -614,10 +637,8 @@ fn usage_line(usage: &Usage, pricing: &Pricing) -> String {
     };
     match &usage.tokens {
         Some(t) => format!(
-            "Tokens: {} in ({} cached), {} out; model {model}, cost {}{whose}",
-            t.input_tokens,
-            t.cached_input_tokens,
-            t.output_tokens,
+            "Tokens: {}; model {model}, cost {}{whose}",
+            token_counts(t, ""),
             cost(pricing.cost(usage))
         ),
         None => format!("Tokens: not reported; model {model}"),
@@ -819,6 +840,7 @@ mod tests {
                 input_tokens: 10,
                 cached_input_tokens: 4,
                 output_tokens: 3,
+                ..Default::default()
             }),
             reported_cost_usd: Some(0.25),
         };
@@ -832,6 +854,7 @@ mod tests {
                 agent_runner_core::usage::Price {
                     input: 1e6,
                     cached_input: 1e6,
+                    cache_write: 1e6,
                     output: 1e6,
                 },
             )]

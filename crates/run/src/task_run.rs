@@ -24,9 +24,7 @@ use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::task_lock::TaskLock;
-use agent_runner_meta::codex_cli::CodexCli;
-use agent_runner_meta::openai::OpenAiChat;
-use agent_runner_meta::scripted::Scripted;
+use agent_runner_meta::{CodexScratch, Opening};
 use agent_runner_sandbox::events::Events;
 use agent_runner_sandbox::task::{InputError, MetaBackend, Task};
 use agent_runner_sandbox::worker::docker::{Continuation, DockerSandbox, SandboxConfig};
@@ -55,52 +53,30 @@ pub fn run_task(
     let prepared = Prepared::new(&task, resume)?;
     let system_prompt = task.meta.system_prompt.clone();
     let deadline = prepared.deadline;
-    match &task.meta.backend {
-        MetaBackend::OpenAiChat { base_url, api_key } => {
-            let chat = OpenAiChat::new(
-                base_url,
-                &task.meta.model,
-                task.meta.temperature,
-                api_key.value.clone(),
-                task.meta.timeout,
-            )
-            .interruptible(interrupt)
-            .until(deadline)
-            .masking(redactor.clone());
-            let meta = MetaAgent::new(chat, system_prompt, redactor.clone());
-            execute(task, meta, prepared, redactor, interrupt)
-        }
-        MetaBackend::Scripted { script } => match Scripted::load(script) {
-            Ok(scripted) => {
-                let meta = MetaAgent::new(scripted, system_prompt, redactor.clone());
-                execute(task, meta, prepared, redactor, interrupt)
-            }
-            Err(e) => Err(Error::MetaSettings(InputError::new(
-                "runner.meta.script",
-                e,
-            ))),
-        },
-        MetaBackend::CodexCli(_) => {
-            // A scratch directory of its own, outside the repository; its runs' logs
-            // beside the worker's.
-            let dir = std::env::temp_dir().join(format!(
-                "agent-runner-meta-{}-{}",
-                task.id,
-                uuid::Uuid::new_v4().simple()
-            ));
-            let logs = prepared.logs.subdir("meta").ok();
-            let Some(chat) =
-                CodexCli::for_task(&task, dir, true, logs, redactor.clone(), interrupt)
-            else {
-                return Err(Error::MetaSettings(InputError::new(
-                    "runner.meta.kind",
-                    "not codex-cli",
-                )));
-            };
-            let meta = MetaAgent::new(chat.until(deadline), system_prompt, redactor.clone());
-            execute(task, meta, prepared, redactor, interrupt)
-        }
-    }
+    // Meta's codex: a scratch directory of its own, outside the repository; its
+    // runs' logs beside the worker's.
+    let scratch = CodexScratch {
+        dir: std::env::temp_dir().join(format!(
+            "agent-runner-meta-{}-{}",
+            task.id,
+            uuid::Uuid::new_v4().simple()
+        )),
+        remove_after: true,
+        logs: prepared.logs.subdir("meta").ok(),
+        within: None,
+    };
+    let backend = agent_runner_meta::open(Opening {
+        meta: &task.meta,
+        worker: &task.worker,
+        task_id: &task.id,
+        redactor: redactor.clone(),
+        interrupt,
+        deadline,
+        scratch,
+    })
+    .map_err(|e| Error::MetaSettings(InputError::new(e.field, e.message)))?;
+    let meta = MetaAgent::new(backend, system_prompt, redactor.clone());
+    execute(task, meta, prepared, redactor, interrupt)
 }
 
 /// What a run holds before it starts: our directory, the task's lock, its log
@@ -249,7 +225,7 @@ fn execute(
 /// Meta as the log names it.
 fn meta_name(task: &Task) -> String {
     match &task.meta.backend {
-        MetaBackend::OpenAiChat { .. } => task.meta.model.clone(),
+        MetaBackend::Api(api) => format!("{} ({})", api.wire.as_str(), task.meta.model),
         MetaBackend::Scripted { script } => format!("scripted ({})", script.display()),
         MetaBackend::CodexCli(_) => format!("codex-cli ({})", task.meta.model),
     }

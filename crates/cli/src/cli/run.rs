@@ -9,7 +9,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_run::result::RunResult;
 use agent_runner_run::task_run::{Ran, run_task};
-use agent_runner_sandbox::task::{InputError, MetaBackend, Task};
+use agent_runner_sandbox::task::{InputError, Task};
 
 use super::{read_task, report, write_stdout};
 
@@ -66,10 +66,9 @@ fn override_meta_model(task: &mut Task, model: &str) -> Result<(), InputError> {
     if model.trim().is_empty() {
         return Err(InputError::new("--meta-model", "must not be empty"));
     }
-    task.meta.model = model.to_string();
-    if let MetaBackend::CodexCli(codex) = &mut task.meta.backend {
-        codex.model = Some(model.to_string());
-    }
+    task.meta
+        .set_model(model)
+        .map_err(|e| InputError::new("--meta-model", e))?;
     match agent_runner_sandbox::task::unpriced(&task.bounds, &task.meta, &task.worker) {
         Some(problem) => Err(InputError::new("--meta-model", problem.message)),
         None => Ok(()),

@@ -8,16 +8,10 @@
 //! JSON body. Claude Code 2.1.330 was run against it (testdata/claude/). Requests are
 //! recorded for assertions.
 
-use std::io::{BufReader, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
-pub use super::fake_openai::Received;
-use super::fake_openai::read_request;
+pub use super::server::Received;
+use super::server::{Conn, Next, Protocol, Script, Server, event};
 
 /// One scripted answer to a `POST /v1/messages`.
 #[derive(Debug, Clone)]
@@ -28,14 +22,9 @@ pub enum Reply {
     Tool { name: String, input: Value },
     /// An HTTP error status with the API's error body (its type follows the status).
     Status(u16),
-    /// A 200 stream that breaks off with an `error` event (`overloaded_error`), as the
-    /// real API does when it is overloaded mid-stream.
-    StreamError,
     /// Starts the stream (`message_start`, a text block, a first delta), then sends
     /// nothing more, holding the connection open until the server is dropped.
     Stall,
-    /// Starts the stream as `Stall` does, then closes the connection.
-    Cut,
 }
 
 impl Reply {
@@ -44,19 +33,6 @@ impl Reply {
         Reply::tool(
             "Bash",
             json!({"command": command, "description": "Run a command"}),
-        )
-    }
-
-    /// Claude Code's `Write` tool (`path` absolute, as the tool requires).
-    pub fn write(path: &str, content: &str) -> Self {
-        Reply::tool("Write", json!({"file_path": path, "content": content}))
-    }
-
-    /// Claude Code's `Edit` tool replacing `old` by `new` in `path`.
-    pub fn edit(path: &str, old: &str, new: &str) -> Self {
-        Reply::tool(
-            "Edit",
-            json!({"file_path": path, "old_string": old, "new_string": new}),
         )
     }
 
@@ -86,22 +62,15 @@ impl Received {
     }
 }
 
-struct Shared {
-    /// Replies not used yet, next last; the final one repeats.
-    script: Mutex<Vec<Reply>>,
-    received: Mutex<Vec<Received>>,
-    stopped: AtomicBool,
-}
+/// The server: `url` is the value for `ANTHROPIC_BASE_URL` (no `/v1`: claude appends
+/// `/v1/messages`).
+pub type FakeAnthropic = Server<Messages>;
 
-/// The server; it stops answering (and releases stalled connections) when dropped.
-pub struct FakeAnthropic {
-    /// The value for `ANTHROPIC_BASE_URL` (no `/v1`: claude appends `/v1/messages`).
-    pub url: String,
-    shared: Arc<Shared>,
-}
+/// Answers each `POST …/v1/messages` with the next scripted reply; the last repeats.
+pub struct Messages(Script<Reply>);
 
-impl FakeAnthropic {
-    /// Starts the server; replies are used in order and the last one repeats.
+impl Server<Messages> {
+    /// Starts the server on 127.0.0.1.
     pub fn start(script: Vec<Reply>) -> Self {
         FakeAnthropic::start_on("127.0.0.1", script)
     }
@@ -110,47 +79,12 @@ impl FakeAnthropic {
     /// on the internet, reached through the egress proxy).
     pub fn start_on(ip: &str, script: Vec<Reply>) -> Self {
         assert!(!script.is_empty(), "a script needs at least one reply");
-        let listener = TcpListener::bind((ip, 0)).unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let shared = Arc::new(Shared {
-            script: Mutex::new(script.into_iter().rev().collect()),
-            received: Mutex::new(Vec::new()),
-            stopped: AtomicBool::new(false),
-        });
-        let server = shared.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                if server.stopped.load(Ordering::SeqCst) {
-                    return;
-                }
-                let server = server.clone();
-                std::thread::spawn(move || serve(stream, &server));
-            }
-        });
-        FakeAnthropic { url, shared }
-    }
-
-    pub fn received(&self) -> Vec<Received> {
-        self.shared.received.lock().unwrap().clone()
+        Server::listen(ip, Messages(Script::new(script)))
     }
 }
 
-impl Drop for FakeAnthropic {
-    fn drop(&mut self) {
-        self.shared.stopped.store(true, Ordering::SeqCst);
-    }
-}
-
-fn serve(stream: TcpStream, shared: &Shared) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut stream = stream;
-    // claude keeps connections alive across requests.
-    while let Some(request) = read_request(&mut reader) {
-        let n = {
-            let mut received = shared.received.lock().unwrap();
-            received.push(request.clone());
-            received.len()
-        };
+impl Protocol for Messages {
+    fn answer(&self, request: &Received, n: usize, conn: &mut Conn) -> std::io::Result<Next> {
         // Under a base URL with a path of its own (a gateway's), too.
         let messages = request
             .path
@@ -158,20 +92,10 @@ fn serve(stream: TcpStream, shared: &Shared) {
             .next()
             .is_some_and(|p| p.ends_with("/v1/messages"));
         if request.method != "POST" || !messages {
-            let body = error_body(404, &format!("fake server: no {}", request.path));
-            if respond(&mut stream, 404, "application/json", &body).is_err() {
-                return;
-            }
-            continue;
+            error(conn, 404, &format!("fake server: no {}", request.path))?;
+            return Ok(Next::KeepAlive);
         }
-        let reply = {
-            let mut script = shared.script.lock().unwrap();
-            if script.len() > 1 {
-                script.pop().unwrap()
-            } else {
-                script[0].clone()
-            }
-        };
+        let reply = self.0.next_or_last();
         let body = request.json();
         let model = body["model"].as_str().unwrap_or("claude-fake").to_string();
         let id = format!("msg_fake_{n}");
@@ -185,50 +109,42 @@ fn serve(stream: TcpStream, shared: &Shared) {
                 "tool_use",
             ),
             Reply::Status(status) => {
-                let body = error_body(*status, &format!("fake server: status {status}"));
-                if respond(&mut stream, *status, "application/json", &body).is_err() {
-                    return;
-                }
-                continue;
+                error(conn, *status, &format!("fake server: status {status}"))?;
+                return Ok(Next::KeepAlive);
             }
-            Reply::StreamError | Reply::Stall | Reply::Cut => (Vec::new(), ""),
+            Reply::Stall => (Vec::new(), ""),
         };
+        let stalls = matches!(reply, Reply::Stall);
         if body["stream"] != true {
             // claude falls back to a request without streaming when a stream fails.
-            match reply {
-                Reply::StreamError => {
-                    let body = error_body(529, "Overloaded");
-                    if respond(&mut stream, 529, "application/json", &body).is_err() {
-                        return;
-                    }
-                    continue;
-                }
-                Reply::Stall => return hold(shared),
-                Reply::Cut => return,
-                _ => {}
+            if stalls {
+                conn.hold();
+                return Ok(Next::Close);
             }
             let message = json!({
                 "id": id, "type": "message", "role": "assistant", "model": model,
                 "content": blocks, "stop_reason": stop_reason, "stop_sequence": null,
                 "usage": usage(10),
             });
-            if respond(&mut stream, 200, "application/json", &message.to_string()).is_err() {
-                return;
-            }
-            continue;
+            let json = [
+                ("Content-Type", "application/json"),
+                ("request-id", "req_fake"),
+            ];
+            conn.respond(200, &json, &message.to_string())?;
+            return Ok(Next::KeepAlive);
         }
-        let head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\nrequest-id: req_fake_{n}\r\nTransfer-Encoding: chunked\r\n\r\n"
-        );
-        if stream.write_all(head.as_bytes()).is_err() {
-            return;
-        }
+        conn.write(
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\nrequest-id: req_fake_{n}\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
+            .as_bytes(),
+        )?;
         let mut events = vec![event(
             "message_start",
             json!({"message": {"id": id, "type": "message", "role": "assistant", "model": model,
                 "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(1)}}),
         )];
-        if matches!(reply, Reply::StreamError | Reply::Stall | Reply::Cut) {
+        if stalls {
             events.push(event(
                 "content_block_start",
                 json!({"index": 0, "content_block": {"type": "text", "text": ""}}),
@@ -249,33 +165,15 @@ fn serve(stream: TcpStream, shared: &Shared) {
             ));
             events.push(event("message_stop", json!({})));
         }
-        if matches!(reply, Reply::StreamError) {
-            events.push(event(
-                "error",
-                json!({"error": {"type": "overloaded_error", "message": "Overloaded"}}),
-            ));
-        }
         for e in &events {
-            if write_chunk(&mut stream, e.as_bytes()).is_err() {
-                return;
-            }
+            conn.chunk(e.as_bytes())?;
         }
-        match reply {
-            Reply::Stall => return hold(shared),
-            Reply::Cut => return,
-            _ => {
-                if write_chunk(&mut stream, b"").is_err() {
-                    return;
-                }
-            }
+        if stalls {
+            conn.hold();
+            return Ok(Next::Close);
         }
-    }
-}
-
-/// Keeps a connection open, sending nothing, until the server is dropped.
-fn hold(shared: &Shared) {
-    while !shared.stopped.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(50));
+        conn.chunk(b"")?;
+        Ok(Next::KeepAlive)
     }
 }
 
@@ -321,8 +219,8 @@ fn usage(output_tokens: u64) -> Value {
         "output_tokens": output_tokens, "service_tier": "standard"})
 }
 
-/// The API's error body: `{"type": "error", "error": {"type", "message"}}`.
-fn error_body(status: u16, message: &str) -> String {
+/// `status` with the API's error body: `{"type": "error", "error": {"type", "message"}}`.
+fn error(conn: &mut Conn, status: u16, message: &str) -> std::io::Result<()> {
     let kind = match status {
         400 => "invalid_request_error",
         401 => "authentication_error",
@@ -332,33 +230,10 @@ fn error_body(status: u16, message: &str) -> String {
         529 => "overloaded_error",
         _ => "api_error",
     };
-    json!({"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_fake"})
-        .to_string()
-}
-
-fn respond(
-    stream: &mut TcpStream,
-    status: u16,
-    content_type: &str,
-    body: &str,
-) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status} Fake\r\nContent-Type: {content_type}\r\nrequest-id: req_fake\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body.as_bytes())
-}
-
-fn write_chunk(stream: &mut TcpStream, data: &[u8]) -> std::io::Result<()> {
-    stream.write_all(format!("{:x}\r\n", data.len()).as_bytes())?;
-    stream.write_all(data)?;
-    stream.write_all(b"\r\n")?;
-    stream.flush()
-}
-
-/// One server-sent event whose data is `fields` plus `"type": kind`.
-fn event(kind: &str, mut fields: Value) -> String {
-    fields["type"] = kind.into();
-    format!("event: {kind}\ndata: {fields}\n\n")
+    let body = json!({"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_fake"});
+    let json = [
+        ("Content-Type", "application/json"),
+        ("request-id", "req_fake"),
+    ];
+    conn.respond(status, &json, &body.to_string())
 }

@@ -1,11 +1,10 @@
-//! A fake OpenAI Chat Completions server on 127.0.0.1: a std TcpListener thread that
-//! answers each request with the next scripted response and records what it got.
-//! `Received` and `read_request` serve the Responses API fake too.
+//! A fake OpenAI Chat Completions API on 127.0.0.1, for Meta: each request gets the
+//! next scripted answer, which may also be late, cut off, garbled or not JSON.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+pub use super::server::Received;
+use super::server::{Conn, Next, Protocol, Script, Server, response};
 
 /// One scripted answer.
 #[derive(Debug, Clone)]
@@ -109,28 +108,8 @@ impl Answer {
     }
 }
 
-/// A request as the server saw it.
-#[derive(Debug, Clone)]
-pub struct Received {
-    pub at: Instant,
-    pub method: String,
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
+/// What a Chat Completions request carries.
 impl Received {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).expect("request body is JSON")
-    }
-
     /// Content of message `n` of the request.
     pub fn message(&self, n: usize) -> String {
         self.json()["messages"][n]["content"]
@@ -149,135 +128,43 @@ impl Received {
     }
 }
 
-pub struct FakeOpenAi {
-    pub url: String,
-    answers: Arc<Mutex<Vec<Answer>>>,
-    received: Arc<Mutex<Vec<Received>>>,
-}
+/// The server: `url` ends in `/v1`, as OpenAI's base URLs do.
+pub type FakeOpenAi = Server<Chat>;
 
-impl FakeOpenAi {
-    /// Starts the server; answers are used in order (then 599 "script exhausted").
+/// Answers every request with the next scripted answer (then 599 "script exhausted").
+pub struct Chat(Script<Answer>);
+
+impl Server<Chat> {
+    /// Starts the server on 127.0.0.1.
     pub fn start(answers: Vec<Answer>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let answers = Arc::new(Mutex::new(answers.into_iter().rev().collect::<Vec<_>>()));
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let (a, r) = (answers.clone(), received.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let (a, r) = (a.clone(), r.clone());
-                std::thread::spawn(move || serve(stream, &a, &r));
-            }
-        });
-        FakeOpenAi {
-            url,
-            answers,
-            received,
-        }
-    }
-
-    pub fn received(&self) -> Vec<Received> {
-        self.received.lock().unwrap().clone()
+        Server::listen("127.0.0.1", Chat(Script::new(answers)))
     }
 
     /// Answers not used yet.
     pub fn left(&self) -> usize {
-        self.answers.lock().unwrap().len()
+        self.protocol().0.left()
     }
 }
 
-fn serve(stream: TcpStream, answers: &Mutex<Vec<Answer>>, received: &Mutex<Vec<Received>>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut stream = stream;
-    // Several requests may come over one connection.
-    while let Some(request) = read_request(&mut reader) {
-        received.lock().unwrap().push(request);
-        let answer = answers
-            .lock()
-            .unwrap()
-            .pop()
-            .unwrap_or_else(|| Answer::error(599, "fake server: script exhausted"));
+impl Protocol for Chat {
+    const BASE_PATH: &'static str = "/v1";
+
+    fn answer(&self, _: &Received, _: usize, conn: &mut Conn) -> std::io::Result<Next> {
+        let answer =
+            (self.0.next()).unwrap_or_else(|| Answer::error(599, "fake server: script exhausted"));
         std::thread::sleep(answer.delay);
         if let Some(raw) = answer.raw {
-            let _ = stream.write_all(raw);
-            return;
+            conn.write(raw)?;
+            return Ok(Next::Close);
         }
-        let mut response = format!(
-            "HTTP/1.1 {} X\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
-            answer.status,
-            answer.content_type,
-            answer.body.len()
-        );
-        for (k, v) in &answer.headers {
-            response.push_str(&format!("{k}: {v}\r\n"));
-        }
-        response.push_str("\r\n");
-        response.push_str(&answer.body);
+        let mut headers = vec![("Content-Type", answer.content_type)];
+        headers.extend(answer.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let response = response(answer.status, &headers, &answer.body);
         if let Some(bytes) = answer.cut_at {
-            let _ = stream.write_all(&response.as_bytes()[..bytes.min(response.len())]);
-            return;
+            conn.write(&response[..bytes.min(response.len())])?;
+            return Ok(Next::Close);
         }
-        if stream.write_all(response.as_bytes()).is_err() {
-            return;
-        }
+        conn.write(&response)?;
+        Ok(Next::KeepAlive)
     }
-}
-
-/// Reads one HTTP/1.1 request (Content-Length or chunked body); None at end of stream.
-pub fn read_request(reader: &mut impl BufRead) -> Option<Received> {
-    let mut line = String::new();
-    if reader.read_line(&mut line).ok()? == 0 {
-        return None;
-    }
-    let at = Instant::now();
-    let mut parts = line.split_whitespace();
-    let method = parts.next()?.to_string();
-    let path = parts.next()?.to_string();
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).ok()? == 0 {
-            return None;
-        }
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            headers.push((k.trim().to_string(), v.trim().to_string()));
-        }
-    }
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.clone())
-    };
-    let mut body = Vec::new();
-    if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
-        loop {
-            let mut size = String::new();
-            reader.read_line(&mut size).ok()?;
-            let size = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
-            let mut chunk = vec![0; size + 2];
-            reader.read_exact(&mut chunk).ok()?;
-            if size == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..size]);
-        }
-    } else {
-        let length: usize = header("content-length")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        body.resize(length, 0);
-        reader.read_exact(&mut body).ok()?;
-    }
-    Some(Received {
-        at,
-        method,
-        path,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
 }

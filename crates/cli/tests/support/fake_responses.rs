@@ -2,13 +2,12 @@
 //! `POST …/responses` gets the next scripted reply, streamed as server-sent events in
 //! the sequence codex 0.169.0 reads: `response.created`, one
 //! `response.output_item.done` per output item, `response.completed` (found by
-//! running it against this server). Requests are recorded for assertions.
+//! running it against this server). Its POSTs are recorded for assertions.
 
-use std::io::{BufReader, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use serde_json::{Value, json};
+
+pub use super::server::Received;
+use super::server::{Conn, Next, Protocol, Script, Server, event, response};
 
 /// The name of codex 0.169.0's shell tool, and its argument holding the command.
 pub const SHELL_TOOL: &str = "exec_command";
@@ -27,13 +26,10 @@ pub enum Reply {
     Stall,
 }
 
-pub use super::fake_openai::Received;
-use super::fake_openai::read_request;
-
 /// What a Responses API request carries.
 impl Received {
     /// The `input` items of type `kind` (e.g. `function_call_output`).
-    pub fn inputs(&self, kind: &str) -> Vec<serde_json::Value> {
+    pub fn inputs(&self, kind: &str) -> Vec<Value> {
         self.json()["input"]
             .as_array()
             .map(|items| {
@@ -47,22 +43,14 @@ impl Received {
     }
 }
 
-struct Shared {
-    /// Replies not used yet, next last; the final one repeats.
-    script: Mutex<Vec<Reply>>,
-    received: Mutex<Vec<Received>>,
-    stopped: AtomicBool,
-}
+/// The server: `url` ends in `/v1`, for codex's `model_providers.<id>.base_url`.
+pub type FakeResponses = Server<Responses>;
 
-/// The server; it stops answering (and releases stalled connections) when dropped.
-pub struct FakeResponses {
-    /// Base URL for codex's `model_providers.<id>.base_url` (ends in `/v1`).
-    pub url: String,
-    shared: Arc<Shared>,
-}
+/// Streams the next scripted reply to each POST; the last reply repeats.
+pub struct Responses(Script<Reply>);
 
-impl FakeResponses {
-    /// Starts the server; replies are used in order and the last one repeats.
+impl Server<Responses> {
+    /// Starts the server on 127.0.0.1.
     pub fn start(script: Vec<Reply>) -> Self {
         FakeResponses::start_on("127.0.0.1", script)
     }
@@ -71,28 +59,7 @@ impl FakeResponses {
     /// on the internet, reached through the egress proxy).
     pub fn start_on(ip: &str, script: Vec<Reply>) -> Self {
         assert!(!script.is_empty(), "a script needs at least one reply");
-        let listener = TcpListener::bind((ip, 0)).unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let shared = Arc::new(Shared {
-            script: Mutex::new(script.into_iter().rev().collect()),
-            received: Mutex::new(Vec::new()),
-            stopped: AtomicBool::new(false),
-        });
-        let server = shared.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                if server.stopped.load(Ordering::SeqCst) {
-                    return;
-                }
-                let server = server.clone();
-                std::thread::spawn(move || serve(stream, &server));
-            }
-        });
-        FakeResponses { url, shared }
-    }
-
-    pub fn received(&self) -> Vec<Received> {
-        self.shared.received.lock().unwrap().clone()
+        Server::listen(ip, Responses(Script::new(script)))
     }
 
     /// The `model_providers.<id>` value that points codex at this server, reading its
@@ -105,120 +72,77 @@ impl FakeResponses {
     }
 }
 
-impl Drop for FakeResponses {
-    fn drop(&mut self) {
-        self.shared.stopped.store(true, Ordering::SeqCst);
-    }
-}
+impl Protocol for Responses {
+    const BASE_PATH: &'static str = "/v1";
 
-fn serve(stream: TcpStream, shared: &Shared) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut stream = stream;
-    // codex keeps connections alive across requests.
-    while let Some(request) = read_request(&mut reader) {
+    /// codex's built-in provider tries a WebSocket first (a GET with an upgrade):
+    /// refused, it falls back to HTTPS. Not recorded.
+    fn records(&self, request: &Received) -> bool {
+        request.method == "POST"
+    }
+
+    fn answer(&self, request: &Received, n: usize, conn: &mut Conn) -> std::io::Result<Next> {
         if request.method != "POST" {
-            // codex's built-in provider tries a WebSocket first (a GET with an
-            // upgrade): refused, it falls back to HTTPS. Not recorded.
-            let refused = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
-            if stream.write_all(refused).is_err() {
-                return;
-            }
-            continue;
+            conn.respond(404, &[], "")?;
+            return Ok(Next::KeepAlive);
         }
-        let reply = {
-            let mut script = shared.script.lock().unwrap();
-            if script.len() > 1 {
-                script.pop().unwrap()
-            } else {
-                script[0].clone()
-            }
-        };
-        let n = {
-            let mut received = shared.received.lock().unwrap();
-            received.push(request);
-            received.len()
-        };
         let response_id = format!("resp_{n}");
-        let written = match &reply {
+        match self.0.next_or_last() {
             Reply::Command(command) => {
-                let arguments = serde_json::json!({ "cmd": command }).to_string();
-                let item = serde_json::json!({
+                let arguments = json!({ "cmd": command }).to_string();
+                let item = json!({
                     "type": "function_call", "id": format!("fc_{n}"),
                     "call_id": format!("call_{n}"), "name": SHELL_TOOL, "arguments": arguments,
                 });
-                stream.write_all(&sse_response(&response_id, &[item]))
+                conn.write(&sse_response(&response_id, &[item]))?;
             }
             Reply::Message(text) => {
-                let item = serde_json::json!({
+                let item = json!({
                     "type": "message", "id": format!("msg_{n}"), "role": "assistant",
                     "content": [{"type": "output_text", "text": text}],
                 });
-                stream.write_all(&sse_response(&response_id, &[item]))
+                conn.write(&sse_response(&response_id, &[item]))?;
             }
             Reply::Status(status) => {
-                let body = serde_json::json!({"error": {"message": format!("fake server: status {status}"), "type": "server_error"}}).to_string();
-                stream.write_all(
-                    format!(
-                        "HTTP/1.1 {status} Fake\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                        body.len()
-                    )
-                    .as_bytes(),
-                )
+                let message = format!("fake server: status {status}");
+                let body = json!({"error": {"message": message, "type": "server_error"}});
+                let json = [("Content-Type", "application/json")];
+                conn.respond(status, &json, &body.to_string())?;
             }
             Reply::Stall => {
-                let created = event(
-                    "response.created",
-                    serde_json::json!({"response": {"id": response_id}}),
-                );
-                let _ = stream.write_all(
-                    format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n{created}"
-                    )
-                    .as_bytes(),
-                );
-                while !shared.stopped.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                return;
+                let created = event("response.created", json!({"response": {"id": response_id}}));
+                conn.write(
+                    format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n{created}")
+                        .as_bytes(),
+                )?;
+                conn.hold();
+                return Ok(Next::Close);
             }
-        };
-        if written.is_err() {
-            return;
         }
+        Ok(Next::KeepAlive)
     }
 }
 
 /// A whole streamed response: created, each output item done, completed with usage.
-fn sse_response(id: &str, items: &[serde_json::Value]) -> Vec<u8> {
-    let mut body = event(
-        "response.created",
-        serde_json::json!({"response": {"id": id}}),
-    );
+fn sse_response(id: &str, items: &[Value]) -> Vec<u8> {
+    let mut body = event("response.created", json!({"response": {"id": id}}));
     for (index, item) in items.iter().enumerate() {
         body.push_str(&event(
             "response.output_item.done",
-            serde_json::json!({"output_index": index, "item": item}),
+            json!({"output_index": index, "item": item}),
         ));
     }
     body.push_str(&event(
         "response.completed",
-        serde_json::json!({"response": {"id": id, "usage": {
+        json!({"response": {"id": id, "usage": {
             "input_tokens": 100, "input_tokens_details": {"cached_tokens": 40},
             "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": 110,
         }}}),
     ));
-    let mut out = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    out.extend_from_slice(body.as_bytes());
-    out
-}
-
-/// One server-sent event whose data is `fields` plus `"type": kind`.
-fn event(kind: &str, mut fields: serde_json::Value) -> String {
-    fields["type"] = kind.into();
-    format!("event: {kind}\ndata: {fields}\n\n")
+    let stream = [
+        ("Content-Type", "text/event-stream"),
+        ("Cache-Control", "no-cache"),
+    ];
+    response(200, &stream, &body)
 }

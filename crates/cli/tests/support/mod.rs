@@ -1,8 +1,5 @@
 //! Helpers shared by the integration tests: run the real binary, scratch directories.
 
-#![allow(dead_code)] // each test crate uses a different part of this module
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a helper fails its test where it unwraps
-
 pub mod destination;
 pub mod docker;
 pub mod docker_proxy;
@@ -11,7 +8,9 @@ pub mod fake_openai;
 pub mod fake_responses;
 pub mod pipeline;
 pub mod prerequisite;
+pub mod server;
 pub mod task;
+pub mod task_yaml;
 pub mod web;
 pub mod webdriver;
 
@@ -134,7 +133,7 @@ impl OtherUser {
     /// recursively. Tests that use one need root (`#[ignore = "needs root"]`).
     pub fn new(uid: u32, dir: &Path) -> OtherUser {
         use std::os::unix::fs::MetadataExt;
-        prerequisite::needs(prerequisite::Needs::Root);
+        prerequisite::require(prerequisite::Needs::Root);
         let socket = Path::new("/var/run/docker.sock");
         let meta =
             std::fs::metadata(socket).unwrap_or_else(|e| panic!("{}: {e}", socket.display()));
@@ -178,7 +177,7 @@ pub struct Tmpfs(PathBuf);
 
 impl Tmpfs {
     pub fn mount(path: &Path, size: &str) -> Tmpfs {
-        prerequisite::needs(prerequisite::Needs::Root);
+        prerequisite::require(prerequisite::Needs::Root);
         std::fs::create_dir_all(path).unwrap();
         Run::program(
             "mount",

@@ -149,6 +149,20 @@ impl Pipeline {
         out.stdout.trim().to_string()
     }
 
+    /// Creates task `id` depending on `deps`: `task new`, then an `update` line, as a
+    /// plan writes one.
+    pub fn new_task_after(&self, id: &str, deps: &[&str]) {
+        self.new_task(id, &format!("Task {id}"));
+        if deps.is_empty() {
+            return;
+        }
+        let update = serde_json::json!(
+            {"type": "update", "at": "2026-01-01T00:00:00.000Z", "depends_on": deps}
+        );
+        let file = self.ws().join(format!("tasks/{id}.jsonl"));
+        std::fs::write(&file, format!("{}{update}\n", read(&file))).unwrap();
+    }
+
     /// Enqueues `ids`; the job ids.
     pub fn run_tasks(&self, ids: &[&str]) -> Vec<String> {
         let out = self.in_ws(&["task", "run"], ids).output();

@@ -1,11 +1,15 @@
-//! Tests that need what a machine may lack carry `#[ignore = "needs …"]` (the words
-//! after "needs" are `root`, `chromium` or `sandbox-image`, joined by " and "), so a
-//! plain `cargo test` counts them as ignored instead of passing them. `make test`
-//! (testdata/test.sh) runs those whose prerequisites are here, all of them under
-//! CI, and says how many it left out and why. A test that runs calls `needs` first:
-//! a missing prerequisite fails it, with what to install, so it never passes
-//! without doing its work.
+//! What a test needs beyond the binary, the daemon and the test worker images: root,
+//! Chromium, the real worker image. Such a test carries `#[ignore = "needs …"]`, so a
+//! plain `cargo test` counts it as ignored instead of passing it, and starts with
+//! `needs!(Root)` (or `needs!(SandboxImage, Root)`): where the prerequisite is here
+//! the test goes on. Where it is not, the test fails saying what to install, unless
+//! whoever runs the suite collects the tests it did not run: `make test`
+//! (testdata/test.sh) names a file in `AGENT_RUNNER_TEST_NOT_RUN` (never under CI,
+//! where everything must run); the test then writes its name and why there and
+//! returns, and `make test` ends by counting them. So no test passes without doing
+//! its work unnoticed.
 
+use std::io::Write;
 use std::path::Path;
 
 use super::docker::docker;
@@ -22,19 +26,88 @@ pub enum Needs {
     SandboxImage,
 }
 
+impl Needs {
+    /// The word `#[ignore = "needs …"]`, `make test` and `TEST_WITHOUT` use.
+    fn word(self) -> &'static str {
+        match self {
+            Needs::Root => "root",
+            Needs::Chromium => "chromium",
+            Needs::SandboxImage => "sandbox-image",
+        }
+    }
+}
+
+/// Returns from the test when a prerequisite is missing and `make test` collects
+/// the tests not run; fails it otherwise (see the module documentation).
+macro_rules! needs {
+    ($($what:ident),+) => {
+        if !$crate::support::prerequisite::here(&[$($crate::support::prerequisite::Needs::$what),+]) {
+            return;
+        }
+    };
+}
+pub(crate) use needs;
+
+/// The file `make test` collects the tests not run in.
+const NOT_RUN: &str = "AGENT_RUNNER_TEST_NOT_RUN";
+/// Prerequisites `make test` is to count as missing (`TEST_WITHOUT`, never under CI).
+const WITHOUT: &str = "AGENT_RUNNER_TEST_WITHOUT";
+
+/// Whether everything in `what` is here. If not: records this test as not run and
+/// returns false when `make test` collects those, else fails the test.
+#[track_caller]
+pub fn here(what: &[Needs]) -> bool {
+    let Some(missing) = what.iter().find_map(|&w| missing(w).map(|why| (w, why))) else {
+        return true;
+    };
+    let (what, why) = missing;
+    let Some(file) = std::env::var_os(NOT_RUN) else {
+        panic!(
+            "this test needs {} (`#[ignore = \"needs …\"]`): {why}",
+            what.word()
+        );
+    };
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let line = format!("{test}\t{}\t{why}\n", what.word());
+    let mut out = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&file)
+        .unwrap();
+    // One write of a short line to a file opened for appending: lines of tests
+    // running at once do not mix.
+    out.write_all(line.as_bytes()).unwrap();
+    false
+}
+
+/// Fails the test, saying what to do, when `what` is missing: for helpers that only
+/// tests starting with `needs!` use.
+#[track_caller]
+pub fn require(what: Needs) {
+    if let Some(why) = missing(what) {
+        panic!(
+            "this needs {} (the test lacks `needs!`): {why}",
+            what.word()
+        );
+    }
+}
+
+/// Why `what` is not here (and how to get it), or None when it is.
+fn missing(what: Needs) -> Option<String> {
+    let left_out = std::env::var(WITHOUT)
+        .is_ok_and(|words| words.split_whitespace().any(|w| w == what.word()));
+    if left_out {
+        return Some("left out by TEST_WITHOUT".into());
+    }
+    check(what).err()
+}
+
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const SETPRIV: &str = "/usr/bin/setpriv";
 
-/// Fails the test, saying what to do, when `what` is missing here.
-pub fn needs(what: Needs) {
-    if let Err(why) = check(what) {
-        panic!("this test needs {what:?} (`#[ignore = \"needs …\"]`): {why}");
-    }
-}
-
 /// Whether `what` is here; otherwise why not and how to get it.
-pub fn check(what: Needs) -> Result<(), String> {
+fn check(what: Needs) -> Result<(), String> {
     match what {
         Needs::Root => {
             // SAFETY: geteuid cannot fail.

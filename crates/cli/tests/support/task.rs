@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::docker::{TEST_IMAGE, containers_labelled};
 use super::fake_openai::{Answer, FakeOpenAi};
+use super::task_yaml::TaskYaml;
 use super::{Run, Running, Scratch};
 
 pub const KEY: &str = "sk-e2e-test-key-0123456789abcdef";
@@ -40,28 +41,26 @@ pub fn assess(passed: &[&str], summary: &str) -> Answer {
     ))
 }
 
-/// A v1 task against `server`, in `repo`, with the test worker image.
-pub fn v1_task(
-    id: &str,
-    repo: &Path,
-    server: &FakeOpenAi,
-    test: Option<&str>,
-    meta_extra: &str,
-    worker_extra: &str,
-) -> String {
-    let test = test.map_or(String::new(), |t| format!("  test:\n    command: {t:?}\n"));
-    format!(
-        "version: 1\ntask:\n  id: {id}\n  title: E2E {id}\n  repo: {}\n  prd:\n    text: Make out.txt say ok.\n{test}runner:\n  meta:\n    base_url: {}\n    model: test-model\n{meta_extra}  worker:\n    docker_image: {TEST_IMAGE}\n    network: none\n{worker_extra}",
-        repo.display(),
-        server.url
-    )
+/// Task `id` in `repo` ("Make out.txt say ok."), its worker in the test image
+/// without network; Meta is for the caller to set (`TaskYaml::openai`).
+pub fn e2e_task(id: &str, repo: &Path) -> TaskYaml {
+    TaskYaml::new(id, repo, "Make out.txt say ok.")
+        .set("task.title", format!("E2E {id}"))
+        .image(TEST_IMAGE)
+        .set("runner.worker.network", "none")
 }
 
-pub fn runner(yaml: &str) -> Run {
+/// `e2e_task` with Meta over the OpenAI API at `server`.
+pub fn v1_task(id: &str, repo: &Path, server: &FakeOpenAi) -> TaskYaml {
+    e2e_task(id, repo).openai(server)
+}
+
+/// `agent-runner run` on `yaml`, with Meta's key.
+pub fn runner(yaml: impl std::fmt::Display) -> Run {
     Run::new(&["run"])
         .env("OPENAI_API_KEY", KEY)
         .env("AGENT_RUNNER_META_BACKOFF_MS", "10")
-        .stdin(yaml)
+        .stdin(yaml.to_string())
 }
 
 pub fn task_id(name: &str) -> String {
@@ -103,22 +102,26 @@ pub fn everything_written(repo: &Path) -> String {
 /// Starts `agent-runner run` on a task whose worker says "working" and then keeps busy
 /// with `busy`; returns once the worker is at it (the server must stay alive too).
 pub fn busy_worker(dir: &Scratch, id: &str, busy: &str, json: bool) -> (FakeOpenAi, Running) {
-    busy_worker_with(dir, id, busy, json, "")
+    busy_worker_with(dir, id, busy, json, &[])
 }
 
-/// `busy_worker` with more `runner.worker` settings (YAML lines, indented 4).
+/// `busy_worker` with more `runner.worker` settings: (key, value) pairs.
 pub fn busy_worker_with(
     dir: &Scratch,
     id: &str,
     busy: &str,
     json: bool,
-    worker_extra: &str,
+    worker: &[(&str, serde_json::Value)],
 ) -> (FakeOpenAi, Running) {
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
         run_worker(&format!("@say: working\n{busy}")),
     ]);
-    let mut run = runner(&v1_task(id, &dir.path, &server, None, "", worker_extra));
+    let mut yaml = v1_task(id, &dir.path, &server);
+    for (key, value) in worker {
+        yaml = yaml.set(&format!("runner.worker.{key}"), value);
+    }
+    let mut run = runner(yaml);
     if json {
         run = run.arg("--json");
     }

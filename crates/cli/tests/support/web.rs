@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::pipeline::Pipeline;
-use super::prerequisite::{Needs, needs};
+use super::prerequisite::{Needs, require};
 use super::{Run, Running};
 
 /// A running `serve`.
@@ -158,7 +158,7 @@ impl Reply {
 /// `bash -c script` as user `uid` (through `setpriv`), under the usual deadline.
 /// Tests that use it need root (`#[ignore = "needs root"]`).
 pub fn bash_as(uid: u32, script: &str) -> Run {
-    needs(Needs::Root);
+    require(Needs::Root);
     let id = uid.to_string();
     Run::program(
         "setpriv",
@@ -178,7 +178,7 @@ pub fn bash_as(uid: u32, script: &str) -> Run {
 /// Sends `bytes` to `addr` as user `uid` (through `setpriv` and bash's `/dev/tcp`)
 /// and reads the answer. Tests that use it need root (`#[ignore = "needs root"]`).
 pub fn request_as(uid: u32, addr: &str, bytes: &[u8]) -> Reply {
-    needs(Needs::Root);
+    require(Needs::Root);
     let (host, port) = addr.rsplit_once(':').unwrap();
     let id = uid.to_string();
     let script = format!("exec 3<>/dev/tcp/{host}/{port} && cat >&3 && exec cat <&3");

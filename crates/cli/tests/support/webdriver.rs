@@ -1,7 +1,7 @@
 //! A real headless Chromium driven over WebDriver (chromedriver), for the browser
 //! tests. Debian's `chromium` and `chromium-driver` are installed by
 //! testdata/setup-browser.sh (`make test-env`); tests that start a browser need
-//! them (`#[ignore = "needs chromium"]`, support/prerequisite.rs).
+//! them (`#[ignore = "needs chromium"]` and `needs!(Chromium)`, support/prerequisite.rs).
 //!
 //! The client is the few W3C WebDriver commands the tests need, as JSON over the
 //! raw HTTP client of `web.rs`. Chromium starts with a fresh profile and without
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::Scratch;
-use super::prerequisite::{Needs, needs};
+use super::prerequisite::{Needs, require};
 use super::web::request;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -34,7 +34,7 @@ pub struct Browser {
 impl Browser {
     /// Starts chromedriver and a headless Chromium.
     pub fn start() -> Browser {
-        needs(Needs::Chromium);
+        require(Needs::Chromium);
         let mut driver = Command::new(CHROMEDRIVER)
             .args(["--port=0", "--log-level=WARNING"])
             .stdin(Stdio::null())

@@ -242,6 +242,7 @@ mod tests {
             input_tokens: input,
             cached_input_tokens: cached,
             output_tokens: output,
+            ..Tokens::default()
         }
     }
 
@@ -253,6 +254,7 @@ mod tests {
                     Price {
                         input: 1.25,
                         cached_input: 0.125,
+                        cache_write: 1.25,
                         output: 10.0,
                     },
                 ),
@@ -261,6 +263,7 @@ mod tests {
                     Price {
                         input: 1.5,
                         cached_input: 0.375,
+                        cache_write: 1.5,
                         output: 6.0,
                     },
                 ),
@@ -427,6 +430,7 @@ mod tests {
             Price {
                 input: 1.0,
                 cached_input: 1.0,
+                cache_write: 1.0,
                 output: 1.0,
             },
         );

@@ -10,18 +10,26 @@ use super::tokens::{Tokens, Usage};
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Price {
     pub input: f64,
-    /// Defaults to `input` when the user gives none.
+    /// Input read from the provider's cache; defaults to `input` when the user
+    /// gives none.
     pub cached_input: f64,
+    /// Input written to the provider's cache; defaults to `input`.
+    pub cache_write: f64,
     pub output: f64,
 }
 
 impl Price {
-    /// ((input − cached) × input + cached × cached_input + output × output) / 10⁶.
+    /// ((input − cached − cache_write) × input + cached × cached_input +
+    /// cache_write × cache_write + output × output) / 10⁶.
     pub(crate) fn cost(&self, tokens: &Tokens) -> f64 {
         let cached = tokens.cached_input_tokens.min(tokens.input_tokens);
-        let uncached = tokens.input_tokens - cached;
+        let written = tokens
+            .cache_write_input_tokens
+            .min(tokens.input_tokens - cached);
+        let uncached = tokens.input_tokens - cached - written;
         (uncached as f64 * self.input
             + cached as f64 * self.cached_input
+            + written as f64 * self.cache_write
             + tokens.output_tokens as f64 * self.output)
             / 1_000_000.0
     }
@@ -63,6 +71,7 @@ mod tests {
             input_tokens: input,
             cached_input_tokens: cached,
             output_tokens: output,
+            ..Tokens::default()
         }
     }
 
@@ -71,12 +80,25 @@ mod tests {
         let price = Price {
             input: 2.0,
             cached_input: 0.5,
+            cache_write: 2.5,
             output: 8.0,
         };
         // (800 × 2 + 200 × 0.5 + 100 × 8) / 10⁶
         assert_eq!(price.cost(&tokens(1000, 200, 100)), 0.0025);
         // More cached than input (a forged count) costs no less than all cached.
         assert_eq!(price.cost(&tokens(10, 50, 0)), 10.0 * 0.5 / 1e6);
+        // (600 × 2 + 200 × 0.5 + 200 × 2.5 + 100 × 8) / 10⁶
+        let written = Tokens {
+            cache_write_input_tokens: 200,
+            ..tokens(1000, 200, 100)
+        };
+        assert_eq!(price.cost(&written), 0.0026);
+        // Forged: more written than the input left, counted as the input left.
+        let forged = Tokens {
+            cache_write_input_tokens: 5000,
+            ..tokens(1000, 200, 0)
+        };
+        assert_eq!(price.cost(&forged), (200.0 * 0.5 + 800.0 * 2.5) / 1e6);
     }
 
     #[test]
@@ -87,6 +109,7 @@ mod tests {
                 Price {
                     input: 1.0,
                     cached_input: 1.0,
+                    cache_write: 1.0,
                     output: 1.0,
                 },
             )]

@@ -3,16 +3,27 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Token counts of one call or of a sum of calls. Cached input tokens are part of
-/// the input tokens (as both OpenAI APIs count them).
+/// Token counts of one call or of a sum of calls. Cached input tokens (read from
+/// the provider's cache) and cache-write input tokens (written to it, Anthropic's
+/// `cache_creation_input_tokens`) are part of the input tokens, as the OpenAI APIs
+/// count them; reasoning tokens are part of the output tokens, shown apart. The two
+/// counts only some providers report are left out of JSON while zero.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tokens {
     #[serde(default)]
     pub input_tokens: u64,
     #[serde(default)]
     pub cached_input_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_input_tokens: u64,
     #[serde(default)]
     pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Tokens {
@@ -27,11 +38,15 @@ impl Tokens {
         self.cached_input_tokens = self
             .cached_input_tokens
             .saturating_add(other.cached_input_tokens);
+        self.cache_write_input_tokens = self
+            .cache_write_input_tokens
+            .saturating_add(other.cache_write_input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
     }
 
     pub fn is_zero(&self) -> bool {
-        self.total() == 0 && self.cached_input_tokens == 0
+        *self == Tokens::default()
     }
 }
 

@@ -4,8 +4,8 @@
 //! secrets passed by name), with `--output-schema` (the TaskConfig JSON Schema,
 //! generated from the parser's own key tables and mounted read-only) and
 //! `--output-last-message`. Its last message is the draft TaskConfig, checked and
-//! completed like the other kinds' replies. `codex_meta_task` is how the pipeline
-//! gets that codex's settings, for plans too.
+//! completed like the other kinds' replies. It gets that codex's settings as the
+//! codex-cli Meta provider does (`meta::meta_settings`).
 //!
 //! Codex works in a scratch directory of the job's (`logs/<job-id>/codex-builder/`),
 //! not in the repository: like the `meta` builder it is told about the repository
@@ -15,7 +15,6 @@ use std::fmt::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use serde_json::json;
 use serde_norway::{Mapping, Value};
 
 use super::Build;
@@ -25,7 +24,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_meta::reply::{Reply, strip_fence};
 use agent_runner_sandbox::agent::RunOutcome;
-use agent_runner_sandbox::task::{CodexMeta, DEFAULT_META_MODEL, Host, Login, MetaBackend, Task};
+use agent_runner_sandbox::task::{CodexMeta, DEFAULT_META_MODEL, Login, MetaBackend};
 use agent_runner_sandbox::worker::WorkerRun;
 use agent_runner_sandbox::worker::scratch::{Scratch, ScratchConfig};
 
@@ -78,21 +77,15 @@ fn ask(
 ) -> Result<Mapping, String> {
     let scratch = work.join("codex-builder");
     let _ = std::fs::remove_dir_all(&scratch);
-    let task = codex_meta_task(
-        defaults,
-        var,
-        defaults.builder().model,
-        &request.task_id,
-        &scratch,
-    )?;
-    let MetaBackend::CodexCli(codex) = &task.meta.backend else {
+    let runner = super::meta::meta_settings(defaults, var, defaults.builder().model, true)?;
+    let MetaBackend::CodexCli(codex) = &runner.meta.backend else {
         return Err("runner.meta is not codex-cli".into());
     };
-    let settings = codex.worker_settings(&task.worker, task.meta.timeout);
+    let settings = codex.worker_settings(&runner.worker, runner.meta.timeout);
     if !has_session(codex, &settings.env) {
         return Err("no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)".into());
     }
-    let redactor = Redactor::new(&task.secrets());
+    let redactor = Redactor::new(&runner.secrets());
     let model = defaults
         .runner_meta("model")
         .unwrap_or(DEFAULT_META_MODEL)
@@ -106,7 +99,7 @@ fn ask(
     );
     let limit = settings.max_run_time;
     let mut sandbox = Scratch::open(ScratchConfig {
-        task_id: task.id.clone(),
+        task_id: request.task_id.clone(),
         dir: scratch,
         remove_after: false,
         logs: None,
@@ -152,54 +145,6 @@ pub(crate) fn has_session(
     env: &[agent_runner_sandbox::task::WorkerEnv],
 ) -> bool {
     codex.login != Login::None || env.iter().any(|e| e.name == "CODEX_API_KEY")
-}
-
-/// The workspace's defaults as a task whose Meta is codex (`runner.meta.kind:
-/// codex-cli`), resolved by the runner's own parser as a run would get them:
-/// `runner.meta` when it is codex-cli already, else a bare codex-cli one, with
-/// `model` (codex's `-m`) when given; the worker as the defaults say. `scratch`
-/// (created here) stands for the project directory.
-pub(crate) fn codex_meta_task(
-    defaults: &Defaults,
-    var: &dyn Fn(&str) -> Option<String>,
-    model: Option<String>,
-    task_id: &str,
-    scratch: &Path,
-) -> Result<Task, String> {
-    let runner = defaults.runner.as_ref();
-    let mut meta = runner
-        .and_then(|r| r.get("meta"))
-        .filter(|m| m.get("kind").and_then(serde_json::Value::as_str) == Some("codex-cli"))
-        .cloned()
-        .unwrap_or_else(|| json!({"kind": "codex-cli"}));
-    if let (Some(model), serde_json::Value::Object(map)) = (model, &mut meta) {
-        map.insert("model".into(), model.into());
-    }
-    let mut worker = runner
-        .and_then(|r| r.get("worker"))
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    if let serde_json::Value::Object(map) = &mut worker {
-        map.entry("type")
-            .or_insert_with(|| agent_runner_sandbox::task::TASKCONFIG_WORKER_TYPE.into());
-    }
-    crate::store::workspace::create_dir(scratch)
-        .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
-    let config = json!({
-        "task": {"id": task_id, "title": "Meta", "instructions": "-",
-                 "project": {"root_dir": scratch}},
-        "runner": {"meta": meta, "worker": worker},
-    });
-    let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
-    let os_var = |name: &str| var(name).map(std::ffi::OsString::from);
-    agent_runner_sandbox::task::parse(
-        &yaml,
-        &Host {
-            var: &os_var,
-            cwd: Ok(scratch.to_path_buf()),
-        },
-    )
-    .map_err(|e| format!("runner: {}", e.with_hints()))
 }
 
 /// Why a codex run that did not complete failed.

@@ -1,21 +1,20 @@
 //! `builder.kind: meta`: the Task Builder is one Meta exchange with the workspace's
-//! `runner.meta`: over the OpenAI Chat Completions client (its endpoint, key,
-//! temperature, timeout), or, with `runner.meta.kind: codex-cli`, through codex in
-//! the sandbox image (`meta::codex_cli`); with `builder.model` or
-//! `runner.meta.model`. The settings are resolved by the runner's own Task YAML
-//! parser, so they mean exactly what they mean to the runner. Plans ask the same.
+//! `runner.meta`, whatever its kind (an HTTP API, or codex in the sandbox image with
+//! `runner.meta.kind: codex-cli`), with `builder.model` or `runner.meta.model`. The
+//! settings are resolved by the runner's own parser (`task::runner_settings`), so
+//! they mean exactly what they mean to the runner, and the backend is opened as
+//! `run` opens it (`meta::open`). Plans ask the same.
 
 use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use agent_runner_core::deadline::Deadline;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
-use agent_runner_meta::ChatBackend;
-use agent_runner_meta::codex_cli::CodexCli;
-use agent_runner_meta::openai::OpenAiChat;
-use agent_runner_sandbox::task::{DEFAULT_META_MODEL, Host, MetaBackend};
+use agent_runner_meta::{ChatBackend, CodexScratch, Opening};
+use agent_runner_sandbox::task::{Host, RunnerSettings};
 
 use crate::store::defaults::Defaults;
 
@@ -28,108 +27,114 @@ pub(crate) struct PipelineChat {
 
 /// Where a codex Meta works: a scratch directory (removed afterwards when
 /// `remove_after`), and how long all its requests may take together.
-pub(crate) struct CodexScratch<'a> {
+pub(crate) struct CodexPlace<'a> {
     pub(crate) dir: &'a Path,
     pub(crate) remove_after: bool,
     pub(crate) deadline: Option<Duration>,
 }
 
-/// Meta's codex with the workspace's settings (`builder::codex::codex_meta_task`),
-/// `model` its `-m` when given.
-pub(crate) fn codex_chat(
+/// The workspace's Meta settings as a run would get them: `runner.meta` (a bare
+/// `kind: codex-cli` one when `codex` and it is of another kind), `model` replacing
+/// its model when given; the worker as the defaults say when Meta is codex (which
+/// runs beside it), else a bare one (an HTTP Meta needs none).
+pub(crate) fn meta_settings(
     defaults: &Defaults,
     var: &dyn Fn(&str) -> Option<String>,
-    interrupt: Interrupt,
     model: Option<String>,
-    scratch: &CodexScratch,
-) -> Result<PipelineChat, String> {
-    let task = super::codex::codex_meta_task(defaults, var, model, "meta", scratch.dir)?;
-    let MetaBackend::CodexCli(codex) = &task.meta.backend else {
-        return Err("runner.meta is not codex-cli".into());
-    };
-    let settings = codex.worker_settings(&task.worker, task.meta.timeout);
-    if !super::codex::has_session(codex, &settings.env) {
-        return Err("no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)".into());
-    }
-    let redactor = Redactor::new(&task.secrets());
-    let chat = CodexCli::for_task(
-        &task,
-        scratch.dir.to_path_buf(),
-        scratch.remove_after,
-        None,
-        redactor.clone(),
-        interrupt,
-    )
-    .ok_or("runner.meta is not codex-cli")?;
-    let chat = match scratch.deadline {
-        Some(within) => chat.with_deadline(within),
-        None => chat,
-    };
-    Ok(PipelineChat {
-        chat: Box::new(chat),
-        model: task.meta.model.clone(),
-        redactor,
-    })
-}
-
-/// The builder's Meta: the OpenAI client, or codex when `runner.meta.kind` is
-/// codex-cli.
-pub(crate) fn backend(
-    defaults: &Defaults,
-    var: &dyn Fn(&str) -> Option<String>,
-    interrupt: Interrupt,
-    scratch: &CodexScratch,
-) -> Result<PipelineChat, String> {
-    if defaults.runner_meta("kind") == Some("codex-cli") {
-        return codex_chat(defaults, var, interrupt, defaults.builder().model, scratch);
-    }
-    let mut meta = defaults
-        .runner
-        .as_ref()
+    codex: bool,
+) -> Result<RunnerSettings, String> {
+    let runner = defaults.runner.as_ref();
+    let mut meta = runner
         .and_then(|r| r.get("meta"))
         .cloned()
         .unwrap_or_else(|| json!({}));
-    let Value::Object(map) = &mut meta else {
-        return Err("runner.meta must be a mapping".into());
-    };
-    if map.get("kind").and_then(Value::as_str) == Some("scripted") {
-        return Err("the Task Builder `kind: meta` needs an OpenAI-compatible runner.meta, but runner.meta.kind is scripted; set builder.kind: scripted with builder.script".into());
+    let is_codex = meta.get("kind").and_then(Value::as_str) == Some("codex-cli");
+    if codex && !is_codex {
+        meta = json!({"kind": "codex-cli"});
     }
-    let model = defaults
-        .builder()
-        .model
-        .or_else(|| map.get("model").and_then(Value::as_str).map(str::to_string))
-        .unwrap_or_else(|| DEFAULT_META_MODEL.to_string());
-    map.insert("model".into(), model.clone().into());
-    let config = json!({
-        "task": {"id": "task-builder", "title": "Task Builder", "instructions": "-",
-                 "project": {"root_dir": std::env::temp_dir()}},
-        "runner": {"meta": meta, "worker": {"type": "docker_codex_cli"}},
-    });
-    let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
+    let mut worker = match runner.and_then(|r| r.get("worker")) {
+        Some(worker) if codex || is_codex => worker.clone(),
+        _ => json!({}),
+    };
+    if let Value::Object(map) = &mut worker {
+        map.entry("type")
+            .or_insert_with(|| agent_runner_sandbox::task::TASKCONFIG_WORKER_TYPE.into());
+    }
     let os_var = |name: &str| var(name).map(std::ffi::OsString::from);
-    let task = agent_runner_sandbox::task::parse(
-        &yaml,
+    let mut settings = agent_runner_sandbox::task::runner_settings(
+        &json!({"meta": meta, "worker": worker}),
         &Host {
             var: &os_var,
             cwd: Ok(std::env::temp_dir()),
         },
     )
+    .map_err(|e| e.with_hints())?;
+    if let Some(model) = model {
+        settings
+            .meta
+            .set_model(&model)
+            .map_err(|e| format!("builder.model: {e}"))?;
+    }
+    Ok(settings)
+}
+
+/// Meta's codex with the workspace's settings (`meta_settings`), `model` its `-m`
+/// when given.
+pub(crate) fn codex_chat(
+    defaults: &Defaults,
+    var: &dyn Fn(&str) -> Option<String>,
+    interrupt: Interrupt,
+    model: Option<String>,
+    place: &CodexPlace,
+) -> Result<PipelineChat, String> {
+    let settings = meta_settings(defaults, var, model, true)?;
+    open(settings, interrupt, place)
+}
+
+/// The builder's Meta: the workspace's `runner.meta`, whatever its kind.
+pub(crate) fn backend(
+    defaults: &Defaults,
+    var: &dyn Fn(&str) -> Option<String>,
+    interrupt: Interrupt,
+    place: &CodexPlace,
+) -> Result<PipelineChat, String> {
+    if defaults.runner_meta("kind") == Some("scripted") {
+        return Err("the Task Builder `kind: meta` needs a model's API or codex as runner.meta, but runner.meta.kind is scripted; set builder.kind: scripted with builder.script".into());
+    }
+    let settings = meta_settings(defaults, var, defaults.builder().model, false)?;
+    open(settings, interrupt, place)
+}
+
+fn open(
+    settings: RunnerSettings,
+    interrupt: Interrupt,
+    place: &CodexPlace,
+) -> Result<PipelineChat, String> {
+    if let agent_runner_sandbox::task::MetaBackend::CodexCli(codex) = &settings.meta.backend {
+        let worker = codex.worker_settings(&settings.worker, settings.meta.timeout);
+        if !super::codex::has_session(codex, &worker.env) {
+            return Err("no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)".into());
+        }
+    }
+    let redactor = Redactor::new(&settings.secrets());
+    let chat = agent_runner_meta::open(Opening {
+        meta: &settings.meta,
+        worker: &settings.worker,
+        task_id: "meta",
+        redactor: redactor.clone(),
+        interrupt,
+        deadline: Deadline::none(),
+        scratch: CodexScratch {
+            dir: place.dir.to_path_buf(),
+            remove_after: place.remove_after,
+            logs: None,
+            within: place.deadline,
+        },
+    })
     .map_err(|e| e.to_string())?;
-    let MetaBackend::OpenAiChat { base_url, api_key } = &task.meta.backend else {
-        return Err("runner.meta is not an OpenAI-compatible backend".into());
-    };
-    let chat = OpenAiChat::new(
-        base_url,
-        &model,
-        task.meta.temperature,
-        api_key.value.clone(),
-        task.meta.timeout,
-    )
-    .interruptible(interrupt);
     Ok(PipelineChat {
-        chat: Box::new(chat),
-        model,
-        redactor: Redactor::new([&api_key.value]),
+        chat,
+        model: settings.meta.model.clone(),
+        redactor,
     })
 }

@@ -54,7 +54,7 @@ pub(crate) fn build(
         return codex::build(defaults, request, var, interrupt, work);
     }
     let scratch = work.join("codex-meta");
-    let codex = meta::CodexScratch {
+    let codex = meta::CodexPlace {
         dir: &scratch,
         remove_after: false,
         deadline: None,

@@ -138,6 +138,14 @@ mod tests {
     use agent_runner_meta::reply::parse_reply;
 
     #[test]
+    fn the_schema_keeps_strict_modes_rules() {
+        assert_eq!(
+            agent_runner_meta::schema::check_strict(&BuiltConfig::schema(), ""),
+            Ok(())
+        );
+    }
+
+    #[test]
     fn a_taskconfig_with_type_is_accepted_and_type_dropped() {
         let BuiltConfig(map) = parse_reply::<BuiltConfig>(
             "```yaml\ntype: build_task_config\ntask:\n  id: x\n  instructions: do it\nrunner:\n  meta: {model: m}\n```",

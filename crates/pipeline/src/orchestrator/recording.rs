@@ -22,7 +22,7 @@ pub(crate) fn record(ws: &Workspace, attempt: &Attempt) -> Result<PathBuf, Pipel
         .load(&attempt.task_id)?
         .is_some_and(|t| t.attempts.iter().any(|a| a.job_id == attempt.job_id));
     if !recorded {
-        store.append(&attempt.task_id, &Line::Attempt(attempt.clone()))?;
+        store.append(&attempt.task_id, &Line::Attempt(Box::new(attempt.clone())))?;
     }
     let path = ws.results_dir().join(format!("{}.json", attempt.job_id));
     let mut json = serde_json::to_vec_pretty(&result_document(ws, attempt)).unwrap_or_default();

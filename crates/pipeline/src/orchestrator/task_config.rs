@@ -272,12 +272,10 @@ mod tests {
         let var = |n: &str| (n == "OPENAI_API_KEY").then(|| "sk-x".to_string());
         let task = validate(&yaml, &root, &var).unwrap();
         assert_eq!(task.test.unwrap().command, command);
-        let agent_runner_sandbox::task::MetaBackend::OpenAiChat { base_url, .. } =
-            task.meta.backend
-        else {
-            panic!("openai-chat")
+        let agent_runner_sandbox::task::MetaBackend::Api(api) = task.meta.backend else {
+            panic!("an HTTP Meta")
         };
-        assert_eq!(base_url, agent_runner_sandbox::task::DEFAULT_BASE_URL);
+        assert_eq!(api.base_url, agent_runner_sandbox::task::DEFAULT_BASE_URL);
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub(crate) fn open(
     scratch: &Path,
 ) -> Result<PlanBackend, String> {
     let settings = defaults.builder();
-    let codex = builder::meta::CodexScratch {
+    let codex = builder::meta::CodexPlace {
         dir: scratch,
         remove_after: true,
         deadline: Some(PLAN_DEADLINE),

@@ -220,7 +220,7 @@ impl Defaults {
             return Default::default();
         };
         let var = |name: &str| match name {
-            "META_TIMEOUT_SEC" | "OPENAI_BASE_URL" => None,
+            "META_TIMEOUT_SEC" | "OPENAI_BASE_URL" | "ANTHROPIC_BASE_URL" => None,
             _ => Some(std::ffi::OsString::from(PLACEHOLDER)),
         };
         agent_runner_sandbox::task::parse(
@@ -306,7 +306,7 @@ fn check_runner(runner: &Value) -> Result<(), String> {
     // (Their stand-in is no other placeholder: a secret's value is looked for in
     // what goes on a command line, the worker's model among it.)
     let var = |name: &str| match name {
-        "META_TIMEOUT_SEC" | "OPENAI_BASE_URL" => None,
+        "META_TIMEOUT_SEC" | "OPENAI_BASE_URL" | "ANTHROPIC_BASE_URL" => None,
         _ => Some(std::ffi::OsString::from("value-of-a-variable")),
     };
     agent_runner_sandbox::task::parse(

@@ -160,6 +160,7 @@ mod tests {
                 input_tokens: input,
                 cached_input_tokens: 0,
                 output_tokens: output,
+                ..Default::default()
             }),
         )
     }
@@ -175,6 +176,7 @@ mod tests {
                 agent_runner_core::usage::Price {
                     input: 1.0,
                     cached_input: 1.0,
+                    cache_write: 1.0,
                     output: 1.0,
                 },
             )]
@@ -194,7 +196,7 @@ mod tests {
         let mut c = attempt("j3", AttemptStatus::Failed);
         c.started_at = "2026-05-02T11:00:00.000Z".into();
         for line in [a, b, c] {
-            store.append("t-1", &Line::Attempt(line)).unwrap();
+            store.append("t-1", &Line::Attempt(Box::new(line))).unwrap();
         }
         let all = report(&ws, None).unwrap();
         assert_eq!(all.attempts, 2, "an attempt without usage is not counted");
@@ -233,7 +235,7 @@ mod tests {
         usage.meta.tokens.input_tokens = u64::MAX;
         usage.worker.tokens.input_tokens = u64::MAX;
         a.usage = Some(usage);
-        store.append("t-1", &Line::Attempt(a)).unwrap();
+        store.append("t-1", &Line::Attempt(Box::new(a))).unwrap();
         let all = report(&ws, None).unwrap();
         let m = &all.models[0];
         assert_eq!((m.model.as_deref(), m.calls), (None, u32::MAX));

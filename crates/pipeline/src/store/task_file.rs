@@ -189,7 +189,8 @@ pub(crate) enum Line {
     Task(TaskRecord),
     Update(Update),
     Deleted(Deleted),
-    Attempt(Attempt),
+    /// Boxed: an attempt (its result, its usage) is several times the other lines.
+    Attempt(Box<Attempt>),
     /// A type this version does not know; skipped.
     Other(String),
 }
@@ -279,7 +280,7 @@ impl Line {
                 .map(Line::Deleted)
                 .map_err(error),
             Some("attempt") => serde_json::from_slice(bytes)
-                .map(Line::Attempt)
+                .map(|attempt| Line::Attempt(Box::new(attempt)))
                 .map_err(error),
             Some(other) => Ok(Line::Other(other.to_string())),
             None => Err("no \"type\"".into()),
@@ -375,8 +376,8 @@ pub(crate) fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) ->
             (Some(v), Line::Update(update)) => apply(&mut v.record, update.changes),
             (Some(v), Line::Deleted(deleted)) => v.deleted = Some(deleted),
             (Some(v), Line::Attempt(attempt)) => match depth {
-                Depth::Full => v.attempts.push(attempt),
-                Depth::Latest => pending.push(Pending::Parsed(Box::new(attempt))),
+                Depth::Full => v.attempts.push(*attempt),
+                Depth::Latest => pending.push(Pending::Parsed(attempt)),
             },
             (Some(_), Line::Other(_)) => {}
         }
@@ -388,7 +389,7 @@ pub(crate) fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) ->
             let attempt = match candidate {
                 Pending::Parsed(attempt) => *attempt,
                 Pending::Raw { number, line, last } => match Line::parse(line) {
-                    Ok(Line::Attempt(attempt)) => attempt,
+                    Ok(Line::Attempt(attempt)) => *attempt,
                     Ok(_) => continue,
                     Err(e) => {
                         warn_invalid(name, number, last, &e);
@@ -517,7 +518,7 @@ pub(crate) mod tests {
             json,
             r#"{"type":"task","id":"t-1","workspace_id":"abcd1234ef56","title":"TODO アプリを作成して","raw_prompt":"TODO アプリを作成して","created_at":"2025-12-07T08:00:00.000Z"}"#
         );
-        let json = Line::Attempt(attempt("j-1", AttemptStatus::Failed)).to_json();
+        let json = Line::Attempt(Box::new(attempt("j-1", AttemptStatus::Failed))).to_json();
         assert!(json.starts_with(ATTEMPT_PREFIX));
         let Line::Attempt(back) = Line::parse(&json).unwrap() else {
             panic!()
@@ -561,7 +562,7 @@ pub(crate) mod tests {
     fn the_fold_applies_updates_deletes_and_attempts_in_order() {
         let mut bytes = file(&[
             Line::Task(record("t-1")),
-            Line::Attempt(attempt("j-1", AttemptStatus::Failed)),
+            Line::Attempt(Box::new(attempt("j-1", AttemptStatus::Failed))),
             Line::Update(Update {
                 at: "x".into(),
                 changes: TaskChanges {
@@ -574,7 +575,7 @@ pub(crate) mod tests {
                 },
             }),
             Line::Other("future".into()),
-            Line::Attempt(attempt("j-2", AttemptStatus::Succeeded)),
+            Line::Attempt(Box::new(attempt("j-2", AttemptStatus::Succeeded))),
         ]);
         let view = fold("t-1.jsonl", &bytes, Depth::Full, &Commits::none()).unwrap();
         assert_eq!(view.record.title, "New title");
@@ -609,8 +610,8 @@ pub(crate) mod tests {
     fn the_latest_valid_attempt_is_found_behind_a_torn_one() {
         let mut bytes = file(&[
             Line::Task(record("t-1")),
-            Line::Attempt(attempt("j-1", AttemptStatus::Failed)),
-            Line::Attempt(attempt("j-2", AttemptStatus::Succeeded)),
+            Line::Attempt(Box::new(attempt("j-1", AttemptStatus::Failed))),
+            Line::Attempt(Box::new(attempt("j-2", AttemptStatus::Succeeded))),
         ]);
         bytes.extend_from_slice(br#"{"type":"attempt","attempt_id":"a-3","job"#);
         let brief = fold("t", &bytes, Depth::Latest, &Commits::none()).unwrap();
@@ -679,7 +680,7 @@ pub(crate) mod tests {
                 } else {
                     AttemptStatus::Cancelled
                 };
-                let line = Line::Attempt(attempt(&job, status)).to_json();
+                let line = Line::Attempt(Box::new(attempt(&job, status))).to_json();
                 match op % 6 {
                     0 => bytes.extend(&line),
                     // Torn mid-write; the next append starts a fresh line.
@@ -713,7 +714,10 @@ pub(crate) mod tests {
 
     #[test]
     fn a_file_without_a_task_line_first_is_no_task() {
-        let bytes = file(&[Line::Attempt(attempt("j-1", AttemptStatus::Failed))]);
+        let bytes = file(&[Line::Attempt(Box::new(attempt(
+            "j-1",
+            AttemptStatus::Failed,
+        )))]);
         assert!(fold("x", &bytes, Depth::Full, &Commits::none()).is_none());
         assert!(fold("x", b"", Depth::Latest, &Commits::none()).is_none());
     }

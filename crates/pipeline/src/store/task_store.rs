@@ -226,12 +226,15 @@ mod tests {
         store
             .append(
                 "t-1",
-                &Line::Attempt(attempt("j-1", AttemptStatus::Succeeded)),
+                &Line::Attempt(Box::new(attempt("j-1", AttemptStatus::Succeeded))),
             )
             .unwrap();
         assert!(
             store
-                .append("t-2", &Line::Attempt(attempt("j-1", AttemptStatus::Failed)))
+                .append(
+                    "t-2",
+                    &Line::Attempt(Box::new(attempt("j-1", AttemptStatus::Failed)))
+                )
                 .is_err(),
             "no such task"
         );

@@ -34,6 +34,8 @@ impl MessageType {
 pub(crate) const MAX_TAIL: usize = 4 * 1024;
 pub(crate) const MAX_PRD_SUMMARY: usize = 1024;
 const MAX_SUMMARY: usize = 1024;
+/// The most of AGENTS.md (or CLAUDE.md) a plan_task request carries.
+const MAX_PROJECT_INSTRUCTIONS: usize = 16 * 1024;
 const MAX_CRITERIA_IN_REQUEST: usize = 20;
 const MAX_CRITERION_TEXT: usize = 200;
 const MAX_COMMANDS_IN_REQUEST: usize = 10;
@@ -129,6 +131,16 @@ pub(crate) struct PlanRequest<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     task: PlanTaskInfo<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    project_instructions: Option<ProjectInstructions>,
+}
+
+/// The repository's instructions for agents (SPEC §20): its `AGENTS.md`, else its
+/// `CLAUDE.md`, at most `MAX_PROJECT_INSTRUCTIONS` bytes of it.
+#[derive(Serialize)]
+struct ProjectInstructions {
+    file: &'static str,
+    text: String,
 }
 
 #[derive(Serialize)]
@@ -257,7 +269,22 @@ pub(crate) fn plan_request(ctx: &TaskContext) -> PlanRequest<'_> {
             prd: &task.prd.text,
             test_command: task.test.as_ref().map(|t| t.command.as_str()),
         },
+        project_instructions: project_instructions(&task.repo),
     }
+}
+
+/// `AGENTS.md`, else `CLAUDE.md`, from the repository's root, cut to
+/// `MAX_PROJECT_INSTRUCTIONS` bytes. The worker may have written either: read
+/// through the safe-file module (a regular file only, never through a symlink,
+/// never blocking on a FIFO, bounded), and masked with the request.
+fn project_instructions(repo: &std::path::Path) -> Option<ProjectInstructions> {
+    ["AGENTS.md", "CLAUDE.md"].into_iter().find_map(|file| {
+        let max = MAX_PROJECT_INSTRUCTIONS as u64 + 4;
+        let bytes = agent_runner_core::fs::read::head(&repo.join(file), max)?;
+        let text = String::from_utf8_lossy(&bytes);
+        let text = cut(&text, MAX_PROJECT_INSTRUCTIONS);
+        (!text.trim().is_empty()).then_some(ProjectInstructions { file, text })
+    })
 }
 
 /// `request`; a next_action request says how many replans are left when
@@ -566,7 +593,54 @@ impl Reply for Assessment {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_runner_core::fs::testing::{scratch, within};
     use agent_runner_meta::reply::parse_reply;
+
+    /// The plan_task request of a task whose repository is `repo`.
+    fn plan_yaml(repo: &std::path::Path) -> serde_norway::Value {
+        let mut task = agent_runner_sandbox::task::test_task("");
+        task.repo = repo.to_path_buf();
+        let ctx = TaskContext::new(task);
+        serde_norway::from_str(&request(MessageType::PlanTask, &ctx)).unwrap()
+    }
+
+    #[test]
+    fn plan_task_carries_agents_md_else_claude_md_bounded_and_only_a_regular_file() {
+        let repo = scratch("instructions");
+        assert!(plan_yaml(&repo).get("project_instructions").is_none());
+        std::fs::write(repo.join("CLAUDE.md"), "Use pnpm.\n").unwrap();
+        let carried = &plan_yaml(&repo)["project_instructions"];
+        assert_eq!(
+            (carried["file"].as_str(), carried["text"].as_str()),
+            (Some("CLAUDE.md"), Some("Use pnpm.\n"))
+        );
+        std::fs::write(repo.join("AGENTS.md"), "é".repeat(20_000)).unwrap();
+        let carried = &plan_yaml(&repo)["project_instructions"];
+        assert_eq!(carried["file"], "AGENTS.md");
+        let text = carried["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("éé") && text.len() <= MAX_PROJECT_INSTRUCTIONS + 3,
+            "{}",
+            text.len()
+        );
+        // The worker could leave a link to a host file, or a FIFO to hang the runner.
+        std::fs::remove_file(repo.join("AGENTS.md")).unwrap();
+        std::fs::write(repo.join("secret"), "host secret").unwrap();
+        std::os::unix::fs::symlink(repo.join("secret"), repo.join("AGENTS.md")).unwrap();
+        assert_eq!(
+            plan_yaml(&repo)["project_instructions"]["file"],
+            "CLAUDE.md"
+        );
+        std::fs::remove_file(repo.join("AGENTS.md")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(repo.join("AGENTS.md"))
+            .status();
+        assert!(made.unwrap().success(), "mkfifo");
+        let r = repo.clone();
+        let carried = within(move || plan_yaml(&r)["project_instructions"]["file"].clone());
+        assert_eq!(carried, "CLAUDE.md");
+        std::fs::remove_dir_all(&repo).unwrap();
+    }
 
     #[test]
     fn plan_gets_generated_ids_and_is_strict() {

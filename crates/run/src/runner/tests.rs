@@ -116,6 +116,7 @@ impl Sandbox for FakeSandbox {
                         input_tokens: input,
                         cached_input_tokens: 0,
                         output_tokens: output,
+                        ..Default::default()
                     }
                 }),
             ),
@@ -851,6 +852,7 @@ impl Paid {
                     input_tokens: input,
                     cached_input_tokens: 0,
                     output_tokens: output,
+                    ..Default::default()
                 }),
             );
         }

@@ -119,6 +119,8 @@ impl Usage {
             input_tokens: self.input_tokens,
             cached_input_tokens: self.cached_input_tokens,
             output_tokens: self.output_tokens,
+            reasoning_tokens: self.reasoning_output_tokens,
+            ..Tokens::default()
         }
     }
 }
@@ -245,7 +247,9 @@ mod tests {
             Some(Tokens {
                 input_tokens: 10,
                 cached_input_tokens: 4,
-                output_tokens: 3
+                output_tokens: 3,
+                reasoning_tokens: 2,
+                ..Tokens::default()
             })
         );
         assert_eq!(used.reported_cost_usd, Some(0.5));

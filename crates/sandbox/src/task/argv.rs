@@ -12,7 +12,7 @@
 
 use super::input_error::InputError;
 use super::worker_env::RESERVED;
-use super::{EnvValue, MetaBackend, Task, WorkerEnv};
+use super::{EnvValue, MetaBackend, MetaSettings, WorkerEnv, WorkerSettings};
 use crate::agent::RunSpec;
 use agent_runner_core::secret::{Secret, credential_in};
 
@@ -20,10 +20,14 @@ use agent_runner_core::secret::{Secret, credential_in};
 /// found everywhere).
 const MIN_SECRET_LEN: usize = 8;
 
-/// Every credential in what goes on a command line, as problems.
-pub fn check(task: &Task) -> Vec<InputError> {
-    let secrets: Vec<Secret> = task
-        .secrets()
+/// Every credential in what goes on a command line of a task with `meta` and
+/// `worker` (whose secret values are `secrets`), as problems.
+pub fn check(
+    meta: &MetaSettings,
+    worker: &WorkerSettings,
+    secrets: Vec<Secret>,
+) -> Vec<InputError> {
+    let secrets: Vec<Secret> = secrets
         .into_iter()
         .filter(|s| s.expose().len() >= MIN_SECRET_LEN)
         .collect();
@@ -51,7 +55,6 @@ pub fn check(task: &Task) -> Vec<InputError> {
     let args_how = "pass it in runner.worker.env as env:VAR (it reaches the container by \
                     name) and name the variable here: for codex, a provider's `env_key` \
                     or `env_http_headers`; a base URL goes in base_url";
-    let worker = &task.worker;
     for (n, arg) in worker.extra_args.iter().enumerate() {
         look(format!("runner.worker.extra_args[{n}]"), arg, args_how);
     }
@@ -59,7 +62,7 @@ pub fn check(task: &Task) -> Vec<InputError> {
         look("runner.worker.model".into(), model, "a model is a name");
     }
     env_on_command_line(&worker.env, "runner.worker.env", &mut look);
-    if let MetaBackend::CodexCli(codex) = &task.meta.backend {
+    if let MetaBackend::CodexCli(codex) = &meta.backend {
         for (n, arg) in codex.extra_args.iter().flatten().enumerate() {
             look(format!("runner.meta.extra_args[{n}]"), arg, args_how);
         }
@@ -68,7 +71,7 @@ pub fn check(task: &Task) -> Vec<InputError> {
         }
         env_on_command_line(codex.env.iter().flatten(), "runner.meta.env", &mut look);
     }
-    problems.extend(refused_args(task));
+    problems.extend(refused_args(meta, worker));
     problems
 }
 
@@ -94,7 +97,7 @@ fn env_on_command_line<'a>(
 }
 
 /// Arguments that would undo how a kind keeps a setting off its command line.
-fn refused_args(task: &Task) -> Vec<InputError> {
+fn refused_args(meta: &MetaSettings, worker: &WorkerSettings) -> Vec<InputError> {
     let check = |kind: &dyn crate::agent::Kind,
                  args: &[String],
                  url: Option<&str>,
@@ -110,7 +113,6 @@ fn refused_args(task: &Task) -> Vec<InputError> {
         kind.refused_arg(&run)
             .map(|(n, why)| InputError::new(format!("{field}[{n}]"), format!("{why}{whose}")))
     };
-    let worker = &task.worker;
     let mut problems: Vec<InputError> = check(
         worker.kind,
         &worker.extra_args,
@@ -120,8 +122,8 @@ fn refused_args(task: &Task) -> Vec<InputError> {
     )
     .into_iter()
     .collect();
-    if let MetaBackend::CodexCli(codex) = &task.meta.backend {
-        let settings = codex.worker_settings(worker, task.meta.timeout);
+    if let MetaBackend::CodexCli(codex) = &meta.backend {
+        let settings = codex.worker_settings(worker, meta.timeout);
         let (field, whose) = match codex.extra_args {
             Some(_) => ("runner.meta.extra_args", ""),
             // The worker's arguments, refused already, are not refused twice.

@@ -76,14 +76,16 @@ fn pricing(raw: BTreeMap<String, RawPrice>, problems: &mut InputErrors) -> Optio
         };
         let input = amount(raw.input, "input", None);
         let cached_input = amount(raw.cached_input, "cached_input", input);
+        let cache_write = amount(raw.cache_write, "cache_write", input);
         let output = amount(raw.output, "output", None);
-        match (input, cached_input, output) {
-            (Some(input), Some(cached_input), Some(output)) => {
+        match (input, cached_input, cache_write, output) {
+            (Some(input), Some(cached_input), Some(cache_write), Some(output)) => {
                 models.insert(
                     model,
                     Price {
                         input,
                         cached_input,
+                        cache_write,
                         output,
                     },
                 );
@@ -167,7 +169,7 @@ pub fn unpriced(
             Some(_) => {}
         }
     }
-    if matches!(meta.backend, MetaBackend::OpenAiChat { .. }) && !priced(&meta.model) {
+    if matches!(meta.backend, MetaBackend::Api(_)) && !priced(&meta.model) {
         return Some(
             InputError::new(
                 field,

@@ -89,7 +89,7 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
 /// `runner.worker` and the login of its agent. The login is resolved first (the
 /// default allow list depends on it) and its problem recorded after the worker's,
 /// in the document's order.
-fn worker(
+pub(crate) fn worker(
     raw: RawWorker,
     shape: Shape,
     meta: Option<&MetaSettings>,
@@ -173,7 +173,10 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
 
 /// Meta's settings, its model named as Meta's codex will run it: the worker's when
 /// Meta's codex takes it from a codex worker.
-fn codex_model_named(mut meta: MetaSettings, worker: Option<&WorkerSettings>) -> MetaSettings {
+pub(crate) fn codex_model_named(
+    mut meta: MetaSettings,
+    worker: Option<&WorkerSettings>,
+) -> MetaSettings {
     if let (MetaBackend::CodexCli(codex), Some(worker)) = (&meta.backend, worker)
         && let Some(model) = codex.model_next_to(worker)
     {
@@ -183,7 +186,7 @@ fn codex_model_named(mut meta: MetaSettings, worker: Option<&WorkerSettings>) ->
 }
 
 /// `bounds`, unless a cost limit meets a model without a price (recorded).
-fn priced(
+pub(crate) fn priced(
     bounds: Option<Bounds>,
     meta: Option<&MetaSettings>,
     worker: Option<&WorkerSettings>,

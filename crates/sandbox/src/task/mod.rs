@@ -20,9 +20,11 @@ mod host;
 pub mod id;
 mod input_error;
 mod locate;
+mod meta_api;
 mod paths;
 mod raw;
 mod resolved;
+mod runner_section;
 mod schema;
 mod settings;
 
@@ -41,16 +43,18 @@ pub use codex_meta::CodexMeta;
 pub use fields::{MAX_SECONDS, is_one_line};
 pub use host::{Host, Var};
 pub use input_error::{Category, InputError, InputErrors};
+pub use meta_api::{
+    DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL, DEFAULT_BASE_URL, DEFAULT_META_MODEL,
+    Effort, EffortLevel, EffortSource, MetaApi, MetaHeader, Wire,
+};
 pub use resolved::resolved_yaml;
+pub use runner_section::{RunnerSettings, runner_settings};
 pub use schema::{builder_fields, builder_may_write, task_config_schema};
 
 use crate::agent::Kind;
 use crate::egress::AllowList;
 use agent_runner_core::secret::Secret;
 
-pub const DEFAULT_META_MODEL: &str = "gpt-5.1-codex-max-high";
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
-pub(crate) const DEFAULT_API_KEY: &str = "env:OPENAI_API_KEY";
 pub const DEFAULT_DOCKER_IMAGE: &str = "agent-runner-codex:latest";
 pub(crate) const DEFAULT_MAX_LOOPS: u32 = 5;
 /// Default `runner.meta.max_replans` (SPEC §16).
@@ -150,6 +154,8 @@ pub struct TestSpec {
 pub struct MetaSettings {
     pub backend: MetaBackend,
     pub model: String,
+    /// The reasoning effort asked for (HTTP kinds), and where it came from.
+    pub reasoning_effort: Option<Effort>,
     pub temperature: Option<f64>,
     /// Secrets masked.
     pub system_prompt: Option<String>,
@@ -157,15 +163,50 @@ pub struct MetaSettings {
     /// How often Meta may re-plan the criteria in a run (0: never).
     pub max_replans: u32,
     pub timeout: Duration,
+    /// Why Meta is of its kind (`validate` says).
+    pub kind_reason: String,
+}
+
+impl MetaSettings {
+    /// `runner.meta.kind`.
+    pub fn kind(&self) -> &'static str {
+        match &self.backend {
+            MetaBackend::Api(api) => api.wire.as_str(),
+            MetaBackend::Scripted { .. } => "scripted",
+            MetaBackend::CodexCli(_) => "codex-cli",
+        }
+    }
+
+    /// Meta's model replaced by `model` (`--meta-model`, `builder.model`): codex's
+    /// `-m` with `kind: codex-cli`; on `openai-responses` its effort suffix split
+    /// off, replacing an effort that came with the model it replaces. An error when
+    /// the name has an effort and `runner.meta.reasoning_effort` gave one too.
+    pub fn set_model(&mut self, model: &str) -> Result<(), String> {
+        if let MetaBackend::CodexCli(codex) = &mut self.backend {
+            codex.model = Some(model.to_string());
+        }
+        let MetaBackend::Api(api) = &self.backend else {
+            self.model = model.to_string();
+            return Ok(());
+        };
+        let given = self
+            .reasoning_effort
+            .as_ref()
+            .filter(|e| e.from == EffortSource::Setting)
+            .map(|e| e.level);
+        let (model, effort) = meta_api::model_and_effort(api.wire, Some(model.to_string()), given)
+            .map_err(|e| e.message)?;
+        self.model = model;
+        self.reasoning_effort = effort;
+        Ok(())
+    }
 }
 
 /// Where Meta's replies come from.
 #[derive(Debug, Clone)]
 pub enum MetaBackend {
-    OpenAiChat {
-        base_url: String,
-        api_key: ApiKey,
-    },
+    /// An HTTP API (`openai-responses`, `openai-chat`, `anthropic-messages`).
+    Api(MetaApi),
     Scripted {
         script: PathBuf,
     },
@@ -274,39 +315,7 @@ impl Task {
     /// Every secret value of this task (API key, `env:` values, logins, credentials
     /// in URLs, literal ones included), for masking.
     pub fn secrets(&self) -> Vec<Secret> {
-        let mut out = self.login.secrets();
-        let mut env: Vec<&WorkerEnv> = self.worker.env.iter().collect();
-        match &self.meta.backend {
-            MetaBackend::OpenAiChat { api_key, base_url } => {
-                out.push(api_key.value.clone());
-                out.extend(agent_runner_core::secret::in_url(base_url));
-            }
-            MetaBackend::Scripted { .. } => {}
-            MetaBackend::CodexCli(codex) => {
-                out.extend(codex.login.secrets());
-                out.extend(
-                    codex
-                        .base_url
-                        .iter()
-                        .flat_map(|u| agent_runner_core::secret::in_url(u)),
-                );
-                env.extend(codex.env.iter().flatten());
-            }
-        }
-        if let Some(url) = &self.worker.base_url {
-            out.extend(agent_runner_core::secret::in_url(url));
-        }
-        for env in env {
-            match &env.value {
-                EnvValue::FromHost { value, .. } => out.push(value.clone()),
-                // `ANTHROPIC_BASE_URL: https://user:pw@gw/` given as a literal.
-                EnvValue::Literal(value) if value.contains("://") => {
-                    out.extend(agent_runner_core::secret::in_url(value));
-                }
-                EnvValue::Literal(_) => {}
-            }
-        }
-        out
+        secrets_of(&self.meta, &self.worker, &self.login)
     }
 
     /// File name of the Task Note in `.agent-runner/`.
@@ -322,6 +331,50 @@ impl Task {
     }
 }
 
+/// Every secret value of these settings (API key, `env:` values, logins,
+/// credentials in URLs, literal ones included), for masking.
+pub(crate) fn secrets_of(
+    meta: &MetaSettings,
+    worker: &WorkerSettings,
+    login: &Login,
+) -> Vec<Secret> {
+    let mut out = login.secrets();
+    let mut env: Vec<&WorkerEnv> = worker.env.iter().collect();
+    match &meta.backend {
+        MetaBackend::Api(api) => {
+            out.extend(api.api_key.iter().map(|key| key.value.clone()));
+            // Every header value: they are there to authenticate.
+            out.extend(api.headers.iter().map(MetaHeader::value));
+            out.extend(agent_runner_core::secret::in_url(&api.base_url));
+        }
+        MetaBackend::Scripted { .. } => {}
+        MetaBackend::CodexCli(codex) => {
+            out.extend(codex.login.secrets());
+            out.extend(
+                codex
+                    .base_url
+                    .iter()
+                    .flat_map(|u| agent_runner_core::secret::in_url(u)),
+            );
+            env.extend(codex.env.iter().flatten());
+        }
+    }
+    if let Some(url) = &worker.base_url {
+        out.extend(agent_runner_core::secret::in_url(url));
+    }
+    for env in env {
+        match &env.value {
+            EnvValue::FromHost { value, .. } => out.push(value.clone()),
+            // `ANTHROPIC_BASE_URL: https://user:pw@gw/` given as a literal.
+            EnvValue::Literal(value) if value.contains("://") => {
+                out.extend(agent_runner_core::secret::in_url(value));
+            }
+            EnvValue::Literal(_) => {}
+        }
+    }
+    out
+}
+
 /// Parses and validates a Task YAML document, reporting every problem it finds:
 /// unknown keys, then wrong types, then wrong values, then problems of the host
 /// (unset variables, missing files). A syntax error is reported alone.
@@ -332,7 +385,7 @@ pub fn parse(text: &str, host: &Host) -> Result<Task, InputErrors> {
         .raw
         .and_then(|raw| build::task(raw, host, &mut problems));
     if let Some(task) = &task {
-        for problem in argv::check(task) {
+        for problem in argv::check(&task.meta, &task.worker, task.secrets()) {
             problems.push(problem);
         }
     }

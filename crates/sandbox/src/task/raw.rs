@@ -22,6 +22,8 @@ pub enum Kind {
     Integer,
     /// A number.
     Number,
+    /// true or false.
+    Boolean,
     /// A non-negative integer (bytes) or a string such as `512m`.
     Size,
     /// Anything; checked by value later (`version`).
@@ -162,8 +164,10 @@ raw_section! {
     /// One model's entry in `runner.pricing`, in USD per million tokens.
     RawPrice, PRICE {
         input: f64 = Kind::Number;
-        /// Default: the input price.
+        /// Input read from the provider's cache; default: the input price.
         cached_input: f64 = Kind::Number;
+        /// Input written to the provider's cache (Anthropic's cache_creation_input_tokens); default: the input price.
+        cache_write: f64 = Kind::Number;
         output: f64 = Kind::Number;
     }
 }
@@ -183,12 +187,20 @@ raw_section! {
 raw_section! {
     /// `runner.meta`.
     RawMeta, META {
-        /// openai-chat (default), scripted or codex-cli.
+        /// openai-responses (default), openai-chat (default when base_url names another host), anthropic-messages, codex-cli or scripted.
         kind: String = Kind::Text;
-        /// The Meta model (OpenAI Chat Completions; codex's -m with kind codex-cli).
+        /// The Meta model (codex's -m with kind codex-cli); on openai-responses an effort suffix (-high) is split off as reasoning_effort.
         model: String = Kind::Text;
+        /// The API's base URL; default: OPENAI_BASE_URL or https://api.openai.com/v1 (openai-*), ANTHROPIC_BASE_URL or https://api.anthropic.com (anthropic-messages).
         base_url: String = Kind::Text;
+        /// env:VAR or the key; default env:OPENAI_API_KEY (openai-*), env:ANTHROPIC_API_KEY (anthropic-messages).
         api_key: String = Kind::Text;
+        /// minimal, low, medium, high or xhigh: reasoning.effort (Responses), reasoning_effort (Chat), a thinking budget (Anthropic: low, medium, high).
+        reasoning_effort: String = Kind::Text;
+        /// More request headers, NAME: env:VAR or a literal (Azure's api-key, a gateway's token); masked like keys.
+        headers: BTreeMap<String, String> = Kind::TextMap;
+        /// openai-chat: hold replies to their JSON Schema (response_format json_schema) instead of the YAML text protocol.
+        structured: bool = Kind::Boolean;
         /// Sampling temperature for Meta, 0 to 2.
         temperature: f64 = Kind::Number;
         system_prompt: String = Kind::Text;

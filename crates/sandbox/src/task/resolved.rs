@@ -61,6 +61,7 @@ struct RunnerView<'a> {
 struct PriceView {
     input: f64,
     cached_input: f64,
+    cache_write: f64,
     output: f64,
 }
 
@@ -74,11 +75,21 @@ struct BudgetView {
 #[derive(Serialize)]
 struct MetaView<'a> {
     kind: &'static str,
+    /// Why this kind.
+    kind_from: &'a str,
     model: &'a str,
+    /// HTTP kinds: the effort and where it came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     base_url: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     api_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    headers: Option<BTreeMap<&'a str, String>>,
+    /// HTTP kinds: replies held to their JSON Schema (else the YAML text protocol).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    structured: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     script: Option<String>,
     temperature: Option<f64>,
@@ -207,6 +218,7 @@ pub fn resolved_yaml(task: &Task) -> String {
                         PriceView {
                             input: p.input,
                             cached_input: p.cached_input,
+                            cache_write: p.cache_write,
                             output: p.output,
                         },
                     )
@@ -225,27 +237,49 @@ pub fn resolved_yaml(task: &Task) -> String {
 
 fn meta_view(task: &Task) -> MetaView<'_> {
     let meta = &task.meta;
-    let (kind, base_url, api_key, script) = match &meta.backend {
-        MetaBackend::OpenAiChat { base_url, api_key } => (
-            "openai-chat",
-            Some(base_url.as_str()),
-            Some(format!("{MASK} ({})", api_key.source)),
+    let (base_url, api_key, script) = match &meta.backend {
+        MetaBackend::Api(api) => (
+            Some(api.base_url.as_str()),
+            Some(match &api.api_key {
+                Some(key) => format!("{MASK} ({})", key.source),
+                None => "none (runner.meta.headers authenticate)".into(),
+            }),
             None,
         ),
-        MetaBackend::Scripted { script } => {
-            ("scripted", None, None, Some(script.display().to_string()))
-        }
-        MetaBackend::CodexCli(codex) => ("codex-cli", codex.base_url.as_deref(), None, None),
+        MetaBackend::Scripted { script } => (None, None, Some(script.display().to_string())),
+        MetaBackend::CodexCli(codex) => (codex.base_url.as_deref(), None, None),
+    };
+    let api = match &meta.backend {
+        MetaBackend::Api(api) => Some(api),
+        _ => None,
     };
     let codex = match &meta.backend {
         MetaBackend::CodexCli(codex) => Some(codex),
         _ => None,
     };
     MetaView {
-        kind,
+        kind: meta.kind(),
+        kind_from: &meta.kind_reason,
         model: &meta.model,
+        reasoning_effort: api.map(|_| match &meta.reasoning_effort {
+            Some(effort) => format!("{} ({})", effort.level.as_str(), effort.origin()),
+            None => "none".into(),
+        }),
         base_url,
         api_key,
+        headers: api.filter(|a| !a.headers.is_empty()).map(|a| {
+            a.headers
+                .iter()
+                .map(|h| {
+                    let shown = match &h.value {
+                        EnvValue::FromHost { var, .. } => format!("{MASK} (env:{var})"),
+                        EnvValue::Literal(_) => format!("{MASK} (literal)"),
+                    };
+                    (h.name.as_str(), shown)
+                })
+                .collect()
+        }),
+        structured: api.map(|a| a.structured),
         script,
         temperature: meta.temperature,
         system_prompt: match &meta.system_prompt {

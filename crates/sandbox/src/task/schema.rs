@@ -101,6 +101,7 @@ fn leaf(kind: Kind) -> Value {
         Kind::Text | Kind::Size => json!({"type": "string"}),
         Kind::Integer => json!({"type": "integer"}),
         Kind::Number => json!({"type": "number"}),
+        Kind::Boolean => json!({"type": "boolean"}),
         Kind::TextList => json!({"type": "array", "items": {"type": "string"}}),
         Kind::TextMap => json!({"type": "object", "additionalProperties": {"type": "string"}}),
         Kind::Any | Kind::Section(_) | Kind::Map(_) => json!({}),

@@ -5,23 +5,21 @@
 use std::time::Duration;
 
 use super::auth;
-use super::env_ref;
 use super::fields::{argument, choice, non_empty, required, seconds};
 use super::host::{Host, Var};
 use super::input_error::{InputError, InputErrors};
+use super::meta_api::{self, Chosen, DEFAULT_META_MODEL, Wire};
 use super::paths::script_file;
 use super::raw::{RawLimits, RawMeta, RawWorker};
 use super::worker_env;
-use super::{
-    ApiKey, DEFAULT_API_KEY, DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, DEFAULT_IDLE_TIMEOUT_SEC,
-    DEFAULT_MAX_LOOPS, DEFAULT_MAX_REPLANS, DEFAULT_MAX_RUN_TIME_SEC, DEFAULT_META_MODEL,
-    DEFAULT_META_TIMEOUT_SEC, DEFAULT_PIDS_LIMIT, MetaBackend, MetaSettings, Network, Shape,
-    WorkerLimits, WorkerSettings,
-};
 use super::{CODEX_DEFAULT_MODEL, CodexMeta, DEFAULT_CODEX_META_TIMEOUT_SEC};
+use super::{
+    DEFAULT_DOCKER_IMAGE, DEFAULT_IDLE_TIMEOUT_SEC, DEFAULT_MAX_LOOPS, DEFAULT_MAX_REPLANS,
+    DEFAULT_MAX_RUN_TIME_SEC, DEFAULT_META_TIMEOUT_SEC, DEFAULT_PIDS_LIMIT, MetaBackend,
+    MetaSettings, Network, Shape, WorkerLimits, WorkerSettings,
+};
 use crate::agent::{self, Kind, Login};
 use crate::egress::{AllowList, Origin, Rule};
-use agent_runner_core::secret::Secret;
 use agent_runner_core::text::cut_chars;
 
 /// Most iterations a task may have; each is a paid worker run.
@@ -45,15 +43,17 @@ pub(crate) fn meta(
     host: &Host,
     problems: &mut InputErrors,
 ) -> Option<MetaSettings> {
-    let kind = match raw.kind.as_deref() {
-        None => Some("openai-chat"),
-        Some(kind) => problems.take(choice(
-            kind,
-            "runner.meta.kind",
-            &["openai-chat", "scripted", "codex-cli"],
-        )),
+    let chosen = problems.take(meta_api::kind(
+        raw.kind.as_deref(),
+        raw.base_url.as_deref(),
+        host,
+    ));
+    let kind = chosen.as_ref().map(|(kind, _)| *kind);
+    let codex = kind == Some(Chosen::CodexCli);
+    let wire = match kind {
+        Some(Chosen::Api(wire)) => Some(wire),
+        _ => None,
     };
-    let codex = kind == Some("codex-cli");
     if !codex {
         for (present, key) in [
             (raw.docker_image.is_some(), "docker_image"),
@@ -71,6 +71,35 @@ pub(crate) fn meta(
             }
         }
     }
+    if let (Some(kind), None) = (kind, wire) {
+        let name = if kind == Chosen::CodexCli {
+            "codex-cli"
+        } else {
+            "scripted"
+        };
+        for (present, key, hint) in [
+            (
+                raw.reasoning_effort.is_some(),
+                "reasoning_effort",
+                "with codex-cli, give codex `-c model_reasoning_effort=...` in runner.meta.extra_args",
+            ),
+            (raw.headers.is_some(), "headers", ""),
+            (raw.structured.is_some(), "structured", ""),
+        ] {
+            if present {
+                let mut error = InputError::new(
+                    format!("runner.meta.{key}"),
+                    format!(
+                        "not used by `kind: {name}` (only by the HTTP kinds openai-responses, openai-chat, anthropic-messages); remove it"
+                    ),
+                );
+                if kind == Chosen::CodexCli && !hint.is_empty() {
+                    error = error.with_hint(hint);
+                }
+                problems.push(error);
+            }
+        }
+    }
     // An empty model is most likely an unset variable in a template: say so rather
     // than quietly asking the default model.
     let model = match raw.model {
@@ -78,11 +107,44 @@ pub(crate) fn meta(
             "runner.meta.model",
             format!("is empty; name a model, or leave the key out for the default ({DEFAULT_META_MODEL})"),
         ))),
-        Some(model) => Some(model),
-        None if codex => Some(CODEX_DEFAULT_MODEL.to_string()),
+        Some(model) => Some(Some(model)),
+        None if codex => Some(Some(CODEX_DEFAULT_MODEL.to_string())),
         None if shape == Shape::TaskConfig => problems.take(Err(required("runner.meta.model"))),
-        None => Some(DEFAULT_META_MODEL.to_string()),
+        None => Some(None),
     };
+    let effort = match (&raw.reasoning_effort, wire) {
+        (Some(value), Some(_)) => problems.take(meta_api::effort_setting(value)).map(Some),
+        _ => Some(None),
+    };
+    let (model, reasoning_effort) = match (model, effort, wire) {
+        (Some(model), Some(effort), Some(wire)) => {
+            match problems.take(meta_api::model_and_effort(wire, model, effort)) {
+                Some((model, effort)) => (Some(model), Some(effort)),
+                None => (None, None),
+            }
+        }
+        (Some(model), Some(_), None) => (
+            Some(model.unwrap_or_else(|| DEFAULT_META_MODEL.to_string())),
+            Some(None),
+        ),
+        _ => (None, None),
+    };
+    if let (Some(Wire::AnthropicMessages), Some(Some(effort))) = (wire, &reasoning_effort)
+        && effort.level.thinking_budget().is_none()
+    {
+        problems.push(
+            InputError::new(
+                "runner.meta.reasoning_effort",
+                format!(
+                    "{} has no extended-thinking budget on anthropic-messages",
+                    effort.level.as_str()
+                ),
+            )
+            .with_hint("low (2,048 tokens), medium (8,192) or high (24,576)"),
+        );
+    }
+    let thinking =
+        wire.is_some_and(|w| w != Wire::OpenAiChat) && matches!(reasoning_effort, Some(Some(_)));
     let temperature = match raw.temperature {
         Some(_) if codex => problems.take(Err(InputError::new(
             "runner.meta.temperature",
@@ -92,6 +154,14 @@ pub(crate) fn meta(
             "runner.meta.temperature",
             format!("must be between 0 and 2 (got {t})"),
         ))),
+        Some(_) if thinking => problems.take(Err(InputError::new(
+            "runner.meta.temperature",
+            format!(
+                "is not accepted with a reasoning effort on {} (a reasoning model, or extended thinking, takes no temperature)",
+                wire.map_or("", Wire::as_str)
+            ),
+        )
+        .with_hint("remove runner.meta.temperature, or give a model without reasoning and no runner.meta.reasoning_effort"))),
         t => Some(t),
     };
     let max_loops = problems.take(max_loops(raw.max_loops));
@@ -106,8 +176,8 @@ pub(crate) fn meta(
         problems.take(meta_timeout(raw.timeout_sec, host))
     };
     let backend = match kind? {
-        "scripted" => scripted(raw.base_url, raw.api_key, raw.script, host, problems),
-        "codex-cli" => codex_cli(
+        Chosen::Scripted => scripted(raw.base_url, raw.api_key, raw.script, host, problems),
+        Chosen::CodexCli => codex_cli(
             raw.base_url,
             raw.api_key,
             raw.script,
@@ -121,16 +191,30 @@ pub(crate) fn meta(
             codex.model = model.clone().filter(|m| m != CODEX_DEFAULT_MODEL);
             MetaBackend::CodexCli(codex)
         }),
-        _ => openai_chat(raw.base_url, raw.api_key, raw.script, host, problems),
+        Chosen::Api(wire) => meta_api::api(
+            wire,
+            meta_api::ApiRaw {
+                base_url: raw.base_url,
+                api_key: raw.api_key,
+                headers: raw.headers,
+                structured: raw.structured,
+                script: raw.script,
+            },
+            host,
+            problems,
+        )
+        .map(MetaBackend::Api),
     };
     Some(MetaSettings {
         backend: backend?,
         model: model?,
+        reasoning_effort: reasoning_effort?,
         temperature: temperature?,
         system_prompt: non_empty(raw.system_prompt),
         max_loops: max_loops?,
         max_replans: max_replans?,
         timeout: timeout?,
+        kind_reason: chosen?.1,
     })
 }
 
@@ -279,70 +363,9 @@ fn scripted(
     Some(MetaBackend::Scripted { script })
 }
 
-fn openai_chat(
-    base_url: Option<String>,
-    api_key: Option<String>,
-    script: Option<String>,
-    host: &Host,
-    problems: &mut InputErrors,
-) -> Option<MetaBackend> {
-    if script.is_some() {
-        problems.push(InputError::new(
-            "runner.meta.script",
-            "only used with `kind: scripted`",
-        ));
-    }
-    let base_url = problems.take(base_url_setting(base_url, host));
-    let spec = non_empty(api_key).unwrap_or_else(|| DEFAULT_API_KEY.to_string());
-    let api_key = match problems.take(env_ref::variable(&spec, "runner.meta.api_key"))? {
-        Some(var) => {
-            let value = problems.take(env_ref::resolve(&var, "runner.meta.api_key", host))?;
-            ApiKey {
-                source: format!("env:{var}"),
-                value,
-            }
-        }
-        None => ApiKey {
-            source: "literal".into(),
-            value: Secret::new(spec),
-        },
-    };
-    Some(MetaBackend::OpenAiChat {
-        base_url: base_url?,
-        api_key,
-    })
-}
-
-/// `runner.meta.base_url`, else `$OPENAI_BASE_URL`, else the default. A variable that
-/// is set but unusable is an error: falling back would send the key elsewhere.
-fn base_url_setting(value: Option<String>, host: &Host) -> Result<String, InputError> {
-    let (url, field, from_host) = match non_empty(value) {
-        Some(url) => (url, "runner.meta.base_url", false),
-        None => match host.var("OPENAI_BASE_URL") {
-            Var::Set(url) if !url.trim().is_empty() => (url, "OPENAI_BASE_URL", true),
-            Var::NotUtf8 => {
-                return Err(InputError::new(
-                    "OPENAI_BASE_URL",
-                    "environment variable is not valid UTF-8",
-                )
-                .with_hint("unset it to use the default endpoint, or set a valid URL")
-                .environment());
-            }
-            _ => return Ok(DEFAULT_BASE_URL.to_string()),
-        },
-    };
-    url_value(&url, field).map_err(|error| {
-        if from_host {
-            error.environment()
-        } else {
-            error
-        }
-    })
-}
-
 /// A base URL: http:// or https://, without spaces, controls or quotes (it ends up
 /// in a codex `-c key="value"` option too); without a trailing `/`.
-fn url_value(url: &str, field: &str) -> Result<String, InputError> {
+pub(crate) fn url_value(url: &str, field: &str) -> Result<String, InputError> {
     let url = url.trim();
     if !(url.starts_with("http://") || url.starts_with("https://"))
         || url

@@ -61,6 +61,30 @@ pub(crate) fn check(
     }
 }
 
+/// Checks a `runner:` section given on its own, as a document of `shape` has it
+/// (no text: problems have no line and column).
+pub(crate) fn check_runner(
+    runner: &Mapping,
+    shape: Shape,
+    problems: &mut InputErrors,
+) -> Structure {
+    let before = problems.found();
+    let mut walk = Walk {
+        text: "",
+        shape,
+        path: vec![Segment::Key("runner".into())],
+        problems,
+        located: 0,
+        covered: Vec::new(),
+    };
+    let value = Value::Mapping(walk.section(runner, super::raw::RUNNER));
+    Structure {
+        value,
+        clean: walk.problems.found() == before,
+        covered: walk.covered,
+    }
+}
+
 struct Walk<'t, 'p> {
     text: &'t str,
     shape: Shape,
@@ -185,6 +209,13 @@ impl Walk<'_, '_> {
                 Value::Number(_) => Some(value.clone()),
                 _ => {
                     self.type_error("a number", value);
+                    None
+                }
+            },
+            Kind::Boolean => match value {
+                Value::Bool(_) => Some(value.clone()),
+                _ => {
+                    self.type_error("true or false", value);
                     None
                 }
             },

@@ -6,6 +6,7 @@ mod argv;
 mod bounds;
 mod host;
 mod kinds;
+mod meta_kinds;
 mod reporting;
 mod settings;
 
@@ -126,15 +127,30 @@ fn minimal_v1_gets_every_default() {
     assert_eq!(task.prd.text, "Build it");
     assert_eq!(task.prd.source, PrdSource::Inline);
     assert!(task.test.is_none());
-    assert_eq!(task.meta.model, DEFAULT_META_MODEL);
+    // The seed's default read as the model and its effort (SPEC §20).
+    assert_eq!(task.meta.model, "gpt-5.1-codex-max");
+    assert_eq!(
+        task.meta.reasoning_effort,
+        Some(Effort {
+            level: EffortLevel::High,
+            from: EffortSource::Default
+        })
+    );
+    assert_eq!(task.meta.kind(), "openai-responses");
+    assert_eq!(
+        task.meta.kind_reason,
+        "the default (runner.meta.kind not given)"
+    );
     assert_eq!(task.meta.max_loops, 5);
     assert_eq!(task.meta.timeout, Duration::from_secs(60));
     assert_eq!(task.meta.temperature, None);
     match &task.meta.backend {
-        MetaBackend::OpenAiChat { base_url, api_key } => {
-            assert_eq!(base_url, DEFAULT_BASE_URL);
-            assert_eq!(api_key.source, "env:OPENAI_API_KEY");
-            assert_eq!(api_key.value.expose(), KEY.1);
+        MetaBackend::Api(api) => {
+            assert_eq!(api.base_url, DEFAULT_BASE_URL);
+            let key = api.api_key.as_ref().unwrap();
+            assert_eq!(key.source, "env:OPENAI_API_KEY");
+            assert_eq!(key.value.expose(), KEY.1);
+            assert!(api.structured && api.headers.is_empty());
         }
         other => panic!("{other:?}"),
     }
@@ -211,12 +227,15 @@ runner:
     assert_eq!(task.meta.max_loops, 3);
     assert_eq!(task.meta.timeout, Duration::from_secs(7));
     match &task.meta.backend {
-        MetaBackend::OpenAiChat { base_url, api_key } => {
-            assert_eq!(base_url, "http://127.0.0.1:9/v1");
-            assert_eq!(api_key.value.expose(), "key-value-1");
+        MetaBackend::Api(api) => {
+            assert_eq!(api.wire, Wire::OpenAiChat);
+            assert_eq!(api.base_url, "http://127.0.0.1:9/v1");
+            assert_eq!(api.api_key.as_ref().unwrap().value.expose(), "key-value-1");
+            assert!(!api.structured, "YAML text unless asked");
         }
         other => panic!("{other:?}"),
     }
+    assert_eq!(task.meta.reasoning_effort, None);
     assert_eq!(task.worker.docker_image, "img:1");
     assert_eq!(task.worker.max_run_time, Duration::from_secs(99));
     assert_eq!(task.worker.idle_timeout, Duration::from_secs(11));
@@ -258,10 +277,20 @@ fn base_url_and_timeout_come_from_the_environment_when_absent() {
     )
     .unwrap();
     assert_eq!(task.meta.timeout, Duration::from_secs(9));
-    match task.meta.backend {
-        MetaBackend::OpenAiChat { base_url, .. } => assert_eq!(base_url, "http://localhost:1/v1"),
+    match &task.meta.backend {
+        MetaBackend::Api(api) => {
+            assert_eq!(api.base_url, "http://localhost:1/v1");
+            assert_eq!(api.wire, Wire::OpenAiChat, "another host speaks Chat");
+        }
         other => panic!("{other:?}"),
     }
+    assert!(
+        task.meta
+            .kind_reason
+            .contains("OPENAI_BASE_URL naming another host"),
+        "{}",
+        task.meta.kind_reason
+    );
     let e = parse_in(
         &dir.0,
         &[KEY, ("META_TIMEOUT_SEC", "soon")],
@@ -385,9 +414,9 @@ fn unknown_kinds_are_rejected_with_a_suggestion() {
     assert_error(
         &e,
         "runner.meta.kind",
-        "must be one of openai-chat, scripted, codex-cli (got \"openai\")",
+        "must be one of openai-responses, openai-chat, anthropic-messages, codex-cli, scripted (got \"openai\")",
     );
-    assert_eq!(e.hint.as_deref(), Some("did you mean `openai-chat`?"));
+    assert_eq!(e.hint.as_deref(), Some("did you mean `openai-responses`?"));
     let e = err("version: 1\ntask: {prd: {text: x}}\nrunner: {worker: {kind: codex}}\n");
     assert_error(
         &e,
@@ -458,9 +487,11 @@ fn numeric_bounds() {
         "expected a number",
     );
     assert_eq!(
-        ok(&format!("{base}runner: {{meta: {{temperature: 2}}}}\n"))
-            .meta
-            .temperature,
+        ok(&format!(
+            "{base}runner: {{meta: {{model: gpt-4.1, temperature: 2}}}}\n"
+        ))
+        .meta
+        .temperature,
         Some(2.0)
     );
 }
@@ -837,7 +868,11 @@ fn resolved_view_masks_secrets_and_shows_defaults() {
         "network: allowlist",
         "allow:\n    - api.openai.com\n",
         "docker_image: agent-runner-codex:latest",
-        "model: gpt-5.1-codex-max-high",
+        "kind: openai-responses\n",
+        "kind_from: the default (runner.meta.kind not given)\n",
+        "model: gpt-5.1-codex-max\n",
+        "reasoning_effort: high (the built-in default's)\n",
+        "structured: true\n",
         "test: null",
     ] {
         assert!(out.contains(default), "missing {default} in\n{out}");

@@ -1,0 +1,19 @@
+//! The integration tests, one binary: they drive the real `agent-runner` binary, the
+//! real Docker daemon and fake internet servers on the loopback (`support`). Its
+//! top-level modules say what a test needs beyond the binary, so that
+//! `cargo test --test all fast::` runs what a machine without Docker can:
+//! - `fast`: nothing else;
+//! - `docker`: the daemon and the test worker images (`make test-env`);
+//! - `image`: the real Codex CLI and Claude Code in the real worker image
+//!   agent-runner-codex:latest (`make sandbox-image`).
+//!
+//! A new test file goes into the folder of what it needs, with a `mod` line in that
+//! folder's `mod.rs`. A test that needs root, Chromium or the real image checks it
+//! first (`support::prerequisite`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
+
+mod docker;
+mod fast;
+mod image;
+mod support;

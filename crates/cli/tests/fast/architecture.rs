@@ -1,0 +1,401 @@
+//! Rules of the source tree that no compiler checks. (The layers are crates: Cargo
+//! refuses a dependency the other way round, so the runner cannot import the
+//! pipeline, nor meta the runner.)
+//!
+//! Untrusted files have one home, `crates/core/src/fs/`: no other module opens with
+//! `O_NOFOLLOW`, calls `open`/`openat` itself, creates with `O_EXCL` or takes a file
+//! lock (`File::lock` and its kin: clippy.toml), so the rule "never follow a symlink, never block on a FIFO, never leave the
+//! directory" cannot grow a second, weaker copy.
+//!
+//! The crates depend on each other in the order the workspace's Cargo.toml draws,
+//! and a crate's top-level modules do not import each other round (the pipeline's
+//! `store` ← `queue` ← `orchestrator` ← …): a circle cannot be read, tested or moved
+//! one module at a time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The workspace's top directory.
+fn top() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The crates under `top/crates/`, by directory name, each with its `src/`.
+fn crates(top: &Path) -> Vec<(String, PathBuf)> {
+    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(top.join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.path().join("src"),
+            )
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The source with comments, strings and char literals blanked out (so a path in a
+/// doc comment or a message is not an import), `#[cfg(test)]` blocks removed.
+fn code_of(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let rest = &text[i..];
+        if rest.starts_with("//") {
+            let end = rest.find('\n').map_or(b.len(), |n| i + n);
+            i = end;
+        } else if rest.starts_with("/*") {
+            let end = rest.find("*/").map_or(b.len(), |n| i + n + 2);
+            i = end;
+        } else if rest.starts_with("r#\"") || rest.starts_with("r\"") || rest.starts_with("br\"") {
+            let start = rest.find('r').unwrap() + 1;
+            let hashes = rest[start..].bytes().take_while(|&c| c == b'#').count();
+            let close = format!("\"{}", "#".repeat(hashes));
+            let body = i + start + hashes + 1;
+            let end = text[body..]
+                .find(&close)
+                .map_or(b.len(), |n| body + n + close.len());
+            out.push_str("\"\"");
+            i = end;
+        } else if b[i] == b'"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != b'"' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            out.push_str("\"\"");
+            i = j + 1;
+        } else if b[i] == b'\'' {
+            // A char literal ('x', '\n', '\u{..}'), not a lifetime ('a).
+            let close = if b.get(i + 1) == Some(&b'\\') {
+                text[i + 2..].find('\'').map(|n| i + 2 + n)
+            } else {
+                let c = text[i + 1..].chars().next().map_or(1, char::len_utf8);
+                (b.get(i + 1 + c) == Some(&b'\'')).then_some(i + 1 + c)
+            };
+            match close {
+                Some(end) => {
+                    out.push_str("' '");
+                    i = end + 1;
+                }
+                None => {
+                    out.push('\'');
+                    i += 1;
+                }
+            }
+        } else {
+            let c = rest.chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    // Drop `#[cfg(test)]` items (test modules and helpers): a test may reach anywhere.
+    while let Some(at) = out.find("#[cfg(test)]") {
+        let after = at + "#[cfg(test)]".len();
+        let item_end = match (out[after..].find('{'), out[after..].find(';')) {
+            (Some(brace), semi) if semi.is_none_or(|s| brace < s) => {
+                let mut depth = 0;
+                let mut end = out.len();
+                for (n, c) in out[after + brace..].char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = after + brace + n + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                end
+            }
+            (_, Some(semi)) => after + semi + 1,
+            _ => out.len(),
+        };
+        out.replace_range(at..item_end, "");
+    }
+    out
+}
+
+/// What only `crates/core/src/fs/` may write: the system calls and flags that open,
+/// create or lock a file by hand. (std's `File::lock` family: clippy.toml's
+/// disallowed-methods, which knows a file's `lock` from a mutex's.)
+const SAFE_FILE_CALLS: [&str; 7] = [
+    "O_NOFOLLOW",
+    "O_EXCL",
+    "openat",
+    "libc::open(",
+    "flock",
+    "create_new(true)",
+    "AT_SYMLINK_NOFOLLOW",
+];
+
+/// The uses of `SAFE_FILE_CALLS` in the code (not comments, strings or tests) of the
+/// crates under `top` outside `crates/core/src/fs/`, as `file: call`.
+fn safe_file_calls_outside_fs(top: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for (name, src) in crates(top) {
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in &files {
+            let relative = file.strip_prefix(&src).unwrap().to_string_lossy();
+            if name == "core" && relative.starts_with("fs/") {
+                continue;
+            }
+            let code = code_of(&std::fs::read_to_string(file).unwrap());
+            for call in SAFE_FILE_CALLS {
+                if code.contains(call) {
+                    found.push(format!("crates/{name}/src/{relative}: {call}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn only_the_fs_module_opens_untrusted_files_by_hand() {
+    assert_eq!(
+        safe_file_calls_outside_fs(&top()),
+        Vec::<String>::new(),
+        "go through agent_runner_core::fs (its mod.rs says which part does what)"
+    );
+    // The check sees code, and only code: a planted call is found, a comment or a
+    // test that names one is not.
+    let scratch = std::env::temp_dir().join(format!("ar-arch-{}", std::process::id()));
+    std::fs::create_dir_all(scratch.join("crates/core/src/fs")).unwrap();
+    std::fs::create_dir_all(scratch.join("crates/run/src")).unwrap();
+    std::fs::write(
+        scratch.join("crates/run/src/planted.rs"),
+        "// O_NOFOLLOW in a comment\nfn f() { let _ = \"flock\"; libc::flock(0, 0); }\n\
+         #[cfg(test)]\nmod tests { fn g() { libc::openat(); } }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        scratch.join("crates/core/src/fs/ok.rs"),
+        "fn f() { libc::O_NOFOLLOW; }",
+    )
+    .unwrap();
+    let found = safe_file_calls_outside_fs(&scratch);
+    std::fs::remove_dir_all(&scratch).unwrap();
+    assert_eq!(found, ["crates/run/src/planted.rs: flock"]);
+}
+
+/// Each crate's `agent-runner-*` dependencies, from its Cargo.toml.
+fn crate_graph(top: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut graph = BTreeMap::new();
+    for (name, src) in crates(top) {
+        let manifest = std::fs::read_to_string(src.join("../Cargo.toml")).unwrap();
+        let dependencies = manifest
+            .split("\n[")
+            .find(|section| section.starts_with("dependencies]"))
+            .unwrap_or_default();
+        let ours = dependencies
+            .lines()
+            .filter_map(|line| line.strip_prefix("agent-runner-"))
+            .map(|rest| rest.split(['.', ' ', '=']).next().unwrap().to_string())
+            .collect();
+        graph.insert(name, ours);
+    }
+    graph
+}
+
+/// The layers, as the workspace's Cargo.toml draws them. A new dependency between
+/// our crates is a change of the architecture: make it here, knowingly.
+#[test]
+fn the_crates_depend_on_each_other_in_layers() {
+    let expected = [
+        ("cli", &["core", "sandbox", "meta", "run", "pipeline"][..]),
+        ("core", &[]),
+        ("meta", &["core", "sandbox"]),
+        ("pipeline", &["core", "sandbox", "meta"]),
+        ("run", &["core", "sandbox", "meta"]),
+        ("sandbox", &["core"]),
+    ];
+    let expected: BTreeMap<String, Vec<String>> = expected
+        .iter()
+        .map(|(name, deps)| {
+            (
+                name.to_string(),
+                deps.iter().map(|d| d.to_string()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(crate_graph(&top()), expected);
+}
+
+/// The top-level module (of its crate) that each module path names from `file`
+/// (`crate::x::…`, `super::super::x::…`, `super::{x, y}`), for `file` at `module`.
+fn top_modules_named(code: &str, module: &[String]) -> BTreeSet<String> {
+    let mut named = BTreeSet::new();
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut i = 0;
+    while i < code.len() {
+        let rest = &code[i..];
+        let before = code[..i].chars().next_back();
+        let at_word = before.is_none_or(|c| !ident(c) && c != ':' && c != '$');
+        let (mut base, mut after) = match () {
+            _ if at_word && rest.starts_with("crate::") => (Vec::new(), "crate::".len()),
+            _ if at_word && rest.starts_with("self::") => (module.to_vec(), "self::".len()),
+            _ if at_word && rest.starts_with("super::") => (module.to_vec(), 0),
+            _ => {
+                i += rest.chars().next().unwrap().len_utf8();
+                continue;
+            }
+        };
+        while rest[after..].starts_with("super::") {
+            base.pop();
+            after += "super::".len();
+        }
+        let tail = &rest[after..];
+        let first_names: Vec<&str> = if let Some(inner) = tail.strip_prefix('{') {
+            // `{a, b::c, d::{e}}`: the first name of each item at depth 1.
+            let (mut depth, mut start, mut names) = (0, 0, Vec::new());
+            for (n, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        names.push(&inner[start..n]);
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        names.push(&inner[start..n]);
+                        start = n + 1;
+                    }
+                    _ => {}
+                }
+            }
+            names
+        } else {
+            vec![tail]
+        };
+        for name in first_names {
+            let name = name.trim_start();
+            let end = name.find(|c: char| !ident(c)).unwrap_or(name.len());
+            let mut path = base.clone();
+            path.push(name[..end].to_string());
+            named.insert(path[0].clone());
+        }
+        i += after;
+    }
+    named
+}
+
+/// Each crate's edges between its top-level modules: `from` → the modules it names.
+type Edges = BTreeMap<String, BTreeSet<String>>;
+
+fn module_edges(top: &Path) -> BTreeMap<String, Edges> {
+    let mut all = BTreeMap::new();
+    for (name, src) in crates(top) {
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let module_of = |file: &Path| -> Vec<String> {
+            let relative = file.strip_prefix(&src).unwrap().with_extension("");
+            let mut path: Vec<String> = relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if path
+                .last()
+                .is_some_and(|l| l == "mod" || l == "lib" || l == "main")
+            {
+                path.pop();
+            }
+            path
+        };
+        let tops: BTreeSet<String> = files
+            .iter()
+            .filter_map(|f| module_of(f).first().cloned())
+            .collect();
+        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for file in &files {
+            let module = module_of(file);
+            let Some(from) = module.first() else { continue };
+            let code = code_of(&std::fs::read_to_string(file).unwrap());
+            for to in top_modules_named(&code, &module) {
+                if &to != from && tops.contains(&to) {
+                    edges.entry(from.clone()).or_default().insert(to);
+                }
+            }
+        }
+        all.insert(name, edges);
+    }
+    all
+}
+
+/// Import circles between the top-level modules of each crate, as `crate: a → b`
+/// edges of each circle's modules.
+fn circles(top: &Path) -> Vec<String> {
+    let mut circles = Vec::new();
+    for (name, edges) in module_edges(top) {
+        let reach = |from: &String| {
+            let mut seen = BTreeSet::new();
+            let mut stack = vec![from.clone()];
+            while let Some(n) = stack.pop() {
+                for m in edges.get(&n).into_iter().flatten() {
+                    if seen.insert(m.clone()) {
+                        stack.push(m.clone());
+                    }
+                }
+            }
+            seen
+        };
+        for (from, tos) in &edges {
+            for to in tos {
+                if reach(to).contains(from) {
+                    circles.push(format!("{name}: {from} → {to}"));
+                }
+            }
+        }
+    }
+    circles
+}
+
+#[test]
+fn no_import_circles_between_a_crates_modules() {
+    let edges = module_edges(&top());
+    assert!(
+        edges["pipeline"]["queue"].contains("store"),
+        "found the imports"
+    );
+    assert!(
+        edges["sandbox"]["worker"].contains("task"),
+        "found the imports"
+    );
+    assert_eq!(circles(&top()), Vec::<String>::new());
+    // A planted circle is found, through `super::` and braces; a comment is not.
+    let scratch = std::env::temp_dir().join(format!("ar-circle-{}", std::process::id()));
+    std::fs::create_dir_all(scratch.join("crates/x/src/a")).unwrap();
+    std::fs::write(scratch.join("crates/x/src/lib.rs"), "mod a; mod b; mod c;").unwrap();
+    std::fs::write(scratch.join("crates/x/src/a/mod.rs"), "mod d;").unwrap();
+    std::fs::write(
+        scratch.join("crates/x/src/a/d.rs"),
+        "use super::super::{b, c};",
+    )
+    .unwrap();
+    std::fs::write(
+        scratch.join("crates/x/src/b.rs"),
+        "fn f() { crate::a::g(); }",
+    )
+    .unwrap();
+    std::fs::write(scratch.join("crates/x/src/c.rs"), "// crate::a\n").unwrap();
+    let found = circles(&scratch);
+    std::fs::remove_dir_all(&scratch).unwrap();
+    assert_eq!(found, ["x: a → b", "x: b → a"]);
+}

@@ -1,0 +1,7 @@
+//! Tests that need no Docker daemon: the code's layout, the documentation, Meta over
+//! HTTP, Task YAML validation.
+
+mod architecture;
+mod docs;
+mod meta;
+mod validate;
