@@ -4,7 +4,6 @@
 //! <command>` in a fenced `sh` block is a command of `agent-runner --help`; every
 //! page of docs/ is linked from the README; the README stays a front door.
 
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
