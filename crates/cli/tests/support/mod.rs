@@ -381,24 +381,23 @@ impl Running {
     /// Waits for the exit (at most the deadline) and collects the output it has
     /// not handed out (`child().stdout.take()`).
     pub fn finish(mut self) -> Outcome {
-        self.collect(|child| child.try_wait().unwrap().map(|status| (status, None)))
-            .0
+        self.collect(|child| child.try_wait().unwrap())
     }
 
-    /// `finish`, and the child's resource usage (wait4: its own peak RSS).
-    pub fn finish_with_usage(mut self) -> (Outcome, libc::rusage) {
-        let (outcome, usage) = self.collect(|child| {
-            let pid = libc::pid_t::try_from(child.id()).unwrap();
-            let mut status = 0;
-            // SAFETY: rusage is plain data; all-zero is a valid value.
-            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-            // SAFETY: valid pointers to locals; the child is ours and not yet waited for.
-            let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-            assert!(reaped >= 0, "wait4: {}", std::io::Error::last_os_error());
-            use std::os::unix::process::ExitStatusExt;
-            (reaped == pid).then(|| (std::process::ExitStatus::from_raw(status), Some(usage)))
+    /// `finish`, and the child's peak RSS in KiB: the last `VmHWM` of its
+    /// `/proc/<pid>/status`, read every 10 ms while it runs. Not wait4's
+    /// `ru_maxrss`: that also counts what the child was before its exec, a copy of
+    /// this test process (hundreds of MiB with every test in one binary).
+    pub fn finish_with_peak_rss(mut self) -> (Outcome, u64) {
+        let mut peak = 0;
+        let outcome = self.collect(|child| {
+            if let Some(kib) = vm_hwm_kib(child.id()) {
+                peak = peak.max(kib);
+            }
+            child.try_wait().unwrap()
         });
-        (outcome, usage.expect("wait4 reported the usage"))
+        assert!(peak > 0, "no VmHWM was read while the program ran");
+        (outcome, peak)
     }
 
     /// SIGKILLs the program and waits for it.
@@ -412,10 +411,8 @@ impl Running {
     /// the test with what it printed.
     fn collect(
         &mut self,
-        mut reap: impl FnMut(
-            &mut std::process::Child,
-        ) -> Option<(std::process::ExitStatus, Option<libc::rusage>)>,
-    ) -> (Outcome, Option<libc::rusage>) {
+        mut reap: impl FnMut(&mut std::process::Child) -> Option<std::process::ExitStatus>,
+    ) -> Outcome {
         let mut child = self.child.take().expect("still running");
         let (done, finished) = std::sync::mpsc::channel();
         let streams = [
@@ -443,7 +440,7 @@ impl Running {
         }
         let [stdout, stderr] =
             streams.map(|s| String::from_utf8_lossy(&s.lock().unwrap()).into_owned());
-        let Some((status, usage)) = ended else {
+        let Some(status) = ended else {
             panic!(
                 "{}: still running after {:?}, killed\nstdout:\n{}\nstderr:\n{}",
                 self.label,
@@ -452,12 +449,11 @@ impl Running {
                 tail(&stderr)
             );
         };
-        let outcome = Outcome {
+        Outcome {
             code: status.code(),
             stdout,
             stderr,
-        };
-        (outcome, usage)
+        }
     }
 }
 
@@ -537,4 +533,11 @@ impl Outcome {
         );
         self
     }
+}
+
+/// The high-water mark of `pid`'s resident memory (`VmHWM`, KiB), while it runs.
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
