@@ -236,7 +236,7 @@ def overhead(work, url, env):
                 _, took = run_agent(yaml, env)
                 bare_env = dict(env)
                 if meta != "scripted":
-                    bodies = os.path.join(work, f"bodies-{network}-{n}")
+                    bodies = os.path.join(work, f"bodies-{meta}-{network}-{n}")
                     os.makedirs(bodies)
                     for k, body in enumerate(Meta.bodies, 1):
                         with open(os.path.join(bodies, f"{k}.json"), "wb") as f:
