@@ -2,7 +2,8 @@
 # The baseline for the overhead benchmark: only the calls a task needs, made by hand.
 # One container, one agent run and one test run per prompt, then removal. With
 # BARE_META_URL and BARE_META_BODIES (a directory of request bodies 1.json, 2.json,
-# ... as agent-runner sent them), the same Meta requests with curl, where agent-runner
+# ... as agent-runner sent them; BARE_META_PATH, default chat/completions, the
+# endpoint), the same Meta requests with curl, where agent-runner
 # makes them: two before the container starts (plan_task, next_action), then after
 # each test the assessment and, but for the last loop, the next next_action.
 # BARE_AGENT=claude runs Claude Code instead (`claude -p …`, the variables it is
@@ -31,7 +32,7 @@ meta() {
   n=$((n + 1))
   [ -f "$BARE_META_BODIES/$n.json" ] || return 0
   curl -sS -o /dev/null -H "Authorization: Bearer $OPENAI_API_KEY" -H 'Content-Type: application/json' \
-    --data-binary "@$BARE_META_BODIES/$n.json" "$BARE_META_URL/chat/completions"
+    --data-binary "@$BARE_META_BODIES/$n.json" "$BARE_META_URL/${BARE_META_PATH:-chat/completions}"
 }
 meta
 meta

@@ -4,10 +4,12 @@
 1. Overhead: a 3-loop task (test worker image; 1 container, 3 worker runs, 3 test
    runs) done by `agent-runner run` and by bench/bare.sh making only the calls such
    a task needs (one `docker run`, per loop a `docker exec` of the worker and one of
-   the test, one `docker rm`; `--network none`), interleaved pairs. Two Meta kinds:
-   scripted (no HTTP; the script makes no requests either) and HTTP on 127.0.0.1
-   (a local server answering at once; the script sends the same request bodies with
-   curl, where agent-runner sends them). Each with the task's `network: none` (like
+   the test, one `docker rm`; `--network none`), interleaved pairs. Meta: scripted
+   (no HTTP; the script makes no requests either), and HTTP on 127.0.0.1 (a local
+   server answering at once; the script sends the same request bodies with curl,
+   where agent-runner sends them) as `openai-chat` (YAML replies) and as
+   `openai-responses` (structured JSON replies); BENCH_META=scripted,http,responses
+   picks some. Each with the task's `network: none` (like
    with like) and with the default network, allowlist, where the egress proxy and its
    bridge are part of agent-runner's time and not of the script's. Accounting
    (usage, prices, a budget) is on in every run.
@@ -85,6 +87,32 @@ def three_loops(prompts=PROMPTS):
     return replies
 
 
+def three_loops_json(prompts=PROMPTS):
+    """The same replies as structured output sends them: the schema's JSON."""
+    replies = [{"type": "plan_task",
+                "acceptance_criteria": [{"id": "AC-1", "description": "files exist"}]}]
+    for n, prompt in enumerate(prompts):
+        replies += [{"type": "next_action", "decision": {"action": "run_worker", "reason": "more"},
+                     "worker_call": {"worker_type": "codex-cli", "mode": "exec", "prompt": prompt}},
+                    {"type": "completion_assessment", "summary": "ok",
+                     "details": {"passed_criteria": ["AC-1"] if n == len(prompts) - 1 else []}}]
+    return [json.dumps(r) for r in replies]
+
+
+def response(text, request_bytes):
+    """A Responses API `Response` with `text` as its message, with usage."""
+    return {"id": "resp_bench", "object": "response", "created_at": 1767000000,
+            "model": "bench", "status": "completed", "error": None, "incomplete_details": None,
+            "output": [{"type": "message", "id": "msg_bench", "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+            "usage": {"input_tokens": request_bytes // 4,
+                      "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens": len(text) // 4,
+                      "output_tokens_details": {"reasoning_tokens": 0},
+                      "total_tokens": request_bytes // 4 + len(text) // 4}}
+
+
 class Meta(http.server.BaseHTTPRequestHandler):
     """Fake OpenAI Chat Completions: scripted replies, arrival times and body sizes."""
 
@@ -102,9 +130,13 @@ class Meta(http.server.BaseHTTPRequestHandler):
         Meta.arrivals.append(time.time())
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         Meta.bodies.append(body)
-        Meta.sizes.append(len(json.loads(body)["messages"][1]["content"]))
         content = Meta.replies.pop(0) if Meta.replies else "exhausted"
-        data = json.dumps(chat(content, len(body))).encode()
+        if self.path.endswith("/responses"):
+            Meta.sizes.append(len(body))
+            data = json.dumps(response(content, len(body))).encode()
+        else:
+            Meta.sizes.append(len(json.loads(body)["messages"][1]["content"]))
+            data = json.dumps(chat(content, len(body))).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -143,10 +175,12 @@ ACCOUNTING = ("  pricing:\n    bench: {input: 1.25, cached_input: 0.125, output:
               "  budget: {max_tokens: 100000000, max_cost_usd: 1000, max_duration_sec: 3600}\n")
 
 
-def task_yaml(task_id, repo, url, test=TEST, network=None, script=None):
+def task_yaml(task_id, repo, url, test=TEST, network=None, script=None, kind=None):
     test_block = f"  test:\n    command: {json.dumps(test)}\n" if test else ""
     meta = (f"    kind: scripted\n    script: {script}\n" if script
             else f"    base_url: {url}\n    model: bench\n")
+    if kind:
+        meta += f"    kind: {kind}\n"
     network_line = f"    network: {network}\n" if network else ""
     return (f"version: 1\ntask:\n  id: {task_id}\n  repo: {repo}\n  prd:\n    text: Write the files.\n"
             f"{test_block}runner:\n  meta:\n{meta}"
@@ -187,37 +221,44 @@ def overhead(work, url, env):
     """1. Overhead ratios, pairs interleaved a, b, a, b..."""
     rows = []
     script = script_file(work, three_loops())
-    for meta in ("scripted", "http"):
+    metas = [m for m in ("scripted", "http", "responses")
+             if m in (os.environ.get("BENCH_META") or "scripted,http,responses").split(",")]
+    for meta in metas:
+        replies = three_loops_json if meta == "responses" else three_loops
         for network in ("none", None):
             agent_times, bare_times = [], []
             for n in range(RUNS + 1):
-                reset(three_loops())
+                reset(replies())
                 repo = new_repo(work, f"a-{meta}-{network}-{n}")
                 yaml = task_yaml(f"bench-a{n}", repo, url, network=network,
-                                 script=script if meta == "scripted" else None)
+                                 script=script if meta == "scripted" else None,
+                                 kind="openai-responses" if meta == "responses" else None)
                 _, took = run_agent(yaml, env)
                 bare_env = dict(env)
-                if meta == "http":
-                    bodies = os.path.join(work, f"bodies-{network}-{n}")
+                if meta != "scripted":
+                    bodies = os.path.join(work, f"bodies-{meta}-{network}-{n}")
                     os.makedirs(bodies)
                     for k, body in enumerate(Meta.bodies, 1):
                         with open(os.path.join(bodies, f"{k}.json"), "wb") as f:
                             f.write(body)
                     requests = len(Meta.bodies)
-                    bare_env.update(BARE_META_URL=url, BARE_META_BODIES=bodies)
-                    reset(three_loops())
+                    bare_env.update(BARE_META_URL=url, BARE_META_BODIES=bodies,
+                                    BARE_META_PATH="responses" if meta == "responses"
+                                    else "chat/completions")
+                    reset(replies())
                 repo_b = new_repo(work, f"b-{meta}-{network}-{n}")
                 start = time.time()
                 subprocess.run(["bash", os.path.join(HERE, "bare.sh"), repo_b, IMAGE, TEST] + PROMPTS,
                                check=True, capture_output=True, env=bare_env)
                 bare = time.time() - start
-                if meta == "http" and len(Meta.arrivals) != requests:
+                if meta != "scripted" and len(Meta.arrivals) != requests:
                     sys.exit(f"the script made {len(Meta.arrivals)} Meta requests, agent-runner {requests}")
                 if n > 0:  # the first pair warms caches
                     agent_times.append(took)
                     bare_times.append(bare)
             ratios = [a / b for a, b in zip(agent_times, bare_times)]
-            what = f"{meta} Meta, network {network or 'allowlist (default)'}"
+            name = {"http": "HTTP (openai-chat)", "responses": "HTTP (openai-responses)"}
+            what = f"{name.get(meta, meta)} Meta, network {network or 'allowlist (default)'}"
             rows += [(f"{what}: agent-runner run", stats(agent_times)),
                      (f"{what}: bare script, same calls", stats(bare_times)),
                      (f"{what}: ratio (target <= 1.05)", stats(ratios, "x"))]

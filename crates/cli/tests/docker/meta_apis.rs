@@ -421,3 +421,213 @@ fn extended_thinking_lets_the_model_choose_the_tool_and_a_refusal_ends_the_task(
     );
     assert_no_container(&id);
 }
+
+/// `reply` as `kind`'s API answers it (`response` or `message`).
+fn answer(kind: &str, reply: &Value) -> Answer {
+    match kind {
+        "openai-responses" => response(reply),
+        _ => message(reply),
+    }
+}
+
+/// How `kind` is configured for `server`: its `runner.meta` (Anthropic's base URL
+/// has no `/v1`; Responses gets the seed's model with its effort suffix), its key's
+/// variable and value.
+fn endpoint(kind: &str, server: &FakeOpenAi) -> (String, &'static str, &'static str) {
+    match kind {
+        "openai-responses" => (
+            format!(
+                "{{kind: {kind}, base_url: \"{}\", model: gpt-5.1-codex-max-high",
+                server.url
+            ),
+            "OPENAI_API_KEY",
+            OPENAI_KEY,
+        ),
+        _ => (
+            format!(
+                "{{kind: {kind}, base_url: \"{}\", model: claude-sonnet-4-5",
+                server.url.trim_end_matches("/v1")
+            ),
+            "ANTHROPIC_API_KEY",
+            ANTHROPIC_KEY,
+        ),
+    }
+}
+
+/// The model sent (and effort) are what `endpoint` configured: the seed's model split.
+fn assert_model(kind: &str, request: &Received) {
+    let body = request.json();
+    if kind == "openai-responses" {
+        assert_eq!(body["model"], "gpt-5.1-codex-max");
+        assert_eq!(body["reasoning"], json!({"effort": "high"}));
+    } else {
+        assert_eq!(body["model"], "claude-sonnet-4-5");
+    }
+}
+
+/// The message type a request asked for: its `text.format` name (Responses) or its
+/// forced tool (Messages).
+fn asked_type(kind: &str, request: &Received) -> String {
+    let body = request.json();
+    let name = match kind {
+        "openai-responses" => &body["text"]["format"]["name"],
+        _ => &body["tool_choice"]["name"],
+    };
+    name.as_str().unwrap_or_default().to_string()
+}
+
+/// The Task Builder (`builder.kind: meta`) asks the workspace's Meta of `kind` for a
+/// build_task_config with its schema; the typed reply becomes the task's config, and
+/// the attempt it builds completes through the same API.
+fn a_builder_reply_and_its_run_through(kind: &str) {
+    use support::pipeline::{Pipeline, read};
+    let p = Pipeline::new(&format!("api-builder-{kind}"), false);
+    let id = support::pipeline::task_id(&format!("builder-{kind}"));
+    let server = FakeOpenAi::start(vec![
+        answer(
+            kind,
+            &json!({"type": "build_task_config",
+                "task": {"id": "chosen-by-the-llm", "title": "Say ok",
+                         "instructions": "Write ok into out.txt.",
+                         "project": {"root_dir": "/elsewhere"},
+                         "test": {"command": "grep -qx ok out.txt", "cwd": null, "timeout_sec": null},
+                         "acceptance_criteria": null},
+                "runner": {"meta": {"model": null, "temperature": null},
+                           "worker": {"type": "docker_codex_cli", "model": null}}}),
+        ),
+        answer(kind, &plan()),
+        answer(kind, &run_worker()),
+        answer(kind, &assess()),
+    ]);
+    let (meta, var, key) = endpoint(kind, &server);
+    p.init_with(
+        "defaults.yaml",
+        &format!(
+            "builder: {{kind: meta}}\nrunner:\n  meta: {meta}, max_loops: 2}}\n  worker: {{docker_image: \"{}\", network: none}}\n",
+            support::docker::TEST_IMAGE
+        ),
+    );
+    p.new_task(&id, "Write ok into out.txt");
+    let job = p.run_tasks(&[&id]).remove(0);
+    let out = p
+        .orchestrate_once(&[])
+        .env(var, key)
+        .env("AGENT_RUNNER_META_BACKOFF_MS", "1")
+        .output();
+    let attempts = p.attempts(&id);
+    assert_eq!(attempts.len(), 1, "{}", out.stderr);
+    assert_eq!(
+        attempts[0]["status"], "succeeded",
+        "{}: {}",
+        attempts[0], out.stderr
+    );
+    let got = server.received();
+    assert_eq!(got.len(), 4, "{got:?}");
+    check_requests(kind, &got);
+    for request in &got {
+        assert_model(kind, request);
+    }
+    let asked: Vec<String> = got.iter().map(|r| asked_type(kind, r)).collect();
+    assert_eq!(
+        asked,
+        [
+            "build_task_config",
+            "plan_task",
+            "next_action",
+            "completion_assessment"
+        ]
+    );
+    assert!(
+        got[0].body.contains("Write ok into out.txt"),
+        "the prompt is sent"
+    );
+    let config: serde_norway::Value =
+        serde_norway::from_str(&read(&p.ws().join(format!("logs/{job}/task-config.yaml"))))
+            .unwrap();
+    assert_eq!(config["task"]["id"].as_str(), Some(id.as_str()));
+    assert_eq!(
+        config["task"]["project"]["root_dir"].as_str(),
+        Some(p.root.to_str().unwrap()),
+        "the reply's root_dir is not taken"
+    );
+    assert_eq!(
+        config["task"]["test"]["command"].as_str(),
+        Some("grep -qx ok out.txt")
+    );
+    assert_eq!(read(&p.root.join("out.txt")), "ok\n");
+    for text in [&out.stdout, &out.stderr] {
+        assert!(!text.contains(key));
+    }
+    assert_no_container(&id);
+}
+
+#[test]
+fn a_builder_reply_and_its_run_through_the_responses_api() {
+    a_builder_reply_and_its_run_through("openai-responses");
+}
+
+#[test]
+fn a_builder_reply_and_its_run_through_the_messages_api() {
+    a_builder_reply_and_its_run_through("anthropic-messages");
+}
+
+/// `plan` asks the workspace's Meta of `kind` for a decompose with its schema; the
+/// typed reply becomes the plan's tasks.
+fn a_plan_through(kind: &str) {
+    use support::pipeline::Pipeline;
+    let p = Pipeline::new(&format!("api-plan-{kind}"), false);
+    let server = FakeOpenAi::start(vec![answer(
+        kind,
+        &json!({"type": "decompose", "understanding": "A greeting file.",
+            "phases": [{"name": "Build", "milestone": "M1", "tasks": [
+                {"id": "temp-1", "title": "Write hello.txt", "description": "Create it.",
+                 "acceptance_criteria": ["hello.txt says hello"], "dependencies": null,
+                 "wbs_level": 3, "estimated_effort": "small", "suggested_impl": null},
+                {"id": "temp-2", "title": "Check it", "description": "Read it back.",
+                 "acceptance_criteria": ["it was read"], "dependencies": ["temp-1"],
+                 "wbs_level": 3, "estimated_effort": "small",
+                 "suggested_impl": {"language": null, "file_paths": ["hello.txt"], "constraints": null}}]}],
+            "potential_conflicts": null}),
+    )]);
+    let (meta, var, key) = endpoint(kind, &server);
+    p.init_with(
+        "defaults.yaml",
+        &format!("builder: {{kind: meta}}\nrunner:\n  meta: {meta}}}\n"),
+    );
+    let out = p
+        .in_ws(&["plan"], &["Make a greeting file", "--json"])
+        .env(var, key)
+        .env("AGENT_RUNNER_META_BACKOFF_MS", "1")
+        .output();
+    out.code(0);
+    let got = server.received();
+    assert_eq!(got.len(), 1, "{got:?}");
+    check_requests(kind, &got);
+    assert_eq!(asked_type(kind, &got[0]), "decompose");
+    assert_model(kind, &got[0]);
+    assert!(got[0].body.contains("Make a greeting file"));
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let created: Vec<&Value> = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["op"] == "create")
+        .collect();
+    assert_eq!(created.len(), 2, "{doc}");
+    let show = p.in_ws(&["plan"], &["--show", "--json"]).output();
+    show.code(0);
+    for title in ["Write hello.txt", "Check it"] {
+        assert!(show.stdout.contains(title), "{}", show.stdout);
+    }
+    assert!(!out.stdout.contains(key) && !out.stderr.contains(key));
+}
+
+#[test]
+fn a_plan_through_the_responses_api() {
+    a_plan_through("openai-responses");
+}
+
+#[test]
+fn a_plan_through_the_messages_api() {
+    a_plan_through("anthropic-messages");
+}

@@ -12,6 +12,8 @@ pub mod meta;
 pub(crate) mod progress;
 pub(crate) mod protocol;
 pub(crate) mod replan;
+#[cfg(test)]
+mod reply_figure;
 pub mod state;
 
 use crate::context::{Criterion, TaskContext, TaskState};
