@@ -82,12 +82,7 @@ impl WireFormat for AnthropicMessages {
         reply: &ReplyFormat,
         redactor: &Redactor,
     ) -> Result<Reading, String> {
-        let value: Value = serde_json::from_str(body).map_err(|e| {
-            format!(
-                "the response is not JSON ({e}): {}",
-                super::transport::body_problem(body, redactor)
-            )
-        })?;
+        let value: Value = super::transport::json_body(body, redactor)?;
         if value["type"] != "message" {
             return Err("the response is not a message".into());
         }

@@ -118,12 +118,7 @@ pub(crate) fn endpoint(base_url: &str, path: &str) -> String {
 /// again). A body that is not a completion (a proxy's page, a cut-off JSON
 /// document) is the problem text.
 fn content(body: &str, redactor: &Redactor) -> Result<Reading, String> {
-    let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
-        format!(
-            "the response is not JSON ({e}): {}",
-            super::transport::body_problem(body, redactor)
-        )
-    })?;
+    let value: serde_json::Value = super::transport::json_body(body, redactor)?;
     let choice = value["choices"]
         .get(0)
         .ok_or("the response has no choices")?;

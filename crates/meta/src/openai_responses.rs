@@ -68,12 +68,7 @@ impl WireFormat for OpenAiResponses {
         _reply: &ReplyFormat,
         redactor: &Redactor,
     ) -> Result<Reading, String> {
-        let value: Value = serde_json::from_str(body).map_err(|e| {
-            format!(
-                "the response is not JSON ({e}): {}",
-                super::transport::body_problem(body, redactor)
-            )
-        })?;
+        let value: Value = super::transport::json_body(body, redactor)?;
         let output = value["output"]
             .as_array()
             .ok_or("the response has no output")?;

@@ -320,6 +320,17 @@ fn backoff(base: Duration, attempt: u32) -> Duration {
     base * 2u32.pow(attempt.saturating_sub(1).min(16))
 }
 
+/// A successful response's body as JSON, or why it is not (with what it says,
+/// masked and cut).
+pub(crate) fn json_body(body: &str, redactor: &Redactor) -> Result<serde_json::Value, String> {
+    serde_json::from_str(body).map_err(|e| {
+        format!(
+            "the response is not JSON ({e}): {}",
+            body_problem(body, redactor)
+        )
+    })
+}
+
 /// What went wrong in a response, said from its body: the API's own error message
 /// (`{"error": {"message": ...}}`, OpenAI's and Anthropic's alike), else the body's
 /// start. Masked, then cut.
