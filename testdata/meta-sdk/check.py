@@ -1,10 +1,10 @@
 """Checks a Meta request or a fake server's reply against the official SDKs' types.
 
 usage: check.py KIND request|response < body.json
-KIND: openai-responses or anthropic-messages. A request is validated with pydantic's
-TypeAdapter over the SDK's non-streaming create params, and every key it carries
+KIND: openai-responses, openai-chat or anthropic-messages. A request is validated
+with pydantic's TypeAdapter over the SDK's non-streaming create params, and every key it carries
 must be one the params' TypedDicts declare (TypeAdapter ignores unknown keys of a
-TypedDict). A response is validated as the SDK's Response / Message model. Exit 0
+TypedDict). A response is validated as the SDK's Response / ChatCompletion / Message model. Exit 0
 when it conforms; otherwise 1 and the problems on stderr.
 """
 
@@ -22,6 +22,10 @@ def types(kind):
         from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 
         return ResponseCreateParamsNonStreaming, Response
+    if kind == "openai-chat":
+        from openai.types.chat import ChatCompletion
+        from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+        return CompletionCreateParamsNonStreaming, ChatCompletion
     if kind == "anthropic-messages":
         from anthropic.types import Message
         from anthropic.types.message_create_params import MessageCreateParamsNonStreaming

@@ -367,6 +367,7 @@ fn a_task_completes_through_chat_completions_in_yaml_and_structured() {
         assert_eq!(result(&out)["state"], "COMPLETE");
         let got = server.received();
         assert_eq!(got[2].path, "/v1/chat/completions");
+        check_requests("openai-chat", &got);
         let format = &got[2].json()["response_format"];
         assert_eq!(format.is_null(), !structured, "{format}");
         eprintln!(
