@@ -18,6 +18,7 @@
 
 pub(crate) mod builder;
 pub(crate) mod clones;
+pub mod deliver;
 pub(crate) mod error;
 pub mod orchestrator;
 pub mod plan;

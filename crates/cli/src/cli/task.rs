@@ -1,4 +1,4 @@
-//! `agent-runner task new|list|show|run`: the TaskStore from the command line
+//! `agent-runner task new|list|show|run|deliver`: the TaskStore from the command line
 //! (SPEC §11); `logs` and `stop` are in `watch.rs`. Human output is a table or a short report; `--json` prints one JSON
 //! document. Text from tasks and results is shown with control characters escaped.
 
@@ -103,6 +103,13 @@ pub(crate) enum TaskCommand {
         workspace: WorkspaceDir,
         id: String,
     },
+    /// Deliver a task's latest verified attempt again (push its branch, run the PR
+    /// command of the workspace's `deliver:`); exit 0 if delivered, 1 if not.
+    Deliver {
+        #[command(flatten)]
+        workspace: WorkspaceDir,
+        id: String,
+    },
 }
 
 /// Runs a `task` subcommand; returns the exit code.
@@ -146,6 +153,7 @@ pub(crate) fn run(command: TaskCommand) -> i32 {
         TaskCommand::Stop { workspace, id } => {
             super::watch::stop(&workspace.dir, &id, Interrupt::from_signals())
         }
+        TaskCommand::Deliver { workspace, id } => deliver(&workspace.dir, &id),
     };
     match result {
         Ok(code) => code,
@@ -175,6 +183,17 @@ fn new(
     let record = new_task::create(&ws, id, title, prompt, test)?;
     write_stdout(&format!("{}\n", record.id))?;
     Ok(exit::COMPLETE)
+}
+
+fn deliver(dir: &Path, task_id: &str) -> Result<i32, Error> {
+    let ws = open(dir)?;
+    let delivery = agent_runner_pipeline::deliver::again(&ws, task_id, Interrupt::from_signals())?;
+    write_stdout(&format!("{}\n", escape_controls(&delivery.describe())))?;
+    Ok(if delivery.is_done() {
+        exit::COMPLETE
+    } else {
+        exit::FAILED
+    })
 }
 
 fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
@@ -318,6 +337,12 @@ fn attempt_lines(out: &mut String, task: &TaskView) {
             spend(a),
             e(&a.job_id),
         ));
+        if let Some(delivery) = &a.delivery {
+            out.push_str(&format!(
+                "       {}\n",
+                e(&cut_chars(&one_line(&delivery.describe()), 300))
+            ));
+        }
     }
 }
 

@@ -25,7 +25,7 @@ pub(crate) enum WorkspaceCommand {
         /// YAML with `runner:` (meta/worker settings that win over the builder's),
         /// `builder:` ({kind: meta|scripted|codex, model, script}), `isolation: clone`,
         /// `task: {test: {command, timeout_sec}}` (the pinned test) and
-        /// `require_test: true|false` (default true).
+        /// `require_test: true|false` (default true), `deliver: {push_url, pr_command}`.
         #[arg(long, value_name = "FILE.yaml")]
         defaults: Option<PathBuf>,
     },

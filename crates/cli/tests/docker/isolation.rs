@@ -74,7 +74,7 @@ const HOOKS: &[&str] = &[
 /// `url.*.insteadOf`), an include, fsmonitor, hooks (in `.git/hooks` and in a
 /// `core.hooksPath`), drivers chosen by `.git/info/attributes`, and more. Returns
 /// the config as it was.
-fn plant(root: &Path, scratch: &Path, marker: &Path) -> Vec<u8> {
+pub(super) fn plant(root: &Path, scratch: &Path, marker: &Path) -> Vec<u8> {
     let m = marker.display();
     let hooks = scratch.join("hooks");
     std::fs::create_dir_all(&hooks).unwrap();

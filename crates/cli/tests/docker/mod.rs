@@ -7,6 +7,7 @@ mod browser;
 mod budget;
 mod bundler;
 mod codex_builder;
+mod deliver;
 mod dependencies;
 mod doctor;
 mod egress;

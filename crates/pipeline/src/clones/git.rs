@@ -113,6 +113,63 @@ fn clean(cwd: &Path, args: &[&str]) -> Invocation {
         .die_with_parent()
 }
 
+/// Variables that would point git at another repository, object store or index
+/// than ours.
+const LOCATING: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+];
+
+/// `git push --force <url> <commit>:refs/heads/<branch>` from `git_dir` (a bare
+/// repository of ours borrowing `borrow`'s objects) with the user's own
+/// credentials: unlike `clean`, the user's git configuration and variables stay
+/// (a credential helper, `GIT_ASKPASS`, `GIT_SSH_COMMAND`, ssh-agent), since no
+/// file of a worker's is checked out or filtered here; only what would locate
+/// another repository goes, and no hook runs. The branch is agent-runner's own, so
+/// it is forced (a new attempt starts from HEAD again).
+pub(crate) fn push(
+    git_dir: &Path,
+    borrow: &Path,
+    url: &str,
+    commit: &str,
+    branch: &str,
+    interrupt: Interrupt,
+) -> Result<String, PipelineError> {
+    let mut invocation = Invocation::new("git");
+    for name in LOCATING {
+        invocation = invocation.env_remove(name);
+    }
+    let refspec = format!("+{commit}:refs/heads/{branch}");
+    let invocation = invocation
+        .env("GIT_DIR", &git_dir.display().to_string())
+        .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &quoted(borrow))
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "protocol.ext.allow=never",
+            "push",
+            "--porcelain",
+            "--no-verify",
+            "--",
+            url,
+            &refspec,
+        ])
+        .cwd(git_dir)
+        .die_with_parent();
+    run(&invocation, interrupt)
+}
+
 /// `git init` of a new repository in `dir`, of the object format of commit `like`
 /// (SHA-1 or SHA-256, told by its length): with a work tree and HEAD on `branch`, or
 /// bare (`dir` is its git directory) when `branch` is None.

@@ -15,6 +15,9 @@
 //!   repository, its pack added and the branch set; a journal lets recovery undo a
 //!   branch an attempt set but never recorded.
 //!
+//! - `push`: a branch root_dir holds pushed from a bare repository of ours
+//!   borrowing its objects (SPEC §23 deliver).
+//!
 //! Around them: `spare` clones made ahead of their claim, `background` work off an
 //! attempt's path (removing clones and containers, making spares), and `leftover`,
 //! which removes what a killed orchestrator left in the workspace.
@@ -25,6 +28,7 @@ pub(crate) mod bundler;
 mod clone;
 mod git;
 pub(crate) mod leftover;
+pub(crate) mod push;
 mod root_repo;
 pub(crate) mod spare;
 

@@ -138,7 +138,7 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
         },
     };
     let (usage, budget) = spent(ran.result.as_deref());
-    let attempt = Attempt {
+    let mut attempt = Attempt {
         attempt_id: id::new_attempt_id(),
         job_id: job_id.clone(),
         task_id: task.id.clone(),
@@ -161,7 +161,24 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
         usage,
         budget,
         builder_usage,
+        delivery: None,
     };
+    // Delivered before it is recorded, so the attempt line says where it went.
+    if crate::deliver::refusal(&attempt).is_none() {
+        let clock = Instant::now();
+        attempt.delivery = crate::deliver::deliver(ws, &task.title, &attempt, setup.interrupt);
+        if let Some(delivery) = &attempt.delivery {
+            let describe = delivery.describe();
+            if delivery.is_done() {
+                log::info!("job {job_id}: {describe} in {}", human(clock.elapsed()));
+            } else {
+                log::warn!(
+                    "job {job_id}: {describe}; retry with `agent-runner task deliver {}`",
+                    task.id
+                );
+            }
+        }
+    }
     let status = attempt.status.as_str();
     let reason = attempt
         .error

@@ -122,6 +122,7 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         usage: None,
         budget: None,
         builder_usage: None,
+        delivery: None,
     };
     match recording::record(ws, &attempt) {
         Ok(path) => {

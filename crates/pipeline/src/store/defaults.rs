@@ -40,6 +40,9 @@ pub struct Defaults {
     /// workspace.json written before the key existed (read as false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) require_test: Option<bool>,
+    /// Where verified attempts' branches go (SPEC §23).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) deliver: Option<super::delivery::DeliverSettings>,
 }
 
 /// `defaults.task`: what every task of the workspace gets.
@@ -164,6 +167,9 @@ impl Defaults {
         }
         if let Some(test) = self.pinned_test() {
             test.check("task.test")?;
+        }
+        if let Some(deliver) = &self.deliver {
+            deliver.check()?;
         }
         if let Some(builder) = &self.builder {
             match (builder.kind, &builder.script) {

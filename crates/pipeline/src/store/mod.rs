@@ -1,7 +1,8 @@
 //! The workspace and its tasks, as files (SPEC §11): what every other part reads.
 //!
 //! `workspace` (where everything is, `workspace.json`, private modes) with its
-//! `defaults` (and the test a user pins there or on a task, `pinned_test`); `id`
+//! `defaults` (and the test a user pins there or on a task, `pinned_test`; where
+//! verified branches are delivered, `delivery`); `id`
 //! (task and job ids, which name files and branches); a task is a
 //! JSON Lines file, `task_file` (its lines and their fold into the current task),
 //! kept by `task_store` (create, append, read one or all); `new_task` makes one
@@ -15,6 +16,7 @@ pub mod attempt_files;
 pub(crate) mod commits;
 pub(crate) mod cycle;
 pub mod defaults;
+pub mod delivery;
 pub(crate) mod id;
 pub mod new_task;
 pub mod pinned_test;

@@ -106,6 +106,10 @@ pub struct Attempt {
         deserialize_with = "lenient"
     )]
     pub builder_usage: Option<ModelUsage>,
+    /// Its delivery (SPEC §23): the first on this line, the latest of a
+    /// `delivery` line once retried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<super::delivery::Delivery>,
 }
 
 /// `T` if the value is one, else None (never an error).
@@ -191,6 +195,8 @@ pub(crate) enum Line {
     Deleted(Deleted),
     /// Boxed: an attempt (its result, its usage) is several times the other lines.
     Attempt(Box<Attempt>),
+    /// `task deliver` retried an attempt's delivery.
+    Delivery(super::delivery::Delivery),
     /// A type this version does not know; skipped.
     Other(String),
 }
@@ -256,6 +262,7 @@ impl Line {
             Line::Update(u) => typed("update", u, stamp),
             Line::Deleted(d) => typed("deleted", d, stamp),
             Line::Attempt(a) => typed("attempt", a, stamp),
+            Line::Delivery(d) => typed("delivery", d, stamp),
             Line::Other(kind) => {
                 format!("{{\"type\":{}}}", serde_json::Value::from(kind.as_str())).into_bytes()
             }
@@ -281,6 +288,9 @@ impl Line {
                 .map_err(error),
             Some("attempt") => serde_json::from_slice(bytes)
                 .map(|attempt| Line::Attempt(Box::new(attempt)))
+                .map_err(error),
+            Some("delivery") => serde_json::from_slice(bytes)
+                .map(Line::Delivery)
                 .map_err(error),
             Some(other) => Ok(Line::Other(other.to_string())),
             None => Err("no \"type\"".into()),
@@ -338,6 +348,7 @@ enum Pending<'a> {
 pub(crate) fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) -> Option<TaskView> {
     let mut view: Option<TaskView> = None;
     let mut pending: Vec<Pending> = Vec::new();
+    let mut deliveries: Vec<super::delivery::Delivery> = Vec::new();
     for (number, line, last) in agent_runner_core::fs::jsonl::lines(bytes) {
         if depth == Depth::Latest && view.is_some() && line.starts_with(ATTEMPT_PREFIX) {
             pending.push(Pending::Raw { number, line, last });
@@ -350,7 +361,9 @@ pub(crate) fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) ->
                 continue;
             }
         };
-        if !matches!(parsed, Line::Attempt(_)) && !commits.counts(&Commits::stamp_of(line)) {
+        if !matches!(parsed, Line::Attempt(_) | Line::Delivery(_))
+            && !commits.counts(&Commits::stamp_of(line))
+        {
             if view.is_none() {
                 log::debug!("{name}: written by a plan edit that did not commit; no task");
                 return None;
@@ -379,6 +392,7 @@ pub(crate) fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) ->
                 Depth::Full => v.attempts.push(*attempt),
                 Depth::Latest => pending.push(Pending::Parsed(attempt)),
             },
+            (Some(_), Line::Delivery(delivery)) => deliveries.push(delivery),
             (Some(_), Line::Other(_)) => {}
         }
     }
@@ -412,6 +426,16 @@ pub(crate) fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) ->
         }
     } else {
         view.attempt_count = view.attempts.len();
+    }
+    // A retried delivery is the attempt's latest.
+    for delivery in deliveries {
+        if let Some(a) = view
+            .attempts
+            .iter_mut()
+            .find(|a| a.attempt_id == delivery.attempt_id)
+        {
+            a.delivery = Some(delivery);
+        }
     }
     Some(view)
 }
@@ -499,6 +523,7 @@ pub(crate) mod tests {
             usage: None,
             budget: None,
             builder_usage: None,
+            delivery: None,
         }
     }
 

@@ -199,6 +199,7 @@ fn cancel(ws: &Workspace, task_id: &str, job_id: &str) -> Result<Option<Stopped>
         usage: None,
         budget: None,
         builder_usage: None,
+        delivery: None,
     };
     recording::record(ws, &attempt)?;
     Ok(Some(Stopped::Cancelled {
