@@ -20,6 +20,7 @@ pub(crate) mod builder;
 pub(crate) mod clones;
 pub mod deliver;
 pub(crate) mod error;
+pub(crate) mod notify;
 pub mod orchestrator;
 pub mod plan;
 pub mod queue;

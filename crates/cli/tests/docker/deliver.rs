@@ -68,10 +68,15 @@ fn a_verified_attempt_is_pushed_and_its_pr_command_gets_the_documented_environme
     let remote = p.scratch.join("remote.git");
     bare(&remote);
     let record = p.scratch.join("pr-env.txt");
+    let told = p.scratch.join("told.json");
     p.init(
         BUILDER_REPLY,
         &meta_script(WORKER),
-        &defaults(&remote, &pr_script(&p, &record)),
+        &format!(
+            "{}notify:\n  - {{on: [succeeded], command: \"cat > '{}'\"}}\n",
+            defaults(&remote, &pr_script(&p, &record)),
+            told.display()
+        ),
     );
     let id = task_id("deliver");
     let marker = p.scratch.join("pwned");
@@ -152,6 +157,10 @@ fn a_verified_attempt_is_pushed_and_its_pr_command_gets_the_documented_environme
         show.stdout
     );
     assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+    let told: Value = serde_json::from_str(&read(&told)).expect("notified");
+    assert_eq!(told["pr"], "https://forge.test/o/r/pull/7", "{told}");
+    assert_eq!(told["branch"], branch.as_str());
+    assert_eq!(told["verified"], true);
 }
 
 #[test]

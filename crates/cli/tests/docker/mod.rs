@@ -13,6 +13,7 @@ mod doctor;
 mod egress;
 mod isolation;
 mod meta_apis;
+mod notify;
 mod orchestrator;
 mod pipeline;
 mod plan;

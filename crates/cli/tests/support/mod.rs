@@ -13,6 +13,7 @@ pub mod task;
 pub mod task_yaml;
 pub mod web;
 pub mod webdriver;
+pub mod webhook;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

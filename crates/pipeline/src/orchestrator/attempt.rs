@@ -194,6 +194,13 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
         Ok(path) => {
             // Recorded: recovery has nothing to put back.
             clones::forget(&log_dir);
+            crate::notify::attempt_ended(
+                &ws.defaults.notify,
+                &task.title,
+                &attempt,
+                &log_dir,
+                setup.interrupt,
+            );
             log::info!(
                 "job {job_id}: finished task {}: {status} in {}{spend}{reason}; result {}",
                 task.id,

@@ -43,6 +43,9 @@ pub struct Defaults {
     /// Where verified attempts' branches go (SPEC §23).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) deliver: Option<super::delivery::DeliverSettings>,
+    /// Who is told when an attempt ends (SPEC §23).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) notify: Vec<super::notify_settings::Notifier>,
 }
 
 /// `defaults.task`: what every task of the workspace gets.
@@ -170,6 +173,9 @@ impl Defaults {
         }
         if let Some(deliver) = &self.deliver {
             deliver.check()?;
+        }
+        for (index, notifier) in self.notify.iter().enumerate() {
+            notifier.check(index)?;
         }
         if let Some(builder) = &self.builder {
             match (builder.kind, &builder.script) {

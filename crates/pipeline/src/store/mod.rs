@@ -2,7 +2,8 @@
 //!
 //! `workspace` (where everything is, `workspace.json`, private modes) with its
 //! `defaults` (and the test a user pins there or on a task, `pinned_test`; where
-//! verified branches are delivered, `delivery`); `id`
+//! verified branches are delivered, `delivery`; who is told when an attempt ends,
+//! `notify_settings`); `id`
 //! (task and job ids, which name files and branches); a task is a
 //! JSON Lines file, `task_file` (its lines and their fold into the current task),
 //! kept by `task_store` (create, append, read one or all); `new_task` makes one
@@ -19,6 +20,7 @@ pub mod defaults;
 pub mod delivery;
 pub(crate) mod id;
 pub mod new_task;
+pub(crate) mod notify_settings;
 pub mod pinned_test;
 pub(crate) mod plan_fields;
 pub mod spending;
