@@ -10,7 +10,8 @@
 //! its lines joined with its job) → `orchestrator` (claim the job, build the
 //! TaskConfig with the `builder`, run the runner as a child, record the attempt) →
 //! `clones` (an isolated attempt's clone, and its branch brought back through the
-//! bundler). `watch` follows an attempt's events and stops it; `plan` edits many
+//! bundler). `deliver` pushes a verified attempt's branch and opens its pull request, `notify`
+//! tells webhooks and commands that an attempt ended (SPEC §23). `watch` follows an attempt's events and stops it; `plan` edits many
 //! tasks at once (Meta decompose and plan_patch) and `web` shows and drives it all.
 //! Each folder's `mod.rs` has its own map; each layer uses only those before it
 //! (`store` ← `queue` ← `orchestrator`, `clones` ← `watch`; `plan` and `web` on

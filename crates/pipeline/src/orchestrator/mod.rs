@@ -6,8 +6,9 @@
 //! where it runs (root_dir, or a clone from `super::clones`), the TaskConfig
 //! (`super::builder`, `test_choice` picks the test command, then `task_config`
 //! sets what the orchestrator owns), the
-//! runner as a `child` process, the branch brought back, and `recording` of the
-//! outcome (task file, result, job files), where `store::attempt_files` says an
+//! runner as a `child` process, the branch brought back, a verified one delivered
+//! (`super::deliver`), `recording` of the outcome (task file, result, job files)
+//! and then `super::notify`, where `store::attempt_files` says an
 //! attempt's files are. `spend_limit` stops the claiming once the finished attempts
 //! reach `--max-tokens` or `--max-cost-usd`.
 
