@@ -4,8 +4,9 @@
 # connections), bench/hardening.py (the cost of the seccomp profile and the agent
 # check), bench/web.py (the web view), bench/plan.py
 # (plans), bench/watch.py (events followed, the state file), bench/agents.py
-# (claude-code-cli, Meta through codex-cli; needs the real worker image) and
-# bench/pipeline.py (the orchestrator, the TaskStore).
+# (claude-code-cli, Meta through codex-cli; needs the real worker image),
+# bench/review.py (delivery and notification) and bench/pipeline.py (the
+# orchestrator, the TaskStore).
 # BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
 # clean-build timing.
 set -euo pipefail
@@ -24,4 +25,5 @@ if docker image inspect agent-runner-codex:latest >/dev/null 2>&1; then
 else
   echo "bench: bench/agents.py left out: agent-runner-codex:latest is not built (make sandbox-image)" >&2
 fi
+python3 bench/review.py
 exec python3 bench/pipeline.py

@@ -276,4 +276,21 @@ fn only_a_verified_attempt_with_a_branch_is_delivered_and_a_push_url_holds_no_to
     let none = p.in_ws(&["task", "deliver"], &[&id]).output();
     assert_ne!(none.code, Some(0));
     assert!(none.stderr.contains("has no attempt"), "{}", none.stderr);
+
+    // Run in place: verified, but no branch to push; the refusal is recorded.
+    let in_place = defaults(&p.scratch.join("r.git"), "true").replace("isolation: clone\n", "");
+    p.init(BUILDER_REPLY, &meta_script(WORKER), &in_place);
+    p.run_tasks(&[&id]);
+    p.orchestrate_once(&[]).output().code(0);
+    let a = &p.attempts(&id)[0];
+    assert_eq!(a["status"], "succeeded", "{a}");
+    let error = a["delivery"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("ran in root_dir"), "{a}");
+    let again = p.in_ws(&["task", "deliver"], &[&id]).output();
+    assert_ne!(again.code, Some(0));
+    assert!(
+        again.stderr.contains("isolation: clone"),
+        "{}",
+        again.stderr
+    );
 }

@@ -67,6 +67,7 @@ pub(crate) fn attempt_ended(
         return;
     };
     for notifier in notifiers.iter().filter(|n| n.on.iter().any(|e| e == event)) {
+        let clock = std::time::Instant::now();
         let (what, sent) = match (&notifier.url, &notifier.command) {
             (Some(url), _) => (
                 format!("webhook {}", webhook::origin(url)),
@@ -79,8 +80,36 @@ pub(crate) fn attempt_ended(
             (None, None) => continue,
         };
         match sent {
-            Ok(()) => log::info!("task {}: {what} told `{event}`", attempt.task_id),
+            Ok(()) => log::info!(
+                "task {}: {what} told `{event}` in {}",
+                attempt.task_id,
+                agent_runner_core::timestamp::human(clock.elapsed())
+            ),
             Err(e) => log::warn!("task {}: {what} not told `{event}`: {e}", attempt.task_id),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(status: &str, budget: serde_json::Value) -> Attempt {
+        let line = serde_json::json!({
+            "attempt_id": "a", "job_id": "j", "task_id": "t", "status": status,
+            "started_at": "s", "finished_at": "f", "duration_ms": 1,
+            "task_config": "c", "log_dir": "l", "budget": budget,
+        });
+        serde_json::from_value(line).unwrap()
+    }
+
+    #[test]
+    fn a_failed_attempt_a_limit_ended_is_a_budget_event() {
+        let exhausted = serde_json::json!({"max_cost_usd": 1.0, "exhausted": "max_cost_usd"});
+        let within = serde_json::json!({"max_cost_usd": 1.0, "exhausted": null});
+        assert_eq!(event(&ended("failed", exhausted.clone())), "budget");
+        assert_eq!(event(&ended("failed", within.clone())), "failed");
+        assert_eq!(event(&ended("succeeded", within)), "succeeded");
+        assert_eq!(event(&ended("failed", serde_json::Value::Null)), "failed");
     }
 }

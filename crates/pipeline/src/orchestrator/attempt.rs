@@ -164,7 +164,8 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
         delivery: None,
     };
     // Delivered before it is recorded, so the attempt line says where it went.
-    if crate::deliver::refusal(&attempt).is_none() {
+    // A verified attempt without a branch (run in place) gets its refusal recorded.
+    if attempt.is_verified() {
         let clock = Instant::now();
         attempt.delivery = crate::deliver::deliver(ws, &task.title, &attempt, setup.interrupt);
         if let Some(delivery) = &attempt.delivery {
