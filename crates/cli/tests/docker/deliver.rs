@@ -96,16 +96,7 @@ fn a_verified_attempt_is_pushed_and_its_pr_command_gets_the_documented_environme
     // root_dir's .git says to push elsewhere (ext::) and to run hooks: never read.
     let original = super::isolation::plant(&p.root, &p.scratch.path, &marker);
     let out = p.orchestrate_once(&[]).output();
-    std::fs::write(p.root.join(".git/config"), original).unwrap();
-    std::fs::remove_dir_all(p.root.join(".git/hooks")).unwrap();
-    std::fs::remove_file(p.root.join(".git/info/attributes")).unwrap();
-    let ran: Vec<String> = std::fs::read_dir(&p.scratch.path)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("pwned"))
-        .collect();
-    assert_eq!(ran, Vec::<String>::new(), "ran on the host");
+    super::isolation::unplant_and_check(&p, original);
     out.code(0);
     let a = attempt(&p, &id);
     assert_eq!(a["status"], "succeeded", "{a}");

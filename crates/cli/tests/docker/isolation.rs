@@ -123,6 +123,21 @@ pub(super) fn plant(root: &Path, scratch: &Path, marker: &Path) -> Vec<u8> {
     original
 }
 
+/// Asserts that nothing `plant` put in (with marker `pwned` in the scratch
+/// directory) ran, then takes it out again: host git of the test's own from here on.
+pub(super) fn unplant_and_check(p: &Pipeline, original: Vec<u8>) {
+    let ran: Vec<String> = std::fs::read_dir(&p.scratch.path)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("pwned"))
+        .collect();
+    std::fs::write(p.root.join(".git/config"), original).unwrap();
+    std::fs::remove_dir_all(p.root.join(".git/hooks")).unwrap();
+    std::fs::remove_file(p.root.join(".git/info/attributes")).unwrap();
+    assert_eq!(ran, Vec::<String>::new(), "ran on the host");
+}
+
 #[test]
 fn nothing_in_root_dir_s_git_config_hooks_or_info_runs_on_the_host() {
     let p = Pipeline::new("iso-config", true);
@@ -136,17 +151,7 @@ fn nothing_in_root_dir_s_git_config_hooks_or_info_runs_on_the_host() {
     let original = plant(&p.root, &p.scratch.path, &marker);
     // Clones (and spares), a merge of A into B, three branches brought back.
     let out = p.orchestrate_once(&["--jobs", "2"]).output();
-    let ran: Vec<String> = std::fs::read_dir(&p.scratch.path)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("pwned"))
-        .collect();
-    assert_eq!(ran, Vec::<String>::new(), "ran on the host");
-    // Host git of the test's own from here on: the planted config goes.
-    std::fs::write(p.root.join(".git/config"), original).unwrap();
-    std::fs::remove_dir_all(p.root.join(".git/hooks")).unwrap();
-    std::fs::remove_file(p.root.join(".git/info/attributes")).unwrap();
+    unplant_and_check(&p, original);
     out.code(0);
     for id in [&a, &b, &c] {
         assert_eq!(attempt(&p, id)["status"], "succeeded", "{id}");
