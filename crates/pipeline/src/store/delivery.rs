@@ -73,11 +73,9 @@ impl Delivery {
             (Some(e), _, _) => format!("delivery failed: {e}"),
             (None, Some(pr), _) => format!("delivered: {pr}"),
             (None, None, Some(commit)) => {
-                format!(
-                    "pushed {} as {}",
-                    &commit[..commit.len().min(12)],
-                    self.branch
-                )
+                // A task file is anyone's to edit: never slice inside a character.
+                let short: String = commit.chars().take(12).collect();
+                format!("pushed {short} as {}", self.branch)
             }
             (None, None, None) => "not delivered".into(),
         }
@@ -93,6 +91,19 @@ mod tests {
             push_url: url.into(),
             pr_command: None,
         }
+    }
+
+    #[test]
+    fn a_forged_delivery_line_is_described_without_a_panic() {
+        let forged = Delivery {
+            attempt_id: "a".into(),
+            at: "t".into(),
+            branch: "b".into(),
+            pushed: Some("ééééééééééééé".into()),
+            pr: None,
+            error: None,
+        };
+        assert_eq!(forged.describe(), "pushed éééééééééééé as b");
     }
 
     #[test]
