@@ -11,12 +11,15 @@ pub(crate) mod exit {
     pub(crate) const COMPLETE: i32 = 0;
     pub(crate) const FAILED: i32 = 1;
     pub(crate) const USAGE: i32 = 2;
+    /// Planned, awaiting approval (`runner.meta.approve_plan`, SPEC §23).
+    pub(crate) const AWAITING_APPROVAL: i32 = 3;
     pub(crate) const INTERRUPTED: i32 = agent_runner_core::interrupt::EXIT_INTERRUPTED;
 
     /// The exit code of a task that ran.
     pub(crate) fn of_task(ctx: &TaskContext) -> i32 {
         match ctx.state {
             TaskState::Complete => COMPLETE,
+            TaskState::AwaitingApproval => AWAITING_APPROVAL,
             _ if ctx.interrupted => INTERRUPTED,
             _ => FAILED,
         }

@@ -28,12 +28,14 @@ impl Edges for TaskState {
     fn can_go_to(self, next: TaskState) -> bool {
         use TaskState::*;
         match (self, next) {
-            (Complete | Failed, _) => false,
+            (Complete | Failed | AwaitingApproval, _) => false,
             (_, Failed) => true,
             (Pending, Planning) | (Planning, Running) | (Running, Validating) => true,
             // A replan (SPEC §16): Meta replaces the criteria mid-run.
             (Running, Planning) => true,
             (Validating, Running) | (Validating, Complete) => true,
+            // The approval gate (SPEC §23): the plan waits for the user.
+            (Planning, AwaitingApproval) => true,
             _ => false,
         }
     }
@@ -270,7 +272,15 @@ mod tests {
 
     #[test]
     fn edges_match_the_spec() {
-        let all = [Pending, Planning, Running, Validating, Complete, Failed];
+        let all = [
+            Pending,
+            Planning,
+            Running,
+            Validating,
+            Complete,
+            Failed,
+            AwaitingApproval,
+        ];
         let allowed: Vec<(TaskState, TaskState)> = all
             .iter()
             .flat_map(|&a| all.iter().map(move |&b| (a, b)))
@@ -283,6 +293,7 @@ mod tests {
                 (Pending, Failed),
                 (Planning, Running),
                 (Planning, Failed),
+                (Planning, AwaitingApproval),
                 (Running, Planning),
                 (Running, Validating),
                 (Running, Failed),

@@ -186,6 +186,12 @@ fn summary(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
                 writeln!(out, "Last assessment:\n\n{}", quote(&a.summary))?;
             }
         }
+        (TaskState::AwaitingApproval, _, _) => writeln!(
+            out,
+            "**Awaiting approval** (`runner.meta.approve_plan`): the acceptance criteria below \
+             are Meta's plan; nothing has run. `agent-runner run --resume` with the same task \
+             approves them and goes on."
+        )?,
         (_, _, Some(a)) => writeln!(out, "{}", quote(&a.summary))?,
         (state, _, None) => writeln!(out, "In progress ({state}).")?,
     }

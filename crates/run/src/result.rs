@@ -16,7 +16,7 @@ use agent_runner_sandbox::task::Budget;
 pub struct RunResult {
     /// None only when the input was too broken to know it.
     pub(crate) task_id: Option<String>,
-    /// `succeeded` or `failed`.
+    /// `succeeded`, `failed` or `awaiting_approval` (SPEC §23).
     pub(crate) status: &'static str,
     pub(crate) state: &'static str,
     pub(crate) summary: String,
@@ -100,7 +100,11 @@ impl RunResult {
         };
         RunResult {
             task_id: Some(ctx.task.id.clone()),
-            status: if complete { "succeeded" } else { "failed" },
+            status: match ctx.state {
+                TaskState::Complete => "succeeded",
+                TaskState::AwaitingApproval => "awaiting_approval",
+                _ => "failed",
+            },
             state: ctx.state.as_str(),
             summary,
             validation: Validation {

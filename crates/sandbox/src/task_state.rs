@@ -17,6 +17,10 @@ pub enum TaskState {
     Validating,
     Complete,
     Failed,
+    /// Planned, stopped until the plan is approved (SPEC §23): this run ended, the
+    /// task did not.
+    #[serde(rename = "AWAITING_APPROVAL")]
+    AwaitingApproval,
 }
 
 impl TaskState {
@@ -28,12 +32,17 @@ impl TaskState {
             TaskState::Validating => "VALIDATING",
             TaskState::Complete => "COMPLETE",
             TaskState::Failed => "FAILED",
+            TaskState::AwaitingApproval => "AWAITING_APPROVAL",
         }
     }
 
-    /// COMPLETE or FAILED: the task has ended.
+    /// COMPLETE, FAILED or AWAITING_APPROVAL: the run has ended (a resume goes
+    /// on from the last two).
     pub fn is_terminal(self) -> bool {
-        matches!(self, TaskState::Complete | TaskState::Failed)
+        matches!(
+            self,
+            TaskState::Complete | TaskState::Failed | TaskState::AwaitingApproval
+        )
     }
 }
 
@@ -56,6 +65,7 @@ mod tests {
             TaskState::Validating,
             TaskState::Complete,
             TaskState::Failed,
+            TaskState::AwaitingApproval,
         ] {
             let json = serde_json::to_string(&state).unwrap();
             assert_eq!(json, format!("\"{}\"", state.as_str()));

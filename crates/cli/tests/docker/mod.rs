@@ -1,6 +1,7 @@
 //! Tests that need the Docker daemon and the test worker images
 //! (testdata/setup-docker.sh): whole tasks, the sandbox, the pipeline, the web view.
 
+mod approval;
 mod argv;
 mod boundary;
 mod browser;

@@ -1,5 +1,7 @@
 //! The task state machine (SPEC §4): PENDING → PLANNING → RUNNING ⇄ VALIDATING →
-//! COMPLETE | FAILED, and RUNNING → PLANNING when Meta re-plans (`replan`, SPEC §16).
+//! COMPLETE | FAILED, RUNNING → PLANNING when Meta re-plans (`replan`, SPEC §16), and
+//! PLANNING → AWAITING_APPROVAL, the run's end, with `approve_plan` (SPEC §23; a
+//! resume is the approval).
 //! Meta plans and decides; the sandbox runs the worker and the tests;
 //! `mark_complete` is a claim to be checked, not trusted; the test command gates
 //! completion; `max_loops` bounds the iterations, replans included. Every paid call
@@ -102,6 +104,16 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
             let plan = self.ask(ctx, |meta, ctx| meta.plan_task(ctx))?;
             ctx.set_criteria(plan.criteria, "planned by Meta");
             log::info!("planned {} acceptance criteria", ctx.criteria.len());
+            if ctx.task.meta.approve_plan {
+                // SPEC §23: no sandbox is started and nothing more is paid for until
+                // the user approves; a resume (the approval) goes on from here.
+                move_to(
+                    ctx,
+                    TaskState::AwaitingApproval,
+                    "runner.meta.approve_plan: the plan awaits approval",
+                )?;
+                return Ok(());
+            }
             move_to(ctx, TaskState::Running, "")?;
         } else {
             // A plan (SPEC §13) already fixed them: Meta is not asked to plan again.

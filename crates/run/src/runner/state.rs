@@ -226,6 +226,9 @@ impl State {
         let previous = match (self.state, &self.failure) {
             (TaskState::Failed, Some(reason)) => format!("FAILED: {reason}"),
             (TaskState::Failed, None) => "FAILED".to_string(),
+            (TaskState::AwaitingApproval, _) => {
+                "AWAITING_APPROVAL: its plan is approved by this resume".to_string()
+            }
             (state, _) => format!("in {state} without an end (killed?)"),
         };
         let earlier_note = private

@@ -1202,3 +1202,43 @@ fn one_stalled_loop_does_not_stop_a_loop_that_changed_the_repository() {
     assert_eq!(ctx.failure, None);
     assert_eq!(ctx.state, TaskState::Complete);
 }
+
+#[test]
+fn approve_plan_stops_after_plan_task_with_no_sandbox_and_no_paid_call_after() {
+    use TaskState::*;
+    let mut ctx = context(
+        "  test:\n    command: make test\nrunner:\n  meta:\n    max_loops: 3\n    approve_plan: true\n",
+    );
+    let meta = FakeMeta {
+        plans: [plan(2)].into(),
+        nexts: [run_worker("must not run")].into(),
+        ..Default::default()
+    };
+    let mut sandbox = FakeSandbox::default();
+    run(&mut ctx, meta, &mut sandbox);
+    assert_eq!(ctx.state, AwaitingApproval, "{:?}", ctx.failure);
+    assert_eq!(
+        states(&ctx),
+        [(Pending, Planning), (Planning, AwaitingApproval)]
+    );
+    assert_eq!(meta_calls(&ctx), ["plan_task"]);
+    assert!(sandbox.prompts.is_empty() && sandbox.test_calls == 0);
+    assert_eq!(ctx.criteria.len(), 2, "the plan is kept for the approval");
+    assert!(ctx.failure.is_none() && ctx.finished.is_some());
+}
+
+#[test]
+fn approve_plan_does_not_stop_a_task_whose_criteria_are_given() {
+    let mut ctx = context(
+        "  acceptance_criteria: [\"it builds\"]\nrunner:\n  meta:\n    approve_plan: true\n",
+    );
+    let meta = FakeMeta {
+        nexts: [run_worker("do it")].into(),
+        assessments: [assess(&["AC-1"])].into(),
+        ..Default::default()
+    };
+    let mut sandbox = FakeSandbox::default();
+    run(&mut ctx, meta, &mut sandbox);
+    assert_eq!(ctx.state, TaskState::Complete, "{:?}", ctx.failure);
+    assert_eq!(sandbox.prompts, ["do it"]);
+}

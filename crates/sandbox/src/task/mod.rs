@@ -162,6 +162,8 @@ pub struct MetaSettings {
     pub max_loops: u32,
     /// How often Meta may re-plan the criteria in a run (0: never).
     pub max_replans: u32,
+    /// Stop after `plan_task` until the plan is approved (SPEC §23).
+    pub approve_plan: bool,
     pub timeout: Duration,
     /// Why Meta is of its kind (`validate` says).
     pub kind_reason: String,

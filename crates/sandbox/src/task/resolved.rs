@@ -96,6 +96,7 @@ struct MetaView<'a> {
     system_prompt: String,
     max_loops: u32,
     max_replans: u32,
+    approve_plan: bool,
     timeout_sec: u64,
     /// kind codex-cli: what it runs with beside the worker's settings.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -288,6 +289,7 @@ fn meta_view(task: &Task) -> MetaView<'_> {
         },
         max_loops: meta.max_loops,
         max_replans: meta.max_replans,
+        approve_plan: meta.approve_plan,
         timeout_sec: meta.timeout.as_secs(),
         docker_image: codex.map(|c| {
             c.docker_image

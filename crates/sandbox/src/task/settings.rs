@@ -213,6 +213,7 @@ pub(crate) fn meta(
         system_prompt: non_empty(raw.system_prompt),
         max_loops: max_loops?,
         max_replans: max_replans?,
+        approve_plan: raw.approve_plan.unwrap_or(false),
         timeout: timeout?,
         kind_reason: chosen?.1,
     })

@@ -352,3 +352,24 @@ quickcheck! {
         }
     }
 }
+
+#[test]
+fn approve_plan_is_read_in_shape_v1_and_refused_with_a_reason_in_task_config() {
+    let e = err(
+        "task:\n  id: a\n  title: t\n  instructions: i\n  project: {root_dir: .}\nrunner:\n  meta: {model: m, approve_plan: true}\n  worker: {type: docker_codex_cli}\n",
+    );
+    assert_eq!(e.category, UnknownKey);
+    assert_error(
+        &e,
+        "runner.meta.approve_plan",
+        "unknown key in the TaskConfig shape",
+    );
+    assert!(
+        e.hint
+            .as_deref()
+            .is_some_and(|h| h.contains("agent-runner run")),
+        "{e}"
+    );
+    let e = err("version: 1\ntask: {prd: {text: x}}\nrunner: {meta: {approve_plan: 1}}\n");
+    assert_error(&e, "runner.meta.approve_plan", "");
+}
