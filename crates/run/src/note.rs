@@ -120,6 +120,9 @@ fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             "- Resumed: at {} after {} loop(s) (see 8. Before the Resume)",
             resumed.at, resumed.loops
         )?;
+        if let Some(message) = &resumed.message {
+            writeln!(out, "- Follow-up message: {}", inline(message))?;
+        }
     }
     writeln!(out, "- Loops: {} of {}", ctx.loops, task.meta.max_loops)?;
     if ctx.replans > 0 {

@@ -43,6 +43,9 @@ pub struct Resumed {
     pub worker_session: Option<WorkerSession>,
     /// The Task Note the runs before left (this run's note keeps it).
     pub(crate) earlier_note: Option<String>,
+    /// The user's follow-up message (`--message`, SPEC §23): in each request to Meta,
+    /// before the worker's first prompt, and in the note.
+    pub message: Option<String>,
 }
 
 /// The history in words, for a worker that starts afresh (its session cannot be
@@ -101,6 +104,7 @@ mod tests {
             elapsed: Duration::ZERO,
             worker_session: None,
             earlier_note: None,
+            message: None,
         };
         let text = for_worker(&resumed, 2048);
         assert!(text.len() <= 2048 + 3, "{}", text.len());

@@ -41,16 +41,23 @@ pub struct Ran {
     pub note: Result<PathBuf, String>,
 }
 
+/// The longest follow-up message (`--message`), in bytes.
+pub const MAX_MESSAGE: usize = 8192;
+
 /// Runs `task` to its end; see the module documentation. `redactor` masks the
 /// task's secrets everywhere the run writes; `interrupt` stops it at the next step.
-/// An error means the task did not start: nothing ran.
+/// `message`, with `resume`, is the user's follow-up (SPEC §23): a task whose last
+/// run ended COMPLETE goes on with it too. An error means the task did not start:
+/// nothing ran.
 pub fn run_task(
     task: Task,
     resume: bool,
+    message: Option<String>,
     redactor: &Redactor,
     interrupt: Interrupt,
 ) -> Result<Ran, Error> {
-    let prepared = Prepared::new(&task, resume)?;
+    let mut prepared = Prepared::new(&task, resume, message.is_some())?;
+    prepared.message = message;
     let system_prompt = task.meta.system_prompt.clone();
     let deadline = prepared.deadline;
     // Meta's codex: a scratch directory of its own, outside the repository; its
@@ -88,12 +95,14 @@ struct Prepared {
     saved: Option<State>,
     /// The task's deadline (`max_duration_sec`), from now.
     deadline: Deadline,
+    /// The user's follow-up message.
+    message: Option<String>,
 }
 
 impl Prepared {
     /// Before anything is written: our directory and the task's lock; with
     /// `resume`, the saved state, of the same task (SPEC §19).
-    fn new(task: &Task, resume: bool) -> Result<Prepared, Error> {
+    fn new(task: &Task, resume: bool, follow_up: bool) -> Result<Prepared, Error> {
         let private =
             agent_runner_core::private_dir::open(&task.repo).map_err(Error::PrivateDir)?;
         let lock = TaskLock::acquire(&private, &task.id)?;
@@ -101,7 +110,9 @@ impl Prepared {
             .subdir("logs")
             .and_then(|logs| logs.subdir(&task.id))
             .map_err(Error::PrivateDir)?;
-        let saved = resume.then(|| saved_state(&private, task)).transpose()?;
+        let saved = resume
+            .then(|| saved_state(&private, task, follow_up))
+            .transpose()?;
         // The task's clock starts here: the deadline counts from now, less what the
         // runs before a resume took (SPEC §19: the budget counts the whole task).
         let earlier = saved
@@ -119,6 +130,7 @@ impl Prepared {
             logs,
             saved,
             deadline,
+            message: None,
         })
     }
 }
@@ -138,6 +150,7 @@ fn execute(
         logs,
         saved,
         deadline,
+        message,
     } = prepared;
     let session_dir =
         session_dir(&private, &task.id, saved.is_some()).map_err(Error::PrivateDir)?;
@@ -177,7 +190,11 @@ fn execute(
     let mut ctx = TaskContext::new(task);
     ctx.events = events;
     if let Some(saved) = &saved {
-        let resumed = saved.resumed(&private, &ctx.task.note_name());
+        let mut resumed = saved.resumed(&private, &ctx.task.note_name());
+        resumed.message = message;
+        // After COMPLETE the session is gone (removed below): the worker starts
+        // afresh with the history and the message.
+        let completed = saved.state == TaskState::Complete;
         log::info!(
             "resuming task {} after {} loop(s); the run before ended {}",
             ctx.task.id,
@@ -188,11 +205,16 @@ fn execute(
             session: resumed
                 .worker_session
                 .as_ref()
-                .filter(|s| s.kind == ctx.task.worker.kind.name())
+                .filter(|s| s.kind == ctx.task.worker.kind.name() && !completed)
                 .map(|s| s.id.clone()),
             history: crate::resume::for_worker(&resumed, HISTORY_FOR_WORKER),
+            message: resumed.message.clone(),
         });
         restore(&mut ctx, saved);
+        if completed {
+            // The same criteria, to be met again with the message (SPEC §23).
+            ctx.criteria.iter_mut().for_each(|c| c.passed = false);
+        }
         ctx.resumed = Some(resumed);
     }
     let start = if ctx.resumed.is_some() {
@@ -319,8 +341,8 @@ impl<'a> Checkpoint<'a> {
 }
 
 /// The saved state a resumed run goes on from, checked: of this task, unchanged,
-/// and not already COMPLETE.
-fn saved_state(private: &Dir, task: &Task) -> Result<State, Error> {
+/// and not already COMPLETE unless a follow-up message goes on from there.
+fn saved_state(private: &Dir, task: &Task, follow_up: bool) -> Result<State, Error> {
     let refuse = |why: String| Error::CannotResume {
         task_id: task.id.clone(),
         why,
@@ -341,6 +363,11 @@ fn saved_state(private: &Dir, task: &Task) -> Result<State, Error> {
             ))
         })?;
     match saved.refusal(task) {
+        Some(_)
+            if follow_up && saved.state == TaskState::Complete && saved.changed(task).is_none() =>
+        {
+            Ok(saved)
+        }
         Some(why) => Err(refuse(why)),
         None => Ok(saved),
     }

@@ -51,6 +51,10 @@ enum Command {
         /// the saved criteria, loops and history, no new plan (SPEC §19).
         #[arg(long)]
         resume: bool,
+        /// With --resume: a follow-up message for Meta's next step and the worker;
+        /// goes on after COMPLETE too, with the same criteria (SPEC §23).
+        #[arg(long, value_name = "TEXT", requires = "resume")]
+        message: Option<String>,
     },
     /// Check the Task YAML on stdin and print the task as it would run; runs nothing.
     Validate,
@@ -146,7 +150,8 @@ pub(crate) fn main() -> i32 {
             meta_model,
             json,
             resume,
-        } => run::run(meta_model, json, resume, interrupt),
+            message,
+        } => run::run(meta_model, json, resume, message, interrupt),
         Command::Validate => validate::validate(interrupt),
         Command::Doctor => doctor::doctor(interrupt),
         Command::Workspace { command } => workspace::run(command),

@@ -8,7 +8,7 @@ use crate::error::{Error, exit};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_run::result::RunResult;
-use agent_runner_run::task_run::{Ran, run_task};
+use agent_runner_run::task_run::{MAX_MESSAGE, Ran, run_task};
 use agent_runner_sandbox::task::{InputError, Task};
 
 use super::{read_task, report, write_stdout};
@@ -18,6 +18,7 @@ pub(crate) fn run(
     meta_model: Option<String>,
     json: bool,
     resume: bool,
+    message: Option<String>,
     interrupt: Interrupt,
 ) -> i32 {
     let clock = Instant::now();
@@ -39,7 +40,17 @@ pub(crate) fn run(
         return invalid(&problem.into(), &redactor, json, clock.elapsed());
     }
     let task_id = task.id.clone();
-    match run_task(task, resume, &redactor, interrupt) {
+    let message = message.map(|m| m.trim().to_string());
+    if let Some(m) = &message
+        && (m.is_empty() || m.len() > MAX_MESSAGE)
+    {
+        let problem = InputError::new(
+            "--message",
+            format!("must be 1 to {MAX_MESSAGE} bytes of text (got {})", m.len()),
+        );
+        return invalid(&problem.into(), &redactor, json, clock.elapsed());
+    }
+    match run_task(task, resume, message, &redactor, interrupt) {
         Ok(Ran { ctx, note }) => {
             let note = note.as_deref().map_err(String::as_str);
             emit(&RunResult::of(&ctx, note), json, &redactor);

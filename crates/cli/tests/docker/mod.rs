@@ -12,6 +12,7 @@ mod deliver;
 mod dependencies;
 mod doctor;
 mod egress;
+mod follow_up;
 mod isolation;
 mod meta_apis;
 mod notify;

@@ -175,6 +175,9 @@ struct StepRequest<'a> {
 #[derive(Serialize)]
 struct ResumedInfo<'a> {
     previous_run: &'a str,
+    /// The user's follow-up message (SPEC §23).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_from_user: Option<&'a str>,
     history: &'a [crate::loop_record::LoopRecord],
 }
 
@@ -326,6 +329,7 @@ pub(crate) fn request_offering(
             last_test_result: test_info(ctx),
             resumed: ctx.resumed.as_ref().map(|r| ResumedInfo {
                 previous_run: &r.previous,
+                message_from_user: r.message.as_deref(),
                 // The latest loops; each one's texts are bounded already.
                 history: &r.history[r.history.len().saturating_sub(MAX_HISTORY_IN_REQUEST)..],
             }),

@@ -188,6 +188,19 @@ impl State {
     /// Why `task` cannot go on from this state, if it cannot: another task (the
     /// digest names the parts that changed), or one already COMPLETE.
     pub fn refusal(&self, task: &Task) -> Option<String> {
+        if let Some(why) = self.changed(task) {
+            return Some(why);
+        }
+        if self.state == TaskState::Complete {
+            return Some(
+                "its last run ended COMPLETE: there is nothing to resume (a follow-up --message goes on from there)".into(),
+            );
+        }
+        None
+    }
+
+    /// Why this state is not `task`'s as it is now (another task, or changed).
+    pub fn changed(&self, task: &Task) -> Option<String> {
         let (digest, parts) = digest(task);
         if self.task_id != task.id {
             return Some(format!(
@@ -214,9 +227,6 @@ impl State {
                 "the task changed since its last run: {changed} differ; a resumed run must do the same task (run it without --resume to start over)"
             ));
         }
-        if self.state == TaskState::Complete {
-            return Some("its last run ended COMPLETE: there is nothing to resume".into());
-        }
         None
     }
 
@@ -226,6 +236,7 @@ impl State {
         let previous = match (self.state, &self.failure) {
             (TaskState::Failed, Some(reason)) => format!("FAILED: {reason}"),
             (TaskState::Failed, None) => "FAILED".to_string(),
+            (TaskState::Complete, _) => "COMPLETE; the user follows up".to_string(),
             (TaskState::AwaitingApproval, _) => {
                 "AWAITING_APPROVAL: its plan is approved by this resume".to_string()
             }
@@ -244,6 +255,7 @@ impl State {
             elapsed: std::time::Duration::from_millis(self.elapsed_ms),
             worker_session: self.worker_session.clone(),
             earlier_note,
+            message: None,
         }
     }
 }

@@ -89,6 +89,8 @@ pub struct Continuation {
     pub session: Option<String>,
     /// The history in words, put before the prompt when the worker starts afresh.
     pub history: String,
+    /// The user's follow-up message (SPEC §23), put before the first prompt either way.
+    pub message: Option<String>,
 }
 
 /// The sandbox on the local Docker (the only backend so far); see the module
@@ -565,6 +567,10 @@ impl Sandbox for DockerSandbox {
         let command = kind.command(&self.run_spec());
         let Some(continuation) = self.continuation.take() else {
             return self.run_agent(number, prompt, &command);
+        };
+        let prompt = &match &continuation.message {
+            Some(message) => format!("The user's follow-up message:\n{message}\n\n{prompt}"),
+            None => prompt.to_string(),
         };
         let afresh = format!("{}\n\n{prompt}", continuation.history);
         let Some(session) = continuation.session.filter(|id| session::is_session_id(id)) else {
