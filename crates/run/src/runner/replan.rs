@@ -308,6 +308,7 @@ mod tests {
             elapsed: Duration::ZERO,
             worker_session: None,
             earlier_note: None,
+            message: None,
         });
         let request: serde_norway::Value = serde_norway::from_str(&request(&ctx, "x")).unwrap();
         let history = request["history"].as_sequence().unwrap();

@@ -960,6 +960,7 @@ fn a_resumed_task_counts_the_runs_before_against_its_budget() {
         elapsed: Duration::from_secs(elapsed),
         worker_session: None,
         earlier_note: None,
+        message: None,
     };
     let resume = |ctx: &mut TaskContext, tokens: u64, elapsed: u64| {
         ctx.set_criteria(plan(1).unwrap().criteria, "from the saved state");
