@@ -699,6 +699,9 @@ fn changes(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
     let lines = run.changes.lines(&run.transcript.file_changes);
     let source = match &run.changes {
         RepoChanges::Seen { .. } => "",
+        RepoChanges::Files { .. } => {
+            " (the image has no git: agent-runner's helper compared the files before and after)"
+        }
         RepoChanges::NoGit => {
             " (as the worker reported them: the image has no git, so no snapshots were taken)"
         }

@@ -69,6 +69,7 @@ pub mod seccomp;
 mod socket;
 mod spec;
 pub mod sweep;
+pub mod tools;
 
 use std::path::Path;
 use std::time::Duration;
@@ -112,6 +113,13 @@ pub trait Backend: Send + Sync {
     /// then pinned and checked before each run (`worker::agent_files`).
     fn reads_from_outside(&self) -> bool {
         false
+    }
+
+    /// The tools volume on this engine's host (`tools.rs`), filled first if it is
+    /// not there yet: its name, to mount read-only at `tools::TOOLS_DIR`. None: this
+    /// engine has none.
+    fn tools_volume(&self, _interrupt: Interrupt) -> Result<Option<String>, BackendError> {
+        Ok(None)
     }
 }
 

@@ -16,7 +16,7 @@ use super::{CODEX_DEFAULT_MODEL, CodexMeta, DEFAULT_CODEX_META_TIMEOUT_SEC};
 use super::{
     DEFAULT_DOCKER_IMAGE, DEFAULT_IDLE_TIMEOUT_SEC, DEFAULT_MAX_LOOPS, DEFAULT_MAX_REPLANS,
     DEFAULT_MAX_RUN_TIME_SEC, DEFAULT_META_TIMEOUT_SEC, DEFAULT_PIDS_LIMIT, MetaBackend,
-    MetaSettings, Network, Shape, WorkerLimits, WorkerSettings,
+    AgentFrom, MetaSettings, Network, Shape, WorkerLimits, WorkerSettings,
 };
 use crate::agent::{self, Kind, Login};
 use crate::egress::{AllowList, Origin, Rule};
@@ -417,6 +417,20 @@ pub(crate) fn worker(
     let docker_image = problems
         .take(argument(raw.docker_image, "runner.worker.docker_image"))
         .map(|image| image.unwrap_or_else(|| DEFAULT_DOCKER_IMAGE.to_string()));
+    let agent_from = match raw.agent_from.as_deref() {
+        None => Some(AgentFrom::Auto),
+        Some(from) => problems
+            .take(choice(
+                from,
+                "runner.worker.agent_from",
+                &["auto", "tools", "image"],
+            ))
+            .map(|from| match from {
+                "tools" => AgentFrom::Tools,
+                "image" => AgentFrom::Image,
+                _ => AgentFrom::Auto,
+            }),
+    };
     let max_run_time = problems.take(seconds(
         raw.max_run_time_sec,
         DEFAULT_MAX_RUN_TIME_SEC,
@@ -471,6 +485,7 @@ pub(crate) fn worker(
     let mut settings = WorkerSettings {
         kind: kind?,
         docker_image: docker_image?,
+        agent_from: agent_from?,
         max_run_time: max_run_time?,
         idle_timeout: idle_timeout?,
         model: model?,

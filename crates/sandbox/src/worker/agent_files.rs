@@ -33,8 +33,15 @@
 //! nothing of the worker's runs (the envelope stops it), so nothing can swap a file
 //! between the check and the run.
 //!
-//! The agent here is the image's own. One from a read-only volume (SPEC §21's
-//! tools volume) will need no hash, only `/bin/sh` and its loader will.
+//! Where the agent comes from is `runner.worker.agent_from` (SPEC §21): `image`, the
+//! image's own as above; `tools`, agent-runner's tools volume (`backend::tools`),
+//! mounted read-only at `/opt/agent-runner`, whose agent needs no hash (nothing in
+//! the container can write there), only `/bin/sh` and the agent's loader when it
+//! has one (claude's, from the image) are pinned, and before each run the volume is
+//! checked to be still mounted read-only at its place (`/proc/self/mountinfo`, read
+//! by the pinned shell's builtins: a worker that moved `/opt` aside and put a
+//! look-alike there is caught); `auto` (the default), the image's own when it has
+//! one on PATH, else the volume's.
 //!
 //! What is not covered (docs/security-model.md): processes of the run itself (the
 //! commands the agent runs) run beside the agent as the same user and can end it
@@ -49,7 +56,8 @@ use super::PROJECT_DIR;
 use super::SandboxError;
 use super::container::ContainerSpec;
 use crate::backend::docker_cli::{self, cli_missing, last_lines};
-use crate::task::EnvValue;
+use crate::backend::tools::{self, READY, TOOLS_DIR};
+use crate::task::{AgentFrom, EnvValue};
 use crate::task::worker_env::RESERVED;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Ending, Limits, StreamFilter};
@@ -86,6 +94,8 @@ pub(crate) struct AgentFiles {
     /// The diff cannot tell (a path on a mount, one already changed at the start, a
     /// shell without `readlink`): the files are hashed at every check.
     always_hash: bool,
+    /// The agent runs from the tools volume, which is checked to be still mounted.
+    from_tools: bool,
 }
 
 /// A file and what it was.
@@ -166,6 +176,26 @@ impl AgentFiles {
         let mut heads = shell_head?;
         let mut executed = shell.to_vec();
         let mut prefix = Vec::new();
+        let mut known_loaders = Vec::new();
+        let from_tools = match (spec.worker.agent_from, &agent) {
+            (AgentFrom::Image, _) | (AgentFrom::Auto, Some(_)) => false,
+            (AgentFrom::Tools, _) | (AgentFrom::Auto, None) => true,
+        };
+        let agent = if from_tools {
+            let tool = tools_agent(&exec, spec, &program)?;
+            let more = exec.look(None, &[&tool.path])?;
+            // Below the mount the daemon's diff sees nothing, and needs not: it is
+            // read-only. The way to it (`/opt`) is the image's and is watched.
+            visited.extend(more.visited.into_iter().filter(|p| !on_tools(p)));
+            unknown |= more.unknown;
+            if let Some(loader) = tool.loader {
+                known_loaders.push((loader.to_string(), tool.path.clone()));
+            }
+            prefix.push(tool.path);
+            None
+        } else {
+            agent
+        };
         if let Some(agent) = agent {
             if agent == PROJECT_DIR || agent.starts_with(&format!("{PROJECT_DIR}/")) {
                 return Err(unusable(format!(
@@ -193,7 +223,7 @@ impl AgentFiles {
             }
             prefix.push(agent);
         }
-        pinning.follow_loaders(&executed, &heads)?;
+        pinning.follow_loaders(&executed, &heads, known_loaders)?;
         let Pinning {
             files, listings, ..
         } = pinning;
@@ -223,6 +253,7 @@ impl AgentFiles {
             listings,
             visited,
             always_hash,
+            from_tools,
         })
     }
 
@@ -236,7 +267,11 @@ impl AgentFiles {
         if self.prefix.is_empty() {
             return Err(SandboxError::ImageUnusable {
                 image: image.to_string(),
-                detail: format!("it has no `{}` on PATH", self.program),
+                detail: format!(
+                    "it has no `{}` on PATH (runner.worker.agent_from: image; `auto` or `tools` \
+                     runs the one in agent-runner's tools volume)",
+                    self.program
+                ),
             });
         }
         let mut line = self.prefix.clone();
@@ -263,6 +298,9 @@ impl AgentFiles {
             detail,
         };
         let config_paths: Vec<&str> = self.configs.iter().map(|c| c.path.as_str()).collect();
+        if self.from_tools {
+            still_mounted(&exec).map_err(changed)?;
+        }
         let (unchanged, answers, configs) = std::thread::scope(|scope| {
             let lists: Vec<_> = self
                 .listings
@@ -338,6 +376,88 @@ const MOUNTED: [&str; 8] = [
     "/sys",
 ];
 
+/// A path in the tools volume (read-only, not in the daemon's diff).
+fn on_tools(path: &str) -> bool {
+    path == TOOLS_DIR || path.starts_with(&format!("{TOOLS_DIR}/"))
+}
+
+/// The agent of `program` in the tools volume, for this image: the volume mounted
+/// and complete, and a build of the agent the image can load (claude's binary needs
+/// glibc, or musl for its musl build).
+fn tools_agent(
+    exec: &Exec<'_>,
+    spec: &ContainerSpec,
+    program: &str,
+) -> Result<tools::Agent, SandboxError> {
+    let image = &spec.worker.docker_image;
+    let unusable = |detail: String| SandboxError::ImageUnusable {
+        image: image.clone(),
+        detail,
+    };
+    let why_not_on_path = match spec.worker.agent_from {
+        AgentFrom::Auto => format!("it has no `{program}` on PATH, and "),
+        _ => String::new(),
+    };
+    let Some(volume) = &spec.tools else {
+        return Err(unusable(format!(
+            "{why_not_on_path}agent-runner's tools volume is not there ({}); `agent-runner tools install` fills it",
+            spec.tools_error.as_deref().unwrap_or("not mounted")
+        )));
+    };
+    let loaders = tools::loaders();
+    let mut probe = vec![SHELL, "-c", EXISTING_SCRIPT, "agent-runner-exists", READY];
+    probe.extend(loaders);
+    let (ok, stdout, stderr) = exec.exec(&probe)?;
+    if !ok {
+        return Err(SandboxError::Docker {
+            command: format!("docker exec {} {SHELL}", exec.container),
+            detail: last_lines(&stderr, 3),
+        });
+    }
+    let present: Vec<&str> = stdout.lines().collect();
+    if !present.contains(&READY) {
+        return Err(unusable(format!(
+            "agent-runner's tools volume {volume} is incomplete (its fill was interrupted); \
+             `agent-runner tools install` fills it again"
+        )));
+    }
+    match tools::agent(program, &present) {
+        Ok(Some(agent)) => Ok(agent),
+        Ok(None) => Err(unusable(format!(
+            "{why_not_on_path}agent-runner's tools volume has no `{program}`"
+        ))),
+        Err(why) => Err(unusable(format!(
+            "{why_not_on_path}{why} (refused: `{program}` from agent-runner's tools volume cannot run in this image)"
+        ))),
+    }
+}
+
+/// Prints each of its arguments that exists.
+const EXISTING_SCRIPT: &str = r#"for f; do [ -e "$f" ] && printf '%s\n' "$f"; done; exit 0"#;
+
+/// Prints `ro` or `rw` for the mount at `$1`, from the kernel's own list (shell
+/// builtins only: nothing the worker could have replaced but the pinned shell).
+const MOUNTED_SCRIPT: &str = r#"while read -r _ _ _ _ point options _; do
+  [ "$point" = "$1" ] && { case ,$options, in *,ro,*) echo ro ;; *) echo rw ;; esac; }
+done < /proc/self/mountinfo; exit 0"#;
+
+/// The tools volume still mounted read-only at its place.
+fn still_mounted(exec: &Exec<'_>) -> Result<(), String> {
+    let (ok, stdout, stderr) = exec
+        .exec(&[SHELL, "-c", MOUNTED_SCRIPT, "agent-runner-mounted", TOOLS_DIR])
+        .map_err(|e| e.to_string())?;
+    match (ok, stdout.trim()) {
+        (true, "ro") => Ok(()),
+        (true, _) => Err(format!(
+            "{TOOLS_DIR} is no longer agent-runner's tools volume, mounted read-only"
+        )),
+        (false, _) => Err(format!(
+            "cannot read the container's mounts: {}",
+            last_lines(&stderr, 2)
+        )),
+    }
+}
+
 fn on_a_mount(path: &str) -> bool {
     MOUNTED
         .iter()
@@ -408,9 +528,11 @@ impl Pinning<'_> {
         &mut self,
         executed: &[(String, String)],
         heads: &[Vec<u8>],
+        known: Vec<(String, String)>,
     ) -> Result<(), SandboxError> {
         let exec = self.exec;
-        let mut dynamic = Vec::new();
+        // (loader, file): `known` are those of files not copied (the tools volume's).
+        let mut dynamic = known;
         for ((path, _), head) in executed.iter().zip(heads) {
             let loader = elf_interpreter(head).map_err(|e| SandboxError::Docker {
                 command: format!("docker cp -L {}:{path} -", exec.container),
