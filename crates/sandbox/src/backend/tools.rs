@@ -430,6 +430,11 @@ fn download(package: &Package, to: &Path, interrupt: Interrupt) -> Result<u64, B
     let agent = ureq::Agent::new_with_config(
         ureq::config::Config::builder()
             .timeout_global(Some(DOWNLOAD_TIMEOUT))
+            .tls_config(
+                ureq::tls::TlsConfig::builder()
+                    .root_certs(root_certs())
+                    .build(),
+            )
             .build(),
     );
     let response = agent.get(&url).call().map_err(|e| fail(e.to_string()))?;
@@ -458,6 +463,28 @@ fn download(package: &Package, to: &Path, interrupt: Interrupt) -> Result<u64, B
         )));
     }
     Ok(size)
+}
+
+/// The machine's certificate authorities (`SSL_CERT_FILE`, else the system bundle),
+/// as curl and npm trust them (a company's own CA, a mirror's); the built-in roots
+/// when there is no bundle.
+fn root_certs() -> ureq::tls::RootCerts {
+    let file = std::env::var_os("SSL_CERT_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/etc/ssl/certs/ca-certificates.crt"));
+    let Ok(pem) = std::fs::read(&file) else {
+        return ureq::tls::RootCerts::WebPki;
+    };
+    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+        .filter_map(|item| match item {
+            Ok(ureq::tls::PemItem::Certificate(cert)) => Some(cert),
+            _ => None,
+        })
+        .collect();
+    match certs.is_empty() {
+        true => ureq::tls::RootCerts::WebPki,
+        false => ureq::tls::RootCerts::new_with_certs(&certs),
+    }
 }
 
 /// Standard base64 with padding, as npm writes integrities.
