@@ -557,6 +557,15 @@ fn notes(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     if ctx
         .worker_runs
         .iter()
+        .any(|r| matches!(r.changes, RepoChanges::Files { .. }))
+    {
+        notes.push(
+            "Changed files are listed by agent-runner's helper (the image has no git), from the tools volume inside the container; files the worker made unreadable count by what could be read."
+                .into(),
+        );
+    } else if ctx
+        .worker_runs
+        .iter()
         .any(|r| r.changes != RepoChanges::NotARepository && r.changes != RepoChanges::NoGit)
     {
         notes.push(
