@@ -26,6 +26,11 @@
 //!   from a private host directory (`host_dir.rs`) mounted read-only with the
 //!   proxy's unix socket; login files mounted read-only.
 //!
+//! Beside them, `tools.rs`: the tools volume of the engine's host (the pinned agents
+//! and the static helper, SPEC §21), which `Backend::tools_volume` has filled on
+//! first use and every sandbox mounts read-only at `/opt/agent-runner`
+//! (`Mount::volume`).
+//!
 //! The sandbox (`worker::docker`) asks the transport for its mounts and the carrier
 //! for its main process, mounts and variables, adds the policy of its own
 //! (capabilities, limits, labels, the private tmpfs, which variables go by name),
