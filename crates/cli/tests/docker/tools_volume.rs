@@ -69,7 +69,14 @@ fn task_id(name: &str) -> String {
 
 /// A task whose worker is the real codex pointed at `model`, in `image`, with
 /// `network: host` (the fake model is on 127.0.0.1).
-fn codex_task(id: &str, repo: &Path, script: &str, image: &str, model: &FakeResponses, loops: u32) -> TaskYaml {
+fn codex_task(
+    id: &str,
+    repo: &Path,
+    script: &str,
+    image: &str,
+    model: &FakeResponses,
+    loops: u32,
+) -> TaskYaml {
     let provider = model.provider("fake", "FAKE_OPENAI_KEY", 1);
     TaskYaml::hello(id, repo)
         .scripted(script, loops)
@@ -104,7 +111,11 @@ fn meta_script(dir: &Scratch, prompts: &[&str], passes: bool) -> String {
         "- type: plan_task\n  acceptance_criteria:\n    - id: AC-1\n      description: hello.txt says hello\n",
     );
     for (n, prompt) in prompts.iter().enumerate() {
-        let passed = if passes && n + 1 == prompts.len() { "AC-1" } else { "" };
+        let passed = if passes && n + 1 == prompts.len() {
+            "AC-1"
+        } else {
+            ""
+        };
         script.push_str(&format!(
             "- type: next_action\n  decision:\n    action: run_worker\n    reason: loop {n}\n  worker_call:\n    worker_type: codex-cli\n    mode: exec\n    prompt: {prompt:?}\n\
              - type: completion_assessment\n  summary: assessed\n  details:\n    passed_criteria: [{passed}]\n    remaining_risks: []\n"
@@ -118,7 +129,10 @@ fn meta_script(dir: &Scratch, prompts: &[&str], passes: bool) -> String {
 fn tool_output(model: &FakeResponses, request: usize) -> String {
     let requests = model.received();
     let outputs = requests[request].inputs("function_call_output");
-    outputs[0]["output"].as_str().unwrap_or_default().to_string()
+    outputs[0]["output"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[test]
@@ -132,16 +146,24 @@ fn real_codex_from_the_tools_volume_completes_in_a_busybox_image_without_git() {
     std::fs::write(repo.join("notes.txt"), "one\n").unwrap();
     let id = task_id("ok");
     let model = FakeResponses::start(vec![
-        Reply::Command("echo hello > hello.txt && echo two >> notes.txt && command -v git codex; echo done".into()),
+        Reply::Command(
+            "echo hello > hello.txt && echo two >> notes.txt && command -v git codex; echo done"
+                .into(),
+        ),
         Reply::Message("Created hello.txt.".into()),
     ]);
     let script = meta_script(&dir, &["Create hello.txt saying hello."], true);
     let out = run(&dir, &codex_task(&id, &repo, &script, &image, &model, 1));
     out.code(0).stdout_has("COMPLETE");
-    assert_eq!(std::fs::read_to_string(repo.join("hello.txt")).unwrap(), "hello\n");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("hello.txt")).unwrap(),
+        "hello\n"
+    );
     let output = tool_output(&model, 1);
     assert!(
-        output.contains("exited with code 0") && !output.contains("/git") && output.contains("done"),
+        output.contains("exited with code 0")
+            && !output.contains("/git")
+            && output.contains("done"),
         "the image has neither git nor codex on PATH: {output}"
     );
     let note = note(&repo, &id);
@@ -152,7 +174,10 @@ fn real_codex_from_the_tools_volume_completes_in_a_busybox_image_without_git() {
     );
     assert!(note.contains("  - A hello.txt\n"), "{note}");
     assert!(note.contains("  - M notes.txt\n"), "{note}");
-    assert!(note.contains("Changed files are listed by agent-runner's helper"), "{note}");
+    assert!(
+        note.contains("Changed files are listed by agent-runner's helper"),
+        "{note}"
+    );
     assert_no_container(&id);
 }
 
@@ -220,20 +245,32 @@ fn the_worker_as_root_cannot_overwrite_the_agent_nor_move_the_volume_aside() {
     }
     assert!(!output.contains("mount=0"), "no remount: {output}");
     let swapped = tool_output(&model, 3);
-    assert!(swapped.contains("swap=0"), "the move itself works: {swapped}");
+    assert!(
+        swapped.contains("swap=0"),
+        "the move itself works: {swapped}"
+    );
     out.code(1);
     assert!(
         out.stderr.contains("changed during the task")
-            && out.stderr.contains("/opt/agent-runner is no longer agent-runner's tools volume"),
+            && out
+                .stderr
+                .contains("/opt/agent-runner is no longer agent-runner's tools volume"),
         "{}",
         out.stderr
     );
     assert_eq!(model.received().len(), 4, "the look-alike never ran");
     // The volume itself is untouched.
     let (ok, version, _) = docker(&[
-        "run", "--rm", "--mount",
-        &format!("type=volume,source={},target=/opt/agent-runner,readonly", tools_volume()),
-        &image, CODEX, "--version",
+        "run",
+        "--rm",
+        "--mount",
+        &format!(
+            "type=volume,source={},target=/opt/agent-runner,readonly",
+            tools_volume()
+        ),
+        &image,
+        CODEX,
+        "--version",
     ]);
     assert!(ok && version.starts_with("codex-cli 0.169.0"), "{version}");
     assert_no_container(&id);
@@ -257,8 +294,8 @@ fn agent_from_image_without_an_agent_in_it_is_a_clear_error() {
     let id = task_id("from-image");
     let model = FakeResponses::start(vec![Reply::Message("never asked".into())]);
     let script = meta_script(&dir, &["Do it."], true);
-    let yaml = codex_task(&id, &repo, &script, &image, &model, 1)
-        .set("runner.worker.agent_from", "image");
+    let yaml =
+        codex_task(&id, &repo, &script, &image, &model, 1).set("runner.worker.agent_from", "image");
     let out = run(&dir, &yaml);
     out.code(1);
     let expected = format!(
@@ -290,7 +327,10 @@ fn claude_from_the_volume_is_refused_in_an_image_without_its_c_library() {
         .image(&image)
         .set("runner.worker.kind", "claude-code-cli")
         .set("runner.worker.network", "none")
-        .set("runner.worker.env.ANTHROPIC_API_KEY", "sk-ant-fake-0123456789");
+        .set(
+            "runner.worker.env.ANTHROPIC_API_KEY",
+            "sk-ant-fake-0123456789",
+        );
     let out = run(&dir, &yaml);
     out.code(1);
     let expected = format!(
@@ -299,4 +339,62 @@ fn claude_from_the_volume_is_refused_in_an_image_without_its_c_library() {
     assert!(out.stderr.contains(&expected), "{}", out.stderr);
     assert!(out.stderr.contains("and it has neither"), "{}", out.stderr);
     assert_no_container(&id);
+}
+
+/// `agent-runner doctor` on a task in `image` with the worker `kind`: its line
+/// about the agent.
+fn doctor_line(dir: &Scratch, image: &str, kind: &str) -> (Outcome, String) {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let yaml = TaskYaml::new("", &repo, "anything")
+        .remove("task.id")
+        .set("runner.meta.kind", "scripted")
+        .set(
+            "runner.meta.script",
+            dir.file("s.yaml", "[]").display().to_string(),
+        )
+        .image(image)
+        .set("runner.worker.kind", kind)
+        .set("runner.worker.network", "none");
+    let out = Run::new(&["doctor"])
+        .env("HOME", &dir.path)
+        .env("CODEX_API_KEY", "sk-fake")
+        .env("ANTHROPIC_API_KEY", "sk-ant-fake")
+        .stdin(yaml.to_string())
+        .output();
+    let program = if kind == "claude-code-cli" {
+        "claude"
+    } else {
+        "codex"
+    };
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains(&format!("{program} in the image")))
+        .unwrap_or_else(|| panic!("no agent line: {}{}", out.stdout, out.stderr))
+        .to_string();
+    (out, line)
+}
+
+#[test]
+#[ignore = "needs tools-volume"]
+fn doctor_takes_the_volumes_codex_and_refuses_claude_naming_the_image() {
+    needs!(ToolsVolume);
+    let image = bare_image();
+    let dir = Scratch::new("tools-doctor");
+    let (_, codex) = doctor_line(&dir, &image, "codex-cli");
+    assert!(
+        codex.starts_with("ok")
+            && codex.contains("from agent-runner's tools volume agent-runner-tools-"),
+        "{codex}"
+    );
+    let (out, claude) = doctor_line(&dir, &image, "claude-code-cli");
+    out.code(1);
+    assert!(claude.starts_with("FAIL"), "{claude}");
+    assert!(
+        claude.contains(&format!(
+            "refused in image {image}: claude's binary needs a C library"
+        )),
+        "{claude}"
+    );
 }

@@ -169,7 +169,12 @@ pub fn digest() -> String {
     let mut context = ring::digest::Context::new(&ring::digest::SHA256);
     context.update(LAYOUT.as_bytes());
     for package in PACKAGES {
-        for part in [package.name, package.version, package.integrity, package.dir] {
+        for part in [
+            package.name,
+            package.version,
+            package.integrity,
+            package.dir,
+        ] {
             context.update(part.as_bytes());
             context.update(b"\0");
         }
@@ -192,17 +197,12 @@ pub struct Filled {
     pub downloaded: u64,
 }
 
-/// The volume, filled first if this host does not have it yet (one fill at a time
-/// on this machine; whoever waited finds it there).
+/// The volume, filled first if this host does not have it yet. The volume exists
+/// from the start of its fill: the lock (held by a fill throughout) keeps a task
+/// from taking a volume that is still being filled on this machine; whoever waited
+/// finds it complete.
 pub fn ensure(interrupt: Interrupt) -> Result<Filled, BackendError> {
     let volume = volume_name();
-    if exists(&volume, interrupt)? {
-        return Ok(Filled {
-            volume,
-            took: None,
-            downloaded: 0,
-        });
-    }
     let _lock = host_lock()?;
     if exists(&volume, interrupt)? {
         return Ok(Filled {
@@ -233,8 +233,17 @@ pub fn install(interrupt: Interrupt) -> Result<Filled, BackendError> {
     fill(&volume, interrupt)
 }
 
+/// Whether this host has the volume (complete or not), for `doctor`.
+pub fn present(interrupt: Interrupt) -> Result<bool, BackendError> {
+    exists(&volume_name(), interrupt)
+}
+
 fn exists(volume: &str, interrupt: Interrupt) -> Result<bool, BackendError> {
-    let out = call(&["volume", "inspect", "-f", "{{.Name}}", volume], CALL_TIMEOUT, interrupt)?;
+    let out = call(
+        &["volume", "inspect", "-f", "{{.Name}}", volume],
+        CALL_TIMEOUT,
+        interrupt,
+    )?;
     if out.ok {
         return Ok(true);
     }
@@ -276,8 +285,17 @@ impl Carrier {
         let label = format!("{LABEL}=fill");
         let out = call(
             &[
-                "create", "--name", &name, "--label", &label, "--network", "none", "--mount",
-                &mount, CARRIER_IMAGE, "/none",
+                "create",
+                "--name",
+                &name,
+                "--label",
+                &label,
+                "--network",
+                "none",
+                "--mount",
+                &mount,
+                CARRIER_IMAGE,
+                "/none",
             ],
             CALL_TIMEOUT,
             interrupt,
@@ -314,7 +332,11 @@ impl Drop for Carrier {
 
 /// The empty image (an empty tar imported), made once per host.
 fn carrier_image(interrupt: Interrupt) -> Result<(), BackendError> {
-    let out = call(&["image", "inspect", "-f", "{{.Id}}", CARRIER_IMAGE], CALL_TIMEOUT, interrupt)?;
+    let out = call(
+        &["image", "inspect", "-f", "{{.Id}}", CARRIER_IMAGE],
+        CALL_TIMEOUT,
+        interrupt,
+    )?;
     if out.ok {
         return Ok(());
     }
@@ -322,10 +344,14 @@ fn carrier_image(interrupt: Interrupt) -> Result<(), BackendError> {
     let invocation = docker_cli::command()
         .args(["import", "--change", &change, "-", CARRIER_IMAGE])
         .stdin(vec![0u8; 1024]);
-    let out = docker_cli::run_invocation(&invocation, CALL_TIMEOUT, interrupt).map_err(cli_missing)?;
+    let out =
+        docker_cli::run_invocation(&invocation, CALL_TIMEOUT, interrupt).map_err(cli_missing)?;
     match out.ok {
         true => Ok(()),
-        false => Err(failed("docker import - (the tools volume's empty image)", &out.stderr)),
+        false => Err(failed(
+            "docker import - (the tools volume's empty image)",
+            &out.stderr,
+        )),
     }
 }
 
@@ -336,16 +362,28 @@ fn fill(volume: &str, interrupt: Interrupt) -> Result<Filled, BackendError> {
     let scratch = Scratch::new()?;
     let mut downloaded = 0;
     for package in PACKAGES {
-        downloaded += download(&package, &scratch.path.join(format!("{}.tgz", package.dir)), interrupt)?;
+        downloaded += download(
+            &package,
+            &scratch.path.join(format!("{}.tgz", package.dir)),
+            interrupt,
+        )?;
     }
     let label = format!("{LABEL}={}", digest());
-    let out = call(&["volume", "create", "--label", &label, volume], CALL_TIMEOUT, interrupt)?;
+    let out = call(
+        &["volume", "create", "--label", &label, volume],
+        CALL_TIMEOUT,
+        interrupt,
+    )?;
     if !out.ok {
         return Err(failed("docker volume create", &out.stderr));
     }
     let filled = fill_volume(volume, &scratch.path, interrupt);
     if let Err(e) = filled {
-        let _ = call(&["volume", "rm", "-f", volume], CALL_TIMEOUT, Interrupt::never());
+        let _ = call(
+            &["volume", "rm", "-f", volume],
+            CALL_TIMEOUT,
+            Interrupt::never(),
+        );
         return Err(e);
     }
     let took = started.elapsed();
@@ -362,7 +400,8 @@ fn fill(volume: &str, interrupt: Interrupt) -> Result<Filled, BackendError> {
 }
 
 fn fill_volume(volume: &str, scratch: &Path, interrupt: Interrupt) -> Result<(), BackendError> {
-    let io = |e: std::io::Error| BackendError::Io(format!("the tools volume's staging directory: {e}"));
+    let io =
+        |e: std::io::Error| BackendError::Io(format!("the tools volume's staging directory: {e}"));
     let stage = scratch.join("stage");
     for package in PACKAGES {
         std::fs::create_dir_all(stage.join(package.dir)).map_err(io)?;
@@ -452,7 +491,8 @@ fn download(package: &Package, to: &Path, interrupt: Interrupt) -> Result<u64, B
             break;
         }
         context.update(&buf[..n]);
-        file.write_all(&buf[..n]).map_err(|e| fail(format!("{}: {e}", to.display())))?;
+        file.write_all(&buf[..n])
+            .map_err(|e| fail(format!("{}: {e}", to.display())))?;
         size += n as u64;
     }
     let integrity = format!("sha512-{}", base64(context.finish().as_ref()));
@@ -558,11 +598,26 @@ pub fn probe(
         volume_name()
     );
     let invocation = Invocation::new("docker")
-        .args(["run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", "--mount", &mount, image])
+        .args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "/bin/sh",
+            "--mount",
+            &mount,
+            image,
+        ])
         .args(command.iter().copied());
     let mut capture = Capture::in_memory(16 * 1024);
-    let finished = process::run(&invocation, &Limits::wall(CALL_TIMEOUT, interrupt), &mut capture, Stop::Terminate)
-        .map_err(cli_missing)?;
+    let finished = process::run(
+        &invocation,
+        &Limits::wall(CALL_TIMEOUT, interrupt),
+        &mut capture,
+        Stop::Terminate,
+    )
+    .map_err(cli_missing)?;
     Ok(docker_cli::Output {
         ok: finished.success(),
         code: finished.code(),
@@ -590,13 +645,18 @@ mod tests {
         let codex = PACKAGES[0];
         assert_eq!(
             tarball_url("https://registry.npmjs.org/", &codex),
-            format!("https://registry.npmjs.org/@openai/codex/-/codex-{}.tgz", codex.version)
+            format!(
+                "https://registry.npmjs.org/@openai/codex/-/codex-{}.tgz",
+                codex.version
+            )
         );
     }
 
     #[test]
     fn claude_is_the_build_the_image_can_load_or_refused() {
-        let glibc = agent("claude", &[GLIBC_LOADER, MUSL_LOADER]).unwrap().unwrap();
+        let glibc = agent("claude", &[GLIBC_LOADER, MUSL_LOADER])
+            .unwrap()
+            .unwrap();
         assert_eq!(glibc.path, "/opt/agent-runner/claude/package/claude");
         let musl = agent("claude", &[MUSL_LOADER]).unwrap().unwrap();
         assert_eq!(musl.path, "/opt/agent-runner/claude-musl/package/claude");

@@ -12,12 +12,12 @@ use super::meta_api::{self, Chosen, DEFAULT_META_MODEL, Wire};
 use super::paths::script_file;
 use super::raw::{RawLimits, RawMeta, RawWorker};
 use super::worker_env;
-use super::{CODEX_DEFAULT_MODEL, CodexMeta, DEFAULT_CODEX_META_TIMEOUT_SEC};
 use super::{
-    DEFAULT_DOCKER_IMAGE, DEFAULT_IDLE_TIMEOUT_SEC, DEFAULT_MAX_LOOPS, DEFAULT_MAX_REPLANS,
-    DEFAULT_MAX_RUN_TIME_SEC, DEFAULT_META_TIMEOUT_SEC, DEFAULT_PIDS_LIMIT, MetaBackend,
-    AgentFrom, MetaSettings, Network, Shape, WorkerLimits, WorkerSettings,
+    AgentFrom, DEFAULT_DOCKER_IMAGE, DEFAULT_IDLE_TIMEOUT_SEC, DEFAULT_MAX_LOOPS,
+    DEFAULT_MAX_REPLANS, DEFAULT_MAX_RUN_TIME_SEC, DEFAULT_META_TIMEOUT_SEC, DEFAULT_PIDS_LIMIT,
+    MetaBackend, MetaSettings, Network, Shape, WorkerLimits, WorkerSettings,
 };
+use super::{CODEX_DEFAULT_MODEL, CodexMeta, DEFAULT_CODEX_META_TIMEOUT_SEC};
 use crate::agent::{self, Kind, Login};
 use crate::egress::{AllowList, Origin, Rule};
 use agent_runner_core::text::cut_chars;

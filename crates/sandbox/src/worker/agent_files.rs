@@ -57,8 +57,8 @@ use super::SandboxError;
 use super::container::ContainerSpec;
 use crate::backend::docker_cli::{self, cli_missing, last_lines};
 use crate::backend::tools::{self, READY, TOOLS_DIR};
-use crate::task::{AgentFrom, EnvValue};
 use crate::task::worker_env::RESERVED;
+use crate::task::{AgentFrom, EnvValue};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Ending, Limits, StreamFilter};
 
@@ -444,7 +444,13 @@ done < /proc/self/mountinfo; exit 0"#;
 /// The tools volume still mounted read-only at its place.
 fn still_mounted(exec: &Exec<'_>) -> Result<(), String> {
     let (ok, stdout, stderr) = exec
-        .exec(&[SHELL, "-c", MOUNTED_SCRIPT, "agent-runner-mounted", TOOLS_DIR])
+        .exec(&[
+            SHELL,
+            "-c",
+            MOUNTED_SCRIPT,
+            "agent-runner-mounted",
+            TOOLS_DIR,
+        ])
         .map_err(|e| e.to_string())?;
     match (ok, stdout.trim()) {
         (true, "ro") => Ok(()),

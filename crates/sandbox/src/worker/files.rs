@@ -34,7 +34,8 @@ impl FileList {
                 continue;
             }
             let mut fields = line.splitn(3, ' ');
-            let (Some(hash), Some(size), Some(path)) = (fields.next(), fields.next(), fields.next())
+            let (Some(hash), Some(size), Some(path)) =
+                (fields.next(), fields.next(), fields.next())
             else {
                 continue;
             };
@@ -118,7 +119,10 @@ mod tests {
     fn listings_compare_by_path_and_content() {
         let before = FileList::parse(BEFORE).unwrap();
         let after = FileList::parse(AFTER).unwrap();
-        assert_eq!(changes(&before, &after), [" M dir/b\nc", "A  new", " D gone"]);
+        assert_eq!(
+            changes(&before, &after),
+            [" M dir/b\nc", "A  new", " D gone"]
+        );
         assert_eq!(changes(&before, &before), Vec::<String>::new());
         assert_ne!(before.digest(), after.digest());
     }
