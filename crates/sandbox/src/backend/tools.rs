@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 use super::BackendError;
 use super::docker_cli::{self, call, cli_missing, last_lines};
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{self, Capture, Invocation, Limits, Stop};
 
 /// Where the volume is mounted in every sandbox.
 pub const TOOLS_DIR: &str = "/opt/agent-runner";
@@ -584,47 +583,6 @@ fn host_lock() -> Result<std::fs::File, BackendError> {
     agent_runner_core::fs::lock::lock(&file)
         .map_err(|e| BackendError::Io(format!("cannot lock {}: {e}", path.display())))?;
     Ok(file)
-}
-
-/// Runs `docker run --rm` of `image` with the volume, `command` in it: for tests
-/// and `doctor`, what an image sees of the volume.
-pub fn probe(
-    image: &str,
-    command: &[&str],
-    interrupt: Interrupt,
-) -> Result<docker_cli::Output, BackendError> {
-    let mount = format!(
-        "type=volume,source={},target={TOOLS_DIR},readonly,volume-nocopy",
-        volume_name()
-    );
-    let invocation = Invocation::new("docker")
-        .args([
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            "--entrypoint",
-            "/bin/sh",
-            "--mount",
-            &mount,
-            image,
-        ])
-        .args(command.iter().copied());
-    let mut capture = Capture::in_memory(16 * 1024);
-    let finished = process::run(
-        &invocation,
-        &Limits::wall(CALL_TIMEOUT, interrupt),
-        &mut capture,
-        Stop::Terminate,
-    )
-    .map_err(cli_missing)?;
-    Ok(docker_cli::Output {
-        ok: finished.success(),
-        code: finished.code(),
-        ending: finished.ending,
-        stdout: capture.tail(),
-        stderr: capture.stderr(),
-    })
 }
 
 #[cfg(test)]
