@@ -147,18 +147,34 @@ impl AgentFiles {
         // shell copied, and what the daemon's diff names already.
         let shell = [(SHELL.to_string(), "the shell that starts it".to_string())];
         let config_paths = spec.worker.kind.config_files();
-        let (looked, diff_at_start, shell_head, configs) = std::thread::scope(|scope| {
-            let diff = scope.spawn(|| exec.diff_paths());
-            let look = scope.spawn(|| exec.look(Some(&program), &[SHELL]));
-            let configs = scope.spawn(|| exec.copy_all(config_paths));
-            let heads = pinning.pin_batch(&shell);
-            (
-                joined(look),
-                diff.join().ok().flatten(),
-                heads,
-                joined(configs),
-            )
-        });
+        // With the tools volume mounted (and the agent not only the image's), what it
+        // needs is looked at in the same go: whether it is complete, which C library
+        // the image has, the way to its agent.
+        let may_use_tools = spec.worker.agent_from != AgentFrom::Image && spec.tools.is_some();
+        let candidates = tools::candidates(&program);
+        let candidates: Vec<&str> = candidates.iter().map(String::as_str).collect();
+        let mut probed: Vec<&str> = vec![READY];
+        probed.extend(tools::loaders());
+        let (looked, diff_at_start, shell_head, configs, tools_seen) =
+            std::thread::scope(|scope| {
+                let diff = scope.spawn(|| exec.diff_paths());
+                let look = scope.spawn(|| exec.look(Some(&program), &[SHELL]));
+                let configs = scope.spawn(|| exec.copy_all(config_paths));
+                let tools_seen = may_use_tools.then(|| {
+                    (
+                        scope.spawn(|| exec.existing(&probed)),
+                        scope.spawn(|| exec.look(None, &candidates)),
+                    )
+                });
+                let heads = pinning.pin_batch(&shell);
+                (
+                    joined(look),
+                    diff.join().ok().flatten(),
+                    heads,
+                    joined(configs),
+                    tools_seen.map(|(existing, look)| (joined(existing), joined(look))),
+                )
+            });
         let configs = config_paths
             .iter()
             .zip(configs?)
@@ -182,8 +198,13 @@ impl AgentFiles {
             (AgentFrom::Tools, _) | (AgentFrom::Auto, None) => true,
         };
         let agent = if from_tools {
-            let tool = tools_agent(&exec, spec, &program)?;
-            let more = exec.look(None, &[&tool.path])?;
+            let (existing, more) = match tools_seen {
+                Some((existing, more)) => (Some(existing?), Some(more?)),
+                None => (None, None),
+            };
+            let tool = tools_agent(spec, &program, existing)?;
+            let more =
+                more.ok_or_else(|| SandboxError::Io("the tools volume was not looked at".into()))?;
             // Below the mount the daemon's diff sees nothing, and needs not: it is
             // read-only. The way to it (`/opt`) is the image's and is watched.
             visited.extend(more.visited.into_iter().filter(|p| !on_tools(p)));
@@ -298,10 +319,10 @@ impl AgentFiles {
             detail,
         };
         let config_paths: Vec<&str> = self.configs.iter().map(|c| c.path.as_str()).collect();
-        if self.from_tools {
-            still_mounted(&exec).map_err(changed)?;
-        }
-        let (unchanged, answers, configs) = std::thread::scope(|scope| {
+        let (unchanged, answers, configs, mounted) = std::thread::scope(|scope| {
+            let mounted = self
+                .from_tools
+                .then(|| scope.spawn(|| still_mounted(&exec)));
             let lists: Vec<_> = self
                 .listings
                 .iter()
@@ -313,8 +334,15 @@ impl AgentFiles {
                 unchanged,
                 lists.into_iter().map(joined).collect::<Vec<_>>(),
                 joined(configs),
+                mounted.map(|m| {
+                    m.join()
+                        .unwrap_or_else(|_| Err("a check thread failed".into()))
+                }),
             )
         });
+        if let Some(mounted) = mounted {
+            mounted.map_err(changed)?;
+        }
         compare(&self.configs, &configs?).map_err(changed)?;
         for (listing, now) in self.listings.iter().zip(answers) {
             if now? != listing.answer {
@@ -385,9 +413,9 @@ fn on_tools(path: &str) -> bool {
 /// and complete, and a build of the agent the image can load (claude's binary needs
 /// glibc, or musl for its musl build).
 fn tools_agent(
-    exec: &Exec<'_>,
     spec: &ContainerSpec,
     program: &str,
+    existing: Option<Vec<String>>,
 ) -> Result<tools::Agent, SandboxError> {
     let image = &spec.worker.docker_image;
     let unusable = |detail: String| SandboxError::ImageUnusable {
@@ -398,23 +426,13 @@ fn tools_agent(
         AgentFrom::Auto => format!("it has no `{program}` on PATH, and "),
         _ => String::new(),
     };
-    let Some(volume) = &spec.tools else {
+    let (Some(volume), Some(existing)) = (&spec.tools, existing) else {
         return Err(unusable(format!(
             "{why_not_on_path}agent-runner's tools volume is not there ({}); `agent-runner tools install` fills it",
             spec.tools_error.as_deref().unwrap_or("not mounted")
         )));
     };
-    let loaders = tools::loaders();
-    let mut probe = vec![SHELL, "-c", EXISTING_SCRIPT, "agent-runner-exists", READY];
-    probe.extend(loaders);
-    let (ok, stdout, stderr) = exec.exec(&probe)?;
-    if !ok {
-        return Err(SandboxError::Docker {
-            command: format!("docker exec {} {SHELL}", exec.container),
-            detail: last_lines(&stderr, 3),
-        });
-    }
-    let present: Vec<&str> = stdout.lines().collect();
+    let present: Vec<&str> = existing.iter().map(String::as_str).collect();
     if !present.contains(&READY) {
         return Err(unusable(format!(
             "agent-runner's tools volume {volume} is incomplete (its fill was interrupted); \
@@ -624,6 +642,20 @@ impl<'a> Exec<'a> {
             return Err(SandboxError::Interrupted);
         }
         Ok((out.ok, out.stdout, out.stderr))
+    }
+
+    /// Which of `paths` exist.
+    fn existing(&self, paths: &[&str]) -> Result<Vec<String>, SandboxError> {
+        let mut command = vec![SHELL, "-c", EXISTING_SCRIPT, "agent-runner-exists"];
+        command.extend(paths);
+        let (ok, stdout, stderr) = self.exec(&command)?;
+        if !ok {
+            return Err(SandboxError::Docker {
+                command: format!("docker exec {} {SHELL}", self.container),
+                detail: last_lines(&stderr, 3),
+            });
+        }
+        Ok(stdout.lines().map(str::to_string).collect())
     }
 
     /// What `command -v` finds for `name` (an absolute path, or None), and every
