@@ -124,21 +124,6 @@ pub struct Agent {
     pub loader: Option<&'static str>,
 }
 
-/// Where the builds of `program` are in the volume (none for another program).
-pub fn candidates(program: &str) -> Vec<String> {
-    let present = loaders();
-    [&present[..], &present[1..]]
-        .iter()
-        .filter_map(|present| agent(program, present).ok().flatten())
-        .map(|agent| agent.path)
-        .fold(Vec::new(), |mut paths, path| {
-            if !paths.contains(&path) {
-                paths.push(path);
-            }
-            paths
-        })
-}
-
 /// The C library loaders that decide which build of an agent an image can run.
 pub fn loaders() -> [&'static str; 2] {
     [GLIBC_LOADER, MUSL_LOADER]
@@ -637,9 +622,6 @@ mod tests {
         let none = agent("claude", &[]).unwrap_err();
         assert!(none.contains("has neither"), "{none}");
         assert_eq!(agent("codex", &[]).unwrap().unwrap().loader, None);
-        assert_eq!(candidates("codex").len(), 1);
-        assert_eq!(candidates("claude"), [glibc.path, musl.path]);
-        assert!(candidates("other").is_empty());
     }
 
     #[test]

@@ -148,11 +148,11 @@ impl AgentFiles {
         let shell = [(SHELL.to_string(), "the shell that starts it".to_string())];
         let config_paths = spec.worker.kind.config_files();
         // With the tools volume mounted (and the agent not only the image's), what it
-        // needs is looked at in the same go: whether it is complete, which C library
-        // the image has, the way to its agent.
+        // needs is looked at in the same go: whether it is complete, and which C
+        // library the image has. The way to it (`/opt`) is not watched through the
+        // daemon's diff (Docker itself adds `/opt` for the mount): the check of the
+        // mount before each run covers it.
         let may_use_tools = spec.worker.agent_from != AgentFrom::Image && spec.tools.is_some();
-        let candidates = tools::candidates(&program);
-        let candidates: Vec<&str> = candidates.iter().map(String::as_str).collect();
         let mut probed: Vec<&str> = vec![READY];
         probed.extend(tools::loaders());
         let (looked, diff_at_start, shell_head, configs, tools_seen) =
@@ -160,19 +160,14 @@ impl AgentFiles {
                 let diff = scope.spawn(|| exec.diff_paths());
                 let look = scope.spawn(|| exec.look(Some(&program), &[SHELL]));
                 let configs = scope.spawn(|| exec.copy_all(config_paths));
-                let tools_seen = may_use_tools.then(|| {
-                    (
-                        scope.spawn(|| exec.existing(&probed)),
-                        scope.spawn(|| exec.look(None, &candidates)),
-                    )
-                });
+                let tools_seen = may_use_tools.then(|| scope.spawn(|| exec.existing(&probed)));
                 let heads = pinning.pin_batch(&shell);
                 (
                     joined(look),
                     diff.join().ok().flatten(),
                     heads,
                     joined(configs),
-                    tools_seen.map(|(existing, look)| (joined(existing), joined(look))),
+                    tools_seen.map(joined),
                 )
             });
         let configs = config_paths
@@ -198,17 +193,7 @@ impl AgentFiles {
             (AgentFrom::Tools, _) | (AgentFrom::Auto, None) => true,
         };
         let agent = if from_tools {
-            let (existing, more) = match tools_seen {
-                Some((existing, more)) => (Some(existing?), Some(more?)),
-                None => (None, None),
-            };
-            let tool = tools_agent(spec, &program, existing)?;
-            let more =
-                more.ok_or_else(|| SandboxError::Io("the tools volume was not looked at".into()))?;
-            // Below the mount the daemon's diff sees nothing, and needs not: it is
-            // read-only. The way to it (`/opt`) is the image's and is watched.
-            visited.extend(more.visited.into_iter().filter(|p| !on_tools(p)));
-            unknown |= more.unknown;
+            let tool = tools_agent(spec, &program, tools_seen.transpose()?)?;
             if let Some(loader) = tool.loader {
                 known_loaders.push((loader.to_string(), tool.path.clone()));
             }
@@ -403,11 +388,6 @@ const MOUNTED: [&str; 8] = [
     "/proc",
     "/sys",
 ];
-
-/// A path in the tools volume (read-only, not in the daemon's diff).
-fn on_tools(path: &str) -> bool {
-    path == TOOLS_DIR || path.starts_with(&format!("{TOOLS_DIR}/"))
-}
 
 /// The agent of `program` in the tools volume, for this image: the volume mounted
 /// and complete, and a build of the agent the image can load (claude's binary needs
