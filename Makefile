@@ -49,9 +49,11 @@ bench:
 	bash bench/run.sh
 
 # The real worker image agent-runner-codex:latest (Debian + @openai/codex), with or
-# without an image registry; see sandbox/build.sh for its settings.
+# without an image registry; see sandbox/build.sh for its settings. Then the tools
+# volume (the pinned agents for any image; docs/worker-image.md).
 sandbox-image:
 	bash sandbox/build.sh
+	$(CARGO) run --locked --quiet -p agent-runner -- tools install
 
 clean:
 	$(CARGO) clean

@@ -4,7 +4,8 @@
 # connections), bench/hardening.py (the cost of the seccomp profile and the agent
 # check), bench/web.py (the web view), bench/plan.py
 # (plans), bench/watch.py (events followed, the state file), bench/agents.py
-# (claude-code-cli, Meta through codex-cli; needs the real worker image),
+# (claude-code-cli, Meta through codex-cli; needs the real worker image), bench/tools.py
+# (the tools volume: its fill, start to the first worker run with it),
 # bench/review.py (delivery and notification) and bench/pipeline.py (the
 # orchestrator, the TaskStore).
 # BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
@@ -20,6 +21,7 @@ python3 bench/hardening.py
 python3 bench/web.py
 python3 bench/plan.py
 python3 bench/watch.py
+python3 bench/tools.py
 if docker image inspect agent-runner-codex:latest >/dev/null 2>&1; then
   python3 bench/agents.py
 else

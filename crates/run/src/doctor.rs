@@ -19,12 +19,13 @@ use agent_runner_core::process::{self, Ending};
 use agent_runner_core::sys;
 use agent_runner_core::text::{cut, one_line};
 use agent_runner_sandbox::agent::{self, Kind, Login};
+use agent_runner_sandbox::backend::tools;
 use agent_runner_sandbox::backend::{
     Backend, Carrier, Main, Mount, Net, Output, SocketLink, Spec, docker_cli,
 };
 use agent_runner_sandbox::egress;
 use agent_runner_sandbox::task::{
-    DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task, WorkerEnv,
+    AgentFrom, DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task, WorkerEnv,
 };
 use agent_runner_sandbox::worker::container::home_links;
 
@@ -59,6 +60,8 @@ pub(crate) struct Agent {
     pub(crate) kind: &'static dyn Kind,
     pub(crate) image: String,
     pub(crate) auth: AuthSource,
+    /// `runner.worker.agent_from`: the image's agent, or the tools volume's.
+    pub(crate) from: AgentFrom,
 }
 
 /// Where an agent's credentials would come from in a run.
@@ -91,6 +94,7 @@ impl Target {
                 kind: agent::default_kind(),
                 image: DEFAULT_DOCKER_IMAGE.to_string(),
                 auth: auth_source(login, None),
+                from: AgentFrom::default(),
             }],
         }
     }
@@ -105,6 +109,7 @@ impl Target {
                 &task.login,
                 login_in(&worker.env, worker.kind).map(|var| ("runner.worker.env", var)),
             ),
+            from: worker.agent_from,
         }];
         if let MetaBackend::CodexCli(codex) = &task.meta.backend {
             let settings = codex.worker_settings(worker, task.meta.timeout);
@@ -123,6 +128,7 @@ impl Target {
                         login_in(&settings.env, settings.kind).map(|var| (source, var)),
                     ),
                     image: settings.docker_image,
+                    from: settings.agent_from,
                 });
             }
         }
@@ -438,6 +444,9 @@ fn agent_version(docker: &Docker, target: &Target, agent: &Agent) -> Check {
         image: agent.image.clone(),
         ..target.clone()
     };
+    if agent.from == AgentFrom::Tools {
+        return from_tools(docker, &image, agent, what);
+    }
     match docker.probe(&image, None, &format!("{program} --version")) {
         Ok(out) if out.ok => match version_of(&out.stdout) {
             Some(version) if version == pinned => Check::ok(what, first_line(&out.stdout)),
@@ -455,10 +464,15 @@ fn agent_version(docker: &Docker, target: &Target, agent: &Agent) -> Check {
                 rebuild,
             ),
         },
+        Ok(out) if out.code == Some(127) && agent.from == AgentFrom::Auto => {
+            from_tools(docker, &image, agent, what)
+        }
         Ok(out) if out.code == Some(127) => Check::fail(
             what,
-            format!("no `{program}` on the image's PATH"),
-            format!("{rebuild}, or use an image with {program} {pinned}"),
+            format!("no `{program}` on the image's PATH (runner.worker.agent_from: image)"),
+            format!(
+                "{rebuild}, use an image with {program} {pinned}, or `agent_from: auto` for agent-runner's tools volume"
+            ),
         ),
         Ok(out) => Check::fail(
             what,
@@ -466,6 +480,61 @@ fn agent_version(docker: &Docker, target: &Target, agent: &Agent) -> Check {
             rebuild,
         ),
         Err(reason) => Check::fail(what, reason, "install the Docker CLI"),
+    }
+}
+
+/// The agent from agent-runner's tools volume (SPEC §21): a build of it the image
+/// can load (claude needs glibc or musl), and the volume on this host, or not yet.
+fn from_tools(docker: &Docker, image: &Target, agent: &Agent, what: String) -> Check {
+    let program = agent.kind.program();
+    let loaders = tools::loaders();
+    let script = format!(
+        "for f in {}; do [ -e \"$f\" ] && echo \"$f\"; done; true",
+        loaders.join(" ")
+    );
+    let present = match docker.probe(image, None, &script) {
+        Ok(out) if out.ok => out.stdout,
+        Ok(out) => {
+            return Check::fail(
+                what,
+                format!("the image's /bin/sh failed: {}", last_line(&out.stderr)),
+                "use an image with /bin/sh",
+            );
+        }
+        Err(reason) => return Check::fail(what, reason, "install the Docker CLI"),
+    };
+    let present: Vec<&str> = present.lines().map(str::trim).collect();
+    let tool = match tools::agent(program, &present) {
+        Ok(Some(tool)) => tool,
+        Ok(None) => {
+            return Check::fail(
+                what,
+                format!(
+                    "no `{program}` on image {}'s PATH, nor in agent-runner's tools volume",
+                    image.image
+                ),
+                format!("use an image with {program} on PATH"),
+            );
+        }
+        Err(why) => {
+            return Check::fail(
+                what,
+                format!("refused in image {}: {why}", image.image),
+                format!("use an image with glibc or musl, or with {program} on PATH"),
+            );
+        }
+    };
+    let volume = tools::volume_name();
+    match tools::present(Interrupt::never()) {
+        Ok(true) => Check::ok(
+            what,
+            format!("from agent-runner's tools volume {volume}: {}", tool.path),
+        ),
+        Ok(false) => Check::ok(
+            what,
+            "from agent-runner's tools volume, not on this Docker host yet: the first task fills it (or `agent-runner tools install`)",
+        ),
+        Err(e) => Check::fail(what, e.to_string(), "check the Docker daemon"),
     }
 }
 

@@ -566,6 +566,15 @@ fn notes(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     if ctx
         .worker_runs
         .iter()
+        .any(|r| matches!(r.changes, RepoChanges::Files { .. }))
+    {
+        notes.push(
+            "Changed files are listed by agent-runner's helper (the image has no git), from the tools volume inside the container; files the worker made unreadable count by what could be read."
+                .into(),
+        );
+    } else if ctx
+        .worker_runs
+        .iter()
         .any(|r| r.changes != RepoChanges::NotARepository && r.changes != RepoChanges::NoGit)
     {
         notes.push(
@@ -708,6 +717,9 @@ fn changes(out: &mut String, run: &WorkerRun) -> std::fmt::Result {
     let lines = run.changes.lines(&run.transcript.file_changes);
     let source = match &run.changes {
         RepoChanges::Seen { .. } => "",
+        RepoChanges::Files { .. } => {
+            " (the image has no git: agent-runner's helper compared the files before and after)"
+        }
         RepoChanges::NoGit => {
             " (as the worker reported them: the image has no git, so no snapshots were taken)"
         }

@@ -8,6 +8,7 @@ mod plan;
 mod run;
 mod serve;
 mod task;
+mod tools;
 mod usage;
 mod validate;
 mod watch;
@@ -117,6 +118,11 @@ enum Command {
         #[arg(long)]
         allow_remote: bool,
     },
+    /// agent-runner's tools volume (the agents and its helper, for any image).
+    Tools {
+        #[command(subcommand)]
+        command: tools::ToolsCommand,
+    },
 }
 
 /// `-w/--workspace DIR` of the pipeline commands: the workspace's directory (its
@@ -185,6 +191,7 @@ pub(crate) fn main() -> i32 {
             addr,
             allow_remote,
         } => serve::run(&workspace.dir, addr, allow_remote, interrupt),
+        Command::Tools { command } => tools::run(command, interrupt),
     }
 }
 

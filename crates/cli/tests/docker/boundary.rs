@@ -570,7 +570,10 @@ fn an_image_without_codex_fails_the_task_at_once() {
     let id = task_id("bnd-nocodex");
     let image = TEST_IMAGE.replace(":latest", ":nocodex");
     let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: hi")]);
-    let yaml = v1_task(&id, &dir.path, &server).image(&image);
+    // `agent_from: auto` would run the tools volume's codex (docker::tools_volume).
+    let yaml = v1_task(&id, &dir.path, &server)
+        .image(&image)
+        .set("runner.worker.agent_from", "image");
     let out = runner(&yaml).output();
     out.code(1).stdout_has(&format!(
         "sandbox: docker image {image} cannot run the worker: it has no `codex` on PATH"

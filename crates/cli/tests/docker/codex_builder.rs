@@ -166,11 +166,11 @@ fn a_failing_codex_fails_the_attempt_with_its_message() {
         attempt["error"],
         "the Task Builder (codex) failed: codex failed: You exceeded your current quota"
     );
-    // An image without codex: the sandbox says so.
+    // An image without codex, and the agent from the image only: the sandbox says so.
     let p = workspace(
         "codex-builder-nocodex",
         "agent-runner-test-worker:nocodex",
-        ", network: none",
+        ", network: none, agent_from: image",
     );
     let id = task_id("codex-nocodex");
     let (_, attempt) = run(&p, &id, "Do it", &[("CODEX_API_KEY", CODEX_KEY)]);

@@ -198,9 +198,10 @@ fn an_image_without_codex_fails_the_codex_check() {
     let dir = Scratch::new("doctor-nocodex");
     let meta = FakeOpenAi::start(vec![]);
     let image = "agent-runner-test-worker:nocodex";
+    // `agent_from: auto` would take the tools volume's (docker::tools_volume).
     let out = doctor(
         &dir,
-        &doctor_task(&dir, image, &meta.url),
+        &doctor_task(&dir, image, &meta.url).set("runner.worker.agent_from", "image"),
         Some("codex-key"),
     );
     out.code(1);

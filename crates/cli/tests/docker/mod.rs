@@ -26,6 +26,7 @@ mod secrets;
 mod signals;
 mod spending;
 mod test_image;
+mod tools_volume;
 mod verification;
 mod watch;
 mod web;

@@ -22,6 +22,7 @@ fn settings() -> WorkerSettings {
     WorkerSettings {
         kind: agent_runner_sandbox::agent::default_kind(),
         docker_image: TEST_IMAGE.into(),
+        agent_from: Default::default(),
         max_run_time: Duration::from_secs(60),
         idle_timeout: Duration::from_secs(60),
         model: None,

@@ -24,6 +24,9 @@ pub enum Needs {
     Chromium,
     /// The real worker image agent-runner-codex:latest, built by sandbox/build.sh.
     SandboxImage,
+    /// agent-runner's tools volume on the daemon's host, filled from the npm
+    /// registry by `agent-runner tools install` (once per host and digest).
+    ToolsVolume,
 }
 
 impl Needs {
@@ -33,6 +36,7 @@ impl Needs {
             Needs::Root => "root",
             Needs::Chromium => "chromium",
             Needs::SandboxImage => "sandbox-image",
+            Needs::ToolsVolume => "tools-volume",
         }
     }
 }
@@ -128,7 +132,28 @@ fn check(what: Needs) -> Result<(), String> {
             ))
         }
         Needs::SandboxImage => sandbox_image_built(),
+        Needs::ToolsVolume => tools_volume_filled(),
     }
+}
+
+/// `agent-runner tools install`, once per test process: quick when the volume is
+/// there; a fill downloads the pinned agents from the npm registry.
+fn tools_volume_filled() -> Result<(), String> {
+    static FILLED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    FILLED
+        .get_or_init(|| {
+            let out = super::Run::new(&["tools", "install"])
+                .deadline(std::time::Duration::from_secs(900))
+                .output();
+            match out.code {
+                Some(0) => Ok(()),
+                _ => Err(format!(
+                    "`agent-runner tools install` failed (it needs the npm registry once per host): {}",
+                    out.stderr.trim()
+                )),
+            }
+        })
+        .clone()
 }
 
 /// The image sandbox/build.sh builds.

@@ -3,9 +3,10 @@
 //! snapshot's status and diff stat) and end with the same test outcome (exit code
 //! and the last 4 KiB of masked output), more paid loops are unlikely to change
 //! anything. Read from the task's
-//! history alone, so it needs no state of its own. A loop whose repository state is
-//! not known (no git in the image, not a repository) never counts: the task is never
-//! stopped on a guess.
+//! history alone, so it needs no state of its own. Without git in the image the
+//! tools volume's helper lists the files (SPEC §21), and their digest stands for the
+//! repository. A loop whose repository state is not known (neither, or not a
+//! repository) never counts: the task is never stopped on a guess.
 
 use crate::context::TaskContext;
 use agent_runner_core::text::tail;
@@ -29,21 +30,32 @@ pub(crate) fn stalled(ctx: &TaskContext, n: u32) -> bool {
     };
     let outcome = test(ctx, first);
     (first..=ctx.loops)
-        .all(|number| repo(ctx, number) == Some(start) && test(ctx, number) == outcome)
+        .all(|number| repo(ctx, number).as_ref() == Some(&start) && test(ctx, number) == outcome)
 }
 
-/// The repository (status and diff stat) at the end of loop `number`, 0 being
-/// before the first worker run; None when not known.
-fn repo(ctx: &TaskContext, number: u32) -> Option<(&GitState, &[DiffStat])> {
+/// The repository at one moment, as far as the comparison goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Repo<'a> {
+    /// git's status and diff stat.
+    Git(&'a GitState, &'a [DiffStat]),
+    /// The helper's digest of every file.
+    Files(&'a str),
+}
+
+/// The repository at the end of loop `number`, 0 being before the first worker
+/// run; None when not known.
+fn repo(ctx: &TaskContext, number: u32) -> Option<Repo<'_>> {
     // A loop without a worker run (Meta claimed completion) left the repository as
     // the last run did.
     match ctx.worker_runs.iter().rev().find(|r| r.number <= number) {
         Some(run) => match &run.changes {
-            RepoChanges::Seen { after, diff, .. } => Some((after, diff.as_slice())),
+            RepoChanges::Seen { after, diff, .. } => Some(Repo::Git(after, diff.as_slice())),
+            RepoChanges::Files { after, .. } => Some(Repo::Files(after)),
             _ => None,
         },
         None => match &ctx.worker_runs.first()?.changes {
-            RepoChanges::Seen { before, .. } => Some((before, &[])),
+            RepoChanges::Seen { before, .. } => Some(Repo::Git(before, &[])),
+            RepoChanges::Files { before, .. } => Some(Repo::Files(before)),
             _ => None,
         },
     }
@@ -190,6 +202,22 @@ mod tests {
             (RepoChanges::NoGit, 1, "x"),
         ]);
         assert!(!stalled(&ctx, 3), "without snapshots nothing is known");
+    }
+
+    #[test]
+    fn without_git_the_helpers_digests_decide() {
+        let files = |before: &str, after: &str| RepoChanges::Files {
+            before: before.into(),
+            after: after.into(),
+            changed: vec![],
+        };
+        let ctx = history(&[
+            (files("d0", "d1"), 1, "x"),
+            (files("d1", "d1"), 1, "x"),
+            (files("d1", "d1"), 1, "x"),
+        ]);
+        assert!(stalled(&ctx, 2), "loops 2 and 3 left d1 as loop 1 did");
+        assert!(!stalled(&ctx, 3), "loop 1 changed d0 into d1");
     }
 
     #[test]

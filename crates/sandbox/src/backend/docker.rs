@@ -138,6 +138,10 @@ impl Backend for Docker {
     fn reads_from_outside(&self) -> bool {
         true
     }
+
+    fn tools_volume(&self, interrupt: Interrupt) -> Result<Option<String>, BackendError> {
+        super::tools::ensure(interrupt).map(|filled| Some(filled.volume))
+    }
 }
 
 impl Docker {
@@ -354,10 +358,16 @@ fn run_args(spec: &Spec) -> Vec<String> {
         }
     }
     for mount in &spec.mounts {
-        args.extend([
-            "--mount".into(),
-            mount_spec(&mount.source, &mount.target, mount.readonly),
-        ]);
+        let value = match mount.volume {
+            // A volume's name is the engine's ([a-zA-Z0-9][a-zA-Z0-9_.-]*): no CSV quoting.
+            true => format!(
+                "type=volume,source={},target={},readonly,volume-nocopy",
+                mount.source.display(),
+                mount.target
+            ),
+            false => mount_spec(&mount.source, &mount.target, mount.readonly),
+        };
+        args.extend(["--mount".into(), value]);
     }
     if let Some(dir) = &spec.workdir {
         args.extend(["-w".into(), dir.clone()]);

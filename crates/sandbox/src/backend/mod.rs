@@ -26,6 +26,11 @@
 //!   from a private host directory (`host_dir.rs`) mounted read-only with the
 //!   proxy's unix socket; login files mounted read-only.
 //!
+//! Beside them, `tools.rs`: the tools volume of the engine's host (the pinned agents
+//! and the static helper, SPEC §21), which `Backend::tools_volume` has filled on
+//! first use and every sandbox mounts read-only at `/opt/agent-runner`
+//! (`Mount::volume`).
+//!
 //! The sandbox (`worker::docker`) asks the transport for its mounts and the carrier
 //! for its main process, mounts and variables, adds the policy of its own
 //! (capabilities, limits, labels, the private tmpfs, which variables go by name),
@@ -69,6 +74,7 @@ pub mod seccomp;
 mod socket;
 mod spec;
 pub mod sweep;
+pub mod tools;
 
 use std::path::Path;
 use std::time::Duration;
@@ -112,6 +118,13 @@ pub trait Backend: Send + Sync {
     /// then pinned and checked before each run (`worker::agent_files`).
     fn reads_from_outside(&self) -> bool {
         false
+    }
+
+    /// The tools volume on this engine's host (`tools.rs`), filled first if it is
+    /// not there yet: its name, to mount read-only at `tools::TOOLS_DIR`. None: this
+    /// engine has none.
+    fn tools_volume(&self, _interrupt: Interrupt) -> Result<Option<String>, BackendError> {
+        Ok(None)
     }
 }
 

@@ -20,7 +20,7 @@ use super::{Carrier, Main, Mount};
 use crate::egress;
 
 /// The helper, a static executable for this machine's architecture.
-const BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/egress-bridge"));
+pub(crate) const BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/egress-bridge"));
 /// Where the proxy's directory is mounted in the container.
 pub(crate) const MOUNT: &str = "/run/agent-runner/egress";
 

@@ -119,13 +119,16 @@ pub struct Confinement {
     pub keep: &'static [&'static str],
 }
 
-/// A host path seen in the sandbox.
+/// A host path (or the engine's named volume) seen in the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
+    /// A host path; the volume's name when `volume`.
     pub source: PathBuf,
     /// Absolute, in the sandbox.
     pub target: String,
     pub readonly: bool,
+    /// `source` names a volume of the engine's (the tools volume), not a host path.
+    pub volume: bool,
 }
 
 impl Mount {
@@ -134,6 +137,15 @@ impl Mount {
             source: source.into(),
             target: target.into(),
             readonly,
+            volume: false,
+        }
+    }
+
+    /// The engine's volume `name`, read-only at `target`.
+    pub fn volume(name: &str, target: impl Into<String>) -> Mount {
+        Mount {
+            volume: true,
+            ..Mount::new(name, target, true)
         }
     }
 }

@@ -46,6 +46,7 @@ impl CodexMeta {
                 .docker_image
                 .clone()
                 .unwrap_or_else(|| worker.docker_image.clone()),
+            agent_from: worker.agent_from,
             max_run_time: timeout,
             idle_timeout: timeout,
             model: self.model_next_to(worker),

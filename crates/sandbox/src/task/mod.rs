@@ -230,6 +230,8 @@ pub struct WorkerSettings {
     /// `runner.worker.kind`: the agent CLI.
     pub kind: &'static dyn Kind,
     pub docker_image: String,
+    /// `runner.worker.agent_from` (SPEC §21).
+    pub agent_from: AgentFrom,
     pub max_run_time: Duration,
     pub idle_timeout: Duration,
     pub model: Option<String>,
@@ -260,6 +262,28 @@ impl Default for WorkerLimits {
             memory_bytes: None,
             cpus: None,
             pids: DEFAULT_PIDS_LIMIT,
+        }
+    }
+}
+
+/// `runner.worker.agent_from`: where the worker's agent comes from (SPEC §21).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AgentFrom {
+    /// The image's own agent when it has one on PATH, else the tools volume's.
+    #[default]
+    Auto,
+    /// The tools volume's, read-only at `/opt/agent-runner`.
+    Tools,
+    /// The image's own, hash-checked before each run.
+    Image,
+}
+
+impl AgentFrom {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentFrom::Auto => "auto",
+            AgentFrom::Tools => "tools",
+            AgentFrom::Image => "image",
         }
     }
 }

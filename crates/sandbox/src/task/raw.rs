@@ -228,6 +228,8 @@ raw_section! {
         /// The worker: docker_codex_cli or docker_claude_code_cli.
         r#type: String = Kind::Text, only TaskConfig "did you mean `kind`? (`type` belongs to the TaskConfig shape)";
         docker_image: String = Kind::Text;
+        /// Where the agent comes from: auto (default: the image's own on PATH, else agent-runner's tools volume), tools or image.
+        agent_from: String = Kind::Text;
         max_run_time_sec: u64 = Kind::Integer;
         /// The agent's model (codex -m, claude --model); default: the agent's own.
         model: String = Kind::Text;

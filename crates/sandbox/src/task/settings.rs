@@ -12,12 +12,12 @@ use super::meta_api::{self, Chosen, DEFAULT_META_MODEL, Wire};
 use super::paths::script_file;
 use super::raw::{RawLimits, RawMeta, RawWorker};
 use super::worker_env;
-use super::{CODEX_DEFAULT_MODEL, CodexMeta, DEFAULT_CODEX_META_TIMEOUT_SEC};
 use super::{
-    DEFAULT_DOCKER_IMAGE, DEFAULT_IDLE_TIMEOUT_SEC, DEFAULT_MAX_LOOPS, DEFAULT_MAX_REPLANS,
-    DEFAULT_MAX_RUN_TIME_SEC, DEFAULT_META_TIMEOUT_SEC, DEFAULT_PIDS_LIMIT, MetaBackend,
-    MetaSettings, Network, Shape, WorkerLimits, WorkerSettings,
+    AgentFrom, DEFAULT_DOCKER_IMAGE, DEFAULT_IDLE_TIMEOUT_SEC, DEFAULT_MAX_LOOPS,
+    DEFAULT_MAX_REPLANS, DEFAULT_MAX_RUN_TIME_SEC, DEFAULT_META_TIMEOUT_SEC, DEFAULT_PIDS_LIMIT,
+    MetaBackend, MetaSettings, Network, Shape, WorkerLimits, WorkerSettings,
 };
+use super::{CODEX_DEFAULT_MODEL, CodexMeta, DEFAULT_CODEX_META_TIMEOUT_SEC};
 use crate::agent::{self, Kind, Login};
 use crate::egress::{AllowList, Origin, Rule};
 use agent_runner_core::text::cut_chars;
@@ -418,6 +418,20 @@ pub(crate) fn worker(
     let docker_image = problems
         .take(argument(raw.docker_image, "runner.worker.docker_image"))
         .map(|image| image.unwrap_or_else(|| DEFAULT_DOCKER_IMAGE.to_string()));
+    let agent_from = match raw.agent_from.as_deref() {
+        None => Some(AgentFrom::Auto),
+        Some(from) => problems
+            .take(choice(
+                from,
+                "runner.worker.agent_from",
+                &["auto", "tools", "image"],
+            ))
+            .map(|from| match from {
+                "tools" => AgentFrom::Tools,
+                "image" => AgentFrom::Image,
+                _ => AgentFrom::Auto,
+            }),
+    };
     let max_run_time = problems.take(seconds(
         raw.max_run_time_sec,
         DEFAULT_MAX_RUN_TIME_SEC,
@@ -472,6 +486,7 @@ pub(crate) fn worker(
     let mut settings = WorkerSettings {
         kind: kind?,
         docker_image: docker_image?,
+        agent_from: agent_from?,
         max_run_time: max_run_time?,
         idle_timeout: idle_timeout?,
         model: model?,

@@ -33,8 +33,15 @@
 //! nothing of the worker's runs (the envelope stops it), so nothing can swap a file
 //! between the check and the run.
 //!
-//! The agent here is the image's own. One from a read-only volume (SPEC §21's
-//! tools volume) will need no hash, only `/bin/sh` and its loader will.
+//! Where the agent comes from is `runner.worker.agent_from` (SPEC §21): `image`, the
+//! image's own as above; `tools`, agent-runner's tools volume (`backend::tools`),
+//! mounted read-only at `/opt/agent-runner`, whose agent needs no hash (nothing in
+//! the container can write there), only `/bin/sh` and the agent's loader when it
+//! has one (claude's, from the image) are pinned, and before each run the volume is
+//! checked to be still mounted read-only at its place (`/proc/self/mountinfo`, read
+//! by the pinned shell's builtins: a worker that moved `/opt` aside and put a
+//! look-alike there is caught); `auto` (the default), the image's own when it has
+//! one on PATH, else the volume's.
 //!
 //! What is not covered (docs/security-model.md): processes of the run itself (the
 //! commands the agent runs) run beside the agent as the same user and can end it
@@ -49,8 +56,9 @@ use super::PROJECT_DIR;
 use super::SandboxError;
 use super::container::ContainerSpec;
 use crate::backend::docker_cli::{self, cli_missing, last_lines};
-use crate::task::EnvValue;
+use crate::backend::tools::{self, READY, TOOLS_DIR};
 use crate::task::worker_env::RESERVED;
+use crate::task::{AgentFrom, EnvValue};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Ending, Limits, StreamFilter};
 
@@ -86,6 +94,8 @@ pub(crate) struct AgentFiles {
     /// The diff cannot tell (a path on a mount, one already changed at the start, a
     /// shell without `readlink`): the files are hashed at every check.
     always_hash: bool,
+    /// The agent runs from the tools volume, which is checked to be still mounted.
+    from_tools: bool,
 }
 
 /// A file and what it was.
@@ -137,18 +147,29 @@ impl AgentFiles {
         // shell copied, and what the daemon's diff names already.
         let shell = [(SHELL.to_string(), "the shell that starts it".to_string())];
         let config_paths = spec.worker.kind.config_files();
-        let (looked, diff_at_start, shell_head, configs) = std::thread::scope(|scope| {
-            let diff = scope.spawn(|| exec.diff_paths());
-            let look = scope.spawn(|| exec.look(Some(&program), &[SHELL]));
-            let configs = scope.spawn(|| exec.copy_all(config_paths));
-            let heads = pinning.pin_batch(&shell);
-            (
-                joined(look),
-                diff.join().ok().flatten(),
-                heads,
-                joined(configs),
-            )
-        });
+        // With the tools volume mounted (and the agent not only the image's), what it
+        // needs is looked at in the same go: whether it is complete, and which C
+        // library the image has. The way to it (`/opt`) is not watched through the
+        // daemon's diff (Docker itself adds `/opt` for the mount): the check of the
+        // mount before each run covers it.
+        let may_use_tools = spec.worker.agent_from != AgentFrom::Image && spec.tools.is_some();
+        let mut probed: Vec<&str> = vec![READY];
+        probed.extend(tools::loaders());
+        let (looked, diff_at_start, shell_head, configs, tools_seen) =
+            std::thread::scope(|scope| {
+                let diff = scope.spawn(|| exec.diff_paths());
+                let look = scope.spawn(|| exec.look(Some(&program), &[SHELL]));
+                let configs = scope.spawn(|| exec.copy_all(config_paths));
+                let tools_seen = may_use_tools.then(|| scope.spawn(|| exec.existing(&probed)));
+                let heads = pinning.pin_batch(&shell);
+                (
+                    joined(look),
+                    diff.join().ok().flatten(),
+                    heads,
+                    joined(configs),
+                    tools_seen.map(joined),
+                )
+            });
         let configs = config_paths
             .iter()
             .zip(configs?)
@@ -166,6 +187,21 @@ impl AgentFiles {
         let mut heads = shell_head?;
         let mut executed = shell.to_vec();
         let mut prefix = Vec::new();
+        let mut known_loaders = Vec::new();
+        let from_tools = match (spec.worker.agent_from, &agent) {
+            (AgentFrom::Image, _) | (AgentFrom::Auto, Some(_)) => false,
+            (AgentFrom::Tools, _) | (AgentFrom::Auto, None) => true,
+        };
+        let agent = if from_tools {
+            let tool = tools_agent(spec, &program, tools_seen.transpose()?)?;
+            if let Some(loader) = tool.loader {
+                known_loaders.push((loader.to_string(), tool.path.clone()));
+            }
+            prefix.push(tool.path);
+            None
+        } else {
+            agent
+        };
         if let Some(agent) = agent {
             if agent == PROJECT_DIR || agent.starts_with(&format!("{PROJECT_DIR}/")) {
                 return Err(unusable(format!(
@@ -193,7 +229,7 @@ impl AgentFiles {
             }
             prefix.push(agent);
         }
-        pinning.follow_loaders(&executed, &heads)?;
+        pinning.follow_loaders(&executed, &heads, known_loaders)?;
         let Pinning {
             files, listings, ..
         } = pinning;
@@ -223,6 +259,7 @@ impl AgentFiles {
             listings,
             visited,
             always_hash,
+            from_tools,
         })
     }
 
@@ -236,7 +273,11 @@ impl AgentFiles {
         if self.prefix.is_empty() {
             return Err(SandboxError::ImageUnusable {
                 image: image.to_string(),
-                detail: format!("it has no `{}` on PATH", self.program),
+                detail: format!(
+                    "it has no `{}` on PATH (runner.worker.agent_from: image; `auto` or `tools` \
+                     runs the one in agent-runner's tools volume)",
+                    self.program
+                ),
             });
         }
         let mut line = self.prefix.clone();
@@ -263,7 +304,10 @@ impl AgentFiles {
             detail,
         };
         let config_paths: Vec<&str> = self.configs.iter().map(|c| c.path.as_str()).collect();
-        let (unchanged, answers, configs) = std::thread::scope(|scope| {
+        let (unchanged, answers, configs, mounted) = std::thread::scope(|scope| {
+            let mounted = self
+                .from_tools
+                .then(|| scope.spawn(|| still_mounted(&exec)));
             let lists: Vec<_> = self
                 .listings
                 .iter()
@@ -275,8 +319,15 @@ impl AgentFiles {
                 unchanged,
                 lists.into_iter().map(joined).collect::<Vec<_>>(),
                 joined(configs),
+                mounted.map(|m| {
+                    m.join()
+                        .unwrap_or_else(|_| Err("a check thread failed".into()))
+                }),
             )
         });
+        if let Some(mounted) = mounted {
+            mounted.map_err(changed)?;
+        }
         compare(&self.configs, &configs?).map_err(changed)?;
         for (listing, now) in self.listings.iter().zip(answers) {
             if now? != listing.answer {
@@ -337,6 +388,79 @@ const MOUNTED: [&str; 8] = [
     "/proc",
     "/sys",
 ];
+
+/// The agent of `program` in the tools volume, for this image: the volume mounted
+/// and complete, and a build of the agent the image can load (claude's binary needs
+/// glibc, or musl for its musl build).
+fn tools_agent(
+    spec: &ContainerSpec,
+    program: &str,
+    existing: Option<Vec<String>>,
+) -> Result<tools::Agent, SandboxError> {
+    let image = &spec.worker.docker_image;
+    let unusable = |detail: String| SandboxError::ImageUnusable {
+        image: image.clone(),
+        detail,
+    };
+    let why_not_on_path = match spec.worker.agent_from {
+        AgentFrom::Auto => format!("it has no `{program}` on PATH, and "),
+        _ => String::new(),
+    };
+    let (Some(volume), Some(existing)) = (&spec.tools, existing) else {
+        return Err(unusable(format!(
+            "{why_not_on_path}agent-runner's tools volume is not there ({}); `agent-runner tools install` fills it",
+            spec.tools_error.as_deref().unwrap_or("not mounted")
+        )));
+    };
+    let present: Vec<&str> = existing.iter().map(String::as_str).collect();
+    if !present.contains(&READY) {
+        return Err(unusable(format!(
+            "agent-runner's tools volume {volume} is incomplete (its fill was interrupted); \
+             `agent-runner tools install` fills it again"
+        )));
+    }
+    match tools::agent(program, &present) {
+        Ok(Some(agent)) => Ok(agent),
+        Ok(None) => Err(unusable(format!(
+            "{why_not_on_path}agent-runner's tools volume has no `{program}`"
+        ))),
+        Err(why) => Err(unusable(format!(
+            "{why_not_on_path}{why} (refused: `{program}` from agent-runner's tools volume cannot run in this image)"
+        ))),
+    }
+}
+
+/// Prints each of its arguments that exists.
+const EXISTING_SCRIPT: &str = r#"for f; do [ -e "$f" ] && printf '%s\n' "$f"; done; exit 0"#;
+
+/// Prints `ro` or `rw` for the mount at `$1`, from the kernel's own list (shell
+/// builtins only: nothing the worker could have replaced but the pinned shell).
+const MOUNTED_SCRIPT: &str = r#"while read -r _ _ _ _ point options _; do
+  [ "$point" = "$1" ] && { case ,$options, in *,ro,*) echo ro ;; *) echo rw ;; esac; }
+done < /proc/self/mountinfo; exit 0"#;
+
+/// The tools volume still mounted read-only at its place.
+fn still_mounted(exec: &Exec<'_>) -> Result<(), String> {
+    let (ok, stdout, stderr) = exec
+        .exec(&[
+            SHELL,
+            "-c",
+            MOUNTED_SCRIPT,
+            "agent-runner-mounted",
+            TOOLS_DIR,
+        ])
+        .map_err(|e| e.to_string())?;
+    match (ok, stdout.trim()) {
+        (true, "ro") => Ok(()),
+        (true, _) => Err(format!(
+            "{TOOLS_DIR} is no longer agent-runner's tools volume, mounted read-only"
+        )),
+        (false, _) => Err(format!(
+            "cannot read the container's mounts: {}",
+            last_lines(&stderr, 2)
+        )),
+    }
+}
 
 fn on_a_mount(path: &str) -> bool {
     MOUNTED
@@ -408,9 +532,11 @@ impl Pinning<'_> {
         &mut self,
         executed: &[(String, String)],
         heads: &[Vec<u8>],
+        known: Vec<(String, String)>,
     ) -> Result<(), SandboxError> {
         let exec = self.exec;
-        let mut dynamic = Vec::new();
+        // (loader, file): `known` are those of files not copied (the tools volume's).
+        let mut dynamic = known;
         for ((path, _), head) in executed.iter().zip(heads) {
             let loader = elf_interpreter(head).map_err(|e| SandboxError::Docker {
                 command: format!("docker cp -L {}:{path} -", exec.container),
@@ -496,6 +622,20 @@ impl<'a> Exec<'a> {
             return Err(SandboxError::Interrupted);
         }
         Ok((out.ok, out.stdout, out.stderr))
+    }
+
+    /// Which of `paths` exist.
+    fn existing(&self, paths: &[&str]) -> Result<Vec<String>, SandboxError> {
+        let mut command = vec![SHELL, "-c", EXISTING_SCRIPT, "agent-runner-exists"];
+        command.extend(paths);
+        let (ok, stdout, stderr) = self.exec(&command)?;
+        if !ok {
+            return Err(SandboxError::Docker {
+                command: format!("docker exec {} {SHELL}", self.container),
+                detail: last_lines(&stderr, 3),
+            });
+        }
+        Ok(stdout.lines().map(str::to_string).collect())
     }
 
     /// What `command -v` finds for `name` (an absolute path, or None), and every

@@ -56,6 +56,10 @@ pub(crate) struct ContainerSpec {
     pub(crate) interrupt: Interrupt,
     /// The transport keeps the worker's session (`session.rs`) at `SESSION_DIR`.
     pub(crate) keeps_session: bool,
+    /// The tools volume (`backend::tools`), mounted read-only at `TOOLS_DIR`; None
+    /// before the start, or when it could not be had (`tools_error` says why).
+    pub(crate) tools: Option<String>,
+    pub(crate) tools_error: Option<String>,
 }
 
 /// Where the agent's login file is mounted and where, under HOME, the agent looks
@@ -239,6 +243,9 @@ fn sandbox_spec(
         links.push((SESSION_DIR.to_string(), link));
     }
     mounts.extend(carrier.mounts());
+    if let Some(volume) = &spec.tools {
+        mounts.push(Mount::volume(volume, crate::backend::tools::TOOLS_DIR));
+    }
     let mut labels = vec![(LABEL_TASK.to_string(), spec.task_id.clone())];
     labels.extend(
         owner_labels(&Owner::this_process())

@@ -39,10 +39,12 @@ use super::session;
 use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
 use crate::agent::{Exit, RunSpec, Transcript, classify};
 use crate::backend::privileges::{Finding, Fix};
-use crate::backend::{Backend, Bind, Carrier, Docker, Exec, SocketLink, Transport, Var};
+use crate::backend::{
+    Backend, BackendError, Bind, Carrier, Docker, Exec, SocketLink, Transport, Var,
+};
 use crate::egress::{self, Egress};
 use crate::events::Events;
-use crate::task::{Login, Network, TestSpec, WorkerSettings};
+use crate::task::{AgentFrom, Login, Network, TestSpec, WorkerSettings};
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
@@ -144,6 +146,8 @@ impl DockerSandbox {
                 login: config.login,
                 interrupt: config.interrupt,
                 keeps_session: config.session_dir.is_some(),
+                tools: None,
+                tools_error: None,
             },
             backend,
             transport: Box::new(Bind::new(
@@ -326,6 +330,7 @@ impl DockerSandbox {
     fn container(&mut self) -> Result<&mut Container, SandboxError> {
         match &mut self.container {
             None => {
+                self.tools_volume()?;
                 self.open_carrier()?;
                 let carrier = self
                     .carrier
@@ -358,6 +363,37 @@ impl DockerSandbox {
             }
         }
         self.started()
+    }
+
+    /// The tools volume, mounted in every sandbox (`backend::tools`): had (filled
+    /// first on a new host) before the first container starts. Without it the agent
+    /// can only come from the image: with `agent_from: tools` that ends the task
+    /// here, otherwise the task goes on (and fails at the start if the image has no
+    /// agent either, saying why the volume is missing).
+    fn tools_volume(&mut self) -> Result<(), SandboxError> {
+        if self.spec.tools.is_some() || self.spec.tools_error.is_some() {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        match self.backend.tools_volume(self.spec.interrupt) {
+            Ok(volume) => {
+                log::debug!(
+                    "tools volume {volume:?} had in {}",
+                    agent_runner_core::timestamp::human(started.elapsed())
+                );
+                self.spec.tools = volume;
+                Ok(())
+            }
+            Err(BackendError::Interrupted) => Err(SandboxError::Interrupted),
+            Err(e) if self.spec.worker.agent_from == AgentFrom::Tools => Err(e.into()),
+            Err(e) => {
+                log::warn!(
+                    "agent-runner's tools volume could not be had ({e}); the agent must come from the image, and without git in it no snapshot is taken"
+                );
+                self.spec.tools_error = Some(e.to_string());
+                Ok(())
+            }
+        }
     }
 
     /// The snapshot before a worker run, as an exec of its own that also stops what

@@ -172,7 +172,8 @@ fn script_args(mode: &str, keep_pid: &str) -> Vec<String> {
         "-c".into(),
         SCRIPT
             .replace("__PROJECT__", PROJECT_DIR)
-            .replace("__PRIVATE__", PRIVATE_DIR),
+            .replace("__PRIVATE__", PRIVATE_DIR)
+            .replace("__HELPER__", crate::backend::tools::HELPER),
         "agent-runner-envelope".into(),
         mode.into(),
         keep_pid.into(),

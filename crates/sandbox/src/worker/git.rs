@@ -26,6 +26,10 @@ pub(crate) enum Snapshot {
     /// git ran but the repository is not a git work tree (or git failed).
     NotARepository,
     State(GitState),
+    /// No git, but the tools volume's helper listed the files (`files.rs`).
+    Files(super::files::FileList),
+    /// No git, and the helper's listing failed or was cut short.
+    Unlisted,
 }
 
 impl Snapshot {
@@ -33,6 +37,16 @@ impl Snapshot {
     pub(crate) fn parse(body: &str) -> Snapshot {
         if body.trim() == "nogit" {
             return Snapshot::NoGit;
+        }
+        if let Some(listing) = body.strip_prefix("files\n") {
+            let (listing, last) = listing
+                .trim_end()
+                .rsplit_once('\n')
+                .unwrap_or(("", listing.trim_end()));
+            return match (last, super::files::FileList::parse(listing)) {
+                ("exit 0", Some(list)) => Snapshot::Files(list),
+                _ => Snapshot::Unlisted,
+            };
         }
         let (status, last) = match body.trim_end().rsplit_once('\n') {
             Some((status, last)) => (status, last),
@@ -136,6 +150,15 @@ pub enum RepoChanges {
         /// Against the HEAD before the run; empty when no tracked file changed.
         diff: Vec<DiffStat>,
     },
+    /// The image has no git, but the tools volume's helper listed the repository's
+    /// files before and after the run (SPEC §21).
+    Files {
+        /// The helper's digests of the repository before and after.
+        before: String,
+        after: String,
+        /// The paths that changed, git-status style (`A `, ` M`, ` D`).
+        changed: Vec<String>,
+    },
     /// The image has no git: only what codex itself reported.
     NoGit,
     /// The repository is not a git work tree.
@@ -157,6 +180,11 @@ impl RepoChanges {
                 after,
                 diff: diff.unwrap_or_default(),
             },
+            (Some(Snapshot::Files(before)), Some(Snapshot::Files(after))) => RepoChanges::Files {
+                changed: super::files::changes(&before, &after),
+                before: before.digest().to_string(),
+                after: after.digest().to_string(),
+            },
             (Some(Snapshot::NoGit), _) | (_, Some(Snapshot::NoGit)) => RepoChanges::NoGit,
             (Some(Snapshot::NotARepository), _) | (_, Some(Snapshot::NotARepository)) => {
                 RepoChanges::NotARepository
@@ -170,6 +198,7 @@ impl RepoChanges {
     pub fn lines(&self, reported: &[crate::agent::FileChange]) -> Vec<String> {
         match self {
             RepoChanges::Seen { before, after, .. } => changes(before, after),
+            RepoChanges::Files { changed, .. } => changed.clone(),
             _ => reported
                 .iter()
                 .map(|f| format!("{} {}", f.kind, f.path))

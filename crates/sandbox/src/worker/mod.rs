@@ -8,6 +8,7 @@ pub(crate) mod agent_files;
 pub mod container;
 pub mod docker;
 pub mod envelope;
+pub(crate) mod files;
 pub mod git;
 pub(crate) mod live;
 pub mod scratch;

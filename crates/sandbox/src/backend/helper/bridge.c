@@ -19,6 +19,10 @@
  * 4.2), through a buffer. It trusts nothing it reads: it only moves bytes.
  *
  * Usage: bridge PORT SOCKET [MOUNT LINK]...
+ *
+ * It is also agent-runner's static helper in the tools volume (SPEC §21), where its
+ * second use is `helper snapshot DIR` (snapshot.c): the repository's files, for images
+ * without git.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -35,6 +39,8 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include "snapshot.c"
 
 /* More than the proxy's own limit, so that the proxy (which answers why) refuses. */
 #define MAX_PAIRS 128
@@ -246,6 +252,8 @@ static void pump(struct pair *p, int from, short seen_from, short seen_to)
 
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "snapshot") == 0)
+        return snapshot(argv[2]);
     if (argc < 3 || argc % 2 == 0) {
         fprintf(stderr, "usage: %s PORT SOCKET [MOUNT LINK]...\n", argv[0]);
         return 2;
