@@ -56,6 +56,8 @@ pub(crate) struct ContainerSpec {
     pub(crate) interrupt: Interrupt,
     /// The transport keeps the worker's session (`session.rs`) at `SESSION_DIR`.
     pub(crate) keeps_session: bool,
+    /// The volumes of `runner.worker.caches` for this repository (`caches.rs`).
+    pub(crate) caches: Vec<crate::backend::Volume>,
 }
 
 /// Where the agent's login file is mounted and where, under HOME, the agent looks
@@ -260,6 +262,7 @@ fn sandbox_spec(
     sandbox.limits = Some(spec.worker.limits.clone());
     sandbox.as_user = true;
     sandbox.mounts = mounts;
+    sandbox.volumes = spec.caches.clone();
     sandbox.tmpfs = vec![Tmpfs {
         target: PRIVATE_DIR.to_string(),
         size: "1m",
