@@ -27,7 +27,7 @@ use agent_runner_sandbox::task::{
     DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task, WorkerEnv,
 };
 use agent_runner_sandbox::worker::container::home_links;
-use agent_runner_sandbox::worker::{FIND_PROGRAM, missing_program, test_program};
+use agent_runner_sandbox::worker::{FIND_PROGRAM, FOUND, MISSING, missing_program, test_program};
 
 /// Limit for docker commands that only talk to the daemon.
 const CLI_TIMEOUT: Duration = Duration::from_secs(20);
@@ -509,12 +509,14 @@ fn program_in_image(docker: &Docker, target: &Target, program: &str, setup: bool
     spec.network = Net::from(target.network);
     spec.as_user = true;
     match docker.start(&spec) {
-        Ok(out) if out.ok => Check::ok(what, format!("`{program}` is on the image's PATH")),
-        Ok(out) if out.code.is_some_and(|c| (1..=125).contains(&c)) && setup => Check::ok(
+        Ok(out) if out.stdout.contains(FOUND) => {
+            Check::ok(what, format!("`{program}` is on the image's PATH"))
+        }
+        Ok(out) if out.stdout.contains(MISSING) && setup => Check::ok(
             what,
             format!("`{program}` is not in image {}; task.setup must install it (checked before the first paid call)", target.image),
         ),
-        Ok(out) if out.code.is_some_and(|c| (1..=125).contains(&c)) => Check::fail(
+        Ok(out) if out.stdout.contains(MISSING) => Check::fail(
             what,
             missing_program(program, &target.image),
             "install it in the image (your own docker_image) or in task.setup",

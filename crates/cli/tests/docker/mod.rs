@@ -10,6 +10,7 @@ mod codex_builder;
 mod dependencies;
 mod doctor;
 mod egress;
+mod environment;
 mod isolation;
 mod meta_apis;
 mod orchestrator;

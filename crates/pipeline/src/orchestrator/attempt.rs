@@ -418,6 +418,7 @@ fn build(
         root_dir: run_dir,
         acceptance_criteria: task.plan.acceptance_criteria.as_deref().unwrap_or_default(),
         test: choice.pinned.as_ref(),
+        setup: ws.defaults.setup(),
     };
     let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
         .map_err(|e| failed(format!("the Task Builder's TaskConfig is unusable: {e}")))?;
@@ -466,6 +467,7 @@ fn resumed_config(
         root_dir: run_dir,
         acceptance_criteria: task.plan.acceptance_criteria.as_deref().unwrap_or_default(),
         test: choice.pinned.as_ref(),
+        setup: ws.defaults.setup(),
     };
     let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
         .map_err(|e| failed(format!("cannot resume job {from}: its TaskConfig: {e}")))?;

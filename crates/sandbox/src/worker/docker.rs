@@ -638,17 +638,19 @@ impl DockerSandbox {
         let finished = self
             .started()?
             .exec(exec, &limits, &mut capture, Stop::Terminate)?;
-        let stderr = capture.stderr();
+        let (said, stderr) = (capture.tail(), capture.stderr());
         drop(capture);
         if finished.ending == Ending::Interrupted {
             return Err(SandboxError::Interrupted);
         }
         let image = self.spec.worker.docker_image.clone();
-        match finished.code() {
-            Some(0) => Ok(None),
-            Some(1..=125) => Ok(Some(prepare::missing(program, &image))),
-            // docker exec could not run /bin/sh at all: the engine's words.
-            _ => Err(self.started()?.diagnose(&image, &stderr)),
+        if said.contains(prepare::FOUND) {
+            Ok(None)
+        } else if said.contains(prepare::MISSING) {
+            Ok(Some(prepare::missing(program, &image)))
+        } else {
+            // /bin/sh did not run the script: the engine's words.
+            Err(self.started()?.diagnose(&image, &stderr))
         }
     }
 

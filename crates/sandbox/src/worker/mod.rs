@@ -22,7 +22,7 @@ pub(crate) use crate::agent::{RunOutcome, Transcript};
 use crate::backend::BackendError;
 pub(crate) use crate::backend::PROJECT_DIR;
 use crate::backend::privileges::Finding;
-pub use prepare::{FIND_PROGRAM, missing as missing_program, program as test_program, setup_error, setup_failed};
+pub use prepare::{FIND_PROGRAM, FOUND, MISSING, missing as missing_program, program as test_program, setup_error, setup_failed};
 use crate::task::{SetupSpec, TestSpec};
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Usage;

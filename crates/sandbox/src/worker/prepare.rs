@@ -24,8 +24,15 @@ pub fn program(command: &str) -> Option<&str> {
     (plain && !first.starts_with('-') && !KEYWORDS.contains(&first)).then_some(first)
 }
 
-/// The script that says whether `$1` is a program (or builtin) on the sandbox's PATH.
-pub const FIND_PROGRAM: &str = "command -v \"$1\" >/dev/null 2>&1";
+/// The script that says whether `$1` is a program (or builtin) on the sandbox's
+/// PATH: it prints `FOUND` or `MISSING` (shells differ in the exit code of a failed
+/// `command -v`: busybox's is 127, as for a shell that could not start).
+pub const FIND_PROGRAM: &str =
+    "if command -v \"$1\" >/dev/null 2>&1; then echo agent-runner-found; else echo agent-runner-missing; fi";
+/// What `FIND_PROGRAM` prints when the program is there.
+pub const FOUND: &str = "agent-runner-found";
+/// What `FIND_PROGRAM` prints when it is not.
+pub const MISSING: &str = "agent-runner-missing";
 
 /// Why the task stops when the test's program is not in the image.
 pub fn missing(program: &str, image: &str) -> String {
