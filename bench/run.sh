@@ -4,7 +4,8 @@
 # connections), bench/hardening.py (the cost of the seccomp profile and the agent
 # check), bench/web.py (the web view), bench/plan.py
 # (plans), bench/watch.py (events followed, the state file), bench/agents.py
-# (claude-code-cli, Meta through codex-cli; needs the real worker image) and
+# (claude-code-cli, Meta through codex-cli; needs the real worker image), bench/setup.py
+# (task.setup pip install from PyPI, then again with the pip cache) and
 # bench/pipeline.py (the orchestrator, the TaskStore).
 # BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
 # clean-build timing.
@@ -19,6 +20,7 @@ python3 bench/hardening.py
 python3 bench/web.py
 python3 bench/plan.py
 python3 bench/watch.py
+python3 bench/setup.py
 if docker image inspect agent-runner-codex:latest >/dev/null 2>&1; then
   python3 bench/agents.py
 else

@@ -271,6 +271,8 @@ fn doctor_names_a_missing_test_program() {
 
 /// A small Python package with a bug, its tests, and the fix the fake worker makes.
 const PACKAGE: &[(&str, &str)] = &[
+    // pytest puts the directory of a conftest.py on sys.path: `slug` imports.
+    ("conftest.py", ""),
     ("slug/__init__.py", "from .core import slugify\n"),
     (
         "slug/core.py",
