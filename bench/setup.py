@@ -14,9 +14,11 @@ is installed (default: requests and rich, with their dependencies).
 """
 
 import hashlib
+import ipaddress
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -31,14 +33,21 @@ BASE = "agent-runner-sandbox-base:bookworm"
 
 
 def image():
-    """Debian with python3 and pip, the fake codex as its agent; built once."""
+    """Debian with python3 and pip, the fake codex as its agent, and this machine's CA
+    bundle (where registry traffic goes through a TLS-inspecting proxy, its CA is
+    there); built once."""
     with open(os.path.join(ROOT, "testdata/worker-image/codex"), "rb") as f:
         codex = f.read()
+    with open("/etc/ssl/certs/ca-certificates.crt", "rb") as f:
+        cas = f.read()
     dockerfile = (f"FROM {BASE}\n"
                   "RUN apt-get update -q && apt-get install -y -q --no-install-recommends "
                   "python3 python3-pip && rm -rf /var/lib/apt/lists/*\n"
-                  "COPY codex /usr/local/bin/codex\nRUN chmod 755 /usr/local/bin/codex\n")
-    tag = "agent-runner-bench-pip:" + hashlib.sha256(dockerfile.encode() + codex).hexdigest()[:16]
+                  "COPY codex /usr/local/bin/codex\nRUN chmod 755 /usr/local/bin/codex\n"
+                  "COPY ca.crt /etc/ssl/certs/ca-certificates.crt\n"
+                  "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt\n")
+    digest = hashlib.sha256(dockerfile.encode() + codex + cas).hexdigest()[:16]
+    tag = "agent-runner-bench-pip:" + digest
     if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
         return tag
     if subprocess.run(["docker", "image", "inspect", BASE], capture_output=True).returncode != 0:
@@ -49,12 +58,32 @@ def image():
             f.write(dockerfile)
         with open(os.path.join(context, "codex"), "wb") as f:
             f.write(codex)
+        with open(os.path.join(context, "ca.crt"), "wb") as f:
+            f.write(cas)
         subprocess.run(["docker", "build", "-q", "--network", "host", "-t", tag, context],
                        check=True, stdout=subprocess.DEVNULL,
                        env=dict(os.environ, DOCKER_BUILDKIT="0"))
     finally:
         shutil.rmtree(context)
     return tag
+
+
+def setup_hosts():
+    """PyPI's hosts, and the addresses they resolve to here when those are not
+    global ones (a machine whose registry traffic goes through a local mirror or
+    proxy): the egress proxy refuses those unless they are listed."""
+    hosts = ["pypi.org", "files.pythonhosted.org"]
+    extra = set()
+    for host in hosts:
+        try:
+            infos = socket.getaddrinfo(host, 443, proto=socket.IPPROTO_TCP)
+        except OSError:
+            continue
+        for info in infos:
+            ip = ipaddress.ip_address(info[4][0])
+            if not ip.is_global:
+                extra.add(str(ip))
+    return hosts + sorted(extra)
 
 
 def seconds(human):
@@ -82,7 +111,7 @@ def task(work, repo, image, n):
     yaml = (f"version: 1\ntask:\n  id: {task_id}\n  repo: {repo}\n  prd: {{text: x}}\n"
             f"  test: {{command: 'true'}}\n"
             f"  setup:\n    command: {setup}\n    timeout_sec: 600\n"
-            f"    allow: [pypi.org, files.pythonhosted.org]\n"
+            f"    allow: [{', '.join(setup_hosts())}]\n"
             f"runner:\n  meta: {{kind: scripted, script: {script}, max_loops: 1}}\n"
             f"  worker:\n    docker_image: {image}\n    caches: [/root/.cache/pip]\n")
     tmp = os.path.join(work, "t")

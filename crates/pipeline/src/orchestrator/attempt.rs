@@ -582,6 +582,7 @@ fn run_and_bring_back(
         &stderr_log,
         setup.interrupt,
         claimed.resume_from.is_some(),
+        &ws.root_dir,
         &mut started,
     );
     place.free();

@@ -45,7 +45,8 @@ pub(crate) struct ChildRun {
 }
 
 /// Runs `exe run --json` (`--resume` with `resume`) in `cwd` with `config` on
-/// stdin; stderr to `stderr_log`. `interrupt` forwards a SIGTERM to the child (it
+/// stdin, its caches those of `cache_repo` (the workspace's directory, whichever
+/// clone the attempt runs in); stderr to `stderr_log`. `interrupt` forwards a SIGTERM to the child (it
 /// then cleans up); `started` is told the child's pid as soon as it runs.
 pub(crate) fn run(
     exe: &Path,
@@ -54,6 +55,7 @@ pub(crate) fn run(
     stderr_log: &Path,
     interrupt: Interrupt,
     resume: bool,
+    cache_repo: &Path,
     started: &mut dyn FnMut(u32),
 ) -> Result<ChildRun, String> {
     let mut args = vec!["run", "--json"];
@@ -64,6 +66,7 @@ pub(crate) fn run(
         .args(args)
         .cwd(cwd)
         .stdin(config)
+        .env("AGENT_RUNNER_CACHE_REPO", &cache_repo.display().to_string())
         .stderr_to(stderr_log)
         .die_with_parent();
     let limits = Limits {

@@ -60,14 +60,21 @@ pub(crate) fn setup_spec(
     let allow = allow(raw.allow.unwrap_or_default(), network, problems);
     let env = worker_env::entries(raw.env, "task.setup.env", host, problems);
     if let Some(env) = &env {
-        for entry in env
-            .iter()
-            .filter(|e| crate::egress::variables::sets(&e.name))
-        {
-            problems.push(InputError::new(
-                format!("task.setup.env.{}", entry.name),
-                "is set by agent-runner (its egress proxy, with network: allowlist)",
-            ));
+        for entry in env {
+            let field = format!("task.setup.env.{}", entry.name);
+            if crate::egress::variables::sets(&entry.name) {
+                problems.push(InputError::new(
+                    field,
+                    "is set by agent-runner (its egress proxy, with network: allowlist)",
+                ));
+            } else if worker_env::RESERVED.contains(&entry.name) {
+                // Setup's variables all go by name; these would reconfigure the
+                // host's docker client instead.
+                problems.push(
+                    InputError::new(field, "is read by the host's docker client; setup cannot set it")
+                        .with_hint("set it in runner.worker.env, or in the setup command itself"),
+                );
+            }
         }
     }
     Some(Some(SetupSpec {

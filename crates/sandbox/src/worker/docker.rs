@@ -43,8 +43,7 @@ use crate::backend::privileges::{Finding, Fix};
 use crate::backend::{Backend, Bind, Carrier, Docker, Exec, SocketLink, Transport, Var};
 use crate::egress::{self, Egress};
 use crate::events::Events;
-use crate::task::{EnvValue, Login, Network, SetupSpec, TestSpec, WorkerSettings};
-use crate::task::worker_env::RESERVED;
+use crate::task::{Login, Network, SetupSpec, TestSpec, WorkerSettings};
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
@@ -172,6 +171,12 @@ impl DockerSandbox {
     /// its prompt.
     pub fn continue_from(&mut self, continuation: Continuation) {
         self.continuation = Some(continuation);
+    }
+
+    /// Keeps the caches of `repo` instead of the task's repository's (a pipeline
+    /// attempt in a clone shares its workspace's). Before the sandbox starts.
+    pub fn caches_of(&mut self, repo: &std::path::Path) {
+        self.spec.caches = super::caches::volumes(repo, &self.spec.worker.caches);
     }
 
     /// Name of the running container, if started.
@@ -556,13 +561,13 @@ impl DockerSandbox {
             contents: setup.command.clone(),
         };
         let (mut env, keep_pid) = self.exec_base(None, Some(&script))?;
+        // By name, never on a command line (`task::setup` refuses the names the
+        // docker client itself reads).
         for entry in &setup.env {
-            env.push(match &entry.value {
-                EnvValue::Literal(value) if RESERVED.contains(&entry.name) => {
-                    Var::Literal(entry.name.clone(), value.clone())
-                }
-                value => Var::ByName(entry.name.clone(), value.expose().to_string()),
-            });
+            env.push(Var::ByName(
+                entry.name.clone(),
+                entry.value.expose().to_string(),
+            ));
         }
         let envelope = Envelope::new();
         let command = ["sh".to_string(), script.path()];
