@@ -505,7 +505,10 @@ fn git_in_image(docker: &Docker, target: &Target) -> Check {
 /// for it (SPEC §21); with a `task.setup`, setup may still install it.
 fn program_in_image(docker: &Docker, target: &Target, program: &str, setup: bool) -> Check {
     let what = TEST_PROGRAM;
-    let mut spec = Spec::new(&target.image, Main::shell(FIND_PROGRAM, ["sh".to_string(), program.to_string()]));
+    let mut spec = Spec::new(
+        &target.image,
+        Main::shell(FIND_PROGRAM, ["sh".to_string(), program.to_string()]),
+    );
     spec.network = Net::from(target.network);
     spec.as_user = true;
     match docker.start(&spec) {
@@ -514,7 +517,10 @@ fn program_in_image(docker: &Docker, target: &Target, program: &str, setup: bool
         }
         Ok(out) if out.stdout.contains(MISSING) && setup => Check::ok(
             what,
-            format!("`{program}` is not in image {}; task.setup must install it (checked before the first paid call)", target.image),
+            format!(
+                "`{program}` is not in image {}; task.setup must install it (checked before the first paid call)",
+                target.image
+            ),
         ),
         Ok(out) if out.stdout.contains(MISSING) => Check::fail(
             what,
@@ -523,7 +529,10 @@ fn program_in_image(docker: &Docker, target: &Target, program: &str, setup: bool
         ),
         Ok(out) => Check::fail(
             what,
-            format!("the image could not look for `{program}`: {}", last_line(&out.stderr)),
+            format!(
+                "the image could not look for `{program}`: {}",
+                last_line(&out.stderr)
+            ),
             "the image needs /bin/sh",
         ),
         Err(reason) => Check::fail(what, reason, "install the Docker CLI"),

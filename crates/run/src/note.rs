@@ -796,7 +796,10 @@ fn setup_run(out: &mut String, run: &SetupRun) -> std::fmt::Result {
     } else {
         "failed"
     };
-    writeln!(out, "Setup (once in this sandbox, before the first paid call):\n")?;
+    writeln!(
+        out,
+        "Setup (once in this sandbox, before the first paid call):\n"
+    )?;
     writeln!(out, "- Command: {}", code_span(&run.command))?;
     writeln!(
         out,

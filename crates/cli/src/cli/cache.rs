@@ -66,7 +66,9 @@ fn rm(mut names: Vec<String>, repo: Option<std::path::PathBuf>) -> i32 {
         }
     }
     if names.is_empty() {
-        return failed("no cache named (give volume names from `agent-runner cache ls`, or --repo DIR)");
+        return failed(
+            "no cache named (give volume names from `agent-runner cache ls`, or --repo DIR)",
+        );
     }
     let mut code = exit::COMPLETE;
     for name in &names {

@@ -13,7 +13,9 @@ use support::destination::Destination;
 use support::docker::{TEST_IMAGE, docker, docker_ok, image_with_python};
 use support::fake_openai::FakeOpenAi;
 use support::prerequisite::needs;
-use support::task::{assert_no_container, assess, mark_complete, note, plan, run_worker, runner, v1_task};
+use support::task::{
+    assert_no_container, assess, mark_complete, note, plan, run_worker, runner, v1_task,
+};
 use support::task_yaml::TaskYaml;
 use support::{Outcome, Run};
 
@@ -66,7 +68,11 @@ fn a_missing_test_program_fails_before_any_paid_call_and_says_how_to_fix_it() {
     assert_eq!(asked(&server), Vec::<String>::new(), "no paid call");
     let note = note(&dir.path, &id);
     assert!(note.contains(&expected.replace('`', "\\`")), "{note}");
-    assert!(!dir.path.join(format!(".agent-runner/logs/{id}/run-1.log")).exists());
+    assert!(
+        !dir.path
+            .join(format!(".agent-runner/logs/{id}/run-1.log"))
+            .exists()
+    );
     assert_no_container(&id);
 }
 
@@ -80,7 +86,8 @@ fn a_test_that_exits_127_not_found_later_is_a_setup_error_with_no_further_paid_c
         run_worker("@run: echo ok > out.txt\n@say: done"),
         assess(&["AC-1"], "should not be asked"),
     ]);
-    let out = runner(v1_task(&id, &dir.path, &server).test("sh -c 'no-such-tool --check'")).output();
+    let out =
+        runner(v1_task(&id, &dir.path, &server).test("sh -c 'no-such-tool --check'")).output();
     out.code(1)
         .stderr_has("test command: sh: no-such-tool: not found (exit 127)")
         .stderr_has("a setup error, not a failing test");
@@ -110,18 +117,32 @@ fn setup_runs_once_across_loops_and_only_setup_sees_its_variables() {
     let out = run_in(&yaml, &tmp_dir().path, &[("MY_SETUP_TOKEN", &token)]);
     out.code(0).stderr_has("setup: passed in");
     let repo = &dir.path;
-    assert_eq!(read(&repo.join("setup-runs.txt")), "ran\n", "once, across two loops");
+    assert_eq!(
+        read(&repo.join("setup-runs.txt")),
+        "ran\n",
+        "once, across two loops"
+    );
     assert_eq!(read(&repo.join("setup-saw-token.txt")), "seen\n");
     for file in ["worker-env-1.txt", "worker-env-2.txt", "test-env.txt"] {
         let env = read(&repo.join(file));
-        assert!(!env.contains("SETUP_TOKEN") && !env.contains(&token), "{file}: {env}");
+        assert!(
+            !env.contains("SETUP_TOKEN") && !env.contains(&token),
+            "{file}: {env}"
+        );
     }
     let note = note(repo, &id);
-    assert!(note.contains("Setup (once in this sandbox, before the first paid call)"), "{note}");
+    assert!(
+        note.contains("Setup (once in this sandbox, before the first paid call)"),
+        "{note}"
+    );
     assert!(note.contains("- Summary: passed in"), "{note}");
     let setup_log = read(&repo.join(format!(".agent-runner/logs/{id}/setup.log")));
     assert!(setup_log.contains("token "), "{setup_log}");
-    for (what, text) in [("note", &note), ("setup.log", &setup_log), ("stderr", &out.stderr)] {
+    for (what, text) in [
+        ("note", &note),
+        ("setup.log", &setup_log),
+        ("stderr", &out.stderr),
+    ] {
         assert!(!text.contains(&token), "the setup secret is in the {what}");
     }
     assert_no_container(&id);
@@ -132,15 +153,19 @@ fn a_failing_setup_fails_the_task_with_its_tail_and_no_paid_call() {
     let dir = Scratch::new("env-setup-fails");
     let id = task_id("setup-fails");
     let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
-    let yaml = v1_task(&id, &dir.path, &server)
-        .test("true")
-        .set("task.setup.command", "echo fetching; echo 'E: package python3-foo has no candidate' >&2; exit 3");
+    let yaml = v1_task(&id, &dir.path, &server).test("true").set(
+        "task.setup.command",
+        "echo fetching; echo 'E: package python3-foo has no candidate' >&2; exit 3",
+    );
     let out = run_in(&yaml, &tmp_dir().path, &[]);
     let expected = "setup failed (exit 3): fetching / E: package python3-foo has no candidate";
     out.code(1).stderr_has(expected);
     assert_eq!(asked(&server), Vec::<String>::new(), "no paid call");
     let note = note(&dir.path, &id);
-    assert!(note.contains(expected) && note.contains("- Summary: failed in"), "{note}");
+    assert!(
+        note.contains(expected) && note.contains("- Summary: failed in"),
+        "{note}"
+    );
     assert_no_container(&id);
 }
 
@@ -152,14 +177,22 @@ fn setups_own_hosts_are_reachable_by_setup_and_not_by_the_worker() {
     let url = format!("http://{}/pkg", site.authority());
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
-        run_worker(&format!("@run: wget -q -O worker-got.txt {url} 2> worker-err.txt; echo $? > worker-rc.txt\n@say: tried")),
+        run_worker(&format!(
+            "@run: wget -q -O worker-got.txt {url} 2> worker-err.txt; echo $? > worker-rc.txt\n@say: tried"
+        )),
         assess(&["AC-1"], "done"),
     ]);
     let yaml = v1_task(&id, &dir.path, &server)
         .set("runner.worker.network", "allowlist")
-        .set("task.setup.command", format!("wget -q -O setup-got.txt {url}"))
+        .set(
+            "task.setup.command",
+            format!("wget -q -O setup-got.txt {url}"),
+        )
         .set("task.setup.allow", [site.authority()])
-        .test(format!("wget -q -O test-got.txt {url} 2> test-err.txt; echo $? > test-rc.txt").as_str());
+        .test(
+            format!("wget -q -O test-got.txt {url} 2> test-err.txt; echo $? > test-rc.txt")
+                .as_str(),
+        );
     let out = run_in(&yaml, &tmp_dir().path, &[]);
     out.code(0);
     let repo = &dir.path;
@@ -186,7 +219,11 @@ fn cache_task(id: &str, repo: &Path, server: &FakeOpenAi, mark: &str) -> TaskYam
 }
 
 fn quick_meta() -> FakeOpenAi {
-    FakeOpenAi::start(vec![plan(&["AC-1"]), mark_complete(), assess(&["AC-1"], "done")])
+    FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        mark_complete(),
+        assess(&["AC-1"], "done"),
+    ])
 }
 
 /// Removes the cache volumes of the repositories given, whatever happened.
@@ -207,7 +244,9 @@ fn a_cache_is_shared_by_the_tasks_of_one_repository_and_no_other() {
     for (n, (repo, mark)) in [(&a, "a1"), (&a, "a2"), (&b, "b1")].into_iter().enumerate() {
         let id = task_id(&format!("cache{n}"));
         let server = quick_meta();
-        runner(cache_task(&id, &repo.path, &server, mark)).output().code(0);
+        runner(cache_task(&id, &repo.path, &server, mark))
+            .output()
+            .code(0);
         let seen = read(&repo.path.join("seen.txt"));
         let expected = match mark {
             "a1" | "b1" => "",
@@ -227,7 +266,10 @@ fn a_cache_is_shared_by_the_tasks_of_one_repository_and_no_other() {
             .find(|l| l.contains(&format!("\t{}\t", canonical.display())))
             .unwrap_or_else(|| panic!("no cache of {}: {}", canonical.display(), listed.stdout));
         let name = line.split('\t').next().unwrap();
-        assert!(name.starts_with("agent-runner-cache-") && line.ends_with("\t/cache/t"), "{line}");
+        assert!(
+            name.starts_with("agent-runner-cache-") && line.ends_with("\t/cache/t"),
+            "{line}"
+        );
         let labels = docker_ok(&["volume", "inspect", "--format", "{{json .Labels}}", name]);
         assert!(labels.contains("agent-runner.cache.repo"), "{labels}");
     }
@@ -235,13 +277,26 @@ fn a_cache_is_shared_by_the_tasks_of_one_repository_and_no_other() {
     let (ok, _, _) = docker(&["volume", "create", "not-a-cache-of-agent-runner"]);
     assert!(ok);
     let refused = Run::new(&["cache", "rm", "not-a-cache-of-agent-runner"]).output();
-    refused.code(1).stderr_has("is not a cache volume of agent-runner's");
-    assert!(docker(&["volume", "inspect", "not-a-cache-of-agent-runner"]).0, "left alone");
+    refused
+        .code(1)
+        .stderr_has("is not a cache volume of agent-runner's");
+    assert!(
+        docker(&["volume", "inspect", "not-a-cache-of-agent-runner"]).0,
+        "left alone"
+    );
     docker_ok(&["volume", "rm", "not-a-cache-of-agent-runner"]);
-    Run::new(&["cache", "rm", "--repo", a.path.to_str().unwrap()]).output().code(0);
+    Run::new(&["cache", "rm", "--repo", a.path.to_str().unwrap()])
+        .output()
+        .code(0);
     let after = Run::new(&["cache", "ls"]).output();
     let canonical = std::fs::canonicalize(&a.path).unwrap();
-    assert!(!after.stdout.contains(&format!("\t{}\t", canonical.display())), "{}", after.stdout);
+    assert!(
+        !after
+            .stdout
+            .contains(&format!("\t{}\t", canonical.display())),
+        "{}",
+        after.stdout
+    );
 }
 
 #[test]
@@ -249,13 +304,21 @@ fn doctor_names_a_missing_test_program() {
     let dir = Scratch::new("env-doctor");
     let server = quick_meta();
     let yaml = v1_task("doctor-program", &dir.path, &server).test("pytest -q");
-    let out = Run::new(&["doctor"]).stdin(yaml.to_string()).env("OPENAI_API_KEY", "sk-x").output();
+    let out = Run::new(&["doctor"])
+        .stdin(yaml.to_string())
+        .env("OPENAI_API_KEY", "sk-x")
+        .output();
     let line = out
         .stdout
         .lines()
         .chain(out.stderr.lines())
         .find(|l| l.contains("test command's program"))
-        .unwrap_or_else(|| panic!("no check of the test's program:\n{}\n{}", out.stdout, out.stderr))
+        .unwrap_or_else(|| {
+            panic!(
+                "no check of the test's program:\n{}\n{}",
+                out.stdout, out.stderr
+            )
+        })
         .to_string();
     assert!(
         line.contains(&format!("`pytest` not found in image {TEST_IMAGE}")),
@@ -264,7 +327,10 @@ fn doctor_names_a_missing_test_program() {
     assert_ne!(out.code, Some(0));
     // With the program there, the same check passes.
     let yaml = v1_task("doctor-program", &dir.path, &server).test("sh -c true");
-    let out = Run::new(&["doctor"]).stdin(yaml.to_string()).env("OPENAI_API_KEY", "sk-x").output();
+    let out = Run::new(&["doctor"])
+        .stdin(yaml.to_string())
+        .env("OPENAI_API_KEY", "sk-x")
+        .output();
     let text = format!("{}{}", out.stdout, out.stderr);
     assert!(text.contains("`sh` is on the image's PATH"), "{text}");
 }
@@ -296,19 +362,39 @@ fn a_python_project_in_its_own_image_without_git_is_driven_to_complete() {
     let id = task_id("python");
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
-        run_worker("@run: sed -i 's/\"_\", text/\"-\", text/' slug/core.py\n@say: separators are hyphens now"),
+        run_worker(
+            "@run: sed -i 's/\"_\", text/\"-\", text/' slug/core.py\n@say: separators are hyphens now",
+        ),
         assess(&["AC-1"], "slugify joins words with hyphens; pytest passes"),
     ]);
     let yaml = v1_task(&id, &dir.path, &server)
         .image(&image)
-        .set("task.prd.text", "slugify must join words with hyphens (see tests/).")
+        .set(
+            "task.prd.text",
+            "slugify must join words with hyphens (see tests/).",
+        )
         .test("pytest -q -p no:cacheprovider");
     let out = runner(yaml).arg("--json").output();
     out.code(0);
     assert!(read(&dir.path.join("slug/core.py")).contains("\"-\", text"));
     let note = note(&dir.path, &id);
     assert!(note.contains("2 passed"), "{note}");
-    assert_eq!(asked(&server), ["plan_task", "next_action", "completion_assessment"]);
-    assert!(!docker(&["run", "--rm", "--entrypoint", "/bin/sh", &image, "-c", "command -v git"]).0, "the image has no git");
+    assert_eq!(
+        asked(&server),
+        ["plan_task", "next_action", "completion_assessment"]
+    );
+    assert!(
+        !docker(&[
+            "run",
+            "--rm",
+            "--entrypoint",
+            "/bin/sh",
+            &image,
+            "-c",
+            "command -v git"
+        ])
+        .0,
+        "the image has no git"
+    );
     assert_no_container(&id);
 }

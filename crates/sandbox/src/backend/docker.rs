@@ -384,7 +384,10 @@ fn run_args(spec: &Spec) -> Vec<String> {
     for volume in &spec.volumes {
         args.extend([
             "--mount".into(),
-            format!("type=volume,source={},target={}", volume.name, volume.target),
+            format!(
+                "type=volume,source={},target={}",
+                volume.name, volume.target
+            ),
         ]);
     }
     if let Some(dir) = &spec.workdir {

@@ -309,7 +309,13 @@ fn serve(shared: &Arc<Shared>, client: Arc<UnixStream>, at: Timestamp, id: u64) 
     let allow = match also {
         None => shared.allow.clone(),
         Some(also) => AllowList {
-            rules: shared.allow.rules.iter().chain(&also.rules).cloned().collect(),
+            rules: shared
+                .allow
+                .rules
+                .iter()
+                .chain(&also.rules)
+                .cloned()
+                .collect(),
             origin: shared.allow.origin.clone(),
         },
     };

@@ -50,8 +50,8 @@ pub use meta_api::{
 };
 pub use resolved::resolved_yaml;
 pub use runner_section::{RunnerSettings, runner_settings};
-pub use setup::SetupSpec;
 pub use schema::{builder_fields, builder_may_write, task_config_schema};
+pub use setup::SetupSpec;
 
 use crate::agent::Kind;
 use crate::egress::AllowList;

@@ -19,9 +19,26 @@ const MAX_CACHES: usize = 16;
 /// Where a cache may not go: the repository, agent-runner's own mounts, and the
 /// system's directories a volume over would break or hide.
 const NOT_A_CACHE: &[&str] = &[
-    "/", "/project", "/opt/agent-runner", "/run/agent-runner", "/tmp", "/proc", "/sys",
-    "/dev", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/usr", "/usr/bin", "/usr/lib",
-    "/root", "/home", "/var", "/var/run",
+    "/",
+    "/project",
+    "/opt/agent-runner",
+    "/run/agent-runner",
+    "/tmp",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/etc",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/usr",
+    "/usr/bin",
+    "/usr/lib",
+    "/root",
+    "/home",
+    "/var",
+    "/var/run",
 ];
 
 /// `task.setup`, defaults applied.
@@ -71,8 +88,11 @@ pub(crate) fn setup_spec(
                 // Setup's variables all go by name; these would reconfigure the
                 // host's docker client instead.
                 problems.push(
-                    InputError::new(field, "is read by the host's docker client; setup cannot set it")
-                        .with_hint("set it in runner.worker.env, or in the setup command itself"),
+                    InputError::new(
+                        field,
+                        "is read by the host's docker client; setup cannot set it",
+                    )
+                    .with_hint("set it in runner.worker.env, or in the setup command itself"),
                 );
             }
         }
@@ -108,8 +128,9 @@ fn allow(
             Err(why) => {
                 complete = false;
                 problems.push(
-                    InputError::new(format!("task.setup.allow[{n}]"), why.to_string())
-                        .with_hint("entries are host, host:port, *.suffix, *.suffix:port or host:*"),
+                    InputError::new(format!("task.setup.allow[{n}]"), why.to_string()).with_hint(
+                        "entries are host, host:port, *.suffix, *.suffix:port or host:*",
+                    ),
                 );
             }
         }
@@ -159,7 +180,9 @@ pub(crate) fn caches(raw: Option<Vec<String>>, problems: &mut InputErrors) -> Op
 fn cache_path(path: &str) -> Result<String, String> {
     let shown = agent_runner_core::text::cut_chars(path, 80);
     if !path.starts_with('/') {
-        return Err(format!("must be an absolute path in the sandbox (got {shown:?})"));
+        return Err(format!(
+            "must be an absolute path in the sandbox (got {shown:?})"
+        ));
     }
     if path.chars().any(|c| c.is_control() || c == ',' || c == ':') {
         return Err(format!(
@@ -176,9 +199,16 @@ fn cache_path(path: &str) -> Result<String, String> {
     let normal = format!("/{}", parts.join("/"));
     let under = |dir: &str| normal == dir || normal.starts_with(&format!("{dir}/"));
     if NOT_A_CACHE.contains(&normal.as_str())
-        || ["/project", "/opt/agent-runner", "/run/agent-runner", "/proc", "/sys", "/dev"]
-            .iter()
-            .any(|d| under(d))
+        || [
+            "/project",
+            "/opt/agent-runner",
+            "/run/agent-runner",
+            "/proc",
+            "/sys",
+            "/dev",
+        ]
+        .iter()
+        .any(|d| under(d))
     {
         return Err(format!(
             "{normal} cannot be a cache (the repository, agent-runner's own mounts and system directories cannot); name a directory such as /root/.cache/pip"
@@ -193,10 +223,27 @@ mod tests {
 
     #[test]
     fn cache_paths_are_normalised_and_the_sandboxs_own_refused() {
-        assert_eq!(cache_path("/root/.cache//pip/").unwrap(), "/root/.cache/pip");
-        assert_eq!(cache_path("/usr/local/cargo/./registry").unwrap(), "/usr/local/cargo/registry");
-        for bad in ["relative/pip", "/project", "/project/.venv", "/opt/agent-runner/x", "/",
-                    "/a/../project", "/proc/self", "/usr", "/tmp", "/a:b", "/a,b"] {
+        assert_eq!(
+            cache_path("/root/.cache//pip/").unwrap(),
+            "/root/.cache/pip"
+        );
+        assert_eq!(
+            cache_path("/usr/local/cargo/./registry").unwrap(),
+            "/usr/local/cargo/registry"
+        );
+        for bad in [
+            "relative/pip",
+            "/project",
+            "/project/.venv",
+            "/opt/agent-runner/x",
+            "/",
+            "/a/../project",
+            "/proc/self",
+            "/usr",
+            "/tmp",
+            "/a:b",
+            "/a,b",
+        ] {
             assert!(cache_path(bad).is_err(), "{bad} accepted");
         }
     }
@@ -210,6 +257,9 @@ mod tests {
         );
         assert!(got.is_none());
         let text = format!("{problems:?}");
-        assert!(text.contains("runner.worker.caches[1]") && text.contains("caches[0]"), "{text}");
+        assert!(
+            text.contains("runner.worker.caches[1]") && text.contains("caches[0]"),
+            "{text}"
+        );
     }
 }

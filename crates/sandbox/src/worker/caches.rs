@@ -7,8 +7,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::backend::docker_cli;
 use crate::backend::Volume;
+use crate::backend::docker_cli;
 use agent_runner_core::interrupt::Interrupt;
 
 /// Every cache volume has it (its value: the repository it belongs to).
@@ -63,9 +63,8 @@ pub struct Cache {
 
 /// Every cache volume on the Docker host, or why they cannot be listed.
 pub fn list() -> Result<Vec<Cache>, String> {
-    let format = format!(
-        "{{{{.Name}}}}\t{{{{.Label \"{LABEL_REPO}\"}}}}\t{{{{.Label \"{LABEL_PATH}\"}}}}"
-    );
+    let format =
+        format!("{{{{.Name}}}}\t{{{{.Label \"{LABEL_REPO}\"}}}}\t{{{{.Label \"{LABEL_PATH}\"}}}}");
     let args = [
         "volume",
         "ls",
@@ -101,7 +100,9 @@ pub fn list() -> Result<Vec<Cache>, String> {
 /// Removes the cache volume `name` (only one of ours: its name and label say so).
 pub fn remove(name: &str) -> Result<(), String> {
     if !list()?.iter().any(|c| c.name == name) {
-        return Err(format!("{name} is not a cache volume of agent-runner's (see `agent-runner cache ls`)"));
+        return Err(format!(
+            "{name} is not a cache volume of agent-runner's (see `agent-runner cache ls`)"
+        ));
     }
     let out = docker_cli::run(&["volume", "rm", name], SHORT, Interrupt::never())
         .map_err(|e| e.to_string())?;
@@ -125,7 +126,11 @@ mod tests {
         let b = std::env::temp_dir().join("agent-runner-cache-test-b");
         let paths = ["/root/.cache/pip".to_string(), "/root/.npm".to_string()];
         let (va, vb) = (volumes(&a, &paths), volumes(&b, &paths));
-        assert_eq!(va, volumes(&a, &paths), "the same repository, the same volumes");
+        assert_eq!(
+            va,
+            volumes(&a, &paths),
+            "the same repository, the same volumes"
+        );
         assert_ne!(va[0].name, va[1].name);
         assert_ne!(va[0].name, vb[0].name, "another repository, another volume");
         assert!(va[0].name.starts_with(PREFIX) && va[0].name.len() == PREFIX.len() + 25);

@@ -10,8 +10,8 @@ pub mod container;
 pub mod docker;
 pub mod envelope;
 pub mod git;
-pub(crate) mod prepare;
 pub(crate) mod live;
+pub(crate) mod prepare;
 pub mod scratch;
 pub(crate) mod session;
 
@@ -22,12 +22,15 @@ pub(crate) use crate::agent::{RunOutcome, Transcript};
 use crate::backend::BackendError;
 pub(crate) use crate::backend::PROJECT_DIR;
 use crate::backend::privileges::Finding;
-pub use prepare::{FIND_PROGRAM, FOUND, MISSING, missing as missing_program, program as test_program, setup_error, setup_failed};
 use crate::task::{SetupSpec, TestSpec};
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Usage;
 use envelope::Leftovers;
 use git::RepoChanges;
+pub use prepare::{
+    FIND_PROGRAM, FOUND, MISSING, missing as missing_program, program as test_program, setup_error,
+    setup_failed,
+};
 
 /// One worker (agent) run.
 #[derive(Debug, Clone)]

@@ -9,8 +9,8 @@ use super::{SetupRun, TestRun};
 /// Shell words that are not a program to look for.
 const KEYWORDS: &[&str] = &[
     "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
-    "in", "!", "{", "}", "function", "select", "time", "exec", "env", "command", "nice",
-    "timeout", "sudo",
+    "in", "!", "{", "}", "function", "select", "time", "exec", "env", "command", "nice", "timeout",
+    "sudo",
 ];
 
 /// The program the test command runs first, when that is a plain word (`pytest` in
@@ -27,8 +27,7 @@ pub fn program(command: &str) -> Option<&str> {
 /// The script that says whether `$1` is a program (or builtin) on the sandbox's
 /// PATH: it prints `FOUND` or `MISSING` (shells differ in the exit code of a failed
 /// `command -v`: busybox's is 127, as for a shell that could not start).
-pub const FIND_PROGRAM: &str =
-    "if command -v \"$1\" >/dev/null 2>&1; then echo agent-runner-found; else echo agent-runner-missing; fi";
+pub const FIND_PROGRAM: &str = "if command -v \"$1\" >/dev/null 2>&1; then echo agent-runner-found; else echo agent-runner-missing; fi";
 /// What `FIND_PROGRAM` prints when the program is there.
 pub const FOUND: &str = "agent-runner-found";
 /// What `FIND_PROGRAM` prints when it is not.
@@ -70,7 +69,10 @@ pub fn setup_failed(run: &SetupRun) -> Option<String> {
             agent_runner_core::timestamp::human(run.duration)
         )
     } else {
-        format!("exit {}", run.exit_code.map_or("none".into(), |c| c.to_string()))
+        format!(
+            "exit {}",
+            run.exit_code.map_or("none".into(), |c| c.to_string())
+        )
     };
     Some(format!(
         "setup failed ({how}): {}",
@@ -80,7 +82,11 @@ pub fn setup_failed(run: &SetupRun) -> Option<String> {
 
 /// The last `n` non-empty lines of `text`, joined with " / ".
 fn tail_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     lines[lines.len().saturating_sub(n)..].join(" / ")
 }
 
@@ -93,8 +99,17 @@ mod tests {
         assert_eq!(program("pytest -q tests/"), Some("pytest"));
         assert_eq!(program("  python3 -m pytest"), Some("python3"));
         assert_eq!(program("cargo test --locked"), Some("cargo"));
-        for none in ["./run-tests.sh", "FOO=1 pytest", "$PYTEST", "\"pytest\"", "if true; then :; fi",
-                     "(cd x && make)", "env X=1 make", "bin/test", ""] {
+        for none in [
+            "./run-tests.sh",
+            "FOO=1 pytest",
+            "$PYTEST",
+            "\"pytest\"",
+            "if true; then :; fi",
+            "(cd x && make)",
+            "env X=1 make",
+            "bin/test",
+            "",
+        ] {
             assert_eq!(program(none), None, "{none}");
         }
     }
@@ -119,7 +134,10 @@ mod tests {
     #[test]
     fn only_126_and_127_saying_not_found_are_setup_errors() {
         let err = setup_error(&run(127, "sh: 1: pytest: not found\n"), "img").unwrap();
-        assert!(err.contains("pytest: not found") && err.contains("exit 127") && err.contains("img"), "{err}");
+        assert!(
+            err.contains("pytest: not found") && err.contains("exit 127") && err.contains("img"),
+            "{err}"
+        );
         assert!(setup_error(&run(126, "x: not found"), "img").is_some());
         assert!(setup_error(&run(1, "E   AssertionError: name not found"), "img").is_none());
         assert!(setup_error(&run(127, "FAILED test_x.py::test_y"), "img").is_none());
