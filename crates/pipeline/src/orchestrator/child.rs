@@ -48,6 +48,7 @@ pub(crate) struct ChildRun {
 /// stdin, its caches those of `cache_repo` (the workspace's directory, whichever
 /// clone the attempt runs in); stderr to `stderr_log`. `interrupt` forwards a SIGTERM to the child (it
 /// then cleans up); `started` is told the child's pid as soon as it runs.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     exe: &Path,
     config: &str,
@@ -173,6 +174,7 @@ mod tests {
             &log,
             Interrupt::never(),
             false,
+            &dir,
             &mut |p| pid = p,
         )
         .unwrap();
