@@ -533,7 +533,8 @@ fn a_resumed_task_has_only_the_time_left_of_its_deadline() {
     assert_eq!(
         server.received().len(),
         3,
-        "plan, and one next_action per run"
+        "plan, and one next_action per run: {resumed}\n{}",
+        out.stderr
     );
     assert_no_container(&id);
 }
