@@ -5,7 +5,8 @@
 # check), bench/web.py (the web view), bench/plan.py
 # (plans), bench/watch.py (events followed, the state file), bench/agents.py
 # (claude-code-cli, Meta through codex-cli; needs the real worker image), bench/tools.py
-# (the tools volume: its fill, start to the first worker run with it),
+# (the tools volume: its fill, start to the first worker run with it), bench/setup.py
+# (task.setup pip install from PyPI, then again with the pip cache),
 # bench/review.py (delivery and notification) and bench/pipeline.py (the
 # orchestrator, the TaskStore).
 # BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
@@ -22,6 +23,7 @@ python3 bench/web.py
 python3 bench/plan.py
 python3 bench/watch.py
 python3 bench/tools.py
+python3 bench/setup.py
 if docker image inspect agent-runner-codex:latest >/dev/null 2>&1; then
   python3 bench/agents.py
 else

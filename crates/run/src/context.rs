@@ -104,6 +104,8 @@ pub struct TaskContext {
     pub interrupted: bool,
     /// How the sandbox went away (set once it has).
     pub(crate) teardown: Option<Teardown>,
+    /// `task.setup` as it ran in this run's sandbox (SPEC §21).
+    pub setup: Option<agent_runner_sandbox::worker::SetupRun>,
     /// Where the run's events go as they happen (SPEC §19).
     pub events: Events,
     /// What this run carries over from the runs before it (`run --resume`).
@@ -131,6 +133,7 @@ impl TaskContext {
             failure: None,
             interrupted: false,
             teardown: None,
+            setup: None,
             events: Events::none(),
             resumed: None,
             budget_exhausted: None,

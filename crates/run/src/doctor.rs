@@ -28,6 +28,7 @@ use agent_runner_sandbox::task::{
     AgentFrom, DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task, WorkerEnv,
 };
 use agent_runner_sandbox::worker::container::home_links;
+use agent_runner_sandbox::worker::{FIND_PROGRAM, FOUND, MISSING, missing_program, test_program};
 
 /// Limit for docker commands that only talk to the daemon.
 const CLI_TIMEOUT: Duration = Duration::from_secs(20);
@@ -52,6 +53,9 @@ pub struct Target {
     /// The agent CLIs a run uses: the worker's first, then Meta's codex when it is
     /// another CLI or image.
     pub(crate) agents: Vec<Agent>,
+    /// The program the task's test command starts with, when it is a plain word
+    /// (SPEC §21), and whether the task has a `task.setup` that may install it.
+    pub(crate) test_program: Option<(String, bool)>,
 }
 
 /// An agent CLI a run uses, where, and how it logs in.
@@ -96,6 +100,7 @@ impl Target {
                 auth: auth_source(login, None),
                 from: AgentFrom::default(),
             }],
+            test_program: None,
         }
     }
 
@@ -141,6 +146,11 @@ impl Target {
             },
             meta_in_sandbox: matches!(task.meta.backend, MetaBackend::CodexCli(_)),
             agents,
+            test_program: task
+                .test
+                .as_ref()
+                .and_then(|t| test_program(&t.command))
+                .map(|p| (p.to_string(), task.setup.is_some())),
         }
     }
 }
@@ -264,6 +274,11 @@ pub fn run_all(
         let what = in_image(agent, target);
         r.run_if(needs, &what, || agent_version(&docker, target, agent));
     }
+    if let Some((program, setup)) = &target.test_program {
+        r.run_if(needs, TEST_PROGRAM, || {
+            program_in_image(&docker, target, program, *setup)
+        });
+    }
     r.run_if(needs, GIT_IN_IMAGE, || git_in_image(&docker, target));
     r.run_if(needs, FILE_OWNERSHIP, || file_ownership(&docker, target));
     for agent in &target.agents {
@@ -284,6 +299,7 @@ fn in_image(agent: &Agent, target: &Target) -> String {
 
 const EGRESS: &str = "egress proxy";
 const GIT_IN_IMAGE: &str = "git in the image";
+const TEST_PROGRAM: &str = "test command's program";
 const FILE_OWNERSHIP: &str = "file ownership";
 
 /// The checks so far, and where each is reported.
@@ -549,6 +565,44 @@ fn git_in_image(docker: &Docker, target: &Target) -> Check {
                 _ => format!("`git --version` failed: {}", last_line(&out.stderr)),
             },
             "rebuild the image with `make sandbox-image`; without git, runs record no git snapshots",
+        ),
+        Err(reason) => Check::fail(what, reason, "install the Docker CLI"),
+    }
+}
+
+/// The test command's program on the image's PATH, as the preflight of a run looks
+/// for it (SPEC §21); with a `task.setup`, setup may still install it.
+fn program_in_image(docker: &Docker, target: &Target, program: &str, setup: bool) -> Check {
+    let what = TEST_PROGRAM;
+    let mut spec = Spec::new(
+        &target.image,
+        Main::shell(FIND_PROGRAM, ["sh".to_string(), program.to_string()]),
+    );
+    spec.network = Net::from(target.network);
+    spec.as_user = true;
+    match docker.start(&spec) {
+        Ok(out) if out.stdout.contains(FOUND) => {
+            Check::ok(what, format!("`{program}` is on the image's PATH"))
+        }
+        Ok(out) if out.stdout.contains(MISSING) && setup => Check::ok(
+            what,
+            format!(
+                "`{program}` is not in image {}; task.setup must install it (checked before the first paid call)",
+                target.image
+            ),
+        ),
+        Ok(out) if out.stdout.contains(MISSING) => Check::fail(
+            what,
+            missing_program(program, &target.image),
+            "install it in the image (your own docker_image) or in task.setup",
+        ),
+        Ok(out) => Check::fail(
+            what,
+            format!(
+                "the image could not look for `{program}`: {}",
+                last_line(&out.stderr)
+            ),
+            "the image needs /bin/sh",
         ),
         Err(reason) => Check::fail(what, reason, "install the Docker CLI"),
     }

@@ -19,7 +19,7 @@ use agent_runner_sandbox::egress::Origin;
 use agent_runner_sandbox::task::{MetaBackend, Network, PrdSource};
 use agent_runner_sandbox::worker::envelope::Leftovers;
 use agent_runner_sandbox::worker::git::RepoChanges;
-use agent_runner_sandbox::worker::{TestRun, WorkerRun};
+use agent_runner_sandbox::worker::{SetupRun, TestRun, WorkerRun};
 
 /// Output shown in the note per worker or test run (the full log is on disk).
 const NOTE_TAIL: usize = 8 * 1024;
@@ -397,6 +397,9 @@ fn cost(usd: Option<f64>) -> String {
 
 fn tests(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     writeln!(out, "\n---\n\n## 5. Test Result\n")?;
+    if let Some(run) = &ctx.setup {
+        setup_run(out, run)?;
+    }
     match (ctx.last_test_run(), &ctx.task.test) {
         (Some(run), _) => test_run(out, run, ctx.test_runs.len())?,
         (None, Some(test)) => writeln!(
@@ -799,6 +802,66 @@ fn privileges(out: &mut String, findings: &[Finding]) -> std::fmt::Result {
     }
     if findings.len() > MAX_FILES_SHOWN {
         writeln!(out, "  - … and {} more", findings.len() - MAX_FILES_SHOWN)?;
+    }
+    Ok(())
+}
+
+/// `task.setup` as it ran before the first paid call (SPEC §21).
+fn setup_run(out: &mut String, run: &SetupRun) -> std::fmt::Result {
+    let verdict = if run.interrupted {
+        "interrupted"
+    } else if run.timed_out {
+        "timed out"
+    } else if run.passed() {
+        "passed"
+    } else {
+        "failed"
+    };
+    writeln!(
+        out,
+        "Setup (once in this sandbox, before the first paid call):\n"
+    )?;
+    writeln!(out, "- Command: {}", code_span(&run.command))?;
+    writeln!(
+        out,
+        "- Summary: {verdict} in {} (exit {})",
+        human(run.duration),
+        run.exit_code.map_or("none".to_string(), |c| c.to_string())
+    )?;
+    if let Some(egress) = &run.egress {
+        let hosts: Vec<String> = egress
+            .destinations
+            .iter()
+            .map(|t| {
+                let how = if t.allowed { "allowed" } else { "denied" };
+                format!("{} {how} ×{}", t.destination, t.connections)
+            })
+            .collect();
+        writeln!(
+            out,
+            "- Egress: {} allowed, {} denied{}; setup's own hosts: {}",
+            egress.allowed,
+            egress.denied,
+            if hosts.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", inline(&hosts.join(", ")))
+            },
+            if run.allow.is_empty() {
+                "none".to_string()
+            } else {
+                inline(&run.allow.join(", "))
+            }
+        )?;
+    }
+    writeln!(
+        out,
+        "- Full log: {}\n",
+        inline(&run.log_path.display().to_string())
+    )?;
+    if !run.output_tail.trim().is_empty() {
+        out.push_str(&fence("text", &tail(&run.output_tail, NOTE_TAIL)));
+        out.push('\n');
     }
     Ok(())
 }

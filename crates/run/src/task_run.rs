@@ -186,6 +186,10 @@ fn execute(
         session_dir: Some(session_dir),
         deadline,
     });
+    // The orchestrator runs an attempt in a clone; its caches are the workspace's.
+    if let Some(repo) = std::env::var_os("AGENT_RUNNER_CACHE_REPO").filter(|r| !r.is_empty()) {
+        sandbox.caches_of(std::path::Path::new(&repo));
+    }
     let note_path = task.note_path();
     let mut ctx = TaskContext::new(task);
     ctx.events = events;

@@ -1,6 +1,7 @@
 //! Command line: parses arguments and dispatches to one module per command. stdout
 //! carries only results; progress and errors go to stderr.
 
+mod cache;
 mod doctor;
 mod input;
 mod orchestrate;
@@ -63,6 +64,11 @@ enum Command {
     /// Meta endpoint, file ownership): one line per check. Uses the Task YAML on stdin
     /// if given, else the defaults.
     Doctor,
+    /// Cache volumes of runner.worker.caches (one per repository and path): ls, rm.
+    Cache {
+        #[command(subcommand)]
+        command: cache::CacheCommand,
+    },
     /// Workspaces: a project directory plus its task metadata ($AGENT_RUNNER_HOME).
     Workspace {
         #[command(subcommand)]
@@ -160,6 +166,7 @@ pub(crate) fn main() -> i32 {
         } => run::run(meta_model, json, resume, message, interrupt),
         Command::Validate => validate::validate(interrupt),
         Command::Doctor => doctor::doctor(interrupt),
+        Command::Cache { command } => cache::run(command),
         Command::Workspace { command } => workspace::run(command),
         Command::Task { command } => task::run(command),
         Command::Plan(args) => plan::run(args, interrupt),

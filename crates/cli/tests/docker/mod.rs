@@ -13,6 +13,7 @@ mod dependencies;
 mod doctor;
 mod egress;
 mod follow_up;
+mod environment;
 mod isolation;
 mod meta_apis;
 mod notify;

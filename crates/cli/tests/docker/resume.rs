@@ -517,8 +517,9 @@ fn a_resumed_task_has_only_the_time_left_of_its_deadline() {
         "{first}"
     );
     assert!(state(&dir.path, &id)["elapsed_ms"].as_u64().unwrap() >= 8000);
-    // 11 s for the whole task: at most 3 s are left for this run.
-    let out = runner(yaml(11)).args(&["--json", "--resume"]).output();
+    // 14 s for the whole task: at most 6 s are left for this run (its sandbox starts
+    // before its first paid call, SPEC §21, within them).
+    let out = runner(yaml(14)).args(&["--json", "--resume"]).output();
     out.code(1);
     let resumed = result(&out.stdout);
     assert_eq!(
@@ -526,13 +527,14 @@ fn a_resumed_task_has_only_the_time_left_of_its_deadline() {
         "{resumed}"
     );
     assert!(
-        resumed["duration_ms"].as_u64().unwrap() < 8000,
-        "the worker was stopped at the task's deadline, not 11 s into this run: {resumed}"
+        resumed["duration_ms"].as_u64().unwrap() < 11_000,
+        "the worker was stopped at the task's deadline, not 14 s into this run: {resumed}"
     );
     assert_eq!(
         server.received().len(),
         3,
-        "plan, and one next_action per run"
+        "plan, and one next_action per run: {resumed}\n{}",
+        out.stderr
     );
     assert_no_container(&id);
 }

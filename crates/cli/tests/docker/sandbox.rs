@@ -32,6 +32,7 @@ fn settings() -> WorkerSettings {
         allow: Default::default(),
         env: vec![],
         limits: WorkerLimits::default(),
+        caches: vec![],
     }
 }
 

@@ -185,3 +185,49 @@ fn build(tag: &str, context: &super::Scratch, dockerfile: &str) {
         .output();
     assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
 }
+
+/// The Debian base sandbox/build.sh makes with debootstrap where no registry is
+/// reachable (shared; only read here).
+pub const DEBIAN_BASE: &str = "agent-runner-sandbox-base:bookworm";
+
+/// A project's own image as a team would have it: Debian with python3 and pytest
+/// (and pip), no git, and this tree's fake codex as its agent; built once from
+/// `DEBIAN_BASE` with apt-get, tagged by its recipe.
+pub fn image_with_python() -> String {
+    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let fake = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../testdata/worker-image/codex");
+            let codex = std::fs::read(&fake).unwrap();
+            let dockerfile = format!(
+                "FROM {DEBIAN_BASE}\n\
+                 RUN apt-get update -q && apt-get install -y -q --no-install-recommends python3 python3-pytest python3-pip \
+                 && rm -rf /var/lib/apt/lists/* && ! command -v git\n\
+                 COPY codex /usr/local/bin/codex\nRUN chmod 755 /usr/local/bin/codex\n"
+            );
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            (&dockerfile, &codex).hash(&mut hasher);
+            let tag = format!("agent-runner-test-python:{:016x}", hasher.finish());
+            if docker(&["image", "inspect", &tag]).0 {
+                return tag;
+            }
+            assert!(
+                docker(&["image", "inspect", DEBIAN_BASE]).0,
+                "{DEBIAN_BASE} is missing: `make sandbox-image` (as root, without a registry) makes it"
+            );
+            let context = super::Scratch::new("python-image");
+            context.file("codex", &codex);
+            context.file("Dockerfile", &dockerfile);
+            // apt-get reaches the Debian mirror from the build: the host's network.
+            let out = Run::program("docker", &["build", "-q", "--network", "host", "-t", &tag])
+                .arg(context.path.to_str().unwrap())
+                .env("DOCKER_BUILDKIT", "0")
+                .deadline(Duration::from_secs(600))
+                .output();
+            assert_eq!(out.code, Some(0), "docker build of {tag}: {}", out.stderr);
+            tag
+        })
+        .clone()
+}

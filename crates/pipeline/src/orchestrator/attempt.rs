@@ -443,6 +443,7 @@ fn build(
         root_dir: run_dir,
         acceptance_criteria: task.plan.acceptance_criteria.as_deref().unwrap_or_default(),
         test: choice.pinned.as_ref(),
+        setup: ws.defaults.setup(),
     };
     let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
         .map_err(|e| failed(format!("the Task Builder's TaskConfig is unusable: {e}")))?;
@@ -491,6 +492,7 @@ fn resumed_config(
         root_dir: run_dir,
         acceptance_criteria: task.plan.acceptance_criteria.as_deref().unwrap_or_default(),
         test: choice.pinned.as_ref(),
+        setup: ws.defaults.setup(),
     };
     let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
         .map_err(|e| failed(format!("cannot resume job {from}: its TaskConfig: {e}")))?;
@@ -605,6 +607,7 @@ fn run_and_bring_back(
         &stderr_log,
         setup.interrupt,
         claimed.resume_from.is_some(),
+        &ws.root_dir,
         &mut started,
     );
     place.free();

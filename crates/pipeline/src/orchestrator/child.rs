@@ -45,8 +45,10 @@ pub(crate) struct ChildRun {
 }
 
 /// Runs `exe run --json` (`--resume` with `resume`) in `cwd` with `config` on
-/// stdin; stderr to `stderr_log`. `interrupt` forwards a SIGTERM to the child (it
+/// stdin, its caches those of `cache_repo` (the workspace's directory, whichever
+/// clone the attempt runs in); stderr to `stderr_log`. `interrupt` forwards a SIGTERM to the child (it
 /// then cleans up); `started` is told the child's pid as soon as it runs.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     exe: &Path,
     config: &str,
@@ -54,6 +56,7 @@ pub(crate) fn run(
     stderr_log: &Path,
     interrupt: Interrupt,
     resume: bool,
+    cache_repo: &Path,
     started: &mut dyn FnMut(u32),
 ) -> Result<ChildRun, String> {
     let mut args = vec!["run", "--json"];
@@ -64,6 +67,7 @@ pub(crate) fn run(
         .args(args)
         .cwd(cwd)
         .stdin(config)
+        .env("AGENT_RUNNER_CACHE_REPO", &cache_repo.display().to_string())
         .stderr_to(stderr_log)
         .die_with_parent();
     let limits = Limits {
@@ -170,6 +174,7 @@ mod tests {
             &log,
             Interrupt::never(),
             false,
+            &dir,
             &mut |p| pid = p,
         )
         .unwrap();

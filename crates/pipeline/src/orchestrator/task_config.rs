@@ -32,6 +32,8 @@ pub(crate) struct Invariants<'a> {
     pub(crate) acceptance_criteria: &'a [String],
     /// The pinned test that won (SPEC §16); none leaves the draft's.
     pub(crate) test: Option<&'a PinnedTest>,
+    /// The workspace's `defaults.task.setup` (SPEC §21); a Task Builder never writes one.
+    pub(crate) setup: Option<&'a serde_json::Value>,
 }
 
 /// The TaskConfig YAML: the draft (checked by `builder::reply::check_builder_keys`) with the
@@ -70,6 +72,10 @@ pub(crate) fn complete(
     }
     if let Some(test) = invariants.test {
         task.insert("test".into(), test.to_yaml());
+    }
+    if let Some(setup) = invariants.setup {
+        let setup: Value = serde_norway::to_value(setup).map_err(|e| e.to_string())?;
+        task.insert("setup".into(), setup);
     }
     let project = section(task, "project")?;
     project.insert(
@@ -162,6 +168,7 @@ mod tests {
             root_dir: root,
             acceptance_criteria: &[],
             test: None,
+            setup: None,
         }
     }
 

@@ -59,6 +59,9 @@ pub(crate) struct TaskDefaults {
         skip_serializing_if = "Option::is_none"
     )]
     pub(crate) test: Option<PinnedTest>,
+    /// `task.setup` of every task (SPEC §21), as in Task YAML.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) setup: Option<Value>,
 }
 
 /// `defaults.builder`: which Task Builder turns a prompt into a TaskConfig.
@@ -177,6 +180,9 @@ impl Defaults {
         for (index, notifier) in self.notify.iter().enumerate() {
             notifier.check(index)?;
         }
+        if let Some(setup) = self.setup() {
+            check_setup(setup)?;
+        }
         if let Some(builder) = &self.builder {
             match (builder.kind, &builder.script) {
                 (BuilderKind::Scripted, None) => {
@@ -198,6 +204,11 @@ impl Defaults {
             }
         }
         Ok(())
+    }
+
+    /// `defaults.task.setup`, if any.
+    pub(crate) fn setup(&self) -> Option<&Value> {
+        self.task.as_ref()?.setup.as_ref()
     }
 
     /// The workspace's pinned test, if any.
@@ -257,6 +268,26 @@ const RUNNER_KEYS: &[&str] = &["meta", "worker", "pricing", "budget", "max_stall
 
 /// `runner` must hold only the Task YAML's runner keys, and with placeholders for
 /// what the orchestrator fills in, make a TaskConfig the runner accepts.
+/// `defaults.task.setup` read by the runner's own parser, in a task around it.
+fn check_setup(setup: &Value) -> Result<(), String> {
+    let config = serde_json::json!({
+        "task": {"id": "defaults-check", "title": "check", "instructions": "check",
+                 "project": {"root_dir": std::env::temp_dir()}, "setup": setup},
+        "runner": {"meta": {"model": PLACEHOLDER}, "worker": {"type": "docker_codex_cli"}},
+    });
+    let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
+    let var = |_: &str| Some(std::ffi::OsString::from("value-of-a-variable"));
+    agent_runner_sandbox::task::parse(
+        &yaml,
+        &agent_runner_sandbox::task::Host {
+            var: &var,
+            cwd: Ok(std::env::temp_dir()),
+        },
+    )
+    .map(|_| ())
+    .map_err(|e| e.with_hints())
+}
+
 fn check_runner(runner: &Value) -> Result<(), String> {
     let Value::Object(map) = runner else {
         return Err("runner: expected a mapping with `meta` and/or `worker`".into());

@@ -25,7 +25,7 @@ use agent_runner_core::timestamp::human;
 use agent_runner_meta::{MetaError, MetaOutcome};
 use agent_runner_sandbox::agent::RunOutcome;
 use agent_runner_sandbox::task::TestSpec;
-use agent_runner_sandbox::worker::{Sandbox, SandboxError};
+use agent_runner_sandbox::worker::{Sandbox, SandboxError, setup_error};
 use meta::Meta;
 pub use protocol::{Action, NextAction};
 
@@ -87,6 +87,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
 
     fn drive(&mut self, ctx: &mut TaskContext) -> Result<(), Stop> {
         let max_loops = ctx.task.meta.max_loops;
+        self.prepare(ctx)?;
         move_to(ctx, TaskState::Planning, "")?;
         if let Some(resumed) = ctx.resumed.as_ref().filter(|_| !ctx.criteria.is_empty()) {
             // SPEC §19: the criteria and loops of the runs before; no plan_task.
@@ -168,6 +169,37 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
                 )));
             }
             move_to(ctx, TaskState::Running, &why)?;
+        }
+    }
+
+    /// Before the first paid call (SPEC §21): the sandbox up, `task.setup` run once
+    /// in it, the test's program found; a failure ends the task with no Meta call.
+    fn prepare(&mut self, ctx: &mut TaskContext) -> Result<(), Stop> {
+        let (test, setup) = (ctx.task.test.clone(), ctx.task.setup.clone());
+        if let Some(setup) = &setup {
+            log::info!("setup: `{}`", first_line(&setup.command));
+        }
+        let prepared = self
+            .sandbox
+            .prepare(test.as_ref(), setup.as_ref())
+            .map_err(sandbox_stop)?;
+        if let Some(run) = &prepared.setup {
+            log::info!(
+                "setup: {} in {} (exit {})",
+                if run.passed() { "passed" } else { "failed" },
+                human(run.duration),
+                exit_code(run.exit_code)
+            );
+        }
+        let interrupted = prepared.setup.as_ref().is_some_and(|r| r.interrupted);
+        ctx.setup = prepared.setup;
+        self.step_done(ctx)?;
+        if interrupted {
+            return Err(Stop::Interrupted);
+        }
+        match prepared.failed {
+            Some(why) => Err(Stop::Failed(why)),
+            None => Ok(()),
         }
     }
 
@@ -261,13 +293,15 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
             human(run.duration)
         );
         let interrupted = run.interrupted;
+        let setup_error = setup_error(&run, &ctx.task.worker.docker_image);
         ctx.test_runs.push(run);
         self.step_done(ctx)?;
         if interrupted {
-            Err(Stop::Interrupted)
-        } else {
-            Ok(())
+            return Err(Stop::Interrupted);
         }
+        // The program is not there: no worker run will put it in the image, so no
+        // further paid call is made for it.
+        setup_error.map_or(Ok(()), |why| Err(Stop::Failed(why)))
     }
 
     /// Asks Meta for its assessment and ticks the criteria it names. None when the

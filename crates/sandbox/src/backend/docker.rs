@@ -26,7 +26,7 @@ use super::docker_cli::{
     self, DockerFault, call, cli_missing, daemon_problem, fault_in, last_lines, mount_spec,
     remove_container,
 };
-use super::spec::{Exec, Net, Spec, Var};
+use super::spec::{Exec, Net, Spec, Var, Volume};
 use super::{Backend, BackendError, Instance, Output, Started, seccomp, sweep};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{
@@ -62,6 +62,9 @@ impl Backend for Docker {
             .name
             .clone()
             .ok_or_else(|| BackendError::Io("a held container needs a name".into()))?;
+        for volume in &spec.volumes {
+            create_volume(volume, self.short)?;
+        }
         let watchdog = Watchdog::start(&name, spec.watchdog)?;
         let invocation = seccomp::with_profile(docker_cli::command().args(run_args(spec)));
         let mut held = match process::spawn_held(&invocation) {
@@ -319,6 +322,25 @@ impl Watchdog {
     }
 }
 
+/// `docker volume create` of `volume` with its labels; a volume of that name that
+/// exists already is kept as it is.
+fn create_volume(volume: &Volume, deadline: Duration) -> Result<(), BackendError> {
+    let mut args = vec!["volume".to_string(), "create".into()];
+    for (label, value) in &volume.labels {
+        args.extend(["--label".into(), format!("{label}={value}")]);
+    }
+    args.push(volume.name.clone());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = docker_cli::call(&args, deadline, Interrupt::never())?;
+    if out.ok {
+        return Ok(());
+    }
+    Err(BackendError::Failed {
+        command: format!("docker volume create {}", volume.name),
+        detail: docker_cli::last_lines(&out.stderr, 3),
+    })
+}
+
 /// The `docker run` arguments of `spec`.
 fn run_args(spec: &Spec) -> Vec<String> {
     let mut args: Vec<String> = if spec.held {
@@ -368,6 +390,15 @@ fn run_args(spec: &Spec) -> Vec<String> {
             false => mount_spec(&mount.source, &mount.target, mount.readonly),
         };
         args.extend(["--mount".into(), value]);
+    }
+    for volume in &spec.volumes {
+        args.extend([
+            "--mount".into(),
+            format!(
+                "type=volume,source={},target={}",
+                volume.name, volume.target
+            ),
+        ]);
     }
     if let Some(dir) = &spec.workdir {
         args.extend(["-w".into(), dir.clone()]);

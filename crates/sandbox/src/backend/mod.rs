@@ -84,7 +84,7 @@ pub use docker::Docker;
 pub use docker_cli::Output;
 pub use error::BackendError;
 pub use socket::SocketLink;
-pub use spec::{Confinement, Exec, Main, Mount, Net, Ready, Spec, Tmpfs, Var};
+pub use spec::{Confinement, Exec, Main, Mount, Net, Ready, Spec, Tmpfs, Var, Volume};
 
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{Capture, Finished, HeldWait, Limits, Stop};

@@ -37,6 +37,8 @@ pub struct Spec {
     /// HOME that user can write; as root when agent-runner is root.
     pub as_user: bool,
     pub mounts: Vec<Mount>,
+    /// Named volumes, made with their labels if they do not exist yet.
+    pub volumes: Vec<Volume>,
     pub tmpfs: Vec<Tmpfs>,
     pub workdir: Option<String>,
 }
@@ -57,6 +59,7 @@ impl Spec {
             limits: None,
             as_user: false,
             mounts: Vec::new(),
+            volumes: Vec::new(),
             tmpfs: Vec::new(),
             workdir: None,
         }
@@ -148,6 +151,15 @@ impl Mount {
             ..Mount::new(name, target, true)
         }
     }
+}
+
+/// A named volume mounted read-write (a cache, SPEC §21).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Volume {
+    pub name: String,
+    /// Absolute, in the sandbox.
+    pub target: String,
+    pub labels: Vec<(String, String)>,
 }
 
 /// A file system in memory, only the sandbox user's (mode 0700), that nothing can

@@ -90,6 +90,17 @@ impl Egress {
         Ok(Egress { proxy })
     }
 
+    /// Allows `also` besides the task's list for new connections (`task.setup.allow`
+    /// while setup runs); None: the task's list alone again.
+    pub fn allow_also(&self, also: Option<AllowList>) {
+        self.proxy.allow_also(also);
+    }
+
+    /// What the proxy did so far.
+    pub fn summary(&self) -> Summary {
+        self.proxy.summary()
+    }
+
     /// Stops the proxy (closing its connections) and returns what it did.
     pub fn stop(self) -> Summary {
         self.proxy.stop()

@@ -77,6 +77,8 @@ pub(crate) struct Proxy {
 
 struct Shared {
     allow: AllowList,
+    /// More hosts for a while (`task.setup.allow`, while setup runs).
+    also: Mutex<Option<AllowList>>,
     journal: Journal,
     settings: Settings,
     stopping: AtomicBool,
@@ -103,6 +105,7 @@ impl Proxy {
         let (woken, wake) = pipe()?;
         let shared = Arc::new(Shared {
             allow,
+            also: Mutex::new(None),
             journal,
             settings,
             stopping: AtomicBool::new(false),
@@ -118,6 +121,19 @@ impl Proxy {
             acceptor: Some(acceptor),
             wake: Some(wake),
         })
+    }
+
+    /// Allows `also` besides the proxy's list from now on for new connections
+    /// (None: the list alone again).
+    pub(crate) fn allow_also(&self, also: Option<AllowList>) {
+        if let Ok(mut current) = self.shared.also.lock() {
+            *current = also;
+        }
+    }
+
+    /// The tally so far.
+    pub(crate) fn summary(&self) -> Summary {
+        self.shared.journal.summary()
     }
 
     /// Stops accepting, closes every live connection, and returns the tally.
@@ -289,7 +305,21 @@ fn serve(shared: &Arc<Shared>, client: Arc<UnixStream>, at: Timestamp, id: u64) 
     };
     let destination = request.destination.clone();
     let mut record = Record::new(at, destination.host.to_string(), destination.port);
-    match policy::decide(&shared.allow, &destination, request.via, settings.resolve) {
+    let also = shared.also.lock().ok().and_then(|also| also.clone());
+    let allow = match also {
+        None => shared.allow.clone(),
+        Some(also) => AllowList {
+            rules: shared
+                .allow
+                .rules
+                .iter()
+                .chain(&also.rules)
+                .cloned()
+                .collect(),
+            origin: shared.allow.origin.clone(),
+        },
+    };
+    match policy::decide(&allow, &destination, request.via, settings.resolve) {
         Verdict::Deny {
             reason,
             allow_entry,

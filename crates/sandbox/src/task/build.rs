@@ -51,6 +51,7 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
     let criteria = problems.take(acceptance_criteria(section.acceptance_criteria));
     let repo = problems.take(repo);
     let runner = raw.runner.unwrap_or_default();
+    let setup = super::setup::setup_spec(section.setup, network_of(&runner), host, problems);
     let bounds = bounds::bounds(
         RawBounds {
             pricing: runner.pricing,
@@ -78,12 +79,28 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
         repo: repo?,
         prd: prd?,
         test,
+        setup: setup?,
         acceptance_criteria: criteria?,
         meta: meta?,
         worker: worker?,
         login: login?,
         bounds: bounds?,
     })
+}
+
+/// `runner.worker.network` as written, when it is one we know (for the rules of
+/// `task.setup.allow`; the worker's own section reports a bad one).
+fn network_of(runner: &super::raw::RawRunner) -> Option<super::Network> {
+    use super::Network;
+    let network = runner.worker.as_ref().map(|w| w.network.as_deref());
+    match network.flatten() {
+        None => Some(Network::Allowlist),
+        Some("allowlist") => Some(Network::Allowlist),
+        Some("none") => Some(Network::None),
+        Some("host") => Some(Network::Host),
+        Some("bridge") => Some(Network::Bridge),
+        Some(_) => None,
+    }
 }
 
 /// `runner.worker` and the login of its agent. The login is resolved first (the
@@ -134,6 +151,7 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         problems.push(required("runner"));
     }
     let runner = runner.unwrap_or_default();
+    let setup = super::setup::setup_spec(section.setup, network_of(&runner), host, problems);
     let bounds = bounds::bounds(
         RawBounds {
             pricing: runner.pricing,
@@ -163,6 +181,7 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
             text: text?,
         },
         test,
+        setup: setup?,
         acceptance_criteria: criteria?,
         meta: meta?,
         worker: worker?,

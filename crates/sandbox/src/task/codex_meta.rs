@@ -56,6 +56,8 @@ impl CodexMeta {
             allow: worker.allow.clone(),
             env: inherited(&self.env, &worker.env, same_cli),
             limits: worker.limits.clone(),
+            // Meta's codex answers in an empty directory: no cache of the repository's.
+            caches: Vec::new(),
         }
     }
 }

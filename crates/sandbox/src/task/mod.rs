@@ -27,6 +27,7 @@ mod resolved;
 mod runner_section;
 mod schema;
 mod settings;
+mod setup;
 
 mod structure;
 mod suggest;
@@ -50,6 +51,7 @@ pub use meta_api::{
 pub use resolved::resolved_yaml;
 pub use runner_section::{RunnerSettings, runner_settings};
 pub use schema::{builder_fields, builder_may_write, task_config_schema};
+pub use setup::SetupSpec;
 
 use crate::agent::Kind;
 use crate::egress::AllowList;
@@ -95,6 +97,8 @@ pub struct Task {
     pub repo: PathBuf,
     pub prd: Prd,
     pub test: Option<TestSpec>,
+    /// `task.setup`: run once in each new sandbox before the first paid call.
+    pub setup: Option<SetupSpec>,
     /// Given in the YAML (secrets masked); empty: Meta plans them (`plan_task`).
     pub acceptance_criteria: Vec<String>,
     pub meta: MetaSettings,
@@ -243,6 +247,9 @@ pub struct WorkerSettings {
     pub allow: AllowList,
     pub env: Vec<WorkerEnv>,
     pub limits: WorkerLimits,
+    /// `runner.worker.caches`: absolute, normalised paths, each a volume per
+    /// repository (SPEC §21).
+    pub caches: Vec<String>,
 }
 
 /// `runner.worker.limits`, for `docker run` (`--memory`, `--cpus`, `--pids-limit`).
@@ -341,7 +348,16 @@ impl Task {
     /// Every secret value of this task (API key, `env:` values, logins, credentials
     /// in URLs, literal ones included), for masking.
     pub fn secrets(&self) -> Vec<Secret> {
-        secrets_of(&self.meta, &self.worker, &self.login)
+        let mut secrets = secrets_of(&self.meta, &self.worker, &self.login);
+        for entry in self.setup.iter().flat_map(|s| &s.env) {
+            match &entry.value {
+                EnvValue::FromHost { value, .. } => secrets.push(value.clone()),
+                EnvValue::Literal(value) => {
+                    secrets.extend(agent_runner_core::secret::in_url(value));
+                }
+            }
+        }
+        secrets
     }
 
     /// File name of the Task Note in `.agent-runner/`.

@@ -120,6 +120,7 @@ raw_section! {
         repo: String = Kind::Text;
         prd: RawPrd = Kind::Section(PRD);
         test: RawTest = Kind::Section(TEST);
+        setup: RawSetup = Kind::Section(SETUP);
         /// The acceptance criteria (at most 50), one sentence each; when given, Meta does not plan them.
         acceptance_criteria: Vec<String> = Kind::TextList;
     }
@@ -144,6 +145,20 @@ raw_section! {
         cwd: String = Kind::Text;
         /// A test run longer than this many seconds fails; default 600.
         timeout_sec: u64 = Kind::Integer;
+    }
+}
+
+raw_section! {
+    /// `task.setup` (both shapes): run once in each new sandbox before the first paid call.
+    RawSetup, SETUP {
+        /// Shell command run as the worker's user in the repository (pip install, npm ci, ...); exit 0 required.
+        command: String = Kind::Text;
+        /// A setup longer than this many seconds fails the task; default 600.
+        timeout_sec: u64 = Kind::Integer;
+        /// With network allowlist: hosts setup may reach besides runner.worker.allow (the worker may not).
+        allow: Vec<String> = Kind::TextList;
+        /// Variables only setup sees (env:VAR from the host, or a literal); never the worker's nor the tests'.
+        env: BTreeMap<String, String> = Kind::TextMap;
     }
 }
 
@@ -243,6 +258,8 @@ raw_section! {
         allow: Vec<String> = Kind::TextList;
         env: BTreeMap<String, String> = Kind::TextMap;
         limits: RawLimits = Kind::Section(LIMITS);
+        /// Absolute paths in the sandbox kept in a Docker volume per repository and path (pip, npm, cargo caches); [] for none.
+        caches: Vec<String> = Kind::TextList;
     }
 }
 
@@ -275,6 +292,7 @@ raw_section! {
         instructions: String = Kind::Text;
         project: RawProject = Kind::Section(PROJECT);
         test: RawTest = Kind::Section(TEST);
+        setup: RawSetup = Kind::Section(SETUP);
         /// The acceptance criteria (at most 50), one sentence each; when given, Meta does not plan them.
         acceptance_criteria: Vec<String> = Kind::TextList;
     }

@@ -483,6 +483,7 @@ pub(crate) fn worker(
     }
     let extra_args = raw.extra_args.unwrap_or_default();
     empty_arguments(&extra_args, "runner.worker.extra_args", problems);
+    let caches = super::setup::caches(raw.caches, problems);
     let mut settings = WorkerSettings {
         kind: kind?,
         docker_image: docker_image?,
@@ -496,6 +497,7 @@ pub(crate) fn worker(
         allow: AllowList::default(),
         env: env?,
         limits: limits?,
+        caches: caches?,
     };
     settings.allow = match allow? {
         Some(allow) => allow,

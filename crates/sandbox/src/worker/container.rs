@@ -60,6 +60,8 @@ pub(crate) struct ContainerSpec {
     /// before the start, or when it could not be had (`tools_error` says why).
     pub(crate) tools: Option<String>,
     pub(crate) tools_error: Option<String>,
+    /// The volumes of `runner.worker.caches` for this repository (`caches.rs`).
+    pub(crate) caches: Vec<crate::backend::Volume>,
 }
 
 /// Where the agent's login file is mounted and where, under HOME, the agent looks
@@ -267,6 +269,7 @@ fn sandbox_spec(
     sandbox.limits = Some(spec.worker.limits.clone());
     sandbox.as_user = true;
     sandbox.mounts = mounts;
+    sandbox.volumes = spec.caches.clone();
     sandbox.tmpfs = vec![Tmpfs {
         target: PRIVATE_DIR.to_string(),
         size: "1m",

@@ -35,8 +35,9 @@ use super::container::{Container, ContainerSpec};
 use super::envelope::{Envelope, Leftovers, Mode, PrivateFile, Report};
 use super::git::{RepoChanges, Snapshot};
 use super::live;
+use super::prepare;
 use super::session;
-use super::{Sandbox, SandboxError, Teardown, TestRun, WorkerRun};
+use super::{Prepared, Sandbox, SandboxError, SetupRun, Teardown, TestRun, WorkerRun};
 use crate::agent::{Exit, RunSpec, Transcript, classify};
 use crate::backend::privileges::{Finding, Fix};
 use crate::backend::{
@@ -44,7 +45,7 @@ use crate::backend::{
 };
 use crate::egress::{self, Egress};
 use crate::events::Events;
-use crate::task::{AgentFrom, Login, Network, TestSpec, WorkerSettings};
+use crate::task::{AgentFrom, Login, Network, SetupSpec, TestSpec, WorkerSettings};
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
@@ -141,6 +142,7 @@ impl DockerSandbox {
             .ok();
         DockerSandbox {
             spec: ContainerSpec {
+                caches: super::caches::volumes(&config.repo, &config.worker.caches),
                 task_id: config.task_id,
                 worker: config.worker,
                 login: config.login,
@@ -175,6 +177,12 @@ impl DockerSandbox {
     /// its prompt.
     pub fn continue_from(&mut self, continuation: Continuation) {
         self.continuation = Some(continuation);
+    }
+
+    /// Keeps the caches of `repo` instead of the task's repository's (a pipeline
+    /// attempt in a clone shares its workspace's). Before the sandbox starts.
+    pub fn caches_of(&mut self, repo: &std::path::Path) {
+        self.spec.caches = super::caches::volumes(repo, &self.spec.worker.caches);
     }
 
     /// Name of the running container, if started.
@@ -582,6 +590,113 @@ impl DockerSandbox {
         Ok(report)
     }
 
+    /// Runs `task.setup` in the sandbox, with its own hosts allowed and its own
+    /// variables, as the tests run (the envelope stops what it leaves).
+    fn run_setup(&mut self, setup: &SetupSpec) -> Result<SetupRun, SandboxError> {
+        let script = PrivateFile {
+            name: "setup-command",
+            link: None,
+            contents: setup.command.clone(),
+        };
+        let (mut env, keep_pid) = self.exec_base(None, Some(&script))?;
+        // By name, never on a command line (`task::setup` refuses the names the
+        // docker client itself reads).
+        for entry in &setup.env {
+            env.push(Var::ByName(
+                entry.name.clone(),
+                entry.value.expose().to_string(),
+            ));
+        }
+        let envelope = Envelope::new();
+        let command = ["sh".to_string(), script.path()];
+        let exec = Exec {
+            workdir: Some(PROJECT_DIR.to_string()),
+            env,
+            command: Envelope::test(&keep_pid, &command),
+            stdin: envelope.stdin(b""),
+        };
+        let limits = Limits {
+            wall: Some(self.deadline.cut(setup.timeout).0),
+            idle: None,
+            grace: Duration::from_secs(2),
+            interrupt: self.spec.interrupt,
+        };
+        if let Some(egress) = &self.egress {
+            egress.allow_also(Some(setup.allow.clone()));
+            log::info!("setup may also reach: {}", setup.allow.entries().join(", "));
+        }
+        let mut reader = envelope.reader();
+        let started = Timestamp::now();
+        let (capture, log_path) = self.capture("setup.log")?;
+        let mut capture = capture.with_filter(&mut reader);
+        let ran = self.run_enveloped(exec, &limits, &mut capture);
+        // Setup's hosts are setup's only: whatever happened, the list is the task's
+        // again before anything else runs.
+        let egress = self.egress.as_ref().map(|egress| {
+            egress.allow_also(None);
+            egress.summary()
+        });
+        let (finished, stopped) = ran?;
+        let (output_tail, stderr) = (capture.tail(), capture.stderr());
+        drop(capture);
+        self.settle(
+            Mode::Test,
+            &finished,
+            reader.report(&self.redactor),
+            stopped,
+            &stderr,
+        )?;
+        self.sweep_after_run()?;
+        Ok(SetupRun {
+            command: self.redactor.redact(&setup.command),
+            started,
+            duration: finished.duration,
+            exit_code: finished.code(),
+            timed_out: finished.ending == Ending::TimedOut,
+            interrupted: finished.ending == Ending::Interrupted,
+            output_tail,
+            log_path,
+            allow: setup.allow.entries(),
+            egress,
+        })
+    }
+
+    /// Whether the test command's program (`prepare::program`) is on the
+    /// sandbox's PATH; None when it is, or the command does not start with one.
+    fn missing_program(&mut self, test: &TestSpec) -> Result<Option<String>, SandboxError> {
+        let Some(program) = prepare::program(&test.command) else {
+            return Ok(None);
+        };
+        let (env, _) = self.exec_base(None, None)?;
+        let exec = Exec {
+            workdir: Some(PROJECT_DIR.to_string()),
+            env,
+            command: ["/bin/sh", "-c", prepare::FIND_PROGRAM, "sh", program]
+                .map(String::from)
+                .into(),
+            stdin: Vec::new(),
+        };
+        let limits = Limits::wall(STOP_TIMEOUT, self.spec.interrupt);
+        let mut capture = Capture::in_memory(4096);
+        let finished = self
+            .started()?
+            .exec(exec, &limits, &mut capture, Stop::Terminate)?;
+        let (said, stderr) = (capture.tail(), capture.stderr());
+        drop(capture);
+        if finished.ending == Ending::Interrupted {
+            return Err(SandboxError::Interrupted);
+        }
+        let image = self.spec.worker.docker_image.clone();
+        if said.contains(prepare::FOUND) {
+            Ok(None)
+        } else if said.contains(prepare::MISSING) {
+            Ok(Some(prepare::missing(program, &image)))
+        } else {
+            // /bin/sh did not run the script: the engine's words.
+            Err(self.started()?.diagnose(&image, &stderr))
+        }
+    }
+
     /// The transport's check of what a run wrote (for the bind mount: setuid/setgid
     /// bits and device nodes removed from the repository). As root (when a setuid
     /// file would be root's), a part that could not be checked stops the task, since
@@ -598,6 +713,27 @@ impl DockerSandbox {
 }
 
 impl Sandbox for DockerSandbox {
+    fn prepare(
+        &mut self,
+        test: Option<&TestSpec>,
+        setup: Option<&SetupSpec>,
+    ) -> Result<Prepared, SandboxError> {
+        self.container()?;
+        let mut prepared = Prepared::default();
+        if let Some(setup) = setup {
+            let run = self.run_setup(setup)?;
+            prepared.failed = prepare::setup_failed(&run);
+            prepared.setup = Some(run);
+            if prepared.failed.is_some() {
+                return Ok(prepared);
+            }
+        }
+        if let Some(test) = test {
+            prepared.failed = self.missing_program(test)?;
+        }
+        Ok(prepared)
+    }
+
     fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError> {
         let kind = self.spec.worker.kind;
         let command = kind.command(&self.run_spec());

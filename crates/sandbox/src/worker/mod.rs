@@ -5,12 +5,14 @@
 //! (`crate::backend`).
 
 pub(crate) mod agent_files;
+pub mod caches;
 pub mod container;
 pub mod docker;
 pub mod envelope;
 pub(crate) mod files;
 pub mod git;
 pub(crate) mod live;
+pub(crate) mod prepare;
 pub mod scratch;
 pub(crate) mod session;
 
@@ -21,11 +23,15 @@ pub(crate) use crate::agent::{RunOutcome, Transcript};
 use crate::backend::BackendError;
 pub(crate) use crate::backend::PROJECT_DIR;
 use crate::backend::privileges::Finding;
-use crate::task::TestSpec;
+use crate::task::{SetupSpec, TestSpec};
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Usage;
 use envelope::Leftovers;
 use git::RepoChanges;
+pub use prepare::{
+    FIND_PROGRAM, FOUND, MISSING, missing as missing_program, program as test_program, setup_error,
+    setup_failed,
+};
 
 /// One worker (agent) run.
 #[derive(Debug, Clone)]
@@ -80,6 +86,40 @@ impl TestRun {
     pub fn passed(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out && !self.interrupted
     }
+}
+
+/// The run of `task.setup` in a new sandbox (SPEC §21).
+#[derive(Debug, Clone)]
+pub struct SetupRun {
+    /// Secrets masked.
+    pub command: String,
+    pub started: Timestamp,
+    pub duration: Duration,
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub interrupted: bool,
+    pub output_tail: String,
+    pub log_path: PathBuf,
+    /// `task.setup.allow`, as written.
+    pub allow: Vec<String>,
+    /// What the egress proxy let through and refused while setup ran; None when
+    /// the network is not `allowlist`.
+    pub egress: Option<crate::egress::Summary>,
+}
+
+impl SetupRun {
+    /// Exited 0 within its time limit.
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && !self.interrupted
+    }
+}
+
+/// What was done before the first paid call (`Sandbox::prepare`).
+#[derive(Debug, Clone, Default)]
+pub struct Prepared {
+    pub setup: Option<SetupRun>,
+    /// Why the task cannot go on (setup failed, the test's program is missing).
+    pub failed: Option<String>,
 }
 
 /// What tearing the sandbox down did.
@@ -147,6 +187,15 @@ impl From<BackendError> for SandboxError {
 /// Where worker and test commands run. The runner is generic over it so its state
 /// machine can be tested with an in-memory fake.
 pub trait Sandbox {
+    /// Before the first paid call: starts the sandbox, runs `setup` once in it and
+    /// looks for `test`'s program (`prepare.rs`). Fakes need none of it.
+    fn prepare(
+        &mut self,
+        _test: Option<&TestSpec>,
+        _setup: Option<&SetupSpec>,
+    ) -> Result<Prepared, SandboxError> {
+        Ok(Prepared::default())
+    }
     /// Runs the worker once with `prompt`. Worker failures are in the returned record.
     fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError>;
     /// Runs the task's test command.
@@ -157,6 +206,14 @@ pub trait Sandbox {
 
 /// A borrowed sandbox is a sandbox, so a caller can keep it after the runner is done.
 impl<S: Sandbox + ?Sized> Sandbox for &mut S {
+    fn prepare(
+        &mut self,
+        test: Option<&TestSpec>,
+        setup: Option<&SetupSpec>,
+    ) -> Result<Prepared, SandboxError> {
+        (**self).prepare(test, setup)
+    }
+
     fn run_worker(&mut self, number: u32, prompt: &str) -> Result<WorkerRun, SandboxError> {
         (**self).run_worker(number, prompt)
     }
