@@ -24,7 +24,8 @@ use agent_runner_sandbox::backend::{
 };
 use agent_runner_sandbox::egress;
 use agent_runner_sandbox::task::{
-    DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task, WorkerEnv,
+    AllowGap, DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task, WorkerEnv,
+    allow_gaps,
 };
 use agent_runner_sandbox::worker::container::home_links;
 
@@ -51,6 +52,8 @@ pub struct Target {
     /// The agent CLIs a run uses: the worker's first, then Meta's codex when it is
     /// another CLI or image.
     pub(crate) agents: Vec<Agent>,
+    /// Hosts the agents need that a written allow list lacks (`task::allow_gaps`).
+    pub(crate) allow_gaps: Vec<AllowGap>,
 }
 
 /// An agent CLI a run uses, where, and how it logs in.
@@ -92,6 +95,7 @@ impl Target {
                 image: DEFAULT_DOCKER_IMAGE.to_string(),
                 auth: auth_source(login, None),
             }],
+            allow_gaps: Vec::new(),
         }
     }
 
@@ -135,6 +139,7 @@ impl Target {
             },
             meta_in_sandbox: matches!(task.meta.backend, MetaBackend::CodexCli(_)),
             agents,
+            allow_gaps: allow_gaps(task),
         }
     }
 }
@@ -163,6 +168,8 @@ fn auth_source(detected: &Login, in_task_env: Option<(&'static str, &'static str
 pub enum Status {
     Ok,
     Fail,
+    /// Runs may fail for this, yet the user may mean it (e.g. an allow list).
+    Warn,
     /// Not run because a check it needs failed.
     Skipped,
 }
@@ -197,6 +204,15 @@ impl Check {
         }
     }
 
+    fn warn(what: impl Into<String>, detail: impl Into<String>, hint: impl Into<String>) -> Self {
+        Check {
+            status: Status::Warn,
+            what: what.into(),
+            detail: detail.into(),
+            hint: Some(hint.into()),
+        }
+    }
+
     fn skipped(what: impl Into<String>, needs: &str) -> Self {
         Check {
             status: Status::Skipped,
@@ -207,7 +223,7 @@ impl Check {
     }
 
     fn passed(&self) -> bool {
-        self.status == Status::Ok
+        matches!(self.status, Status::Ok | Status::Warn)
     }
 
     /// `ok    what: detail`, `FAIL  what: detail (fix: hint)` or `skip  what: detail`.
@@ -218,6 +234,10 @@ impl Check {
                 format!("FAIL  {}: {} (fix: {hint})", self.what, self.detail)
             }
             (Status::Fail, None) => format!("FAIL  {}: {}", self.what, self.detail),
+            (Status::Warn, Some(hint)) => {
+                format!("warn  {}: {} (fix: {hint})", self.what, self.detail)
+            }
+            (Status::Warn, None) => format!("warn  {}: {}", self.what, self.detail),
             (Status::Skipped, _) => format!("skip  {}: {}", self.what, self.detail),
         }
     }
@@ -253,6 +273,7 @@ pub fn run_all(
     needs = needs.or((!runs).then_some("a runnable image"));
     if target.network == Network::Allowlist {
         r.run_if(needs, EGRESS, || egress_bridge(&docker, target));
+        r.run(|| allow_list(target));
     }
     for agent in &target.agents {
         let what = in_image(agent, target);
@@ -312,6 +333,25 @@ impl Report<'_> {
         }
     }
 }
+
+/// A written allow list holds the hosts the agents need (SPEC §24).
+fn allow_list(target: &Target) -> Check {
+    if target.allow_gaps.is_empty() {
+        return Check::ok(ALLOW_LIST, "holds the hosts the agents need");
+    }
+    let lacks: Vec<String> = target
+        .allow_gaps
+        .iter()
+        .map(|g| format!("{} ({})", g.entry, g.why))
+        .collect();
+    Check::warn(
+        ALLOW_LIST,
+        format!("runner.worker.allow lacks {}", lacks.join(", ")),
+        "add them to runner.worker.allow, or remove `allow` for the defaults",
+    )
+}
+
+const ALLOW_LIST: &str = "allow list";
 
 /// The docker CLI itself (no daemon needed).
 fn docker_cli(docker: &Docker) -> Check {
@@ -375,6 +415,11 @@ fn image_runs(docker: &Docker, target: &Target) -> Check {
                 user_description(),
                 target.network.as_str()
             ),
+        ),
+        Ok(out) if docker_cli::missing_part(&out.stderr).is_some() => Check::fail(
+            what,
+            format!("`docker run --init` failed: {}", last_line(&out.stderr)),
+            docker_cli::missing_part(&out.stderr).unwrap_or_default(),
         ),
         Ok(out) => Check::fail(
             what,

@@ -227,6 +227,19 @@ impl Kind for Codex {
     fn stream(&self) -> Box<dyn EventStream> {
         Box::new(CodexStream)
     }
+
+    /// `{"type":"error","message":"Reconnecting... 2/5 (…)"}`: codex retrying its
+    /// model; with nothing listening it retries for ever (testdata/codex-samples).
+    fn is_retry_notice(&self, line: &[u8]) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Notice {
+            #[serde(rename = "type")]
+            kind: String,
+            message: String,
+        }
+        serde_json::from_slice::<Notice>(line)
+            .is_ok_and(|n| n.kind == "error" && n.message.starts_with("Reconnecting"))
+    }
 }
 
 /// `base_url = "…"` values in codex `-c`/`--config` options: a key ending in
@@ -699,6 +712,28 @@ mod tests {
             base_url: None,
         });
         assert_eq!(why[0].why, "codex's default API host");
+    }
+
+    #[test]
+    fn reconnecting_notices_are_retry_notices_and_nothing_else_is() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/codex-samples");
+        let stdout = std::fs::read_to_string(format!("{root}/conn_refused/stdout.jsonl")).unwrap();
+        let notices = stdout
+            .lines()
+            .filter(|l| CODEX.is_retry_notice(l.as_bytes()))
+            .count();
+        assert_eq!(notices, 6, "{stdout}");
+        for line in [
+            r#"{"type":"error","message":"Connection failed: error sending request"}"#,
+            r#"{"type":"item.completed","item":{"type":"agent_message","text":"Reconnecting"}}"#,
+            r#"{"type":"turn.failed","error":{"message":"Reconnecting... 5/5"}}"#,
+            "Reconnecting... plain text",
+        ] {
+            assert!(!CODEX.is_retry_notice(line.as_bytes()), "{line}");
+        }
+        assert!(CODEX.is_retry_notice(
+            br#"{"type":"error","message":"Reconnecting... 2/5 (stream disconnected before completion)"}"#
+        ));
     }
 
     #[test]

@@ -152,6 +152,12 @@ impl Docker {
         if let Some(detail) = daemon_problem(self.short) {
             return BackendError::EngineUnreachable(detail);
         }
+        if let Some(fix) = docker_cli::missing_part(stderr) {
+            return BackendError::Failed {
+                command: "docker run --init".into(),
+                detail: format!("{fix}; {}", last_lines(stderr, 1)),
+            };
+        }
         BackendError::Failed {
             command: shorten_command(invocation),
             detail: last_lines(stderr, 5),
@@ -322,7 +328,10 @@ fn run_args(spec: &Spec) -> Vec<String> {
             .map(String::from)
             .into()
     } else {
-        ["run", "--rm", "--pull", "never"].map(String::from).into()
+        // `--init` here too, so that doctor's probes find an engine without it.
+        ["run", "--rm", "--init", "--pull", "never"]
+            .map(String::from)
+            .into()
     };
     if let Some(name) = &spec.name {
         args.extend(["--name".into(), name.clone()]);
@@ -541,6 +550,7 @@ mod tests {
             [
                 "run",
                 "--rm",
+                "--init",
                 "--pull",
                 "never",
                 "--network",

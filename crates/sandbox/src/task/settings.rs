@@ -485,6 +485,9 @@ pub(crate) fn worker(
         Some(allow) => allow,
         None => super::default_allow::for_task(&settings, login.unwrap_or(&Login::None), meta),
     };
+    if settings.network == Network::Allowlist {
+        super::loopback::refuse(&settings, login.unwrap_or(&Login::None), problems);
+    }
     Some(settings)
 }
 
