@@ -380,11 +380,17 @@ fn run_args(spec: &Spec) -> Vec<String> {
             format!("HOME={NONROOT_HOME}"),
         ]);
     }
+    // Root's is the owner a tmpfs has anyway: no `uid=`, which podman 4 refuses.
+    let owner = if (uid, gid) == (0, 0) {
+        String::new()
+    } else {
+        format!(",uid={uid},gid={gid}")
+    };
     for tmpfs in &spec.tmpfs {
         args.extend([
             "--tmpfs".into(),
             format!(
-                "{}:rw,noexec,nosuid,nodev,size={},mode=0700,uid={uid},gid={gid}",
+                "{}:rw,noexec,nosuid,nodev,size={},mode=0700{owner}",
                 tmpfs.target, tmpfs.size
             ),
         ]);
@@ -413,15 +419,16 @@ fn exec_invocation(name: &str, exec: Exec) -> Invocation {
     invocation.arg(name).args(exec.command).stdin(exec.stdin)
 }
 
-/// The `docker run` command line without a script's text, for messages. (The
-/// bridge's arguments are short: nothing to cut.)
+/// The `docker run` command line for messages: without a script's text, and its
+/// options (labels, capabilities, mounts: 1.5 KB) shown as `…`, so that the cause
+/// after it is seen. (The bridge's arguments are short: nothing to cut.)
 fn shorten_command(invocation: &Invocation) -> String {
-    invocation
-        .display()
-        .split(" -c ")
-        .next()
-        .unwrap_or_default()
-        .to_string()
+    let shown = invocation.display();
+    let shown = shown.split(" -c ").next().unwrap_or_default();
+    match (shown.split_once(" run "), shown.find(" --entrypoint ")) {
+        (Some((program, _)), Some(at)) => format!("{program} run …{}", &shown[at..]),
+        _ => shown.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -523,7 +530,11 @@ mod tests {
         .chain(
             [
                 "--tmpfs".to_string(),
-                format!("/run/p:rw,noexec,nosuid,nodev,size=1m,mode=0700,uid={uid},gid={gid}"),
+                if (uid, gid) == (0, 0) {
+                    "/run/p:rw,noexec,nosuid,nodev,size=1m,mode=0700".to_string()
+                } else {
+                    format!("/run/p:rw,noexec,nosuid,nodev,size=1m,mode=0700,uid={uid},gid={gid}")
+                },
             ]
             .into_iter()
             .chain(
@@ -592,5 +603,19 @@ mod tests {
         let invocation =
             Invocation::new("docker").args(["run", "--name", "c", "img", "-c", "a long script"]);
         assert_eq!(shorten_command(&invocation), "docker run --name c img");
+        let held = Invocation::new("docker").args([
+            "run",
+            "-i",
+            "--label",
+            "a=b",
+            "--entrypoint",
+            "/bridge",
+            "img",
+            "3128",
+        ]);
+        assert_eq!(
+            shorten_command(&held),
+            "docker run … --entrypoint /bridge img 3128"
+        );
     }
 }
