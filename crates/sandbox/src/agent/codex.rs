@@ -30,6 +30,9 @@
 //! left out of its hosts: a prompt-injected worker could use an allowed host as a
 //! way out.
 
+/// The model provider a `runner.worker.base_url` becomes in codex's configuration.
+const PROVIDER: &str = "agent-runner";
+
 use serde::Deserialize;
 
 use super::kind::{EventStream, HostsSpec, Kind, Need, Pinned, RunSpec, SettingsFile};
@@ -155,7 +158,16 @@ impl Kind for Codex {
         if let Some(url) = run.base_url {
             // A JSON string is a TOML basic string (the same escapes).
             let url = serde_json::to_string(url).ok()?;
-            contents.push_str(&format!("\nopenai_base_url = {url}"));
+            // Not `openai_base_url`: codex's own provider speaks WebSockets first
+            // (`supports_websockets`, which a built-in provider's settings cannot
+            // change; the `responses_websockets` features are gone in 0.169.0), and
+            // a gateway that does not costs every request a failed upgrade (SPEC
+            // §24). So a provider of ours, logged in as codex's own.
+            contents.push_str(&format!(
+                "\nmodel_provider = \"{PROVIDER}\"\n\n[model_providers.{PROVIDER}]\n\
+                 name = \"runner.worker.base_url\"\nbase_url = {url}\nwire_api = \"responses\"\n\
+                 requires_openai_auth = true\nsupports_websockets = false"
+            ));
         }
         Some(SettingsFile {
             link: CONFIG_FILE,
@@ -631,7 +643,13 @@ mod tests {
             Some(SettingsFile {
                 link: ".codex/config.toml",
                 contents: "# agent-runner's, written before every run\n\
-                           openai_base_url = \"http://user:pw-0123@h:1/v1?api-key=k-0123\\\"x\""
+                           model_provider = \"agent-runner\"\n\n\
+                           [model_providers.agent-runner]\n\
+                           name = \"runner.worker.base_url\"\n\
+                           base_url = \"http://user:pw-0123@h:1/v1?api-key=k-0123\\\"x\"\n\
+                           wire_api = \"responses\"\n\
+                           requires_openai_auth = true\n\
+                           supports_websockets = false"
                     .into()
             })
         );
