@@ -5,6 +5,7 @@ mod argv;
 mod boundary;
 mod browser;
 mod budget;
+mod build_output;
 mod bundler;
 mod codex_builder;
 mod dependencies;

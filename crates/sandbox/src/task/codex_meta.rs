@@ -55,6 +55,7 @@ impl CodexMeta {
             allow: worker.allow.clone(),
             env: inherited(&self.env, &worker.env, same_cli),
             limits: worker.limits.clone(),
+            keep_untracked: worker.keep_untracked,
         }
     }
 }

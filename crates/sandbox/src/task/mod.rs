@@ -242,6 +242,9 @@ pub struct WorkerSettings {
     pub allow: AllowList,
     pub env: Vec<WorkerEnv>,
     pub limits: WorkerLimits,
+    /// `runner.worker.keep_untracked`: the pipeline's bring-back keeps untracked
+    /// build caches in the branch (SPEC §24).
+    pub keep_untracked: bool,
 }
 
 /// `runner.worker.limits`, for `docker run` (`--memory`, `--cpus`, `--pids-limit`).

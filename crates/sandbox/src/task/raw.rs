@@ -239,6 +239,8 @@ raw_section! {
         allow: Vec<String> = Kind::TextList;
         env: BTreeMap<String, String> = Kind::TextMap;
         limits: RawLimits = Kind::Section(LIMITS);
+        /// Bring-back keeps untracked build caches (__pycache__/, node_modules/, target/, …) in the branch; default: left out.
+        keep_untracked: bool = Kind::Boolean;
     }
 }
 

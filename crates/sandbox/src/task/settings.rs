@@ -480,6 +480,7 @@ pub(crate) fn worker(
         allow: AllowList::default(),
         env: env?,
         limits: limits?,
+        keep_untracked: raw.keep_untracked.unwrap_or(false),
     };
     settings.allow = match allow? {
         Some(allow) => allow,
