@@ -5,7 +5,8 @@
 # check), bench/web.py (the web view), bench/plan.py
 # (plans), bench/watch.py (events followed, the state file), bench/agents.py
 # (claude-code-cli, Meta through codex-cli; needs the real worker image) and
-# bench/pipeline.py (the orchestrator, the TaskStore).
+# bench/pipeline.py (the orchestrator, the TaskStore), bench/compat.py (a task under
+# podman and Docker; needs podman).
 # BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
 # clean-build timing.
 set -euo pipefail
@@ -23,5 +24,10 @@ if docker image inspect agent-runner-codex:latest >/dev/null 2>&1; then
   python3 bench/agents.py
 else
   echo "bench: bench/agents.py left out: agent-runner-codex:latest is not built (make sandbox-image)" >&2
+fi
+if command -v podman >/dev/null 2>&1; then
+  python3 bench/compat.py
+else
+  echo "bench: bench/compat.py left out: podman is not installed (testdata/setup-podman.sh)" >&2
 fi
 exec python3 bench/pipeline.py
