@@ -10,6 +10,9 @@ use crate::secret::{Redactor, StreamRedactor};
 
 use super::Stream;
 
+/// Whether a line is no sign of progress (`Capture::with_quiet_lines`).
+pub type QuietLine = dyn Fn(&[u8]) -> bool;
+
 /// Where a child's output goes: an optional log file, a bounded tail of both streams,
 /// a bounded tail of stderr alone, and optionally each stdout line to a callback (the
 /// codex event parser). With `redacting`, secrets are masked in each stream before
@@ -26,7 +29,7 @@ pub struct Capture<'a> {
     lines: Option<LineSplitter<'a>>,
     /// Stdout lines that are no sign of progress (an agent's retry notices): a chunk
     /// of only such lines does not reset the idle clock.
-    quiet: Option<&'a dyn Fn(&[u8]) -> bool>,
+    quiet: Option<&'a QuietLine>,
     bytes: u64,
 }
 
@@ -77,7 +80,7 @@ impl<'a> Capture<'a> {
     }
 
     /// Lines for which `quiet` is true are no sign of progress (`take`).
-    pub fn with_quiet_lines(mut self, quiet: &'a dyn Fn(&[u8]) -> bool) -> Self {
+    pub fn with_quiet_lines(mut self, quiet: &'a QuietLine) -> Self {
         self.quiet = Some(quiet);
         self
     }
@@ -166,12 +169,10 @@ impl<'a> Capture<'a> {
 
 /// Whether `bytes` are whole lines, each `quiet` (what arrives in one chunk: an
 /// agent prints a line at once). A chunk with a partial line counts as progress.
-fn only_quiet_lines(bytes: &[u8], quiet: &dyn Fn(&[u8]) -> bool) -> bool {
+fn only_quiet_lines(bytes: &[u8], quiet: &QuietLine) -> bool {
     !bytes.is_empty()
         && bytes.ends_with(b"\n")
-        && bytes[..bytes.len() - 1]
-            .split(|&b| b == b'\n')
-            .all(|line| quiet(line))
+        && bytes[..bytes.len() - 1].split(|&b| b == b'\n').all(quiet)
 }
 
 /// Rewrites a stream as it arrives (e.g. takes out records meant for agent-runner).
