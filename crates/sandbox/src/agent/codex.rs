@@ -18,9 +18,9 @@
 //! envelope links it to a file of the container's private tmpfs before every run
 //! (it fails the run when it cannot), so one the worker wrote to steer a later run
 //! (a provider, hooks, MCP servers, the commands' environment) is replaced before
-//! that run starts. It holds `runner.worker.base_url` as codex's `openai_base_url`
+//! that run starts. It holds `runner.worker.base_url` as a model provider of ours
 //! (codex ignores `OPENAI_BASE_URL` in the environment): a URL may hold a password
-//! or a key, and `-c openai_base_url=…` would put it in an argv every local user
+//! or a key, and `-c model_providers.…` would put it in an argv every local user
 //! can read. Why not `--ignore-user-config` and a profile (`-p`): codex 0.169.0
 //! then reads no profile either (testdata/codex/README.md). The system
 //! configuration (`/etc/codex`), which the worker can write as root, is pinned
