@@ -25,7 +25,8 @@ use agent_runner_sandbox::backend::{
 };
 use agent_runner_sandbox::egress;
 use agent_runner_sandbox::task::{
-    AgentFrom, DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task, WorkerEnv,
+    AgentFrom, AllowGap, DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task,
+    WorkerEnv, allow_gaps,
 };
 use agent_runner_sandbox::worker::container::home_links;
 use agent_runner_sandbox::worker::{FIND_PROGRAM, FOUND, MISSING, missing_program, test_program};
@@ -56,6 +57,8 @@ pub struct Target {
     /// The program the task's test command starts with, when it is a plain word
     /// (SPEC §21), and whether the task has a `task.setup` that may install it.
     pub(crate) test_program: Option<(String, bool)>,
+    /// Hosts the agents need that a written allow list lacks (`task::allow_gaps`).
+    pub(crate) allow_gaps: Vec<AllowGap>,
 }
 
 /// An agent CLI a run uses, where, and how it logs in.
@@ -101,6 +104,7 @@ impl Target {
                 from: AgentFrom::default(),
             }],
             test_program: None,
+            allow_gaps: Vec::new(),
         }
     }
 
@@ -151,6 +155,7 @@ impl Target {
                 .as_ref()
                 .and_then(|t| test_program(&t.command))
                 .map(|p| (p.to_string(), task.setup.is_some())),
+            allow_gaps: allow_gaps(task),
         }
     }
 }
@@ -179,6 +184,8 @@ fn auth_source(detected: &Login, in_task_env: Option<(&'static str, &'static str
 pub enum Status {
     Ok,
     Fail,
+    /// Runs may fail for this, yet the user may mean it (e.g. an allow list).
+    Warn,
     /// Not run because a check it needs failed.
     Skipped,
 }
@@ -213,6 +220,15 @@ impl Check {
         }
     }
 
+    fn warn(what: impl Into<String>, detail: impl Into<String>, hint: impl Into<String>) -> Self {
+        Check {
+            status: Status::Warn,
+            what: what.into(),
+            detail: detail.into(),
+            hint: Some(hint.into()),
+        }
+    }
+
     fn skipped(what: impl Into<String>, needs: &str) -> Self {
         Check {
             status: Status::Skipped,
@@ -223,7 +239,7 @@ impl Check {
     }
 
     fn passed(&self) -> bool {
-        self.status == Status::Ok
+        matches!(self.status, Status::Ok | Status::Warn)
     }
 
     /// `ok    what: detail`, `FAIL  what: detail (fix: hint)` or `skip  what: detail`.
@@ -234,6 +250,10 @@ impl Check {
                 format!("FAIL  {}: {} (fix: {hint})", self.what, self.detail)
             }
             (Status::Fail, None) => format!("FAIL  {}: {}", self.what, self.detail),
+            (Status::Warn, Some(hint)) => {
+                format!("warn  {}: {} (fix: {hint})", self.what, self.detail)
+            }
+            (Status::Warn, None) => format!("warn  {}: {}", self.what, self.detail),
             (Status::Skipped, _) => format!("skip  {}: {}", self.what, self.detail),
         }
     }
@@ -269,6 +289,10 @@ pub fn run_all(
     needs = needs.or((!runs).then_some("a runnable image"));
     if target.network == Network::Allowlist {
         r.run_if(needs, EGRESS, || egress_bridge(&docker, target));
+        // Reported only when a written list lacks something: a warning.
+        if !target.allow_gaps.is_empty() {
+            r.run(|| allow_list(target));
+        }
     }
     for agent in &target.agents {
         let what = in_image(agent, target);
@@ -335,6 +359,22 @@ impl Report<'_> {
     }
 }
 
+/// A written allow list holds the hosts the agents need (SPEC §24).
+fn allow_list(target: &Target) -> Check {
+    let lacks: Vec<String> = target
+        .allow_gaps
+        .iter()
+        .map(|g| format!("{} ({})", g.entry, g.why))
+        .collect();
+    Check::warn(
+        ALLOW_LIST,
+        format!("runner.worker.allow lacks {}", lacks.join(", ")),
+        "add them to runner.worker.allow, or remove `allow` for the defaults",
+    )
+}
+
+const ALLOW_LIST: &str = "allow list";
+
 /// The docker CLI itself (no daemon needed).
 fn docker_cli(docker: &Docker) -> Check {
     match docker.run(&["--version"], CLI_TIMEOUT) {
@@ -397,6 +437,11 @@ fn image_runs(docker: &Docker, target: &Target) -> Check {
                 user_description(),
                 target.network.as_str()
             ),
+        ),
+        Ok(out) if docker_cli::missing_part(&out.stderr).is_some() => Check::fail(
+            what,
+            format!("`docker run --init` failed: {}", last_line(&out.stderr)),
+            docker_cli::missing_part(&out.stderr).unwrap_or_default(),
         ),
         Ok(out) => Check::fail(
             what,

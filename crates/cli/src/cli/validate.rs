@@ -15,6 +15,9 @@ pub(crate) fn validate(interrupt: Interrupt) -> i32 {
         Err(e) => return report(&e, &Redactor::default()),
     };
     let redactor = Redactor::new(&task.secrets());
+    for gap in task::allow_gaps(&task) {
+        log::warn!("{}", redactor.redact(&gap.to_string()));
+    }
     match write_stdout(&redactor.redact(&task::resolved_yaml(&task))) {
         Ok(()) => exit::COMPLETE,
         Err(e) => report(&e, &redactor),

@@ -2,7 +2,10 @@
 //! relative link in README.md, ARCHITECTURE.md and docs/*.md reaches a file and,
 //! with a `#fragment`, a heading in it (GitHub's slugs); every `agent-runner
 //! <command>` in a fenced `sh` block is a command of `agent-runner --help`; every
-//! page of docs/ is linked from the README; the README stays a front door.
+//! page of docs/ is linked from the README; the README stays a front door. A
+//! block marked ```` ```sh offline ```` is safe to run here (no network, no
+//! daemon, only this directory): each runs with `sh -e` in a directory of its own,
+//! `agent-runner` on PATH, and must succeed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -277,7 +280,7 @@ fn every_command_in_a_shell_block_exists() {
     for page in pages(&top) {
         let text = std::fs::read_to_string(top.join(&page)).unwrap();
         for line in lines(&text) {
-            if line.fence != Some("sh") {
+            if !line.fence.is_some_and(|f| f == "sh" || f == OFFLINE) {
                 continue;
             }
             for word in invocations(line.text) {
@@ -319,4 +322,58 @@ fn the_checks_see_what_they_check() {
         ["task"]
     );
     assert!(invocations("docker run agent-runner-codex:latest").is_empty());
+}
+
+/// The info string of a shell block that is safe to run offline.
+const OFFLINE: &str = "sh offline";
+
+#[test]
+fn the_offline_shell_blocks_run() {
+    let top = top();
+    let binary = Path::new(env!("CARGO_BIN_EXE_agent-runner"));
+    let path = format!(
+        "{}:{}",
+        binary.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut ran = 0;
+    for page in pages(&top) {
+        let text = std::fs::read_to_string(top.join(&page)).unwrap();
+        let mut blocks: BTreeMap<usize, String> = BTreeMap::new();
+        let mut last: Option<usize> = None;
+        for line in lines(&text) {
+            match line.fence {
+                Some(OFFLINE) => {
+                    // A block starts where the previous line was not in it.
+                    let start = match last {
+                        Some(n) if n + 1 == line.number => *blocks.keys().last().unwrap(),
+                        _ => line.number,
+                    };
+                    let block = blocks.entry(start).or_default();
+                    block.push_str(line.text);
+                    block.push('\n');
+                    last = Some(line.number);
+                }
+                _ => last = None,
+            }
+        }
+        for (start, script) in blocks {
+            ran += 1;
+            let dir = crate::support::Scratch::new("docs-offline");
+            let out = crate::support::Run::program("sh", &["-e", "-c", &script])
+                .cwd(&dir.path)
+                .env("PATH", &path)
+                .env("HOME", &dir.path)
+                .output();
+            assert_eq!(
+                out.code,
+                Some(0),
+                "{}:{start}: the offline block failed:\n{script}\nstdout: {}\nstderr: {}",
+                page.display(),
+                out.stdout,
+                out.stderr
+            );
+        }
+    }
+    assert!(ran >= 1, "no ```sh offline block found");
 }

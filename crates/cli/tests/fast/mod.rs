@@ -2,6 +2,7 @@
 //! HTTP, Task YAML validation.
 
 mod architecture;
+mod compatibility;
 mod docs;
 mod meta;
 mod validate;

@@ -3,5 +3,6 @@
 
 mod claude_worker;
 mod meta_codex;
+mod model_server;
 mod real_claude;
 mod real_codex;

@@ -46,8 +46,9 @@ impl Received {
 /// The server: `url` ends in `/v1`, for codex's `model_providers.<id>.base_url`.
 pub type FakeResponses = Server<Responses>;
 
-/// Streams the next scripted reply to each POST; the last reply repeats.
-pub struct Responses(Script<Reply>);
+/// Streams the next scripted reply to each POST; the last reply repeats. Counts
+/// WebSocket upgrades asked for (refused with 404).
+pub struct Responses(Script<Reply>, std::sync::atomic::AtomicUsize);
 
 impl Server<Responses> {
     /// Starts the server on 127.0.0.1.
@@ -59,7 +60,15 @@ impl Server<Responses> {
     /// on the internet, reached through the egress proxy).
     pub fn start_on(ip: &str, script: Vec<Reply>) -> Self {
         assert!(!script.is_empty(), "a script needs at least one reply");
-        Server::listen(ip, Responses(Script::new(script)))
+        Server::listen(
+            ip,
+            Responses(Script::new(script), std::sync::atomic::AtomicUsize::new(0)),
+        )
+    }
+
+    /// How many WebSocket upgrades codex asked for.
+    pub fn websocket_attempts(&self) -> usize {
+        self.protocol().1.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The `model_providers.<id>` value that points codex at this server, reading its
@@ -83,6 +92,12 @@ impl Protocol for Responses {
 
     fn answer(&self, request: &Received, n: usize, conn: &mut Conn) -> std::io::Result<Next> {
         if request.method != "POST" {
+            if request
+                .header("upgrade")
+                .is_some_and(|u| u.eq_ignore_ascii_case("websocket"))
+            {
+                self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
             conn.respond(404, &[], "")?;
             return Ok(Next::KeepAlive);
         }

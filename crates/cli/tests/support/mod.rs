@@ -7,6 +7,7 @@ pub mod fake_anthropic;
 pub mod fake_openai;
 pub mod fake_responses;
 pub mod pipeline;
+pub mod podman;
 pub mod prerequisite;
 pub mod server;
 pub mod task;

@@ -27,6 +27,9 @@ pub enum Needs {
     /// agent-runner's tools volume on the daemon's host, filled from the npm
     /// registry by `agent-runner tools install` (once per host and digest).
     ToolsVolume,
+    /// podman and catatonit, with the test worker image in podman's store
+    /// (testdata/setup-podman.sh).
+    Podman,
 }
 
 impl Needs {
@@ -37,6 +40,7 @@ impl Needs {
             Needs::Chromium => "chromium",
             Needs::SandboxImage => "sandbox-image",
             Needs::ToolsVolume => "tools-volume",
+            Needs::Podman => "podman",
         }
     }
 }
@@ -133,6 +137,39 @@ fn check(what: Needs) -> Result<(), String> {
         }
         Needs::SandboxImage => sandbox_image_built(),
         Needs::ToolsVolume => tools_volume_filled(),
+        Needs::Podman => podman_ready(),
+    }
+}
+
+const PODMAN: &str = "/usr/bin/podman";
+const CATATONIT: &str = "/usr/libexec/podman/catatonit";
+
+/// podman, catatonit, and the test worker image in podman's store, the same as
+/// docker's.
+fn podman_ready() -> Result<(), String> {
+    let fix = "`make test-env` installs podman and catatonit and copies the image \
+               (testdata/setup-podman.sh; Debian: apt-get install podman catatonit)";
+    for needed in [PODMAN, CATATONIT] {
+        if !Path::new(needed).exists() {
+            return Err(format!("{needed} is missing; {fix}"));
+        }
+    }
+    let image = super::docker::TEST_IMAGE;
+    let format = "{{.Id}}";
+    let (ok, ours, _) = docker(&["image", "inspect", "--format", format, image]);
+    let theirs =
+        super::Run::program(PODMAN, &["image", "inspect", "--format", format, image]).output();
+    let same = ok
+        && theirs.code == Some(0)
+        && ours.trim().trim_start_matches("sha256:")
+            == theirs.stdout.trim().trim_start_matches("sha256:");
+    if same {
+        Ok(())
+    } else {
+        Err(format!(
+            "podman lacks {image} as docker has it ({}); {fix}",
+            theirs.stderr.trim()
+        ))
     }
 }
 

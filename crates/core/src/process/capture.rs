@@ -10,6 +10,9 @@ use crate::secret::{Redactor, StreamRedactor};
 
 use super::Stream;
 
+/// Whether a line is no sign of progress (`Capture::with_quiet_lines`).
+pub type QuietLine = dyn Fn(&[u8]) -> bool;
+
 /// Where a child's output goes: an optional log file, a bounded tail of both streams,
 /// a bounded tail of stderr alone, and optionally each stdout line to a callback (the
 /// codex event parser). With `redacting`, secrets are masked in each stream before
@@ -24,6 +27,9 @@ pub struct Capture<'a> {
     tail: Tail,
     stderr: Tail,
     lines: Option<LineSplitter<'a>>,
+    /// Stdout lines that are no sign of progress (an agent's retry notices): a chunk
+    /// of only such lines does not reset the idle clock.
+    quiet: Option<&'a QuietLine>,
     bytes: u64,
 }
 
@@ -38,6 +44,7 @@ impl<'a> Capture<'a> {
             tail: Tail::new(tail),
             stderr: Tail::new(tail.min(16 * 1024)),
             lines: None,
+            quiet: None,
             bytes: 0,
         }
     }
@@ -72,7 +79,24 @@ impl<'a> Capture<'a> {
         self
     }
 
-    pub(super) fn take(&mut self, stream: Stream, bytes: &[u8]) {
+    /// Lines for which `quiet` is true are no sign of progress (`take`).
+    pub fn with_quiet_lines(mut self, quiet: &'a QuietLine) -> Self {
+        self.quiet = Some(quiet);
+        self
+    }
+
+    /// Takes a chunk of output; false when it was only quiet lines, so the idle
+    /// clock goes on.
+    pub(super) fn take(&mut self, stream: Stream, bytes: &[u8]) -> bool {
+        let progress = match (self.quiet, stream) {
+            (Some(quiet), Stream::Stdout) => !only_quiet_lines(bytes, quiet),
+            _ => true,
+        };
+        self.take_bytes(stream, bytes);
+        progress
+    }
+
+    fn take_bytes(&mut self, stream: Stream, bytes: &[u8]) {
         let filtered;
         let bytes = match (&mut self.filter, stream) {
             (Some(filter), Stream::Stdout) => {
@@ -112,7 +136,7 @@ impl<'a> Capture<'a> {
         if let Some(filter) = &mut self.filter {
             let rest = filter.finish();
             self.filter = None;
-            self.take(Stream::Stdout, &rest);
+            self.take_bytes(Stream::Stdout, &rest);
         }
         if let Some(masks) = &mut self.masks {
             let rest = [masks[0].finish(), masks[1].finish()];
@@ -141,6 +165,14 @@ impl<'a> Capture<'a> {
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
+}
+
+/// Whether `bytes` are whole lines, each `quiet` (what arrives in one chunk: an
+/// agent prints a line at once). A chunk with a partial line counts as progress.
+fn only_quiet_lines(bytes: &[u8], quiet: &QuietLine) -> bool {
+    !bytes.is_empty()
+        && bytes.ends_with(b"\n")
+        && bytes[..bytes.len() - 1].split(|&b| b == b'\n').all(quiet)
 }
 
 /// Rewrites a stream as it arrives (e.g. takes out records meant for agent-runner).

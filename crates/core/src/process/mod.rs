@@ -354,8 +354,9 @@ impl Waiter<'_, '_> {
         if self.open > 0 {
             match self.receiver.recv_timeout(timeout) {
                 Ok(Message::Chunk(stream, bytes)) => {
-                    self.last_output = Instant::now();
-                    self.capture.take(stream, &bytes);
+                    if self.capture.take(stream, &bytes) {
+                        self.last_output = Instant::now();
+                    }
                 }
                 Ok(Message::Closed) => self.open -= 1,
                 Err(RecvTimeoutError::Timeout) => {
@@ -524,6 +525,32 @@ mod tests {
         );
         assert_eq!(f.ending, Ending::Stalled);
         assert!(tail.contains("8\n"), "{tail}");
+    }
+
+    #[test]
+    fn quiet_lines_do_not_reset_the_idle_clock() {
+        let limits = Limits {
+            idle: Some(Duration::from_millis(600)),
+            ..Limits::wall(Duration::from_secs(20), Interrupt::never())
+        };
+        // A retry notice every 100 ms, for ever: stalled all the same.
+        let quiet = |line: &[u8]| line.starts_with(b"Reconnecting");
+        let mut capture = Capture::in_memory(1024).with_quiet_lines(&quiet);
+        let started = Instant::now();
+        let f = run(
+            &sh("echo start; while :; do echo Reconnecting...; sleep 0.1; done"),
+            &limits,
+            &mut capture,
+            Stop::Terminate,
+        )
+        .unwrap();
+        assert_eq!(f.ending, Ending::Stalled);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(
+            capture.tail().contains("Reconnecting"),
+            "{}",
+            capture.tail()
+        );
     }
 
     #[test]

@@ -44,7 +44,7 @@ struct Journal {
 
 /// Brings the clone's branch back into `root` as `agent-runner/<task-id>`: bundled
 /// by a bundler of `worker`'s image and limits, landed on the host. The journal
-/// goes into `log_dir`.
+/// goes into `log_dir`. Returns the untracked build caches left out of the branch.
 pub(crate) fn bring_back(
     clone: &AttemptClone,
     root: &Path,
@@ -52,15 +52,16 @@ pub(crate) fn bring_back(
     worker: &WorkerSettings,
     log_dir: &Path,
     interrupt: Interrupt,
-) -> Result<(), PipelineError> {
+) -> Result<Vec<String>, PipelineError> {
     let request = Request {
         job_id: &clone.job_id,
         task_id: &clone.task_id,
         branch: &clone.branch,
         haves: &clone.haves,
+        keep_untracked: worker.keep_untracked,
     };
     let clock = std::time::Instant::now();
-    let bundled = bundlers
+    let (bundled, left_out) = bundlers
         .bundle(worker, &request, interrupt)
         .map_err(PipelineError::Bundler)?;
     log::debug!(
@@ -93,7 +94,7 @@ pub(crate) fn bring_back(
     atomic::write(&log_dir.join(JOURNAL), &text)
         .map_err(PipelineError::io("write", log_dir.join(JOURNAL)))?;
     repo.set_branch(&clone.branch, Some(&commit))?;
-    Ok(())
+    Ok(left_out)
 }
 
 /// Indexes and checks the bundle's pack in `landing` (a new repository of ours that

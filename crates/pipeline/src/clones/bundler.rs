@@ -78,6 +78,8 @@ pub(crate) struct Request<'a> {
     pub(crate) branch: &'a str,
     /// Commits the host's repository has (the clone's start, merged branches).
     pub(crate) haves: &'a [String],
+    /// `runner.worker.keep_untracked`: untracked build caches stay in the branch.
+    pub(crate) keep_untracked: bool,
 }
 
 /// What a request produced.
@@ -163,11 +165,12 @@ impl Bundlers {
         worker: &WorkerSettings,
         request: &Request,
         interrupt: Interrupt,
-    ) -> Result<Bundled, String> {
+    ) -> Result<(Bundled, Vec<String>), String> {
         let image = worker.docker_image.as_str();
         let (mut bundler, out) = self.take(worker)?;
         let answer = bundler.ask(request, interrupt);
         let made = out.join(format!("{}.bundle", request.job_id));
+        let left_out = out.join(format!("{}.left-out", request.job_id));
         let bundled = match answer {
             Ok(answer) => {
                 self.give_back(worker, bundler);
@@ -180,7 +183,9 @@ impl Bundlers {
             }
         };
         let _ = std::fs::remove_file(&made);
-        bundled
+        let paths = left_out_paths(&left_out);
+        let _ = std::fs::remove_file(&left_out);
+        bundled.map(|bundled| (bundled, paths))
     }
 
     /// Where the landing repository of job `job_id` goes (a directory of ours).
@@ -365,10 +370,15 @@ impl Bundler {
             self.ready = true;
         }
         let line = format!(
-            "{} {} {} {}",
+            "{} {} {} {} {}",
             request.job_id,
             request.task_id,
             request.branch,
+            if request.keep_untracked {
+                "keep"
+            } else {
+                "drop"
+            },
             request.haves.join(" ")
         );
         if self.container.send_line(&line).is_err() {
@@ -385,6 +395,20 @@ impl Bundler {
         log::debug!("bundler {} removed in {}", self.name, human(took));
     }
 }
+
+/// The paths the bundler left out of the branch: NUL-separated in a file the
+/// bundler wrote (read bounded, as any file of a container's).
+fn left_out_paths(file: &std::path::Path) -> Vec<String> {
+    let bytes = agent_runner_core::fs::read::whole(file, MAX_LEFT_OUT).unwrap_or_default();
+    bytes
+        .split(|&b| b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| agent_runner_core::text::escape_controls(&String::from_utf8_lossy(p)))
+        .collect()
+}
+
+/// Largest list of left-out paths read.
+const MAX_LEFT_OUT: u64 = 4 << 20;
 
 /// The message for a request that got no answer, or a failed one.
 fn explain(image: &str, wait: HeldWait) -> String {

@@ -26,9 +26,12 @@ head_of() {
   is_sha "$sha" || fail "the branch $second has no commit"
   echo "$sha"
 }
+# Untracked build output a repository without a .gitignore would not want in its
+# branch (SPEC §24): left out unless the task keeps it (runner.worker.keep_untracked).
+CACHES=":(glob)**/__pycache__/** :(glob)**/*.pyc :(glob)**/*.pyo :(glob)**/node_modules/** :(glob)**/target/** :(glob)**/.pytest_cache/** :(glob)**/.mypy_cache/** :(glob)**/.ruff_cache/** :(glob)**/.tox/** :(glob)**/.gradle/** :(glob)**/.next/** :(glob)**/.cache/**"
 bundle() {
-  job=$1 task=$2 branch=$3
-  shift 3
+  job=$1 task=$2 branch=$3 caches=$4
+  shift 4
   c=/clones/$job
   plain -d "$c" directory
   plain -d "$c/.git" directory
@@ -53,6 +56,14 @@ bundle() {
   sed 's/^160000 /0 /' "$links" | git update-index --index-info
   git add -A -- . ':(exclude).agent-runner'
   git update-index --index-info < "$links"
+  # What the worker added (new to HEAD) under a cache's name, out of the index; the
+  # paths (NUL-separated) for the host to list in the note.
+  : > "/out/$job.left-out"
+  if [ "$caches" = drop ]; then
+    # shellcheck disable=SC2086 # one pathspec per word
+    git diff --cached --name-only --diff-filter=A -z "$head" -- $CACHES > "/out/$job.left-out"
+    git update-index --force-remove -z --stdin < "/out/$job.left-out"
+  fi
   # .agent-runner stays as the attempt's start had it, whatever the worker committed
   # there: a link or a folder of links would stop every dependent's runner.
   git rm -r -q -f --cached --ignore-unmatch -- .agent-runner > /dev/null
@@ -80,10 +91,10 @@ git init -q --template= "$g" || exit 1
 mkdir -p "$g/.git/refs/heads/agent-runner"
 export GIT_DIR="$g/.git" GIT_INDEX_FILE="$g/index" GIT_AUTHOR_NAME=agent-runner GIT_AUTHOR_EMAIL=agent-runner@localhost GIT_COMMITTER_NAME=agent-runner GIT_COMMITTER_EMAIL=agent-runner@localhost
 echo agent-runner-bundler-ready
-while read -r job task branch haves; do
+while read -r job task branch caches haves; do
   [ -n "$job" ] || continue
   # shellcheck disable=SC2086 # one argument per have
-  ( set -e; export GIT_WORK_TREE="/clones/$job"; bundle "$job" "$task" "$branch" $haves ) </dev/null 2>/tmp/agent-runner-bundle.err
+  ( set -e; export GIT_WORK_TREE="/clones/$job"; bundle "$job" "$task" "$branch" "$caches" $haves ) </dev/null 2>/tmp/agent-runner-bundle.err
   # Not `if ! ( ... )`: set -e does nothing in an if's condition.
   # shellcheck disable=SC2181
   if [ $? != 0 ]; then

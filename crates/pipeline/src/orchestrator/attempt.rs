@@ -673,7 +673,7 @@ fn run_and_bring_back(
         setup.interrupt,
     );
     match brought {
-        Ok(()) => {
+        Ok(left_out) => {
             log::info!(
                 "job {job_id}: branch {} brought back into {} in {}",
                 clone.branch,
@@ -682,6 +682,17 @@ fn run_and_bring_back(
             );
             ran.branch = Some(clone.branch.clone());
             clean_up(setup, job_id, &clone, log_dir, &mut ran);
+            if !left_out.is_empty() {
+                log::info!(
+                    "job {job_id}: {} untracked build cache file(s) left out of the branch \
+                     (runner.worker.keep_untracked keeps them)",
+                    left_out.len()
+                );
+                let note = log_dir
+                    .join(KEPT_DIR_NAME)
+                    .join(format!("task-{}.md", clone.task_id));
+                note_left_out(&note, &left_out);
+            }
         }
         Err(e) => {
             ran.status = AttemptStatus::Failed;
@@ -724,6 +735,35 @@ fn clean_up(setup: &Setup, job_id: &str, clone: &AttemptClone, log_dir: &Path, r
             log::warn!("cannot remove the clone {}: {e}", dir.display());
         }
     });
+}
+
+/// Most left-out paths the note names one by one.
+const LEFT_OUT_LISTED: usize = 50;
+
+/// Adds to the Task Note what bring-back left out of the branch (SPEC §24). The
+/// note is in the job's log directory by now, ours.
+fn note_left_out(note: &Path, paths: &[String]) {
+    let Ok(text) = agent_runner_core::fs::read::whole(note, 16 << 20) else {
+        log::warn!("cannot add what was left out to {}", note.display());
+        return;
+    };
+    let mut text = String::from_utf8_lossy(&text).into_owned();
+    text.push_str(
+        "\n## Left out of the branch\n\nUntracked build caches the worker wrote, not brought \
+         back (`runner.worker.keep_untracked: true` keeps them):\n",
+    );
+    for path in paths.iter().take(LEFT_OUT_LISTED) {
+        text.push_str(&format!(
+            "- {}\n",
+            agent_runner_core::markdown::code_span(path)
+        ));
+    }
+    if paths.len() > LEFT_OUT_LISTED {
+        text.push_str(&format!("- … and {} more\n", paths.len() - LEFT_OUT_LISTED));
+    }
+    if let Err(e) = agent_runner_core::fs::atomic::write(note, text.as_bytes()) {
+        log::warn!("cannot add what was left out to {}: {e}", note.display());
+    }
 }
 
 /// The result with its `note_path` moved from under one of `from` to under `to`.

@@ -18,9 +18,9 @@
 //! envelope links it to a file of the container's private tmpfs before every run
 //! (it fails the run when it cannot), so one the worker wrote to steer a later run
 //! (a provider, hooks, MCP servers, the commands' environment) is replaced before
-//! that run starts. It holds `runner.worker.base_url` as codex's `openai_base_url`
+//! that run starts. It holds `runner.worker.base_url` as a model provider of ours
 //! (codex ignores `OPENAI_BASE_URL` in the environment): a URL may hold a password
-//! or a key, and `-c openai_base_url=…` would put it in an argv every local user
+//! or a key, and `-c model_providers.…` would put it in an argv every local user
 //! can read. Why not `--ignore-user-config` and a profile (`-p`): codex 0.169.0
 //! then reads no profile either (testdata/codex/README.md). The system
 //! configuration (`/etc/codex`), which the worker can write as root, is pinned
@@ -29,6 +29,9 @@
 //! ab.chatgpt.com (feature flags); refusing them does not fail a run, and they are
 //! left out of its hosts: a prompt-injected worker could use an allowed host as a
 //! way out.
+
+/// The model provider a `runner.worker.base_url` becomes in codex's configuration.
+const PROVIDER: &str = "agent-runner";
 
 use serde::Deserialize;
 
@@ -155,7 +158,16 @@ impl Kind for Codex {
         if let Some(url) = run.base_url {
             // A JSON string is a TOML basic string (the same escapes).
             let url = serde_json::to_string(url).ok()?;
-            contents.push_str(&format!("\nopenai_base_url = {url}"));
+            // Not `openai_base_url`: codex's own provider speaks WebSockets first
+            // (`supports_websockets`, which a built-in provider's settings cannot
+            // change; the `responses_websockets` features are gone in 0.169.0), and
+            // a gateway that does not costs every request a failed upgrade (SPEC
+            // §24). So a provider of ours, logged in as codex's own.
+            contents.push_str(&format!(
+                "\nmodel_provider = \"{PROVIDER}\"\n\n[model_providers.{PROVIDER}]\n\
+                 name = \"runner.worker.base_url\"\nbase_url = {url}\nwire_api = \"responses\"\n\
+                 requires_openai_auth = true\nsupports_websockets = false"
+            ));
         }
         Some(SettingsFile {
             link: CONFIG_FILE,
@@ -226,6 +238,19 @@ impl Kind for Codex {
 
     fn stream(&self) -> Box<dyn EventStream> {
         Box::new(CodexStream)
+    }
+
+    /// `{"type":"error","message":"Reconnecting... 2/5 (…)"}`: codex retrying its
+    /// model; with nothing listening it retries for ever (testdata/codex-samples).
+    fn is_retry_notice(&self, line: &[u8]) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Notice {
+            #[serde(rename = "type")]
+            kind: String,
+            message: String,
+        }
+        serde_json::from_slice::<Notice>(line)
+            .is_ok_and(|n| n.kind == "error" && n.message.starts_with("Reconnecting"))
     }
 }
 
@@ -618,7 +643,13 @@ mod tests {
             Some(SettingsFile {
                 link: ".codex/config.toml",
                 contents: "# agent-runner's, written before every run\n\
-                           openai_base_url = \"http://user:pw-0123@h:1/v1?api-key=k-0123\\\"x\""
+                           model_provider = \"agent-runner\"\n\n\
+                           [model_providers.agent-runner]\n\
+                           name = \"runner.worker.base_url\"\n\
+                           base_url = \"http://user:pw-0123@h:1/v1?api-key=k-0123\\\"x\"\n\
+                           wire_api = \"responses\"\n\
+                           requires_openai_auth = true\n\
+                           supports_websockets = false"
                     .into()
             })
         );
@@ -699,6 +730,28 @@ mod tests {
             base_url: None,
         });
         assert_eq!(why[0].why, "codex's default API host");
+    }
+
+    #[test]
+    fn reconnecting_notices_are_retry_notices_and_nothing_else_is() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/codex-samples");
+        let stdout = std::fs::read_to_string(format!("{root}/conn_refused/stdout.jsonl")).unwrap();
+        let notices = stdout
+            .lines()
+            .filter(|l| CODEX.is_retry_notice(l.as_bytes()))
+            .count();
+        assert_eq!(notices, 6, "{stdout}");
+        for line in [
+            r#"{"type":"error","message":"Connection failed: error sending request"}"#,
+            r#"{"type":"item.completed","item":{"type":"agent_message","text":"Reconnecting"}}"#,
+            r#"{"type":"turn.failed","error":{"message":"Reconnecting... 5/5"}}"#,
+            "Reconnecting... plain text",
+        ] {
+            assert!(!CODEX.is_retry_notice(line.as_bytes()), "{line}");
+        }
+        assert!(CODEX.is_retry_notice(
+            br#"{"type":"error","message":"Reconnecting... 2/5 (stream disconnected before completion)"}"#
+        ));
     }
 
     #[test]

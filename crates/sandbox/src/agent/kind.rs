@@ -117,6 +117,11 @@ pub trait Kind: Sync {
     fn needs(&self, spec: &HostsSpec) -> Vec<Need>;
     /// A reader for one run's event stream.
     fn stream(&self) -> Box<dyn EventStream>;
+    /// Whether a line of its stdout is a retry notice, no sign of progress: a run
+    /// printing only those is stalled after `idle_timeout_sec` (SPEC §24).
+    fn is_retry_notice(&self, _line: &[u8]) -> bool {
+        false
+    }
 }
 
 impl fmt::Debug for dyn Kind {

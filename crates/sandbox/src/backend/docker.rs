@@ -159,6 +159,12 @@ impl Docker {
         if let Some(detail) = daemon_problem(self.short) {
             return BackendError::EngineUnreachable(detail);
         }
+        if let Some(fix) = docker_cli::missing_part(stderr) {
+            return BackendError::Failed {
+                command: "docker run --init".into(),
+                detail: format!("{fix}; {}", last_lines(stderr, 1)),
+            };
+        }
         BackendError::Failed {
             command: shorten_command(invocation),
             detail: last_lines(stderr, 5),
@@ -348,7 +354,10 @@ fn run_args(spec: &Spec) -> Vec<String> {
             .map(String::from)
             .into()
     } else {
-        ["run", "--rm", "--pull", "never"].map(String::from).into()
+        // `--init` here too, so that doctor's probes find an engine without it.
+        ["run", "--rm", "--init", "--pull", "never"]
+            .map(String::from)
+            .into()
     };
     if let Some(name) = &spec.name {
         args.extend(["--name".into(), name.clone()]);
@@ -412,11 +421,17 @@ fn run_args(spec: &Spec) -> Vec<String> {
             format!("HOME={NONROOT_HOME}"),
         ]);
     }
+    // Root's is the owner a tmpfs has anyway: no `uid=`, which podman 4 refuses.
+    let owner = if (uid, gid) == (0, 0) {
+        String::new()
+    } else {
+        format!(",uid={uid},gid={gid}")
+    };
     for tmpfs in &spec.tmpfs {
         args.extend([
             "--tmpfs".into(),
             format!(
-                "{}:rw,noexec,nosuid,nodev,size={},mode=0700,uid={uid},gid={gid}",
+                "{}:rw,noexec,nosuid,nodev,size={},mode=0700{owner}",
                 tmpfs.target, tmpfs.size
             ),
         ]);
@@ -445,15 +460,16 @@ fn exec_invocation(name: &str, exec: Exec) -> Invocation {
     invocation.arg(name).args(exec.command).stdin(exec.stdin)
 }
 
-/// The `docker run` command line without a script's text, for messages. (The
-/// bridge's arguments are short: nothing to cut.)
+/// The `docker run` command line for messages: without a script's text, and its
+/// options (labels, capabilities, mounts: 1.5 KB) shown as `…`, so that the cause
+/// after it is seen. (The bridge's arguments are short: nothing to cut.)
 fn shorten_command(invocation: &Invocation) -> String {
-    invocation
-        .display()
-        .split(" -c ")
-        .next()
-        .unwrap_or_default()
-        .to_string()
+    let shown = invocation.display();
+    let shown = shown.split(" -c ").next().unwrap_or_default();
+    match (shown.split_once(" run "), shown.find(" --entrypoint ")) {
+        (Some((program, _)), Some(at)) => format!("{program} run …{}", &shown[at..]),
+        _ => shown.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -555,7 +571,11 @@ mod tests {
         .chain(
             [
                 "--tmpfs".to_string(),
-                format!("/run/p:rw,noexec,nosuid,nodev,size=1m,mode=0700,uid={uid},gid={gid}"),
+                if (uid, gid) == (0, 0) {
+                    "/run/p:rw,noexec,nosuid,nodev,size=1m,mode=0700".to_string()
+                } else {
+                    format!("/run/p:rw,noexec,nosuid,nodev,size=1m,mode=0700,uid={uid},gid={gid}")
+                },
             ]
             .into_iter()
             .chain(
@@ -582,6 +602,7 @@ mod tests {
             [
                 "run",
                 "--rm",
+                "--init",
                 "--pull",
                 "never",
                 "--network",
@@ -623,5 +644,19 @@ mod tests {
         let invocation =
             Invocation::new("docker").args(["run", "--name", "c", "img", "-c", "a long script"]);
         assert_eq!(shorten_command(&invocation), "docker run --name c img");
+        let held = Invocation::new("docker").args([
+            "run",
+            "-i",
+            "--label",
+            "a=b",
+            "--entrypoint",
+            "/bridge",
+            "img",
+            "3128",
+        ]);
+        assert_eq!(
+            shorten_command(&held),
+            "docker run … --entrypoint /bridge img 3128"
+        );
     }
 }

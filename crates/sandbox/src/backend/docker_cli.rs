@@ -107,6 +107,15 @@ pub(crate) fn daemon_problem(deadline: Duration) -> Option<String> {
     }
 }
 
+/// The fix for an engine that lacks a part agent-runner needs, from its error text:
+/// podman (as `docker`) runs `--init` with catatonit, a package of its own (SPEC §24).
+pub fn missing_part(stderr: &str) -> Option<&'static str> {
+    (stderr.contains("container-init binary not found") || stderr.contains("catatonit")).then_some(
+        "podman runs `--init` with catatonit, which is not installed: install it (Debian/Ubuntu: \
+         apt-get install catatonit)",
+    )
+}
+
 /// What docker's own error text says went wrong, if it is docker's (not the
 /// command's) error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,5 +226,11 @@ mod tests {
             Some(DockerFault::CannotExec)
         );
         assert_eq!(fault_in("npm ERR! test failed"), None);
+        // podman 4.3's words when catatonit is missing.
+        assert!(
+            missing_part("Error: container-init binary not found on the host: stat /usr/libexec/podman/catatonit: no such file or directory")
+                .is_some_and(|fix| fix.contains("apt-get install catatonit"))
+        );
+        assert_eq!(missing_part("Error: No such image: x"), None);
     }
 }

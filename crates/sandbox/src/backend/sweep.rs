@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::docker_cli::{call, remove_container};
+use super::docker_cli::{call, last_lines, remove_container};
 use super::{Backend, Docker};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
@@ -39,7 +39,66 @@ pub fn sweep_orphans() -> Vec<String> {
 }
 
 /// Removes orphaned containers, each docker call within `deadline`; their names.
+/// The listing is `ps -q` then `inspect` with `index .Config.Labels`, formats podman
+/// understands too (its `ps` knows no `.Label`). A sweep that cannot run says so in
+/// the log.
 pub(crate) fn remove_orphans(deadline: Duration) -> Vec<String> {
+    let filter = format!("label={LABEL_TASK}");
+    let listed = call(
+        &["ps", "-a", "-q", "--no-trunc", "--filter", &filter],
+        deadline,
+        Interrupt::never(),
+    );
+    let ids: Vec<String> = match listed {
+        Ok(out) if out.ok => out.stdout.split_whitespace().map(str::to_string).collect(),
+        Ok(out) => {
+            log::error!(
+                "start-up sweep of orphaned containers did not run: `docker ps` failed: {}",
+                last_lines(&out.stderr, 2)
+            );
+            return Vec::new();
+        }
+        Err(e) => {
+            log::error!("start-up sweep of orphaned containers did not run: {e}");
+            return Vec::new();
+        }
+    };
+    if ids.is_empty() {
+        return Vec::new();
+    }
+    let mut args = vec!["inspect", "--type", "container", "--format"];
+    let format = inspect_format();
+    args.push(&format);
+    args.extend(ids.iter().map(String::as_str));
+    let out = match call(&args, deadline, Interrupt::never()) {
+        Ok(out) => out,
+        Err(e) => {
+            log::error!("start-up sweep of orphaned containers did not run: {e}");
+            return Vec::new();
+        }
+    };
+    // A container may go between `ps` and `inspect`: the others are still printed.
+    if !out.ok && out.stdout.trim().is_empty() {
+        log::error!(
+            "start-up sweep of orphaned containers did not run: `docker inspect` failed: {}",
+            last_lines(&out.stderr, 2)
+        );
+        return Vec::new();
+    }
+    let mut removed = Vec::new();
+    for line in out.stdout.lines() {
+        if let Some((id, name)) = orphan(line)
+            && remove_container(id, deadline)
+        {
+            removed.push(name.trim_start_matches('/').to_string());
+        }
+    }
+    removed
+}
+
+/// `ID NAME PID START HOST BOOT PIDNS`, tab-separated; a label a container lacks
+/// prints empty (the zero value of `index` on a map).
+fn inspect_format() -> String {
     let labels = [
         LABEL_OWNER_PID,
         LABEL_OWNER_START,
@@ -47,30 +106,14 @@ pub(crate) fn remove_orphans(deadline: Duration) -> Vec<String> {
         LABEL_OWNER_BOOT,
         LABEL_OWNER_PIDNS,
     ];
-    let mut format = "{{.ID}}\t{{.Names}}".to_string();
+    let mut format = "{{.Id}}\t{{.Name}}".to_string();
     for label in labels {
-        format.push_str(&format!("\t{{{{.Label \"{label}\"}}}}"));
+        format.push_str(&format!("\t{{{{index .Config.Labels \"{label}\"}}}}"));
     }
-    let filter = format!("label={LABEL_TASK}");
-    let Ok(out) = call(
-        &["ps", "-a", "--filter", &filter, "--format", &format],
-        deadline,
-        Interrupt::never(),
-    ) else {
-        return Vec::new();
-    };
-    let mut removed = Vec::new();
-    for line in out.stdout.lines() {
-        if let Some((id, name)) = orphan(line)
-            && remove_container(id, deadline)
-        {
-            removed.push(name.to_string());
-        }
-    }
-    removed
+    format
 }
 
-/// `(id, name)` of a `docker ps` line whose owner is gone.
+/// `(id, name)` of an `inspect_format` line whose owner is gone.
 fn orphan(line: &str) -> Option<(&str, &str)> {
     let fields: Vec<&str> = line.split('\t').collect();
     let [id, name, pid, start, host, boot, pidns] = fields[..] else {

@@ -234,6 +234,27 @@ impl AllowList {
         self.rules.iter().any(|r| r.lists(address, port, via))
     }
 
+    /// Whether this list lets through what the single-host entry `needed` allows
+    /// (a wildcard entry `needed` is never covered).
+    pub(crate) fn covers(&self, needed: &Rule) -> bool {
+        let host = match &needed.host {
+            Pattern::Name(name) => Host::Name(name.clone()),
+            Pattern::Address(address) => Host::Address(*address),
+            Pattern::Below(_) => return false,
+        };
+        [Via::Connect, Via::Plain].into_iter().any(|via| {
+            let port = match needed.ports {
+                Ports::One(port) => port,
+                Ports::Default | Ports::Any => via.default_port(),
+            };
+            let destination = Destination {
+                host: host.clone(),
+                port,
+            };
+            self.find(&destination, via).is_some()
+        })
+    }
+
     /// The entries as written in YAML.
     pub fn entries(&self) -> Vec<String> {
         self.rules.iter().map(Rule::to_string).collect()

@@ -58,6 +58,7 @@ impl CodexMeta {
             limits: worker.limits.clone(),
             // Meta's codex answers in an empty directory: no cache of the repository's.
             caches: Vec::new(),
+            keep_untracked: worker.keep_untracked,
         }
     }
 }

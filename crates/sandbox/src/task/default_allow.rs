@@ -16,6 +16,28 @@ pub(crate) fn for_task(
     login: &Login,
     meta: Option<&MetaBackend>,
 ) -> AllowList {
+    let needed = needed(worker, login, meta);
+    let mut why: Vec<String> = Vec::new();
+    for (_, reason) in &needed {
+        if !why.contains(reason) {
+            why.push(reason.clone());
+        }
+    }
+    AllowList {
+        rules: needed
+            .iter()
+            .filter_map(|(entry, _)| Rule::parse(entry).ok())
+            .collect(),
+        origin: Origin::Default(why.join(", ")),
+    }
+}
+
+/// Each allow entry the task's agents need, once, with why (the first reason given).
+pub(crate) fn needed(
+    worker: &WorkerSettings,
+    login: &Login,
+    meta: Option<&MetaBackend>,
+) -> Vec<(String, String)> {
     let mut needs = needs_of(worker.kind, worker, login);
     if let Some(MetaBackend::CodexCli(codex)) = meta {
         let settings = codex.worker_settings(worker, std::time::Duration::from_secs(1));
@@ -28,26 +50,19 @@ pub(crate) fn for_task(
                 }),
         );
     }
-    let mut entries: Vec<String> = Vec::new();
-    let mut why: Vec<String> = Vec::new();
+    let mut entries: Vec<(String, String)> = Vec::new();
     for need in needs {
         let Some(entry) = entry_of(&need.destination) else {
             continue;
         };
-        if !entries.contains(&entry) {
-            entries.push(entry);
-            if !why.contains(&need.why) {
-                why.push(need.why);
-            }
+        if !entries.iter().any(|(e, _)| *e == entry) {
+            entries.push((entry, need.why));
         }
     }
-    AllowList {
-        rules: entries.iter().filter_map(|e| Rule::parse(e).ok()).collect(),
-        origin: Origin::Default(why.join(", ")),
-    }
+    entries
 }
 
-fn needs_of(kind: &dyn Kind, settings: &WorkerSettings, login: &Login) -> Vec<Need> {
+pub(crate) fn needs_of(kind: &dyn Kind, settings: &WorkerSettings, login: &Login) -> Vec<Need> {
     let env: Vec<(&str, Option<&str>)> = settings
         .env
         .iter()

@@ -7,6 +7,7 @@
 //! checks keys and types against the tables in `raw`, `build` (with `settings`,
 //! `worker_env`, `env_ref`, `paths`, `auth`) turns the raw document into a `Task`.
 
+mod allow_gaps;
 mod argv;
 mod auth;
 mod bounds;
@@ -20,6 +21,7 @@ mod host;
 pub mod id;
 mod input_error;
 mod locate;
+mod loopback;
 mod meta_api;
 mod paths;
 mod raw;
@@ -38,6 +40,7 @@ use std::time::Duration;
 
 pub use crate::agent::Login;
 pub use crate::task_state::TaskState;
+pub use allow_gaps::{AllowGap, allow_gaps};
 pub use auth::resolve as resolve_login;
 pub use bounds::{DEFAULT_MAX_STALLED_LOOPS, unpriced};
 pub use codex_meta::CodexMeta;
@@ -250,6 +253,9 @@ pub struct WorkerSettings {
     /// `runner.worker.caches`: absolute, normalised paths, each a volume per
     /// repository (SPEC §21).
     pub caches: Vec<String>,
+    /// `runner.worker.keep_untracked`: the pipeline's bring-back keeps untracked
+    /// build caches in the branch (SPEC §24).
+    pub keep_untracked: bool,
 }
 
 /// `runner.worker.limits`, for `docker run` (`--memory`, `--cpus`, `--pids-limit`).

@@ -260,6 +260,8 @@ raw_section! {
         limits: RawLimits = Kind::Section(LIMITS);
         /// Absolute paths in the sandbox kept in a Docker volume per repository and path (pip, npm, cargo caches); [] for none.
         caches: Vec<String> = Kind::TextList;
+        /// Bring-back keeps untracked build caches (__pycache__/, node_modules/, target/, …) in the branch; default: left out.
+        keep_untracked: bool = Kind::Boolean;
     }
 }
 

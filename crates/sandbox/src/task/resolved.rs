@@ -127,6 +127,7 @@ struct WorkerView<'a> {
     allow_from: Option<String>,
     env: BTreeMap<&'a str, String>,
     limits: LimitsView,
+    keep_untracked: bool,
     /// `<program>_auth` (`codex_auth`, `claude_auth`): how the agent logs in.
     #[serde(flatten)]
     auth: BTreeMap<String, String>,
@@ -203,6 +204,7 @@ pub fn resolved_yaml(task: &Task) -> String {
                     cpus: task.worker.limits.cpus,
                     pids: task.worker.limits.pids,
                 },
+                keep_untracked: task.worker.keep_untracked,
                 auth: BTreeMap::from([(
                     format!("{}_auth", task.worker.kind.program()),
                     login_view(&task.login),

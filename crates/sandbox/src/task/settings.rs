@@ -498,11 +498,15 @@ pub(crate) fn worker(
         env: env?,
         limits: limits?,
         caches: caches?,
+        keep_untracked: raw.keep_untracked.unwrap_or(false),
     };
     settings.allow = match allow? {
         Some(allow) => allow,
         None => super::default_allow::for_task(&settings, login.unwrap_or(&Login::None), meta),
     };
+    if settings.network == Network::Allowlist {
+        super::loopback::refuse(&settings, login.unwrap_or(&Login::None), problems);
+    }
     Some(settings)
 }
 

@@ -746,8 +746,25 @@ impl<'a> Exec<'a> {
     /// `path`'s content (the link followed) as the daemon streams it, and its first
     /// bytes.
     fn copy(&self, path: &str) -> Result<(Content, Vec<u8>), SandboxError> {
+        match self.copy_with(path, &["-L"]) {
+            // podman 4 (as `docker`) has no `-L`: a link then arrives as a link,
+            // which the tar reader refuses rather than misreads (SPEC §24).
+            Err(SandboxError::Docker { detail, .. })
+                if detail.contains("unknown shorthand flag: 'L'") =>
+            {
+                self.copy_with(path, &[])
+            }
+            copied => copied,
+        }
+    }
+
+    /// `copy` with the options `options` of `docker cp`.
+    fn copy_with(&self, path: &str, options: &[&str]) -> Result<(Content, Vec<u8>), SandboxError> {
         let source = format!("{}:{path}", self.container);
-        let invocation = docker_cli::command().args(["cp", "-L", &source, "-"]);
+        let invocation = docker_cli::command()
+            .arg("cp")
+            .args(options.iter().copied())
+            .args([source.as_str(), "-"]);
         let mut reader = TarDigest::default();
         let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
         let finished = process::run(
@@ -759,7 +776,7 @@ impl<'a> Exec<'a> {
         .map_err(|e| SandboxError::from(cli_missing(e)))?;
         let stderr = capture.stderr();
         drop(capture);
-        let command = format!("docker cp -L {source} -");
+        let command = format!("docker cp {} {source} -", options.join(" "));
         match finished.ending {
             Ending::Interrupted => return Err(SandboxError::Interrupted),
             Ending::TimedOut | Ending::Stalled => {

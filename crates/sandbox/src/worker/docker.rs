@@ -289,9 +289,11 @@ impl DockerSandbox {
         };
         let started = Timestamp::now();
         let (capture, log_path) = self.capture(&format!("run-{number}.log"))?;
+        let quiet = |line: &[u8]| kind.is_retry_notice(line);
         let mut capture = capture
             .with_filter(&mut reader)
-            .with_lines(MAX_EVENT_LINE, &mut on_line);
+            .with_lines(MAX_EVENT_LINE, &mut on_line)
+            .with_quiet_lines(&quiet);
         let (finished, stopped) = self.run_enveloped(exec, &limits, &mut capture)?;
         let (output_tail, stderr, output_bytes) =
             (capture.tail(), capture.stderr(), capture.bytes());
