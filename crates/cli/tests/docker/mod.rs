@@ -15,6 +15,7 @@ mod meta_apis;
 mod orchestrator;
 mod pipeline;
 mod plan;
+mod remote;
 mod resume;
 mod run;
 mod sandbox;

@@ -8,6 +8,7 @@ pub mod fake_openai;
 pub mod fake_responses;
 pub mod pipeline;
 pub mod prerequisite;
+pub mod remote_hosts;
 pub mod server;
 pub mod task;
 pub mod task_yaml;

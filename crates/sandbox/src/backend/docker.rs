@@ -22,6 +22,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::endpoint::Endpoint;
 use super::docker_cli::{
     self, DockerFault, call, cli_missing, daemon_problem, fault_in, last_lines, mount_spec,
     remove_container,
@@ -45,6 +46,8 @@ pub struct Docker {
     short: Duration,
     /// Of `docker pull`.
     pull: Duration,
+    /// The daemon the CLI reaches, read once (`endpoint.rs`).
+    endpoint: std::sync::Arc<std::sync::OnceLock<Result<Endpoint, BackendError>>>,
 }
 
 impl Default for Docker {
@@ -52,12 +55,30 @@ impl Default for Docker {
         Docker {
             short: Duration::from_secs(30),
             pull: Duration::from_secs(600),
+            endpoint: Default::default(),
+        }
+    }
+}
+
+impl Docker {
+    /// The daemon the CLI reaches; refused when secrets would cross the network
+    /// in clear (plain tcp:// beyond the loopback).
+    pub fn endpoint(&self) -> Result<&Endpoint, BackendError> {
+        let endpoint = self
+            .endpoint
+            .get_or_init(|| Endpoint::current(self.short))
+            .as_ref()
+            .map_err(Clone::clone)?;
+        match endpoint.refusal() {
+            Some(refused) => Err(refused),
+            None => Ok(endpoint),
         }
     }
 }
 
 impl Backend for Docker {
     fn start(&self, spec: &Spec) -> Result<Started, BackendError> {
+        self.endpoint()?;
         let name = spec
             .name
             .clone()
@@ -127,6 +148,7 @@ impl Backend for Docker {
         wall: Duration,
         interrupt: Interrupt,
     ) -> Result<Output, BackendError> {
+        self.endpoint()?;
         let invocation = seccomp::with_profile(docker_cli::command().args(run_args(spec)));
         docker_cli::run_invocation(&invocation, wall, interrupt).map_err(cli_missing)
     }
@@ -137,6 +159,13 @@ impl Backend for Docker {
 
     fn reads_from_outside(&self) -> bool {
         true
+    }
+
+    fn daemon(&self) -> String {
+        match self.endpoint.get() {
+            Some(Ok(endpoint)) => endpoint.to_string(),
+            _ => "the docker daemon".into(),
+        }
     }
 }
 

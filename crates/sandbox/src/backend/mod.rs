@@ -61,9 +61,11 @@
 mod bind;
 mod docker;
 pub mod docker_cli;
+pub mod endpoint;
 mod error;
 mod git_dir;
 mod host_dir;
+mod locality;
 pub mod privileges;
 pub mod seccomp;
 mod socket;
@@ -113,6 +115,11 @@ pub trait Backend: Send + Sync {
     fn reads_from_outside(&self) -> bool {
         false
     }
+    /// The engine's daemon in words a message can name (`DOCKER_HOST=…`, the
+    /// context).
+    fn daemon(&self) -> String {
+        "the container engine".into()
+    }
 }
 
 /// A sandbox just started.
@@ -161,6 +168,14 @@ pub trait Instance: Send {
 /// How the repository gets into the sandbox and the work out of it; see the module
 /// documentation.
 pub(crate) trait Transport: Send {
+    /// Before the first start of a sandbox of `image` on `backend`: what must hold
+    /// there (for the bind mount: the daemon sees this machine's files).
+    fn prepare(
+        &mut self,
+        backend: &dyn Backend,
+        image: &str,
+        interrupt: Interrupt,
+    ) -> Result<(), BackendError>;
     /// What the sandbox mounts for the repository and the agent's session, made
     /// ready on the host; an error when the repository cannot be protected.
     fn mounts(&mut self) -> Result<Vec<Mount>, BackendError>;

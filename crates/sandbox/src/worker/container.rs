@@ -114,6 +114,7 @@ impl Container {
             .take(6)
             .collect();
         let name = format!("agent-runner-{}-{suffix}", spec.task_id);
+        transport.prepare(backend, &spec.worker.docker_image, spec.interrupt)?;
         let mounts = transport.mounts()?;
         match backend.start(&sandbox_spec(spec, &name, mounts, carrier)) {
             Ok(started) => Ok(Container {
