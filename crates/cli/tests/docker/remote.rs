@@ -39,7 +39,10 @@ fn emulated_hosts_answer_with_the_test_image_and_leave_docker0_intact() {
         host.docker_ok(&["create", "--name", &name, TEST_IMAGE, "true"]);
         let (here, _, _) = support::docker::docker(&["container", "inspect", &name]);
         host.docker_ok(&["rm", &name]);
-        assert!(!here, "{name} is on this machine's daemon: not a remote host");
+        assert!(
+            !here,
+            "{name} is on this machine's daemon: not a remote host"
+        );
     }
     assert_docker0_intact();
 }
@@ -74,7 +77,10 @@ fn a_remote_daemon_with_the_repositorys_path_is_refused_and_nothing_runs_there()
     assert!(!out.stdout.contains("COMPLETE"), "{}", out.stdout);
     let remote = docker_ok(&["exec", &host.container, "cat", &format!("{path}/out.txt")]);
     assert_eq!(remote, "remote\n", "the task ran on the remote copy");
-    assert_eq!(std::fs::read_to_string(dir.join("out.txt")).unwrap(), "local\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("out.txt")).unwrap(),
+        "local\n"
+    );
     assert_eq!(task_containers(host, &id), Vec::<String>::new());
     assert!(host.containers().is_empty(), "{:?}", host.containers());
     // The token's directory is gone, here (and was never there).
@@ -127,7 +133,10 @@ fn a_remote_daemon_that_sees_this_machines_files_passes_the_proof() {
         .env("RUST_LOG", "info")
         .output();
     out.code(0).stdout_has(&format!("COMPLETE: task {id}"));
-    assert_eq!(std::fs::read_to_string(repo.join("out.txt")).unwrap(), "ok\n");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("out.txt")).unwrap(),
+        "ok\n"
+    );
     assert_eq!(task_containers(host, &id), Vec::<String>::new());
     let _ = std::fs::remove_dir_all(&repo);
 }
@@ -153,7 +162,7 @@ fn a_paused_host_ends_the_attempt_within_the_deadline_naming_the_host() {
         plan(&["AC-1"]),
         run_worker("@say: working\n@run: sleep 600"),
     ]);
-    let yaml = v1_task(&id, &repo, &server).set("runner.worker.timeout_sec", 10);
+    let yaml = v1_task(&id, &repo, &server).set("runner.worker.max_run_time_sec", 10);
     let child = runner(yaml).env("DOCKER_HOST", &host.url).start();
     let log = repo.join(format!(".agent-runner/logs/{id}/run-1.log"));
     wait_for(Duration::from_secs(60), || {
@@ -165,13 +174,26 @@ fn a_paused_host_ends_the_attempt_within_the_deadline_naming_the_host() {
     let out = child.finish();
     let took = paused.elapsed();
     drop(unpause);
-    eprintln!("paused host: the run ended {:.1} s after the pause", took.as_secs_f64());
+    eprintln!(
+        "paused host: the run ended {:.1} s after the pause",
+        took.as_secs_f64()
+    );
     assert_ne!(out.code, Some(0), "{}", out.stderr);
-    out.stderr_has(&host.url);
+    out.stderr_has(&format!(
+        "host lost: the docker daemon at DOCKER_HOST={}: no answer within 5 s",
+        host.url
+    ));
+    // The worker's 10 s, the 5 s health check, the removal's 5 s + 5 s, and a
+    // busy machine's slack: never the minutes of deadlines a paused host used to
+    // hold a run for (each call waiting out 30 s).
     assert!(
-        took < Duration::from_secs(75),
+        took < Duration::from_secs(45),
         "the run ended {took:?} after the pause:\n{}",
         out.stderr
     );
+    // Back, the host ends the sandbox whose pipe we closed: nothing is left there.
+    wait_for(Duration::from_secs(30), || {
+        task_containers(host, &id).is_empty()
+    });
     let _ = std::fs::remove_dir_all(&repo);
 }

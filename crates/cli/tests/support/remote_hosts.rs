@@ -90,14 +90,7 @@ pub fn assert_docker0_intact() {
         "docker0 is gone from this machine: {}",
         out.stderr
     );
-    let (ok, _, stderr) = docker(&[
-        "run",
-        "--rm",
-        "--network",
-        "bridge",
-        TEST_IMAGE,
-        "true",
-    ]);
+    let (ok, _, stderr) = docker(&["run", "--rm", "--network", "bridge", TEST_IMAGE, "true"]);
     assert!(ok, "a container on the default bridge failed: {stderr}");
 }
 
@@ -152,32 +145,41 @@ fn start_one(host: &RemoteHost, address: &str, owner: &str) {
         ];
     }
     let shared: Vec<&str> = shared.iter().map(String::as_str).collect();
-    docker_ok(&[&["run", "-d"], &shared[..], &[
-        "--name",
-        &host.container,
-        "--label",
-        &label,
-        "--network",
-        "host",
-        "--cgroupns=private",
-        "--cap-add",
-        "ALL",
-        "--cap-drop",
-        "SYS_RESOURCE",
-        "--security-opt",
-        "seccomp=unconfined",
-        "--security-opt",
-        "apparmor=unconfined",
-        "--tmpfs",
-        "/run",
-        "--mount",
-        &volume,
-        HOST_IMAGE,
-        address,
-    ]]
-    .concat());
+    docker_ok(
+        &[
+            &["run", "-d"],
+            &shared[..],
+            &[
+                "--name",
+                &host.container,
+                "--label",
+                &label,
+                "--network",
+                "host",
+                "--cgroupns=private",
+                "--cap-add",
+                "ALL",
+                "--cap-drop",
+                "SYS_RESOURCE",
+                "--security-opt",
+                "seccomp=unconfined",
+                "--security-opt",
+                "apparmor=unconfined",
+                "--tmpfs",
+                "/run",
+                "--mount",
+                &volume,
+                HOST_IMAGE,
+                address,
+            ],
+        ]
+        .concat(),
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !host.docker(&["version", "--format", "{{.Server.Version}}"]).0 {
+    while !host
+        .docker(&["version", "--format", "{{.Server.Version}}"])
+        .0
+    {
         if Instant::now() > deadline {
             let logs = Run::program("docker", &["logs", "--tail", "20", &host.container]).output();
             panic!(
@@ -187,10 +189,7 @@ fn start_one(host: &RemoteHost, address: &str, owner: &str) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let load = format!(
-        "docker save {TEST_IMAGE} | docker -H {} load -q",
-        host.url
-    );
+    let load = format!("docker save {TEST_IMAGE} | docker -H {} load -q", host.url);
     let out = Run::program("sh", &["-c", &load])
         .deadline(Duration::from_secs(120))
         .output();

@@ -22,16 +22,16 @@
 
 use std::time::{Duration, Instant};
 
-use super::endpoint::Endpoint;
 use super::docker_cli::{
     self, DockerFault, call, cli_missing, daemon_problem, fault_in, last_lines, mount_spec,
     remove_container,
 };
+use super::endpoint::Endpoint;
 use super::spec::{Exec, Net, Spec, Var};
 use super::{Backend, BackendError, Instance, Output, Started, seccomp, sweep};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{
-    self, Capture, Finished, Held, HeldWait, Invocation, Limits, Stop,
+    self, Capture, Ending, Finished, Held, HeldWait, Invocation, Limits, Stop,
 };
 use agent_runner_core::sys;
 use agent_runner_core::timestamp::human;
@@ -121,6 +121,8 @@ impl Backend for Docker {
                 held,
                 watchdog,
                 short: self.short,
+                daemon: self.daemon(),
+                lost: Default::default(),
             }),
             ready,
         })
@@ -195,7 +197,14 @@ struct Container {
     watchdog: Watchdog,
     /// The deadline of a short call.
     short: Duration,
+    /// The daemon in words (`Backend::daemon`), for a lost host's message.
+    daemon: String,
+    /// The daemon did not answer its health check: the host is lost.
+    lost: std::sync::Mutex<Option<String>>,
 }
+
+/// The health check of a daemon: `docker version` within this (SPEC §22).
+const HEALTH: Duration = Duration::from_secs(5);
 
 impl Instance for Container {
     fn name(&self) -> &str {
@@ -223,9 +232,37 @@ impl Instance for Container {
         }
     }
 
+    fn lost(&self) -> Option<BackendError> {
+        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        if lost.is_none() {
+            let detail = match call(
+                &["version", "--format", "{{.Server.Version}}"],
+                HEALTH,
+                Interrupt::never(),
+            ) {
+                Ok(out) if out.ok => return None,
+                Ok(out) if out.ending == Ending::TimedOut => {
+                    format!("no answer within {} s", HEALTH.as_secs())
+                }
+                Ok(out) => last_lines(&out.stderr, 2),
+                Err(e) => e.to_string(),
+            };
+            *lost = Some(detail);
+        }
+        let detail = lost.as_deref().unwrap_or_default();
+        Some(BackendError::EngineUnreachable(format!(
+            "host lost: {}: {detail}",
+            self.daemon
+        )))
+    }
+
     fn diagnose(&mut self, image: &str, stderr: &str) -> BackendError {
         match fault_in(stderr) {
-            Some(DockerFault::Daemon) => BackendError::EngineUnreachable(last_lines(stderr, 2)),
+            Some(DockerFault::Daemon) => BackendError::EngineUnreachable(format!(
+                "host lost: {}: {}",
+                self.daemon,
+                last_lines(stderr, 2)
+            )),
             Some(DockerFault::ContainerGone) => BackendError::Gone {
                 name: self.name.clone(),
                 detail: last_lines(stderr, 2),
@@ -234,6 +271,8 @@ impl Instance for Container {
                 image: image.to_string(),
                 detail: last_lines(stderr, 2),
             },
+            // Before anything that waits on the daemon: a lost host answers nothing.
+            _ if self.lost().is_some() => self.lost().unwrap_or_else(|| self.gone()),
             _ if self.is_dying() => self.gone(),
             _ => match daemon_problem(self.short) {
                 Some(detail) => BackendError::EngineUnreachable(detail),
@@ -266,8 +305,16 @@ impl Instance for Container {
         let started = Instant::now();
         // Closing the main process's stdin ends the container, and `docker run --rm`
         // returns once it is removed. `docker rm -f` only if that does not happen.
+        // A lost host gets the health check's deadline, not a short call's: when it
+        // comes back, our closed pipe ends the container there.
+        let lost = self.lost.lock().is_ok_and(|lost| lost.is_some());
+        let (within, deadline) = if lost {
+            (within.min(HEALTH), HEALTH)
+        } else {
+            (within, self.short)
+        };
         if !self.held.release(within) {
-            remove_container(&self.name, self.short);
+            remove_container(&self.name, deadline);
         }
         let took = started.elapsed();
         self.watchdog.dismiss();

@@ -36,7 +36,11 @@ impl std::fmt::Display for Endpoint {
             Source::Default => write!(f, "the local docker daemon ({})", self.url),
             Source::DockerHost => write!(f, "the docker daemon at DOCKER_HOST={}", self.url),
             Source::Context(name) => {
-                write!(f, "the docker daemon of docker context {name:?} ({})", self.url)
+                write!(
+                    f,
+                    "the docker daemon of docker context {name:?} ({})",
+                    self.url
+                )
             }
         }
     }
@@ -145,7 +149,9 @@ fn host_of(rest: &str) -> &str {
     if let Some(v6) = authority.strip_prefix('[') {
         return v6.split(']').next().unwrap_or(v6);
     }
-    authority.rsplit_once(':').map_or(authority, |(host, _)| host)
+    authority
+        .rsplit_once(':')
+        .map_or(authority, |(host, _)| host)
 }
 
 fn is_loopback(host: &str) -> bool {
@@ -171,16 +177,31 @@ mod tests {
             .refusal()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(refused.contains("DOCKER_HOST=tcp://10.1.2.3:2375"), "{refused}");
+        assert!(
+            refused.contains("DOCKER_HOST=tcp://10.1.2.3:2375"),
+            "{refused}"
+        );
         assert!(refused.contains("DOCKER_TLS_VERIFY=1"), "{refused}");
         assert!(refused.contains("ssh://"), "{refused}");
-        let by_context = at("tcp://build.example:2375", Source::Context("ci".into()), false)
-            .refusal()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let by_context = at(
+            "tcp://build.example:2375",
+            Source::Context("ci".into()),
+            false,
+        )
+        .refusal()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
         assert!(by_context.contains("docker context \"ci\""), "{by_context}");
-        assert!(at("tcp://[2001:db8::1]:2375", Source::DockerHost, false).refusal().is_some());
-        assert!(at("tcp://127.0.0.1.example:2375", Source::DockerHost, false).refusal().is_some());
+        assert!(
+            at("tcp://[2001:db8::1]:2375", Source::DockerHost, false)
+                .refusal()
+                .is_some()
+        );
+        assert!(
+            at("tcp://127.0.0.1.example:2375", Source::DockerHost, false)
+                .refusal()
+                .is_some()
+        );
     }
 
     #[test]
@@ -201,7 +222,11 @@ mod tests {
     fn a_context_is_read_from_docker_context_inspect() {
         assert_eq!(
             parse_context("ci tcp://10.0.0.1:2376 3"),
-            Some(at("tcp://10.0.0.1:2376", Source::Context("ci".into()), true))
+            Some(at(
+                "tcp://10.0.0.1:2376",
+                Source::Context("ci".into()),
+                true
+            ))
         );
         assert_eq!(
             parse_context("default unix:///var/run/docker.sock 0"),

@@ -44,7 +44,11 @@ pub(crate) fn prove(
     if read.trim() == token {
         return Ok(());
     }
-    Err(not_local(backend, private_dir, &format!("it read {:?}", last_lines(&read, 1))))
+    Err(not_local(
+        backend,
+        private_dir,
+        &format!("it read {:?}", last_lines(&read, 1)),
+    ))
 }
 
 /// What a container of `backend` reads at the token's path: its stdout, or the

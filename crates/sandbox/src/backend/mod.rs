@@ -146,6 +146,12 @@ pub trait Instance: Send {
     fn is_alive(&mut self) -> bool;
     /// The error for a sandbox that is gone, with the engine's last words.
     fn gone(&self) -> BackendError;
+    /// The error of a lost host when the engine does not answer a health check
+    /// within seconds (SPEC §22); remembered, so the rest of the sandbox's end does
+    /// not wait on it.
+    fn lost(&self) -> Option<BackendError> {
+        None
+    }
     /// Why an exec failed in the engine itself, not in the command (`stderr`: the
     /// exec's): the sandbox gone, the engine down, an `image` unable to run it.
     fn diagnose(&mut self, image: &str, stderr: &str) -> BackendError;

@@ -195,6 +195,11 @@ impl Container {
         self.instance.is_alive()
     }
 
+    /// The error of a lost host (`backend::Instance::lost`).
+    pub(crate) fn lost(&self) -> Option<SandboxError> {
+        self.instance.lost().map(Into::into)
+    }
+
     /// The error for a container that has gone.
     pub(crate) fn gone(&self) -> SandboxError {
         self.instance.gone().into()

@@ -477,7 +477,12 @@ impl DockerSandbox {
         let container: &Container = self.container()?;
         let mut stopped = None;
         let redactor = &redactor;
-        let mut stop = || stopped = Some(stop_work(container, None, redactor));
+        let mut stop = || {
+            // A lost host would hold the stop's exec to its deadline as well.
+            if container.lost().is_none() {
+                stopped = Some(stop_work(container, None, redactor));
+            }
+        };
         let finished = container.exec(exec, limits, capture, Stop::Custom(&mut stop))?;
         Ok((finished, stopped))
     }
@@ -510,6 +515,13 @@ impl DockerSandbox {
         if report.stopped.is_none() && finished.ending != Ending::Interrupted {
             // The envelope did not finish (timed out, killed, or the container went):
             // stop what is left now, and take the snapshot it could not.
+            // A host that stopped answering would hold each of those calls to its
+            // deadline: it is lost, and the attempt ends now.
+            if finished.ending == Ending::TimedOut
+                && let Some(lost) = container.lost()
+            {
+                return Err(lost);
+            }
             let head = (mode == Mode::Worker).then(|| {
                 report
                     .git_before
