@@ -12,13 +12,20 @@
 //!   `--rm`; `docker rm -f` as the fallback; `watchdog.sh` should we be killed while
 //!   its main process is frozen). `sweep.rs`: its labels, and the orphans of dead
 //!   owners removed at start. `docker_cli.rs`: the one place every docker call is
-//!   made, each with a deadline.
+//!   made, each with a deadline. `endpoint.rs`: which daemon the CLI reaches, named
+//!   in messages, and plain `tcp://` beyond the loopback refused (SPEC §22).
+//!   `Instance::lost`: a `docker version` within 5 s when an exec reached its limit
+//!   or failed without a word; no answer → `host lost: …`, and the rest of the end
+//!   (the stop, the removal) no longer waits on that host.
 //! - `Transport`: how the repository gets in and the work out, and where the checks
 //!   of what the worker wrote run. `bind.rs`: the repository bind-mounted read-write,
 //!   `.agent-runner/` read-only over it, `.git`'s configuration read-only
 //!   (`git_dir.rs`), the agent's session directory; the work is in place, so after
 //!   each run and once more when the sandbox is gone the repository is swept on the
 //!   host (`privileges.rs`: set-id bits, device nodes; `git_dir`'s redirect).
+//!   Before the first mount (`Transport::prepare`), `locality.rs` proves the daemon
+//!   sees this machine's files (a random token read back by a container of its), or
+//!   refuses.
 //! - `Carrier`: the link between agent-runner and the running sandbox: its main
 //!   process (the keep-alive that ends it when our pipe closes), the way out to the
 //!   egress proxy, and how host files (the agent's login) reach it. `socket.rs`:
@@ -43,15 +50,13 @@
 //!   with the volume read-only (`Spec` with that mount, started by the same backend),
 //!   checked here as `pipeline::clones::bring_back` checks one, and left as the
 //!   branch `agent-runner/<id>`. The session directory becomes a per-task volume.
-//!   Before any bind mount, `Bind` proves the daemon sees its files (a token file
-//!   read back by the container).
 //! - Lifeline carrier (`lifeline.rs`): `main` is the helper as PID 1 under the held
 //!   `docker run -i`; its stdin/stdout carry the egress connections, multiplexed, to
 //!   the same proxy (which then accepts from the stream instead of a unix socket),
 //!   and the login files, into a tmpfs with mode 0600, in place of mounts. Closing the
 //!   stream ends the sandbox as closing the keep-alive's pipe does today.
-//! - Remote hosts: a `Docker` per host, whose calls add the host's context and
-//!   deadlines (`docker_cli::command`); `Instance::diagnose` tells a lost host.
+//! - Remote hosts: a `Docker` per host, whose calls add the host's context
+//!   (`docker_cli::command`).
 //! - Kubernetes (`kubectl.rs`): `start` renders the `Spec` as a Pod (emptyDir for
 //!   volumes, a NetworkPolicy denying all for `Net::Isolated`, `securityContext` for
 //!   the confinement and the user) and holds `kubectl run -i`/`attach` as the
