@@ -21,8 +21,9 @@ fi
 docker image inspect "$base" >/dev/null 2>&1 \
   || die "$base is missing; \`bash testdata/setup-sandbox-image.sh\` builds it"
 if ! command -v socat >/dev/null 2>&1; then
-  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-    || die "socat is missing (Debian: apt-get install socat)"
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    die "socat is missing (Debian: apt-get install socat)"
+  fi
   say "installing socat with apt-get"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q socat >/dev/null 2>&1 \
     || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q socat >/dev/null; } \

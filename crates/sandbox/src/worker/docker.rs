@@ -814,8 +814,25 @@ exit 3"#;
             Ok(())
         }
 
-        fn run_once(&self, _: &Spec, _: Duration, _: Interrupt) -> Result<Output, BackendError> {
-            Err(BackendError::Io("not for the sandbox".into()))
+        /// A daemon on this machine: `cat` of a mounted file reads the host's.
+        fn run_once(&self, spec: &Spec, _: Duration, _: Interrupt) -> Result<Output, BackendError> {
+            let read = |path: &String| {
+                spec.mounts.iter().find_map(|m| {
+                    let rest = path.strip_prefix(&m.target)?;
+                    std::fs::read_to_string(m.source.join(rest.trim_start_matches('/'))).ok()
+                })
+            };
+            let stdout = match (spec.main.entrypoint.as_str(), spec.main.args.first()) {
+                ("cat", Some(path)) => read(path),
+                _ => None,
+            };
+            Ok(Output {
+                ok: stdout.is_some(),
+                code: Some(if stdout.is_some() { 0 } else { 1 }),
+                ending: agent_runner_core::process::Ending::Exited,
+                stdout: stdout.unwrap_or_default(),
+                stderr: String::new(),
+            })
         }
 
         fn sweep_orphans(&self) -> Vec<String> {
