@@ -52,16 +52,19 @@ fn a_remote_daemon_with_the_repositorys_path_is_refused_and_nothing_runs_there()
     let host = &hosts()[0];
     let dir = support::Scratch::new("same-path-trap");
     repository(&dir.path, "local");
-    // The trap: that host has a directory at the same path, with other content.
+    // The trap: that host has a directory at the same path, with other content, and
+    // everything a bind mount of this task names (its session directory too).
     let path = dir.path.display().to_string();
+    let id = task_id("trap");
     docker_ok(&[
         "exec",
         &host.container,
         "sh",
         "-c",
-        &format!("mkdir -p '{path}/.agent-runner' && echo remote > '{path}/out.txt'"),
+        &format!(
+            "mkdir -p '{path}/.agent-runner/state/{id}.session' && echo remote > '{path}/out.txt'"
+        ),
     ]);
-    let id = task_id("trap");
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
         run_worker("@run: echo ok > out.txt\n@say: done"),
