@@ -200,3 +200,48 @@ fn a_paused_host_ends_the_attempt_within_the_deadline_naming_the_host() {
     });
     let _ = std::fs::remove_dir_all(&repo);
 }
+
+#[test]
+fn plain_tcp_to_another_machine_is_refused_by_docker_host_and_by_context() {
+    let dir = support::Scratch::new("plain-tcp");
+    repository(&dir.path, "local");
+    // TEST-NET-1: nothing answers there; the refusal must come before any call.
+    let url = "tcp://192.0.2.1:2375";
+    let config = support::Scratch::new("docker-config");
+    let made = support::Run::program("docker", &["context", "create", "far"])
+        .arg("--docker")
+        .arg(&format!("host={url}"))
+        .env("DOCKER_CONFIG", &config.path)
+        .output();
+    assert_eq!(made.code, Some(0), "{}", made.stderr);
+    for (how, named) in [
+        (
+            "DOCKER_HOST",
+            format!("refusing the docker daemon at DOCKER_HOST={url}"),
+        ),
+        (
+            "DOCKER_CONTEXT",
+            format!("refusing the docker daemon of docker context \"far\" ({url})"),
+        ),
+    ] {
+        let id = task_id("plaintcp");
+        let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: hi")]);
+        let run = runner(v1_task(&id, &dir.path, &server)).env("DOCKER_CONFIG", &config.path);
+        let run = match how {
+            "DOCKER_HOST" => run.env("DOCKER_HOST", url),
+            _ => run.env("DOCKER_CONTEXT", "far"),
+        };
+        let started = Instant::now();
+        let out = run.output();
+        out.code(1)
+            .stdout_has(&named)
+            .stdout_has("DOCKER_TLS_VERIFY=1")
+            .stdout_has("ssh://");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{how}: {:?}",
+            started.elapsed()
+        );
+        assert!(note(&dir.path, &id).contains("without TLS"));
+    }
+}
