@@ -144,12 +144,25 @@ fn a_remote_daemon_that_sees_this_machines_files_passes_the_proof() {
     let _ = std::fs::remove_dir_all(&repo);
 }
 
-/// Unpauses the host however the test ends: other tests use it.
-struct Unpause<'a>(&'a RemoteHost);
+/// The host's relay (its main process, as this machine sees it) stopped with
+/// SIGSTOP: the host takes connections and answers none, as a paused or
+/// unreachable machine does (`docker pause` cannot always freeze a busy cgroup
+/// here). Continued however the test ends: other tests use the host.
+struct Stopped(String);
 
-impl Drop for Unpause<'_> {
+impl Stopped {
+    fn relay_of(host: &RemoteHost) -> Stopped {
+        let pid = docker_ok(&["inspect", "--format", "{{.State.Pid}}", &host.container]);
+        let pid = pid.trim().to_string();
+        let out = support::Run::program("kill", &["-STOP", &pid]).output();
+        assert_eq!(out.code, Some(0), "kill -STOP {pid}: {}", out.stderr);
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
     fn drop(&mut self) {
-        let _ = support::docker::docker(&["unpause", &self.0.container]);
+        let _ = support::Run::program("kill", &["-CONT", &self.0]).output();
     }
 }
 
@@ -171,12 +184,11 @@ fn a_paused_host_ends_the_attempt_within_the_deadline_naming_the_host() {
     wait_for(Duration::from_secs(60), || {
         std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
     });
-    let unpause = Unpause(host);
-    docker_ok(&["pause", &host.container]);
+    let stopped = Stopped::relay_of(host);
     let paused = Instant::now();
     let out = child.finish();
     let took = paused.elapsed();
-    drop(unpause);
+    drop(stopped);
     eprintln!(
         "paused host: the run ended {:.1} s after the pause",
         took.as_secs_f64()

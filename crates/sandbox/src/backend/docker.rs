@@ -163,6 +163,27 @@ impl Backend for Docker {
         true
     }
 
+    /// `docker create` (nothing runs), `docker cp` of `path` as a tar stream (the
+    /// file's bytes are in it as they are), `docker rm`.
+    fn read_unstarted(&self, spec: &Spec, path: &str) -> Result<Output, BackendError> {
+        self.endpoint()?;
+        let name = format!("agent-runner-read-{}", uuid::Uuid::new_v4().simple());
+        let mut args = run_args(spec);
+        args.retain(|a| a != "--rm");
+        args[0] = "create".into();
+        args.splice(1..1, ["--name".to_string(), name.clone()]);
+        let invocation = seccomp::with_profile(docker_cli::command().args(args));
+        let created = docker_cli::run_invocation(&invocation, self.short, Interrupt::never())
+            .map_err(cli_missing)?;
+        if !created.ok {
+            return Ok(created);
+        }
+        let source = format!("{name}:{path}");
+        let read = call(&["cp", &source, "-"], self.short, Interrupt::never());
+        remove_container(&name, self.short);
+        read
+    }
+
     fn daemon(&self) -> String {
         match self.endpoint.get() {
             Some(Ok(endpoint)) => endpoint.to_string(),

@@ -120,6 +120,14 @@ pub trait Backend: Send + Sync {
     fn reads_from_outside(&self) -> bool {
         false
     }
+    /// The file `path` as a container of `spec` would see it, read without running
+    /// anything in it (an image with no programs): its content, or why not. Only an
+    /// engine that `reads_from_outside` can.
+    fn read_unstarted(&self, _spec: &Spec, _path: &str) -> Result<Output, BackendError> {
+        Err(BackendError::Io(
+            "this engine cannot read a container's files from outside".into(),
+        ))
+    }
     /// The engine's daemon in words a message can name (`DOCKER_HOST=…`, the
     /// context).
     fn daemon(&self) -> String {
