@@ -13,6 +13,7 @@ install: build
 
 # Docker daemon + test worker images (installs and starts dockerd as root on Debian),
 # the real worker image for the real-codex tests (rebuilt only when its recipe changed),
+# the emulated remote Docker hosts' image (SPEC §22),
 # Chromium + chromedriver for the web view's browser tests, shellcheck for lint, and
 # the OpenAI and Anthropic Python SDKs the Meta API tests check requests against,
 # podman and catatonit with the test worker image in its store (the podman tests).
@@ -20,6 +21,7 @@ test-env:
 	bash testdata/setup-shellcheck.sh
 	bash testdata/setup-docker.sh
 	bash testdata/setup-sandbox-image.sh
+	bash testdata/setup-remote-hosts.sh
 	bash testdata/setup-browser.sh
 	bash testdata/setup-meta-sdk.sh
 	bash testdata/setup-podman.sh

@@ -22,6 +22,7 @@ mod orchestrator;
 mod pipeline;
 mod plan;
 mod podman;
+mod remote;
 mod resume;
 mod run;
 mod sandbox;

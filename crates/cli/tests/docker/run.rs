@@ -359,8 +359,12 @@ fn an_unreachable_daemon_fails_the_task_clearly() {
             format!("unix://{}/dead.sock", dir.path.display()),
         )
         .output();
+    // The daemon named as the environment chose it (SPEC §22), then docker's words.
     out.code(1)
-        .stdout_has("sandbox: docker daemon not reachable: Cannot connect to the Docker daemon");
+        .stdout_has(
+            "sandbox: docker daemon not reachable: the docker daemon at DOCKER_HOST=unix://",
+        )
+        .stdout_has("Cannot connect to the Docker daemon");
     assert!(note(&dir.path, &id).contains("docker daemon not reachable"));
 }
 

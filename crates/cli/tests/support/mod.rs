@@ -9,6 +9,7 @@ pub mod fake_responses;
 pub mod pipeline;
 pub mod podman;
 pub mod prerequisite;
+pub mod remote_hosts;
 pub mod server;
 pub mod task;
 pub mod task_yaml;

@@ -10,11 +10,15 @@
 //! and device nodes are removed from the repository (`privileges.rs`) and a
 //! `.git/commondir` redirect deleted (`git_dir::remove_redirect`). The session
 //! directory lies under `.agent-runner/` and is swept with the repository.
+//!
+//! Before the first mount, the daemon must prove it sees this machine's files
+//! (`locality.rs`): a remote daemon with the same path would work on its own copy.
 
 use std::path::PathBuf;
 
 use super::privileges::{self, Finding, Fix};
-use super::{BackendError, Mount, PROJECT_DIR, SESSION_DIR, Transport, git_dir};
+use super::{Backend, BackendError, Mount, PROJECT_DIR, SESSION_DIR, Transport, git_dir, locality};
+use agent_runner_core::interrupt::Interrupt;
 
 /// See the module documentation.
 pub(crate) struct Bind {
@@ -22,6 +26,8 @@ pub(crate) struct Bind {
     /// `<repo>/.agent-runner`, already created.
     private_dir: PathBuf,
     session_dir: Option<PathBuf>,
+    /// The daemon was seen to share this machine's files (`locality.rs`).
+    proven: bool,
 }
 
 impl Bind {
@@ -32,6 +38,7 @@ impl Bind {
             repo,
             private_dir,
             session_dir,
+            proven: false,
         }
     }
 
@@ -59,6 +66,24 @@ impl Bind {
 }
 
 impl Transport for Bind {
+    fn prepare(
+        &mut self,
+        backend: &dyn Backend,
+        image: &str,
+        interrupt: Interrupt,
+    ) -> Result<(), BackendError> {
+        if !self.proven {
+            let started = std::time::Instant::now();
+            locality::prove(backend, &self.private_dir, image, interrupt)?;
+            log::info!(
+                "locality proven in {}",
+                agent_runner_core::timestamp::human(started.elapsed())
+            );
+            self.proven = true;
+        }
+        Ok(())
+    }
+
     fn mounts(&mut self) -> Result<Vec<Mount>, BackendError> {
         let git = git_dir::mounts(&self.repo).map_err(BackendError::Io)?;
         let mut mounts = vec![

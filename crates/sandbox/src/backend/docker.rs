@@ -26,11 +26,12 @@ use super::docker_cli::{
     self, DockerFault, call, cli_missing, daemon_problem, fault_in, last_lines, mount_spec,
     remove_container,
 };
+use super::endpoint::Endpoint;
 use super::spec::{Exec, Net, Spec, Var, Volume};
 use super::{Backend, BackendError, Instance, Output, Started, seccomp, sweep};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{
-    self, Capture, Finished, Held, HeldWait, Invocation, Limits, Stop,
+    self, Capture, Ending, Finished, Held, HeldWait, Invocation, Limits, Stop,
 };
 use agent_runner_core::sys;
 use agent_runner_core::timestamp::human;
@@ -45,6 +46,8 @@ pub struct Docker {
     short: Duration,
     /// Of `docker pull`.
     pull: Duration,
+    /// The daemon the CLI reaches, read once (`endpoint.rs`).
+    endpoint: std::sync::Arc<std::sync::OnceLock<Result<Endpoint, BackendError>>>,
 }
 
 impl Default for Docker {
@@ -52,12 +55,30 @@ impl Default for Docker {
         Docker {
             short: Duration::from_secs(30),
             pull: Duration::from_secs(600),
+            endpoint: Default::default(),
+        }
+    }
+}
+
+impl Docker {
+    /// The daemon the CLI reaches; refused when secrets would cross the network
+    /// in clear (plain tcp:// beyond the loopback).
+    pub fn endpoint(&self) -> Result<&Endpoint, BackendError> {
+        let endpoint = self
+            .endpoint
+            .get_or_init(|| Endpoint::current(self.short))
+            .as_ref()
+            .map_err(Clone::clone)?;
+        match endpoint.refusal() {
+            Some(refused) => Err(refused),
+            None => Ok(endpoint),
         }
     }
 }
 
 impl Backend for Docker {
     fn start(&self, spec: &Spec) -> Result<Started, BackendError> {
+        self.endpoint()?;
         let name = spec
             .name
             .clone()
@@ -103,6 +124,8 @@ impl Backend for Docker {
                 held,
                 watchdog,
                 short: self.short,
+                daemon: self.daemon(),
+                lost: Default::default(),
             }),
             ready,
         })
@@ -130,6 +153,7 @@ impl Backend for Docker {
         wall: Duration,
         interrupt: Interrupt,
     ) -> Result<Output, BackendError> {
+        self.endpoint()?;
         let invocation = seccomp::with_profile(docker_cli::command().args(run_args(spec)));
         docker_cli::run_invocation(&invocation, wall, interrupt).map_err(cli_missing)
     }
@@ -144,6 +168,34 @@ impl Backend for Docker {
 
     fn tools_volume(&self, interrupt: Interrupt) -> Result<Option<String>, BackendError> {
         super::tools::ensure(interrupt).map(|filled| Some(filled.volume))
+    }
+
+    /// `docker create` (nothing runs), `docker cp` of `path` as a tar stream (the
+    /// file's bytes are in it as they are), `docker rm`.
+    fn read_unstarted(&self, spec: &Spec, path: &str) -> Result<Output, BackendError> {
+        self.endpoint()?;
+        let name = format!("agent-runner-read-{}", uuid::Uuid::new_v4().simple());
+        let mut args = run_args(spec);
+        args.retain(|a| a != "--rm");
+        args[0] = "create".into();
+        args.splice(1..1, ["--name".to_string(), name.clone()]);
+        let invocation = seccomp::with_profile(docker_cli::command().args(args));
+        let created = docker_cli::run_invocation(&invocation, self.short, Interrupt::never())
+            .map_err(cli_missing)?;
+        if !created.ok {
+            return Ok(created);
+        }
+        let source = format!("{name}:{path}");
+        let read = call(&["cp", &source, "-"], self.short, Interrupt::never());
+        remove_container(&name, self.short);
+        read
+    }
+
+    fn daemon(&self) -> String {
+        match self.endpoint.get() {
+            Some(Ok(endpoint)) => endpoint.to_string(),
+            _ => "the docker daemon".into(),
+        }
     }
 }
 
@@ -179,7 +231,14 @@ struct Container {
     watchdog: Watchdog,
     /// The deadline of a short call.
     short: Duration,
+    /// The daemon in words (`Backend::daemon`), for a lost host's message.
+    daemon: String,
+    /// The daemon did not answer its health check: the host is lost.
+    lost: std::sync::Mutex<Option<String>>,
 }
+
+/// The health check of a daemon: `docker version` within this (SPEC §22).
+const HEALTH: Duration = Duration::from_secs(5);
 
 impl Instance for Container {
     fn name(&self) -> &str {
@@ -207,9 +266,37 @@ impl Instance for Container {
         }
     }
 
+    fn lost(&self) -> Option<BackendError> {
+        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        if lost.is_none() {
+            let detail = match call(
+                &["version", "--format", "{{.Server.Version}}"],
+                HEALTH,
+                Interrupt::never(),
+            ) {
+                Ok(out) if out.ok => return None,
+                Ok(out) if out.ending == Ending::TimedOut => {
+                    format!("no answer within {} s", HEALTH.as_secs())
+                }
+                Ok(out) => last_lines(&out.stderr, 2),
+                Err(e) => e.to_string(),
+            };
+            *lost = Some(detail);
+        }
+        let detail = lost.as_deref().unwrap_or_default();
+        Some(BackendError::EngineUnreachable(format!(
+            "host lost: {}: {detail}",
+            self.daemon
+        )))
+    }
+
     fn diagnose(&mut self, image: &str, stderr: &str) -> BackendError {
         match fault_in(stderr) {
-            Some(DockerFault::Daemon) => BackendError::EngineUnreachable(last_lines(stderr, 2)),
+            Some(DockerFault::Daemon) => BackendError::EngineUnreachable(format!(
+                "host lost: {}: {}",
+                self.daemon,
+                last_lines(stderr, 2)
+            )),
             Some(DockerFault::ContainerGone) => BackendError::Gone {
                 name: self.name.clone(),
                 detail: last_lines(stderr, 2),
@@ -218,6 +305,8 @@ impl Instance for Container {
                 image: image.to_string(),
                 detail: last_lines(stderr, 2),
             },
+            // Before anything that waits on the daemon: a lost host answers nothing.
+            _ if self.lost().is_some() => self.lost().unwrap_or_else(|| self.gone()),
             _ if self.is_dying() => self.gone(),
             _ => match daemon_problem(self.short) {
                 Some(detail) => BackendError::EngineUnreachable(detail),
@@ -250,8 +339,16 @@ impl Instance for Container {
         let started = Instant::now();
         // Closing the main process's stdin ends the container, and `docker run --rm`
         // returns once it is removed. `docker rm -f` only if that does not happen.
+        // A lost host gets the health check's deadline, not a short call's: when it
+        // comes back, our closed pipe ends the container there.
+        let lost = self.lost.lock().is_ok_and(|lost| lost.is_some());
+        let (within, deadline) = if lost {
+            (within.min(HEALTH), HEALTH)
+        } else {
+            (within, self.short)
+        };
         if !self.held.release(within) {
-            remove_container(&self.name, self.short);
+            remove_container(&self.name, deadline);
         }
         let took = started.elapsed();
         self.watchdog.dismiss();

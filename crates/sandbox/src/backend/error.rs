@@ -18,6 +18,10 @@ pub enum BackendError {
     Gone { name: String, detail: String },
     #[error("`{command}` failed: {detail}")]
     Failed { command: String, detail: String },
+    /// Refused before anything ran, with the fix (a daemon that does not see our
+    /// files, plain tcp:// beyond the loopback).
+    #[error("{0}")]
+    Refused(String),
     #[error("{0}")]
     Io(String),
     #[error("interrupted")]

@@ -12,13 +12,20 @@
 //!   `--rm`; `docker rm -f` as the fallback; `watchdog.sh` should we be killed while
 //!   its main process is frozen). `sweep.rs`: its labels, and the orphans of dead
 //!   owners removed at start. `docker_cli.rs`: the one place every docker call is
-//!   made, each with a deadline.
+//!   made, each with a deadline. `endpoint.rs`: which daemon the CLI reaches, named
+//!   in messages, and plain `tcp://` beyond the loopback refused (SPEC §22).
+//!   `Instance::lost`: a `docker version` within 5 s when an exec reached its limit
+//!   or failed without a word; no answer → `host lost: …`, and the rest of the end
+//!   (the stop, the removal) no longer waits on that host.
 //! - `Transport`: how the repository gets in and the work out, and where the checks
 //!   of what the worker wrote run. `bind.rs`: the repository bind-mounted read-write,
 //!   `.agent-runner/` read-only over it, `.git`'s configuration read-only
 //!   (`git_dir.rs`), the agent's session directory; the work is in place, so after
 //!   each run and once more when the sandbox is gone the repository is swept on the
 //!   host (`privileges.rs`: set-id bits, device nodes; `git_dir`'s redirect).
+//!   Before the first mount (`Transport::prepare`), `locality.rs` proves the daemon
+//!   sees this machine's files (a random token read back by a container of its), or
+//!   refuses.
 //! - `Carrier`: the link between agent-runner and the running sandbox: its main
 //!   process (the keep-alive that ends it when our pipe closes), the way out to the
 //!   egress proxy, and how host files (the agent's login) reach it. `socket.rs`:
@@ -48,15 +55,13 @@
 //!   with the volume read-only (`Spec` with that mount, started by the same backend),
 //!   checked here as `pipeline::clones::bring_back` checks one, and left as the
 //!   branch `agent-runner/<id>`. The session directory becomes a per-task volume.
-//!   Before any bind mount, `Bind` proves the daemon sees its files (a token file
-//!   read back by the container).
 //! - Lifeline carrier (`lifeline.rs`): `main` is the helper as PID 1 under the held
 //!   `docker run -i`; its stdin/stdout carry the egress connections, multiplexed, to
 //!   the same proxy (which then accepts from the stream instead of a unix socket),
 //!   and the login files, into a tmpfs with mode 0600, in place of mounts. Closing the
 //!   stream ends the sandbox as closing the keep-alive's pipe does today.
-//! - Remote hosts: a `Docker` per host, whose calls add the host's context and
-//!   deadlines (`docker_cli::command`); `Instance::diagnose` tells a lost host.
+//! - Remote hosts: a `Docker` per host, whose calls add the host's context
+//!   (`docker_cli::command`).
 //! - Kubernetes (`kubectl.rs`): `start` renders the `Spec` as a Pod (emptyDir for
 //!   volumes, a NetworkPolicy denying all for `Net::Isolated`, `securityContext` for
 //!   the confinement and the user) and holds `kubectl run -i`/`attach` as the
@@ -66,9 +71,11 @@
 mod bind;
 mod docker;
 pub mod docker_cli;
+pub mod endpoint;
 mod error;
 mod git_dir;
 mod host_dir;
+mod locality;
 pub mod privileges;
 pub mod seccomp;
 mod socket;
@@ -126,6 +133,19 @@ pub trait Backend: Send + Sync {
     fn tools_volume(&self, _interrupt: Interrupt) -> Result<Option<String>, BackendError> {
         Ok(None)
     }
+    /// The file `path` as a container of `spec` would see it, read without running
+    /// anything in it (an image with no programs): its content, or why not. Only an
+    /// engine that `reads_from_outside` can.
+    fn read_unstarted(&self, _spec: &Spec, _path: &str) -> Result<Output, BackendError> {
+        Err(BackendError::Io(
+            "this engine cannot read a container's files from outside".into(),
+        ))
+    }
+    /// The engine's daemon in words a message can name (`DOCKER_HOST=…`, the
+    /// context).
+    fn daemon(&self) -> String {
+        "the container engine".into()
+    }
 }
 
 /// A sandbox just started.
@@ -152,6 +172,12 @@ pub trait Instance: Send {
     fn is_alive(&mut self) -> bool;
     /// The error for a sandbox that is gone, with the engine's last words.
     fn gone(&self) -> BackendError;
+    /// The error of a lost host when the engine does not answer a health check
+    /// within seconds (SPEC §22); remembered, so the rest of the sandbox's end does
+    /// not wait on it.
+    fn lost(&self) -> Option<BackendError> {
+        None
+    }
     /// Why an exec failed in the engine itself, not in the command (`stderr`: the
     /// exec's): the sandbox gone, the engine down, an `image` unable to run it.
     fn diagnose(&mut self, image: &str, stderr: &str) -> BackendError;
@@ -174,6 +200,14 @@ pub trait Instance: Send {
 /// How the repository gets into the sandbox and the work out of it; see the module
 /// documentation.
 pub(crate) trait Transport: Send {
+    /// Before the first start of a sandbox of `image` on `backend`: what must hold
+    /// there (for the bind mount: the daemon sees this machine's files).
+    fn prepare(
+        &mut self,
+        backend: &dyn Backend,
+        image: &str,
+        interrupt: Interrupt,
+    ) -> Result<(), BackendError>;
     /// What the sandbox mounts for the repository and the agent's session, made
     /// ready on the host; an error when the repository cannot be protected.
     fn mounts(&mut self) -> Result<Vec<Mount>, BackendError>;

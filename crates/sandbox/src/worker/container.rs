@@ -120,6 +120,7 @@ impl Container {
             .take(6)
             .collect();
         let name = format!("agent-runner-{}-{suffix}", spec.task_id);
+        transport.prepare(backend, &spec.worker.docker_image, spec.interrupt)?;
         let mounts = transport.mounts()?;
         match backend.start(&sandbox_spec(spec, &name, mounts, carrier)) {
             Ok(started) => Ok(Container {
@@ -198,6 +199,11 @@ impl Container {
     /// False once the container (or the engine connection) is gone.
     pub(crate) fn is_alive(&mut self) -> bool {
         self.instance.is_alive()
+    }
+
+    /// The error of a lost host (`backend::Instance::lost`).
+    pub(crate) fn lost(&self) -> Option<SandboxError> {
+        self.instance.lost().map(Into::into)
     }
 
     /// The error for a container that has gone.

@@ -525,7 +525,12 @@ impl DockerSandbox {
         let container: &Container = self.container()?;
         let mut stopped = None;
         let redactor = &redactor;
-        let mut stop = || stopped = Some(stop_work(container, None, redactor));
+        let mut stop = || {
+            // A lost host would hold the stop's exec to its deadline as well.
+            if container.lost().is_none() {
+                stopped = Some(stop_work(container, None, redactor));
+            }
+        };
         let finished = container.exec(exec, limits, capture, Stop::Custom(&mut stop))?;
         Ok((finished, stopped))
     }
@@ -558,6 +563,13 @@ impl DockerSandbox {
         if report.stopped.is_none() && finished.ending != Ending::Interrupted {
             // The envelope did not finish (timed out, killed, or the container went):
             // stop what is left now, and take the snapshot it could not.
+            // A host that stopped answering would hold each of those calls to its
+            // deadline: it is lost, and the attempt ends now.
+            if finished.ending == Ending::TimedOut
+                && let Some(lost) = container.lost()
+            {
+                return Err(lost);
+            }
             let head = (mode == Mode::Worker).then(|| {
                 report
                     .git_before
@@ -982,8 +994,25 @@ exit 3"#;
             Ok(())
         }
 
-        fn run_once(&self, _: &Spec, _: Duration, _: Interrupt) -> Result<Output, BackendError> {
-            Err(BackendError::Io("not for the sandbox".into()))
+        /// A daemon on this machine: `cat` of a mounted file reads the host's.
+        fn run_once(&self, spec: &Spec, _: Duration, _: Interrupt) -> Result<Output, BackendError> {
+            let read = |path: &String| {
+                spec.mounts.iter().find_map(|m| {
+                    let rest = path.strip_prefix(&m.target)?;
+                    std::fs::read_to_string(m.source.join(rest.trim_start_matches('/'))).ok()
+                })
+            };
+            let stdout = match (spec.main.entrypoint.as_str(), spec.main.args.first()) {
+                ("cat", Some(path)) => read(path),
+                _ => None,
+            };
+            Ok(Output {
+                ok: stdout.is_some(),
+                code: Some(if stdout.is_some() { 0 } else { 1 }),
+                ending: agent_runner_core::process::Ending::Exited,
+                stdout: stdout.unwrap_or_default(),
+                stderr: String::new(),
+            })
         }
 
         fn sweep_orphans(&self) -> Vec<String> {

@@ -160,6 +160,8 @@ pub enum SandboxError {
     #[error("`{command}` failed: {detail}")]
     Docker { command: String, detail: String },
     #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
     Io(String),
     #[error("interrupted")]
     Interrupted,
@@ -178,6 +180,7 @@ impl From<BackendError> for SandboxError {
             }
             BackendError::Gone { name, detail } => SandboxError::ContainerGone { name, detail },
             BackendError::Failed { command, detail } => SandboxError::Docker { command, detail },
+            BackendError::Refused(detail) => SandboxError::Refused(detail),
             BackendError::Io(detail) => SandboxError::Io(detail),
             BackendError::Interrupted => SandboxError::Interrupted,
         }
@@ -252,6 +255,7 @@ mod tests {
                 detail: detail.clone(),
             },
             BackendError::Failed { command, detail },
+            BackendError::Refused("not here".into()),
             BackendError::Io("disk full".into()),
             BackendError::Interrupted,
         ] {

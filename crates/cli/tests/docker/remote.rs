@@ -1,0 +1,259 @@
+//! Sandboxes on other machines (SPEC §22) against emulated remote Docker hosts
+//! (`support::remote_hosts`): the hosts themselves, locality proven before any bind
+//! mount, and a paused host bounded by the deadline.
+
+use crate::support;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use support::docker::{TEST_IMAGE, docker_ok};
+use support::fake_openai::FakeOpenAi;
+use support::remote_hosts::{RemoteHost, assert_docker0_intact, hosts, sharing_host};
+use support::task::*;
+
+/// Tests that use the sharing host one at a time: one of them pauses it.
+static SHARING: Mutex<()> = Mutex::new(());
+
+/// A repository at `path` whose out.txt says `says`.
+fn repository(path: &std::path::Path, says: &str) {
+    std::fs::create_dir_all(path).unwrap();
+    std::fs::write(path.join("out.txt"), format!("{says}\n")).unwrap();
+}
+
+/// The sandbox containers of task `id` on `host`.
+fn task_containers(host: &RemoteHost, id: &str) -> Vec<String> {
+    support::docker::containers_labelled_on(&["-H", &host.url], "agent-runner.task", id)
+}
+
+#[test]
+fn emulated_hosts_answer_with_the_test_image_and_leave_docker0_intact() {
+    let hosts = hosts();
+    assert!(hosts.len() >= 2, "{hosts:?}");
+    for host in hosts {
+        let version = host.docker_ok(&["version", "--format", "{{.Server.Version}}"]);
+        assert!(!version.trim().is_empty(), "{}", host.url);
+        host.docker_ok(&["image", "inspect", TEST_IMAGE]);
+        // Its own daemon, not this machine's: a container started there is not here.
+        let name = format!("agent-runner-probe-{}", support::short_id());
+        host.docker_ok(&["create", "--name", &name, TEST_IMAGE, "true"]);
+        let (here, _, _) = support::docker::docker(&["container", "inspect", &name]);
+        host.docker_ok(&["rm", &name]);
+        assert!(
+            !here,
+            "{name} is on this machine's daemon: not a remote host"
+        );
+    }
+    assert_docker0_intact();
+}
+
+#[test]
+fn a_remote_daemon_with_the_repositorys_path_is_refused_and_nothing_runs_there() {
+    let host = &hosts()[0];
+    let dir = support::Scratch::new("same-path-trap");
+    repository(&dir.path, "local");
+    // The trap: that host has a directory at the same path, with other content, and
+    // everything a bind mount of this task names (its session directory too).
+    let path = dir.path.display().to_string();
+    let id = task_id("trap");
+    docker_ok(&[
+        "exec",
+        &host.container,
+        "sh",
+        "-c",
+        &format!(
+            "mkdir -p '{path}/.agent-runner/state/{id}.session' && echo remote > '{path}/out.txt'"
+        ),
+    ]);
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo ok > out.txt\n@say: done"),
+        assess(&["AC-1"], "out.txt says ok"),
+    ]);
+    let out = runner(v1_task(&id, &dir.path, &server).test("grep -qx ok out.txt"))
+        .env("DOCKER_HOST", &host.url)
+        .output();
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    out.stderr_has("refusing to bind-mount the repository")
+        .stderr_has(&format!("DOCKER_HOST={}", host.url))
+        .stderr_has("unset DOCKER_HOST");
+    assert!(!out.stdout.contains("COMPLETE"), "{}", out.stdout);
+    let remote = docker_ok(&["exec", &host.container, "cat", &format!("{path}/out.txt")]);
+    assert_eq!(remote, "remote\n", "the task ran on the remote copy");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("out.txt")).unwrap(),
+        "local\n"
+    );
+    assert_eq!(task_containers(host, &id), Vec::<String>::new());
+    assert!(host.containers().is_empty(), "{:?}", host.containers());
+    // The token's directory is gone, here (and was never there).
+    let private: Vec<String> = std::fs::read_dir(dir.join(".agent-runner"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        private.iter().all(|name| !name.starts_with("locality-")),
+        "{private:?}"
+    );
+    assert!(note(&dir.path, &id).contains("refusing to bind-mount"));
+    docker_ok(&["exec", &host.container, "rm", "-rf", &path]);
+}
+
+#[test]
+fn a_remote_daemon_without_the_path_is_refused_by_name_too() {
+    let host = &hosts()[1];
+    let dir = support::Scratch::new("no-path");
+    repository(&dir.path, "local");
+    let id = task_id("nopath");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo ok > out.txt\n@say: done"),
+    ]);
+    let out = runner(v1_task(&id, &dir.path, &server))
+        .env("DOCKER_HOST", &host.url)
+        .output();
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    out.stderr_has("refusing to bind-mount the repository")
+        .stderr_has(&format!("DOCKER_HOST={}", host.url));
+    assert_eq!(task_containers(host, &id), Vec::<String>::new());
+}
+
+#[test]
+fn a_remote_daemon_that_sees_this_machines_files_passes_the_proof() {
+    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let host = sharing_host();
+    let shared = host.shared.as_ref().unwrap();
+    let repo = shared.join(format!("repo-{}", support::short_id()));
+    repository(&repo, "wrong");
+    let id = task_id("shared");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo ok > out.txt\n@say: done"),
+        assess(&["AC-1"], "out.txt says ok"),
+    ]);
+    let out = runner(v1_task(&id, &repo, &server).test("grep -qx ok out.txt"))
+        .env("DOCKER_HOST", &host.url)
+        .env("RUST_LOG", "info")
+        .output();
+    out.code(0).stdout_has(&format!("COMPLETE: task {id}"));
+    assert_eq!(
+        std::fs::read_to_string(repo.join("out.txt")).unwrap(),
+        "ok\n"
+    );
+    assert_eq!(task_containers(host, &id), Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(&repo);
+}
+
+/// The host's relay (its main process, as this machine sees it) stopped with
+/// SIGSTOP: the host takes connections and answers none, as a paused or
+/// unreachable machine does (`docker pause` cannot always freeze a busy cgroup
+/// here). Continued however the test ends: other tests use the host.
+struct Stopped(String);
+
+impl Stopped {
+    fn relay_of(host: &RemoteHost) -> Stopped {
+        let pid = docker_ok(&["inspect", "--format", "{{.State.Pid}}", &host.container]);
+        let pid = pid.trim().to_string();
+        let out = support::Run::program("kill", &["-STOP", &pid]).output();
+        assert_eq!(out.code, Some(0), "kill -STOP {pid}: {}", out.stderr);
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = support::Run::program("kill", &["-CONT", &self.0]).output();
+    }
+}
+
+#[test]
+fn a_paused_host_ends_the_attempt_within_the_deadline_naming_the_host() {
+    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let host = sharing_host();
+    let shared = host.shared.as_ref().unwrap();
+    let repo = shared.join(format!("repo-{}", support::short_id()));
+    repository(&repo, "wrong");
+    let id = task_id("paused");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: working\n@run: sleep 600"),
+    ]);
+    let yaml = v1_task(&id, &repo, &server).set("runner.worker.max_run_time_sec", 10);
+    let child = runner(yaml).env("DOCKER_HOST", &host.url).start();
+    let log = repo.join(format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(60), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
+    });
+    let stopped = Stopped::relay_of(host);
+    let paused = Instant::now();
+    let out = child.finish();
+    let took = paused.elapsed();
+    drop(stopped);
+    eprintln!(
+        "paused host: the run ended {:.1} s after the pause",
+        took.as_secs_f64()
+    );
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    out.stderr_has(&format!(
+        "host lost: the docker daemon at DOCKER_HOST={}: no answer within 5 s",
+        host.url
+    ));
+    // The worker's 10 s, the 5 s health check, the removal's 5 s + 5 s, and a
+    // busy machine's slack: never the minutes of deadlines a paused host used to
+    // hold a run for (each call waiting out 30 s).
+    assert!(
+        took < Duration::from_secs(45),
+        "the run ended {took:?} after the pause:\n{}",
+        out.stderr
+    );
+    // Back, the host ends the sandbox whose pipe we closed: nothing is left there.
+    wait_for(Duration::from_secs(30), || {
+        task_containers(host, &id).is_empty()
+    });
+    let _ = std::fs::remove_dir_all(&repo);
+}
+
+#[test]
+fn plain_tcp_to_another_machine_is_refused_by_docker_host_and_by_context() {
+    let dir = support::Scratch::new("plain-tcp");
+    repository(&dir.path, "local");
+    // TEST-NET-1: nothing answers there; the refusal must come before any call.
+    let url = "tcp://192.0.2.1:2375";
+    let config = support::Scratch::new("docker-config");
+    let made = support::Run::program("docker", &["context", "create", "far"])
+        .arg("--docker")
+        .arg(&format!("host={url}"))
+        .env("DOCKER_CONFIG", &config.path)
+        .output();
+    assert_eq!(made.code, Some(0), "{}", made.stderr);
+    for (how, named) in [
+        (
+            "DOCKER_HOST",
+            format!("refusing the docker daemon at DOCKER_HOST={url}"),
+        ),
+        (
+            "DOCKER_CONTEXT",
+            format!("refusing the docker daemon of docker context \"far\" ({url})"),
+        ),
+    ] {
+        let id = task_id("plaintcp");
+        let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: hi")]);
+        let run = runner(v1_task(&id, &dir.path, &server)).env("DOCKER_CONFIG", &config.path);
+        let run = match how {
+            "DOCKER_HOST" => run.env("DOCKER_HOST", url),
+            _ => run.env("DOCKER_CONTEXT", "far"),
+        };
+        let started = Instant::now();
+        let out = run.output();
+        out.code(1)
+            .stdout_has(&named)
+            .stdout_has("DOCKER_TLS_VERIFY=1")
+            .stdout_has("ssh://");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{how}: {:?}",
+            started.elapsed()
+        );
+        assert!(note(&dir.path, &id).contains("without TLS"));
+    }
+}

@@ -1,0 +1,134 @@
+//! Locality proven before any bind mount (SPEC §22). A bind mount names a path on
+//! the daemon's machine: a daemon elsewhere that happens to have the repository's
+//! path would run the task on ITS files and report them done while the user's
+//! repository is untouched. So before the first bind mount of a sandbox, a random
+//! token is written into a fresh directory under agent-runner's private directory
+//! and a container of that daemon, with the directory bind-mounted read-only, must
+//! print it back. Anything else (no such path there, another file, no answer) and
+//! the bind mount is refused with the fix, naming the daemon.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::docker_cli::{DockerFault, fault_in, last_lines};
+use super::{Backend, BackendError, Main, Mount, Net, Spec};
+use agent_runner_core::fs::Dir;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::Ending;
+
+/// Where the token's directory is in the probe container.
+const TARGET: &str = "/agent-runner-locality";
+/// Longest the probe may take (a daemon that answers runs it in well under a second).
+const WITHIN: Duration = Duration::from_secs(30);
+
+/// Proves that the daemon of `backend` sees this machine's files under
+/// `private_dir`, with a container of `image`.
+pub(crate) fn prove(
+    backend: &dyn Backend,
+    private_dir: &Path,
+    image: &str,
+    interrupt: Interrupt,
+) -> Result<(), BackendError> {
+    let io = |e: std::io::Error| BackendError::Io(format!("the locality proof: {e}"));
+    let dir = Dir::open(private_dir).map_err(io)?;
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let name = format!("locality-{token}");
+    let probe = dir.subdir(&name).map_err(io)?;
+    let proof = probe
+        .write_atomic("token", token.as_bytes())
+        .map_err(io)
+        .and_then(|()| read_back(backend, probe.path(), image, interrupt));
+    let removed = dir.remove_tree(&name).map_err(io);
+    let read = proof?;
+    removed?;
+    if read.trim() == token {
+        return Ok(());
+    }
+    Err(not_local(
+        backend,
+        private_dir,
+        &format!("it read {:?}", last_lines(&read, 1)),
+    ))
+}
+
+/// What a container of `backend` reads at the token's path: its stdout, or the
+/// error that says the daemon could not.
+fn read_back(
+    backend: &dyn Backend,
+    dir: &Path,
+    image: &str,
+    interrupt: Interrupt,
+) -> Result<String, BackendError> {
+    let mut spec = Spec::new(
+        image,
+        Main {
+            entrypoint: "cat".into(),
+            args: vec![format!("{TARGET}/token")],
+        },
+    );
+    spec.network = Net::Isolated;
+    spec.mounts = vec![Mount::new(dir, TARGET, true)];
+    let mut out = backend.run_once(&spec, WITHIN, interrupt)?;
+    if !out.ok && fault_in(&out.stderr) == Some(DockerFault::CannotExec) {
+        // An image with no `cat`: the file read from the created container.
+        out = backend.read_unstarted(&spec, &format!("{TARGET}/token"))?;
+        if out.ok {
+            return Ok(tar_content(&out.stdout));
+        }
+    }
+    if out.ok {
+        return Ok(out.stdout);
+    }
+    match out.ending {
+        Ending::Interrupted => return Err(BackendError::Interrupted),
+        Ending::TimedOut => {
+            return Err(BackendError::EngineUnreachable(format!(
+                "host lost: {}: no answer within {} s to the locality proof",
+                backend.daemon(),
+                WITHIN.as_secs()
+            )));
+        }
+        _ => {}
+    }
+    if out.stderr.contains("No such image") || out.stderr.contains("Unable to find image") {
+        return Err(BackendError::ImageMissing {
+            image: image.to_string(),
+            detail: "not present where sandboxes start".into(),
+        });
+    }
+    if fault_in(&out.stderr) == Some(DockerFault::Daemon) {
+        return Err(BackendError::EngineUnreachable(format!(
+            "{}: {}",
+            backend.daemon(),
+            last_lines(&out.stderr, 2)
+        )));
+    }
+    Err(not_local(
+        backend,
+        dir,
+        &last_lines(&format!("{}\n{}", out.stdout, out.stderr), 2),
+    ))
+}
+
+/// The token in a one-file tar stream: the hex digits after the 512-byte header.
+fn tar_content(tar: &str) -> String {
+    tar.get(512..)
+        .unwrap_or("")
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect()
+}
+
+/// The refusal, with the fix.
+fn not_local(backend: &dyn Backend, dir: &Path, detail: &str) -> BackendError {
+    BackendError::Refused(format!(
+        "refusing to bind-mount the repository: {} does not see this machine's files \
+         (a token written under {} was not read back by a container it started: \
+         {detail}). A bind mount there would run the task on that machine's files, not \
+         yours. Point DOCKER_HOST or the docker context at this machine's daemon \
+         (unset DOCKER_HOST, `docker context use default`), or run agent-runner on the \
+         machine of that daemon",
+        backend.daemon(),
+        dir.display()
+    ))
+}
