@@ -292,8 +292,14 @@ fn codex_s_configuration_and_the_test_command_reach_the_container_in_no_command_
         format!("m{}", random_hex(16)),
     );
     let base_url = format!("http://user:{password}@gw.example:8080/v1?api-key={key}");
-    let profile =
-        format!("# agent-runner's, written before every run\nopenai_base_url = \"{base_url}\"\n");
+    // codex's configuration as agent-runner writes it: a model provider of its own at
+    // the base URL, with no WebSocket attempt (SPEC §24).
+    let profile = format!(
+        "# agent-runner's, written before every run\nmodel_provider = \"agent-runner\"\n\n\
+         [model_providers.agent-runner]\nname = \"runner.worker.base_url\"\n\
+         base_url = \"{base_url}\"\nwire_api = \"responses\"\n\
+         requires_openai_auth = true\nsupports_websockets = false\n"
+    );
     let id = task_id("fake");
     let script = meta_script(
         &dir,

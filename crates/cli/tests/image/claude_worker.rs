@@ -309,7 +309,8 @@ fn a_claude_run_is_stopped_at_the_tasks_deadline() {
         &claude_task(&id, &repo, &script, SANDBOX_IMAGE, &model.url)
             .set("runner.worker.network", "host")
             .set("runner.worker.idle_timeout_sec", 100)
-            .set("runner.budget.max_duration_sec", 6),
+            // The sandbox's start and preflight (SPEC §21) come out of it too.
+            .set("runner.budget.max_duration_sec", 20),
         &[("ANTHROPIC_API_KEY", KEY)],
     );
     out.code(1)
@@ -351,8 +352,10 @@ fn an_image_without_claude_fails_the_task_at_once_naming_it() {
     let repo = repo(&dir);
     let id = task_id("missing");
     let script = meta_script(&dir, "Create hello.txt saying hello.");
+    // The image's own agent, or none: not the tools volume's (`agent_from: auto`).
     let yaml = claude_task(&id, &repo, &script, TEST_IMAGE, "http://127.0.0.1:9")
-        .set("runner.worker.network", "none");
+        .set("runner.worker.network", "none")
+        .set("runner.worker.agent_from", "image");
     let out = run(&dir, &yaml, &[("ANTHROPIC_API_KEY", KEY)]);
     out.code(1).stdout_has("FAILED").stderr_has(&format!(
         "docker image {TEST_IMAGE} cannot run the worker: it has no `claude` on PATH"

@@ -87,7 +87,15 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
 
     fn drive(&mut self, ctx: &mut TaskContext) -> Result<(), Stop> {
         let max_loops = ctx.task.meta.max_loops;
-        self.prepare(ctx)?;
+        let resumed_with_criteria = ctx.resumed.is_some() && !ctx.criteria.is_empty();
+        let awaits_approval = ctx.task.meta.approve_plan
+            && !resumed_with_criteria
+            && ctx.task.acceptance_criteria.is_empty();
+        // A plan that awaits approval starts no sandbox (SPEC §23): the preflight
+        // (SPEC §21) comes with the approval, before its first paid call.
+        if !awaits_approval {
+            self.prepare(ctx)?;
+        }
         move_to(ctx, TaskState::Planning, "")?;
         if let Some(resumed) = ctx.resumed.as_ref().filter(|_| !ctx.criteria.is_empty()) {
             // SPEC §19: the criteria and loops of the runs before; no plan_task.

@@ -167,6 +167,8 @@ impl Backend for Docker {
     }
 
     fn tools_volume(&self, interrupt: Interrupt) -> Result<Option<String>, BackendError> {
+        // A daemon refused (plain tcp:// elsewhere) is told before any call to it.
+        self.endpoint()?;
         super::tools::ensure(interrupt).map(|filled| Some(filled.volume))
     }
 
@@ -488,8 +490,11 @@ fn run_args(spec: &Spec) -> Vec<String> {
     for mount in &spec.mounts {
         let value = match mount.volume {
             // A volume's name is the engine's ([a-zA-Z0-9][a-zA-Z0-9_.-]*): no CSV quoting.
+            // `ro=true`, not `readonly` nor `volume-nocopy`: podman 4.3 refuses
+            // both (SPEC §24). An engine copies an image's files into a volume only
+            // while it is empty, and the tools volume is filled before any mount.
             true => format!(
-                "type=volume,source={},target={},readonly,volume-nocopy",
+                "type=volume,source={},target={},ro=true",
                 mount.source.display(),
                 mount.target
             ),

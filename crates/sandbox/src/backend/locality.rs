@@ -69,7 +69,7 @@ fn read_back(
     spec.network = Net::Isolated;
     spec.mounts = vec![Mount::new(dir, TARGET, true)];
     let mut out = backend.run_once(&spec, WITHIN, interrupt)?;
-    if !out.ok && fault_in(&out.stderr) == Some(DockerFault::CannotExec) {
+    if !out.ok && no_cat(&out.stderr) {
         // An image with no `cat`: the file read from the created container.
         out = backend.read_unstarted(&spec, &format!("{TARGET}/token"))?;
         if out.ok {
@@ -96,6 +96,14 @@ fn read_back(
             detail: "not present where sandboxes start".into(),
         });
     }
+    if let Some(fix) = super::docker_cli::missing_part(&out.stderr) {
+        // The engine cannot start any container (podman without catatonit): that,
+        // with its fix, not a daemon elsewhere.
+        return Err(BackendError::Failed {
+            command: "docker run --init".into(),
+            detail: format!("{fix}; {}", last_lines(&out.stderr, 1)),
+        });
+    }
     if fault_in(&out.stderr) == Some(DockerFault::Daemon) {
         return Err(BackendError::EngineUnreachable(format!(
             "{}: {}",
@@ -108,6 +116,16 @@ fn read_back(
         dir,
         &last_lines(&format!("{}\n{}", out.stdout, out.stderr), 2),
     ))
+}
+
+/// Whether the probe failed because the image has no `cat`: the runtime says so, or
+/// the init process (`--init`: docker's tini, podman's catatonit) does. Misreading
+/// anything else as this costs only the read from the created container, which
+/// proves locality the same way.
+fn no_cat(stderr: &str) -> bool {
+    fault_in(stderr) == Some(DockerFault::CannotExec)
+        || (stderr.contains("[FATAL tini") && stderr.contains("exec cat failed"))
+        || (stderr.contains("catatonit") && stderr.contains("failed to exec"))
 }
 
 /// The token in a one-file tar stream: the hex digits after the 512-byte header.
@@ -131,4 +149,22 @@ fn not_local(backend: &dyn Backend, dir: &Path, detail: &str) -> BackendError {
         backend.daemon(),
         dir.display()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::no_cat;
+
+    #[test]
+    fn an_image_without_cat_is_told_by_the_runtime_or_the_init() {
+        assert!(no_cat(
+            "docker: Error response from daemon: failed to create task: OCI runtime create failed: exec: \"cat\": executable file not found in $PATH"
+        ));
+        assert!(no_cat(
+            "[FATAL tini (8)] exec cat failed: No such file or directory"
+        ));
+        assert!(!no_cat(
+            "cat: /agent-runner-locality/token: No such file or directory"
+        ));
+    }
 }

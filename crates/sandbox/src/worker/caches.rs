@@ -63,20 +63,39 @@ pub struct Cache {
 
 /// Every cache volume on the Docker host, or why they cannot be listed.
 pub fn list() -> Result<Vec<Cache>, String> {
-    let format =
-        format!("{{{{.Name}}}}\t{{{{.Label \"{LABEL_REPO}\"}}}}\t{{{{.Label \"{LABEL_PATH}\"}}}}");
-    let args = [
-        "volume",
-        "ls",
-        "--filter",
-        &format!("label={LABEL_REPO}"),
-        "--format",
-        &format,
-    ];
+    // Names first, then their labels through `inspect`: `{{.Label "…"}}` in `volume
+    // ls` is Docker's only, `index .Labels` of `inspect` both engines know (SPEC §24).
+    let filter = format!("label={LABEL_REPO}");
+    let names = docker_cli::run(
+        &["volume", "ls", "-q", "--filter", &filter],
+        SHORT,
+        Interrupt::never(),
+    )
+    .map_err(|e| e.to_string())?;
+    if !names.ok {
+        return Err(format!(
+            "`docker volume ls` failed: {}",
+            docker_cli::last_lines(&names.stderr, 3)
+        ));
+    }
+    let names: Vec<&str> = names
+        .stdout
+        .lines()
+        .map(str::trim)
+        .filter(|name| name.starts_with(PREFIX))
+        .collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let format = format!(
+        "{{{{.Name}}}}\t{{{{index .Labels \"{LABEL_REPO}\"}}}}\t{{{{index .Labels \"{LABEL_PATH}\"}}}}"
+    );
+    let mut args = vec!["volume", "inspect", "--format", &format];
+    args.extend(names.iter().copied());
     let out = docker_cli::run(&args, SHORT, Interrupt::never()).map_err(|e| e.to_string())?;
     if !out.ok {
         return Err(format!(
-            "`docker volume ls` failed: {}",
+            "`docker volume inspect` failed: {}",
             docker_cli::last_lines(&out.stderr, 3)
         ));
     }
