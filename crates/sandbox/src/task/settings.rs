@@ -542,6 +542,16 @@ fn allow_entries(
         );
         return None;
     }
+    allow_rules("runner.worker.allow", &entries, problems).map(Some)
+}
+
+/// The entries of an allow list written at `field` (`runner.worker.allow`,
+/// `task.setup.allow`), each a rule; None when one is not.
+pub(crate) fn allow_rules(
+    field: &str,
+    entries: &[String],
+    problems: &mut InputErrors,
+) -> Option<AllowList> {
     let mut rules = Vec::new();
     let mut complete = true;
     for (n, entry) in entries.iter().enumerate() {
@@ -550,18 +560,17 @@ fn allow_entries(
             Err(why) => {
                 complete = false;
                 problems.push(
-                    InputError::new(format!("runner.worker.allow[{n}]"), why.to_string())
-                        .with_hint(
-                            "entries are host, host:port, *.suffix, *.suffix:port or host:*",
-                        ),
+                    InputError::new(format!("{field}[{n}]"), why.to_string()).with_hint(
+                        "entries are host, host:port, *.suffix, *.suffix:port or host:*",
+                    ),
                 );
             }
         }
     }
-    complete.then_some(Some(AllowList {
+    complete.then_some(AllowList {
         rules,
         origin: Origin::Task,
-    }))
+    })
 }
 
 fn limits(raw: RawLimits, problems: &mut InputErrors) -> Option<WorkerLimits> {

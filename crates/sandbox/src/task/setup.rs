@@ -10,7 +10,7 @@ use super::host::Host;
 use super::input_error::{InputError, InputErrors};
 use super::raw::RawSetup;
 use super::{Network, WorkerEnv, worker_env};
-use crate::egress::{AllowList, Origin, Rule};
+use crate::egress::AllowList;
 
 /// Default `task.setup.timeout_sec`.
 const DEFAULT_SETUP_TIMEOUT_SEC: u64 = 600;
@@ -120,25 +120,7 @@ fn allow(
         );
         return None;
     }
-    let mut rules = Vec::new();
-    let mut complete = true;
-    for (n, entry) in entries.iter().enumerate() {
-        match Rule::parse(entry) {
-            Ok(rule) => rules.push(rule),
-            Err(why) => {
-                complete = false;
-                problems.push(
-                    InputError::new(format!("task.setup.allow[{n}]"), why.to_string()).with_hint(
-                        "entries are host, host:port, *.suffix, *.suffix:port or host:*",
-                    ),
-                );
-            }
-        }
-    }
-    complete.then_some(AllowList {
-        rules,
-        origin: Origin::Task,
-    })
+    super::settings::allow_rules("task.setup.allow", &entries, problems)
 }
 
 /// `runner.worker.caches`: absolute, normalised, distinct paths, none of them a
