@@ -1,11 +1,12 @@
-//! The JSON Schemas of the runner's three Meta replies (SPEC §5.3), for providers
+//! The JSON Schemas of the runner's three Meta replies (SPEC §5.3) and of the
+//! pipeline's `judge` (SPEC §23), for providers
 //! that hold the model to one (`runner.meta.kind: codex-cli`). They say what the
 //! system prompt says; the runner's `protocol` still checks every reply. Here, with
 //! the exchange, so that a backend can send them without knowing the runner.
 
 use serde_json::Value;
 
-use crate::schema::{boolean, kind, list, nullable, object, text};
+use crate::schema::{boolean, integer, kind, list, nullable, object, text};
 
 /// `plan_task`: the acceptance criteria.
 pub fn plan_task() -> Value {
@@ -53,6 +54,16 @@ pub fn completion_assessment() -> Value {
     ])
 }
 
+/// `judge` (SPEC §23 best of N, asked by the pipeline): the try that is best, and
+/// why.
+pub fn judge() -> Value {
+    object(&[
+        ("type", kind("judge")),
+        ("winner", integer()),
+        ("why", text()),
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,7 +71,7 @@ mod tests {
 
     #[test]
     fn the_schemas_are_strict() {
-        for schema in [plan_task(), next_action(), completion_assessment()] {
+        for schema in [plan_task(), next_action(), completion_assessment(), judge()] {
             assert_eq!(check_strict(&schema, ""), Ok(()), "{schema}");
         }
     }

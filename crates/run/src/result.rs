@@ -45,6 +45,16 @@ pub struct RunResult {
     pub(crate) task_usage: Option<Account>,
     /// The task's limits, and the one that ended it.
     pub(crate) budget: BudgetReport,
+    /// The acceptance criteria: how many, and how many passed (SPEC §23 compares
+    /// tries by it). Absent when nothing ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) criteria: Option<CriteriaCount>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct CriteriaCount {
+    pub(crate) passed: usize,
+    pub(crate) total: usize,
 }
 
 /// The `budget` object: the limits set (null: none) and `exhausted`, the limit
@@ -79,6 +89,9 @@ pub(crate) struct Validation {
     /// `passed`, `failed`, or `unknown` when no test ran.
     pub(crate) overall: &'static str,
     pub(crate) commands: Vec<ValidationCommand>,
+    /// The end of the last test run's output (SPEC §23: what the judge of tries sees).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) test_tail: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -122,6 +135,9 @@ impl RunResult {
                         duration_ms: t.duration.as_millis(),
                     })
                     .collect(),
+                test_tail: ctx
+                    .last_test_run()
+                    .map(|t| agent_runner_core::text::tail(t.output_tail.trim_end(), 1024)),
             },
             duration_ms: ctx.duration().as_millis(),
             loops: ctx.loops,
@@ -141,6 +157,10 @@ impl RunResult {
             usage: ctx.usage(),
             task_usage: ctx.resumed.as_ref().map(|_| ctx.task_usage()),
             budget: BudgetReport::of(&ctx.task.bounds.budget, ctx.budget_exhausted),
+            criteria: Some(CriteriaCount {
+                passed: ctx.criteria.iter().filter(|c| c.passed).count(),
+                total: ctx.criteria.len(),
+            }),
         }
     }
 
@@ -164,6 +184,7 @@ impl RunResult {
             validation: Validation {
                 overall: "unknown",
                 commands: vec![],
+                test_tail: None,
             },
             duration_ms: took.as_millis(),
             loops: 0,
@@ -179,6 +200,7 @@ impl RunResult {
             },
             task_usage: None,
             budget: BudgetReport::default(),
+            criteria: None,
         }
     }
 

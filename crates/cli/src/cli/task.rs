@@ -85,6 +85,18 @@ pub(crate) enum TaskCommand {
         /// off, in the same directory (its clone), without a new plan.
         #[arg(long, conflicts_with = "all")]
         resume: bool,
+        /// Run each task N times at once, each try in its own clone, and keep the
+        /// best (SPEC §23; default: the workspace's `tries`, else 1).
+        #[arg(long, value_name = "N", conflicts_with = "resume")]
+        tries: Option<u32>,
+        /// Worker kinds the tries cycle over (e.g. codex-cli,claude-code-cli).
+        #[arg(
+            long,
+            value_name = "KIND,...",
+            value_delimiter = ',',
+            conflicts_with = "resume"
+        )]
+        kinds: Vec<String>,
     },
     /// Show the events of a task's current or last attempt, one line each.
     Logs {
@@ -144,7 +156,9 @@ pub(crate) fn run(command: TaskCommand) -> i32 {
             ids,
             all,
             resume,
-        } => enqueue(&workspace.dir, ids, all, resume),
+            tries,
+            kinds,
+        } => enqueue(&workspace.dir, ids, all, resume, (tries, kinds)),
         TaskCommand::Logs {
             workspace,
             follow,
@@ -337,11 +351,27 @@ fn attempt_lines(out: &mut String, task: &TaskView) {
             spend(a),
             e(&a.job_id),
         ));
+        if let Some(t) = &a.try_of {
+            out.push_str(&format!(
+                "       try {} of {} (tries {})\n",
+                t.k,
+                t.n,
+                e(&t.group)
+            ));
+        }
         if let Some(delivery) = &a.delivery {
             out.push_str(&format!(
                 "       {}\n",
                 e(&cut_chars(&one_line(&delivery.describe()), 300))
             ));
+        }
+        if let Some(comparison) = &a.tries {
+            for line in comparison.lines() {
+                out.push_str(&format!(
+                    "       {}\n",
+                    e(&cut_chars(&one_line(&line), 400))
+                ));
+            }
         }
     }
 }
@@ -493,8 +523,19 @@ fn usage_breakdown(out: &mut String, a: &Attempt) {
     }
 }
 
-fn enqueue(dir: &Path, ids: Vec<String>, all: bool, resume: bool) -> Result<i32, Error> {
+fn enqueue(
+    dir: &Path,
+    ids: Vec<String>,
+    all: bool,
+    resume: bool,
+    (tries, kinds): (Option<u32>, Vec<String>),
+) -> Result<i32, Error> {
     let ws = open(dir)?;
+    let tries = tries.or(ws.defaults.tries()).unwrap_or(1);
+    if !resume {
+        agent_runner_pipeline::store::tries::check_count(tries, "--tries")
+            .map_err(PipelineError::Invalid)?;
+    }
     let mut code = exit::COMPLETE;
     let mut refuse = |why: String| {
         let _ = writeln!(std::io::stderr(), "error: {}", escape_controls(&why));
@@ -510,12 +551,14 @@ fn enqueue(dir: &Path, ids: Vec<String>, all: bool, resume: bool) -> Result<i32,
     let mut out = String::new();
     for id in chosen {
         let enqueued = if resume {
-            run_request::enqueue_resume(&ws, &id)
+            run_request::enqueue_resume(&ws, &id).map(|job| vec![job])
         } else {
-            run_request::enqueue(&ws, &id)
+            run_request::enqueue_tries(&ws, &id, tries, &kinds)
         };
         match enqueued {
-            Ok(job) => out.push_str(&format!("{job}\n")),
+            Ok(jobs) => jobs
+                .iter()
+                .for_each(|job| out.push_str(&format!("{job}\n"))),
             Err(RunError::Refused(why)) => refuse(why.to_string()),
             Err(RunError::Failed(e)) => refuse(format!("task {id}: {e}")),
         }

@@ -22,7 +22,7 @@ const ANTHROPIC_KEY: &str = "sk-ant-test-key-0123456789abcdef";
 const TEAM_TOKEN: &str = "team-token-fedcba9876543210";
 
 /// Checks `body` as `what` (`request` or `response`) of `kind` with the SDKs.
-fn sdk_check(kind: &str, what: &str, body: &str) {
+pub(super) fn sdk_check(kind: &str, what: &str, body: &str) {
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/meta-sdk/check.py");
     let mut child = Command::new("python3")
@@ -74,7 +74,7 @@ fn json_answer(status: u16, body: Value) -> Answer {
 
 /// A Responses API `Response` whose message is `reply` (as JSON text), with usage:
 /// 900 in (512 cached, 128 written to the cache), 300 out (256 reasoning).
-fn response(reply: &Value) -> Answer {
+pub(super) fn response(reply: &Value) -> Answer {
     let body = json!({
         "id": "resp_fake", "object": "response", "created_at": 1_767_000_000,
         "model": "gpt-5.1-codex-max", "status": "completed",
@@ -97,7 +97,7 @@ fn response(reply: &Value) -> Answer {
 
 /// A Messages API `Message` calling the reply's tool with `reply`, with usage: 100
 /// in after the cache, 2000 read from it, 300 written to it; 50 out (20 thinking).
-fn message(reply: &Value) -> Answer {
+pub(super) fn message(reply: &Value) -> Answer {
     let body = json!({
         "id": "msg_fake", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
         "content": [

@@ -31,6 +31,7 @@ mod signals;
 mod spending;
 mod test_image;
 mod tools_volume;
+mod tries;
 mod verification;
 mod watch;
 mod web;

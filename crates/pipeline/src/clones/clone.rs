@@ -30,7 +30,7 @@ const IDENTITY: [&str; 6] = [
 /// The branch of a spare until it is taken.
 const SPARE_BRANCH: &str = "agent-runner-spare";
 
-/// Makes `clones/<job_id>` on branch `agent-runner/<task_id>` from root_dir's HEAD
+/// Makes `clones/<job_id>` on branch `branch` (default `agent-runner/<task_id>`) from root_dir's HEAD
 /// and merges `merge` (branches of root_dir, the task's dependencies) into it, one
 /// by one; a conflict is an error naming the branch and the files. `take_spare(base,
 /// dir)` moves a spare clone of commit `base` to `dir` if there is one
@@ -41,11 +41,12 @@ pub(crate) fn prepare(
     take_spare: &dyn Fn(&str, &Path) -> bool,
     job_id: &str,
     task_id: &str,
+    branch: Option<String>,
     merge: &[String],
     interrupt: Interrupt,
 ) -> Result<AttemptClone, PipelineError> {
     let dir = &clones.join(job_id);
-    let branch = branch_name(task_id);
+    let branch = branch.unwrap_or_else(|| branch_name(task_id));
     let repo = RootRepo::open(root)?;
     let head = repo
         .head()

@@ -18,6 +18,9 @@
 //! - `push`: a branch root_dir holds pushed from a bare repository of ours
 //!   borrowing its objects (SPEC §23 deliver).
 //!
+//! - `compare`: a try's change in numbers, and the winner's branch made the task's
+//!   (SPEC §23 best of N).
+//!
 //! Around them: `spare` clones made ahead of their claim, `background` work off an
 //! attempt's path (removing clones and containers, making spares), and `leftover`,
 //! which removes what a killed orchestrator left in the workspace.
@@ -26,6 +29,7 @@ pub(crate) mod background;
 mod bring_back;
 pub(crate) mod bundler;
 mod clone;
+pub(crate) mod compare;
 mod git;
 pub(crate) mod leftover;
 pub(crate) mod push;
@@ -67,6 +71,22 @@ impl AttemptClone {
         let path = log_dir.join(DESCRIPTION);
         agent_runner_core::fs::atomic::write(&path, &json)
             .map_err(PipelineError::io("write", &path))
+    }
+
+    /// The commit the clone described in `log_dir` started from.
+    pub(crate) fn started_from(log_dir: &Path) -> Result<String, PipelineError> {
+        let path = log_dir.join(DESCRIPTION);
+        let bytes = agent_runner_core::fs::read::whole(&path, 1 << 20)
+            .map_err(|e| PipelineError::Invalid(format!("{}: {e}", path.display())))?;
+        let saved: AttemptClone =
+            serde_json::from_slice(&bytes).map_err(|source| PipelineError::Json {
+                path: path.clone(),
+                source,
+            })?;
+        if !root_repo::is_object_id(&saved.base) {
+            return Err(PipelineError::NotCommitIds(path));
+        }
+        Ok(saved.base)
     }
 
     /// The clone of job `job_id` (in `clones`) that an earlier attempt of task

@@ -62,6 +62,8 @@ pub(crate) struct Claimed {
     pub(crate) resume_from: Option<String>,
     /// The job whose clone a resumed attempt goes on in.
     pub(crate) clone_job: Option<String>,
+    /// One try of a best of N run (SPEC §23).
+    pub(crate) try_of: Option<crate::store::tries::TryOf>,
 }
 
 /// An attempt's place among the `--jobs` at once. It goes back as soon as the
@@ -162,10 +164,13 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
         budget,
         builder_usage,
         delivery: None,
+        try_of: claimed.try_of.clone(),
+        tries: None,
     };
     // Delivered before it is recorded, so the attempt line says where it went.
     // A verified attempt without a branch (run in place) gets its refusal recorded.
-    if attempt.is_verified() {
+    // A try is not: only its group's winner is, once judged.
+    if attempt.is_verified() && claimed.try_of.is_none() {
         let clock = Instant::now();
         attempt.delivery = crate::deliver::deliver(ws, &task.title, &attempt, setup.interrupt);
         if let Some(delivery) = &attempt.delivery {
@@ -195,6 +200,18 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
         Ok(path) => {
             // Recorded: recovery has nothing to put back.
             clones::forget(&log_dir);
+            if let Some(try_of) = &claimed.try_of {
+                log::info!(
+                    "job {job_id}: finished try {} of {} of task {}: {status} in {}{spend}{reason}",
+                    try_of.k,
+                    try_of.n,
+                    task.id,
+                    human(clock.elapsed()),
+                );
+                // A failed try fails nothing by itself: the judged line says.
+                let judged = super::judgement::after_try(ws, &task.id, try_of, setup.interrupt);
+                return spent(judged.unwrap_or(AttemptStatus::Succeeded));
+            }
             crate::notify::attempt_ended(
                 &ws.defaults.notify,
                 &task.title,
@@ -290,7 +307,9 @@ fn attempt(
     let run_dir = match (&claimed.resume_from, &claimed.clone_job) {
         (Some(_), Some(clone_job)) => ws.clones_dir().join(clone_job),
         (Some(_), None) => ws.root_dir.clone(),
-        (None, _) if setup.isolated => ws.clones_dir().join(&claimed.job_id),
+        (None, _) if setup.isolated || claimed.try_of.is_some() => {
+            ws.clones_dir().join(&claimed.job_id)
+        }
         (None, _) => ws.root_dir.clone(),
     };
     let steps = (|| {
@@ -447,6 +466,11 @@ fn build(
     };
     let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
         .map_err(|e| failed(format!("the Task Builder's TaskConfig is unusable: {e}")))?;
+    let yaml = match claimed.try_of.as_ref().and_then(|t| t.kind.as_deref()) {
+        Some(kind) => task_config::with_worker_kind(&yaml, kind)
+            .map_err(|e| failed(format!("cannot set the try's worker kind {kind}: {e}")))?,
+        None => yaml,
+    };
     Ok((yaml, builder, duration, choice.source))
 }
 
@@ -508,7 +532,8 @@ fn resumed_config(
 /// the dependencies' branches), described in `log_dir` for a later resume; starts
 /// making the next claim's spare.
 fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<AttemptClone>, Ran> {
-    if !setup.isolated {
+    // Each try of a best of N run is isolated, whatever `--jobs` says.
+    if !setup.isolated && claimed.try_of.is_none() {
         return Ok(None);
     }
     let ws = &setup.ws;
@@ -521,6 +546,10 @@ fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<Atte
         &|base, dir| setup.spares.take(base, dir),
         job_id,
         &claimed.task.record.id,
+        claimed
+            .try_of
+            .as_ref()
+            .map(|t| t.branch(&claimed.task.record.id)),
         &merge,
         setup.interrupt,
     );

@@ -157,6 +157,7 @@ impl Claimer {
                 refusal,
                 resume_from: job.resume_from,
                 clone_job: job.clone_job,
+                try_of: job.try_of,
             }));
         }
         Ok(None)

@@ -9,12 +9,17 @@
 //! runner as a `child` process, the branch brought back, a verified one delivered
 //! (`super::deliver`), `recording` of the outcome (task file, result, job files)
 //! and then `super::notify`, where `store::attempt_files` says an
-//! attempt's files are. `spend_limit` stops the claiming once the finished attempts
+//! attempt's files are. A try of a best of N run (SPEC §23) skips delivery and
+//! notification; the last of its group to be recorded runs the `judgement` (with
+//! Meta's `judge` message) and records the judged line, which is delivered and
+//! notified. `spend_limit` stops the claiming once the finished attempts
 //! reach `--max-tokens` or `--max-cost-usd`.
 
 pub(crate) mod attempt;
 pub(crate) mod child;
 pub(crate) mod claim;
+pub(crate) mod judge;
+pub(crate) mod judgement;
 pub mod orchestrate;
 pub(crate) mod presence;
 pub(crate) mod recording;

@@ -123,6 +123,8 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         budget: None,
         builder_usage: None,
         delivery: None,
+        try_of: job.try_of.clone(),
+        tries: None,
     };
     match recording::record(ws, &attempt) {
         Ok(path) => {
@@ -133,6 +135,15 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
                 job.task_id,
                 path.display()
             );
+            // The last try of a group to end may be this one: its group is judged.
+            if let Some(try_of) = &job.try_of {
+                super::judgement::after_try(
+                    ws,
+                    &job.task_id,
+                    try_of,
+                    agent_runner_core::interrupt::Interrupt::never(),
+                );
+            }
             true
         }
         Err(e) => {

@@ -91,6 +91,19 @@ pub(crate) fn complete(
     serde_norway::to_string(&Value::Mapping(draft)).map_err(|e| e.to_string())
 }
 
+/// The TaskConfig `yaml` with its worker of kind `kind` (a try's `--kinds` entry,
+/// SPEC §23): `runner.worker.type` set to that kind's TaskConfig type.
+pub(crate) fn with_worker_kind(yaml: &str, kind: &str) -> Result<String, String> {
+    let kind = agent_runner_sandbox::agent::KINDS
+        .into_iter()
+        .find(|k| k.name() == kind)
+        .ok_or_else(|| format!("{kind:?} is no worker kind"))?;
+    let mut config: Mapping = serde_norway::from_str(yaml).map_err(|e| e.to_string())?;
+    let worker = section(section(&mut config, "runner")?, "worker")?;
+    worker.insert("type".into(), kind.taskconfig_type().into());
+    serde_norway::to_string(&Value::Mapping(config)).map_err(|e| e.to_string())
+}
+
 /// With `runner.meta.kind: codex-cli` in the defaults, Meta's model is codex's `-m`:
 /// the user's (in the defaults) or codex's own default, not a chat model the builder
 /// suggested; and codex has no temperature.

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::claimant::Claimant;
 use super::status::JobState;
 use crate::store::id;
+use crate::store::tries::TryOf;
 use crate::{PipelineError, Workspace};
 use agent_runner_core::fs::atomic;
 use agent_runner_core::timestamp::Timestamp;
@@ -43,6 +44,9 @@ pub struct Job {
     /// first of the attempts it continues, when that one ran in a clone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) clone_job: Option<String>,
+    /// This job is one try of a best of N run (SPEC §23).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) try_of: Option<TryOf>,
 }
 
 /// A job file in one of the IPC directories.
@@ -74,11 +78,37 @@ pub(crate) fn enqueue_resume(
         created_at: Timestamp::now().to_string(),
         resume_from,
         clone_job,
+        try_of: None,
     };
     let path = ws.queue_dir().join(format!("{job_id}.json"));
     let json = serde_json::to_vec(&job).unwrap_or_default();
     atomic::write(&path, &json).map_err(PipelineError::io("write", path))?;
     Ok(job_id)
+}
+
+/// Writes one job per try of `tries` for `task_id` into the queue; returns their ids.
+pub(crate) fn enqueue_tries(
+    ws: &Workspace,
+    task_id: &str,
+    tries: Vec<TryOf>,
+) -> Result<Vec<String>, PipelineError> {
+    let mut ids = Vec::new();
+    for try_of in tries {
+        let job_id = id::new_job_id();
+        let job = Job {
+            workspace_id: ws.id.clone(),
+            task_id: task_id.to_string(),
+            created_at: Timestamp::now().to_string(),
+            resume_from: None,
+            clone_job: None,
+            try_of: Some(try_of),
+        };
+        let path = ws.queue_dir().join(format!("{job_id}.json"));
+        let json = serde_json::to_vec(&job).unwrap_or_default();
+        atomic::write(&path, &json).map_err(PipelineError::io("write", path))?;
+        ids.push(job_id);
+    }
+    Ok(ids)
 }
 
 /// The job files in `dir`, oldest first (by modification time, then name).
@@ -132,6 +162,12 @@ pub(crate) fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String>
     ] {
         if let Some(value) = value.as_ref().filter(|v| !id::is_valid(v)) {
             return Err(id::invalid(field, value));
+        }
+    }
+    if let Some(try_of) = &job.try_of {
+        try_of.check()?;
+        if job.resume_from.is_some() {
+            return Err("try_of with resume_from: a try is never a resumed job".into());
         }
     }
     if job.clone_job.is_some() && job.resume_from.is_none() {

@@ -94,6 +94,41 @@ pub fn enqueue(ws: &Workspace, id: &str) -> Result<String, RunError> {
     Ok(jobs::enqueue(ws, id)?)
 }
 
+/// Enqueues task `id` as `n` tries of a best of N run (SPEC §23), `kinds` cycled
+/// over them (none: the workspace's kind for all), if `check` allows it; returns
+/// the tries' job ids. Each try runs in a clone of its own: root_dir must be a git
+/// repository.
+pub fn enqueue_tries(
+    ws: &Workspace,
+    id: &str,
+    n: u32,
+    kinds: &[String],
+) -> Result<Vec<String>, RunError> {
+    crate::store::tries::check_count(n, "--tries").map_err(PipelineError::Invalid)?;
+    if !kinds.is_empty() {
+        crate::store::tries::check_kinds(kinds, "--kinds").map_err(PipelineError::Invalid)?;
+    }
+    if n == 1 && kinds.is_empty() {
+        return Ok(vec![enqueue(ws, id)?]);
+    }
+    if !crate::clones::is_git_root(&ws.root_dir) {
+        return Err(PipelineError::Invalid(format!(
+            "--tries: {} is not the top of a git work tree; each try runs in a clone of its own",
+            ws.root_dir.display()
+        ))
+        .into());
+    }
+    let _one_at_a_time = lock(ws)?;
+    let task = TaskStore::new(ws).load(id)?;
+    let board = Board::of(task.into_iter().collect(), jobs::job_states(ws));
+    check(&board, &ws.id, id)?;
+    Ok(jobs::enqueue_tries(
+        ws,
+        id,
+        crate::store::tries::plan(n, kinds),
+    )?)
+}
+
 /// Enqueues a job that continues task `id`'s latest attempt, a failed (or
 /// interrupted, or stopped) one whose runner left its state (SPEC §19): in the same
 /// directory, the attempt's clone if it had one. Returns the job id.

@@ -46,6 +46,9 @@ pub struct Defaults {
     /// Who is told when an attempt ends (SPEC §23).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) notify: Vec<super::notify_settings::Notifier>,
+    /// How many tries `task run` makes of a task unless `--tries` says (SPEC §23).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tries: Option<u32>,
 }
 
 /// `defaults.task`: what every task of the workspace gets.
@@ -123,6 +126,11 @@ impl Defaults {
         }
     }
 
+    /// `tries`: how many tries `task run` makes of a task (SPEC §23).
+    pub fn tries(&self) -> Option<u32> {
+        self.tries
+    }
+
     /// Reads a defaults file (YAML), resolves its relative paths against the file's
     /// directory and checks it. `require_test` is true unless the file says false.
     pub fn load(path: &Path) -> Result<Defaults, PipelineError> {
@@ -182,6 +190,9 @@ impl Defaults {
         }
         if let Some(setup) = self.setup() {
             check_setup(setup)?;
+        }
+        if let Some(tries) = self.tries {
+            super::tries::check_count(tries, "tries")?;
         }
         if let Some(builder) = &self.builder {
             match (builder.kind, &builder.script) {

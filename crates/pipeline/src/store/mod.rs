@@ -9,7 +9,7 @@
 //! kept by `task_store` (create, append, read one or all); `new_task` makes one
 //! from a prompt; `commits` says which lines written by a plan edit count;
 //! `cycle` finds dependency rings among tasks; `spending` adds up what the
-//! attempts used, per day and model; `attempt_files` says where an attempt's files
+//! attempts used, per day and model; `tries` the tries of a best of N run and their comparison (SPEC §23); `attempt_files` says where an attempt's files
 //! are (the job's logs, the runner's note and logs), built from ids only, for
 //! `task show`, `task logs` and the web view.
 
@@ -26,4 +26,5 @@ pub(crate) mod plan_fields;
 pub mod spending;
 pub mod task_file;
 pub mod task_store;
+pub mod tries;
 pub mod workspace;

@@ -110,6 +110,12 @@ pub struct Attempt {
     /// `delivery` line once retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<super::delivery::Delivery>,
+    /// This attempt is one try of a best of N run (SPEC §23).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub try_of: Option<super::tries::TryOf>,
+    /// This attempt is the judged end of a best of N run: its tries compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tries: Option<super::tries::Comparison>,
 }
 
 /// `T` if the value is one, else None (never an error).
@@ -317,7 +323,7 @@ impl TaskView {
         self.attempts
             .iter()
             .rev()
-            .find(|a| a.status != AttemptStatus::Cancelled)
+            .find(|a| a.status != AttemptStatus::Cancelled && a.try_of.is_none())
     }
 }
 
@@ -524,6 +530,8 @@ pub(crate) mod tests {
             budget: None,
             builder_usage: None,
             delivery: None,
+            try_of: None,
+            tries: None,
         }
     }
 

@@ -200,6 +200,8 @@ fn cancel(ws: &Workspace, task_id: &str, job_id: &str) -> Result<Option<Stopped>
         budget: None,
         builder_usage: None,
         delivery: None,
+        try_of: job.try_of,
+        tries: None,
     };
     recording::record(ws, &attempt)?;
     Ok(Some(Stopped::Cancelled {
