@@ -10,7 +10,7 @@
 //! parses the reply into its type (`reply`, whose JSON Schema `schema` helps write),
 //! asks again with the problem when it does not check, and keeps the whole exchange
 //! as a `MetaCall` (`call`). `messages` holds the JSON Schemas of the runner's three
-//! replies.
+//! replies and of the pipeline's `judge` (SPEC §23 best of N).
 
 pub mod anthropic_messages;
 pub(crate) mod backend;

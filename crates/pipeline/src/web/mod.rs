@@ -1,7 +1,7 @@
 //! `agent-runner serve` (SPEC §14): a small web view over a workspace's files, the
 //! IDE of the seed's golden test: a chat box that creates tasks (or plans), the task
 //! list with live statuses, Run buttons, a task's detail (summary, validation,
-//! attempts, the Task Note, logs), the plan tree, and whether an orchestrator runs.
+//! attempts, a best of N run's `comparison`, the Task Note, logs), the plan tree, and whether an orchestrator runs.
 //!
 //! The files stay the truth: every request reads them again, and every change is
 //! the same operation as on the command line (`task new`, `task run`, or `plan` and
@@ -25,6 +25,7 @@ mod api;
 mod app;
 mod assets;
 mod children;
+mod comparison;
 mod files;
 mod guard;
 mod html;

@@ -310,6 +310,9 @@ pub(crate) fn task(app: &App, task_id: &str) -> Response {
     main.push_str("</section>\n");
     if let Some(latest) = task.latest() {
         latest_result(&mut main, latest);
+        if let Some(comparison) = &latest.tries {
+            super::comparison::section(&mut main, comparison);
+        }
     }
     attempts(&mut main, app, &task);
     if let Some(latest) = task.latest() {
