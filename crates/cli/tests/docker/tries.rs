@@ -142,10 +142,21 @@ fn two_verified_tries_are_decided_by_the_judge_and_an_unknown_winner_falls_back_
  {
     for (judge, winner, rule) in [(1, 1, "judge"), (9, 2, "diff")] {
         let p = Pipeline::new("tries-judge", true);
+        // Both tries are verified: only the judged line is delivered and told.
+        let remote = p.scratch.join("remote.git");
+        support::Run::program("git", &["init", "-q", "--bare", remote.to_str().unwrap()])
+            .output()
+            .code(0);
+        let told = p.scratch.join("told.jsonl");
         p.init(
             &format!("{BUILDER_REPLY}- type: judge\n  winner: {judge}\n  why: try {judge} also wrote notes\n"),
             &meta_script(BOTH_PASS),
-            TEST,
+            &format!(
+                "{TEST}deliver: {{push_url: {}}}\nnotify:\n  - {{on: [succeeded, failed], command: \"cat >> '{}'; echo >> '{}'\"}}\n",
+                remote.display(),
+                told.display(),
+                told.display()
+            ),
         );
         let id = task_id("tries-judge");
         p.new_task(&id, "Write ok into out.txt");
@@ -171,6 +182,20 @@ fn two_verified_tries_are_decided_by_the_judge_and_an_unknown_winner_falls_back_
             "the loser kept for review"
         );
         assert_eq!(tip(&p.root, &format!("{branch}-try-{winner}")), "");
+        let pushed = git(&remote, &["for-each-ref", "--format=%(refname)"]);
+        assert_eq!(
+            pushed.trim(),
+            format!("refs/heads/{branch}"),
+            "only the winner is pushed"
+        );
+        assert_eq!(whole["delivery"]["branch"], branch.as_str(), "{whole}");
+        let told: Vec<Value> = read(&told)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(told.len(), 1, "only the judged line is told: {told:?}");
+        assert_eq!(told[0]["branch"], branch.as_str());
         let has_notes = try_git(&p.root, &["cat-file", "-e", &format!("{branch}:NOTES.md")]).0;
         assert_eq!(has_notes, winner == 1);
         if judge == 9 {
@@ -264,7 +289,7 @@ fn defaults_tries_is_validated_with_its_field_path() {
             file.to_str().unwrap(),
         ])
         .output();
-    out.code(2);
+    out.code(1);
     assert!(
         out.stderr.contains("tries: 99 is not between 1 and 8"),
         "{}",
