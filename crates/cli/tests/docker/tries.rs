@@ -133,6 +133,23 @@ fn best_of_3_where_only_one_try_passes_the_pinned_test() {
     );
     assert!(show.stdout.contains("try 3 of 3"), "{}", show.stdout);
     assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+    // The web view's task page has the comparison.
+    let served = support::web::Served::start(&p, &[]);
+    let page = served.get(&format!("/tasks/{id}")).status(200).text();
+    let table = page
+        .split("<section id=\"tries\">")
+        .nth(1)
+        .expect("the tries section");
+    assert_eq!(
+        table
+            .matches("<tr class=\"winner\"><td class=\"n\">2</td>")
+            .count(),
+        1,
+        "{table}"
+    );
+    assert!(table.contains(&format!("<code>{branch}</code>")), "{table}");
+    assert!(table.contains("Winner: try 2 ("), "{table}");
+    served.stop();
 }
 
 /// Two verified tries: the `judge` reply from `builder.script` decides, over the
