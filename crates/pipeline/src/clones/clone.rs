@@ -30,7 +30,8 @@ const IDENTITY: [&str; 6] = [
 /// The branch of a spare until it is taken.
 const SPARE_BRANCH: &str = "agent-runner-spare";
 
-/// Makes `clones/<job_id>` on branch `branch` (default `agent-runner/<task_id>`) from root_dir's HEAD
+/// Makes `clones/<job_id>` for task `task_id` on branch `branch` (default
+/// `agent-runner/<task_id>`; a try's `-try-<k>`, SPEC §23) from root_dir's HEAD
 /// and merges `merge` (branches of root_dir, the task's dependencies) into it, one
 /// by one; a conflict is an error naming the branch and the files. `take_spare(base,
 /// dir)` moves a spare clone of commit `base` to `dir` if there is one
@@ -40,8 +41,7 @@ pub(crate) fn prepare(
     clones: &Path,
     take_spare: &dyn Fn(&str, &Path) -> bool,
     job_id: &str,
-    task_id: &str,
-    branch: Option<String>,
+    (task_id, branch): (&str, Option<String>),
     merge: &[String],
     interrupt: Interrupt,
 ) -> Result<AttemptClone, PipelineError> {

@@ -545,11 +545,13 @@ fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<Atte
         &ws.clones_dir(),
         &|base, dir| setup.spares.take(base, dir),
         job_id,
-        &claimed.task.record.id,
-        claimed
-            .try_of
-            .as_ref()
-            .map(|t| t.branch(&claimed.task.record.id)),
+        (
+            &claimed.task.record.id,
+            claimed
+                .try_of
+                .as_ref()
+                .map(|t| t.branch(&claimed.task.record.id)),
+        ),
         &merge,
         setup.interrupt,
     );
