@@ -45,6 +45,17 @@ pub struct RunResult {
     pub(crate) task_usage: Option<Account>,
     /// The task's limits, and the one that ended it.
     pub(crate) budget: BudgetReport,
+    /// AWAITING_APPROVAL only: the planned acceptance criteria the user approves
+    /// or rejects (SPEC §23), `{id, description}` each.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) plan: Option<Vec<PlannedCriterion>>,
+}
+
+/// A criterion of a plan awaiting approval.
+#[derive(Debug, Serialize)]
+pub(crate) struct PlannedCriterion {
+    pub(crate) id: String,
+    pub(crate) description: String,
 }
 
 /// The `budget` object: the limits set (null: none) and `exhausted`, the limit
@@ -141,6 +152,15 @@ impl RunResult {
             usage: ctx.usage(),
             task_usage: ctx.resumed.as_ref().map(|_| ctx.task_usage()),
             budget: BudgetReport::of(&ctx.task.bounds.budget, ctx.budget_exhausted),
+            plan: (ctx.state == TaskState::AwaitingApproval).then(|| {
+                ctx.criteria
+                    .iter()
+                    .map(|c| PlannedCriterion {
+                        id: c.id.clone(),
+                        description: c.description.clone(),
+                    })
+                    .collect()
+            }),
         }
     }
 
@@ -179,6 +199,7 @@ impl RunResult {
             },
             task_usage: None,
             budget: BudgetReport::default(),
+            plan: None,
         }
     }
 

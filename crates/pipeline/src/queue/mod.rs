@@ -10,6 +10,7 @@
 pub mod board;
 pub(crate) mod board_cache;
 pub(crate) mod claimant;
+pub mod approval;
 pub mod jobs;
 pub mod run_request;
 pub mod status;

@@ -131,6 +131,10 @@ pub enum AttemptStatus {
     Failed,
     /// The job was removed from the queue before it ran (`task stop`, SPEC §19).
     Cancelled,
+    /// Planned, waiting for `task approve` or `task reject` (`runner.meta.approve_plan`,
+    /// SPEC §23): no sandbox was started.
+    #[serde(rename = "awaiting_approval")]
+    AwaitingApproval,
 }
 
 impl AttemptStatus {
@@ -140,6 +144,7 @@ impl AttemptStatus {
             AttemptStatus::Succeeded => "succeeded",
             AttemptStatus::Failed => "failed",
             AttemptStatus::Cancelled => "cancelled",
+            AttemptStatus::AwaitingApproval => "awaiting_approval",
         }
     }
 }
