@@ -392,7 +392,12 @@ fn plan_lines(out: &mut String, task_id: &str, a: &Attempt) {
     let e = |s: &str| escape_controls(s);
     out.push_str("  plan awaiting approval:\n");
     let plan = a.result_value().map(|r| r["plan"].clone());
-    for criterion in plan.as_ref().and_then(|p| p.as_array()).into_iter().flatten() {
+    for criterion in plan
+        .as_ref()
+        .and_then(|p| p.as_array())
+        .into_iter()
+        .flatten()
+    {
         let text = |key: &str| e(&one_line(criterion[key].as_str().unwrap_or("")));
         out.push_str(&format!("    {}: {}\n", text("id"), text("description")));
     }
@@ -570,7 +575,11 @@ fn enqueued(job: Result<String, RunError>) -> Result<i32, Error> {
             Ok(exit::COMPLETE)
         }
         Err(RunError::Refused(why)) => {
-            let _ = writeln!(std::io::stderr(), "error: {}", escape_controls(&why.to_string()));
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: {}",
+                escape_controls(&why.to_string())
+            );
             Ok(exit::FAILED)
         }
         Err(RunError::Failed(e)) => Err(e.into()),

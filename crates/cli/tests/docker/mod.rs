@@ -20,6 +20,7 @@ mod meta_apis;
 mod notify;
 mod orchestrator;
 mod pipeline;
+mod pipeline_approval;
 mod plan;
 mod podman;
 mod remote;

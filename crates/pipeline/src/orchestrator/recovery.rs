@@ -8,13 +8,13 @@ use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, SystemTime};
 
 use super::recording;
-use agent_runner_core::interrupt::Interrupt;
 use crate::Workspace;
 use crate::queue::jobs::{self, Entry};
 use crate::store::id;
 use crate::store::task_file::{Attempt, AttemptStatus};
 use crate::store::task_store::TaskStore;
 use agent_runner_core::fs::lock;
+use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::timestamp::Timestamp;
 
 /// A running job without an owner file is being claimed right now, unless it has

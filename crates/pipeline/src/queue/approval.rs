@@ -45,7 +45,11 @@ pub fn check_message(message: &str) -> Result<String, String> {
 /// Approves the plan task `id`'s latest attempt awaits: its runner resumes with
 /// the plan, or, with `criteria` (read by `read_criteria`), the task runs again
 /// with those instead. Returns the job id.
-pub fn approve(ws: &Workspace, id: &str, criteria: Option<Vec<String>>) -> Result<String, RunError> {
+pub fn approve(
+    ws: &Workspace,
+    id: &str,
+    criteria: Option<Vec<String>>,
+) -> Result<String, RunError> {
     let awaiting = [AttemptStatus::AwaitingApproval];
     let Some(criteria) = criteria else {
         return continue_latest(ws, id, &awaiting, Continuing::default(), || Ok(()));
@@ -75,8 +79,8 @@ pub fn approve(ws: &Workspace, id: &str, criteria: Option<Vec<String>>) -> Resul
 /// Rejects the plan task `id`'s latest attempt awaits, with the user's `message`:
 /// the task is planned again with it. Returns the job id.
 pub fn reject(ws: &Workspace, id: &str, message: &str) -> Result<String, RunError> {
-    let message = check_message(message)
-        .map_err(|e| PipelineError::Invalid(format!("--message: {e}")))?;
+    let message =
+        check_message(message).map_err(|e| PipelineError::Invalid(format!("--message: {e}")))?;
     let continuing = Continuing {
         message: Some(message),
         restart: true,

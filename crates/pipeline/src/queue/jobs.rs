@@ -160,7 +160,10 @@ pub(crate) fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String>
         );
     }
     if (job.message.is_some() || job.restart) && job.resume_from.is_none() {
-        return Err("message or restart without resume_from: only a job that goes on from another has them".into());
+        return Err(
+            "message or restart without resume_from: only a job that goes on from another has them"
+                .into(),
+        );
     }
     if let Some(message) = &job.message {
         super::approval::check_message(message).map_err(|e| format!("message: {e}"))?;

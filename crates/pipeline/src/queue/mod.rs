@@ -7,10 +7,10 @@
 //! between looks by `board_cache`; `task_json` is the document other programs read
 //! (`task list/show --json`, the web API).
 
+pub mod approval;
 pub mod board;
 pub(crate) mod board_cache;
 pub(crate) mod claimant;
-pub mod approval;
 pub mod jobs;
 pub mod run_request;
 pub mod status;

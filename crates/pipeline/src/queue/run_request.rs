@@ -103,7 +103,13 @@ pub fn enqueue(ws: &Workspace, id: &str) -> Result<String, RunError> {
 /// interrupted, or stopped) one whose runner left its state (SPEC §19): in the same
 /// directory, the attempt's clone if it had one. Returns the job id.
 pub fn enqueue_resume(ws: &Workspace, id: &str) -> Result<String, RunError> {
-    continue_latest(ws, id, &[AttemptStatus::Failed], Continuing::default(), || Ok(()))
+    continue_latest(
+        ws,
+        id,
+        &[AttemptStatus::Failed],
+        Continuing::default(),
+        || Ok(()),
+    )
 }
 
 /// Enqueues a follow-up (`task run --resume ID --message`, SPEC §23): task `id`'s
