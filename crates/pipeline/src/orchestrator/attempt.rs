@@ -168,6 +168,7 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
         budget,
         builder_usage,
         delivery: None,
+        message: claimed.message.clone(),
     };
     // Delivered before it is recorded, so the attempt line says where it went.
     // A verified attempt without a branch (run in place) gets its refusal recorded.

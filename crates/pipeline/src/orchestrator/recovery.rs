@@ -139,6 +139,7 @@ fn settle(
         budget: None,
         builder_usage: None,
         delivery: None,
+        message: job.message.clone(),
     };
     match recording::record(ws, &attempt) {
         Ok(path) => {

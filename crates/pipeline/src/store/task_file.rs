@@ -110,6 +110,10 @@ pub struct Attempt {
     /// `delivery` line once retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<super::delivery::Delivery>,
+    /// The user's message this attempt went on with (SPEC §23): a follow-up, or
+    /// why the plan before was rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// `T` if the value is one, else None (never an error).
@@ -529,6 +533,7 @@ pub(crate) mod tests {
             budget: None,
             builder_usage: None,
             delivery: None,
+            message: None,
         }
     }
 
