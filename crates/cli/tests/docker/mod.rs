@@ -5,6 +5,7 @@ mod approval;
 mod argv;
 mod boundary;
 mod browser;
+mod browser_approval;
 mod budget;
 mod build_output;
 mod bundler;

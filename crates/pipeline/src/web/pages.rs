@@ -353,9 +353,16 @@ pub(crate) fn task(app: &App, task_id: &str) -> Response {
 /// The plan the latest attempt awaits approval of (SPEC §23), with Approve, and
 /// Reject with a message.
 fn approval(out: &mut String, task_id: &str, latest: &Attempt) {
-    out.push_str("<section id=\"approval\">\n<h2>Plan awaiting approval</h2>\n<ol class=\"plan\">\n");
+    out.push_str(
+        "<section id=\"approval\">\n<h2>Plan awaiting approval</h2>\n<ol class=\"plan\">\n",
+    );
     let plan = latest.result_value().map(|r| r["plan"].clone());
-    for criterion in plan.as_ref().and_then(Value::as_array).into_iter().flatten() {
+    for criterion in plan
+        .as_ref()
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let field = |key: &str| criterion[key].as_str().unwrap_or_default().to_string();
         let _ = writeln!(
             out,

@@ -84,7 +84,12 @@ fn allowed_methods(path: &[&str]) -> &'static [&'static str] {
         | ["api", "tasks", _, "attempts" | "events"]
         | ["api", "plan", "runs", _] => &["GET"],
         ["api", "orchestrator"] => &["GET"],
-        ["api", "tasks", _, "run" | "stop" | "continue" | "approve" | "reject"]
+        [
+            "api",
+            "tasks",
+            _,
+            "run" | "stop" | "continue" | "approve" | "reject",
+        ]
         | ["api", "orchestrator", "start"] => &["POST"],
         _ => &[],
     }
