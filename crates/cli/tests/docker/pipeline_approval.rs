@@ -344,12 +344,12 @@ fn an_attempt_recovery_records_is_told_to_the_notifiers() {
     let job = p.run_tasks(&[&id]).remove(0);
     let orchestrator = p.in_ws(&["orchestrate"], &[]).start();
     let log = p.root.join(format!(".agent-runner/logs/{id}/run-1.log"));
-    wait_for(Duration::from_secs(30), || read(&log).contains("working"));
+    wait_for(Duration::from_secs(90), || read(&log).contains("working"));
     let runner = children_of(orchestrator.id());
     assert_eq!(runner.len(), 1, "{runner:?}");
     orchestrator.kill();
-    wait_for(Duration::from_secs(20), || !alive(runner[0]));
-    wait_for(Duration::from_secs(10), || {
+    wait_for(Duration::from_secs(60), || !alive(runner[0]));
+    wait_for(Duration::from_secs(60), || {
         containers_labelled("agent-runner.task", &id).is_empty()
     });
     assert!(hook.received().is_empty(), "the killed one told nobody");
