@@ -49,12 +49,23 @@ pub struct RunResult {
     /// tries by it). Absent when nothing ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) criteria: Option<CriteriaCount>,
+    /// AWAITING_APPROVAL only: the planned acceptance criteria the user approves
+    /// or rejects (SPEC §23), `{id, description}` each.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) plan: Option<Vec<PlannedCriterion>>,
 }
 
 #[derive(Debug, Serialize)]
 pub(crate) struct CriteriaCount {
     pub(crate) passed: usize,
     pub(crate) total: usize,
+}
+
+/// A criterion of a plan awaiting approval.
+#[derive(Debug, Serialize)]
+pub(crate) struct PlannedCriterion {
+    pub(crate) id: String,
+    pub(crate) description: String,
 }
 
 /// The `budget` object: the limits set (null: none) and `exhausted`, the limit
@@ -161,6 +172,15 @@ impl RunResult {
                 passed: ctx.criteria.iter().filter(|c| c.passed).count(),
                 total: ctx.criteria.len(),
             }),
+            plan: (ctx.state == TaskState::AwaitingApproval).then(|| {
+                ctx.criteria
+                    .iter()
+                    .map(|c| PlannedCriterion {
+                        id: c.id.clone(),
+                        description: c.description.clone(),
+                    })
+                    .collect()
+            }),
         }
     }
 
@@ -201,6 +221,7 @@ impl RunResult {
             task_usage: None,
             budget: BudgetReport::default(),
             criteria: None,
+            plan: None,
         }
     }
 

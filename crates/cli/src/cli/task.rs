@@ -1,4 +1,4 @@
-//! `agent-runner task new|list|show|run|deliver`: the TaskStore from the command line
+//! `agent-runner task new|list|show|run|approve|reject|deliver`: the TaskStore from the command line
 //! (SPEC §11); `logs` and `stop` are in `watch.rs`. Human output is a table or a short report; `--json` prints one JSON
 //! document. Text from tasks and results is shown with control characters escaped.
 
@@ -12,6 +12,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::text::{cut_chars, escape_controls, fit, one_line};
 use agent_runner_core::timestamp::human;
+use agent_runner_pipeline::queue::approval;
 use agent_runner_pipeline::queue::board::Board;
 use agent_runner_pipeline::queue::run_request::{self, RunError};
 use agent_runner_pipeline::queue::status::{self, JobState, TaskStatus};
@@ -19,7 +20,7 @@ use agent_runner_pipeline::queue::task_json::{self, TaskList};
 use agent_runner_pipeline::store::attempt_files;
 use agent_runner_pipeline::store::new_task;
 use agent_runner_pipeline::store::pinned_test::PinnedTest;
-use agent_runner_pipeline::store::task_file::{Attempt, TaskView};
+use agent_runner_pipeline::store::task_file::{Attempt, AttemptStatus, TaskView};
 use agent_runner_pipeline::store::task_store::TaskStore;
 use agent_runner_pipeline::{PipelineError, Workspace};
 
@@ -97,6 +98,31 @@ pub(crate) enum TaskCommand {
             conflicts_with = "resume"
         )]
         kinds: Vec<String>,
+        /// With --resume: a follow-up for Meta's next step and the worker (also
+        /// after a success: the same criteria plus the message); in the note.
+        #[arg(long, value_name = "TEXT", requires = "resume")]
+        message: Option<String>,
+    },
+    /// Approve the plan a task awaits approval of (`runner.meta.approve_plan`): its
+    /// attempt goes on with the planned criteria, or with those of --criteria.
+    Approve {
+        #[command(flatten)]
+        workspace: WorkspaceDir,
+        id: String,
+        /// A YAML file `acceptance_criteria: [...]` whose criteria replace the
+        /// planned ones (and become the task's).
+        #[arg(long, value_name = "FILE")]
+        criteria: Option<std::path::PathBuf>,
+    },
+    /// Reject the plan a task awaits approval of: Meta plans again with the
+    /// message, and the new plan awaits approval in turn.
+    Reject {
+        #[command(flatten)]
+        workspace: WorkspaceDir,
+        id: String,
+        /// Why, for Meta's new plan.
+        #[arg(long, value_name = "TEXT")]
+        message: String,
     },
     /// Show the events of a task's current or last attempt, one line each.
     Logs {
@@ -158,7 +184,25 @@ pub(crate) fn run(command: TaskCommand) -> i32 {
             resume,
             tries,
             kinds,
-        } => enqueue(&workspace.dir, ids, all, resume, (tries, kinds)),
+            message,
+        } => enqueue(
+            &workspace.dir,
+            ids,
+            all,
+            resume,
+            (tries, kinds),
+            message.as_deref(),
+        ),
+        TaskCommand::Approve {
+            workspace,
+            id,
+            criteria,
+        } => approve(&workspace.dir, &id, criteria.as_deref()),
+        TaskCommand::Reject {
+            workspace,
+            id,
+            message,
+        } => reject(&workspace.dir, &id, &message),
         TaskCommand::Logs {
             workspace,
             follow,
@@ -286,6 +330,7 @@ fn show(dir: &Path, task_id: &str, json: bool) -> Result<i32, Error> {
     record_lines(&mut out, &task, status, job.as_ref());
     attempt_lines(&mut out, &task);
     if let Some(a) = task.latest() {
+        plan_lines(&mut out, &task.record.id, a);
         latest_lines(&mut out, &ws, &task.record.id, a);
     }
     write_stdout(&out)?;
@@ -374,6 +419,29 @@ fn attempt_lines(out: &mut String, task: &TaskView) {
             }
         }
     }
+}
+
+/// The plan an attempt awaits approval of (SPEC §23): its criteria, and what to do.
+fn plan_lines(out: &mut String, task_id: &str, a: &Attempt) {
+    if a.status != AttemptStatus::AwaitingApproval {
+        return;
+    }
+    let e = |s: &str| escape_controls(s);
+    out.push_str("  plan awaiting approval:\n");
+    let plan = a.result_value().map(|r| r["plan"].clone());
+    for criterion in plan
+        .as_ref()
+        .and_then(|p| p.as_array())
+        .into_iter()
+        .flatten()
+    {
+        let text = |key: &str| e(&one_line(criterion[key].as_str().unwrap_or("")));
+        out.push_str(&format!("    {}: {}\n", text("id"), text("description")));
+    }
+    out.push_str(&format!(
+        "  approve:     agent-runner task approve {id} [--criteria FILE]\n  reject:      agent-runner task reject {id} --message TEXT\n",
+        id = e(task_id)
+    ));
 }
 
 /// `task show`'s lines of the latest attempt `a` of task `task_id`: its result,
@@ -523,12 +591,45 @@ fn usage_breakdown(out: &mut String, a: &Attempt) {
     }
 }
 
+/// `task approve`: prints the job that goes on.
+fn approve(dir: &Path, id: &str, criteria: Option<&Path>) -> Result<i32, Error> {
+    let criteria = criteria.map(approval::read_criteria).transpose()?;
+    let ws = open(dir)?;
+    enqueued(approval::approve(&ws, id, criteria))
+}
+
+/// `task reject`: prints the job that plans again.
+fn reject(dir: &Path, id: &str, message: &str) -> Result<i32, Error> {
+    let ws = open(dir)?;
+    enqueued(approval::reject(&ws, id, message))
+}
+
+/// The job id printed, or why there is none (exit 1 when refused).
+fn enqueued(job: Result<String, RunError>) -> Result<i32, Error> {
+    match job {
+        Ok(job) => {
+            write_stdout(&format!("{job}\n"))?;
+            Ok(exit::COMPLETE)
+        }
+        Err(RunError::Refused(why)) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: {}",
+                escape_controls(&why.to_string())
+            );
+            Ok(exit::FAILED)
+        }
+        Err(RunError::Failed(e)) => Err(e.into()),
+    }
+}
+
 fn enqueue(
     dir: &Path,
     ids: Vec<String>,
     all: bool,
     resume: bool,
     (tries, kinds): (Option<u32>, Vec<String>),
+    message: Option<&str>,
 ) -> Result<i32, Error> {
     let ws = open(dir)?;
     let tries = tries.or(ws.defaults.tries()).unwrap_or(1);
@@ -550,7 +651,9 @@ fn enqueue(
     // are enqueued all the same.
     let mut out = String::new();
     for id in chosen {
-        let enqueued = if resume {
+        let enqueued = if let Some(message) = message {
+            run_request::enqueue_follow_up(&ws, &id, message).map(|job| vec![job])
+        } else if resume {
             run_request::enqueue_resume(&ws, &id).map(|job| vec![job])
         } else {
             run_request::enqueue_tries(&ws, &id, tries, &kinds)

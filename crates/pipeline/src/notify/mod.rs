@@ -29,7 +29,8 @@ pub(crate) struct Payload<'a> {
     pub(crate) pr: Option<&'a str>,
 }
 
-/// The event of a recorded attempt: `budget` when a limit ended it.
+/// The event of a recorded attempt: `budget` when a limit ended it,
+/// `awaiting_approval` when its plan waits for the user (SPEC §23).
 pub(crate) fn event(attempt: &Attempt) -> &'static str {
     let exhausted = attempt
         .budget
@@ -38,6 +39,7 @@ pub(crate) fn event(attempt: &Attempt) -> &'static str {
         .is_some_and(|e| !e.is_null());
     match attempt.status {
         AttemptStatus::Succeeded => "succeeded",
+        AttemptStatus::AwaitingApproval => "awaiting_approval",
         _ if exhausted => "budget",
         _ => "failed",
     }
@@ -111,5 +113,9 @@ mod tests {
         assert_eq!(event(&ended("failed", within.clone())), "failed");
         assert_eq!(event(&ended("succeeded", within)), "succeeded");
         assert_eq!(event(&ended("failed", serde_json::Value::Null)), "failed");
+        assert_eq!(
+            event(&ended("awaiting_approval", serde_json::Value::Null)),
+            "awaiting_approval"
+        );
     }
 }

@@ -64,6 +64,12 @@ pub(crate) struct Claimed {
     pub(crate) clone_job: Option<String>,
     /// One try of a best of N run (SPEC §23).
     pub(crate) try_of: Option<crate::store::tries::TryOf>,
+    /// The user's message (SPEC §23): a follow-up for the resumed runner, or with
+    /// `restart` why the plan was rejected.
+    pub(crate) message: Option<String>,
+    /// Run `resume_from`'s TaskConfig from the start (a rejected plan, or one
+    /// approved with the user's criteria) instead of resuming its runner.
+    pub(crate) restart: bool,
 }
 
 /// An attempt's place among the `--jobs` at once. It goes back as soon as the
@@ -166,6 +172,7 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
         delivery: None,
         try_of: claimed.try_of.clone(),
         tries: None,
+        message: claimed.message.clone(),
     };
     // Delivered before it is recorded, so the attempt line says where it went.
     // A verified attempt without a branch (run in place) gets its refusal recorded.
@@ -493,7 +500,10 @@ fn resumed_config(
     let config: serde_norway::Mapping = serde_norway::from_slice(&text)
         .map_err(|e| failed(format!("cannot resume job {from}: {}: {e}", path.display())))?;
     let task = &claimed.task.record;
-    let draft = builder::reply::builder_part(&config);
+    let mut draft = builder::reply::builder_part(&config);
+    if let (true, Some(message)) = (claimed.restart, &claimed.message) {
+        reject_into(&mut draft, message);
+    }
     // The pins as they are today: a test changed since is a changed task, which the
     // runner then refuses to resume, naming it.
     let choice = test_choice::choose(task.plan.test.as_ref(), ws.defaults.pinned_test(), &draft);
@@ -526,6 +536,20 @@ fn resumed_config(
         clock.elapsed(),
         choice.source,
     ))
+}
+
+/// Adds the user's reason for rejecting the plan to the draft's instructions, where
+/// Meta's next `plan_task` reads it (SPEC §23).
+fn reject_into(draft: &mut serde_norway::Mapping, message: &str) {
+    let Some(serde_norway::Value::Mapping(task)) = draft.get_mut("task") else {
+        return;
+    };
+    let instructions = task
+        .get("instructions")
+        .and_then(serde_norway::Value::as_str)
+        .unwrap_or_default();
+    let rejected = crate::queue::approval::with_rejection(instructions, message);
+    task.insert("instructions".into(), rejected.into());
 }
 
 /// The attempt's clone when attempts are isolated (from root_dir's HEAD merged with
@@ -631,13 +655,17 @@ fn run_and_bring_back(
     };
     // The runner runs in its log directory, which no worker can reach: never in the
     // repository or clone (`run_dir`), where a worker could plant what it looks up.
+    // A restart runs afresh where the attempt it goes on from ran; only a resume
+    // carries a follow-up message to the runner.
+    let resume = claimed.resume_from.is_some() && !claimed.restart;
     let child = child::run(
         &setup.exe,
         yaml,
         log_dir,
         &stderr_log,
         setup.interrupt,
-        claimed.resume_from.is_some(),
+        resume,
+        claimed.message.as_deref().filter(|_| resume),
         &ws.root_dir,
         &mut started,
     );
@@ -658,10 +686,10 @@ fn run_and_bring_back(
         human(child.duration)
     );
     let mut ran = Ran {
-        status: if child.status.as_deref() == Some("succeeded") {
-            AttemptStatus::Succeeded
-        } else {
-            AttemptStatus::Failed
+        status: match child.status.as_deref() {
+            Some("succeeded") => AttemptStatus::Succeeded,
+            Some("awaiting_approval") => AttemptStatus::AwaitingApproval,
+            _ => AttemptStatus::Failed,
         },
         error: None,
         result: child.result,
@@ -688,6 +716,17 @@ fn run_and_bring_back(
             child
                 .error
                 .unwrap_or_else(|| format!("agent-runner failed ({})", child.exit)),
+        );
+        return ran;
+    }
+    if ran.status == AttemptStatus::AwaitingApproval {
+        // Nothing ran yet: the clone (holding the runner's state) waits for the
+        // approval's resume.
+        log::info!(
+            "job {job_id}: task {} awaits approval of its plan: `agent-runner task approve {}` or `task reject {} --message …`",
+            task.id,
+            task.id,
+            task.id
         );
         return ran;
     }
@@ -855,6 +894,7 @@ fn dependency_summaries(ws: &Workspace, task: &TaskView) -> Vec<DependencySummar
                     _ if view.deleted.is_some() => TaskStatus::Deleted,
                     Some(AttemptStatus::Succeeded) => TaskStatus::Succeeded,
                     Some(AttemptStatus::Failed) => TaskStatus::Failed,
+                    Some(AttemptStatus::AwaitingApproval) => TaskStatus::AwaitingApproval,
                     Some(AttemptStatus::Cancelled) | None => TaskStatus::Pending,
                 };
                 DependencySummary {

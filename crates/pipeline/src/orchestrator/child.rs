@@ -44,7 +44,7 @@ pub(crate) struct ChildRun {
     pub(crate) duration: Duration,
 }
 
-/// Runs `exe run --json` (`--resume` with `resume`) in `cwd` with `config` on
+/// Runs `exe run --json` (`--resume` with `resume`, `--message` with `message`) in `cwd` with `config` on
 /// stdin, its caches those of `cache_repo` (the workspace's directory, whichever
 /// clone the attempt runs in); stderr to `stderr_log`. `interrupt` forwards a SIGTERM to the child (it
 /// then cleans up); `started` is told the child's pid as soon as it runs.
@@ -56,12 +56,19 @@ pub(crate) fn run(
     stderr_log: &Path,
     interrupt: Interrupt,
     resume: bool,
+    message: Option<&str>,
     cache_repo: &Path,
     started: &mut dyn FnMut(u32),
 ) -> Result<ChildRun, String> {
     let mut args = vec!["run", "--json"];
     if resume {
         args.push("--resume");
+    }
+    // A follow-up (SPEC §23): the user's own words, bounded, not a secret; one
+    // argument, so that a message starting with `-` is no option.
+    let message = message.map(|m| format!("--message={m}"));
+    if let Some(message) = &message {
+        args.push(message);
     }
     let invocation = Invocation::new(&exe.display().to_string())
         .args(args)
@@ -174,6 +181,7 @@ mod tests {
             &log,
             Interrupt::never(),
             false,
+            None,
             &dir,
             &mut |p| pid = p,
         )

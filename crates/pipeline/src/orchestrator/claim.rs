@@ -158,6 +158,8 @@ impl Claimer {
                 resume_from: job.resume_from,
                 clone_job: job.clone_job,
                 try_of: job.try_of,
+                message: job.message,
+                restart: job.restart,
             }));
         }
         Ok(None)

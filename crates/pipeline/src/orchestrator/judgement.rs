@@ -333,6 +333,7 @@ fn judged(
         delivery: None,
         try_of: None,
         tries: None,
+        message: None,
     };
     match winner {
         Some(w) => {

@@ -88,7 +88,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
     let _presence = Presence::announce(&ws)
         .map_err(|e| log::warn!("{e}; other programs cannot tell that this orchestrator runs"))
         .ok();
-    let mut failures = recovery::recover(&ws);
+    let mut failures = recovery::recover(&ws, interrupt);
     leftover::sweep(&ws.clones_dir(), spare::PREFIX);
     leftover::sweep(&ws.bundles_dir(), "");
     let setup = Setup {
@@ -219,7 +219,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
             );
         }
         if last_recovery.elapsed() >= RECOVERY_INTERVAL {
-            failures += recovery::recover(&ws);
+            failures += recovery::recover(&ws, interrupt);
             last_recovery = Instant::now();
         }
     }

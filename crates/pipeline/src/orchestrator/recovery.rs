@@ -14,14 +14,17 @@ use crate::store::id;
 use crate::store::task_file::{Attempt, AttemptStatus};
 use crate::store::task_store::TaskStore;
 use agent_runner_core::fs::lock;
+use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::timestamp::Timestamp;
 
 /// A running job without an owner file is being claimed right now, unless it has
 /// been like that for this long (its claimer died between the rename and the write).
 const CLAIM_GRACE: Duration = Duration::from_secs(30);
 
-/// Records the orphaned running jobs of `ws` as failed attempts; returns how many.
-pub(crate) fn recover(ws: &Workspace) -> usize {
+/// Records the orphaned running jobs of `ws` as failed attempts, then tells the
+/// notifiers of them (the orchestrator that ran them was killed before it could,
+/// SPEC §23); returns how many.
+pub(crate) fn recover(ws: &Workspace, interrupt: Interrupt) -> usize {
     let lock_path = ws.dir.join("ipc/.recover.lock");
     let Ok(one_at_a_time) = lock::open(&lock_path) else {
         log::warn!("cannot open {}; skipping recovery", lock_path.display());
@@ -31,12 +34,19 @@ pub(crate) fn recover(ws: &Workspace) -> usize {
         return 0;
     }
     let mut recovered = 0;
+    let mut recorded = Vec::new();
     for entry in jobs::list(&ws.running_dir()) {
         if let Some(reason) = orphaned(ws, &entry)
-            && settle(ws, &entry, &reason)
+            && settle(ws, &entry, &reason, &mut recorded)
         {
             recovered += 1;
         }
+    }
+    // Told once the repairs are done: a slow webhook holds no other orchestrator.
+    drop(one_at_a_time);
+    for (title, attempt) in &recorded {
+        let log_dir = std::path::Path::new(&attempt.log_dir);
+        crate::notify::attempt_ended(&ws.defaults.notify, title, attempt, log_dir, interrupt);
     }
     recovered
 }
@@ -63,20 +73,26 @@ fn orphaned(ws: &Workspace, entry: &Entry) -> Option<String> {
 }
 
 /// Records the orphan; true when it was settled here, as a failed attempt, as a job
-/// moved to `ipc/failed/`, or not at all because recording failed (an error).
-fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
+/// moved to `ipc/failed/`, or not at all because recording failed (an error). A
+/// recorded attempt is added to `recorded`, with its task's title.
+fn settle(
+    ws: &Workspace,
+    entry: &Entry,
+    reason: &str,
+    recorded: &mut Vec<(String, Attempt)>,
+) -> bool {
     let job = match jobs::read_job(entry, &ws.id) {
         Ok(job) => job,
         Err(e) => return drop_job(ws, entry, &e),
     };
-    match TaskStore::new(ws).load(&job.task_id) {
-        Ok(Some(_)) => {}
+    let title = match TaskStore::new(ws).load(&job.task_id) {
+        Ok(Some(view)) => view.record.title,
         Ok(None) => {
             let why = format!("task {} not found in workspace {}", job.task_id, ws.id);
             return drop_job(ws, entry, &why);
         }
         Err(e) => return drop_job(ws, entry, &format!("task {}: {e}", job.task_id)),
-    }
+    };
     let (started_at, duration_ms) = match jobs::read_owner(ws, &entry.job_id) {
         Some((owner, claimed)) => (
             owner.claimed_at,
@@ -125,6 +141,7 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         delivery: None,
         try_of: job.try_of.clone(),
         tries: None,
+        message: job.message.clone(),
     };
     match recording::record(ws, &attempt) {
         Ok(path) => {
@@ -144,6 +161,7 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
                     agent_runner_core::interrupt::Interrupt::never(),
                 );
             }
+            recorded.push((title, attempt));
             true
         }
         Err(e) => {
@@ -186,7 +204,7 @@ mod tests {
         assert!(lock::try_lock(&other, lock::Mode::Shared).unwrap());
         let (done, finished) = mpsc::channel();
         let waiting = ws.clone();
-        std::thread::spawn(move || done.send(recover(&waiting)).unwrap());
+        std::thread::spawn(move || done.send(recover(&waiting, Interrupt::never())).unwrap());
         assert!(
             finished.recv_timeout(Duration::from_millis(300)).is_err(),
             "it waits for the other"

@@ -28,8 +28,9 @@ pub(crate) fn rank(status: TaskStatus) -> u8 {
         TaskStatus::Queued => 2,
         TaskStatus::Pending => 3,
         TaskStatus::Failed => 4,
-        TaskStatus::Succeeded => 5,
-        TaskStatus::Deleted => 6,
+        TaskStatus::AwaitingApproval => 5,
+        TaskStatus::Succeeded => 6,
+        TaskStatus::Deleted => 7,
     }
 }
 

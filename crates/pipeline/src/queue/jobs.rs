@@ -47,6 +47,25 @@ pub struct Job {
     /// This job is one try of a best of N run (SPEC §23).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) try_of: Option<TryOf>,
+    /// The user's message (SPEC §23): with `restart`, why the plan was rejected
+    /// (`task reject`); else a follow-up for the resumed runner (`run --resume
+    /// --message`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) message: Option<String>,
+    /// Run the continued job's TaskConfig from the start instead of resuming its
+    /// runner: a plan rejected (`task reject`) or approved with the user's criteria
+    /// (`task approve --criteria`), in the same clone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) restart: bool,
+}
+
+/// How a job goes on from an earlier one (`enqueue_continuing`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Continuing {
+    pub(crate) resume_from: Option<String>,
+    pub(crate) clone_job: Option<String>,
+    pub(crate) message: Option<String>,
+    pub(crate) restart: bool,
 }
 
 /// A job file in one of the IPC directories.
@@ -60,25 +79,26 @@ pub(crate) struct Entry {
 
 /// Writes a new job for `task_id` into the queue; returns its id.
 pub(crate) fn enqueue(ws: &Workspace, task_id: &str) -> Result<String, PipelineError> {
-    enqueue_resume(ws, task_id, None, None)
+    enqueue_continuing(ws, task_id, Continuing::default())
 }
 
 /// `enqueue`, of a job that continues job `resume_from`'s attempt (in job
-/// `clone_job`'s clone, if it ran in one).
-pub(crate) fn enqueue_resume(
+/// `clone_job`'s clone, if it ran in one), as `continuing` says.
+pub(crate) fn enqueue_continuing(
     ws: &Workspace,
     task_id: &str,
-    resume_from: Option<String>,
-    clone_job: Option<String>,
+    continuing: Continuing,
 ) -> Result<String, PipelineError> {
     let job_id = id::new_job_id();
     let job = Job {
         workspace_id: ws.id.clone(),
         task_id: task_id.to_string(),
         created_at: Timestamp::now().to_string(),
-        resume_from,
-        clone_job,
         try_of: None,
+        resume_from: continuing.resume_from,
+        clone_job: continuing.clone_job,
+        message: continuing.message,
+        restart: continuing.restart,
     };
     let path = ws.queue_dir().join(format!("{job_id}.json"));
     let json = serde_json::to_vec(&job).unwrap_or_default();
@@ -102,6 +122,8 @@ pub(crate) fn enqueue_tries(
             resume_from: None,
             clone_job: None,
             try_of: Some(try_of),
+            message: None,
+            restart: false,
         };
         let path = ws.queue_dir().join(format!("{job_id}.json"));
         let json = serde_json::to_vec(&job).unwrap_or_default();
@@ -174,6 +196,15 @@ pub(crate) fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String>
         return Err(
             "clone_job without resume_from: only a resumed job runs in another job's clone".into(),
         );
+    }
+    if (job.message.is_some() || job.restart) && job.resume_from.is_none() {
+        return Err(
+            "message or restart without resume_from: only a job that goes on from another has them"
+                .into(),
+        );
+    }
+    if let Some(message) = &job.message {
+        super::approval::check_message(message).map_err(|e| format!("message: {e}"))?;
     }
     Ok(job)
 }

@@ -8,7 +8,7 @@
 use std::fs::File;
 
 use super::board::Board;
-use super::jobs;
+use super::jobs::{self, Continuing};
 use super::status::TaskStatus;
 use crate::store::task_file::AttemptStatus;
 use crate::store::task_store::TaskStore;
@@ -59,7 +59,12 @@ pub(crate) fn check(board: &Board, workspace_id: &str, id: &str) -> Result<(), R
                     .map_or("?".to_string(), |(_, j)| j.clone()),
             })
         }
-        Some(TaskStatus::Pending | TaskStatus::Failed | TaskStatus::Succeeded) => Ok(()),
+        Some(
+            TaskStatus::Pending
+            | TaskStatus::Failed
+            | TaskStatus::AwaitingApproval
+            | TaskStatus::Succeeded,
+        ) => Ok(()),
     }
 }
 
@@ -133,6 +138,44 @@ pub fn enqueue_tries(
 /// interrupted, or stopped) one whose runner left its state (SPEC §19): in the same
 /// directory, the attempt's clone if it had one. Returns the job id.
 pub fn enqueue_resume(ws: &Workspace, id: &str) -> Result<String, RunError> {
+    continue_latest(
+        ws,
+        id,
+        &[AttemptStatus::Failed],
+        Continuing::default(),
+        || Ok(()),
+    )
+}
+
+/// Enqueues a follow-up (`task run --resume ID --message`, SPEC §23): task `id`'s
+/// latest attempt goes on with `message`, whether it failed, succeeded (the same
+/// criteria plus the message) or awaits approval. Returns the job id.
+pub fn enqueue_follow_up(ws: &Workspace, id: &str, message: &str) -> Result<String, RunError> {
+    let message = super::approval::check_message(message)
+        .map_err(|e| PipelineError::Invalid(format!("--message: {e}")))?;
+    let allowed = [
+        AttemptStatus::Failed,
+        AttemptStatus::Succeeded,
+        AttemptStatus::AwaitingApproval,
+    ];
+    let continuing = Continuing {
+        message: Some(message),
+        ..Continuing::default()
+    };
+    continue_latest(ws, id, &allowed, continuing, || Ok(()))
+}
+
+/// Enqueues a job that goes on from task `id`'s latest attempt, if its status is one
+/// of `allowed` and its runner left its state; `continuing` says how (its
+/// `resume_from` and `clone_job` are set here). `before` runs under the enqueue
+/// lock once every check passed, just before the job is written; its error stops it.
+pub(crate) fn continue_latest(
+    ws: &Workspace,
+    id: &str,
+    allowed: &[AttemptStatus],
+    mut continuing: Continuing,
+    before: impl FnOnce() -> Result<(), PipelineError>,
+) -> Result<String, RunError> {
     let _one_at_a_time = lock(ws)?;
     let task = TaskStore::new(ws).load(id)?;
     let board = Board::of(task.iter().cloned().collect(), jobs::job_states(ws));
@@ -144,9 +187,14 @@ pub fn enqueue_resume(ws: &Workspace, id: &str) -> Result<String, RunError> {
     let Some(latest) = task.as_ref().and_then(|t| t.latest()) else {
         return Err(refuse("it has not run yet: run it instead".into()).into());
     };
-    if latest.status != AttemptStatus::Failed {
+    if !allowed.contains(&latest.status) {
+        let nothing = if allowed == [AttemptStatus::AwaitingApproval] {
+            "it awaits no approval"
+        } else {
+            "there is nothing to continue; run it again instead"
+        };
         return Err(refuse(format!(
-            "its latest attempt (job {}) {}: there is nothing to continue; run it again instead",
+            "its latest attempt (job {}) {}: {nothing}",
             latest.job_id,
             latest.status.as_str()
         ))
@@ -169,19 +217,22 @@ pub fn enqueue_resume(ws: &Workspace, id: &str) -> Result<String, RunError> {
         .and_then(|d| d.exists(&state))
         .unwrap_or(false);
     if !saved || !config.is_file() {
+        let why = if latest.status == AttemptStatus::Succeeded && latest.branch.is_some() {
+            "its clone was removed once its branch was brought back"
+        } else {
+            "it ended before agent-runner ran its task"
+        };
         return Err(refuse(format!(
-            "its latest attempt (job {}) left no saved state in {} (it ended before agent-runner ran its task): run it again instead",
+            "its latest attempt (job {}) left no saved state in {} ({why}): run it again instead",
             latest.job_id,
             run_dir.display()
         ))
         .into());
     }
-    Ok(jobs::enqueue_resume(
-        ws,
-        id,
-        Some(latest.job_id.clone()),
-        clone_job,
-    )?)
+    continuing.resume_from = Some(latest.job_id.clone());
+    continuing.clone_job = clone_job;
+    before()?;
+    Ok(jobs::enqueue_continuing(ws, id, continuing)?)
 }
 
 /// The workspace's enqueue lock, waited for: it is held for a few file reads.

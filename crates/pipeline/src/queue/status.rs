@@ -16,6 +16,8 @@ pub enum TaskStatus {
     Queued,
     Pending,
     Failed,
+    /// Its latest attempt planned and waits for approval (SPEC §23).
+    AwaitingApproval,
     Succeeded,
     Deleted,
 }
@@ -29,6 +31,7 @@ impl TaskStatus {
             TaskStatus::Queued => "QUEUED",
             TaskStatus::Pending => "PENDING",
             TaskStatus::Failed => "FAILED",
+            TaskStatus::AwaitingApproval => "AWAITING_APPROVAL",
             TaskStatus::Succeeded => "SUCCEEDED",
             TaskStatus::Deleted => "DELETED",
         }
@@ -72,6 +75,7 @@ pub(crate) fn derive(view: &TaskView, job: JobState, blocked: bool) -> TaskStatu
         JobState::None => match view.latest().map(|a| a.status) {
             Some(AttemptStatus::Succeeded) => TaskStatus::Succeeded,
             Some(AttemptStatus::Failed) => TaskStatus::Failed,
+            Some(AttemptStatus::AwaitingApproval) => TaskStatus::AwaitingApproval,
             // `latest` skips cancelled jobs: they never ran.
             Some(AttemptStatus::Cancelled) | None => TaskStatus::Pending,
         },

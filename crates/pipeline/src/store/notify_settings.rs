@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The events a notifier can be told of.
-pub(crate) const EVENTS: &[&str] = &["succeeded", "failed", "budget"];
+pub(crate) const EVENTS: &[&str] = &["succeeded", "failed", "budget", "awaiting_approval"];
 
 /// One entry of `defaults.notify`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -116,6 +116,10 @@ pub struct Attempt {
     /// This attempt is the judged end of a best of N run: its tries compared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tries: Option<super::tries::Comparison>,
+    /// The user's message this attempt went on with (SPEC §23): a follow-up, or
+    /// why the plan before was rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// `T` if the value is one, else None (never an error).
@@ -137,6 +141,10 @@ pub enum AttemptStatus {
     Failed,
     /// The job was removed from the queue before it ran (`task stop`, SPEC §19).
     Cancelled,
+    /// Planned, waiting for `task approve` or `task reject` (`runner.meta.approve_plan`,
+    /// SPEC §23): no sandbox was started.
+    #[serde(rename = "awaiting_approval")]
+    AwaitingApproval,
 }
 
 impl AttemptStatus {
@@ -146,6 +154,7 @@ impl AttemptStatus {
             AttemptStatus::Succeeded => "succeeded",
             AttemptStatus::Failed => "failed",
             AttemptStatus::Cancelled => "cancelled",
+            AttemptStatus::AwaitingApproval => "awaiting_approval",
         }
     }
 }
@@ -532,6 +541,7 @@ pub(crate) mod tests {
             delivery: None,
             try_of: None,
             tries: None,
+            message: None,
         }
     }
 

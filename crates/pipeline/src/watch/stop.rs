@@ -202,6 +202,7 @@ fn cancel(ws: &Workspace, task_id: &str, job_id: &str) -> Result<Option<Stopped>
         delivery: None,
         try_of: job.try_of,
         tries: None,
+        message: job.message.clone(),
     };
     recording::record(ws, &attempt)?;
     Ok(Some(Stopped::Cancelled {

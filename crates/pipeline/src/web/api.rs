@@ -13,6 +13,7 @@ use super::http::{Request, Response};
 use crate::orchestrator::presence;
 use crate::plan::chat::{self, Role};
 use crate::plan::wbs::Wbs;
+use crate::queue::approval;
 use crate::queue::jobs;
 use crate::queue::run_request::{self, Refused, RunError};
 use crate::queue::task_json::{self, TaskList};
@@ -188,15 +189,78 @@ pub(crate) fn run_task(app: &App, task_id: &str) -> Response {
     }
 }
 
-/// `POST /api/tasks/<id>/continue`: enqueues a job that continues the task's failed
-/// latest attempt, as `task run --resume` does; 202 with `{"job_id"}`, 409 when
-/// the task is busy or has nothing to continue.
-pub(crate) fn continue_task(app: &App, task_id: &str) -> Response {
-    match run_request::enqueue_resume(&app.ws, task_id) {
-        Ok(job_id) => json(
-            202,
-            &json!({ "job_id": job_id, "task_id": task_id, "resumes": true }),
-        ),
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FollowUp {
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// `POST /api/tasks/<id>/continue` `{"message"?}`: enqueues a job that continues the
+/// task's failed latest attempt, as `task run --resume` does, or with a message
+/// (SPEC §23) its latest attempt whatever its end, as `task run --resume --message`
+/// does; 202 with `{"job_id"}`, 409 when the task is busy or has nothing to
+/// continue, 413 for a message over `approval::MAX_MESSAGE` bytes.
+pub(crate) fn continue_task(app: &App, task_id: &str, request: &Request) -> Response {
+    let body: FollowUp = match parse(request) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let enqueued = match body.message.as_deref() {
+        Some(message) if message.len() > approval::MAX_MESSAGE => {
+            return too_long("message");
+        }
+        Some(message) => run_request::enqueue_follow_up(&app.ws, task_id, message),
+        None => run_request::enqueue_resume(&app.ws, task_id),
+    };
+    enqueued_response(task_id, enqueued, json!({ "resumes": true }))
+}
+
+/// `POST /api/tasks/<id>/approve` `{}`: approves the plan the task awaits approval
+/// of, as `task approve` does; 202 with `{"job_id"}`, 409 when it awaits none.
+pub(crate) fn approve_task(app: &App, task_id: &str) -> Response {
+    let enqueued = approval::approve(&app.ws, task_id, None);
+    enqueued_response(task_id, enqueued, json!({ "approved": true }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rejection {
+    message: String,
+}
+
+/// `POST /api/tasks/<id>/reject` `{"message"}`: rejects the plan the task awaits
+/// approval of, as `task reject --message` does; 202 with `{"job_id"}`, 409 when it
+/// awaits none, 400 without a message, 413 for one too long.
+pub(crate) fn reject_task(app: &App, task_id: &str, request: &Request) -> Response {
+    let body: Rejection = match parse(request) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    if body.message.len() > approval::MAX_MESSAGE {
+        return too_long("message");
+    }
+    let enqueued = approval::reject(&app.ws, task_id, &body.message);
+    enqueued_response(task_id, enqueued, json!({ "rejected": true }))
+}
+
+fn too_long(field: &str) -> Response {
+    error(
+        413,
+        &format!("{field}: longer than {} bytes", approval::MAX_MESSAGE),
+    )
+}
+
+/// 202 with `{"job_id", "task_id"}` and `extra`, or the refusal's status.
+fn enqueued_response(task_id: &str, enqueued: Result<String, RunError>, extra: Value) -> Response {
+    match enqueued {
+        Ok(job_id) => {
+            let mut doc = json!({ "job_id": job_id, "task_id": task_id });
+            if let (Some(doc), Value::Object(extra)) = (doc.as_object_mut(), extra) {
+                doc.extend(extra);
+            }
+            json(202, &doc)
+        }
         Err(RunError::Refused(why @ Refused::NotFound { .. })) => error(404, &why.to_string()),
         Err(RunError::Refused(why)) => error(409, &why.to_string()),
         Err(RunError::Failed(e)) => failed(&e),

@@ -99,7 +99,18 @@ fn task_badge(status: TaskStatus, task: &TaskView) -> (String, &'static str) {
 fn runnable(status: TaskStatus) -> bool {
     matches!(
         status,
-        TaskStatus::Pending | TaskStatus::Failed | TaskStatus::Succeeded
+        TaskStatus::Pending
+            | TaskStatus::Failed
+            | TaskStatus::AwaitingApproval
+            | TaskStatus::Succeeded
+    )
+}
+
+/// Whether a follow-up message can go on from the task's latest attempt (SPEC §23).
+fn follows_up(status: TaskStatus) -> bool {
+    matches!(
+        status,
+        TaskStatus::Failed | TaskStatus::AwaitingApproval | TaskStatus::Succeeded
     )
 }
 
@@ -278,6 +289,17 @@ pub(crate) fn task(app: &App, task_id: &str) -> Response {
             " hidden"
         }
     );
+    // SPEC §23: a follow-up message beside Continue, also after a success.
+    let _ = writeln!(
+        main,
+        "<p id=\"follow-up\" class=\"follow-up\"{}><textarea id=\"follow-up-message\" rows=\"2\" maxlength=\"{}\" placeholder=\"A follow-up message: the task goes on with it\"></textarea> <button type=\"button\" id=\"send-follow-up\" data-id=\"{}\">Send</button></p>",
+        if follows_up(status) { "" } else { " hidden" },
+        crate::queue::approval::MAX_MESSAGE,
+        text(&r.id),
+    );
+    if let (TaskStatus::AwaitingApproval, Some(latest)) = (status, task.latest()) {
+        approval(&mut main, &r.id, latest);
+    }
     if let Some(deleted) = &task.deleted {
         let _ = writeln!(
             main,
@@ -329,6 +351,35 @@ pub(crate) fn task(app: &App, task_id: &str) -> Response {
         ),
         &main,
     )
+}
+
+/// The plan the latest attempt awaits approval of (SPEC §23), with Approve, and
+/// Reject with a message.
+fn approval(out: &mut String, task_id: &str, latest: &Attempt) {
+    out.push_str(
+        "<section id=\"approval\">\n<h2>Plan awaiting approval</h2>\n<ol class=\"plan\">\n",
+    );
+    let plan = latest.result_value().map(|r| r["plan"].clone());
+    for criterion in plan
+        .as_ref()
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let field = |key: &str| criterion[key].as_str().unwrap_or_default().to_string();
+        let _ = writeln!(
+            out,
+            "<li><code>{}</code> {}</li>",
+            text(&field("id")),
+            text(&field("description"))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "</ol>\n<p><button type=\"button\" id=\"approve\" data-id=\"{id}\">Approve</button></p>\n<p><textarea id=\"reject-message\" rows=\"2\" maxlength=\"{}\" placeholder=\"Why not: Meta plans again with it\"></textarea> <button type=\"button\" id=\"reject\" data-id=\"{id}\">Reject</button></p>\n</section>",
+        crate::queue::approval::MAX_MESSAGE,
+        id = text(task_id),
+    );
 }
 
 /// The events of the task's queued or running attempt so far; `static/app.js`
@@ -525,6 +576,11 @@ fn attempts(out: &mut String, app: &App, task: &TaskView) {
         );
         if let Some(error) = &a.error {
             push_text(out, error);
+        }
+        if let Some(message) = &a.message {
+            out.push_str("<div class=\"message\">Message: ");
+            push_text(out, message);
+            out.push_str("</div>");
         }
         out.push_str("</td><td class=\"files\">");
         for file in files::list(&app.ws, &task.record.id, a) {

@@ -61,7 +61,9 @@ pub(crate) fn handle(app: &App, request: &Request, local: SocketAddr) -> Respons
         ("GET", ["api", "tasks", id, "events"]) => api::events(app, id, request),
         ("POST", ["api", "tasks", id, "run"]) => api::run_task(app, id),
         ("POST", ["api", "tasks", id, "stop"]) => api::stop_task(app, id),
-        ("POST", ["api", "tasks", id, "continue"]) => api::continue_task(app, id),
+        ("POST", ["api", "tasks", id, "continue"]) => api::continue_task(app, id, request),
+        ("POST", ["api", "tasks", id, "approve"]) => api::approve_task(app, id),
+        ("POST", ["api", "tasks", id, "reject"]) => api::reject_task(app, id, request),
         ("GET", ["api", "plan"]) => api::plan(app),
         ("POST", ["api", "plan"]) => api::start_plan(app, request),
         ("GET", ["api", "plan", "runs", run]) => api::plan_run(app, run),
@@ -82,9 +84,13 @@ fn allowed_methods(path: &[&str]) -> &'static [&'static str] {
         | ["api", "tasks", _, "attempts" | "events"]
         | ["api", "plan", "runs", _] => &["GET"],
         ["api", "orchestrator"] => &["GET"],
-        ["api", "tasks", _, "run" | "stop" | "continue"] | ["api", "orchestrator", "start"] => {
-            &["POST"]
-        }
+        [
+            "api",
+            "tasks",
+            _,
+            "run" | "stop" | "continue" | "approve" | "reject",
+        ]
+        | ["api", "orchestrator", "start"] => &["POST"],
         _ => &[],
     }
 }
@@ -191,6 +197,8 @@ mod tests {
         assert_eq!(allowed_methods(&["api", "tasks"]), ["GET", "POST"]);
         assert_eq!(allowed_methods(&["api", "tasks", "t", "run"]), ["POST"]);
         assert_eq!(allowed_methods(&["api", "tasks", "t", "stop"]), ["POST"]);
+        assert_eq!(allowed_methods(&["api", "tasks", "t", "approve"]), ["POST"]);
+        assert_eq!(allowed_methods(&["api", "tasks", "t", "reject"]), ["POST"]);
         assert_eq!(allowed_methods(&["tasks", "t"]), ["GET"]);
         assert!(allowed_methods(&["etc", "passwd"]).is_empty());
     }

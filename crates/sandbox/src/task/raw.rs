@@ -223,7 +223,7 @@ raw_section! {
         /// How often Meta may replace the acceptance criteria during a run (`replan`); default 2, 0 = never.
         max_replans: u64 = Kind::Integer;
         /// Stop after plan_task, awaiting_approval, before any sandbox starts (SPEC §23); default false.
-        approve_plan: bool = Kind::Boolean, only V1 "stops `agent-runner run` for approval; the pipeline has no approval step for its attempts (a task there runs as planned)";
+        approve_plan: bool = Kind::Boolean;
         timeout_sec: u64 = Kind::Integer;
         script: String = Kind::Text;
         /// kind codex-cli: the image Meta's codex runs in; default: the worker's.

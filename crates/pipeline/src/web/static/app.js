@@ -9,7 +9,9 @@
   // A running attempt's events: SPEC §19 wants each seen within 200 ms of being
   // written; a poll reads only what is new.
   const LIVE_MS = 100;
-  const RUNNABLE = new Set(['PENDING', 'FAILED', 'SUCCEEDED']);
+  const RUNNABLE = new Set(['PENDING', 'FAILED', 'AWAITING_APPROVAL', 'SUCCEEDED']);
+  // A follow-up message goes on from these (SPEC §23).
+  const FOLLOWS_UP = new Set(['FAILED', 'AWAITING_APPROVAL', 'SUCCEEDED']);
   const token = document.querySelector('meta[name="agent-runner-token"]').content;
   const page = document.body.dataset.page;
 
@@ -138,6 +140,39 @@
     } catch (e) {
       notice(e.message, true);
       button.disabled = false;
+    }
+  });
+  // The approval gate and follow-ups (SPEC §23): each sends what the user typed
+  // as JSON, token-guarded like every POST.
+  async function send(button, path, body, done) {
+    button.disabled = true;
+    try {
+      const r = await api('POST', '/api/tasks/' + encodeURIComponent(button.dataset.id) + '/' + path, body);
+      notice(done + ' (job ' + r.job_id + ').');
+      location.reload();
+    } catch (e) {
+      notice(e.message, true);
+      button.disabled = false;
+    }
+  }
+  document.addEventListener('click', function (event) {
+    const button = event.target.closest('#approve, #reject, #send-follow-up');
+    if (!button) return;
+    if (button.id === 'approve') {
+      send(button, 'approve', {}, 'Plan approved');
+      return;
+    }
+    const box = document.getElementById(button.id === 'reject' ? 'reject-message' : 'follow-up-message');
+    const message = box.value.trim();
+    if (!message) {
+      notice('Write a message first.', true);
+      box.focus();
+      return;
+    }
+    if (button.id === 'reject') {
+      send(button, 'reject', { message }, 'Plan rejected: Meta plans again');
+    } else {
+      send(button, 'continue', { message }, 'Message sent: the task goes on');
     }
   });
   document.addEventListener('click', async function (event) {
@@ -312,6 +347,8 @@
       if (button) showRunButton(button, d.status, d.attempts.length);
       const again = document.querySelector('button.continue');
       if (again) again.hidden = d.status !== 'FAILED';
+      const followUp = document.getElementById('follow-up');
+      if (followUp) followUp.hidden = !FOLLOWS_UP.has(d.status);
       // A new attempt brings a new result, note and files: show them.
       if (d.attempts.length !== shownAttempts) location.reload();
     };

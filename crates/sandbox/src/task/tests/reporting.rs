@@ -354,22 +354,12 @@ quickcheck! {
 }
 
 #[test]
-fn approve_plan_is_read_in_shape_v1_and_refused_with_a_reason_in_task_config() {
-    let e = err(
+fn approve_plan_is_read_in_both_shapes_and_must_be_a_boolean() {
+    // The pipeline's attempts stop for approval too (SPEC §23).
+    let task = ok(
         "task:\n  id: a\n  title: t\n  instructions: i\n  project: {root_dir: .}\nrunner:\n  meta: {model: m, approve_plan: true}\n  worker: {type: docker_codex_cli}\n",
     );
-    assert_eq!(e.category, UnknownKey);
-    assert_error(
-        &e,
-        "runner.meta.approve_plan",
-        "unknown key in the TaskConfig shape",
-    );
-    assert!(
-        e.hint
-            .as_deref()
-            .is_some_and(|h| h.contains("agent-runner run")),
-        "{e}"
-    );
+    assert!(task.meta.approve_plan);
     let e = err("version: 1\ntask: {prd: {text: x}}\nrunner: {meta: {approve_plan: 1}}\n");
     assert_error(&e, "runner.meta.approve_plan", "");
 }
