@@ -45,6 +45,10 @@ pub struct RunResult {
     pub(crate) task_usage: Option<Account>,
     /// The task's limits, and the one that ended it.
     pub(crate) budget: BudgetReport,
+    /// Where the copy transport left the work (SPEC §22): `agent-runner/<id>`'s
+    /// words, or why it could not be brought back. Absent with the bind mount.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) work: Option<String>,
 }
 
 /// The `budget` object: the limits set (null: none) and `exhausted`, the limit
@@ -141,6 +145,11 @@ impl RunResult {
             usage: ctx.usage(),
             task_usage: ctx.resumed.as_ref().map(|_| ctx.task_usage()),
             budget: BudgetReport::of(&ctx.task.bounds.budget, ctx.budget_exhausted),
+            work: ctx
+                .teardown
+                .as_ref()
+                .and_then(|t| t.work.as_ref())
+                .map(ToString::to_string),
         }
     }
 
@@ -179,6 +188,7 @@ impl RunResult {
             },
             task_usage: None,
             budget: BudgetReport::default(),
+            work: None,
         }
     }
 
@@ -225,6 +235,10 @@ impl RunResult {
             (Some(p), _) => format!("; note: {p}"),
             (None, Some(e)) => format!("; the Task Note could not be written: {e}"),
             (None, None) => String::new(),
+        };
+        let note = match &self.work {
+            Some(work) => format!("; {work}{note}"),
+            None => note,
         };
         if self.status == "succeeded" {
             let unverified = if self.verified { "" } else { " (unverified)" };

@@ -494,9 +494,10 @@ fn run_args(spec: &Spec) -> Vec<String> {
             // both (SPEC §24). An engine copies an image's files into a volume only
             // while it is empty, and the tools volume is filled before any mount.
             true => format!(
-                "type=volume,source={},target={},ro=true",
+                "type=volume,source={},target={}{}",
                 mount.source.display(),
-                mount.target
+                mount.target,
+                if mount.readonly { ",ro=true" } else { "" }
             ),
             false => mount_spec(&mount.source, &mount.target, mount.readonly),
         };

@@ -69,12 +69,14 @@
 //!   needs the copy transport and the lifeline carrier (no host path, no socket).
 
 mod bind;
+pub mod copy;
 mod docker;
 pub mod docker_cli;
 pub mod endpoint;
 mod error;
 mod git_dir;
 mod host_dir;
+pub mod landing;
 mod locality;
 pub mod privileges;
 pub mod seccomp;
@@ -87,6 +89,8 @@ use std::path::Path;
 use std::time::Duration;
 
 pub(crate) use bind::Bind;
+pub use copy::{BUNDLER_SCRIPT, BroughtBack};
+pub(crate) use copy::{Copy, CopyTask};
 pub use docker::Docker;
 pub use docker_cli::Output;
 pub use error::BackendError;
@@ -216,6 +220,10 @@ pub(crate) trait Transport: Send {
     fn after_run(&mut self) -> Vec<Finding>;
     /// Once the sandbox is gone, so nothing inside can undo it: the work comes back.
     fn finish(&mut self) -> Vec<Finding>;
+    /// Where `finish` left the work, for a transport that brings it back (copy).
+    fn brought_back(&mut self) -> Option<BroughtBack> {
+        None
+    }
 }
 
 /// The link between agent-runner and a running sandbox; see the module

@@ -499,6 +499,7 @@ pub(crate) fn worker(
         limits: limits?,
         caches: caches?,
         keep_untracked: raw.keep_untracked.unwrap_or(false),
+        transport: None,
     };
     settings.allow = match allow? {
         Some(allow) => allow,
@@ -690,5 +691,23 @@ mod tests {
                 .message
                 .contains("at most")
         );
+    }
+}
+
+/// `runner.sandbox.transport`; None: chosen by the daemon.
+pub(crate) fn transport(
+    raw: Option<super::raw::RawSandbox>,
+    problems: &mut InputErrors,
+) -> Option<Option<super::TransportChoice>> {
+    match raw.and_then(|r| r.transport) {
+        None => Some(None),
+        Some(t) => problems
+            .take(choice(&t, "runner.sandbox.transport", &["copy", "bind"]))
+            .map(|t| {
+                Some(match t {
+                    "copy" => super::TransportChoice::Copy,
+                    _ => super::TransportChoice::Bind,
+                })
+            }),
     }
 }
