@@ -238,35 +238,7 @@ impl Copy {
         let branch = self.branch();
         let caches = if self.keep_untracked { "keep" } else { "drop" };
         let request = format!("work {} {branch} {caches} {base}", self.task_id);
-        let mut spec = Spec::new(
-            &self.image,
-            Main::shell(
-                "printf '%s\\n' \"$1\" | sh -c \"$2\"",
-                [
-                    "agent-runner-bundler".into(),
-                    request,
-                    BUNDLER_SCRIPT.into(),
-                ],
-            ),
-        );
-        spec.labels = self
-            .labels()
-            .into_iter()
-            .filter_map(|l| {
-                l.split_once('=')
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-            })
-            .collect();
-        spec.network = Net::Isolated;
-        spec.confinement = Some(Confinement { keep: &[] });
-        spec.limits = Some(self.limits.clone());
-        spec.mounts = vec![
-            Mount::volume(volume, "/clones/work"),
-            Mount {
-                readonly: false,
-                ..Mount::volume(out, "/out")
-            },
-        ];
+        let spec = self.bundler_spec(volume, out, request);
         let said = match self.backend.run_once(&spec, COPY_TIMEOUT, self.interrupt) {
             Ok(said) => said,
             Err(e) => return BroughtBack::Failed(format!("the bundler: {e}")),
@@ -298,6 +270,43 @@ impl Copy {
             "failed" => BroughtBack::Failed(format!("the bundler: {rest}")),
             _ => BroughtBack::Failed(format!("the bundler answered {answer:?}")),
         }
+    }
+
+    /// The bundler's container: the worker's image, no network, no capabilities,
+    /// the worker's limits; the work's volume READ-ONLY (what the worker wrote is
+    /// read, never written, and nothing there can steer a write), `out` for the
+    /// bundle.
+    fn bundler_spec(&self, volume: &str, out: &str, request: String) -> Spec {
+        let mut spec = Spec::new(
+            &self.image,
+            Main::shell(
+                "printf '%s\\n' \"$1\" | sh -c \"$2\"",
+                [
+                    "agent-runner-bundler".into(),
+                    request,
+                    BUNDLER_SCRIPT.into(),
+                ],
+            ),
+        );
+        spec.labels = self
+            .labels()
+            .into_iter()
+            .filter_map(|l| {
+                l.split_once('=')
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+            })
+            .collect();
+        spec.network = Net::Isolated;
+        spec.confinement = Some(Confinement { keep: &[] });
+        spec.limits = Some(self.limits.clone());
+        spec.mounts = vec![
+            Mount::volume(volume, "/clones/work"),
+            Mount {
+                readonly: false,
+                ..Mount::volume(out, "/out")
+            },
+        ];
+        spec
     }
 
     /// The bundle out of volume `out`, then landed.
@@ -490,6 +499,45 @@ mod tests {
             source: Source::DockerHost,
             tls: false,
         }
+    }
+
+    #[test]
+    fn the_bundler_reads_the_work_read_only_without_network_or_capabilities() {
+        let worker = crate::task::test_task("").worker;
+        let copy = Copy::new(
+            Arc::new(super::super::Docker::default()),
+            CopyTask {
+                repo: "/r".into(),
+                private_dir: Path::new("/r/.agent-runner"),
+                task_id: "t",
+                worker: &worker,
+                refusal: None,
+                interrupt: Interrupt::never(),
+            },
+        );
+        let spec = copy.bundler_spec("work-vol", "out-vol", "work t agent-runner/t drop x".into());
+        let mounts: Vec<(String, String, bool, bool)> = spec
+            .mounts
+            .iter()
+            .map(|m| {
+                (
+                    m.source.display().to_string(),
+                    m.target.clone(),
+                    m.readonly,
+                    m.volume,
+                )
+            })
+            .collect();
+        assert_eq!(
+            mounts,
+            [
+                ("work-vol".into(), "/clones/work".into(), true, true),
+                ("out-vol".into(), "/out".into(), false, true),
+            ]
+        );
+        assert_eq!(spec.network, Net::Isolated);
+        assert_eq!(spec.confinement, Some(Confinement { keep: &[] }));
+        assert!(spec.labels.iter().any(|(k, v)| k == LABEL_TASK && v == "t"));
     }
 
     #[test]

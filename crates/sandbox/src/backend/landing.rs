@@ -386,6 +386,194 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// `git <args>` in `dir` (a test's own repositories).
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// The user's repository (one commit) and a worker's clone of it under `dir`.
+    fn repos(name: &str) -> (PathBuf, PathBuf, PathBuf, String) {
+        let dir = std::env::temp_dir().join(format!(
+            "agent-runner-{name}-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        let (user, work) = (dir.join("user"), dir.join("work"));
+        std::fs::create_dir_all(&user).unwrap();
+        git(&user, &["init", "-q"]);
+        std::fs::write(user.join("a.txt"), "a\n").unwrap();
+        git(&user, &["add", "a.txt"]);
+        git(&user, &["commit", "-qm", "base"]);
+        let base = git(&user, &["rev-parse", "HEAD"]);
+        git(&dir, &["clone", "-q", "--no-local", "user", "work"]);
+        git(&work, &["checkout", "-q", "-b", "agent-runner/t"]);
+        (dir, user, work, base)
+    }
+
+    fn bundle(work: &Path, refs: &[&str], base: &str) -> File {
+        let mut args = vec!["bundle", "create", "-q", "../b.bundle"];
+        args.extend(refs);
+        let not = format!("^{base}");
+        args.push(&not);
+        git(work, &args);
+        File::open(work.join("../b.bundle")).unwrap()
+    }
+
+    #[test]
+    fn a_checked_bundle_lands_as_the_branch_and_only_that() {
+        let (dir, user, work, base) = repos("land");
+        std::fs::write(work.join("a.txt"), "b\n").unwrap();
+        git(&work, &["commit", "-qam", "work"]);
+        let commit = git(&work, &["rev-parse", "HEAD"]);
+        let file = bundle(&work, &["agent-runner/t"], &base);
+        land(
+            &user,
+            file,
+            &commit,
+            "agent-runner/t",
+            &base,
+            &dir,
+            Interrupt::never(),
+        )
+        .unwrap();
+        assert_eq!(git(&user, &["rev-parse", "agent-runner/t"]), commit);
+        assert_eq!(git(&user, &["rev-parse", "HEAD"]), base, "HEAD untouched");
+        assert_eq!(std::fs::read_to_string(user.join("a.txt")).unwrap(), "a\n");
+        git(&user, &["fsck", "--strict"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_bundle_with_a_ref_beside_the_branch_is_refused() {
+        let (dir, user, work, base) = repos("land-refs");
+        git(&work, &["commit", "-q", "--allow-empty", "-m", "work"]);
+        git(&work, &["branch", "main-evil"]);
+        let commit = git(&work, &["rev-parse", "HEAD"]);
+        let file = bundle(&work, &["agent-runner/t", "main-evil"], &base);
+        let e = land(
+            &user,
+            file,
+            &commit,
+            "agent-runner/t",
+            &base,
+            &dir,
+            Interrupt::never(),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("refs/heads/main-evil") && e.contains("refused"),
+            "{e}"
+        );
+        assert_eq!(
+            git(&user, &["for-each-ref", "--format=%(refname)"])
+                .lines()
+                .count(),
+            1
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_tree_with_a_git_directory_fails_the_strict_check() {
+        let (dir, user, work, base) = repos("land-dotgit");
+        // A tree that would write `.git/config` on checkout: fsck's hasDotgit.
+        let blob = git(&work, &["hash-object", "-w", "--stdin"]);
+        let inner = std::process::Command::new("git")
+            .args(["mktree"])
+            .current_dir(&work)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write as _;
+                c.stdin
+                    .take()
+                    .unwrap()
+                    .write_all(format!("100644 blob {blob}\tconfig\n").as_bytes())?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        let inner = String::from_utf8_lossy(&inner.stdout).trim().to_string();
+        let outer = std::process::Command::new("git")
+            .args(["mktree"])
+            .current_dir(&work)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write as _;
+                c.stdin
+                    .take()
+                    .unwrap()
+                    .write_all(format!("040000 tree {inner}\t.git\n").as_bytes())?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        let outer = String::from_utf8_lossy(&outer.stdout).trim().to_string();
+        let commit = git(&work, &["commit-tree", &outer, "-p", &base, "-m", "evil"]);
+        git(&work, &["update-ref", "refs/heads/agent-runner/t", &commit]);
+        let file = bundle(&work, &["agent-runner/t"], &base);
+        let e = land(
+            &user,
+            file,
+            &commit,
+            "agent-runner/t",
+            &base,
+            &dir,
+            Interrupt::never(),
+        )
+        .unwrap_err();
+        assert!(e.contains("index-pack"), "{e}");
+        assert!(git(&user, &["for-each-ref", "refs/heads/agent-runner"]).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_branch_checked_out_or_moved_elsewhere_is_left_as_it_is() {
+        let (dir, user, work, base) = repos("land-moved");
+        git(&work, &["commit", "-q", "--allow-empty", "-m", "work"]);
+        let commit = git(&work, &["rev-parse", "HEAD"]);
+        // Elsewhere: the branch exists here at a commit the work does not build on.
+        git(&user, &["commit", "-q", "--allow-empty", "-m", "other"]);
+        git(&user, &["branch", "agent-runner/t"]);
+        let other = git(&user, &["rev-parse", "agent-runner/t"]);
+        let e = land(
+            &user,
+            bundle(&work, &["agent-runner/t"], &base),
+            &commit,
+            "agent-runner/t",
+            &base,
+            &dir,
+            Interrupt::never(),
+        )
+        .unwrap_err();
+        assert!(e.contains("left as it is"), "{e}");
+        assert_eq!(git(&user, &["rev-parse", "agent-runner/t"]), other);
+        git(&user, &["checkout", "-q", "agent-runner/t"]);
+        let e = land(
+            &user,
+            bundle(&work, &["agent-runner/t"], &base),
+            &commit,
+            "agent-runner/t",
+            &base,
+            &dir,
+            Interrupt::never(),
+        )
+        .unwrap_err();
+        assert!(e.contains("checked out"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn only_branch_refs_inside_the_ref_store() {
         assert!(check_ref("refs/heads/agent-runner/t").is_ok());
