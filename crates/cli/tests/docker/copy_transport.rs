@@ -64,7 +64,7 @@ fn committing_worker() -> FakeOpenAi {
     FakeOpenAi::start(vec![
         plan(&["AC-1"]),
         run_worker(
-            "@run: sleep 2; echo ok > out.txt; git -c user.name=w -c user.email=w@w commit -qam 'worker: ok'\n@say: done",
+            "@run: sleep 3; echo ok > out.txt; git -c user.name=w -c user.email=w@w commit -qam 'worker: ok'\n@say: done",
         ),
         assess(&["AC-1"], "out.txt says ok"),
     ])
@@ -90,25 +90,31 @@ fn completes_with_a_branch(host: Option<&RemoteHost>, transport: Option<&str>) {
         }
         None => vec![],
     };
-    let child = run.start();
-    // While it runs: its sandbox mounts nothing of this machine.
+    let mut child = run.start();
+    // While it runs: its sandbox (not the copy's carrier) mounts nothing of this
+    // machine.
     let mut mounts = String::new();
-    wait_for(Duration::from_secs(60), || {
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(170) {
         let (running, _) = leftovers(&global, &id);
-        let Some(name) = running.first() else {
-            return false;
-        };
-        let mut args = global.clone();
-        args.extend([
-            "inspect",
-            "--format",
-            "{{range .Mounts}}{{.Type}}:{{.Destination}} {{end}}",
-            name,
-        ]);
-        let (ok, out, _) = support::docker::docker(&args);
-        mounts = out;
-        ok && mounts.contains("/workspace/project")
-    });
+        if let Some(name) = running
+            .iter()
+            .find(|n| !n.starts_with("agent-runner-copy-"))
+        {
+            let mut args = global.clone();
+            let format = "{{range .Mounts}}{{.Type}}:{{.Destination}} {{end}}";
+            args.extend(["inspect", "--format", format, name]);
+            let (ok, out, _) = support::docker::docker(&args);
+            if ok && out.contains("/workspace/project") {
+                mounts = out;
+                break;
+            }
+        }
+        if child.child().try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert!(
         !mounts.contains("bind"),
         "a bind mount in a copy sandbox: {mounts}"
@@ -195,4 +201,40 @@ fn a_transport_of_another_name_is_an_input_error() {
     .output();
     assert_ne!(out.code, Some(0));
     out.stderr_has("runner.sandbox.transport");
+}
+
+#[test]
+fn the_sweep_removes_the_volumes_of_dead_owners_only() {
+    use agent_runner_core::owner::Owner;
+    use agent_runner_sandbox::backend::sweep::{owner_labels, sweep_orphans};
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let me = Owner::this_process();
+    let dead = Owner {
+        pid: pid_max + 1,
+        ..me.clone()
+    };
+    let id = task_id("sweep-volume");
+    let volume = |owner: &Owner, suffix: &str| {
+        let name = format!("agent-runner-copy-{id}-{suffix}");
+        let mut args = vec!["volume".to_string(), "create".into()];
+        args.extend(["--label".into(), format!("agent-runner.task={id}")]);
+        for (label, value) in owner_labels(owner) {
+            args.extend(["--label".into(), format!("{label}={value}")]);
+        }
+        args.push(name.clone());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        support::docker::docker_ok(&args);
+        name
+    };
+    let orphan = volume(&dead, "dead");
+    let live = volume(&me, "live");
+    let removed = sweep_orphans();
+    assert!(removed.contains(&format!("volume {orphan}")), "{removed:?}");
+    let (_, left) = leftovers(&[], &id);
+    assert_eq!(left, [live.clone()]);
+    support::docker::docker_ok(&["volume", "rm", &live]);
 }

@@ -159,7 +159,9 @@ impl Backend for Docker {
     }
 
     fn sweep_orphans(&self) -> Vec<String> {
-        sweep::remove_orphans(self.short)
+        let mut removed = sweep::remove_orphans(self.short);
+        removed.extend(sweep::remove_orphan_volumes(self.short));
+        removed
     }
 
     fn reads_from_outside(&self) -> bool {
