@@ -235,6 +235,6 @@ fn the_sweep_removes_the_volumes_of_dead_owners_only() {
     let removed = sweep_orphans();
     assert!(removed.contains(&format!("volume {orphan}")), "{removed:?}");
     let (_, left) = leftovers(&[], &id);
-    assert_eq!(left, [live.clone()]);
+    assert_eq!(left, std::slice::from_ref(&live));
     support::docker::docker_ok(&["volume", "rm", &live]);
 }
