@@ -12,7 +12,7 @@
 //! that moved elsewhere since, is left as it is; the working tree is never touched.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -150,26 +150,19 @@ impl UserRepo {
         Ok(())
     }
 
-    /// Sets branch ref `name` to `commit`, under git's lock file.
+    /// Sets branch ref `name` to `commit`, under git's lock file, no link in its
+    /// path followed.
     fn set_ref(&self, name: &str, commit: &str) -> Result<(), String> {
         check_ref(name)?;
-        let path = self.git_dir.join(name);
-        let dir = path.parent().unwrap_or(&self.git_dir);
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let lock = path.with_extension("lock");
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&lock)
-            .map_err(|e| format!("cannot lock {name} ({}): {e}", lock.display()))?;
-        let written = file
-            .write_all(format!("{commit}\n").as_bytes())
-            .and_then(|()| file.sync_all())
-            .and_then(|()| std::fs::rename(&lock, &path));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&lock);
+        let io = |e: std::io::Error| format!("cannot write {name}: {e}");
+        let mut parts: Vec<&str> = name.split('/').collect();
+        let last = parts.pop().unwrap_or_default();
+        let mut dir = agent_runner_core::fs::Dir::open(&self.git_dir).map_err(io)?;
+        for part in parts {
+            dir = dir.subdir(part).map_err(io)?;
         }
-        written.map_err(|e| format!("cannot write {name}: {e}"))
+        dir.replace_locked(last, format!("{commit}\n").as_bytes())
+            .map_err(io)
     }
 }
 
