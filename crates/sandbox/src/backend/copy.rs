@@ -217,7 +217,12 @@ impl Copy {
         )?;
         git(&["update-ref", &branch, head], stage)?;
         git(&["symbolic-ref", "HEAD", &branch], stage)?;
-        git(&["repack", "-a", "-d", "-q"], stage)?;
+        // No delta search on large files: on a 50 MB repository of 10 MB files it
+        // took 6.8 s of CPU against 2.1 s (bench/copy.py); source files keep theirs.
+        git(
+            &["-c", "core.bigFileThreshold=1m", "repack", "-a", "-d", "-q"],
+            stage,
+        )?;
         git(&["read-tree", head], stage)?;
         Ok(())
     }
