@@ -8,7 +8,8 @@
 # (the tools volume: its fill, start to the first worker run with it), bench/setup.py
 # (task.setup pip install from PyPI, then again with the pip cache),
 # bench/review.py (delivery and notification), bench/tries.py (best of 3 against
-# one attempt), bench/compat.py (a task under podman
+# one attempt), bench/copy.py (the copy transport: a 50 MB repository in and its
+# commit out on an emulated tcp:// host), bench/compat.py (a task under podman
 # and Docker; needs podman) and bench/pipeline.py (the orchestrator, the TaskStore).
 # BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
 # clean-build timing.
@@ -32,6 +33,7 @@ else
 fi
 python3 bench/review.py
 python3 bench/tries.py
+python3 bench/copy.py
 if command -v podman >/dev/null 2>&1; then
   python3 bench/compat.py
 else

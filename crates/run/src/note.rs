@@ -586,6 +586,12 @@ fn notes(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         );
     }
     if let Some(teardown) = &ctx.teardown {
+        if let Some(work) = &teardown.work {
+            notes.push(format!(
+                "The repository was copied to the sandbox's host (runner.sandbox.transport: copy); {}; the working tree was not touched.",
+                inline(&work.to_string())
+            ));
+        }
         if let Some(took) = teardown.removed_in {
             notes.push(format!(
                 "The sandbox container was removed in {}.",

@@ -53,6 +53,10 @@ pub struct RunResult {
     /// or rejects (SPEC §23), `{id, description}` each.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) plan: Option<Vec<PlannedCriterion>>,
+    /// Where the copy transport left the work (SPEC §22): `agent-runner/<id>`'s
+    /// words, or why it could not be brought back. Absent with the bind mount.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) work: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -181,6 +185,11 @@ impl RunResult {
                     })
                     .collect()
             }),
+            work: ctx
+                .teardown
+                .as_ref()
+                .and_then(|t| t.work.as_ref())
+                .map(ToString::to_string),
         }
     }
 
@@ -222,6 +231,7 @@ impl RunResult {
             budget: BudgetReport::default(),
             criteria: None,
             plan: None,
+            work: None,
         }
     }
 
@@ -268,6 +278,10 @@ impl RunResult {
             (Some(p), _) => format!("; note: {p}"),
             (None, Some(e)) => format!("; the Task Note could not be written: {e}"),
             (None, None) => String::new(),
+        };
+        let note = match &self.work {
+            Some(work) => format!("; {work}{note}"),
+            None => note,
         };
         if self.status == "succeeded" {
             let unverified = if self.verified { "" } else { " (unverified)" };

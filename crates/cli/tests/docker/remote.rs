@@ -1,6 +1,7 @@
 //! Sandboxes on other machines (SPEC §22) against emulated remote Docker hosts
 //! (`support::remote_hosts`): the hosts themselves, locality proven before any bind
-//! mount, and a paused host bounded by the deadline.
+//! mount (`runner.sandbox.transport: bind`: a daemon over tcp:// gets the copy
+//! otherwise, `copy_transport.rs`), and a paused host bounded by the deadline.
 
 use crate::support;
 
@@ -70,9 +71,13 @@ fn a_remote_daemon_with_the_repositorys_path_is_refused_and_nothing_runs_there()
         run_worker("@run: echo ok > out.txt\n@say: done"),
         assess(&["AC-1"], "out.txt says ok"),
     ]);
-    let out = runner(v1_task(&id, &dir.path, &server).test("grep -qx ok out.txt"))
-        .env("DOCKER_HOST", &host.url)
-        .output();
+    let out = runner(
+        v1_task(&id, &dir.path, &server)
+            .set("runner.sandbox.transport", "bind")
+            .test("grep -qx ok out.txt"),
+    )
+    .env("DOCKER_HOST", &host.url)
+    .output();
     assert_ne!(out.code, Some(0), "{}", out.stderr);
     out.stderr_has("refusing to bind-mount the repository")
         .stderr_has(&format!("DOCKER_HOST={}", host.url))
@@ -109,7 +114,7 @@ fn a_remote_daemon_without_the_path_is_refused_by_name_too() {
         plan(&["AC-1"]),
         run_worker("@run: echo ok > out.txt\n@say: done"),
     ]);
-    let out = runner(v1_task(&id, &dir.path, &server))
+    let out = runner(v1_task(&id, &dir.path, &server).set("runner.sandbox.transport", "bind"))
         .env("DOCKER_HOST", &host.url)
         .output();
     assert_ne!(out.code, Some(0), "{}", out.stderr);
@@ -131,10 +136,14 @@ fn a_remote_daemon_that_sees_this_machines_files_passes_the_proof() {
         run_worker("@run: echo ok > out.txt\n@say: done"),
         assess(&["AC-1"], "out.txt says ok"),
     ]);
-    let out = runner(v1_task(&id, &repo, &server).test("grep -qx ok out.txt"))
-        .env("DOCKER_HOST", &host.url)
-        .env("RUST_LOG", "info")
-        .output();
+    let out = runner(
+        v1_task(&id, &repo, &server)
+            .set("runner.sandbox.transport", "bind")
+            .test("grep -qx ok out.txt"),
+    )
+    .env("DOCKER_HOST", &host.url)
+    .env("RUST_LOG", "info")
+    .output();
     out.code(0).stdout_has(&format!("COMPLETE: task {id}"));
     assert_eq!(
         std::fs::read_to_string(repo.join("out.txt")).unwrap(),
@@ -178,7 +187,9 @@ fn a_paused_host_ends_the_attempt_within_the_deadline_naming_the_host() {
         plan(&["AC-1"]),
         run_worker("@say: working\n@run: sleep 600"),
     ]);
-    let yaml = v1_task(&id, &repo, &server).set("runner.worker.max_run_time_sec", 10);
+    let yaml = v1_task(&id, &repo, &server)
+        .set("runner.sandbox.transport", "bind")
+        .set("runner.worker.max_run_time_sec", 10);
     let child = runner(yaml).env("DOCKER_HOST", &host.url).start();
     let log = repo.join(format!(".agent-runner/logs/{id}/run-1.log"));
     wait_for(Duration::from_secs(60), || {
@@ -238,7 +249,8 @@ fn plain_tcp_to_another_machine_is_refused_by_docker_host_and_by_context() {
     ] {
         let id = task_id("plaintcp");
         let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: hi")]);
-        let run = runner(v1_task(&id, &dir.path, &server)).env("DOCKER_CONFIG", &config.path);
+        let run = runner(v1_task(&id, &dir.path, &server).set("runner.sandbox.transport", "bind"))
+            .env("DOCKER_CONFIG", &config.path);
         let run = match how {
             "DOCKER_HOST" => run.env("DOCKER_HOST", url),
             _ => run.env("DOCKER_CONTEXT", "far"),

@@ -21,6 +21,7 @@ use support::docker::{TEST_IMAGE, containers_labelled, docker, docker_ok};
 fn settings() -> WorkerSettings {
     WorkerSettings {
         keep_untracked: false,
+        transport: None,
         kind: agent_runner_sandbox::agent::default_kind(),
         docker_image: TEST_IMAGE.into(),
         agent_from: Default::default(),

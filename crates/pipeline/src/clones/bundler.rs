@@ -68,7 +68,7 @@ const SPARE_WAIT: Duration = Duration::from_secs(2);
 /// line: `agent-runner-bundle <job-id> bundled <sha>` (the bundle is
 /// `/out/<job-id>.bundle`), `... unchanged <sha>` (the branch is a commit the host
 /// has), or `... failed <reason>`. End-of-file ends it.
-const SCRIPT: &str = include_str!("bundler.sh");
+const SCRIPT: &str = agent_runner_sandbox::backend::BUNDLER_SCRIPT;
 
 /// One bundle request.
 pub(crate) struct Request<'a> {

@@ -559,6 +559,7 @@ impl Sandbox for InterruptingSandbox {
             removed_in: Some(Duration::from_millis(7)),
             privileges: vec![],
             egress: None,
+            work: None,
         }
     }
 }

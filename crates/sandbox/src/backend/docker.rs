@@ -159,7 +159,9 @@ impl Backend for Docker {
     }
 
     fn sweep_orphans(&self) -> Vec<String> {
-        sweep::remove_orphans(self.short)
+        let mut removed = sweep::remove_orphans(self.short);
+        removed.extend(sweep::remove_orphan_volumes(self.short));
+        removed
     }
 
     fn reads_from_outside(&self) -> bool {
@@ -494,9 +496,10 @@ fn run_args(spec: &Spec) -> Vec<String> {
             // both (SPEC §24). An engine copies an image's files into a volume only
             // while it is empty, and the tools volume is filled before any mount.
             true => format!(
-                "type=volume,source={},target={},ro=true",
+                "type=volume,source={},target={}{}",
                 mount.source.display(),
-                mount.target
+                mount.target,
+                if mount.readonly { ",ro=true" } else { "" }
             ),
             false => mount_spec(&mount.source, &mount.target, mount.readonly),
         };

@@ -25,7 +25,15 @@
 //!   host (`privileges.rs`: set-id bits, device nodes; `git_dir`'s redirect).
 //!   Before the first mount (`Transport::prepare`), `locality.rs` proves the daemon
 //!   sees this machine's files (a random token read back by a container of its), or
-//!   refuses.
+//!   refuses. `copy.rs` (the default for a daemon off this machine's unix socket,
+//!   `copy::chosen`): nothing of the host mounted; a clone of ours and the working
+//!   tree copied into a per-attempt volume on the daemon's host (`docker cp` through
+//!   a created container); `after_run` has nothing to sweep here; `finish` runs the
+//!   bundler (`bundler.sh`, the pipeline's too) on that host with the volume
+//!   read-only, reads the bundle out and lands it (`landing.rs`: checked in a
+//!   landing repository of ours, then the pack and the ref written) as the branch
+//!   `agent-runner/<id>`, told by `brought_back`. Its volumes carry the sandbox's
+//!   labels; `sweep.rs` removes those of dead owners.
 //! - `Carrier`: the link between agent-runner and the running sandbox: its main
 //!   process (the keep-alive that ends it when our pipe closes), the way out to the
 //!   egress proxy, and how host files (the agent's login) reach it. `socket.rs`:
@@ -48,13 +56,6 @@
 //! containers through the same backend.
 //!
 //! What comes next fits these seams (SPEC §22):
-//! - Copy transport (`copy.rs`): `mounts` is a per-attempt volume filled from a clone
-//!   (a created container and `docker cp`, or a bundle through the helper), nothing
-//!   of the host mounted; `after_run` has nothing to sweep on this machine; `finish`
-//!   brings the work back as a bundle made by a bundler container on the same host
-//!   with the volume read-only (`Spec` with that mount, started by the same backend),
-//!   checked here as `pipeline::clones::bring_back` checks one, and left as the
-//!   branch `agent-runner/<id>`. The session directory becomes a per-task volume.
 //! - Lifeline carrier (`lifeline.rs`): `main` is the helper as PID 1 under the held
 //!   `docker run -i`; its stdin/stdout carry the egress connections, multiplexed, to
 //!   the same proxy (which then accepts from the stream instead of a unix socket),
@@ -69,12 +70,14 @@
 //!   needs the copy transport and the lifeline carrier (no host path, no socket).
 
 mod bind;
+pub mod copy;
 mod docker;
 pub mod docker_cli;
 pub mod endpoint;
 mod error;
 mod git_dir;
 mod host_dir;
+pub mod landing;
 mod locality;
 pub mod privileges;
 pub mod seccomp;
@@ -87,6 +90,8 @@ use std::path::Path;
 use std::time::Duration;
 
 pub(crate) use bind::Bind;
+pub use copy::{BUNDLER_SCRIPT, BroughtBack};
+pub(crate) use copy::{Copy, CopyTask};
 pub use docker::Docker;
 pub use docker_cli::Output;
 pub use error::BackendError;
@@ -216,6 +221,10 @@ pub(crate) trait Transport: Send {
     fn after_run(&mut self) -> Vec<Finding>;
     /// Once the sandbox is gone, so nothing inside can undo it: the work comes back.
     fn finish(&mut self) -> Vec<Finding>;
+    /// Where `finish` left the work, for a transport that brings it back (copy).
+    fn brought_back(&mut self) -> Option<BroughtBack> {
+        None
+    }
 }
 
 /// The link between agent-runner and a running sandbox; see the module

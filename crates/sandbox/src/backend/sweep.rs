@@ -96,6 +96,51 @@ pub(crate) fn remove_orphans(deadline: Duration) -> Vec<String> {
     removed
 }
 
+/// Removes the volumes of dead owners (the copy transport's, SPEC §22), after their
+/// containers: `volume <name>` for each.
+pub(crate) fn remove_orphan_volumes(deadline: Duration) -> Vec<String> {
+    let filter = format!("label={LABEL_TASK}");
+    let names: Vec<String> = match call(
+        &["volume", "ls", "-q", "--filter", &filter],
+        deadline,
+        Interrupt::never(),
+    ) {
+        Ok(out) if out.ok => out.stdout.split_whitespace().map(str::to_string).collect(),
+        Ok(out) => {
+            log::error!(
+                "start-up sweep of orphaned volumes did not run: {}",
+                last_lines(&out.stderr, 2)
+            );
+            return Vec::new();
+        }
+        Err(e) => {
+            log::error!("start-up sweep of orphaned volumes did not run: {e}");
+            return Vec::new();
+        }
+    };
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let format = inspect_format()
+        .replace("{{.Id}}\t{{.Name}}", "{{.Name}}\t{{.Name}}")
+        .replace(".Config.Labels", ".Labels");
+    let mut args = vec!["volume", "inspect", "--format", &format];
+    args.extend(names.iter().map(String::as_str));
+    let Ok(out) = call(&args, deadline, Interrupt::never()) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for line in out.stdout.lines() {
+        if let Some((name, _)) = orphan(line) {
+            let gone = call(&["volume", "rm", "-f", name], deadline, Interrupt::never());
+            if gone.is_ok_and(|o| o.ok) {
+                removed.push(format!("volume {name}"));
+            }
+        }
+    }
+    removed
+}
+
 /// `ID NAME PID START HOST BOOT PIDNS`, tab-separated; a label a container lacks
 /// prints empty (the zero value of `index` on a map).
 fn inspect_format() -> String {

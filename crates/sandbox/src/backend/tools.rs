@@ -37,7 +37,7 @@ pub const READY: &str = "/opt/agent-runner/ready";
 /// The label on the volume (its digest), the fill's container and the empty image.
 pub const LABEL: &str = "agent-runner.tools";
 /// The empty image the fill's container is created from (never run).
-const CARRIER_IMAGE: &str = "agent-runner-tools-carrier:1";
+pub(super) const CARRIER_IMAGE: &str = "agent-runner-tools-carrier:1";
 /// Bumped when the layout changes.
 const LAYOUT: &str = "layout 1";
 
@@ -330,7 +330,7 @@ impl Drop for Carrier {
 }
 
 /// The empty image (an empty tar imported), made once per host.
-fn carrier_image(interrupt: Interrupt) -> Result<(), BackendError> {
+pub(super) fn carrier_image(interrupt: Interrupt) -> Result<(), BackendError> {
     let out = call(
         &["image", "inspect", "-f", "{{.Id}}", CARRIER_IMAGE],
         CALL_TIMEOUT,

@@ -68,6 +68,7 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
         host,
         problems,
     );
+    let worker = with_transport(worker, runner.sandbox, problems);
     let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
     let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
     let (id, id_generated) = id?;
@@ -126,6 +127,16 @@ pub(crate) fn worker(
     (worker, login.and_then(|l| problems.take(l)))
 }
 
+/// The worker's settings with `runner.sandbox.transport`.
+fn with_transport(
+    worker: Option<WorkerSettings>,
+    raw: Option<super::raw::RawSandbox>,
+    problems: &mut InputErrors,
+) -> Option<WorkerSettings> {
+    let transport = settings::transport(raw, problems)?;
+    worker.map(|w| WorkerSettings { transport, ..w })
+}
+
 fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors) -> Option<Task> {
     let Some(section) = raw.task else {
         problems.push(required("task"));
@@ -168,6 +179,7 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         None => (problems.take(Err(required("runner.worker"))), None),
         Some(raw) => worker(raw, Shape::TaskConfig, meta.as_ref(), host, problems),
     };
+    let worker = with_transport(worker, runner.sandbox, problems);
     let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
     let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
     Some(Task {

@@ -59,6 +59,7 @@ impl CodexMeta {
             // Meta's codex answers in an empty directory: no cache of the repository's.
             caches: Vec::new(),
             keep_untracked: worker.keep_untracked,
+            transport: worker.transport,
         }
     }
 }

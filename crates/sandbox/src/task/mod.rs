@@ -256,6 +256,18 @@ pub struct WorkerSettings {
     /// `runner.worker.keep_untracked`: the pipeline's bring-back keeps untracked
     /// build caches in the branch (SPEC §24).
     pub keep_untracked: bool,
+    /// `runner.sandbox.transport` (SPEC §22); None: by the daemon
+    /// (`backend::copy::chosen`).
+    pub transport: Option<TransportChoice>,
+}
+
+/// `runner.sandbox.transport`: how the repository gets into the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportChoice {
+    /// Copied into a volume of the sandbox's host; the work comes back as a branch.
+    Copy,
+    /// Bind-mounted in place (the daemon must prove it sees this machine's files).
+    Bind,
 }
 
 /// `runner.worker.limits`, for `docker run` (`--memory`, `--cpus`, `--pids-limit`).

@@ -172,6 +172,15 @@ raw_section! {
         budget: RawBudget = Kind::Section(BUDGET);
         /// Loops in a row that leave the repository and the test outcome as they were before the task fails; 0: never; default 3.
         max_stalled_loops: u64 = Kind::Integer;
+        sandbox: RawSandbox = Kind::Section(SANDBOX);
+    }
+}
+
+raw_section! {
+    /// `runner.sandbox`: where and how the sandbox runs (SPEC §22).
+    RawSandbox, SANDBOX {
+        /// How the repository gets in and the work out: copy (default when the docker daemon is not this machine's unix socket; the work comes back as the branch agent-runner/<id>) or bind (default locally: the repository mounted in place).
+        transport: String = Kind::Text;
     }
 }
 

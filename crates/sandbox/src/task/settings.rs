@@ -499,6 +499,7 @@ pub(crate) fn worker(
         limits: limits?,
         caches: caches?,
         keep_untracked: raw.keep_untracked.unwrap_or(false),
+        transport: None,
     };
     settings.allow = match allow? {
         Some(allow) => allow,
@@ -657,6 +658,24 @@ fn memory(value: &serde_norway::Value) -> Result<u64, InputError> {
         ));
     }
     Ok(bytes as u64)
+}
+
+/// `runner.sandbox.transport`; None: chosen by the daemon.
+pub(crate) fn transport(
+    raw: Option<super::raw::RawSandbox>,
+    problems: &mut InputErrors,
+) -> Option<Option<super::TransportChoice>> {
+    match raw.and_then(|r| r.transport) {
+        None => Some(None),
+        Some(t) => problems
+            .take(choice(&t, "runner.sandbox.transport", &["copy", "bind"]))
+            .map(|t| {
+                Some(match t {
+                    "copy" => super::TransportChoice::Copy,
+                    _ => super::TransportChoice::Bind,
+                })
+            }),
+    }
 }
 
 #[cfg(test)]

@@ -39,13 +39,16 @@ use super::prepare;
 use super::session;
 use super::{Prepared, Sandbox, SandboxError, SetupRun, Teardown, TestRun, WorkerRun};
 use crate::agent::{Exit, RunSpec, Transcript, classify};
+use crate::backend::endpoint::Endpoint;
 use crate::backend::privileges::{Finding, Fix};
 use crate::backend::{
-    Backend, BackendError, Bind, Carrier, Docker, Exec, SocketLink, Transport, Var,
+    Backend, BackendError, Bind, Carrier, Copy, CopyTask, Docker, Exec, SocketLink, Transport, Var,
 };
 use crate::egress::{self, Egress};
 use crate::events::Events;
-use crate::task::{AgentFrom, Login, Network, SetupSpec, TestSpec, WorkerSettings};
+use crate::task::{
+    AgentFrom, Login, Network, SetupSpec, TestSpec, TransportChoice, WorkerSettings,
+};
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
@@ -140,6 +143,9 @@ impl DockerSandbox {
                 }
             })
             .ok();
+        let transport = transport(&backend, &config);
+        let keeps_session = config.session_dir.is_some() && !transport.1;
+        let transport = transport.0;
         DockerSandbox {
             spec: ContainerSpec {
                 caches: super::caches::volumes(&config.repo, &config.worker.caches),
@@ -147,16 +153,12 @@ impl DockerSandbox {
                 worker: config.worker,
                 login: config.login,
                 interrupt: config.interrupt,
-                keeps_session: config.session_dir.is_some(),
+                keeps_session,
                 tools: None,
                 tools_error: None,
             },
             backend,
-            transport: Box::new(Bind::new(
-                config.repo,
-                config.private_dir,
-                config.session_dir,
-            )),
+            transport,
             logs: config.logs,
             redactor: config.redactor,
             deadline: config.deadline,
@@ -859,8 +861,55 @@ impl Sandbox for DockerSandbox {
             removed_in,
             privileges,
             egress,
+            work: self.transport.brought_back(),
         }
     }
+}
+
+/// The task's transport on `backend` (`copy::chosen`), and whether it is the copy
+/// (which keeps no session directory of this machine's).
+fn transport(backend: &Arc<dyn Backend>, config: &SandboxConfig) -> (Box<dyn Transport>, bool) {
+    let endpoint = Endpoint::current(Duration::from_secs(10)).ok();
+    if crate::backend::copy::chosen(config.worker.transport, endpoint.as_ref())
+        == TransportChoice::Bind
+    {
+        let bind = Bind::new(
+            config.repo.clone(),
+            config.private_dir.clone(),
+            config.session_dir.clone(),
+        );
+        return (Box::new(bind), false);
+    }
+    let copy = Copy::new(
+        backend.clone(),
+        CopyTask {
+            repo: config.repo.clone(),
+            private_dir: &config.private_dir,
+            task_id: &config.task_id,
+            worker: &config.worker,
+            refusal: copy_refusal(&config.worker, &config.login),
+            interrupt: config.interrupt,
+        },
+    );
+    (Box::new(copy), true)
+}
+
+/// What the copy transport cannot carry yet: the carrier mounts the egress proxy's
+/// socket and a login file from this machine.
+fn copy_refusal(worker: &WorkerSettings, login: &Login) -> Option<String> {
+    const WHY: &str = "the copy transport (runner.sandbox.transport: copy, the default for a docker daemon not on this machine's unix socket) mounts nothing of this machine";
+    if worker.network == Network::Allowlist {
+        return Some(format!(
+            "runner.worker.network: allowlist needs the egress proxy's socket mounted from this machine, and {WHY}; use network: none or bridge, or runner.sandbox.transport: bind with a daemon that sees this machine's files"
+        ));
+    }
+    if let Login::File { path, .. } = login {
+        return Some(format!(
+            "the agent's login file {} would be mounted from this machine, and {WHY}; log the agent in with an API key variable instead",
+            path.display()
+        ));
+    }
+    None
 }
 
 impl Drop for DockerSandbox {

@@ -133,6 +133,9 @@ pub struct Teardown {
     /// What the egress proxy let through and refused; None when the network is
     /// not `allowlist`.
     pub egress: Option<crate::egress::Summary>,
+    /// Where the copy transport left the work (SPEC §22); None with the bind mount,
+    /// where it is in place.
+    pub work: Option<crate::backend::BroughtBack>,
 }
 
 /// The sandbox could not do its job (docker missing, daemon down, image unusable,

@@ -1,0 +1,240 @@
+//! The copy transport (SPEC §22) on emulated remote hosts (`support::remote_hosts`)
+//! and locally: the repository copied into a volume of the sandbox's host, nothing
+//! of this machine mounted, the work back only as the branch `agent-runner/<id>`
+//! through the bundler and the landing's checks, the working tree untouched and
+//! nothing left on the host.
+
+use crate::support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use support::fake_openai::FakeOpenAi;
+use support::remote_hosts::{RemoteHost, hosts};
+use support::task::*;
+
+/// `git <args>` in `repo`: its stdout, trimmed.
+fn git(repo: &Path, args: &[&str]) -> String {
+    let out = support::Run::program("git", args).cwd(repo).output();
+    assert_eq!(out.code, Some(0), "git {args:?}: {}", out.stderr);
+    out.stdout.trim().to_string()
+}
+
+/// A repository whose out.txt says `wrong` (committed), with a file the user has
+/// not committed.
+fn repository(dir: &Path) {
+    support::git_repo(dir, "out.txt", "wrong\n");
+    std::fs::write(dir.join("draft.txt"), "the user's draft\n").unwrap();
+}
+
+/// What the working tree and HEAD are, to compare before and after.
+fn tree_state(repo: &Path) -> (String, String, String, String) {
+    (
+        git(repo, &["rev-parse", "HEAD"]),
+        git(
+            repo,
+            &[
+                "status",
+                "--porcelain",
+                "--",
+                ".",
+                ":(exclude).agent-runner",
+            ],
+        ),
+        std::fs::read_to_string(repo.join("out.txt")).unwrap(),
+        std::fs::read_to_string(repo.join("draft.txt")).unwrap(),
+    )
+}
+
+/// Containers and volumes of task `id` on the daemon `global` names.
+fn leftovers(global: &[&str], id: &str) -> (Vec<String>, Vec<String>) {
+    let containers = support::docker::containers_labelled_on(global, "agent-runner.task", id);
+    let mut args = global.to_vec();
+    let filter = format!("label=agent-runner.task={id}");
+    args.extend(["volume", "ls", "-q", "--filter", &filter]);
+    let volumes = support::docker::docker_ok(&args)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (containers, volumes)
+}
+
+/// The worker commits out.txt saying ok; Meta plans, runs it and assesses.
+fn committing_worker() -> FakeOpenAi {
+    FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: sleep 3; echo ok > out.txt; git -c user.name=w -c user.email=w@w commit -qam 'worker: ok'\n@say: done",
+        ),
+        assess(&["AC-1"], "out.txt says ok"),
+    ])
+}
+
+/// Runs a committing task with `transport` on `host` (None: the local daemon) and
+/// checks the branch, the untouched working tree and that nothing is left.
+fn completes_with_a_branch(host: Option<&RemoteHost>, transport: Option<&str>) {
+    let dir = support::Scratch::new("copy-transport");
+    repository(&dir.path);
+    let before = tree_state(&dir.path);
+    let id = task_id("copy");
+    let server = committing_worker();
+    let mut yaml = v1_task(&id, &dir.path, &server).test("grep -qx ok out.txt");
+    if let Some(transport) = transport {
+        yaml = yaml.set("runner.sandbox.transport", transport);
+    }
+    let mut run = runner(yaml);
+    let global: Vec<&str> = match host {
+        Some(host) => {
+            run = run.env("DOCKER_HOST", &host.url);
+            vec!["-H", &host.url]
+        }
+        None => vec![],
+    };
+    let mut child = run.start();
+    // While it runs: its sandbox (not the copy's carrier) mounts nothing of this
+    // machine.
+    let mut mounts = String::new();
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(170) {
+        let (running, _) = leftovers(&global, &id);
+        if let Some(name) = running
+            .iter()
+            .find(|n| !n.starts_with("agent-runner-copy-"))
+        {
+            let mut args = global.clone();
+            let format = "{{range .Mounts}}{{.Type}}:{{.Destination}} {{end}}";
+            args.extend(["inspect", "--format", format, name]);
+            let (ok, out, _) = support::docker::docker(&args);
+            if ok && out.contains("/workspace/project") {
+                mounts = out;
+                break;
+            }
+        }
+        if child.child().try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !mounts.contains("bind"),
+        "a bind mount in a copy sandbox: {mounts}"
+    );
+    assert!(mounts.contains("volume:/workspace/project"), "{mounts}");
+    let out = child.finish();
+    let branch = format!("agent-runner/{id}");
+    out.code(0)
+        .stdout_has(&format!("COMPLETE: task {id}"))
+        .stdout_has(&format!("the work is on the branch {branch}"));
+    // The worker's commit, and the user's draft committed after it by the bundler.
+    assert_eq!(
+        git(&dir.path, &["show", &format!("{branch}:out.txt")]),
+        "ok"
+    );
+    let log = git(
+        &dir.path,
+        &["log", "--format=%s", &format!("{}..{branch}", before.0)],
+    );
+    assert!(log.contains("worker: ok"), "{log}");
+    assert_eq!(
+        git(&dir.path, &["show", &format!("{branch}:draft.txt")]),
+        "the user's draft"
+    );
+    git(&dir.path, &["fsck", "--strict", "--no-dangling"]);
+    assert_eq!(
+        tree_state(&dir.path),
+        before,
+        "the working tree was touched"
+    );
+    assert!(note(&dir.path, &id).contains(&branch));
+    assert_eq!(leftovers(&global, &id), (vec![], vec![]));
+}
+
+#[test]
+fn a_remote_task_leaves_its_branch_and_nothing_on_the_host() {
+    completes_with_a_branch(Some(&hosts()[2 % hosts().len()]), None);
+}
+
+#[test]
+fn copy_asked_for_locally_works_the_same() {
+    completes_with_a_branch(None, Some("copy"));
+}
+
+#[test]
+fn bind_on_a_remote_daemon_is_still_refused() {
+    let host = &hosts()[2 % hosts().len()];
+    let dir = support::Scratch::new("copy-bind");
+    repository(&dir.path);
+    let id = task_id("bind");
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: done")]);
+    let out = runner(v1_task(&id, &dir.path, &server).set("runner.sandbox.transport", "bind"))
+        .env("DOCKER_HOST", &host.url)
+        .output();
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    out.stderr_has("refusing to bind-mount the repository");
+    assert_eq!(leftovers(&["-H", &host.url], &id), (vec![], vec![]));
+}
+
+#[test]
+fn what_the_copy_cannot_carry_yet_is_refused_naming_the_transport() {
+    let host = &hosts()[2 % hosts().len()];
+    let dir = support::Scratch::new("copy-allowlist");
+    repository(&dir.path);
+    let id = task_id("allow");
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: done")]);
+    let out = runner(v1_task(&id, &dir.path, &server).set("runner.worker.network", "allowlist"))
+        .env("DOCKER_HOST", &host.url)
+        .output();
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    out.stderr_has("network: allowlist")
+        .stderr_has("runner.sandbox.transport: copy");
+    assert_eq!(leftovers(&["-H", &host.url], &id), (vec![], vec![]));
+}
+
+#[test]
+fn a_transport_of_another_name_is_an_input_error() {
+    let dir = support::Scratch::new("copy-typo");
+    repository(&dir.path);
+    let server = FakeOpenAi::start(vec![]);
+    let out = runner(
+        v1_task(&task_id("typo"), &dir.path, &server).set("runner.sandbox.transport", "rsync"),
+    )
+    .output();
+    assert_ne!(out.code, Some(0));
+    out.stderr_has("runner.sandbox.transport");
+}
+
+#[test]
+fn the_sweep_removes_the_volumes_of_dead_owners_only() {
+    use agent_runner_core::owner::Owner;
+    use agent_runner_sandbox::backend::sweep::{owner_labels, sweep_orphans};
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let me = Owner::this_process();
+    let dead = Owner {
+        pid: pid_max + 1,
+        ..me.clone()
+    };
+    let id = task_id("sweep-volume");
+    let volume = |owner: &Owner, suffix: &str| {
+        let name = format!("agent-runner-copy-{id}-{suffix}");
+        let mut args = vec!["volume".to_string(), "create".into()];
+        args.extend(["--label".into(), format!("agent-runner.task={id}")]);
+        for (label, value) in owner_labels(owner) {
+            args.extend(["--label".into(), format!("{label}={value}")]);
+        }
+        args.push(name.clone());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        support::docker::docker_ok(&args);
+        name
+    };
+    let orphan = volume(&dead, "dead");
+    let live = volume(&me, "live");
+    let removed = sweep_orphans();
+    assert!(removed.contains(&format!("volume {orphan}")), "{removed:?}");
+    let (_, left) = leftovers(&[], &id);
+    assert_eq!(left, std::slice::from_ref(&live));
+    support::docker::docker_ok(&["volume", "rm", &live]);
+}
