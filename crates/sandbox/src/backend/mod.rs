@@ -75,6 +75,7 @@ pub mod endpoint;
 mod error;
 mod git_dir;
 mod host_dir;
+pub mod lifeline;
 mod locality;
 pub mod privileges;
 pub mod seccomp;
@@ -90,6 +91,7 @@ pub(crate) use bind::Bind;
 pub use docker::Docker;
 pub use docker_cli::Output;
 pub use error::BackendError;
+pub use lifeline::Lifeline;
 pub use socket::SocketLink;
 pub use spec::{Confinement, Exec, Main, Mount, Net, Ready, Spec, Tmpfs, Var, Volume};
 
@@ -153,6 +155,8 @@ pub struct Started {
     pub instance: Box<dyn Instance>,
     /// The rest of the ready line (`Spec::ready`); empty without one.
     pub ready: String,
+    /// With `Spec::stream`: the main process's stdin and stdout (the lifeline).
+    pub stream: Option<lifeline::Stream>,
 }
 
 /// A running sandbox.
@@ -236,6 +240,23 @@ pub trait Carrier: Send {
     fn start_hint(&self, detail: &str) -> Option<String>;
     /// Removes what it made on the host, once the sandbox and the proxy are gone.
     fn close(self: Box<Self>);
+    /// Labels of the sandbox (its expiry).
+    fn labels(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Whether its main process speaks on its stdio once ready (`Spec::stream`),
+    /// which `attach` then serves.
+    fn streams(&self) -> bool {
+        false
+    }
+    /// Serves the started sandbox's stream (and delivers its files through it).
+    fn attach(&mut self, _stream: lifeline::Stream) -> Result<(), BackendError> {
+        Ok(())
+    }
+    /// Why it ended the sandbox itself (the stream broke the protocol), if it did.
+    fn fault(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The line the keep-alive (or the helper) prints once ready, before its pid.
