@@ -22,8 +22,9 @@
  *   DATA   (both) the channel's bytes.
  *   EOF    (both) the sender's direction of the channel ended (a half-close); empty.
  *   CLOSE  (both) the sender is done with the channel and sends nothing more on it;
- *                 the receiver answers CLOSE if it has not sent one. A channel is
- *                 free again once its side has sent and received CLOSE. Empty.
+ *                 the receiver delivers what it holds of it, then answers CLOSE if
+ *                 it has not sent one. A channel is free again once its side has
+ *                 sent and received CLOSE. Empty.
  *   CREDIT (both) 4 bytes, big-endian N: N more bytes of DATA were delivered.
  *   FILE   (down) 2 bytes path length, the path, the content: written mode 0600.
  *   FILED  (up)   the answer to FILE: empty, or why it failed.
@@ -41,7 +42,7 @@
 #define LL_FILE 6
 #define LL_FILED 7
 #define LL_HEADER 8
-#define LL_CHANNELS 64
+#define LL_CHANNELS 128
 #define LL_MAX_DATA 65536
 #define LL_WINDOW (256 * 1024)
 /* What goes up waits here; a channel reads only while a whole frame fits, with room
@@ -232,8 +233,10 @@ static void ll_frame(int kind, int ch, const unsigned char *p, uint32_t len)
         c->got_eof = 1;
         break;
     case LL_CLOSE:
-        c->got_close = 1;
-        chan_close(ch);
+        /* What it sent before is still delivered, then the channel closes. */
+        c->got_close = c->got_eof = 1;
+        if (c->out_len == 0 || c->fd < 0)
+            chan_close(ch);
         break;
     case LL_CREDIT:
         if (len != 4)
@@ -293,6 +296,10 @@ static void ll_pump(int ch, short seen)
     }
     if (c->out_len == 0)
         c->out_off = 0;
+    if (c->got_close && c->out_len == 0) {
+        chan_close(ch);
+        return;
+    }
     if (c->owed >= LL_WINDOW / 4 || (c->owed > 0 && c->out_len == 0)) {
         if (up_room() >= LL_RESERVE / 2) {
             put_credit(ch, c->owed);

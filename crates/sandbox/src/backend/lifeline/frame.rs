@@ -15,8 +15,9 @@ pub(crate) const FILE: u8 = 6;
 pub(crate) const FILED: u8 = 7;
 
 pub(crate) const HEADER: usize = 8;
-/// Channels at a time (the proxy's own limit).
-pub(crate) const CHANNELS: u16 = 64;
+/// Channels at a time: more than the proxy's own limit, so that the proxy (which
+/// answers why) refuses the one too many.
+pub(crate) const CHANNELS: u16 = 128;
 /// Longest payload of a frame.
 pub(crate) const MAX_DATA: usize = 65536;
 /// Bytes of DATA a direction of a channel may have sent and not yet credited.

@@ -239,11 +239,17 @@ impl Shared {
         };
         if frame.kind == CLOSE {
             channel.got_close.store(true, Ordering::SeqCst);
-            channel.kill();
-            if !channel.sent_close.swap(true, Ordering::SeqCst) {
-                self.down.send(&Frame::new(CLOSE, id, Vec::new()));
+            if channel.sent_close.load(Ordering::SeqCst) {
+                channel.kill();
+                channels[usize::from(id)] = None;
+                return Ok(());
             }
-            channels[usize::from(id)] = None;
+            drop(channels);
+            // What it sent before still reaches the proxy; nothing more goes down
+            // (ours stops reading); once both directions are over, our CLOSE.
+            lock(&channel.queue).eof = true;
+            channel.queued.notify_all();
+            let _ = channel.socket.shutdown(Shutdown::Read);
             return Ok(());
         }
         drop(channels);
@@ -357,6 +363,9 @@ impl Shared {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => 0,
             };
+            if channel.got_close.load(Ordering::SeqCst) {
+                return;
+            }
             if n == 0 {
                 self.down.send(&Frame::new(EOF, channel.id, Vec::new()));
                 return;
