@@ -28,10 +28,16 @@
 //!   refuses.
 //! - `Carrier`: the link between agent-runner and the running sandbox: its main
 //!   process (the keep-alive that ends it when our pipe closes), the way out to the
-//!   egress proxy, and how host files (the agent's login) reach it. `socket.rs`:
-//!   without egress, `keepalive.sh`; with it, the static helper (`helper/bridge.c`)
-//!   from a private host directory (`host_dir.rs`) mounted read-only with the
-//!   proxy's unix socket; login files mounted read-only.
+//!   egress proxy, and how host files (the agent's login) reach it. `lifeline.rs`
+//!   (with egress, where the tools volume is): the static helper from the tools
+//!   volume (`helper/lifeline.c`) is the main process and its stdin/stdout one
+//!   framed stream (`Spec::stream`, `Started::stream`, served by `Carrier::attach`):
+//!   the egress connections as channels to the proxy's door (`lifeline/mux.rs`,
+//!   frames read as hostile in `lifeline/frame.rs`), the login files into the
+//!   private tmpfs, the expiry. `socket.rs` otherwise: without egress,
+//!   `keepalive.sh`; with it, the static helper (`helper/bridge.c`) from a private
+//!   host directory (`host_dir.rs`) mounted read-only with the proxy's unix socket;
+//!   login files mounted read-only.
 //!
 //! Beside them, `tools.rs`: the tools volume of the engine's host (the pinned agents
 //! and the static helper, SPEC §21), which `Backend::tools_volume` has filled on
@@ -55,11 +61,6 @@
 //!   with the volume read-only (`Spec` with that mount, started by the same backend),
 //!   checked here as `pipeline::clones::bring_back` checks one, and left as the
 //!   branch `agent-runner/<id>`. The session directory becomes a per-task volume.
-//! - Lifeline carrier (`lifeline.rs`): `main` is the helper as PID 1 under the held
-//!   `docker run -i`; its stdin/stdout carry the egress connections, multiplexed, to
-//!   the same proxy (which then accepts from the stream instead of a unix socket),
-//!   and the login files, into a tmpfs with mode 0600, in place of mounts. Closing the
-//!   stream ends the sandbox as closing the keep-alive's pipe does today.
 //! - Remote hosts: a `Docker` per host, whose calls add the host's context
 //!   (`docker_cli::command`).
 //! - Kubernetes (`kubectl.rs`): `start` renders the `Spec` as a Pod (emptyDir for
