@@ -18,6 +18,7 @@ mod egress;
 mod environment;
 mod follow_up;
 mod isolation;
+mod lifeline;
 mod meta_apis;
 mod notify;
 mod orchestrator;

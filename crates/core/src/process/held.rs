@@ -174,6 +174,48 @@ impl Held {
         }
     }
 
+    /// Once it reported ready (`wait_for_line`), the child's stdin and stdout as one
+    /// stream (the sandbox's lifeline): what is written goes to its stdin, what is
+    /// read is its stdout from after the ready line. Its stderr is still kept for
+    /// messages; `release` no longer closes the stdin (its new owner does); `is_running`
+    /// turns false once the stdout ends. None if taken already or never ready.
+    pub fn take_stream(&mut self) -> Option<(std::process::ChildStdin, HeldOutput)> {
+        let stdin = self.stdin.take()?;
+        let Output::Waiting {
+            receiver,
+            open,
+            stdout,
+            stderr,
+        } = std::mem::replace(
+            &mut self.output,
+            Output::Drained {
+                ended: Arc::new(AtomicBool::new(false)),
+                stderr: Arc::new(Mutex::new(Tail::new(HELD_STDERR))),
+            },
+        )
+        else {
+            self.stdin = Some(stdin);
+            return None;
+        };
+        let Output::Drained { ended, stderr: kept } = &self.output else {
+            return None;
+        };
+        if let Ok(mut tail) = kept.lock() {
+            *tail = stderr;
+        }
+        Some((
+            stdin,
+            HeldOutput {
+                receiver,
+                open,
+                pending: stdout,
+                at: 0,
+                ended: ended.clone(),
+                stderr: kept.clone(),
+            },
+        ))
+    }
+
     /// Writes `line` and a newline to the child's stdin (a request to a child that
     /// reads its stdin, such as the pipeline's bundler).
     pub fn send_line(&mut self, line: &str) -> std::io::Result<()> {
@@ -214,6 +256,51 @@ impl Held {
         let _ = self.child.kill();
         let _ = self.child.wait_timeout(Duration::from_secs(1));
         false
+    }
+}
+
+/// A held child's stdout as a reader (`Held::take_stream`); its stderr goes to the
+/// held child's tail meanwhile.
+pub struct HeldOutput {
+    receiver: Receiver<Message>,
+    open: usize,
+    pending: Vec<u8>,
+    at: usize,
+    ended: Arc<AtomicBool>,
+    stderr: Arc<Mutex<Tail>>,
+}
+
+impl std::io::Read for HeldOutput {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.pending.len() {
+            if self.open == 0 {
+                self.ended.store(true, Ordering::SeqCst);
+                return Ok(0);
+            }
+            match self.receiver.recv() {
+                Ok(Message::Chunk(Stream::Stdout, bytes)) => {
+                    self.pending = bytes;
+                    self.at = 0;
+                }
+                Ok(Message::Chunk(Stream::Stderr, bytes)) => {
+                    if let Ok(mut tail) = self.stderr.lock() {
+                        tail.push(&bytes);
+                    }
+                }
+                Ok(Message::Closed) => self.open -= 1,
+                Err(_) => self.open = 0,
+            }
+        }
+        let n = buf.len().min(self.pending.len() - self.at);
+        buf[..n].copy_from_slice(&self.pending[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+impl Drop for HeldOutput {
+    fn drop(&mut self) {
+        self.ended.store(true, Ordering::SeqCst);
     }
 }
 

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use wait_timeout::ChildExt;
 
 pub use capture::{Capture, StreamFilter};
-pub use held::{Held, HeldWait, spawn_held};
+pub use held::{Held, HeldOutput, HeldWait, spawn_held};
 pub use invocation::{INPUT_FILE, Invocation};
 
 use crate::Error;

@@ -27,6 +27,7 @@ use super::docker_cli::{
     remove_container,
 };
 use super::endpoint::Endpoint;
+use super::lifeline::{Down, Stream};
 use super::spec::{Exec, Net, Spec, Var, Volume};
 use super::{Backend, BackendError, Instance, Output, Started, seccomp, sweep};
 use agent_runner_core::interrupt::Interrupt;
@@ -97,7 +98,11 @@ impl Backend for Docker {
         };
         let ready = match &spec.ready {
             None => String::new(),
-            Some(ready) => match held.wait_for_line(ready.prefix, ready.within, ready.interrupt) {
+            Some(ready) => match if spec.stream {
+                held.read_line(ready.prefix, ready.within, ready.interrupt)
+            } else {
+                held.wait_for_line(ready.prefix, ready.within, ready.interrupt)
+            } {
                 Ok(line) => line,
                 Err(wait) => {
                     let _ = held.release(Duration::from_secs(2));
@@ -118,6 +123,21 @@ impl Backend for Docker {
                 }
             },
         };
+        let stream = match spec.stream.then(|| held.take_stream()).flatten() {
+            None => None,
+            Some((input, up)) => match Down::spawn(input) {
+                Ok(down) => Some(Stream {
+                    up: Box::new(up),
+                    down,
+                }),
+                Err(e) => {
+                    let _ = held.release(Duration::from_secs(2));
+                    remove_container(&name, self.short);
+                    watchdog.dismiss();
+                    return Err(BackendError::Io(format!("lifeline: {e}")));
+                }
+            },
+        };
         Ok(Started {
             instance: Box::new(Container {
                 name,
@@ -126,8 +146,10 @@ impl Backend for Docker {
                 short: self.short,
                 daemon: self.daemon(),
                 lost: Default::default(),
+                down: stream.as_ref().map(|stream| stream.down.clone()),
             }),
             ready,
+            stream,
         })
     }
 
@@ -239,6 +261,8 @@ struct Container {
     daemon: String,
     /// The daemon did not answer its health check: the host is lost.
     lost: std::sync::Mutex<Option<String>>,
+    /// The lifeline's way down, closed first on removal (it holds the stdin).
+    down: Option<Down>,
 }
 
 /// The health check of a daemon: `docker version` within this (SPEC §22).
@@ -345,6 +369,9 @@ impl Instance for Container {
         // returns once it is removed. `docker rm -f` only if that does not happen.
         // A lost host gets the health check's deadline, not a short call's: when it
         // comes back, our closed pipe ends the container there.
+        if let Some(down) = &self.down {
+            down.close();
+        }
         let lost = self.lost.lock().is_ok_and(|lost| lost.is_some());
         let (within, deadline) = if lost {
             (within.min(HEALTH), HEALTH)

@@ -36,10 +36,16 @@
 //!   labels; `sweep.rs` removes those of dead owners.
 //! - `Carrier`: the link between agent-runner and the running sandbox: its main
 //!   process (the keep-alive that ends it when our pipe closes), the way out to the
-//!   egress proxy, and how host files (the agent's login) reach it. `socket.rs`:
-//!   without egress, `keepalive.sh`; with it, the static helper (`helper/bridge.c`)
-//!   from a private host directory (`host_dir.rs`) mounted read-only with the
-//!   proxy's unix socket; login files mounted read-only.
+//!   egress proxy, and how host files (the agent's login) reach it. `lifeline.rs`
+//!   (with egress, where the tools volume is): the static helper from the tools
+//!   volume (`helper/lifeline.c`) is the main process and its stdin/stdout one
+//!   framed stream (`Spec::stream`, `Started::stream`, served by `Carrier::attach`):
+//!   the egress connections as channels to the proxy's door (`lifeline/mux.rs`,
+//!   frames read as hostile in `lifeline/frame.rs`), the login files into the
+//!   private tmpfs, the expiry. `socket.rs` otherwise: without egress,
+//!   `keepalive.sh`; with it, the static helper (`helper/bridge.c`) from a private
+//!   host directory (`host_dir.rs`) mounted read-only with the proxy's unix socket;
+//!   login files mounted read-only.
 //!
 //! Beside them, `tools.rs`: the tools volume of the engine's host (the pinned agents
 //! and the static helper, SPEC §21), which `Backend::tools_volume` has filled on
@@ -56,11 +62,6 @@
 //! containers through the same backend.
 //!
 //! What comes next fits these seams (SPEC §22):
-//! - Lifeline carrier (`lifeline.rs`): `main` is the helper as PID 1 under the held
-//!   `docker run -i`; its stdin/stdout carry the egress connections, multiplexed, to
-//!   the same proxy (which then accepts from the stream instead of a unix socket),
-//!   and the login files, into a tmpfs with mode 0600, in place of mounts. Closing the
-//!   stream ends the sandbox as closing the keep-alive's pipe does today.
 //! - Remote hosts: a `Docker` per host, whose calls add the host's context
 //!   (`docker_cli::command`).
 //! - Kubernetes (`kubectl.rs`): `start` renders the `Spec` as a Pod (emptyDir for
@@ -78,6 +79,7 @@ mod error;
 mod git_dir;
 mod host_dir;
 pub mod landing;
+pub mod lifeline;
 mod locality;
 pub mod privileges;
 pub mod seccomp;
@@ -95,6 +97,7 @@ pub(crate) use copy::{Copy, CopyTask};
 pub use docker::Docker;
 pub use docker_cli::Output;
 pub use error::BackendError;
+pub use lifeline::Lifeline;
 pub use socket::SocketLink;
 pub use spec::{Confinement, Exec, Main, Mount, Net, Ready, Spec, Tmpfs, Var, Volume};
 
@@ -158,6 +161,8 @@ pub struct Started {
     pub instance: Box<dyn Instance>,
     /// The rest of the ready line (`Spec::ready`); empty without one.
     pub ready: String,
+    /// With `Spec::stream`: the main process's stdin and stdout (the lifeline).
+    pub stream: Option<lifeline::Stream>,
 }
 
 /// A running sandbox.
@@ -245,6 +250,23 @@ pub trait Carrier: Send {
     fn start_hint(&self, detail: &str) -> Option<String>;
     /// Removes what it made on the host, once the sandbox and the proxy are gone.
     fn close(self: Box<Self>);
+    /// Labels of the sandbox (its expiry).
+    fn labels(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Whether its main process speaks on its stdio once ready (`Spec::stream`),
+    /// which `attach` then serves.
+    fn streams(&self) -> bool {
+        false
+    }
+    /// Serves the started sandbox's stream (and delivers its files through it).
+    fn attach(&mut self, _stream: lifeline::Stream) -> Result<(), BackendError> {
+        Ok(())
+    }
+    /// Why it ended the sandbox itself (the stream broke the protocol), if it did.
+    fn fault(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The line the keep-alive (or the helper) prints once ready, before its pid.

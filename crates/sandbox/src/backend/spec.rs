@@ -29,6 +29,9 @@ pub struct Spec {
     /// What the main process prints once ready; `start` waits for it. None:
     /// `start` returns at once (`Instance::read_line` reads what it says).
     pub ready: Option<Ready>,
+    /// After its ready line the main process's stdin and stdout are a stream
+    /// (`Started::stream`, the lifeline), no longer lines.
+    pub stream: bool,
     pub network: Net,
     /// None: the engine's default privileges.
     pub confinement: Option<Confinement>,
@@ -54,6 +57,7 @@ impl Spec {
             held: false,
             watchdog: false,
             ready: None,
+            stream: false,
             network: Net::Default,
             confinement: None,
             limits: None,

@@ -7,10 +7,13 @@
 //! - `rules`: allow entries and how they match. The list a task gets when it names
 //!   none (the worker's auth mode, its configured base URLs) is a task setting's
 //!   default: `task::default_allow`.
-//! - The way in is the sandbox's carrier (`backend::Carrier`): today a socket in a
-//!   private host directory, mounted read-only into the container together with the
-//!   helper that bridges 127.0.0.1:`PORT` inside to it (`backend::socket`);
-//!   `Egress::start` takes the socket's listener. Worker and test runs get the proxy
+//! - The way in is the sandbox's carrier (`backend::Carrier`): the lifeline
+//!   (`backend::lifeline`), whose helper listens on 127.0.0.1:`PORT` inside and
+//!   carries each connection over the sandbox's stdio to the proxy's `door`; or,
+//!   where the tools volume is missing, a socket in a private host directory,
+//!   mounted read-only into the container together with the helper that bridges
+//!   127.0.0.1:`PORT` to it (`backend::socket`), whose listener `Egress::start`
+//!   takes. Worker and test runs get the proxy
 //!   variables (`variables`).
 //! - Each connection, in `proxy`: `request` reads the head → `policy` decides
 //!   (`rules`, names resolved here, `address` classes) → 403 or 502, or connect and
@@ -60,11 +63,11 @@ pub struct Egress {
 }
 
 impl Egress {
-    /// Starts the proxy on `listener` for `allow`, logging to `egress.jsonl` in
+    /// Starts the proxy on `listener` (if any; else its `door` alone) for `allow`, logging to `egress.jsonl` in
     /// `logs` (if given), masking `redactor`'s secrets, telling `events` of each
     /// denied connection.
     pub fn start(
-        listener: UnixListener,
+        listener: Option<UnixListener>,
         allow: &AllowList,
         logs: Option<&Dir>,
         redactor: Redactor,
@@ -88,6 +91,12 @@ impl Egress {
             settings,
         )?;
         Ok(Egress { proxy })
+    }
+
+    /// Where a connection carried by the sandbox's lifeline comes in
+    /// (`backend::lifeline`), under the same rules and log.
+    pub fn door(&self) -> std::sync::Arc<dyn Fn(std::os::unix::net::UnixStream) + Send + Sync> {
+        self.proxy.door()
     }
 
     /// Allows `also` besides the task's list for new connections (`task.setup.allow`

@@ -94,14 +94,14 @@ struct Live {
 }
 
 impl Proxy {
-    /// Serves `listener` until `stop`.
+    /// Serves `listener` (if any) and the connections handed to its `door` until
+    /// `stop`.
     pub(crate) fn start(
-        listener: UnixListener,
+        listener: Option<UnixListener>,
         allow: AllowList,
         journal: Journal,
         settings: Settings,
     ) -> std::io::Result<Proxy> {
-        listener.set_nonblocking(true)?;
         let (woken, wake) = pipe()?;
         let shared = Arc::new(Shared {
             allow,
@@ -113,13 +113,32 @@ impl Proxy {
             ended: Condvar::new(),
         });
         let accepting = shared.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("egress-accept".into())
-            .spawn(move || accept_loop(&listener, &woken, &accepting))?;
+        let acceptor = match listener {
+            None => None,
+            Some(listener) => {
+                listener.set_nonblocking(true)?;
+                Some(
+                    std::thread::Builder::new()
+                        .name("egress-accept".into())
+                        .spawn(move || accept_loop(&listener, &woken, &accepting))?,
+                )
+            }
+        };
         Ok(Proxy {
             shared,
-            acceptor: Some(acceptor),
+            acceptor,
             wake: Some(wake),
+        })
+    }
+
+    /// Where a connection accepted elsewhere (a lifeline's channel) comes in: served
+    /// as one from the listener, under the same rules, bounds and log.
+    pub(crate) fn door(&self) -> Arc<dyn Fn(UnixStream) + Send + Sync> {
+        let shared = self.shared.clone();
+        Arc::new(move |client| {
+            if !shared.stopping.load(Ordering::SeqCst) {
+                admit(client, &shared);
+            }
         })
     }
 
@@ -171,7 +190,7 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        if self.acceptor.is_some() {
+        if self.wake.is_some() {
             self.halt();
         }
     }
@@ -444,7 +463,7 @@ mod tests {
         };
         let listener = UnixListener::bind(&socket).unwrap();
         let proxy = Proxy::start(
-            listener,
+            Some(listener),
             allow,
             Journal::new(None, Redactor::default()),
             settings,

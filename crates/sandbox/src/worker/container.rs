@@ -89,7 +89,7 @@ impl Container {
         backend: &dyn Backend,
         spec: &ContainerSpec,
         transport: &mut dyn Transport,
-        carrier: &dyn Carrier,
+        carrier: &mut dyn Carrier,
     ) -> Result<Container, SandboxError> {
         let started = Instant::now();
         let container = match Container::run(backend, spec, transport, carrier) {
@@ -111,7 +111,7 @@ impl Container {
         backend: &dyn Backend,
         spec: &ContainerSpec,
         transport: &mut dyn Transport,
-        carrier: &dyn Carrier,
+        carrier: &mut dyn Carrier,
     ) -> Result<Container, SandboxError> {
         let suffix: String = uuid::Uuid::new_v4()
             .simple()
@@ -123,12 +123,21 @@ impl Container {
         transport.prepare(backend, &spec.worker.docker_image, spec.interrupt)?;
         let mounts = transport.mounts()?;
         match backend.start(&sandbox_spec(spec, &name, mounts, carrier)) {
-            Ok(started) => Ok(Container {
-                instance: started.instance,
-                name,
-                keep_pid: started.ready.trim().to_string(),
-                carrier_env: carrier.exec_env(),
-            }),
+            Ok(started) => {
+                let container = Container {
+                    instance: started.instance,
+                    name,
+                    keep_pid: started.ready.trim().to_string(),
+                    carrier_env: carrier.exec_env(),
+                };
+                if let Some(stream) = started.stream
+                    && let Err(e) = carrier.attach(stream)
+                {
+                    container.remove();
+                    return Err(e.into());
+                }
+                Ok(container)
+            }
             Err(BackendError::Failed {
                 command,
                 mut detail,
@@ -255,6 +264,7 @@ fn sandbox_spec(
         mounts.push(Mount::volume(volume, crate::backend::tools::TOOLS_DIR));
     }
     let mut labels = vec![(LABEL_TASK.to_string(), spec.task_id.clone())];
+    labels.extend(carrier.labels());
     labels.extend(
         owner_labels(&Owner::this_process())
             .into_iter()
@@ -264,6 +274,7 @@ fn sandbox_spec(
     sandbox.name = Some(name.to_string());
     sandbox.labels = labels;
     sandbox.held = true;
+    sandbox.stream = carrier.streams();
     sandbox.watchdog = true;
     sandbox.ready = Some(Ready {
         prefix: READY,

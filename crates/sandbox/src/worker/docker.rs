@@ -42,7 +42,8 @@ use crate::agent::{Exit, RunSpec, Transcript, classify};
 use crate::backend::endpoint::Endpoint;
 use crate::backend::privileges::{Finding, Fix};
 use crate::backend::{
-    Backend, BackendError, Bind, Carrier, Copy, CopyTask, Docker, Exec, SocketLink, Transport, Var,
+    Backend, BackendError, Bind, Carrier, Copy, CopyTask, Docker, Exec, Lifeline, SocketLink,
+    Transport, Var, lifeline,
 };
 use crate::egress::{self, Egress};
 use crate::events::Events;
@@ -346,7 +347,7 @@ impl DockerSandbox {
                 self.open_carrier()?;
                 let carrier = self
                     .carrier
-                    .as_deref()
+                    .as_deref_mut()
                     .ok_or_else(|| SandboxError::Io("the carrier is not open".into()))?;
                 let container =
                     Container::start(&*self.backend, &self.spec, &mut *self.transport, carrier)?;
@@ -370,7 +371,12 @@ impl DockerSandbox {
             }
             Some(container) => {
                 if !container.is_alive() {
-                    return Err(container.gone());
+                    // The carrier's own reason first: it ended a sandbox that broke
+                    // the lifeline's protocol.
+                    return Err(match self.carrier.as_ref().and_then(|c| c.fault()) {
+                        Some(fault) => SandboxError::Io(fault),
+                        None => container.gone(),
+                    });
                 }
             }
         }
@@ -465,18 +471,25 @@ impl DockerSandbox {
     }
 
     /// Opens the carrier if it is not, with the files it delivers; with the network
-    /// `allowlist`, starts the egress proxy on its socket.
+    /// `allowlist`, starts the egress proxy, which the carrier's connections reach.
+    /// The carrier is the lifeline (`backend::lifeline`) when the helper is there
+    /// to be it (the tools volume), else the socket and keep-alive.
     fn open_carrier(&mut self) -> Result<(), SandboxError> {
         if self.carrier.is_some() {
             return Ok(());
         }
         let egress = self.spec.worker.network == Network::Allowlist;
+        let lifeline = egress && self.spec.tools.is_some();
         let cannot =
             |e: std::io::Error| SandboxError::Io(format!("cannot start the egress proxy: {e}"));
-        let (mut carrier, listener) = SocketLink::open(egress).map_err(cannot)?;
-        super::container::deliver_files(&self.spec, &mut carrier);
-        self.carrier = Some(Box::new(carrier));
-        if let Some(listener) = listener {
+        let (socket, listener) = match lifeline {
+            true => (None, None),
+            false => {
+                let (socket, listener) = SocketLink::open(egress).map_err(cannot)?;
+                (Some(socket), listener)
+            }
+        };
+        if egress {
             let started = Egress::start(
                 listener,
                 &self.spec.worker.allow,
@@ -492,6 +505,18 @@ impl DockerSandbox {
             );
             self.egress = Some(started);
         }
+        let mut carrier: Box<dyn Carrier> = match (socket, &self.egress) {
+            (Some(socket), _) => Box::new(socket),
+            (None, egress) => {
+                let left = self.deadline.cut(lifeline::DEFAULT_LIFE).0;
+                Box::new(Lifeline::new(
+                    egress.as_ref().map(Egress::door),
+                    Lifeline::expiry(Some(left)),
+                ))
+            }
+        };
+        super::container::deliver_files(&self.spec, &mut *carrier);
+        self.carrier = Some(carrier);
         Ok(())
     }
 
@@ -1031,6 +1056,7 @@ exit 3"#;
                     alive: self.alive.clone(),
                 }),
                 ready: "42\n".into(),
+                stream: None,
             })
         }
 

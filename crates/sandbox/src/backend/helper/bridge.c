@@ -22,7 +22,8 @@
  *
  * It is also agent-runner's static helper in the tools volume (SPEC §21), where its
  * second use is `helper snapshot DIR` (snapshot.c): the repository's files, for images
- * without git.
+ * without git; its third `helper lifeline ...` (lifeline.c): the sandbox's main
+ * process when agent-runner's stream to it carries egress and files (SPEC §22).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -131,6 +132,8 @@ static void prepare_home(const char *mount, const char *link)
             die("cannot link the login file");
     }
 }
+
+#include "lifeline.c"
 
 static int proxy_socket(const char *path)
 {
@@ -254,6 +257,8 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "snapshot") == 0)
         return snapshot(argv[2]);
+    if (argc >= 2 && strcmp(argv[1], "lifeline") == 0)
+        return lifeline(argc, argv);
     if (argc < 3 || argc % 2 == 0) {
         fprintf(stderr, "usage: %s PORT SOCKET [MOUNT LINK]...\n", argv[0]);
         return 2;
