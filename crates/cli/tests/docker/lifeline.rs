@@ -82,13 +82,18 @@ fn a_chatgpt_login_reaches_the_private_tmpfs_mode_0600_through_the_stream_and_is
     );
     let uid = read(&repo.join("uid.txt"));
     assert_eq!(read(&repo.join("mode.txt")), format!("600 {uid}"));
-    assert_eq!(read(&repo.join("mounts.txt")), "0\n", "no mount of the login file");
+    assert_eq!(
+        read(&repo.join("mounts.txt")),
+        "0\n",
+        "no mount of the login file"
+    );
     assert_eq!(read(&repo.join("fs.txt")), "tmpfs\n");
     assert_no_container(&id);
 }
 
 #[test]
-fn egress_over_the_lifeline_is_allowed_and_denied_on_a_remote_host_with_nothing_of_this_machine_mounted() {
+fn egress_over_the_lifeline_is_allowed_and_denied_on_a_remote_host_with_nothing_of_this_machine_mounted()
+ {
     let host = sharing_host();
     let shared = host.shared.as_ref().unwrap();
     let allowed = Destination::start("allowed", "127.0.0.2");
@@ -108,7 +113,11 @@ fn egress_over_the_lifeline_is_allowed_and_denied_on_a_remote_host_with_nothing_
              grep -c egress /proc/mounts > mounts.txt\n@say: fetched"
         ),
     );
-    let yaml = task(&id, &repo, &script).set("runner.worker.allow", [&a]);
+    // The sharing host sees this machine's files: bind, so the worker's files can
+    // be read here (the copy transport's egress: docker::copy_transport).
+    let yaml = task(&id, &repo, &script)
+        .set("runner.worker.allow", [&a])
+        .set("runner.sandbox.transport", "bind");
     let out = run(&yaml, &home, Some(&host.url));
     out.code(0).stderr_has(&format!("egress denied: {d}"));
     assert_eq!(read(&repo.join("allowed.out")), "hello from allowed");
@@ -117,11 +126,20 @@ fn egress_over_the_lifeline_is_allowed_and_denied_on_a_remote_host_with_nothing_
     assert_eq!(read(&repo.join("mounts.txt")), "0\n");
     assert_eq!(denied.connections(), 0, "the denied server saw nothing");
     let log = read(&repo.join(format!(".agent-runner/logs/{id}/egress.jsonl")));
-    assert!(log.contains("\"allowed\":true") && log.contains("\"allowed\":false"), "{log}");
     assert!(
-        host.docker_ok(&["ps", "-a", "--filter", &format!("label=agent-runner.task={id}"), "-q"])
-            .trim()
-            .is_empty(),
+        log.contains("\"allowed\":true") && log.contains("\"allowed\":false"),
+        "{log}"
+    );
+    assert!(
+        host.docker_ok(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=agent-runner.task={id}"),
+            "-q"
+        ])
+        .trim()
+        .is_empty(),
         "nothing left on the host"
     );
     let _ = std::fs::remove_dir_all(&repo);
@@ -142,9 +160,23 @@ fn helper(expires: u64, name: &str) -> std::process::Child {
     );
     Command::new("docker")
         .args([
-            "run", "-i", "--rm", "--init", "--network", "none", "--name", name, "--label",
-            "agent-runner.task=lifeline-helper", "--mount", &mount, "--entrypoint",
-            "/opt/agent-runner/bin/agent-runner-helper", TEST_IMAGE, "lifeline", "0",
+            "run",
+            "-i",
+            "--rm",
+            "--init",
+            "--network",
+            "none",
+            "--name",
+            name,
+            "--label",
+            "agent-runner.task=lifeline-helper",
+            "--mount",
+            &mount,
+            "--entrypoint",
+            "/opt/agent-runner/bin/agent-runner-helper",
+            TEST_IMAGE,
+            "lifeline",
+            "0",
         ])
         .arg(expires.to_string())
         .stdin(Stdio::piped())
@@ -156,7 +188,12 @@ fn helper(expires: u64, name: &str) -> std::process::Child {
 
 fn ready(child: &mut std::process::Child) {
     let mut line = [0u8; 19];
-    child.stdout.as_mut().unwrap().read_exact(&mut line).unwrap();
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut line)
+        .unwrap();
     assert_eq!(&line, b"agent-runner-ready ");
 }
 
@@ -176,7 +213,10 @@ fn closing_the_stream_ends_the_sandbox() {
     let mut child = helper(0, &name);
     ready(&mut child);
     std::thread::sleep(Duration::from_millis(500));
-    assert!(child.try_wait().unwrap().is_none(), "it lives while the stream is open");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "it lives while the stream is open"
+    );
     drop(child.stdin.take());
     ends_within(&mut child, Duration::from_secs(15));
     assert_no_container("lifeline-helper");
@@ -185,14 +225,25 @@ fn closing_the_stream_ends_the_sandbox() {
 #[test]
 fn the_sandbox_ends_when_its_expiry_passes_though_the_stream_stays_open() {
     let name = format!("agent-runner-lifeline-expiry-{}", support::short_id());
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let mut child = helper(now + 3, &name);
     ready(&mut child);
     let _held = child.stdin.take();
     ends_within(&mut child, Duration::from_secs(20));
     let mut stderr = String::new();
-    child.stderr.as_mut().unwrap().read_to_string(&mut stderr).unwrap();
-    assert!(stderr.contains("agent-runner lifeline: the sandbox expired"), "{stderr}");
+    child
+        .stderr
+        .as_mut()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        stderr.contains("agent-runner lifeline: the sandbox expired"),
+        "{stderr}"
+    );
     assert_no_container("lifeline-helper");
 }
 

@@ -22,9 +22,10 @@
 //! Nothing the worker wrote reaches this machine but git objects (no mode beyond
 //! 0755, no device, no link followed), so `after_run` has nothing to sweep.
 //!
-//! What the carrier mounts from this machine (the egress proxy's socket, a login
-//! file) has no copy yet: the copy transport refuses `network: allowlist` and a
-//! login file, naming the transport.
+//! The carrier under the copy transport is the lifeline (`lifeline.rs`), which
+//! mounts nothing of this machine either: egress and login files go through its
+//! stream. Without the tools volume (its helper) the sandbox refuses
+//! `network: allowlist` and a login file, naming the transport.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -94,8 +95,6 @@ pub(crate) struct Copy {
     image: String,
     limits: WorkerLimits,
     keep_untracked: bool,
-    /// Why this task cannot run with the copy transport.
-    refusal: Option<String>,
     /// `<private_dir>/copy-<random>`: the clone and the bundle, removed at the end.
     scratch: PathBuf,
     /// The filled volume and the commit it started from.
@@ -110,7 +109,6 @@ pub(crate) struct CopyTask<'a> {
     pub(crate) private_dir: &'a Path,
     pub(crate) task_id: &'a str,
     pub(crate) worker: &'a crate::task::WorkerSettings,
-    pub(crate) refusal: Option<String>,
     pub(crate) interrupt: Interrupt,
 }
 
@@ -125,7 +123,6 @@ impl Copy {
             image: task.worker.docker_image.clone(),
             limits: task.worker.limits.clone(),
             keep_untracked: task.worker.keep_untracked,
-            refusal: task.refusal,
             filled: None,
             brought: None,
             interrupt: task.interrupt,
@@ -351,9 +348,6 @@ impl Transport for Copy {
         _image: &str,
         _interrupt: Interrupt,
     ) -> Result<(), BackendError> {
-        if let Some(why) = &self.refusal {
-            return Err(BackendError::Refused(why.clone()));
-        }
         if self.filled.is_some() {
             return Ok(());
         }
@@ -516,7 +510,6 @@ mod tests {
                 private_dir: Path::new("/r/.agent-runner"),
                 task_id: "t",
                 worker: &worker,
-                refusal: None,
                 interrupt: Interrupt::never(),
             },
         );

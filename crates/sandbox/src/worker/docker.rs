@@ -106,6 +106,9 @@ pub struct DockerSandbox {
     spec: ContainerSpec,
     backend: Arc<dyn Backend>,
     transport: Box<dyn Transport>,
+    /// The transport is the copy (`backend::copy`): nothing of this machine may be
+    /// mounted, so the carrier is the lifeline.
+    copies: bool,
     logs: Dir,
     redactor: Redactor,
     deadline: Deadline,
@@ -145,7 +148,8 @@ impl DockerSandbox {
             })
             .ok();
         let transport = transport(&backend, &config);
-        let keeps_session = config.session_dir.is_some() && !transport.1;
+        let copies = transport.1;
+        let keeps_session = config.session_dir.is_some() && !copies;
         let transport = transport.0;
         DockerSandbox {
             spec: ContainerSpec {
@@ -160,6 +164,7 @@ impl DockerSandbox {
             },
             backend,
             transport,
+            copies,
             logs: config.logs,
             redactor: config.redactor,
             deadline: config.deadline,
@@ -473,13 +478,19 @@ impl DockerSandbox {
     /// Opens the carrier if it is not, with the files it delivers; with the network
     /// `allowlist`, starts the egress proxy, which the carrier's connections reach.
     /// The carrier is the lifeline (`backend::lifeline`) when the helper is there
-    /// to be it (the tools volume), else the socket and keep-alive.
+    /// to be it (the tools volume) and egress or the copy transport needs it, else
+    /// the socket and keep-alive.
     fn open_carrier(&mut self) -> Result<(), SandboxError> {
         if self.carrier.is_some() {
             return Ok(());
         }
+        if self.copies && self.spec.tools.is_none() {
+            if let Some(why) = copy_refusal(&self.spec.worker, &self.spec.login) {
+                return Err(SandboxError::Refused(why));
+            }
+        }
         let egress = self.spec.worker.network == Network::Allowlist;
-        let lifeline = egress && self.spec.tools.is_some();
+        let lifeline = (egress || self.copies) && self.spec.tools.is_some();
         let cannot =
             |e: std::io::Error| SandboxError::Io(format!("cannot start the egress proxy: {e}"));
         let (socket, listener) = match lifeline {
@@ -912,20 +923,20 @@ fn transport(backend: &Arc<dyn Backend>, config: &SandboxConfig) -> (Box<dyn Tra
             private_dir: &config.private_dir,
             task_id: &config.task_id,
             worker: &config.worker,
-            refusal: copy_refusal(&config.worker, &config.login),
             interrupt: config.interrupt,
         },
     );
     (Box::new(copy), true)
 }
 
-/// What the copy transport cannot carry yet: the carrier mounts the egress proxy's
-/// socket and a login file from this machine.
+/// What the copy transport cannot carry without the lifeline (no tools volume): the
+/// socket carrier mounts the egress proxy's socket and a login file from this
+/// machine.
 fn copy_refusal(worker: &WorkerSettings, login: &Login) -> Option<String> {
     const WHY: &str = "the copy transport (runner.sandbox.transport: copy, the default for a docker daemon not on this machine's unix socket) mounts nothing of this machine";
     if worker.network == Network::Allowlist {
         return Some(format!(
-            "runner.worker.network: allowlist needs the egress proxy's socket mounted from this machine, and {WHY}; use network: none or bridge, or runner.sandbox.transport: bind with a daemon that sees this machine's files"
+            "runner.worker.network: allowlist needs the lifeline (the helper of agent-runner's tools volume, which could not be had) or the egress proxy's socket mounted from this machine, and {WHY}; fill the tools volume (`agent-runner hosts prepare` or `agent-runner tools install`), or use network: none or bridge, or runner.sandbox.transport: bind with a daemon that sees this machine's files"
         ));
     }
     if let Login::File { path, .. } = login {
