@@ -157,6 +157,8 @@ impl Claimer {
                 refusal,
                 resume_from: job.resume_from,
                 clone_job: job.clone_job,
+                lost_host: job.lost_host,
+                host: None,
             }));
         }
         Ok(None)

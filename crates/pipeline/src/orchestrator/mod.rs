@@ -16,6 +16,7 @@ pub(crate) mod attempt;
 pub(crate) mod child;
 pub(crate) mod claim;
 pub mod orchestrate;
+pub(crate) mod placement;
 pub(crate) mod presence;
 pub(crate) mod recording;
 pub(crate) mod recovery;

@@ -123,6 +123,7 @@ fn settle(ws: &Workspace, entry: &Entry, reason: &str) -> bool {
         budget: None,
         builder_usage: None,
         delivery: None,
+        host: None,
     };
     match recording::record(ws, &attempt) {
         Ok(path) => {

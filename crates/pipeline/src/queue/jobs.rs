@@ -43,6 +43,10 @@ pub struct Job {
     /// first of the attempts it continues, when that one ran in a clone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) clone_job: Option<String>,
+    /// A job re-queued because its attempt lost this host (SPEC §22): it goes to
+    /// another host, and is not re-queued again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) lost_host: Option<String>,
 }
 
 /// A job file in one of the IPC directories.
@@ -74,6 +78,29 @@ pub(crate) fn enqueue_resume(
         created_at: Timestamp::now().to_string(),
         resume_from,
         clone_job,
+        lost_host: None,
+    };
+    let path = ws.queue_dir().join(format!("{job_id}.json"));
+    let json = serde_json::to_vec(&job).unwrap_or_default();
+    atomic::write(&path, &json).map_err(PipelineError::io("write", path))?;
+    Ok(job_id)
+}
+
+/// Writes a job for `task_id` again, after its attempt lost host `host`: placed
+/// elsewhere, and never re-queued a second time.
+pub(crate) fn requeue_lost(
+    ws: &Workspace,
+    task_id: &str,
+    host: &str,
+) -> Result<String, PipelineError> {
+    let job_id = id::new_job_id();
+    let job = Job {
+        workspace_id: ws.id.clone(),
+        task_id: task_id.to_string(),
+        created_at: Timestamp::now().to_string(),
+        resume_from: None,
+        clone_job: None,
+        lost_host: Some(host.to_string()),
     };
     let path = ws.queue_dir().join(format!("{job_id}.json"));
     let json = serde_json::to_vec(&job).unwrap_or_default();

@@ -110,6 +110,9 @@ pub struct Attempt {
     /// `delivery` line once retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<super::delivery::Delivery>,
+    /// The Docker host it ran on (SPEC §22), when the orchestrator had hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// `T` if the value is one, else None (never an error).
@@ -524,6 +527,7 @@ pub(crate) mod tests {
             budget: None,
             builder_usage: None,
             delivery: None,
+            host: None,
         }
     }
 

@@ -200,6 +200,7 @@ fn cancel(ws: &Workspace, task_id: &str, job_id: &str) -> Result<Option<Stopped>
         budget: None,
         builder_usage: None,
         delivery: None,
+        host: None,
     };
     recording::record(ws, &attempt)?;
     Ok(Some(Stopped::Cancelled {

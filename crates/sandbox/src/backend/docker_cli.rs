@@ -168,7 +168,7 @@ pub(crate) fn mount_spec(source: &Path, target: &str, readonly: bool) -> String 
 
 /// The last `n` non-empty lines of `text`, joined with " / ", control characters
 /// shown escaped.
-pub(crate) fn last_lines(text: &str, n: usize) -> String {
+pub fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)

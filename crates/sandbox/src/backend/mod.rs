@@ -60,8 +60,9 @@
 //!   the same proxy (which then accepts from the stream instead of a unix socket),
 //!   and the login files, into a tmpfs with mode 0600, in place of mounts. Closing the
 //!   stream ends the sandbox as closing the keep-alive's pipe does today.
-//! - Remote hosts: a `Docker` per host, whose calls add the host's context
-//!   (`docker_cli::command`).
+//! - Remote hosts (`host.rs`): a host by name, its daemon a URL or a docker
+//!   context carried in every docker call's environment (`Target::apply`): the
+//!   orchestrator's placement gives each attempt's runner its host that way.
 //! - Kubernetes (`kubectl.rs`): `start` renders the `Spec` as a Pod (emptyDir for
 //!   volumes, a NetworkPolicy denying all for `Net::Isolated`, `securityContext` for
 //!   the confinement and the user) and holds `kubectl run -i`/`attach` as the
@@ -74,6 +75,7 @@ pub mod docker_cli;
 pub mod endpoint;
 mod error;
 mod git_dir;
+pub mod host;
 mod host_dir;
 mod locality;
 pub mod privileges;
