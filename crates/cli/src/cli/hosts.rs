@@ -53,6 +53,10 @@ pub(crate) struct HostsArgs {
     /// The worker image (default: the workspace's runner.worker.docker_image).
     #[arg(long, value_name = "IMAGE")]
     image: Option<String>,
+    /// prepare: the image only, not the tools volume (an image with its own agent
+    /// needs none).
+    #[arg(long)]
+    image_only: bool,
 }
 
 /// Runs the command; returns the exit code.
@@ -69,7 +73,7 @@ pub(crate) fn run(command: HostsCommand, interrupt: Interrupt) -> i32 {
         }
     };
     if prepare {
-        prepare_all(&hosts, &image, interrupt)
+        prepare_all(&hosts, &image, args.image_only, interrupt)
     } else {
         check_all(&hosts, &image, probe_dir.as_deref())
     }
@@ -117,8 +121,10 @@ struct Row {
 }
 
 impl Row {
+    /// The daemon answers and has the image. A missing tools volume is shown, not
+    /// counted: an image with its own agent needs none (and a run fills it).
     fn healthy(&self) -> bool {
-        self.version.is_ok() && self.image == Some(true) && self.tools == Some(true)
+        self.version.is_ok() && self.image == Some(true)
     }
 }
 
@@ -169,9 +175,9 @@ fn check_all(hosts: &[HostSpec], image: &str, probe_dir: Option<&Path>) -> i32 {
     for row in &rows {
         if let Err(why) = &row.version {
             table.push_str(&format!("host {}: {why}\n", row.name));
-        } else if !row.healthy() {
+        } else if !row.healthy() || row.tools == Some(false) {
             table.push_str(&format!(
-                "host {}: `agent-runner hosts prepare` loads {image} and the tools volume there\n",
+                "host {}: `agent-runner hosts prepare` loads what is MISSING there\n",
                 row.name
             ));
         }
@@ -292,10 +298,10 @@ fn rand_u128() -> u128 {
     u128::from_le_bytes(bytes)
 }
 
-fn prepare_all(hosts: &[HostSpec], image: &str, interrupt: Interrupt) -> i32 {
+fn prepare_all(hosts: &[HostSpec], image: &str, image_only: bool, interrupt: Interrupt) -> i32 {
     let mut failed = false;
     for host in hosts {
-        match prepare(host, image, interrupt) {
+        match prepare(host, image, image_only, interrupt) {
             Ok(done) => {
                 let _ = write_stdout(&format!("host {}: {done}\n", host.name));
             }
@@ -312,7 +318,12 @@ fn prepare_all(hosts: &[HostSpec], image: &str, interrupt: Interrupt) -> i32 {
 }
 
 /// Loads the image and fills the tools volume on `host` where missing; what it did.
-fn prepare(host: &HostSpec, image: &str, interrupt: Interrupt) -> Result<String, String> {
+fn prepare(
+    host: &HostSpec,
+    image: &str,
+    image_only: bool,
+    interrupt: Interrupt,
+) -> Result<String, String> {
     let target = &host.target;
     if let Some(why) = target.health() {
         return Err(format!("{target}: {why}"));
@@ -360,6 +371,9 @@ exec 3>&1
             ));
         }
         did.push(format!("{image} loaded"));
+    }
+    if image_only {
+        return Ok(did.join(", "));
     }
     let tools_there = target
         .docker(

@@ -15,6 +15,7 @@ mod doctor;
 mod egress;
 mod environment;
 mod follow_up;
+mod hosts;
 mod isolation;
 mod meta_apis;
 mod notify;

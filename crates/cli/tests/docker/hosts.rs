@@ -1,0 +1,411 @@
+//! Hosts, placement and faults (SPEC §22) on emulated remote Docker hosts
+//! (`support::remote_hosts`): attempts spread by free slots, a host lost mid-attempt
+//! and its job finished elsewhere, `hosts check` and `hosts prepare`, the sweep of a
+//! host's leftovers at start, `--host` parsing. Attempts use the bind transport, so
+//! the hosts are this machine's daemon and hosts that see the workspace's directory.
+
+use crate::support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::docker::{TEST_IMAGE, docker, docker_ok};
+use support::pipeline::{BUILDER_REPLY, Pipeline, git, meta_script, task_id};
+use support::remote_hosts::{OwnHost, RemoteHost, SHARING, sharing_host};
+
+/// This machine's daemon, as a host.
+const LOCAL: &str = "unix:///var/run/docker.sock";
+
+/// Start events on `host` since `since` (unix seconds) of containers of `ids`.
+fn starts_on(host: &RemoteHost, since: u64, ids: &[String]) -> usize {
+    let until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1;
+    let out = host.docker_ok(&[
+        "events",
+        "--since",
+        &since.to_string(),
+        "--until",
+        &until.to_string(),
+        "--filter",
+        "type=container",
+        "--filter",
+        "event=start",
+        "--filter",
+        "label=agent-runner.task",
+        "--format",
+        "{{index .Actor.Attributes \"agent-runner.task\"}}",
+    ]);
+    out.lines().filter(|l| ids.iter().any(|id| id == l)).count()
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// The `host` of each attempt of `p`'s tasks `ids`.
+fn hosts_of(p: &Pipeline, ids: &[String]) -> Vec<String> {
+    ids.iter()
+        .flat_map(|id| p.attempts(id))
+        .map(|a| a["host"].as_str().unwrap_or("(none)").to_string())
+        .collect()
+}
+
+#[test]
+fn four_tasks_spread_over_two_hosts_by_free_slots() {
+    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let far = sharing_host();
+    let p = Pipeline::new_in(far.shared.as_ref().unwrap(), "hosts-spread", true);
+    p.init(BUILDER_REPLY, &meta_script("@say: working\n@sleep: 3"), "");
+    let ids: Vec<String> = (0..4).map(|n| task_id(&format!("spread{n}"))).collect();
+    for id in &ids {
+        p.new_task(id, "Keep busy a moment");
+    }
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    p.run_tasks(&refs);
+    let since = now_secs();
+    let began = Instant::now();
+    let out = p
+        .orchestrate_once(&[
+            "--host",
+            &format!("here={LOCAL}:2"),
+            "--host",
+            &format!("far={}:2", far.url),
+        ])
+        .output();
+    let took = began.elapsed();
+    out.code(0);
+    let mut placed = hosts_of(&p, &ids);
+    placed.sort();
+    assert_eq!(placed, ["far", "far", "here", "here"], "{}", out.stderr);
+    for id in &ids {
+        let attempt = &p.attempts(id)[0];
+        assert_eq!(attempt["status"], "succeeded", "{attempt}");
+        assert_eq!(
+            attempt["branch"],
+            Value::String(format!("agent-runner/{id}"))
+        );
+    }
+    // The far host's daemon started two of the sandboxes, this machine's two.
+    assert_eq!(starts_on(far, since, &ids), 2, "{}", out.stderr);
+    out.stderr_has("placed on host far");
+    // The host on the attempt lines and in the list.
+    let list = p.in_ws(&["task", "list"], &[]).output();
+    list.code(0).stdout_has("HOST");
+    assert_eq!(list.stdout.matches(" far").count(), 2, "{}", list.stdout);
+    let show = p.in_ws(&["task", "show"], &[&ids[0]]).output();
+    show.code(0).stdout_has(", host ");
+    eprintln!(
+        "four 3 s tasks on 2 hosts x 2 slots: {:.1} s",
+        took.as_secs_f64()
+    );
+    assert!(
+        far.containers()
+            .iter()
+            .all(|c| !ids.iter().any(|id| c.contains(id)))
+    );
+}
+
+#[test]
+fn a_host_lost_mid_attempt_fails_it_and_the_job_finishes_once_on_the_other() {
+    let lost = OwnHost::start(false);
+    let host = &lost.0;
+    let p = Pipeline::new_in(host.shared.as_ref().unwrap(), "hosts-lost", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@run: echo from-an-attempt > work.txt\n@say: working\n@sleep: 8"),
+        "",
+    );
+    let id = task_id("lost");
+    p.new_task(&id, "Work while a host goes");
+    p.run_tasks(&[&id]);
+    // `gone` is named first: on a tie it gets the attempt.
+    let orchestrator = p
+        .orchestrate_once(&[
+            "--host",
+            &format!("gone={}:1", host.url),
+            "--host",
+            &format!("here={LOCAL}:1"),
+        ])
+        .start();
+    let began = Instant::now();
+    let deadline = began + Duration::from_secs(120);
+    while support::docker::containers_labelled_on(&["-H", &host.url], "agent-runner.task", &id)
+        .is_empty()
+    {
+        if Instant::now() > deadline {
+            let out = orchestrator.finish();
+            panic!("no sandbox on the host within 120 s:\n{}", out.stderr);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // The host goes: its container (daemon and relay) removed.
+    docker_ok(&["rm", "-f", &host.container]);
+    let removed = began.elapsed();
+    let out = orchestrator.finish();
+    eprintln!(
+        "lost host: sandbox seen and host removed after {:.1} s, all done after {:.1} s\n{}",
+        removed.as_secs_f64(),
+        began.elapsed().as_secs_f64(),
+        out.stderr
+    );
+    let attempts = p.attempts(&id);
+    assert_eq!(attempts.len(), 2, "{attempts:?}\n{}", out.stderr);
+    let (first, second) = (&attempts[0], &attempts[1]);
+    assert_eq!(first["status"], "failed", "{first}");
+    assert_eq!(first["host"], "gone");
+    let error = first["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("host lost: gone: "), "{error}");
+    // Nothing of the lost attempt landed: no branch on its line, nothing in the
+    // working tree.
+    assert!(first.get("branch").is_none(), "{first}");
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+    assert!(!p.root.join("work.txt").exists());
+    // Re-queued once, to the other host, where it finished.
+    assert_eq!(second["host"], "here", "{second}");
+    assert_eq!(second["status"], "succeeded", "{second}\n{}", out.stderr);
+    assert_eq!(
+        second["branch"],
+        Value::String(format!("agent-runner/{id}"))
+    );
+    out.stderr_has("re-queued as job");
+    assert!(p.ipc("queue").is_empty(), "{:?}", p.ipc("queue"));
+    let show = p.show(&id);
+    assert_eq!(show["attempts"][0]["host"], "gone");
+    drop(lost);
+}
+
+#[test]
+fn hosts_check_tells_a_healthy_host_from_a_dead_one() {
+    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let far = sharing_host();
+    let healthy = support::Run::new(&[
+        "hosts",
+        "check",
+        "--image",
+        TEST_IMAGE,
+        "--host",
+        &format!("far={}", far.url),
+        "--host",
+        &format!("here={LOCAL}"),
+    ])
+    .output();
+    healthy.code(0).stdout_has("HOST").stdout_has("far ");
+    let far_row = healthy
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("far "))
+        .unwrap_or_default()
+        .to_string();
+    assert!(far_row.contains(" ok "), "{}", healthy.stdout);
+    // Nothing listens at 127.0.0.1:9 (discard): the host is down, the check fails,
+    // the healthy host is still reported.
+    let dead = support::Run::new(&[
+        "hosts",
+        "check",
+        "--image",
+        TEST_IMAGE,
+        "--host",
+        &format!("far={}", far.url),
+        "--host",
+        "dead=tcp://127.0.0.1:9",
+    ])
+    .output();
+    dead.code(1);
+    let dead_row = dead
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("dead "))
+        .unwrap_or_default()
+        .to_string();
+    assert!(dead_row.contains("DOWN"), "{}", dead.stdout);
+    dead.stdout_has("host dead: tcp://127.0.0.1:9");
+    assert!(
+        dead.stdout
+            .lines()
+            .any(|l| l.starts_with("far ") && l.contains(" ok ")),
+        "{}",
+        dead.stdout
+    );
+}
+
+#[test]
+fn hosts_check_in_a_workspace_tells_bind_from_copy_needed() {
+    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let far = sharing_host();
+    let elsewhere = &support::remote_hosts::hosts()[0];
+    let p = Pipeline::new_in(far.shared.as_ref().unwrap(), "hosts-locality", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@say: hi"),
+        &format!(
+            "hosts:\n  - {{name: far, docker: \"{}\", slots: 2}}\n  - {{name: elsewhere, docker: \"{}\"}}\n",
+            far.url, elsewhere.url
+        ),
+    );
+    let out = p.in_ws(&["hosts", "check"], &[]).output();
+    let row = |name: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(row("far").ends_with("bind"), "{}", out.stdout);
+    assert!(row("elsewhere").ends_with("copy needed"), "{}", out.stdout);
+}
+
+#[test]
+fn hosts_prepare_loads_the_image_on_a_bare_host() {
+    let bare = OwnHost::start(true);
+    let host = &bare.0;
+    let (present, _, _) = host.docker(&["image", "inspect", TEST_IMAGE]);
+    assert!(!present, "a bare host has no image");
+    let flag = format!("bare={}", host.url);
+    let before =
+        support::Run::new(&["hosts", "check", "--image", TEST_IMAGE, "--host", &flag]).output();
+    before
+        .code(1)
+        .stdout_has("MISSING")
+        .stdout_has("hosts prepare");
+    let prepared = support::Run::new(&[
+        "hosts",
+        "prepare",
+        "--image",
+        TEST_IMAGE,
+        "--image-only",
+        "--host",
+        &flag,
+    ])
+    .output();
+    prepared
+        .code(0)
+        .stdout_has(&format!("host bare: {TEST_IMAGE} loaded"));
+    host.docker_ok(&["image", "inspect", TEST_IMAGE]);
+    let again = support::Run::new(&[
+        "hosts",
+        "prepare",
+        "--image",
+        TEST_IMAGE,
+        "--image-only",
+        "--host",
+        &flag,
+    ])
+    .output();
+    again.code(0).stdout_has(&format!("{TEST_IMAGE} is there"));
+}
+
+#[test]
+fn a_hosts_expired_and_orphaned_leftovers_are_swept_at_start_and_a_live_one_kept() {
+    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let far = sharing_host();
+    let p = Pipeline::new_in(far.shared.as_ref().unwrap(), "hosts-sweep", true);
+    p.init(BUILDER_REPLY, &meta_script("@say: hi"), "");
+    let tag = support::short_id();
+    let me = agent_runner_core::owner::Owner::this_process();
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = agent_runner_core::owner::Owner {
+        pid: gone.id(),
+        ..me.clone()
+    };
+    gone.wait().unwrap();
+    let labels = |owner: &agent_runner_core::owner::Owner, expires: u64, task: &str| {
+        let mut args = vec![
+            "--label".to_string(),
+            format!("agent-runner.task={task}"),
+            "--label".to_string(),
+            format!("agent-runner.expires={expires}"),
+        ];
+        for (label, value) in agent_runner_sandbox::backend::sweep::owner_labels(owner) {
+            args.extend(["--label".to_string(), format!("{label}={value}")]);
+        }
+        args
+    };
+    let later = now_secs() + 3600;
+    let cases = [
+        (
+            "expired",
+            labels(&me, now_secs() - 10, &format!("expired-{tag}")),
+        ),
+        ("orphan", labels(&dead, later, &format!("orphan-{tag}"))),
+        ("live", labels(&me, later, &format!("live-{tag}"))),
+    ];
+    for (what, labels) in &cases {
+        let name = format!("agent-runner-sweep-{what}-{tag}");
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let mut create = vec!["create", "--name", &name];
+        create.extend(&labels);
+        create.extend([TEST_IMAGE, "true"]);
+        far.docker_ok(&create);
+        let mut volume = vec!["volume", "create"];
+        volume.extend(&labels);
+        volume.push(&name);
+        far.docker_ok(&volume);
+    }
+    let out = p
+        .orchestrate_once(&["--host", &format!("far={}", far.url)])
+        .output();
+    out.code(0);
+    let containers = far.containers();
+    let volumes = far.docker_ok(&["volume", "ls", "--format", "{{.Name}}"]);
+    for what in ["expired", "orphan"] {
+        let name = format!("agent-runner-sweep-{what}-{tag}");
+        assert!(!containers.contains(&name), "{name} kept: {}", out.stderr);
+        assert!(!volumes.lines().any(|v| v == name), "{name} volume kept");
+    }
+    let live = format!("agent-runner-sweep-live-{tag}");
+    assert!(containers.contains(&live), "{live} removed: {}", out.stderr);
+    assert!(volumes.lines().any(|v| v == live), "{live} volume removed");
+    out.stderr_has("host far: removed");
+    far.docker_ok(&["rm", "-f", &live]);
+    far.docker_ok(&["volume", "rm", &live]);
+}
+
+#[test]
+fn wrong_hosts_are_refused_naming_the_flag_or_the_field() {
+    let p = Pipeline::new("hosts-flags", true);
+    p.init(BUILDER_REPLY, &meta_script("@say: hi"), "");
+    for (flag, says) in [
+        ("nohost", "expected NAME=URL[:SLOTS]"),
+        ("a=tcp://127.0.0.1:2375:0", ".slots: 0"),
+        ("a=tcp://10.1.2.3:2375", "plain tcp://"),
+        ("a=http://127.0.0.1:80", "unix://, tcp:// or ssh://"),
+        ("a b=unix:///x.sock", ".name:"),
+    ] {
+        let out = p.orchestrate_once(&["--host", flag]).output();
+        out.code(2).stderr_has(says);
+    }
+    let twice = p
+        .orchestrate_once(&["--host", "a=unix:///x.sock", "--host", "a=unix:///y.sock"])
+        .output();
+    twice.code(1).stderr_has("\"a\" is named twice");
+    let file = p.scratch.file(
+        "hosts.yaml",
+        "require_test: false\nhosts:\n  - {name: a, docker: \"unix:///x.sock\"}\n  - {name: a, docker: \"tcp://10.0.0.1:2375\", slots: 2}\n",
+    );
+    let out = p
+        .in_ws(
+            &["workspace", "set"],
+            &["--defaults", file.to_str().unwrap()],
+        )
+        .output();
+    out.code(1).stderr_has("hosts[1].docker");
+    let file = p.scratch.file(
+        "hosts2.yaml",
+        "require_test: false\nhosts:\n  - {name: a, docker: \"unix:///x.sock\", slots: 0}\n",
+    );
+    let out = p
+        .in_ws(
+            &["workspace", "set"],
+            &["--defaults", file.to_str().unwrap()],
+        )
+        .output();
+    out.code(1).stderr_has("hosts[0].slots: 0");
+    assert!(docker(&["version"]).0);
+}
