@@ -409,3 +409,158 @@ fn wrong_hosts_are_refused_naming_the_flag_or_the_field() {
     out.code(1).stderr_has("hosts[0].slots: 0");
     assert!(docker(&["version"]).0);
 }
+
+/// Waits until the sandboxes of task `id` on this machine's daemon are `n` in all
+/// (counting each new name once); the orchestrator's stderr if it ends first.
+fn wait_for_sandbox(
+    seen: &mut Vec<String>,
+    id: &str,
+    n: usize,
+    orchestrator: &mut support::Running,
+) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while seen.len() < n {
+        for name in support::docker::containers_labelled("agent-runner.task", id) {
+            if !seen.contains(&name) {
+                seen.push(name);
+            }
+        }
+        if let Ok(Some(_)) = orchestrator.child().try_wait() {
+            panic!("the orchestrator ended before sandbox {n} of {id} started");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sandbox {n} of {id} did not start within 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_job_is_re_queued_once_only_and_a_lost_attempt_leaves_nothing_in_the_working_tree() {
+    // Two hosts that are this machine's daemon behind sockets this test can cut.
+    let dir = support::Scratch::new("hosts-cut");
+    let a = support::docker_proxy::DockerProxy::start(&dir.join("a.sock"));
+    let b = support::docker_proxy::DockerProxy::start(&dir.join("b.sock"));
+    let p = Pipeline::new("hosts-once", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@run: echo from-an-attempt > work.txt\n@say: working\n@sleep: 30"),
+        "",
+    );
+    let id = task_id("once");
+    p.new_task(&id, "Work while hosts go");
+    p.run_tasks(&[&id]);
+    let mut orchestrator = p
+        .orchestrate_once(&[
+            "--host",
+            &format!("a=unix://{}:1", a.path.display()),
+            "--host",
+            &format!("b=unix://{}:1", b.path.display()),
+        ])
+        .start();
+    let mut seen = Vec::new();
+    wait_for_sandbox(&mut seen, &id, 1, &mut orchestrator);
+    std::thread::sleep(Duration::from_secs(1));
+    a.stop();
+    // Re-queued to b; lost there too: not re-queued a second time.
+    wait_for_sandbox(&mut seen, &id, 2, &mut orchestrator);
+    std::thread::sleep(Duration::from_secs(1));
+    b.stop();
+    let out = orchestrator.finish();
+    out.code(1);
+    let attempts = p.attempts(&id);
+    let hosts: Vec<&str> = attempts
+        .iter()
+        .map(|a| a["host"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(hosts, ["a", "b"], "{}", out.stderr);
+    for (attempt, host) in attempts.iter().zip(["a", "b"]) {
+        assert_eq!(attempt["status"], "failed");
+        let error = attempt["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with(&format!("host lost: {host}: ")),
+            "{error}"
+        );
+        assert!(attempt.get("branch").is_none(), "{attempt}");
+    }
+    out.stderr_has("not re-queued again");
+    assert!(p.ipc("queue").is_empty(), "{:?}", p.ipc("queue"));
+    // Each attempt wrote work.txt in its clone; nothing of it is in the working tree.
+    assert!(!p.root.join("work.txt").exists());
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+    wait_for_gone(&id);
+}
+
+#[test]
+fn a_lost_attempt_on_a_single_slot_host_leaves_nothing_in_the_working_tree() {
+    let dir = support::Scratch::new("hosts-one");
+    let only = support::docker_proxy::DockerProxy::start(&dir.join("only.sock"));
+    let p = Pipeline::new("hosts-one-slot", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@run: echo from-an-attempt > work.txt\n@say: working\n@sleep: 30"),
+        "",
+    );
+    let id = task_id("oneslot");
+    p.new_task(&id, "Work while the host goes");
+    p.run_tasks(&[&id]);
+    // One slot in all: without hosts this attempt would run in the working tree.
+    let mut orchestrator = p
+        .orchestrate_once(&["--host", &format!("only=unix://{}:1", only.path.display())])
+        .start();
+    let mut seen = Vec::new();
+    wait_for_sandbox(&mut seen, &id, 1, &mut orchestrator);
+    let log = p.ws().join("clones");
+    wait_for_work(&log);
+    only.stop();
+    let out = orchestrator.finish();
+    out.code(1);
+    let attempts = p.attempts(&id);
+    assert_eq!(attempts.len(), 1, "{}", out.stderr);
+    assert!(
+        attempts[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("host lost: only: ")),
+        "{}",
+        attempts[0]
+    );
+    assert!(
+        !p.root.join("work.txt").exists(),
+        "the lost attempt's work landed"
+    );
+    assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
+    // Re-queued, waiting for a host that answers.
+    assert_eq!(p.ipc("queue").len(), 1, "{:?}", p.ipc("queue"));
+    wait_for_gone(&id);
+}
+
+/// Waits until an attempt wrote work.txt somewhere under `dir` (its clone).
+fn wait_for_work(dir: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let found = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.path().join("work.txt").exists());
+        if found {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no work.txt under {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until no sandbox of task `id` is left on this machine's daemon.
+fn wait_for_gone(id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !support::docker::containers_labelled("agent-runner.task", id).is_empty() {
+        assert!(Instant::now() < deadline, "sandboxes of {id} left behind");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
