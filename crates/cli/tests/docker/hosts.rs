@@ -564,3 +564,149 @@ fn wait_for_gone(id: &str) {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn a_task_runs_once_on_a_host_reached_over_ssh() {
+    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let far = sharing_host();
+    let address = far
+        .url
+        .trim_start_matches("tcp://")
+        .trim_end_matches(":2375")
+        .to_string();
+    // The test's own key and the host's key; the `ssh` docker runs is a wrapper first
+    // on PATH adding the key, ControlMaster and ServerAliveInterval (ssh reads its
+    // config from the user's real home, which a test leaves alone).
+    let home = support::Scratch::new("hosts-ssh-home");
+    let ssh = home.join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    for key in ["id_ed25519", "host_ed25519"] {
+        let made = support::Run::program(
+            "ssh-keygen",
+            &[
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-f",
+                ssh.join(key).to_str().unwrap(),
+            ],
+        )
+        .output();
+        assert_eq!(made.code, Some(0), "{}", made.stderr);
+    }
+    let bin = home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(
+        bin.join("ssh"),
+        format!(
+            "#!/bin/sh\nexec /usr/bin/ssh -i {0}/id_ed25519 -o IdentitiesOnly=yes \
+             -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+             -o ControlMaster=auto -o ControlPath=/tmp/ar-ssh-%C -o ControlPersist=30 \
+             -o ServerAliveInterval=5 -o ServerAliveCountMax=2 \"$@\"\n",
+            ssh.display()
+        ),
+    )
+    .unwrap();
+    support::Run::program("chmod", &["+x", bin.join("ssh").to_str().unwrap()]).output();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let public = std::fs::read_to_string(ssh.join("id_ed25519.pub")).unwrap();
+    let host_key = std::fs::read_to_string(ssh.join("host_ed25519")).unwrap();
+    let install = support::Run::program(
+        "docker",
+        &[
+            "exec",
+            "-i",
+            &far.container,
+            "sh",
+            "-c",
+            "mkdir -p -m 700 /root/.ssh /etc/ssh && IFS= read -r key && echo \"$key\" > /root/.ssh/authorized_keys && \
+             cat > /etc/ssh/host_ed25519 && chmod 600 /etc/ssh/host_ed25519 /root/.ssh/authorized_keys",
+        ],
+    )
+    .stdin(format!("{public}{host_key}"))
+    .output();
+    assert_eq!(install.code, Some(0), "{}", install.stderr);
+    let listen = format!("ListenAddress={address}:2222");
+    docker_ok(&[
+        "exec",
+        "-d",
+        &far.container,
+        "/usr/sbin/sshd",
+        "-D",
+        "-e",
+        "-f",
+        "/dev/null",
+        "-h",
+        "/etc/ssh/host_ed25519",
+        "-o",
+        &listen,
+        "-o",
+        "UsePAM=no",
+        "-o",
+        "PermitRootLogin=prohibit-password",
+        "-o",
+        "AuthorizedKeysFile=/root/.ssh/authorized_keys",
+    ]);
+    let url = format!("ssh://root@{address}:2222");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let version = support::Run::program(
+            "docker",
+            &["-H", &url, "version", "--format", "{{.Server.Version}}"],
+        )
+        .env("PATH", &path)
+        .output();
+        if version.code == Some(0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "docker over ssh did not answer: {}",
+            version.stderr
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let p = Pipeline::new_in(far.shared.as_ref().unwrap(), "hosts-ssh", true);
+    p.init(
+        BUILDER_REPLY,
+        &meta_script("@run: echo over-ssh > out.txt\n@say: done"),
+        "",
+    );
+    let id = task_id("ssh");
+    p.new_task(&id, "Run over ssh");
+    p.run_tasks(&[&id]);
+    let since = now_secs();
+    let out = p
+        .orchestrate_once(&["--host", &format!("far={url}")])
+        .env("PATH", &path)
+        .output();
+    out.code(0);
+    let attempts = p.attempts(&id);
+    assert_eq!(attempts.len(), 1, "{}", out.stderr);
+    assert_eq!(attempts[0]["host"], "far");
+    assert_eq!(attempts[0]["status"], "succeeded", "{}", out.stderr);
+    assert_eq!(
+        git(&p.root, &["show", &format!("agent-runner/{id}:out.txt")]),
+        "over-ssh\n"
+    );
+    // Its sandbox ran on that host's daemon, reached over ssh.
+    assert_eq!(starts_on(far, since, std::slice::from_ref(&id)), 1);
+    // sshd stays for the host's lifetime; the control master ends with ControlPersist.
+    let _ = support::Run::program(
+        "ssh",
+        &[
+            "-F",
+            ssh.join("config").to_str().unwrap(),
+            "-O",
+            "exit",
+            &address,
+        ],
+    )
+    .output();
+}

@@ -1,6 +1,6 @@
 //! Emulated remote Docker hosts (SPEC §22 "Tests"), one shared set per test binary.
 //!
-//! Each host is a container of `agent-runner-test-remote-host:1`
+//! Each host is a container of `agent-runner-test-remote-host:2`
 //! (testdata/setup-remote-hosts.sh, run by `make test-env`) on `--network host`, so
 //! its API is at `tcp://127.0.0.N:2375`: a socat relay there to the unix socket of
 //! an inner dockerd that runs in a network namespace of its own (`unshare --net`).
@@ -27,7 +27,7 @@ use super::Run;
 use super::docker::{TEST_IMAGE, docker, docker_ok};
 
 /// The image of a host (testdata/setup-remote-hosts.sh).
-pub const HOST_IMAGE: &str = "agent-runner-test-remote-host:1";
+pub const HOST_IMAGE: &str = "agent-runner-test-remote-host:2";
 /// The label on a host's container and volume: the pid of the test binary.
 const OWNER_LABEL: &str = "agent-runner-test.remote-host";
 /// How many hosts the suite starts; the last one shares a directory of this
