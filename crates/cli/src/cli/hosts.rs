@@ -340,22 +340,20 @@ fn prepare(
         did.push(format!("{image} is there"));
     } else {
         // `docker save` here piped into `docker load` there: the target reaches the
-        // loading side only (AR_* variables, read by the script), nothing on disk.
+        // loading side only (AR_LOAD_* variables, read by the script); nothing on disk.
         let (name, value) = match target {
             Target::Url(url) => ("AR_LOAD_HOST", url.as_str()),
             Target::Context(context) => ("AR_LOAD_CONTEXT", context.as_str()),
         };
         let script = r#"set -o pipefail
-if [ -n "${AR_LOAD_HOST:-}" ]; then export DOCKER_HOST="$AR_LOAD_HOST"; unset DOCKER_CONTEXT
-else export DOCKER_CONTEXT="$AR_LOAD_CONTEXT"; unset DOCKER_HOST; fi
-exec 3>&1
-{ env -u DOCKER_HOST -u DOCKER_CONTEXT ${AR_HERE_HOST:+DOCKER_HOST="$AR_HERE_HOST"} docker save "$1"; } | docker load -q"#;
-        let mut invocation = Invocation::new("bash")
+there() {
+  if [ -n "${AR_LOAD_HOST:-}" ]; then DOCKER_HOST="$AR_LOAD_HOST" DOCKER_CONTEXT= docker "$@"
+  else DOCKER_HOST= DOCKER_CONTEXT="$AR_LOAD_CONTEXT" docker "$@"; fi
+}
+docker save "$1" | there load -q"#;
+        let invocation = Invocation::new("bash")
             .args(["-c", script, "agent-runner-load", image])
             .env(name, value);
-        if let Ok(here) = std::env::var("DOCKER_HOST") {
-            invocation = invocation.env("AR_HERE_HOST", &here);
-        }
         let mut capture = Capture::in_memory(16 * 1024);
         let finished = process::run(
             &invocation,
@@ -390,6 +388,9 @@ exec 3>&1
         .is_ok_and(|o| o.ok);
     if tools_there {
         did.push("tools volume is there".into());
+    } else if local_tools_complete(interrupt) {
+        copy_tools(target, interrupt)?;
+        did.push("tools volume copied from this machine".into());
     } else {
         let exe = super::this_binary().map_err(|e| e.to_string())?;
         let invocation =
@@ -411,4 +412,99 @@ exec 3>&1
         did.push("tools volume filled".into());
     }
     Ok(did.join(", "))
+}
+
+/// Whether this machine's daemon has a complete tools volume (its `ready` file).
+fn local_tools_complete(interrupt: Interrupt) -> bool {
+    // `tools::present` says the volume is there; `ready` is written last by a fill.
+    matches!(tools::present(interrupt), Ok(true)) && {
+        let name = format!("agent-runner-tools-probe-{:016x}", rand_u128() as u64);
+        let mount = format!(
+            "type=volume,source={},target={},readonly",
+            tools::volume_name(),
+            tools::TOOLS_DIR
+        );
+        let created = local(
+            &[
+                "create",
+                "--name",
+                &name,
+                "--network",
+                "none",
+                "--mount",
+                &mount,
+                tools::CARRIER_IMAGE,
+                "/none",
+            ],
+            interrupt,
+        );
+        let ready = created && local(&["cp", &format!("{name}:{}", tools::READY), "-"], interrupt);
+        if created {
+            local(&["rm", "-f", &name], Interrupt::never());
+        }
+        ready
+    }
+}
+
+/// `docker <args>` on this machine's daemon succeeded.
+fn local(args: &[&str], interrupt: Interrupt) -> bool {
+    agent_runner_sandbox::backend::docker_cli::run(args, SHORT, interrupt).is_ok_and(|o| o.ok)
+}
+
+/// Copies this machine's complete tools volume to `target`: the carrier image
+/// (empty, a few bytes) loaded there, the volume made with its digest label, and
+/// the files streamed `docker cp` here into `docker cp` there through created (never
+/// started) containers. A copy that fails removes the volume there again.
+fn copy_tools(target: &Target, interrupt: Interrupt) -> Result<(), String> {
+    let volume = tools::volume_name();
+    let id = format!("{:016x}", rand_u128() as u64);
+    let (name, value) = match target {
+        Target::Url(url) => ("AR_LOAD_HOST", url.as_str()),
+        Target::Context(context) => ("AR_LOAD_CONTEXT", context.as_str()),
+    };
+    let script = r#"set -euo pipefail
+volume=$1 carrier=$2 dir=$3 label=$4 src=agent-runner-tools-copy-$5-src dst=agent-runner-tools-copy-$5-dst
+there() {
+  if [ -n "${AR_LOAD_HOST:-}" ]; then DOCKER_HOST="$AR_LOAD_HOST" DOCKER_CONTEXT= docker "$@"
+  else DOCKER_HOST= DOCKER_CONTEXT="$AR_LOAD_CONTEXT" docker "$@"; fi
+}
+cleanup() { docker rm -f "$src" >/dev/null 2>&1 || true; there rm -f "$dst" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+there image inspect "$carrier" >/dev/null 2>&1 || docker save "$carrier" | there load -q >/dev/null
+there volume create --label "$label" "$volume" >/dev/null
+docker create --name "$src" --network none --mount "type=volume,source=$volume,target=$dir,readonly" "$carrier" /none >/dev/null
+there create --name "$dst" --network none --mount "type=volume,source=$volume,target=$dir" "$carrier" /none >/dev/null
+if ! docker cp "$src:$dir/." - | there cp - "$dst:$dir"; then
+  there rm -f "$dst" >/dev/null 2>&1 || true
+  there volume rm -f "$volume" >/dev/null 2>&1 || true
+  exit 1
+fi"#;
+    let label = format!("{}={}", tools::LABEL, tools::digest());
+    let invocation = Invocation::new("bash")
+        .args([
+            "-c",
+            script,
+            "agent-runner-tools-copy",
+            &volume,
+            tools::CARRIER_IMAGE,
+            tools::TOOLS_DIR,
+            &label,
+            &id,
+        ])
+        .env(name, value);
+    let mut capture = Capture::in_memory(16 * 1024);
+    let finished = process::run(
+        &invocation,
+        &Limits::wall(LOAD, interrupt),
+        &mut capture,
+        Stop::Terminate,
+    )
+    .map_err(|e| e.to_string())?;
+    if !finished.success() {
+        return Err(format!(
+            "copying the tools volume {volume} to {target} failed: {}",
+            last_lines(&capture.stderr(), 3)
+        ));
+    }
+    Ok(())
 }

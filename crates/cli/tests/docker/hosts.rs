@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::docker::{TEST_IMAGE, docker, docker_ok};
 use support::pipeline::{BUILDER_REPLY, Pipeline, git, meta_script, task_id};
+use support::prerequisite::needs;
 use support::remote_hosts::{OwnHost, RemoteHost, SHARING, sharing_host};
 
 /// This machine's daemon, as a host.
@@ -262,7 +263,8 @@ fn hosts_check_in_a_workspace_tells_bind_from_copy_needed() {
 }
 
 #[test]
-fn hosts_prepare_loads_the_image_on_a_bare_host() {
+fn hosts_prepare_loads_the_image_and_the_tools_volume_on_a_bare_host() {
+    needs!(ToolsVolume);
     let bare = OwnHost::start(true);
     let host = &bare.0;
     let (present, _, _) = host.docker(&["image", "inspect", TEST_IMAGE]);
@@ -274,31 +276,49 @@ fn hosts_prepare_loads_the_image_on_a_bare_host() {
         .code(1)
         .stdout_has("MISSING")
         .stdout_has("hosts prepare");
-    let prepared = support::Run::new(&[
-        "hosts",
-        "prepare",
-        "--image",
-        TEST_IMAGE,
-        "--image-only",
-        "--host",
-        &flag,
-    ])
-    .output();
-    prepared
-        .code(0)
-        .stdout_has(&format!("host bare: {TEST_IMAGE} loaded"));
+    let began = Instant::now();
+    let prepared =
+        support::Run::new(&["hosts", "prepare", "--image", TEST_IMAGE, "--host", &flag]).output();
+    eprintln!(
+        "hosts prepare on a bare host: {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+    prepared.code(0).stdout_has(&format!(
+        "host bare: {TEST_IMAGE} loaded, tools volume copied from this machine"
+    ));
     host.docker_ok(&["image", "inspect", TEST_IMAGE]);
-    let again = support::Run::new(&[
-        "hosts",
-        "prepare",
-        "--image",
-        TEST_IMAGE,
-        "--image-only",
-        "--host",
-        &flag,
-    ])
-    .output();
-    again.code(0).stdout_has(&format!("{TEST_IMAGE} is there"));
+    let volume = agent_runner_sandbox::backend::tools::volume_name();
+    let label = host.docker_ok(&[
+        "volume",
+        "inspect",
+        "--format",
+        "{{index .Labels \"agent-runner.tools\"}}",
+        &volume,
+    ]);
+    assert_eq!(label.trim(), agent_runner_sandbox::backend::tools::digest());
+    // Its files as this machine's volume has them: the ready file written last.
+    let name = format!("agent-runner-tools-read-{}", support::short_id());
+    let mount = format!("type=volume,source={volume},target=/opt/agent-runner");
+    host.docker_ok(&[
+        "create", "--name", &name, "--mount", &mount, TEST_IMAGE, "true",
+    ]);
+    let ready = host.docker(&["cp", &format!("{name}:/opt/agent-runner/ready"), "-"]);
+    host.docker_ok(&["rm", &name]);
+    assert!(
+        ready
+            .1
+            .contains(&agent_runner_sandbox::backend::tools::digest()),
+        "{ready:?}"
+    );
+    let after =
+        support::Run::new(&["hosts", "check", "--image", TEST_IMAGE, "--host", &flag]).output();
+    after.code(0);
+    assert!(!after.stdout.contains("MISSING"), "{}", after.stdout);
+    let again =
+        support::Run::new(&["hosts", "prepare", "--image", TEST_IMAGE, "--host", &flag]).output();
+    again
+        .code(0)
+        .stdout_has(&format!("{TEST_IMAGE} is there, tools volume is there"));
 }
 
 #[test]
