@@ -730,3 +730,44 @@ fn a_task_runs_once_on_a_host_reached_over_ssh() {
     )
     .output();
 }
+
+#[test]
+fn run_goes_to_runner_sandbox_host_and_a_wrong_one_is_refused_by_field() {
+    use support::fake_openai::FakeOpenAi;
+    use support::task::{assess, plan, run_worker, runner, v1_task};
+    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let far = sharing_host();
+    let repo = far
+        .shared
+        .as_ref()
+        .unwrap()
+        .join(format!("repo-{}", support::short_id()));
+    std::fs::create_dir_all(&repo).unwrap();
+    let id = task_id("sandboxhost");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo ok > out.txt\n@say: done"),
+        assess(&["AC-1"], "out.txt says ok"),
+    ]);
+    let since = now_secs();
+    let out = runner(
+        v1_task(&id, &repo, &server)
+            .test("grep -qx ok out.txt")
+            .set("runner.sandbox.host", far.url.as_str()),
+    )
+    // The environment names this machine's daemon; the task's host wins.
+    .env("DOCKER_HOST", LOCAL)
+    .output();
+    out.code(0).stdout_has(&format!("COMPLETE: task {id}"));
+    assert_eq!(starts_on(far, since, std::slice::from_ref(&id)), 1);
+
+    let server = FakeOpenAi::start(vec![]);
+    let out = runner(
+        v1_task(&task_id("badhost"), &repo, &server)
+            .set("runner.sandbox.host", "tcp://10.9.8.7:2375"),
+    )
+    .output();
+    out.code(2)
+        .stderr_has("runner.sandbox.host")
+        .stderr_has("plain tcp://");
+}

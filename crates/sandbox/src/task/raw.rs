@@ -172,6 +172,15 @@ raw_section! {
         budget: RawBudget = Kind::Section(BUDGET);
         /// Loops in a row that leave the repository and the test outcome as they were before the task fails; 0: never; default 3.
         max_stalled_loops: u64 = Kind::Integer;
+        sandbox: RawSandbox = Kind::Section(SANDBOX);
+    }
+}
+
+raw_section! {
+    /// `runner.sandbox`: where the sandbox runs (SPEC §22).
+    RawSandbox, SANDBOX {
+        /// The Docker host: a URL (unix://, tcp:// to the loopback, ssh://) or a docker context's name; default: DOCKER_HOST or the current context.
+        host: String = Kind::Text;
     }
 }
 
