@@ -767,7 +767,7 @@ fn run_goes_to_runner_sandbox_host_and_a_wrong_one_is_refused_by_field() {
             .set("runner.sandbox.host", "tcp://10.9.8.7:2375"),
     )
     .output();
-    out.code(2)
+    out.code(1)
         .stderr_has("runner.sandbox.host")
         .stderr_has("plain tcp://");
 }
