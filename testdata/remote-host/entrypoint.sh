@@ -26,5 +26,9 @@ until [ -S /run/inner/docker.sock ]; do
   fi
   sleep 0.1
 done
+# The docker CLI of an ssh:// client (`docker system dial-stdio`) finds the daemon
+# at the default socket; sshd is started by the test that uses it.
+ln -sf /run/inner/docker.sock /run/docker.sock
+mkdir -p /run/sshd
 # -t: a client half-closes its side (stdin done) long before the output ends.
 exec socat -t 86400 "TCP-LISTEN:2375,bind=$address,reuseaddr,fork" UNIX-CONNECT:/run/inner/docker.sock

@@ -3,6 +3,7 @@
 
 mod cache;
 mod doctor;
+mod hosts;
 mod input;
 mod orchestrate;
 mod plan;
@@ -100,6 +101,11 @@ enum Command {
         /// many tokens; running ones finish.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         max_tokens: Option<u64>,
+        /// A Docker host attempts are placed on (repeatable; over the workspace's
+        /// `hosts`): NAME=URL[:SLOTS], URL unix://, tcp:// (loopback, else TLS by a
+        /// docker context), ssh:// or a docker context's name; SLOTS default 1.
+        #[arg(long = "host", value_name = "NAME=URL[:SLOTS]", value_parser = hosts::parse_flag)]
+        hosts: Vec<agent_runner_sandbox::backend::host::HostSpec>,
     },
     /// What a workspace's attempts used and cost (tokens, USD), per day and per model.
     Usage {
@@ -123,6 +129,11 @@ enum Command {
         /// Allow an address that is not loopback (reachable from other machines).
         #[arg(long)]
         allow_remote: bool,
+    },
+    /// Docker hosts of `--host` or the workspace's `hosts` (SPEC §22): check, prepare.
+    Hosts {
+        #[command(subcommand)]
+        command: hosts::HostsCommand,
     },
     /// agent-runner's tools volume (the agents and its helper, for any image).
     Tools {
@@ -176,6 +187,7 @@ pub(crate) fn main() -> i32 {
             once,
             max_cost_usd,
             max_tokens,
+            hosts,
         } => orchestrate::run(
             &workspace.dir,
             agent_runner_pipeline::orchestrator::orchestrate::Options {
@@ -185,6 +197,7 @@ pub(crate) fn main() -> i32 {
                     max_tokens,
                     max_cost_usd,
                 },
+                hosts,
             },
             interrupt,
         ),
@@ -193,6 +206,7 @@ pub(crate) fn main() -> i32 {
             since,
             json,
         } => usage::run(&workspace.dir, since, json),
+        Command::Hosts { command } => hosts::run(command, interrupt),
         Command::Serve {
             workspace,
             addr,

@@ -13,6 +13,12 @@ use super::report;
 /// Runs the orchestrator on the workspace of the directory `workspace`; returns the
 /// exit code.
 pub(crate) fn run(workspace: &Path, options: Options, interrupt: Interrupt) -> i32 {
+    if let Err(e) = agent_runner_sandbox::backend::host::check_pool(&options.hosts, |i| {
+        format!("--host {}", options.hosts[i].name)
+    }) {
+        eprintln!("agent-runner orchestrate: error: {e}");
+        return exit::FAILED;
+    }
     let prepared = (|| {
         let ws = Workspace::open(&super::home()?, workspace)?;
         let exe = super::this_binary()?;

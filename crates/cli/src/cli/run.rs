@@ -34,6 +34,13 @@ pub(crate) fn run(
     };
     let redactor = Redactor::new(&task.secrets());
     agent_runner_core::logging::mask(&redactor);
+    // Before any docker call: every one of this run goes to its host (SPEC §22).
+    if let Some(host) = &task.sandbox_host
+        && let Err(e) = agent_runner_sandbox::backend::docker_cli::aim(host.clone())
+    {
+        let problem = InputError::new("runner.sandbox.host", e);
+        return invalid(&problem.into(), &redactor, json, clock.elapsed());
+    }
     if let Some(model) = &meta_model
         && let Err(problem) = override_meta_model(&mut task, model)
     {

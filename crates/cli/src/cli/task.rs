@@ -263,15 +263,31 @@ fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
         return Ok(exit::COMPLETE);
     }
     let mut out = String::with_capacity(rows.len() * 100 + 100);
+    // A HOST column once any attempt shown ran on a named host (SPEC §22).
+    let hosts = rows
+        .iter()
+        .any(|(t, _)| t.latest().is_some_and(|a| a.host.is_some()));
+    let host_of = |latest: Option<&Attempt>| {
+        if !hosts {
+            return String::new();
+        }
+        let host = latest.and_then(|a| a.host.as_deref()).unwrap_or("-");
+        format!(" {}", fit(&escape_controls(host), 12))
+    };
     out.push_str(&format!(
-        "{} {} {} {} {} {:>9} {:>9}\n",
+        "{} {} {} {} {} {:>9} {:>9}{}\n",
         fit("STATUS", STATUS_WIDTH),
         fit("ID", 14),
         fit("TITLE", 40),
         fit("LAST ATTEMPT", 19),
         fit("DURATION", 8),
         "TOKENS",
-        "COST"
+        "COST",
+        if hosts {
+            format!(" {}", fit("HOST", 12))
+        } else {
+            String::new()
+        }
     ));
     for (task, status) in &rows {
         let latest = task.latest();
@@ -293,11 +309,12 @@ fn list(dir: &Path, all: bool, json: bool) -> Result<i32, Error> {
         let id = escape_controls(&task.record.id);
         let id = if id.len() > 14 { id } else { fit(&id, 14) };
         out.push_str(&format!(
-            "{} {id} {} {} {} {tokens:>9} {cost:>9}\n",
+            "{} {id} {} {} {} {tokens:>9} {cost:>9}{}\n",
             fit(status::label(*status, task), STATUS_WIDTH),
             fit(&escape_controls(&one_line(&task.record.title)), 40),
             fit(&when, 19),
-            fit(&took, 8)
+            fit(&took, 8),
+            host_of(latest)
         ));
     }
     if rows.is_empty() {
@@ -386,6 +403,10 @@ fn attempt_lines(out: &mut String, task: &TaskView) {
         let source = a
             .test_source
             .map_or(String::new(), |s| format!(", test: {}", s.as_str()));
+        let source = match &a.host {
+            Some(host) => format!(", host {}{source}", e(host)),
+            None => source,
+        };
         out.push_str(&format!(
             "    {}. {} {} {} in {}{} (job {}{source}){error}\n",
             n + 1,

@@ -17,6 +17,7 @@ mod doctor;
 mod egress;
 mod environment;
 mod follow_up;
+mod hosts;
 mod isolation;
 mod lifeline;
 mod meta_apis;

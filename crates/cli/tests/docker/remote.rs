@@ -5,16 +5,12 @@
 
 use crate::support;
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use support::docker::{TEST_IMAGE, docker_ok};
 use support::fake_openai::FakeOpenAi;
-use support::remote_hosts::{RemoteHost, assert_docker0_intact, hosts, sharing_host};
+use support::remote_hosts::{RemoteHost, SHARING, assert_docker0_intact, hosts, sharing_host};
 use support::task::*;
-
-/// Tests that use the sharing host one at a time: one of them pauses it.
-static SHARING: Mutex<()> = Mutex::new(());
 
 /// A repository at `path` whose out.txt says `says`.
 fn repository(path: &std::path::Path, says: &str) {

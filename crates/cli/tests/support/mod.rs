@@ -56,7 +56,12 @@ pub struct Scratch {
 
 impl Scratch {
     pub fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!("agent-runner-{name}-{}", short_id()));
+        Scratch::new_in(&std::env::temp_dir(), name)
+    }
+
+    /// A scratch directory under `dir` (a remote host's shared directory).
+    pub fn new_in(dir: &Path, name: &str) -> Self {
+        let path = dir.join(format!("agent-runner-{name}-{}", short_id()));
         std::fs::create_dir_all(&path).unwrap();
         Scratch {
             path: std::fs::canonicalize(path).unwrap(),

@@ -67,7 +67,12 @@ impl Pipeline {
     /// A workspace whose root is a git repository with one commit (`git`), or a
     /// plain directory.
     pub fn new(name: &str, git: bool) -> Self {
-        let scratch = Scratch::new(name);
+        Pipeline::new_in(&std::env::temp_dir(), name, git)
+    }
+
+    /// `new`, under `dir` (a remote host's shared directory).
+    pub fn new_in(dir: &Path, name: &str, git: bool) -> Self {
+        let scratch = Scratch::new_in(dir, name);
         let root = scratch.path.join("project");
         std::fs::create_dir_all(&root).unwrap();
         std::fs::write(

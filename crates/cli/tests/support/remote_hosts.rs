@@ -1,6 +1,6 @@
 //! Emulated remote Docker hosts (SPEC §22 "Tests"), one shared set per test binary.
 //!
-//! Each host is a container of `agent-runner-test-remote-host:1`
+//! Each host is a container of `agent-runner-test-remote-host:2`
 //! (testdata/setup-remote-hosts.sh, run by `make test-env`) on `--network host`, so
 //! its API is at `tcp://127.0.0.N:2375`: a socat relay there to the unix socket of
 //! an inner dockerd that runs in a network namespace of its own (`unshare --net`).
@@ -27,7 +27,7 @@ use super::Run;
 use super::docker::{TEST_IMAGE, docker, docker_ok};
 
 /// The image of a host (testdata/setup-remote-hosts.sh).
-pub const HOST_IMAGE: &str = "agent-runner-test-remote-host:1";
+pub const HOST_IMAGE: &str = "agent-runner-test-remote-host:2";
 /// The label on a host's container and volume: the pid of the test binary.
 const OWNER_LABEL: &str = "agent-runner-test.remote-host";
 /// How many hosts the suite starts; the last one shares a directory of this
@@ -66,6 +66,45 @@ impl RemoteHost {
             .lines()
             .map(str::to_string)
             .collect()
+    }
+}
+
+/// Held by tests that use the sharing host while it must answer: one of them
+/// stops it for a while.
+pub static SHARING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A host of one test's own, removed (with its volume and directory) when dropped,
+/// or by its reaper when the test binary ends first.
+pub struct OwnHost(pub RemoteHost);
+
+impl OwnHost {
+    /// A host with a shared directory of its own; the test image loaded into it
+    /// unless `bare`.
+    pub fn start(bare: bool) -> OwnHost {
+        hosts();
+        let owner = std::process::id().to_string();
+        let address = free_addresses(1).remove(0);
+        let host = RemoteHost {
+            container: format!("agent-runner-test-host-{owner}-own-{}", super::short_id()),
+            url: format!("tcp://{address}:2375"),
+            shared: Some(
+                std::env::temp_dir()
+                    .join(format!("agent-runner-shared-{owner}-{}", super::short_id())),
+            ),
+        };
+        reap_at_exit(std::slice::from_ref(&host));
+        start_host(&host, &address, &owner, !bare);
+        OwnHost(host)
+    }
+}
+
+impl Drop for OwnHost {
+    fn drop(&mut self) {
+        docker(&["rm", "-f", &self.0.container]);
+        docker(&["volume", "rm", &self.0.container]);
+        if let Some(dir) = &self.0.shared {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -118,7 +157,7 @@ fn start() -> Vec<RemoteHost> {
     std::thread::scope(|scope| {
         for (host, address) in hosts.iter().zip(&addresses) {
             let owner = &owner;
-            scope.spawn(move || start_one(host, address, owner));
+            scope.spawn(move || start_host(host, address, owner, true));
         }
     });
     eprintln!(
@@ -129,7 +168,7 @@ fn start() -> Vec<RemoteHost> {
     hosts
 }
 
-fn start_one(host: &RemoteHost, address: &str, owner: &str) {
+fn start_host(host: &RemoteHost, address: &str, owner: &str, load: bool) {
     let label = format!("{OWNER_LABEL}={owner}");
     docker_ok(&["volume", "create", "--label", &label, &host.container]);
     let volume = format!(
@@ -188,6 +227,9 @@ fn start_one(host: &RemoteHost, address: &str, owner: &str) {
             );
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+    if !load {
+        return;
     }
     let load = format!("docker save {TEST_IMAGE} | docker -H {} load -q", host.url);
     let out = Run::program("sh", &["-c", &load])

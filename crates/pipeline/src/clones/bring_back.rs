@@ -31,6 +31,8 @@ use agent_runner_sandbox::task::WorkerSettings;
 
 /// The journal's name in the attempt's log directory.
 const JOURNAL: &str = "branch-update.json";
+/// Largest kept bundle taken (as the copy transport's).
+const MAX_KEPT: u64 = 4 << 30;
 /// Largest bundle header read (a few refs and prerequisites).
 const MAX_HEADER: u64 = 64 * 1024;
 
@@ -61,9 +63,22 @@ pub(crate) fn bring_back(
         keep_untracked: worker.keep_untracked,
     };
     let clock = std::time::Instant::now();
-    let (bundled, left_out) = bundlers
-        .bundle(worker, &request, interrupt)
-        .map_err(PipelineError::Bundler)?;
+    let (bundled, left_out) = match kept(clone)? {
+        // The copy transport ran the attempt elsewhere (SPEC §22): nothing of the
+        // clone was mounted, and its work came back as a bundle kept in it (open:
+        // the file goes now, so a later attempt in this clone never takes it).
+        Some(kept) => {
+            let private = clone.dir.join(agent_runner_core::private_dir::DIR_NAME);
+            let _ = std::fs::remove_file(agent_runner_sandbox::backend::copy::kept_bundle(
+                &private,
+                &clone.task_id,
+            ));
+            kept
+        }
+        None => bundlers
+            .bundle(worker, &request, interrupt)
+            .map_err(PipelineError::Bundler)?,
+    };
     log::debug!(
         "job {}: bundled in {}",
         clone.job_id,
@@ -97,6 +112,39 @@ pub(crate) fn bring_back(
     Ok(left_out)
 }
 
+/// The bundle the copy transport kept in the clone (`copy::kept_bundle`) and the
+/// commit its header names, if there is one.
+fn kept(clone: &AttemptClone) -> Result<Option<(Bundled, Vec<String>)>, PipelineError> {
+    let private = clone.dir.join(agent_runner_core::private_dir::DIR_NAME);
+    let path = agent_runner_sandbox::backend::copy::kept_bundle(&private, &clone.task_id);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    let open = || {
+        agent_runner_core::fs::read::open_regular(&path, MAX_KEPT)
+            .map(|(file, _)| file)
+            .map_err(PipelineError::io("read", path.clone()))
+    };
+    let (_, refs) = past_header(open()?)?;
+    let commit = match refs.as_slice() {
+        [(commit, _)] => commit.clone(),
+        _ => {
+            return Err(PipelineError::WrongBundle {
+                refs,
+                wanted: format!("refs/heads/agent-runner/{}", clone.task_id),
+                commit: String::new(),
+            });
+        }
+    };
+    Ok(Some((
+        Bundled::Bundle {
+            file: open()?,
+            commit,
+        },
+        Vec::new(),
+    )))
+}
+
 /// Indexes and checks the bundle's pack in `landing` (a new repository of ours that
 /// borrows root_dir's objects), then adds it to root_dir's object store.
 fn land(
@@ -109,7 +157,11 @@ fn land(
 ) -> Result<(), PipelineError> {
     let (file, refs) = past_header(file)?;
     let wanted = format!("refs/heads/{}", clone.branch);
-    if refs != [(commit.to_string(), wanted.clone())] {
+    // A kept bundle names the runner's branch (`agent-runner/<task-id>`), the same
+    // for every try.
+    let runners = format!("refs/heads/agent-runner/{}", clone.task_id);
+    let named = |wanted: &str| refs == [(commit.to_string(), wanted.to_string())];
+    if !named(&wanted) && !named(&runners) {
         return Err(PipelineError::WrongBundle {
             refs,
             wanted,

@@ -70,6 +70,10 @@ pub(crate) struct Claimed {
     /// Run `resume_from`'s TaskConfig from the start (a rejected plan, or one
     /// approved with the user's criteria) instead of resuming its runner.
     pub(crate) restart: bool,
+    /// Re-queued after its attempt lost this host (SPEC §22).
+    pub(crate) lost_host: Option<String>,
+    /// Where its runner runs, when the orchestrator has hosts (`placement`).
+    pub(crate) host: Option<super::placement::Placed>,
 }
 
 /// An attempt's place among the `--jobs` at once. It goes back as soon as the
@@ -117,6 +121,8 @@ pub(crate) struct Finished {
     pub(crate) tokens: Option<u64>,
     /// Their cost (None: not known).
     pub(crate) cost_usd: Option<f64>,
+    /// The pool's index of the host this attempt lost (SPEC §22).
+    pub(crate) lost_host: Option<usize>,
 }
 
 /// Runs the attempt and records it; returns its status, failed when it could not be
@@ -145,6 +151,15 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
             Err(e) => failed(format!("cannot create {}: {e}", log_dir.display())),
         },
     };
+    let mut ran = ran;
+    let lost = claimed.host.as_ref().and_then(|host| {
+        let detail = lost_detail(ran.error.as_deref()?)?;
+        ran.status = AttemptStatus::Failed;
+        ran.branch = None;
+        ran.verified = Some(false);
+        ran.error = Some(format!("host lost: {}: {detail}", host.name));
+        Some(host)
+    });
     let (usage, budget) = spent(ran.result.as_deref());
     let mut attempt = Attempt {
         attempt_id: id::new_attempt_id(),
@@ -173,6 +188,7 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
         try_of: claimed.try_of.clone(),
         tries: None,
         message: claimed.message.clone(),
+        host: claimed.host.as_ref().map(|h| h.name.clone()),
     };
     // Delivered before it is recorded, so the attempt line says where it went.
     // A verified attempt without a branch (run in place) gets its refusal recorded.
@@ -202,8 +218,13 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
         status,
         tokens: attempt.total_tokens(),
         cost_usd: attempt.cost_usd(),
+        lost_host: lost.map(|h| h.index),
     };
-    match recording::record(ws, &attempt) {
+    let recorded = recording::record(ws, &attempt);
+    if let Some(host) = lost {
+        requeue(ws, &claimed, &host.name);
+    }
+    match recorded {
         Ok(path) => {
             // Recorded: recovery has nothing to put back.
             clones::forget(&log_dir);
@@ -226,8 +247,12 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
                 &log_dir,
                 setup.interrupt,
             );
+            let on = attempt
+                .host
+                .as_deref()
+                .map_or(String::new(), |h| format!(" on host {h}"));
             log::info!(
-                "job {job_id}: finished task {}: {status} in {}{spend}{reason}; result {}",
+                "job {job_id}: finished task {}{on}: {status} in {}{spend}{reason}; result {}",
                 task.id,
                 human(clock.elapsed()),
                 path.display()
@@ -241,6 +266,38 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
             );
             spent(AttemptStatus::Failed)
         }
+    }
+}
+
+/// What a runner's error says of a lost host (SPEC §22): the `host lost: …` of
+/// the sandbox, or a daemon that could not be reached.
+fn lost_detail(error: &str) -> Option<String> {
+    if let Some(at) = error.find("host lost: ") {
+        return Some(error[at + "host lost: ".len()..].to_string());
+    }
+    [
+        "Cannot connect to the Docker daemon",
+        "error during connect",
+    ]
+    .iter()
+    .find_map(|words| error.find(words).map(|at| error[at..].to_string()))
+}
+
+/// Queues the job of an attempt that lost its host again, once: a job that was
+/// itself re-queued is not.
+fn requeue(ws: &crate::Workspace, claimed: &Claimed, host: &str) {
+    let job_id = &claimed.job_id;
+    if let Some(before) = &claimed.lost_host {
+        log::warn!(
+            "job {job_id}: lost host {host} after it was re-queued from host {before}: not re-queued again"
+        );
+        return;
+    }
+    match jobs::requeue_lost(ws, &claimed.task.record.id, host) {
+        Ok(next) => {
+            log::warn!("job {job_id}: lost host {host}; re-queued as job {next} for another host")
+        }
+        Err(e) => log::error!("job {job_id}: lost host {host}; cannot re-queue it: {e}"),
     }
 }
 
@@ -667,6 +724,7 @@ fn run_and_bring_back(
         resume,
         claimed.message.as_deref().filter(|_| resume),
         &ws.root_dir,
+        claimed.host.as_ref().map(|h| &h.target),
         &mut started,
     );
     place.free();

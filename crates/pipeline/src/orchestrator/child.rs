@@ -21,6 +21,7 @@ use serde_json::value::RawValue;
 
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Ending, Invocation, Limits, Stop};
+use agent_runner_sandbox::backend::host::Target;
 
 /// Time the runner gets to clean up after SIGTERM before it is killed.
 const CLEANUP_GRACE: Duration = Duration::from_secs(60);
@@ -58,6 +59,7 @@ pub(crate) fn run(
     resume: bool,
     message: Option<&str>,
     cache_repo: &Path,
+    host: Option<&Target>,
     started: &mut dyn FnMut(u32),
 ) -> Result<ChildRun, String> {
     let mut args = vec!["run", "--json"];
@@ -77,6 +79,11 @@ pub(crate) fn run(
         .env("AGENT_RUNNER_CACHE_REPO", &cache_repo.display().to_string())
         .stderr_to(stderr_log)
         .die_with_parent();
+    // Its sandbox starts on its host: every docker call it makes goes there.
+    let invocation = match host {
+        Some(target) => target.apply(invocation),
+        None => invocation,
+    };
     let limits = Limits {
         wall: None,
         idle: None,
@@ -183,6 +190,7 @@ mod tests {
             false,
             None,
             &dir,
+            None,
             &mut |p| pid = p,
         )
         .unwrap();

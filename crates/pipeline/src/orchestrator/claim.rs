@@ -160,6 +160,8 @@ impl Claimer {
                 try_of: job.try_of,
                 message: job.message,
                 restart: job.restart,
+                lost_host: job.lost_host,
+                host: None,
             }));
         }
         Ok(None)

@@ -334,6 +334,7 @@ fn judged(
         try_of: None,
         tries: None,
         message: None,
+        host: None,
     };
     match winner {
         Some(w) => {

@@ -21,6 +21,7 @@ pub(crate) mod claim;
 pub(crate) mod judge;
 pub(crate) mod judgement;
 pub mod orchestrate;
+pub(crate) mod placement;
 pub(crate) mod presence;
 pub(crate) mod recording;
 pub(crate) mod recovery;

@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::attempt::{self, Place, Setup};
+use super::placement::Pool;
 use super::presence::Presence;
 use super::spend_limit::{SpendLimit, Spent};
 use super::{claim, recovery};
@@ -19,6 +20,7 @@ use crate::clones::{self, leftover};
 use crate::store::defaults::Isolation;
 use crate::store::task_file::AttemptStatus;
 use agent_runner_core::interrupt::Interrupt;
+use agent_runner_sandbox::backend::host::HostSpec;
 
 /// How often the queue is looked at when nothing happens (SPEC: ≤ 200 ms).
 pub(crate) const POLL: Duration = Duration::from_millis(100);
@@ -27,14 +29,14 @@ const RECOVERY_INTERVAL: Duration = Duration::from_secs(5);
 
 /// What an attempt's thread tells the main loop.
 enum Report {
-    /// Its runner has ended: its `--jobs` place is free.
-    PlaceFree,
+    /// Its runner has ended: its place (a slot of this host) is free.
+    PlaceFree(usize),
     /// It is recorded, with this status and spend.
     Finished(attempt::Finished),
 }
 
 /// `orchestrate` options.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// Attempts at once (≥ 1).
     pub jobs: usize,
@@ -42,6 +44,8 @@ pub struct Options {
     pub once: bool,
     /// Claim nothing more once the finished attempts spent this much.
     pub limit: SpendLimit,
+    /// `--host`: the Docker hosts (SPEC §22), over the workspace's `hosts`.
+    pub hosts: Vec<HostSpec>,
 }
 
 /// How a run of the orchestrator ended (the command's exit code says it).
@@ -57,11 +61,39 @@ pub enum Ended {
 
 /// Runs the orchestrator until the queue is done (`once`) or a signal.
 pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) -> Ended {
-    let wants_clones = options.jobs > 1 || ws.defaults.isolation == Some(Isolation::Clone);
+    let hosts = if options.hosts.is_empty() {
+        // Checked when the defaults were set; read again in case workspace.json was edited.
+        match ws.defaults.hosts() {
+            Ok(hosts) => hosts,
+            Err(e) => {
+                log::error!("workspace defaults: {e}");
+                return Ended::Failed;
+            }
+        }
+    } else {
+        options.hosts.clone()
+    };
+    let mut pool = if hosts.is_empty() {
+        Pool::local(options.jobs)
+    } else {
+        let pool = Pool::of(hosts);
+        sweep_hosts(&ws, &options.hosts, &pool);
+        pool
+    };
+    // On hosts an attempt always runs in a clone: a lost host's attempt leaves
+    // nothing in the working tree.
+    let wants_clones =
+        pool.capacity() > 1 || pool.is_named() || ws.defaults.isolation == Some(Isolation::Clone);
     let (isolated, limit) = if !wants_clones {
         (false, 1)
     } else if clones::is_git_root(&ws.root_dir) {
-        (true, options.jobs.max(1))
+        (true, pool.capacity())
+    } else if pool.is_named() {
+        log::error!(
+            "{} is not the top of a git work tree: attempts on hosts run in clones",
+            ws.root_dir.display()
+        );
+        return Ended::Failed;
     } else {
         log::warn!(
             "{} is not the top of a git work tree: attempts run one at a time, in it",
@@ -118,14 +150,23 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
     let mut spent = Spent::default();
     // Why no more jobs are claimed, once a spend limit is reached.
     let mut spent_out: Option<String> = None;
+    // A claimed job that waits for a host other than the one it lost.
+    let mut waiting: Option<attempt::Claimed> = None;
     let mut note = |report: Report,
+                    pool: &mut Pool,
                     active: &mut usize,
                     placed: &mut usize,
                     failures: &mut usize,
                     spent_out: &mut Option<String>| match report {
-        Report::PlaceFree => *placed -= 1,
+        Report::PlaceFree(host) => {
+            *placed -= 1;
+            pool.give_back(host);
+        }
         Report::Finished(finished) => {
             *active -= 1;
+            if let Some(host) = finished.lost_host {
+                pool.lost(host);
+            }
             if finished.status == AttemptStatus::Failed {
                 *failures += 1;
             }
@@ -150,17 +191,37 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         // With a spend limit, an attempt whose runner has ended is counted before
         // the next claim (it is being recorded: its usage is known in a moment).
         let counting = options.limit != SpendLimit::default() && active > placed;
-        while placed < limit && !interrupt.is_set() && spent_out.is_none() && !counting {
-            match claimer.next(&ws, &mut failures) {
-                Ok(Some(claimed)) => {
+        pool.recheck();
+        while placed < limit
+            && pool.free() > 0
+            && !interrupt.is_set()
+            && spent_out.is_none()
+            && !counting
+        {
+            let next = match waiting.take() {
+                Some(claimed) => Ok(Some(claimed)),
+                None => claimer.next(&ws, &mut failures),
+            };
+            match next {
+                Ok(Some(mut claimed)) => {
                     last_error.clear();
+                    let Some(host) = pool.take(claimed.lost_host.as_deref()) else {
+                        // Only the host it lost is free: it waits for another.
+                        waiting = Some(claimed);
+                        break;
+                    };
+                    let index = host.index;
+                    if pool.is_named() {
+                        log::info!("job {}: placed on host {}", claimed.job_id, host.name);
+                        claimed.host = Some(host);
+                    }
                     active += 1;
                     placed += 1;
                     let (setup, done) = (setup.clone(), done.clone());
                     let place = {
                         let done = done.clone();
                         Place::new(move || {
-                            let _ = done.send(Report::PlaceFree);
+                            let _ = done.send(Report::PlaceFree(index));
                         })
                     };
                     let spawned = std::thread::Builder::new()
@@ -195,12 +256,13 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
             }
         }
         // Spent: nothing more will be claimed, so there is nothing to wait for.
-        if (options.once || spent_out.is_some()) && active == 0 {
+        if (options.once || spent_out.is_some()) && active == 0 && waiting.is_none() {
             break;
         }
         match finished.recv_timeout(POLL) {
             Ok(report) => note(
                 report,
+                &mut pool,
                 &mut active,
                 &mut placed,
                 &mut failures,
@@ -212,6 +274,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         while let Ok(report) = finished.try_recv() {
             note(
                 report,
+                &mut pool,
                 &mut active,
                 &mut placed,
                 &mut failures,
@@ -230,6 +293,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         match finished.recv() {
             Ok(report) => note(
                 report,
+                &mut pool,
                 &mut active,
                 &mut placed,
                 &mut failures,
@@ -253,5 +317,20 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         Ended::Failed
     } else {
         Ended::Succeeded
+    }
+}
+
+/// At start, each host's leftovers of agent-runner whose owner is gone or whose
+/// expiry passed are removed (`backend::sweep`, by label only).
+fn sweep_hosts(_ws: &Workspace, _flags: &[HostSpec], pool: &Pool) {
+    for (name, target) in pool.healthy_targets() {
+        let removed = agent_runner_sandbox::backend::sweep::sweep_host(&target);
+        if !removed.is_empty() {
+            log::info!(
+                "host {name}: removed {} leftover(s): {}",
+                removed.len(),
+                removed.join(", ")
+            );
+        }
     }
 }

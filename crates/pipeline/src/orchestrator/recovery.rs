@@ -142,6 +142,7 @@ fn settle(
         try_of: job.try_of.clone(),
         tries: None,
         message: job.message.clone(),
+        host: None,
     };
     match recording::record(ws, &attempt) {
         Ok(path) => {

@@ -57,6 +57,10 @@ pub struct Job {
     /// (`task approve --criteria`), in the same clone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) restart: bool,
+    /// A job re-queued because its attempt lost this host (SPEC §22): it goes to
+    /// another host, and is not re-queued again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) lost_host: Option<String>,
 }
 
 /// How a job goes on from an earlier one (`enqueue_continuing`).
@@ -99,6 +103,32 @@ pub(crate) fn enqueue_continuing(
         clone_job: continuing.clone_job,
         message: continuing.message,
         restart: continuing.restart,
+        lost_host: None,
+    };
+    let path = ws.queue_dir().join(format!("{job_id}.json"));
+    let json = serde_json::to_vec(&job).unwrap_or_default();
+    atomic::write(&path, &json).map_err(PipelineError::io("write", path))?;
+    Ok(job_id)
+}
+
+/// Writes a job for `task_id` again, after its attempt lost host `host`: placed
+/// elsewhere, and never re-queued a second time.
+pub(crate) fn requeue_lost(
+    ws: &Workspace,
+    task_id: &str,
+    host: &str,
+) -> Result<String, PipelineError> {
+    let job_id = id::new_job_id();
+    let job = Job {
+        workspace_id: ws.id.clone(),
+        task_id: task_id.to_string(),
+        created_at: Timestamp::now().to_string(),
+        resume_from: None,
+        clone_job: None,
+        try_of: None,
+        message: None,
+        restart: false,
+        lost_host: Some(host.to_string()),
     };
     let path = ws.queue_dir().join(format!("{job_id}.json"));
     let json = serde_json::to_vec(&job).unwrap_or_default();
@@ -124,6 +154,7 @@ pub(crate) fn enqueue_tries(
             try_of: Some(try_of),
             message: None,
             restart: false,
+            lost_host: None,
         };
         let path = ws.queue_dir().join(format!("{job_id}.json"));
         let json = serde_json::to_vec(&job).unwrap_or_default();

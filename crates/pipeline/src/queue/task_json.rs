@@ -72,6 +72,8 @@ pub(crate) struct AttemptBrief<'a> {
     pub(crate) usage: Option<&'a Account>,
     pub(crate) builder_usage: Option<&'a ModelUsage>,
     pub(crate) budget: Option<&'a Value>,
+    /// The Docker host it ran on (SPEC §22); null without hosts.
+    pub(crate) host: Option<&'a str>,
 }
 
 impl<'a> TaskList<'a> {
@@ -116,6 +118,7 @@ impl<'a> AttemptBrief<'a> {
             usage: a.usage.as_ref(),
             builder_usage: a.builder_usage.as_ref(),
             budget: a.budget.as_ref(),
+            host: a.host.as_deref(),
         }
     }
 }

@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use super::pinned_test::{self, PinnedTest};
 use crate::PipelineError;
+use agent_runner_sandbox::backend::host::{HostSpec, check_pool};
 
 /// The model the check of the defaults puts where the Task Builder will choose one.
 const PLACEHOLDER: &str = "placeholder";
@@ -49,6 +50,24 @@ pub struct Defaults {
     /// How many tries `task run` makes of a task unless `--tries` says (SPEC §23).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) tries: Option<u32>,
+    /// The Docker hosts attempts are placed on (SPEC §22); none: the local daemon.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) hosts: Vec<HostEntry>,
+}
+
+/// `defaults.hosts[i]`: a Docker host by name, its daemon (a URL or a docker
+/// context) and how many attempts it runs at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HostEntry {
+    pub(crate) name: String,
+    pub(crate) docker: String,
+    #[serde(default = "one")]
+    pub(crate) slots: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// `defaults.task`: what every task of the workspace gets.
@@ -188,6 +207,7 @@ impl Defaults {
         for (index, notifier) in self.notify.iter().enumerate() {
             notifier.check(index)?;
         }
+        self.hosts()?;
         if let Some(setup) = self.setup() {
             check_setup(setup)?;
         }
@@ -215,6 +235,24 @@ impl Defaults {
             }
         }
         Ok(())
+    }
+
+    /// `defaults.hosts`, checked: field paths in the error.
+    pub fn hosts(&self) -> Result<Vec<HostSpec>, String> {
+        let hosts = self
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| HostSpec::new(&format!("hosts[{i}]"), &h.name, &h.docker, h.slots))
+            .collect::<Result<Vec<_>, _>>()?;
+        check_pool(&hosts, |i| format!("hosts[{i}]"))?;
+        Ok(hosts)
+    }
+
+    /// `runner.worker.docker_image`, if the defaults name one.
+    pub fn worker_image(&self) -> Option<String> {
+        let image = self.runner.as_ref()?.get("worker")?.get("docker_image")?;
+        image.as_str().map(str::to_string)
     }
 
     /// `defaults.task.setup`, if any.

@@ -120,6 +120,9 @@ pub struct Attempt {
     /// why the plan before was rejected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The Docker host it ran on (SPEC §22), when the orchestrator had hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// `T` if the value is one, else None (never an error).
@@ -542,6 +545,7 @@ pub(crate) mod tests {
             try_of: None,
             tries: None,
             message: None,
+            host: None,
         }
     }
 

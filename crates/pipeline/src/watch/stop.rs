@@ -203,6 +203,7 @@ fn cancel(ws: &Workspace, task_id: &str, job_id: &str) -> Result<Option<Stopped>
         try_of: job.try_of,
         tries: None,
         message: job.message.clone(),
+        host: None,
     };
     recording::record(ws, &attempt)?;
     Ok(Some(Stopped::Cancelled {

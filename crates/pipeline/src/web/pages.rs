@@ -563,11 +563,16 @@ fn attempts(out: &mut String, app: &App, task: &TaskView) {
     for (n, a) in task.attempts.iter().enumerate().rev() {
         let _ = write!(
             out,
-            "<tr><td class=\"n\">{}</td><td>{}<div class=\"id\">{} · job {}</div></td><td><span class=\"{}\">{}</span></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"error\">",
+            "<tr><td class=\"n\">{}</td><td>{}<div class=\"id\">{} · job {}{}</div></td><td><span class=\"{}\">{}</span></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"error\">",
             n + 1,
             text(&short(&a.started_at)),
             text(&a.attempt_id),
             text(&a.job_id),
+            // The Docker host it ran on (SPEC §22).
+            a.host.as_deref().map_or(String::new(), |h| format!(
+                " · host <span class=\"host\">{}</span>",
+                text(h)
+            )),
             status_class(a.status.as_str()),
             a.status.as_str(),
             duration(a.duration_ms),

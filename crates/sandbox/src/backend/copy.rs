@@ -64,11 +64,21 @@ pub fn chosen(setting: Option<TransportChoice>, endpoint: Option<&Endpoint>) -> 
     }
 }
 
+/// Where a run whose branch is checked out keeps its work's bundle: in its private
+/// directory (`<repo>/.agent-runner`), by task.
+pub fn kept_bundle(private_dir: &Path, task_id: &str) -> PathBuf {
+    private_dir.join(format!("work-{task_id}.bundle"))
+}
+
 /// What `finish` did with the work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BroughtBack {
     /// The branch is set to the commit.
     Branch { name: String, commit: String },
+    /// The branch is checked out in the repository, so it is left as it is and the
+    /// work as a checked bundle beside it (`kept_bundle`): in a pipeline's clone,
+    /// whose branch is checked out, the orchestrator lands it from there.
+    Kept { bundle: PathBuf, commit: String },
     /// The worker left nothing: no branch.
     Unchanged,
     /// Why the work could not be brought back.
@@ -81,6 +91,11 @@ impl std::fmt::Display for BroughtBack {
             BroughtBack::Branch { name, commit } => {
                 write!(f, "the work is on the branch {name} ({commit})")
             }
+            BroughtBack::Kept { bundle, commit } => write!(
+                f,
+                "the branch is checked out here, so the work ({commit}) is left as the bundle {} (`git fetch` it)",
+                bundle.display()
+            ),
             BroughtBack::Unchanged => write!(f, "the worker changed nothing: no branch made"),
             BroughtBack::Failed(why) => write!(f, "the work could not be brought back: {why}"),
         }
@@ -262,8 +277,12 @@ impl Copy {
             "unchanged" => BroughtBack::Unchanged,
             "bundled" if landing::is_object_id(rest) => {
                 match self.read_out(out, rest, &branch, base) {
-                    Ok(()) => BroughtBack::Branch {
+                    Ok(None) => BroughtBack::Branch {
                         name: branch,
+                        commit: rest.to_string(),
+                    },
+                    Ok(Some(bundle)) => BroughtBack::Kept {
+                        bundle,
                         commit: rest.to_string(),
                     },
                     Err(e) => BroughtBack::Failed(e),
@@ -311,8 +330,15 @@ impl Copy {
         spec
     }
 
-    /// The bundle out of volume `out`, then landed.
-    fn read_out(&self, out: &str, commit: &str, branch: &str, base: &str) -> Result<(), String> {
+    /// The bundle out of volume `out`, then landed; or, the branch checked out in
+    /// the repository, checked and kept beside it (its path).
+    fn read_out(
+        &self,
+        out: &str,
+        commit: &str,
+        branch: &str,
+        base: &str,
+    ) -> Result<Option<PathBuf>, String> {
         let carrier = Carrier::create(out, "/out", &self.labels(), self.interrupt)
             .map_err(|e| e.to_string())?;
         let path = self.scratch.join("work.bundle");
@@ -322,6 +348,7 @@ impl Copy {
         drop(carrier);
         let (file, _) = agent_runner_core::fs::read::open_regular(&path, MAX_BUNDLE)
             .map_err(|e| format!("cannot take the bundle: {e}"))?;
+        let keep = landing::checked_out(&self.repo, branch)?;
         landing::land(
             &self.repo,
             file,
@@ -329,8 +356,19 @@ impl Copy {
             branch,
             base,
             &self.scratch,
+            keep,
             self.interrupt,
-        )
+        )?;
+        if !keep {
+            return Ok(None);
+        }
+        let kept = kept_bundle(
+            self.scratch.parent().unwrap_or(&self.scratch),
+            &self.task_id,
+        );
+        std::fs::rename(&path, &kept)
+            .map_err(|e| format!("cannot keep the bundle at {}: {e}", kept.display()))?;
+        Ok(Some(kept))
     }
 
     fn clean_up(&mut self) {

@@ -435,7 +435,7 @@ impl Watchdog {
         }
         let docker = process::program::resolve("docker")
             .map_err(|e| BackendError::CliMissing(format!("docker: {e}")))?;
-        let invocation = Invocation::new("sh").args([
+        let invocation = docker_cli::aim_invocation(Invocation::new("sh")).args([
             "-c",
             WATCHDOG_SCRIPT,
             "agent-runner-watchdog",

@@ -26,9 +26,36 @@ pub struct Output {
     pub stderr: String,
 }
 
-/// The docker CLI, ready for its arguments.
+/// The host this process's docker calls go to (`runner.sandbox.host`), once set.
+static AIMED: std::sync::OnceLock<super::host::Target> = std::sync::OnceLock::new();
+
+/// Aims every docker call of this process at `target` (`runner.sandbox.host`, SPEC
+/// §22), over DOCKER_HOST and the current context; set once, before the first call.
+pub fn aim(target: super::host::Target) -> Result<(), String> {
+    let wanted = target.clone();
+    AIMED.set(target).or_else(|_| match AIMED.get() {
+        Some(set) if *set == wanted => Ok(()),
+        _ => Err("the docker host of this process is set already".into()),
+    })
+}
+
+/// The host `aim` set, if any.
+pub fn aimed() -> Option<&'static super::host::Target> {
+    AIMED.get()
+}
+
+/// The docker CLI, ready for its arguments (aimed at the host `aim` set).
 pub(crate) fn command() -> Invocation {
-    Invocation::new("docker")
+    aim_invocation(Invocation::new("docker"))
+}
+
+/// `invocation` (one that runs docker, directly or through a script) aimed at the
+/// host `aim` set.
+pub(crate) fn aim_invocation(invocation: Invocation) -> Invocation {
+    match AIMED.get() {
+        Some(target) => target.apply(invocation),
+        None => invocation,
+    }
 }
 
 /// Runs `docker <args>` for at most `deadline` (an `interrupt` ends it sooner); its
@@ -168,7 +195,7 @@ pub(crate) fn mount_spec(source: &Path, target: &str, readonly: bool) -> String 
 
 /// The last `n` non-empty lines of `text`, joined with " / ", control characters
 /// shown escaped.
-pub(crate) fn last_lines(text: &str, n: usize) -> String {
+pub fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)

@@ -28,6 +28,8 @@ pub enum Source {
     Default,
     DockerHost,
     Context(String),
+    /// `runner.sandbox.host`.
+    SandboxHost,
 }
 
 impl std::fmt::Display for Endpoint {
@@ -35,6 +37,9 @@ impl std::fmt::Display for Endpoint {
         match &self.source {
             Source::Default => write!(f, "the local docker daemon ({})", self.url),
             Source::DockerHost => write!(f, "the docker daemon at DOCKER_HOST={}", self.url),
+            Source::SandboxHost => {
+                write!(f, "the docker daemon at runner.sandbox.host {}", self.url)
+            }
             Source::Context(name) => {
                 write!(
                     f,
@@ -52,14 +57,24 @@ impl Endpoint {
     /// context inspect`), else the local default (no call made).
     pub fn current(deadline: Duration) -> Result<Endpoint, BackendError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        if let Some(url) = var("DOCKER_HOST") {
+        // `runner.sandbox.host` wins over the environment (`docker_cli::aim`).
+        let aimed = super::docker_cli::aimed();
+        if let Some(super::host::Target::Url(url)) = aimed {
+            return Ok(Endpoint {
+                url: url.clone(),
+                source: Source::SandboxHost,
+                tls: var("DOCKER_TLS_VERIFY").is_some(),
+            });
+        }
+        let context_aimed = aimed.is_some();
+        if let Some(url) = var("DOCKER_HOST").filter(|_| !context_aimed) {
             return Ok(Endpoint {
                 url,
                 source: Source::DockerHost,
                 tls: var("DOCKER_TLS_VERIFY").is_some(),
             });
         }
-        if var("DOCKER_CONTEXT").is_none() && !has_current_context() {
+        if !context_aimed && var("DOCKER_CONTEXT").is_none() && !has_current_context() {
             return Ok(Endpoint {
                 url: "unix:///var/run/docker.sock".into(),
                 source: Source::Default,
@@ -97,6 +112,7 @@ impl Endpoint {
         }
         let chosen = match &self.source {
             Source::Context(name) => format!("docker context {name:?}"),
+            Source::SandboxHost => "runner.sandbox.host".into(),
             _ => "DOCKER_HOST".into(),
         };
         Some(BackendError::Refused(format!(

@@ -187,7 +187,10 @@ fn small(path: &Path) -> Result<String, String> {
 
 /// Lands `bundle`, which must hold exactly `branch` (`agent-runner/<id>`) at
 /// `commit` on top of `base`, in the user's repository `repo`, checked in a landing
-/// repository under `scratch` (a directory of ours, removed after).
+/// repository under `scratch` (a directory of ours, removed after). With
+/// `check_only` nothing is added to `repo` (its branch is checked out: the caller
+/// keeps the bundle).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn land(
     repo: &Path,
     bundle: File,
@@ -195,6 +198,7 @@ pub(crate) fn land(
     branch: &str,
     base: &str,
     scratch: &Path,
+    check_only: bool,
     interrupt: Interrupt,
 ) -> Result<(), String> {
     let user = UserRepo::open(repo)?;
@@ -205,7 +209,7 @@ pub(crate) fn land(
             "the bundle lists {refs:?}, not {wanted} at {commit}: refused"
         ));
     }
-    if user.head()?.0.as_deref() == Some(wanted.as_str()) {
+    if !check_only && user.head()?.0.as_deref() == Some(wanted.as_str()) {
         return Err(format!(
             "{branch} is checked out in {}: it is left as it is",
             repo.display()
@@ -254,10 +258,23 @@ pub(crate) fn land(
             ));
         }
     }
+    if check_only {
+        let _ = std::fs::remove_dir_all(&landing);
+        return Ok(());
+    }
     user.add_pack(&landing.join("objects/pack"), &hash)?;
     let set = user.set_ref(&wanted, commit);
     let _ = std::fs::remove_dir_all(&landing);
     set
+}
+
+/// Whether `repo` has `branch` or another of agent-runner's branches checked out
+/// (its HEAD read as data): a pipeline's clone (`agent-runner/<id>`, a try's
+/// `-try-<k>`), or a result the user is looking at. The work is then kept as a
+/// bundle, never a branch moved beside the one checked out.
+pub(crate) fn checked_out(repo: &Path, branch: &str) -> Result<bool, String> {
+    let head = UserRepo::open(repo)?.head()?.0.unwrap_or_default();
+    Ok(head == format!("refs/heads/{branch}") || head.starts_with("refs/heads/agent-runner/"))
 }
 
 /// Host git on a repository of ours, none of the user's configuration read.
@@ -436,6 +453,7 @@ mod tests {
             "agent-runner/t",
             &base,
             &dir,
+            false,
             Interrupt::never(),
         )
         .unwrap();
@@ -460,6 +478,7 @@ mod tests {
             "agent-runner/t",
             &base,
             &dir,
+            false,
             Interrupt::never(),
         )
         .unwrap_err();
@@ -523,6 +542,7 @@ mod tests {
             "agent-runner/t",
             &base,
             &dir,
+            false,
             Interrupt::never(),
         )
         .unwrap_err();
@@ -547,6 +567,7 @@ mod tests {
             "agent-runner/t",
             &base,
             &dir,
+            false,
             Interrupt::never(),
         )
         .unwrap_err();
@@ -560,6 +581,7 @@ mod tests {
             "agent-runner/t",
             &base,
             &dir,
+            false,
             Interrupt::never(),
         )
         .unwrap_err();

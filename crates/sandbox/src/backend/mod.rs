@@ -47,6 +47,10 @@
 //!   host directory (`host_dir.rs`) mounted read-only with the proxy's unix socket;
 //!   login files mounted read-only.
 //!
+//! Remote hosts (`host.rs`): a host by name, its daemon a URL or a docker context
+//! carried in every docker call's environment (`Target::apply`); the orchestrator's
+//! placement gives each attempt's runner its host that way.
+//!
 //! Beside them, `tools.rs`: the tools volume of the engine's host (the pinned agents
 //! and the static helper, SPEC §21), which `Backend::tools_volume` has filled on
 //! first use and every sandbox mounts read-only at `/opt/agent-runner`
@@ -62,8 +66,6 @@
 //! containers through the same backend.
 //!
 //! What comes next fits these seams (SPEC §22):
-//! - Remote hosts: a `Docker` per host, whose calls add the host's context
-//!   (`docker_cli::command`).
 //! - Kubernetes (`kubectl.rs`): `start` renders the `Spec` as a Pod (emptyDir for
 //!   volumes, a NetworkPolicy denying all for `Net::Isolated`, `securityContext` for
 //!   the confinement and the user) and holds `kubectl run -i`/`attach` as the
@@ -77,6 +79,7 @@ pub mod docker_cli;
 pub mod endpoint;
 mod error;
 mod git_dir;
+pub mod host;
 mod host_dir;
 pub mod landing;
 pub mod lifeline;

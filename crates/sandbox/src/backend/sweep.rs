@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use super::docker_cli::{call, last_lines, remove_container};
+use super::host::{HEALTH, Target};
 use super::{Backend, Docker};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
@@ -21,6 +22,19 @@ pub(crate) const LABEL_OWNER_START: &str = "agent-runner.owner-start";
 pub(crate) const LABEL_OWNER_HOST: &str = "agent-runner.owner-host";
 pub(crate) const LABEL_OWNER_BOOT: &str = "agent-runner.owner-boot";
 pub(crate) const LABEL_OWNER_PIDNS: &str = "agent-runner.owner-pidns";
+/// Unix seconds after which a container or volume of ours is a leftover whoever
+/// owns it (SPEC §22); the lifeline's helper ends its sandbox then too.
+pub const LABEL_EXPIRES: &str = "agent-runner.expires";
+/// How long a sandbox may live: far beyond any run's bounds.
+pub const LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// The expiry label of something made now that lives at most `within`.
+pub fn expiry_label(within: Duration) -> (&'static str, String) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (LABEL_EXPIRES, (now + within).as_secs().to_string())
+}
 
 /// The owner labels of a container started by `owner`.
 pub fn owner_labels(owner: &Owner) -> [(&'static str, String); 5] {
@@ -150,6 +164,7 @@ fn inspect_format() -> String {
         LABEL_OWNER_HOST,
         LABEL_OWNER_BOOT,
         LABEL_OWNER_PIDNS,
+        LABEL_EXPIRES,
     ];
     let mut format = "{{.Id}}\t{{.Name}}".to_string();
     for label in labels {
@@ -158,12 +173,16 @@ fn inspect_format() -> String {
     format
 }
 
-/// `(id, name)` of an `inspect_format` line whose owner is gone.
+/// `(id, name)` of an `inspect_format` line whose owner is gone or whose expiry
+/// passed.
 fn orphan(line: &str) -> Option<(&str, &str)> {
     let fields: Vec<&str> = line.split('\t').collect();
-    let [id, name, pid, start, host, boot, pidns] = fields[..] else {
+    let [id, name, pid, start, host, boot, pidns, expires] = fields[..] else {
         return None;
     };
+    if expired(expires) {
+        return Some((id, name));
+    }
     let owner = Owner {
         pid: pid.parse().ok()?,
         start_time: start.to_string(),
@@ -174,13 +193,74 @@ fn orphan(line: &str) -> Option<(&str, &str)> {
     owner.is_gone().then_some((id, name))
 }
 
+/// Whether an `agent-runner.expires` value is in the past.
+fn expired(expires: &str) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    expires.parse::<u64>().is_ok_and(|at| at < now)
+}
+
+/// Removes the leftovers on host `target` (SPEC §22): containers and volumes
+/// labelled `agent-runner.task` whose owner is provably gone from this machine or
+/// whose expiry passed. Only ours, by label; their names.
+pub fn sweep_host(target: &Target) -> Vec<String> {
+    let deadline = HEALTH;
+    let call = |args: &[&str]| {
+        target
+            .docker(args, deadline, Interrupt::never())
+            .ok()
+            .filter(|o| o.ok)
+    };
+    let filter = format!("label={LABEL_TASK}");
+    let format = inspect_format();
+    let mut removed = Vec::new();
+    let listed = call(&["ps", "-a", "-q", "--no-trunc", "--filter", &filter]);
+    let ids: Vec<String> = listed
+        .map(|o| o.stdout.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    if !ids.is_empty() {
+        let mut args = vec!["inspect", "--type", "container", "--format", &format];
+        args.extend(ids.iter().map(String::as_str));
+        let out = target.docker(&args, deadline, Interrupt::never());
+        for line in out.map(|o| o.stdout).unwrap_or_default().lines() {
+            if let Some((id, name)) = orphan(line)
+                && call(&["rm", "-f", id]).is_some()
+            {
+                removed.push(name.trim_start_matches('/').to_string());
+            }
+        }
+    }
+    let listed = call(&["volume", "ls", "-q", "--filter", &filter]);
+    let names: Vec<String> = listed
+        .map(|o| o.stdout.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    if !names.is_empty() {
+        // A volume's inspect has .Name, not .Id: the name stands for both.
+        let format = format.replacen("{{.Id}}\t{{.Name}}", "{{.Name}}\t{{.Name}}", 1);
+        let format = format.replace(".Config.Labels", ".Labels");
+        let mut args = vec!["volume", "inspect", "--format", &format];
+        args.extend(names.iter().map(String::as_str));
+        let out = target.docker(&args, deadline, Interrupt::never());
+        for line in out.map(|o| o.stdout).unwrap_or_default().lines() {
+            if let Some((name, _)) = orphan(line)
+                && call(&["volume", "rm", name]).is_some()
+            {
+                removed.push(name.to_string());
+            }
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn line(owner: &Owner) -> String {
         format!(
-            "id1\tname1\t{}\t{}\t{}\t{}\t{}",
+            "id1\tname1\t{}\t{}\t{}\t{}\t{}\t",
             owner.pid, owner.start_time, owner.host, owner.boot_id, owner.pid_namespace
         )
     }
@@ -203,9 +283,13 @@ mod tests {
         assert_eq!(orphan(&line(&other_ns)), None);
         // Labels of an older agent-runner (no boot or namespace): left alone.
         assert_eq!(
-            orphan(&format!("id1\tname1\t{}\t\t{}\t\t", dead.pid, dead.host)),
+            orphan(&format!("id1\tname1\t{}\t\t{}\t\t\t", dead.pid, dead.host)),
             None
         );
+        // Expired: a leftover whoever owns it; not yet expired: the owner decides.
+        assert_eq!(orphan(&format!("{}1", line(&me))), Some(("id1", "name1")));
+        let later = expiry_label(Duration::from_secs(3600)).1;
+        assert_eq!(orphan(&format!("{}{later}", line(&me))), None);
         assert_eq!(orphan("garbage"), None);
     }
 }

@@ -37,7 +37,7 @@ pub const READY: &str = "/opt/agent-runner/ready";
 /// The label on the volume (its digest), the fill's container and the empty image.
 pub const LABEL: &str = "agent-runner.tools";
 /// The empty image the fill's container is created from (never run).
-pub(super) const CARRIER_IMAGE: &str = "agent-runner-tools-carrier:1";
+pub const CARRIER_IMAGE: &str = "agent-runner-tools-carrier:1";
 /// Bumped when the layout changes.
 const LAYOUT: &str = "layout 1";
 

@@ -68,6 +68,7 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
         host,
         problems,
     );
+    let sandbox_host = sandbox_host(runner.sandbox.as_ref(), problems);
     let worker = with_transport(worker, runner.sandbox, problems);
     let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
     let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
@@ -86,6 +87,7 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
         worker: worker?,
         login: login?,
         bounds: bounds?,
+        sandbox_host: sandbox_host?,
     })
 }
 
@@ -179,6 +181,7 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         None => (problems.take(Err(required("runner.worker"))), None),
         Some(raw) => worker(raw, Shape::TaskConfig, meta.as_ref(), host, problems),
     };
+    let sandbox_host = sandbox_host(runner.sandbox.as_ref(), problems);
     let worker = with_transport(worker, runner.sandbox, problems);
     let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
     let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
@@ -199,7 +202,25 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         worker: worker?,
         login: login?,
         bounds: bounds?,
+        sandbox_host: sandbox_host?,
     })
+}
+
+/// `runner.sandbox.host`, checked (a URL docker knows, or a context's name; plain
+/// tcp:// beyond the loopback refused).
+fn sandbox_host(
+    sandbox: Option<&super::raw::RawSandbox>,
+    problems: &mut InputErrors,
+) -> Option<Option<crate::backend::host::Target>> {
+    let Some(host) = sandbox.and_then(|s| s.host.clone()) else {
+        return Some(None);
+    };
+    problems
+        .take(
+            crate::backend::host::Target::parse(&host)
+                .map_err(|e| InputError::new("runner.sandbox.host", e)),
+        )
+        .map(Some)
 }
 
 /// Meta's settings, its model named as Meta's codex will run it: the worker's when

@@ -179,6 +179,8 @@ raw_section! {
 raw_section! {
     /// `runner.sandbox`: where and how the sandbox runs (SPEC §22).
     RawSandbox, SANDBOX {
+        /// The Docker host: a URL (unix://, tcp:// to the loopback, ssh://) or a docker context's name; default: DOCKER_HOST or the current context.
+        host: String = Kind::Text;
         /// How the repository gets in and the work out: copy (default when the docker daemon is not this machine's unix socket; the work comes back as the branch agent-runner/<id>) or bind (default locally: the repository mounted in place).
         transport: String = Kind::Text;
     }

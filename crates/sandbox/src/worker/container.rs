@@ -270,6 +270,8 @@ fn sandbox_spec(
             .into_iter()
             .map(|(label, value)| (label.to_string(), value)),
     );
+    let (label, expires) = crate::backend::sweep::expiry_label(crate::backend::sweep::LIFETIME);
+    labels.push((label.to_string(), expires));
     let mut sandbox = Spec::new(&spec.worker.docker_image, carrier.main(&links));
     sandbox.name = Some(name.to_string());
     sandbox.labels = labels;
