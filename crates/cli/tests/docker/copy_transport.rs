@@ -232,3 +232,52 @@ fn the_sweep_removes_the_volumes_of_dead_owners_only() {
     assert_eq!(left, std::slice::from_ref(&live));
     support::docker::docker_ok(&["volume", "rm", &live]);
 }
+
+#[test]
+fn refs_and_config_a_worker_plants_in_the_copy_stay_there() {
+    let dir = support::Scratch::new("copy-planted");
+    repository(&dir.path);
+    let refs_before = git(&dir.path, &["for-each-ref", "--format=%(refname)"]);
+    let config_before = std::fs::read_to_string(dir.join(".git/config")).unwrap();
+    let id = task_id("planted");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: echo ok > out.txt; git -c user.name=w -c user.email=w@w commit -qam ok; git branch evil; git tag -f planted; git config core.fsmonitor 'touch /tmp/pwned'; ln -s /etc/passwd passwd-link\n@say: done",
+        ),
+        assess(&["AC-1"], "out.txt says ok"),
+    ]);
+    let out = runner(
+        v1_task(&id, &dir.path, &server)
+            .test("grep -qx ok out.txt")
+            .set("runner.sandbox.transport", "copy"),
+    )
+    .output();
+    let branch = format!("agent-runner/{id}");
+    out.code(0)
+        .stdout_has(&format!("the work is on the branch {branch}"));
+    // Only the branch came back: no other ref, no tag, no config.
+    let refs = git(&dir.path, &["for-each-ref", "--format=%(refname)"]);
+    let mut wanted = vec![refs_before, format!("refs/heads/{branch}")];
+    wanted.sort();
+    assert_eq!(refs.lines().collect::<Vec<_>>(), wanted);
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".git/config")).unwrap(),
+        config_before
+    );
+    // A link is a link in the branch, never followed on the way back.
+    let mode = git(&dir.path, &["ls-tree", &branch, "passwd-link"]);
+    assert!(mode.starts_with("120000 "), "{mode}");
+    assert_eq!(
+        git(
+            &dir.path,
+            &["cat-file", "-p", &format!("{branch}:passwd-link")]
+        ),
+        "/etc/passwd"
+    );
+    assert!(
+        !dir.join("passwd-link").exists(),
+        "the working tree was touched"
+    );
+    assert_eq!(leftovers(&[], &id), (vec![], vec![]));
+}
