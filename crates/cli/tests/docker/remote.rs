@@ -12,8 +12,9 @@ use support::fake_openai::FakeOpenAi;
 use support::remote_hosts::{RemoteHost, assert_docker0_intact, hosts, sharing_host};
 use support::task::*;
 
-/// Tests that use the sharing host one at a time: one of them pauses it.
-static SHARING: Mutex<()> = Mutex::new(());
+/// Tests that use the sharing host one at a time: one of them pauses it (the
+/// lifeline's tests take it too).
+pub(super) static SHARING: Mutex<()> = Mutex::new(());
 
 /// A repository at `path` whose out.txt says `says`.
 fn repository(path: &std::path::Path, says: &str) {

@@ -197,7 +197,11 @@ impl Held {
             self.stdin = Some(stdin);
             return None;
         };
-        let Output::Drained { ended, stderr: kept } = &self.output else {
+        let Output::Drained {
+            ended,
+            stderr: kept,
+        } = &self.output
+        else {
             return None;
         };
         if let Ok(mut tail) = kept.lock() {

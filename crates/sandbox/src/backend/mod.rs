@@ -144,6 +144,11 @@ pub trait Backend: Send + Sync {
             "this engine cannot read a container's files from outside".into(),
         ))
     }
+    /// Whether the engine's daemon may be on another machine, where nothing of
+    /// this host can be mounted (the carrier is then the lifeline).
+    fn remote(&self) -> bool {
+        false
+    }
     /// The engine's daemon in words a message can name (`DOCKER_HOST=…`, the
     /// context).
     fn daemon(&self) -> String {

@@ -122,7 +122,10 @@ mod tests {
         ] {
             assert_eq!(read(&frame.encode()), Ok(frame));
         }
-        assert_eq!(Frame::new(CREDIT, 1, 9u32.to_be_bytes().to_vec()).credit(), 9);
+        assert_eq!(
+            Frame::new(CREDIT, 1, 9u32.to_be_bytes().to_vec()).credit(),
+            9
+        );
     }
 
     #[test]

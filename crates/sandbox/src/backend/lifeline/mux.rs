@@ -75,7 +75,11 @@ fn write_down(mut input: impl Write, chunks: &Receiver<Vec<u8>>, closed: &Atomic
         if closed.load(Ordering::SeqCst) || chunk.is_empty() {
             break;
         }
-        if input.write_all(&chunk).and_then(|()| input.flush()).is_err() {
+        if input
+            .write_all(&chunk)
+            .and_then(|()| input.flush())
+            .is_err()
+        {
             break;
         }
     }
@@ -261,7 +265,9 @@ impl Shared {
             DATA => {
                 let mut queue = lock(&channel.queue);
                 if queue.eof {
-                    return Err(Broken::Protocol(format!("data on channel {id} after its end")));
+                    return Err(Broken::Protocol(format!(
+                        "data on channel {id} after its end"
+                    )));
                 }
                 let bytes = queue.bytes.saturating_add(frame.payload.len() as u32);
                 if bytes > WINDOW {
@@ -295,7 +301,9 @@ impl Shared {
 
     fn open(self: &Arc<Self>, id: u16) -> Result<(), Broken> {
         let Some(door) = self.door.clone() else {
-            return Err(Broken::Protocol("a connection, but there is no egress".into()));
+            return Err(Broken::Protocol(
+                "a connection, but there is no egress".into(),
+            ));
         };
         let mut channels = lock(&self.channels);
         if channels[usize::from(id)].is_some() {
@@ -321,7 +329,10 @@ impl Shared {
         channels[usize::from(id)] = Some(channel.clone());
         drop(channels);
         for (name, work) in [
-            ("lifeline-to-sandbox", Shared::to_sandbox as fn(&Arc<Shared>, &Channel)),
+            (
+                "lifeline-to-sandbox",
+                Shared::to_sandbox as fn(&Arc<Shared>, &Channel),
+            ),
             ("lifeline-to-proxy", Shared::to_proxy),
         ] {
             let (shared, serving) = (self.clone(), channel.clone());
@@ -371,7 +382,10 @@ impl Shared {
                 return;
             }
             *lock(&channel.credit) -= n as u32;
-            if !self.down.send(&Frame::new(DATA, channel.id, buffer[..n].to_vec())) {
+            if !self
+                .down
+                .send(&Frame::new(DATA, channel.id, buffer[..n].to_vec()))
+            {
                 return;
             }
         }
@@ -394,7 +408,10 @@ impl Shared {
                         let _ = channel.socket.shutdown(Shutdown::Write);
                         return;
                     }
-                    queue = channel.queued.wait(queue).unwrap_or_else(|e| e.into_inner());
+                    queue = channel
+                        .queued
+                        .wait(queue)
+                        .unwrap_or_else(|e| e.into_inner());
                 }
             };
             if (&channel.socket).write_all(&chunk).is_err() {

@@ -6,7 +6,9 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
-use super::frame::{CHANNELS, CLOSE, CREDIT, DATA, EOF, FILE, FILED, Frame, MAX_DATA, OPEN, WINDOW};
+use super::frame::{
+    CHANNELS, CLOSE, CREDIT, DATA, EOF, FILE, FILED, Frame, MAX_DATA, OPEN, WINDOW,
+};
 use super::mux::{Door, Down, Mux};
 
 /// A mux whose stream's other end is ours: (mux, helper's writing end, helper's
@@ -72,7 +74,10 @@ fn a_channel_reaches_the_door_and_carries_both_ways_then_closes() {
     proxy.write_all(b"HTTP/1.1 200").unwrap();
     let mut credited = 0;
     let frame = next(&mut down, &mut credited);
-    assert_eq!((frame.kind, frame.channel, &frame.payload[..]), (DATA, 5, &b"HTTP/1.1 200"[..]));
+    assert_eq!(
+        (frame.kind, frame.channel, &frame.payload[..]),
+        (DATA, 5, &b"HTTP/1.1 200"[..])
+    );
     // Both directions end: the helper's EOF, the proxy's.
     send(&mut helper, Frame::new(EOF, 5, vec![]));
     proxy.shutdown(std::net::Shutdown::Write).unwrap();
@@ -108,14 +113,21 @@ fn a_slow_connection_does_not_stall_the_others_and_its_window_is_a_bound() {
     // The slow end keeps reading nothing: once its socket is full, what is not
     // credited back reaches the window, and one frame more ends the sandbox.
     let mut sent = WINDOW as u64;
-    while sent < 64 * 1024 * 1024 && helper.write_all(&Frame::new(DATA, 0, chunk.clone()).encode()).is_ok() {
+    while sent < 64 * 1024 * 1024
+        && helper
+            .write_all(&Frame::new(DATA, 0, chunk.clone()).encode())
+            .is_ok()
+    {
         sent += MAX_DATA as u64;
         if mux.fault().is_some() {
             break;
         }
     }
     let fault = wait_fault(&mux);
-    assert!(fault.starts_with("lifeline: ") && fault.contains("window"), "{fault}");
+    assert!(
+        fault.starts_with("lifeline: ") && fault.contains("window"),
+        "{fault}"
+    );
     assert!(ends(&mut down));
 }
 
@@ -126,7 +138,10 @@ fn a_huge_frame_ends_the_sandbox_without_allocating_it() {
     huge[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
     helper.write_all(&huge).unwrap();
     let fault = wait_fault(&mux);
-    assert!(fault.contains("4294967295 bytes (at most 65536)"), "{fault}");
+    assert!(
+        fault.contains("4294967295 bytes (at most 65536)"),
+        "{fault}"
+    );
     assert!(ends(&mut down), "the stream down closed");
 }
 
@@ -150,7 +165,10 @@ fn frames_for_channels_never_opened_out_of_range_or_twice_end_the_sandbox() {
             send(&mut helper, frame.clone());
         }
         let fault = wait_fault(&mux);
-        assert!(fault.starts_with("lifeline: the sandbox broke the protocol"), "{frames:?}: {fault}");
+        assert!(
+            fault.starts_with("lifeline: the sandbox broke the protocol"),
+            "{frames:?}: {fault}"
+        );
         assert!(ends(&mut down));
     }
 }
@@ -184,7 +202,10 @@ fn a_file_is_delivered_as_a_file_frame_and_its_answer_awaited() {
         let frame = Frame::read(&mut down).unwrap();
         send(&mut helper, Frame::new(FILED, 0, vec![]));
         let second = Frame::read(&mut down).unwrap();
-        send(&mut helper, Frame::new(FILED, 0, b"cannot create /x: Read-only".to_vec()));
+        send(
+            &mut helper,
+            Frame::new(FILED, 0, b"cannot create /x: Read-only".to_vec()),
+        );
         (frame, second)
     });
     assert_eq!(mux.deliver("/run/a/login-auth.json", b"{\"k\":1}"), Ok(()));
@@ -197,16 +218,26 @@ fn a_file_is_delivered_as_a_file_frame_and_its_answer_awaited() {
     assert_eq!(&frame.payload[..2], &[0, 22]);
     assert_eq!(&frame.payload[2..24], b"/run/a/login-auth.json");
     assert_eq!(&frame.payload[24..], b"{\"k\":1}");
-    assert!(mux.deliver("/y", &vec![0; MAX_DATA]).unwrap_err().contains("too large"));
+    assert!(
+        mux.deliver("/y", &vec![0; MAX_DATA])
+            .unwrap_err()
+            .contains("too large")
+    );
 }
 
 #[test]
 fn the_carrier_runs_the_helper_from_the_tools_volume_and_maps_delivered_files() {
     use super::super::Carrier;
     let mut link = super::Lifeline::new(None, std::time::UNIX_EPOCH + Duration::from_secs(1000));
-    link.deliver(std::path::Path::new("/h/auth.json"), "/run/agent-runner/auth.json");
+    link.deliver(
+        std::path::Path::new("/h/auth.json"),
+        "/run/agent-runner/auth.json",
+    );
     let main = link.main(&[
-        ("/run/agent-runner/auth.json".into(), ".codex/auth.json".into()),
+        (
+            "/run/agent-runner/auth.json".into(),
+            ".codex/auth.json".into(),
+        ),
         ("/run/agent-runner/session".into(), ".codex/sessions".into()),
     ]);
     assert_eq!(main.entrypoint, "/opt/agent-runner/bin/agent-runner-helper");
@@ -223,7 +254,10 @@ fn the_carrier_runs_the_helper_from_the_tools_volume_and_maps_delivered_files() 
         ]
     );
     assert_eq!(link.mounts(), [], "nothing of this machine is mounted");
-    assert_eq!(link.labels(), [("agent-runner.expires".to_string(), "1000".to_string())]);
+    assert_eq!(
+        link.labels(),
+        [("agent-runner.expires".to_string(), "1000".to_string())]
+    );
     assert!(link.streams());
 }
 
@@ -234,7 +268,9 @@ fn what_came_before_a_close_still_reaches_the_proxy_and_the_close_is_answered() 
     send(&mut helper, Frame::new(DATA, 9, b"last words".to_vec()));
     send(&mut helper, Frame::new(CLOSE, 9, vec![]));
     let mut proxy = doors.recv_timeout(Duration::from_secs(5)).unwrap();
-    proxy.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    proxy
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let mut got = Vec::new();
     proxy.read_to_end(&mut got).unwrap();
     assert_eq!(got, b"last words");
