@@ -3,13 +3,15 @@
 
 100 MiB downloaded by busybox wget inside the sandbox from a server on 127.0.0.2,
 through the egress proxy, timed inside the sandbox (/proc/uptime, 10 ms steps):
-- socket: today's carrier before the lifeline (the bridge and the proxy's unix socket
-  mounted from the host), run by the binary in BENCH_SOCKET_BIN (a release build of
-  the commit before the lifeline); left out when it is not set;
-- lifeline: this build, the local daemon;
-- lifeline over tcp: this build against an emulated remote host (DOCKER_HOST=
+- socket, local: this build on the local daemon, whose egress carrier is the socket
+  (the bridge and the proxy's unix socket mounted from the host);
+- lifeline, local: the lifeline on the local daemon, by the binary in
+  BENCH_LIFELINE_BIN (a build of the commit that made the lifeline the carrier
+  everywhere, 98d5c7d); left out when it is not set;
+- lifeline, tcp host: this build against an emulated remote host (DOCKER_HOST=
   tcp://127.0.0.N:2375, Docker-in-Docker as the tests start one; the repository in a
-  directory the host shares, so the bind transport's locality proof passes).
+  directory the host shares, so the bind transport's locality proof passes), where
+  the carrier is the lifeline.
 Prints MB/s (median of BENCH_RUNS, default 3) and each lifeline figure's ratio to the
 socket's (target >= 0.5).
 """
@@ -27,7 +29,7 @@ import threading
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BIN = os.environ.get("AGENT_RUNNER_BIN", os.path.join(ROOT, "target/release/agent-runner"))
-SOCKET_BIN = os.environ.get("BENCH_SOCKET_BIN")
+LIFELINE_BIN = os.environ.get("BENCH_LIFELINE_BIN")
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 IMAGE = "agent-runner-test-worker:latest"
 HOST_IMAGE = "agent-runner-test-remote-host:1"
@@ -151,14 +153,13 @@ def main():
     try:
         print(f"egress throughput, {SIZE >> 20} MiB from 127.0.0.2 to busybox wget in the sandbox, "
               f"median of {RUNS}:")
-        base = None
-        if SOCKET_BIN:
-            base = figure("socket (before)", [download(SOCKET_BIN, authority, shared)
-                                              for _ in range(RUNS)])
+        base = figure("socket, local", [download(BIN, authority, shared) for _ in range(RUNS)])
+        if LIFELINE_BIN:
+            figure("lifeline, local", [download(LIFELINE_BIN, authority, shared)
+                                       for _ in range(RUNS)], base)
         else:
-            print("  socket (before)        left out: set BENCH_SOCKET_BIN to a build of the "
-                  "commit before the lifeline")
-        figure("lifeline, local", [download(BIN, authority, shared) for _ in range(RUNS)], base)
+            print("  lifeline, local        left out: set BENCH_LIFELINE_BIN to a build of "
+                  "98d5c7d")
         host, url = start_host(shared)
         download(BIN, authority, shared, url)  # fills the host's tools volume
         figure("lifeline, tcp host", [download(BIN, authority, shared, url)

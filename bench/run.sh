@@ -20,15 +20,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash testdata/setup-docker.sh
 cargo build --release --locked --quiet
 python3 bench/bench.py
-# egress.py and flood.py talk to the proxy through its host socket, which only the
-# socket carrier has (the lifeline has none): they run against BENCH_SOCKET_BIN, a
-# build of the commit before the lifeline, when it is set.
-if [ -n "${BENCH_SOCKET_BIN:-}" ]; then
-  AGENT_RUNNER_BIN="$BENCH_SOCKET_BIN" python3 bench/egress.py
-  AGENT_RUNNER_BIN="$BENCH_SOCKET_BIN" python3 bench/flood.py
-else
-  echo "bench: bench/egress.py and bench/flood.py left out: the proxy has no host socket under the lifeline (set BENCH_SOCKET_BIN)" >&2
-fi
+python3 bench/egress.py
+python3 bench/flood.py
 python3 bench/lifeline.py
 python3 bench/hardening.py
 python3 bench/web.py

@@ -7,6 +7,7 @@
 
 use crate::support;
 
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -116,8 +117,8 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
         "egress-basic",
         &format!(
             "env | grep -i _proxy= | sort > proxy-env.out\n\
-             ls -A /run/agent-runner > run-dir.out\n\
-             grep -c egress /proc/mounts > mounts.out\n\
+             touch /run/agent-runner/egress/planted 2>/dev/null; echo $? > ro.rc\n\
+             rm -f /run/agent-runner/egress/proxy.sock /run/agent-runner/egress/bridge 2>/dev/null; echo $? >> ro.rc\n\
              cat /proc/net/dev > netdev.out\n\
              wget -q -O plain.out http://{a}/plain 2> plain.err\n\
              printf 'CONNECT {a} HTTP/1.1\\r\\nHost: {a}\\r\\n\\r\\nGET /tunnel HTTP/1.0\\r\\n\\r\\n' | nc {PROXY} > connect.out\n\
@@ -144,10 +145,13 @@ fn allowed_plain_http_and_connect_reach_their_server_and_nothing_else_goes_out()
         "HTTPS_PROXY=http://127.0.0.1:3128\nHTTP_PROXY=http://127.0.0.1:3128\nNO_PROXY=localhost,127.0.0.1\n\
          http_proxy=http://127.0.0.1:3128\nhttps_proxy=http://127.0.0.1:3128\nno_proxy=localhost,127.0.0.1\n"
     );
-    // Nothing of this machine is mounted for egress: the connections go over the
-    // sandbox's lifeline (its stdio), no socket, no helper directory.
-    assert!(!read(&repo.join("run-dir.out")).contains("egress"));
-    assert_eq!(read(&repo.join("mounts.out")), "0\n");
+    // The proxy's directory is read-only in the container (the requests below went
+    // through the socket the worker tried to remove).
+    let ro: Vec<String> = read(&repo.join("ro.rc"))
+        .lines()
+        .map(String::from)
+        .collect();
+    assert!(ro.iter().all(|rc| rc != "0"), "{ro:?}");
     // Allowed, both ways: plain HTTP in origin form, CONNECT as a tunnel.
     assert_eq!(read(&repo.join("plain.out")), "hello from allowed");
     let connect = read(&repo.join("connect.out"));
@@ -428,8 +432,28 @@ fn sixty_five_connections_at_once_are_bounded_to_sixty_four() {
     assert!(log.len() < 30, "{} lines", log.len());
 }
 
+/// The proxy's directory under `tmp`, once there is one.
+fn proxy_dir(tmp: &Path, within: Duration) -> PathBuf {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(dir) = std::fs::read_dir(tmp).unwrap().flatten().find(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("agent-runner-egress-")
+        }) {
+            return dir.path();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no proxy directory in {}",
+            tmp.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
-fn after_sigkill_the_sandbox_ends_with_its_lifeline_and_nothing_is_left_on_the_host() {
+fn after_sigkill_the_proxy_directory_goes_and_nothing_listens() {
     let s = setup("egress-kill", "true\n");
     let id = task_id("kill");
     let script = s.dir.file(
@@ -443,23 +467,38 @@ fn after_sigkill_the_sandbox_ends_with_its_lifeline_and_nothing_is_left_on_the_h
         .env("HOME", &s.tmp)
         .stdin(yaml.to_string())
         .start();
-    // Time for a first fill of the tools volume on a busy machine.
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let dir = proxy_dir(&s.tmp, Duration::from_secs(60));
+    let socket = dir.join("proxy.sock");
+    let deadline = Instant::now() + Duration::from_secs(60);
     while containers_labelled("agent-runner.task", &id).is_empty() {
         assert!(Instant::now() < deadline, "the container did not start");
         std::thread::sleep(Duration::from_millis(100));
     }
-    // The egress goes over the sandbox's stdio: no directory, no socket here.
-    let made: Vec<String> = std::fs::read_dir(&s.tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("agent-runner-egress-"))
-        .collect();
-    assert!(made.is_empty(), "{made:?}");
+    assert!(
+        UnixStream::connect(&socket).is_ok(),
+        "the proxy listens while the task runs"
+    );
+    let mode = std::fs::metadata(&dir).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o700
+    );
     // SAFETY: kill(2) on our own child.
     assert_eq!(unsafe { libc::kill(running.id() as i32, libc::SIGKILL) }, 0);
     let _ = running.child().wait();
+    assert!(
+        UnixStream::connect(&socket).is_err(),
+        "nothing listens once agent-runner is gone"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while dir.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the watchdog did not remove {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let deadline = Instant::now() + Duration::from_secs(30);
     while !containers_labelled("agent-runner.task", &id).is_empty() {
         assert!(

@@ -1,8 +1,9 @@
 //! The sandbox's lifeline (SPEC §22): the static helper from the tools volume as
-//! the sandbox's main process, its stdio the one stream to agent-runner. Egress
-//! over it locally and on a remote (emulated) host, the agent's login file into the
-//! private tmpfs through it, the sandbox ending when the stream closes or the
-//! expiry passes, and a worker that attacks the helper.
+//! the sandbox's main process, its stdio the one stream to agent-runner; the
+//! carrier with egress on a remote daemon (here the emulated host that shares this
+//! machine's paths, so the bind transport's locality proof passes). Egress over
+//! it, the agent's login file into the private tmpfs through it, the sandbox ending
+//! when the stream closes or the expiry passes, and a worker that kills the helper.
 
 use crate::support;
 
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use support::destination::Destination;
 use support::docker::TEST_IMAGE;
-use support::remote_hosts::sharing_host;
+use support::remote_hosts::{RemoteHost, sharing_host};
 use support::task::assert_no_container;
 use support::task_yaml::TaskYaml;
 use support::{Outcome, Run, Scratch};
@@ -31,7 +32,7 @@ fn meta(dir: &Scratch, prompt: &str) -> std::path::PathBuf {
     let prompt = serde_json::to_string(prompt).unwrap();
     dir.file(
         "meta.yaml",
-        &format!(
+        format!(
             "- type: plan_task\n  acceptance_criteria:\n    - id: AC-1\n      description: x\n\
              - type: next_action\n  decision: {{action: run_worker, reason: go}}\n  worker_call: {{worker_type: codex-cli, mode: exec, prompt: {prompt}}}\n\
              - type: completion_assessment\n  summary: ok\n  details: {{passed_criteria: [AC-1], remaining_risks: []}}\n"
@@ -60,9 +61,13 @@ fn run(yaml: &TaskYaml, home: &Path, docker_host: Option<&str>) -> Outcome {
 
 #[test]
 fn a_chatgpt_login_reaches_the_private_tmpfs_mode_0600_through_the_stream_and_is_never_mounted() {
+    let _one = support::remote_hosts::SHARING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let host = sharing_host();
     let dir = Scratch::new("lifeline-login");
-    let (repo, home) = (dir.join("repo"), dir.join("home"));
-    std::fs::create_dir_all(&repo).unwrap();
+    let repo = shared_repo(host);
+    let home = dir.join("home");
     std::fs::create_dir_all(home.join(".codex")).unwrap();
     let auth = r#"{"tokens": {"access_token": "chatgpt-login-0123456789"}}"#;
     std::fs::write(home.join(".codex/auth.json"), auth).unwrap();
@@ -73,7 +78,7 @@ fn a_chatgpt_login_reaches_the_private_tmpfs_mode_0600_through_the_stream_and_is
          readlink \"$f\" > link.txt; stat -L -c '%a %u' \"$f\" > mode.txt; id -u > uid.txt; \
          grep -c auth /proc/mounts > mounts.txt; grep ' /run/agent-runner/private ' /proc/mounts | cut -d' ' -f3 > fs.txt\n@say: looked",
     );
-    let out = run(&task(&id, &repo, &script), &home, None);
+    let out = run(&task(&id, &repo, &script), &home, Some(&host.url));
     out.code(0).stderr_has("worker run 1/1: completed");
     assert_eq!(read(&repo.join("seen-auth.txt")), auth);
     assert_eq!(
@@ -88,20 +93,40 @@ fn a_chatgpt_login_reaches_the_private_tmpfs_mode_0600_through_the_stream_and_is
         "no mount of the login file"
     );
     assert_eq!(read(&repo.join("fs.txt")), "tmpfs\n");
-    assert_no_container(&id);
+    assert_none_on(host, &id);
+    let _ = std::fs::remove_dir_all(&repo);
+}
+
+/// A new repository in the directory the sharing host sees at the same path.
+fn shared_repo(host: &RemoteHost) -> std::path::PathBuf {
+    let repo = host
+        .shared
+        .as_ref()
+        .unwrap()
+        .join(format!("repo-lifeline-{}", support::short_id()));
+    std::fs::create_dir_all(&repo).unwrap();
+    repo
+}
+
+/// Nothing of task `id` is left on `host`.
+fn assert_none_on(host: &RemoteHost, id: &str) {
+    let filter = format!("label=agent-runner.task={id}");
+    let left = host.docker_ok(&["ps", "-a", "--filter", &filter, "-q"]);
+    assert!(left.trim().is_empty(), "left on the host: {left}");
 }
 
 #[test]
 fn egress_over_the_lifeline_is_allowed_and_denied_on_a_remote_host_with_nothing_of_this_machine_mounted()
  {
+    let _one = support::remote_hosts::SHARING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let host = sharing_host();
-    let shared = host.shared.as_ref().unwrap();
     let allowed = Destination::start("allowed", "127.0.0.2");
     let denied = Destination::start("denied", "127.0.0.3");
     let (a, d) = (allowed.authority(), denied.authority());
     let dir = Scratch::new("lifeline-remote");
-    let repo = shared.join(format!("repo-lifeline-{}", support::short_id()));
-    std::fs::create_dir_all(&repo).unwrap();
+    let repo = shared_repo(host);
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     let id = task_id("remote");
@@ -130,18 +155,7 @@ fn egress_over_the_lifeline_is_allowed_and_denied_on_a_remote_host_with_nothing_
         log.contains("\"allowed\":true") && log.contains("\"allowed\":false"),
         "{log}"
     );
-    assert!(
-        host.docker_ok(&[
-            "ps",
-            "-a",
-            "--filter",
-            &format!("label=agent-runner.task={id}"),
-            "-q"
-        ])
-        .trim()
-        .is_empty(),
-        "nothing left on the host"
-    );
+    assert_none_on(host, &id);
     let _ = std::fs::remove_dir_all(&repo);
 }
 
@@ -249,18 +263,23 @@ fn the_sandbox_ends_when_its_expiry_passes_though_the_stream_stays_open() {
 
 #[test]
 fn a_worker_that_kills_the_helper_ends_its_sandbox_and_the_task_says_so() {
+    let _one = support::remote_hosts::SHARING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let host = sharing_host();
     let dir = Scratch::new("lifeline-kill");
-    let (repo, home) = (dir.join("repo"), dir.join("home"));
-    std::fs::create_dir_all(&repo).unwrap();
+    let repo = shared_repo(host);
+    let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     let id = task_id("kill");
     let script = meta(
         &dir,
         "@run: for p in /proc/[0-9]*; do case \"$(cat $p/cmdline 2>/dev/null | tr '\\0' ' ')\" in *agent-runner-helper\\ lifeline*) kill -9 ${p#/proc/};; esac; done; sleep 2\n@say: killed",
     );
-    let out = run(&task(&id, &repo, &script), &home, None);
+    let out = run(&task(&id, &repo, &script), &home, Some(&host.url));
     assert_ne!(out.code, Some(0), "{}", out.stderr);
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
-    assert!(read(&repo.join(format!(".agent-runner/task-{id}.md"))).len() > 0);
-    assert_no_container(&id);
+    assert!(!read(&repo.join(format!(".agent-runner/task-{id}.md"))).is_empty());
+    assert_none_on(host, &id);
+    let _ = std::fs::remove_dir_all(&repo);
 }

@@ -217,6 +217,10 @@ impl Backend for Docker {
         read
     }
 
+    fn remote(&self) -> bool {
+        self.endpoint().is_ok_and(Endpoint::is_remote)
+    }
+
     fn daemon(&self) -> String {
         match self.endpoint.get() {
             Some(Ok(endpoint)) => endpoint.to_string(),
@@ -489,6 +493,10 @@ fn run_args(spec: &Spec) -> Vec<String> {
     };
     if let Some(name) = &spec.name {
         args.extend(["--name".into(), name.clone()]);
+    }
+    if spec.stream {
+        // The stream is ours alone: the engine keeps no log of what goes up it.
+        args.extend(["--log-driver".into(), "none".into()]);
     }
     for (label, value) in &spec.labels {
         args.extend(["--label".into(), format!("{label}={value}")]);

@@ -103,6 +103,13 @@ impl Endpoint {
         })
     }
 
+    /// Whether the daemon is on another machine as far as files go: anything but a
+    /// unix socket (a tcp:// or ssh:// daemon may run anywhere, even behind the
+    /// loopback, as the emulated hosts of the tests do).
+    pub fn is_remote(&self) -> bool {
+        !self.url.starts_with("unix://")
+    }
+
     /// An error when secrets would cross the network in clear: `tcp://` to an
     /// address other than the loopback, without TLS.
     pub fn refusal(&self) -> Option<BackendError> {

@@ -2,8 +2,10 @@
 //! from the tools volume (`helper/lifeline.c`, run as `agent-runner-helper
 //! lifeline`; under `docker run -i --init` tini is PID 1 and the helper its one
 //! child), and its stdin/stdout are the one stream between agent-runner and the
-//! sandbox. Nothing of this machine is mounted, so it works the same on a remote
-//! daemon.
+//! sandbox. Nothing of this machine is mounted, so it works on a remote daemon,
+//! where it is the carrier with egress (`worker::docker`); locally the socket stays,
+//! as `docker run -i`'s stdio carries far less than a unix socket
+//! (`bench/lifeline.py`).
 //!
 //! - Closing the stream ends the sandbox, as the keep-alive's pipe does: the backend
 //!   closes it first when it removes the sandbox (`Down::close`), and the kernel

@@ -37,14 +37,15 @@
 //! - `Carrier`: the link between agent-runner and the running sandbox: its main
 //!   process (the keep-alive that ends it when our pipe closes), the way out to the
 //!   egress proxy, and how host files (the agent's login) reach it. `lifeline.rs`
-//!   (with egress, where the tools volume is): the static helper from the tools
-//!   volume (`helper/lifeline.c`) is the main process and its stdin/stdout one
-//!   framed stream (`Spec::stream`, `Started::stream`, served by `Carrier::attach`):
-//!   the egress connections as channels to the proxy's door (`lifeline/mux.rs`,
-//!   frames read as hostile in `lifeline/frame.rs`), the login files into the
-//!   private tmpfs, the expiry. `socket.rs` otherwise: without egress,
-//!   `keepalive.sh`; with it, the static helper (`helper/bridge.c`) from a private
-//!   host directory (`host_dir.rs`) mounted read-only with the proxy's unix socket;
+//!   (with egress on a remote daemon, `Backend::remote`): the static helper from
+//!   the tools volume (`helper/lifeline.c`) is the main process and its
+//!   stdin/stdout one framed stream (`Spec::stream`, `Started::stream`, served by
+//!   `Carrier::attach`): the egress connections as channels to the proxy's door
+//!   (`lifeline/mux.rs`, frames read as hostile in `lifeline/frame.rs`), the login
+//!   files into the private tmpfs, the expiry. `socket.rs` otherwise (locally its
+//!   egress is far faster): without egress, `keepalive.sh`; with it, the static
+//!   helper (`helper/bridge.c`) from a private host directory (`host_dir.rs`)
+//!   mounted read-only with the proxy's unix socket;
 //!   login files mounted read-only.
 //!
 //! Remote hosts (`host.rs`): a host by name, its daemon a URL or a docker context
@@ -151,6 +152,11 @@ pub trait Backend: Send + Sync {
         Err(BackendError::Io(
             "this engine cannot read a container's files from outside".into(),
         ))
+    }
+    /// Whether the engine's daemon may be on another machine, where nothing of
+    /// this host can be mounted (the carrier is then the lifeline).
+    fn remote(&self) -> bool {
+        false
     }
     /// The engine's daemon in words a message can name (`DOCKER_HOST=…`, the
     /// context).

@@ -7,13 +7,12 @@
 //! - `rules`: allow entries and how they match. The list a task gets when it names
 //!   none (the worker's auth mode, its configured base URLs) is a task setting's
 //!   default: `task::default_allow`.
-//! - The way in is the sandbox's carrier (`backend::Carrier`): the lifeline
-//!   (`backend::lifeline`), whose helper listens on 127.0.0.1:`PORT` inside and
-//!   carries each connection over the sandbox's stdio to the proxy's `door`; or,
-//!   where the tools volume is missing, a socket in a private host directory,
-//!   mounted read-only into the container together with the helper that bridges
-//!   127.0.0.1:`PORT` to it (`backend::socket`), whose listener `Egress::start`
-//!   takes. Worker and test runs get the proxy
+//! - The way in is the sandbox's carrier (`backend::Carrier`): locally a socket in a
+//!   private host directory, mounted read-only into the container together with the
+//!   helper that bridges 127.0.0.1:`PORT` inside to it (`backend::socket`), whose
+//!   listener `Egress::start` takes; on a remote daemon the lifeline
+//!   (`backend::lifeline`), whose helper carries each connection over the sandbox's
+//!   stdio to the proxy's `door`. Worker and test runs get the proxy
 //!   variables (`variables`).
 //! - Each connection, in `proxy`: `request` reads the head → `policy` decides
 //!   (`rules`, names resolved here, `address` classes) → 403 or 502, or connect and

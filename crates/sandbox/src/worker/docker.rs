@@ -477,9 +477,10 @@ impl DockerSandbox {
 
     /// Opens the carrier if it is not, with the files it delivers; with the network
     /// `allowlist`, starts the egress proxy, which the carrier's connections reach.
-    /// The carrier is the lifeline (`backend::lifeline`) when the helper is there
-    /// to be it (the tools volume) and egress or the copy transport needs it, else
-    /// the socket and keep-alive.
+    /// The carrier is the lifeline (`backend::lifeline`, the helper from the tools
+    /// volume) where no host path can be mounted: egress on a remote daemon, or the
+    /// copy transport; else the socket and keep-alive, which carries egress far
+    /// faster than `docker run -i`'s stdio can (bench/lifeline.py).
     fn open_carrier(&mut self) -> Result<(), SandboxError> {
         if self.carrier.is_some() {
             return Ok(());
@@ -490,7 +491,8 @@ impl DockerSandbox {
             }
         }
         let egress = self.spec.worker.network == Network::Allowlist;
-        let lifeline = (egress || self.copies) && self.spec.tools.is_some();
+        let lifeline =
+            self.spec.tools.is_some() && (self.copies || (egress && self.backend.remote()));
         let cannot =
             |e: std::io::Error| SandboxError::Io(format!("cannot start the egress proxy: {e}"));
         let (socket, listener) = match lifeline {
