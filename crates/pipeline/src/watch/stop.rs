@@ -206,6 +206,15 @@ fn cancel(ws: &Workspace, task_id: &str, job_id: &str) -> Result<Option<Stopped>
         host: None,
     };
     recording::record(ws, &attempt)?;
+    // A cancelled try may be the last of its group to end: the group is judged.
+    if let Some(try_of) = &attempt.try_of {
+        crate::orchestrator::judgement::after_try(
+            ws,
+            task_id,
+            try_of,
+            agent_runner_core::interrupt::Interrupt::never(),
+        );
+    }
     Ok(Some(Stopped::Cancelled {
         job_id: job_id.to_string(),
     }))
