@@ -206,21 +206,12 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
     })
 }
 
-/// `runner.sandbox.host`, checked (a URL docker knows, or a context's name; plain
-/// tcp:// beyond the loopback refused).
+/// `runner.sandbox.host` as written.
 fn sandbox_host(
     sandbox: Option<&super::raw::RawSandbox>,
-    problems: &mut InputErrors,
-) -> Option<Option<crate::backend::host::Target>> {
-    let Some(host) = sandbox.and_then(|s| s.host.clone()) else {
-        return Some(None);
-    };
-    problems
-        .take(
-            crate::backend::host::Target::parse(&host)
-                .map_err(|e| InputError::new("runner.sandbox.host", e)),
-        )
-        .map(Some)
+    _problems: &mut InputErrors,
+) -> Option<Option<String>> {
+    Some(sandbox.and_then(|s| s.host.clone()))
 }
 
 /// Meta's settings, its model named as Meta's codex will run it: the worker's when

@@ -110,9 +110,10 @@ pub struct Task {
     pub login: Login,
     /// Prices, the budget and the no-progress stop (SPEC §15).
     pub bounds: Bounds,
-    /// `runner.sandbox.host`: the Docker host every docker call of the run goes to
-    /// (SPEC §22); None: the environment's.
-    pub sandbox_host: Option<crate::backend::host::Target>,
+    /// `runner.sandbox.host` as written: the Docker host every docker call of the
+    /// run goes to (SPEC §22), checked by `backend::host::Target::parse` where the
+    /// run starts; None: the environment's.
+    pub sandbox_host: Option<String>,
 }
 
 /// `runner.pricing`, `runner.budget`, `runner.max_stalled_loops`.
