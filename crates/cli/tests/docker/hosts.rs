@@ -37,9 +37,13 @@ fn starts_on(host: &RemoteHost, since: u64, ids: &[String]) -> usize {
         "--filter",
         "label=agent-runner.task",
         "--format",
-        "{{index .Actor.Attributes \"agent-runner.task\"}}",
+        "{{index .Actor.Attributes \"agent-runner.task\"}} {{index .Actor.Attributes \"agent-runner.role\"}}",
     ]);
-    out.lines().filter(|l| ids.iter().any(|id| id == l)).count()
+    // Sandboxes only: the copy transport's bundler (role bundler) is not one.
+    out.lines()
+        .filter_map(|l| l.strip_suffix(' '))
+        .filter(|l| ids.iter().any(|id| id == l))
+        .count()
 }
 
 fn now_secs() -> u64 {
@@ -753,7 +757,9 @@ fn run_goes_to_runner_sandbox_host_and_a_wrong_one_is_refused_by_field() {
     let out = runner(
         v1_task(&id, &repo, &server)
             .test("grep -qx ok out.txt")
-            .set("runner.sandbox.host", far.url.as_str()),
+            .set("runner.sandbox.host", far.url.as_str())
+            // A plain directory the host shares: bind (the copy needs git).
+            .set("runner.sandbox.transport", "bind"),
     )
     // The environment names this machine's daemon; the task's host wins.
     .env("DOCKER_HOST", LOCAL)

@@ -64,6 +64,9 @@ pub fn chosen(setting: Option<TransportChoice>, endpoint: Option<&Endpoint>) -> 
     }
 }
 
+/// Tells the copy's own containers (the bundler) from the sandbox it serves.
+pub const ROLE_LABEL: &str = "agent-runner.role";
+
 /// Where a run whose branch is checked out keeps its work's bundle: in its private
 /// directory (`<repo>/.agent-runner`), by task.
 pub fn kept_bundle(private_dir: &Path, task_id: &str) -> PathBuf {
@@ -148,12 +151,13 @@ impl Copy {
         format!("agent-runner/{}", self.task_id)
     }
 
-    /// The sandbox's labels: the task and its owner (the sweep's).
+    /// The sandbox's labels: the task, its owner and an expiry (the sweep's).
     fn labels(&self) -> Vec<String> {
         let mut labels = vec![format!("{LABEL_TASK}={}", self.task_id)];
         labels.extend(
             owner_labels(&Owner::this_process())
                 .into_iter()
+                .chain([super::sweep::expiry_label(super::sweep::LIFETIME)])
                 .map(|(label, value)| format!("{label}={value}")),
         );
         labels
@@ -316,6 +320,7 @@ impl Copy {
                 l.split_once('=')
                     .map(|(k, v)| (k.to_string(), v.to_string()))
             })
+            .chain([(ROLE_LABEL.to_string(), "bundler".to_string())])
             .collect();
         spec.network = Net::Isolated;
         spec.confinement = Some(Confinement { keep: &[] });

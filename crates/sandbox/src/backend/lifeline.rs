@@ -39,7 +39,7 @@ use crate::egress;
 use mux::Mux;
 
 /// The label of a container's expiry, in unix seconds (read by the host sweep).
-pub const LABEL_EXPIRES: &str = "agent-runner.expires";
+pub use super::sweep::LABEL_EXPIRES;
 /// A sandbox's life when the task has no wall budget.
 pub const DEFAULT_LIFE: Duration = Duration::from_secs(24 * 3600);
 /// Added to the task's budget: its end (the Task Note, the removal) takes a while.

@@ -270,8 +270,11 @@ fn sandbox_spec(
             .into_iter()
             .map(|(label, value)| (label.to_string(), value)),
     );
+    // The carrier's own expiry (the lifeline's, which its helper keeps) wins.
     let (label, expires) = crate::backend::sweep::expiry_label(crate::backend::sweep::LIFETIME);
-    labels.push((label.to_string(), expires));
+    if !labels.iter().any(|(name, _)| name == label) {
+        labels.push((label.to_string(), expires));
+    }
     let mut sandbox = Spec::new(&spec.worker.docker_image, carrier.main(&links));
     sandbox.name = Some(name.to_string());
     sandbox.labels = labels;
