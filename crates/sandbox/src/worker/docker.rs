@@ -485,10 +485,11 @@ impl DockerSandbox {
         if self.carrier.is_some() {
             return Ok(());
         }
-        if self.copies && self.spec.tools.is_none() {
-            if let Some(why) = copy_refusal(&self.spec.worker, &self.spec.login) {
-                return Err(SandboxError::Refused(why));
-            }
+        if self.copies
+            && self.spec.tools.is_none()
+            && let Some(why) = copy_refusal(&self.spec.worker, &self.spec.login)
+        {
+            return Err(SandboxError::Refused(why));
         }
         let egress = self.spec.worker.network == Network::Allowlist;
         let lifeline =
