@@ -41,10 +41,13 @@ fn meta(dir: &Scratch, prompt: &str) -> std::path::PathBuf {
 }
 
 /// A task in `repo` whose one worker run is `prompt`, egress by allow list.
+/// The sharing host sees this machine's paths: bind, so the worker's files can be
+/// read here (the lifeline under the copy transport: docker::copy_transport).
 fn task(id: &str, repo: &Path, script: &Path) -> TaskYaml {
     TaskYaml::new(id, repo, "Reach the network.")
         .scripted(script, 1)
         .image(TEST_IMAGE)
+        .set("runner.sandbox.transport", "bind")
 }
 
 fn run(yaml: &TaskYaml, home: &Path, docker_host: Option<&str>) -> Outcome {
@@ -138,11 +141,7 @@ fn egress_over_the_lifeline_is_allowed_and_denied_on_a_remote_host_with_nothing_
              grep -c egress /proc/mounts > mounts.txt\n@say: fetched"
         ),
     );
-    // The sharing host sees this machine's files: bind, so the worker's files can
-    // be read here (the copy transport's egress: docker::copy_transport).
-    let yaml = task(&id, &repo, &script)
-        .set("runner.worker.allow", [&a])
-        .set("runner.sandbox.transport", "bind");
+    let yaml = task(&id, &repo, &script).set("runner.worker.allow", [&a]);
     let out = run(&yaml, &home, Some(&host.url));
     out.code(0).stderr_has(&format!("egress denied: {d}"));
     assert_eq!(read(&repo.join("allowed.out")), "hello from allowed");
