@@ -57,6 +57,10 @@ pub struct Job {
     /// (`task approve --criteria`), in the same clone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) restart: bool,
+    /// With `restart`: a follow-up after a success whose clone is gone (SPEC §23),
+    /// run in a new clone that starts from the task's branch, the previous result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) on_branch: bool,
     /// A job re-queued because its attempt lost this host (SPEC §22): it goes to
     /// another host, and is not re-queued again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,6 +74,7 @@ pub(crate) struct Continuing {
     pub(crate) clone_job: Option<String>,
     pub(crate) message: Option<String>,
     pub(crate) restart: bool,
+    pub(crate) on_branch: bool,
 }
 
 /// A job file in one of the IPC directories.
@@ -103,6 +108,7 @@ pub(crate) fn enqueue_continuing(
         clone_job: continuing.clone_job,
         message: continuing.message,
         restart: continuing.restart,
+        on_branch: continuing.on_branch,
         lost_host: None,
     };
     let path = ws.queue_dir().join(format!("{job_id}.json"));
@@ -128,6 +134,7 @@ pub(crate) fn requeue_lost(
         try_of: None,
         message: None,
         restart: false,
+        on_branch: false,
         lost_host: Some(host.to_string()),
     };
     let path = ws.queue_dir().join(format!("{job_id}.json"));
@@ -154,6 +161,7 @@ pub(crate) fn enqueue_tries(
             try_of: Some(try_of),
             message: None,
             restart: false,
+            on_branch: false,
             lost_host: None,
         };
         let path = ws.queue_dir().join(format!("{job_id}.json"));
@@ -231,6 +239,12 @@ pub(crate) fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String>
     if (job.message.is_some() || job.restart) && job.resume_from.is_none() {
         return Err(
             "message or restart without resume_from: only a job that goes on from another has them"
+                .into(),
+        );
+    }
+    if job.on_branch && (!job.restart || job.clone_job.is_some()) {
+        return Err(
+            "on_branch without restart, or with clone_job: a follow-up on the branch runs afresh in a new clone"
                 .into(),
         );
     }
