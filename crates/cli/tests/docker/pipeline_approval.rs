@@ -427,11 +427,25 @@ fn a_follow_up_after_an_isolated_success_builds_on_the_task_s_branch() {
 
     // The branch merged and deleted: nothing to build on.
     git(&p.root, &["branch", "-D", &branch]);
+    let gone = format!("branch {branch} is no longer in root_dir");
     p.in_ws(&["task", "run"], &["--resume", &id, "--message", "more"])
         .output()
         .code(1)
-        .stderr_has(&format!("branch {branch} is no longer in root_dir"));
+        .stderr_has(&gone);
     assert_eq!(p.ipc("queue"), Vec::<String>::new());
+    // Deleted after the follow-up was enqueued: its attempt fails, naming it,
+    // before anything is paid for.
+    git(&p.root, &["branch", &branch, first_tip.trim()]);
+    p.in_ws(&["task", "run"], &["--resume", &id, "--message", "more"])
+        .output()
+        .code(0);
+    git(&p.root, &["branch", "-D", &branch]);
+    orchestrate(&p);
+    let attempts = p.attempts(&id);
+    assert_eq!(attempts[2]["status"], "failed", "{}", attempts[2]);
+    let error = attempts[2]["error"].as_str().unwrap_or_default();
+    assert!(error.contains(&gone), "{error}");
+    assert_eq!(asked(&server).len(), 6, "no Meta call for it");
     assert_no_container(&id);
 }
 

@@ -444,6 +444,42 @@ mod tests {
         std::fs::remove_dir_all(base).unwrap();
     }
 
+    /// A job file written by hand cannot make a follow-up on the branch that is
+    /// not one: it restarts from an earlier job, in a new clone.
+    #[test]
+    fn on_branch_is_only_a_restarted_follow_up_in_a_new_clone() {
+        let (ws, base) = workspace();
+        let q = ws.queue_dir();
+        let job = |name: &str, rest: &str| {
+            std::fs::write(
+                q.join(format!("{name}.json")),
+                format!(
+                    r#"{{"workspace_id":"{}","task_id":"t-1","resume_from":"j-0","message":"more"{rest}}}"#,
+                    ws.id
+                ),
+            )
+            .unwrap();
+            let entry = list(&q).into_iter().find(|e| e.job_id == name).unwrap();
+            read_job(&entry, &ws.id)
+        };
+        assert!(
+            job("ok", r#","restart":true,"on_branch":true"#)
+                .unwrap()
+                .on_branch
+        );
+        for (name, rest) in [
+            ("no-restart", r#","on_branch":true"#),
+            (
+                "in-a-clone",
+                r#","restart":true,"on_branch":true,"clone_job":"j-0""#,
+            ),
+        ] {
+            let e = job(name, rest).unwrap_err();
+            assert!(e.starts_with("on_branch without restart"), "{name}: {e}");
+        }
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
     #[test]
     fn temp_files_are_not_jobs_and_bad_jobs_say_why() {
         let (ws, base) = workspace();
