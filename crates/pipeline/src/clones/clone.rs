@@ -42,8 +42,7 @@ pub(crate) fn prepare(
     clones: &Path,
     take_spare: &dyn Fn(&str, &Path) -> bool,
     job_id: &str,
-    (task_id, branch): (&str, Option<String>),
-    on_branch: bool,
+    (task_id, branch, on_branch): (&str, Option<String>, bool),
     merge: &[String],
     interrupt: Interrupt,
 ) -> Result<AttemptClone, PipelineError> {

@@ -639,8 +639,8 @@ fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<Atte
                 .try_of
                 .as_ref()
                 .map(|t| t.branch(&claimed.task.record.id)),
+            claimed.on_branch,
         ),
-        claimed.on_branch,
         &merge,
         setup.interrupt,
     );
