@@ -33,10 +33,10 @@ const SPARE_BRANCH: &str = "agent-runner-spare";
 /// Makes `clones/<job_id>` for task `task_id` on branch `branch` (default
 /// `agent-runner/<task_id>`; a try's `-try-<k>`, SPEC §23) from root_dir's HEAD
 /// (with `on_branch`, from that branch as root_dir has it: a follow-up builds on
-/// the task's previous result, SPEC §23) and merges `merge` (branches of root_dir, the task's dependencies) into it, one
-/// by one; a conflict is an error naming the branch and the files. `take_spare(base,
-/// dir)` moves a spare clone of commit `base` to `dir` if there is one
-/// (`Spares::take`).
+/// the task's previous result, SPEC §23) and merges `merge` (branches of root_dir,
+/// the task's dependencies) into it, one by one; a conflict is an error naming the
+/// branch and the files. `take_spare(base, dir)` moves a spare clone of commit
+/// `base` to `dir` if there is one (`Spares::take`).
 pub(crate) fn prepare(
     root: &Path,
     clones: &Path,
