@@ -114,6 +114,11 @@ pub enum PipelineError {
     #[error("root_dir has no commit to start from (isolated attempts start from HEAD): {0}")]
     NoStart(Box<PipelineError>),
     #[error(
+        "branch {branch} is no longer in root_dir {}'s repository (merged and deleted?), and a follow-up builds on it: run the task again instead",
+        root.display()
+    )]
+    BranchGone { branch: String, root: PathBuf },
+    #[error(
         "{branch} is checked out in root_dir {}; switch to another branch so it can be updated",
         root.display()
     )]

@@ -62,13 +62,24 @@ fn container_events(id: &str, since: u64) -> String {
 /// A workspace whose Meta is `server` and whose plans await approval; `extra`
 /// defaults after.
 fn workspace(name: &str, git: bool, server: &FakeOpenAi, extra: &str) -> Pipeline {
+    workspace_approving(name, git, server, extra, true)
+}
+
+/// `workspace`, whose plans await approval only with `approve`.
+fn workspace_approving(
+    name: &str,
+    git: bool,
+    server: &FakeOpenAi,
+    extra: &str,
+    approve: bool,
+) -> Pipeline {
     let p = Pipeline::new(name, git);
     p.scratch.file("builder.yaml", BUILDER_REPLY);
     let isolation = if git { "isolation: clone\n" } else { "" };
     p.init_with(
         "defaults.yaml",
         &format!(
-            "builder: {{kind: scripted, script: builder.yaml}}\n{isolation}require_test: false\nrunner:\n  meta: {{base_url: \"{}\", model: test-model, approve_plan: true}}\n  worker: {{docker_image: \"{}\", network: none}}\n{extra}",
+            "builder: {{kind: scripted, script: builder.yaml}}\n{isolation}require_test: false\nrunner:\n  meta: {{base_url: \"{}\", model: test-model, approve_plan: {approve}}}\n  worker: {{docker_image: \"{}\", network: none}}\n{extra}",
             server.url,
             support::docker::TEST_IMAGE
         ),
@@ -325,6 +336,116 @@ fn approve_with_criteria_replaces_the_plan_and_a_follow_up_reaches_meta_and_the_
         note.contains(&format!("- Follow-up message: {message}")),
         "{note}"
     );
+    assert_no_container(&id);
+}
+
+/// A follow-up after an isolated attempt succeeded (its clone removed once its
+/// branch came back) runs the task again from its start, the message in Meta's
+/// plan and the note, in a new clone of the task's branch: the worker sees the
+/// previous result, and the branch comes back with both. The branch gone (merged
+/// and deleted by the user), the follow-up is refused, naming it.
+#[test]
+fn a_follow_up_after_an_isolated_success_builds_on_the_task_s_branch() {
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo hi > out.txt\n@say: wrote out.txt"),
+        assess(&["AC-1"], "done"),
+        // The follow-up: planned again with the message.
+        plan(&["AC-1"]),
+        run_worker("@run: cat out.txt > seen.txt; echo more > more.txt\n@say: wrote more.txt"),
+        assess(&["AC-1"], "done again"),
+    ]);
+    let p = workspace_approving("follow-up-branch", true, &server, "", false);
+    let id = support::pipeline::task_id("followup");
+    let branch = format!("agent-runner/{id}");
+    p.new_task(&id, "Write out.txt");
+    let first_job = p.run_tasks(&[&id]).remove(0);
+    orchestrate(&p).code(0);
+    assert_eq!(p.attempts(&id)[0]["status"], "succeeded");
+    let first_tip = git(&p.root, &["rev-parse", &branch]);
+    assert!(
+        !p.ws().join(format!("clones/{first_job}")).exists(),
+        "the clone is removed once the branch is back"
+    );
+
+    let message = "also write more.txt";
+    let out = p
+        .in_ws(&["task", "run"], &["--resume", &id, "--message", message])
+        .output();
+    out.code(0);
+    let follow_job = out.stdout.trim().to_string();
+    orchestrate(&p).code(0);
+    assert_eq!(
+        asked(&server),
+        [
+            "plan_task",
+            "next_action",
+            "completion_assessment",
+            "plan_task",
+            "next_action",
+            "completion_assessment"
+        ]
+    );
+    let replan = server.received()[3].message(1);
+    assert!(
+        replan.contains(message),
+        "the message reaches Meta's plan:\n{replan}"
+    );
+    let attempts = p.attempts(&id);
+    assert_eq!(attempts[1]["status"], "succeeded", "{}", attempts[1]);
+    assert_eq!(attempts[1]["message"], message);
+    assert_eq!(attempts[1]["resumed_from"], first_job.as_str());
+    assert_eq!(attempts[1]["branch"], branch.as_str());
+    // The worker saw the first attempt's out.txt: its clone started from the branch.
+    assert_eq!(
+        git(&p.root, &["show", &format!("{branch}:seen.txt")]).trim(),
+        "hi"
+    );
+    let files = git(&p.root, &["ls-tree", "--name-only", &branch]);
+    assert!(
+        files.contains("out.txt") && files.contains("more.txt"),
+        "{files}"
+    );
+    // A fast-forward of the branch.
+    let (ancestor, _) = support::pipeline::try_git(
+        &p.root,
+        &["merge-base", "--is-ancestor", first_tip.trim(), &branch],
+    );
+    assert!(ancestor, "the first result is in the follow-up's history");
+    assert!(
+        !p.root.join("more.txt").exists(),
+        "root_dir's work tree untouched"
+    );
+    let note = read(std::path::Path::new(
+        attempts[1]["result"]["note_path"].as_str().unwrap(),
+    ));
+    assert!(note.contains(message), "{note}");
+    assert!(
+        !p.ws().join(format!("clones/{follow_job}")).exists(),
+        "the follow-up's clone is removed once its branch is back"
+    );
+
+    // The branch merged and deleted: nothing to build on.
+    git(&p.root, &["branch", "-D", &branch]);
+    let gone = format!("branch {branch} is no longer in root_dir");
+    p.in_ws(&["task", "run"], &["--resume", &id, "--message", "more"])
+        .output()
+        .code(1)
+        .stderr_has(&gone);
+    assert_eq!(p.ipc("queue"), Vec::<String>::new());
+    // Deleted after the follow-up was enqueued: its attempt fails, naming it,
+    // before anything is paid for.
+    git(&p.root, &["branch", &branch, first_tip.trim()]);
+    p.in_ws(&["task", "run"], &["--resume", &id, "--message", "more"])
+        .output()
+        .code(0);
+    git(&p.root, &["branch", "-D", &branch]);
+    orchestrate(&p);
+    let attempts = p.attempts(&id);
+    assert_eq!(attempts[2]["status"], "failed", "{}", attempts[2]);
+    let error = attempts[2]["error"].as_str().unwrap_or_default();
+    assert!(error.contains(&gone), "{error}");
+    assert_eq!(asked(&server).len(), 6, "no Meta call for it");
     assert_no_container(&id);
 }
 

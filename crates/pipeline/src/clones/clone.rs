@@ -32,16 +32,17 @@ const SPARE_BRANCH: &str = "agent-runner-spare";
 
 /// Makes `clones/<job_id>` for task `task_id` on branch `branch` (default
 /// `agent-runner/<task_id>`; a try's `-try-<k>`, SPEC §23) from root_dir's HEAD
-/// and merges `merge` (branches of root_dir, the task's dependencies) into it, one
-/// by one; a conflict is an error naming the branch and the files. `take_spare(base,
-/// dir)` moves a spare clone of commit `base` to `dir` if there is one
-/// (`Spares::take`).
+/// (with `on_branch`, from that branch as root_dir has it: a follow-up builds on
+/// the task's previous result, SPEC §23) and merges `merge` (branches of root_dir,
+/// the task's dependencies) into it, one by one; a conflict is an error naming the
+/// branch and the files. `take_spare(base, dir)` moves a spare clone of commit
+/// `base` to `dir` if there is one (`Spares::take`).
 pub(crate) fn prepare(
     root: &Path,
     clones: &Path,
     take_spare: &dyn Fn(&str, &Path) -> bool,
     job_id: &str,
-    (task_id, branch): (&str, Option<String>),
+    (task_id, branch, on_branch): (&str, Option<String>, bool),
     merge: &[String],
     interrupt: Interrupt,
 ) -> Result<AttemptClone, PipelineError> {
@@ -54,7 +55,11 @@ pub(crate) fn prepare(
     if head.branch.as_deref() == Some(format!("refs/heads/{branch}").as_str()) {
         return Err(checked_out(&branch, root, root));
     }
-    let base = head.commit;
+    let base = if on_branch {
+        super::branch_tip(root, &branch)?
+    } else {
+        head.commit
+    };
     let mut tips = Vec::new();
     for name in merge {
         match repo.branch(name)? {

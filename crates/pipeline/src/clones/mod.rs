@@ -9,7 +9,8 @@
 //! - `root_repo`: root_dir's repository read and written as plain files (HEAD,
 //!   branches, worktrees' HEADs, its object store checked, a pack added, a ref set);
 //! - `git`: host git, only in repositories of ours and without the user's config;
-//! - `clone`: a new repository holding only the attempt's base and dependency
+//! - `clone`: a new repository holding only the attempt's base (root_dir's HEAD,
+//!   or for a follow-up after a success the task's own branch) and dependency
 //!   branches (objects copied from root_dir's store), checked out and merged;
 //! - `bring_back`: the bundler's bundle (`bundler`) checked in a landing
 //!   repository, its pack added and the branch set; a journal lets recovery undo a
@@ -138,6 +139,17 @@ impl AttemptClone {
 /// The branch of task `task_id`.
 pub(crate) fn branch_name(task_id: &str) -> String {
     format!("agent-runner/{task_id}")
+}
+
+/// The commit branch `name` of root_dir's repository is at; `BranchGone` if it
+/// is not there (a follow-up's start, SPEC §23).
+pub(crate) fn branch_tip(root: &Path, name: &str) -> Result<String, PipelineError> {
+    root_repo::RootRepo::open(root)?
+        .branch(name)?
+        .ok_or_else(|| PipelineError::BranchGone {
+            branch: name.to_string(),
+            root: root.to_path_buf(),
+        })
 }
 
 /// True when `root` is the top of a git work tree.

@@ -70,6 +70,9 @@ pub(crate) struct Claimed {
     /// Run `resume_from`'s TaskConfig from the start (a rejected plan, or one
     /// approved with the user's criteria) instead of resuming its runner.
     pub(crate) restart: bool,
+    /// With `restart`: a follow-up after a success, in a new clone that starts from
+    /// the task's branch (SPEC §23).
+    pub(crate) on_branch: bool,
     /// Re-queued after its attempt lost this host (SPEC §22).
     pub(crate) lost_host: Option<String>,
     /// Where its runner runs, when the orchestrator has hosts (`placement`).
@@ -370,6 +373,7 @@ fn attempt(
     // A resumed attempt goes on where the one it continues ran.
     let run_dir = match (&claimed.resume_from, &claimed.clone_job) {
         (Some(_), Some(clone_job)) => ws.clones_dir().join(clone_job),
+        (Some(_), None) if claimed.on_branch => ws.clones_dir().join(&claimed.job_id),
         (Some(_), None) => ws.root_dir.clone(),
         (None, _) if setup.isolated || claimed.try_of.is_some() => {
             ws.clones_dir().join(&claimed.job_id)
@@ -396,8 +400,8 @@ fn attempt(
                 )
                 .map_err(|e| sourced(failed(format!("cannot resume in the clone: {e}"))))?,
             ),
-            (Some(_), None) => None,
-            (None, _) => clone(setup, claimed, log_dir).map_err(sourced)?,
+            (Some(_), None) if !claimed.on_branch => None,
+            _ => clone(setup, claimed, log_dir).map_err(sourced)?,
         };
         let config = checked(&yaml, log_dir, config_path).map_err(sourced)?;
         log::info!(
@@ -559,7 +563,7 @@ fn resumed_config(
     let task = &claimed.task.record;
     let mut draft = builder::reply::builder_part(&config);
     if let (true, Some(message)) = (claimed.restart, &claimed.message) {
-        reject_into(&mut draft, message);
+        message_into(&mut draft, message, claimed.on_branch);
     }
     // The pins as they are today: a test changed since is a changed task, which the
     // runner then refuses to resume, naming it.
@@ -595,9 +599,10 @@ fn resumed_config(
     ))
 }
 
-/// Adds the user's reason for rejecting the plan to the draft's instructions, where
-/// Meta's next `plan_task` reads it (SPEC §23).
-fn reject_into(draft: &mut serde_norway::Mapping, message: &str) {
+/// Adds the user's message (why the plan was rejected, or a follow-up on the
+/// branch) to the draft's instructions, where Meta's next `plan_task` reads it and
+/// the note shows it (SPEC §23).
+fn message_into(draft: &mut serde_norway::Mapping, message: &str, on_branch: bool) {
     let Some(serde_norway::Value::Mapping(task)) = draft.get_mut("task") else {
         return;
     };
@@ -605,16 +610,18 @@ fn reject_into(draft: &mut serde_norway::Mapping, message: &str) {
         .get("instructions")
         .and_then(serde_norway::Value::as_str)
         .unwrap_or_default();
-    let rejected = crate::queue::approval::with_rejection(instructions, message);
-    task.insert("instructions".into(), rejected.into());
+    let added = crate::queue::approval::with_message(instructions, message, on_branch);
+    task.insert("instructions".into(), added.into());
 }
 
-/// The attempt's clone when attempts are isolated (from root_dir's HEAD merged with
-/// the dependencies' branches), described in `log_dir` for a later resume; starts
-/// making the next claim's spare.
+/// The attempt's clone when attempts are isolated (from root_dir's HEAD, or for a
+/// follow-up on the branch the task's branch, merged with the dependencies'
+/// branches), described in `log_dir` for a later resume; starts making the next
+/// claim's spare.
 fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<AttemptClone>, Ran> {
-    // Each try of a best of N run is isolated, whatever `--jobs` says.
-    if !setup.isolated && claimed.try_of.is_none() {
+    // Each try of a best of N run is isolated, whatever `--jobs` says; so is a
+    // follow-up on the branch, whose previous attempt was.
+    if !setup.isolated && claimed.try_of.is_none() && !claimed.on_branch {
         return Ok(None);
     }
     let ws = &setup.ws;
@@ -632,6 +639,7 @@ fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<Atte
                 .try_of
                 .as_ref()
                 .map(|t| t.branch(&claimed.task.record.id)),
+            claimed.on_branch,
         ),
         &merge,
         setup.interrupt,

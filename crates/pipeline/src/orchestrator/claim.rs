@@ -160,6 +160,7 @@ impl Claimer {
                 try_of: job.try_of,
                 message: job.message,
                 restart: job.restart,
+                on_branch: job.on_branch,
                 lost_host: job.lost_host,
                 host: None,
             }));

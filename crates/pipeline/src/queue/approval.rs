@@ -95,13 +95,16 @@ pub fn reject(ws: &Workspace, id: &str, message: &str) -> Result<String, RunErro
     )
 }
 
-/// The instructions a rejected plan's next run gets: the task's, with the user's
-/// reason added, for Meta's new plan.
-pub(crate) fn with_rejection(instructions: &str, message: &str) -> String {
-    format!(
-        "{}\n\nThe acceptance criteria planned before were rejected by the user, who said:\n{message}",
-        instructions.trim_end()
-    )
+/// The instructions a restarted run gets: the task's, with the user's `message`
+/// added for Meta's new plan: with `on_branch`, a follow-up on the previous result
+/// (SPEC §23), else the reason a plan was rejected.
+pub(crate) fn with_message(instructions: &str, message: &str, on_branch: bool) -> String {
+    let lead = if on_branch {
+        "This task was done before: the repository holds its result. The user follows up with"
+    } else {
+        "The acceptance criteria planned before were rejected by the user, who said"
+    };
+    format!("{}\n\n{lead}:\n{message}", instructions.trim_end())
 }
 
 /// A criteria file: `acceptance_criteria:` and a list of texts.

@@ -57,6 +57,10 @@ pub struct Job {
     /// (`task approve --criteria`), in the same clone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) restart: bool,
+    /// With `restart`: a follow-up after a success whose clone is gone (SPEC §23),
+    /// run in a new clone that starts from the task's branch, the previous result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) on_branch: bool,
     /// A job re-queued because its attempt lost this host (SPEC §22): it goes to
     /// another host, and is not re-queued again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,6 +74,7 @@ pub(crate) struct Continuing {
     pub(crate) clone_job: Option<String>,
     pub(crate) message: Option<String>,
     pub(crate) restart: bool,
+    pub(crate) on_branch: bool,
 }
 
 /// A job file in one of the IPC directories.
@@ -103,6 +108,7 @@ pub(crate) fn enqueue_continuing(
         clone_job: continuing.clone_job,
         message: continuing.message,
         restart: continuing.restart,
+        on_branch: continuing.on_branch,
         lost_host: None,
     };
     let path = ws.queue_dir().join(format!("{job_id}.json"));
@@ -128,6 +134,7 @@ pub(crate) fn requeue_lost(
         try_of: None,
         message: None,
         restart: false,
+        on_branch: false,
         lost_host: Some(host.to_string()),
     };
     let path = ws.queue_dir().join(format!("{job_id}.json"));
@@ -154,6 +161,7 @@ pub(crate) fn enqueue_tries(
             try_of: Some(try_of),
             message: None,
             restart: false,
+            on_branch: false,
             lost_host: None,
         };
         let path = ws.queue_dir().join(format!("{job_id}.json"));
@@ -231,6 +239,12 @@ pub(crate) fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String>
     if (job.message.is_some() || job.restart) && job.resume_from.is_none() {
         return Err(
             "message or restart without resume_from: only a job that goes on from another has them"
+                .into(),
+        );
+    }
+    if job.on_branch && (!job.restart || job.clone_job.is_some()) {
+        return Err(
+            "on_branch without restart, or with clone_job: a follow-up on the branch runs afresh in a new clone"
                 .into(),
         );
     }
@@ -427,6 +441,42 @@ mod tests {
                 .next()
                 .is_none()
         );
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    /// A job file written by hand cannot make a follow-up on the branch that is
+    /// not one: it restarts from an earlier job, in a new clone.
+    #[test]
+    fn on_branch_is_only_a_restarted_follow_up_in_a_new_clone() {
+        let (ws, base) = workspace();
+        let q = ws.queue_dir();
+        let job = |name: &str, rest: &str| {
+            std::fs::write(
+                q.join(format!("{name}.json")),
+                format!(
+                    r#"{{"workspace_id":"{}","task_id":"t-1","resume_from":"j-0","message":"more"{rest}}}"#,
+                    ws.id
+                ),
+            )
+            .unwrap();
+            let entry = list(&q).into_iter().find(|e| e.job_id == name).unwrap();
+            read_job(&entry, &ws.id)
+        };
+        assert!(
+            job("ok", r#","restart":true,"on_branch":true"#)
+                .unwrap()
+                .on_branch
+        );
+        for (name, rest) in [
+            ("no-restart", r#","on_branch":true"#),
+            (
+                "in-a-clone",
+                r#","restart":true,"on_branch":true,"clone_job":"j-0""#,
+            ),
+        ] {
+            let e = job(name, rest).unwrap_err();
+            assert!(e.starts_with("on_branch without restart"), "{name}: {e}");
+        }
         std::fs::remove_dir_all(base).unwrap();
     }
 

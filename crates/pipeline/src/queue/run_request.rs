@@ -149,7 +149,10 @@ pub fn enqueue_resume(ws: &Workspace, id: &str) -> Result<String, RunError> {
 
 /// Enqueues a follow-up (`task run --resume ID --message`, SPEC §23): task `id`'s
 /// latest attempt goes on with `message`, whether it failed, succeeded (the same
-/// criteria plus the message) or awaits approval. Returns the job id.
+/// criteria plus the message) or awaits approval. After a success whose clone was
+/// removed once its branch came back, the task runs again from its start, the
+/// message added to its instructions, in a new clone of that branch; a branch no
+/// longer there is refused. Returns the job id.
 pub fn enqueue_follow_up(ws: &Workspace, id: &str, message: &str) -> Result<String, RunError> {
     let message = super::approval::check_message(message)
         .map_err(|e| PipelineError::Invalid(format!("--message: {e}")))?;
@@ -216,6 +219,23 @@ pub(crate) fn continue_latest(
         .and_then(|d| d.existing("state"))
         .and_then(|d| d.exists(&state))
         .unwrap_or(false);
+    // A follow-up after a success whose clone is gone (its branch came back) runs
+    // afresh in a new clone from that branch, so it builds on the result.
+    let follow_up = continuing.message.is_some() && !continuing.restart;
+    if let (false, true, AttemptStatus::Succeeded, Some(branch), true) = (
+        saved,
+        follow_up,
+        latest.status,
+        &latest.branch,
+        config.is_file(),
+    ) {
+        crate::clones::branch_tip(&ws.root_dir, branch).map_err(|e| refuse(e.to_string()))?;
+        continuing.resume_from = Some(latest.job_id.clone());
+        continuing.restart = true;
+        continuing.on_branch = true;
+        before()?;
+        return Ok(jobs::enqueue_continuing(ws, id, continuing)?);
+    }
     if !saved || !config.is_file() {
         let why = if latest.status == AttemptStatus::Succeeded && latest.branch.is_some() {
             "its clone was removed once its branch was brought back"
