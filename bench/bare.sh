@@ -10,6 +10,12 @@
 # given by agent-runner: ANTHROPIC_API_KEY by name, ANTHROPIC_BASE_URL, no
 # non-essential traffic, IS_SANDBOX as root); BARE_NETWORK is docker's network
 # (default none).
+# BARE_TRANSPORT=copy (a daemon elsewhere, DOCKER_HOST): nothing of this machine is
+# mounted. In: a `git clone` of REPO copied with one `docker cp -a` into a volume
+# through a created container. Out, after the container is removed: a container with
+# that volume read-only commits the working tree in a private repository borrowing
+# the clone's objects and writes `git bundle` of it into a second volume, read out
+# with `docker cp` and fetched into REPO as the branch bench-bare; both volumes removed.
 # Usage: bare.sh REPO IMAGE TEST_COMMAND PROMPT...
 set -euo pipefail
 repo=$1 image=$2 test=$3
@@ -36,8 +42,19 @@ meta() {
 }
 meta
 meta
+mount=type=bind,source=$repo,target=/workspace/project
+if [ "${BARE_TRANSPORT:-bind}" = copy ]; then
+  tmp=$(mktemp -d)
+  trap 'docker rm -f "$name" "$name-cp" >/dev/null 2>&1; docker volume rm -f "$name" "$name-out" >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+  git clone -q --no-local "$repo" "$tmp/clone"
+  docker volume create "$name" >/dev/null
+  docker create --name "$name-cp" --network none --mount "type=volume,source=$name,target=/workspace/project" "$image" /none >/dev/null
+  docker cp -a "$tmp/clone/." "$name-cp:/workspace/project/"
+  docker rm -f "$name-cp" >/dev/null
+  mount=type=volume,source=$name,target=/workspace/project
+fi
 docker run -d --rm --init --network "${BARE_NETWORK:-none}" --name "$name" --label agent-runner.task=bench-bare \
-  --mount "type=bind,source=$repo,target=/workspace/project" -w /workspace/project \
+  --mount "$mount" -w /workspace/project \
   -e CODEX_HOME=/tmp "$image" sleep 3600 >/dev/null
 left=$#
 for prompt in "$@"; do
@@ -48,3 +65,25 @@ for prompt in "$@"; do
   [ "$left" = 0 ] || meta
 done
 docker rm -f "$name" >/dev/null
+[ "${BARE_TRANSPORT:-bind}" = copy ] || exit 0
+# shellcheck disable=SC2016 # expanded in the container
+bundle='set -e
+export HOME=/tmp GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0="*"
+head=$(git --git-dir=/clones/work/.git rev-parse HEAD)
+git init -q /tmp/g
+export GIT_DIR=/tmp/g/.git GIT_WORK_TREE=/clones/work GIT_INDEX_FILE=/tmp/g/index
+echo /clones/work/.git/objects > "$GIT_DIR/objects/info/alternates"
+cd /clones/work
+git read-tree "$head"
+git add -A
+commit=$(git -c user.name=b -c user.email=b@localhost commit-tree "$(git write-tree)" -p "$head" -m work)
+echo "$commit" > "$GIT_DIR/refs/heads/work"
+git bundle create -q /out/work.bundle refs/heads/work "^$head"'
+docker volume create "$name-out" >/dev/null
+docker run --rm --init --network none --cap-drop ALL --mount "type=volume,source=$name,target=/clones/work,ro=true" \
+  --mount "type=volume,source=$name-out,target=/out" "$image" sh -c "$bundle" >/dev/null
+docker create --name "$name-cp" --network none --mount "type=volume,source=$name-out,target=/out" "$image" /none >/dev/null
+docker cp "$name-cp:/out/work.bundle" "$tmp/work.bundle"
+docker rm -f "$name-cp" >/dev/null
+git -C "$repo" fetch -q "$tmp/work.bundle" refs/heads/work:refs/heads/bench-bare
+docker volume rm "$name" "$name-out" >/dev/null

@@ -11,8 +11,9 @@
 # bench/review.py (delivery and notification), bench/tries.py (best of 3 against
 # one attempt), bench/copy.py (the copy transport: a 50 MB repository in and its
 # commit out on an emulated tcp:// host), bench/compat.py (a task under podman
-# and Docker; needs podman), bench/hosts.py (placement over emulated Docker hosts)
-# and bench/pipeline.py (the orchestrator, the TaskStore).
+# and Docker; needs podman), bench/hosts.py (placement over emulated Docker hosts),
+# bench/remote_overhead.py (a 3-loop task on an emulated tcp:// host vs bench/bare.sh
+# making the same calls there) and bench/pipeline.py (the orchestrator, the TaskStore).
 # BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
 # clean-build timing.
 set -euo pipefail
@@ -43,4 +44,5 @@ else
   echo "bench: bench/compat.py left out: podman is not installed (testdata/setup-podman.sh)" >&2
 fi
 python3 bench/hosts.py
+python3 bench/remote_overhead.py
 exec python3 bench/pipeline.py
