@@ -161,14 +161,9 @@ pub enum PipelineError {
         wanted: String,
         commit: String,
     },
-    #[error("cannot read the bundle: {0}")]
-    BundleRead(std::io::Error),
-    #[error("the bundle's header has no end")]
-    BundleHeaderUnended,
-    #[error("not a git bundle: {0:?}")]
-    NotABundle(String),
-    #[error("the bundle's header has {0:?}")]
-    BundleHeaderLine(String),
+    /// What is wrong with a bundle's header (`landing::past_header`'s words).
+    #[error("{0}")]
+    BundleHeader(String),
     #[error("index-pack answered {0:?}")]
     IndexPack(String),
     #[error("the branch names a {0}, not a commit")]

@@ -14,7 +14,6 @@
 //! none of them moves a branch.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +23,7 @@ use super::root_repo::{RootRepo, is_object_id};
 use super::{AttemptClone, checked_out};
 use crate::PipelineError;
 use crate::clones::bundler::{Bundled, Bundlers, Request};
+use agent_runner_sandbox::backend::landing;
 use agent_runner_core::fs::atomic;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::timestamp::human;
@@ -33,8 +33,6 @@ use agent_runner_sandbox::task::WorkerSettings;
 const JOURNAL: &str = "branch-update.json";
 /// Largest kept bundle taken (as the copy transport's).
 const MAX_KEPT: u64 = 4 << 30;
-/// Largest bundle header read (a few refs and prerequisites).
-const MAX_HEADER: u64 = 64 * 1024;
 
 /// What is being done to a branch.
 #[derive(Serialize, Deserialize)]
@@ -203,45 +201,10 @@ fn land(
     repo.add_pack(&landing.join("objects/pack"), &hash)
 }
 
-/// The bundle file positioned at its pack, and the refs its header lists.
+/// The bundle file positioned at its pack, and the refs its header lists: the
+/// sandbox's reader (`landing::past_header`), one for the copy transport and here.
 fn past_header(file: File) -> Result<(File, Vec<(String, String)>), PipelineError> {
-    let mut reader = BufReader::new(std::io::Read::take(file, MAX_HEADER));
-    let mut offset = 0u64;
-    let mut refs = Vec::new();
-    let mut line = Vec::new();
-    let mut first = true;
-    loop {
-        line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
-            .map_err(PipelineError::BundleRead)?;
-        if read == 0 || line.last() != Some(&b'\n') {
-            return Err(PipelineError::BundleHeaderUnended);
-        }
-        offset += read as u64;
-        let text = String::from_utf8_lossy(&line[..read - 1]).into_owned();
-        if first {
-            if text != "# v2 git bundle" && text != "# v3 git bundle" {
-                return Err(PipelineError::NotABundle(text));
-            }
-            first = false;
-            continue;
-        }
-        if text.is_empty() {
-            break;
-        }
-        if text.starts_with('-') || text.starts_with('@') {
-            continue;
-        }
-        match text.split_once(' ') {
-            Some((id, name)) if is_object_id(id) => refs.push((id.to_string(), name.to_string())),
-            _ => return Err(PipelineError::BundleHeaderLine(text)),
-        }
-    }
-    let mut file = reader.into_inner().into_inner();
-    file.seek(SeekFrom::Start(offset))
-        .map_err(PipelineError::BundleRead)?;
-    Ok((file, refs))
+    landing::past_header(file).map_err(PipelineError::BundleHeader)
 }
 
 /// After an orchestrator stopped while bringing a branch back (recovery): if the

@@ -377,10 +377,7 @@ fn check_ref_name(name: &str) -> Result<std::str::Split<'_, char>, PipelineError
     Ok(name.split('/'))
 }
 
-/// A full object id (SHA-1 or SHA-256), lower-case hex.
-pub(crate) fn is_object_id(s: &str) -> bool {
-    matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
+pub(crate) use agent_runner_sandbox::backend::landing::is_object_id;
 
 #[cfg(test)]
 pub(super) mod tests {
