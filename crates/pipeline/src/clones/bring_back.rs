@@ -23,10 +23,10 @@ use super::root_repo::{RootRepo, is_object_id};
 use super::{AttemptClone, checked_out};
 use crate::PipelineError;
 use crate::clones::bundler::{Bundled, Bundlers, Request};
-use agent_runner_sandbox::backend::landing;
 use agent_runner_core::fs::atomic;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::timestamp::human;
+use agent_runner_sandbox::backend::landing;
 use agent_runner_sandbox::task::WorkerSettings;
 
 /// The journal's name in the attempt's log directory.
