@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use support::fake_openai::FakeOpenAi;
-use support::remote_hosts::{RemoteHost, hosts};
+use support::remote_hosts::{Has, OwnHost, RemoteHost, hosts};
 use support::task::*;
 
 /// `git <args>` in `repo`: its stdout, trimmed.
@@ -182,6 +182,52 @@ fn a_remote_task_with_egress_goes_over_the_lifeline_and_mounts_nothing() {
         Some(&hosts()[2 % hosts().len()]),
         &[("runner.worker.network", "allowlist")],
     );
+}
+
+/// Without the tools volume on the host there is no lifeline: egress by allow list
+/// and the agent's login file, which the socket carrier would mount from this
+/// machine, are refused naming the copy transport, before anything starts there.
+#[test]
+fn without_the_tools_volume_allowlist_and_a_login_file_are_refused_naming_the_transport() {
+    let own = OwnHost::start(Has::Image);
+    let host = &own.0;
+    let volume = agent_runner_sandbox::backend::tools::volume_name();
+    for case in ["allowlist", "login file"] {
+        let dir = support::Scratch::new("copy-no-tools");
+        repository(&dir.path);
+        let home = dir.join("home");
+        std::fs::create_dir_all(home.join(".codex")).unwrap();
+        let id = task_id("no-tools");
+        let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: done")]);
+        let mut yaml = v1_task(&id, &dir.path, &server);
+        if case == "allowlist" {
+            yaml = yaml.set("runner.worker.network", "allowlist");
+        } else {
+            let auth = r#"{"tokens": {"access_token": "chatgpt-login-0123456789"}}"#;
+            std::fs::write(home.join(".codex/auth.json"), auth).unwrap();
+        }
+        let out = runner(yaml)
+            .env("DOCKER_HOST", &host.url)
+            .env("HOME", &home)
+            // The volume's fill on that host fails at once: no registry answers.
+            .env("NPM_CONFIG_REGISTRY", "http://127.0.0.1:9/")
+            .output();
+        assert_ne!(out.code, Some(0), "{case}: {}", out.stderr);
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            said.contains("the copy transport (runner.sandbox.transport: copy"),
+            "{case}: {said}"
+        );
+        let why = match case {
+            "allowlist" => "runner.worker.network: allowlist needs the lifeline",
+            _ => "the agent's login file",
+        };
+        assert!(said.contains(why), "{case}: {said}");
+        assert!(!said.contains("chatgpt-login-0123456789"), "{said}");
+        assert_eq!(leftovers(&["-H", &host.url], &id), (vec![], vec![]));
+        let (there, _, _) = host.docker(&["volume", "inspect", &volume]);
+        assert!(!there, "{case}: no tools volume was made on the host");
+    }
 }
 
 #[test]

@@ -12,7 +12,7 @@ use serde_json::Value;
 use support::docker::{TEST_IMAGE, docker, docker_ok};
 use support::pipeline::{BUILDER_REPLY, Pipeline, git, meta_script, task_id};
 use support::prerequisite::needs;
-use support::remote_hosts::{OwnHost, RemoteHost, SHARING, sharing_host};
+use support::remote_hosts::{Has, OwnHost, RemoteHost, SHARING, sharing_host};
 
 /// This machine's daemon, as a host.
 const LOCAL: &str = "unix:///var/run/docker.sock";
@@ -118,7 +118,7 @@ fn four_tasks_spread_over_two_hosts_by_free_slots() {
 
 #[test]
 fn a_host_lost_mid_attempt_fails_it_and_the_job_finishes_once_on_the_other() {
-    let lost = OwnHost::start(false);
+    let lost = OwnHost::start(Has::Prepared);
     let host = &lost.0;
     let p = Pipeline::new_in(host.shared.as_ref().unwrap(), "hosts-lost", true);
     p.init(
@@ -269,7 +269,7 @@ fn hosts_check_in_a_workspace_tells_bind_from_copy_needed() {
 #[test]
 fn hosts_prepare_loads_the_image_and_the_tools_volume_on_a_bare_host() {
     needs!(ToolsVolume);
-    let bare = OwnHost::start(true);
+    let bare = OwnHost::start(Has::Nothing);
     let host = &bare.0;
     let (present, _, _) = host.docker(&["image", "inspect", TEST_IMAGE]);
     assert!(!present, "a bare host has no image");

@@ -33,6 +33,7 @@ mod run;
 mod sandbox;
 mod secrets;
 mod signals;
+mod sweeps;
 mod spending;
 mod test_image;
 mod tools_volume;

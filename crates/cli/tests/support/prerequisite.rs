@@ -175,7 +175,7 @@ fn podman_ready() -> Result<(), String> {
 
 /// `agent-runner tools install`, once per test process: quick when the volume is
 /// there; a fill downloads the pinned agents from the npm registry.
-fn tools_volume_filled() -> Result<(), String> {
+pub fn tools_volume_filled() -> Result<(), String> {
     static FILLED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     FILLED
         .get_or_init(|| {

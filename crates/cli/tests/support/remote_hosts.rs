@@ -11,11 +11,14 @@
 //! (`--privileged` fails here), seccomp unconfined; the entrypoint remounts the
 //! cgroup controllers read-write.
 //!
-//! The hosts start on first use (in parallel, with the test worker image loaded
-//! into each by `docker save | docker -H … load`) and are removed with their
-//! volumes when the test binary ends, however it ends: a reaper process holds a
-//! pipe from this process and removes them once it closes. Hosts left by a test
-//! binary that was killed before its reaper ran are removed at the next start.
+//! The hosts start on first use, in parallel, each prepared as a user prepares one:
+//! `agent-runner hosts prepare` loads the test worker image into it and copies this
+//! machine's tools volume there (`docker cp` out here, in there), so no emulated host
+//! downloads the agents from the npm registry (`docker::tools_volume`'s killed fill
+//! is the one test that does). They are removed with their volumes when the test
+//! binary ends, however it ends: a reaper process holds a pipe from this process and
+//! removes them once it closes. Hosts left by a test binary that was killed before
+//! its reaper ran are removed at the next start.
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -73,14 +76,24 @@ impl RemoteHost {
 /// stops it for a while.
 pub static SHARING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// What a host has when it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Has {
+    /// Nothing: no image, no tools volume.
+    Nothing,
+    /// The test worker image, no tools volume.
+    Image,
+    /// The test worker image and this machine's tools volume (`hosts prepare`).
+    Prepared,
+}
+
 /// A host of one test's own, removed (with its volume and directory) when dropped,
 /// or by its reaper when the test binary ends first.
 pub struct OwnHost(pub RemoteHost);
 
 impl OwnHost {
-    /// A host with a shared directory of its own; the test image loaded into it
-    /// unless `bare`.
-    pub fn start(bare: bool) -> OwnHost {
+    /// A host with a shared directory of its own, which has `has`.
+    pub fn start(has: Has) -> OwnHost {
         hosts();
         let owner = std::process::id().to_string();
         let address = free_addresses(1).remove(0);
@@ -93,7 +106,7 @@ impl OwnHost {
             ),
         };
         reap_at_exit(std::slice::from_ref(&host));
-        start_host(&host, &address, &owner, !bare);
+        start_host(&host, &address, &owner, has);
         OwnHost(host)
     }
 }
@@ -157,18 +170,18 @@ fn start() -> Vec<RemoteHost> {
     std::thread::scope(|scope| {
         for (host, address) in hosts.iter().zip(&addresses) {
             let owner = &owner;
-            scope.spawn(move || start_host(host, address, owner, true));
+            scope.spawn(move || start_host(host, address, owner, Has::Prepared));
         }
     });
     eprintln!(
-        "remote hosts: {} started with {TEST_IMAGE} loaded in {:.1} s",
+        "remote hosts: {} started and prepared (image, tools volume) in {:.1} s",
         hosts.len(),
         began.elapsed().as_secs_f64()
     );
     hosts
 }
 
-fn start_host(host: &RemoteHost, address: &str, owner: &str, load: bool) {
+fn start_host(host: &RemoteHost, address: &str, owner: &str, has: Has) {
     let label = format!("{OWNER_LABEL}={owner}");
     docker_ok(&["volume", "create", "--label", &label, &host.container]);
     let volume = format!(
@@ -228,20 +241,44 @@ fn start_host(host: &RemoteHost, address: &str, owner: &str, load: bool) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    if !load {
-        return;
+    match has {
+        Has::Nothing => {}
+        Has::Image => {
+            let load = format!("docker save {TEST_IMAGE} | docker -H {} load -q", host.url);
+            let out = Run::program("sh", &["-c", &load])
+                .deadline(Duration::from_secs(120))
+                .output();
+            assert_eq!(
+                out.code,
+                Some(0),
+                "loading {TEST_IMAGE} into {}: {}",
+                host.url,
+                out.stderr
+            );
+        }
+        Has::Prepared => {
+            if let Err(why) = super::prerequisite::tools_volume_filled() {
+                panic!("a prepared host gets this machine's tools volume: {why}");
+            }
+            let flag = format!("emulated={}", host.url);
+            let out = Run::new(&["hosts", "prepare", "--image", TEST_IMAGE, "--host", &flag])
+                .deadline(Duration::from_secs(300))
+                .output();
+            assert_eq!(
+                (out.code, out.stdout.trim()),
+                (
+                    Some(0),
+                    format!(
+                        "host emulated: {TEST_IMAGE} loaded, tools volume copied from this machine"
+                    )
+                    .as_str()
+                ),
+                "`hosts prepare` of {}: {}",
+                host.url,
+                out.stderr
+            );
+        }
     }
-    let load = format!("docker save {TEST_IMAGE} | docker -H {} load -q", host.url);
-    let out = Run::program("sh", &["-c", &load])
-        .deadline(Duration::from_secs(120))
-        .output();
-    assert_eq!(
-        out.code,
-        Some(0),
-        "loading {TEST_IMAGE} into {}: {}",
-        host.url,
-        out.stderr
-    );
 }
 
 /// `n` loopback addresses 127.0.0.N whose port 2375 is free, away from the fake

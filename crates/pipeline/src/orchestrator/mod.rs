@@ -13,10 +13,13 @@
 //! notification; the last of its group to be recorded runs the `judgement` (with
 //! Meta's `judge` message) and records the judged line, which is delivered and
 //! notified. `spend_limit` stops the claiming once the finished attempts
-//! reach `--max-tokens` or `--max-cost-usd`.
+//! reach `--max-tokens` or `--max-cost-usd`. With hosts, `placement` puts each
+//! attempt on the healthy host with the most free slots and `host_sweep` removes
+//! each host's leftovers at start and after its health re-checks.
 
 pub(crate) mod attempt;
 pub(crate) mod child;
+pub(crate) mod host_sweep;
 pub(crate) mod claim;
 pub(crate) mod judge;
 pub(crate) mod judgement;

@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::attempt::{self, Place, Setup};
+use super::host_sweep::{self, Sweeps};
 use super::placement::Pool;
 use super::presence::Presence;
 use super::spend_limit::{SpendLimit, Spent};
@@ -77,7 +78,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         Pool::local(options.jobs)
     } else {
         let pool = Pool::of(hosts);
-        sweep_hosts(&ws, &options.hosts, &pool);
+        host_sweep::at_start(&pool);
         pool
     };
     // On hosts an attempt always runs in a clone: a lost host's attempt leaves
@@ -144,6 +145,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
     // Attempts not yet recorded, and those of them still holding a `--jobs` place.
     let (mut active, mut placed) = (0usize, 0usize);
     let mut last_recovery = Instant::now();
+    let sweeps = Sweeps::default();
     let mut claimer = claim::Claimer::default();
     // The last claim error, logged once while it repeats (a poll every 100 ms).
     let mut last_error = String::new();
@@ -191,7 +193,7 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         // With a spend limit, an attempt whose runner has ended is counted before
         // the next claim (it is being recorded: its usage is known in a moment).
         let counting = options.limit != SpendLimit::default() && active > placed;
-        pool.recheck();
+        sweeps.start(pool.recheck());
         while placed < limit
             && pool.free() > 0
             && !interrupt.is_set()
@@ -320,17 +322,3 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
     }
 }
 
-/// At start, each host's leftovers of agent-runner whose owner is gone or whose
-/// expiry passed are removed (`backend::sweep`, by label only).
-fn sweep_hosts(_ws: &Workspace, _flags: &[HostSpec], pool: &Pool) {
-    for (name, target) in pool.healthy_targets() {
-        let removed = agent_runner_sandbox::backend::sweep::sweep_host(&target);
-        if !removed.is_empty() {
-            log::info!(
-                "host {name}: removed {} leftover(s): {}",
-                removed.len(),
-                removed.join(", ")
-            );
-        }
-    }
-}

@@ -91,17 +91,24 @@ impl Pool {
             .sum()
     }
 
-    /// Checks again the hosts whose last check is `RECHECK` old.
-    pub(crate) fn recheck(&mut self) {
+    /// Checks again the hosts whose last check is `RECHECK` old; the names and
+    /// daemons of those found healthy (their leftovers are swept then).
+    pub(crate) fn recheck(&mut self) -> Vec<(String, Target)> {
         if !self.named {
-            return;
+            return Vec::new();
         }
         let due: Vec<usize> = (0..self.hosts.len())
             .filter(|&i| self.hosts[i].checked.elapsed() >= RECHECK)
             .collect();
-        if !due.is_empty() {
-            self.check(&due);
+        if due.is_empty() {
+            return Vec::new();
         }
+        self.check(&due);
+        due.into_iter()
+            .map(|i| &self.hosts[i])
+            .filter(|h| h.unhealthy.is_none())
+            .map(|h| (h.spec.name.clone(), h.spec.target.clone()))
+            .collect()
     }
 
     fn check(&mut self, which: &[usize]) {

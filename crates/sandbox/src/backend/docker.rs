@@ -181,9 +181,7 @@ impl Backend for Docker {
     }
 
     fn sweep_orphans(&self) -> Vec<String> {
-        let mut removed = sweep::remove_orphans(self.short);
-        removed.extend(sweep::remove_orphan_volumes(self.short));
-        removed
+        sweep::remove_orphans(self.short)
     }
 
     fn reads_from_outside(&self) -> bool {

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::docker_cli::{call, last_lines, remove_container};
+use super::docker_cli::{Output, call, last_lines};
 use super::host::{HEALTH, Target};
 use super::{Backend, Docker};
 use agent_runner_core::interrupt::Interrupt;
@@ -47,116 +47,51 @@ pub fn owner_labels(owner: &Owner) -> [(&'static str, String); 5] {
     ]
 }
 
+/// Which leftovers a sweep removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// At start: what a provably dead owner left, and anything whose expiry passed
+    /// (whoever owns it: the helper has ended its sandbox by then).
+    AtStart,
+    /// While the orchestrator runs (a host's health re-check): only what is both
+    /// expired and left by a provably dead owner, so no run can lose its sandbox.
+    WhileRunning,
+}
+
 /// Removes orphaned containers of the local Docker; returns their names.
 pub fn sweep_orphans() -> Vec<String> {
     Docker::default().sweep_orphans()
 }
 
-/// Removes orphaned containers, each docker call within `deadline`; their names.
-/// The listing is `ps -q` then `inspect` with `index .Config.Labels`, formats podman
-/// understands too (its `ps` knows no `.Label`). A sweep that cannot run says so in
-/// the log.
+/// Removes the local daemon's orphaned containers, then volumes, each docker call
+/// within `deadline`: their names (`volume <name>` for a volume). The listing is
+/// `ps -q` then `inspect` with `index .Config.Labels`, formats podman understands
+/// too (its `ps` knows no `.Label`). A sweep that cannot run says so in the log.
 pub(crate) fn remove_orphans(deadline: Duration) -> Vec<String> {
+    let docker = |args: &[&str]| call(args, deadline, Interrupt::never()).map_err(|e| e.to_string());
     let filter = format!("label={LABEL_TASK}");
-    let listed = call(
-        &["ps", "-a", "-q", "--no-trunc", "--filter", &filter],
-        deadline,
-        Interrupt::never(),
-    );
-    let ids: Vec<String> = match listed {
-        Ok(out) if out.ok => out.stdout.split_whitespace().map(str::to_string).collect(),
-        Ok(out) => {
-            log::error!(
-                "start-up sweep of orphaned containers did not run: `docker ps` failed: {}",
-                last_lines(&out.stderr, 2)
-            );
-            return Vec::new();
-        }
-        Err(e) => {
-            log::error!("start-up sweep of orphaned containers did not run: {e}");
-            return Vec::new();
-        }
-    };
-    if ids.is_empty() {
-        return Vec::new();
-    }
-    let mut args = vec!["inspect", "--type", "container", "--format"];
-    let format = inspect_format();
-    args.push(&format);
-    args.extend(ids.iter().map(String::as_str));
-    let out = match call(&args, deadline, Interrupt::never()) {
-        Ok(out) => out,
-        Err(e) => {
-            log::error!("start-up sweep of orphaned containers did not run: {e}");
-            return Vec::new();
-        }
-    };
-    // A container may go between `ps` and `inspect`: the others are still printed.
-    if !out.ok && out.stdout.trim().is_empty() {
-        log::error!(
-            "start-up sweep of orphaned containers did not run: `docker inspect` failed: {}",
-            last_lines(&out.stderr, 2)
-        );
-        return Vec::new();
-    }
-    let mut removed = Vec::new();
-    for line in out.stdout.lines() {
-        if let Some((id, name)) = orphan(line)
-            && remove_container(id, deadline)
-        {
-            removed.push(name.trim_start_matches('/').to_string());
-        }
+    let (removed, failed) = sweep(&docker, &filter, Rule::AtStart);
+    if let Some(why) = failed {
+        log::error!("start-up sweep of orphaned containers and volumes did not run: {why}");
     }
     removed
 }
 
-/// Removes the volumes of dead owners (the copy transport's, SPEC §22), after their
-/// containers: `volume <name>` for each.
-pub(crate) fn remove_orphan_volumes(deadline: Duration) -> Vec<String> {
-    let filter = format!("label={LABEL_TASK}");
-    let names: Vec<String> = match call(
-        &["volume", "ls", "-q", "--filter", &filter],
-        deadline,
-        Interrupt::never(),
-    ) {
-        Ok(out) if out.ok => out.stdout.split_whitespace().map(str::to_string).collect(),
-        Ok(out) => {
-            log::error!(
-                "start-up sweep of orphaned volumes did not run: {}",
-                last_lines(&out.stderr, 2)
-            );
-            return Vec::new();
-        }
-        Err(e) => {
-            log::error!("start-up sweep of orphaned volumes did not run: {e}");
-            return Vec::new();
-        }
-    };
-    if names.is_empty() {
-        return Vec::new();
-    }
-    let format = inspect_format()
-        .replace("{{.Id}}\t{{.Name}}", "{{.Name}}\t{{.Name}}")
-        .replace(".Config.Labels", ".Labels");
-    let mut args = vec!["volume", "inspect", "--format", &format];
-    args.extend(names.iter().map(String::as_str));
-    let Ok(out) = call(&args, deadline, Interrupt::never()) else {
-        return Vec::new();
-    };
-    let mut removed = Vec::new();
-    for line in out.stdout.lines() {
-        if let Some((name, _)) = orphan(line) {
-            let gone = call(&["volume", "rm", "-f", name], deadline, Interrupt::never());
-            if gone.is_ok_and(|o| o.ok) {
-                removed.push(format!("volume {name}"));
-            }
-        }
+/// Removes the local daemon's containers of tools-volume fills (`tools.rs`) whose
+/// owner is dead or whose expiry passed: a fill killed mid-way leaves its created
+/// container. Their names.
+pub(crate) fn remove_fill_leftovers(deadline: Duration) -> Vec<String> {
+    let docker = |args: &[&str]| call(args, deadline, Interrupt::never()).map_err(|e| e.to_string());
+    let filter = format!("label={}={}", super::tools::LABEL, super::tools::FILL);
+    let (removed, failed) = sweep(&docker, &filter, Rule::AtStart);
+    if let Some(why) = failed {
+        log::warn!("the sweep of killed tools-volume fills did not run: {why}");
     }
     removed
 }
 
-/// `ID NAME PID START HOST BOOT PIDNS`, tab-separated; a label a container lacks
-/// prints empty (the zero value of `index` on a map).
+/// `ID NAME PID START HOST BOOT PIDNS EXPIRES`, tab-separated; a label a container
+/// lacks prints empty (the zero value of `index` on a map).
 fn inspect_format() -> String {
     let labels = [
         LABEL_OWNER_PID,
@@ -173,15 +108,18 @@ fn inspect_format() -> String {
     format
 }
 
-/// `(id, name)` of an `inspect_format` line whose owner is gone or whose expiry
-/// passed.
-fn orphan(line: &str) -> Option<(&str, &str)> {
+/// `(id, name)` of an `inspect_format` line that `rule` takes.
+fn orphan(line: &str, rule: Rule) -> Option<(&str, &str)> {
     let fields: Vec<&str> = line.split('\t').collect();
     let [id, name, pid, start, host, boot, pidns, expires] = fields[..] else {
         return None;
     };
-    if expired(expires) {
+    let expired = expired(expires);
+    if expired && rule == Rule::AtStart {
         return Some((id, name));
+    }
+    if !expired && rule == Rule::WhileRunning {
+        return None;
     }
     let owner = Owner {
         pid: pid.parse().ok()?,
@@ -203,55 +141,78 @@ fn expired(expires: &str) -> bool {
 }
 
 /// Removes the leftovers on host `target` (SPEC §22): containers and volumes
-/// labelled `agent-runner.task` whose owner is provably gone from this machine or
-/// whose expiry passed. Only ours, by label; their names.
-pub fn sweep_host(target: &Target) -> Vec<String> {
-    let deadline = HEALTH;
-    let call = |args: &[&str]| {
-        target
-            .docker(args, deadline, Interrupt::never())
-            .ok()
-            .filter(|o| o.ok)
-    };
-    let filter = format!("label={LABEL_TASK}");
-    let format = inspect_format();
-    let mut removed = Vec::new();
-    let listed = call(&["ps", "-a", "-q", "--no-trunc", "--filter", &filter]);
-    let ids: Vec<String> = listed
-        .map(|o| o.stdout.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_default();
-    if !ids.is_empty() {
-        let mut args = vec!["inspect", "--type", "container", "--format", &format];
-        args.extend(ids.iter().map(String::as_str));
-        let out = target.docker(&args, deadline, Interrupt::never());
-        for line in out.map(|o| o.stdout).unwrap_or_default().lines() {
-            if let Some((id, name)) = orphan(line)
-                && call(&["rm", "-f", id]).is_some()
-            {
-                removed.push(name.trim_start_matches('/').to_string());
-            }
-        }
-    }
-    let listed = call(&["volume", "ls", "-q", "--filter", &filter]);
-    let names: Vec<String> = listed
-        .map(|o| o.stdout.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_default();
-    if !names.is_empty() {
-        // A volume's inspect has .Name, not .Id: the name stands for both.
-        let format = format.replacen("{{.Id}}\t{{.Name}}", "{{.Name}}\t{{.Name}}", 1);
-        let format = format.replace(".Config.Labels", ".Labels");
-        let mut args = vec!["volume", "inspect", "--format", &format];
-        args.extend(names.iter().map(String::as_str));
-        let out = target.docker(&args, deadline, Interrupt::never());
-        for line in out.map(|o| o.stdout).unwrap_or_default().lines() {
-            if let Some((name, _)) = orphan(line)
-                && call(&["volume", "rm", name]).is_some()
-            {
-                removed.push(name.to_string());
-            }
-        }
+/// labelled `agent-runner.task` that `rule` takes. Only ours, by label; their
+/// names (`volume <name>` for a volume).
+pub fn sweep_host(target: &Target, rule: Rule) -> Vec<String> {
+    let docker = |args: &[&str]| target.docker(args, HEALTH, Interrupt::never());
+    let (removed, failed) = sweep(&docker, &format!("label={LABEL_TASK}"), rule);
+    if let Some(why) = failed {
+        log::warn!("the sweep of {target} did not run through: {why}");
     }
     removed
+}
+
+/// One daemon's sweep through `docker` (a call to it): the containers listed by
+/// `filter` that `rule` takes removed, then the volumes. Their names, and why a
+/// listing failed, if one did (what could be listed is swept all the same).
+fn sweep(
+    docker: &dyn Fn(&[&str]) -> Result<Output, String>,
+    filter: &str,
+    rule: Rule,
+) -> (Vec<String>, Option<String>) {
+    let listed = |args: &[&str]| -> Result<Vec<String>, String> {
+        match docker(args) {
+        Ok(out) if out.ok => Ok(out.stdout.split_whitespace().map(str::to_string).collect()),
+        Ok(out) => Err(format!(
+            "`docker {}` failed: {}",
+            args[..2].join(" "),
+            last_lines(&out.stderr, 2)
+        )),
+        Err(e) => Err(e),
+        }
+    };
+    let mut removed = Vec::new();
+    let mut failed = None;
+    let format = inspect_format();
+    match listed(&["ps", "-a", "-q", "--no-trunc", "--filter", filter]) {
+        Ok(ids) if !ids.is_empty() => {
+            let mut args = vec!["inspect", "--type", "container", "--format", &format];
+            args.extend(ids.iter().map(String::as_str));
+            // A container may go between `ps` and `inspect`: the others are still
+            // printed.
+            let out = docker(&args).map(|o| o.stdout).unwrap_or_default();
+            for line in out.lines() {
+                if let Some((id, name)) = orphan(line, rule)
+                    && docker(&["rm", "-f", id]).is_ok_and(|o| o.ok)
+                {
+                    removed.push(name.trim_start_matches('/').to_string());
+                }
+            }
+        }
+        Ok(_) => {}
+        Err(e) => failed = Some(e),
+    }
+    match listed(&["volume", "ls", "-q", "--filter", filter]) {
+        Ok(names) if !names.is_empty() => {
+            // A volume's inspect has .Name, not .Id: the name stands for both.
+            let format = format
+                .replacen("{{.Id}}\t{{.Name}}", "{{.Name}}\t{{.Name}}", 1)
+                .replace(".Config.Labels", ".Labels");
+            let mut args = vec!["volume", "inspect", "--format", &format];
+            args.extend(names.iter().map(String::as_str));
+            let out = docker(&args).map(|o| o.stdout).unwrap_or_default();
+            for line in out.lines() {
+                if let Some((name, _)) = orphan(line, rule)
+                    && docker(&["volume", "rm", "-f", name]).is_ok_and(|o| o.ok)
+                {
+                    removed.push(format!("volume {name}"));
+                }
+            }
+        }
+        Ok(_) => {}
+        Err(e) => failed = failed.or(Some(e)),
+    }
+    (removed, failed)
 }
 
 #[cfg(test)]
@@ -274,22 +235,55 @@ mod tests {
             ..me.clone()
         };
         gone.wait().unwrap();
-        assert_eq!(orphan(&line(&dead)), Some(("id1", "name1")));
-        assert_eq!(orphan(&line(&me)), None);
+        assert_eq!(orphan(&line(&dead), Rule::AtStart), Some(("id1", "name1")));
+        assert_eq!(orphan(&line(&me), Rule::AtStart), None);
         let other_ns = Owner {
             pid_namespace: "pid:[4026532999]".into(),
             ..dead.clone()
         };
-        assert_eq!(orphan(&line(&other_ns)), None);
+        assert_eq!(orphan(&line(&other_ns), Rule::AtStart), None);
         // Labels of an older agent-runner (no boot or namespace): left alone.
         assert_eq!(
-            orphan(&format!("id1\tname1\t{}\t\t{}\t\t\t", dead.pid, dead.host)),
+            orphan(
+                &format!("id1\tname1\t{}\t\t{}\t\t\t", dead.pid, dead.host),
+                Rule::AtStart
+            ),
             None
         );
         // Expired: a leftover whoever owns it; not yet expired: the owner decides.
-        assert_eq!(orphan(&format!("{}1", line(&me))), Some(("id1", "name1")));
+        assert_eq!(
+            orphan(&format!("{}1", line(&me)), Rule::AtStart),
+            Some(("id1", "name1"))
+        );
         let later = expiry_label(Duration::from_secs(3600)).1;
-        assert_eq!(orphan(&format!("{}{later}", line(&me))), None);
-        assert_eq!(orphan("garbage"), None);
+        assert_eq!(orphan(&format!("{}{later}", line(&me)), Rule::AtStart), None);
+        assert_eq!(orphan("garbage", Rule::AtStart), None);
+    }
+
+    #[test]
+    fn while_running_only_what_is_expired_and_of_a_dead_owner_goes() {
+        let me = Owner::this_process();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead = Owner {
+            pid: gone.id(),
+            ..me.clone()
+        };
+        gone.wait().unwrap();
+        let later = expiry_label(Duration::from_secs(3600)).1;
+        let rule = Rule::WhileRunning;
+        assert_eq!(
+            orphan(&format!("{}1", line(&dead)), rule),
+            Some(("id1", "name1"))
+        );
+        // Expired, but its owner runs (or is not provably gone): kept.
+        assert_eq!(orphan(&format!("{}1", line(&me)), rule), None);
+        let elsewhere = Owner {
+            host: "another-machine".into(),
+            ..dead.clone()
+        };
+        assert_eq!(orphan(&format!("{}1", line(&elsewhere)), rule), None);
+        // A dead owner's, not expired yet, or without an expiry: kept until then.
+        assert_eq!(orphan(&format!("{}{later}", line(&dead)), rule), None);
+        assert_eq!(orphan(&line(&dead), rule), None);
     }
 }

@@ -24,8 +24,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::BackendError;
 use super::docker_cli::{self, call, cli_missing, last_lines};
+use super::{BackendError, sweep};
 use agent_runner_core::interrupt::Interrupt;
 
 /// Where the volume is mounted in every sandbox.
@@ -36,6 +36,13 @@ pub const HELPER: &str = "/opt/agent-runner/bin/agent-runner-helper";
 pub const READY: &str = "/opt/agent-runner/ready";
 /// The label on the volume (its digest), the fill's container and the empty image.
 pub const LABEL: &str = "agent-runner.tools";
+/// The value of `LABEL` on a fill's container.
+pub const FILL: &str = "fill";
+/// What a fill's container is labelled `agent-runner.task` as, so that every sweep
+/// of leftovers (`sweep.rs`) sees one a killed fill left.
+const FILL_TASK: &str = "tools-fill";
+/// Longest a fill's container may live: far beyond a fill's calls' deadlines.
+const FILL_LIFETIME: Duration = Duration::from_secs(2 * 3600);
 /// The empty image the fill's container is created from (never run).
 pub const CARRIER_IMAGE: &str = "agent-runner-tools-carrier:1";
 /// Bumped when the layout changes.
@@ -210,6 +217,7 @@ pub fn ensure(interrupt: Interrupt) -> Result<Filled, BackendError> {
             downloaded: 0,
         });
     }
+    sweep_killed_fills();
     fill(&volume, interrupt)
 }
 
@@ -218,6 +226,8 @@ pub fn ensure(interrupt: Interrupt) -> Result<Filled, BackendError> {
 pub fn install(interrupt: Interrupt) -> Result<Filled, BackendError> {
     let volume = volume_name();
     let _lock = host_lock()?;
+    // Before the volume is looked at: a killed fill's container still mounts it.
+    sweep_killed_fills();
     if exists(&volume, interrupt)? {
         if is_complete(&volume, interrupt)? {
             return Ok(Filled {
@@ -230,6 +240,14 @@ pub fn install(interrupt: Interrupt) -> Result<Filled, BackendError> {
         call(&["volume", "rm", &volume], CALL_TIMEOUT, interrupt)?;
     }
     fill(&volume, interrupt)
+}
+
+/// Removes the containers that killed fills left on this host (`sweep.rs`: their
+/// owner is gone or their expiry passed).
+fn sweep_killed_fills() {
+    for name in sweep::remove_fill_leftovers(CALL_TIMEOUT) {
+        log::info!("removed {name}, left by a tools-volume fill that was killed");
+    }
 }
 
 /// Whether this host has the volume (complete or not), for `doctor`.
@@ -268,7 +286,8 @@ fn is_complete(volume: &str, interrupt: Interrupt) -> Result<bool, BackendError>
 }
 
 /// A container created from the empty image with the volume at `TOOLS_DIR`;
-/// removed when dropped.
+/// removed when dropped. It carries this process's owner labels and an expiry: a
+/// fill killed mid-way leaves it, and the next fill or sweep removes it.
 struct Carrier {
     name: String,
 }
@@ -281,24 +300,28 @@ impl Carrier {
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
         let mount = format!("type=volume,source={volume},target={TOOLS_DIR}");
-        let label = format!("{LABEL}=fill");
-        let out = call(
-            &[
-                "create",
-                "--name",
-                &name,
-                "--label",
-                &label,
-                "--network",
-                "none",
-                "--mount",
-                &mount,
-                CARRIER_IMAGE,
-                "/none",
-            ],
-            CALL_TIMEOUT,
-            interrupt,
-        )?;
+        let owner = agent_runner_core::owner::Owner::this_process();
+        let (expires, at) = sweep::expiry_label(FILL_LIFETIME);
+        let labels: Vec<String> = [
+            (LABEL, FILL.to_string()),
+            (sweep::LABEL_TASK, FILL_TASK.to_string()),
+            (expires, at),
+        ]
+        .into_iter()
+        .chain(sweep::owner_labels(&owner))
+        .map(|(label, value)| format!("--label={label}={value}"))
+        .collect();
+        let mut args = vec!["create", "--name", &name];
+        args.extend(labels.iter().map(String::as_str));
+        args.extend([
+            "--network",
+            "none",
+            "--mount",
+            &mount,
+            CARRIER_IMAGE,
+            "/none",
+        ]);
+        let out = call(&args, CALL_TIMEOUT, interrupt)?;
         if !out.ok {
             return Err(failed("docker create", &out.stderr));
         }
