@@ -339,35 +339,13 @@ fn prepare(
     if present {
         did.push(format!("{image} is there"));
     } else {
-        // `docker save` here piped into `docker load` there: the target reaches the
-        // loading side only (AR_LOAD_* variables, read by the script); nothing on disk.
-        let (name, value) = match target {
-            Target::Url(url) => ("AR_LOAD_HOST", url.as_str()),
-            Target::Context(context) => ("AR_LOAD_CONTEXT", context.as_str()),
-        };
-        let script = r#"set -o pipefail
-there() {
-  if [ -n "${AR_LOAD_HOST:-}" ]; then DOCKER_HOST="$AR_LOAD_HOST" DOCKER_CONTEXT= docker "$@"
-  else DOCKER_HOST= DOCKER_CONTEXT="$AR_LOAD_CONTEXT" docker "$@"; fi
-}
-docker save "$1" | there load -q"#;
-        let invocation = Invocation::new("bash")
-            .args(["-c", script, "agent-runner-load", image])
-            .env(name, value);
-        let mut capture = Capture::in_memory(16 * 1024);
-        let finished = process::run(
-            &invocation,
-            &Limits::wall(LOAD, interrupt),
-            &mut capture,
-            Stop::Terminate,
-        )
-        .map_err(|e| e.to_string())?;
-        if !finished.success() {
-            return Err(format!(
-                "docker save {image} | docker load ({target}) failed: {}",
-                last_lines(&capture.stderr(), 3)
-            ));
-        }
+        between(
+            target,
+            r#"docker save "$1" | there load -q"#,
+            &[image],
+            &format!("docker save {image} | docker load ({target})"),
+            interrupt,
+        )?;
         did.push(format!("{image} loaded"));
     }
     if image_only {
@@ -388,7 +366,7 @@ docker save "$1" | there load -q"#;
         .is_ok_and(|o| o.ok);
     if tools_there {
         did.push("tools volume is there".into());
-    } else if local_tools_complete(interrupt) {
+    } else if tools::complete(interrupt).unwrap_or(false) {
         copy_tools(target, interrupt)?;
         did.push("tools volume copied from this machine".into());
     } else {
@@ -414,83 +392,75 @@ docker save "$1" | there load -q"#;
     Ok(did.join(", "))
 }
 
-/// Whether this machine's daemon has a complete tools volume (its `ready` file).
-fn local_tools_complete(interrupt: Interrupt) -> bool {
-    // `tools::present` says the volume is there; `ready` is written last by a fill.
-    matches!(tools::present(interrupt), Ok(true)) && {
-        let name = format!("agent-runner-tools-probe-{:016x}", rand_u128() as u64);
-        let mount = format!(
-            "type=volume,source={},target={},readonly",
-            tools::volume_name(),
-            tools::TOOLS_DIR
-        );
-        let created = local(
-            &[
-                "create",
-                "--name",
-                &name,
-                "--network",
-                "none",
-                "--mount",
-                &mount,
-                tools::CARRIER_IMAGE,
-                "/none",
-            ],
-            interrupt,
-        );
-        let ready = created && local(&["cp", &format!("{name}:{}", tools::READY), "-"], interrupt);
-        if created {
-            local(&["rm", "-f", &name], Interrupt::never());
-        }
-        ready
-    }
-}
-
-/// `docker <args>` on this machine's daemon succeeded.
-fn local(args: &[&str], interrupt: Interrupt) -> bool {
-    agent_runner_sandbox::backend::docker_cli::run(args, SHORT, interrupt).is_ok_and(|o| o.ok)
-}
-
 /// Copies this machine's complete tools volume to `target`: the carrier image
 /// (empty, a few bytes) loaded there, the volume made with its digest label, and
 /// the files streamed `docker cp` here into `docker cp` there through created (never
-/// started) containers. A copy that fails removes the volume there again.
+/// started) containers, labelled as a fill's (a killed copy's are swept as a
+/// killed fill's). A copy that fails removes the volume there again.
 fn copy_tools(target: &Target, interrupt: Interrupt) -> Result<(), String> {
     let volume = tools::volume_name();
-    let id = format!("{:016x}", rand_u128() as u64);
-    let (name, value) = match target {
-        Target::Url(url) => ("AR_LOAD_HOST", url.as_str()),
-        Target::Context(context) => ("AR_LOAD_CONTEXT", context.as_str()),
-    };
-    let script = r#"set -euo pipefail
-volume=$1 carrier=$2 dir=$3 label=$4 src=agent-runner-tools-copy-$5-src dst=agent-runner-tools-copy-$5-dst
-there() {
-  if [ -n "${AR_LOAD_HOST:-}" ]; then DOCKER_HOST="$AR_LOAD_HOST" DOCKER_CONTEXT= docker "$@"
-  else DOCKER_HOST= DOCKER_CONTEXT="$AR_LOAD_CONTEXT" docker "$@"; fi
-}
+    let script = r#"volume=$1 carrier=$2 dir=$3 label=$4 src=agent-runner-tools-copy-$5-src dst=agent-runner-tools-copy-$5-dst
+shift 5
 cleanup() { docker rm -f "$src" >/dev/null 2>&1 || true; there rm -f "$dst" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 there image inspect "$carrier" >/dev/null 2>&1 || docker save "$carrier" | there load -q >/dev/null
 there volume create --label "$label" "$volume" >/dev/null
-docker create --name "$src" --network none --mount "type=volume,source=$volume,target=$dir,readonly" "$carrier" /none >/dev/null
-there create --name "$dst" --network none --mount "type=volume,source=$volume,target=$dir" "$carrier" /none >/dev/null
+docker create --name "$src" "$@" --network none --mount "type=volume,source=$volume,target=$dir,readonly" "$carrier" /none >/dev/null
+there create --name "$dst" "$@" --network none --mount "type=volume,source=$volume,target=$dir" "$carrier" /none >/dev/null
 if ! docker cp "$src:$dir/." - | there cp - "$dst:$dir"; then
   there rm -f "$dst" >/dev/null 2>&1 || true
   there volume rm -f "$volume" >/dev/null 2>&1 || true
   exit 1
 fi"#;
     let label = format!("{}={}", tools::LABEL, tools::digest());
+    let id = format!("{:016x}", rand_u128() as u64);
+    let labels: Vec<String> = tools::fill_labels()
+        .into_iter()
+        .map(|(label, value)| format!("--label={label}={value}"))
+        .collect();
+    let mut args = vec![
+        volume.as_str(),
+        tools::CARRIER_IMAGE,
+        tools::TOOLS_DIR,
+        &label,
+        &id,
+    ];
+    args.extend(labels.iter().map(String::as_str));
+    between(
+        target,
+        script,
+        &args,
+        &format!("copying the tools volume {volume} to {target}"),
+        interrupt,
+    )
+}
+
+/// Runs `script` (bash, `set -euo pipefail`) with `args`: `docker` in it is this
+/// machine's daemon, `there` the daemon of `target`, which reaches the script as a
+/// variable only (AR_LOAD_*). What crosses is streamed, nothing written here. An
+/// error names `what` and the script's stderr's tail.
+fn between(
+    target: &Target,
+    script: &str,
+    args: &[&str],
+    what: &str,
+    interrupt: Interrupt,
+) -> Result<(), String> {
+    let (name, value) = match target {
+        Target::Url(url) => ("AR_LOAD_HOST", url.as_str()),
+        Target::Context(context) => ("AR_LOAD_CONTEXT", context.as_str()),
+    };
+    let script = format!(
+        r#"set -euo pipefail
+there() {{
+  if [ -n "${{AR_LOAD_HOST:-}}" ]; then DOCKER_HOST="$AR_LOAD_HOST" DOCKER_CONTEXT= docker "$@"
+  else DOCKER_HOST= DOCKER_CONTEXT="$AR_LOAD_CONTEXT" docker "$@"; fi
+}}
+{script}"#
+    );
     let invocation = Invocation::new("bash")
-        .args([
-            "-c",
-            script,
-            "agent-runner-tools-copy",
-            &volume,
-            tools::CARRIER_IMAGE,
-            tools::TOOLS_DIR,
-            &label,
-            &id,
-        ])
+        .args(["-c", &script, "agent-runner-hosts"])
+        .args(args.iter().copied())
         .env(name, value);
     let mut capture = Capture::in_memory(16 * 1024);
     let finished = process::run(
@@ -502,7 +472,7 @@ fi"#;
     .map_err(|e| e.to_string())?;
     if !finished.success() {
         return Err(format!(
-            "copying the tools volume {volume} to {target} failed: {}",
+            "{what} failed: {}",
             last_lines(&capture.stderr(), 3)
         ));
     }

@@ -195,7 +195,8 @@ fn without_the_tools_volume_allowlist_and_a_login_file_are_refused_naming_the_tr
     for case in ["allowlist", "login file"] {
         let dir = support::Scratch::new("copy-no-tools");
         repository(&dir.path);
-        let home = dir.join("home");
+        let elsewhere = support::Scratch::new("copy-no-tools-home");
+        let home = elsewhere.join("home");
         std::fs::create_dir_all(home.join(".codex")).unwrap();
         let id = task_id("no-tools");
         let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: done")]);

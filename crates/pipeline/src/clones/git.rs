@@ -4,22 +4,17 @@
 //! in-place run of an older version; a config of yours that includes a file of the
 //! work tree), and git would run what they say (`core.fsmonitor`, `url.*.insteadOf`
 //! to `ext::`, filters, hooks). root_dir's objects are read as an alternate object
-//! store, which is data: no config, hook or attribute is read from there.
-//!
-//! No git configuration of the user's either (system, global, `GIT_*` variables):
-//! the clone's files come from worker-written branches, and the user's filter and
-//! merge drivers (git-lfs reading a `.lfsconfig` there) must not run on them.
+//! store, which is data: no config, hook or attribute is read from there. The
+//! invocation without the user's configuration is `agent_runner_core::git`'s, the
+//! sandbox's landing's too.
 
 use std::fs::File;
 use std::path::Path;
-use std::time::Duration;
 
 use crate::PipelineError;
+use agent_runner_core::git::{GitError, clean, quoted};
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{self, Capture, Invocation, Limits, Stop};
-
-/// Time allowed for one git command.
-const TIMEOUT: Duration = Duration::from_secs(300);
+use agent_runner_core::process::Invocation;
 
 /// A repository of ours that git may run in.
 pub(crate) struct Repo<'a> {
@@ -58,59 +53,6 @@ impl Repo<'_> {
         }
         invocation
     }
-}
-
-/// `path` as one entry of a colon-separated list of git's: C-quoted if it has a
-/// colon (or starts with a quote).
-fn quoted(path: &Path) -> String {
-    let text = path.display().to_string();
-    if !text.contains(':') && !text.starts_with('"') {
-        return text;
-    }
-    let mut out = String::from("\"");
-    for c in text.chars() {
-        if matches!(c, '"' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out.push('"');
-    out
-}
-
-/// `git <args>` in `cwd` with none of the user's git configuration or `GIT_*`
-/// variables, and killed with the orchestrator: none may go on writing after it.
-fn clean(cwd: &Path, args: &[&str]) -> Invocation {
-    let mut invocation = Invocation::new("git");
-    for (name, _) in std::env::vars_os() {
-        if let Some(name) = name.to_str().filter(|n| n.starts_with("GIT_")) {
-            invocation = invocation.env_remove(name);
-        }
-    }
-    invocation
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_NO_REPLACE_OBJECTS", "1")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        // Nothing is fetched or pushed; no automatic maintenance (a detached `git
-        // maintenance` would outlive the attempt), no hooks, no fsmonitor.
-        .args([
-            "-c",
-            "protocol.allow=never",
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "core.attributesFile=/dev/null",
-            "-c",
-            "maintenance.auto=false",
-            "-c",
-            "gc.auto=0",
-        ])
-        .args(args.iter().copied())
-        .cwd(cwd)
-        .die_with_parent()
 }
 
 /// Variables that would point git at another repository, object store or index
@@ -192,42 +134,10 @@ pub(crate) fn init(
 }
 
 fn run(invocation: &Invocation, interrupt: Interrupt) -> Result<String, PipelineError> {
-    let mut stdout = String::new();
-    let mut on_line = |line: &[u8]| {
-        if stdout.len() < 256 * 1024 {
-            stdout.push_str(&String::from_utf8_lossy(line));
-            stdout.push('\n');
-        }
-    };
-    let mut capture = Capture::in_memory(16 * 1024).with_lines(64 * 1024, &mut on_line);
-    let finished = process::run(
-        invocation,
-        &Limits::wall(TIMEOUT, interrupt),
-        &mut capture,
-        Stop::Terminate,
-    )?;
-    let stderr = capture.stderr();
-    drop(capture);
-    match finished.ending {
-        process::Ending::Interrupted => Err(PipelineError::Interrupted),
-        process::Ending::TimedOut => Err(PipelineError::GitTimedOut {
-            command: invocation.display(),
-        }),
-        _ if finished.success() => Ok(stdout),
-        _ => Err(PipelineError::GitFailed {
-            command: invocation.display(),
-            stderr: agent_runner_core::text::tail(stderr.trim(), 600),
-        }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_borrowed_store_s_path_is_one_entry_of_git_s_list() {
-        assert_eq!(quoted(Path::new("/a/b")), "/a/b");
-        assert_eq!(quoted(Path::new("/a:b/\"c\\")), "\"/a:b/\\\"c\\\\\"");
-    }
+    agent_runner_core::git::run(invocation, interrupt).map_err(|e| match e {
+        GitError::Interrupted { .. } => PipelineError::Interrupted,
+        GitError::TimedOut { command } => PipelineError::GitTimedOut { command },
+        GitError::Failed { command, stderr } => PipelineError::GitFailed { command, stderr },
+        GitError::Start { source, .. } => source.into(),
+    })
 }

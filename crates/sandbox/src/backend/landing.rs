@@ -14,15 +14,12 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{self, Capture, Invocation, Limits, Stop};
+use agent_runner_core::process::Invocation;
 
 /// Largest bundle header read (a few refs and prerequisites).
 const MAX_HEADER: u64 = 64 * 1024;
-/// Time allowed for one git command.
-const TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The refs a bundle's header lists (`(id, name)`), and the file at its pack.
 pub fn past_header(file: File) -> Result<(File, Vec<(String, String)>), String> {
@@ -291,7 +288,7 @@ impl Git<'_> {
             .env("GIT_DIR", &self.git_dir.display().to_string())
             .env(
                 "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-                &self.borrow.display().to_string(),
+                &agent_runner_core::git::quoted(&self.borrow),
             );
         if let Some(file) = stdin {
             invocation = invocation.stdin_file(file);
@@ -300,63 +297,13 @@ impl Git<'_> {
     }
 }
 
-/// `git <args>` in `cwd` without the user's git configuration or `GIT_*` variables.
-pub(crate) fn clean(cwd: &Path, args: &[&str]) -> Invocation {
-    let mut invocation = Invocation::new("git");
-    for (name, _) in std::env::vars_os() {
-        if let Some(name) = name.to_str().filter(|n| n.starts_with("GIT_")) {
-            invocation = invocation.env_remove(name);
-        }
-    }
-    invocation
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_NO_REPLACE_OBJECTS", "1")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .args([
-            "-c",
-            "protocol.allow=never",
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "maintenance.auto=false",
-            "-c",
-            "gc.auto=0",
-        ])
-        .args(args.iter().copied())
-        .cwd(cwd)
-        .die_with_parent()
-}
+/// `git <args>` in `cwd` without the user's git configuration or `GIT_*` variables
+/// (`agent_runner_core::git`, the pipeline's clones' too).
+pub(crate) use agent_runner_core::git::clean;
 
 /// Runs a git invocation; its stdout, or the command and its stderr's tail.
 pub(crate) fn run(invocation: &Invocation, interrupt: Interrupt) -> Result<String, String> {
-    let mut stdout = String::new();
-    let mut on_line = |line: &[u8]| {
-        if stdout.len() < (1 << 20) {
-            stdout.push_str(&String::from_utf8_lossy(line));
-            stdout.push('\n');
-        }
-    };
-    let mut capture = Capture::in_memory(16 * 1024).with_lines(64 * 1024, &mut on_line);
-    let finished = process::run(
-        invocation,
-        &Limits::wall(TIMEOUT, interrupt),
-        &mut capture,
-        Stop::Terminate,
-    )
-    .map_err(|e| format!("{}: {e}", invocation.display()))?;
-    let stderr = capture.stderr();
-    drop(capture);
-    match finished.success() {
-        true => Ok(stdout),
-        false => Err(format!(
-            "{} failed: {}",
-            invocation.display(),
-            agent_runner_core::text::tail(stderr.trim(), 600)
-        )),
-    }
+    agent_runner_core::git::run(invocation, interrupt).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

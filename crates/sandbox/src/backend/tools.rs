@@ -242,6 +242,28 @@ pub fn install(interrupt: Interrupt) -> Result<Filled, BackendError> {
     fill(&volume, interrupt)
 }
 
+/// Whether this host has the volume complete (its `ready` file, written last), as
+/// `hosts prepare` copies it from.
+pub fn complete(interrupt: Interrupt) -> Result<bool, BackendError> {
+    let volume = volume_name();
+    Ok(exists(&volume, interrupt)? && is_complete(&volume, interrupt)?)
+}
+
+/// The labels of a container of a fill (or of a copy of the volume between hosts),
+/// by this process: the sweeps (`sweep.rs`) remove it once it expired or this
+/// process is gone.
+pub fn fill_labels() -> Vec<(&'static str, String)> {
+    let owner = agent_runner_core::owner::Owner::this_process();
+    [
+        (LABEL, FILL.to_string()),
+        (sweep::LABEL_TASK, FILL_TASK.to_string()),
+        sweep::expiry_label(FILL_LIFETIME),
+    ]
+    .into_iter()
+    .chain(sweep::owner_labels(&owner))
+    .collect()
+}
+
 /// Removes the containers that killed fills left on this host (`sweep.rs`: their
 /// owner is gone or their expiry passed).
 fn sweep_killed_fills() {
@@ -300,17 +322,10 @@ impl Carrier {
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
         let mount = format!("type=volume,source={volume},target={TOOLS_DIR}");
-        let owner = agent_runner_core::owner::Owner::this_process();
-        let (expires, at) = sweep::expiry_label(FILL_LIFETIME);
-        let labels: Vec<String> = [
-            (LABEL, FILL.to_string()),
-            (sweep::LABEL_TASK, FILL_TASK.to_string()),
-            (expires, at),
-        ]
-        .into_iter()
-        .chain(sweep::owner_labels(&owner))
-        .map(|(label, value)| format!("--label={label}={value}"))
-        .collect();
+        let labels: Vec<String> = fill_labels()
+            .into_iter()
+            .map(|(label, value)| format!("--label={label}={value}"))
+            .collect();
         let mut args = vec!["create", "--name", &name];
         args.extend(labels.iter().map(String::as_str));
         args.extend([
