@@ -11,14 +11,17 @@
 //! (`--privileged` fails here), seccomp unconfined; the entrypoint remounts the
 //! cgroup controllers read-write.
 //!
-//! The hosts start on first use, in parallel, each prepared as a user prepares one:
-//! `agent-runner hosts prepare` loads the test worker image into it and copies this
-//! machine's tools volume there (`docker cp` out here, in there), so no emulated host
-//! downloads the agents from the npm registry (`docker::tools_volume`'s killed fill
-//! is the one test that does). They are removed with their volumes when the test
-//! binary ends, however it ends: a reaper process holds a pipe from this process and
-//! removes them once it closes. Hosts left by a test binary that was killed before
-//! its reaper ran are removed at the next start.
+//! The hosts start on first use, in parallel, prepared: the test worker image
+//! loaded into each (`docker save | docker -H … load`), and this machine's tools
+//! volume there without a copy: mounted read-only where the inner dockerd keeps the
+//! volume of that name (`/var/lib/docker/volumes/<name>/_data`), which it lists and
+//! mounts as its own. Filling or copying 1.2 GB into each host took 30–60 s a host;
+//! `hosts prepare`'s real copy is tested on a bare host (`docker::hosts`), and the
+//! fill from the npm registry once (`docker::sweeps`, a killed fill and the next).
+//! They are removed with their volumes when the test binary ends, however it ends:
+//! a reaper process holds a pipe from this process and removes them once it closes.
+//! Hosts left by a test binary that was killed before its reaper ran are removed at
+//! the next start.
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -83,7 +86,7 @@ pub enum Has {
     Nothing,
     /// The test worker image, no tools volume.
     Image,
-    /// The test worker image and this machine's tools volume (`hosts prepare`).
+    /// The test worker image and this machine's tools volume (read-only).
     Prepared,
 }
 
@@ -174,7 +177,7 @@ fn start() -> Vec<RemoteHost> {
         }
     });
     eprintln!(
-        "remote hosts: {} started and prepared (image, tools volume) in {:.1} s",
+        "remote hosts: {} started with {TEST_IMAGE} loaded and the tools volume in {:.1} s",
         hosts.len(),
         began.elapsed().as_secs_f64()
     );
@@ -188,19 +191,32 @@ fn start_host(host: &RemoteHost, address: &str, owner: &str, has: Has) {
         "type=volume,source={},target=/var/lib/docker",
         host.container
     );
-    let mut shared = vec![];
+    let mut mounts = vec![];
     if let Some(dir) = &host.shared {
         std::fs::create_dir_all(dir).unwrap();
-        shared = vec![
+        mounts = vec![
             "--mount".to_string(),
             format!("type=bind,source={0},target={0}", dir.display()),
         ];
     }
-    let shared: Vec<&str> = shared.iter().map(String::as_str).collect();
+    if has == Has::Prepared {
+        if let Err(why) = super::prerequisite::tools_volume_filled() {
+            panic!("a prepared host gets this machine's tools volume: {why}");
+        }
+        // Read-only: a `volume rm` there must not empty this machine's volume.
+        let volume = agent_runner_sandbox::backend::tools::volume_name();
+        mounts.extend([
+            "--mount".to_string(),
+            format!(
+                "type=volume,source={volume},target=/var/lib/docker/volumes/{volume}/_data,readonly"
+            ),
+        ]);
+    }
+    let mounts: Vec<&str> = mounts.iter().map(String::as_str).collect();
     docker_ok(
         &[
             &["run", "-d"],
-            &shared[..],
+            &mounts[..],
             &[
                 "--name",
                 &host.container,
@@ -241,44 +257,20 @@ fn start_host(host: &RemoteHost, address: &str, owner: &str, has: Has) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    match has {
-        Has::Nothing => {}
-        Has::Image => {
-            let load = format!("docker save {TEST_IMAGE} | docker -H {} load -q", host.url);
-            let out = Run::program("sh", &["-c", &load])
-                .deadline(Duration::from_secs(120))
-                .output();
-            assert_eq!(
-                out.code,
-                Some(0),
-                "loading {TEST_IMAGE} into {}: {}",
-                host.url,
-                out.stderr
-            );
-        }
-        Has::Prepared => {
-            if let Err(why) = super::prerequisite::tools_volume_filled() {
-                panic!("a prepared host gets this machine's tools volume: {why}");
-            }
-            let flag = format!("emulated={}", host.url);
-            let out = Run::new(&["hosts", "prepare", "--image", TEST_IMAGE, "--host", &flag])
-                .deadline(Duration::from_secs(300))
-                .output();
-            assert_eq!(
-                (out.code, out.stdout.trim()),
-                (
-                    Some(0),
-                    format!(
-                        "host emulated: {TEST_IMAGE} loaded, tools volume copied from this machine"
-                    )
-                    .as_str()
-                ),
-                "`hosts prepare` of {}: {}",
-                host.url,
-                out.stderr
-            );
-        }
+    if has == Has::Nothing {
+        return;
     }
+    let load = format!("docker save {TEST_IMAGE} | docker -H {} load -q", host.url);
+    let out = Run::program("sh", &["-c", &load])
+        .deadline(Duration::from_secs(120))
+        .output();
+    assert_eq!(
+        out.code,
+        Some(0),
+        "loading {TEST_IMAGE} into {}: {}",
+        host.url,
+        out.stderr
+    );
 }
 
 /// `n` loopback addresses 127.0.0.N whose port 2375 is free, away from the fake
