@@ -19,8 +19,8 @@
 
 pub(crate) mod attempt;
 pub(crate) mod child;
-pub(crate) mod host_sweep;
 pub(crate) mod claim;
+pub(crate) mod host_sweep;
 pub(crate) mod judge;
 pub(crate) mod judgement;
 pub mod orchestrate;

@@ -321,4 +321,3 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         Ended::Succeeded
     }
 }
-

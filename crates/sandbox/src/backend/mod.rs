@@ -11,7 +11,8 @@
 //!   ended?), why an exec failed in docker itself, and how to go (stdin closed →
 //!   `--rm`; `docker rm -f` as the fallback; `watchdog.sh` should we be killed while
 //!   its main process is frozen). `sweep.rs`: its labels, and the orphans of dead
-//!   owners removed at start. `docker_cli.rs`: the one place every docker call is
+//!   owners (or expired) removed at start; on a host while the orchestrator runs,
+//!   only what is both (`sweep::Rule`). `docker_cli.rs`: the one place every docker call is
 //!   made, each with a deadline. `endpoint.rs`: which daemon the CLI reaches, named
 //!   in messages, and plain `tcp://` beyond the loopback refused (SPEC §22).
 //!   `Instance::lost`: a `docker version` within 5 s when an exec reached its limit
@@ -55,7 +56,8 @@
 //! Beside them, `tools.rs`: the tools volume of the engine's host (the pinned agents
 //! and the static helper, SPEC §21), which `Backend::tools_volume` has filled on
 //! first use and every sandbox mounts read-only at `/opt/agent-runner`
-//! (`Mount::volume`).
+//! (`Mount::volume`); a fill's container carries owner labels and an expiry, so a
+//! killed fill's is swept by the next fill.
 //!
 //! The sandbox (`worker::docker`) asks the transport for its mounts and the carrier
 //! for its main process, mounts and variables, adds the policy of its own

@@ -68,7 +68,8 @@ pub fn sweep_orphans() -> Vec<String> {
 /// `ps -q` then `inspect` with `index .Config.Labels`, formats podman understands
 /// too (its `ps` knows no `.Label`). A sweep that cannot run says so in the log.
 pub(crate) fn remove_orphans(deadline: Duration) -> Vec<String> {
-    let docker = |args: &[&str]| call(args, deadline, Interrupt::never()).map_err(|e| e.to_string());
+    let docker =
+        |args: &[&str]| call(args, deadline, Interrupt::never()).map_err(|e| e.to_string());
     let filter = format!("label={LABEL_TASK}");
     let (removed, failed) = sweep(&docker, &filter, Rule::AtStart);
     if let Some(why) = failed {
@@ -81,7 +82,8 @@ pub(crate) fn remove_orphans(deadline: Duration) -> Vec<String> {
 /// owner is dead or whose expiry passed: a fill killed mid-way leaves its created
 /// container. Their names.
 pub(crate) fn remove_fill_leftovers(deadline: Duration) -> Vec<String> {
-    let docker = |args: &[&str]| call(args, deadline, Interrupt::never()).map_err(|e| e.to_string());
+    let docker =
+        |args: &[&str]| call(args, deadline, Interrupt::never()).map_err(|e| e.to_string());
     let filter = format!("label={}={}", super::tools::LABEL, super::tools::FILL);
     let (removed, failed) = sweep(&docker, &filter, Rule::AtStart);
     if let Some(why) = failed {
@@ -162,13 +164,13 @@ fn sweep(
 ) -> (Vec<String>, Option<String>) {
     let listed = |args: &[&str]| -> Result<Vec<String>, String> {
         match docker(args) {
-        Ok(out) if out.ok => Ok(out.stdout.split_whitespace().map(str::to_string).collect()),
-        Ok(out) => Err(format!(
-            "`docker {}` failed: {}",
-            args[..2].join(" "),
-            last_lines(&out.stderr, 2)
-        )),
-        Err(e) => Err(e),
+            Ok(out) if out.ok => Ok(out.stdout.split_whitespace().map(str::to_string).collect()),
+            Ok(out) => Err(format!(
+                "`docker {}` failed: {}",
+                args[..2].join(" "),
+                last_lines(&out.stderr, 2)
+            )),
+            Err(e) => Err(e),
         }
     };
     let mut removed = Vec::new();
@@ -256,7 +258,10 @@ mod tests {
             Some(("id1", "name1"))
         );
         let later = expiry_label(Duration::from_secs(3600)).1;
-        assert_eq!(orphan(&format!("{}{later}", line(&me)), Rule::AtStart), None);
+        assert_eq!(
+            orphan(&format!("{}{later}", line(&me)), Rule::AtStart),
+            None
+        );
         assert_eq!(orphan("garbage", Rule::AtStart), None);
     }
 
