@@ -274,14 +274,20 @@ fn start_host(host: &RemoteHost, address: &str, owner: &str, has: Has) {
 }
 
 /// `n` loopback addresses 127.0.0.N whose port 2375 is free, away from the fake
-/// internet servers' (127.0.0.2, .3, ...).
+/// internet servers' (127.0.0.2, .3, ...), and never one handed out before in this
+/// process: hosts that start at once would otherwise find the same one free.
 fn free_addresses(n: usize) -> Vec<String> {
+    static TAKEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
     let start = 100 + (std::process::id() as usize % 100);
-    (0..150)
+    let found: Vec<String> = (0..150)
         .map(|i| format!("127.0.0.{}", 100 + (start - 100 + i) % 150))
+        .filter(|address| !taken.contains(address))
         .filter(|address| TcpListener::bind((address.as_str(), 2375)).is_ok())
         .take(n)
-        .collect()
+        .collect();
+    taken.extend(found.iter().cloned());
+    found
 }
 
 /// Starts the process that removes `hosts` once this process's end closes its stdin.
