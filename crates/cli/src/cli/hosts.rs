@@ -373,20 +373,11 @@ fn prepare(
         let exe = super::this_binary().map_err(|e| e.to_string())?;
         let invocation =
             target.apply(Invocation::new(&exe.display().to_string()).args(["tools", "install"]));
-        let mut capture = Capture::in_memory(16 * 1024);
-        let finished = process::run(
+        run_long(
             &invocation,
-            &Limits::wall(LOAD, interrupt),
-            &mut capture,
-            Stop::Terminate,
-        )
-        .map_err(|e| e.to_string())?;
-        if !finished.success() {
-            return Err(format!(
-                "agent-runner tools install ({target}) failed: {}",
-                last_lines(&capture.stderr(), 3)
-            ));
-        }
+            &format!("agent-runner tools install ({target})"),
+            interrupt,
+        )?;
         did.push("tools volume filled".into());
     }
     Ok(did.join(", "))
@@ -462,9 +453,14 @@ there() {{
         .args(["-c", &script, "agent-runner-hosts"])
         .args(args.iter().copied())
         .env(name, value);
+    run_long(&invocation, what, interrupt)
+}
+
+/// Runs `invocation` within `LOAD`; an error names `what` and its stderr's tail.
+fn run_long(invocation: &Invocation, what: &str, interrupt: Interrupt) -> Result<(), String> {
     let mut capture = Capture::in_memory(16 * 1024);
     let finished = process::run(
-        &invocation,
+        invocation,
         &Limits::wall(LOAD, interrupt),
         &mut capture,
         Stop::Terminate,

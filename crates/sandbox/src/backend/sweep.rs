@@ -228,15 +228,18 @@ mod tests {
         )
     }
 
+    /// An owner that has ended: a child of this process, waited for.
+    fn dead_owner() -> Owner {
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead = Owner::child(gone.id());
+        gone.wait().unwrap();
+        dead
+    }
+
     #[test]
     fn only_lines_naming_a_dead_owner_of_ours_are_orphans() {
         let me = Owner::this_process();
-        let mut gone = std::process::Command::new("true").spawn().unwrap();
-        let dead = Owner {
-            pid: gone.id(),
-            ..me.clone()
-        };
-        gone.wait().unwrap();
+        let dead = dead_owner();
         assert_eq!(orphan(&line(&dead), Rule::AtStart), Some(("id1", "name1")));
         assert_eq!(orphan(&line(&me), Rule::AtStart), None);
         let other_ns = Owner {
@@ -268,12 +271,7 @@ mod tests {
     #[test]
     fn while_running_only_what_is_expired_and_of_a_dead_owner_goes() {
         let me = Owner::this_process();
-        let mut gone = std::process::Command::new("true").spawn().unwrap();
-        let dead = Owner {
-            pid: gone.id(),
-            ..me.clone()
-        };
-        gone.wait().unwrap();
+        let dead = dead_owner();
         let later = expiry_label(Duration::from_secs(3600)).1;
         let rule = Rule::WhileRunning;
         assert_eq!(
