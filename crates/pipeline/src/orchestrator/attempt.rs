@@ -117,7 +117,7 @@ struct Ran {
 }
 
 /// How an attempt ended, for the orchestrator's tally.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Finished {
     pub status: AttemptStatus,
     /// The run's and the Task Builder's tokens (None: not recorded).
@@ -126,6 +126,20 @@ pub(crate) struct Finished {
     pub(crate) cost_usd: Option<f64>,
     /// The pool's index of the host this attempt lost (SPEC §22).
     pub(crate) lost_host: Option<usize>,
+    /// Its job, to queue again once the pool knows the host is lost: queued
+    /// before, it could be placed on that host again in the meantime.
+    pub(crate) requeue: Option<Requeue>,
+}
+
+/// The job of an attempt that lost its host, to queue again (`Requeue::run`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Requeue {
+    job_id: String,
+    task_id: String,
+    /// The host it lost.
+    host: String,
+    /// The host its job had lost before, if it was itself re-queued.
+    before: Option<String>,
 }
 
 /// Runs the attempt and records it; returns its status, failed when it could not be
@@ -217,16 +231,20 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
         .as_deref()
         .map_or(String::new(), |e| format!(": {}", cut(&one_line(e), 300)));
     let spend = spend_line(&attempt);
+    let requeue = lost.map(|host| Requeue {
+        job_id: job_id.clone(),
+        task_id: task.id.clone(),
+        host: host.name.clone(),
+        before: claimed.lost_host.clone(),
+    });
     let spent = |status| Finished {
         status,
         tokens: attempt.total_tokens(),
         cost_usd: attempt.cost_usd(),
         lost_host: lost.map(|h| h.index),
+        requeue: requeue.clone(),
     };
     let recorded = recording::record(ws, &attempt);
-    if let Some(host) = lost {
-        requeue(ws, &claimed, &host.name);
-    }
     match recorded {
         Ok(path) => {
             // Recorded: recovery has nothing to put back.
@@ -286,21 +304,22 @@ fn lost_detail(error: &str) -> Option<String> {
     .find_map(|words| error.find(words).map(|at| error[at..].to_string()))
 }
 
-/// Queues the job of an attempt that lost its host again, once: a job that was
-/// itself re-queued is not.
-fn requeue(ws: &crate::Workspace, claimed: &Claimed, host: &str) {
-    let job_id = &claimed.job_id;
-    if let Some(before) = &claimed.lost_host {
-        log::warn!(
-            "job {job_id}: lost host {host} after it was re-queued from host {before}: not re-queued again"
-        );
-        return;
-    }
-    match jobs::requeue_lost(ws, &claimed.task.record.id, host) {
-        Ok(next) => {
-            log::warn!("job {job_id}: lost host {host}; re-queued as job {next} for another host")
+impl Requeue {
+    /// Queues the job again, once: a job that was itself re-queued is not.
+    pub(crate) fn run(&self, ws: &crate::Workspace) {
+        let (job_id, host) = (&self.job_id, &self.host);
+        if let Some(before) = &self.before {
+            log::warn!(
+                "job {job_id}: lost host {host} after it was re-queued from host {before}: not re-queued again"
+            );
+            return;
         }
-        Err(e) => log::error!("job {job_id}: lost host {host}; cannot re-queue it: {e}"),
+        match jobs::requeue_lost(ws, &self.task_id, host) {
+            Ok(next) => log::warn!(
+                "job {job_id}: lost host {host}; re-queued as job {next} for another host"
+            ),
+            Err(e) => log::error!("job {job_id}: lost host {host}; cannot re-queue it: {e}"),
+        }
     }
 }
 

@@ -169,6 +169,10 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
             if let Some(host) = finished.lost_host {
                 pool.lost(host);
             }
+            // Only now: the pool no longer places anything on the lost host.
+            if let Some(requeue) = &finished.requeue {
+                requeue.run(&ws);
+            }
             if finished.status == AttemptStatus::Failed {
                 *failures += 1;
             }
