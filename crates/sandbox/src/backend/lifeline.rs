@@ -171,3 +171,5 @@ impl Carrier for Lifeline {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod microbench;
