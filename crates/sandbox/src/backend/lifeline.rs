@@ -170,6 +170,6 @@ impl Carrier for Lifeline {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod microbench;
+#[cfg(test)]
+mod tests;

@@ -310,7 +310,11 @@ fn a_helper_that_keeps_to_its_credit_sends_many_windows_and_is_credited_by_the_q
     send(&mut helper, Frame::new(EOF, 4, vec![]));
     let got = reading.join().unwrap();
     assert_eq!(got.len(), total, "every byte reached the proxy, in order");
-    assert!(got.chunks(MAX_DATA).enumerate().all(|(i, c)| c.iter().all(|&b| b == i as u8)));
+    assert!(
+        got.chunks(MAX_DATA)
+            .enumerate()
+            .all(|(i, c)| c.iter().all(|&b| b == i as u8))
+    );
     assert!(
         credits.iter().all(|&c| c == UP_WINDOW / 4),
         "one credit a quarter window: {credits:?}"
