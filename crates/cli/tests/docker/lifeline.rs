@@ -207,7 +207,8 @@ fn helper(expires: u64, name: &str) -> std::process::Child {
             "--name",
             name,
             "--label",
-            "agent-runner.task=lifeline-helper",
+            // Its own: the two tests of the helper run at once.
+            &format!("agent-runner.task={name}"),
             "--mount",
             &mount,
             "--entrypoint",
@@ -257,7 +258,7 @@ fn closing_the_stream_ends_the_sandbox() {
     );
     drop(child.stdin.take());
     ends_within(&mut child, Duration::from_secs(15));
-    assert_no_container("lifeline-helper");
+    assert_no_container(&name);
 }
 
 #[test]
@@ -282,7 +283,7 @@ fn the_sandbox_ends_when_its_expiry_passes_though_the_stream_stays_open() {
         stderr.contains("agent-runner lifeline: the sandbox expired"),
         "{stderr}"
     );
-    assert_no_container("lifeline-helper");
+    assert_no_container(&name);
 }
 
 #[test]
