@@ -6,8 +6,9 @@ through the egress proxy, timed inside the sandbox (/proc/uptime, 10 ms steps):
 - socket, local: this build on the local daemon, whose egress carrier is the socket
   (the bridge and the proxy's unix socket mounted from the host);
 - lifeline, local: the lifeline on the local daemon, by the binary in
-  BENCH_LIFELINE_BIN (a build of the commit that made the lifeline the carrier
-  everywhere, 98d5c7d); left out when it is not set;
+  BENCH_LIFELINE_BIN (a build whose carrier is the lifeline locally as well: in
+  worker/docker.rs's open_carrier, `lifeline` without `self.backend.remote()`); left
+  out when it is not set;
 - lifeline, tcp host: this build against an emulated remote host (DOCKER_HOST=
   tcp://127.0.0.N:2375, Docker-in-Docker as the tests start one; the repository in a
   directory the host shares, so the bind transport's locality proof passes), where
@@ -32,7 +33,7 @@ BIN = os.environ.get("AGENT_RUNNER_BIN", os.path.join(ROOT, "target/release/agen
 LIFELINE_BIN = os.environ.get("BENCH_LIFELINE_BIN")
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 IMAGE = "agent-runner-test-worker:latest"
-HOST_IMAGE = "agent-runner-test-remote-host:1"
+HOST_IMAGE = "agent-runner-test-remote-host:2"
 SIZE = 100 << 20
 BODY = b"x" * SIZE
 
@@ -76,6 +77,10 @@ def download(binary, authority, base, docker_host=None):
     yaml = (f"version: 1\ntask:\n  id: {task_id}\n  repo: {repo}\n  prd: {{text: x}}\n"
             f"runner:\n  meta: {{kind: scripted, script: {script}, max_loops: 1}}\n"
             f"  worker:\n    docker_image: {IMAGE}\n    allow: ['{authority}']\n")
+    if docker_host:
+        # The host shares this machine's paths: bind, so rc.txt and t.txt land here
+        # (the default there, copy, would bring them back as a branch).
+        yaml += "  sandbox: {transport: bind}\n"
     env = dict(os.environ, TMPDIR=home, HOME=home, RUST_LOG="warn")
     if docker_host:
         env["DOCKER_HOST"] = docker_host
@@ -87,7 +92,8 @@ def download(binary, authority, base, docker_host=None):
         with open(os.path.join(repo, "t.txt")) as f:
             a, b = map(float, f.read().split())
     except OSError:
-        sys.exit(f"bench/lifeline.py: the task did not download: {out.stderr.decode()[-2000:]}")
+        sys.exit(f"bench/lifeline.py: the task did not download: {out.stderr.decode()[-2000:]}"
+                 f"{out.stdout.decode()[-2000:]}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if rc != "0":
@@ -158,8 +164,8 @@ def main():
             figure("lifeline, local", [download(LIFELINE_BIN, authority, shared)
                                        for _ in range(RUNS)], base)
         else:
-            print("  lifeline, local        left out: set BENCH_LIFELINE_BIN to a build of "
-                  "98d5c7d")
+            print("  lifeline, local        left out: set BENCH_LIFELINE_BIN to a build with "
+                  "the lifeline as the local carrier")
         host, url = start_host(shared)
         download(BIN, authority, shared, url)  # fills the host's tools volume
         figure("lifeline, tcp host", [download(BIN, authority, shared, url)

@@ -128,6 +128,8 @@ fn egress_over_the_lifeline_is_allowed_and_denied_on_a_remote_host_with_nothing_
     let allowed = Destination::start("allowed", "127.0.0.2");
     let denied = Destination::start("denied", "127.0.0.3");
     let (a, d) = (allowed.authority(), denied.authority());
+    // Many download windows: the helper's credits must keep coming.
+    let big = big_server();
     let dir = Scratch::new("lifeline-remote");
     let repo = shared_repo(host);
     let home = dir.join("home");
@@ -137,14 +139,16 @@ fn egress_over_the_lifeline_is_allowed_and_denied_on_a_remote_host_with_nothing_
         &dir,
         &format!(
             "@run: wget -q -O allowed.out http://{a}/x 2> allowed.err; \
+             wget -q -O - http://{big}/big | wc -c > big.txt; \
              wget -q -O denied.out http://{d}/y 2> denied.err; echo $? > denied.rc; \
              grep -c egress /proc/mounts > mounts.txt\n@say: fetched"
         ),
     );
-    let yaml = task(&id, &repo, &script).set("runner.worker.allow", [&a]);
+    let yaml = task(&id, &repo, &script).set("runner.worker.allow", [&a, &big]);
     let out = run(&yaml, &home, Some(&host.url));
     out.code(0).stderr_has(&format!("egress denied: {d}"));
     assert_eq!(read(&repo.join("allowed.out")), "hello from allowed");
+    assert_eq!(read(&repo.join("big.txt")).trim(), BIG.to_string());
     assert_ne!(read(&repo.join("denied.rc")), "0\n");
     assert!(!repo.join("denied.out").exists() || read(&repo.join("denied.out")).is_empty());
     assert_eq!(read(&repo.join("mounts.txt")), "0\n");
@@ -156,6 +160,27 @@ fn egress_over_the_lifeline_is_allowed_and_denied_on_a_remote_host_with_nothing_
     );
     assert_none_on(host, &id);
     let _ = std::fs::remove_dir_all(&repo);
+}
+
+/// Bytes of `big_server`'s answer: five of the lifeline's download windows.
+const BIG: usize = 5 * 4 * 1024 * 1024;
+
+/// A server on 127.0.0.2 answering one request with BIG bytes; its authority.
+fn big_server() -> String {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let authority = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let Ok((mut client, _)) = listener.accept() else {
+            return;
+        };
+        let mut request = [0u8; 4096];
+        let _ = client.read(&mut request);
+        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {BIG}\r\nConnection: close\r\n\r\n");
+        let _ = client.write_all(head.as_bytes());
+        let _ = client.write_all(&vec![b'x'; BIG]);
+    });
+    authority
 }
 
 /// The tools volume of this build (as `tools install` says), filled if need be.
@@ -182,7 +207,8 @@ fn helper(expires: u64, name: &str) -> std::process::Child {
             "--name",
             name,
             "--label",
-            "agent-runner.task=lifeline-helper",
+            // Its own: the two tests of the helper run at once.
+            &format!("agent-runner.task={name}"),
             "--mount",
             &mount,
             "--entrypoint",
@@ -232,7 +258,7 @@ fn closing_the_stream_ends_the_sandbox() {
     );
     drop(child.stdin.take());
     ends_within(&mut child, Duration::from_secs(15));
-    assert_no_container("lifeline-helper");
+    assert_no_container(&name);
 }
 
 #[test]
@@ -257,7 +283,7 @@ fn the_sandbox_ends_when_its_expiry_passes_though_the_stream_stays_open() {
         stderr.contains("agent-runner lifeline: the sandbox expired"),
         "{stderr}"
     );
-    assert_no_container("lifeline-helper");
+    assert_no_container(&name);
 }
 
 #[test]

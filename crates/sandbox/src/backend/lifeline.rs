@@ -170,4 +170,6 @@ impl Carrier for Lifeline {
 }
 
 #[cfg(test)]
+mod microbench;
+#[cfg(test)]
 mod tests;

@@ -28,10 +28,13 @@
  *   CREDIT (both) 4 bytes, big-endian N: N more bytes of DATA were delivered.
  *   FILE   (down) 2 bytes path length, the path, the content: written mode 0600.
  *   FILED  (up)   the answer to FILE: empty, or why it failed.
- * Flow control: each direction of a channel starts with LL_WINDOW bytes of credit;
- * DATA spends it, CREDIT returns it once the bytes left the receiver. So a slow
- * connection holds at most LL_WINDOW bytes on either side and never stalls the
- * others, and neither side's memory grows without bound.
+ * Flow control: each direction of a channel starts with its window of credit
+ * (LL_WINDOW_DOWN from agent-runner to here, LL_WINDOW_UP from here up); DATA spends
+ * it, CREDIT returns it once the bytes left the receiver. So a slow connection holds
+ * at most a window on either side and never stalls the others, and neither side's
+ * memory grows without bound. The download direction's window is the larger: its
+ * credits come back over the container's stdout, docker's slow direction, and a
+ * direction moves at most a window per round trip.
  */
 
 #define LL_OPEN 1
@@ -44,7 +47,12 @@
 #define LL_HEADER 8
 #define LL_CHANNELS 128
 #define LL_MAX_DATA 65536
-#define LL_WINDOW (256 * 1024)
+#define LL_WINDOW_DOWN (4096 * 1024)
+#define LL_WINDOW_UP (512 * 1024)
+/* What one read of stdin may take (many frames at once). */
+#define LL_DOWN_BUF (1024 * 1024)
+/* Asked of the kernel for the stdio pipes: fewer wake-ups per megabyte. */
+#define LL_PIPE (1024 * 1024)
 /* What goes up waits here; a channel reads only while a whole frame fits, with room
  * left for the control frames of every channel. */
 #define LL_UP (1024 * 1024)
@@ -69,7 +77,7 @@ struct chan {
 static struct chan chans[LL_CHANNELS];
 static unsigned char up[LL_UP];
 static size_t up_len, up_off;
-static unsigned char down[LL_HEADER + LL_MAX_DATA];
+static unsigned char down[LL_DOWN_BUF];
 static size_t down_len;
 /* The FILE LINK pairs of the command line. */
 static int ll_argc;
@@ -147,7 +155,7 @@ static void ll_accept(int listener)
         return;
     for (ch = 0; ch < LL_CHANNELS && chans[ch].state; ch++)
         ;
-    char *out = ch < LL_CHANNELS ? malloc(LL_WINDOW) : NULL;
+    char *out = ch < LL_CHANNELS ? malloc(LL_WINDOW_DOWN) : NULL;
     /* No free channel: the client sees its connection closed. */
     if (!out || up_room() < LL_RESERVE) {
         free(out);
@@ -160,7 +168,7 @@ static void ll_accept(int listener)
     c->state = 1;
     c->fd = fd;
     c->out = out;
-    c->credit = LL_WINDOW;
+    c->credit = LL_WINDOW_UP;
     put_frame(LL_OPEN, ch, NULL, 0);
 }
 
@@ -216,13 +224,23 @@ static void ll_frame(int kind, int ch, const unsigned char *p, uint32_t len)
         return; /* freed here and not yet known there: nothing to do */
     switch (kind) {
     case LL_DATA:
-        if (c->got_eof || c->out_len + len > LL_WINDOW)
+        if (c->got_eof || c->out_len + len > LL_WINDOW_DOWN)
             ll_die("protocol error: data beyond the window");
         if (c->fd < 0) {
             c->owed += len;
             return;
         }
-        if (c->out_off + c->out_len + len > LL_WINDOW) {
+        if (c->out_len == 0) {
+            /* Straight to the client; only what it cannot take now waits. */
+            ssize_t w = send(c->fd, p, len, MSG_NOSIGNAL);
+            if (w > 0) {
+                p += w;
+                len -= (uint32_t)w;
+                c->owed += (uint32_t)w;
+            }
+            c->out_off = 0;
+        }
+        if (c->out_off + c->out_len + len > LL_WINDOW_DOWN) {
             memmove(c->out, c->out + c->out_off, c->out_len);
             c->out_off = 0;
         }
@@ -242,7 +260,7 @@ static void ll_frame(int kind, int ch, const unsigned char *p, uint32_t len)
         if (len != 4)
             ll_die("protocol error: a bad credit");
         c->credit += (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-        if (c->credit > LL_WINDOW)
+        if (c->credit > LL_WINDOW_UP)
             ll_die("protocol error: credit beyond the window");
         break;
     default:
@@ -300,7 +318,9 @@ static void ll_pump(int ch, short seen)
         chan_close(ch);
         return;
     }
-    if (c->owed >= LL_WINDOW / 4 || (c->owed > 0 && c->out_len == 0)) {
+    /* Credit by the quarter window, not per delivery: each CREDIT is a write up the
+     * slow direction, and the sender still has three quarters in flight. */
+    if (c->owed >= LL_WINDOW_DOWN / 4 && !c->got_eof) {
         if (up_room() >= LL_RESERVE / 2) {
             put_credit(ch, c->owed);
             c->owed = 0;
@@ -336,7 +356,7 @@ static void ll_pump(int ch, short seen)
             put_frame(LL_EOF, ch, NULL, 0);
         }
     }
-    if (c->rd_eof && c->shut && c->owed == 0)
+    if (c->rd_eof && c->shut)
         chan_close(ch);
 }
 
@@ -379,8 +399,10 @@ static int lifeline(int argc, char **argv)
     int len = snprintf(ready, sizeof ready, "agent-runner-ready %d\n", (int)getpid());
     if (write(1, ready, (size_t)len) != len)
         die("stdout");
-    for (int fd = 0; fd < 2; fd++)
+    for (int fd = 0; fd < 2; fd++) {
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        fcntl(fd, F_SETPIPE_SZ, LL_PIPE); /* not a pipe, or refused: as it is */
+    }
 
     static struct pollfd fds[3 + LL_CHANNELS];
     static int owner[3 + LL_CHANNELS];
@@ -419,7 +441,7 @@ static int lifeline(int argc, char **argv)
                 ll_pump(owner[k], fds[k].revents);
         /* Credits owed with nothing to poll for: give them now. */
         for (int ch = 0; ch < LL_CHANNELS; ch++)
-            if (chans[ch].state && chans[ch].fd >= 0 && chans[ch].owed)
+            if (chans[ch].state && chans[ch].fd >= 0 && chans[ch].owed >= LL_WINDOW_DOWN / 4)
                 ll_pump(ch, 0);
         if (listener >= 0 && (fds[2].revents & POLLIN))
             ll_accept(listener);

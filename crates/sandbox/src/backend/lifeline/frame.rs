@@ -20,8 +20,15 @@ pub(crate) const HEADER: usize = 8;
 pub(crate) const CHANNELS: u16 = 128;
 /// Longest payload of a frame.
 pub(crate) const MAX_DATA: usize = 65536;
-/// Bytes of DATA a direction of a channel may have sent and not yet credited.
-pub(crate) const WINDOW: u32 = 256 * 1024;
+/// Bytes of DATA this side may have sent down a channel and not yet had credited:
+/// they wait in the helper's memory (the sandbox's). The larger window: a direction
+/// moves at most a window per round trip, and the credits of this one come back
+/// over the container's stdout, docker's slow direction (bench/lifeline.py).
+pub(crate) const DOWN_WINDOW: u32 = 4096 * 1024;
+/// Bytes of DATA the helper may have sent up a channel and not yet had credited:
+/// they wait in this machine's memory, so a hostile sandbox holds at most
+/// `CHANNELS` times this here.
+pub(crate) const UP_WINDOW: u32 = 512 * 1024;
 
 /// A frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,11 +58,16 @@ impl Frame {
     /// Its bytes on the stream. A payload is at most `MAX_DATA` long (callers cut).
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(HEADER + self.payload.len());
-        bytes.extend_from_slice(&[self.kind, 0]);
-        bytes.extend_from_slice(&self.channel.to_be_bytes());
-        bytes.extend_from_slice(&(self.payload.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(&Frame::header(self.kind, self.channel, self.payload.len()));
         bytes.extend_from_slice(&self.payload);
         bytes
+    }
+
+    /// The header of a frame of `kind` on `channel` with `length` bytes of payload.
+    pub(crate) fn header(kind: u8, channel: u16, length: usize) -> [u8; HEADER] {
+        let [c0, c1] = channel.to_be_bytes();
+        let [l0, l1, l2, l3] = (length as u32).to_be_bytes();
+        [kind, 0, c0, c1, l0, l1, l2, l3]
     }
 
     /// The next frame of `stream`: its header checked (kind, channel, length)
@@ -163,6 +175,31 @@ mod tests {
         let mut cut = Frame::new(DATA, 0, vec![1; 10]).encode();
         cut.truncate(12);
         assert_eq!(read(&cut), Err(Broken::Ended));
+    }
+
+    #[test]
+    fn the_helper_keeps_the_same_numbers() {
+        let source = include_str!("../helper/lifeline.c");
+        let define = |name: &str| -> u64 {
+            let line = source
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("{name} is not defined in lifeline.c"));
+            line.trim_matches(|c| c == '(' || c == ')' || c == ' ')
+                .split('*')
+                .map(|n| n.trim().parse::<u64>().unwrap())
+                .product()
+        };
+        let kinds = [OPEN, DATA, EOF, CLOSE, CREDIT, FILE, FILED];
+        let names = ["OPEN", "DATA", "EOF", "CLOSE", "CREDIT", "FILE", "FILED"];
+        for (kind, name) in kinds.iter().zip(names) {
+            assert_eq!(define(&format!("LL_{name}")), u64::from(*kind), "{name}");
+        }
+        assert_eq!(define("LL_HEADER"), HEADER as u64);
+        assert_eq!(define("LL_CHANNELS"), u64::from(CHANNELS));
+        assert_eq!(define("LL_MAX_DATA"), MAX_DATA as u64);
+        assert_eq!(define("LL_WINDOW_DOWN"), u64::from(DOWN_WINDOW));
+        assert_eq!(define("LL_WINDOW_UP"), u64::from(UP_WINDOW));
     }
 
     #[test]

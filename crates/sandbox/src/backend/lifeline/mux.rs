@@ -6,15 +6,17 @@
 //! proxy, the same one, rules and log as every connection: it is the only thing a
 //! channel can reach), the other is served by two threads of the channel's own, one
 //! per direction, so a slow connection waits alone: what the sandbox sends waits in
-//! the channel's queue, at most `WINDOW` bytes (more is a protocol error), and what
-//! we send waits for the helper's credit.
+//! the channel's queue, at most `UP_WINDOW` bytes (more is a protocol error), and
+//! what we send waits for the helper's credit (`DOWN_WINDOW` at most in flight).
+//! The writing thread sends whatever frames wait in one write, so a download moves
+//! in large writes whatever the channels' reads return.
 //!
 //! Whatever the sandbox sends that breaks the protocol ends the stream (so the
 //! sandbox) with a `lifeline: …` fault; nothing it sends can make this side panic or
 //! allocate more than a frame at a time.
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
+use std::io::{IoSlice, Read, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -23,7 +25,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::frame::{
-    Broken, CHANNELS, CLOSE, CREDIT, DATA, EOF, FILE, FILED, Frame, MAX_DATA, OPEN, WINDOW,
+    Broken, CHANNELS, CLOSE, CREDIT, DATA, DOWN_WINDOW, EOF, FILE, FILED, Frame, HEADER, MAX_DATA,
+    OPEN, UP_WINDOW,
 };
 
 /// Where a channel goes on the host: one end of a socket pair, handed to the egress
@@ -32,6 +35,8 @@ pub type Door = Arc<dyn Fn(UnixStream) + Send + Sync>;
 
 /// Frames queued for the writing thread.
 const DOWN_QUEUE: usize = 64;
+/// Most bytes of waiting frames the writing thread sends in one write.
+const DOWN_BATCH: usize = 1024 * 1024;
 /// Stack of a channel's threads (they only move bytes).
 const CHANNEL_STACK: usize = 64 * 1024;
 /// How long a file's delivery may take.
@@ -59,7 +64,12 @@ impl Down {
 
     /// Queues `frame`; false once the stream is closed.
     pub(crate) fn send(&self, frame: &Frame) -> bool {
-        !self.closed.load(Ordering::SeqCst) && self.queue.send(frame.encode()).is_ok()
+        self.send_encoded(frame.encode())
+    }
+
+    /// Queues a frame already encoded (`Frame::header` and its payload); false once the stream is closed.
+    fn send_encoded(&self, bytes: Vec<u8>) -> bool {
+        !self.closed.load(Ordering::SeqCst) && self.queue.send(bytes).is_ok()
     }
 
     /// Closes the stream: the sandbox sees its stdin end.
@@ -71,19 +81,43 @@ impl Down {
 }
 
 fn write_down(mut input: impl Write, chunks: &Receiver<Vec<u8>>, closed: &AtomicBool) {
+    let mut batch: Vec<Vec<u8>> = Vec::new();
     while let Ok(chunk) = chunks.recv() {
-        if closed.load(Ordering::SeqCst) || chunk.is_empty() {
+        let mut bytes = chunk.len();
+        batch.push(chunk);
+        while bytes < DOWN_BATCH
+            && let Ok(chunk) = chunks.try_recv()
+        {
+            bytes += chunk.len();
+            batch.push(chunk);
+        }
+        if closed.load(Ordering::SeqCst) || batch.iter().any(Vec::is_empty) {
             break;
         }
-        if input
-            .write_all(&chunk)
+        if write_all(&mut input, &batch)
             .and_then(|()| input.flush())
             .is_err()
         {
             break;
         }
+        batch.clear();
     }
     closed.store(true, Ordering::SeqCst);
+}
+
+/// Writes every chunk of `batch`, in order, in as few writes as it takes.
+fn write_all(input: &mut impl Write, batch: &[Vec<u8>]) -> std::io::Result<()> {
+    let mut slices: Vec<IoSlice> = batch.iter().map(|chunk| IoSlice::new(chunk)).collect();
+    let mut slices = &mut slices[..];
+    while !slices.is_empty() {
+        match input.write_vectored(slices) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The host end; see the module documentation.
@@ -121,7 +155,7 @@ struct Channel {
 #[derive(Default)]
 struct Queue {
     chunks: VecDeque<Vec<u8>>,
-    /// Bytes received and not yet given to the proxy (at most `WINDOW`).
+    /// Bytes received and not yet given to the proxy (at most `UP_WINDOW`).
     bytes: u32,
     eof: bool,
 }
@@ -270,9 +304,9 @@ impl Shared {
                     )));
                 }
                 let bytes = queue.bytes.saturating_add(frame.payload.len() as u32);
-                if bytes > WINDOW {
+                if bytes > UP_WINDOW {
                     return Err(Broken::Protocol(format!(
-                        "channel {id} sent {bytes} bytes unacknowledged (its window is {WINDOW})"
+                        "channel {id} sent {bytes} bytes unacknowledged (its window is {UP_WINDOW})"
                     )));
                 }
                 queue.bytes = bytes;
@@ -286,9 +320,9 @@ impl Shared {
             CREDIT => {
                 let mut credit = lock(&channel.credit);
                 let more = credit.saturating_add(frame.credit());
-                if more > WINDOW {
+                if more > DOWN_WINDOW {
                     return Err(Broken::Protocol(format!(
-                        "channel {id} was credited {more} bytes (its window is {WINDOW})"
+                        "channel {id} was credited {more} bytes (its window is {DOWN_WINDOW})"
                     )));
                 }
                 *credit = more;
@@ -317,7 +351,7 @@ impl Shared {
         let channel = Arc::new(Channel {
             id,
             socket: ours,
-            credit: Mutex::new(WINDOW),
+            credit: Mutex::new(DOWN_WINDOW),
             credit_came: Condvar::new(),
             queue: Mutex::new(Queue::default()),
             queued: Condvar::new(),
@@ -354,7 +388,6 @@ impl Shared {
 
     /// The proxy's bytes, down as DATA within the helper's credit; then EOF.
     fn to_sandbox(self: &Arc<Self>, channel: &Channel) {
-        let mut buffer = vec![0u8; MAX_DATA];
         loop {
             let allowed = {
                 let mut credit = lock(&channel.credit);
@@ -369,7 +402,9 @@ impl Shared {
                 }
                 (*credit as usize).min(MAX_DATA)
             };
-            let n = match (&channel.socket).read(&mut buffer[..allowed]) {
+            // Read into the frame itself: no copy between here and the stream.
+            let mut frame = vec![0u8; HEADER + allowed];
+            let n = match (&channel.socket).read(&mut frame[HEADER..]) {
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => 0,
@@ -382,18 +417,19 @@ impl Shared {
                 return;
             }
             *lock(&channel.credit) -= n as u32;
-            if !self
-                .down
-                .send(&Frame::new(DATA, channel.id, buffer[..n].to_vec()))
-            {
+            frame.truncate(HEADER + n);
+            frame[..HEADER].copy_from_slice(&Frame::header(DATA, channel.id, n));
+            if !self.down.send_encoded(frame) {
                 return;
             }
         }
     }
 
-    /// The sandbox's bytes, to the proxy, each credited back once given; at its
-    /// EOF, a half-close.
+    /// The sandbox's bytes, to the proxy, credited back once given, by the quarter
+    /// window (a credit per frame would be a frame down per frame up, and the
+    /// helper still has three quarters in flight); at its EOF, a half-close.
     fn to_proxy(self: &Arc<Self>, channel: &Channel) {
+        let mut owed = 0u32;
         loop {
             let chunk = {
                 let mut queue = lock(&channel.queue);
@@ -418,8 +454,12 @@ impl Shared {
                 return;
             }
             lock(&channel.queue).bytes -= chunk.len() as u32;
-            let credit = (chunk.len() as u32).to_be_bytes().to_vec();
-            self.down.send(&Frame::new(CREDIT, channel.id, credit));
+            owed += chunk.len() as u32;
+            if owed >= UP_WINDOW / 4 {
+                let credit = owed.to_be_bytes().to_vec();
+                self.down.send(&Frame::new(CREDIT, channel.id, credit));
+                owed = 0;
+            }
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
 use super::frame::{
-    CHANNELS, CLOSE, CREDIT, DATA, EOF, FILE, FILED, Frame, MAX_DATA, OPEN, WINDOW,
+    CHANNELS, CLOSE, CREDIT, DATA, EOF, FILE, FILED, Frame, MAX_DATA, OPEN, UP_WINDOW,
 };
 use super::mux::{Door, Down, Mux};
 
@@ -86,7 +86,7 @@ fn a_channel_reaches_the_door_and_carries_both_ways_then_closes() {
     assert!(rest.is_empty(), "half-closed toward the proxy");
     assert_eq!(next(&mut down, &mut credited).kind, EOF);
     assert_eq!(next(&mut down, &mut credited).kind, CLOSE);
-    assert_eq!(credited, 13, "the delivered bytes credited back");
+    assert_eq!(credited, 0, "credits go by the quarter window");
     // Its CLOSE frees the channel: it can be opened again.
     send(&mut helper, Frame::new(CLOSE, 5, vec![]));
     send(&mut helper, Frame::new(OPEN, 5, vec![]));
@@ -102,7 +102,7 @@ fn a_slow_connection_does_not_stall_the_others_and_its_window_is_a_bound() {
     let mut fast = doors.recv_timeout(Duration::from_secs(5)).unwrap();
     // The slow proxy end reads nothing: its whole window waits on the host.
     let chunk = vec![1u8; MAX_DATA];
-    for _ in 0..(WINDOW as usize / MAX_DATA) {
+    for _ in 0..(UP_WINDOW as usize / MAX_DATA) {
         send(&mut helper, Frame::new(DATA, 0, chunk.clone()));
     }
     send(&mut helper, Frame::new(DATA, 1, b"ping".to_vec()));
@@ -112,7 +112,7 @@ fn a_slow_connection_does_not_stall_the_others_and_its_window_is_a_bound() {
     assert_eq!(&ping, b"ping");
     // The slow end keeps reading nothing: once its socket is full, what is not
     // credited back reaches the window, and one frame more ends the sandbox.
-    let mut sent = WINDOW as u64;
+    let mut sent = UP_WINDOW as u64;
     while sent < 64 * 1024 * 1024
         && helper
             .write_all(&Frame::new(DATA, 0, chunk.clone()).encode())
@@ -279,4 +279,45 @@ fn what_came_before_a_close_still_reaches_the_proxy_and_the_close_is_answered() 
     // Freed: the channel opens again.
     send(&mut helper, Frame::new(OPEN, 9, vec![]));
     assert!(doors.recv_timeout(Duration::from_secs(5)).is_ok());
+}
+
+#[test]
+fn a_helper_that_keeps_to_its_credit_sends_many_windows_and_is_credited_by_the_quarter() {
+    let (mux, mut helper, mut down, doors) = harness(true);
+    send(&mut helper, Frame::new(OPEN, 4, vec![]));
+    let mut proxy = doors.recv_timeout(Duration::from_secs(5)).unwrap();
+    let total = 5 * UP_WINDOW as usize;
+    let reading = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        proxy.read_to_end(&mut got).unwrap();
+        got
+    });
+    // The helper's side of the flow control: never more than its credit in flight.
+    let (mut credit, mut sent, mut credits) = (UP_WINDOW as usize, 0, Vec::new());
+    while sent < total {
+        if credit == 0 {
+            let frame = Frame::read(&mut down).expect("a credit, not the end");
+            assert_eq!((frame.kind, frame.channel), (CREDIT, 4), "{frame:?}");
+            credit += frame.credit() as usize;
+            credits.push(frame.credit());
+            continue;
+        }
+        let n = credit.min(MAX_DATA).min(total - sent);
+        let byte = (sent / MAX_DATA) as u8;
+        send(&mut helper, Frame::new(DATA, 4, vec![byte; n]));
+        (sent, credit) = (sent + n, credit - n);
+    }
+    send(&mut helper, Frame::new(EOF, 4, vec![]));
+    let got = reading.join().unwrap();
+    assert_eq!(got.len(), total, "every byte reached the proxy, in order");
+    assert!(
+        got.chunks(MAX_DATA)
+            .enumerate()
+            .all(|(i, c)| c.iter().all(|&b| b == i as u8))
+    );
+    assert!(
+        credits.iter().all(|&c| c == UP_WINDOW / 4),
+        "one credit a quarter window: {credits:?}"
+    );
+    assert_eq!(mux.fault(), None);
 }
