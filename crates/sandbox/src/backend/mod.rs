@@ -90,6 +90,7 @@ pub mod seccomp;
 mod socket;
 mod spec;
 pub mod sweep;
+mod tar;
 pub mod tools;
 
 use std::path::Path;
