@@ -125,6 +125,8 @@ pub(crate) struct Copy {
     filled: Option<(String, String)>,
     brought: Option<BroughtBack>,
     interrupt: Interrupt,
+    /// Removals under way on threads of their own, joined at the end.
+    tidying: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// What the copy transport needs of the task.
@@ -150,6 +152,7 @@ impl Copy {
             filled: None,
             brought: None,
             interrupt: task.interrupt,
+            tidying: Vec::new(),
         }
     }
 
@@ -217,6 +220,7 @@ impl Copy {
             )?;
             tar.tree(&stage.join(".git"), &format!("{top}/.git/"), &[])
         })?;
+        self.tidying.push(carrier.remove_aside());
         if !skipped.is_empty() {
             log::warn!(
                 "the copy transport left out what is neither a file, a directory nor a symlink: {}",
@@ -257,25 +261,33 @@ impl Copy {
 
     /// The bundler's run against the volume (read-only), its bundle read out and
     /// landed.
+    /// Removes `volume` on every path.
     fn bring_back(&self, volume: &str, base: &str) -> BroughtBack {
         let out = format!("{volume}-out");
         if let Err(e) = self.create_volume(&out) {
+            remove_volume(volume);
             return BroughtBack::Failed(e.to_string());
         }
-        let brought = self.bundle(volume, &out, base);
+        let branch = self.branch();
+        let caches = if self.keep_untracked { "keep" } else { "drop" };
+        let request = format!("work {} {branch} {caches} {base}", self.task_id);
+        let spec = self.bundler_spec(volume, &out, request);
+        let said = self.backend.run_once(&spec, COPY_TIMEOUT, self.interrupt);
+        // The work's volume is done with: removed while the bundle is read out.
+        let brought = std::thread::scope(|scope| {
+            scope.spawn(|| remove_volume(volume));
+            match said {
+                Ok(said) => self.answered(&said, &out, base),
+                Err(e) => BroughtBack::Failed(format!("the bundler: {e}")),
+            }
+        });
         remove_volume(&out);
         brought
     }
 
-    fn bundle(&self, volume: &str, out: &str, base: &str) -> BroughtBack {
+    /// What the bundler `said`: its bundle read out of `out` and landed.
+    fn answered(&self, said: &super::Output, out: &str, base: &str) -> BroughtBack {
         let branch = self.branch();
-        let caches = if self.keep_untracked { "keep" } else { "drop" };
-        let request = format!("work {} {branch} {caches} {base}", self.task_id);
-        let spec = self.bundler_spec(volume, out, request);
-        let said = match self.backend.run_once(&spec, COPY_TIMEOUT, self.interrupt) {
-            Ok(said) => said,
-            Err(e) => return BroughtBack::Failed(format!("the bundler: {e}")),
-        };
         let answer = said
             .stdout
             .lines()
@@ -389,6 +401,9 @@ impl Copy {
     }
 
     fn clean_up(&mut self) {
+        for tidying in self.tidying.drain(..) {
+            let _ = tidying.join();
+        }
         if let Some((volume, _)) = self.filled.take() {
             remove_volume(&volume);
         }
@@ -435,7 +450,7 @@ impl Transport for Copy {
     }
 
     fn finish(&mut self) -> Vec<Finding> {
-        if let Some((volume, base)) = self.filled.clone() {
+        if let Some((volume, base)) = self.filled.take() {
             let started = std::time::Instant::now();
             let brought = self.bring_back(&volume, &base);
             log::info!(
@@ -495,22 +510,35 @@ impl Carrier {
         labels: &[String],
         interrupt: Interrupt,
     ) -> Result<Carrier, BackendError> {
-        carrier_image(interrupt)?;
         let name = format!(
             "agent-runner-copy-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]
         );
         let mount = format!("type=volume,source={volume},target={target}");
-        let mut args = vec!["create", "--name", &name, "--network", "none"];
+        let mut args = vec![
+            "create", "--pull", "never", "--name", &name, "--network", "none",
+        ];
         for label in labels {
             args.extend(["--label", label.as_str()]);
         }
         args.extend(["--mount", &mount, CARRIER_IMAGE, "/none"]);
-        let out = call(&args, CALL_TIMEOUT, interrupt)?;
+        let mut out = call(&args, CALL_TIMEOUT, interrupt)?;
+        // The empty image is made on a host's first copy: looked for only when the
+        // create failed, which saves a round trip on every other.
+        if !out.ok {
+            carrier_image(interrupt)?;
+            out = call(&args, CALL_TIMEOUT, interrupt)?;
+        }
         if !out.ok {
             return Err(failed("docker create", &out.stderr));
         }
         Ok(Carrier { name, interrupt })
+    }
+
+    /// Removed on a thread of its own (the sandbox may start meanwhile: the volume
+    /// is shared); joined by `Copy::clean_up`.
+    fn remove_aside(self) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || drop(self))
     }
 
     /// One `docker cp -a - <container>:<dir>`, its stdin the tar stream `write`
