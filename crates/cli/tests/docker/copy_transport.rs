@@ -330,7 +330,10 @@ fn the_copy_in_reads_nothing_outside_the_repository() {
     let lines: Vec<&str> = seen.lines().collect();
     assert_eq!(lines[0], secret.display().to_string(), "{seen}");
     assert!(!seen.contains("host secret"), "{seen}");
-    assert!(seen.contains("unreadable") && seen.contains("no-dir"), "{seen}");
+    assert!(
+        seen.contains("unreadable") && seen.contains("no-dir"),
+        "{seen}"
+    );
     let from_stat: Vec<&str> = lines
         .iter()
         .copied()

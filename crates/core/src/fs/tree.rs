@@ -62,7 +62,8 @@ pub fn read_tree(
     skip: &[&str],
     visit: &mut dyn FnMut(Item) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    let said = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", root.display()));
+    let said =
+        |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", root.display()));
     let top = fd::open_path(root, libc::O_RDONLY | libc::O_DIRECTORY).map_err(said)?;
     visit(Item {
         path: Vec::new(),

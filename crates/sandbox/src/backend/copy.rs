@@ -516,7 +516,13 @@ impl Carrier {
         );
         let mount = format!("type=volume,source={volume},target={target}");
         let mut args = vec![
-            "create", "--pull", "never", "--name", &name, "--network", "none",
+            "create",
+            "--pull",
+            "never",
+            "--name",
+            &name,
+            "--network",
+            "none",
         ];
         for label in labels {
             args.extend(["--label", label.as_str()]);

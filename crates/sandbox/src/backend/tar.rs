@@ -59,7 +59,8 @@ impl<W: Write> TarWriter<W> {
             Node::File(_) => (b'0', status.size, Vec::new()),
             Node::Link(target) => (b'2', 0, target.clone()),
             Node::Other => {
-                self.skipped.push(String::from_utf8_lossy(&name).into_owned());
+                self.skipped
+                    .push(String::from_utf8_lossy(&name).into_owned());
                 return Ok(());
             }
         };
@@ -256,15 +257,26 @@ mod tests {
         symlink(&far, root.join("far")).unwrap();
         std::fs::create_dir_all(root.join("skipped/objects")).unwrap();
         std::fs::write(root.join("skipped/objects/o"), "obj").unwrap();
-        let made = Command::new("mkfifo").arg(root.join("fifo")).status().unwrap();
+        let made = Command::new("mkfifo")
+            .arg(root.join("fifo"))
+            .status()
+            .unwrap();
         assert!(made.success());
 
         let into = scratch("tar-into");
         let (skipped, bytes) = through_tar(&root, &into);
         assert_eq!(skipped, ["fifo"]);
-        assert_eq!(std::fs::read_to_string(into.join(&long_file)).unwrap(), "long");
+        assert_eq!(
+            std::fs::read_to_string(into.join(&long_file)).unwrap(),
+            "long"
+        );
         assert_eq!(std::fs::read(into.join("big.bin")).unwrap(), big);
-        let mode = |p: &str| std::fs::symlink_metadata(into.join(p)).unwrap().permissions().mode();
+        let mode = |p: &str| {
+            std::fs::symlink_metadata(into.join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+        };
         assert_eq!(mode("empty") & 0o7777, 0o700);
         assert_eq!(mode("run.sh") & 0o7777, 0o755, "no set-id bit");
         assert_eq!(
@@ -272,13 +284,25 @@ mod tests {
             outside.join("secret"),
             "a link stays a link"
         );
-        assert_eq!(std::fs::read_link(into.join("up")).unwrap(), Path::new("../../../etc/passwd"));
-        assert_eq!(std::fs::read_link(into.join("far")).unwrap(), Path::new(&far));
-        assert_eq!(std::fs::read_to_string(into.join("moved/objects/o")).unwrap(), "obj");
+        assert_eq!(
+            std::fs::read_link(into.join("up")).unwrap(),
+            Path::new("../../../etc/passwd")
+        );
+        assert_eq!(
+            std::fs::read_link(into.join("far")).unwrap(),
+            Path::new(&far)
+        );
+        assert_eq!(
+            std::fs::read_to_string(into.join("moved/objects/o")).unwrap(),
+            "obj"
+        );
         assert!(!into.join("skipped").exists());
         assert!(!into.join("fifo").exists());
         let text = String::from_utf8_lossy(&bytes);
-        assert!(!text.contains("host data"), "nothing outside the tree is read");
+        assert!(
+            !text.contains("host data"),
+            "nothing outside the tree is read"
+        );
         for dir in [&root, &outside, &into] {
             std::fs::remove_dir_all(dir).unwrap();
         }
@@ -303,7 +327,10 @@ mod tests {
         assert_eq!(bytes[156], b'x');
         let records = String::from_utf8_lossy(&bytes[BLOCK..2 * BLOCK]);
         assert!(records.starts_with("15 uid=4000000\n"), "{records}");
-        assert!(records.contains(&format!(" size={}\n", 9u64 << 30)), "{records}");
+        assert!(
+            records.contains(&format!(" size={}\n", 9u64 << 30)),
+            "{records}"
+        );
         assert!(!records.contains("gid="), "{records}");
         let entry = &bytes[2 * BLOCK..3 * BLOCK];
         assert_eq!(&entry[116..123], b"0001750");
@@ -314,7 +341,10 @@ mod tests {
     fn pax_records_count_their_own_length() {
         for len in [1, 5, 90, 95, 96, 97, 990, 995, 996] {
             let record = pax_record("path", &vec![b'a'; len]);
-            let (n, _) = std::str::from_utf8(&record).unwrap().split_once(' ').unwrap();
+            let (n, _) = std::str::from_utf8(&record)
+                .unwrap()
+                .split_once(' ')
+                .unwrap();
             assert_eq!(n.parse::<usize>().unwrap(), record.len(), "{len}");
         }
     }
