@@ -208,7 +208,8 @@ def run_agent(yaml, env):
     proc = subprocess.run([BIN, "run"], input=yaml.encode(), env=env, capture_output=True)
     took = time.time() - start
     if proc.returncode != 0:
-        sys.exit(f"agent-runner failed ({proc.returncode}):\n{proc.stderr.decode()[-3000:]}")
+        sys.exit(f"agent-runner failed ({proc.returncode}):\n{proc.stdout.decode()[-2000:]}\n"
+                 f"{proc.stderr.decode()[-3000:]}")
     return start, took
 
 

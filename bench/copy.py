@@ -6,9 +6,9 @@ Docker host (a Docker-in-Docker container of agent-runner-test-remote-host:1 at
 tcp://127.0.0.N:2375, as the tests start them, with the test worker image loaded):
 
 1. agent-runner: a 1-loop task (scripted Meta, network none) whose worker commits a
-   change; from its log, the repository in (clone here, volume filled with
-   `docker cp`) and the work out (bundler on the host, read out, landed as the
-   branch agent-runner/<id>).
+   change; from its log, the repository in (clone here, volume filled by one tar
+   stream, `docker cp -a -`) and the work out (bundler on the host, read out,
+   landed as the branch agent-runner/<id>).
 2. By hand, the same host: `docker cp` of the working tree (with .git) into a
    volume through a created container; a container that commits the same change
    and writes `git bundle` into a second volume, read out with `docker cp`.

@@ -328,3 +328,66 @@ fn refs_and_config_a_worker_plants_in_the_copy_stay_there() {
     );
     assert_eq!(leftovers(&[], &id), (vec![], vec![]));
 }
+
+/// The copy in is one tar stream of the working tree: a link to a host file stays a
+/// link (its target never read), a FIFO is left out (never opened, nothing blocks),
+/// long names, empty directories and modes arrive as they are, the volume's root
+/// with the repository's own mode.
+#[test]
+fn the_copy_in_reads_nothing_outside_the_repository() {
+    let dir = support::Scratch::new("copy-tar");
+    let outside = support::Scratch::new("copy-tar-outside");
+    repository(&dir.path);
+    let secret = outside.join("secret");
+    std::fs::write(&secret, "host secret\n").unwrap();
+    std::os::unix::fs::symlink(&secret, dir.join("leak")).unwrap();
+    std::os::unix::fs::symlink(&outside.path, dir.join("leak-dir")).unwrap();
+    let deep = format!("{}/{}/{}", "a".repeat(90), "b".repeat(90), "c".repeat(90));
+    let long = format!("{deep}/{}", "f".repeat(120));
+    std::fs::create_dir_all(dir.join(&deep)).unwrap();
+    std::fs::write(dir.join(&long), "long\n").unwrap();
+    std::fs::create_dir_all(dir.join("empty")).unwrap();
+    let mode = |path: &Path, mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    mode(&dir.join("empty"), 0o700);
+    mode(&dir.path, 0o750);
+    let made = support::Run::program("mkfifo", &[dir.join("fifo").to_str().unwrap()]).output();
+    assert_eq!(made.code, Some(0), "{}", made.stderr);
+    let id = task_id("copytar");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(&format!(
+            "@run: {{ readlink leak; cat leak || echo unreadable; ls leak-dir/ || echo no-dir; stat -c %a . empty; cat {long}; [ -e fifo ] && echo fifo-there || echo no-fifo; }} > seen.txt 2>&1; echo ok > out.txt\n@say: done"
+        )),
+        assess(&["AC-1"], "seen"),
+    ]);
+    let out = runner(
+        v1_task(&id, &dir.path, &server)
+            .test("grep -qx ok out.txt")
+            .set("runner.sandbox.transport", "copy"),
+    )
+    .output();
+    mode(&dir.path, 0o755);
+    let branch = format!("agent-runner/{id}");
+    out.code(0)
+        .stdout_has(&format!("the work is on the branch {branch}"));
+    let seen = git(&dir.path, &["show", &format!("{branch}:seen.txt")]);
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(lines[0], secret.display().to_string(), "{seen}");
+    assert!(!seen.contains("host secret"), "{seen}");
+    assert!(
+        seen.contains("unreadable") && seen.contains("no-dir"),
+        "{seen}"
+    );
+    let from_stat: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.len() == 3 && l.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    assert_eq!(from_stat, ["750", "700"], "{seen}");
+    assert!(seen.contains("\nlong\n"), "{seen}");
+    assert!(seen.ends_with("no-fifo"), "{seen}");
+    assert_eq!(leftovers(&[], &id), (vec![], vec![]));
+}

@@ -75,6 +75,29 @@ pub(super) fn stat_at(dir: &OwnedFd, name: &CStr) -> std::io::Result<libc::stat>
     }
 }
 
+/// The target of the symlink `name` of `dir`, as bytes.
+pub(super) fn read_link_at(dir: &OwnedFd, name: &CStr) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        // SAFETY: valid descriptor and name; the buffer's length is passed.
+        let n = unsafe {
+            libc::readlinkat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        let n = usize::try_from(n).map_err(|_| std::io::Error::last_os_error())?;
+        if n < buf.len() {
+            buf.truncate(n);
+            return Ok(buf);
+        }
+        // Perhaps cut short: again with room to spare.
+        buf.resize(buf.len() * 2, 0);
+    }
+}
+
 /// The status of an open descriptor.
 pub(super) fn stat(fd: &OwnedFd) -> std::io::Result<libc::stat> {
     // SAFETY: zeroed stat is a valid out-parameter.

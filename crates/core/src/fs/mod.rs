@@ -10,6 +10,8 @@
 //!   (`openat`); the way into a tree someone else writes (the repository and its
 //!   `.agent-runner/`, clones, `root_dir`'s git store, attempt logs).
 //! - `walk`: a bounded walk of such a tree (the privilege sweep).
+//! - `tree`: such a tree read whole, in order, to be copied elsewhere (the copy
+//!   transport's tar stream): links read as text, files opened without following.
 //! - `read`: one file by path, below directories of ours: bounded, non-blocking,
 //!   regular files only, not through a symlink at its end (`head`, `whole`, `tail`).
 //! - `atomic`: whole-file writes by path: a temp file with an unpredictable name,
@@ -29,6 +31,7 @@ mod fd;
 pub mod jsonl;
 pub mod lock;
 pub mod read;
+pub mod tree;
 pub mod walk;
 
 pub use dir::Dir;

@@ -6,8 +6,10 @@
 //! commit as the branch `agent-runner/<id>`, repacked so it borrows nothing, its
 //! index read from HEAD), and the working tree's files as they are (what the user
 //! has not committed too; `.git` and `.agent-runner/` left out) go with it into a
-//! per-attempt volume on the daemon's host, by `docker cp` into a container created
-//! (never started) from the tools' empty image. The sandbox mounts that volume at
+//! per-attempt volume on the daemon's host as ONE tar stream (`tar.rs`: links as
+//! links, nothing outside the tree read, owners and modes kept, the volume's root
+//! included) into one `docker cp -a -` through a container created (never started)
+//! from the tools' empty image. The sandbox mounts that volume at
 //! `PROJECT_DIR`; the user's `.git/config`, hooks and other branches never leave
 //! this machine.
 //!
@@ -27,6 +29,9 @@
 //! stream. Without the tools volume (its helper) the sandbox refuses
 //! `network: allowlist` and a login file, naming the transport.
 
+use std::fs::File;
+use std::io::{BufWriter, PipeWriter};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +41,7 @@ use super::endpoint::Endpoint;
 use super::landing::{self, UserRepo};
 use super::privileges::Finding;
 use super::sweep::{LABEL_TASK, owner_labels};
+use super::tar::TarWriter;
 use super::tools::{CARRIER_IMAGE, carrier_image};
 use super::{Backend, BackendError, Confinement, Main, Mount, Net, PROJECT_DIR, Spec, Transport};
 use crate::task::{TransportChoice, WorkerLimits};
@@ -119,6 +125,8 @@ pub(crate) struct Copy {
     filled: Option<(String, String)>,
     brought: Option<BroughtBack>,
     interrupt: Interrupt,
+    /// Removals under way on threads of their own, joined at the end.
+    tidying: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// What the copy transport needs of the task.
@@ -144,6 +152,7 @@ impl Copy {
             filled: None,
             brought: None,
             interrupt: task.interrupt,
+            tidying: Vec::new(),
         }
     }
 
@@ -199,18 +208,25 @@ impl Copy {
         self.create_volume(&volume)?;
         self.filled = Some((volume.clone(), head));
         let carrier = Carrier::create(&volume, PROJECT_DIR, &self.labels(), self.interrupt)?;
-        let entries =
-            std::fs::read_dir(&self.repo).map_err(|e| io("the working tree")(e.to_string()))?;
-        let target = format!("{}:{PROJECT_DIR}/", carrier.name);
-        for entry in entries {
-            let entry = entry.map_err(|e| io("the working tree")(e.to_string()))?;
-            let name = entry.file_name();
-            if name == ".git" || name == agent_runner_core::private_dir::DIR_NAME {
-                continue;
-            }
-            carrier.copy_in(&entry.path(), &target)?;
+        // Into the volume's parent, the volume's root an entry of the stream: so it
+        // gets the repository's owner and mode too (Docker applies none to the
+        // directory it extracts into), and the worker may create files at the top.
+        let (parent, top) = PROJECT_DIR.rsplit_once('/').unwrap_or(("/", PROJECT_DIR));
+        let skipped = carrier.copy_in(parent, |tar| {
+            tar.tree(
+                &self.repo,
+                &format!("{top}/"),
+                &[".git", agent_runner_core::private_dir::DIR_NAME],
+            )?;
+            tar.tree(&stage.join(".git"), &format!("{top}/.git/"), &[])
+        })?;
+        self.tidying.push(carrier.remove_aside());
+        if !skipped.is_empty() {
+            log::warn!(
+                "the copy transport left out what is neither a file, a directory nor a symlink: {}",
+                skipped.join(", ")
+            );
         }
-        carrier.copy_in(&stage.join(".git"), &target)?;
         Ok(())
     }
 
@@ -245,25 +261,33 @@ impl Copy {
 
     /// The bundler's run against the volume (read-only), its bundle read out and
     /// landed.
+    /// Removes `volume` on every path.
     fn bring_back(&self, volume: &str, base: &str) -> BroughtBack {
         let out = format!("{volume}-out");
         if let Err(e) = self.create_volume(&out) {
+            remove_volume(volume);
             return BroughtBack::Failed(e.to_string());
         }
-        let brought = self.bundle(volume, &out, base);
+        let branch = self.branch();
+        let caches = if self.keep_untracked { "keep" } else { "drop" };
+        let request = format!("work {} {branch} {caches} {base}", self.task_id);
+        let spec = self.bundler_spec(volume, &out, request);
+        let said = self.backend.run_once(&spec, COPY_TIMEOUT, self.interrupt);
+        // The work's volume is done with: removed while the bundle is read out.
+        let brought = std::thread::scope(|scope| {
+            scope.spawn(|| remove_volume(volume));
+            match said {
+                Ok(said) => self.answered(&said, &out, base),
+                Err(e) => BroughtBack::Failed(format!("the bundler: {e}")),
+            }
+        });
         remove_volume(&out);
         brought
     }
 
-    fn bundle(&self, volume: &str, out: &str, base: &str) -> BroughtBack {
+    /// What the bundler `said`: its bundle read out of `out` and landed.
+    fn answered(&self, said: &super::Output, out: &str, base: &str) -> BroughtBack {
         let branch = self.branch();
-        let caches = if self.keep_untracked { "keep" } else { "drop" };
-        let request = format!("work {} {branch} {caches} {base}", self.task_id);
-        let spec = self.bundler_spec(volume, out, request);
-        let said = match self.backend.run_once(&spec, COPY_TIMEOUT, self.interrupt) {
-            Ok(said) => said,
-            Err(e) => return BroughtBack::Failed(format!("the bundler: {e}")),
-        };
         let answer = said
             .stdout
             .lines()
@@ -377,6 +401,9 @@ impl Copy {
     }
 
     fn clean_up(&mut self) {
+        for tidying in self.tidying.drain(..) {
+            let _ = tidying.join();
+        }
         if let Some((volume, _)) = self.filled.take() {
             remove_volume(&volume);
         }
@@ -423,7 +450,7 @@ impl Transport for Copy {
     }
 
     fn finish(&mut self) -> Vec<Finding> {
-        if let Some((volume, base)) = self.filled.clone() {
+        if let Some((volume, base)) = self.filled.take() {
             let started = std::time::Instant::now();
             let brought = self.bring_back(&volume, &base);
             log::info!(
@@ -483,29 +510,81 @@ impl Carrier {
         labels: &[String],
         interrupt: Interrupt,
     ) -> Result<Carrier, BackendError> {
-        carrier_image(interrupt)?;
         let name = format!(
             "agent-runner-copy-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]
         );
         let mount = format!("type=volume,source={volume},target={target}");
-        let mut args = vec!["create", "--name", &name, "--network", "none"];
+        let mut args = vec![
+            "create",
+            "--pull",
+            "never",
+            "--name",
+            &name,
+            "--network",
+            "none",
+        ];
         for label in labels {
             args.extend(["--label", label.as_str()]);
         }
         args.extend(["--mount", &mount, CARRIER_IMAGE, "/none"]);
-        let out = call(&args, CALL_TIMEOUT, interrupt)?;
+        let mut out = call(&args, CALL_TIMEOUT, interrupt)?;
+        // The empty image is made on a host's first copy: looked for only when the
+        // create failed, which saves a round trip on every other.
+        if !out.ok {
+            carrier_image(interrupt)?;
+            out = call(&args, CALL_TIMEOUT, interrupt)?;
+        }
         if !out.ok {
             return Err(failed("docker create", &out.stderr));
         }
         Ok(Carrier { name, interrupt })
     }
 
-    /// `docker cp -a <path> <target>`: owners kept, so the worker (this machine's
-    /// user) owns its files there as here.
-    fn copy_in(&self, path: &Path, target: &str) -> Result<(), BackendError> {
-        let source = path.display().to_string();
-        self.cp(&["cp", "-a", &source, target])
+    /// Removed on a thread of its own (the sandbox may start meanwhile: the volume
+    /// is shared); joined by `Copy::clean_up`.
+    fn remove_aside(self) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || drop(self))
+    }
+
+    /// One `docker cp -a - <container>:<dir>`, its stdin the tar stream `write`
+    /// writes (`tar.rs`), streamed as it is written: owners kept, so the worker
+    /// (this machine's user) owns its files there as here. What the stream left out.
+    fn copy_in(
+        &self,
+        dir: &str,
+        write: impl FnOnce(&mut TarWriter<BufWriter<PipeWriter>>) -> std::io::Result<()> + Send,
+    ) -> Result<Vec<String>, BackendError> {
+        let io = |e: std::io::Error| BackendError::Io(format!("the copy transport: {e}"));
+        let (reader, writer) = std::io::pipe().map_err(io)?;
+        let target = format!("{}:{dir}", self.name);
+        let args = ["cp", "-a", "-", target.as_str()];
+        let invocation = docker_cli::command()
+            .args(args)
+            .stdin_file(File::from(OwnedFd::from(reader)));
+        let (out, written) = std::thread::scope(|scope| {
+            let writing = scope.spawn(move || {
+                let mut tar = TarWriter::new(BufWriter::with_capacity(1 << 16, writer));
+                write(&mut tar)?;
+                let skipped = std::mem::take(&mut tar.skipped);
+                tar.finish()?;
+                Ok::<_, std::io::Error>(skipped)
+            });
+            let out = docker_cli::run_invocation(&invocation, COPY_TIMEOUT, self.interrupt);
+            // The stream's last reader here closed: a writer docker left stops.
+            drop(invocation);
+            let written = writing
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the tar writer failed")));
+            (out, written)
+        });
+        let out = out.map_err(cli_missing)?;
+        match (out.ok, written) {
+            (true, Ok(skipped)) => Ok(skipped),
+            // The writer's own error first: docker then only saw the stream end.
+            (_, Err(e)) if out.ok || e.kind() != std::io::ErrorKind::BrokenPipe => Err(io(e)),
+            _ => Err(failed(&format!("docker {}", args.join(" ")), &out.stderr)),
+        }
     }
 
     fn copy_out(&self, path: &str, to: &Path) -> Result<(), BackendError> {

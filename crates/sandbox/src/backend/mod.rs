@@ -28,8 +28,9 @@
 //!   sees this machine's files (a random token read back by a container of its), or
 //!   refuses. `copy.rs` (the default for a daemon off this machine's unix socket,
 //!   `copy::chosen`): nothing of the host mounted; a clone of ours and the working
-//!   tree copied into a per-attempt volume on the daemon's host (`docker cp` through
-//!   a created container); `after_run` has nothing to sweep here; `finish` runs the
+//!   tree copied into a per-attempt volume on the daemon's host (one tar stream,
+//!   `tar.rs`, into one `docker cp -a -` through a created container); `after_run`
+//!   has nothing to sweep here; `finish` runs the
 //!   bundler (`bundler.sh`, the pipeline's too) on that host with the volume
 //!   read-only, reads the bundle out and lands it (`landing.rs`: checked in a
 //!   landing repository of ours, then the pack and the ref written) as the branch
@@ -92,6 +93,7 @@ pub mod seccomp;
 mod socket;
 mod spec;
 pub mod sweep;
+mod tar;
 pub mod tools;
 
 use std::path::Path;

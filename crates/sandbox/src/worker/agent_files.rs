@@ -19,16 +19,17 @@
 //!   the loader finds them now, and anything `/etc/ld.so.preload` adds);
 //! - the configuration the agent reads outside its home (`Kind::config_files`:
 //!   codex's `/etc/codex/config.toml`, which it reads even with
-//!   `--ignore-user-config`), there or not: these few small files are copied at
-//!   every check.
+//!   `--ignore-user-config`), there or not.
 //!
 //! Before each run, after the snapshot that precedes it (its git runs in the
 //! container and could run what the worker left), the loaders' answers are taken
 //! again, and the hashes too unless the daemon's `docker diff` (the container
 //! against its image, also from outside the worker's reach) names none of the paths
-//! visited to reach the files (each directory on the way, each link and where it
-//! leads, found at the start): then they are still the image's files, as at the
-//! start, and a few hundred MB need not be copied. Any difference fails the task
+//! visited to reach the files and the configuration (each directory on the way,
+//! each link and where it leads, found at the start; a configuration file the
+//! worker creates shows as its directory changed): then they are still the image's
+//! files, as at the start, and nothing need be copied: one docker call (the diff),
+//! which on a remote host (SPEC §22) is one round trip instead of one per file. Any difference fails the task
 //! with `the agent … changed during the task`, before the agent starts. Between runs
 //! nothing of the worker's runs (the envelope stops it), so nothing can swap a file
 //! between the check and the run.
@@ -155,10 +156,14 @@ impl AgentFiles {
         let may_use_tools = spec.worker.agent_from != AgentFrom::Image && spec.tools.is_some();
         let mut probed: Vec<&str> = vec![READY];
         probed.extend(tools::loaders());
+        // The configuration's paths are visited too: the daemon's diff then vouches
+        // for them as for the agent's files.
+        let mut looked_at = vec![SHELL];
+        looked_at.extend(config_paths);
         let (looked, diff_at_start, shell_head, configs, tools_seen) =
             std::thread::scope(|scope| {
                 let diff = scope.spawn(|| exec.diff_paths());
-                let look = scope.spawn(|| exec.look(Some(&program), &[SHELL]));
+                let look = scope.spawn(|| exec.look(Some(&program), &looked_at));
                 let configs = scope.spawn(|| exec.copy_all(config_paths));
                 let tools_seen = may_use_tools.then(|| scope.spawn(|| exec.existing(&probed)));
                 let heads = pinning.pin_batch(&shell);
@@ -246,7 +251,9 @@ impl AgentFiles {
         // A path the daemon's diff cannot see, or one that differs from the image
         // already, is hashed at every check.
         let always_hash = unknown
-            || visited.iter().any(|path| on_a_mount(path))
+            || visited.iter().any(|path| {
+                on_a_mount(path) || spec.caches.iter().any(|cache| below(path, &cache.target))
+            })
             || diff_at_start.is_none_or(|changed| !changed.is_disjoint(&visited));
         if always_hash {
             log::debug!("agent files: hashed at every check (a path on a mount, or changed)");
@@ -303,8 +310,7 @@ impl AgentFiles {
             agent: self.agent().to_string(),
             detail,
         };
-        let config_paths: Vec<&str> = self.configs.iter().map(|c| c.path.as_str()).collect();
-        let (unchanged, answers, configs, mounted) = std::thread::scope(|scope| {
+        let (unchanged, answers, mounted) = std::thread::scope(|scope| {
             let mounted = self
                 .from_tools
                 .then(|| scope.spawn(|| still_mounted(&exec)));
@@ -313,12 +319,10 @@ impl AgentFiles {
                 .iter()
                 .map(|l| scope.spawn(|| exec.list(&l.loader, &l.file)))
                 .collect();
-            let configs = scope.spawn(|| exec.copy_all(&config_paths));
             let unchanged = !self.always_hash && exec.diff(&self.visited) == Some(false);
             (
                 unchanged,
                 lists.into_iter().map(joined).collect::<Vec<_>>(),
-                joined(configs),
                 mounted.map(|m| {
                     m.join()
                         .unwrap_or_else(|_| Err("a check thread failed".into()))
@@ -328,7 +332,6 @@ impl AgentFiles {
         if let Some(mounted) = mounted {
             mounted.map_err(changed)?;
         }
-        compare(&self.configs, &configs?).map_err(changed)?;
         for (listing, now) in self.listings.iter().zip(answers) {
             if now? != listing.answer {
                 return Err(changed(format!(
@@ -338,19 +341,24 @@ impl AgentFiles {
                 )));
             }
         }
+        // The diff names none of the paths visited to reach the agent's files and
+        // its configuration (there or not): they are the image's, as at the start.
         if unchanged {
             return Ok(());
         }
         let contents = std::thread::scope(|scope| {
             let copies: Vec<_> = self
-                .files
+                .configs
                 .iter()
+                .chain(&self.files)
                 .map(|file| scope.spawn(|| exec.copy(&file.path).map(|(c, _)| c)))
                 .collect();
             copies.into_iter().map(joined).collect::<Vec<_>>()
         });
         let contents = contents.into_iter().collect::<Result<Vec<_>, _>>()?;
-        compare(&self.files, &contents).map_err(changed)
+        let (configs, files) = contents.split_at(self.configs.len());
+        compare(&self.configs, configs).map_err(changed)?;
+        compare(&self.files, files).map_err(changed)
     }
 }
 
@@ -463,9 +471,12 @@ fn still_mounted(exec: &Exec<'_>) -> Result<(), String> {
 }
 
 fn on_a_mount(path: &str) -> bool {
-    MOUNTED
-        .iter()
-        .any(|m| path == *m || path.starts_with(&format!("{m}/")))
+    MOUNTED.iter().any(|m| below(path, m))
+}
+
+/// `path` is `dir` or below it.
+fn below(path: &str, dir: &str) -> bool {
+    path == dir || path.starts_with(&format!("{}/", dir.trim_end_matches('/')))
 }
 
 /// A check thread's result.
@@ -791,7 +802,11 @@ impl<'a> Exec<'a> {
             Ending::Exited => {}
         }
         if !finished.success() {
-            if stderr.contains("Could not find the file") || stderr.contains("no such file") {
+            // Daemons before API 1.42 say the first, later ones the second.
+            if stderr.contains("Could not find the file")
+                || stderr.contains("No such container:path")
+                || stderr.contains("no such file")
+            {
                 return Ok((Content::Missing, Vec::new()));
             }
             if let Some(problem) = docker_cli::daemon_problem(DAEMON_TIMEOUT) {
@@ -1111,6 +1126,15 @@ fn pax_size(data: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_below_a_mount_is_told_from_a_neighbour() {
+        assert!(below("/root/.cache/pip/x", "/root/.cache/pip/"));
+        assert!(below("/root/.cache/pip", "/root/.cache/pip"));
+        assert!(!below("/root/.cache/pipx", "/root/.cache/pip"));
+        assert!(on_a_mount("/workspace/project/node_modules/.bin/codex"));
+        assert!(!on_a_mount("/usr/local/bin/codex"));
+    }
 
     /// A tar stream as `docker cp` writes it: an optional PAX header, then `content`
     /// as a file, then more.
