@@ -10,6 +10,7 @@ mod budget;
 mod build_output;
 mod bundler;
 mod codex_builder;
+mod copy_session;
 mod copy_transport;
 mod deliver;
 mod dependencies;

@@ -206,12 +206,20 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
     })
 }
 
-/// `runner.sandbox.host` as written.
+/// `runner.sandbox.host` as written, checked as a host's `docker` is (a URL or a
+/// context name; plain `tcp://` beyond the loopback refused), without contacting it.
 fn sandbox_host(
     sandbox: Option<&super::raw::RawSandbox>,
-    _problems: &mut InputErrors,
+    problems: &mut InputErrors,
 ) -> Option<Option<String>> {
-    Some(sandbox.and_then(|s| s.host.clone()))
+    let host = sandbox.and_then(|s| s.host.clone());
+    if let Some(host) = &host {
+        problems.take(
+            crate::backend::host::Target::parse(host)
+                .map_err(|e| InputError::new("runner.sandbox.host", e)),
+        )?;
+    }
+    Some(host)
 }
 
 /// Meta's settings, its model named as Meta's codex will run it: the worker's when
