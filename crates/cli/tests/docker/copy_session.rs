@@ -229,3 +229,73 @@ fn a_volume_of_the_session_name_that_is_not_the_tasks_is_never_mounted() {
     );
     host.docker_ok(&["volume", "rm", name]);
 }
+
+/// The pipeline (SPEC §22): `task run --resume` of an attempt placed on host a goes
+/// to a, though b has more free slots, and goes on with the worker's session there.
+#[test]
+fn a_resumed_attempt_goes_to_the_host_it_ran_on() {
+    use support::pipeline::{BUILDER_REPLY, Pipeline, read};
+    let (x, y) = (&hosts()[0], &hosts()[1]);
+    let image = image_with_this_fake();
+    on_host(x, &image);
+    on_host(y, &image);
+    let p = Pipeline::new("copy-session-pipeline", true);
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo one > one.txt\n@say: working on it\n@sleep: 120"),
+        // After the resume.
+        run_worker("@recall\n@say: went on"),
+        assess(&["AC-1"], "done"),
+    ]);
+    p.scratch.file("builder.yaml", BUILDER_REPLY);
+    p.init_with(
+        "defaults.yaml",
+        &format!(
+            "builder: {{kind: scripted, script: builder.yaml}}\nrequire_test: false\nrunner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{image}\", network: none}}\n",
+            server.url
+        ),
+    );
+    let (a, b) = (format!("a={}:1", x.url), format!("b={}:2", y.url));
+    let orchestrate = |hosts: &[&String]| {
+        let mut args = Vec::new();
+        for host in hosts {
+            args.extend(["--host", host.as_str()]);
+        }
+        p.orchestrate_once(&args)
+            .env("OPENAI_API_KEY", KEY)
+            .env("AGENT_RUNNER_META_BACKOFF_MS", "10")
+    };
+    let id = support::pipeline::task_id("placed");
+    p.new_task(&id, "Write one.txt");
+    let first_job = p.run_tasks(&[&id]).remove(0);
+    let first = orchestrate(&[&a]).start();
+    let clone = p.ws().join("clones").join(&first_job);
+    wait_for(std::time::Duration::from_secs(120), || {
+        read(&clone.join(format!(".agent-runner/logs/{id}/events.jsonl"))).contains("working on it")
+    });
+    p.in_ws(&["task", "stop"], &[&id]).output().code(0);
+    first.finish().code(1);
+    assert_eq!(p.attempts(&id)[0]["host"], "a");
+    assert_eq!(volumes(x, &id).len(), 1, "the session is on a's daemon");
+
+    let job = p.in_ws(&["task", "run"], &["--resume", &id]).output();
+    job.code(0);
+    let job = job.stdout.trim().to_string();
+    let out = orchestrate(&[&a, &b]).output();
+    out.code(0);
+    let attempts = p.attempts(&id);
+    assert_eq!(
+        (&attempts[1]["status"], &attempts[1]["host"]),
+        (&Value::from("succeeded"), &Value::from("a")),
+        "{}",
+        out.stderr
+    );
+    let log = read(
+        &p.ws()
+            .join(format!("logs/{job}/agent-runner/logs/{id}/run-1.log")),
+    );
+    assert!(log.contains("recalled 1 earlier turn(s)"), "{log}");
+    assert_eq!(volumes(x, &id), Vec::<String>::new());
+    assert_eq!(volumes(y, &id), Vec::<String>::new());
+    assert_no_container(&id);
+}
