@@ -41,3 +41,4 @@ mod tries;
 mod verification;
 mod watch;
 mod web;
+mod work_lost;
