@@ -291,5 +291,9 @@ mod tests {
         let later = expiry_label(Duration::from_secs(3600)).1;
         assert_eq!(orphan(&format!("{}{later}", line(&me))), None);
         assert_eq!(orphan("garbage"), None);
+        // A task's session volume (no owner: it outlives its run) goes at its expiry
+        // only.
+        assert_eq!(orphan(&format!("v\tv\t\t\t\t\t\t{later}")), None);
+        assert_eq!(orphan("v\tv\t\t\t\t\t\t1"), Some(("v", "v")));
     }
 }
