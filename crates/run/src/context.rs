@@ -112,6 +112,9 @@ pub struct TaskContext {
     pub resumed: Option<Resumed>,
     /// The budget limit that ended the task (`max_tokens`, ...), if one did.
     pub(crate) budget_exhausted: Option<&'static str>,
+    /// The docker host that keeps the worker's session, when it is not this
+    /// machine's directory (`session_host`).
+    pub session_host: Option<crate::session_host::SessionHost>,
 }
 
 impl TaskContext {
@@ -137,6 +140,7 @@ impl TaskContext {
             events: Events::none(),
             resumed: None,
             budget_exhausted: None,
+            session_host: None,
         }
     }
 

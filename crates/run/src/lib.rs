@@ -14,6 +14,7 @@ pub mod note;
 pub mod result;
 pub mod resume;
 pub mod runner;
+pub mod session_host;
 pub mod task_run;
 
 pub use error::Error;

@@ -279,9 +279,10 @@ impl RunResult {
             (None, Some(e)) => format!("; the Task Note could not be written: {e}"),
             (None, None) => String::new(),
         };
+        // A failure that is the work's (SPEC §22) says it once.
         let note = match &self.work {
-            Some(work) => format!("; {work}{note}"),
-            None => note,
+            Some(work) if !self.summary.contains(work.as_str()) => format!("; {work}{note}"),
+            _ => note,
         };
         if self.status == "succeeded" {
             let unverified = if self.verified { "" } else { " (unverified)" };

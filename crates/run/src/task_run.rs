@@ -19,6 +19,7 @@ use crate::note;
 use crate::runner::Runner;
 use crate::runner::meta::{Meta, MetaAgent};
 use crate::runner::state::{self, State};
+use crate::session_host::{self, SessionHost};
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
@@ -154,6 +155,23 @@ fn execute(
     } = prepared;
     let session_dir =
         session_dir(&private, &task.id, saved.is_some()).map_err(Error::PrivateDir)?;
+    // Under the copy transport the session is on the sandbox's host: a resume goes
+    // there (SPEC §22). After COMPLETE there is none to go on with.
+    if let Some(saved_host) = saved
+        .as_ref()
+        .filter(|s| s.state != TaskState::Complete)
+        .and_then(|s| s.session_host.as_ref())
+    {
+        let now =
+            agent_runner_sandbox::backend::endpoint::Endpoint::current(Duration::from_secs(10))
+                .ok();
+        session_host::go_to(saved_host, now.as_ref()).map_err(|why| Error::CannotResume {
+            task_id: task.id.clone(),
+            why,
+        })?;
+    }
+    let session_host = agent_runner_sandbox::worker::docker::session_host(&task.worker)
+        .map(|endpoint| SessionHost::of(&endpoint));
     log::info!(
         "task {} \"{}\": repo {}, meta {}, worker {} in image {}, at most {} loops",
         task.id,
@@ -184,6 +202,7 @@ fn execute(
         interrupt,
         events: events.clone(),
         session_dir: Some(session_dir),
+        resumed: saved.is_some(),
         deadline,
     });
     // The orchestrator runs an attempt in a clone; its caches are the workspace's.
@@ -193,6 +212,7 @@ fn execute(
     let note_path = task.note_path();
     let mut ctx = TaskContext::new(task);
     ctx.events = events;
+    ctx.session_host = session_host;
     if let Some(saved) = &saved {
         let mut resumed = saved.resumed(&private, &ctx.task.note_name());
         resumed.message = message;
@@ -231,10 +251,11 @@ fn execute(
     let mut step = |ctx: &TaskContext| checkpoint.write(ctx);
     // Written before the first step too: a run killed at once leaves its state.
     step(&ctx);
-    Runner::new(meta, sandbox, &mut step, interrupt)
+    Runner::new(meta, &mut sandbox, &mut step, interrupt)
         .until(deadline)
         .run(&mut ctx);
     if ctx.state == TaskState::Complete {
+        sandbox.forget_session();
         // Nothing to resume: the worker's session (which holds what the worker saw,
         // unmasked) is not kept.
         let removed = private

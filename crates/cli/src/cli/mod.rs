@@ -289,10 +289,17 @@ fn read_task(interrupt: Interrupt) -> Result<agent_runner_sandbox::task::Task, E
         .unwrap_or(Err(Error::Interrupted))
 }
 
-/// Validates a Task YAML against the real environment.
+/// Validates a Task YAML against the real environment; `runner.sandbox.host` as a
+/// host's address is checked (a URL or a context name, plain `tcp://` beyond the
+/// loopback refused), without contacting it: `validate` says what `run` would.
 fn parse_task(text: &str) -> Result<agent_runner_sandbox::task::Task, Error> {
-    Ok(agent_runner_sandbox::task::parse(
-        text,
-        &agent_runner_sandbox::task::Host::process(),
-    )?)
+    let task =
+        agent_runner_sandbox::task::parse(text, &agent_runner_sandbox::task::Host::process())?;
+    if let Some(host) = &task.sandbox_host
+        && let Err(e) = agent_runner_sandbox::backend::host::Target::parse(host)
+    {
+        let problem = agent_runner_sandbox::task::InputError::new("runner.sandbox.host", e);
+        return Err(problem.into());
+    }
+    Ok(task)
 }

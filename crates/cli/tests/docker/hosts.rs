@@ -17,28 +17,40 @@ use support::remote_hosts::{Has, OwnHost, RemoteHost, SHARING, sharing_host};
 /// This machine's daemon, as a host.
 const LOCAL: &str = "unix:///var/run/docker.sock";
 
-/// Start events on `host` since `since` (unix seconds) of containers of `ids`.
-fn starts_on(host: &RemoteHost, since: u64, ids: &[String]) -> usize {
-    let until = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 1;
-    let out = host.docker_ok(&[
-        "events",
-        "--since",
-        &since.to_string(),
-        "--until",
-        &until.to_string(),
-        "--filter",
-        "type=container",
-        "--filter",
-        "event=start",
-        "--filter",
-        "label=agent-runner.task",
-        "--format",
-        "{{index .Actor.Attributes \"agent-runner.task\"}} {{index .Actor.Attributes \"agent-runner.role\"}}",
-    ]);
+/// The start events of `host`'s containers labelled `agent-runner.task`, watched
+/// from now on (`starts_on` counts them). Streamed, not asked for afterwards with
+/// `--since`: the daemon keeps only its last 256 events, fewer than a few attempts
+/// of the copy transport make (volumes, `docker cp`, the bundler).
+fn watch_starts(host: &RemoteHost) -> support::Running {
+    let watch = support::Run::program(
+        "docker",
+        &[
+            "-H",
+            &host.url,
+            "events",
+            "--filter",
+            "type=container",
+            "--filter",
+            "event=start",
+            "--filter",
+            "label=agent-runner.task",
+            "--format",
+            "{{index .Actor.Attributes \"agent-runner.task\"}} {{index .Actor.Attributes \"agent-runner.role\"}}",
+        ],
+    )
+    .start();
+    // Connected before anything starts there.
+    std::thread::sleep(Duration::from_millis(500));
+    watch
+}
+
+/// How many sandboxes of `ids` `watch` saw start.
+fn starts_on(mut watch: support::Running, ids: &[String]) -> usize {
+    use std::io::Read;
+    let mut stdout = watch.child().stdout.take().unwrap();
+    watch.kill();
+    let mut out = String::new();
+    stdout.read_to_string(&mut out).unwrap();
     // Sandboxes only: the copy transport's bundler (role bundler) is not one.
     out.lines()
         .filter_map(|l| l.strip_suffix(' '))
@@ -73,7 +85,7 @@ fn four_tasks_spread_over_two_hosts_by_free_slots() {
     }
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     p.run_tasks(&refs);
-    let since = now_secs();
+    let starts = watch_starts(far);
     let began = Instant::now();
     let out = p
         .orchestrate_once(&[
@@ -97,7 +109,7 @@ fn four_tasks_spread_over_two_hosts_by_free_slots() {
         );
     }
     // The far host's daemon started two of the sandboxes, this machine's two.
-    assert_eq!(starts_on(far, since, &ids), 2, "{}", out.stderr);
+    assert_eq!(starts_on(starts, &ids), 2, "{}", out.stderr);
     out.stderr_has("placed on host far");
     // The host on the attempt lines and in the list.
     let list = p.in_ws(&["task", "list"], &[]).output();
@@ -705,7 +717,7 @@ fn a_task_runs_once_on_a_host_reached_over_ssh() {
     let id = task_id("ssh");
     p.new_task(&id, "Run over ssh");
     p.run_tasks(&[&id]);
-    let since = now_secs();
+    let starts = watch_starts(far);
     let out = p
         .orchestrate_once(&["--host", &format!("far={url}")])
         .env("PATH", &path)
@@ -720,7 +732,7 @@ fn a_task_runs_once_on_a_host_reached_over_ssh() {
         "over-ssh\n"
     );
     // Its sandbox ran on that host's daemon, reached over ssh.
-    assert_eq!(starts_on(far, since, std::slice::from_ref(&id)), 1);
+    assert_eq!(starts_on(starts, std::slice::from_ref(&id)), 1);
     // sshd stays for the host's lifetime; the control master ends with ControlPersist.
     let _ = support::Run::program(
         "ssh",
@@ -753,7 +765,7 @@ fn run_goes_to_runner_sandbox_host_and_a_wrong_one_is_refused_by_field() {
         run_worker("@run: echo ok > out.txt\n@say: done"),
         assess(&["AC-1"], "out.txt says ok"),
     ]);
-    let since = now_secs();
+    let starts = watch_starts(far);
     let out = runner(
         v1_task(&id, &repo, &server)
             .test("grep -qx ok out.txt")
@@ -765,7 +777,7 @@ fn run_goes_to_runner_sandbox_host_and_a_wrong_one_is_refused_by_field() {
     .env("DOCKER_HOST", LOCAL)
     .output();
     out.code(0).stdout_has(&format!("COMPLETE: task {id}"));
-    assert_eq!(starts_on(far, since, std::slice::from_ref(&id)), 1);
+    assert_eq!(starts_on(starts, std::slice::from_ref(&id)), 1);
 
     let server = FakeOpenAi::start(vec![]);
     let out = runner(

@@ -60,6 +60,7 @@ fn config(repo: &Scratch, task_id: &str, worker: WorkerSettings) -> SandboxConfi
         interrupt: Interrupt::never(),
         events: agent_runner_sandbox::events::Events::none(),
         session_dir: None,
+        resumed: false,
         deadline: agent_runner_core::deadline::Deadline::none(),
     }
 }

@@ -375,3 +375,30 @@ fn every_problem_of_task_test_is_reported() {
         .stderr_has("task.test.cwd")
         .stderr_has("task.test.timeout_sec");
 }
+
+/// `runner.sandbox.host` is checked as `run` checks it (SPEC §22), by its field, and
+/// without contacting the host: nothing listens at the loopback address given.
+#[test]
+fn runner_sandbox_host_is_checked_by_field_without_contacting_it() {
+    let dir = Scratch::new("sandbox-host");
+    let task = |host: &str| {
+        format!("version: 1\ntask:\n  prd: {{text: x}}\nrunner:\n  sandbox:\n    host: {host:?}\n")
+    };
+    validate(&dir, &task("tcp://10.9.8.7:2375"))
+        .code(1)
+        .stderr_has("error: runner.sandbox.host: \"tcp://10.9.8.7:2375\": plain tcp:// without TLS")
+        .stderr_has("ssh://");
+    validate(&dir, &task("bad/ctx"))
+        .code(1)
+        .stderr_has("error: runner.sandbox.host: \"bad/ctx\" is neither a URL");
+    validate(&dir, &task("http://127.0.0.1:1"))
+        .code(1)
+        .stderr_has("runner.sandbox.host")
+        .stderr_has("the scheme must be");
+    let started = std::time::Instant::now();
+    validate(&dir, &task("tcp://127.0.0.9:1"))
+        .code(0)
+        .stdout_has("host: tcp://127.0.0.9:1");
+    validate(&dir, &task("some-context")).code(0);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}

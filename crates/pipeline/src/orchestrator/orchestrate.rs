@@ -211,8 +211,14 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
             match next {
                 Ok(Some(mut claimed)) => {
                     last_error.clear();
-                    let Some(host) = pool.take(claimed.lost_host.as_deref()) else {
-                        // Only the host it lost is free: it waits for another.
+                    let session = pool
+                        .is_named()
+                        .then(|| session_host(&ws, &claimed))
+                        .flatten();
+                    let Some(host) = pool.take(claimed.lost_host.as_deref(), session.as_deref())
+                    else {
+                        // Only the host it lost is free, or its session's host is
+                        // busy: it waits.
                         waiting = Some(claimed);
                         break;
                     };
@@ -325,3 +331,29 @@ pub fn run(ws: Workspace, options: Options, exe: PathBuf, interrupt: Interrupt) 
         Ended::Succeeded
     }
 }
+
+/// The host of the attempt a resumed job goes on from (SPEC §22: the worker's
+/// session is there, and its runner refuses another); None for a job that starts
+/// over (`restart`) or continues no attempt on a host.
+fn session_host(ws: &Workspace, claimed: &attempt::Claimed) -> Option<String> {
+    let from = claimed
+        .resume_from
+        .as_deref()
+        .filter(|_| !claimed.restart)?;
+    let host_of = |attempts: &[crate::store::task_file::Attempt]| {
+        attempts
+            .iter()
+            .find(|a| a.job_id == from)
+            .map(|a| a.host.clone())
+    };
+    match host_of(&claimed.task.attempts) {
+        Some(host) => host,
+        // Not the latest attempt: the task's whole file.
+        None => crate::store::task_store::TaskStore::new(ws)
+            .load(&claimed.task.record.id)
+            .ok()
+            .flatten()
+            .and_then(|task| host_of(&task.attempts).flatten()),
+    }
+}
+

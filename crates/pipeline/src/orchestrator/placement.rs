@@ -143,8 +143,16 @@ impl Pool {
     }
 
     /// Takes a slot on the healthy host with the most free slots (the first named on
-    /// a tie), other than `avoid` when another host is in the pool. None: nowhere now.
-    pub(crate) fn take(&mut self, avoid: Option<&str>) -> Option<Placed> {
+    /// a tie), other than `avoid` when another host is in the pool. `want`: the host
+    /// of the worker's session a resumed attempt goes on with (SPEC §22): only there
+    /// while it is in the pool and healthy; else anywhere (its runner then refuses
+    /// the other host, naming both). None: nowhere now.
+    pub(crate) fn take(&mut self, avoid: Option<&str>, want: Option<&str>) -> Option<Placed> {
+        let want = want.filter(|name| {
+            self.hosts
+                .iter()
+                .any(|h| h.unhealthy.is_none() && h.spec.name == *name)
+        });
         let others = self
             .hosts
             .iter()
@@ -155,6 +163,7 @@ impl Pool {
                 h.unhealthy.is_none()
                     && h.used < h.spec.slots
                     && !(others && Some(h.spec.name.as_str()) == avoid)
+                    && want.is_none_or(|name| h.spec.name == name)
             })
             .max_by_key(|&i| {
                 (
@@ -217,11 +226,27 @@ mod tests {
     #[test]
     fn the_host_with_most_free_slots_gets_the_attempt() {
         let mut p = pool(&[("a", 2), ("b", 3)]);
-        let names: Vec<String> = (0..5).map(|_| p.take(None).unwrap().name).collect();
+        let names: Vec<String> = (0..5).map(|_| p.take(None, None).unwrap().name).collect();
         assert_eq!(names, ["b", "a", "b", "a", "b"]);
-        assert!(p.take(None).is_none());
+        assert!(p.take(None, None).is_none());
         p.give_back(0);
-        assert_eq!(p.take(None).unwrap().name, "a");
+        assert_eq!(p.take(None, None).unwrap().name, "a");
+    }
+
+    #[test]
+    fn a_resumed_attempt_goes_to_the_host_of_its_session_while_it_is_there() {
+        let mut p = pool(&[("a", 1), ("b", 3)]);
+        assert_eq!(p.take(None, Some("a")).unwrap().name, "a");
+        assert!(
+            p.take(None, Some("a")).is_none(),
+            "waits for a slot there, though b has three"
+        );
+        assert_eq!(p.take(None, None).unwrap().name, "b");
+        // Gone from the pool, or unhealthy: anywhere (its runner says why not).
+        assert_eq!(p.take(None, Some("c")).unwrap().name, "b");
+        p.hosts[0].unhealthy = Some("down".into());
+        p.give_back(0);
+        assert_eq!(p.take(None, Some("a")).unwrap().name, "b");
     }
 
     #[test]
@@ -229,13 +254,13 @@ mod tests {
         let mut p = pool(&[("a", 2), ("b", 1)]);
         p.hosts[0].unhealthy = Some("down".into());
         assert_eq!(p.free(), 1);
-        assert_eq!(p.take(None).unwrap().name, "b");
-        assert!(p.take(None).is_none());
+        assert_eq!(p.take(None, None).unwrap().name, "b");
+        assert!(p.take(None, None).is_none());
         let mut p = pool(&[("a", 2), ("b", 1)]);
-        assert_eq!(p.take(Some("a")).unwrap().name, "b");
-        assert!(p.take(Some("a")).is_none(), "waits for another host");
+        assert_eq!(p.take(Some("a"), None).unwrap().name, "b");
+        assert!(p.take(Some("a"), None).is_none(), "waits for another host");
         // A pool of one host: the avoided host is all there is.
         let mut p = pool(&[("a", 1)]);
-        assert_eq!(p.take(Some("a")).unwrap().name, "a");
+        assert_eq!(p.take(Some("a"), None).unwrap().name, "a");
     }
 }

@@ -315,6 +315,12 @@ impl Defaults {
 /// The keys `defaults.runner` may hold: the Task YAML's `runner:` keys.
 const RUNNER_KEYS: &[&str] = &["meta", "worker", "pricing", "budget", "max_stalled_loops"];
 
+/// Why `runner.sandbox` is no default (SPEC §22): the orchestrator places each
+/// attempt on a host of its pool, which counts that host's slots, watches its
+/// health and re-queues a lost host's job; a host (or transport) from the defaults
+/// would send every attempt around all of that. One way to name hosts: `hosts:`.
+const SANDBOX_REFUSED: &str = "runner.sandbox: not a default: the orchestrator places each attempt on a Docker host of `hosts:` (or `orchestrate --host NAME=URL[:SLOTS]`), counting its slots and watching its health, and a host here would go around that; name the hosts in `hosts:` (runner.sandbox.host is for `agent-runner run` of one task)";
+
 /// `runner` must hold only the Task YAML's runner keys, and with placeholders for
 /// what the orchestrator fills in, make a TaskConfig the runner accepts.
 /// `defaults.task.setup` read by the runner's own parser, in a task around it.
@@ -342,6 +348,9 @@ fn check_runner(runner: &Value) -> Result<(), String> {
         return Err("runner: expected a mapping with `meta` and/or `worker`".into());
     };
     for key in map.keys() {
+        if key == "sandbox" {
+            return Err(SANDBOX_REFUSED.into());
+        }
         if !RUNNER_KEYS.contains(&key.as_str()) {
             return Err(format!(
                 "runner.{key}: unknown key (valid: {})",
@@ -537,6 +546,12 @@ mod tests {
         assert!(e.contains("runner.pricing.m.input"), "{e}");
         let e = parse("runner:\n  budgets: {}\n").unwrap_err();
         assert!(e.contains("runner.budgets: unknown key"), "{e}");
+        // A host of the defaults would go around the placement (SPEC §22).
+        let e = parse("runner:\n  sandbox: {host: \"tcp://127.0.0.9:1\"}\n").unwrap_err();
+        assert!(
+            e.starts_with("runner.sandbox: not a default") && e.contains("`hosts:`"),
+            "{e}"
+        );
         assert!(Defaults::default().pricing().models.is_empty());
     }
 

@@ -24,6 +24,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::timestamp::human;
 use agent_runner_meta::{MetaError, MetaOutcome};
 use agent_runner_sandbox::agent::RunOutcome;
+use agent_runner_sandbox::backend::BroughtBack;
 use agent_runner_sandbox::task::TestSpec;
 use agent_runner_sandbox::worker::{Sandbox, SandboxError, setup_error};
 use meta::Meta;
@@ -81,8 +82,27 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
             }
         }
         (self.checkpoint)(ctx);
-        ctx.teardown = Some(self.sandbox.shutdown());
+        if ctx.teardown.is_none() {
+            ctx.teardown = Some(self.sandbox.shutdown());
+        }
         (self.checkpoint)(ctx);
+    }
+
+    /// COMPLETE only once the work is where the user looks for it: the sandbox
+    /// removed first, and a copy transport's work that could not be brought back
+    /// (the bundler failed, the landing's checks refused the bundle) fails the task,
+    /// saying why (SPEC §22).
+    fn complete(&mut self, ctx: &mut TaskContext) -> Result<(), Stop> {
+        let teardown = self.sandbox.shutdown();
+        let lost = match &teardown.work {
+            Some(failed @ BroughtBack::Failed(_)) => Some(failed.to_string()),
+            _ => None,
+        };
+        ctx.teardown = Some(teardown);
+        if let Some(lost) = lost {
+            return Err(Stop::Failed(format!("all criteria passed, but {lost}")));
+        }
+        move_to(ctx, TaskState::Complete, "all criteria passed")
     }
 
     fn drive(&mut self, ctx: &mut TaskContext) -> Result<(), Stop> {
@@ -168,8 +188,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
             // A task the assessment completes needs no further paid call: the budget
             // is looked at before the next one, not after this one.
             let Some(why) = self.assess(ctx)? else {
-                move_to(ctx, TaskState::Complete, "all criteria passed")?;
-                return Ok(());
+                return self.complete(ctx);
             };
             if ctx.loops >= max_loops {
                 return Err(Stop::Failed(format!(

@@ -17,6 +17,7 @@ use crate::Error;
 use crate::context::{CriteriaVersion, Criterion, TaskContext, TaskState};
 use crate::loop_record::LoopRecord;
 use crate::resume::{MAX_LOOPS_KEPT, Resumed, WorkerSession};
+use crate::session_host::SessionHost;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::timestamp::Timestamp;
@@ -61,6 +62,10 @@ pub struct State {
     pub criteria_versions: Vec<CriteriaVersion>,
     #[serde(default)]
     pub(crate) worker_session: Option<WorkerSession>,
+    /// The docker host that keeps the worker's session (the copy transport, SPEC
+    /// §22): a resume goes there.
+    #[serde(default)]
+    pub session_host: Option<SessionHost>,
     /// The task's state when this was written: a live one means its run did not
     /// get to an end (it was killed).
     pub(crate) state: TaskState,
@@ -109,6 +114,7 @@ impl State {
             replans: ctx.replans,
             criteria_versions: ctx.criteria_versions.clone(),
             worker_session: session.or_else(|| earlier.and_then(|r| r.worker_session.clone())),
+            session_host: ctx.session_host.clone(),
             state: ctx.state,
             failure: ctx.failure.clone(),
             updated_at: Timestamp::now().to_string(),

@@ -40,6 +40,7 @@ use super::docker_cli::{self, call, cli_missing, last_lines};
 use super::endpoint::Endpoint;
 use super::landing::{self, UserRepo};
 use super::privileges::Finding;
+use super::session_volume::SessionVolume;
 use super::sweep::{LABEL_TASK, owner_labels};
 use super::tar::TarWriter;
 use super::tools::{CARRIER_IMAGE, carrier_image};
@@ -125,6 +126,9 @@ pub(crate) struct Copy {
     filled: Option<(String, String)>,
     brought: Option<BroughtBack>,
     interrupt: Interrupt,
+    /// The worker's session on the daemon's host (`session_volume.rs`), and whether
+    /// this run starts it anew (not a resume); None: the task keeps none.
+    session: Option<(SessionVolume, bool)>,
     /// Removals under way on threads of their own, joined at the end.
     tidying: Vec<std::thread::JoinHandle<()>>,
 }
@@ -136,6 +140,9 @@ pub(crate) struct CopyTask<'a> {
     pub(crate) task_id: &'a str,
     pub(crate) worker: &'a crate::task::WorkerSettings,
     pub(crate) interrupt: Interrupt,
+    /// The worker's session is kept (`worker::session`): `Some(resumed)`, a resumed
+    /// run going on with the one the runs before left.
+    pub(crate) session: Option<bool>,
 }
 
 impl Copy {
@@ -143,7 +150,7 @@ impl Copy {
         let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
         Copy {
             scratch: task.private_dir.join(format!("copy-{suffix}")),
-            repo: task.repo,
+            repo: task.repo.clone(),
             task_id: task.task_id.to_string(),
             backend,
             image: task.worker.docker_image.clone(),
@@ -152,6 +159,9 @@ impl Copy {
             filled: None,
             brought: None,
             interrupt: task.interrupt,
+            session: task
+                .session
+                .map(|resumed| (SessionVolume::of(&task.repo, task.task_id), !resumed)),
             tidying: Vec::new(),
         }
     }
@@ -431,6 +441,13 @@ impl Transport for Copy {
             "repository copied to the sandbox's host in {}",
             agent_runner_core::timestamp::human(started.elapsed())
         );
+        if let Some((session, fresh)) = &self.session {
+            let opened = session.open(*fresh, &self.scratch.join("session"), self.interrupt);
+            if opened.is_err() {
+                self.clean_up();
+            }
+            opened?;
+        }
         Ok(())
     }
 
@@ -439,10 +456,12 @@ impl Transport for Copy {
             .filled
             .as_ref()
             .ok_or_else(|| BackendError::Io("the copy transport's volume is not filled".into()))?;
-        Ok(vec![Mount {
+        let mut mounts = vec![Mount {
             readonly: false,
             ..Mount::volume(volume, PROJECT_DIR)
-        }])
+        }];
+        mounts.extend(self.session.as_ref().map(|(session, _)| session.mount()));
+        Ok(mounts)
     }
 
     fn after_run(&mut self) -> Vec<Finding> {
@@ -465,6 +484,12 @@ impl Transport for Copy {
 
     fn brought_back(&mut self) -> Option<BroughtBack> {
         self.brought.take()
+    }
+
+    fn forget_session(&mut self) {
+        if let Some((session, _)) = self.session.take() {
+            session.forget();
+        }
     }
 }
 
@@ -498,13 +523,13 @@ fn failed(command: &str, stderr: &str) -> BackendError {
 
 /// A container created (never started) from the empty image with a volume at
 /// `target`, for `docker cp`; removed when dropped.
-struct Carrier {
-    name: String,
+pub(super) struct Carrier {
+    pub(super) name: String,
     interrupt: Interrupt,
 }
 
 impl Carrier {
-    fn create(
+    pub(super) fn create(
         volume: &str,
         target: &str,
         labels: &[String],
@@ -550,7 +575,7 @@ impl Carrier {
     /// One `docker cp -a - <container>:<dir>`, its stdin the tar stream `write`
     /// writes (`tar.rs`), streamed as it is written: owners kept, so the worker
     /// (this machine's user) owns its files there as here. What the stream left out.
-    fn copy_in(
+    pub(super) fn copy_in(
         &self,
         dir: &str,
         write: impl FnOnce(&mut TarWriter<BufWriter<PipeWriter>>) -> std::io::Result<()> + Send,
@@ -633,6 +658,7 @@ mod tests {
                 task_id: "t",
                 worker: &worker,
                 interrupt: Interrupt::never(),
+                session: None,
             },
         );
         let spec = copy.bundler_spec("work-vol", "out-vol", "work t agent-runner/t drop x".into());

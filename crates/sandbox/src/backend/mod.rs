@@ -35,7 +35,10 @@
 //!   read-only, reads the bundle out and lands it (`landing.rs`: checked in a
 //!   landing repository of ours, then the pack and the ref written) as the branch
 //!   `agent-runner/<id>`, told by `brought_back`. Its volumes carry the sandbox's
-//!   labels; `sweep.rs` removes those of dead owners.
+//!   labels; `sweep.rs` removes those of dead owners. The worker's session there
+//!   is a volume of the task on the daemon's host (`session_volume.rs`), kept
+//!   across runs and removed when the task is COMPLETE (`forget_session`) or by
+//!   the sweeps once it expired.
 //! - `Carrier`: the link between agent-runner and the running sandbox: its main
 //!   process (the keep-alive that ends it when our pipe closes), the way out to the
 //!   egress proxy, and how host files (the agent's login) reach it. `lifeline.rs`
@@ -90,6 +93,7 @@ pub mod lifeline;
 mod locality;
 pub mod privileges;
 pub mod seccomp;
+mod session_volume;
 mod socket;
 mod spec;
 pub mod sweep;
@@ -243,6 +247,9 @@ pub(crate) trait Transport: Send {
     fn brought_back(&mut self) -> Option<BroughtBack> {
         None
     }
+    /// The task is finished for good: the worker's session it kept on the
+    /// sandbox's host (copy) goes. (The bind mount's is the runner's directory.)
+    fn forget_session(&mut self) {}
 }
 
 /// The link between agent-runner and a running sandbox; see the module

@@ -266,6 +266,13 @@ mod tests {
             None
         );
         assert_eq!(orphan("garbage", Rule::AtStart), None);
+        // A task's session volume (no owner: it outlives its run) goes at its expiry
+        // only.
+        assert_eq!(
+            orphan(&format!("v\tv\t\t\t\t\t\t{later}"), Rule::AtStart),
+            None
+        );
+        assert_eq!(orphan("v\tv\t\t\t\t\t\t1", Rule::AtStart), Some(("v", "v")));
     }
 
     #[test]

@@ -206,7 +206,8 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
     })
 }
 
-/// `runner.sandbox.host` as written.
+/// `runner.sandbox.host` as written (checked by the CLI as it reads a task:
+/// `backend` builds on this module, so the check cannot live here).
 fn sandbox_host(
     sandbox: Option<&super::raw::RawSandbox>,
     _problems: &mut InputErrors,

@@ -55,6 +55,14 @@ struct RunnerView<'a> {
     pricing: BTreeMap<&'a str, PriceView>,
     budget: BudgetView,
     max_stalled_loops: u32,
+    /// `runner.sandbox.host`, when the task names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sandbox: Option<SandboxView<'a>>,
+}
+
+#[derive(Serialize)]
+struct SandboxView<'a> {
+    host: &'a str,
 }
 
 #[derive(Serialize)]
@@ -233,6 +241,10 @@ pub fn resolved_yaml(task: &Task) -> String {
                 max_duration_sec: task.bounds.budget.max_duration.map(|d| d.as_secs()),
             },
             max_stalled_loops: task.bounds.max_stalled_loops,
+            sandbox: task
+                .sandbox_host
+                .as_deref()
+                .map(|host| SandboxView { host }),
         },
     };
     serde_norway::to_string(&view).unwrap_or_else(|e| format!("# cannot show the task: {e}\n"))

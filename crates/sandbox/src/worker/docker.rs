@@ -85,6 +85,10 @@ pub struct SandboxConfig {
     /// A host directory that keeps the worker's session across containers
     /// (`session.rs`); None: the session lives and dies with the container.
     pub session_dir: Option<PathBuf>,
+    /// A resumed run: the worker's session the runs before kept is gone on with
+    /// (`session_dir` as it is; under the copy transport, the task's session volume
+    /// on the sandbox's host); else it starts empty.
+    pub resumed: bool,
     /// The task's deadline: each run's own limit is cut to the time it leaves.
     pub deadline: Deadline,
 }
@@ -149,7 +153,7 @@ impl DockerSandbox {
             .ok();
         let transport = transport(&backend, &config);
         let copies = transport.1;
-        let keeps_session = config.session_dir.is_some() && !copies;
+        let keeps_session = config.session_dir.is_some();
         let transport = transport.0;
         DockerSandbox {
             spec: ContainerSpec {
@@ -191,6 +195,12 @@ impl DockerSandbox {
     /// attempt in a clone shares its workspace's). Before the sandbox starts.
     pub fn caches_of(&mut self, repo: &std::path::Path) {
         self.spec.caches = super::caches::volumes(repo, &self.spec.worker.caches);
+    }
+
+    /// The task is finished for good (COMPLETE): the worker's session the transport
+    /// kept on the sandbox's host is removed.
+    pub fn forget_session(&mut self) {
+        self.transport.forget_session();
     }
 
     /// Name of the running container, if started.
@@ -906,7 +916,8 @@ impl Sandbox for DockerSandbox {
 }
 
 /// The task's transport on `backend` (`copy::chosen`), and whether it is the copy
-/// (which keeps no session directory of this machine's).
+/// (which keeps the worker's session in a volume on the daemon's host instead of
+/// `session_dir`).
 fn transport(backend: &Arc<dyn Backend>, config: &SandboxConfig) -> (Box<dyn Transport>, bool) {
     let endpoint = Endpoint::current(Duration::from_secs(10)).ok();
     if crate::backend::copy::chosen(config.worker.transport, endpoint.as_ref())
@@ -927,9 +938,19 @@ fn transport(backend: &Arc<dyn Backend>, config: &SandboxConfig) -> (Box<dyn Tra
             task_id: &config.task_id,
             worker: &config.worker,
             interrupt: config.interrupt,
+            session: config.session_dir.as_ref().map(|_| config.resumed),
         },
     );
     (Box::new(copy), true)
+}
+
+/// The daemon that keeps the worker's session of a task with `worker`'s settings,
+/// when it is not this machine's directory but a volume there (the copy transport,
+/// SPEC §22): a resumed run must go to that daemon.
+pub fn session_host(worker: &WorkerSettings) -> Option<Endpoint> {
+    let endpoint = Endpoint::current(Duration::from_secs(10)).ok()?;
+    (crate::backend::copy::chosen(worker.transport, Some(&endpoint)) == TransportChoice::Copy)
+        .then_some(endpoint)
 }
 
 /// What the copy transport cannot carry without the lifeline (no tools volume): the
@@ -1228,6 +1249,7 @@ exit 3"#;
                 interrupt: Interrupt::never(),
                 events: Events::none(),
                 session_dir: None,
+                resumed: false,
                 deadline: Deadline::none(),
             },
         );

@@ -104,6 +104,7 @@ impl Scratch {
             // A scratch run is no task's worker: no events, no session kept.
             events: crate::events::Events::none(),
             session_dir: None,
+            resumed: false,
         });
         Ok(Scratch {
             sandbox,

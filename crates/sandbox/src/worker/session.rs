@@ -5,9 +5,10 @@
 //! `Kind::resume_command`. The directory that holds them is therefore a link
 //! (made by the sandbox's main process, as for the login file) to a directory of
 //! the task, `.agent-runner/state/<id>.session/`, that the transport puts at
-//! `backend::SESSION_DIR` (`backend::Bind`: mounted read-write): it outlives the
-//! container (even after a SIGKILL of agent-runner), and a new container of the same
-//! task finds the session there.
+//! `backend::SESSION_DIR` (`backend::Bind`: mounted read-write; `backend::Copy`:
+//! instead a volume of the task on the daemon's host, `backend::session_volume`):
+//! it outlives the container (even after a SIGKILL of agent-runner), and a new
+//! container of the same task finds the session there.
 //!
 //! The worker may write anything into that directory, as into its repository; the
 //! host only creates, mounts and (for a new run of the task) removes it, and the
