@@ -356,4 +356,3 @@ fn session_host(ws: &Workspace, claimed: &attempt::Claimed) -> Option<String> {
             .and_then(|task| host_of(&task.attempts).flatten()),
     }
 }
-
