@@ -432,22 +432,33 @@ impl Transport for Copy {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        let filled = self.fill();
-        if filled.is_err() {
+        // The session volume's calls (up to eight round trips to the daemon's host)
+        // go on while the repository is cloned and copied: neither needs the other.
+        let session = self.session.clone();
+        let stage = self.scratch.join("session");
+        let interrupt = self.interrupt;
+        let (filled, opened) = std::thread::scope(|scope| {
+            let opening = scope.spawn(move || match &session {
+                Some((session, fresh)) => session.open(*fresh, &stage, interrupt),
+                None => Ok(()),
+            });
+            let filled = self.fill();
+            let opened = opening.join().unwrap_or_else(|_| {
+                Err(BackendError::Io(
+                    "the worker's session volume: its thread failed".into(),
+                ))
+            });
+            (filled, opened)
+        });
+        if filled.is_err() || opened.is_err() {
             self.clean_up();
         }
         filled?;
+        opened?;
         log::info!(
             "repository copied to the sandbox's host in {}",
             agent_runner_core::timestamp::human(started.elapsed())
         );
-        if let Some((session, fresh)) = &self.session {
-            let opened = session.open(*fresh, &self.scratch.join("session"), self.interrupt);
-            if opened.is_err() {
-                self.clean_up();
-            }
-            opened?;
-        }
         Ok(())
     }
 
