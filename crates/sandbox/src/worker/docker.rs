@@ -57,6 +57,9 @@ use agent_runner_core::process::{Capture, Ending, Finished, Limits, Stop};
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::timestamp::Timestamp;
 
+/// When the agent's pinning started, and what it found.
+type Pinned = (std::time::Instant, Result<AgentFiles, SandboxError>);
+
 /// Bytes of worker/test output kept in memory (the rest is in the log file).
 const OUTPUT_TAIL: usize = 64 * 1024;
 /// Longest JSONL line handed to the event parser.
@@ -117,6 +120,9 @@ pub struct DockerSandbox {
     carrier: Option<Box<dyn Carrier>>,
     /// The agent's files as the container started with them.
     agent: Option<AgentFiles>,
+    /// The pinning of the agent's files while it runs beside the first calls that
+    /// run nothing of the repository's or the worker's (the test program's probe).
+    pinning: Option<JoinHandle<Pinned>>,
     /// The egress proxy, while the container runs (network allowlist).
     egress: Option<Egress>,
     /// What the proxy did, once it has stopped.
@@ -171,6 +177,7 @@ impl DockerSandbox {
             container: None,
             carrier: None,
             agent: None,
+            pinning: None,
             egress: None,
             egress_done: None,
             sweep,
@@ -207,6 +214,7 @@ impl DockerSandbox {
         file: Option<&PrivateFile>,
     ) -> Result<(Vec<Var>, String), SandboxError> {
         self.container()?;
+        self.pinned()?;
         self.unswept = true;
         let container = self
             .container
@@ -357,22 +365,23 @@ impl DockerSandbox {
                 let container =
                     Container::start(&*self.backend, &self.spec, &mut *self.transport, carrier)?;
                 // Before anything else runs in it (`agent_files.rs`), where the
-                // engine lets us read the container from outside.
-                let agent = self.backend.reads_from_outside().then(|| {
-                    let started = std::time::Instant::now();
-                    let agent = AgentFiles::pin(&container.name, &self.spec);
-                    (started, agent)
-                });
-                self.container = Some(container);
-                if let Some((started, agent)) = agent {
-                    let agent = agent?;
-                    log::info!(
-                        "agent {} pinned in {}",
-                        agent.agent(),
-                        agent_runner_core::timestamp::human(started.elapsed())
+                // engine lets us read the container from outside: in a thread, joined
+                // before the first exec that could change the agent's files
+                // (`pinned`).
+                if self.backend.reads_from_outside() {
+                    let (name, spec) = (container.name.clone(), self.spec.clone());
+                    let pin = move || {
+                        let started = std::time::Instant::now();
+                        (started, AgentFiles::pin(&name, &spec))
+                    };
+                    self.pinning = Some(
+                        std::thread::Builder::new()
+                            .name("pin".into())
+                            .spawn(pin)
+                            .map_err(|e| SandboxError::Io(format!("cannot pin the agent: {e}")))?,
                     );
-                    self.agent = Some(agent);
                 }
+                self.container = Some(container);
             }
             Some(container) => {
                 if !container.is_alive() {
@@ -386,6 +395,25 @@ impl DockerSandbox {
             }
         }
         self.started()
+    }
+
+    /// The agent's files pinned (the pinning joined), before an exec that could
+    /// change them.
+    fn pinned(&mut self) -> Result<(), SandboxError> {
+        let Some(pinning) = self.pinning.take() else {
+            return Ok(());
+        };
+        let (started, agent) = pinning
+            .join()
+            .map_err(|_| SandboxError::Io("the agent's pinning failed".into()))?;
+        let agent = agent?;
+        log::info!(
+            "agent {} pinned in {}",
+            agent.agent(),
+            agent_runner_core::timestamp::human(started.elapsed())
+        );
+        self.agent = Some(agent);
+        Ok(())
     }
 
     /// The tools volume, mounted in every sandbox (`backend::tools`): had (filled
@@ -722,7 +750,15 @@ impl DockerSandbox {
         let Some(program) = prepare::program(&test.command) else {
             return Ok(None);
         };
-        let (env, _) = self.exec_base(None, None)?;
+        // Beside the pinning: the image's shell looks the program up, nothing of the
+        // repository's or the worker's runs.
+        self.container()?;
+        let env = self
+            .container
+            .as_ref()
+            .map(|c| c.env(&self.spec, None, None))
+            .unwrap_or_default();
+        self.unswept = true;
         let exec = Exec {
             workdir: Some(PROJECT_DIR.to_string()),
             env,
@@ -875,6 +911,10 @@ impl Sandbox for DockerSandbox {
 
     fn shutdown(&mut self) -> Teardown {
         let removed_in = self.container.take().map(Container::remove);
+        // A pinning still under way ends with the container, its result unused.
+        if let Some(pinning) = self.pinning.take() {
+            let _ = pinning.join();
+        }
         // After the container: nothing inside can open a connection any more.
         if let Some(egress) = self.egress.take() {
             self.egress_done = Some(egress.stop());
