@@ -8,7 +8,8 @@
 //! container under the seccomp profile of `backend::seccomp`), the bind transport
 //! and the socket carrier.
 //!
-//! A worker run: the snapshot before it (an exec of its own) → the agent's files
+//! A worker run: the snapshot before it (an exec of its own, or with the copy
+//! transport taken at the end of the test run just before) → the agent's files
 //! checked against those pinned when the container started (`agent_files.rs`) → the
 //! agent, by its absolute path → the snapshot after → the transport's check.
 //!
@@ -123,6 +124,9 @@ pub struct DockerSandbox {
     /// The pinning of the agent's files while it runs beside the first calls that
     /// run nothing of the repository's or the worker's (the test program's probe).
     pinning: Option<JoinHandle<Pinned>>,
+    /// The snapshot before the next worker run, taken at the end of the last exec
+    /// (a test run); dropped by any other exec.
+    next_before: Option<Report>,
     /// The egress proxy, while the container runs (network allowlist).
     egress: Option<Egress>,
     /// What the proxy did, once it has stopped.
@@ -178,6 +182,7 @@ impl DockerSandbox {
             carrier: None,
             agent: None,
             pinning: None,
+            next_before: None,
             egress: None,
             egress_done: None,
             sweep,
@@ -216,6 +221,7 @@ impl DockerSandbox {
         self.container()?;
         self.pinned()?;
         self.unswept = true;
+        self.next_before = None;
         let container = self
             .container
             .as_ref()
@@ -267,8 +273,12 @@ impl DockerSandbox {
             link: Some(s.link.to_string()),
             contents: s.contents,
         });
+        let taken = self.next_before.take();
         let (env, keep_pid) = self.exec_base(Some(&agent_env), settings.as_ref())?;
-        let before = self.before_run(&keep_pid)?;
+        let before = match taken {
+            Some(before) => before,
+            None => self.before_run(&keep_pid)?,
+        };
         let command = self.checked_agent(command)?;
         let head_before = before
             .git_before
@@ -753,6 +763,7 @@ impl DockerSandbox {
         // Beside the pinning: the image's shell looks the program up, nothing of the
         // repository's or the worker's runs.
         self.container()?;
+        self.next_before = None;
         let env = self
             .container
             .as_ref()
@@ -867,10 +878,18 @@ impl Sandbox for DockerSandbox {
         let (env, keep_pid) = self.exec_base(None, Some(&script))?;
         let envelope = Envelope::new();
         let command = ["sh".to_string(), script.path()];
+        // With the copy transport nothing touches the repository between this run
+        // and the next worker run (Meta only reads what is reported), so the
+        // snapshot before that run is taken here; the bind mount is the user's
+        // working tree, which may change meanwhile.
+        let command = match self.copies {
+            true => Envelope::test_then_before(&keep_pid, &command),
+            false => Envelope::test(&keep_pid, &command),
+        };
         let exec = Exec {
             workdir: Some(workdir),
             env,
-            command: Envelope::test(&keep_pid, &command),
+            command,
             stdin: envelope.stdin(b""),
         };
         let limits = Limits {
@@ -893,6 +912,7 @@ impl Sandbox for DockerSandbox {
             stopped,
             &stderr,
         )?;
+        self.next_before = next_before(&finished, &report);
         Ok(TestRun {
             number,
             command: self.redactor.redact(&test.command),
@@ -1038,6 +1058,19 @@ fn envelope_exec(
     let mut report = reader.report(redactor);
     report.stderr = stderr;
     report
+}
+
+/// The snapshot before the next worker run a test run took, when it took it whole:
+/// the run ended by itself, the snapshot is complete and nothing git started is
+/// left. Otherwise that worker run takes it by an exec of its own.
+fn next_before(finished: &Finished, report: &Report) -> Option<Report> {
+    let quiet = matches!(report.stopped_before, Some(Leftovers { left: 0, .. }));
+    (finished.ending == Ending::Exited && report.git_before.is_some() && quiet).then(|| Report {
+        started: true,
+        git_before: report.git_before.clone(),
+        stopped: report.stopped_before,
+        ..Report::default()
+    })
 }
 
 /// Leftovers of an interrupted envelope plus those of its follow-up stop.
