@@ -391,3 +391,51 @@ fn the_copy_in_reads_nothing_outside_the_repository() {
     assert!(seen.ends_with("no-fifo"), "{seen}");
     assert_eq!(leftovers(&[], &id), (vec![], vec![]));
 }
+
+/// The status lines under "Files changed" in worker run `number`'s part of a note
+/// (not the diff stat's "+N −M" lines after them).
+fn files_changed(note: &str, number: u32) -> Vec<String> {
+    let heading = format!("#### Run {number} ");
+    let Some(at) = note.find(&heading) else {
+        return Vec::new();
+    };
+    let part = &note[at + heading.len()..];
+    let part = &part[..part.find("\n#").unwrap_or(part.len())];
+    part.lines()
+        .skip_while(|line| !line.starts_with("- Files changed"))
+        .skip(1)
+        .map_while(|line| line.strip_prefix("  - "))
+        .filter(|item| !item.starts_with('+'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// With the copy, the snapshot before a worker run is taken at the end of the test
+/// run before it: what the test wrote and what the run before committed are not
+/// the next run's.
+#[test]
+fn the_snapshot_before_a_run_is_taken_after_the_test_before_it() {
+    let dir = support::Scratch::new("copy-before");
+    repository(&dir.path);
+    let id = task_id("copy-before");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: echo one > one.txt; git add one.txt; git -c user.name=w -c user.email=w@w commit -qm one\n@say: one",
+        ),
+        assess(&[], "two.txt is missing"),
+        run_worker("@run: echo two > two.txt\n@say: two"),
+        assess(&["AC-1"], "two.txt is there"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server)
+        .test("echo made > by-test.txt; test -f two.txt")
+        .set("runner.sandbox.transport", "copy");
+    let out = runner(yaml).start().finish();
+    out.code(0).stdout_has(&format!("COMPLETE: task {id}"));
+    let note = note(&dir.path, &id);
+    // Run 1 committed one.txt (HEAD moved, the status the same); the test wrote
+    // by-test.txt after it: neither is run 2's.
+    assert_eq!(files_changed(&note, 1), Vec::<String>::new(), "{note}");
+    assert_eq!(files_changed(&note, 2), ["?? two.txt"], "{note}");
+    assert_eq!(leftovers(&[], &id), (vec![], vec![]));
+}

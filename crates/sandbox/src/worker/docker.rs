@@ -8,7 +8,8 @@
 //! container under the seccomp profile of `backend::seccomp`), the bind transport
 //! and the socket carrier.
 //!
-//! A worker run: the snapshot before it (an exec of its own) → the agent's files
+//! A worker run: the snapshot before it (an exec of its own, or with the copy
+//! transport taken at the end of the test run just before) → the agent's files
 //! checked against those pinned when the container started (`agent_files.rs`) → the
 //! agent, by its absolute path → the snapshot after → the transport's check.
 //!
@@ -56,6 +57,9 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{Capture, Ending, Finished, Limits, Stop};
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::timestamp::Timestamp;
+
+/// When the agent's pinning started, and what it found.
+type Pinned = (std::time::Instant, Result<AgentFiles, SandboxError>);
 
 /// Bytes of worker/test output kept in memory (the rest is in the log file).
 const OUTPUT_TAIL: usize = 64 * 1024;
@@ -121,6 +125,12 @@ pub struct DockerSandbox {
     carrier: Option<Box<dyn Carrier>>,
     /// The agent's files as the container started with them.
     agent: Option<AgentFiles>,
+    /// The pinning of the agent's files while it runs beside the first calls that
+    /// run nothing of the repository's or the worker's (the test program's probe).
+    pinning: Option<JoinHandle<Pinned>>,
+    /// The snapshot before the next worker run, taken at the end of the last exec
+    /// (a test run); dropped by any other exec.
+    next_before: Option<Report>,
     /// The egress proxy, while the container runs (network allowlist).
     egress: Option<Egress>,
     /// What the proxy did, once it has stopped.
@@ -175,6 +185,8 @@ impl DockerSandbox {
             container: None,
             carrier: None,
             agent: None,
+            pinning: None,
+            next_before: None,
             egress: None,
             egress_done: None,
             sweep,
@@ -217,7 +229,9 @@ impl DockerSandbox {
         file: Option<&PrivateFile>,
     ) -> Result<(Vec<Var>, String), SandboxError> {
         self.container()?;
+        self.pinned()?;
         self.unswept = true;
+        self.next_before = None;
         let container = self
             .container
             .as_ref()
@@ -269,8 +283,12 @@ impl DockerSandbox {
             link: Some(s.link.to_string()),
             contents: s.contents,
         });
+        let taken = self.next_before.take();
         let (env, keep_pid) = self.exec_base(Some(&agent_env), settings.as_ref())?;
-        let before = self.before_run(&keep_pid)?;
+        let before = match taken {
+            Some(before) => before,
+            None => self.before_run(&keep_pid)?,
+        };
         let command = self.checked_agent(command)?;
         let head_before = before
             .git_before
@@ -367,22 +385,23 @@ impl DockerSandbox {
                 let container =
                     Container::start(&*self.backend, &self.spec, &mut *self.transport, carrier)?;
                 // Before anything else runs in it (`agent_files.rs`), where the
-                // engine lets us read the container from outside.
-                let agent = self.backend.reads_from_outside().then(|| {
-                    let started = std::time::Instant::now();
-                    let agent = AgentFiles::pin(&container.name, &self.spec);
-                    (started, agent)
-                });
-                self.container = Some(container);
-                if let Some((started, agent)) = agent {
-                    let agent = agent?;
-                    log::info!(
-                        "agent {} pinned in {}",
-                        agent.agent(),
-                        agent_runner_core::timestamp::human(started.elapsed())
+                // engine lets us read the container from outside: in a thread, joined
+                // before the first exec that could change the agent's files
+                // (`pinned`).
+                if self.backend.reads_from_outside() {
+                    let (name, spec) = (container.name.clone(), self.spec.clone());
+                    let pin = move || {
+                        let started = std::time::Instant::now();
+                        (started, AgentFiles::pin(&name, &spec))
+                    };
+                    self.pinning = Some(
+                        std::thread::Builder::new()
+                            .name("pin".into())
+                            .spawn(pin)
+                            .map_err(|e| SandboxError::Io(format!("cannot pin the agent: {e}")))?,
                     );
-                    self.agent = Some(agent);
                 }
+                self.container = Some(container);
             }
             Some(container) => {
                 if !container.is_alive() {
@@ -396,6 +415,25 @@ impl DockerSandbox {
             }
         }
         self.started()
+    }
+
+    /// The agent's files pinned (the pinning joined), before an exec that could
+    /// change them.
+    fn pinned(&mut self) -> Result<(), SandboxError> {
+        let Some(pinning) = self.pinning.take() else {
+            return Ok(());
+        };
+        let (started, agent) = pinning
+            .join()
+            .map_err(|_| SandboxError::Io("the agent's pinning failed".into()))?;
+        let agent = agent?;
+        log::info!(
+            "agent {} pinned in {}",
+            agent.agent(),
+            agent_runner_core::timestamp::human(started.elapsed())
+        );
+        self.agent = Some(agent);
+        Ok(())
     }
 
     /// The tools volume, mounted in every sandbox (`backend::tools`): had (filled
@@ -732,7 +770,16 @@ impl DockerSandbox {
         let Some(program) = prepare::program(&test.command) else {
             return Ok(None);
         };
-        let (env, _) = self.exec_base(None, None)?;
+        // Beside the pinning: the image's shell looks the program up, nothing of the
+        // repository's or the worker's runs.
+        self.container()?;
+        self.next_before = None;
+        let env = self
+            .container
+            .as_ref()
+            .map(|c| c.env(&self.spec, None, None))
+            .unwrap_or_default();
+        self.unswept = true;
         let exec = Exec {
             workdir: Some(PROJECT_DIR.to_string()),
             env,
@@ -841,10 +888,18 @@ impl Sandbox for DockerSandbox {
         let (env, keep_pid) = self.exec_base(None, Some(&script))?;
         let envelope = Envelope::new();
         let command = ["sh".to_string(), script.path()];
+        // With the copy transport nothing touches the repository between this run
+        // and the next worker run (Meta only reads what is reported), so the
+        // snapshot before that run is taken here; the bind mount is the user's
+        // working tree, which may change meanwhile.
+        let command = match self.copies {
+            true => Envelope::test_then_before(&keep_pid, &command),
+            false => Envelope::test(&keep_pid, &command),
+        };
         let exec = Exec {
             workdir: Some(workdir),
             env,
-            command: Envelope::test(&keep_pid, &command),
+            command,
             stdin: envelope.stdin(b""),
         };
         let limits = Limits {
@@ -867,6 +922,7 @@ impl Sandbox for DockerSandbox {
             stopped,
             &stderr,
         )?;
+        self.next_before = next_before(&finished, &report);
         Ok(TestRun {
             number,
             command: self.redactor.redact(&test.command),
@@ -885,6 +941,10 @@ impl Sandbox for DockerSandbox {
 
     fn shutdown(&mut self) -> Teardown {
         let removed_in = self.container.take().map(Container::remove);
+        // A pinning still under way ends with the container, its result unused.
+        if let Some(pinning) = self.pinning.take() {
+            let _ = pinning.join();
+        }
         // After the container: nothing inside can open a connection any more.
         if let Some(egress) = self.egress.take() {
             self.egress_done = Some(egress.stop());
@@ -1019,6 +1079,19 @@ fn envelope_exec(
     let mut report = reader.report(redactor);
     report.stderr = stderr;
     report
+}
+
+/// The snapshot before the next worker run a test run took, when it took it whole:
+/// the run ended by itself, the snapshot is complete and nothing git started is
+/// left. Otherwise that worker run takes it by an exec of its own.
+fn next_before(finished: &Finished, report: &Report) -> Option<Report> {
+    let quiet = matches!(report.stopped_before, Some(Leftovers { left: 0, .. }));
+    (finished.ending == Ending::Exited && report.git_before.is_some() && quiet).then(|| Report {
+        started: true,
+        git_before: report.git_before.clone(),
+        stopped: report.stopped_before,
+        ..Report::default()
+    })
 }
 
 /// Leftovers of an interrupted envelope plus those of its follow-up stop.

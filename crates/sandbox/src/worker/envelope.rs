@@ -14,7 +14,10 @@
 //! command (stdin: the prompt) → stop leftovers → snapshot after (+ `git diff
 //! --numstat` against the HEAD before when tracked files changed, + the line counts
 //! of untracked files when there are some).
-//! Test run: the command (stdin empty) → stop leftovers.
+//! Test run: the command (stdin empty) → stop leftovers; where nothing runs in the
+//! sandbox between it and the next worker run (the copy transport), also the
+//! snapshot before that run → stop what git left (`test_then_before`), so that run
+//! needs no exec of its own before the check.
 //! Stop (after a timeout or interrupt, as its own exec): stop leftovers (the
 //! interrupted command among them) → snapshot after, for worker runs.
 //!
@@ -49,8 +52,8 @@ use super::PROJECT_DIR;
 const MAX_RECORD: usize = 1 << 20;
 
 /// The script. Arguments: `before <keep-alive pid>`, `worker <keep-alive pid> <head
-/// before> <command...>`, `test <keep-alive pid> <command...>` or `stop <keep-alive
-/// pid> [snapshot <head before>]`.
+/// before> <command...>`, `test|test-before <keep-alive pid> <command...>` or `stop
+/// <keep-alive pid> [snapshot <head before>]`.
 const SCRIPT: &str = include_str!("envelope.sh");
 
 /// The container's tmpfs for `PrivateFile`s (mounted by `container::run_args`).
@@ -130,6 +133,14 @@ impl Envelope {
     /// What follows `docker exec [options] <container>` to run a test `command`.
     pub(crate) fn test(keep_pid: &str, command: &[String]) -> Vec<String> {
         let mut args = script_args("test", keep_pid);
+        args.extend(command.iter().cloned());
+        args
+    }
+
+    /// `test`, then the snapshot before the next worker run and a stop of what that
+    /// left (reported as `stopped_before`).
+    pub(crate) fn test_then_before(keep_pid: &str, command: &[String]) -> Vec<String> {
+        let mut args = script_args("test-before", keep_pid);
         args.extend(command.iter().cloned());
         args
     }
@@ -310,13 +321,8 @@ impl EnvelopeReader {
                         .collect(),
                 ),
             },
-            stopped: text("stopped").and_then(|t| {
-                let mut numbers = t.split_whitespace().map(str::parse::<u32>);
-                match (numbers.next(), numbers.next()) {
-                    (Some(Ok(found)), Some(Ok(left))) => Some(Leftovers { found, left }),
-                    _ => None,
-                }
-            }),
+            stopped: text("stopped").and_then(|t| Leftovers::parse(&t)),
+            stopped_before: text("stopped-before").and_then(|t| Leftovers::parse(&t)),
         }
     }
 }
@@ -334,6 +340,8 @@ pub(crate) struct Report {
     pub(crate) git_after: Option<Snapshot>,
     pub(crate) diff: Option<Vec<DiffStat>>,
     pub(crate) stopped: Option<Leftovers>,
+    /// What the snapshot after a test run left (`Envelope::test_then_before`).
+    pub(crate) stopped_before: Option<Leftovers>,
 }
 
 /// Processes a run left behind, stopped after it.
@@ -343,6 +351,17 @@ pub struct Leftovers {
     pub found: u32,
     /// Still alive after SIGTERM, the grace period and SIGKILL.
     pub left: u32,
+}
+
+impl Leftovers {
+    /// A `stopped` record's "<found> <left>".
+    fn parse(text: &str) -> Option<Leftovers> {
+        let mut numbers = text.split_whitespace().map(str::parse::<u32>);
+        match (numbers.next(), numbers.next()) {
+            (Some(Ok(found)), Some(Ok(left))) => Some(Leftovers { found, left }),
+            _ => None,
+        }
+    }
 }
 
 /// Length of the longest proper suffix of `bytes` that starts `pattern`.

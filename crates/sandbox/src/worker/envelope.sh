@@ -23,8 +23,9 @@ sweep() {
 
 # TERM, up to 5 s grace, then STOP and KILL in passes until none is left (a
 # stopped process cannot fork, so a chain of processes cannot outrun it); reports
-# "<found> <left>".
+# "<found> <left>" as the record $1 (default "stopped").
 stop_others() {
+  record=${1:-stopped}
   sweep TERM
   found=$n
   i=0
@@ -33,7 +34,7 @@ stop_others() {
   while [ "$n" != 0 ] && [ $i -lt 20 ]; do
     sweep STOP; sweep KILL; sleep 0.05; sweep ""; i=$((i + 1))
   done
-  mark stopped; echo "$found $n"; mark end
+  mark "$record"; echo "$found $n"; mark end
 }
 
 gitc() {
@@ -130,10 +131,13 @@ case "$mode" in
     stop_others
     snapshot after
     exit $rc ;;
-  test)
+  test|test-before)
     "$@" </dev/null
     rc=$?
     stop_others
+    # The snapshot before the next worker run, when nothing runs in the sandbox
+    # between (docker.rs), and what git started stopped again.
+    if [ "$mode" = test-before ]; then snapshot before; stop_others stopped-before; fi
     exit $rc ;;
   stop)
     stop_others
