@@ -107,7 +107,7 @@ fn a_sweep_that_cannot_list_is_an_error_in_the_log() {
     let id = task_id("nosweep");
     let out = run_under(&podman, &hello_task(&dir, &id), &dir);
     out.code(0).stdout_has("COMPLETE").stderr_has(
-        "start-up sweep of orphaned containers did not run: `docker ps` failed: Error: template: ps:1: function \"Label\" not defined",
+        "start-up sweep of orphaned containers and volumes did not run: `docker ps -a` failed: Error: template: ps:1: function \"Label\" not defined",
     );
 }
 

@@ -940,11 +940,13 @@ impl Sandbox for DockerSandbox {
     }
 
     fn shutdown(&mut self) -> Teardown {
-        let removed_in = self.container.take().map(Container::remove);
-        // A pinning still under way ends with the container, its result unused.
+        // A pinning still under way is let finish (its result unused) before the
+        // container goes: its `docker cp` racing the removal left the container
+        // behind (seen once in a task whose first Meta call failed at once).
         if let Some(pinning) = self.pinning.take() {
             let _ = pinning.join();
         }
+        let removed_in = self.container.take().map(Container::remove);
         // After the container: nothing inside can open a connection any more.
         if let Some(egress) = self.egress.take() {
             self.egress_done = Some(egress.stop());
