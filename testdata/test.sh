@@ -20,7 +20,10 @@ CARGO=${CARGO:-cargo}
 say() { printf 'make test: %s\n' "$*" >&2; }
 
 "$CARGO" test --locked --no-run
-needing=$("$CARGO" test --locked -q -- --list --ignored 2>/dev/null | grep -c ': test$' || true)
+# The lifeline's micro-benchmarks are ignored tests too, but figures, not checks
+# (run by hand, see their file): left out here.
+skip=(--skip lifeline::microbench::)
+needing=$("$CARGO" test --locked -q -- --list --ignored "${skip[@]}" 2>/dev/null | grep -c ': test$' || true)
 
 not_run=$(mktemp)
 trap 'rm -f "$not_run"' EXIT
@@ -32,7 +35,7 @@ fi
 
 started=$(date +%s)
 status=0
-"$CARGO" test --locked --no-fail-fast -- --include-ignored || status=$?
+"$CARGO" test --locked --no-fail-fast -- --include-ignored "${skip[@]}" || status=$?
 took=$(($(date +%s) - started))
 
 # Lines "<test> TAB <prerequisite> TAB <why and what to do>".
