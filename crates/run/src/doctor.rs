@@ -460,7 +460,7 @@ fn egress_bridge(docker: &Docker, target: &Target) -> Check {
                that is not; the image must be for this machine's architecture";
     // The carrier's directory with its socket; no proxy needs to serve it for the
     // bridge to start.
-    let link = match SocketLink::open(true) {
+    let link = match SocketLink::open(true, true) {
         Ok((link, _listener)) => link,
         Err(e) => return Check::fail(EGRESS, format!("cannot start the proxy: {e}"), fix),
     };

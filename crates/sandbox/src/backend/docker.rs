@@ -98,7 +98,9 @@ impl Backend for Docker {
         };
         let ready = match &spec.ready {
             None => String::new(),
-            Some(ready) => match if spec.stream {
+            // A main process of ours answers lines later (`Carrier::quiet`): its
+            // output stays to be read, not drained.
+            Some(ready) => match if spec.stream || spec.main.own_init {
                 held.read_line(ready.prefix, ready.within, ready.interrupt)
             } else {
                 held.wait_for_line(ready.prefix, ready.within, ready.interrupt)
@@ -480,15 +482,22 @@ fn create_volume(volume: &Volume, deadline: Duration) -> Result<(), BackendError
 /// The `docker run` arguments of `spec`.
 fn run_args(spec: &Spec) -> Vec<String> {
     let mut args: Vec<String> = if spec.held {
-        ["run", "-i", "--rm", "--init", "--pull", "never"]
+        ["run", "-i", "--rm", "--pull", "never"]
             .map(String::from)
             .into()
     } else {
-        // `--init` here too, so that doctor's probes find an engine without it.
-        ["run", "--rm", "--init", "--pull", "never"]
-            .map(String::from)
-            .into()
+        ["run", "--rm", "--pull", "never"].map(String::from).into()
     };
+    // The engine's init, unless the main process is its own (`Main::own_init`): an
+    // init the worker could take over must not be PID 1 of a sandbox it runs in.
+    // `--init` on probes too, so that doctor's find an engine without it.
+    // `--init=false` said outright: a daemon may add its init by default.
+    let init = if spec.main.own_init {
+        "--init=false"
+    } else {
+        "--init"
+    };
+    args.insert(args.len() - 2, init.into());
     if let Some(name) = &spec.name {
         args.extend(["--name".into(), name.clone()]);
     }
@@ -622,6 +631,7 @@ mod tests {
             Main {
                 entrypoint: "/run/x/bridge".into(),
                 args: vec!["3128".into(), "/run/x/proxy.sock".into()],
+                own_init: true,
             },
         );
         spec.name = Some("c1".into());
@@ -671,7 +681,7 @@ mod tests {
             "run",
             "-i",
             "--rm",
-            "--init",
+            "--init=false",
             "--pull",
             "never",
             "--name",

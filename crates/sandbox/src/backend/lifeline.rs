@@ -1,7 +1,7 @@
 //! The lifeline carrier (SPEC §22): the sandbox's main process is the static helper
 //! from the tools volume (`helper/lifeline.c`, run as `agent-runner-helper
-//! lifeline`; under `docker run -i --init` tini is PID 1 and the helper its one
-//! child), and its stdin/stdout are the one stream between agent-runner and the
+//! lifeline`, PID 1 itself with no engine's init: `helper/init.c`), and its
+//! stdin/stdout are the one stream between agent-runner and the
 //! sandbox. Nothing of this machine is mounted, so it works on a remote daemon,
 //! where it is the carrier with egress (`worker::docker`); locally the socket stays,
 //! as `docker run -i`'s stdio carries far less than a unix socket
@@ -34,7 +34,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub use mux::{Door, Down};
 
 use super::tools::HELPER;
-use super::{BackendError, Carrier, Main, Mount};
+use super::{BackendError, Carrier, Instance, Main, Mount, Quiet};
 use crate::egress;
 use mux::Mux;
 
@@ -102,6 +102,7 @@ impl Carrier for Lifeline {
         Main {
             entrypoint: HELPER.to_string(),
             args,
+            own_init: true,
         }
     }
 
@@ -160,6 +161,24 @@ impl Carrier for Lifeline {
 
     fn fault(&self) -> Option<String> {
         self.mux.as_ref().and_then(Mux::fault)
+    }
+
+    /// A QUIET frame, answered by QUIETED.
+    fn quiet(&mut self, instance: &mut dyn Instance) -> Option<Result<Quiet, BackendError>> {
+        let mux = self.mux.as_ref()?;
+        Some(
+            mux.quiet()
+                .and_then(|answer| {
+                    Quiet::parse(&answer).ok_or_else(|| format!("it answered {answer:?}"))
+                })
+                .map_err(|detail| BackendError::Failed {
+                    command: format!(
+                        "the sandbox's main process, asked to stop the others ({})",
+                        instance.name()
+                    ),
+                    detail,
+                }),
+        )
     }
 
     fn close(self: Box<Self>) {

@@ -64,6 +64,7 @@ fn read_back(
         Main {
             entrypoint: "cat".into(),
             args: vec![format!("{TARGET}/token")],
+            own_init: false,
         },
     );
     spec.network = Net::Isolated;

@@ -48,10 +48,14 @@
 //!   `Carrier::attach`): the egress connections as channels to the proxy's door
 //!   (`lifeline/mux.rs`, frames read as hostile in `lifeline/frame.rs`), the login
 //!   files into the private tmpfs, the expiry. `socket.rs` otherwise (locally its
-//!   egress is far faster): without egress, `keepalive.sh`; with it, the static
-//!   helper (`helper/bridge.c`) from a private host directory (`host_dir.rs`)
-//!   mounted read-only with the proxy's unix socket;
-//!   login files mounted read-only.
+//!   egress is far faster): the static helper (`helper/bridge.c`) from a private
+//!   host directory (`host_dir.rs`) mounted read-only, with the proxy's unix socket
+//!   when there is egress (`keepalive.sh` only where no host directory can be
+//!   mounted); login files mounted read-only. Either helper is the sandbox's PID 1,
+//!   with no engine's init (`Main::own_init`, `helper/init.c`): non-dumpable, so
+//!   the worker can neither take it over nor hide in it, and after each command
+//!   it kills every other process when agent-runner asks (`Carrier::quiet`,
+//!   `quiet.rs`).
 //!
 //! Remote hosts (`host.rs`): a host by name, its daemon a URL or a docker context
 //! carried in every docker call's environment (`Target::apply`); the orchestrator's
@@ -92,6 +96,7 @@ pub mod landing;
 pub mod lifeline;
 mod locality;
 pub mod privileges;
+mod quiet;
 pub mod seccomp;
 mod session_volume;
 mod socket;
@@ -110,6 +115,7 @@ pub use docker::Docker;
 pub use docker_cli::Output;
 pub use error::BackendError;
 pub use lifeline::Lifeline;
+pub use quiet::Quiet;
 pub use socket::SocketLink;
 pub use spec::{Confinement, Exec, Main, Mount, Net, Ready, Spec, Tmpfs, Var, Volume};
 
@@ -285,6 +291,12 @@ pub trait Carrier: Send {
     }
     /// Why it ended the sandbox itself (the stream broke the protocol), if it did.
     fn fault(&self) -> Option<String> {
+        None
+    }
+    /// Has the main process of the started sandbox `instance` kill every other
+    /// process in it (`quiet.rs`). None: this carrier's main process cannot (the
+    /// image's keep-alive under the engine's init).
+    fn quiet(&mut self, _instance: &mut dyn Instance) -> Option<Result<Quiet, BackendError>> {
         None
     }
 }

@@ -1,14 +1,20 @@
 //! The carrier of today: a keep-alive whose stdin is our pipe, and the egress link as
 //! a socket mount (SPEC §17).
 //!
-//! Without egress the main process is `keepalive.sh` (`/bin/sh` of the image): it
-//! prepares the agent's home, says it is ready with its pid, and reads stdin until
-//! end-of-file. With egress (`network: allowlist`, the container has no network) it
-//! is the bridge (`helper/bridge.c`, built static by the build script and embedded
-//! here), which needs nothing from the image: it does the same, listens on
-//! 127.0.0.1:`egress::PORT` inside, and carries each connection to the proxy's unix
-//! socket in a private host directory (`host_dir.rs`), mounted read-only with the
-//! bridge in it. The proxy (`egress::Egress`) listens on that socket.
+//! The main process is the bridge (`helper/bridge.c`, built static by the build
+//! script and embedded here), run from a private host directory (`host_dir.rs`)
+//! mounted read-only: it needs nothing from the image, prepares the agent's home,
+//! says it is ready with its pid, and reads stdin until end-of-file. It is the
+//! container's PID 1, non-dumpable (`helper/init.c`), so the worker can neither
+//! take it over nor hide in it (SPEC §9). With egress (`network: allowlist`, the
+//! container has no network) it also listens on 127.0.0.1:`egress::PORT` inside and
+//! carries each connection to the proxy's unix socket in that directory; the proxy
+//! (`egress::Egress`) listens on that socket.
+//!
+//! Where no host directory can be mounted (the copy transport without the tools
+//! volume, whose daemon may be another machine's) the keep-alive is `keepalive.sh`
+//! (`/bin/sh` of the image) under the engine's init, which it cannot protect: the
+//! lifeline is the carrier there whenever the tools volume is at hand.
 //!
 //! Files (the agent's login) are mounted read-only.
 
@@ -16,8 +22,11 @@ use std::os::unix::net::UnixListener;
 use std::path::Path;
 
 use super::host_dir::{BRIDGE, HostDir, SOCKET};
-use super::{Carrier, Main, Mount};
+use super::quiet::{self, Quiet};
+use super::{BackendError, Carrier, Instance, Main, Mount};
 use crate::egress;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::HeldWait;
 
 /// The helper, a static executable for this machine's architecture.
 pub(crate) const BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/egress-bridge"));
@@ -29,26 +38,35 @@ const KEEPALIVE_SCRIPT: &str = include_str!("keepalive.sh");
 
 /// See the module documentation.
 pub struct SocketLink {
-    /// The proxy's directory, with egress.
+    /// The bridge's directory (and the proxy's, with egress); None: `keepalive.sh`.
     dir: Option<HostDir>,
+    egress: bool,
     delivered: Vec<Mount>,
 }
 
 impl SocketLink {
-    /// The link of a sandbox; with `egress`, the proxy's directory made and the
-    /// listener the proxy is to serve on it (removed by `close`, or when dropped).
-    pub fn open(egress: bool) -> std::io::Result<(SocketLink, Option<UnixListener>)> {
+    /// The link of a sandbox: the bridge's directory made unless `!mountable` (then
+    /// no egress either); with `egress`, the listener the proxy is to serve in it
+    /// (removed by `close`, or when dropped).
+    pub fn open(
+        egress: bool,
+        mountable: bool,
+    ) -> std::io::Result<(SocketLink, Option<UnixListener>)> {
         let mut link = SocketLink {
             dir: None,
+            egress,
             delivered: Vec::new(),
         };
-        if !egress {
+        if !egress && !mountable {
             return Ok((link, None));
         }
         let dir = HostDir::create(BINARY)?;
-        let listener = UnixListener::bind(dir.socket())?;
+        let listener = match egress {
+            true => Some(UnixListener::bind(dir.socket())?),
+            false => None,
+        };
         link.dir = Some(dir);
-        Ok((link, Some(listener)))
+        Ok((link, listener))
     }
 }
 
@@ -57,13 +75,16 @@ impl Carrier for SocketLink {
         let links = links
             .iter()
             .flat_map(|(file, link)| [file.clone(), link.clone()]);
+        // Port 0: the bridge as the keep-alive alone.
+        let (port, socket) = match self.egress {
+            true => (egress::PORT.to_string(), format!("{MOUNT}/{SOCKET}")),
+            false => ("0".to_string(), "-".to_string()),
+        };
         match self.dir {
             Some(_) => Main {
                 entrypoint: format!("{MOUNT}/{BRIDGE}"),
-                args: [egress::PORT.to_string(), format!("{MOUNT}/{SOCKET}")]
-                    .into_iter()
-                    .chain(links)
-                    .collect(),
+                args: [port, socket].into_iter().chain(links).collect(),
+                own_init: true,
             },
             None => Main::shell(
                 KEEPALIVE_SCRIPT,
@@ -85,9 +106,9 @@ impl Carrier for SocketLink {
     }
 
     fn exec_env(&self) -> Vec<(&'static str, String)> {
-        match self.dir {
-            Some(_) => egress::variables::env(),
-            None => Vec::new(),
+        match self.egress {
+            true => egress::variables::env(),
+            false => Vec::new(),
         }
     }
 
@@ -107,6 +128,36 @@ impl Carrier for SocketLink {
             dir.remove();
         }
     }
+
+    /// The bridge's stdin is our pipe: the request a line on it, the answer a line
+    /// of its stdout.
+    fn quiet(&mut self, instance: &mut dyn Instance) -> Option<Result<Quiet, BackendError>> {
+        self.dir.as_ref()?;
+        let command = format!(
+            "the sandbox's main process, asked to stop the others ({})",
+            instance.name()
+        );
+        let failed = |detail: String| BackendError::Failed {
+            command: command.clone(),
+            detail,
+        };
+        if let Err(e) = instance.send_line(quiet::REQUEST) {
+            return Some(Err(failed(e.to_string())));
+        }
+        Some(
+            match instance.read_line(quiet::ANSWER, quiet::WITHIN, Interrupt::never()) {
+                Ok(answer) => {
+                    Quiet::parse(&answer).ok_or_else(|| failed(format!("it answered {answer:?}")))
+                }
+                Err(HeldWait::TimedOut) => Err(failed(format!(
+                    "no answer within {} s",
+                    quiet::WITHIN.as_secs()
+                ))),
+                Err(HeldWait::Interrupted) => Err(failed("interrupted".into())),
+                Err(HeldWait::Ended(stderr)) => Err(failed(format!("it ended: {stderr}"))),
+            },
+        )
+    }
 }
 
 #[cfg(test)]
@@ -121,8 +172,27 @@ mod tests {
     }
 
     #[test]
-    fn without_egress_the_keepalive_is_the_main_process_and_nothing_is_mounted() {
-        let (mut link, listener) = SocketLink::open(false).unwrap();
+    fn without_egress_the_bridge_is_the_keepalive_and_pid_1() {
+        let (link, listener) = SocketLink::open(false, true).unwrap();
+        assert!(listener.is_none());
+        let dir = link.dir.as_ref().unwrap().path().to_path_buf();
+        let main = link.main(&links());
+        assert_eq!(main.entrypoint, "/run/agent-runner/egress/bridge");
+        assert_eq!(
+            main.args,
+            ["0", "-", "/run/agent-runner/auth.json", ".codex/auth.json"]
+        );
+        assert!(main.own_init);
+        assert_eq!(link.mounts(), [Mount::new(&dir, MOUNT, true)]);
+        assert!(!dir.join(SOCKET).exists());
+        assert_eq!(link.exec_env(), []);
+        Box::new(link).close();
+        assert!(!dir.exists(), "the directory goes with the link");
+    }
+
+    #[test]
+    fn where_nothing_can_be_mounted_the_keepalive_is_the_images_shell() {
+        let (mut link, listener) = SocketLink::open(false, false).unwrap();
         assert!(listener.is_none());
         let main = link.main(&links());
         assert_eq!(main.entrypoint, "/bin/sh");
@@ -150,7 +220,7 @@ mod tests {
 
     #[test]
     fn with_egress_the_bridge_runs_from_the_mounted_directory_whose_socket_is_served() {
-        let (link, listener) = SocketLink::open(true).unwrap();
+        let (link, listener) = SocketLink::open(true, true).unwrap();
         let dir = link.dir.as_ref().unwrap().path().to_path_buf();
         let main = link.main(&links());
         assert_eq!(main.entrypoint, "/run/agent-runner/egress/bridge");
@@ -163,6 +233,7 @@ mod tests {
                 ".codex/auth.json"
             ]
         );
+        assert!(main.own_init);
         assert_eq!(link.mounts(), [Mount::new(&dir, MOUNT, true)]);
         assert!(dir.join(SOCKET).exists() && listener.is_some());
         assert_eq!(link.exec_env()[0].1, "http://127.0.0.1:3128");

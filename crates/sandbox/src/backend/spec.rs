@@ -76,6 +76,10 @@ pub struct Main {
     /// Its program, by absolute path.
     pub entrypoint: String,
     pub args: Vec<String>,
+    /// It is its own init: PID 1, with no init of the engine's above it (which the
+    /// worker could take over, SPEC §9); agent-runner's helper, non-dumpable, reaping
+    /// orphans (`helper/init.c`). False: under the engine's init.
+    pub own_init: bool,
 }
 
 impl Main {
@@ -86,6 +90,7 @@ impl Main {
         Main {
             entrypoint: "/bin/sh".into(),
             args: all,
+            own_init: false,
         }
     }
 }

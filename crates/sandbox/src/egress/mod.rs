@@ -99,7 +99,9 @@ impl Egress {
     }
 
     /// Allows `also` besides the task's list for new connections (`task.setup.allow`
-    /// while setup runs); None: the task's list alone again.
+    /// while setup runs); None: the task's list alone again. Either way, every
+    /// connection let through while the list until now was in force is closed: what
+    /// setup opened does not outlive it.
     pub fn allow_also(&self, also: Option<AllowList>) {
         self.proxy.allow_also(also);
     }

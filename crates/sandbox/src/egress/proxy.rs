@@ -7,9 +7,11 @@
 //! records the connection in the journal.
 //!
 //! `stop` closes the listener and every live connection: the proxy ends with the
-//! task.
+//! task. `allow_also` (setup's hosts, `task.setup.allow`) closes, when it changes,
+//! every connection let through while the hosts it ends were allowed: a tunnel to a
+//! setup-only host opened during setup does not outlive setup, whoever holds it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -78,7 +80,7 @@ pub(crate) struct Proxy {
 struct Shared {
     allow: AllowList,
     /// More hosts for a while (`task.setup.allow`, while setup runs).
-    also: Mutex<Option<AllowList>>,
+    also: Mutex<Also>,
     journal: Journal,
     settings: Settings,
     stopping: AtomicBool,
@@ -86,11 +88,22 @@ struct Shared {
     ended: Condvar,
 }
 
+/// The hosts allowed for a while, and the connections decided while they were.
+#[derive(Default)]
+struct Also {
+    list: Option<AllowList>,
+    /// Connections whose decision saw `list`: closed when it changes.
+    decided: HashSet<u64>,
+}
+
 /// Live connections and their sockets, so `stop` can close them.
 #[derive(Default)]
 struct Live {
     next: u64,
     sockets: HashMap<u64, Vec<Arc<dyn Socket>>>,
+    /// Connections closed before they were done (their era ended): no socket of
+    /// theirs may be added any more.
+    closed: HashSet<u64>,
 }
 
 impl Proxy {
@@ -105,7 +118,7 @@ impl Proxy {
         let (woken, wake) = pipe()?;
         let shared = Arc::new(Shared {
             allow,
-            also: Mutex::new(None),
+            also: Mutex::new(Also::default()),
             journal,
             settings,
             stopping: AtomicBool::new(false),
@@ -143,10 +156,29 @@ impl Proxy {
     }
 
     /// Allows `also` besides the proxy's list from now on for new connections
-    /// (None: the list alone again).
+    /// (None: the list alone again), and closes every connection let through while
+    /// the hosts allowed until now were (a tunnel opened during setup ends with it).
     pub(crate) fn allow_also(&self, also: Option<AllowList>) {
-        if let Ok(mut current) = self.shared.also.lock() {
-            *current = also;
+        let ended = match self.shared.also.lock() {
+            Ok(mut current) => {
+                current.list = also;
+                std::mem::take(&mut current.decided)
+            }
+            Err(_) => return,
+        };
+        if ended.is_empty() {
+            return;
+        }
+        let Ok(mut live) = self.shared.live.lock() else {
+            return;
+        };
+        for id in ended {
+            for socket in live.sockets.get(&id).into_iter().flatten() {
+                let _ = socket.shutdown(Shutdown::Both);
+            }
+            if live.sockets.contains_key(&id) {
+                live.closed.insert(id);
+            }
         }
     }
 
@@ -280,6 +312,7 @@ impl Shared {
             return None;
         }
         let id = match id {
+            Some(id) if live.closed.contains(&id) => return None,
             Some(id) => id,
             None => {
                 if live.sockets.len() >= self.settings.max_connections {
@@ -296,6 +329,7 @@ impl Shared {
     fn unregister(&self, id: u64) {
         if let Ok(mut live) = self.live.lock() {
             live.sockets.remove(&id);
+            live.closed.remove(&id);
         }
         self.ended.notify_all();
     }
@@ -324,7 +358,13 @@ fn serve(shared: &Arc<Shared>, client: Arc<UnixStream>, at: Timestamp, id: u64) 
     };
     let destination = request.destination.clone();
     let mut record = Record::new(at, destination.host.to_string(), destination.port);
-    let also = shared.also.lock().ok().and_then(|also| also.clone());
+    // The decision and its era under one lock: `allow_also` ends either before it
+    // (the task's list decides) or after (the connection is closed with the era).
+    let also = shared.also.lock().ok().and_then(|mut also| {
+        let list = also.list.clone()?;
+        also.decided.insert(id);
+        Some(list)
+    });
     let allow = match also {
         None => shared.allow.clone(),
         Some(also) => AllowList {
@@ -379,7 +419,9 @@ fn serve(shared: &Arc<Shared>, client: Arc<UnixStream>, at: Timestamp, id: u64) 
             record.reason = format!("allowed by {rule}");
             let upstream = Arc::new(upstream);
             if shared.register(Some(id), upstream.clone()).is_none() {
-                record.reason.push_str("; closed as the task ended");
+                record
+                    .reason
+                    .push_str("; closed as the task or setup ended");
                 journal.record(record, started.elapsed(), None);
                 return;
             }
@@ -574,6 +616,48 @@ mod tests {
         assert_eq!(summary.allowed, 1);
         assert_eq!(summary.destinations[0].bytes_up, 4);
         assert!(UnixStream::connect(&socket).is_err(), "nothing listens");
+        let _ = std::fs::remove_dir_all(socket.parent().unwrap());
+    }
+
+    /// Issue 41: a tunnel to a setup-only host, opened during setup and held past it
+    /// (by a process that outlived setup), carried the worker's data there while the
+    /// worker's own connections to it got 403.
+    #[test]
+    fn a_tunnel_opened_with_setups_hosts_is_closed_when_setup_ends() {
+        let (listener, authority) = server();
+        let (proxy, socket) = proxy(&[], Settings::default());
+        proxy.allow_also(Some(AllowList {
+            rules: vec![Rule::parse(&authority).unwrap()],
+            origin: Origin::Task,
+        }));
+        let connect = format!("CONNECT {authority} HTTP/1.1\r\n\r\n");
+        let mut tunnel = UnixStream::connect(&socket).unwrap();
+        tunnel.write_all(connect.as_bytes()).unwrap();
+        let (mut far, _) = listener.accept().unwrap();
+        let mut established = [0u8; 39];
+        tunnel.read_exact(&mut established).unwrap();
+        tunnel.write_all(b"ping").unwrap();
+        let mut ping = [0u8; 4];
+        far.read_exact(&mut ping).unwrap();
+        proxy.allow_also(None);
+        tunnel
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut rest = Vec::new();
+        assert!(
+            tunnel.read_to_end(&mut rest).is_ok_and(|n| n == 0),
+            "the setup-era tunnel is closed when setup ends"
+        );
+        let _ = tunnel.write_all(b"after setup");
+        far.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut after = Vec::new();
+        let _ = far.read_to_end(&mut after);
+        assert!(
+            after.is_empty(),
+            "nothing went through after setup: {after:?}"
+        );
+        assert!(ask(&socket, connect.as_bytes()).starts_with("HTTP/1.1 403 "));
+        proxy.stop();
         let _ = std::fs::remove_dir_all(socket.parent().unwrap());
     }
 }

@@ -122,7 +122,8 @@ impl Container {
         let name = format!("agent-runner-{}-{suffix}", spec.task_id);
         transport.prepare(backend, &spec.worker.docker_image, spec.interrupt)?;
         let mounts = transport.mounts()?;
-        match backend.start(&sandbox_spec(spec, &name, mounts, carrier)) {
+        let sandbox = sandbox_spec(spec, &name, mounts, carrier);
+        match backend.start(&sandbox) {
             Ok(started) => {
                 let container = Container {
                     instance: started.instance,
@@ -130,6 +131,19 @@ impl Container {
                     keep_pid: started.ready.trim().to_string(),
                     carrier_env: carrier.exec_env(),
                 };
+                // Our helper is PID 1, or the sandbox is not the one we asked for
+                // (an init above it could be taken over by the worker, SPEC §9).
+                if sandbox.main.own_init && container.keep_pid != "1" {
+                    let detail = format!(
+                        "its main process ({}) is pid {}, not 1: an init of the engine's is above it",
+                        sandbox.main.entrypoint, container.keep_pid
+                    );
+                    container.remove();
+                    return Err(SandboxError::Docker {
+                        command: "docker run --init=false".into(),
+                        detail,
+                    });
+                }
                 if let Some(stream) = started.stream
                     && let Err(e) = carrier.attach(stream)
                 {
@@ -203,6 +217,17 @@ impl Container {
             env.push(by_name(name, &value));
         }
         env
+    }
+
+    /// Has `carrier` make the container quiet: every process but its main one
+    /// killed (`backend::Carrier::quiet`); None when this carrier cannot.
+    pub(crate) fn quiet(
+        &mut self,
+        carrier: &mut dyn Carrier,
+    ) -> Option<Result<crate::backend::Quiet, SandboxError>> {
+        carrier
+            .quiet(&mut *self.instance)
+            .map(|quiet| quiet.map_err(Into::into))
     }
 
     /// False once the container (or the engine connection) is gone.

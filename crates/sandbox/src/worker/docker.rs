@@ -492,6 +492,8 @@ impl DockerSandbox {
             }
             report.stopped = follow_up.stopped;
         }
+        report.stopped = self.quieten(report.stopped)?;
+        let container = self.started()?;
         match report.stopped {
             Some(Leftovers { left, .. }) if left > 0 => Err(SandboxError::NotQuiet {
                 name: container.name.clone(),
@@ -547,7 +549,8 @@ impl DockerSandbox {
         let (socket, listener) = match lifeline {
             true => (None, None),
             false => {
-                let (socket, listener) = SocketLink::open(egress).map_err(cannot)?;
+                // A host directory is mounted where the repository is (`Bind`).
+                let (socket, listener) = SocketLink::open(egress, !self.copies).map_err(cannot)?;
                 (Some(socket), listener)
             }
         };
@@ -680,6 +683,8 @@ impl DockerSandbox {
         if !container.is_alive() {
             return Err(container.gone());
         }
+        report.stopped = self.quieten(report.stopped)?;
+        let container = self.started()?;
         if let Some(Leftovers { left, .. }) = report.stopped
             && left > 0
         {
@@ -691,6 +696,39 @@ impl DockerSandbox {
             });
         }
         Ok(report)
+    }
+
+    /// After the envelope's own stop pass, the container's main process kills
+    /// whatever is still there (`backend::Carrier::quiet`): nothing of a command
+    /// outlives it, even what made the envelope spare it. `stopped`, with what the
+    /// main process found added (and its word on what is left).
+    fn quieten(&mut self, stopped: Option<Leftovers>) -> Result<Option<Leftovers>, SandboxError> {
+        let (Some(container), Some(carrier)) =
+            (self.container.as_mut(), self.carrier.as_deref_mut())
+        else {
+            return Ok(stopped);
+        };
+        let quiet = match container.quiet(carrier) {
+            None => return Ok(stopped),
+            Some(quiet) => quiet?,
+        };
+        if quiet.found > 0 {
+            log::warn!(
+                "{} process(es) outlived the envelope's stop in container {}; its main process killed them",
+                quiet.found,
+                container.name
+            );
+        }
+        Ok(Some(match stopped {
+            Some(Leftovers { found, left }) => Leftovers {
+                found: found + quiet.found,
+                left: left.max(quiet.left),
+            },
+            None => Leftovers {
+                found: quiet.found,
+                left: quiet.left,
+            },
+        }))
     }
 
     /// Runs `task.setup` in the sandbox, with its own hosts allowed and its own
@@ -1165,7 +1203,8 @@ exit 3"#;
                     log: self.log.clone(),
                     alive: self.alive.clone(),
                 }),
-                ready: "42\n".into(),
+                // Our helper is PID 1; the image's keep-alive is under an init.
+                ready: if spec.main.own_init { "1\n" } else { "42\n" }.into(),
                 stream: None,
             })
         }
@@ -1257,12 +1296,26 @@ exit 3"#;
             }
         }
 
-        fn send_line(&mut self, _: &str) -> std::io::Result<()> {
+        fn send_line(&mut self, line: &str) -> std::io::Result<()> {
+            self.log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .calls
+                .push(format!("line {line}"));
             Ok(())
         }
 
-        fn read_line(&mut self, _: &str, _: Duration, _: Interrupt) -> Result<String, HeldWait> {
-            Err(HeldWait::TimedOut)
+        /// The main process answers that it found nothing to stop.
+        fn read_line(
+            &mut self,
+            prefix: &str,
+            _: Duration,
+            _: Interrupt,
+        ) -> Result<String, HeldWait> {
+            match prefix {
+                "agent-runner-quiet " => Ok("0 0".into()),
+                _ => Err(HeldWait::TimedOut),
+            }
         }
 
         fn stderr(&self) -> String {
@@ -1398,8 +1451,9 @@ exit 3"#;
         );
         assert_eq!(spec.tmpfs[0].target, super::super::envelope::PRIVATE_DIR);
         assert_eq!(
-            spec.main.entrypoint, "/bin/sh",
-            "the keep-alive, without egress"
+            (spec.main.entrypoint.as_str(), spec.main.own_init),
+            ("/run/agent-runner/egress/bridge", true),
+            "the bridge as the keep-alive and PID 1, without egress"
         );
         assert_eq!(
             spec.main.args.last().map(String::as_str),
@@ -1424,8 +1478,8 @@ exit 3"#;
         );
         assert_eq!(exec.command[..2], ["/bin/sh", "-c"], "the pinned shell");
         assert!(
-            exec.command.contains(&"42".to_string()),
-            "the keep-alive's pid is spared"
+            exec.command.contains(&"1".to_string()),
+            "the keep-alive's pid (PID 1) is spared"
         );
 
         setuid_file(&s.repo.join("after-the-run"));
@@ -1433,10 +1487,14 @@ exit 3"#;
         assert_eq!(teardown.removed_in, Some(Duration::from_millis(1)));
         assert_eq!(teardown.privileges.len(), 1, "the last sweep: {teardown:?}");
         assert_eq!(teardown.egress, None);
-        assert_eq!(calls(&s.log), ["start", "exec", "remove"]);
+        assert_eq!(calls(&s.log), ["start", "exec", "line quiet", "remove"]);
         let again = s.sandbox.shutdown();
         assert_eq!(again.removed_in, None);
-        assert_eq!(calls(&s.log), ["start", "exec", "remove"], "removed once");
+        assert_eq!(
+            calls(&s.log),
+            ["start", "exec", "line quiet", "remove"],
+            "removed once"
+        );
     }
 
     #[test]
@@ -1478,7 +1536,13 @@ exit 3"#;
         s.sandbox.run_test(1, &test_spec()).unwrap();
         assert_eq!(
             calls(&s.log),
-            ["start", "pull agent-runner-codex:latest", "start", "exec"]
+            [
+                "start",
+                "pull agent-runner-codex:latest",
+                "start",
+                "exec",
+                "line quiet"
+            ]
         );
         let log = s.log.lock().unwrap_or_else(|e| e.into_inner());
         assert_ne!(log.specs[0].name, log.specs[1].name, "a new name each time");
@@ -1521,8 +1585,8 @@ exit 3"#;
         );
         assert_eq!(
             calls(&s.log),
-            ["start", "exec"],
-            "no exec in a dead sandbox"
+            ["start", "exec", "line quiet"],
+            "no exec in a dead sandbox (the first one made quiet by PID 1)"
         );
     }
 }

@@ -7,15 +7,19 @@ mark() { printf '\036%s %s\n' "$nonce" "$1"; }
 mark started; mark end
 
 # Counts live processes other than PID 1, the keep-alive and this shell; with a
-# signal name, sends it to them. Builtins only, so no helper of ours is counted.
+# signal name, sends it to them. Builtins only, so no helper of ours is counted. A
+# zombie is dead unless it has threads left: a leader that ended alone while its
+# threads go on is a zombie that still runs.
 sweep() {
   n=0
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
     case "$p" in 1|"$keep"|"$$") continue ;; esac
-    st=
-    while read -r k v _; do if [ "$k" = State: ]; then st=$v; break; fi; done 2>/dev/null < "$d/status"
-    case "$st" in ""|Z) continue ;; esac
+    st='' th=''
+    while read -r k v _; do
+      case "$k" in State:) st=$v ;; Threads:) th=$v; break ;; esac
+    done 2>/dev/null < "$d/status"
+    case "$st$th" in ""|Z|Z1) continue ;; esac
     n=$((n + 1))
     [ -z "$1" ] || kill "-$1" "$p" 2>/dev/null
   done

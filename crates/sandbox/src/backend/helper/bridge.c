@@ -19,6 +19,10 @@
  * 4.2), through a buffer. It trusts nothing it reads: it only moves bytes.
  *
  * Usage: bridge PORT SOCKET [MOUNT LINK]...
+ * PORT 0 (SOCKET unused): no egress, the keep-alive alone.
+ *
+ * It is the container's PID 1 (init.c): non-dumpable, and it reaps orphans. A line
+ * "quiet" on stdin stops every other process of the sandbox (quiet.c).
  *
  * It is also agent-runner's static helper in the tools volume (SPEC §21), where its
  * second use is `helper snapshot DIR` (snapshot.c): the repository's files, for images
@@ -133,6 +137,8 @@ static void prepare_home(const char *mount, const char *link)
     }
 }
 
+#include "init.c"
+#include "quiet.c"
 #include "lifeline.c"
 
 static int proxy_socket(const char *path)
@@ -265,26 +271,29 @@ int main(int argc, char **argv)
     }
     int port = atoi(argv[1]), one = 1;
     const char *path = argv[2];
-    if (port <= 0 || port > 65535 || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+    if (port < 0 || port > 65535 || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
         fprintf(stderr, "agent-runner egress bridge: bad arguments\n");
         return 2;
     }
+    become_init();
     signal(SIGPIPE, SIG_IGN);
     for (int i = 3; i + 1 < argc; i += 2)
         prepare_home(argv[i], argv[i + 1]);
-    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (listener < 0)
+    int listener = port == 0 ? -1 : socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (port > 0 && listener < 0)
         die("socket");
-    setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((unsigned short)port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(listener, (struct sockaddr *)&addr, sizeof addr) != 0)
-        die("cannot listen on 127.0.0.1");
-    if (listen(listener, 128) != 0)
-        die("listen");
+    if (port > 0) {
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        struct sockaddr_in addr;
+        memset(&addr, 0, sizeof addr);
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons((unsigned short)port);
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (bind(listener, (struct sockaddr *)&addr, sizeof addr) != 0)
+            die("cannot listen on 127.0.0.1");
+        if (listen(listener, 128) != 0)
+            die("listen");
+    }
     char ready[64];
     int len = snprintf(ready, sizeof ready, "agent-runner-ready %d\n", (int)getpid());
     if (write(1, ready, (size_t)len) != len)
@@ -293,7 +302,8 @@ int main(int argc, char **argv)
     /* stdin, the listener, then two entries per pair in use. */
     static struct pollfd fds[2 + 2 * MAX_PAIRS];
     static int owner[2 + 2 * MAX_PAIRS];
-    char drain[512];
+    char drain[512], line[16];
+    size_t line_len = 0;
     for (;;) {
         int n = 0;
         fds[n++] = (struct pollfd){.fd = 0, .events = POLLIN};
@@ -321,6 +331,23 @@ int main(int argc, char **argv)
             ssize_t r = read(0, drain, sizeof drain);
             if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
                 return 0;
+            /* Lines of agent-runner's; a longer one is none of ours. */
+            for (ssize_t i = 0; i < r; i++) {
+                if (drain[i] != '\n') {
+                    if (line_len < sizeof line)
+                        line[line_len] = drain[i];
+                    line_len++;
+                    continue;
+                }
+                if (line_len == 5 && memcmp(line, "quiet", 5) == 0) {
+                    char answer[64], counts[32];
+                    quiet(counts, sizeof counts);
+                    int len = snprintf(answer, sizeof answer, "agent-runner-quiet %s\n", counts);
+                    if (write(1, answer, (size_t)len) != len)
+                        die("stdout");
+                }
+                line_len = 0;
+            }
         }
         for (int k = 2; k < n; k += 2) {
             struct pair *p = &pairs[owner[k]];

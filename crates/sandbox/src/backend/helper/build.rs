@@ -18,6 +18,8 @@ fn main() {
     println!("cargo:rerun-if-changed={SOURCE}");
     println!("cargo:rerun-if-changed=src/backend/helper/snapshot.c");
     println!("cargo:rerun-if-changed=src/backend/helper/lifeline.c");
+    println!("cargo:rerun-if-changed=src/backend/helper/init.c");
+    println!("cargo:rerun-if-changed=src/backend/helper/quiet.c");
     println!("cargo:rerun-if-env-changed=CC");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let binary = out.join("egress-bridge");

@@ -1,6 +1,6 @@
 /*
- * The lifeline (SPEC §22): the sandbox's main process (under `docker run -i --init`,
- * tini is PID 1 and this is its one child), whose stdin and stdout are THE stream
+ * The lifeline (SPEC §22): the sandbox's main process, PID 1 (init.c: non-dumpable,
+ * reaping orphans, no engine's init above it), whose stdin and stdout are THE stream
  * between agent-runner and the sandbox. Nothing of the host is mounted: it runs from
  * the tools volume. backend/lifeline.rs is the other end.
  *
@@ -28,6 +28,8 @@
  *   CREDIT (both) 4 bytes, big-endian N: N more bytes of DATA were delivered.
  *   FILE   (down) 2 bytes path length, the path, the content: written mode 0600.
  *   FILED  (up)   the answer to FILE: empty, or why it failed.
+ *   QUIET  (down) stop every other process of the sandbox (quiet.c); empty.
+ *   QUIETED (up)  the answer to QUIET: "FOUND LEFT", the processes found, and left.
  * Flow control: each direction of a channel starts with its window of credit
  * (LL_WINDOW_DOWN from agent-runner to here, LL_WINDOW_UP from here up); DATA spends
  * it, CREDIT returns it once the bytes left the receiver. So a slow connection holds
@@ -44,6 +46,8 @@
 #define LL_CREDIT 5
 #define LL_FILE 6
 #define LL_FILED 7
+#define LL_QUIET 8
+#define LL_QUIETED 9
 #define LL_HEADER 8
 #define LL_CHANNELS 128
 #define LL_MAX_DATA 65536
@@ -217,6 +221,12 @@ static void ll_frame(int kind, int ch, const unsigned char *p, uint32_t len)
         write_file(p, len);
         return;
     }
+    if (kind == LL_QUIET) {
+        char counts[32];
+        int n = quiet(counts, sizeof counts);
+        put_frame(LL_QUIETED, 0, counts, (uint32_t)n);
+        return;
+    }
     if (ch >= LL_CHANNELS)
         ll_die("protocol error: a channel out of range");
     struct chan *c = &chans[ch];
@@ -372,6 +382,7 @@ static int lifeline(int argc, char **argv)
         fprintf(stderr, "agent-runner lifeline: bad arguments\n");
         return 2;
     }
+    become_init();
     signal(SIGPIPE, SIG_IGN);
     for (int ch = 0; ch < LL_CHANNELS; ch++)
         chans[ch].fd = -1;

@@ -13,6 +13,8 @@ pub(crate) const CLOSE: u8 = 4;
 pub(crate) const CREDIT: u8 = 5;
 pub(crate) const FILE: u8 = 6;
 pub(crate) const FILED: u8 = 7;
+pub(crate) const QUIET: u8 = 8;
+pub(crate) const QUIETED: u8 = 9;
 
 pub(crate) const HEADER: usize = 8;
 /// Channels at a time: more than the proxy's own limit, so that the proxy (which
@@ -78,7 +80,7 @@ impl Frame {
         let kind = header[0];
         let channel = u16::from_be_bytes([header[2], header[3]]);
         let length = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
-        if !(OPEN..=FILED).contains(&kind) {
+        if !(OPEN..=QUIETED).contains(&kind) {
             return Err(Broken::Protocol(format!("a frame of unknown kind {kind}")));
         }
         if length > MAX_DATA {
@@ -93,7 +95,7 @@ impl Frame {
             )));
         }
         let fixed = match kind {
-            OPEN | EOF | CLOSE => Some(0),
+            OPEN | EOF | CLOSE | QUIET => Some(0),
             CREDIT => Some(4),
             _ => None,
         };
@@ -131,6 +133,8 @@ mod tests {
             Frame::new(CREDIT, 0, 1234u32.to_be_bytes().to_vec()),
             Frame::new(FILED, 0, b"cannot create".to_vec()),
             Frame::new(FILE, 0, b"\0\x02/x".to_vec()),
+            Frame::new(QUIET, 0, vec![]),
+            Frame::new(QUIETED, 0, b"2 0".to_vec()),
         ] {
             assert_eq!(read(&frame.encode()), Ok(frame));
         }
@@ -190,8 +194,10 @@ mod tests {
                 .map(|n| n.trim().parse::<u64>().unwrap())
                 .product()
         };
-        let kinds = [OPEN, DATA, EOF, CLOSE, CREDIT, FILE, FILED];
-        let names = ["OPEN", "DATA", "EOF", "CLOSE", "CREDIT", "FILE", "FILED"];
+        let kinds = [OPEN, DATA, EOF, CLOSE, CREDIT, FILE, FILED, QUIET, QUIETED];
+        let names = [
+            "OPEN", "DATA", "EOF", "CLOSE", "CREDIT", "FILE", "FILED", "QUIET", "QUIETED",
+        ];
         for (kind, name) in kinds.iter().zip(names) {
             assert_eq!(define(&format!("LL_{name}")), u64::from(*kind), "{name}");
         }

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use super::frame::{
     Broken, CHANNELS, CLOSE, CREDIT, DATA, DOWN_WINDOW, EOF, FILE, FILED, Frame, HEADER, MAX_DATA,
-    OPEN, UP_WINDOW,
+    OPEN, QUIET, QUIETED, UP_WINDOW,
 };
 
 /// Where a channel goes on the host: one end of a socket pair, handed to the egress
@@ -41,6 +41,8 @@ const DOWN_BATCH: usize = 1024 * 1024;
 const CHANNEL_STACK: usize = 64 * 1024;
 /// How long a file's delivery may take.
 const FILE_WAIT: Duration = Duration::from_secs(30);
+/// Longest wait for the answer to QUIET (the helper kills for about 2 s at most).
+const QUIET_WAIT: Duration = Duration::from_secs(10);
 
 /// The way down: frames written to the sandbox's stdin by one thread, which closes
 /// the stdin (ending the sandbox) on `close` or when every `Down` is gone.
@@ -217,6 +219,23 @@ impl Mux {
         result
     }
 
+    /// Has the helper kill every other process of the sandbox (QUIET); its answer,
+    /// "FOUND LEFT".
+    pub(crate) fn quiet(&self) -> Result<String, String> {
+        let (tx, answer) = sync_channel(1);
+        *lock(&self.shared.answers) = Some(tx);
+        let result = if self.shared.down.send(&Frame::new(QUIET, 0, Vec::new())) {
+            answer.recv_timeout(QUIET_WAIT).map_err(|_| {
+                self.fault()
+                    .unwrap_or_else(|| "the sandbox did not answer".into())
+            })
+        } else {
+            Err("the lifeline is closed".into())
+        };
+        *lock(&self.shared.answers) = None;
+        result
+    }
+
     /// Why the stream was ended by this side, if it was.
     pub(crate) fn fault(&self) -> Option<String> {
         lock(&self.shared.fault).clone()
@@ -262,7 +281,8 @@ fn read_up(mut up: Box<dyn Read + Send>, shared: &Arc<Shared>) {
 impl Shared {
     fn handle(self: &Arc<Self>, frame: Frame) -> Result<(), Broken> {
         let id = frame.channel;
-        if frame.kind == FILED {
+        // The answer to the one request awaited (a FILE, or a QUIET).
+        if frame.kind == FILED || frame.kind == QUIETED {
             if let Some(answer) = lock(&self.answers).as_ref() {
                 let _ = answer.try_send(String::from_utf8_lossy(&frame.payload).into_owned());
             }
