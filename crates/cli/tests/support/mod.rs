@@ -49,6 +49,28 @@ pub fn setid_probe() -> PathBuf {
         .clone()
 }
 
+/// `support/pid1_probe.c` built static (once per test binary): a hostile worker's
+/// ways into PID 1 and the carrier (ptrace, process_vm_*, /proc/<pid>/mem, a
+/// takeover), and out of the stop pass after a run.
+pub fn pid1_probe() -> PathBuf {
+    static PROBE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/pid1_probe.c");
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+            let built = dir.join(format!("pid1-probe.{}", std::process::id()));
+            let out = Run::program("cc", &["-static", "-Os", "-Wall", "-pthread", "-o"])
+                .arg(built.to_str().unwrap())
+                .arg(source.to_str().unwrap())
+                .output();
+            assert_eq!(out.code, Some(0), "cc -static pid1_probe.c: {}", out.stderr);
+            let probe = dir.join("pid1-probe");
+            std::fs::rename(&built, &probe).unwrap();
+            probe
+        })
+        .clone()
+}
+
 /// A scratch directory, removed on drop.
 pub struct Scratch {
     pub path: PathBuf,
