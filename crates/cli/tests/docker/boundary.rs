@@ -1286,7 +1286,7 @@ fn a_snapshot_that_hangs_before_a_run_is_stopped_before_the_agent() {
 /// built it), and `leftover.sh`, a program that tells every later run, test run and
 /// assessment that it is alive by growing `leftover.log` (what the round's process
 /// did while it swapped codex for a wrapper right after each pin check).
-fn pid1_repo(dir: &Scratch) -> std::path::PathBuf {
+pub(crate) fn pid1_repo(dir: &Scratch) -> std::path::PathBuf {
     let repo = dir.join("repo");
     support::git_repo(&repo, "a.txt", "original\n");
     std::fs::copy(support::pid1_probe(), repo.join("pid1-probe")).unwrap();
@@ -1302,14 +1302,14 @@ fn pid1_repo(dir: &Scratch) -> std::path::PathBuf {
 
 /// A command that says whether something still grows `files` (a leftover of an
 /// earlier run): "leftover-check <lines> <lines 1.5 s later>".
-fn leftover_check(files: &str) -> String {
+pub(crate) fn leftover_check(files: &str) -> String {
     format!(
         "a=$(cat {files} 2>/dev/null | wc -l); sleep 1.5; b=$(cat {files} 2>/dev/null | wc -l); echo leftover-check $a $b"
     )
 }
 
 /// The "leftover-check A B" lines of a log (JSON-escaped output or plain).
-fn leftover_checks(log: &str) -> Vec<(u32, u32)> {
+pub(crate) fn leftover_checks(log: &str) -> Vec<(u32, u32)> {
     log.split("leftover-check ")
         .skip(1)
         .filter_map(|rest| {
@@ -1320,7 +1320,7 @@ fn leftover_checks(log: &str) -> Vec<(u32, u32)> {
         .collect()
 }
 
-fn log_of(repo: &Path, id: &str, name: &str) -> String {
+pub(crate) fn log_of(repo: &Path, id: &str, name: &str) -> String {
     std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/{name}")))
         .unwrap_or_else(|e| panic!("{name}: {e}"))
 }

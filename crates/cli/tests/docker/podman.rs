@@ -184,3 +184,45 @@ fn the_pipeline_brings_two_branches_back_under_podman() {
     }
     assert!(!p.root.join("shared.txt").exists(), "the root is untouched");
 }
+
+/// Issue 41 under podman, where catatonit was PID 1: the worker can neither trace
+/// nor write PID 1 and the carrier (the egress bridge here), nor make them run its
+/// program, nor leave a process that outlives its run.
+#[test]
+#[ignore = "needs podman"]
+fn pid_1_and_the_carrier_cannot_be_taken_over_under_podman() {
+    use crate::docker::boundary::{leftover_check, leftover_checks, log_of, pid1_repo};
+    needs!(Podman);
+    let podman = Podman::new();
+    let dir = Scratch::new("podman-pid1");
+    let repo = pid1_repo(&dir);
+    let id = task_id("pid1");
+    let script = one_run(
+        &dir,
+        "codex-cli",
+        "Attack.\n@run: for t in 1 carrier; do ./pid1-probe ptrace $t; ./pid1-probe mem $t; ./pid1-probe hijack $t /workspace/project/leftover.sh; done\n\
+         @run: ./pid1-probe linger /workspace/project/linger.log; sleep 1\n@say: tried",
+        &["AC-1"],
+    );
+    let yaml = TaskYaml::new(&id, &repo, "Attack PID 1.")
+        .test(leftover_check("leftover.log linger.log").as_str())
+        .scripted(script, 1)
+        .image(TEST_IMAGE);
+    let out = run_under(&podman, &yaml, &dir);
+    out.code(0);
+    let run = log_of(&repo, &id, "run-1.log");
+    for what in ["ptrace", "mem", "hijack"] {
+        for target in ["1", "carrier"] {
+            let line = format!("pid1-probe {what} {target}: refused");
+            assert!(run.contains(&line), "{line}:\n{run}");
+        }
+    }
+    let test = log_of(&repo, &id, "test-1.log");
+    let checks = leftover_checks(&test);
+    assert_eq!(checks.len(), 1, "{test}");
+    assert_eq!(checks[0].0, checks[0].1, "alive in the test run:\n{test}");
+    assert_eq!(
+        podman.containers_labelled("agent-runner.task", &id),
+        Vec::<String>::new()
+    );
+}
