@@ -1283,22 +1283,21 @@ fn a_snapshot_that_hangs_before_a_run_is_stopped_before_the_agent() {
 }
 
 /// The repository of an issue-41 attack: `pid1-probe` in it (as a worker would have
-/// built it), and `leftover.sh`, a program that tells every later run, test run and
-/// assessment that it is alive by growing `leftover.log` (what the round's process
-/// did while it swapped codex for a wrapper right after each pin check).
+/// built it).
 pub(crate) fn pid1_repo(dir: &Scratch) -> std::path::PathBuf {
     let repo = dir.join("repo");
     support::git_repo(&repo, "a.txt", "original\n");
     std::fs::copy(support::pid1_probe(), repo.join("pid1-probe")).unwrap();
-    let leftover = repo.join("leftover.sh");
-    std::fs::write(
-        &leftover,
-        "#!/bin/sh\nwhile :; do echo alive >> /workspace/project/leftover.log; sleep 0.2; done\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&leftover, std::fs::Permissions::from_mode(0o755)).unwrap();
     repo
 }
+
+/// The takeover the round used: PID 1 and the carrier made to run the probe as a
+/// program that tells every later run, test run and assessment that it is alive by
+/// growing `leftover.log`, in one process with no child for a stop pass to find
+/// (what the round's process did while it swapped codex for a wrapper right after
+/// each pin check).
+pub(crate) const TAKEOVER: &str = "printf 'alive\\n/workspace/project/leftover.log\\n' > /tmp/pid1-probe-args; \
+     for t in 1 carrier; do ./pid1-probe hijack $t /workspace/project/pid1-probe; done; sleep 1";
 
 /// A command that says whether something still grows `files` (a leftover of an
 /// earlier run): "leftover-check <lines> <lines 1.5 s later>".
@@ -1390,10 +1389,10 @@ fn a_program_pid_1_was_made_to_run_does_not_outlive_the_run() {
     let dir = Scratch::new("bnd-hijack");
     let repo = pid1_repo(&dir);
     let id = task_id("bnd-hijack");
-    let attack = "@run: ./pid1-probe hijack 1 /workspace/project/leftover.sh; ./pid1-probe hijack carrier /workspace/project/leftover.sh; sleep 1\n@say: took over";
+    let attack = format!("@run: {TAKEOVER}\n@say: took over");
     let check = format!("@run: {}\n@say: looked", leftover_check("leftover.log"));
     let task = e2e_task(&id, &repo).test(leftover_check("leftover.log").as_str());
-    let (out, _server) = run_prompts(task, &[attack, &check]);
+    let (out, _server) = run_prompts(task, &[&attack, &check]);
     let lines_after = std::fs::read_to_string(repo.join("leftover.log")).unwrap_or_default();
     std::thread::sleep(Duration::from_secs(1));
     let lines_later = std::fs::read_to_string(repo.join("leftover.log")).unwrap_or_default();

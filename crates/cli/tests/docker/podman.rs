@@ -191,7 +191,7 @@ fn the_pipeline_brings_two_branches_back_under_podman() {
 #[test]
 #[ignore = "needs podman"]
 fn pid_1_and_the_carrier_cannot_be_taken_over_under_podman() {
-    use crate::docker::boundary::{leftover_check, leftover_checks, log_of, pid1_repo};
+    use crate::docker::boundary::{TAKEOVER, leftover_check, leftover_checks, log_of, pid1_repo};
     needs!(Podman);
     let podman = Podman::new();
     let dir = Scratch::new("podman-pid1");
@@ -200,8 +200,10 @@ fn pid_1_and_the_carrier_cannot_be_taken_over_under_podman() {
     let script = one_run(
         &dir,
         "codex-cli",
-        "Attack.\n@run: for t in 1 carrier; do ./pid1-probe ptrace $t; ./pid1-probe mem $t; ./pid1-probe hijack $t /workspace/project/leftover.sh; done\n\
-         @run: ./pid1-probe linger /workspace/project/linger.log; sleep 1\n@say: tried",
+        &format!(
+            "Attack.\n@run: for t in 1 carrier; do ./pid1-probe ptrace $t; ./pid1-probe mem $t; done\n\
+             @run: {TAKEOVER}\n@run: ./pid1-probe linger /workspace/project/linger.log; sleep 1\n@say: tried"
+        ),
         &["AC-1"],
     );
     let yaml = TaskYaml::new(&id, &repo, "Attack PID 1.")

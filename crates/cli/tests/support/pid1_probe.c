@@ -13,6 +13,8 @@
  *   linger PATH         a process that escapes the stop pass if it can: double fork,
  *                       setsid, a thread appending to PATH every 0.2 s while its
  *                       thread group's leader has exited (a zombie leader)
+ *   alive PATH          appends "alive" to PATH every 0.2 s for ever, in this one
+ *                       process (a program PID 1 is made to run: no child to stop)
  *   tunnel PORT HOST:PORT FIFO
  *                       a CONNECT tunnel through the egress proxy on 127.0.0.1:PORT
  *                       to HOST:PORT, opened now and held: what is written to FIFO
@@ -252,6 +254,10 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *what = argv[1], *name = argv[2];
+    if (strcmp(what, "alive") == 0) {
+        linger_path = name;
+        linger_loop(NULL);
+    }
     if (strcmp(what, "linger") == 0) {
         int err = linger(name);
         say("linger", name, err == 0, err);
