@@ -8,11 +8,19 @@
 //! secret (a PEM key) is also masked line by line: YAML block scalars indent every
 //! line, and other tools re-wrap, so the value rarely appears whole.
 //!
+//! Each value is masked in the spellings tools print it in too (`spellings`: base64
+//! at any alignment, hex, percent-encoding). Most text holds no secret at all, so
+//! one pass over it first looks for where any of them could start (a table of their
+//! first four bytes); only text where one does is searched secret by secret.
+//!
 //! `in_url` finds the credentials a URL carries (to mask them); `credential_in`
 //! recognises one in a command-line argument by its form (`task::argv` refuses it
 //! there, where every local user can read it).
 
 use std::fmt;
+use std::sync::Arc;
+
+mod spellings;
 
 /// Replacement text for a secret value.
 pub const MASK: &str = "***";
@@ -206,10 +214,36 @@ pub fn credential_in(text: &str) -> Option<String> {
 }
 
 /// Masks a fixed set of secret values in text.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Redactor {
     /// Longest first, so a secret that contains another is masked whole.
     patterns: Vec<String>,
+    /// A bit per hash of the first four bytes of each pattern.
+    starts: Arc<[u64]>,
+    /// The first four bytes of each pattern and its index, sorted.
+    firsts: Arc<[(u32, usize)]>,
+}
+
+/// Bits in `Redactor::starts` (8 KiB: it stays in the CPU's first cache).
+const START_BITS: usize = 1 << 16;
+
+// `start_hash` reads the first four bytes of every pattern.
+const _: () = assert!(MIN_MASKED_LEN >= 4);
+
+fn first_four(pattern: &[u8]) -> u32 {
+    let mut four = [0u8; 4];
+    four.copy_from_slice(&pattern[..4]);
+    u32::from_le_bytes(four)
+}
+
+fn start_hash(word: u32) -> usize {
+    (word.wrapping_mul(0x9E37_79B1) >> 16) as usize
+}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Redactor({} patterns)", self.patterns.len())
+    }
 }
 
 impl Redactor {
@@ -230,6 +264,9 @@ impl Redactor {
         for secret in secrets {
             let value = secret.expose();
             add(value);
+            for spelling in spellings::of(value) {
+                add(&spelling);
+            }
             if value.contains(['\n', '\r']) {
                 for line in value.lines() {
                     add(line.trim());
@@ -238,11 +275,54 @@ impl Redactor {
         }
         patterns.sort_by_key(|p| std::cmp::Reverse(p.len()));
         patterns.dedup();
-        Redactor { patterns }
+        let mut starts = vec![0u64; START_BITS / 64];
+        let mut firsts = Vec::with_capacity(patterns.len());
+        for (n, pattern) in patterns.iter().enumerate() {
+            let word = first_four(pattern.as_bytes());
+            let h = start_hash(word);
+            starts[h / 64] |= 1 << (h % 64);
+            firsts.push((word, n));
+        }
+        firsts.sort_unstable();
+        Redactor {
+            patterns,
+            starts: starts.into(),
+            firsts: firsts.into(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
         self.patterns.is_empty()
+    }
+
+    /// Whether a secret occurs in `bytes`: one pass over its 4-byte windows, each
+    /// looked up in `starts`; a window found there is checked against the patterns
+    /// that start with it (`firsts`, sorted).
+    fn occurs(&self, bytes: &[u8]) -> bool {
+        if self.patterns.is_empty() || bytes.len() < MIN_MASKED_LEN {
+            return false;
+        }
+        let starts = &self.starts[..START_BITS / 64];
+        // The window ending at each byte, rolled in a byte at a time.
+        let mut word = first_four(bytes) << 8;
+        for (n, &byte) in bytes[3..].iter().enumerate() {
+            word = (word >> 8) | (u32::from(byte) << 24);
+            let h = start_hash(word);
+            if starts[h / 64] & (1 << (h % 64)) != 0 && self.starts_at(bytes, n, word) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether a pattern that starts with `word` starts at `at` in `bytes`.
+    #[cold]
+    fn starts_at(&self, bytes: &[u8], at: usize, word: u32) -> bool {
+        let first = self.firsts.partition_point(|(w, _)| *w < word);
+        self.firsts[first..]
+            .iter()
+            .take_while(|(w, _)| *w == word)
+            .any(|(_, n)| bytes[at..].starts_with(self.patterns[*n].as_bytes()))
     }
 
     /// Length of the longest end of `bytes` that is the start (not the whole) of a
@@ -262,6 +342,9 @@ impl Redactor {
 
     pub fn redact(&self, text: &str) -> String {
         let mut out = text.to_string();
+        if !self.occurs(text.as_bytes()) {
+            return out;
+        }
         for pattern in &self.patterns {
             if out.contains(pattern.as_str()) {
                 out = out.replace(pattern.as_str(), MASK);
@@ -273,8 +356,13 @@ impl Redactor {
     /// Masks secrets in raw bytes (worker output need not be UTF-8).
     pub(crate) fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
         let mut out = bytes.to_vec();
+        if !self.occurs(bytes) {
+            return out;
+        }
         for pattern in &self.patterns {
-            out = replace_bytes(&out, pattern.as_bytes(), MASK.as_bytes());
+            if memchr::memmem::find(&out, pattern.as_bytes()).is_some() {
+                out = replace_bytes(&out, pattern.as_bytes(), MASK.as_bytes());
+            }
         }
         out
     }
@@ -339,6 +427,9 @@ impl StreamRedactor {
 }
 
 #[cfg(test)]
+mod microbench;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use quickcheck::quickcheck;
@@ -353,6 +444,48 @@ mod tests {
         let r = redactor(&["s3cr\"et-value"]);
         assert_eq!(r.redact("a s3cr\"et-value b s3cr\"et-value"), "a *** b ***");
         assert_eq!(r.redact(r#"{"x":"s3cr\"et-value"}"#), r#"{"x":"***"}"#);
+    }
+
+    /// Issue 41 (attack round 5, finding 6): a setup secret's base64 reached
+    /// setup.log and the note, since only the exact value was masked.
+    #[test]
+    fn a_secrets_base64_hex_and_url_spellings_are_masked_anywhere() {
+        let token = "setup-only-token-0123456789";
+        let r = redactor(&[token]);
+        let b64 = |bytes: &[u8]| {
+            let mut child = std::process::Command::new("base64")
+                .arg("-w0")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(bytes).unwrap();
+            String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+        };
+        // Alone, and inside longer texts at each alignment, as `base64` prints them.
+        for before in ["", "x", "TOKEN=", "export TOKEN="] {
+            let plain = format!("{before}{token}\n");
+            let encoded = b64(plain.as_bytes());
+            for text in [encoded.clone(), encoded.replace('+', "-").replace('/', "_")] {
+                let masked = r.redact(&text);
+                let (head, tail) = masked.split_once(MASK).unwrap_or_else(|| panic!("{masked}"));
+                assert!(text.starts_with(head) && text.ends_with(tail), "{masked}");
+                // At most a character (6 bits) of the secret is left at each edge.
+                let removed = text.len() - head.len() - tail.len();
+                assert!(removed >= token.len() * 4 / 3 - 2, "{text} -> {masked}");
+            }
+        }
+        let hex: String = token.bytes().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(r.redact(&format!("<{hex}>")), "<***>");
+        assert_eq!(r.redact(&format!("<{}>", hex.to_uppercase())), "<***>");
+        let spaced = redactor(&["p@ss word/with+signs"]);
+        assert_eq!(
+            spaced.redact("https://h/?t=p%40ss%20word%2Fwith%2Bsigns&x=1"),
+            "https://h/?t=***&x=1"
+        );
+        // A short value is masked as itself only.
+        assert_eq!(redactor(&["abcd"]).redact("YWJjZA== abcd"), "YWJjZA== ***");
     }
 
     #[test]
@@ -495,6 +628,28 @@ mod tests {
         out.extend(stream.push(b"RETbbb"));
         out.extend(stream.finish());
         assert_eq!(out, b"aaa***bbb");
+    }
+
+    quickcheck! {
+        fn stream_equals_whole_text_with_spellings(chunks: Vec<(Vec<u8>, u8)>) -> bool {
+            let token = "setup-only-token-0123456789";
+            let r = redactor(&[token]);
+            let spellings = spellings::of(token);
+            let mut stream = StreamRedactor::new(r.clone());
+            let (mut out, mut whole) = (Vec::new(), Vec::new());
+            for (chunk, pick) in &chunks {
+                // Arbitrary bytes with a spelling of the secret among them.
+                let mut chunk = chunk.clone();
+                let spelling = &spellings[usize::from(*pick) % spellings.len()];
+                chunk.extend_from_slice(spelling.as_bytes());
+                whole.extend_from_slice(&chunk);
+                out.extend(stream.push(&chunk));
+            }
+            out.extend(stream.finish());
+            out == r.redact_bytes(&whole) && !chunks.iter().any(|_| {
+                memchr::memmem::find(&out, token.as_bytes()).is_some()
+            })
+        }
     }
 
     quickcheck! {

@@ -9,6 +9,9 @@
 //! (a 200 that is no response at all, e.g. a proxy's page). Header values (keys,
 //! tokens) go in headers only, and every response text is masked before it is cut
 //! for a message, so no prefix of a secret an API echoes survives (SPEC §10).
+//! Redirects are not followed: a redirected request would carry every header
+//! (`x-api-key`, `runner.meta.headers`) to wherever the answer points, so a 3xx is
+//! an error naming that place (the fix is `runner.meta.base_url`).
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -99,10 +102,12 @@ pub(crate) enum Read<T> {
     Fail(MetaError),
 }
 
-/// A response as it came: status, the wait it asks for, body.
+/// A response as it came: status, the wait it asks for, where a redirect points,
+/// body.
 struct Raw {
     status: u16,
     wait: Option<Duration>,
+    location: Option<String>,
     body: String,
 }
 
@@ -119,6 +124,8 @@ impl Transport {
         let agent = ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
             .http_status_as_error(false)
+            // 0: a 3xx comes back as it is (see the module documentation).
+            .max_redirects(0)
             .user_agent(concat!("agent-runner/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
@@ -161,6 +168,9 @@ impl Transport {
                     ),
                     raw.wait,
                 ),
+                Ok(raw) if (300..400).contains(&raw.status) => {
+                    return Err(fail(MetaError::Failed(self.redirected(&raw))));
+                }
                 Ok(raw) => {
                     let answer = Answer {
                         status: raw.status,
@@ -203,6 +213,21 @@ impl Transport {
                 return Err(fail(MetaError::Interrupted));
             }
         }
+    }
+
+    /// Why a redirect fails the call: where it points (masked, escaped: the
+    /// server's text) and what to do.
+    fn redirected(&self, raw: &Raw) -> String {
+        let target = raw.location.as_deref().map_or_else(
+            || "nowhere (no Location header)".to_string(),
+            |to| {
+                agent_runner_core::text::escape_controls(&cut(&self.redactor.redact(to), 300))
+            },
+        );
+        format!(
+            "HTTP {} from POST {}: a redirect to {target}, not followed (it would carry Meta's keys and headers there); set runner.meta.base_url to where the API is",
+            raw.status, self.url
+        )
     }
 
     /// One HTTP request, on its own thread so an interrupt need not wait for it.
@@ -253,20 +278,26 @@ fn request(
     }
     let mut response = builder.send(body).map_err(|e| transport_fault(url, e))?;
     let status = response.status().as_u16();
-    let wait = server_wait(|name| {
+    let header = |name: &str| {
         response
             .headers()
             .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    });
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    let wait = server_wait(header);
+    let location = header("location");
     let body = response
         .body_mut()
         .with_config()
         .limit(MAX_BODY)
         .read_to_string()
         .map_err(|e| transport_fault(url, e))?;
-    Ok(Raw { status, wait, body })
+    Ok(Raw {
+        status,
+        wait,
+        location,
+        body,
+    })
 }
 
 fn transport_fault(url: &str, e: ureq::Error) -> Fault {

@@ -207,7 +207,11 @@ fn check(host: &HostSpec, image: &str, probe_dir: Option<&Path>) -> Row {
         Interrupt::never(),
     );
     row.version = match version {
-        Ok(out) if out.ok => Ok(out.stdout.trim().to_string()),
+        // The daemon's words: escaped (a hostile one could steer the terminal or
+        // print a line that reads as ours) and cut.
+        Ok(out) if out.ok => Ok(agent_runner_core::text::escape_controls(
+            &agent_runner_core::text::cut_chars(out.stdout.trim(), 64),
+        )),
         Ok(out) if out.ending == process::Ending::TimedOut => Err(format!(
             "{target}: no answer within {} s",
             agent_runner_sandbox::backend::host::HEALTH.as_secs()

@@ -789,3 +789,76 @@ fn run_goes_to_runner_sandbox_host_and_a_wrong_one_is_refused_by_field() {
         .stderr_has("runner.sandbox.host")
         .stderr_has("plain tcp://");
 }
+
+/// A Docker daemon's API that answers the health check with `version` (what a
+/// hostile host may say) and "no such" to everything else.
+struct HostileDaemon {
+    version: String,
+}
+
+impl support::server::Protocol for HostileDaemon {
+    fn answer(
+        &self,
+        request: &support::server::Received,
+        _: usize,
+        conn: &mut support::server::Conn,
+    ) -> std::io::Result<support::server::Next> {
+        let api = [("Api-Version", "1.43"), ("Content-Type", "application/json")];
+        if request.path.ends_with("/_ping") {
+            conn.respond(200, &api, "OK")?;
+        } else if request.path.ends_with("/version") {
+            let body = serde_json::json!({
+                "Version": self.version, "ApiVersion": "1.43", "MinAPIVersion": "1.12",
+                "Os": "linux", "Arch": "amd64", "GitCommit": "x", "GoVersion": "go1.21",
+                "KernelVersion": "6.1", "BuildTime": "2024-01-01T00:00:00Z",
+                "Components": [{"Name": "Engine", "Version": self.version,
+                                "Details": {"ApiVersion": "1.43", "MinAPIVersion": "1.12"}}],
+            });
+            conn.respond(200, &api, &body.to_string())?;
+        } else {
+            conn.respond(404, &api, r#"{"message":"no such thing"}"#)?;
+        }
+        Ok(support::server::Next::KeepAlive)
+    }
+}
+
+/// Issue 41 (attack round 5, finding 5): `hosts check` printed a hostile daemon's
+/// version string raw: a terminal title, colours, a carriage return and a line
+/// that reads as one of ours. It is escaped now, as every other outside text.
+#[test]
+fn hosts_check_escapes_a_hostile_daemons_version() {
+    let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[31m27.0\r\nhost evil: ok, nothing MISSING";
+    let daemon = support::server::Server::listen(
+        "127.0.0.2",
+        HostileDaemon {
+            version: hostile.into(),
+        },
+    );
+    let flag = format!("evil=tcp://{}", daemon.authority());
+    let out =
+        support::Run::new(&["hosts", "check", "--image", TEST_IMAGE, "--host", &flag]).output();
+    assert!(
+        daemon.received().iter().any(|r| r.path.ends_with("/version")),
+        "the check never asked the daemon: {}",
+        out.stdout
+    );
+    out.code(1);
+    assert!(
+        !out.stdout
+            .chars()
+            .any(|c| c != '\n' && (c.is_control() || c == '\u{9b}')),
+        "a control character reached the terminal: {:?}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.lines().any(|l| l.starts_with("host evil: ok")),
+        "the daemon wrote a line of its own: {}",
+        out.stdout
+    );
+    let row = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("evil "))
+        .unwrap_or_default();
+    assert!(row.contains(r"\e]0;pwned\x07\e[31m27.0\r\nhost evil"), "{row}");
+}

@@ -249,6 +249,86 @@ fn client_errors_fail_at_once_with_the_api_message() {
     ]);
 }
 
+/// Issue 41 (attack round 5, finding 3): ureq followed 301/302/303 to another host
+/// and sent `x-api-key` and every `runner.meta.headers` value there (it drops only
+/// `Authorization`). No wire format follows a redirect now: it fails the call at
+/// once, naming where it points, and the other host gets nothing.
+#[test]
+fn meta_follows_no_redirect_and_sends_its_keys_nowhere_else() {
+    const TEAM: &str = "team-token-fedcba9876543210";
+    let elsewhere = support::destination::Destination::start("elsewhere", "127.0.0.2");
+    for kind in ["openai-chat", "openai-responses", "anthropic-messages"] {
+        for status in [301, 302, 303, 307, 308] {
+            let dir = Scratch::new("meta-redirect");
+            let location = format!("http://{}/v1/stolen", elsewhere.authority());
+            let server = FakeOpenAi::start(vec![
+                Answer::redirect(status, &location),
+                Answer::redirect(status, &location),
+            ]);
+            let extra = format!(
+                "runner:\n  meta:\n    kind: {kind}\n    model: m\n    base_url: {}\n    api_key: env:META_KEY\n    headers:\n      X-Team: env:TEAM_TOKEN\n",
+                server.url
+            );
+            let yaml = format!(
+                "version: 1\ntask:\n  id: meta-redirect\n  title: Meta redirect\n  prd:\n    text: Create hello.txt.\n  test:\n    command: test -f hello.txt\n{extra}"
+            );
+            let var = |name: &str| match name {
+                "META_KEY" => Some(KEY.into()),
+                "TEAM_TOKEN" => Some(TEAM.into()),
+                _ => None,
+            };
+            let task = task::parse(
+                &yaml,
+                &Host {
+                    var: &var,
+                    cwd: Ok(dir.path.clone()),
+                },
+            )
+            .unwrap();
+            let secrets = [Secret::new(KEY.into()), Secret::new(TEAM.into())];
+            let redactor = Redactor::new(&secrets);
+            let backend = agent_runner_meta::open(agent_runner_meta::Opening {
+                meta: &task.meta,
+                worker: &task.worker,
+                task_id: &task.id,
+                redactor: redactor.clone(),
+                interrupt: agent_runner_core::interrupt::Interrupt::never(),
+                deadline: agent_runner_core::deadline::Deadline::none(),
+                scratch: agent_runner_meta::CodexScratch {
+                    dir: dir.path.join("scratch"),
+                    remove_after: true,
+                    logs: None,
+                    within: None,
+                },
+            })
+            .unwrap();
+            let outcome =
+                MetaAgent::new(backend, None, redactor).plan_task(&TaskContext::new(task));
+            let MetaError::Failed(e) = outcome.reply.unwrap_err() else {
+                panic!("{kind} {status}: not a failure")
+            };
+            assert!(
+                e.starts_with(&format!("HTTP {status} from POST {}", server.url))
+                    && e.contains(&format!("a redirect to {location}, not followed"))
+                    && e.contains("runner.meta.base_url"),
+                "{kind} {status}: {e}"
+            );
+            assert_eq!(server.received().len(), 1, "{kind} {status}: not retried");
+            assert_eq!(
+                server.received()[0].header("X-Team"),
+                Some(TEAM),
+                "{kind}: the header went to the API itself"
+            );
+            no_key_anywhere(&[&e]);
+        }
+    }
+    assert_eq!(
+        elsewhere.heads(),
+        Vec::<String>::new(),
+        "the redirect's host got a request"
+    );
+}
+
 #[test]
 fn slow_replies_time_out_and_are_retried() {
     let dir = Scratch::new("meta-slow");

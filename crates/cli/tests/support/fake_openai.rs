@@ -97,6 +97,13 @@ impl Answer {
         self
     }
 
+    /// A redirect (`status` 301, 302, 303, 307 or 308) to `location`, with a body
+    /// as servers send one.
+    pub fn redirect(status: u16, location: &str) -> Self {
+        Answer::html(status, &format!("<a href=\"{location}\">moved</a>"))
+            .header("Location", location)
+    }
+
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.into(), value.into()));
         self
