@@ -1249,6 +1249,130 @@ fn pax_size(data: &[u8]) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// The agent of the real image, as a pinning finds it: a link to the binary,
+    /// and codex's configuration, not there.
+    fn pinned_codex(sonames: &[&str]) -> AgentFiles {
+        let file = |path: &str, what: &str, content| Pinned {
+            path: path.into(),
+            what: what.into(),
+            content,
+        };
+        AgentFiles {
+            program: "codex".into(),
+            prefix: vec!["/usr/local/bin/codex".into()],
+            files: vec![file(
+                "/usr/local/bin/codex",
+                "the agent",
+                Content::File([7; 32]),
+            )],
+            configs: vec![file(
+                "/etc/codex/config.toml",
+                "its configuration",
+                Content::Missing,
+            )],
+            listings: Vec::new(),
+            visited: [
+                "/usr",
+                "/usr/local",
+                "/usr/local/bin",
+                "/usr/local/bin/codex",
+                "/usr/local/lib",
+                "/usr/local/lib/codex",
+                "/usr/local/lib/codex/codex",
+                "/etc",
+                "/etc/codex",
+                "/etc/codex/config.toml",
+            ]
+            .map(String::from)
+            .into(),
+            always_hash: false,
+            sonames: sonames.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn named(paths: &[&str]) -> HashSet<String> {
+        paths.iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn what_a_run_may_change_beside_the_agent_passes_its_check() {
+        let agent = pinned_codex(&["libc.so.6"]);
+        for benign in [
+            &[][..],
+            // pip installing a script beside the agent: its directories, below.
+            &["/usr", "/usr/local", "/usr/local/bin", "/usr/local/bin/pip"],
+            // apt-get: /etc and a library of another name.
+            &[
+                "/etc",
+                "/etc/apt",
+                "/usr",
+                "/usr/lib",
+                "/usr/lib/libfoo.so.1",
+            ],
+        ] {
+            assert_eq!(agent.verdict(&named(benign)), Ok(()), "{benign:?}");
+        }
+    }
+
+    #[test]
+    fn a_changed_file_a_replaced_directory_or_a_library_s_namesake_fails_the_check() {
+        let agent = pinned_codex(&["libc.so.6"]);
+        let cases: [(&[&str], &str); 5] = [
+            (
+                &[
+                    "/usr",
+                    "/usr/local",
+                    "/usr/local/bin",
+                    "/usr/local/bin/codex",
+                ],
+                "/usr/local/bin/codex (the agent) is not the file it was",
+            ),
+            (
+                &["/etc", "/etc/codex", "/etc/codex/config.toml"],
+                "/etc/codex/config.toml (its configuration) was not there",
+            ),
+            // A directory on the way made a link: nothing below it is named.
+            (
+                &["/usr", "/usr/local", "/usr/local/lib", "/tmp", "/tmp/evil"],
+                "/usr/local/lib, on the way to the agent's files, was replaced",
+            ),
+            (
+                &["/usr/local/lib/codex/codex"],
+                "/usr/local/lib/codex/codex, on the way to the agent's files, was changed",
+            ),
+            (
+                &["/tmp", "/tmp/libc.so.6"],
+                "/tmp/libc.so.6 has the name of a library",
+            ),
+        ];
+        for (paths, said) in cases {
+            let verdict = agent.verdict(&named(paths)).unwrap_err();
+            assert!(verdict.starts_with(said), "{paths:?}: {verdict}");
+        }
+    }
+
+    #[test]
+    fn a_pinning_survives_the_cache_s_round_trip() {
+        let agent = pinned_codex(&["libc.so.6"]);
+        let json = serde_json::to_vec(&agent).unwrap();
+        let back: AgentFiles = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back.visited, agent.visited);
+        assert_eq!(back.files[0].content, agent.files[0].content);
+        assert_eq!(back.sonames, agent.sonames);
+        assert_eq!(
+            sonames(
+                "/lib64/ld-linux-x86-64.so.2",
+                "linux-vdso.so.1\nlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6\n/lib64/ld-linux-x86-64.so.2"
+            ),
+            [
+                "linux-vdso.so.1",
+                "libc.so.6",
+                "ld-linux-x86-64.so.2",
+                "ld-linux-x86-64.so.2"
+            ]
+        );
+    }
+
     #[test]
     fn a_path_below_a_mount_is_told_from_a_neighbour() {
         assert!(below("/root/.cache/pip/x", "/root/.cache/pip/"));
