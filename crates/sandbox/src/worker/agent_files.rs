@@ -288,28 +288,41 @@ impl AgentFiles {
         }
         // A path the daemon's diff cannot see, or one that differs from the image
         // already, is hashed at every check.
-        let always_hash = unknown
-            || visited.iter().any(|path| {
+        let on_mount = visited
+            .iter()
+            .find(|path| {
                 on_a_mount(path) || spec.caches.iter().any(|cache| below(path, &cache.target))
             })
-            || diff_at_start.is_none_or(|changed| !changed.is_disjoint(&visited));
-        if always_hash {
-            log::debug!("agent files: hashed at every check (a path on a mount, or changed)");
-        }
+            .cloned();
         let sonames = listings
             .iter()
             .flat_map(|l| sonames(&l.loader, &l.answer.1))
             .collect();
-        Ok(AgentFiles {
+        let mut pinned = AgentFiles {
             program,
             prefix,
             files,
             configs,
             listings,
             visited,
-            always_hash,
+            always_hash: false,
             sonames,
-        })
+        };
+        // What the daemon's diff names at the start by the engine's own doing (the
+        // mount points of `--init` and of our mounts: `/usr/sbin/docker-init`, with
+        // `/usr` changed above it) passes the same rules as a run's changes.
+        let changed_at_start = match &diff_at_start {
+            Some(named) => pinned.verdict(named).err(),
+            None => Some("the diff could not say".to_string()),
+        };
+        pinned.always_hash = unknown || on_mount.is_some() || changed_at_start.is_some();
+        if pinned.always_hash {
+            log::debug!(
+                "agent files: hashed before every run (a link not read: {unknown}; on a mount: \
+                 {on_mount:?}; at the start: {changed_at_start:?})"
+            );
+        }
+        Ok(pinned)
     }
 
     /// `command` (the kind's, program first) as it runs: the program replaced by
