@@ -10,6 +10,9 @@
 # given by agent-runner: ANTHROPIC_API_KEY by name, ANTHROPIC_BASE_URL, no
 # non-essential traffic, IS_SANDBOX as root); BARE_NETWORK is docker's network
 # (default none).
+# BARE_CODEX is the codex to run (default `codex`, on PATH), BARE_CODEX_ARGS more
+# of its options (words), BARE_RUN_ARGS more options of `docker run` (words: the
+# tools volume's mount, variables): the agent from the tools volume.
 # BARE_TRANSPORT=copy (a daemon elsewhere, DOCKER_HOST): nothing of this machine is
 # mounted. In: a `git clone` of REPO copied with one `docker cp -a` into a volume
 # through a created container. Out, after the container is removed: a container with
@@ -24,8 +27,9 @@ name=bench-bare-$$
 case ${BARE_AGENT:-codex} in
   codex)
     agent_env=()
-    agent=(codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox
-      -C /workspace/project -) ;;
+    # shellcheck disable=SC2206 # words, by design
+    agent=("${BARE_CODEX:-codex}" exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox
+      ${BARE_CODEX_ARGS:-} -C /workspace/project -) ;;
   claude)
     agent_env=(-w /workspace/project -e ANTHROPIC_API_KEY -e "ANTHROPIC_BASE_URL=$ANTHROPIC_BASE_URL"
       -e CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 -e IS_SANDBOX=1)
@@ -53,8 +57,9 @@ if [ "${BARE_TRANSPORT:-bind}" = copy ]; then
   docker rm -f "$name-cp" >/dev/null
   mount=type=volume,source=$name,target=/workspace/project
 fi
+# shellcheck disable=SC2086 # words, by design
 docker run -d --rm --init --network "${BARE_NETWORK:-none}" --name "$name" --label agent-runner.task=bench-bare \
-  --mount "$mount" -w /workspace/project \
+  --mount "$mount" -w /workspace/project ${BARE_RUN_ARGS:-} \
   -e CODEX_HOME=/tmp "$image" sleep 3600 >/dev/null
 left=$#
 for prompt in "$@"; do

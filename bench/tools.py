@@ -73,7 +73,7 @@ def to_first_run(yaml, env):
     proc = subprocess.run([BIN, "run"], input=yaml.encode(), env=env, capture_output=True)
     log = proc.stderr.decode()
     lines = [line for line in log.splitlines() if clock(line) is not None]
-    checked = [line for line in lines if re.search(r"agent \S+ checked in", line)]
+    checked = [line for line in lines if re.search(r"worker run 1: the agent \S+ starts", line)]
     if not lines or not checked:
         sys.exit(f"no agent check in the log ({proc.returncode}):\n{log[-3000:]}")
     return clock(checked[0]) - clock(lines[0])

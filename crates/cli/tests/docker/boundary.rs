@@ -878,10 +878,12 @@ fn the_container_runs_with_fewer_privileges_and_limits() {
     drop(child);
 }
 
-/// A worker that replaces the container's shell runs every later exec, and can
-/// exempt a process of its own from the leftover stop, which then re-sets a setuid
-/// bit after each sweep (let through: the second line is tested). The last sweep,
-/// once the container is gone, still finds it.
+/// A worker that replaces the container's `/bin/sh`, when it was the envelope's
+/// shell, could exempt a process of its own from the leftover stop, which then
+/// re-set a setuid bit after each sweep (let through: the second line is tested).
+/// The envelope now runs from the tools volume's shell (SPEC §27), and the test
+/// image's agent, a `/bin/sh` script, is found changed beside the run that
+/// replaced it: the task fails, and no setuid file survives it.
 #[test]
 #[ignore = "needs root"]
 fn a_replaced_container_shell_cannot_leave_a_setuid_file_behind() {
@@ -894,8 +896,8 @@ fn a_replaced_container_shell_cannot_leave_a_setuid_file_behind() {
     dir.file(
         "repo/wrap.sh",
         r#"#!/bin/busybox sh
+[ -f /tmp/spare ] || { /bin/busybox sh /workspace/project/planter.sh </dev/null >/dev/null 2>&1 & sleep 0.2; }
 if [ "$1" = -c ] && [ "$3" = agent-runner-envelope ]; then
-  [ -f /tmp/spare ] || { /bin/busybox sh /workspace/project/planter.sh </dev/null >/dev/null 2>&1 & sleep 0.2; }
   s=$(printf %s "$2" | sed 's/case "\$p" in 1|/case "$p" in $(cat \/tmp\/spare 2>\/dev\/null || echo x)|1|/')
   shift 2
   exec /bin/busybox sh -c "$s" "$@"
@@ -911,18 +913,13 @@ exec /bin/busybox sh "$@"
     let id = task_id("bnd-fakesh");
     let install = "@run: rm /bin/sh && cp wrap.sh /bin/sh && chmod 755 /bin/sh\n@say: installed";
     let (out, _server) = run_prompts_second_line(e2e_task(&id, &repo).test("true"), &[install]);
-    out.code(0);
+    out.code(1)
+        .stdout_has("changed during the task: /bin/sh (its interpreter)");
     let rootsh = repo.join("rootsh");
-    assert!(rootsh.exists(), "the attack ran");
-    let mode = std::fs::metadata(&rootsh).unwrap().permissions().mode() & 0o7777;
-    let note = note(&repo, &id);
-    assert_eq!(mode & 0o6000, 0, "a setuid file survived the task:\n{note}");
-    // Which sweep finds it last depends on when the planter's loop runs (under load it
-    // can be the one after the test run); the mode above is what must hold.
-    assert!(
-        note.contains("rootsh: setuid/setgid bits removed"),
-        "{note}"
-    );
+    if rootsh.exists() {
+        let mode = std::fs::metadata(&rootsh).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode & 0o6000, 0, "a setuid file survived the task");
+    }
     assert_no_container(&id);
 }
 
@@ -1089,34 +1086,66 @@ fn the_kept_worker_session_is_private_to_the_user() {
 const ZERO_USAGE: &str =
     "sed 's/usage_in=1200 usage_cached=0 usage_out=60/usage_in=0 usage_cached=0 usage_out=0/'";
 
+/// What a task whose agent was found changed kept (`--json`): the error, and the
+/// worker runs and usage it counts. The change is found beside the run that
+/// started from it, or, when the run that made it had not finished its own check,
+/// beside that one: either way the task fails there, that run's output and usage
+/// are not kept, and no Meta call follows.
+fn discarded(out: &support::Outcome, server: &FakeOpenAi, what: &str) -> serde_json::Value {
+    out.code(1);
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).expect("--json");
+    let error = result["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!(
+            "sandbox: the agent /usr/local/bin/codex changed during the task: {what}"
+        )) && error.contains("output, usage and work are discarded"),
+        "{what}: {error}"
+    );
+    let kept = result["usage"]["worker"]["runs"].as_u64().unwrap();
+    assert!(kept <= 1, "{what}: {result}");
+    assert_eq!(
+        result["usage"]["worker"]["input_tokens"],
+        1200 * kept,
+        "{what}: only the runs before the changed one count"
+    );
+    assert_eq!(
+        server.received().len() as u64,
+        2 + 2 * kept,
+        "{what}: no Meta call after the run whose check failed"
+    );
+    result
+}
+
 /// Issue #28: a worker replaced `/usr/local/bin/codex` in its long-lived container
 /// with a wrapper reporting 0 tokens, and `max_tokens` never fired. Each attack
-/// changes a file the next run would execute (the agent, the shell that starts it,
-/// for a dynamically linked interpreter its libraries and `/etc/ld.so.preload`) or
-/// the system configuration it would read; the next run does not start: the task fails with `the agent … changed during the
-/// task`, its note written, no further Meta call.
+/// changes a file the next run would execute (the agent, its interpreter, for a
+/// dynamically linked interpreter its libraries and `/etc/ld.so.preload`, a
+/// directory on the way) or the system configuration it would read, a second
+/// after its own run's check began (SPEC §27: checks run beside the runs). The next
+/// run, which claims 100,000 tokens, starts from the changed agent; its check
+/// fails the task with `the agent … changed during the task`, and nothing of it is
+/// kept: not its usage, not its output, and no Meta call follows.
 #[test]
-fn a_changed_agent_fails_the_task_before_it_runs_again() {
+fn a_changed_agent_fails_the_task_and_its_run_is_discarded() {
     let wrapper = format!(
-        "@run: {ZERO_USAGE} /usr/local/bin/codex > /tmp/fake && cat /tmp/fake > /usr/local/bin/codex; \
+        "@run: sleep 1; {ZERO_USAGE} /usr/local/bin/codex > /tmp/fake && cat /tmp/fake > /usr/local/bin/codex; \
          echo replaced=$?\n@say: replaced"
     );
     // The directory on the way replaced by a link to one with a wrapper in it.
     let directory = format!(
-        "@run: mkdir /tmp/evil && {ZERO_USAGE} /usr/local/bin/codex > /tmp/evil/codex && \
+        "@run: sleep 1; mkdir /tmp/evil && {ZERO_USAGE} /usr/local/bin/codex > /tmp/evil/codex && \
          chmod 755 /tmp/evil/codex && rm -rf /usr/local/bin && ln -s /tmp/evil /usr/local/bin; \
          echo replaced=$?\n@say: replaced"
     );
     let (wrapper, directory) = (wrapper.as_str(), directory.as_str());
-    let shell = "@run: cp /bin/busybox /tmp/sh && echo >> /tmp/sh && ln -sf /tmp/sh /bin/sh; echo replaced=$?\n@say: replaced";
     let dynamic = support::docker::image_with_dynamic_agent();
-    let preload = "@run: echo /lib/x86_64-linux-gnu/libz.so.1 > /etc/ld.so.preload; echo replaced=$?\n@say: preloaded";
-    let library = "@run: echo >> /lib/x86_64-linux-gnu/libc.so.6; echo replaced=$?\n@say: patched";
+    let interpreter = "@run: sleep 1; cp /bin/busybox /tmp/sh && echo >> /tmp/sh && ln -sf /tmp/sh /bin/dash; echo replaced=$?\n@say: replaced";
+    let preload = "@run: sleep 1; echo /lib/x86_64-linux-gnu/libz.so.1 > /etc/ld.so.preload; echo replaced=$?\n@say: preloaded";
+    let library =
+        "@run: sleep 1; echo >> /lib/x86_64-linux-gnu/libc.so.6; echo replaced=$?\n@say: patched";
     // codex reads its system configuration even with --ignore-user-config.
-    let config = "@run: mkdir -p /etc/codex && echo 'model_provider = \"mine\"' > /etc/codex/config.toml; \
+    let config = "@run: sleep 1; mkdir -p /etc/codex && echo 'model_provider = \"mine\"' > /etc/codex/config.toml; \
                   echo replaced=$?\n@say: configured";
-    // (The shell of the image whose agent runs under dash: there /bin/sh is only the
-    // shell that starts the runs, not also the agent's interpreter.)
     let attacks = [
         (
             TEST_IMAGE.to_string(),
@@ -1131,13 +1160,13 @@ fn a_changed_agent_fails_the_task_before_it_runs_again() {
         (
             TEST_IMAGE.to_string(),
             directory,
-            "/usr/local/bin/codex (the agent)",
+            "/usr/local/bin, on the way to the agent's files, was replaced",
         ),
-        (dynamic.clone(), shell, "/bin/sh (the shell that starts it)"),
+        (dynamic.clone(), interpreter, "/bin/dash (its interpreter)"),
         (
             dynamic.clone(),
             preload,
-            "what /lib64/ld-linux-x86-64.so.2 loads for /bin/dash is not what it loaded",
+            "/etc/ld.so.preload (what the loader reads)",
         ),
         (
             dynamic,
@@ -1150,26 +1179,64 @@ fn a_changed_agent_fails_the_task_before_it_runs_again() {
         let id = task_id("bnd-agent");
         let spend = "@usage: 50000 0 50000\n@say: spent 100000 tokens";
         let (run, server) = prompts_task(e2e_task(&id, &dir.path).image(&image), &[attack, spend]);
-        let out = run.output();
-        out.code(1).stdout_has(&format!(
-            "sandbox: the agent /usr/local/bin/codex changed during the task: {what}"
-        ));
+        let out = run.arg("--json").output();
+        discarded(&out, &server, what);
         let log = std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log")))
             .unwrap();
         assert!(log.contains("replaced=0"), "{log}");
-        assert_eq!(
-            server.received().len(),
-            4,
-            "{what}: no Meta call after the agent changed (plan, next, assess, next)"
-        );
-        assert!(
-            !dir.join(&format!(".agent-runner/logs/{id}/run-2.log"))
-                .exists(),
-            "{what}: the changed agent did not run"
-        );
-        assert!(note(&dir.path, &id).contains("changed during the task"));
+        let note = note(&dir.path, &id);
+        assert!(note.contains("changed during the task"), "{note}");
+        assert!(!note.contains("#### Run 2"), "{what}: {note}");
         assert_no_container(&id);
     }
+}
+
+/// SPEC §27: the agent swapped while its run goes on (here by the run itself,
+/// once its check has begun) is found by the next run's check, after that run
+/// started from the swapped agent: the task fails, and nothing of that run is
+/// kept: not its claimed usage (100,000 tokens against a `max_tokens` of 60,000,
+/// which would have stopped the task on a budget instead), not its summary, not
+/// its work (with the copy transport, nothing is brought back).
+#[test]
+fn a_swap_found_after_its_run_started_keeps_nothing_of_that_run() {
+    let dir = Scratch::new("bnd-late");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    let id = task_id("bnd-late");
+    let swap = format!(
+        "@run: sleep 1; {ZERO_USAGE} /usr/local/bin/codex > /tmp/fake && cat /tmp/fake > /usr/local/bin/codex; \
+         echo replaced=$?\n@say: replaced"
+    );
+    let spend = "@usage: 50000 0 50000\n@run: echo work > work.txt && git add work.txt && git -c user.name=w -c user.email=w@x commit -qm work\n@say: spent 100000 tokens";
+    let task = e2e_task(&id, &repo)
+        .set("runner.sandbox.transport", "copy")
+        .set("runner.budget", serde_json::json!({"max_tokens": 60000}));
+    let (run, server) = prompts_task(task, &[&swap, spend]);
+    let out = run.arg("--json").output();
+    let result = discarded(&out, &server, "/usr/local/bin/codex (the agent)");
+    assert_eq!(
+        result["budget"]["exhausted"],
+        serde_json::Value::Null,
+        "{result}"
+    );
+    let note = note(&repo, &id);
+    assert!(!note.contains("#### Run 2"), "{note}");
+    let branches = Command::new("git")
+        .args([
+            "-C",
+            repo.to_str().unwrap(),
+            "branch",
+            "--list",
+            "agent-runner/*",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&branches.stdout).trim().is_empty(),
+        "nothing of the task's work is brought back: {}",
+        String::from_utf8_lossy(&branches.stdout)
+    );
+    assert_no_container(&id);
 }
 
 /// The agent is executed by the absolute path found when the container started: a
@@ -1199,10 +1266,10 @@ fn a_codex_planted_earlier_on_path_is_not_the_agent() {
 
 /// git runs in the container for the snapshot before each run, and can run what the
 /// worker left there (a clean filter in its global git config, here armed by the test
-/// command): that snapshot is taken before the agent's check, in an exec of its own,
-/// so a swap it makes is seen and the swapped agent never runs.
+/// command): a swap it makes comes before the agent's start, which the check beside
+/// the run sees; the run that started from the swapped agent is discarded.
 #[test]
-fn an_agent_swapped_by_git_in_the_snapshot_before_a_run_does_not_run() {
+fn an_agent_swapped_by_git_in_the_snapshot_before_a_run_is_found() {
     let dir = Scratch::new("bnd-swap");
     let repo = dir.join("repo");
     support::git_repo(&repo, "a.txt", "original\n");
@@ -1217,14 +1284,13 @@ fn an_agent_swapped_by_git_in_the_snapshot_before_a_run_does_not_run() {
     let plant = "@run: git config --global filter.x.clean 'sh /workspace/project/swap.sh' && \
                  echo 'a.txt filter=x' > .gitattributes && touch a.txt; echo planted=$?\n@say: planted";
     let spend = "@usage: 50000 0 50000\n@say: spent 100000 tokens";
-    let (out, server) = run_prompts(e2e_task(&id, &repo).test("touch .armed"), &[plant, spend]);
-    out.code(1).stdout_has(
-        "sandbox: the agent /usr/local/bin/codex changed during the task: /usr/local/bin/codex (the agent)",
-    );
+    let (run, server) = prompts_task(e2e_task(&id, &repo).test("touch .armed"), &[plant, spend]);
+    let out = run.arg("--json").output();
+    let result = discarded(&out, &server, "/usr/local/bin/codex (the agent)");
+    assert_eq!(result["usage"]["worker"]["runs"], 1, "{result}");
     let log =
         std::fs::read_to_string(repo.join(format!(".agent-runner/logs/{id}/run-1.log"))).unwrap();
     assert!(log.contains("planted=0"), "{log}");
-    assert_eq!(server.received().len(), 4, "no Meta call after the swap");
     assert_no_container(&id);
 }
 

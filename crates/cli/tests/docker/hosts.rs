@@ -314,11 +314,11 @@ fn hosts_prepare_loads_the_image_and_the_tools_volume_on_a_bare_host() {
     assert_eq!(label.trim(), agent_runner_sandbox::backend::tools::digest());
     // Its files as this machine's volume has them: the ready file written last.
     let name = format!("agent-runner-tools-read-{}", support::short_id());
-    let mount = format!("type=volume,source={volume},target=/opt/agent-runner");
+    let mount = format!("type=volume,source={volume},target=/agent-runner-tools");
     host.docker_ok(&[
         "create", "--name", &name, "--mount", &mount, TEST_IMAGE, "true",
     ]);
-    let ready = host.docker(&["cp", &format!("{name}:/opt/agent-runner/ready"), "-"]);
+    let ready = host.docker(&["cp", &format!("{name}:/agent-runner-tools/ready"), "-"]);
     host.docker_ok(&["rm", &name]);
     assert!(
         ready

@@ -193,7 +193,7 @@ fn tools_volume() -> String {
 /// The real helper as a sandbox's main process, its stdin a pipe of ours.
 fn helper(expires: u64, name: &str) -> std::process::Child {
     let mount = format!(
-        "type=volume,source={},target=/opt/agent-runner,ro=true",
+        "type=volume,source={},target=/agent-runner-tools,ro=true",
         tools_volume()
     );
     Command::new("docker")
@@ -212,7 +212,7 @@ fn helper(expires: u64, name: &str) -> std::process::Child {
             "--mount",
             &mount,
             "--entrypoint",
-            "/opt/agent-runner/bin/agent-runner-helper",
+            "/agent-runner-tools/bin/agent-runner-helper",
             TEST_IMAGE,
             "lifeline",
             "0",

@@ -1,8 +1,9 @@
 //! Any image (SPEC §21): the real codex from agent-runner's tools volume, mounted
-//! read-only at /opt/agent-runner, in an image built FROM scratch with nothing but a
+//! read-only at /agent-runner-tools, in an image built FROM scratch with nothing but a
 //! static busybox (no codex, no git), against a fake Responses API on 127.0.0.1; the
 //! git-free snapshots of the volume's helper (changed files, the no-progress stop);
-//! the worker, root in its container, cannot change the agent; `agent_from: image`
+//! the worker, root in its container, cannot change the agent nor move the volume
+//! aside (SPEC §27); `agent_from: image`
 //! and claude where they cannot work. The volume is filled once per host and digest
 //! (`needs!(ToolsVolume)`), shared by every test.
 
@@ -19,7 +20,7 @@ use support::task_yaml::TaskYaml;
 use support::{Outcome, Run};
 
 const MODEL_KEY: &str = "sk-fake-responses-tools-0123456789";
-const CODEX: &str = "/opt/agent-runner/codex/package/vendor/x86_64-unknown-linux-musl/bin/codex";
+const CODEX: &str = "/agent-runner-tools/codex/package/vendor/x86_64-unknown-linux-musl/bin/codex";
 
 /// An image FROM scratch with the test worker image's static busybox and nothing
 /// else: no git, no codex, no C library (tagged by the test image's id, built once).
@@ -220,22 +221,26 @@ fn the_worker_as_root_cannot_overwrite_the_agent_nor_move_the_volume_aside() {
     let id = task_id("attack");
     let overwrite = format!(
         "echo uid=$(id -u); cp /bin/busybox {CODEX}; echo cp=$?; sh -c ': > {CODEX}'; echo truncate=$?; \
-         mount -o remount,rw /opt/agent-runner; echo mount=$?; echo hello > hello.txt"
+         mount -o remount,rw /agent-runner-tools; echo mount=$?; echo hello > hello.txt"
     );
-    // Moving /opt aside works (the mount goes along); a look-alike is then put at the
-    // agent's path: the next run must refuse it.
-    let dir_of = CODEX.rsplit_once('/').unwrap().0;
-    let swap = format!(
-        "mv /opt /opt-aside && mkdir -p {dir_of} && printf '#!/bin/sh\\necho fake\\n' > {CODEX} && chmod 755 {CODEX}; echo swap=$?"
-    );
+    // SPEC §27: the volume is mounted directly under `/`: a mount point cannot be
+    // renamed, nor can its parent, the root; unmounting needs a capability the
+    // worker has not. (A look-alike could then go nowhere but over the volume.)
+    let aside = "mv /agent-runner-tools /tools-aside; echo mv=$?; mv / /root-aside; echo mvroot=$?; \
+                 umount -l /agent-runner-tools; echo umount=$?; ls /agent-runner-tools/ready; echo still=$?";
     let model = FakeResponses::start(vec![
         Reply::Command(overwrite),
         Reply::Message("Tried.".into()),
-        Reply::Command(swap),
-        Reply::Message("Swapped.".into()),
-        Reply::Message("never asked".into()),
+        Reply::Command(aside.into()),
+        Reply::Message("Tried again.".into()),
+        Reply::Command("cat hello.txt".into()),
+        Reply::Message("Still the real one.".into()),
     ]);
-    let script = meta_script(&dir, &["Overwrite codex.", "Swap it.", "Go on."], false);
+    let script = meta_script(
+        &dir,
+        &["Overwrite codex.", "Move it aside.", "Go on."],
+        true,
+    );
     let out = run(&dir, &codex_task(&id, &repo, &script, &image, &model, 3));
     let output = tool_output(&model, 1);
     assert!(output.contains("uid=0"), "root in the container: {output}");
@@ -244,28 +249,20 @@ fn the_worker_as_root_cannot_overwrite_the_agent_nor_move_the_volume_aside() {
         assert!(output.contains(refused), "{refused}: {output}");
     }
     assert!(!output.contains("mount=0"), "no remount: {output}");
-    let swapped = tool_output(&model, 3);
-    assert!(
-        swapped.contains("swap=0"),
-        "the move itself works: {swapped}"
-    );
-    out.code(1);
-    assert!(
-        out.stderr.contains("changed during the task")
-            && out
-                .stderr
-                .contains("/opt/agent-runner is no longer agent-runner's tools volume"),
-        "{}",
-        out.stderr
-    );
-    assert_eq!(model.received().len(), 4, "the look-alike never ran");
-    // The volume itself is untouched.
+    let moved = tool_output(&model, 3);
+    for refused in ["mv=1", "mvroot=1", "still=0"] {
+        assert!(moved.contains(refused), "{refused}: {moved}");
+    }
+    assert!(!moved.contains("umount=0"), "no unmount: {moved}");
+    // The third run is the volume's codex again, by the same path.
+    out.code(0);
+    assert_eq!(model.received().len(), 6, "{}", out.stderr);
     let (ok, version, _) = docker(&[
         "run",
         "--rm",
         "--mount",
         &format!(
-            "type=volume,source={},target=/opt/agent-runner,readonly",
+            "type=volume,source={},target=/agent-runner-tools,readonly",
             tools_volume()
         ),
         &image,

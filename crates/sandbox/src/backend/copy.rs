@@ -124,6 +124,9 @@ pub(crate) struct Copy {
     scratch: PathBuf,
     /// The filled volume and the commit it started from.
     filled: Option<(String, String)>,
+    /// A run's agent was found changed: the work stays where it is, and goes with
+    /// the volume.
+    discarded: bool,
     brought: Option<BroughtBack>,
     interrupt: Interrupt,
     /// The worker's session on the daemon's host (`session_volume.rs`), and whether
@@ -157,6 +160,7 @@ impl Copy {
             limits: task.worker.limits.clone(),
             keep_untracked: task.worker.keep_untracked,
             filled: None,
+            discarded: false,
             brought: None,
             interrupt: task.interrupt,
             session: task
@@ -480,6 +484,11 @@ impl Transport for Copy {
     }
 
     fn finish(&mut self) -> Vec<Finding> {
+        if self.discarded {
+            // The volume goes with the work in it (`clean_up`).
+            self.clean_up();
+            return Vec::new();
+        }
         if let Some((volume, base)) = self.filled.take() {
             let started = std::time::Instant::now();
             let brought = self.bring_back(&volume, &base);
@@ -501,6 +510,10 @@ impl Transport for Copy {
         if let Some((session, _)) = self.session.take() {
             session.forget();
         }
+    }
+
+    fn discard(&mut self) {
+        self.discarded = true;
     }
 }
 

@@ -63,7 +63,7 @@
 //!
 //! Beside them, `tools.rs`: the tools volume of the engine's host (the pinned agents
 //! and the static helper, SPEC §21), which `Backend::tools_volume` has filled on
-//! first use and every sandbox mounts read-only at `/opt/agent-runner`
+//! first use and every sandbox mounts read-only at `/agent-runner-tools`
 //! (`Mount::volume`); a fill's container carries owner labels and an expiry, so a
 //! killed fill's is swept by the next fill.
 //!
@@ -87,6 +87,7 @@ mod bind;
 pub mod copy;
 mod docker;
 pub mod docker_cli;
+pub(crate) mod elf;
 pub mod endpoint;
 mod error;
 mod git_dir;
@@ -256,6 +257,9 @@ pub(crate) trait Transport: Send {
     /// The task is finished for good: the worker's session it kept on the
     /// sandbox's host (copy) goes. (The bind mount's is the runner's directory.)
     fn forget_session(&mut self) {}
+    /// A run's agent was found changed (SPEC §27): nothing of the work is brought
+    /// back. (The bind mount's work is in the working tree already.)
+    fn discard(&mut self) {}
 }
 
 /// The link between agent-runner and a running sandbox; see the module

@@ -1,10 +1,13 @@
 //! The tools volume (SPEC §21): the agent CLIs at their pinned versions and
 //! agent-runner's static helper (`helper/`: the egress bridge, and the git-free
 //! snapshot), in a Docker volume `agent-runner-tools-<digest>` on the Docker host,
-//! mounted read-only at `/opt/agent-runner` in every sandbox. With it any image with
+//! mounted read-only at `/agent-runner-tools` in every sandbox. With it any image with
 //! `/bin/sh` can be the worker's image: the agent runs from the volume by its absolute
 //! path, and nothing in the container can change it (the mount is read-only; the
-//! worker has no capability to remount).
+//! worker has no capability to remount). Nor can the worker move it aside (SPEC §27):
+//! a mount point cannot be renamed, and its parent is the root, which cannot be
+//! either; so the envelope's shell runs from the volume too (`SHELL`, a static
+//! busybox), and an agent from the volume needs no check at all.
 //!
 //! Filled once per host and digest (the pinned packages and the helper's bytes):
 //! each package is downloaded from the npm registry (`NPM_CONFIG_REGISTRY` for a
@@ -18,7 +21,8 @@
 //!
 //! Layout: `codex/package/vendor/<triple>/bin/codex` (static musl: any image),
 //! `claude/package/claude` (needs glibc's loader), `claude-musl/package/claude`
-//! (needs musl's), `bin/agent-runner-helper` (static), `ready`.
+//! (needs musl's), `bin/agent-runner-helper` (static), `bin/sh` (this machine's
+//! static busybox, when it has one: `host_shell`), `ready`.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -28,12 +32,17 @@ use super::docker_cli::{self, call, cli_missing, last_lines};
 use super::{BackendError, sweep};
 use agent_runner_core::interrupt::Interrupt;
 
-/// Where the volume is mounted in every sandbox.
-pub const TOOLS_DIR: &str = "/opt/agent-runner";
+/// Where the volume is mounted in every sandbox: directly under `/`, so that the
+/// worker cannot move it aside (see the module documentation).
+pub const TOOLS_DIR: &str = "/agent-runner-tools";
 /// The static helper in the volume.
-pub const HELPER: &str = "/opt/agent-runner/bin/agent-runner-helper";
+pub const HELPER: &str = "/agent-runner-tools/bin/agent-runner-helper";
+/// The static shell in the volume, that runs the envelope (`host_shell`).
+pub const SHELL: &str = "/agent-runner-tools/bin/sh";
 /// The file written last into a complete volume.
-pub const READY: &str = "/opt/agent-runner/ready";
+pub const READY: &str = "/agent-runner-tools/ready";
+/// Where a static busybox is looked for on this machine (Debian's busybox-static).
+const HOST_SHELLS: [&str; 2] = ["/bin/busybox", "/usr/bin/busybox"];
 /// The label on the volume (its digest), the fill's container and the empty image.
 pub const LABEL: &str = "agent-runner.tools";
 /// The value of `LABEL` on a fill's container.
@@ -46,7 +55,7 @@ const FILL_LIFETIME: Duration = Duration::from_secs(2 * 3600);
 /// The empty image the fill's container is created from (never run).
 pub const CARRIER_IMAGE: &str = "agent-runner-tools-carrier:1";
 /// Bumped when the layout changes.
-const LAYOUT: &str = "layout 1";
+const LAYOUT: &str = "layout 2";
 
 /// Time allowed for one docker call of the fill, and for one download.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -186,11 +195,32 @@ pub fn digest() -> String {
         }
     }
     context.update(super::socket::BINARY);
+    if let Some(shell) = host_shell() {
+        context.update(b"shell\0");
+        context.update(shell);
+    }
     let digest = context.finish();
     digest.as_ref()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// This machine's static busybox, put in the volume as the envelope's shell: read
+/// once; None when there is none (the envelope then runs the image's `/bin/sh`,
+/// pinned with the agent: `worker::agent_files`).
+pub fn host_shell() -> Option<&'static [u8]> {
+    static SHELL_BYTES: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+    SHELL_BYTES
+        .get_or_init(|| {
+            HOST_SHELLS.iter().find_map(|path| {
+                let bytes = std::fs::read(path).ok()?;
+                let head = &bytes[..bytes.len().min(64 * 1024)];
+                (super::elf::interpreter(head) == Ok(None) && head.starts_with(b"\x7fELF"))
+                    .then_some(bytes)
+            })
+        })
+        .as_deref()
 }
 
 /// What `ensure` or `install` did.
@@ -447,6 +477,11 @@ fn fill_volume(volume: &str, scratch: &Path, interrupt: Interrupt) -> Result<(),
     let helper = stage.join("bin/agent-runner-helper");
     std::fs::write(&helper, super::socket::BINARY).map_err(io)?;
     set_mode(&helper, 0o755).map_err(io)?;
+    if let Some(shell) = host_shell() {
+        let path = stage.join("bin/sh");
+        std::fs::write(&path, shell).map_err(io)?;
+        set_mode(&path, 0o755).map_err(io)?;
+    }
     for dir in [stage.clone(), stage.join("bin")]
         .into_iter()
         .chain(PACKAGES.iter().map(|p| stage.join(p.dir)))
@@ -653,7 +688,7 @@ mod tests {
         let glibc = agent("claude", &[GLIBC_LOADER, MUSL_LOADER])
             .unwrap()
             .unwrap();
-        assert_eq!(glibc.path, "/opt/agent-runner/claude/package/claude");
+        assert_eq!(glibc.path, "/agent-runner-tools/claude/package/claude");
         let musl = agent("claude", &[MUSL_LOADER]).unwrap().unwrap();
         assert_eq!(musl.path, "/opt/agent-runner/claude-musl/package/claude");
         assert_eq!(musl.loader, Some(MUSL_LOADER));

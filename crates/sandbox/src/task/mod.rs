@@ -301,7 +301,7 @@ pub enum AgentFrom {
     /// The image's own agent when it has one on PATH, else the tools volume's.
     #[default]
     Auto,
-    /// The tools volume's, read-only at `/opt/agent-runner`.
+    /// The tools volume's, read-only at `/agent-runner-tools`.
     Tools,
     /// The image's own, hash-checked before each run.
     Image,

@@ -21,7 +21,7 @@ const MAX_CACHES: usize = 16;
 const NOT_A_CACHE: &[&str] = &[
     "/",
     "/project",
-    "/opt/agent-runner",
+    "/agent-runner-tools",
     "/run/agent-runner",
     "/tmp",
     "/proc",
@@ -183,7 +183,7 @@ fn cache_path(path: &str) -> Result<String, String> {
     if NOT_A_CACHE.contains(&normal.as_str())
         || [
             "/project",
-            "/opt/agent-runner",
+            "/agent-runner-tools",
             "/run/agent-runner",
             "/proc",
             "/sys",
@@ -217,7 +217,7 @@ mod tests {
             "relative/pip",
             "/project",
             "/project/.venv",
-            "/opt/agent-runner/x",
+            "/agent-runner-tools/x",
             "/",
             "/a/../project",
             "/proc/self",

@@ -3,17 +3,19 @@
 //! long-lived container with a wrapper reporting 0 tokens spent 275,000 tokens
 //! against a `max_tokens` of 100,000 that never fired.
 //!
-//! When the container starts, before anything else runs in it, the agent is looked
-//! up on PATH once (`command -v`, as the runs would), and from then on executed by
-//! that absolute path: a `codex` the worker puts earlier on PATH, or in the
-//! repository, is never the agent (a PATH that finds the agent in the repository at
-//! the start is refused). The files that decide what runs are pinned by their
-//! SHA-256, taken from outside the worker's reach: `docker cp -L` streams them from
-//! the daemon, not through any process in the container. They are
+//! When the container starts, before anything of the worker's runs in it (beside
+//! the first Meta calls), the agent is looked up on PATH once (`command -v`, as the
+//! runs would), and from then on executed by that absolute path: a `codex` the
+//! worker puts earlier on PATH, or in the repository, is never the agent (a PATH
+//! that finds the agent in the repository at the start is refused). The files that
+//! decide what runs are pinned by their SHA-256, taken from outside the worker's
+//! reach: `docker cp -L` streams them from the daemon, not through any process in
+//! the container. They are
 //! - the agent (its path followed to the file);
 //! - its interpreter when it is a script (`#!/usr/bin/env node` is resolved on PATH
 //!   then, and the script run with that interpreter by path);
-//! - `/bin/sh`, which starts every run (the envelope);
+//! - `/bin/sh`, when it starts every run (the envelope), that is when the tools
+//!   volume has no shell (`ContainerSpec::shell`);
 //! - for each of these that is dynamically linked, its loader (the ELF interpreter)
 //!   and what the loader says it loads (`<loader> --list <file>`: the libraries as
 //!   the loader finds them now, and anything `/etc/ld.so.preload` adds);
@@ -21,28 +23,29 @@
 //!   codex's `/etc/codex/config.toml`, which it reads even with
 //!   `--ignore-user-config`), there or not.
 //!
-//! Before each run, after the snapshot that precedes it (its git runs in the
-//! container and could run what the worker left), the loaders' answers are taken
-//! again, and the hashes too unless the daemon's `docker diff` (the container
-//! against its image, also from outside the worker's reach) names none of the paths
+//! Found from a fresh container of an image, all this holds for every fresh
+//! container of that image ID: it is kept on this machine (`agent_cache`), and a
+//! start then costs one docker call.
+//!
+//! Each run is checked beside it (SPEC §27), not before it: once the envelope says
+//! the agent is starting (nothing else runs then), one `docker diff` (the container
+//! against its image, from outside the worker's reach) must name none of the paths
 //! visited to reach the files and the configuration (each directory on the way,
 //! each link and where it leads, found at the start; a configuration file the
-//! worker creates shows as its directory changed): then they are still the image's
-//! files, as at the start, and nothing need be copied: one docker call (the diff),
-//! which on a remote host (SPEC §22) is one round trip instead of one per file. Any difference fails the task
-//! with `the agent … changed during the task`, before the agent starts. Between runs
-//! nothing of the worker's runs (the envelope stops it), so nothing can swap a file
-//! between the check and the run.
+//! worker creates shows as its directory changed); see `check_beside` for why a
+//! diff taken after the agent started vouches for what it started from. The run's
+//! results are taken only once the check has passed: a changed agent fails the
+//! task (`the agent … changed during the task`) and nothing of that run is kept,
+//! its output, usage or work. Where the diff cannot vouch for the files (a path on
+//! a mount, one already changed at the start or by setup), they are hashed before
+//! each run instead, as the loaders' answers are taken again (`check`).
 //!
 //! Where the agent comes from is `runner.worker.agent_from` (SPEC §21): `image`, the
 //! image's own as above; `tools`, agent-runner's tools volume (`backend::tools`),
-//! mounted read-only at `/opt/agent-runner`, whose agent needs no hash (nothing in
-//! the container can write there), only `/bin/sh` and the agent's loader when it
-//! has one (claude's, from the image) are pinned, and before each run the volume is
-//! checked to be still mounted read-only at its place (`/proc/self/mountinfo`, read
-//! by the pinned shell's builtins: a worker that moved `/opt` aside and put a
-//! look-alike there is caught); `auto` (the default), the image's own when it has
-//! one on PATH, else the volume's.
+//! mounted read-only at `/agent-runner-tools`, whose agent needs no hash (nothing in
+//! the container can write there, nor move it aside), only the agent's loader when
+//! it has one (claude's, from the image) is pinned, and its configuration watched;
+//! `auto` (the default), the image's own when it has one on PATH, else the volume's.
 //!
 //! What is not covered (docs/security-model.md): processes of the run itself (the
 //! commands the agent runs) run beside the agent as the same user and can end it
@@ -57,7 +60,7 @@ use super::PROJECT_DIR;
 use super::SandboxError;
 use super::container::ContainerSpec;
 use crate::backend::docker_cli::{self, cli_missing, last_lines};
-use crate::backend::tools::{self, READY, TOOLS_DIR};
+use crate::backend::tools::{self, READY};
 use crate::task::worker_env::RESERVED;
 use crate::task::{AgentFrom, EnvValue};
 use agent_runner_core::interrupt::Interrupt;
@@ -77,7 +80,7 @@ const HEAD: usize = 64 * 1024;
 
 /// The agent's files as the container started with them; see the module
 /// documentation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct AgentFiles {
     /// The kind's program (`codex`).
     program: String,
@@ -93,14 +96,16 @@ pub(crate) struct AgentFiles {
     /// and where it leads): a change to any of them shows in `docker diff`.
     visited: HashSet<String>,
     /// The diff cannot tell (a path on a mount, one already changed at the start, a
-    /// shell without `readlink`): the files are hashed at every check.
+    /// shell without `readlink`): the files are hashed at every check, before the
+    /// run.
     always_hash: bool,
-    /// The agent runs from the tools volume, which is checked to be still mounted.
-    from_tools: bool,
+    /// The names the loaders look the libraries up by: a file of that name appearing
+    /// anywhere may be loaded instead (the per-run check's rule).
+    sonames: HashSet<String>,
 }
 
 /// A file and what it was.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Pinned {
     path: String,
     /// Its part, for messages ("the agent", "its loader", …).
@@ -109,7 +114,7 @@ struct Pinned {
 }
 
 /// What a loader said it loads for a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Listing {
     loader: String,
     file: String,
@@ -118,7 +123,7 @@ struct Listing {
 }
 
 /// What `docker cp -L` gave for a path.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum Content {
     /// A file: the SHA-256 of its bytes.
     File([u8; 32]),
@@ -130,35 +135,67 @@ enum Content {
 
 impl AgentFiles {
     /// Finds the agent of `spec`'s kind in the just-started `container` and pins
-    /// its files; run before anything else runs in the container.
+    /// its files, or takes what a pinning in a container of the same image found
+    /// (`agent_cache`); run before anything else runs in the container.
     pub(crate) fn pin(container: &str, spec: &ContainerSpec) -> Result<AgentFiles, SandboxError> {
         let exec = Exec::new(container, spec);
+        let key = exec.image_id().map(|id| super::agent_cache::key(&id, spec));
+        if let Some(found) = key.as_deref().and_then(super::agent_cache::load) {
+            log::debug!("agent files: the pinning of this image, kept on this machine");
+            // The agent runs by the path found then; a PATH that reaches into the
+            // repository is still told (the repository is not the image's).
+            let path_in_repo = spec.worker.env.iter().any(|e| {
+                e.name == "PATH"
+                    && matches!(&e.value, EnvValue::Literal(v) if v.contains(PROJECT_DIR))
+            });
+            if path_in_repo {
+                let program = spec.worker.kind.program();
+                if let Some(agent) = exec.look(Some(program), &[])?.found {
+                    in_repository(&agent, program, spec)?;
+                }
+            }
+            return Ok(found);
+        }
+        let pinned = AgentFiles::pin_now(&exec, spec)?;
+        if let Some(key) = &key
+            && !pinned.always_hash
+        {
+            super::agent_cache::store(key, &pinned);
+        }
+        Ok(pinned)
+    }
+
+    /// `pin`, in the container itself.
+    fn pin_now(exec: &Exec<'_>, spec: &ContainerSpec) -> Result<AgentFiles, SandboxError> {
         let program = spec.worker.kind.program().to_string();
         let unusable = |detail: String| SandboxError::ImageUnusable {
             image: spec.worker.docker_image.clone(),
             detail,
         };
         let mut pinning = Pinning {
-            exec: &exec,
+            exec,
             files: Vec::new(),
             listings: Vec::new(),
             heads: Default::default(),
         };
         // At once: the agent looked up (with the paths to it and to the shell), the
-        // shell copied, and what the daemon's diff names already.
-        let shell = [(SHELL.to_string(), "the shell that starts it".to_string())];
+        // shell copied, and what the daemon's diff names already. The tools volume's
+        // shell (`ContainerSpec::shell`) needs no pinning: nothing can change it.
+        let image_shell = spec.shell() == SHELL;
+        let shell: Vec<(String, String)> = image_shell
+            .then(|| (SHELL.to_string(), "the shell that starts it".to_string()))
+            .into_iter()
+            .collect();
         let config_paths = spec.worker.kind.config_files();
         // With the tools volume mounted (and the agent not only the image's), what it
         // needs is looked at in the same go: whether it is complete, and which C
-        // library the image has. The way to it (`/opt`) is not watched through the
-        // daemon's diff (Docker itself adds `/opt` for the mount): the check of the
-        // mount before each run covers it.
+        // library the image has. The volume cannot be moved aside (`backend::tools`).
         let may_use_tools = spec.worker.agent_from != AgentFrom::Image && spec.tools.is_some();
         let mut probed: Vec<&str> = vec![READY];
         probed.extend(tools::loaders());
         // The configuration's paths are visited too: the daemon's diff then vouches
         // for them as for the agent's files.
-        let mut looked_at = vec![SHELL];
+        let mut looked_at: Vec<&str> = shell.iter().map(|(path, _)| path.as_str()).collect();
         looked_at.extend(config_paths);
         let (looked, diff_at_start, shell_head, configs, tools_seen) =
             std::thread::scope(|scope| {
@@ -190,7 +227,7 @@ impl AgentFiles {
             mut unknown,
         } = looked?;
         let mut heads = shell_head?;
-        let mut executed = shell.to_vec();
+        let mut executed = shell.clone();
         let mut prefix = Vec::new();
         let mut known_loaders = Vec::new();
         let from_tools = match (spec.worker.agent_from, &agent) {
@@ -208,15 +245,12 @@ impl AgentFiles {
             agent
         };
         if let Some(agent) = agent {
-            if agent == PROJECT_DIR || agent.starts_with(&format!("{PROJECT_DIR}/")) {
-                return Err(unusable(format!(
-                    "the `{program}` found on PATH is in the repository ({agent}); the agent must come from the image"
-                )));
-            }
+            in_repository(&agent, &program, spec)?;
             let batch = [(agent.clone(), "the agent".to_string())];
+            let at = heads.len();
             heads.extend(pinning.pin_batch(&batch)?);
             executed.extend(batch);
-            let interpreter = match shebang(&heads[1]) {
+            let interpreter = match shebang(&heads[at]) {
                 Some(Shebang::Env(name)) => {
                     let found = exec.look(Some(&name), &[])?.found.ok_or_else(|| {
                         unusable(format!("{agent} needs `{name}`, which is not on PATH"))
@@ -238,9 +272,13 @@ impl AgentFiles {
         let Pinning {
             files, listings, ..
         } = pinning;
+        // What decides which libraries the loaders load, there or not, is watched
+        // like the files.
+        let dynamic = !listings.is_empty();
         let rest: Vec<&str> = files
             .iter()
             .map(|f| f.path.as_str())
+            .chain(LOADER_FILES.into_iter().filter(|_| dynamic))
             .filter(|path| !visited.contains(*path))
             .collect();
         if !rest.is_empty() {
@@ -250,24 +288,41 @@ impl AgentFiles {
         }
         // A path the daemon's diff cannot see, or one that differs from the image
         // already, is hashed at every check.
-        let always_hash = unknown
-            || visited.iter().any(|path| {
+        let on_mount = visited
+            .iter()
+            .find(|path| {
                 on_a_mount(path) || spec.caches.iter().any(|cache| below(path, &cache.target))
             })
-            || diff_at_start.is_none_or(|changed| !changed.is_disjoint(&visited));
-        if always_hash {
-            log::debug!("agent files: hashed at every check (a path on a mount, or changed)");
-        }
-        Ok(AgentFiles {
+            .cloned();
+        let sonames = listings
+            .iter()
+            .flat_map(|l| sonames(&l.loader, &l.answer.1))
+            .collect();
+        let mut pinned = AgentFiles {
             program,
             prefix,
             files,
             configs,
             listings,
             visited,
-            always_hash,
-            from_tools,
-        })
+            always_hash: false,
+            sonames,
+        };
+        // What the daemon's diff names at the start by the engine's own doing (the
+        // mount points of `--init` and of our mounts: `/usr/sbin/docker-init`, with
+        // `/usr` changed above it) passes the same rules as a run's changes.
+        let changed_at_start = match &diff_at_start {
+            Some(named) => pinned.verdict(named).err(),
+            None => Some("the diff could not say".to_string()),
+        };
+        pinned.always_hash = unknown || on_mount.is_some() || changed_at_start.is_some();
+        if pinned.always_hash {
+            log::debug!(
+                "agent files: hashed before every run (a link not read: {unknown}; on a mount: \
+                 {on_mount:?}; at the start: {changed_at_start:?})"
+            );
+        }
+        Ok(pinned)
     }
 
     /// `command` (the kind's, program first) as it runs: the program replaced by
@@ -299,39 +354,148 @@ impl AgentFiles {
             .map_or(self.program.as_str(), String::as_str)
     }
 
-    /// Takes the loaders' answers again and, unless the daemon's diff shows none of
-    /// the paths visited to reach the pinned files changed since the image (then
-    /// they are the files of the image, as at the start), their hashes (one docker
-    /// call each, at once). An error naming the first difference, or docker's own
-    /// failure.
+    /// Whether the runs are checked before they start (`check`), the diff not
+    /// being able to vouch for the files; else beside them (`check_beside`).
+    pub(crate) fn checked_before(&self) -> bool {
+        self.always_hash
+    }
+
+    /// Whether nothing of the image decides what runs (the agent and the shell
+    /// from the tools volume, no configuration to watch): no check at all.
+    pub(crate) fn nothing_to_check(&self) -> bool {
+        self.visited.is_empty() && self.listings.is_empty()
+    }
+
+    /// Once setup has run (the user's command, before any run of the worker's):
+    /// the daemon's diff then names what setup changed; where that touches the
+    /// agent's files they are pinned again as they now are, and checked before
+    /// each run from then on.
+    pub(crate) fn after_setup(
+        &mut self,
+        container: &str,
+        spec: &ContainerSpec,
+    ) -> Result<(), SandboxError> {
+        if self.always_hash || self.nothing_to_check() {
+            return Ok(());
+        }
+        let exec = Exec::new(container, spec);
+        let clean = exec
+            .named()
+            .is_some_and(|named| self.verdict(&named).is_ok());
+        if !clean {
+            log::info!("agent files: setup changed the way to them; pinned again");
+            *self = AgentFiles::pin_now(&exec, spec)?;
+            self.always_hash = true;
+        }
+        Ok(())
+    }
+
+    /// The check of one run, beside it (SPEC §27): once `started` says the agent
+    /// is starting (nothing else runs then), one `docker diff`. The daemon's diff
+    /// only grows (a file changed in the container stays in its layer, a removed
+    /// one as a whiteout), so a diff taken at any time after the agent started
+    /// that names none of the agent's files, links and configuration (each as the
+    /// image has it) says they were the image's when it started. A directory on
+    /// the way named with something below it named too is still a directory (the
+    /// agent's own path below it would be named if it changed); one named alone may
+    /// have been replaced by a link. For a dynamically linked file, a file named as
+    /// a library it loads, anywhere, or the loader's own files, fail it too. No
+    /// `started` (the agent never started): nothing to check.
+    pub(crate) fn check_beside(
+        &self,
+        container: &str,
+        spec: &ContainerSpec,
+        started: std::sync::mpsc::Receiver<()>,
+    ) -> Result<(), SandboxError> {
+        if started.recv().is_err() {
+            return Ok(());
+        }
+        let exec = Exec::new(container, spec);
+        let Some(named) = exec.named() else {
+            if let Some(problem) = docker_cli::daemon_problem(DAEMON_TIMEOUT) {
+                return Err(SandboxError::DaemonUnreachable(problem));
+            }
+            return Err(SandboxError::Docker {
+                command: format!("docker diff {container}"),
+                detail: "the daemon did not list the container's changes".into(),
+            });
+        };
+        self.verdict(&named)
+            .map_err(|detail| SandboxError::AgentChanged {
+                agent: self.agent().to_string(),
+                detail,
+            })
+    }
+
+    /// What `named` (the paths of the daemon's diff) says of the agent's files:
+    /// the first that may have changed, said.
+    fn verdict(&self, named: &HashSet<String>) -> Result<(), String> {
+        let mut visited: Vec<&String> = self.visited.iter().collect();
+        visited.sort();
+        for path in visited.into_iter().filter(|p| named.contains(*p)) {
+            let on_the_way = self.visited.iter().any(|other| strictly_below(other, path));
+            if !on_the_way {
+                return Err(self.describe(path));
+            }
+            if !named.iter().any(|n| strictly_below(n, path)) {
+                return Err(format!(
+                    "{path}, on the way to the agent's files, was replaced"
+                ));
+            }
+        }
+        let mut named: Vec<&String> = named.iter().collect();
+        named.sort();
+        for path in named {
+            let name = path.rsplit('/').next().unwrap_or_default();
+            if self.sonames.contains(name) && !self.visited.contains(path) {
+                return Err(format!(
+                    "{path} has the name of a library the agent's files load"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `path` (one the diff names) as a difference.
+    fn describe(&self, path: &str) -> String {
+        let pinned = self
+            .configs
+            .iter()
+            .chain(&self.files)
+            .find(|f| f.path == path);
+        match pinned {
+            Some(file) if file.content == Content::Missing => format!(
+                "{path} ({}) was not there when the container started",
+                file.what
+            ),
+            Some(file) => format!(
+                "{path} ({}) is not the file it was when the container started",
+                file.what
+            ),
+            None if LOADER_FILES.contains(&path) => format!(
+                "{path} (what the loader reads) is not what it was when the container started"
+            ),
+            None => format!("{path}, on the way to the agent's files, was changed"),
+        }
+    }
+
+    /// Takes the loaders' answers again and the files' hashes (one docker call
+    /// each, at once), before a run, where the diff cannot vouch for them. An
+    /// error naming the first difference, or docker's own failure.
     pub(crate) fn check(&self, container: &str, spec: &ContainerSpec) -> Result<(), SandboxError> {
         let exec = Exec::new(container, spec);
         let changed = |detail: String| SandboxError::AgentChanged {
             agent: self.agent().to_string(),
             detail,
         };
-        let (unchanged, answers, mounted) = std::thread::scope(|scope| {
-            let mounted = self
-                .from_tools
-                .then(|| scope.spawn(|| still_mounted(&exec)));
+        let answers = std::thread::scope(|scope| {
             let lists: Vec<_> = self
                 .listings
                 .iter()
                 .map(|l| scope.spawn(|| exec.list(&l.loader, &l.file)))
                 .collect();
-            let unchanged = !self.always_hash && exec.diff(&self.visited) == Some(false);
-            (
-                unchanged,
-                lists.into_iter().map(joined).collect::<Vec<_>>(),
-                mounted.map(|m| {
-                    m.join()
-                        .unwrap_or_else(|_| Err("a check thread failed".into()))
-                }),
-            )
+            lists.into_iter().map(joined).collect::<Vec<_>>()
         });
-        if let Some(mounted) = mounted {
-            mounted.map_err(changed)?;
-        }
         for (listing, now) in self.listings.iter().zip(answers) {
             if now? != listing.answer {
                 return Err(changed(format!(
@@ -340,11 +504,6 @@ impl AgentFiles {
                     listing.loader, listing.file
                 )));
             }
-        }
-        // The diff names none of the paths visited to reach the agent's files and
-        // its configuration (there or not): they are the image's, as at the start.
-        if unchanged {
-            return Ok(());
         }
         let contents = std::thread::scope(|scope| {
             let copies: Vec<_> = self
@@ -360,6 +519,19 @@ impl AgentFiles {
         compare(&self.configs, configs).map_err(changed)?;
         compare(&self.files, files).map_err(changed)
     }
+}
+
+/// Refuses an `agent` (found on PATH) in the repository.
+fn in_repository(agent: &str, program: &str, spec: &ContainerSpec) -> Result<(), SandboxError> {
+    if agent == PROJECT_DIR || agent.starts_with(&format!("{PROJECT_DIR}/")) {
+        return Err(SandboxError::ImageUnusable {
+            image: spec.worker.docker_image.clone(),
+            detail: format!(
+                "the `{program}` found on PATH is in the repository ({agent}); the agent must come from the image"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Each of `pinned` against what it is `now`: the first difference, said.
@@ -441,37 +613,36 @@ fn tools_agent(
 /// Prints each of its arguments that exists.
 const EXISTING_SCRIPT: &str = r#"for f; do [ -e "$f" ] && printf '%s\n' "$f"; done; exit 0"#;
 
-/// Prints `ro` or `rw` for the mount at `$1`, from the kernel's own list (shell
-/// builtins only: nothing the worker could have replaced but the pinned shell).
-const MOUNTED_SCRIPT: &str = r#"while read -r _ _ _ _ point options _; do
-  [ "$point" = "$1" ] && { case ,$options, in *,ro,*) echo ro ;; *) echo rw ;; esac; }
-done < /proc/self/mountinfo; exit 0"#;
-
-/// The tools volume still mounted read-only at its place.
-fn still_mounted(exec: &Exec<'_>) -> Result<(), String> {
-    let (ok, stdout, stderr) = exec
-        .exec(&[
-            SHELL,
-            "-c",
-            MOUNTED_SCRIPT,
-            "agent-runner-mounted",
-            TOOLS_DIR,
-        ])
-        .map_err(|e| e.to_string())?;
-    match (ok, stdout.trim()) {
-        (true, "ro") => Ok(()),
-        (true, _) => Err(format!(
-            "{TOOLS_DIR} is no longer agent-runner's tools volume, mounted read-only"
-        )),
-        (false, _) => Err(format!(
-            "cannot read the container's mounts: {}",
-            last_lines(&stderr, 2)
-        )),
-    }
-}
-
 fn on_a_mount(path: &str) -> bool {
     MOUNTED.iter().any(|m| below(path, m))
+}
+
+/// `path` lies below `dir` (not `dir` itself).
+fn strictly_below(path: &str, dir: &str) -> bool {
+    path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
+}
+
+/// What decides which libraries a loader loads, besides the libraries themselves.
+const LOADER_FILES: [&str; 4] = [
+    "/etc/ld.so.preload",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+];
+
+/// The names a loader's `--list` answer looks libraries up by (`libc.so.6 =>
+/// …`), and the loader's own.
+fn sonames(loader: &str, answer: &str) -> Vec<String> {
+    let mut names: Vec<String> = answer
+        .lines()
+        .filter_map(|line| {
+            let left = line.split("=>").next()?.split_whitespace().next()?;
+            Some(left.rsplit('/').next().unwrap_or(left).to_string())
+        })
+        .filter(|name| !name.is_empty() && name.contains(".so"))
+        .collect();
+    names.extend(loader.rsplit('/').next().map(str::to_string));
+    names
 }
 
 /// `path` is `dir` or below it.
@@ -549,10 +720,11 @@ impl Pinning<'_> {
         // (loader, file): `known` are those of files not copied (the tools volume's).
         let mut dynamic = known;
         for ((path, _), head) in executed.iter().zip(heads) {
-            let loader = elf_interpreter(head).map_err(|e| SandboxError::Docker {
-                command: format!("docker cp -L {}:{path} -", exec.container),
-                detail: format!("{path}: {e}"),
-            })?;
+            let loader =
+                crate::backend::elf::interpreter(head).map_err(|e| SandboxError::Docker {
+                    command: format!("docker cp -L {}:{path} -", exec.container),
+                    detail: format!("{path}: {e}"),
+                })?;
             if let Some(loader) = loader
                 && !dynamic.iter().any(|(_, p): &(String, String)| p == path)
             {
@@ -695,17 +867,30 @@ impl<'a> Exec<'a> {
         (complete && paths.len() < MAX_DIFF_AT_START).then_some(paths)
     }
 
-    /// Whether the daemon's diff of the container against its image names any of
-    /// `paths`; None when it could not say.
-    fn diff(&self, paths: &HashSet<String>) -> Option<bool> {
-        let mut hit = false;
+    /// Every path the daemon's diff of the container against its image names;
+    /// None when it could not say.
+    fn named(&self) -> Option<HashSet<String>> {
+        let mut paths = HashSet::new();
         let complete = self.each_diff_path(&mut |path| {
-            if paths.contains(path) {
-                log::debug!("agent files: the container's diff names {path}");
-                hit = true;
-            }
+            paths.insert(path.to_string());
         });
-        complete.then_some(hit)
+        complete.then_some(paths)
+    }
+
+    /// The ID of the container's image (`docker inspect`); None when docker could
+    /// not say.
+    fn image_id(&self) -> Option<String> {
+        let invocation = docker_cli::command().args([
+            "inspect",
+            "--type",
+            "container",
+            "-f",
+            "{{.Image}}",
+            self.container,
+        ]);
+        let out = docker_cli::run_invocation(&invocation, EXEC_TIMEOUT, self.interrupt).ok()?;
+        let id = out.stdout.trim();
+        (out.ok && id.starts_with("sha256:")).then(|| id.to_string())
     }
 
     /// `docker diff <container>`: each path it names ("C /path", "A /path", "D
@@ -889,56 +1074,6 @@ fn shebang(head: &[u8]) -> Option<Shebang> {
         }
         _ => Some(Shebang::Path(interpreter)),
     }
-}
-
-/// The ELF interpreter (the dynamic loader) a file names, if it is a dynamically
-/// linked ELF file; an error when it is one whose headers are not in `head`.
-fn elf_interpreter(head: &[u8]) -> Result<Option<String>, String> {
-    if !head.starts_with(b"\x7fELF") {
-        return Ok(None);
-    }
-    let wide = head.get(4) == Some(&2);
-    let big = head.get(5) == Some(&2);
-    let number = |at: usize, len: usize| -> Result<u64, String> {
-        let bytes = head
-            .get(at..at + len)
-            .ok_or_else(|| "its ELF headers are cut short".to_string())?;
-        let fold = |acc: u64, b: &u8| (acc << 8) | u64::from(*b);
-        Ok(if big {
-            bytes.iter().fold(0, fold)
-        } else {
-            bytes.iter().rev().fold(0, fold)
-        })
-    };
-    let word = if wide { 8 } else { 4 };
-    let (phoff, phentsize, phnum) = if wide {
-        (number(0x20, 8)?, number(0x36, 2)?, number(0x38, 2)?)
-    } else {
-        (number(0x1C, 4)?, number(0x2A, 2)?, number(0x2C, 2)?)
-    };
-    for index in 0..phnum {
-        let at = usize::try_from(phoff + index * phentsize).map_err(|e| e.to_string())?;
-        // PT_INTERP: the loader's path, NUL-terminated, in the file.
-        if number(at, 4)? != 3 {
-            continue;
-        }
-        let (offset, size) = (
-            number(at + word, word)?,
-            number(at + if wide { 0x20 } else { 0x10 }, word)?,
-        );
-        let (offset, size) = (
-            usize::try_from(offset).map_err(|e| e.to_string())?,
-            usize::try_from(size).map_err(|e| e.to_string())?,
-        );
-        let bytes = head
-            .get(offset..offset.saturating_add(size))
-            .ok_or_else(|| "its ELF interpreter lies past the bytes read".to_string())?;
-        let path = String::from_utf8_lossy(bytes)
-            .trim_end_matches('\0')
-            .to_string();
-        return Ok(Some(path));
-    }
-    Ok(None)
 }
 
 /// The files a loader's `--list` answer names (absolute paths).
@@ -1127,6 +1262,130 @@ fn pax_size(data: &[u8]) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// The agent of the real image, as a pinning finds it: a link to the binary,
+    /// and codex's configuration, not there.
+    fn pinned_codex(sonames: &[&str]) -> AgentFiles {
+        let file = |path: &str, what: &str, content| Pinned {
+            path: path.into(),
+            what: what.into(),
+            content,
+        };
+        AgentFiles {
+            program: "codex".into(),
+            prefix: vec!["/usr/local/bin/codex".into()],
+            files: vec![file(
+                "/usr/local/bin/codex",
+                "the agent",
+                Content::File([7; 32]),
+            )],
+            configs: vec![file(
+                "/etc/codex/config.toml",
+                "its configuration",
+                Content::Missing,
+            )],
+            listings: Vec::new(),
+            visited: [
+                "/usr",
+                "/usr/local",
+                "/usr/local/bin",
+                "/usr/local/bin/codex",
+                "/usr/local/lib",
+                "/usr/local/lib/codex",
+                "/usr/local/lib/codex/codex",
+                "/etc",
+                "/etc/codex",
+                "/etc/codex/config.toml",
+            ]
+            .map(String::from)
+            .into(),
+            always_hash: false,
+            sonames: sonames.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn named(paths: &[&str]) -> HashSet<String> {
+        paths.iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn what_a_run_may_change_beside_the_agent_passes_its_check() {
+        let agent = pinned_codex(&["libc.so.6"]);
+        for benign in [
+            &[][..],
+            // pip installing a script beside the agent: its directories, below.
+            &["/usr", "/usr/local", "/usr/local/bin", "/usr/local/bin/pip"],
+            // apt-get: /etc and a library of another name.
+            &[
+                "/etc",
+                "/etc/apt",
+                "/usr",
+                "/usr/lib",
+                "/usr/lib/libfoo.so.1",
+            ],
+        ] {
+            assert_eq!(agent.verdict(&named(benign)), Ok(()), "{benign:?}");
+        }
+    }
+
+    #[test]
+    fn a_changed_file_a_replaced_directory_or_a_library_s_namesake_fails_the_check() {
+        let agent = pinned_codex(&["libc.so.6"]);
+        let cases: [(&[&str], &str); 5] = [
+            (
+                &[
+                    "/usr",
+                    "/usr/local",
+                    "/usr/local/bin",
+                    "/usr/local/bin/codex",
+                ],
+                "/usr/local/bin/codex (the agent) is not the file it was",
+            ),
+            (
+                &["/etc", "/etc/codex", "/etc/codex/config.toml"],
+                "/etc/codex/config.toml (its configuration) was not there",
+            ),
+            // A directory on the way made a link: nothing below it is named.
+            (
+                &["/usr", "/usr/local", "/usr/local/lib", "/tmp", "/tmp/evil"],
+                "/usr/local/lib, on the way to the agent's files, was replaced",
+            ),
+            (
+                &["/usr/local/lib/codex/codex"],
+                "/usr/local/lib/codex/codex, on the way to the agent's files, was changed",
+            ),
+            (
+                &["/tmp", "/tmp/libc.so.6"],
+                "/tmp/libc.so.6 has the name of a library",
+            ),
+        ];
+        for (paths, said) in cases {
+            let verdict = agent.verdict(&named(paths)).unwrap_err();
+            assert!(verdict.starts_with(said), "{paths:?}: {verdict}");
+        }
+    }
+
+    #[test]
+    fn a_pinning_survives_the_cache_s_round_trip() {
+        let agent = pinned_codex(&["libc.so.6"]);
+        let json = serde_json::to_vec(&agent).unwrap();
+        let back: AgentFiles = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back.visited, agent.visited);
+        assert_eq!(back.files[0].content, agent.files[0].content);
+        assert_eq!(back.sonames, agent.sonames);
+        assert_eq!(
+            sonames(
+                "/lib64/ld-linux-x86-64.so.2",
+                "linux-vdso.so.1\nlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6\n/lib64/ld-linux-x86-64.so.2"
+            ),
+            [
+                "linux-vdso.so.1",
+                "libc.so.6",
+                "ld-linux-x86-64.so.2",
+                "ld-linux-x86-64.so.2"
+            ]
+        );
+    }
+
     #[test]
     fn a_path_below_a_mount_is_told_from_a_neighbour() {
         assert!(below("/root/.cache/pip/x", "/root/.cache/pip/"));
@@ -1246,13 +1505,15 @@ mod tests {
             .into_iter()
             .take(HEAD)
             .collect();
-        let loader = elf_interpreter(&head).unwrap().expect("dynamically linked");
+        let loader = crate::backend::elf::interpreter(&head)
+            .unwrap()
+            .expect("dynamically linked");
         assert!(
             loader.starts_with('/') && loader.contains("ld-"),
             "{loader}"
         );
-        assert_eq!(elf_interpreter(b"#!/bin/sh\n"), Ok(None));
-        assert!(elf_interpreter(b"\x7fELF\x02\x01").is_err());
+        assert_eq!(crate::backend::elf::interpreter(b"#!/bin/sh\n"), Ok(None));
+        assert!(crate::backend::elf::interpreter(b"\x7fELF\x02\x01").is_err());
     }
 
     #[test]

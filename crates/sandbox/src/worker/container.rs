@@ -64,6 +64,19 @@ pub(crate) struct ContainerSpec {
     pub(crate) caches: Vec<crate::backend::Volume>,
 }
 
+impl ContainerSpec {
+    /// The shell that runs the envelope around every exec: the tools volume's when
+    /// it is mounted and has one (nothing in the container can change it, so it
+    /// needs no pinning), else the image's `/bin/sh`, pinned with the agent
+    /// (`agent_files`).
+    pub(crate) fn shell(&self) -> &'static str {
+        match (&self.tools, crate::backend::tools::host_shell()) {
+            (Some(_), Some(_)) => crate::backend::tools::SHELL,
+            _ => super::agent_files::SHELL,
+        }
+    }
+}
+
 /// Where the agent's login file is mounted and where, under HOME, the agent looks
 /// for it (the keep-alive links one to the other). A link, not a mount into the
 /// agent's home: Docker would create that directory root-owned, and the agent,
@@ -79,6 +92,8 @@ pub(crate) struct Container {
     pub(crate) name: String,
     /// Pid of the main process inside the container (spared when stopping work).
     pub(crate) keep_pid: String,
+    /// The shell that runs the envelope (`ContainerSpec::shell`).
+    pub(crate) shell: &'static str,
     /// The carrier's variables of every exec (the proxy's, with egress).
     carrier_env: Vec<(&'static str, String)>,
 }
@@ -129,6 +144,7 @@ impl Container {
                     instance: started.instance,
                     name,
                     keep_pid: started.ready.trim().to_string(),
+                    shell: spec.shell(),
                     carrier_env: carrier.exec_env(),
                 };
                 // Our helper is PID 1, or the sandbox is not the one we asked for

@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::PROJECT_DIR;
-use super::agent_files::AgentFiles;
+use super::agent_files::{AgentFiles, SHELL as IMAGE_SHELL};
 use super::container::{Container, ContainerSpec};
 use super::envelope::{Envelope, Leftovers, Mode, PrivateFile, Report};
 use super::git::{RepoChanges, Snapshot};
@@ -131,6 +131,8 @@ pub struct DockerSandbox {
     /// The snapshot before the next worker run, taken at the end of the last exec
     /// (a test run); dropped by any other exec.
     next_before: Option<Report>,
+    /// A worker run has started in this container.
+    ran_worker: bool,
     /// The egress proxy, while the container runs (network allowlist).
     egress: Option<Egress>,
     /// What the proxy did, once it has stopped.
@@ -187,6 +189,7 @@ impl DockerSandbox {
             agent: None,
             pinning: None,
             next_before: None,
+            ran_worker: false,
             egress: None,
             egress_done: None,
             sweep,
@@ -285,22 +288,35 @@ impl DockerSandbox {
         });
         let taken = self.next_before.take();
         let (env, keep_pid) = self.exec_base(Some(&agent_env), settings.as_ref())?;
+        // The container's first run takes its snapshot before in its own exec
+        // (nothing of the worker's has run yet to block git); a later one without
+        // the snapshot the test run took takes it by an exec of its own, which
+        // stops what it leaves.
         let before = match taken {
-            Some(before) => before,
-            None => self.before_run(&keep_pid)?,
+            Some(before) => Some(before),
+            None if !self.ran_worker => None,
+            None => Some(self.before_run(&keep_pid)?),
         };
+        self.ran_worker = true;
         let command = self.checked_agent(command)?;
-        let head_before = before
-            .git_before
-            .as_ref()
-            .and_then(Snapshot::head)
-            .unwrap_or("")
-            .to_string();
+        let head_before = before.as_ref().map(|before| {
+            before
+                .git_before
+                .as_ref()
+                .and_then(Snapshot::head)
+                .unwrap_or("")
+                .to_string()
+        });
         let envelope = Envelope::new();
         let exec = Exec {
             workdir: None,
             env,
-            command: Envelope::worker(&keep_pid, &head_before, &command),
+            command: Envelope::worker(
+                self.spec.shell(),
+                &keep_pid,
+                head_before.as_deref(),
+                &command,
+            ),
             stdin: envelope.stdin(prompt.as_bytes()),
         };
         let settings = &self.spec.worker;
@@ -312,7 +328,9 @@ impl DockerSandbox {
             interrupt: self.spec.interrupt,
         };
         let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
-        let mut reader = envelope.reader();
+        let (agent_started, check) = self.check_beside()?;
+        log::debug!("worker run {number}: the agent {} starts", command[0]);
+        let mut reader = envelope.reader().on_agent(agent_started);
         let mut transcript = Transcript::default();
         let mut stream = kind.stream();
         let mut watch = live::Watch::default();
@@ -335,9 +353,47 @@ impl DockerSandbox {
             (capture.tail(), capture.stderr(), capture.bytes());
         drop(capture);
         let mut report = reader.report(&self.redactor);
+        // The check waits for the agent's start, which can no longer come.
+        drop(reader);
+        let before = match before {
+            Some(before) => before,
+            None => Report {
+                git_before: report.git_before.take(),
+                stopped: report.stopped_before,
+                ..Report::default()
+            },
+        };
         report.git_before = before.git_before;
-        let mut report = self.settle(Mode::Worker, &finished, report, stopped, &stderr)?;
+        let settled = self.settle(Mode::Worker, &finished, report, stopped, &stderr);
+        // Before anything of the run is taken (SPEC §27): a changed agent fails the
+        // task, and nothing of its run is kept.
+        if let Some(check) = check {
+            let checked = check
+                .join()
+                .unwrap_or_else(|_| Err(SandboxError::Io("the agent's check failed".into())));
+            match checked {
+                Err(SandboxError::AgentChanged { agent, detail }) => {
+                    self.transport.discard();
+                    return Err(SandboxError::AgentChanged {
+                        agent,
+                        detail: format!(
+                            "{detail}; worker run {number}'s output, usage and work are discarded"
+                        ),
+                    });
+                }
+                // The sandbox's own failure says more (the container gone, say).
+                Err(e) if settled.is_ok() => return Err(e),
+                _ => {}
+            }
+        }
+        let mut report = settled?;
         report.stopped = merge(before.stopped, report.stopped);
+        if let Some(Leftovers { left, .. }) = before.stopped
+            && left > 0
+        {
+            let name = self.started()?.name.clone();
+            return Err(SandboxError::NotQuiet { name, left });
+        }
         let exit = match finished.ending {
             Ending::TimedOut => Exit::TimedOut(max_run_time),
             Ending::Stalled => Exit::Stalled(idle_timeout),
@@ -475,7 +531,12 @@ impl DockerSandbox {
         let image = self.spec.worker.docker_image.clone();
         let limits = Limits::wall(STOP_TIMEOUT, self.spec.interrupt);
         let container = self.started()?;
-        let mut report = envelope_exec(container, Envelope::before(keep_pid), limits, &redactor);
+        let mut report = envelope_exec(
+            container,
+            Envelope::before(container.shell, keep_pid),
+            limits,
+            &redactor,
+        );
         if self.spec.interrupt.is_set() {
             return Err(SandboxError::Interrupted);
         }
@@ -503,9 +564,50 @@ impl DockerSandbox {
         }
     }
 
-    /// `command` as the agent runs it, once the agent's files are found to be the
-    /// ones the container started with (`agent_files.rs`). An engine that cannot be
-    /// read from outside has nothing pinned.
+    /// The agent's check beside the next run (`AgentFiles::check_beside`): the
+    /// sender the envelope's reader tells when the agent starts, and the check's
+    /// thread, joined once the run has ended. None where nothing is to be checked
+    /// beside the run (an engine not read from outside, an agent with nothing of
+    /// the image's, or one checked before the run).
+    #[allow(clippy::type_complexity)]
+    fn check_beside(
+        &self,
+    ) -> Result<
+        (
+            std::sync::mpsc::Sender<()>,
+            Option<JoinHandle<Result<(), SandboxError>>>,
+        ),
+        SandboxError,
+    > {
+        let (sender, started) = std::sync::mpsc::channel();
+        let (Some(container), Some(agent)) = (&self.container, &self.agent) else {
+            return Ok((sender, None));
+        };
+        if !self.backend.reads_from_outside() || agent.checked_before() || agent.nothing_to_check()
+        {
+            return Ok((sender, None));
+        }
+        let (agent, name, spec) = (agent.clone(), container.name.clone(), self.spec.clone());
+        let check = std::thread::Builder::new()
+            .name("check".into())
+            .spawn(move || {
+                let begun = std::time::Instant::now();
+                let checked = agent.check_beside(&name, &spec, started);
+                log::debug!(
+                    "agent {} checked beside its run in {}",
+                    agent.agent(),
+                    agent_runner_core::timestamp::human(begun.elapsed())
+                );
+                checked
+            })
+            .map_err(|e| SandboxError::Io(format!("cannot check the agent: {e}")))?;
+        Ok((sender, Some(check)))
+    }
+
+    /// `command` as the agent runs it; where the daemon's diff cannot vouch for the
+    /// agent's files, once they are found to be the ones the container started with
+    /// (`agent_files.rs`), before the run. An engine that cannot be read from
+    /// outside has nothing pinned.
     fn checked_agent(&mut self, command: &[String]) -> Result<Vec<String>, SandboxError> {
         if !self.backend.reads_from_outside() {
             return Ok(command.to_vec());
@@ -515,6 +617,9 @@ impl DockerSandbox {
             return Err(SandboxError::Io("the container is not running".into()));
         };
         let line = agent.command(command, image)?;
+        if !agent.checked_before() {
+            return Ok(line);
+        }
         let started = std::time::Instant::now();
         agent.check(&container.name, &self.spec)?;
         log::debug!(
@@ -749,11 +854,14 @@ impl DockerSandbox {
             ));
         }
         let envelope = Envelope::new();
-        let command = ["sh".to_string(), script.path()];
+        // The image's shell by its path: the tools volume's (the envelope's) would
+        // run its own applets for the command's `grep`, `sed`, … instead of the
+        // image's.
+        let command = [IMAGE_SHELL.to_string(), script.path()];
         let exec = Exec {
             workdir: Some(PROJECT_DIR.to_string()),
             env,
-            command: Envelope::test(&keep_pid, &command),
+            command: Envelope::test(self.spec.shell(), &keep_pid, &command),
             stdin: envelope.stdin(b""),
         };
         let limits = Limits {
@@ -788,6 +896,11 @@ impl DockerSandbox {
             &stderr,
         )?;
         self.sweep_after_run()?;
+        if let (Some(agent), Some(container)) = (self.agent.as_mut(), self.container.as_ref())
+            && self.backend.reads_from_outside()
+        {
+            agent.after_setup(&container.name, &self.spec)?;
+        }
         Ok(SetupRun {
             command: self.redactor.redact(&setup.command),
             started,
@@ -925,15 +1038,15 @@ impl Sandbox for DockerSandbox {
         };
         let (env, keep_pid) = self.exec_base(None, Some(&script))?;
         let envelope = Envelope::new();
-        let command = ["sh".to_string(), script.path()];
-        // With the copy transport nothing touches the repository between this run
-        // and the next worker run (Meta only reads what is reported), so the
-        // snapshot before that run is taken here; the bind mount is the user's
-        // working tree, which may change meanwhile.
-        let command = match self.copies {
-            true => Envelope::test_then_before(&keep_pid, &command),
-            false => Envelope::test(&keep_pid, &command),
-        };
+        // The image's shell by its path: the tools volume's (the envelope's) would
+        // run its own applets for the command's `grep`, `sed`, … instead of the
+        // image's.
+        let command = [IMAGE_SHELL.to_string(), script.path()];
+        // Nothing of the worker's runs between this run and the next worker run
+        // (Meta only reads what is reported), so the snapshot before that run is
+        // taken here, saving it an exec. (With the bind mount, what the user
+        // changes in the working tree meanwhile counts as the worker's.)
+        let command = Envelope::test_then_before(self.spec.shell(), &keep_pid, &command);
         let exec = Exec {
             workdir: Some(workdir),
             env,
@@ -1081,7 +1194,7 @@ impl Drop for DockerSandbox {
 /// Stops everything in the container but the keep-alive (and, for a worker run,
 /// takes the snapshot after it, diffed against `head_before`), as its own exec.
 fn stop_work(container: &Container, head_before: Option<&str>, redactor: &Redactor) -> Report {
-    let args = Envelope::stop(&container.keep_pid, head_before);
+    let args = Envelope::stop(container.shell, &container.keep_pid, head_before);
     let report = envelope_exec(container, args, Limits::cleanup(STOP_TIMEOUT), redactor);
     if let Some(left) = report.stopped {
         log::info!(

@@ -117,30 +117,41 @@ impl Envelope {
 
     /// What follows `docker exec [options] <container>` to take the snapshot before
     /// a worker run (and stop what that left).
-    pub(crate) fn before(keep_pid: &str) -> Vec<String> {
-        script_args("before", keep_pid)
+    pub(crate) fn before(shell: &str, keep_pid: &str) -> Vec<String> {
+        script_args(shell, "before", keep_pid)
     }
 
     /// What follows `docker exec [options] <container>` to run the worker's
     /// `command`, then take the snapshot after it (diffed against `head_before`).
-    pub(crate) fn worker(keep_pid: &str, head_before: &str, command: &[String]) -> Vec<String> {
-        let mut args = script_args("worker", keep_pid);
-        args.push(head_before.to_string());
+    /// `head_before` None: the snapshot before is taken first, in the same exec
+    /// (reported as `git_before` and `stopped_before`).
+    pub(crate) fn worker(
+        shell: &str,
+        keep_pid: &str,
+        head_before: Option<&str>,
+        command: &[String],
+    ) -> Vec<String> {
+        let mode = match head_before {
+            Some(_) => "worker",
+            None => "before-worker",
+        };
+        let mut args = script_args(shell, mode, keep_pid);
+        args.push(head_before.unwrap_or_default().to_string());
         args.extend(command.iter().cloned());
         args
     }
 
     /// What follows `docker exec [options] <container>` to run a test `command`.
-    pub(crate) fn test(keep_pid: &str, command: &[String]) -> Vec<String> {
-        let mut args = script_args("test", keep_pid);
+    pub(crate) fn test(shell: &str, keep_pid: &str, command: &[String]) -> Vec<String> {
+        let mut args = script_args(shell, "test", keep_pid);
         args.extend(command.iter().cloned());
         args
     }
 
     /// `test`, then the snapshot before the next worker run and a stop of what that
     /// left (reported as `stopped_before`).
-    pub(crate) fn test_then_before(keep_pid: &str, command: &[String]) -> Vec<String> {
-        let mut args = script_args("test-before", keep_pid);
+    pub(crate) fn test_then_before(shell: &str, keep_pid: &str, command: &[String]) -> Vec<String> {
+        let mut args = script_args(shell, "test-before", keep_pid);
         args.extend(command.iter().cloned());
         args
     }
@@ -148,8 +159,8 @@ impl Envelope {
     /// What follows `docker exec -i <container>` to stop leftovers; with
     /// `snapshot_after`, also the snapshot after a worker run (diffed against
     /// `head_before`).
-    pub(crate) fn stop(keep_pid: &str, snapshot_after: Option<&str>) -> Vec<String> {
-        let mut args = script_args("stop", keep_pid);
+    pub(crate) fn stop(shell: &str, keep_pid: &str, snapshot_after: Option<&str>) -> Vec<String> {
+        let mut args = script_args(shell, "stop", keep_pid);
         if let Some(head) = snapshot_after {
             args.extend(["snapshot".to_string(), head.to_string()]);
         }
@@ -171,15 +182,16 @@ impl Envelope {
             buf: Vec::new(),
             state: State::Output,
             records: BTreeMap::new(),
+            on_agent: None,
         }
     }
 }
 
-/// The shell runs by its path, as pinned with the agent (`agent_files::SHELL`), never
-/// one found on PATH.
-fn script_args(mode: &str, keep_pid: &str) -> Vec<String> {
+/// The shell runs by its path (`ContainerSpec::shell`: the tools volume's, else the
+/// image's, pinned with the agent), never one found on PATH.
+fn script_args(shell: &str, mode: &str, keep_pid: &str) -> Vec<String> {
     vec![
-        super::agent_files::SHELL.into(),
+        shell.into(),
         "-c".into(),
         SCRIPT
             .replace("__PROJECT__", PROJECT_DIR)
@@ -209,6 +221,9 @@ pub(crate) struct EnvelopeReader {
     buf: Vec<u8>,
     state: State,
     records: BTreeMap<String, Record>,
+    /// Told when the envelope is about to start the agent (its `agent` record):
+    /// the agent's check starts then (`agent_files::Check`).
+    on_agent: Option<std::sync::mpsc::Sender<()>>,
 }
 
 /// One record's body, and whether it was complete.
@@ -261,6 +276,11 @@ impl StreamFilter for EnvelopeReader {
                             body: std::mem::take(body),
                             complete: true,
                         };
+                        if name == "agent"
+                            && let Some(on_agent) = self.on_agent.take()
+                        {
+                            let _ = on_agent.send(());
+                        }
                         self.records.insert(std::mem::take(name), record);
                         self.state = State::Output;
                     }
@@ -297,6 +317,12 @@ impl StreamFilter for EnvelopeReader {
 }
 
 impl EnvelopeReader {
+    /// Tells `on_agent` when the envelope starts the agent (see the field).
+    pub(crate) fn on_agent(mut self, on_agent: std::sync::mpsc::Sender<()>) -> Self {
+        self.on_agent = Some(on_agent);
+        self
+    }
+
     /// What the records said, with `redactor`'s secrets masked first: the records
     /// hold file names the worker chose, which are cut, escaped and quoted later.
     pub(crate) fn report(&self, redactor: &Redactor) -> Report {
@@ -310,7 +336,10 @@ impl EnvelopeReader {
             started: self.records.contains_key("started"),
             stderr: String::new(),
             missing_command: text("missing").map(|t| t.trim().to_string()),
-            git_before: text("git-before").map(|t| Snapshot::parse(&t)),
+            // Cut short (`no-before`: git blocked, stopped): not a snapshot.
+            git_before: text("git-before")
+                .filter(|_| !self.records.contains_key("no-before"))
+                .map(|t| Snapshot::parse(&t)),
             git_after: text("git-after").map(|t| Snapshot::parse(&t)),
             diff: match (text("numstat"), text("untracked")) {
                 (None, None) => None,

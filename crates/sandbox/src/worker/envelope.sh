@@ -126,10 +126,15 @@ case "$mode" in
     snapshot before
     stop_others
     exit 0 ;;
-  worker)
+  worker|before-worker)
     before=$1
     shift
+    # The first run of a container takes its snapshot before here (nothing of the
+    # worker's has run yet); the agent's check comes after it (agent_files.rs).
+    if [ "$mode" = before-worker ]; then snapshot before; stop_others stopped-before; fi
     if ! command -v "$1" >/dev/null 2>&1; then mark missing; echo "$1"; mark end; exit 127; fi
+    # Nothing else runs now: the agent's check may start (agent_files.rs).
+    mark agent; mark end
     "$@"
     rc=$?
     stop_others
@@ -140,8 +145,17 @@ case "$mode" in
     rc=$?
     stop_others
     # The snapshot before the next worker run, when nothing runs in the sandbox
-    # between (docker.rs), and what git started stopped again.
-    if [ "$mode" = test-before ]; then snapshot before; stop_others stopped-before; fi
+    # between (docker.rs), and what git started stopped again. Given up after 10 s
+    # (git blocked on a FIFO the tests left): the worker run's own exec takes it then.
+    if [ "$mode" = test-before ]; then
+      (snapshot before) & s=$! w=0
+      while kill -0 "$s" 2>/dev/null; do
+        if [ $w -ge 1000 ]; then kill -KILL "$s" 2>/dev/null; mark end; mark no-before; mark end; break; fi
+        sleep 0.01; w=$((w + 1))
+      done
+      wait "$s" 2>/dev/null
+      stop_others stopped-before
+    fi
     exit $rc ;;
   stop)
     stop_others

@@ -4,6 +4,7 @@
 //! sandbox is started, reached, fed and removed is the mechanism layer under it
 //! (`crate::backend`).
 
+mod agent_cache;
 pub(crate) mod agent_files;
 pub mod caches;
 pub mod container;

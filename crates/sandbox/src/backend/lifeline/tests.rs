@@ -240,7 +240,10 @@ fn the_carrier_runs_the_helper_from_the_tools_volume_and_maps_delivered_files() 
         ),
         ("/run/agent-runner/session".into(), ".codex/sessions".into()),
     ]);
-    assert_eq!(main.entrypoint, "/opt/agent-runner/bin/agent-runner-helper");
+    assert_eq!(
+        main.entrypoint,
+        "/agent-runner-tools/bin/agent-runner-helper"
+    );
     assert_eq!(
         main.args,
         [
