@@ -112,6 +112,7 @@ pub use error::BackendError;
 pub use lifeline::Lifeline;
 pub use socket::SocketLink;
 pub use spec::{Confinement, Exec, Main, Mount, Net, Ready, Spec, Tmpfs, Var, Volume};
+pub use tar::TarWriter;
 
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{Capture, Finished, HeldWait, Limits, Stop};
