@@ -93,6 +93,7 @@ pub fn run(
         .iter()
         .filter(|c| options.configs.is_empty() || options.configs.contains(&c.name))
         .collect();
+    let root = &std::path::absolute(root).map_err(EvalError::io("resolve", root))?;
     let repo = EvalRepo::open_root(root, interrupt)?;
     let mut ws = Workspace::open(home, root)?;
     // Each run from its case's base, in a clone; the test that decides is the
