@@ -74,7 +74,7 @@ fn an_eval_has_one_exact_outcome_per_run_and_resumes_with_the_same_summary() {
         .trim()
         .parse()
         .unwrap();
-    assert!(searched > 100, "it searched {searched} files");
+    assert!(searched > 20, "it searched {searched} files");
     // Nor is the grader in the eval's repository, whatever ref.
     let (ok, _) = support::pipeline::try_git(&s.root, &["grep", "-q", "GRADER-MARK", "--all"]);
     assert!(!ok, "the grader is in the eval's repository");
@@ -113,16 +113,25 @@ fn validate_refuses_a_grader_that_passes_on_the_base() {
             "case {wrong}: INVALID: the grader passes on the base"
         ))
         .stderr_has("1 of 2 case(s) invalid");
-    // A solution the grader fails is named too.
+    // A solution the grader fails is named too, and one that does not apply.
     let fixed = s.case("fixed", 1);
+    let patch = format!("solutions/{fixed}.patch");
     s.scratch.file(
-        &format!("solutions/{fixed}.patch"),
-        "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-# calc\n+# calc!\n",
+        &patch,
+        "--- a/README.md\n+++ b/README.md\n@@ -1,3 +1,3 @@\n-# calc\n+# calc!\n \n A small project with a planted bug.\n",
     );
     let out = s.cmd(&["validate"], &[]).output();
     out.code(1).stdout_has(&format!(
         "case {fixed}: INVALID: the grader fails with the solution (exit 1)"
     ));
+    s.scratch.file(
+        &patch,
+        "--- a/nothing.txt\n+++ b/nothing.txt\n@@ -1 +1 @@\n-a\n+b\n",
+    );
+    let out = s.cmd(&["validate"], &[]).output();
+    out.code(1)
+        .stdout_has(&format!("case {fixed}: INVALID: the solution"))
+        .stdout_has("does not apply to the base");
 }
 
 #[test]

@@ -36,7 +36,7 @@ impl CaseCheck {
             return Some("the grader passes on the base: it cannot tell a fix from none".into());
         }
         match &self.with_solution {
-            Some(Err(e)) => Some(format!("the grader could not run with the solution: {e}")),
+            Some(Err(e)) => Some(e.clone()),
             Some(Ok(g)) if !g.passed => Some(format!(
                 "the grader fails with the solution ({}): {}",
                 g.exit_code
@@ -93,10 +93,12 @@ fn check(
     };
     let on_base = run(&base, "base")?;
     let with_solution = match &case.solution {
-        Some(patch) => {
-            let commit = repo.with_patch(&case.id, &base, patch, interrupt)?;
-            Some(run(&commit, "solution")?)
-        }
+        Some(patch) => match repo.with_patch(&case.id, &base, patch, interrupt) {
+            Ok(commit) => Some(run(&commit, "solution")?),
+            // A solution that does not apply is this case's problem, not the run's.
+            Err(EvalError::Case { detail, .. }) => Some(Err(detail)),
+            Err(e) => return Err(e),
+        },
         None => None,
     };
     Ok(CaseCheck {
