@@ -403,15 +403,6 @@ fn is_commit(base: &str) -> bool {
     (7..=40).contains(&base.len()) && base.chars().all(|c| c.is_ascii_hexdigit())
 }
 
-/// What every evaluation run's TaskConfig has under its config's `runner:`: the
-/// keys a TaskConfig requires (a scripted or codex Meta ignores the model).
-pub(crate) fn runner_base() -> serde_json::Value {
-    serde_json::json!({
-        "meta": {"model": agent_runner_sandbox::task::DEFAULT_META_MODEL},
-        "worker": {"type": agent_runner_sandbox::task::TASKCONFIG_WORKER_TYPE},
-    })
-}
-
 /// `over` merged into `into`, mappings key by key.
 fn merge(into: &mut serde_json::Value, over: &serde_json::Value) {
     match (into, over) {
@@ -430,7 +421,7 @@ fn merge(into: &mut serde_json::Value, over: &serde_json::Value) {
 /// The config's runner block checked by the runner's own Task YAML parser, over
 /// `runner_base` in a TaskConfig of nothing else (the errors name `runner.…`).
 fn check_runner(runner: &serde_json::Value, dir: &Path) -> Result<(), String> {
-    let mut merged = runner_base();
+    let mut merged = crate::store::eval_task::runner_base();
     if !runner.is_null() {
         merge(&mut merged, runner);
     }

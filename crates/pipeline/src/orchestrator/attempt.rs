@@ -585,7 +585,7 @@ fn build(
 fn eval_draft(prd: &str) -> serde_norway::Mapping {
     let draft = serde_json::json!({
         "task": {"instructions": prd},
-        "runner": crate::eval::suite::runner_base(),
+        "runner": crate::store::eval_task::runner_base(),
     });
     serde_norway::to_value(draft)
         .ok()

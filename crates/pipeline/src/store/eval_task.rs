@@ -21,3 +21,12 @@ pub struct EvalTask {
     #[serde(default)]
     pub runner: serde_json::Value,
 }
+
+/// What every evaluation run's TaskConfig has under its config's `runner:`: the
+/// keys a TaskConfig requires (a scripted or codex Meta ignores the model).
+pub(crate) fn runner_base() -> serde_json::Value {
+    serde_json::json!({
+        "meta": {"model": agent_runner_sandbox::task::DEFAULT_META_MODEL},
+        "worker": {"type": agent_runner_sandbox::task::TASKCONFIG_WORKER_TYPE},
+    })
+}
