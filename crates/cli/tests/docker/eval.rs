@@ -192,3 +192,57 @@ fn a_killed_eval_resumed_gives_the_same_totals_and_leaves_nothing_behind() {
     }
     nothing_left(&tasks);
 }
+
+#[test]
+#[ignore = "needs chromium"]
+fn the_web_view_charts_each_config_of_an_eval() {
+    support::prerequisite::needs!(Chromium);
+    let s = EvalSuite::new("eval-web", &["fixed", "wrong"]);
+    // A suite name that is markup stays text.
+    let hostile = "<img src=x onerror=\"window.pwned=1\">";
+    let suite = std::fs::read_to_string(&s.suite).unwrap();
+    std::fs::write(
+        &s.suite,
+        suite.replace("name: demo", &format!("name: '{hostile}'")),
+    )
+    .unwrap();
+    s.run(&["--jobs", "2"]).output().code(0);
+    let browser = support::webdriver::Browser::start();
+    let web = support::web::Served::start_run(
+        support::Run::new(&[
+            "serve",
+            "-w",
+            s.root.to_str().unwrap(),
+            "--addr",
+            "127.0.0.1:0",
+        ])
+        .env("AGENT_RUNNER_HOME", &s.home),
+    );
+    browser.open(&web.url("/"));
+    browser.click("nav a[href='/evals']");
+    let chart = browser.wait_for(
+        Duration::from_secs(10),
+        "const f = document.querySelector('figure.eval-chart[data-config=\"scripted\"] svg'); if (!f) return null; \
+         const w = (c) => { const r = f.querySelector('rect.bar.' + c); return r ? Number(r.getAttribute('width')) : null; }; \
+         return [w('resolved'), w('unresolved'), Number(f.querySelector('circle.pass1').getAttribute('cx')), f.getAttribute('aria-label')];",
+        serde_json::json!([]),
+    );
+    // Half the bar each; pass@1 in the middle of the 0–100 % axis.
+    assert_eq!(chart[0], 190.0, "{chart}");
+    assert_eq!(chart[1], 190.0, "{chart}");
+    assert_eq!(chart[2], 200.0, "{chart}");
+    assert_eq!(chart[3], "scripted: 1 of 2 resolved, pass@1 50.0%");
+    assert_eq!(
+        browser.text("tr[data-config='scripted'] td.resolved"),
+        "1/2"
+    );
+    assert!(browser.text("section.eval h2").contains(hostile));
+    assert_eq!(
+        browser.run("return window.pwned === undefined", serde_json::json!([])),
+        true
+    );
+    browser.screenshot("eval-web-chart");
+    let (code, _) = web.stop();
+    assert!(code.is_some());
+    nothing_left(&s.task_ids(&[s.case("fixed", 1), s.case("wrong", 2)]));
+}

@@ -106,6 +106,12 @@ pub fn build(suite: &Suite, tries: u32, latest: &BTreeMap<RunKey, (ResultLine, u
     }
 }
 
+/// The summary.json at `path`, if there is a readable one.
+pub fn read(path: &std::path::Path) -> Option<Summary> {
+    let bytes = agent_runner_core::fs::read::whole(path, 16 << 20).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
 fn of_config(
     name: &str,
     runner: &serde_json::Value,
