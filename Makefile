@@ -3,7 +3,7 @@
 CARGO ?= cargo
 PREFIX ?= /usr/local
 
-.PHONY: build install test test-env lint sandbox-image demo demo-pipeline bench clean
+.PHONY: build install test test-env lint sandbox-image demo demo-pipeline demo-eval bench clean
 
 build:
 	$(CARGO) build --release --locked
@@ -47,6 +47,10 @@ demo: build
 # The pipeline, offline: workspace, task, scripted Task Builder and Meta, orchestrator.
 demo-pipeline: build
 	bash testdata/demo-pipeline.sh
+
+# An evaluation, offline: the demo suite validated, run, and run again (docs/eval.md).
+demo-eval: build
+	bash testdata/demo-eval.sh
 
 # Performance figures (docker daemon needed; not part of `make test`).
 bench:

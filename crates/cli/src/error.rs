@@ -47,12 +47,16 @@ pub(crate) enum Error {
     Run(agent_runner_run::Error),
     #[error("{0}")]
     Pipeline(#[from] agent_runner_pipeline::PipelineError),
+    /// An evaluation that could not go on (SPEC §26).
+    #[error("{0}")]
+    Eval(#[from] agent_runner_pipeline::eval::EvalError),
 }
 
 impl Error {
     pub(crate) fn exit_code(&self) -> i32 {
         match self {
-            Error::Interrupted => exit::INTERRUPTED,
+            Error::Interrupted
+            | Error::Eval(agent_runner_pipeline::eval::EvalError::Interrupted) => exit::INTERRUPTED,
             _ => exit::FAILED,
         }
     }

@@ -11,7 +11,8 @@
 //! TaskConfig with the `builder`, run the runner as a child, record the attempt) →
 //! `clones` (an isolated attempt's clone, and its branch brought back through the
 //! bundler). `deliver` pushes a verified attempt's branch and opens its pull request, `notify`
-//! tells webhooks and commands that an attempt ended (SPEC §23). `watch` follows an attempt's events and stops it; `plan` edits many
+//! tells webhooks and commands that an attempt ended (SPEC §23). `eval` runs a suite
+//! of cases as tasks through the orchestrator and grades them (SPEC §26). `watch` follows an attempt's events and stops it; `plan` edits many
 //! tasks at once (Meta decompose and plan_patch) and `web` shows and drives it all.
 //! Each folder's `mod.rs` has its own map; each layer uses only those before it
 //! (`store` ← `queue` ← `orchestrator`, `clones` ← `watch`; `plan` and `web` on
@@ -21,6 +22,7 @@ pub(crate) mod builder;
 pub(crate) mod clones;
 pub mod deliver;
 pub(crate) mod error;
+pub mod eval;
 pub(crate) mod notify;
 pub mod orchestrator;
 pub mod plan;

@@ -3,6 +3,7 @@
 
 mod cache;
 mod doctor;
+mod eval;
 mod hosts;
 mod input;
 mod orchestrate;
@@ -135,6 +136,12 @@ enum Command {
         #[command(subcommand)]
         command: hosts::HostsCommand,
     },
+    /// Evaluate configurations on a suite of cases with held-out graders (SPEC §26):
+    /// run, validate.
+    Eval {
+        #[command(subcommand)]
+        command: eval::EvalCommand,
+    },
     /// agent-runner's tools volume (the agents and its helper, for any image).
     Tools {
         #[command(subcommand)]
@@ -213,6 +220,7 @@ pub(crate) fn main() -> i32 {
             allow_remote,
         } => serve::run(&workspace.dir, addr, allow_remote, interrupt),
         Command::Tools { command } => tools::run(command, interrupt),
+        Command::Eval { command } => eval::run(command, interrupt),
     }
 }
 

@@ -17,6 +17,7 @@ mod dependencies;
 mod doctor;
 mod egress;
 mod environment;
+mod eval;
 mod follow_up;
 mod hosts;
 mod isolation;

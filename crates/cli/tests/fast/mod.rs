@@ -4,5 +4,6 @@
 mod architecture;
 mod compatibility;
 mod docs;
+mod eval;
 mod meta;
 mod validate;

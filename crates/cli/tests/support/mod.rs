@@ -3,6 +3,7 @@
 pub mod destination;
 pub mod docker;
 pub mod docker_proxy;
+pub mod eval_suite;
 pub mod fake_anthropic;
 pub mod fake_openai;
 pub mod fake_responses;

@@ -27,7 +27,12 @@ impl Served {
     pub fn start(p: &Pipeline, extra: &[&str]) -> Served {
         let mut args = vec!["--addr", "127.0.0.1:0"];
         args.extend(extra);
-        let mut running = p.in_ws(&["serve"], &args).env("RUST_LOG", "info").start();
+        Served::start_run(p.in_ws(&["serve"], &args))
+    }
+
+    /// `serve` as `run` starts it (with `--addr 127.0.0.1:0`), waiting for its URL.
+    pub fn start_run(run: Run) -> Served {
+        let mut running = run.env("RUST_LOG", "info").start();
         let (line, stdout) = first_line(&mut running);
         let addr = line
             .trim()

@@ -35,14 +35,15 @@ const SPARE_BRANCH: &str = "agent-runner-spare";
 /// (with `on_branch`, from that branch as root_dir has it: a follow-up builds on
 /// the task's previous result, SPEC §23) and merges `merge` (branches of root_dir,
 /// the task's dependencies) into it, one by one; a conflict is an error naming the
-/// branch and the files. `take_spare(base, dir)` moves a spare clone of commit
+/// branch and the files. `start`: the commit to start from instead of HEAD (an
+/// evaluation case's base, SPEC §26). `take_spare(base, dir)` moves a spare clone of commit
 /// `base` to `dir` if there is one (`Spares::take`).
 pub(crate) fn prepare(
     root: &Path,
     clones: &Path,
     take_spare: &dyn Fn(&str, &Path) -> bool,
     job_id: &str,
-    (task_id, branch, on_branch): (&str, Option<String>, bool),
+    (task_id, branch, on_branch, start): (&str, Option<String>, bool, Option<&str>),
     merge: &[String],
     interrupt: Interrupt,
 ) -> Result<AttemptClone, PipelineError> {
@@ -57,6 +58,8 @@ pub(crate) fn prepare(
     }
     let base = if on_branch {
         super::branch_tip(root, &branch)?
+    } else if let Some(start) = start {
+        start.to_string()
     } else {
         head.commit
     };

@@ -521,7 +521,17 @@ fn build(
         duration,
         mut log,
         usage,
-    } = builder::build(&ws.defaults, &request, &var, setup.interrupt, log_dir);
+    } = match &task.eval {
+        // An evaluation's run: the case's prd is the whole task, no LLM writes it.
+        Some(_) => builder::Build {
+            config: Ok(eval_draft(&task.raw_prompt)),
+            builder: "evaluation suite's (no LLM)".into(),
+            duration: Duration::ZERO,
+            log: "an evaluation run (SPEC §26): no Task Builder asked\n".into(),
+            usage: None,
+        },
+        None => builder::build(&ws.defaults, &request, &var, setup.interrupt, log_dir),
+    };
     *builder_usage = usage.map(|u| ModelUsage::of(&u, &ws.defaults.pricing()));
     let choice = config.as_ref().ok().map(|draft| {
         test_choice::choose(task.plan.test.as_ref(), ws.defaults.pinned_test(), draft)
@@ -558,7 +568,29 @@ fn build(
             .map_err(|e| failed(format!("cannot set the try's worker kind {kind}: {e}")))?,
         None => yaml,
     };
+    let yaml = match &task.eval {
+        Some(eval) => task_config::with_runner(&yaml, &eval.runner).map_err(|e| {
+            failed(format!(
+                "the evaluation config {}'s runner settings: {e}",
+                eval.config
+            ))
+        })?,
+        None => yaml,
+    };
     Ok((yaml, builder, duration, choice.source))
+}
+
+/// The draft of an evaluation run's TaskConfig: the case's prd as the instructions,
+/// and what a TaskConfig needs (the config's runner settings go over it).
+fn eval_draft(prd: &str) -> serde_norway::Mapping {
+    let draft = serde_json::json!({
+        "task": {"instructions": prd},
+        "runner": crate::store::eval_task::runner_base(),
+    });
+    serde_norway::to_value(draft)
+        .ok()
+        .and_then(|v| v.as_mapping().cloned())
+        .unwrap_or_default()
 }
 
 /// The TaskConfig of a resumed attempt: the one the attempt it continues ran with
@@ -640,7 +672,11 @@ fn message_into(draft: &mut serde_norway::Mapping, message: &str, on_branch: boo
 fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<AttemptClone>, Ran> {
     // Each try of a best of N run is isolated, whatever `--jobs` says; so is a
     // follow-up on the branch, whose previous attempt was.
-    if !setup.isolated && claimed.try_of.is_none() && !claimed.on_branch {
+    if !setup.isolated
+        && claimed.try_of.is_none()
+        && !claimed.on_branch
+        && claimed.task.record.eval.is_none()
+    {
         return Ok(None);
     }
     let ws = &setup.ws;
@@ -659,6 +695,7 @@ fn clone(setup: &Setup, claimed: &Claimed, log_dir: &Path) -> Result<Option<Atte
                 .as_ref()
                 .map(|t| t.branch(&claimed.task.record.id)),
             claimed.on_branch,
+            claimed.task.record.eval.as_ref().map(|e| e.base.as_str()),
         ),
         &merge,
         setup.interrupt,

@@ -104,6 +104,16 @@ pub(crate) fn with_worker_kind(yaml: &str, kind: &str) -> Result<String, String>
     serde_norway::to_string(&Value::Mapping(config)).map_err(|e| e.to_string())
 }
 
+/// The TaskConfig `yaml` with an evaluation config's `runner` block (SPEC §26)
+/// merged over its `runner`: the suite author's settings, which win over the
+/// workspace's defaults (comparing them is the point).
+pub(crate) fn with_runner(yaml: &str, runner: &serde_json::Value) -> Result<String, String> {
+    let mut config: Mapping = serde_norway::from_str(yaml).map_err(|e| e.to_string())?;
+    let runner: Value = serde_norway::to_value(runner).map_err(|e| e.to_string())?;
+    merge(section(&mut config, "runner")?, &runner);
+    serde_norway::to_string(&Value::Mapping(config)).map_err(|e| e.to_string())
+}
+
 /// With `runner.meta.kind: codex-cli` in the defaults, Meta's model is codex's `-m`:
 /// the user's (in the defaults) or codex's own default, not a chat model the builder
 /// suggested; and codex has no temperature.

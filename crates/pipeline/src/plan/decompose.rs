@@ -212,6 +212,7 @@ pub(crate) fn plan(reply: &Decomposition, base: &PlanState, now: &str) -> Result
                 title: task.title.clone(),
                 raw_prompt: prompt_of(&task.title, task.plan.description.as_deref()),
                 created_at: now.to_string(),
+                eval: None,
                 plan: PlanFields {
                     depends_on: Some(depends_on),
                     phase: Some(phase.name.clone()),

@@ -148,6 +148,7 @@ fn apply(
                 raw_prompt: prompt_of(&title, fields.plan.description.as_deref()),
                 title: title.clone(),
                 created_at: now.to_string(),
+                eval: None,
                 plan: PlanFields {
                     depends_on: Some(depends_on),
                     ..fields.plan.clone()

@@ -9,7 +9,8 @@
 //! kept by `task_store` (create, append, read one or all); `new_task` makes one
 //! from a prompt; `commits` says which lines written by a plan edit count;
 //! `cycle` finds dependency rings among tasks; `spending` adds up what the
-//! attempts used, per day and model; `tries` the tries of a best of N run and their comparison (SPEC §23); `attempt_files` says where an attempt's files
+//! attempts used, per day and model; `tries` the tries of a best of N run and their comparison (SPEC §23); `eval_task`
+//! what a task that is a run of an evaluation carries (SPEC §26); `attempt_files` says where an attempt's files
 //! are (the job's logs, the runner's note and logs), built from ids only, for
 //! `task show`, `task logs` and the web view.
 
@@ -18,6 +19,7 @@ pub(crate) mod commits;
 pub(crate) mod cycle;
 pub mod defaults;
 pub mod delivery;
+pub mod eval_task;
 pub(crate) mod id;
 pub mod new_task;
 pub(crate) mod notify_settings;

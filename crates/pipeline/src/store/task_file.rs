@@ -23,6 +23,9 @@ pub struct TaskRecord {
     pub created_at: String,
     #[serde(flatten)]
     pub plan: PlanFields,
+    /// A run of an evaluation (SPEC §26): where its clone starts and its settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval: Option<super::eval_task::EvalTask>,
 }
 
 /// The fields an `update` line may change; absent means unchanged.
@@ -482,6 +485,7 @@ impl TaskRecord {
             raw_prompt,
             created_at: agent_runner_core::timestamp::Timestamp::now().to_string(),
             plan: PlanFields::default(),
+            eval: None,
         }
     }
 

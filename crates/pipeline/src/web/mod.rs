@@ -1,7 +1,7 @@
 //! `agent-runner serve` (SPEC §14): a small web view over a workspace's files, the
 //! IDE of the seed's golden test: a chat box that creates tasks (or plans), the task
 //! list with live statuses, Run buttons, a task's detail (summary, validation,
-//! attempts, a best of N run's `comparison`, the Task Note, logs), the plan tree, and whether an orchestrator runs.
+//! attempts, a best of N run's `comparison`, the Task Note, logs), the plan tree, the evaluations' pass rates (`eval_page`, SPEC §26), and whether an orchestrator runs.
 //!
 //! The files stay the truth: every request reads them again, and every change is
 //! the same operation as on the command line (`task new`, `task run`, or `plan` and
@@ -26,6 +26,7 @@ mod app;
 mod assets;
 mod children;
 mod comparison;
+mod eval_page;
 mod files;
 mod guard;
 mod html;

@@ -48,7 +48,7 @@ fn page(app: &App, title: &str, body_attrs: &str, main: &str) -> Response {
     let mut out = String::with_capacity(main.len() + 2048);
     let _ = writeln!(
         out,
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"agent-runner-token\" content=\"{}\">\n<title>{} · agent-runner</title>\n<link rel=\"stylesheet\" href=\"/static/style.css\">\n<script src=\"/static/app.js\" defer></script>\n</head>\n<body {body_attrs}>\n<header>\n<a class=\"brand\" href=\"/\">agent-runner</a>\n<nav><a href=\"/\">Tasks</a><a href=\"/plan\">Plan</a></nav>\n<span class=\"workspace\" title=\"{}\">workspace <code>{}</code> {}</span>\n<span id=\"orchestrator\" class=\"orchestrator {}\">{}</span>\n<button id=\"start-orchestrator\" type=\"button\"{}>Start orchestrator</button>\n</header>\n<main>\n<p id=\"notice\" class=\"notice\" role=\"status\" hidden></p>\n{main}</main>\n</body>\n</html>",
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"agent-runner-token\" content=\"{}\">\n<title>{} · agent-runner</title>\n<link rel=\"stylesheet\" href=\"/static/style.css\">\n<script src=\"/static/app.js\" defer></script>\n</head>\n<body {body_attrs}>\n<header>\n<a class=\"brand\" href=\"/\">agent-runner</a>\n<nav><a href=\"/\">Tasks</a><a href=\"/plan\">Plan</a><a href=\"/evals\">Evals</a></nav>\n<span class=\"workspace\" title=\"{}\">workspace <code>{}</code> {}</span>\n<span id=\"orchestrator\" class=\"orchestrator {}\">{}</span>\n<button id=\"start-orchestrator\" type=\"button\"{}>Start orchestrator</button>\n</header>\n<main>\n<p id=\"notice\" class=\"notice\" role=\"status\" hidden></p>\n{main}</main>\n</body>\n</html>",
         app.guard.token().as_str(),
         text(title),
         text(&app.ws.dir.display().to_string()),
@@ -724,4 +724,14 @@ pub(crate) fn plan(app: &App) -> Response {
         main.push_str("</div>\n");
     }
     page(app, "Plan", "data-page=\"plan\"", &main)
+}
+
+/// The evaluations of the workspace (SPEC §26): summaries and charts.
+pub(crate) fn evals(app: &App) -> Response {
+    page(
+        app,
+        "Evaluations",
+        "data-page=\"evals\"",
+        &super::eval_page::main(&app.ws),
+    )
 }

@@ -49,6 +49,7 @@ pub(crate) fn handle(app: &App, request: &Request, local: SocketAddr) -> Respons
     match (method, path.as_slice()) {
         ("GET", []) => pages::index(app, request.query_param("all") == Some("1")),
         ("GET", ["plan"]) => pages::plan(app),
+        ("GET", ["evals"]) => pages::evals(app),
         ("GET", ["tasks", id]) => pages::task(app, id),
         ("GET", ["tasks", id, "attempts", job, "files", name]) => {
             pages::attempt_file(app, id, job, name)
@@ -76,9 +77,12 @@ pub(crate) fn handle(app: &App, request: &Request, local: SocketAddr) -> Respons
 /// The methods a path answers to; empty if it is no route.
 fn allowed_methods(path: &[&str]) -> &'static [&'static str] {
     match path {
-        [] | ["plan"] | ["tasks", _] | ["tasks", _, "attempts", _, "files", _] | ["static", _] => {
-            &["GET"]
-        }
+        []
+        | ["plan"]
+        | ["evals"]
+        | ["tasks", _]
+        | ["tasks", _, "attempts", _, "files", _]
+        | ["static", _] => &["GET"],
         ["api", "tasks"] | ["api", "plan"] => &["GET", "POST"],
         ["api", "tasks", _]
         | ["api", "tasks", _, "attempts" | "events"]

@@ -119,6 +119,7 @@ pub use lifeline::Lifeline;
 pub use quiet::Quiet;
 pub use socket::SocketLink;
 pub use spec::{Confinement, Exec, Main, Mount, Net, Ready, Spec, Tmpfs, Var, Volume};
+pub use tar::TarWriter;
 
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{Capture, Finished, HeldWait, Limits, Stop};

@@ -18,14 +18,14 @@ use agent_runner_core::fs::tree::{self, Item, Node};
 const BLOCK: usize = 512;
 
 /// A tar stream being written to `out`.
-pub(crate) struct TarWriter<W: Write> {
+pub struct TarWriter<W: Write> {
     out: W,
     /// Entries left out (not a directory, file or link), for the log.
-    pub(crate) skipped: Vec<String>,
+    pub skipped: Vec<String>,
 }
 
 impl<W: Write> TarWriter<W> {
-    pub(crate) fn new(out: W) -> Self {
+    pub fn new(out: W) -> Self {
         TarWriter {
             out,
             skipped: Vec::new(),
@@ -34,7 +34,7 @@ impl<W: Write> TarWriter<W> {
 
     /// The tree at `root` (not its root entry), under `prefix` (empty, or a
     /// directory name ending in `/`); the root's entries named in `skip` left out.
-    pub(crate) fn tree(&mut self, root: &Path, prefix: &str, skip: &[&str]) -> std::io::Result<()> {
+    pub fn tree(&mut self, root: &Path, prefix: &str, skip: &[&str]) -> std::io::Result<()> {
         tree::read_tree(root, skip, &mut |item| {
             if item.path.is_empty() && prefix.is_empty() {
                 return Ok(());
@@ -135,7 +135,7 @@ impl<W: Write> TarWriter<W> {
     }
 
     /// The end of the archive (two zero blocks); the stream, flushed.
-    pub(crate) fn finish(mut self) -> std::io::Result<W> {
+    pub fn finish(mut self) -> std::io::Result<W> {
         self.out.write_all(&[0; 2 * BLOCK])?;
         self.out.flush()?;
         Ok(self.out)

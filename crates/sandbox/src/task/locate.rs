@@ -9,14 +9,14 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 
 /// One step of a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Segment {
+pub enum Segment {
     Key(String),
     Index(usize),
 }
 
 /// What to point at: the last key of the path, or its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Target {
+pub enum Target {
     Key,
     Value,
 }
@@ -25,7 +25,7 @@ pub(crate) enum Target {
 const HERE: &str = "agent-runner: located";
 
 /// 1-based (line, column) of `path` in `text`, if it can be found.
-pub(crate) fn locate(text: &str, path: &[Segment], target: Target) -> Option<(usize, usize)> {
+pub fn locate(text: &str, path: &[Segment], target: Target) -> Option<(usize, usize)> {
     let de = serde_norway::Deserializer::from_str(text);
     match (Finder { path, target }).deserialize(de) {
         Err(e) if e.to_string().contains(HERE) => e.location().map(|l| (l.line(), l.column())),

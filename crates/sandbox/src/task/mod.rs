@@ -20,7 +20,7 @@ mod fields;
 mod host;
 pub mod id;
 mod input_error;
-mod locate;
+pub mod locate;
 mod loopback;
 mod meta_api;
 mod paths;

@@ -1,0 +1,248 @@
+//! Evaluation (SPEC §26) from the command line: a generated suite of real small
+//! projects with planted bugs (testdata/demo-eval/make-suite.sh), held-out graders
+//! and the test image's fake codex driven by a scripted Meta; the real binary, the
+//! real daemon. Exact outcomes, the grader out of the worker's reach, `validate`,
+//! resuming, a killed evaluation resumed.
+
+use crate::support;
+
+use std::time::Duration;
+
+use support::docker::containers_labelled;
+use support::eval_suite::{EvalSuite, without_times};
+use support::pipeline::{git, wait_for};
+
+/// No container of `tasks` (their sandboxes and their gradings) is left.
+fn nothing_left(tasks: &[String]) {
+    for task in tasks {
+        for label in [task.clone(), format!("eval-grade-{task}")] {
+            assert_eq!(
+                containers_labelled("agent-runner.task", &label),
+                Vec::<String>::new(),
+                "left behind: {label}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_eval_has_one_exact_outcome_per_run_and_resumes_with_the_same_summary() {
+    let s = EvalSuite::new("eval-outcomes", &["fixed", "wrong", "slow", "search"]);
+    let (fixed, wrong, slow, search) = (
+        s.case("fixed", 1),
+        s.case("wrong", 2),
+        s.case("slow", 3),
+        s.case("search", 4),
+    );
+    let out = s.cmd(&["validate"], &[]).output();
+    out.code(0);
+    assert_eq!(
+        out.stdout,
+        format!(
+            "case {fixed}: ok (fails on the base, passes with the solution)\ncase {wrong}: ok (fails on the base)\ncase {slow}: ok (fails on the base)\ncase {search}: ok (fails on the base)\n"
+        )
+    );
+    let out = s.run(&["--jobs", "2"]).output();
+    out.code(0);
+    let dir = s.dir();
+    out.stdout_has(&format!("results: {}", dir.join("results.jsonl").display()))
+        .stdout_has(&format!("summary: {}", dir.join("summary.json").display()))
+        .stdout_has("scripted  2/4       50.0%");
+    let outcomes = s.outcomes();
+    assert_eq!(outcomes[&fixed], "resolved", "{:#?}", s.results());
+    assert_eq!(outcomes[&wrong], "unresolved", "{:#?}", s.results());
+    assert_eq!(outcomes[&slow], "agent_failed", "{:#?}", s.results());
+    assert_eq!(outcomes[&search], "resolved", "{:#?}", s.results());
+    assert_eq!(s.results().len(), 4, "one line per run");
+    let slow_line = s
+        .results()
+        .into_iter()
+        .find(|l| l["case"] == slow.as_str())
+        .unwrap();
+    assert!(
+        slow_line["reason"]
+            .as_str()
+            .unwrap()
+            .contains("max_duration_sec"),
+        "{slow_line}"
+    );
+    // The worker searched its whole sandbox for the grader and found nothing.
+    let branch = format!("agent-runner/eval-{search}-scripted-1");
+    let found = git(&s.root, &["show", &format!("{branch}:found.txt")]);
+    assert_eq!(found, "", "the worker found the grader");
+    let searched: u64 = git(&s.root, &["show", &format!("{branch}:searched.txt")])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(searched > 20, "it searched {searched} files");
+    // Nor is the grader in the eval's repository, whatever ref.
+    let (ok, _) = support::pipeline::try_git(&s.root, &["grep", "-q", "GRADER-MARK", "--all"]);
+    assert!(!ok, "the grader is in the eval's repository");
+    let summary = s.summary();
+    let config = &summary["configs"][0];
+    assert_eq!(
+        (config["resolved"].as_u64(), config["total"].as_u64()),
+        (Some(2), Some(4)),
+        "{summary:#}"
+    );
+    assert_eq!(config["pass_at_1"], 0.5);
+    assert_eq!(summary["suite"]["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(config["agents"]["worker"], "codex-cli");
+    // Again: nothing left to run, the same summary apart from times.
+    let again = s.run(&["--jobs", "2"]).output();
+    again.code(0).stderr_has("0 run(s) to do");
+    assert_eq!(s.results().len(), 4);
+    assert_eq!(without_times(s.summary()), without_times(summary.clone()));
+    // --rerun unresolved runs that one again, and adds its line.
+    let rerun = s.run(&["--rerun", "unresolved"]).output();
+    rerun.code(0).stderr_has("1 run(s) to do");
+    assert_eq!(s.results().len(), 5);
+    assert_eq!(without_times(s.summary()), without_times(summary));
+    nothing_left(&s.task_ids(&[fixed, wrong, slow, search]));
+}
+
+#[test]
+fn validate_refuses_a_grader_that_passes_on_the_base() {
+    let s = EvalSuite::new("eval-validate", &["fixed", "wrong"]);
+    let wrong = s.case("wrong", 2);
+    s.scratch
+        .file(&format!("graders/{wrong}/grade.sh"), "true\n");
+    let out = s.cmd(&["validate"], &[]).output();
+    out.code(1)
+        .stdout_has(&format!(
+            "case {wrong}: INVALID: the grader passes on the base"
+        ))
+        .stderr_has("1 of 2 case(s) invalid");
+    // A solution the grader fails is named too, and one that does not apply.
+    let fixed = s.case("fixed", 1);
+    let patch = format!("solutions/{fixed}.patch");
+    s.scratch.file(
+        &patch,
+        "--- a/README.md\n+++ b/README.md\n@@ -1,3 +1,3 @@\n-# calc\n+# calc!\n \n A small project with a planted bug.\n",
+    );
+    let out = s.cmd(&["validate"], &[]).output();
+    out.code(1).stdout_has(&format!(
+        "case {fixed}: INVALID: the grader fails with the solution (exit 1)"
+    ));
+    s.scratch.file(
+        &patch,
+        "--- a/nothing.txt\n+++ b/nothing.txt\n@@ -1 +1 @@\n-a\n+b\n",
+    );
+    let out = s.cmd(&["validate"], &[]).output();
+    out.code(1)
+        .stdout_has(&format!("case {fixed}: INVALID: the solution"))
+        .stdout_has("does not apply to the base");
+}
+
+#[test]
+fn a_killed_eval_resumed_gives_the_same_totals_and_leaves_nothing_behind() {
+    let s = EvalSuite::new("eval-killed", &["fixed", "wrong"]);
+    let running = s.run(&["--jobs", "2"]).start();
+    // Killed while its attempts run.
+    wait_for(Duration::from_secs(120), || {
+        let workspaces = s.home.join("workspaces");
+        std::fs::read_dir(&workspaces)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|w| {
+                std::fs::read_dir(w.path().join("ipc/running"))
+                    .into_iter()
+                    .flatten()
+                    .count()
+                    > 0
+            })
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    running.kill();
+    let tasks = s.task_ids(&[s.case("fixed", 1), s.case("wrong", 2)]);
+    // The runners end with it (SIGTERM from their parent's death) and take their sandboxes.
+    wait_for(Duration::from_secs(60), || {
+        tasks
+            .iter()
+            .all(|t| containers_labelled("agent-runner.task", t).is_empty())
+    });
+    let out = s.run(&["--jobs", "2"]).output();
+    out.code(0);
+    let outcomes = s.outcomes();
+    assert_eq!(
+        outcomes[&s.case("fixed", 1)],
+        "resolved",
+        "{:#?}",
+        s.results()
+    );
+    assert_eq!(
+        outcomes[&s.case("wrong", 2)],
+        "unresolved",
+        "{:#?}",
+        s.results()
+    );
+    let config = &s.summary()["configs"][0];
+    assert_eq!(
+        (
+            config["resolved"].as_u64(),
+            config["total"].as_u64(),
+            config["pending"].as_u64()
+        ),
+        (Some(1), Some(2), Some(0))
+    );
+    // A run the kill cut short is an infra_error retried, never an agent's failure.
+    for line in s.results() {
+        assert_ne!(line["outcome"], "agent_failed", "{line}");
+    }
+    nothing_left(&tasks);
+}
+
+#[test]
+#[ignore = "needs chromium"]
+fn the_web_view_charts_each_config_of_an_eval() {
+    support::prerequisite::needs!(Chromium);
+    let s = EvalSuite::new("eval-web", &["fixed", "wrong"]);
+    // A suite name that is markup stays text.
+    let hostile = "<img src=x onerror=\"window.pwned=1\">";
+    let suite = std::fs::read_to_string(&s.suite).unwrap();
+    std::fs::write(
+        &s.suite,
+        suite.replace("name: demo", &format!("name: '{hostile}'")),
+    )
+    .unwrap();
+    s.run(&["--jobs", "2"]).output().code(0);
+    let browser = support::webdriver::Browser::start();
+    let web = support::web::Served::start_run(
+        support::Run::new(&[
+            "serve",
+            "-w",
+            s.root.to_str().unwrap(),
+            "--addr",
+            "127.0.0.1:0",
+        ])
+        .env("AGENT_RUNNER_HOME", &s.home),
+    );
+    browser.open(&web.url("/"));
+    browser.click("nav a[href='/evals']");
+    let chart = browser.wait_for(
+        Duration::from_secs(10),
+        "const f = document.querySelector('figure.eval-chart[data-config=\"scripted\"] svg'); if (!f) return null; \
+         const w = (c) => { const r = f.querySelector('rect.bar.' + c); return r ? Number(r.getAttribute('width')) : null; }; \
+         return [w('resolved'), w('unresolved'), Number(f.querySelector('circle.pass1').getAttribute('cx')), f.getAttribute('aria-label')];",
+        serde_json::json!([]),
+    );
+    // Half the bar each; pass@1 in the middle of the 0–100 % axis.
+    assert_eq!(chart[0], 190.0, "{chart}");
+    assert_eq!(chart[1], 190.0, "{chart}");
+    assert_eq!(chart[2], 200.0, "{chart}");
+    assert_eq!(chart[3], "scripted: 1 of 2 resolved, pass@1 50.0%");
+    assert_eq!(
+        browser.text("tr[data-config='scripted'] td.resolved"),
+        "1/2"
+    );
+    assert!(browser.text("section.eval h2").contains(hostile));
+    assert_eq!(
+        browser.run("return window.pwned === undefined", serde_json::json!([])),
+        true
+    );
+    browser.screenshot("eval-web-chart");
+    let (code, _) = web.stop();
+    assert!(code.is_some());
+    nothing_left(&s.task_ids(&[s.case("fixed", 1), s.case("wrong", 2)]));
+}

@@ -1,0 +1,424 @@
+//! `eval run`: the suite's runs as tasks of the eval workspace, worked by the
+//! orchestrator, then graded, then summed up.
+//!
+//! 1. The eval workspace: its root_dir is a repository of ours (`repo.rs`) holding
+//!    each case's base; attempts always run in clones (`isolation: clone`), each
+//!    from its case's base (the task's `eval.base`).
+//! 2. Plan: each case × config × try is the task `eval-<case>-<config>-<k>`
+//!    (created once, carrying the prd and the config's runner settings). A run with
+//!    an outcome in results.jsonl is left alone unless `--rerun` names its outcome;
+//!    one without is enqueued (a job already queued or running is left to run).
+//! 3. `orchestrator::orchestrate::run` with `--once`: hosts, budgets, `--jobs` as
+//!    for any task. A job an earlier, killed evaluation left running is recovered
+//!    by it as failed ("orchestrator stopped"): an infra_error.
+//! 4. Grade each run whose task's latest attempt has no line yet (`outcome.rs`
+//!    classifies; a COMPLETE attempt's branch is graded in a fresh sandbox,
+//!    `grade.rs`), up to `--jobs` at once; append its line.
+//! 5. A run whose first outcome is infra_error is enqueued once more, and 3–4 again.
+//! 6. summary.json from the last line of each run.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::error::EvalError;
+use super::grade;
+use super::outcome::{self, Outcome, Verdict};
+use super::repo::EvalRepo;
+use super::results::{self, ResultLine, RunKey};
+use super::suite::{Case, Suite};
+use super::summary::{self, Summary};
+use crate::Workspace;
+use crate::orchestrator::orchestrate::{self, Ended};
+use crate::orchestrator::spend_limit::SpendLimit;
+use crate::queue::run_request::{self, Refused, RunError};
+use crate::store::defaults::Isolation;
+use crate::store::eval_task::EvalTask;
+use crate::store::task_file::{Attempt, TaskRecord};
+use crate::store::task_store::TaskStore;
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::timestamp::Timestamp;
+use agent_runner_sandbox::backend::Docker;
+use agent_runner_sandbox::backend::host::HostSpec;
+
+/// Which runs with an outcome are run again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rerun {
+    InfraError,
+    Unresolved,
+    All,
+}
+
+/// `eval run` options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Configs to run (none: all of the suite's).
+    pub configs: Vec<String>,
+    pub tries: u32,
+    pub jobs: usize,
+    pub hosts: Vec<HostSpec>,
+    pub rerun: Option<Rerun>,
+}
+
+/// What an evaluation left.
+#[derive(Debug)]
+pub struct Evaluated {
+    /// The eval's directory: results.jsonl, summary.json.
+    pub dir: PathBuf,
+    pub summary: Summary,
+    pub interrupted: bool,
+}
+
+/// The eval's directory of `suite` in workspace `ws`.
+pub fn eval_dir(ws: &Workspace, suite: &Suite) -> PathBuf {
+    ws.dir.join("evals").join(&suite.hash[..12])
+}
+
+/// Runs the suite in the eval workspace at `root` (made if new).
+pub fn run(
+    home: &Path,
+    root: &Path,
+    suite: &Suite,
+    options: &Options,
+    exe: PathBuf,
+    interrupt: Interrupt,
+) -> Result<Evaluated, EvalError> {
+    for name in &options.configs {
+        if suite.config(name).is_none() {
+            return Err(EvalError::UnknownConfig(name.clone()));
+        }
+    }
+    let configs: Vec<&super::suite::Config> = suite
+        .configs
+        .iter()
+        .filter(|c| options.configs.is_empty() || options.configs.contains(&c.name))
+        .collect();
+    let root = &std::path::absolute(root).map_err(EvalError::io("resolve", root))?;
+    let repo = EvalRepo::open_root(root, interrupt)?;
+    let mut ws = Workspace::open(home, root)?;
+    // Each run from its case's base, in a clone; the test that decides is the
+    // held-out grader, so none is required of the runner.
+    if ws.defaults.isolation != Some(Isolation::Clone) || ws.defaults.require_test != Some(false) {
+        ws.defaults.isolation = Some(Isolation::Clone);
+        ws.defaults.require_test = Some(false);
+        ws.save()?;
+    }
+    let dir = eval_dir(&ws, suite);
+    std::fs::create_dir_all(&dir).map_err(EvalError::io("create", &dir))?;
+    // The suite as it ran, for reproducing it.
+    let copy = dir.join("suite.yaml");
+    if !copy.exists() {
+        let text = std::fs::read(&suite.path).map_err(EvalError::io("read", &suite.path))?;
+        agent_runner_core::fs::atomic::write(&copy, &text)
+            .map_err(EvalError::io("write", &copy))?;
+    }
+    let results_path = dir.join("results.jsonl");
+    let mut bases = BTreeMap::new();
+    for case in &suite.cases {
+        bases.insert(case.id.clone(), repo.import(case, interrupt)?);
+    }
+    let keys: Vec<RunKey> = suite
+        .cases
+        .iter()
+        .flat_map(|case| {
+            configs.iter().flat_map(move |config| {
+                (1..=options.tries).map(move |k| RunKey {
+                    case: case.id.clone(),
+                    config: config.name.clone(),
+                    try_k: k,
+                })
+            })
+        })
+        .collect();
+    let store = TaskStore::new(&ws);
+    // Plan: what runs.
+    let latest = results::latest(&results::read(&results_path));
+    let mut enqueued = 0;
+    for key in &keys {
+        let id = key.task_id();
+        let task = store.load(&id)?;
+        if task.is_none() {
+            let case = suite
+                .cases
+                .iter()
+                .find(|c| c.id == key.case)
+                .expect("a key's case");
+            let config = suite.config(&key.config).expect("a key's config");
+            let mut record = TaskRecord::new(
+                id.clone(),
+                ws.id.clone(),
+                format!("eval {} × {} try {}", key.case, key.config, key.try_k),
+                case.prd.clone(),
+            );
+            record.eval = Some(EvalTask {
+                case: key.case.clone(),
+                config: key.config.clone(),
+                try_k: key.try_k,
+                base: bases[&key.case].clone(),
+                runner: absolute_paths(&config.runner, suite),
+            });
+            store.create(&record)?;
+        }
+        let graded = latest.get(key).map(|(line, _)| line);
+        let attempt = task.as_ref().and_then(|t| t.latest());
+        let wanted = match (graded, attempt) {
+            // Ran but not graded yet (a killed evaluation): graded below.
+            (g, Some(a)) if g.map(|g| &g.attempt_id) != Some(&a.attempt_id) => false,
+            (Some(g), _) => matches!(
+                (options.rerun, g.outcome),
+                (Some(Rerun::All), _)
+                    | (Some(Rerun::InfraError), Outcome::InfraError)
+                    | (Some(Rerun::Unresolved), Outcome::Unresolved)
+            ),
+            (None, _) => true,
+        };
+        if wanted {
+            enqueued += usize::from(enqueue(&ws, &id)?);
+        }
+    }
+    log::info!(
+        "evaluation of {} ({} case(s) × {} config(s) × {} tries): {enqueued} run(s) to do; results in {}",
+        suite.name,
+        suite.cases.len(),
+        configs.len(),
+        options.tries,
+        dir.display()
+    );
+    let mut interrupted = false;
+    for round in 0..2 {
+        interrupted = orchestrate_once(&ws, options, &exe, interrupt);
+        if interrupted {
+            break;
+        }
+        let retry = grade_all(
+            &ws,
+            &repo,
+            suite,
+            &keys,
+            &results_path,
+            options.jobs,
+            interrupt,
+        )?;
+        if retry.is_empty() || round == 1 {
+            break;
+        }
+        log::info!(
+            "{} run(s) ended in infra_error: each retried once",
+            retry.len()
+        );
+        for key in retry {
+            enqueue(&ws, &key.task_id())?;
+        }
+    }
+    let latest = results::latest(&results::read(&results_path));
+    let summary = summary::build(suite, options.tries, &latest);
+    let json = serde_json::to_vec_pretty(&summary).map_err(|e| EvalError::Engine(e.to_string()))?;
+    let path = dir.join("summary.json");
+    agent_runner_core::fs::atomic::write(&path, &json).map_err(EvalError::io("write", &path))?;
+    Ok(Evaluated {
+        dir,
+        summary,
+        interrupted,
+    })
+}
+
+/// Enqueues task `id`; false when a job of it is already queued or running.
+fn enqueue(ws: &Workspace, id: &str) -> Result<bool, EvalError> {
+    match run_request::enqueue(ws, id) {
+        Ok(_) => Ok(true),
+        Err(RunError::Refused(Refused::Busy { .. })) => Ok(false),
+        Err(RunError::Refused(e)) => Err(EvalError::Engine(e.to_string())),
+        Err(RunError::Failed(e)) => Err(e.into()),
+    }
+}
+
+/// The orchestrator over the queue until it is done; true when interrupted.
+fn orchestrate_once(ws: &Workspace, options: &Options, exe: &Path, interrupt: Interrupt) -> bool {
+    let ended = orchestrate::run(
+        ws.clone(),
+        orchestrate::Options {
+            jobs: options.jobs,
+            once: true,
+            limit: SpendLimit::default(),
+            hosts: options.hosts.clone(),
+        },
+        exe.to_path_buf(),
+        interrupt,
+    );
+    ended == Ended::Interrupted || interrupt.is_set()
+}
+
+/// Grades every run whose task's latest attempt has no result line; returns the
+/// runs to retry (their first infra_error).
+fn grade_all(
+    ws: &Workspace,
+    repo: &EvalRepo,
+    suite: &Suite,
+    keys: &[RunKey],
+    results_path: &Path,
+    jobs: usize,
+    interrupt: Interrupt,
+) -> Result<Vec<RunKey>, EvalError> {
+    let latest = results::latest(&results::read(results_path));
+    let store = TaskStore::new(ws);
+    let mut todo = Vec::new();
+    for key in keys {
+        let Some(task) = store.load(&key.task_id())? else {
+            continue;
+        };
+        let Some(attempt) = task.latest().cloned() else {
+            continue;
+        };
+        let graded = latest.get(key);
+        if graded.is_some_and(|(line, _)| line.attempt_id == attempt.attempt_id) {
+            continue;
+        }
+        let base = task
+            .record
+            .eval
+            .as_ref()
+            .map(|e| e.base.clone())
+            .unwrap_or_default();
+        todo.push((key.clone(), attempt, base, graded.map_or(0, |(_, n)| *n)));
+    }
+    let queue = Mutex::new(todo.into_iter());
+    let retry = Mutex::new(Vec::new());
+    let failure: Mutex<Option<EvalError>> = Mutex::new(None);
+    let backend = Docker::default();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let next = queue.lock().ok().and_then(|mut q| q.next());
+                    let Some((key, attempt, base, infra_before)) = next else {
+                        break;
+                    };
+                    if interrupt.is_set() {
+                        break;
+                    }
+                    let case = suite
+                        .cases
+                        .iter()
+                        .find(|c| c.id == key.case)
+                        .expect("a key's case");
+                    let line =
+                        grade_one(repo, &backend, ws, case, &key, &attempt, &base, interrupt);
+                    if interrupt.is_set() && line.outcome == Outcome::InfraError {
+                        // Not the run's doing, nor the engine's: graded next time.
+                        break;
+                    }
+                    log::info!(
+                        "graded {} × {} try {}: {}{}",
+                        key.case,
+                        key.config,
+                        key.try_k,
+                        line.outcome.as_str(),
+                        line.reason
+                            .as_deref()
+                            .map_or(String::new(), |r| format!(" ({})", one_line(r)))
+                    );
+                    if line.outcome == Outcome::InfraError && infra_before == 0 {
+                        retry.lock().expect("retry list").push(key.clone());
+                    }
+                    if let Err(e) = results::append(results_path, &line) {
+                        *failure.lock().expect("failure") =
+                            Some(EvalError::io("append to", results_path)(e));
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = failure.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    Ok(retry.into_inner().unwrap_or_default())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn grade_one(
+    repo: &EvalRepo,
+    backend: &Docker,
+    ws: &Workspace,
+    case: &Case,
+    key: &RunKey,
+    attempt: &Attempt,
+    base: &str,
+    interrupt: Interrupt,
+) -> ResultLine {
+    let loops = attempt.result_value().and_then(|r| r["loops"].as_u64());
+    let mut line = ResultLine {
+        key: key.clone(),
+        outcome: Outcome::InfraError,
+        reason: None,
+        attempt_id: attempt.attempt_id.clone(),
+        tokens: attempt.total_tokens(),
+        cost_usd: attempt.cost_usd(),
+        wall_ms: attempt.duration_ms,
+        loops,
+        branch: attempt.branch.clone(),
+        host: attempt.host.clone(),
+        grade: None,
+        graded_at: Timestamp::now().to_string(),
+    };
+    match outcome::classify(attempt) {
+        Verdict::Decided(outcome, reason) => {
+            line.outcome = outcome;
+            line.reason = Some(reason);
+            return line;
+        }
+        Verdict::Grade => {}
+    }
+    // The attempt's branch as it came back; an attempt that changed nothing has the base.
+    let commit = match attempt.branch.as_deref() {
+        Some(branch) => repo.rev(&format!("refs/heads/{branch}"), interrupt),
+        None => Ok(base.to_string()),
+    };
+    let archive = ws
+        .dir
+        .join("evals")
+        .join(format!("{}.tar", uuid::Uuid::new_v4().simple()));
+    let graded = commit
+        .and_then(|commit| repo.archive(&commit, &archive, interrupt))
+        .map_err(|e| e.to_string())
+        .and_then(|()| grade::grade(backend, &archive, &case.grader, &key.task_id(), interrupt));
+    let _ = std::fs::remove_file(&archive);
+    match graded {
+        Ok(g) => {
+            line.outcome = if g.passed {
+                Outcome::Resolved
+            } else {
+                Outcome::Unresolved
+            };
+            if !g.passed {
+                line.reason = Some(if g.timed_out {
+                    format!("the grader timed out after {} s", case.grader.timeout_sec)
+                } else {
+                    format!(
+                        "the grader failed (exit {})",
+                        g.exit_code.map_or("?".into(), |c| c.to_string())
+                    )
+                });
+            }
+            line.grade = Some(g);
+        }
+        Err(e) => line.reason = Some(format!("grading: {e}")),
+    }
+    line
+}
+
+fn one_line(text: &str) -> String {
+    agent_runner_core::text::cut_chars(&text.replace('\n', " "), 200)
+}
+
+/// The config's runner with its relative `meta.script` made absolute against the
+/// suite's directory (the runner resolves it in the attempt's clone otherwise).
+fn absolute_paths(runner: &serde_json::Value, suite: &Suite) -> serde_json::Value {
+    let mut runner = runner.clone();
+    let dir = suite.path.parent().unwrap_or(Path::new("/"));
+    if let Some(script) = runner["meta"]["script"].as_str()
+        && !Path::new(script).is_absolute()
+    {
+        runner["meta"]["script"] = dir.join(script).display().to_string().into();
+    }
+    runner
+}

@@ -1,0 +1,559 @@
+//! The suite file (SPEC §26) → `Suite`: the YAML checked by core's reader (depth,
+//! aliases), deserialized into the raw shape (unknown keys and wrong types are
+//! serde's errors, which name the field path and its line and column), then each
+//! rule checked with the path and position of what broke it. Every problem is
+//! reported at once, and a suite with any is not run.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::error::{EvalError, Problem};
+use agent_runner_sandbox::task::locate::{Segment, Target, locate};
+
+/// Longest grader run allowed (a day: far beyond any test suite).
+const MAX_TIMEOUT_SEC: u64 = 86_400;
+/// Largest suite file read.
+const MAX_SUITE_BYTES: u64 = 8 << 20;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSuite {
+    #[serde(default)]
+    name: Option<String>,
+    /// The grading image unless a grader names its own.
+    #[serde(default)]
+    image: Option<String>,
+    cases: Vec<RawCase>,
+    configs: Vec<RawConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    id: String,
+    repo: String,
+    base: String,
+    prd: RawPrd,
+    grader: RawGrader,
+    #[serde(default)]
+    solution: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawPrd {
+    Text(String),
+    File { path: String },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGrader {
+    files: String,
+    command: String,
+    timeout_sec: u64,
+    #[serde(default)]
+    image: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    name: String,
+    #[serde(default)]
+    runner: serde_json::Value,
+}
+
+/// A suite, checked: paths absolute, prds read.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    /// Its file.
+    pub path: PathBuf,
+    pub name: String,
+    /// sha256 of the file's bytes, hex: names the eval's directory and is in the summary.
+    pub hash: String,
+    pub cases: Vec<Case>,
+    pub configs: Vec<Config>,
+}
+
+/// One case: a repository at a commit, what to do, and how it is graded.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub id: String,
+    /// A repository (its work tree or a bare one) or a git bundle file.
+    pub repo: PathBuf,
+    pub base: String,
+    pub prd: String,
+    pub grader: Grader,
+    /// A patch against `base` that the grader passes with.
+    pub solution: Option<PathBuf>,
+}
+
+/// The held-out grader of a case.
+#[derive(Debug, Clone)]
+pub struct Grader {
+    /// A directory, copied over the attempt's files before `command` runs.
+    pub files: PathBuf,
+    pub command: String,
+    pub timeout_sec: u64,
+    pub image: String,
+}
+
+/// A configuration under evaluation: a name and runner settings (Task YAML `runner:`).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub name: String,
+    pub runner: serde_json::Value,
+}
+
+impl Suite {
+    /// The config named `name`.
+    pub fn config(&self, name: &str) -> Option<&Config> {
+        self.configs.iter().find(|c| c.name == name)
+    }
+}
+
+/// Reads and checks the suite file at `path`.
+pub fn read(path: &Path) -> Result<Suite, EvalError> {
+    let bytes = agent_runner_core::fs::read::whole(path, MAX_SUITE_BYTES).map_err(|e| {
+        EvalError::Unreadable {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        }
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| EvalError::Unreadable {
+        path: path.to_path_buf(),
+        detail: "not UTF-8".into(),
+    })?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let dir = std::path::absolute(dir).map_err(|e| EvalError::Unreadable {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })?;
+    let invalid = |problems| EvalError::Invalid {
+        path: path.to_path_buf(),
+        problems,
+    };
+    let default_name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "suite".into());
+    let suite = parse(&text, &dir, &default_name).map_err(invalid)?;
+    Ok(Suite {
+        path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+        hash: sha256_hex(text.as_bytes()),
+        ..suite
+    })
+}
+
+/// `text` (a suite whose relative paths are against `dir`) checked.
+pub(crate) fn parse(text: &str, dir: &Path, default_name: &str) -> Result<Suite, Vec<Problem>> {
+    let at = |path: &[Segment], target: Target| locate(text, path, target);
+    if let Err(refusal) =
+        agent_runner_core::yaml::check(text, agent_runner_core::yaml::Rules::Document)
+    {
+        return Err(vec![Problem {
+            path: String::new(),
+            message: refusal.message,
+            at: Some((refusal.line, refusal.column)),
+        }]);
+    }
+    let raw: RawSuite = serde_norway::from_str(text).map_err(|e| {
+        let message = e.to_string();
+        // serde's message starts with the field path (`cases[0].grader: …`) and
+        // ends with the position; the position goes to `at`.
+        let message = match message.rfind(" at line ") {
+            Some(cut) if e.location().is_some() => message[..cut].to_string(),
+            _ => message,
+        };
+        let (path, message) = match message.split_once(": ") {
+            Some((path, rest)) if !path.contains(' ') => (path.to_string(), rest.to_string()),
+            _ => (String::new(), message),
+        };
+        vec![Problem {
+            path,
+            message,
+            at: e.location().map(|l| (l.line(), l.column())),
+        }]
+    })?;
+    let mut problems = Vec::new();
+    let mut problem = |path: Vec<Segment>, target: Target, message: String| {
+        problems.push(Problem {
+            path: dotted(&path),
+            message,
+            at: at(&path, target),
+        })
+    };
+    let key = |k: &str| Segment::Key(k.to_string());
+    let resolve = |p: &str| {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            dir.join(p)
+        }
+    };
+    let image = raw
+        .image
+        .clone()
+        .unwrap_or_else(|| agent_runner_sandbox::task::DEFAULT_DOCKER_IMAGE.to_string());
+    if raw.cases.is_empty() {
+        problem(
+            vec![key("cases")],
+            Target::Key,
+            "no case: a suite needs at least one".into(),
+        );
+    }
+    if raw.configs.is_empty() {
+        problem(
+            vec![key("configs")],
+            Target::Key,
+            "no config: a suite needs at least one".into(),
+        );
+    }
+    let mut ids = BTreeSet::new();
+    let mut cases = Vec::new();
+    for (i, c) in raw.cases.iter().enumerate() {
+        let here = |k: &str| vec![key("cases"), Segment::Index(i), key(k)];
+        if !is_name(&c.id) {
+            problem(
+                here("id"),
+                Target::Value,
+                format!("{:?}: {NAME_RULE}", c.id),
+            );
+        } else if !ids.insert(c.id.clone()) {
+            problem(
+                here("id"),
+                Target::Value,
+                format!("{:?} is the id of an earlier case", c.id),
+            );
+        }
+        let repo = resolve(&c.repo);
+        if !repo.exists() {
+            problem(
+                here("repo"),
+                Target::Value,
+                format!("{} does not exist", repo.display()),
+            );
+        }
+        if !is_commit(&c.base) {
+            problem(
+                here("base"),
+                Target::Value,
+                format!("{:?} is not a commit id (7 to 40 hex digits)", c.base),
+            );
+        }
+        let prd = match &c.prd {
+            RawPrd::Text(text) if text.trim().is_empty() => {
+                problem(here("prd"), Target::Value, "empty".into());
+                String::new()
+            }
+            RawPrd::Text(text) => text.clone(),
+            RawPrd::File { path } => {
+                let file = resolve(path);
+                match agent_runner_core::fs::read::whole(&file, 1 << 20)
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8".to_string()))
+                {
+                    Ok(text) if !text.trim().is_empty() => text,
+                    Ok(_) => {
+                        problem(
+                            here("prd"),
+                            Target::Value,
+                            format!("{} is empty", file.display()),
+                        );
+                        String::new()
+                    }
+                    Err(e) => {
+                        problem(
+                            here("prd"),
+                            Target::Value,
+                            format!("{}: {e}", file.display()),
+                        );
+                        String::new()
+                    }
+                }
+            }
+        };
+        let grader = |k: &str| vec![key("cases"), Segment::Index(i), key("grader"), key(k)];
+        let files = resolve(&c.grader.files);
+        if !files.is_dir() {
+            problem(
+                grader("files"),
+                Target::Value,
+                format!("{} is not a directory", files.display()),
+            );
+        } else if repo.exists() && (files.starts_with(&repo) || repo.starts_with(&files)) {
+            // The held-out files must not ride along with the repository.
+            problem(
+                grader("files"),
+                Target::Value,
+                format!(
+                    "{} overlaps the case's repository {}: keep the grader apart",
+                    files.display(),
+                    repo.display()
+                ),
+            );
+        }
+        if c.grader.command.trim().is_empty() {
+            problem(grader("command"), Target::Value, "empty".into());
+        }
+        if c.grader.timeout_sec == 0 || c.grader.timeout_sec > MAX_TIMEOUT_SEC {
+            problem(
+                grader("timeout_sec"),
+                Target::Value,
+                format!(
+                    "{} is not between 1 and {MAX_TIMEOUT_SEC}",
+                    c.grader.timeout_sec
+                ),
+            );
+        }
+        let solution = c.solution.as_deref().map(resolve);
+        if let Some(s) = &solution
+            && !s.is_file()
+        {
+            problem(
+                here("solution"),
+                Target::Value,
+                format!("{} is not a file", s.display()),
+            );
+        }
+        cases.push(Case {
+            id: c.id.clone(),
+            repo,
+            base: c.base.to_ascii_lowercase(),
+            prd,
+            grader: Grader {
+                files,
+                command: c.grader.command.clone(),
+                timeout_sec: c.grader.timeout_sec,
+                image: c.grader.image.clone().unwrap_or_else(|| image.clone()),
+            },
+            solution,
+        });
+    }
+    let mut names = BTreeSet::new();
+    for (i, c) in raw.configs.iter().enumerate() {
+        let here = |k: &str| vec![key("configs"), Segment::Index(i), key(k)];
+        if !is_name(&c.name) {
+            problem(
+                here("name"),
+                Target::Value,
+                format!("{:?}: {NAME_RULE}", c.name),
+            );
+        } else if !names.insert(c.name.clone()) {
+            problem(
+                here("name"),
+                Target::Value,
+                format!("{:?} is the name of an earlier config", c.name),
+            );
+        }
+        match &c.runner {
+            serde_json::Value::Null | serde_json::Value::Object(_) => {
+                if let Err(e) = check_runner(&c.runner, dir) {
+                    problem(here("runner"), Target::Key, e);
+                }
+            }
+            _ => problem(
+                here("runner"),
+                Target::Value,
+                "must be a mapping (Task YAML `runner:` keys)".into(),
+            ),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Suite {
+        path: PathBuf::new(),
+        name: raw.name.unwrap_or_else(|| default_name.to_string()),
+        hash: String::new(),
+        cases,
+        configs: raw
+            .configs
+            .into_iter()
+            .map(|c| Config {
+                name: c.name,
+                runner: match c.runner {
+                    serde_json::Value::Null => serde_json::json!({}),
+                    other => other,
+                },
+            })
+            .collect(),
+    })
+}
+
+/// What a case id and a config name may be: they name tasks and branches.
+const NAME_RULE: &str = "1-40 characters of A-Z a-z 0-9 _ -, starting with a letter or digit";
+
+fn is_name(name: &str) -> bool {
+    (1..=40).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+}
+
+fn is_commit(base: &str) -> bool {
+    (7..=40).contains(&base.len()) && base.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// `over` merged into `into`, mappings key by key.
+fn merge(into: &mut serde_json::Value, over: &serde_json::Value) {
+    match (into, over) {
+        (serde_json::Value::Object(into), serde_json::Value::Object(over)) => {
+            for (key, value) in over {
+                merge(
+                    into.entry(key.clone()).or_insert(serde_json::Value::Null),
+                    value,
+                );
+            }
+        }
+        (into, over) => *into = over.clone(),
+    }
+}
+
+/// The config's runner block checked by the runner's own Task YAML parser, over
+/// `runner_base` in a TaskConfig of nothing else (the errors name `runner.…`).
+fn check_runner(runner: &serde_json::Value, dir: &Path) -> Result<(), String> {
+    let mut merged = crate::store::eval_task::runner_base();
+    if !runner.is_null() {
+        merge(&mut merged, runner);
+    }
+    let config = serde_json::json!({
+        "task": {"id": "eval-check", "title": "check", "instructions": "check",
+                 "project": {"root_dir": dir.display().to_string()}},
+        "runner": merged,
+    });
+    let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
+    let var = |name: &str| std::env::var_os(name);
+    let host = agent_runner_sandbox::task::Host {
+        var: &var,
+        cwd: Ok(dir.to_path_buf()),
+    };
+    agent_runner_sandbox::task::parse(&yaml, &host)
+        .map(|_| ())
+        .map_err(|e| e.with_hints().to_string())
+}
+
+/// `a.b[0].c` of a path.
+fn dotted(path: &[Segment]) -> String {
+    let mut out = String::new();
+    for s in path {
+        match s {
+            Segment::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Segment::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// sha256 of `bytes` in hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch() -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("eval-suite-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(dir.join("repo")).unwrap();
+        std::fs::create_dir_all(dir.join("grader")).unwrap();
+        std::fs::write(dir.join("m.yaml"), "[]\n").unwrap();
+        dir
+    }
+
+    const GOOD: &str = "cases:\n  - id: c1\n    repo: repo\n    base: 0123456789abcdef0123456789abcdef01234567\n    prd: Fix it.\n    grader: {files: grader, command: sh t.sh, timeout_sec: 60}\nconfigs:\n  - name: a\n    runner: {meta: {kind: scripted, script: m.yaml}}\n";
+
+    #[test]
+    fn a_good_suite_is_read_with_paths_resolved() {
+        let dir = scratch();
+        let suite = parse(GOOD, &dir, "s").unwrap();
+        assert_eq!(suite.name, "s");
+        assert_eq!(suite.cases[0].repo, dir.join("repo"));
+        assert_eq!(suite.cases[0].grader.files, dir.join("grader"));
+        assert_eq!(suite.configs[0].name, "a");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_its_path_and_line() {
+        let dir = scratch();
+        let text = GOOD.replace("command: sh t.sh", "comand: sh t.sh");
+        let problems = parse(&text, &dir, "s").unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].path, "cases[0].grader");
+        assert!(
+            problems[0].message.contains("unknown field `comand`"),
+            "{problems:?}"
+        );
+        assert_eq!(problems[0].at.map(|a| a.0), Some(6));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn every_rule_broken_is_reported_with_its_position() {
+        let dir = scratch();
+        let text = GOOD
+            .replace(
+                "base: 0123456789abcdef0123456789abcdef01234567",
+                "base: main",
+            )
+            .replace("files: grader", "files: nowhere")
+            .replace("timeout_sec: 60", "timeout_sec: 0")
+            .replace("id: c1", "id: \"../c1\"");
+        let problems = parse(&text, &dir, "s").unwrap_err();
+        let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "cases[0].id",
+                "cases[0].base",
+                "cases[0].grader.files",
+                "cases[0].grader.timeout_sec"
+            ]
+        );
+        assert_eq!(problems[1].at, Some((4, 11)), "{problems:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_grader_inside_the_repository_is_refused() {
+        let dir = scratch();
+        std::fs::create_dir_all(dir.join("repo/tests")).unwrap();
+        let text = GOOD.replace("files: grader", "files: repo/tests");
+        let problems = parse(&text, &dir, "s").unwrap_err();
+        assert!(problems[0].message.contains("overlaps"), "{problems:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_bad_runner_block_is_named_by_the_runners_parser() {
+        let dir = scratch();
+        let text = GOOD.replace(
+            "runner: {meta: {kind: scripted, script: m.yaml}}",
+            "runner: {worker: {max_run_time: 3}}",
+        );
+        let problems = parse(&text, &dir, "s").unwrap_err();
+        assert_eq!(problems[0].path, "configs[0].runner");
+        assert!(problems[0].message.contains("max_run_time"), "{problems:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
