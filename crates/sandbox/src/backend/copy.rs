@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::docker_cli::{self, call, cli_missing, last_lines};
+use super::docker_cli::{self, call, last_lines};
 use super::endpoint::Endpoint;
 use super::landing::{self, UserRepo};
 use super::privileges::Finding;
@@ -482,7 +482,12 @@ impl Transport for Copy {
     fn finish(&mut self) -> Vec<Finding> {
         if let Some((volume, base)) = self.filled.take() {
             let started = std::time::Instant::now();
-            let brought = self.bring_back(&volume, &base);
+            // Nothing of a lost attempt lands (SPEC §22), and nothing more waits on
+            // its host: what is left there carries an expiry for the sweeps.
+            let brought = match docker_cli::lost() {
+                Some(lost) => BroughtBack::Failed(lost),
+                None => self.bring_back(&volume, &base),
+            };
             log::info!(
                 "{brought} (in {})",
                 agent_runner_core::timestamp::human(started.elapsed())
@@ -606,7 +611,7 @@ impl Carrier {
                 tar.finish()?;
                 Ok::<_, std::io::Error>(skipped)
             });
-            let out = docker_cli::run_invocation(&invocation, COPY_TIMEOUT, self.interrupt);
+            let out = docker_cli::guarded(&invocation, COPY_TIMEOUT, self.interrupt);
             // The stream's last reader here closed: a writer docker left stops.
             drop(invocation);
             let written = writing
@@ -614,7 +619,7 @@ impl Carrier {
                 .unwrap_or_else(|_| Err(std::io::Error::other("the tar writer failed")));
             (out, written)
         });
-        let out = out.map_err(cli_missing)?;
+        let out = out?;
         match (out.ok, written) {
             (true, Ok(skipped)) => Ok(skipped),
             // The writer's own error first: docker then only saw the stream end.
@@ -630,8 +635,7 @@ impl Carrier {
 
     fn cp(&self, args: &[&str]) -> Result<(), BackendError> {
         let invocation = docker_cli::command().args(args.iter().copied());
-        let out = docker_cli::run_invocation(&invocation, COPY_TIMEOUT, self.interrupt)
-            .map_err(cli_missing)?;
+        let out = docker_cli::guarded(&invocation, COPY_TIMEOUT, self.interrupt)?;
         match out.ok {
             true => Ok(()),
             false => Err(failed(&format!("docker {}", args.join(" ")), &out.stderr)),
