@@ -96,6 +96,35 @@ pub(crate) fn run_invocation(
     })
 }
 
+/// `guarded` for a call whose stdout is data, not text (`docker cp <src> -`): every
+/// chunk of it goes to `sink` as it comes, none is kept here.
+pub(crate) fn guarded_streaming(
+    invocation: &Invocation,
+    deadline: Duration,
+    interrupt: Interrupt,
+    sink: &mut dyn process::StreamFilter,
+) -> Result<Output, BackendError> {
+    if let Some(message) = lost() {
+        return Err(BackendError::EngineUnreachable(message));
+    }
+    let (out, lost) = watched(interrupt, |stop| {
+        let mut capture = Capture::in_memory(16 * 1024).with_filter(sink);
+        let finished = process::run(invocation, &Limits::wall(deadline, stop), &mut capture, Stop::Terminate)?;
+        let stderr = capture.stderr();
+        Ok::<_, agent_runner_core::Error>(Output {
+            ok: finished.success(),
+            code: finished.code(),
+            ending: finished.ending,
+            stdout: String::new(),
+            stderr,
+        })
+    });
+    match lost {
+        Some(message) => Err(BackendError::EngineUnreachable(message)),
+        None => out.map_err(cli_missing),
+    }
+}
+
 /// `run` for the mechanism: a missing CLI, an interrupt and a lost host are errors.
 pub(crate) fn call(
     args: &[&str],

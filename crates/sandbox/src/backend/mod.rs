@@ -99,6 +99,8 @@ mod spec;
 pub mod sweep;
 mod tar;
 pub mod tools;
+mod tree_back;
+mod untar;
 
 use std::path::Path;
 use std::time::Duration;
