@@ -181,7 +181,15 @@ fn an_image_without_git_brings_its_work_back(host: Option<&RemoteHost>) {
     git(&dir.path, &["add", ".gitignore"]);
     git(
         &dir.path,
-        &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "ignore logs"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "ignore logs",
+        ],
     );
     let before = tree_state(&dir.path);
     let id = task_id("nogit");
@@ -206,22 +214,41 @@ fn an_image_without_git_brings_its_work_back(host: Option<&RemoteHost>) {
     out.code(0)
         .stdout_has(&format!("COMPLETE: task {id}"))
         .stdout_has(&format!("the work is on the branch {branch}"));
-    assert_eq!(git(&dir.path, &["show", &format!("{branch}:out.txt")]), "ok");
+    assert_eq!(
+        git(&dir.path, &["show", &format!("{branch}:out.txt")]),
+        "ok"
+    );
     assert_eq!(
         git(&dir.path, &["show", &format!("{branch}:draft.txt")]),
         "the user's draft"
     );
     let files = git(&dir.path, &["ls-tree", "-r", &branch]);
-    assert!(files.contains("100755 blob") && files.contains("\ttool.sh"), "{files}");
-    assert!(files.contains("120000 blob") && files.contains("\tpasswd"), "{files}");
-    assert!(!files.contains("run.log") && !files.contains("__pycache__"), "{files}");
+    assert!(
+        files.contains("100755 blob") && files.contains("\ttool.sh"),
+        "{files}"
+    );
+    assert!(
+        files.contains("120000 blob") && files.contains("\tpasswd"),
+        "{files}"
+    );
+    assert!(
+        !files.contains("run.log") && !files.contains("__pycache__"),
+        "{files}"
+    );
     assert_eq!(
         git(&dir.path, &["log", "--format=%s", "-1", &branch]),
         format!("agent-runner: task {id}")
     );
-    assert_eq!(git(&dir.path, &["rev-parse", &format!("{branch}^")]), before.0);
+    assert_eq!(
+        git(&dir.path, &["rev-parse", &format!("{branch}^")]),
+        before.0
+    );
     git(&dir.path, &["fsck", "--strict", "--no-dangling"]);
-    assert_eq!(tree_state(&dir.path), before, "the working tree was touched");
+    assert_eq!(
+        tree_state(&dir.path),
+        before,
+        "the working tree was touched"
+    );
     assert_eq!(leftovers(&global, &id), (vec![], vec![]));
 }
 

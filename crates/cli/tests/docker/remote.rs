@@ -336,7 +336,10 @@ fn a_host_paused_during_the_bring_back_ends_it_within_seconds() {
             !out.trim().is_empty()
         },
     );
-    assert!(took < AFTER_THE_DEADLINE, "the run ended {took:?} after the pause");
+    assert!(
+        took < AFTER_THE_DEADLINE,
+        "the run ended {took:?} after the pause"
+    );
 }
 
 #[test]
@@ -353,7 +356,10 @@ fn a_host_paused_during_the_start_under_copy_ends_it_within_seconds() {
             out.lines().any(|v| v.starts_with("agent-runner-copy-"))
         },
     );
-    assert!(took < AFTER_THE_DEADLINE, "the run ended {took:?} after the pause");
+    assert!(
+        took < AFTER_THE_DEADLINE,
+        "the run ended {took:?} after the pause"
+    );
 }
 
 #[test]

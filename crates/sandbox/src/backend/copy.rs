@@ -17,7 +17,10 @@
 //! a container of the worker's image on the same host, no network, no
 //! capabilities, the volume mounted READ-ONLY, bundles the branch (what the worker
 //! left uncommitted committed on a private index) into a second volume, read out
-//! with `docker cp` and landed here by `landing.rs` under its checks. Both volumes,
+//! with `docker cp` and landed here by `landing.rs` under its checks. Where the
+//! image has no git (the bundler says so), the volume's tree comes back instead as
+//! one tar stream and is committed here (`tree_back.rs`), then landed the same way.
+//! A lost host (`docker_cli::lost`) gets no bring-back: nothing of it lands. Both volumes,
 //! and the scratch directory here, are removed on every path; they carry the
 //! sandbox's owner labels, so the start-up sweep removes those of a dead owner.
 //!
@@ -43,8 +46,8 @@ use super::privileges::Finding;
 use super::session_volume::SessionVolume;
 use super::sweep::{LABEL_TASK, owner_labels};
 use super::tar::TarWriter;
-use super::tree_back::{Committed, TreeBack};
 use super::tools::{CARRIER_IMAGE, carrier_image};
+use super::tree_back::{Committed, TreeBack};
 use super::{Backend, BackendError, Confinement, Main, Mount, Net, PROJECT_DIR, Spec, Transport};
 use crate::task::{TransportChoice, WorkerLimits};
 use agent_runner_core::interrupt::Interrupt;

@@ -109,7 +109,12 @@ pub(crate) fn guarded_streaming(
     }
     let (out, lost) = watched(interrupt, |stop| {
         let mut capture = Capture::in_memory(16 * 1024).with_filter(sink);
-        let finished = process::run(invocation, &Limits::wall(deadline, stop), &mut capture, Stop::Terminate)?;
+        let finished = process::run(
+            invocation,
+            &Limits::wall(deadline, stop),
+            &mut capture,
+            Stop::Terminate,
+        )?;
         let stderr = capture.stderr();
         Ok::<_, agent_runner_core::Error>(Output {
             ok: finished.success(),
@@ -150,8 +155,7 @@ const LOST_FOR: Duration = Duration::from_secs(120);
 
 /// This process's daemon found lost (its health check unanswered): when, and the
 /// message (`host lost: <daemon>: <detail>`).
-static LOST: std::sync::Mutex<Option<(std::time::Instant, String)>> =
-    std::sync::Mutex::new(None);
+static LOST: std::sync::Mutex<Option<(std::time::Instant, String)>> = std::sync::Mutex::new(None);
 
 /// `host lost: …` when this process's daemon was found lost lately.
 pub(crate) fn lost() -> Option<String> {

@@ -118,7 +118,8 @@ impl TreeBack<'_> {
         let reference = format!("refs/heads/{}", self.branch);
         let commit = self.git_out(&git_dir, &["rev-parse", "--verify", &reference])?;
         let tree = self.git_out(&git_dir, &["rev-parse", &format!("{commit}^{{tree}}")])?;
-        let base_tree = self.git_out(&git_dir, &["rev-parse", &format!("{}^{{tree}}", self.base)])?;
+        let base_tree =
+            self.git_out(&git_dir, &["rev-parse", &format!("{}^{{tree}}", self.base)])?;
         if tree == base_tree {
             return Ok(Committed::Unchanged);
         }
@@ -127,7 +128,14 @@ impl TreeBack<'_> {
         landing::run(
             &self.git(
                 &git_dir,
-                &["bundle", "create", "-q", &path.display().to_string(), &reference, &not],
+                &[
+                    "bundle",
+                    "create",
+                    "-q",
+                    &path.display().to_string(),
+                    &reference,
+                    &not,
+                ],
             ),
             self.interrupt,
         )?;
@@ -199,7 +207,9 @@ impl TreeBack<'_> {
         {
             entries += 1;
             if entries > MAX_ENTRIES {
-                return Err(format!("the work's tree has more than {MAX_ENTRIES} entries"));
+                return Err(format!(
+                    "the work's tree has more than {MAX_ENTRIES} entries"
+                ));
             }
             let Some(path) = relative(&entry.name) else {
                 continue;
@@ -215,7 +225,9 @@ impl TreeBack<'_> {
             let in_submodule = submodules
                 .iter()
                 .any(|s| path == **s || (path.starts_with(s) && path.get(s.len()) == Some(&b'/')));
-            if first == agent_runner_core::private_dir::DIR_NAME.as_bytes() || in_git || in_submodule
+            if first == agent_runner_core::private_dir::DIR_NAME.as_bytes()
+                || in_git
+                || in_submodule
             {
                 continue;
             }
@@ -372,8 +384,7 @@ impl TreeBack<'_> {
         let sentinel = format!(".agent-runner-ignored-{}", uuid::Uuid::new_v4().simple());
         let info = git_dir.join("info");
         std::fs::create_dir_all(&info).map_err(|e| io(&info, e))?;
-        std::fs::write(info.join("exclude"), format!("/{sentinel}\n"))
-            .map_err(|e| io(&info, e))?;
+        std::fs::write(info.join("exclude"), format!("/{sentinel}\n")).map_err(|e| io(&info, e))?;
         let mut input = sentinel.as_bytes().to_vec();
         input.push(0);
         for path in new {
@@ -382,7 +393,14 @@ impl TreeBack<'_> {
         }
         let invocation = landing::clean(
             &tree,
-            &["-c", "core.excludesFile=/dev/null", "check-ignore", "--no-index", "--stdin", "-z"],
+            &[
+                "-c",
+                "core.excludesFile=/dev/null",
+                "check-ignore",
+                "--no-index",
+                "--stdin",
+                "-z",
+            ],
         )
         .env("GIT_DIR", &git_dir.display().to_string())
         .env("GIT_WORK_TREE", &tree.display().to_string())
@@ -542,13 +560,29 @@ mod tests {
         let files: Vec<&str> = files.lines().collect();
         assert_eq!(
             files,
-            [".gitignore", "keep.txt", "passwd", "run.sh", "src/m.py", "tracked.log"]
+            [
+                ".gitignore",
+                "keep.txt",
+                "passwd",
+                "run.sh",
+                "src/m.py",
+                "tracked.log"
+            ]
         );
         assert_eq!(git(&user, &["show", "agent-runner/t:keep.txt"]), "changed");
-        assert_eq!(git(&user, &["show", "agent-runner/t:tracked.log"]), "updated");
-        assert_eq!(git(&user, &["show", "agent-runner/t:passwd"]), "/etc/passwd");
+        assert_eq!(
+            git(&user, &["show", "agent-runner/t:tracked.log"]),
+            "updated"
+        );
+        assert_eq!(
+            git(&user, &["show", "agent-runner/t:passwd"]),
+            "/etc/passwd"
+        );
         let modes = git(&user, &["ls-tree", "agent-runner/t", "passwd", "run.sh"]);
-        assert!(modes.contains("120000 blob") && modes.contains("100755 blob"), "{modes}");
+        assert!(
+            modes.contains("120000 blob") && modes.contains("100755 blob"),
+            "{modes}"
+        );
         assert_eq!(git(&user, &["rev-parse", "agent-runner/t^"]), base);
         git(&user, &["fsck", "--strict"]);
         // The same tree again, now the base: unchanged.

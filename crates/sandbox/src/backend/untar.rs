@@ -95,9 +95,10 @@ impl<R: Read> TarReader<R> {
                                     b"linkpath" => long_link = Some(value),
                                     b"size" => {
                                         let text = String::from_utf8_lossy(&value).into_owned();
-                                        pax_size = Some(text.parse::<u64>().map_err(|_| {
-                                            bad(format!("a pax size of {text:?}"))
-                                        })?);
+                                        pax_size =
+                                            Some(text.parse::<u64>().map_err(|_| {
+                                                bad(format!("a pax size of {text:?}"))
+                                            })?);
                                     }
                                     _ => {}
                                 }
@@ -227,7 +228,13 @@ fn check_sum(block: &[u8; BLOCK as usize]) -> std::io::Result<()> {
     let sum: u64 = block
         .iter()
         .enumerate()
-        .map(|(i, &b)| if (148..156).contains(&i) { 32 } else { u64::from(b) })
+        .map(|(i, &b)| {
+            if (148..156).contains(&i) {
+                32
+            } else {
+                u64::from(b)
+            }
+        })
         .sum();
     match sum == stated {
         true => Ok(()),
@@ -264,8 +271,11 @@ fn pax_records(mut data: &[u8]) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
 mod tests {
     use super::*;
 
-    /// Everything `TarReader` reads of `stream`: (name, kind, mode, content).
-    fn entries(stream: &[u8]) -> std::io::Result<Vec<(Vec<u8>, Kind, u32, Vec<u8>)>> {
+    /// An entry as read: (name, kind, mode, content).
+    type ReadEntry = (Vec<u8>, Kind, u32, Vec<u8>);
+
+    /// Everything `TarReader` reads of `stream`.
+    fn entries(stream: &[u8]) -> std::io::Result<Vec<ReadEntry>> {
         let mut reader = TarReader::new(stream);
         let mut out = Vec::new();
         while let Some(entry) = reader.next_entry()? {
@@ -302,7 +312,10 @@ mod tests {
         assert_eq!(named("project/a.txt").3, b"a\n");
         assert_eq!(named("project/a.txt").1, Kind::File);
         assert_eq!(named(&format!("project/{long}/f")).3, b"deep\n");
-        assert_eq!(named("project/link").1, Kind::Symlink(b"/etc/passwd".to_vec()));
+        assert_eq!(
+            named("project/link").1,
+            Kind::Symlink(b"/etc/passwd".to_vec())
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
