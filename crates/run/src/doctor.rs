@@ -610,11 +610,14 @@ fn git_in_image(docker: &Docker, target: &Target) -> Check {
         Ok(out) => Check::warn(
             what,
             match out.code {
-                Some(127) => "no `git` on the image's PATH: runs list their changed files with                               agent-runner's helper, and the copy transport commits the work on                               this machine"
+                Some(127) => "no `git` on the image's PATH: runs list their changed files with \
+                              agent-runner's helper, and the copy transport commits the work \
+                              on this machine"
                     .to_string(),
                 _ => format!("`git --version` failed: {}", last_line(&out.stderr)),
             },
-            "only the orchestrator's `isolation: clone` needs git in the image (its branch is              bundled there): add git to the image for it",
+            "only the orchestrator's `isolation: clone` needs git in the image (its branch is \
+             bundled there): add git to the image for it",
         ),
         Err(reason) => Check::fail(what, reason, "install the Docker CLI"),
     }
