@@ -232,6 +232,10 @@ pub(crate) fn watched<T>(
 ) -> (T, Option<String>) {
     // One small allocation per watched call (`Interrupt::manual`): they are few.
     let stop = Interrupt::manual();
+    // Set already: the work ends at once, as under `interrupt` itself.
+    if interrupt.is_set() {
+        stop.trigger();
+    }
     let done = std::sync::atomic::AtomicBool::new(false);
     let found = std::sync::Mutex::new(None);
     let out = std::thread::scope(|scope| {
@@ -253,7 +257,7 @@ pub(crate) fn watched<T>(
                     }
                     next = std::time::Instant::now() + WATCH_EVERY;
                 }
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(Duration::from_millis(20));
             }
         });
         let out = work(stop);
