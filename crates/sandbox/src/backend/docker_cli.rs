@@ -189,6 +189,12 @@ pub(crate) fn unhealthy() -> Option<String> {
     }
 }
 
+/// Whether this process's daemon is off this machine's unix socket (read once).
+fn remote_daemon() -> bool {
+    static REMOTE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *REMOTE.get_or_init(|| super::endpoint::Endpoint::current(HEALTH).is_ok_and(|e| e.is_remote()))
+}
+
 /// The daemon of this process's calls in words, for a lost host's message.
 fn daemon_name() -> String {
     match super::endpoint::Endpoint::current(HEALTH) {
@@ -222,14 +228,19 @@ pub(crate) fn guarded(
 }
 
 /// Runs `work` (something waiting on this process's daemon) with a stop flag of its
-/// own, set by `interrupt` or when the daemon stops answering: after each
-/// `WATCH_EVERY` its health is checked beside the work (`unhealthy`); unanswered, the
-/// host is lost (`mark_lost`) and the flag set. What `work` returned, and the lost
-/// host's message if that is why it was stopped.
+/// own, set by `interrupt` or, for a daemon off this machine, when that stops
+/// answering: after each `WATCH_EVERY` its health is checked beside the work
+/// (`unhealthy`); unanswered, the host is lost (`mark_lost`) and the flag set. What
+/// `work` returned, and the lost host's message if that is why it was stopped.
 pub(crate) fn watched<T>(
     interrupt: Interrupt,
     work: impl FnOnce(Interrupt) -> T,
 ) -> (T, Option<String>) {
+    // This machine's own daemon is not a host that goes away: a slow answer of a
+    // busy one must not end a healthy run.
+    if !remote_daemon() {
+        return (work(interrupt), None);
+    }
     // One small allocation per watched call (`Interrupt::manual`): they are few.
     let stop = Interrupt::manual();
     // Set already: the work ends at once, as under `interrupt` itself.

@@ -16,8 +16,8 @@
 //!   made, each with a deadline. `endpoint.rs`: which daemon the CLI reaches, named
 //!   in messages, and plain `tcp://` beyond the loopback refused (SPEC §22).
 //!   `Instance::lost`: a `docker version` within 5 s when an exec reached its limit
-//!   or failed without a word, and beside every call, exec or start that runs
-//!   longer than 10 s (`docker_cli::watched`); no answer → `host lost: …`,
+//!   or failed without a word, and on a daemon off this machine beside every call,
+//!   exec or start that runs longer than 10 s (`docker_cli::watched`); no answer → `host lost: …`,
 //!   remembered, and the rest of the end (the stop, the removal, the bring-back)
 //!   no longer waits on that host.
 //! - `Transport`: how the repository gets in and the work out, and where the checks
