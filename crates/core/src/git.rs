@@ -124,6 +124,70 @@ pub fn run(invocation: &Invocation, interrupt: Interrupt) -> Result<String, GitE
     }
 }
 
+/// Runs a git invocation within `TIMEOUT`; its whole stdout as bytes, up to `max`
+/// (beyond it the command fails): for `-z` output, whose paths may be any bytes
+/// and whose lines may be long.
+pub fn run_bytes(
+    invocation: &Invocation,
+    max: usize,
+    interrupt: Interrupt,
+) -> Result<Vec<u8>, GitError> {
+    let mut collect = Collect {
+        bytes: Vec::new(),
+        max,
+        over: false,
+    };
+    let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut collect);
+    let command = || invocation.display();
+    let finished = process::run(
+        invocation,
+        &Limits::wall(TIMEOUT, interrupt),
+        &mut capture,
+        Stop::Terminate,
+    )
+    .map_err(|source| GitError::Start {
+        command: command(),
+        source,
+    })?;
+    let stderr = capture.stderr();
+    drop(capture);
+    match finished.ending {
+        Ending::Interrupted => Err(GitError::Interrupted { command: command() }),
+        Ending::TimedOut => Err(GitError::TimedOut { command: command() }),
+        _ if collect.over => Err(GitError::Failed {
+            command: command(),
+            stderr: format!("it printed more than {max} bytes"),
+        }),
+        _ if finished.success() => Ok(collect.bytes),
+        _ => Err(GitError::Failed {
+            command: command(),
+            stderr: crate::text::tail(stderr.trim(), 600),
+        }),
+    }
+}
+
+/// A child's stdout kept whole, up to a bound.
+struct Collect {
+    bytes: Vec<u8>,
+    max: usize,
+    over: bool,
+}
+
+impl process::StreamFilter for Collect {
+    fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
+        if self.bytes.len() + bytes.len() > self.max {
+            self.over = true;
+        } else {
+            self.bytes.extend_from_slice(bytes);
+        }
+        Vec::new()
+    }
+
+    fn finish(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -599,17 +599,25 @@ fn from_tools(docker: &Docker, image: &Target, agent: &Agent, what: String) -> C
     }
 }
 
+/// Git in the image is optional (SPEC §21): without it, agent-runner's helper
+/// lists the files a run changed, and the copy transport commits the work on this
+/// machine; only the orchestrator's `isolation: clone` bundles its branch with the
+/// image's git.
 fn git_in_image(docker: &Docker, target: &Target) -> Check {
     let what = GIT_IN_IMAGE;
     match docker.probe(target, None, "git --version") {
         Ok(out) if out.ok => Check::ok(what, first_line(&out.stdout)),
-        Ok(out) => Check::fail(
+        Ok(out) => Check::warn(
             what,
             match out.code {
-                Some(127) => "no `git` on the image's PATH".to_string(),
+                Some(127) => "no `git` on the image's PATH: runs list their changed files with \
+                              agent-runner's helper, and the copy transport commits the work \
+                              on this machine"
+                    .to_string(),
                 _ => format!("`git --version` failed: {}", last_line(&out.stderr)),
             },
-            "rebuild the image with `make sandbox-image`; without git, runs record no git snapshots",
+            "only the orchestrator's `isolation: clone` needs git in the image (its branch is \
+             bundled there): add git to the image for it",
         ),
         Err(reason) => Check::fail(what, reason, "install the Docker CLI"),
     }

@@ -159,6 +159,109 @@ fn copy_asked_for_locally_works_the_same() {
     completes_with_a_branch(None, &[("runner.sandbox.transport", "copy")]);
 }
 
+/// A task in `agent-runner-test-worker:nogit` (no git in the image) over the copy
+/// transport on `host` (None: the local daemon): the bring-back commits the
+/// worker's tree on this machine, so the branch comes back with the work, the
+/// user's draft, an executable bit and a link as a link; what the repository's
+/// .gitignore ignores and a new build cache stay out; nothing is left there.
+fn an_image_without_git_brings_its_work_back(host: Option<&RemoteHost>) {
+    let image = "agent-runner-test-worker:nogit";
+    let global: Vec<&str> = match host {
+        Some(host) => {
+            let load = format!("docker save {image} | docker -H {} load -q", host.url);
+            let out = support::Run::program("sh", &["-c", &load]).output();
+            assert_eq!(out.code, Some(0), "{load}: {}", out.stderr);
+            vec!["-H", &host.url]
+        }
+        None => vec![],
+    };
+    let dir = support::Scratch::new("copy-nogit");
+    repository(&dir.path);
+    std::fs::write(dir.join(".gitignore"), "*.log\n").unwrap();
+    git(&dir.path, &["add", ".gitignore"]);
+    git(
+        &dir.path,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "ignore logs",
+        ],
+    );
+    let before = tree_state(&dir.path);
+    let id = task_id("nogit");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: echo ok > out.txt; echo noise > run.log; mkdir -p __pycache__ && echo c > __pycache__/m.pyc; printf '#!/bin/sh\\n' > tool.sh; chmod 755 tool.sh; ln -s /etc/passwd passwd\n@say: done",
+        ),
+        assess(&["AC-1"], "out.txt says ok"),
+    ]);
+    let mut run = runner(
+        v1_task(&id, &dir.path, &server)
+            .image(image)
+            .set("runner.sandbox.transport", "copy")
+            .test("grep -qx ok out.txt"),
+    );
+    if let Some(host) = host {
+        run = run.env("DOCKER_HOST", &host.url);
+    }
+    let out = run.output();
+    let branch = format!("agent-runner/{id}");
+    out.code(0)
+        .stdout_has(&format!("COMPLETE: task {id}"))
+        .stdout_has(&format!("the work is on the branch {branch}"));
+    assert_eq!(
+        git(&dir.path, &["show", &format!("{branch}:out.txt")]),
+        "ok"
+    );
+    assert_eq!(
+        git(&dir.path, &["show", &format!("{branch}:draft.txt")]),
+        "the user's draft"
+    );
+    let files = git(&dir.path, &["ls-tree", "-r", &branch]);
+    assert!(
+        files.contains("100755 blob") && files.contains("\ttool.sh"),
+        "{files}"
+    );
+    assert!(
+        files.contains("120000 blob") && files.contains("\tpasswd"),
+        "{files}"
+    );
+    assert!(
+        !files.contains("run.log") && !files.contains("__pycache__"),
+        "{files}"
+    );
+    assert_eq!(
+        git(&dir.path, &["log", "--format=%s", "-1", &branch]),
+        format!("agent-runner: task {id}")
+    );
+    assert_eq!(
+        git(&dir.path, &["rev-parse", &format!("{branch}^")]),
+        before.0
+    );
+    git(&dir.path, &["fsck", "--strict", "--no-dangling"]);
+    assert_eq!(
+        tree_state(&dir.path),
+        before,
+        "the working tree was touched"
+    );
+    assert_eq!(leftovers(&global, &id), (vec![], vec![]));
+}
+
+#[test]
+fn a_remote_task_in_an_image_without_git_brings_its_branch_back() {
+    an_image_without_git_brings_its_work_back(Some(&hosts()[1 % hosts().len()]));
+}
+
+#[test]
+fn a_local_copy_task_in_an_image_without_git_brings_its_branch_back() {
+    an_image_without_git_brings_its_work_back(None);
+}
+
 #[test]
 fn bind_on_a_remote_daemon_is_still_refused() {
     let host = &hosts()[2 % hosts().len()];

@@ -222,6 +222,146 @@ fn a_paused_host_ends_the_attempt_within_the_deadline_naming_the_host() {
     let _ = std::fs::remove_dir_all(&repo);
 }
 
+/// How long a copy-transport task on the sharing host runs on after that host is
+/// paused the moment `pause_now` says (polled every 50 ms); its output, checked to
+/// end FAILED with `host lost: …` naming the host, and the host left clean once
+/// back.
+fn paused_under_copy(
+    name: &str,
+    worker: &str,
+    test: (&str, u64),
+    mut pause_now: impl FnMut(&RemoteHost, &str, &std::path::Path) -> bool,
+) -> Duration {
+    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let host = sharing_host();
+    let dir = support::Scratch::new(name);
+    support::git_repo(&dir.path, "out.txt", "wrong\n");
+    let id = task_id(name);
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(worker),
+        assess(&["AC-1"], "out.txt says ok"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server)
+        .set("runner.sandbox.transport", "copy")
+        .set("runner.worker.max_run_time_sec", 600)
+        .set("task.test.command", test.0)
+        .set("task.test.timeout_sec", test.1);
+    let mut child = runner(yaml)
+        .env("DOCKER_HOST", &host.url)
+        .deadline(Duration::from_secs(900))
+        .start();
+    // Only a bound on the way there: a remote sandbox's start took over 60 s on a
+    // loaded 2-core machine (the time measured is from the pause on).
+    let began = Instant::now();
+    while !pause_now(host, &id, &dir.path) {
+        assert!(
+            child.child().try_wait().unwrap().is_none(),
+            "the task ended before the moment of the pause"
+        );
+        assert!(
+            began.elapsed() < Duration::from_secs(240),
+            "the moment of the pause never came"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stopped = Stopped::relay_of(host);
+    let paused = Instant::now();
+    let out = child.finish();
+    let took = paused.elapsed();
+    drop(stopped);
+    eprintln!(
+        "{name}: the run ended {:.1} s after the pause",
+        took.as_secs_f64()
+    );
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains(&format!(
+            "host lost: the docker daemon at DOCKER_HOST={}",
+            host.url
+        )),
+        "{said}"
+    );
+    assert!(!said.contains("COMPLETE"), "{said}");
+    // Back, the host ends the sandbox whose pipe we closed; the expiry labels
+    // leave the rest to the next sweep.
+    wait_for(Duration::from_secs(60), || {
+        task_containers(host, &id)
+            .iter()
+            .all(|name| name.starts_with("agent-runner-copy-"))
+    });
+    took
+}
+
+/// The bound of SPEC §22 after a pause: the deadline of what was waiting, then
+/// about 30 s (the 5 s health check, the removals', a busy machine's slack).
+const AFTER_THE_DEADLINE: Duration = Duration::from_secs(35);
+
+#[test]
+fn a_host_paused_during_a_test_run_under_copy_ends_it_within_the_deadline() {
+    let took = paused_under_copy(
+        "paused-test",
+        "@run: echo ok > out.txt\n@say: done",
+        ("sleep 600", 8),
+        |_, id, repo| {
+            repo.join(format!(".agent-runner/logs/{id}/test-1.log"))
+                .exists()
+        },
+    );
+    assert!(
+        took < Duration::from_secs(8) + AFTER_THE_DEADLINE,
+        "the run ended {took:?} after the pause"
+    );
+}
+
+#[test]
+fn a_host_paused_during_the_bring_back_ends_it_within_seconds() {
+    // 64 MiB of random bytes: the bundler hashes and packs them for a few seconds.
+    let took = paused_under_copy(
+        "paused-back",
+        "@run: echo ok > out.txt; head -c 67108864 /dev/urandom > big.bin\n@say: done",
+        ("grep -qx ok out.txt", 60),
+        |host, id, _| {
+            let filter = format!("label=agent-runner.task={id}");
+            let (_, out, _) = host.docker(&[
+                "ps",
+                "-a",
+                "--filter",
+                &filter,
+                "--filter",
+                "label=agent-runner.role=bundler",
+                "-q",
+            ]);
+            !out.trim().is_empty()
+        },
+    );
+    assert!(
+        took < AFTER_THE_DEADLINE,
+        "the run ended {took:?} after the pause"
+    );
+}
+
+#[test]
+fn a_host_paused_during_the_start_under_copy_ends_it_within_seconds() {
+    // The moment the repository's volume is there: its copy, the sandbox's start
+    // and the first calls after wait on the host.
+    let took = paused_under_copy(
+        "paused-start",
+        "@say: working\n@run: sleep 600",
+        ("true", 60),
+        |host, id, _| {
+            let filter = format!("label=agent-runner.task={id}");
+            let (_, out, _) = host.docker(&["volume", "ls", "-q", "--filter", &filter]);
+            out.lines().any(|v| v.starts_with("agent-runner-copy-"))
+        },
+    );
+    assert!(
+        took < AFTER_THE_DEADLINE,
+        "the run ended {took:?} after the pause"
+    );
+}
+
 #[test]
 fn plain_tcp_to_another_machine_is_refused_by_docker_host_and_by_context() {
     let dir = support::Scratch::new("plain-tcp");

@@ -84,6 +84,13 @@ bundle() {
   git bundle create -q "/out/$job.bundle" "refs/heads/$branch" $excluded
   echo "agent-runner-bundle $job bundled $commit"
 }
+# An image without git: said on stdout for the copy transport, which then
+# commits the tree on its own side (tree_back.rs), and on stderr as a shell would.
+if ! command -v git >/dev/null 2>&1; then
+  echo agent-runner-bundler-nogit
+  echo "agent-runner-bundler: git: not found" >&2
+  exit 0
+fi
 # One private repository for every request: our config, an index of ours, the
 # clone's objects borrowed per request. What a request added to it is dropped after.
 g=/tmp/agent-runner-bundler

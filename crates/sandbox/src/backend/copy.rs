@@ -17,7 +17,10 @@
 //! a container of the worker's image on the same host, no network, no
 //! capabilities, the volume mounted READ-ONLY, bundles the branch (what the worker
 //! left uncommitted committed on a private index) into a second volume, read out
-//! with `docker cp` and landed here by `landing.rs` under its checks. Both volumes,
+//! with `docker cp` and landed here by `landing.rs` under its checks. Where the
+//! image has no git (the bundler says so), the volume's tree comes back instead as
+//! one tar stream and is committed here (`tree_back.rs`), then landed the same way.
+//! A lost host (`docker_cli::lost`) gets no bring-back: nothing of it lands. Both volumes,
 //! and the scratch directory here, are removed on every path; they carry the
 //! sandbox's owner labels, so the start-up sweep removes those of a dead owner.
 //!
@@ -36,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::docker_cli::{self, call, cli_missing, last_lines};
+use super::docker_cli::{self, call, last_lines};
 use super::endpoint::Endpoint;
 use super::landing::{self, UserRepo};
 use super::privileges::Finding;
@@ -44,6 +47,7 @@ use super::session_volume::SessionVolume;
 use super::sweep::{LABEL_TASK, owner_labels};
 use super::tar::TarWriter;
 use super::tools::{CARRIER_IMAGE, carrier_image};
+use super::tree_back::{Committed, TreeBack};
 use super::{Backend, BackendError, Confinement, Main, Mount, Net, PROJECT_DIR, Spec, Transport};
 use crate::task::{TransportChoice, WorkerLimits};
 use agent_runner_core::interrupt::Interrupt;
@@ -57,6 +61,8 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 const COPY_TIMEOUT: Duration = Duration::from_secs(600);
 /// The bundler's answer line.
 const ANSWER: &str = "agent-runner-bundle work ";
+/// The bundler's line when the image has no git (`bundler.sh`).
+const NO_GIT: &str = "agent-runner-bundler-nogit";
 /// Largest bundle brought back.
 const MAX_BUNDLE: u64 = 4 << 30;
 
@@ -287,6 +293,15 @@ impl Copy {
         let request = format!("work {} {branch} {caches} {base}", self.task_id);
         let spec = self.bundler_spec(volume, &out, request);
         let said = self.backend.run_once(&spec, COPY_TIMEOUT, self.interrupt);
+        if let Ok(said) = &said
+            && said.stdout.lines().any(|l| l == NO_GIT)
+        {
+            // No git in the image: the tree comes back, committed here.
+            remove_volume(&out);
+            let brought = self.tree_back(volume, base);
+            remove_volume(volume);
+            return brought;
+        }
         // The work's volume is done with: removed while the bundle is read out.
         let brought = std::thread::scope(|scope| {
             scope.spawn(|| remove_volume(volume));
@@ -297,6 +312,54 @@ impl Copy {
         });
         remove_volume(&out);
         brought
+    }
+
+    /// Where the image has no git (`tree_back.rs`): the volume's tree read out as
+    /// one tar stream and committed here, then landed as the bundler's bundle is.
+    fn tree_back(&self, volume: &str, base: &str) -> BroughtBack {
+        let started = std::time::Instant::now();
+        let carrier = match Carrier::create(volume, PROJECT_DIR, &self.labels(), self.interrupt) {
+            Ok(carrier) => carrier,
+            Err(e) => return BroughtBack::Failed(e.to_string()),
+        };
+        let branch = self.branch();
+        let scratch = self.scratch.join("tree");
+        if let Err(e) = std::fs::create_dir_all(&scratch) {
+            return BroughtBack::Failed(format!("{}: {e}", scratch.display()));
+        }
+        let user = match UserRepo::open(&self.repo) {
+            Ok(user) => user,
+            Err(e) => return BroughtBack::Failed(e),
+        };
+        let back = TreeBack {
+            objects: user.objects(),
+            scratch: &scratch,
+            task_id: &self.task_id,
+            branch: &branch,
+            base,
+            keep_untracked: self.keep_untracked,
+            interrupt: self.interrupt,
+        };
+        let committed = carrier.stream_out(PROJECT_DIR, |tar| back.commit(tar));
+        drop(carrier);
+        log::info!(
+            "the work's tree read out and committed here (the image has no git) in {}",
+            agent_runner_core::timestamp::human(started.elapsed())
+        );
+        match committed {
+            Ok(Committed::Unchanged) => BroughtBack::Unchanged,
+            Ok(Committed::Bundle { path, commit }) => {
+                match self.land_file(&path, &commit, &branch, base) {
+                    Ok(None) => BroughtBack::Branch {
+                        name: branch,
+                        commit,
+                    },
+                    Ok(Some(bundle)) => BroughtBack::Kept { bundle, commit },
+                    Err(e) => BroughtBack::Failed(e),
+                }
+            }
+            Err(e) => BroughtBack::Failed(format!("the work's tree: {e}")),
+        }
     }
 
     /// What the bundler `said`: its bundle read out of `out` and landed.
@@ -389,7 +452,19 @@ impl Copy {
             .copy_out("/out/work.bundle", &path)
             .map_err(|e| e.to_string())?;
         drop(carrier);
-        let (file, _) = agent_runner_core::fs::read::open_regular(&path, MAX_BUNDLE)
+        self.land_file(&path, commit, branch, base)
+    }
+
+    /// The bundle at `path` landed; or, the branch checked out in the repository,
+    /// checked and kept beside it (its path).
+    fn land_file(
+        &self,
+        path: &Path,
+        commit: &str,
+        branch: &str,
+        base: &str,
+    ) -> Result<Option<PathBuf>, String> {
+        let (file, _) = agent_runner_core::fs::read::open_regular(path, MAX_BUNDLE)
             .map_err(|e| format!("cannot take the bundle: {e}"))?;
         let keep = landing::checked_out(&self.repo, branch)?;
         landing::land(
@@ -409,7 +484,7 @@ impl Copy {
             self.scratch.parent().unwrap_or(&self.scratch),
             &self.task_id,
         );
-        std::fs::rename(&path, &kept)
+        std::fs::rename(path, &kept)
             .map_err(|e| format!("cannot keep the bundle at {}: {e}", kept.display()))?;
         Ok(Some(kept))
     }
@@ -491,7 +566,12 @@ impl Transport for Copy {
         }
         if let Some((volume, base)) = self.filled.take() {
             let started = std::time::Instant::now();
-            let brought = self.bring_back(&volume, &base);
+            // Nothing of a lost attempt lands (SPEC §22), and nothing more waits on
+            // its host: what is left there carries an expiry for the sweeps.
+            let brought = match docker_cli::lost() {
+                Some(lost) => BroughtBack::Failed(lost),
+                None => self.bring_back(&volume, &base),
+            };
             log::info!(
                 "{brought} (in {})",
                 agent_runner_core::timestamp::human(started.elapsed())
@@ -619,7 +699,7 @@ impl Carrier {
                 tar.finish()?;
                 Ok::<_, std::io::Error>(skipped)
             });
-            let out = docker_cli::run_invocation(&invocation, COPY_TIMEOUT, self.interrupt);
+            let out = docker_cli::guarded(&invocation, COPY_TIMEOUT, self.interrupt);
             // The stream's last reader here closed: a writer docker left stops.
             drop(invocation);
             let written = writing
@@ -627,12 +707,49 @@ impl Carrier {
                 .unwrap_or_else(|_| Err(std::io::Error::other("the tar writer failed")));
             (out, written)
         });
-        let out = out.map_err(cli_missing)?;
+        let out = out?;
         match (out.ok, written) {
             (true, Ok(skipped)) => Ok(skipped),
             // The writer's own error first: docker then only saw the stream end.
             (_, Err(e)) if out.ok || e.kind() != std::io::ErrorKind::BrokenPipe => Err(io(e)),
             _ => Err(failed(&format!("docker {}", args.join(" ")), &out.stderr)),
+        }
+    }
+
+    /// `docker cp <container>:<path> -`: the tar stream of `path` handed to
+    /// `consume` as it comes (on a thread of its own), never kept here. What
+    /// `consume` returned; docker's error first when both failed.
+    fn stream_out<T: Send>(
+        &self,
+        path: &str,
+        consume: impl FnOnce(StreamReader) -> Result<T, String> + Send,
+    ) -> Result<T, String> {
+        let source = format!("{}:{path}", self.name);
+        let invocation = docker_cli::command().args(["cp", source.as_str(), "-"]);
+        let (sender, receiver) = std::sync::mpsc::sync_channel(16);
+        let (out, consumed) = std::thread::scope(|scope| {
+            let consuming = scope.spawn(move || consume(StreamReader::new(receiver)));
+            let mut forward = Forward(Some(sender));
+            let out = docker_cli::guarded_streaming(
+                &invocation,
+                COPY_TIMEOUT,
+                self.interrupt,
+                &mut forward,
+            );
+            // The end of the stream for the reader, however docker ended.
+            drop(forward);
+            let consumed = consuming
+                .join()
+                .unwrap_or_else(|_| Err("the reader of the work's tree failed".into()));
+            (out, consumed)
+        });
+        match out {
+            Err(e) => Err(e.to_string()),
+            Ok(out) if !out.ok => Err(format!(
+                "docker cp {source} -: {}",
+                last_lines(&out.stderr, 3)
+            )),
+            Ok(_) => consumed,
         }
     }
 
@@ -643,12 +760,64 @@ impl Carrier {
 
     fn cp(&self, args: &[&str]) -> Result<(), BackendError> {
         let invocation = docker_cli::command().args(args.iter().copied());
-        let out = docker_cli::run_invocation(&invocation, COPY_TIMEOUT, self.interrupt)
-            .map_err(cli_missing)?;
+        let out = docker_cli::guarded(&invocation, COPY_TIMEOUT, self.interrupt)?;
         match out.ok {
             true => Ok(()),
             false => Err(failed(&format!("docker {}", args.join(" ")), &out.stderr)),
         }
+    }
+}
+
+/// Hands a child's stdout on to a `StreamReader`, chunk by chunk; a reader that
+/// went away gets nothing more.
+struct Forward(Option<std::sync::mpsc::SyncSender<Vec<u8>>>);
+
+impl agent_runner_core::process::StreamFilter for Forward {
+    fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
+        if let Some(sender) = &self.0
+            && sender.send(bytes.to_vec()).is_err()
+        {
+            self.0 = None;
+        }
+        Vec::new()
+    }
+
+    fn finish(&mut self) -> Vec<u8> {
+        self.0 = None;
+        Vec::new()
+    }
+}
+
+/// The chunks `Forward` passes on, read as one stream; its end when the sender is
+/// gone.
+pub(crate) struct StreamReader {
+    receiver: std::sync::mpsc::Receiver<Vec<u8>>,
+    chunk: Vec<u8>,
+    at: usize,
+}
+
+impl StreamReader {
+    fn new(receiver: std::sync::mpsc::Receiver<Vec<u8>>) -> Self {
+        StreamReader {
+            receiver,
+            chunk: Vec::new(),
+            at: 0,
+        }
+    }
+}
+
+impl std::io::Read for StreamReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.chunk.len() {
+            match self.receiver.recv() {
+                Ok(chunk) => (self.chunk, self.at) = (chunk, 0),
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.chunk.len() - self.at);
+        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
     }
 }
 

@@ -80,6 +80,9 @@ impl Docker {
 impl Backend for Docker {
     fn start(&self, spec: &Spec) -> Result<Started, BackendError> {
         self.endpoint()?;
+        if let Some(message) = docker_cli::lost() {
+            return Err(BackendError::EngineUnreachable(message));
+        }
         let name = spec
             .name
             .clone()
@@ -100,18 +103,24 @@ impl Backend for Docker {
             None => String::new(),
             // A main process of ours answers lines later (`Carrier::quiet`): its
             // output stays to be read, not drained.
-            Some(ready) => match if spec.stream || spec.main.own_init {
-                held.read_line(ready.prefix, ready.within, ready.interrupt)
-            } else {
-                held.wait_for_line(ready.prefix, ready.within, ready.interrupt)
-            } {
-                Ok(line) => line,
-                Err(wait) => {
+            Some(ready) => match docker_cli::watched(ready.interrupt, |watch| {
+                if spec.stream || spec.main.own_init {
+                    held.read_line(ready.prefix, ready.within, watch)
+                } else {
+                    held.wait_for_line(ready.prefix, ready.within, watch)
+                }
+            }) {
+                (Ok(line), _) => line,
+                (Err(wait), lost) => {
                     let _ = held.release(Duration::from_secs(2));
-                    // A failed start may leave a created container behind.
+                    // A failed start may leave a created container behind (on a
+                    // lost host, our closed pipe ends it there when it is back).
                     remove_container(&name, self.short);
                     watchdog.dismiss();
                     return Err(match wait {
+                        _ if lost.is_some() => {
+                            BackendError::EngineUnreachable(lost.unwrap_or_default())
+                        }
                         HeldWait::Interrupted => BackendError::Interrupted,
                         HeldWait::TimedOut => BackendError::Failed {
                             command: shorten_command(&invocation),
@@ -179,7 +188,7 @@ impl Backend for Docker {
     ) -> Result<Output, BackendError> {
         self.endpoint()?;
         let invocation = seccomp::with_profile(docker_cli::command().args(run_args(spec)));
-        docker_cli::run_invocation(&invocation, wall, interrupt).map_err(cli_missing)
+        docker_cli::guarded(&invocation, wall, interrupt)
     }
 
     fn sweep_orphans(&self) -> Vec<String> {
@@ -284,7 +293,21 @@ impl Instance for Container {
         capture: &mut Capture,
         stop: Stop,
     ) -> Result<Finished, BackendError> {
-        process::run(&exec_invocation(&self.name, exec), limits, capture, stop).map_err(cli_missing)
+        // A run's limit may be an hour: a host that stops answering meanwhile is
+        // found by the health checks beside it, not at the limit (SPEC §22).
+        let invocation = exec_invocation(&self.name, exec);
+        let (finished, lost) = docker_cli::watched(limits.interrupt, |watch| {
+            let limits = Limits {
+                interrupt: watch,
+                ..*limits
+            };
+            process::run(&invocation, &limits, capture, stop)
+        });
+        if let Some(message) = lost {
+            self.remember_lost(&message);
+            return Err(BackendError::EngineUnreachable(message));
+        }
+        finished.map_err(cli_missing)
     }
 
     fn is_alive(&mut self) -> bool {
@@ -301,6 +324,11 @@ impl Instance for Container {
     fn lost(&self) -> Option<BackendError> {
         let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
         if lost.is_none() {
+            // Found lost by another call of this process (`docker_cli::watched`).
+            if let Some(message) = docker_cli::lost() {
+                *lost = Some(message.clone());
+                return Some(BackendError::EngineUnreachable(message));
+            }
             let detail = match call(
                 &["version", "--format", "{{.Server.Version}}"],
                 HEALTH,
@@ -313,22 +341,21 @@ impl Instance for Container {
                 Ok(out) => last_lines(&out.stderr, 2),
                 Err(e) => e.to_string(),
             };
-            *lost = Some(detail);
+            let message = format!("host lost: {}: {detail}", self.daemon);
+            // Every call after (the removal, the copy's bring-back) answers at once.
+            docker_cli::mark_lost(&message);
+            *lost = Some(message);
         }
-        let detail = lost.as_deref().unwrap_or_default();
-        Some(BackendError::EngineUnreachable(format!(
-            "host lost: {}: {detail}",
-            self.daemon
-        )))
+        lost.clone().map(BackendError::EngineUnreachable)
     }
 
     fn diagnose(&mut self, image: &str, stderr: &str) -> BackendError {
         match fault_in(stderr) {
-            Some(DockerFault::Daemon) => BackendError::EngineUnreachable(format!(
-                "host lost: {}: {}",
-                self.daemon,
-                last_lines(stderr, 2)
-            )),
+            Some(DockerFault::Daemon) => {
+                let message = format!("host lost: {}: {}", self.daemon, last_lines(stderr, 2));
+                self.remember_lost(&message);
+                BackendError::EngineUnreachable(message)
+            }
             Some(DockerFault::ContainerGone) => BackendError::Gone {
                 name: self.name.clone(),
                 detail: last_lines(stderr, 2),
@@ -376,7 +403,8 @@ impl Instance for Container {
         if let Some(down) = &self.down {
             down.close();
         }
-        let lost = self.lost.lock().is_ok_and(|lost| lost.is_some());
+        let lost =
+            self.lost.lock().is_ok_and(|lost| lost.is_some()) || docker_cli::lost().is_some();
         let (within, deadline) = if lost {
             (within.min(HEALTH), HEALTH)
         } else {
@@ -396,6 +424,13 @@ const DYING_CHECKS: u32 = 10;
 const DYING_PAUSE: Duration = Duration::from_millis(200);
 
 impl Container {
+    /// The host is lost (`message`: `host lost: …`), for this container and every
+    /// call of this process after.
+    fn remember_lost(&self, message: &str) {
+        docker_cli::mark_lost(message);
+        *self.lost.lock().unwrap_or_else(|e| e.into_inner()) = Some(message.to_string());
+    }
+
     /// Whether docker says the container is running (false when it is gone, or when
     /// docker cannot say).
     fn is_running(&self) -> bool {

@@ -16,8 +16,10 @@
 //!   made, each with a deadline. `endpoint.rs`: which daemon the CLI reaches, named
 //!   in messages, and plain `tcp://` beyond the loopback refused (SPEC §22).
 //!   `Instance::lost`: a `docker version` within 5 s when an exec reached its limit
-//!   or failed without a word; no answer → `host lost: …`, and the rest of the end
-//!   (the stop, the removal) no longer waits on that host.
+//!   or failed without a word, and on a daemon off this machine beside every call,
+//!   exec or start that runs longer than 10 s (`docker_cli::watched`); no answer → `host lost: …`,
+//!   remembered, and the rest of the end (the stop, the removal, the bring-back)
+//!   no longer waits on that host.
 //! - `Transport`: how the repository gets in and the work out, and where the checks
 //!   of what the worker wrote run. `bind.rs`: the repository bind-mounted read-write,
 //!   `.agent-runner/` read-only over it, `.git`'s configuration read-only
@@ -34,7 +36,8 @@
 //!   bundler (`bundler.sh`, the pipeline's too) on that host with the volume
 //!   read-only, reads the bundle out and lands it (`landing.rs`: checked in a
 //!   landing repository of ours, then the pack and the ref written) as the branch
-//!   `agent-runner/<id>`, told by `brought_back`. Its volumes carry the sandbox's
+//!   `agent-runner/<id>`, told by `brought_back`; an image without git gets its
+//!   tree read out as a tar stream (`untar.rs`) and committed here (`tree_back.rs`). Its volumes carry the sandbox's
 //!   labels; `sweep.rs` removes those of dead owners. The worker's session there
 //!   is a volume of the task on the daemon's host (`session_volume.rs`), kept
 //!   across runs and removed when the task is COMPLETE (`forget_session`) or by
@@ -105,6 +108,8 @@ mod spec;
 pub mod sweep;
 mod tar;
 pub mod tools;
+mod tree_back;
+mod untar;
 
 use std::path::Path;
 use std::time::Duration;

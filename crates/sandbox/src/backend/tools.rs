@@ -28,7 +28,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::docker_cli::{self, call, cli_missing, last_lines};
+use super::docker_cli::{self, call, last_lines};
 use super::{BackendError, sweep};
 use agent_runner_core::interrupt::Interrupt;
 
@@ -382,8 +382,7 @@ impl Carrier {
                 .map_err(|e| BackendError::Io(format!("{}: {e}", path.display())))?;
             invocation = invocation.stdin_file(file);
         }
-        let out = docker_cli::run_invocation(&invocation, COPY_TIMEOUT, Interrupt::never())
-            .map_err(cli_missing)?;
+        let out = docker_cli::guarded(&invocation, COPY_TIMEOUT, Interrupt::never())?;
         match out.ok {
             true => Ok(()),
             false => Err(failed(&format!("docker cp {from} {target}"), &out.stderr)),
@@ -411,8 +410,7 @@ pub(super) fn carrier_image(interrupt: Interrupt) -> Result<(), BackendError> {
     let invocation = docker_cli::command()
         .args(["import", "--change", &change, "-", CARRIER_IMAGE])
         .stdin(vec![0u8; 1024]);
-    let out =
-        docker_cli::run_invocation(&invocation, CALL_TIMEOUT, interrupt).map_err(cli_missing)?;
+    let out = docker_cli::guarded(&invocation, CALL_TIMEOUT, interrupt)?;
     match out.ok {
         true => Ok(()),
         false => Err(failed(

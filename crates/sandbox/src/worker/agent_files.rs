@@ -799,8 +799,7 @@ impl<'a> Exec<'a> {
             };
         }
         let invocation = invocation.arg(self.container).args(command.iter().copied());
-        let out = docker_cli::run_invocation(&invocation, EXEC_TIMEOUT, self.interrupt)
-            .map_err(|e| SandboxError::from(cli_missing(e)))?;
+        let out = docker_cli::guarded(&invocation, EXEC_TIMEOUT, self.interrupt)?;
         if out.ending == Ending::Interrupted {
             return Err(SandboxError::Interrupted);
         }
