@@ -239,6 +239,10 @@ impl Docker {
         if let Some(detail) = daemon_problem(self.short) {
             return BackendError::EngineUnreachable(detail);
         }
+        if let (Some(runtime), true) = (&spec.runtime, super::runtime::is_unknown(stderr)) {
+            let known = super::runtime::known(self.short).unwrap_or_default();
+            return BackendError::Refused(super::runtime::unknown(runtime, &known));
+        }
         if let Some(fix) = docker_cli::missing_part(stderr) {
             return BackendError::Failed {
                 command: "docker run --init".into(),
@@ -491,6 +495,9 @@ fn run_args(spec: &Spec) -> Vec<String> {
     };
     if let Some(name) = &spec.name {
         args.extend(["--name".into(), name.clone()]);
+    }
+    if let Some(runtime) = &spec.runtime {
+        args.extend(["--runtime".into(), runtime.clone()]);
     }
     if spec.stream {
         // The stream is ours alone: the engine keeps no log of what goes up it.

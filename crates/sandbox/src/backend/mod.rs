@@ -92,6 +92,7 @@ pub mod landing;
 pub mod lifeline;
 mod locality;
 pub mod privileges;
+pub mod runtime;
 pub mod seccomp;
 mod session_volume;
 mod socket;
