@@ -809,6 +809,34 @@ mod tests {
         assert_eq!(stream.pending.len(), MAX_PENDING);
     }
 
+    #[test]
+    fn mcp_servers_are_a_config_file_whose_path_alone_is_in_argv() {
+        let servers = crate::agent::mcp::tests::servers();
+        let run = RunSpec {
+            mcp_servers: &servers,
+            ..spec(true, None)
+        };
+        let command = CLAUDE.command(&run).join(" ");
+        assert!(
+            command.contains(
+                "--mcp-config /run/agent-runner/private/agent-settings --strict-mcp-config"
+            ),
+            "{command}"
+        );
+        for secret in servers.iter().flat_map(|s| s.secrets()) {
+            let secret = secret.expose();
+            assert!(secret.len() < 4 || !command.contains(secret), "{command}");
+        }
+        let file = CLAUDE.settings_file(&run).unwrap();
+        assert_eq!(file.link, None, "the path is on the command line");
+        assert!(file.contents.contains("s3cret-token"));
+        assert!(
+            !CLAUDE.command(&spec(true, None)).join(" ").contains("mcp"),
+            "no servers, no flag"
+        );
+        assert_eq!(CLAUDE.settings_file(&spec(true, None)), None);
+    }
+
     fn spec(root: bool, url: Option<&str>) -> RunSpec<'_> {
         RunSpec {
             model: Some("claude-x"),

@@ -649,6 +649,25 @@ mod tests {
     }
 
     #[test]
+    fn mcp_servers_go_into_the_config_file_not_argv() {
+        let servers = crate::agent::mcp::tests::servers();
+        let run = RunSpec {
+            mcp_servers: &servers,
+            ..spec(None, &[], None)
+        };
+        let command = CODEX.command(&run).join(" ");
+        assert!(!command.contains("mcp") && !command.contains("s3cret"), "{command}");
+        let file = CODEX.settings_file(&run).unwrap();
+        assert!(
+            file.contents
+                .contains("\n\n[mcp_servers.notes]\ncommand = \"python3\"")
+                && file.contents.contains("\"NOTES_TOKEN\" = \"s3cret-token\""),
+            "{}",
+            file.contents
+        );
+    }
+
+    #[test]
     fn command_lines_match_the_recorded_working_flags() {
         assert_eq!(
             CODEX.command(&spec(None, &[], None)).join(" "),

@@ -739,6 +739,16 @@ mod tests {
     }
 
     #[test]
+    fn a_runtime_is_asked_for_by_name() {
+        let mut spec = Spec::new("img:1", Main::shell("echo hi", []));
+        spec.runtime = Some("runsc".into());
+        let args = run_args(&spec);
+        let at = args.iter().position(|a| a == "--runtime").unwrap();
+        assert_eq!(args[at + 1], "runsc");
+        assert!(at < args.iter().position(|a| a == "img:1").unwrap());
+    }
+
+    #[test]
     fn a_probe_asks_for_nothing_it_did_not_name() {
         let mut spec = Spec::new("img:1", Main::shell("echo hi", []));
         spec.network = Net::Host;

@@ -12,11 +12,7 @@ use agent_runner_core::interrupt::Interrupt;
 
 /// The runtimes the daemon has registered, by name (sorted).
 pub fn known(deadline: Duration) -> Result<Vec<String>, BackendError> {
-    let out = docker_cli::call(
-        &["info", "--format", "{{json .Runtimes}}"],
-        deadline,
-        Interrupt::never(),
-    )?;
+    let out = docker_cli::call(&INFO_ARGS, deadline, Interrupt::never())?;
     if !out.ok {
         return Err(BackendError::Failed {
             command: "docker info --format '{{json .Runtimes}}'".into(),
@@ -26,9 +22,13 @@ pub fn known(deadline: Duration) -> Result<Vec<String>, BackendError> {
     Ok(parse(&out.stdout))
 }
 
+/// The command `known` runs, for a caller with a daemon of its own to ask
+/// (`hosts check`); its output goes to `parse`.
+pub const INFO_ARGS: [&str; 3] = ["info", "--format", "{{json .Runtimes}}"];
+
 /// The names of `docker info`'s `{"runc":{…},"runsc":{…}}` (podman's runtimes
 /// have no such map: none).
-fn parse(json: &str) -> Vec<String> {
+pub fn parse(json: &str) -> Vec<String> {
     let mut names: Vec<String> = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(
         json.trim(),
     )

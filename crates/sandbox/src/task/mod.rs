@@ -54,6 +54,7 @@ pub use meta_api::{
 };
 pub use resolved::resolved_yaml;
 pub use runner_section::{RunnerSettings, runner_settings};
+pub use default_allow::url_entry as allow_entry_of;
 pub use schema::{builder_fields, builder_may_write, task_config_schema};
 pub use setup::SetupSpec;
 

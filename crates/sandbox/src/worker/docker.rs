@@ -1166,6 +1166,16 @@ mod tests {
 
     use super::*;
     use crate::backend::{BackendError, Instance, Mount, Net, Output, Spec, Started};
+
+    #[test]
+    fn the_settings_path_kinds_are_told_is_where_the_envelope_writes_it() {
+        let file = PrivateFile {
+            name: SETTINGS_NAME,
+            link: None,
+            contents: String::new(),
+        };
+        assert_eq!(file.path(), SETTINGS_PATH);
+    }
     use agent_runner_core::process::{self, HeldWait, Invocation};
 
     /// What the fake was asked, in order.

@@ -29,7 +29,7 @@ use agent_runner_core::usage::Usage;
 use envelope::Leftovers;
 use git::RepoChanges;
 pub use prepare::{
-    FIND_PROGRAM, FOUND, MISSING, missing as missing_program, program as test_program, setup_error,
+    FIND_PROGRAM, FOUND, MISSING, missing as missing_program, missing_mcp, program as test_program, setup_error,
     setup_failed,
 };
 
