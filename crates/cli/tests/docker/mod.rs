@@ -31,6 +31,7 @@ mod podman;
 mod remote;
 mod resume;
 mod run;
+mod runsc;
 mod sandbox;
 mod secrets;
 mod signals;
