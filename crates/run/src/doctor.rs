@@ -18,6 +18,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Ending};
 use agent_runner_core::sys;
 use agent_runner_core::text::{cut, one_line};
+use agent_runner_sandbox::agent::McpTransport;
 use agent_runner_sandbox::agent::{self, Kind, Login};
 use agent_runner_sandbox::backend::tools;
 use agent_runner_sandbox::backend::{
@@ -29,7 +30,6 @@ use agent_runner_sandbox::task::{
     WorkerEnv, allow_gaps,
 };
 use agent_runner_sandbox::worker::container::home_links;
-use agent_runner_sandbox::agent::McpTransport;
 use agent_runner_sandbox::worker::{FIND_PROGRAM, FOUND, MISSING, missing_program, test_program};
 
 /// Limit for docker commands that only talk to the daemon.

@@ -739,7 +739,12 @@ fn worker_run(out: &mut String, run: &WorkerRun, pricing: &Pricing) -> std::fmt:
         };
         writeln!(out, "- MCP tool calls{dropped}:")?;
         for call in &t.mcp_calls {
-            writeln!(out, "  - {} → {}", code_span(&cut(&call.text(), 300)), call.status)?;
+            writeln!(
+                out,
+                "  - {} → {}",
+                code_span(&cut(&call.text(), 300)),
+                call.status
+            )?;
         }
     }
     changes(out, run)?;

@@ -79,7 +79,12 @@ pub(crate) fn run(command: HostsCommand, interrupt: Interrupt) -> i32 {
     if prepare {
         prepare_all(&hosts, &image, args.image_only, interrupt)
     } else {
-        check_all(&hosts, &image, probe_dir.as_deref(), args.runtime.as_deref())
+        check_all(
+            &hosts,
+            &image,
+            probe_dir.as_deref(),
+            args.runtime.as_deref(),
+        )
     }
 }
 

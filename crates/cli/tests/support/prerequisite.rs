@@ -33,6 +33,9 @@ pub enum Needs {
     /// gVisor's runtime `runsc` registered with the daemon, and able to run a
     /// container here (testdata/setup-runsc.sh).
     Runsc,
+    /// The MCP test image (the real worker image with python3 and the `mcp` SDK),
+    /// built by testdata/setup-mcp.sh.
+    McpImage,
 }
 
 impl Needs {
@@ -45,6 +48,7 @@ impl Needs {
             Needs::ToolsVolume => "tools-volume",
             Needs::Podman => "podman",
             Needs::Runsc => "runsc",
+            Needs::McpImage => "mcp-image",
         }
     }
 }
@@ -143,6 +147,18 @@ fn check(what: Needs) -> Result<(), String> {
         Needs::ToolsVolume => tools_volume_filled(),
         Needs::Podman => podman_ready(),
         Needs::Runsc => runsc_ready(),
+        Needs::McpImage => {
+            let format = "{{index .Config.Labels \"agent-runner.test-mcp-image\"}}";
+            let (ok, recipe, stderr) = docker(&["image", "inspect", "-f", format, MCP_IMAGE]);
+            if ok && !recipe.trim().is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{MCP_IMAGE} was not built ({}); `make test-env` builds it (testdata/setup-mcp.sh, after the sandbox image)",
+                    stderr.trim()
+                ))
+            }
+        }
     }
 }
 
@@ -227,6 +243,9 @@ pub fn tools_volume_filled() -> Result<(), String> {
         })
         .clone()
 }
+
+/// The MCP test image testdata/setup-mcp.sh builds.
+pub const MCP_IMAGE: &str = "agent-runner-test-mcp:latest";
 
 /// The image sandbox/build.sh builds.
 pub const SANDBOX_IMAGE: &str = "agent-runner-codex:latest";

@@ -396,7 +396,8 @@ impl ClaudeStream {
 /// names have no `__`: `task::mcp`).
 fn mcp_tool(name: &str) -> Option<(&str, &str)> {
     let rest = name.strip_prefix("mcp__")?;
-    rest.split_once("__").filter(|(s, t)| !s.is_empty() && !t.is_empty())
+    rest.split_once("__")
+        .filter(|(s, t)| !s.is_empty() && !t.is_empty())
 }
 
 /// The verdict, the answer and the usage of the run.

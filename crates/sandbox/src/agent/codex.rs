@@ -656,7 +656,10 @@ mod tests {
             ..spec(None, &[], None)
         };
         let command = CODEX.command(&run).join(" ");
-        assert!(!command.contains("mcp") && !command.contains("s3cret"), "{command}");
+        assert!(
+            !command.contains("mcp") && !command.contains("s3cret"),
+            "{command}"
+        );
         let file = CODEX.settings_file(&run).unwrap();
         assert!(
             file.contents

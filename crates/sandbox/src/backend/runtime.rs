@@ -29,11 +29,10 @@ pub const INFO_ARGS: [&str; 3] = ["info", "--format", "{{json .Runtimes}}"];
 /// The names of `docker info`'s `{"runc":{…},"runsc":{…}}` (podman's runtimes
 /// have no such map: none).
 pub fn parse(json: &str) -> Vec<String> {
-    let mut names: Vec<String> = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(
-        json.trim(),
-    )
-    .map(|map| map.into_iter().map(|(name, _)| name).collect())
-    .unwrap_or_default();
+    let mut names: Vec<String> =
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(json.trim())
+            .map(|map| map.into_iter().map(|(name, _)| name).collect())
+            .unwrap_or_default();
     names.sort();
     names
 }
@@ -76,7 +75,9 @@ mod tests {
     #[test]
     fn the_daemons_runtimes_by_name() {
         assert_eq!(
-            parse(r#"{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]},"runc":{"path":"runc"},"io.containerd.runc.v2":{"path":"runc"}}"#),
+            parse(
+                r#"{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]},"runc":{"path":"runc"},"io.containerd.runc.v2":{"path":"runc"}}"#
+            ),
             ["io.containerd.runc.v2", "runc", "runsc"]
         );
         assert!(parse("null").is_empty() && parse("").is_empty());

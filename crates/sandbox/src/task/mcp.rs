@@ -90,7 +90,13 @@ fn server_of(
                 }
             }
             let url = problems.take(url_value(&url, &format!("{field}.url")))?;
-            let headers = values(raw.headers, &format!("{field}.headers"), true, host, problems)?;
+            let headers = values(
+                raw.headers,
+                &format!("{field}.headers"),
+                true,
+                host,
+                problems,
+            )?;
             McpTransport::Remote { url, headers }
         }
         (Some(_), Some(_)) => {
@@ -278,7 +284,15 @@ mod tests {
     #[test]
     fn names_are_plain_and_short() {
         assert!(is_name("notes") && is_name("docs-2") && is_name("a_b"));
-        for bad in ["", "a.b", "a b", "a/b", "ü", "a__b", &"x".repeat(MAX_NAME + 1)] {
+        for bad in [
+            "",
+            "a.b",
+            "a b",
+            "a/b",
+            "ü",
+            "a__b",
+            &"x".repeat(MAX_NAME + 1),
+        ] {
             assert!(!is_name(bad), "{bad}");
         }
     }

@@ -45,6 +45,7 @@ pub use allow_gaps::{AllowGap, allow_gaps};
 pub use auth::resolve as resolve_login;
 pub use bounds::{DEFAULT_MAX_STALLED_LOOPS, unpriced};
 pub use codex_meta::CodexMeta;
+pub use default_allow::url_entry as allow_entry_of;
 pub use fields::{MAX_SECONDS, is_one_line};
 pub use host::{Host, Var};
 pub use input_error::{Category, InputError, InputErrors};
@@ -54,7 +55,6 @@ pub use meta_api::{
 };
 pub use resolved::resolved_yaml;
 pub use runner_section::{RunnerSettings, runner_settings};
-pub use default_allow::url_entry as allow_entry_of;
 pub use schema::{builder_fields, builder_may_write, task_config_schema};
 pub use setup::SetupSpec;
 

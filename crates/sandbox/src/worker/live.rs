@@ -174,7 +174,10 @@ mod tests {
             seen,
             [
                 ("mcp_tool_call", "notes/add".to_string()),
-                ("mcp_tool_call", "notes/boom (failed: no such tool)".to_string()),
+                (
+                    "mcp_tool_call",
+                    "notes/boom (failed: no such tool)".to_string()
+                ),
                 ("agent_message", "done".to_string()),
             ]
         );

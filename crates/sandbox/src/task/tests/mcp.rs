@@ -8,7 +8,11 @@ fn with_token(yaml: &str) -> Result<Task, InputErrors> {
     let dir = Scratch::new();
     parse_in(
         &dir.0,
-        &[KEY, ("NOTES_TOKEN", "tok-0123456789"), ("DOCS_AUTH", "Bearer zz-987654")],
+        &[
+            KEY,
+            ("NOTES_TOKEN", "tok-0123456789"),
+            ("DOCS_AUTH", "Bearer zz-987654"),
+        ],
         yaml,
     )
 }
@@ -19,11 +23,26 @@ fn stdio_and_remote_servers_are_read_their_values_secrets() {
         "{V1}  worker:\n    mcp_servers:\n      notes:\n        command: python3\n        args: [/srv/notes.py]\n        env: {{TOKEN: 'env:NOTES_TOKEN', MODE: fast}}\n      docs:\n        url: http://127.0.0.2:9/mcp\n        headers: {{Authorization: 'env:DOCS_AUTH'}}\n"
     ))
     .unwrap_or_else(|e| panic!("{e}"));
-    let names: Vec<&str> = task.worker.mcp_servers.iter().map(|s| s.name.as_str()).collect();
+    let names: Vec<&str> = task
+        .worker
+        .mcp_servers
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
     assert_eq!(names, ["docs", "notes"]);
-    let secrets: Vec<String> = task.secrets().iter().map(|s| s.expose().to_string()).collect();
-    assert!(secrets.contains(&"tok-0123456789".to_string()), "{secrets:?}");
-    assert!(secrets.contains(&"Bearer zz-987654".to_string()), "{secrets:?}");
+    let secrets: Vec<String> = task
+        .secrets()
+        .iter()
+        .map(|s| s.expose().to_string())
+        .collect();
+    assert!(
+        secrets.contains(&"tok-0123456789".to_string()),
+        "{secrets:?}"
+    );
+    assert!(
+        secrets.contains(&"Bearer zz-987654".to_string()),
+        "{secrets:?}"
+    );
     // The remote server's host joins the default allow list, and says why.
     let entries = task.worker.allow.entries();
     assert!(entries.contains(&"127.0.0.2:9".to_string()), "{entries:?}");
@@ -95,13 +114,19 @@ fn a_server_is_either_stdio_or_remote_with_its_own_keys() {
         "unknown key",
     );
     assert_error(
-        &err(&format!("{V1}  worker:\n    mcp_servers:\n      'a.b': {{command: a}}\n")),
+        &err(&format!(
+            "{V1}  worker:\n    mcp_servers:\n      'a.b': {{command: a}}\n"
+        )),
         "runner.worker.mcp_servers.a.b",
         "a server's name",
     );
     let e = err(&yaml("{command: a, env: {T: 'env:UNSET_VAR_X'}}"));
     assert_eq!(e.category, Category::Environment);
-    assert_error(&e, "runner.worker.mcp_servers.s.env.T", "UNSET_VAR_X is not set");
+    assert_error(
+        &e,
+        "runner.worker.mcp_servers.s.env.T",
+        "UNSET_VAR_X is not set",
+    );
 }
 
 #[test]
