@@ -21,6 +21,7 @@ mod follow_up;
 mod hosts;
 mod isolation;
 mod lifeline;
+mod mcp;
 mod meta_apis;
 mod notify;
 mod orchestrator;
