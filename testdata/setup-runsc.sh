@@ -62,7 +62,7 @@ try:
         settings = json.load(f)
 except FileNotFoundError:
     settings = {}
-settings.setdefault("runtimes", {})[name] = {"path": path, "runtimeArgs": ["--network=none", "--host-uds=open"]}
+settings.setdefault("runtimes", {})[name] = {"path": path, "runtimeArgs": ["--network=none", "--host-uds=open", "--oci-seccomp"]}
 tmp = config + ".agent-runner.tmp"
 with open(tmp, "w") as f:
     json.dump(settings, f, indent=2)
