@@ -24,10 +24,10 @@ say() { printf 'make test: %s\n' "$*" >&2; }
 # (run by hand, see their file): left out here.
 skip=(--skip lifeline::microbench::)
 # Under gVisor (docker::runsc, the boundary tests again) two tests see what runsc
-# does differently (docs/sandbox.md, "Running under gVisor"): agent-runner's seccomp
-# profile's argument rules do not stop a set-id chmod there (the sweep after each
-# run still removes the file), and the test fake's first output line reaches the
-# log only when its run ends. Left out, never silently: said here.
+# does differently (docs/tools-and-runtimes.md, "Running under gVisor"): agent-runner's
+# seccomp profile does not apply there, so a set-id chmod is not refused during a run
+# (the sweep after each run still removes the file), and the test fake's output
+# reaches the log only when its run ends. Left out, never silently: said here.
 skip+=(--skip docker::runsc::boundary::no_file_in_the_repository_has_a_set_id_bit_while_the_worker_runs
        --skip docker::runsc::boundary::the_container_runs_with_fewer_privileges_and_limits)
 say "left out under runsc (what gVisor does differently): 2 boundary tests"
