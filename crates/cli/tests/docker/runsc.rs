@@ -3,7 +3,11 @@
 //! `TaskYaml::new` for a test of this module (`needs` runsc there). `make test`
 //! leaves them out where runsc is not registered (testdata/test.sh), never under CI.
 
+// The same files as `docker::boundary` and `docker::egress`, on purpose: the tests
+// are the same, only their module (and so their runtime) differs.
+#[allow(clippy::duplicate_mod)]
 #[path = "boundary.rs"]
 mod boundary;
+#[allow(clippy::duplicate_mod)]
 #[path = "egress.rs"]
 mod egress;

@@ -250,12 +250,12 @@ pub fn resolved_yaml(task: &Task) -> String {
                 max_duration_sec: task.bounds.budget.max_duration.map(|d| d.as_secs()),
             },
             max_stalled_loops: task.bounds.max_stalled_loops,
-            sandbox: (task.sandbox_host.is_some() || task.worker.runtime.is_some()).then(|| {
+            sandbox: (task.sandbox_host.is_some() || task.worker.runtime.is_some()).then_some(
                 SandboxView {
                     host: task.sandbox_host.as_deref(),
                     runtime: task.worker.runtime.as_deref(),
-                }
-            }),
+                },
+            ),
         },
     };
     serde_norway::to_string(&view).unwrap_or_else(|e| format!("# cannot show the task: {e}\n"))
