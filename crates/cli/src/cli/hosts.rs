@@ -175,7 +175,7 @@ fn check_all(
     };
     let mut table = format!(
         "{:<16} {:<8} {:<12} {:<8} {:<8} {:<12} {}\n",
-        "HOST", "HEALTH", "VERSION", "IMAGE", "TOOLS", "LOCALITY", "RUNTIMES"
+        "HOST", "HEALTH", "VERSION", "IMAGE", "TOOLS", "RUNTIMES", "LOCALITY"
     );
     for row in &rows {
         let (health, version) = match &row.version {
@@ -189,10 +189,10 @@ fn check_all(
             version,
             yes_no(row.image),
             yes_no(row.tools),
-            row.locality,
             row.runtimes
                 .as_ref()
-                .map_or("-".to_string(), |r| r.join(","))
+                .map_or("-".to_string(), |r| r.join(",")),
+            row.locality
         ));
     }
     for row in &rows {
