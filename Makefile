@@ -16,7 +16,9 @@ install: build
 # the emulated remote Docker hosts' image (SPEC §22),
 # Chromium + chromedriver for the web view's browser tests, shellcheck for lint, and
 # the OpenAI and Anthropic Python SDKs the Meta API tests check requests against,
-# podman and catatonit with the test worker image in its store (the podman tests).
+# podman and catatonit with the test worker image in its store (the podman tests),
+# gVisor's runsc registered with the daemon (a reload, no restart) and the MCP test
+# image (the worker image with python3 and the `mcp` SDK).
 test-env:
 	bash testdata/setup-shellcheck.sh
 	bash testdata/setup-docker.sh
@@ -25,6 +27,8 @@ test-env:
 	bash testdata/setup-browser.sh
 	bash testdata/setup-meta-sdk.sh
 	bash testdata/setup-podman.sh
+	bash testdata/setup-runsc.sh
+	bash testdata/setup-mcp.sh
 
 # The shell scripts that run in containers live beside their modules (include_str!).
 SCRIPTS = $(shell find crates/*/src -name '*.sh')

@@ -13,7 +13,8 @@
 # commit out on an emulated tcp:// host), bench/compat.py (a task under podman
 # and Docker; needs podman), bench/hosts.py (placement over emulated Docker hosts),
 # bench/remote_overhead.py (a 3-loop task on an emulated tcp:// host vs bench/bare.sh
-# making the same calls there) and bench/pipeline.py (the orchestrator, the TaskStore).
+# making the same calls there), bench/gvisor.py (runsc against runc, an MCP server's
+# start and call; needs runsc) and bench/pipeline.py (the orchestrator, the TaskStore).
 # BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
 # clean-build timing.
 set -euo pipefail
@@ -45,4 +46,9 @@ else
 fi
 python3 bench/hosts.py
 python3 bench/remote_overhead.py
+if docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; then
+  python3 bench/gvisor.py
+else
+  echo "bench: bench/gvisor.py left out: the daemon has no runtime runsc (testdata/setup-runsc.sh)" >&2
+fi
 exec python3 bench/pipeline.py

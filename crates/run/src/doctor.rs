@@ -18,6 +18,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Ending};
 use agent_runner_core::sys;
 use agent_runner_core::text::{cut, one_line};
+use agent_runner_sandbox::agent::McpTransport;
 use agent_runner_sandbox::agent::{self, Kind, Login};
 use agent_runner_sandbox::backend::tools;
 use agent_runner_sandbox::backend::{
@@ -59,6 +60,10 @@ pub struct Target {
     pub(crate) test_program: Option<(String, bool)>,
     /// Hosts the agents need that a written allow list lacks (`task::allow_gaps`).
     pub(crate) allow_gaps: Vec<AllowGap>,
+    /// `runner.sandbox.runtime` (SPEC §28): the daemon must know it.
+    pub(crate) runtime: Option<String>,
+    /// The stdio MCP servers' `(name, command)` (SPEC §28): in the image.
+    pub(crate) mcp_commands: Vec<(String, String)>,
 }
 
 /// An agent CLI a run uses, where, and how it logs in.
@@ -105,6 +110,8 @@ impl Target {
             }],
             test_program: None,
             allow_gaps: Vec::new(),
+            runtime: None,
+            mcp_commands: Vec::new(),
         }
     }
 
@@ -156,6 +163,15 @@ impl Target {
                 .and_then(|t| test_program(&t.command))
                 .map(|p| (p.to_string(), task.setup.is_some())),
             allow_gaps: allow_gaps(task),
+            runtime: worker.runtime.clone(),
+            mcp_commands: worker
+                .mcp_servers
+                .iter()
+                .filter_map(|s| match &s.transport {
+                    McpTransport::Stdio { command, .. } => Some((s.name.clone(), command.clone())),
+                    McpTransport::Remote { .. } => None,
+                })
+                .collect(),
         }
     }
 }
@@ -280,6 +296,10 @@ pub fn run_all(
     let mut needs = (!cli).then_some("the docker CLI");
     let daemon = r.run_if(needs, "docker daemon", || docker_daemon(&docker));
     needs = needs.or((!daemon).then_some("a reachable docker daemon"));
+    if let Some(runtime) = &target.runtime {
+        let known = r.run_if(needs, RUNTIME, || runtime_known(runtime));
+        needs = needs.or((!known).then_some("the container runtime"));
+    }
     let image = format!("image {}", target.image);
     let present = r.run_if(needs, &image, || image_present(&docker, &target.image));
     needs = needs.or((!present).then_some("the image"));
@@ -303,6 +323,11 @@ pub fn run_all(
             program_in_image(&docker, target, program, *setup)
         });
     }
+    for (name, command) in &target.mcp_commands {
+        r.run_if(needs, &format!("MCP server {name}"), || {
+            mcp_command_in_image(&docker, target, name, command)
+        });
+    }
     r.run_if(needs, GIT_IN_IMAGE, || git_in_image(&docker, target));
     r.run_if(needs, FILE_OWNERSHIP, || file_ownership(&docker, target));
     for agent in &target.agents {
@@ -322,6 +347,7 @@ fn in_image(agent: &Agent, target: &Target) -> String {
 }
 
 const EGRESS: &str = "egress proxy";
+const RUNTIME: &str = "container runtime";
 const GIT_IN_IMAGE: &str = "git in the image";
 const TEST_PROGRAM: &str = "test command's program";
 const FILE_OWNERSHIP: &str = "file ownership";
@@ -653,6 +679,50 @@ fn program_in_image(docker: &Docker, target: &Target, program: &str, setup: bool
             what,
             format!(
                 "the image could not look for `{program}`: {}",
+                last_line(&out.stderr)
+            ),
+            "the image needs /bin/sh",
+        ),
+        Err(reason) => Check::fail(what, reason, "install the Docker CLI"),
+    }
+}
+
+/// The daemon knows `runner.sandbox.runtime` (SPEC §28).
+fn runtime_known(runtime: &str) -> Check {
+    match agent_runner_sandbox::backend::runtime::check(runtime, CLI_TIMEOUT) {
+        Ok(detail) => Check::ok(RUNTIME, detail),
+        Err(why) => Check::fail(
+            RUNTIME,
+            why,
+            "gVisor: apt-get install runsc, then add {\"runtimes\": {\"runsc\": {\"path\": \"/usr/bin/runsc\"}}} to /etc/docker/daemon.json and reload dockerd (kill -HUP)",
+        ),
+    }
+}
+
+/// A stdio MCP server's command is on the image's PATH (or the absolute path of a
+/// program in it), as the preflight will check before the first paid call.
+fn mcp_command_in_image(docker: &Docker, target: &Target, name: &str, command: &str) -> Check {
+    let what = format!("MCP server {name}");
+    let mut spec = Spec::new(
+        &target.image,
+        Main::shell(FIND_PROGRAM, ["sh".to_string(), command.to_string()]),
+    );
+    spec.network = Net::from(target.network);
+    spec.as_user = true;
+    spec.runtime = target.runtime.clone();
+    match docker.start(&spec) {
+        Ok(out) if out.stdout.contains(FOUND) => {
+            Check::ok(what, format!("`{command}` is in image {}", target.image))
+        }
+        Ok(out) if out.stdout.contains(MISSING) => Check::fail(
+            what,
+            agent_runner_sandbox::worker::missing_mcp(name, command, &target.image),
+            "install it in the image (your own docker_image) or in task.setup",
+        ),
+        Ok(out) => Check::fail(
+            what,
+            format!(
+                "the image could not look for `{command}`: {}",
                 last_line(&out.stderr)
             ),
             "the image needs /bin/sh",

@@ -174,10 +174,30 @@ fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     writeln!(out, "- Meta: {}", inline(&meta))?;
     writeln!(
         out,
-        "- Worker: {} in {}",
+        "- Worker: {} in {}{}",
         task.worker.kind.name(),
-        inline(&task.worker.docker_image)
-    )
+        inline(&task.worker.docker_image),
+        task.worker
+            .runtime
+            .as_ref()
+            .map_or(String::new(), |r| format!(" (runtime {})", inline(r)))
+    )?;
+    mcp_servers(out, &task.worker)
+}
+
+/// The worker's MCP servers (SPEC §28), without their secrets.
+fn mcp_servers(
+    out: &mut String,
+    worker: &agent_runner_sandbox::task::WorkerSettings,
+) -> std::fmt::Result {
+    if worker.mcp_servers.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "- MCP servers:")?;
+    for server in &worker.mcp_servers {
+        writeln!(out, "  - {}", inline(&server.describe()))?;
+    }
+    Ok(())
 }
 
 fn summary(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
@@ -459,6 +479,18 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         "The container had no network; agent-runner's proxy let through {listed} ({}).",
         inline(&origin)
     )?;
+    for server in &worker.mcp_servers {
+        if let agent_runner_sandbox::agent::McpTransport::Remote { url, .. } = &server.transport
+            && let Some(entry) = agent_runner_sandbox::task::allow_entry_of(url)
+        {
+            writeln!(
+                out,
+                "The host of MCP server {} is on it: {}.",
+                inline(&server.name),
+                code_span(&entry)
+            )?;
+        }
+    }
     let log = ctx
         .task
         .repo
@@ -697,6 +729,22 @@ fn worker_run(out: &mut String, run: &WorkerRun, pricing: &Pricing) -> std::fmt:
                 .exit_code
                 .map_or("not finished".to_string(), |e| format!("exit {e}"));
             writeln!(out, "  - {} → {code}", code_span(&cut(&c.command, 300)))?;
+        }
+    }
+    if !t.mcp_calls.is_empty() {
+        let dropped = if t.mcp_calls_dropped > 0 {
+            format!(" (first {} not shown)", t.mcp_calls_dropped)
+        } else {
+            String::new()
+        };
+        writeln!(out, "- MCP tool calls{dropped}:")?;
+        for call in &t.mcp_calls {
+            writeln!(
+                out,
+                "  - {} → {}",
+                code_span(&cut(&call.text(), 300)),
+                call.status
+            )?;
         }
     }
     changes(out, run)?;

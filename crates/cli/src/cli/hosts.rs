@@ -57,6 +57,10 @@ pub(crate) struct HostsArgs {
     /// needs none).
     #[arg(long)]
     image_only: bool,
+    /// check: the container runtime the tasks name (`runner.sandbox.runtime`, SPEC
+    /// §28); a host whose daemon does not know it is not ready.
+    #[arg(long, value_name = "NAME")]
+    runtime: Option<String>,
 }
 
 /// Runs the command; returns the exit code.
@@ -75,7 +79,12 @@ pub(crate) fn run(command: HostsCommand, interrupt: Interrupt) -> i32 {
     if prepare {
         prepare_all(&hosts, &image, args.image_only, interrupt)
     } else {
-        check_all(&hosts, &image, probe_dir.as_deref())
+        check_all(
+            &hosts,
+            &image,
+            probe_dir.as_deref(),
+            args.runtime.as_deref(),
+        )
     }
 }
 
@@ -118,21 +127,30 @@ struct Row {
     image: Option<bool>,
     tools: Option<bool>,
     locality: &'static str,
+    /// The runtimes its daemon knows (SPEC §28); None: not asked or no answer.
+    runtimes: Option<Vec<String>>,
+    /// `--runtime` is among them.
+    runtime_known: Option<bool>,
 }
 
 impl Row {
     /// The daemon answers and has the image. A missing tools volume is shown, not
     /// counted: an image with its own agent needs none (and a run fills it).
     fn healthy(&self) -> bool {
-        self.version.is_ok() && self.image == Some(true)
+        self.version.is_ok() && self.image == Some(true) && self.runtime_known != Some(false)
     }
 }
 
-fn check_all(hosts: &[HostSpec], image: &str, probe_dir: Option<&Path>) -> i32 {
+fn check_all(
+    hosts: &[HostSpec],
+    image: &str,
+    probe_dir: Option<&Path>,
+    runtime: Option<&str>,
+) -> i32 {
     let rows: Vec<Row> = std::thread::scope(|scope| {
         let handles: Vec<_> = hosts
             .iter()
-            .map(|host| scope.spawn(move || check(host, image, probe_dir)))
+            .map(|host| scope.spawn(move || check(host, image, probe_dir, runtime)))
             .collect();
         handles
             .into_iter()
@@ -144,6 +162,8 @@ fn check_all(hosts: &[HostSpec], image: &str, probe_dir: Option<&Path>) -> i32 {
                     image: None,
                     tools: None,
                     locality: "-",
+                    runtimes: None,
+                    runtime_known: None,
                 })
             })
             .collect()
@@ -154,8 +174,8 @@ fn check_all(hosts: &[HostSpec], image: &str, probe_dir: Option<&Path>) -> i32 {
         None => "-",
     };
     let mut table = format!(
-        "{:<16} {:<8} {:<12} {:<8} {:<8} {}\n",
-        "HOST", "HEALTH", "VERSION", "IMAGE", "TOOLS", "LOCALITY"
+        "{:<16} {:<8} {:<12} {:<8} {:<8} {:<12} {}\n",
+        "HOST", "HEALTH", "VERSION", "IMAGE", "TOOLS", "RUNTIMES", "LOCALITY"
     );
     for row in &rows {
         let (health, version) = match &row.version {
@@ -163,16 +183,29 @@ fn check_all(hosts: &[HostSpec], image: &str, probe_dir: Option<&Path>) -> i32 {
             Err(_) => ("DOWN", "-".into()),
         };
         table.push_str(&format!(
-            "{:<16} {:<8} {:<12} {:<8} {:<8} {}\n",
+            "{:<16} {:<8} {:<12} {:<8} {:<8} {:<12} {}\n",
             row.name,
             health,
             version,
             yes_no(row.image),
             yes_no(row.tools),
+            row.runtimes
+                .as_ref()
+                .map_or("-".to_string(), |r| r.join(",")),
             row.locality
         ));
     }
     for row in &rows {
+        if let (Some(false), Some(runtime)) = (row.runtime_known, runtime) {
+            table.push_str(&format!(
+                "host {}: {}\n",
+                row.name,
+                agent_runner_sandbox::backend::runtime::unknown(
+                    runtime,
+                    row.runtimes.as_deref().unwrap_or_default()
+                )
+            ));
+        }
         if let Err(why) = &row.version {
             table.push_str(&format!("host {}: {why}\n", row.name));
         } else if !row.healthy() || row.tools == Some(false) {
@@ -192,7 +225,7 @@ fn check_all(hosts: &[HostSpec], image: &str, probe_dir: Option<&Path>) -> i32 {
     }
 }
 
-fn check(host: &HostSpec, image: &str, probe_dir: Option<&Path>) -> Row {
+fn check(host: &HostSpec, image: &str, probe_dir: Option<&Path>, runtime: Option<&str>) -> Row {
     let target = &host.target;
     let mut row = Row {
         name: host.name.clone(),
@@ -200,6 +233,8 @@ fn check(host: &HostSpec, image: &str, probe_dir: Option<&Path>) -> Row {
         image: None,
         tools: None,
         locality: "-",
+        runtimes: None,
+        runtime_known: None,
     };
     let version = target.docker(
         &["version", "--format", "{{.Server.Version}}"],
@@ -235,6 +270,20 @@ fn check(host: &HostSpec, image: &str, probe_dir: Option<&Path>) -> Row {
         "{{.Name}}",
         &tools::volume_name(),
     ]));
+    row.runtimes = target
+        .docker(
+            &agent_runner_sandbox::backend::runtime::INFO_ARGS,
+            SHORT,
+            Interrupt::never(),
+        )
+        .ok()
+        .filter(|o| o.ok)
+        .map(|o| agent_runner_sandbox::backend::runtime::parse(&o.stdout));
+    row.runtime_known = runtime.map(|r| {
+        row.runtimes
+            .as_ref()
+            .is_some_and(|known| known.iter().any(|k| k == r))
+    });
     row.locality = match (probe_dir, row.image) {
         (Some(dir), Some(true)) => {
             if sees(target, dir, image) {

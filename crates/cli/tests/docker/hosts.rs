@@ -279,6 +279,36 @@ fn hosts_check_in_a_workspace_tells_bind_from_copy_needed() {
 }
 
 #[test]
+fn hosts_check_says_whether_the_daemon_knows_the_runtime() {
+    let check = |runtime: &str| {
+        support::Run::new(&[
+            "hosts",
+            "check",
+            "--image",
+            TEST_IMAGE,
+            "--host",
+            &format!("here={LOCAL}"),
+            "--runtime",
+            runtime,
+        ])
+        .output()
+    };
+    let known = check("runc");
+    known.code(0).stdout_has("RUNTIMES");
+    assert!(
+        known
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("here ") && l.contains(" ok ") && l.contains("runc")),
+        "{}",
+        known.stdout
+    );
+    check("no-such-runtime").code(1).stdout_has(
+        "host here: runner.sandbox.runtime: the Docker daemon does not know the runtime `no-such-runtime`",
+    );
+}
+
+#[test]
 fn hosts_prepare_loads_the_image_and_the_tools_volume_on_a_bare_host() {
     needs!(ToolsVolume);
     let bare = OwnHost::start(Has::Nothing);

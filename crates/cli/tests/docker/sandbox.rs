@@ -35,6 +35,8 @@ fn settings() -> WorkerSettings {
         env: vec![],
         limits: WorkerLimits::default(),
         caches: vec![],
+        mcp_servers: vec![],
+        runtime: None,
     }
 }
 

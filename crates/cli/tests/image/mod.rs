@@ -2,6 +2,7 @@
 //! agent-runner-codex:latest (sandbox/build.sh), against fake model APIs.
 
 mod claude_worker;
+mod mcp;
 mod meta_codex;
 mod model_server;
 mod real_claude;

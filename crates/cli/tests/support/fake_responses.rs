@@ -17,6 +17,9 @@ pub const SHELL_TOOL: &str = "exec_command";
 pub enum Reply {
     /// The model calls codex's shell tool with this command line.
     Command(String),
+    /// The model calls the tool the request offers whose name ends with `tool` (an
+    /// MCP server's, which codex names after its server), with `arguments`.
+    Tool { tool: String, arguments: Value },
     /// The model's final message; the turn ends.
     Message(String),
     /// An HTTP error status with an OpenAI-style error body.
@@ -81,6 +84,34 @@ impl Server<Responses> {
     }
 }
 
+/// The tool `request` offers (in `tools`, or added in its `input`) whose name ends
+/// with `tool`: its name, and the namespace it is in (codex puts an MCP server's
+/// tools in the namespace `mcp__<server>`).
+fn offered_tool(
+    request: &Value,
+    tool: &str,
+    namespace: Option<&str>,
+) -> Option<(String, Option<String>)> {
+    match request {
+        Value::Object(map) => {
+            let name = map.get("name").and_then(Value::as_str);
+            if let Some(name) = name
+                && name.ends_with(tool)
+                && map.contains_key("parameters")
+            {
+                return Some((name.to_string(), namespace.map(str::to_string)));
+            }
+            let inside = match map.get("type").and_then(Value::as_str) {
+                Some("namespace") => name,
+                _ => namespace,
+            };
+            map.values().find_map(|v| offered_tool(v, tool, inside))
+        }
+        Value::Array(items) => items.iter().find_map(|v| offered_tool(v, tool, namespace)),
+        _ => None,
+    }
+}
+
 impl Protocol for Responses {
     const BASE_PATH: &'static str = "/v1";
 
@@ -109,6 +140,19 @@ impl Protocol for Responses {
                     "type": "function_call", "id": format!("fc_{n}"),
                     "call_id": format!("call_{n}"), "name": SHELL_TOOL, "arguments": arguments,
                 });
+                conn.write(&sse_response(&response_id, &[item]))?;
+            }
+            Reply::Tool { tool, arguments } => {
+                let (name, namespace) =
+                    offered_tool(&request.json(), &tool, None).unwrap_or((tool, None));
+                let mut item = json!({
+                    "type": "function_call", "id": format!("fc_{n}"),
+                    "call_id": format!("call_{n}"), "name": name,
+                    "arguments": arguments.to_string(),
+                });
+                if let Some(namespace) = namespace {
+                    item["namespace"] = json!(namespace);
+                }
                 conn.write(&sse_response(&response_id, &[item]))?;
             }
             Reply::Message(text) => {

@@ -30,6 +30,12 @@ pub enum Needs {
     /// podman and catatonit, with the test worker image in podman's store
     /// (testdata/setup-podman.sh).
     Podman,
+    /// gVisor's runtime `runsc` registered with the daemon, and able to run a
+    /// container here (testdata/setup-runsc.sh).
+    Runsc,
+    /// The MCP test image (the real worker image with python3 and the `mcp` SDK),
+    /// built by testdata/setup-mcp.sh.
+    McpImage,
 }
 
 impl Needs {
@@ -41,6 +47,8 @@ impl Needs {
             Needs::SandboxImage => "sandbox-image",
             Needs::ToolsVolume => "tools-volume",
             Needs::Podman => "podman",
+            Needs::Runsc => "runsc",
+            Needs::McpImage => "mcp-image",
         }
     }
 }
@@ -138,7 +146,50 @@ fn check(what: Needs) -> Result<(), String> {
         Needs::SandboxImage => sandbox_image_built(),
         Needs::ToolsVolume => tools_volume_filled(),
         Needs::Podman => podman_ready(),
+        Needs::Runsc => runsc_ready(),
+        Needs::McpImage => {
+            let format = "{{index .Config.Labels \"agent-runner.test-mcp-image\"}}";
+            let (ok, recipe, stderr) = docker(&["image", "inspect", "-f", format, MCP_IMAGE]);
+            if ok && !recipe.trim().is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{MCP_IMAGE} was not built ({}); `make test-env` builds it (testdata/setup-mcp.sh, after the sandbox image)",
+                    stderr.trim()
+                ))
+            }
+        }
     }
+}
+
+/// The runtime `runsc` is the daemon's and runs a container (once per test process).
+fn runsc_ready() -> Result<(), String> {
+    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    READY
+        .get_or_init(|| {
+            let fix = "`make test-env` installs runsc and registers it with the daemon (testdata/setup-runsc.sh)";
+            let (ok, runtimes, _) = docker(&["info", "--format", "{{json .Runtimes}}"]);
+            if !ok || !runtimes.contains("\"runsc\"") {
+                return Err(format!(
+                    "the daemon does not know the runtime runsc (it has {}); {fix}",
+                    runtimes.trim()
+                ));
+            }
+            let image = super::docker::TEST_IMAGE;
+            let (ok, out, err) = docker(&[
+                "run", "--rm", "--runtime", "runsc", "--network", "none", "--label",
+                "agent-runner.task=runsc-probe", image, "/bin/sh", "-c", "echo runs",
+            ]);
+            if ok && out.trim() == "runs" {
+                Ok(())
+            } else {
+                Err(format!(
+                    "runsc cannot run a container on this machine: {}",
+                    err.trim()
+                ))
+            }
+        })
+        .clone()
 }
 
 const PODMAN: &str = "/usr/bin/podman";
@@ -192,6 +243,9 @@ pub fn tools_volume_filled() -> Result<(), String> {
         })
         .clone()
 }
+
+/// The MCP test image testdata/setup-mcp.sh builds.
+pub const MCP_IMAGE: &str = "agent-runner-test-mcp:latest";
 
 /// The image sandbox/build.sh builds.
 pub const SANDBOX_IMAGE: &str = "agent-runner-codex:latest";

@@ -18,12 +18,19 @@ pub struct TaskYaml(Value);
 
 impl TaskYaml {
     /// Task `id` in `repo`, with `prd` as its `prd.text` and no runner settings.
+    ///
+    /// A test of the module `docker::runsc` (the boundary and egress tests again)
+    /// gets its sandbox under gVisor: `runner.sandbox.runtime: runsc`.
     pub fn new(id: &str, repo: &Path, prd: &str) -> TaskYaml {
-        TaskYaml(Value::Mapping(Mapping::new()))
+        let yaml = TaskYaml(Value::Mapping(Mapping::new()))
             .set("version", 1)
             .set("task.id", id)
             .set("task.repo", repo)
-            .set("task.prd.text", prd)
+            .set("task.prd.text", prd);
+        match runtime_of_this_test() {
+            Some(runtime) => yaml.set("runner.sandbox.runtime", runtime),
+            None => yaml,
+        }
     }
 
     /// Task `id` in `repo` asking for hello.txt saying hello, and testing it: the task
@@ -90,6 +97,19 @@ impl TaskYaml {
     pub fn image(self, image: &str) -> TaskYaml {
         self.set("runner.worker.docker_image", image)
     }
+}
+
+/// The runtime the running test's sandboxes take from the module it is in
+/// (`docker::runsc::…`, by its thread's name: the test harness names each test's
+/// thread after its path); it fails the test, saying why, when that runtime is not
+/// here.
+fn runtime_of_this_test() -> Option<&'static str> {
+    let thread = std::thread::current();
+    if !thread.name().is_some_and(|name| name.contains("::runsc::")) {
+        return None;
+    }
+    super::prerequisite::require(super::prerequisite::Needs::Runsc);
+    Some("runsc")
 }
 
 impl fmt::Display for TaskYaml {

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::kind::{EventStream, HostsSpec, Kind, Need, Pinned, RunSpec, SettingsFile};
 use super::login::{Login, LoginRule};
-use super::record::{CommandRecord, FileChange, Terminal, Transcript, Usage, trim_line};
+use super::record::{CommandRecord, FileChange, McpCall, Terminal, Transcript, Usage, trim_line};
 
 /// The most one run can report it cost; more is a forged figure, not reported.
 const MAX_REPORTED_COST_USD: f64 = 1e6;
@@ -83,6 +83,16 @@ impl Kind for Claude {
         if let Some(model) = run.model {
             args.extend(["--model".to_string(), model.to_string()]);
         }
+        if !run.mcp_servers.is_empty() {
+            // The file's path only; its servers' credentials are in the file, in the
+            // private tmpfs (`settings_file`). Strict: a `.mcp.json` the worker
+            // wrote in the repository adds no server.
+            args.extend([
+                "--mcp-config".to_string(),
+                run.settings_path.to_string(),
+                "--strict-mcp-config".to_string(),
+            ]);
+        }
         args.extend(run.extra_args.iter().cloned());
         args
     }
@@ -118,9 +128,13 @@ impl Kind for Claude {
         env
     }
 
-    fn settings_file(&self, _run: &RunSpec) -> Option<SettingsFile> {
-        // Its base URL is a variable, passed by name like every value.
-        None
+    fn settings_file(&self, run: &RunSpec) -> Option<SettingsFile> {
+        // Its base URL is a variable, passed by name like every value; the MCP
+        // servers are its `--mcp-config` file (`command`).
+        (!run.mcp_servers.is_empty()).then(|| SettingsFile {
+            link: None,
+            contents: super::mcp::claude_json(run.mcp_servers),
+        })
     }
 
     fn config_files(&self) -> &'static [&'static str] {
@@ -304,6 +318,9 @@ impl ClaudeStream {
             let command = input.get("command").and_then(Value::as_str).unwrap_or("");
             record.command(CommandRecord::new(id, command, None, "in_progress", ""));
         }
+        if let Some((server, name)) = mcp_tool(tool) {
+            record.mcp_call(McpCall::new(id, server, name, "in_progress", ""));
+        }
         if self.pending.len() == MAX_PENDING {
             self.pending.pop_front();
         }
@@ -336,6 +353,15 @@ impl ClaudeStream {
             };
             let failed = block.get("is_error").and_then(Value::as_bool) == Some(true);
             let content = text_of(block.get("content")).unwrap_or_default();
+            if let Some((server, name)) = mcp_tool(&call.tool) {
+                record.mcp_call(McpCall::new(
+                    id,
+                    server,
+                    name,
+                    if failed { "failed" } else { "completed" },
+                    if failed { &content } else { "" },
+                ));
+            }
             if call.tool == "Bash" {
                 let (exit_code, output) = bash_exit(failed, &content);
                 if let Some(command) = record.command_mut(id) {
@@ -364,6 +390,14 @@ impl ClaudeStream {
             }
         }
     }
+}
+
+/// The server and tool of an MCP tool's name, `mcp__<server>__<tool>` (server
+/// names have no `__`: `task::mcp`).
+fn mcp_tool(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix("mcp__")?;
+    rest.split_once("__")
+        .filter(|(s, t)| !s.is_empty() && !t.is_empty())
 }
 
 /// The verdict, the answer and the usage of the run.
@@ -776,6 +810,34 @@ mod tests {
         assert_eq!(stream.pending.len(), MAX_PENDING);
     }
 
+    #[test]
+    fn mcp_servers_are_a_config_file_whose_path_alone_is_in_argv() {
+        let servers = crate::agent::mcp::tests::servers();
+        let run = RunSpec {
+            mcp_servers: &servers,
+            ..spec(true, None)
+        };
+        let command = CLAUDE.command(&run).join(" ");
+        assert!(
+            command.contains(
+                "--mcp-config /run/agent-runner/private/agent-settings --strict-mcp-config"
+            ),
+            "{command}"
+        );
+        for secret in servers.iter().flat_map(|s| s.secrets()) {
+            let secret = secret.expose();
+            assert!(secret.len() < 4 || !command.contains(secret), "{command}");
+        }
+        let file = CLAUDE.settings_file(&run).unwrap();
+        assert_eq!(file.link, None, "the path is on the command line");
+        assert!(file.contents.contains("s3cret-token"));
+        assert!(
+            !CLAUDE.command(&spec(true, None)).join(" ").contains("mcp"),
+            "no servers, no flag"
+        );
+        assert_eq!(CLAUDE.settings_file(&spec(true, None)), None);
+    }
+
     fn spec(root: bool, url: Option<&str>) -> RunSpec<'_> {
         RunSpec {
             model: Some("claude-x"),
@@ -783,6 +845,8 @@ mod tests {
             base_url: url,
             workdir: "/workspace/project",
             root,
+            mcp_servers: &[],
+            settings_path: "/run/agent-runner/private/agent-settings",
         }
     }
 

@@ -37,7 +37,7 @@ use serde::Deserialize;
 
 use super::kind::{EventStream, HostsSpec, Kind, Need, Pinned, RunSpec, SettingsFile};
 use super::login::LoginRule;
-use super::record::{CommandRecord, FileChange, Terminal, Transcript, Usage, trim_line};
+use super::record::{CommandRecord, FileChange, McpCall, Terminal, Transcript, Usage, trim_line};
 
 /// The kind.
 pub(crate) struct Codex;
@@ -169,8 +169,9 @@ impl Kind for Codex {
                  requires_openai_auth = true\nsupports_websockets = false"
             ));
         }
+        contents.push_str(&super::mcp::codex_toml(run.mcp_servers));
         Some(SettingsFile {
-            link: CONFIG_FILE,
+            link: Some(CONFIG_FILE),
             contents,
         })
     }
@@ -374,6 +375,18 @@ enum ItemKind {
     },
     /// Not fatal (e.g. an unknown-model warning).
     Error { message: String },
+    /// A call to a tool of an MCP server (SPEC §28); its arguments and result are
+    /// the model's business, not kept.
+    McpToolCall {
+        #[serde(default)]
+        server: String,
+        #[serde(default)]
+        tool: String,
+        #[serde(default)]
+        status: String,
+        #[serde(default)]
+        error: Option<FailedTurn>,
+    },
     #[serde(other)]
     Other,
 }
@@ -454,6 +467,18 @@ fn apply(event: Event, record: &mut Transcript) {
                 exit_code,
                 status,
                 &aggregated_output,
+            )),
+            ItemKind::McpToolCall {
+                server,
+                tool,
+                status,
+                error,
+            } => record.mcp_call(McpCall::new(
+                item.id,
+                &server,
+                &tool,
+                status,
+                error.and_then(|e| e.message).as_deref().unwrap_or(""),
             )),
         },
     }
@@ -618,7 +643,31 @@ mod tests {
             base_url: url,
             workdir: "/workspace/project",
             root: true,
+            mcp_servers: &[],
+            settings_path: "/run/agent-runner/private/agent-settings",
         }
+    }
+
+    #[test]
+    fn mcp_servers_go_into_the_config_file_not_argv() {
+        let servers = crate::agent::mcp::tests::servers();
+        let run = RunSpec {
+            mcp_servers: &servers,
+            ..spec(None, &[], None)
+        };
+        let command = CODEX.command(&run).join(" ");
+        assert!(
+            !command.contains("mcp") && !command.contains("s3cret"),
+            "{command}"
+        );
+        let file = CODEX.settings_file(&run).unwrap();
+        assert!(
+            file.contents
+                .contains("\n\n[mcp_servers.notes]\ncommand = \"python3\"")
+                && file.contents.contains("\"NOTES_TOKEN\" = \"s3cret-token\""),
+            "{}",
+            file.contents
+        );
     }
 
     #[test]
@@ -641,7 +690,7 @@ mod tests {
         assert_eq!(
             CODEX.settings_file(&spec(None, &[], Some(url))),
             Some(SettingsFile {
-                link: ".codex/config.toml",
+                link: Some(".codex/config.toml"),
                 contents: "# agent-runner's, written before every run\n\
                            model_provider = \"agent-runner\"\n\n\
                            [model_providers.agent-runner]\n\
@@ -657,7 +706,7 @@ mod tests {
         assert_eq!(
             CODEX.settings_file(&spec(None, &[], None)),
             Some(SettingsFile {
-                link: ".codex/config.toml",
+                link: Some(".codex/config.toml"),
                 contents: "# agent-runner's, written before every run".into()
             })
         );

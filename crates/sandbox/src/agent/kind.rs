@@ -22,14 +22,21 @@ pub struct RunSpec<'a> {
     pub(crate) workdir: &'a str,
     /// The agent runs as root in the container.
     pub(crate) root: bool,
+    /// `runner.worker.mcp_servers` (SPEC §28): in the settings file, never argv.
+    pub(crate) mcp_servers: &'a [super::mcp::McpServer],
+    /// Where the run's settings file is in the container (`SettingsFile`), for a
+    /// kind that is told its path on the command line (claude's `--mcp-config`).
+    pub(crate) settings_path: &'a str,
 }
 
 /// A settings file of the agent for what must not be in an argv (a base URL with
-/// a password or key in it): written before each run where the agent reads it
-/// (`link`, under its HOME), never on its command line (`worker::envelope`).
+/// a password or key in it, MCP servers' credentials): written before each run at
+/// `RunSpec::settings_path`, and linked where the agent reads it (`link`, under
+/// its HOME) when it is not told the path; never on its command line
+/// (`worker::envelope`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SettingsFile {
-    pub link: &'static str,
+    pub link: Option<&'static str>,
     /// Its text, without the last line's newline (the envelope adds it).
     pub contents: String,
 }

@@ -18,13 +18,15 @@ pub(crate) mod claude;
 pub(crate) mod codex;
 pub(crate) mod kind;
 pub(crate) mod login;
+pub(crate) mod mcp;
 pub(crate) mod outcome;
 pub(crate) mod record;
 
 pub use kind::{EventStream, HostsSpec, Kind, Need, Pinned, RunSpec, SettingsFile};
 pub use login::{Login, LoginRule};
+pub use mcp::{McpServer, McpTransport, McpValue};
 pub use outcome::{Exit, RunOutcome, classify};
-pub use record::{CommandRecord, FileChange, Terminal, Transcript, Usage};
+pub use record::{CommandRecord, FileChange, McpCall, Terminal, Transcript, Usage};
 
 /// Every kind, the default first.
 pub const KINDS: [&'static dyn Kind; 2] = [&codex::CODEX, &claude::CLAUDE];

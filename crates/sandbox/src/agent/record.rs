@@ -15,6 +15,8 @@ pub(crate) const MAX_MESSAGES: usize = 20;
 pub(crate) const MAX_TEXT: usize = 16 * 1024;
 pub(crate) const MAX_COMMAND_TEXT: usize = 1000;
 pub(crate) const MAX_COMMAND_OUTPUT: usize = 400;
+/// Longest MCP server or tool name kept.
+pub(crate) const MAX_NAME_TEXT: usize = 200;
 
 /// Token usage of a run as its agent reported it: input includes cached input.
 /// `Transcript::usage_for` makes it SPEC §15's usage of the run.
@@ -79,6 +81,53 @@ impl CommandRecord {
     }
 }
 
+/// A call of the agent to a tool of an MCP server (SPEC §28).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct McpCall {
+    /// The agent's id for it, pairing its start with its end.
+    #[serde(skip)]
+    pub(crate) item_id: String,
+    pub server: String,
+    pub tool: String,
+    /// `in_progress`, `completed`, `failed`.
+    pub status: String,
+    /// The error it ended with, cut.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+impl McpCall {
+    pub fn new(
+        item_id: impl Into<String>,
+        server: &str,
+        tool: &str,
+        status: impl Into<String>,
+        error: &str,
+    ) -> Self {
+        McpCall {
+            item_id: item_id.into(),
+            server: cut(server, MAX_NAME_TEXT),
+            tool: cut(tool, MAX_NAME_TEXT),
+            status: status.into(),
+            error: cut(error, MAX_COMMAND_OUTPUT),
+        }
+    }
+
+    /// The call in words: `server/tool`, and how it failed.
+    pub fn text(&self) -> String {
+        match (self.status.as_str(), self.error.is_empty()) {
+            ("failed", true) => format!("{}/{} (failed)", self.server, self.tool),
+            ("failed", false) => format!("{}/{} (failed: {})", self.server, self.tool, self.error),
+            _ => format!("{}/{}", self.server, self.tool),
+        }
+    }
+
+    /// Whether the agent said it ended.
+    pub(crate) fn ended(&self) -> bool {
+        self.status != "in_progress"
+    }
+}
+
 /// How the agent itself said its run ended (its terminal event).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Terminal {
@@ -102,6 +151,9 @@ pub struct Transcript {
     pub(crate) agent_message: Option<String>,
     pub commands: Vec<CommandRecord>,
     pub commands_dropped: usize,
+    /// Its MCP tool calls (at most `MAX_COMMANDS`, the latest).
+    pub mcp_calls: Vec<McpCall>,
+    pub mcp_calls_dropped: usize,
     pub file_changes: Vec<FileChange>,
     /// Error events (retry notices, final errors), latest last.
     pub errors: Vec<String>,
@@ -187,6 +239,26 @@ impl Transcript {
         }
     }
 
+    /// Records an MCP tool call; one with the id of a recent one replaces it.
+    pub fn mcp_call(&mut self, call: McpCall) {
+        let recent = self
+            .mcp_calls
+            .iter_mut()
+            .rev()
+            .take(64)
+            .find(|c| !call.item_id.is_empty() && c.item_id == call.item_id);
+        match recent {
+            Some(existing) => *existing = call,
+            None => {
+                if self.mcp_calls.len() == MAX_COMMANDS {
+                    self.mcp_calls.remove(0);
+                    self.mcp_calls_dropped += 1;
+                }
+                self.mcp_calls.push(call);
+            }
+        }
+    }
+
     /// The recent command with `item_id`, to complete it.
     pub(crate) fn command_mut(&mut self, item_id: &str) -> Option<&mut CommandRecord> {
         self.commands
@@ -257,6 +329,22 @@ mod tests {
             t.usage_for(Some("m")).model.as_deref(),
             Some("m"),
             "the user's"
+        );
+    }
+
+    #[test]
+    fn mcp_calls_stay_bounded_and_ends_replace_starts() {
+        let mut t = Transcript::default();
+        t.mcp_call(McpCall::new("a", "notes", "add", "in_progress", ""));
+        t.mcp_call(McpCall::new("a", "notes", "add", "failed", "boom"));
+        assert_eq!(t.mcp_calls.len(), 1);
+        assert_eq!(t.mcp_calls[0].text(), "notes/add (failed: boom)");
+        for i in 0..1000 {
+            t.mcp_call(McpCall::new(format!("i{i}"), "s", "t", "completed", ""));
+        }
+        assert_eq!(
+            (t.mcp_calls.len(), t.mcp_calls_dropped),
+            (MAX_COMMANDS, 801)
         );
     }
 

@@ -250,6 +250,10 @@ impl Docker {
         if let Some(detail) = daemon_problem(self.short) {
             return BackendError::EngineUnreachable(detail);
         }
+        if let (Some(runtime), true) = (&spec.runtime, super::runtime::is_unknown(stderr)) {
+            let known = super::runtime::known(self.short).unwrap_or_default();
+            return BackendError::Refused(super::runtime::unknown(runtime, &known));
+        }
         if let Some(fix) = docker_cli::missing_part(stderr) {
             return BackendError::Failed {
                 command: "docker run --init".into(),
@@ -536,6 +540,9 @@ fn run_args(spec: &Spec) -> Vec<String> {
     if let Some(name) = &spec.name {
         args.extend(["--name".into(), name.clone()]);
     }
+    if let Some(runtime) = &spec.runtime {
+        args.extend(["--runtime".into(), runtime.clone()]);
+    }
     if spec.stream {
         // The stream is ours alone: the engine keeps no log of what goes up it.
         args.extend(["--log-driver".into(), "none".into()]);
@@ -774,6 +781,16 @@ mod tests {
         )
         .collect();
         assert_eq!(run_args(&full()), expected);
+    }
+
+    #[test]
+    fn a_runtime_is_asked_for_by_name() {
+        let mut spec = Spec::new("img:1", Main::shell("echo hi", []));
+        spec.runtime = Some("runsc".into());
+        let args = run_args(&spec);
+        let at = args.iter().position(|a| a == "--runtime").unwrap();
+        assert_eq!(args[at + 1], "runsc");
+        assert!(at < args.iter().position(|a| a == "img:1").unwrap());
     }
 
     #[test]

@@ -101,6 +101,7 @@ pub mod lifeline;
 mod locality;
 pub mod privileges;
 mod quiet;
+pub mod runtime;
 pub mod seccomp;
 mod session_volume;
 mod socket;

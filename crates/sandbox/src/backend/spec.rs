@@ -44,6 +44,9 @@ pub struct Spec {
     pub volumes: Vec<Volume>,
     pub tmpfs: Vec<Tmpfs>,
     pub workdir: Option<String>,
+    /// The engine's runtime for it (`runner.sandbox.runtime`: gVisor's `runsc`);
+    /// None: the engine's default.
+    pub runtime: Option<String>,
 }
 
 impl Spec {
@@ -66,6 +69,7 @@ impl Spec {
             volumes: Vec::new(),
             tmpfs: Vec::new(),
             workdir: None,
+            runtime: None,
         }
     }
 }

@@ -132,6 +132,9 @@ pub enum ItemKind {
     /// The text is the file, with its kind of change.
     FileChanged,
     AgentMessage,
+    /// A call to a tool of an MCP server, once it ended (SPEC §28): the text is
+    /// `server/tool`, with how it failed.
+    McpToolCall,
     /// A kind this version does not know (a newer writer's).
     #[serde(other)]
     Unknown,
@@ -144,6 +147,7 @@ impl ItemKind {
             ItemKind::CommandFinished => "command_finished",
             ItemKind::FileChanged => "file_changed",
             ItemKind::AgentMessage => "agent_message",
+            ItemKind::McpToolCall => "mcp_tool_call",
             ItemKind::Unknown => "unknown",
         }
     }

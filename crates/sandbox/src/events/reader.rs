@@ -132,6 +132,7 @@ fn what(event: &Event) -> String {
             },
             ItemKind::FileChanged => format!("  run {run} changed {text}"),
             ItemKind::AgentMessage => format!("  run {run} says: {text}"),
+            ItemKind::McpToolCall => format!("  run {run} called MCP tool {text}"),
             ItemKind::Unknown => format!("  run {run} did something else: {text}"),
         },
         Event::WorkerRun {

@@ -109,6 +109,8 @@ fn refused_args(meta: &MetaSettings, worker: &WorkerSettings) -> Vec<InputError>
             base_url: url,
             workdir: "",
             root: false,
+            mcp_servers: &[],
+            settings_path: "",
         };
         kind.refused_arg(&run)
             .map(|(n, why)| InputError::new(format!("{field}[{n}]"), format!("{why}{whose}")))

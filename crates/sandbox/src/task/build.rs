@@ -135,8 +135,14 @@ fn with_transport(
     raw: Option<super::raw::RawSandbox>,
     problems: &mut InputErrors,
 ) -> Option<WorkerSettings> {
+    let runtime = super::mcp::runtime(raw.as_ref().and_then(|r| r.runtime.clone()), problems);
     let transport = settings::transport(raw, problems)?;
-    worker.map(|w| WorkerSettings { transport, ..w })
+    let runtime = runtime?;
+    worker.map(|w| WorkerSettings {
+        transport,
+        runtime,
+        ..w
+    })
 }
 
 fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors) -> Option<Task> {

@@ -60,6 +60,9 @@ impl CodexMeta {
             caches: Vec::new(),
             keep_untracked: worker.keep_untracked,
             transport: worker.transport,
+            // Meta answers with its own knowledge: the worker's tools are the worker's.
+            mcp_servers: Vec::new(),
+            runtime: worker.runtime.clone(),
         }
     }
 }

@@ -93,7 +93,7 @@ fn entry_of(destination: &str) -> Option<String> {
 }
 
 /// The allow entry for a base URL: its host, with its port when it names one.
-pub(crate) fn url_entry(url: &str) -> Option<String> {
+pub fn url_entry(url: &str) -> Option<String> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))?;

@@ -22,6 +22,7 @@ pub mod id;
 mod input_error;
 pub mod locate;
 mod loopback;
+mod mcp;
 mod meta_api;
 mod paths;
 mod raw;
@@ -44,6 +45,7 @@ pub use allow_gaps::{AllowGap, allow_gaps};
 pub use auth::resolve as resolve_login;
 pub use bounds::{DEFAULT_MAX_STALLED_LOOPS, unpriced};
 pub use codex_meta::CodexMeta;
+pub use default_allow::url_entry as allow_entry_of;
 pub use fields::{MAX_SECONDS, is_one_line};
 pub use host::{Host, Var};
 pub use input_error::{Category, InputError, InputErrors};
@@ -263,6 +265,11 @@ pub struct WorkerSettings {
     /// `runner.sandbox.transport` (SPEC §22); None: by the daemon
     /// (`backend::copy::chosen`).
     pub transport: Option<TransportChoice>,
+    /// `runner.worker.mcp_servers` (SPEC §28), values resolved.
+    pub mcp_servers: Vec<crate::agent::McpServer>,
+    /// `runner.sandbox.runtime` (SPEC §28): `docker run --runtime`; None: the
+    /// daemon's default.
+    pub runtime: Option<String>,
 }
 
 /// `runner.sandbox.transport`: how the repository gets into the sandbox.
@@ -426,6 +433,7 @@ pub(crate) fn secrets_of(
     if let Some(url) = &worker.base_url {
         out.extend(agent_runner_core::secret::in_url(url));
     }
+    out.extend(worker.mcp_servers.iter().flat_map(|s| s.secrets()));
     for env in env {
         match &env.value {
             EnvValue::FromHost { value, .. } => out.push(value.clone()),

@@ -183,6 +183,8 @@ raw_section! {
         host: String = Kind::Text;
         /// How the repository gets in and the work out: copy (default when the docker daemon is not this machine's unix socket; the work comes back as the branch agent-runner/<id>) or bind (default locally: the repository mounted in place).
         transport: String = Kind::Text;
+        /// The container runtime the daemon runs the sandbox with (docker run --runtime), such as runsc (gVisor); default: the daemon's.
+        runtime: String = Kind::Text;
     }
 }
 
@@ -273,6 +275,23 @@ raw_section! {
         caches: Vec<String> = Kind::TextList;
         /// Bring-back keeps untracked build caches (__pycache__/, node_modules/, target/, …) in the branch; default: left out.
         keep_untracked: bool = Kind::Boolean;
+        /// MCP servers the agent is given, by name: {command, args, env} (run in the sandbox) or {url, headers} (its host joins the allow list); env and header values env:VAR or literal, masked.
+        mcp_servers: BTreeMap<String, RawMcpServer> = Kind::Map(MCP_SERVER);
+    }
+}
+
+raw_section! {
+    /// One entry of `runner.worker.mcp_servers` (SPEC §28): `command` or `url`.
+    RawMcpServer, MCP_SERVER {
+        /// A program in the image or the tools volume that speaks MCP on stdio; the preflight looks for it.
+        command: String = Kind::Text;
+        args: Vec<String> = Kind::TextList;
+        /// The server's variables: env:VAR from the host (a secret), or a literal.
+        env: BTreeMap<String, String> = Kind::TextMap;
+        /// A remote server (streamable HTTP): http:// or https://.
+        url: String = Kind::Text;
+        /// Request headers of a remote server: env:VAR or a literal; masked.
+        headers: BTreeMap<String, String> = Kind::TextMap;
     }
 }
 

@@ -62,7 +62,11 @@ struct RunnerView<'a> {
 
 #[derive(Serialize)]
 struct SandboxView<'a> {
-    host: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<&'a str>,
+    /// `runner.sandbox.runtime` (SPEC §28).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runtime: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -139,6 +143,10 @@ struct WorkerView<'a> {
     /// `<program>_auth` (`codex_auth`, `claude_auth`): how the agent logs in.
     #[serde(flatten)]
     auth: BTreeMap<String, String>,
+    /// `runner.worker.mcp_servers` (SPEC §28): each server in words, its secrets
+    /// by name only.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    mcp_servers: BTreeMap<&'a str, String>,
 }
 
 #[derive(Serialize)]
@@ -217,6 +225,7 @@ pub fn resolved_yaml(task: &Task) -> String {
                     format!("{}_auth", task.worker.kind.program()),
                     login_view(&task.login),
                 )]),
+                mcp_servers: mcp_view(&task.worker.mcp_servers),
             },
             pricing: task
                 .bounds
@@ -241,13 +250,29 @@ pub fn resolved_yaml(task: &Task) -> String {
                 max_duration_sec: task.bounds.budget.max_duration.map(|d| d.as_secs()),
             },
             max_stalled_loops: task.bounds.max_stalled_loops,
-            sandbox: task
-                .sandbox_host
-                .as_deref()
-                .map(|host| SandboxView { host }),
+            sandbox: (task.sandbox_host.is_some() || task.worker.runtime.is_some()).then_some(
+                SandboxView {
+                    host: task.sandbox_host.as_deref(),
+                    runtime: task.worker.runtime.as_deref(),
+                },
+            ),
         },
     };
     serde_norway::to_string(&view).unwrap_or_else(|e| format!("# cannot show the task: {e}\n"))
+}
+
+/// Each MCP server as `McpServer::describe` says it, without its name before.
+fn mcp_view(servers: &[crate::agent::McpServer]) -> BTreeMap<&str, String> {
+    servers
+        .iter()
+        .map(|s| {
+            let text = s.describe();
+            let text = text
+                .strip_prefix(&format!("{}: ", s.name))
+                .map_or(text.clone(), str::to_string);
+            (s.name.as_str(), text)
+        })
+        .collect()
 }
 
 fn meta_view(task: &Task) -> MetaView<'_> {

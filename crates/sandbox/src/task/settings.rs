@@ -484,6 +484,7 @@ pub(crate) fn worker(
     let extra_args = raw.extra_args.unwrap_or_default();
     empty_arguments(&extra_args, "runner.worker.extra_args", problems);
     let caches = super::setup::caches(raw.caches, problems);
+    let mcp_servers = super::mcp::servers(raw.mcp_servers, host, problems);
     let mut settings = WorkerSettings {
         kind: kind?,
         docker_image: docker_image?,
@@ -500,11 +501,14 @@ pub(crate) fn worker(
         caches: caches?,
         keep_untracked: raw.keep_untracked.unwrap_or(false),
         transport: None,
+        mcp_servers: mcp_servers?,
+        runtime: None,
     };
     settings.allow = match allow? {
         Some(allow) => allow,
         None => super::default_allow::for_task(&settings, login.unwrap_or(&Login::None), meta),
     };
+    settings.allow = super::mcp::joined(std::mem::take(&mut settings.allow), &settings.mcp_servers);
     if settings.network == Network::Allowlist {
         super::loopback::refuse(&settings, login.unwrap_or(&Login::None), problems);
     }

@@ -338,5 +338,6 @@ fn sandbox_spec(
         size: "1m",
     }];
     sandbox.workdir = Some(PROJECT_DIR.to_string());
+    sandbox.runtime = spec.worker.runtime.clone();
     sandbox
 }

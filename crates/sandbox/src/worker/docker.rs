@@ -65,6 +65,10 @@ type Pinned = (std::time::Instant, Result<AgentFiles, SandboxError>);
 const OUTPUT_TAIL: usize = 64 * 1024;
 /// Longest JSONL line handed to the event parser.
 const MAX_EVENT_LINE: usize = 2 << 20;
+/// The agent's settings file of a run (`Kind::settings_file`) in the private tmpfs,
+/// and its path there.
+const SETTINGS_NAME: &str = "agent-settings";
+const SETTINGS_PATH: &str = "/run/agent-runner/private/agent-settings";
 /// Time allowed for the envelope's stop of leftovers (5 s grace inside).
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -255,6 +259,8 @@ impl DockerSandbox {
             base_url: worker.base_url.as_deref(),
             workdir: PROJECT_DIR,
             root: agent_runner_core::sys::user_and_group().0 == 0,
+            mcp_servers: &worker.mcp_servers,
+            settings_path: SETTINGS_PATH,
         }
     }
 
@@ -282,8 +288,8 @@ impl DockerSandbox {
         let agent_env = kind.run_env(&self.run_spec());
         // The agent's settings that hold what no argv may (a base URL's password).
         let settings = kind.settings_file(&self.run_spec()).map(|s| PrivateFile {
-            name: "agent-settings",
-            link: Some(s.link.to_string()),
+            name: SETTINGS_NAME,
+            link: s.link.map(str::to_string),
             contents: s.contents,
         });
         let taken = self.next_before.take();
@@ -921,6 +927,40 @@ impl DockerSandbox {
         let Some(program) = prepare::program(&test.command) else {
             return Ok(None);
         };
+        let image = self.spec.worker.docker_image.clone();
+        Ok((!self.has_program(program)?).then(|| prepare::missing(program, &image)))
+    }
+
+    /// The first stdio MCP server (SPEC §28) whose command is not in the image nor
+    /// the tools volume: why the task cannot start.
+    fn missing_mcp_command(&mut self) -> Result<Option<String>, SandboxError> {
+        let commands: Vec<(String, String)> = self
+            .spec
+            .worker
+            .mcp_servers
+            .iter()
+            .filter_map(|server| match &server.transport {
+                crate::agent::McpTransport::Stdio { command, .. } => {
+                    Some((server.name.clone(), command.clone()))
+                }
+                crate::agent::McpTransport::Remote { .. } => None,
+            })
+            .collect();
+        for (name, command) in commands {
+            if !self.has_program(&command)? {
+                return Ok(Some(prepare::missing_mcp(
+                    &name,
+                    &command,
+                    &self.spec.worker.docker_image,
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether `program` is a program (or builtin) of the sandbox's shell: on its
+    /// PATH, or an absolute path to one.
+    fn has_program(&mut self, program: &str) -> Result<bool, SandboxError> {
         // Beside the pinning: the image's shell looks the program up, nothing of the
         // repository's or the worker's runs.
         self.container()?;
@@ -951,9 +991,9 @@ impl DockerSandbox {
         }
         let image = self.spec.worker.docker_image.clone();
         if said.contains(prepare::FOUND) {
-            Ok(None)
+            Ok(true)
         } else if said.contains(prepare::MISSING) {
-            Ok(Some(prepare::missing(program, &image)))
+            Ok(false)
         } else {
             // /bin/sh did not run the script: the engine's words.
             Err(self.started()?.diagnose(&image, &stderr))
@@ -993,7 +1033,11 @@ impl Sandbox for DockerSandbox {
         }
         if let Some(test) = test {
             prepared.failed = self.missing_program(test)?;
+            if prepared.failed.is_some() {
+                return Ok(prepared);
+            }
         }
+        prepared.failed = self.missing_mcp_command()?;
         Ok(prepared)
     }
 
@@ -1273,6 +1317,16 @@ mod tests {
 
     use super::*;
     use crate::backend::{BackendError, Instance, Mount, Net, Output, Spec, Started};
+
+    #[test]
+    fn the_settings_path_kinds_are_told_is_where_the_envelope_writes_it() {
+        let file = PrivateFile {
+            name: SETTINGS_NAME,
+            link: None,
+            contents: String::new(),
+        };
+        assert_eq!(file.path(), SETTINGS_PATH);
+    }
     use agent_runner_core::process::{self, HeldWait, Invocation};
 
     /// What the fake was asked, in order.

@@ -22,6 +22,10 @@ pub(crate) struct Watch {
     recent: VecDeque<(String, bool)>,
     files: usize,
     message: Option<String>,
+    /// MCP calls seen so far (the dropped ones included), and the recent ones' ids
+    /// whose end was told.
+    mcp_calls: usize,
+    mcp_told: VecDeque<String>,
 }
 
 /// One thing the agent did: what kind of item, its text and a command's exit code.
@@ -68,6 +72,7 @@ impl Watch {
                 );
             }
         }
+        self.mcp_calls(record, seen);
         for change in record.file_changes.iter().skip(self.files) {
             let text = match change.kind.as_str() {
                 "" => change.path.clone(),
@@ -81,6 +86,30 @@ impl Watch {
                 seen(ItemKind::AgentMessage, message, None);
             }
             self.message = record.agent_message.clone();
+        }
+    }
+}
+
+impl Watch {
+    /// Tells each MCP tool call once it ended (a call's end replaces its start in
+    /// the record, so the recent ones are looked at again).
+    fn mcp_calls(&mut self, record: &Transcript, seen: Seen) {
+        let total = record.mcp_calls_dropped + record.mcp_calls.len();
+        let new = total
+            .saturating_sub(self.mcp_calls)
+            .min(record.mcp_calls.len());
+        self.mcp_calls = total;
+        let from = record.mcp_calls.len() - new;
+        let start = from.saturating_sub(RECENT);
+        for call in &record.mcp_calls[start..] {
+            if !call.ended() || self.mcp_told.iter().any(|id| *id == call.item_id) {
+                continue;
+            }
+            if self.mcp_told.len() == RECENT {
+                self.mcp_told.pop_front();
+            }
+            self.mcp_told.push_back(call.item_id.clone());
+            seen(ItemKind::McpToolCall, &call.text(), None);
         }
     }
 }
@@ -121,6 +150,56 @@ mod tests {
                 ("agent_message", None)
             ]
         );
+    }
+
+    #[test]
+    fn an_mcp_tool_call_is_told_once_when_it_ended() {
+        let lines = [
+            r#"{"type":"item.started","item":{"id":"item_1","type":"mcp_tool_call","server":"notes","tool":"add","arguments":{"a":1},"result":null,"error":null,"status":"in_progress"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_1","type":"mcp_tool_call","server":"notes","tool":"add","arguments":{"a":1},"result":{"content":[]},"error":null,"status":"completed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_2","type":"mcp_tool_call","server":"notes","tool":"boom","arguments":{},"result":null,"error":{"message":"no such tool"},"status":"failed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"done"}}"#,
+        ];
+        let mut record = Transcript::default();
+        let mut stream = CODEX.stream();
+        let mut watch = Watch::default();
+        let mut seen = Vec::new();
+        for line in lines {
+            stream.feed(line.as_bytes(), &mut record);
+            watch.after_line(&record, &mut |item, text, _| {
+                seen.push((item.as_str(), text.to_string()))
+            });
+        }
+        assert_eq!(
+            seen,
+            [
+                ("mcp_tool_call", "notes/add".to_string()),
+                (
+                    "mcp_tool_call",
+                    "notes/boom (failed: no such tool)".to_string()
+                ),
+                ("agent_message", "done".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_claude_mcp_tool_use_is_told_when_its_result_came() {
+        let lines = [
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"toolu_1","name":"mcp__notes__add","input":{"a":1}}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"3"}]}}"#,
+        ];
+        let mut record = Transcript::default();
+        let mut stream = CLAUDE.stream();
+        let mut watch = Watch::default();
+        let mut seen = Vec::new();
+        for line in lines {
+            stream.feed(line.as_bytes(), &mut record);
+            watch.after_line(&record, &mut |item, text, _| {
+                seen.push((item.as_str(), text.to_string()))
+            });
+        }
+        assert_eq!(seen, [("mcp_tool_call", "notes/add".to_string())]);
     }
 
     #[test]

@@ -30,8 +30,8 @@ use agent_runner_core::usage::Usage;
 use envelope::Leftovers;
 use git::RepoChanges;
 pub use prepare::{
-    FIND_PROGRAM, FOUND, MISSING, missing as missing_program, program as test_program, setup_error,
-    setup_failed,
+    FIND_PROGRAM, FOUND, MISSING, missing as missing_program, missing_mcp, program as test_program,
+    setup_error, setup_failed,
 };
 
 /// One worker (agent) run.

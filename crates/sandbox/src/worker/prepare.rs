@@ -40,6 +40,14 @@ pub fn missing(program: &str, image: &str) -> String {
     )
 }
 
+/// Why the task stops when a stdio MCP server's command is not in the sandbox
+/// (SPEC §28).
+pub fn missing_mcp(server: &str, command: &str, image: &str) -> String {
+    format!(
+        "runner.worker.mcp_servers.{server}.command: `{command}` not found in image {image} nor agent-runner's tools volume; add it to the image or install it in task.setup"
+    )
+}
+
 /// Why a test run that exited 126 or 127 saying "not found" ends the task: the
 /// program (or one it runs) is not there, and no worker run will install it.
 pub fn setup_error(run: &TestRun, image: &str) -> Option<String> {

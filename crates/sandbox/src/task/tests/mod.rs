@@ -6,6 +6,7 @@ mod argv;
 mod bounds;
 mod host;
 mod kinds;
+mod mcp;
 mod meta_kinds;
 mod reporting;
 mod settings;

@@ -1,0 +1,100 @@
+//! The container runtime a sandbox runs under (`runner.sandbox.runtime`, SPEC §28):
+//! `docker run --runtime NAME`, one the daemon has registered (`runc` is its own;
+//! gVisor's `runsc` is registered in its daemon.json). Which ones a daemon knows
+//! (`docker info`), for `doctor`, `hosts check` and the refusal of a start that
+//! names another: before any paid call, since the sandbox starts first.
+
+use std::time::Duration;
+
+use super::docker_cli;
+use super::error::BackendError;
+use agent_runner_core::interrupt::Interrupt;
+
+/// The runtimes the daemon has registered, by name (sorted).
+pub fn known(deadline: Duration) -> Result<Vec<String>, BackendError> {
+    let out = docker_cli::call(&INFO_ARGS, deadline, Interrupt::never())?;
+    if !out.ok {
+        return Err(BackendError::Failed {
+            command: "docker info --format '{{json .Runtimes}}'".into(),
+            detail: docker_cli::last_lines(&out.stderr, 3),
+        });
+    }
+    Ok(parse(&out.stdout))
+}
+
+/// The command `known` runs, for a caller with a daemon of its own to ask
+/// (`hosts check`); its output goes to `parse`.
+pub const INFO_ARGS: [&str; 3] = ["info", "--format", "{{json .Runtimes}}"];
+
+/// The names of `docker info`'s `{"runc":{…},"runsc":{…}}` (podman's runtimes
+/// have no such map: none).
+pub fn parse(json: &str) -> Vec<String> {
+    let mut names: Vec<String> =
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(json.trim())
+            .map(|map| map.into_iter().map(|(name, _)| name).collect())
+            .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Whether `docker run`'s error says its runtime is not one the daemon knows.
+pub(crate) fn is_unknown(stderr: &str) -> bool {
+    stderr.contains("Unknown runtime specified") || stderr.contains("unknown or invalid runtime")
+}
+
+/// Why a sandbox under `runtime` cannot start: the daemon does not know it.
+pub fn unknown(runtime: &str, known: &[String]) -> String {
+    let known = if known.is_empty() {
+        "none listed".to_string()
+    } else {
+        known.join(", ")
+    };
+    format!(
+        "runner.sandbox.runtime: the Docker daemon does not know the runtime `{runtime}` (it knows: {known}); register it in the daemon's daemon.json (\"runtimes\") and reload the daemon, or leave the key out"
+    )
+}
+
+/// `doctor`'s and `hosts check`'s line on `runtime`: whether the daemon knows it.
+pub fn check(runtime: &str, deadline: Duration) -> Result<String, String> {
+    match known(deadline) {
+        Ok(known) if known.iter().any(|k| k == runtime) => Ok(format!(
+            "runtime {runtime}: registered with the daemon (it knows: {})",
+            known.join(", ")
+        )),
+        Ok(known) => Err(unknown(runtime, &known)),
+        Err(e) => Err(format!(
+            "runner.sandbox.runtime: cannot tell whether the daemon knows `{runtime}`: {e}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_daemons_runtimes_by_name() {
+        assert_eq!(
+            parse(
+                r#"{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]},"runc":{"path":"runc"},"io.containerd.runc.v2":{"path":"runc"}}"#
+            ),
+            ["io.containerd.runc.v2", "runc", "runsc"]
+        );
+        assert!(parse("null").is_empty() && parse("").is_empty());
+    }
+
+    #[test]
+    fn docker_and_podman_words_for_an_unknown_runtime() {
+        assert!(is_unknown(
+            "docker: Error response from daemon: Unknown runtime specified nosuch\n"
+        ));
+        assert!(!is_unknown("Unable to find image"));
+        let why = unknown("nosuch", &["runc".into(), "runsc".into()]);
+        assert!(
+            why.starts_with("runner.sandbox.runtime:")
+                && why.contains("`nosuch`")
+                && why.contains("runc, runsc"),
+            "{why}"
+        );
+    }
+}
