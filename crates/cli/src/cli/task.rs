@@ -484,9 +484,10 @@ fn latest_lines(out: &mut String, ws: &Workspace, task_id: &str, a: &Attempt) {
         })
     };
     let logs = attempt_files::log_dir(ws, a);
+    let work = attempt_files::work_log_dir(ws, a);
     out.push_str(&format!(
         "  task config: {}\n",
-        shown(logs.as_ref().map(|l| l.join("task-config.yaml")))
+        shown(work.as_ref().map(|l| l.join("task-config.yaml")))
     ));
     out.push_str(&format!("  logs:        {}\n", shown(logs)));
     out.push_str(&format!(
