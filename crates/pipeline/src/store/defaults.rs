@@ -53,6 +53,10 @@ pub struct Defaults {
     /// The Docker hosts attempts are placed on (SPEC §22); none: the local daemon.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) hosts: Vec<HostEntry>,
+    /// Each worker kind's own model and endpoint, for tries of another kind than
+    /// the workspace's (`--kinds`, SPEC §23).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(crate) kinds: std::collections::BTreeMap<String, super::tries::KindSettings>,
 }
 
 /// `defaults.hosts[i]`: a Docker host by name, its daemon (a URL or a docker
@@ -214,6 +218,10 @@ impl Defaults {
         if let Some(tries) = self.tries {
             super::tries::check_count(tries, "tries")?;
         }
+        for (kind, settings) in &self.kinds {
+            super::tries::check_kinds(std::slice::from_ref(kind), "kinds")?;
+            settings.check(&format!("kinds.{kind}"))?;
+        }
         if let Some(builder) = &self.builder {
             match (builder.kind, &builder.script) {
                 (BuilderKind::Scripted, None) => {
@@ -304,6 +312,11 @@ impl Defaults {
         )
         .map(|task| task.bounds.pricing)
         .unwrap_or_default()
+    }
+
+    /// `runner.worker.<key>` as a string, if set.
+    pub(crate) fn runner_worker(&self, key: &str) -> Option<&str> {
+        self.runner.as_ref()?.get("worker")?.get(key)?.as_str()
     }
 
     /// `runner.meta.<key>` as a string, if set.
