@@ -87,7 +87,7 @@ pub(crate) enum TaskCommand {
         #[arg(long, conflicts_with = "all")]
         resume: bool,
         /// Run each task N times at once, each try in its own clone, and keep the
-        /// best (SPEC §23; default: the workspace's `tries`, else 1).
+        /// best (default: the workspace's `tries`, else 1).
         #[arg(long, value_name = "N", conflicts_with = "resume")]
         tries: Option<u32>,
         /// Worker kinds the tries cycle over (e.g. codex-cli,claude-code-cli).
