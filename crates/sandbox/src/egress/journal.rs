@@ -40,8 +40,12 @@ pub struct Tally {
     pub bytes_down: u64,
     /// The latest reason (for a denied destination: why).
     pub reason: String,
-    /// For a denied destination: the `runner.worker.allow` entry that would allow it.
+    /// For a denied destination: the allow entry that would allow it (in the list
+    /// `policy::list_in` finds in `reason`).
     pub allow_entry: Option<String>,
+    /// A denied host the agent asks for in the background (`Kind::background_hosts`):
+    /// refusing it fails nothing, so it is no gap in the allow list.
+    pub background: bool,
 }
 
 /// What the proxy did during a task: the note's Egress section and the result's
@@ -67,6 +71,8 @@ pub struct Journal {
     state: Mutex<State>,
     /// The run's event log: denied connections, as they are refused (SPEC §19).
     events: Events,
+    /// The agent's background hosts (`Kind::background_hosts`).
+    background: Vec<String>,
 }
 
 #[derive(Default)]
@@ -94,6 +100,16 @@ impl Journal {
                 ..State::default()
             }),
             events: Events::none(),
+            background: Vec::new(),
+        }
+    }
+
+    /// The journal, telling the denials of `hosts` (the agent's background
+    /// requests) apart: no warning, and no allow entry suggested.
+    pub(crate) fn quiet_about(self, hosts: Vec<String>) -> Self {
+        Journal {
+            background: hosts,
+            ..self
         }
     }
 
@@ -121,15 +137,22 @@ impl Journal {
             return;
         };
         let state = &mut *state;
+        let background = !record.allowed && self.background.contains(&record.host);
         if !record.allowed
             && state.warned.len() < MAX_DESTINATIONS
             && state.warned.insert(record.destination())
         {
             match &allow_entry {
-                Some(entry) => log::warn!(
-                    "egress denied: {} ({}); to allow it, add `{entry}` to runner.worker.allow",
+                Some(_) if background => log::info!(
+                    "egress denied: {} ({}): the agent's own background request (an update check or feature flags); refusing it fails nothing",
                     record.destination(),
                     record.reason
+                ),
+                Some(entry) => log::warn!(
+                    "egress denied: {} ({}); to allow it, add `{entry}` to {}",
+                    record.destination(),
+                    record.reason,
+                    super::policy::list_in(&record.reason)
                 ),
                 None if record.host == NO_HOST => {
                     log::warn!("egress denied: a connection ({})", record.reason)
@@ -141,7 +164,7 @@ impl Journal {
                 ),
             }
         }
-        state.tally(&record, &allow_entry);
+        state.tally(&record, &allow_entry, background);
         let line = match state.finished {
             true => Some(record),
             false => state.repeats.take(record),
@@ -194,7 +217,7 @@ impl Journal {
 
 impl State {
     /// Counts `record` (one connection) in the summary and its destination's tally.
-    fn tally(&mut self, record: &Record, allow_entry: &Option<String>) {
+    fn tally(&mut self, record: &Record, allow_entry: &Option<String>, background: bool) {
         if record.allowed {
             self.summary.allowed += 1;
         } else {
@@ -208,6 +231,7 @@ impl State {
         let tally = self.tallies.entry(key).or_insert_with(|| Tally {
             destination: record.destination(),
             allowed: record.allowed,
+            background,
             ..Tally::default()
         });
         tally.connections += 1;
