@@ -91,7 +91,11 @@ mod tests {
         }
         dir.write_atomic(".gitignore", b"logs/\n").unwrap();
         open(&repo).unwrap();
-        assert_eq!(dir.read(".gitignore", 64).unwrap(), b"logs/\n", "the user's own");
+        assert_eq!(
+            dir.read(".gitignore", 64).unwrap(),
+            b"logs/\n",
+            "the user's own"
+        );
         let _ = std::fs::remove_dir_all(repo);
     }
 

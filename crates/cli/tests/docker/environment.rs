@@ -266,7 +266,10 @@ fn setup_s_denials_name_its_list_and_the_agent_s_background_requests_are_no_gap(
         .unwrap_or_else(|| panic!("no suggested allow line: {note}"));
     assert!(worker_line.contains("\"needed.example\""), "{worker_line}");
     assert!(!worker_line.contains("chatgpt"), "{worker_line}");
-    assert!(!worker_line.contains(&m), "setup's host is not the worker's: {worker_line}");
+    assert!(
+        !worker_line.contains(&m),
+        "setup's host is not the worker's: {worker_line}"
+    );
     let setup_line = note
         .split("set in the task's task.setup:")
         .nth(1)

@@ -117,7 +117,10 @@ fn best_of_3_where_only_one_try_passes_the_pinned_test() {
         assert_eq!(row["branch"], format!("{branch}-try-{k}").as_str(), "{row}");
     }
     // The winner's note is the judged line's: delivered, shown, served.
-    assert_eq!(whole["delivery"]["pr"], "https://forge.test/pull/1", "{whole}");
+    assert_eq!(
+        whole["delivery"]["pr"], "https://forge.test/pull/1",
+        "{whole}"
+    );
     let delivered = read(&body);
     assert!(
         delivered.starts_with("# ") && delivered.contains(&id),
@@ -166,7 +169,9 @@ fn best_of_3_where_only_one_try_passes_the_pinned_test() {
     assert!(
         show.stdout.contains(&format!(
             "  task config: {}\n",
-            p.ws().join(format!("logs/{winner_job}/task-config.yaml")).display()
+            p.ws()
+                .join(format!("logs/{winner_job}/task-config.yaml"))
+                .display()
         )),
         "{}",
         show.stdout
@@ -193,7 +198,10 @@ fn best_of_3_where_only_one_try_passes_the_pinned_test() {
 
     // A follow-up goes on from the winner, on the task's branch.
     let out = p
-        .in_ws(&["task", "run"], &["--resume", &id, "--message", "also say why"])
+        .in_ws(
+            &["task", "run"],
+            &["--resume", &id, "--message", "also say why"],
+        )
         .output();
     out.code(0);
     let job = out.stdout.trim();

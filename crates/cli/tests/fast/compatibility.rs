@@ -129,6 +129,8 @@ fn validate_shows_setup_caches_and_where_the_agent_comes_from() {
         .stdout_has("    agent_from: tools\n    caches:\n    - /root/.cache/pip\n");
     assert!(!out.stdout.contains(KEY), "{}", out.stdout);
     let plain = validate(&dir, &task(&dir));
-    plain.code(0).stdout_has("    agent_from: auto\n    caches: []\n");
+    plain
+        .code(0)
+        .stdout_has("    agent_from: auto\n    caches: []\n");
     assert!(!plain.stdout.contains("  setup:"), "{}", plain.stdout);
 }

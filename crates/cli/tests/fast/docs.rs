@@ -402,7 +402,10 @@ fn no_help_text_names_the_spec() {
             .arg("--help")
             .output()
             .unwrap();
-        assert!(out.status.success(), "agent-runner {words:?} --help: {out:?}");
+        assert!(
+            out.status.success(),
+            "agent-runner {words:?} --help: {out:?}"
+        );
         let help = String::from_utf8(out.stdout).unwrap();
         assert!(
             !help.contains("SPEC"),
@@ -451,8 +454,16 @@ fn the_readme_tells_meta_s_apis_and_the_default_image_s_tools_truly() {
         .take_while(|l| !l.trim().is_empty())
         .collect::<Vec<_>>()
         .join(" ");
-    for api in ["Responses", "Chat Completions", "Anthropic Messages", "Codex CLI"] {
-        assert!(intro.contains(api), "the intro does not name {api}: {intro}");
+    for api in [
+        "Responses",
+        "Chat Completions",
+        "Anthropic Messages",
+        "Codex CLI",
+    ] {
+        assert!(
+            intro.contains(api),
+            "the intro does not name {api}: {intro}"
+        );
     }
     let flat = readme.replace('\n', " ");
     for sentence in flat.split(". ").filter(|s| s.contains("node and npm")) {

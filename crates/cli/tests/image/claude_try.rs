@@ -35,13 +35,21 @@ fn a_claude_try_in_a_codex_workspace_uses_claude_s_own_model_and_endpoint() {
     );
     let p = Pipeline::new("claude-try", true);
     p.scratch.file("builder.yaml", BUILDER_REPLY);
-    let meta = support::task_yaml::one_run(&p.scratch, "claude-code-cli", "Write ok into out.txt.", &["AC-1"]);
+    let meta = support::task_yaml::one_run(
+        &p.scratch,
+        "claude-code-cli",
+        "Write ok into out.txt.",
+        &["AC-1"],
+    );
     p.init_with("defaults.yaml", &defaults(&meta, ""));
     let id = task_id("claude-try");
     p.new_task(&id, "Write ok into out.txt");
 
     let refused = p
-        .in_ws(&["task", "run"], &[&id, "--tries", "1", "--kinds", "claude-code-cli"])
+        .in_ws(
+            &["task", "run"],
+            &[&id, "--tries", "1", "--kinds", "claude-code-cli"],
+        )
         .output();
     refused.code(1);
     assert!(
@@ -57,15 +65,24 @@ fn a_claude_try_in_a_codex_workspace_uses_claude_s_own_model_and_endpoint() {
         "kinds.yaml",
         defaults(
             &meta,
-            &format!("kinds:\n  claude-code-cli: {{model: {MODEL}, base_url: \"{}\"}}\n", model.url),
+            &format!(
+                "kinds:\n  claude-code-cli: {{model: {MODEL}, base_url: \"{}\"}}\n",
+                model.url
+            ),
         ),
     );
-    p.in_ws(&["workspace", "set"], &["--defaults", file.to_str().unwrap()])
-        .output()
-        .code(0);
-    p.in_ws(&["task", "run"], &[&id, "--tries", "1", "--kinds", "claude-code-cli"])
-        .output()
-        .code(0);
+    p.in_ws(
+        &["workspace", "set"],
+        &["--defaults", file.to_str().unwrap()],
+    )
+    .output()
+    .code(0);
+    p.in_ws(
+        &["task", "run"],
+        &[&id, "--tries", "1", "--kinds", "claude-code-cli"],
+    )
+    .output()
+    .code(0);
     let out = p
         .orchestrate_once(&[])
         .env("HOME", p.scratch.join("home"))
@@ -73,16 +90,29 @@ fn a_claude_try_in_a_codex_workspace_uses_claude_s_own_model_and_endpoint() {
         .output();
     out.code(0);
     let requests = model.received();
-    assert!(!requests.is_empty(), "claude asked its model: {}", out.stderr);
+    assert!(
+        !requests.is_empty(),
+        "claude asked its model: {}",
+        out.stderr
+    );
     for request in &requests {
-        assert_eq!(request.path, "/v1/messages?beta=true", "claude's own endpoint");
+        assert_eq!(
+            request.path, "/v1/messages?beta=true",
+            "claude's own endpoint"
+        );
         assert_eq!(request.json()["model"], MODEL, "claude's own model");
     }
     let attempts = p.attempts(&id);
     let whole = attempts.last().unwrap();
     assert_eq!(whole["status"], "succeeded", "{whole}\n{}", out.stderr);
-    assert_eq!(whole["tries"]["rows"][0]["kind"], "claude-code-cli", "{whole}");
+    assert_eq!(
+        whole["tries"]["rows"][0]["kind"], "claude-code-cli",
+        "{whole}"
+    );
     let branch = format!("agent-runner/{id}");
-    assert_eq!(git(&p.root, &["show", &format!("{branch}:out.txt")]), "ok\n");
+    assert_eq!(
+        git(&p.root, &["show", &format!("{branch}:out.txt")]),
+        "ok\n"
+    );
     support::task::assert_no_container(&id);
 }

@@ -239,7 +239,11 @@ mod tests {
             "the other kind's model and URL are dropped"
         );
         let same = with_worker_kind(codex, "codex-cli", None).unwrap();
-        assert_eq!(worker(&same)["model"], "gpt-5-codex", "its own kind keeps them");
+        assert_eq!(
+            worker(&same)["model"],
+            "gpt-5-codex",
+            "its own kind keeps them"
+        );
         let only_model = KindSettings {
             model: Some("gpt-5".into()),
             base_url: None,

@@ -107,7 +107,9 @@ impl KindSettings {
         if let Some(model) = &self.model
             && model.trim().is_empty()
         {
-            return Err(format!("{field}.model: empty (leave it out for the agent's own)"));
+            return Err(format!(
+                "{field}.model: empty (leave it out for the agent's own)"
+            ));
         }
         if let Some(url) = &self.base_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
@@ -332,11 +334,21 @@ mod tests {
             "runner: {worker: {model: gpt-5-codex}}\nkinds: {claude-code-cli: {model: claude-x}}\n",
         );
         assert_eq!(check_kind_settings(&both, &kinds), Ok(()));
-        let claude_ws = defaults("runner: {worker: {type: docker_claude_code_cli, model: claude-x}}\n");
-        assert!(check_kind_settings(&claude_ws, &kinds).unwrap_err().contains("the codex-cli tries"));
-        assert!(KindSettings { model: None, base_url: Some("gw".into()) }
+        let claude_ws =
+            defaults("runner: {worker: {type: docker_claude_code_cli, model: claude-x}}\n");
+        assert!(
+            check_kind_settings(&claude_ws, &kinds)
+                .unwrap_err()
+                .contains("the codex-cli tries")
+        );
+        assert!(
+            KindSettings {
+                model: None,
+                base_url: Some("gw".into())
+            }
             .check("kinds.codex-cli")
             .unwrap_err()
-            .starts_with("kinds.codex-cli.base_url"));
+            .starts_with("kinds.codex-cli.base_url")
+        );
     }
 }

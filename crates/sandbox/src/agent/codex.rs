@@ -51,7 +51,12 @@ pub(crate) const API_HOST: &str = "api.openai.com";
 pub(crate) const CHATGPT_HOSTS: [&str; 2] = ["chatgpt.com", "auth.openai.com"];
 /// What codex asks for in the background with any login (its update check,
 /// feature flags, and chatgpt.com with an API key too): refused, nothing fails.
-const BACKGROUND_HOSTS: [&str; 4] = ["chatgpt.com", "ab.chatgpt.com", "github.com", "api.github.com"];
+const BACKGROUND_HOSTS: [&str; 4] = [
+    "chatgpt.com",
+    "ab.chatgpt.com",
+    "github.com",
+    "api.github.com",
+];
 /// Login file modes: a ChatGPT login (`tokens`) and an API key (`OPENAI_API_KEY`).
 pub(crate) const CHATGPT: &str = "chatgpt";
 pub(crate) const API_KEY: &str = "api_key";

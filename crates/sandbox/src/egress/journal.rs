@@ -457,6 +457,30 @@ mod tests {
         std::fs::remove_dir_all(top).unwrap();
     }
 
+    /// The agent's background hosts are tallied as such: no gap in the allow list.
+    #[test]
+    fn background_denials_are_told_apart() {
+        let journal =
+            Journal::new(None, Redactor::default()).quiet_about(vec!["ab.chatgpt.com".into()]);
+        for host in ["ab.chatgpt.com", "needed.example"] {
+            journal.record(
+                record(host, 443, false, 0),
+                Duration::ZERO,
+                Some(host.into()),
+            );
+        }
+        let summary = journal.summary();
+        let background: Vec<(&str, bool)> = summary
+            .destinations
+            .iter()
+            .map(|t| (t.destination.as_str(), t.background))
+            .collect();
+        assert_eq!(
+            background,
+            [("ab.chatgpt.com:443", true), ("needed.example:443", false)]
+        );
+    }
+
     #[test]
     fn the_tally_stays_bounded() {
         let journal = Journal::new(None, Redactor::default());

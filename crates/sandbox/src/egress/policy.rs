@@ -145,6 +145,18 @@ mod tests {
             .collect())
     }
 
+    /// A denial while setup runs names setup's list, where its allow entry goes.
+    #[test]
+    fn a_denial_during_setup_names_setup_s_list() {
+        let reason = during_setup("an IP address not listed in runner.worker.allow");
+        assert_eq!(
+            reason,
+            "an IP address not listed in task.setup.allow or runner.worker.allow (during setup)"
+        );
+        assert_eq!(list_in(&reason), "task.setup.allow");
+        assert_eq!(list_in("not in runner.worker.allow"), "runner.worker.allow");
+    }
+
     fn decide_on(entries: &[&str], host: &str, port: u16, via: Via) -> Verdict {
         decide(&list(entries), &dest(host, port), via, fake_dns)
     }
