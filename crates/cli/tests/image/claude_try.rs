@@ -14,11 +14,11 @@ use support::prerequisite::{SANDBOX_IMAGE, needs};
 const KEY: &str = "sk-ant-fake-try-0123456789abcdef";
 const MODEL: &str = "claude-fake-model";
 
-/// The workspace defaults: codex's model and endpoint for the worker, `kinds`
-/// after them.
-fn defaults(meta: &str, kinds: &str) -> String {
+/// The workspace defaults: codex's model and endpoint for the worker (the same
+/// gateway, under `/v1`, as codex's base URLs are), `kinds` after them.
+fn defaults(meta: &str, gateway: &str, kinds: &str) -> String {
     format!(
-        "require_test: false\nbuilder: {{kind: scripted, script: builder.yaml}}\nrunner:\n  meta: {{kind: scripted, script: {meta}}}\n  worker: {{docker_image: \"{SANDBOX_IMAGE}\", network: host, model: gpt-5-codex, base_url: \"http://127.0.0.1:9/v1\", max_run_time_sec: 120}}\n{kinds}"
+        "require_test: false\nbuilder: {{kind: scripted, script: builder.yaml}}\nrunner:\n  meta: {{kind: scripted, script: {meta}}}\n  worker: {{docker_image: \"{SANDBOX_IMAGE}\", network: host, model: gpt-5-codex, base_url: \"{gateway}/v1\", max_run_time_sec: 120}}\n{kinds}"
     )
 }
 
@@ -41,7 +41,7 @@ fn a_claude_try_in_a_codex_workspace_uses_claude_s_own_model_and_endpoint() {
         "Write ok into out.txt.",
         &["AC-1"],
     );
-    p.init_with("defaults.yaml", &defaults(&meta, ""));
+    p.init_with("defaults.yaml", &defaults(&meta, &model.url, ""));
     let id = task_id("claude-try");
     p.new_task(&id, "Write ok into out.txt");
 
@@ -53,9 +53,10 @@ fn a_claude_try_in_a_codex_workspace_uses_claude_s_own_model_and_endpoint() {
         .output();
     refused.code(1);
     assert!(
-        refused.stderr.contains(
-            "the claude-code-cli tries would get runner.worker.model (gpt-5-codex) and runner.worker.base_url (http://127.0.0.1:9/v1)"
-        ) && refused.stderr.contains("kinds: {claude-code-cli: {model: …, base_url: …}}"),
+        refused.stderr.contains(&format!(
+            "the claude-code-cli tries would get runner.worker.model (gpt-5-codex) and runner.worker.base_url ({}/v1)",
+            model.url
+        )) && refused.stderr.contains("kinds: {claude-code-cli: {model: …, base_url: …}}"),
         "{}",
         refused.stderr
     );
@@ -65,6 +66,7 @@ fn a_claude_try_in_a_codex_workspace_uses_claude_s_own_model_and_endpoint() {
         "kinds.yaml",
         defaults(
             &meta,
+            &model.url,
             &format!(
                 "kinds:\n  claude-code-cli: {{model: {MODEL}, base_url: \"{}\"}}\n",
                 model.url
