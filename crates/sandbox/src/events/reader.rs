@@ -207,7 +207,7 @@ fn what(event: &Event) -> String {
             match allow {
                 Some(entry) => format!(
                     "egress denied{times}: {host}:{port} ({reason}); to allow it, add `{entry}` to {}",
-                    crate::egress::list_in(&reason)
+                    crate::egress::list_in(reason)
                 ),
                 None => format!("egress denied{times}: {host}:{port} ({reason})"),
             }
