@@ -112,7 +112,8 @@ pub fn enqueue_tries(
     crate::store::tries::check_count(n, "--tries").map_err(PipelineError::Invalid)?;
     if !kinds.is_empty() {
         crate::store::tries::check_kinds(kinds, "--kinds").map_err(PipelineError::Invalid)?;
-        crate::store::tries::check_kind_settings(&ws.defaults, kinds)
+        ws.defaults
+            .check_kind_settings(kinds)
             .map_err(PipelineError::Invalid)?;
     }
     if n == 1 && kinds.is_empty() {

@@ -123,49 +123,6 @@ impl KindSettings {
     }
 }
 
-/// The workspace's worker kind: `runner.worker.type` of the defaults, else codex.
-pub(crate) fn workspace_kind(defaults: &super::defaults::Defaults) -> &'static str {
-    let configured = defaults.runner_worker("type");
-    agent_runner_sandbox::agent::KINDS
-        .iter()
-        .find(|k| configured == Some(k.taskconfig_type()))
-        .or_else(|| agent_runner_sandbox::agent::KINDS.first())
-        .map_or("codex-cli", |k| k.name())
-}
-
-/// Refuses `kinds` (of `--kinds`) when a try of another kind than the
-/// workspace's would get the workspace kind's model or endpoint, since the
-/// defaults set one and say nothing of that kind (SPEC §23); the error names the
-/// fix. Checked before anything is queued.
-pub fn check_kind_settings(
-    defaults: &super::defaults::Defaults,
-    kinds: &[String],
-) -> Result<(), String> {
-    let own = workspace_kind(defaults);
-    let set: Vec<String> = ["model", "base_url"]
-        .iter()
-        .filter_map(|key| {
-            defaults
-                .runner_worker(key)
-                .map(|v| format!("runner.worker.{key} ({v})"))
-        })
-        .collect();
-    if set.is_empty() {
-        return Ok(());
-    }
-    for kind in kinds {
-        if kind != own && !defaults.kinds.contains_key(kind) {
-            return Err(format!(
-                "--kinds: the {kind} tries would get {}, which the workspace defaults set for {own}; \
-                 give {kind} its own in the defaults (`kinds: {{{kind}: {{model: …, base_url: …}}}}`, \
-                 `{{}}` for the agent's own) with `agent-runner workspace set --defaults FILE.yaml`",
-                set.join(" and ")
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// The `n` tries of one run, `kinds` cycled over them.
 pub(crate) fn plan(n: u32, kinds: &[String]) -> Vec<TryOf> {
     let group = id::new_job_id();
@@ -310,45 +267,5 @@ mod tests {
         bad.k = 1;
         bad.group = "../x".into();
         assert!(bad.check().is_err());
-    }
-
-    /// `--kinds` with a kind whose model and endpoint the defaults do not give,
-    /// while they give the workspace kind's: refused, naming the fix.
-    #[test]
-    fn kinds_without_their_own_settings_are_refused_when_the_defaults_set_a_model() {
-        let defaults = |yaml: &str| -> crate::store::defaults::Defaults {
-            serde_norway::from_str(yaml).unwrap()
-        };
-        let kinds = vec!["codex-cli".to_string(), "claude-code-cli".to_string()];
-        let plain = defaults("runner: {worker: {network: none}}\n");
-        assert_eq!(check_kind_settings(&plain, &kinds), Ok(()));
-        let codex = defaults("runner: {worker: {model: gpt-5-codex, base_url: 'http://gw/v1'}}\n");
-        let e = check_kind_settings(&codex, &kinds).unwrap_err();
-        assert!(
-            e.contains("the claude-code-cli tries would get runner.worker.model (gpt-5-codex) and runner.worker.base_url (http://gw/v1), which the workspace defaults set for codex-cli")
-                && e.contains("kinds: {claude-code-cli: {model: …, base_url: …}}"),
-            "{e}"
-        );
-        assert_eq!(check_kind_settings(&codex, &kinds[..1]), Ok(()));
-        let both = defaults(
-            "runner: {worker: {model: gpt-5-codex}}\nkinds: {claude-code-cli: {model: claude-x}}\n",
-        );
-        assert_eq!(check_kind_settings(&both, &kinds), Ok(()));
-        let claude_ws =
-            defaults("runner: {worker: {type: docker_claude_code_cli, model: claude-x}}\n");
-        assert!(
-            check_kind_settings(&claude_ws, &kinds)
-                .unwrap_err()
-                .contains("the codex-cli tries")
-        );
-        assert!(
-            KindSettings {
-                model: None,
-                base_url: Some("gw".into())
-            }
-            .check("kinds.codex-cli")
-            .unwrap_err()
-            .starts_with("kinds.codex-cli.base_url")
-        );
     }
 }

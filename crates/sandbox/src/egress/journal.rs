@@ -194,9 +194,11 @@ impl Journal {
     /// The event of a line about denied connections.
     fn tell(&self, line: Record, allow_entry: Option<String>) {
         if !line.allowed {
+            let list = super::policy::list_in(&line.reason);
             self.events.emit(Event::EgressDenied {
                 host: line.host,
                 port: line.port,
+                list: (list != "runner.worker.allow").then(|| list.to_string()),
                 reason: line.reason,
                 allow: allow_entry,
                 connections: line.connections,
