@@ -63,9 +63,11 @@ bench:
 # The real worker image agent-runner-codex:latest (Debian + @openai/codex), with or
 # without an image registry; see sandbox/build.sh for its settings. Then the tools
 # volume (the pinned agents for any image; docs/worker-image.md).
-sandbox-image:
+# The tools volume is filled by the release binary `build` makes (a debug build
+# just for this would compile everything a second time).
+sandbox-image: build
 	bash sandbox/build.sh
-	$(CARGO) run --locked --quiet -p agent-runner -- tools install
+	target/release/agent-runner tools install
 
 clean:
 	$(CARGO) clean

@@ -14,11 +14,13 @@ use crate::fs::Dir;
 
 /// Name of agent-runner's directory in a repository.
 pub const DIR_NAME: &str = ".agent-runner";
-/// What `.agent-runner/.gitignore` keeps out of git: logs, locks, and the state
-/// of tasks with their workers' sessions (SPEC §19).
-const GITIGNORE: &str = "logs/\nlocks/\nstate/\n";
-/// The file an earlier agent-runner wrote, brought up to date.
-const OLD_GITIGNORE: &str = "logs/\nlocks/\n";
+/// What `.agent-runner/.gitignore` keeps out of git: all of it, itself included
+/// (the notes, logs, locks, the state of tasks with their workers' sessions), as
+/// tools' caches ignore themselves from inside: a run leaves nothing untracked in
+/// the user's repository, and the user's own `.gitignore` is not touched.
+const GITIGNORE: &str = "*\n";
+/// The files earlier agent-runners wrote, brought up to date.
+const OLD_GITIGNORES: [&str; 2] = ["logs/\nlocks/\n", "logs/\nlocks/\nstate/\n"];
 
 /// `<repo>/.agent-runner`, created (with its `.gitignore`) if missing. Fails if it
 /// is a symlink or not a directory.
@@ -27,7 +29,7 @@ pub fn open(repo: &Path) -> std::io::Result<Dir> {
     let ours = !dir.exists(".gitignore")?
         || dir
             .read(".gitignore", 64)
-            .is_ok_and(|b| b == OLD_GITIGNORE.as_bytes());
+            .is_ok_and(|b| OLD_GITIGNORES.iter().any(|old| b == old.as_bytes()));
     if ours {
         dir.write_atomic(".gitignore", GITIGNORE.as_bytes())?;
     }
@@ -56,6 +58,44 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+        let _ = std::fs::remove_dir_all(repo);
+    }
+
+    /// After a run, `git status` in the user's repository shows nothing of ours
+    /// (`.agent-runner/` was left untracked); an earlier agent-runner's file is
+    /// brought up to date, the user's own left as it is.
+    #[test]
+    fn the_directory_ignores_itself() {
+        let repo = scratch("ignored");
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        git(&["init", "-q"]);
+        let dir = open(&repo).unwrap();
+        dir.write_atomic("task-t-1.md", b"# note").unwrap();
+        let logs = dir.subdir("logs").unwrap();
+        logs.write_atomic("run-1.log", b"x").unwrap();
+        assert_eq!(git(&["status", "--porcelain", "--untracked-files=all"]), "");
+        for old in OLD_GITIGNORES {
+            dir.write_atomic(".gitignore", old.as_bytes()).unwrap();
+            open(&repo).unwrap();
+            assert_eq!(dir.read(".gitignore", 64).unwrap(), GITIGNORE.as_bytes());
+        }
+        dir.write_atomic(".gitignore", b"logs/\n").unwrap();
+        open(&repo).unwrap();
+        assert_eq!(
+            dir.read(".gitignore", 64).unwrap(),
+            b"logs/\n",
+            "the user's own"
+        );
         let _ = std::fs::remove_dir_all(repo);
     }
 

@@ -526,11 +526,16 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     }
     writeln!(out, "\nDenied: {} connection(s).", summary.denied)?;
     for t in &denied {
-        let how = t
-            .allow_entry
-            .as_ref()
-            .map(|e| format!("; to allow it, add {}", code_span(e)))
-            .unwrap_or_default();
+        let list = agent_runner_sandbox::egress::list_in(&t.reason);
+        let how = match &t.allow_entry {
+            // Not needed: suggesting it would open a way out for nothing.
+            Some(_) if t.background => format!(
+                "; {}'s own background request (an update check or feature flags): refusing it fails nothing",
+                worker.kind.name()
+            ),
+            Some(e) => format!("; to allow it, add {} to {}", code_span(e), inline(list)),
+            None => String::new(),
+        };
         let destination = if t.destination == agent_runner_sandbox::egress::NO_HOST {
             "(no destination read)".to_string()
         } else {
@@ -550,8 +555,22 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             summary.untallied
         )?;
     }
+    // What the task needed, by the list it goes in: not the agent's background
+    // requests; setup's denials in setup's list (task.setup.allow).
+    let needed = |list: &str| -> Vec<&String> {
+        let mut needed: Vec<&String> = Vec::new();
+        for t in denied.iter().filter(|t| !t.background) {
+            if let Some(entry) = &t.allow_entry
+                && agent_runner_sandbox::egress::list_in(&t.reason) == list
+                && !needed.contains(&entry)
+            {
+                needed.push(entry);
+            }
+        }
+        needed
+    };
     let mut wanted = entries;
-    for entry in denied.iter().filter_map(|t| t.allow_entry.as_ref()) {
+    for entry in needed("runner.worker.allow") {
         if !wanted.contains(entry) {
             wanted.push(entry.clone());
         }
@@ -561,6 +580,26 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         write!(
             out,
             "\nTo allow what was denied, set in the task's runner.worker:\n\n{}",
+            fence("yaml", &format!("allow: [{}]\n", quoted.join(", ")))
+        )?;
+    }
+    let setup_wanted = needed("task.setup.allow");
+    if !setup_wanted.is_empty() {
+        let mut all: Vec<String> = ctx
+            .task
+            .setup
+            .as_ref()
+            .map(|s| s.allow.entries())
+            .unwrap_or_default();
+        for entry in setup_wanted {
+            if !all.contains(entry) {
+                all.push(entry.clone());
+            }
+        }
+        let quoted: Vec<String> = all.iter().map(|e| format!("\"{e}\"")).collect();
+        write!(
+            out,
+            "\nTo allow what setup was denied (setup only, not the worker), set in the task's task.setup:\n\n{}",
             fence("yaml", &format!("allow: [{}]\n", quoted.join(", ")))
         )?;
     }

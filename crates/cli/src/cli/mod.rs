@@ -52,11 +52,11 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Go on with the task where its last run (failed or interrupted) left it:
-        /// the saved criteria, loops and history, no new plan (SPEC §19).
+        /// the saved criteria, loops and history, no new plan.
         #[arg(long)]
         resume: bool,
         /// With --resume: a follow-up message for Meta's next step and the worker;
-        /// goes on after COMPLETE too, with the same criteria (SPEC §23).
+        /// goes on after COMPLETE too, with the same criteria.
         #[arg(long, value_name = "TEXT", requires = "resume")]
         message: Option<String>,
     },
@@ -131,7 +131,7 @@ enum Command {
         #[arg(long)]
         allow_remote: bool,
     },
-    /// Docker hosts of `--host` or the workspace's `hosts` (SPEC §22): check, prepare.
+    /// Docker hosts of `--host` or the workspace's `hosts`: check, prepare.
     Hosts {
         #[command(subcommand)]
         command: hosts::HostsCommand,

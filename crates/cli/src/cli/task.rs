@@ -87,7 +87,7 @@ pub(crate) enum TaskCommand {
         #[arg(long, conflicts_with = "all")]
         resume: bool,
         /// Run each task N times at once, each try in its own clone, and keep the
-        /// best (SPEC §23; default: the workspace's `tries`, else 1).
+        /// best (default: the workspace's `tries`, else 1).
         #[arg(long, value_name = "N", conflicts_with = "resume")]
         tries: Option<u32>,
         /// Worker kinds the tries cycle over (e.g. codex-cli,claude-code-cli).
@@ -484,9 +484,10 @@ fn latest_lines(out: &mut String, ws: &Workspace, task_id: &str, a: &Attempt) {
         })
     };
     let logs = attempt_files::log_dir(ws, a);
+    let work = attempt_files::work_log_dir(ws, a);
     out.push_str(&format!(
         "  task config: {}\n",
-        shown(logs.as_ref().map(|l| l.join("task-config.yaml")))
+        shown(work.as_ref().map(|l| l.join("task-config.yaml")))
     ));
     out.push_str(&format!("  logs:        {}\n", shown(logs)));
     out.push_str(&format!(

@@ -216,6 +216,70 @@ fn setups_own_hosts_are_reachable_by_setup_and_not_by_the_worker() {
     assert_no_container(&id);
 }
 
+/// A denial during setup names setup's own list (`task.setup.allow`), not the
+/// worker's; the agent's background requests (codex's update check and feature
+/// flags) are told apart from what the task needed: no warning, and not in the
+/// note's suggested `allow:` line, which has only what the worker was denied.
+#[test]
+fn setup_s_denials_name_its_list_and_the_agent_s_background_requests_are_no_gap() {
+    let missing = Destination::start("missing", "127.0.0.3");
+    let dir = Scratch::new("env-setup-denied");
+    let id = task_id("setup-denied");
+    let setup_url = format!("http://{}/pkg", missing.authority());
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: wget -q -O /dev/null http://ab.chatgpt.com/flags 2>/dev/null; wget -q -O /dev/null http://needed.example/data 2>/dev/null; true\n@say: tried",
+        ),
+        assess(&["AC-1"], "done"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server)
+        .set("runner.worker.network", "allowlist")
+        .set(
+            "task.setup.command",
+            format!("wget -q -O /dev/null {setup_url} 2> setup-err.txt; true"),
+        )
+        .set("task.setup.allow", ["pypi.org"])
+        .test("true");
+    let out = run_in(&yaml, &tmp_dir().path, &[]);
+    out.code(0);
+    let m = missing.authority();
+    out.stderr_has(&format!(
+        "egress denied: {m} (an IP address not listed in task.setup.allow or runner.worker.allow (during setup)); to allow it, add `{m}` to task.setup.allow"
+    ))
+    .stderr_has("to allow it, add `needed.example` to runner.worker.allow");
+    assert!(
+        !out.stderr.contains("add `ab.chatgpt.com`"),
+        "no fix suggested for a background request: {}",
+        out.stderr
+    );
+    assert!(read(&dir.path.join("setup-err.txt")).contains("403"));
+    let note = note(&dir.path, &id);
+    assert!(
+        note.contains("`ab.chatgpt.com:80`: 1 connection(s): not in runner.worker.allow; codex-cli's own background request"),
+        "{note}"
+    );
+    let worker_line = note
+        .split("set in the task's runner.worker:")
+        .nth(1)
+        .and_then(|rest| rest.lines().find(|l| l.starts_with("allow: [")))
+        .unwrap_or_else(|| panic!("no suggested allow line: {note}"));
+    assert!(worker_line.contains("\"needed.example\""), "{worker_line}");
+    assert!(!worker_line.contains("chatgpt"), "{worker_line}");
+    assert!(
+        !worker_line.contains(&m),
+        "setup's host is not the worker's: {worker_line}"
+    );
+    let setup_line = note
+        .split("set in the task's task.setup:")
+        .nth(1)
+        .and_then(|rest| rest.lines().find(|l| l.starts_with("allow: [")))
+        .unwrap_or_else(|| panic!("no suggested setup allow line: {note}"));
+    assert_eq!(setup_line, format!("allow: [\"pypi.org\", \"{m}\"]"));
+    assert_eq!(missing.connections(), 0);
+    assert_no_container(&id);
+}
+
 /// A task in `repo` whose setup prints what the cache at /cache/t holds and then
 /// leaves its mark there.
 fn cache_task(id: &str, repo: &Path, server: &FakeOpenAi, mark: &str) -> TaskYaml {

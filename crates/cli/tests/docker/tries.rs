@@ -63,10 +63,20 @@ fn enqueue(p: &Pipeline, id: &str, extra: &[&str]) -> Vec<String> {
 #[test]
 fn best_of_3_where_only_one_try_passes_the_pinned_test() {
     let p = Pipeline::new("tries-one", true);
+    // The winner is delivered: its PR command gets the winner's note.
+    let remote = p.scratch.join("remote.git");
+    support::Run::program("git", &["init", "-q", "--bare", remote.to_str().unwrap()])
+        .output()
+        .code(0);
+    let body = p.scratch.join("pr-body.md");
     p.init(
         BUILDER_REPLY,
         &meta_script(&only_try_passes(2)),
-        &format!("  budget: {{max_tokens: 50000}}\n{TEST}"),
+        &format!(
+            "  budget: {{max_tokens: 50000}}\n{TEST}deliver:\n  push_url: {}\n  pr_command: \"test -s \\\"$AGENT_RUNNER_NOTE\\\" && cat \\\"$AGENT_RUNNER_NOTE\\\" >> '{}' && echo https://forge.test/pull/1\"\n",
+            remote.display(),
+            body.display()
+        ),
     );
     let id = task_id("tries-one");
     p.new_task(&id, "Write ok into out.txt");
@@ -98,13 +108,27 @@ fn best_of_3_where_only_one_try_passes_the_pinned_test() {
         "",
         "renamed, not copied"
     );
+    // The tries that did not win are kept for review, failed ones too (SPEC §23).
     for k in [1, 3] {
-        assert_eq!(
-            tip(&p.root, &format!("{branch}-try-{k}")),
-            "",
-            "a failed try brings nothing back"
-        );
+        let kept = tip(&p.root, &format!("{branch}-try-{k}"));
+        assert_eq!(kept.len(), 40, "failed try {k} is kept as its branch");
+        assert_eq!(git(&p.root, &["show", &format!("{kept}:out.txt")]), "no\n");
+        let row = &table["rows"][k as usize - 1];
+        assert_eq!(row["branch"], format!("{branch}-try-{k}").as_str(), "{row}");
     }
+    // The winner's note is the judged line's: delivered, shown, served.
+    assert_eq!(
+        whole["delivery"]["pr"], "https://forge.test/pull/1",
+        "{whole}"
+    );
+    let delivered = read(&body);
+    assert!(
+        delivered.starts_with("# ") && delivered.contains(&id),
+        "AGENT_RUNNER_NOTE names the winner's note: {delivered:?}"
+    );
+    std::fs::remove_file(&body).unwrap();
+    p.in_ws(&["task", "deliver"], &[&id]).output().code(0);
+    assert_eq!(read(&body), delivered, "`task deliver` gives the same note");
     // Budgets: each try ran with the task's, the whole is bounded by 3 × it.
     for t in &tries {
         let config = read(Path::new(t["task_config"].as_str().unwrap()));
@@ -132,6 +156,26 @@ fn best_of_3_where_only_one_try_passes_the_pinned_test() {
         show.stdout
     );
     assert!(show.stdout.contains("try 3 of 3"), "{}", show.stdout);
+    let winner_job = winner["job_id"].as_str().unwrap();
+    let note = p
+        .ws()
+        .join(format!("logs/{winner_job}/agent-runner/task-{id}.md"));
+    assert!(
+        show.stdout
+            .contains(&format!("  note:        {}\n", note.display())),
+        "{}",
+        show.stdout
+    );
+    assert!(
+        show.stdout.contains(&format!(
+            "  task config: {}\n",
+            p.ws()
+                .join(format!("logs/{winner_job}/task-config.yaml"))
+                .display()
+        )),
+        "{}",
+        show.stdout
+    );
     assert_eq!(git(&p.root, &["status", "--porcelain"]), "");
     // The web view's task page has the comparison.
     let served = support::web::Served::start(&p, &[]);
@@ -149,7 +193,27 @@ fn best_of_3_where_only_one_try_passes_the_pinned_test() {
     );
     assert!(table.contains(&format!("<code>{branch}</code>")), "{table}");
     assert!(table.contains("Winner: try 2 ("), "{table}");
+    assert!(page.contains("<h2>Task Note</h2>"), "{page}");
     served.stop();
+
+    // A follow-up goes on from the winner, on the task's branch.
+    let out = p
+        .in_ws(
+            &["task", "run"],
+            &["--resume", &id, "--message", "also say why"],
+        )
+        .output();
+    out.code(0);
+    let job = out.stdout.trim();
+    let queued: Value =
+        serde_json::from_str(&read(&p.ws().join(format!("ipc/queue/{job}.json")))).unwrap();
+    assert_eq!(queued["resume_from"], winner_job, "{queued}");
+    p.orchestrate_once(&[]).output();
+    let attempts = p.attempts(&id);
+    let follow = attempts.last().unwrap();
+    assert_eq!(follow["job_id"], job, "{follow}");
+    assert_eq!(follow["message"], "also say why", "{follow}");
+    assert!(follow["result"].is_object(), "the runner ran: {follow}");
 }
 
 /// Two verified tries: the `judge` reply from `builder.script` decides, over the

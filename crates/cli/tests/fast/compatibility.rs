@@ -108,3 +108,29 @@ fn keep_untracked_is_shown_and_read() {
         .code(1)
         .stderr_has("runner.worker.keep_untracked");
 }
+
+/// `validate` shows `task.setup` (its hosts and its variables, masked),
+/// `runner.worker.caches` and `runner.worker.agent_from`: a newcomer saw none of
+/// them and could not tell whether they were read.
+#[test]
+fn validate_shows_setup_caches_and_where_the_agent_comes_from() {
+    let dir = Scratch::new("compat-setup");
+    let yaml = task(&dir)
+        .set("task.setup.command", "pip install -r requirements.txt")
+        .set("task.setup.timeout_sec", 300)
+        .set("task.setup.allow", ["pypi.org", "files.pythonhosted.org"])
+        .set("task.setup.env.PIP_INDEX_TOKEN", "env:OPENAI_API_KEY")
+        .set("runner.worker.caches", ["/root/.cache/pip"])
+        .set("runner.worker.agent_from", "tools");
+    let out = validate(&dir, &yaml);
+    out.code(0)
+        .stdout_has("  setup:\n    command: pip install -r requirements.txt\n    timeout_sec: 300\n    allow:\n    - pypi.org\n    - files.pythonhosted.org\n")
+        .stdout_has("    env:\n      PIP_INDEX_TOKEN: '*** (env:OPENAI_API_KEY)'\n")
+        .stdout_has("    agent_from: tools\n    caches:\n    - /root/.cache/pip\n");
+    assert!(!out.stdout.contains(KEY), "{}", out.stdout);
+    let plain = validate(&dir, &task(&dir));
+    plain
+        .code(0)
+        .stdout_has("    agent_from: auto\n    caches: []\n");
+    assert!(!plain.stdout.contains("  setup:"), "{}", plain.stdout);
+}

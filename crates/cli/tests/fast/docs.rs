@@ -377,3 +377,99 @@ fn the_offline_shell_blocks_run() {
     }
     assert!(ran >= 1, "no ```sh offline block found");
 }
+
+/// The subcommands a `--help` text lists under "Commands:".
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// Help is for users, who have no SPEC: no "SPEC §22" in any command's `--help`
+/// (`hosts --help` showed one).
+#[test]
+fn no_help_text_names_the_spec() {
+    let mut pending: Vec<Vec<String>> = vec![vec![]];
+    let mut seen = 0;
+    while let Some(words) = pending.pop() {
+        let out = Command::new(env!("CARGO_BIN_EXE_agent-runner"))
+            .args(&words)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "agent-runner {words:?} --help: {out:?}"
+        );
+        let help = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            !help.contains("SPEC"),
+            "agent-runner {} --help names the spec:\n{help}",
+            words.join(" ")
+        );
+        seen += 1;
+        for sub in subcommands(&help) {
+            let mut next = words.clone();
+            next.push(sub);
+            pending.push(next);
+        }
+    }
+    assert!(seen > 20, "only {seen} help texts found");
+}
+
+/// `make sandbox-image` fills the tools volume with the release binary it builds,
+/// not with a debug build compiled just for that (`cargo run`).
+#[test]
+fn make_sandbox_image_uses_the_release_build() {
+    let out = Command::new("make")
+        .args(["-n", "sandbox-image"])
+        .current_dir(top())
+        .output()
+        .expect("make");
+    assert!(out.status.success(), "make -n sandbox-image: {out:?}");
+    let recipe = String::from_utf8(out.stdout).unwrap();
+    assert!(!recipe.contains("cargo run"), "{recipe}");
+    let build = recipe.find("build --release").expect(&recipe);
+    let install = recipe
+        .find("target/release/agent-runner tools install")
+        .expect(&recipe);
+    assert!(build < install, "{recipe}");
+}
+
+/// The README's first paragraph names every API Meta speaks (it once said "Chat
+/// Completions or the Codex CLI" only), and says the default image has node and
+/// npm only where that is true: when it was built from a registry's node image.
+#[test]
+fn the_readme_tells_meta_s_apis_and_the_default_image_s_tools_truly() {
+    let readme = std::fs::read_to_string(top().join("README.md")).unwrap();
+    let intro: String = readme
+        .lines()
+        .skip(1)
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    for api in [
+        "Responses",
+        "Chat Completions",
+        "Anthropic Messages",
+        "Codex CLI",
+    ] {
+        assert!(
+            intro.contains(api),
+            "the intro does not name {api}: {intro}"
+        );
+    }
+    let flat = readme.replace('\n', " ");
+    for sentence in flat.split(". ").filter(|s| s.contains("node and npm")) {
+        assert!(
+            sentence.contains("registry"),
+            "node and npm are in the default image only when built from a registry: {sentence}"
+        );
+    }
+}

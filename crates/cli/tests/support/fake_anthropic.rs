@@ -67,7 +67,9 @@ impl Received {
 pub type FakeAnthropic = Server<Messages>;
 
 /// Answers each `POST …/v1/messages` with the next scripted reply; the last repeats.
-pub struct Messages(Script<Reply>);
+/// Strict (`FakeAnthropic::strict`): only `POST /v1/messages` and one model, as the
+/// real API at its own root takes them; anything else gets the API's 404.
+pub struct Messages(Script<Reply>, Option<String>);
 
 impl Server<Messages> {
     /// Starts the server on 127.0.0.1.
@@ -79,7 +81,18 @@ impl Server<Messages> {
     /// on the internet, reached through the egress proxy).
     pub fn start_on(ip: &str, script: Vec<Reply>) -> Self {
         assert!(!script.is_empty(), "a script needs at least one reply");
-        Server::listen(ip, Messages(Script::new(script)))
+        Server::listen(ip, Messages(Script::new(script), None))
+    }
+
+    /// A strict server on 127.0.0.1: a request to another path than `/v1/messages`
+    /// (`/v1/v1/messages`: a base URL ending in `/v1`, as codex's do) or for another
+    /// model than `model` gets a 404 `not_found_error`, as from the real API.
+    pub fn strict(script: Vec<Reply>, model: &str) -> Self {
+        assert!(!script.is_empty(), "a script needs at least one reply");
+        Server::listen(
+            "127.0.0.1",
+            Messages(Script::new(script), Some(model.to_string())),
+        )
     }
 }
 
@@ -95,8 +108,19 @@ impl Protocol for Messages {
             error(conn, 404, &format!("fake server: no {}", request.path))?;
             return Ok(Next::KeepAlive);
         }
-        let reply = self.0.next_or_last();
         let body = request.json();
+        if let Some(model) = &self.1 {
+            let path = request.path.split('?').next().unwrap_or_default();
+            if path != "/v1/messages" {
+                error(conn, 404, &format!("fake server (strict): no {path}"))?;
+                return Ok(Next::KeepAlive);
+            }
+            if body["model"] != model.as_str() {
+                error(conn, 404, &format!("model: {}", body["model"]))?;
+                return Ok(Next::KeepAlive);
+            }
+        }
+        let reply = self.0.next_or_last();
         let model = body["model"].as_str().unwrap_or("claude-fake").to_string();
         let id = format!("msg_fake_{n}");
         let (blocks, stop_reason) = match &reply {

@@ -564,7 +564,7 @@ fn build(
     let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
         .map_err(|e| failed(format!("the Task Builder's TaskConfig is unusable: {e}")))?;
     let yaml = match claimed.try_of.as_ref().and_then(|t| t.kind.as_deref()) {
-        Some(kind) => task_config::with_worker_kind(&yaml, kind)
+        Some(kind) => task_config::with_worker_kind(&yaml, kind, ws.defaults.kinds.get(kind))
             .map_err(|e| failed(format!("cannot set the try's worker kind {kind}: {e}")))?,
         None => yaml,
     };
@@ -839,6 +839,9 @@ fn run_and_bring_back(
                 .error
                 .unwrap_or_else(|| format!("agent-runner failed ({})", child.exit)),
         );
+        if let (Some(_), Some(clone)) = (&claimed.try_of, &clone) {
+            keep_failed_try(setup, clone, worker, log_dir, &mut ran);
+        }
         return ran;
     }
     if ran.status == AttemptStatus::AwaitingApproval {
@@ -895,6 +898,46 @@ fn run_and_bring_back(
         }
     }
     ran
+}
+
+/// A failed try's work, brought back as its branch `agent-runner/<id>-try-<k>`
+/// for review (SPEC §23: the tries that did not win are kept); it stays failed
+/// and keeps its clone. Not bringing it back fails nothing more: the error says.
+fn keep_failed_try(
+    setup: &Setup,
+    clone: &AttemptClone,
+    worker: &WorkerSettings,
+    log_dir: &Path,
+    ran: &mut Ran,
+) {
+    let job_id = &clone.job_id;
+    match clones::bring_back(
+        clone,
+        &setup.ws.root_dir,
+        &setup.bundlers,
+        worker,
+        log_dir,
+        setup.interrupt,
+    ) {
+        Ok(_) => {
+            log::info!(
+                "job {job_id}: the failed try's work kept as branch {}",
+                clone.branch
+            );
+            ran.branch = Some(clone.branch.clone());
+        }
+        Err(e) => {
+            log::warn!(
+                "job {job_id}: the failed try's work could not be kept as branch {}: {e}",
+                clone.branch
+            );
+            let error = ran.error.take().unwrap_or_default();
+            ran.error = Some(format!(
+                "{error} (its work could not be kept as branch {}: {e})",
+                clone.branch
+            ));
+        }
+    }
 }
 
 /// After a succeeded attempt's branch is back, its clone has served: the runner's

@@ -92,15 +92,42 @@ pub(crate) fn complete(
 }
 
 /// The TaskConfig `yaml` with its worker of kind `kind` (a try's `--kinds` entry,
-/// SPEC §23): `runner.worker.type` set to that kind's TaskConfig type.
-pub(crate) fn with_worker_kind(yaml: &str, kind: &str) -> Result<String, String> {
+/// SPEC §23): `runner.worker.type` set to that kind's TaskConfig type. The model
+/// and base URL are the kind's own: `settings` (the defaults' `kinds.<kind>`)
+/// when given; else, for a kind other than the config's, none (those written
+/// were the other kind's; `store::tries::check_kind_settings` refused the run
+/// when the defaults set them).
+pub(crate) fn with_worker_kind(
+    yaml: &str,
+    kind: &str,
+    settings: Option<&crate::store::tries::KindSettings>,
+) -> Result<String, String> {
     let kind = agent_runner_sandbox::agent::KINDS
         .into_iter()
         .find(|k| k.name() == kind)
         .ok_or_else(|| format!("{kind:?} is no worker kind"))?;
     let mut config: Mapping = serde_norway::from_str(yaml).map_err(|e| e.to_string())?;
     let worker = section(section(&mut config, "runner")?, "worker")?;
+    let written = worker
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("docker_codex_cli");
+    let other = written != kind.taskconfig_type();
     worker.insert("type".into(), kind.taskconfig_type().into());
+    for (key, own) in [
+        ("model", settings.and_then(|s| s.model.as_deref())),
+        ("base_url", settings.and_then(|s| s.base_url.as_deref())),
+    ] {
+        match own {
+            Some(value) => {
+                worker.insert(key.into(), value.into());
+            }
+            None if settings.is_some() || other => {
+                worker.remove(key);
+            }
+            None => {}
+        }
+    }
     serde_norway::to_string(&Value::Mapping(config)).map_err(|e| e.to_string())
 }
 
@@ -193,6 +220,49 @@ mod tests {
             test: None,
             setup: None,
         }
+    }
+
+    /// A claude try of a codex workspace never gets codex's model or base URL
+    /// (requests went to `/v1/v1/messages` with a codex model): its own, or none.
+    #[test]
+    fn a_try_of_another_kind_gets_that_kind_s_model_and_endpoint() {
+        use crate::store::tries::KindSettings;
+        let codex = "runner:\n  worker: {type: docker_codex_cli, model: gpt-5-codex, base_url: 'http://gw/v1', network: none}\n";
+        let worker = |yaml: &str| -> serde_json::Value {
+            let value: serde_json::Value = serde_norway::from_str(yaml).unwrap();
+            value["runner"]["worker"].clone()
+        };
+        let own = KindSettings {
+            model: Some("claude-sonnet-4-5".into()),
+            base_url: Some("http://gw".into()),
+        };
+        let claude = with_worker_kind(codex, "claude-code-cli", Some(&own)).unwrap();
+        assert_eq!(
+            worker(&claude),
+            json!({"type": "docker_claude_code_cli", "model": "claude-sonnet-4-5",
+                   "base_url": "http://gw", "network": "none"})
+        );
+        let bare = with_worker_kind(codex, "claude-code-cli", None).unwrap();
+        assert_eq!(
+            worker(&bare),
+            json!({"type": "docker_claude_code_cli", "network": "none"}),
+            "the other kind's model and URL are dropped"
+        );
+        let same = with_worker_kind(codex, "codex-cli", None).unwrap();
+        assert_eq!(
+            worker(&same)["model"],
+            "gpt-5-codex",
+            "its own kind keeps them"
+        );
+        let only_model = KindSettings {
+            model: Some("gpt-5".into()),
+            base_url: None,
+        };
+        let codex_own = with_worker_kind(codex, "codex-cli", Some(&only_model)).unwrap();
+        assert_eq!(
+            worker(&codex_own),
+            json!({"type": "docker_codex_cli", "model": "gpt-5", "network": "none"})
+        );
     }
 
     #[test]

@@ -112,6 +112,9 @@ pub fn enqueue_tries(
     crate::store::tries::check_count(n, "--tries").map_err(PipelineError::Invalid)?;
     if !kinds.is_empty() {
         crate::store::tries::check_kinds(kinds, "--kinds").map_err(PipelineError::Invalid)?;
+        ws.defaults
+            .check_kind_settings(kinds)
+            .map_err(PipelineError::Invalid)?;
     }
     if n == 1 && kinds.is_empty() {
         return Ok(vec![enqueue(ws, id)?]);
@@ -203,16 +206,25 @@ pub(crate) fn continue_latest(
         ))
         .into());
     }
+    // The judged line of a best of N run goes on from its winning try's job.
+    let Some(work_job) = latest.work_job() else {
+        return Err(refuse(format!(
+            "its latest attempt (job {}) is a best of N run that no try won: run it again instead",
+            latest.job_id
+        ))
+        .into());
+    };
+    let work_job = work_job.to_string();
     let clone_job = latest.clone_job.clone().or_else(|| {
-        let own = ws.clones_dir().join(&latest.job_id);
+        let own = ws.clones_dir().join(&work_job);
         std::fs::symlink_metadata(own)
             .is_ok_and(|m| m.is_dir())
-            .then(|| latest.job_id.clone())
+            .then(|| work_job.clone())
     });
     let run_dir = clone_job
         .as_ref()
         .map_or(ws.root_dir.clone(), |c| ws.clones_dir().join(c));
-    let config = ws.job_log_dir(&latest.job_id).join("task-config.yaml");
+    let config = ws.job_log_dir(&work_job).join("task-config.yaml");
     let state = format!("{id}.json");
     let saved = Dir::open(&run_dir)
         .and_then(|d| d.existing(agent_runner_core::private_dir::DIR_NAME))
@@ -230,7 +242,7 @@ pub(crate) fn continue_latest(
         config.is_file(),
     ) {
         crate::clones::branch_tip(&ws.root_dir, branch).map_err(|e| refuse(e.to_string()))?;
-        continuing.resume_from = Some(latest.job_id.clone());
+        continuing.resume_from = Some(work_job);
         continuing.restart = true;
         continuing.on_branch = true;
         before()?;
@@ -243,13 +255,12 @@ pub(crate) fn continue_latest(
             "it ended before agent-runner ran its task"
         };
         return Err(refuse(format!(
-            "its latest attempt (job {}) left no saved state in {} ({why}): run it again instead",
-            latest.job_id,
+            "its latest attempt (job {work_job}) left no saved state in {} ({why}): run it again instead",
             run_dir.display()
         ))
         .into());
     }
-    continuing.resume_from = Some(latest.job_id.clone());
+    continuing.resume_from = Some(work_job);
     continuing.clone_job = clone_job;
     before()?;
     Ok(jobs::enqueue_continuing(ws, id, continuing)?)

@@ -2,7 +2,8 @@
 //! orchestrator's logs of the job in `logs/<job-id>/`, and the runner's (the Task
 //! Note, run and test logs) in `.agent-runner/` of root_dir or of the attempt's
 //! clone, or in `logs/<job-id>/agent-runner/` once a succeeded clone is cleaned up,
-//! whichever the result's `note_path` names. An attempt line in the TaskStore is a
+//! whichever the result's `note_path` names (for the judged line of a best of N
+//! run, the winning try's job's). An attempt line in the TaskStore is a
 //! file anyone with write access to it could forge, so its own paths
 //! (`task_config`, `log_dir`, `note_path`) are never taken as they are: what the
 //! web view serves and `task show` prints is built here, and is nothing else.
@@ -20,6 +21,13 @@ pub(crate) const KEPT_DIR_NAME: &str = "agent-runner";
 /// The job's log directory, `logs/<job-id>/`; None for a job id that is no id.
 pub fn log_dir(ws: &Workspace, attempt: &Attempt) -> Option<PathBuf> {
     id::is_valid(&attempt.job_id).then(|| ws.job_log_dir(&attempt.job_id))
+}
+
+/// The log directory of the job whose runner did the attempt's work
+/// (`Attempt::work_job`): its own, or a best of N run's winning try's, where the
+/// TaskConfig is.
+pub fn work_log_dir(ws: &Workspace, attempt: &Attempt) -> Option<PathBuf> {
+    attempt.work_job().map(|job| ws.job_log_dir(job))
 }
 
 /// The job's result file, `ipc/results/<job-id>.json`; None for a job id that is
@@ -43,9 +51,10 @@ pub(crate) fn runner_dir(
     let note = Path::new(result.get("note_path")?.as_str()?);
     let note_name = format!("task-{task_id}.md");
     let mut candidates = vec![(ws.root_dir.clone(), DIR_NAME)];
-    if let Some(logs) = log_dir(ws, attempt) {
-        candidates.insert(0, (ws.clones_dir().join(&attempt.job_id), DIR_NAME));
-        candidates.insert(0, (logs, KEPT_DIR_NAME));
+    // A best of N run's judged line: the winning try's job ran it.
+    if let Some(job) = attempt.work_job().filter(|j| id::is_valid(j)) {
+        candidates.insert(0, (ws.clones_dir().join(job), DIR_NAME));
+        candidates.insert(0, (ws.job_log_dir(job), KEPT_DIR_NAME));
     }
     if let Some(clone) = attempt.clone_job.as_ref().filter(|j| id::is_valid(j)) {
         candidates.insert(1, (ws.clones_dir().join(clone), DIR_NAME));

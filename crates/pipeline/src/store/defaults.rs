@@ -53,6 +53,10 @@ pub struct Defaults {
     /// The Docker hosts attempts are placed on (SPEC §22); none: the local daemon.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) hosts: Vec<HostEntry>,
+    /// Each worker kind's own model and endpoint, for tries of another kind than
+    /// the workspace's (`--kinds`, SPEC §23).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(crate) kinds: std::collections::BTreeMap<String, super::tries::KindSettings>,
 }
 
 /// `defaults.hosts[i]`: a Docker host by name, its daemon (a URL or a docker
@@ -214,6 +218,10 @@ impl Defaults {
         if let Some(tries) = self.tries {
             super::tries::check_count(tries, "tries")?;
         }
+        for (kind, settings) in &self.kinds {
+            super::tries::check_kinds(std::slice::from_ref(kind), "kinds")?;
+            settings.check(&format!("kinds.{kind}"))?;
+        }
         if let Some(builder) = &self.builder {
             match (builder.kind, &builder.script) {
                 (BuilderKind::Scripted, None) => {
@@ -304,6 +312,50 @@ impl Defaults {
         )
         .map(|task| task.bounds.pricing)
         .unwrap_or_default()
+    }
+
+    /// The workspace's worker kind: `runner.worker.type`, else codex.
+    fn worker_kind(&self) -> &'static str {
+        let configured = self.runner_worker("type");
+        agent_runner_sandbox::agent::KINDS
+            .iter()
+            .find(|k| configured == Some(k.taskconfig_type()))
+            .or_else(|| agent_runner_sandbox::agent::KINDS.first())
+            .map_or("codex-cli", |k| k.name())
+    }
+
+    /// Refuses `kinds` (of `--kinds`) when a try of another kind than the
+    /// workspace's would get the workspace kind's model or endpoint, since the
+    /// defaults set one and say nothing of that kind (`kinds.<kind>`, SPEC §23);
+    /// the error names the fix. Checked before anything is queued.
+    pub fn check_kind_settings(&self, kinds: &[String]) -> Result<(), String> {
+        let own = self.worker_kind();
+        let set: Vec<String> = ["model", "base_url"]
+            .iter()
+            .filter_map(|key| {
+                self.runner_worker(key)
+                    .map(|v| format!("runner.worker.{key} ({v})"))
+            })
+            .collect();
+        if set.is_empty() {
+            return Ok(());
+        }
+        for kind in kinds {
+            if kind != own && !self.kinds.contains_key(kind) {
+                return Err(format!(
+                    "--kinds: the {kind} tries would get {}, which the workspace defaults set for {own}; \
+                     give {kind} its own in the defaults (`kinds: {{{kind}: {{model: …, base_url: …}}}}`, \
+                     `{{}}` for the agent's own) with `agent-runner workspace set --defaults FILE.yaml`",
+                    set.join(" and ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `runner.worker.<key>` as a string, if set.
+    fn runner_worker(&self, key: &str) -> Option<&str> {
+        self.runner.as_ref()?.get("worker")?.get(key)?.as_str()
     }
 
     /// `runner.meta.<key>` as a string, if set.
@@ -575,5 +627,40 @@ mod tests {
             Some(canon.join("m.yaml").to_str().unwrap())
         );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// `--kinds` with a kind whose model and endpoint the defaults do not give,
+    /// while they give the workspace kind's: refused, naming the fix; `kinds.<kind>`
+    /// entries are checked with their field paths.
+    #[test]
+    fn kinds_without_their_own_settings_are_refused_when_the_defaults_set_a_model() {
+        let defaults = |yaml: &str| parse(yaml).unwrap();
+        let kinds = vec!["codex-cli".to_string(), "claude-code-cli".to_string()];
+        let plain = defaults("runner: {worker: {network: none}}\n");
+        assert_eq!(plain.check_kind_settings(&kinds), Ok(()));
+        let codex = defaults("runner: {worker: {model: gpt-5-codex, base_url: 'http://gw/v1'}}\n");
+        let e = codex.check_kind_settings(&kinds).unwrap_err();
+        assert!(
+            e.contains("the claude-code-cli tries would get runner.worker.model (gpt-5-codex) and runner.worker.base_url (http://gw/v1), which the workspace defaults set for codex-cli")
+                && e.contains("kinds: {claude-code-cli: {model: …, base_url: …}}"),
+            "{e}"
+        );
+        assert_eq!(codex.check_kind_settings(&kinds[..1]), Ok(()));
+        let both = defaults(
+            "runner: {worker: {model: gpt-5-codex}}\nkinds: {claude-code-cli: {model: claude-x}}\n",
+        );
+        assert_eq!(both.check_kind_settings(&kinds), Ok(()));
+        let claude_ws =
+            defaults("runner: {worker: {type: docker_claude_code_cli, model: claude-x}}\n");
+        assert!(
+            claude_ws
+                .check_kind_settings(&kinds)
+                .unwrap_err()
+                .contains("the codex-cli tries")
+        );
+        let e = parse("kinds: {codex-cli: {base_url: gw}}\n").unwrap_err();
+        assert!(e.starts_with("kinds.codex-cli.base_url"), "{e}");
+        let e = parse("kinds: {cursor: {}}\n").unwrap_err();
+        assert!(e.contains("\"cursor\" is no worker kind"), "{e}");
     }
 }

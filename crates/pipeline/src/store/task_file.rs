@@ -166,6 +166,23 @@ impl AttemptStatus {
 }
 
 impl Attempt {
+    /// The job whose runner did this attempt's work: its own, or for the judged
+    /// line of a best of N run (SPEC §23) the winning try's, whose log directory
+    /// holds the note, the TaskConfig and the runner's state. None when a judged
+    /// line has no winner or names no valid job.
+    pub fn work_job(&self) -> Option<&str> {
+        let Some(tries) = &self.tries else {
+            return Some(&self.job_id);
+        };
+        let winner = tries.winner?;
+        tries
+            .rows
+            .iter()
+            .find(|row| row.k == winner)
+            .map(|row| row.job_id.as_str())
+            .filter(|job| super::id::is_valid(job))
+    }
+
     /// The result JSON, parsed (None if absent or not JSON).
     pub fn result_value(&self) -> Option<serde_json::Value> {
         serde_json::from_str(self.result.as_ref()?.get()).ok()

@@ -86,6 +86,43 @@ pub fn check_kinds(kinds: &[String], field: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `defaults.kinds.<kind>`: a worker kind's own model and endpoint. A try of
+/// another kind than the workspace's gets these instead of `runner.worker.model`
+/// and `runner.worker.base_url`, which are the workspace's kind's (codex's base
+/// URL ends in `/v1`, claude's does not; their models are not each other's).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KindSettings {
+    /// The agent's model (none: the agent's own default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The agent's model API base URL (none: the agent's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+}
+
+impl KindSettings {
+    /// What is wrong with it, `field` naming where it was given.
+    pub(crate) fn check(&self, field: &str) -> Result<(), String> {
+        if let Some(model) = &self.model
+            && model.trim().is_empty()
+        {
+            return Err(format!(
+                "{field}.model: empty (leave it out for the agent's own)"
+            ));
+        }
+        if let Some(url) = &self.base_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(format!(
+                "{field}.base_url: {:?} is no http:// or https:// URL",
+                agent_runner_core::text::cut_chars(url, 80)
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The `n` tries of one run, `kinds` cycled over them.
 pub(crate) fn plan(n: u32, kinds: &[String]) -> Vec<TryOf> {
     let group = id::new_job_id();

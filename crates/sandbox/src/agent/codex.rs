@@ -25,10 +25,11 @@
 //! then reads no profile either (testdata/codex/README.md). The system
 //! configuration (`/etc/codex`), which the worker can write as root, is pinned
 //! with the agent (`CONFIG_FILES`, `worker::agent_files`).
-//! Codex also tries github.com and api.github.com (its update check) and
-//! ab.chatgpt.com (feature flags); refusing them does not fail a run, and they are
-//! left out of its hosts: a prompt-injected worker could use an allowed host as a
-//! way out.
+//! Codex also tries github.com and api.github.com (its update check),
+//! ab.chatgpt.com (feature flags) and chatgpt.com (with an API key too); refusing
+//! them does not fail a run, and they are left out of its hosts: a
+//! prompt-injected worker could use an allowed host as a way out. They are its
+//! `background_hosts`: their denials are told apart from what a task needed.
 
 /// The model provider a `runner.worker.base_url` becomes in codex's configuration.
 const PROVIDER: &str = "agent-runner";
@@ -48,6 +49,14 @@ pub(crate) const CODEX: Codex = Codex;
 pub(crate) const API_HOST: &str = "api.openai.com";
 /// The hosts codex uses with a ChatGPT login.
 pub(crate) const CHATGPT_HOSTS: [&str; 2] = ["chatgpt.com", "auth.openai.com"];
+/// What codex asks for in the background with any login (its update check,
+/// feature flags, and chatgpt.com with an API key too): refused, nothing fails.
+const BACKGROUND_HOSTS: [&str; 4] = [
+    "chatgpt.com",
+    "ab.chatgpt.com",
+    "github.com",
+    "api.github.com",
+];
 /// Login file modes: a ChatGPT login (`tokens`) and an API key (`OPENAI_API_KEY`).
 pub(crate) const CHATGPT: &str = "chatgpt";
 pub(crate) const API_KEY: &str = "api_key";
@@ -235,6 +244,10 @@ impl Kind for Codex {
             needs.push(Need::new(url, "base_url in runner.worker.extra_args"));
         }
         needs
+    }
+
+    fn background_hosts(&self) -> &'static [&'static str] {
+        &BACKGROUND_HOSTS
     }
 
     fn stream(&self) -> Box<dyn EventStream> {

@@ -122,6 +122,12 @@ pub trait Kind: Sync {
     fn login_modes(&self, file: &serde_json::Value) -> Vec<&'static str>;
     /// The destinations it needs for its model with this login and settings.
     fn needs(&self, spec: &HostsSpec) -> Vec<Need>;
+    /// Hosts it asks for on its own, beside its model (update checks, feature
+    /// flags): refusing them fails nothing, so a denial of one is no gap in the
+    /// allow list and is never suggested for it.
+    fn background_hosts(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// A reader for one run's event stream.
     fn stream(&self) -> Box<dyn EventStream>;
     /// Whether a line of its stdout is a retry notice, no sign of progress: a run

@@ -40,8 +40,12 @@ pub struct Tally {
     pub bytes_down: u64,
     /// The latest reason (for a denied destination: why).
     pub reason: String,
-    /// For a denied destination: the `runner.worker.allow` entry that would allow it.
+    /// For a denied destination: the allow entry that would allow it (in the list
+    /// `policy::list_in` finds in `reason`).
     pub allow_entry: Option<String>,
+    /// A denied host the agent asks for in the background (`Kind::background_hosts`):
+    /// refusing it fails nothing, so it is no gap in the allow list.
+    pub background: bool,
 }
 
 /// What the proxy did during a task: the note's Egress section and the result's
@@ -67,6 +71,8 @@ pub struct Journal {
     state: Mutex<State>,
     /// The run's event log: denied connections, as they are refused (SPEC §19).
     events: Events,
+    /// The agent's background hosts (`Kind::background_hosts`).
+    background: Vec<String>,
 }
 
 #[derive(Default)]
@@ -94,6 +100,16 @@ impl Journal {
                 ..State::default()
             }),
             events: Events::none(),
+            background: Vec::new(),
+        }
+    }
+
+    /// The journal, telling the denials of `hosts` (the agent's background
+    /// requests) apart: no warning, and no allow entry suggested.
+    pub(crate) fn quiet_about(self, hosts: Vec<String>) -> Self {
+        Journal {
+            background: hosts,
+            ..self
         }
     }
 
@@ -121,15 +137,22 @@ impl Journal {
             return;
         };
         let state = &mut *state;
+        let background = !record.allowed && self.background.contains(&record.host);
         if !record.allowed
             && state.warned.len() < MAX_DESTINATIONS
             && state.warned.insert(record.destination())
         {
             match &allow_entry {
-                Some(entry) => log::warn!(
-                    "egress denied: {} ({}); to allow it, add `{entry}` to runner.worker.allow",
+                Some(_) if background => log::info!(
+                    "egress denied: {} ({}): the agent's own background request (an update check or feature flags); refusing it fails nothing",
                     record.destination(),
                     record.reason
+                ),
+                Some(entry) => log::warn!(
+                    "egress denied: {} ({}); to allow it, add `{entry}` to {}",
+                    record.destination(),
+                    record.reason,
+                    super::policy::list_in(&record.reason)
                 ),
                 None if record.host == NO_HOST => {
                     log::warn!("egress denied: a connection ({})", record.reason)
@@ -141,7 +164,7 @@ impl Journal {
                 ),
             }
         }
-        state.tally(&record, &allow_entry);
+        state.tally(&record, &allow_entry, background);
         let line = match state.finished {
             true => Some(record),
             false => state.repeats.take(record),
@@ -171,9 +194,11 @@ impl Journal {
     /// The event of a line about denied connections.
     fn tell(&self, line: Record, allow_entry: Option<String>) {
         if !line.allowed {
+            let list = super::policy::list_in(&line.reason);
             self.events.emit(Event::EgressDenied {
                 host: line.host,
                 port: line.port,
+                list: (list != "runner.worker.allow").then(|| list.to_string()),
                 reason: line.reason,
                 allow: allow_entry,
                 connections: line.connections,
@@ -194,7 +219,7 @@ impl Journal {
 
 impl State {
     /// Counts `record` (one connection) in the summary and its destination's tally.
-    fn tally(&mut self, record: &Record, allow_entry: &Option<String>) {
+    fn tally(&mut self, record: &Record, allow_entry: &Option<String>, background: bool) {
         if record.allowed {
             self.summary.allowed += 1;
         } else {
@@ -208,6 +233,7 @@ impl State {
         let tally = self.tallies.entry(key).or_insert_with(|| Tally {
             destination: record.destination(),
             allowed: record.allowed,
+            background,
             ..Tally::default()
         });
         tally.connections += 1;
@@ -431,6 +457,30 @@ mod tests {
         assert_eq!(last["limit_bytes"], limit);
         assert_eq!(log.iter().filter(|l| l["truncated"] == true).count(), 1);
         std::fs::remove_dir_all(top).unwrap();
+    }
+
+    /// The agent's background hosts are tallied as such: no gap in the allow list.
+    #[test]
+    fn background_denials_are_told_apart() {
+        let journal =
+            Journal::new(None, Redactor::default()).quiet_about(vec!["ab.chatgpt.com".into()]);
+        for host in ["ab.chatgpt.com", "needed.example"] {
+            journal.record(
+                record(host, 443, false, 0),
+                Duration::ZERO,
+                Some(host.into()),
+            );
+        }
+        let summary = journal.summary();
+        let background: Vec<(&str, bool)> = summary
+            .destinations
+            .iter()
+            .map(|t| (t.destination.as_str(), t.background))
+            .collect();
+        assert_eq!(
+            background,
+            [("ab.chatgpt.com:443", true), ("needed.example:443", false)]
+        );
     }
 
     #[test]

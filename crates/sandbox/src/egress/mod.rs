@@ -42,6 +42,7 @@ pub(crate) mod variables;
 use std::os::unix::net::UnixListener;
 
 pub use journal::{MAX_LOG_BYTES, NO_HOST, Summary, Tally};
+pub use policy::list_in;
 pub use proxy::Settings;
 pub use repeats::DETAIL_LINES;
 pub use rules::{AllowList, Origin, Rule};
@@ -86,7 +87,8 @@ impl Egress {
             allow.clone(),
             Journal::new(log, redactor)
                 .telling(events)
-                .bounded(settings.max_log_bytes),
+                .bounded(settings.max_log_bytes)
+                .quiet_about(settings.background.clone()),
             settings,
         )?;
         Ok(Egress { proxy })

@@ -33,6 +33,30 @@ pub(crate) enum Verdict {
     Unreachable { reason: String },
 }
 
+/// The worker's list, named in the reasons of its denials.
+const WORKER_LIST: &str = "runner.worker.allow";
+/// Setup's list (SPEC §21), which setup's denials name.
+const SETUP_LIST: &str = "task.setup.allow";
+
+/// A denial's `reason` while setup runs: it names setup's list, where a host
+/// setup needs goes (the worker's would open it to the worker too).
+pub(crate) fn during_setup(reason: &str) -> String {
+    format!(
+        "{} (during setup)",
+        reason.replace(WORKER_LIST, &format!("{SETUP_LIST} or {WORKER_LIST}"))
+    )
+}
+
+/// The list a denial with `reason` names for its allow entry: setup's for one
+/// during setup, else the worker's.
+pub fn list_in(reason: &str) -> &'static str {
+    if reason.contains(SETUP_LIST) {
+        SETUP_LIST
+    } else {
+        WORKER_LIST
+    }
+}
+
 /// Decides on `destination` asked for `via`.
 pub(crate) fn decide(
     allow: &AllowList,
@@ -119,6 +143,18 @@ mod tests {
             .iter()
             .map(|ip| SocketAddr::new(ip.parse().unwrap(), port))
             .collect())
+    }
+
+    /// A denial while setup runs names setup's list, where its allow entry goes.
+    #[test]
+    fn a_denial_during_setup_names_setup_s_list() {
+        let reason = during_setup("an IP address not listed in runner.worker.allow");
+        assert_eq!(
+            reason,
+            "an IP address not listed in task.setup.allow or runner.worker.allow (during setup)"
+        );
+        assert_eq!(list_in(&reason), "task.setup.allow");
+        assert_eq!(list_in("not in runner.worker.allow"), "runner.worker.allow");
     }
 
     fn decide_on(entries: &[&str], host: &str, port: u16, via: Via) -> Verdict {

@@ -40,7 +40,7 @@ const CONNECTION_STACK: usize = 512 * 1024;
 const STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// The proxy's bounds (SPEC §17) and its resolver.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     /// Connections at a time.
     pub(crate) max_connections: usize,
@@ -53,6 +53,9 @@ pub struct Settings {
     /// Largest `egress.jsonl`.
     pub(crate) max_log_bytes: u64,
     pub resolve: Resolve,
+    /// Hosts the agent asks for in the background (`Kind::background_hosts`):
+    /// their denials are logged quietly and suggested for no allow list.
+    pub(crate) background: Vec<String>,
 }
 
 impl Default for Settings {
@@ -64,6 +67,7 @@ impl Default for Settings {
             connect_timeout: Duration::from_secs(30),
             max_log_bytes: super::journal::MAX_LOG_BYTES,
             resolve: policy::system_resolve,
+            background: Vec::new(),
         }
     }
 }
@@ -365,6 +369,7 @@ fn serve(shared: &Arc<Shared>, client: Arc<UnixStream>, at: Timestamp, id: u64) 
         also.decided.insert(id);
         Some(list)
     });
+    let during_setup = also.is_some();
     let allow = match also {
         None => shared.allow.clone(),
         Some(also) => AllowList {
@@ -383,9 +388,13 @@ fn serve(shared: &Arc<Shared>, client: Arc<UnixStream>, at: Timestamp, id: u64) 
             reason,
             allow_entry,
         } => {
+            let reason = match during_setup {
+                true => policy::during_setup(&reason),
+                false => reason,
+            };
             let how = allow_entry
                 .as_ref()
-                .map(|e| format!(" To allow it, add `{e}` to runner.worker.allow."))
+                .map(|e| format!(" To allow it, add `{e}` to {}.", policy::list_in(&reason)))
                 .unwrap_or_default();
             refuse(
                 &client,

@@ -95,9 +95,13 @@ pub enum Event {
         host: String,
         port: u16,
         reason: String,
-        /// The `runner.worker.allow` entry that would allow it.
+        /// The allow entry that would allow it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         allow: Option<String>,
+        /// The list `allow` goes in: `task.setup.allow` for a denial during setup;
+        /// absent: `runner.worker.allow`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        list: Option<String>,
         /// When present, this many refused connections to the destination since its
         /// last event (after its first ones, repeats are summed: `egress::repeats`).
         #[serde(default, skip_serializing_if = "Option::is_none")]

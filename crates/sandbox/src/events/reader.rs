@@ -199,6 +199,7 @@ fn what(event: &Event) -> String {
             port,
             reason,
             allow,
+            list,
             connections,
         } => {
             let times = match connections {
@@ -207,7 +208,8 @@ fn what(event: &Event) -> String {
             };
             match allow {
                 Some(entry) => format!(
-                    "egress denied{times}: {host}:{port} ({reason}); to allow it, add `{entry}` to runner.worker.allow"
+                    "egress denied{times}: {host}:{port} ({reason}); to allow it, add `{entry}` to {}",
+                    list.as_deref().unwrap_or("runner.worker.allow")
                 ),
                 None => format!("egress denied{times}: {host}:{port} ({reason})"),
             }
@@ -342,6 +344,7 @@ mod tests {
                 port: 443,
                 reason: "not in runner.worker.allow".into(),
                 allow: Some("github.com".into()),
+                list: None,
                 connections,
             })
         };

@@ -223,6 +223,7 @@ mod tests {
             port: 443,
             reason: controls.clone(),
             allow: Some(controls),
+            list: None,
             connections: None,
         });
         events.emit(Event::WorkerRun {

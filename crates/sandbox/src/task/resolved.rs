@@ -31,6 +31,20 @@ struct TaskView<'a> {
     test: Option<TestView<'a>>,
     /// Empty: Meta plans them.
     acceptance_criteria: &'a [String],
+    // SPEC §21: the environment set up once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    setup: Option<SetupView<'a>>,
+}
+
+/// `task.setup`: what runs before the first paid call, with its own hosts and
+/// variables (shown masked).
+#[derive(Serialize)]
+struct SetupView<'a> {
+    command: String,
+    timeout_sec: u64,
+    /// Hosts setup may reach besides the worker's allow list.
+    allow: Vec<String>,
+    env: BTreeMap<&'a str, String>,
 }
 
 #[derive(Serialize)]
@@ -140,6 +154,9 @@ struct WorkerView<'a> {
     env: BTreeMap<&'a str, String>,
     limits: LimitsView,
     keep_untracked: bool,
+    // SPEC §21: where the agent comes from, and the caches kept per repository.
+    agent_from: &'static str,
+    caches: &'a [String],
     /// `<program>_auth` (`codex_auth`, `claude_auth`): how the agent logs in.
     #[serde(flatten)]
     auth: BTreeMap<String, String>,
@@ -194,6 +211,12 @@ pub fn resolved_yaml(task: &Task) -> String {
                 timeout_sec: t.timeout.as_secs(),
             }),
             acceptance_criteria: &task.acceptance_criteria,
+            setup: task.setup.as_ref().map(|setup| SetupView {
+                command: agent_runner_core::text::escape_controls_in_lines(&setup.command),
+                timeout_sec: setup.timeout.as_secs(),
+                allow: setup.allow.entries(),
+                env: env_view(&setup.env),
+            }),
         },
         runner: RunnerView {
             meta: meta_view(task),
@@ -221,6 +244,8 @@ pub fn resolved_yaml(task: &Task) -> String {
                     pids: task.worker.limits.pids,
                 },
                 keep_untracked: task.worker.keep_untracked,
+                agent_from: task.worker.agent_from.as_str(),
+                caches: &task.worker.caches,
                 auth: BTreeMap::from([(
                     format!("{}_auth", task.worker.kind.program()),
                     login_view(&task.login),

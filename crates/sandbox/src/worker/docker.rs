@@ -671,7 +671,12 @@ impl DockerSandbox {
                 &self.spec.worker.allow,
                 Some(&self.logs),
                 self.redactor.clone(),
-                egress::Settings::default(),
+                egress::Settings {
+                    background: (self.spec.worker.kind.background_hosts().iter())
+                        .map(|h| h.to_string())
+                        .collect(),
+                    ..egress::Settings::default()
+                },
                 self.events.clone(),
             )
             .map_err(cannot)?;
