@@ -688,7 +688,7 @@ mod tests {
             .unwrap();
         assert_eq!(glibc.path, "/agent-runner-tools/claude/package/claude");
         let musl = agent("claude", &[MUSL_LOADER]).unwrap().unwrap();
-        assert_eq!(musl.path, "/opt/agent-runner/claude-musl/package/claude");
+        assert_eq!(musl.path, "/agent-runner-tools/claude-musl/package/claude");
         assert_eq!(musl.loader, Some(MUSL_LOADER));
         let none = agent("claude", &[]).unwrap_err();
         assert!(none.contains("has neither"), "{none}");
