@@ -38,7 +38,8 @@
 //!   labels; `sweep.rs` removes those of dead owners. The worker's session there
 //!   is a volume of the task on the daemon's host (`session_volume.rs`), kept
 //!   across runs and removed when the task is COMPLETE (`forget_session`) or by
-//!   the sweeps once it expired.
+//!   the sweeps once it expired. A named volume (that session, a cache) is
+//!   mounted only when its labels say it is the one meant (`volume_labels.rs`).
 //! - `Carrier`: the link between agent-runner and the running sandbox: its main
 //!   process (the keep-alive that ends it when our pipe closes), the way out to the
 //!   egress proxy, and how host files (the agent's login) reach it. `lifeline.rs`
@@ -99,6 +100,7 @@ mod spec;
 pub mod sweep;
 mod tar;
 pub mod tools;
+mod volume_labels;
 
 use std::path::Path;
 use std::time::Duration;
