@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::bundle_out::BundleOut;
 use super::docker_cli::{self, call, cli_missing, last_lines};
 use super::endpoint::Endpoint;
 use super::landing::{self, UserRepo};
@@ -48,6 +49,8 @@ use super::{Backend, BackendError, Confinement, Main, Mount, Net, PROJECT_DIR, S
 use crate::task::{TransportChoice, WorkerLimits};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
+use agent_runner_core::process::{self, Capture, Ending, Limits, Stop};
+use agent_runner_core::timestamp::human;
 
 /// The bundler's script (the pipeline's too).
 pub const BUNDLER_SCRIPT: &str = include_str!("bundler.sh");
@@ -381,8 +384,11 @@ impl Copy {
         let carrier = Carrier::create(out, "/out", &self.labels(), self.interrupt)
             .map_err(|e| e.to_string())?;
         let path = self.scratch.join("work.bundle");
+        let file = agent_runner_core::fs::Dir::open(&self.scratch)
+            .and_then(|dir| dir.create("work.bundle"))
+            .map_err(|e| format!("cannot take the bundle: {e}"))?;
         carrier
-            .copy_out("/out/work.bundle", &path)
+            .copy_out("/out/work.bundle", file, MAX_BUNDLE)
             .map_err(|e| e.to_string())?;
         drop(carrier);
         let (file, _) = agent_runner_core::fs::read::open_regular(&path, MAX_BUNDLE)
@@ -623,18 +629,38 @@ impl Carrier {
         }
     }
 
-    fn copy_out(&self, path: &str, to: &Path) -> Result<(), BackendError> {
+    /// The file at `path` in the container into `to`, at most `max` bytes, bounded
+    /// while it streams (`bundle_out.rs`).
+    fn copy_out(&self, path: &str, to: File, max: u64) -> Result<u64, BackendError> {
         let source = format!("{}:{path}", self.name);
-        self.cp(&["cp", &source, &to.display().to_string()])
-    }
-
-    fn cp(&self, args: &[&str]) -> Result<(), BackendError> {
-        let invocation = docker_cli::command().args(args.iter().copied());
-        let out = docker_cli::run_invocation(&invocation, COPY_TIMEOUT, self.interrupt)
-            .map_err(cli_missing)?;
-        match out.ok {
-            true => Ok(()),
-            false => Err(failed(&format!("docker {}", args.join(" ")), &out.stderr)),
+        let invocation = docker_cli::command().args(["cp", source.as_str(), "-"]);
+        let mut reader = BundleOut::new(to, max);
+        let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
+        let finished = process::run(
+            &invocation,
+            &Limits::wall(COPY_TIMEOUT, self.interrupt),
+            &mut capture,
+            Stop::Terminate,
+        )
+        .map_err(cli_missing)?;
+        let stderr = capture.stderr();
+        drop(capture);
+        let command = format!("docker cp {source} -");
+        match finished.ending {
+            Ending::Interrupted => return Err(BackendError::Interrupted),
+            Ending::TimedOut | Ending::Stalled => {
+                return Err(BackendError::Failed {
+                    command,
+                    detail: format!("no answer within {}", human(COPY_TIMEOUT)),
+                });
+            }
+            Ending::Exited => {}
+        }
+        // The stream's own fault first: a bound passed is why, whatever docker said.
+        match (reader.result(), finished.success()) {
+            (Err(why), _) => Err(BackendError::Io(format!("{command}: {why}"))),
+            (Ok(written), true) => Ok(written),
+            (Ok(_), false) => Err(failed(&command, &stderr)),
         }
     }
 }

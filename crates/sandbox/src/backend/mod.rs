@@ -32,7 +32,7 @@
 //!   `tar.rs`, into one `docker cp -a -` through a created container); `after_run`
 //!   has nothing to sweep here; `finish` runs the
 //!   bundler (`bundler.sh`, the pipeline's too) on that host with the volume
-//!   read-only, reads the bundle out and lands it (`landing.rs`: checked in a
+//!   read-only, reads the bundle out (`bundle_out.rs`, bounded as it streams) and lands it (`landing.rs`: checked in a
 //!   landing repository of ours, then the pack and the ref written) as the branch
 //!   `agent-runner/<id>`, told by `brought_back`. Its volumes carry the sandbox's
 //!   labels; `sweep.rs` removes those of dead owners. The worker's session there
@@ -81,6 +81,7 @@
 //!   needs the copy transport and the lifeline carrier (no host path, no socket).
 
 mod bind;
+mod bundle_out;
 pub mod copy;
 mod docker;
 pub mod docker_cli;
