@@ -624,6 +624,26 @@ impl DockerSandbox {
         limits: &Limits,
         capture: &mut Capture,
     ) -> Result<(Finished, Option<Report>), SandboxError> {
+        let ran = self.run_enveloped_as_is(exec, limits, capture);
+        ran.map_err(|e| self.carriers_fault_first(e))
+    }
+
+    /// The carrier's own reason, when it has one, instead of `e`: a sandbox that
+    /// broke the lifeline's protocol was ended by it, and what follows (the
+    /// container gone, an exec failed) is only the consequence.
+    fn carriers_fault_first(&self, e: SandboxError) -> SandboxError {
+        match self.carrier.as_ref().and_then(|c| c.fault()) {
+            Some(fault) if !matches!(e, SandboxError::Interrupted) => SandboxError::Io(fault),
+            _ => e,
+        }
+    }
+
+    fn run_enveloped_as_is(
+        &mut self,
+        exec: Exec,
+        limits: &Limits,
+        capture: &mut Capture,
+    ) -> Result<(Finished, Option<Report>), SandboxError> {
         let redactor = self.redactor.clone();
         let container: &Container = self.container()?;
         let mut stopped = None;
@@ -642,6 +662,18 @@ impl DockerSandbox {
     /// follow-up stop when the envelope could not finish its own), and that the
     /// sandbox is alive and usable. Returns the complete report.
     fn settle(
+        &mut self,
+        mode: Mode,
+        finished: &Finished,
+        report: Report,
+        stopped: Option<Report>,
+        stderr: &str,
+    ) -> Result<Report, SandboxError> {
+        let settled = self.settle_as_is(mode, finished, report, stopped, stderr);
+        settled.map_err(|e| self.carriers_fault_first(e))
+    }
+
+    fn settle_as_is(
         &mut self,
         mode: Mode,
         finished: &Finished,
