@@ -469,7 +469,9 @@ mod tests {
             let encoded = b64(plain.as_bytes());
             for text in [encoded.clone(), encoded.replace('+', "-").replace('/', "_")] {
                 let masked = r.redact(&text);
-                let (head, tail) = masked.split_once(MASK).unwrap_or_else(|| panic!("{masked}"));
+                let (head, tail) = masked
+                    .split_once(MASK)
+                    .unwrap_or_else(|| panic!("{masked}"));
                 assert!(text.starts_with(head) && text.ends_with(tail), "{masked}");
                 // At most a character (6 bits) of the secret is left at each edge.
                 let removed = text.len() - head.len() - tail.len();

@@ -220,9 +220,7 @@ impl Transport {
     fn redirected(&self, raw: &Raw) -> String {
         let target = raw.location.as_deref().map_or_else(
             || "nowhere (no Location header)".to_string(),
-            |to| {
-                agent_runner_core::text::escape_controls(&cut(&self.redactor.redact(to), 300))
-            },
+            |to| agent_runner_core::text::escape_controls(&cut(&self.redactor.redact(to), 300)),
         );
         format!(
             "HTTP {} from POST {}: a redirect to {target}, not followed (it would carry Meta's keys and headers there); set runner.meta.base_url to where the API is",

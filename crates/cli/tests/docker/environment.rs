@@ -311,6 +311,163 @@ impl Drop for Volumes {
     }
 }
 
+/// The base64 of `bytes`, as the host's `base64 -w0` prints it.
+fn base64(bytes: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("base64")
+        .arg("-w0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+}
+
+/// Issue 41 (attack round 5, finding 6): a setup secret's base64 reached
+/// `setup.log` and the note; masking knew the exact value only. Its base64 (alone
+/// and inside a longer text), hex and percent-encoding are masked now.
+#[test]
+fn a_setup_secrets_base64_and_hex_reach_neither_setup_log_nor_the_note() {
+    let dir = Scratch::new("env-setup-b64");
+    let id = task_id("setup-b64");
+    let token = format!("setup-token-{}", support::random_hex(16));
+    let server = quick_meta();
+    let yaml = v1_task(&id, &dir.path, &server)
+        .test("true")
+        .set(
+            "task.setup.command",
+            "printf %s \"$SETUP_TOKEN\" | base64; printf 'export T=%s\\n' \"$SETUP_TOKEN\" | base64; printf %s \"$SETUP_TOKEN\" | od -An -tx1 | tr -d ' \\n'; echo",
+        )
+        .set("task.setup.env.SETUP_TOKEN", "env:MY_SETUP_TOKEN");
+    let out = run_in(&yaml, &tmp_dir().path, &[("MY_SETUP_TOKEN", &token)]);
+    out.code(0);
+    let alone = base64(token.as_bytes());
+    let inside = base64(format!("export T={token}\n").as_bytes());
+    let hex: String = token.bytes().map(|b| format!("{b:02x}")).collect();
+    // What only the secret's bits make: inside, past the 12 characters of
+    // `export T=` and short of its end.
+    let spellings = [&alone[..24], &inside[14..36], &hex[..]];
+    let setup_log = read(&dir.path.join(format!(".agent-runner/logs/{id}/setup.log")));
+    let note = note(&dir.path, &id);
+    for (what, text) in [
+        ("setup.log", &setup_log),
+        ("note", &note),
+        ("stderr", &out.stderr),
+    ] {
+        for spelling in spellings {
+            assert!(
+                !text.contains(spelling),
+                "{spelling} (the secret's) is in the {what}: {text}"
+            );
+        }
+    }
+    assert!(setup_log.contains("***"), "{setup_log}");
+    assert_no_container(&id);
+}
+
+/// Issue 41 (attack round 5, finding 2): a repository's worker planted a script in
+/// a cache; an unrelated repository cloned to the same place got that cache (named
+/// from the path) and its setup ran the script, handing setup's secret to the
+/// worker. A repository in the same place has caches of its own now, and a setup
+/// with secrets runs with no cache mounted, even its own repository's.
+#[test]
+fn a_script_a_worker_planted_in_a_cache_never_runs_with_setup_secrets() {
+    let place = Scratch::new("env-cache-plant");
+    let _cleanup = Volumes(vec![place.path.clone()]);
+    let token = format!("setup-token-{}", support::random_hex(16));
+    // The script does what the attack's did: setup's secret where the worker reads.
+    let plant = "@run: mkdir -p /cache/t && printf '%s\\n' 'echo \"leak $SETUP_TOKEN\" > /workspace/project/leak.txt' > /cache/t/setup.sh\n@say: planted";
+    let run_planted =
+        "test -f /cache/t/setup.sh && echo present > present.txt && sh /cache/t/setup.sh; true";
+    let task = |name: &str, worker: &str, secret: bool| {
+        let id = task_id(name);
+        let server = FakeOpenAi::start(vec![
+            plan(&["AC-1"]),
+            run_worker(worker),
+            assess(&["AC-1"], "done"),
+        ]);
+        let mut yaml = v1_task(&id, &place.path, &server)
+            .test("true")
+            .set("runner.worker.caches", ["/cache/t"])
+            .set("task.setup.command", run_planted);
+        if secret {
+            yaml = yaml.set("task.setup.env.SETUP_TOKEN", "env:MY_SETUP_TOKEN");
+        }
+        let out = run_in(&yaml, &tmp_dir().path, &[("MY_SETUP_TOKEN", &token)]);
+        out.code(0);
+        assert_no_container(&id);
+        let present = place.join("present.txt").exists();
+        let leaked = std::fs::read_to_string(place.join("leak.txt")).unwrap_or_default();
+        let _ = std::fs::remove_file(place.join("present.txt"));
+        let _ = std::fs::remove_file(place.join("leak.txt"));
+        (out, present, leaked)
+    };
+    // Repository A: its worker plants the script.
+    task("plant", plant, false);
+    // A's next task without setup secrets still has its cache (and the script).
+    let (_, present, leaked) = task("a-plain", "@say: nothing", false);
+    assert!(present, "the cache is shared by A's tasks");
+    assert_eq!(leaked, "leak \n");
+    // A's task whose setup has a secret: no cache is mounted, the script is not run.
+    let (out, present, leaked) = task("a-secret", "@run: cat leak.txt; true\n@say: read", true);
+    assert!(
+        !present && !leaked.contains(&token),
+        "A's setup ran the planted script: {leaked:?}"
+    );
+    out.stderr_has(
+        "runner.worker.caches are not mounted: task.setup.env gives setup secrets (SETUP_TOKEN)",
+    );
+    // Repository B, in A's place: none of A's caches.
+    std::fs::remove_dir_all(&place.path).unwrap();
+    std::fs::create_dir_all(&place.path).unwrap();
+    let (_, present, _) = task("b-plain", "@say: nothing", false);
+    assert!(!present, "B, cloned where A was, got A's cache");
+    let (_, present, leaked) = task("b-secret", "@run: cat leak.txt; true\n@say: read", true);
+    assert!(
+        !present && !leaked.contains(&token),
+        "B's setup ran A's script: {leaked:?}"
+    );
+}
+
+/// Issue 41 (attack round 5, finding 2): a cache volume was mounted whatever its
+/// labels said. One of that name made by someone else is refused now.
+#[test]
+fn a_cache_volume_whose_labels_say_otherwise_is_refused() {
+    let repo = Scratch::new("env-cache-labels");
+    let _cleanup = Volumes(vec![repo.path.clone()]);
+    let server = quick_meta();
+    runner(cache_task(&task_id("labels1"), &repo.path, &server, "x"))
+        .output()
+        .code(0);
+    let listed = Run::new(&["cache", "ls"]).output();
+    let name = listed
+        .stdout
+        .lines()
+        .find(|l| l.contains(&format!("\t{}\t", repo.path.display())))
+        .and_then(|l| l.split('\t').next())
+        .unwrap_or_else(|| panic!("no cache: {}", listed.stdout))
+        .to_string();
+    docker_ok(&["volume", "rm", &name]);
+    docker_ok(&[
+        "volume",
+        "create",
+        "--label",
+        "agent-runner.cache.repo=/elsewhere",
+        &name,
+    ]);
+    let id = task_id("labels2");
+    let server = quick_meta();
+    let out = runner(cache_task(&id, &repo.path, &server, "y")).output();
+    docker_ok(&["volume", "rm", &name]);
+    out.code(1).stderr_has(&format!(
+        "the volume {name} on the sandbox's host is not the cache of /cache/t of the repository {}",
+        repo.path.display()
+    ));
+    assert_eq!(server.received().len(), 0, "no paid call");
+    assert_no_container(&id);
+}
+
 #[test]
 fn a_cache_is_shared_by_the_tasks_of_one_repository_and_no_other() {
     let (a, b) = (Scratch::new("env-cache-a"), Scratch::new("env-cache-b"));

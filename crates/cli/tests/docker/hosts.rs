@@ -833,7 +833,10 @@ impl support::server::Protocol for HostileDaemon {
         _: usize,
         conn: &mut support::server::Conn,
     ) -> std::io::Result<support::server::Next> {
-        let api = [("Api-Version", "1.43"), ("Content-Type", "application/json")];
+        let api = [
+            ("Api-Version", "1.43"),
+            ("Content-Type", "application/json"),
+        ];
         if request.path.ends_with("/_ping") {
             conn.respond(200, &api, "OK")?;
         } else if request.path.ends_with("/version") {
@@ -868,7 +871,10 @@ fn hosts_check_escapes_a_hostile_daemons_version() {
     let out =
         support::Run::new(&["hosts", "check", "--image", TEST_IMAGE, "--host", &flag]).output();
     assert!(
-        daemon.received().iter().any(|r| r.path.ends_with("/version")),
+        daemon
+            .received()
+            .iter()
+            .any(|r| r.path.ends_with("/version")),
         "the check never asked the daemon: {}",
         out.stdout
     );
@@ -890,5 +896,8 @@ fn hosts_check_escapes_a_hostile_daemons_version() {
         .lines()
         .find(|l| l.starts_with("evil "))
         .unwrap_or_default();
-    assert!(row.contains(r"\e]0;pwned\x07\e[31m27.0\r\nhost evil"), "{row}");
+    assert!(
+        row.contains(r"\e]0;pwned\x07\e[31m27.0\r\nhost evil"),
+        "{row}"
+    );
 }

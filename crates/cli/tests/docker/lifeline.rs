@@ -308,3 +308,39 @@ fn a_worker_that_kills_the_helper_ends_its_sandbox_and_the_task_says_so() {
     assert_none_on(host, &id);
     let _ = std::fs::remove_dir_all(&repo);
 }
+
+/// Issue 41 (attack round 5, finding 6): after the sandbox broke the lifeline's
+/// protocol, the line that ends the task said only that the container was gone;
+/// the cause was in the log alone. It says the cause now.
+#[test]
+fn a_sandbox_that_breaks_the_lifelines_protocol_is_named_in_the_line_that_ends_the_task() {
+    let _one = support::remote_hosts::SHARING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let host = sharing_host();
+    let dir = Scratch::new("lifeline-garbage");
+    let repo = shared_repo(host);
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let id = task_id("garbage");
+    // A frame of a kind the protocol does not have, written up the helper's stdout.
+    let script = meta(
+        &dir,
+        "@run: for p in /proc/[0-9]*; do case \"$(cat $p/cmdline 2>/dev/null | tr '\\0' ' ')\" in *agent-runner-helper\\ lifeline*) printf '\\377\\377\\377\\377\\377\\377\\377\\377' > $p/fd/1;; esac; done; sleep 2\n@say: sent",
+    );
+    let out = run(&task(&id, &repo, &script), &home, Some(&host.url));
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    let ended = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("→ FAILED"))
+        .unwrap_or_default();
+    assert!(
+        ended.contains("lifeline: the sandbox broke the protocol: a frame of unknown kind 255"),
+        "the line that ends the task: {ended}\n{}",
+        out.stderr
+    );
+    assert_none_on(host, &id);
+    let _ = std::fs::remove_dir_all(&repo);
+}

@@ -29,7 +29,7 @@ fn text(with_secrets: bool) -> Vec<u8> {
     let mut n = 0u64;
     while out.len() < TEXT_BYTES {
         n += 1;
-        let line = if with_secrets && n % 1000 == 0 {
+        let line = if with_secrets && n.is_multiple_of(1000) {
             format!("{n:>8} token=sk-live-0123456789abcdefghijklmnopqrstuv done\n")
         } else {
             format!(

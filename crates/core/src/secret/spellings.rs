@@ -144,7 +144,10 @@ mod tests {
             "dG9rL2VuK3ZhbHVlIDE",
             "dG9rL2VuK3ZhbHVlIDE",
         ] {
-            assert!(spellings.iter().any(|x| x == s), "{s} missing: {spellings:?}");
+            assert!(
+                spellings.iter().any(|x| x == s),
+                "{s} missing: {spellings:?}"
+            );
         }
         assert!(of("short").is_empty());
         assert!(!of("plainvalue123").contains(&"plainvalue123".to_string()));

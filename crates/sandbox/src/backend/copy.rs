@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::bundle_out::BundleOut;
 use super::docker_cli::{self, call, last_lines};
 use super::endpoint::Endpoint;
 use super::landing::{self, UserRepo};
@@ -52,6 +53,8 @@ use super::{Backend, BackendError, Confinement, Main, Mount, Net, PROJECT_DIR, S
 use crate::task::{TransportChoice, WorkerLimits};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
+use agent_runner_core::process::Ending;
+use agent_runner_core::timestamp::human;
 
 /// The bundler's script (the pipeline's too).
 pub const BUNDLER_SCRIPT: &str = include_str!("bundler.sh");
@@ -448,8 +451,11 @@ impl Copy {
         let carrier = Carrier::create(out, "/out", &self.labels(), self.interrupt)
             .map_err(|e| e.to_string())?;
         let path = self.scratch.join("work.bundle");
+        let file = agent_runner_core::fs::Dir::open(&self.scratch)
+            .and_then(|dir| dir.create("work.bundle"))
+            .map_err(|e| format!("cannot take the bundle: {e}"))?;
         carrier
-            .copy_out("/out/work.bundle", &path)
+            .copy_out("/out/work.bundle", file, MAX_BUNDLE)
             .map_err(|e| e.to_string())?;
         drop(carrier);
         self.land_file(&path, commit, branch, base)
@@ -753,17 +759,30 @@ impl Carrier {
         }
     }
 
-    fn copy_out(&self, path: &str, to: &Path) -> Result<(), BackendError> {
+    /// The file at `path` in the container into `to`, at most `max` bytes, bounded
+    /// while it streams (`bundle_out.rs`); watched like every long call.
+    fn copy_out(&self, path: &str, to: File, max: u64) -> Result<u64, BackendError> {
         let source = format!("{}:{path}", self.name);
-        self.cp(&["cp", &source, &to.display().to_string()])
-    }
-
-    fn cp(&self, args: &[&str]) -> Result<(), BackendError> {
-        let invocation = docker_cli::command().args(args.iter().copied());
-        let out = docker_cli::guarded(&invocation, COPY_TIMEOUT, self.interrupt)?;
-        match out.ok {
-            true => Ok(()),
-            false => Err(failed(&format!("docker {}", args.join(" ")), &out.stderr)),
+        let invocation = docker_cli::command().args(["cp", source.as_str(), "-"]);
+        let mut reader = BundleOut::new(to, max);
+        let out =
+            docker_cli::guarded_streaming(&invocation, COPY_TIMEOUT, self.interrupt, &mut reader)?;
+        let command = format!("docker cp {source} -");
+        match out.ending {
+            Ending::Interrupted => return Err(BackendError::Interrupted),
+            Ending::TimedOut | Ending::Stalled => {
+                return Err(BackendError::Failed {
+                    command,
+                    detail: format!("no answer within {}", human(COPY_TIMEOUT)),
+                });
+            }
+            Ending::Exited => {}
+        }
+        // The stream's own fault first: a bound passed is why, whatever docker said.
+        match (reader.result(), out.ok) {
+            (Err(why), _) => Err(BackendError::Io(format!("{command}: {why}"))),
+            (Ok(written), true) => Ok(written),
+            (Ok(_), false) => Err(failed(&command, &out.stderr)),
         }
     }
 }

@@ -89,6 +89,13 @@ impl Backend for Docker {
             .ok_or_else(|| BackendError::Io("a held container needs a name".into()))?;
         for volume in &spec.volumes {
             create_volume(volume, self.short)?;
+            // `volume create` of a name that exists keeps that volume as it is.
+            super::volume_labels::check(
+                &volume.name,
+                &volume.labels,
+                &volume.whose,
+                Interrupt::never(),
+            )?;
         }
         let watchdog = Watchdog::start(&name, spec.watchdog)?;
         let invocation = seccomp::with_profile(docker_cli::command().args(run_args(spec)));

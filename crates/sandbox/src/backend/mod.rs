@@ -34,14 +34,15 @@
 //!   `tar.rs`, into one `docker cp -a -` through a created container); `after_run`
 //!   has nothing to sweep here; `finish` runs the
 //!   bundler (`bundler.sh`, the pipeline's too) on that host with the volume
-//!   read-only, reads the bundle out and lands it (`landing.rs`: checked in a
+//!   read-only, reads the bundle out (`bundle_out.rs`, bounded as it streams) and lands it (`landing.rs`: checked in a
 //!   landing repository of ours, then the pack and the ref written) as the branch
 //!   `agent-runner/<id>`, told by `brought_back`; an image without git gets its
 //!   tree read out as a tar stream (`untar.rs`) and committed here (`tree_back.rs`). Its volumes carry the sandbox's
 //!   labels; `sweep.rs` removes those of dead owners. The worker's session there
 //!   is a volume of the task on the daemon's host (`session_volume.rs`), kept
 //!   across runs and removed when the task is COMPLETE (`forget_session`) or by
-//!   the sweeps once it expired.
+//!   the sweeps once it expired. A named volume (that session, a cache) is
+//!   mounted only when its labels say it is the one meant (`volume_labels.rs`).
 //! - `Carrier`: the link between agent-runner and the running sandbox: its main
 //!   process (the keep-alive that ends it when our pipe closes), the way out to the
 //!   egress proxy, and how host files (the agent's login) reach it. `lifeline.rs`
@@ -87,6 +88,7 @@
 //!   needs the copy transport and the lifeline carrier (no host path, no socket).
 
 mod bind;
+mod bundle_out;
 pub mod copy;
 mod docker;
 pub mod docker_cli;
@@ -111,6 +113,7 @@ mod tar;
 pub mod tools;
 mod tree_back;
 mod untar;
+mod volume_labels;
 
 use std::path::Path;
 use std::time::Duration;

@@ -22,7 +22,7 @@ use std::time::Duration;
 use super::copy::{Carrier, ROLE_LABEL};
 use super::docker_cli::{call, last_lines};
 use super::sweep::{LABEL_TASK, LIFETIME, expiry_label};
-use super::{BackendError, Mount, SESSION_DIR};
+use super::{BackendError, Mount, SESSION_DIR, volume_labels};
 use agent_runner_core::interrupt::Interrupt;
 
 /// The label that holds the volume's digest.
@@ -78,7 +78,7 @@ impl SessionVolume {
             if !out.ok {
                 return Err(failed("docker volume rm", &out.stderr));
             }
-        } else if self.labels(interrupt)?.is_some() {
+        } else if self.exists(interrupt)? {
             return self.check(interrupt);
         }
         self.create(interrupt)?;
@@ -86,38 +86,23 @@ impl SessionVolume {
         self.own(stage, interrupt)
     }
 
-    /// `(task, key)` of the volume's labels; None: there is no such volume.
-    fn labels(&self, interrupt: Interrupt) -> Result<Option<(String, String)>, BackendError> {
-        let format = format!(
-            "{{{{index .Labels \"{LABEL_TASK}\"}}}}\t{{{{index .Labels \"{LABEL_SESSION}\"}}}}"
-        );
-        let out = call(
-            &["volume", "inspect", "--format", &format, &self.name],
-            CALL_TIMEOUT,
-            interrupt,
-        )?;
-        if !out.ok {
-            return Ok(None);
-        }
-        let line = out.stdout.trim_end_matches('\n');
-        let (task, key) = line.split_once('\t').unwrap_or((line, ""));
-        Ok(Some((task.to_string(), key.to_string())))
+    /// Whether there is a volume of this name (whoever's).
+    fn exists(&self, interrupt: Interrupt) -> Result<bool, BackendError> {
+        Ok(volume_labels::read(&self.name, &[LABEL_TASK], interrupt)?.is_some())
     }
 
     /// Refuses a volume of this name that is not this task's session (made by
     /// someone else, or for another task).
     fn check(&self, interrupt: Interrupt) -> Result<(), BackendError> {
-        match self.labels(interrupt)? {
-            Some((task, key)) if task == self.task_id && key == self.key => Ok(()),
-            Some((task, key)) => Err(BackendError::Refused(format!(
-                "the volume {} on the sandbox's host is not the worker session of task {} (its labels say {LABEL_TASK}={task:?}, {LABEL_SESSION}={key:?}): it is not mounted; remove it (`docker volume rm {}`) if it is not needed",
-                self.name, self.task_id, self.name
-            ))),
-            None => Err(BackendError::Io(format!(
-                "the worker's session volume {} is gone just after it was made",
-                self.name
-            ))),
-        }
+        volume_labels::check(
+            &self.name,
+            &[
+                (LABEL_TASK.to_string(), self.task_id.clone()),
+                (LABEL_SESSION.to_string(), self.key.clone()),
+            ],
+            &format!("the worker session of task {}", self.task_id),
+            interrupt,
+        )
     }
 
     fn create(&self, interrupt: Interrupt) -> Result<(), BackendError> {

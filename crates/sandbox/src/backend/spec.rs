@@ -172,7 +172,10 @@ pub struct Volume {
     pub name: String,
     /// Absolute, in the sandbox.
     pub target: String,
+    /// Whose it is; a volume of this name with other labels is refused.
     pub labels: Vec<(String, String)>,
+    /// What it is, in words, for that refusal (`a cache of /repo at /root/.npm`).
+    pub whose: String,
 }
 
 /// A file system in memory, only the sandbox user's (mode 0700), that nothing can

@@ -147,6 +147,8 @@ pub struct DockerSandbox {
     events: Events,
     /// For the next worker run: go on from the runs before (a resumed task).
     continuation: Option<Continuation>,
+    /// Why the caches' volumes could not be named: the start fails with it.
+    caches_error: Option<String>,
 }
 
 impl DockerSandbox {
@@ -171,9 +173,15 @@ impl DockerSandbox {
         let copies = transport.1;
         let keeps_session = config.session_dir.is_some();
         let transport = transport.0;
+        let (caches, caches_error) =
+            match super::caches::volumes(&config.repo, &config.worker.caches) {
+                Ok(caches) => (caches, None),
+                Err(e) => (Vec::new(), Some(e)),
+            };
         DockerSandbox {
+            caches_error,
             spec: ContainerSpec {
-                caches: super::caches::volumes(&config.repo, &config.worker.caches),
+                caches,
                 task_id: config.task_id,
                 worker: config.worker,
                 login: config.login,
@@ -213,7 +221,10 @@ impl DockerSandbox {
     /// Keeps the caches of `repo` instead of the task's repository's (a pipeline
     /// attempt in a clone shares its workspace's). Before the sandbox starts.
     pub fn caches_of(&mut self, repo: &std::path::Path) {
-        self.spec.caches = super::caches::volumes(repo, &self.spec.worker.caches);
+        match super::caches::volumes(repo, &self.spec.worker.caches) {
+            Ok(caches) => (self.spec.caches, self.caches_error) = (caches, None),
+            Err(e) => (self.spec.caches, self.caches_error) = (Vec::new(), Some(e)),
+        }
     }
 
     /// The task is finished for good (COMPLETE): the worker's session the transport
@@ -438,6 +449,9 @@ impl DockerSandbox {
     fn container(&mut self) -> Result<&mut Container, SandboxError> {
         match &mut self.container {
             None => {
+                if let Some(e) = &self.caches_error {
+                    return Err(SandboxError::Io(e.clone()));
+                }
                 self.tools_volume()?;
                 self.open_carrier()?;
                 let carrier = self
@@ -729,6 +743,26 @@ impl DockerSandbox {
         limits: &Limits,
         capture: &mut Capture,
     ) -> Result<(Finished, Option<Report>), SandboxError> {
+        let ran = self.run_enveloped_as_is(exec, limits, capture);
+        ran.map_err(|e| self.carriers_fault_first(e))
+    }
+
+    /// The carrier's own reason, when it has one, instead of `e`: a sandbox that
+    /// broke the lifeline's protocol was ended by it, and what follows (the
+    /// container gone, an exec failed) is only the consequence.
+    fn carriers_fault_first(&self, e: SandboxError) -> SandboxError {
+        match self.carrier.as_ref().and_then(|c| c.fault()) {
+            Some(fault) if !matches!(e, SandboxError::Interrupted) => SandboxError::Io(fault),
+            _ => e,
+        }
+    }
+
+    fn run_enveloped_as_is(
+        &mut self,
+        exec: Exec,
+        limits: &Limits,
+        capture: &mut Capture,
+    ) -> Result<(Finished, Option<Report>), SandboxError> {
         let redactor = self.redactor.clone();
         let container: &Container = self.container()?;
         let mut stopped = None;
@@ -747,6 +781,18 @@ impl DockerSandbox {
     /// follow-up stop when the envelope could not finish its own), and that the
     /// sandbox is alive and usable. Returns the complete report.
     fn settle(
+        &mut self,
+        mode: Mode,
+        finished: &Finished,
+        report: Report,
+        stopped: Option<Report>,
+        stderr: &str,
+    ) -> Result<Report, SandboxError> {
+        let settled = self.settle_as_is(mode, finished, report, stopped, stderr);
+        settled.map_err(|e| self.carriers_fault_first(e))
+    }
+
+    fn settle_as_is(
         &mut self,
         mode: Mode,
         finished: &Finished,
@@ -1026,6 +1072,28 @@ impl Sandbox for DockerSandbox {
         test: Option<&TestSpec>,
         setup: Option<&SetupSpec>,
     ) -> Result<Prepared, SandboxError> {
+        // Setup's secrets never meet what a worker could have written: a cache is
+        // written by the workers of earlier tasks (and by this one's, later, in
+        // this very container), so a sandbox whose setup has secrets has none.
+        if let Some(setup) = setup.filter(|s| !s.env.is_empty())
+            && !self.spec.caches.is_empty()
+        {
+            if self.container.is_some() {
+                return Err(SandboxError::Io(
+                    "task.setup.env: the sandbox started with runner.worker.caches mounted; setup's secrets are not given to it".into(),
+                ));
+            }
+            log::warn!(
+                "runner.worker.caches are not mounted: task.setup.env gives setup secrets ({}), and setup never runs with what a worker could have written",
+                setup
+                    .env
+                    .iter()
+                    .map(|e| e.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            self.spec.caches.clear();
+        }
         self.container()?;
         let mut prepared = Prepared::default();
         if let Some(setup) = setup {
