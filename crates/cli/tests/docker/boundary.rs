@@ -1397,13 +1397,6 @@ fn a_program_pid_1_was_made_to_run_does_not_outlive_the_run() {
     std::thread::sleep(Duration::from_secs(1));
     let lines_later = std::fs::read_to_string(repo.join("leftover.log")).unwrap_or_default();
     out.code(0);
-    let run_1 = log_of(&repo, &id, "run-1.log");
-    for refused in [
-        "pid1-probe hijack 1: refused",
-        "pid1-probe hijack carrier: refused",
-    ] {
-        assert!(run_1.contains(refused), "{refused}:\n{run_1}");
-    }
     let run_2 = log_of(&repo, &id, "run-2.log");
     let in_run_2 = leftover_checks(&run_2);
     assert_eq!(in_run_2.len(), 1, "{run_2}");
@@ -1415,6 +1408,13 @@ fn a_program_pid_1_was_made_to_run_does_not_outlive_the_run() {
         assert_eq!(checks[0].0, checks[0].1, "alive in test run {n}:\n{test}");
     }
     assert_eq!(lines_after, lines_later, "alive after the task");
+    let run_1 = log_of(&repo, &id, "run-1.log");
+    for refused in [
+        "pid1-probe hijack 1: refused",
+        "pid1-probe hijack carrier: refused",
+    ] {
+        assert!(run_1.contains(refused), "{refused}:\n{run_1}");
+    }
     assert_no_container(&id);
 }
 
