@@ -3,7 +3,7 @@
 # bench/egress.py (the egress proxy), bench/lifeline.py (egress over the lifeline,
 # locally and on an emulated tcp host, vs the socket path), bench/flood.py (logs after a flood of refused
 # connections), bench/hardening.py (the cost of the seccomp profile and the agent
-# check), bench/web.py (the web view), bench/plan.py
+# check), bench/quiet.py (PID 1's stop of the others after each command), bench/web.py (the web view), bench/plan.py
 # (plans), bench/watch.py (events followed, the state file), bench/agents.py
 # (claude-code-cli, Meta through codex-cli; needs the real worker image), bench/tools.py
 # (the tools volume: its fill, start to the first worker run with it), bench/setup.py
@@ -25,6 +25,7 @@ python3 bench/egress.py
 python3 bench/flood.py
 python3 bench/lifeline.py
 python3 bench/hardening.py
+python3 bench/quiet.py
 python3 bench/web.py
 python3 bench/plan.py
 python3 bench/watch.py
