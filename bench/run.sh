@@ -4,7 +4,8 @@
 # locally and on an emulated tcp host, vs the socket path), bench/flood.py (logs after a flood of refused
 # connections), bench/hardening.py (the cost of the seccomp profile and the agent
 # check), bench/offpath.py (the agent check off the critical path, SPEC §27: the
-# tools volume's codex in a 3-loop task, the real image's start, a swapped agent), bench/web.py (the web view), bench/plan.py
+# tools volume's codex in a 3-loop task, the real image's start, a swapped agent),
+# bench/quiet.py (PID 1's stop of the others after each command), bench/web.py (the web view), bench/plan.py
 # (plans), bench/watch.py (events followed, the state file), bench/agents.py
 # (claude-code-cli, Meta through codex-cli; needs the real worker image), bench/tools.py
 # (the tools volume: its fill, start to the first worker run with it), bench/setup.py
@@ -28,6 +29,7 @@ python3 bench/flood.py
 python3 bench/lifeline.py
 python3 bench/hardening.py
 python3 bench/offpath.py
+python3 bench/quiet.py
 python3 bench/web.py
 python3 bench/plan.py
 python3 bench/watch.py

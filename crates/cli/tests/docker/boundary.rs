@@ -542,10 +542,27 @@ fn the_privilege_sweep_stays_on_the_repository_s_filesystem() {
 fn a_killed_container_fails_the_task_at_once() {
     let dir = Scratch::new("bnd-dead");
     let id = task_id("bnd-dead");
-    // It leaves a setuid file first (let through: the second line is tested): the run
-    // ends in an error, the sweep still runs.
-    let attack = "@run: cp /bin/busybox suid && chmod 4755 suid\n@run: kill -TERM 1\n@sleep: 10";
-    let (out, server) = run_prompts_second_line(e2e_task(&id, &dir.path), &[attack]);
+    // It leaves a setuid file first (let through: the second line is tested). It
+    // cannot end its sandbox itself (PID 1 is agent-runner's helper, which takes no
+    // signal from inside), so the container is killed from outside while it sleeps:
+    // the run ends in an error, the sweep still runs.
+    let attack = "@run: cp /bin/busybox suid && chmod 4755 suid\n\
+                  @run: kill -TERM 1; kill -KILL 1; kill -STOP 1; touch signalled\n@sleep: 10";
+    let without = WithoutSeccompProfile::new();
+    let (run, server) = prompts_task(e2e_task(&id, &dir.path), &[attack]);
+    let running = run.env("PATH", without.path()).start();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dir.join("signalled").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the worker never signalled PID 1"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for name in containers_labelled("agent-runner.task", &id) {
+        docker(&["kill", &name]);
+    }
+    let out = running.finish();
     out.code(1)
         .stdout_has("sandbox: the sandbox container agent-runner-");
     out.stdout_has("is gone");
@@ -1463,13 +1480,6 @@ fn a_program_pid_1_was_made_to_run_does_not_outlive_the_run() {
     std::thread::sleep(Duration::from_secs(1));
     let lines_later = std::fs::read_to_string(repo.join("leftover.log")).unwrap_or_default();
     out.code(0);
-    let run_1 = log_of(&repo, &id, "run-1.log");
-    for refused in [
-        "pid1-probe hijack 1: refused",
-        "pid1-probe hijack carrier: refused",
-    ] {
-        assert!(run_1.contains(refused), "{refused}:\n{run_1}");
-    }
     let run_2 = log_of(&repo, &id, "run-2.log");
     let in_run_2 = leftover_checks(&run_2);
     assert_eq!(in_run_2.len(), 1, "{run_2}");
@@ -1481,6 +1491,13 @@ fn a_program_pid_1_was_made_to_run_does_not_outlive_the_run() {
         assert_eq!(checks[0].0, checks[0].1, "alive in test run {n}:\n{test}");
     }
     assert_eq!(lines_after, lines_later, "alive after the task");
+    let run_1 = log_of(&repo, &id, "run-1.log");
+    for refused in [
+        "pid1-probe hijack 1: refused",
+        "pid1-probe hijack carrier: refused",
+    ] {
+        assert!(run_1.contains(refused), "{refused}:\n{run_1}");
+    }
     assert_no_container(&id);
 }
 
@@ -1553,6 +1570,9 @@ fn a_tunnel_setup_opened_does_not_carry_the_workers_data() {
         "the worker's data went through setup's tunnel: {heads:?}"
     );
     let run_1 = log_of(&repo, &id, "run-1.log");
-    assert!(run_1.contains("403"), "the worker's own connection: {run_1}");
+    assert!(
+        run_1.contains("403"),
+        "the worker's own connection: {run_1}"
+    );
     assert_no_container(&id);
 }

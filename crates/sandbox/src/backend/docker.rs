@@ -1,8 +1,9 @@
 //! The Docker backend: sandboxes are containers of a Docker daemon, driven through
 //! the docker CLI (`docker_cli.rs`, where every call is made).
 //!
-//! A container never outlives agent-runner. Its main process (under `--init`) reads
-//! stdin until end-of-file, and that stdin is a pipe held by agent-runner through an
+//! A container never outlives agent-runner. Its main process (agent-runner's helper
+//! as PID 1 with `--init=false`, else under the engine's `--init`) reads stdin until
+//! end-of-file, and that stdin is a pipe held by agent-runner through an
 //! attached `docker run -i --rm`. However agent-runner ends, even by SIGKILL, the pipe
 //! closes, the main process exits, and `--rm` removes the container. That is also the
 //! normal removal (~0.05 s), with `docker rm -f` as the fallback. The held `docker
@@ -10,7 +11,8 @@
 //! or the daemon connection drops.
 //!
 //! The main process runs inside the container, where the worker is root and could
-//! freeze it (SIGSTOP): then the closed pipe would go unread. So for a sandbox that
+//! freeze an engine's init or the image's keep-alive (SIGSTOP; our helper as PID 1
+//! takes no signal from inside): then the closed pipe would go unread. So for a sandbox that
 //! asks for one, a watchdog on the host holds a second pipe of ours: a small `sh`
 //! (`watchdog.sh`) that removes the container with `docker rm -f` when that pipe
 //! closes, unless it was told the container is gone.

@@ -14,7 +14,7 @@ use std::time::Duration;
 pub(crate) const REQUEST: &str = "quiet";
 /// What starts the bridge's answer, before "FOUND LEFT".
 pub(crate) const ANSWER: &str = "agent-runner-quiet ";
-/// How long the answer may take: the helper kills for about 2 s at most.
+/// How long the answer may take: the helper kills for 5 s at most.
 pub(crate) const WITHIN: Duration = Duration::from_secs(10);
 
 /// What the main process found besides itself, and what it could not kill.

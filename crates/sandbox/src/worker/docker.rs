@@ -862,8 +862,9 @@ impl DockerSandbox {
 
     /// After the envelope's own stop pass, the container's main process kills
     /// whatever is still there (`backend::Carrier::quiet`): nothing of a command
-    /// outlives it, even what made the envelope spare it. `stopped`, with what the
-    /// main process found added (and its word on what is left).
+    /// outlives it, even what made the envelope spare it (or outran its pass: a
+    /// chain of forks under load). `stopped`, with what the main process found
+    /// added; what is left is the main process's word, as it came last.
     fn quieten(&mut self, stopped: Option<Leftovers>) -> Result<Option<Leftovers>, SandboxError> {
         let (Some(container), Some(carrier)) =
             (self.container.as_mut(), self.carrier.as_deref_mut())
@@ -882,9 +883,9 @@ impl DockerSandbox {
             );
         }
         Ok(Some(match stopped {
-            Some(Leftovers { found, left }) => Leftovers {
+            Some(Leftovers { found, .. }) => Leftovers {
                 found: found + quiet.found,
-                left: left.max(quiet.left),
+                left: quiet.left,
             },
             None => Leftovers {
                 found: quiet.found,

@@ -44,14 +44,14 @@ static int others(void)
     return n;
 }
 
-/* SIGKILL to every other process until none is left (about 2 s at most); writes
+/* SIGKILL to every other process until none is left (5 s at most); writes
  * "FOUND LEFT" into `out`. Only PID 1 can: anywhere else nothing is killed. */
 static int quiet(char *out, size_t size)
 {
     int found = others(), left = found;
     for (int i = 0; getpid() == 1 && left > 0 && i < 200; i++) {
         kill(-1, SIGKILL);
-        usleep(10000);
+        usleep(25000);
         reap(0);
         left = others();
     }

@@ -41,7 +41,7 @@ const DOWN_BATCH: usize = 1024 * 1024;
 const CHANNEL_STACK: usize = 64 * 1024;
 /// How long a file's delivery may take.
 const FILE_WAIT: Duration = Duration::from_secs(30);
-/// Longest wait for the answer to QUIET (the helper kills for about 2 s at most).
+/// Longest wait for the answer to QUIET (the helper kills for 5 s at most).
 const QUIET_WAIT: Duration = Duration::from_secs(10);
 
 /// The way down: frames written to the sandbox's stdin by one thread, which closes
