@@ -13,7 +13,8 @@
 # commit out on an emulated tcp:// host), bench/compat.py (a task under podman
 # and Docker; needs podman), bench/hosts.py (placement over emulated Docker hosts),
 # bench/remote_overhead.py (a 3-loop task on an emulated tcp:// host vs bench/bare.sh
-# making the same calls there) and bench/pipeline.py (the orchestrator, the TaskStore).
+# making the same calls there), bench/eval.py (an evaluation's overhead per case, 12
+# cases with --jobs 3) and bench/pipeline.py (the orchestrator, the TaskStore).
 # BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
 # clean-build timing.
 set -euo pipefail
@@ -45,4 +46,5 @@ else
 fi
 python3 bench/hosts.py
 python3 bench/remote_overhead.py
+python3 bench/eval.py
 exec python3 bench/pipeline.py
