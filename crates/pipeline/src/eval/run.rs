@@ -137,13 +137,8 @@ pub fn run(
     for key in &keys {
         let id = key.task_id();
         let task = store.load(&id)?;
-        if task.is_none() {
-            let case = suite
-                .cases
-                .iter()
-                .find(|c| c.id == key.case)
-                .expect("a key's case");
-            let config = suite.config(&key.config).expect("a key's config");
+        let case = suite.cases.iter().find(|c| c.id == key.case);
+        if let (None, Some(case), Some(config)) = (&task, case, suite.config(&key.config)) {
             let mut record = TaskRecord::new(
                 id.clone(),
                 ws.id.clone(),
@@ -296,11 +291,10 @@ fn grade_all(
                     if interrupt.is_set() {
                         break;
                     }
-                    let case = suite
-                        .cases
-                        .iter()
-                        .find(|c| c.id == key.case)
-                        .expect("a key's case");
+                    // Every key is made of the suite's cases.
+                    let Some(case) = suite.cases.iter().find(|c| c.id == key.case) else {
+                        continue;
+                    };
                     let line =
                         grade_one(repo, &backend, ws, case, &key, &attempt, &base, interrupt);
                     if interrupt.is_set() && line.outcome == Outcome::InfraError {
@@ -317,12 +311,16 @@ fn grade_all(
                             .as_deref()
                             .map_or(String::new(), |r| format!(" ({})", one_line(r)))
                     );
-                    if line.outcome == Outcome::InfraError && infra_before == 0 {
-                        retry.lock().expect("retry list").push(key.clone());
+                    if line.outcome == Outcome::InfraError
+                        && infra_before == 0
+                        && let Ok(mut retry) = retry.lock()
+                    {
+                        retry.push(key.clone());
                     }
-                    if let Err(e) = results::append(results_path, &line) {
-                        *failure.lock().expect("failure") =
-                            Some(EvalError::io("append to", results_path)(e));
+                    if let Err(e) = results::append(results_path, &line)
+                        && let Ok(mut failure) = failure.lock()
+                    {
+                        *failure = Some(EvalError::io("append to", results_path)(e));
                     }
                 }
             });
