@@ -23,6 +23,11 @@ pub struct EvalSuite {
 impl EvalSuite {
     /// One case per kind of `kinds` (fixed, wrong, slow, search).
     pub fn new(name: &str, kinds: &[&str]) -> EvalSuite {
+        EvalSuite::with_budget(name, kinds, 60)
+    }
+
+    /// `new`, with the config's `budget.max_duration_sec` (the slow case sleeps past it).
+    pub fn with_budget(name: &str, kinds: &[&str], max_duration_sec: u32) -> EvalSuite {
         let scratch = Scratch::new(name);
         let suffix = format!("-{}", short_id());
         let script =
@@ -32,6 +37,7 @@ impl EvalSuite {
         Run::program("sh", &args)
             .env("SUFFIX", &suffix)
             .env("IMAGE", super::docker::TEST_IMAGE)
+            .env("MAX_DURATION_SEC", max_duration_sec.to_string())
             .output()
             .code(0);
         EvalSuite {
