@@ -28,7 +28,12 @@ impl EvalSuite {
 
     /// `new`, with the config's `budget.max_duration_sec` (the slow case sleeps past it).
     pub fn with_budget(name: &str, kinds: &[&str], max_duration_sec: u32) -> EvalSuite {
-        let scratch = Scratch::new(name);
+        EvalSuite::in_dir(&std::env::temp_dir(), name, kinds, max_duration_sec)
+    }
+
+    /// `with_budget`, everything under `dir` (a remote host's shared directory).
+    pub fn in_dir(dir: &Path, name: &str, kinds: &[&str], max_duration_sec: u32) -> EvalSuite {
+        let scratch = Scratch::new_in(dir, name);
         let suffix = format!("-{}", short_id());
         let script =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo-eval/make-suite.sh");
