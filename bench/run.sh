@@ -16,7 +16,8 @@
 # and Docker; needs podman), bench/hosts.py (placement over emulated Docker hosts),
 # bench/remote_overhead.py (a 3-loop task on an emulated tcp:// host vs bench/bare.sh
 # making the same calls there), bench/gvisor.py (runsc against runc, an MCP server's
-# start and call; needs runsc) and bench/pipeline.py (the orchestrator, the TaskStore).
+# start and call; needs runsc), bench/eval.py (an evaluation's overhead per case, 12
+# cases with --jobs 3) and bench/pipeline.py (the orchestrator, the TaskStore).
 # BENCH_RUNS sets the repetitions (default 7 and 5); BENCH_BUILD=0 skips the
 # clean-build timing.
 set -euo pipefail
@@ -55,4 +56,5 @@ if docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; th
 else
   echo "bench: bench/gvisor.py left out: the daemon has no runtime runsc (testdata/setup-runsc.sh)" >&2
 fi
+python3 bench/eval.py
 exec python3 bench/pipeline.py

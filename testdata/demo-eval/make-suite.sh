@@ -10,7 +10,8 @@
 #   make-suite.sh DIR KIND...   KIND: fixed (resolved), wrong (unresolved),
 #                               slow (agent_failed: past the budget), search (looks
 #                               for the grader's files everywhere in its sandbox;
-#                               resolved only if it finds nothing)
+#                               resolved only if it finds nothing), sleepy (fixed,
+#                               then 10 s more: time to lose its host)
 # Environment: SUFFIX (appended to case ids), IMAGE (worker and grading image),
 # MAX_DURATION_SEC (the config's budget; the slow case sleeps past it).
 set -eu
@@ -76,6 +77,7 @@ for kind in "$@"; do
   marker_head=GRADER-MARK
   case $kind in
     fixed) skill=$right ;;
+    sleepy) skill="$right; sleep 10" ;;
     wrong) skill=$wrong ;;
     slow) skill="sleep 600" ;;
     search)

@@ -11,7 +11,7 @@ use crate::error::{Error, exit};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_pipeline::eval::run::{self as eval_run, Options, Rerun};
-use agent_runner_pipeline::eval::{suite, table, validate};
+use agent_runner_pipeline::eval::{import_swebench, suite, table, validate};
 
 use super::{report, write_stdout};
 
@@ -46,6 +46,30 @@ pub(crate) enum EvalCommand {
     /// Check SUITE: its format, then that each grader fails on its case's base and
     /// passes with the case's solution where one is given.
     Validate { suite: PathBuf },
+    /// Write a suite from another harness's cases.
+    Import {
+        #[command(subcommand)]
+        source: ImportSource,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ImportSource {
+    /// SWE-bench instances (JSON Lines) whose repositories are under --repos DIR (as
+    /// owner__name, name or owner/name); the others are skipped and named.
+    Swebench {
+        /// The instances file (JSON Lines).
+        file: PathBuf,
+        /// Where the repositories are.
+        #[arg(long, value_name = "DIR")]
+        repos: PathBuf,
+        /// Where the suite goes (suite.yaml, graders/); default: FILE's name with `.suite`, beside it.
+        #[arg(short = 'o', long = "out", value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// The image graders run in: one with the repositories' environments.
+        #[arg(long, default_value = agent_runner_sandbox::task::DEFAULT_DOCKER_IMAGE, value_name = "IMAGE")]
+        image: String,
+    },
 }
 
 fn rerun(value: &str) -> Result<Rerun, String> {
@@ -81,6 +105,15 @@ pub(crate) fn run(command: EvalCommand, interrupt: Interrupt) -> i32 {
             run_suite(&suite, workspace, &options, interrupt)
         }
         EvalCommand::Validate { suite } => validate_suite(&suite, interrupt),
+        EvalCommand::Import {
+            source:
+                ImportSource::Swebench {
+                    file,
+                    repos,
+                    out,
+                    image,
+                },
+        } => import_swebench(&file, &repos, out, &image, interrupt),
     };
     match done {
         Ok(code) => code,
@@ -159,4 +192,36 @@ fn validate_suite(path: &Path, interrupt: Interrupt) -> Result<i32, Error> {
         return Ok(exit::FAILED);
     }
     Ok(exit::COMPLETE)
+}
+
+fn import_swebench(
+    file: &Path,
+    repos: &Path,
+    out: Option<PathBuf>,
+    image: &str,
+    interrupt: Interrupt,
+) -> Result<i32, Error> {
+    let out = out.unwrap_or_else(|| {
+        let name = format!(
+            "{}.suite",
+            file.file_stem()
+                .map_or("swebench".into(), |s| s.to_string_lossy())
+        );
+        file.with_file_name(name)
+    });
+    let imported = import_swebench::import(file, repos, &out, image, interrupt)?;
+    for (id, why) in &imported.skipped {
+        eprintln!("agent-runner eval import: skipped {id}: {why}");
+    }
+    write_stdout(&format!(
+        "{} case(s) imported, {} skipped: {}\n",
+        imported.cases,
+        imported.skipped.len(),
+        out.join("suite.yaml").display()
+    ))?;
+    Ok(if imported.cases == 0 {
+        exit::FAILED
+    } else {
+        exit::COMPLETE
+    })
 }

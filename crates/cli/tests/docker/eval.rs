@@ -27,7 +27,9 @@ fn nothing_left(tasks: &[String]) {
 
 #[test]
 fn an_eval_has_one_exact_outcome_per_run_and_resumes_with_the_same_summary() {
-    let s = EvalSuite::new("eval-outcomes", &["fixed", "wrong", "slow", "search"]);
+    // The search reads every file of the sandbox: slow on a loaded machine, so the
+    // budget the slow case runs past is generous.
+    let s = EvalSuite::with_budget("eval-outcomes", &["fixed", "wrong", "slow", "search"], 150);
     let (fixed, wrong, slow, search) = (
         s.case("fixed", 1),
         s.case("wrong", 2),
@@ -245,4 +247,52 @@ fn the_web_view_charts_each_config_of_an_eval() {
     let (code, _) = web.stop();
     assert!(code.is_some());
     nothing_left(&s.task_ids(&[s.case("fixed", 1), s.case("wrong", 2)]));
+}
+
+#[test]
+fn a_host_lost_mid_eval_is_an_infra_error_retried_on_the_other_host() {
+    use support::remote_hosts::{Has, OwnHost};
+    let lost = OwnHost::start(Has::Prepared);
+    let host = &lost.0;
+    let s = EvalSuite::in_dir(host.shared.as_ref().unwrap(), "eval-lost", &["sleepy"], 120);
+    let case = s.case("sleepy", 1);
+    let task = format!("eval-{case}-scripted-1");
+    // `gone` is named first: on a tie it gets the attempt.
+    let running = s
+        .run(&[
+            "--host",
+            &format!("gone={}:1", host.url),
+            "--host",
+            "here=unix:///var/run/docker.sock:1",
+        ])
+        .start();
+    wait_for(Duration::from_secs(120), || {
+        !support::docker::containers_labelled_on(&["-H", &host.url], "agent-runner.task", &task)
+            .is_empty()
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    // The host goes: its container (daemon and relay) removed.
+    support::docker::docker_ok(&["rm", "-f", &host.container]);
+    let out = running.finish();
+    out.code(0);
+    let results = s.results();
+    assert_eq!(results.len(), 1, "{results:#?}\n{}", out.stderr);
+    let line = &results[0];
+    assert_eq!(line["outcome"], "resolved", "{line}\n{}", out.stderr);
+    assert_eq!(line["host"], "here", "{line}");
+    let retried = line["infra_retried"][0].as_str().unwrap_or_default();
+    assert!(retried.starts_with("host lost: gone: "), "{line}");
+    let config = &s.summary()["configs"][0];
+    assert_eq!(
+        (
+            config["resolved"].as_u64(),
+            config["total"].as_u64(),
+            config["infra_retried"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1)),
+        "{config}"
+    );
+    out.stdout_has("0 (+1 retried)");
+    nothing_left(&[task]);
+    drop(lost);
 }

@@ -47,3 +47,108 @@ fn an_invalid_suite_is_refused_with_field_paths_and_nothing_runs() {
         .stderr_has("configs[1].name: \"a\" is the name of an earlier config");
     assert!(!home.exists(), "no workspace made");
 }
+
+#[test]
+fn swebench_instances_become_a_suite_with_the_test_patch_as_the_grader() {
+    let dir = Scratch::new("eval-import");
+    let repo = dir.join("repos/acme__calc");
+    support::git_repo(&repo, "calc.py", "def add(a, b):\n    return a - b\n");
+    dir.file(
+        "repos/acme__calc/tests/test_calc.py",
+        "from calc import add\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
+    );
+    Run::program("git", &["add", "-A"])
+        .cwd(&repo)
+        .output()
+        .code(0);
+    Run::program(
+        "git",
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "tests",
+        ],
+    )
+    .cwd(&repo)
+    .output()
+    .code(0);
+    let base = Run::program("git", &["rev-parse", "HEAD"])
+        .cwd(&repo)
+        .output()
+        .stdout
+        .trim()
+        .to_string();
+    let test_patch = "--- a/tests/test_calc.py\n+++ b/tests/test_calc.py\n@@ -2,3 +2,6 @@ from calc import add\n \n def test_zero():\n     assert add(0, 0) == 0\n+\n+def test_add():\n+    assert add(2, 3) == 5\n--- /dev/null\n+++ b/tests/test_more.py\n@@ -0,0 +1,1 @@\n+HELD_OUT = True\n";
+    let present = serde_json::json!({
+        "instance_id": "acme__calc-1", "repo": "acme/calc", "base_commit": &base[..10],
+        "problem_statement": "add() subtracts.\nMake it add.", "test_patch": test_patch,
+        "FAIL_TO_PASS": "[\"tests/test_calc.py::test_add\"]", "PASS_TO_PASS": ["tests/test_calc.py::test_zero"],
+        "patch": "the reference fix, never the grader's"
+    });
+    let missing = serde_json::json!({
+        "instance_id": "other__gone-2", "repo": "other/gone", "base_commit": "0123456789",
+        "problem_statement": "x", "test_patch": "", "FAIL_TO_PASS": "[\"t::a\"]", "PASS_TO_PASS": "[]"
+    });
+    dir.file("instances.jsonl", format!("{present}\n{missing}\n"));
+    let out = Run::new(&[
+        "eval",
+        "import",
+        "swebench",
+        "instances.jsonl",
+        "--repos",
+        "repos",
+        "-o",
+        "suite",
+        "--image",
+        "python:3.12",
+    ])
+    .cwd(&dir.path)
+    .output();
+    out.code(0)
+        .stdout_has("1 case(s) imported, 1 skipped")
+        .stderr_has("skipped other__gone-2: repository other/gone is not under /");
+    let text = std::fs::read_to_string(dir.join("suite/suite.yaml")).unwrap();
+    let suite: serde_json::Value = serde_norway::from_str(&text).unwrap();
+    let case = &suite["cases"][0];
+    assert_eq!(case["id"], "acme__calc-1");
+    assert_eq!(case["base"], base.as_str(), "the full commit");
+    assert_eq!(case["prd"], "add() subtracts.\nMake it add.");
+    assert_eq!(
+        case["grader"]["command"],
+        "python -m pytest -q -p no:cacheprovider 'tests/test_calc.py::test_add' 'tests/test_calc.py::test_zero'"
+    );
+    assert_eq!(suite["image"], "python:3.12");
+    let grader = dir
+        .join("suite")
+        .join(case["grader"]["files"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(grader.join("tests/test_calc.py")).unwrap(),
+        "from calc import add\n\ndef test_zero():\n    assert add(0, 0) == 0\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(grader.join("tests/test_more.py")).unwrap(),
+        "HELD_OUT = True\n"
+    );
+    assert!(
+        !text.contains("reference fix"),
+        "the solution patch is no grader"
+    );
+    // The repository is untouched, and the suite reads (nothing runs: no such config).
+    assert_eq!(
+        Run::program("git", &["status", "--porcelain"])
+            .cwd(&repo)
+            .output()
+            .stdout,
+        ""
+    );
+    Run::new(&["eval", "run", "suite/suite.yaml", "--config", "nope"])
+        .cwd(&dir.path)
+        .env("AGENT_RUNNER_HOME", dir.join("home"))
+        .output()
+        .code(1)
+        .stderr_has("--config nope: the suite has no config of that name");
+}

@@ -23,7 +23,17 @@ pub struct EvalSuite {
 impl EvalSuite {
     /// One case per kind of `kinds` (fixed, wrong, slow, search).
     pub fn new(name: &str, kinds: &[&str]) -> EvalSuite {
-        let scratch = Scratch::new(name);
+        EvalSuite::with_budget(name, kinds, 60)
+    }
+
+    /// `new`, with the config's `budget.max_duration_sec` (the slow case sleeps past it).
+    pub fn with_budget(name: &str, kinds: &[&str], max_duration_sec: u32) -> EvalSuite {
+        EvalSuite::in_dir(&std::env::temp_dir(), name, kinds, max_duration_sec)
+    }
+
+    /// `with_budget`, everything under `dir` (a remote host's shared directory).
+    pub fn in_dir(dir: &Path, name: &str, kinds: &[&str], max_duration_sec: u32) -> EvalSuite {
+        let scratch = Scratch::new_in(dir, name);
         let suffix = format!("-{}", short_id());
         let script =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo-eval/make-suite.sh");
@@ -32,6 +42,7 @@ impl EvalSuite {
         Run::program("sh", &args)
             .env("SUFFIX", &suffix)
             .env("IMAGE", super::docker::TEST_IMAGE)
+            .env("MAX_DURATION_SEC", max_duration_sec.to_string())
             .output()
             .code(0);
         EvalSuite {

@@ -16,11 +16,12 @@
 //!
 //! The grader's files go from the suite's directory into the grading sandbox only:
 //! never into the eval's repository, a clone or the worker's sandbox. The web view
-//! shows an eval's summary (`web::pages`' eval page); `import` writes a suite from
-//! SWE-bench instances.
+//! shows an eval's summary (`web::pages`' eval page); `import_swebench` writes a suite
+//! from SWE-bench instances whose repositories are here.
 
 pub mod error;
 pub mod grade;
+pub mod import_swebench;
 pub mod outcome;
 pub mod pass_at_k;
 pub(crate) mod repo;

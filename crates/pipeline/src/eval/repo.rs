@@ -229,6 +229,21 @@ impl EvalRepo {
         Ok(())
     }
 
+    /// The file `path` of `commit`.
+    pub(crate) fn show(
+        &self,
+        commit: &str,
+        path: &str,
+        interrupt: Interrupt,
+    ) -> Result<String, EvalError> {
+        self.git(
+            &self.git_dir,
+            &["show", &format!("{commit}:{path}")],
+            &[],
+            interrupt,
+        )
+    }
+
     /// The commit `name` is (a branch, a ref), if any.
     pub(crate) fn rev(&self, name: &str, interrupt: Interrupt) -> Result<String, EvalError> {
         Ok(self

@@ -50,6 +50,10 @@ pub struct ResultLine {
     /// The grader's run, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grade: Option<super::grade::Graded>,
+    /// Earlier attempts of this run that were infra_errors the orchestrator ran
+    /// again by itself (a lost host's job re-queued elsewhere): their errors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub infra_retried: Vec<String>,
     pub graded_at: String,
 }
 

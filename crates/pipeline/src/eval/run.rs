@@ -137,13 +137,8 @@ pub fn run(
     for key in &keys {
         let id = key.task_id();
         let task = store.load(&id)?;
-        if task.is_none() {
-            let case = suite
-                .cases
-                .iter()
-                .find(|c| c.id == key.case)
-                .expect("a key's case");
-            let config = suite.config(&key.config).expect("a key's config");
+        let case = suite.cases.iter().find(|c| c.id == key.case);
+        if let (None, Some(case), Some(config)) = (&task, case, suite.config(&key.config)) {
             let mut record = TaskRecord::new(
                 id.clone(),
                 ws.id.clone(),
@@ -279,7 +274,25 @@ fn grade_all(
             .as_ref()
             .map(|e| e.base.clone())
             .unwrap_or_default();
-        todo.push((key.clone(), attempt, base, graded.map_or(0, |(_, n)| *n)));
+        // Attempts since the last graded one that the orchestrator itself ran again
+        // (a lost host's job re-queued elsewhere): reported on this run's line.
+        let since = graded
+            .and_then(|(line, _)| {
+                task.attempts
+                    .iter()
+                    .position(|a| a.attempt_id == line.attempt_id)
+            })
+            .map_or(0, |at| at + 1);
+        let retried: Vec<String> = task.attempts[since.min(task.attempts.len())..]
+            .iter()
+            .filter(|a| a.attempt_id != attempt.attempt_id)
+            .filter_map(|a| match outcome::classify(a) {
+                Verdict::Decided(Outcome::InfraError, why) => Some(why),
+                _ => None,
+            })
+            .collect();
+        let infra_before = graded.map_or(0, |(_, n)| *n) + retried.len() as u32;
+        todo.push((key.clone(), attempt, base, infra_before, retried));
     }
     let queue = Mutex::new(todo.into_iter());
     let retry = Mutex::new(Vec::new());
@@ -290,19 +303,19 @@ fn grade_all(
             scope.spawn(|| {
                 loop {
                     let next = queue.lock().ok().and_then(|mut q| q.next());
-                    let Some((key, attempt, base, infra_before)) = next else {
+                    let Some((key, attempt, base, infra_before, retried)) = next else {
                         break;
                     };
                     if interrupt.is_set() {
                         break;
                     }
-                    let case = suite
-                        .cases
-                        .iter()
-                        .find(|c| c.id == key.case)
-                        .expect("a key's case");
-                    let line =
+                    // Every key is made of the suite's cases.
+                    let Some(case) = suite.cases.iter().find(|c| c.id == key.case) else {
+                        continue;
+                    };
+                    let mut line =
                         grade_one(repo, &backend, ws, case, &key, &attempt, &base, interrupt);
+                    line.infra_retried = retried;
                     if interrupt.is_set() && line.outcome == Outcome::InfraError {
                         // Not the run's doing, nor the engine's: graded next time.
                         break;
@@ -317,12 +330,16 @@ fn grade_all(
                             .as_deref()
                             .map_or(String::new(), |r| format!(" ({})", one_line(r)))
                     );
-                    if line.outcome == Outcome::InfraError && infra_before == 0 {
-                        retry.lock().expect("retry list").push(key.clone());
+                    if line.outcome == Outcome::InfraError
+                        && infra_before == 0
+                        && let Ok(mut retry) = retry.lock()
+                    {
+                        retry.push(key.clone());
                     }
-                    if let Err(e) = results::append(results_path, &line) {
-                        *failure.lock().expect("failure") =
-                            Some(EvalError::io("append to", results_path)(e));
+                    if let Err(e) = results::append(results_path, &line)
+                        && let Ok(mut failure) = failure.lock()
+                    {
+                        *failure = Some(EvalError::io("append to", results_path)(e));
                     }
                 }
             });
@@ -358,6 +375,7 @@ fn grade_one(
         branch: attempt.branch.clone(),
         host: attempt.host.clone(),
         grade: None,
+        infra_retried: Vec::new(),
         graded_at: Timestamp::now().to_string(),
     };
     match outcome::classify(attempt) {

@@ -436,9 +436,20 @@ fn check_runner(runner: &serde_json::Value, dir: &Path) -> Result<(), String> {
         var: &var,
         cwd: Ok(dir.to_path_buf()),
     };
-    agent_runner_sandbox::task::parse(&yaml, &host)
-        .map(|_| ())
-        .map_err(|e| e.with_hints().to_string())
+    let Err(errors) = agent_runner_sandbox::task::parse(&yaml, &host) else {
+        return Ok(());
+    };
+    // What the host lacks (a key's variable, a file) is checked when each run's
+    // TaskConfig is built over the workspace's defaults, not here.
+    let problems: Vec<String> = errors
+        .iter()
+        .filter(|e| e.category() != agent_runner_sandbox::task::Category::Environment)
+        .map(|e| format!("{}: {}", e.path(), e.message))
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(problems.join("; "))
 }
 
 /// `a.b[0].c` of a path.

@@ -52,6 +52,10 @@ pub struct ConfigSummary {
     pub total: usize,
     /// Runs still without an outcome.
     pub pending: usize,
+    /// infra_errors retried (by the orchestrator or the evaluation) before the
+    /// outcome that counts: out of the rate, always reported.
+    #[serde(default)]
+    pub infra_retried: usize,
     /// pass@1 (the mean over cases of resolved / graded tries); null: n/a.
     pub pass_at_1: Option<f64>,
     /// pass@k for k = 2..=tries, by the unbiased estimator, over cases with ≥ k graded tries.
@@ -83,13 +87,23 @@ pub fn build(suite: &Suite, tries: u32, latest: &BTreeMap<RunKey, (ResultLine, u
                 .filter(|(k, _)| suite.cases.iter().any(|c| c.id == k.case))
                 .map(|(_, (line, _))| line)
                 .collect();
-            of_config(
+            // infra_error lines before a run's last (retried by the evaluation).
+            let earlier: usize = latest
+                .iter()
+                .filter(|(k, _)| k.config == config.name && k.try_k <= tries)
+                .map(|(_, (line, n))| {
+                    *n as usize - usize::from(line.outcome == Outcome::InfraError)
+                })
+                .sum();
+            let mut summary = of_config(
                 &config.name,
                 &config.runner,
                 suite.cases.len(),
                 tries,
                 &lines,
-            )
+            );
+            summary.infra_retried += earlier;
+            summary
         })
         .collect();
     Summary {
@@ -158,6 +172,7 @@ fn of_config(
         resolved,
         total,
         pending: (cases * tries as usize).saturating_sub(lines.len()),
+        infra_retried: lines.iter().map(|l| l.infra_retried.len()).sum(),
         pass_at_1: mean_pass_at_k(&per_case, 1),
         pass_at_k,
         interval_95: wilson_95(resolved as u64, total as u64).map(|(a, b)| [a, b]),
@@ -222,6 +237,7 @@ mod tests {
             branch: None,
             host: None,
             grade: None,
+            infra_retried: Vec::new(),
             graded_at: String::new(),
         }
     }

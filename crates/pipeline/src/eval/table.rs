@@ -47,7 +47,11 @@ pub fn render(summary: &Summary) -> String {
                 rate(c.pass_at_k.get(&k.to_string()).copied().flatten())
             },
             count("agent_failed"),
-            count("infra_error"),
+            if c.infra_retried > 0 {
+                format!("{} (+{} retried)", count("infra_error"), c.infra_retried)
+            } else {
+                count("infra_error")
+            },
             c.pending.to_string(),
             c.tokens_per_case.map_or("-".into(), |t| format!("{t:.0}")),
             c.cost_per_resolved_usd

@@ -174,7 +174,7 @@ mod tests {
         serde_json::from_value(serde_json::json!({
             "name": name, "agents": {}, "runs": 4,
             "outcomes": outcomes.iter().map(|(k, v)| (k.to_string(), *v)).collect::<std::collections::BTreeMap<_, _>>(),
-            "resolved": 1, "total": 2, "pending": 0, "pass_at_1": pass, "pass_at_k": {},
+            "resolved": 1, "total": 2, "pending": 0, "infra_retried": 0, "pass_at_1": pass, "pass_at_k": {},
             "interval_95": pass.map(|_| [0.1, 0.9]), "interval_method": "wilson",
             "tokens": null, "tokens_per_case": null, "tokens_per_resolved": null,
             "cost_usd": null, "cost_per_case_usd": null, "cost_per_resolved_usd": null,

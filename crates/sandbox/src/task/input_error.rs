@@ -48,6 +48,16 @@ impl InputError {
         }
     }
 
+    /// Its field path (or the variable or file it is about).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// What kind of problem it is.
+    pub fn category(&self) -> Category {
+        self.category
+    }
+
     pub(crate) fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
