@@ -49,7 +49,7 @@ up etcd etcd --name "$node" --data-dir /var/lib/etcd --listen-client-urls http:/
 up relay socat UNIX-LISTEN:/run/k8s/api.sock,fork,unlink-early TCP:127.0.0.1:6443
 waitfor dockerd docker version
 # The pod sandbox image: kubernetes' pause.c, built static by setup-kubernetes.sh.
-tar -C "$B" -c pause | docker import -q --change 'ENTRYPOINT ["/pause"]' \
+tar -C "$B" -c pause | docker import --change 'ENTRYPOINT ["/pause"]' \
   --change 'USER 65535:65535' - agent-runner-test-k8s-pause:3.4 >/dev/null
 waitfor etcd etcdctl --endpoints http://127.0.0.1:2379 endpoint health
 up kube-apiserver kube-apiserver --etcd-servers=http://127.0.0.1:2379 \
