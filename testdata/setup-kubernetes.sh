@@ -112,10 +112,22 @@ docker image inspect "$host_image" >/dev/null 2>&1 \
 
 # --- The source version: the binaries are cached by it.
 version=${K8S_VERSION:-}
+# apt-cache takes seconds on a busy machine: its answer is kept while apt's lists
+# are unchanged.
+apt_key=$(find /var/lib/apt/lists -maxdepth 1 -type f -printf '%T@ %s %f\n' 2>/dev/null \
+  | sort | sha256sum | cut -c1-16)
+if [ -z "$version" ] && [ -n "$apt_key" ] && read -r key answer <"$cache/apt-version" 2>/dev/null \
+  && [ "$key" = "$apt_key" ]; then
+  version=$answer
+fi
 if [ -z "$version" ]; then
   show=$(apt-cache show --no-all-versions kubernetes-client 2>/dev/null || true)
   version=$(printf '%s\n' "$show" | sed -n 's/^Source: kubernetes (\(.*\))$/\1/p')
   [ -n "$version" ] || version=$(printf '%s\n' "$show" | sed -n 's/^Version: //p')
+  if [ -n "$version" ] && [ -n "$apt_key" ]; then
+    mkdir -p "$cache"
+    echo "$apt_key $version" >"$cache/apt-version"
+  fi
 fi
 if [ -z "$version" ]; then
   # No apt lists: the newest build there is.
@@ -425,7 +437,8 @@ POD
 pod_ready() { [ "$(k -n "$namespace" get pod "$pod" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
 wait_until "the Pod $namespace/$pod Ready" pod_ready
 pod_ready_s=$(secs "$pod_began")
-links=$(k -n "$namespace" exec "$pod" -- cat /proc/net/dev | awk -F: 'NR > 2 {gsub(/ /, "", $1); print $1}' | tr '\n' ' ')
+net_dev=$(run k -n "$namespace" exec "$pod" -- cat /proc/net/dev)
+links=$(printf '%s\n' "$net_dev" | awk -F: 'NR > 2 {gsub(/ /, "", $1); print $1}' | tr '\n' ' ')
 [ "$links" = "lo " ] || die "the Pod $pod has links other than loopback: $links"
 [ -n "$(docker exec "$node" docker ps -q --filter "label=io.kubernetes.pod.name=$pod")" ] \
   || die "the Pod $pod's containers are not on the node's dockerd"

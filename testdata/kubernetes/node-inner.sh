@@ -58,7 +58,8 @@ up kube-apiserver kube-apiserver --etcd-servers=http://127.0.0.1:2379 \
   --service-account-key-file=$P/sa.pub --service-account-signing-key-file=$P/sa.key \
   --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range=10.0.0.0/24 \
   --authorization-mode=Node,RBAC --allow-privileged=true \
-  --kubelet-client-certificate=$P/admin.crt --kubelet-client-key=$P/admin.key
+  --kubelet-client-certificate=$P/admin.crt --kubelet-client-key=$P/admin.key \
+  --kubelet-preferred-address-types=InternalIP
 waitfor kube-apiserver kubectl --kubeconfig $P/inner.kubeconfig get --raw /readyz
 up kube-controller-manager kube-controller-manager --kubeconfig=$P/inner.kubeconfig \
   --authentication-kubeconfig=$P/inner.kubeconfig --authorization-kubeconfig=$P/inner.kubeconfig \
