@@ -82,7 +82,7 @@ s=$(date +%s%N)
 out=$(echo piped-in | k run t-run-i -i --rm --quiet --image="$image" --image-pull-policy=Never --restart=Never \
   --labels=app=check-kubernetes -- tr a-z A-Z 2>"$t/run-i.err")
 [ "$out" = PIPED-IN ]
-ok $? "kubectl run -i --rm: stdin in, stdout back ('$out', $(ms "$s") ms; $(tail -n 1 "$t/run-i.err"))"
+ok $? "kubectl run -i --rm: stdin in, stdout back ('$out', $(ms "$s") ms with the deletion)"
 
 sleep 5
 r=$(k get pods -l run=t1 -o jsonpath='{range .items[*]}{.status.containerStatuses[0].restartCount}{end}')
@@ -162,8 +162,13 @@ for target in "$node_ip 6443" "$node_ip 10250" "$api 6443" "127.0.0.1 6443"; do
   out=$(k exec t-sleeper -- nc -w 2 $target </dev/null 2>&1)
   rc=$?
   [ $rc != 0 ]
-  ok $? "a Pod cannot connect to $target (exit $rc: $(printf '%s' "$out" | tail -n 1))"
+  ok $? "a Pod cannot connect to $target (exit $rc: $(printf '%s' "$out" | head -n 1))"
 done
+# The same nc reaches a server on the Pod's own loopback: the refusals above are the network's.
+out=$(k exec t-sleeper -- sh -c 'mkdir -p /tmp/www && echo served > /tmp/www/x && httpd -p 127.0.0.1:8080 -h /tmp/www \
+  && printf "GET /x HTTP/1.0\r\n\r\n" | nc -w 2 127.0.0.1 8080 | tail -n 1' 2>&1)
+[ "$out" = served ]
+ok $? "a Pod reaches its own loopback with the same nc ($out)"
 [ -z "$(docker ps -a --filter label=io.kubernetes.pod.name --format '{{.Names}}')" ] \
   && [ -n "$(docker exec "$K8S_NODE" docker ps -q --filter label=io.kubernetes.pod.name=t-sleeper)" ]
 ok $? "Pod containers run on the node's dockerd, none on the machine's"
