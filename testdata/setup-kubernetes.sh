@@ -116,7 +116,7 @@ version=${K8S_VERSION:-}
 # are unchanged.
 apt_key=$(find /var/lib/apt/lists -maxdepth 1 -type f -printf '%T@ %s %f\n' 2>/dev/null \
   | sort | sha256sum | cut -c1-16)
-if [ -z "$version" ] && [ -n "$apt_key" ] && read -r key answer <"$cache/apt-version" 2>/dev/null \
+if [ -z "$version" ] && [ -n "$apt_key" ] && read -r key answer 2>/dev/null <"$cache/apt-version" \
   && [ "$key" = "$apt_key" ]; then
   version=$answer
 fi
