@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Figures of the Kubernetes test cluster (testdata/setup-kubernetes.sh), not part of
 # `make bench`: the set-up from no node with the binaries cached (BENCH_RUNS times,
-# default 3), again with the node up, then testdata/check-kubernetes.sh (its checks and
-# figures), and
-# the node removed at the end. BENCH_K8S_UNCACHED=1 first times a whole build into an
-# empty cache (minutes; the cache in use is left alone).
+# default 3), again with the node up, then testdata/check-kubernetes.sh (its checks
+# and figures), and the node removed at the end. BENCH_K8S_UNCACHED=1 first times a
+# whole build into an empty cache (minutes; the cache in use is left alone).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 runs=${BENCH_RUNS:-3}
