@@ -330,16 +330,21 @@ machine_state() {
     echo "$key=$(cat "/proc/sys/$key")"
   done
 }
+# A node that changed the machine is removed before saying so.
+machine_changed() {
+  down
+  die "$*"
+}
 # What kubelet or kube-proxy would leave on the machine, whenever the node started.
 assert_machine_clean() {
   local leftovers
   leftovers=$(docker ps -a --filter label=io.kubernetes.pod.name --format '{{.Names}}')
-  [ -z "$leftovers" ] || die "kubelet's containers are on the machine's own daemon: $leftovers"
-  ip link show docker0 >/dev/null 2>&1 || die "the machine's docker0 is gone"
+  [ -z "$leftovers" ] || machine_changed "kubelet's containers are on the machine's own daemon: $leftovers"
+  ip link show docker0 >/dev/null 2>&1 || machine_changed "the machine's docker0 is gone"
   ! ip -o link show | grep -E ': (k8s0|cni[0-9]|cbr0|kube-)' \
-    || die "a node's link is in the machine's network namespace"
+    || machine_changed "a node's link is in the machine's network namespace"
   if command -v iptables-save >/dev/null && iptables-save | grep -q 'KUBE-'; then
-    die "KUBE- chains in the machine's iptables: $(iptables-save | grep -m 5 'KUBE-')"
+    machine_changed "KUBE- chains in the machine's iptables: $(iptables-save | grep -m 5 'KUBE-')"
   fi
 }
 
@@ -449,7 +454,7 @@ assert_machine_clean
 if [ -n "$before" ]; then
   after=$(machine_state)
   if [ "$before" != "$after" ]; then
-    die "the machine's network or kernel settings changed while the node started:
+    machine_changed "the machine's network or kernel settings changed while the node started:
 $(diff <(printf '%s\n' "$before") <(printf '%s\n' "$after"))"
   fi
 fi
