@@ -3,7 +3,11 @@
 CARGO ?= cargo
 PREFIX ?= /usr/local
 
-.PHONY: build install test test-env lint sandbox-image demo demo-pipeline demo-eval bench clean
+.PHONY: build install test test-env test-cluster test-cluster-check test-cluster-down lint sandbox-image demo demo-pipeline demo-eval bench clean
+
+# `make test-env K8S=1` also brings up the Kubernetes test cluster (`test-cluster`);
+# off by default until a test uses it.
+K8S ?= 0
 
 build:
 	$(CARGO) build --release --locked
@@ -17,8 +21,9 @@ install: build
 # Chromium + chromedriver for the web view's browser tests, shellcheck for lint, and
 # the OpenAI and Anthropic Python SDKs the Meta API tests check requests against,
 # podman and catatonit with the test worker image in its store (the podman tests),
-# gVisor's runsc registered with the daemon (a reload, no restart) and the MCP test
-# image (the worker image with python3 and the `mcp` SDK).
+# gVisor's runsc registered with the daemon (a reload, no restart), the MCP test
+# image (the worker image with python3 and the `mcp` SDK), and with K8S=1 the
+# Kubernetes test cluster.
 test-env:
 	bash testdata/setup-shellcheck.sh
 	bash testdata/setup-docker.sh
@@ -29,6 +34,23 @@ test-env:
 	bash testdata/setup-podman.sh
 	bash testdata/setup-runsc.sh
 	bash testdata/setup-mcp.sh
+	if [ "$(K8S)" = 1 ]; then bash testdata/setup-kubernetes.sh; fi
+
+# The Kubernetes test cluster (SPEC §25): a node on https://127.0.0.60:6443, built
+# from Debian's kubernetes source the first time (minutes; the binaries are cached in
+# /var/cache/agent-runner/kubernetes/), seconds when it is up; for the tests,
+# /var/lib/agent-runner-k8s/cluster.env. Needs what test-env sets up first.
+test-cluster:
+	bash testdata/setup-kubernetes.sh
+
+# What the backend needs of the cluster (exec, attach, cp, labels, deadlines,
+# loopback-only Pods), with its figures.
+test-cluster-check: test-cluster
+	bash testdata/check-kubernetes.sh
+
+# Removes the node (its container, volume and network namespace); keeps the binaries.
+test-cluster-down:
+	bash testdata/setup-kubernetes.sh --down
 
 # The shell scripts that run in containers live beside their modules (include_str!).
 SCRIPTS = $(shell find crates/*/src -name '*.sh')
