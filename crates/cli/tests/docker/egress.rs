@@ -105,6 +105,9 @@ fn leftovers(tmp: &Path) -> Vec<String> {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|name| !(name.starts_with("agent-runner-tools-") && name.ends_with(".lock")))
+        // HOME is this directory too: the agent's pinning kept per image (SPEC §27)
+        // is the user's cache, not the proxy's.
+        .filter(|name| name != ".cache")
         .collect()
 }
 
