@@ -46,7 +46,7 @@
 //! - `Carrier`: the link between agent-runner and the running sandbox: its main
 //!   process (the keep-alive that ends it when our pipe closes), the way out to the
 //!   egress proxy, and how host files (the agent's login) reach it. `lifeline.rs`
-//!   (with egress on a remote daemon, `Backend::remote`): the static helper from
+//!   (on a remote daemon, `Backend::remote`, or the copy transport): the static helper from
 //!   the tools volume (`helper/lifeline.c`) is the main process and its
 //!   stdin/stdout one framed stream (`Spec::stream`, `Started::stream`, served by
 //!   `Carrier::attach`): the egress connections as channels to the proxy's door

@@ -11,10 +11,10 @@
 //! carries each connection to the proxy's unix socket in that directory; the proxy
 //! (`egress::Egress`) listens on that socket.
 //!
-//! Where no host directory can be mounted (the copy transport without the tools
-//! volume, whose daemon may be another machine's) the keep-alive is `keepalive.sh`
-//! (`/bin/sh` of the image) under the engine's init, which it cannot protect: the
-//! lifeline is the carrier there whenever the tools volume is at hand.
+//! Where no host directory can be mounted (a remote daemon, or the copy transport,
+//! without the tools volume) the keep-alive is `keepalive.sh` (`/bin/sh` of the
+//! image) under the engine's init, which it cannot protect: the lifeline is the
+//! carrier there whenever the tools volume is at hand.
 //!
 //! Files (the agent's login) are mounted read-only.
 

@@ -653,9 +653,9 @@ impl DockerSandbox {
     /// Opens the carrier if it is not, with the files it delivers; with the network
     /// `allowlist`, starts the egress proxy, which the carrier's connections reach.
     /// The carrier is the lifeline (`backend::lifeline`, the helper from the tools
-    /// volume) where no host path can be mounted: egress on a remote daemon, or the
-    /// copy transport; else the socket and keep-alive, which carries egress far
-    /// faster than `docker run -i`'s stdio can (bench/lifeline.py).
+    /// volume) where no host path can be mounted: a remote daemon, or the copy
+    /// transport; else the socket and the bridge, which carries egress far faster
+    /// than `docker run -i`'s stdio can (bench/lifeline.py).
     fn open_carrier(&mut self) -> Result<(), SandboxError> {
         if self.carrier.is_some() {
             return Ok(());
@@ -667,15 +667,18 @@ impl DockerSandbox {
             return Err(SandboxError::Refused(why));
         }
         let egress = self.spec.worker.network == Network::Allowlist;
-        let lifeline =
-            self.spec.tools.is_some() && (self.copies || (egress && self.backend.remote()));
+        // On a remote daemon the lifeline even without egress: the bridge, PID 1
+        // otherwise, comes from a host directory such a daemon may not see.
+        let remote = self.backend.remote();
+        let lifeline = self.spec.tools.is_some() && (self.copies || remote);
         let cannot =
             |e: std::io::Error| SandboxError::Io(format!("cannot start the egress proxy: {e}"));
         let (socket, listener) = match lifeline {
             true => (None, None),
             false => {
-                // A host directory is mounted where the repository is (`Bind`).
-                let (socket, listener) = SocketLink::open(egress, !self.copies).map_err(cannot)?;
+                // A host directory is mounted on this machine's daemon only.
+                let (socket, listener) =
+                    SocketLink::open(egress, !self.copies && !remote).map_err(cannot)?;
                 (Some(socket), listener)
             }
         };
