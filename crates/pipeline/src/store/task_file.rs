@@ -169,10 +169,11 @@ impl Attempt {
     /// The job whose runner did this attempt's work: its own, or for the judged
     /// line of a best of N run (SPEC §23) the winning try's, whose log directory
     /// holds the note, the TaskConfig and the runner's state. None when a judged
-    /// line has no winner or names no valid job.
+    /// line has no winner, or the job named is no valid id.
     pub fn work_job(&self) -> Option<&str> {
+        // A line anyone could forge: its job id is a path's part only when it is an id.
         let Some(tries) = &self.tries else {
-            return Some(&self.job_id);
+            return Some(self.job_id.as_str()).filter(|job| super::id::is_valid(job));
         };
         let winner = tries.winner?;
         tries
