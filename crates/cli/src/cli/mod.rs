@@ -136,7 +136,7 @@ enum Command {
         #[command(subcommand)]
         command: hosts::HostsCommand,
     },
-    /// Evaluate configurations on a suite of cases with held-out graders (SPEC §26):
+    /// Evaluate configurations on a suite of cases with held-out graders:
     /// run, validate.
     Eval {
         #[command(subcommand)]
