@@ -398,8 +398,11 @@ impl DockerSandbox {
                         ),
                     });
                 }
-                // The sandbox's own failure says more (the container gone, say).
-                Err(e) if settled.is_ok() => return Err(e),
+                // The sandbox's own failure says more (the container gone, say); an
+                // interrupted run ends as interrupted (the check's diff was cut too).
+                Err(e) if settled.is_ok() && !matches!(finished.ending, Ending::Interrupted) => {
+                    return Err(e);
+                }
                 _ => {}
             }
         }
