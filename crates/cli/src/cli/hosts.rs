@@ -57,8 +57,8 @@ pub(crate) struct HostsArgs {
     /// needs none).
     #[arg(long)]
     image_only: bool,
-    /// check: the container runtime the tasks name (`runner.sandbox.runtime`, SPEC
-    /// §28); a host whose daemon does not know it is not ready.
+    /// check: the container runtime the tasks name (`runner.sandbox.runtime`); a
+    /// host whose daemon does not know it is not ready.
     #[arg(long, value_name = "NAME")]
     runtime: Option<String>,
 }
