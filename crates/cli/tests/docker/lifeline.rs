@@ -111,6 +111,46 @@ fn shared_repo(host: &RemoteHost) -> std::path::PathBuf {
     repo
 }
 
+/// Writes a frame of unknown kind (255) to the stdout of the lifeline helper of
+/// task `id`'s sandbox on `host`, from the host's root: its pid in the host's
+/// namespace from `docker inspect`, its stdout through `/proc`.
+fn inject_garbage(host: &'static RemoteHost, id: &str) -> Result<(), String> {
+    let filter = format!("label=agent-runner.task={id}");
+    let until = Instant::now() + Duration::from_secs(120);
+    let mut last = String::from("no running sandbox seen");
+    while Instant::now() < until {
+        let (_, ids, _) = host.docker(&["ps", "-q", "--filter", &filter]);
+        for cid in ids.split_whitespace() {
+            let (_, pid, _) = host.docker(&["inspect", "-f", "{{.State.Pid}}", cid]);
+            let pid = pid.trim();
+            if pid.is_empty() || pid == "0" {
+                continue;
+            }
+            // While the worker's command runs, as the worker's own write did: its
+            // `sleep 30` is seen in the host's process list.
+            let write = format!(
+                "sleeping=; for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in \
+                 'sleep 30'*) sleeping=1;; esac; done; [ -n \"$sleeping\" ] && \
+                 tr '\\0' ' ' < /proc/{pid}/cmdline | grep -q 'agent-runner-helper lifeline' \
+                 && printf '\\377\\377\\377\\377\\377\\377\\377\\377' > /proc/{pid}/fd/1"
+            );
+            let out = Command::new("docker")
+                .args(["exec", &host.container, "sh", "-c", &write])
+                .output()
+                .map_err(|e| format!("docker exec: {e}"))?;
+            if out.status.success() {
+                return Ok(());
+            }
+            last = format!(
+                "{cid} (pid {pid}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Err(last)
+}
+
 /// Nothing of task `id` is left on `host`.
 fn assert_none_on(host: &RemoteHost, id: &str) {
     let filter = format!("label=agent-runner.task={id}");
@@ -327,12 +367,17 @@ fn a_sandbox_that_breaks_the_lifelines_protocol_is_named_in_the_line_that_ends_t
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     let id = task_id("garbage");
-    // A frame of a kind the protocol does not have, written up the helper's stdout.
-    let script = meta(
-        &dir,
-        "@run: for p in /proc/[0-9]*; do case \"$(cat $p/cmdline 2>/dev/null | tr '\\0' ' ')\" in *agent-runner-helper\\ lifeline*) printf '\\377\\377\\377\\377\\377\\377\\377\\377' > $p/fd/1;; esac; done; sleep 2\n@say: sent",
-    );
+    // A frame of a kind the protocol does not have, written up the helper's stdout
+    // by the host, as a hostile host would: the helper is PID 1 and not dumpable, so
+    // the worker cannot, but the host's root can.
+    let script = meta(&dir, "@run: sleep 30\n@say: slept");
+    let injector = std::thread::spawn({
+        let id = id.clone();
+        move || inject_garbage(host, &id)
+    });
     let out = run(&task(&id, &repo, &script), &home, Some(&host.url));
+    let injected = injector.join().unwrap();
+    assert!(injected.is_ok(), "the host could not inject: {injected:?}");
     assert_ne!(out.code, Some(0), "{}", out.stderr);
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
     let ended = out
