@@ -138,22 +138,6 @@ impl AgentFiles {
     /// its files, or takes what a pinning in a container of the same image found
     /// (`agent_cache`); run before anything else runs in the container.
     pub(crate) fn pin(container: &str, spec: &ContainerSpec) -> Result<AgentFiles, SandboxError> {
-        let mut pinned = AgentFiles::pin_or_take(container, spec)?;
-        // Another runtime's root file system need not be the daemon's layer (gVisor
-        // keeps its overlay in memory): `docker diff` cannot vouch there, so the
-        // agent is hashed before every run, as before SPEC §27.
-        if spec
-            .worker
-            .runtime
-            .as_deref()
-            .is_some_and(|runtime| runtime != "runc")
-        {
-            pinned.always_hash = true;
-        }
-        Ok(pinned)
-    }
-
-    fn pin_or_take(container: &str, spec: &ContainerSpec) -> Result<AgentFiles, SandboxError> {
         let exec = Exec::new(container, spec);
         let key = exec.image_id().map(|id| super::agent_cache::key(&id, spec));
         if let Some(found) = key.as_deref().and_then(super::agent_cache::load) {
