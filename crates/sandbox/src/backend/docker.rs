@@ -423,8 +423,9 @@ impl Instance for Container {
         } else {
             (within, self.short)
         };
-        if !self.held.release(within) {
-            remove_container(&self.name, deadline);
+        if !self.held.release(within) && !remove_container(&self.name, deadline) {
+            // Gone is what counts: `--rm`'s own removal may be the one under way.
+            docker_cli::wait_gone(&self.name, deadline);
         }
         let took = started.elapsed();
         self.watchdog.dismiss();

@@ -285,6 +285,28 @@ pub(crate) fn remove_container(name: &str, deadline: Duration) -> bool {
     call(&["rm", "-f", name], deadline, Interrupt::never()).is_ok_and(|o| o.ok)
 }
 
+/// Waits, at most `deadline`, until docker no longer knows the container `name`
+/// (`docker run --rm`'s own removal may be under way, and `docker rm -f` then says
+/// "already in progress"): whether it is gone.
+pub(crate) fn wait_gone(name: &str, deadline: Duration) -> bool {
+    let until = std::time::Instant::now() + deadline;
+    loop {
+        let known = call(
+            &["container", "inspect", "--format", "{{.Id}}", name],
+            deadline,
+            Interrupt::never(),
+        )
+        .is_ok_and(|o| o.ok);
+        if !known {
+            return true;
+        }
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The docker CLI could not be started.
 pub(crate) fn cli_missing(e: agent_runner_core::Error) -> BackendError {
     BackendError::CliMissing(format!(
