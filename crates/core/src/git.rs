@@ -99,29 +99,9 @@ pub fn run(invocation: &Invocation, interrupt: Interrupt) -> Result<String, GitE
             stdout.push('\n');
         }
     };
-    let mut capture = Capture::in_memory(16 * 1024).with_lines(64 * 1024, &mut on_line);
-    let command = || invocation.display();
-    let finished = process::run(
-        invocation,
-        &Limits::wall(TIMEOUT, interrupt),
-        &mut capture,
-        Stop::Terminate,
-    )
-    .map_err(|source| GitError::Start {
-        command: command(),
-        source,
-    })?;
-    let stderr = capture.stderr();
-    drop(capture);
-    match finished.ending {
-        Ending::Interrupted => Err(GitError::Interrupted { command: command() }),
-        Ending::TimedOut => Err(GitError::TimedOut { command: command() }),
-        _ if finished.success() => Ok(stdout),
-        _ => Err(GitError::Failed {
-            command: command(),
-            stderr: crate::text::tail(stderr.trim(), 600),
-        }),
-    }
+    let capture = Capture::in_memory(16 * 1024).with_lines(64 * 1024, &mut on_line);
+    run_captured(invocation, interrupt, capture)?;
+    Ok(stdout)
 }
 
 /// Runs a git invocation within `TIMEOUT`; its whole stdout as bytes, up to `max`
@@ -137,7 +117,24 @@ pub fn run_bytes(
         max,
         over: false,
     };
-    let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut collect);
+    let capture = Capture::in_memory(16 * 1024).with_filter(&mut collect);
+    let ran = run_captured(invocation, interrupt, capture);
+    // Past the bound the output is not whole, whatever git said after it.
+    match ran {
+        Ok(()) | Err(GitError::Failed { .. }) if collect.over => Err(GitError::Failed {
+            command: invocation.display(),
+            stderr: format!("it printed more than {max} bytes"),
+        }),
+        ran => ran.map(|()| collect.bytes),
+    }
+}
+
+/// `invocation` run into `capture`: Ok when git ended by itself with success.
+fn run_captured(
+    invocation: &Invocation,
+    interrupt: Interrupt,
+    mut capture: Capture<'_>,
+) -> Result<(), GitError> {
     let command = || invocation.display();
     let finished = process::run(
         invocation,
@@ -154,11 +151,7 @@ pub fn run_bytes(
     match finished.ending {
         Ending::Interrupted => Err(GitError::Interrupted { command: command() }),
         Ending::TimedOut => Err(GitError::TimedOut { command: command() }),
-        _ if collect.over => Err(GitError::Failed {
-            command: command(),
-            stderr: format!("it printed more than {max} bytes"),
-        }),
-        _ if finished.success() => Ok(collect.bytes),
+        _ if finished.success() => Ok(()),
         _ => Err(GitError::Failed {
             command: command(),
             stderr: crate::text::tail(stderr.trim(), 600),

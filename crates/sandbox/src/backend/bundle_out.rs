@@ -123,7 +123,7 @@ impl BundleOut {
         if header.iter().all(|&b| b == 0) {
             return self.fail("the stream held no file".into());
         }
-        let Some(size) = number(&header[124..136]) else {
+        let Some(size) = super::untar::number(&header[124..136]) else {
             return self.fail("a tar header's size is not a number".into());
         };
         let padded = size.div_ceil(BLOCK as u64) * BLOCK as u64;
@@ -172,24 +172,6 @@ impl StreamFilter for BundleOut {
     fn finish(&mut self) -> Vec<u8> {
         Vec::new()
     }
-}
-
-/// A tar number field: octal digits (spaces and NULs around them), or base-256
-/// when its first byte has the high bit.
-fn number(field: &[u8]) -> Option<u64> {
-    if field.first().is_some_and(|b| b & 0x80 != 0) {
-        return field[1..]
-            .iter()
-            .try_fold(u64::from(field[0] & 0x7f), |acc, &b| {
-                acc.checked_mul(256).map(|v| v | u64::from(b))
-            });
-    }
-    let text = std::str::from_utf8(field).ok()?;
-    let text = text.trim_matches(|c: char| c == '\0' || c == ' ');
-    if text.is_empty() {
-        return Some(0);
-    }
-    u64::from_str_radix(text, 8).ok()
 }
 
 #[cfg(test)]

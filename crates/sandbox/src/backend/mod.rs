@@ -112,7 +112,7 @@ pub mod sweep;
 mod tar;
 pub mod tools;
 mod tree_back;
-mod untar;
+pub(crate) mod untar;
 mod volume_labels;
 
 use std::path::Path;

@@ -79,7 +79,7 @@ impl<R: Read> TarReader<R> {
                 return Ok(None);
             }
             check_sum(&block)?;
-            let size = number(&block[124..136])?;
+            let size = number_of(&block[124..136])?;
             let kind = block[156];
             match kind {
                 b'x' | b'L' | b'K' | b'g' => {
@@ -127,7 +127,7 @@ impl<R: Read> TarReader<R> {
             };
             let link = long_link.unwrap_or_else(|| until_nul(&block[157..257]).to_vec());
             let size = pax_size.unwrap_or(size);
-            let mode = u32::try_from(number(&block[100..108])? & 0o7777).unwrap_or(0);
+            let mode = u32::try_from(number_of(&block[100..108])? & 0o7777).unwrap_or(0);
             let kind = match kind {
                 b'0' | 0 | b'7' => Kind::File,
                 b'5' => Kind::Dir,
@@ -203,28 +203,39 @@ fn until_nul(bytes: &[u8]) -> &[u8] {
     &bytes[..end]
 }
 
-/// An octal field (spaces and NULs around it), or GNU's base-256 for large values.
-fn number(field: &[u8]) -> std::io::Result<u64> {
+/// A tar number field: octal digits (spaces and NULs around them), or GNU's
+/// base-256 for large values (the first byte's high bit); None when it is neither
+/// or does not fit. The one reading of tar numbers here (the bundle's stream and
+/// the agent's pinning read theirs with it).
+pub(crate) fn number(field: &[u8]) -> Option<u64> {
     if field.first().is_some_and(|b| b & 0x80 != 0) {
-        let mut value: u64 = u64::from(field[0] & 0x7f);
-        for &b in &field[1..] {
-            value = value
-                .checked_mul(256)
-                .and_then(|v| v.checked_add(u64::from(b)))
-                .ok_or_else(|| bad("a tar number too large"))?;
-        }
-        return Ok(value);
+        return field[1..]
+            .iter()
+            .try_fold(u64::from(field[0] & 0x7f), |acc, &b| {
+                acc.checked_mul(256)?.checked_add(u64::from(b))
+            });
     }
-    let text = String::from_utf8_lossy(until_nul(field)).trim().to_string();
+    let text = std::str::from_utf8(field).ok()?;
+    let text = text.trim_matches(|c: char| c == '\0' || c == ' ');
     if text.is_empty() {
-        return Ok(0);
+        return Some(0);
     }
-    u64::from_str_radix(&text, 8).map_err(|_| bad(format!("a tar number {text:?}")))
+    u64::from_str_radix(text, 8).ok()
+}
+
+/// `number`, or the stream's fault naming the field.
+fn number_of(field: &[u8]) -> std::io::Result<u64> {
+    number(field).ok_or_else(|| {
+        bad(format!(
+            "a tar number {:?}",
+            String::from_utf8_lossy(until_nul(field))
+        ))
+    })
 }
 
 /// The header's checksum: the sum of its bytes, the checksum field as spaces.
 fn check_sum(block: &[u8; BLOCK as usize]) -> std::io::Result<()> {
-    let stated = number(&block[148..156])?;
+    let stated = number_of(&block[148..156])?;
     let sum: u64 = block
         .iter()
         .enumerate()

@@ -61,6 +61,7 @@ use super::SandboxError;
 use super::container::ContainerSpec;
 use crate::backend::docker_cli::{self, cli_missing, last_lines};
 use crate::backend::tools::{self, READY};
+use crate::backend::untar::number as tar_number;
 use crate::task::worker_env::RESERVED;
 use crate::task::{AgentFrom, EnvValue};
 use agent_runner_core::interrupt::Interrupt;
@@ -1179,7 +1180,7 @@ impl TarDigest {
             self.entry = Some(Ok(Content::Missing));
             return TarState::Done;
         }
-        let size = match octal(&block[124..136]) {
+        let size = match tar_number(&block[124..136]) {
             Some(size) => self.pax_size.take().unwrap_or(size),
             None => {
                 self.entry = Some(Err("the copy's tar header is not readable".into()));
@@ -1228,24 +1229,6 @@ impl TarDigest {
             None => Err("the copy ended before its first file did".into()),
         }
     }
-}
-
-/// A tar number field: octal digits (spaces and NULs around them), or base-256
-/// when its first byte has the high bit.
-fn octal(field: &[u8]) -> Option<u64> {
-    if field.first().is_some_and(|b| b & 0x80 != 0) {
-        return field[1..]
-            .iter()
-            .try_fold(u64::from(field[0] & 0x7f), |acc, &b| {
-                acc.checked_mul(256).map(|v| v | u64::from(b))
-            });
-    }
-    let text = std::str::from_utf8(field).ok()?;
-    let text = text.trim_matches(|c: char| c == '\0' || c == ' ');
-    if text.is_empty() {
-        return Some(0);
-    }
-    u64::from_str_radix(text, 8).ok()
 }
 
 /// The `size` record of PAX extended header data (`<len> size=<n>\n` records).
@@ -1462,13 +1445,13 @@ mod tests {
 
     #[test]
     fn numbers_in_tar_headers() {
-        assert_eq!(octal(b"00000000012\0"), Some(10));
-        assert_eq!(octal(b"     17 \0\0\0\0"), Some(15));
+        assert_eq!(tar_number(b"00000000012\0"), Some(10));
+        assert_eq!(tar_number(b"     17 \0\0\0\0"), Some(15));
         assert_eq!(
-            octal(&[0x80, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]),
+            tar_number(&[0x80, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]),
             Some(1 << 32)
         );
-        assert_eq!(octal(b"9\0"), None);
+        assert_eq!(tar_number(b"9\0"), None);
         assert_eq!(
             pax_size(b"30 mtime=1.5\n20 size=9000000000\n"),
             Some(9_000_000_000)
