@@ -2,7 +2,7 @@
 //! an outcome to an exit code. Failures during a task are not errors here: they end
 //! the task FAILED and are reported in its note and result.
 
-use agent_runner_sandbox::task::{InputError, InputErrors};
+use agent_runner_settings::task::{InputError, InputErrors};
 
 /// Process exit codes (docs/command-line.md, the exit codes).
 pub(crate) mod exit {

@@ -22,10 +22,9 @@ use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::usage::Tokens;
-use agent_runner_sandbox::agent::RunOutcome;
-use agent_runner_sandbox::task::{MetaBackend, MetaSettings, WorkerSettings};
-use agent_runner_sandbox::worker::SandboxError;
-use agent_runner_sandbox::worker::scratch::{AskError, Scratch, ScratchConfig};
+use agent_runner_settings::agent::RunOutcome;
+use agent_runner_settings::scratch::{OpenScratch, ScratchAgent, ScratchConfig, ScratchError};
+use agent_runner_settings::task::{MetaBackend, MetaSettings, WorkerSettings};
 
 /// A whole plan request (decompose, plan_patch) takes at most this long.
 pub const PLAN_DEADLINE: Duration = Duration::from_secs(15 * 60);
@@ -36,7 +35,8 @@ const DEADLINE_PASSED: &str =
 /// The backend; the container starts with the first request and goes with it.
 pub struct CodexCli {
     config: Option<ScratchConfig>,
-    scratch: Option<Scratch>,
+    open: OpenScratch,
+    scratch: Option<Box<dyn ScratchAgent>>,
     per_call: Duration,
     /// The end of a plan request's 15 min.
     deadline: Option<Instant>,
@@ -51,9 +51,10 @@ impl CodexCli {
     /// Meta's codex with `meta` (which must be `kind: codex-cli`: None otherwise)
     /// beside `worker`, its container named after `task_id`, working in `dir`
     /// (removed afterwards when `remove_after`), its run logs in `logs` (default: in
-    /// `dir`).
+    /// `dir`), in the sandbox `open` makes.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
+        open: OpenScratch,
         meta: &MetaSettings,
         worker: &WorkerSettings,
         task_id: &str,
@@ -79,6 +80,7 @@ impl CodexCli {
         Some(CodexCli {
             model: config.worker.model.clone(),
             config: Some(config),
+            open,
             scratch: None,
             per_call: meta.timeout,
             deadline: None,
@@ -99,16 +101,16 @@ impl CodexCli {
         self
     }
 
-    fn scratch(&mut self) -> Result<&mut Scratch, AskError> {
+    fn scratch(&mut self) -> Result<&mut Box<dyn ScratchAgent>, ScratchError> {
         if self.scratch.is_none() {
             let config = self.config.take().ok_or_else(|| {
-                AskError::Setup("the scratch sandbox could not be prepared".into())
+                ScratchError::Failed("the scratch sandbox could not be prepared".into())
             })?;
-            self.scratch = Some(Scratch::open(config)?);
+            self.scratch = Some((self.open)(config)?);
         }
         self.scratch
             .as_mut()
-            .ok_or_else(|| AskError::Setup("the scratch sandbox is gone".into()))
+            .ok_or_else(|| ScratchError::Failed("the scratch sandbox is gone".into()))
     }
 
     /// codex's answer to `prompt` and the tokens its run reported.
@@ -137,23 +139,18 @@ impl CodexCli {
             .and_then(|s| s.ask(prompt, &reply.schema, limit))
         {
             Ok(answer) => answer,
-            Err(AskError::Sandbox(SandboxError::Interrupted)) => {
-                return Err(MetaError::Interrupted);
-            }
+            Err(ScratchError::Interrupted) => return Err(MetaError::Interrupted),
             Err(e) => return Err(MetaError::Failed(format!("codex could not run: {e}"))),
         };
-        let run = &answer.run;
+        let run = &answer;
         match run.outcome {
-            RunOutcome::Completed => {
-                answer
-                    .text
-                    .map(|text| (text, run.usage.tokens))
-                    .ok_or_else(|| {
-                        MetaError::Failed(
-                            "codex wrote no last message (--output-last-message)".into(),
-                        )
-                    })
-            }
+            RunOutcome::Completed => answer
+                .text
+                .clone()
+                .map(|text| (text, run.tokens))
+                .ok_or_else(|| {
+                    MetaError::Failed("codex wrote no last message (--output-last-message)".into())
+                }),
             RunOutcome::Interrupted => Err(MetaError::Interrupted),
             RunOutcome::TimedOut if cut_by_task => Err(MetaError::Failed(format!(
                 "stopped at the task's deadline (runner.budget.max_duration_sec) after {}",
@@ -278,11 +275,15 @@ mod tests {
 
     #[test]
     fn a_request_past_the_plan_deadline_runs_nothing() {
-        let task = agent_runner_sandbox::task::test_task(
+        let task = agent_runner_settings::task::test_task(
             "runner:\n  meta: {kind: codex-cli}\n  worker: {docker_image: 'no-such-image:0'}\n",
         );
         let dir = std::env::temp_dir().join(format!("ar-codex-cli-{}", uuid::Uuid::new_v4()));
+        fn not_opened(_: ScratchConfig) -> Result<Box<dyn ScratchAgent>, ScratchError> {
+            Err(ScratchError::Failed("a sandbox was opened".into()))
+        }
         let mut chat = CodexCli::new(
+            not_opened,
             &task.meta,
             &task.worker,
             &task.id,

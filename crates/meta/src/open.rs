@@ -16,7 +16,8 @@ use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::{Redactor, Secret};
-use agent_runner_sandbox::task::{
+use agent_runner_settings::scratch::OpenScratch;
+use agent_runner_settings::task::{
     EffortLevel, MetaApi, MetaBackend, MetaSettings, Wire, WorkerSettings,
 };
 
@@ -40,6 +41,8 @@ pub struct Opening<'a> {
 /// where its run logs go (default: in the directory), and how long all its
 /// requests may take together (a plan request's 15 min).
 pub struct CodexScratch {
+    /// The sandbox it runs in (`sandbox::worker::scratch::open`).
+    pub open: OpenScratch,
     pub dir: PathBuf,
     pub remove_after: bool,
     pub logs: Option<Dir>,
@@ -146,6 +149,7 @@ pub fn open(opening: Opening) -> Result<Box<dyn ChatBackend>, OpenError> {
         MetaBackend::CodexCli(_) => {
             let scratch = opening.scratch;
             let codex = CodexCli::new(
+                scratch.open,
                 meta,
                 opening.worker,
                 opening.task_id,

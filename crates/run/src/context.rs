@@ -11,11 +11,11 @@ use agent_runner_core::text::cut;
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Account;
 use agent_runner_meta::MetaCall;
-use agent_runner_sandbox::events::Events;
-use agent_runner_sandbox::task::Task;
 use agent_runner_sandbox::worker::{Teardown, TestRun, WorkerRun};
+use agent_runner_settings::events::Events;
+use agent_runner_settings::task::Task;
 
-pub use agent_runner_sandbox::task::TaskState;
+pub use agent_runner_settings::task::TaskState;
 
 /// The edges of the state machine between `TaskState`s (SPEC §4).
 pub(crate) trait Edges {

@@ -18,19 +18,18 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Ending};
 use agent_runner_core::sys;
 use agent_runner_core::text::{cut, one_line};
-use agent_runner_sandbox::agent::McpTransport;
-use agent_runner_sandbox::agent::{self, Kind, Login};
 use agent_runner_sandbox::backend::tools;
 use agent_runner_sandbox::backend::{
     Backend, Carrier, Main, Mount, Net, Output, SocketLink, Spec, docker_cli,
 };
-use agent_runner_sandbox::egress;
-use agent_runner_sandbox::task::{
+use agent_runner_sandbox::worker::container::home_links;
+use agent_runner_sandbox::worker::{FIND_PROGRAM, FOUND, MISSING, missing_program, test_program};
+use agent_runner_settings::agent::McpTransport;
+use agent_runner_settings::agent::{self, Kind, Login};
+use agent_runner_settings::task::{
     AgentFrom, AllowGap, DEFAULT_BASE_URL, DEFAULT_DOCKER_IMAGE, MetaBackend, Network, Task,
     WorkerEnv, allow_gaps,
 };
-use agent_runner_sandbox::worker::container::home_links;
-use agent_runner_sandbox::worker::{FIND_PROGRAM, FOUND, MISSING, missing_program, test_program};
 
 /// Limit for docker commands that only talk to the daemon.
 const CLI_TIMEOUT: Duration = Duration::from_secs(20);
@@ -509,7 +508,7 @@ fn egress_bridge(docker: &Docker, target: &Target) -> Check {
             EGRESS,
             format!(
                 "the bridge runs in the image and listens on 127.0.0.1:{}",
-                egress::PORT
+                agent_runner_settings::allow::PORT
             ),
         ),
         Ok(out) => Check::fail(
@@ -1036,7 +1035,7 @@ mod tests {
 
     #[test]
     fn a_claude_login_token_in_the_task_env_is_a_login() {
-        let task = agent_runner_sandbox::task::test_task(
+        let task = agent_runner_settings::task::test_task(
             "runner:\n  worker:\n    kind: claude-code-cli\n    env: {CLAUDE_CODE_OAUTH_TOKEN: tok}\n",
         );
         let target = Target::of_task(&task);
@@ -1049,7 +1048,7 @@ mod tests {
             "runner.worker.env sets CLAUDE_CODE_OAUTH_TOKEN"
         );
         let task =
-            agent_runner_sandbox::task::test_task("runner:\n  worker: {kind: claude-code-cli}\n");
+            agent_runner_settings::task::test_task("runner:\n  worker: {kind: claude-code-cli}\n");
         assert_eq!(Target::of_task(&task).agents[0].auth, AuthSource::None);
     }
 
@@ -1072,16 +1071,16 @@ mod tests {
 
     #[test]
     fn each_agent_a_task_uses_is_checked_once() {
-        let task = agent_runner_sandbox::task::test_task(
+        let task = agent_runner_settings::task::test_task(
             "runner:\n  meta: {kind: codex-cli}\n  worker: {kind: claude-code-cli}\n",
         );
         let target = Target::of_task(&task);
         let programs: Vec<&str> = target.agents.iter().map(|a| a.kind.program()).collect();
         assert_eq!(programs, ["claude", "codex"]);
         assert_eq!(target.meta_url, None);
-        let task = agent_runner_sandbox::task::test_task("runner:\n  meta: {kind: codex-cli}\n");
+        let task = agent_runner_settings::task::test_task("runner:\n  meta: {kind: codex-cli}\n");
         assert_eq!(Target::of_task(&task).agents.len(), 1, "the worker's codex");
-        let task = agent_runner_sandbox::task::test_task(
+        let task = agent_runner_settings::task::test_task(
             "runner:\n  meta: {kind: codex-cli, docker_image: 'meta:1'}\n",
         );
         let target = Target::of_task(&task);

@@ -3,7 +3,7 @@
 //! offered. Failures during a task are not errors: they end it FAILED, said in its
 //! note and result.
 
-use agent_runner_sandbox::task::{InputError, TaskState};
+use agent_runner_settings::task::{InputError, TaskState};
 
 /// What went wrong in the runner.
 #[derive(Debug, thiserror::Error)]

@@ -15,11 +15,11 @@ use agent_runner_core::timestamp::human;
 use agent_runner_core::usage::{Pricing, Usage};
 use agent_runner_meta::MetaCall;
 use agent_runner_sandbox::backend::privileges::Finding;
-use agent_runner_sandbox::egress::Origin;
-use agent_runner_sandbox::task::{MetaBackend, Network, PrdSource};
 use agent_runner_sandbox::worker::envelope::Leftovers;
 use agent_runner_sandbox::worker::git::RepoChanges;
 use agent_runner_sandbox::worker::{SetupRun, TestRun, WorkerRun};
+use agent_runner_settings::allow::Origin;
+use agent_runner_settings::task::{MetaBackend, Network, PrdSource};
 
 /// Output shown in the note per worker or test run (the full log is on disk).
 const NOTE_TAIL: usize = 8 * 1024;
@@ -188,7 +188,7 @@ fn header(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
 /// The worker's MCP servers (SPEC §28), without their secrets.
 fn mcp_servers(
     out: &mut String,
-    worker: &agent_runner_sandbox::task::WorkerSettings,
+    worker: &agent_runner_settings::task::WorkerSettings,
 ) -> std::fmt::Result {
     if worker.mcp_servers.is_empty() {
         return Ok(());
@@ -480,8 +480,8 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         inline(&origin)
     )?;
     for server in &worker.mcp_servers {
-        if let agent_runner_sandbox::agent::McpTransport::Remote { url, .. } = &server.transport
-            && let Some(entry) = agent_runner_sandbox::task::allow_entry_of(url)
+        if let agent_runner_settings::agent::McpTransport::Remote { url, .. } = &server.transport
+            && let Some(entry) = agent_runner_settings::task::allow_entry_of(url)
         {
             writeln!(
                 out,
@@ -497,12 +497,12 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         .join(agent_runner_core::private_dir::DIR_NAME)
         .join("logs")
         .join(&ctx.task.id)
-        .join(agent_runner_sandbox::egress::LOG_FILE);
+        .join(agent_runner_egress::LOG_FILE);
     writeln!(
         out,
         "Every connection is in {} (after the first {} of a kind to a destination, repeats are summed into one line each).\n",
         inline(&log.display().to_string()),
-        agent_runner_sandbox::egress::DETAIL_LINES
+        agent_runner_egress::DETAIL_LINES
     )?;
     let Some(summary) = ctx.teardown.as_ref().and_then(|t| t.egress.as_ref()) else {
         return writeln!(out, "Counted when the sandbox is gone.");
@@ -526,7 +526,7 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     }
     writeln!(out, "\nDenied: {} connection(s).", summary.denied)?;
     for t in &denied {
-        let list = agent_runner_sandbox::egress::list_in(&t.reason);
+        let list = agent_runner_egress::list_in(&t.reason);
         let how = match &t.allow_entry {
             // Not needed: suggesting it would open a way out for nothing.
             Some(_) if t.background => format!(
@@ -536,7 +536,7 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             Some(e) => format!("; to allow it, add {} to {}", code_span(e), inline(list)),
             None => String::new(),
         };
-        let destination = if t.destination == agent_runner_sandbox::egress::NO_HOST {
+        let destination = if t.destination == agent_runner_egress::NO_HOST {
             "(no destination read)".to_string()
         } else {
             code_span(&t.destination)
@@ -561,7 +561,7 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         let mut needed: Vec<&String> = Vec::new();
         for t in denied.iter().filter(|t| !t.background) {
             if let Some(entry) = &t.allow_entry
-                && agent_runner_sandbox::egress::list_in(&t.reason) == list
+                && agent_runner_egress::list_in(&t.reason) == list
                 && !needed.contains(&entry)
             {
                 needed.push(entry);
@@ -607,7 +607,7 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
         writeln!(
             out,
             "\nThe log reached its bound ({}) and stops there; the counts above are complete.",
-            agent_runner_core::text::bytes(agent_runner_sandbox::egress::MAX_LOG_BYTES)
+            agent_runner_core::text::bytes(agent_runner_egress::MAX_LOG_BYTES)
         )?;
     }
     if let Some(e) = &summary.log_error {
@@ -1069,13 +1069,13 @@ mod tests {
 
     #[test]
     fn outside_text_cannot_break_the_notes_structure() {
-        use agent_runner_sandbox::agent::{FileChange, RunOutcome, Transcript};
-        let mut task = agent_runner_sandbox::task::test_task("");
+        use agent_runner_settings::agent::{FileChange, RunOutcome, Transcript};
+        let mut task = agent_runner_settings::task::test_task("");
         task.title = "two\nlines </details> ```".into();
         task.prd.text = "Intro\n```\nunbalanced fence\n</details>\n## 9. Fake section\n".into();
         let mut ctx = TaskContext::new(task);
         let base = structure(&render(
-            &TaskContext::new(agent_runner_sandbox::task::test_task("")),
+            &TaskContext::new(agent_runner_settings::task::test_task("")),
             &Redactor::default(),
         ));
         ctx.criteria.push(crate::context::Criterion {
@@ -1145,7 +1145,7 @@ mod tests {
 
     #[test]
     fn a_new_task_note_has_every_section_and_no_secret() {
-        let ctx = TaskContext::new(agent_runner_sandbox::task::test_task(""));
+        let ctx = TaskContext::new(agent_runner_settings::task::test_task(""));
         let key = Secret::new("Make it work".into());
         let note = render(&ctx, &Redactor::new([&key]));
         for heading in [

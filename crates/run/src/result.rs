@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::context::{TaskContext, TaskState};
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::usage::Account;
-use agent_runner_sandbox::task::Budget;
+use agent_runner_settings::task::Budget;
 
 #[derive(Debug, Serialize)]
 pub struct RunResult {

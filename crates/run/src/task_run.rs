@@ -26,9 +26,9 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::task_lock::TaskLock;
 use agent_runner_meta::{CodexScratch, Opening};
-use agent_runner_sandbox::events::Events;
-use agent_runner_sandbox::task::{InputError, MetaBackend, Task};
 use agent_runner_sandbox::worker::docker::{Continuation, DockerSandbox, SandboxConfig};
+use agent_runner_settings::events::Events;
+use agent_runner_settings::task::{InputError, MetaBackend, Task};
 
 /// Bytes of history put before the first prompt of a worker that cannot continue
 /// its session.
@@ -64,6 +64,7 @@ pub fn run_task(
     // Meta's codex: a scratch directory of its own, outside the repository; its
     // runs' logs beside the worker's.
     let scratch = CodexScratch {
+        open: agent_runner_sandbox::worker::scratch::open,
         dir: std::env::temp_dir().join(format!(
             "agent-runner-meta-{}-{}",
             task.id,

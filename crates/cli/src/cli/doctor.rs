@@ -8,7 +8,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::text::escape_controls;
 use agent_runner_run::doctor::{self, Status, Target};
-use agent_runner_sandbox::task::Host;
+use agent_runner_settings::task::Host;
 
 use super::{input, parse_task, report, write_stdout};
 
@@ -17,11 +17,11 @@ pub(crate) fn doctor(interrupt: Interrupt) -> i32 {
     let var = |name: &str| std::env::var(name).ok();
     let defaults = || {
         // An unreadable auth.json counts as no auth here; the auth check says so.
-        let login = agent_runner_sandbox::task::resolve_login(
-            agent_runner_sandbox::agent::default_kind(),
+        let login = agent_runner_settings::task::resolve_login(
+            agent_runner_settings::agent::default_kind(),
             &Host::process(),
         )
-        .unwrap_or(agent_runner_sandbox::task::Login::None);
+        .unwrap_or(agent_runner_settings::task::Login::None);
         (Target::defaults(&var, &login), login.secrets())
     };
     let (target, secrets) = if std::io::stdin().is_terminal() {

@@ -67,7 +67,7 @@ pub(crate) enum ImportSource {
         #[arg(short = 'o', long = "out", value_name = "DIR")]
         out: Option<PathBuf>,
         /// The image graders run in: one with the repositories' environments.
-        #[arg(long, default_value = agent_runner_sandbox::task::DEFAULT_DOCKER_IMAGE, value_name = "IMAGE")]
+        #[arg(long, default_value = agent_runner_settings::task::DEFAULT_DOCKER_IMAGE, value_name = "IMAGE")]
         image: String,
     },
 }

@@ -290,7 +290,7 @@ fn report(error: &Error, redactor: &Redactor) -> i32 {
 /// Reads and validates the Task YAML from stdin, against the real environment. The
 /// validation runs on a thread of its own: a signal is acted on at once even while
 /// a large document is parsed.
-fn read_task(interrupt: Interrupt) -> Result<agent_runner_sandbox::task::Task, Error> {
+fn read_task(interrupt: Interrupt) -> Result<agent_runner_settings::task::Task, Error> {
     let text = input::read_stdin(interrupt)?;
     interrupt
         .unless_stopped("task yaml", move || parse_task(&text))
@@ -300,13 +300,13 @@ fn read_task(interrupt: Interrupt) -> Result<agent_runner_sandbox::task::Task, E
 /// Validates a Task YAML against the real environment; `runner.sandbox.host` as a
 /// host's address is checked (a URL or a context name, plain `tcp://` beyond the
 /// loopback refused), without contacting it: `validate` says what `run` would.
-fn parse_task(text: &str) -> Result<agent_runner_sandbox::task::Task, Error> {
+fn parse_task(text: &str) -> Result<agent_runner_settings::task::Task, Error> {
     let task =
-        agent_runner_sandbox::task::parse(text, &agent_runner_sandbox::task::Host::process())?;
+        agent_runner_settings::task::parse(text, &agent_runner_settings::task::Host::process())?;
     if let Some(host) = &task.sandbox_host
         && let Err(e) = agent_runner_sandbox::backend::host::Target::parse(host)
     {
-        let problem = agent_runner_sandbox::task::InputError::new("runner.sandbox.host", e);
+        let problem = agent_runner_settings::task::InputError::new("runner.sandbox.host", e);
         return Err(problem.into());
     }
     Ok(task)

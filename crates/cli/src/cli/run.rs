@@ -9,7 +9,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_run::result::RunResult;
 use agent_runner_run::task_run::{MAX_MESSAGE, Ran, run_task};
-use agent_runner_sandbox::task::{InputError, Task};
+use agent_runner_settings::task::{InputError, Task};
 
 use super::{read_task, report, write_stdout};
 
@@ -88,7 +88,7 @@ fn override_meta_model(task: &mut Task, model: &str) -> Result<(), InputError> {
     task.meta
         .set_model(model)
         .map_err(|e| InputError::new("--meta-model", e))?;
-    match agent_runner_sandbox::task::unpriced(&task.bounds, &task.meta, &task.worker) {
+    match agent_runner_settings::task::unpriced(&task.bounds, &task.meta, &task.worker) {
         Some(problem) => Err(InputError::new("--meta-model", problem.message)),
         None => Ok(()),
     }

@@ -4,7 +4,7 @@
 use crate::error::exit;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
-use agent_runner_sandbox::task;
+use agent_runner_settings::task;
 
 use super::{read_task, report, write_stdout};
 

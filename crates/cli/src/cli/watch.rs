@@ -16,7 +16,7 @@ use agent_runner_pipeline::store::task_file::AttemptStatus;
 use agent_runner_pipeline::watch;
 use agent_runner_pipeline::watch::follow::{Followed, Progress};
 use agent_runner_pipeline::watch::stop::{NotStopped, Recorded};
-use agent_runner_sandbox::events::reader::describe;
+use agent_runner_settings::events::reader::describe;
 
 use super::write_stdout;
 

@@ -216,7 +216,7 @@ fn real_codex_builds_the_taskconfig_with_the_output_schema() {
     assert_eq!(format["strict"], true);
     assert_eq!(
         format["schema"],
-        agent_runner_sandbox::task::task_config_schema(),
+        agent_runner_settings::task::task_config_schema(),
         "the schema generated from the parser's tables"
     );
     assert!(requests[0].body.contains("Create hello.txt saying hello"));

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
 use agent_runner_core::secret::{Redactor, Secret};
-use agent_runner_sandbox::agent::RunOutcome;
 use agent_runner_sandbox::backend::sweep::{owner_labels, sweep_orphans};
-use agent_runner_sandbox::task::{
-    EnvValue, Login, Network, TestSpec, WorkerEnv, WorkerLimits, WorkerSettings,
-};
 use agent_runner_sandbox::worker::docker::{DockerSandbox, SandboxConfig};
 use agent_runner_sandbox::worker::{Sandbox, SandboxError};
+use agent_runner_settings::agent::RunOutcome;
+use agent_runner_settings::task::{
+    EnvValue, Login, Network, TestSpec, WorkerEnv, WorkerLimits, WorkerSettings,
+};
 use support::Scratch;
 use support::docker::{TEST_IMAGE, containers_labelled, docker, docker_ok};
 
@@ -22,7 +22,7 @@ fn settings() -> WorkerSettings {
     WorkerSettings {
         keep_untracked: false,
         transport: None,
-        kind: agent_runner_sandbox::agent::default_kind(),
+        kind: agent_runner_settings::agent::default_kind(),
         docker_image: TEST_IMAGE.into(),
         agent_from: Default::default(),
         max_run_time: Duration::from_secs(60),
@@ -60,7 +60,7 @@ fn config(repo: &Scratch, task_id: &str, worker: WorkerSettings) -> SandboxConfi
         login: Login::None,
         redactor: Redactor::new(&secrets),
         interrupt: Interrupt::never(),
-        events: agent_runner_sandbox::events::Events::none(),
+        events: agent_runner_settings::events::Events::none(),
         session_dir: None,
         resumed: false,
         deadline: agent_runner_core::deadline::Deadline::none(),

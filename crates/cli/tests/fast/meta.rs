@@ -13,7 +13,7 @@ use agent_runner_meta::{HttpMeta, MetaError};
 use agent_runner_run::context::TaskContext;
 use agent_runner_run::runner::Action;
 use agent_runner_run::runner::meta::{Meta, MetaAgent};
-use agent_runner_sandbox::task::{self, Host};
+use agent_runner_settings::task::{self, Host};
 use support::Scratch;
 use support::fake_openai::{Answer, FakeOpenAi};
 
@@ -295,6 +295,7 @@ fn meta_follows_no_redirect_and_sends_its_keys_nowhere_else() {
                 interrupt: agent_runner_core::interrupt::Interrupt::never(),
                 deadline: agent_runner_core::deadline::Deadline::none(),
                 scratch: agent_runner_meta::CodexScratch {
+                    open: agent_runner_sandbox::worker::scratch::open,
                     dir: dir.path.join("scratch"),
                     remove_after: true,
                     logs: None,

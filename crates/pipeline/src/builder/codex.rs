@@ -23,10 +23,10 @@ use super::request::{BuildRequest, codex_prompt};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_meta::reply::{Reply, strip_fence};
-use agent_runner_sandbox::agent::RunOutcome;
-use agent_runner_sandbox::task::{CodexMeta, DEFAULT_META_MODEL, Login, MetaBackend};
 use agent_runner_sandbox::worker::WorkerRun;
 use agent_runner_sandbox::worker::scratch::{Scratch, ScratchConfig};
+use agent_runner_settings::agent::RunOutcome;
+use agent_runner_settings::task::{CodexMeta, DEFAULT_META_MODEL, Login, MetaBackend};
 
 use crate::store::defaults::Defaults;
 
@@ -111,7 +111,7 @@ fn ask(
     .map_err(|e| e.to_string())?;
     let answer = sandbox.ask(
         &prompt,
-        &agent_runner_sandbox::task::task_config_schema(),
+        &agent_runner_settings::task::task_config_schema(),
         limit,
     );
     sandbox.shutdown();
@@ -142,7 +142,7 @@ fn ask(
 /// environment it is given.
 pub(crate) fn has_session(
     codex: &CodexMeta,
-    env: &[agent_runner_sandbox::task::WorkerEnv],
+    env: &[agent_runner_settings::task::WorkerEnv],
 ) -> bool {
     codex.login != Login::None || env.iter().any(|e| e.name == "CODEX_API_KEY")
 }

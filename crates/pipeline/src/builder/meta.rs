@@ -14,7 +14,7 @@ use agent_runner_core::deadline::Deadline;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_meta::{ChatBackend, CodexScratch, Opening};
-use agent_runner_sandbox::task::{Host, RunnerSettings};
+use agent_runner_settings::task::{Host, RunnerSettings};
 
 use crate::store::defaults::Defaults;
 
@@ -58,10 +58,10 @@ pub(crate) fn meta_settings(
     };
     if let Value::Object(map) = &mut worker {
         map.entry("type")
-            .or_insert_with(|| agent_runner_sandbox::task::TASKCONFIG_WORKER_TYPE.into());
+            .or_insert_with(|| agent_runner_settings::task::TASKCONFIG_WORKER_TYPE.into());
     }
     let os_var = |name: &str| var(name).map(std::ffi::OsString::from);
-    let mut settings = agent_runner_sandbox::task::runner_settings(
+    let mut settings = agent_runner_settings::task::runner_settings(
         &json!({"meta": meta, "worker": worker}),
         &Host {
             var: &os_var,
@@ -110,7 +110,7 @@ fn open(
     interrupt: Interrupt,
     place: &CodexPlace,
 ) -> Result<PipelineChat, String> {
-    if let agent_runner_sandbox::task::MetaBackend::CodexCli(codex) = &settings.meta.backend {
+    if let agent_runner_settings::task::MetaBackend::CodexCli(codex) = &settings.meta.backend {
         let worker = codex.worker_settings(&settings.worker, settings.meta.timeout);
         if !super::codex::has_session(codex, &worker.env) {
             return Err("no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)".into());
@@ -125,6 +125,7 @@ fn open(
         interrupt,
         deadline: Deadline::none(),
         scratch: CodexScratch {
+            open: agent_runner_sandbox::worker::scratch::open,
             dir: place.dir.to_path_buf(),
             remove_after: place.remove_after,
             logs: None,

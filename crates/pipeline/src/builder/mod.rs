@@ -23,7 +23,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::usage::Usage;
 use agent_runner_meta::{ChatBackend, MetaError};
-use agent_runner_sandbox::task::DEFAULT_META_MODEL;
+use agent_runner_settings::task::DEFAULT_META_MODEL;
 use reply::BuiltConfig;
 pub(crate) use request::{BuildRequest, DependencySummary};
 

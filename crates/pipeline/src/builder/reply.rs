@@ -17,7 +17,7 @@ impl Reply for BuiltConfig {
 
     /// The TaskConfig a builder may write, with the reply's `type`.
     fn schema() -> serde_json::Value {
-        let mut schema = agent_runner_sandbox::task::task_config_schema();
+        let mut schema = agent_runner_settings::task::task_config_schema();
         schema["properties"]["type"] = agent_runner_meta::schema::kind(Self::KIND);
         if let Some(required) = schema["required"].as_array_mut() {
             required.insert(0, "type".into());
@@ -70,7 +70,7 @@ pub(crate) fn check_builder_keys(draft: &Mapping) -> Result<(), String> {
     if refused.is_empty() {
         return Ok(());
     }
-    let allowed: Vec<&str> = agent_runner_sandbox::task::builder_fields().collect();
+    let allowed: Vec<&str> = agent_runner_settings::task::builder_fields().collect();
     Err(format!(
         "{}: not for the Task Builder to set (the workspace defaults decide endpoints, keys, worker env, image, network and its allow list, codex flags and limits); write only {}",
         refused.join(", "),
@@ -90,7 +90,7 @@ pub(crate) fn builder_part(map: &Mapping) -> Mapping {
             } else {
                 format!("{prefix}.{name}")
             };
-            if !agent_runner_sandbox::task::builder_may_write(&path) {
+            if !agent_runner_settings::task::builder_may_write(&path) {
                 continue;
             }
             let value = match value {
@@ -121,7 +121,7 @@ fn refused_keys(map: &Mapping, prefix: &str, refused: &mut Vec<String>) {
         } else {
             format!("{prefix}.{name}")
         };
-        if key.as_str().is_none() || !agent_runner_sandbox::task::builder_may_write(&path) {
+        if key.as_str().is_none() || !agent_runner_settings::task::builder_may_write(&path) {
             refused.push(agent_runner_core::text::cut_chars(
                 &agent_runner_core::text::escape_controls(&path),
                 80,

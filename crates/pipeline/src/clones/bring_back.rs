@@ -27,7 +27,7 @@ use agent_runner_core::fs::atomic;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::timestamp::human;
 use agent_runner_sandbox::backend::landing;
-use agent_runner_sandbox::task::WorkerSettings;
+use agent_runner_settings::task::WorkerSettings;
 
 /// The journal's name in the attempt's log directory.
 const JOURNAL: &str = "branch-update.json";

@@ -43,7 +43,7 @@ use agent_runner_sandbox::backend::sweep::{LABEL_TASK, owner_labels};
 use agent_runner_sandbox::backend::{
     Backend, Confinement, Docker, Instance, Main, Mount, Net, Spec,
 };
-use agent_runner_sandbox::task::{WorkerLimits, WorkerSettings};
+use agent_runner_settings::task::{WorkerLimits, WorkerSettings};
 
 /// Where the workspace's `clones/` is mounted in the bundler.
 const CLONES_MOUNT: &str = "/clones";

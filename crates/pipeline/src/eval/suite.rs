@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::error::{EvalError, Problem};
-use agent_runner_sandbox::task::locate::{Segment, Target, locate};
+use agent_runner_settings::task::locate::{Segment, Target, locate};
 
 /// Longest grader run allowed (a day: far beyond any test suite).
 const MAX_TIMEOUT_SEC: u64 = 86_400;
@@ -201,7 +201,7 @@ pub(crate) fn parse(text: &str, dir: &Path, default_name: &str) -> Result<Suite,
     let image = raw
         .image
         .clone()
-        .unwrap_or_else(|| agent_runner_sandbox::task::DEFAULT_DOCKER_IMAGE.to_string());
+        .unwrap_or_else(|| agent_runner_settings::task::DEFAULT_DOCKER_IMAGE.to_string());
     if raw.cases.is_empty() {
         problem(
             vec![key("cases")],
@@ -432,18 +432,18 @@ fn check_runner(runner: &serde_json::Value, dir: &Path) -> Result<(), String> {
     });
     let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
     let var = |name: &str| std::env::var_os(name);
-    let host = agent_runner_sandbox::task::Host {
+    let host = agent_runner_settings::task::Host {
         var: &var,
         cwd: Ok(dir.to_path_buf()),
     };
-    let Err(errors) = agent_runner_sandbox::task::parse(&yaml, &host) else {
+    let Err(errors) = agent_runner_settings::task::parse(&yaml, &host) else {
         return Ok(());
     };
     // What the host lacks (a key's variable, a file) is checked when each run's
     // TaskConfig is built over the workspace's defaults, not here.
     let problems: Vec<String> = errors
         .iter()
-        .filter(|e| e.category() != agent_runner_sandbox::task::Category::Environment)
+        .filter(|e| e.category() != agent_runner_settings::task::Category::Environment)
         .map(|e| format!("{}: {}", e.path(), e.message))
         .collect();
     if problems.is_empty() {

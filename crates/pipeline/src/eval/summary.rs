@@ -202,15 +202,15 @@ fn agents(runner: &serde_json::Value) -> serde_json::Value {
     let worker = &runner["worker"];
     let taskconfig_type = worker["type"]
         .as_str()
-        .unwrap_or(agent_runner_sandbox::task::TASKCONFIG_WORKER_TYPE);
-    let kind = agent_runner_sandbox::agent::KINDS
+        .unwrap_or(agent_runner_settings::task::TASKCONFIG_WORKER_TYPE);
+    let kind = agent_runner_settings::agent::KINDS
         .into_iter()
         .find(|k| k.taskconfig_type() == taskconfig_type);
     serde_json::json!({
         "worker": kind.map_or(taskconfig_type.to_string(), |k| k.name().to_string()),
         "worker_pinned_version": kind.map(|k| k.pinned().version),
         "worker_model": worker["model"],
-        "image": worker["docker_image"].as_str().unwrap_or(agent_runner_sandbox::task::DEFAULT_DOCKER_IMAGE),
+        "image": worker["docker_image"].as_str().unwrap_or(agent_runner_settings::task::DEFAULT_DOCKER_IMAGE),
         "meta_kind": runner["meta"]["kind"],
         "meta_model": runner["meta"]["model"],
     })

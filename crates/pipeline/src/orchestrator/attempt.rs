@@ -33,7 +33,7 @@ use agent_runner_core::secret::Redactor;
 use agent_runner_core::text::{cut, one_line};
 use agent_runner_core::timestamp::{Timestamp, human};
 use agent_runner_core::usage::{Account, ModelUsage};
-use agent_runner_sandbox::task::WorkerSettings;
+use agent_runner_settings::task::WorkerSettings;
 
 /// What every attempt of one orchestrator shares.
 #[derive(Clone)]
@@ -722,7 +722,7 @@ fn checked(
     yaml: &str,
     cwd: &Path,
     config_path: &Path,
-) -> Result<agent_runner_sandbox::task::Task, Ran> {
+) -> Result<agent_runner_settings::task::Task, Ran> {
     let var = |name: &str| std::env::var(name).ok();
     let validated = task_config::validate(yaml, cwd, &var);
     let redactor = match &validated {

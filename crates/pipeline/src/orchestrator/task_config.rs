@@ -20,7 +20,7 @@ use std::path::Path;
 use serde_norway::{Mapping, Value};
 
 use crate::store::pinned_test::PinnedTest;
-use agent_runner_sandbox::task::{Host, Task};
+use agent_runner_settings::task::{Host, Task};
 
 /// What the orchestrator sets in every TaskConfig.
 pub(crate) struct Invariants<'a> {
@@ -102,7 +102,7 @@ pub(crate) fn with_worker_kind(
     kind: &str,
     settings: Option<&crate::store::tries::KindSettings>,
 ) -> Result<String, String> {
-    let kind = agent_runner_sandbox::agent::KINDS
+    let kind = agent_runner_settings::agent::KINDS
         .into_iter()
         .find(|k| k.name() == kind)
         .ok_or_else(|| format!("{kind:?} is no worker kind"))?;
@@ -195,7 +195,7 @@ pub(crate) fn validate(
         var: &os_var,
         cwd: Ok(cwd.to_path_buf()),
     };
-    agent_runner_sandbox::task::parse(yaml, &host)
+    agent_runner_settings::task::parse(yaml, &host)
         .map_err(|e| format!("invalid TaskConfig: {}", e.with_hints()))
 }
 
@@ -372,10 +372,10 @@ mod tests {
         let var = |n: &str| (n == "OPENAI_API_KEY").then(|| "sk-x".to_string());
         let task = validate(&yaml, &root, &var).unwrap();
         assert_eq!(task.test.unwrap().command, command);
-        let agent_runner_sandbox::task::MetaBackend::Api(api) = task.meta.backend else {
+        let agent_runner_settings::task::MetaBackend::Api(api) = task.meta.backend else {
             panic!("an HTTP Meta")
         };
-        assert_eq!(api.base_url, agent_runner_sandbox::task::DEFAULT_BASE_URL);
+        assert_eq!(api.base_url, agent_runner_settings::task::DEFAULT_BASE_URL);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use serde_norway::{Mapping, Sequence, Value};
 use crate::store::pinned_test::PinnedTest;
 use crate::store::plan_fields::{PlanFields, plan_fields_table};
 use agent_runner_core::text::one_line;
-use agent_runner_sandbox::task::MAX_ACCEPTANCE_CRITERIA;
+use agent_runner_settings::task::MAX_ACCEPTANCE_CRITERIA;
 
 /// Values of `estimated_effort` (meta-protocol.md §9.4).
 pub(crate) const EFFORTS: [&str; 3] = ["small", "medium", "large"];

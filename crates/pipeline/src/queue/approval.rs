@@ -20,7 +20,7 @@ use crate::store::plan_fields::PlanFields;
 use crate::store::task_file::{AttemptStatus, Line, TaskChanges, Update};
 use crate::store::task_store::TaskStore;
 use agent_runner_core::timestamp::Timestamp;
-use agent_runner_sandbox::task::MAX_ACCEPTANCE_CRITERIA;
+use agent_runner_settings::task::MAX_ACCEPTANCE_CRITERIA;
 
 /// The longest message a user sends, in bytes: the runner's `--message` bound.
 pub const MAX_MESSAGE: usize = 8192;

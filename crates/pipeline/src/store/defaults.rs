@@ -303,9 +303,9 @@ impl Defaults {
             "META_TIMEOUT_SEC" | "OPENAI_BASE_URL" | "ANTHROPIC_BASE_URL" => None,
             _ => Some(std::ffi::OsString::from(PLACEHOLDER)),
         };
-        agent_runner_sandbox::task::parse(
+        agent_runner_settings::task::parse(
             &yaml,
-            &agent_runner_sandbox::task::Host {
+            &agent_runner_settings::task::Host {
                 var: &var,
                 cwd: Ok(std::env::temp_dir()),
             },
@@ -317,10 +317,10 @@ impl Defaults {
     /// The workspace's worker kind: `runner.worker.type`, else codex.
     fn worker_kind(&self) -> &'static str {
         let configured = self.runner_worker("type");
-        agent_runner_sandbox::agent::KINDS
+        agent_runner_settings::agent::KINDS
             .iter()
             .find(|k| configured == Some(k.taskconfig_type()))
-            .or_else(|| agent_runner_sandbox::agent::KINDS.first())
+            .or_else(|| agent_runner_settings::agent::KINDS.first())
             .map_or("codex-cli", |k| k.name())
     }
 
@@ -384,9 +384,9 @@ fn check_setup(setup: &Value) -> Result<(), String> {
     });
     let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
     let var = |_: &str| Some(std::ffi::OsString::from("value-of-a-variable"));
-    agent_runner_sandbox::task::parse(
+    agent_runner_settings::task::parse(
         &yaml,
-        &agent_runner_sandbox::task::Host {
+        &agent_runner_settings::task::Host {
             var: &var,
             cwd: Ok(std::env::temp_dir()),
         },
@@ -462,9 +462,9 @@ fn check_runner(runner: &Value) -> Result<(), String> {
         "META_TIMEOUT_SEC" | "OPENAI_BASE_URL" | "ANTHROPIC_BASE_URL" => None,
         _ => Some(std::ffi::OsString::from("value-of-a-variable")),
     };
-    agent_runner_sandbox::task::parse(
+    agent_runner_settings::task::parse(
         &yaml,
-        &agent_runner_sandbox::task::Host {
+        &agent_runner_settings::task::Host {
             var: &var,
             cwd: Ok(std::env::temp_dir()),
         },

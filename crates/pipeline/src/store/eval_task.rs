@@ -26,7 +26,7 @@ pub struct EvalTask {
 /// keys a TaskConfig requires (a scripted or codex Meta ignores the model).
 pub(crate) fn runner_base() -> serde_json::Value {
     serde_json::json!({
-        "meta": {"model": agent_runner_sandbox::task::DEFAULT_META_MODEL},
-        "worker": {"type": agent_runner_sandbox::task::TASKCONFIG_WORKER_TYPE},
+        "meta": {"model": agent_runner_settings::task::DEFAULT_META_MODEL},
+        "worker": {"type": agent_runner_settings::task::TASKCONFIG_WORKER_TYPE},
     })
 }

@@ -1,11 +1,11 @@
 //! Task and job ids. Both become file names (`tasks/<id>.jsonl`, `ipc/*/<id>.json`,
 //! `logs/<id>/`) and a task id names its branch `agent-runner/<id>`, so both follow
-//! the runner's task id rule (`agent_runner_sandbox::task::id`, SPEC §3.1). Anything else could name
+//! the runner's task id rule (`agent_runner_settings::task::id`, SPEC §3.1). Anything else could name
 //! a path outside the workspace, or a branch git refuses.
 
 /// True when `id` may name a task or a job.
 pub(crate) fn is_valid(id: &str) -> bool {
-    agent_runner_sandbox::task::id::is_valid(id)
+    agent_runner_settings::task::id::is_valid(id)
 }
 
 /// The error message for an invalid id given as `what` (`--id`, a job file name).
@@ -13,7 +13,7 @@ pub(crate) fn invalid(what: &str, id: &str) -> String {
     format!(
         "{what}: {:?} is not a valid id: {}",
         agent_runner_core::text::cut_chars(id, 60),
-        agent_runner_sandbox::task::id::RULE
+        agent_runner_settings::task::id::RULE
     )
 }
 

@@ -51,13 +51,13 @@ pub fn create(
 
 /// A title given as `field` (by a person or an LLM), with its runs of whitespace
 /// (line breaks, tabs) made one space; an error unless the result is a non-empty
-/// title the runner accepts (`agent_runner_sandbox::task::is_one_line`: no control characters).
+/// title the runner accepts (`agent_runner_settings::task::is_one_line`: no control characters).
 pub(crate) fn title(given: &str, field: &str) -> Result<String, String> {
     let title = one_line(given);
     if title.is_empty() {
         return Err(format!("{field}: empty; give a title"));
     }
-    if !agent_runner_sandbox::task::is_one_line(&title) {
+    if !agent_runner_settings::task::is_one_line(&title) {
         return Err(format!(
             "{field}: {:?} is not one line of text: it holds control characters (a title is shown in terminals, notes and pages)",
             cut_chars(&title, 60)
@@ -117,9 +117,9 @@ mod tests {
     quickcheck::quickcheck! {
         fn every_title_kept_or_made_passes_the_runners_rule(text: String) -> bool {
             let made = title_of(&text);
-            agent_runner_sandbox::task::is_one_line(&made)
-                && title(&text, "t").is_ok_and(|t| agent_runner_sandbox::task::is_one_line(&t))
-                    == (agent_runner_sandbox::task::is_one_line(&one_line(&text)) && !one_line(&text).is_empty())
+            agent_runner_settings::task::is_one_line(&made)
+                && title(&text, "t").is_ok_and(|t| agent_runner_settings::task::is_one_line(&t))
+                    == (agent_runner_settings::task::is_one_line(&one_line(&text)) && !one_line(&text).is_empty())
         }
     }
 }

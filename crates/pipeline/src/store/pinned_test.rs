@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use agent_runner_sandbox::task::MAX_SECONDS;
+use agent_runner_settings::task::MAX_SECONDS;
 
 /// Longest pinned command, in bytes: a command line, not a script.
 pub(crate) const MAX_COMMAND: usize = 8 * 1024;

@@ -67,7 +67,7 @@ pub fn check_count(n: u32, field: &str) -> Result<(), String> {
 
 /// `kinds` as worker kinds (`field` names where they were given).
 pub fn check_kinds(kinds: &[String], field: &str) -> Result<(), String> {
-    let known: Vec<&str> = agent_runner_sandbox::agent::KINDS
+    let known: Vec<&str> = agent_runner_settings::agent::KINDS
         .iter()
         .map(|k| k.name())
         .collect();

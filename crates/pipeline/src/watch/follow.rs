@@ -9,7 +9,7 @@ use crate::store::task_file::Attempt;
 use crate::store::task_store::TaskStore;
 use crate::{PipelineError, Workspace};
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_sandbox::events::Record;
+use agent_runner_settings::events::Record;
 
 /// How often a follower looks for new events (SPEC: seen within 200 ms).
 pub const POLL: Duration = Duration::from_millis(50);

@@ -19,8 +19,8 @@ use crate::store::task_store::TaskStore;
 use crate::{PipelineError, Workspace};
 use agent_runner_core::fs::Dir;
 use agent_runner_core::private_dir::DIR_NAME;
-use agent_runner_sandbox::events::Record;
-use agent_runner_sandbox::events::reader::{self, Cursor, MAX_READ};
+use agent_runner_settings::events::Record;
+use agent_runner_settings::events::reader::{self, Cursor, MAX_READ};
 
 /// Where the followed attempt is.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@
 //! - `log`: the events of a task's current or last attempt, followed as the job
 //!   goes from queued to running to recorded; the runner writes them in the
 //!   directory it works in (`store::attempt_files` says which), the reader
-//!   is `agent_runner_sandbox::events::reader`.
+//!   is `agent_runner_settings::events::reader`.
 //! - `follow`: a `log` follower polled until the attempt is recorded, what it
 //!   reads told as it comes (`task logs -f`).
 //! - `stop`: a queued job removed and recorded `cancelled`; a running attempt's

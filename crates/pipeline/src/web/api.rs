@@ -22,7 +22,7 @@ use crate::store::new_task;
 use crate::store::task_store::TaskStore;
 use crate::watch::log::{Follower, Poll, Stage};
 use crate::watch::stop::{self, NotStopped, Stopped};
-use agent_runner_sandbox::events::reader::{Cursor, describe};
+use agent_runner_settings::events::reader::{Cursor, describe};
 
 /// Longest prompt or plan message accepted, in bytes.
 pub(crate) const MAX_PROMPT: usize = 32 * 1024;

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use agent_runner_core::usage::{Account, usd};
-use agent_runner_sandbox::task::Budget;
+use agent_runner_settings::task::Budget;
 
 /// The limit that ended a task, as `budget.exhausted` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,8 @@
 
 use agent_runner_core::usage::Usage;
 use agent_runner_meta::MetaCall;
-use agent_runner_sandbox::events::{CallTokens, Event, Events, Phase};
 use agent_runner_sandbox::worker::{TestRun, WorkerRun};
+use agent_runner_settings::events::{CallTokens, Event, Events, Phase};
 
 /// A Meta call, answered or given up.
 pub(crate) fn meta_call(events: &Events, call: &MetaCall) {

@@ -23,10 +23,10 @@ use agent_runner_core::deadline::Deadline;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::timestamp::human;
 use agent_runner_meta::{MetaError, MetaOutcome};
-use agent_runner_sandbox::agent::RunOutcome;
 use agent_runner_sandbox::backend::BroughtBack;
-use agent_runner_sandbox::task::TestSpec;
 use agent_runner_sandbox::worker::{Sandbox, SandboxError, setup_error};
+use agent_runner_settings::agent::RunOutcome;
+use agent_runner_settings::task::TestSpec;
 use meta::Meta;
 pub use protocol::{Action, NextAction};
 

@@ -80,8 +80,8 @@ fn test(ctx: &TaskContext, number: u32) -> Option<(Option<i32>, bool, String)> {
 mod tests {
     use super::*;
     use agent_runner_core::timestamp::Timestamp;
-    use agent_runner_sandbox::agent::{RunOutcome, Transcript};
     use agent_runner_sandbox::worker::{TestRun, WorkerRun};
+    use agent_runner_settings::agent::{RunOutcome, Transcript};
     use std::time::Duration;
 
     fn state(status: &[&str]) -> GitState {
@@ -143,7 +143,7 @@ mod tests {
 
     /// A context with one loop per `(repo, test exit, test output)`.
     fn history(loops: &[(RepoChanges, i32, &str)]) -> TaskContext {
-        let mut ctx = TaskContext::new(agent_runner_sandbox::task::test_task(""));
+        let mut ctx = TaskContext::new(agent_runner_settings::task::test_task(""));
         for (n, (changes, code, output)) in loops.iter().enumerate() {
             let number = n as u32 + 1;
             ctx.worker_runs.push(worker(number, changes.clone()));

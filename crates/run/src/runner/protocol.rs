@@ -360,8 +360,8 @@ fn worker_info(ctx: &TaskContext) -> WorkerInfo {
         exit_code: run.exit_code,
         timed_out: Some(matches!(
             run.outcome,
-            agent_runner_sandbox::agent::RunOutcome::TimedOut
-                | agent_runner_sandbox::agent::RunOutcome::Stalled
+            agent_runner_settings::agent::RunOutcome::TimedOut
+                | agent_runner_settings::agent::RunOutcome::Stalled
         )),
         summary: Some(clean(&cut(&run.summary, MAX_SUMMARY))),
         commands: run
@@ -602,7 +602,7 @@ mod tests {
 
     /// The plan_task request of a task whose repository is `repo`.
     fn plan_yaml(repo: &std::path::Path) -> serde_norway::Value {
-        let mut task = agent_runner_sandbox::task::test_task("");
+        let mut task = agent_runner_settings::task::test_task("");
         task.repo = repo.to_path_buf();
         let ctx = TaskContext::new(task);
         serde_norway::from_str(&request(MessageType::PlanTask, &ctx)).unwrap()
@@ -737,14 +737,14 @@ mod tests {
 
     use crate::context::TaskContext;
     use agent_runner_core::timestamp::Timestamp;
-    use agent_runner_sandbox::agent::{CommandRecord, FileChange, RunOutcome, Transcript};
     use agent_runner_sandbox::worker::{TestRun, WorkerRun};
+    use agent_runner_settings::agent::{CommandRecord, FileChange, RunOutcome, Transcript};
     use quickcheck::quickcheck;
 
     /// A context whose last worker run and test printed `output`, with plenty of
     /// everything else that goes into a request.
     fn loaded_context(output: &str, summary: &str) -> TaskContext {
-        let mut ctx = TaskContext::new(agent_runner_sandbox::task::test_task(
+        let mut ctx = TaskContext::new(agent_runner_settings::task::test_task(
             "  test:\n    command: make test\n",
         ));
         ctx.criteria = (0..MAX_CRITERIA)

@@ -124,14 +124,14 @@ mod tests {
     use super::*;
     use crate::context::Criterion;
     use agent_runner_core::timestamp::Timestamp;
-    use agent_runner_sandbox::agent::{RunOutcome, Transcript};
     use agent_runner_sandbox::worker::{TestRun, WorkerRun};
+    use agent_runner_settings::agent::{RunOutcome, Transcript};
     use std::time::Duration;
 
     /// A planned task after `loops` loops, each a worker run and a failing test that
     /// printed `output`.
     fn after_loops(loops: u32, output: &str, extra: &str) -> TaskContext {
-        let mut ctx = TaskContext::new(agent_runner_sandbox::task::test_task(&format!(
+        let mut ctx = TaskContext::new(agent_runner_settings::task::test_task(&format!(
             "  test:\n    command: make test\n{extra}"
         )));
         ctx.set_criteria(

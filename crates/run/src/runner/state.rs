@@ -22,7 +22,7 @@ use agent_runner_core::fs::Dir;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Account;
-use agent_runner_sandbox::task::Task;
+use agent_runner_settings::task::Task;
 
 /// The format's version.
 pub(crate) const VERSION: u32 = 1;
@@ -309,7 +309,7 @@ mod tests {
     use super::*;
 
     fn task(extra: &str) -> Task {
-        agent_runner_sandbox::task::test_task(extra)
+        agent_runner_settings::task::test_task(extra)
     }
 
     #[test]

@@ -11,9 +11,9 @@ use crate::context::{Assessment, Criterion, Edges};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_meta::MetaCall;
-use agent_runner_sandbox::agent::Transcript;
-use agent_runner_sandbox::task::TestSpec;
 use agent_runner_sandbox::worker::{Teardown, TestRun, WorkerRun};
+use agent_runner_settings::agent::Transcript;
+use agent_runner_settings::task::TestSpec;
 
 type Reply<T> = Result<T, MetaError>;
 
@@ -193,7 +193,7 @@ fn assess(passed: &[&str]) -> Reply<Assessment> {
 }
 
 fn context(extra: &str) -> TaskContext {
-    TaskContext::new(agent_runner_sandbox::task::test_task(extra))
+    TaskContext::new(agent_runner_settings::task::test_task(extra))
 }
 
 const WITH_TEST: &str = "  test:\n    command: make test\nrunner:\n  meta:\n    max_loops: 3\n";

@@ -50,11 +50,11 @@ use super::tar::TarWriter;
 use super::tools::{CARRIER_IMAGE, carrier_image};
 use super::tree_back::{Committed, TreeBack};
 use super::{Backend, BackendError, Confinement, Main, Mount, Net, PROJECT_DIR, Spec, Transport};
-use crate::task::{TransportChoice, WorkerLimits};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
 use agent_runner_core::process::Ending;
 use agent_runner_core::timestamp::human;
+use agent_runner_settings::task::{TransportChoice, WorkerLimits};
 
 /// The bundler's script (the pipeline's too).
 pub const BUNDLER_SCRIPT: &str = include_str!("bundler.sh");
@@ -150,7 +150,7 @@ pub(crate) struct CopyTask<'a> {
     pub(crate) repo: PathBuf,
     pub(crate) private_dir: &'a Path,
     pub(crate) task_id: &'a str,
-    pub(crate) worker: &'a crate::task::WorkerSettings,
+    pub(crate) worker: &'a agent_runner_settings::task::WorkerSettings,
     pub(crate) interrupt: Interrupt,
     /// The worker's session is kept (`worker::session`): `Some(resumed)`, a resumed
     /// run going on with the one the runs before left.
@@ -861,7 +861,7 @@ mod tests {
 
     #[test]
     fn the_bundler_reads_the_work_read_only_without_network_or_capabilities() {
-        let worker = crate::task::test_task("").worker;
+        let worker = agent_runner_settings::task::test_task("").worker;
         let copy = Copy::new(
             Arc::new(super::super::Docker::default()),
             CopyTask {

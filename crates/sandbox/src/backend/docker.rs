@@ -675,7 +675,7 @@ fn shorten_command(invocation: &Invocation) -> String {
 mod tests {
     use super::super::spec::{Confinement, Main, Mount, Ready, Tmpfs};
     use super::*;
-    use crate::task::WorkerLimits;
+    use agent_runner_settings::task::WorkerLimits;
 
     fn full() -> Spec {
         let mut spec = Spec::new(

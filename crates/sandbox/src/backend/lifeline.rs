@@ -10,7 +10,7 @@
 //! - Closing the stream ends the sandbox, as the keep-alive's pipe does: the backend
 //!   closes it first when it removes the sandbox (`Down::close`), and the kernel
 //!   does when agent-runner dies.
-//! - Egress: the helper listens on 127.0.0.1:`egress::PORT` inside; each connection
+//! - Egress: the helper listens on 127.0.0.1:`agent_runner_settings::allow::PORT` inside; each connection
 //!   is a channel of the stream (`mux.rs`), handed on the host to the task's egress
 //!   proxy (the door) as any connection, so the same rules and log apply; a channel
 //!   names no address and can reach nothing else.
@@ -35,7 +35,6 @@ pub use mux::{Door, Down};
 
 use super::tools::HELPER;
 use super::{BackendError, Carrier, Instance, Main, Mount, Quiet};
-use crate::egress;
 use mux::Mux;
 
 /// The label of a container's expiry, in unix seconds (read by the host sweep).
@@ -85,7 +84,11 @@ impl Lifeline {
 
 impl Carrier for Lifeline {
     fn main(&self, links: &[(String, String)]) -> Main {
-        let port = if self.door.is_some() { egress::PORT } else { 0 };
+        let port = if self.door.is_some() {
+            agent_runner_settings::allow::PORT
+        } else {
+            0
+        };
         let mut args = vec![
             "lifeline".to_string(),
             port.to_string(),
@@ -119,7 +122,7 @@ impl Carrier for Lifeline {
 
     fn exec_env(&self) -> Vec<(&'static str, String)> {
         match self.door {
-            Some(_) => egress::variables::env(),
+            Some(_) => agent_runner_settings::allow::variables::env(),
             None => Vec::new(),
         }
     }

@@ -7,7 +7,7 @@
 //! says it is ready with its pid, and reads stdin until end-of-file. It is the
 //! container's PID 1, non-dumpable (`helper/init.c`), so the worker can neither
 //! take it over nor hide in it (SPEC §9). With egress (`network: allowlist`, the
-//! container has no network) it also listens on 127.0.0.1:`egress::PORT` inside and
+//! container has no network) it also listens on 127.0.0.1:`agent_runner_settings::allow::PORT` inside and
 //! carries each connection to the proxy's unix socket in that directory; the proxy
 //! (`egress::Egress`) listens on that socket.
 //!
@@ -24,7 +24,6 @@ use std::path::Path;
 use super::host_dir::{BRIDGE, HostDir, SOCKET};
 use super::quiet::{self, Quiet};
 use super::{BackendError, Carrier, Instance, Main, Mount};
-use crate::egress;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::HeldWait;
 
@@ -77,7 +76,10 @@ impl Carrier for SocketLink {
             .flat_map(|(file, link)| [file.clone(), link.clone()]);
         // Port 0: the bridge as the keep-alive alone.
         let (port, socket) = match self.egress {
-            true => (egress::PORT.to_string(), format!("{MOUNT}/{SOCKET}")),
+            true => (
+                agent_runner_settings::allow::PORT.to_string(),
+                format!("{MOUNT}/{SOCKET}"),
+            ),
             false => ("0".to_string(), "-".to_string()),
         };
         match self.dir {
@@ -107,7 +109,7 @@ impl Carrier for SocketLink {
 
     fn exec_env(&self) -> Vec<(&'static str, String)> {
         match self.egress {
-            true => egress::variables::env(),
+            true => agent_runner_settings::allow::variables::env(),
             false => Vec::new(),
         }
     }

@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::task::{Network, WorkerLimits};
 use agent_runner_core::interrupt::Interrupt;
+use agent_runner_settings::task::{Network, WorkerLimits};
 
 /// A sandbox to start.
 #[derive(Debug, Clone)]

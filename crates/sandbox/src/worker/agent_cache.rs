@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use super::agent_files::AgentFiles;
 use super::container::ContainerSpec;
-use crate::task::EnvValue;
+use agent_runner_settings::task::EnvValue;
 
 /// Bumped when what is stored changes meaning.
 const VERSION: &str = "agent pins 1";

@@ -62,10 +62,10 @@ use super::container::ContainerSpec;
 use crate::backend::docker_cli::{self, cli_missing, last_lines};
 use crate::backend::tools::{self, READY};
 use crate::backend::untar::number as tar_number;
-use crate::task::worker_env::RESERVED;
-use crate::task::{AgentFrom, EnvValue};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Ending, Limits, StreamFilter};
+use agent_runner_settings::task::worker_env::RESERVED;
+use agent_runner_settings::task::{AgentFrom, EnvValue};
 
 /// The shell that starts every run (`envelope.rs`).
 pub(crate) const SHELL: &str = "/bin/sh";

@@ -18,18 +18,18 @@ use std::time::{Duration, Instant};
 use super::PROJECT_DIR;
 use super::SandboxError;
 use super::envelope::{PRIVATE_DIR, PrivateFile};
-use crate::agent::{Kind, Login};
 use crate::backend::sweep::{LABEL_TASK, owner_labels};
 use crate::backend::{
     Backend, BackendError, Carrier, Confinement, Exec, Instance, Mount, READY, Ready, SESSION_DIR,
     Spec, Tmpfs, Transport, Var,
 };
-use crate::task::worker_env::RESERVED;
-use crate::task::{EnvValue, WorkerSettings};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
 use agent_runner_core::process::{Capture, Finished, Limits, Stop};
 use agent_runner_core::timestamp::human;
+use agent_runner_settings::agent::{Kind, Login};
+use agent_runner_settings::task::worker_env::RESERVED;
+use agent_runner_settings::task::{EnvValue, WorkerSettings};
 
 /// Capabilities the worker keeps (Docker's default set minus what can only serve
 /// to escalate or to make device nodes).

@@ -39,17 +39,11 @@ use super::live;
 use super::prepare;
 use super::session;
 use super::{Prepared, Sandbox, SandboxError, SetupRun, Teardown, TestRun, WorkerRun};
-use crate::agent::{Exit, RunSpec, Transcript, classify};
 use crate::backend::endpoint::Endpoint;
 use crate::backend::privileges::{Finding, Fix};
 use crate::backend::{
     Backend, BackendError, Bind, Carrier, Copy, CopyTask, Docker, Exec, Lifeline, SocketLink,
     Transport, Var, lifeline,
-};
-use crate::egress::{self, Egress};
-use crate::events::Events;
-use crate::task::{
-    AgentFrom, Login, Network, SetupSpec, TestSpec, TransportChoice, WorkerSettings,
 };
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
@@ -57,6 +51,12 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{Capture, Ending, Finished, Limits, Stop};
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::timestamp::Timestamp;
+use agent_runner_egress::{self as egress, Egress};
+use agent_runner_settings::agent::{Exit, RunSpec, Transcript, classify};
+use agent_runner_settings::events::Events;
+use agent_runner_settings::task::{
+    AgentFrom, Login, Network, SetupSpec, TestSpec, TransportChoice, WorkerSettings,
+};
 
 /// When the agent's pinning started, and what it found.
 type Pinned = (std::time::Instant, Result<AgentFiles, SandboxError>);
@@ -276,7 +276,7 @@ impl DockerSandbox {
     }
 
     /// The worker's agent.
-    pub(crate) fn kind(&self) -> &'static dyn crate::agent::Kind {
+    pub(crate) fn kind(&self) -> &'static dyn agent_runner_settings::agent::Kind {
         self.spec.worker.kind
     }
 
@@ -998,10 +998,10 @@ impl DockerSandbox {
             .mcp_servers
             .iter()
             .filter_map(|server| match &server.transport {
-                crate::agent::McpTransport::Stdio { command, .. } => {
+                agent_runner_settings::agent::McpTransport::Stdio { command, .. } => {
                     Some((server.name.clone(), command.clone()))
                 }
-                crate::agent::McpTransport::Remote { .. } => None,
+                agent_runner_settings::agent::McpTransport::Remote { .. } => None,
             })
             .collect();
         for (name, command) in commands {
@@ -1601,7 +1601,7 @@ exit 3"#;
         std::fs::create_dir_all(&repo).unwrap();
         let private = agent_runner_core::private_dir::open(&repo).unwrap();
         let logs = private.subdir("logs").unwrap().subdir("t1").unwrap();
-        let task = crate::task::test_task(
+        let task = agent_runner_settings::task::test_task(
             "runner:\n  worker:\n    network: none\n    env: {LIT: plain}\n",
         );
         let log = Arc::new(Mutex::new(Log::default()));

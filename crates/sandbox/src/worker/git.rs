@@ -195,7 +195,7 @@ impl RepoChanges {
 
     /// Changed paths, each with its status after the run (git's view), for the note
     /// and for Meta. Without git: codex's own `file_change` reports.
-    pub fn lines(&self, reported: &[crate::agent::FileChange]) -> Vec<String> {
+    pub fn lines(&self, reported: &[agent_runner_settings::agent::FileChange]) -> Vec<String> {
         match self {
             RepoChanges::Seen { before, after, .. } => changes(before, after),
             RepoChanges::Files { changed, .. } => changed.clone(),

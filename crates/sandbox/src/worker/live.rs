@@ -6,8 +6,8 @@
 
 use std::collections::VecDeque;
 
-use crate::agent::Transcript;
-use crate::events::ItemKind;
+use agent_runner_settings::agent::Transcript;
+use agent_runner_settings::events::ItemKind;
 
 /// Commands looked at for an end after each line (the record replaces a recent
 /// start with its end).
@@ -115,18 +115,23 @@ impl Watch {
 }
 
 /// Whether the agent said the command ended.
-fn ended(command: &crate::agent::CommandRecord) -> bool {
+fn ended(command: &agent_runner_settings::agent::CommandRecord) -> bool {
     command.exit_code.is_some() || command.status != "in_progress"
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::{Kind, claude::CLAUDE, codex::CODEX};
+    use agent_runner_settings::agent::{Kind, claude::CLAUDE, codex::CODEX};
 
     /// What `task logs` shows of a recorded real run, line by line as it came.
     fn seen(kind: &dyn Kind, sample: &str) -> Vec<(&'static str, Option<i32>)> {
-        let stdout = std::fs::read(crate::agent::kind::samples::at_top(sample)).unwrap();
+        let stdout = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(sample),
+        )
+        .unwrap();
         let mut record = Transcript::default();
         let mut stream = kind.stream();
         let mut watch = Watch::default();

@@ -1,5 +1,5 @@
 //! The Worker side: a sandbox (one container per task) in which the worker's agent
-//! CLI (`crate::agent`: codex, claude) runs and the task's tests run, and the records
+//! CLI (`agent_runner_settings::agent`: codex, claude) runs and the task's tests run, and the records
 //! those runs leave. What a run does is here (`docker.rs` has the flow); how the
 //! sandbox is started, reached, fed and removed is the mechanism layer under it
 //! (`crate::backend`).
@@ -20,13 +20,13 @@ pub(crate) mod session;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub(crate) use crate::agent::{RunOutcome, Transcript};
 use crate::backend::BackendError;
 pub(crate) use crate::backend::PROJECT_DIR;
 use crate::backend::privileges::Finding;
-use crate::task::{SetupSpec, TestSpec};
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_core::usage::Usage;
+pub(crate) use agent_runner_settings::agent::{RunOutcome, Transcript};
+use agent_runner_settings::task::{SetupSpec, TestSpec};
 use envelope::Leftovers;
 use git::RepoChanges;
 pub use prepare::{
@@ -105,7 +105,7 @@ pub struct SetupRun {
     pub allow: Vec<String>,
     /// What the egress proxy let through and refused while setup ran; None when
     /// the network is not `allowlist`.
-    pub egress: Option<crate::egress::Summary>,
+    pub egress: Option<agent_runner_egress::Summary>,
 }
 
 impl SetupRun {
@@ -133,7 +133,7 @@ pub struct Teardown {
     pub privileges: Vec<Finding>,
     /// What the egress proxy let through and refused; None when the network is
     /// not `allowlist`.
-    pub egress: Option<crate::egress::Summary>,
+    pub egress: Option<agent_runner_egress::Summary>,
     /// Where the copy transport left the work (SPEC §22); None with the bind mount,
     /// where it is in place.
     pub work: Option<crate::backend::BroughtBack>,

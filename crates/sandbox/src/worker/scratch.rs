@@ -12,38 +12,19 @@
 //! read without following links, as any file the agent could write.
 
 use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use super::docker::{DockerSandbox, SandboxConfig};
 use super::{PROJECT_DIR, Sandbox, SandboxError, WorkerRun};
-use crate::agent::RunOutcome;
-use crate::task::{Login, WorkerSettings};
 use agent_runner_core::fs::Dir;
-use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::secret::Redactor;
+use agent_runner_settings::agent::RunOutcome;
+pub use agent_runner_settings::scratch::ScratchConfig;
+use agent_runner_settings::scratch::{ScratchAgent, ScratchAnswer, ScratchError};
 
 /// Where the agent writes its last message, in the directory.
 const REPLY_FILE: &str = "last-message.txt";
 /// Largest reply read.
 const MAX_REPLY: u64 = 1 << 20;
-
-/// What a scratch sandbox is made of.
-pub struct ScratchConfig {
-    /// The container's label and name part.
-    pub task_id: String,
-    /// The directory the agent works in; created if missing.
-    pub dir: PathBuf,
-    /// Remove `dir` when done (a directory of our own, not a caller's log).
-    pub remove_after: bool,
-    /// Where run logs go; default `dir/.agent-runner/logs/<task_id>/`.
-    pub logs: Option<Dir>,
-    /// The agent's settings (kind, image, network, allow list, limits).
-    pub worker: WorkerSettings,
-    pub login: Login,
-    pub redactor: Redactor,
-    pub interrupt: Interrupt,
-}
 
 /// An answer: the last message (None when the agent wrote none) and the run.
 pub struct Answer {
@@ -102,7 +83,7 @@ impl Scratch {
             // Each request's limit is cut by its caller (`ask`'s `limit`).
             deadline: agent_runner_core::deadline::Deadline::none(),
             // A scratch run is no task's worker: no events, no session kept.
-            events: crate::events::Events::none(),
+            events: agent_runner_settings::events::Events::none(),
             session_dir: None,
             resumed: false,
         });
@@ -176,6 +157,42 @@ impl Scratch {
         self.sandbox.shutdown();
         if self.remove_after {
             let _ = std::fs::remove_dir_all(self.dir.path());
+        }
+    }
+}
+
+/// The sandbox's `OpenScratch`, for Meta's codex.
+pub fn open(config: ScratchConfig) -> Result<Box<dyn ScratchAgent>, ScratchError> {
+    match Scratch::open(config) {
+        Ok(scratch) => Ok(Box::new(scratch)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl ScratchAgent for Scratch {
+    fn ask(
+        &mut self,
+        prompt: &str,
+        schema: &serde_json::Value,
+        limit: Duration,
+    ) -> Result<ScratchAnswer, ScratchError> {
+        let Answer { text, run } = Scratch::ask(self, prompt, schema, limit)?;
+        Ok(ScratchAnswer {
+            text,
+            outcome: run.outcome,
+            tokens: run.usage.tokens,
+            duration: run.duration,
+            summary: run.summary,
+            log_path: run.log_path,
+        })
+    }
+}
+
+impl From<AskError> for ScratchError {
+    fn from(e: AskError) -> ScratchError {
+        match e {
+            AskError::Sandbox(SandboxError::Interrupted) => ScratchError::Interrupted,
+            e => ScratchError::Failed(e.to_string()),
         }
     }
 }

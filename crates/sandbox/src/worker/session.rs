@@ -15,7 +15,7 @@
 //! privilege sweep of the repository covers it.
 
 use super::WorkerRun;
-use crate::agent::Kind;
+use agent_runner_settings::agent::Kind;
 
 /// The directory under HOME where `kind` keeps its sessions: the part of its
 /// session files' path before the first wildcard (`.codex/sessions`). None when
@@ -65,7 +65,7 @@ pub(crate) fn is_session_id(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::{claude::CLAUDE, codex::CODEX};
+    use agent_runner_settings::agent::{claude::CLAUDE, codex::CODEX};
 
     #[test]
     fn each_kind_keeps_its_sessions_in_one_directory_of_its_home() {
