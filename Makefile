@@ -18,7 +18,8 @@ install: build
 # Docker daemon + test worker images (installs and starts dockerd as root on Debian),
 # the real worker image for the real-codex tests (rebuilt only when its recipe changed),
 # the emulated remote Docker hosts' image (SPEC §22),
-# Chromium + chromedriver for the web view's browser tests, shellcheck for lint, and
+# Chromium + chromedriver for the web view's browser tests, shellcheck for lint,
+# cargo-nextest for the suite, and
 # the OpenAI and Anthropic Python SDKs the Meta API tests check requests against,
 # podman and catatonit with the test worker image in its store (the podman tests),
 # gVisor's runsc registered with the daemon (a reload, no restart), the MCP test
@@ -26,6 +27,7 @@ install: build
 # Kubernetes test cluster.
 test-env:
 	bash testdata/setup-shellcheck.sh
+	CARGO="$(CARGO)" bash testdata/setup-nextest.sh
 	bash testdata/setup-docker.sh
 	bash testdata/setup-sandbox-image.sh
 	bash testdata/setup-remote-hosts.sh

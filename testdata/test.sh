@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# `make test`: the whole suite, then what was not run and why. A test that needs what
+# `make test`: the whole suite under nextest (.config/nextest.toml: each test in a
+# process of its own, several at once, test groups for what must not overlap), then
+# what was not run and why. The emulated remote Docker hosts are started once for
+# the run (crates/cli/tests/harness.rs) and removed when it ends. A test that needs what
 # a machine may lack (root, Chromium, the real worker image) is #[ignore = "needs …"]
 # and checks it first itself (crates/cli/tests/support/prerequisite.rs). All tests
 # run here, ignored ones too. Under CI (testdata/ci.sh) a missing prerequisite fails
@@ -20,32 +23,49 @@ CARGO=${CARGO:-cargo}
 say() { printf 'make test: %s\n' "$*" >&2; }
 
 "$CARGO" test --locked --no-run
+# What is left out, as nextest filter expressions: said below, never silently.
 # The lifeline's micro-benchmarks are ignored tests too, but figures, not checks
-# (run by hand, see their file): left out here.
-skip=(--skip lifeline::microbench::)
+# (run by hand, see their file); harness:: is what this script runs first.
+skip=('test(lifeline::microbench::)' 'test(/^harness::/)')
 # Under gVisor (docker::runsc, the boundary tests again) six tests see what runsc
 # does differently (docs/tools-and-runtimes.md, "Running under gVisor"): agent-runner's
 # seccomp profile does not apply there, so a set-id chmod is not refused during a run
 # (the sweep after each run still removes the file), and the test fake's output
 # reaches the log only when its run ends; PID 1's hardening and the agent check hold
-# less there (listed in the doc). Left out, never silently: said here.
-skip+=(--skip docker::runsc::boundary::no_file_in_the_repository_has_a_set_id_bit_while_the_worker_runs
-       --skip docker::runsc::boundary::the_container_runs_with_fewer_privileges_and_limits
-       --skip docker::runsc::boundary::a_killed_container_fails_the_task_at_once
-       --skip docker::runsc::boundary::a_replaced_container_shell_cannot_leave_a_setuid_file_behind
-       --skip docker::runsc::boundary::stray_processes_are_stopped_after_every_run
-       --skip docker::runsc::boundary::the_memory_of_pid_1_and_the_carrier_cannot_be_opened)
-say "left out under runsc (what gVisor does differently, docs/tools-and-runtimes.md): 6 boundary tests"
+# less there (listed in the doc).
+runsc_left_out=(no_file_in_the_repository_has_a_set_id_bit_while_the_worker_runs
+  the_container_runs_with_fewer_privileges_and_limits
+  a_killed_container_fails_the_task_at_once
+  a_replaced_container_shell_cannot_leave_a_setuid_file_behind
+  stray_processes_are_stopped_after_every_run
+  the_memory_of_pid_1_and_the_carrier_cannot_be_opened)
+for name in "${runsc_left_out[@]}"; do skip+=("test(=docker::runsc::boundary::$name)"); done
+if [ "${#runsc_left_out[@]}" -gt 0 ]; then
+  say "left out under runsc (what gVisor does differently, docs/tools-and-runtimes.md): ${#runsc_left_out[@]} boundary tests"
+fi
 # Where the daemon has no runsc (testdata/setup-runsc.sh says why), the tests under
 # it are not run, and said; under CI they run and fail.
 if ! in_ci && ! docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; then
-  skip+=(--skip docker::runsc::)
+  skip+=('test(/^docker::runsc::/)')
   say "the daemon has no runtime runsc: the boundary and egress tests under gVisor are NOT run (testdata/setup-runsc.sh)"
 fi
-needing=$("$CARGO" test --locked -q -- --list --ignored "${skip[@]}" 2>/dev/null | grep -c ': test$' || true)
+filter=""
+for expression in "${skip[@]}"; do filter+="${filter:+ | }$expression"; done
+filter="not ($filter)"
+needing=$("$CARGO" nextest list --locked --run-ignored only -E "$filter" --message-format oneline 2>/dev/null | grep -c . || true)
 
 not_run=$(mktemp)
-trap 'rm -f "$not_run"' EXIT
+hosts_file=$(mktemp)
+owner=$$
+hosts_label=agent-runner-test.remote-host=$owner
+# shellcheck disable=SC2317 # run by the EXIT trap
+hosts_down() {
+  rm -f "$not_run" "$hosts_file"
+  docker ps -aq --filter "label=$hosts_label" | xargs -r docker rm -f >/dev/null 2>&1 || true
+  docker volume ls -q --filter "label=$hosts_label" | xargs -r docker volume rm >/dev/null 2>&1 || true
+  rm -rf "${TMPDIR:-/tmp}/agent-runner-shared-$owner"
+}
+trap hosts_down EXIT
 if in_ci; then
   unset AGENT_RUNNER_TEST_NOT_RUN AGENT_RUNNER_TEST_WITHOUT
 else
@@ -53,8 +73,17 @@ else
 fi
 
 started=$(date +%s)
+# The remote hosts every test shares (SPEC §22), once for the run.
+if ! AGENT_RUNNER_TEST_HOSTS_UP=$hosts_file AGENT_RUNNER_TEST_HOSTS_OWNER=$owner \
+  "$CARGO" nextest run --locked -p agent-runner --test all --run-ignored only \
+  -E 'test(=harness::remote_hosts_up)' --status-level none --final-status-level fail; then
+  say "the emulated remote hosts did not start (testdata/setup-remote-hosts.sh): see above"
+  exit 1
+fi
+export AGENT_RUNNER_TEST_HOSTS=$hosts_file
+say "remote hosts up in $(($(date +%s) - started)) s: $(cut -f2 "$hosts_file" | tr '\n' ' ')"
 status=0
-"$CARGO" test --locked --no-fail-fast -- --include-ignored "${skip[@]}" || status=$?
+"$CARGO" nextest run --locked --no-fail-fast --run-ignored all -E "$filter" || status=$?
 took=$(($(date +%s) - started))
 
 # Lines "<test> TAB <prerequisite> TAB <why and what to do>".

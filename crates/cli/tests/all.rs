@@ -9,11 +9,13 @@
 //!
 //! A new test file goes into the folder of what it needs, with a `mod` line in that
 //! folder's `mod.rs`. A test that needs root, Chromium or the real image checks it
-//! first (`support::prerequisite`).
+//! first (`support::prerequisite`). `harness` holds what testdata/test.sh runs
+//! before the tests (the run's shared remote hosts), not tests.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
 
 mod docker;
 mod fast;
+mod harness;
 mod image;
 mod support;

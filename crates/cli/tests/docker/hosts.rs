@@ -12,7 +12,7 @@ use serde_json::Value;
 use support::docker::{TEST_IMAGE, docker, docker_ok};
 use support::pipeline::{BUILDER_REPLY, Pipeline, git, meta_script, task_id};
 use support::prerequisite::needs;
-use support::remote_hosts::{Has, OwnHost, RemoteHost, SHARING, sharing_host};
+use support::remote_hosts::{Has, OwnHost, RemoteHost, sharing, sharing_host};
 
 /// This machine's daemon, as a host.
 const LOCAL: &str = "unix:///var/run/docker.sock";
@@ -75,7 +75,7 @@ fn hosts_of(p: &Pipeline, ids: &[String]) -> Vec<String> {
 
 #[test]
 fn four_tasks_spread_over_two_hosts_by_free_slots() {
-    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sharing();
     let far = sharing_host();
     let p = Pipeline::new_in(far.shared.as_ref().unwrap(), "hosts-spread", true);
     p.init(BUILDER_REPLY, &meta_script("@say: working\n@sleep: 3"), "");
@@ -200,7 +200,7 @@ fn a_host_lost_mid_attempt_fails_it_and_the_job_finishes_once_on_the_other() {
 
 #[test]
 fn hosts_check_tells_a_healthy_host_from_a_dead_one() {
-    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sharing();
     let far = sharing_host();
     let healthy = support::Run::new(&[
         "hosts",
@@ -254,7 +254,7 @@ fn hosts_check_tells_a_healthy_host_from_a_dead_one() {
 
 #[test]
 fn hosts_check_in_a_workspace_tells_bind_from_copy_needed() {
-    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sharing();
     let far = sharing_host();
     let elsewhere = &support::remote_hosts::hosts()[0];
     let p = Pipeline::new_in(far.shared.as_ref().unwrap(), "hosts-locality", true);
@@ -369,7 +369,7 @@ fn hosts_prepare_loads_the_image_and_the_tools_volume_on_a_bare_host() {
 
 #[test]
 fn a_hosts_expired_and_orphaned_leftovers_are_swept_at_start_and_a_live_one_kept() {
-    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sharing();
     let far = sharing_host();
     let p = Pipeline::new_in(far.shared.as_ref().unwrap(), "hosts-sweep", true);
     p.init(BUILDER_REPLY, &meta_script("@say: hi"), "");
@@ -633,7 +633,7 @@ fn wait_for_gone(id: &str) {
 
 #[test]
 fn a_task_runs_once_on_a_host_reached_over_ssh() {
-    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sharing();
     let far = sharing_host();
     let address = far
         .url
@@ -781,7 +781,7 @@ fn a_task_runs_once_on_a_host_reached_over_ssh() {
 fn run_goes_to_runner_sandbox_host_and_a_wrong_one_is_refused_by_field() {
     use support::fake_openai::FakeOpenAi;
     use support::task::{assess, plan, run_worker, runner, v1_task};
-    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sharing();
     let far = sharing_host();
     let repo = far
         .shared

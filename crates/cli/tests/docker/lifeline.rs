@@ -64,9 +64,7 @@ fn run(yaml: &TaskYaml, home: &Path, docker_host: Option<&str>) -> Outcome {
 
 #[test]
 fn a_chatgpt_login_reaches_the_private_tmpfs_mode_0600_through_the_stream_and_is_never_mounted() {
-    let _one = support::remote_hosts::SHARING
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let _one = support::remote_hosts::sharing();
     let host = sharing_host();
     let dir = Scratch::new("lifeline-login");
     let repo = shared_repo(host);
@@ -161,9 +159,7 @@ fn assert_none_on(host: &RemoteHost, id: &str) {
 #[test]
 fn egress_over_the_lifeline_is_allowed_and_denied_on_a_remote_host_with_nothing_of_this_machine_mounted()
  {
-    let _one = support::remote_hosts::SHARING
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let _one = support::remote_hosts::sharing();
     let host = sharing_host();
     let allowed = Destination::start("allowed", "127.0.0.2");
     let denied = Destination::start("denied", "127.0.0.3");
@@ -330,9 +326,7 @@ fn the_sandbox_ends_when_its_expiry_passes_though_the_stream_stays_open() {
 /// and it stops what the worker left after the run.
 #[test]
 fn a_worker_cannot_kill_the_helper_and_its_task_goes_on() {
-    let _one = support::remote_hosts::SHARING
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let _one = support::remote_hosts::sharing();
     let host = sharing_host();
     let dir = Scratch::new("lifeline-kill");
     let repo = shared_repo(host);
@@ -358,9 +352,7 @@ fn a_worker_cannot_kill_the_helper_and_its_task_goes_on() {
 /// the cause was in the log alone. It says the cause now.
 #[test]
 fn a_sandbox_that_breaks_the_lifelines_protocol_is_named_in_the_line_that_ends_the_task() {
-    let _one = support::remote_hosts::SHARING
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let _one = support::remote_hosts::sharing();
     let host = sharing_host();
     let dir = Scratch::new("lifeline-garbage");
     let repo = shared_repo(host);

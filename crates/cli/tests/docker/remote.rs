@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use support::docker::{TEST_IMAGE, docker_ok};
 use support::fake_openai::FakeOpenAi;
-use support::remote_hosts::{RemoteHost, SHARING, assert_docker0_intact, hosts, sharing_host};
+use support::remote_hosts::{RemoteHost, assert_docker0_intact, hosts, sharing, sharing_host};
 use support::task::*;
 
 /// A repository at `path` whose out.txt says `says`.
@@ -121,7 +121,7 @@ fn a_remote_daemon_without_the_path_is_refused_by_name_too() {
 
 #[test]
 fn a_remote_daemon_that_sees_this_machines_files_passes_the_proof() {
-    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sharing();
     let host = sharing_host();
     let shared = host.shared.as_ref().unwrap();
     let repo = shared.join(format!("repo-{}", support::short_id()));
@@ -173,7 +173,7 @@ impl Drop for Stopped {
 
 #[test]
 fn a_paused_host_ends_the_attempt_within_the_deadline_naming_the_host() {
-    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sharing();
     let host = sharing_host();
     let shared = host.shared.as_ref().unwrap();
     let repo = shared.join(format!("repo-{}", support::short_id()));
@@ -232,7 +232,7 @@ fn paused_under_copy(
     test: (&str, u64),
     mut pause_now: impl FnMut(&RemoteHost, &str, &std::path::Path) -> bool,
 ) -> Duration {
-    let _one = SHARING.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sharing();
     let host = sharing_host();
     let dir = support::Scratch::new(name);
     support::git_repo(&dir.path, "out.txt", "wrong\n");

@@ -76,8 +76,22 @@ impl RemoteHost {
 }
 
 /// Held by tests that use the sharing host while it must answer: one of them
-/// stops it for a while.
-pub static SHARING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// stops it for a while. A lock across processes (nextest runs each test in one of
+/// its own), released when dropped.
+pub fn sharing() -> std::fs::File {
+    cross_process_lock("sharing")
+}
+
+/// An exclusive `flock` on a file of the tests', shared by every test process of
+/// this machine; released when the file is dropped.
+fn cross_process_lock(name: &str) -> std::fs::File {
+    let path = std::env::temp_dir().join(format!("agent-runner-test-{name}.lock"));
+    let file = agent_runner_core::fs::lock::open(&path)
+        .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+    agent_runner_core::fs::lock::lock(&file)
+        .unwrap_or_else(|e| panic!("locking {}: {e}", path.display()));
+    file
+}
 
 /// What a host has when it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +113,9 @@ impl OwnHost {
     pub fn start(has: Has) -> OwnHost {
         hosts();
         let owner = std::process::id().to_string();
+        // Another test process may be picking an address too: one at a time, until
+        // the host listens on the one it took.
+        let _picking = cross_process_lock("addresses");
         let address = free_addresses(1).remove(0);
         let host = RemoteHost {
             container: format!("agent-runner-test-host-{owner}-own-{}", super::short_id()),
@@ -129,10 +146,65 @@ pub fn sharing_host() -> &'static RemoteHost {
     hosts().last().expect("the remote hosts")
 }
 
-/// The shared hosts, started on first use.
+/// Names the file of the hosts testdata/test.sh started once for the whole run
+/// (`up`); without it, a test process starts its own on first use.
+pub const HOSTS_FILE: &str = "AGENT_RUNNER_TEST_HOSTS";
+
+/// The shared hosts: the run's (`HOSTS_FILE`), or started on first use.
 pub fn hosts() -> &'static [RemoteHost] {
     static HOSTS: OnceLock<Vec<RemoteHost>> = OnceLock::new();
-    HOSTS.get_or_init(start)
+    HOSTS.get_or_init(|| match std::env::var_os(HOSTS_FILE) {
+        Some(file) => read_hosts(std::path::Path::new(&file)),
+        None => start(),
+    })
+}
+
+/// The hosts `up` wrote: a line each, `container TAB url TAB shared-directory`.
+fn read_hosts(file: &std::path::Path) -> Vec<RemoteHost> {
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| {
+        panic!(
+            "{HOSTS_FILE}={}: {e} (testdata/test.sh starts the hosts)",
+            file.display()
+        )
+    });
+    let hosts: Vec<RemoteHost> = text
+        .lines()
+        .map(|line| {
+            let mut fields = line.split('\t');
+            let (Some(container), Some(url), Some(shared)) =
+                (fields.next(), fields.next(), fields.next())
+            else {
+                panic!("{HOSTS_FILE}={}: a bad line {line:?}", file.display());
+            };
+            RemoteHost {
+                container: container.into(),
+                url: url.into(),
+                shared: (!shared.is_empty()).then(|| shared.into()),
+            }
+        })
+        .collect();
+    assert_eq!(hosts.len(), COUNT, "{HOSTS_FILE}={}", file.display());
+    hosts
+}
+
+/// Starts the shared hosts for a whole run and writes them to `file`: owned by
+/// `owner` (the pid of the process that removes them when the run ends:
+/// testdata/test.sh), with no reaper of this process's.
+pub fn up(file: &std::path::Path, owner: &str) {
+    let hosts = start_as(owner, false);
+    let lines: String = hosts
+        .iter()
+        .map(|h| {
+            let shared = h.shared.as_ref().map(|d| d.display().to_string());
+            format!(
+                "{}\t{}\t{}\n",
+                h.container,
+                h.url,
+                shared.unwrap_or_default()
+            )
+        })
+        .collect();
+    std::fs::write(file, lines).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
 }
 
 /// Fails the test when the machine's default bridge is gone or down: what a dockerd
@@ -150,6 +222,11 @@ pub fn assert_docker0_intact() {
 }
 
 fn start() -> Vec<RemoteHost> {
+    start_as(&std::process::id().to_string(), true)
+}
+
+/// The shared hosts, owned by `owner`; removed when this process ends if `reap`.
+fn start_as(owner: &str, reap: bool) -> Vec<RemoteHost> {
     let began = Instant::now();
     let (present, _, _) = docker(&["image", "inspect", HOST_IMAGE]);
     assert!(
@@ -157,7 +234,7 @@ fn start() -> Vec<RemoteHost> {
         "{HOST_IMAGE} is missing: `make test-env` builds it (bash testdata/setup-remote-hosts.sh)"
     );
     remove_leftovers();
-    let owner = std::process::id().to_string();
+    let _picking = cross_process_lock("addresses");
     let addresses = free_addresses(COUNT);
     let hosts: Vec<RemoteHost> = addresses
         .iter()
@@ -169,10 +246,11 @@ fn start() -> Vec<RemoteHost> {
                 .then(|| std::env::temp_dir().join(format!("agent-runner-shared-{owner}"))),
         })
         .collect();
-    reap_at_exit(&hosts);
+    if reap {
+        reap_at_exit(&hosts);
+    }
     std::thread::scope(|scope| {
         for (host, address) in hosts.iter().zip(&addresses) {
-            let owner = &owner;
             scope.spawn(move || start_host(host, address, owner, Has::Prepared));
         }
     });
