@@ -2,7 +2,7 @@
 # `make test`: the whole suite under nextest (.config/nextest.toml: each test in a
 # process of its own, several at once, test groups for what must not overlap), then
 # what was not run and why. The emulated remote Docker hosts are started once for
-# the run (crates/cli/tests/harness.rs) and removed when it ends. A test that needs what
+# the run (crates/cli/tests/harness/mod.rs) and removed when it ends. A test that needs what
 # a machine may lack (root, Chromium, the real worker image) is #[ignore = "needs …"]
 # and checks it first itself (crates/cli/tests/support/prerequisite.rs). All tests
 # run here, ignored ones too. Under CI (testdata/ci.sh) a missing prerequisite fails
