@@ -98,6 +98,7 @@ mod error;
 mod git_dir;
 pub mod host;
 mod host_dir;
+pub mod kubernetes;
 pub mod landing;
 pub mod lifeline;
 mod locality;
