@@ -346,9 +346,9 @@ impl Backend for Kubernetes {
                 "a Pod that is not held is run with run_once".into(),
             )));
         }
-        let attach =
-            self.kubectl
-                .command(&["attach", "-i", "--quiet", &name, "-c", pod::CONTAINER]);
+        let attach = self
+            .kubectl
+            .command(&["attach", "-i", &name, "-c", pod::CONTAINER]);
         let mut held = process::spawn_held(&attach)
             .map_err(|e| removal(BackendError::CliMissing(format!("kubectl: {e}"))))?;
         if let Err(e) = held.send_line("go") {

@@ -136,8 +136,8 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
         "name": CONTAINER,
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": [spec.main.entrypoint],
-        "args": spec.main.args,
+        "command": [literal(&spec.main.entrypoint)],
+        "args": spec.main.args.iter().map(|a| literal(a)).collect::<Vec<_>>(),
         "stdin": spec.held,
         "stdinOnce": spec.held,
         "tty": false,
@@ -197,6 +197,12 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
         },
         "spec": pod_spec,
     }))
+}
+
+/// `arg` as Kubernetes passes it on unchanged: it expands `$(NAME)` in a
+/// container's command and arguments, and `$$` is its escape for `$`.
+fn literal(arg: &str) -> String {
+    arg.replace('$', "$$")
 }
 
 /// The container's `securityContext` (the same for the init container).
@@ -417,6 +423,17 @@ mod tests {
             },
         });
         assert_eq!(pod(&spec, &plan).unwrap(), expected);
+    }
+
+    #[test]
+    fn dollars_reach_the_process_unexpanded() {
+        let mut spec = Spec::new("img", Main::shell("echo $$ $(HOME) $", []));
+        spec.name = Some("p".into());
+        let pod = pod(&spec, &plan()).unwrap();
+        assert_eq!(
+            pod["spec"]["containers"][0]["args"],
+            json!(["-c", "echo $$$$ $$(HOME) $$"])
+        );
     }
 
     #[test]

@@ -1,0 +1,316 @@
+//! The Kubernetes backend against the real test cluster: a Pod started from a
+//! `Spec`, its lifeline, execs with variables on stdin, its object, its end, the
+//! sweep and an unschedulable Pod.
+
+use std::time::{Duration, Instant};
+
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::owner::Owner;
+use agent_runner_core::process::{Capture, Limits, Stop};
+use agent_runner_sandbox::backend::sweep::{LABEL_EXPIRES, LABEL_TASK, owner_labels};
+use agent_runner_sandbox::backend::{
+    Backend, Confinement, Exec, Main, Net, Ready, Spec, Started, Var,
+};
+use agent_runner_settings::task::WorkerLimits;
+
+use crate::support::cluster::{backend, kubectl};
+use crate::support::docker::TEST_IMAGE;
+use crate::support::prerequisite::needs;
+
+const READY: &str = "k8s-test-ready ";
+
+/// A held sandbox of the test image whose main process says it is ready and
+/// reads stdin to its end (the lifeline).
+fn sandbox(name: &str) -> Spec {
+    let mut spec = Spec::new(
+        TEST_IMAGE,
+        Main::shell(&format!("echo {READY}$$; cat >/dev/null"), []),
+    );
+    spec.name = Some(name.to_string());
+    spec.labels = vec![(LABEL_TASK.to_string(), name.to_string())];
+    spec.labels
+        .extend(owner_labels(&Owner::this_process()).map(|(k, v)| (k.to_string(), v)));
+    spec.held = true;
+    spec.ready = Some(Ready {
+        prefix: READY,
+        within: Duration::from_secs(120),
+        interrupt: Interrupt::never(),
+    });
+    spec.network = Net::Isolated;
+    spec.confinement = Some(Confinement { keep: &[] });
+    spec
+}
+
+fn unique(what: &str) -> String {
+    format!(
+        "agent-runner-test-{what}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..10]
+    )
+}
+
+/// The Pod's phase, or "gone".
+fn phase(name: &str) -> String {
+    let (ok, out, _) = kubectl(&["get", "pod", name, "-o", "jsonpath={.status.phase}"]);
+    if ok {
+        out.trim().to_string()
+    } else {
+        "gone".into()
+    }
+}
+
+/// Waits until `done` holds of the Pod's phase; the phase.
+fn wait_phase(name: &str, within: Duration, done: impl Fn(&str) -> bool) -> String {
+    let started = Instant::now();
+    loop {
+        let phase = phase(name);
+        if done(&phase) || started.elapsed() > within {
+            return phase;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn exec(started: &Started, command: &[&str], env: Vec<Var>) -> (Option<i32>, String) {
+    let mut capture = Capture::in_memory(64 * 1024);
+    let finished = started
+        .instance
+        .exec(
+            Exec {
+                workdir: Some("/tmp".into()),
+                env,
+                command: command.iter().map(|s| s.to_string()).collect(),
+                stdin: Vec::new(),
+            },
+            &Limits::wall(Duration::from_secs(60), Interrupt::never()),
+            &mut capture,
+            Stop::Terminate,
+        )
+        .unwrap();
+    (finished.code(), capture.tail())
+}
+
+#[test]
+#[ignore = "needs cluster"]
+fn a_pod_runs_execs_with_secrets_on_stdin_and_none_in_its_object() {
+    needs!(Cluster);
+    let backend = backend();
+    let name = unique("exec");
+    let started = backend.start(&sandbox(&name)).unwrap();
+    assert!(
+        started.ready.trim().parse::<u32>().is_ok(),
+        "{:?}",
+        started.ready
+    );
+    let secret = format!("s3cr3t-{}", uuid::Uuid::new_v4().simple());
+    let (code, out) = exec(
+        &started,
+        &[
+            "/bin/sh",
+            "-c",
+            "echo \"$TOKEN|$(pwd)\"; cat /proc/self/status | grep CapEff",
+        ],
+        vec![Var::ByName("TOKEN".into(), secret.clone())],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains(&format!("{secret}|/tmp")), "{out}");
+    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+
+    let (ok, yaml, err) = kubectl(&["get", "pod", &name, "-o", "yaml"]);
+    assert!(ok, "{err}");
+    assert!(!yaml.contains(&secret), "{yaml}");
+    assert!(!yaml.contains("hostPath"), "{yaml}");
+    assert!(!yaml.contains("serviceaccount"), "no token mounted: {yaml}");
+    assert!(yaml.contains("allowPrivilegeEscalation: false"), "{yaml}");
+    assert!(yaml.contains("- ALL"), "{yaml}");
+    assert!(
+        yaml.contains("automountServiceAccountToken: false"),
+        "{yaml}"
+    );
+    assert!(yaml.contains("activeDeadlineSeconds:"), "{yaml}");
+    let (ok, policy, err) = kubectl(&[
+        "get",
+        "networkpolicy",
+        "agent-runner-sandboxes",
+        "-o",
+        "yaml",
+    ]);
+    assert!(ok, "the sandboxes' NetworkPolicy: {err}");
+    assert!(
+        policy.contains("Egress") && policy.contains("agent-runner.task"),
+        "{policy}"
+    );
+
+    let took = started.instance.remove(Duration::from_secs(20));
+    let after = wait_phase(&name, Duration::from_secs(90), |p| p == "gone");
+    assert_eq!(after, "gone", "removed in {took:?}");
+}
+
+#[test]
+#[ignore = "needs cluster"]
+fn the_lifeline_closing_ends_the_pod_however_its_holder_ends() {
+    needs!(Cluster);
+    let backend = backend();
+    let name = unique("lifeline");
+    let started = backend.start(&sandbox(&name)).unwrap();
+    assert_eq!(phase(&name), "Running");
+    // SIGKILL of the process that holds the lifeline (`kubectl attach -i`, as
+    // agent-runner's SIGKILL closes its stdin): nothing of ours deletes the Pod.
+    let (ok, pids, _) = (
+        true,
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                (cmd.contains(" attach ") && cmd.contains(&name)).then_some(pid)
+            })
+            .collect::<Vec<_>>(),
+        (),
+    );
+    assert!(ok && pids.len() == 1, "the lifeline's kubectl: {pids:?}");
+    // SAFETY: a child of this test process, found by its Pod's unique name.
+    unsafe { libc::kill(pids[0] as i32, libc::SIGKILL) };
+    let ended = wait_phase(&name, Duration::from_secs(60), |p| p != "Running");
+    // Closed stdin → the main process ended → the Pod ended (or was deleted).
+    assert!(
+        ended == "Succeeded" || ended == "gone" || ended == "Failed",
+        "the Pod is still {ended} a minute after its lifeline was killed"
+    );
+    std::mem::forget(started.stream);
+    started.instance.remove(Duration::from_secs(5));
+}
+
+#[test]
+#[ignore = "needs cluster"]
+fn the_sweep_deletes_pods_of_dead_owners_only() {
+    needs!(Cluster);
+    let backend = backend();
+    let dead = unique("dead");
+    let alive = unique("alive");
+    let mut dead_spec = sandbox(&dead);
+    // An owner that is provably gone: this process's identity with a pid no
+    // process has here.
+    for (key, value) in &mut dead_spec.labels {
+        if key == "agent-runner.owner-pid" {
+            *value = "4194303".into();
+        }
+    }
+    let mut dead_spec_once = dead_spec.clone();
+    dead_spec_once.held = false;
+    dead_spec_once.main = Main::shell("sleep 300", []);
+    dead_spec_once.ready = None;
+    let mut alive_spec = sandbox(&alive);
+    alive_spec.held = false;
+    alive_spec.main = Main::shell("sleep 300", []);
+    alive_spec.ready = None;
+    // Made as another agent-runner would: created directly, not held by us.
+    for spec in [&dead_spec_once, &alive_spec] {
+        let manifest = agent_runner_sandbox::backend::kubernetes::pod::pod(
+            spec,
+            &agent_runner_sandbox::backend::kubernetes::pod::Plan {
+                namespace: backend.cluster().namespace.clone(),
+                expires_in_secs: 600,
+                tools_image: None,
+                user: None,
+            },
+        )
+        .unwrap();
+        let out =
+            agent_runner_sandbox::backend::kubernetes::Kubectl::new(backend.cluster().clone())
+                .call(
+                    &["create", "-f", "-"],
+                    manifest.to_string().as_bytes(),
+                    Duration::from_secs(30),
+                    Interrupt::never(),
+                )
+                .unwrap();
+        assert!(out.ok, "{}", out.stderr);
+    }
+    let swept = backend.sweep_orphans();
+    assert!(swept.contains(&dead), "{swept:?}");
+    assert!(!swept.contains(&alive), "{swept:?}");
+    assert_ne!(phase(&alive), "gone");
+    assert_eq!(
+        wait_phase(&dead, Duration::from_secs(90), |p| p == "gone"),
+        "gone"
+    );
+    kubectl(&["delete", "pod", "--wait=false", &alive]);
+}
+
+#[test]
+#[ignore = "needs cluster"]
+fn an_unschedulable_pod_is_host_busy() {
+    needs!(Cluster);
+    let backend = backend().with_schedule_timeout(Duration::from_secs(3));
+    let name = unique("busy");
+    let mut spec = sandbox(&name);
+    spec.limits = Some(WorkerLimits {
+        memory_bytes: Some(1 << 50),
+        cpus: None,
+        pids: 100,
+    });
+    let e = backend
+        .start(&spec)
+        .err()
+        .expect("no node has a PiB")
+        .to_string();
+    assert!(
+        e.starts_with("host busy: k8s://agent-runner-test/agent-runner-test: Unschedulable: "),
+        "{e}"
+    );
+    assert!(e.contains("Insufficient memory"), "{e}");
+    assert_eq!(
+        wait_phase(&name, Duration::from_secs(90), |p| p == "gone"),
+        "gone"
+    );
+}
+
+#[test]
+#[ignore = "needs cluster"]
+fn expired_pods_are_swept_and_labels_carry_the_expiry() {
+    needs!(Cluster);
+    let name = unique("expired");
+    let mut spec = sandbox(&name);
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 20;
+    spec.labels
+        .push((LABEL_EXPIRES.to_string(), expires.to_string()));
+    let backend = backend();
+    let started = backend.start(&spec).unwrap();
+    let (ok, label, _) = kubectl(&[
+        "get",
+        "pod",
+        &name,
+        "-o",
+        "jsonpath={.metadata.labels.agent-runner\\.expires}",
+    ]);
+    assert!(ok && label.trim() == expires.to_string(), "{label}");
+    let (_, deadline, _) = kubectl(&[
+        "get",
+        "pod",
+        &name,
+        "-o",
+        "jsonpath={.spec.activeDeadlineSeconds}",
+    ]);
+    let deadline: u64 = deadline.trim().parse().unwrap();
+    assert!(
+        (15..=20).contains(&deadline),
+        "activeDeadlineSeconds {deadline}"
+    );
+    assert!(!backend.sweep_orphans().contains(&name), "not expired yet");
+    while std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        <= expires
+    {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(backend.sweep_orphans().contains(&name));
+    started.instance.remove(Duration::from_secs(5));
+}
