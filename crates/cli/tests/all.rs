@@ -4,7 +4,7 @@
 //! `cargo test --test all fast::` runs what a machine without Docker can:
 //! - `fast`: nothing else;
 //! - `docker`: the daemon and the test worker images (`make test-env`);
-//! - `cluster`: the Kubernetes test cluster (`make test-cluster`);
+//! - `k8s_cluster`: the Kubernetes test cluster (`make test-cluster`);
 //! - `image`: the real Codex CLI and Claude Code in the real worker image
 //!   agent-runner-codex:latest (`make sandbox-image`).
 //!
@@ -14,8 +14,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails where it unwraps
 
-mod cluster;
 mod docker;
 mod fast;
 mod image;
+mod k8s_cluster;
 mod support;

@@ -510,6 +510,112 @@ impl Kubernetes {
     }
 }
 
+/// One finding of `Kubernetes::check` (`hosts check`, `doctor`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// What was checked, in words (`version`, `create pods`).
+    pub what: String,
+    /// None: it holds; else what is wrong and the fix.
+    pub problem: Option<String>,
+    /// What was seen (the server's version).
+    pub seen: String,
+}
+
+/// What the backend needs to be allowed in its namespace.
+const NEEDED_VERBS: [(&str, &str); 6] = [
+    ("create", "pods"),
+    ("delete", "pods"),
+    ("get", "pods"),
+    ("create", "pods/exec"),
+    ("create", "pods/attach"),
+    ("create", "networkpolicies.networking.k8s.io"),
+];
+
+impl Kubernetes {
+    /// What `hosts check` and `doctor` say of the cluster: the server answers (its
+    /// version), the namespace is there, this user may do what the backend does
+    /// there (`kubectl auth can-i`), and the tools image is set.
+    pub fn check(&self) -> Vec<Finding> {
+        let mut found = Vec::new();
+        let version =
+            self.kubectl
+                .call(&["version", "-o", "json"], &[], HEALTH, Interrupt::never());
+        let (problem, seen) = match version {
+            Ok(out) if out.ok => {
+                let json: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+                (
+                    None,
+                    json["serverVersion"]["gitVersion"]
+                        .as_str()
+                        .unwrap_or("?")
+                        .to_string(),
+                )
+            }
+            Ok(out) => (
+                Some(self.kubectl.failed(&["version"], &out, HEALTH).to_string()),
+                String::new(),
+            ),
+            Err(e) => (Some(e.to_string()), String::new()),
+        };
+        let unreachable = problem.is_some();
+        found.push(Finding {
+            what: "the API server answers".into(),
+            problem,
+            seen,
+        });
+        if unreachable {
+            return found;
+        }
+        let namespace = &self.kubectl.cluster.namespace;
+        let problem = match self.kubectl.call(
+            &["get", "namespace", namespace.as_str()],
+            &[],
+            self.short,
+            Interrupt::never(),
+        ) {
+            Ok(out) if out.ok => None,
+            Ok(out) => Some(format!(
+                "namespace {namespace}: {}; create it (`kubectl create namespace {namespace}`)",
+                super::docker_cli::last_lines(&out.stderr, 1)
+            )),
+            Err(e) => Some(e.to_string()),
+        };
+        found.push(Finding {
+            what: format!("namespace {namespace}"),
+            problem,
+            seen: String::new(),
+        });
+        for (verb, resource) in NEEDED_VERBS {
+            let problem = match self.kubectl.call(
+                &["auth", "can-i", verb, resource],
+                &[],
+                self.short,
+                Interrupt::never(),
+            ) {
+                Ok(out) if out.stdout.trim() == "yes" => None,
+                Ok(out) => Some(format!(
+                    "this user may not {verb} {resource} in {namespace} ({}); a Role granting it is needed",
+                    out.stdout.trim()
+                )),
+                Err(e) => Some(e.to_string()),
+            };
+            found.push(Finding {
+                what: format!("may {verb} {resource}"),
+                problem,
+                seen: String::new(),
+            });
+        }
+        found.push(Finding {
+            what: "the tools image".into(),
+            problem: self.tools_image.is_none().then(|| {
+                "no tools image set: build it with `agent-runner tools image`, push it where the cluster pulls".into()
+            }),
+            seen: self.tools_image.clone().unwrap_or_default(),
+        });
+        found
+    }
+}
+
 /// A running sandbox Pod.
 struct Pod {
     name: String,
