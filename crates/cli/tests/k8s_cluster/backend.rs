@@ -175,30 +175,27 @@ fn a_pod_runs_execs_with_secrets_on_stdin_and_none_in_its_object() {
 
 #[test]
 #[ignore = "needs cluster"]
-fn the_lifeline_closing_ends_the_pod_however_its_holder_ends() {
+fn a_killed_lifeline_client_ends_the_pod() {
     needs!(Cluster);
     let backend = backend();
     let name = unique("lifeline");
     let _cleanup_name = Cleanup(name.clone());
     let started = backend.start(&sandbox(&name)).unwrap();
     assert_eq!(phase(&name), "Running");
-    // SIGKILL of the process that holds the lifeline (`kubectl attach -i`, as
-    // agent-runner's SIGKILL closes its stdin): nothing of ours deletes the Pod.
-    let (ok, pids, _) = (
-        true,
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-                (cmd.contains(" attach ") && cmd.contains(&name)).then_some(pid)
-            })
-            .collect::<Vec<_>>(),
-        (),
-    );
-    assert!(ok && pids.len() == 1, "the lifeline's kubectl: {pids:?}");
+    // SIGKILL of the lifeline's own client (`kubectl attach -i`): its connection
+    // drops, so the Pod's stdin closes (`stdinOnce`), before anything of ours
+    // deletes the Pod.
+    let pids: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            (cmd.contains(" attach ") && cmd.contains(&name)).then_some(pid)
+        })
+        .collect();
+    assert!(pids.len() == 1, "the lifeline's kubectl: {pids:?}");
     // SAFETY: a child of this test process, found by its Pod's unique name.
     unsafe { libc::kill(pids[0] as i32, libc::SIGKILL) };
     let ended = wait_phase(&name, Duration::from_secs(60), |p| p != "Running");
@@ -207,7 +204,6 @@ fn the_lifeline_closing_ends_the_pod_however_its_holder_ends() {
         ended == "Succeeded" || ended == "gone" || ended == "Failed",
         "the Pod is still {ended} a minute after its lifeline was killed"
     );
-    std::mem::forget(started.stream);
     started.instance.remove(Duration::from_secs(5));
 }
 
@@ -364,5 +360,51 @@ fn the_check_names_the_version_namespace_rights_and_a_missing_tools_image() {
             .iter()
             .any(|p| p.starts_with("namespace no-such-namespace:")),
         "{found:?}"
+    );
+}
+
+/// Set in the child of `a_sigkilled_holder_ends_its_pod`: the Pod it starts and holds.
+const HOLD: &str = "AGENT_RUNNER_TEST_K8S_HOLD";
+
+#[test]
+#[ignore = "needs cluster"]
+fn a_sigkilled_holder_ends_its_pod() {
+    needs!(Cluster);
+    if let Ok(name) = std::env::var(HOLD) {
+        // The child: holds the Pod as agent-runner does until it is killed.
+        let started = backend().start(&sandbox(&name)).unwrap();
+        println!("holding {}", started.instance.name());
+        std::thread::sleep(Duration::from_secs(600));
+        return;
+    }
+    let name = unique("sigkill");
+    let _cleanup_name = Cleanup(name.clone());
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "k8s_cluster::backend::a_sigkilled_holder_ends_its_pod",
+        ])
+        .args(["--include-ignored", "--nocapture"])
+        .env(HOLD, &name)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It holds the Pod once it says so (its start returned: the lifeline is up).
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("holding ") {
+        line.clear();
+        let read = std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert!(read > 0, "the child ended before holding its Pod");
+    }
+    assert_eq!(line.trim(), format!("holding {name}"));
+    assert_eq!(phase(&name), "Running");
+    // SAFETY: our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let ended = wait_phase(&name, Duration::from_secs(60), |p| p != "Running");
+    assert!(
+        ended == "Succeeded" || ended == "Failed" || ended == "gone",
+        "the Pod is still {ended} a minute after its holder was SIGKILLed"
     );
 }
