@@ -408,3 +408,37 @@ fn a_sigkilled_holder_ends_its_pod() {
         "the Pod is still {ended} a minute after its holder was SIGKILLed"
     );
 }
+
+#[test]
+#[ignore = "needs cluster"]
+fn an_api_server_that_stops_answering_is_a_lost_host() {
+    needs!(Cluster);
+    let backend = backend();
+    let name = unique("paused");
+    let _cleanup_name = Cleanup(name.clone());
+    let started = backend.start(&sandbox(&name)).unwrap();
+    assert!(started.instance.lost().is_none());
+    // The node (API server, kubelet and all) frozen: the cluster no longer answers.
+    let node = "agent-runner-test-k8s-node";
+    let paused = std::process::Command::new("docker")
+        .args(["pause", node])
+        .status()
+        .unwrap();
+    assert!(paused.success());
+    struct Unpause(&'static str);
+    impl Drop for Unpause {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("docker")
+                .args(["unpause", self.0])
+                .status();
+        }
+    }
+    let unpause = Unpause(node);
+    let lost = started.instance.lost().map(|e| e.to_string());
+    drop(unpause);
+    assert_eq!(
+        lost.as_deref(),
+        Some("host lost: k8s://agent-runner-test/agent-runner-test: no answer within 5 s")
+    );
+    started.instance.remove(Duration::from_secs(10));
+}

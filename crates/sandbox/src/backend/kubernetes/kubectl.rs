@@ -90,11 +90,30 @@ impl Kubectl {
         } else {
             last_lines(&out.stderr, 3)
         };
+        if out.ending == Ending::TimedOut || unreachable(&out.stderr) {
+            // The API server does not answer: the cluster is lost to this run
+            // (SPEC §25), which the orchestrator re-queues elsewhere.
+            return BackendError::Io(format!("host lost: {}: {detail}", self.cluster));
+        }
         BackendError::Failed {
             command: format!("kubectl {} ({})", words.join(" "), self.cluster),
             detail,
         }
     }
+}
+
+/// Whether kubectl's `stderr` says the API server could not be reached.
+pub fn unreachable(stderr: &str) -> bool {
+    [
+        "Unable to connect to the server",
+        "The connection to the server",
+        "connection refused",
+        "i/o timeout",
+        "no route to host",
+        "TLS handshake timeout",
+    ]
+    .iter()
+    .any(|words| stderr.contains(words))
 }
 
 /// Runs `invocation` for at most `deadline`.
@@ -180,6 +199,43 @@ mod tests {
         assert!(e.contains("variable A") && e.contains("newline"), "{e}");
         let e = variables_head([("A-B", "1")]).unwrap_err().to_string();
         assert!(e.contains("\"A-B\""), "{e}");
+    }
+
+    #[test]
+    fn an_api_server_that_does_not_answer_is_a_lost_host() {
+        let kubectl = Kubectl::new(Cluster::new("ctx", "ns", None).unwrap());
+        let out = |stderr: &str, ending| Output {
+            ok: false,
+            code: Some(1),
+            ending,
+            stdout: String::new(),
+            stderr: stderr.into(),
+        };
+        let refused = "The connection to the server 10.0.0.1:6443 was refused - did you specify the right host or port?";
+        let e = kubectl.failed(
+            &["get", "pod"],
+            &out(refused, Ending::Exited),
+            Duration::from_secs(5),
+        );
+        assert_eq!(e.to_string(), format!("host lost: k8s://ctx/ns: {refused}"));
+        let e = kubectl.failed(
+            &["get", "pod"],
+            &out("", Ending::TimedOut),
+            Duration::from_secs(5),
+        );
+        assert_eq!(
+            e.to_string(),
+            "host lost: k8s://ctx/ns: no answer within 5 s"
+        );
+        let e = kubectl.failed(
+            &["create"],
+            &out("Error from server (Forbidden): nope", Ending::Exited),
+            Duration::from_secs(5),
+        );
+        assert_eq!(
+            e.to_string(),
+            "`kubectl create (k8s://ctx/ns)` failed: Error from server (Forbidden): nope"
+        );
     }
 
     #[test]
