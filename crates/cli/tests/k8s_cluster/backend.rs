@@ -373,7 +373,10 @@ fn a_sigkilled_holder_ends_its_pod() {
     if let Ok(name) = std::env::var(HOLD) {
         // The child: holds the Pod as agent-runner does until it is killed.
         let started = backend().start(&sandbox(&name)).unwrap();
-        println!("holding {}", started.instance.name());
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        writeln!(out, "holding {}", started.instance.name()).unwrap();
+        out.flush().unwrap();
         std::thread::sleep(Duration::from_secs(600));
         return;
     }
