@@ -445,3 +445,38 @@ fn an_api_server_that_stops_answering_is_a_lost_host() {
     );
     started.instance.remove(Duration::from_secs(10));
 }
+
+#[test]
+#[ignore = "needs cluster"]
+fn the_tools_come_from_the_tools_image_read_only() {
+    needs!(Cluster);
+    let backend = backend().with_tools_image(crate::support::cluster::tools_image());
+    let name = unique("tools");
+    let _cleanup_name = Cleanup(name.clone());
+    let mut spec = sandbox(&name);
+    spec.mounts = vec![agent_runner_sandbox::backend::Mount::volume(
+        "agent-runner-tools",
+        "/agent-runner-tools",
+    )];
+    let started = backend.start(&spec).unwrap();
+    let (code, out) = exec(
+        &started,
+        &[
+            "/agent-runner-tools/bin/sh",
+            "-c",
+            "ls /agent-runner-tools/bin; touch /agent-runner-tools/bin/x 2>&1; echo $?",
+        ],
+        Vec::new(),
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.starts_with("sh\n"), "{out}");
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert!(out.trim_end().ends_with('1'), "{out}");
+    let (_, yaml, _) = kubectl(&["get", "pod", &name, "-o", "yaml"]);
+    assert!(
+        yaml.contains("initContainers:") && yaml.contains("emptyDir"),
+        "{yaml}"
+    );
+    assert!(!yaml.contains("hostPath"), "{yaml}");
+    started.instance.remove(Duration::from_secs(10));
+}

@@ -89,3 +89,46 @@ pub fn reachable() -> Result<(), String> {
     })
     .clone()
 }
+
+/// A tools image for the test cluster: this machine's static busybox as the tools'
+/// shell at `/agent-runner-tools/bin/sh`, `FROM scratch`, built here and loaded
+/// into the node (as the set-up loads the test images). Once per test process.
+pub fn tools_image() -> &'static str {
+    const IMAGE: &str = "agent-runner-test-k8s-tools:1";
+    const NODE: &str = "agent-runner-test-k8s-node";
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("k8s-tools-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("agent-runner-tools/bin")).unwrap();
+        std::fs::copy("/bin/busybox", dir.join("agent-runner-tools/bin/sh")).unwrap();
+        std::fs::write(
+            dir.join("Dockerfile"),
+            "FROM scratch\nCOPY agent-runner-tools /agent-runner-tools\n",
+        )
+        .unwrap();
+        let built = std::process::Command::new("docker")
+            .args(["build", "-q", "-t", IMAGE])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let loaded = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!("docker save {IMAGE} | docker exec -i {NODE} docker load"),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            loaded.status.success(),
+            "{}",
+            String::from_utf8_lossy(&loaded.stderr)
+        );
+    });
+    IMAGE
+}
