@@ -121,6 +121,7 @@ fn exec(started: &Started, command: &[&str], env: Vec<Var>) -> (Option<i32>, Str
 #[ignore = "needs cluster"]
 fn a_pod_runs_execs_with_secrets_on_stdin_and_none_in_its_object() {
     needs!(Cluster);
+    let _cluster = crate::support::cluster::shared();
     let backend = backend();
     let name = unique("exec");
     let _cleanup_name = Cleanup(name.clone());
@@ -177,6 +178,7 @@ fn a_pod_runs_execs_with_secrets_on_stdin_and_none_in_its_object() {
 #[ignore = "needs cluster"]
 fn a_killed_lifeline_client_ends_the_pod() {
     needs!(Cluster);
+    let _cluster = crate::support::cluster::shared();
     let backend = backend();
     let name = unique("lifeline");
     let _cleanup_name = Cleanup(name.clone());
@@ -211,6 +213,7 @@ fn a_killed_lifeline_client_ends_the_pod() {
 #[ignore = "needs cluster"]
 fn the_sweep_deletes_pods_of_dead_owners_only() {
     needs!(Cluster);
+    let _cluster = crate::support::cluster::shared();
     let backend = backend();
     let dead = unique("dead");
     let _cleanup_dead = Cleanup(dead.clone());
@@ -266,6 +269,7 @@ fn the_sweep_deletes_pods_of_dead_owners_only() {
 #[ignore = "needs cluster"]
 fn an_unschedulable_pod_is_host_busy() {
     needs!(Cluster);
+    let _cluster = crate::support::cluster::shared();
     let backend = backend().with_schedule_timeout(Duration::from_secs(3));
     let name = unique("busy");
     let _cleanup_name = Cleanup(name.clone());
@@ -292,6 +296,7 @@ fn an_unschedulable_pod_is_host_busy() {
 #[ignore = "needs cluster"]
 fn expired_pods_are_swept_and_labels_carry_the_expiry() {
     needs!(Cluster);
+    let _cluster = crate::support::cluster::shared();
     let name = unique("expired");
     let _cleanup_name = Cleanup(name.clone());
     let mut spec = sandbox(&name);
@@ -341,6 +346,7 @@ fn expired_pods_are_swept_and_labels_carry_the_expiry() {
 #[ignore = "needs cluster"]
 fn the_check_names_the_version_namespace_rights_and_a_missing_tools_image() {
     needs!(Cluster);
+    let _cluster = crate::support::cluster::shared();
     let found = backend().check();
     let problems: Vec<_> = found.iter().filter_map(|f| f.problem.clone()).collect();
     assert_eq!(found[0].seen, "v1.20.2", "{found:?}");
@@ -370,6 +376,7 @@ const HOLD: &str = "AGENT_RUNNER_TEST_K8S_HOLD";
 #[ignore = "needs cluster"]
 fn a_sigkilled_holder_ends_its_pod() {
     needs!(Cluster);
+    let _cluster = crate::support::cluster::shared();
     if let Ok(name) = std::env::var(HOLD) {
         // The child: holds the Pod as agent-runner does until it is killed.
         let started = backend().start(&sandbox(&name)).unwrap();
@@ -416,6 +423,7 @@ fn a_sigkilled_holder_ends_its_pod() {
 #[ignore = "needs cluster"]
 fn an_api_server_that_stops_answering_is_a_lost_host() {
     needs!(Cluster);
+    let _cluster = crate::support::cluster::alone();
     let backend = backend();
     let name = unique("paused");
     let _cleanup_name = Cleanup(name.clone());
@@ -450,6 +458,7 @@ fn an_api_server_that_stops_answering_is_a_lost_host() {
 #[ignore = "needs cluster"]
 fn the_tools_come_from_the_tools_image_read_only() {
     needs!(Cluster);
+    let _cluster = crate::support::cluster::shared();
     let backend = backend().with_tools_image(crate::support::cluster::tools_image());
     let name = unique("tools");
     let _cleanup_name = Cleanup(name.clone());

@@ -132,3 +132,17 @@ pub fn tools_image() -> &'static str {
     });
     IMAGE
 }
+
+/// Tests on the cluster run beside each other, but not beside one that freezes it
+/// (the node paused): that one takes the cluster alone.
+static USE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// The cluster shared with the other tests, for as long as the guard lives.
+pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    USE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The cluster alone, for a test that disturbs it.
+pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    USE.write().unwrap_or_else(|e| e.into_inner())
+}
