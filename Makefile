@@ -66,7 +66,7 @@ lint:
 # Tests that need root, Chromium or the sandbox image run where those are (all of
 # them under CI=true); the last lines say how many were not run and why.
 test: test-env lint
-	CARGO="$(CARGO)" bash testdata/test.sh
+	K8S="$(K8S)" CARGO="$(CARGO)" bash testdata/test.sh
 
 # A whole task, offline: scripted Meta, the test worker image, a throw-away repo.
 demo: build

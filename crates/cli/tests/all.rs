@@ -4,6 +4,7 @@
 //! `cargo test --test all fast::` runs what a machine without Docker can:
 //! - `fast`: nothing else;
 //! - `docker`: the daemon and the test worker images (`make test-env`);
+//! - `k8s_cluster`: the Kubernetes test cluster (`make test-cluster`);
 //! - `image`: the real Codex CLI and Claude Code in the real worker image
 //!   agent-runner-codex:latest (`make sandbox-image`).
 //!
@@ -18,4 +19,5 @@ mod docker;
 mod fast;
 mod harness;
 mod image;
+mod k8s_cluster;
 mod support;

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: run the real binary, scratch directories.
 
+pub mod cluster;
 pub mod destination;
 pub mod docker;
 pub mod docker_proxy;

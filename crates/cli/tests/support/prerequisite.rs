@@ -36,6 +36,9 @@ pub enum Needs {
     /// The MCP test image (the real worker image with python3 and the `mcp` SDK),
     /// built by testdata/setup-mcp.sh.
     McpImage,
+    /// The Kubernetes test cluster (`make test-cluster`, or `make test-env K8S=1`):
+    /// its cluster.env, and its API answering.
+    Cluster,
 }
 
 impl Needs {
@@ -49,6 +52,7 @@ impl Needs {
             Needs::Podman => "podman",
             Needs::Runsc => "runsc",
             Needs::McpImage => "mcp-image",
+            Needs::Cluster => "cluster",
         }
     }
 }
@@ -147,6 +151,7 @@ fn check(what: Needs) -> Result<(), String> {
         Needs::ToolsVolume => tools_volume_filled(),
         Needs::Podman => podman_ready(),
         Needs::Runsc => runsc_ready(),
+        Needs::Cluster => super::cluster::reachable(),
         Needs::McpImage => {
             let format = "{{index .Config.Labels \"agent-runner.test-mcp-image\"}}";
             let (ok, recipe, stderr) = docker(&["image", "inspect", "-f", format, MCP_IMAGE]);

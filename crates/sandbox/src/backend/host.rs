@@ -36,6 +36,13 @@ impl Target {
         if docker.chars().any(|c| c.is_control() || c.is_whitespace()) {
             return Err(format!("{docker:?} has a space or control character"));
         }
+        if let Some(cluster) = super::kubernetes::Cluster::parse(docker) {
+            let cluster = cluster?;
+            return Err(format!(
+                "{cluster}: a Kubernetes cluster; tasks are not placed on clusters yet \
+                 (a Docker host here: a URL unix://, tcp://, ssh:// or a docker context)"
+            ));
+        }
         let Some((scheme, rest)) = docker.split_once("://") else {
             let context_name = docker
                 .chars()
@@ -214,6 +221,17 @@ pub fn check_pool(hosts: &[HostSpec], at: impl Fn(usize) -> String) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_target_is_named_and_not_yet_taken() {
+        let e = Target::parse("k8s://prod/agents").unwrap_err();
+        assert!(
+            e.starts_with("k8s://prod/agents: a Kubernetes cluster; tasks are not placed"),
+            "{e}"
+        );
+        let e = HostSpec::parse_flag("c=k8s://prod/Agents:2").unwrap_err();
+        assert!(e.contains("namespace \"Agents\": 1 to 63"), "{e}");
+    }
 
     #[test]
     fn host_flags_read_name_address_and_slots() {

@@ -81,11 +81,12 @@
 //! containers through the same backend.
 //!
 //! What comes next fits these seams (SPEC §22):
-//! - Kubernetes (`kubectl.rs`): `start` renders the `Spec` as a Pod (emptyDir for
-//!   volumes, a NetworkPolicy denying all for `Net::Isolated`, `securityContext` for
-//!   the confinement and the user) and holds `kubectl run -i`/`attach` as the
-//!   lifeline; `exec` is `kubectl exec -i`; `sweep_orphans` lists Pods by label. It
-//!   needs the copy transport and the lifeline carrier (no host path, no socket).
+//! - Kubernetes (`kubernetes/`, built, not yet chosen for tasks): `start` renders
+//!   the `Spec` as a Pod (`kubernetes/pod.rs`) and holds `kubectl attach -i` as the
+//!   lifeline; `exec` is `kubectl exec -i` with the variables on stdin;
+//!   `sweep_orphans` lists Pods by label. It needs a copy transport that runs over
+//!   `kubectl exec` (the Pod's `emptyDir`s are gone with it) and the lifeline
+//!   carrier (no host path, no socket).
 
 mod bind;
 mod bundle_out;
@@ -98,6 +99,7 @@ mod error;
 mod git_dir;
 pub mod host;
 mod host_dir;
+pub mod kubernetes;
 pub mod landing;
 pub mod lifeline;
 mod locality;

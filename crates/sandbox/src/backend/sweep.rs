@@ -111,7 +111,7 @@ fn inspect_format() -> String {
 }
 
 /// `(id, name)` of an `inspect_format` line that `rule` takes.
-fn orphan(line: &str, rule: Rule) -> Option<(&str, &str)> {
+pub(crate) fn orphan(line: &str, rule: Rule) -> Option<(&str, &str)> {
     let fields: Vec<&str> = line.split('\t').collect();
     let [id, name, pid, start, host, boot, pidns, expires] = fields[..] else {
         return None;

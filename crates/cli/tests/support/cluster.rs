@@ -1,0 +1,148 @@
+//! The Kubernetes test cluster (`testdata/setup-kubernetes.sh`, SPEC §25), found by
+//! its cluster.env: the kubeconfig, the context and namespace, its kubectl.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agent_runner_sandbox::backend::kubernetes::{Cluster, Kubectl, Kubernetes, kubectl};
+
+/// Where the set-up writes what the tests need of the cluster.
+pub const CLUSTER_ENV: &str = "/var/lib/agent-runner-k8s/cluster.env";
+
+/// `NAME=value` of cluster.env (quotes around a value dropped).
+fn env() -> Result<Vec<(String, String)>, String> {
+    let text = std::fs::read_to_string(CLUSTER_ENV).map_err(|e| {
+        format!("{CLUSTER_ENV}: {e}; `make test-cluster` (or `make test-env K8S=1`) starts the test cluster")
+    })?;
+    Ok(text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.trim_matches('"').to_string()))
+        .collect())
+}
+
+fn value(env: &[(String, String)], name: &str) -> Result<String, String> {
+    env.iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .ok_or_else(|| format!("{CLUSTER_ENV} has no {name}"))
+}
+
+/// The test cluster as a target, with its own kubectl named for the backend
+/// (`kubectl::PROGRAM_VAR`, set for this process).
+pub fn cluster() -> Cluster {
+    super::prerequisite::require(super::prerequisite::Needs::Cluster);
+    let env = env().unwrap();
+    // SAFETY: the same value every time, set before any kubectl call of the tests.
+    unsafe { std::env::set_var(kubectl::PROGRAM_VAR, value(&env, "KUBECTL").unwrap()) };
+    Cluster::new(
+        &value(&env, "K8S_CONTEXT").unwrap(),
+        &value(&env, "K8S_NAMESPACE").unwrap(),
+        Some(PathBuf::from(value(&env, "KUBECONFIG").unwrap())),
+    )
+    .unwrap()
+}
+
+/// The backend on the test cluster.
+pub fn backend() -> Kubernetes {
+    Kubernetes::new(cluster())
+}
+
+/// `kubectl <args>` on the test cluster: (ok, stdout, stderr).
+pub fn kubectl(args: &[&str]) -> (bool, String, String) {
+    let out = Kubectl::new(cluster())
+        .call(
+            args,
+            &[],
+            Duration::from_secs(30),
+            agent_runner_core::interrupt::Interrupt::never(),
+        )
+        .unwrap();
+    (out.ok, out.stdout, out.stderr)
+}
+
+/// Whether the test cluster is up: its cluster.env and its API answering.
+pub fn reachable() -> Result<(), String> {
+    static UP: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    UP.get_or_init(|| {
+        let env = env()?;
+        let program = value(&env, "KUBECTL")?;
+        let out = std::process::Command::new(&program)
+            .env("KUBECONFIG", value(&env, "KUBECONFIG")?)
+            .args([
+                "--request-timeout=10s",
+                "--context",
+                &value(&env, "K8S_CONTEXT")?,
+            ])
+            .args(["get", "namespace", &value(&env, "K8S_NAMESPACE")?])
+            .output()
+            .map_err(|e| format!("{program}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the test cluster does not answer ({}); `make test-cluster` starts it",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    })
+    .clone()
+}
+
+/// A tools image for the test cluster: this machine's static busybox as the tools'
+/// shell at `/agent-runner-tools/bin/sh`, `FROM scratch`, built here and loaded
+/// into the node (as the set-up loads the test images). Once per test process.
+pub fn tools_image() -> &'static str {
+    const IMAGE: &str = "agent-runner-test-k8s-tools:1";
+    const NODE: &str = "agent-runner-test-k8s-node";
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("k8s-tools-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("agent-runner-tools/bin")).unwrap();
+        std::fs::copy("/bin/busybox", dir.join("agent-runner-tools/bin/sh")).unwrap();
+        std::fs::write(
+            dir.join("Dockerfile"),
+            "FROM scratch\nCOPY agent-runner-tools /agent-runner-tools\n",
+        )
+        .unwrap();
+        let built = std::process::Command::new("docker")
+            .args(["build", "-q", "-t", IMAGE])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let loaded = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!("docker save {IMAGE} | docker exec -i {NODE} docker load"),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            loaded.status.success(),
+            "{}",
+            String::from_utf8_lossy(&loaded.stderr)
+        );
+    });
+    IMAGE
+}
+
+/// Tests on the cluster run beside each other, but not beside one that freezes it
+/// (the node paused): that one takes the cluster alone.
+static USE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// The cluster shared with the other tests, for as long as the guard lives.
+pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    USE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The cluster alone, for a test that disturbs it.
+pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    USE.write().unwrap_or_else(|e| e.into_inner())
+}

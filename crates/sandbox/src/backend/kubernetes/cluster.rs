@@ -1,0 +1,99 @@
+//! A cluster by name (SPEC §25 "Targets"): `k8s://CONTEXT/NAMESPACE` in
+//! `runner.sandbox.host` and `orchestrate --host NAME=k8s://CONTEXT/NAMESPACE[:SLOTS]`,
+//! or `{context, namespace, kubeconfig?}` in a `hosts:` entry. Every `kubectl` call
+//! for it names its context and namespace; the kubeconfig goes in `KUBECONFIG`.
+
+use std::path::PathBuf;
+
+/// The scheme of a cluster target.
+pub const SCHEME: &str = "k8s://";
+
+/// Where a cluster's sandboxes go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    /// The kubeconfig context.
+    pub context: String,
+    pub namespace: String,
+    /// None: kubectl's own (`KUBECONFIG`, `~/.kube/config`).
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl Cluster {
+    /// A cluster entry, checked: a context kubectl can name, a namespace Kubernetes
+    /// accepts (a DNS label).
+    pub fn new(
+        context: &str,
+        namespace: &str,
+        kubeconfig: Option<PathBuf>,
+    ) -> Result<Cluster, String> {
+        if context.is_empty()
+            || context
+                .chars()
+                .any(|c| c.is_control() || c.is_whitespace() || c == '/')
+        {
+            return Err(format!(
+                "context {context:?}: a kubeconfig context's name, without spaces or /"
+            ));
+        }
+        let label = !namespace.is_empty()
+            && namespace.len() <= 63
+            && namespace
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !namespace.starts_with('-')
+            && !namespace.ends_with('-');
+        if !label {
+            return Err(format!(
+                "namespace {namespace:?}: 1 to 63 of a-z 0-9 -, not starting or ending with -"
+            ));
+        }
+        Ok(Cluster {
+            context: context.to_string(),
+            namespace: namespace.to_string(),
+            kubeconfig,
+        })
+    }
+
+    /// `k8s://CONTEXT/NAMESPACE`; None when `target` is not of that scheme.
+    pub fn parse(target: &str) -> Option<Result<Cluster, String>> {
+        let rest = target.strip_prefix(SCHEME)?;
+        Some(match rest.split_once('/') {
+            Some((context, namespace)) => Cluster::new(context, namespace, None),
+            None => Err(format!(
+                "{target:?}: expected k8s://CONTEXT/NAMESPACE (both named)"
+            )),
+        })
+    }
+}
+
+impl std::fmt::Display for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{SCHEME}{}/{}", self.context, self.namespace)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_names_context_and_namespace() {
+        let cluster = Cluster::parse("k8s://prod-eu/agents").unwrap().unwrap();
+        assert_eq!(cluster.context, "prod-eu");
+        assert_eq!(cluster.namespace, "agents");
+        assert_eq!(cluster.to_string(), "k8s://prod-eu/agents");
+        assert!(Cluster::parse("ssh://h").is_none());
+    }
+
+    #[test]
+    fn bad_targets_say_what_is_wrong() {
+        let e = Cluster::parse("k8s://ctx").unwrap().unwrap_err();
+        assert!(e.contains("expected k8s://CONTEXT/NAMESPACE"), "{e}");
+        let e = Cluster::parse("k8s://ctx/Agents").unwrap().unwrap_err();
+        assert!(e.contains("namespace \"Agents\""), "{e}");
+        let e = Cluster::parse("k8s:///ns").unwrap().unwrap_err();
+        assert!(e.contains("context \"\""), "{e}");
+        let e = Cluster::parse("k8s://a b/ns").unwrap().unwrap_err();
+        assert!(e.contains("context \"a b\""), "{e}");
+    }
+}

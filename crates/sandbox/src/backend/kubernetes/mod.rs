@@ -1,0 +1,753 @@
+//! The Kubernetes backend (SPEC §25): a sandbox is a Pod on a cluster the user's
+//! `kubectl` reaches, driven through `kubectl` (`kubectl.rs`, where every call is
+//! made, each with a deadline) as the Docker backend drives `docker`.
+//! Kubernetes schedules; agent-runner never picks nodes.
+//!
+//! The flow of one sandbox:
+//! 1. `start`: the `Spec` becomes a Pod (`pod.rs`, a pure function: no host path,
+//!    no service-account token, no variable, `activeDeadlineSeconds` = the expiry,
+//!    owner/task/expiry labels, the tools copied from the tools image by an init
+//!    container into a read-only `emptyDir`). Sandboxes with no network get the
+//!    namespace's NetworkPolicy denying all their traffic (applied once).
+//!    `kubectl create -f -` (the manifest on stdin), then the Pod's status is
+//!    polled until it runs: not scheduled within `schedule_timeout` → `host busy:
+//!    <cluster>: <the scheduler's reason>`; an image the node cannot get → image
+//!    missing.
+//! 2. The lifeline: `kubectl attach -i` is held, its stdin our pipe (`stdin`,
+//!    `stdinOnce`). The main process waits behind a gate for our first line, so
+//!    nothing it prints is said before we listen; then it is the helper (PID 1),
+//!    and its stdio the framed stream of `lifeline.rs`, egress included: the
+//!    sandbox has no other way out.
+//! 3. Each exec: `kubectl exec -i` of a small shell script that reads the
+//!    variables from stdin (`kubectl::variables_head`) before the command's own
+//!    stdin: no value in an argv or in the Pod object.
+//! 4. The end: our stdin closed → the helper ends → the Pod ends
+//!    (`restartPolicy: Never`); however agent-runner ends, SIGKILL included, the
+//!    kernel closes that pipe. The Pod object is then deleted (`--wait=false`).
+//! 5. Faults: an exec that fails asks the Pod's status within 5 s; no answer, an
+//!    evicted Pod or a lost node → `host lost: <cluster>: …`. The sweep
+//!    (`sweep_orphans`) deletes Pods labelled `agent-runner.task` whose owner
+//!    (annotations, exact) is gone or whose expiry passed, by label only.
+//!
+//! The transport is the copy (nothing of this machine is mounted) and the carrier
+//! the lifeline.
+
+pub mod cluster;
+pub mod kubectl;
+pub mod pod;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value;
+
+use super::lifeline::{Down, Stream};
+use super::spec::{Exec, Net, Spec, Var};
+use super::sweep::{self, LABEL_EXPIRES, LABEL_TASK};
+use super::tools::TOOLS_DIR;
+use super::{Backend, BackendError, Instance, Output, Started};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{self, Capture, Finished, Held, HeldWait, Limits, Stop};
+use agent_runner_core::timestamp::human;
+pub use cluster::Cluster;
+pub use kubectl::Kubectl;
+
+/// The health check of a cluster: the Pod's status within this (SPEC §22).
+const HEALTH: Duration = Duration::from_secs(5);
+/// How often a starting Pod's status is read.
+const POLL: Duration = Duration::from_millis(250);
+
+/// A cluster as the engine of sandboxes.
+#[derive(Debug, Clone)]
+pub struct Kubernetes {
+    kubectl: Kubectl,
+    /// Of a short call: create, get, delete.
+    short: Duration,
+    /// How long a Pod may wait for a node (`schedule_timeout_sec`, default 300).
+    schedule_timeout: Duration,
+    /// The image of the tools (`agent-runner tools image`).
+    tools_image: Option<String>,
+    policy: std::sync::Arc<std::sync::OnceLock<Result<(), BackendError>>>,
+}
+
+impl Kubernetes {
+    pub fn new(cluster: Cluster) -> Kubernetes {
+        Kubernetes {
+            kubectl: Kubectl::new(cluster),
+            short: Duration::from_secs(30),
+            schedule_timeout: Duration::from_secs(300),
+            tools_image: None,
+            policy: Default::default(),
+        }
+    }
+
+    /// With the tools from `image` (mounted where the `Spec` mounts the tools volume).
+    pub fn with_tools_image(mut self, image: &str) -> Kubernetes {
+        self.tools_image = Some(image.to_string());
+        self
+    }
+
+    /// With Pods not scheduled within `within` failing `host busy`.
+    pub fn with_schedule_timeout(mut self, within: Duration) -> Kubernetes {
+        self.schedule_timeout = within;
+        self
+    }
+
+    pub fn cluster(&self) -> &Cluster {
+        &self.kubectl.cluster
+    }
+
+    /// The namespace's NetworkPolicy for sandboxes, applied once per process.
+    fn ensure_policy(&self) -> Result<(), BackendError> {
+        self.policy
+            .get_or_init(|| {
+                let policy = pod::network_policy(&self.kubectl.cluster.namespace).to_string();
+                self.kubectl
+                    .checked(&["apply", "-f", "-"], policy.as_bytes(), self.short)
+                    .map(drop)
+            })
+            .clone()
+    }
+
+    /// The Pod of `spec`, created.
+    fn create(&self, spec: &Spec) -> Result<String, BackendError> {
+        let name = spec
+            .name
+            .clone()
+            .ok_or_else(|| BackendError::Io("a Pod needs a name".into()))?;
+        let plan = pod::Plan {
+            namespace: self.kubectl.cluster.namespace.clone(),
+            expires_in_secs: expires_in(spec),
+            tools_image: self.tools_image.clone(),
+            user: spec.as_user.then(agent_runner_core::sys::user_and_group),
+        };
+        let manifest = pod::pod(spec, &plan).map_err(|e| BackendError::Refused(e.to_string()))?;
+        if spec.network == Net::Isolated {
+            self.ensure_policy()?;
+        }
+        self.kubectl.checked(
+            &["create", "-f", "-"],
+            manifest.to_string().as_bytes(),
+            self.short,
+        )?;
+        Ok(name)
+    }
+
+    /// Waits until the Pod `name` runs (or, `to_end`, has ended): its phase.
+    fn wait_for(
+        &self,
+        name: &str,
+        image: &str,
+        to_end: bool,
+        within: Duration,
+        interrupt: Interrupt,
+    ) -> Result<String, BackendError> {
+        let started = Instant::now();
+        loop {
+            if interrupt.is_set() {
+                return Err(BackendError::Interrupted);
+            }
+            let status = self.status(name)?;
+            let phase = status.phase.as_str();
+            match phase {
+                "Running" if !to_end => return Ok(phase.into()),
+                "Succeeded" | "Failed" if to_end => return Ok(phase.into()),
+                "Succeeded" | "Failed" => {
+                    return Err(BackendError::Gone {
+                        name: name.into(),
+                        detail: format!("the Pod ended ({phase}) {}", status.reason),
+                    });
+                }
+                _ => {}
+            }
+            if let Some(waiting) = &status.image_problem {
+                return Err(BackendError::ImageMissing {
+                    image: image.into(),
+                    detail: format!(
+                        "the cluster cannot run it ({waiting}): push it where the cluster pulls, or load it on the nodes"
+                    ),
+                });
+            }
+            if let Some(why) = &status.unschedulable
+                && started.elapsed() >= self.schedule_timeout
+            {
+                return Err(BackendError::Refused(format!(
+                    "host busy: {}: {why}",
+                    self.kubectl.cluster
+                )));
+            }
+            if started.elapsed() >= within.max(self.schedule_timeout) {
+                return Err(BackendError::Failed {
+                    command: format!("kubectl create pod {name}"),
+                    detail: format!(
+                        "the Pod did not {} within {} ({phase})",
+                        if to_end { "end" } else { "run" },
+                        human(started.elapsed())
+                    ),
+                });
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// The Pod's status as far as the backend needs it.
+    fn status(&self, name: &str) -> Result<PodStatus, BackendError> {
+        let out = self.kubectl.call(
+            &["get", "pod", name, "-o", "json"],
+            &[],
+            HEALTH,
+            Interrupt::never(),
+        )?;
+        if !out.ok {
+            let detail = if out.ending == process::Ending::TimedOut {
+                format!("no answer within {} s", HEALTH.as_secs())
+            } else {
+                super::docker_cli::last_lines(&out.stderr, 2)
+            };
+            if out.stderr.contains("NotFound") || out.stderr.contains("not found") {
+                return Err(BackendError::Gone {
+                    name: name.into(),
+                    detail,
+                });
+            }
+            return Err(BackendError::Io(format!(
+                "host lost: {}: {detail}",
+                self.kubectl.cluster
+            )));
+        }
+        let pod: Value = serde_json::from_str(&out.stdout)
+            .map_err(|e| BackendError::Io(format!("kubectl get pod {name}: {e}")))?;
+        Ok(PodStatus::of(&pod))
+    }
+
+    /// Deletes Pods by name, not waiting for their end.
+    fn delete(&self, names: &[&str]) -> bool {
+        let mut args = vec!["delete", "pod", "--wait=false", "--ignore-not-found"];
+        args.extend(names);
+        self.kubectl
+            .call(&args, &[], self.short, Interrupt::never())
+            .is_ok_and(|out| out.ok)
+    }
+}
+
+/// What `status` reads of a Pod.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct PodStatus {
+    phase: String,
+    /// `status.reason` (Evicted, NodeLost, DeadlineExceeded) and message.
+    reason: String,
+    /// The scheduler's reason while it has placed the Pod nowhere.
+    unschedulable: Option<String>,
+    /// The worker container waits for an image it cannot get.
+    image_problem: Option<String>,
+}
+
+impl PodStatus {
+    fn of(pod: &Value) -> PodStatus {
+        let status = &pod["status"];
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let unschedulable = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "PodScheduled" && c["status"] == "False")
+            .map(|c| format!("{}: {}", text(&c["reason"]), text(&c["message"])));
+        let image_problem = ["initContainerStatuses", "containerStatuses"]
+            .iter()
+            .flat_map(|key| status[*key].as_array().into_iter().flatten())
+            .filter_map(|c| {
+                let reason = text(&c["state"]["waiting"]["reason"]);
+                matches!(
+                    reason.as_str(),
+                    "ErrImageNeverPull" | "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName"
+                )
+                .then(|| format!("{reason}: {}", text(&c["state"]["waiting"]["message"])))
+            })
+            .next();
+        PodStatus {
+            phase: text(&status["phase"]),
+            reason: format!("{} {}", text(&status["reason"]), text(&status["message"]))
+                .trim()
+                .to_string(),
+            unschedulable,
+            image_problem,
+        }
+    }
+
+    /// Why the Pod's node is gone, if it is (SPEC §25: `host lost`).
+    fn lost(&self) -> Option<&str> {
+        let lost = self.reason.starts_with("Evicted")
+            || self.reason.starts_with("NodeLost")
+            || self.reason.starts_with("UnexpectedAdmissionError")
+            || self.reason.starts_with("Shutdown");
+        lost.then_some(self.reason.as_str())
+    }
+}
+
+/// Seconds until the `Spec`'s expiry label, else the sweep's lifetime.
+fn expires_in(spec: &Spec) -> u64 {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    spec.labels
+        .iter()
+        .find(|(key, _)| key == LABEL_EXPIRES)
+        .and_then(|(_, at)| at.parse::<u64>().ok())
+        .map_or(sweep::LIFETIME.as_secs(), |at| {
+            at.saturating_sub(now).max(1)
+        })
+}
+
+/// The shell the Pod's scripts run with: the tools' busybox when mounted.
+fn shell_of(spec: &Spec) -> String {
+    if spec
+        .mounts
+        .iter()
+        .any(|m| m.volume && m.target == TOOLS_DIR)
+    {
+        format!("{TOOLS_DIR}/bin/sh")
+    } else {
+        "/bin/sh".into()
+    }
+}
+
+impl Backend for Kubernetes {
+    fn start(&self, spec: &Spec) -> Result<Started, BackendError> {
+        let mut gated = spec.clone();
+        let shell = shell_of(spec);
+        if spec.held {
+            // Nothing the main process says may come before the lifeline listens
+            // (`kubectl attach` hears only what comes after it connects): it
+            // waits for our first line, then becomes the main process (its PID).
+            let mut args = vec![
+                "-c".to_string(),
+                "IFS= read -r go || exit 1; exec \"$0\" \"$@\"".to_string(),
+                spec.main.entrypoint.clone(),
+            ];
+            args.extend(spec.main.args.iter().cloned());
+            gated.main.entrypoint = shell.clone();
+            gated.main.args = args;
+        }
+        let name = self.create(&gated)?;
+        let removal = |e: BackendError| {
+            self.delete(&[&name]);
+            e
+        };
+        let (within, interrupt) = spec
+            .ready
+            .as_ref()
+            .map_or((self.short, Interrupt::never()), |r| {
+                (r.within, r.interrupt)
+            });
+        self.wait_for(&name, &spec.image, false, within, interrupt)
+            .map_err(removal)?;
+        if !spec.held {
+            return Err(removal(BackendError::Io(
+                "a Pod that is not held is run with run_once".into(),
+            )));
+        }
+        let attach = self
+            .kubectl
+            .command(&["attach", "-i", &name, "-c", pod::CONTAINER]);
+        let mut held = process::spawn_held(&attach)
+            .map_err(|e| removal(BackendError::CliMissing(format!("kubectl: {e}"))))?;
+        if let Err(e) = held.send_line("go") {
+            return Err(removal(BackendError::Io(format!("kubectl attach: {e}"))));
+        }
+        let ready = match &spec.ready {
+            None => String::new(),
+            Some(ready) => match held.read_line(ready.prefix, ready.within, ready.interrupt) {
+                Ok(line) => line,
+                Err(wait) => {
+                    let _ = held.release(Duration::from_secs(2));
+                    return Err(removal(match wait {
+                        HeldWait::Interrupted => BackendError::Interrupted,
+                        HeldWait::TimedOut => BackendError::Failed {
+                            command: format!("kubectl attach {name}"),
+                            detail: format!(
+                                "the Pod's main process was not ready within {}",
+                                human(ready.within)
+                            ),
+                        },
+                        HeldWait::Ended(stderr) => BackendError::Failed {
+                            command: format!("kubectl attach {name}"),
+                            detail: super::docker_cli::last_lines(&stderr, 3),
+                        },
+                    }));
+                }
+            },
+        };
+        let stream = match spec.stream.then(|| held.take_stream()).flatten() {
+            None => None,
+            Some((input, up)) => match Down::spawn(input) {
+                Ok(down) => Some(Stream {
+                    up: Box::new(up),
+                    down,
+                }),
+                Err(e) => {
+                    let _ = held.release(Duration::from_secs(2));
+                    return Err(removal(BackendError::Io(format!("lifeline: {e}"))));
+                }
+            },
+        };
+        Ok(Started {
+            instance: Box::new(Pod {
+                name,
+                shell,
+                held,
+                backend: self.clone(),
+                lost: Default::default(),
+                down: stream.as_ref().map(|stream| stream.down.clone()),
+            }),
+            ready,
+            stream,
+        })
+    }
+
+    fn pull(&self, image: &str, _interrupt: Interrupt) -> Result<(), BackendError> {
+        Err(BackendError::ImageMissing {
+            image: image.to_string(),
+            detail: format!(
+                "{} pulls images itself: push it where the cluster pulls, or load it on the nodes",
+                self.kubectl.cluster
+            ),
+        })
+    }
+
+    fn run_once(
+        &self,
+        spec: &Spec,
+        wall: Duration,
+        interrupt: Interrupt,
+    ) -> Result<Output, BackendError> {
+        let mut spec = spec.clone();
+        spec.held = false;
+        if spec.name.is_none() {
+            spec.name = Some(format!(
+                "agent-runner-once-{}",
+                uuid::Uuid::new_v4().simple()
+            ));
+        }
+        let name = self.create(&spec)?;
+        let ended = self.wait_for(&name, &spec.image, true, wall, interrupt);
+        let logs = self.kubectl.call(
+            &["logs", &name, "-c", pod::CONTAINER],
+            &[],
+            self.short,
+            Interrupt::never(),
+        );
+        self.delete(&[&name]);
+        let phase = ended?;
+        let mut out = logs?;
+        out.ok = phase == "Succeeded";
+        Ok(out)
+    }
+
+    fn sweep_orphans(&self) -> Vec<String> {
+        self.sweep(sweep::Rule::AtStart)
+    }
+
+    fn remote(&self) -> bool {
+        true
+    }
+
+    fn daemon(&self) -> String {
+        self.kubectl.cluster.to_string()
+    }
+}
+
+impl Kubernetes {
+    /// Deletes the Pods labelled `agent-runner.task` that `rule` takes (their owner
+    /// gone, or their expiry past), read from their annotations (the exact values
+    /// the labels carry made label-safe); their names.
+    pub fn sweep(&self, rule: sweep::Rule) -> Vec<String> {
+        let out = match self.kubectl.checked(
+            &["get", "pods", "-l", LABEL_TASK, "-o", "json"],
+            &[],
+            self.short,
+        ) {
+            Ok(out) => out,
+            Err(e) => {
+                log::error!("the sweep of {} did not run: {e}", self.kubectl.cluster);
+                return Vec::new();
+            }
+        };
+        let Ok(list) = serde_json::from_str::<Value>(&out.stdout) else {
+            return Vec::new();
+        };
+        let mut names = Vec::new();
+        for item in list["items"].as_array().into_iter().flatten() {
+            let meta = &item["metadata"];
+            let name = meta["name"].as_str().unwrap_or_default().to_string();
+            let annotation = |key: &str| {
+                meta["annotations"][key]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let line = [
+                name.clone(),
+                name.clone(),
+                annotation("agent-runner.owner-pid"),
+                annotation("agent-runner.owner-start"),
+                annotation("agent-runner.owner-host"),
+                annotation("agent-runner.owner-boot"),
+                annotation("agent-runner.owner-pidns"),
+                annotation(LABEL_EXPIRES),
+            ]
+            .join("\t");
+            if sweep::orphan(&line, rule).is_some() {
+                names.push(name);
+            }
+        }
+        if !names.is_empty() {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            if !self.delete(&refs) {
+                log::error!("could not delete the orphaned Pods {}", names.join(", "));
+            }
+        }
+        names
+    }
+}
+
+/// One finding of `Kubernetes::check` (`hosts check`, `doctor`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// What was checked, in words (`version`, `create pods`).
+    pub what: String,
+    /// None: it holds; else what is wrong and the fix.
+    pub problem: Option<String>,
+    /// What was seen (the server's version).
+    pub seen: String,
+}
+
+/// What the backend needs to be allowed in its namespace.
+const NEEDED_VERBS: [(&str, &str); 6] = [
+    ("create", "pods"),
+    ("delete", "pods"),
+    ("get", "pods"),
+    ("create", "pods/exec"),
+    ("create", "pods/attach"),
+    ("create", "networkpolicies.networking.k8s.io"),
+];
+
+impl Kubernetes {
+    /// What `hosts check` and `doctor` say of the cluster: the server answers (its
+    /// version), the namespace is there, this user may do what the backend does
+    /// there (`kubectl auth can-i`), and the tools image is set.
+    pub fn check(&self) -> Vec<Finding> {
+        let mut found = Vec::new();
+        let version =
+            self.kubectl
+                .call(&["version", "-o", "json"], &[], HEALTH, Interrupt::never());
+        let (problem, seen) = match version {
+            Ok(out) if out.ok => {
+                let json: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+                (
+                    None,
+                    json["serverVersion"]["gitVersion"]
+                        .as_str()
+                        .unwrap_or("?")
+                        .to_string(),
+                )
+            }
+            Ok(out) => (
+                Some(self.kubectl.failed(&["version"], &out, HEALTH).to_string()),
+                String::new(),
+            ),
+            Err(e) => (Some(e.to_string()), String::new()),
+        };
+        let unreachable = problem.is_some();
+        found.push(Finding {
+            what: "the API server answers".into(),
+            problem,
+            seen,
+        });
+        if unreachable {
+            return found;
+        }
+        let namespace = &self.kubectl.cluster.namespace;
+        let problem = match self.kubectl.call(
+            &["get", "namespace", namespace.as_str()],
+            &[],
+            self.short,
+            Interrupt::never(),
+        ) {
+            Ok(out) if out.ok => None,
+            Ok(out) => Some(format!(
+                "namespace {namespace}: {}; create it (`kubectl create namespace {namespace}`)",
+                super::docker_cli::last_lines(&out.stderr, 1)
+            )),
+            Err(e) => Some(e.to_string()),
+        };
+        found.push(Finding {
+            what: format!("namespace {namespace}"),
+            problem,
+            seen: String::new(),
+        });
+        for (verb, resource) in NEEDED_VERBS {
+            let problem = match self.kubectl.call(
+                &["auth", "can-i", verb, resource],
+                &[],
+                self.short,
+                Interrupt::never(),
+            ) {
+                Ok(out) if out.stdout.trim() == "yes" => None,
+                Ok(out) => Some(format!(
+                    "this user may not {verb} {resource} in {namespace} ({}); a Role granting it is needed",
+                    out.stdout.trim()
+                )),
+                Err(e) => Some(e.to_string()),
+            };
+            found.push(Finding {
+                what: format!("may {verb} {resource}"),
+                problem,
+                seen: String::new(),
+            });
+        }
+        found.push(Finding {
+            what: "the tools image".into(),
+            problem: self.tools_image.is_none().then(|| {
+                "no tools image set: build it with `agent-runner tools image`, push it where the cluster pulls".into()
+            }),
+            seen: self.tools_image.clone().unwrap_or_default(),
+        });
+        found
+    }
+}
+
+/// A running sandbox Pod.
+struct Pod {
+    name: String,
+    /// The shell of its exec script.
+    shell: String,
+    /// `kubectl attach -i`: the lifeline.
+    held: Held,
+    backend: Kubernetes,
+    lost: std::sync::Mutex<Option<String>>,
+    /// The lifeline's way down, closed first on removal (it holds the stdin).
+    down: Option<Down>,
+}
+
+impl Instance for Pod {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn exec(
+        &self,
+        exec: Exec,
+        limits: &Limits,
+        capture: &mut Capture,
+        stop: Stop,
+    ) -> Result<Finished, BackendError> {
+        let vars: Vec<(&str, &str)> = exec
+            .env
+            .iter()
+            .map(|var| match var {
+                Var::ByName(name, value) | Var::Literal(name, value) => {
+                    (name.as_str(), value.as_str())
+                }
+            })
+            .collect();
+        let mut stdin = kubectl::variables_head(vars)?;
+        stdin.extend_from_slice(&exec.stdin);
+        let mut args = vec![
+            "exec".to_string(),
+            "-i".into(),
+            self.name.clone(),
+            "-c".into(),
+            pod::CONTAINER.into(),
+            "--".into(),
+            self.shell.clone(),
+            "-c".into(),
+            kubectl::EXEC_SCRIPT.into(),
+            "sh".into(),
+            exec.workdir.unwrap_or_default(),
+        ];
+        args.extend(exec.command);
+        let invocation = self.backend.kubectl.command(&args).stdin(stdin);
+        process::run(&invocation, limits, capture, stop)
+            .map_err(|e| BackendError::CliMissing(format!("kubectl: {e}")))
+    }
+
+    fn is_alive(&mut self) -> bool {
+        self.held.is_running()
+    }
+
+    fn gone(&self) -> BackendError {
+        BackendError::Gone {
+            name: self.name.clone(),
+            detail: super::docker_cli::last_lines(&self.held.stderr(), 2),
+        }
+    }
+
+    fn lost(&self) -> Option<BackendError> {
+        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        if lost.is_none() {
+            let message = match self.backend.status(&self.name) {
+                Ok(status) => status
+                    .lost()
+                    .map(|why| format!("host lost: {}: {why}", self.backend.kubectl.cluster))?,
+                Err(BackendError::Io(message)) if message.starts_with("host lost: ") => message,
+                Err(_) => return None,
+            };
+            *lost = Some(message);
+        }
+        lost.clone().map(BackendError::Io)
+    }
+
+    fn diagnose(&mut self, _image: &str, stderr: &str) -> BackendError {
+        if let Some(lost) = self.lost() {
+            return lost;
+        }
+        match self.backend.status(&self.name) {
+            Err(e) => e,
+            Ok(status) if status.phase != "Running" => BackendError::Gone {
+                name: self.name.clone(),
+                detail: format!("the Pod is {} {}", status.phase, status.reason),
+            },
+            Ok(_) => BackendError::Failed {
+                command: format!("kubectl exec {}", self.name),
+                detail: super::docker_cli::last_lines(stderr, 3),
+            },
+        }
+    }
+
+    fn send_line(&mut self, line: &str) -> std::io::Result<()> {
+        self.held.send_line(line)
+    }
+
+    fn read_line(
+        &mut self,
+        prefix: &str,
+        within: Duration,
+        interrupt: Interrupt,
+    ) -> Result<String, HeldWait> {
+        self.held.read_line(prefix, within, interrupt)
+    }
+
+    fn stderr(&self) -> String {
+        self.held.stderr()
+    }
+
+    fn remove(self: Box<Self>, within: Duration) -> Duration {
+        let started = Instant::now();
+        // Our stdin closed: the helper ends, so the Pod does (`restartPolicy:
+        // Never`); its object is deleted either way, not waited for.
+        if let Some(down) = &self.down {
+            down.close();
+        }
+        let lost = self.lost.lock().is_ok_and(|lost| lost.is_some());
+        let _ = self
+            .held
+            .release(if lost { within.min(HEALTH) } else { within });
+        if !lost {
+            self.backend.delete(&[&self.name]);
+        }
+        started.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,502 @@
+//! The Pod (and the NetworkPolicy) of a sandbox, rendered from the engine-neutral
+//! `Spec` by pure functions (SPEC §25): what the cluster is asked for is decided
+//! here and nowhere else, so the unit tests compare whole manifests.
+//!
+//! Refused rather than rendered: a host path (a Pod never gets a `hostPath`), the
+//! host's network, a secret (variables never go into the object: they travel on
+//! an exec's stdin, `kubectl.rs`). Named volumes (the session, the caches) and
+//! tmpfs become `emptyDir`s; the tools volume becomes an `emptyDir` filled by an
+//! init container from the tools image and mounted read-only.
+
+use serde_json::{Value, json};
+
+use super::super::spec::{Mount, Net, Spec};
+use super::super::sweep::LABEL_TASK;
+use super::super::tools::TOOLS_DIR;
+
+/// The only container a sandbox Pod runs.
+pub const CONTAINER: &str = "worker";
+/// Where the init container writes the tools before the worker starts.
+const TOOLS_STAGE: &str = "/agent-runner-tools-stage";
+/// The `emptyDir` the tools go into.
+const TOOLS_VOLUME: &str = "agent-runner-tools";
+
+/// What the Pod needs beside the `Spec`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub namespace: String,
+    /// `activeDeadlineSeconds`: the sandbox's expiry (SPEC §22), so a Pod whose
+    /// agent-runner vanished ends on the cluster's own clock.
+    pub expires_in_secs: u64,
+    /// The image holding the tools tree at `TOOLS_DIR` (`agent-runner tools image`);
+    /// needed when the `Spec` mounts the tools volume.
+    pub tools_image: Option<String>,
+    /// The user and group of `Spec::as_user` (None: the image's user).
+    pub user: Option<(u32, u32)>,
+}
+
+/// Why a `Spec` cannot become a Pod.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    #[error("a Pod never mounts a host path ({path} at {target}): use the copy transport")]
+    HostPath { path: String, target: String },
+    #[error("a Pod never joins the node's network: runner.sandbox.network host is Docker only")]
+    HostNetwork,
+    #[error("the sandbox needs a name to become a Pod")]
+    NoName,
+    #[error(
+        "the tools volume is mounted but no tools image is set (build one with `agent-runner tools image`)"
+    )]
+    NoToolsImage,
+}
+
+/// A label value Kubernetes accepts: at most 63 of `[A-Za-z0-9._-]`, starting and
+/// ending with a letter or digit; other characters become `_` (the exact value is
+/// kept in an annotation of the same key).
+pub fn label_safe(value: &str) -> String {
+    let mut safe: String = value
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(63)
+        .collect();
+    while safe.ends_with(|c: char| !c.is_ascii_alphanumeric()) {
+        safe.pop();
+    }
+    while safe.starts_with(|c: char| !c.is_ascii_alphanumeric()) {
+        safe.remove(0);
+    }
+    safe
+}
+
+/// The Pod of `spec`.
+pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
+    let name = spec.name.clone().ok_or(RenderError::NoName)?;
+    if spec.network == Net::Host {
+        return Err(RenderError::HostNetwork);
+    }
+    let mut labels = serde_json::Map::new();
+    let mut annotations = serde_json::Map::new();
+    for (key, value) in &spec.labels {
+        labels.insert(key.clone(), Value::String(label_safe(value)));
+        annotations.insert(key.clone(), Value::String(value.clone()));
+    }
+    let mut volumes = Vec::new();
+    let mut mounts = Vec::new();
+    let mut init = Vec::new();
+    for mount in &spec.mounts {
+        let Mount {
+            source,
+            target,
+            readonly,
+            volume,
+        } = mount;
+        if !volume {
+            return Err(RenderError::HostPath {
+                path: source.display().to_string(),
+                target: target.clone(),
+            });
+        }
+        if target == TOOLS_DIR {
+            let image = plan.tools_image.clone().ok_or(RenderError::NoToolsImage)?;
+            volumes.push(json!({"name": TOOLS_VOLUME, "emptyDir": {}}));
+            mounts.push(json!({"name": TOOLS_VOLUME, "mountPath": TOOLS_DIR, "readOnly": true}));
+            init.push(json!({
+                "name": "tools",
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": [format!("{TOOLS_DIR}/bin/sh"), "-c",
+                    format!("cp -a {TOOLS_DIR}/. {TOOLS_STAGE}/")],
+                "volumeMounts": [{"name": TOOLS_VOLUME, "mountPath": TOOLS_STAGE}],
+                "securityContext": security_context(spec, plan),
+            }));
+            continue;
+        }
+        let volume = format!("vol-{}", volumes.len());
+        volumes.push(json!({"name": volume, "emptyDir": {}}));
+        mounts.push(json!({"name": volume, "mountPath": target, "readOnly": readonly}));
+    }
+    for named in &spec.volumes {
+        let volume = format!("vol-{}", volumes.len());
+        volumes.push(json!({"name": volume, "emptyDir": {}}));
+        mounts.push(json!({"name": volume, "mountPath": named.target}));
+    }
+    for tmpfs in &spec.tmpfs {
+        let volume = format!("vol-{}", volumes.len());
+        volumes.push(json!({"name": volume,
+            "emptyDir": {"medium": "Memory", "sizeLimit": quantity(tmpfs.size)}}));
+        mounts.push(json!({"name": volume, "mountPath": tmpfs.target}));
+    }
+    let mut container = json!({
+        "name": CONTAINER,
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": [literal(&spec.main.entrypoint)],
+        "args": spec.main.args.iter().map(|a| literal(a)).collect::<Vec<_>>(),
+        "stdin": spec.held,
+        "stdinOnce": spec.held,
+        "tty": false,
+        "securityContext": security_context(spec, plan),
+        "volumeMounts": mounts,
+    });
+    if let Some(dir) = &spec.workdir {
+        container["workingDir"] = json!(dir);
+    }
+    if let (true, Some((uid, _))) = (spec.as_user, plan.user)
+        && uid != 0
+    {
+        container["env"] = json!([{"name": "HOME", "value": "/tmp/agent-runner-home"}]);
+    }
+    if let Some(limits) = &spec.limits {
+        let mut amounts = serde_json::Map::new();
+        if let Some(bytes) = limits.memory_bytes {
+            amounts.insert("memory".into(), json!(bytes.to_string()));
+        }
+        if let Some(cpus) = limits.cpus {
+            amounts.insert(
+                "cpu".into(),
+                json!(format!("{}m", (cpus * 1000.0).round() as u64)),
+            );
+        }
+        if !amounts.is_empty() {
+            // Requests = limits: what the task asked for is what it is scheduled by.
+            container["resources"] = json!({"requests": amounts, "limits": amounts});
+        }
+    }
+    let mut pod_spec = json!({
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": plan.expires_in_secs.max(1),
+        "automountServiceAccountToken": false,
+        "enableServiceLinks": false,
+        "hostNetwork": false,
+        "hostPID": false,
+        "hostIPC": false,
+        "terminationGracePeriodSeconds": 2,
+        "containers": [container],
+        "volumes": volumes,
+    });
+    if !init.is_empty() {
+        pod_spec["initContainers"] = json!(init);
+    }
+    if let Some(runtime) = &spec.runtime {
+        pod_spec["runtimeClassName"] = json!(runtime);
+    }
+    Ok(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": plan.namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": pod_spec,
+    }))
+}
+
+/// `arg` as Kubernetes passes it on unchanged: it expands `$(NAME)` in a
+/// container's command and arguments, and `$$` is its escape for `$`.
+fn literal(arg: &str) -> String {
+    arg.replace('$', "$$")
+}
+
+/// The container's `securityContext` (the same for the init container).
+fn security_context(spec: &Spec, plan: &Plan) -> Value {
+    let mut context = json!({
+        "allowPrivilegeEscalation": false,
+        "privileged": false,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    });
+    if let Some(confinement) = &spec.confinement {
+        context["capabilities"] = json!({"drop": ["ALL"], "add": confinement.keep});
+    }
+    if let (true, Some((uid, gid))) = (spec.as_user, plan.user)
+        && uid != 0
+    {
+        context["runAsUser"] = json!(uid);
+        context["runAsGroup"] = json!(gid);
+    }
+    context
+}
+
+/// A size as docker writes it (`1m`, `64k`) as a Kubernetes quantity (`1Mi`).
+fn quantity(size: &str) -> String {
+    match size.strip_suffix(['k', 'm', 'g']) {
+        Some(number) => {
+            let unit = match size.chars().last() {
+                Some('k') => "Ki",
+                Some('m') => "Mi",
+                _ => "Gi",
+            };
+            format!("{number}{unit}")
+        }
+        None => size.to_string(),
+    }
+}
+
+/// The NetworkPolicy of a namespace's sandboxes: Pods labelled `agent-runner.task`
+/// get no ingress and no egress at all (allowed egress goes over the lifeline).
+pub fn network_policy(namespace: &str) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "agent-runner-sandboxes", "namespace": namespace},
+        "spec": {
+            "podSelector": {"matchExpressions": [{"key": LABEL_TASK, "operator": "Exists"}]},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [],
+            "egress": [],
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::spec::{Confinement, Main, Tmpfs, Volume};
+    use super::*;
+    use agent_runner_settings::task::WorkerLimits;
+
+    fn plan() -> Plan {
+        Plan {
+            namespace: "team".into(),
+            expires_in_secs: 3600,
+            tools_image: Some("registry.example/agent-runner-tools:abc".into()),
+            user: Some((1000, 1000)),
+        }
+    }
+
+    fn sandbox() -> Spec {
+        let mut spec = Spec::new(
+            "worker:1",
+            Main {
+                entrypoint: "/agent-runner-tools/bin/agent-runner-helper".into(),
+                args: vec!["lifeline".into(), "0".into(), "99".into()],
+                own_init: true,
+            },
+        );
+        spec.name = Some("agent-runner-t1".into());
+        spec.labels = vec![
+            ("agent-runner.task".into(), "t1".into()),
+            ("agent-runner.owner-start".into(), "12 34".into()),
+        ];
+        spec.held = true;
+        spec.stream = true;
+        spec.network = Net::Isolated;
+        spec.confinement = Some(Confinement {
+            keep: &["CHOWN", "SETUID"],
+        });
+        spec.limits = Some(WorkerLimits {
+            memory_bytes: Some(1 << 30),
+            cpus: Some(1.5),
+            pids: 256,
+        });
+        spec.as_user = true;
+        spec.mounts = vec![Mount::volume("agent-runner-tools-x", TOOLS_DIR)];
+        spec.volumes = vec![Volume {
+            name: "cache".into(),
+            target: "/root/.npm".into(),
+            labels: vec![],
+            whose: "a cache".into(),
+        }];
+        spec.tmpfs = vec![Tmpfs {
+            target: "/run/agent-runner/private".into(),
+            size: "1m",
+        }];
+        spec.workdir = Some("/workspace/project".into());
+        spec
+    }
+
+    #[test]
+    fn a_held_sandbox_becomes_this_whole_pod() {
+        let security = json!({
+            "allowPrivilegeEscalation": false,
+            "privileged": false,
+            "seccompProfile": {"type": "RuntimeDefault"},
+            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETUID"]},
+            "runAsUser": 1000,
+            "runAsGroup": 1000,
+        });
+        let expected = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "agent-runner-t1",
+                "namespace": "team",
+                "labels": {"agent-runner.task": "t1", "agent-runner.owner-start": "12_34"},
+                "annotations": {"agent-runner.task": "t1", "agent-runner.owner-start": "12 34"},
+            },
+            "spec": {
+                "restartPolicy": "Never",
+                "activeDeadlineSeconds": 3600,
+                "automountServiceAccountToken": false,
+                "enableServiceLinks": false,
+                "hostNetwork": false,
+                "hostPID": false,
+                "hostIPC": false,
+                "terminationGracePeriodSeconds": 2,
+                "initContainers": [{
+                    "name": "tools",
+                    "image": "registry.example/agent-runner-tools:abc",
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["/agent-runner-tools/bin/sh", "-c",
+                        "cp -a /agent-runner-tools/. /agent-runner-tools-stage/"],
+                    "volumeMounts": [{"name": "agent-runner-tools",
+                        "mountPath": "/agent-runner-tools-stage"}],
+                    "securityContext": security,
+                }],
+                "containers": [{
+                    "name": "worker",
+                    "image": "worker:1",
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["/agent-runner-tools/bin/agent-runner-helper"],
+                    "args": ["lifeline", "0", "99"],
+                    "stdin": true,
+                    "stdinOnce": true,
+                    "tty": false,
+                    "workingDir": "/workspace/project",
+                    "env": [{"name": "HOME", "value": "/tmp/agent-runner-home"}],
+                    "resources": {
+                        "requests": {"memory": "1073741824", "cpu": "1500m"},
+                        "limits": {"memory": "1073741824", "cpu": "1500m"},
+                    },
+                    "securityContext": security,
+                    "volumeMounts": [
+                        {"name": "agent-runner-tools", "mountPath": "/agent-runner-tools",
+                            "readOnly": true},
+                        {"name": "vol-1", "mountPath": "/root/.npm"},
+                        {"name": "vol-2", "mountPath": "/run/agent-runner/private"},
+                    ],
+                }],
+                "volumes": [
+                    {"name": "agent-runner-tools", "emptyDir": {}},
+                    {"name": "vol-1", "emptyDir": {}},
+                    {"name": "vol-2", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+                ],
+            },
+        });
+        assert_eq!(pod(&sandbox(), &plan()).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_probe_as_root_with_no_confinement_has_no_stdin_and_no_extras() {
+        let mut spec = Spec::new("img", Main::shell("true", []));
+        spec.name = Some("probe".into());
+        let plan = Plan {
+            user: Some((0, 0)),
+            ..plan()
+        };
+        let expected = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "namespace": "team", "labels": {}, "annotations": {}},
+            "spec": {
+                "restartPolicy": "Never",
+                "activeDeadlineSeconds": 3600,
+                "automountServiceAccountToken": false,
+                "enableServiceLinks": false,
+                "hostNetwork": false,
+                "hostPID": false,
+                "hostIPC": false,
+                "terminationGracePeriodSeconds": 2,
+                "containers": [{
+                    "name": "worker",
+                    "image": "img",
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["/bin/sh"],
+                    "args": ["-c", "true"],
+                    "stdin": false,
+                    "stdinOnce": false,
+                    "tty": false,
+                    "securityContext": {
+                        "allowPrivilegeEscalation": false,
+                        "privileged": false,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "volumeMounts": [],
+                }],
+                "volumes": [],
+            },
+        });
+        assert_eq!(pod(&spec, &plan).unwrap(), expected);
+    }
+
+    #[test]
+    fn dollars_reach_the_process_unexpanded() {
+        let mut spec = Spec::new("img", Main::shell("echo $$ $(HOME) $", []));
+        spec.name = Some("p".into());
+        let pod = pod(&spec, &plan()).unwrap();
+        assert_eq!(
+            pod["spec"]["containers"][0]["args"],
+            json!(["-c", "echo $$$$ $$(HOME) $$"])
+        );
+    }
+
+    #[test]
+    fn a_host_path_is_never_rendered() {
+        let mut spec = sandbox();
+        spec.mounts
+            .push(Mount::new("/home/u/repo", "/workspace/project", false));
+        let e = pod(&spec, &plan()).unwrap_err();
+        assert_eq!(
+            e,
+            RenderError::HostPath {
+                path: "/home/u/repo".into(),
+                target: "/workspace/project".into()
+            }
+        );
+        assert!(e.to_string().contains("never mounts a host path"), "{e}");
+    }
+
+    #[test]
+    fn no_rendered_pod_holds_host_paths_tokens_or_variables() {
+        let text = pod(&sandbox(), &plan()).unwrap().to_string();
+        for absent in ["hostPath", "serviceAccountName", "secretKeyRef", "envFrom"] {
+            assert!(!text.contains(absent), "{absent} in {text}");
+        }
+    }
+
+    #[test]
+    fn the_host_network_and_a_missing_tools_image_are_refused() {
+        let mut spec = sandbox();
+        spec.network = Net::Host;
+        assert_eq!(pod(&spec, &plan()), Err(RenderError::HostNetwork));
+        let plan = Plan {
+            tools_image: None,
+            ..plan()
+        };
+        assert_eq!(pod(&sandbox(), &plan), Err(RenderError::NoToolsImage));
+    }
+
+    #[test]
+    fn label_values_are_made_safe() {
+        assert_eq!(label_safe("abc-1.2_3"), "abc-1.2_3");
+        assert_eq!(label_safe("12 34"), "12_34");
+        assert_eq!(label_safe("-x-"), "x");
+        assert_eq!(label_safe(&"a".repeat(80)).len(), 63);
+        assert_eq!(label_safe("host.example.org."), "host.example.org");
+    }
+
+    #[test]
+    fn the_policy_denies_all_traffic_of_sandboxes() {
+        assert_eq!(
+            network_policy("team"),
+            json!({
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicy",
+                "metadata": {"name": "agent-runner-sandboxes", "namespace": "team"},
+                "spec": {
+                    "podSelector": {"matchExpressions": [
+                        {"key": "agent-runner.task", "operator": "Exists"}]},
+                    "policyTypes": ["Ingress", "Egress"],
+                    "ingress": [],
+                    "egress": [],
+                },
+            })
+        );
+    }
+}
