@@ -73,6 +73,7 @@ hosts_down() {
   docker ps -aq --filter "label=$hosts_label" | xargs -r docker rm -f >/dev/null 2>&1 || true
   docker volume ls -q --filter "label=$hosts_label" | xargs -r docker volume rm >/dev/null 2>&1 || true
   rm -rf "${TMPDIR:-/tmp}/agent-runner-shared-$owner"
+  if [ -n "${registry_pid:-}" ]; then kill "$registry_pid" 2>/dev/null || true; fi
 }
 trap hosts_down EXIT
 if in_ci; then
@@ -90,6 +91,25 @@ if ! AGENT_RUNNER_TEST_HOSTS_UP=$hosts_file AGENT_RUNNER_TEST_HOSTS_OWNER=$owner
   exit 1
 fi
 export AGENT_RUNNER_TEST_HOSTS=$hosts_file
+# The npm registry of the run: the pinned agents' tarballs (fetched once per
+# machine from the real one by harness::npm_cache_fill, sha512-checked) served on
+# the loopback, so that no test reaches the internet.
+npm_cache=${AGENT_RUNNER_NPM_CACHE:-$HOME/.cache/agent-runner-test/npm}
+if ! AGENT_RUNNER_TEST_NPM_CACHE=$npm_cache \
+  "$CARGO" nextest run --locked -p agent-runner --test all --run-ignored only \
+  -E 'test(=harness::npm_cache_fill)' --status-level none --final-status-level fail; then
+  say "the pinned agents could not be fetched into $npm_cache: see above"
+  exit 1
+fi
+registry_address=127.0.0.90:4873
+python3 -m http.server --bind "${registry_address%:*}" --directory "$npm_cache" "${registry_address#*:}" \
+  >/dev/null 2>&1 &
+registry_pid=$!
+for _ in $(seq 50); do
+  if python3 -c "import socket; socket.create_connection(('${registry_address%:*}', ${registry_address#*:}), 1)" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+export NPM_CONFIG_REGISTRY=http://$registry_address/
 say "remote hosts up in $(($(date +%s) - started)) s: $(cut -f2 "$hosts_file" | tr '\n' ' ')"
 status=0
 "$CARGO" nextest run --locked --no-fail-fast --run-ignored all -E "$filter" || status=$?

@@ -517,7 +517,7 @@ fn registry() -> String {
 }
 
 /// The package's tarball URL in `registry`.
-fn tarball_url(registry: &str, package: &Package) -> String {
+pub fn tarball_url(registry: &str, package: &Package) -> String {
     let base = package.name.rsplit('/').next().unwrap_or(package.name);
     format!(
         "{}/{}/-/{base}-{}.tgz",
@@ -528,7 +528,7 @@ fn tarball_url(registry: &str, package: &Package) -> String {
 }
 
 /// Downloads `package` into `to`, checked against its pinned sha512; its size.
-fn download(package: &Package, to: &Path, interrupt: Interrupt) -> Result<u64, BackendError> {
+pub fn download(package: &Package, to: &Path, interrupt: Interrupt) -> Result<u64, BackendError> {
     let url = tarball_url(&registry(), package);
     let spec = format!("{}@{}", package.name, package.version);
     let fail = |detail: String| BackendError::Failed {
