@@ -71,7 +71,7 @@
 //! (`Mount::volume`); a fill's container carries owner labels and an expiry, so a
 //! killed fill's is swept by the next fill.
 //!
-//! The sandbox (`worker::docker`) asks the transport for its mounts and the carrier
+//! The sandbox (`worker::sandbox`) asks the transport for its mounts and the carrier
 //! for its main process, mounts and variables, adds the policy of its own
 //! (capabilities, limits, labels, the private tmpfs, which variables go by name),
 //! and hands the `Spec` to the backend; each run is an `Exec` on the instance; after
@@ -101,6 +101,7 @@ mod host_dir;
 pub mod landing;
 pub mod lifeline;
 mod locality;
+mod open;
 pub mod privileges;
 mod quiet;
 pub mod runtime;
@@ -125,6 +126,7 @@ pub use docker::Docker;
 pub use docker_cli::Output;
 pub use error::BackendError;
 pub use lifeline::Lifeline;
+pub use open::{aim, open, open_at};
 pub use quiet::Quiet;
 pub use socket::SocketLink;
 pub use spec::{Confinement, Exec, Main, Mount, Net, Ready, Spec, Tmpfs, Var, Volume};

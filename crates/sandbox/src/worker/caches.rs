@@ -13,7 +13,7 @@
 //!
 //! A worker can write what later tasks of the same repository read there
 //! (docs/security-model.md); so a sandbox whose setup has secrets
-//! (`task.setup.env`) mounts no cache at all (`worker::docker`): setup's secrets
+//! (`task.setup.env`) mounts no cache at all (`worker::sandbox`): setup's secrets
 //! never meet what a worker could have written there. `caches: []` has none.
 
 use std::path::Path;
