@@ -37,7 +37,7 @@ pub(crate) fn run(
     // Before any docker call: every one of this run goes to its host (SPEC §22).
     if let Some(host) = &task.sandbox_host
         && let Err(e) = agent_runner_sandbox::backend::host::Target::parse(host)
-            .and_then(agent_runner_sandbox::backend::docker_cli::aim)
+            .and_then(agent_runner_sandbox::backend::aim)
     {
         let problem = InputError::new("runner.sandbox.host", e);
         return invalid(&problem.into(), &redactor, json, clock.elapsed());

@@ -190,6 +190,31 @@ pub trait Backend: Send + Sync {
     fn daemon(&self) -> String {
         "the container engine".into()
     }
+    /// The named volumes that carry the label `key`, each with the values of its
+    /// labels `values` (empty where it lacks one): the caches (`worker::caches`).
+    fn labelled_volumes(
+        &self,
+        _key: &str,
+        _values: &[&str],
+    ) -> Result<Vec<LabelledVolume>, BackendError> {
+        Err(BackendError::Io(
+            "this engine keeps no named volumes".into(),
+        ))
+    }
+    /// Removes the named volume `name`.
+    fn remove_volume(&self, _name: &str) -> Result<(), BackendError> {
+        Err(BackendError::Io(
+            "this engine keeps no named volumes".into(),
+        ))
+    }
+}
+
+/// A named volume as `Backend::labelled_volumes` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelledVolume {
+    pub name: String,
+    /// The values of the labels asked for, in their order.
+    pub values: Vec<String>,
 }
 
 /// A sandbox just started.

@@ -175,7 +175,7 @@ impl ContainerSandbox {
         let (caches, caches_error) =
             match super::caches::volumes(&config.repo, &config.worker.caches) {
                 Ok(caches) => (caches, None),
-                Err(e) => (Vec::new(), Some(e)),
+                Err(e) => (Vec::new(), Some(e.to_string())),
             };
         ContainerSandbox {
             caches_error,
@@ -222,7 +222,7 @@ impl ContainerSandbox {
     pub fn caches_of(&mut self, repo: &std::path::Path) {
         match super::caches::volumes(repo, &self.spec.worker.caches) {
             Ok(caches) => (self.spec.caches, self.caches_error) = (caches, None),
-            Err(e) => (self.spec.caches, self.caches_error) = (Vec::new(), Some(e)),
+            Err(e) => (self.spec.caches, self.caches_error) = (Vec::new(), Some(e.to_string())),
         }
     }
 
