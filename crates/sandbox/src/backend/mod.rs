@@ -97,6 +97,7 @@ pub mod endpoint;
 mod error;
 mod git_dir;
 pub mod host;
+pub mod host_check;
 mod host_dir;
 pub mod landing;
 pub mod lifeline;
