@@ -61,9 +61,16 @@
 //!   it kills every other process when agent-runner asks (`Carrier::quiet`,
 //!   `quiet.rs`).
 //!
+//! Which engine: `open.rs` (`backend::open`), the one place that chooses it, from
+//! the kind of the process's target; everything above this module gets its
+//! `Backend` there. A new engine is its file here, its kind of `host::Target`, and
+//! its arm in `open`.
+//!
 //! Remote hosts (`host.rs`): a host by name, its daemon a URL or a docker context
 //! carried in every docker call's environment (`Target::apply`); the orchestrator's
-//! placement gives each attempt's runner its host that way.
+//! placement gives each attempt's runner its host that way. `host_check.rs`: the
+//! use case of `hosts check|prepare` (health, image, tools volume, runtimes,
+//! locality per host; the image and the tools loaded where missing).
 //!
 //! Beside them, `tools.rs`: the tools volume of the engine's host (the pinned agents
 //! and the static helper, SPEC §21), which `Backend::tools_volume` has filled on

@@ -23,6 +23,8 @@ pub fn open_at(target: Option<&Target>) -> Arc<dyn Backend> {
     match target {
         // The docker CLI reads the target from its environment (`Target::apply`).
         None | Some(Target::Url(_) | Target::Context(_)) => Arc::new(Docker::default()),
+        // Kubernetes (`kubernetes/`, SPEC §22): its kind of target here, e.g.
+        // `Some(Target::Kubernetes(cluster)) => Arc::new(Kubernetes::at(cluster))`.
     }
 }
 
