@@ -110,6 +110,7 @@ pub mod landing;
 pub mod lifeline;
 mod locality;
 mod open;
+pub(crate) mod outside;
 pub mod privileges;
 mod quiet;
 pub mod runtime;

@@ -30,6 +30,6 @@ pub fn open_at(target: Option<&Target>) -> Arc<dyn Backend> {
 
 /// Aims every sandbox of this process at `target` (`runner.sandbox.host`, SPEC
 /// §22); set once, before the first sandbox starts.
-pub fn aim(target: Target) -> Result<(), String> {
+pub fn aim(target: Target) -> Result<(), super::docker_cli::AimedElsewhere> {
     super::docker_cli::aim(target)
 }
