@@ -165,10 +165,6 @@ impl AgentFiles {
     /// `pin`, in the container itself.
     fn pin_now(exec: &Exec<'_>, spec: &ContainerSpec) -> Result<AgentFiles, SandboxError> {
         let program = spec.worker.kind.program().to_string();
-        let unusable = |detail: String| SandboxError::ImageUnusable {
-            image: spec.worker.docker_image.clone(),
-            detail,
-        };
         let mut pinning = Pinning {
             exec,
             files: Vec::new(),
@@ -225,46 +221,14 @@ impl AgentFiles {
         } = looked?;
         let mut heads = shell_head?;
         let mut executed = shell.clone();
-        let mut prefix = Vec::new();
-        let mut known_loaders = Vec::new();
-        let from_tools = match (spec.worker.agent_from, &agent) {
-            (AgentFrom::Image, _) | (AgentFrom::Auto, Some(_)) => false,
-            (AgentFrom::Tools, _) | (AgentFrom::Auto, None) => true,
-        };
-        let agent = if from_tools {
-            let tool = tools_agent(spec, &program, tools_seen.transpose()?)?;
-            if let Some(loader) = tool.loader {
-                known_loaders.push((loader.to_string(), tool.path.clone()));
-            }
-            prefix.push(tool.path);
-            None
-        } else {
-            agent
-        };
-        if let Some(agent) = agent {
-            in_repository(&agent, &program, spec)?;
-            let batch = [(agent.clone(), "the agent".to_string())];
-            let at = heads.len();
-            heads.extend(pinning.pin_batch(&batch)?);
-            executed.extend(batch);
-            let interpreter = match shebang(&heads[at]) {
-                Some(Shebang::Env(name)) => {
-                    let found = exec.look(Some(&name), &[])?.found.ok_or_else(|| {
-                        unusable(format!("{agent} needs `{name}`, which is not on PATH"))
-                    })?;
-                    prefix.push(found.clone());
-                    Some(found)
-                }
-                Some(Shebang::Path(interpreter)) => Some(interpreter),
-                None => None,
-            };
-            if let Some(interpreter) = interpreter {
-                let batch = [(interpreter, "its interpreter".to_string())];
-                heads.extend(pinning.pin_batch(&batch)?);
-                executed.extend(batch);
-            }
-            prefix.push(agent);
-        }
+        let (prefix, known_loaders) = pinning.place_agent(
+            spec,
+            &program,
+            agent,
+            tools_seen.transpose()?,
+            &mut heads,
+            &mut executed,
+        )?;
         pinning.follow_loaders(&executed, &heads, known_loaders)?;
         let Pinning {
             files, listings, ..
@@ -659,7 +623,69 @@ struct Pinning<'a> {
     heads: std::collections::HashMap<String, Vec<u8>>,
 }
 
+/// A loader known already, and the file it loads.
+type Loader = (String, String);
+
 impl Pinning<'_> {
+    /// Where the agent is (`agent`, the image's on PATH; else the tools volume's)
+    /// and what runs it: its interpreter pinned beside it (`heads`, `executed`
+    /// grow). The command's prefix, and the loaders known already.
+    fn place_agent(
+        &mut self,
+        spec: &ContainerSpec,
+        program: &str,
+        agent: Option<String>,
+        tools_seen: Option<Vec<String>>,
+        heads: &mut Vec<Vec<u8>>,
+        executed: &mut Vec<(String, String)>,
+    ) -> Result<(Vec<String>, Vec<Loader>), SandboxError> {
+        let unusable = |detail: String| SandboxError::ImageUnusable {
+            image: spec.worker.docker_image.clone(),
+            detail,
+        };
+        let mut prefix = Vec::new();
+        let mut known_loaders = Vec::new();
+        let from_tools = match (spec.worker.agent_from, &agent) {
+            (AgentFrom::Image, _) | (AgentFrom::Auto, Some(_)) => false,
+            (AgentFrom::Tools, _) | (AgentFrom::Auto, None) => true,
+        };
+        let agent = if from_tools {
+            let tool = tools_agent(spec, program, tools_seen)?;
+            if let Some(loader) = tool.loader {
+                known_loaders.push((loader.to_string(), tool.path.clone()));
+            }
+            prefix.push(tool.path);
+            None
+        } else {
+            agent
+        };
+        if let Some(agent) = agent {
+            in_repository(&agent, program, spec)?;
+            let batch = [(agent.clone(), "the agent".to_string())];
+            let at = heads.len();
+            heads.extend(self.pin_batch(&batch)?);
+            executed.extend(batch);
+            let interpreter = match shebang(&heads[at]) {
+                Some(Shebang::Env(name)) => {
+                    let found = self.exec.look(Some(&name), &[])?.found.ok_or_else(|| {
+                        unusable(format!("{agent} needs `{name}`, which is not on PATH"))
+                    })?;
+                    prefix.push(found.clone());
+                    Some(found)
+                }
+                Some(Shebang::Path(interpreter)) => Some(interpreter),
+                None => None,
+            };
+            if let Some(interpreter) = interpreter {
+                let batch = [(interpreter, "its interpreter".to_string())];
+                heads.extend(self.pin_batch(&batch)?);
+                executed.extend(batch);
+            }
+            prefix.push(agent);
+        }
+        Ok((prefix, known_loaders))
+    }
+
     /// Pins each (path, what) of `batch` (once; copied at once); their first bytes.
     fn pin_batch(&mut self, batch: &[(String, String)]) -> Result<Vec<Vec<u8>>, SandboxError> {
         let exec = self.exec;
