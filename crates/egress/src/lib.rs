@@ -23,7 +23,7 @@
 //! - `Egress::stop` closes everything and returns the `Summary` for the note's
 //!   Egress section and the result's `egress`.
 //!
-//! The sandbox (`worker::docker`) is the only user, so every agent that runs in it —
+//! The sandbox (`worker::sandbox`) is the only user, so every agent that runs in it —
 //! worker runs, test runs, the codex Task Builder, and the Meta `codex-cli`
 //! provider of §18 when it comes (its base URL goes into
 //! `task::default_allow::codex`'s `also`) — is under the same rules.

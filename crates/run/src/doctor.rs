@@ -4,7 +4,7 @@
 //! the worker's, and codex for Meta `codex-cli`, at its pinned version), the egress
 //! proxy's bridge, each agent's credentials, the Meta endpoint, and who owns the
 //! files the container writes. Containers are started through the sandbox's backend
-//! (`backend::Docker`), the way the sandbox starts them (`--entrypoint /bin/sh`,
+//! (`backend::open`), the way the sandbox starts them (`--entrypoint /bin/sh`,
 //! `--user uid:gid` when not root), and every docker call goes through its one place
 //! (`backend::docker_cli`). No check sends a key anywhere: the Meta endpoint gets a
 //! bare GET.
@@ -283,7 +283,7 @@ pub fn run_all(
     report: &mut dyn FnMut(&Check),
 ) -> Vec<Check> {
     let docker = Docker {
-        backend: Default::default(),
+        backend: agent_runner_sandbox::backend::open(),
         interrupt,
     };
     let mut r = Report {
@@ -928,7 +928,7 @@ impl DockerOutput {
 
 /// Docker CLI calls through the sandbox's backend, each with a wall-clock limit.
 struct Docker {
-    backend: agent_runner_sandbox::backend::Docker,
+    backend: std::sync::Arc<dyn Backend>,
     interrupt: Interrupt,
 }
 

@@ -6,7 +6,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use agent_runner_sandbox::backend::docker_cli;
 use agent_runner_sandbox::backend::endpoint::{Endpoint, Source};
 use agent_runner_sandbox::backend::host::Target;
 
@@ -64,7 +63,7 @@ pub fn go_to(saved: &SessionHost, now: Option<&Endpoint>) -> Result<(), String> 
             "its worker's session is on the docker host {saved}, where the run before ran, and this run is told {now}: resume it on {saved} (runner.sandbox.host, or DOCKER_HOST / DOCKER_CONTEXT as before), or run it without --resume to start afresh there"
         ));
     }
-    docker_cli::aim(saved.target()).map_err(|e| {
+    agent_runner_sandbox::backend::aim(saved.target()).map_err(|e| {
         format!(
             "its worker's session is on the docker host {saved}, which this run cannot go to: {e}"
         )

@@ -26,7 +26,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::task_lock::TaskLock;
 use agent_runner_meta::{CodexScratch, Opening};
-use agent_runner_sandbox::worker::docker::{Continuation, DockerSandbox, SandboxConfig};
+use agent_runner_sandbox::worker::sandbox::{ContainerSandbox, Continuation, SandboxConfig};
 use agent_runner_settings::events::Events;
 use agent_runner_settings::task::{InputError, MetaBackend, Task};
 
@@ -171,7 +171,7 @@ fn execute(
             why,
         })?;
     }
-    let session_host = agent_runner_sandbox::worker::docker::session_host(&task.worker)
+    let session_host = agent_runner_sandbox::worker::sandbox::session_host(&task.worker)
         .map(|endpoint| SessionHost::of(&endpoint));
     log::info!(
         "task {} \"{}\": repo {}, meta {}, worker {} in image {}, at most {} loops",
@@ -192,7 +192,7 @@ fn execute(
         log::warn!("cannot write the event log: {e}");
         Events::none()
     });
-    let mut sandbox = DockerSandbox::new(SandboxConfig {
+    let mut sandbox = ContainerSandbox::new(SandboxConfig {
         task_id: task.id.clone(),
         repo: task.repo.clone(),
         private_dir: private.path().to_path_buf(),

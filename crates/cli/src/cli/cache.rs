@@ -32,9 +32,10 @@ pub(crate) fn run(command: CacheCommand) -> i32 {
 }
 
 fn ls() -> i32 {
-    let list = match caches::list() {
+    let backend = agent_runner_sandbox::backend::open();
+    let list = match caches::list(&*backend) {
         Ok(list) => list,
-        Err(e) => return failed(&e),
+        Err(e) => return failed(&e.to_string()),
     };
     let mut text = String::new();
     for cache in &list {
@@ -52,17 +53,18 @@ fn ls() -> i32 {
 }
 
 fn rm(mut names: Vec<String>, repo: Option<std::path::PathBuf>) -> i32 {
+    let backend = agent_runner_sandbox::backend::open();
     if let Some(repo) = repo {
         let Ok(dir) = std::fs::canonicalize(&repo) else {
             return failed(&format!("--repo {}: no such directory", repo.display()));
         };
-        match caches::list() {
+        match caches::list(&*backend) {
             Ok(list) => names.extend(
                 list.into_iter()
                     .filter(|c| c.repo == dir.display().to_string())
                     .map(|c| c.name),
             ),
-            Err(e) => return failed(&e),
+            Err(e) => return failed(&e.to_string()),
         }
     }
     if names.is_empty() {
@@ -72,11 +74,11 @@ fn rm(mut names: Vec<String>, repo: Option<std::path::PathBuf>) -> i32 {
     }
     let mut code = exit::COMPLETE;
     for name in &names {
-        match caches::remove(name) {
+        match caches::remove(&*backend, name) {
             Ok(()) => {
                 let _ = writeln!(std::io::stderr(), "removed {name}");
             }
-            Err(e) => code = failed(&e),
+            Err(e) => code = failed(&e.to_string()),
         }
     }
     code

@@ -36,8 +36,10 @@ pub(crate) fn run(
     agent_runner_core::logging::mask(&redactor);
     // Before any docker call: every one of this run goes to its host (SPEC §22).
     if let Some(host) = &task.sandbox_host
-        && let Err(e) = agent_runner_sandbox::backend::host::Target::parse(host)
-            .and_then(agent_runner_sandbox::backend::docker_cli::aim)
+        && let Err(e) =
+            agent_runner_sandbox::backend::host::Target::parse(host).and_then(|target| {
+                agent_runner_sandbox::backend::aim(target).map_err(|e| e.to_string())
+            })
     {
         let problem = InputError::new("runner.sandbox.host", e);
         return invalid(&problem.into(), &redactor, json, clock.elapsed());

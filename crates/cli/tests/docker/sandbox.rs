@@ -9,7 +9,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
 use agent_runner_core::secret::{Redactor, Secret};
 use agent_runner_sandbox::backend::sweep::{owner_labels, sweep_orphans};
-use agent_runner_sandbox::worker::docker::{DockerSandbox, SandboxConfig};
+use agent_runner_sandbox::worker::sandbox::{ContainerSandbox, SandboxConfig};
 use agent_runner_sandbox::worker::{Sandbox, SandboxError};
 use agent_runner_settings::agent::RunOutcome;
 use agent_runner_settings::task::{
@@ -75,7 +75,7 @@ fn task_id(name: &str) -> String {
 fn worker_creates_files_in_the_repo_owned_by_the_caller() {
     let repo = Scratch::new("sandbox-files");
     let id = task_id("files");
-    let mut sandbox = DockerSandbox::new(config(&repo, &id, settings()));
+    let mut sandbox = ContainerSandbox::new(config(&repo, &id, settings()));
     let run = sandbox
         .run_worker(1, "Create hello.txt.\n@run: echo hello > hello.txt && mkdir -p sub && touch sub/x\n@say: Created hello.txt\n")
         .unwrap();
@@ -108,7 +108,7 @@ fn fake_codex_reproduces_every_outcome_in_a_container() {
     let mut worker = settings();
     worker.max_run_time = Duration::from_secs(3);
     worker.idle_timeout = Duration::from_secs(2);
-    let mut sandbox = DockerSandbox::new(config(&repo, &id, worker));
+    let mut sandbox = ContainerSandbox::new(config(&repo, &id, worker));
     let cases: &[(&str, RunOutcome, &str)] = &[
         (
             "@run: true\n@say: all good\n",
@@ -179,7 +179,7 @@ fn a_process_ignoring_sigterm_is_killed_inside_the_container() {
     let id = task_id("kill");
     let mut worker = settings();
     worker.idle_timeout = Duration::from_secs(1);
-    let mut sandbox = DockerSandbox::new(config(&repo, &id, worker));
+    let mut sandbox = ContainerSandbox::new(config(&repo, &id, worker));
     let started = Instant::now();
     let run = sandbox
         .run_worker(1, "@run: trap '' TERM; sleep 60 & sleep 60\n")
@@ -232,7 +232,7 @@ fn secrets_reach_the_worker_by_name_only() {
             value: EnvValue::Literal("plain-value".into()),
         },
     ];
-    let mut sandbox = DockerSandbox::new(config(&repo, &id, worker));
+    let mut sandbox = ContainerSandbox::new(config(&repo, &id, worker));
     let handle = std::thread::scope(|scope| {
         let worker = scope.spawn(|| {
             sandbox
@@ -287,7 +287,7 @@ fn auth_json_is_linked_read_only_into_codex_home() {
         secrets: vec![],
         modes: vec![],
     };
-    let mut sandbox = DockerSandbox::new(cfg);
+    let mut sandbox = ContainerSandbox::new(cfg);
     let run = sandbox
         .run_worker(1, "@run: cat \"$HOME/.codex/auth.json\"\n@run: echo x >> \"$HOME/.codex/auth.json\"\n@run: touch \"$HOME/.codex/writable\"\n@say: checked\n")
         .unwrap();
@@ -315,7 +315,7 @@ fn missing_image_is_a_clear_error_and_leaves_no_container() {
     let id = task_id("noimage");
     let mut worker = settings();
     worker.docker_image = "agent-runner-no-such-image:latest".into();
-    let mut sandbox = DockerSandbox::new(config(&repo, &id, worker));
+    let mut sandbox = ContainerSandbox::new(config(&repo, &id, worker));
     match sandbox.run_worker(1, "@say: x\n") {
         Err(SandboxError::ImageMissing { image, detail }) => {
             assert_eq!(image, "agent-runner-no-such-image:latest");
@@ -332,7 +332,7 @@ fn tests_run_in_their_directory_with_a_time_limit() {
     let repo = Scratch::new("sandbox-test");
     repo.file("sub/marker", "");
     let id = task_id("test");
-    let mut sandbox = DockerSandbox::new(config(&repo, &id, settings()));
+    let mut sandbox = ContainerSandbox::new(config(&repo, &id, settings()));
     let spec = TestSpec {
         command: "ls marker && echo fine && exit 4".into(),
         cwd: "sub".into(),
@@ -367,7 +367,7 @@ fn tests_run_in_their_directory_with_a_time_limit() {
 fn huge_output_streams_to_the_log_in_full() {
     let repo = Scratch::new("sandbox-huge");
     let id = task_id("huge");
-    let mut sandbox = DockerSandbox::new(config(&repo, &id, settings()));
+    let mut sandbox = ContainerSandbox::new(config(&repo, &id, settings()));
     let bytes: u64 = 200 << 20;
     let run = sandbox
         .run_worker(1, &format!("@spew: {bytes}\n@say: spewed\n"))

@@ -11,6 +11,9 @@
 //! and a crate's top-level modules do not import each other round (the pipeline's
 //! `store` ← `queue` ← `orchestrator` ← …): a circle cannot be read, tested or moved
 //! one module at a time.
+//!
+//! Only `crates/sandbox/src/backend/` calls the docker CLI (`docker_cli`): a new
+//! engine is a file there, not an edit in every caller.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -403,4 +406,82 @@ fn no_import_circles_between_a_crates_modules() {
     let found = circles(&scratch);
     std::fs::remove_dir_all(&scratch).unwrap();
     assert_eq!(found, ["x: a → b", "x: b → a"]);
+}
+
+/// The files above `crates/sandbox/src/backend/` that still speak to the docker CLI
+/// themselves, each with what it needs from the backend first. The list only
+/// shrinks: a file taken off it passes, a new one fails.
+const DOCKER_CLI_ABOVE_THE_BACKEND: [&str; 1] = [
+    // `docker --version`, the daemon's version, `image inspect` and podman's missing
+    // part: doctor's checks of the engine itself, in docker's words.
+    "crates/run/src/doctor.rs",
+];
+
+/// The files of the crates under `top` whose code (not comments, strings or tests)
+/// names `docker_cli` outside `crates/sandbox/src/backend/`.
+fn docker_cli_outside_the_backend(top: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for (name, src) in crates(top) {
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in &files {
+            let relative = file.strip_prefix(&src).unwrap().to_string_lossy();
+            if name == "sandbox" && relative.starts_with("backend/") {
+                continue;
+            }
+            if names_word(
+                &code_of(&std::fs::read_to_string(file).unwrap()),
+                "docker_cli",
+            ) {
+                found.push(format!("crates/{name}/src/{relative}"));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Whether `code` has `word` as a whole identifier (`docker_client` is not
+/// `docker_cli`).
+fn names_word(code: &str, word: &str) -> bool {
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    code.match_indices(word).any(|(at, _)| {
+        !ident(code[..at].chars().next_back()) && !ident(code[at + word.len()..].chars().next())
+    })
+}
+
+#[test]
+fn only_the_backend_calls_the_docker_cli() {
+    let mut known = DOCKER_CLI_ABOVE_THE_BACKEND.map(String::from).to_vec();
+    known.sort();
+    assert_eq!(
+        docker_cli_outside_the_backend(&top()),
+        known,
+        "a sandbox's engine is reached through backend::open's Backend and its Instance \
+         (crates/sandbox/src/backend/mod.rs), never through docker_cli above it"
+    );
+    // A planted call above the backend is found; the backend's own, a comment and a
+    // test are not.
+    let scratch = std::env::temp_dir().join(format!("ar-docker-cli-{}", std::process::id()));
+    std::fs::create_dir_all(scratch.join("crates/sandbox/src/backend")).unwrap();
+    std::fs::create_dir_all(scratch.join("crates/sandbox/src/worker")).unwrap();
+    std::fs::write(
+        scratch.join("crates/sandbox/src/worker/planted.rs"),
+        "use crate::backend::docker_cli;\nfn f() { docker_cli::run(&[\"ps\"]); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        scratch.join("crates/sandbox/src/worker/quiet.rs"),
+        "// docker_cli in a comment\nfn f() { let _ = \"docker_cli\"; docker_client(); }\n\
+         #[cfg(test)]\nmod tests { fn g() { docker_cli::run(); } }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        scratch.join("crates/sandbox/src/backend/docker.rs"),
+        "use super::docker_cli;",
+    )
+    .unwrap();
+    let found = docker_cli_outside_the_backend(&scratch);
+    std::fs::remove_dir_all(&scratch).unwrap();
+    assert_eq!(found, ["crates/sandbox/src/worker/planted.rs"]);
 }

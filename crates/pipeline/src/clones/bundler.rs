@@ -7,7 +7,7 @@
 //! A long-lived container per orchestrator (and worker image) serves the attempts:
 //! a container start costs about as much CPU as a whole scripted attempt, so one per
 //! attempt slowed `--jobs 3` by 1.7x. It is started at the first isolated attempt,
-//! alongside that attempt's runner, by the sandbox's backend (`backend::Docker`) and
+//! alongside that attempt's runner, by the sandbox's backend (`backend::open`) and
 //! held like the sandbox: its main process's stdin is ours, so it ends with the
 //! orchestrator however that ends, and it carries the sweep's owner labels. It has no
 //! network, no capabilities, the sandbox's seccomp profile (no set-id file in its
@@ -40,9 +40,7 @@ use agent_runner_core::owner::Owner;
 use agent_runner_core::process::HeldWait;
 use agent_runner_core::timestamp::human;
 use agent_runner_sandbox::backend::sweep::{LABEL_TASK, owner_labels};
-use agent_runner_sandbox::backend::{
-    Backend, Confinement, Docker, Instance, Main, Mount, Net, Spec,
-};
+use agent_runner_sandbox::backend::{Backend, Confinement, Instance, Main, Mount, Net, Spec};
 use agent_runner_settings::task::{WorkerLimits, WorkerSettings};
 
 /// Where the workspace's `clones/` is mounted in the bundler.
@@ -130,7 +128,7 @@ impl Bundlers {
     pub(crate) fn new(clones: PathBuf, dir: PathBuf, workspace_id: &str) -> Bundlers {
         Bundlers(Arc::new(Shared {
             state: Mutex::new(State {
-                backend: Arc::new(Docker::default()),
+                backend: agent_runner_sandbox::backend::open(),
                 clones,
                 dir,
                 workspace_id: workspace_id.to_string(),

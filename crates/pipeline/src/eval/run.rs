@@ -38,7 +38,7 @@ use crate::store::task_file::{Attempt, TaskRecord};
 use crate::store::task_store::TaskStore;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::timestamp::Timestamp;
-use agent_runner_sandbox::backend::Docker;
+use agent_runner_sandbox::backend::Backend;
 use agent_runner_sandbox::backend::host::HostSpec;
 
 /// Which runs with an outcome are run again.
@@ -297,7 +297,7 @@ fn grade_all(
     let queue = Mutex::new(todo.into_iter());
     let retry = Mutex::new(Vec::new());
     let failure: Mutex<Option<EvalError>> = Mutex::new(None);
-    let backend = Docker::default();
+    let backend = agent_runner_sandbox::backend::open();
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
@@ -314,7 +314,7 @@ fn grade_all(
                         continue;
                     };
                     let mut line =
-                        grade_one(repo, &backend, ws, case, &key, &attempt, &base, interrupt);
+                        grade_one(repo, &*backend, ws, case, &key, &attempt, &base, interrupt);
                     line.infra_retried = retried;
                     if interrupt.is_set() && line.outcome == Outcome::InfraError {
                         // Not the run's doing, nor the engine's: graded next time.
@@ -354,7 +354,7 @@ fn grade_all(
 #[allow(clippy::too_many_arguments)]
 fn grade_one(
     repo: &EvalRepo,
-    backend: &Docker,
+    backend: &dyn Backend,
     ws: &Workspace,
     case: &Case,
     key: &RunKey,

@@ -8,7 +8,7 @@ use super::grade::{self, Graded};
 use super::repo::EvalRepo;
 use super::suite::{Case, Suite};
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_sandbox::backend::Docker;
+use agent_runner_sandbox::backend::Backend;
 
 /// What validating one case found.
 #[derive(Debug, Clone)]
@@ -56,13 +56,13 @@ pub fn validate(suite: &Suite, interrupt: Interrupt) -> Result<Vec<CaseCheck>, E
     ));
     let checked = (|| {
         let repo = EvalRepo::scratch(&dir.join("repo.git"), interrupt)?;
-        let backend = Docker::default();
+        let backend = agent_runner_sandbox::backend::open();
         let mut checks = Vec::new();
         for case in &suite.cases {
             if interrupt.is_set() {
                 return Err(EvalError::Interrupted);
             }
-            checks.push(check(&repo, &backend, case, &dir, interrupt)?);
+            checks.push(check(&repo, &*backend, case, &dir, interrupt)?);
         }
         Ok(checks)
     })();
@@ -72,7 +72,7 @@ pub fn validate(suite: &Suite, interrupt: Interrupt) -> Result<Vec<CaseCheck>, E
 
 fn check(
     repo: &EvalRepo,
-    backend: &Docker,
+    backend: &dyn Backend,
     case: &Case,
     dir: &std::path::Path,
     interrupt: Interrupt,

@@ -31,7 +31,7 @@ use super::docker_cli::{
 use super::endpoint::Endpoint;
 use super::lifeline::{Down, Stream};
 use super::spec::{Exec, Net, Spec, Var, Volume};
-use super::{Backend, BackendError, Instance, Output, Started, seccomp, sweep};
+use super::{Backend, BackendError, Instance, LabelledVolume, Output, Started, seccomp, sweep};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{
     self, Capture, Ending, Finished, Held, HeldWait, Invocation, Limits, Stop,
@@ -245,9 +245,70 @@ impl Backend for Docker {
             _ => "the docker daemon".into(),
         }
     }
+
+    fn labelled_volumes(
+        &self,
+        key: &str,
+        values: &[&str],
+    ) -> Result<Vec<LabelledVolume>, BackendError> {
+        // Names first, then their labels through `inspect`: `{{.Label "…"}}` in
+        // `volume ls` is Docker's only, `index .Labels` of `inspect` both engines
+        // know (SPEC §24).
+        let filter = format!("label={key}");
+        let names = self.checked(
+            "docker volume ls",
+            &["volume", "ls", "-q", "--filter", &filter],
+        )?;
+        let names: Vec<&str> = names
+            .lines()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .collect();
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut format = "{{.Name}}".to_string();
+        for value in values {
+            format.push_str(&format!("\t{{{{index .Labels \"{value}\"}}}}"));
+        }
+        let mut args = vec!["volume", "inspect", "--format", &format];
+        args.extend(names.iter().copied());
+        let listed = self.checked("docker volume inspect", &args)?;
+        Ok(listed
+            .lines()
+            .filter_map(|line| {
+                let mut parts = line.splitn(values.len() + 1, '\t');
+                let name = parts.next().filter(|n| !n.is_empty())?.to_string();
+                let mut labels: Vec<String> = parts.map(str::to_string).collect();
+                labels.resize(values.len(), String::new());
+                Some(LabelledVolume {
+                    name,
+                    values: labels,
+                })
+            })
+            .collect())
+    }
+
+    fn remove_volume(&self, name: &str) -> Result<(), BackendError> {
+        self.checked(&format!("docker volume rm {name}"), &["volume", "rm", name])
+            .map(drop)
+    }
 }
 
 impl Docker {
+    /// `docker <args>` within the short deadline: its stdout, or an error naming
+    /// `command` with its stderr's tail.
+    fn checked(&self, command: &str, args: &[&str]) -> Result<String, BackendError> {
+        let out = docker_cli::run(args, self.short, Interrupt::never()).map_err(cli_missing)?;
+        if !out.ok {
+            return Err(BackendError::Failed {
+                command: command.to_string(),
+                detail: last_lines(&out.stderr, 3),
+            });
+        }
+        Ok(out.stdout)
+    }
+
     /// Why `docker run` failed: missing image, unreachable daemon, or something else.
     fn diagnose_start(&self, spec: &Spec, invocation: &Invocation, stderr: &str) -> BackendError {
         if stderr.contains("No such image") || stderr.contains("Unable to find image") {

@@ -31,13 +31,18 @@ static AIMED: std::sync::OnceLock<super::host::Target> = std::sync::OnceLock::ne
 
 /// Aims every docker call of this process at `target` (`runner.sandbox.host`, SPEC
 /// §22), over DOCKER_HOST and the current context; set once, before the first call.
-pub fn aim(target: super::host::Target) -> Result<(), String> {
+pub fn aim(target: super::host::Target) -> Result<(), AimedElsewhere> {
     let wanted = target.clone();
     AIMED.set(target).or_else(|_| match AIMED.get() {
         Some(set) if *set == wanted => Ok(()),
-        _ => Err("the docker host of this process is set already".into()),
+        _ => Err(AimedElsewhere),
     })
 }
+
+/// `aim` of a process aimed at another host already.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the docker host of this process is set already")]
+pub struct AimedElsewhere;
 
 /// The host `aim` set, if any.
 pub fn aimed() -> Option<&'static super::host::Target> {

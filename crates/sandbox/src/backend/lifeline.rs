@@ -3,7 +3,7 @@
 //! lifeline`, PID 1 itself with no engine's init: `helper/init.c`), and its
 //! stdin/stdout are the one stream between agent-runner and the
 //! sandbox. Nothing of this machine is mounted, so it works on a remote daemon,
-//! where it is the carrier with egress (`worker::docker`); locally the socket stays,
+//! where it is the carrier with egress (`worker::sandbox`); locally the socket stays,
 //! as `docker run -i`'s stdio carries far less than a unix socket
 //! (`bench/lifeline.py`).
 //!

@@ -61,9 +61,16 @@
 //!   it kills every other process when agent-runner asks (`Carrier::quiet`,
 //!   `quiet.rs`).
 //!
+//! Which engine: `open.rs` (`backend::open`), the one place that chooses it, from
+//! the kind of the process's target; everything above this module gets its
+//! `Backend` there. A new engine is its file here, its kind of `host::Target`, and
+//! its arm in `open`.
+//!
 //! Remote hosts (`host.rs`): a host by name, its daemon a URL or a docker context
 //! carried in every docker call's environment (`Target::apply`); the orchestrator's
-//! placement gives each attempt's runner its host that way.
+//! placement gives each attempt's runner its host that way. `host_check.rs`: the
+//! use case of `hosts check|prepare` (health, image, tools volume, runtimes,
+//! locality per host; the image and the tools loaded where missing).
 //!
 //! Beside them, `tools.rs`: the tools volume of the engine's host (the pinned agents
 //! and the static helper, SPEC §21), which `Backend::tools_volume` has filled on
@@ -71,7 +78,7 @@
 //! (`Mount::volume`); a fill's container carries owner labels and an expiry, so a
 //! killed fill's is swept by the next fill.
 //!
-//! The sandbox (`worker::docker`) asks the transport for its mounts and the carrier
+//! The sandbox (`worker::sandbox`) asks the transport for its mounts and the carrier
 //! for its main process, mounts and variables, adds the policy of its own
 //! (capabilities, limits, labels, the private tmpfs, which variables go by name),
 //! and hands the `Spec` to the backend; each run is an `Exec` on the instance; after
@@ -98,11 +105,14 @@ pub mod endpoint;
 mod error;
 mod git_dir;
 pub mod host;
+pub mod host_check;
 mod host_dir;
 pub mod kubernetes;
 pub mod landing;
 pub mod lifeline;
 mod locality;
+mod open;
+pub(crate) mod outside;
 pub mod privileges;
 mod quiet;
 pub mod runtime;
@@ -127,6 +137,7 @@ pub use docker::Docker;
 pub use docker_cli::Output;
 pub use error::BackendError;
 pub use lifeline::Lifeline;
+pub use open::{aim, open, open_at};
 pub use quiet::Quiet;
 pub use socket::SocketLink;
 pub use spec::{Confinement, Exec, Main, Mount, Net, Ready, Spec, Tmpfs, Var, Volume};
@@ -190,6 +201,31 @@ pub trait Backend: Send + Sync {
     fn daemon(&self) -> String {
         "the container engine".into()
     }
+    /// The named volumes that carry the label `key`, each with the values of its
+    /// labels `values` (empty where it lacks one): the caches (`worker::caches`).
+    fn labelled_volumes(
+        &self,
+        _key: &str,
+        _values: &[&str],
+    ) -> Result<Vec<LabelledVolume>, BackendError> {
+        Err(BackendError::Io(
+            "this engine keeps no named volumes".into(),
+        ))
+    }
+    /// Removes the named volume `name`.
+    fn remove_volume(&self, _name: &str) -> Result<(), BackendError> {
+        Err(BackendError::Io(
+            "this engine keeps no named volumes".into(),
+        ))
+    }
+}
+
+/// A named volume as `Backend::labelled_volumes` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelledVolume {
+    pub name: String,
+    /// The values of the labels asked for, in their order.
+    pub values: Vec<String>,
 }
 
 /// A sandbox just started.

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use super::docker_cli::{Output, call, last_lines};
 use super::host::{HEALTH, Target};
-use super::{Backend, Docker};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
 
@@ -58,9 +57,9 @@ pub enum Rule {
     WhileRunning,
 }
 
-/// Removes orphaned containers of the local Docker; returns their names.
+/// Removes orphaned sandboxes of this process's engine (`open`); their names.
 pub fn sweep_orphans() -> Vec<String> {
-    Docker::default().sweep_orphans()
+    super::open().sweep_orphans()
 }
 
 /// Removes the local daemon's orphaned containers, then volumes, each docker call

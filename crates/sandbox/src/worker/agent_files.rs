@@ -59,20 +59,16 @@ use std::time::Duration;
 use super::PROJECT_DIR;
 use super::SandboxError;
 use super::container::ContainerSpec;
-use crate::backend::docker_cli::{self, cli_missing, last_lines};
+use crate::backend::outside::{Copied, Outside};
 use crate::backend::tools::{self, READY};
 use crate::backend::untar::number as tar_number;
-use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{self, Capture, Ending, Limits, StreamFilter};
-use agent_runner_settings::task::worker_env::RESERVED;
+use agent_runner_core::process::StreamFilter;
 use agent_runner_settings::task::{AgentFrom, EnvValue};
 
 /// The shell that starts every run (`envelope.rs`).
 pub(crate) const SHELL: &str = "/bin/sh";
 /// Time allowed for one copy out of the container (an agent of a few hundred MB).
 const COPY_TIMEOUT: Duration = Duration::from_secs(300);
-/// Time allowed for the daemon to say whether it is there, after a call failed.
-const DAEMON_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time allowed for a lookup in the container.
 const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
 /// Bytes kept from the start of each file: enough for a script's `#!` line and an
@@ -169,10 +165,6 @@ impl AgentFiles {
     /// `pin`, in the container itself.
     fn pin_now(exec: &Exec<'_>, spec: &ContainerSpec) -> Result<AgentFiles, SandboxError> {
         let program = spec.worker.kind.program().to_string();
-        let unusable = |detail: String| SandboxError::ImageUnusable {
-            image: spec.worker.docker_image.clone(),
-            detail,
-        };
         let mut pinning = Pinning {
             exec,
             files: Vec::new(),
@@ -229,46 +221,14 @@ impl AgentFiles {
         } = looked?;
         let mut heads = shell_head?;
         let mut executed = shell.clone();
-        let mut prefix = Vec::new();
-        let mut known_loaders = Vec::new();
-        let from_tools = match (spec.worker.agent_from, &agent) {
-            (AgentFrom::Image, _) | (AgentFrom::Auto, Some(_)) => false,
-            (AgentFrom::Tools, _) | (AgentFrom::Auto, None) => true,
-        };
-        let agent = if from_tools {
-            let tool = tools_agent(spec, &program, tools_seen.transpose()?)?;
-            if let Some(loader) = tool.loader {
-                known_loaders.push((loader.to_string(), tool.path.clone()));
-            }
-            prefix.push(tool.path);
-            None
-        } else {
-            agent
-        };
-        if let Some(agent) = agent {
-            in_repository(&agent, &program, spec)?;
-            let batch = [(agent.clone(), "the agent".to_string())];
-            let at = heads.len();
-            heads.extend(pinning.pin_batch(&batch)?);
-            executed.extend(batch);
-            let interpreter = match shebang(&heads[at]) {
-                Some(Shebang::Env(name)) => {
-                    let found = exec.look(Some(&name), &[])?.found.ok_or_else(|| {
-                        unusable(format!("{agent} needs `{name}`, which is not on PATH"))
-                    })?;
-                    prefix.push(found.clone());
-                    Some(found)
-                }
-                Some(Shebang::Path(interpreter)) => Some(interpreter),
-                None => None,
-            };
-            if let Some(interpreter) = interpreter {
-                let batch = [(interpreter, "its interpreter".to_string())];
-                heads.extend(pinning.pin_batch(&batch)?);
-                executed.extend(batch);
-            }
-            prefix.push(agent);
-        }
+        let (prefix, known_loaders) = pinning.place_agent(
+            spec,
+            &program,
+            agent,
+            tools_seen.transpose()?,
+            &mut heads,
+            &mut executed,
+        )?;
         pinning.follow_loaders(&executed, &heads, known_loaders)?;
         let Pinning {
             files, listings, ..
@@ -413,13 +373,7 @@ impl AgentFiles {
         }
         let exec = Exec::new(container, spec);
         let Some(named) = exec.named() else {
-            if let Some(problem) = docker_cli::daemon_problem(DAEMON_TIMEOUT) {
-                return Err(SandboxError::DaemonUnreachable(problem));
-            }
-            return Err(SandboxError::Docker {
-                command: format!("docker diff {container}"),
-                detail: "the daemon did not list the container's changes".into(),
-            });
+            return Err(exec.0.diff_failed().into());
         };
         self.verdict(&named)
             .map_err(|detail| SandboxError::AgentChanged {
@@ -669,7 +623,69 @@ struct Pinning<'a> {
     heads: std::collections::HashMap<String, Vec<u8>>,
 }
 
+/// A loader known already, and the file it loads.
+type Loader = (String, String);
+
 impl Pinning<'_> {
+    /// Where the agent is (`agent`, the image's on PATH; else the tools volume's)
+    /// and what runs it: its interpreter pinned beside it (`heads`, `executed`
+    /// grow). The command's prefix, and the loaders known already.
+    fn place_agent(
+        &mut self,
+        spec: &ContainerSpec,
+        program: &str,
+        agent: Option<String>,
+        tools_seen: Option<Vec<String>>,
+        heads: &mut Vec<Vec<u8>>,
+        executed: &mut Vec<(String, String)>,
+    ) -> Result<(Vec<String>, Vec<Loader>), SandboxError> {
+        let unusable = |detail: String| SandboxError::ImageUnusable {
+            image: spec.worker.docker_image.clone(),
+            detail,
+        };
+        let mut prefix = Vec::new();
+        let mut known_loaders = Vec::new();
+        let from_tools = match (spec.worker.agent_from, &agent) {
+            (AgentFrom::Image, _) | (AgentFrom::Auto, Some(_)) => false,
+            (AgentFrom::Tools, _) | (AgentFrom::Auto, None) => true,
+        };
+        let agent = if from_tools {
+            let tool = tools_agent(spec, program, tools_seen)?;
+            if let Some(loader) = tool.loader {
+                known_loaders.push((loader.to_string(), tool.path.clone()));
+            }
+            prefix.push(tool.path);
+            None
+        } else {
+            agent
+        };
+        if let Some(agent) = agent {
+            in_repository(&agent, program, spec)?;
+            let batch = [(agent.clone(), "the agent".to_string())];
+            let at = heads.len();
+            heads.extend(self.pin_batch(&batch)?);
+            executed.extend(batch);
+            let interpreter = match shebang(&heads[at]) {
+                Some(Shebang::Env(name)) => {
+                    let found = self.exec.look(Some(&name), &[])?.found.ok_or_else(|| {
+                        unusable(format!("{agent} needs `{name}`, which is not on PATH"))
+                    })?;
+                    prefix.push(found.clone());
+                    Some(found)
+                }
+                Some(Shebang::Path(interpreter)) => Some(interpreter),
+                None => None,
+            };
+            if let Some(interpreter) = interpreter {
+                let batch = [(interpreter, "its interpreter".to_string())];
+                heads.extend(self.pin_batch(&batch)?);
+                executed.extend(batch);
+            }
+            prefix.push(agent);
+        }
+        Ok((prefix, known_loaders))
+    }
+
     /// Pins each (path, what) of `batch` (once; copied at once); their first bytes.
     fn pin_batch(&mut self, batch: &[(String, String)]) -> Result<Vec<Vec<u8>>, SandboxError> {
         let exec = self.exec;
@@ -694,7 +710,7 @@ impl Pinning<'_> {
             };
             if content == Content::Missing {
                 return Err(SandboxError::Docker {
-                    command: format!("docker cp -L {}:{path} -", exec.container),
+                    command: format!("docker cp -L {}:{path} -", exec.0.container),
                     detail: format!("{path} ({what}) is not in the container"),
                 });
             }
@@ -723,7 +739,7 @@ impl Pinning<'_> {
         for ((path, _), head) in executed.iter().zip(heads) {
             let loader =
                 crate::backend::elf::interpreter(head).map_err(|e| SandboxError::Docker {
-                    command: format!("docker cp -L {}:{path} -", exec.container),
+                    command: format!("docker cp -L {}:{path} -", exec.0.container),
                     detail: format!("{path}: {e}"),
                 })?;
             if let Some(loader) = loader
@@ -762,14 +778,8 @@ impl Pinning<'_> {
     }
 }
 
-/// Docker calls on the container, with the task's literal variables (PATH among
-/// them) as the runs get them (`Container::exec`: by name, but for the names the
-/// docker client reads itself); no secret is needed here.
-struct Exec<'a> {
-    container: &'a str,
-    env: Vec<(&'a str, &'a str)>,
-    interrupt: Interrupt,
-}
+/// The container read from outside (`backend::outside`), for the pinning.
+struct Exec<'a>(Outside<'a>);
 
 impl<'a> Exec<'a> {
     fn new(container: &'a str, spec: &'a ContainerSpec) -> Self {
@@ -782,29 +792,16 @@ impl<'a> Exec<'a> {
                 EnvValue::FromHost { .. } => None,
             })
             .collect();
-        Exec {
+        Exec(Outside {
             container,
             env,
             interrupt: spec.interrupt,
-        }
+        })
     }
 
-    /// `docker exec -w / [-e NAME…] <container> <command…>`.
+    /// `command` run as root at `/` in the container.
     fn exec(&self, command: &[&str]) -> Result<(bool, String, String), SandboxError> {
-        let mut invocation = docker_cli::command().args(["exec", "-w", "/"]);
-        for (name, value) in &self.env {
-            invocation = if RESERVED.contains(name) {
-                invocation.args(["-e".to_string(), format!("{name}={value}")])
-            } else {
-                invocation.args(["-e", name]).env(name, value)
-            };
-        }
-        let invocation = invocation.arg(self.container).args(command.iter().copied());
-        let out = docker_cli::guarded(&invocation, EXEC_TIMEOUT, self.interrupt)?;
-        if out.ending == Ending::Interrupted {
-            return Err(SandboxError::Interrupted);
-        }
-        Ok((out.ok, out.stdout, out.stderr))
+        Ok(self.0.exec(command, EXEC_TIMEOUT)?)
     }
 
     /// Which of `paths` exist.
@@ -813,10 +810,7 @@ impl<'a> Exec<'a> {
         command.extend(paths);
         let (ok, stdout, stderr) = self.exec(&command)?;
         if !ok {
-            return Err(SandboxError::Docker {
-                command: format!("docker exec {} {SHELL}", self.container),
-                detail: last_lines(&stderr, 3),
-            });
+            return Err(self.0.exec_failed(SHELL, &stderr, false).into());
         }
         Ok(stdout.lines().map(str::to_string).collect())
     }
@@ -834,13 +828,7 @@ impl<'a> Exec<'a> {
         command.extend(paths);
         let (ok, stdout, stderr) = self.exec(&command)?;
         if !ok {
-            if let Some(problem) = docker_cli::daemon_problem(DAEMON_TIMEOUT) {
-                return Err(SandboxError::DaemonUnreachable(problem));
-            }
-            return Err(SandboxError::Docker {
-                command: format!("docker exec {} {SHELL}", self.container),
-                detail: last_lines(&stderr, 3),
-            });
+            return Err(self.0.exec_failed(SHELL, &stderr, true).into());
         }
         let mut lines = stdout.lines();
         let found = lines
@@ -877,41 +865,15 @@ impl<'a> Exec<'a> {
         complete.then_some(paths)
     }
 
-    /// The ID of the container's image (`docker inspect`); None when docker could
-    /// not say.
+    /// The ID of the container's image; None when the engine could not say.
     fn image_id(&self) -> Option<String> {
-        let invocation = docker_cli::command().args([
-            "inspect",
-            "--type",
-            "container",
-            "-f",
-            "{{.Image}}",
-            self.container,
-        ]);
-        let out = docker_cli::run_invocation(&invocation, EXEC_TIMEOUT, self.interrupt).ok()?;
-        let id = out.stdout.trim();
-        (out.ok && id.starts_with("sha256:")).then(|| id.to_string())
+        self.0.image_id(EXEC_TIMEOUT)
     }
 
-    /// `docker diff <container>`: each path it names ("C /path", "A /path", "D
-    /// /path"; a name with a newline in it can only add a line, never hide one) to
-    /// `on_path`; whether the diff was complete.
+    /// Each path the engine's diff of the container names, to `on_path`; whether
+    /// the diff was complete.
     fn each_diff_path(&self, on_path: &mut dyn FnMut(&str)) -> bool {
-        let invocation = docker_cli::command().args(["diff", self.container]);
-        let mut on_line = |line: &[u8]| {
-            if let Some((_, path)) = String::from_utf8_lossy(line).split_once(' ') {
-                on_path(path);
-            }
-        };
-        let mut capture = Capture::in_memory(4096).with_lines(64 * 1024, &mut on_line);
-        let finished = process::run(
-            &invocation,
-            &Limits::wall(EXEC_TIMEOUT, self.interrupt),
-            &mut capture,
-            process::Stop::Terminate,
-        );
-        drop(capture);
-        finished.is_ok_and(|finished| finished.success())
+        self.0.each_diff_path(EXEC_TIMEOUT, on_path)
     }
 
     /// What `loader --list file` answers: its status and output, load addresses
@@ -939,72 +901,15 @@ impl<'a> Exec<'a> {
         })
     }
 
-    /// `path`'s content (the link followed) as the daemon streams it, and its first
+    /// `path`'s content (the link followed) as the engine streams it, and its first
     /// bytes.
     fn copy(&self, path: &str) -> Result<(Content, Vec<u8>), SandboxError> {
-        match self.copy_with(path, &["-L"]) {
-            // podman 4 (as `docker`) has no `-L`: a link then arrives as a link,
-            // which the tar reader refuses rather than misreads (SPEC §24).
-            Err(SandboxError::Docker { detail, .. })
-                if detail.contains("unknown shorthand flag: 'L'") =>
-            {
-                self.copy_with(path, &[])
-            }
-            copied => copied,
+        match self.0.copy::<TarDigest>(path, COPY_TIMEOUT)? {
+            Copied::Missing => Ok((Content::Missing, Vec::new())),
+            Copied::Read(mut reader, command) => reader
+                .finish_entry()
+                .map_err(|detail| SandboxError::Docker { command, detail }),
         }
-    }
-
-    /// `copy` with the options `options` of `docker cp`.
-    fn copy_with(&self, path: &str, options: &[&str]) -> Result<(Content, Vec<u8>), SandboxError> {
-        let source = format!("{}:{path}", self.container);
-        let invocation = docker_cli::command()
-            .arg("cp")
-            .args(options.iter().copied())
-            .args([source.as_str(), "-"]);
-        let mut reader = TarDigest::default();
-        let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
-        let finished = process::run(
-            &invocation,
-            &Limits::wall(COPY_TIMEOUT, self.interrupt),
-            &mut capture,
-            process::Stop::Terminate,
-        )
-        .map_err(|e| SandboxError::from(cli_missing(e)))?;
-        let stderr = capture.stderr();
-        drop(capture);
-        let command = format!("docker cp {} {source} -", options.join(" "));
-        match finished.ending {
-            Ending::Interrupted => return Err(SandboxError::Interrupted),
-            Ending::TimedOut | Ending::Stalled => {
-                return Err(SandboxError::Docker {
-                    command,
-                    detail: format!(
-                        "no answer within {}",
-                        agent_runner_core::timestamp::human(COPY_TIMEOUT)
-                    ),
-                });
-            }
-            Ending::Exited => {}
-        }
-        if !finished.success() {
-            // Daemons before API 1.42 say the first, later ones the second.
-            if stderr.contains("Could not find the file")
-                || stderr.contains("No such container:path")
-                || stderr.contains("no such file")
-            {
-                return Ok((Content::Missing, Vec::new()));
-            }
-            if let Some(problem) = docker_cli::daemon_problem(DAEMON_TIMEOUT) {
-                return Err(SandboxError::DaemonUnreachable(problem));
-            }
-            return Err(SandboxError::Docker {
-                command,
-                detail: last_lines(&stderr, 3),
-            });
-        }
-        reader
-            .finish_entry()
-            .map_err(|detail| SandboxError::Docker { command, detail })
     }
 }
 

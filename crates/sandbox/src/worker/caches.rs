@@ -13,15 +13,12 @@
 //!
 //! A worker can write what later tasks of the same repository read there
 //! (docs/security-model.md); so a sandbox whose setup has secrets
-//! (`task.setup.env`) mounts no cache at all (`worker::docker`): setup's secrets
+//! (`task.setup.env`) mounts no cache at all (`worker::sandbox`): setup's secrets
 //! never meet what a worker could have written there. `caches: []` has none.
 
 use std::path::Path;
-use std::time::Duration;
 
-use crate::backend::Volume;
-use crate::backend::docker_cli;
-use agent_runner_core::interrupt::Interrupt;
+use crate::backend::{Backend, BackendError, Volume};
 
 /// Every cache volume has it (its value: the repository it belongs to).
 pub const LABEL_REPO: &str = "agent-runner.cache.repo";
@@ -33,7 +30,24 @@ pub const LABEL_KEY: &str = "agent-runner.cache.key";
 pub const PREFIX: &str = "agent-runner-cache-";
 /// The repository's random id, in `.agent-runner/state/`.
 const ID_FILE: &str = "cache-id";
-const SHORT: Duration = Duration::from_secs(30);
+
+/// Why the caches cannot be named, listed or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("runner.worker.caches: {}: {source}", .repo.display())]
+    Repository {
+        repo: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "runner.worker.caches: the repository's cache id ({0}); remove .agent-runner/state/{ID_FILE} to make a new one"
+    )]
+    Id(std::io::Error),
+    #[error("{0} is not a cache volume of agent-runner's (see `agent-runner cache ls`)")]
+    NotOurs(String),
+    #[error(transparent)]
+    Engine(#[from] BackendError),
+}
 
 /// A repository as its caches know it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,14 +59,12 @@ struct Repository {
 }
 
 /// The repository `repo` as its caches know it: its id read, or made on first use.
-fn repository(repo: &Path) -> Result<Repository, String> {
-    let canonical = std::fs::canonicalize(repo)
-        .map_err(|e| format!("runner.worker.caches: {}: {e}", repo.display()))?;
-    let io = |e: std::io::Error| {
-        format!(
-            "runner.worker.caches: the repository's cache id ({e}); remove .agent-runner/state/{ID_FILE} to make a new one"
-        )
-    };
+fn repository(repo: &Path) -> Result<Repository, CacheError> {
+    let canonical = std::fs::canonicalize(repo).map_err(|source| CacheError::Repository {
+        repo: repo.to_path_buf(),
+        source,
+    })?;
+    let io = CacheError::Id;
     let state = agent_runner_core::private_dir::open(&canonical)
         .and_then(|dir| dir.subdir("state"))
         .map_err(io)?;
@@ -87,7 +99,7 @@ fn repository(repo: &Path) -> Result<Repository, String> {
 }
 
 /// The volumes of `paths` for `repo` (its id made if it has none yet).
-pub(crate) fn volumes(repo: &Path, paths: &[String]) -> Result<Vec<Volume>, String> {
+pub(crate) fn volumes(repo: &Path, paths: &[String]) -> Result<Vec<Volume>, CacheError> {
     if paths.is_empty() {
         return Ok(Vec::new());
     }
@@ -130,55 +142,19 @@ pub struct Cache {
     pub path: String,
 }
 
-/// Every cache volume on the Docker host, or why they cannot be listed.
-pub fn list() -> Result<Vec<Cache>, String> {
-    // Names first, then their labels through `inspect`: `{{.Label "…"}}` in `volume
-    // ls` is Docker's only, `index .Labels` of `inspect` both engines know (SPEC §24).
-    let filter = format!("label={LABEL_REPO}");
-    let names = docker_cli::run(
-        &["volume", "ls", "-q", "--filter", &filter],
-        SHORT,
-        Interrupt::never(),
-    )
-    .map_err(|e| e.to_string())?;
-    if !names.ok {
-        return Err(format!(
-            "`docker volume ls` failed: {}",
-            docker_cli::last_lines(&names.stderr, 3)
-        ));
-    }
-    let names: Vec<&str> = names
-        .stdout
-        .lines()
-        .map(str::trim)
-        .filter(|name| name.starts_with(PREFIX))
-        .collect();
-    if names.is_empty() {
-        return Ok(Vec::new());
-    }
-    let format = format!(
-        "{{{{.Name}}}}\t{{{{index .Labels \"{LABEL_REPO}\"}}}}\t{{{{index .Labels \"{LABEL_PATH}\"}}}}"
-    );
-    let mut args = vec!["volume", "inspect", "--format", &format];
-    args.extend(names.iter().copied());
-    let out = docker_cli::run(&args, SHORT, Interrupt::never()).map_err(|e| e.to_string())?;
-    if !out.ok {
-        return Err(format!(
-            "`docker volume inspect` failed: {}",
-            docker_cli::last_lines(&out.stderr, 3)
-        ));
-    }
-    let mut caches: Vec<Cache> = out
-        .stdout
-        .lines()
-        .filter_map(|line| {
-            let mut parts = line.splitn(3, '\t');
-            let name = parts.next()?.to_string();
-            name.starts_with(PREFIX).then(|| Cache {
-                name,
-                repo: parts.next().unwrap_or_default().to_string(),
-                path: parts.next().unwrap_or_default().to_string(),
-            })
+/// Every cache volume on the engine's host, or why they cannot be listed.
+pub fn list(backend: &dyn Backend) -> Result<Vec<Cache>, CacheError> {
+    let mut caches: Vec<Cache> = backend
+        .labelled_volumes(LABEL_REPO, &[LABEL_REPO, LABEL_PATH])?
+        .into_iter()
+        .filter(|volume| volume.name.starts_with(PREFIX))
+        .map(|volume| {
+            let [repo, path] = <[String; 2]>::try_from(volume.values).unwrap_or_default();
+            Cache {
+                name: volume.name,
+                repo,
+                path,
+            }
         })
         .collect();
     caches.sort_by(|a, b| (&a.repo, &a.path).cmp(&(&b.repo, &b.path)));
@@ -186,22 +162,11 @@ pub fn list() -> Result<Vec<Cache>, String> {
 }
 
 /// Removes the cache volume `name` (only one of ours: its name and label say so).
-pub fn remove(name: &str) -> Result<(), String> {
-    if !list()?.iter().any(|c| c.name == name) {
-        return Err(format!(
-            "{name} is not a cache volume of agent-runner's (see `agent-runner cache ls`)"
-        ));
+pub fn remove(backend: &dyn Backend, name: &str) -> Result<(), CacheError> {
+    if !list(backend)?.iter().any(|c| c.name == name) {
+        return Err(CacheError::NotOurs(name.to_string()));
     }
-    let out = docker_cli::run(&["volume", "rm", name], SHORT, Interrupt::never())
-        .map_err(|e| e.to_string())?;
-    if out.ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "`docker volume rm {name}` failed: {}",
-            docker_cli::last_lines(&out.stderr, 3)
-        ))
-    }
+    Ok(backend.remove_volume(name)?)
 }
 
 #[cfg(test)]
@@ -246,7 +211,7 @@ mod tests {
         );
         // A cache id that is not one is an error naming the file, not a new id.
         std::fs::write(place.join(".agent-runner/state/cache-id"), "x").unwrap();
-        let e = volumes(&place, &paths).unwrap_err();
+        let e = volumes(&place, &paths).unwrap_err().to_string();
         assert!(e.contains(".agent-runner/state/cache-id"), "{e}");
         let _ = std::fs::remove_dir_all(&place);
     }

@@ -2,7 +2,7 @@
 //! policy). How it is started, reached and removed is the mechanism under it
 //! (`crate::backend`): the repository comes in through the transport
 //! (`backend::Bind`), its main process and the way out to the egress proxy are the
-//! carrier's (`backend::SocketLink`), and the backend (`backend::Docker`) renders the
+//! carrier's (`backend::SocketLink`), and the backend (`backend::open`'s) renders the
 //! whole as a container and removes it when we let go (or die).
 //!
 //! What the container may do (SPEC §9): see the repository as the transport mounts

@@ -1,6 +1,6 @@
 //! The Worker side: a sandbox (one container per task) in which the worker's agent
 //! CLI (`agent_runner_settings::agent`: codex, claude) runs and the task's tests run, and the records
-//! those runs leave. What a run does is here (`docker.rs` has the flow); how the
+//! those runs leave. What a run does is here (`sandbox.rs` has the flow); how the
 //! sandbox is started, reached, fed and removed is the mechanism layer under it
 //! (`crate::backend`).
 
@@ -8,12 +8,12 @@ mod agent_cache;
 pub(crate) mod agent_files;
 pub mod caches;
 pub mod container;
-pub mod docker;
 pub mod envelope;
 pub(crate) mod files;
 pub mod git;
 pub(crate) mod live;
 pub(crate) mod prepare;
+pub mod sandbox;
 pub mod scratch;
 pub(crate) mod session;
 

@@ -2,7 +2,7 @@
 //! repository mounted), answering one request per run with its last message in the
 //! shape of a JSON Schema (`Kind::answer_args`: codex's `--output-schema` and
 //! `--output-last-message`). The codex-cli Meta provider and the codex Task Builder
-//! use it (SPEC §12, §18): it is a `DockerSandbox`, so the same container, login,
+//! use it (SPEC §12, §18): it is a `ContainerSandbox`, so the same container, login,
 //! network and egress proxy, limits, timeouts (SIGTERM, 5 s, SIGKILL inside the
 //! container) and secrets by name as a worker run, and one container for all the
 //! requests of its owner.
@@ -14,7 +14,7 @@
 use std::os::unix::fs::DirBuilderExt;
 use std::time::Duration;
 
-use super::docker::{DockerSandbox, SandboxConfig};
+use super::sandbox::{ContainerSandbox, SandboxConfig};
 use super::{PROJECT_DIR, Sandbox, SandboxError, WorkerRun};
 use agent_runner_core::fs::Dir;
 use agent_runner_settings::agent::RunOutcome;
@@ -43,7 +43,7 @@ pub enum AskError {
 
 /// See the module documentation.
 pub struct Scratch {
-    sandbox: DockerSandbox,
+    sandbox: ContainerSandbox,
     dir: Dir,
     private: Dir,
     remove_after: bool,
@@ -71,7 +71,7 @@ impl Scratch {
                 .and_then(|logs| logs.subdir(&config.task_id))
                 .map_err(|e| setup("prepare", e))?,
         };
-        let sandbox = DockerSandbox::new(SandboxConfig {
+        let sandbox = ContainerSandbox::new(SandboxConfig {
             task_id: config.task_id,
             repo: config.dir.clone(),
             private_dir: private.path().to_path_buf(),

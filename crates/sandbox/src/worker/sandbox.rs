@@ -4,9 +4,9 @@
 //! after each run (the transport's `after_run`: on the host, for the bind mount), and
 //! the sandbox checked for life after each exec: a dead container, daemon or
 //! unusable image ends the task at once instead of looping on paid Meta calls (SPEC
-//! §9). The mechanism under it is `crate::backend`: the Docker backend (every
-//! container under the seccomp profile of `backend::seccomp`), the bind transport
-//! and the socket carrier.
+//! §9). The mechanism under it is `crate::backend`: the engine `backend::open`
+//! chooses (every container under the seccomp profile of `backend::seccomp`), a
+//! transport (bind or copy) and a carrier (socket or lifeline).
 //!
 //! A worker run: the snapshot before it (an exec of its own, or with the copy
 //! transport taken at the end of the test run just before) → the agent's files
@@ -42,8 +42,8 @@ use super::{Prepared, Sandbox, SandboxError, SetupRun, Teardown, TestRun, Worker
 use crate::backend::endpoint::Endpoint;
 use crate::backend::privileges::{Finding, Fix};
 use crate::backend::{
-    Backend, BackendError, Bind, Carrier, Copy, CopyTask, Docker, Exec, Lifeline, SocketLink,
-    Transport, Var, lifeline,
+    Backend, BackendError, Bind, Carrier, Copy, CopyTask, Exec, Lifeline, SocketLink, Transport,
+    Var, lifeline,
 };
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
@@ -112,9 +112,8 @@ pub struct Continuation {
     pub message: Option<String>,
 }
 
-/// The sandbox on the local Docker (the only backend so far); see the module
-/// documentation.
-pub struct DockerSandbox {
+/// The sandbox on the engine `backend::open` chose; see the module documentation.
+pub struct ContainerSandbox {
     spec: ContainerSpec,
     backend: Arc<dyn Backend>,
     transport: Box<dyn Transport>,
@@ -151,11 +150,11 @@ pub struct DockerSandbox {
     caches_error: Option<String>,
 }
 
-impl DockerSandbox {
+impl ContainerSandbox {
     /// Prepares the sandbox. No container starts until the first run; the sweep of
     /// orphaned containers starts now, in the background.
     pub fn new(config: SandboxConfig) -> Self {
-        DockerSandbox::on(Arc::new(Docker::default()), config)
+        ContainerSandbox::on(crate::backend::open(), config)
     }
 
     /// `new` on `backend`.
@@ -176,9 +175,9 @@ impl DockerSandbox {
         let (caches, caches_error) =
             match super::caches::volumes(&config.repo, &config.worker.caches) {
                 Ok(caches) => (caches, None),
-                Err(e) => (Vec::new(), Some(e)),
+                Err(e) => (Vec::new(), Some(e.to_string())),
             };
-        DockerSandbox {
+        ContainerSandbox {
             caches_error,
             spec: ContainerSpec {
                 caches,
@@ -223,7 +222,7 @@ impl DockerSandbox {
     pub fn caches_of(&mut self, repo: &std::path::Path) {
         match super::caches::volumes(repo, &self.spec.worker.caches) {
             Ok(caches) => (self.spec.caches, self.caches_error) = (caches, None),
-            Err(e) => (self.spec.caches, self.caches_error) = (Vec::new(), Some(e)),
+            Err(e) => (self.spec.caches, self.caches_error) = (Vec::new(), Some(e.to_string())),
         }
     }
 
@@ -1073,7 +1072,7 @@ impl DockerSandbox {
     }
 }
 
-impl Sandbox for DockerSandbox {
+impl Sandbox for ContainerSandbox {
     fn prepare(
         &mut self,
         test: Option<&TestSpec>,
@@ -1309,7 +1308,7 @@ fn copy_refusal(worker: &WorkerSettings, login: &Login) -> Option<String> {
     None
 }
 
-impl Drop for DockerSandbox {
+impl Drop for ContainerSandbox {
     fn drop(&mut self) {
         self.shutdown();
     }
@@ -1583,7 +1582,7 @@ exit 3"#;
         repo: PathBuf,
         log: Arc<Mutex<Log>>,
         alive: Arc<AtomicBool>,
-        sandbox: DockerSandbox,
+        sandbox: ContainerSandbox,
     }
 
     impl Drop for Setup {
@@ -1611,7 +1610,7 @@ exit 3"#;
             starts: Mutex::new(starts.into()),
             alive: alive.clone(),
         };
-        let sandbox = DockerSandbox::on(
+        let sandbox = ContainerSandbox::on(
             Arc::new(fake),
             SandboxConfig {
                 task_id: "t1".into(),

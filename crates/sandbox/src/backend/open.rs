@@ -1,0 +1,35 @@
+//! Which engine runs this process's sandboxes: the one place that chooses it, as
+//! `meta::open` chooses the Meta wire format. Everything above the backend (the
+//! sandbox, the pipeline's bundler and grader, doctor's probes, `hosts`) gets its
+//! `Backend` here and never names an engine.
+//!
+//! The engine follows from where the sandboxes run: today every target (none, a
+//! `DOCKER_HOST` URL, a docker context) is a Docker daemon. A new engine is its
+//! file beside `docker.rs`, its kind of target in `host::Target`, and its arm here.
+
+use std::sync::Arc;
+
+use super::host::Target;
+use super::{Backend, Docker};
+
+/// The backend of the sandboxes of this process: of the host `aim` set
+/// (`runner.sandbox.host`, a resumed session's host), else of the default daemon.
+pub fn open() -> Arc<dyn Backend> {
+    open_at(super::docker_cli::aimed())
+}
+
+/// The backend of the sandboxes on `target` (None: the engine's default).
+pub fn open_at(target: Option<&Target>) -> Arc<dyn Backend> {
+    match target {
+        // The docker CLI reads the target from its environment (`Target::apply`).
+        None | Some(Target::Url(_) | Target::Context(_)) => Arc::new(Docker::default()),
+        // Kubernetes (`kubernetes/`, SPEC §22): its kind of target here, e.g.
+        // `Some(Target::Kubernetes(cluster)) => Arc::new(Kubernetes::at(cluster))`.
+    }
+}
+
+/// Aims every sandbox of this process at `target` (`runner.sandbox.host`, SPEC
+/// §22); set once, before the first sandbox starts.
+pub fn aim(target: Target) -> Result<(), super::docker_cli::AimedElsewhere> {
+    super::docker_cli::aim(target)
+}
