@@ -8,6 +8,7 @@ use serde_norway::{Mapping, Sequence, Value};
 use crate::store::pinned_test::PinnedTest;
 use crate::store::plan_fields::{PlanFields, plan_fields_table};
 use agent_runner_core::text::one_line;
+use agent_runner_core::yaml::scalar_text;
 use agent_runner_settings::task::MAX_ACCEPTANCE_CRITERIA;
 
 /// Values of `estimated_effort` (meta-protocol.md §9.4).
@@ -218,16 +219,6 @@ macro_rules! read_plan_fields {
     };
 }
 plan_fields_table!(read_plan_fields);
-
-/// A scalar as text: strings as they are, numbers and booleans as written.
-fn scalar_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
 
 /// `potential_conflicts` as JSON: a list of anything (the seed's `{file, tasks,
 /// warning}` mappings, or plain texts), absent meaning none.

@@ -81,7 +81,7 @@ pub fn chosen(setting: Option<TransportChoice>, endpoint: Option<&Endpoint>) -> 
 }
 
 /// Tells the copy's own containers (the bundler) from the sandbox it serves.
-pub const ROLE_LABEL: &str = "agent-runner.role";
+pub const ROLE_LABEL: &str = agent_runner_settings::labels::ROLE;
 
 /// Where a run whose branch is checked out keeps its work's bundle: in its private
 /// directory (`<repo>/.agent-runner`), by task.

@@ -26,7 +26,7 @@ use super::{BackendError, Mount, SESSION_DIR, volume_labels};
 use agent_runner_core::interrupt::Interrupt;
 
 /// The label that holds the volume's digest.
-const LABEL_SESSION: &str = "agent-runner.session";
+const LABEL_SESSION: &str = agent_runner_settings::labels::SESSION;
 /// Short docker calls.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How much of the task id the name shows.
