@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use agent_runner_core::usage::{Account, usd};
+use agent_runner_settings::events::named::Name as _;
 use agent_runner_settings::task::Budget;
 
 /// The limit that ended a task, as `budget.exhausted` and the event name it.
