@@ -18,6 +18,8 @@ pub const OWNER_PIDNS: &str = "agent-runner.owner-pidns";
 pub const EXPIRES: &str = "agent-runner.expires";
 /// The tools volume (its digest), its fill's container and the empty image.
 pub const TOOLS: &str = "agent-runner.tools";
+/// The value of `TOOLS` on a tools fill's container.
+pub const TOOLS_FILL: &str = "fill";
 /// A session volume's digest.
 pub const SESSION: &str = "agent-runner.session";
 /// Tells the copy's own containers (the bundler) from the sandbox it serves.

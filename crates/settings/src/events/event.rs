@@ -7,9 +7,7 @@ use super::named::{BudgetLimit, CallType, Dropped, Named};
 use crate::agent::RunOutcome;
 use crate::task_state::TaskState;
 
-/// The kinds of events the worker can cause in any number, which a full log stops
-/// writing first (`Event::is_from_worker`).
-pub const WORKER_EVENTS: &str = "worker_item, egress_denied";
+pub use super::named::WORKER_EVENTS;
 
 /// A line: the time (RFC 3339 UTC) and the event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

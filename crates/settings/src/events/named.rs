@@ -7,6 +7,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::agent::RunOutcome;
 
+/// The kinds of events the worker can cause in any number, which a full log stops
+/// writing first (`Event::is_from_worker`).
+pub const WORKER_EVENTS: &str = "worker_item, egress_denied";
+
 /// A closed set of names, each written as its text.
 pub trait Name: Copy + 'static {
     /// Every member, to read a text back.
@@ -151,7 +155,7 @@ impl Name for BudgetLimit {
 /// What a full event log no longer writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dropped {
-    /// The kinds the worker can cause in any number (`event::WORKER_EVENTS`).
+    /// The kinds the worker can cause in any number (`WORKER_EVENTS`).
     WorkerEvents,
     /// Every kind.
     All,
@@ -161,7 +165,7 @@ impl Name for Dropped {
     const ALL: &'static [Self] = &[Dropped::WorkerEvents, Dropped::All];
     fn as_str(self) -> &'static str {
         match self {
-            Dropped::WorkerEvents => super::event::WORKER_EVENTS,
+            Dropped::WorkerEvents => WORKER_EVENTS,
             Dropped::All => "all",
         }
     }

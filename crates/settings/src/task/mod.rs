@@ -7,6 +7,7 @@
 //! checks keys and types against the tables in `raw`, `build` (with `settings`,
 //! `worker_env`, `env_ref`, `paths`, `auth`) turns the raw document into a `Task`.
 
+mod allow_entries;
 mod allow_gaps;
 mod argv;
 mod auth;

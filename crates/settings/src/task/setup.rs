@@ -120,7 +120,7 @@ fn allow(
         );
         return None;
     }
-    super::settings::allow_rules("task.setup.allow", &entries, problems)
+    super::allow_entries::allow_rules("task.setup.allow", &entries, problems)
 }
 
 /// `runner.worker.caches`: absolute, normalised, distinct paths, none of them a
