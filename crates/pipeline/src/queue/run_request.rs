@@ -157,7 +157,7 @@ pub fn enqueue_resume(ws: &Workspace, id: &str) -> Result<String, RunError> {
 /// message added to its instructions, in a new clone of that branch; a branch no
 /// longer there is refused. Returns the job id.
 pub fn enqueue_follow_up(ws: &Workspace, id: &str, message: &str) -> Result<String, RunError> {
-    let message = super::approval::check_message(message)
+    let message = super::message::check_message(message)
         .map_err(|e| PipelineError::Invalid(format!("--message: {e}")))?;
     let allowed = [
         AttemptStatus::Failed,
