@@ -89,6 +89,7 @@
 
 mod bind;
 mod bundle_out;
+mod carrier;
 pub mod copy;
 mod docker;
 pub mod docker_cli;
@@ -110,6 +111,7 @@ mod socket;
 mod spec;
 pub mod sweep;
 mod tar;
+pub(crate) mod target;
 pub mod tools;
 mod tree_back;
 pub(crate) mod untar;

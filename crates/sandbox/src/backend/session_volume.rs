@@ -19,11 +19,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::copy::{Carrier, ROLE_LABEL};
+use super::carrier::Carrier;
 use super::docker_cli::{call, last_lines};
 use super::sweep::{LABEL_TASK, LIFETIME, expiry_label};
 use super::{BackendError, Mount, SESSION_DIR, volume_labels};
 use agent_runner_core::interrupt::Interrupt;
+use agent_runner_settings::labels::ROLE as ROLE_LABEL;
 
 /// The label that holds the volume's digest.
 const LABEL_SESSION: &str = agent_runner_settings::labels::SESSION;

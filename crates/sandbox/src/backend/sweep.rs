@@ -84,7 +84,11 @@ pub(crate) fn remove_orphans(deadline: Duration) -> Vec<String> {
 pub(crate) fn remove_fill_leftovers(deadline: Duration) -> Vec<String> {
     let docker =
         |args: &[&str]| call(args, deadline, Interrupt::never()).map_err(|e| e.to_string());
-    let filter = format!("label={}={}", super::tools::LABEL, super::tools::FILL);
+    let filter = format!(
+        "label={}={}",
+        agent_runner_settings::labels::TOOLS,
+        agent_runner_settings::labels::TOOLS_FILL
+    );
     let (removed, failed) = sweep(&docker, &filter, Rule::AtStart);
     if let Some(why) = failed {
         log::warn!("the sweep of killed tools-volume fills did not run: {why}");
