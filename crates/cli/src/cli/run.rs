@@ -87,7 +87,7 @@ fn override_meta_model(task: &mut Task, model: &str) -> Result<(), InputError> {
     }
     task.meta
         .set_model(model)
-        .map_err(|e| InputError::new("--meta-model", e))?;
+        .map_err(|e| InputError::new("--meta-model", e.0))?;
     match agent_runner_settings::task::unpriced(&task.bounds, &task.meta, &task.worker) {
         Some(problem) => Err(InputError::new("--meta-model", problem.message)),
         None => Ok(()),
