@@ -60,6 +60,7 @@ pub(crate) fn run(
     }
     match run_task(task, resume, message, &redactor, interrupt) {
         Ok(Ran { ctx, note }) => {
+            let note = note.map_err(|e| e.to_string());
             let note = note.as_deref().map_err(String::as_str);
             emit(&RunResult::of(&ctx, note), json, &redactor);
             exit::of_task(&ctx)
