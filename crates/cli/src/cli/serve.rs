@@ -15,10 +15,10 @@ use super::{report, write_stdout};
 
 /// `--addr`: an IP address and a port; a name such as `localhost` is refused, so
 /// what the server listens on is exactly what was asked.
-pub(crate) fn parse_addr(value: &str) -> Result<SocketAddr, String> {
-    value.parse().map_err(|_| {
-        format!("{value:?} is not IP:PORT (e.g. 127.0.0.1:8765; port 0 picks a free one)")
-    })
+pub(crate) fn parse_addr(value: &str) -> Result<SocketAddr, super::bad_value::BadValue> {
+    value
+        .parse()
+        .map_err(|_| super::bad_value::BadValue::Addr(value.to_string()))
 }
 
 /// Serves the web view of the workspace of `workspace` on `addr`; returns the exit
