@@ -39,7 +39,7 @@ pub(crate) fn run(
     let prepared = (|| {
         let ws = Workspace::open(&super::home()?, workspace)?;
         let exe = super::this_binary()?;
-        let listeners = web::listen(addr).map_err(PipelineError::Invalid)?;
+        let listeners = web::listen(addr).map_err(|e| PipelineError::Invalid(e.to_string()))?;
         let local = listeners[0]
             .local_addr()
             .map_err(|e| PipelineError::Invalid(format!("cannot listen on {addr}: {e}")))?;
