@@ -109,9 +109,11 @@ pub fn enqueue_tries(
     n: u32,
     kinds: &[String],
 ) -> Result<Vec<String>, RunError> {
-    crate::store::tries::check_count(n, "--tries").map_err(PipelineError::Invalid)?;
+    crate::store::tries::check_count(n, "--tries")
+        .map_err(|e| PipelineError::Invalid(e.to_string()))?;
     if !kinds.is_empty() {
-        crate::store::tries::check_kinds(kinds, "--kinds").map_err(PipelineError::Invalid)?;
+        crate::store::tries::check_kinds(kinds, "--kinds")
+            .map_err(|e| PipelineError::Invalid(e.to_string()))?;
         ws.defaults
             .check_kind_settings(kinds)
             .map_err(PipelineError::Invalid)?;

@@ -41,7 +41,8 @@ pub fn create(
         None => title_of(&prompt),
     };
     if let Some(test) = &test {
-        test.check("test").map_err(PipelineError::Invalid)?;
+        test.check("test")
+            .map_err(|e| PipelineError::Invalid(e.to_string()))?;
     }
     let mut record = TaskRecord::new(id, ws.id.clone(), title, prompt);
     record.plan.test = test;
