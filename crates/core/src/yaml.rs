@@ -70,6 +70,18 @@ pub fn check(text: &str, rules: Rules) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// A scalar as text, as serde_norway reads it into a string: strings as they are,
+/// numbers and booleans as written; `None` for anything else.
+pub fn scalar_text(value: &serde_norway::Value) -> Option<String> {
+    use serde_norway::Value;
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
 /// `text` parsed into a `serde_norway::Value` once `check` has passed it.
 pub fn parse(text: &str, rules: Rules) -> Result<serde_norway::Value, Error> {
     check(text, rules).map_err(Error::YamlRefused)?;

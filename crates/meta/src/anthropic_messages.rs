@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::http::{End, Reading, WireFormat, split_system};
 use super::openai_chat::endpoint;
+use super::transport::NotAResponse;
 use super::{ChatMessage, Form, ReplyFormat};
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::usage::Tokens;
@@ -81,10 +82,10 @@ impl WireFormat for AnthropicMessages {
         body: &str,
         reply: &ReplyFormat,
         redactor: &Redactor,
-    ) -> Result<Reading, String> {
+    ) -> Result<Reading, NotAResponse> {
         let value: Value = super::transport::json_body(body, redactor)?;
         if value["type"] != "message" {
-            return Err("the response is not a message".into());
+            return Err(NotAResponse::NotAMessage);
         }
         let content = value["content"].as_array().cloned().unwrap_or_default();
         let said: Vec<&str> = content

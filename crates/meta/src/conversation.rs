@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use super::backend::{ChatBackend, ChatMessage, Form, ReplyFormat};
-use super::reply::{Reply, parse_reply_masked};
+use super::reply::{Reask, Reply, parse_reply_masked};
 use super::{MetaCall, MetaError, MetaOutcome};
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::text::cut;
@@ -37,7 +37,7 @@ pub fn ask_checked<T: Reply, U>(
     system: String,
     request: &str,
     redactor: &Redactor,
-    check: impl FnMut(T) -> Result<U, String>,
+    check: impl FnMut(T) -> Result<U, Reask>,
 ) -> MetaOutcome<U> {
     ask_within::<T, U>(backend, system, request, redactor, check, &|_| None)
 }
@@ -50,7 +50,7 @@ pub fn ask_within<T: Reply, U>(
     system: String,
     request: &str,
     redactor: &Redactor,
-    mut check: impl FnMut(T) -> Result<U, String>,
+    mut check: impl FnMut(T) -> Result<U, Reask>,
     stop: &dyn Fn(&Usage) -> Option<String>,
 ) -> MetaOutcome<U> {
     let kind = T::KIND;

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use super::transport::{Answer, Read, Transport};
+use super::transport::{Answer, NotAResponse, Read, Transport};
 use super::{BackendError, ChatBackend, ChatMessage, Completion, Form, MetaError, ReplyFormat};
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::interrupt::Interrupt;
@@ -34,8 +34,12 @@ pub trait WireFormat {
     /// What a successful response holds; Err: it is no response of this API at all
     /// (a proxy's page, a cut JSON document), worth another attempt. `redactor`
     /// masks what a message shows of the body.
-    fn read(&self, body: &str, reply: &ReplyFormat, redactor: &Redactor)
-    -> Result<Reading, String>;
+    fn read(
+        &self,
+        body: &str,
+        reply: &ReplyFormat,
+        redactor: &Redactor,
+    ) -> Result<Reading, NotAResponse>;
 
     /// What to do about an API whose error says it does not serve the model.
     fn unserved_fix(&self) -> &'static str;

@@ -141,9 +141,9 @@ pub fn open(opening: Opening) -> Result<Box<dyn ChatBackend>, OpenError> {
         }
         MetaBackend::Scripted { script } => match Scripted::load(script) {
             Ok(scripted) => Ok(Box::new(scripted)),
-            Err(message) => Err(OpenError {
+            Err(error) => Err(OpenError {
                 field: "runner.meta.script",
-                message,
+                message: error.to_string(),
             }),
         },
         MetaBackend::CodexCli(_) => {

@@ -8,6 +8,7 @@
 use serde_json::json;
 
 use super::http::{End, HttpMeta, Reading, WireFormat, schema_note};
+use super::transport::NotAResponse;
 use super::{ChatMessage, Form, ReplyFormat};
 use agent_runner_core::secret::{Redactor, Secret};
 use agent_runner_core::usage::Tokens;
@@ -94,7 +95,7 @@ impl WireFormat for OpenAiChat {
         body: &str,
         _reply: &ReplyFormat,
         redactor: &Redactor,
-    ) -> Result<Reading, String> {
+    ) -> Result<Reading, NotAResponse> {
         content(body, redactor)
     }
 
@@ -117,11 +118,11 @@ pub(crate) fn endpoint(base_url: &str, path: &str) -> String {
 /// null content is an empty reply (which then fails the reply checks and is asked
 /// again). A body that is not a completion (a proxy's page, a cut-off JSON
 /// document) is the problem text.
-fn content(body: &str, redactor: &Redactor) -> Result<Reading, String> {
+fn content(body: &str, redactor: &Redactor) -> Result<Reading, NotAResponse> {
     let value: serde_json::Value = super::transport::json_body(body, redactor)?;
     let choice = value["choices"]
         .get(0)
-        .ok_or("the response has no choices")?;
+        .ok_or(NotAResponse::Missing("choices"))?;
     let message = &choice["message"];
     let text = message["content"].as_str().unwrap_or_default().to_string();
     let end = match message["refusal"].as_str() {
@@ -196,6 +197,7 @@ mod tests {
         assert!(
             read("nope")
                 .unwrap_err()
+                .to_string()
                 .starts_with("the response is not JSON")
         );
     }

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::http::{End, Reading, WireFormat, schema_note, split_system};
 use super::openai_chat::endpoint;
+use super::transport::NotAResponse;
 use super::{ChatMessage, Form, ReplyFormat};
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::usage::Tokens;
@@ -67,19 +68,19 @@ impl WireFormat for OpenAiResponses {
         body: &str,
         _reply: &ReplyFormat,
         redactor: &Redactor,
-    ) -> Result<Reading, String> {
+    ) -> Result<Reading, NotAResponse> {
         let value: Value = super::transport::json_body(body, redactor)?;
         let output = value["output"]
             .as_array()
-            .ok_or("the response has no output")?;
+            .ok_or(NotAResponse::Missing("output"))?;
         let status = value["status"].as_str().unwrap_or("completed");
         if status == "failed" {
             // The API's own fault mid-response (`server_error`): worth another try.
             let message = value["error"]["message"].as_str().unwrap_or("no message");
-            return Err(format!(
-                "the response failed: {}",
-                agent_runner_core::text::cut(&redactor.redact(message), 300)
-            ));
+            return Err(NotAResponse::Failed(agent_runner_core::text::cut(
+                &redactor.redact(message),
+                300,
+            )));
         }
         let mut text = String::new();
         let mut refusal = None;
@@ -153,7 +154,7 @@ mod tests {
         }
     }
 
-    fn read(body: Value) -> Result<Reading, String> {
+    fn read(body: Value) -> Result<Reading, NotAResponse> {
         format().read(&body.to_string(), &reply(), &Redactor::default())
     }
 
@@ -222,7 +223,7 @@ mod tests {
         assert_eq!(refused.usage, None);
         let cut = read(json!({"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": []})).unwrap();
         assert_eq!(cut.end, End::Incomplete("max_output_tokens".into()));
-        assert!(read(json!({"status": "failed", "error": {"code": "server_error", "message": "oops"}, "output": []})).unwrap_err().contains("oops"));
+        assert!(read(json!({"status": "failed", "error": {"code": "server_error", "message": "oops"}, "output": []})).unwrap_err().to_string().contains("oops"));
         assert!(read(json!({"choices": []})).is_err(), "no Responses body");
     }
 }

@@ -9,16 +9,20 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::yaml::Rules;
 
+/// What is wrong with a reply, in words. Not an error type on purpose: the text is
+/// the product, sent back to Meta in a re-ask so the model can fix its reply.
+pub type Reask = String;
+
 /// A reply type: its `type` value, how to check a reply document, and its JSON
 /// Schema (`meta::schema`) for providers that can hold a model to one.
 pub trait Reply: Sized {
     const KIND: &'static str;
-    fn from_value(value: Value) -> Result<Self, String>;
+    fn from_value(value: Value) -> Result<Self, Reask>;
     fn schema() -> serde_json::Value;
 }
 
 /// Parses and checks a reply of type `T::KIND`.
-pub fn parse_reply<T: Reply>(text: &str) -> Result<T, String> {
+pub fn parse_reply<T: Reply>(text: &str) -> Result<T, Reask> {
     parse_reply_masked(text, &Redactor::default(), Interrupt::never())
         .unwrap_or_else(|| Err("the YAML parser stopped".into()))
 }
@@ -31,7 +35,7 @@ pub(crate) fn parse_reply_masked<T: Reply>(
     text: &str,
     redactor: &Redactor,
     interrupt: Interrupt,
-) -> Option<Result<T, String>> {
+) -> Option<Result<T, Reask>> {
     let body = strip_fence(text);
     let value = agent_runner_core::yaml::parse_unless_stopped(body, Rules::Reply, interrupt)?;
     Some(checked(
@@ -40,7 +44,7 @@ pub(crate) fn parse_reply_masked<T: Reply>(
     ))
 }
 
-fn checked<T: Reply>(value: Result<Value, String>, redactor: &Redactor) -> Result<T, String> {
+fn checked<T: Reply>(value: Result<Value, Reask>, redactor: &Redactor) -> Result<T, Reask> {
     let mut value = value?;
     let Value::Mapping(map) = &value else {
         return Err("expected one YAML mapping with a `type` key".into());
@@ -112,7 +116,7 @@ fn drop_nulls(value: &mut serde_json::Value) {
 }
 
 /// A reply document decoded into `T`, the serde error as the problem.
-pub fn decode<T: for<'de> Deserialize<'de>>(value: Value) -> Result<T, String> {
+pub fn decode<T: for<'de> Deserialize<'de>>(value: Value) -> Result<T, Reask> {
     serde_norway::from_value(value).map_err(|e| e.to_string())
 }
 
@@ -124,7 +128,7 @@ mod tests {
 
     impl Reply for Any {
         const KIND: &'static str = "any";
-        fn from_value(_: Value) -> Result<Self, String> {
+        fn from_value(_: Value) -> Result<Self, Reask> {
             Ok(Any)
         }
         fn schema() -> serde_json::Value {

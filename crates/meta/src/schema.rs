@@ -75,36 +75,63 @@ const STRICT_KEYWORDS: &[&str] = &[
 /// Strict mode's deepest nesting of objects.
 const MAX_DEPTH: usize = 10;
 
+/// Where a schema breaks strict mode's rules, and which.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{at}: {problem}")]
+pub struct NotStrict {
+    /// The path in the schema (`.a.b[]`, `|0` for an `anyOf` option).
+    pub at: String,
+    pub problem: String,
+}
+
+impl NotStrict {
+    fn at(at: String, problem: impl Into<String>) -> NotStrict {
+        NotStrict {
+            at,
+            problem: problem.into(),
+        }
+    }
+}
+
 /// Whether `schema` keeps strict mode's rules, everywhere in it: the root an
 /// object; every object lists all its properties as required and allows no
 /// others; only the keywords strict mode knows; objects nested at most 10 deep.
 /// The first place that does not, otherwise.
-pub fn check_strict(schema: &Value, at: &str) -> Result<(), String> {
+pub fn check_strict(schema: &Value, at: &str) -> Result<(), NotStrict> {
     if schema.get("type") != Some(&json!("object")) {
-        return Err(format!("{at}: the root is not an object"));
+        return Err(NotStrict::at(at.to_string(), "the root is not an object"));
     }
     check_node(schema, at, 0)
 }
 
-fn check_node(schema: &Value, at: &str, depth: usize) -> Result<(), String> {
+fn check_node(schema: &Value, at: &str, depth: usize) -> Result<(), NotStrict> {
     let Value::Object(map) = schema else {
-        return Err(format!("{at}: not a schema"));
+        return Err(NotStrict::at(at.to_string(), "not a schema"));
     };
     if let Some(key) = map.keys().find(|k| !STRICT_KEYWORDS.contains(&k.as_str())) {
-        return Err(format!("{at}: `{key}` is no keyword of strict mode"));
+        return Err(NotStrict::at(
+            at.to_string(),
+            format!("`{key}` is no keyword of strict mode"),
+        ));
     }
     let mut depth = depth;
     if map.get("type") == Some(&json!("object")) {
         depth += 1;
         if depth > MAX_DEPTH {
-            return Err(format!("{at}: objects nested deeper than {MAX_DEPTH}"));
+            return Err(NotStrict::at(
+                at.to_string(),
+                format!("objects nested deeper than {MAX_DEPTH}"),
+            ));
         }
         let properties = map
             .get("properties")
             .and_then(Value::as_object)
-            .ok_or(format!("{at}: an object without properties"))?;
+            .ok_or_else(|| NotStrict::at(at.to_string(), "an object without properties"))?;
         if map.get("additionalProperties") != Some(&json!(false)) {
-            return Err(format!("{at}: additionalProperties is not false"));
+            return Err(NotStrict::at(
+                at.to_string(),
+                "additionalProperties is not false",
+            ));
         }
         let required: Vec<&str> = map
             .get("required")
@@ -113,7 +140,7 @@ fn check_node(schema: &Value, at: &str, depth: usize) -> Result<(), String> {
             .unwrap_or_default();
         for (name, property) in properties {
             if !required.contains(&name.as_str()) {
-                return Err(format!("{at}.{name}: not required"));
+                return Err(NotStrict::at(format!("{at}.{name}"), "not required"));
             }
             check_node(property, &format!("{at}.{name}"), depth)?;
         }
@@ -124,7 +151,7 @@ fn check_node(schema: &Value, at: &str, depth: usize) -> Result<(), String> {
     if let Some(options) = map.get("anyOf") {
         let options = options
             .as_array()
-            .ok_or(format!("{at}: anyOf is not a list"))?;
+            .ok_or_else(|| NotStrict::at(at.to_string(), "anyOf is not a list"))?;
         for (n, option) in options.iter().enumerate() {
             check_node(option, &format!("{at}|{n}"), depth)?;
         }
@@ -142,17 +169,22 @@ mod tests {
         assert_eq!(check_strict(&schema, ""), Ok(()));
         assert_eq!(schema["required"], json!(["a", "b"]));
         let loose = json!({"type": "object", "properties": {"a": {}}, "required": [], "additionalProperties": false});
-        assert_eq!(check_strict(&loose, "x"), Err("x.a: not required".into()));
+        assert_eq!(
+            check_strict(&loose, "x").unwrap_err().to_string(),
+            "x.a: not required"
+        );
         let open = json!({"type": "object", "properties": {}, "required": []});
         assert!(check_strict(&object(&[("a", list(open))]), "").is_err());
         assert_eq!(
-            check_strict(&list(text()), "r"),
-            Err("r: the root is not an object".into())
+            check_strict(&list(text()), "r").unwrap_err().to_string(),
+            "r: the root is not an object"
         );
         let loose_string = json!({"type": "string", "minLength": 1});
         assert_eq!(
-            check_strict(&object(&[("s", loose_string)]), ""),
-            Err(".s: `minLength` is no keyword of strict mode".into())
+            check_strict(&object(&[("s", loose_string)]), "")
+                .unwrap_err()
+                .to_string(),
+            ".s: `minLength` is no keyword of strict mode"
         );
         let mut deep = object(&[("leaf", text())]);
         for _ in 0..10 {
@@ -161,6 +193,7 @@ mod tests {
         assert!(
             check_strict(&deep, "")
                 .unwrap_err()
+                .to_string()
                 .contains("deeper than 10")
         );
     }

@@ -17,19 +17,38 @@ pub struct Scripted {
     total: usize,
 }
 
+/// Why a script of Meta replies cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: invalid YAML: {error}", path.display())]
+    Yaml {
+        path: PathBuf,
+        error: agent_runner_core::Error,
+    },
+    #[error("{}: expected a YAML list of Meta replies", .0.display())]
+    NotAList(PathBuf),
+}
+
 impl Scripted {
     /// Loads a YAML list whose entries are reply documents (mappings) or reply texts
     /// (strings, sent as they are, e.g. to script an invalid reply).
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Self, ScriptError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ScriptError::Read {
+            path: path.to_path_buf(),
+            error,
+        })?;
         let value = agent_runner_core::yaml::parse(&text, agent_runner_core::yaml::Rules::Document)
-            .map_err(|e| format!("{}: invalid YAML: {e}", path.display()))?;
+            .map_err(|error| ScriptError::Yaml {
+                path: path.to_path_buf(),
+                error,
+            })?;
         let Value::Sequence(entries) = value else {
-            return Err(format!(
-                "{}: expected a YAML list of Meta replies",
-                path.display()
-            ));
+            return Err(ScriptError::NotAList(path.to_path_buf()));
         };
         let replies: VecDeque<String> = entries
             .into_iter()

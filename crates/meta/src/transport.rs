@@ -349,14 +349,31 @@ fn backoff(base: Duration, attempt: u32) -> Duration {
     base * 2u32.pow(attempt.saturating_sub(1).min(16))
 }
 
-/// A successful response's body as JSON, or why it is not (with what it says,
-/// masked and cut).
-pub(crate) fn json_body(body: &str, redactor: &Redactor) -> Result<serde_json::Value, String> {
-    serde_json::from_str(body).map_err(|e| {
-        format!(
-            "the response is not JSON ({e}): {}",
-            body_problem(body, redactor)
-        )
+/// Why a body sent with a success status is no response of the API at all (a
+/// proxy's page, a cut JSON document): worth another attempt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAResponse {
+    /// With what the body says, masked and cut.
+    #[error("the response is not JSON ({error}): {body}")]
+    NotJson { error: String, body: String },
+    /// The member every response of the API has (`choices`, `output`).
+    #[error("the response has no {0}")]
+    Missing(&'static str),
+    #[error("the response is not a message")]
+    NotAMessage,
+    /// The API's own fault mid-response, its message masked and cut.
+    #[error("the response failed: {0}")]
+    Failed(String),
+}
+
+/// A successful response's body as JSON, or why it is not.
+pub(crate) fn json_body(
+    body: &str,
+    redactor: &Redactor,
+) -> Result<serde_json::Value, NotAResponse> {
+    serde_json::from_str(body).map_err(|e| NotAResponse::NotJson {
+        error: e.to_string(),
+        body: body_problem(body, redactor),
     })
 }
 

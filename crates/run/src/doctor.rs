@@ -20,7 +20,7 @@ use agent_runner_core::sys;
 use agent_runner_core::text::{cut, one_line};
 use agent_runner_sandbox::backend::tools;
 use agent_runner_sandbox::backend::{
-    Backend, Carrier, Main, Mount, Net, Output, SocketLink, Spec, docker_cli,
+    Backend, BackendError, Carrier, Main, Mount, Net, Output, SocketLink, Spec, docker_cli,
 };
 use agent_runner_sandbox::worker::container::home_links;
 use agent_runner_sandbox::worker::{FIND_PROGRAM, FOUND, MISSING, missing_program, test_program};
@@ -226,11 +226,11 @@ impl Check {
         }
     }
 
-    fn fail(what: impl Into<String>, detail: impl Into<String>, hint: impl Into<String>) -> Self {
+    fn fail(what: impl Into<String>, detail: impl ToString, hint: impl Into<String>) -> Self {
         Check {
             status: Status::Fail,
             what: what.into(),
-            detail: detail.into(),
+            detail: detail.to_string(),
             hint: Some(hint.into()),
         }
     }
@@ -926,6 +926,16 @@ impl DockerOutput {
     }
 }
 
+/// Why a docker call of a check could not run at all (its output is the check's
+/// subject otherwise).
+#[derive(Debug, thiserror::Error)]
+enum Unrun {
+    #[error(transparent)]
+    Cli(#[from] agent_runner_core::Error),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
 /// Docker CLI calls through the sandbox's backend, each with a wall-clock limit.
 struct Docker {
     backend: std::sync::Arc<dyn Backend>,
@@ -934,10 +944,8 @@ struct Docker {
 
 impl Docker {
     /// `docker <args>`; Err when docker cannot be started at all.
-    fn run(&self, args: &[&str], wall: Duration) -> Result<DockerOutput, String> {
-        docker_cli::run(args, wall, self.interrupt)
-            .map(|out| DockerOutput::of(out, wall))
-            .map_err(|e| e.to_string())
+    fn run(&self, args: &[&str], wall: Duration) -> Result<DockerOutput, Unrun> {
+        Ok(docker_cli::run(args, wall, self.interrupt).map(|out| DockerOutput::of(out, wall))?)
     }
 
     /// `script` in a throw-away container of the target image, started like the
@@ -949,7 +957,7 @@ impl Docker {
         target: &Target,
         dir: Option<&Path>,
         script: &str,
-    ) -> Result<DockerOutput, String> {
+    ) -> Result<DockerOutput, Unrun> {
         let mut spec = Spec::new(&target.image, Main::shell(script, []));
         spec.network = Net::from(target.network);
         spec.as_user = true;
@@ -961,11 +969,11 @@ impl Docker {
     }
 
     /// Runs `spec` to its end within `CONTAINER_TIMEOUT`.
-    fn start(&self, spec: &Spec) -> Result<DockerOutput, String> {
-        self.backend
+    fn start(&self, spec: &Spec) -> Result<DockerOutput, Unrun> {
+        Ok(self
+            .backend
             .run_once(spec, CONTAINER_TIMEOUT, self.interrupt)
-            .map(|out| DockerOutput::of(out, CONTAINER_TIMEOUT))
-            .map_err(|e| e.to_string())
+            .map(|out| DockerOutput::of(out, CONTAINER_TIMEOUT))?)
     }
 }
 

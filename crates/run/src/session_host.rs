@@ -48,10 +48,25 @@ impl std::fmt::Display for SessionHost {
     }
 }
 
+/// Why a resumed run cannot go to the docker host of its session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CannotGo {
+    /// The environment or the settings chose another daemon.
+    #[error(
+        "its worker's session is on the docker host {saved}, where the run before ran, and this run is told {now}: resume it on {saved} (runner.sandbox.host, or DOCKER_HOST / DOCKER_CONTEXT as before), or run it without --resume to start afresh there"
+    )]
+    ToldAnother { saved: SessionHost, now: Endpoint },
+    /// This process's docker calls are aimed elsewhere already.
+    #[error(
+        "its worker's session is on the docker host {saved}, which this run cannot go to: {why}"
+    )]
+    Unaimable { saved: SessionHost, why: String },
+}
+
 /// Makes this run's docker calls go to `saved`, the host of the session of the
 /// runs before, given the daemon it would reach (`now`, None: not known): the same
 /// one, or aimed there when nothing chose one. Why not, when it was told another.
-pub fn go_to(saved: &SessionHost, now: Option<&Endpoint>) -> Result<(), String> {
+pub fn go_to(saved: &SessionHost, now: Option<&Endpoint>) -> Result<(), CannotGo> {
     if let Some(now) = now
         && now.url == saved.url
     {
@@ -59,14 +74,14 @@ pub fn go_to(saved: &SessionHost, now: Option<&Endpoint>) -> Result<(), String> 
     }
     let chosen = now.filter(|now| now.source != Source::Default);
     if let Some(now) = chosen {
-        return Err(format!(
-            "its worker's session is on the docker host {saved}, where the run before ran, and this run is told {now}: resume it on {saved} (runner.sandbox.host, or DOCKER_HOST / DOCKER_CONTEXT as before), or run it without --resume to start afresh there"
-        ));
+        return Err(CannotGo::ToldAnother {
+            saved: saved.clone(),
+            now: now.clone(),
+        });
     }
-    agent_runner_sandbox::backend::aim(saved.target()).map_err(|e| {
-        format!(
-            "its worker's session is on the docker host {saved}, which this run cannot go to: {e}"
-        )
+    agent_runner_sandbox::backend::aim(saved.target()).map_err(|e| CannotGo::Unaimable {
+        saved: saved.clone(),
+        why: e.to_string(),
     })?;
     log::info!("resuming on the docker host {saved}, where the worker's session is");
     Ok(())
@@ -102,7 +117,9 @@ mod tests {
             Source::DockerHost,
             Source::Context("b".into()),
         ] {
-            let why = go_to(&saved, Some(&at("tcp://127.0.0.6:2375", source))).unwrap_err();
+            let why = go_to(&saved, Some(&at("tcp://127.0.0.6:2375", source)))
+                .unwrap_err()
+                .to_string();
             assert!(
                 why.contains("tcp://127.0.0.5:2375") && why.contains("tcp://127.0.0.6:2375"),
                 "{why}"

@@ -39,7 +39,7 @@ const HISTORY_FOR_WORKER: usize = 4096;
 pub struct Ran {
     pub ctx: TaskContext,
     /// The Task Note's path, or why it could not be written.
-    pub note: Result<PathBuf, String>,
+    pub note: Result<PathBuf, std::io::Error>,
 }
 
 /// The longest follow-up message (`--message`), in bytes.
@@ -168,7 +168,7 @@ fn execute(
                 .ok();
         session_host::go_to(saved_host, now.as_ref()).map_err(|why| Error::CannotResume {
             task_id: task.id.clone(),
-            why,
+            why: why.to_string(),
         })?;
     }
     let session_host = agent_runner_sandbox::worker::sandbox::session_host(&task.worker)
@@ -301,7 +301,7 @@ struct Checkpoint<'a> {
     redactor: &'a Redactor,
     note_path: PathBuf,
     /// Why the latest note could not be written.
-    note_error: Option<String>,
+    note_error: Option<std::io::Error>,
     state_error: bool,
     last_state: Option<State>,
 }
@@ -328,7 +328,7 @@ impl<'a> Checkpoint<'a> {
                         self.note_path.display()
                     );
                 }
-                self.note_error = Some(e.to_string());
+                self.note_error = Some(e);
             }
         }
         let clock = Instant::now();
@@ -358,7 +358,7 @@ impl<'a> Checkpoint<'a> {
     }
 
     /// The note's path, or why its latest write failed.
-    fn note(self) -> Result<PathBuf, String> {
+    fn note(self) -> Result<PathBuf, std::io::Error> {
         match self.note_error {
             None => Ok(self.note_path),
             Some(e) => Err(e),

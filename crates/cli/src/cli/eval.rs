@@ -72,14 +72,12 @@ pub(crate) enum ImportSource {
     },
 }
 
-fn rerun(value: &str) -> Result<Rerun, String> {
+fn rerun(value: &str) -> Result<Rerun, super::bad_value::BadValue> {
     match value {
         "infra_error" => Ok(Rerun::InfraError),
         "unresolved" => Ok(Rerun::Unresolved),
         "all" => Ok(Rerun::All),
-        other => Err(format!(
-            "{other:?}: expected infra_error, unresolved or all"
-        )),
+        other => Err(super::bad_value::BadValue::Rerun(other.to_string())),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Command line: parses arguments and dispatches to one module per command. stdout
 //! carries only results; progress and errors go to stderr.
 
+mod bad_value;
 mod cache;
 mod doctor;
 mod eval;
@@ -225,10 +226,10 @@ pub(crate) fn main() -> i32 {
 }
 
 /// `--max-cost-usd`: a positive, finite number of dollars.
-fn positive_usd(value: &str) -> Result<f64, String> {
+fn positive_usd(value: &str) -> Result<f64, bad_value::BadValue> {
     match value.trim().parse::<f64>() {
         Ok(usd) if usd.is_finite() && usd > 0.0 => Ok(usd),
-        _ => Err(format!("must be a positive number of USD (got {value:?})")),
+        _ => Err(bad_value::BadValue::Usd(value.to_string())),
     }
 }
 

@@ -62,6 +62,7 @@ pub(crate) fn run(
     }
     match run_task(task, resume, message, &redactor, interrupt) {
         Ok(Ran { ctx, note }) => {
+            let note = note.map_err(|e| e.to_string());
             let note = note.as_deref().map_err(String::as_str);
             emit(&RunResult::of(&ctx, note), json, &redactor);
             exit::of_task(&ctx)
@@ -89,7 +90,7 @@ fn override_meta_model(task: &mut Task, model: &str) -> Result<(), InputError> {
     }
     task.meta
         .set_model(model)
-        .map_err(|e| InputError::new("--meta-model", e))?;
+        .map_err(|e| InputError::new("--meta-model", e.0))?;
     match agent_runner_settings::task::unpriced(&task.bounds, &task.meta, &task.worker) {
         Some(problem) => Err(InputError::new("--meta-model", problem.message)),
         None => Ok(()),

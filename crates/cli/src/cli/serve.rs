@@ -15,10 +15,10 @@ use super::{report, write_stdout};
 
 /// `--addr`: an IP address and a port; a name such as `localhost` is refused, so
 /// what the server listens on is exactly what was asked.
-pub(crate) fn parse_addr(value: &str) -> Result<SocketAddr, String> {
-    value.parse().map_err(|_| {
-        format!("{value:?} is not IP:PORT (e.g. 127.0.0.1:8765; port 0 picks a free one)")
-    })
+pub(crate) fn parse_addr(value: &str) -> Result<SocketAddr, super::bad_value::BadValue> {
+    value
+        .parse()
+        .map_err(|_| super::bad_value::BadValue::Addr(value.to_string()))
 }
 
 /// Serves the web view of the workspace of `workspace` on `addr`; returns the exit
@@ -39,7 +39,7 @@ pub(crate) fn run(
     let prepared = (|| {
         let ws = Workspace::open(&super::home()?, workspace)?;
         let exe = super::this_binary()?;
-        let listeners = web::listen(addr).map_err(PipelineError::Invalid)?;
+        let listeners = web::listen(addr).map_err(|e| PipelineError::Invalid(e.to_string()))?;
         let local = listeners[0]
             .local_addr()
             .map_err(|e| PipelineError::Invalid(format!("cannot listen on {addr}: {e}")))?;

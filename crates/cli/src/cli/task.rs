@@ -236,7 +236,7 @@ fn new(
     let test = test
         .map(|command| PinnedTest::from_flags(&command, test_timeout, ("--test", "--test-timeout")))
         .transpose()
-        .map_err(PipelineError::Invalid)?;
+        .map_err(|e| PipelineError::Invalid(e.to_string()))?;
     let ws = open(dir)?;
     let record = new_task::create(&ws, id, title, prompt, test)?;
     write_stdout(&format!("{}\n", record.id))?;
@@ -657,7 +657,7 @@ fn enqueue(
     let tries = tries.or(ws.defaults.tries()).unwrap_or(1);
     if !resume {
         agent_runner_pipeline::store::tries::check_count(tries, "--tries")
-            .map_err(PipelineError::Invalid)?;
+            .map_err(|e| PipelineError::Invalid(e.to_string()))?;
     }
     let mut code = exit::COMPLETE;
     let mut refuse = |why: String| {

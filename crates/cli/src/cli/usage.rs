@@ -98,7 +98,7 @@ fn cost(usd_amount: Option<f64>) -> String {
 }
 
 /// `--since`: a date `YYYY-MM-DD`.
-pub(crate) fn date(value: &str) -> Result<String, String> {
+pub(crate) fn date(value: &str) -> Result<String, super::bad_value::BadValue> {
     let b = value.as_bytes();
     let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
     let ok = b.len() == 10
@@ -112,6 +112,6 @@ pub(crate) fn date(value: &str) -> Result<String, String> {
     if ok {
         Ok(value.to_string())
     } else {
-        Err(format!("expected a date YYYY-MM-DD (got {value:?})"))
+        Err(super::bad_value::BadValue::Date(value.to_string()))
     }
 }

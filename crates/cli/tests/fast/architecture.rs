@@ -8,9 +8,10 @@
 //! directory" cannot grow a second, weaker copy.
 //!
 //! The crates depend on each other in the order the workspace's Cargo.toml draws,
-//! and a crate's top-level modules do not import each other round (the pipeline's
-//! `store` ← `queue` ← `orchestrator` ← …): a circle cannot be read, tested or moved
-//! one module at a time.
+//! and a crate's modules do not import each other round, neither at the top (the
+//! pipeline's `store` ← `queue` ← `orchestrator` ← …) nor between the files of one
+//! module (`backend::copy`, `backend::carrier`): a circle cannot be read, tested or
+//! moved one module at a time.
 //!
 //! Only `crates/sandbox/src/backend/` calls the docker CLI (`docker_cli`): a new
 //! engine is a file there, not an edit in every caller.
@@ -247,9 +248,10 @@ fn the_crates_depend_on_each_other_in_layers() {
     assert_eq!(crate_graph(&top()), expected);
 }
 
-/// The top-level module (of its crate) that each module path names from `file`
-/// (`crate::x::…`, `super::super::x::…`, `super::{x, y}`), for `file` at `module`.
-fn top_modules_named(code: &str, module: &[String]) -> BTreeSet<String> {
+/// The module paths (from the crate's root) that `code`, the file of module
+/// `module`, names: `crate::x::y`, `super::super::x`, `self::x`, and each leaf of
+/// `super::{x, y::{z}}`. A path may end in an item (`crate::x::Type`).
+fn paths_named(code: &str, module: &[String]) -> BTreeSet<Vec<String>> {
     let mut named = BTreeSet::new();
     let ident = |c: char| c.is_alphanumeric() || c == '_';
     let mut i = 0;
@@ -270,42 +272,55 @@ fn top_modules_named(code: &str, module: &[String]) -> BTreeSet<String> {
             base.pop();
             after += "super::".len();
         }
-        let tail = &rest[after..];
-        let first_names: Vec<&str> = if let Some(inner) = tail.strip_prefix('{') {
-            // `{a, b::c, d::{e}}`: the first name of each item at depth 1.
-            let (mut depth, mut start, mut names) = (0, 0, Vec::new());
-            for (n, c) in inner.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => {
-                        names.push(&inner[start..n]);
-                        break;
-                    }
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        names.push(&inner[start..n]);
-                        start = n + 1;
-                    }
-                    _ => {}
-                }
-            }
-            names
-        } else {
-            vec![tail]
-        };
-        for name in first_names {
-            let name = name.trim_start();
-            let end = name.find(|c: char| !ident(c)).unwrap_or(name.len());
-            let mut path = base.clone();
-            path.push(name[..end].to_string());
-            named.insert(path[0].clone());
-        }
+        use_tree(&rest[after..], &base, &mut named);
         i += after;
     }
     named
 }
 
-/// Each crate's edges between its top-level modules: `from` → the modules it names.
+/// Reads the use tree at the start of `text` (`a::b`, `{a, b::{c, self}}`) under
+/// `prefix` into `out`; returns the bytes it read.
+fn use_tree(text: &str, prefix: &[String], out: &mut BTreeSet<Vec<String>>) -> usize {
+    let trimmed = text.trim_start();
+    let space = text.len() - trimmed.len();
+    if let Some(inner) = trimmed.strip_prefix('{') {
+        let mut at = 0;
+        loop {
+            at += use_tree(&inner[at..], prefix, out);
+            let rest = &inner[at..];
+            let next = rest.trim_start();
+            at += rest.len() - next.len();
+            match next.chars().next() {
+                Some(',') => at += 1,
+                Some('}') => return space + 1 + at + 1,
+                _ => return space + 1 + at,
+            }
+        }
+    }
+    let end = trimmed
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(trimmed.len());
+    let mut path = prefix.to_vec();
+    match &trimmed[..end] {
+        "" | "self" => {}
+        name => path.push(name.to_string()),
+    }
+    if end > 0
+        && trimmed[end..].starts_with("::")
+        && trimmed[end + 2..].starts_with(|c: char| c == '{' || c.is_alphanumeric() || c == '_')
+    {
+        return space + end + 2 + use_tree(&trimmed[end + 2..], &path, out);
+    }
+    if !path.is_empty() {
+        out.insert(path);
+    }
+    space + end
+}
+
+/// Each crate's edges between sibling modules at any depth (`queue` → `store`,
+/// `backend::copy` → `backend::session_volume`): a file names a module beside it,
+/// or inside one beside one of its parents. Edges from a module to its parent or its
+/// own children are not circles: a parent declares its children.
 type Edges = BTreeMap<String, BTreeSet<String>>;
 
 fn module_edges(top: &Path) -> BTreeMap<String, Edges> {
@@ -327,18 +342,28 @@ fn module_edges(top: &Path) -> BTreeMap<String, Edges> {
             }
             path
         };
-        let tops: BTreeSet<String> = files
-            .iter()
-            .filter_map(|f| module_of(f).first().cloned())
-            .collect();
-        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut modules: BTreeSet<Vec<String>> = BTreeSet::new();
         for file in &files {
             let module = module_of(file);
-            let Some(from) = module.first() else { continue };
+            for n in 1..=module.len() {
+                modules.insert(module[..n].to_vec());
+            }
+        }
+        let mut edges: Edges = BTreeMap::new();
+        for file in &files {
+            let module = module_of(file);
             let code = code_of(&std::fs::read_to_string(file).unwrap());
-            for to in top_modules_named(&code, &module) {
-                if &to != from && tops.contains(&to) {
-                    edges.entry(from.clone()).or_default().insert(to);
+            for path in paths_named(&code, &module) {
+                let common = module.iter().zip(&path).take_while(|(a, b)| a == b).count();
+                if common >= module.len() || common >= path.len() {
+                    continue;
+                }
+                let (from, to) = (&module[..=common], &path[..=common]);
+                if modules.contains(from) && modules.contains(to) {
+                    edges
+                        .entry(from.join("::"))
+                        .or_default()
+                        .insert(to.join("::"));
                 }
             }
         }
@@ -347,8 +372,8 @@ fn module_edges(top: &Path) -> BTreeMap<String, Edges> {
     all
 }
 
-/// Import circles between the top-level modules of each crate, as `crate: a → b`
-/// edges of each circle's modules.
+/// Import circles between sibling modules of each crate, at any depth, as
+/// `crate: a → b` edges of each circle's modules.
 fn circles(top: &Path) -> Vec<String> {
     let mut circles = Vec::new();
     for (name, edges) in module_edges(top) {
@@ -386,26 +411,56 @@ fn no_import_circles_between_a_crates_modules() {
         edges["sandbox"]["worker"].contains("backend"),
         "found the imports"
     );
-    assert_eq!(circles(&top()), Vec::<String>::new());
+    assert!(
+        edges["sandbox"]["backend::copy"].contains("backend::carrier"),
+        "found the imports between files"
+    );
+    // Left to the backend seam (issue 42, item 2), which rewrites these files: the
+    // docker CLI asks where its daemon is, and finding that out calls the CLI;
+    // the agent's files, their cache and the container spec name each other.
+    let rewritten = [
+        "sandbox: backend::docker_cli → backend::endpoint",
+        "sandbox: backend::endpoint → backend::docker_cli",
+        "sandbox: worker::agent_cache → worker::agent_files",
+        "sandbox: worker::agent_cache → worker::container",
+        "sandbox: worker::agent_files → worker::agent_cache",
+        "sandbox: worker::agent_files → worker::container",
+        "sandbox: worker::container → worker::agent_files",
+    ];
+    let found: Vec<String> = circles(&top())
+        .into_iter()
+        .filter(|c| !rewritten.contains(&c.as_str()))
+        .collect();
+    assert_eq!(found, Vec::<String>::new());
     // A planted circle is found, through `super::` and braces; a comment is not.
     let scratch = std::env::temp_dir().join(format!("ar-circle-{}", std::process::id()));
     std::fs::create_dir_all(scratch.join("crates/x/src/a")).unwrap();
     std::fs::write(scratch.join("crates/x/src/lib.rs"), "mod a; mod b; mod c;").unwrap();
-    std::fs::write(scratch.join("crates/x/src/a/mod.rs"), "mod d;").unwrap();
-    std::fs::write(
-        scratch.join("crates/x/src/a/d.rs"),
-        "use super::super::{b, c};",
-    )
-    .unwrap();
     std::fs::write(
         scratch.join("crates/x/src/b.rs"),
         "fn f() { crate::a::g(); }",
     )
     .unwrap();
     std::fs::write(scratch.join("crates/x/src/c.rs"), "// crate::a\n").unwrap();
+    // Between files deeper down: `a::d` → `a::e` by `super::`, `a::e` → `a::d` by a
+    // nested brace; `a::d` → `a` (its parent) is none.
+    std::fs::write(scratch.join("crates/x/src/a/mod.rs"), "mod d; mod e;").unwrap();
+    std::fs::write(
+        scratch.join("crates/x/src/a/e.rs"),
+        "use crate::{b, a::{d::X}};",
+    )
+    .unwrap();
+    std::fs::write(
+        scratch.join("crates/x/src/a/d.rs"),
+        "use super::super::{b, c};\nfn f() { super::e::g(); super::h(); }",
+    )
+    .unwrap();
     let found = circles(&scratch);
     std::fs::remove_dir_all(&scratch).unwrap();
-    assert_eq!(found, ["x: a → b", "x: b → a"]);
+    assert_eq!(
+        found,
+        ["x: a → b", "x: a::d → a::e", "x: a::e → a::d", "x: b → a"]
+    );
 }
 
 /// The files above `crates/sandbox/src/backend/` that still speak to the docker CLI

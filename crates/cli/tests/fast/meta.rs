@@ -482,12 +482,14 @@ fn scripted_replies_in_order_then_a_clear_end() {
     assert!(
         Scripted::load(Path::new("/nonexistent/script.yaml"))
             .unwrap_err()
+            .to_string()
             .starts_with("cannot read")
     );
     let not_list = dir.file("map.yaml", "type: plan_task\n");
     assert!(
         Scripted::load(&not_list)
             .unwrap_err()
+            .to_string()
             .ends_with("expected a YAML list of Meta replies")
     );
 }

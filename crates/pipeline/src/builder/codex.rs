@@ -26,7 +26,7 @@ use agent_runner_meta::reply::{Reply, strip_fence};
 use agent_runner_sandbox::worker::WorkerRun;
 use agent_runner_sandbox::worker::scratch::{Scratch, ScratchConfig};
 use agent_runner_settings::agent::RunOutcome;
-use agent_runner_settings::task::{CodexMeta, DEFAULT_META_MODEL, Login, MetaBackend};
+use agent_runner_settings::task::{DEFAULT_META_MODEL, MetaBackend};
 
 use crate::store::defaults::Defaults;
 
@@ -82,7 +82,7 @@ fn ask(
         return Err("runner.meta is not codex-cli".into());
     };
     let settings = codex.worker_settings(&runner.worker, runner.meta.timeout);
-    if !has_session(codex, &settings.env) {
+    if !super::meta::has_session(codex, &settings.env) {
         return Err("no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)".into());
     }
     let redactor = Redactor::new(&runner.secrets());
@@ -136,15 +136,6 @@ fn ask(
     let reply = redactor.redact(&reply);
     let _ = writeln!(log, "\n--- reply ---\n{}", reply.trim_end());
     parse(&reply).map_err(|e| format!("codex's reply is not a TaskConfig: {e}"))
-}
-
-/// Whether Meta's codex can log in: a login of the host's, or CODEX_API_KEY in the
-/// environment it is given.
-pub(crate) fn has_session(
-    codex: &CodexMeta,
-    env: &[agent_runner_settings::task::WorkerEnv],
-) -> bool {
-    codex.login != Login::None || env.iter().any(|e| e.name == "CODEX_API_KEY")
 }
 
 /// Why a codex run that did not complete failed.

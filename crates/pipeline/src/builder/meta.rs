@@ -14,7 +14,7 @@ use agent_runner_core::deadline::Deadline;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_meta::{ChatBackend, CodexScratch, Opening};
-use agent_runner_settings::task::{Host, RunnerSettings};
+use agent_runner_settings::task::{CodexMeta, Host, Login, RunnerSettings, WorkerEnv};
 
 use crate::store::defaults::Defaults;
 
@@ -78,6 +78,12 @@ pub(crate) fn meta_settings(
     Ok(settings)
 }
 
+/// Whether Meta's codex can log in: a login of the host's, or CODEX_API_KEY in the
+/// environment it is given.
+pub(crate) fn has_session(codex: &CodexMeta, env: &[WorkerEnv]) -> bool {
+    codex.login != Login::None || env.iter().any(|e| e.name == "CODEX_API_KEY")
+}
+
 /// Meta's codex with the workspace's settings (`meta_settings`), `model` its `-m`
 /// when given.
 pub(crate) fn codex_chat(
@@ -112,7 +118,7 @@ fn open(
 ) -> Result<PipelineChat, String> {
     if let agent_runner_settings::task::MetaBackend::CodexCli(codex) = &settings.meta.backend {
         let worker = codex.worker_settings(&settings.worker, settings.meta.timeout);
-        if !super::codex::has_session(codex, &worker.env) {
+        if !has_session(codex, &worker.env) {
             return Err("no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)".into());
         }
     }

@@ -6,6 +6,7 @@
 
 use serde_norway::{Mapping, Value};
 
+use agent_runner_meta::reply::Reask;
 use agent_runner_meta::reply::Reply;
 
 /// A TaskConfig as the builder wrote it, `type` removed.
@@ -25,7 +26,7 @@ impl Reply for BuiltConfig {
         schema
     }
 
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, Reask> {
         let Value::Mapping(mut map) = value else {
             return Err("expected a mapping".into());
         };

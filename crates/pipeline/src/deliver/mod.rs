@@ -87,7 +87,7 @@ pub(crate) fn deliver(
         let cwd = ws.job_log_dir(&attempt.job_id);
         match pr_command::run(command, &env, &cwd, interrupt) {
             Ok(url) => delivery.pr = url,
-            Err(e) => delivery.error = Some(e),
+            Err(e) => delivery.error = Some(e.to_string()),
         }
     }
     Some(delivery)

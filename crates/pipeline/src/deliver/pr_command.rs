@@ -22,6 +22,20 @@ pub(crate) struct Env<'a> {
     pub(crate) note: Option<&'a Path>,
 }
 
+/// Why the PR command did not give a PR (recorded on the delivery line).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PrFailed {
+    #[error("cannot run the PR command: {0}")]
+    CannotRun(agent_runner_core::Error),
+    #[error("the PR command was interrupted")]
+    Interrupted,
+    #[error("the PR command timed out after {0}s")]
+    TimedOut(u64),
+    /// Its exit code and its stderr's tail on one line.
+    #[error("the PR command failed ({code:?}): {stderr}")]
+    Failed { code: Option<i32>, stderr: String },
+}
+
 /// Runs `command`; its last non-empty output line (the PR's URL), or an error
 /// naming the command's exit and its stderr tail.
 pub(crate) fn run(
@@ -29,7 +43,7 @@ pub(crate) fn run(
     env: &Env,
     cwd: &Path,
     interrupt: Interrupt,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, PrFailed> {
     let note = env
         .note
         .map(|p| p.display().to_string())
@@ -57,20 +71,16 @@ pub(crate) fn run(
         &mut capture,
         Stop::Terminate,
     )
-    .map_err(|e| format!("cannot run the PR command: {e}"))?;
+    .map_err(PrFailed::CannotRun)?;
     let stderr = tail(capture.stderr().trim(), 600);
     drop(capture);
     match finished.ending {
-        Ending::Interrupted => Err("the PR command was interrupted".into()),
-        Ending::TimedOut => Err(format!(
-            "the PR command timed out after {}s",
-            TIMEOUT.as_secs()
-        )),
+        Ending::Interrupted => Err(PrFailed::Interrupted),
+        Ending::TimedOut => Err(PrFailed::TimedOut(TIMEOUT.as_secs())),
         _ if finished.success() => Ok(last),
-        _ => Err(format!(
-            "the PR command failed ({:?}): {}",
-            finished.code(),
-            one_line(&stderr)
-        )),
+        _ => Err(PrFailed::Failed {
+            code: finished.code(),
+            stderr: one_line(&stderr),
+        }),
     }
 }

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::not_sent::NotSent;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Ending, Invocation, Limits, Stop};
 use agent_runner_core::text::{one_line, tail};
@@ -17,7 +18,7 @@ pub(crate) fn run(
     body: &[u8],
     cwd: &Path,
     interrupt: Interrupt,
-) -> Result<(), String> {
+) -> Result<(), NotSent> {
     let invocation = Invocation::new("sh")
         .args(["-c", command])
         .stdin(body.to_vec())
@@ -30,15 +31,14 @@ pub(crate) fn run(
         &mut capture,
         Stop::Terminate,
     )
-    .map_err(|e| format!("cannot run it: {e}"))?;
+    .map_err(NotSent::CannotRun)?;
     match finished.ending {
-        Ending::TimedOut => Err(format!("timed out after {}s", TIMEOUT.as_secs())),
-        Ending::Interrupted => Err("interrupted".into()),
+        Ending::TimedOut => Err(NotSent::TimedOut(TIMEOUT.as_secs())),
+        Ending::Interrupted => Err(NotSent::Interrupted),
         _ if finished.success() => Ok(()),
-        _ => Err(format!(
-            "exit {:?}: {}",
-            finished.code(),
-            one_line(&tail(capture.stderr().trim(), 400))
-        )),
+        _ => Err(NotSent::Exit {
+            code: finished.code(),
+            stderr: one_line(&tail(capture.stderr().trim(), 400)),
+        }),
     }
 }

@@ -5,6 +5,7 @@
 //! which names a webhook by its origin only (a URL's path can be its secret).
 
 mod command;
+mod not_sent;
 mod signature;
 mod webhook;
 

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::not_sent::NotSent;
 use super::signature;
 use agent_runner_core::interrupt::Interrupt;
 
@@ -29,11 +30,11 @@ pub(crate) fn post(
     secret_var: Option<&str>,
     body: &[u8],
     interrupt: Interrupt,
-) -> Result<(), String> {
+) -> Result<(), NotSent> {
     let signed = match secret_var {
         Some(var) => match std::env::var(var) {
             Ok(key) if !key.is_empty() => Some(signature::sign(key.as_bytes(), body)),
-            _ => return Err(format!("variable {var} (its secret) is not set; not sent")),
+            _ => return Err(NotSent::NoSecret(var.to_string())),
         },
         None => None,
     };
@@ -48,7 +49,7 @@ pub(crate) fn post(
     let mut last = String::new();
     for attempt in 1..=TRIES {
         if interrupt.is_set() {
-            return Err("interrupted".into());
+            return Err(NotSent::Interrupted);
         }
         let mut request = agent.post(url).header("Content-Type", "application/json");
         if let Some(value) = &signed {
@@ -64,7 +65,7 @@ pub(crate) fn post(
             pause *= 2;
         }
     }
-    Err(format!("{TRIES} tries, the last: {last}"))
+    Err(NotSent::Tries { tries: TRIES, last })
 }
 
 #[cfg(test)]

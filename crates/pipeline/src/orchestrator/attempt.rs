@@ -496,7 +496,7 @@ fn build(
     if let Some(test) = &task.plan.test {
         test.check("the task's test").map_err(|e| Ran {
             test_source: Some(TestSource::Task),
-            ..failed(e)
+            ..failed(e.to_string())
         })?;
     }
     let request = BuildRequest {

@@ -13,6 +13,7 @@ use crate::Workspace;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::text::{cut, tail};
 use agent_runner_meta::conversation;
+use agent_runner_meta::reply::Reask;
 use agent_runner_meta::reply::Reply;
 
 /// What Meta is told of one try.
@@ -58,7 +59,7 @@ impl Reply for Verdict {
         agent_runner_meta::messages::judge()
     }
 
-    fn from_value(value: serde_norway::Value) -> Result<Self, String> {
+    fn from_value(value: serde_norway::Value) -> Result<Self, Reask> {
         let winner = match value.get("winner") {
             Some(serde_norway::Value::Number(n)) => n
                 .as_u64()

@@ -16,6 +16,7 @@ use crate::store::plan_fields::PlanFields;
 use crate::store::task_file::TaskRecord;
 use crate::store::{cycle, new_task};
 use agent_runner_core::text::one_line;
+use agent_runner_meta::reply::Reask;
 use agent_runner_meta::reply::Reply;
 
 /// Most tasks one reply may create.
@@ -73,7 +74,7 @@ impl Reply for Decomposition {
         super::schema::decompose()
     }
 
-    fn from_value(value: serde_norway::Value) -> Result<Self, String> {
+    fn from_value(value: serde_norway::Value) -> Result<Self, Reask> {
         let top = Fields::of(&value, "")?;
         let understanding = top.required_text("understanding")?;
         let phases = top.list("phases")?.ok_or("phases: missing")?;
@@ -125,7 +126,7 @@ impl Reply for Decomposition {
     }
 }
 
-fn task(f: &Fields) -> Result<DecomposedTask, String> {
+fn task(f: &Fields) -> Result<DecomposedTask, Reask> {
     let plan = f.plan_fields()?;
     if plan.test.is_some() {
         // What proves a task done is the user's to pin, not the planner's to invent.

@@ -8,6 +8,8 @@ use serde_norway::{Mapping, Sequence, Value};
 use crate::store::pinned_test::PinnedTest;
 use crate::store::plan_fields::{PlanFields, plan_fields_table};
 use agent_runner_core::text::one_line;
+use agent_runner_core::yaml::scalar_text;
+use agent_runner_meta::reply::Reask;
 use agent_runner_settings::task::MAX_ACCEPTANCE_CRITERIA;
 
 /// Values of `estimated_effort` (meta-protocol.md §9.4).
@@ -21,7 +23,7 @@ pub(crate) struct Fields<'a> {
 
 impl<'a> Fields<'a> {
     /// `value` at `path`, which must be a mapping.
-    pub(crate) fn of(value: &'a Value, path: impl Into<String>) -> Result<Fields<'a>, String> {
+    pub(crate) fn of(value: &'a Value, path: impl Into<String>) -> Result<Fields<'a>, Reask> {
         let path = path.into();
         match value {
             Value::Mapping(map) => Ok(Fields { map, path }),
@@ -49,14 +51,14 @@ impl<'a> Fields<'a> {
     }
 
     /// A text field, if present (numbers and booleans as written).
-    pub(crate) fn text(&self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn text(&self, key: &str) -> Result<Option<String>, Reask> {
         self.get(key)
             .map(|v| scalar_text(v).ok_or_else(|| format!("{}: expected text", self.at(key))))
             .transpose()
     }
 
     /// A text field that must be present and not blank; trimmed.
-    pub(crate) fn required_text(&self, key: &str) -> Result<String, String> {
+    pub(crate) fn required_text(&self, key: &str) -> Result<String, Reask> {
         match self.text(key)? {
             Some(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
             Some(_) => Err(format!("{}: empty", self.at(key))),
@@ -65,7 +67,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A text field that, when present, must not be blank; trimmed.
-    pub(crate) fn nonblank_text(&self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn nonblank_text(&self, key: &str) -> Result<Option<String>, Reask> {
         match self.text(key)? {
             Some(t) if t.trim().is_empty() => Err(format!("{}: empty", self.at(key))),
             other => Ok(other.map(|t| t.trim().to_string())),
@@ -73,7 +75,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A list field, if present.
-    pub(crate) fn list(&self, key: &str) -> Result<Option<&'a Sequence>, String> {
+    pub(crate) fn list(&self, key: &str) -> Result<Option<&'a Sequence>, Reask> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Sequence(items)) => Ok(Some(items)),
@@ -82,7 +84,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A list of texts, if present.
-    pub(crate) fn texts(&self, key: &str) -> Result<Option<Vec<String>>, String> {
+    pub(crate) fn texts(&self, key: &str) -> Result<Option<Vec<String>>, Reask> {
         let Some(items) = self.list(key)? else {
             return Ok(None);
         };
@@ -97,7 +99,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A non-negative integer, if present.
-    pub(crate) fn count(&self, key: &str) -> Result<Option<u32>, String> {
+    pub(crate) fn count(&self, key: &str) -> Result<Option<u32>, Reask> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v
@@ -109,7 +111,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A boolean, if present.
-    pub(crate) fn flag(&self, key: &str) -> Result<Option<bool>, String> {
+    pub(crate) fn flag(&self, key: &str) -> Result<Option<bool>, Reask> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -118,7 +120,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A mapping field as JSON, if present.
-    pub(crate) fn mapping_json(&self, key: &str) -> Result<Option<serde_json::Value>, String> {
+    pub(crate) fn mapping_json(&self, key: &str) -> Result<Option<serde_json::Value>, Reask> {
         match self.get(key) {
             None => Ok(None),
             Some(v @ Value::Mapping(_)) => serde_json::to_value(v)
@@ -129,7 +131,7 @@ impl<'a> Fields<'a> {
     }
 
     /// `acceptance_criteria`: non-blank texts, at most as many as a TaskConfig takes.
-    pub(crate) fn criteria(&self, key: &str) -> Result<Option<Vec<String>>, String> {
+    pub(crate) fn criteria(&self, key: &str) -> Result<Option<Vec<String>>, Reask> {
         let Some(criteria) = self.texts(key)? else {
             return Ok(None);
         };
@@ -149,7 +151,7 @@ impl<'a> Fields<'a> {
     }
 
     /// `estimated_effort`: one of `EFFORTS` (any case), lowercased.
-    pub(crate) fn effort(&self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn effort(&self, key: &str) -> Result<Option<String>, Reask> {
         let Some(effort) = self.text(key)? else {
             return Ok(None);
         };
@@ -167,7 +169,7 @@ impl<'a> Fields<'a> {
 
     /// `test`: `{command, timeout_sec}` (or the command alone), checked as a pinned
     /// test is.
-    pub(crate) fn pinned_test(&self, key: &str) -> Result<Option<PinnedTest>, String> {
+    pub(crate) fn pinned_test(&self, key: &str) -> Result<Option<PinnedTest>, Reask> {
         let Some(value) = self.get(key) else {
             return Ok(None);
         };
@@ -199,7 +201,7 @@ impl<'a> Fields<'a> {
     }
 
     /// `phase_name`: a name, on one line.
-    pub(crate) fn phase_name(&self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn phase_name(&self, key: &str) -> Result<Option<String>, Reask> {
         Ok(self.nonblank_text(key)?.map(|p| one_line(&p)))
     }
 }
@@ -209,7 +211,7 @@ macro_rules! read_plan_fields {
     ($($(#[$doc:meta])* $name:ident: $ty:ty, $reader:ident, $key:literal, $in_requests:literal;)*) => {
         impl Fields<'_> {
             /// A task's plan fields as a reply gives them, each read by its reader.
-            pub(crate) fn plan_fields(&self) -> Result<PlanFields, String> {
+            pub(crate) fn plan_fields(&self) -> Result<PlanFields, Reask> {
                 Ok(PlanFields {
                     $($name: self.$reader($key)?,)*
                 })
@@ -219,19 +221,9 @@ macro_rules! read_plan_fields {
 }
 plan_fields_table!(read_plan_fields);
 
-/// A scalar as text: strings as they are, numbers and booleans as written.
-fn scalar_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
 /// `potential_conflicts` as JSON: a list of anything (the seed's `{file, tasks,
 /// warning}` mappings, or plain texts), absent meaning none.
-pub(crate) fn conflicts(fields: &Fields) -> Result<Vec<serde_json::Value>, String> {
+pub(crate) fn conflicts(fields: &Fields) -> Result<Vec<serde_json::Value>, Reask> {
     let Some(items) = fields.list("potential_conflicts")? else {
         return Ok(Vec::new());
     };

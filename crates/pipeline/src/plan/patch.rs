@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::fields::{Fields, conflicts};
 use crate::store::new_task;
 use crate::store::plan_fields::PlanFields;
+use agent_runner_meta::reply::Reask;
 use agent_runner_meta::reply::Reply;
 
 /// Most operations one reply may hold.
@@ -118,7 +119,7 @@ impl Reply for PlanPatch {
         super::schema::plan_patch()
     }
 
-    fn from_value(value: serde_norway::Value) -> Result<Self, String> {
+    fn from_value(value: serde_norway::Value) -> Result<Self, Reask> {
         let top = Fields::of(&value, "")?;
         match top.get("version") {
             Some(v) if v.as_u64() == Some(1) => {}
@@ -149,7 +150,7 @@ impl Reply for PlanPatch {
     }
 }
 
-fn operation(f: &Fields) -> Result<Operation, String> {
+fn operation(f: &Fields) -> Result<Operation, Reask> {
     let op = f.required_text("op")?;
     if !["create", "update", "move", "delete"].contains(&op.as_str()) {
         return Err(format!(
@@ -220,7 +221,7 @@ fn operation(f: &Fields) -> Result<Operation, String> {
     })
 }
 
-fn task_fields(f: &Fields) -> Result<TaskFields, String> {
+fn task_fields(f: &Fields) -> Result<TaskFields, Reask> {
     Ok(TaskFields {
         title: f
             .nonblank_text("title")?
@@ -231,7 +232,7 @@ fn task_fields(f: &Fields) -> Result<TaskFields, String> {
 }
 
 /// `position`: exactly one of `index`, `before`, `after`.
-fn position(f: &Fields) -> Result<Option<Position>, String> {
+fn position(f: &Fields) -> Result<Option<Position>, Reask> {
     let Some(value) = f.get("position") else {
         return Ok(None);
     };

@@ -221,7 +221,7 @@ fn valid_patch(c: &mut Choices, state: &PlanState, max: usize) -> PlanPatch {
 
 /// The plan's invariants; `planned` are the tasks plan edits made.
 fn check_invariants(state: &PlanState, planned: &BTreeSet<String>) -> Result<(), String> {
-    state.wbs.check()?;
+    state.wbs.check().map_err(|e| e.to_string())?;
     let in_tree = state.wbs.task_ids();
     for id in &in_tree {
         if state.live(id).is_none() {

@@ -20,6 +20,32 @@ pub(crate) const ROOT: &str = "node-root";
 /// The root's title in a tree this program creates.
 pub(crate) const ROOT_TITLE: &str = "Plan";
 
+/// Why a plan tree is not a tree (`Wbs::check`): a bug of the edit that made it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NotATree {
+    #[error("root_node_id {0:?} is not a node")]
+    NoRoot(String),
+    #[error("the root has a parent ({0:?})")]
+    RootParent(String),
+    #[error("nodes.{id}.children: {child:?} is not a node")]
+    NoChild { id: String, child: String },
+    #[error("nodes.{child}.parent is {parent:?}, but it is a child of {id:?}")]
+    WrongParent {
+        child: String,
+        parent: Option<String>,
+        id: String,
+    },
+    #[error("node {0:?} appears twice in the tree")]
+    Twice(String),
+    #[error("node {orphan:?} is not reachable from the root (parent {parent:?})")]
+    Unreachable {
+        orphan: String,
+        parent: Option<String>,
+    },
+    #[error("nodes.{id}.task_id is {task_id:?}; a task's node id is its task id")]
+    TaskId { id: String, task_id: Option<String> },
+}
+
 /// The plan tree and its commit record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Wbs {
@@ -89,7 +115,7 @@ impl Wbs {
             ))
         };
         let wbs: Wbs = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
-        wbs.check().map_err(invalid)?;
+        wbs.check().map_err(|e| invalid(e.to_string()))?;
         Ok(Some(wbs))
     }
 
@@ -103,47 +129,48 @@ impl Wbs {
     /// Proves the shape: the root exists and has no parent; every other node is the
     /// child of exactly one node, its `parent`, and reachable from the root; a task
     /// node's id is its task id.
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), NotATree> {
         let root = self
             .nodes
             .get(&self.root_node_id)
-            .ok_or_else(|| format!("root_node_id {:?} is not a node", self.root_node_id))?;
+            .ok_or_else(|| NotATree::NoRoot(self.root_node_id.clone()))?;
         if let Some(parent) = &root.parent {
-            return Err(format!("the root has a parent ({parent:?})"));
+            return Err(NotATree::RootParent(parent.clone()));
         }
         let mut seen: HashSet<&str> = HashSet::new();
         seen.insert(&self.root_node_id);
         let mut queue = VecDeque::from([self.root_node_id.as_str()]);
         while let Some(id) = queue.pop_front() {
             for child in &self.nodes[id].children {
-                let node = self
-                    .nodes
-                    .get(child)
-                    .ok_or_else(|| format!("nodes.{id}.children: {child:?} is not a node"))?;
+                let node = self.nodes.get(child).ok_or_else(|| NotATree::NoChild {
+                    id: id.to_string(),
+                    child: child.clone(),
+                })?;
                 if node.parent.as_deref() != Some(id) {
-                    return Err(format!(
-                        "nodes.{child}.parent is {:?}, but it is a child of {id:?}",
-                        node.parent
-                    ));
+                    return Err(NotATree::WrongParent {
+                        child: child.clone(),
+                        parent: node.parent.clone(),
+                        id: id.to_string(),
+                    });
                 }
                 if !seen.insert(child) {
-                    return Err(format!("node {child:?} appears twice in the tree"));
+                    return Err(NotATree::Twice(child.clone()));
                 }
                 queue.push_back(child);
             }
         }
         if let Some(orphan) = self.nodes.keys().find(|id| !seen.contains(id.as_str())) {
-            return Err(format!(
-                "node {orphan:?} is not reachable from the root (parent {:?})",
-                self.nodes[orphan].parent
-            ));
+            return Err(NotATree::Unreachable {
+                orphan: orphan.clone(),
+                parent: self.nodes[orphan].parent.clone(),
+            });
         }
         for (id, node) in &self.nodes {
             if node.task_id.as_ref().is_some_and(|task| task != id) {
-                return Err(format!(
-                    "nodes.{id}.task_id is {:?}; a task's node id is its task id",
-                    node.task_id
-                ));
+                return Err(NotATree::TaskId {
+                    id: id.clone(),
+                    task_id: node.task_id.clone(),
+                });
             }
         }
         Ok(())
@@ -385,16 +412,31 @@ mod tests {
     fn check_names_what_is_wrong() {
         let mut wbs = tree();
         wbs.nodes.get_mut("a1").unwrap().parent = Some("b".into());
-        assert!(wbs.check().unwrap_err().contains("nodes.a1.parent"));
+        assert!(
+            wbs.check()
+                .unwrap_err()
+                .to_string()
+                .contains("nodes.a1.parent")
+        );
         let mut wbs = tree();
         wbs.nodes.get_mut("a").unwrap().children.push("a1".into());
-        assert!(wbs.check().unwrap_err().contains("appears twice"));
+        assert!(
+            wbs.check()
+                .unwrap_err()
+                .to_string()
+                .contains("appears twice")
+        );
         let mut wbs = tree();
         wbs.nodes.get_mut("a").unwrap().children.clear();
-        assert!(wbs.check().unwrap_err().contains("not reachable"));
+        assert!(
+            wbs.check()
+                .unwrap_err()
+                .to_string()
+                .contains("not reachable")
+        );
         let mut wbs = tree();
         wbs.nodes.get_mut("a1").unwrap().task_id = Some("x".into());
-        assert!(wbs.check().unwrap_err().contains("task_id"));
+        assert!(wbs.check().unwrap_err().to_string().contains("task_id"));
         let mut wbs = tree();
         wbs.root_node_id = "nope".into();
         assert!(wbs.check().is_err());

@@ -5,14 +5,14 @@
 //! runs the task again in the same clone with the user's criteria (recorded on the
 //! task: the runner then plans none), and `task reject --message` one that runs it
 //! again with the message added to its instructions, so that Meta plans anew and
-//! the new plan awaits approval in turn. Also the bounds of every message a user
-//! sends (follow-ups and rejections).
+//! the new plan awaits approval in turn.
 
 use std::path::Path;
 
 use serde::Deserialize;
 
 use super::jobs::Continuing;
+use super::message::check_message;
 use super::run_request::{RunError, continue_latest};
 use crate::PipelineError;
 use crate::Workspace;
@@ -22,25 +22,8 @@ use crate::store::task_store::TaskStore;
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_settings::task::MAX_ACCEPTANCE_CRITERIA;
 
-/// The longest message a user sends, in bytes: the runner's `--message` bound.
-pub const MAX_MESSAGE: usize = 8192;
 /// The largest criteria file read.
 const MAX_CRITERIA_FILE: u64 = 256 << 10;
-
-/// `message` trimmed, if it is 1 to `MAX_MESSAGE` bytes of text.
-pub fn check_message(message: &str) -> Result<String, String> {
-    let trimmed = message.trim();
-    if trimmed.is_empty() || trimmed.len() > MAX_MESSAGE {
-        return Err(format!(
-            "must be 1 to {MAX_MESSAGE} bytes of text (got {})",
-            trimmed.len()
-        ));
-    }
-    if trimmed.contains('\0') {
-        return Err("must not contain NUL".into());
-    }
-    Ok(trimmed.to_string())
-}
 
 /// Approves the plan task `id`'s latest attempt awaits: its runner resumes with
 /// the plan, or, with `criteria` (read by `read_criteria`), the task runs again
@@ -184,14 +167,5 @@ mod tests {
         assert!(e.contains("give 1 to 50"), "{e}");
         let e = criteria("acceptance_criteria: [a\n").unwrap_err();
         assert!(e.contains("line"), "{e}");
-    }
-
-    #[test]
-    fn a_message_is_bounded_text() {
-        assert_eq!(check_message("  more tests \n").unwrap(), "more tests");
-        assert!(check_message(" \n").is_err());
-        assert!(check_message(&"x".repeat(MAX_MESSAGE + 1)).is_err());
-        assert!(check_message(&"x".repeat(MAX_MESSAGE)).is_ok());
-        assert!(check_message("a\0b").is_err());
     }
 }

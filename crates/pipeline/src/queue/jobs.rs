@@ -249,7 +249,7 @@ pub(crate) fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String>
         );
     }
     if let Some(message) = &job.message {
-        super::approval::check_message(message).map_err(|e| format!("message: {e}"))?;
+        super::message::check_message(message).map_err(|e| format!("message: {e}"))?;
     }
     Ok(job)
 }

@@ -5,7 +5,7 @@
 //! `task reject`: jobs that go on from an attempt awaiting approval) write a job into
 //! `ipc/queue/` through `jobs` (the job files: enqueue, list, claim by rename, move
 //! to `failed/`); a claimed job names its `claimant`. A task's `status` is derived
-//! from its lines and its job; the `board` is every task with its status, kept
+//! from its lines and its job; `message` bounds every message a user sends; the `board` is every task with its status, kept
 //! between looks by `board_cache`; `task_json` is the document other programs read
 //! (`task list/show --json`, the web API).
 
@@ -14,6 +14,7 @@ pub mod board;
 pub(crate) mod board_cache;
 pub(crate) mod claimant;
 pub mod jobs;
+pub mod message;
 pub mod run_request;
 pub mod status;
 pub mod task_json;

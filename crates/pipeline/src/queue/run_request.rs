@@ -109,9 +109,11 @@ pub fn enqueue_tries(
     n: u32,
     kinds: &[String],
 ) -> Result<Vec<String>, RunError> {
-    crate::store::tries::check_count(n, "--tries").map_err(PipelineError::Invalid)?;
+    crate::store::tries::check_count(n, "--tries")
+        .map_err(|e| PipelineError::Invalid(e.to_string()))?;
     if !kinds.is_empty() {
-        crate::store::tries::check_kinds(kinds, "--kinds").map_err(PipelineError::Invalid)?;
+        crate::store::tries::check_kinds(kinds, "--kinds")
+            .map_err(|e| PipelineError::Invalid(e.to_string()))?;
         ws.defaults
             .check_kind_settings(kinds)
             .map_err(PipelineError::Invalid)?;
@@ -157,7 +159,7 @@ pub fn enqueue_resume(ws: &Workspace, id: &str) -> Result<String, RunError> {
 /// message added to its instructions, in a new clone of that branch; a branch no
 /// longer there is refused. Returns the job id.
 pub fn enqueue_follow_up(ws: &Workspace, id: &str, message: &str) -> Result<String, RunError> {
-    let message = super::approval::check_message(message)
+    let message = super::message::check_message(message)
         .map_err(|e| PipelineError::Invalid(format!("--message: {e}")))?;
     let allowed = [
         AttemptStatus::Failed,

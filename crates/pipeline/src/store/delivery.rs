@@ -2,6 +2,7 @@
 //! pushed, and the command that opens its pull request) and what one delivery did,
 //! as the attempt line and later `delivery` lines of a task file record it.
 
+use super::field_error::FieldError;
 use serde::{Deserialize, Serialize};
 
 /// `defaults.deliver`.
@@ -18,26 +19,33 @@ pub(crate) struct DeliverSettings {
 impl DeliverSettings {
     /// A push URL with a password or token in it would be in workspace.json, the
     /// logs and git's argv: credentials come from the environment instead.
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), FieldError> {
         let url = self.push_url.trim();
         if url.is_empty() || url.contains(['\n', '\r', '\0']) {
-            return Err("deliver.push_url: expected one line naming a repository".into());
+            return Err(FieldError::new(
+                "deliver.push_url",
+                "expected one line naming a repository",
+            ));
         }
         if url.starts_with('-') {
-            return Err("deliver.push_url: must not start with `-`".into());
+            return Err(FieldError::new(
+                "deliver.push_url",
+                "must not start with `-`",
+            ));
         }
         if let Some((_, rest)) = url.split_once("://")
             && let Some((userinfo, _)) = rest.split('/').next().unwrap_or("").rsplit_once('@')
             && userinfo.contains(':')
         {
-            return Err(
-                "deliver.push_url: holds a password or token; give git its credentials in the environment (a credential helper, GIT_ASKPASS, ssh-agent) instead".into(),
-            );
+            return Err(FieldError::new(
+                "deliver.push_url",
+                "holds a password or token; give git its credentials in the environment (a credential helper, GIT_ASKPASS, ssh-agent) instead",
+            ));
         }
         if let Some(command) = &self.pr_command
             && command.trim().is_empty()
         {
-            return Err("deliver.pr_command: empty".into());
+            return Err(FieldError::new("deliver.pr_command", "empty"));
         }
         Ok(())
     }
@@ -114,7 +122,8 @@ mod tests {
         assert!(settings("/srv/git/r.git").check().is_ok());
         let e = settings("https://bot:ghp_x@github.com/o/r.git")
             .check()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("environment"), "{e}");
         assert!(settings("--upload-pack=x").check().is_err());
         assert!(settings(" ").check().is_err());

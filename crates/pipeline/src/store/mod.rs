@@ -20,6 +20,7 @@ pub(crate) mod cycle;
 pub mod defaults;
 pub mod delivery;
 pub mod eval_task;
+pub mod field_error;
 pub(crate) mod id;
 pub mod new_task;
 pub(crate) mod notify_settings;

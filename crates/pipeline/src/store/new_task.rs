@@ -5,6 +5,7 @@
 //! Every title that enters the TaskStore (here, and from plans) passes `title`: the
 //! runner's own title rule, so that no task is accepted that its run would refuse.
 
+use super::field_error::FieldError;
 use super::id;
 use super::pinned_test::PinnedTest;
 use super::task_file::TaskRecord;
@@ -37,11 +38,12 @@ pub fn create(
         None => id::new_task_id(),
     };
     let title = match title {
-        Some(t) => self::title(&t, "--title").map_err(PipelineError::Invalid)?,
+        Some(t) => self::title(&t, "--title").map_err(|e| PipelineError::Invalid(e.to_string()))?,
         None => title_of(&prompt),
     };
     if let Some(test) = &test {
-        test.check("test").map_err(PipelineError::Invalid)?;
+        test.check("test")
+            .map_err(|e| PipelineError::Invalid(e.to_string()))?;
     }
     let mut record = TaskRecord::new(id, ws.id.clone(), title, prompt);
     record.plan.test = test;
@@ -52,15 +54,18 @@ pub fn create(
 /// A title given as `field` (by a person or an LLM), with its runs of whitespace
 /// (line breaks, tabs) made one space; an error unless the result is a non-empty
 /// title the runner accepts (`agent_runner_settings::task::is_one_line`: no control characters).
-pub(crate) fn title(given: &str, field: &str) -> Result<String, String> {
+pub(crate) fn title(given: &str, field: &str) -> Result<String, FieldError> {
     let title = one_line(given);
     if title.is_empty() {
-        return Err(format!("{field}: empty; give a title"));
+        return Err(FieldError::new(field, "empty; give a title"));
     }
     if !agent_runner_settings::task::is_one_line(&title) {
-        return Err(format!(
-            "{field}: {:?} is not one line of text: it holds control characters (a title is shown in terminals, notes and pages)",
-            cut_chars(&title, 60)
+        return Err(FieldError::new(
+            field,
+            format!(
+                "{:?} is not one line of text: it holds control characters (a title is shown in terminals, notes and pages)",
+                cut_chars(&title, 60)
+            ),
         ));
     }
     Ok(title)
@@ -105,13 +110,18 @@ mod tests {
             "c1\u{9b}x",
             "del\u{7f}",
         ] {
-            let e = title(bad, "--title").unwrap_err();
+            let e = title(bad, "--title").unwrap_err().to_string();
             assert!(
                 e.starts_with("--title: ") && e.contains("control characters"),
                 "{e}"
             );
         }
-        assert!(title(" \n ", "--title").unwrap_err().contains("empty"));
+        assert!(
+            title(" \n ", "--title")
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
     }
 
     quickcheck::quickcheck! {

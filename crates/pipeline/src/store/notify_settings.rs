@@ -2,6 +2,7 @@
 //! signed webhook (`url`, `secret: env:VAR`) or a command reading the JSON on its
 //! stdin. The secret stays in the environment; only its variable's name is here.
 
+use super::field_error::FieldError;
 use serde::{Deserialize, Serialize};
 
 /// The events a notifier can be told of.
@@ -31,39 +32,47 @@ impl Notifier {
     }
 
     /// Checks entry `index` of `notify`.
-    pub(crate) fn check(&self, index: usize) -> Result<(), String> {
+    pub(crate) fn check(&self, index: usize) -> Result<(), FieldError> {
         let at = format!("notify[{index}]");
         if self.on.is_empty() {
-            return Err(format!(
-                "{at}.on: name at least one of {}",
-                EVENTS.join(", ")
+            return Err(FieldError::new(
+                format!("{at}.on"),
+                format!("name at least one of {}", EVENTS.join(", ")),
             ));
         }
         for event in &self.on {
             if !EVENTS.contains(&event.as_str()) {
-                return Err(format!(
-                    "{at}.on: unknown event `{event}` (valid: {})",
-                    EVENTS.join(", ")
+                return Err(FieldError::new(
+                    format!("{at}.on"),
+                    format!("unknown event `{event}` (valid: {})", EVENTS.join(", ")),
                 ));
             }
         }
         match (&self.url, &self.command) {
-            (Some(_), Some(_)) => return Err(format!("{at}: either `url` or `command`, not both")),
-            (None, None) => return Err(format!("{at}: needs `url` or `command`")),
+            (Some(_), Some(_)) => {
+                return Err(FieldError::new(at, "either `url` or `command`, not both"));
+            }
+            (None, None) => return Err(FieldError::new(at, "needs `url` or `command`")),
             (Some(url), None) => {
                 let lower = url.to_ascii_lowercase();
                 if !(lower.starts_with("http://") || lower.starts_with("https://"))
                     || url.contains(char::is_whitespace)
                 {
-                    return Err(format!("{at}.url: expected an http:// or https:// URL"));
+                    return Err(FieldError::new(
+                        format!("{at}.url"),
+                        "expected an http:// or https:// URL",
+                    ));
                 }
             }
             (None, Some(command)) => {
                 if command.trim().is_empty() {
-                    return Err(format!("{at}.command: empty"));
+                    return Err(FieldError::new(format!("{at}.command"), "empty"));
                 }
                 if self.secret.is_some() {
-                    return Err(format!("{at}.secret: only used with `url`"));
+                    return Err(FieldError::new(
+                        format!("{at}.secret"),
+                        "only used with `url`",
+                    ));
                 }
             }
         }
@@ -72,8 +81,9 @@ impl Notifier {
                 !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             });
             if !valid {
-                return Err(format!(
-                    "{at}.secret: expected `env:VAR` (the variable holding the key), never the key itself"
+                return Err(FieldError::new(
+                    format!("{at}.secret"),
+                    "expected `env:VAR` (the variable holding the key), never the key itself",
                 ));
             }
         }
@@ -104,7 +114,8 @@ mod tests {
         assert!(hook(&[], "https://h.test/x", None).check(0).is_err());
         let e = hook(&["done"], "https://h.test/x", None)
             .check(1)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("notify[1].on") && e.contains("succeeded, failed, budget"),
             "{e}"
@@ -116,7 +127,8 @@ mod tests {
         );
         let e = hook(&["failed"], "https://h.test/x", Some("s3cr3t"))
             .check(0)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("s3cr3t") && e.contains("env:VAR"), "{e}");
         let both = Notifier {
             command: Some("cat".into()),

@@ -4,6 +4,7 @@
 //! what proves a task done is the user's choice, not an LLM's; the attempt line
 //! says where its test came from (`TestSource`).
 
+use super::field_error::FieldError;
 use serde::{Deserialize, Serialize};
 
 use agent_runner_settings::task::MAX_SECONDS;
@@ -31,7 +32,7 @@ impl PinnedTest {
         command: &str,
         timeout_sec: Option<u64>,
         (command_flag, timeout_flag): (&str, &str),
-    ) -> Result<Self, String> {
+    ) -> Result<Self, FieldError> {
         let test = PinnedTest {
             command: command.trim().to_string(),
             timeout_sec,
@@ -43,28 +44,32 @@ impl PinnedTest {
     /// Checks the rules the runner applies to `task.test`, so that a pinned test
     /// never fails an attempt later as an invalid TaskConfig; `field` names it in
     /// errors (`defaults.task.test`, a plan reply's path).
-    pub(crate) fn check(&self, field: &str) -> Result<(), String> {
+    pub(crate) fn check(&self, field: &str) -> Result<(), FieldError> {
         self.problems(&format!("{field}.command"), &format!("{field}.timeout_sec"))
     }
 
-    fn problems(&self, command_field: &str, timeout_field: &str) -> Result<(), String> {
+    fn problems(&self, command_field: &str, timeout_field: &str) -> Result<(), FieldError> {
         if self.command.trim().is_empty() {
-            return Err(format!("{command_field}: empty; give a shell command"));
+            return Err(FieldError::new(
+                command_field,
+                "empty; give a shell command",
+            ));
         }
         if self.command.len() > MAX_COMMAND {
-            return Err(format!(
-                "{command_field}: {} bytes; at most {MAX_COMMAND}",
-                self.command.len()
+            return Err(FieldError::new(
+                command_field,
+                format!("{} bytes; at most {MAX_COMMAND}", self.command.len()),
             ));
         }
         if self.command.contains('\0') {
-            return Err(format!("{command_field}: holds a NUL character"));
+            return Err(FieldError::new(command_field, "holds a NUL character"));
         }
         if let Some(secs) = self.timeout_sec
             && !(1..=MAX_SECONDS).contains(&secs)
         {
-            return Err(format!(
-                "{timeout_field}: must be between 1 and {MAX_SECONDS} seconds (got {secs})"
+            return Err(FieldError::new(
+                timeout_field,
+                format!("must be between 1 and {MAX_SECONDS} seconds (got {secs})"),
             ));
         }
         Ok(())
@@ -142,19 +147,27 @@ mod tests {
             })
         );
         assert_eq!(
-            PinnedTest::from_flags(" ", None, flags).unwrap_err(),
+            PinnedTest::from_flags(" ", None, flags)
+                .unwrap_err()
+                .to_string(),
             "--test: empty; give a shell command"
         );
         assert!(
             PinnedTest::from_flags("x", Some(0), flags)
                 .unwrap_err()
+                .to_string()
                 .starts_with("--test-timeout: must be between 1 and")
         );
         let long = PinnedTest {
             command: "x".repeat(MAX_COMMAND + 1),
             timeout_sec: None,
         };
-        assert!(long.check("t").unwrap_err().starts_with("t.command: "));
+        assert!(
+            long.check("t")
+                .unwrap_err()
+                .to_string()
+                .starts_with("t.command: ")
+        );
         assert!(PinnedTest::from_flags("a\0b", None, flags).is_err());
         assert_eq!(
             serde_norway::to_string(

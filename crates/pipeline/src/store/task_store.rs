@@ -90,7 +90,9 @@ impl TaskStore {
             Ok(()) => {
                 let name = format!("tasks/{id}.jsonl");
                 fold(&name, &bytes, Depth::Full, commits)
-                    .map(|view| own(&name, id, view).map_err(PipelineError::Invalid))
+                    .map(|view| {
+                        own(&name, id, view).map_err(|e| PipelineError::Invalid(e.to_string()))
+                    })
                     .transpose()
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -186,17 +188,30 @@ impl TaskStore {
 
 /// `view`, if the file `name` of task `id` holds that task: a task is found by its
 /// file name, so a file whose `task` line names another id cannot be its task.
-fn own(name: &str, id: &str, view: TaskView) -> Result<TaskView, String> {
+fn own(name: &str, id: &str, view: TaskView) -> Result<TaskView, NotItsTask> {
     if view.record.id == id {
         return Ok(view);
     }
-    Err(format!(
-        "{name}: its `task` line names task {:?}, not {id:?}; a task's file is named after its id",
-        agent_runner_core::text::cut_chars(
+    Err(NotItsTask {
+        file: name.to_string(),
+        named: agent_runner_core::text::cut_chars(
             &agent_runner_core::text::escape_controls(&view.record.id),
-            80
-        )
-    ))
+            80,
+        ),
+        id: id.to_string(),
+    })
+}
+
+/// A task file whose `task` line names another task than its file name does.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{file}: its `task` line names task {named:?}, not {id:?}; a task's file is named after its id"
+)]
+struct NotItsTask {
+    file: String,
+    /// The id the line names, cut and its controls escaped.
+    named: String,
+    id: String,
 }
 
 /// Whether `name` in `tasks/` is a task file: `<valid id>.jsonl`.

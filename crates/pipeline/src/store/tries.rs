@@ -7,6 +7,7 @@
 //! the whole is bounded by N × that budget, and what the tries spent together is
 //! recorded on the judged line.
 
+use super::field_error::FieldError;
 use serde::{Deserialize, Serialize};
 
 use super::id;
@@ -55,31 +56,40 @@ impl TryOf {
 }
 
 /// `n` as a number of tries (`field` names where it was given).
-pub fn check_count(n: u32, field: &str) -> Result<(), String> {
+pub fn check_count(n: u32, field: &str) -> Result<(), FieldError> {
     if (1..=MAX_TRIES).contains(&n) {
         Ok(())
     } else {
-        Err(format!(
-            "{field}: {n} is not between 1 and {MAX_TRIES} (each try is a clone, a container and a paid run)"
+        Err(FieldError::new(
+            field,
+            format!(
+                "{n} is not between 1 and {MAX_TRIES} (each try is a clone, a container and a paid run)"
+            ),
         ))
     }
 }
 
 /// `kinds` as worker kinds (`field` names where they were given).
-pub fn check_kinds(kinds: &[String], field: &str) -> Result<(), String> {
+pub fn check_kinds(kinds: &[String], field: &str) -> Result<(), FieldError> {
     let known: Vec<&str> = agent_runner_settings::agent::KINDS
         .iter()
         .map(|k| k.name())
         .collect();
     if kinds.is_empty() {
-        return Err(format!("{field}: empty; name one of {}", known.join(", ")));
+        return Err(FieldError::new(
+            field,
+            format!("empty; name one of {}", known.join(", ")),
+        ));
     }
     for kind in kinds {
         if !known.contains(&kind.as_str()) {
-            return Err(format!(
-                "{field}: {:?} is no worker kind (one of {})",
-                agent_runner_core::text::cut_chars(kind, 60),
-                known.join(", ")
+            return Err(FieldError::new(
+                field,
+                format!(
+                    "{:?} is no worker kind (one of {})",
+                    agent_runner_core::text::cut_chars(kind, 60),
+                    known.join(", ")
+                ),
             ));
         }
     }
@@ -103,20 +113,24 @@ pub struct KindSettings {
 
 impl KindSettings {
     /// What is wrong with it, `field` naming where it was given.
-    pub(crate) fn check(&self, field: &str) -> Result<(), String> {
+    pub(crate) fn check(&self, field: &str) -> Result<(), FieldError> {
         if let Some(model) = &self.model
             && model.trim().is_empty()
         {
-            return Err(format!(
-                "{field}.model: empty (leave it out for the agent's own)"
+            return Err(FieldError::new(
+                format!("{field}.model"),
+                "empty (leave it out for the agent's own)",
             ));
         }
         if let Some(url) = &self.base_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
-            return Err(format!(
-                "{field}.base_url: {:?} is no http:// or https:// URL",
-                agent_runner_core::text::cut_chars(url, 80)
+            return Err(FieldError::new(
+                format!("{field}.base_url"),
+                format!(
+                    "{:?} is no http:// or https:// URL",
+                    agent_runner_core::text::cut_chars(url, 80)
+                ),
             ));
         }
         Ok(())
@@ -248,13 +262,16 @@ mod tests {
         assert!(
             check_count(0, "--tries")
                 .unwrap_err()
+                .to_string()
                 .starts_with("--tries: 0 is not")
         );
         assert!(check_count(MAX_TRIES + 1, "defaults.tries").is_err());
         assert_eq!(check_count(3, "--tries"), Ok(()));
         let kinds = vec!["codex-cli".to_string(), "claude-code-cli".to_string()];
         assert_eq!(check_kinds(&kinds, "--kinds"), Ok(()));
-        let e = check_kinds(&["cursor".into()], "--kinds").unwrap_err();
+        let e = check_kinds(&["cursor".into()], "--kinds")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("\"cursor\" is no worker kind"), "{e}");
         let tries = plan(3, &kinds);
         let named: Vec<_> = tries.iter().map(|t| t.kind.as_deref().unwrap()).collect();

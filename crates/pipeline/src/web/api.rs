@@ -15,6 +15,7 @@ use crate::plan::chat::{self, Role};
 use crate::plan::wbs::Wbs;
 use crate::queue::approval;
 use crate::queue::jobs;
+use crate::queue::message;
 use crate::queue::run_request::{self, Refused, RunError};
 use crate::queue::task_json::{self, TaskList};
 use crate::store::id;
@@ -200,14 +201,14 @@ struct FollowUp {
 /// task's failed latest attempt, as `task run --resume` does, or with a message
 /// (SPEC §23) its latest attempt whatever its end, as `task run --resume --message`
 /// does; 202 with `{"job_id"}`, 409 when the task is busy or has nothing to
-/// continue, 413 for a message over `approval::MAX_MESSAGE` bytes.
+/// continue, 413 for a message over `message::MAX_MESSAGE` bytes.
 pub(crate) fn continue_task(app: &App, task_id: &str, request: &Request) -> Response {
     let body: FollowUp = match parse(request) {
         Ok(body) => body,
         Err(response) => return response,
     };
     let enqueued = match body.message.as_deref() {
-        Some(message) if message.len() > approval::MAX_MESSAGE => {
+        Some(message) if message.len() > message::MAX_MESSAGE => {
             return too_long("message");
         }
         Some(message) => run_request::enqueue_follow_up(&app.ws, task_id, message),
@@ -237,7 +238,7 @@ pub(crate) fn reject_task(app: &App, task_id: &str, request: &Request) -> Respon
         Ok(body) => body,
         Err(response) => return response,
     };
-    if body.message.len() > approval::MAX_MESSAGE {
+    if body.message.len() > message::MAX_MESSAGE {
         return too_long("message");
     }
     let enqueued = approval::reject(&app.ws, task_id, &body.message);
@@ -247,7 +248,7 @@ pub(crate) fn reject_task(app: &App, task_id: &str, request: &Request) -> Respon
 fn too_long(field: &str) -> Response {
     error(
         413,
-        &format!("{field}: longer than {} bytes", approval::MAX_MESSAGE),
+        &format!("{field}: longer than {} bytes", message::MAX_MESSAGE),
     )
 }
 

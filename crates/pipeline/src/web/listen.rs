@@ -14,11 +14,34 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 /// Tries at finding a port free on both loopback addresses when any port will do.
 const TRIES: usize = 32;
 
+/// Why the server cannot listen where it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum CannotListen {
+    #[error("cannot listen on {addr}: {error}")]
+    Bind {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+    /// The other loopback address of a given port is another program's.
+    #[error(
+        "cannot listen on {second} as well as on {addr}: {error}: another program holds port {port} there, and http://localhost:{port}/ could lead a browser to it; stop it, or choose another port (--addr {}:0 picks a free one)",
+        url_host(addr.ip())
+    )]
+    OtherLoopback {
+        addr: SocketAddr,
+        second: SocketAddr,
+        port: u16,
+        error: std::io::Error,
+    },
+    #[error("cannot listen on {0}: no port was free on both 127.0.0.1 and ::1 in {TRIES} tries")]
+    NoCommonPort(SocketAddr),
+}
+
 /// The sockets of a server asked to listen on `addr`: `addr` itself first, then,
 /// for 127.0.0.1 or ::1, the other loopback address on the same port (unless this
 /// machine has none: no one can listen there either). Port 0 picks a port free on
 /// both; a given port another program holds on the other address is an error.
-pub fn listen(addr: SocketAddr) -> Result<Vec<TcpListener>, String> {
+pub fn listen(addr: SocketAddr) -> Result<Vec<TcpListener>, CannotListen> {
     let Some(other) = other_loopback(addr.ip()) else {
         return Ok(vec![bind(addr)?]);
     };
@@ -26,7 +49,7 @@ pub fn listen(addr: SocketAddr) -> Result<Vec<TcpListener>, String> {
         let first = bind(addr)?;
         let port = first
             .local_addr()
-            .map_err(|e| format!("cannot listen on {addr}: {e}"))?
+            .map_err(|error| CannotListen::Bind { addr, error })?
             .port();
         let second = SocketAddr::new(other, port);
         match TcpListener::bind(second) {
@@ -37,20 +60,20 @@ pub fn listen(addr: SocketAddr) -> Result<Vec<TcpListener>, String> {
             }
             Err(e) if e.kind() == ErrorKind::AddrInUse && addr.port() == 0 => continue,
             Err(e) => {
-                return Err(format!(
-                    "cannot listen on {second} as well as on {addr}: {e}: another program holds port {port} there, and http://localhost:{port}/ could lead a browser to it; stop it, or choose another port (--addr {}:0 picks a free one)",
-                    url_host(addr.ip())
-                ));
+                return Err(CannotListen::OtherLoopback {
+                    addr,
+                    second,
+                    port,
+                    error: e,
+                });
             }
         }
     }
-    Err(format!(
-        "cannot listen on {addr}: no port was free on both 127.0.0.1 and ::1 in {TRIES} tries"
-    ))
+    Err(CannotListen::NoCommonPort(addr))
 }
 
-fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
-    TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))
+fn bind(addr: SocketAddr) -> Result<TcpListener, CannotListen> {
+    TcpListener::bind(addr).map_err(|error| CannotListen::Bind { addr, error })
 }
 
 /// The loopback address of the other family, for the one `localhost` names.
@@ -102,7 +125,9 @@ mod tests {
         // A given port taken on ::1 is refused, naming why.
         if let Ok(squatter) = TcpListener::bind("[::1]:0") {
             let port = squatter.local_addr().unwrap().port();
-            let e = listen(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port)).unwrap_err();
+            let e = listen(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port))
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains(&format!("cannot listen on [::1]:{port} as well"))
                     && e.contains("http://localhost:"),

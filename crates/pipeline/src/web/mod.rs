@@ -45,7 +45,7 @@ use std::path::PathBuf;
 use super::Workspace;
 use agent_runner_core::interrupt::Interrupt;
 
-pub use listen::listen;
+pub use listen::{CannotListen, listen};
 
 /// Serves the web view of `ws` on `listeners` (from `listen`; the first is the
 /// address asked for) until `interrupt` is set. `exe` is this binary, run for

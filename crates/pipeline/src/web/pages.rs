@@ -294,7 +294,7 @@ pub(crate) fn task(app: &App, task_id: &str) -> Response {
         main,
         "<p id=\"follow-up\" class=\"follow-up\"{}><textarea id=\"follow-up-message\" rows=\"2\" maxlength=\"{}\" placeholder=\"A follow-up message: the task goes on with it\"></textarea> <button type=\"button\" id=\"send-follow-up\" data-id=\"{}\">Send</button></p>",
         if follows_up(status) { "" } else { " hidden" },
-        crate::queue::approval::MAX_MESSAGE,
+        crate::queue::message::MAX_MESSAGE,
         text(&r.id),
     );
     if let (TaskStatus::AwaitingApproval, Some(latest)) = (status, task.latest()) {
@@ -377,7 +377,7 @@ fn approval(out: &mut String, task_id: &str, latest: &Attempt) {
     let _ = writeln!(
         out,
         "</ol>\n<p><button type=\"button\" id=\"approve\" data-id=\"{id}\">Approve</button></p>\n<p><textarea id=\"reject-message\" rows=\"2\" maxlength=\"{}\" placeholder=\"Why not: Meta plans again with it\"></textarea> <button type=\"button\" id=\"reject\" data-id=\"{id}\">Reject</button></p>\n</section>",
-        crate::queue::approval::MAX_MESSAGE,
+        crate::queue::message::MAX_MESSAGE,
         id = text(task_id),
     );
 }

@@ -28,7 +28,7 @@ pub(crate) fn handle(app: &App, request: &Request, local: SocketAddr) -> Respons
     }
     let segments = match segments(&request.path) {
         Ok(segments) => segments,
-        Err(why) => return fail(400, &why),
+        Err(why) => return fail(400, &why.to_string()),
     };
     let path: Vec<&str> = segments.iter().map(String::as_str).collect();
     let method = request.method.as_str();
@@ -99,24 +99,36 @@ fn allowed_methods(path: &[&str]) -> &'static [&'static str] {
     }
 }
 
+/// Why a request's path is refused (400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadPath {
+    #[error("the path does not start with /")]
+    NotAbsolute,
+    #[error("{0:?}: not valid percent-encoded UTF-8")]
+    Undecodable(String),
+    #[error("an empty path segment")]
+    EmptySegment,
+    #[error("{0:?}: not a plain name")]
+    NotPlain(String),
+}
+
 /// The path's segments, percent-decoded; an error for a segment that is not a
 /// plain name once decoded.
-pub(crate) fn segments(path: &str) -> Result<Vec<String>, String> {
+pub(crate) fn segments(path: &str) -> Result<Vec<String>, BadPath> {
     let Some(rest) = path.strip_prefix('/') else {
-        return Err("the path does not start with /".into());
+        return Err(BadPath::NotAbsolute);
     };
     if rest.is_empty() {
         return Ok(Vec::new());
     }
     rest.split('/')
         .map(|raw| {
-            let decoded =
-                decode(raw).ok_or_else(|| format!("{raw:?}: not valid percent-encoded UTF-8"))?;
+            let decoded = decode(raw).ok_or_else(|| BadPath::Undecodable(raw.to_string()))?;
             if decoded.is_empty() && raw.is_empty() {
-                return Err("an empty path segment".to_string());
+                return Err(BadPath::EmptySegment);
             }
             if decoded == "." || decoded == ".." || decoded.contains(['/', '\\', '\0']) {
-                return Err(format!("{raw:?}: not a plain name"));
+                return Err(BadPath::NotPlain(raw.to_string()));
             }
             Ok(decoded)
         })

@@ -8,26 +8,11 @@
 use std::time::Duration;
 
 use agent_runner_core::usage::{Account, usd};
+use agent_runner_settings::events::named::Name as _;
 use agent_runner_settings::task::Budget;
 
-/// The limit that ended a task, as `budget.exhausted` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(clippy::enum_variant_names)] // named after the settings: budget.max_tokens, ...
-pub(crate) enum Limit {
-    MaxTokens,
-    MaxCostUsd,
-    MaxDurationSec,
-}
-
-impl Limit {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Limit::MaxTokens => "max_tokens",
-            Limit::MaxCostUsd => "max_cost_usd",
-            Limit::MaxDurationSec => "max_duration_sec",
-        }
-    }
-}
+/// The limit that ended a task, as `budget.exhausted` and the event name it.
+pub(crate) use agent_runner_settings::events::BudgetLimit as Limit;
 
 /// A limit reached, and the task's failure reason.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,12 +6,14 @@
 use agent_runner_core::usage::Usage;
 use agent_runner_meta::MetaCall;
 use agent_runner_sandbox::worker::{TestRun, WorkerRun};
-use agent_runner_settings::events::{CallTokens, Event, Events, Phase};
+use agent_runner_settings::events::{
+    BudgetLimit, CallTokens, CallType, Event, Events, Named, Phase,
+};
 
 /// A Meta call, answered or given up.
 pub(crate) fn meta_call(events: &Events, call: &MetaCall) {
     events.emit(Event::Meta {
-        call: call.kind.to_string(),
+        call: Named::<CallType>::parse(call.kind),
         duration_ms: call.duration.as_millis() as u64,
         requests: call.attempts,
         usage: usage(&call.usage),
@@ -50,7 +52,7 @@ pub(crate) fn worker_finished(events: &Events, run: &WorkerRun) {
         run: run.number,
         phase: Phase::Finished,
         resumed_session: false,
-        outcome: Some(run.outcome.as_str().to_string()),
+        outcome: Some(run.outcome.into()),
         exit_code: run.exit_code,
         duration_ms: Some(run.duration.as_millis() as u64),
         summary: Some(run.summary.clone()),
@@ -85,9 +87,9 @@ pub(crate) fn test_finished(events: &Events, run: &TestRun) {
 
 /// A budget limit ended the task (SPEC §15: `limit` is `max_tokens`,
 /// `max_cost_usd` or `max_duration_sec`; `message` the task's error).
-pub(crate) fn budget(events: &Events, limit: &str, message: &str) {
+pub(crate) fn budget(events: &Events, limit: BudgetLimit, message: &str) {
     events.emit(Event::Budget {
-        limit: limit.to_string(),
+        limit: limit.into(),
         message: message.to_string(),
     });
 }

@@ -9,6 +9,7 @@ use crate::context::{Assessment, TaskContext};
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::usage::{Account, Usage};
 use agent_runner_meta::conversation;
+use agent_runner_meta::reply::Reask;
 use agent_runner_meta::reply::Reply;
 use agent_runner_meta::{ChatBackend, MetaOutcome};
 
@@ -54,7 +55,7 @@ impl<B: ChatBackend> MetaAgent<B> {
         system: String,
         request: &str,
         ctx: &TaskContext,
-        check: impl FnMut(T) -> Result<U, String>,
+        check: impl FnMut(T) -> Result<U, Reask>,
     ) -> MetaOutcome<U> {
         let stop = |call: &Usage| {
             let budget = &ctx.task.bounds.budget;

@@ -26,6 +26,7 @@ use agent_runner_meta::{MetaError, MetaOutcome};
 use agent_runner_sandbox::backend::BroughtBack;
 use agent_runner_sandbox::worker::{Sandbox, SandboxError, setup_error};
 use agent_runner_settings::agent::RunOutcome;
+use agent_runner_settings::events::named::Name as _;
 use agent_runner_settings::task::TestSpec;
 use meta::Meta;
 pub use protocol::{Action, NextAction};
@@ -403,7 +404,7 @@ impl<'a, M: Meta, S: Sandbox> Runner<'a, M, S> {
             None => Ok(()),
             Some(exhausted) => {
                 ctx.budget_exhausted = Some(exhausted.limit.as_str());
-                events::budget(&ctx.events, exhausted.limit.as_str(), &exhausted.reason);
+                events::budget(&ctx.events, exhausted.limit, &exhausted.reason);
                 Err(Stop::Failed(exhausted.reason))
             }
         }

@@ -8,6 +8,7 @@ use serde_norway::Value;
 
 use crate::context::{Assessment, Criterion, TaskContext};
 use agent_runner_core::text::{cut, tail};
+use agent_runner_meta::reply::Reask;
 use agent_runner_meta::reply::{Reply, decode};
 
 /// The three Meta messages.
@@ -512,7 +513,7 @@ impl Reply for Plan {
         agent_runner_meta::messages::plan_task()
     }
 
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, Reask> {
         let raw: RawPlan = decode(value)?;
         if raw.acceptance_criteria.is_empty() {
             return Err("acceptance_criteria is empty; give at least one".into());
@@ -551,7 +552,7 @@ impl Reply for NextAction {
         agent_runner_meta::messages::next_action()
     }
 
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, Reask> {
         let raw: RawNextAction = decode(value)?;
         let prompt = raw
             .worker_call
@@ -583,7 +584,7 @@ impl Reply for Assessment {
         agent_runner_meta::messages::completion_assessment()
     }
 
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, Reask> {
         let raw: RawAssessment = decode(value)?;
         Ok(Assessment {
             summary: raw.summary.trim().to_string(),

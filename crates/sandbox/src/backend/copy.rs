@@ -32,36 +32,24 @@
 //! stream. Without the tools volume (its helper) the sandbox refuses
 //! `network: allowlist` and a login file, naming the transport.
 
-use std::fs::File;
-use std::io::{BufWriter, PipeWriter};
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::bundle_out::BundleOut;
+use super::carrier::{CALL_TIMEOUT, COPY_TIMEOUT, Carrier, failed};
 use super::docker_cli::{self, call, last_lines};
 use super::endpoint::Endpoint;
 use super::landing::{self, UserRepo};
 use super::privileges::Finding;
 use super::session_volume::SessionVolume;
 use super::sweep::{LABEL_TASK, owner_labels};
-use super::tar::TarWriter;
-use super::tools::{CARRIER_IMAGE, carrier_image};
 use super::tree_back::{Committed, TreeBack};
 use super::{Backend, BackendError, Confinement, Main, Mount, Net, PROJECT_DIR, Spec, Transport};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
-use agent_runner_core::process::Ending;
-use agent_runner_core::timestamp::human;
 use agent_runner_settings::task::{TransportChoice, WorkerLimits};
 
 /// The bundler's script (the pipeline's too).
 pub const BUNDLER_SCRIPT: &str = include_str!("bundler.sh");
-/// Short docker calls.
-const CALL_TIMEOUT: Duration = Duration::from_secs(60);
-/// A copy in or out, and the bundler's run.
-const COPY_TIMEOUT: Duration = Duration::from_secs(600);
 /// The bundler's answer line.
 const ANSWER: &str = "agent-runner-bundle work ";
 /// The bundler's line when the image has no git (`bundler.sh`).
@@ -81,7 +69,7 @@ pub fn chosen(setting: Option<TransportChoice>, endpoint: Option<&Endpoint>) -> 
 }
 
 /// Tells the copy's own containers (the bundler) from the sandbox it serves.
-pub const ROLE_LABEL: &str = "agent-runner.role";
+pub const ROLE_LABEL: &str = agent_runner_settings::labels::ROLE;
 
 /// Where a run whose branch is checked out keeps its work's bundle: in its private
 /// directory (`<repo>/.agent-runner`), by task.
@@ -621,228 +609,6 @@ fn remove_volume(name: &str) {
             last_lines(&out.stderr, 2)
         ),
         Err(e) => log::warn!("cannot remove volume {name}: {e}"),
-    }
-}
-
-fn failed(command: &str, stderr: &str) -> BackendError {
-    BackendError::Failed {
-        command: command.into(),
-        detail: last_lines(stderr, 3),
-    }
-}
-
-/// A container created (never started) from the empty image with a volume at
-/// `target`, for `docker cp`; removed when dropped.
-pub(super) struct Carrier {
-    pub(super) name: String,
-    interrupt: Interrupt,
-}
-
-impl Carrier {
-    pub(super) fn create(
-        volume: &str,
-        target: &str,
-        labels: &[String],
-        interrupt: Interrupt,
-    ) -> Result<Carrier, BackendError> {
-        let name = format!(
-            "agent-runner-copy-{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..12]
-        );
-        let mount = format!("type=volume,source={volume},target={target}");
-        let mut args = vec![
-            "create",
-            "--pull",
-            "never",
-            "--name",
-            &name,
-            "--network",
-            "none",
-        ];
-        for label in labels {
-            args.extend(["--label", label.as_str()]);
-        }
-        args.extend(["--mount", &mount, CARRIER_IMAGE, "/none"]);
-        let mut out = call(&args, CALL_TIMEOUT, interrupt)?;
-        // The empty image is made on a host's first copy: looked for only when the
-        // create failed, which saves a round trip on every other.
-        if !out.ok {
-            carrier_image(interrupt)?;
-            out = call(&args, CALL_TIMEOUT, interrupt)?;
-        }
-        if !out.ok {
-            return Err(failed("docker create", &out.stderr));
-        }
-        Ok(Carrier { name, interrupt })
-    }
-
-    /// Removed on a thread of its own (the sandbox may start meanwhile: the volume
-    /// is shared); joined by `Copy::clean_up`.
-    fn remove_aside(self) -> std::thread::JoinHandle<()> {
-        std::thread::spawn(move || drop(self))
-    }
-
-    /// One `docker cp -a - <container>:<dir>`, its stdin the tar stream `write`
-    /// writes (`tar.rs`), streamed as it is written: owners kept, so the worker
-    /// (this machine's user) owns its files there as here. What the stream left out.
-    pub(super) fn copy_in(
-        &self,
-        dir: &str,
-        write: impl FnOnce(&mut TarWriter<BufWriter<PipeWriter>>) -> std::io::Result<()> + Send,
-    ) -> Result<Vec<String>, BackendError> {
-        let io = |e: std::io::Error| BackendError::Io(format!("the copy transport: {e}"));
-        let (reader, writer) = std::io::pipe().map_err(io)?;
-        let target = format!("{}:{dir}", self.name);
-        let args = ["cp", "-a", "-", target.as_str()];
-        let invocation = docker_cli::command()
-            .args(args)
-            .stdin_file(File::from(OwnedFd::from(reader)));
-        let (out, written) = std::thread::scope(|scope| {
-            let writing = scope.spawn(move || {
-                let mut tar = TarWriter::new(BufWriter::with_capacity(1 << 16, writer));
-                write(&mut tar)?;
-                let skipped = std::mem::take(&mut tar.skipped);
-                tar.finish()?;
-                Ok::<_, std::io::Error>(skipped)
-            });
-            let out = docker_cli::guarded(&invocation, COPY_TIMEOUT, self.interrupt);
-            // The stream's last reader here closed: a writer docker left stops.
-            drop(invocation);
-            let written = writing
-                .join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("the tar writer failed")));
-            (out, written)
-        });
-        let out = out?;
-        match (out.ok, written) {
-            (true, Ok(skipped)) => Ok(skipped),
-            // The writer's own error first: docker then only saw the stream end.
-            (_, Err(e)) if out.ok || e.kind() != std::io::ErrorKind::BrokenPipe => Err(io(e)),
-            _ => Err(failed(&format!("docker {}", args.join(" ")), &out.stderr)),
-        }
-    }
-
-    /// `docker cp <container>:<path> -`: the tar stream of `path` handed to
-    /// `consume` as it comes (on a thread of its own), never kept here. What
-    /// `consume` returned; docker's error first when both failed.
-    fn stream_out<T: Send>(
-        &self,
-        path: &str,
-        consume: impl FnOnce(StreamReader) -> Result<T, String> + Send,
-    ) -> Result<T, String> {
-        let source = format!("{}:{path}", self.name);
-        let invocation = docker_cli::command().args(["cp", source.as_str(), "-"]);
-        let (sender, receiver) = std::sync::mpsc::sync_channel(16);
-        let (out, consumed) = std::thread::scope(|scope| {
-            let consuming = scope.spawn(move || consume(StreamReader::new(receiver)));
-            let mut forward = Forward(Some(sender));
-            let out = docker_cli::guarded_streaming(
-                &invocation,
-                COPY_TIMEOUT,
-                self.interrupt,
-                &mut forward,
-            );
-            // The end of the stream for the reader, however docker ended.
-            drop(forward);
-            let consumed = consuming
-                .join()
-                .unwrap_or_else(|_| Err("the reader of the work's tree failed".into()));
-            (out, consumed)
-        });
-        match out {
-            Err(e) => Err(e.to_string()),
-            Ok(out) if !out.ok => Err(format!(
-                "docker cp {source} -: {}",
-                last_lines(&out.stderr, 3)
-            )),
-            Ok(_) => consumed,
-        }
-    }
-
-    /// The file at `path` in the container into `to`, at most `max` bytes, bounded
-    /// while it streams (`bundle_out.rs`); watched like every long call.
-    fn copy_out(&self, path: &str, to: File, max: u64) -> Result<u64, BackendError> {
-        let source = format!("{}:{path}", self.name);
-        let invocation = docker_cli::command().args(["cp", source.as_str(), "-"]);
-        let mut reader = BundleOut::new(to, max);
-        let out =
-            docker_cli::guarded_streaming(&invocation, COPY_TIMEOUT, self.interrupt, &mut reader)?;
-        let command = format!("docker cp {source} -");
-        match out.ending {
-            Ending::Interrupted => return Err(BackendError::Interrupted),
-            Ending::TimedOut | Ending::Stalled => {
-                return Err(BackendError::Failed {
-                    command,
-                    detail: format!("no answer within {}", human(COPY_TIMEOUT)),
-                });
-            }
-            Ending::Exited => {}
-        }
-        // The stream's own fault first: a bound passed is why, whatever docker said.
-        match (reader.result(), out.ok) {
-            (Err(why), _) => Err(BackendError::Io(format!("{command}: {why}"))),
-            (Ok(written), true) => Ok(written),
-            (Ok(_), false) => Err(failed(&command, &out.stderr)),
-        }
-    }
-}
-
-/// Hands a child's stdout on to a `StreamReader`, chunk by chunk; a reader that
-/// went away gets nothing more.
-struct Forward(Option<std::sync::mpsc::SyncSender<Vec<u8>>>);
-
-impl agent_runner_core::process::StreamFilter for Forward {
-    fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
-        if let Some(sender) = &self.0
-            && sender.send(bytes.to_vec()).is_err()
-        {
-            self.0 = None;
-        }
-        Vec::new()
-    }
-
-    fn finish(&mut self) -> Vec<u8> {
-        self.0 = None;
-        Vec::new()
-    }
-}
-
-/// The chunks `Forward` passes on, read as one stream; its end when the sender is
-/// gone.
-pub(crate) struct StreamReader {
-    receiver: std::sync::mpsc::Receiver<Vec<u8>>,
-    chunk: Vec<u8>,
-    at: usize,
-}
-
-impl StreamReader {
-    fn new(receiver: std::sync::mpsc::Receiver<Vec<u8>>) -> Self {
-        StreamReader {
-            receiver,
-            chunk: Vec::new(),
-            at: 0,
-        }
-    }
-}
-
-impl std::io::Read for StreamReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.at == self.chunk.len() {
-            match self.receiver.recv() {
-                Ok(chunk) => (self.chunk, self.at) = (chunk, 0),
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.chunk.len() - self.at);
-        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
-    }
-}
-
-impl Drop for Carrier {
-    fn drop(&mut self) {
-        docker_cli::remove_container(&self.name, CALL_TIMEOUT);
     }
 }
 

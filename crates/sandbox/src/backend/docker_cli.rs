@@ -27,11 +27,11 @@ pub struct Output {
 }
 
 /// The host this process's docker calls go to (`runner.sandbox.host`), once set.
-static AIMED: std::sync::OnceLock<super::host::Target> = std::sync::OnceLock::new();
+static AIMED: std::sync::OnceLock<super::target::Target> = std::sync::OnceLock::new();
 
 /// Aims every docker call of this process at `target` (`runner.sandbox.host`, SPEC
 /// §22), over DOCKER_HOST and the current context; set once, before the first call.
-pub fn aim(target: super::host::Target) -> Result<(), AimedElsewhere> {
+pub fn aim(target: super::target::Target) -> Result<(), AimedElsewhere> {
     let wanted = target.clone();
     AIMED.set(target).or_else(|_| match AIMED.get() {
         Some(set) if *set == wanted => Ok(()),
@@ -45,7 +45,7 @@ pub fn aim(target: super::host::Target) -> Result<(), AimedElsewhere> {
 pub struct AimedElsewhere;
 
 /// The host `aim` set, if any.
-pub fn aimed() -> Option<&'static super::host::Target> {
+pub fn aimed() -> Option<&'static super::target::Target> {
     AIMED.get()
 }
 

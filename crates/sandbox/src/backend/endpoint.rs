@@ -59,7 +59,7 @@ impl Endpoint {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         // `runner.sandbox.host` wins over the environment (`docker_cli::aim`).
         let aimed = super::docker_cli::aimed();
-        if let Some(super::host::Target::Url(url)) = aimed {
+        if let Some(super::target::Target::Url(url)) = aimed {
             return Ok(Endpoint {
                 url: url.clone(),
                 source: Source::SandboxHost,

@@ -17,14 +17,7 @@ pub const HEALTH: Duration = Duration::from_secs(5);
 /// Most slots a host may have.
 const MAX_SLOTS: usize = 64;
 
-/// Where a host's daemon is: what its docker calls get in their environment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// `DOCKER_HOST=<url>`.
-    Url(String),
-    /// `DOCKER_CONTEXT=<name>`.
-    Context(String),
-}
+pub use super::target::Target;
 
 impl Target {
     /// `docker` of a host entry: a URL with a scheme docker knows, or a context name.

@@ -97,6 +97,7 @@
 
 mod bind;
 mod bundle_out;
+mod carrier;
 pub mod copy;
 mod docker;
 pub mod docker_cli;
@@ -122,6 +123,7 @@ mod socket;
 mod spec;
 pub mod sweep;
 mod tar;
+pub(crate) mod target;
 pub mod tools;
 mod tree_back;
 pub(crate) mod untar;

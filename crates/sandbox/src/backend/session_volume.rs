@@ -19,14 +19,15 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::copy::{Carrier, ROLE_LABEL};
+use super::carrier::Carrier;
 use super::docker_cli::{call, last_lines};
 use super::sweep::{LABEL_TASK, LIFETIME, expiry_label};
 use super::{BackendError, Mount, SESSION_DIR, volume_labels};
 use agent_runner_core::interrupt::Interrupt;
+use agent_runner_settings::labels::ROLE as ROLE_LABEL;
 
 /// The label that holds the volume's digest.
-const LABEL_SESSION: &str = "agent-runner.session";
+const LABEL_SESSION: &str = agent_runner_settings::labels::SESSION;
 /// Short docker calls.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How much of the task id the name shows.

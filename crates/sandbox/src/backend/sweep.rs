@@ -15,15 +15,15 @@ use super::host::{HEALTH, Target};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
 
-pub const LABEL_TASK: &str = "agent-runner.task";
-pub(crate) const LABEL_OWNER_PID: &str = "agent-runner.owner-pid";
-pub(crate) const LABEL_OWNER_START: &str = "agent-runner.owner-start";
-pub(crate) const LABEL_OWNER_HOST: &str = "agent-runner.owner-host";
-pub(crate) const LABEL_OWNER_BOOT: &str = "agent-runner.owner-boot";
-pub(crate) const LABEL_OWNER_PIDNS: &str = "agent-runner.owner-pidns";
+pub const LABEL_TASK: &str = agent_runner_settings::labels::TASK;
+pub(crate) const LABEL_OWNER_PID: &str = agent_runner_settings::labels::OWNER_PID;
+pub(crate) const LABEL_OWNER_START: &str = agent_runner_settings::labels::OWNER_START;
+pub(crate) const LABEL_OWNER_HOST: &str = agent_runner_settings::labels::OWNER_HOST;
+pub(crate) const LABEL_OWNER_BOOT: &str = agent_runner_settings::labels::OWNER_BOOT;
+pub(crate) const LABEL_OWNER_PIDNS: &str = agent_runner_settings::labels::OWNER_PIDNS;
 /// Unix seconds after which a container or volume of ours is a leftover whoever
 /// owns it (SPEC §22); the lifeline's helper ends its sandbox then too.
-pub const LABEL_EXPIRES: &str = "agent-runner.expires";
+pub const LABEL_EXPIRES: &str = agent_runner_settings::labels::EXPIRES;
 /// How long a sandbox may live: far beyond any run's bounds.
 pub const LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
@@ -83,7 +83,11 @@ pub(crate) fn remove_orphans(deadline: Duration) -> Vec<String> {
 pub(crate) fn remove_fill_leftovers(deadline: Duration) -> Vec<String> {
     let docker =
         |args: &[&str]| call(args, deadline, Interrupt::never()).map_err(|e| e.to_string());
-    let filter = format!("label={}={}", super::tools::LABEL, super::tools::FILL);
+    let filter = format!(
+        "label={}={}",
+        agent_runner_settings::labels::TOOLS,
+        agent_runner_settings::labels::TOOLS_FILL
+    );
     let (removed, failed) = sweep(&docker, &filter, Rule::AtStart);
     if let Some(why) = failed {
         log::warn!("the sweep of killed tools-volume fills did not run: {why}");

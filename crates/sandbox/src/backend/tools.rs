@@ -44,9 +44,9 @@ pub const READY: &str = "/agent-runner-tools/ready";
 /// Where a static busybox is looked for on this machine (Debian's busybox-static).
 const HOST_SHELLS: [&str; 2] = ["/bin/busybox", "/usr/bin/busybox"];
 /// The label on the volume (its digest), the fill's container and the empty image.
-pub const LABEL: &str = "agent-runner.tools";
+pub const LABEL: &str = agent_runner_settings::labels::TOOLS;
 /// The value of `LABEL` on a fill's container.
-pub const FILL: &str = "fill";
+pub const FILL: &str = agent_runner_settings::labels::TOOLS_FILL;
 /// What a fill's container is labelled `agent-runner.task` as, so that every sweep
 /// of leftovers (`sweep.rs`) sees one a killed fill left.
 const FILL_TASK: &str = "tools-fill";

@@ -21,11 +21,11 @@ use std::path::Path;
 use crate::backend::{Backend, BackendError, Volume};
 
 /// Every cache volume has it (its value: the repository it belongs to).
-pub const LABEL_REPO: &str = "agent-runner.cache.repo";
+pub const LABEL_REPO: &str = agent_runner_settings::labels::CACHE_REPO;
 /// The path in the sandbox the volume is mounted at.
-pub const LABEL_PATH: &str = "agent-runner.cache.path";
+pub const LABEL_PATH: &str = agent_runner_settings::labels::CACHE_PATH;
 /// The repository's key (see the module documentation).
-pub const LABEL_KEY: &str = "agent-runner.cache.key";
+pub const LABEL_KEY: &str = agent_runner_settings::labels::CACHE_KEY;
 /// The name prefix of every cache volume.
 pub const PREFIX: &str = "agent-runner-cache-";
 /// The repository's random id, in `.agent-runner/state/`.

@@ -3,11 +3,11 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::named::{BudgetLimit, CallType, Dropped, Named};
+use crate::agent::RunOutcome;
 use crate::task_state::TaskState;
 
-/// The kinds of events the worker can cause in any number, which a full log stops
-/// writing first (`Event::is_from_worker`).
-pub const WORKER_EVENTS: &str = "worker_item, egress_denied";
+pub use super::named::WORKER_EVENTS;
 
 /// A line: the time (RFC 3339 UTC) and the event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,7 +41,7 @@ pub enum Event {
     /// A Meta call, once answered (or given up).
     Meta {
         #[serde(rename = "type")]
-        call: String,
+        call: Named<CallType>,
         duration_ms: u64,
         #[serde(default)]
         requests: u32,
@@ -68,7 +68,7 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         resumed_session: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        outcome: Option<String>,
+        outcome: Option<Named<RunOutcome>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exit_code: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,7 +110,7 @@ pub enum Event {
     /// A budget limit reached (SPEC §15): which, and what was used of it.
     Budget {
         #[serde(default)]
-        limit: String,
+        limit: Named<BudgetLimit>,
         #[serde(default)]
         message: String,
     },
@@ -120,7 +120,7 @@ pub enum Event {
         #[serde(default)]
         limit_bytes: u64,
         #[serde(default)]
-        dropped: String,
+        dropped: Named<Dropped>,
     },
     /// A kind this version does not know.
     #[serde(other)]
@@ -196,18 +196,18 @@ mod from_state {
 impl Event {
     /// Applies `f` to every text field (masking and cutting before a write).
     pub fn map_text(&mut self, f: &dyn Fn(&str) -> String) {
-        let mut apply = |s: &mut String| *s = f(s);
+        let apply = |s: &mut String| *s = f(s);
         match self {
             Event::State { reason, .. } => apply(reason),
             Event::Meta { call, error, .. } => {
-                apply(call);
+                call.map_text(f);
                 error.iter_mut().for_each(apply);
             }
             Event::WorkerItem { text, .. } => apply(text),
             Event::WorkerRun {
                 outcome, summary, ..
             } => {
-                outcome.iter_mut().for_each(&mut apply);
+                outcome.iter_mut().for_each(|o| o.map_text(f));
                 summary.iter_mut().for_each(apply);
             }
             Event::Test { command, .. } => apply(command),
@@ -222,10 +222,10 @@ impl Event {
                 allow.iter_mut().for_each(apply);
             }
             Event::Budget { limit, message } => {
-                apply(limit);
+                limit.map_text(f);
                 apply(message);
             }
-            Event::Truncated { dropped, .. } => apply(dropped),
+            Event::Truncated { dropped, .. } => dropped.map_text(f),
             Event::Unknown => {}
         }
     }
@@ -292,7 +292,7 @@ mod tests {
         let change_line = r#"{"at":"t","kind":"state","from":"RUNNING","to":"VALIDATING"}"#;
         assert_eq!(line(change.clone()), change_line);
         let meta = Event::Meta {
-            call: "next_action".into(),
+            call: CallType::NextAction.into(),
             duration_ms: 5,
             requests: 1,
             usage: Some(CallTokens {
@@ -328,5 +328,91 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// The typed fields write the texts they always wrote, read back as the same
+    /// type, and a text a newer writer chose reads and writes back unchanged.
+    #[test]
+    fn typed_fields_round_trip_as_their_texts() {
+        let lines = [
+            (
+                Event::Meta {
+                    call: CallType::BuildTaskConfig.into(),
+                    duration_ms: 1,
+                    requests: 1,
+                    usage: None,
+                    error: None,
+                },
+                r#"{"at":"t","kind":"meta","type":"build_task_config","duration_ms":1,"requests":1}"#,
+            ),
+            (
+                Event::WorkerRun {
+                    run: 2,
+                    phase: Phase::Finished,
+                    resumed_session: false,
+                    outcome: Some(RunOutcome::TimedOut.into()),
+                    exit_code: None,
+                    duration_ms: Some(3),
+                    summary: Some("s".into()),
+                },
+                r#"{"at":"t","kind":"worker_run","run":2,"phase":"finished","outcome":"timed_out","duration_ms":3,"summary":"s"}"#,
+            ),
+            (
+                Event::Budget {
+                    limit: BudgetLimit::MaxCostUsd.into(),
+                    message: "m".into(),
+                },
+                r#"{"at":"t","kind":"budget","limit":"max_cost_usd","message":"m"}"#,
+            ),
+            (
+                Event::Truncated {
+                    limit_bytes: 9,
+                    dropped: Dropped::WorkerEvents.into(),
+                },
+                r#"{"at":"t","kind":"truncated","limit_bytes":9,"dropped":"worker_item, egress_denied"}"#,
+            ),
+            (
+                Event::Truncated {
+                    limit_bytes: 9,
+                    dropped: Dropped::All.into(),
+                },
+                r#"{"at":"t","kind":"truncated","limit_bytes":9,"dropped":"all"}"#,
+            ),
+            (
+                Event::Budget {
+                    limit: Named::Other("max_steps".into()),
+                    message: String::new(),
+                },
+                r#"{"at":"t","kind":"budget","limit":"max_steps","message":""}"#,
+            ),
+        ];
+        for (event, text) in lines {
+            let record = Record {
+                at: "t".into(),
+                event: event.clone(),
+            };
+            assert_eq!(serde_json::to_string(&record).unwrap(), text);
+            assert_eq!(serde_json::from_str::<Record>(text).unwrap().event, event);
+        }
+        // Every name reads back as itself.
+        for call in <CallType as super::super::named::Name>::ALL {
+            let text = format!(
+                r#"{{"at":"t","kind":"meta","type":"{}","duration_ms":0}}"#,
+                super::super::named::Name::as_str(*call)
+            );
+            match serde_json::from_str::<Record>(&text).unwrap().event {
+                Event::Meta { call: read, .. } => assert_eq!(read, Named::Known(*call)),
+                other => panic!("{other:?}"),
+            }
+        }
+        // An old line without the field reads as the empty text it meant.
+        let old: Record = serde_json::from_str(r#"{"at":"t","kind":"truncated"}"#).unwrap();
+        assert_eq!(
+            old.event,
+            Event::Truncated {
+                limit_bytes: 0,
+                dropped: Named::Other(String::new())
+            }
+        );
     }
 }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::FILE;
 use super::event::{CallTokens, Event, ItemKind, Phase, Record};
+use super::named::{Dropped, Named};
 use agent_runner_core::fs::Dir;
 use agent_runner_core::text::escape_controls;
 use agent_runner_core::timestamp::human;
@@ -156,7 +157,10 @@ fn what(event: &Event) -> String {
             summary,
             ..
         } => {
-            let mut line = format!("worker run {run} {}", outcome.as_deref().unwrap_or("ended"));
+            let mut line = format!(
+                "worker run {run} {}",
+                outcome.as_ref().map_or("ended", |o| o.as_str())
+            );
             if let Some(ms_) = duration_ms {
                 line.push_str(&format!(" in {}", ms(*ms_)));
             }
@@ -222,7 +226,7 @@ fn what(event: &Event) -> String {
             limit_bytes,
             dropped,
         } => {
-            let what = if dropped == "all" {
+            let what = if *dropped == Named::Known(Dropped::All) {
                 "no more events are written".to_string()
             } else {
                 format!("no more {dropped} events are written")
@@ -314,7 +318,7 @@ mod tests {
         );
         assert_eq!(
             line(Event::Meta {
-                call: "next_action".into(),
+                call: super::super::CallType::NextAction.into(),
                 duration_ms: 1500,
                 requests: 2,
                 usage: Some(CallTokens {
@@ -359,14 +363,14 @@ mod tests {
         assert_eq!(
             line(Event::Truncated {
                 limit_bytes: 4 << 20,
-                dropped: "worker_item, egress_denied".into()
+                dropped: Dropped::WorkerEvents.into()
             }),
             "03:04:05.678 the event log reached its bound (4.0 MiB): no more worker_item, egress_denied events are written; the Task Note has the whole run"
         );
         assert_eq!(
             line(Event::Truncated {
                 limit_bytes: 5 << 20,
-                dropped: "all".into()
+                dropped: Dropped::All.into()
             }),
             "03:04:05.678 the event log reached its bound (5.0 MiB): no more events are written; the Task Note has the whole run"
         );

@@ -116,9 +116,9 @@ impl Events {
             let cut = sink.line(Event::Truncated {
                 limit_bytes: limit,
                 dropped: if from_worker {
-                    super::event::WORKER_EVENTS.into()
+                    super::Dropped::WorkerEvents.into()
                 } else {
-                    "all".into()
+                    super::Dropped::All.into()
                 },
             });
             cut.map_or(Ok(true), |cut| {
@@ -230,7 +230,7 @@ mod tests {
             run: 1,
             phase: Phase::Finished,
             resumed_session: false,
-            outcome: Some("completed".into()),
+            outcome: Some(crate::agent::RunOutcome::Completed.into()),
             exit_code: Some(0),
             duration_ms: Some(5),
             summary: Some("done".into()),
@@ -297,7 +297,7 @@ mod tests {
             cut[0].event,
             Event::Truncated {
                 limit_bytes: MAX_BYTES,
-                dropped: "worker_item, egress_denied".into()
+                dropped: super::super::Dropped::WorkerEvents.into()
             }
         );
         let items_after_cut = got
@@ -319,7 +319,7 @@ mod tests {
             all().last().unwrap().event,
             Event::Truncated {
                 limit_bytes: MAX_BYTES + RESERVE,
-                dropped: "all".into()
+                dropped: super::super::Dropped::All.into()
             }
         );
         events.state(Some(TaskState::Running), TaskState::Failed, "later");

@@ -130,7 +130,7 @@ mod tests {
                 kind,
                 &Host {
                     var: &lookup,
-                    cwd: Err("unused".into()),
+                    cwd: Err(std::io::Error::other("unused")),
                 },
             )
         }
@@ -230,7 +230,7 @@ mod tests {
             &CODEX,
             &Host {
                 var: &lookup,
-                cwd: Err("unused".into()),
+                cwd: Err(std::io::Error::other("unused")),
             },
         )
         .unwrap_err();

@@ -79,7 +79,7 @@ mod tests {
         };
         let host = Host {
             var: &lookup,
-            cwd: Err("unused".into()),
+            cwd: Err(std::io::Error::other("unused")),
         };
         assert_eq!(resolve("SET", "f", &host).unwrap().expose(), "value");
         for (var, words) in [

@@ -1,5 +1,6 @@
 //! Rules for single values, shared by the `task` and `runner` sections: required and
-//! non-empty text, one-line text, durations, choices, and command arguments.
+//! non-empty text, one-line text, durations, choices, command arguments and base
+//! URLs.
 
 use std::time::Duration;
 
@@ -101,6 +102,26 @@ pub(crate) fn argument(value: Option<String>, field: &str) -> Result<Option<Stri
         }
         Some(v) => Ok(Some(v)),
     }
+}
+
+/// A base URL: http:// or https://, without spaces, controls or quotes (it ends up
+/// in a codex `-c key="value"` option too); without a trailing `/`.
+pub(crate) fn url_value(url: &str, field: &str) -> Result<String, InputError> {
+    let url = url.trim();
+    if !(url.starts_with("http://") || url.starts_with("https://"))
+        || url
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || matches!(c, '"' | '\\' | '\''))
+    {
+        return Err(InputError::new(
+            field,
+            format!(
+                "must be an http:// or https:// URL without spaces or quotes (got {:?})",
+                cut_chars(url, 80)
+            ),
+        ));
+    }
+    Ok(url.trim_end_matches('/').to_string())
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ pub struct Host<'a> {
     pub var: &'a dyn Fn(&str) -> Option<OsString>,
     /// The current directory, or why it cannot be known (it may have been deleted).
     /// Only relative paths need it.
-    pub cwd: Result<PathBuf, String>,
+    pub cwd: Result<PathBuf, std::io::Error>,
 }
 
 /// An environment variable as the task sees it.
@@ -33,7 +33,7 @@ impl Host<'static> {
         }
         Host {
             var: &lookup,
-            cwd: std::env::current_dir().map_err(|e| e.to_string()),
+            cwd: std::env::current_dir(),
         }
     }
 }
@@ -77,7 +77,7 @@ mod tests {
         };
         let host = Host {
             var: &lookup,
-            cwd: Err("gone".into()),
+            cwd: Err(std::io::Error::other("gone")),
         };
         assert_eq!(host.var("TEXT"), Var::Set("v".into()));
         assert_eq!(host.var("BYTES"), Var::NotUtf8);
@@ -88,7 +88,7 @@ mod tests {
     fn only_relative_paths_need_the_current_directory() {
         let host = Host {
             var: &|_| None,
-            cwd: Err("No such file or directory".into()),
+            cwd: Err(std::io::Error::other("No such file or directory")),
         };
         assert_eq!(host.absolute("/abs/x").ok(), Some(PathBuf::from("/abs/x")));
         let e = host.absolute("rel").unwrap_err().to_string();

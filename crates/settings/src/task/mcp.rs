@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use super::env_ref;
 use super::fields::non_empty;
+use super::fields::url_value;
 use super::host::Host;
 use super::input_error::{InputError, InputErrors};
 use super::raw::RawMcpServer;
-use super::settings::url_value;
 use super::structure::MAX_KEY_SHOWN;
 use crate::agent::{McpServer, McpTransport, McpValue};
 use crate::allow::{AllowList, Origin, Rule};

@@ -451,7 +451,7 @@ fn base_url(wire: Wire, value: Option<String>, host: &Host) -> Result<String, In
             _ => return Ok(wire.default_base_url().to_string()),
         },
     };
-    super::settings::url_value(&url, field).map_err(|error| {
+    super::fields::url_value(&url, field).map_err(|error| {
         if from_host {
             error.environment()
         } else {

@@ -7,6 +7,7 @@
 //! checks keys and types against the tables in `raw`, `build` (with `settings`,
 //! `worker_env`, `env_ref`, `paths`, `auth`) turns the raw document into a `Task`.
 
+mod allow_entries;
 mod allow_gaps;
 mod argv;
 mod auth;
@@ -196,7 +197,7 @@ impl MetaSettings {
     /// `-m` with `kind: codex-cli`; on `openai-responses` its effort suffix split
     /// off, replacing an effort that came with the model it replaces. An error when
     /// the name has an effort and `runner.meta.reasoning_effort` gave one too.
-    pub fn set_model(&mut self, model: &str) -> Result<(), String> {
+    pub fn set_model(&mut self, model: &str) -> Result<(), ModelRefused> {
         if let MetaBackend::CodexCli(codex) = &mut self.backend {
             codex.model = Some(model.to_string());
         }
@@ -210,12 +211,18 @@ impl MetaSettings {
             .filter(|e| e.from == EffortSource::Setting)
             .map(|e| e.level);
         let (model, effort) = meta_api::model_and_effort(api.wire, Some(model.to_string()), given)
-            .map_err(|e| e.message)?;
+            .map_err(|e| ModelRefused(e.message))?;
         self.model = model;
         self.reasoning_effort = effort;
         Ok(())
     }
 }
+
+/// Why `MetaSettings::set_model` refused a model name (the message only: the
+/// caller names the setting it came from).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ModelRefused(pub String);
 
 /// Where Meta's replies come from.
 #[derive(Debug, Clone)]

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use super::allow_entries::allow_rules;
 use super::auth;
-use super::fields::{argument, choice, non_empty, required, seconds};
+use super::fields::{argument, choice, non_empty, required, seconds, url_value};
 use super::host::{Host, Var};
 use super::input_error::{InputError, InputErrors};
 use super::meta_api::{self, Chosen, DEFAULT_META_MODEL, Wire};
@@ -19,7 +20,7 @@ use super::{
 };
 use super::{CODEX_DEFAULT_MODEL, CodexMeta, DEFAULT_CODEX_META_TIMEOUT_SEC};
 use crate::agent::{self, Kind, Login};
-use crate::allow::{AllowList, Origin, Rule};
+use crate::allow::AllowList;
 use agent_runner_core::text::cut_chars;
 
 /// Most iterations a task may have; each is a paid worker run.
@@ -364,26 +365,6 @@ fn scripted(
     Some(MetaBackend::Scripted { script })
 }
 
-/// A base URL: http:// or https://, without spaces, controls or quotes (it ends up
-/// in a codex `-c key="value"` option too); without a trailing `/`.
-pub(crate) fn url_value(url: &str, field: &str) -> Result<String, InputError> {
-    let url = url.trim();
-    if !(url.starts_with("http://") || url.starts_with("https://"))
-        || url
-            .chars()
-            .any(|c| c.is_control() || c.is_whitespace() || matches!(c, '"' | '\\' | '\''))
-    {
-        return Err(InputError::new(
-            field,
-            format!(
-                "must be an http:// or https:// URL without spaces or quotes (got {:?})",
-                cut_chars(url, 80)
-            ),
-        ));
-    }
-    Ok(url.trim_end_matches('/').to_string())
-}
-
 /// `runner.worker.kind` (v1) or `type` (TaskConfig; required there): the agent.
 pub(crate) fn worker_kind(
     raw: &RawWorker,
@@ -548,34 +529,6 @@ fn allow_entries(
         return None;
     }
     allow_rules("runner.worker.allow", &entries, problems).map(Some)
-}
-
-/// The entries of an allow list written at `field` (`runner.worker.allow`,
-/// `task.setup.allow`), each a rule; None when one is not.
-pub(crate) fn allow_rules(
-    field: &str,
-    entries: &[String],
-    problems: &mut InputErrors,
-) -> Option<AllowList> {
-    let mut rules = Vec::new();
-    let mut complete = true;
-    for (n, entry) in entries.iter().enumerate() {
-        match Rule::parse(entry) {
-            Ok(rule) => rules.push(rule),
-            Err(why) => {
-                complete = false;
-                problems.push(
-                    InputError::new(format!("{field}[{n}]"), why.to_string()).with_hint(
-                        "entries are host, host:port, *.suffix, *.suffix:port or host:*",
-                    ),
-                );
-            }
-        }
-    }
-    complete.then_some(AllowList {
-        rules,
-        origin: Origin::Task,
-    })
 }
 
 fn limits(raw: RawLimits, problems: &mut InputErrors) -> Option<WorkerLimits> {

@@ -120,7 +120,7 @@ fn allow(
         );
         return None;
     }
-    super::settings::allow_rules("task.setup.allow", &entries, problems)
+    super::allow_entries::allow_rules("task.setup.allow", &entries, problems)
 }
 
 /// `runner.worker.caches`: absolute, normalised, distinct paths, none of them a
@@ -141,7 +141,7 @@ pub(crate) fn caches(raw: Option<Vec<String>>, problems: &mut InputErrors) -> Op
         match cache_path(path) {
             Err(why) => {
                 complete = false;
-                problems.push(InputError::new(field, why));
+                problems.push(InputError::new(field, why.to_string()));
             }
             Ok(path) => {
                 if let Some(first) = seen.insert(path.clone(), n) {
@@ -157,24 +157,35 @@ pub(crate) fn caches(raw: Option<Vec<String>>, problems: &mut InputErrors) -> Op
     complete.then(|| seen.into_keys().collect())
 }
 
+/// Why a path cannot be a cache; the path as shown (cut), or as normalised.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NotACache {
+    #[error("must be an absolute path in the sandbox (got {0:?})")]
+    Relative(String),
+    #[error("must not contain control characters, `,` or `:` (got {0:?})")]
+    Character(String),
+    #[error("must not contain `..` (got {0:?})")]
+    Parent(String),
+    #[error(
+        "{0} cannot be a cache (the repository, agent-runner's own mounts and system directories cannot); name a directory such as /root/.cache/pip"
+    )]
+    Reserved(String),
+}
+
 /// `path` normalised (no `.`, `..`, doubled or trailing `/`), or why it cannot be a
 /// cache.
-fn cache_path(path: &str) -> Result<String, String> {
-    let shown = agent_runner_core::text::cut_chars(path, 80);
+fn cache_path(path: &str) -> Result<String, NotACache> {
+    let shown = || agent_runner_core::text::cut_chars(path, 80);
     if !path.starts_with('/') {
-        return Err(format!(
-            "must be an absolute path in the sandbox (got {shown:?})"
-        ));
+        return Err(NotACache::Relative(shown()));
     }
     if path.chars().any(|c| c.is_control() || c == ',' || c == ':') {
-        return Err(format!(
-            "must not contain control characters, `,` or `:` (got {shown:?})"
-        ));
+        return Err(NotACache::Character(shown()));
     }
     let mut parts = Vec::new();
     for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
         if part == ".." {
-            return Err(format!("must not contain `..` (got {shown:?})"));
+            return Err(NotACache::Parent(shown()));
         }
         parts.push(part);
     }
@@ -192,9 +203,7 @@ fn cache_path(path: &str) -> Result<String, String> {
         .iter()
         .any(|d| under(d))
     {
-        return Err(format!(
-            "{normal} cannot be a cache (the repository, agent-runner's own mounts and system directories cannot); name a directory such as /root/.cache/pip"
-        ));
+        return Err(NotACache::Reserved(normal));
     }
     Ok(normal)
 }

@@ -14,6 +14,7 @@ use super::locate::{Segment, Target, locate};
 use super::raw::{Key, Kind, root_keys};
 use super::suggest::closest;
 use agent_runner_core::text::cut_chars;
+use agent_runner_core::yaml::scalar_text;
 
 /// How much of a key an error path shows: an 8 MB key must not be echoed whole.
 pub(crate) const MAX_KEY_SHOWN: usize = 60;
@@ -316,16 +317,6 @@ impl Walk<'_, '_> {
             self.path.pop();
         }
         Some(Value::Mapping(out))
-    }
-}
-
-/// The text of a scalar, as serde_norway reads it into a string.
-fn scalar_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
     }
 }
 

@@ -60,7 +60,7 @@ fn a_missing_current_directory_fails_only_relative_paths() {
     let dir = Scratch::new();
     dir.file("prd.md", b"Build it.\n");
     dir.file("script.yaml", b"[]\n");
-    let gone = || Err("No such file or directory (os error 2)".to_string());
+    let gone = || Err(std::io::Error::from_raw_os_error(libc::ENOENT));
     let abs = dir.0.display().to_string();
     let task = parse_on(
         gone(),

@@ -125,6 +125,7 @@ fn another_model_replaces_the_effort_that_came_with_the_model() {
         task.meta
             .set_model("o4-high")
             .unwrap_err()
+            .to_string()
             .contains("give the effort once")
     );
 }

@@ -53,7 +53,7 @@ fn parse_in(dir: &Path, vars: &[(&str, &str)], yaml: &str) -> Result<Task, Input
 /// Parses on a host with exactly these variables (any bytes) and this current
 /// directory (or why there is none).
 fn parse_on(
-    cwd: Result<PathBuf, String>,
+    cwd: Result<PathBuf, std::io::Error>,
     vars: &[(&str, OsString)],
     yaml: &str,
 ) -> Result<Task, InputErrors> {
