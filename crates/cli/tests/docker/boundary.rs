@@ -931,10 +931,8 @@ exec /bin/busybox sh "$@"
     let install = "@run: rm /bin/sh && cp wrap.sh /bin/sh && chmod 755 /bin/sh\n@say: installed";
     // A second run: its check (a diff once its agent starts) sees the swap for
     // certain; the first run's may be taken before the swap within that run.
-    let (out, _server) = run_prompts_second_line(
-        e2e_task(&id, &repo).test("true"),
-        &[install, "@say: again"],
-    );
+    let (out, _server) =
+        run_prompts_second_line(e2e_task(&id, &repo).test("true"), &[install, "@say: again"]);
     out.code(1)
         .stdout_has("changed during the task: /bin/sh (its interpreter)");
     let rootsh = repo.join("rootsh");

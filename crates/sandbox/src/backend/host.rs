@@ -29,7 +29,7 @@ impl Target {
         if docker.chars().any(|c| c.is_control() || c.is_whitespace()) {
             return Err(format!("{docker:?} has a space or control character"));
         }
-        if let Some(cluster) = super::kubernetes::Cluster::parse(docker) {
+        if let Some(cluster) = super::cluster::Cluster::parse(docker) {
             let cluster = cluster?;
             return Err(format!(
                 "{cluster}: a Kubernetes cluster; tasks are not placed on clusters yet \

@@ -98,6 +98,8 @@
 mod bind;
 mod bundle_out;
 mod carrier;
+/// A Kubernetes target, `k8s://CONTEXT/NAMESPACE` (its engine is `kubernetes`).
+pub mod cluster;
 pub mod copy;
 mod docker;
 pub mod docker_cli;

@@ -32,7 +32,6 @@
 //! The transport is the copy (nothing of this machine is mounted) and the carrier
 //! the lifeline.
 
-pub mod cluster;
 pub mod kubectl;
 pub mod pod;
 
@@ -40,6 +39,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
+pub use super::cluster::Cluster;
 use super::lifeline::{Down, Stream};
 use super::spec::{Exec, Net, Spec, Var};
 use super::sweep::{self, LABEL_EXPIRES, LABEL_TASK};
@@ -48,7 +48,6 @@ use super::{Backend, BackendError, Instance, Output, Started};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Finished, Held, HeldWait, Limits, Stop};
 use agent_runner_core::timestamp::human;
-pub use cluster::Cluster;
 pub use kubectl::Kubectl;
 
 /// The health check of a cluster: the Pod's status within this (SPEC §22).
