@@ -540,3 +540,132 @@ fn only_the_backend_calls_the_docker_cli() {
     std::fs::remove_dir_all(&scratch).unwrap();
     assert_eq!(found, ["crates/sandbox/src/worker/planted.rs"]);
 }
+
+/// The longest a product function may be: past it, a function does several things
+/// that want names of their own.
+const MAX_FUNCTION_LINES: usize = 120;
+
+/// The product functions longer than that today, each `file: name`. The list only
+/// shrinks: a function split passes, a new long one fails.
+const LONG_FUNCTIONS: [&str; 15] = [
+    "crates/pipeline/src/eval/run.rs: run",
+    "crates/pipeline/src/eval/suite.rs: parse",
+    "crates/pipeline/src/orchestrator/attempt.rs: run",
+    "crates/pipeline/src/orchestrator/attempt.rs: run_and_bring_back",
+    "crates/pipeline/src/orchestrator/judgement.rs: judged",
+    "crates/pipeline/src/plan/validate.rs: apply",
+    "crates/pipeline/src/web/http.rs: read_request",
+    "crates/run/src/note.rs: egress",
+    "crates/run/src/task_run.rs: execute",
+    "crates/sandbox/src/backend/kubernetes/pod.rs: pod",
+    "crates/sandbox/src/backend/tree_back.rs: stream",
+    "crates/sandbox/src/worker/agent_files.rs: pin_now",
+    "crates/sandbox/src/worker/sandbox.rs: run_agent",
+    "crates/settings/src/events/reader.rs: what",
+    "crates/settings/src/task/settings.rs: meta",
+];
+
+/// The functions of `code` (as `code_of` leaves it) longer than `max` lines, as
+/// (name, lines): from the line of `fn` to the brace that closes it at the same
+/// indentation.
+fn long_functions(code: &str, max: usize) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut found = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let after_fn = [
+            "pub fn ",
+            "pub(crate) fn ",
+            "pub(super) fn ",
+            "fn ",
+            "const fn ",
+            "pub const fn ",
+        ]
+        .iter()
+        .find_map(|prefix| trimmed.strip_prefix(prefix));
+        let Some(after_fn) = after_fn else { continue };
+        let name: String = after_fn
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let close = format!("{indent}}}");
+        for (end, later) in lines.iter().enumerate().skip(start) {
+            // A declaration without a body (a trait's): no function here.
+            if end == start || !later.starts_with(&close) {
+                if later.trim_end().ends_with(';')
+                    && !lines[start..=end].iter().any(|l| l.contains('{'))
+                {
+                    break;
+                }
+                continue;
+            }
+            if later.trim_end() == close {
+                let length = end - start + 1;
+                if length > max {
+                    found.push((name.clone(), length));
+                }
+                break;
+            }
+        }
+    }
+    found
+}
+
+/// `file: name (lines)` of every product function over `MAX_FUNCTION_LINES`.
+fn long_product_functions(top: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for (name, src) in crates(top) {
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in &files {
+            let relative = file
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .to_string();
+            let code = code_of(&std::fs::read_to_string(file).unwrap());
+            for (function, length) in long_functions(&code, MAX_FUNCTION_LINES) {
+                found.push(format!(
+                    "crates/{name}/src/{relative}: {function} ({length})"
+                ));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn no_product_function_is_longer_than_120_lines() {
+    let new: Vec<String> = long_product_functions(&top())
+        .into_iter()
+        .filter(|f| {
+            !LONG_FUNCTIONS
+                .iter()
+                .any(|known| f.starts_with(&format!("{known} (")))
+        })
+        .collect();
+    assert_eq!(new, Vec::<String>::new(), "split these");
+    // A planted long function is found; a long test, a comment or a string is not.
+    let scratch = std::env::temp_dir().join(format!("ar-long-{}", std::process::id()));
+    std::fs::create_dir_all(scratch.join("crates/x/src")).unwrap();
+    let body = "    let _ = 1;\n".repeat(MAX_FUNCTION_LINES);
+    std::fs::write(
+        scratch.join("crates/x/src/lib.rs"),
+        format!(
+            "pub fn long() {{\n{body}}}\nfn short() {{\n    let _ = \"\n{body}\";\n}}\n\
+             trait T {{\n    fn declared(&self);\n}}\n#[cfg(test)]\nmod tests {{\n    fn long_test() {{\n{body}    }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let found = long_product_functions(&scratch);
+    std::fs::remove_dir_all(&scratch).unwrap();
+    assert_eq!(
+        found,
+        [format!(
+            "crates/x/src/lib.rs: long ({})",
+            MAX_FUNCTION_LINES + 2
+        )]
+    );
+}
