@@ -142,19 +142,21 @@ impl CodexCli {
             Err(ScratchError::Interrupted) => return Err(MetaError::Interrupted),
             Err(e) => return Err(MetaError::Failed(format!("codex could not run: {e}"))),
         };
-        let run = &answer;
-        match run.outcome {
-            RunOutcome::Completed => answer
-                .text
-                .clone()
-                .map(|text| (text, run.tokens))
-                .ok_or_else(|| {
-                    MetaError::Failed("codex wrote no last message (--output-last-message)".into())
-                }),
+        match answer.outcome {
+            RunOutcome::Completed => {
+                answer
+                    .text
+                    .map(|text| (text, answer.tokens))
+                    .ok_or_else(|| {
+                        MetaError::Failed(
+                            "codex wrote no last message (--output-last-message)".into(),
+                        )
+                    })
+            }
             RunOutcome::Interrupted => Err(MetaError::Interrupted),
             RunOutcome::TimedOut if cut_by_task => Err(MetaError::Failed(format!(
                 "stopped at the task's deadline (runner.budget.max_duration_sec) after {}",
-                agent_runner_core::timestamp::human(run.duration)
+                agent_runner_core::timestamp::human(answer.duration)
             ))),
             RunOutcome::TimedOut if cut_by_deadline => Err(MetaError::Failed(format!(
                 "the request took longer than its {} min; codex was stopped",
@@ -163,8 +165,8 @@ impl CodexCli {
             outcome => Err(MetaError::Failed(format!(
                 "codex {}: {} (its output: {})",
                 outcome.as_str(),
-                run.summary,
-                run.log_path.display()
+                answer.summary,
+                answer.log_path.display()
             ))),
         }
     }

@@ -153,23 +153,37 @@ const SAFE_FILE_CALLS: [&str; 7] = [
 /// crates under `top` outside `crates/core/src/fs/`, as `file: call`.
 fn safe_file_calls_outside_fs(top: &Path) -> Vec<String> {
     let mut found = Vec::new();
-    for (name, src) in crates(top) {
-        let mut files = Vec::new();
-        rust_files(&src, &mut files);
-        for file in &files {
-            let relative = file.strip_prefix(&src).unwrap().to_string_lossy();
-            if name == "core" && relative.starts_with("fs/") {
-                continue;
-            }
-            let code = code_of(&std::fs::read_to_string(file).unwrap());
-            for call in SAFE_FILE_CALLS {
-                if code.contains(call) {
-                    found.push(format!("crates/{name}/src/{relative}: {call}"));
-                }
+    for (name, relative, code) in product_code(top) {
+        if name == "core" && relative.starts_with("fs/") {
+            continue;
+        }
+        for call in SAFE_FILE_CALLS {
+            if code.contains(call) {
+                found.push(format!("crates/{name}/src/{relative}: {call}"));
             }
         }
     }
     found
+}
+
+/// Each Rust file of the crates under `top` as (crate, path below its `src/`, its
+/// code as `code_of` leaves it), in the order `crates` and `rust_files` give.
+fn product_code(top: &Path) -> Vec<(String, String, String)> {
+    let mut all = Vec::new();
+    for (name, src) in crates(top) {
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in &files {
+            let relative = file
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .to_string();
+            let code = code_of(&std::fs::read_to_string(file).unwrap());
+            all.push((name.clone(), relative, code));
+        }
+    }
+    all
 }
 
 #[test]
@@ -475,23 +489,12 @@ const DOCKER_CLI_ABOVE_THE_BACKEND: [&str; 1] = [
 /// The files of the crates under `top` whose code (not comments, strings or tests)
 /// names `docker_cli` outside `crates/sandbox/src/backend/`.
 fn docker_cli_outside_the_backend(top: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    for (name, src) in crates(top) {
-        let mut files = Vec::new();
-        rust_files(&src, &mut files);
-        for file in &files {
-            let relative = file.strip_prefix(&src).unwrap().to_string_lossy();
-            if name == "sandbox" && relative.starts_with("backend/") {
-                continue;
-            }
-            if names_word(
-                &code_of(&std::fs::read_to_string(file).unwrap()),
-                "docker_cli",
-            ) {
-                found.push(format!("crates/{name}/src/{relative}"));
-            }
-        }
-    }
+    let mut found: Vec<String> = product_code(top)
+        .into_iter()
+        .filter(|(name, relative, _)| !(name == "sandbox" && relative.starts_with("backend/")))
+        .filter(|(_, _, code)| names_word(code, "docker_cli"))
+        .map(|(name, relative, _)| format!("crates/{name}/src/{relative}"))
+        .collect();
     found.sort();
     found
 }
@@ -615,21 +618,11 @@ fn long_functions(code: &str, max: usize) -> Vec<(String, usize)> {
 /// `file: name (lines)` of every product function over `MAX_FUNCTION_LINES`.
 fn long_product_functions(top: &Path) -> Vec<String> {
     let mut found = Vec::new();
-    for (name, src) in crates(top) {
-        let mut files = Vec::new();
-        rust_files(&src, &mut files);
-        for file in &files {
-            let relative = file
-                .strip_prefix(&src)
-                .unwrap()
-                .to_string_lossy()
-                .to_string();
-            let code = code_of(&std::fs::read_to_string(file).unwrap());
-            for (function, length) in long_functions(&code, MAX_FUNCTION_LINES) {
-                found.push(format!(
-                    "crates/{name}/src/{relative}: {function} ({length})"
-                ));
-            }
+    for (name, relative, code) in product_code(top) {
+        for (function, length) in long_functions(&code, MAX_FUNCTION_LINES) {
+            found.push(format!(
+                "crates/{name}/src/{relative}: {function} ({length})"
+            ));
         }
     }
     found.sort();
