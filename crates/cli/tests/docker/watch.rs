@@ -387,14 +387,28 @@ fn a_stop_racing_the_attempt_s_own_end_is_told_apart() {
     let p = Pipeline::new("watch-race", false);
     p.init(BUILDER_REPLY, &meta_script("@sleep: 1\n@say: done"), "");
     let mut outcomes = std::collections::BTreeMap::new();
-    for round in 0..8u64 {
+    // Round 0 stops after the attempt's end and times it; the others stop at
+    // moments from 0 to 1.4 times that, so they spread over the attempt and past
+    // its end however loaded the machine is.
+    let mut whole = Duration::ZERO;
+    for round in 0..9u32 {
         let id = pipeline_task_id(&format!("race{round}"));
         p.new_task(&id, "Sleep a second");
         let job = p.run_tasks(&[&id]).remove(0);
+        let started = std::time::Instant::now();
         let orchestrator = p.orchestrate_once(&[]).start();
-        std::thread::sleep(Duration::from_millis(round * 450));
-        let said = stop(&p, &id);
-        orchestrator.finish();
+        let said = if round == 0 {
+            orchestrator.finish();
+            whole = started.elapsed();
+            stop(&p, &id)
+        } else {
+            let moment = whole * (round - 1) / 5;
+            eprintln!("round {round}: stop at {moment:?} of {whole:?}");
+            std::thread::sleep(moment);
+            let said = stop(&p, &id);
+            orchestrator.finish();
+            said
+        };
         let attempts = p.attempts(&id);
         assert_eq!(attempts.len(), 1, "recorded once: {attempts:?}");
         let (status, error) = (
