@@ -407,3 +407,93 @@ fn plain_tcp_to_another_machine_is_refused_by_docker_host_and_by_context() {
         assert!(note(&dir.path, &id).contains("without TLS"));
     }
 }
+
+/// A unix socket on this machine that carries every connection to `host`'s API:
+/// a daemon elsewhere behind a local endpoint (an ssh forward, say), which the
+/// endpoint alone cannot tell from this machine's. Its path.
+fn forwarded(host: &RemoteHost, dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::net::UnixListener;
+    let path = dir.join("docker.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let address = host.url.trim_start_matches("tcp://").to_string();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = std::net::TcpStream::connect(&address) else {
+                continue;
+            };
+            let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let (mut s_in, mut c_out) = (server, client);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c_in, &mut s_out);
+                let _ = s_out.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s_in, &mut c_out);
+                let _ = c_out.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    path
+}
+
+/// The bridge's proof (SPEC §27: no container of its own): behind a local socket,
+/// a daemon elsewhere that sees the bridge's directory (TMPDIR shared) and has a
+/// copy of the repository at its path starts the sandbox, but its bridge finds no
+/// token there: refused before anything runs, the copy there untouched.
+#[test]
+fn a_local_socket_to_a_daemon_elsewhere_is_refused_by_the_bridges_proof() {
+    let _one = sharing();
+    let host = sharing_host();
+    let shared = host.shared.as_ref().unwrap();
+    let tmp = shared.join(format!("tmp-{}", support::short_id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let dir = support::Scratch::new("forwarded");
+    repository(&dir.path, "local");
+    let id = task_id("forwarded");
+    let path = dir.path.display().to_string();
+    // The copy there: everything the sandbox mounts of the repository is there too.
+    docker_ok(&[
+        "exec",
+        &host.container,
+        "sh",
+        "-c",
+        &format!(
+            "mkdir -p '{path}/.agent-runner/state/{id}.session' && echo remote > '{path}/out.txt'"
+        ),
+    ]);
+    let socket = forwarded(host, &dir.path);
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo ok > out.txt\n@say: done"),
+        assess(&["AC-1"], "out.txt says ok"),
+    ]);
+    let out = runner(
+        v1_task(&id, &dir.path, &server)
+            .set("runner.sandbox.transport", "bind")
+            .set("runner.worker.network", "none")
+            .test("grep -qx ok out.txt"),
+    )
+    .env("DOCKER_HOST", format!("unix://{}", socket.display()))
+    .env("TMPDIR", &tmp)
+    .output();
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    out.stderr_has("refusing to bind-mount the repository")
+        .stderr_has("its main process found no token");
+    let remote = docker_ok(&["exec", &host.container, "cat", &format!("{path}/out.txt")]);
+    assert_eq!(remote, "remote\n", "the task ran on the copy there");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("out.txt")).unwrap(),
+        "local\n"
+    );
+    assert_eq!(task_containers(host, &id), Vec::<String>::new());
+    let private: Vec<String> = std::fs::read_dir(dir.join(".agent-runner"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        private.iter().all(|name| !name.starts_with("locality-")),
+        "{private:?}"
+    );
+    docker_ok(&["exec", &host.container, "rm", "-rf", &path]);
+    let _ = std::fs::remove_dir_all(&tmp);
+}

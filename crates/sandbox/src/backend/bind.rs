@@ -16,8 +16,11 @@
 
 use std::path::PathBuf;
 
+use super::locality::Pending;
 use super::privileges::{self, Finding, Fix};
-use super::{Backend, BackendError, Mount, PROJECT_DIR, SESSION_DIR, Transport, git_dir, locality};
+use super::{
+    Backend, BackendError, Carrier, Mount, PROJECT_DIR, SESSION_DIR, Transport, git_dir, locality,
+};
 use agent_runner_core::interrupt::Interrupt;
 
 /// See the module documentation.
@@ -28,6 +31,8 @@ pub(crate) struct Bind {
     session_dir: Option<PathBuf>,
     /// The daemon was seen to share this machine's files (`locality.rs`).
     proven: bool,
+    /// The token the next start's main process is to say (`locality::Pending`).
+    pending: Option<Pending>,
 }
 
 impl Bind {
@@ -39,6 +44,7 @@ impl Bind {
             private_dir,
             session_dir,
             proven: false,
+            pending: None,
         }
     }
 
@@ -65,23 +71,61 @@ impl Bind {
     }
 }
 
+impl Drop for Bind {
+    fn drop(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            pending.discard(&self.private_dir);
+        }
+    }
+}
+
 impl Transport for Bind {
     fn prepare(
         &mut self,
         backend: &dyn Backend,
         image: &str,
         interrupt: Interrupt,
+        carrier: &mut dyn Carrier,
     ) -> Result<(), BackendError> {
-        if !self.proven {
-            let started = std::time::Instant::now();
-            locality::prove(backend, &self.private_dir, image, interrupt)?;
-            log::info!(
-                "locality proven in {}",
-                agent_runner_core::timestamp::human(started.elapsed())
-            );
+        if self.proven {
+            return Ok(());
+        }
+        // A daemon behind a tcp:// or ssh:// endpoint starts the lifeline or the
+        // image's keep-alive, which are not asked: the proof's own container.
+        if !backend.remote() {
+            let pending = match self.pending.take() {
+                Some(pending) => pending,
+                None => Pending::write(&self.private_dir)?,
+            };
+            if carrier.prove_locality(&pending.in_sandbox()) {
+                self.pending = Some(pending);
+                return Ok(());
+            }
+            pending.discard(&self.private_dir);
+        }
+        let started = std::time::Instant::now();
+        locality::prove(backend, &self.private_dir, image, interrupt)?;
+        log::info!(
+            "locality proven in {}",
+            agent_runner_core::timestamp::human(started.elapsed())
+        );
+        self.proven = true;
+        Ok(())
+    }
+
+    fn started(&mut self, backend: &dyn Backend, said: Option<&str>) -> Result<(), BackendError> {
+        if let Some(pending) = self.pending.take() {
+            pending.settle(backend, &self.private_dir, said)?;
+            log::debug!("locality proven by the sandbox's main process as it started");
             self.proven = true;
         }
         Ok(())
+    }
+
+    fn start_failed(&mut self, backend: &dyn Backend, detail: &str) -> Option<BackendError> {
+        self.pending
+            .take()?
+            .failed_start(backend, &self.private_dir, detail)
     }
 
     fn mounts(&mut self) -> Result<Vec<Mount>, BackendError> {

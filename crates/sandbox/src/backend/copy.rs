@@ -500,6 +500,7 @@ impl Transport for Copy {
         _backend: &dyn Backend,
         _image: &str,
         _interrupt: Interrupt,
+        _carrier: &mut dyn super::Carrier,
     ) -> Result<(), BackendError> {
         if self.filled.is_some() {
             return Ok(());

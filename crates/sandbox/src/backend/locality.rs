@@ -6,12 +6,21 @@
 //! and a container of that daemon, with the directory bind-mounted read-only, must
 //! print it back. Anything else (no such path there, another file, no answer) and
 //! the bind mount is refused with the fix, naming the daemon.
+//!
+//! Where the sandbox's main process is our bridge (a daemon reached through a
+//! local socket), the proof costs no container of its own (SPEC §27): the token's
+//! file is named to the bridge, which reads it through the repository's read-only
+//! mount before anything else runs and says it in its ready line (`Pending`). A
+//! daemon that does not see this machine's files fails the start (the bridge's
+//! directory is not there) or says another token; either way the container is
+//! removed before any exec, and nothing ran on that machine's files but our
+//! bridge, which only read.
 
 use std::path::Path;
 use std::time::Duration;
 
 use super::docker_cli::{DockerFault, fault_in, last_lines};
-use super::{Backend, BackendError, Main, Mount, Net, Spec};
+use super::{Backend, BackendError, Main, Mount, Net, PROJECT_DIR, Spec};
 use agent_runner_core::fs::Dir;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::Ending;
@@ -49,6 +58,88 @@ pub(crate) fn prove(
         private_dir,
         &format!("it read {:?}", last_lines(&read, 1)),
     ))
+}
+
+/// A token written for the sandbox's main process to read as it starts; see the
+/// module documentation.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    token: String,
+    name: String,
+}
+
+impl Pending {
+    /// Writes a fresh token under `private_dir`.
+    pub(crate) fn write(private_dir: &Path) -> Result<Pending, BackendError> {
+        let io = |e: std::io::Error| BackendError::Io(format!("the locality proof: {e}"));
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let name = format!("locality-{token}");
+        let dir = Dir::open(private_dir).map_err(io)?;
+        let written = dir
+            .subdir(&name)
+            .and_then(|probe| probe.write_atomic("token", token.as_bytes()));
+        if let Err(e) = written {
+            let _ = dir.remove_tree(&name);
+            return Err(io(e));
+        }
+        Ok(Pending { token, name })
+    }
+
+    /// The token's file as the sandbox sees it (agent-runner's directory is mounted
+    /// read-only in the project).
+    pub(crate) fn in_sandbox(&self) -> String {
+        format!(
+            "{PROJECT_DIR}/{}/{}/token",
+            agent_runner_core::private_dir::DIR_NAME,
+            self.name
+        )
+    }
+
+    /// Removes the token's directory and judges what the main process said after
+    /// its pid (`said`, None when it said nothing more).
+    pub(crate) fn settle(
+        self,
+        backend: &dyn Backend,
+        private_dir: &Path,
+        said: Option<&str>,
+    ) -> Result<(), BackendError> {
+        self.discard(private_dir);
+        match said.map(str::trim) {
+            Some(token) if token == self.token => Ok(()),
+            Some("-") => Err(not_local(
+                backend,
+                private_dir,
+                "its main process found no token at that path",
+            )),
+            other => Err(not_local(
+                backend,
+                private_dir,
+                &format!("its main process said {:?}", other.unwrap_or_default()),
+            )),
+        }
+    }
+
+    /// A start that failed: the refusal when the daemon did not see the
+    /// bind-mounted directories (docker names the first missing one), after the
+    /// token's directory is removed.
+    pub(crate) fn failed_start(
+        self,
+        backend: &dyn Backend,
+        private_dir: &Path,
+        detail: &str,
+    ) -> Option<BackendError> {
+        self.discard(private_dir);
+        detail
+            .contains("bind source path does not exist")
+            .then(|| not_local(backend, private_dir, &last_lines(detail, 1)))
+    }
+
+    /// Removes the token's directory.
+    pub(crate) fn discard(&self, private_dir: &Path) {
+        if let Ok(dir) = Dir::open(private_dir) {
+            let _ = dir.remove_tree(&self.name);
+        }
+    }
 }
 
 /// What a container of `backend` reads at the token's path: its stdout, or the

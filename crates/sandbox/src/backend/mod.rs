@@ -287,13 +287,25 @@ pub trait Instance: Send {
 /// documentation.
 pub(crate) trait Transport: Send {
     /// Before the first start of a sandbox of `image` on `backend`: what must hold
-    /// there (for the bind mount: the daemon sees this machine's files).
+    /// there (for the bind mount: the daemon sees this machine's files; proven by
+    /// `carrier`'s main process as it starts where it can).
     fn prepare(
         &mut self,
         backend: &dyn Backend,
         image: &str,
         interrupt: Interrupt,
+        carrier: &mut dyn Carrier,
     ) -> Result<(), BackendError>;
+    /// The sandbox started; its main process said `said` after its pid. An error:
+    /// what `prepare` left to the start does not hold (the sandbox must go).
+    fn started(&mut self, _backend: &dyn Backend, _said: Option<&str>) -> Result<(), BackendError> {
+        Ok(())
+    }
+    /// The start failed with `detail`: the error to report instead, if the
+    /// failure says what `prepare` left to the start does not hold.
+    fn start_failed(&mut self, _backend: &dyn Backend, _detail: &str) -> Option<BackendError> {
+        None
+    }
     /// What the sandbox mounts for the repository and the agent's session, made
     /// ready on the host; an error when the repository cannot be protected.
     fn mounts(&mut self) -> Result<Vec<Mount>, BackendError>;
@@ -348,6 +360,13 @@ pub trait Carrier: Send {
     /// Why it ended the sandbox itself (the stream broke the protocol), if it did.
     fn fault(&self) -> Option<String> {
         None
+    }
+    /// Has the main process read the file at `path` in the sandbox as it starts
+    /// and say the token in it after its pid in the ready line (`locality.rs`).
+    /// False: this carrier's main process cannot (the bridge can; the image's
+    /// keep-alive and the lifeline are not asked).
+    fn prove_locality(&mut self, _path: &str) -> bool {
+        false
     }
     /// Has the main process of the started sandbox `instance` kill every other
     /// process in it (`quiet.rs`). None: this carrier's main process cannot (the

@@ -41,6 +41,8 @@ pub struct SocketLink {
     dir: Option<HostDir>,
     egress: bool,
     delivered: Vec<Mount>,
+    /// The locality token's file the bridge is to read and say (`locality.rs`).
+    token: Option<String>,
 }
 
 impl SocketLink {
@@ -55,6 +57,7 @@ impl SocketLink {
             dir: None,
             egress,
             delivered: Vec::new(),
+            token: None,
         };
         if !egress && !mountable {
             return Ok((link, None));
@@ -85,7 +88,10 @@ impl Carrier for SocketLink {
         match self.dir {
             Some(_) => Main {
                 entrypoint: format!("{MOUNT}/{BRIDGE}"),
-                args: [port, socket].into_iter().chain(links).collect(),
+                args: (self.token.iter().map(|file| format!("token={file}")))
+                    .chain([port, socket])
+                    .chain(links)
+                    .collect(),
                 own_init: true,
             },
             None => Main::shell(
@@ -129,6 +135,14 @@ impl Carrier for SocketLink {
         if let Some(dir) = self.dir {
             dir.remove();
         }
+    }
+
+    fn prove_locality(&mut self, path: &str) -> bool {
+        if self.dir.is_none() {
+            return false;
+        }
+        self.token = Some(path.to_string());
+        true
     }
 
     /// The bridge's stdin is our pipe: the request a line on it, the answer a line

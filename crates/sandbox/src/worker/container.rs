@@ -135,18 +135,25 @@ impl Container {
             .take(6)
             .collect();
         let name = format!("agent-runner-{}-{suffix}", spec.task_id);
-        transport.prepare(backend, &spec.worker.docker_image, spec.interrupt)?;
+        transport.prepare(backend, &spec.worker.docker_image, spec.interrupt, carrier)?;
         let mounts = transport.mounts()?;
         let sandbox = sandbox_spec(spec, &name, mounts, carrier);
         match backend.start(&sandbox) {
             Ok(started) => {
+                let mut said = started.ready.split_whitespace();
+                let keep_pid = said.next().unwrap_or_default().to_string();
                 let container = Container {
                     instance: started.instance,
                     name,
-                    keep_pid: started.ready.trim().to_string(),
+                    keep_pid,
                     shell: spec.shell(),
                     carrier_env: carrier.exec_env(),
                 };
+                // Before anything runs in it: the daemon sees this machine's files.
+                if let Err(e) = transport.started(backend, said.next()) {
+                    container.remove();
+                    return Err(e.into());
+                }
                 // Our helper is PID 1, or the sandbox is not the one we asked for
                 // (an init above it could be taken over by the worker, SPEC §9).
                 if sandbox.main.own_init && container.keep_pid != "1" {
@@ -172,10 +179,16 @@ impl Container {
                 command,
                 mut detail,
             }) => {
+                if let Some(refused) = transport.start_failed(backend, &detail) {
+                    return Err(refused.into());
+                }
                 detail.extend(carrier.start_hint(&detail));
                 Err(SandboxError::Docker { command, detail })
             }
-            Err(e) => Err(e.into()),
+            Err(e) => {
+                let _ = transport.start_failed(backend, &e.to_string());
+                Err(e.into())
+            }
         }
     }
 

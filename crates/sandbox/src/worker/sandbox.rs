@@ -1421,6 +1421,9 @@ mod tests {
         /// The answers of the next starts (Ok when none is left).
         starts: Mutex<VecDeque<BackendError>>,
         alive: Arc<AtomicBool>,
+        /// What the bridge says after its pid instead of the token it read (a
+        /// daemon elsewhere).
+        says: Arc<Mutex<Option<String>>>,
     }
 
     /// Answers as the envelope does: started, some output, nothing left behind.
@@ -1429,6 +1432,14 @@ printf '\036%s started\n\036%s end\n' "$n" "$n"
 echo "test output"
 printf '\036%s stopped\n0 0\n\036%s end\n' "$n" "$n"
 exit 3"#;
+
+    /// A file of a sandbox of `spec` on a daemon of this machine: the host's.
+    fn read_mounted(spec: &Spec, path: &str) -> Option<String> {
+        spec.mounts.iter().find_map(|m| {
+            let rest = path.strip_prefix(&m.target)?;
+            std::fs::read_to_string(m.source.join(rest.trim_start_matches('/'))).ok()
+        })
+    }
 
     impl Backend for Fake {
         fn start(&self, spec: &Spec) -> Result<Started, BackendError> {
@@ -1449,8 +1460,22 @@ exit 3"#;
                     log: self.log.clone(),
                     alive: self.alive.clone(),
                 }),
-                // Our helper is PID 1; the image's keep-alive is under an init.
-                ready: if spec.main.own_init { "1\n" } else { "42\n" }.into(),
+                // Our helper is PID 1; the image's keep-alive is under an init. The
+                // bridge says the locality token it was named, as it reads it.
+                ready: match spec
+                    .main
+                    .args
+                    .first()
+                    .and_then(|a| a.strip_prefix("token="))
+                {
+                    Some(file) => {
+                        let says = self.says.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                        let read = read_mounted(spec, file).unwrap_or("-".into());
+                        format!("1 {}\n", says.unwrap_or(read))
+                    }
+                    None if spec.main.own_init => "1\n".into(),
+                    None => "42\n".into(),
+                },
                 stream: None,
             })
         }
@@ -1466,14 +1491,13 @@ exit 3"#;
 
         /// A daemon on this machine: `cat` of a mounted file reads the host's.
         fn run_once(&self, spec: &Spec, _: Duration, _: Interrupt) -> Result<Output, BackendError> {
-            let read = |path: &String| {
-                spec.mounts.iter().find_map(|m| {
-                    let rest = path.strip_prefix(&m.target)?;
-                    std::fs::read_to_string(m.source.join(rest.trim_start_matches('/'))).ok()
-                })
-            };
+            self.log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .calls
+                .push("run_once".into());
             let stdout = match (spec.main.entrypoint.as_str(), spec.main.args.first()) {
-                ("cat", Some(path)) => read(path),
+                ("cat", Some(path)) => read_mounted(spec, path),
                 _ => None,
             };
             Ok(Output {
@@ -1582,6 +1606,7 @@ exit 3"#;
         repo: PathBuf,
         log: Arc<Mutex<Log>>,
         alive: Arc<AtomicBool>,
+        says: Arc<Mutex<Option<String>>>,
         sandbox: ContainerSandbox,
     }
 
@@ -1605,10 +1630,12 @@ exit 3"#;
         );
         let log = Arc::new(Mutex::new(Log::default()));
         let alive = Arc::new(AtomicBool::new(true));
+        let says = Arc::new(Mutex::new(None));
         let fake = Fake {
             log: log.clone(),
             starts: Mutex::new(starts.into()),
             alive: alive.clone(),
+            says: says.clone(),
         };
         let sandbox = ContainerSandbox::on(
             Arc::new(fake),
@@ -1631,6 +1658,7 @@ exit 3"#;
             repo,
             log,
             alive,
+            says,
             sandbox,
         }
     }
@@ -1764,6 +1792,67 @@ exit 3"#;
             log.execs.iter().map(|e| &e.command).collect::<Vec<_>>()
         );
         assert!(!argv.contains("sk-fake-key"));
+    }
+
+    /// The names in agent-runner's directory of the repository.
+    fn private_entries(s: &Setup) -> Vec<String> {
+        std::fs::read_dir(s.repo.join(agent_runner_core::private_dir::DIR_NAME))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_bridge_proves_locality_as_it_starts_with_no_container_of_its_own() {
+        let mut s = setup(vec![]);
+        s.sandbox.run_test(1, &test_spec()).unwrap();
+        assert_eq!(calls(&s.log), ["start", "exec", "line quiet"]);
+        let log = s.log.lock().unwrap_or_else(|e| e.into_inner());
+        let token = log.specs[0].main.args[0].strip_prefix("token=").unwrap();
+        assert!(
+            token.starts_with("/workspace/project/.agent-runner/locality-")
+                && token.ends_with("/token"),
+            "{token}"
+        );
+        drop(log);
+        let left = private_entries(&s);
+        assert!(left.iter().all(|n| !n.starts_with("locality-")), "{left:?}");
+        // Proven once: a second start names no token.
+        s.sandbox.shutdown();
+        s.sandbox.run_test(2, &test_spec()).unwrap();
+        let log = s.log.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(
+            !log.specs[1].main.args[0].starts_with("token="),
+            "{:?}",
+            log.specs[1].main.args
+        );
+    }
+
+    #[test]
+    fn a_bridge_that_says_another_token_is_refused_before_anything_runs() {
+        for said in ["-", "0123456789abcdef0123456789abcdef"] {
+            let mut s = setup(vec![]);
+            *s.says.lock().unwrap() = Some(said.into());
+            let e = s.sandbox.run_test(1, &test_spec()).unwrap_err().to_string();
+            assert!(e.contains("refusing to bind-mount the repository"), "{e}");
+            assert_eq!(calls(&s.log), ["start", "remove"], "nothing ran in it");
+            let left = private_entries(&s);
+            assert!(left.iter().all(|n| !n.starts_with("locality-")), "{left:?}");
+        }
+    }
+
+    #[test]
+    fn a_daemon_without_the_bridges_directory_is_refused_by_name() {
+        let missing = BackendError::Failed {
+            command: "docker run".into(),
+            detail: "docker: Error response from daemon: invalid mount config for type \"bind\": bind source path does not exist: /tmp/agent-runner-bridge-x".into(),
+        };
+        let mut s = setup(vec![missing]);
+        let e = s.sandbox.run_test(1, &test_spec()).unwrap_err().to_string();
+        assert!(e.contains("refusing to bind-mount the repository"), "{e}");
+        assert!(e.contains("bind source path does not exist"), "{e}");
+        let left = private_entries(&s);
+        assert!(left.iter().all(|n| !n.starts_with("locality-")), "{left:?}");
     }
 
     #[test]

@@ -6,7 +6,8 @@
  * the shell keep-alive of the other network modes does: for each MOUNT LINK pair,
  * LINK's directory under HOME created, and LINK made a link to the host's login
  * file at MOUNT when it is mounted), listens on
- * 127.0.0.1:PORT, prints "agent-runner-ready <pid>" once it does, carries every
+ * 127.0.0.1:PORT, prints "agent-runner-ready <pid>" once it does (and the locality
+ * token, below), carries every
  * connection to the proxy's unix socket SOCKET (agent-runner's, on the host; the
  * proxy decides what is allowed), and exits when its stdin (agent-runner's pipe)
  * reaches end-of-file, which ends the container.
@@ -18,8 +19,10 @@
  * inside the kernel; where the kernel cannot splice (unix sockets before Linux
  * 4.2), through a buffer. It trusts nothing it reads: it only moves bytes.
  *
- * Usage: bridge PORT SOCKET [MOUNT LINK]...
- * PORT 0 (SOCKET unused): no egress, the keep-alive alone.
+ * Usage: bridge [token=FILE] PORT SOCKET [MOUNT LINK]...
+ * PORT 0 (SOCKET unused): no egress, the keep-alive alone. With token=FILE, the
+ * hex digits FILE starts with follow the pid in the ready line ("-" if none): the
+ * locality proof of a bind-mounted repository (locality.rs).
  *
  * It is the container's PID 1 (init.c): non-dumpable, and it reaps orphans. A line
  * "quiet" on stdin stops every other process of the sandbox (quiet.c).
@@ -265,8 +268,28 @@ int main(int argc, char **argv)
         return snapshot(argv[2]);
     if (argc >= 2 && strcmp(argv[1], "lifeline") == 0)
         return lifeline(argc, argv);
+    /* The locality token (locality.rs): read before anything else runs, and said
+     * in the ready line; "-" when it cannot be read. Only hex digits are said. */
+    char token[65] = "-";
+    int proving = 0;
+    if (argc >= 2 && strncmp(argv[1], "token=", 6) == 0) {
+        int fd = open(argv[1] + 6, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0) {
+            ssize_t r = read(fd, token, sizeof token - 1);
+            size_t n = 0;
+            while (r > 0 && n < (size_t)r && ((token[n] >= '0' && token[n] <= '9') || (token[n] >= 'a' && token[n] <= 'f')))
+                n++;
+            token[n] = 0;
+            if (n == 0)
+                strcpy(token, "-");
+            close(fd);
+        }
+        proving = 1;
+        argv++;
+        argc--;
+    }
     if (argc < 3 || argc % 2 == 0) {
-        fprintf(stderr, "usage: %s PORT SOCKET [MOUNT LINK]...\n", argv[0]);
+        fprintf(stderr, "usage: %s [token=FILE] PORT SOCKET [MOUNT LINK]...\n", argv[0]);
         return 2;
     }
     int port = atoi(argv[1]), one = 1;
@@ -294,8 +317,9 @@ int main(int argc, char **argv)
         if (listen(listener, 128) != 0)
             die("listen");
     }
-    char ready[64];
-    int len = snprintf(ready, sizeof ready, "agent-runner-ready %d\n", (int)getpid());
+    char ready[128];
+    int len = proving ? snprintf(ready, sizeof ready, "agent-runner-ready %d %s\n", (int)getpid(), token)
+                      : snprintf(ready, sizeof ready, "agent-runner-ready %d\n", (int)getpid());
     if (write(1, ready, (size_t)len) != len)
         die("stdout");
 
