@@ -514,7 +514,7 @@ impl Transport for Copy {
         let (filled, opened) = std::thread::scope(|scope| {
             let opening = scope.spawn(move || match &session {
                 Some((session, fresh)) => session.open(*fresh, &stage, interrupt),
-                None => Ok(()),
+                None => Ok(None),
             });
             let filled = self.fill();
             let opened = opening.join().unwrap_or_else(|_| {
@@ -524,6 +524,7 @@ impl Transport for Copy {
             });
             (filled, opened)
         });
+        let opened = opened.map(|removing| self.tidying.extend(removing));
         if filled.is_err() || opened.is_err() {
             self.clean_up();
         }

@@ -318,7 +318,12 @@ impl Docker {
             };
         }
         if let Some(detail) = daemon_problem(self.short) {
-            return BackendError::EngineUnreachable(detail);
+            // The daemon named as the environment chose it (SPEC §22), then
+            // docker's words; a lost host's message names it already.
+            if detail.starts_with("host lost") {
+                return BackendError::EngineUnreachable(detail);
+            }
+            return BackendError::EngineUnreachable(format!("{}: {detail}", self.daemon()));
         }
         if let (Some(runtime), true) = (&spec.runtime, super::runtime::is_unknown(stderr)) {
             let known = super::runtime::known(self.short).unwrap_or_default();

@@ -17,6 +17,7 @@
 //! tmpfs through the lifeline.
 
 use std::path::Path;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::carrier::Carrier;
@@ -67,24 +68,26 @@ impl SessionVolume {
     /// Makes it ready before the sandbox starts: with `fresh`, a new one (what a
     /// run before left removed); else the one the runs before left, checked to be
     /// this task's, or a new one when there is none (the worker then starts
-    /// afresh). `stage`: a directory of ours for its owner (removed after).
+    /// afresh). `stage`: a directory of ours for its owner (removed after). The
+    /// removal of the container that set its owner, under way: the sandbox may
+    /// start meanwhile (`Copy::clean_up` joins it).
     pub(crate) fn open(
         &self,
         fresh: bool,
         stage: &Path,
         interrupt: Interrupt,
-    ) -> Result<(), BackendError> {
+    ) -> Result<Option<JoinHandle<()>>, BackendError> {
         if fresh {
             let out = call(&["volume", "rm", "-f", &self.name], CALL_TIMEOUT, interrupt)?;
             if !out.ok {
                 return Err(failed("docker volume rm", &out.stderr));
             }
         } else if self.exists(interrupt)? {
-            return self.check(interrupt);
+            return self.check(interrupt).map(|()| None);
         }
         self.create(interrupt)?;
         self.check(interrupt)?;
-        self.own(stage, interrupt)
+        self.own(stage, interrupt).map(Some)
     }
 
     /// Whether there is a volume of this name (whoever's).
@@ -129,7 +132,7 @@ impl SessionVolume {
     /// A new volume's top directory is root's: made the worker's (this machine's
     /// user, as the sandbox runs), mode 0700, by copying an empty directory of ours
     /// over it with its owner (one tar stream, `docker cp -a -`).
-    fn own(&self, stage: &Path, interrupt: Interrupt) -> Result<(), BackendError> {
+    fn own(&self, stage: &Path, interrupt: Interrupt) -> Result<JoinHandle<()>, BackendError> {
         let io = |e: std::io::Error| {
             BackendError::Io(format!(
                 "the worker's session volume: {}: {e}",
@@ -143,12 +146,16 @@ impl SessionVolume {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
         let labels = [format!("{LABEL_TASK}={}", self.task_id)];
         let carrier = Carrier::create(&self.name, SESSION_DIR, &labels, interrupt)?;
-        let copied = carrier
-            .copy_in(parent, |tar| tar.tree(&dir, &format!("{leaf}/"), &[]))
-            .map(drop);
-        drop(carrier);
+        let copied = carrier.copy_in(parent, |tar| tar.tree(&dir, &format!("{leaf}/"), &[]));
+        let removing = carrier.remove_aside();
         let _ = std::fs::remove_dir_all(stage);
-        copied
+        match copied {
+            Ok(_) => Ok(removing),
+            Err(e) => {
+                let _ = removing.join();
+                Err(e)
+            }
+        }
     }
 
     /// Where the sandbox has it: read-write at `SESSION_DIR`.
