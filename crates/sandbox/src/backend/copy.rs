@@ -131,6 +131,9 @@ pub(crate) struct Copy {
     session: Option<(SessionVolume, bool)>,
     /// Removals under way on threads of their own, joined at the end.
     tidying: Vec<std::thread::JoinHandle<()>>,
+    /// A sandbox started on the copy: until then a new session volume holds
+    /// nothing, and goes with the rest when the start does not come.
+    started: bool,
 }
 
 /// What the copy transport needs of the task.
@@ -164,6 +167,7 @@ impl Copy {
                 .session
                 .map(|resumed| (SessionVolume::of(&task.repo, task.task_id), !resumed)),
             tidying: Vec::new(),
+            started: false,
         }
     }
 
@@ -487,6 +491,11 @@ impl Copy {
         for tidying in self.tidying.drain(..) {
             let _ = tidying.join();
         }
+        if !self.started
+            && let Some((session, true)) = self.session.take()
+        {
+            session.forget();
+        }
         if let Some((volume, _)) = self.filled.take() {
             remove_volume(&volume);
         }
@@ -500,7 +509,7 @@ impl Transport for Copy {
         _backend: &dyn Backend,
         _image: &str,
         _interrupt: Interrupt,
-        _carrier: &mut dyn super::Carrier,
+        _carrier: Option<&mut dyn super::Carrier>,
     ) -> Result<(), BackendError> {
         if self.filled.is_some() {
             return Ok(());
@@ -534,6 +543,11 @@ impl Transport for Copy {
             "repository copied to the sandbox's host in {}",
             agent_runner_core::timestamp::human(started.elapsed())
         );
+        Ok(())
+    }
+
+    fn started(&mut self, _: &dyn Backend, _: Option<&str>) -> Result<(), BackendError> {
+        self.started = true;
         Ok(())
     }
 

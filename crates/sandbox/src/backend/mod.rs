@@ -288,13 +288,16 @@ pub trait Instance: Send {
 pub(crate) trait Transport: Send {
     /// Before the first start of a sandbox of `image` on `backend`: what must hold
     /// there (for the bind mount: the daemon sees this machine's files; proven by
-    /// `carrier`'s main process as it starts where it can).
+    /// `carrier`'s main process as it starts where it can). Called again before
+    /// each start; what is done is not done twice. Without a carrier: what needs
+    /// none, ahead of the start (the copy's filling, beside the tools volume's
+    /// lookup).
     fn prepare(
         &mut self,
         backend: &dyn Backend,
         image: &str,
         interrupt: Interrupt,
-        carrier: &mut dyn Carrier,
+        carrier: Option<&mut dyn Carrier>,
     ) -> Result<(), BackendError>;
     /// The sandbox started; its main process said `said` after its pid. An error:
     /// what `prepare` left to the start does not hold (the sandbox must go).

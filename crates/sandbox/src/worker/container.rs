@@ -135,7 +135,12 @@ impl Container {
             .take(6)
             .collect();
         let name = format!("agent-runner-{}-{suffix}", spec.task_id);
-        transport.prepare(backend, &spec.worker.docker_image, spec.interrupt, carrier)?;
+        transport.prepare(
+            backend,
+            &spec.worker.docker_image,
+            spec.interrupt,
+            Some(&mut *carrier),
+        )?;
         let mounts = transport.mounts()?;
         let sandbox = sandbox_spec(spec, &name, mounts, carrier);
         match backend.start(&sandbox) {

@@ -454,7 +454,7 @@ impl ContainerSandbox {
                 if let Some(e) = &self.caches_error {
                     return Err(SandboxError::Io(e.clone()));
                 }
-                self.tools_volume()?;
+                self.tools_volume_beside_the_copy()?;
                 self.open_carrier()?;
                 let carrier = self
                     .carrier
@@ -514,6 +514,31 @@ impl ContainerSandbox {
         Ok(())
     }
 
+    /// `tools_volume`, and where the repository is copied to the sandbox's host,
+    /// its copy at the same time: the copy needs neither the volume nor the
+    /// carrier, and both are round trips to that host (SPEC §27: the start's calls
+    /// concurrent).
+    fn tools_volume_beside_the_copy(&mut self) -> Result<(), SandboxError> {
+        if !self.copies || self.spec.tools.is_some() || self.spec.tools_error.is_some() {
+            return self.tools_volume();
+        }
+        let backend = self.backend.clone();
+        let (image, interrupt) = (self.spec.worker.docker_image.clone(), self.spec.interrupt);
+        let started = std::time::Instant::now();
+        let (had, copied) = std::thread::scope(|scope| {
+            let looking = scope.spawn(|| backend.tools_volume(interrupt));
+            let copied = self.transport.prepare(&*backend, &image, interrupt, None);
+            let had = looking.join().unwrap_or_else(|_| {
+                Err(BackendError::Io(
+                    "the tools volume: its thread failed".into(),
+                ))
+            });
+            (had, copied)
+        });
+        self.take_tools(had, started)?;
+        copied.map_err(SandboxError::from)
+    }
+
     /// The tools volume, mounted in every sandbox (`backend::tools`): had (filled
     /// first on a new host) before the first container starts. Without it the agent
     /// can only come from the image: with `agent_from: tools` that ends the task
@@ -524,7 +549,17 @@ impl ContainerSandbox {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        match self.backend.tools_volume(self.spec.interrupt) {
+        let had = self.backend.tools_volume(self.spec.interrupt);
+        self.take_tools(had, started)
+    }
+
+    /// What `tools_volume` does with the backend's answer `had`, asked at `started`.
+    fn take_tools(
+        &mut self,
+        had: Result<Option<String>, BackendError>,
+        started: std::time::Instant,
+    ) -> Result<(), SandboxError> {
+        match had {
             Ok(volume) => {
                 log::debug!(
                     "tools volume {volume:?} had in {}",
