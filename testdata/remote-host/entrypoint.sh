@@ -31,4 +31,4 @@ done
 ln -sf /run/inner/docker.sock /run/docker.sock
 mkdir -p /run/sshd
 # -t: a client half-closes its side (stdin done) long before the output ends.
-exec socat -t 86400 "TCP-LISTEN:2375,bind=$address,reuseaddr,fork" UNIX-CONNECT:/run/inner/docker.sock
+exec socat -t 86400 "TCP-LISTEN:2375,bind=$address,reuseaddr,fork,backlog=128" UNIX-CONNECT:/run/inner/docker.sock
