@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::docker_cli::last_lines;
 use super::host::{HostSpec, Target};
+use super::locality::{Pending, tar_content};
 use super::tools;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Invocation, Limits, Stop};
@@ -163,20 +164,17 @@ pub fn check(host: &HostSpec, image: &str, probe_dir: Option<&Path>, runtime: Op
     row
 }
 
-/// Whether the daemon sees `dir` of this machine: a random token written there is
-/// read back through a container of its, created and never started (`docker cp`).
+/// Whether the daemon sees `dir` of this machine: the locality proof's token
+/// (`locality::Pending`, as a run's) read back through a container of its, created
+/// and never started (`docker cp`: any image, no `cat` needed).
 fn sees(target: &Target, dir: &Path, image: &str) -> bool {
-    let token = format!("{:032x}", rand_u128());
-    let probe = dir.join(format!(".locality-{token}"));
-    if std::fs::create_dir(&probe).is_err() || std::fs::write(probe.join("token"), &token).is_err()
-    {
-        let _ = std::fs::remove_dir_all(&probe);
+    let Ok(pending) = Pending::write(dir) else {
         return false;
-    }
-    let name = format!("agent-runner-locality-{token}");
+    };
+    let name = format!("agent-runner-{}", pending.name());
     let mount = format!(
         "type=bind,source={},target=/probe,readonly",
-        probe.display()
+        pending.dir(dir).display()
     );
     let created = target
         .docker(
@@ -202,11 +200,11 @@ fn sees(target: &Target, dir: &Path, image: &str) -> bool {
                 SHORT,
                 Interrupt::never(),
             )
-            .is_ok_and(|o| o.ok && o.stdout.contains(&token));
+            .is_ok_and(|o| o.ok && pending.is(&tar_content(&o.stdout)));
     if created {
         let _ = target.docker(&["rm", "-f", &name], SHORT, Interrupt::never());
     }
-    let _ = std::fs::remove_dir_all(&probe);
+    pending.discard(dir);
     read
 }
 

@@ -38,19 +38,11 @@ pub(crate) fn prove(
     image: &str,
     interrupt: Interrupt,
 ) -> Result<(), BackendError> {
-    let io = |e: std::io::Error| BackendError::Io(format!("the locality proof: {e}"));
-    let dir = Dir::open(private_dir).map_err(io)?;
-    let token = uuid::Uuid::new_v4().simple().to_string();
-    let name = format!("locality-{token}");
-    let probe = dir.subdir(&name).map_err(io)?;
-    let proof = probe
-        .write_atomic("token", token.as_bytes())
-        .map_err(io)
-        .and_then(|()| read_back(backend, probe.path(), image, interrupt));
-    let removed = dir.remove_tree(&name).map_err(io);
-    let read = proof?;
-    removed?;
-    if read.trim() == token {
+    let pending = Pending::write(private_dir)?;
+    let read = read_back(backend, &pending.dir(private_dir), image, interrupt);
+    pending.discard(private_dir);
+    let read = read?;
+    if pending.is(&read) {
         return Ok(());
     }
     Err(not_local(
@@ -85,6 +77,21 @@ impl Pending {
         Ok(Pending { token, name })
     }
 
+    /// The token's directory's name (`locality-<token>`).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The token's directory on this machine (to mount into a probe container).
+    pub(crate) fn dir(&self, private_dir: &Path) -> std::path::PathBuf {
+        private_dir.join(&self.name)
+    }
+
+    /// Whether what a container read back (`read`) is the token.
+    pub(crate) fn is(&self, read: &str) -> bool {
+        read.trim() == self.token
+    }
+
     /// The token's file as the sandbox sees it (agent-runner's directory is mounted
     /// read-only in the project).
     pub(crate) fn in_sandbox(&self) -> String {
@@ -105,7 +112,7 @@ impl Pending {
     ) -> Result<(), BackendError> {
         self.discard(private_dir);
         match said.map(str::trim) {
-            Some(token) if token == self.token => Ok(()),
+            Some(token) if self.is(token) => Ok(()),
             Some("-") => Err(not_local(
                 backend,
                 private_dir,
@@ -221,7 +228,7 @@ fn no_cat(stderr: &str) -> bool {
 }
 
 /// The token in a one-file tar stream: the hex digits after the 512-byte header.
-fn tar_content(tar: &str) -> String {
+pub(crate) fn tar_content(tar: &str) -> String {
     tar.get(512..)
         .unwrap_or("")
         .chars()
