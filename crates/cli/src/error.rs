@@ -74,6 +74,8 @@ impl Error {
                 }
                 out
             }
+            // A suite's problems each on a line of their own (a newline is escaped).
+            Error::Eval(e) => e.lines().into_iter().map(|l| (l, None)).collect(),
             other => vec![(other.to_string(), None)],
         }
     }

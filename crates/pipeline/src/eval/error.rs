@@ -36,6 +36,10 @@ pub enum EvalError {
         path: PathBuf,
         problems: Vec<Problem>,
     },
+    /// Configs whose runs could not run as they are (`preflight.rs`): each problem
+    /// names the config and the field.
+    #[error("the suite {} cannot run as it is; nothing was run:\n{}", path.display(), lines(problems))]
+    CannotRun { path: PathBuf, problems: Vec<String> },
     /// A case's repository or base could not be brought into the eval's repository.
     #[error("case {case}: {detail}")]
     Case { case: String, detail: String },
@@ -60,6 +64,14 @@ pub enum EvalError {
     Interrupted,
 }
 
+fn lines(problems: &[String]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("  {p}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn list(problems: &[Problem]) -> String {
     problems
         .iter()
@@ -69,6 +81,25 @@ fn list(problems: &[Problem]) -> String {
 }
 
 impl EvalError {
+    /// The error as lines to print one by one: a heading, then each problem.
+    pub fn lines(&self) -> Vec<String> {
+        let (heading, problems): (String, Vec<String>) = match self {
+            EvalError::Invalid { path, problems } => (
+                format!("the suite {} is invalid; nothing was run:", path.display()),
+                problems.iter().map(ToString::to_string).collect(),
+            ),
+            EvalError::CannotRun { path, problems } => (
+                format!(
+                    "the suite {} cannot run as it is; nothing was run:",
+                    path.display()
+                ),
+                problems.clone(),
+            ),
+            other => return vec![other.to_string()],
+        };
+        std::iter::once(heading).chain(problems).collect()
+    }
+
     /// `Io` for `action` on `path`, as a `map_err` argument.
     pub(crate) fn io(
         action: &'static str,

@@ -24,6 +24,7 @@ pub mod grade;
 pub mod import_swebench;
 pub mod outcome;
 pub mod pass_at_k;
+mod preflight;
 pub(crate) mod repo;
 pub mod results;
 pub mod run;

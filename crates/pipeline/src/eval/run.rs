@@ -24,6 +24,7 @@ use std::sync::Mutex;
 use super::error::EvalError;
 use super::grade;
 use super::outcome::{self, Outcome, Verdict};
+use super::preflight;
 use super::repo::EvalRepo;
 use super::results::{self, ResultLine, RunKey};
 use super::suite::{Case, Suite};
@@ -88,11 +89,13 @@ pub fn run(
             return Err(EvalError::UnknownConfig(name.clone()));
         }
     }
-    let configs: Vec<&super::suite::Config> = suite
+    let in_play: Vec<(usize, &super::suite::Config)> = suite
         .configs
         .iter()
-        .filter(|c| options.configs.is_empty() || options.configs.contains(&c.name))
+        .enumerate()
+        .filter(|(_, c)| options.configs.is_empty() || options.configs.contains(&c.name))
         .collect();
+    let configs: Vec<&super::suite::Config> = in_play.iter().map(|(_, c)| *c).collect();
     let root = &std::path::absolute(root).map_err(EvalError::io("resolve", root))?;
     let repo = EvalRepo::open_root(root, interrupt)?;
     let mut ws = Workspace::open(home, root)?;
@@ -103,6 +106,9 @@ pub fn run(
         ws.defaults.require_test = Some(false);
         ws.save()?;
     }
+    let hosts = hosts_of(&ws, options)?;
+    let backend = agent_runner_sandbox::backend::open();
+    preflight::check(&ws, suite, &in_play, &hosts, &*backend, interrupt)?;
     let dir = eval_dir(&ws, suite);
     std::fs::create_dir_all(&dir).map_err(EvalError::io("create", &dir))?;
     // The suite as it ran, for reproducing it.
@@ -215,6 +221,16 @@ pub fn run(
         summary,
         interrupted,
     })
+}
+
+/// The hosts the orchestrator places runs on: `--host`, else the workspace's.
+fn hosts_of(ws: &Workspace, options: &Options) -> Result<Vec<HostSpec>, EvalError> {
+    if !options.hosts.is_empty() {
+        return Ok(options.hosts.clone());
+    }
+    ws.defaults
+        .hosts()
+        .map_err(|e| crate::PipelineError::Invalid(format!("the workspace's hosts: {e}")).into())
 }
 
 /// Enqueues task `id`; false when a job of it is already queued or running.
@@ -430,7 +446,7 @@ fn one_line(text: &str) -> String {
 
 /// The config's runner with its relative `meta.script` made absolute against the
 /// suite's directory (the runner resolves it in the attempt's clone otherwise).
-fn absolute_paths(runner: &serde_json::Value, suite: &Suite) -> serde_json::Value {
+pub(crate) fn absolute_paths(runner: &serde_json::Value, suite: &Suite) -> serde_json::Value {
     let mut runner = runner.clone();
     let dir = suite.path.parent().unwrap_or(Path::new("/"));
     if let Some(script) = runner["meta"]["script"].as_str()

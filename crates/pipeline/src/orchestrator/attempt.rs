@@ -524,7 +524,7 @@ fn build(
     } = match &task.eval {
         // An evaluation's run: the case's prd is the whole task, no LLM writes it.
         Some(_) => builder::Build {
-            config: Ok(eval_draft(&task.raw_prompt)),
+            config: Ok(crate::store::eval_task::draft(&task.raw_prompt)),
             builder: "evaluation suite's (no LLM)".into(),
             duration: Duration::ZERO,
             log: "an evaluation run (SPEC §26): no Task Builder asked\n".into(),
@@ -578,19 +578,6 @@ fn build(
         None => yaml,
     };
     Ok((yaml, builder, duration, choice.source))
-}
-
-/// The draft of an evaluation run's TaskConfig: the case's prd as the instructions,
-/// and what a TaskConfig needs (the config's runner settings go over it).
-fn eval_draft(prd: &str) -> serde_norway::Mapping {
-    let draft = serde_json::json!({
-        "task": {"instructions": prd},
-        "runner": crate::store::eval_task::runner_base(),
-    });
-    serde_norway::to_value(draft)
-        .ok()
-        .and_then(|v| v.as_mapping().cloned())
-        .unwrap_or_default()
 }
 
 /// The TaskConfig of a resumed attempt: the one the attempt it continues ran with

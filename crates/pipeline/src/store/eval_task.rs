@@ -30,3 +30,16 @@ pub(crate) fn runner_base() -> serde_json::Value {
         "worker": {"type": agent_runner_settings::task::TASKCONFIG_WORKER_TYPE},
     })
 }
+
+/// The draft of an evaluation run's TaskConfig: the case's prd as the instructions,
+/// and what a TaskConfig needs (the config's runner settings go over it).
+pub(crate) fn draft(prd: &str) -> serde_norway::Mapping {
+    let draft = serde_json::json!({
+        "task": {"instructions": prd},
+        "runner": runner_base(),
+    });
+    serde_norway::to_value(draft)
+        .ok()
+        .and_then(|v| v.as_mapping().cloned())
+        .unwrap_or_default()
+}

@@ -189,6 +189,28 @@ impl Backend for Docker {
         })
     }
 
+    fn has_image(&self, image: &str, interrupt: Interrupt) -> Result<bool, BackendError> {
+        self.endpoint()?;
+        let out = call(
+            &["image", "inspect", "--format", "{{.Id}}", image],
+            self.short,
+            interrupt,
+        )?;
+        if out.ok {
+            return Ok(true);
+        }
+        if out.stderr.contains("No such image") {
+            return Ok(false);
+        }
+        Err(match daemon_problem(self.short) {
+            Some(detail) => BackendError::EngineUnreachable(format!("{}: {detail}", self.daemon())),
+            None => BackendError::Failed {
+                command: format!("docker image inspect {image}"),
+                detail: last_lines(&out.stderr, 2),
+            },
+        })
+    }
+
     fn run_once(
         &self,
         spec: &Spec,

@@ -163,6 +163,12 @@ pub trait Backend: Send + Sync {
     fn start(&self, spec: &Spec) -> Result<Started, BackendError>;
     /// Fetches `image`, which is missing where sandboxes start.
     fn pull(&self, image: &str, interrupt: Interrupt) -> Result<(), BackendError>;
+    /// Whether `image` is where sandboxes start, without fetching it (an
+    /// evaluation's configs are checked before any run). An engine that cannot
+    /// tell says true: its sandboxes' start says it then.
+    fn has_image(&self, _image: &str, _interrupt: Interrupt) -> Result<bool, BackendError> {
+        Ok(true)
+    }
     /// Runs `spec` to its end within `wall` (nothing held): what it printed. Only an
     /// engine that cannot be run is an error.
     fn run_once(
