@@ -1,18 +1,23 @@
 #!/bin/sh
 # The projects' code and checks are written as they are: nothing expands in them.
 # shellcheck disable=SC2016
-# Writes an offline evaluation suite into DIR: two small real projects with planted
-# bugs (`calc`, a shell function library; `words`, an awk word counter), one case per
-# KIND given, each case a commit of its project with the "agent's skill" in
-# `.agent-fix.sh` (what the scripted Meta tells the test image's fake codex to run),
-# held-out graders beside the projects (never in them), a reference solution for
-# the cases that have one, and the config `scripted`.
+# Writes an offline evaluation suite into DIR: small real projects with planted
+# bugs (`calc`, a shell function library; `words`, an awk word counter; `slug`, a
+# Python package graded by pytest), one case per KIND given, each case a commit of
+# its project with the "agent's skill" in `.agent-fix.sh` (what the scripted Meta
+# tells the test image's fake codex to run), held-out graders beside the projects
+# (never in them), a reference solution for the cases that have one, and the
+# config `scripted`.
 #   make-suite.sh DIR KIND...   KIND: fixed (resolved), wrong (unresolved),
 #                               slow (agent_failed: past the budget), search (looks
 #                               for the grader's files everywhere in its sandbox;
 #                               resolved only if it finds nothing), sleepy (fixed,
-#                               then 10 s more: time to lose its host)
+#                               then 10 s more: time to lose its host): calc or
+#                               words, in turn; pyfixed (resolved), pywrong (half
+#                               fixed: one of two held-out tests fails): slug
 # Environment: SUFFIX (appended to case ids), IMAGE (worker and grading image),
+# GRADER_IMAGE (the suite's grading image; default IMAGE), PYTHON_IMAGE (the slug
+# cases' grading image: python3 with pytest; needed by py* kinds),
 # MAX_DURATION_SEC (the config's budget; the slow case sleeps past it).
 set -eu
 
@@ -20,6 +25,7 @@ dir=$1
 shift
 suffix=${SUFFIX:-}
 image=${IMAGE:-agent-runner-test-worker:latest}
+grader_image=${GRADER_IMAGE:-$image}
 max_duration=${MAX_DURATION_SEC:-60}
 mkdir -p "$dir/projects" "$dir/graders" "$dir/solutions"
 
@@ -37,6 +43,18 @@ project() {
   case $1 in
     calc) printf 'add() { echo $(($1 - $2)); }\n' > "$repo/calc.sh" ;;
     words) printf '{ n += NF - 1 }\nEND { print n }\n' > "$repo/words.awk" ;;
+    slug)
+      mkdir -p "$repo/slug"
+      printf 'from .core import slugify\n' > "$repo/slug/__init__.py"
+      cat > "$repo/slug/core.py" <<'PY'
+import re
+
+
+def slugify(text):
+    text = text.strip().lower()
+    return re.sub(r"[^a-z0-9]+", "_", text).strip("-")
+PY
+      ;;
   esac
   printf '# %s\n\nA small project with a planted bug.\n' "$1" > "$repo/README.md"
   git -C "$repo" add -A
@@ -47,7 +65,10 @@ i=0
 cases=""
 for kind in "$@"; do
   i=$((i + 1))
-  if [ $((i % 2)) = 1 ]; then name=calc; else name=words; fi
+  case $kind in
+    py*) name=slug ;;
+    *) if [ $((i % 2)) = 1 ]; then name=calc; else name=words; fi ;;
+  esac
   id="$kind-$i$suffix"
   project "$name"
   repo=$dir/projects/$name
@@ -73,10 +94,21 @@ for kind in "$@"; do
 +{ n += NF }
  END { print n }"
       ;;
+    slug)
+      right="sed -i 's/\"_\", text/\"-\", text/' slug/core.py"
+      # Hyphens, but the trailing one kept: one held-out test of two fails.
+      wrong="sed -i 's/\"_\", text/\"-\", text/; s/strip(\"-\")/strip()/' slug/core.py"
+      patch='--- a/slug/core.py
++++ b/slug/core.py
+@@ -6 +6 @@
+-    return re.sub(r"[^a-z0-9]+", "_", text).strip("-")
++    return re.sub(r"[^a-z0-9]+", "-", text).strip("-")'
+      ;;
   esac
   marker_head=GRADER-MARK
   case $kind in
-    fixed) skill=$right ;;
+    fixed|pyfixed) skill=$right ;;
+    pywrong) skill=$wrong ;;
     sleepy) skill="$right; sleep 10" ;;
     wrong) skill=$wrong ;;
     slow) skill="sleep 600" ;;
@@ -94,9 +126,30 @@ for kind in "$@"; do
   base=$(git -C "$repo" rev-parse HEAD)
   git -C "$repo" checkout -q main
   mkdir -p "$dir/graders/$id"
-  printf '# %s-%s: the held-out test\n%s\n' "$marker_head" "$id" "$check" > "$dir/graders/$id/grade.sh"
+  command="sh grade.sh"
+  own_image=""
+  if [ "$name" = slug ]; then
+    command="python3 -m pytest -q -p no:cacheprovider test_held.py"
+    own_image=", image: \"${PYTHON_IMAGE:?PYTHON_IMAGE: an image with python3 and pytest}\""
+    {
+      printf '# %s-%s: the held-out test\n' "$marker_head" "$id"
+      cat <<'PY'
+from slug import slugify
+
+
+def test_words():
+    assert slugify("Hello World") == "hello-world"
+
+
+def test_edges():
+    assert slugify("  Hello, World! ") == "hello-world"
+PY
+    } > "$dir/graders/$id/test_held.py"
+  else
+    printf '# %s-%s: the held-out test\n%s\n' "$marker_head" "$id" "$check" > "$dir/graders/$id/grade.sh"
+  fi
   solution=""
-  if [ "$kind" = fixed ]; then
+  if [ "$kind" = fixed ] || [ "$kind" = pyfixed ]; then
     printf '%s\n' "$patch" > "$dir/solutions/$id.patch"
     solution="
     solution: solutions/$id.patch"
@@ -107,7 +160,7 @@ for kind in "$@"; do
     base: $base
     prd: |
       Fix the bug in the $name project: its tests (which you do not see) must pass.
-    grader: {files: graders/$id, command: sh grade.sh, timeout_sec: 30}$solution"
+    grader: {files: graders/$id, command: $command, timeout_sec: 30$own_image}$solution"
 done
 
 cat > "$dir/meta.yaml" <<'YAML'
@@ -132,7 +185,7 @@ YAML
 
 cat > "$dir/suite.yaml" <<YAML
 name: demo
-image: $image
+image: $grader_image
 cases:$cases
 configs:
   - name: scripted

@@ -11,7 +11,7 @@ use crate::error::{Error, exit};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
 use agent_runner_pipeline::eval::run::{self as eval_run, Options, Rerun};
-use agent_runner_pipeline::eval::{import_swebench, suite, table, validate};
+use agent_runner_pipeline::eval::{grade_on_host, import_swebench, suite, table, validate};
 
 use super::{report, write_stdout};
 
@@ -51,6 +51,10 @@ pub(crate) enum EvalCommand {
         #[command(subcommand)]
         source: ImportSource,
     },
+    /// One grading on this process's docker host, asked on stdin by `eval run`
+    /// for an attempt that ran on a host (internal).
+    #[command(hide = true)]
+    Grade,
 }
 
 #[derive(Debug, Subcommand)]
@@ -112,6 +116,7 @@ pub(crate) fn run(command: EvalCommand, interrupt: Interrupt) -> i32 {
                     image,
                 },
         } => import_swebench(&file, &repos, out, &image, interrupt),
+        EvalCommand::Grade => grade(interrupt),
     };
     match done {
         Ok(code) => code,
@@ -189,6 +194,12 @@ fn validate_suite(path: &Path, interrupt: Interrupt) -> Result<i32, Error> {
         );
         return Ok(exit::FAILED);
     }
+    Ok(exit::COMPLETE)
+}
+
+fn grade(interrupt: Interrupt) -> Result<i32, Error> {
+    let request = super::input::read_text("a grading request", "`eval run`'s", interrupt)?;
+    write_stdout(&grade_on_host::serve(request.as_bytes(), interrupt))?;
     Ok(exit::COMPLETE)
 }
 

@@ -21,6 +21,7 @@
 
 pub mod error;
 pub mod grade;
+pub mod grade_on_host;
 pub mod import_swebench;
 pub mod outcome;
 pub mod pass_at_k;

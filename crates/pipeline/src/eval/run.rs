@@ -23,6 +23,7 @@ use std::sync::Mutex;
 
 use super::error::EvalError;
 use super::grade;
+use super::grade_on_host;
 use super::outcome::{self, Outcome, Verdict};
 use super::preflight;
 use super::repo::EvalRepo;
@@ -192,13 +193,18 @@ pub fn run(
             break;
         }
         let retry = grade_all(
-            &ws,
-            &repo,
-            suite,
+            &Grading {
+                ws: &ws,
+                repo: &repo,
+                suite,
+                hosts: &hosts,
+                exe: &exe,
+                backend: &*backend,
+                interrupt,
+            },
             &keys,
             &results_path,
             options.jobs,
-            interrupt,
         )?;
         if retry.is_empty() || round == 1 {
             break;
@@ -259,17 +265,34 @@ fn orchestrate_once(ws: &Workspace, options: &Options, exe: &Path, interrupt: In
     ended == Ended::Interrupted || interrupt.is_set()
 }
 
+/// What gradings need: where the attempts are, where they ran, how to grade there.
+struct Grading<'a> {
+    ws: &'a Workspace,
+    repo: &'a EvalRepo,
+    suite: &'a Suite,
+    /// The orchestrator's hosts: an attempt that ran on one is graded there.
+    hosts: &'a [HostSpec],
+    /// This binary, for a grading on a host (`grade_on_host`).
+    exe: &'a Path,
+    /// The default daemon's, for an attempt that ran on no host.
+    backend: &'a dyn Backend,
+    interrupt: Interrupt,
+}
+
 /// Grades every run whose task's latest attempt has no result line; returns the
 /// runs to retry (their first infra_error).
 fn grade_all(
-    ws: &Workspace,
-    repo: &EvalRepo,
-    suite: &Suite,
+    grading: &Grading,
     keys: &[RunKey],
     results_path: &Path,
     jobs: usize,
-    interrupt: Interrupt,
 ) -> Result<Vec<RunKey>, EvalError> {
+    let Grading {
+        ws,
+        suite,
+        interrupt,
+        ..
+    } = *grading;
     let latest = results::latest(&results::read(results_path));
     let store = TaskStore::new(ws);
     let mut todo = Vec::new();
@@ -313,7 +336,6 @@ fn grade_all(
     let queue = Mutex::new(todo.into_iter());
     let retry = Mutex::new(Vec::new());
     let failure: Mutex<Option<EvalError>> = Mutex::new(None);
-    let backend = agent_runner_sandbox::backend::open();
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
@@ -329,8 +351,7 @@ fn grade_all(
                     let Some(case) = suite.cases.iter().find(|c| c.id == key.case) else {
                         continue;
                     };
-                    let mut line =
-                        grade_one(repo, &*backend, ws, case, &key, &attempt, &base, interrupt);
+                    let mut line = grade_one(grading, case, &key, &attempt, &base);
                     line.infra_retried = retried;
                     if interrupt.is_set() && line.outcome == Outcome::InfraError {
                         // Not the run's doing, nor the engine's: graded next time.
@@ -367,17 +388,19 @@ fn grade_all(
     Ok(retry.into_inner().unwrap_or_default())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn grade_one(
-    repo: &EvalRepo,
-    backend: &dyn Backend,
-    ws: &Workspace,
+    grading: &Grading,
     case: &Case,
     key: &RunKey,
     attempt: &Attempt,
     base: &str,
-    interrupt: Interrupt,
 ) -> ResultLine {
+    let Grading {
+        ws,
+        repo,
+        interrupt,
+        ..
+    } = *grading;
     let loops = attempt.result_value().and_then(|r| r["loops"].as_u64());
     let mut line = ResultLine {
         key: key.clone(),
@@ -402,6 +425,19 @@ fn grade_one(
         }
         Verdict::Grade => {}
     }
+    // Graded where it ran: its host has the images its config needs.
+    let host = match attempt.host.as_deref() {
+        None => None,
+        Some(name) => match grading.hosts.iter().find(|h| h.name == name) {
+            Some(host) => Some(&host.target),
+            None => {
+                line.reason = Some(format!(
+                    "grading: the attempt ran on the host {name}, which is not among this evaluation's hosts"
+                ));
+                return line;
+            }
+        },
+    };
     // The attempt's branch as it came back; an attempt that changed nothing has the base.
     let commit = match attempt.branch.as_deref() {
         Some(branch) => repo.rev(&format!("refs/heads/{branch}"), interrupt),
@@ -414,7 +450,23 @@ fn grade_one(
     let graded = commit
         .and_then(|commit| repo.archive(&commit, &archive, interrupt))
         .map_err(|e| e.to_string())
-        .and_then(|()| grade::grade(backend, &archive, &case.grader, &key.task_id(), interrupt));
+        .and_then(|()| match host {
+            Some(target) => grade_on_host::grade(
+                grading.exe,
+                target,
+                &archive,
+                &case.grader,
+                &key.task_id(),
+                interrupt,
+            ),
+            None => grade::grade(
+                grading.backend,
+                &archive,
+                &case.grader,
+                &key.task_id(),
+                interrupt,
+            ),
+        });
     let _ = std::fs::remove_file(&archive);
     match graded {
         Ok(g) => {

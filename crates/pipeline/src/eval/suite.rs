@@ -92,7 +92,7 @@ pub struct Case {
 }
 
 /// The held-out grader of a case.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Grader {
     /// A directory, copied over the attempt's files before `command` runs.
     pub files: PathBuf,
