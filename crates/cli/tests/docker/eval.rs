@@ -296,3 +296,126 @@ fn a_host_lost_mid_eval_is_an_infra_error_retried_on_the_other_host() {
     nothing_left(&[task]);
     drop(lost);
 }
+
+#[test]
+#[ignore = "needs sandbox-image"]
+fn a_python_project_and_a_shell_one_are_graded_by_their_held_out_tests() {
+    // The Debian base the real worker image is made from carries python3 and pytest.
+    support::prerequisite::needs!(SandboxImage);
+    let python = support::docker::image_with_python();
+    let s = EvalSuite::with_env(
+        "eval-python",
+        &["pyfixed", "pywrong", "fixed"],
+        &[("PYTHON_IMAGE", &python)],
+    );
+    let (pyfixed, pywrong, fixed) = (
+        s.case("pyfixed", 1),
+        s.case("pywrong", 2),
+        s.case("fixed", 3),
+    );
+    // pytest fails on each base and passes with the solution.
+    let out = s.cmd(&["validate"], &[]).output();
+    out.code(0);
+    assert_eq!(
+        out.stdout,
+        format!(
+            "case {pyfixed}: ok (fails on the base, passes with the solution)\ncase {pywrong}: ok (fails on the base)\ncase {fixed}: ok (fails on the base, passes with the solution)\n"
+        )
+    );
+    s.run(&["--jobs", "2"])
+        .output()
+        .code(0)
+        .stdout_has("scripted  2/3       66.7%");
+    let line = |case: &str| {
+        s.results()
+            .into_iter()
+            .find(|l| l["case"] == case)
+            .unwrap_or_else(|| panic!("no line of {case}: {:#?}", s.results()))
+    };
+    let resolved = line(&pyfixed);
+    assert_eq!(resolved["outcome"], "resolved", "{resolved:#}");
+    let tail = resolved["grade"]["tail"].as_str().unwrap();
+    assert!(tail.contains("2 passed"), "{tail}");
+    // Half fixed: the held-out edge case fails, and pytest's exit says so.
+    let unresolved = line(&pywrong);
+    assert_eq!(unresolved["outcome"], "unresolved", "{unresolved:#}");
+    assert_eq!(unresolved["reason"], "the grader failed (exit 1)");
+    let tail = unresolved["grade"]["tail"].as_str().unwrap();
+    assert!(
+        tail.contains("FAILED test_held.py::test_edges") && tail.contains("1 failed, 1 passed"),
+        "{tail}"
+    );
+    assert_eq!(line(&fixed)["outcome"], "resolved");
+    // The held-out tests are nowhere in the eval's repository.
+    let (ok, _) = support::pipeline::try_git(&s.root, &["grep", "-q", "GRADER-MARK", "--all"]);
+    assert!(!ok, "the grader is in the eval's repository");
+    nothing_left(&s.task_ids(&[pyfixed, pywrong, fixed]));
+}
+
+#[test]
+fn an_attempt_on_a_host_is_graded_on_that_host() {
+    use support::remote_hosts::{Has, OwnHost};
+    let own = OwnHost::start(Has::Prepared);
+    let host = &own.0;
+    // The graders' image is on that host only: graded here, the run would be an
+    // infra_error (no such image).
+    let grader_image = format!("agent-runner-test-grader:{}", support::short_id());
+    host.docker_ok(&["tag", support::docker::TEST_IMAGE, &grader_image]);
+    let s = EvalSuite::in_dir(host.shared.as_ref().unwrap(), "eval-on-host", &["fixed"], 60);
+    let suite = std::fs::read_to_string(&s.suite).unwrap();
+    let top = format!("\nimage: {}\n", support::docker::TEST_IMAGE);
+    assert!(suite.contains(&top), "{suite}");
+    std::fs::write(&s.suite, suite.replace(&top, &format!("\nimage: {grader_image}\n"))).unwrap();
+    let case = s.case("fixed", 1);
+    let out = s.run(&["--host", &format!("far={}:1", host.url)]).output();
+    out.code(0);
+    let results = s.results();
+    assert_eq!(results.len(), 1, "{results:#?}\n{}", out.stderr);
+    let line = &results[0];
+    assert_eq!(line["outcome"], "resolved", "{line:#}\n{}", out.stderr);
+    assert_eq!(line["host"], "far", "{line}");
+    let graded_here = support::docker::containers_labelled(
+        "agent-runner.task",
+        &format!("eval-grade-eval-{case}-scripted-1"),
+    );
+    assert_eq!(graded_here, Vec::<String>::new());
+    assert_eq!(
+        support::docker::containers_labelled_on(
+            &["-H", &host.url],
+            "agent-runner.task",
+            &format!("eval-grade-eval-{case}-scripted-1"),
+        ),
+        Vec::<String>::new(),
+        "the grading sandbox is left on the host"
+    );
+    nothing_left(&s.task_ids(&[case]));
+}
+
+#[test]
+fn a_config_naming_an_image_nobody_has_is_refused_before_any_run() {
+    let s = EvalSuite::new("eval-no-image", &["fixed", "wrong"]);
+    let suite = std::fs::read_to_string(&s.suite).unwrap();
+    let worker = format!("docker_image: \"{}\"", support::docker::TEST_IMAGE);
+    assert!(suite.contains(&worker), "{suite}");
+    let missing = format!("agent-runner-test-none:{}", support::short_id());
+    std::fs::write(
+        &s.suite,
+        suite.replace(&worker, &format!("docker_image: \"{missing}\"")),
+    )
+    .unwrap();
+    let out = s.run(&[]).output();
+    out.code(1)
+        .stderr_has("cannot run as it is; nothing was run")
+        .stderr_has(&format!(
+            "error: config scripted: configs[0].runner.worker.docker_image: docker image {missing} is not available"
+        ));
+    // No eval directory, no task: nothing was planned, let alone run.
+    for workspace in std::fs::read_dir(s.home.join("workspaces")).unwrap().flatten() {
+        for made in ["evals", "tasks"] {
+            let dir = workspace.path().join(made);
+            let entries = std::fs::read_dir(&dir).map_or(0, |d| d.count());
+            assert_eq!(entries, 0, "{} has {entries} entries", dir.display());
+        }
+    }
+    nothing_left(&s.task_ids(&[s.case("fixed", 1), s.case("wrong", 2)]));
+}

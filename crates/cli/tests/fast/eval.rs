@@ -48,6 +48,54 @@ fn an_invalid_suite_is_refused_with_field_paths_and_nothing_runs() {
     assert!(!home.exists(), "no workspace made");
 }
 
+/// A suite elsewhere than the current directory: its paths are read against its
+/// own directory, and a config whose runs could not run (a script that is not
+/// there) is named with its field before anything runs.
+#[test]
+fn a_suites_paths_are_its_directorys_and_a_config_that_cannot_run_is_named() {
+    let dir = Scratch::new("eval-config");
+    let repo = dir.join("suites/one/repo");
+    support::git_repo(&repo, "calc.sh", "add() { echo $(($1 - $2)); }\n");
+    let base = Run::program("git", &["rev-parse", "HEAD"])
+        .cwd(&repo)
+        .output()
+        .stdout
+        .trim()
+        .to_string();
+    dir.file("suites/one/grader/grade.sh", "true\n");
+    dir.file("suites/one/prd.md", "Fix add.\n");
+    dir.file("suites/one/meta.yaml", "[]\n");
+    let suite = |script: &str| {
+        format!(
+            "cases:\n  - id: c1\n    repo: repo\n    base: {base}\n    prd: {{path: prd.md}}\n    grader: {{files: grader, command: sh grade.sh, timeout_sec: 5}}\nconfigs:\n  - name: good\n    runner: {{meta: {{kind: scripted, script: meta.yaml}}}}\n  - name: bad\n    runner: {{meta: {{kind: scripted, script: {script}}}}}\n"
+        )
+    };
+    dir.file("suites/one/suite.yaml", suite("scripts/missing.yaml"));
+    let home = dir.join("home");
+    // Run from the scratch directory: every path of the suite is under suites/one
+    // (read elsewhere, the repo, prd and grader would not exist: an invalid suite).
+    let out = Run::new(&["eval", "run", "suites/one/suite.yaml", "-w", "ws"])
+        .cwd(&dir.path)
+        .env("AGENT_RUNNER_HOME", &home)
+        .output();
+    let missing = dir.join("suites/one/scripts/missing.yaml");
+    out.code(1)
+        .stderr_has("cannot run as it is; nothing was run")
+        .stderr_has(&format!(
+            "error: config bad: configs[1].runner.meta.script: file {} not found",
+            missing.display()
+        ));
+    assert!(!out.stderr.contains("config good"), "{}", out.stderr);
+    assert!(!out.stderr.contains("\\n"), "one problem a line: {}", out.stderr);
+    // Nothing planned: no task, no eval directory.
+    for workspace in std::fs::read_dir(home.join("workspaces")).unwrap().flatten() {
+        for made in ["evals", "tasks"] {
+            let entries = std::fs::read_dir(workspace.path().join(made)).map_or(0, |d| d.count());
+            assert_eq!(entries, 0, "{made}");
+        }
+    }
+}
+
 #[test]
 fn swebench_instances_become_a_suite_with_the_test_patch_as_the_grader() {
     let dir = Scratch::new("eval-import");

@@ -33,18 +33,35 @@ impl EvalSuite {
 
     /// `with_budget`, everything under `dir` (a remote host's shared directory).
     pub fn in_dir(dir: &Path, name: &str, kinds: &[&str], max_duration_sec: u32) -> EvalSuite {
+        EvalSuite::made(dir, name, kinds, max_duration_sec, &[])
+    }
+
+    /// `new`, with more of make-suite.sh's environment (`PYTHON_IMAGE`, `GRADER_IMAGE`).
+    pub fn with_env(name: &str, kinds: &[&str], env: &[(&str, &str)]) -> EvalSuite {
+        EvalSuite::made(&std::env::temp_dir(), name, kinds, 60, env)
+    }
+
+    fn made(
+        dir: &Path,
+        name: &str,
+        kinds: &[&str],
+        max_duration_sec: u32,
+        env: &[(&str, &str)],
+    ) -> EvalSuite {
         let scratch = Scratch::new_in(dir, name);
         let suffix = format!("-{}", short_id());
         let script =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo-eval/make-suite.sh");
         let mut args = vec![script.to_str().unwrap(), scratch.path.to_str().unwrap()];
         args.extend(kinds);
-        Run::program("sh", &args)
+        let mut make = Run::program("sh", &args)
             .env("SUFFIX", &suffix)
             .env("IMAGE", super::docker::TEST_IMAGE)
-            .env("MAX_DURATION_SEC", max_duration_sec.to_string())
-            .output()
-            .code(0);
+            .env("MAX_DURATION_SEC", max_duration_sec.to_string());
+        for (name, value) in env {
+            make = make.env(name, value);
+        }
+        make.output().code(0);
         EvalSuite {
             suite: scratch.join("suite.yaml"),
             home: scratch.join("home"),
