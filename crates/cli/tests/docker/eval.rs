@@ -419,3 +419,53 @@ fn a_config_naming_an_image_nobody_has_is_refused_before_any_run() {
     }
     nothing_left(&s.task_ids(&[s.case("fixed", 1), s.case("wrong", 2)]));
 }
+
+#[test]
+fn an_infra_error_on_a_host_is_retried_once_on_another_host() {
+    use support::remote_hosts::{Has, OwnHost};
+    // A host without the worker image: a run placed there is an infra_error that
+    // the orchestrator does not re-queue by itself (the host answers).
+    let bare = OwnHost::start(Has::Nothing);
+    let host = &bare.0;
+    let s = EvalSuite::in_dir(host.shared.as_ref().unwrap(), "eval-retry", &["fixed"], 60);
+    let case = s.case("fixed", 1);
+    // `bare` is named first: on a tie it gets the attempt.
+    let out = s
+        .run(&[
+            "--host",
+            &format!("bare={}:1", host.url),
+            "--host",
+            "here=unix:///var/run/docker.sock:1",
+        ])
+        .output();
+    out.code(0);
+    let results = s.results();
+    assert_eq!(results.len(), 2, "{results:#?}\n{}", out.stderr);
+    let (first, retry) = (&results[0], &results[1]);
+    assert_eq!(
+        (&first["outcome"], &first["host"]),
+        (&"infra_error".into(), &"bare".into()),
+        "{first:#}"
+    );
+    assert!(
+        first["reason"].as_str().unwrap().contains("is not available"),
+        "{first:#}"
+    );
+    assert_eq!(
+        (&retry["outcome"], &retry["host"]),
+        (&"resolved".into(), &"here".into()),
+        "{retry:#}\n{}",
+        out.stderr
+    );
+    let config = &s.summary()["configs"][0];
+    assert_eq!(
+        (
+            config["resolved"].as_u64(),
+            config["total"].as_u64(),
+            config["infra_retried"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1)),
+        "{config}"
+    );
+    nothing_left(&s.task_ids(&[case]));
+}

@@ -1,6 +1,8 @@
 //! `eval run`: the suite's runs as tasks of the eval workspace, worked by the
 //! orchestrator, then graded, then summed up.
 //!
+//! 0. Preflight (`preflight.rs`): each config made into its runs' TaskConfig and
+//!    read against this machine, the images found on the hosts; else nothing runs.
 //! 1. The eval workspace: its root_dir is a repository of ours (`repo.rs`) holding
 //!    each case's base; attempts always run in clones (`isolation: clone`), each
 //!    from its case's base (the task's `eval.base`).
@@ -13,8 +15,10 @@
 //!    by it as failed ("orchestrator stopped"): an infra_error.
 //! 4. Grade each run whose task's latest attempt has no line yet (`outcome.rs`
 //!    classifies; a COMPLETE attempt's branch is graded in a fresh sandbox,
-//!    `grade.rs`), up to `--jobs` at once; append its line.
-//! 5. A run whose first outcome is infra_error is enqueued once more, and 3–4 again.
+//!    `grade.rs`, on the host the attempt ran on, `grade_on_host.rs`), up to
+//!    `--jobs` at once; append its line.
+//! 5. A run whose first outcome is infra_error is enqueued once more (on another
+//!    host than the one it failed on, when there is one), and 3–4 again.
 //! 6. summary.json from the last line of each run.
 
 use std::collections::BTreeMap;
@@ -213,8 +217,16 @@ pub fn run(
             "{} run(s) ended in infra_error: each retried once",
             retry.len()
         );
-        for key in retry {
-            enqueue(&ws, &key.task_id())?;
+        for (key, host) in retry {
+            match host {
+                // Elsewhere: the orchestrator places it on another host when there is one.
+                Some(host) => {
+                    crate::queue::jobs::requeue_lost(&ws, &key.task_id(), &host)?;
+                }
+                None => {
+                    enqueue(&ws, &key.task_id())?;
+                }
+            }
         }
     }
     let latest = results::latest(&results::read(&results_path));
@@ -280,13 +292,13 @@ struct Grading<'a> {
 }
 
 /// Grades every run whose task's latest attempt has no result line; returns the
-/// runs to retry (their first infra_error).
+/// runs to retry (their first infra_error), each with the host it failed on.
 fn grade_all(
     grading: &Grading,
     keys: &[RunKey],
     results_path: &Path,
     jobs: usize,
-) -> Result<Vec<RunKey>, EvalError> {
+) -> Result<Vec<(RunKey, Option<String>)>, EvalError> {
     let Grading {
         ws,
         suite,
@@ -371,7 +383,7 @@ fn grade_all(
                         && infra_before == 0
                         && let Ok(mut retry) = retry.lock()
                     {
-                        retry.push(key.clone());
+                        retry.push((key.clone(), line.host.clone()));
                     }
                     if let Err(e) = results::append(results_path, &line)
                         && let Ok(mut failure) = failure.lock()
