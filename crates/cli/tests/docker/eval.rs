@@ -361,11 +361,20 @@ fn an_attempt_on_a_host_is_graded_on_that_host() {
     // infra_error (no such image).
     let grader_image = format!("agent-runner-test-grader:{}", support::short_id());
     host.docker_ok(&["tag", support::docker::TEST_IMAGE, &grader_image]);
-    let s = EvalSuite::in_dir(host.shared.as_ref().unwrap(), "eval-on-host", &["fixed"], 60);
+    let s = EvalSuite::in_dir(
+        host.shared.as_ref().unwrap(),
+        "eval-on-host",
+        &["fixed"],
+        60,
+    );
     let suite = std::fs::read_to_string(&s.suite).unwrap();
     let top = format!("\nimage: {}\n", support::docker::TEST_IMAGE);
     assert!(suite.contains(&top), "{suite}");
-    std::fs::write(&s.suite, suite.replace(&top, &format!("\nimage: {grader_image}\n"))).unwrap();
+    std::fs::write(
+        &s.suite,
+        suite.replace(&top, &format!("\nimage: {grader_image}\n")),
+    )
+    .unwrap();
     let case = s.case("fixed", 1);
     let out = s.run(&["--host", &format!("far={}:1", host.url)]).output();
     out.code(0);
@@ -410,7 +419,10 @@ fn a_config_naming_an_image_nobody_has_is_refused_before_any_run() {
             "error: config scripted: configs[0].runner.worker.docker_image: docker image {missing} is not available"
         ));
     // No eval directory, no task: nothing was planned, let alone run.
-    for workspace in std::fs::read_dir(s.home.join("workspaces")).unwrap().flatten() {
+    for workspace in std::fs::read_dir(s.home.join("workspaces"))
+        .unwrap()
+        .flatten()
+    {
         for made in ["evals", "tasks"] {
             let dir = workspace.path().join(made);
             let entries = std::fs::read_dir(&dir).map_or(0, |d| d.count());
@@ -448,7 +460,10 @@ fn an_infra_error_on_a_host_is_retried_once_on_another_host() {
         "{first:#}"
     );
     assert!(
-        first["reason"].as_str().unwrap().contains("is not available"),
+        first["reason"]
+            .as_str()
+            .unwrap()
+            .contains("is not available"),
         "{first:#}"
     );
     assert_eq!(

@@ -86,9 +86,16 @@ fn a_suites_paths_are_its_directorys_and_a_config_that_cannot_run_is_named() {
             missing.display()
         ));
     assert!(!out.stderr.contains("config good"), "{}", out.stderr);
-    assert!(!out.stderr.contains("\\n"), "one problem a line: {}", out.stderr);
+    assert!(
+        !out.stderr.contains("\\n"),
+        "one problem a line: {}",
+        out.stderr
+    );
     // Nothing planned: no task, no eval directory.
-    for workspace in std::fs::read_dir(home.join("workspaces")).unwrap().flatten() {
+    for workspace in std::fs::read_dir(home.join("workspaces"))
+        .unwrap()
+        .flatten()
+    {
         for made in ["evals", "tasks"] {
             let entries = std::fs::read_dir(workspace.path().join(made)).map_or(0, |d| d.count());
             assert_eq!(entries, 0, "{made}");

@@ -39,7 +39,10 @@ pub enum EvalError {
     /// Configs whose runs could not run as they are (`preflight.rs`): each problem
     /// names the config and the field.
     #[error("the suite {} cannot run as it is; nothing was run:\n{}", path.display(), lines(problems))]
-    CannotRun { path: PathBuf, problems: Vec<String> },
+    CannotRun {
+        path: PathBuf,
+        problems: Vec<String>,
+    },
     /// A case's repository or base could not be brought into the eval's repository.
     #[error("case {case}: {detail}")]
     Case { case: String, detail: String },

@@ -163,24 +163,28 @@ pub(crate) fn parse(text: &str, dir: &Path, default_name: &str) -> Result<Suite,
             at: Some((refusal.line, refusal.column)),
         }]);
     }
-    let raw: RawSuite = serde_norway::from_str(text).map_err(|e| {
-        let message = e.to_string();
-        // serde's message starts with the field path (`cases[0].grader: …`) and
-        // ends with the position; the position goes to `at`.
-        let message = match message.rfind(" at line ") {
-            Some(cut) if e.location().is_some() => message[..cut].to_string(),
-            _ => message,
-        };
-        let (path, message) = match message.split_once(": ") {
-            Some((path, rest)) if !path.contains(' ') => (path.to_string(), rest.to_string()),
-            _ => (String::new(), message),
-        };
-        vec![Problem {
-            path,
-            message,
-            at: e.location().map(|l| (l.line(), l.column())),
-        }]
-    })?;
+    // Read once as a plain document first: a key given twice (where the runner
+    // block would keep the last silently) is refused there.
+    let raw: RawSuite = serde_norway::from_str::<serde_norway::Value>(text)
+        .and_then(|_| serde_norway::from_str(text))
+        .map_err(|e| {
+            let message = e.to_string();
+            // serde's message starts with the field path (`cases[0].grader: …`) and
+            // ends with the position; the position goes to `at`.
+            let message = match message.rfind(" at line ") {
+                Some(cut) if e.location().is_some() => message[..cut].to_string(),
+                _ => message,
+            };
+            let (path, message) = match message.split_once(": ") {
+                Some((path, rest)) if !path.contains(' ') => (path.to_string(), rest.to_string()),
+                _ => (String::new(), message),
+            };
+            vec![Problem {
+                path,
+                message,
+                at: e.location().map(|l| (l.line(), l.column())),
+            }]
+        })?;
     let mut problems = Vec::new();
     let mut problem = |path: Vec<Segment>, target: Target, message: String| {
         problems.push(Problem {
@@ -542,6 +546,26 @@ mod tests {
             ]
         );
         assert_eq!(problems[1].at, Some((4, 11)), "{problems:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_with_its_line() {
+        let dir = scratch();
+        let text = GOOD.replace(
+            "runner: {meta: {kind: scripted, script: m.yaml}}",
+            "runner:\n      budget: {max_duration_sec: 60}\n      budget: {max_duration_sec: 5}",
+        );
+        let problems = parse(&text, &dir, "s").unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0]
+                .message
+                .contains("duplicate entry with key \"budget\""),
+            "{problems:?}"
+        );
+        assert_eq!(problems[0].path, "configs[0].runner");
+        assert_eq!(problems[0].at.map(|a| a.0), Some(10), "{problems:?}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 
