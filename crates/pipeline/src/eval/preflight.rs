@@ -119,9 +119,7 @@ fn task_of(
     };
     let draft = crate::store::eval_task::draft(invariants.raw_prompt);
     let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
-        .and_then(|yaml| {
-            task_config::with_runner(&yaml, &super::run::absolute_paths(&config.runner, suite))
-        })
+        .and_then(|yaml| task_config::with_runner(&yaml, &suite.runner_of(config)))
         .map_err(|e| vec![format!("runner: {e}")])?;
     let var = |name: &str| std::env::var_os(name);
     let host = agent_runner_settings::task::Host {

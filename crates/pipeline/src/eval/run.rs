@@ -161,7 +161,7 @@ pub fn run(
                 config: key.config.clone(),
                 try_k: key.try_k,
                 base: bases[&key.case].clone(),
-                runner: absolute_paths(&config.runner, suite),
+                runner: suite.runner_of(config),
             });
             store.create(&record)?;
         }
@@ -506,17 +506,4 @@ fn grade_one(
 
 fn one_line(text: &str) -> String {
     agent_runner_core::text::cut_chars(&text.replace('\n', " "), 200)
-}
-
-/// The config's runner with its relative `meta.script` made absolute against the
-/// suite's directory (the runner resolves it in the attempt's clone otherwise).
-pub(crate) fn absolute_paths(runner: &serde_json::Value, suite: &Suite) -> serde_json::Value {
-    let mut runner = runner.clone();
-    let dir = suite.path.parent().unwrap_or(Path::new("/"));
-    if let Some(script) = runner["meta"]["script"].as_str()
-        && !Path::new(script).is_absolute()
-    {
-        runner["meta"]["script"] = dir.join(script).display().to_string().into();
-    }
-    runner
 }

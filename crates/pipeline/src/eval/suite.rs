@@ -113,6 +113,20 @@ impl Suite {
     pub fn config(&self, name: &str) -> Option<&Config> {
         self.configs.iter().find(|c| c.name == name)
     }
+
+    /// `config`'s runner settings as its runs get them: a relative `meta.script`
+    /// made absolute against the suite's directory (the runner would resolve it in
+    /// the attempt's clone).
+    pub(crate) fn runner_of(&self, config: &Config) -> serde_json::Value {
+        let mut runner = config.runner.clone();
+        let dir = self.path.parent().unwrap_or(Path::new("/"));
+        if let Some(script) = runner["meta"]["script"].as_str()
+            && !Path::new(script).is_absolute()
+        {
+            runner["meta"]["script"] = dir.join(script).display().to_string().into();
+        }
+        runner
+    }
 }
 
 /// Reads and checks the suite file at `path`.
