@@ -23,6 +23,33 @@ fn task_containers(host: &RemoteHost, id: &str) -> Vec<String> {
     support::docker::containers_labelled_on(&["-H", &host.url], "agent-runner.task", id)
 }
 
+/// On `host`, a directory at `path` with other content (out.txt says "remote") and
+/// everything a bind mount of task `id` names (its session directory too): the
+/// trap of a daemon elsewhere that has the repository's path.
+fn plant_copy(host: &RemoteHost, path: &str, id: &str) {
+    docker_ok(&[
+        "exec",
+        &host.container,
+        "sh",
+        "-c",
+        &format!(
+            "mkdir -p '{path}/.agent-runner/state/{id}.session' && echo remote > '{path}/out.txt'"
+        ),
+    ]);
+}
+
+/// The locality token's directory is gone from the repository at `repo`.
+fn assert_no_token_left(repo: &std::path::Path) {
+    let private: Vec<String> = std::fs::read_dir(repo.join(".agent-runner"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        private.iter().all(|name| !name.starts_with("locality-")),
+        "{private:?}"
+    );
+}
+
 #[test]
 fn emulated_hosts_answer_with_the_test_image_and_leave_docker0_intact() {
     let hosts = hosts();
@@ -49,19 +76,9 @@ fn a_remote_daemon_with_the_repositorys_path_is_refused_and_nothing_runs_there()
     let host = &hosts()[0];
     let dir = support::Scratch::new("same-path-trap");
     repository(&dir.path, "local");
-    // The trap: that host has a directory at the same path, with other content, and
-    // everything a bind mount of this task names (its session directory too).
     let path = dir.path.display().to_string();
     let id = task_id("trap");
-    docker_ok(&[
-        "exec",
-        &host.container,
-        "sh",
-        "-c",
-        &format!(
-            "mkdir -p '{path}/.agent-runner/state/{id}.session' && echo remote > '{path}/out.txt'"
-        ),
-    ]);
+    plant_copy(host, &path, &id);
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
         run_worker("@run: echo ok > out.txt\n@say: done"),
@@ -88,14 +105,7 @@ fn a_remote_daemon_with_the_repositorys_path_is_refused_and_nothing_runs_there()
     assert_eq!(task_containers(host, &id), Vec::<String>::new());
     assert!(host.containers().is_empty(), "{:?}", host.containers());
     // The token's directory is gone, here (and was never there).
-    let private: Vec<String> = std::fs::read_dir(dir.join(".agent-runner"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        private.iter().all(|name| !name.starts_with("locality-")),
-        "{private:?}"
-    );
+    assert_no_token_left(&dir.path);
     assert!(note(&dir.path, &id).contains("refusing to bind-mount"));
     docker_ok(&["exec", &host.container, "rm", "-rf", &path]);
 }
@@ -452,15 +462,7 @@ fn a_local_socket_to_a_daemon_elsewhere_is_refused_by_the_bridges_proof() {
     let id = task_id("forwarded");
     let path = dir.path.display().to_string();
     // The copy there: everything the sandbox mounts of the repository is there too.
-    docker_ok(&[
-        "exec",
-        &host.container,
-        "sh",
-        "-c",
-        &format!(
-            "mkdir -p '{path}/.agent-runner/state/{id}.session' && echo remote > '{path}/out.txt'"
-        ),
-    ]);
+    plant_copy(host, &path, &id);
     let socket = forwarded(host, &dir.path);
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
@@ -486,14 +488,7 @@ fn a_local_socket_to_a_daemon_elsewhere_is_refused_by_the_bridges_proof() {
         "local\n"
     );
     assert_eq!(task_containers(host, &id), Vec::<String>::new());
-    let private: Vec<String> = std::fs::read_dir(dir.join(".agent-runner"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        private.iter().all(|name| !name.starts_with("locality-")),
-        "{private:?}"
-    );
+    assert_no_token_left(&dir.path);
     docker_ok(&["exec", &host.container, "rm", "-rf", &path]);
     let _ = std::fs::remove_dir_all(&tmp);
 }
