@@ -35,7 +35,10 @@ pub(crate) fn run(
     let redactor = Redactor::new(&task.secrets());
     agent_runner_core::logging::mask(&redactor);
     // Before any docker call: every one of this run goes to its host (SPEC §22).
-    if let Some(host) = &task.sandbox_host
+    let placed = std::env::var(agent_runner_sandbox::backend::host::SANDBOX_HOST_VAR)
+        .ok()
+        .filter(|h| !h.is_empty());
+    if let Some(host) = task.sandbox_host.as_ref().or(placed.as_ref())
         && let Err(e) =
             agent_runner_sandbox::backend::host::Target::parse(host).and_then(|target| {
                 agent_runner_sandbox::backend::aim(target).map_err(|e| e.to_string())

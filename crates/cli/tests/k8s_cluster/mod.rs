@@ -3,3 +3,4 @@
 //! for (`K8S=1`) or is up here, and says so when not.
 
 mod backend;
+mod tasks;

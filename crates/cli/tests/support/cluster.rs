@@ -146,3 +146,57 @@ pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
 pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
     USE.write().unwrap_or_else(|e| e.into_inner())
 }
+
+/// The product's own tools image (`agent-runner tools image --without-agents`,
+/// named for this build, the name the backend runs), built by the real binary and
+/// loaded into the node where it is not there yet. Once per test process.
+pub fn product_tools_image() -> String {
+    const NODE: &str = "agent-runner-test-k8s-node";
+    static BUILT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let image = agent_runner_sandbox::backend::tools::image_name();
+            let there = std::process::Command::new("docker")
+                .args(["exec", NODE, "docker", "image", "inspect", &image])
+                .output()
+                .unwrap();
+            if there.status.success() {
+                return image;
+            }
+            super::Run::new(&["tools", "image", "--without-agents"])
+                .output()
+                .code(0)
+                .stdout_has(&format!("{image} built"));
+            let loaded = std::process::Command::new("sh")
+                .args([
+                    "-c",
+                    &format!("docker save {image} | docker exec -i {NODE} docker load"),
+                ])
+                .output()
+                .unwrap();
+            assert!(
+                loaded.status.success(),
+                "{}",
+                String::from_utf8_lossy(&loaded.stderr)
+            );
+            image
+        })
+        .clone()
+}
+
+/// What a runner on the test cluster needs in its environment (its kubectl and
+/// kubeconfig), and the cluster as `runner.sandbox.host` names it.
+pub fn runner_env() -> (Vec<(String, String)>, String) {
+    let cluster = cluster();
+    let env = env().unwrap();
+    (
+        vec![
+            (
+                kubectl::PROGRAM_VAR.to_string(),
+                value(&env, "KUBECTL").unwrap(),
+            ),
+            ("KUBECONFIG".into(), value(&env, "KUBECONFIG").unwrap()),
+        ],
+        format!("k8s://{}/{}", cluster.context, cluster.namespace),
+    )
+}

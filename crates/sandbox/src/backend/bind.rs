@@ -117,7 +117,12 @@ impl Transport for Bind {
         Ok(())
     }
 
-    fn started(&mut self, backend: &dyn Backend, said: Option<&str>) -> Result<(), BackendError> {
+    fn started(
+        &mut self,
+        backend: &dyn Backend,
+        said: Option<&str>,
+        _: &dyn super::Instance,
+    ) -> Result<(), BackendError> {
         if let Some(pending) = self.pending.take() {
             pending.settle(backend, &self.private_dir, said)?;
             log::debug!("locality proven by the sandbox's main process as it started");

@@ -51,11 +51,11 @@ use agent_runner_settings::task::{TransportChoice, WorkerLimits};
 /// The bundler's script (the pipeline's too).
 pub const BUNDLER_SCRIPT: &str = include_str!("bundler.sh");
 /// The bundler's answer line.
-const ANSWER: &str = "agent-runner-bundle work ";
+pub(crate) const ANSWER: &str = "agent-runner-bundle work ";
 /// The bundler's line when the image has no git (`bundler.sh`).
-const NO_GIT: &str = "agent-runner-bundler-nogit";
+pub(crate) const NO_GIT: &str = "agent-runner-bundler-nogit";
 /// Largest bundle brought back.
-const MAX_BUNDLE: u64 = 4 << 30;
+pub(crate) const MAX_BUNDLE: u64 = 4 << 30;
 
 /// The transport a sandbox gets: the task's `runner.sandbox.transport`, else
 /// `bind` for a daemon on this machine's unix socket and `copy` for any other
@@ -245,33 +245,15 @@ impl Copy {
         Ok(())
     }
 
-    /// `stage`: a repository of ours on the branch at `head`, with the objects it
-    /// needs copied out of the user's (read as data), and an index of HEAD.
     fn clone_head(&self, user: &UserRepo, head: &str, stage: &Path) -> Result<(), String> {
-        let git = |args: &[&str], cwd: &Path| {
-            let invocation = landing::clean(cwd, args)
-                .env("GIT_DIR", &stage.join(".git").display().to_string())
-                .env(
-                    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-                    &user.objects().display().to_string(),
-                );
-            landing::run(&invocation, self.interrupt)
-        };
-        let branch = format!("refs/heads/{}", self.branch());
-        landing::run(
-            &landing::clean(&self.scratch, &["init", "-q", "--template=", "stage"]),
-            self.interrupt,
-        )?;
-        git(&["update-ref", &branch, head], stage)?;
-        git(&["symbolic-ref", "HEAD", &branch], stage)?;
-        // No delta search on large files: on a 50 MB repository of 10 MB files it
-        // took 6.8 s of CPU against 2.1 s (bench/copy.py); source files keep theirs.
-        git(
-            &["-c", "core.bigFileThreshold=1m", "repack", "-a", "-d", "-q"],
+        clone_head(
+            &self.scratch,
+            user,
+            head,
+            &self.branch(),
             stage,
-        )?;
-        git(&["read-tree", head], stage)?;
-        Ok(())
+            self.interrupt,
+        )
     }
 
     /// The bundler's run against the volume (read-only), its bundle read out and
@@ -453,8 +435,6 @@ impl Copy {
         self.land_file(&path, commit, branch, base)
     }
 
-    /// The bundle at `path` landed; or, the branch checked out in the repository,
-    /// checked and kept beside it (its path).
     fn land_file(
         &self,
         path: &Path,
@@ -462,29 +442,16 @@ impl Copy {
         branch: &str,
         base: &str,
     ) -> Result<Option<PathBuf>, String> {
-        let (file, _) = agent_runner_core::fs::read::open_regular(path, MAX_BUNDLE)
-            .map_err(|e| format!("cannot take the bundle: {e}"))?;
-        let keep = landing::checked_out(&self.repo, branch)?;
-        landing::land(
+        land_file(
             &self.repo,
-            file,
+            &self.scratch,
+            &self.task_id,
+            path,
             commit,
             branch,
             base,
-            &self.scratch,
-            keep,
             self.interrupt,
-        )?;
-        if !keep {
-            return Ok(None);
-        }
-        let kept = kept_bundle(
-            self.scratch.parent().unwrap_or(&self.scratch),
-            &self.task_id,
-        );
-        std::fs::rename(path, &kept)
-            .map_err(|e| format!("cannot keep the bundle at {}: {e}", kept.display()))?;
-        Ok(Some(kept))
+        )
     }
 
     fn clean_up(&mut self) {
@@ -546,7 +513,12 @@ impl Transport for Copy {
         Ok(())
     }
 
-    fn started(&mut self, _: &dyn Backend, _: Option<&str>) -> Result<(), BackendError> {
+    fn started(
+        &mut self,
+        _: &dyn Backend,
+        _: Option<&str>,
+        _: &dyn super::Instance,
+    ) -> Result<(), BackendError> {
         self.started = true;
         Ok(())
     }
@@ -611,6 +583,73 @@ impl Drop for Copy {
     fn drop(&mut self) {
         self.clean_up();
     }
+}
+
+/// `stage` (in `scratch`): a repository of ours on `branch` at `head`, with the
+/// objects it needs copied out of the user's (read as data), and an index of HEAD.
+pub(crate) fn clone_head(
+    scratch: &Path,
+    user: &UserRepo,
+    head: &str,
+    branch: &str,
+    stage: &Path,
+    interrupt: Interrupt,
+) -> Result<(), String> {
+    let git = |args: &[&str], cwd: &Path| {
+        let invocation = landing::clean(cwd, args)
+            .env("GIT_DIR", &stage.join(".git").display().to_string())
+            .env(
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                &user.objects().display().to_string(),
+            );
+        landing::run(&invocation, interrupt)
+    };
+    let branch = format!("refs/heads/{branch}");
+    let name = stage
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| format!("{}: not a directory's name", stage.display()))?;
+    landing::run(
+        &landing::clean(scratch, &["init", "-q", "--template=", name]),
+        interrupt,
+    )?;
+    git(&["update-ref", &branch, head], stage)?;
+    git(&["symbolic-ref", "HEAD", &branch], stage)?;
+    // No delta search on large files: on a 50 MB repository of 10 MB files it
+    // took 6.8 s of CPU against 2.1 s (bench/copy.py); source files keep theirs.
+    git(
+        &["-c", "core.bigFileThreshold=1m", "repack", "-a", "-d", "-q"],
+        stage,
+    )?;
+    git(&["read-tree", head], stage)?;
+    Ok(())
+}
+
+/// The bundle at `path` landed in `repo` as `branch`; or, the branch checked out
+/// there, checked and kept beside it (its path: `kept_bundle` of the private
+/// directory that holds `scratch`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn land_file(
+    repo: &Path,
+    scratch: &Path,
+    task_id: &str,
+    path: &Path,
+    commit: &str,
+    branch: &str,
+    base: &str,
+    interrupt: Interrupt,
+) -> Result<Option<PathBuf>, String> {
+    let (file, _) = agent_runner_core::fs::read::open_regular(path, MAX_BUNDLE)
+        .map_err(|e| format!("cannot take the bundle: {e}"))?;
+    let keep = landing::checked_out(repo, branch)?;
+    landing::land(repo, file, commit, branch, base, scratch, keep, interrupt)?;
+    if !keep {
+        return Ok(None);
+    }
+    let kept = kept_bundle(scratch.parent().unwrap_or(scratch), task_id);
+    std::fs::rename(path, &kept)
+        .map_err(|e| format!("cannot keep the bundle at {}: {e}", kept.display()))?;
+    Ok(Some(kept))
 }
 
 fn remove_volume(name: &str) {

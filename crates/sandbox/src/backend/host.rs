@@ -19,6 +19,10 @@ const MAX_SLOTS: usize = 64;
 
 pub use super::target::Target;
 
+/// A runner's host when its task names none (`runner.sandbox.host`): set by the
+/// orchestrator for a cluster, whose target no docker variable can carry.
+pub const SANDBOX_HOST_VAR: &str = "AGENT_RUNNER_SANDBOX_HOST";
+
 impl Target {
     /// `docker` of a host entry: a URL with a scheme docker knows, or a context name.
     /// Plain `tcp://` beyond the loopback is refused (the fix in the message).
@@ -30,11 +34,7 @@ impl Target {
             return Err(format!("{docker:?} has a space or control character"));
         }
         if let Some(cluster) = super::cluster::Cluster::parse(docker) {
-            let cluster = cluster?;
-            return Err(format!(
-                "{cluster}: a Kubernetes cluster; tasks are not placed on clusters yet \
-                 (a Docker host here: a URL unix://, tcp://, ssh:// or a docker context)"
-            ));
+            return cluster.map(Target::Kubernetes);
         }
         let Some((scheme, rest)) = docker.split_once("://") else {
             let context_name = docker
@@ -77,6 +77,24 @@ impl Target {
             Target::Context(name) => invocation
                 .env("DOCKER_CONTEXT", name)
                 .env_remove("DOCKER_HOST"),
+            // A cluster's sandboxes are driven by kubectl: a runner started with
+            // this is aimed there as by `runner.sandbox.host`; what docker calls
+            // are left (none of a task's) go where the environment says.
+            Target::Kubernetes(cluster) => {
+                let invocation = invocation.env(SANDBOX_HOST_VAR, &cluster.to_string());
+                match &cluster.kubeconfig {
+                    Some(config) => invocation.env("KUBECONFIG", &config.display().to_string()),
+                    None => invocation,
+                }
+            }
+        }
+    }
+
+    /// The cluster, when this target is one.
+    pub fn cluster(&self) -> Option<&super::cluster::Cluster> {
+        match self {
+            Target::Kubernetes(cluster) => Some(cluster),
+            _ => None,
         }
     }
 
@@ -93,6 +111,9 @@ impl Target {
 
     /// None when the daemon answers `docker version` within `HEALTH`; else why not.
     pub fn health(&self) -> Option<String> {
+        if let Target::Kubernetes(cluster) = self {
+            return super::kubernetes::Kubernetes::new(cluster.clone()).health();
+        }
         match self.docker(
             &["version", "--format", "{{.Server.Version}}"],
             HEALTH,
@@ -113,6 +134,7 @@ impl std::fmt::Display for Target {
         match self {
             Target::Url(url) => write!(f, "{url}"),
             Target::Context(name) => write!(f, "docker context {name}"),
+            Target::Kubernetes(cluster) => write!(f, "{cluster}"),
         }
     }
 }
@@ -216,12 +238,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_cluster_target_is_named_and_not_yet_taken() {
-        let e = Target::parse("k8s://prod/agents").unwrap_err();
-        assert!(
-            e.starts_with("k8s://prod/agents: a Kubernetes cluster; tasks are not placed"),
-            "{e}"
-        );
+    fn a_cluster_target_names_its_context_and_namespace() {
+        let target = Target::parse("k8s://prod/agents").unwrap();
+        let cluster = target.cluster().unwrap();
+        assert_eq!((&*cluster.context, &*cluster.namespace), ("prod", "agents"));
+        assert_eq!(target.to_string(), "k8s://prod/agents");
+        let h = HostSpec::parse_flag("c=k8s://prod/agents:3").unwrap();
+        assert_eq!((h.target.cluster().is_some(), h.slots), (true, 3));
         let e = HostSpec::parse_flag("c=k8s://prod/Agents:2").unwrap_err();
         assert!(e.contains("namespace \"Agents\": 1 to 63"), "{e}");
     }

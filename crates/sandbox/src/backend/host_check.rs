@@ -107,6 +107,9 @@ pub fn check(host: &HostSpec, image: &str, probe_dir: Option<&Path>, runtime: Op
         runtimes: None,
         runtime_known: None,
     };
+    if let Target::Kubernetes(cluster) = target {
+        return check_cluster(row, cluster);
+    }
     let version = target.docker(
         &["version", "--format", "{{.Server.Version}}"],
         super::host::HEALTH,
@@ -215,6 +218,30 @@ fn rand_u128() -> u128 {
     u128::from_le_bytes(bytes)
 }
 
+/// A cluster's row (SPEC §25): the API server's version, or the first thing the
+/// backend needs that does not hold there (namespace, rights, tools image). The
+/// cluster pulls its images itself: they are not asked for here. Its sandboxes
+/// are copied into by exec.
+fn check_cluster(mut row: Row, cluster: &super::cluster::Cluster) -> Row {
+    let backend =
+        super::kubernetes::Kubernetes::new(cluster.clone()).with_tools_image(&tools::image_name());
+    let found = backend.check();
+    let version = found.first().map(|f| f.seen.clone()).unwrap_or_default();
+    let problems: Vec<String> = found
+        .iter()
+        .filter_map(|f| f.problem.as_ref().map(|p| format!("{}: {p}", f.what)))
+        .collect();
+    row.version = match problems.is_empty() {
+        true => Ok(agent_runner_core::text::escape_controls(
+            &agent_runner_core::text::cut_chars(&version, 64),
+        )),
+        false => Err(format!("{cluster}: {}", problems.join("; "))),
+    };
+    row.image = row.version.is_ok().then_some(true);
+    row.locality = "copy (exec)";
+    row
+}
+
 /// Loads the image and fills the tools volume on `host` where missing; what it did.
 pub fn prepare(
     host: &HostSpec,
@@ -224,6 +251,15 @@ pub fn prepare(
     interrupt: Interrupt,
 ) -> Result<String, PrepareError> {
     let target = &host.target;
+    if let Target::Kubernetes(cluster) = target {
+        return Err(PrepareError::Step {
+            what: format!("hosts prepare {}", host.name),
+            detail: format!(
+                "{cluster} pulls its images itself: push the worker image and the tools image (`agent-runner tools image`, {}) where it pulls, or load them on its nodes",
+                tools::image_name()
+            ),
+        });
+    }
     if let Some(why) = target.health() {
         return Err(PrepareError::Down {
             target: target.clone(),
@@ -341,6 +377,12 @@ fn between(
     let (name, value) = match target {
         Target::Url(url) => ("AR_LOAD_HOST", url.as_str()),
         Target::Context(context) => ("AR_LOAD_CONTEXT", context.as_str()),
+        Target::Kubernetes(cluster) => {
+            return Err(PrepareError::Step {
+                what: what.to_string(),
+                detail: format!("{cluster} is a cluster, not a Docker daemon"),
+            });
+        }
     };
     let script = format!(
         r#"set -euo pipefail

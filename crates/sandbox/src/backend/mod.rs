@@ -106,6 +106,8 @@ pub mod docker_cli;
 pub(crate) mod elf;
 pub mod endpoint;
 mod error;
+mod exec_copy;
+mod file_sink;
 mod git_dir;
 pub mod host;
 pub mod host_check;
@@ -127,6 +129,7 @@ pub mod sweep;
 mod tar;
 pub(crate) mod target;
 pub mod tools;
+pub mod tools_image;
 mod tree_back;
 pub(crate) mod untar;
 mod volume_labels;
@@ -140,6 +143,7 @@ pub(crate) use copy::{Copy, CopyTask};
 pub use docker::Docker;
 pub use docker_cli::Output;
 pub use error::BackendError;
+pub(crate) use exec_copy::ExecCopy;
 pub use lifeline::Lifeline;
 pub use open::{aim, open, open_at};
 pub use quiet::Quiet;
@@ -200,6 +204,12 @@ pub trait Backend: Send + Sync {
         Err(BackendError::Io(
             "this engine cannot read a container's files from outside".into(),
         ))
+    }
+    /// Whether the engine's sandboxes keep no volume of ours once they are gone
+    /// (a Pod's `emptyDir`s go with it): the repository then goes in, and the
+    /// work comes out, through execs in the running sandbox (`exec_copy.rs`).
+    fn files_by_exec(&self) -> bool {
+        false
     }
     /// Whether the engine's daemon may be on another machine, where nothing of
     /// this host can be mounted (the carrier is then the lifeline).
@@ -305,11 +315,20 @@ pub(crate) trait Transport: Send {
         interrupt: Interrupt,
         carrier: Option<&mut dyn Carrier>,
     ) -> Result<(), BackendError>;
-    /// The sandbox started; its main process said `said` after its pid. An error:
-    /// what `prepare` left to the start does not hold (the sandbox must go).
-    fn started(&mut self, _backend: &dyn Backend, _said: Option<&str>) -> Result<(), BackendError> {
+    /// The sandbox `instance` started; its main process said `said` after its
+    /// pid. An error: what `prepare` left to the start does not hold, or what
+    /// goes in through an exec (`exec_copy.rs`) did not (the sandbox must go).
+    fn started(
+        &mut self,
+        _backend: &dyn Backend,
+        _said: Option<&str>,
+        _instance: &dyn Instance,
+    ) -> Result<(), BackendError> {
         Ok(())
     }
+    /// The sandbox `instance` is about to go, still running, quiet after the
+    /// last run: what comes out through an exec comes out now (`exec_copy.rs`).
+    fn before_removal(&mut self, _instance: &dyn Instance) {}
     /// The start failed with `detail`: the error to report instead, if the
     /// failure says what `prepare` left to the start does not hold.
     fn start_failed(&mut self, _backend: &dyn Backend, _detail: &str) -> Option<BackendError> {

@@ -3,13 +3,15 @@
 //! sandbox, the pipeline's bundler and grader, doctor's probes, `hosts`) gets its
 //! `Backend` here and never names an engine.
 //!
-//! The engine follows from where the sandboxes run: today every target (none, a
-//! `DOCKER_HOST` URL, a docker context) is a Docker daemon. A new engine is its
-//! file beside `docker.rs`, its kind of target in `host::Target`, and its arm here.
+//! The engine follows from where the sandboxes run: no target, a `DOCKER_HOST` URL
+//! or a docker context is a Docker daemon; `k8s://CONTEXT/NAMESPACE` a cluster
+//! (`kubernetes/`, SPEC §25). A new engine is its file beside `docker.rs`, its kind
+//! of target in `host::Target`, and its arm here.
 
 use std::sync::Arc;
 
 use super::host::Target;
+use super::kubernetes::Kubernetes;
 use super::{Backend, Docker};
 
 /// The backend of the sandboxes of this process: of the host `aim` set
@@ -23,8 +25,11 @@ pub fn open_at(target: Option<&Target>) -> Arc<dyn Backend> {
     match target {
         // The docker CLI reads the target from its environment (`Target::apply`).
         None | Some(Target::Url(_) | Target::Context(_)) => Arc::new(Docker::default()),
-        // Kubernetes (`kubernetes/`, SPEC §22): its kind of target here, e.g.
-        // `Some(Target::Kubernetes(cluster)) => Arc::new(Kubernetes::at(cluster))`.
+        // The tools come from this build's tools image, which the user has put
+        // where the cluster pulls (`agent-runner tools image`).
+        Some(Target::Kubernetes(cluster)) => {
+            Arc::new(Kubernetes::new(cluster.clone()).with_tools_image(&super::tools::image_name()))
+        }
     }
 }
 

@@ -179,6 +179,12 @@ pub fn volume_name() -> String {
     format!("agent-runner-tools-{}", digest())
 }
 
+/// The tools image of this build (`agent-runner tools image`): the volume's content
+/// as an image, for engines that mount no volume of a daemon's (Kubernetes).
+pub fn image_name() -> String {
+    format!("agent-runner-tools:{}", digest())
+}
+
 /// The digest of what goes in the volume: the packages and the helper's bytes.
 pub fn digest() -> String {
     let mut context = ring::digest::Context::new(&ring::digest::SHA256);
@@ -397,7 +403,7 @@ impl Drop for Carrier {
 }
 
 /// The empty image (an empty tar imported), made once per host.
-pub(super) fn carrier_image(interrupt: Interrupt) -> Result<(), BackendError> {
+pub(crate) fn carrier_image(interrupt: Interrupt) -> Result<(), BackendError> {
     let out = call(
         &["image", "inspect", "-f", "{{.Id}}", CARRIER_IMAGE],
         CALL_TIMEOUT,

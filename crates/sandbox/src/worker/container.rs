@@ -155,7 +155,7 @@ impl Container {
                     carrier_env: carrier.exec_env(),
                 };
                 // Before anything runs in it: the daemon sees this machine's files.
-                if let Err(e) = transport.started(backend, said.next()) {
+                if let Err(e) = transport.started(backend, said.next(), &*container.instance) {
                     container.remove();
                     return Err(e.into());
                 }
@@ -285,6 +285,11 @@ impl Container {
     }
 
     /// Ends the container; returns how long that took.
+    /// The running sandbox, for the transport's last word before it goes.
+    pub(crate) fn instance(&self) -> &dyn Instance {
+        &*self.instance
+    }
+
     pub(crate) fn remove(self) -> Duration {
         let took = self.instance.remove(Duration::from_secs(5));
         log::info!("container {} removed in {}", self.name, human(took));

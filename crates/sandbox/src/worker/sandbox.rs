@@ -42,8 +42,8 @@ use super::{Prepared, Sandbox, SandboxError, SetupRun, Teardown, TestRun, Worker
 use crate::backend::endpoint::Endpoint;
 use crate::backend::privileges::{Finding, Fix};
 use crate::backend::{
-    Backend, BackendError, Bind, Carrier, Copy, CopyTask, Exec, Lifeline, SocketLink, Transport,
-    Var, lifeline,
+    Backend, BackendError, Bind, Carrier, Copy, CopyTask, Exec, ExecCopy, Lifeline, SocketLink,
+    Transport, Var, lifeline,
 };
 use agent_runner_core::deadline::Deadline;
 use agent_runner_core::fs::Dir;
@@ -170,7 +170,9 @@ impl ContainerSandbox {
             .ok();
         let transport = transport(&backend, &config);
         let copies = transport.1;
-        let keeps_session = config.session_dir.is_some();
+        // An engine whose sandboxes keep nothing of ours keeps no session either:
+        // a resumed task starts the agent afresh with its history (SPEC §25).
+        let keeps_session = config.session_dir.is_some() && !backend.files_by_exec();
         let transport = transport.0;
         let (caches, caches_error) =
             match super::caches::volumes(&config.repo, &config.worker.caches) {
@@ -1166,7 +1168,13 @@ impl Sandbox for ContainerSandbox {
             None => prompt.to_string(),
         };
         let afresh = format!("{}\n\n{prompt}", continuation.history);
-        let Some(session) = continuation.session.filter(|id| session::is_session_id(id)) else {
+        let session = continuation.session.filter(|id| session::is_session_id(id));
+        if session.is_some() && !self.spec.keeps_session {
+            log::info!(
+                "worker run {number}: the worker's session is not kept where this sandbox runs; it starts afresh with the history in its prompt"
+            );
+        }
+        let Some(session) = session.filter(|_| self.spec.keeps_session) else {
             return self.run_agent(number, &afresh, &command);
         };
         log::info!("worker run {number}: continuing the worker's session {session}");
@@ -1255,6 +1263,13 @@ impl Sandbox for ContainerSandbox {
         if let Some(pinning) = self.pinning.take() {
             let _ = pinning.join();
         }
+        // What comes out through the running sandbox comes out first
+        // (`backend::exec_copy`).
+        if let Some(container) = self.container.as_mut()
+            && container.is_alive()
+        {
+            self.transport.before_removal(container.instance());
+        }
         let removed_in = self.container.take().map(Container::remove);
         // After the container: nothing inside can open a connection any more.
         if let Some(egress) = self.egress.take() {
@@ -1290,6 +1305,17 @@ impl Sandbox for ContainerSandbox {
 /// (which keeps the worker's session in a volume on the daemon's host instead of
 /// `session_dir`).
 fn transport(backend: &Arc<dyn Backend>, config: &SandboxConfig) -> (Box<dyn Transport>, bool) {
+    let task = CopyTask {
+        repo: config.repo.clone(),
+        private_dir: &config.private_dir,
+        task_id: &config.task_id,
+        worker: &config.worker,
+        interrupt: config.interrupt,
+        session: config.session_dir.as_ref().map(|_| config.resumed),
+    };
+    if backend.files_by_exec() {
+        return (Box::new(ExecCopy::new(task)), true);
+    }
     let endpoint = Endpoint::current(Duration::from_secs(10)).ok();
     if crate::backend::copy::chosen(config.worker.transport, endpoint.as_ref())
         == TransportChoice::Bind
@@ -1301,24 +1327,17 @@ fn transport(backend: &Arc<dyn Backend>, config: &SandboxConfig) -> (Box<dyn Tra
         );
         return (Box::new(bind), false);
     }
-    let copy = Copy::new(
-        backend.clone(),
-        CopyTask {
-            repo: config.repo.clone(),
-            private_dir: &config.private_dir,
-            task_id: &config.task_id,
-            worker: &config.worker,
-            interrupt: config.interrupt,
-            session: config.session_dir.as_ref().map(|_| config.resumed),
-        },
-    );
-    (Box::new(copy), true)
+    (Box::new(Copy::new(backend.clone(), task)), true)
 }
 
 /// The daemon that keeps the worker's session of a task with `worker`'s settings,
 /// when it is not this machine's directory but a volume there (the copy transport,
 /// SPEC §22): a resumed run must go to that daemon.
 pub fn session_host(worker: &WorkerSettings) -> Option<Endpoint> {
+    // A cluster keeps no session of the worker's (SPEC §25).
+    if crate::backend::docker_cli::aimed().is_some_and(|t| t.cluster().is_some()) {
+        return None;
+    }
     let endpoint = Endpoint::current(Duration::from_secs(10)).ok()?;
     (crate::backend::copy::chosen(worker.transport, Some(&endpoint)) == TransportChoice::Copy)
         .then_some(endpoint)

@@ -95,6 +95,19 @@ impl Kubernetes {
         &self.kubectl.cluster
     }
 
+    /// None when the API server answers `kubectl version` within the health
+    /// check's time (SPEC §22); else why not.
+    pub fn health(&self) -> Option<String> {
+        match self
+            .kubectl
+            .call(&["version", "-o", "json"], &[], HEALTH, Interrupt::never())
+        {
+            Ok(out) if out.ok => None,
+            Ok(out) => Some(self.kubectl.failed(&["version"], &out, HEALTH).to_string()),
+            Err(e) => Some(e.to_string()),
+        }
+    }
+
     /// The namespace's NetworkPolicy for sandboxes, applied once per process.
     fn ensure_policy(&self) -> Result<(), BackendError> {
         self.policy
@@ -447,6 +460,22 @@ impl Backend for Kubernetes {
     }
 
     fn remote(&self) -> bool {
+        true
+    }
+
+    fn tools_volume(&self, _interrupt: Interrupt) -> Result<Option<String>, BackendError> {
+        // Not a volume: its name says where the Pod's init container fills the
+        // read-only `emptyDir` from (`pod.rs`).
+        match &self.tools_image {
+            Some(image) => Ok(Some(image.clone())),
+            None => Err(BackendError::Io(format!(
+                "{} has no tools image set (`agent-runner tools image` builds it)",
+                self.kubectl.cluster
+            ))),
+        }
+    }
+
+    fn files_by_exec(&self) -> bool {
         true
     }
 

@@ -1,0 +1,121 @@
+//! Whole tasks on the test cluster (SPEC §25): `runner.sandbox.host: k8s://…` runs
+//! the sandbox as a Pod, the repository copied in and the work read out by exec
+//! (`backend::exec_copy`), the branch landed here under the landing's checks, the
+//! working tree untouched, no secret in the Pod object and no Pod left.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::support;
+use crate::support::cluster::{kubectl, product_tools_image, runner_env};
+use crate::support::fake_openai::FakeOpenAi;
+use crate::support::prerequisite::needs;
+use crate::support::task::*;
+use crate::support::task_yaml::TaskYaml;
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let out = support::Run::program("git", args).cwd(repo).output();
+    assert_eq!(out.code, Some(0), "git {args:?}: {}", out.stderr);
+    out.stdout.trim().to_string()
+}
+
+/// The Pods of task `id` not yet being deleted.
+fn pods_of(id: &str) -> Vec<String> {
+    let selector = format!("agent-runner.task={id}");
+    let (ok, out, err) = kubectl(&["get", "pods", "-l", &selector, "-o", "json"]);
+    assert!(ok, "{err}");
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|pod| pod["metadata"]["deletionTimestamp"].is_null())
+        .map(|pod| pod["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A runner of `yaml` aimed at the test cluster.
+fn on_cluster(yaml: TaskYaml) -> support::Run {
+    let (env, target) = runner_env();
+    let mut run = runner(yaml.set("runner.sandbox.host", &target));
+    for (name, value) in env {
+        run = run.env(&name, value);
+    }
+    run
+}
+
+#[test]
+#[ignore = "needs the Kubernetes test cluster: make test-cluster"]
+fn a_task_on_the_cluster_lands_its_branch_and_leaves_no_pod() {
+    needs!(Cluster);
+    let _cluster = support::cluster::shared();
+    product_tools_image();
+    let dir = support::Scratch::new("k8s-task");
+    support::git_repo(&dir.path, "out.txt", "wrong\n");
+    std::fs::write(dir.path.join("draft.txt"), "the user's draft\n").unwrap();
+    let head = git(&dir.path, &["rev-parse", "HEAD"]);
+    let id = task_id("k8s");
+    let secret = format!("k8s-secret-{}", support::short_id());
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(
+            "@run: test \"$K8S_SECRET\" = \"$EXPECTED\" && echo ok > out.txt; git -c user.name=w -c user.email=w@w commit -qam 'worker: ok'; sleep 2\n@say: done",
+        ),
+        assess(&["AC-1"], "out.txt says ok"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server)
+        .test("grep -qx ok out.txt")
+        .set("runner.worker.agent_from", "image")
+        .set("runner.worker.env.K8S_SECRET", "env:K8S_TEST_SECRET")
+        .set("runner.worker.env.EXPECTED", &secret);
+    let mut child = on_cluster(yaml).env("K8S_TEST_SECRET", &secret).start();
+    // While it runs: its Pod holds no secret and mounts no host path.
+    let started = Instant::now();
+    let mut pod_yaml = String::new();
+    while started.elapsed() < Duration::from_secs(150) && pod_yaml.is_empty() {
+        if let Some(pod) = pods_of(&id).first() {
+            let (ok, yaml, _) = kubectl(&["get", "pod", pod, "-o", "yaml"]);
+            if ok {
+                pod_yaml = yaml;
+            }
+        }
+        if child.child().try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = child.finish();
+    let branch = format!("agent-runner/{id}");
+    out.code(0)
+        .stdout_has(&format!("COMPLETE: task {id}"))
+        .stdout_has(&format!("the work is on the branch {branch}"));
+    assert!(!pod_yaml.is_empty(), "no Pod of the task was seen");
+    assert!(!pod_yaml.contains("hostPath"), "{pod_yaml}");
+    assert!(
+        !pod_yaml.contains(&secret),
+        "the secret in the Pod: {pod_yaml}"
+    );
+    // The worker's commit, and the user's draft committed after it.
+    assert_eq!(
+        git(&dir.path, &["show", &format!("{branch}:out.txt")]),
+        "ok"
+    );
+    assert_eq!(
+        git(&dir.path, &["show", &format!("{branch}:draft.txt")]),
+        "the user's draft"
+    );
+    let log = git(
+        &dir.path,
+        &["log", "--format=%s", &format!("{head}..{branch}")],
+    );
+    assert!(log.contains("worker: ok"), "{log}");
+    // The working tree and HEAD as they were.
+    assert_eq!(git(&dir.path, &["rev-parse", "HEAD"]), head);
+    assert_eq!(
+        std::fs::read_to_string(dir.path.join("out.txt")).unwrap(),
+        "wrong\n"
+    );
+    let note = note(&dir.path, &id);
+    assert!(!note.contains(&secret), "{note}");
+    assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
+}

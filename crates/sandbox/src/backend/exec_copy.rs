@@ -1,0 +1,453 @@
+//! The repository copied into the running sandbox and the work read out of it, by
+//! execs (SPEC §25 "Copy is the only transport"): for an engine whose sandboxes
+//! keep no volume of ours once they are gone (`Backend::files_by_exec`: a Pod's
+//! `emptyDir`s go with it), so nothing can be filled before the start or read
+//! after the end.
+//!
+//! In (`prepare`, then `started`): the same clone of ours as `copy.rs` makes (HEAD
+//! as the branch `agent-runner/<id>`, the user's `.git/config`, hooks and other
+//! branches left here) and the working tree's files, as ONE tar stream written
+//! here before the start (`tar.rs`: links as links, nothing outside the tree
+//! read), fed to `tar -x` of the tools' shell in the sandbox once it runs, before
+//! anything of the worker's does. The sandbox mounts an empty volume of its own at
+//! `PROJECT_DIR`.
+//!
+//! Out (`before_removal`, the sandbox quiet after its last run: every process of
+//! the worker's ended by the helper, PID 1): the bundler (`bundler.sh`, the copy's)
+//! runs in the sandbox over a directory made fresh under a name the worker could
+//! not know, and its bundle is read out by a second exec, bounded as it streams;
+//! an image without git gets its tree read out as a tar stream instead
+//! (`tree_back.rs`). `finish` lands either here under `landing.rs`'s checks. The
+//! bundler runs where the worker ran, so the worker could have steered it: what
+//! it can change is only what its own work is, which it writes anyway; what
+//! reaches this machine is checked here as for every bundle, and nothing of the
+//! sandbox is read but the two execs' output.
+//!
+//! The worker's session is not kept across sandboxes (a resumed task starts the
+//! agent afresh with its history, SPEC §25), and `after_run` has nothing to sweep.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::copy::{self, MAX_BUNDLE, NO_GIT};
+use super::file_sink::FileSink;
+use super::landing::{self, UserRepo};
+use super::privileges::Finding;
+use super::tools::SHELL;
+use super::tree_back::{Committed, TreeBack};
+use super::{
+    Backend, BackendError, BroughtBack, Carrier, CopyTask, Exec, Instance, Mount, PROJECT_DIR,
+    Transport,
+};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{Capture, Limits, Stop};
+
+/// The longest an exec of the copy may take (a large repository over a slow link).
+const EXEC_TIMEOUT: Duration = Duration::from_secs(600);
+/// The empty volume the sandbox mounts at `PROJECT_DIR`.
+const VOLUME: &str = "agent-runner-project";
+/// The bundler's name for the clone (`$AR_CLONES/<job>` is `PROJECT_DIR`).
+const JOB: &str = "project";
+/// The bundler's answer line for that job.
+const ANSWER: &str = "agent-runner-bundle project ";
+
+/// See the module documentation.
+pub(crate) struct ExecCopy {
+    repo: PathBuf,
+    task_id: String,
+    keep_untracked: bool,
+    interrupt: Interrupt,
+    /// `<private_dir>/copy-<random>`: the clone, the stream, the bundle; removed
+    /// at the end.
+    scratch: PathBuf,
+    /// The tar stream of the clone and the working tree, and the commit it
+    /// starts from; sent at the start.
+    stream: Option<(PathBuf, String)>,
+    /// The commit the sandbox started from, once the stream went in.
+    base: Option<String>,
+    /// What `before_removal` read out, for `finish` to land.
+    out: Option<Result<Out, String>>,
+    discarded: bool,
+    brought: Option<BroughtBack>,
+}
+
+/// What the sandbox gave back.
+enum Out {
+    Unchanged,
+    Bundle {
+        path: PathBuf,
+        commit: String,
+    },
+    /// The tree as a tar stream (an image without git).
+    Tree(PathBuf),
+}
+
+impl ExecCopy {
+    pub(crate) fn new(task: CopyTask) -> ExecCopy {
+        let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
+        ExecCopy {
+            scratch: task.private_dir.join(format!("copy-{suffix}")),
+            repo: task.repo.clone(),
+            task_id: task.task_id.to_string(),
+            keep_untracked: task.worker.keep_untracked,
+            interrupt: task.interrupt,
+            stream: None,
+            base: None,
+            out: None,
+            discarded: false,
+            brought: None,
+        }
+    }
+
+    fn branch(&self) -> String {
+        format!("agent-runner/{}", self.task_id)
+    }
+
+    /// The clone here and the stream of it and the working tree, in a file.
+    fn write_stream(&self) -> Result<(PathBuf, String), String> {
+        let user = UserRepo::open(&self.repo).map_err(|e| format!("the repository: {e}"))?;
+        let (_, head) = user
+            .head()
+            .map_err(|e| format!("the repository's HEAD: {e}"))?;
+        let stage = self.scratch.join("stage");
+        std::fs::create_dir_all(&self.scratch)
+            .map_err(|e| format!("{}: {e}", self.scratch.display()))?;
+        copy::clone_head(
+            &self.scratch,
+            &user,
+            &head,
+            &self.branch(),
+            &stage,
+            self.interrupt,
+        )
+        .map_err(|e| format!("the clone: {e}"))?;
+        let path = self.scratch.join("in.tar");
+        let file = agent_runner_core::fs::Dir::open(&self.scratch)
+            .and_then(|dir| dir.create("in.tar"))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let top = PROJECT_DIR
+            .rsplit_once('/')
+            .map_or(PROJECT_DIR, |(_, top)| top);
+        let mut tar = super::TarWriter::new(std::io::BufWriter::with_capacity(1 << 16, file));
+        let written = tar
+            .tree(
+                &self.repo,
+                &format!("{top}/"),
+                &[".git", agent_runner_core::private_dir::DIR_NAME],
+            )
+            .and_then(|()| tar.tree(&stage.join(".git"), &format!("{top}/.git/"), &[]));
+        let skipped = std::mem::take(&mut tar.skipped);
+        written
+            .and_then(|()| tar.finish().map(drop))
+            .map_err(|e| format!("the stream of the repository: {e}"))?;
+        if !skipped.is_empty() {
+            log::warn!(
+                "the copy left out what is neither a file, a directory nor a symlink: {}",
+                skipped.join(", ")
+            );
+        }
+        let _ = std::fs::remove_dir_all(&stage);
+        Ok((path, head))
+    }
+
+    /// Runs `command` in the sandbox with `stdin`; its stdout into `sink` when
+    /// given (else kept in memory): its stdout's tail, or why it failed.
+    fn exec(
+        &self,
+        instance: &dyn Instance,
+        command: Vec<String>,
+        stdin: Vec<u8>,
+        sink: Option<&mut FileSink>,
+    ) -> Result<String, String> {
+        let exec = Exec {
+            workdir: Some("/".into()),
+            env: Vec::new(),
+            command,
+            stdin,
+        };
+        let limits = Limits::wall(EXEC_TIMEOUT, self.interrupt);
+        let mut capture = Capture::in_memory(64 * 1024);
+        if let Some(sink) = sink {
+            capture = capture.with_filter(sink);
+        }
+        let finished = instance
+            .exec(exec, &limits, &mut capture, Stop::Terminate)
+            .map_err(|e| e.to_string())?;
+        if !finished.success() {
+            return Err(format!(
+                "exited {} ({}): {}",
+                finished
+                    .code()
+                    .map_or("by a signal".into(), |c| c.to_string()),
+                super::docker_cli::last_lines(&capture.stderr(), 3),
+                super::docker_cli::last_lines(&capture.tail(), 2)
+            ));
+        }
+        Ok(capture.tail())
+    }
+
+    /// The bundler in the sandbox over a fresh directory, then its bundle (or the
+    /// tree) read out into the scratch directory.
+    fn read_out(&self, instance: &dyn Instance, base: &str) -> Result<Out, String> {
+        let dir = format!(
+            "/tmp/agent-runner-out-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
+        let caches = if self.keep_untracked { "keep" } else { "drop" };
+        let request = format!("{JOB} {} {} {caches} {base}", self.task_id, self.branch());
+        let (clones, _) = PROJECT_DIR.rsplit_once('/').unwrap_or(("/", ""));
+        // `mkdir` (not -p) fails on anything already there by that name.
+        let script = "set -e; umask 077; mkdir \"$3\" \"$3/out\" \"$3/tmp\"; \
+             printf '%s\\n' \"$1\" | AR_CLONES=\"$4\" AR_OUT=\"$3/out\" AR_TMP=\"$3/tmp\" \"$0\" -c \"$2\"";
+        let said = self
+            .exec(
+                instance,
+                vec![
+                    SHELL.into(),
+                    "-c".into(),
+                    script.into(),
+                    SHELL.into(),
+                    request,
+                    copy::BUNDLER_SCRIPT.into(),
+                    dir.clone(),
+                    clones.into(),
+                ],
+                Vec::new(),
+                None,
+            )
+            .map_err(|e| format!("the bundler: {e}"))?;
+        if said.lines().any(|l| l == NO_GIT) {
+            let path = self.scratch.join("out.tar");
+            let mut sink = FileSink::create(&self.scratch, "out.tar", MAX_BUNDLE)?;
+            let top = PROJECT_DIR
+                .rsplit_once('/')
+                .map_or(PROJECT_DIR, |(_, top)| top);
+            self.exec(
+                instance,
+                vec![
+                    SHELL.into(),
+                    "-c".into(),
+                    "cd \"$1\" && exec tar -c -f - \"$2\"".into(),
+                    SHELL.into(),
+                    clones.into(),
+                    top.into(),
+                ],
+                Vec::new(),
+                Some(&mut sink),
+            )
+            .map_err(|e| format!("the work's tree: {e}"))?;
+            sink.done()?;
+            return Ok(Out::Tree(path));
+        }
+        let answer = said
+            .lines()
+            .find_map(|l| l.strip_prefix(ANSWER))
+            .ok_or_else(|| {
+                format!(
+                    "the bundler answered nothing: {}",
+                    super::docker_cli::last_lines(&said, 3)
+                )
+            })?;
+        let (verdict, rest) = answer.split_once(' ').unwrap_or((answer, ""));
+        match verdict {
+            "unchanged" => Ok(Out::Unchanged),
+            "bundled" if landing::is_object_id(rest) => {
+                let path = self.scratch.join("work.bundle");
+                let mut sink = FileSink::create(&self.scratch, "work.bundle", MAX_BUNDLE)?;
+                self.exec(
+                    instance,
+                    vec![
+                        SHELL.into(),
+                        "-c".into(),
+                        format!("exec cat \"$1/out/{JOB}.bundle\""),
+                        SHELL.into(),
+                        dir,
+                    ],
+                    Vec::new(),
+                    Some(&mut sink),
+                )
+                .map_err(|e| format!("the bundle: {e}"))?;
+                sink.done()?;
+                Ok(Out::Bundle {
+                    path,
+                    commit: rest.to_string(),
+                })
+            }
+            "failed" => Err(format!("the bundler: {rest}")),
+            _ => Err(format!("the bundler answered {answer:?}")),
+        }
+    }
+
+    /// What `read_out` gave, landed here.
+    fn land(&self, out: Out, base: &str) -> BroughtBack {
+        let branch = self.branch();
+        let (path, commit) = match out {
+            Out::Unchanged => return BroughtBack::Unchanged,
+            Out::Bundle { path, commit } => (path, commit),
+            Out::Tree(tar) => match self.commit_tree(&tar, base) {
+                Ok(Committed::Unchanged) => return BroughtBack::Unchanged,
+                Ok(Committed::Bundle { path, commit }) => (path, commit),
+                Err(e) => return BroughtBack::Failed(format!("the work's tree: {e}")),
+            },
+        };
+        match copy::land_file(
+            &self.repo,
+            &self.scratch,
+            &self.task_id,
+            &path,
+            &commit,
+            &branch,
+            base,
+            self.interrupt,
+        ) {
+            Ok(None) => BroughtBack::Branch {
+                name: branch,
+                commit,
+            },
+            Ok(Some(bundle)) => BroughtBack::Kept { bundle, commit },
+            Err(e) => BroughtBack::Failed(e),
+        }
+    }
+
+    /// The tree read out of an image without git, committed here.
+    fn commit_tree(&self, tar: &Path, base: &str) -> Result<Committed, String> {
+        let scratch = self.scratch.join("tree");
+        std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+        let user = UserRepo::open(&self.repo)?;
+        let (file, _) = agent_runner_core::fs::read::open_regular(tar, MAX_BUNDLE)
+            .map_err(|e| format!("{}: {e}", tar.display()))?;
+        let branch = self.branch();
+        TreeBack {
+            objects: user.objects(),
+            scratch: &scratch,
+            task_id: &self.task_id,
+            branch: &branch,
+            base,
+            keep_untracked: self.keep_untracked,
+            interrupt: self.interrupt,
+        }
+        .commit(std::io::BufReader::new(file))
+    }
+}
+
+impl Transport for ExecCopy {
+    fn prepare(
+        &mut self,
+        _backend: &dyn Backend,
+        _image: &str,
+        _interrupt: Interrupt,
+        _carrier: Option<&mut dyn Carrier>,
+    ) -> Result<(), BackendError> {
+        if self.stream.is_some() || self.base.is_some() {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let stream = self
+            .write_stream()
+            .map_err(|e| BackendError::Io(format!("the copy transport: {e}")))?;
+        log::info!(
+            "repository staged for the sandbox in {}",
+            agent_runner_core::timestamp::human(started.elapsed())
+        );
+        self.stream = Some(stream);
+        Ok(())
+    }
+
+    fn started(
+        &mut self,
+        _backend: &dyn Backend,
+        _said: Option<&str>,
+        instance: &dyn Instance,
+    ) -> Result<(), BackendError> {
+        let Some((path, head)) = self.stream.take() else {
+            return Ok(());
+        };
+        let started = std::time::Instant::now();
+        let io = |e: String| BackendError::Io(format!("the copy transport: {e}"));
+        let (file, _) = agent_runner_core::fs::read::open_regular(&path, u64::MAX)
+            .map_err(|e| io(format!("{}: {e}", path.display())))?;
+        let mut stream = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::BufReader::new(file), &mut stream)
+            .map_err(|e| io(format!("{}: {e}", path.display())))?;
+        let _ = std::fs::remove_file(&path);
+        let (parent, _) = PROJECT_DIR.rsplit_once('/').unwrap_or(("/", ""));
+        self.exec(
+            instance,
+            vec![
+                SHELL.into(),
+                "-c".into(),
+                "exec tar -x -f - -C \"$1\"".into(),
+                SHELL.into(),
+                parent.into(),
+            ],
+            stream,
+            None,
+        )
+        .map_err(|e| io(format!("the repository into {}: {e}", instance.name())))?;
+        log::info!(
+            "repository copied into the sandbox in {}",
+            agent_runner_core::timestamp::human(started.elapsed())
+        );
+        self.base = Some(head);
+        Ok(())
+    }
+
+    fn mounts(&mut self) -> Result<Vec<Mount>, BackendError> {
+        Ok(vec![Mount {
+            readonly: false,
+            ..Mount::volume(VOLUME, PROJECT_DIR)
+        }])
+    }
+
+    fn after_run(&mut self) -> Vec<Finding> {
+        Vec::new()
+    }
+
+    fn before_removal(&mut self, instance: &dyn Instance) {
+        if self.discarded || self.out.is_some() {
+            return;
+        }
+        let Some(base) = self.base.clone() else {
+            return;
+        };
+        let started = std::time::Instant::now();
+        let out = self.read_out(instance, &base);
+        log::info!(
+            "the work read out of the sandbox in {}",
+            agent_runner_core::timestamp::human(started.elapsed())
+        );
+        self.out = Some(out);
+    }
+
+    fn finish(&mut self) -> Vec<Finding> {
+        if let (false, Some(out), Some(base)) = (self.discarded, self.out.take(), self.base.take())
+        {
+            let brought = match out {
+                Ok(out) => self.land(out, &base),
+                Err(e) => BroughtBack::Failed(e),
+            };
+            log::info!("{brought}");
+            self.brought = Some(brought);
+        } else if self.base.take().is_some() && !self.discarded {
+            self.brought = Some(BroughtBack::Failed(
+                "the sandbox was gone before its work could be read out".into(),
+            ));
+        }
+        let _ = std::fs::remove_dir_all(&self.scratch);
+        Vec::new()
+    }
+
+    fn brought_back(&mut self) -> Option<BroughtBack> {
+        self.brought.take()
+    }
+
+    fn discard(&mut self) {
+        self.discarded = true;
+    }
+}
+
+impl Drop for ExecCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.scratch);
+    }
+}
