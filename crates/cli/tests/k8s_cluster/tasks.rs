@@ -119,3 +119,95 @@ fn a_task_on_the_cluster_lands_its_branch_and_leaves_no_pod() {
     assert!(!note.contains(&secret), "{note}");
     assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
 }
+
+#[test]
+#[ignore = "needs the Kubernetes test cluster: make test-cluster"]
+fn egress_from_a_pod_goes_only_over_the_lifeline_through_the_allow_list() {
+    needs!(Cluster);
+    let _cluster = support::cluster::shared();
+    product_tools_image();
+    let allowed = support::destination::Destination::start("allowed", "127.0.0.2");
+    let denied = support::destination::Destination::start("denied", "127.0.0.3");
+    let (a, d) = (allowed.authority(), denied.authority());
+    let dir = support::Scratch::new("k8s-egress");
+    support::git_repo(&dir.path, "out.txt", "wrong\n");
+    let id = task_id("k8s-egress");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker(&format!(
+            "@run: wget -q -O allowed.out http://{a}/x 2> allowed.err; \
+             wget -q -O denied.out http://{d}/y 2> denied.err; echo $? > denied.rc; \
+             echo ok > out.txt\n@say: fetched"
+        )),
+        assess(&["AC-1"], "fetched"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server)
+        .test("grep -qx ok out.txt")
+        .set("runner.worker.agent_from", "image")
+        .set("runner.worker.network", "allowlist")
+        .set("runner.worker.allow", [&a]);
+    let out = on_cluster(yaml).output();
+    let branch = format!("agent-runner/{id}");
+    out.code(0).stderr_has(&format!("egress denied: {d}"));
+    let show = |file: &str| git(&dir.path, &["show", &format!("{branch}:{file}")]);
+    assert_eq!(show("allowed.out"), "hello from allowed");
+    assert_ne!(show("denied.rc"), "0");
+    assert_eq!(denied.connections(), 0, "the denied server saw nothing");
+    let log = std::fs::read_to_string(
+        dir.path
+            .join(format!(".agent-runner/logs/{id}/egress.jsonl")),
+    )
+    .unwrap();
+    assert!(
+        log.contains("\"allowed\":true") && log.contains("\"allowed\":false"),
+        "{log}"
+    );
+    assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
+}
+
+/// The phase of Pod `name` ("gone" once deleted).
+fn phase(name: &str) -> String {
+    let (ok, out, _) = kubectl(&["get", "pod", name, "-o", "jsonpath={.status.phase}"]);
+    if ok { out.trim().to_string() } else { "gone".into() }
+}
+
+#[test]
+#[ignore = "needs the Kubernetes test cluster: make test-cluster"]
+fn a_sigkilled_runner_ends_its_pod_through_the_lifeline_and_the_sweep_deletes_it() {
+    needs!(Cluster);
+    let _cluster = support::cluster::shared();
+    product_tools_image();
+    let dir = support::Scratch::new("k8s-kill");
+    support::git_repo(&dir.path, "out.txt", "wrong\n");
+    let id = task_id("k8s-kill");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: working\n@run: sleep 300"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server).set("runner.worker.agent_from", "image");
+    let child = on_cluster(yaml).start();
+    let log = dir.join(&format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(120), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
+    });
+    let pod = pods_of(&id).pop().expect("the task's Pod runs");
+    assert_eq!(phase(&pod), "Running");
+    send("-KILL", &child);
+    child.finish();
+    // No process of agent-runner's is left to delete it: the Pod ends because
+    // the lifeline's pipe closed with the killed process.
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until && phase(&pod) == "Running" {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let ended = phase(&pod);
+    assert!(
+        matches!(ended.as_str(), "Succeeded" | "Failed" | "gone"),
+        "the Pod of a killed runner still {ended}"
+    );
+    // Its owner is gone: the next sweep deletes it, by its labels.
+    let swept = support::cluster::backend()
+        .sweep(agent_runner_sandbox::backend::sweep::Rule::AtStart);
+    assert!(ended == "gone" || swept.contains(&pod), "{swept:?}");
+    assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
+}
