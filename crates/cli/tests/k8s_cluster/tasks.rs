@@ -211,3 +211,70 @@ fn a_sigkilled_runner_ends_its_pod_through_the_lifeline_and_the_sweep_deletes_it
     assert!(ended == "gone" || swept.contains(&pod), "{swept:?}");
     assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
 }
+
+/// The pipeline (SPEC §25 "Targets"): `orchestrate --host NAME=k8s://…:SLOTS`
+/// places the attempts on the cluster; each lands its branch in the workspace.
+#[test]
+#[ignore = "needs the Kubernetes test cluster: make test-cluster"]
+fn the_orchestrator_places_attempts_on_a_cluster_named_by_host() {
+    use support::pipeline::{BUILDER_REPLY, Pipeline};
+    needs!(Cluster);
+    let _cluster = support::cluster::shared();
+    product_tools_image();
+    let (env, target) = runner_env();
+    let p = Pipeline::new("k8s-orchestrate", true);
+    // One slot: the two attempts one after the other, so Meta's answers come in
+    // their order.
+    let one = || {
+        [
+            plan(&["AC-1"]),
+            run_worker("@run: echo ok > out.txt\n@say: done"),
+            assess(&["AC-1"], "out.txt says ok"),
+        ]
+    };
+    let server = FakeOpenAi::start(one().into_iter().chain(one()).collect());
+    p.scratch.file("builder.yaml", BUILDER_REPLY);
+    p.init_with(
+        "defaults.yaml",
+        &format!(
+            "builder: {{kind: scripted, script: builder.yaml}}\nrequire_test: false\nrunner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{}\", network: none, agent_from: image}}\n",
+            server.url,
+            support::docker::TEST_IMAGE
+        ),
+    );
+    let ids = [
+        support::pipeline::task_id("k8s-a"),
+        support::pipeline::task_id("k8s-b"),
+    ];
+    for id in &ids {
+        p.new_task(id, "Make out.txt say ok");
+    }
+    p.run_tasks(&[&ids[0], &ids[1]]);
+    let host = format!("k8s={target}:1");
+    let mut run = p
+        .orchestrate_once(&["--host", &host])
+        .env("OPENAI_API_KEY", KEY)
+        .env("AGENT_RUNNER_META_BACKOFF_MS", "10");
+    for (name, value) in env {
+        run = run.env(&name, value);
+    }
+    let out = run.output();
+    out.code(0);
+    for id in &ids {
+        let attempt = &p.attempts(id)[0];
+        assert_eq!(
+            (attempt["status"].as_str(), attempt["host"].as_str()),
+            (Some("succeeded"), Some("k8s")),
+            "{attempt}\n{}",
+            out.stderr
+        );
+        // Its sandbox was a Pod, the repository copied in by exec.
+        let log = support::pipeline::read(
+            &std::path::PathBuf::from(attempt["log_dir"].as_str().unwrap())
+                .join("runner.stderr.log"),
+        );
+        assert!(log.contains("repository copied into the sandbox"), "{log}");
+        assert!(pods_of(id).is_empty(), "{:?}", pods_of(id));
+        assert_no_container(id);
+    }
+}

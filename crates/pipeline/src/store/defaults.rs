@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use super::pinned_test::{self, PinnedTest};
 use crate::PipelineError;
+use agent_runner_sandbox::backend::cluster::Cluster;
 use agent_runner_sandbox::backend::host::{HostSpec, check_pool};
 
 /// The model the check of the defaults puts where the Task Builder will choose one.
@@ -59,15 +60,69 @@ pub struct Defaults {
     pub(crate) kinds: std::collections::BTreeMap<String, super::tries::KindSettings>,
 }
 
-/// `defaults.hosts[i]`: a Docker host by name, its daemon (a URL or a docker
-/// context) and how many attempts it runs at once.
+/// `defaults.hosts[i]`: a host by name, where its sandboxes run (a Docker daemon
+/// by URL or docker context, or a cluster's namespace, SPEC §25) and how many
+/// attempts it runs at once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct HostEntry {
     pub(crate) name: String,
-    pub(crate) docker: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) docker: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) kubernetes: Option<ClusterEntry>,
     #[serde(default = "one")]
     pub(crate) slots: usize,
+}
+
+/// `defaults.hosts[i].kubernetes`: the cluster's context and namespace, the
+/// kubeconfig (default: kubectl's own), how long a Pod may wait for a node, and
+/// whether a cluster that does not enforce NetworkPolicy is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ClusterEntry {
+    pub(crate) context: String,
+    pub(crate) namespace: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) kubeconfig: Option<std::path::PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) schedule_timeout_sec: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) egress_unenforced: Option<String>,
+}
+
+impl HostEntry {
+    /// The entry as a host of the pool; errors name the field under `at`.
+    fn spec(&self, at: &str) -> Result<HostSpec, String> {
+        match (&self.docker, &self.kubernetes) {
+            (Some(docker), None) => HostSpec::new(at, &self.name, docker, self.slots),
+            (None, Some(entry)) => {
+                let at = format!("{at}.kubernetes");
+                let mut cluster = Cluster::new(&entry.context, &entry.namespace, entry.kubeconfig.clone())
+                    .map_err(|e| format!("{at}: {e}"))?;
+                if entry.schedule_timeout_sec == Some(0) {
+                    return Err(format!("{at}.schedule_timeout_sec: 0: must be at least 1"));
+                }
+                cluster.schedule_timeout_sec = entry.schedule_timeout_sec;
+                cluster.egress_unenforced = match entry.egress_unenforced.as_deref() {
+                    None => false,
+                    Some("accept") => true,
+                    Some(other) => {
+                        return Err(format!(
+                            "{at}.egress_unenforced: {other:?}: the only value is `accept`"
+                        ));
+                    }
+                };
+                HostSpec::of_cluster(&at, &self.name, cluster, self.slots)
+            }
+            (Some(_), Some(_)) => Err(format!(
+                "{at}: both docker and kubernetes: a host is one or the other"
+            )),
+            (None, None) => Err(format!(
+                "{at}: neither docker (a URL or a docker context) nor kubernetes ({{context, namespace}})"
+            )),
+        }
+    }
 }
 
 fn one() -> usize {
@@ -251,7 +306,7 @@ impl Defaults {
             .hosts
             .iter()
             .enumerate()
-            .map(|(i, h)| HostSpec::new(&format!("hosts[{i}]"), &h.name, &h.docker, h.slots))
+            .map(|(i, h)| h.spec(&format!("hosts[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
         check_pool(&hosts, |i| format!("hosts[{i}]"))?;
         Ok(hosts)
@@ -566,6 +621,48 @@ mod tests {
         // workspace.json without the key predates it: not required.
         assert!(!parse("{}\n").unwrap().require_test());
         assert!(Defaults::new_workspace().require_test());
+    }
+
+    #[test]
+    fn a_host_is_a_docker_daemon_or_a_clusters_namespace() {
+        let d = parse(
+            "hosts:\n  - {name: box, docker: 'tcp://127.0.0.5:2375', slots: 2}\n  - name: k8s\n    slots: 4\n    kubernetes: {context: prod, namespace: agents, kubeconfig: /etc/kube.conf, schedule_timeout_sec: 60, egress_unenforced: accept}\n",
+        )
+        .unwrap();
+        let hosts = d.hosts().unwrap();
+        assert_eq!(hosts[0].target.to_string(), "tcp://127.0.0.5:2375");
+        let cluster = hosts[1].target.cluster().unwrap();
+        assert_eq!(hosts[1].target.to_string(), "k8s://prod/agents");
+        assert_eq!(hosts[1].slots, 4);
+        assert_eq!(cluster.kubeconfig.as_deref(), Some(std::path::Path::new("/etc/kube.conf")));
+        assert_eq!(cluster.schedule_timeout_sec, Some(60));
+        assert!(cluster.egress_unenforced);
+        for (yaml, error) in [
+            ("hosts:\n  - {name: a}\n", "hosts[0]: neither docker"),
+            (
+                "hosts:\n  - {name: a, docker: x, kubernetes: {context: c, namespace: n}}\n",
+                "hosts[0]: both docker and kubernetes",
+            ),
+            (
+                "hosts:\n  - {name: a, kubernetes: {context: c, namespace: N}}\n",
+                "hosts[0].kubernetes: namespace \"N\"",
+            ),
+            (
+                "hosts:\n  - {name: a, kubernetes: {context: c, namespace: n, egress_unenforced: yes}}\n",
+                "hosts[0].kubernetes.egress_unenforced: \"yes\": the only value is `accept`",
+            ),
+            (
+                "hosts:\n  - {name: a, kubernetes: {context: c, namespace: n, schedule_timeout_sec: 0}}\n",
+                "hosts[0].kubernetes.schedule_timeout_sec: 0",
+            ),
+            (
+                "hosts:\n  - {name: a, kubernetes: {context: c, namespace: n, zone: x}}\n",
+                "unknown field `zone`",
+            ),
+        ] {
+            let e = parse(yaml).and_then(|d| d.hosts()).unwrap_err();
+            assert!(e.contains(error), "{yaml}: {e}");
+        }
     }
 
     #[test]

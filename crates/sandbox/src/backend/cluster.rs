@@ -16,7 +16,18 @@ pub struct Cluster {
     pub namespace: String,
     /// None: kubectl's own (`KUBECONFIG`, `~/.kube/config`).
     pub kubeconfig: Option<PathBuf>,
+    /// How long a Pod may wait for a node (`schedule_timeout_sec`); None: 300 s.
+    pub schedule_timeout_sec: Option<u64>,
+    /// The entry accepts a cluster that does not enforce NetworkPolicy
+    /// (`egress_unenforced: accept`).
+    pub egress_unenforced: bool,
 }
+
+/// Carries a cluster entry's `schedule_timeout_sec` to the runner the
+/// orchestrator starts for it (`host::Target::apply`).
+pub const SCHEDULE_TIMEOUT_VAR: &str = "AGENT_RUNNER_K8S_SCHEDULE_TIMEOUT_SEC";
+/// Carries `egress_unenforced: accept` the same way.
+pub const EGRESS_UNENFORCED_VAR: &str = "AGENT_RUNNER_K8S_EGRESS_UNENFORCED";
 
 impl Cluster {
     /// A cluster entry, checked: a context kubectl can name, a namespace Kubernetes
@@ -51,7 +62,20 @@ impl Cluster {
             context: context.to_string(),
             namespace: namespace.to_string(),
             kubeconfig,
+            schedule_timeout_sec: None,
+            egress_unenforced: false,
         })
+    }
+
+    /// What a runner the orchestrator started for this cluster was told beside
+    /// its target (`SCHEDULE_TIMEOUT_VAR`, `EGRESS_UNENFORCED_VAR`).
+    pub fn with_placement_env(mut self) -> Cluster {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        if self.schedule_timeout_sec.is_none() {
+            self.schedule_timeout_sec = var(SCHEDULE_TIMEOUT_VAR).and_then(|v| v.parse().ok());
+        }
+        self.egress_unenforced |= var(EGRESS_UNENFORCED_VAR).as_deref() == Some("accept");
+        self
     }
 
     /// `k8s://CONTEXT/NAMESPACE`; None when `target` is not of that scheme.

@@ -81,11 +81,18 @@ impl Target {
             // this is aimed there as by `runner.sandbox.host`; what docker calls
             // are left (none of a task's) go where the environment says.
             Target::Kubernetes(cluster) => {
-                let invocation = invocation.env(SANDBOX_HOST_VAR, &cluster.to_string());
-                match &cluster.kubeconfig {
-                    Some(config) => invocation.env("KUBECONFIG", &config.display().to_string()),
-                    None => invocation,
+                let mut invocation = invocation.env(SANDBOX_HOST_VAR, &cluster.to_string());
+                if let Some(config) = &cluster.kubeconfig {
+                    invocation = invocation.env("KUBECONFIG", &config.display().to_string());
                 }
+                if let Some(secs) = cluster.schedule_timeout_sec {
+                    invocation =
+                        invocation.env(super::cluster::SCHEDULE_TIMEOUT_VAR, &secs.to_string());
+                }
+                if cluster.egress_unenforced {
+                    invocation = invocation.env(super::cluster::EGRESS_UNENFORCED_VAR, "accept");
+                }
+                invocation
             }
         }
     }
@@ -160,6 +167,26 @@ impl HostSpec {
         Ok(HostSpec {
             name: name.to_string(),
             target,
+            slots,
+        })
+    }
+
+    /// A cluster entry (`kubernetes:`), checked as `new` checks a Docker host's.
+    pub fn of_cluster(
+        at: &str,
+        name: &str,
+        cluster: super::cluster::Cluster,
+        slots: usize,
+    ) -> Result<HostSpec, String> {
+        check_name(name).map_err(|e| format!("{at}.name: {e}"))?;
+        if !(1..=MAX_SLOTS).contains(&slots) {
+            return Err(format!(
+                "{at}.slots: {slots}: must be between 1 and {MAX_SLOTS}"
+            ));
+        }
+        Ok(HostSpec {
+            name: name.to_string(),
+            target: Target::Kubernetes(cluster),
             slots,
         })
     }
