@@ -168,7 +168,11 @@ fn egress_from_a_pod_goes_only_over_the_lifeline_through_the_allow_list() {
 /// The phase of Pod `name` ("gone" once deleted).
 fn phase(name: &str) -> String {
     let (ok, out, _) = kubectl(&["get", "pod", name, "-o", "jsonpath={.status.phase}"]);
-    if ok { out.trim().to_string() } else { "gone".into() }
+    if ok {
+        out.trim().to_string()
+    } else {
+        "gone".into()
+    }
 }
 
 #[test]
@@ -206,8 +210,8 @@ fn a_sigkilled_runner_ends_its_pod_through_the_lifeline_and_the_sweep_deletes_it
         "the Pod of a killed runner still {ended}"
     );
     // Its owner is gone: the next sweep deletes it, by its labels.
-    let swept = support::cluster::backend()
-        .sweep(agent_runner_sandbox::backend::sweep::Rule::AtStart);
+    let swept =
+        support::cluster::backend().sweep(agent_runner_sandbox::backend::sweep::Rule::AtStart);
     assert!(ended == "gone" || swept.contains(&pod), "{swept:?}");
     assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
 }
@@ -277,4 +281,35 @@ fn the_orchestrator_places_attempts_on_a_cluster_named_by_host() {
         assert!(pods_of(id).is_empty(), "{:?}", pods_of(id));
         assert_no_container(id);
     }
+}
+
+/// A Pod no node can take within the schedule timeout fails the task `host busy`
+/// with the scheduler's reason, the note written, the Pod deleted.
+#[test]
+#[ignore = "needs the Kubernetes test cluster: make test-cluster"]
+fn a_pod_no_node_can_take_fails_the_task_host_busy_with_the_schedulers_reason() {
+    needs!(Cluster);
+    let _cluster = support::cluster::shared();
+    product_tools_image();
+    let dir = support::Scratch::new("k8s-busy");
+    support::git_repo(&dir.path, "out.txt", "wrong\n");
+    let id = task_id("k8s-busy");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@run: echo ok > out.txt\n@say: done"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server)
+        .set("runner.worker.agent_from", "image")
+        .set("runner.worker.limits.memory", "1000000g");
+    let out = on_cluster(yaml)
+        .env(
+            agent_runner_sandbox::backend::cluster::SCHEDULE_TIMEOUT_VAR,
+            "3",
+        )
+        .output();
+    assert_ne!(out.code, Some(0), "{}", out.stdout);
+    let busy = "host busy: k8s://agent-runner-test/agent-runner-test: Unschedulable: ";
+    out.stdout_has(busy).stdout_has("Insufficient memory");
+    assert!(note(&dir.path, &id).contains(busy));
+    assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
 }

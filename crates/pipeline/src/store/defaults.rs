@@ -98,8 +98,9 @@ impl HostEntry {
             (Some(docker), None) => HostSpec::new(at, &self.name, docker, self.slots),
             (None, Some(entry)) => {
                 let at = format!("{at}.kubernetes");
-                let mut cluster = Cluster::new(&entry.context, &entry.namespace, entry.kubeconfig.clone())
-                    .map_err(|e| format!("{at}: {e}"))?;
+                let mut cluster =
+                    Cluster::new(&entry.context, &entry.namespace, entry.kubeconfig.clone())
+                        .map_err(|e| format!("{at}: {e}"))?;
                 if entry.schedule_timeout_sec == Some(0) {
                     return Err(format!("{at}.schedule_timeout_sec: 0: must be at least 1"));
                 }
@@ -634,7 +635,10 @@ mod tests {
         let cluster = hosts[1].target.cluster().unwrap();
         assert_eq!(hosts[1].target.to_string(), "k8s://prod/agents");
         assert_eq!(hosts[1].slots, 4);
-        assert_eq!(cluster.kubeconfig.as_deref(), Some(std::path::Path::new("/etc/kube.conf")));
+        assert_eq!(
+            cluster.kubeconfig.as_deref(),
+            Some(std::path::Path::new("/etc/kube.conf"))
+        );
         assert_eq!(cluster.schedule_timeout_sec, Some(60));
         assert!(cluster.egress_unenforced);
         for (yaml, error) in [

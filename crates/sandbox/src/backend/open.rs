@@ -9,6 +9,7 @@
 //! of target in `host::Target`, and its arm here.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::host::Target;
 use super::kubernetes::Kubernetes;
@@ -28,7 +29,13 @@ pub fn open_at(target: Option<&Target>) -> Arc<dyn Backend> {
         // The tools come from this build's tools image, which the user has put
         // where the cluster pulls (`agent-runner tools image`).
         Some(Target::Kubernetes(cluster)) => {
-            Arc::new(Kubernetes::new(cluster.clone()).with_tools_image(&super::tools::image_name()))
+            let cluster = cluster.clone().with_placement_env();
+            let schedule = Duration::from_secs(cluster.schedule_timeout_sec.unwrap_or(300));
+            Arc::new(
+                Kubernetes::new(cluster)
+                    .with_tools_image(&super::tools::image_name())
+                    .with_schedule_timeout(schedule),
+            )
         }
     }
 }
