@@ -18,6 +18,8 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Ending};
 use agent_runner_core::sys;
 use agent_runner_core::text::{cut, one_line};
+use agent_runner_sandbox::backend::cluster::Cluster;
+use agent_runner_sandbox::backend::kubernetes::Kubernetes;
 use agent_runner_sandbox::backend::tools;
 use agent_runner_sandbox::backend::{
     Backend, BackendError, Carrier, Main, Mount, Net, Output, SocketLink, Spec, docker_cli,
@@ -63,6 +65,9 @@ pub struct Target {
     pub(crate) runtime: Option<String>,
     /// The stdio MCP servers' `(name, command)` (SPEC §28): in the image.
     pub(crate) mcp_commands: Vec<(String, String)>,
+    /// `runner.sandbox.host: k8s://…` (SPEC §25): the cluster's checks instead of
+    /// the Docker daemon's.
+    pub(crate) cluster: Option<Cluster>,
 }
 
 /// An agent CLI a run uses, where, and how it logs in.
@@ -111,6 +116,7 @@ impl Target {
             allow_gaps: Vec::new(),
             runtime: None,
             mcp_commands: Vec::new(),
+            cluster: None,
         }
     }
 
@@ -171,6 +177,11 @@ impl Target {
                     McpTransport::Remote { .. } => None,
                 })
                 .collect(),
+            cluster: task
+                .sandbox_host
+                .as_deref()
+                .and_then(Cluster::parse)
+                .and_then(Result::ok),
         }
     }
 }
@@ -282,13 +293,16 @@ pub fn run_all(
     interrupt: Interrupt,
     report: &mut dyn FnMut(&Check),
 ) -> Vec<Check> {
-    let docker = Docker {
-        backend: agent_runner_sandbox::backend::open(),
-        interrupt,
-    };
     let mut r = Report {
         checks: Vec::new(),
         report,
+        interrupt,
+    };
+    if let Some(cluster) = &target.cluster {
+        return cluster_checks(cluster, target, r, interrupt);
+    }
+    let docker = Docker {
+        backend: agent_runner_sandbox::backend::open(),
         interrupt,
     };
     let cli = r.run(|| docker_cli(&docker));
@@ -329,6 +343,35 @@ pub fn run_all(
     }
     r.run_if(needs, GIT_IN_IMAGE, || git_in_image(&docker, target));
     r.run_if(needs, FILE_OWNERSHIP, || file_ownership(&docker, target));
+    for agent in &target.agents {
+        r.run(|| agent_auth(agent));
+    }
+    r.run(|| meta_endpoint(target, interrupt));
+    r.checks
+}
+
+/// A cluster's checks (SPEC §25): the API server, the namespace, the rights the
+/// backend needs there, the tools image, egress enforcement (a probe Pod); then
+/// the agents' logins and Meta as for Docker. The worker image is the cluster's
+/// to pull: not looked at here.
+fn cluster_checks(
+    cluster: &Cluster,
+    target: &Target,
+    mut r: Report,
+    interrupt: Interrupt,
+) -> Vec<Check> {
+    let backend = Kubernetes::new(cluster.clone().with_placement_env())
+        .with_tools_image(&agent_runner_sandbox::backend::tools::image_name());
+    for finding in backend.check() {
+        r.run(|| match finding.problem {
+            None => Check::ok(finding.what, finding.seen),
+            Some(problem) => Check::fail(
+                finding.what,
+                problem,
+                format!("see docs/kubernetes.md (\"What a cluster needs\") for {cluster}"),
+            ),
+        });
+    }
     for agent in &target.agents {
         r.run(|| agent_auth(agent));
     }

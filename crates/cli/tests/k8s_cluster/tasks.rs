@@ -313,3 +313,47 @@ fn a_pod_no_node_can_take_fails_the_task_host_busy_with_the_schedulers_reason() 
     assert!(note(&dir.path, &id).contains(busy));
     assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
 }
+
+/// `hosts check` and `doctor` on a cluster (SPEC §25): the version, the rights,
+/// the tools image and egress enforcement proven by a probe Pod (the test
+/// cluster's Pods have loopback only: enforced).
+#[test]
+#[ignore = "needs the Kubernetes test cluster: make test-cluster"]
+fn hosts_check_and_doctor_prove_the_clusters_rights_and_egress_enforcement() {
+    needs!(Cluster);
+    let _cluster = support::cluster::shared();
+    product_tools_image();
+    let (env, target) = runner_env();
+    let dir = support::Scratch::new("k8s-check");
+    let with_env = |mut run: support::Run| {
+        for (name, value) in &env {
+            run = run.env(name, value);
+        }
+        run.env("XDG_CACHE_HOME", dir.join("cache"))
+    };
+    let out = with_env(support::Run::new(&[
+        "hosts",
+        "check",
+        "--host",
+        &format!("k8s={target}:2"),
+    ]))
+    .output();
+    out.code(0).stdout_has("v1.20.2, egress enforced (tried ");
+    support::git_repo(&dir.path, "out.txt", "wrong\n");
+    let server = FakeOpenAi::start(Vec::new());
+    let yaml = v1_task(&task_id("k8s-doctor"), &dir.path, &server)
+        .set("runner.worker.agent_from", "image")
+        .set("runner.sandbox.host", &target);
+    let out = with_env(support::Run::new(&["doctor"]).env("OPENAI_API_KEY", KEY))
+        .stdin(yaml.to_string())
+        .output();
+    out.stdout_has("ok    the API server answers: v1.20.2")
+        .stdout_has("ok    may create pods/exec")
+        .stdout_has("ok    egress enforced (NetworkPolicy): enforced (tried ");
+    assert!(!out.stdout.contains("docker daemon"), "{}", out.stdout);
+    // The verdict is kept for the tasks of the next hour.
+    let kept = std::fs::read_dir(dir.join("cache/agent-runner/clusters"))
+        .unwrap()
+        .count();
+    assert_eq!(kept, 1);
+}

@@ -226,14 +226,17 @@ fn check_cluster(mut row: Row, cluster: &super::cluster::Cluster) -> Row {
     let backend =
         super::kubernetes::Kubernetes::new(cluster.clone()).with_tools_image(&tools::image_name());
     let found = backend.check();
-    let version = found.first().map(|f| f.seen.clone()).unwrap_or_default();
+    let mut version = found.first().map(|f| f.seen.clone()).unwrap_or_default();
+    if let Some(egress) = found.iter().find(|f| f.what.starts_with("egress")) {
+        version = format!("{version}, egress {}", egress.seen);
+    }
     let problems: Vec<String> = found
         .iter()
         .filter_map(|f| f.problem.as_ref().map(|p| format!("{}: {p}", f.what)))
         .collect();
     row.version = match problems.is_empty() {
         true => Ok(agent_runner_core::text::escape_controls(
-            &agent_runner_core::text::cut_chars(&version, 64),
+            &agent_runner_core::text::cut_chars(&version, 120),
         )),
         false => Err(format!("{cluster}: {}", problems.join("; "))),
     };

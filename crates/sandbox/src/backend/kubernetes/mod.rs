@@ -32,6 +32,7 @@
 //! The transport is the copy (nothing of this machine is mounted) and the carrier
 //! the lifeline.
 
+pub mod egress_probe;
 pub mod kubectl;
 pub mod pod;
 
@@ -340,19 +341,49 @@ impl Backend for Kubernetes {
             gated.main.entrypoint = shell.clone();
             gated.main.args = args;
         }
-        let name = self.create(&gated)?;
-        let removal = |e: BackendError| {
-            self.delete(&[&name]);
-            e
-        };
         let (within, interrupt) = spec
             .ready
             .as_ref()
             .map_or((self.short, Interrupt::never()), |r| {
                 (r.within, r.interrupt)
             });
-        self.wait_for(&name, &spec.image, false, within, interrupt)
-            .map_err(removal)?;
+        // A sandbox whose egress the policy closes: the cluster is proven to
+        // enforce it (`egress_probe.rs`), beside the Pod's own start.
+        let (name, running, verdict) = std::thread::scope(|scope| {
+            let probing = (spec.network == Net::Isolated)
+                .then(|| scope.spawn(|| self.egress_verdict(false, interrupt)));
+            let created = self.create(&gated);
+            let running = created
+                .as_ref()
+                .ok()
+                .map(|name| self.wait_for(name, &spec.image, false, within, interrupt));
+            let verdict = probing.map(|probing| {
+                probing.join().unwrap_or_else(|_| {
+                    Err(BackendError::Io("the egress probe's thread failed".into()))
+                })
+            });
+            (created, running, verdict)
+        });
+        let name = name?;
+        let removal = |e: BackendError| {
+            self.delete(&[&name]);
+            e
+        };
+        running.unwrap_or(Ok(String::new())).map_err(removal)?;
+        if let Some(verdict) = verdict {
+            let verdict = verdict.map_err(|e| {
+                removal(BackendError::Io(format!(
+                    "{}: whether it enforces egress could not be proven: {e}",
+                    self.kubectl.cluster
+                )))
+            })?;
+            if let Some(refusal) = verdict.refusal(&self.kubectl.cluster.to_string()) {
+                if !self.kubectl.cluster.egress_unenforced {
+                    return Err(removal(BackendError::Refused(refusal)));
+                }
+                log::warn!("{refusal} (accepted by the host's entry)");
+            }
+        }
         if !spec.held {
             return Err(removal(BackendError::Io(
                 "a Pod that is not held is run with run_once".into(),
@@ -640,6 +671,26 @@ impl Kubernetes {
             }),
             seen: self.tools_image.clone().unwrap_or_default(),
         });
+        if found.iter().all(|f| f.problem.is_none()) {
+            // Last: it starts a Pod, which needs all of the above.
+            let (problem, seen) = match self.egress_verdict(true, Interrupt::never()) {
+                Ok(verdict) => (
+                    verdict
+                        .refusal(&self.kubectl.cluster.to_string())
+                        .filter(|_| !self.kubectl.cluster.egress_unenforced),
+                    match verdict.enforced() {
+                        true => format!("enforced (tried {})", verdict.tried.join(", ")),
+                        false => format!("NOT enforced (reached {})", verdict.reached.join(", ")),
+                    },
+                ),
+                Err(e) => (Some(format!("the egress probe: {e}")), String::new()),
+            };
+            found.push(Finding {
+                what: "egress enforced (NetworkPolicy)".into(),
+                problem,
+                seen,
+            });
+        }
         found
     }
 }
