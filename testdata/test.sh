@@ -49,14 +49,14 @@ if ! in_ci && ! docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q 
   skip+=('test(/^docker::runsc::/)')
   say "the daemon has no runtime runsc: the boundary and egress tests under gVisor are NOT run (testdata/setup-runsc.sh)"
 fi
-# The Kubernetes test cluster is off by default (`make test-env K8S=1` or `make
-# test-cluster` starts it): its tests run when it was asked for (K8S=1), or, outside
-# CI, when it is up here; else they are not run, and said. Asked for under CI, a
-# cluster that is not there fails them.
-if [ "${K8S:-0}" != 1 ] && { in_ci || [ ! -e /var/lib/agent-runner-k8s/cluster.env ]; }; then
+# The Kubernetes test cluster (`make test-env` starts it unless K8S=0): its tests run
+# when it was asked for (K8S=1, `make test`'s default), or, outside CI, when it is
+# up here; else they are not run, and said. Asked for under CI, a cluster that is
+# not there fails them.
+if [ "${K8S:-1}" != 1 ] && { in_ci || [ ! -e /var/lib/agent-runner-k8s/cluster.env ]; }; then
   skip+=('test(/^k8s_cluster::/)')
   k8s_tests=$("$CARGO" nextest list --locked -p agent-runner --test all --run-ignored only -E 'test(/^k8s_cluster::/)' --message-format oneline 2>/dev/null | grep -c . || true)
-  say "the Kubernetes test cluster was not asked for (K8S=1): its $k8s_tests tests are NOT run (make test-cluster)"
+  say "the Kubernetes test cluster was left out (K8S=0): its $k8s_tests tests are NOT run (make test-cluster)"
 fi
 filter=""
 for expression in "${skip[@]}"; do filter+="${filter:+ | }$expression"; done

@@ -196,16 +196,22 @@ impl ExecCopy {
         let caches = if self.keep_untracked { "keep" } else { "drop" };
         let request = format!("{JOB} {} {} {caches} {base}", self.task_id, self.branch());
         let (clones, _) = PROJECT_DIR.rsplit_once('/').unwrap_or(("/", ""));
-        // `mkdir` (not -p) fails on anything already there by that name.
-        let script = "set -e; umask 077; mkdir \"$3\" \"$3/out\" \"$3/tmp\"; \
-             printf '%s\\n' \"$1\" | AR_CLONES=\"$4\" AR_OUT=\"$3/out\" AR_TMP=\"$3/tmp\" \"$0\" -c \"$2\"";
+        // `mkdir` (not -p) fails on anything already there by that name. One
+        // exec: the bundler's answer on stderr, then the bundle on stdout.
+        let script = format!(
+            "set -e; umask 077; mkdir \"$3\" \"$3/out\" \"$3/tmp\"; \
+             printf '%s\\n' \"$1\" | AR_CLONES=\"$4\" AR_OUT=\"$3/out\" AR_TMP=\"$3/tmp\" \"$0\" -c \"$2\" >&2; \
+             if [ -f \"$3/out/{JOB}.bundle\" ]; then exec cat \"$3/out/{JOB}.bundle\"; fi"
+        );
+        let bundle = self.scratch.join("work.bundle");
+        let mut sink = FileSink::create(&self.scratch, "work.bundle", MAX_BUNDLE)?;
         let said = self
             .exec(
                 instance,
                 vec![
                     SHELL.into(),
                     "-c".into(),
-                    script.into(),
+                    script,
                     SHELL.into(),
                     request,
                     copy::BUNDLER_SCRIPT.into(),
@@ -213,9 +219,10 @@ impl ExecCopy {
                     clones.into(),
                 ],
                 Vec::new(),
-                None,
+                Some(&mut sink),
             )
             .map_err(|e| format!("the bundler: {e}"))?;
+        sink.done()?;
         if said.lines().any(|l| l == NO_GIT) {
             let path = self.scratch.join("out.tar");
             let mut sink = FileSink::create(&self.scratch, "out.tar", MAX_BUNDLE)?;
@@ -251,28 +258,10 @@ impl ExecCopy {
         let (verdict, rest) = answer.split_once(' ').unwrap_or((answer, ""));
         match verdict {
             "unchanged" => Ok(Out::Unchanged),
-            "bundled" if landing::is_object_id(rest) => {
-                let path = self.scratch.join("work.bundle");
-                let mut sink = FileSink::create(&self.scratch, "work.bundle", MAX_BUNDLE)?;
-                self.exec(
-                    instance,
-                    vec![
-                        SHELL.into(),
-                        "-c".into(),
-                        format!("exec cat \"$1/out/{JOB}.bundle\""),
-                        SHELL.into(),
-                        dir,
-                    ],
-                    Vec::new(),
-                    Some(&mut sink),
-                )
-                .map_err(|e| format!("the bundle: {e}"))?;
-                sink.done()?;
-                Ok(Out::Bundle {
-                    path,
-                    commit: rest.to_string(),
-                })
-            }
+            "bundled" if landing::is_object_id(rest) => Ok(Out::Bundle {
+                path: bundle,
+                commit: rest.to_string(),
+            }),
             "failed" => Err(format!("the bundler: {rest}")),
             _ => Err(format!("the bundler answered {answer:?}")),
         }

@@ -134,9 +134,6 @@ impl Kubernetes {
             user: spec.as_user.then(agent_runner_core::sys::user_and_group),
         };
         let manifest = pod::pod(spec, &plan).map_err(|e| BackendError::Refused(e.to_string()))?;
-        if spec.network == Net::Isolated {
-            self.ensure_policy()?;
-        }
         self.kubectl.checked(
             &["create", "-f", "-"],
             manifest.to_string().as_bytes(),
@@ -296,6 +293,16 @@ impl PodStatus {
     }
 }
 
+/// What a thread of `start` returned, its panic an error naming `what`.
+fn joined<T>(
+    handle: std::thread::ScopedJoinHandle<'_, Result<T, BackendError>>,
+    what: &str,
+) -> Result<T, BackendError> {
+    handle
+        .join()
+        .unwrap_or_else(|_| Err(BackendError::Io(format!("{what}: its thread failed"))))
+}
+
 /// Seconds until the `Spec`'s expiry label, else the sweep's lifetime.
 fn expires_in(spec: &Spec) -> u64 {
     let now = SystemTime::now()
@@ -347,22 +354,37 @@ impl Backend for Kubernetes {
             .map_or((self.short, Interrupt::never()), |r| {
                 (r.within, r.interrupt)
             });
-        // A sandbox whose egress the policy closes: the cluster is proven to
-        // enforce it (`egress_probe.rs`), beside the Pod's own start.
-        let (name, running, verdict) = std::thread::scope(|scope| {
-            let probing = (spec.network == Net::Isolated)
-                .then(|| scope.spawn(|| self.egress_verdict(false, interrupt)));
+        if !spec.held {
+            return Err(BackendError::Io(
+                "a Pod that is not held is run with run_once".into(),
+            ));
+        }
+        // Beside the Pod's creation and start, neither waiting on the other: the
+        // namespace's policy (the main process waits behind its gate until it is
+        // there) and the proof that the cluster enforces it (`egress_probe.rs`).
+        let isolated = spec.network == Net::Isolated;
+        let (name, running, policy, verdict, held) = std::thread::scope(|scope| {
+            let policing = isolated.then(|| scope.spawn(|| self.ensure_policy()));
+            let probing = isolated.then(|| scope.spawn(|| self.egress_verdict(false, interrupt)));
             let created = self.create(&gated);
             let running = created
                 .as_ref()
                 .ok()
                 .map(|name| self.wait_for(name, &spec.image, false, within, interrupt));
-            let verdict = probing.map(|probing| {
-                probing.join().unwrap_or_else(|_| {
-                    Err(BackendError::Io("the egress probe's thread failed".into()))
-                })
-            });
-            (created, running, verdict)
+            // `kubectl attach` connects only to a running Pod.
+            let held = match (&created, &running) {
+                (Ok(name), Some(Ok(_))) => Some(process::spawn_held(&self.kubectl.command(&[
+                    "attach",
+                    "-i",
+                    name,
+                    "-c",
+                    pod::CONTAINER,
+                ]))),
+                _ => None,
+            };
+            let policy = policing.map(|h| joined(h, "the NetworkPolicy"));
+            let verdict = probing.map(|h| joined(h, "the egress probe"));
+            (created, running, policy, verdict, held)
         });
         let name = name?;
         let removal = |e: BackendError| {
@@ -370,31 +392,40 @@ impl Backend for Kubernetes {
             e
         };
         running.unwrap_or(Ok(String::new())).map_err(removal)?;
-        if let Some(verdict) = verdict {
-            let verdict = verdict.map_err(|e| {
-                removal(BackendError::Io(format!(
-                    "{}: whether it enforces egress could not be proven: {e}",
-                    self.kubectl.cluster
-                )))
-            })?;
-            if let Some(refusal) = verdict.refusal(&self.kubectl.cluster.to_string()) {
-                if !self.kubectl.cluster.egress_unenforced {
-                    return Err(removal(BackendError::Refused(refusal)));
-                }
-                log::warn!("{refusal} (accepted by the host's entry)");
+        let mut held = match held {
+            Some(Ok(held)) => held,
+            Some(Err(e)) => {
+                return Err(removal(BackendError::CliMissing(format!("kubectl: {e}"))));
             }
+            None => {
+                return Err(removal(BackendError::Io(
+                    "kubectl attach did not start".into(),
+                )));
+            }
+        };
+        let checked = policy.unwrap_or(Ok(())).and_then(|_| match verdict {
+            None => Ok(()),
+            Some(Err(e)) => Err(BackendError::Io(format!(
+                "{}: whether it enforces egress could not be proven: {e}",
+                self.kubectl.cluster
+            ))),
+            Some(Ok(verdict)) => match verdict.refusal(&self.kubectl.cluster.to_string()) {
+                Some(refusal) if !self.kubectl.cluster.egress_unenforced => {
+                    Err(BackendError::Refused(refusal))
+                }
+                Some(refusal) => {
+                    log::warn!("{refusal} (accepted by the host's entry)");
+                    Ok(())
+                }
+                None => Ok(()),
+            },
+        });
+        if let Err(e) = checked {
+            let _ = held.release(Duration::from_secs(2));
+            return Err(removal(e));
         }
-        if !spec.held {
-            return Err(removal(BackendError::Io(
-                "a Pod that is not held is run with run_once".into(),
-            )));
-        }
-        let attach = self
-            .kubectl
-            .command(&["attach", "-i", &name, "-c", pod::CONTAINER]);
-        let mut held = process::spawn_held(&attach)
-            .map_err(|e| removal(BackendError::CliMissing(format!("kubectl: {e}"))))?;
         if let Err(e) = held.send_line("go") {
+            let _ = held.release(Duration::from_secs(2));
             return Err(removal(BackendError::Io(format!("kubectl attach: {e}"))));
         }
         let ready = match &spec.ready {
@@ -470,6 +501,10 @@ impl Backend for Kubernetes {
                 "agent-runner-once-{}",
                 uuid::Uuid::new_v4().simple()
             ));
+        }
+        // Nothing holds this Pod's main process back: the policy first.
+        if spec.network == Net::Isolated {
+            self.ensure_policy()?;
         }
         let name = self.create(&spec)?;
         let ended = self.wait_for(&name, &spec.image, true, wall, interrupt);
