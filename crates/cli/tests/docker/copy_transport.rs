@@ -350,7 +350,8 @@ fn a_transport_of_another_name_is_an_input_error() {
 #[test]
 fn the_sweep_removes_the_volumes_of_dead_owners_only() {
     use agent_runner_core::owner::Owner;
-    use agent_runner_sandbox::backend::sweep::{owner_labels, sweep_orphans};
+    use agent_runner_sandbox::backend::sweep::owner_labels;
+    use agent_runner_sandbox::backend::sweep_orphans;
     let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .unwrap()
         .trim()

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use super::placement::Pool;
 use agent_runner_sandbox::backend::host::Target;
-use agent_runner_sandbox::backend::sweep::{Rule, sweep_host};
+use agent_runner_sandbox::backend::sweep::Rule;
+use agent_runner_sandbox::backend::sweep_host;
 
 /// The start's sweep of every healthy host, in turn.
 pub(crate) fn at_start(pool: &Pool) {

@@ -117,7 +117,10 @@ impl Pool {
                 .iter()
                 .map(|&i| {
                     let target = self.hosts[i].spec.target.clone();
-                    (i, scope.spawn(move || target.health()))
+                    (
+                        i,
+                        scope.spawn(move || agent_runner_sandbox::backend::health(&target)),
+                    )
                 })
                 .collect();
             handles

@@ -119,7 +119,8 @@ impl Target {
     /// None when the daemon answers `docker version` within `HEALTH`; else why not.
     pub fn health(&self) -> Option<String> {
         if let Target::Kubernetes(cluster) = self {
-            return super::kubernetes::Kubernetes::new(cluster.clone()).health();
+            // A cluster's health is its engine's (`backend::health`).
+            return Some(format!("{cluster} is a cluster, not a Docker daemon"));
         }
         match self.docker(
             &["version", "--format", "{{.Server.Version}}"],

@@ -87,13 +87,13 @@
 //! transport finishes. The pipeline's bundler and `doctor`'s probes start their
 //! containers through the same backend.
 //!
-//! What comes next fits these seams (SPEC §22):
-//! - Kubernetes (`kubernetes/`, built, not yet chosen for tasks): `start` renders
-//!   the `Spec` as a Pod (`kubernetes/pod.rs`) and holds `kubectl attach -i` as the
-//!   lifeline; `exec` is `kubectl exec -i` with the variables on stdin;
-//!   `sweep_orphans` lists Pods by label. It needs a copy transport that runs over
-//!   `kubectl exec` (the Pod's `emptyDir`s are gone with it) and the lifeline
-//!   carrier (no host path, no socket).
+//! Kubernetes (`kubernetes/`, SPEC §25) is the second engine: `start` renders the
+//! `Spec` as a Pod (`kubernetes/pod.rs`) and holds `kubectl attach -i` as the
+//! lifeline; `exec` is `kubectl exec -i` with the variables on stdin;
+//! `sweep_orphans` lists Pods by label. Its sandboxes keep no volume of ours
+//! (`Backend::files_by_exec`), so its transport is `exec_copy.rs`: the repository
+//! in by an exec once the sandbox runs (`Transport::started`), the work out by an
+//! exec before it goes (`Transport::before_removal`); its carrier the lifeline.
 
 mod bind;
 mod bundle_out;
@@ -145,7 +145,7 @@ pub use docker_cli::Output;
 pub use error::BackendError;
 pub(crate) use exec_copy::ExecCopy;
 pub use lifeline::Lifeline;
-pub use open::{aim, open, open_at};
+pub use open::{aim, aimed, health, open, open_at, sweep_host, sweep_orphans};
 pub use quiet::Quiet;
 pub use socket::SocketLink;
 pub use spec::{Confinement, Exec, Main, Mount, Net, Ready, Spec, Tmpfs, Var, Volume};

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::host::Target;
 use super::kubernetes::Kubernetes;
+use super::sweep::Rule;
 use super::{Backend, Docker};
 
 /// The backend of the sandboxes of this process: of the host `aim` set
@@ -37,6 +38,34 @@ pub fn open_at(target: Option<&Target>) -> Arc<dyn Backend> {
                     .with_schedule_timeout(schedule),
             )
         }
+    }
+}
+
+/// The target `aim` set, if any.
+pub fn aimed() -> Option<&'static Target> {
+    super::docker_cli::aimed()
+}
+
+/// None when the engine of `target` answers its health check within 5 s (SPEC
+/// §22: `docker version`, or `kubectl version` for a cluster); else why not.
+pub fn health(target: &Target) -> Option<String> {
+    match target {
+        Target::Kubernetes(cluster) => Kubernetes::new(cluster.clone()).health(),
+        _ => target.health(),
+    }
+}
+
+/// Removes orphaned sandboxes of this process's engine; their names.
+pub fn sweep_orphans() -> Vec<String> {
+    open().sweep_orphans()
+}
+
+/// Removes what `rule` takes of the sandboxes on `target` (the orchestrator's
+/// sweep of its hosts): a Docker host's containers and volumes, a cluster's Pods.
+pub fn sweep_host(target: &Target, rule: Rule) -> Vec<String> {
+    match target {
+        Target::Kubernetes(cluster) => Kubernetes::new(cluster.clone()).sweep(rule),
+        _ => super::sweep::sweep_host(target, rule),
     }
 }
 

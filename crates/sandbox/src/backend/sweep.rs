@@ -57,11 +57,6 @@ pub enum Rule {
     WhileRunning,
 }
 
-/// Removes orphaned sandboxes of this process's engine (`open`); their names.
-pub fn sweep_orphans() -> Vec<String> {
-    super::open().sweep_orphans()
-}
-
 /// Removes the local daemon's orphaned containers, then volumes, each docker call
 /// within `deadline`: their names (`volume <name>` for a volume). The listing is
 /// `ps -q` then `inspect` with `index .Config.Labels`, formats podman understands

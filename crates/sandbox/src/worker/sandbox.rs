@@ -1335,7 +1335,7 @@ fn transport(backend: &Arc<dyn Backend>, config: &SandboxConfig) -> (Box<dyn Tra
 /// SPEC §22): a resumed run must go to that daemon.
 pub fn session_host(worker: &WorkerSettings) -> Option<Endpoint> {
     // A cluster keeps no session of the worker's (SPEC §25).
-    if crate::backend::docker_cli::aimed().is_some_and(|t| t.cluster().is_some()) {
+    if crate::backend::aimed().is_some_and(|t| t.cluster().is_some()) {
         return None;
     }
     let endpoint = Endpoint::current(Duration::from_secs(10)).ok()?;

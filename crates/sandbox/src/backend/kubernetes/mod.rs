@@ -109,6 +109,30 @@ impl Kubernetes {
         }
     }
 
+    /// Whether the egress proof `verdict` (None: none was asked) lets a sandbox
+    /// start: a cluster that does not enforce the policy is refused unless its
+    /// entry accepts it (then said in the log).
+    fn egress_allowed(
+        &self,
+        verdict: Option<Result<egress_probe::Verdict, BackendError>>,
+    ) -> Result<(), BackendError> {
+        let cluster = &self.kubectl.cluster;
+        match verdict {
+            None => Ok(()),
+            Some(Err(e)) => Err(BackendError::Io(format!(
+                "{cluster}: whether it enforces egress could not be proven: {e}"
+            ))),
+            Some(Ok(verdict)) => match verdict.refusal(&cluster.to_string()) {
+                Some(refusal) if !cluster.egress_unenforced => Err(BackendError::Refused(refusal)),
+                Some(refusal) => {
+                    log::warn!("{refusal} (accepted by the host's entry)");
+                    Ok(())
+                }
+                None => Ok(()),
+            },
+        }
+    }
+
     /// The namespace's NetworkPolicy for sandboxes, applied once per process.
     fn ensure_policy(&self) -> Result<(), BackendError> {
         self.policy
@@ -293,6 +317,65 @@ impl PodStatus {
     }
 }
 
+/// `spec` with its main process behind a gate: nothing the main process says may
+/// come before the lifeline listens (`kubectl attach` hears only what comes
+/// after it connects), so it waits for our first line, then becomes the main
+/// process (its PID). Run by `shell`.
+fn gated(spec: &Spec, shell: &str) -> Spec {
+    let mut gated = spec.clone();
+    if spec.held {
+        let mut args = vec![
+            "-c".to_string(),
+            "IFS= read -r go || exit 1; exec \"$0\" \"$@\"".to_string(),
+            spec.main.entrypoint.clone(),
+        ];
+        args.extend(spec.main.args.iter().cloned());
+        gated.main.entrypoint = shell.to_string();
+        gated.main.args = args;
+    }
+    gated
+}
+
+/// The ready line of the Pod `name`'s main process and, with `Spec::stream`, the
+/// lifeline's stream, read from `held` (`kubectl attach`).
+fn attached(
+    held: &mut Held,
+    spec: &Spec,
+    name: &str,
+) -> Result<(String, Option<Stream>), BackendError> {
+    let ready = match &spec.ready {
+        None => String::new(),
+        Some(ready) => held
+            .read_line(ready.prefix, ready.within, ready.interrupt)
+            .map_err(|wait| match wait {
+                HeldWait::Interrupted => BackendError::Interrupted,
+                HeldWait::TimedOut => BackendError::Failed {
+                    command: format!("kubectl attach {name}"),
+                    detail: format!(
+                        "the Pod's main process was not ready within {}",
+                        human(ready.within)
+                    ),
+                },
+                HeldWait::Ended(stderr) => BackendError::Failed {
+                    command: format!("kubectl attach {name}"),
+                    detail: super::docker_cli::last_lines(&stderr, 3),
+                },
+            })?,
+    };
+    let stream = match spec.stream.then(|| held.take_stream()).flatten() {
+        None => None,
+        Some((input, up)) => {
+            let down =
+                Down::spawn(input).map_err(|e| BackendError::Io(format!("lifeline: {e}")))?;
+            Some(Stream {
+                up: Box::new(up),
+                down,
+            })
+        }
+    };
+    Ok((ready, stream))
+}
+
 /// What a thread of `start` returned, its panic an error naming `what`.
 fn joined<T>(
     handle: std::thread::ScopedJoinHandle<'_, Result<T, BackendError>>,
@@ -333,21 +416,8 @@ fn shell_of(spec: &Spec) -> String {
 
 impl Backend for Kubernetes {
     fn start(&self, spec: &Spec) -> Result<Started, BackendError> {
-        let mut gated = spec.clone();
         let shell = shell_of(spec);
-        if spec.held {
-            // Nothing the main process says may come before the lifeline listens
-            // (`kubectl attach` hears only what comes after it connects): it
-            // waits for our first line, then becomes the main process (its PID).
-            let mut args = vec![
-                "-c".to_string(),
-                "IFS= read -r go || exit 1; exec \"$0\" \"$@\"".to_string(),
-                spec.main.entrypoint.clone(),
-            ];
-            args.extend(spec.main.args.iter().cloned());
-            gated.main.entrypoint = shell.clone();
-            gated.main.args = args;
-        }
+        let gated = gated(spec, &shell);
         let (within, interrupt) = spec
             .ready
             .as_ref()
@@ -403,23 +473,9 @@ impl Backend for Kubernetes {
                 )));
             }
         };
-        let checked = policy.unwrap_or(Ok(())).and_then(|_| match verdict {
-            None => Ok(()),
-            Some(Err(e)) => Err(BackendError::Io(format!(
-                "{}: whether it enforces egress could not be proven: {e}",
-                self.kubectl.cluster
-            ))),
-            Some(Ok(verdict)) => match verdict.refusal(&self.kubectl.cluster.to_string()) {
-                Some(refusal) if !self.kubectl.cluster.egress_unenforced => {
-                    Err(BackendError::Refused(refusal))
-                }
-                Some(refusal) => {
-                    log::warn!("{refusal} (accepted by the host's entry)");
-                    Ok(())
-                }
-                None => Ok(()),
-            },
-        });
+        let checked = policy
+            .unwrap_or(Ok(()))
+            .and_then(|()| self.egress_allowed(verdict));
         if let Err(e) = checked {
             let _ = held.release(Duration::from_secs(2));
             return Err(removal(e));
@@ -428,41 +484,12 @@ impl Backend for Kubernetes {
             let _ = held.release(Duration::from_secs(2));
             return Err(removal(BackendError::Io(format!("kubectl attach: {e}"))));
         }
-        let ready = match &spec.ready {
-            None => String::new(),
-            Some(ready) => match held.read_line(ready.prefix, ready.within, ready.interrupt) {
-                Ok(line) => line,
-                Err(wait) => {
-                    let _ = held.release(Duration::from_secs(2));
-                    return Err(removal(match wait {
-                        HeldWait::Interrupted => BackendError::Interrupted,
-                        HeldWait::TimedOut => BackendError::Failed {
-                            command: format!("kubectl attach {name}"),
-                            detail: format!(
-                                "the Pod's main process was not ready within {}",
-                                human(ready.within)
-                            ),
-                        },
-                        HeldWait::Ended(stderr) => BackendError::Failed {
-                            command: format!("kubectl attach {name}"),
-                            detail: super::docker_cli::last_lines(&stderr, 3),
-                        },
-                    }));
-                }
-            },
-        };
-        let stream = match spec.stream.then(|| held.take_stream()).flatten() {
-            None => None,
-            Some((input, up)) => match Down::spawn(input) {
-                Ok(down) => Some(Stream {
-                    up: Box::new(up),
-                    down,
-                }),
-                Err(e) => {
-                    let _ = held.release(Duration::from_secs(2));
-                    return Err(removal(BackendError::Io(format!("lifeline: {e}"))));
-                }
-            },
+        let (ready, stream) = match attached(&mut held, spec, &name) {
+            Ok(attached) => attached,
+            Err(e) => {
+                let _ = held.release(Duration::from_secs(2));
+                return Err(removal(e));
+            }
         };
         Ok(Started {
             instance: Box::new(Pod {
