@@ -357,3 +357,108 @@ fn hosts_check_and_doctor_prove_the_clusters_rights_and_egress_enforcement() {
         .count();
     assert_eq!(kept, 1);
 }
+
+/// Unpauses the node when the test ends, passed or not, and waits for its API.
+struct Unpause(&'static str);
+
+impl Drop for Unpause {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker")
+            .args(["unpause", self.0])
+            .status();
+        let until = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < until && !kubectl(&["get", "namespace", "default"]).0 {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+/// SPEC §25 "Faults": the cluster stops answering while the worker runs there; the
+/// attempt fails `host lost: …` within seconds (not at the run's limit), nothing of
+/// it lands, and its job runs again on the other host.
+#[test]
+#[ignore = "needs the Kubernetes test cluster: make test-cluster"]
+fn a_cluster_lost_mid_run_fails_the_attempt_and_its_job_runs_again_elsewhere() {
+    use support::pipeline::{BUILDER_REPLY, Pipeline, read};
+    needs!(Cluster);
+    let _cluster = support::cluster::alone();
+    product_tools_image();
+    let (env, target) = runner_env();
+    let p = Pipeline::new("k8s-lost", true);
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: working\n@sleep: 300"),
+        // The job again, on the Docker host.
+        plan(&["AC-1"]),
+        run_worker("@run: echo ok > out.txt\n@say: done"),
+        assess(&["AC-1"], "out.txt says ok"),
+    ]);
+    p.scratch.file("builder.yaml", BUILDER_REPLY);
+    p.init_with(
+        "defaults.yaml",
+        &format!(
+            "builder: {{kind: scripted, script: builder.yaml}}\nrequire_test: false\nrunner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{}\", network: none, agent_from: image}}\n",
+            server.url,
+            support::docker::TEST_IMAGE
+        ),
+    );
+    let id = support::pipeline::task_id("k8s-lost");
+    p.new_task(&id, "Make out.txt say ok");
+    let job = p.run_tasks(&[&id]).remove(0);
+    // The cluster has more free slots: the first attempt goes there.
+    let (cluster, local) = (
+        format!("k8s={target}:2"),
+        "local=unix:///var/run/docker.sock:1".to_string(),
+    );
+    let mut run = p
+        .orchestrate_once(&["--host", &cluster, "--host", &local])
+        .env("OPENAI_API_KEY", KEY)
+        .env("AGENT_RUNNER_META_BACKOFF_MS", "10");
+    for (name, value) in &env {
+        run = run.env(name, value);
+    }
+    let child = run.start();
+    let log = p
+        .ws()
+        .join("clones")
+        .join(&job)
+        .join(format!(".agent-runner/logs/{id}/run-1.log"));
+    wait_for(Duration::from_secs(120), || {
+        read(&log).contains("working")
+    });
+    let node = "agent-runner-test-k8s-node";
+    assert!(
+        std::process::Command::new("docker")
+            .args(["pause", node])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let paused = Instant::now();
+    let unpause = Unpause(node);
+    let out = child.finish();
+    drop(unpause);
+    // One of its attempts failed: the orchestrator says so in its exit code.
+    out.code(1);
+    let attempts = p.attempts(&id);
+    assert_eq!(attempts.len(), 2, "{attempts:?}\n{}", out.stderr);
+    let lost = &attempts[0];
+    assert_eq!(lost["host"], "k8s");
+    assert_eq!(lost["status"], "failed");
+    let error = lost["error"].as_str().unwrap();
+    assert!(error.starts_with("host lost: k8s: "), "{error}");
+    assert!(lost["branch"].is_null(), "nothing of a lost attempt lands: {lost}");
+    assert_eq!(
+        (attempts[1]["host"].as_str(), attempts[1]["status"].as_str()),
+        (Some("local"), Some("succeeded")),
+        "{}",
+        out.stderr
+    );
+    // Found by the exec's watch, not at the run's limit (30 min).
+    assert!(
+        paused.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        paused.elapsed()
+    );
+    assert_no_container(&id);
+}

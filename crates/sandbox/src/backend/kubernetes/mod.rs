@@ -53,6 +53,8 @@ pub use kubectl::Kubectl;
 
 /// The health check of a cluster: the Pod's status within this (SPEC §22).
 const HEALTH: Duration = Duration::from_secs(5);
+/// How often a running exec's Pod is checked (SPEC §22: as a remote daemon's).
+const WATCH_EVERY: Duration = Duration::from_secs(10);
 /// How often a starting Pod's status is read.
 const POLL: Duration = Duration::from_millis(250);
 
@@ -757,6 +759,27 @@ impl Kubernetes {
     }
 }
 
+/// Whether the Pod `name` is lost (no status within 5 s, evicted, its node lost):
+/// the message, remembered in `slot`.
+fn lost_pod(
+    backend: &Kubernetes,
+    name: &str,
+    slot: &std::sync::Mutex<Option<String>>,
+) -> Option<String> {
+    let mut lost = slot.lock().unwrap_or_else(|e| e.into_inner());
+    if lost.is_none() {
+        let message = match backend.status(name) {
+            Ok(status) => status
+                .lost()
+                .map(|why| format!("host lost: {}: {why}", backend.kubectl.cluster))?,
+            Err(BackendError::Io(message)) if message.starts_with("host lost: ") => message,
+            Err(_) => return None,
+        };
+        *lost = Some(message);
+    }
+    lost.clone()
+}
+
 /// A running sandbox Pod.
 struct Pod {
     name: String,
@@ -808,8 +831,48 @@ impl Instance for Pod {
         ];
         args.extend(exec.command);
         let invocation = self.backend.kubectl.command(&args).stdin(stdin);
-        process::run(&invocation, limits, capture, stop)
-            .map_err(|e| BackendError::CliMissing(format!("kubectl: {e}")))
+        // An exec waits on the cluster: while it runs, the Pod's status is read
+        // every `WATCH_EVERY`; unanswered within 5 s, or the Pod evicted or its
+        // node lost, the host is lost and the exec ends now, not at its limit.
+        let watch = Interrupt::manual();
+        if limits.interrupt.is_set() {
+            watch.trigger();
+        }
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let watched = Limits {
+            interrupt: watch,
+            ..*limits
+        };
+        let (backend, name, slot) = (&self.backend, &self.name, &self.lost);
+        let ran = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let mut next = Instant::now() + WATCH_EVERY;
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    if limits.interrupt.is_set() {
+                        watch.trigger();
+                        return;
+                    }
+                    if Instant::now() >= next {
+                        if lost_pod(backend, name, slot).is_some() {
+                            watch.trigger();
+                            return;
+                        }
+                        next = Instant::now() + WATCH_EVERY;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            });
+            let ran = process::run(&invocation, &watched, capture, stop);
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            ran
+        });
+        let lost = self.lost.lock().ok().and_then(|lost| lost.clone());
+        match (ran, lost) {
+            (_, Some(lost)) if !limits.interrupt.is_set() => {
+                Err(BackendError::EngineUnreachable(lost))
+            }
+            (ran, _) => ran.map_err(|e| BackendError::CliMissing(format!("kubectl: {e}"))),
+        }
     }
 
     fn is_alive(&mut self) -> bool {
@@ -824,18 +887,7 @@ impl Instance for Pod {
     }
 
     fn lost(&self) -> Option<BackendError> {
-        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
-        if lost.is_none() {
-            let message = match self.backend.status(&self.name) {
-                Ok(status) => status
-                    .lost()
-                    .map(|why| format!("host lost: {}: {why}", self.backend.kubectl.cluster))?,
-                Err(BackendError::Io(message)) if message.starts_with("host lost: ") => message,
-                Err(_) => return None,
-            };
-            *lost = Some(message);
-        }
-        lost.clone().map(BackendError::Io)
+        lost_pod(&self.backend, &self.name, &self.lost).map(BackendError::Io)
     }
 
     fn diagnose(&mut self, _image: &str, stderr: &str) -> BackendError {
