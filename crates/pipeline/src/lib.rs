@@ -8,19 +8,23 @@
 //! A task goes: `store` (a workspace, its task files: `task new`, a plan) →
 //! `queue` (`task run` or the web view's Run button writes a job; a task's status is
 //! its lines joined with its job) → `orchestrator` (claim the job, build the
-//! TaskConfig with the `builder`, run the runner as a child, record the attempt) →
-//! `clones` (an isolated attempt's clone, and its branch brought back through the
-//! bundler). `deliver` pushes a verified attempt's branch and opens its pull request, `notify`
-//! tells webhooks and commands that an attempt ended (SPEC §23). `eval` runs a suite
-//! of cases as tasks through the orchestrator and grades them (SPEC §26). `watch` follows an attempt's events and stops it; `plan` edits many
-//! tasks at once (Meta decompose and plan_patch) and `web` shows and drives it all.
-//! Each folder's `mod.rs` has its own map; each layer uses only those before it
-//! (`store` ← `queue` ← `orchestrator`, `clones` ← `watch`; `plan` and `web` on
-//! top), which crates/cli/tests/architecture.rs checks (no import circles).
+//! TaskConfig with the `builder`, run the runner as a child) → `clones` (an isolated
+//! attempt's clone, and its branch brought back through the bundler) → `ended`, the
+//! one way an ended attempt goes on, from the orchestrator, its recovery or `task
+//! stop`: `deliver` pushes a verified attempt's branch and opens its pull request,
+//! the attempt is recorded, a best of N group judged, and `notify` tells webhooks
+//! and commands that it ended (SPEC §23). `eval` runs a suite of cases as tasks
+//! through the orchestrator and grades them (SPEC §26). `watch` follows an attempt's
+//! events and stops it; `plan` edits many tasks at once (Meta decompose and
+//! plan_patch) and `web` shows and drives it all. Each folder's `mod.rs` has its own
+//! map; each layer uses only those before it (`store` ← `queue` ← `ended` ←
+//! `orchestrator`, `clones` ← `watch`; `plan` and `web` on top), which
+//! crates/cli/tests/architecture.rs checks (no import circles).
 
 pub(crate) mod builder;
 pub(crate) mod clones;
 pub mod deliver;
+pub(crate) mod ended;
 pub(crate) mod error;
 pub mod eval;
 pub(crate) mod notify;

@@ -507,6 +507,32 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     let Some(summary) = ctx.teardown.as_ref().and_then(|t| t.egress.as_ref()) else {
         return writeln!(out, "Counted when the sandbox is gone.");
     };
+    let denied = egress_tally(out, summary, worker.kind.name())?;
+    egress_wanted(out, ctx, entries, &denied)?;
+    if summary.log_truncated {
+        writeln!(
+            out,
+            "\nThe log reached its bound ({}) and stops there; the counts above are complete.",
+            agent_runner_core::text::bytes(agent_runner_egress::MAX_LOG_BYTES)
+        )?;
+    }
+    if let Some(e) = &summary.log_error {
+        writeln!(
+            out,
+            "\nThe log could not be written completely: {}",
+            inline(e)
+        )?;
+    }
+    Ok(())
+}
+
+/// The connections the proxy let through and those it refused, each destination
+/// with how to allow it; the refused ones.
+fn egress_tally<'a>(
+    out: &mut String,
+    summary: &'a agent_runner_egress::Summary,
+    kind: &str,
+) -> Result<Vec<&'a agent_runner_egress::Tally>, std::fmt::Error> {
     let (allowed, denied): (Vec<_>, Vec<_>) = summary.destinations.iter().partition(|t| t.allowed);
     writeln!(out, "Allowed: {} connection(s).", summary.allowed)?;
     for t in &allowed {
@@ -531,7 +557,7 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             // Not needed: suggesting it would open a way out for nothing.
             Some(_) if t.background => format!(
                 "; {}'s own background request (an update check or feature flags): refusing it fails nothing",
-                worker.kind.name()
+                kind
             ),
             Some(e) => format!("; to allow it, add {} to {}", code_span(e), inline(list)),
             None => String::new(),
@@ -555,6 +581,17 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             summary.untallied
         )?;
     }
+    Ok(denied)
+}
+
+/// The allow lists that would have let through what the task was refused, for the
+/// worker and for its setup.
+fn egress_wanted(
+    out: &mut String,
+    ctx: &TaskContext,
+    entries: Vec<String>,
+    denied: &[&agent_runner_egress::Tally],
+) -> std::fmt::Result {
     // What the task needed, by the list it goes in: not the agent's background
     // requests; setup's denials in setup's list (task.setup.allow).
     let needed = |list: &str| -> Vec<&String> {
@@ -575,7 +612,7 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             wanted.push(entry.clone());
         }
     }
-    if wanted.len() > worker.allow.rules.len() {
+    if wanted.len() > ctx.task.worker.allow.rules.len() {
         let quoted: Vec<String> = wanted.iter().map(|e| format!("\"{e}\"")).collect();
         write!(
             out,
@@ -601,20 +638,6 @@ fn egress(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
             out,
             "\nTo allow what setup was denied (setup only, not the worker), set in the task's task.setup:\n\n{}",
             fence("yaml", &format!("allow: [{}]\n", quoted.join(", ")))
-        )?;
-    }
-    if summary.log_truncated {
-        writeln!(
-            out,
-            "\nThe log reached its bound ({}) and stops there; the counts above are complete.",
-            agent_runner_core::text::bytes(agent_runner_egress::MAX_LOG_BYTES)
-        )?;
-    }
-    if let Some(e) = &summary.log_error {
-        writeln!(
-            out,
-            "\nThe log could not be written completely: {}",
-            inline(e)
         )?;
     }
     Ok(())

@@ -215,32 +215,7 @@ fn execute(
     ctx.events = events;
     ctx.session_host = session_host;
     if let Some(saved) = &saved {
-        let mut resumed = saved.resumed(&private, &ctx.task.note_name());
-        resumed.message = message;
-        // After COMPLETE the session is gone (removed below): the worker starts
-        // afresh with the history and the message.
-        let completed = saved.state == TaskState::Complete;
-        log::info!(
-            "resuming task {} after {} loop(s); the run before ended {}",
-            ctx.task.id,
-            resumed.loops,
-            resumed.previous
-        );
-        sandbox.continue_from(Continuation {
-            session: resumed
-                .worker_session
-                .as_ref()
-                .filter(|s| s.kind == ctx.task.worker.kind.name() && !completed)
-                .map(|s| s.id.clone()),
-            history: crate::resume::for_worker(&resumed, HISTORY_FOR_WORKER),
-            message: resumed.message.clone(),
-        });
-        restore(&mut ctx, saved);
-        if completed {
-            // The same criteria, to be met again with the message (SPEC §23).
-            ctx.criteria.iter_mut().for_each(|c| c.passed = false);
-        }
-        ctx.resumed = Some(resumed);
+        go_on_from(&mut ctx, &mut sandbox, saved, &private, message);
     }
     let start = if ctx.resumed.is_some() {
         "resumed"
@@ -268,6 +243,43 @@ fn execute(
     }
     let note = checkpoint.note();
     Ok(Ran { ctx, note })
+}
+
+/// A resumed run goes on from `saved`: the worker's session (unless the task was
+/// complete), its history and the user's `message`, and the context as it was.
+fn go_on_from(
+    ctx: &mut TaskContext,
+    sandbox: &mut ContainerSandbox,
+    saved: &State,
+    private: &Dir,
+    message: Option<String>,
+) {
+    let mut resumed = saved.resumed(private, &ctx.task.note_name());
+    resumed.message = message;
+    // After COMPLETE the session is gone (removed as that run ended): the worker starts
+    // afresh with the history and the message.
+    let completed = saved.state == TaskState::Complete;
+    log::info!(
+        "resuming task {} after {} loop(s); the run before ended {}",
+        ctx.task.id,
+        resumed.loops,
+        resumed.previous
+    );
+    sandbox.continue_from(Continuation {
+        session: resumed
+            .worker_session
+            .as_ref()
+            .filter(|s| s.kind == ctx.task.worker.kind.name() && !completed)
+            .map(|s| s.id.clone()),
+        history: crate::resume::for_worker(&resumed, HISTORY_FOR_WORKER),
+        message: resumed.message.clone(),
+    });
+    restore(ctx, saved);
+    if completed {
+        // The same criteria, to be met again with the message (SPEC §23).
+        ctx.criteria.iter_mut().for_each(|c| c.passed = false);
+    }
+    ctx.resumed = Some(resumed);
 }
 
 /// Meta as the log names it.

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use serde_json::value::RawValue;
 
 use super::child;
-use super::recording;
 use super::task_config::{self, Invariants};
 use super::test_choice;
 use crate::Workspace;
@@ -18,10 +17,10 @@ use crate::clones::background::Background;
 use crate::clones::bundler::Bundlers;
 use crate::clones::spare::Spares;
 use crate::clones::{self, AttemptClone};
+use crate::ended::{self, Tell};
 use crate::queue::jobs;
 use crate::queue::status::TaskStatus;
 use crate::store::attempt_files::KEPT_DIR_NAME;
-use crate::store::id;
 use crate::store::pinned_test::{NO_TEST, TestSource};
 use crate::store::task_file::{Attempt, AttemptStatus, TaskView};
 use crate::store::task_store::TaskStore;
@@ -179,18 +178,9 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
     });
     let (usage, budget) = spent(ran.result.as_deref());
     let mut attempt = Attempt {
-        attempt_id: id::new_attempt_id(),
-        job_id: job_id.clone(),
-        task_id: task.id.clone(),
-        status: ran.status,
-        started_at: started.to_string(),
-        finished_at: Timestamp::now().to_string(),
-        duration_ms: clock.elapsed().as_millis() as u64,
         error: ran.error,
         result: ran.result,
-        task_config: config_path.display().to_string(),
         branch: ran.branch,
-        log_dir: log_dir.display().to_string(),
         resumed_from: claimed.resume_from.clone(),
         clone_job: claimed.clone_job.clone(),
         test_source: ran.test_source,
@@ -201,91 +191,86 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
         usage,
         budget,
         builder_usage,
-        delivery: None,
         try_of: claimed.try_of.clone(),
-        tries: None,
         message: claimed.message.clone(),
         host: claimed.host.as_ref().map(|h| h.name.clone()),
+        ..Attempt::ended(
+            job_id,
+            &task.id,
+            ran.status,
+            started.to_string(),
+            clock.elapsed().as_millis() as u64,
+            &log_dir,
+        )
     };
-    // Delivered before it is recorded, so the attempt line says where it went.
-    // A verified attempt without a branch (run in place) gets its refusal recorded.
-    // A try is not: only its group's winner is, once judged.
-    if attempt.is_verified() && claimed.try_of.is_none() {
-        let clock = Instant::now();
-        attempt.delivery = crate::deliver::deliver(ws, &task.title, &attempt, setup.interrupt);
-        if let Some(delivery) = &attempt.delivery {
-            let describe = delivery.describe();
-            if delivery.is_done() {
-                log::info!("job {job_id}: {describe} in {}", human(clock.elapsed()));
-            } else {
-                log::warn!(
-                    "job {job_id}: {describe}; retry with `agent-runner task deliver {}`",
-                    task.id
-                );
-            }
-        }
-    }
-    let status = attempt.status.as_str();
-    let reason = attempt
-        .error
-        .as_deref()
-        .map_or(String::new(), |e| format!(": {}", cut(&one_line(e), 300)));
-    let spend = spend_line(&attempt);
     let requeue = lost.map(|host| Requeue {
         job_id: job_id.clone(),
         task_id: task.id.clone(),
         host: host.name.clone(),
         before: claimed.lost_host.clone(),
     });
-    let spent = |status| Finished {
+    let status = settle(setup, &claimed, &mut attempt, clock);
+    Finished {
         status,
         tokens: attempt.total_tokens(),
         cost_usd: attempt.cost_usd(),
         lost_host: lost.map(|h| h.index),
-        requeue: requeue.clone(),
-    };
-    let recorded = recording::record(ws, &attempt);
-    match recorded {
-        Ok(path) => {
-            // Recorded: recovery has nothing to put back.
-            clones::forget(&log_dir);
-            if let Some(try_of) = &claimed.try_of {
+        requeue,
+    }
+}
+
+/// The ended `attempt` through `ended::settle`, its outcome logged; the status it
+/// counts as, failed when it could not be recorded (whatever the runner said:
+/// nobody can see it succeeded).
+fn settle(
+    setup: &Setup,
+    claimed: &Claimed,
+    attempt: &mut Attempt,
+    clock: Instant,
+) -> AttemptStatus {
+    let (job_id, task) = (&claimed.job_id, &claimed.task.record);
+    let status = attempt.status.as_str();
+    let reason = attempt
+        .error
+        .as_deref()
+        .map_or(String::new(), |e| format!(": {}", cut(&one_line(e), 300)));
+    let settled = ended::settle(
+        &setup.ws,
+        &task.title,
+        attempt,
+        Tell::Now,
+        setup.interrupt,
+        |attempt, path| {
+            let spend = spend_line(attempt);
+            let took = human(clock.elapsed());
+            if let Some(try_of) = &attempt.try_of {
                 log::info!(
-                    "job {job_id}: finished try {} of {} of task {}: {status} in {}{spend}{reason}",
+                    "job {job_id}: finished try {} of {} of task {}: {status} in {took}{spend}{reason}",
                     try_of.k,
                     try_of.n,
                     task.id,
-                    human(clock.elapsed()),
                 );
-                // A failed try fails nothing by itself: the judged line says.
-                let judged = super::judgement::after_try(ws, &task.id, try_of, setup.interrupt);
-                return spent(judged.unwrap_or(AttemptStatus::Succeeded));
+                return;
             }
-            crate::notify::attempt_ended(
-                &ws.defaults.notify,
-                &task.title,
-                &attempt,
-                &log_dir,
-                setup.interrupt,
-            );
             let on = attempt
                 .host
                 .as_deref()
                 .map_or(String::new(), |h| format!(" on host {h}"));
             log::info!(
-                "job {job_id}: finished task {}{on}: {status} in {}{spend}{reason}; result {}",
+                "job {job_id}: finished task {}{on}: {status} in {took}{spend}{reason}; result {}",
                 task.id,
-                human(clock.elapsed()),
                 path.display()
             );
-            spent(attempt.status)
-        }
+        },
+    );
+    match settled {
+        Ok(status) => status,
         Err(e) => {
             log::error!(
                 "job {job_id}: finished task {}: {status}{reason}; but cannot record it: {e}",
                 task.id
             );
-            spent(AttemptStatus::Failed)
+            AttemptStatus::Failed
         }
     }
 }
@@ -739,49 +724,10 @@ fn run_and_bring_back(
     let job_id = &claimed.job_id;
     let log_dir = &ws.job_log_dir(job_id);
     let task = &claimed.task.record;
-    log::info!(
-        "job {job_id}: started agent-runner for task {} in {}",
-        task.id,
-        run_dir.display()
-    );
     let stderr_log = log_dir.join("runner.stderr.log");
-    if jobs::stop_requested(ws, job_id) {
-        return failed(jobs::STOPPED_BY_USER.into());
-    }
-    // The runner is named in the job's owner file for `task stop`; a stop asked for
-    // before that was written is acted on here (`task stop` found no runner).
-    let mut started = |pid: u32| {
-        if let Some((mut claimant, _)) = jobs::read_owner(ws, job_id) {
-            claimant.runner = Some(Owner::child(pid));
-            if let Err(e) = jobs::write_owner(ws, job_id, &claimant) {
-                log::warn!("job {job_id}: {e}; `task stop` cannot find its runner");
-            }
-        }
-        if jobs::stop_requested(ws, job_id) {
-            agent_runner_core::sys::signal_process(pid, agent_runner_core::sys::Signal::Term);
-        }
-    };
-    // The runner runs in its log directory, which no worker can reach: never in the
-    // repository or clone (`run_dir`), where a worker could plant what it looks up.
-    // A restart runs afresh where the attempt it goes on from ran; only a resume
-    // carries a follow-up message to the runner.
-    let resume = claimed.resume_from.is_some() && !claimed.restart;
-    let child = child::run(
-        &setup.exe,
-        yaml,
-        log_dir,
-        &stderr_log,
-        setup.interrupt,
-        resume,
-        claimed.message.as_deref().filter(|_| resume),
-        &ws.root_dir,
-        claimed.host.as_ref().map(|h| &h.target),
-        &mut started,
-    );
-    place.free();
-    let child = match child {
+    let child = match run_runner(setup, claimed, yaml, run_dir, &stderr_log, place) {
         Ok(child) => child,
-        Err(e) => return failed(format!("cannot start agent-runner: {e}")),
+        Err(ran) => return ran,
     };
     if stopped_by_user(jobs::stop_requested(ws, job_id), &child) {
         return Ran {
@@ -843,11 +789,82 @@ fn run_and_bring_back(
         return ran;
     }
 
-    // Bring the branch back.
-    let Some(clone) = clone else { return ran };
+    if let Some(clone) = clone {
+        bring_back(setup, job_id, &clone, worker, log_dir, &mut ran);
+    }
+    ran
+}
+
+/// Starts the runner child in the job's log directory and waits for it; its place
+/// is given back once it ended. A stop asked for before it started fails it here.
+fn run_runner(
+    setup: &Setup,
+    claimed: &Claimed,
+    yaml: &str,
+    run_dir: &Path,
+    stderr_log: &Path,
+    place: &mut Place,
+) -> Result<child::ChildRun, Ran> {
+    let ws = &setup.ws;
+    let job_id = &claimed.job_id;
+    let log_dir = &ws.job_log_dir(job_id);
+    let task = &claimed.task.record;
+    log::info!(
+        "job {job_id}: started agent-runner for task {} in {}",
+        task.id,
+        run_dir.display()
+    );
+    if jobs::stop_requested(ws, job_id) {
+        return Err(failed(jobs::STOPPED_BY_USER.into()));
+    }
+    // The runner is named in the job's owner file for `task stop`; a stop asked for
+    // before that was written is acted on here (`task stop` found no runner).
+    let mut started = |pid: u32| {
+        if let Some((mut claimant, _)) = jobs::read_owner(ws, job_id) {
+            claimant.runner = Some(Owner::child(pid));
+            if let Err(e) = jobs::write_owner(ws, job_id, &claimant) {
+                log::warn!("job {job_id}: {e}; `task stop` cannot find its runner");
+            }
+        }
+        if jobs::stop_requested(ws, job_id) {
+            agent_runner_core::sys::signal_process(pid, agent_runner_core::sys::Signal::Term);
+        }
+    };
+    // The runner runs in its log directory, which no worker can reach: never in the
+    // repository or clone (`run_dir`), where a worker could plant what it looks up.
+    // A restart runs afresh where the attempt it goes on from ran; only a resume
+    // carries a follow-up message to the runner.
+    let resume = claimed.resume_from.is_some() && !claimed.restart;
+    let child = child::run(
+        &setup.exe,
+        yaml,
+        log_dir,
+        stderr_log,
+        setup.interrupt,
+        resume,
+        claimed.message.as_deref().filter(|_| resume),
+        &ws.root_dir,
+        claimed.host.as_ref().map(|h| &h.target),
+        &mut started,
+    );
+    place.free();
+    child.map_err(|e| failed(format!("cannot start agent-runner: {e}")))
+}
+
+/// Brings job `job_id`'s succeeded branch back from its clone, which is then
+/// cleaned up; failed when it cannot be brought back.
+fn bring_back(
+    setup: &Setup,
+    job_id: &str,
+    clone: &AttemptClone,
+    worker: &WorkerSettings,
+    log_dir: &Path,
+    ran: &mut Ran,
+) {
+    let ws = &setup.ws;
     let clock = Instant::now();
     let brought = clones::bring_back(
-        &clone,
+        clone,
         &ws.root_dir,
         &setup.bundlers,
         worker,
@@ -863,7 +880,7 @@ fn run_and_bring_back(
                 human(clock.elapsed())
             );
             ran.branch = Some(clone.branch.clone());
-            clean_up(setup, job_id, &clone, log_dir, &mut ran);
+            clean_up(setup, job_id, clone, log_dir, ran);
             if !left_out.is_empty() {
                 log::info!(
                     "job {job_id}: {} untracked build cache file(s) left out of the branch \
@@ -884,7 +901,6 @@ fn run_and_bring_back(
             ));
         }
     }
-    ran
 }
 
 /// A failed try's work, brought back as its branch `agent-runner/<id>-try-<k>`

@@ -7,15 +7,13 @@
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, SystemTime};
 
-use super::recording;
 use crate::Workspace;
+use crate::ended::{self, Tell};
 use crate::queue::jobs::{self, Entry};
-use crate::store::id;
 use crate::store::task_file::{Attempt, AttemptStatus};
 use crate::store::task_store::TaskStore;
 use agent_runner_core::fs::lock;
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::timestamp::Timestamp;
 
 /// A running job without an owner file is being claimed right now, unless it has
 /// been like that for this long (its claimer died between the rename and the write).
@@ -45,8 +43,7 @@ pub(crate) fn recover(ws: &Workspace, interrupt: Interrupt) -> usize {
     // Told once the repairs are done: a slow webhook holds no other orchestrator.
     drop(one_at_a_time);
     for (title, attempt) in &recorded {
-        let log_dir = std::path::Path::new(&attempt.log_dir);
-        crate::notify::attempt_ended(&ws.defaults.notify, title, attempt, log_dir, interrupt);
+        ended::tell(ws, title, attempt, interrupt);
     }
     recovered
 }
@@ -72,9 +69,10 @@ fn orphaned(ws: &Workspace, entry: &Entry) -> Option<String> {
     }
 }
 
-/// Records the orphan; true when it was settled here, as a failed attempt, as a job
-/// moved to `ipc/failed/`, or not at all because recording failed (an error). A
-/// recorded attempt is added to `recorded`, with its task's title.
+/// Records the orphan (`ended::settle`, its notifiers told later); true when it was
+/// settled here, as a failed attempt, as a job moved to `ipc/failed/`, or not at
+/// all because recording failed (an error). A recorded attempt is added to
+/// `recorded`, with its task's title.
 fn settle(
     ws: &Workspace,
     entry: &Entry,
@@ -115,61 +113,46 @@ fn settle(
     if clone.is_dir() {
         reason = format!("{reason} ({})", super::attempt::kept_clone(&clone));
     }
-    let attempt = Attempt {
-        attempt_id: id::new_attempt_id(),
-        job_id: entry.job_id.clone(),
-        task_id: job.task_id.clone(),
-        status: AttemptStatus::Failed,
-        started_at,
-        finished_at: Timestamp::now().to_string(),
-        duration_ms,
-        error: Some(format!(
-            "{reason}; the runner's log, if it started: {}",
-            log_dir.join("runner.stderr.log").display()
-        )),
-        result: None,
-        task_config: log_dir.join("task-config.yaml").display().to_string(),
-        branch: None,
-        log_dir: log_dir.display().to_string(),
+    let error = format!(
+        "{reason}; the runner's log, if it started: {}",
+        log_dir.join("runner.stderr.log").display()
+    );
+    let mut attempt = Attempt {
+        error: Some(error),
         resumed_from: job.resume_from.clone(),
         clone_job: job.clone_job.clone(),
-        test_source: None,
-        verified: None,
-        usage: None,
-        budget: None,
-        builder_usage: None,
-        delivery: None,
         try_of: job.try_of.clone(),
-        tries: None,
         message: job.message.clone(),
-        host: None,
+        ..Attempt::ended(
+            &entry.job_id,
+            &job.task_id,
+            AttemptStatus::Failed,
+            started_at,
+            duration_ms,
+            &log_dir,
+        )
     };
-    match recording::record(ws, &attempt) {
-        Ok(path) => {
-            crate::clones::forget(&log_dir);
+    // The last try of a group to end may be this one: its group is then judged.
+    let settled = ended::settle(
+        ws,
+        &title,
+        &mut attempt,
+        Tell::Later,
+        Interrupt::never(),
+        |_, path| {
             log::warn!(
                 "job {}: task {}: {reason}; recorded as a failed attempt; result {}",
                 entry.job_id,
                 job.task_id,
                 path.display()
             );
-            // The last try of a group to end may be this one: its group is judged.
-            if let Some(try_of) = &job.try_of {
-                super::judgement::after_try(
-                    ws,
-                    &job.task_id,
-                    try_of,
-                    agent_runner_core::interrupt::Interrupt::never(),
-                );
-            }
-            recorded.push((title, attempt));
-            true
-        }
-        Err(e) => {
-            log::error!("job {}: cannot record it as stopped: {e}", entry.job_id);
-            true
-        }
+        },
+    );
+    match settled {
+        Ok(_) => recorded.push((title, attempt)),
+        Err(e) => log::error!("job {}: cannot record it as stopped: {e}", entry.job_id),
     }
+    true
 }
 
 /// Moves a running job that cannot be recorded into `ipc/failed/`, with the reason;

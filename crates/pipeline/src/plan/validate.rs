@@ -162,41 +162,7 @@ fn apply(
                 parent_id: parent,
             })
         }
-        Operation::Update { task_id, fields } => {
-            let id = resolve(task_id);
-            let task = match state.live(&id) {
-                Some(task) => task.record.clone(),
-                None => return Err(invalid(state.why_not_live(&id).unwrap_or_default())),
-            };
-            let depends_on = dependencies(state, fields, &id, temp)?;
-            let title = fields.title.clone().unwrap_or(task.title.clone());
-            let description = fields
-                .plan
-                .description
-                .clone()
-                .or(task.plan.description.clone());
-            // A planned task's prompt is made of its title and description; it
-            // follows them. A prompt the user wrote stays.
-            let raw_prompt = (task.raw_prompt
-                == prompt_of(&task.title, task.plan.description.as_deref()))
-            .then(|| prompt_of(&title, description.as_deref()))
-            .filter(|p| *p != task.raw_prompt);
-            state.change(
-                &id,
-                TaskChanges {
-                    title: fields.title.clone(),
-                    raw_prompt,
-                    plan: PlanFields {
-                        depends_on,
-                        ..fields.plan.clone()
-                    },
-                },
-            );
-            Ok(Step::Update {
-                task_id: id,
-                fields: fields.given(),
-            })
-        }
+        Operation::Update { task_id, fields } => update(state, resolve(task_id), fields, temp),
         Operation::Move {
             task_id,
             parent_id,
@@ -238,6 +204,50 @@ fn apply(
             })
         }
     }
+}
+
+/// Carries out an update of task `id` with `fields`.
+fn update(
+    state: &mut PlanState,
+    id: String,
+    fields: &TaskFields,
+    temp: &HashMap<String, String>,
+) -> Result<Step, Rejection> {
+    let task = match state.live(&id) {
+        Some(task) => task.record.clone(),
+        None => {
+            return Err(Rejection::Invalid(
+                state.why_not_live(&id).unwrap_or_default(),
+            ));
+        }
+    };
+    let depends_on = dependencies(state, fields, &id, temp)?;
+    let title = fields.title.clone().unwrap_or(task.title.clone());
+    let description = fields
+        .plan
+        .description
+        .clone()
+        .or(task.plan.description.clone());
+    // A planned task's prompt is made of its title and description; it
+    // follows them. A prompt the user wrote stays.
+    let raw_prompt = (task.raw_prompt == prompt_of(&task.title, task.plan.description.as_deref()))
+        .then(|| prompt_of(&title, description.as_deref()))
+        .filter(|p| *p != task.raw_prompt);
+    state.change(
+        &id,
+        TaskChanges {
+            title: fields.title.clone(),
+            raw_prompt,
+            plan: PlanFields {
+                depends_on,
+                ..fields.plan.clone()
+            },
+        },
+    );
+    Ok(Step::Update {
+        task_id: id,
+        fields: fields.given(),
+    })
 }
 
 /// The dependencies `fields` give task `id`, resolved to task ids: each a live

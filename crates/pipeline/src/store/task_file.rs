@@ -166,6 +166,46 @@ impl AttemptStatus {
 }
 
 impl Attempt {
+    /// The line of an attempt of job `job_id` of task `task_id` that ended just now
+    /// with `status`, `duration_ms` after `started_at`: a new attempt id, its files
+    /// in `log_dir` (its TaskConfig as `task-config.yaml` there), and nothing yet of
+    /// what a runner, a job or a delivery adds, which its caller sets.
+    pub(crate) fn ended(
+        job_id: &str,
+        task_id: &str,
+        status: AttemptStatus,
+        started_at: String,
+        duration_ms: u64,
+        log_dir: &std::path::Path,
+    ) -> Attempt {
+        Attempt {
+            attempt_id: super::id::new_attempt_id(),
+            job_id: job_id.to_string(),
+            task_id: task_id.to_string(),
+            status,
+            started_at,
+            finished_at: agent_runner_core::timestamp::Timestamp::now().to_string(),
+            duration_ms,
+            error: None,
+            result: None,
+            task_config: log_dir.join("task-config.yaml").display().to_string(),
+            branch: None,
+            log_dir: log_dir.display().to_string(),
+            resumed_from: None,
+            clone_job: None,
+            test_source: None,
+            verified: None,
+            usage: None,
+            budget: None,
+            builder_usage: None,
+            delivery: None,
+            try_of: None,
+            tries: None,
+            message: None,
+            host: None,
+        }
+    }
+
     /// The job whose runner did this attempt's work: its own, or for the judged
     /// line of a best of N run (SPEC §23) the winning try's, whose log directory
     /// holds the note, the TaskConfig and the runner's state. None when a judged

@@ -7,7 +7,8 @@
 //!   is `agent_runner_settings::events::reader`.
 //! - `follow`: a `log` follower polled until the attempt is recorded, what it
 //!   reads told as it comes (`task logs -f`).
-//! - `stop`: a queued job removed and recorded `cancelled`; a running attempt's
+//! - `stop`: a queued job removed and settled as a `cancelled` attempt through
+//!   `crate::ended`, as the orchestrator settles its own; a running attempt's
 //!   runner sent SIGTERM, found through the job's owner file and checked by its
 //!   start time; the attempt then records "stopped by the user" (`stop::wait`
 //!   waits for that).

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::orchestrator::recording;
+use crate::ended::{self, Tell};
 use crate::queue::jobs;
 use crate::queue::status::JobState;
 use crate::store::id;
@@ -20,7 +20,6 @@ use crate::store::task_file::{Attempt, AttemptStatus};
 use crate::store::task_store::TaskStore;
 use crate::{PipelineError, Workspace};
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::timestamp::Timestamp;
 
 /// The error of a job cancelled before it ran.
 pub(crate) const CANCELLED: &str = "cancelled by the user before it ran";
@@ -83,17 +82,22 @@ pub enum NotStopped {
 
 /// Stops task `task_id`'s queued or running job; see the module documentation.
 pub fn stop(ws: &Workspace, task_id: &str) -> Result<Stopped, NotStopped> {
-    if !id::is_valid(task_id) || TaskStore::new(ws).load(task_id)?.is_none() {
+    let view = if id::is_valid(task_id) {
+        TaskStore::new(ws).load(task_id)?
+    } else {
+        None
+    };
+    let Some(view) = view else {
         return Err(NotStopped::NotFound {
             id: task_id.to_string(),
             workspace: ws.id.clone(),
         });
-    }
+    };
     let Some((state, job_id)) = jobs::job_states(ws).remove(task_id) else {
         return Err(NotStopped::Idle(task_id.to_string()));
     };
     if state == JobState::Queued
-        && let Some(cancelled) = cancel(ws, task_id, &job_id)?
+        && let Some(cancelled) = cancel(ws, task_id, &view.record.title, &job_id)?
     {
         return Ok(cancelled);
     }
@@ -165,9 +169,16 @@ pub fn wait(
     Ok(attempt.map_or(Recorded::Nothing, |a| Recorded::Attempt(Box::new(a))))
 }
 
-/// Removes queued job `job_id` and records it cancelled; None when it is no longer
-/// in the queue (an orchestrator claimed it first).
-fn cancel(ws: &Workspace, task_id: &str, job_id: &str) -> Result<Option<Stopped>, NotStopped> {
+/// Removes queued job `job_id` of the task titled `title` and settles it as a
+/// cancelled attempt (`ended`: a cancelled try may be the last of its group to end,
+/// which is then judged); None when it is no longer in the queue (an orchestrator
+/// claimed it first).
+fn cancel(
+    ws: &Workspace,
+    task_id: &str,
+    title: &str,
+    job_id: &str,
+) -> Result<Option<Stopped>, NotStopped> {
     let Some((JobState::Queued, job)) = jobs::find(ws, job_id) else {
         return Ok(None);
     };
@@ -177,44 +188,32 @@ fn cancel(ws: &Workspace, task_id: &str, job_id: &str) -> Result<Option<Stopped>
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(PipelineError::io("remove", &path)(e).into()),
     }
-    let now = Timestamp::now().to_string();
     let log_dir = ws.job_log_dir(job_id);
-    let attempt = Attempt {
-        attempt_id: id::new_attempt_id(),
-        job_id: job_id.to_string(),
-        task_id: task_id.to_string(),
-        status: AttemptStatus::Cancelled,
-        started_at: now.clone(),
-        finished_at: now,
-        duration_ms: 0,
+    let mut attempt = Attempt {
         error: Some(CANCELLED.into()),
-        result: None,
-        task_config: log_dir.join("task-config.yaml").display().to_string(),
-        branch: None,
-        log_dir: log_dir.display().to_string(),
         resumed_from: job.resume_from,
         clone_job: job.clone_job,
-        test_source: None,
-        verified: None,
-        usage: None,
-        budget: None,
-        builder_usage: None,
-        delivery: None,
         try_of: job.try_of,
-        tries: None,
-        message: job.message.clone(),
-        host: None,
-    };
-    recording::record(ws, &attempt)?;
-    // A cancelled try may be the last of its group to end: the group is judged.
-    if let Some(try_of) = &attempt.try_of {
-        crate::orchestrator::judgement::after_try(
-            ws,
+        message: job.message,
+        ..Attempt::ended(
+            job_id,
             task_id,
-            try_of,
-            agent_runner_core::interrupt::Interrupt::never(),
-        );
-    }
+            AttemptStatus::Cancelled,
+            String::new(),
+            0,
+            &log_dir,
+        )
+    };
+    // It never ran: it started as it ended.
+    attempt.started_at = attempt.finished_at.clone();
+    ended::settle(
+        ws,
+        title,
+        &mut attempt,
+        Tell::Now,
+        Interrupt::never(),
+        |_, _| {},
+    )?;
     Ok(Some(Stopped::Cancelled {
         job_id: job_id.to_string(),
     }))

@@ -104,13 +104,17 @@ fn io_error(e: std::io::Error, started: bool) -> ReadError {
     }
 }
 
-/// Reads one request; the body is read only if it is at most `max_body` bytes. The
-/// head is read here line by line within its bounds; its header lines are parsed by
-/// httparse (RFC 9110's grammar: token names, no controls but tab in values).
-pub(crate) fn read_request(
-    input: &mut impl BufRead,
-    max_body: usize,
-) -> Result<Request, ReadError> {
+/// A request's head as read: its bytes, its lines (the request line first), and
+/// where the header lines start in `bytes`.
+struct Head {
+    bytes: Vec<u8>,
+    lines: Vec<String>,
+    headers_at: usize,
+}
+
+/// Reads a request's head line by line, up to its empty line, within `MAX_HEAD`
+/// bytes and `MAX_HEADERS` lines.
+fn read_head(input: &mut impl BufRead) -> Result<Head, ReadError> {
     let mut head = Vec::with_capacity(1024);
     let mut lines: Vec<String> = Vec::new();
     // Where the header lines start in `head`: after the request line.
@@ -155,6 +159,25 @@ pub(crate) fn read_request(
         }
         lines.push(text.to_string());
     }
+    Ok(Head {
+        bytes: head,
+        lines,
+        headers_at,
+    })
+}
+
+/// Reads one request; the body is read only if it is at most `max_body` bytes. The
+/// head is read here line by line within its bounds; its header lines are parsed by
+/// httparse (RFC 9110's grammar: token names, no controls but tab in values).
+pub(crate) fn read_request(
+    input: &mut impl BufRead,
+    max_body: usize,
+) -> Result<Request, ReadError> {
+    let Head {
+        bytes: head,
+        lines,
+        headers_at,
+    } = read_head(input)?;
     let request_line = lines
         .first()
         .ok_or_else(|| ReadError::Bad("no request line".into()))?;

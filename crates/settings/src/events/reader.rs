@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::FILE;
 use super::event::{CallTokens, Event, ItemKind, Phase, Record};
 use super::named::{Dropped, Named};
+use crate::agent::RunOutcome;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::text::escape_controls;
 use agent_runner_core::timestamp::human;
@@ -125,17 +126,7 @@ fn what(event: &Event) -> String {
             item,
             text,
             exit_code,
-        } => match item {
-            ItemKind::CommandStarted => format!("  run {run} $ {text}"),
-            ItemKind::CommandFinished => match exit_code {
-                Some(code) => format!("  run {run} $ {text} → exit {code}"),
-                None => format!("  run {run} $ {text} → ended"),
-            },
-            ItemKind::FileChanged => format!("  run {run} changed {text}"),
-            ItemKind::AgentMessage => format!("  run {run} says: {text}"),
-            ItemKind::McpToolCall => format!("  run {run} called MCP tool {text}"),
-            ItemKind::Unknown => format!("  run {run} did something else: {text}"),
-        },
+        } => worker_item(*run, *item, text, *exit_code),
         Event::WorkerRun {
             run,
             phase: Phase::Started,
@@ -156,22 +147,13 @@ fn what(event: &Event) -> String {
             duration_ms,
             summary,
             ..
-        } => {
-            let mut line = format!(
-                "worker run {run} {}",
-                outcome.as_ref().map_or("ended", |o| o.as_str())
-            );
-            if let Some(ms_) = duration_ms {
-                line.push_str(&format!(" in {}", ms(*ms_)));
-            }
-            if let Some(code) = exit_code {
-                line.push_str(&format!(" (exit {code})"));
-            }
-            if let Some(summary) = summary.as_deref().filter(|s| !s.is_empty()) {
-                line.push_str(&format!(": {summary}"));
-            }
-            line
-        }
+        } => worker_run_finished(
+            *run,
+            outcome.as_ref(),
+            *exit_code,
+            *duration_ms,
+            summary.as_deref(),
+        ),
         Event::Test {
             run,
             phase: Phase::Started,
@@ -186,18 +168,7 @@ fn what(event: &Event) -> String {
             timed_out,
             duration_ms,
             ..
-        } => {
-            let verdict = match (timed_out, passed, exit_code) {
-                (true, _, _) => "timed out".to_string(),
-                (_, Some(true), _) => "passed".to_string(),
-                (_, _, Some(code)) => format!("failed (exit {code})"),
-                _ => "failed".to_string(),
-            };
-            match duration_ms {
-                Some(d) => format!("test {run} {verdict} in {}", ms(*d)),
-                None => format!("test {run} {verdict}"),
-            }
-        }
+        } => test_finished(*run, *exit_code, *passed, *timed_out, *duration_ms),
         Event::EgressDenied {
             host,
             port,
@@ -205,19 +176,14 @@ fn what(event: &Event) -> String {
             allow,
             list,
             connections,
-        } => {
-            let times = match connections {
-                Some(n) => format!(" {n} more times"),
-                None => String::new(),
-            };
-            match allow {
-                Some(entry) => format!(
-                    "egress denied{times}: {host}:{port} ({reason}); to allow it, add `{entry}` to {}",
-                    list.as_deref().unwrap_or("runner.worker.allow")
-                ),
-                None => format!("egress denied{times}: {host}:{port} ({reason})"),
-            }
-        }
+        } => egress_denied(
+            host,
+            *port,
+            reason,
+            allow.as_deref(),
+            list.as_deref(),
+            *connections,
+        ),
         Event::Budget { limit, message } => match message.is_empty() {
             true => format!("budget: {limit} reached"),
             false => format!("budget: {message}"),
@@ -237,6 +203,91 @@ fn what(event: &Event) -> String {
             )
         }
         Event::Unknown => "(an event this version does not know)".into(),
+    }
+}
+
+/// A line the worker's agent reported of run `run`.
+fn worker_item(run: u32, item: ItemKind, text: &str, exit_code: Option<i32>) -> String {
+    match item {
+        ItemKind::CommandStarted => format!("  run {run} $ {text}"),
+        ItemKind::CommandFinished => match exit_code {
+            Some(code) => format!("  run {run} $ {text} → exit {code}"),
+            None => format!("  run {run} $ {text} → ended"),
+        },
+        ItemKind::FileChanged => format!("  run {run} changed {text}"),
+        ItemKind::AgentMessage => format!("  run {run} says: {text}"),
+        ItemKind::McpToolCall => format!("  run {run} called MCP tool {text}"),
+        ItemKind::Unknown => format!("  run {run} did something else: {text}"),
+    }
+}
+
+/// The end of worker run `run`: how, how long, its exit code and summary.
+fn worker_run_finished(
+    run: u32,
+    outcome: Option<&Named<RunOutcome>>,
+    exit_code: Option<i32>,
+    duration_ms: Option<u64>,
+    summary: Option<&str>,
+) -> String {
+    let mut line = format!(
+        "worker run {run} {}",
+        outcome.map_or("ended", |o| o.as_str())
+    );
+    if let Some(ms) = duration_ms {
+        line.push_str(&format!(" in {}", human(Duration::from_millis(ms))));
+    }
+    if let Some(code) = exit_code {
+        line.push_str(&format!(" (exit {code})"));
+    }
+    if let Some(summary) = summary.filter(|s| !s.is_empty()) {
+        line.push_str(&format!(": {summary}"));
+    }
+    line
+}
+
+/// The end of test run `run`: its verdict and how long it took.
+fn test_finished(
+    run: u32,
+    exit_code: Option<i32>,
+    passed: Option<bool>,
+    timed_out: bool,
+    duration_ms: Option<u64>,
+) -> String {
+    let verdict = match (timed_out, passed, exit_code) {
+        (true, _, _) => "timed out".to_string(),
+        (_, Some(true), _) => "passed".to_string(),
+        (_, _, Some(code)) => format!("failed (exit {code})"),
+        _ => "failed".to_string(),
+    };
+    match duration_ms {
+        Some(d) => format!(
+            "test {run} {verdict} in {}",
+            human(Duration::from_millis(d))
+        ),
+        None => format!("test {run} {verdict}"),
+    }
+}
+
+/// A connection the egress proxy refused (`connections` more times, when summed),
+/// with how to allow it.
+fn egress_denied(
+    host: &str,
+    port: u16,
+    reason: &str,
+    allow: Option<&str>,
+    list: Option<&str>,
+    connections: Option<u64>,
+) -> String {
+    let times = match connections {
+        Some(n) => format!(" {n} more times"),
+        None => String::new(),
+    };
+    match allow {
+        Some(entry) => format!(
+            "egress denied{times}: {host}:{port} ({reason}); to allow it, add `{entry}` to {}",
+            list.unwrap_or("runner.worker.allow")
+        ),
+        None => format!("egress denied{times}: {host}:{port} ({reason})"),
     }
 }
 

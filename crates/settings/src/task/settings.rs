@@ -55,52 +55,7 @@ pub(crate) fn meta(
         Some(Chosen::Api(wire)) => Some(wire),
         _ => None,
     };
-    if !codex {
-        for (present, key) in [
-            (raw.docker_image.is_some(), "docker_image"),
-            (raw.extra_args.is_some(), "extra_args"),
-            (raw.env.is_some(), "env"),
-        ] {
-            if present {
-                problems.push(
-                    InputError::new(
-                        format!("runner.meta.{key}"),
-                        "only used with `kind: codex-cli`",
-                    )
-                    .with_hint("Meta runs in the sandbox image only with kind: codex-cli"),
-                );
-            }
-        }
-    }
-    if let (Some(kind), None) = (kind, wire) {
-        let name = if kind == Chosen::CodexCli {
-            "codex-cli"
-        } else {
-            "scripted"
-        };
-        for (present, key, hint) in [
-            (
-                raw.reasoning_effort.is_some(),
-                "reasoning_effort",
-                "with codex-cli, give codex `-c model_reasoning_effort=...` in runner.meta.extra_args",
-            ),
-            (raw.headers.is_some(), "headers", ""),
-            (raw.structured.is_some(), "structured", ""),
-        ] {
-            if present {
-                let mut error = InputError::new(
-                    format!("runner.meta.{key}"),
-                    format!(
-                        "not used by `kind: {name}` (only by the HTTP kinds openai-responses, openai-chat, anthropic-messages); remove it"
-                    ),
-                );
-                if kind == Chosen::CodexCli && !hint.is_empty() {
-                    error = error.with_hint(hint);
-                }
-                problems.push(error);
-            }
-        }
-    }
+    unused_keys(&raw, kind, problems);
     // An empty model is most likely an unset variable in a template: say so rather
     // than quietly asking the default model.
     let model = match raw.model {
@@ -146,25 +101,7 @@ pub(crate) fn meta(
     }
     let thinking =
         wire.is_some_and(|w| w != Wire::OpenAiChat) && matches!(reasoning_effort, Some(Some(_)));
-    let temperature = match raw.temperature {
-        Some(_) if codex => problems.take(Err(InputError::new(
-            "runner.meta.temperature",
-            "not used by `kind: codex-cli` (codex has no temperature setting); remove it",
-        ))),
-        Some(t) if !(0.0..=2.0).contains(&t) => problems.take(Err(InputError::new(
-            "runner.meta.temperature",
-            format!("must be between 0 and 2 (got {t})"),
-        ))),
-        Some(_) if thinking => problems.take(Err(InputError::new(
-            "runner.meta.temperature",
-            format!(
-                "is not accepted with a reasoning effort on {} (a reasoning model, or extended thinking, takes no temperature)",
-                wire.map_or("", Wire::as_str)
-            ),
-        )
-        .with_hint("remove runner.meta.temperature, or give a model without reasoning and no runner.meta.reasoning_effort"))),
-        t => Some(t),
-    };
+    let temperature = temperature(raw.temperature, codex, thinking, wire, problems);
     let max_loops = problems.take(max_loops(raw.max_loops));
     let max_replans = problems.take(max_replans(raw.max_replans));
     let timeout = if codex {
@@ -218,6 +155,92 @@ pub(crate) fn meta(
         timeout: timeout?,
         kind_reason: chosen?.1,
     })
+}
+
+/// The keys of `raw` its Meta `kind` does not use, each a problem: codex-cli's own
+/// keys under another kind, the HTTP kinds' keys under codex-cli or scripted.
+fn unused_keys(raw: &RawMeta, kind: Option<Chosen>, problems: &mut InputErrors) {
+    let codex = kind == Some(Chosen::CodexCli);
+    let wire = match kind {
+        Some(Chosen::Api(wire)) => Some(wire),
+        _ => None,
+    };
+    if !codex {
+        for (present, key) in [
+            (raw.docker_image.is_some(), "docker_image"),
+            (raw.extra_args.is_some(), "extra_args"),
+            (raw.env.is_some(), "env"),
+        ] {
+            if present {
+                problems.push(
+                    InputError::new(
+                        format!("runner.meta.{key}"),
+                        "only used with `kind: codex-cli`",
+                    )
+                    .with_hint("Meta runs in the sandbox image only with kind: codex-cli"),
+                );
+            }
+        }
+    }
+    if let (Some(kind), None) = (kind, wire) {
+        let name = if kind == Chosen::CodexCli {
+            "codex-cli"
+        } else {
+            "scripted"
+        };
+        for (present, key, hint) in [
+            (
+                raw.reasoning_effort.is_some(),
+                "reasoning_effort",
+                "with codex-cli, give codex `-c model_reasoning_effort=...` in runner.meta.extra_args",
+            ),
+            (raw.headers.is_some(), "headers", ""),
+            (raw.structured.is_some(), "structured", ""),
+        ] {
+            if present {
+                let mut error = InputError::new(
+                    format!("runner.meta.{key}"),
+                    format!(
+                        "not used by `kind: {name}` (only by the HTTP kinds openai-responses, openai-chat, anthropic-messages); remove it"
+                    ),
+                );
+                if kind == Chosen::CodexCli && !hint.is_empty() {
+                    error = error.with_hint(hint);
+                }
+                problems.push(error);
+            }
+        }
+    }
+}
+
+/// `runner.meta.temperature`, where the kind and the reasoning effort (`thinking`)
+/// take one; None when it is a problem.
+fn temperature(
+    temperature: Option<f64>,
+    codex: bool,
+    thinking: bool,
+    wire: Option<Wire>,
+    problems: &mut InputErrors,
+) -> Option<Option<f64>> {
+    match temperature {
+        Some(_) if codex => problems.take(Err(InputError::new(
+            "runner.meta.temperature",
+            "not used by `kind: codex-cli` (codex has no temperature setting); remove it",
+        ))),
+        Some(t) if !(0.0..=2.0).contains(&t) => problems.take(Err(InputError::new(
+            "runner.meta.temperature",
+            format!("must be between 0 and 2 (got {t})"),
+        ))),
+        Some(_) if thinking => problems.take(Err(InputError::new(
+            "runner.meta.temperature",
+            format!(
+                "is not accepted with a reasoning effort on {} (a reasoning model, or extended thinking, takes no temperature)",
+                wire.map_or("", Wire::as_str)
+            ),
+        )
+        .with_hint("remove runner.meta.temperature, or give a model without reasoning and no runner.meta.reasoning_effort"))),
+        t => Some(t),
+    }
 }
 
 /// `kind: codex-cli`: no key or script of its own (codex logs in as the worker's

@@ -1,26 +1,24 @@
 //! The end of a best of N run (SPEC §23): once every try of a group is recorded,
-//! the one that records last judges them, under the group's lock, and appends the
-//! judged attempt line (job id: the group). In order: only succeeded tries (their
-//! branches are back) compete; verified ones (the pinned test passed) win over the
-//! rest; then the most criteria passed; then Meta's `judge` (`judge.rs`); then the
-//! smaller diff; then the lower cost; then the lower try number. The winner's
-//! branch becomes `agent-runner/<id>`, the others stay `agent-runner/<id>-try-<k>`
-//! for review; only the judged line is delivered and notified.
+//! the one that records last judges them, under the group's lock, and `super`
+//! settles the judged attempt line (job id: the group). In order: only succeeded
+//! tries (their branches are back) compete; verified ones (the pinned test passed)
+//! win over the rest; then the most criteria passed; then Meta's `judge`
+//! (`judge.rs`); then the smaller diff; then the lower cost; then the lower try
+//! number. The winner's branch becomes `agent-runner/<id>`, the others stay
+//! `agent-runner/<id>-try-<k>` for review; only the judged line is delivered and
+//! notified.
 
 use std::path::Path;
 
 use super::judge::{self, Shown};
-use super::recording;
 use crate::Workspace;
 use crate::clones::{self, compare};
-use crate::store::id;
 use crate::store::task_file::{Attempt, AttemptStatus, TaskView};
 use crate::store::task_store::TaskStore;
 use crate::store::tries::{Comparison, Row, TryOf};
 use agent_runner_core::fs::lock;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::text::{cut, one_line};
-use agent_runner_core::timestamp::Timestamp;
 
 /// One competing try, as the rules see it.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,15 +119,24 @@ pub(crate) fn choose(
     ))
 }
 
+/// The judged line of a group, not yet recorded, and the group's lock, held until
+/// it is (two tries ending at once: one judges, the other finds the line written).
+pub(crate) struct Judged {
+    pub(crate) whole: Attempt,
+    /// The task's title.
+    pub(crate) title: String,
+    _held: std::fs::File,
+}
+
 /// After try `try_of` of task `task_id` was recorded: when it was the last of its
-/// group, judges them and records the judged line; its status then (None: tries
-/// still running, or judged already).
+/// group, judges them; None while tries still run, once judged already, or when
+/// the group cannot be looked at (logged).
 pub(crate) fn after_try(
     ws: &Workspace,
     task_id: &str,
     try_of: &TryOf,
     interrupt: Interrupt,
-) -> Option<AttemptStatus> {
+) -> Option<Judged> {
     let dir = ws.job_log_dir(&try_of.group);
     if let Err(e) = crate::store::workspace::create_dir(&dir) {
         log::error!(
@@ -139,9 +146,8 @@ pub(crate) fn after_try(
         );
         return None;
     }
-    // Two tries ending at once: one judges, the other finds the line written.
     let path = dir.join("judge.lock");
-    let _held = match lock::open(&path).and_then(|f| lock::lock(&f).map(|()| f)) {
+    let held = match lock::open(&path).and_then(|f| lock::lock(&f).map(|()| f)) {
         Ok(file) => file,
         Err(e) => {
             log::error!(
@@ -173,31 +179,11 @@ pub(crate) fn after_try(
         );
         return None;
     }
-    let whole = judged(ws, &view, try_of, &tries, &dir, interrupt);
-    let status = whole.status;
-    match recording::record(ws, &whole) {
-        Ok(path) => {
-            log::info!(
-                "tries {}: task {task_id} {}: {}; result {}",
-                try_of.group,
-                status.as_str(),
-                whole.tries.as_ref().map_or("", |c| c.why.as_str()),
-                path.display()
-            );
-            crate::notify::attempt_ended(
-                &ws.defaults.notify,
-                &view.record.title,
-                &whole,
-                Path::new(&whole.log_dir),
-                interrupt,
-            );
-            Some(status)
-        }
-        Err(e) => {
-            log::error!("tries {}: cannot record the judgement: {e}", try_of.group);
-            Some(AttemptStatus::Failed)
-        }
-    }
+    Some(Judged {
+        whole: judged(ws, &view, try_of, &tries, &dir, interrupt),
+        title: view.record.title.clone(),
+        _held: held,
+    })
 }
 
 /// The group's tries, one per number (the first line of each).
@@ -216,20 +202,20 @@ fn tries_of<'a>(view: &'a TaskView, group: &str) -> Vec<&'a Attempt> {
     tries
 }
 
-/// The judged line of `tries`: the winner's outcome, branch, note and delivery,
-/// and the comparison.
-fn judged(
-    ws: &Workspace,
-    view: &TaskView,
-    try_of: &TryOf,
-    tries: &[&Attempt],
-    dir: &Path,
-    interrupt: Interrupt,
-) -> Attempt {
-    let task_id = &view.record.id;
-    let mut rows = Vec::new();
-    let mut shown = Vec::new();
-    let mut candidates = Vec::new();
+/// The tries side by side: a row of the comparison for each, and for each that
+/// competes (succeeded, its branch back) what the rules and the judge see.
+struct Field {
+    rows: Vec<Row>,
+    candidates: Vec<Candidate>,
+    shown: Vec<Shown>,
+}
+
+fn field(ws: &Workspace, try_of: &TryOf, tries: &[&Attempt], interrupt: Interrupt) -> Field {
+    let mut field = Field {
+        rows: Vec::new(),
+        candidates: Vec::new(),
+        shown: Vec::new(),
+    };
     for attempt in tries {
         let k = attempt.try_of.as_ref().map_or(0, |t| t.k);
         let result = attempt.result_value().unwrap_or_default();
@@ -264,14 +250,14 @@ fn judged(
             branch: attempt.branch.clone(),
         };
         if attempt.status == AttemptStatus::Succeeded && attempt.branch.is_some() {
-            candidates.push(Candidate {
+            field.candidates.push(Candidate {
                 k,
                 verified: row.verified,
                 criteria,
                 diff,
                 cost_usd: row.cost_usd,
             });
-            shown.push(Shown {
+            field.shown.push(Shown {
                 k,
                 kind: row.kind.clone(),
                 verified: row.verified,
@@ -285,8 +271,27 @@ fn judged(
                 ),
             });
         }
-        rows.push(row);
+        field.rows.push(row);
     }
+    field
+}
+
+/// The judged line of `tries`: the winner's outcome, branch and note, and the
+/// comparison.
+fn judged(
+    ws: &Workspace,
+    view: &TaskView,
+    try_of: &TryOf,
+    tries: &[&Attempt],
+    dir: &Path,
+    interrupt: Interrupt,
+) -> Attempt {
+    let task_id = &view.record.id;
+    let Field {
+        mut rows,
+        candidates,
+        shown,
+    } = field(ws, try_of, tries, interrupt);
     let mut judge_tokens = None;
     let mut choice = choose(&candidates, |numbers| {
         let shown: Vec<Shown> = shown
@@ -298,74 +303,30 @@ fn judged(
         judge_tokens = tokens;
         verdict.map(|v| (v.winner, v.why))
     });
-    let winner = choice
-        .winner
-        .and_then(|k| {
-            tries
-                .iter()
-                .find(|a| a.try_of.as_ref().is_some_and(|t| t.k == k))
-        })
-        .copied();
-    let mut whole = Attempt {
-        attempt_id: id::new_attempt_id(),
-        job_id: try_of.group.clone(),
-        task_id: task_id.clone(),
-        status: AttemptStatus::Failed,
-        started_at: tries
+    let started_at = tries
+        .iter()
+        .map(|a| a.started_at.clone())
+        .min()
+        .unwrap_or_default();
+    let duration_ms = tries.iter().map(|a| a.duration_ms).max().unwrap_or(0);
+    let mut whole = Attempt::ended(
+        &try_of.group,
+        task_id,
+        AttemptStatus::Failed,
+        started_at,
+        duration_ms,
+        dir,
+    );
+    // The group ran no TaskConfig of its own: the winner's, when there is one.
+    whole.task_config = String::new();
+    let winner = choice.winner.and_then(|k| {
+        tries
             .iter()
-            .map(|a| a.started_at.clone())
-            .min()
-            .unwrap_or_default(),
-        finished_at: Timestamp::now().to_string(),
-        duration_ms: tries.iter().map(|a| a.duration_ms).max().unwrap_or(0),
-        error: None,
-        result: None,
-        task_config: String::new(),
-        branch: None,
-        log_dir: dir.display().to_string(),
-        resumed_from: None,
-        clone_job: None,
-        test_source: None,
-        verified: None,
-        usage: None,
-        budget: None,
-        builder_usage: None,
-        delivery: None,
-        try_of: None,
-        tries: None,
-        message: None,
-        host: None,
-    };
+            .find(|a| a.try_of.as_ref().is_some_and(|t| t.k == k))
+            .map(|w| (k, *w))
+    });
     match winner {
-        Some(w) => {
-            let k = choice.winner.unwrap_or(0);
-            whole.result = w.result.clone();
-            whole.task_config = w.task_config.clone();
-            whole.log_dir = w.log_dir.clone();
-            whole.test_source = w.test_source;
-            whole.verified = w.verified;
-            let to = clones::branch_name(task_id);
-            match w
-                .branch
-                .as_deref()
-                .map(|from| compare::promote(&ws.root_dir, from, &to))
-            {
-                Some(Ok(_)) => {
-                    whole.status = AttemptStatus::Succeeded;
-                    whole.branch = Some(to.clone());
-                    if let Some(row) = rows.iter_mut().find(|r| r.k == k) {
-                        row.branch = Some(to);
-                    }
-                }
-                Some(Err(e)) => {
-                    whole.error = Some(format!(
-                        "try {k} won, but its branch could not become {to}: {e}"
-                    ));
-                    whole.branch = w.branch.clone();
-                }
-                None => whole.error = Some(format!("try {k} won, but has no branch")),
-            }
-        }
+        Some((k, w)) => crown(ws, &mut whole, k, w, &mut rows),
         None => {
             let errors: Vec<String> = tries
                 .iter()
@@ -403,10 +364,38 @@ fn judged(
         tokens,
         cost_usd,
     });
-    if whole.is_verified() {
-        whole.delivery = crate::deliver::deliver(ws, &view.record.title, &whole, interrupt);
-    }
     whole
+}
+
+/// The judged line takes try `k`'s (`winner`'s) outcome and note, and its branch
+/// becomes the task's: succeeded, or failed saying why it could not.
+fn crown(ws: &Workspace, whole: &mut Attempt, k: u32, winner: &Attempt, rows: &mut [Row]) {
+    whole.result = winner.result.clone();
+    whole.task_config = winner.task_config.clone();
+    whole.log_dir = winner.log_dir.clone();
+    whole.test_source = winner.test_source;
+    whole.verified = winner.verified;
+    let to = clones::branch_name(&whole.task_id);
+    match winner
+        .branch
+        .as_deref()
+        .map(|from| compare::promote(&ws.root_dir, from, &to))
+    {
+        Some(Ok(_)) => {
+            whole.status = AttemptStatus::Succeeded;
+            whole.branch = Some(to.clone());
+            if let Some(row) = rows.iter_mut().find(|r| r.k == k) {
+                row.branch = Some(to);
+            }
+        }
+        Some(Err(e)) => {
+            whole.error = Some(format!(
+                "try {k} won, but its branch could not become {to}: {e}"
+            ));
+            whole.branch = winner.branch.clone();
+        }
+        None => whole.error = Some(format!("try {k} won, but has no branch")),
+    }
 }
 
 /// The worker kind a try ran with: its `--kinds` entry, else the workspace's.
