@@ -743,3 +743,65 @@ fn every_run_an_infra_error_is_retried_once_and_gives_no_rate() {
     }
     nothing_left(&s.task_ids(&[s.case("fixed", 1), s.case("wrong", 2)]));
 }
+
+/// A config's `best_of: N` makes each of its runs a best of N (SPEC §23): N tries
+/// in clones of their own, judged into the one attempt that is graded; its tokens
+/// are all the tries'.
+#[test]
+fn a_config_with_best_of_grades_the_judged_attempt_of_its_tries() {
+    let s = EvalSuite::new("eval-best-of", &["fixed"]);
+    let fixed = s.case("fixed", 1);
+    let mut suite = std::fs::read_to_string(&s.suite).unwrap();
+    let scripted = suite.split_once("configs:\n").unwrap().1.to_string();
+    suite.push_str(&scripted.replace("name: scripted", "name: best2\n    best_of: 2"));
+    std::fs::write(&s.suite, suite).unwrap();
+    let out = s.run(&["--jobs", "3"]).output();
+    out.code(0).stderr_has("2 run(s) to do");
+    let results = s.results();
+    assert_eq!(results.len(), 2, "{results:#?}\n{}", out.stderr);
+    let line = |config: &str| {
+        results
+            .iter()
+            .find(|l| l["config"] == config)
+            .unwrap_or_else(|| panic!("no line of {config}: {results:#?}"))
+            .clone()
+    };
+    let (single, best) = (line("scripted"), line("best2"));
+    assert_eq!(single["outcome"], "resolved", "{single:#}");
+    assert_eq!(best["outcome"], "resolved", "{best:#}");
+    let task = format!("eval-{fixed}-best2-1");
+    assert_eq!(best["branch"], format!("agent-runner/{task}"), "{best:#}");
+    // The winner's branch is the run's; the other try's stays beside it.
+    let tries = git(
+        &s.root,
+        &["branch", "--list", &format!("agent-runner/{task}-try-*")],
+    );
+    assert_eq!(tries.lines().count(), 1, "{tries}");
+    let tokens = |l: &serde_json::Value| l["tokens"].as_u64().unwrap();
+    assert!(
+        tokens(&best) >= 2 * tokens(&single),
+        "two tries' tokens: {best:#}\n{single:#}"
+    );
+    let summary = s.summary();
+    let of = |name: &str| {
+        summary["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(of("best2")["agents"]["best_of"], 2, "{summary:#}");
+    assert_eq!(of("scripted")["agents"]["best_of"], 1, "{summary:#}");
+    assert_eq!(
+        (
+            of("best2")["resolved"].as_u64(),
+            of("best2")["total"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{summary:#}"
+    );
+    assert_eq!(of("best2")["infra_retried"], 0, "{summary:#}");
+    nothing_left(&[format!("eval-{fixed}-scripted-1"), task]);
+}

@@ -41,7 +41,8 @@ pub struct SuiteId {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigSummary {
     pub name: String,
-    /// The agents it ran: worker kind, its pinned version, image; Meta's kind and model.
+    /// The agents it ran: worker kind, its pinned version, image; Meta's kind and
+    /// model; `best_of`, the tries judged into each run's attempt.
     pub agents: serde_json::Value,
     /// Runs planned: cases × tries.
     pub runs: usize,
@@ -103,6 +104,7 @@ pub fn build(suite: &Suite, tries: u32, latest: &BTreeMap<RunKey, (ResultLine, u
                 &lines,
             );
             summary.infra_retried += earlier;
+            summary.agents["best_of"] = config.best_of.into();
             summary
         })
         .collect();
