@@ -590,6 +590,11 @@ fn tries_give_pass_at_k_and_a_second_evaluation_the_same_summary() {
         })
         .collect();
     assert_eq!(tries.len(), 4, "each case's two tries: {tries:?}");
+    // The suite as it ran is kept beside the results, for reproducing it.
+    assert_eq!(
+        std::fs::read_to_string(s.dir().join("suite.yaml")).unwrap(),
+        suite
+    );
     let summary = s.summary();
     assert_eq!(summary["tries"], 2);
     assert_eq!(summary["agent_runner"], env!("CARGO_PKG_VERSION"));

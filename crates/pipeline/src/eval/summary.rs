@@ -267,6 +267,9 @@ mod tests {
         assert_eq!(s.tokens_per_resolved, Some(150.0));
         assert_eq!(s.tokens_per_case, Some(150.0));
         assert_eq!(s.cost_per_resolved_usd, Some(2.5 / 3.0));
+        // 5 graded runs at 0.5 over 3 cases.
+        assert_eq!(s.cost_usd, Some(2.5));
+        assert_eq!(s.cost_per_case_usd, Some(2.5 / 3.0));
         // Times of graded runs 1000..5000: median the 3rd, p90 the 5th.
         assert_eq!((s.median_ms, s.p90_ms), (Some(3000), Some(5000)));
     }
