@@ -810,3 +810,80 @@ fn a_config_with_best_of_grades_the_judged_attempt_of_its_tries() {
     assert_eq!(of("best2")["infra_retried"], 0, "{summary:#}");
     nothing_left(&[format!("eval-{fixed}-scripted-1"), task]);
 }
+
+/// An imported SWE-bench instance grades as SWE-bench does: pytest on FAIL_TO_PASS
+/// and PASS_TO_PASS over the test patch's files fails on the base and passes with
+/// the instance's reference patch (`eval validate`, in an image with `python`).
+#[test]
+#[ignore = "needs sandbox-image"]
+fn an_imported_swebench_instance_fails_on_its_base_and_passes_with_its_patch() {
+    support::prerequisite::needs!(SandboxImage);
+    let python = support::docker::image_with_python();
+    // SWE-bench's environments call it `python`; Debian's is `python3`.
+    let image = format!("{python}-python");
+    if !support::docker::docker(&["image", "inspect", &image]).0 {
+        let context = support::Scratch::new("eval-python-image");
+        context.file(
+            "Dockerfile",
+            format!("FROM {python}\nRUN ln -s /usr/bin/python3 /usr/local/bin/python\n"),
+        );
+        support::Run::program("docker", &["build", "-q", "-t", &image])
+            .arg(context.path.to_str().unwrap())
+            .env("DOCKER_BUILDKIT", "0")
+            .output()
+            .code(0);
+    }
+    let dir = support::Scratch::new("eval-import-graded");
+    let repo = dir.join("repos/acme__calc");
+    support::git_repo(&repo, "calc.py", "def add(a, b):\n    return a - b\n");
+    dir.file(
+        "repos/acme__calc/tests/test_calc.py",
+        "from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
+    );
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "tests"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
+    let test_patch = "--- a/tests/test_calc.py\n+++ b/tests/test_calc.py\n@@ -4,2 +4,6 @@ from calc import add\n def test_zero():\n     assert add(0, 0) == 0\n+\n+\n+def test_add():\n+    assert add(2, 3) == 5\n";
+    let fix = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n";
+    let instance = serde_json::json!({
+        "instance_id": "acme__calc-1", "repo": "acme/calc", "base_commit": base,
+        "problem_statement": "add() subtracts.", "test_patch": test_patch, "patch": fix,
+        "FAIL_TO_PASS": "[\"tests/test_calc.py::test_add\"]",
+        "PASS_TO_PASS": "[\"tests/test_calc.py::test_zero\"]"
+    });
+    dir.file("instances.jsonl", format!("{instance}\n"));
+    support::Run::new(&[
+        "eval",
+        "import",
+        "swebench",
+        "instances.jsonl",
+        "--repos",
+        "repos",
+        "-o",
+        "suite",
+        "--image",
+        &image,
+    ])
+    .cwd(&dir.path)
+    .output()
+    .code(0)
+    .stdout_has("1 case(s) imported, 0 skipped");
+    // The reference patch as the case's solution.
+    dir.file("suite/solution.patch", fix);
+    let path = dir.join("suite/suite.yaml");
+    let mut suite: serde_json::Value =
+        serde_norway::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    suite["cases"][0]["solution"] = "solution.patch".into();
+    std::fs::write(&path, serde_norway::to_string(&suite).unwrap()).unwrap();
+    let out = support::Run::new(&["eval", "validate", path.to_str().unwrap()])
+        .env("AGENT_RUNNER_HOME", dir.join("home"))
+        .deadline(Duration::from_secs(400))
+        .output();
+    out.code(0);
+    assert_eq!(
+        out.stdout, "case acme__calc-1: ok (fails on the base, passes with the solution)\n",
+        "{}",
+        out.stderr
+    );
+    nothing_left(&["validate-acme__calc-1".to_string()]);
+}
