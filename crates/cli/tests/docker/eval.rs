@@ -711,13 +711,19 @@ fn every_run_an_infra_error_is_retried_once_and_gives_no_rate() {
     )
     .unwrap();
     let out = s.run(&["--jobs", "2"]).output();
+    let first = s.results().len();
+    // `--rerun infra_error` runs them again (their retry spent: once each).
+    let rerun = s.run(&["--jobs", "2", "--rerun", "infra_error"]).output();
     let _ = support::docker::docker(&["rmi", "-f", &image]);
+    rerun.code(0).stderr_has("2 run(s) to do");
+    assert_eq!(s.results().len(), 6, "{:#?}\n{}", s.results(), rerun.stderr);
     out.code(0)
         .stderr_has("2 run(s) ended in infra_error: each retried once")
         .stdout_has("scripted  0/0       n/a     n/a     0             2 (+2 retried)");
     let results = s.results();
-    // Each run: its first grading and the one retry, both infra_error.
-    assert_eq!(results.len(), 4, "{results:#?}\n{}", out.stderr);
+    // Each run: its first grading and the one retry, both infra_error; then the
+    // rerun's.
+    assert_eq!(first, 4, "{results:#?}\n{}", out.stderr);
     for line in &results {
         assert_eq!(line["outcome"], "infra_error", "{line:#}");
         assert!(
@@ -736,7 +742,7 @@ fn every_run_an_infra_error_is_retried_once_and_gives_no_rate() {
             config["infra_retried"].as_u64(),
             config["outcomes"]["infra_error"].as_u64()
         ),
-        (Some(0), Some(0), Some(2), Some(2)),
+        (Some(0), Some(0), Some(4), Some(2)),
         "{config:#}"
     );
     for figure in ["pass_at_1", "interval_95", "tokens", "median_ms"] {
