@@ -203,12 +203,14 @@ fn the_web_view_charts_each_config_of_an_eval() {
     // A suite name that is markup stays text.
     let hostile = "<img src=x onerror=\"window.pwned=1\">";
     let suite = std::fs::read_to_string(&s.suite).unwrap();
-    std::fs::write(
-        &s.suite,
-        suite.replace("name: demo", &format!("name: '{hostile}'")),
-    )
-    .unwrap();
-    s.run(&["--jobs", "2"]).output().code(0);
+    let mut suite = suite.replace("name: demo", &format!("name: '{hostile}'"));
+    // A second config, not run: its chart shows its runs pending and no rate.
+    let scripted = suite.split_once("configs:\n").unwrap().1.to_string();
+    suite.push_str(&scripted.replace("name: scripted", "name: other"));
+    std::fs::write(&s.suite, suite).unwrap();
+    s.run(&["--jobs", "2", "--config", "scripted"])
+        .output()
+        .code(0);
     let browser = support::webdriver::Browser::start();
     let web = support::web::Served::start_run(
         support::Run::new(&[
@@ -238,6 +240,18 @@ fn the_web_view_charts_each_config_of_an_eval() {
         browser.text("tr[data-config='scripted'] td.resolved"),
         "1/2"
     );
+    let other = browser.run(
+        "const f = document.querySelector('figure.eval-chart[data-config=\"other\"] svg'); \
+         return [document.querySelectorAll('figure.eval-chart').length, \
+                 Number(f.querySelector('rect.bar.pending').getAttribute('width')), \
+                 f.querySelector('text.na').textContent, f.querySelectorAll('rect.bar.resolved').length];",
+        serde_json::json!([]),
+    );
+    assert_eq!(other[0], 2, "a chart per config: {other}");
+    assert_eq!(other[1], 380.0, "every run of other pending: {other}");
+    assert_eq!(other[2], "pass@1 n/a", "{other}");
+    assert_eq!(other[3], 0, "{other}");
+    assert_eq!(browser.text("tr[data-config='other'] td.pass1"), "n/a");
     assert!(browser.text("section.eval h2").contains(hostile));
     assert_eq!(
         browser.run("return window.pwned === undefined", serde_json::json!([])),
@@ -483,4 +497,399 @@ fn an_infra_error_on_a_host_is_retried_once_on_another_host() {
         "{config}"
     );
     nothing_left(&s.task_ids(&[case]));
+}
+
+/// `--config` picks the configs that run, `--tries` makes pass@k; a case's repository
+/// may be a git bundle; the grading sandbox has no network (the fixed case's grader
+/// passes only where the sole interface is loopback); every result line carries
+/// the run's figures; `--rerun all` runs everything again and the summary comes
+/// out the same apart from times.
+#[test]
+fn tries_give_pass_at_k_and_a_second_evaluation_the_same_summary() {
+    let s = EvalSuite::new("eval-tries", &["fixed", "wrong"]);
+    let (fixed, wrong) = (s.case("fixed", 1), s.case("wrong", 2));
+    let mut suite = std::fs::read_to_string(&s.suite).unwrap();
+    // The calc project (the fixed case's) as a bundle.
+    let bundle = s.scratch.join("projects/calc.bundle");
+    git(
+        &s.scratch.join("projects/calc"),
+        &["bundle", "create", bundle.to_str().unwrap(), "--all"],
+    );
+    assert!(suite.contains("repo: projects/calc\n"), "{suite}");
+    suite = suite.replace("repo: projects/calc\n", "repo: projects/calc.bundle\n");
+    // A second config, never run here.
+    let scripted = suite
+        .split_once("configs:\n")
+        .map(|(_, configs)| configs.to_string())
+        .unwrap();
+    suite.push_str(&scripted.replace("name: scripted", "name: other"));
+    // The wrong case's grader sleeps once its check fails: past its timeout, unresolved.
+    let timeout = format!("graders/{wrong}, command: sh grade.sh, timeout_sec: 30");
+    assert!(suite.contains(&timeout), "{suite}");
+    suite = suite.replace(
+        &timeout,
+        &timeout.replace("timeout_sec: 30", "timeout_sec: 3"),
+    );
+    let grader = format!("graders/{wrong}/grade.sh");
+    let check = std::fs::read_to_string(s.scratch.join(&grader)).unwrap();
+    s.scratch.file(
+        &grader,
+        format!(
+            "{{ {}; }} || sleep 600\n",
+            check.trim_end().replace('\n', "\n  ")
+        ),
+    );
+    std::fs::write(&s.suite, &suite).unwrap();
+    let grader = format!("graders/{fixed}/grade.sh");
+    let check = std::fs::read_to_string(s.scratch.join(&grader)).unwrap();
+    s.scratch.file(
+        &grader,
+        format!("[ \"$(ls /sys/class/net)\" = lo ] || {{ echo \"network: $(ls /sys/class/net)\"; exit 1; }}\n{check}"),
+    );
+    let out = s
+        .run(&["--config", "scripted", "--tries", "2", "--jobs", "2"])
+        .output();
+    out.code(0)
+        .stderr_has("4 run(s) to do")
+        .stdout_has("PASS@2")
+        .stdout_has("scripted  2/4       50.0%   15-85%  50.0%")
+        .stdout_has("other     0/0       n/a     n/a     n/a");
+    let results = s.results();
+    assert_eq!(results.len(), 4, "{results:#?}\n{}", out.stderr);
+    for line in &results {
+        let (case, k) = (
+            line["case"].as_str().unwrap(),
+            line["try"].as_u64().unwrap(),
+        );
+        if case == fixed {
+            assert_eq!(line["outcome"], "resolved", "{line:#}");
+        } else {
+            assert_eq!(line["outcome"], "unresolved", "{line:#}");
+            assert_eq!(line["reason"], "the grader timed out after 3 s", "{line:#}");
+            assert_eq!(line["grade"]["timed_out"], true, "{line:#}");
+        }
+        assert_eq!(line["config"], "scripted", "{line:#}");
+        assert_eq!(
+            line["branch"],
+            format!("agent-runner/eval-{case}-scripted-{k}"),
+            "{line:#}"
+        );
+        assert_eq!(line["loops"], 1, "{line:#}");
+        assert!(line["tokens"].as_u64().unwrap() > 0, "{line:#}");
+        assert!(line["wall_ms"].as_u64().unwrap() > 0, "{line:#}");
+        // No price for the fake model: the cost is unknown, not 0.
+        assert_eq!(line["cost_usd"], serde_json::Value::Null, "{line:#}");
+    }
+    let tries: std::collections::BTreeSet<(String, u64)> = results
+        .iter()
+        .map(|l| {
+            (
+                l["case"].as_str().unwrap().to_string(),
+                l["try"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(tries.len(), 4, "each case's two tries: {tries:?}");
+    // The suite as it ran is kept beside the results, for reproducing it.
+    assert_eq!(
+        std::fs::read_to_string(s.dir().join("suite.yaml")).unwrap(),
+        suite
+    );
+    let summary = s.summary();
+    assert_eq!(summary["tries"], 2);
+    assert_eq!(summary["agent_runner"], env!("CARGO_PKG_VERSION"));
+    let config = &summary["configs"][0];
+    assert_eq!(config["name"], "scripted");
+    assert_eq!(
+        (config["resolved"].as_u64(), config["total"].as_u64()),
+        (Some(2), Some(4)),
+        "{config:#}"
+    );
+    // fixed: 2 of 2 tries, wrong: 0 of 2. pass@1 = (1 + 0) / 2, pass@2 = (1 + 0) / 2.
+    assert_eq!(config["pass_at_1"], 0.5, "{config:#}");
+    assert_eq!(config["pass_at_k"]["2"], 0.5, "{config:#}");
+    // Wilson at 95 % for 2 of 4: 0.5 ± 1.96·sqrt(0.0625 + 0.0601)/1.9604 = 0.150..0.850.
+    let interval = config["interval_95"].as_array().unwrap();
+    assert!(
+        (interval[0].as_f64().unwrap() - 0.1500).abs() < 1e-3,
+        "{config:#}"
+    );
+    assert!(
+        (interval[1].as_f64().unwrap() - 0.8500).abs() < 1e-3,
+        "{config:#}"
+    );
+    assert!(
+        config["agents"]["worker_pinned_version"].is_string(),
+        "{config:#}"
+    );
+    assert_eq!(config["agents"]["meta_kind"], "scripted", "{config:#}");
+    let other = &summary["configs"][1];
+    assert_eq!(
+        (other["pending"].as_u64(), other["total"].as_u64()),
+        (Some(4), Some(0)),
+        "{other:#}"
+    );
+    assert_eq!(other["pass_at_1"], serde_json::Value::Null, "{other:#}");
+    // Nothing of the config not asked for ran.
+    let tasks = std::fs::read_dir(s.home.join("workspaces"))
+        .unwrap()
+        .flatten()
+        .flat_map(|w| std::fs::read_dir(w.path().join("tasks")).unwrap().flatten())
+        .map(|t| t.file_name().to_string_lossy().to_string())
+        .collect::<Vec<_>>();
+    assert!(!tasks.iter().any(|t| t.contains("-other-")), "{tasks:?}");
+    // No infra_error to run again.
+    s.run(&[
+        "--config",
+        "scripted",
+        "--tries",
+        "2",
+        "--rerun",
+        "infra_error",
+    ])
+    .output()
+    .code(0)
+    .stderr_has("0 run(s) to do");
+    // Every run again: new attempts, new lines, the same summary apart from times.
+    let again = s
+        .run(&[
+            "--config", "scripted", "--tries", "2", "--jobs", "2", "--rerun", "all",
+        ])
+        .output();
+    again.code(0).stderr_has("4 run(s) to do");
+    let results = s.results();
+    assert_eq!(results.len(), 8, "{results:#?}");
+    let first: std::collections::BTreeSet<&str> = results[..4]
+        .iter()
+        .map(|l| l["attempt_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        results[4..]
+            .iter()
+            .all(|l| !first.contains(l["attempt_id"].as_str().unwrap())),
+        "every run was attempted again: {results:#?}"
+    );
+    assert_eq!(without_times(s.summary()), without_times(summary));
+    let mut all = Vec::new();
+    for case in [&fixed, &wrong] {
+        for k in 1..=2 {
+            all.push(format!("eval-{case}-scripted-{k}"));
+        }
+    }
+    nothing_left(&all);
+}
+
+/// A grading that cannot run (the graders' image has no shell: the engine cannot
+/// start its sandbox) is an infra_error, retried once and no more; when every run
+/// is one, the rate is n/a, not 0 %.
+#[test]
+fn every_run_an_infra_error_is_retried_once_and_gives_no_rate() {
+    let s = EvalSuite::new("eval-all-infra", &["fixed", "wrong"]);
+    // An image with one file and no shell, made here (no registry).
+    let image = format!("agent-runner-test-noshell:{}", support::short_id());
+    s.scratch.file("noshell/empty.txt", "");
+    let tar = s.scratch.join("noshell.tar");
+    support::Run::program(
+        "tar",
+        &[
+            "-cf",
+            tar.to_str().unwrap(),
+            "-C",
+            s.scratch.join("noshell").to_str().unwrap(),
+            "empty.txt",
+        ],
+    )
+    .output()
+    .code(0);
+    support::docker::docker_ok(&["import", tar.to_str().unwrap(), &image]);
+    let suite = std::fs::read_to_string(&s.suite).unwrap();
+    let top = format!("\nimage: {}\n", support::docker::TEST_IMAGE);
+    assert!(suite.contains(&top), "{suite}");
+    std::fs::write(
+        &s.suite,
+        suite.replace(&top, &format!("\nimage: {image}\n")),
+    )
+    .unwrap();
+    let out = s.run(&["--jobs", "2"]).output();
+    let first = s.results().len();
+    // `--rerun infra_error` runs them again (their retry spent: once each).
+    let rerun = s.run(&["--jobs", "2", "--rerun", "infra_error"]).output();
+    let _ = support::docker::docker(&["rmi", "-f", &image]);
+    rerun.code(0).stderr_has("2 run(s) to do");
+    assert_eq!(s.results().len(), 6, "{:#?}\n{}", s.results(), rerun.stderr);
+    out.code(0)
+        .stderr_has("2 run(s) ended in infra_error: each retried once")
+        .stdout_has("scripted  0/0       n/a     n/a     0             2 (+2 retried)");
+    let results = s.results();
+    // Each run: its first grading and the one retry, both infra_error; then the
+    // rerun's.
+    assert_eq!(first, 4, "{results:#?}\n{}", out.stderr);
+    for line in &results {
+        assert_eq!(line["outcome"], "infra_error", "{line:#}");
+        assert!(
+            line["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("grading: cannot start the grader's sandbox"),
+            "{line:#}"
+        );
+    }
+    let config = &s.summary()["configs"][0];
+    assert_eq!(
+        (
+            config["total"].as_u64(),
+            config["pending"].as_u64(),
+            config["infra_retried"].as_u64(),
+            config["outcomes"]["infra_error"].as_u64()
+        ),
+        (Some(0), Some(0), Some(4), Some(2)),
+        "{config:#}"
+    );
+    for figure in ["pass_at_1", "interval_95", "tokens", "median_ms"] {
+        assert_eq!(
+            config[figure],
+            serde_json::Value::Null,
+            "{figure}: {config:#}"
+        );
+    }
+    nothing_left(&s.task_ids(&[s.case("fixed", 1), s.case("wrong", 2)]));
+}
+
+/// A config's `best_of: N` makes each of its runs a best of N (SPEC §23): N tries
+/// in clones of their own, judged into the one attempt that is graded; its tokens
+/// are all the tries'.
+#[test]
+fn a_config_with_best_of_grades_the_judged_attempt_of_its_tries() {
+    let s = EvalSuite::new("eval-best-of", &["fixed"]);
+    let fixed = s.case("fixed", 1);
+    let mut suite = std::fs::read_to_string(&s.suite).unwrap();
+    let scripted = suite.split_once("configs:\n").unwrap().1.to_string();
+    suite.push_str(&scripted.replace("name: scripted", "name: best2\n    best_of: 2"));
+    std::fs::write(&s.suite, suite).unwrap();
+    let out = s.run(&["--jobs", "3"]).output();
+    out.code(0).stderr_has("2 run(s) to do");
+    let results = s.results();
+    assert_eq!(results.len(), 2, "{results:#?}\n{}", out.stderr);
+    let line = |config: &str| {
+        results
+            .iter()
+            .find(|l| l["config"] == config)
+            .unwrap_or_else(|| panic!("no line of {config}: {results:#?}"))
+            .clone()
+    };
+    let (single, best) = (line("scripted"), line("best2"));
+    assert_eq!(single["outcome"], "resolved", "{single:#}");
+    assert_eq!(best["outcome"], "resolved", "{best:#}");
+    let task = format!("eval-{fixed}-best2-1");
+    assert_eq!(best["branch"], format!("agent-runner/{task}"), "{best:#}");
+    // The winner's branch is the run's; the other try's stays beside it.
+    let tries = git(
+        &s.root,
+        &["branch", "--list", &format!("agent-runner/{task}-try-*")],
+    );
+    assert_eq!(tries.lines().count(), 1, "{tries}");
+    let tokens = |l: &serde_json::Value| l["tokens"].as_u64().unwrap();
+    assert!(
+        tokens(&best) >= 2 * tokens(&single),
+        "two tries' tokens: {best:#}\n{single:#}"
+    );
+    let summary = s.summary();
+    let of = |name: &str| {
+        summary["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(of("best2")["agents"]["best_of"], 2, "{summary:#}");
+    assert_eq!(of("scripted")["agents"]["best_of"], 1, "{summary:#}");
+    assert_eq!(
+        (
+            of("best2")["resolved"].as_u64(),
+            of("best2")["total"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{summary:#}"
+    );
+    assert_eq!(of("best2")["infra_retried"], 0, "{summary:#}");
+    nothing_left(&[format!("eval-{fixed}-scripted-1"), task]);
+}
+
+/// An imported SWE-bench instance grades as SWE-bench does: pytest on FAIL_TO_PASS
+/// and PASS_TO_PASS over the test patch's files fails on the base and passes with
+/// the instance's reference patch (`eval validate`, in an image with `python`).
+#[test]
+#[ignore = "needs sandbox-image"]
+fn an_imported_swebench_instance_fails_on_its_base_and_passes_with_its_patch() {
+    support::prerequisite::needs!(SandboxImage);
+    let python = support::docker::image_with_python();
+    // SWE-bench's environments call it `python`; Debian's is `python3`.
+    let image = format!("{python}-python");
+    if !support::docker::docker(&["image", "inspect", &image]).0 {
+        let context = support::Scratch::new("eval-python-image");
+        context.file(
+            "Dockerfile",
+            format!("FROM {python}\nRUN ln -s /usr/bin/python3 /usr/local/bin/python\n"),
+        );
+        support::Run::program("docker", &["build", "-q", "-t", &image])
+            .arg(context.path.to_str().unwrap())
+            .env("DOCKER_BUILDKIT", "0")
+            .output()
+            .code(0);
+    }
+    let dir = support::Scratch::new("eval-import-graded");
+    let repo = dir.join("repos/acme__calc");
+    support::git_repo(&repo, "calc.py", "def add(a, b):\n    return a - b\n");
+    dir.file(
+        "repos/acme__calc/tests/test_calc.py",
+        "from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
+    );
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "tests"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
+    let test_patch = "--- a/tests/test_calc.py\n+++ b/tests/test_calc.py\n@@ -4,2 +4,6 @@ from calc import add\n def test_zero():\n     assert add(0, 0) == 0\n+\n+\n+def test_add():\n+    assert add(2, 3) == 5\n";
+    let fix = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n";
+    let instance = serde_json::json!({
+        "instance_id": "acme__calc-1", "repo": "acme/calc", "base_commit": base,
+        "problem_statement": "add() subtracts.", "test_patch": test_patch, "patch": fix,
+        "FAIL_TO_PASS": "[\"tests/test_calc.py::test_add\"]",
+        "PASS_TO_PASS": "[\"tests/test_calc.py::test_zero\"]"
+    });
+    dir.file("instances.jsonl", format!("{instance}\n"));
+    support::Run::new(&[
+        "eval",
+        "import",
+        "swebench",
+        "instances.jsonl",
+        "--repos",
+        "repos",
+        "-o",
+        "suite",
+        "--image",
+        &image,
+    ])
+    .cwd(&dir.path)
+    .output()
+    .code(0)
+    .stdout_has("1 case(s) imported, 0 skipped");
+    // The reference patch as the case's solution.
+    dir.file("suite/solution.patch", fix);
+    let path = dir.join("suite/suite.yaml");
+    let mut suite: serde_json::Value =
+        serde_norway::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    suite["cases"][0]["solution"] = "solution.patch".into();
+    std::fs::write(&path, serde_norway::to_string(&suite).unwrap()).unwrap();
+    let out = support::Run::new(&["eval", "validate", path.to_str().unwrap()])
+        .env("AGENT_RUNNER_HOME", dir.join("home"))
+        .deadline(Duration::from_secs(400))
+        .output();
+    out.code(0);
+    assert_eq!(
+        out.stdout, "case acme__calc-1: ok (fails on the base, passes with the solution)\n",
+        "{}",
+        out.stderr
+    );
+    nothing_left(&["validate-acme__calc-1".to_string()]);
 }

@@ -7,7 +7,9 @@
 //!    each case's base; attempts always run in clones (`isolation: clone`), each
 //!    from its case's base (the task's `eval.base`).
 //! 2. Plan: each case × config × try is the task `eval-<case>-<config>-<k>`
-//!    (created once, carrying the prd and the config's runner settings). A run with
+//!    (created once, carrying the prd and the config's runner settings), enqueued
+//!    as the config's `best_of` tries when more than one (SPEC §23: the judged
+//!    attempt is the run's). A run with
 //!    an outcome in results.jsonl is left alone unless `--rerun` names its outcome;
 //!    one without is enqueued (a job already queued or running is left to run).
 //! 3. `orchestrator::orchestrate::run` with `--once`: hosts, budgets, `--jobs` as
@@ -179,7 +181,7 @@ pub fn run(
             (None, _) => true,
         };
         if wanted {
-            enqueued += usize::from(enqueue(&ws, &id)?);
+            enqueued += usize::from(enqueue(&ws, &id, best_of(suite, key))?);
         }
     }
     log::info!(
@@ -218,13 +220,14 @@ pub fn run(
             retry.len()
         );
         for (key, host) in retry {
-            match host {
+            match (host, best_of(suite, &key)) {
                 // Elsewhere: the orchestrator places it on another host when there is one.
-                Some(host) => {
+                (Some(host), 1) => {
                     crate::queue::jobs::requeue_lost(&ws, &key.task_id(), &host)?;
                 }
-                None => {
-                    enqueue(&ws, &key.task_id())?;
+                // A best of N's tries go where the orchestrator places each.
+                (_, n) => {
+                    enqueue(&ws, &key.task_id(), n)?;
                 }
             }
         }
@@ -251,9 +254,15 @@ fn hosts_of(ws: &Workspace, options: &Options) -> Result<Vec<HostSpec>, EvalErro
         .map_err(|e| crate::PipelineError::Invalid(format!("the workspace's hosts: {e}")).into())
 }
 
-/// Enqueues task `id`; false when a job of it is already queued or running.
-fn enqueue(ws: &Workspace, id: &str) -> Result<bool, EvalError> {
-    match run_request::enqueue(ws, id) {
+/// The tries of one run of `key`'s config (its `best_of`).
+fn best_of(suite: &Suite, key: &RunKey) -> u32 {
+    suite.config(&key.config).map_or(1, |c| c.best_of)
+}
+
+/// Enqueues task `id` (as `best_of` tries judged into one attempt when more than
+/// one); false when a job of it is already queued or running.
+fn enqueue(ws: &Workspace, id: &str, best_of: u32) -> Result<bool, EvalError> {
+    match run_request::enqueue_tries(ws, id, best_of, &[]) {
         Ok(_) => Ok(true),
         Err(RunError::Refused(Refused::Busy { .. })) => Ok(false),
         Err(RunError::Refused(e)) => Err(EvalError::Engine(e.to_string())),
@@ -336,7 +345,8 @@ fn grade_all(
             .map_or(0, |at| at + 1);
         let retried: Vec<String> = task.attempts[since.min(task.attempts.len())..]
             .iter()
-            .filter(|a| a.attempt_id != attempt.attempt_id)
+            // A best of N's tries are judged into its attempt: not retries.
+            .filter(|a| a.attempt_id != attempt.attempt_id && a.try_of.is_none())
             .filter_map(|a| match outcome::classify(a) {
                 Verdict::Decided(Outcome::InfraError, why) => Some(why),
                 _ => None,
@@ -414,13 +424,18 @@ fn grade_one(
         ..
     } = *grading;
     let loops = attempt.result_value().and_then(|r| r["loops"].as_u64());
+    // A best of N's attempt: what all its tries and the judge used.
+    let (tokens, cost_usd) = match &attempt.tries {
+        Some(whole) => (whole.tokens, whole.cost_usd),
+        None => (attempt.total_tokens(), attempt.cost_usd()),
+    };
     let mut line = ResultLine {
         key: key.clone(),
         outcome: Outcome::InfraError,
         reason: None,
         attempt_id: attempt.attempt_id.clone(),
-        tokens: attempt.total_tokens(),
-        cost_usd: attempt.cost_usd(),
+        tokens,
+        cost_usd,
         wall_ms: attempt.duration_ms,
         loops,
         branch: attempt.branch.clone(),

@@ -64,6 +64,9 @@ struct RawConfig {
     name: String,
     #[serde(default)]
     runner: serde_json::Value,
+    /// Each run a best of N (SPEC §23): N tries, one judged outcome.
+    #[serde(default)]
+    best_of: Option<u32>,
 }
 
 /// A suite, checked: paths absolute, prds read.
@@ -106,6 +109,8 @@ pub struct Grader {
 pub struct Config {
     pub name: String,
     pub runner: serde_json::Value,
+    /// Tries per run, judged as `task run --tries` judges them (1: a single attempt).
+    pub best_of: u32,
 }
 
 impl Suite {
@@ -371,6 +376,11 @@ pub(crate) fn parse(text: &str, dir: &Path, default_name: &str) -> Result<Suite,
                 format!("{:?} is the name of an earlier config", c.name),
             );
         }
+        if let Some(n) = c.best_of
+            && let Err(e) = crate::store::tries::check_count(n, "best_of")
+        {
+            problem(here("best_of"), Target::Value, e.problem);
+        }
         match &c.runner {
             serde_json::Value::Null | serde_json::Value::Object(_) => {
                 if let Err(e) = check_runner(&c.runner, dir) {
@@ -401,6 +411,7 @@ pub(crate) fn parse(text: &str, dir: &Path, default_name: &str) -> Result<Suite,
                     serde_json::Value::Null => serde_json::json!({}),
                     other => other,
                 },
+                best_of: c.best_of.unwrap_or(1),
             })
             .collect(),
     })
@@ -580,6 +591,24 @@ mod tests {
         );
         assert_eq!(problems[0].path, "configs[0].runner");
         assert_eq!(problems[0].at.map(|a| a.0), Some(10), "{problems:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn best_of_is_one_unless_said_and_bounded_with_its_field() {
+        let dir = scratch();
+        assert_eq!(parse(GOOD, &dir, "s").unwrap().configs[0].best_of, 1);
+        let text = GOOD.replace("  - name: a\n", "  - name: a\n    best_of: 3\n");
+        assert_eq!(parse(&text, &dir, "s").unwrap().configs[0].best_of, 3);
+        let text = GOOD.replace("  - name: a\n", "  - name: a\n    best_of: 9\n");
+        let problems = parse(&text, &dir, "s").unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].path, "configs[0].best_of");
+        assert!(
+            problems[0].message.starts_with("9 is not between 1 and 8"),
+            "{problems:?}"
+        );
+        assert_eq!(problems[0].at, Some((9, 14)), "{problems:?}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

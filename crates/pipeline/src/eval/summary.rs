@@ -41,7 +41,8 @@ pub struct SuiteId {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigSummary {
     pub name: String,
-    /// The agents it ran: worker kind, its pinned version, image; Meta's kind and model.
+    /// The agents it ran: worker kind, its pinned version, image; Meta's kind and
+    /// model; `best_of`, the tries judged into each run's attempt.
     pub agents: serde_json::Value,
     /// Runs planned: cases × tries.
     pub runs: usize,
@@ -103,6 +104,7 @@ pub fn build(suite: &Suite, tries: u32, latest: &BTreeMap<RunKey, (ResultLine, u
                 &lines,
             );
             summary.infra_retried += earlier;
+            summary.agents["best_of"] = config.best_of.into();
             summary
         })
         .collect();
@@ -265,6 +267,9 @@ mod tests {
         assert_eq!(s.tokens_per_resolved, Some(150.0));
         assert_eq!(s.tokens_per_case, Some(150.0));
         assert_eq!(s.cost_per_resolved_usd, Some(2.5 / 3.0));
+        // 5 graded runs at 0.5 over 3 cases.
+        assert_eq!(s.cost_usd, Some(2.5));
+        assert_eq!(s.cost_per_case_usd, Some(2.5 / 3.0));
         // Times of graded runs 1000..5000: median the 3rd, p90 the 5th.
         assert_eq!((s.median_ms, s.p90_ms), (Some(3000), Some(5000)));
     }
