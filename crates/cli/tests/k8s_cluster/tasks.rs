@@ -423,9 +423,7 @@ fn a_cluster_lost_mid_run_fails_the_attempt_and_its_job_runs_again_elsewhere() {
         .join("clones")
         .join(&job)
         .join(format!(".agent-runner/logs/{id}/run-1.log"));
-    wait_for(Duration::from_secs(120), || {
-        read(&log).contains("working")
-    });
+    wait_for(Duration::from_secs(120), || read(&log).contains("working"));
     let node = "agent-runner-test-k8s-node";
     assert!(
         std::process::Command::new("docker")
@@ -447,7 +445,10 @@ fn a_cluster_lost_mid_run_fails_the_attempt_and_its_job_runs_again_elsewhere() {
     assert_eq!(lost["status"], "failed");
     let error = lost["error"].as_str().unwrap();
     assert!(error.starts_with("host lost: k8s: "), "{error}");
-    assert!(lost["branch"].is_null(), "nothing of a lost attempt lands: {lost}");
+    assert!(
+        lost["branch"].is_null(),
+        "nothing of a lost attempt lands: {lost}"
+    );
     assert_eq!(
         (attempts[1]["host"].as_str(), attempts[1]["status"].as_str()),
         (Some("local"), Some("succeeded")),
@@ -460,5 +461,76 @@ fn a_cluster_lost_mid_run_fails_the_attempt_and_its_job_runs_again_elsewhere() {
         "{:?}",
         paused.elapsed()
     );
+    assert_no_container(&id);
+}
+
+/// SPEC §25 "Targets": a `kubernetes:` entry of `hosts:` (its kubeconfig and
+/// `schedule_timeout_sec`); a Pod no node takes in time fails the attempt `host
+/// busy` and its job runs once more on another host, the busy one still healthy.
+#[test]
+#[ignore = "needs the Kubernetes test cluster: make test-cluster"]
+fn a_busy_cluster_entry_sends_the_job_once_more_elsewhere() {
+    use support::pipeline::{BUILDER_REPLY, Pipeline};
+    needs!(Cluster);
+    let _cluster = support::cluster::shared();
+    product_tools_image();
+    let (env, _) = runner_env();
+    let cluster = support::cluster::cluster();
+    let kubeconfig = cluster.kubeconfig.clone().unwrap();
+    let p = Pipeline::new("k8s-busy-requeue", true);
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        // The job again, on the Docker host.
+        plan(&["AC-1"]),
+        run_worker("@run: echo ok > out.txt\n@say: done"),
+        assess(&["AC-1"], "out.txt says ok"),
+    ]);
+    p.scratch.file("builder.yaml", BUILDER_REPLY);
+    p.init_with(
+        "defaults.yaml",
+        &format!(
+            "builder: {{kind: scripted, script: builder.yaml}}\nrequire_test: false\n\
+             runner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{}\", network: none, agent_from: image, limits: {{memory: 1000000g}}}}\n\
+             hosts:\n  - name: k8s\n    slots: 2\n    kubernetes: {{context: {}, namespace: {}, kubeconfig: {}, schedule_timeout_sec: 3}}\n  - {{name: local, docker: 'unix:///var/run/docker.sock', slots: 1}}\n",
+            server.url,
+            support::docker::TEST_IMAGE,
+            cluster.context,
+            cluster.namespace,
+            kubeconfig.display(),
+        ),
+    );
+    let id = support::pipeline::task_id("k8s-busy");
+    p.new_task(&id, "Make out.txt say ok");
+    p.run_tasks(&[&id]);
+    let mut run = p
+        .orchestrate_once(&[])
+        .env("OPENAI_API_KEY", KEY)
+        .env("AGENT_RUNNER_META_BACKOFF_MS", "10");
+    for (name, value) in &env {
+        // The kubeconfig comes from the entry.
+        if name != "KUBECONFIG" {
+            run = run.env(name, value);
+        }
+    }
+    let out = run.env_remove("KUBECONFIG").output();
+    let attempts = p.attempts(&id);
+    assert_eq!(attempts.len(), 2, "{attempts:?}\n{}", out.stderr);
+    let busy = &attempts[0];
+    assert_eq!(busy["host"], "k8s");
+    let error = busy["error"].as_str().unwrap();
+    assert!(
+        error.contains("host busy: k8s://agent-runner-test/agent-runner-test: Unschedulable: ")
+            && error.contains("Insufficient memory"),
+        "{error}"
+    );
+    assert_eq!(
+        (attempts[1]["host"].as_str(), attempts[1]["status"].as_str()),
+        (Some("local"), Some("succeeded")),
+        "{}",
+        out.stderr
+    );
+    out.stderr_has("busy host k8s; re-queued as job");
+    assert!(!out.stderr.contains("unhealthy"), "{}", out.stderr);
+    assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
     assert_no_container(&id);
 }

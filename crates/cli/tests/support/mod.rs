@@ -328,6 +328,11 @@ impl Run {
         self
     }
 
+    pub fn env_remove(mut self, name: &str) -> Self {
+        self.command.env_remove(name);
+        self
+    }
+
     pub fn cwd(mut self, dir: &Path) -> Self {
         self.command.current_dir(dir);
         self

@@ -139,6 +139,9 @@ pub(crate) struct Requeue {
     host: String,
     /// The host its job had lost before, if it was itself re-queued.
     before: Option<String>,
+    /// The host was not lost but busy (a cluster that scheduled the Pod nowhere in
+    /// time, SPEC §25): still healthy, but not where the job goes again.
+    busy: bool,
 }
 
 /// Runs the attempt and records it; returns its status, failed when it could not be
@@ -203,11 +206,16 @@ pub(crate) fn run(setup: &Setup, claimed: Claimed, mut place: Place) -> Finished
             &log_dir,
         )
     };
-    let requeue = lost.map(|host| Requeue {
+    let busy = match (lost, claimed.host.as_ref(), attempt.error.as_deref()) {
+        (None, Some(host), Some(error)) if error.contains("host busy: ") => Some(host),
+        _ => None,
+    };
+    let requeue = lost.or(busy).map(|host| Requeue {
         job_id: job_id.clone(),
         task_id: task.id.clone(),
         host: host.name.clone(),
         before: claimed.lost_host.clone(),
+        busy: busy.is_some(),
     });
     let status = settle(setup, &claimed, &mut attempt, clock);
     Finished {
@@ -293,17 +301,18 @@ impl Requeue {
     /// Queues the job again, once: a job that was itself re-queued is not.
     pub(crate) fn run(&self, ws: &crate::Workspace) {
         let (job_id, host) = (&self.job_id, &self.host);
+        let what = if self.busy { "busy" } else { "lost" };
         if let Some(before) = &self.before {
             log::warn!(
-                "job {job_id}: lost host {host} after it was re-queued from host {before}: not re-queued again"
+                "job {job_id}: {what} host {host} after it was re-queued from host {before}: not re-queued again"
             );
             return;
         }
         match jobs::requeue_lost(ws, &self.task_id, host) {
             Ok(next) => log::warn!(
-                "job {job_id}: lost host {host}; re-queued as job {next} for another host"
+                "job {job_id}: {what} host {host}; re-queued as job {next} for another host"
             ),
-            Err(e) => log::error!("job {job_id}: lost host {host}; cannot re-queue it: {e}"),
+            Err(e) => log::error!("job {job_id}: {what} host {host}; cannot re-queue it: {e}"),
         }
     }
 }
