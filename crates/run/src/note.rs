@@ -682,10 +682,11 @@ fn notes(out: &mut String, ctx: &TaskContext) -> std::fmt::Result {
     if let Some(teardown) = &ctx.teardown {
         if let Some(work) = &teardown.work {
             notes.push(format!(
-                "The repository was copied to the sandbox's host (runner.sandbox.transport: copy); {}; the working tree was not touched.",
+                "The repository was copied to where the sandbox ran (the copy transport, nothing of this machine mounted); {}; the working tree was not touched.",
                 inline(&work.to_string())
             ));
         }
+        notes.extend(teardown.notices.iter().map(|n| inline(n)));
         if let Some(took) = teardown.removed_in {
             notes.push(format!(
                 "The sandbox container was removed in {}.",

@@ -35,9 +35,7 @@ pub(crate) fn run(
     let redactor = Redactor::new(&task.secrets());
     agent_runner_core::logging::mask(&redactor);
     // Before any docker call: every one of this run goes to its host (SPEC §22).
-    let placed = std::env::var(agent_runner_sandbox::backend::host::SANDBOX_HOST_VAR)
-        .ok()
-        .filter(|h| !h.is_empty());
+    let placed = placement();
     if let Some(host) = task.sandbox_host.as_ref().or(placed.as_ref())
         && let Err(e) =
             agent_runner_sandbox::backend::host::Target::parse(host).and_then(|target| {
@@ -122,4 +120,21 @@ fn emit(result: &RunResult, json: bool, redactor: &Redactor) {
     if let Err(e) = write_stdout(&format!("{text}\n")) {
         let _ = writeln!(std::io::stderr(), "error: {e}");
     }
+}
+
+/// The host the orchestrator placed this process on when the host is a cluster
+/// (`host::SANDBOX_HOST_VAR`; a Docker host comes as `DOCKER_HOST`).
+fn placement() -> Option<String> {
+    std::env::var(agent_runner_sandbox::backend::host::SANDBOX_HOST_VAR)
+        .ok()
+        .filter(|h| !h.is_empty())
+}
+
+/// Aims this process's sandboxes at the host of `placement`, if any: why not.
+pub(crate) fn aim_at_placement() -> Result<(), String> {
+    let Some(host) = placement() else {
+        return Ok(());
+    };
+    agent_runner_sandbox::backend::host::Target::parse(&host)
+        .and_then(|target| agent_runner_sandbox::backend::aim(target).map_err(|e| e.to_string()))
 }

@@ -34,6 +34,22 @@ fn pods_of(id: &str) -> Vec<String> {
         .collect()
 }
 
+/// The pipeline's workspace defaults: the scripted builder, Meta at `server`, the
+/// test image's own agent without network (`worker` more of its settings), then
+/// `more` (hosts).
+fn workspace(p: &support::pipeline::Pipeline, server: &FakeOpenAi, worker: &str, more: &str) {
+    p.scratch
+        .file("builder.yaml", support::pipeline::BUILDER_REPLY);
+    p.init_with(
+        "defaults.yaml",
+        &format!(
+            "builder: {{kind: scripted, script: builder.yaml}}\nrequire_test: false\nrunner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{}\", network: none, agent_from: image{worker}}}\n{more}",
+            server.url,
+            support::docker::TEST_IMAGE
+        ),
+    );
+}
+
 /// A runner of `yaml` aimed at the test cluster.
 fn on_cluster(yaml: TaskYaml) -> support::Run {
     let (env, target) = runner_env();
@@ -59,7 +75,7 @@ fn a_task_on_the_cluster_lands_its_branch_and_leaves_no_pod() {
     let server = FakeOpenAi::start(vec![
         plan(&["AC-1"]),
         run_worker(
-            "@run: test \"$K8S_SECRET\" = \"$EXPECTED\" && echo ok > out.txt; git -c user.name=w -c user.email=w@w commit -qam 'worker: ok'; sleep 2\n@say: done",
+            "@run: test \"$K8S_SECRET\" = \"$EXPECTED\" && echo ok > out.txt; git -c user.name=w -c user.email=w@w commit -qam 'worker: ok'; if touch /agent-runner-clones/work/x 2>/dev/null; then echo writable; else echo read-only; fi > bundler-view.txt; sleep 2\n@say: done",
         ),
         assess(&["AC-1"], "out.txt says ok"),
     ]);
@@ -103,6 +119,11 @@ fn a_task_on_the_cluster_lands_its_branch_and_leaves_no_pod() {
     assert_eq!(
         git(&dir.path, &["show", &format!("{branch}:draft.txt")]),
         "the user's draft"
+    );
+    // What the bundler reads is the same work, mounted read-only.
+    assert_eq!(
+        git(&dir.path, &["show", &format!("{branch}:bundler-view.txt")]),
+        "read-only"
     );
     let log = git(
         &dir.path,
@@ -221,7 +242,7 @@ fn a_sigkilled_runner_ends_its_pod_through_the_lifeline_and_the_sweep_deletes_it
 #[test]
 #[ignore = "needs the Kubernetes test cluster: make test-cluster"]
 fn the_orchestrator_places_attempts_on_a_cluster_named_by_host() {
-    use support::pipeline::{BUILDER_REPLY, Pipeline};
+    use support::pipeline::Pipeline;
     needs!(Cluster);
     let _cluster = support::cluster::shared();
     product_tools_image();
@@ -237,15 +258,7 @@ fn the_orchestrator_places_attempts_on_a_cluster_named_by_host() {
         ]
     };
     let server = FakeOpenAi::start(one().into_iter().chain(one()).collect());
-    p.scratch.file("builder.yaml", BUILDER_REPLY);
-    p.init_with(
-        "defaults.yaml",
-        &format!(
-            "builder: {{kind: scripted, script: builder.yaml}}\nrequire_test: false\nrunner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{}\", network: none, agent_from: image}}\n",
-            server.url,
-            support::docker::TEST_IMAGE
-        ),
-    );
+    workspace(&p, &server, "", "");
     let ids = [
         support::pipeline::task_id("k8s-a"),
         support::pipeline::task_id("k8s-b"),
@@ -379,7 +392,7 @@ impl Drop for Unpause {
 #[test]
 #[ignore = "needs the Kubernetes test cluster: make test-cluster"]
 fn a_cluster_lost_mid_run_fails_the_attempt_and_its_job_runs_again_elsewhere() {
-    use support::pipeline::{BUILDER_REPLY, Pipeline, read};
+    use support::pipeline::{Pipeline, read};
     needs!(Cluster);
     let _cluster = support::cluster::alone();
     product_tools_image();
@@ -393,15 +406,7 @@ fn a_cluster_lost_mid_run_fails_the_attempt_and_its_job_runs_again_elsewhere() {
         run_worker("@run: echo ok > out.txt\n@say: done"),
         assess(&["AC-1"], "out.txt says ok"),
     ]);
-    p.scratch.file("builder.yaml", BUILDER_REPLY);
-    p.init_with(
-        "defaults.yaml",
-        &format!(
-            "builder: {{kind: scripted, script: builder.yaml}}\nrequire_test: false\nrunner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{}\", network: none, agent_from: image}}\n",
-            server.url,
-            support::docker::TEST_IMAGE
-        ),
-    );
+    workspace(&p, &server, "", "");
     let id = support::pipeline::task_id("k8s-lost");
     p.new_task(&id, "Make out.txt say ok");
     let job = p.run_tasks(&[&id]).remove(0);
@@ -424,7 +429,7 @@ fn a_cluster_lost_mid_run_fails_the_attempt_and_its_job_runs_again_elsewhere() {
         .join(&job)
         .join(format!(".agent-runner/logs/{id}/run-1.log"));
     wait_for(Duration::from_secs(120), || read(&log).contains("working"));
-    let node = "agent-runner-test-k8s-node";
+    let node = support::cluster::NODE;
     assert!(
         std::process::Command::new("docker")
             .args(["pause", node])
@@ -470,7 +475,7 @@ fn a_cluster_lost_mid_run_fails_the_attempt_and_its_job_runs_again_elsewhere() {
 #[test]
 #[ignore = "needs the Kubernetes test cluster: make test-cluster"]
 fn a_busy_cluster_entry_sends_the_job_once_more_elsewhere() {
-    use support::pipeline::{BUILDER_REPLY, Pipeline};
+    use support::pipeline::Pipeline;
     needs!(Cluster);
     let _cluster = support::cluster::shared();
     product_tools_image();
@@ -485,15 +490,12 @@ fn a_busy_cluster_entry_sends_the_job_once_more_elsewhere() {
         run_worker("@run: echo ok > out.txt\n@say: done"),
         assess(&["AC-1"], "out.txt says ok"),
     ]);
-    p.scratch.file("builder.yaml", BUILDER_REPLY);
-    p.init_with(
-        "defaults.yaml",
+    workspace(
+        &p,
+        &server,
+        ", limits: {memory: 1000000g}",
         &format!(
-            "builder: {{kind: scripted, script: builder.yaml}}\nrequire_test: false\n\
-             runner:\n  meta: {{base_url: \"{}\", model: test-model}}\n  worker: {{docker_image: \"{}\", network: none, agent_from: image, limits: {{memory: 1000000g}}}}\n\
-             hosts:\n  - name: k8s\n    slots: 2\n    kubernetes: {{context: {}, namespace: {}, kubeconfig: {}, schedule_timeout_sec: 3}}\n  - {{name: local, docker: 'unix:///var/run/docker.sock', slots: 1}}\n",
-            server.url,
-            support::docker::TEST_IMAGE,
+            "hosts:\n  - name: k8s\n    slots: 2\n    kubernetes: {{context: {}, namespace: {}, kubeconfig: {}, schedule_timeout_sec: 3}}\n  - {{name: local, docker: 'unix:///var/run/docker.sock', slots: 1}}\n",
             cluster.context,
             cluster.namespace,
             kubeconfig.display(),
@@ -533,4 +535,90 @@ fn a_busy_cluster_entry_sends_the_job_once_more_elsewhere() {
     assert!(!out.stderr.contains("unhealthy"), "{}", out.stderr);
     assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
     assert_no_container(&id);
+}
+
+/// SPEC §26 on a cluster (`eval run --host NAME=k8s://…`): the case's attempt runs
+/// there, and so does its grading: the graders' image is on the cluster's node
+/// only, so a grading anywhere else would be an infra_error.
+#[test]
+#[ignore = "needs the Kubernetes test cluster: make test-cluster"]
+fn an_evaluation_runs_and_grades_its_cases_on_a_cluster() {
+    use support::eval_suite::EvalSuite;
+    needs!(Cluster);
+    let _cluster = support::cluster::shared();
+    product_tools_image();
+    let (env, target) = runner_env();
+    let grader_image = format!("agent-runner-test-k8s-grader:{}", support::short_id());
+    support::docker::docker_ok(&["tag", support::docker::TEST_IMAGE, &grader_image]);
+    support::cluster::load_into_node(&grader_image);
+    support::docker::docker_ok(&["rmi", &grader_image]);
+    let s = EvalSuite::with_env("eval-k8s", &["fixed"], &[("GRADER_IMAGE", &grader_image)]);
+    let suite = std::fs::read_to_string(&s.suite).unwrap();
+    let worker = "network: none}";
+    assert!(suite.contains(worker), "{suite}");
+    std::fs::write(
+        &s.suite,
+        suite.replace(worker, "network: none, agent_from: image}"),
+    )
+    .unwrap();
+    let case = s.case("fixed", 1);
+    let mut run = s.run(&["--host", &format!("k8s={target}:1")]);
+    for (name, value) in &env {
+        run = run.env(name, value);
+    }
+    let out = run.output();
+    out.code(0);
+    let results = s.results();
+    assert_eq!(results.len(), 1, "{results:#?}\n{}", out.stderr);
+    let line = &results[0];
+    assert_eq!(line["outcome"], "resolved", "{line:#}\n{}", out.stderr);
+    assert_eq!(line["host"], "k8s", "{line}");
+    for task in s.task_ids(&[case]) {
+        assert!(pods_of(&task).is_empty(), "{:?}", pods_of(&task));
+        assert!(pods_of(&format!("eval-grade-{task}")).is_empty());
+        assert_no_container(&task);
+    }
+}
+
+/// SPEC §25 "Resume": a cluster keeps no session of the worker's, so a task killed
+/// there and resumed starts the agent afresh with its history, and its note says
+/// so; the Pod of the killed run ends and is swept.
+#[test]
+#[ignore = "needs the Kubernetes test cluster: make test-cluster"]
+fn a_resumed_task_on_a_cluster_starts_the_agent_afresh_and_the_note_says_so() {
+    needs!(Cluster);
+    let _cluster = support::cluster::shared();
+    product_tools_image();
+    let dir = support::Scratch::new("k8s-resume");
+    support::git_repo(&dir.path, "out.txt", "wrong\n");
+    let id = task_id("k8s-resume");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1", "AC-2"]),
+        run_worker("@run: echo one > one.txt\n@say: wrote one.txt"),
+        assess(&["AC-1"], "one of two"),
+        run_worker("@say: working\n@sleep: 300"),
+        // After the resume.
+        run_worker("@recall\n@run: echo ok > out.txt\n@say: done"),
+        assess(&["AC-2"], "both done"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server).set("runner.worker.agent_from", "image");
+    let first = on_cluster(yaml.clone()).start();
+    let log = dir.join(&format!(".agent-runner/logs/{id}/run-2.log"));
+    wait_for(Duration::from_secs(120), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
+    });
+    first.kill();
+    let out = on_cluster(yaml).arg("--resume").output();
+    out.code(0).stdout_has(&format!("COMPLETE: task {id}"));
+    let run2 = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        run2.contains("recalled 0 earlier turn(s)"),
+        "a session went on: {run2}"
+    );
+    let note = note(&dir.path, &id);
+    assert!(
+        note.contains("The worker's session is not kept where this sandbox runs (a cluster, SPEC §25): worker run 2 started afresh with the history of the runs before in its prompt."),
+        "{note}"
+    );
+    assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
 }

@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use agent_runner_sandbox::backend::kubernetes::{Cluster, Kubectl, Kubernetes, kubectl};
 
+/// The test cluster's node (a container of this machine's daemon).
+pub const NODE: &str = "agent-runner-test-k8s-node";
+
 /// Where the set-up writes what the tests need of the cluster.
 pub const CLUSTER_ENV: &str = "/var/lib/agent-runner-k8s/cluster.env";
 
@@ -95,7 +98,6 @@ pub fn reachable() -> Result<(), String> {
 /// into the node (as the set-up loads the test images). Once per test process.
 pub fn tools_image() -> &'static str {
     const IMAGE: &str = "agent-runner-test-k8s-tools:1";
-    const NODE: &str = "agent-runner-test-k8s-node";
     static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     BUILT.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("k8s-tools-{}", std::process::id()));
@@ -117,20 +119,26 @@ pub fn tools_image() -> &'static str {
             "{}",
             String::from_utf8_lossy(&built.stderr)
         );
-        let loaded = std::process::Command::new("sh")
-            .args([
-                "-c",
-                &format!("docker save {IMAGE} | docker exec -i {NODE} docker load"),
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            loaded.status.success(),
-            "{}",
-            String::from_utf8_lossy(&loaded.stderr)
-        );
+        load_into_node(IMAGE);
     });
     IMAGE
+}
+
+/// Loads this machine's `image` into the test cluster's node (`docker save | docker
+/// load`, as the set-up loads the test images).
+pub fn load_into_node(image: &str) {
+    let loaded = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("docker save {image} | docker exec -i {NODE} docker load"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        loaded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&loaded.stderr)
+    );
 }
 
 /// Tests on the cluster run beside each other, but not beside one that freezes it
@@ -151,7 +159,6 @@ pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
 /// named for this build, the name the backend runs), built by the real binary and
 /// loaded into the node where it is not there yet. Once per test process.
 pub fn product_tools_image() -> String {
-    const NODE: &str = "agent-runner-test-k8s-node";
     static BUILT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
@@ -167,18 +174,7 @@ pub fn product_tools_image() -> String {
                 .output()
                 .code(0)
                 .stdout_has(&format!("{image} built"));
-            let loaded = std::process::Command::new("sh")
-                .args([
-                    "-c",
-                    &format!("docker save {image} | docker exec -i {NODE} docker load"),
-                ])
-                .output()
-                .unwrap();
-            assert!(
-                loaded.status.success(),
-                "{}",
-                String::from_utf8_lossy(&loaded.stderr)
-            );
+            load_into_node(&image);
             image
         })
         .clone()

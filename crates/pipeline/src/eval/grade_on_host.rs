@@ -94,6 +94,13 @@ pub(crate) fn grade(
     }
 }
 
+/// The answer line of a grading that could not be aimed at its host (`why`).
+pub fn refused(why: &str) -> String {
+    let json = serde_json::to_string(&Answer::Failed(format!("the grading's host: {why}")))
+        .unwrap_or_else(|e| format!("{{\"failed\":\"cannot write the answer: {e}\"}}"));
+    format!("{ANSWER}{json}\n")
+}
+
 /// `eval grade` itself: the request in `stdin` graded on this process's daemon;
 /// the answer line to print.
 pub fn serve(stdin: &[u8], interrupt: Interrupt) -> String {

@@ -149,6 +149,11 @@ fn available(
             Ok(false) => backend.pull(image, interrupt).map_err(|e| e.to_string()),
         };
     }
+    // A cluster pulls its images itself and cannot be asked beforehand: its runs
+    // say it when the image is not where it pulls (SPEC §25).
+    if hosts.iter().any(|h| h.target.cluster().is_some()) {
+        return Ok(());
+    }
     let inspect = ["image", "inspect", "--format", "{{.Id}}", image];
     let mut answered = Vec::new();
     for host in hosts {

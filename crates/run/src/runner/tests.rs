@@ -560,6 +560,7 @@ impl Sandbox for InterruptingSandbox {
             privileges: vec![],
             egress: None,
             work: None,
+            notices: Vec::new(),
         }
     }
 }

@@ -14,8 +14,10 @@
 //!
 //! Out (`before_removal`, the sandbox quiet after its last run: every process of
 //! the worker's ended by the helper, PID 1): the bundler (`bundler.sh`, the copy's)
-//! runs in the sandbox over a directory made fresh under a name the worker could
-//! not know, and its bundle is read out by a second exec, bounded as it streams;
+//! runs in the sandbox, no network, over the work as the sandbox's second, READ-ONLY
+//! mount of the same volume, writing only into a directory made fresh under a
+//! name the worker could not know; the bundle streams out of the same exec,
+//! bounded;
 //! an image without git gets its tree read out as a tar stream instead
 //! (`tree_back.rs`). `finish` lands either here under `landing.rs`'s checks. The
 //! bundler runs where the worker ran, so the worker could have steered it: what
@@ -46,10 +48,14 @@ use agent_runner_core::process::{Capture, Limits, Stop};
 const EXEC_TIMEOUT: Duration = Duration::from_secs(600);
 /// The empty volume the sandbox mounts at `PROJECT_DIR`.
 const VOLUME: &str = "agent-runner-project";
-/// The bundler's name for the clone (`$AR_CLONES/<job>` is `PROJECT_DIR`).
-const JOB: &str = "project";
+/// Where the sandbox mounts the same volume again, read-only, for the bundler
+/// (`$AR_CLONES/<job>`): the work is bundled from a mount nothing can write
+/// through, as the copy transport's bundler reads it (SPEC §25).
+const CLONES: &str = "/agent-runner-clones";
+/// The bundler's name for the clone.
+const JOB: &str = "work";
 /// The bundler's answer line for that job.
-const ANSWER: &str = "agent-runner-bundle project ";
+const ANSWER: &str = "agent-runner-bundle work ";
 
 /// See the module documentation.
 pub(crate) struct ExecCopy {
@@ -195,7 +201,6 @@ impl ExecCopy {
         );
         let caches = if self.keep_untracked { "keep" } else { "drop" };
         let request = format!("{JOB} {} {} {caches} {base}", self.task_id, self.branch());
-        let (clones, _) = PROJECT_DIR.rsplit_once('/').unwrap_or(("/", ""));
         // `mkdir` (not -p) fails on anything already there by that name. One
         // exec: the bundler's answer on stderr, then the bundle on stdout.
         let script = format!(
@@ -215,8 +220,8 @@ impl ExecCopy {
                     SHELL.into(),
                     request,
                     copy::BUNDLER_SCRIPT.into(),
-                    dir.clone(),
-                    clones.into(),
+                    dir,
+                    CLONES.into(),
                 ],
                 Vec::new(),
                 Some(&mut sink),
@@ -226,9 +231,7 @@ impl ExecCopy {
         if said.lines().any(|l| l == NO_GIT) {
             let path = self.scratch.join("out.tar");
             let mut sink = FileSink::create(&self.scratch, "out.tar", MAX_BUNDLE)?;
-            let top = PROJECT_DIR
-                .rsplit_once('/')
-                .map_or(PROJECT_DIR, |(_, top)| top);
+            let (parent, top) = PROJECT_DIR.rsplit_once('/').unwrap_or(("/", PROJECT_DIR));
             self.exec(
                 instance,
                 vec![
@@ -236,7 +239,7 @@ impl ExecCopy {
                     "-c".into(),
                     "cd \"$1\" && exec tar -c -f - \"$2\"".into(),
                     SHELL.into(),
-                    clones.into(),
+                    parent.into(),
                     top.into(),
                 ],
                 Vec::new(),
@@ -382,10 +385,13 @@ impl Transport for ExecCopy {
     }
 
     fn mounts(&mut self) -> Result<Vec<Mount>, BackendError> {
-        Ok(vec![Mount {
-            readonly: false,
-            ..Mount::volume(VOLUME, PROJECT_DIR)
-        }])
+        Ok(vec![
+            Mount {
+                readonly: false,
+                ..Mount::volume(VOLUME, PROJECT_DIR)
+            },
+            Mount::volume(VOLUME, format!("{CLONES}/{JOB}")),
+        ])
     }
 
     fn after_run(&mut self) -> Vec<Finding> {

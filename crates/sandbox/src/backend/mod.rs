@@ -205,6 +205,11 @@ pub trait Backend: Send + Sync {
             "this engine cannot read a container's files from outside".into(),
         ))
     }
+    /// What the task's note must say of this engine's sandboxes so far (a
+    /// cluster that does not enforce egress, accepted by its entry).
+    fn notices(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Whether the engine's sandboxes keep no volume of ours once they are gone
     /// (a Pod's `emptyDir`s go with it): the repository then goes in, and the
     /// work comes out, through execs in the running sandbox (`exec_copy.rs`).

@@ -137,6 +137,9 @@ pub struct Teardown {
     /// Where the copy transport left the work (SPEC §22); None with the bind mount,
     /// where it is in place.
     pub work: Option<crate::backend::BroughtBack>,
+    /// What the note must say of where the sandbox ran (a cluster that does not
+    /// enforce egress, accepted; a session that could not be kept there).
+    pub notices: Vec<String>,
 }
 
 /// The sandbox could not do its job (docker missing, daemon down, image unusable,

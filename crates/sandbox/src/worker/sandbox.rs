@@ -148,6 +148,8 @@ pub struct ContainerSandbox {
     continuation: Option<Continuation>,
     /// Why the caches' volumes could not be named: the start fails with it.
     caches_error: Option<String>,
+    /// For the note (`Teardown::notices`).
+    notices: Vec<String>,
 }
 
 impl ContainerSandbox {
@@ -209,6 +211,7 @@ impl ContainerSandbox {
             unswept: false,
             events: config.events,
             continuation: None,
+            notices: Vec::new(),
         }
     }
 
@@ -1170,9 +1173,11 @@ impl Sandbox for ContainerSandbox {
         let afresh = format!("{}\n\n{prompt}", continuation.history);
         let session = continuation.session.filter(|id| session::is_session_id(id));
         if session.is_some() && !self.spec.keeps_session {
-            log::info!(
-                "worker run {number}: the worker's session is not kept where this sandbox runs; it starts afresh with the history in its prompt"
+            let notice = format!(
+                "The worker's session is not kept where this sandbox runs (a cluster, SPEC §25): worker run {number} started afresh with the history of the runs before in its prompt."
             );
+            log::info!("{notice}");
+            self.notices.push(notice);
         }
         let Some(session) = session.filter(|_| self.spec.keeps_session) else {
             return self.run_agent(number, &afresh, &command);
@@ -1297,6 +1302,10 @@ impl Sandbox for ContainerSandbox {
             privileges,
             egress,
             work: self.transport.brought_back(),
+            notices: std::mem::take(&mut self.notices)
+                .into_iter()
+                .chain(self.backend.notices())
+                .collect(),
         }
     }
 }

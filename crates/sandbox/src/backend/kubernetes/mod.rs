@@ -69,6 +69,8 @@ pub struct Kubernetes {
     /// The image of the tools (`agent-runner tools image`).
     tools_image: Option<String>,
     policy: std::sync::Arc<std::sync::OnceLock<Result<(), BackendError>>>,
+    /// For the task's note (`Backend::notices`).
+    notices: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Kubernetes {
@@ -79,6 +81,7 @@ impl Kubernetes {
             schedule_timeout: Duration::from_secs(300),
             tools_image: None,
             policy: Default::default(),
+            notices: Default::default(),
         }
     }
 
@@ -127,7 +130,13 @@ impl Kubernetes {
             Some(Ok(verdict)) => match verdict.refusal(&cluster.to_string()) {
                 Some(refusal) if !cluster.egress_unenforced => Err(BackendError::Refused(refusal)),
                 Some(refusal) => {
-                    log::warn!("{refusal} (accepted by the host's entry)");
+                    let notice = format!("{refusal} (accepted by the host's entry)");
+                    log::warn!("{notice}");
+                    if let Ok(mut notices) = self.notices.lock()
+                        && !notices.contains(&notice)
+                    {
+                        notices.push(notice);
+                    }
                     Ok(())
                 }
                 None => Ok(()),
@@ -572,6 +581,13 @@ impl Backend for Kubernetes {
 
     fn files_by_exec(&self) -> bool {
         true
+    }
+
+    fn notices(&self) -> Vec<String> {
+        self.notices
+            .lock()
+            .map(|notices| notices.clone())
+            .unwrap_or_default()
     }
 
     fn daemon(&self) -> String {

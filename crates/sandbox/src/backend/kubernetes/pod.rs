@@ -89,6 +89,7 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
     let mut volumes = Vec::new();
     let mut mounts = Vec::new();
     let mut init = Vec::new();
+    let mut named: Vec<(String, String)> = Vec::new();
     for mount in &spec.mounts {
         let Mount {
             source,
@@ -117,8 +118,18 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
             }));
             continue;
         }
-        let volume = format!("vol-{}", volumes.len());
-        volumes.push(json!({"name": volume, "emptyDir": {}}));
+        // A named volume mounted twice (the work, and the same read-only for its
+        // bundler: `exec_copy.rs`) is one `emptyDir`.
+        let name = source.display().to_string();
+        let volume = match named.iter().find(|(n, _)| *n == name) {
+            Some((_, volume)) => volume.clone(),
+            None => {
+                let volume = format!("vol-{}", volumes.len());
+                volumes.push(json!({"name": volume, "emptyDir": {}}));
+                named.push((name, volume.clone()));
+                volume
+            }
+        };
         mounts.push(json!({"name": volume, "mountPath": target, "readOnly": readonly}));
     }
     for named in &spec.volumes {
@@ -433,6 +444,39 @@ mod tests {
         assert_eq!(
             pod["spec"]["containers"][0]["args"],
             json!(["-c", "echo $$$$ $$(HOME) $$"])
+        );
+    }
+
+    #[test]
+    fn a_volume_mounted_twice_is_one_empty_dir_read_only_where_asked() {
+        let mut spec = sandbox();
+        spec.mounts = vec![
+            Mount {
+                readonly: false,
+                ..Mount::volume("work", "/workspace/project")
+            },
+            Mount::volume("work", "/agent-runner-clones/work"),
+            Mount::volume("other", "/other"),
+        ];
+        let pod = pod(&spec, &plan()).unwrap();
+        assert_eq!(
+            pod["spec"]["volumes"],
+            json!([
+                {"name": "vol-0", "emptyDir": {}},
+                {"name": "vol-1", "emptyDir": {}},
+                {"name": "vol-2", "emptyDir": {}},
+                {"name": "vol-3", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+            ])
+        );
+        assert_eq!(
+            pod["spec"]["containers"][0]["volumeMounts"],
+            json!([
+                {"name": "vol-0", "mountPath": "/workspace/project", "readOnly": false},
+                {"name": "vol-0", "mountPath": "/agent-runner-clones/work", "readOnly": true},
+                {"name": "vol-1", "mountPath": "/other", "readOnly": true},
+                {"name": "vol-2", "mountPath": "/root/.npm"},
+                {"name": "vol-3", "mountPath": "/run/agent-runner/private"},
+            ])
         );
     }
 
