@@ -59,3 +59,39 @@ fn the_expiry_label_becomes_the_active_deadline() {
     spec.labels[0].1 = (now - 5).to_string();
     assert_eq!(expires_in(&spec), 1);
 }
+
+#[test]
+fn a_cluster_that_ignores_the_policy_is_refused_unless_its_entry_accepts_it() {
+    let open = egress_probe::Verdict {
+        tried: vec!["10.0.0.1:443".into()],
+        reached: vec!["10.0.0.1:443".into()],
+    };
+    let cluster = Cluster::new("c", "n", None).unwrap();
+    let strict = Kubernetes::new(cluster.clone());
+    let e = strict.egress_allowed(Some(Ok(open.clone()))).unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Refused(m) if m.starts_with("egress not enforced on k8s://c/n")),
+        "{e}"
+    );
+    assert!(strict.notices().is_empty());
+    // Not proven either way: refused too, saying why.
+    let e = strict
+        .egress_allowed(Some(Err(BackendError::Io("no answer".into()))))
+        .unwrap_err();
+    assert!(e.to_string().contains("could not be proven: no answer"), "{e}");
+    let accepting = Kubernetes::new(Cluster {
+        egress_unenforced: true,
+        ..cluster
+    });
+    accepting.egress_allowed(Some(Ok(open.clone()))).unwrap();
+    accepting.egress_allowed(Some(Ok(open))).unwrap();
+    let notices = accepting.notices();
+    assert_eq!(notices.len(), 1, "said once: {notices:?}");
+    assert!(notices[0].ends_with("(accepted by the host's entry)"), "{notices:?}");
+    let closed = egress_probe::Verdict {
+        tried: vec!["10.0.0.1:443".into()],
+        reached: Vec::new(),
+    };
+    strict.egress_allowed(Some(Ok(closed))).unwrap();
+    strict.egress_allowed(None).unwrap();
+}
