@@ -78,7 +78,10 @@ fn a_cluster_that_ignores_the_policy_is_refused_unless_its_entry_accepts_it() {
     let e = strict
         .egress_allowed(Some(Err(BackendError::Io("no answer".into()))))
         .unwrap_err();
-    assert!(e.to_string().contains("could not be proven: no answer"), "{e}");
+    assert!(
+        e.to_string().contains("could not be proven: no answer"),
+        "{e}"
+    );
     let accepting = Kubernetes::new(Cluster {
         egress_unenforced: true,
         ..cluster
@@ -87,7 +90,10 @@ fn a_cluster_that_ignores_the_policy_is_refused_unless_its_entry_accepts_it() {
     accepting.egress_allowed(Some(Ok(open))).unwrap();
     let notices = accepting.notices();
     assert_eq!(notices.len(), 1, "said once: {notices:?}");
-    assert!(notices[0].ends_with("(accepted by the host's entry)"), "{notices:?}");
+    assert!(
+        notices[0].ends_with("(accepted by the host's entry)"),
+        "{notices:?}"
+    );
     let closed = egress_probe::Verdict {
         tried: vec!["10.0.0.1:443".into()],
         reached: Vec::new(),
