@@ -402,3 +402,30 @@ fn runner_sandbox_host_is_checked_by_field_without_contacting_it() {
     validate(&dir, &task("some-context")).code(0);
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }
+
+#[test]
+fn a_cluster_target_is_shown_and_a_run_without_kubectl_fails_naming_it() {
+    let dir = Scratch::new("k8s-no-kubectl");
+    support::git_repo(&dir.path, "out.txt", "x\n");
+    let yaml = format!(
+        "version: 1\ntask:\n  id: k8s-no-kubectl\n  repo: {}\n  prd:\n    text: Do it.\nrunner:\n  meta:\n    base_url: http://127.0.0.1:9/v1\n    model: m\n  sandbox:\n    host: k8s://prod/agents\n",
+        dir.path.display()
+    );
+    validate(&dir, &yaml)
+        .code(0)
+        .stdout_has("host: k8s://prod/agents");
+    let out = Run::new(&["run"])
+        .cwd(&dir.path)
+        .env("OPENAI_API_KEY", KEY)
+        .env("AGENT_RUNNER_KUBECTL", dir.path.join("no-kubectl"))
+        .stdin(&yaml)
+        .output();
+    assert_ne!(out.code, Some(0), "{}", out.stdout);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(said.contains("kubectl could not be run"), "{said}");
+    assert!(said.contains("AGENT_RUNNER_KUBECTL"), "{said}");
+    assert!(!said.contains("docker CLI not found"), "{said}");
+    let note = std::fs::read_to_string(dir.path.join(".agent-runner/task-k8s-no-kubectl.md"))
+        .expect("a failed task still writes its note");
+    assert!(note.contains("kubectl could not be run"), "{note}");
+}

@@ -347,7 +347,10 @@ fn expired_pods_are_swept_and_labels_carry_the_expiry() {
 fn the_check_names_the_version_namespace_rights_and_a_missing_tools_image() {
     needs!(Cluster);
     let _cluster = crate::support::cluster::shared();
-    let found = backend().check();
+    let found = agent_runner_sandbox::backend::kubernetes::Kubernetes::new(
+        crate::support::cluster::cluster(),
+    )
+    .check();
     let problems: Vec<_> = found.iter().filter_map(|f| f.problem.clone()).collect();
     assert_eq!(found[0].seen, "v1.20.2", "{found:?}");
     assert_eq!(problems.len(), 1, "{found:?}");
@@ -430,21 +433,7 @@ fn an_api_server_that_stops_answering_is_a_lost_host() {
     let started = backend.start(&sandbox(&name)).unwrap();
     assert!(started.instance.lost().is_none());
     // The node (API server, kubelet and all) frozen: the cluster no longer answers.
-    let node = "agent-runner-test-k8s-node";
-    let paused = std::process::Command::new("docker")
-        .args(["pause", node])
-        .status()
-        .unwrap();
-    assert!(paused.success());
-    struct Unpause(&'static str);
-    impl Drop for Unpause {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("docker")
-                .args(["unpause", self.0])
-                .status();
-        }
-    }
-    let unpause = Unpause(node);
+    let unpause = crate::support::cluster::pause_node();
     let lost = started.instance.lost().map(|e| e.to_string());
     drop(unpause);
     assert_eq!(
@@ -459,7 +448,7 @@ fn an_api_server_that_stops_answering_is_a_lost_host() {
 fn the_tools_come_from_the_tools_image_read_only() {
     needs!(Cluster);
     let _cluster = crate::support::cluster::shared();
-    let backend = backend().with_tools_image(crate::support::cluster::tools_image());
+    let backend = backend();
     let name = unique("tools");
     let _cleanup_name = Cleanup(name.clone());
     let mut spec = sandbox(&name);

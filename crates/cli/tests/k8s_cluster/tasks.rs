@@ -371,21 +371,6 @@ fn hosts_check_and_doctor_prove_the_clusters_rights_and_egress_enforcement() {
     assert_eq!(kept, 1);
 }
 
-/// Unpauses the node when the test ends, passed or not, and waits for its API.
-struct Unpause(&'static str);
-
-impl Drop for Unpause {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("docker")
-            .args(["unpause", self.0])
-            .status();
-        let until = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < until && !kubectl(&["get", "namespace", "default"]).0 {
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    }
-}
-
 /// SPEC §25 "Faults": the cluster stops answering while the worker runs there; the
 /// attempt fails `host lost: …` within seconds (not at the run's limit), nothing of
 /// it lands, and its job runs again on the other host.
@@ -429,16 +414,8 @@ fn a_cluster_lost_mid_run_fails_the_attempt_and_its_job_runs_again_elsewhere() {
         .join(&job)
         .join(format!(".agent-runner/logs/{id}/run-1.log"));
     wait_for(Duration::from_secs(120), || read(&log).contains("working"));
-    let node = support::cluster::NODE;
-    assert!(
-        std::process::Command::new("docker")
-            .args(["pause", node])
-            .status()
-            .unwrap()
-            .success()
-    );
     let paused = Instant::now();
-    let unpause = Unpause(node);
+    let unpause = support::cluster::pause_node();
     let out = child.finish();
     drop(unpause);
     // One of its attempts failed: the orchestrator says so in its exit code.

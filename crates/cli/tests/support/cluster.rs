@@ -47,9 +47,10 @@ pub fn cluster() -> Cluster {
     .unwrap()
 }
 
-/// The backend on the test cluster.
+/// The backend on the test cluster, with the test tools image (its shell runs the
+/// egress probe a sandbox without network starts beside).
 pub fn backend() -> Kubernetes {
-    Kubernetes::new(cluster())
+    Kubernetes::new(cluster()).with_tools_image(tools_image())
 }
 
 /// `kubectl <args>` on the test cluster: (ok, stdout, stderr).
@@ -195,4 +196,50 @@ pub fn runner_env() -> (Vec<(String, String)>, String) {
         ],
         format!("k8s://{}/{}", cluster.context, cluster.namespace),
     )
+}
+
+/// The node frozen (`docker pause`: API server, kubelet and all), until the guard
+/// goes: then unpaused, and waited for until it takes Pods again (its API answers,
+/// it is Ready and carries no taint), passed or not.
+pub fn pause_node() -> Paused {
+    let paused = std::process::Command::new("docker")
+        .args(["pause", NODE])
+        .status()
+        .unwrap();
+    assert!(paused.success(), "docker pause {NODE}");
+    Paused
+}
+
+pub struct Paused;
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker")
+            .args(["unpause", NODE])
+            .status();
+        let ready = || {
+            let (ok, out, _) = kubectl(&[
+                "get",
+                "nodes",
+                "-o",
+                "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status} {.items[0].spec.taints}",
+            ]);
+            ok && out.trim() == "True"
+        };
+        // The node controller, frozen too, may taint the node only once it runs
+        // again (a heartbeat older than its 40 s grace), within its 5 s period, and
+        // lifts the taint once the kubelet's lease is renewed: ready means ready
+        // for 12 s on end.
+        let until = std::time::Instant::now() + Duration::from_secs(120);
+        let mut since = None;
+        while std::time::Instant::now() < until {
+            match (ready(), since) {
+                (true, None) => since = Some(std::time::Instant::now()),
+                (true, Some(at)) if at.elapsed() >= Duration::from_secs(12) => break,
+                (true, Some(_)) => {}
+                (false, _) => since = None,
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
 }

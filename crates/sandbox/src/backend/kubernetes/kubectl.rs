@@ -136,7 +136,7 @@ fn run(
         &mut capture,
         Stop::Terminate,
     )
-    .map_err(|e| BackendError::CliMissing(format!("kubectl: {e}")))?;
+    .map_err(|e| missing(&e))?;
     let stderr = capture.stderr();
     drop(capture);
     Ok(Output {
@@ -180,6 +180,14 @@ pub fn variables_head<'a>(
     }
     head.push(b'\n');
     Ok(head)
+}
+
+/// A kubectl that could not be run, in words naming it (the Docker engine's
+/// `CliMissing` names the docker CLI).
+pub(crate) fn missing(e: &dyn std::fmt::Display) -> BackendError {
+    BackendError::Io(format!(
+        "kubectl could not be run: {e}; install kubectl, or name it in {PROGRAM_VAR}"
+    ))
 }
 
 #[cfg(test)]

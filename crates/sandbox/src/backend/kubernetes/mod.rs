@@ -476,7 +476,7 @@ impl Backend for Kubernetes {
         let mut held = match held {
             Some(Ok(held)) => held,
             Some(Err(e)) => {
-                return Err(removal(BackendError::CliMissing(format!("kubectl: {e}"))));
+                return Err(removal(kubectl::missing(&e)));
             }
             None => {
                 return Err(removal(BackendError::Io(
@@ -885,9 +885,10 @@ impl Instance for Pod {
         let lost = self.lost.lock().ok().and_then(|lost| lost.clone());
         match (ran, lost) {
             (_, Some(lost)) if !limits.interrupt.is_set() => {
-                Err(BackendError::EngineUnreachable(lost))
+                // As `Instance::lost` says it: `host lost: <cluster>: …`.
+                Err(BackendError::Io(lost))
             }
-            (ran, _) => ran.map_err(|e| BackendError::CliMissing(format!("kubectl: {e}"))),
+            (ran, _) => ran.map_err(|e| kubectl::missing(&e)),
         }
     }
 
