@@ -15,7 +15,9 @@ pub const CLUSTER_ENV: &str = "/var/lib/agent-runner-k8s/cluster.env";
 /// `NAME=value` of cluster.env (quotes around a value dropped).
 fn env() -> Result<Vec<(String, String)>, String> {
     let text = std::fs::read_to_string(CLUSTER_ENV).map_err(|e| {
-        format!("{CLUSTER_ENV}: {e}; `make test-env` (or `make test-cluster`) starts the test cluster")
+        format!(
+            "{CLUSTER_ENV}: {e}; `make test-env` (or `make test-cluster`) starts the test cluster"
+        )
     })?;
     Ok(text
         .lines()
