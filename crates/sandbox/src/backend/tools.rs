@@ -624,23 +624,64 @@ fn base64(bytes: &[u8]) -> String {
 }
 
 /// The fill's host-side files: a private directory under the temp directory,
-/// removed when dropped.
+/// removed when dropped. A fill killed mid-way leaves its directory (the packages
+/// it downloaded, about 0.5 GB): the next fill removes it.
 struct Scratch {
     path: PathBuf,
 }
 
+/// The prefix of a scratch directory's name; a UUID's 32 hex digits follow.
+const SCRATCH_PREFIX: &str = "agent-runner-tools-";
+
 impl Scratch {
+    /// Called with the host lock held: no other fill of this user runs, so every
+    /// scratch directory of this user is a killed fill's.
     fn new() -> Result<Scratch, BackendError> {
         use std::os::unix::fs::DirBuilderExt;
-        let path = std::env::temp_dir().join(format!(
-            "agent-runner-tools-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
+        Scratch::remove_killed();
+        let path =
+            std::env::temp_dir().join(format!("{SCRATCH_PREFIX}{}", uuid::Uuid::new_v4().simple()));
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
             .map_err(|e| BackendError::Io(format!("{}: {e}", path.display())))?;
         Ok(Scratch { path })
+    }
+}
+
+impl Scratch {
+    /// Removes the scratch directories of this user's killed fills: by name, a
+    /// directory (not a link) owned by this user; another user's are left alone.
+    fn remove_killed() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir();
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        let uid = agent_runner_core::sys::user_and_group().0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_prefix(SCRATCH_PREFIX)) else {
+                continue;
+            };
+            if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                continue;
+            }
+            // `symlink_metadata`: a link of that name is not followed, and skipped.
+            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+                continue;
+            };
+            if !meta.is_dir() || meta.uid() != uid {
+                continue;
+            }
+            match std::fs::remove_dir_all(entry.path()) {
+                Ok(()) => log::info!(
+                    "removed {}, left by a tools-volume fill that was killed",
+                    entry.path().display()
+                ),
+                Err(e) => log::warn!("{}: {e}", entry.path().display()),
+            }
+        }
     }
 }
 

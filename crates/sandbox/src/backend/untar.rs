@@ -146,7 +146,6 @@ impl<R: Read> Read for Bounded<R> {
     }
 }
 
-
 /// A tar number field: octal digits (spaces and NULs around them), or GNU's
 /// base-256 for large values (the first byte's high bit); None when it is neither
 /// or does not fit. Still read by the two one-file readers not yet on the crate
