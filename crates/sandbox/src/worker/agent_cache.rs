@@ -103,11 +103,5 @@ pub(crate) fn store(key: &str, pinned: &AgentFiles) {
 
 /// The cache's directory, None when neither variable is set.
 fn dir() -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    let base = match (var("XDG_CACHE_HOME"), var("HOME")) {
-        (Some(cache), _) => PathBuf::from(cache),
-        (None, Some(home)) => PathBuf::from(home).join(".cache"),
-        (None, None) => return None,
-    };
-    Some(base.join("agent-runner").join("agents"))
+    agent_runner_core::cache_dir::for_kind("agents")
 }
