@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::BackendError;
 use super::bundle_out::BundleOut;
 use super::docker_cli::{self, call, last_lines};
+use super::pulled::{Forward, StreamReader};
 use super::tar::TarWriter;
 use super::tools::{CARRIER_IMAGE, carrier_image};
 use agent_runner_core::interrupt::Interrupt;
@@ -129,10 +130,9 @@ impl Carrier {
     ) -> Result<T, String> {
         let source = format!("{}:{path}", self.name);
         let invocation = docker_cli::command().args(["cp", source.as_str(), "-"]);
-        let (sender, receiver) = std::sync::mpsc::sync_channel(16);
+        let (mut forward, stream) = Forward::new();
         let (out, consumed) = std::thread::scope(|scope| {
-            let consuming = scope.spawn(move || consume(StreamReader::new(receiver)));
-            let mut forward = Forward(Some(sender));
+            let consuming = scope.spawn(move || consume(stream));
             let out = docker_cli::guarded_streaming(
                 &invocation,
                 COPY_TIMEOUT,
@@ -181,59 +181,6 @@ impl Carrier {
             (Ok(written), true) => Ok(written),
             (Ok(_), false) => Err(failed(&command, &out.stderr)),
         }
-    }
-}
-
-/// Hands a child's stdout on to a `StreamReader`, chunk by chunk; a reader that
-/// went away gets nothing more.
-struct Forward(Option<std::sync::mpsc::SyncSender<Vec<u8>>>);
-
-impl agent_runner_core::process::StreamFilter for Forward {
-    fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
-        if let Some(sender) = &self.0
-            && sender.send(bytes.to_vec()).is_err()
-        {
-            self.0 = None;
-        }
-        Vec::new()
-    }
-
-    fn finish(&mut self) -> Vec<u8> {
-        self.0 = None;
-        Vec::new()
-    }
-}
-
-/// The chunks `Forward` passes on, read as one stream; its end when the sender is
-/// gone.
-pub(crate) struct StreamReader {
-    receiver: std::sync::mpsc::Receiver<Vec<u8>>,
-    chunk: Vec<u8>,
-    at: usize,
-}
-
-impl StreamReader {
-    fn new(receiver: std::sync::mpsc::Receiver<Vec<u8>>) -> Self {
-        StreamReader {
-            receiver,
-            chunk: Vec::new(),
-            at: 0,
-        }
-    }
-}
-
-impl std::io::Read for StreamReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.at == self.chunk.len() {
-            match self.receiver.recv() {
-                Ok(chunk) => (self.chunk, self.at) = (chunk, 0),
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.chunk.len() - self.at);
-        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
     }
 }
 

@@ -119,6 +119,7 @@ mod locality;
 mod open;
 pub(crate) mod outside;
 pub mod privileges;
+pub(crate) mod pulled;
 mod quiet;
 pub mod runtime;
 pub mod seccomp;

@@ -230,7 +230,7 @@ impl TreeBack<'_> {
             }
             let (mode, data): (&'static str, Option<Vec<u8>>) = match &entry.kind {
                 Kind::Dir => return Ok(()),
-                Kind::Other => {
+                Kind::Other(_) => {
                     left_out.push(path);
                     return Ok(());
                 }

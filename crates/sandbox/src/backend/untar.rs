@@ -30,8 +30,21 @@ pub(crate) enum Kind {
     Symlink(Vec<u8>),
     /// A hard link to an earlier entry of the stream: that entry's name.
     Hardlink(Vec<u8>),
-    /// A FIFO, device, socket or an entry of a type not known here.
-    Other,
+    /// A FIFO, device, socket or an entry of a type not known here: its tar type.
+    Other(u8),
+}
+
+impl Kind {
+    /// The entry's tar type (`typeflag`), as a header says it.
+    pub(crate) fn type_byte(&self) -> u8 {
+        match self {
+            Kind::File => b'0',
+            Kind::Dir => b'5',
+            Kind::Symlink(_) => b'2',
+            Kind::Hardlink(_) => b'1',
+            Kind::Other(byte) => *byte,
+        }
+    }
 }
 
 /// One entry's header.
@@ -105,7 +118,7 @@ pub(crate) fn read_entries<R: Read, E>(
             EntryType::Directory => Kind::Dir,
             EntryType::Symlink => Kind::Symlink(link()),
             EntryType::Link => Kind::Hardlink(link()),
-            _ => Kind::Other,
+            other => Kind::Other(other.as_byte()),
         };
         let mode = header.mode().map_err(&fault)? & 0o7777;
         let size = if kind == Kind::File { size } else { 0 };
