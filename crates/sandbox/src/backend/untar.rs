@@ -159,26 +159,6 @@ impl<R: Read> Read for Bounded<R> {
     }
 }
 
-/// A tar number field: octal digits (spaces and NULs around them), or GNU's
-/// base-256 for large values (the first byte's high bit); None when it is neither
-/// or does not fit. Still read by the two one-file readers not yet on the crate
-/// (`bundle_out.rs`, the agent's pinning).
-pub(crate) fn number(field: &[u8]) -> Option<u64> {
-    if field.first().is_some_and(|b| b & 0x80 != 0) {
-        return field[1..]
-            .iter()
-            .try_fold(u64::from(field[0] & 0x7f), |acc, &b| {
-                acc.checked_mul(256)?.checked_add(u64::from(b))
-            });
-    }
-    let text = std::str::from_utf8(field).ok()?;
-    let text = text.trim_matches(|c: char| c == '\0' || c == ' ');
-    if text.is_empty() {
-        return Some(0);
-    }
-    u64::from_str_radix(text, 8).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
