@@ -58,7 +58,7 @@ use std::time::Duration;
 
 use super::PROJECT_DIR;
 use super::SandboxError;
-use super::container::ContainerSpec;
+use super::container::{ContainerSpec, IMAGE_SHELL as SHELL};
 use crate::backend::outside::{Copied, Outside};
 use crate::backend::pulled::{Pulled, StreamReader};
 use crate::backend::tools::{self, READY};
@@ -66,8 +66,6 @@ use crate::backend::untar::{self, Kind};
 use agent_runner_core::process::StreamFilter;
 use agent_runner_settings::task::{AgentFrom, EnvValue};
 
-/// The shell that starts every run (`envelope.rs`).
-pub(crate) const SHELL: &str = "/bin/sh";
 /// Time allowed for one copy out of the container (an agent of a few hundred MB).
 const COPY_TIMEOUT: Duration = Duration::from_secs(300);
 /// Time allowed for a lookup in the container.
