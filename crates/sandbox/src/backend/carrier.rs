@@ -2,6 +2,7 @@
 //! empty image with a volume mounted, the other end of `docker cp` for the copy
 //! and for the session volume.
 
+use super::daemon;
 use std::fs::File;
 use std::io::{BufWriter, PipeWriter};
 use std::os::fd::OwnedFd;
@@ -9,7 +10,8 @@ use std::time::Duration;
 
 use super::BackendError;
 use super::bundle_out::BundleOut;
-use super::docker_cli::{self, call, last_lines};
+use super::daemon::call;
+use super::docker_cli::{self, last_lines};
 use super::pulled::{Forward, StreamReader};
 use super::tar::TarWriter;
 use super::tools::{CARRIER_IMAGE, carrier_image};
@@ -103,7 +105,7 @@ impl Carrier {
                 tar.finish()?;
                 Ok::<_, std::io::Error>(skipped)
             });
-            let out = docker_cli::guarded(&invocation, COPY_TIMEOUT, self.interrupt);
+            let out = daemon::guarded(&invocation, COPY_TIMEOUT, self.interrupt);
             // The stream's last reader here closed: a writer docker left stops.
             drop(invocation);
             let written = writing
@@ -133,12 +135,8 @@ impl Carrier {
         let (mut forward, stream) = Forward::new();
         let (out, consumed) = std::thread::scope(|scope| {
             let consuming = scope.spawn(move || consume(stream));
-            let out = docker_cli::guarded_streaming(
-                &invocation,
-                COPY_TIMEOUT,
-                self.interrupt,
-                &mut forward,
-            );
+            let out =
+                daemon::guarded_streaming(&invocation, COPY_TIMEOUT, self.interrupt, &mut forward);
             // The end of the stream for the reader, however docker ended.
             drop(forward);
             let consumed = consuming
@@ -163,7 +161,7 @@ impl Carrier {
         let invocation = docker_cli::command().args(["cp", source.as_str(), "-"]);
         let mut reader = BundleOut::new(to, max);
         let out =
-            docker_cli::guarded_streaming(&invocation, COPY_TIMEOUT, self.interrupt, &mut reader)?;
+            daemon::guarded_streaming(&invocation, COPY_TIMEOUT, self.interrupt, &mut reader)?;
         let command = format!("docker cp {source} -");
         match out.ending {
             Ending::Interrupted => return Err(BackendError::Interrupted),
@@ -186,6 +184,6 @@ impl Carrier {
 
 impl Drop for Carrier {
     fn drop(&mut self) {
-        docker_cli::remove_container(&self.name, CALL_TIMEOUT);
+        daemon::remove_container(&self.name, CALL_TIMEOUT);
     }
 }

@@ -4,6 +4,7 @@
 //! agent's pinning (`worker::agent_files`) is its user; what the answers mean is
 //! its business, how they are asked is the engine's (here: the docker CLI).
 
+use super::daemon;
 use std::time::Duration;
 
 use super::BackendError;
@@ -49,7 +50,7 @@ impl Outside<'_> {
             };
         }
         let invocation = invocation.arg(self.container).args(command.iter().copied());
-        let out = docker_cli::guarded(&invocation, within, self.interrupt)?;
+        let out = daemon::guarded(&invocation, within, self.interrupt)?;
         if out.ending == Ending::Interrupted {
             return Err(BackendError::Interrupted);
         }
@@ -193,5 +194,5 @@ impl Outside<'_> {
 
 /// Why the engine does not answer, if it does not (asked after a call failed).
 pub(crate) fn daemon_problem() -> Option<String> {
-    docker_cli::daemon_problem(DAEMON_TIMEOUT)
+    daemon::daemon_problem(DAEMON_TIMEOUT)
 }

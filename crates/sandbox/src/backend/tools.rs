@@ -24,11 +24,13 @@
 //! (needs musl's), `bin/agent-runner-helper` (static), `bin/sh` (this machine's
 //! static busybox, when it has one: `host_shell`), `ready`.
 
+use super::daemon;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::docker_cli::{self, call, last_lines};
+use super::daemon::call;
+use super::docker_cli::{self, last_lines};
 use super::{BackendError, sweep};
 use agent_runner_core::interrupt::Interrupt;
 
@@ -388,7 +390,7 @@ impl Carrier {
                 .map_err(|e| BackendError::Io(format!("{}: {e}", path.display())))?;
             invocation = invocation.stdin_file(file);
         }
-        let out = docker_cli::guarded(&invocation, COPY_TIMEOUT, Interrupt::never())?;
+        let out = daemon::guarded(&invocation, COPY_TIMEOUT, Interrupt::never())?;
         match out.ok {
             true => Ok(()),
             false => Err(failed(&format!("docker cp {from} {target}"), &out.stderr)),
@@ -398,7 +400,7 @@ impl Carrier {
 
 impl Drop for Carrier {
     fn drop(&mut self) {
-        docker_cli::remove_container(&self.name, CALL_TIMEOUT);
+        daemon::remove_container(&self.name, CALL_TIMEOUT);
     }
 }
 
@@ -416,7 +418,7 @@ pub(crate) fn carrier_image(interrupt: Interrupt) -> Result<(), BackendError> {
     let invocation = docker_cli::command()
         .args(["import", "--change", &change, "-", CARRIER_IMAGE])
         .stdin(vec![0u8; 1024]);
-    let out = docker_cli::guarded(&invocation, CALL_TIMEOUT, interrupt)?;
+    let out = daemon::guarded(&invocation, CALL_TIMEOUT, interrupt)?;
     match out.ok {
         true => Ok(()),
         false => Err(failed(
