@@ -8,37 +8,21 @@
 use std::fs::File;
 use std::io::Write;
 
-use agent_runner_core::process::StreamFilter;
-
 use super::pulled::{Pulled, StreamReader};
 use super::untar::{self, Kind};
 
-/// See the module documentation; a `StreamFilter` that passes nothing on. The
-/// stream is read through the `tar` crate on a thread of its own as it comes.
-pub(super) struct BundleOut(Pulled<Result<u64, String>>);
-
-impl BundleOut {
-    /// Writes the stream's one file into `file`, at most `max` bytes.
-    pub(super) fn new(file: File, max: u64) -> BundleOut {
-        BundleOut(Pulled::new(move |stream| one_file(stream, file, max)))
-    }
-
-    /// The bytes written, or why the stream was not one whole file within the bound.
-    pub(super) fn result(self) -> Result<u64, String> {
-        self.0
-            .result()
-            .unwrap_or_else(|| Err("the reader of the bundle's tar stream failed".into()))
-    }
+/// See the module documentation: a `StreamFilter` that passes nothing on, reading
+/// the stream through the `tar` crate on a thread of its own as it comes, writing
+/// its one file into `file`, at most `max` bytes.
+pub(super) fn reader(file: File, max: u64) -> Pulled<Result<u64, String>> {
+    Pulled::new(move |stream| one_file(stream, file, max))
 }
 
-impl StreamFilter for BundleOut {
-    fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
-        self.0.push(bytes)
-    }
-
-    fn finish(&mut self) -> Vec<u8> {
-        self.0.finish()
-    }
+/// The bytes written, or why the stream was not one whole file within the bound.
+pub(super) fn result(reader: Pulled<Result<u64, String>>) -> Result<u64, String> {
+    reader
+        .result()
+        .unwrap_or_else(|| Err("the reader of the bundle's tar stream failed".into()))
 }
 
 /// Why the reading stops: the one file is whole (its size), or it failed.
@@ -118,6 +102,7 @@ impl Write for Counted<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_runner_core::process::StreamFilter;
 
     const BLOCK: usize = 512;
 
@@ -158,12 +143,12 @@ mod tests {
     fn read(stream: &[u8], max: u64, chunk: usize) -> (Result<u64, String>, Vec<u8>) {
         let dir = agent_runner_core::fs::testing::scratch("bundle-out");
         let path = dir.join("work.bundle");
-        let mut out = BundleOut::new(File::create(&path).unwrap(), max);
+        let mut out = reader(File::create(&path).unwrap(), max);
         for piece in stream.chunks(chunk) {
             assert!(out.push(piece).is_empty());
         }
         out.finish();
-        let result = out.result();
+        let result = super::result(out);
         let written = std::fs::read(&path).unwrap();
         let _ = std::fs::remove_dir_all(dir);
         (result, written)

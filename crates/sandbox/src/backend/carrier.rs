@@ -9,7 +9,7 @@ use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use super::BackendError;
-use super::bundle_out::BundleOut;
+use super::bundle_out;
 use super::daemon::call;
 use super::docker_cli::{self, last_lines};
 use super::pulled::{Forward, StreamReader};
@@ -159,7 +159,7 @@ impl Carrier {
     pub(super) fn copy_out(&self, path: &str, to: File, max: u64) -> Result<u64, BackendError> {
         let source = format!("{}:{path}", self.name);
         let invocation = docker_cli::command().args(["cp", source.as_str(), "-"]);
-        let mut reader = BundleOut::new(to, max);
+        let mut reader = bundle_out::reader(to, max);
         let out =
             daemon::guarded_streaming(&invocation, COPY_TIMEOUT, self.interrupt, &mut reader)?;
         let command = format!("docker cp {source} -");
@@ -174,7 +174,7 @@ impl Carrier {
             Ending::Exited => {}
         }
         // The stream's own fault first: a bound passed is why, whatever docker said.
-        match (reader.result(), out.ok) {
+        match (bundle_out::result(reader), out.ok) {
             (Err(why), _) => Err(BackendError::Io(format!("{command}: {why}"))),
             (Ok(written), true) => Ok(written),
             (Ok(_), false) => Err(failed(&command, &out.stderr)),

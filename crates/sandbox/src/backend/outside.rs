@@ -117,37 +117,39 @@ impl Outside<'_> {
     }
 
     /// `path`'s content (the link followed) as a tar stream of one entry, read
-    /// through a new `F` within `within`.
-    pub(crate) fn copy<F: StreamFilter + Default>(
+    /// through a new `F` (from `reader`) within `within`.
+    pub(crate) fn copy<F: StreamFilter>(
         &self,
         path: &str,
         within: Duration,
+        reader: impl Fn() -> F,
     ) -> Result<Copied<F>, BackendError> {
-        match self.copy_with(path, &["-L"], within) {
+        match self.copy_with(path, &["-L"], within, &reader) {
             // podman 4 (as `docker`) has no `-L`: a link then arrives as a link,
             // which the tar reader refuses rather than misreads (SPEC §24).
             Err(BackendError::Failed { detail, .. })
                 if detail.contains("unknown shorthand flag: 'L'") =>
             {
-                self.copy_with(path, &[], within)
+                self.copy_with(path, &[], within, &reader)
             }
             copied => copied,
         }
     }
 
     /// `copy` with the options `options` of `docker cp`.
-    fn copy_with<F: StreamFilter + Default>(
+    fn copy_with<F: StreamFilter>(
         &self,
         path: &str,
         options: &[&str],
         within: Duration,
+        reader: &impl Fn() -> F,
     ) -> Result<Copied<F>, BackendError> {
         let source = format!("{}:{path}", self.container);
         let invocation = docker_cli::command()
             .arg("cp")
             .args(options.iter().copied())
             .args([source.as_str(), "-"]);
-        let mut reader = F::default();
+        let mut reader = reader();
         let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
         let finished = process::run(
             &invocation,

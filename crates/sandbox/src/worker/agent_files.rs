@@ -63,7 +63,6 @@ use crate::backend::outside::{Copied, Outside};
 use crate::backend::pulled::{Pulled, StreamReader};
 use crate::backend::tools::{self, READY};
 use crate::backend::untar::{self, Kind};
-use agent_runner_core::process::StreamFilter;
 use agent_runner_settings::task::{AgentFrom, EnvValue};
 
 /// Time allowed for one copy out of the container (an agent of a few hundred MB).
@@ -903,11 +902,14 @@ impl<'a> Exec<'a> {
     /// `path`'s content (the link followed) as the engine streams it, and its first
     /// bytes.
     fn copy(&self, path: &str) -> Result<(Content, Vec<u8>), SandboxError> {
-        match self.0.copy::<TarDigest>(path, COPY_TIMEOUT)? {
+        match self
+            .0
+            .copy(path, COPY_TIMEOUT, || Pulled::new(first_entry))?
+        {
             Copied::Missing => Ok((Content::Missing, Vec::new())),
-            Copied::Read(reader, command) => reader
-                .finish_entry()
-                .map_err(|detail| SandboxError::Docker { command, detail }),
+            Copied::Read(reader, command) => {
+                digested(reader).map_err(|detail| SandboxError::Docker { command, detail })
+            }
         }
     }
 }
@@ -996,33 +998,15 @@ fn libraries(answer: &str) -> Vec<String> {
 }
 
 /// Reads the tar stream of `docker cp -L <c>:<path> -` (on a thread of its own,
-/// through the `tar` crate): the SHA-256 of its first entry's content and that
-/// content's first bytes; the rest is not read.
-struct TarDigest(Pulled<Result<(Content, Vec<u8>), String>>);
+/// through the `tar` crate, `first_entry`): the SHA-256 of its first entry's
+/// content and that content's first bytes; the rest is not read.
+type TarDigest = Pulled<Result<(Content, Vec<u8>), String>>;
 
-impl Default for TarDigest {
-    fn default() -> Self {
-        TarDigest(Pulled::new(first_entry))
-    }
-}
-
-impl StreamFilter for TarDigest {
-    fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
-        self.0.push(bytes)
-    }
-
-    fn finish(&mut self) -> Vec<u8> {
-        self.0.finish()
-    }
-}
-
-impl TarDigest {
-    /// The first entry and its first bytes, once the stream has ended.
-    fn finish_entry(self) -> Result<(Content, Vec<u8>), String> {
-        self.0
-            .result()
-            .unwrap_or_else(|| Err("the reader of the copy's tar stream failed".into()))
-    }
+/// What a `TarDigest` found, once the stream has ended.
+fn digested(reader: TarDigest) -> Result<(Content, Vec<u8>), String> {
+    reader
+        .result()
+        .unwrap_or_else(|| Err("the reader of the copy's tar stream failed".into()))
 }
 
 /// Why the reading stops: the first entry was read (or the stream is bad).
@@ -1085,6 +1069,7 @@ impl std::io::Write for Digesting {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_runner_core::process::StreamFilter;
 
     const BLOCK: usize = 512;
 
@@ -1274,12 +1259,12 @@ mod tests {
         for pax in [false, true] {
             let stream = tar(&content, pax);
             for chunk in [1, 7, 512, 4096, stream.len()] {
-                let mut reader = TarDigest::default();
+                let mut reader = Pulled::new(first_entry);
                 for piece in stream.chunks(chunk) {
                     assert!(reader.push(piece).is_empty());
                 }
                 reader.finish();
-                let (found, head) = reader.finish_entry().unwrap();
+                let (found, head) = digested(reader).unwrap();
                 assert_eq!(found, Content::File(sha256(&content)), "chunk {chunk}");
                 assert_eq!(head, content[..HEAD]);
             }
@@ -1289,12 +1274,12 @@ mod tests {
     #[test]
     fn a_cut_stream_or_an_empty_one_is_not_a_file() {
         let stream = tar(b"hello", false);
-        let mut reader = TarDigest::default();
+        let mut reader = Pulled::new(first_entry);
         reader.push(&stream[..BLOCK + 2]);
-        assert!(reader.finish_entry().is_err());
-        let mut reader = TarDigest::default();
+        assert!(digested(reader).is_err());
+        let mut reader = Pulled::new(first_entry);
         reader.push(&[0u8; 2 * BLOCK]);
-        assert_eq!(reader.finish_entry().unwrap().0, Content::Missing);
+        assert_eq!(digested(reader).unwrap().0, Content::Missing);
     }
 
     #[test]
