@@ -461,13 +461,12 @@ fn the_judge_message_in_every_wire_format() {
             super::meta_apis::sdk_check(kind, "request", last);
         }
     };
-    std::thread::scope(|scope| {
-        for (kind, key_var, shape) in [
+    support::each_at_once(
+        [
             ("openai-chat", "OPENAI_API_KEY", "chat"),
             ("openai-responses", "OPENAI_API_KEY", "responses"),
             ("anthropic-messages", "ANTHROPIC_API_KEY", "messages"),
-        ] {
-            scope.spawn(move || check(kind, key_var, shape));
-        }
-    });
+        ],
+        |(kind, key_var, shape)| check(kind, key_var, shape),
+    );
 }
