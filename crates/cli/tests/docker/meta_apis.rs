@@ -37,6 +37,8 @@ pub(super) fn sdk_check(kind: &str, what: &str, body: &str) {
 /// One `check.py --serve` per test process, shared by its threads: importing the
 /// SDKs takes seconds, and a test checks a dozen bodies.
 struct SdkChecker {
+    // Never waited for: it ends with this process, when its stdin closes.
+    _process: std::process::Child,
     input: std::process::ChildStdin,
     output: BufReader<std::process::ChildStdout>,
 }
@@ -62,7 +64,6 @@ impl SdkChecker {
     fn start() -> SdkChecker {
         let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../testdata/meta-sdk/check.py");
-        // Ends when this test process does: its stdin closes.
         let mut child = Command::new("python3")
             .arg(&script)
             .arg("--serve")
@@ -74,6 +75,7 @@ impl SdkChecker {
         SdkChecker {
             input: child.stdin.take().unwrap(),
             output: BufReader::new(child.stdout.take().unwrap()),
+            _process: child,
         }
     }
 }

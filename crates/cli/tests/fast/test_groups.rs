@@ -90,7 +90,10 @@ fn the_sharing_host_group_is_the_tests_that_take_its_lock() {
     let config = std::fs::read_to_string(top().join(".config/nextest.toml")).unwrap();
     let grouped = in_group(&config, "sharing-host");
     let holding = holding_the_lock();
-    assert!(holding.len() >= 10, "the lock's takers not found: {holding:?}");
+    assert!(
+        holding.len() >= 10,
+        "the lock's takers not found: {holding:?}"
+    );
     let missing: Vec<_> = holding.difference(&grouped).collect();
     let extra: Vec<_> = grouped.difference(&holding).collect();
     assert!(
