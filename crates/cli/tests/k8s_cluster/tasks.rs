@@ -594,7 +594,7 @@ fn a_resumed_task_on_a_cluster_starts_the_agent_afresh_and_the_note_says_so() {
     );
     let note = note(&dir.path, &id);
     assert!(
-        note.contains("The worker's session is not kept where this sandbox runs (a cluster, SPEC §25): worker run 2 started afresh with the history of the runs before in its prompt."),
+        note.contains("The worker's session is not kept where this sandbox runs (a cluster whose entry names no session_storage_class, SPEC §25): worker run 2 started afresh with the history of the runs before in its prompt."),
         "{note}"
     );
     assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));

@@ -92,6 +92,10 @@ impl Target {
                 if cluster.egress_unenforced {
                     invocation = invocation.env(super::cluster::EGRESS_UNENFORCED_VAR, "accept");
                 }
+                if let Some(class) = &cluster.session_storage_class {
+                    invocation =
+                        invocation.env(super::cluster::SESSION_STORAGE_CLASS_VAR, class);
+                }
                 invocation
             }
         }
