@@ -499,12 +499,7 @@ fn the_sweep_deletes_expired_session_claims_and_keeps_live_ones() {
     )
     .with_tools_image(crate::support::cluster::tools_image());
     let task = unique("claims");
-    let key = |what: &str| {
-        format!(
-            "{what}{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..12]
-        )
-    };
+    let key = |what: &str| format!("{what}{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let (live, expired) = (key("aaaa"), key("bbbb"));
     struct Claims(Vec<String>);
     impl Drop for Claims {
@@ -523,7 +518,10 @@ fn the_sweep_deletes_expired_session_claims_and_keeps_live_ones() {
         .session_volume(&task, &live, true)
         .unwrap()
         .expect("a cluster with a session class keeps sessions");
-    assert_eq!(mount.source.to_str(), Some(session_claim::name(&live).as_str()));
+    assert_eq!(
+        mount.source.to_str(),
+        Some(session_claim::name(&live).as_str())
+    );
     assert!(mount.volume && !mount.readonly, "{mount:?}");
     // Left by a run an hour past its expiry.
     let past = (std::time::SystemTime::now()
@@ -561,15 +559,26 @@ fn the_sweep_deletes_expired_session_claims_and_keeps_live_ones() {
         ]);
         ok && out.trim().is_empty()
     };
-    assert!(!alive(&session_claim::name(&expired)), "the expired claim goes");
+    assert!(
+        !alive(&session_claim::name(&expired)),
+        "the expired claim goes"
+    );
     assert!(alive(&session_claim::name(&live)), "the live claim is kept");
     // A run that resumes finds it and mounts it; another task's run is refused it.
-    assert!(backend.session_volume(&task, &live, false).unwrap().is_some());
+    assert!(
+        backend
+            .session_volume(&task, &live, false)
+            .unwrap()
+            .is_some()
+    );
     let e = backend
         .session_volume("another-task", &live, false)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("is not the worker session of task another-task"), "{e}");
+    assert!(
+        e.contains("is not the worker session of task another-task"),
+        "{e}"
+    );
     backend.forget_session_volume(&live);
     assert!(!alive(&session_claim::name(&live)), "forgotten: deleted");
 }

@@ -160,7 +160,16 @@ mod tests {
         for good in ["standard", "fast-ssd", "ebs.gp3", "a"] {
             assert_eq!(Cluster::storage_class(good).as_deref(), Ok(good));
         }
-        for bad in ["", "Fast", "-x", "x-", "a..b", "a_b", "a b", &"a".repeat(254)] {
+        for bad in [
+            "",
+            "Fast",
+            "-x",
+            "x-",
+            "a..b",
+            "a_b",
+            "a b",
+            &"a".repeat(254),
+        ] {
             let e = Cluster::storage_class(bad).unwrap_err();
             assert!(e.contains("a StorageClass's name"), "{bad}: {e}");
         }

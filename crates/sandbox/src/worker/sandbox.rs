@@ -175,8 +175,8 @@ impl ContainerSandbox {
         // An engine whose sandboxes keep nothing of ours keeps no session either,
         // unless it keeps one of its own (a cluster's claim): else a resumed task
         // starts the agent afresh with its history (SPEC §25).
-        let keeps_session = config.session_dir.is_some()
-            && (!backend.files_by_exec() || backend.keeps_sessions());
+        let keeps_session =
+            config.session_dir.is_some() && (!backend.files_by_exec() || backend.keeps_sessions());
         let transport = transport.0;
         let (caches, caches_error) =
             match super::caches::volumes(&config.repo, &config.worker.caches) {

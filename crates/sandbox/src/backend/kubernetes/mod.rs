@@ -640,7 +640,10 @@ impl Kubernetes {
                 Ok(names) => names,
                 // Only a cluster whose entry keeps sessions must let us list claims.
                 Err(e) if kind == "pvc" && !self.keeps_sessions() => {
-                    log::debug!("the sweep of {}'s claims did not run: {e}", self.kubectl.cluster);
+                    log::debug!(
+                        "the sweep of {}'s claims did not run: {e}",
+                        self.kubectl.cluster
+                    );
                     continue;
                 }
                 Err(e) => {

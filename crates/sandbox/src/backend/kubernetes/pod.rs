@@ -537,15 +537,28 @@ mod tests {
         assert_eq!(pod["spec"]["securityContext"], json!({"fsGroup": 1000}));
         assert!(!pod.to_string().contains("hostPath"));
         // Not a claim the backend made: an emptyDir like any named volume.
-        let unclaimed = super::pod(&spec, &super::Plan { claims: Vec::new(), ..plan.clone() })
-            .unwrap();
+        let unclaimed = super::pod(
+            &spec,
+            &super::Plan {
+                claims: Vec::new(),
+                ..plan.clone()
+            },
+        )
+        .unwrap();
         assert_eq!(
             unclaimed["spec"]["volumes"][1],
             json!({"name": "vol-1", "emptyDir": {}})
         );
         assert!(unclaimed["spec"].get("securityContext").is_none());
         // As root: no group to give.
-        let root = super::pod(&spec, &super::Plan { user: Some((0, 0)), ..plan }).unwrap();
+        let root = super::pod(
+            &spec,
+            &super::Plan {
+                user: Some((0, 0)),
+                ..plan
+            },
+        )
+        .unwrap();
         assert!(root["spec"].get("securityContext").is_none());
     }
 

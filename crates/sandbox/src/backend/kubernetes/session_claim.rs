@@ -34,7 +34,10 @@ const DELETION: Duration = Duration::from_secs(90);
 
 /// The claim of the session `key`.
 pub fn name(key: &str) -> String {
-    format!("agent-runner-session-{}", label_safe(&key.to_ascii_lowercase()))
+    format!(
+        "agent-runner-session-{}",
+        label_safe(&key.to_ascii_lowercase())
+    )
 }
 
 /// The PersistentVolumeClaim of the session `key` of task `task_id` in
@@ -112,7 +115,14 @@ impl Kubernetes {
             )?;
         } else {
             let out = self.kubectl.call(
-                &["get", "pvc", &claim_name, "-o", "json", "--ignore-not-found"],
+                &[
+                    "get",
+                    "pvc",
+                    &claim_name,
+                    "-o",
+                    "json",
+                    "--ignore-not-found",
+                ],
                 &[],
                 self.short,
                 Interrupt::never(),
@@ -121,9 +131,8 @@ impl Kubernetes {
                 return Err(self.kubectl.failed(&["get", "pvc"], &out, self.short));
             }
             if !out.stdout.trim().is_empty() {
-                let pvc: Value = serde_json::from_str(&out.stdout).map_err(|e| {
-                    BackendError::Io(format!("kubectl get pvc {claim_name}: {e}"))
-                })?;
+                let pvc: Value = serde_json::from_str(&out.stdout)
+                    .map_err(|e| BackendError::Io(format!("kubectl get pvc {claim_name}: {e}")))?;
                 if let Some(refusal) = not_ours(&pvc, task_id, key) {
                     return Err(BackendError::Refused(refusal));
                 }
