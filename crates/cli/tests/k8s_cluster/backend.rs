@@ -245,6 +245,7 @@ fn the_sweep_deletes_pods_of_dead_owners_only() {
                 tools_image: None,
                 user: None,
                 claims: Vec::new(),
+                seccomp: None,
             },
         )
         .unwrap();

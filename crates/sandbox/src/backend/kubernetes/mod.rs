@@ -39,6 +39,7 @@
 pub mod egress_probe;
 pub mod kubectl;
 pub mod pod;
+pub mod seccomp_profile;
 pub mod session_claim;
 
 use std::time::{Duration, Instant, SystemTime};
@@ -80,6 +81,8 @@ pub struct Kubernetes {
     /// The claims `session_claim` made ready: a named volume of a `Spec` of one
     /// of these names is that claim, not an `emptyDir`.
     claims: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The seccomp profile the Pods carry (`seccomp_profile.rs`), asked once.
+    seccomp: std::sync::Arc<std::sync::OnceLock<Option<String>>>,
 }
 
 impl Kubernetes {
@@ -92,6 +95,7 @@ impl Kubernetes {
             policy: Default::default(),
             notices: Default::default(),
             claims: Default::default(),
+            seccomp: Default::default(),
         }
     }
 
@@ -182,6 +186,7 @@ impl Kubernetes {
                 .lock()
                 .map(|claims| claims.clone())
                 .unwrap_or_default(),
+            seccomp: self.seccomp_for_pods(),
         };
         let manifest = pod::pod(spec, &plan).map_err(|e| BackendError::Refused(e.to_string()))?;
         self.kubectl.checked(
@@ -218,6 +223,12 @@ impl Kubernetes {
                     });
                 }
                 _ => {}
+            }
+            if let Some(why) = &status.start_problem {
+                return Err(BackendError::Failed {
+                    command: format!("kubectl create pod {name}"),
+                    detail: format!("the node cannot start its container: {why}"),
+                });
             }
             if let Some(waiting) = &status.image_problem {
                 return Err(BackendError::ImageMissing {
@@ -299,6 +310,9 @@ struct PodStatus {
     unschedulable: Option<String>,
     /// The worker container waits for an image it cannot get.
     image_problem: Option<String>,
+    /// The node cannot create a container of it (a `Localhost` seccomp profile
+    /// it lacks, say).
+    start_problem: Option<String>,
 }
 
 impl PodStatus {
@@ -323,6 +337,18 @@ impl PodStatus {
                 .then(|| format!("{reason}: {}", text(&c["state"]["waiting"]["message"])))
             })
             .next();
+        let start_problem = ["initContainerStatuses", "containerStatuses"]
+            .iter()
+            .flat_map(|key| status[*key].as_array().into_iter().flatten())
+            .filter_map(|c| {
+                let reason = text(&c["state"]["waiting"]["reason"]);
+                matches!(
+                    reason.as_str(),
+                    "CreateContainerConfigError" | "CreateContainerError" | "RunContainerError"
+                )
+                .then(|| format!("{reason}: {}", text(&c["state"]["waiting"]["message"])))
+            })
+            .next();
         PodStatus {
             phase: text(&status["phase"]),
             reason: format!("{} {}", text(&status["reason"]), text(&status["message"]))
@@ -330,6 +356,7 @@ impl PodStatus {
                 .to_string(),
             unschedulable,
             image_problem,
+            start_problem,
         }
     }
 
@@ -839,6 +866,16 @@ impl Kubernetes {
             found.push(Finding {
                 what: "egress enforced (NetworkPolicy)".into(),
                 problem,
+                seen,
+            });
+            // Not a problem either way: which profile the Pods will carry.
+            let seen = match self.seccomp_verdict(true, Interrupt::never()) {
+                Ok(verdict) => verdict.mode().to_string(),
+                Err(e) => format!("runtime-default (the probe: {e})"),
+            };
+            found.push(Finding {
+                what: "seccomp".into(),
+                problem: None,
                 seen,
             });
         }

@@ -38,6 +38,10 @@ pub struct Plan {
     /// The named volumes of the `Spec` that are PersistentVolumeClaims of that
     /// name (the worker's session, `session_claim.rs`), not `emptyDir`s.
     pub claims: Vec<String>,
+    /// agent-runner's seccomp profile as the nodes' kubelets name it
+    /// (`seccomp_profile.rs`: `hosts prepare` installed it); None: the runtime's
+    /// default.
+    pub seccomp: Option<String>,
 }
 
 /// Why a `Spec` cannot become a Pod.
@@ -230,16 +234,20 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
 
 /// `arg` as Kubernetes passes it on unchanged: it expands `$(NAME)` in a
 /// container's command and arguments, and `$$` is its escape for `$`.
-fn literal(arg: &str) -> String {
+pub(super) fn literal(arg: &str) -> String {
     arg.replace('$', "$$")
 }
 
 /// The container's `securityContext` (the same for the init container).
 fn security_context(spec: &Spec, plan: &Plan) -> Value {
+    let seccomp = match &plan.seccomp {
+        Some(path) => json!({"type": "Localhost", "localhostProfile": path}),
+        None => json!({"type": "RuntimeDefault"}),
+    };
     let mut context = json!({
         "allowPrivilegeEscalation": false,
         "privileged": false,
-        "seccompProfile": {"type": "RuntimeDefault"},
+        "seccompProfile": seccomp,
     });
     if let Some(confinement) = &spec.confinement {
         context["capabilities"] = json!({"drop": ["ALL"], "add": confinement.keep});
@@ -297,6 +305,7 @@ mod tests {
             tools_image: Some("registry.example/agent-runner-tools:abc".into()),
             user: Some((1000, 1000)),
             claims: Vec::new(),
+            seccomp: None,
         }
     }
 
@@ -560,6 +569,24 @@ mod tests {
         )
         .unwrap();
         assert!(root["spec"].get("securityContext").is_none());
+    }
+
+    #[test]
+    fn with_the_profile_installed_every_container_runs_under_it() {
+        let plan = Plan {
+            seccomp: Some("agent-runner/0123abcd.json".into()),
+            ..plan()
+        };
+        let pod = pod(&sandbox(), &plan).unwrap();
+        let profile = json!({"type": "Localhost", "localhostProfile": "agent-runner/0123abcd.json"});
+        assert_eq!(
+            pod["spec"]["containers"][0]["securityContext"]["seccompProfile"],
+            profile
+        );
+        assert_eq!(
+            pod["spec"]["initContainers"][0]["securityContext"]["seccompProfile"],
+            profile
+        );
     }
 
     #[test]
