@@ -578,7 +578,8 @@ mod tests {
             ..plan()
         };
         let pod = pod(&sandbox(), &plan).unwrap();
-        let profile = json!({"type": "Localhost", "localhostProfile": "agent-runner/0123abcd.json"});
+        let profile =
+            json!({"type": "Localhost", "localhostProfile": "agent-runner/0123abcd.json"});
         assert_eq!(
             pod["spec"]["containers"][0]["securityContext"]["seccompProfile"],
             profile

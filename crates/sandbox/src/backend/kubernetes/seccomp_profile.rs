@@ -158,7 +158,10 @@ fn verdict(output: &str, refused: Option<&str>) -> Verdict {
         },
         None => Verdict {
             installed: false,
-            detail: format!("the probe said nothing of its chmod: {}", last_lines(output, 2)),
+            detail: format!(
+                "the probe said nothing of its chmod: {}",
+                last_lines(output, 2)
+            ),
         },
     }
 }
@@ -222,9 +225,12 @@ impl Kubernetes {
                             self.short,
                         )?;
                         let ended = self.wait_for(&name, tools, true, WITHIN, interrupt);
-                        let logs = self
-                            .kubectl
-                            .call(&["logs", &name], &[], self.short, Interrupt::never());
+                        let logs = self.kubectl.call(
+                            &["logs", &name],
+                            &[],
+                            self.short,
+                            Interrupt::never(),
+                        );
                         self.delete(&[&name]);
                         let phase = ended?;
                         let said = logs.map(|o| o.stdout + &o.stderr).unwrap_or_default();
@@ -241,8 +247,9 @@ impl Kubernetes {
             handles
                 .into_iter()
                 .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(BackendError::Io("an installer's thread failed".into())))
+                    h.join().unwrap_or_else(|_| {
+                        Err(BackendError::Io("an installer's thread failed".into()))
+                    })
                 })
                 .collect()
         });
@@ -334,7 +341,11 @@ impl Kubernetes {
 
     /// The probe's verdict, kept an hour (see the module documentation).
     /// `fresh`: probed now whatever is kept (`hosts check`, `hosts prepare`).
-    pub fn seccomp_verdict(&self, fresh: bool, interrupt: Interrupt) -> Result<Verdict, BackendError> {
+    pub fn seccomp_verdict(
+        &self,
+        fresh: bool,
+        interrupt: Interrupt,
+    ) -> Result<Verdict, BackendError> {
         let file = super::egress_probe::cache_file(
             &format!("seccomp-{}", &localhost_profile()[13..21]),
             &self.kubectl.cluster.to_string(),
@@ -418,14 +429,20 @@ mod tests {
     #[test]
     fn the_profile_is_named_by_its_content() {
         let name = localhost_profile();
-        assert!(name.starts_with("agent-runner/") && name.ends_with(".json"), "{name}");
+        assert!(
+            name.starts_with("agent-runner/") && name.ends_with(".json"),
+            "{name}"
+        );
         assert_eq!(name.len(), "agent-runner/".len() + 16 + ".json".len());
         assert_eq!(name, localhost_profile());
     }
 
     #[test]
     fn the_installer_writes_the_profile_through_the_seccomp_root_only() {
-        let labels = vec![("agent-runner.task".to_string(), "seccomp-install".to_string())];
+        let labels = vec![(
+            "agent-runner.task".to_string(),
+            "seccomp-install".to_string(),
+        )];
         let pod = installer("team", "inst", "node-1", "tools:1", &labels);
         assert_eq!(pod["spec"]["nodeName"], "node-1");
         assert_eq!(
@@ -435,15 +452,20 @@ mod tests {
         );
         let container = &pod["spec"]["containers"][0];
         assert_eq!(container["securityContext"]["privileged"], false);
-        assert_eq!(container["securityContext"]["capabilities"], json!({"drop": ["ALL"]}));
+        assert_eq!(
+            container["securityContext"]["capabilities"],
+            json!({"drop": ["ALL"]})
+        );
         let path = localhost_profile();
         let (dir, file) = path.split_once('/').unwrap();
         assert_eq!(container["args"][1], dir);
         assert_eq!(container["args"][2], file);
-        let content: Value =
-            serde_json::from_str(container["args"][3].as_str().unwrap()).unwrap();
+        let content: Value = serde_json::from_str(container["args"][3].as_str().unwrap()).unwrap();
         assert_eq!(content["defaultAction"], "SCMP_ACT_ERRNO");
-        assert_eq!(pod["metadata"]["labels"]["agent-runner.task"], "seccomp-install");
+        assert_eq!(
+            pod["metadata"]["labels"]["agent-runner.task"],
+            "seccomp-install"
+        );
         // The installer's script under this machine's shell, into a directory here.
         let root = std::env::temp_dir().join(format!("seccomp-{}", uuid::Uuid::new_v4().simple()));
         let script = container["command"][2]
@@ -473,11 +495,21 @@ mod tests {
     fn the_verdict_needs_the_chmod_refused() {
         assert!(verdict("agent-runner-setid 1\n", None).installed);
         let allowed = verdict("agent-runner-setid 0\n", None);
-        assert!(!allowed.installed && allowed.detail.contains("was allowed"), "{allowed:?}");
-        let refused = verdict("", Some("CreateContainerError: cannot load seccomp profile"));
+        assert!(
+            !allowed.installed && allowed.detail.contains("was allowed"),
+            "{allowed:?}"
+        );
+        let refused = verdict(
+            "",
+            Some("CreateContainerError: cannot load seccomp profile"),
+        );
         assert_eq!(
             (refused.installed, refused.detail.as_str(), refused.mode()),
-            (false, "CreateContainerError: cannot load seccomp profile", "runtime-default")
+            (
+                false,
+                "CreateContainerError: cannot load seccomp profile",
+                "runtime-default"
+            )
         );
         assert!(!verdict("noise", None).installed);
         assert_eq!(verdict("agent-runner-setid 1", None).mode(), "localhost");
