@@ -26,7 +26,7 @@ const LOAD: Duration = Duration::from_secs(1800);
 pub enum PrepareError {
     /// The daemon does not answer (`host::Target::health`).
     #[error("{target}: {why}")]
-    Down { target: Target, why: String },
+    Down { target: Box<Target>, why: String },
     /// A step (the image's load, the tools' copy or fill) failed.
     #[error("{what} failed: {detail}")]
     Step { what: String, detail: String },
@@ -297,7 +297,7 @@ pub fn prepare(
     }
     if let Some(why) = target.health() {
         return Err(PrepareError::Down {
-            target: target.clone(),
+            target: Box::new(target.clone()),
             why,
         });
     }
