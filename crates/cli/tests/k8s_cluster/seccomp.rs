@@ -34,12 +34,7 @@ fn unprepared() {
         .status()
         .unwrap();
     assert!(removed.success());
-    let home = std::env::var("XDG_CACHE_HOME")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| {
-            std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache")
-        });
-    let kept = home.join("agent-runner/clusters");
+    let kept = agent_runner_core::cache_dir::for_kind("clusters").unwrap();
     for entry in std::fs::read_dir(&kept).into_iter().flatten().flatten() {
         if entry.file_name().to_string_lossy().starts_with("seccomp-") {
             let _ = std::fs::remove_file(entry.path());
@@ -60,6 +55,11 @@ impl Drop for Unprepare {
 /// A held sandbox of the test image, its Pod's seccomp profile (type and name)
 /// and what a set-id and a plain `chmod` answered in it.
 fn sandbox_under_profile() -> (String, String) {
+    sandbox_started().unwrap()
+}
+
+/// `sandbox_under_profile`, or why its start failed.
+fn sandbox_started() -> Result<(String, String), String> {
     let name = format!(
         "agent-runner-test-seccomp-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..10]
@@ -81,7 +81,8 @@ fn sandbox_under_profile() -> (String, String) {
     spec.network = Net::Isolated;
     spec.confinement = Some(Confinement { keep: &[] });
     // A backend of its own: the profile is asked once per backend.
-    let started = backend().start(&spec).unwrap();
+    let _cleanup = Cleanup(name.clone());
+    let started = backend().start(&spec).map_err(|e| e.to_string())?;
     let (_, profile, _) = kubectl(&[
         "get",
         "pod",
@@ -112,10 +113,25 @@ fn sandbox_under_profile() -> (String, String) {
         )
         .unwrap();
     started.instance.remove(Duration::from_secs(5));
-    (
+    Ok((
         profile.trim().to_string(),
         capture.tail().trim().to_string(),
-    )
+    ))
+}
+
+/// Deletes the test's Pod when the test ends, passed or not.
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        kubectl(&[
+            "delete",
+            "pod",
+            "--wait=false",
+            "--ignore-not-found",
+            &self.0,
+        ]);
+    }
 }
 
 fn hosts(command: &str) -> support::Outcome {
@@ -131,7 +147,8 @@ fn hosts(command: &str) -> support::Outcome {
 #[ignore = "needs the Kubernetes test cluster: make test-cluster"]
 fn hosts_prepare_installs_the_seccomp_profile_and_pods_then_run_under_it() {
     needs!(Cluster);
-    let _cluster = support::cluster::shared();
+    // Alone: a test beside it would keep the verdict of a profile this one removes.
+    let _cluster = support::cluster::alone();
     product_tools_image();
     unprepared();
     let _unprepare = Unprepare;
@@ -162,4 +179,23 @@ fn hosts_prepare_installs_the_seccomp_profile_and_pods_then_run_under_it() {
         chmods, "setid=1\nplain=0",
         "the set-id chmod is refused, a plain one not"
     );
+
+    // A node without the profile (one added since): the start fails naming the
+    // kubelet's error, and the kept verdict goes, so the next start asks again.
+    let removed = std::process::Command::new("docker")
+        .args([
+            "exec",
+            NODE,
+            "rm",
+            "-rf",
+            &format!("{SECCOMP_ROOT}/agent-runner"),
+        ])
+        .status()
+        .unwrap();
+    assert!(removed.success());
+    let e = sandbox_started().unwrap_err();
+    assert!(e.contains("the node cannot start its container"), "{e}");
+    assert!(e.contains("seccomp"), "{e}");
+    let (profile, _) = sandbox_under_profile();
+    assert_eq!(profile, "RuntimeDefault", "asked again");
 }

@@ -225,6 +225,9 @@ impl Kubernetes {
                 _ => {}
             }
             if let Some(why) = &status.start_problem {
+                if why.contains("seccomp") {
+                    self.forget_seccomp_verdict();
+                }
                 return Err(BackendError::Failed {
                     command: format!("kubectl create pod {name}"),
                     detail: format!("the node cannot start its container: {why}"),

@@ -346,10 +346,7 @@ impl Kubernetes {
         fresh: bool,
         interrupt: Interrupt,
     ) -> Result<Verdict, BackendError> {
-        let file = super::egress_probe::cache_file(
-            &format!("seccomp-{}", &localhost_profile()[13..21]),
-            &self.kubectl.cluster.to_string(),
-        );
+        let file = verdict_file(&self.kubectl.cluster.to_string());
         if let Some(kept) = file.as_ref().filter(|_| !fresh).and_then(|f| read_kept(f)) {
             return Ok(kept);
         }
@@ -358,6 +355,14 @@ impl Kubernetes {
             keep(&file, &verdict);
         }
         Ok(verdict)
+    }
+
+    /// Forgets the kept verdict: a node could not start a container under the
+    /// profile (one added since, say), so the next sandbox asks again.
+    pub(super) fn forget_seccomp_verdict(&self) {
+        if let Some(file) = verdict_file(&self.kubectl.cluster.to_string()) {
+            let _ = std::fs::remove_file(file);
+        }
     }
 
     /// The profile a sandbox's Pods carry: `Localhost` where the verdict says it is
@@ -385,6 +390,15 @@ impl Kubernetes {
             })
             .clone()
     }
+}
+
+/// Where the verdict on `cluster` of this build's profile is kept.
+fn verdict_file(cluster: &str) -> Option<std::path::PathBuf> {
+    let profile = localhost_profile();
+    let digest = profile
+        .trim_start_matches("agent-runner/")
+        .trim_end_matches(".json");
+    super::egress_probe::cache_file(&format!("seccomp-{digest}"), cluster)
 }
 
 fn read_kept(file: &std::path::Path) -> Option<Verdict> {
