@@ -29,7 +29,8 @@ pub(crate) enum HostsCommand {
     /// Exits 1 when a host is unhealthy.
     Check(HostsArgs),
     /// Loads the worker image (`docker save | docker load`, streamed) and fills the
-    /// tools volume on each host where they are missing.
+    /// tools volume on each Docker host where they are missing; on a cluster,
+    /// installs agent-runner's seccomp profile on every node.
     Prepare(HostsArgs),
 }
 

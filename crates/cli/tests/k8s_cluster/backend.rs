@@ -244,6 +244,8 @@ fn the_sweep_deletes_pods_of_dead_owners_only() {
                 expires_in_secs: 600,
                 tools_image: None,
                 user: None,
+                claims: Vec::new(),
+                seccomp: None,
             },
         )
         .unwrap();
@@ -477,4 +479,107 @@ fn the_tools_come_from_the_tools_image_read_only() {
     );
     assert!(!yaml.contains("hostPath"), "{yaml}");
     started.instance.remove(Duration::from_secs(10));
+}
+
+/// SPEC §25 "Resume" and "Faults and leftovers": a worker session's claim outlives
+/// the run that made it (a killed run is resumed from it), so it carries no owner
+/// and the sweep leaves it while its expiry is ahead, dead owner or not; once the
+/// expiry passed, the sweep deletes it, by label.
+#[test]
+#[ignore = "needs cluster"]
+fn the_sweep_deletes_expired_session_claims_and_keeps_live_ones() {
+    use agent_runner_sandbox::backend::kubernetes::session_claim;
+    needs!(Cluster);
+    let _cluster = crate::support::cluster::shared();
+    let class = crate::support::cluster::session_class(0);
+    let backend = agent_runner_sandbox::backend::kubernetes::Kubernetes::new(
+        agent_runner_sandbox::backend::cluster::Cluster {
+            session_storage_class: Some(class.name.clone()),
+            ..crate::support::cluster::cluster()
+        },
+    )
+    .with_tools_image(crate::support::cluster::tools_image());
+    let task = unique("claims");
+    let key = |what: &str| format!("{what}{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let (live, expired) = (key("aaaa"), key("bbbb"));
+    struct Claims(Vec<String>);
+    impl Drop for Claims {
+        fn drop(&mut self) {
+            for name in &self.0 {
+                kubectl(&["delete", "pvc", name, "--wait=false", "--ignore-not-found"]);
+            }
+        }
+    }
+    let _claims = Claims(vec![
+        session_claim::name(&live),
+        session_claim::name(&expired),
+    ]);
+    // Made as a run does (fresh): a claim of the class, mounted at the session.
+    let mount = backend
+        .session_volume(&task, &live, true)
+        .unwrap()
+        .expect("a cluster with a session class keeps sessions");
+    assert_eq!(
+        mount.source.to_str(),
+        Some(session_claim::name(&live).as_str())
+    );
+    assert!(mount.volume && !mount.readonly, "{mount:?}");
+    // Left by a run an hour past its expiry.
+    let past = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 3600)
+        .to_string();
+    let manifest = session_claim::claim(
+        &backend.cluster().namespace,
+        &class.name,
+        &task,
+        &expired,
+        &past,
+    );
+    let (ok, err) =
+        crate::support::cluster::kubectl_in(&["create", "-f", "-"], &manifest.to_string());
+    assert!(ok, "{err}");
+    let swept = backend.sweep_orphans();
+    assert!(
+        swept.contains(&format!("pvc {}", session_claim::name(&expired))),
+        "{swept:?}"
+    );
+    assert!(
+        !swept.contains(&format!("pvc {}", session_claim::name(&live))),
+        "{swept:?}"
+    );
+    let alive = |name: &str| {
+        let (ok, out, _) = kubectl(&[
+            "get",
+            "pvc",
+            name,
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ]);
+        ok && out.trim().is_empty()
+    };
+    assert!(
+        !alive(&session_claim::name(&expired)),
+        "the expired claim goes"
+    );
+    assert!(alive(&session_claim::name(&live)), "the live claim is kept");
+    // A run that resumes finds it and mounts it; another task's run is refused it.
+    assert!(
+        backend
+            .session_volume(&task, &live, false)
+            .unwrap()
+            .is_some()
+    );
+    let e = backend
+        .session_volume("another-task", &live, false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("is not the worker session of task another-task"),
+        "{e}"
+    );
+    backend.forget_session_volume(&live);
+    assert!(!alive(&session_claim::name(&live)), "forgotten: deleted");
 }

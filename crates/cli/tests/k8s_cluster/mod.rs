@@ -3,4 +3,5 @@
 //! for (`K8S=1`) or is up here, and says so when not.
 
 mod backend;
+mod seccomp;
 mod tasks;

@@ -594,8 +594,106 @@ fn a_resumed_task_on_a_cluster_starts_the_agent_afresh_and_the_note_says_so() {
     );
     let note = note(&dir.path, &id);
     assert!(
-        note.contains("The worker's session is not kept where this sandbox runs (a cluster, SPEC §25): worker run 2 started afresh with the history of the runs before in its prompt."),
+        note.contains("The worker's session is not kept where this sandbox runs (a cluster whose entry names no session_storage_class, SPEC §25): worker run 2 started afresh with the history of the runs before in its prompt."),
         "{note}"
     );
+    assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
+}
+
+/// The session claims of task `id` not yet being deleted.
+fn claims_of(id: &str) -> Vec<String> {
+    let selector = format!("agent-runner.task={id}");
+    let (ok, out, err) = kubectl(&["get", "pvc", "-l", &selector, "-o", "json"]);
+    assert!(ok, "{err}");
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|pvc| pvc["metadata"]["deletionTimestamp"].is_null())
+        .map(|pvc| pvc["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The thread ids a run log's `thread.started` events name.
+fn threads(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["type"] == "thread.started")
+        .map(|e| e["thread_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// SPEC §25 "Resume": where the cluster's entry names `session_storage_class`, the
+/// worker's session is a claim of that class kept across the task's Pods, so a
+/// task killed there and resumed goes on with its worker's session (the same
+/// thread, its earlier turn recalled, as on Docker), the note says nothing of
+/// starting afresh, and the claim is deleted once the task is COMPLETE.
+#[test]
+#[ignore = "needs the Kubernetes test cluster: make test-cluster"]
+fn a_resumed_task_on_a_cluster_with_a_session_class_goes_on_with_its_session() {
+    needs!(Cluster);
+    let _cluster = support::cluster::shared();
+    product_tools_image();
+    let class = support::cluster::session_class(1);
+    let dir = support::Scratch::new("k8s-session");
+    support::git_repo(&dir.path, "out.txt", "wrong\n");
+    let id = task_id("k8s-session");
+    // A run that fails leaves its claim for a resume: this test's go, passed or not.
+    struct Claims(String);
+    impl Drop for Claims {
+        fn drop(&mut self) {
+            let selector = format!("agent-runner.task={}", self.0);
+            kubectl(&["delete", "pvc", "-l", &selector, "--wait=false"]);
+        }
+    }
+    let _claims = Claims(id.clone());
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1", "AC-2"]),
+        run_worker("@run: echo one > one.txt\n@say: wrote one.txt"),
+        assess(&["AC-1"], "one of two"),
+        run_worker("@say: working\n@sleep: 300"),
+        // After the resume.
+        run_worker("@recall\n@run: echo ok > out.txt\n@say: done"),
+        assess(&["AC-2"], "both done"),
+    ]);
+    let yaml = v1_task(&id, &dir.path, &server).set("runner.worker.agent_from", "image");
+    let with_class = |yaml: TaskYaml| {
+        on_cluster(yaml).env(
+            agent_runner_sandbox::backend::cluster::SESSION_STORAGE_CLASS_VAR,
+            &class.name,
+        )
+    };
+    let first = with_class(yaml.clone()).start();
+    let log = dir.join(&format!(".agent-runner/logs/{id}/run-2.log"));
+    wait_for(Duration::from_secs(180), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
+    });
+    let thread_one = threads(
+        &std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log"))).unwrap(),
+    );
+    assert_eq!(thread_one.len(), 1, "{thread_one:?}");
+    let claims = claims_of(&id);
+    assert_eq!(claims.len(), 1, "one claim for the task: {claims:?}");
+    let (_, class_of, _) = kubectl(&[
+        "get",
+        "pvc",
+        &claims[0],
+        "-o",
+        "jsonpath={.spec.storageClassName} {.status.phase}",
+    ]);
+    first.kill();
+    let out = with_class(yaml).arg("--resume").output();
+    out.code(0).stdout_has(&format!("COMPLETE: task {id}"));
+    let run2 = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        run2.contains("recalled 1 earlier turn(s)"),
+        "the session did not go on: {run2}"
+    );
+    assert_eq!(threads(&run2), thread_one, "the same thread: {run2}");
+    assert_eq!(class_of.trim(), format!("{} Bound", class.name));
+    let note = note(&dir.path, &id);
+    assert!(!note.contains("afresh"), "{note}");
+    assert!(claims_of(&id).is_empty(), "{:?}", claims_of(&id));
     assert!(pods_of(&id).is_empty(), "{:?}", pods_of(&id));
 }

@@ -245,3 +245,83 @@ impl Drop for Paused {
         }
     }
 }
+
+/// `kubectl <args>` on the test cluster with `stdin` (a manifest): (ok, stderr).
+pub fn kubectl_in(args: &[&str], stdin: &str) -> (bool, String) {
+    let out = Kubectl::new(cluster())
+        .call(
+            args,
+            stdin.as_bytes(),
+            Duration::from_secs(30),
+            agent_runner_core::interrupt::Interrupt::never(),
+        )
+        .unwrap();
+    (out.ok, out.stderr)
+}
+
+/// A StorageClass for the claims of workers' sessions (SPEC §25 "Resume"), with
+/// `volumes` PersistentVolumes to bind: the test cluster has no provisioner, so
+/// the class is `kubernetes.io/no-provisioner` and each volume a directory of the
+/// node (a `hostPath` of this fixture's own; the product never renders one).
+/// Deleted, with the directories, when the guard goes.
+pub struct SessionClass {
+    pub name: String,
+    volumes: Vec<String>,
+}
+
+pub fn session_class(volumes: usize) -> SessionClass {
+    let name = format!(
+        "agent-runner-test-session-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let class = serde_json::json!({
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    });
+    let (ok, err) = kubectl_in(&["create", "-f", "-"], &class.to_string());
+    assert!(ok, "the StorageClass: {err}");
+    let mut made = SessionClass {
+        name: name.clone(),
+        volumes: Vec::new(),
+    };
+    for i in 0..volumes {
+        let volume = format!("{name}-{i}");
+        let pv = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume, "labels": {"agent-runner-test": "session"}},
+            "spec": {
+                "storageClassName": name,
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": format!("/tmp/{volume}"), "type": "DirectoryOrCreate"},
+            },
+        });
+        let (ok, err) = kubectl_in(&["create", "-f", "-"], &pv.to_string());
+        assert!(ok, "the PersistentVolume: {err}");
+        made.volumes.push(volume);
+    }
+    made
+}
+
+impl Drop for SessionClass {
+    fn drop(&mut self) {
+        for volume in &self.volumes {
+            kubectl(&["delete", "pv", volume, "--wait=false", "--ignore-not-found"]);
+            let _ = std::process::Command::new("docker")
+                .args(["exec", NODE, "rm", "-rf", &format!("/tmp/{volume}")])
+                .status();
+        }
+        kubectl(&[
+            "delete",
+            "storageclass",
+            &self.name,
+            "--wait=false",
+            "--ignore-not-found",
+        ]);
+    }
+}

@@ -76,8 +76,9 @@ pub(crate) struct HostEntry {
 }
 
 /// `defaults.hosts[i].kubernetes`: the cluster's context and namespace, the
-/// kubeconfig (default: kubectl's own), how long a Pod may wait for a node, and
-/// whether a cluster that does not enforce NetworkPolicy is accepted.
+/// kubeconfig (default: kubectl's own), how long a Pod may wait for a node,
+/// whether a cluster that does not enforce NetworkPolicy is accepted, and the
+/// StorageClass of the claims that keep workers' sessions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ClusterEntry {
@@ -89,6 +90,8 @@ pub(crate) struct ClusterEntry {
     pub(crate) schedule_timeout_sec: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) egress_unenforced: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) session_storage_class: Option<String>,
 }
 
 impl HostEntry {
@@ -114,6 +117,12 @@ impl HostEntry {
                         ));
                     }
                 };
+                cluster.session_storage_class = entry
+                    .session_storage_class
+                    .as_deref()
+                    .map(Cluster::storage_class)
+                    .transpose()
+                    .map_err(|e| format!("{at}.session_storage_class: {e}"))?;
                 HostSpec::of_cluster(&at, &self.name, cluster, self.slots)
             }
             (Some(_), Some(_)) => Err(format!(
@@ -627,7 +636,7 @@ mod tests {
     #[test]
     fn a_host_is_a_docker_daemon_or_a_clusters_namespace() {
         let d = parse(
-            "hosts:\n  - {name: box, docker: 'tcp://127.0.0.5:2375', slots: 2}\n  - name: k8s\n    slots: 4\n    kubernetes: {context: prod, namespace: agents, kubeconfig: /etc/kube.conf, schedule_timeout_sec: 60, egress_unenforced: accept}\n",
+            "hosts:\n  - {name: box, docker: 'tcp://127.0.0.5:2375', slots: 2}\n  - name: k8s\n    slots: 4\n    kubernetes: {context: prod, namespace: agents, kubeconfig: /etc/kube.conf, schedule_timeout_sec: 60, egress_unenforced: accept, session_storage_class: fast-ssd}\n",
         )
         .unwrap();
         let hosts = d.hosts().unwrap();
@@ -641,6 +650,8 @@ mod tests {
         );
         assert_eq!(cluster.schedule_timeout_sec, Some(60));
         assert!(cluster.egress_unenforced);
+        assert_eq!(cluster.session_storage_class.as_deref(), Some("fast-ssd"));
+        assert_eq!(hosts[0].target.cluster(), None);
         for (yaml, error) in [
             ("hosts:\n  - {name: a}\n", "hosts[0]: neither docker"),
             (
@@ -658,6 +669,10 @@ mod tests {
             (
                 "hosts:\n  - {name: a, kubernetes: {context: c, namespace: n, schedule_timeout_sec: 0}}\n",
                 "hosts[0].kubernetes.schedule_timeout_sec: 0",
+            ),
+            (
+                "hosts:\n  - {name: a, kubernetes: {context: c, namespace: n, session_storage_class: Fast_SSD}}\n",
+                "hosts[0].kubernetes.session_storage_class: \"Fast_SSD\": a StorageClass's name",
             ),
             (
                 "hosts:\n  - {name: a, kubernetes: {context: c, namespace: n, zone: x}}\n",

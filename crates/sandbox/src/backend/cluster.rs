@@ -21,6 +21,10 @@ pub struct Cluster {
     /// The entry accepts a cluster that does not enforce NetworkPolicy
     /// (`egress_unenforced: accept`).
     pub egress_unenforced: bool,
+    /// The StorageClass of the PersistentVolumeClaim that keeps a task's worker
+    /// session across its Pods (`session_storage_class`); None: a resumed task
+    /// starts the agent afresh with its history (SPEC §25 "Resume").
+    pub session_storage_class: Option<String>,
 }
 
 /// Carries a cluster entry's `schedule_timeout_sec` to the runner the
@@ -28,6 +32,8 @@ pub struct Cluster {
 pub const SCHEDULE_TIMEOUT_VAR: &str = "AGENT_RUNNER_K8S_SCHEDULE_TIMEOUT_SEC";
 /// Carries `egress_unenforced: accept` the same way.
 pub const EGRESS_UNENFORCED_VAR: &str = "AGENT_RUNNER_K8S_EGRESS_UNENFORCED";
+/// Carries `session_storage_class` the same way (and names it for `run`).
+pub const SESSION_STORAGE_CLASS_VAR: &str = "AGENT_RUNNER_K8S_SESSION_STORAGE_CLASS";
 
 impl Cluster {
     /// A cluster entry, checked: a context kubectl can name, a namespace Kubernetes
@@ -64,7 +70,28 @@ impl Cluster {
             kubeconfig,
             schedule_timeout_sec: None,
             egress_unenforced: false,
+            session_storage_class: None,
         })
+    }
+
+    /// `class` as a StorageClass name Kubernetes accepts (a DNS subdomain: 1 to
+    /// 253 of a-z 0-9 - ., each dot-separated part starting and ending with a
+    /// letter or digit).
+    pub fn storage_class(class: &str) -> Result<String, String> {
+        let part_ok = |part: &str| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        };
+        if class.len() > 253 || !class.split('.').all(part_ok) {
+            return Err(format!(
+                "{class:?}: a StorageClass's name, 1 to 253 of a-z 0-9 - . (`kubectl get storageclass` lists them)"
+            ));
+        }
+        Ok(class.to_string())
     }
 
     /// What a runner the orchestrator started for this cluster was told beside
@@ -75,6 +102,13 @@ impl Cluster {
             self.schedule_timeout_sec = var(SCHEDULE_TIMEOUT_VAR).and_then(|v| v.parse().ok());
         }
         self.egress_unenforced |= var(EGRESS_UNENFORCED_VAR).as_deref() == Some("accept");
+        if self.session_storage_class.is_none() {
+            match var(SESSION_STORAGE_CLASS_VAR).map(|v| Cluster::storage_class(&v)) {
+                Some(Ok(class)) => self.session_storage_class = Some(class),
+                Some(Err(e)) => log::warn!("{SESSION_STORAGE_CLASS_VAR}: {e}; not used"),
+                None => {}
+            }
+        }
         self
     }
 
@@ -119,5 +153,25 @@ mod tests {
         assert!(e.contains("context \"\""), "{e}");
         let e = Cluster::parse("k8s://a b/ns").unwrap().unwrap_err();
         assert!(e.contains("context \"a b\""), "{e}");
+    }
+
+    #[test]
+    fn a_storage_class_is_a_dns_subdomain() {
+        for good in ["standard", "fast-ssd", "ebs.gp3", "a"] {
+            assert_eq!(Cluster::storage_class(good).as_deref(), Ok(good));
+        }
+        for bad in [
+            "",
+            "Fast",
+            "-x",
+            "x-",
+            "a..b",
+            "a_b",
+            "a b",
+            &"a".repeat(254),
+        ] {
+            let e = Cluster::storage_class(bad).unwrap_err();
+            assert!(e.contains("a StorageClass's name"), "{bad}: {e}");
+        }
     }
 }

@@ -25,16 +25,21 @@
 //! reaches this machine is checked here as for every bundle, and nothing of the
 //! sandbox is read but the two execs' output.
 //!
-//! The worker's session is not kept across sandboxes (a resumed task starts the
-//! agent afresh with its history, SPEC §25), and `after_run` has nothing to sweep.
+//! The worker's session is kept across sandboxes only where the engine keeps it
+//! (`Backend::session_volume`: a cluster's PersistentVolumeClaim where its entry
+//! names `session_storage_class`), mounted at `SESSION_DIR` and removed when the
+//! task is finished (`forget_session`); elsewhere a resumed task starts the agent
+//! afresh with its history (SPEC §25). `after_run` has nothing to sweep.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::copy::{self, MAX_BUNDLE, NO_GIT};
 use super::file_sink::FileSink;
 use super::landing::{self, UserRepo};
 use super::privileges::Finding;
+use super::session_volume::SessionVolume;
 use super::tools::SHELL;
 use super::tree_back::{Committed, TreeBack};
 use super::{
@@ -75,6 +80,10 @@ pub(crate) struct ExecCopy {
     out: Option<Result<Out, String>>,
     discarded: bool,
     brought: Option<BroughtBack>,
+    backend: Arc<dyn Backend>,
+    /// The worker's session the engine keeps, and whether it is made anew before
+    /// the next start (a new run: not a resume); None: the task keeps none.
+    session: Option<(SessionVolume, bool)>,
 }
 
 /// What the sandbox gave back.
@@ -89,7 +98,7 @@ enum Out {
 }
 
 impl ExecCopy {
-    pub(crate) fn new(task: CopyTask) -> ExecCopy {
+    pub(crate) fn new(backend: Arc<dyn Backend>, task: CopyTask) -> ExecCopy {
         let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
         ExecCopy {
             scratch: task.private_dir.join(format!("copy-{suffix}")),
@@ -102,6 +111,11 @@ impl ExecCopy {
             out: None,
             discarded: false,
             brought: None,
+            session: task
+                .session
+                .filter(|_| backend.keeps_sessions())
+                .map(|resumed| (SessionVolume::of(&task.repo, task.task_id), !resumed)),
+            backend,
         }
     }
 
@@ -385,13 +399,21 @@ impl Transport for ExecCopy {
     }
 
     fn mounts(&mut self) -> Result<Vec<Mount>, BackendError> {
-        Ok(vec![
+        let mut mounts = vec![
             Mount {
                 readonly: false,
                 ..Mount::volume(VOLUME, PROJECT_DIR)
             },
             Mount::volume(VOLUME, format!("{CLONES}/{JOB}")),
-        ])
+        ];
+        if let Some((session, fresh)) = &mut self.session {
+            let (task_id, key) = session.task_and_key();
+            let kept = self.backend.session_volume(task_id, key, *fresh)?;
+            // Made anew once per run: the next sandbox of this run goes on with it.
+            *fresh = false;
+            mounts.extend(kept);
+        }
+        Ok(mounts)
     }
 
     fn after_run(&mut self) -> Vec<Finding> {
@@ -434,6 +456,12 @@ impl Transport for ExecCopy {
 
     fn brought_back(&mut self) -> Option<BroughtBack> {
         self.brought.take()
+    }
+
+    fn forget_session(&mut self) {
+        if let Some((session, _)) = self.session.take() {
+            self.backend.forget_session_volume(session.task_and_key().1);
+        }
     }
 
     fn discard(&mut self) {

@@ -92,6 +92,9 @@ impl Target {
                 if cluster.egress_unenforced {
                     invocation = invocation.env(super::cluster::EGRESS_UNENFORCED_VAR, "accept");
                 }
+                if let Some(class) = &cluster.session_storage_class {
+                    invocation = invocation.env(super::cluster::SESSION_STORAGE_CLASS_VAR, class);
+                }
                 invocation
             }
         }
@@ -275,6 +278,28 @@ mod tests {
         assert_eq!((h.target.cluster().is_some(), h.slots), (true, 3));
         let e = HostSpec::parse_flag("c=k8s://prod/Agents:2").unwrap_err();
         assert!(e.contains("namespace \"Agents\": 1 to 63"), "{e}");
+    }
+
+    #[test]
+    fn a_cluster_runner_is_told_its_entrys_settings_in_its_environment() {
+        use agent_runner_core::process::{self, Capture, Limits, Stop};
+        let mut cluster = super::super::cluster::Cluster::new("c", "n", None).unwrap();
+        cluster.schedule_timeout_sec = Some(7);
+        cluster.session_storage_class = Some("fast-ssd".into());
+        let invocation = Target::Kubernetes(cluster).apply(Invocation::new("/bin/sh").args([
+            "-c",
+            "echo \"$AGENT_RUNNER_SANDBOX_HOST $AGENT_RUNNER_K8S_SCHEDULE_TIMEOUT_SEC $AGENT_RUNNER_K8S_SESSION_STORAGE_CLASS\"",
+        ]));
+        let mut capture = Capture::in_memory(1024);
+        let finished = process::run(
+            &invocation,
+            &Limits::wall(Duration::from_secs(10), Interrupt::never()),
+            &mut capture,
+            Stop::Terminate,
+        )
+        .unwrap();
+        assert!(finished.success());
+        assert_eq!(capture.tail().trim(), "k8s://c/n 7 fast-ssd");
     }
 
     #[test]

@@ -26,7 +26,7 @@ const LOAD: Duration = Duration::from_secs(1800);
 pub enum PrepareError {
     /// The daemon does not answer (`host::Target::health`).
     #[error("{target}: {why}")]
-    Down { target: Target, why: String },
+    Down { target: Box<Target>, why: String },
     /// A step (the image's load, the tools' copy or fill) failed.
     #[error("{what} failed: {detail}")]
     Step { what: String, detail: String },
@@ -230,6 +230,9 @@ fn check_cluster(mut row: Row, cluster: &super::cluster::Cluster) -> Row {
     if let Some(egress) = found.iter().find(|f| f.what.starts_with("egress")) {
         version = format!("{version}, egress {}", egress.seen);
     }
+    if let Some(seccomp) = found.iter().find(|f| f.what == "seccomp") {
+        version = format!("{version}, seccomp: {}", seccomp.seen);
+    }
     let problems: Vec<String> = found
         .iter()
         .filter_map(|f| f.problem.as_ref().map(|p| format!("{}: {p}", f.what)))
@@ -245,6 +248,41 @@ fn check_cluster(mut row: Row, cluster: &super::cluster::Cluster) -> Row {
     row
 }
 
+/// A cluster prepared (SPEC §25): agent-runner's seccomp profile installed on its
+/// nodes and proven there (`kubernetes/seccomp_profile.rs`). Its images are the
+/// cluster's to pull: said, not done.
+fn prepare_cluster(
+    host: &HostSpec,
+    cluster: &super::cluster::Cluster,
+    interrupt: Interrupt,
+) -> Result<String, PrepareError> {
+    let backend =
+        super::kubernetes::Kubernetes::new(cluster.clone()).with_tools_image(&tools::image_name());
+    let step = |e: super::BackendError| PrepareError::Step {
+        what: format!("the seccomp profile on {cluster}"),
+        detail: e.to_string(),
+    };
+    let nodes = backend.install_seccomp(interrupt).map_err(step)?;
+    let verdict = backend.seccomp_verdict(true, interrupt).map_err(step)?;
+    if !verdict.installed {
+        return Err(PrepareError::Step {
+            what: format!("hosts prepare {}", host.name),
+            detail: format!(
+                "the seccomp profile was written on {} but a Pod cannot run under it: {}",
+                nodes.join(", "),
+                verdict.detail
+            ),
+        });
+    }
+    Ok(format!(
+        "seccomp profile {} installed on {} node(s) ({}), seccomp: localhost; {cluster} pulls its images itself: push the worker image and the tools image ({}) where it pulls, or load them on its nodes",
+        super::kubernetes::seccomp_profile::localhost_profile(),
+        nodes.len(),
+        nodes.join(", "),
+        tools::image_name()
+    ))
+}
+
 /// Loads the image and fills the tools volume on `host` where missing; what it did.
 pub fn prepare(
     host: &HostSpec,
@@ -255,17 +293,11 @@ pub fn prepare(
 ) -> Result<String, PrepareError> {
     let target = &host.target;
     if let Target::Kubernetes(cluster) = target {
-        return Err(PrepareError::Step {
-            what: format!("hosts prepare {}", host.name),
-            detail: format!(
-                "{cluster} pulls its images itself: push the worker image and the tools image (`agent-runner tools image`, {}) where it pulls, or load them on its nodes",
-                tools::image_name()
-            ),
-        });
+        return prepare_cluster(host, cluster, interrupt);
     }
     if let Some(why) = target.health() {
         return Err(PrepareError::Down {
-            target: target.clone(),
+            target: Box::new(target.clone()),
             why,
         });
     }

@@ -218,6 +218,28 @@ pub trait Backend: Send + Sync {
     fn files_by_exec(&self) -> bool {
         false
     }
+    /// Whether the engine keeps a task's worker session across its sandboxes
+    /// although they keep no volume of ours (`files_by_exec`): a cluster whose
+    /// entry names `session_storage_class` (SPEC §25 "Resume").
+    fn keeps_sessions(&self) -> bool {
+        false
+    }
+    /// The worker session of task `task_id` (`key`: the digest that tells it from
+    /// every other, `session_volume.rs`) kept by the engine, made ready before a
+    /// sandbox starts: with `fresh`, a new one (what a run before left removed);
+    /// else the one the runs before left, checked to be this task's, or a new one.
+    /// Its mount at `SESSION_DIR`; None: the engine keeps none (`keeps_sessions`).
+    fn session_volume(
+        &self,
+        _task_id: &str,
+        _key: &str,
+        _fresh: bool,
+    ) -> Result<Option<Mount>, BackendError> {
+        Ok(None)
+    }
+    /// Removes the worker session `key` that `session_volume` made: the task is
+    /// finished.
+    fn forget_session_volume(&self, _key: &str) {}
     /// Whether the engine's daemon may be on another machine, where nothing of
     /// this host can be mounted (the carrier is then the lifeline).
     fn remote(&self) -> bool {

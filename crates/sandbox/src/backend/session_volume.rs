@@ -159,6 +159,11 @@ impl SessionVolume {
         }
     }
 
+    /// The task's id and the digest that tell this session from every other.
+    pub(crate) fn task_and_key(&self) -> (&str, &str) {
+        (&self.task_id, &self.key)
+    }
+
     /// Where the sandbox has it: read-write at `SESSION_DIR`.
     pub(crate) fn mount(&self) -> Mount {
         Mount {

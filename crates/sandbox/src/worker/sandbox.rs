@@ -172,9 +172,11 @@ impl ContainerSandbox {
             .ok();
         let transport = transport(&backend, &config);
         let copies = transport.1;
-        // An engine whose sandboxes keep nothing of ours keeps no session either:
-        // a resumed task starts the agent afresh with its history (SPEC §25).
-        let keeps_session = config.session_dir.is_some() && !backend.files_by_exec();
+        // An engine whose sandboxes keep nothing of ours keeps no session either,
+        // unless it keeps one of its own (a cluster's claim): else a resumed task
+        // starts the agent afresh with its history (SPEC §25).
+        let keeps_session =
+            config.session_dir.is_some() && (!backend.files_by_exec() || backend.keeps_sessions());
         let transport = transport.0;
         let (caches, caches_error) =
             match super::caches::volumes(&config.repo, &config.worker.caches) {
@@ -1174,7 +1176,7 @@ impl Sandbox for ContainerSandbox {
         let session = continuation.session.filter(|id| session::is_session_id(id));
         if session.is_some() && !self.spec.keeps_session {
             let notice = format!(
-                "The worker's session is not kept where this sandbox runs (a cluster, SPEC §25): worker run {number} started afresh with the history of the runs before in its prompt."
+                "The worker's session is not kept where this sandbox runs (a cluster whose entry names no session_storage_class, SPEC §25): worker run {number} started afresh with the history of the runs before in its prompt."
             );
             log::info!("{notice}");
             self.notices.push(notice);
@@ -1323,7 +1325,7 @@ fn transport(backend: &Arc<dyn Backend>, config: &SandboxConfig) -> (Box<dyn Tra
         session: config.session_dir.as_ref().map(|_| config.resumed),
     };
     if backend.files_by_exec() {
-        return (Box::new(ExecCopy::new(task)), true);
+        return (Box::new(ExecCopy::new(backend.clone(), task)), true);
     }
     let endpoint = Endpoint::current(Duration::from_secs(10)).ok();
     if crate::backend::copy::chosen(config.worker.transport, endpoint.as_ref())

@@ -116,7 +116,7 @@ impl Kubernetes {
         fresh: bool,
         interrupt: Interrupt,
     ) -> Result<Verdict, BackendError> {
-        let file = cache_file(&self.kubectl.cluster.to_string());
+        let file = cache_file("egress", &self.kubectl.cluster.to_string());
         if let Some(kept) = file.as_ref().filter(|_| !fresh).and_then(|f| read_kept(f)) {
             return Ok(kept);
         }
@@ -167,15 +167,16 @@ impl Kubernetes {
     }
 }
 
-/// Where the verdict of `cluster` is kept.
-fn cache_file(cluster: &str) -> Option<PathBuf> {
+/// Where the verdict of `kind` (`egress`, `seccomp-<profile>`) on `cluster` is
+/// kept.
+pub(super) fn cache_file(kind: &str, cluster: &str) -> Option<PathBuf> {
     let dir = agent_runner_core::cache_dir::for_kind("clusters")?;
     let digest = ring::digest::digest(&ring::digest::SHA256, cluster.as_bytes());
     let key: String = digest.as_ref()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    Some(dir.join(format!("egress-{key}.json")))
+    Some(dir.join(format!("{kind}-{key}.json")))
 }
 
 fn read_kept(file: &std::path::Path) -> Option<Verdict> {

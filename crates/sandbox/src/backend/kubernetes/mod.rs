@@ -27,7 +27,11 @@
 //! 5. Faults: an exec that fails asks the Pod's status within 5 s; no answer, an
 //!    evicted Pod or a lost node → `host lost: <cluster>: …`. The sweep
 //!    (`sweep_orphans`) deletes Pods labelled `agent-runner.task` whose owner
-//!    (annotations, exact) is gone or whose expiry passed, by label only.
+//!    (annotations, exact) is gone or whose expiry passed, by label only, and
+//!    the worker sessions' claims whose expiry passed.
+//! 6. A resumed task: where the entry names `session_storage_class`, the worker's
+//!    session is a claim of the task mounted at `SESSION_DIR` (`session_claim.rs`);
+//!    else the agent starts afresh with its history, said in the note.
 //!
 //! The transport is the copy (nothing of this machine is mounted) and the carrier
 //! the lifeline.
@@ -35,6 +39,8 @@
 pub mod egress_probe;
 pub mod kubectl;
 pub mod pod;
+pub mod seccomp_profile;
+pub mod session_claim;
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -42,7 +48,7 @@ use serde_json::Value;
 
 pub use super::cluster::Cluster;
 use super::lifeline::{Down, Stream};
-use super::spec::{Exec, Net, Spec, Var};
+use super::spec::{Exec, Mount, Net, Spec, Var};
 use super::sweep::{self, LABEL_EXPIRES, LABEL_TASK};
 use super::tools::TOOLS_DIR;
 use super::{Backend, BackendError, Instance, Output, Started};
@@ -72,6 +78,11 @@ pub struct Kubernetes {
     policy: std::sync::Arc<std::sync::OnceLock<Result<(), BackendError>>>,
     /// For the task's note (`Backend::notices`).
     notices: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The claims `session_claim` made ready: a named volume of a `Spec` of one
+    /// of these names is that claim, not an `emptyDir`.
+    claims: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The seccomp profile the Pods carry (`seccomp_profile.rs`), asked once.
+    seccomp: std::sync::Arc<std::sync::OnceLock<Option<String>>>,
 }
 
 impl Kubernetes {
@@ -83,6 +94,8 @@ impl Kubernetes {
             tools_image: None,
             policy: Default::default(),
             notices: Default::default(),
+            claims: Default::default(),
+            seccomp: Default::default(),
         }
     }
 
@@ -168,6 +181,12 @@ impl Kubernetes {
             expires_in_secs: expires_in(spec),
             tools_image: self.tools_image.clone(),
             user: spec.as_user.then(agent_runner_core::sys::user_and_group),
+            claims: self
+                .claims
+                .lock()
+                .map(|claims| claims.clone())
+                .unwrap_or_default(),
+            seccomp: self.seccomp_for_pods(),
         };
         let manifest = pod::pod(spec, &plan).map_err(|e| BackendError::Refused(e.to_string()))?;
         self.kubectl.checked(
@@ -204,6 +223,15 @@ impl Kubernetes {
                     });
                 }
                 _ => {}
+            }
+            if let Some(why) = &status.start_problem {
+                if why.contains("seccomp") {
+                    self.forget_seccomp_verdict();
+                }
+                return Err(BackendError::Failed {
+                    command: format!("kubectl create pod {name}"),
+                    detail: format!("the node cannot start its container: {why}"),
+                });
             }
             if let Some(waiting) = &status.image_problem {
                 return Err(BackendError::ImageMissing {
@@ -285,6 +313,9 @@ struct PodStatus {
     unschedulable: Option<String>,
     /// The worker container waits for an image it cannot get.
     image_problem: Option<String>,
+    /// The node cannot create a container of it (a `Localhost` seccomp profile
+    /// it lacks, say).
+    start_problem: Option<String>,
 }
 
 impl PodStatus {
@@ -309,6 +340,18 @@ impl PodStatus {
                 .then(|| format!("{reason}: {}", text(&c["state"]["waiting"]["message"])))
             })
             .next();
+        let start_problem = ["initContainerStatuses", "containerStatuses"]
+            .iter()
+            .flat_map(|key| status[*key].as_array().into_iter().flatten())
+            .filter_map(|c| {
+                let reason = text(&c["state"]["waiting"]["reason"]);
+                matches!(
+                    reason.as_str(),
+                    "CreateContainerConfigError" | "CreateContainerError" | "RunContainerError"
+                )
+                .then(|| format!("{reason}: {}", text(&c["state"]["waiting"]["message"])))
+            })
+            .next();
         PodStatus {
             phase: text(&status["phase"]),
             reason: format!("{} {}", text(&status["reason"]), text(&status["message"]))
@@ -316,6 +359,7 @@ impl PodStatus {
                 .to_string(),
             unschedulable,
             image_problem,
+            start_problem,
         }
     }
 
@@ -584,6 +628,23 @@ impl Backend for Kubernetes {
         true
     }
 
+    fn keeps_sessions(&self) -> bool {
+        self.kubectl.cluster.session_storage_class.is_some()
+    }
+
+    fn session_volume(
+        &self,
+        task_id: &str,
+        key: &str,
+        fresh: bool,
+    ) -> Result<Option<Mount>, BackendError> {
+        self.session_claim(task_id, key, fresh)
+    }
+
+    fn forget_session_volume(&self, key: &str) {
+        self.forget_claim(key);
+    }
+
     fn notices(&self) -> Vec<String> {
         self.notices
             .lock()
@@ -598,23 +659,58 @@ impl Backend for Kubernetes {
 
 impl Kubernetes {
     /// Deletes the Pods labelled `agent-runner.task` that `rule` takes (their owner
-    /// gone, or their expiry past), read from their annotations (the exact values
-    /// the labels carry made label-safe); their names.
+    /// gone, or their expiry past), then the worker sessions' claims it takes
+    /// (their expiry past: they carry no owner), read from their annotations (the
+    /// exact values the labels carry made label-safe); their names (`pvc <name>`
+    /// for a claim).
     pub fn sweep(&self, rule: sweep::Rule) -> Vec<String> {
-        let out = match self.kubectl.checked(
-            &["get", "pods", "-l", LABEL_TASK, "-o", "json"],
+        let mut swept = Vec::new();
+        for kind in ["pod", "pvc"] {
+            let names = match self.leftovers(kind, rule) {
+                Ok(names) => names,
+                // Only a cluster whose entry keeps sessions must let us list claims.
+                Err(e) if kind == "pvc" && !self.keeps_sessions() => {
+                    log::debug!(
+                        "the sweep of {}'s claims did not run: {e}",
+                        self.kubectl.cluster
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    log::error!("the sweep of {} did not run: {e}", self.kubectl.cluster);
+                    continue;
+                }
+            };
+            if names.is_empty() {
+                continue;
+            }
+            let mut args = vec!["delete", kind, "--wait=false", "--ignore-not-found"];
+            args.extend(names.iter().map(String::as_str));
+            let deleted = self
+                .kubectl
+                .call(&args, &[], self.short, Interrupt::never())
+                .is_ok_and(|out| out.ok);
+            if !deleted {
+                log::error!("could not delete the orphaned {kind}s {}", names.join(", "));
+            }
+            swept.extend(names.into_iter().map(|name| match kind {
+                "pod" => name,
+                _ => format!("{kind} {name}"),
+            }));
+        }
+        swept
+    }
+
+    /// The names of the objects of `kind` labelled `agent-runner.task` that `rule`
+    /// takes.
+    fn leftovers(&self, kind: &str, rule: sweep::Rule) -> Result<Vec<String>, BackendError> {
+        let out = self.kubectl.checked(
+            &["get", kind, "-l", LABEL_TASK, "-o", "json"],
             &[],
             self.short,
-        ) {
-            Ok(out) => out,
-            Err(e) => {
-                log::error!("the sweep of {} did not run: {e}", self.kubectl.cluster);
-                return Vec::new();
-            }
-        };
-        let Ok(list) = serde_json::from_str::<Value>(&out.stdout) else {
-            return Vec::new();
-        };
+        )?;
+        let list: Value = serde_json::from_str(&out.stdout)
+            .map_err(|e| BackendError::Io(format!("kubectl get {kind}: {e}")))?;
         let mut names = Vec::new();
         for item in list["items"].as_array().into_iter().flatten() {
             let meta = &item["metadata"];
@@ -640,13 +736,7 @@ impl Kubernetes {
                 names.push(name);
             }
         }
-        if !names.is_empty() {
-            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            if !self.delete(&refs) {
-                log::error!("could not delete the orphaned Pods {}", names.join(", "));
-            }
-        }
-        names
+        Ok(names)
     }
 }
 
@@ -725,7 +815,17 @@ impl Kubernetes {
             problem,
             seen: String::new(),
         });
-        for (verb, resource) in NEEDED_VERBS {
+        let claims = [
+            ("create", "persistentvolumeclaims"),
+            ("get", "persistentvolumeclaims"),
+            ("delete", "persistentvolumeclaims"),
+        ];
+        let claims = if self.keeps_sessions() {
+            &claims[..]
+        } else {
+            &[]
+        };
+        for &(verb, resource) in NEEDED_VERBS.iter().chain(claims) {
             let problem = match self.kubectl.call(
                 &["auth", "can-i", verb, resource],
                 &[],
@@ -769,6 +869,16 @@ impl Kubernetes {
             found.push(Finding {
                 what: "egress enforced (NetworkPolicy)".into(),
                 problem,
+                seen,
+            });
+            // Not a problem either way: which profile the Pods will carry.
+            let seen = match self.seccomp_verdict(true, Interrupt::never()) {
+                Ok(verdict) => verdict.mode().to_string(),
+                Err(e) => format!("runtime-default (the probe: {e})"),
+            };
+            found.push(Finding {
+                what: "seccomp".into(),
+                problem: None,
                 seen,
             });
         }

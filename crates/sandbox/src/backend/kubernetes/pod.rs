@@ -4,9 +4,11 @@
 //!
 //! Refused rather than rendered: a host path (a Pod never gets a `hostPath`), the
 //! host's network, a secret (variables never go into the object: they travel on
-//! an exec's stdin, `kubectl.rs`). Named volumes (the session, the caches) and
-//! tmpfs become `emptyDir`s; the tools volume becomes an `emptyDir` filled by an
-//! init container from the tools image and mounted read-only.
+//! an exec's stdin, `kubectl.rs`). Named volumes (the caches, the project) and
+//! tmpfs become `emptyDir`s; the worker's session, where the backend keeps it, is
+//! its PersistentVolumeClaim (`session_claim.rs`); the tools volume becomes an
+//! `emptyDir` filled by an init container from the tools image and mounted
+//! read-only.
 
 use serde_json::{Value, json};
 
@@ -33,6 +35,13 @@ pub struct Plan {
     pub tools_image: Option<String>,
     /// The user and group of `Spec::as_user` (None: the image's user).
     pub user: Option<(u32, u32)>,
+    /// The named volumes of the `Spec` that are PersistentVolumeClaims of that
+    /// name (the worker's session, `session_claim.rs`), not `emptyDir`s.
+    pub claims: Vec<String>,
+    /// agent-runner's seccomp profile as the nodes' kubelets name it
+    /// (`seccomp_profile.rs`: `hosts prepare` installed it); None: the runtime's
+    /// default.
+    pub seccomp: Option<String>,
 }
 
 /// Why a `Spec` cannot become a Pod.
@@ -125,7 +134,12 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
             Some((_, volume)) => volume.clone(),
             None => {
                 let volume = format!("vol-{}", volumes.len());
-                volumes.push(json!({"name": volume, "emptyDir": {}}));
+                if plan.claims.contains(&name) {
+                    volumes.push(json!({"name": volume,
+                        "persistentVolumeClaim": {"claimName": name}}));
+                } else {
+                    volumes.push(json!({"name": volume, "emptyDir": {}}));
+                }
                 named.push((name, volume.clone()));
                 volume
             }
@@ -197,6 +211,14 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
     if let Some(runtime) = &spec.runtime {
         pod_spec["runtimeClassName"] = json!(runtime);
     }
+    let claimed = named.iter().any(|(name, _)| plan.claims.contains(name));
+    if let (true, true, Some((uid, gid))) = (claimed, spec.as_user, plan.user)
+        && uid != 0
+    {
+        // A claim's volume is root's when new: the task's group may write it
+        // (where its volume type applies the group; an emptyDir needs none).
+        pod_spec["securityContext"] = json!({"fsGroup": gid});
+    }
     Ok(json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -212,16 +234,20 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
 
 /// `arg` as Kubernetes passes it on unchanged: it expands `$(NAME)` in a
 /// container's command and arguments, and `$$` is its escape for `$`.
-fn literal(arg: &str) -> String {
+pub(super) fn literal(arg: &str) -> String {
     arg.replace('$', "$$")
 }
 
 /// The container's `securityContext` (the same for the init container).
 fn security_context(spec: &Spec, plan: &Plan) -> Value {
+    let seccomp = match &plan.seccomp {
+        Some(path) => json!({"type": "Localhost", "localhostProfile": path}),
+        None => json!({"type": "RuntimeDefault"}),
+    };
     let mut context = json!({
         "allowPrivilegeEscalation": false,
         "privileged": false,
-        "seccompProfile": {"type": "RuntimeDefault"},
+        "seccompProfile": seccomp,
     });
     if let Some(confinement) = &spec.confinement {
         context["capabilities"] = json!({"drop": ["ALL"], "add": confinement.keep});
@@ -278,6 +304,8 @@ mod tests {
             expires_in_secs: 3600,
             tools_image: Some("registry.example/agent-runner-tools:abc".into()),
             user: Some((1000, 1000)),
+            claims: Vec::new(),
+            seccomp: None,
         }
     }
 
@@ -477,6 +505,88 @@ mod tests {
                 {"name": "vol-2", "mountPath": "/root/.npm"},
                 {"name": "vol-3", "mountPath": "/run/agent-runner/private"},
             ])
+        );
+    }
+
+    #[test]
+    fn the_kept_session_is_its_claim_mounted_read_write_with_the_users_group() {
+        let mut spec = sandbox();
+        let claim = "agent-runner-session-0123abcd";
+        spec.mounts = vec![
+            Mount {
+                readonly: false,
+                ..Mount::volume("agent-runner-project", "/workspace/project")
+            },
+            Mount {
+                readonly: false,
+                ..Mount::volume(claim, "/run/agent-runner/session")
+            },
+        ];
+        spec.volumes.clear();
+        spec.tmpfs.clear();
+        let plan = Plan {
+            claims: vec![claim.into()],
+            ..plan()
+        };
+        let pod = pod(&spec, &plan).unwrap();
+        assert_eq!(
+            pod["spec"]["volumes"],
+            json!([
+                {"name": "vol-0", "emptyDir": {}},
+                {"name": "vol-1", "persistentVolumeClaim": {"claimName": claim}},
+            ])
+        );
+        assert_eq!(
+            pod["spec"]["containers"][0]["volumeMounts"],
+            json!([
+                {"name": "vol-0", "mountPath": "/workspace/project", "readOnly": false},
+                {"name": "vol-1", "mountPath": "/run/agent-runner/session", "readOnly": false},
+            ])
+        );
+        assert_eq!(pod["spec"]["securityContext"], json!({"fsGroup": 1000}));
+        assert!(!pod.to_string().contains("hostPath"));
+        // Not a claim the backend made: an emptyDir like any named volume.
+        let unclaimed = super::pod(
+            &spec,
+            &super::Plan {
+                claims: Vec::new(),
+                ..plan.clone()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            unclaimed["spec"]["volumes"][1],
+            json!({"name": "vol-1", "emptyDir": {}})
+        );
+        assert!(unclaimed["spec"].get("securityContext").is_none());
+        // As root: no group to give.
+        let root = super::pod(
+            &spec,
+            &super::Plan {
+                user: Some((0, 0)),
+                ..plan
+            },
+        )
+        .unwrap();
+        assert!(root["spec"].get("securityContext").is_none());
+    }
+
+    #[test]
+    fn with_the_profile_installed_every_container_runs_under_it() {
+        let plan = Plan {
+            seccomp: Some("agent-runner/0123abcd.json".into()),
+            ..plan()
+        };
+        let pod = pod(&sandbox(), &plan).unwrap();
+        let profile =
+            json!({"type": "Localhost", "localhostProfile": "agent-runner/0123abcd.json"});
+        assert_eq!(
+            pod["spec"]["containers"][0]["securityContext"]["seccompProfile"],
+            profile
+        );
+        assert_eq!(
+            pod["spec"]["initContainers"][0]["securityContext"]["seccompProfile"],
+            profile
         );
     }
 

@@ -101,3 +101,22 @@ fn a_cluster_that_ignores_the_policy_is_refused_unless_its_entry_accepts_it() {
     strict.egress_allowed(Some(Ok(closed))).unwrap();
     strict.egress_allowed(None).unwrap();
 }
+
+#[test]
+fn a_container_the_node_cannot_create_is_a_start_problem() {
+    let status = PodStatus::of(&json!({"status": {
+        "phase": "Pending",
+        "containerStatuses": [{"state": {"waiting": {"reason": "CreateContainerError",
+            "message": "cannot load seccomp profile \"/var/lib/kubelet/seccomp/agent-runner/x.json\""}}}],
+    }}));
+    assert_eq!(
+        status.start_problem.as_deref(),
+        Some(
+            "CreateContainerError: cannot load seccomp profile \"/var/lib/kubelet/seccomp/agent-runner/x.json\""
+        )
+    );
+    assert_eq!(status.image_problem, None);
+    let creating = PodStatus::of(&json!({"status": {"phase": "Pending",
+        "containerStatuses": [{"state": {"waiting": {"reason": "ContainerCreating"}}}]}}));
+    assert_eq!(creating.start_problem, None);
+}
