@@ -110,10 +110,10 @@ impl Backend for Docker {
         };
         let ready = match &spec.ready {
             None => String::new(),
-            // A main process of ours answers lines later (`Carrier::quiet`): its
-            // output stays to be read, not drained.
+            // The lifeline's output is its stream, taken later: it stays to be read.
+            // Any other is drained, so that an exec can see it end (`exec`).
             Some(ready) => match daemon::watched(ready.interrupt, |watch| {
-                if spec.stream || spec.main.own_init {
+                if spec.stream {
                     held.read_line(ready.prefix, ready.within, watch)
                 } else {
                     held.wait_for_line(ready.prefix, ready.within, watch)

@@ -12,9 +12,8 @@
  * cannot be made so, ours is made so before anything else runs in the container.
  * As PID 1 it also takes no signal it has no handler for from inside (SIGKILL and
  * SIGSTOP included), so the worker can neither end nor freeze it. gVisor (runsc)
- * spares an init nothing: there every signal that can be ignored is (so SIGTERM,
- * SIGHUP... do not end it either), and SIGKILL ends the container, SIGSTOP
- * freezes it until its next stop request goes unanswered: the task fails either
+ * spares an init nothing: a signal that ends it ends the container, SIGSTOP
+ * freezes it until its next stop request goes unanswered; the task fails either
  * way, closed (docs/tools-and-runtimes.md).
  *
  * An init reaps what is left to it: every orphan of the sandbox becomes its child,
@@ -46,10 +45,6 @@ static void become_init(void)
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGCHLD, &sa, NULL) != 0)
         die("sigaction");
-    /* Inherited by no one: the helper starts no child. */
-    for (int sig = 1; sig < NSIG; sig++)
-        if (sig != SIGCHLD && sig != SIGKILL && sig != SIGSTOP)
-            signal(sig, SIG_IGN);
     reap(0);
 }
 
