@@ -3,8 +3,8 @@
 
 1. Start to the first worker run, runsc against runc: a 1-loop task (scripted Meta,
    the test worker image, the default network: the egress proxy), from the
-   runner's first log line to the debug line that says the agent was checked,
-   right before the agent's exec.
+   runner's first log line to the debug line that says the agent starts, right
+   before the agent's exec.
 2. A 3-loop task, runsc against runc: scripted Meta asks for three worker runs,
    each followed by the test command; the whole `agent-runner run`, wall time.
 3. What an MCP server adds (the MCP test image, testdata/setup-mcp.sh): the stdio
@@ -87,7 +87,9 @@ def run(yaml, env):
 
 def to_first_run(log):
     lines = [line for line in log.splitlines() if clock(line) is not None]
-    checked = [line for line in lines if re.search(r"agent \S+ checked in", line)]
+    # The agent is checked beside its run now: the line that says it starts.
+    checked = [line for line in lines
+               if re.search(r"agent \S+ checked in|the agent \S+ starts", line)]
     if not lines or not checked:
         sys.exit(f"no agent check in the log:\n{log[-3000:]}")
     return clock(checked[0]) - clock(lines[0])

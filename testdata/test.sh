@@ -27,21 +27,14 @@ say() { printf 'make test: %s\n' "$*" >&2; }
 # The lifeline's micro-benchmarks are ignored tests too, but figures, not checks
 # (run by hand, see their file); harness:: is what this script runs first.
 skip=('test(lifeline::microbench::)' 'test(/^harness::/)')
-# Under gVisor (docker::runsc, the boundary tests again) six tests see what runsc
+# Under gVisor (docker::runsc, the boundary tests again) one test sees what runsc
 # does differently (docs/tools-and-runtimes.md, "Running under gVisor"): agent-runner's
-# seccomp profile does not apply there, so a set-id chmod is not refused during a run
-# (the sweep after each run still removes the file), and the test fake's output
-# reaches the log only when its run ends; PID 1's hardening and the agent check hold
-# less there (listed in the doc).
-runsc_left_out=(no_file_in_the_repository_has_a_set_id_bit_while_the_worker_runs
-  the_container_runs_with_fewer_privileges_and_limits
-  a_killed_container_fails_the_task_at_once
-  a_replaced_container_shell_cannot_leave_a_setuid_file_behind
-  stray_processes_are_stopped_after_every_run
-  the_memory_of_pid_1_and_the_carrier_cannot_be_opened)
+# seccomp profile does not apply there, so a set-id chmod in the repository is not
+# refused during a run (the sweep after each run still removes the file).
+runsc_left_out=(no_file_in_the_repository_has_a_set_id_bit_while_the_worker_runs)
 for name in "${runsc_left_out[@]}"; do skip+=("test(=docker::runsc::boundary::$name)"); done
 if [ "${#runsc_left_out[@]}" -gt 0 ]; then
-  say "left out under runsc (what gVisor does differently, docs/tools-and-runtimes.md): ${#runsc_left_out[@]} boundary tests"
+  say "left out under runsc (what gVisor does differently, docs/tools-and-runtimes.md): ${#runsc_left_out[@]} boundary test(s): ${runsc_left_out[*]}"
 fi
 # Where the daemon has no runsc (testdata/setup-runsc.sh says why), the tests under
 # it are not run, and said; under CI they run and fail.

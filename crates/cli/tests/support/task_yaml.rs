@@ -104,12 +104,19 @@ impl TaskYaml {
 /// thread after its path); it fails the test, saying why, when that runtime is not
 /// here.
 fn runtime_of_this_test() -> Option<&'static str> {
-    let thread = std::thread::current();
-    if !thread.name().is_some_and(|name| name.contains("::runsc::")) {
+    if !under_gvisor() {
         return None;
     }
     super::prerequisite::require(super::prerequisite::Needs::Runsc);
     Some("runsc")
+}
+
+/// Whether the running test is one of `docker::runsc`, its sandboxes under gVisor:
+/// for the few checks that differ there (each says why, as the docs do).
+pub fn under_gvisor() -> bool {
+    std::thread::current()
+        .name()
+        .is_some_and(|name| name.contains("::runsc::"))
 }
 
 impl fmt::Display for TaskYaml {

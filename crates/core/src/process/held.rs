@@ -241,6 +241,15 @@ impl Held {
         !closed && matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// Set once the child's output has ended (it exited), for a watch on another
+    /// thread; None while its output is still read here (`wait_for_line`).
+    pub fn ended(&self) -> Option<Arc<AtomicBool>> {
+        match &self.output {
+            Output::Drained { ended, .. } => Some(ended.clone()),
+            Output::Waiting { .. } => None,
+        }
+    }
+
     /// The last of the child's stderr, for messages.
     pub fn stderr(&self) -> String {
         match &self.output {

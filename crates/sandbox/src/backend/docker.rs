@@ -23,6 +23,7 @@
 //! go on the command line.
 
 use super::daemon;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::daemon::{call, daemon_problem, remove_container};
@@ -109,10 +110,10 @@ impl Backend for Docker {
         };
         let ready = match &spec.ready {
             None => String::new(),
-            // A main process of ours answers lines later (`Carrier::quiet`): its
-            // output stays to be read, not drained.
+            // The lifeline's output is its stream, taken later: it stays to be read.
+            // Any other is drained, so that an exec can see it end (`exec`).
             Some(ready) => match daemon::watched(ready.interrupt, |watch| {
-                if spec.stream || spec.main.own_init {
+                if spec.stream {
                     held.read_line(ready.prefix, ready.within, watch)
                 } else {
                     held.wait_for_line(ready.prefix, ready.within, watch)
@@ -396,16 +397,48 @@ impl Instance for Container {
         // A run's limit may be an hour: a host that stops answering meanwhile is
         // found by the health checks beside it, not at the limit (SPEC §22).
         let invocation = exec_invocation(&self.name, exec);
+        let ended = self.held.ended();
+        let gone = AtomicBool::new(false);
         let (finished, lost) = daemon::watched(limits.interrupt, |watch| {
-            let limits = Limits {
-                interrupt: watch,
-                ..*limits
+            let Some(ended) = ended else {
+                let limits = Limits {
+                    interrupt: watch,
+                    ..*limits
+                };
+                return process::run(&invocation, &limits, capture, stop);
             };
-            process::run(&invocation, &limits, capture, stop)
+            // The exec also ends when the container's main process does: under gVisor
+            // `docker exec` does not return when its container is killed.
+            let stop_exec = Interrupt::manual();
+            let done = AtomicBool::new(false);
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    while !done.load(Ordering::SeqCst) {
+                        if ended.load(Ordering::SeqCst) {
+                            gone.store(true, Ordering::SeqCst);
+                        }
+                        if watch.is_set() || gone.load(Ordering::SeqCst) {
+                            stop_exec.trigger();
+                            return;
+                        }
+                        std::thread::sleep(EXEC_WATCH);
+                    }
+                });
+                let limits = Limits {
+                    interrupt: stop_exec,
+                    ..*limits
+                };
+                let finished = process::run(&invocation, &limits, capture, stop);
+                done.store(true, Ordering::SeqCst);
+                finished
+            })
         });
         if let Some(message) = lost {
             self.remember_lost(&message);
             return Err(BackendError::EngineUnreachable(message));
+        }
+        if gone.load(Ordering::SeqCst) {
+            return Err(self.gone());
         }
         finished.map_err(cli_missing)
     }
@@ -518,6 +551,9 @@ impl Instance for Container {
         took
     }
 }
+
+/// How often an exec looks whether its container's main process is still there.
+const EXEC_WATCH: Duration = Duration::from_millis(50);
 
 /// How often, and how far apart, `is_dying` looks (about 2 s in all).
 const DYING_CHECKS: u32 = 10;

@@ -17,6 +17,9 @@ use agent_runner_core::process::{self, Held, Invocation};
 
 /// The socket's file name in the directory.
 pub(crate) const SOCKET: &str = "proxy.sock";
+/// The file name of the socket on which the bridge takes agent-runner's requests
+/// (`socket.rs`).
+pub(crate) const CONTROL: &str = "control.sock";
 /// The bridge's file name in the directory.
 pub(crate) const BRIDGE: &str = "bridge";
 /// Longest directory path that leaves room for the socket's name in `sun_path`
@@ -72,6 +75,11 @@ impl HostDir {
         self.path.join(SOCKET)
     }
 
+    /// Where agent-runner listens for the bridge.
+    pub(crate) fn control(&self) -> PathBuf {
+        self.path.join(CONTROL)
+    }
+
     /// Removes the directory and dismisses the watchdog.
     pub(crate) fn remove(mut self) {
         self.clean_up();
@@ -119,7 +127,7 @@ mod tests {
     fn the_directory_is_private_holds_the_bridge_and_goes_away() {
         let dir = HostDir::create(b"#!/bin/sh\n").unwrap();
         let path = dir.path().to_path_buf();
-        assert!(path.to_str().unwrap().len() + SOCKET.len() < 107);
+        assert!(path.to_str().unwrap().len() + SOCKET.len().max(CONTROL.len()) < 107);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
         assert_eq!(std::fs::read(path.join(BRIDGE)).unwrap(), b"#!/bin/sh\n");

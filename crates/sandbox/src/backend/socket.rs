@@ -11,6 +11,14 @@
 //! carries each connection to the proxy's unix socket in that directory; the proxy
 //! (`egress::Egress`) listens on that socket.
 //!
+//! agent-runner's requests to the bridge (`quiet`) and its answers go over a unix
+//! socket of that directory (`CONTROL`), which the bridge connects to before it says
+//! it is ready, so before anything of the worker's runs; the first connection
+//! accepted there is the bridge's, and the listener goes with it. Not over its
+//! stdin and stdout: under gVisor (`runner.sandbox.runtime: runsc`) a pipe PID 1
+//! holds can be opened again through `/proc/1/fd/N`, so the worker could read a
+//! request away or write a forged answer; a socket cannot be opened that way.
+//!
 //! Where no host directory can be mounted (a remote daemon, or the copy transport,
 //! without the tools volume) the keep-alive is `keepalive.sh` (`/bin/sh` of the
 //! image) under the engine's init, which it cannot protect: the lifeline is the
@@ -18,14 +26,14 @@
 //!
 //! Files (the agent's login) are mounted read-only.
 
-use std::os::unix::net::UnixListener;
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
+use std::time::Instant;
 
-use super::host_dir::{BRIDGE, HostDir, SOCKET};
+use super::host_dir::{BRIDGE, CONTROL, HostDir, SOCKET};
 use super::quiet::{self, Quiet};
 use super::{BackendError, Carrier, Instance, Main, Mount};
-use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::HeldWait;
 
 /// The helper, a static executable for this machine's architecture.
 pub(crate) const BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/egress-bridge"));
@@ -43,6 +51,10 @@ pub struct SocketLink {
     delivered: Vec<Mount>,
     /// The locality token's file the bridge is to read and say (`locality.rs`).
     token: Option<String>,
+    /// Where the bridge connects to take requests, until it did.
+    control: Option<UnixListener>,
+    /// The bridge's connection, once accepted.
+    bridge: Option<UnixStream>,
 }
 
 impl SocketLink {
@@ -58,6 +70,8 @@ impl SocketLink {
             egress,
             delivered: Vec::new(),
             token: None,
+            control: None,
+            bridge: None,
         };
         if !egress && !mountable {
             return Ok((link, None));
@@ -67,6 +81,10 @@ impl SocketLink {
             true => Some(UnixListener::bind(dir.socket())?),
             false => None,
         };
+        let control = UnixListener::bind(dir.control())?;
+        // The bridge connected before it said it was ready: never waited for.
+        control.set_nonblocking(true)?;
+        link.control = Some(control);
         link.dir = Some(dir);
         Ok((link, listener))
     }
@@ -89,7 +107,7 @@ impl Carrier for SocketLink {
             Some(_) => Main {
                 entrypoint: format!("{MOUNT}/{BRIDGE}"),
                 args: (self.token.iter().map(|file| format!("token={file}")))
-                    .chain([port, socket])
+                    .chain([format!("control={MOUNT}/{CONTROL}"), port, socket])
                     .chain(links)
                     .collect(),
                 own_init: true,
@@ -145,34 +163,94 @@ impl Carrier for SocketLink {
         true
     }
 
-    /// The bridge's stdin is our pipe: the request a line on it, the answer a line
-    /// of its stdout.
+    /// The request a line on the control socket, the answer a line back.
     fn quiet(&mut self, instance: &mut dyn Instance) -> Option<Result<Quiet, BackendError>> {
         self.dir.as_ref()?;
-        let command = format!(
-            "the sandbox's main process, asked to stop the others ({})",
-            instance.name()
-        );
         let failed = |detail: String| BackendError::Failed {
-            command: command.clone(),
+            command: format!(
+                "the sandbox's main process, asked to stop the others ({})",
+                instance.name()
+            ),
             detail,
         };
-        if let Err(e) = instance.send_line(quiet::REQUEST) {
-            return Some(Err(failed(e.to_string())));
-        }
-        Some(
-            match instance.read_line(quiet::ANSWER, quiet::WITHIN, Interrupt::never()) {
-                Ok(answer) => {
-                    Quiet::parse(&answer).ok_or_else(|| failed(format!("it answered {answer:?}")))
+        Some(self.ask().map_err(failed))
+    }
+}
+
+/// The longest answer read: "agent-runner-quiet FOUND LEFT\n" is far shorter.
+const LONGEST_ANSWER: usize = 64;
+
+impl SocketLink {
+    /// The bridge's connection: the first accepted, after which nothing else is.
+    fn bridge(&mut self) -> Result<&mut UnixStream, String> {
+        if self.bridge.is_none() {
+            let listener = self
+                .control
+                .take()
+                .ok_or("its control connection was lost before")?;
+            let (stream, _) = listener.accept().map_err(|e| match e.kind() {
+                std::io::ErrorKind::WouldBlock => {
+                    "it never connected to agent-runner's control socket".to_string()
                 }
-                Err(HeldWait::TimedOut) => Err(failed(format!(
-                    "no answer within {} s",
-                    quiet::WITHIN.as_secs()
-                ))),
-                Err(HeldWait::Interrupted) => Err(failed("interrupted".into())),
-                Err(HeldWait::Ended(stderr)) => Err(failed(format!("it ended: {stderr}"))),
-            },
-        )
+                _ => format!("accept on the control socket: {e}"),
+            })?;
+            stream
+                .set_nonblocking(false)
+                .and_then(|()| stream.set_write_timeout(Some(quiet::WITHIN)))
+                .map_err(|e| format!("the control socket: {e}"))?;
+            self.bridge = Some(stream);
+        }
+        self.bridge
+            .as_mut()
+            .ok_or_else(|| "no control connection".to_string())
+    }
+
+    /// "quiet" sent, its answer read within `quiet::WITHIN` (bounded, read as
+    /// hostile). Any failure drops the connection: no later answer is trusted.
+    fn ask(&mut self) -> Result<Quiet, String> {
+        let asked = self.ask_on_connection();
+        if asked.is_err() {
+            self.bridge = None;
+        }
+        asked
+    }
+
+    fn ask_on_connection(&mut self) -> Result<Quiet, String> {
+        let stream = self.bridge()?;
+        stream
+            .write_all(format!("{}\n", quiet::REQUEST).as_bytes())
+            .map_err(|e| format!("the request could not be sent: {e}"))?;
+        let deadline = Instant::now() + quiet::WITHIN;
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; LONGEST_ANSWER];
+        while !answer.contains(&b'\n') {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || answer.len() > LONGEST_ANSWER {
+                return Err(match left.is_zero() {
+                    true => format!("no answer within {} s", quiet::WITHIN.as_secs()),
+                    false => "its answer is too long".into(),
+                });
+            }
+            stream
+                .set_read_timeout(Some(left))
+                .map_err(|e| format!("the control socket: {e}"))?;
+            match stream.read(&mut chunk) {
+                Ok(0) => return Err("it closed the control connection".into()),
+                Ok(n) => answer.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => return Err(format!("reading its answer: {e}")),
+            }
+        }
+        let text = String::from_utf8_lossy(&answer);
+        let line = text.lines().next().unwrap_or_default();
+        line.strip_prefix(quiet::ANSWER)
+            .and_then(Quiet::parse)
+            .ok_or_else(|| format!("it answered {line:?}"))
     }
 }
 
@@ -196,7 +274,13 @@ mod tests {
         assert_eq!(main.entrypoint, "/run/agent-runner/egress/bridge");
         assert_eq!(
             main.args,
-            ["0", "-", "/run/agent-runner/auth.json", ".codex/auth.json"]
+            [
+                "control=/run/agent-runner/egress/control.sock",
+                "0",
+                "-",
+                "/run/agent-runner/auth.json",
+                ".codex/auth.json"
+            ]
         );
         assert!(main.own_init);
         assert_eq!(link.mounts(), [Mount::new(&dir, MOUNT, true)]);
@@ -204,6 +288,55 @@ mod tests {
         assert_eq!(link.exec_env(), []);
         Box::new(link).close();
         assert!(!dir.exists(), "the directory goes with the link");
+    }
+
+    /// The bridge's side of the control socket, as `helper/bridge.c` does it: it
+    /// connects, then answers each line "quiet" with `answer`.
+    fn bridge_answering(link: &SocketLink, answer: &'static str) -> std::thread::JoinHandle<()> {
+        let path = link.dir.as_ref().unwrap().control();
+        let mut stream = UnixStream::connect(path).unwrap();
+        std::thread::spawn(move || {
+            let mut line = [0u8; 6];
+            while stream.read_exact(&mut line).is_ok() {
+                assert_eq!(&line, b"quiet\n");
+                if stream.write_all(answer.as_bytes()).is_err() {
+                    break;
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn the_answer_comes_on_the_control_socket_from_its_first_connection_only() {
+        let (mut link, _) = SocketLink::open(false, true).unwrap();
+        let bridge = bridge_answering(&link, "agent-runner-quiet 2 0\n");
+        assert_eq!(link.ask(), Ok(Quiet { found: 2, left: 0 }));
+        assert_eq!(link.ask(), Ok(Quiet { found: 2, left: 0 }));
+        // A later connection (the worker's) is not taken: the listener is gone.
+        let control = link.dir.as_ref().unwrap().control();
+        assert!(UnixStream::connect(&control).is_err());
+        Box::new(link).close();
+        bridge.join().unwrap();
+    }
+
+    #[test]
+    fn no_connection_or_a_wrong_answer_fails_and_is_not_asked_again() {
+        let (mut link, _) = SocketLink::open(true, true).unwrap();
+        assert_eq!(
+            link.ask(),
+            Err("it never connected to agent-runner's control socket".into())
+        );
+        assert_eq!(
+            link.ask(),
+            Err("its control connection was lost before".into())
+        );
+        let (mut link, _) = SocketLink::open(false, true).unwrap();
+        let _bridge = bridge_answering(&link, "agent-runner-quiet 0 0 0\n");
+        assert_eq!(
+            link.ask(),
+            Err("it answered \"agent-runner-quiet 0 0 0\"".into())
+        );
+        assert!(link.ask().is_err(), "the connection was dropped");
     }
 
     #[test]
@@ -243,6 +376,7 @@ mod tests {
         assert_eq!(
             main.args,
             [
+                "control=/run/agent-runner/egress/control.sock",
                 "3128",
                 "/run/agent-runner/egress/proxy.sock",
                 "/run/agent-runner/auth.json",

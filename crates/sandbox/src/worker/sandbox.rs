@@ -1506,6 +1506,39 @@ exit 3"#;
         })
     }
 
+    /// The bridge's side of its control socket (`backend::SocketLink`), as a
+    /// bridge that found nothing to stop: each request logged as "line quiet".
+    fn answer_on_control(spec: &Spec, log: &Arc<Mutex<Log>>) {
+        use std::io::{BufRead, Write};
+        let Some(path) = spec
+            .main
+            .args
+            .iter()
+            .find_map(|a| a.strip_prefix("control="))
+        else {
+            return;
+        };
+        let host = spec.mounts.iter().find_map(|m| {
+            let rest = path.strip_prefix(&m.target)?;
+            Some(m.source.join(rest.trim_start_matches('/')))
+        });
+        let stream = std::os::unix::net::UnixStream::connect(host.unwrap()).unwrap();
+        let log = log.clone();
+        std::thread::spawn(move || {
+            let mut answers = stream.try_clone().unwrap();
+            for line in std::io::BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                log.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .calls
+                    .push(format!("line {line}"));
+                if answers.write_all(b"agent-runner-quiet 0 0\n").is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
     impl Backend for Fake {
         fn start(&self, spec: &Spec) -> Result<Started, BackendError> {
             let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
@@ -1519,6 +1552,8 @@ exit 3"#;
             {
                 return Err(e);
             }
+            drop(log);
+            answer_on_control(spec, &self.log);
             Ok(Started {
                 instance: Box::new(FakeInstance {
                     name: spec.name.clone().unwrap(),
@@ -1640,17 +1675,8 @@ exit 3"#;
             Ok(())
         }
 
-        /// The main process answers that it found nothing to stop.
-        fn read_line(
-            &mut self,
-            prefix: &str,
-            _: Duration,
-            _: Interrupt,
-        ) -> Result<String, HeldWait> {
-            match prefix {
-                "agent-runner-quiet " => Ok("0 0".into()),
-                _ => Err(HeldWait::TimedOut),
-            }
+        fn read_line(&mut self, _: &str, _: Duration, _: Interrupt) -> Result<String, HeldWait> {
+            Err(HeldWait::TimedOut)
         }
 
         fn stderr(&self) -> String {

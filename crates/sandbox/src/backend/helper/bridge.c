@@ -19,13 +19,21 @@
  * inside the kernel; where the kernel cannot splice (unix sockets before Linux
  * 4.2), through a buffer. It trusts nothing it reads: it only moves bytes.
  *
- * Usage: bridge [token=FILE] PORT SOCKET [MOUNT LINK]...
+ * Usage: bridge [token=FILE] [control=SOCKET] PORT SOCKET [MOUNT LINK]...
  * PORT 0 (SOCKET unused): no egress, the keep-alive alone. With token=FILE, the
  * hex digits FILE starts with follow the pid in the ready line ("-" if none): the
  * locality proof of a bind-mounted repository (locality.rs).
  *
  * It is the container's PID 1 (init.c): non-dumpable, and it reaps orphans. A line
- * "quiet" on stdin stops every other process of the sandbox (quiet.c).
+ * "quiet" stops every other process of the sandbox (quiet.c). With control=SOCKET
+ * the line comes on agent-runner's unix socket SOCKET, connected before the ready
+ * line, which then is also its stdout (the answer goes there); stdin is only
+ * watched for its end. Else the line comes on stdin.
+ *
+ * Why a socket: under gVisor (runsc) the non-dumpable flag does not close
+ * /proc/1/fd/N, and a pipe PID 1 holds there can be opened again by the worker,
+ * which could then write a forged answer on it, or read the request away. A socket
+ * cannot be opened through /proc (ENXIO, under runc and runsc alike).
  *
  * It is also agent-runner's static helper in the tools volume (SPEC §21), where its
  * second use is `helper snapshot DIR` (snapshot.c): the repository's files, for images
@@ -288,13 +296,20 @@ int main(int argc, char **argv)
         argv++;
         argc--;
     }
+    const char *control = NULL;
+    if (argc >= 2 && strncmp(argv[1], "control=", 8) == 0) {
+        control = argv[1] + 8;
+        argv++;
+        argc--;
+    }
     if (argc < 3 || argc % 2 == 0) {
-        fprintf(stderr, "usage: %s [token=FILE] PORT SOCKET [MOUNT LINK]...\n", argv[0]);
+        fprintf(stderr, "usage: %s [token=FILE] [control=SOCKET] PORT SOCKET [MOUNT LINK]...\n", argv[0]);
         return 2;
     }
     int port = atoi(argv[1]), one = 1;
     const char *path = argv[2];
-    if (port < 0 || port > 65535 || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+    if (port < 0 || port > 65535 || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path) ||
+        (control && strlen(control) >= sizeof(((struct sockaddr_un *)0)->sun_path))) {
         fprintf(stderr, "agent-runner egress bridge: bad arguments\n");
         return 2;
     }
@@ -302,6 +317,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     for (int i = 3; i + 1 < argc; i += 2)
         prepare_home(argv[i], argv[i + 1]);
+    forget_environment();
     int listener = port == 0 ? -1 : socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (port > 0 && listener < 0)
         die("socket");
@@ -320,17 +336,33 @@ int main(int argc, char **argv)
     char ready[128];
     int len = proving ? snprintf(ready, sizeof ready, "agent-runner-ready %d %s\n", (int)getpid(), token)
                       : snprintf(ready, sizeof ready, "agent-runner-ready %d\n", (int)getpid());
+    /* Connected before the ready line: no process of the worker runs before it. */
+    int requests = 0;
+    if (control) {
+        requests = proxy_socket(control);
+        if (requests < 0)
+            die("cannot connect to agent-runner's control socket");
+    }
     if (write(1, ready, (size_t)len) != len)
         die("stdout");
+    if (control) {
+        /* The pipe of stdout is let go: the answers go on the socket. */
+        if (dup2(requests, 1) != 1)
+            die("dup2");
+        close(requests);
+        requests = 1;
+    }
 
-    /* stdin, the listener, then two entries per pair in use. */
-    static struct pollfd fds[2 + 2 * MAX_PAIRS];
-    static int owner[2 + 2 * MAX_PAIRS];
+    /* stdin, the requests' socket, the listener, then two entries per pair in use. */
+    enum { FIXED = 3 };
+    static struct pollfd fds[FIXED + 2 * MAX_PAIRS];
+    static int owner[FIXED + 2 * MAX_PAIRS];
     char drain[512], line[16];
     size_t line_len = 0;
     for (;;) {
         int n = 0;
         fds[n++] = (struct pollfd){.fd = 0, .events = POLLIN};
+        fds[n++] = (struct pollfd){.fd = control ? requests : -1, .events = POLLIN};
         fds[n++] = (struct pollfd){.fd = listener, .events = POLLIN};
         for (int s = 0; s < MAX_PAIRS; s++) {
             struct pair *p = &pairs[s];
@@ -351,8 +383,15 @@ int main(int argc, char **argv)
                 continue;
             die("poll");
         }
-        if (fds[0].revents) {
+        if (control && fds[0].revents) {
+            /* Only its end counts: what else comes on it is not agent-runner's. */
             ssize_t r = read(0, drain, sizeof drain);
+            if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
+                return 0;
+        }
+        int from = control ? requests : 0;
+        if (fds[control ? 1 : 0].revents) {
+            ssize_t r = read(from, drain, sizeof drain);
             if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
                 return 0;
             /* Lines of agent-runner's; a longer one is none of ours. */
@@ -373,7 +412,7 @@ int main(int argc, char **argv)
                 line_len = 0;
             }
         }
-        for (int k = 2; k < n; k += 2) {
+        for (int k = FIXED; k < n; k += 2) {
             struct pair *p = &pairs[owner[k]];
             short r0 = fds[k].revents, r1 = fds[k + 1].revents;
             pump(p, 0, r0, r1);
@@ -381,7 +420,7 @@ int main(int argc, char **argv)
             if (p->h[0].shut && p->h[1].shut)
                 close_pair(p);
         }
-        if (fds[1].revents & POLLIN)
+        if (fds[2].revents & POLLIN)
             accept_one(listener, path);
     }
 }

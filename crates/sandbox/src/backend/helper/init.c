@@ -11,7 +11,10 @@
  * CAP_SYS_PTRACE, which no sandbox has, root or not; an init of the engine's
  * cannot be made so, ours is made so before anything else runs in the container.
  * As PID 1 it also takes no signal it has no handler for from inside (SIGKILL and
- * SIGSTOP included), so the worker can neither end nor freeze it.
+ * SIGSTOP included), so the worker can neither end nor freeze it. gVisor (runsc)
+ * spares an init nothing: a signal that ends it ends the container, SIGSTOP
+ * freezes it until its next stop request goes unanswered; the task fails either
+ * way, closed (docs/tools-and-runtimes.md).
  *
  * An init reaps what is left to it: every orphan of the sandbox becomes its child,
  * and it waits for them as they end (the helper itself starts no child).
@@ -43,4 +46,13 @@ static void become_init(void)
     if (sigaction(SIGCHLD, &sa, NULL) != 0)
         die("sigaction");
     reap(0);
+}
+
+/* The environment's strings blanked in place, once nothing needs them: gVisor
+ * lets the worker read /proc/1/environ, non-dumpable or not; it then reads zeros. */
+static void forget_environment(void)
+{
+    extern char **environ;
+    for (char **e = environ; e && *e; e++)
+        memset(*e, 0, strlen(*e));
 }
