@@ -744,7 +744,11 @@ fn exec_invocation(name: &str, exec: Exec) -> Invocation {
             }
         };
     }
-    invocation.arg(name).args(exec.command).stdin(exec.stdin)
+    invocation = invocation.arg(name).args(exec.command).stdin(exec.stdin);
+    match exec.stdin_file {
+        Some(file) => invocation.stdin_shared(file),
+        None => invocation,
+    }
 }
 
 /// The `docker run` command line for messages: without a script's text, and its
@@ -926,6 +930,7 @@ mod tests {
             ],
             command: vec!["sh".into(), "-c".into(), "true".into()],
             stdin: b"in".to_vec(),
+            stdin_file: None,
         };
         let shown = format!("{:?}", exec_invocation("c1", exec));
         assert!(

@@ -339,6 +339,7 @@ impl ContainerSandbox {
                 &command,
             ),
             stdin: envelope.stdin(prompt.as_bytes()),
+            stdin_file: None,
         };
         let settings = &self.spec.worker;
         let (wall, cut) = self.deadline.cut(settings.max_run_time);
@@ -966,6 +967,7 @@ impl ContainerSandbox {
             env,
             command: Envelope::test(self.spec.shell(), &keep_pid, &command),
             stdin: envelope.stdin(b""),
+            stdin_file: None,
         };
         let limits = Limits {
             wall: Some(self.deadline.cut(setup.timeout).0),
@@ -1075,6 +1077,7 @@ impl ContainerSandbox {
                 .map(String::from)
                 .into(),
             stdin: Vec::new(),
+            stdin_file: None,
         };
         let limits = Limits::wall(STOP_TIMEOUT, self.spec.interrupt);
         let mut capture = Capture::in_memory(4096);
@@ -1223,6 +1226,7 @@ impl Sandbox for ContainerSandbox {
             env,
             command,
             stdin: envelope.stdin(b""),
+            stdin_file: None,
         };
         let limits = Limits {
             wall: Some(self.deadline.cut(test.timeout).0),
@@ -1406,6 +1410,7 @@ fn envelope_exec(
     let exec = Exec {
         command: args,
         stdin: envelope.stdin(b""),
+        stdin_file: None,
         ..Exec::default()
     };
     let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);

@@ -846,7 +846,10 @@ impl Instance for Pod {
             exec.workdir.unwrap_or_default(),
         ];
         args.extend(exec.command);
-        let invocation = self.backend.kubectl.command(&args).stdin(stdin);
+        let mut invocation = self.backend.kubectl.command(&args).stdin(stdin);
+        if let Some(file) = exec.stdin_file {
+            invocation = invocation.stdin_shared(file);
+        }
         // An exec waits on the cluster: while it runs, the Pod's status is read
         // every `WATCH_EVERY`; unanswered within 5 s, or the Pod evicted or its
         // node lost, the host is lost and the exec ends now, not at its limit.
