@@ -10,7 +10,7 @@
 //!    container into a read-only `emptyDir`). Sandboxes with no network get the
 //!    namespace's NetworkPolicy denying all their traffic (applied once).
 //!    `kubectl create -f -` (the manifest on stdin), then the Pod's status is
-//!    polled until it runs: not scheduled within `schedule_timeout` → `host busy:
+//!    watched until it runs (`watch.rs`): not scheduled within `schedule_timeout` → `host busy:
 //!    <cluster>: <the scheduler's reason>`; an image the node cannot get → image
 //!    missing.
 //! 2. The lifeline: `kubectl attach -i` is held, its stdin our pipe (`stdin`,
@@ -35,6 +35,7 @@
 pub mod egress_probe;
 pub mod kubectl;
 pub mod pod;
+mod watch;
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -55,7 +56,7 @@ pub use kubectl::Kubectl;
 const HEALTH: Duration = Duration::from_secs(5);
 /// How often a running exec's Pod is checked (SPEC §22: as a remote daemon's).
 const WATCH_EVERY: Duration = Duration::from_secs(10);
-/// How often a starting Pod's status is read.
+/// How soon a starting Pod's status is read again when its watch ended.
 const POLL: Duration = Duration::from_millis(250);
 
 /// A cluster as the engine of sandboxes.
@@ -177,7 +178,9 @@ impl Kubernetes {
         Ok(name)
     }
 
-    /// Waits until the Pod `name` runs (or, `to_end`, has ended): its phase.
+    /// Waits until the Pod `name` runs (or, `to_end`, has ended): its phase. Its
+    /// status is watched (`watch.rs`), each change judged as it comes, and the
+    /// deadlines judged when they pass.
     fn wait_for(
         &self,
         name: &str,
@@ -187,11 +190,29 @@ impl Kubernetes {
         interrupt: Interrupt,
     ) -> Result<String, BackendError> {
         let started = Instant::now();
+        let limit = within.max(self.schedule_timeout);
+        let mut watch = watch::Watch::new(self, name);
+        let mut last: Option<PodStatus> = None;
         loop {
             if interrupt.is_set() {
                 return Err(BackendError::Interrupted);
             }
-            let status = self.status(name)?;
+            // Until the next moment a deadline could pass.
+            let busy_at = last
+                .as_ref()
+                .filter(|s| s.unschedulable.is_some())
+                .map(|_| self.schedule_timeout);
+            let next = busy_at.map_or(limit, |at| at.min(limit));
+            let left = next.saturating_sub(started.elapsed());
+            if let Some(status) = watch.next(left, interrupt)? {
+                last = Some(status);
+            }
+            let Some(status) = &last else {
+                if started.elapsed() >= limit {
+                    return Err(self.not_within(name, to_end, started, ""));
+                }
+                continue;
+            };
             let phase = status.phase.as_str();
             match phase {
                 "Running" if !to_end => return Ok(phase.into()),
@@ -220,17 +241,21 @@ impl Kubernetes {
                     self.kubectl.cluster
                 )));
             }
-            if started.elapsed() >= within.max(self.schedule_timeout) {
-                return Err(BackendError::Failed {
-                    command: format!("kubectl create pod {name}"),
-                    detail: format!(
-                        "the Pod did not {} within {} ({phase})",
-                        if to_end { "end" } else { "run" },
-                        human(started.elapsed())
-                    ),
-                });
+            if started.elapsed() >= limit {
+                return Err(self.not_within(name, to_end, started, phase));
             }
-            std::thread::sleep(POLL);
+        }
+    }
+
+    /// A Pod that did not run (or end) within the wait's limit, in `phase`.
+    fn not_within(&self, name: &str, to_end: bool, started: Instant, phase: &str) -> BackendError {
+        BackendError::Failed {
+            command: format!("kubectl create pod {name}"),
+            detail: format!(
+                "the Pod did not {} within {} ({phase})",
+                if to_end { "end" } else { "run" },
+                human(started.elapsed())
+            ),
         }
     }
 
@@ -276,7 +301,7 @@ impl Kubernetes {
 
 /// What `status` reads of a Pod.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct PodStatus {
+pub(super) struct PodStatus {
     phase: String,
     /// `status.reason` (Evicted, NodeLost, DeadlineExceeded) and message.
     reason: String,
@@ -661,10 +686,11 @@ pub struct Finding {
 }
 
 /// What the backend needs to be allowed in its namespace.
-const NEEDED_VERBS: [(&str, &str); 6] = [
+const NEEDED_VERBS: [(&str, &str); 7] = [
     ("create", "pods"),
     ("delete", "pods"),
     ("get", "pods"),
+    ("watch", "pods"),
     ("create", "pods/exec"),
     ("create", "pods/attach"),
     ("create", "networkpolicies.networking.k8s.io"),
