@@ -131,6 +131,9 @@ pub struct ContainerSandbox {
     /// The pinning of the agent's files while it runs beside the first calls that
     /// run nothing of the repository's or the worker's (the test program's probe).
     pinning: Option<JoinHandle<Pinned>>,
+    /// The program whose probe runs beside the container's start (the test's,
+    /// when no setup runs before it: setup may install it).
+    probe_beside: Option<String>,
     /// The snapshot before the next worker run, taken at the end of the last exec
     /// (a test run); dropped by any other exec.
     next_before: Option<Report>,
@@ -203,6 +206,7 @@ impl ContainerSandbox {
             carrier: None,
             agent: None,
             pinning: None,
+            probe_beside: None,
             next_before: None,
             ran_worker: false,
             egress: None,
@@ -466,8 +470,14 @@ impl ContainerSandbox {
                     .carrier
                     .as_deref_mut()
                     .ok_or_else(|| SandboxError::Io("the carrier is not open".into()))?;
-                let container =
-                    Container::start(&*self.backend, &self.spec, &mut *self.transport, carrier)?;
+                let probe = self.probe_beside.take();
+                let container = Container::start(
+                    &*self.backend,
+                    &self.spec,
+                    &mut *self.transport,
+                    carrier,
+                    probe.as_deref(),
+                )?;
                 // Before anything else runs in it (`agent_files.rs`), where the
                 // engine lets us read the container from outside: in a thread, joined
                 // before the first exec that could change the agent's files
@@ -1064,28 +1074,29 @@ impl ContainerSandbox {
         // repository's or the worker's runs.
         self.container()?;
         self.next_before = None;
-        let env = self
-            .container
-            .as_ref()
-            .map(|c| c.env(&self.spec, None, None))
-            .unwrap_or_default();
         self.unswept = true;
-        let exec = Exec {
-            workdir: Some(PROJECT_DIR.to_string()),
-            env,
-            command: ["/bin/sh", "-c", prepare::FIND_PROGRAM, "sh", program]
-                .map(String::from)
-                .into(),
-            stdin: Vec::new(),
-            stdin_file: None,
-        };
-        let limits = Limits::wall(STOP_TIMEOUT, self.spec.interrupt);
-        let mut capture = Capture::in_memory(4096);
-        let finished = self
+        // Probed already beside the container's start (`prepare`)?
+        let probed = self
             .started()?
-            .exec(exec, &limits, &mut capture, Stop::Terminate)?;
-        let (said, stderr) = (capture.tail(), capture.stderr());
-        drop(capture);
+            .probed
+            .take()
+            .filter(|probed| probed.program == program);
+        let (finished, said, stderr) = match probed {
+            Some(probed) => (probed.finished?, probed.said, probed.stderr),
+            None => {
+                let exec = self
+                    .container
+                    .as_ref()
+                    .map(|c| c.program_probe(&self.spec, program))
+                    .ok_or_else(|| SandboxError::Io("the container is not running".into()))?;
+                let limits = Limits::wall(STOP_TIMEOUT, self.spec.interrupt);
+                let mut capture = Capture::in_memory(4096);
+                let finished =
+                    self.started()?
+                        .exec(exec, &limits, &mut capture, Stop::Terminate)?;
+                (finished, capture.tail(), capture.stderr())
+            }
+        };
         if finished.ending == Ending::Interrupted {
             return Err(SandboxError::Interrupted);
         }
@@ -1143,7 +1154,13 @@ impl Sandbox for ContainerSandbox {
             );
             self.spec.caches.clear();
         }
-        self.container()?;
+        self.probe_beside = test
+            .filter(|_| setup.is_none())
+            .and_then(|test| prepare::program(&test.command))
+            .map(String::from);
+        let started = self.container().map(drop);
+        self.probe_beside = None;
+        started?;
         let mut prepared = Prepared::default();
         if let Some(setup) = setup {
             let run = self.run_setup(setup)?;

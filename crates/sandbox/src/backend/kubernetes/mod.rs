@@ -531,7 +531,7 @@ impl Backend for Kubernetes {
             instance: Box::new(Pod {
                 name,
                 shell,
-                held,
+                held: std::sync::Mutex::new(held),
                 backend: self.clone(),
                 lost: Default::default(),
                 down: stream.as_ref().map(|stream| stream.down.clone()),
@@ -827,8 +827,8 @@ struct Pod {
     name: String,
     /// The shell of its exec script.
     shell: String,
-    /// `kubectl attach -i`: the lifeline.
-    held: Held,
+    /// `kubectl attach -i`: the lifeline (in a mutex: `Instance: Sync`).
+    held: std::sync::Mutex<Held>,
     backend: Kubernetes,
     lost: std::sync::Mutex<Option<String>>,
     /// The lifeline's way down, closed first on removal (it holds the stdin).
@@ -922,13 +922,13 @@ impl Instance for Pod {
     }
 
     fn is_alive(&mut self) -> bool {
-        self.held.is_running()
+        super::held_mut(&mut self.held).is_running()
     }
 
     fn gone(&self) -> BackendError {
         BackendError::Gone {
             name: self.name.clone(),
-            detail: super::docker_cli::last_lines(&self.held.stderr(), 2),
+            detail: super::docker_cli::last_lines(&super::held_stderr(&self.held), 2),
         }
     }
 
@@ -954,7 +954,7 @@ impl Instance for Pod {
     }
 
     fn send_line(&mut self, line: &str) -> std::io::Result<()> {
-        self.held.send_line(line)
+        super::held_mut(&mut self.held).send_line(line)
     }
 
     fn read_line(
@@ -963,26 +963,26 @@ impl Instance for Pod {
         within: Duration,
         interrupt: Interrupt,
     ) -> Result<String, HeldWait> {
-        self.held.read_line(prefix, within, interrupt)
+        super::held_mut(&mut self.held).read_line(prefix, within, interrupt)
     }
 
     fn stderr(&self) -> String {
-        self.held.stderr()
+        super::held_stderr(&self.held)
     }
 
     fn remove(self: Box<Self>, within: Duration) -> Duration {
+        let this = *self;
         let started = Instant::now();
         // Our stdin closed: the helper ends, so the Pod does (`restartPolicy:
         // Never`); its object is deleted either way, not waited for.
-        if let Some(down) = &self.down {
+        if let Some(down) = &this.down {
             down.close();
         }
-        let lost = self.lost.lock().is_ok_and(|lost| lost.is_some());
-        let _ = self
-            .held
-            .release(if lost { within.min(HEALTH) } else { within });
+        let lost = this.lost.lock().is_ok_and(|lost| lost.is_some());
+        let held = this.held.into_inner().unwrap_or_else(|e| e.into_inner());
+        let _ = held.release(if lost { within.min(HEALTH) } else { within });
         if !lost {
-            self.backend.delete(&[&self.name]);
+            this.backend.delete(&[&this.name]);
         }
         started.elapsed()
     }

@@ -78,7 +78,9 @@ impl<'a> Watch<'a> {
                     BackendError::Io(format!("kubectl get pod {} -w: {e}", self.name))
                 })?;
                 self.heard = true;
-                Ok(Some(PodStatus::of(&serde_json::json!({ "status": status }))))
+                Ok(Some(PodStatus::of(
+                    &serde_json::json!({ "status": status }),
+                )))
             }
             Err(HeldWait::Interrupted) => Err(BackendError::Interrupted),
             Err(HeldWait::TimedOut) if self.heard || self.since.elapsed() < HEALTH => Ok(None),
