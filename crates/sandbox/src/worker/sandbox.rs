@@ -1622,8 +1622,16 @@ exit 3"#;
             capture: &mut Capture,
             stop: Stop,
         ) -> Result<Finished, BackendError> {
+            // The program's probe: only `make` is there.
+            let script = match exec.command.iter().any(|a| a == prepare::FIND_PROGRAM) {
+                true if exec.command.last().is_some_and(|p| p == "make") => {
+                    "echo agent-runner-found"
+                }
+                true => "echo agent-runner-missing",
+                false => FAKE_ENVELOPE,
+            };
             let invocation = Invocation::new("sh")
-                .args(["-c", FAKE_ENVELOPE])
+                .args(["-c", script])
                 .stdin(exec.stdin.clone());
             let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
             log.calls.push("exec".into());
@@ -1759,6 +1767,37 @@ exit 3"#;
     fn setuid_file(path: &std::path::Path) {
         std::fs::write(path, "x").unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    }
+
+    /// The programs probed, in order.
+    fn probed(log: &Mutex<Log>) -> Vec<String> {
+        let log = log.lock().unwrap_or_else(|e| e.into_inner());
+        log.execs
+            .iter()
+            .filter(|e| e.command.iter().any(|a| a == prepare::FIND_PROGRAM))
+            .filter_map(|e| e.command.last().cloned())
+            .collect()
+    }
+
+    #[test]
+    fn the_test_programs_probe_at_the_start_answers_the_preflight_once() {
+        let mut found = setup(Vec::new());
+        let prepared = found.sandbox.prepare(Some(&test_spec()), None).unwrap();
+        assert_eq!(prepared.failed, None);
+        assert_eq!(probed(&found.log), ["make"]);
+
+        let mut missing = setup(Vec::new());
+        let test = TestSpec {
+            command: "no-such-tool -q".into(),
+            ..test_spec()
+        };
+        let prepared = missing.sandbox.prepare(Some(&test), None).unwrap();
+        let image = missing.sandbox.spec.worker.docker_image.clone();
+        assert_eq!(
+            prepared.failed,
+            Some(prepare::missing("no-such-tool", &image))
+        );
+        assert_eq!(probed(&missing.log), ["no-such-tool"]);
     }
 
     fn calls(log: &Mutex<Log>) -> Vec<String> {
