@@ -1,6 +1,7 @@
 """Checks a Meta request or a fake server's reply against the official SDKs' types.
 
 usage: check.py KIND request|response < body.json
+       check.py --serve   (one check per line: {"kind", "what", "body"} in, {"error"} out)
 KIND: openai-responses, openai-chat or anthropic-messages. A request is validated
 with pydantic's TypeAdapter over the SDK's non-streaming create params, and every key it carries
 must be one the params' TypedDicts declare (TypeAdapter ignores unknown keys of a
@@ -83,21 +84,43 @@ def unknown_keys(value, tp, path):
     return []
 
 
+def check(kind, what, body):
+    """Raises when body does not conform."""
+    params, model = types(kind)
+    if what == "request":
+        pydantic.TypeAdapter(params).validate_python(body, strict=False)
+        extra = unknown_keys(body, params, "body")
+        if extra:
+            raise ValueError(f"keys the SDK's {params.__name__} does not know: {extra}")
+    else:
+        # The models keep unknown fields (extra=allow): list them.
+        extra = [f"body.{k}" for k in (model.model_validate(body).model_extra or {})]
+        if extra:
+            raise ValueError(f"unknown fields: {extra}")
+
+
+def serve():
+    """Checks until stdin ends: a test checks many bodies, and importing the SDKs
+    costs seconds, paid here once instead of once per body."""
+    for line in sys.stdin:
+        asked = json.loads(line)
+        kind, what = asked["kind"], asked["what"]
+        try:
+            check(kind, what, json.loads(asked["body"]))
+            error = None
+        except Exception as e:
+            error = f"{kind} {what} does not conform: {type(e).__name__}: {e}"
+        print(json.dumps({"error": error}), flush=True)
+
+
 def main():
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+        return
     kind, what = sys.argv[1], sys.argv[2]
     body = json.load(sys.stdin)
-    params, model = types(kind)
     try:
-        if what == "request":
-            pydantic.TypeAdapter(params).validate_python(body, strict=False)
-            extra = unknown_keys(body, params, "body")
-            if extra:
-                raise ValueError(f"keys the SDK's {params.__name__} does not know: {extra}")
-        else:
-            # The models keep unknown fields (extra=allow): list them.
-            extra = [f"body.{k}" for k in (model.model_validate(body).model_extra or {})]
-            if extra:
-                raise ValueError(f"unknown fields: {extra}")
+        check(kind, what, body)
     except Exception as e:
         print(f"{kind} {what} does not conform: {e}", file=sys.stderr)
         sys.exit(1)

@@ -5,6 +5,7 @@
 //! the YAML reader, logging, and our private directory in a repository; `error`
 //! is their one error type (beside `git::GitError`, what a git command did).
 
+pub mod cache_dir;
 pub mod deadline;
 pub mod error;
 pub mod fs;

@@ -1194,21 +1194,28 @@ fn a_changed_agent_fails_the_task_and_its_run_is_discarded() {
             "/lib/x86_64-linux-gnu/libc.so.6 (a library of /bin/dash)",
         ),
     ];
-    for (image, attack, what) in attacks {
-        let dir = Scratch::new("bnd-agent");
-        let id = task_id("bnd-agent");
-        let spend = "@usage: 50000 0 50000\n@say: spent 100000 tokens";
-        let (run, server) = prompts_task(e2e_task(&id, &dir.path).image(&image), &[attack, spend]);
-        let out = run.arg("--json").output();
-        discarded(&out, &server, what);
-        let log = std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log")))
-            .unwrap();
-        assert!(log.contains("replaced=0"), "{log}");
-        let note = note(&dir.path, &id);
-        assert!(note.contains("changed during the task"), "{note}");
-        assert!(!note.contains("#### Run 2"), "{what}: {note}");
-        assert_no_container(&id);
-    }
+    // The attacks at once: each its own task, and the test waits on containers far
+    // more than it computes.
+    support::each_at_once(
+        attacks.into_iter().enumerate(),
+        |(i, (image, attack, what))| {
+            let dir = Scratch::new(&format!("bnd-agent-{i}"));
+            let id = task_id(&format!("bnd-agent-{i}"));
+            let spend = "@usage: 50000 0 50000\n@say: spent 100000 tokens";
+            let (run, server) =
+                prompts_task(e2e_task(&id, &dir.path).image(&image), &[attack, spend]);
+            let out = run.arg("--json").output();
+            discarded(&out, &server, what);
+            let log =
+                std::fs::read_to_string(dir.join(&format!(".agent-runner/logs/{id}/run-1.log")))
+                    .unwrap();
+            assert!(log.contains("replaced=0"), "{log}");
+            let note = note(&dir.path, &id);
+            assert!(note.contains("changed during the task"), "{note}");
+            assert!(!note.contains("#### Run 2"), "{what}: {note}");
+            assert_no_container(&id);
+        },
+    );
 }
 
 /// SPEC §27: the agent swapped while its run goes on (here by the run itself,

@@ -7,8 +7,9 @@
 
 use crate::support;
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -23,29 +24,60 @@ const TEAM_TOKEN: &str = "team-token-fedcba9876543210";
 
 /// Checks `body` as `what` (`request` or `response`) of `kind` with the SDKs.
 pub(super) fn sdk_check(kind: &str, what: &str, body: &str) {
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/meta-sdk/check.py");
-    let mut child = Command::new("python3")
-        .arg(&script)
-        .args([kind, what])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 is needed to check requests against the SDKs (`make test-env`)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !stderr.contains("ModuleNotFoundError"),
-        "the openai/anthropic SDKs are missing: `make test-env` (testdata/setup-meta-sdk.sh) installs them: {stderr}"
-    );
-    assert!(out.status.success(), "{stderr}\n{body}");
+    let error = SdkChecker::ask(kind, what, body);
+    if let Some(error) = error {
+        assert!(
+            !error.contains("ModuleNotFoundError"),
+            "the openai/anthropic SDKs are missing: `make test-env` (testdata/setup-meta-sdk.sh) installs them: {error}"
+        );
+        panic!("{error}\n{body}");
+    }
+}
+
+/// One `check.py --serve` per test process, shared by its threads: importing the
+/// SDKs takes seconds, and a test checks a dozen bodies.
+struct SdkChecker {
+    // Never waited for: it ends with this process, when its stdin closes.
+    _process: std::process::Child,
+    input: std::process::ChildStdin,
+    output: BufReader<std::process::ChildStdout>,
+}
+
+impl SdkChecker {
+    /// The checker's verdict on `body`: None when it conforms, else what is wrong.
+    fn ask(kind: &str, what: &str, body: &str) -> Option<String> {
+        static CHECKER: OnceLock<Mutex<SdkChecker>> = OnceLock::new();
+        let mut checker = CHECKER
+            .get_or_init(|| Mutex::new(SdkChecker::start()))
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let line = json!({"kind": kind, "what": what, "body": body}).to_string();
+        writeln!(checker.input, "{line}").expect("testdata/meta-sdk/check.py --serve ended");
+        let mut answer = String::new();
+        checker.output.read_line(&mut answer).unwrap();
+        let answer: Value = serde_json::from_str(&answer).unwrap_or_else(|e| {
+            panic!("testdata/meta-sdk/check.py --serve ended or answered {answer:?}: {e}")
+        });
+        answer["error"].as_str().map(str::to_string)
+    }
+
+    fn start() -> SdkChecker {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/meta-sdk/check.py");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .arg("--serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 is needed to check requests against the SDKs (`make test-env`)");
+        SdkChecker {
+            input: child.stdin.take().unwrap(),
+            output: BufReader::new(child.stdout.take().unwrap()),
+            _process: child,
+        }
+    }
 }
 
 fn plan() -> Value {

@@ -132,6 +132,18 @@ fn a_killed_fill_leaves_its_container_and_the_next_fill_removes_it() {
         sweep::LABEL_EXPIRES
     );
     let fills = || host.docker_ok(&["ps", "-a", "--filter", &filter, "--format", &format]);
+    let scratches = || -> std::collections::BTreeSet<std::ffi::OsString> {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| {
+                let n = n.to_string_lossy();
+                n.starts_with("agent-runner-tools-") && n.len() == "agent-runner-tools-".len() + 32
+            })
+            .collect()
+    };
+    let before = scratches();
     let mut first = install().start();
     let pid = first.id();
     let began = Instant::now();
@@ -166,6 +178,14 @@ fn a_killed_fill_leaves_its_container_and_the_next_fill_removes_it() {
     assert!(expires.parse::<u64>().unwrap() > now_secs(), "{left}");
     let volume = tools::volume_name();
     host.docker_ok(&["volume", "inspect", &volume]);
+    // And its scratch directory here, with the packages it downloaded.
+    let killed: Vec<_> = scratches().difference(&before).cloned().collect();
+    assert_eq!(
+        killed.len(),
+        1,
+        "the killed fill's scratch directory: {killed:?}"
+    );
+    let killed = std::env::temp_dir().join(&killed[0]);
 
     let second = install().output();
     second
@@ -175,6 +195,11 @@ fn a_killed_fill_leaves_its_container_and_the_next_fill_removes_it() {
         ))
         .stdout_has("MB downloaded, sha512-checked");
     assert_eq!(fills().trim(), "", "the fill's own container is gone too");
+    assert!(
+        !killed.exists(),
+        "the killed fill's scratch directory {} is removed",
+        killed.display()
+    );
     // Complete: the ready file, written last, names the digest.
     let reader = format!("agent-runner-tools-read-{}", support::short_id());
     let mount = format!("type=volume,source={volume},target={}", tools::TOOLS_DIR);

@@ -394,11 +394,9 @@ fn the_judge_message_in_every_wire_format() {
         "details": {"passed_criteria": ["AC-1"], "remaining_risks": []}, "all_criteria_satisfied": true})
     };
     let judge = json!({"type": "judge", "winner": 1, "why": "try 1 documents its change"});
-    for (kind, key_var, shape) in [
-        ("openai-chat", "OPENAI_API_KEY", "chat"),
-        ("openai-responses", "OPENAI_API_KEY", "responses"),
-        ("anthropic-messages", "ANTHROPIC_API_KEY", "messages"),
-    ] {
+    // The formats run at once, each with its own server, project and task: the
+    // test waits on containers and Meta round trips far more than it computes.
+    let check = |kind: &str, key_var: &str, shape: &str| {
         let answer = |reply: &Value| -> Answer {
             match shape {
                 "chat" => Answer::chat(&reply.to_string()),
@@ -421,7 +419,7 @@ fn the_judge_message_in_every_wire_format() {
         .map(answer)
         .collect();
         let server = FakeOpenAi::start(script);
-        let p = Pipeline::new("tries-wire", true);
+        let p = Pipeline::new(&format!("tries-wire-{shape}"), true);
         let base = if shape == "messages" {
             server.url.trim_end_matches("/v1").to_string()
         } else {
@@ -434,7 +432,7 @@ fn the_judge_message_in_every_wire_format() {
                 support::docker::TEST_IMAGE
             ),
         );
-        let id = task_id("tries-wire");
+        let id = task_id(&format!("tries-wire-{shape}"));
         p.new_task(&id, "Write ok into out.txt");
         enqueue(&p, &id, &["--tries", "2"]);
         let out = p
@@ -462,5 +460,13 @@ fn the_judge_message_in_every_wire_format() {
         if shape != "chat" {
             super::meta_apis::sdk_check(kind, "request", last);
         }
-    }
+    };
+    support::each_at_once(
+        [
+            ("openai-chat", "OPENAI_API_KEY", "chat"),
+            ("openai-responses", "OPENAI_API_KEY", "responses"),
+            ("anthropic-messages", "ANTHROPIC_API_KEY", "messages"),
+        ],
+        |(kind, key_var, shape)| check(kind, key_var, shape),
+    );
 }

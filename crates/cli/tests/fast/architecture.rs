@@ -429,23 +429,7 @@ fn no_import_circles_between_a_crates_modules() {
         edges["sandbox"]["backend::copy"].contains("backend::carrier"),
         "found the imports between files"
     );
-    // Left to the backend seam (issue 42, item 2), which rewrites these files: the
-    // docker CLI asks where its daemon is, and finding that out calls the CLI;
-    // the agent's files, their cache and the container spec name each other.
-    let rewritten = [
-        "sandbox: backend::docker_cli → backend::endpoint",
-        "sandbox: backend::endpoint → backend::docker_cli",
-        "sandbox: worker::agent_cache → worker::agent_files",
-        "sandbox: worker::agent_cache → worker::container",
-        "sandbox: worker::agent_files → worker::agent_cache",
-        "sandbox: worker::agent_files → worker::container",
-        "sandbox: worker::container → worker::agent_files",
-    ];
-    let found: Vec<String> = circles(&top())
-        .into_iter()
-        .filter(|c| !rewritten.contains(&c.as_str()))
-        .collect();
-    assert_eq!(found, Vec::<String>::new());
+    assert_eq!(circles(&top()), Vec::<String>::new());
     // A planted circle is found, through `super::` and braces; a comment is not.
     let scratch = std::env::temp_dir().join(format!("ar-circle-{}", std::process::id()));
     std::fs::create_dir_all(scratch.join("crates/x/src/a")).unwrap();

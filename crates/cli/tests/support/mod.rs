@@ -146,6 +146,24 @@ pub fn random_hex(n: usize) -> String {
     out
 }
 
+/// Runs `check` on every case at once, each in a thread named as the test's own
+/// (the sandbox's runtime and the not-run list go by that name): for a test of
+/// independent cases that waits on containers far more than it computes. A panic
+/// in any case fails the test once all have ended.
+pub fn each_at_once<T: Send>(cases: impl IntoIterator<Item = T>, check: impl Fn(T) + Sync) {
+    let name = std::thread::current().name().map(str::to_string);
+    let check = &check;
+    std::thread::scope(|scope| {
+        for case in cases {
+            let mut thread = std::thread::Builder::new();
+            if let Some(name) = &name {
+                thread = thread.name(name.clone());
+            }
+            thread.spawn_scoped(scope, move || check(case)).unwrap();
+        }
+    });
+}
+
 pub fn short_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

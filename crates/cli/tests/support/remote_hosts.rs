@@ -77,7 +77,8 @@ impl RemoteHost {
 
 /// Held by tests that use the sharing host while it must answer: one of them
 /// stops it for a while. A lock across processes (nextest runs each test in one of
-/// its own), released when dropped.
+/// its own), released when dropped. A test that takes it belongs to the
+/// `sharing-host` test group of .config/nextest.toml (fast::test_groups checks).
 pub fn sharing() -> std::fs::File {
     cross_process_lock("sharing")
 }

@@ -41,8 +41,13 @@ pub(crate) enum Verdict {
 }
 
 /// Words in an attempt's error that say the machinery failed, not the agent.
-const INFRA: [&str; 12] = [
+const INFRA: [&str; 15] = [
     "host lost",
+    // A cluster that took no Pod in time, one without kubectl here, or one whose
+    // network plugin ignores NetworkPolicy (SPEC §25): the place, not the agent.
+    "host busy",
+    "kubectl could not be run",
+    "egress not enforced on",
     "orchestrator stopped",
     "interrupted",
     "Cannot connect to the Docker daemon",
@@ -119,5 +124,16 @@ mod tests {
             of(&attempt("failed", Some("orchestrator stopped"))),
             Some(Outcome::InfraError)
         );
+        for cluster in [
+            "host busy: k8s://c/n: Unschedulable: 0/1 nodes are available: 1 Insufficient memory.",
+            "kubectl could not be run: No such file or directory; install kubectl, or name it in AGENT_RUNNER_KUBECTL",
+            "egress not enforced on k8s://c/n: its network plugin ignores NetworkPolicy (a probe Pod reached 10.0.0.1:443)",
+        ] {
+            assert_eq!(
+                of(&attempt("failed", Some(cluster))),
+                Some(Outcome::InfraError),
+                "{cluster}"
+            );
+        }
     }
 }

@@ -8,175 +8,103 @@
 use std::fs::File;
 use std::io::Write;
 
-use agent_runner_core::process::StreamFilter;
+use super::pulled::{Pulled, StreamReader};
+use super::untar::{self, Kind};
 
-const BLOCK: usize = 512;
-
-/// Where the reader is in the stream.
-enum At {
-    /// Gathering a header block.
-    Header,
-    /// Skipping `left` bytes (an extended header, a file's padding).
-    Skip { left: u64, then_done: bool },
-    /// The file's bytes: `left` of them to come, then `pad` of padding.
-    Data { left: u64, pad: u64 },
-    /// The file is whole (or the stream failed): the rest is dropped.
-    Done,
+/// See the module documentation: a `StreamFilter` that passes nothing on, reading
+/// the stream through the `tar` crate on a thread of its own as it comes, writing
+/// its one file into `file`, at most `max` bytes.
+pub(super) fn reader(file: File, max: u64) -> Pulled<Result<u64, String>> {
+    Pulled::new(move |stream| one_file(stream, file, max))
 }
 
-/// See the module documentation; a `StreamFilter` that passes nothing on.
-pub(super) struct BundleOut {
-    file: File,
-    max: u64,
-    at: At,
-    header: Vec<u8>,
-    /// The file's size once its header was read.
-    size: Option<u64>,
+/// The bytes written, or why the stream was not one whole file within the bound.
+pub(super) fn result(reader: Pulled<Result<u64, String>>) -> Result<u64, String> {
+    reader
+        .result()
+        .unwrap_or_else(|| Err("the reader of the bundle's tar stream failed".into()))
+}
+
+/// Why the reading stops: the one file is whole (its size), or it failed.
+enum Stop {
+    Whole(u64),
+    Failed(String),
+}
+
+/// The stream's first entry, a regular file, into `file`; what follows it (its
+/// padding, the end blocks, anything else) is not read.
+fn one_file(stream: StreamReader, mut file: File, max: u64) -> Result<u64, String> {
+    let read = untar::read_entries(
+        stream,
+        |e| Stop::Failed(e.to_string()),
+        &mut |entry, content| {
+            if entry.kind != Kind::File {
+                return Err(Stop::Failed(format!(
+                    "the bundle is not a regular file (tar type {:?})",
+                    char::from(entry.kind.type_byte())
+                )));
+            }
+            if entry.size > max {
+                return Err(Stop::Failed(format!(
+                    "the bundle is {} bytes, more than the {} brought back",
+                    entry.size,
+                    agent_runner_core::text::bytes(max)
+                )));
+            }
+            let mut out = Counted {
+                file: &mut file,
+                written: 0,
+                failed: false,
+            };
+            let copied = content.copy_to(&mut out).and_then(|()| out.flush());
+            let (written, failed) = (out.written, out.failed);
+            match copied {
+                Ok(()) => {}
+                Err(e) if failed => {
+                    return Err(Stop::Failed(format!("cannot write the bundle: {e}")));
+                }
+                Err(_) => {
+                    return Err(Stop::Failed(format!(
+                        "the stream ended after {written} of the bundle's {} bytes",
+                        entry.size
+                    )));
+                }
+            }
+            Err(Stop::Whole(entry.size))
+        },
+    );
+    match read {
+        Ok(()) => Err("the stream held no file".into()),
+        Err(Stop::Whole(size)) => Ok(size),
+        Err(Stop::Failed(why)) => Err(why),
+    }
+}
+
+/// The bundle's file, counting what it took; `failed` once a write failed.
+struct Counted<'a> {
+    file: &'a mut File,
     written: u64,
-    error: Option<String>,
+    failed: bool,
 }
 
-impl BundleOut {
-    /// Writes the stream's one file into `file`, at most `max` bytes.
-    pub(super) fn new(file: File, max: u64) -> BundleOut {
-        BundleOut {
-            file,
-            max,
-            at: At::Header,
-            header: Vec::with_capacity(BLOCK),
-            size: None,
-            written: 0,
-            error: None,
-        }
+impl Write for Counted<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(bytes).inspect_err(|_| self.failed = true)?;
+        self.written += n as u64;
+        Ok(n)
     }
 
-    /// The bytes written, or why the stream was not one whole file within the bound.
-    pub(super) fn result(mut self) -> Result<u64, String> {
-        if let Some(e) = self.error.take() {
-            return Err(e);
-        }
-        match self.size {
-            Some(size) if self.written == size => {
-                self.file.flush().map_err(|e| e.to_string())?;
-                Ok(size)
-            }
-            Some(size) => Err(format!(
-                "the stream ended after {} of the bundle's {size} bytes",
-                self.written
-            )),
-            None => Err("the stream held no file".into()),
-        }
-    }
-
-    fn fail(&mut self, why: String) {
-        self.error.get_or_insert(why);
-        self.at = At::Done;
-    }
-
-    fn take(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            match &mut self.at {
-                At::Done => return,
-                At::Header => {
-                    let n = (BLOCK - self.header.len()).min(bytes.len());
-                    self.header.extend_from_slice(&bytes[..n]);
-                    bytes = &bytes[n..];
-                    if self.header.len() == BLOCK {
-                        let header = std::mem::take(&mut self.header);
-                        self.header_block(&header);
-                    }
-                }
-                At::Skip { left, then_done } => {
-                    let n = (*left).min(bytes.len() as u64);
-                    *left -= n;
-                    bytes = &bytes[n as usize..];
-                    if *left == 0 {
-                        self.at = if *then_done { At::Done } else { At::Header };
-                    }
-                }
-                At::Data { left, pad } => {
-                    let n = (*left).min(bytes.len() as u64) as usize;
-                    let (left, pad) = (*left - n as u64, *pad);
-                    self.at = At::Data { left, pad };
-                    if let Err(e) = self.file.write_all(&bytes[..n]) {
-                        return self.fail(format!("cannot write the bundle: {e}"));
-                    }
-                    self.written += n as u64;
-                    bytes = &bytes[n..];
-                    if left == 0 {
-                        // The one file is whole: what follows (padding, the end
-                        // blocks) is not read.
-                        self.at = At::Skip {
-                            left: pad,
-                            then_done: true,
-                        };
-                        if pad == 0 {
-                            self.at = At::Done;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn header_block(&mut self, header: &[u8]) {
-        if header.iter().all(|&b| b == 0) {
-            return self.fail("the stream held no file".into());
-        }
-        let Some(size) = super::untar::number(&header[124..136]) else {
-            return self.fail("a tar header's size is not a number".into());
-        };
-        let padded = size.div_ceil(BLOCK as u64) * BLOCK as u64;
-        match header[156] {
-            // Extended headers (a name or a time too long for the old format).
-            b'x' | b'g' => {
-                self.at = if padded == 0 {
-                    At::Header
-                } else {
-                    At::Skip {
-                        left: padded,
-                        then_done: false,
-                    }
-                }
-            }
-            b'0' | 0 if size > self.max => self.fail(format!(
-                "the bundle is {} bytes, more than the {} brought back",
-                size,
-                agent_runner_core::text::bytes(self.max)
-            )),
-            b'0' | 0 => {
-                self.size = Some(size);
-                self.at = if size == 0 {
-                    At::Done
-                } else {
-                    At::Data {
-                        left: size,
-                        pad: padded - size,
-                    }
-                };
-            }
-            other => self.fail(format!(
-                "the bundle is not a regular file (tar type {:?})",
-                char::from(other)
-            )),
-        }
-    }
-}
-
-impl StreamFilter for BundleOut {
-    fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
-        self.take(bytes);
-        Vec::new()
-    }
-
-    fn finish(&mut self) -> Vec<u8> {
-        Vec::new()
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush().inspect_err(|_| self.failed = true)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_runner_core::process::StreamFilter;
+
+    const BLOCK: usize = 512;
 
     fn header(name: &str, kind: u8, size: u64) -> Vec<u8> {
         let mut h = vec![0u8; BLOCK];
@@ -184,7 +112,21 @@ mod tests {
         let size = format!("{size:011o}\0");
         h[124..136].copy_from_slice(size.as_bytes());
         h[156] = kind;
+        h[100..108].copy_from_slice(b"0000644\0");
+        h[108..116].copy_from_slice(b"0000000\0");
+        h[116..124].copy_from_slice(b"0000000\0");
+        h[136..148].copy_from_slice(b"00000000000\0");
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[263..265].copy_from_slice(b"00");
+        checksum(&mut h);
         h
+    }
+
+    /// The header's checksum, as a tar writer sets it.
+    fn checksum(h: &mut [u8]) {
+        h[148..156].fill(b' ');
+        let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
     }
 
     fn tar(entries: &[(&str, u8, &[u8])]) -> Vec<u8> {
@@ -201,12 +143,12 @@ mod tests {
     fn read(stream: &[u8], max: u64, chunk: usize) -> (Result<u64, String>, Vec<u8>) {
         let dir = agent_runner_core::fs::testing::scratch("bundle-out");
         let path = dir.join("work.bundle");
-        let mut out = BundleOut::new(File::create(&path).unwrap(), max);
+        let mut out = reader(File::create(&path).unwrap(), max);
         for piece in stream.chunks(chunk) {
             assert!(out.push(piece).is_empty());
         }
         out.finish();
-        let result = out.result();
+        let result = super::result(out);
         let written = std::fs::read(&path).unwrap();
         let _ = std::fs::remove_dir_all(dir);
         (result, written)
@@ -238,6 +180,7 @@ mod tests {
         // A header that lies low: nothing past its size is taken either.
         let mut lying = tar(&[("work.bundle", b'0', &data)]);
         lying[124..136].copy_from_slice(format!("{:011o}\0", 100).as_bytes());
+        checksum(&mut lying[..BLOCK]);
         let (result, written) = read(&lying, 4096, 512);
         assert_eq!(result, Ok(100));
         assert_eq!(written.len(), 100);

@@ -2,14 +2,17 @@
 //! empty image with a volume mounted, the other end of `docker cp` for the copy
 //! and for the session volume.
 
+use super::daemon;
 use std::fs::File;
 use std::io::{BufWriter, PipeWriter};
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use super::BackendError;
-use super::bundle_out::BundleOut;
-use super::docker_cli::{self, call, last_lines};
+use super::bundle_out;
+use super::daemon::call;
+use super::docker_cli::{self, last_lines};
+use super::pulled::{Forward, StreamReader};
 use super::tar::TarWriter;
 use super::tools::{CARRIER_IMAGE, carrier_image};
 use agent_runner_core::interrupt::Interrupt;
@@ -102,7 +105,7 @@ impl Carrier {
                 tar.finish()?;
                 Ok::<_, std::io::Error>(skipped)
             });
-            let out = docker_cli::guarded(&invocation, COPY_TIMEOUT, self.interrupt);
+            let out = daemon::guarded(&invocation, COPY_TIMEOUT, self.interrupt);
             // The stream's last reader here closed: a writer docker left stops.
             drop(invocation);
             let written = writing
@@ -129,16 +132,11 @@ impl Carrier {
     ) -> Result<T, String> {
         let source = format!("{}:{path}", self.name);
         let invocation = docker_cli::command().args(["cp", source.as_str(), "-"]);
-        let (sender, receiver) = std::sync::mpsc::sync_channel(16);
+        let (mut forward, stream) = Forward::new();
         let (out, consumed) = std::thread::scope(|scope| {
-            let consuming = scope.spawn(move || consume(StreamReader::new(receiver)));
-            let mut forward = Forward(Some(sender));
-            let out = docker_cli::guarded_streaming(
-                &invocation,
-                COPY_TIMEOUT,
-                self.interrupt,
-                &mut forward,
-            );
+            let consuming = scope.spawn(move || consume(stream));
+            let out =
+                daemon::guarded_streaming(&invocation, COPY_TIMEOUT, self.interrupt, &mut forward);
             // The end of the stream for the reader, however docker ended.
             drop(forward);
             let consumed = consuming
@@ -161,9 +159,9 @@ impl Carrier {
     pub(super) fn copy_out(&self, path: &str, to: File, max: u64) -> Result<u64, BackendError> {
         let source = format!("{}:{path}", self.name);
         let invocation = docker_cli::command().args(["cp", source.as_str(), "-"]);
-        let mut reader = BundleOut::new(to, max);
+        let mut reader = bundle_out::reader(to, max);
         let out =
-            docker_cli::guarded_streaming(&invocation, COPY_TIMEOUT, self.interrupt, &mut reader)?;
+            daemon::guarded_streaming(&invocation, COPY_TIMEOUT, self.interrupt, &mut reader)?;
         let command = format!("docker cp {source} -");
         match out.ending {
             Ending::Interrupted => return Err(BackendError::Interrupted),
@@ -176,7 +174,7 @@ impl Carrier {
             Ending::Exited => {}
         }
         // The stream's own fault first: a bound passed is why, whatever docker said.
-        match (reader.result(), out.ok) {
+        match (bundle_out::result(reader), out.ok) {
             (Err(why), _) => Err(BackendError::Io(format!("{command}: {why}"))),
             (Ok(written), true) => Ok(written),
             (Ok(_), false) => Err(failed(&command, &out.stderr)),
@@ -184,61 +182,8 @@ impl Carrier {
     }
 }
 
-/// Hands a child's stdout on to a `StreamReader`, chunk by chunk; a reader that
-/// went away gets nothing more.
-struct Forward(Option<std::sync::mpsc::SyncSender<Vec<u8>>>);
-
-impl agent_runner_core::process::StreamFilter for Forward {
-    fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
-        if let Some(sender) = &self.0
-            && sender.send(bytes.to_vec()).is_err()
-        {
-            self.0 = None;
-        }
-        Vec::new()
-    }
-
-    fn finish(&mut self) -> Vec<u8> {
-        self.0 = None;
-        Vec::new()
-    }
-}
-
-/// The chunks `Forward` passes on, read as one stream; its end when the sender is
-/// gone.
-pub(crate) struct StreamReader {
-    receiver: std::sync::mpsc::Receiver<Vec<u8>>,
-    chunk: Vec<u8>,
-    at: usize,
-}
-
-impl StreamReader {
-    fn new(receiver: std::sync::mpsc::Receiver<Vec<u8>>) -> Self {
-        StreamReader {
-            receiver,
-            chunk: Vec::new(),
-            at: 0,
-        }
-    }
-}
-
-impl std::io::Read for StreamReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.at == self.chunk.len() {
-            match self.receiver.recv() {
-                Ok(chunk) => (self.chunk, self.at) = (chunk, 0),
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.chunk.len() - self.at);
-        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
-    }
-}
-
 impl Drop for Carrier {
     fn drop(&mut self) {
-        docker_cli::remove_container(&self.name, CALL_TIMEOUT);
+        daemon::remove_container(&self.name, CALL_TIMEOUT);
     }
 }

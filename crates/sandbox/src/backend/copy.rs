@@ -20,7 +20,7 @@
 //! with `docker cp` and landed here by `landing.rs` under its checks. Where the
 //! image has no git (the bundler says so), the volume's tree comes back instead as
 //! one tar stream and is committed here (`tree_back.rs`), then landed the same way.
-//! A lost host (`docker_cli::lost`) gets no bring-back: nothing of it lands. Both volumes,
+//! A lost host (`daemon::lost`) gets no bring-back: nothing of it lands. Both volumes,
 //! and the scratch directory here, are removed on every path; they carry the
 //! sandbox's owner labels, so the start-up sweep removes those of a dead owner.
 //!
@@ -32,11 +32,13 @@
 //! stream. Without the tools volume (its helper) the sandbox refuses
 //! `network: allowlist` and a login file, naming the transport.
 
+use super::daemon;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::carrier::{CALL_TIMEOUT, COPY_TIMEOUT, Carrier, failed};
-use super::docker_cli::{self, call, last_lines};
+use super::daemon::call;
+use super::docker_cli::last_lines;
 use super::endpoint::Endpoint;
 use super::landing::{self, UserRepo};
 use super::privileges::Finding;
@@ -550,7 +552,7 @@ impl Transport for Copy {
             let started = std::time::Instant::now();
             // Nothing of a lost attempt lands (SPEC §22), and nothing more waits on
             // its host: what is left there carries an expiry for the sweeps.
-            let brought = match docker_cli::lost() {
+            let brought = match daemon::lost() {
                 Some(lost) => BroughtBack::Failed(lost),
                 None => self.bring_back(&volume, &base),
             };

@@ -22,12 +22,11 @@
 //! every local user can read; only `Var::Literal`s, names the client itself reads,
 //! go on the command line.
 
+use super::daemon;
 use std::time::{Duration, Instant};
 
-use super::docker_cli::{
-    self, DockerFault, call, cli_missing, daemon_problem, fault_in, last_lines, mount_spec,
-    remove_container,
-};
+use super::daemon::{call, daemon_problem, remove_container};
+use super::docker_cli::{self, DockerFault, cli_missing, fault_in, last_lines, mount_spec};
 use super::endpoint::Endpoint;
 use super::lifeline::{Down, Stream};
 use super::spec::{Exec, Net, Spec, Var, Volume};
@@ -82,7 +81,7 @@ impl Docker {
 impl Backend for Docker {
     fn start(&self, spec: &Spec) -> Result<Started, BackendError> {
         self.endpoint()?;
-        if let Some(message) = docker_cli::lost() {
+        if let Some(message) = daemon::lost() {
             return Err(BackendError::EngineUnreachable(message));
         }
         let name = spec
@@ -112,7 +111,7 @@ impl Backend for Docker {
             None => String::new(),
             // A main process of ours answers lines later (`Carrier::quiet`): its
             // output stays to be read, not drained.
-            Some(ready) => match docker_cli::watched(ready.interrupt, |watch| {
+            Some(ready) => match daemon::watched(ready.interrupt, |watch| {
                 if spec.stream || spec.main.own_init {
                     held.read_line(ready.prefix, ready.within, watch)
                 } else {
@@ -219,7 +218,7 @@ impl Backend for Docker {
     ) -> Result<Output, BackendError> {
         self.endpoint()?;
         let invocation = seccomp::with_profile(docker_cli::command().args(run_args(spec)));
-        docker_cli::guarded(&invocation, wall, interrupt)
+        daemon::guarded(&invocation, wall, interrupt)
     }
 
     fn sweep_orphans(&self) -> Vec<String> {
@@ -398,7 +397,7 @@ impl Instance for Container {
         // A run's limit may be an hour: a host that stops answering meanwhile is
         // found by the health checks beside it, not at the limit (SPEC §22).
         let invocation = exec_invocation(&self.name, exec);
-        let (finished, lost) = docker_cli::watched(limits.interrupt, |watch| {
+        let (finished, lost) = daemon::watched(limits.interrupt, |watch| {
             let limits = Limits {
                 interrupt: watch,
                 ..*limits
@@ -426,8 +425,8 @@ impl Instance for Container {
     fn lost(&self) -> Option<BackendError> {
         let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
         if lost.is_none() {
-            // Found lost by another call of this process (`docker_cli::watched`).
-            if let Some(message) = docker_cli::lost() {
+            // Found lost by another call of this process (`daemon::watched`).
+            if let Some(message) = daemon::lost() {
                 *lost = Some(message.clone());
                 return Some(BackendError::EngineUnreachable(message));
             }
@@ -445,7 +444,7 @@ impl Instance for Container {
             };
             let message = format!("host lost: {}: {detail}", self.daemon);
             // Every call after (the removal, the copy's bring-back) answers at once.
-            docker_cli::mark_lost(&message);
+            daemon::mark_lost(&message);
             *lost = Some(message);
         }
         lost.clone().map(BackendError::EngineUnreachable)
@@ -506,8 +505,7 @@ impl Instance for Container {
         if let Some(down) = &this.down {
             down.close();
         }
-        let lost =
-            this.lost.lock().is_ok_and(|lost| lost.is_some()) || docker_cli::lost().is_some();
+        let lost = this.lost.lock().is_ok_and(|lost| lost.is_some()) || daemon::lost().is_some();
         let (within, deadline) = if lost {
             (within.min(HEALTH), HEALTH)
         } else {
@@ -516,7 +514,7 @@ impl Instance for Container {
         let held = this.held.into_inner().unwrap_or_else(|e| e.into_inner());
         if !held.release(within) && !remove_container(&this.name, deadline) {
             // Gone is what counts: `--rm`'s own removal may be the one under way.
-            docker_cli::wait_gone(&this.name, deadline);
+            daemon::wait_gone(&this.name, deadline);
         }
         let took = started.elapsed();
         this.watchdog.dismiss();
@@ -532,7 +530,7 @@ impl Container {
     /// The host is lost (`message`: `host lost: …`), for this container and every
     /// call of this process after.
     fn remember_lost(&self, message: &str) {
-        docker_cli::mark_lost(message);
+        daemon::mark_lost(message);
         *self.lost.lock().unwrap_or_else(|e| e.into_inner()) = Some(message.to_string());
     }
 
@@ -610,7 +608,7 @@ fn create_volume(volume: &Volume, deadline: Duration) -> Result<(), BackendError
     }
     args.push(volume.name.clone());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = docker_cli::call(&args, deadline, Interrupt::never())?;
+    let out = daemon::call(&args, deadline, Interrupt::never())?;
     if out.ok {
         return Ok(());
     }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::BackendError;
-use super::docker_cli::{call, last_lines};
+use super::docker_cli::{cli_missing, command, last_lines, run_invocation};
 use agent_runner_core::interrupt::Interrupt;
 
 /// The daemon the docker CLI reaches.
@@ -81,16 +81,15 @@ impl Endpoint {
                 tls: false,
             });
         }
-        let out = call(
-            &[
-                "context",
-                "inspect",
-                "--format",
-                "{{.Name}} {{.Endpoints.docker.Host}} {{len .TLSMaterial}}",
-            ],
-            deadline,
-            Interrupt::never(),
-        )?;
+        // Not a watched call (`daemon`): which daemon it is comes first, and the CLI
+        // answers this from its own configuration.
+        let inspect = command().args([
+            "context",
+            "inspect",
+            "--format",
+            "{{.Name}} {{.Endpoints.docker.Host}} {{len .TLSMaterial}}",
+        ]);
+        let out = run_invocation(&inspect, deadline, Interrupt::never()).map_err(cli_missing)?;
         if !out.ok {
             return Err(BackendError::Failed {
                 command: "docker context inspect".into(),

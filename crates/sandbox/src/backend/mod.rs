@@ -17,7 +17,7 @@
 //!   in messages, and plain `tcp://` beyond the loopback refused (SPEC §22).
 //!   `Instance::lost`: a `docker version` within 5 s when an exec reached its limit
 //!   or failed without a word, and on a daemon off this machine beside every call,
-//!   exec or start that runs longer than 10 s (`docker_cli::watched`); no answer → `host lost: …`,
+//!   exec or start that runs longer than 10 s (`daemon::watched`); no answer → `host lost: …`,
 //!   remembered, and the rest of the end (the stop, the removal, the bring-back)
 //!   no longer waits on that host.
 //! - `Transport`: how the repository gets in and the work out, and where the checks
@@ -101,6 +101,7 @@ mod carrier;
 /// A Kubernetes target, `k8s://CONTEXT/NAMESPACE` (its engine is `kubernetes`).
 pub mod cluster;
 pub mod copy;
+pub(crate) mod daemon;
 mod docker;
 pub mod docker_cli;
 pub(crate) mod elf;
@@ -119,6 +120,7 @@ mod locality;
 mod open;
 pub(crate) mod outside;
 pub mod privileges;
+pub(crate) mod pulled;
 mod quiet;
 pub mod runtime;
 pub mod seccomp;

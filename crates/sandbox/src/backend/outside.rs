@@ -4,6 +4,7 @@
 //! agent's pinning (`worker::agent_files`) is its user; what the answers mean is
 //! its business, how they are asked is the engine's (here: the docker CLI).
 
+use super::daemon;
 use std::time::Duration;
 
 use super::BackendError;
@@ -49,7 +50,7 @@ impl Outside<'_> {
             };
         }
         let invocation = invocation.arg(self.container).args(command.iter().copied());
-        let out = docker_cli::guarded(&invocation, within, self.interrupt)?;
+        let out = daemon::guarded(&invocation, within, self.interrupt)?;
         if out.ending == Ending::Interrupted {
             return Err(BackendError::Interrupted);
         }
@@ -116,37 +117,39 @@ impl Outside<'_> {
     }
 
     /// `path`'s content (the link followed) as a tar stream of one entry, read
-    /// through a new `F` within `within`.
-    pub(crate) fn copy<F: StreamFilter + Default>(
+    /// through a new `F` (from `reader`) within `within`.
+    pub(crate) fn copy<F: StreamFilter>(
         &self,
         path: &str,
         within: Duration,
+        reader: impl Fn() -> F,
     ) -> Result<Copied<F>, BackendError> {
-        match self.copy_with(path, &["-L"], within) {
+        match self.copy_with(path, &["-L"], within, &reader) {
             // podman 4 (as `docker`) has no `-L`: a link then arrives as a link,
             // which the tar reader refuses rather than misreads (SPEC §24).
             Err(BackendError::Failed { detail, .. })
                 if detail.contains("unknown shorthand flag: 'L'") =>
             {
-                self.copy_with(path, &[], within)
+                self.copy_with(path, &[], within, &reader)
             }
             copied => copied,
         }
     }
 
     /// `copy` with the options `options` of `docker cp`.
-    fn copy_with<F: StreamFilter + Default>(
+    fn copy_with<F: StreamFilter>(
         &self,
         path: &str,
         options: &[&str],
         within: Duration,
+        reader: &impl Fn() -> F,
     ) -> Result<Copied<F>, BackendError> {
         let source = format!("{}:{path}", self.container);
         let invocation = docker_cli::command()
             .arg("cp")
             .args(options.iter().copied())
             .args([source.as_str(), "-"]);
-        let mut reader = F::default();
+        let mut reader = reader();
         let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
         let finished = process::run(
             &invocation,
@@ -193,5 +196,5 @@ impl Outside<'_> {
 
 /// Why the engine does not answer, if it does not (asked after a call failed).
 pub(crate) fn daemon_problem() -> Option<String> {
-    docker_cli::daemon_problem(DAEMON_TIMEOUT)
+    daemon::daemon_problem(DAEMON_TIMEOUT)
 }

@@ -4,6 +4,7 @@
 //! (`docker info`), for `doctor`, `hosts check` and the refusal of a start that
 //! names another: before any paid call, since the sandbox starts first.
 
+use super::daemon;
 use std::time::Duration;
 
 use super::docker_cli;
@@ -12,7 +13,7 @@ use agent_runner_core::interrupt::Interrupt;
 
 /// The runtimes the daemon has registered, by name (sorted).
 pub fn known(deadline: Duration) -> Result<Vec<String>, BackendError> {
-    let out = docker_cli::call(&INFO_ARGS, deadline, Interrupt::never())?;
+    let out = daemon::call(&INFO_ARGS, deadline, Interrupt::never())?;
     if !out.ok {
         return Err(BackendError::Failed {
             command: "docker info --format '{{json .Runtimes}}'".into(),

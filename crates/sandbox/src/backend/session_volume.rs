@@ -21,7 +21,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::carrier::Carrier;
-use super::docker_cli::{call, last_lines};
+use super::daemon::call;
+use super::docker_cli::last_lines;
 use super::sweep::{LABEL_TASK, LIFETIME, expiry_label};
 use super::{BackendError, Mount, SESSION_DIR, volume_labels};
 use agent_runner_core::interrupt::Interrupt;

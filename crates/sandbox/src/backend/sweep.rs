@@ -10,7 +10,8 @@
 
 use std::time::Duration;
 
-use super::docker_cli::{Output, call, last_lines};
+use super::daemon::call;
+use super::docker_cli::{Output, last_lines};
 use super::host::{HEALTH, Target};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;

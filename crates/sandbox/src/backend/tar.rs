@@ -1,25 +1,28 @@
-//! Trees written as one tar stream (POSIX ustar, with pax records where a field
-//! does not fit): the copy transport's way in, one `docker cp -a -` for the whole
-//! repository instead of one call per entry (SPEC §22).
+//! Trees written as one tar stream: the copy transport's way in, one `docker cp -a
+//! -` for the whole repository instead of one call per entry (SPEC §22). The
+//! format is the `tar` crate's (GNU headers, GNU long names); what goes into it is
+//! chosen here.
 //!
 //! What is written is what `fs::tree` read: directories, regular files (their
-//! bytes streamed, never held in memory whatever their size) and symlinks (as
-//! links: their target's text, never followed); FIFOs, sockets and devices are
-//! left out. Owners are kept (`docker cp -a` applies them, so the worker owns its
-//! files there as here) and the permission bits but the set-id and sticky ones.
-//! Names come from directory listings joined by `/`, so none is absolute or holds
-//! `..`; long names and targets go in pax records, which Docker's reader honours.
+//! bytes streamed from the descriptor the walk opened, never held in memory
+//! whatever their size) and symlinks (as links: their target's text, byte for
+//! byte, never followed); FIFOs, sockets and devices are left out. Nothing is
+//! opened by path here, so nothing outside the tree is read. Owners are kept
+//! (`docker cp -a` applies them, so the worker owns its files there as here) and
+//! the permission bits but the set-id and sticky ones. Names come from directory
+//! listings joined by `/`, so none is absolute or holds `..`.
 
+use std::ffi::OsStr;
 use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use agent_runner_core::fs::tree::{self, Item, Node};
-
-const BLOCK: usize = 512;
+use tar::{EntryType, Header};
 
 /// A tar stream being written to `out`.
 pub struct TarWriter<W: Write> {
-    out: W,
+    out: tar::Builder<W>,
     /// Entries left out (not a directory, file or link), for the log.
     pub skipped: Vec<String>,
 }
@@ -27,7 +30,7 @@ pub struct TarWriter<W: Write> {
 impl<W: Write> TarWriter<W> {
     pub fn new(out: W) -> Self {
         TarWriter {
-            out,
+            out: tar::Builder::new(out),
             skipped: Vec::new(),
         }
     }
@@ -44,165 +47,89 @@ impl<W: Write> TarWriter<W> {
             if name.ends_with(b"/") {
                 name.pop();
             }
-            self.entry(name, item)
+            self.entry(&name, item)
         })
     }
 
     /// One entry named `name`.
-    fn entry(&mut self, mut name: Vec<u8>, item: Item) -> std::io::Result<()> {
+    fn entry(&mut self, name: &[u8], item: Item) -> std::io::Result<()> {
         let Item { status, node, .. } = item;
-        let (kind, size, link) = match &node {
+        let mut header = Header::new_gnu();
+        header.set_mode(status.mode & 0o777);
+        header.set_uid(u64::from(status.uid));
+        header.set_gid(u64::from(status.gid));
+        header.set_mtime(u64::try_from(status.mtime).unwrap_or(0));
+        header.set_size(0);
+        let path = Path::new(OsStr::from_bytes(name));
+        match node {
             Node::Dir => {
-                name.push(b'/');
-                (b'5', 0, Vec::new())
+                header.set_entry_type(EntryType::Directory);
+                self.out.append_data(&mut header, path, std::io::empty())
             }
-            Node::File(_) => (b'0', status.size, Vec::new()),
-            Node::Link(target) => (b'2', 0, target.clone()),
+            Node::File(file) => {
+                let size = status.size;
+                header.set_entry_type(EntryType::Regular);
+                header.set_size(size);
+                // The builder pads after what it copied: a file that shrank since
+                // its status was taken would leave the stream short of its header.
+                let mut content = Counted(file.take(size), 0);
+                self.out.append_data(&mut header, path, &mut content)?;
+                match content.1 == size {
+                    true => Ok(()),
+                    false => Err(std::io::Error::other(format!(
+                        "{}: changed while being read ({} bytes of {size})",
+                        path.display(),
+                        content.1
+                    ))),
+                }
+            }
+            Node::Link(target) => {
+                header.set_entry_type(EntryType::Symlink);
+                self.link_name(&mut header, &target)?;
+                self.out.append_data(&mut header, path, std::io::empty())
+            }
             Node::Other => {
-                self.skipped
-                    .push(String::from_utf8_lossy(&name).into_owned());
-                return Ok(());
-            }
-        };
-        let header = Header {
-            name: &name,
-            mode: u64::from(status.mode & 0o777),
-            uid: u64::from(status.uid),
-            gid: u64::from(status.gid),
-            size,
-            mtime: u64::try_from(status.mtime).unwrap_or(0),
-            kind,
-            link: &link,
-        };
-        self.header(&header)?;
-        if let Node::File(file) = node {
-            let copied = std::io::copy(&mut file.take(size), &mut self.out)?;
-            if copied != size {
-                return Err(std::io::Error::other(format!(
-                    "{}: changed while being read ({copied} bytes of {size})",
-                    String::from_utf8_lossy(&name)
-                )));
-            }
-            self.pad(size)?;
-        }
-        Ok(())
-    }
-
-    /// The header of an entry, after a pax record of the fields that do not fit.
-    fn header(&mut self, h: &Header) -> std::io::Result<()> {
-        let mut records = Vec::new();
-        if h.name.len() > 100 {
-            records.extend(pax_record("path", h.name));
-        }
-        if h.link.len() > 100 {
-            records.extend(pax_record("linkpath", h.link));
-        }
-        for (key, value, width) in [
-            ("uid", h.uid, 8),
-            ("gid", h.gid, 8),
-            ("size", h.size, 12),
-            ("mtime", h.mtime, 12),
-        ] {
-            if !fits(value, width) {
-                records.extend(pax_record(key, value.to_string().as_bytes()));
+                self.skipped.push(path.display().to_string());
+                Ok(())
             }
         }
-        if !records.is_empty() {
-            let pax = Header {
-                name: b"PaxHeader",
-                mode: 0o644,
-                uid: 0,
-                gid: 0,
-                size: records.len() as u64,
-                mtime: 0,
-                kind: b'x',
-                link: b"",
-            };
-            self.out.write_all(&pax.block())?;
-            self.out.write_all(&records)?;
-            self.pad(records.len() as u64)?;
+    }
+
+    /// A link's target as its text, byte for byte (the crate's `append_link` would
+    /// normalise it as a path: `a//b`, `dir/`): in the header, or before it in a GNU
+    /// long-link entry when longer than the header's field.
+    fn link_name(&mut self, header: &mut Header, target: &[u8]) -> std::io::Result<()> {
+        const FIELD: usize = 100;
+        if target.len() <= FIELD {
+            return header.set_link_name_literal(target);
         }
-        self.out.write_all(&h.block())
+        let mut long = Header::new_gnu();
+        long.set_path("././@LongLink")?;
+        long.set_entry_type(EntryType::GNULongLink);
+        long.set_mode(0o644);
+        long.set_size(target.len() as u64 + 1);
+        long.set_cksum();
+        self.out.append(&long, target.chain(&[0u8][..]))?;
+        header.set_link_name_literal(&target[..FIELD])
     }
 
-    /// Zeros up to the next block after `size` bytes of content.
-    fn pad(&mut self, size: u64) -> std::io::Result<()> {
-        let rest = (size % BLOCK as u64) as usize;
-        if rest != 0 {
-            self.out.write_all(&[0; BLOCK][rest..])?;
-        }
-        Ok(())
-    }
-
-    /// The end of the archive (two zero blocks); the stream, flushed.
-    pub fn finish(mut self) -> std::io::Result<W> {
-        self.out.write_all(&[0; 2 * BLOCK])?;
-        self.out.flush()?;
-        Ok(self.out)
+    /// The end of the archive; the stream, flushed.
+    pub fn finish(self) -> std::io::Result<W> {
+        let mut out = self.out.into_inner()?;
+        out.flush()?;
+        Ok(out)
     }
 }
 
-/// An entry's header fields.
-struct Header<'a> {
-    name: &'a [u8],
-    mode: u64,
-    uid: u64,
-    gid: u64,
-    size: u64,
-    mtime: u64,
-    kind: u8,
-    link: &'a [u8],
-}
+/// A reader that counts what it gave.
+struct Counted<R>(R, u64);
 
-impl Header<'_> {
-    /// The ustar block; a field that does not fit is cut (name, link) or zero (a
-    /// number), the pax record before it carrying the whole.
-    fn block(&self) -> [u8; BLOCK] {
-        let mut b = [0u8; BLOCK];
-        let text = |b: &mut [u8; BLOCK], at: usize, width: usize, value: &[u8]| {
-            let n = value.len().min(width);
-            b[at..at + n].copy_from_slice(&value[..n]);
-        };
-        let number = |b: &mut [u8; BLOCK], at: usize, width: usize, value: u64| {
-            let value = if fits(value, width) { value } else { 0 };
-            let digits = format!("{value:0w$o}", w = width - 1);
-            b[at..at + width - 1].copy_from_slice(digits.as_bytes());
-        };
-        text(&mut b, 0, 100, self.name);
-        number(&mut b, 100, 8, self.mode);
-        number(&mut b, 108, 8, self.uid);
-        number(&mut b, 116, 8, self.gid);
-        number(&mut b, 124, 12, self.size);
-        number(&mut b, 136, 12, self.mtime);
-        b[148..156].copy_from_slice(b"        ");
-        b[156] = self.kind;
-        text(&mut b, 157, 100, self.link);
-        b[257..263].copy_from_slice(b"ustar\0");
-        b[263..265].copy_from_slice(b"00");
-        let sum: u32 = b.iter().map(|&x| u32::from(x)).sum();
-        let sum = format!("{sum:06o}\0 ");
-        b[148..156].copy_from_slice(sum.as_bytes());
-        b
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.0.read(buf)?;
+        self.1 += n as u64;
+        Ok(n)
     }
-}
-
-/// Whether `value` fits a numeric field `width` bytes wide (octal digits and a NUL).
-fn fits(value: u64, width: usize) -> bool {
-    let digits = u32::try_from(width - 1).unwrap_or(0) * 3;
-    digits >= 64 || value < (1u64 << digits)
-}
-
-/// `"<length> <key>=<value>\n"`, the length counting itself.
-fn pax_record(key: &str, value: &[u8]) -> Vec<u8> {
-    let body = key.len() + value.len() + 3;
-    let mut length = body + 1;
-    while (body + length.to_string().len()) != length {
-        length = body + length.to_string().len();
-    }
-    let mut record = format!("{length} {key}=").into_bytes();
-    record.extend_from_slice(value);
-    record.push(b'\n');
-    record
 }
 
 #[cfg(test)]
@@ -212,6 +139,8 @@ mod tests {
     use agent_runner_core::fs::testing::scratch;
     use std::os::unix::fs::{PermissionsExt, symlink};
     use std::process::Command;
+
+    const BLOCK: usize = 512;
 
     /// The tree at `root` written as tar, then extracted by GNU tar into `into`
     /// (numeric owners kept); tar's own listing.
@@ -308,44 +237,57 @@ mod tests {
         }
     }
 
+    /// Owners past the octal fields of a header, and a link's text as it is (not
+    /// normalised as a path), as GNU tar reads them.
     #[test]
-    fn owners_and_large_numbers_go_in_the_header_or_a_pax_record() {
-        let mut writer = TarWriter::new(Vec::new());
-        let header = Header {
-            name: b"f",
-            mode: 0o644,
+    fn owners_and_link_texts_are_kept_as_they_are() {
+        let dir = scratch("tar-owners");
+        std::fs::write(dir.join("f"), "hello").unwrap();
+        let status = tree::Status {
+            mode: 0o4644,
             uid: 4_000_000,
             gid: 1000,
-            size: 9 << 30,
             mtime: 1_700_000_000,
-            kind: b'0',
-            link: b"",
+            size: 5,
         };
-        writer.header(&header).unwrap();
-        let bytes = writer.out;
-        // A pax header, its records, then the entry's own header.
-        assert_eq!(bytes[156], b'x');
-        let records = String::from_utf8_lossy(&bytes[BLOCK..2 * BLOCK]);
-        assert!(records.starts_with("15 uid=4000000\n"), "{records}");
-        assert!(
-            records.contains(&format!(" size={}\n", 9u64 << 30)),
-            "{records}"
-        );
-        assert!(!records.contains("gid="), "{records}");
-        let entry = &bytes[2 * BLOCK..3 * BLOCK];
-        assert_eq!(&entry[116..123], b"0001750");
-        assert_eq!(&entry[257..263], b"ustar\0");
-    }
-
-    #[test]
-    fn pax_records_count_their_own_length() {
-        for len in [1, 5, 90, 95, 96, 97, 990, 995, 996] {
-            let record = pax_record("path", &vec![b'a'; len]);
-            let (n, _) = std::str::from_utf8(&record)
-                .unwrap()
-                .split_once(' ')
-                .unwrap();
-            assert_eq!(n.parse::<usize>().unwrap(), record.len(), "{len}");
+        let mut writer = TarWriter::new(Vec::new());
+        let file = Item {
+            path: b"f".to_vec(),
+            status,
+            node: Node::File(std::fs::File::open(dir.join("f")).unwrap()),
+        };
+        writer.entry(b"f", file).unwrap();
+        for (name, target) in [
+            ("near", "a//b/./c/".to_string()),
+            ("far", format!("{}//x/", "t".repeat(120))),
+        ] {
+            let link = Item {
+                path: name.as_bytes().to_vec(),
+                status,
+                node: Node::Link(target.clone().into_bytes()),
+            };
+            writer.entry(name.as_bytes(), link).unwrap();
         }
+        let bytes = writer.finish().unwrap();
+        let mut tar = Command::new("tar")
+            .args(["-t", "-v", "--numeric-owner", "-f", "-"])
+            .env("TZ", "UTC")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        tar.stdin.take().unwrap().write_all(&bytes).unwrap();
+        let out = tar.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let listing = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = listing.lines().collect();
+        assert!(lines[0].starts_with("-rw-r--r-- 4000000/1000"), "{listing}");
+        assert!(lines[0].ends_with(" 5 2023-11-14 22:13 f"), "{listing}");
+        assert!(lines[1].ends_with(" near -> a//b/./c/"), "{listing}");
+        assert!(
+            lines[2].ends_with(&format!(" far -> {}//x/", "t".repeat(120))),
+            "{listing}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

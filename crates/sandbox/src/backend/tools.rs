@@ -24,11 +24,13 @@
 //! (needs musl's), `bin/agent-runner-helper` (static), `bin/sh` (this machine's
 //! static busybox, when it has one: `host_shell`), `ready`.
 
+use super::daemon;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::docker_cli::{self, call, last_lines};
+use super::daemon::call;
+use super::docker_cli::{self, last_lines};
 use super::{BackendError, sweep};
 use agent_runner_core::interrupt::Interrupt;
 
@@ -388,7 +390,7 @@ impl Carrier {
                 .map_err(|e| BackendError::Io(format!("{}: {e}", path.display())))?;
             invocation = invocation.stdin_file(file);
         }
-        let out = docker_cli::guarded(&invocation, COPY_TIMEOUT, Interrupt::never())?;
+        let out = daemon::guarded(&invocation, COPY_TIMEOUT, Interrupt::never())?;
         match out.ok {
             true => Ok(()),
             false => Err(failed(&format!("docker cp {from} {target}"), &out.stderr)),
@@ -398,7 +400,7 @@ impl Carrier {
 
 impl Drop for Carrier {
     fn drop(&mut self) {
-        docker_cli::remove_container(&self.name, CALL_TIMEOUT);
+        daemon::remove_container(&self.name, CALL_TIMEOUT);
     }
 }
 
@@ -416,7 +418,7 @@ pub(crate) fn carrier_image(interrupt: Interrupt) -> Result<(), BackendError> {
     let invocation = docker_cli::command()
         .args(["import", "--change", &change, "-", CARRIER_IMAGE])
         .stdin(vec![0u8; 1024]);
-    let out = docker_cli::guarded(&invocation, CALL_TIMEOUT, interrupt)?;
+    let out = daemon::guarded(&invocation, CALL_TIMEOUT, interrupt)?;
     match out.ok {
         true => Ok(()),
         false => Err(failed(
@@ -624,23 +626,64 @@ fn base64(bytes: &[u8]) -> String {
 }
 
 /// The fill's host-side files: a private directory under the temp directory,
-/// removed when dropped.
+/// removed when dropped. A fill killed mid-way leaves its directory (the packages
+/// it downloaded, about 0.5 GB): the next fill removes it.
 struct Scratch {
     path: PathBuf,
 }
 
+/// The prefix of a scratch directory's name; a UUID's 32 hex digits follow.
+const SCRATCH_PREFIX: &str = "agent-runner-tools-";
+
 impl Scratch {
+    /// Called with the host lock held: no other fill of this user runs, so every
+    /// scratch directory of this user is a killed fill's.
     fn new() -> Result<Scratch, BackendError> {
         use std::os::unix::fs::DirBuilderExt;
-        let path = std::env::temp_dir().join(format!(
-            "agent-runner-tools-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
+        Scratch::remove_killed();
+        let path =
+            std::env::temp_dir().join(format!("{SCRATCH_PREFIX}{}", uuid::Uuid::new_v4().simple()));
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
             .map_err(|e| BackendError::Io(format!("{}: {e}", path.display())))?;
         Ok(Scratch { path })
+    }
+}
+
+impl Scratch {
+    /// Removes the scratch directories of this user's killed fills: by name, a
+    /// directory (not a link) owned by this user; another user's are left alone.
+    fn remove_killed() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir();
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        let uid = agent_runner_core::sys::user_and_group().0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_prefix(SCRATCH_PREFIX)) else {
+                continue;
+            };
+            if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                continue;
+            }
+            // `symlink_metadata`: a link of that name is not followed, and skipped.
+            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+                continue;
+            };
+            if !meta.is_dir() || meta.uid() != uid {
+                continue;
+            }
+            match std::fs::remove_dir_all(entry.path()) {
+                Ok(()) => log::info!(
+                    "removed {}, left by a tools-volume fill that was killed",
+                    entry.path().display()
+                ),
+                Err(e) => log::warn!("{}: {e}", entry.path().display()),
+            }
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 //! nothing else in it. Without the agents it holds the shell and the helper only
 //! (~3 MB instead of ~1 GB), for images that bring their own agent.
 
+use super::daemon;
 use std::path::Path;
 use std::time::Duration;
 
@@ -87,14 +88,14 @@ fn stream_and_import(
     let mut sink = FileSink::create(scratch, "tools.tar", u64::MAX)
         .map_err(|e| BackendError::Io(format!("the tools image's stream: {e}")))?;
     let invocation = docker_cli::command().args(args.iter().map(String::as_str));
-    let out = docker_cli::guarded_streaming(&invocation, TIMEOUT, interrupt, &mut sink)?;
+    let out = daemon::guarded_streaming(&invocation, TIMEOUT, interrupt, &mut sink)?;
     let bytes = sink.written();
     sink.done()
         .map_err(|e| BackendError::Io(format!("the tools image's stream: {e}")))?;
     check(&out, "docker run (the tools volume as one tar stream)")?;
     let file = scratch.join("tools.tar").display().to_string();
     let change = format!("LABEL {}=image", tools::LABEL);
-    let out = docker_cli::call(
+    let out = daemon::call(
         &["import", "--change", change.as_str(), file.as_str(), image],
         TIMEOUT,
         interrupt,

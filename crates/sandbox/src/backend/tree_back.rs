@@ -23,7 +23,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use super::landing;
-use super::untar::{Kind, TarReader};
+use super::untar::{self, Kind};
 use agent_runner_core::interrupt::Interrupt;
 
 /// Most bytes of files kept (the bundler's bound on a bundle).
@@ -194,17 +194,14 @@ impl TreeBack<'_> {
             .filter(|(_, mode)| *mode == "160000")
             .map(|(path, _)| path)
             .collect();
-        let mut reader = TarReader::new(tar);
         let mut kept: BTreeMap<Vec<u8>, Kept> = BTreeMap::new();
         let mut by_name: HashMap<Vec<u8>, Kept> = HashMap::new();
         let mut ignores: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let (mut total, mut ignore_bytes, mut entries) = (0u64, 0u64, 0usize);
         let mut left_out = Vec::new();
         let mut mark = 0u64;
-        while let Some(entry) = reader
-            .next_entry()
-            .map_err(|e| format!("the work's tree: {e}"))?
-        {
+        let fault = |e: std::io::Error| format!("the work's tree: {e}");
+        untar::read_entries(tar, fault, &mut |entry, content| {
             entries += 1;
             if entries > MAX_ENTRIES {
                 return Err(format!(
@@ -212,11 +209,11 @@ impl TreeBack<'_> {
                 ));
             }
             let Some(path) = relative(&entry.name) else {
-                continue;
+                return Ok(());
             };
             if path.len() > MAX_PATH {
                 left_out.push(path);
-                continue;
+                return Ok(());
             }
             let first = path.split(|&b| b == b'/').next().unwrap_or(b"");
             let in_git = path
@@ -229,13 +226,13 @@ impl TreeBack<'_> {
                 || in_git
                 || in_submodule
             {
-                continue;
+                return Ok(());
             }
             let (mode, data): (&'static str, Option<Vec<u8>>) = match &entry.kind {
-                Kind::Dir => continue,
-                Kind::Other => {
+                Kind::Dir => return Ok(()),
+                Kind::Other(_) => {
                     left_out.push(path);
-                    continue;
+                    return Ok(());
                 }
                 Kind::Hardlink(target) => {
                     match relative(target).and_then(|t| by_name.get(&t).copied()) {
@@ -244,7 +241,7 @@ impl TreeBack<'_> {
                         }
                         None => left_out.push(path),
                     }
-                    continue;
+                    return Ok(());
                 }
                 Kind::Symlink(target) => ("120000", Some(target.clone())),
                 Kind::File => {
@@ -266,8 +263,8 @@ impl TreeBack<'_> {
                         && ignore_bytes + entry.size <= MAX_IGNORES
                     {
                         let mut bytes = Vec::new();
-                        reader
-                            .content(&mut bytes)
+                        content
+                            .copy_to(&mut bytes)
                             .map_err(|e| format!("the work's tree: {e}"))?;
                         ignore_bytes += entry.size;
                         ignores.push((path.clone(), bytes.clone()));
@@ -286,7 +283,7 @@ impl TreeBack<'_> {
                 }
                 None => {
                     write!(out, "blob\nmark :{mark}\ndata {}\n", entry.size).map_err(broken)?;
-                    reader.content(&mut out).map_err(|e| match e.kind() {
+                    content.copy_to(&mut out).map_err(|e| match e.kind() {
                         std::io::ErrorKind::BrokenPipe => broken(e),
                         _ => format!("the work's tree: {e}"),
                     })?;
@@ -296,7 +293,8 @@ impl TreeBack<'_> {
             let this = Kept { mode, mark };
             by_name.insert(path.clone(), this);
             kept.insert(path, this);
-        }
+            Ok(())
+        })?;
         if !left_out.is_empty() {
             log::warn!(
                 "left out of the branch (neither a file, a directory nor a link, or a name too long): {}",

@@ -1,29 +1,50 @@
 //! A tar stream read as hostile data (the copy transport's way back where the
 //! image has no git, `tree_back.rs`): what `docker cp <container>:<dir> -` writes
-//! of a volume the worker wrote. POSIX ustar with its prefix field, pax records
-//! (`path`, `linkpath`, `size`) and GNU long names are understood; nothing is
-//! written anywhere and no name is used as a path here: entries are handed over as
-//! bytes, links as their target's text. Sizes and names are bounded, so a stream
-//! cannot make this hold more than a name and one block in memory.
+//! of a volume the worker wrote. The format is the `tar` crate's to read (ustar
+//! and its prefix, pax records, GNU long names); nothing is written anywhere and
+//! no name is used as a path here: entries are handed over as bytes, links as
+//! their target's text. What the crate does not bound is bounded here, around it:
+//! it reads a pax record or a long name whole into memory whatever size its header
+//! states, so the stream it reads gives it at most `HEADERS` bytes between one
+//! entry and the next beyond what the entries' own sizes account for. A stream
+//! cannot make this hold more than that.
 
+use std::cell::Cell;
 use std::io::{Read, Write};
+use std::rc::Rc;
+
+use tar::EntryType;
 
 const BLOCK: u64 = 512;
-/// Longest name, link target or pax header read.
-const MAX_NAME: u64 = 64 * 1024;
+/// Most bytes of headers read for one entry: its own, and the pax records and GNU
+/// long names before it.
+const HEADERS: u64 = 256 * 1024;
 
 /// What an entry is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// A regular file: its bytes follow (`TarReader::content`).
+    /// A regular file: its bytes follow (`Content::copy_to`).
     File,
     Dir,
     /// A symbolic link: its target's text.
     Symlink(Vec<u8>),
     /// A hard link to an earlier entry of the stream: that entry's name.
     Hardlink(Vec<u8>),
-    /// A FIFO, device, socket or an entry of a type not known here.
-    Other,
+    /// A FIFO, device, socket or an entry of a type not known here: its tar type.
+    Other(u8),
+}
+
+impl Kind {
+    /// The entry's tar type (`typeflag`), as a header says it.
+    pub(crate) fn type_byte(&self) -> u8 {
+        match self {
+            Kind::File => b'0',
+            Kind::Dir => b'5',
+            Kind::Symlink(_) => b'2',
+            Kind::Hardlink(_) => b'1',
+            Kind::Other(byte) => *byte,
+        }
+    }
 }
 
 /// One entry's header.
@@ -37,245 +58,105 @@ pub(crate) struct Entry {
     pub(crate) kind: Kind,
 }
 
-/// A tar stream read from `inner`, entry by entry.
-pub(crate) struct TarReader<R: Read> {
-    inner: R,
-    /// Content (and padding) of the last entry not read yet.
-    unread: u64,
-    padding: u64,
-    ended: bool,
-}
+/// A file entry's content, to be read (or not: it is skipped then).
+pub(crate) struct Content<'a>(&'a mut dyn Read, u64);
 
-fn bad(what: impl Into<String>) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, what.into())
-}
-
-impl<R: Read> TarReader<R> {
-    pub(crate) fn new(inner: R) -> Self {
-        TarReader {
-            inner,
-            unread: 0,
-            padding: 0,
-            ended: false,
-        }
-    }
-
-    /// The next entry, its content left for `content` (skipped if not read); None
-    /// at the end of the archive.
-    pub(crate) fn next_entry(&mut self) -> std::io::Result<Option<Entry>> {
-        self.skip_rest()?;
-        let (mut long_name, mut long_link, mut pax_size) = (None, None, None);
-        loop {
-            if self.ended {
-                return Ok(None);
-            }
-            let mut block = [0u8; BLOCK as usize];
-            if !self.read_block(&mut block)? {
-                // A stream cut short before its end blocks.
-                return Err(bad("the tar stream ends in the middle"));
-            }
-            if block.iter().all(|&b| b == 0) {
-                self.ended = true;
-                return Ok(None);
-            }
-            check_sum(&block)?;
-            let size = number_of(&block[124..136])?;
-            let kind = block[156];
-            match kind {
-                b'x' | b'L' | b'K' | b'g' => {
-                    if size > MAX_NAME {
-                        return Err(bad(format!("a tar header of {size} bytes")));
-                    }
-                    let data = self.small(size)?;
-                    match kind {
-                        b'x' => {
-                            for (key, value) in pax_records(&data)? {
-                                match key.as_slice() {
-                                    b"path" => long_name = Some(value),
-                                    b"linkpath" => long_link = Some(value),
-                                    b"size" => {
-                                        let text = String::from_utf8_lossy(&value).into_owned();
-                                        pax_size =
-                                            Some(text.parse::<u64>().map_err(|_| {
-                                                bad(format!("a pax size of {text:?}"))
-                                            })?);
-                                    }
-                                    _ => {}
-                                }
-                            }
-                        }
-                        b'L' => long_name = Some(until_nul(&data).to_vec()),
-                        b'K' => long_link = Some(until_nul(&data).to_vec()),
-                        _ => {}
-                    }
-                    continue;
-                }
-                _ => {}
-            }
-            let name = match long_name {
-                Some(name) => name,
-                None => {
-                    let mut name = Vec::new();
-                    let prefix = until_nul(&block[345..500]);
-                    if &block[257..262] == b"ustar" && !prefix.is_empty() {
-                        name.extend_from_slice(prefix);
-                        name.push(b'/');
-                    }
-                    name.extend_from_slice(until_nul(&block[0..100]));
-                    name
-                }
-            };
-            let link = long_link.unwrap_or_else(|| until_nul(&block[157..257]).to_vec());
-            let size = pax_size.unwrap_or(size);
-            let mode = u32::try_from(number_of(&block[100..108])? & 0o7777).unwrap_or(0);
-            let kind = match kind {
-                b'0' | 0 | b'7' => Kind::File,
-                b'5' => Kind::Dir,
-                b'2' => Kind::Symlink(link),
-                b'1' => Kind::Hardlink(link),
-                _ => Kind::Other,
-            };
-            // Only a file's content is its own; anything else's is skipped.
-            self.unread = size;
-            self.padding = (BLOCK - size % BLOCK) % BLOCK;
-            let size = if kind == Kind::File { size } else { 0 };
-            return Ok(Some(Entry {
-                name,
-                mode,
-                size,
-                kind,
-            }));
-        }
-    }
-
-    /// The last entry's content, written to `out` as it is read.
-    pub(crate) fn content(&mut self, out: &mut impl Write) -> std::io::Result<()> {
-        let size = self.unread;
-        let copied = std::io::copy(&mut (&mut self.inner).take(size), out)?;
+impl Content<'_> {
+    /// The whole content written to `out` as it is read.
+    pub(crate) fn copy_to(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        let size = self.1;
+        let copied = std::io::copy(&mut self.0.take(size), out)?;
         if copied != size {
-            return Err(bad("the tar stream ends in a file's content"));
+            return Err(bad("the tar stream ends in a file's content".into()));
         }
-        self.unread = 0;
+        self.1 = 0;
         Ok(())
     }
+}
 
-    /// Whatever of the last entry was not read.
-    fn skip_rest(&mut self) -> std::io::Result<()> {
-        let rest = self.unread + self.padding;
-        let skipped = std::io::copy(&mut (&mut self.inner).take(rest), &mut std::io::sink())?;
-        if skipped != rest {
-            return Err(bad("the tar stream ends in an entry"));
+fn bad(what: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what)
+}
+
+/// Reads the tar stream `tar`, calling `visit` with each entry in order (a file's
+/// content for it to read or leave); the first error (the stream's, turned into
+/// `E` by `fault`, or `visit`'s) ends it. A stream cut short, even between two
+/// entries, is an error.
+pub(crate) fn read_entries<R: Read, E>(
+    tar: R,
+    fault: impl Fn(std::io::Error) -> E,
+    visit: &mut dyn FnMut(Entry, &mut Content<'_>) -> Result<(), E>,
+) -> Result<(), E> {
+    let left = Rc::new(Cell::new(0u64));
+    let ended = Rc::new(Cell::new(false));
+    let mut archive = tar::Archive::new(Bounded {
+        inner: tar,
+        left: left.clone(),
+        ended: ended.clone(),
+    });
+    let mut entries = archive.entries().map_err(&fault)?;
+    loop {
+        left.set(left.get().saturating_add(HEADERS));
+        let Some(entry) = entries.next() else {
+            // The crate takes the end of the input for the end of the archive.
+            return match ended.get() {
+                true => Err(fault(bad("the tar stream ends in the middle".into()))),
+                false => Ok(()),
+            };
+        };
+        let mut entry = entry.map_err(&fault)?;
+        let size = entry.size();
+        // Its content and padding, read by `visit` or skipped by the crate.
+        left.set(
+            left.get()
+                .saturating_add(size.div_ceil(BLOCK).saturating_mul(BLOCK)),
+        );
+        let header = entry.header();
+        let link = || entry.link_name_bytes().unwrap_or_default().into_owned();
+        let kind = match header.entry_type() {
+            EntryType::Regular | EntryType::Continuous => Kind::File,
+            EntryType::Directory => Kind::Dir,
+            EntryType::Symlink => Kind::Symlink(link()),
+            EntryType::Link => Kind::Hardlink(link()),
+            other => Kind::Other(other.as_byte()),
+        };
+        let mode = header.mode().map_err(&fault)? & 0o7777;
+        let size = if kind == Kind::File { size } else { 0 };
+        let found = Entry {
+            name: entry.path_bytes().into_owned(),
+            mode,
+            size,
+            kind,
+        };
+        visit(found, &mut Content(&mut entry, size))?;
+    }
+}
+
+/// The stream as the crate reads it: at most `left` more bytes, refused past
+/// them; `ended` once the input ended.
+struct Bounded<R> {
+    inner: R,
+    left: Rc<Cell<u64>>,
+    ended: Rc<Cell<bool>>,
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.left.get();
+        if left == 0 && !buf.is_empty() {
+            return Err(bad(format!(
+                "a tar entry's headers are larger than {} KiB",
+                HEADERS >> 10
+            )));
         }
-        (self.unread, self.padding) = (0, 0);
-        Ok(())
-    }
-
-    /// A header's data of `size` bytes (bounded by the caller), and its padding.
-    fn small(&mut self, size: u64) -> std::io::Result<Vec<u8>> {
-        let mut data = Vec::new();
-        (&mut self.inner).take(size).read_to_end(&mut data)?;
-        if data.len() as u64 != size {
-            return Err(bad("the tar stream ends in a header"));
+        let most = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..most])?;
+        if n == 0 && most > 0 {
+            self.ended.set(true);
         }
-        self.padding = (BLOCK - size % BLOCK) % BLOCK;
-        self.skip_rest()?;
-        Ok(data)
+        self.left.set(left - n as u64);
+        Ok(n)
     }
-
-    /// One block; false at the end of the stream.
-    fn read_block(&mut self, block: &mut [u8; BLOCK as usize]) -> std::io::Result<bool> {
-        let mut filled = 0;
-        while filled < block.len() {
-            match self.inner.read(&mut block[filled..]) {
-                Ok(0) if filled == 0 => return Ok(false),
-                Ok(0) => return Err(bad("the tar stream ends in a header")),
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(true)
-    }
-}
-
-fn until_nul(bytes: &[u8]) -> &[u8] {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    &bytes[..end]
-}
-
-/// A tar number field: octal digits (spaces and NULs around them), or GNU's
-/// base-256 for large values (the first byte's high bit); None when it is neither
-/// or does not fit. The one reading of tar numbers here (the bundle's stream and
-/// the agent's pinning read theirs with it).
-pub(crate) fn number(field: &[u8]) -> Option<u64> {
-    if field.first().is_some_and(|b| b & 0x80 != 0) {
-        return field[1..]
-            .iter()
-            .try_fold(u64::from(field[0] & 0x7f), |acc, &b| {
-                acc.checked_mul(256)?.checked_add(u64::from(b))
-            });
-    }
-    let text = std::str::from_utf8(field).ok()?;
-    let text = text.trim_matches(|c: char| c == '\0' || c == ' ');
-    if text.is_empty() {
-        return Some(0);
-    }
-    u64::from_str_radix(text, 8).ok()
-}
-
-/// `number`, or the stream's fault naming the field.
-fn number_of(field: &[u8]) -> std::io::Result<u64> {
-    number(field).ok_or_else(|| {
-        bad(format!(
-            "a tar number {:?}",
-            String::from_utf8_lossy(until_nul(field))
-        ))
-    })
-}
-
-/// The header's checksum: the sum of its bytes, the checksum field as spaces.
-fn check_sum(block: &[u8; BLOCK as usize]) -> std::io::Result<()> {
-    let stated = number_of(&block[148..156])?;
-    let sum: u64 = block
-        .iter()
-        .enumerate()
-        .map(|(i, &b)| {
-            if (148..156).contains(&i) {
-                32
-            } else {
-                u64::from(b)
-            }
-        })
-        .sum();
-    match sum == stated {
-        true => Ok(()),
-        false => Err(bad("a tar header with a wrong checksum")),
-    }
-}
-
-/// A pax header's records: `<length> <key>=<value>\n`, each.
-fn pax_records(mut data: &[u8]) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut records = Vec::new();
-    while !data.is_empty() {
-        let space = data
-            .iter()
-            .position(|&b| b == b' ')
-            .ok_or_else(|| bad("a pax record without its length"))?;
-        let length: usize = String::from_utf8_lossy(&data[..space])
-            .parse()
-            .map_err(|_| bad("a pax record's length"))?;
-        if length <= space + 1 || length > data.len() || data[length - 1] != b'\n' {
-            return Err(bad("a pax record of the wrong length"));
-        }
-        let record = &data[space + 1..length - 1];
-        let equals = record
-            .iter()
-            .position(|&b| b == b'=')
-            .ok_or_else(|| bad("a pax record without '='"))?;
-        records.push((record[..equals].to_vec(), record[equals + 1..].to_vec()));
-        data = &data[length..];
-    }
-    Ok(records)
 }
 
 #[cfg(test)]
@@ -285,31 +166,30 @@ mod tests {
     /// An entry as read: (name, kind, mode, content).
     type ReadEntry = (Vec<u8>, Kind, u32, Vec<u8>);
 
-    /// Everything `TarReader` reads of `stream`.
+    /// Everything `read_entries` reads of `stream`.
     fn entries(stream: &[u8]) -> std::io::Result<Vec<ReadEntry>> {
-        let mut reader = TarReader::new(stream);
         let mut out = Vec::new();
-        while let Some(entry) = reader.next_entry()? {
-            let mut content = Vec::new();
+        read_entries(stream, |e| e, &mut |entry, content| {
+            let mut bytes = Vec::new();
             if entry.kind == Kind::File {
-                reader.content(&mut content)?;
+                content.copy_to(&mut bytes)?;
             }
-            out.push((entry.name, entry.kind, entry.mode, content));
-        }
+            out.push((entry.name, entry.kind, entry.mode, bytes));
+            Ok(())
+        })?;
         Ok(out)
     }
 
     #[test]
     fn what_the_writer_writes_reads_back_long_names_and_links_kept() {
-        let dir = std::env::temp_dir().join(format!(
-            "agent-runner-untar-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
+        let dir = agent_runner_core::fs::testing::scratch("untar");
         let long = "d".repeat(150);
         std::fs::create_dir_all(dir.join(&long)).unwrap();
         std::fs::write(dir.join(&long).join("f"), "deep\n").unwrap();
         std::fs::write(dir.join("a.txt"), "a\n").unwrap();
         std::os::unix::fs::symlink("/etc/passwd", dir.join("link")).unwrap();
+        let far = format!("{}//x/", "t".repeat(200));
+        std::os::unix::fs::symlink(&far, dir.join("far")).unwrap();
         let mut tar = super::super::tar::TarWriter::new(Vec::new());
         tar.tree(&dir, "project/", &[]).unwrap();
         let stream = tar.finish().unwrap();
@@ -327,25 +207,60 @@ mod tests {
             named("project/link").1,
             Kind::Symlink(b"/etc/passwd".to_vec())
         );
+        assert_eq!(
+            named("project/far").1,
+            Kind::Symlink(far.into_bytes()),
+            "a long target, byte for byte"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_cut_or_forged_stream_is_an_error_not_a_guess() {
-        let dir = std::env::temp_dir().join(format!(
-            "agent-runner-untar-cut-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = agent_runner_core::fs::testing::scratch("untar-cut");
         std::fs::write(dir.join("a.txt"), "x".repeat(3000)).unwrap();
         let mut tar = super::super::tar::TarWriter::new(Vec::new());
         tar.tree(&dir, "p/", &[]).unwrap();
         let stream = tar.finish().unwrap();
         assert!(entries(&stream[..1500]).is_err());
+        // Cut between two entries: no end of archive.
+        assert!(entries(&stream[..512]).is_err());
         let mut forged = stream.clone();
         forged[0] ^= 1;
         assert!(entries(&forged).is_err());
         assert!(entries(&[]).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The crate reads a pax header whole, whatever size it states: a stream of
+    /// one such header is refused after `HEADERS` bytes, not held.
+    #[test]
+    fn a_header_larger_than_the_bound_is_refused_before_it_is_held() {
+        let records = "17 comment=xxxxx\n".repeat(1 << 16);
+        let mut pax = tar::Header::new_ustar();
+        pax.set_path("PaxHeader").unwrap();
+        pax.set_entry_type(EntryType::XHeader);
+        pax.set_size(records.len() as u64);
+        pax.set_cksum();
+        let mut stream = pax.as_bytes().to_vec();
+        stream.extend_from_slice(records.as_bytes());
+        let mut file = tar::Header::new_ustar();
+        file.set_path("p/f").unwrap();
+        file.set_size(0);
+        file.set_cksum();
+        stream.extend_from_slice(file.as_bytes());
+        stream.extend_from_slice(&[0; 1024]);
+        struct Counting<'a>(&'a [u8], usize);
+        impl Read for Counting<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.read(buf)?;
+                self.1 += n;
+                Ok(n)
+            }
+        }
+        let mut source = Counting(&stream, 0);
+        let e = read_entries(&mut source, |e| e, &mut |_, _| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("larger than 256 KiB"), "{e}");
+        assert!(source.1 as u64 <= HEADERS, "{} bytes read", source.1);
     }
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::BackendError;
-use super::docker_cli::call;
+use super::daemon::call;
 use agent_runner_core::interrupt::Interrupt;
 
 /// Short docker calls.

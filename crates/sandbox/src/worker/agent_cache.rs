@@ -18,7 +18,6 @@
 
 use std::path::PathBuf;
 
-use super::agent_files::AgentFiles;
 use super::container::ContainerSpec;
 use agent_runner_settings::task::EnvValue;
 
@@ -66,8 +65,8 @@ pub(crate) fn key(image_id: &str, spec: &ContainerSpec) -> String {
         .collect()
 }
 
-/// The pinning stored under `key`, if any.
-pub(crate) fn load(key: &str) -> Option<AgentFiles> {
+/// The pinning stored under `key`, if any (`AgentFiles`, kept as JSON).
+pub(crate) fn load<T: serde::de::DeserializeOwned>(key: &str) -> Option<T> {
     let path = dir()?.join(format!("{key}.json"));
     let bytes = agent_runner_core::fs::read::whole(&path, MAX_FILE).ok()?;
     match serde_json::from_slice(&bytes) {
@@ -83,7 +82,7 @@ pub(crate) fn load(key: &str) -> Option<AgentFiles> {
 }
 
 /// Stores `pinned` under `key`; a failure is only logged (the next start pins again).
-pub(crate) fn store(key: &str, pinned: &AgentFiles) {
+pub(crate) fn store(key: &str, pinned: &impl serde::Serialize) {
     let Some(dir) = dir() else {
         return;
     };
@@ -103,11 +102,5 @@ pub(crate) fn store(key: &str, pinned: &AgentFiles) {
 
 /// The cache's directory, None when neither variable is set.
 fn dir() -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    let base = match (var("XDG_CACHE_HOME"), var("HOME")) {
-        (Some(cache), _) => PathBuf::from(cache),
-        (None, Some(home)) => PathBuf::from(home).join(".cache"),
-        (None, None) => return None,
-    };
-    Some(base.join("agent-runner").join("agents"))
+    agent_runner_core::cache_dir::for_kind("agents")
 }

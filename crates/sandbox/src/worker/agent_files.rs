@@ -58,15 +58,13 @@ use std::time::Duration;
 
 use super::PROJECT_DIR;
 use super::SandboxError;
-use super::container::ContainerSpec;
+use super::container::{ContainerSpec, IMAGE_SHELL as SHELL};
 use crate::backend::outside::{Copied, Outside};
+use crate::backend::pulled::{Pulled, StreamReader};
 use crate::backend::tools::{self, READY};
-use crate::backend::untar::number as tar_number;
-use agent_runner_core::process::StreamFilter;
+use crate::backend::untar::{self, Kind};
 use agent_runner_settings::task::{AgentFrom, EnvValue};
 
-/// The shell that starts every run (`envelope.rs`).
-pub(crate) const SHELL: &str = "/bin/sh";
 /// Time allowed for one copy out of the container (an agent of a few hundred MB).
 const COPY_TIMEOUT: Duration = Duration::from_secs(300);
 /// Time allowed for a lookup in the container.
@@ -904,11 +902,14 @@ impl<'a> Exec<'a> {
     /// `path`'s content (the link followed) as the engine streams it, and its first
     /// bytes.
     fn copy(&self, path: &str) -> Result<(Content, Vec<u8>), SandboxError> {
-        match self.0.copy::<TarDigest>(path, COPY_TIMEOUT)? {
+        match self
+            .0
+            .copy(path, COPY_TIMEOUT, || Pulled::new(first_entry))?
+        {
             Copied::Missing => Ok((Content::Missing, Vec::new())),
-            Copied::Read(mut reader, command) => reader
-                .finish_entry()
-                .map_err(|detail| SandboxError::Docker { command, detail }),
+            Copied::Read(reader, command) => {
+                digested(reader).map_err(|detail| SandboxError::Docker { command, detail })
+            }
         }
     }
 }
@@ -996,158 +997,81 @@ fn libraries(answer: &str) -> Vec<String> {
         .collect()
 }
 
-/// Reads the tar stream of `docker cp -L <c>:<path> -`: the SHA-256 of its first
-/// entry's content and that content's first bytes; the rest is not read.
-#[derive(Default)]
-struct TarDigest {
-    /// A header (or an extended header's data) not yet complete.
-    pending: Vec<u8>,
-    state: TarState,
-    /// The size a PAX extended header gave the next entry.
-    pax_size: Option<u64>,
-    hasher: Option<ring::digest::Context>,
+/// Reads the tar stream of `docker cp -L <c>:<path> -` (on a thread of its own,
+/// through the `tar` crate, `first_entry`): the SHA-256 of its first entry's
+/// content and that content's first bytes; the rest is not read.
+type TarDigest = Pulled<Result<(Content, Vec<u8>), String>>;
+
+/// What a `TarDigest` found, once the stream has ended.
+fn digested(reader: TarDigest) -> Result<(Content, Vec<u8>), String> {
+    reader
+        .result()
+        .unwrap_or_else(|| Err("the reader of the copy's tar stream failed".into()))
+}
+
+/// Why the reading stops: the first entry was read (or the stream is bad).
+enum FirstEntry {
+    Read(Content, Vec<u8>),
+    Bad(String),
+}
+
+/// The first entry of `stream`: a file's digest and first bytes, another entry's
+/// tar type, `Missing` for an archive without entries.
+fn first_entry(stream: StreamReader) -> Result<(Content, Vec<u8>), String> {
+    let read = untar::read_entries(
+        stream,
+        |e| FirstEntry::Bad(format!("the copy's tar stream: {e}")),
+        &mut |entry, content| {
+            let Kind::File = entry.kind else {
+                return Err(FirstEntry::Read(
+                    Content::Other(entry.kind.type_byte()),
+                    Vec::new(),
+                ));
+            };
+            let mut digest = Digesting {
+                hasher: ring::digest::Context::new(&ring::digest::SHA256),
+                head: Vec::new(),
+            };
+            if let Err(e) = content.copy_to(&mut digest) {
+                return Err(FirstEntry::Bad(format!("the copy's tar stream: {e}")));
+            }
+            let mut sha = [0u8; 32];
+            sha.copy_from_slice(digest.hasher.finish().as_ref());
+            Err(FirstEntry::Read(Content::File(sha), digest.head))
+        },
+    );
+    match read {
+        Ok(()) => Ok((Content::Missing, Vec::new())),
+        Err(FirstEntry::Read(content, head)) => Ok((content, head)),
+        Err(FirstEntry::Bad(why)) => Err(why),
+    }
+}
+
+/// A file's content as it streams by: hashed, its first `HEAD` bytes kept.
+struct Digesting {
+    hasher: ring::digest::Context,
     head: Vec<u8>,
-    entry: Option<Result<Content, String>>,
 }
 
-#[derive(Default)]
-enum TarState {
-    #[default]
-    Header,
-    /// An extended header's data (and its padding), `usize` bytes in all; PAX data
-    /// is kept (`bool`) to read its size.
-    Extended(usize, bool),
-    /// The entry's content: bytes left.
-    Content(u64),
-    Done,
-}
-
-const BLOCK: usize = 512;
-/// Largest extended header read.
-const MAX_EXTENDED: usize = 1 << 20;
-
-impl StreamFilter for TarDigest {
-    fn push(&mut self, mut bytes: &[u8]) -> Vec<u8> {
-        while !bytes.is_empty() {
-            match self.state {
-                TarState::Header | TarState::Extended(..) => {
-                    let want = match self.state {
-                        TarState::Extended(len, _) => len,
-                        _ => BLOCK,
-                    };
-                    let take = (want - self.pending.len()).min(bytes.len());
-                    self.pending.extend_from_slice(&bytes[..take]);
-                    bytes = &bytes[take..];
-                    if self.pending.len() == want {
-                        let block = std::mem::take(&mut self.pending);
-                        self.state = match self.state {
-                            TarState::Extended(_, pax) => {
-                                if pax {
-                                    self.pax_size = pax_size(&block).or(self.pax_size);
-                                }
-                                TarState::Header
-                            }
-                            _ => self.header(&block),
-                        };
-                    }
-                }
-                TarState::Content(left) => {
-                    let take = usize::try_from(left).unwrap_or(usize::MAX).min(bytes.len());
-                    let (content, rest) = bytes.split_at(take);
-                    if let Some(hasher) = &mut self.hasher {
-                        hasher.update(content);
-                    }
-                    let room = HEAD.saturating_sub(self.head.len());
-                    self.head
-                        .extend_from_slice(&content[..room.min(content.len())]);
-                    bytes = rest;
-                    let left = left - take as u64;
-                    self.state = TarState::Content(left);
-                    if left == 0 {
-                        self.end_file();
-                    }
-                }
-                TarState::Done => break,
-            }
-        }
-        Vec::new()
+impl std::io::Write for Digesting {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.hasher.update(bytes);
+        let room = HEAD.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&bytes[..room.min(bytes.len())]);
+        Ok(bytes.len())
     }
 
-    fn finish(&mut self) -> Vec<u8> {
-        Vec::new()
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
-}
-
-impl TarDigest {
-    /// The next state after header `block`.
-    fn header(&mut self, block: &[u8]) -> TarState {
-        if block.iter().all(|&b| b == 0) {
-            self.entry = Some(Ok(Content::Missing));
-            return TarState::Done;
-        }
-        let size = match tar_number(&block[124..136]) {
-            Some(size) => self.pax_size.take().unwrap_or(size),
-            None => {
-                self.entry = Some(Err("the copy's tar header is not readable".into()));
-                return TarState::Done;
-            }
-        };
-        match block[156] {
-            kind @ (b'x' | b'g' | b'L' | b'K') => {
-                let padded = usize::try_from(size.div_ceil(BLOCK as u64) * BLOCK as u64)
-                    .unwrap_or(usize::MAX);
-                if padded > MAX_EXTENDED {
-                    self.entry = Some(Err("the copy's extended tar header is too large".into()));
-                    return TarState::Done;
-                }
-                TarState::Extended(padded, kind == b'x')
-            }
-            b'0' | 0 | b'7' => {
-                self.hasher = Some(ring::digest::Context::new(&ring::digest::SHA256));
-                if size == 0 {
-                    self.end_file();
-                    return TarState::Done;
-                }
-                TarState::Content(size)
-            }
-            other => {
-                self.entry = Some(Ok(Content::Other(other)));
-                TarState::Done
-            }
-        }
-    }
-
-    fn end_file(&mut self) {
-        if let Some(hasher) = self.hasher.take() {
-            let mut digest = [0u8; 32];
-            digest.copy_from_slice(hasher.finish().as_ref());
-            self.entry = Some(Ok(Content::File(digest)));
-        }
-        self.state = TarState::Done;
-    }
-
-    /// The first entry and its first bytes, once the stream has ended.
-    fn finish_entry(&mut self) -> Result<(Content, Vec<u8>), String> {
-        match self.entry.take() {
-            Some(Ok(content)) => Ok((content, std::mem::take(&mut self.head))),
-            Some(Err(e)) => Err(e),
-            None => Err("the copy ended before its first file did".into()),
-        }
-    }
-}
-
-/// The `size` record of PAX extended header data (`<len> size=<n>\n` records).
-fn pax_size(data: &[u8]) -> Option<u64> {
-    let text = String::from_utf8_lossy(data);
-    text.lines().find_map(|record| {
-        let (_, field) = record.split_once(' ')?;
-        field.strip_prefix("size=")?.parse().ok()
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_runner_core::process::StreamFilter;
+
+    const BLOCK: usize = 512;
 
     /// The agent of the real image, as a pinning finds it: a link to the binary,
     /// and codex's configuration, not there.
@@ -1291,6 +1215,15 @@ mod tests {
             let size = format!("{size:011o}\0");
             block[124..136].copy_from_slice(size.as_bytes());
             block[156] = kind;
+            block[100..108].copy_from_slice(b"0000644\0");
+            block[108..116].copy_from_slice(b"0000000\0");
+            block[116..124].copy_from_slice(b"0000000\0");
+            block[136..148].copy_from_slice(b"00000000000\0");
+            block[257..263].copy_from_slice(b"ustar\0");
+            block[263..265].copy_from_slice(b"00");
+            block[148..156].fill(b' ');
+            let sum: u32 = block.iter().map(|&b| u32::from(b)).sum();
+            block[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
             block
         };
         let pad = |bytes: &mut Vec<u8>| {
@@ -1326,11 +1259,12 @@ mod tests {
         for pax in [false, true] {
             let stream = tar(&content, pax);
             for chunk in [1, 7, 512, 4096, stream.len()] {
-                let mut reader = TarDigest::default();
+                let mut reader = Pulled::new(first_entry);
                 for piece in stream.chunks(chunk) {
                     assert!(reader.push(piece).is_empty());
                 }
-                let (found, head) = reader.finish_entry().unwrap();
+                reader.finish();
+                let (found, head) = digested(reader).unwrap();
                 assert_eq!(found, Content::File(sha256(&content)), "chunk {chunk}");
                 assert_eq!(head, content[..HEAD]);
             }
@@ -1340,27 +1274,12 @@ mod tests {
     #[test]
     fn a_cut_stream_or_an_empty_one_is_not_a_file() {
         let stream = tar(b"hello", false);
-        let mut reader = TarDigest::default();
+        let mut reader = Pulled::new(first_entry);
         reader.push(&stream[..BLOCK + 2]);
-        assert!(reader.finish_entry().is_err());
-        let mut reader = TarDigest::default();
+        assert!(digested(reader).is_err());
+        let mut reader = Pulled::new(first_entry);
         reader.push(&[0u8; 2 * BLOCK]);
-        assert_eq!(reader.finish_entry().unwrap().0, Content::Missing);
-    }
-
-    #[test]
-    fn numbers_in_tar_headers() {
-        assert_eq!(tar_number(b"00000000012\0"), Some(10));
-        assert_eq!(tar_number(b"     17 \0\0\0\0"), Some(15));
-        assert_eq!(
-            tar_number(&[0x80, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]),
-            Some(1 << 32)
-        );
-        assert_eq!(tar_number(b"9\0"), None);
-        assert_eq!(
-            pax_size(b"30 mtime=1.5\n20 size=9000000000\n"),
-            Some(9_000_000_000)
-        );
+        assert_eq!(digested(reader).unwrap().0, Content::Missing);
     }
 
     #[test]

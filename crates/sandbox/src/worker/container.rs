@@ -67,6 +67,10 @@ pub(crate) struct ContainerSpec {
     pub(crate) caches: Vec<crate::backend::Volume>,
 }
 
+/// The image's shell, which starts every run where the tools volume has none
+/// (`envelope.rs`); pinned with the agent (`agent_files`).
+pub(crate) const IMAGE_SHELL: &str = "/bin/sh";
+
 impl ContainerSpec {
     /// The shell that runs the envelope around every exec: the tools volume's when
     /// it is mounted and has one (nothing in the container can change it, so it
@@ -75,7 +79,7 @@ impl ContainerSpec {
     pub(crate) fn shell(&self) -> &'static str {
         match (&self.tools, crate::backend::tools::host_shell()) {
             (Some(_), Some(_)) => crate::backend::tools::SHELL,
-            _ => super::agent_files::SHELL,
+            _ => IMAGE_SHELL,
         }
     }
 }

@@ -31,8 +31,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::PROJECT_DIR;
-use super::agent_files::{AgentFiles, SHELL as IMAGE_SHELL};
-use super::container::{Container, ContainerSpec};
+use super::agent_files::AgentFiles;
+use super::container::{Container, ContainerSpec, IMAGE_SHELL};
 use super::envelope::{Envelope, Leftovers, Mode, PrivateFile, Report};
 use super::git::{RepoChanges, Snapshot};
 use super::live;

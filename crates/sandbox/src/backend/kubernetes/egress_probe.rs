@@ -169,22 +169,13 @@ impl Kubernetes {
 
 /// Where the verdict of `cluster` is kept.
 fn cache_file(cluster: &str) -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    let base = match (var("XDG_CACHE_HOME"), var("HOME")) {
-        (Some(cache), _) => PathBuf::from(cache),
-        (None, Some(home)) => PathBuf::from(home).join(".cache"),
-        (None, None) => return None,
-    };
+    let dir = agent_runner_core::cache_dir::for_kind("clusters")?;
     let digest = ring::digest::digest(&ring::digest::SHA256, cluster.as_bytes());
     let key: String = digest.as_ref()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    Some(
-        base.join("agent-runner")
-            .join("clusters")
-            .join(format!("egress-{key}.json")),
-    )
+    Some(dir.join(format!("egress-{key}.json")))
 }
 
 fn read_kept(file: &std::path::Path) -> Option<Verdict> {

@@ -50,6 +50,7 @@ use super::{Backend, BackendError, Instance, Output, Started};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Finished, Held, HeldWait, Limits, Stop};
 use agent_runner_core::timestamp::human;
+use agent_runner_settings::labels;
 pub use kubectl::Kubectl;
 
 /// The health check of a cluster: the Pod's status within this (SPEC §22).
@@ -652,11 +653,11 @@ impl Kubernetes {
             let line = [
                 name.clone(),
                 name.clone(),
-                annotation("agent-runner.owner-pid"),
-                annotation("agent-runner.owner-start"),
-                annotation("agent-runner.owner-host"),
-                annotation("agent-runner.owner-boot"),
-                annotation("agent-runner.owner-pidns"),
+                annotation(labels::OWNER_PID),
+                annotation(labels::OWNER_START),
+                annotation(labels::OWNER_HOST),
+                annotation(labels::OWNER_BOOT),
+                annotation(labels::OWNER_PIDNS),
                 annotation(LABEL_EXPIRES),
             ]
             .join("\t");
