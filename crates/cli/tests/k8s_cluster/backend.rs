@@ -108,6 +108,7 @@ fn exec(started: &Started, command: &[&str], env: Vec<Var>) -> (Option<i32>, Str
                 env,
                 command: command.iter().map(|s| s.to_string()).collect(),
                 stdin: Vec::new(),
+                stdin_file: None,
             },
             &Limits::wall(Duration::from_secs(60), Interrupt::never()),
             &mut capture,

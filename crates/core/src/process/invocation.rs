@@ -17,7 +17,8 @@ pub struct Invocation {
     pub(super) env_removed: Vec<String>,
     pub(super) cwd: Option<PathBuf>,
     pub(super) stdin: Vec<u8>,
-    /// The child's stdin instead of `stdin`: an open file, read from where it stands.
+    /// The child's stdin after `stdin`'s bytes: an open file, read from where it
+    /// stands (streamed, never whole in memory).
     pub(super) stdin_file: Option<Arc<File>>,
     /// Where the child's stderr goes instead of a pipe (appended to).
     pub(super) stderr_file: Option<PathBuf>,
@@ -82,10 +83,17 @@ impl Invocation {
         self
     }
 
-    /// The child reads `file` as its stdin, from the file's current offset: a large
-    /// input streams without passing through memory.
+    /// The child reads `file` as its stdin, from the file's current offset, after
+    /// the bytes of `stdin` if any: a large input streams without passing through
+    /// memory.
     pub fn stdin_file(mut self, file: File) -> Self {
         self.stdin_file = Some(Arc::new(file));
+        self
+    }
+
+    /// `stdin_file` of a file shared with its owner (`Arc`).
+    pub fn stdin_shared(mut self, file: Arc<File>) -> Self {
+        self.stdin_file = Some(file);
         self
     }
 

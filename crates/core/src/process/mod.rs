@@ -156,10 +156,16 @@ pub fn run_watched(
     spawned(child.id());
     if let Some(mut stdin) = child.stdin.take() {
         let bytes = invocation.stdin.clone();
+        let file = invocation.stdin_file.clone();
         // A child that exits without reading its stdin makes this write fail; that
-        // is its business, not an error here.
+        // is its business, not an error here. The file follows the bytes through
+        // a bounded buffer (`io::copy`), never whole in memory.
         std::thread::spawn(move || {
-            let _ = stdin.write_all(&bytes);
+            if stdin.write_all(&bytes).is_ok()
+                && let Some(file) = file
+            {
+                let _ = std::io::copy(&mut &*file, &mut stdin);
+            }
         });
     }
 
@@ -231,7 +237,13 @@ pub(crate) fn start(invocation: &Invocation) -> Result<Started, Error> {
                 reason: format!("cannot open {} for its stderr: {e}", path.display()),
             })?,
     };
-    let stdin = match &invocation.stdin_file {
+    // A file alone is the child's stdin itself; after bytes, it goes through the
+    // pipe behind them (`run_watched`).
+    let stdin = match invocation
+        .stdin_file
+        .as_ref()
+        .filter(|_| invocation.stdin.is_empty())
+    {
         None => Stdio::piped(),
         Some(file) => file
             .try_clone()
@@ -434,6 +446,25 @@ mod tests {
             capture.tail(),
             "profile\nprofile\n/memfd:agent-runner-input (deleted)\n"
         );
+    }
+
+    #[test]
+    fn stdin_bytes_then_a_file_streamed_after_them() {
+        let path = std::env::temp_dir().join(format!("ar-stdin-{}", std::process::id()));
+        std::fs::write(&path, "from the file\n").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let mut capture = Capture::in_memory(4096);
+        let inv = Invocation::new("cat").stdin("head\n").stdin_file(file);
+        let f = run(
+            &inv,
+            &Limits::wall(Duration::from_secs(10), Interrupt::never()),
+            &mut capture,
+            Stop::Terminate,
+        )
+        .unwrap();
+        assert!(f.success());
+        assert_eq!(capture.tail(), "head\nfrom the file\n");
     }
 
     #[test]

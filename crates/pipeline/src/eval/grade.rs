@@ -94,6 +94,7 @@ pub(crate) fn grade(
             env: Vec::new(),
             command,
             stdin,
+            stdin_file: None,
         };
         instance
             .exec(

@@ -161,7 +161,7 @@ impl Backend for Docker {
         Ok(Started {
             instance: Box::new(Container {
                 name,
-                held,
+                held: std::sync::Mutex::new(held),
                 watchdog,
                 short: self.short,
                 daemon: self.daemon(),
@@ -367,7 +367,8 @@ impl Docker {
 /// A running container; see the module documentation.
 struct Container {
     name: String,
-    held: Held,
+    /// In a mutex: execs run beside each other (`Instance: Sync`).
+    held: std::sync::Mutex<Held>,
     watchdog: Watchdog,
     /// The deadline of a short call.
     short: Duration,
@@ -444,13 +445,13 @@ impl Instance for Container {
     }
 
     fn is_alive(&mut self) -> bool {
-        self.held.is_running()
+        super::held_mut(&mut self.held).is_running()
     }
 
     fn gone(&self) -> BackendError {
         BackendError::Gone {
             name: self.name.clone(),
-            detail: last_lines(&self.held.stderr(), 2),
+            detail: last_lines(&super::held_stderr(&self.held), 2),
         }
     }
 
@@ -511,7 +512,7 @@ impl Instance for Container {
     }
 
     fn send_line(&mut self, line: &str) -> std::io::Result<()> {
-        self.held.send_line(line)
+        super::held_mut(&mut self.held).send_line(line)
     }
 
     fn read_line(
@@ -520,34 +521,36 @@ impl Instance for Container {
         within: Duration,
         interrupt: Interrupt,
     ) -> Result<String, HeldWait> {
-        self.held.read_line(prefix, within, interrupt)
+        super::held_mut(&mut self.held).read_line(prefix, within, interrupt)
     }
 
     fn stderr(&self) -> String {
-        self.held.stderr()
+        super::held_stderr(&self.held)
     }
 
     fn remove(self: Box<Self>, within: Duration) -> Duration {
+        let this = *self;
         let started = Instant::now();
         // Closing the main process's stdin ends the container, and `docker run --rm`
         // returns once it is removed. `docker rm -f` only if that does not happen.
         // A lost host gets the health check's deadline, not a short call's: when it
         // comes back, our closed pipe ends the container there.
-        if let Some(down) = &self.down {
+        if let Some(down) = &this.down {
             down.close();
         }
-        let lost = self.lost.lock().is_ok_and(|lost| lost.is_some()) || daemon::lost().is_some();
+        let lost = this.lost.lock().is_ok_and(|lost| lost.is_some()) || daemon::lost().is_some();
         let (within, deadline) = if lost {
             (within.min(HEALTH), HEALTH)
         } else {
-            (within, self.short)
+            (within, this.short)
         };
-        if !self.held.release(within) && !remove_container(&self.name, deadline) {
+        let held = this.held.into_inner().unwrap_or_else(|e| e.into_inner());
+        if !held.release(within) && !remove_container(&this.name, deadline) {
             // Gone is what counts: `--rm`'s own removal may be the one under way.
-            daemon::wait_gone(&self.name, deadline);
+            daemon::wait_gone(&this.name, deadline);
         }
         let took = started.elapsed();
-        self.watchdog.dismiss();
+        this.watchdog.dismiss();
         took
     }
 }
@@ -595,7 +598,7 @@ impl Container {
 
 /// The host-side watchdog of a container, if it has one; see the module
 /// documentation.
-struct Watchdog(Option<Held>);
+struct Watchdog(Option<std::sync::Mutex<Held>>);
 
 /// Waits for a line on stdin; at end-of-file without `done` (agent-runner is gone),
 /// removes the container with the docker CLI at `$2` (the path agent-runner
@@ -618,13 +621,14 @@ impl Watchdog {
             &docker.display().to_string(),
         ]);
         process::spawn_held(&invocation)
-            .map(|held| Watchdog(Some(held)))
+            .map(|held| Watchdog(Some(std::sync::Mutex::new(held))))
             .map_err(|e| BackendError::Io(format!("cannot start the container's watchdog: {e}")))
     }
 
     /// The container is gone (or being removed by us): the watchdog may end.
     fn dismiss(self) {
-        if let Some(mut held) = self.0 {
+        if let Some(held) = self.0 {
+            let mut held = held.into_inner().unwrap_or_else(|e| e.into_inner());
             let _ = held.send_line("done");
             held.release(Duration::from_secs(2));
         }
@@ -778,7 +782,11 @@ fn exec_invocation(name: &str, exec: Exec) -> Invocation {
             }
         };
     }
-    invocation.arg(name).args(exec.command).stdin(exec.stdin)
+    invocation = invocation.arg(name).args(exec.command).stdin(exec.stdin);
+    match exec.stdin_file {
+        Some(file) => invocation.stdin_shared(file),
+        None => invocation,
+    }
 }
 
 /// The `docker run` command line for messages: without a script's text, and its
@@ -960,6 +968,7 @@ mod tests {
             ],
             command: vec!["sh".into(), "-c".into(), "true".into()],
             stdin: b"in".to_vec(),
+            stdin_file: None,
         };
         let shown = format!("{:?}", exec_invocation("c1", exec));
         assert!(

@@ -170,20 +170,22 @@ impl ExecCopy {
         Ok((path, head))
     }
 
-    /// Runs `command` in the sandbox with `stdin`; its stdout into `sink` when
-    /// given (else kept in memory): its stdout's tail, or why it failed.
+    /// Runs `command` in the sandbox with `stdin` streamed from a file; its stdout
+    /// into `sink` when given (else kept in memory): its stdout's tail, or why it
+    /// failed.
     fn exec(
         &self,
         instance: &dyn Instance,
         command: Vec<String>,
-        stdin: Vec<u8>,
+        stdin: Option<std::fs::File>,
         sink: Option<&mut FileSink>,
     ) -> Result<String, String> {
         let exec = Exec {
             workdir: Some("/".into()),
             env: Vec::new(),
             command,
-            stdin,
+            stdin: Vec::new(),
+            stdin_file: stdin.map(std::sync::Arc::new),
         };
         let limits = Limits::wall(EXEC_TIMEOUT, self.interrupt);
         let mut capture = Capture::in_memory(64 * 1024);
@@ -237,7 +239,7 @@ impl ExecCopy {
                     dir,
                     CLONES.into(),
                 ],
-                Vec::new(),
+                None,
                 Some(&mut sink),
             )
             .map_err(|e| format!("the bundler: {e}"))?;
@@ -256,7 +258,7 @@ impl ExecCopy {
                     parent.into(),
                     top.into(),
                 ],
-                Vec::new(),
+                None,
                 Some(&mut sink),
             )
             .map_err(|e| format!("the work's tree: {e}"))?;
@@ -315,6 +317,41 @@ impl ExecCopy {
         }
     }
 
+    /// The stream written by `prepare` fed to `tar -x` in the sandbox.
+    fn stream_in(&mut self, instance: &dyn Instance) -> Result<(), BackendError> {
+        let Some((path, head)) = self.stream.take() else {
+            return Ok(());
+        };
+        let started = std::time::Instant::now();
+        let io = |e: String| BackendError::Io(format!("the copy transport: {e}"));
+        // Streamed from the file as `docker cp -a -` streams: memory stays bounded
+        // whatever the repository's size. Unlinked once open, the file's space
+        // goes with the exec.
+        let (file, _) = agent_runner_core::fs::read::open_regular(&path, u64::MAX)
+            .map_err(|e| io(format!("{}: {e}", path.display())))?;
+        let _ = std::fs::remove_file(&path);
+        let (parent, _) = PROJECT_DIR.rsplit_once('/').unwrap_or(("/", ""));
+        self.exec(
+            instance,
+            vec![
+                SHELL.into(),
+                "-c".into(),
+                "exec tar -x -f - -C \"$1\"".into(),
+                SHELL.into(),
+                parent.into(),
+            ],
+            Some(file),
+            None,
+        )
+        .map_err(|e| io(format!("the repository into {}: {e}", instance.name())))?;
+        log::info!(
+            "repository copied into the sandbox in {}",
+            agent_runner_core::timestamp::human(started.elapsed())
+        );
+        self.base = Some(head);
+        Ok(())
+    }
+
     /// The tree read out of an image without git, committed here.
     fn commit_tree(&self, tar: &Path, base: &str) -> Result<Committed, String> {
         let scratch = self.scratch.join("tree");
@@ -365,37 +402,7 @@ impl Transport for ExecCopy {
         _said: Option<&str>,
         instance: &dyn Instance,
     ) -> Result<(), BackendError> {
-        let Some((path, head)) = self.stream.take() else {
-            return Ok(());
-        };
-        let started = std::time::Instant::now();
-        let io = |e: String| BackendError::Io(format!("the copy transport: {e}"));
-        let (file, _) = agent_runner_core::fs::read::open_regular(&path, u64::MAX)
-            .map_err(|e| io(format!("{}: {e}", path.display())))?;
-        let mut stream = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::BufReader::new(file), &mut stream)
-            .map_err(|e| io(format!("{}: {e}", path.display())))?;
-        let _ = std::fs::remove_file(&path);
-        let (parent, _) = PROJECT_DIR.rsplit_once('/').unwrap_or(("/", ""));
-        self.exec(
-            instance,
-            vec![
-                SHELL.into(),
-                "-c".into(),
-                "exec tar -x -f - -C \"$1\"".into(),
-                SHELL.into(),
-                parent.into(),
-            ],
-            stream,
-            None,
-        )
-        .map_err(|e| io(format!("the repository into {}: {e}", instance.name())))?;
-        log::info!(
-            "repository copied into the sandbox in {}",
-            agent_runner_core::timestamp::human(started.elapsed())
-        );
-        self.base = Some(head);
-        Ok(())
+        self.stream_in(instance)
     }
 
     fn mounts(&mut self) -> Result<Vec<Mount>, BackendError> {
@@ -472,5 +479,115 @@ impl Transport for ExecCopy {
 impl Drop for ExecCopy {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.scratch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_runner_core::process::{self, Finished, HeldWait, Invocation};
+
+    /// A sandbox whose exec runs the command's stdin into `wc -c` here, as an
+    /// engine's client would pass it on.
+    struct Counting {
+        said: std::sync::Mutex<String>,
+    }
+
+    impl Instance for Counting {
+        fn name(&self) -> &str {
+            "counting"
+        }
+        fn exec(
+            &self,
+            exec: Exec,
+            limits: &Limits,
+            capture: &mut Capture,
+            stop: Stop,
+        ) -> Result<Finished, BackendError> {
+            let mut invocation = Invocation::new("wc").arg("-c").stdin(exec.stdin);
+            if let Some(file) = exec.stdin_file {
+                invocation = invocation.stdin_shared(file);
+            }
+            let finished = process::run(&invocation, limits, capture, stop)
+                .map_err(|e| BackendError::Io(e.to_string()))?;
+            *self.said.lock().unwrap() = capture.tail();
+            Ok(finished)
+        }
+        fn is_alive(&mut self) -> bool {
+            true
+        }
+        fn gone(&self) -> BackendError {
+            BackendError::Io("gone".into())
+        }
+        fn diagnose(&mut self, _image: &str, _stderr: &str) -> BackendError {
+            BackendError::Io("diagnosed".into())
+        }
+        fn send_line(&mut self, _line: &str) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn read_line(&mut self, _: &str, _: Duration, _: Interrupt) -> Result<String, HeldWait> {
+            Err(HeldWait::TimedOut)
+        }
+        fn stderr(&self) -> String {
+            String::new()
+        }
+        fn remove(self: Box<Self>, _within: Duration) -> Duration {
+            Duration::ZERO
+        }
+    }
+
+    /// This process's peak resident memory since the last reset, in KiB.
+    fn peak_kib() -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_large_repository_streams_in_with_memory_bounded() {
+        const SIZE: u64 = 256 << 20;
+        let scratch = std::env::temp_dir().join(format!(
+            "agent-runner-exec-copy-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&scratch).unwrap();
+        let path = scratch.join("in.tar");
+        // A sparse file: its pages cost memory only when something holds them.
+        std::fs::File::create(&path)
+            .and_then(|f| f.set_len(SIZE))
+            .unwrap();
+        let mut copy = ExecCopy {
+            repo: scratch.clone(),
+            task_id: "t".into(),
+            keep_untracked: false,
+            interrupt: Interrupt::never(),
+            scratch: scratch.join("copy"),
+            stream: Some((path.clone(), "0".repeat(40))),
+            base: None,
+            out: None,
+            discarded: false,
+            brought: None,
+        };
+        let instance = Counting {
+            said: Default::default(),
+        };
+        // The peak from here on (`clear_refs` 5 resets it, Linux ≥ 4.0).
+        let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
+        let before = peak_kib();
+        let streamed = copy.stream_in(&instance);
+        let _ = std::fs::remove_dir_all(&scratch);
+        streamed.unwrap();
+        let grown = peak_kib().saturating_sub(if reset { before } else { 0 });
+        assert_eq!(instance.said.lock().unwrap().trim(), SIZE.to_string());
+        assert_eq!(copy.base.as_deref(), Some("0".repeat(40).as_str()));
+        assert!(!path.exists(), "the stream's file is removed once open");
+        // Whole in memory, the stream would add its 256 MiB.
+        assert!(
+            grown < 64 << 10,
+            "the peak memory grew by {grown} KiB streaming {SIZE} bytes"
+        );
     }
 }

@@ -154,7 +154,7 @@ pub use spec::{Confinement, Exec, Main, Mount, Net, Ready, Spec, Tmpfs, Var, Vol
 pub use tar::TarWriter;
 
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{Capture, Finished, HeldWait, Limits, Stop};
+use agent_runner_core::process::{Capture, Finished, Held, HeldWait, Limits, Stop};
 use privileges::Finding;
 
 /// Where the repository is in every sandbox, whatever the transport.
@@ -286,8 +286,20 @@ pub struct Started {
     pub stream: Option<lifeline::Stream>,
 }
 
-/// A running sandbox.
-pub trait Instance: Send {
+/// The held main process of an instance, in a mutex so that the instance's execs
+/// can run beside each other (`Instance: Sync`).
+fn held_mut(held: &mut std::sync::Mutex<Held>) -> &mut Held {
+    held.get_mut().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The last of what the held main process wrote on stderr.
+fn held_stderr(held: &std::sync::Mutex<Held>) -> String {
+    held.lock().unwrap_or_else(|e| e.into_inner()).stderr()
+}
+
+/// A running sandbox; `Sync`, so that independent execs can run beside each
+/// other (the copy's stream in and the program's probe).
+pub trait Instance: Send + Sync {
     /// Its name in the engine.
     fn name(&self) -> &str;
     /// Runs `exec` in it under `limits` (stopped by `stop` when one is reached), its

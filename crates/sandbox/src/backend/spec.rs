@@ -196,6 +196,9 @@ pub struct Exec {
     pub command: Vec<String>,
     /// Written to its stdin, which is then closed.
     pub stdin: Vec<u8>,
+    /// Streamed to its stdin after `stdin`, from where the file stands: a large
+    /// input (the repository's tar stream) never whole in memory.
+    pub stdin_file: Option<std::sync::Arc<std::fs::File>>,
 }
 
 /// A variable of an exec, and how its value may travel.

@@ -31,6 +31,9 @@ use agent_runner_settings::agent::{Kind, Login};
 use agent_runner_settings::task::worker_env::RESERVED;
 use agent_runner_settings::task::{EnvValue, WorkerSettings};
 
+/// The longest the program's probe may take (as any stop of work).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Capabilities the worker keeps (Docker's default set minus what can only serve
 /// to escalate or to make device nodes).
 const CAPABILITIES: &[&str] = &[
@@ -100,21 +103,34 @@ pub(crate) struct Container {
     pub(crate) shell: &'static str,
     /// The carrier's variables of every exec (the proxy's, with egress).
     carrier_env: Vec<(&'static str, String)>,
+    /// The program's probe run beside the transport's `started`, not yet read.
+    pub(crate) probed: Option<Probed>,
+}
+
+/// What the probe of a program (`prepare::FIND_PROGRAM`) gave.
+pub(crate) struct Probed {
+    pub(crate) program: String,
+    pub(crate) finished: Result<Finished, BackendError>,
+    pub(crate) said: String,
+    pub(crate) stderr: String,
 }
 
 impl Container {
     /// Starts the container, pulling the image if it is missing and pullable.
+    /// `probe`: a program whose probe runs beside what goes in at the start (the
+    /// copy's stream): neither waits on the other (`probed`).
     pub(crate) fn start(
         backend: &dyn Backend,
         spec: &ContainerSpec,
         transport: &mut dyn Transport,
         carrier: &mut dyn Carrier,
+        probe: Option<&str>,
     ) -> Result<Container, SandboxError> {
         let started = Instant::now();
-        let container = match Container::run(backend, spec, transport, carrier) {
+        let container = match Container::run(backend, spec, transport, carrier, probe) {
             Err(SandboxError::ImageMissing { .. }) => {
                 backend.pull(&spec.worker.docker_image, spec.interrupt)?;
-                Container::run(backend, spec, transport, carrier)?
+                Container::run(backend, spec, transport, carrier, probe)?
             }
             other => other?,
         };
@@ -131,6 +147,7 @@ impl Container {
         spec: &ContainerSpec,
         transport: &mut dyn Transport,
         carrier: &mut dyn Carrier,
+        probe: Option<&str>,
     ) -> Result<Container, SandboxError> {
         let suffix: String = uuid::Uuid::new_v4()
             .simple()
@@ -151,18 +168,42 @@ impl Container {
             Ok(started) => {
                 let mut said = started.ready.split_whitespace();
                 let keep_pid = said.next().unwrap_or_default().to_string();
-                let container = Container {
+                let mut container = Container {
                     instance: started.instance,
                     name,
                     keep_pid,
                     shell: spec.shell(),
                     carrier_env: carrier.exec_env(),
+                    probed: None,
                 };
                 // Before anything runs in it: the daemon sees this machine's files.
-                if let Err(e) = transport.started(backend, said.next(), &*container.instance) {
+                // Beside it, the program's probe: the image's shell looks a name up
+                // on its PATH, nothing of the repository's or the worker's runs.
+                let probe = probe.map(|program| (program, container.program_probe(spec, program)));
+                let instance = &*container.instance;
+                let (moved, probed) = std::thread::scope(|scope| {
+                    let probing = probe.map(|(program, exec)| {
+                        scope.spawn(move || {
+                            let limits = Limits::wall(PROBE_TIMEOUT, spec.interrupt);
+                            let mut capture = Capture::in_memory(4096);
+                            let finished =
+                                instance.exec(exec, &limits, &mut capture, Stop::Terminate);
+                            Probed {
+                                program: program.to_string(),
+                                finished,
+                                said: capture.tail(),
+                                stderr: capture.stderr(),
+                            }
+                        })
+                    });
+                    let moved = transport.started(backend, said.next(), instance);
+                    (moved, probing.and_then(|h| h.join().ok()))
+                });
+                if let Err(e) = moved {
                     container.remove();
                     return Err(e.into());
                 }
+                container.probed = probed;
                 // Our helper is PID 1, or the sandbox is not the one we asked for
                 // (an init above it could be taken over by the worker, SPEC §9).
                 if sandbox.main.own_init && container.keep_pid != "1" {
@@ -198,6 +239,20 @@ impl Container {
                 let _ = transport.start_failed(backend, &e.to_string());
                 Err(e.into())
             }
+        }
+    }
+
+    /// The exec of `prepare::FIND_PROGRAM` for `program`, in the project with the
+    /// variables of a test's exec.
+    pub(crate) fn program_probe(&self, spec: &ContainerSpec, program: &str) -> Exec {
+        Exec {
+            workdir: Some(PROJECT_DIR.to_string()),
+            env: self.env(spec, None, None),
+            command: ["/bin/sh", "-c", super::prepare::FIND_PROGRAM, "sh", program]
+                .map(String::from)
+                .into(),
+            stdin: Vec::new(),
+            stdin_file: None,
         }
     }
 

@@ -131,6 +131,9 @@ pub struct ContainerSandbox {
     /// The pinning of the agent's files while it runs beside the first calls that
     /// run nothing of the repository's or the worker's (the test program's probe).
     pinning: Option<JoinHandle<Pinned>>,
+    /// The program whose probe runs beside the container's start (the test's,
+    /// when no setup runs before it: setup may install it).
+    probe_beside: Option<String>,
     /// The snapshot before the next worker run, taken at the end of the last exec
     /// (a test run); dropped by any other exec.
     next_before: Option<Report>,
@@ -205,6 +208,7 @@ impl ContainerSandbox {
             carrier: None,
             agent: None,
             pinning: None,
+            probe_beside: None,
             next_before: None,
             ran_worker: false,
             egress: None,
@@ -341,6 +345,7 @@ impl ContainerSandbox {
                 &command,
             ),
             stdin: envelope.stdin(prompt.as_bytes()),
+            stdin_file: None,
         };
         let settings = &self.spec.worker;
         let (wall, cut) = self.deadline.cut(settings.max_run_time);
@@ -467,8 +472,14 @@ impl ContainerSandbox {
                     .carrier
                     .as_deref_mut()
                     .ok_or_else(|| SandboxError::Io("the carrier is not open".into()))?;
-                let container =
-                    Container::start(&*self.backend, &self.spec, &mut *self.transport, carrier)?;
+                let probe = self.probe_beside.take();
+                let container = Container::start(
+                    &*self.backend,
+                    &self.spec,
+                    &mut *self.transport,
+                    carrier,
+                    probe.as_deref(),
+                )?;
                 // Before anything else runs in it (`agent_files.rs`), where the
                 // engine lets us read the container from outside: in a thread, joined
                 // before the first exec that could change the agent's files
@@ -968,6 +979,7 @@ impl ContainerSandbox {
             env,
             command: Envelope::test(self.spec.shell(), &keep_pid, &command),
             stdin: envelope.stdin(b""),
+            stdin_file: None,
         };
         let limits = Limits {
             wall: Some(self.deadline.cut(setup.timeout).0),
@@ -1064,27 +1076,29 @@ impl ContainerSandbox {
         // repository's or the worker's runs.
         self.container()?;
         self.next_before = None;
-        let env = self
-            .container
-            .as_ref()
-            .map(|c| c.env(&self.spec, None, None))
-            .unwrap_or_default();
         self.unswept = true;
-        let exec = Exec {
-            workdir: Some(PROJECT_DIR.to_string()),
-            env,
-            command: ["/bin/sh", "-c", prepare::FIND_PROGRAM, "sh", program]
-                .map(String::from)
-                .into(),
-            stdin: Vec::new(),
-        };
-        let limits = Limits::wall(STOP_TIMEOUT, self.spec.interrupt);
-        let mut capture = Capture::in_memory(4096);
-        let finished = self
+        // Probed already beside the container's start (`prepare`)?
+        let probed = self
             .started()?
-            .exec(exec, &limits, &mut capture, Stop::Terminate)?;
-        let (said, stderr) = (capture.tail(), capture.stderr());
-        drop(capture);
+            .probed
+            .take()
+            .filter(|probed| probed.program == program);
+        let (finished, said, stderr) = match probed {
+            Some(probed) => (probed.finished?, probed.said, probed.stderr),
+            None => {
+                let exec = self
+                    .container
+                    .as_ref()
+                    .map(|c| c.program_probe(&self.spec, program))
+                    .ok_or_else(|| SandboxError::Io("the container is not running".into()))?;
+                let limits = Limits::wall(STOP_TIMEOUT, self.spec.interrupt);
+                let mut capture = Capture::in_memory(4096);
+                let finished =
+                    self.started()?
+                        .exec(exec, &limits, &mut capture, Stop::Terminate)?;
+                (finished, capture.tail(), capture.stderr())
+            }
+        };
         if finished.ending == Ending::Interrupted {
             return Err(SandboxError::Interrupted);
         }
@@ -1142,7 +1156,13 @@ impl Sandbox for ContainerSandbox {
             );
             self.spec.caches.clear();
         }
-        self.container()?;
+        self.probe_beside = test
+            .filter(|_| setup.is_none())
+            .and_then(|test| prepare::program(&test.command))
+            .map(String::from);
+        let started = self.container().map(drop);
+        self.probe_beside = None;
+        started?;
         let mut prepared = Prepared::default();
         if let Some(setup) = setup {
             let run = self.run_setup(setup)?;
@@ -1225,6 +1245,7 @@ impl Sandbox for ContainerSandbox {
             env,
             command,
             stdin: envelope.stdin(b""),
+            stdin_file: None,
         };
         let limits = Limits {
             wall: Some(self.deadline.cut(test.timeout).0),
@@ -1408,6 +1429,7 @@ fn envelope_exec(
     let exec = Exec {
         command: args,
         stdin: envelope.stdin(b""),
+        stdin_file: None,
         ..Exec::default()
     };
     let mut capture = Capture::in_memory(16 * 1024).with_filter(&mut reader);
@@ -1637,8 +1659,16 @@ exit 3"#;
             capture: &mut Capture,
             stop: Stop,
         ) -> Result<Finished, BackendError> {
+            // The program's probe: only `make` is there.
+            let script = match exec.command.iter().any(|a| a == prepare::FIND_PROGRAM) {
+                true if exec.command.last().is_some_and(|p| p == "make") => {
+                    "echo agent-runner-found"
+                }
+                true => "echo agent-runner-missing",
+                false => FAKE_ENVELOPE,
+            };
             let invocation = Invocation::new("sh")
-                .args(["-c", FAKE_ENVELOPE])
+                .args(["-c", script])
                 .stdin(exec.stdin.clone());
             let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
             log.calls.push("exec".into());
@@ -1765,6 +1795,37 @@ exit 3"#;
     fn setuid_file(path: &std::path::Path) {
         std::fs::write(path, "x").unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    }
+
+    /// The programs probed, in order.
+    fn probed(log: &Mutex<Log>) -> Vec<String> {
+        let log = log.lock().unwrap_or_else(|e| e.into_inner());
+        log.execs
+            .iter()
+            .filter(|e| e.command.iter().any(|a| a == prepare::FIND_PROGRAM))
+            .filter_map(|e| e.command.last().cloned())
+            .collect()
+    }
+
+    #[test]
+    fn the_test_programs_probe_at_the_start_answers_the_preflight_once() {
+        let mut found = setup(Vec::new());
+        let prepared = found.sandbox.prepare(Some(&test_spec()), None).unwrap();
+        assert_eq!(prepared.failed, None);
+        assert_eq!(probed(&found.log), ["make"]);
+
+        let mut missing = setup(Vec::new());
+        let test = TestSpec {
+            command: "no-such-tool -q".into(),
+            ..test_spec()
+        };
+        let prepared = missing.sandbox.prepare(Some(&test), None).unwrap();
+        let image = missing.sandbox.spec.worker.docker_image.clone();
+        assert_eq!(
+            prepared.failed,
+            Some(prepare::missing("no-such-tool", &image))
+        );
+        assert_eq!(probed(&missing.log), ["no-such-tool"]);
     }
 
     fn calls(log: &Mutex<Log>) -> Vec<String> {

@@ -30,6 +30,13 @@ impl Kubectl {
         Kubectl { cluster, program }
     }
 
+    /// The same cluster through another kubectl program (a test's fake).
+    #[cfg(test)]
+    pub(crate) fn with_program(mut self, program: &str) -> Kubectl {
+        self.program = program.to_string();
+        self
+    }
+
     /// `kubectl --context C --namespace N <args>`, ready for more.
     pub fn command<S: AsRef<str>>(&self, args: &[S]) -> Invocation {
         let mut invocation = Invocation::new(&self.program)

@@ -10,7 +10,7 @@
 //!    container into a read-only `emptyDir`). Sandboxes with no network get the
 //!    namespace's NetworkPolicy denying all their traffic (applied once).
 //!    `kubectl create -f -` (the manifest on stdin), then the Pod's status is
-//!    polled until it runs: not scheduled within `schedule_timeout` → `host busy:
+//!    watched until it runs (`watch.rs`): not scheduled within `schedule_timeout` → `host busy:
 //!    <cluster>: <the scheduler's reason>`; an image the node cannot get → image
 //!    missing.
 //! 2. The lifeline: `kubectl attach -i` is held, its stdin our pipe (`stdin`,
@@ -41,6 +41,7 @@ pub mod kubectl;
 pub mod pod;
 pub mod seccomp_profile;
 pub mod session_claim;
+mod watch;
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -62,7 +63,7 @@ pub use kubectl::Kubectl;
 const HEALTH: Duration = Duration::from_secs(5);
 /// How often a running exec's Pod is checked (SPEC §22: as a remote daemon's).
 const WATCH_EVERY: Duration = Duration::from_secs(10);
-/// How often a starting Pod's status is read.
+/// How soon a starting Pod's status is read again when its watch ended.
 const POLL: Duration = Duration::from_millis(250);
 
 /// A cluster as the engine of sandboxes.
@@ -197,7 +198,9 @@ impl Kubernetes {
         Ok(name)
     }
 
-    /// Waits until the Pod `name` runs (or, `to_end`, has ended): its phase.
+    /// Waits until the Pod `name` runs (or, `to_end`, has ended): its phase. Its
+    /// status is watched (`watch.rs`), each change judged as it comes, and the
+    /// deadlines judged when they pass.
     fn wait_for(
         &self,
         name: &str,
@@ -207,11 +210,29 @@ impl Kubernetes {
         interrupt: Interrupt,
     ) -> Result<String, BackendError> {
         let started = Instant::now();
+        let limit = within.max(self.schedule_timeout);
+        let mut watch = watch::Watch::new(self, name);
+        let mut last: Option<PodStatus> = None;
         loop {
             if interrupt.is_set() {
                 return Err(BackendError::Interrupted);
             }
-            let status = self.status(name)?;
+            // Until the next moment a deadline could pass.
+            let busy_at = last
+                .as_ref()
+                .filter(|s| s.unschedulable.is_some())
+                .map(|_| self.schedule_timeout);
+            let next = busy_at.map_or(limit, |at| at.min(limit));
+            let left = next.saturating_sub(started.elapsed());
+            if let Some(status) = watch.next(left, interrupt)? {
+                last = Some(status);
+            }
+            let Some(status) = &last else {
+                if started.elapsed() >= limit {
+                    return Err(self.not_within(name, to_end, started, ""));
+                }
+                continue;
+            };
             let phase = status.phase.as_str();
             match phase {
                 "Running" if !to_end => return Ok(phase.into()),
@@ -249,17 +270,21 @@ impl Kubernetes {
                     self.kubectl.cluster
                 )));
             }
-            if started.elapsed() >= within.max(self.schedule_timeout) {
-                return Err(BackendError::Failed {
-                    command: format!("kubectl create pod {name}"),
-                    detail: format!(
-                        "the Pod did not {} within {} ({phase})",
-                        if to_end { "end" } else { "run" },
-                        human(started.elapsed())
-                    ),
-                });
+            if started.elapsed() >= limit {
+                return Err(self.not_within(name, to_end, started, phase));
             }
-            std::thread::sleep(POLL);
+        }
+    }
+
+    /// A Pod that did not run (or end) within the wait's limit, in `phase`.
+    fn not_within(&self, name: &str, to_end: bool, started: Instant, phase: &str) -> BackendError {
+        BackendError::Failed {
+            command: format!("kubectl create pod {name}"),
+            detail: format!(
+                "the Pod did not {} within {} ({phase})",
+                if to_end { "end" } else { "run" },
+                human(started.elapsed())
+            ),
         }
     }
 
@@ -305,7 +330,7 @@ impl Kubernetes {
 
 /// What `status` reads of a Pod.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct PodStatus {
+pub(super) struct PodStatus {
     phase: String,
     /// `status.reason` (Evicted, NodeLost, DeadlineExceeded) and message.
     reason: String,
@@ -551,7 +576,7 @@ impl Backend for Kubernetes {
             instance: Box::new(Pod {
                 name,
                 shell,
-                held,
+                held: std::sync::Mutex::new(held),
                 backend: self.clone(),
                 lost: Default::default(),
                 down: stream.as_ref().map(|stream| stream.down.clone()),
@@ -752,10 +777,11 @@ pub struct Finding {
 }
 
 /// What the backend needs to be allowed in its namespace.
-const NEEDED_VERBS: [(&str, &str); 6] = [
+const NEEDED_VERBS: [(&str, &str); 7] = [
     ("create", "pods"),
     ("delete", "pods"),
     ("get", "pods"),
+    ("watch", "pods"),
     ("create", "pods/exec"),
     ("create", "pods/attach"),
     ("create", "networkpolicies.networking.k8s.io"),
@@ -912,8 +938,8 @@ struct Pod {
     name: String,
     /// The shell of its exec script.
     shell: String,
-    /// `kubectl attach -i`: the lifeline.
-    held: Held,
+    /// `kubectl attach -i`: the lifeline (in a mutex: `Instance: Sync`).
+    held: std::sync::Mutex<Held>,
     backend: Kubernetes,
     lost: std::sync::Mutex<Option<String>>,
     /// The lifeline's way down, closed first on removal (it holds the stdin).
@@ -957,7 +983,10 @@ impl Instance for Pod {
             exec.workdir.unwrap_or_default(),
         ];
         args.extend(exec.command);
-        let invocation = self.backend.kubectl.command(&args).stdin(stdin);
+        let mut invocation = self.backend.kubectl.command(&args).stdin(stdin);
+        if let Some(file) = exec.stdin_file {
+            invocation = invocation.stdin_shared(file);
+        }
         // An exec waits on the cluster: while it runs, the Pod's status is read
         // every `WATCH_EVERY`; unanswered within 5 s, or the Pod evicted or its
         // node lost, the host is lost and the exec ends now, not at its limit.
@@ -1004,13 +1033,13 @@ impl Instance for Pod {
     }
 
     fn is_alive(&mut self) -> bool {
-        self.held.is_running()
+        super::held_mut(&mut self.held).is_running()
     }
 
     fn gone(&self) -> BackendError {
         BackendError::Gone {
             name: self.name.clone(),
-            detail: super::docker_cli::last_lines(&self.held.stderr(), 2),
+            detail: super::docker_cli::last_lines(&super::held_stderr(&self.held), 2),
         }
     }
 
@@ -1036,7 +1065,7 @@ impl Instance for Pod {
     }
 
     fn send_line(&mut self, line: &str) -> std::io::Result<()> {
-        self.held.send_line(line)
+        super::held_mut(&mut self.held).send_line(line)
     }
 
     fn read_line(
@@ -1045,26 +1074,26 @@ impl Instance for Pod {
         within: Duration,
         interrupt: Interrupt,
     ) -> Result<String, HeldWait> {
-        self.held.read_line(prefix, within, interrupt)
+        super::held_mut(&mut self.held).read_line(prefix, within, interrupt)
     }
 
     fn stderr(&self) -> String {
-        self.held.stderr()
+        super::held_stderr(&self.held)
     }
 
     fn remove(self: Box<Self>, within: Duration) -> Duration {
+        let this = *self;
         let started = Instant::now();
         // Our stdin closed: the helper ends, so the Pod does (`restartPolicy:
         // Never`); its object is deleted either way, not waited for.
-        if let Some(down) = &self.down {
+        if let Some(down) = &this.down {
             down.close();
         }
-        let lost = self.lost.lock().is_ok_and(|lost| lost.is_some());
-        let _ = self
-            .held
-            .release(if lost { within.min(HEALTH) } else { within });
+        let lost = this.lost.lock().is_ok_and(|lost| lost.is_some());
+        let held = this.held.into_inner().unwrap_or_else(|e| e.into_inner());
+        let _ = held.release(if lost { within.min(HEALTH) } else { within });
         if !lost {
-            self.backend.delete(&[&self.name]);
+            this.backend.delete(&[&this.name]);
         }
         started.elapsed()
     }

@@ -120,3 +120,135 @@ fn a_container_the_node_cannot_create_is_a_start_problem() {
         "containerStatuses": [{"state": {"waiting": {"reason": "ContainerCreating"}}}]}}));
     assert_eq!(creating.start_problem, None);
 }
+
+/// A backend whose kubectl is `script` (sh), answering `get pod … --watch` as the
+/// script says; each call's arguments logged to `calls` in its directory.
+fn faked(script: &str) -> (Kubernetes, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!(
+        "agent-runner-fake-kubectl-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = dir.join("kubectl");
+    let calls = dir.join("calls");
+    std::fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >>'{}'\ncase \"$*\" in *--watch*) watch=1 ;; *) watch= ;; esac\n{script}\n",
+            calls.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut backend = Kubernetes::new(Cluster::new("ctx", "ns", None).unwrap());
+    backend.kubectl = backend.kubectl.with_program(&program.display().to_string());
+    (backend, dir)
+}
+
+fn calls(dir: &std::path::Path) -> String {
+    std::fs::read_to_string(dir.join("calls")).unwrap_or_default()
+}
+
+#[test]
+fn a_watched_pod_runs_when_the_cluster_says_so() {
+    let (backend, dir) = faked(
+        r#"[ -n "$watch" ] || exit 3
+echo '{"phase":"Pending"}'
+sleep 0.3
+echo '{"phase":"Running"}'
+exec sleep 30"#,
+    );
+    let started = Instant::now();
+    let phase = backend.wait_for(
+        "p",
+        "img",
+        false,
+        Duration::from_secs(20),
+        Interrupt::never(),
+    );
+    assert_eq!(phase.unwrap(), "Running");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // One watch, no poll.
+    let calls = calls(&dir);
+    assert_eq!(calls.lines().count(), 1, "{calls}");
+    assert!(calls.contains("get pod p --watch"), "{calls}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_watch_that_never_answers_is_a_lost_host_within_the_health_check() {
+    let (backend, dir) = faked("exec sleep 30");
+    let started = Instant::now();
+    let e = backend
+        .wait_for(
+            "p",
+            "img",
+            false,
+            Duration::from_secs(20),
+            Interrupt::never(),
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "host lost: k8s://ctx/ns: no answer within 5 s"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_pod_gone_under_its_watch_is_gone_as_a_poll_says() {
+    let (backend, dir) = faked(
+        r#"echo 'Error from server (NotFound): pods "p" not found' >&2
+exit 1"#,
+    );
+    let e = backend
+        .wait_for(
+            "p",
+            "img",
+            false,
+            Duration::from_secs(20),
+            Interrupt::never(),
+        )
+        .unwrap_err();
+    assert!(matches!(e, BackendError::Gone { .. }), "{e}");
+    // The watch ended, then one get said why.
+    let calls = calls(&dir);
+    assert!(calls.lines().next().unwrap().contains("--watch"), "{calls}");
+    assert!(calls.contains("get pod p -o json"), "{calls}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_unschedulable_pod_under_a_quiet_watch_is_host_busy_at_its_deadline() {
+    let (backend, dir) = faked(
+        r#"[ -n "$watch" ] || exit 3
+echo '{"phase":"Pending","conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/1 nodes are available."}]}'
+exec sleep 30"#,
+    );
+    let backend = backend.with_schedule_timeout(Duration::from_secs(1));
+    let started = Instant::now();
+    let e = backend
+        .wait_for(
+            "p",
+            "img",
+            false,
+            Duration::from_secs(1),
+            Interrupt::never(),
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "host busy: k8s://ctx/ns: Unschedulable: 0/1 nodes are available."
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
