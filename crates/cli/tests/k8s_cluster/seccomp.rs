@@ -106,6 +106,7 @@ fn sandbox_started() -> Result<(String, String), String> {
                 .map(|s| s.to_string())
                 .collect(),
                 stdin: Vec::new(),
+                stdin_file: None,
             },
             &Limits::wall(Duration::from_secs(60), Interrupt::never()),
             &mut capture,

@@ -398,7 +398,7 @@ impl Instance for Container {
         // A run's limit may be an hour: a host that stops answering meanwhile is
         // found by the health checks beside it, not at the limit (SPEC §22).
         let invocation = exec_invocation(&self.name, exec);
-        let ended = self.held.ended();
+        let ended = self.held.lock().unwrap_or_else(|e| e.into_inner()).ended();
         let gone = AtomicBool::new(false);
         let (finished, lost) = daemon::watched(limits.interrupt, |watch| {
             let Some(ended) = ended else {

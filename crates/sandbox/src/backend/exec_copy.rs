@@ -570,6 +570,9 @@ mod tests {
             out: None,
             discarded: false,
             brought: None,
+            // Not asked: the stream in is one exec of the instance's.
+            backend: Arc::new(super::super::docker::Docker::default()),
+            session: None,
         };
         let instance = Counting {
             said: Default::default(),
