@@ -921,7 +921,16 @@ fn lost_pod(
 ) -> Option<String> {
     let mut lost = slot.lock().unwrap_or_else(|e| e.into_inner());
     if lost.is_none() {
-        let message = match backend.status(name) {
+        // Asked twice before it counts: a busy machine can hold one kubectl (a
+        // program of its own, its API request) past the 5 s; a frozen cluster
+        // answers neither.
+        let status = match backend.status(name) {
+            Err(BackendError::Io(message)) if message.starts_with("host lost: ") => {
+                backend.status(name)
+            }
+            answered => answered,
+        };
+        let message = match status {
             Ok(status) => status
                 .lost()
                 .map(|why| format!("host lost: {}: {why}", backend.kubectl.cluster))?,
