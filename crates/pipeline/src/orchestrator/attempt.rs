@@ -716,7 +716,7 @@ fn checked(
             config_path.display()
         )));
     }
-    validated.map_err(failed)
+    validated.map_err(|e| failed(e.to_string()))
 }
 
 /// Runs the runner child, then brings an isolated attempt's branch back.
