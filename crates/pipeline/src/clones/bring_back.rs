@@ -75,7 +75,7 @@ pub(crate) fn bring_back(
         }
         None => bundlers
             .bundle(worker, &request, interrupt)
-            .map_err(PipelineError::Bundler)?,
+            .map_err(|e| PipelineError::Bundler(e.to_string()))?,
     };
     log::debug!(
         "job {}: bundled in {}",

@@ -433,7 +433,7 @@ fn attempt(
             setup
                 .bundlers
                 .start(&config.worker)
-                .map_err(|e| sourced(failed(e)))?;
+                .map_err(|e| sourced(failed(e.to_string())))?;
         }
         Ok((yaml, clone, config, test_source))
     })();
