@@ -280,11 +280,7 @@ impl Bundlers {
 
 /// The bundle or commit an answer names; a bundle is opened without following a
 /// link the container may have put there, and is its own file from then on.
-fn read_answer(
-    answer: &str,
-    image: &str,
-    made: &std::path::Path,
-) -> Result<Bundled, BundlerError> {
+fn read_answer(answer: &str, image: &str, made: &std::path::Path) -> Result<Bundled, BundlerError> {
     let mut words = answer.splitn(2, ' ');
     let (verdict, rest) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     match verdict {
@@ -341,10 +337,7 @@ impl State {
             Mount::new(&self.clones, CLONES_MOUNT, true),
             Mount::new(&out, OUT_MOUNT, false),
         ];
-        let started = self
-            .backend
-            .start(&spec)
-            .map_err(BundlerError::Start)?;
+        let started = self.backend.start(&spec).map_err(BundlerError::Start)?;
         log::info!("bundler {name} starting ({image})");
         Ok(Bundler {
             name,
@@ -358,7 +351,6 @@ impl State {
 fn key(worker: &WorkerSettings) -> String {
     format!("{}\0{:?}", worker.docker_image, worker.limits)
 }
-
 
 /// The `agent-runner.task` label of a workspace's bundlers.
 pub(crate) fn label_value(workspace_id: &str) -> String {

@@ -150,7 +150,10 @@ pub(crate) fn with_worker_kind(
 /// The TaskConfig `yaml` with an evaluation config's `runner` block (SPEC §26)
 /// merged over its `runner`: the suite author's settings, which win over the
 /// workspace's defaults (comparing them is the point).
-pub(crate) fn with_runner(yaml: &str, runner: &serde_json::Value) -> Result<String, TaskConfigError> {
+pub(crate) fn with_runner(
+    yaml: &str,
+    runner: &serde_json::Value,
+) -> Result<String, TaskConfigError> {
     let mut config: Mapping = serde_norway::from_str(yaml)?;
     let runner: Value = serde_norway::to_value(runner)?;
     merge(section(&mut config, "runner")?, &runner);
@@ -462,7 +465,9 @@ mod tests {
     fn a_draft_cannot_set_what_only_the_user_may() {
         let root = std::env::temp_dir();
         let hostile = "task:\n  instructions: x\n  test: {command: make test, cwd: ., timeout_sec: 60}\n  acceptance_criteria: [a]\n  prd: {path: /etc/shadow}\nrunner:\n  meta: {model: m, temperature: 0.2, base_url: 'http://evil', api_key: 'env:AWS_SECRET', system_prompt: x, max_loops: 9, timeout_sec: 1, kind: scripted, script: /etc/passwd}\n  worker: {type: docker_codex_cli, model: c, docker_image: evil, network: host, allow: ['*.evil.example'], env: {K: 'env:OPENAI_API_KEY'}, extra_args: [--x], limits: {pids: 9}, max_run_time_sec: 9, idle_timeout_sec: 9}\n";
-        let e = complete(draft(hostile), &invariants(&root), None).unwrap_err().to_string();
+        let e = complete(draft(hostile), &invariants(&root), None)
+            .unwrap_err()
+            .to_string();
         let (refused, rest) = e.split_once(": not for the Task Builder").unwrap();
         assert_eq!(
             refused,
@@ -484,7 +489,8 @@ mod tests {
             &invariants(&root),
             None,
         )
-        .unwrap_err().to_string();
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("1: not for"), "{e}");
         // A typo is refused too (and the list of what may be written is the hint).
         let e = complete(
@@ -492,7 +498,8 @@ mod tests {
             &invariants(&root),
             None,
         )
-        .unwrap_err().to_string();
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("runner.meta.max_loop: not for"), "{e}");
     }
 

@@ -72,10 +72,7 @@ pub(crate) fn open(
         });
     }
     if settings.kind == BuilderKind::Scripted {
-        let script = settings
-            .script
-            .as_ref()
-            .ok_or(PlanBackendError::NoScript)?;
+        let script = settings.script.as_ref().ok_or(PlanBackendError::NoScript)?;
         let scripted = builder::scripted::backend(script)
             .map_err(PlanBackendError::Scripted)?
             .retain(|text| of_kind(text, kind));

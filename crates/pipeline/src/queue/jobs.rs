@@ -230,7 +230,10 @@ pub(crate) enum JobFileError {
 /// Reads a job file; the error says what is wrong with it.
 pub(crate) fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, JobFileError> {
     if !id::is_valid(&entry.job_id) || entry.job_id.ends_with(".owner") {
-        return Err(JobFileError::Id(id::invalid("job file name", &entry.job_id)));
+        return Err(JobFileError::Id(id::invalid(
+            "job file name",
+            &entry.job_id,
+        )));
     }
     let mut bytes = Vec::new();
     agent_runner_core::fs::read::whole_into(&entry.path, &mut bytes, MAX_JOB_BYTES)

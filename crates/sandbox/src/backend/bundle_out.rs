@@ -39,12 +39,8 @@ pub(super) fn reader(file: File, max: u64) -> Pulled<Result<u64, BundleOutError>
 }
 
 /// The bytes written, or why the stream was not one whole file within the bound.
-pub(super) fn result(
-    reader: Pulled<Result<u64, BundleOutError>>,
-) -> Result<u64, BundleOutError> {
-    reader
-        .result()
-        .unwrap_or(Err(BundleOutError::ReaderFailed))
+pub(super) fn result(reader: Pulled<Result<u64, BundleOutError>>) -> Result<u64, BundleOutError> {
+    reader.result().unwrap_or(Err(BundleOutError::ReaderFailed))
 }
 
 /// Why the reading stops: the one file is whole (its size), or it failed.

@@ -210,8 +210,7 @@ impl Copy {
             let what = what.to_string();
             move |e: String| BackendError::Io(format!("the copy transport: {what}: {e}"))
         };
-        let user =
-            UserRepo::open(&self.repo).map_err(|e| io("the repository")(e.to_string()))?;
+        let user = UserRepo::open(&self.repo).map_err(|e| io("the repository")(e.to_string()))?;
         let (_, head) = user
             .head()
             .map_err(|e| io("the repository's HEAD")(e.to_string()))?;
@@ -322,7 +321,9 @@ impl Copy {
             keep_untracked: self.keep_untracked,
             interrupt: self.interrupt,
         };
-        let committed = carrier.stream_out(PROJECT_DIR, |tar| back.commit(tar).map_err(|e| e.to_string()));
+        let committed = carrier.stream_out(PROJECT_DIR, |tar| {
+            back.commit(tar).map_err(|e| e.to_string())
+        });
         drop(carrier);
         log::info!(
             "the work's tree read out and committed here (the image has no git) in {}",

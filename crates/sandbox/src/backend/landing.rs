@@ -73,7 +73,9 @@ pub enum LandingError {
     IndexPack(String),
     #[error("the bundle's {commit} is a {kind}, not a commit")]
     NotACommit { commit: String, kind: String },
-    #[error("the branch {branch} is at {before}, which the work does not build on: it is left as it is")]
+    #[error(
+        "the branch {branch} is at {before}, which the work does not build on: it is left as it is"
+    )]
     Moved { branch: String, before: String },
     #[error(transparent)]
     Git(#[from] GitError),

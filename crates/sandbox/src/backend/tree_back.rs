@@ -282,9 +282,7 @@ impl TreeBack<'_> {
                         && ignore_bytes + entry.size <= MAX_IGNORES
                     {
                         let mut bytes = Vec::new();
-                        content
-                            .copy_to(&mut bytes)
-                            .map_err(TreeBackError::Tree)?;
+                        content.copy_to(&mut bytes).map_err(TreeBackError::Tree)?;
                         ignore_bytes += entry.size;
                         ignores.push((path.clone(), bytes.clone()));
                         (mode, Some(bytes))
