@@ -77,7 +77,8 @@ fn ask(
 ) -> Result<Mapping, String> {
     let scratch = work.join("codex-builder");
     let _ = std::fs::remove_dir_all(&scratch);
-    let runner = super::meta::meta_settings(defaults, var, defaults.builder().model, true)?;
+    let runner = super::meta::meta_settings(defaults, var, defaults.builder().model, true)
+        .map_err(|e| e.to_string())?;
     let MetaBackend::CodexCli(codex) = &runner.meta.backend else {
         return Err("runner.meta is not codex-cli".into());
     };

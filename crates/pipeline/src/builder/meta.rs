@@ -18,6 +18,26 @@ use agent_runner_settings::task::{CodexMeta, Host, Login, RunnerSettings, Worker
 
 use crate::store::defaults::Defaults;
 
+/// Why the pipeline's Meta was not opened.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MetaOpenError {
+    /// The workspace's Meta settings, as the runner's parser words them.
+    #[error("{0}")]
+    Settings(String),
+    #[error("builder.model: {0}")]
+    Model(agent_runner_settings::task::ModelRefused),
+    #[error(
+        "the Task Builder `kind: meta` needs a model's API or codex as runner.meta, but runner.meta.kind is scripted; set builder.kind: scripted with builder.script"
+    )]
+    Scripted,
+    #[error(
+        "no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)"
+    )]
+    NoSession,
+    #[error(transparent)]
+    Open(#[from] agent_runner_meta::OpenError),
+}
+
 /// A Meta backend for the pipeline, its model and what it must mask.
 pub(crate) struct PipelineChat {
     pub(crate) chat: Box<dyn ChatBackend>,
@@ -42,7 +62,7 @@ pub(crate) fn meta_settings(
     var: &dyn Fn(&str) -> Option<String>,
     model: Option<String>,
     codex: bool,
-) -> Result<RunnerSettings, String> {
+) -> Result<RunnerSettings, MetaOpenError> {
     let runner = defaults.runner.as_ref();
     let mut meta = runner
         .and_then(|r| r.get("meta"))
@@ -68,12 +88,12 @@ pub(crate) fn meta_settings(
             cwd: Ok(std::env::temp_dir()),
         },
     )
-    .map_err(|e| e.with_hints())?;
+    .map_err(|e| MetaOpenError::Settings(e.with_hints()))?;
     if let Some(model) = model {
         settings
             .meta
             .set_model(&model)
-            .map_err(|e| format!("builder.model: {e}"))?;
+            .map_err(MetaOpenError::Model)?;
     }
     Ok(settings)
 }
@@ -92,7 +112,7 @@ pub(crate) fn codex_chat(
     interrupt: Interrupt,
     model: Option<String>,
     place: &CodexPlace,
-) -> Result<PipelineChat, String> {
+) -> Result<PipelineChat, MetaOpenError> {
     let settings = meta_settings(defaults, var, model, true)?;
     open(settings, interrupt, place)
 }
@@ -103,9 +123,9 @@ pub(crate) fn backend(
     var: &dyn Fn(&str) -> Option<String>,
     interrupt: Interrupt,
     place: &CodexPlace,
-) -> Result<PipelineChat, String> {
+) -> Result<PipelineChat, MetaOpenError> {
     if defaults.runner_meta("kind") == Some("scripted") {
-        return Err("the Task Builder `kind: meta` needs a model's API or codex as runner.meta, but runner.meta.kind is scripted; set builder.kind: scripted with builder.script".into());
+        return Err(MetaOpenError::Scripted);
     }
     let settings = meta_settings(defaults, var, defaults.builder().model, false)?;
     open(settings, interrupt, place)
@@ -115,11 +135,11 @@ fn open(
     settings: RunnerSettings,
     interrupt: Interrupt,
     place: &CodexPlace,
-) -> Result<PipelineChat, String> {
+) -> Result<PipelineChat, MetaOpenError> {
     if let agent_runner_settings::task::MetaBackend::CodexCli(codex) = &settings.meta.backend {
         let worker = codex.worker_settings(&settings.worker, settings.meta.timeout);
         if !has_session(codex, &worker.env) {
-            return Err("no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)".into());
+            return Err(MetaOpenError::NoSession);
         }
     }
     let redactor = Redactor::new(&settings.secrets());
@@ -137,8 +157,7 @@ fn open(
             logs: None,
             within: place.deadline,
         },
-    })
-    .map_err(|e| e.to_string())?;
+    })?;
     Ok(PipelineChat {
         chat,
         model: settings.meta.model.clone(),

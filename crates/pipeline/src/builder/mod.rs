@@ -61,10 +61,12 @@ pub(crate) fn build(
     };
     let backend: Result<(Box<dyn ChatBackend>, String, String, Redactor), String> =
         match settings.kind {
-            BuilderKind::Meta => meta::backend(defaults, var, interrupt, &codex).map(|chat| {
-                let label = format!("meta ({})", chat.model);
-                (chat.chat, label, chat.model, chat.redactor)
-            }),
+            BuilderKind::Meta => meta::backend(defaults, var, interrupt, &codex)
+                .map(|chat| {
+                    let label = format!("meta ({})", chat.model);
+                    (chat.chat, label, chat.model, chat.redactor)
+                })
+                .map_err(|e| e.to_string()),
             BuilderKind::Scripted => match &settings.script {
                 Some(script) => scripted::backend(script).map(|s| {
                     let model = defaults

@@ -75,7 +75,7 @@ pub(crate) fn bring_back(
         }
         None => bundlers
             .bundle(worker, &request, interrupt)
-            .map_err(PipelineError::Bundler)?,
+            .map_err(|e| PipelineError::Bundler(e.to_string()))?,
     };
     log::debug!(
         "job {}: bundled in {}",
@@ -204,7 +204,7 @@ fn land(
 /// The bundle file positioned at its pack, and the refs its header lists: the
 /// sandbox's reader (`landing::past_header`), one for the copy transport and here.
 fn past_header(file: File) -> Result<(File, Vec<(String, String)>), PipelineError> {
-    landing::past_header(file).map_err(PipelineError::BundleHeader)
+    landing::past_header(file).map_err(|e| PipelineError::BundleHeader(e.to_string()))
 }
 
 /// After an orchestrator stopped while bringing a branch back (recovery): if the

@@ -40,7 +40,9 @@ use agent_runner_core::owner::Owner;
 use agent_runner_core::process::HeldWait;
 use agent_runner_core::timestamp::human;
 use agent_runner_sandbox::backend::sweep::{LABEL_TASK, owner_labels};
-use agent_runner_sandbox::backend::{Backend, Confinement, Instance, Main, Mount, Net, Spec};
+use agent_runner_sandbox::backend::{
+    Backend, BackendError, Confinement, Instance, Main, Mount, Net, Spec,
+};
 use agent_runner_settings::task::{WorkerLimits, WorkerSettings};
 
 /// Where the workspace's `clones/` is mounted in the bundler.
@@ -141,7 +143,7 @@ impl Bundlers {
     /// Starts a bundler for `worker`'s image and limits if there is none yet,
     /// without waiting for it: an attempt calls this as its runner starts, so the
     /// two start side by side.
-    pub(crate) fn start(&self, worker: &WorkerSettings) -> Result<(), String> {
+    pub(crate) fn start(&self, worker: &WorkerSettings) -> Result<(), BundlerError> {
         let mut state = self.lock()?;
         let pool = state.pools.entry(key(worker)).or_default();
         if pool.busy > 0 || !pool.idle.is_empty() {
@@ -163,7 +165,7 @@ impl Bundlers {
         worker: &WorkerSettings,
         request: &Request,
         interrupt: Interrupt,
-    ) -> Result<(Bundled, Vec<String>), String> {
+    ) -> Result<(Bundled, Vec<String>), BundlerError> {
         let image = worker.docker_image.as_str();
         let (mut bundler, out) = self.take(worker)?;
         let answer = bundler.ask(request, interrupt);
@@ -210,7 +212,7 @@ impl Bundlers {
 
     /// An idle bundler of `worker`'s, or a new one when there is none, or when all
     /// have been busy for `SPARE_WAIT`; and the output directory.
-    fn take(&self, worker: &WorkerSettings) -> Result<(Bundler, PathBuf), String> {
+    fn take(&self, worker: &WorkerSettings) -> Result<(Bundler, PathBuf), BundlerError> {
         let key = key(worker);
         let deadline = Instant::now() + SPARE_WAIT;
         let mut state = self.lock()?;
@@ -234,7 +236,7 @@ impl Bundlers {
                 .0
                 .freed
                 .wait_timeout(state, deadline - now)
-                .map_err(|_| poisoned())?
+                .map_err(|_| BundlerError::Poisoned)?
                 .0;
         }
     }
@@ -271,14 +273,14 @@ impl Bundlers {
         bundler.stop();
     }
 
-    fn lock(&self) -> Result<MutexGuard<'_, State>, String> {
-        self.0.state.lock().map_err(|_| poisoned())
+    fn lock(&self) -> Result<MutexGuard<'_, State>, BundlerError> {
+        self.0.state.lock().map_err(|_| BundlerError::Poisoned)
     }
 }
 
 /// The bundle or commit an answer names; a bundle is opened without following a
 /// link the container may have put there, and is its own file from then on.
-fn read_answer(answer: &str, image: &str, made: &std::path::Path) -> Result<Bundled, String> {
+fn read_answer(answer: &str, image: &str, made: &std::path::Path) -> Result<Bundled, BundlerError> {
     let mut words = answer.splitn(2, ' ');
     let (verdict, rest) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     match verdict {
@@ -288,9 +290,9 @@ fn read_answer(answer: &str, image: &str, made: &std::path::Path) -> Result<Bund
                 file,
                 commit: rest.to_string(),
             })
-            .map_err(|e| format!("cannot take the bundle from the bundler: {e}")),
+            .map_err(BundlerError::TakeBundle),
         "failed" => Err(explain(image, HeldWait::Ended(rest.to_string()))),
-        _ => Err(format!("the bundler answered {answer:?}")),
+        _ => Err(BundlerError::Answer(answer.to_string())),
     }
 }
 
@@ -303,11 +305,13 @@ impl State {
         self.dir.join("out")
     }
 
-    fn spawn(&self, image: &str, limits: &WorkerLimits) -> Result<Bundler, String> {
+    fn spawn(&self, image: &str, limits: &WorkerLimits) -> Result<Bundler, BundlerError> {
         let out = self.out();
         for dir in [&self.clones, &out] {
-            crate::store::workspace::create_dir(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            crate::store::workspace::create_dir(dir).map_err(|source| BundlerError::CreateDir {
+                path: dir.clone(),
+                source,
+            })?;
         }
         let name = format!(
             "agent-runner-bundler-{}-{}",
@@ -333,10 +337,7 @@ impl State {
             Mount::new(&self.clones, CLONES_MOUNT, true),
             Mount::new(&out, OUT_MOUNT, false),
         ];
-        let started = self
-            .backend
-            .start(&spec)
-            .map_err(|e| format!("cannot start a bundler container: {e}"))?;
+        let started = self.backend.start(&spec).map_err(BundlerError::Start)?;
         log::info!("bundler {name} starting ({image})");
         Ok(Bundler {
             name,
@@ -349,10 +350,6 @@ impl State {
 /// Which bundler serves `worker`: one per image and limits.
 fn key(worker: &WorkerSettings) -> String {
     format!("{}\0{:?}", worker.docker_image, worker.limits)
-}
-
-fn poisoned() -> String {
-    "the bundlers are unusable after a crash of another attempt".into()
 }
 
 /// The `agent-runner.task` label of a workspace's bundlers.
@@ -409,18 +406,42 @@ fn left_out_paths(file: &std::path::Path) -> Vec<String> {
 const MAX_LEFT_OUT: u64 = 4 << 20;
 
 /// The message for a request that got no answer, or a failed one.
-fn explain(image: &str, wait: HeldWait) -> String {
+fn explain(image: &str, wait: HeldWait) -> BundlerError {
     let detail = match wait {
-        HeldWait::Interrupted => return "interrupted".into(),
+        HeldWait::Interrupted => return BundlerError::Interrupted,
         HeldWait::TimedOut => format!("no answer within {}", human(REQUEST_TIMEOUT)),
         HeldWait::Ended(stderr) => agent_runner_core::text::tail(stderr.trim(), 600),
     };
+    let image = image.to_string();
     if detail.contains("git: not found") || detail.contains("\"git\": executable file not found") {
-        return format!(
-            "the worker image {image} has no git, which bundling the branch needs: {detail}"
-        );
+        return BundlerError::NoGit { image, detail };
     }
-    format!("bundling the branch in a container of {image} failed: {detail}")
+    BundlerError::Failed { image, detail }
+}
+
+/// Why a branch was not bundled.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BundlerError {
+    #[error("the bundlers are unusable after a crash of another attempt")]
+    Poisoned,
+    #[error("interrupted")]
+    Interrupted,
+    #[error("the worker image {image} has no git, which bundling the branch needs: {detail}")]
+    NoGit { image: String, detail: String },
+    /// `detail`: no answer in time, or the tail of the bundler's stderr.
+    #[error("bundling the branch in a container of {image} failed: {detail}")]
+    Failed { image: String, detail: String },
+    #[error("cannot take the bundle from the bundler: {0}")]
+    TakeBundle(std::io::Error),
+    #[error("the bundler answered {0:?}")]
+    Answer(String),
+    #[error("cannot create {}: {source}", .path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start a bundler container: {0}")]
+    Start(BackendError),
 }
 
 fn is_sha(s: &str) -> bool {

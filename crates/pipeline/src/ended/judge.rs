@@ -80,6 +80,15 @@ impl Reply for Verdict {
 
 const SYSTEM: &str = "You judge the tries of one software task. Several coding agents worked on the same task, each in its own copy of the repository; each try is shown with its summary, the size of its change (diff stat), the tail of its last test run, and how many acceptance criteria it passed. Pick the try whose change best does what the task asks, with the least risk. Reply with one YAML mapping and nothing else:\ntype: judge\nwinner: <the number of the best try, one of those shown>\nwhy: <one or two sentences>\n";
 
+/// Why Meta named no winner.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum JudgeError {
+    #[error("Meta could not be asked: {0}")]
+    Unasked(crate::plan::backend::PlanBackendError),
+    #[error(transparent)]
+    Meta(#[from] agent_runner_meta::MetaError),
+}
+
 /// Asks Meta which of `shown` is best; the verdict (its winner one of `shown`), or
 /// why there is none. The exchange is kept in `dir/judge.log`.
 pub(crate) fn ask(
@@ -88,13 +97,13 @@ pub(crate) fn ask(
     shown: &[Shown],
     dir: &Path,
     interrupt: Interrupt,
-) -> (Result<Verdict, String>, Option<u64>) {
+) -> (Result<Verdict, JudgeError>, Option<u64>) {
     let var = |name: &str| std::env::var(name).ok();
     let scratch = dir.join("judge-scratch");
     let mut backend =
         match crate::plan::backend::open(&ws.defaults, "judge", &var, interrupt, &scratch) {
             Ok(backend) => backend,
-            Err(e) => return (Err(format!("Meta could not be asked: {e}")), None),
+            Err(e) => return (Err(JudgeError::Unasked(e)), None),
         };
     let request = Request {
         kind: "judge",
@@ -133,7 +142,7 @@ pub(crate) fn ask(
         .transcript(&format!("judge ({})", backend.label));
     let _ = agent_runner_core::fs::atomic::write(&dir.join("judge.log"), log.as_bytes());
     let tokens = Some(outcome.call.usage.total_tokens()).filter(|t| *t > 0);
-    (outcome.reply.map_err(|e| e.to_string()), tokens)
+    (outcome.reply.map_err(JudgeError::from), tokens)
 }
 
 /// The last part of a test's output, as Meta is shown it.

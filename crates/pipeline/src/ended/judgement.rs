@@ -301,7 +301,10 @@ fn judged(
             .collect();
         let (verdict, tokens) = judge::ask(ws, &view.record, &shown, dir, interrupt);
         judge_tokens = tokens;
-        verdict.map(|v| (v.winner, v.why))
+        // The judge's error is recorded as its text (`judge_error`).
+        verdict
+            .map(|v| (v.winner, v.why))
+            .map_err(|e| e.to_string())
     });
     let started_at = tries
         .iter()

@@ -433,7 +433,7 @@ fn attempt(
             setup
                 .bundlers
                 .start(&config.worker)
-                .map_err(|e| sourced(failed(e)))?;
+                .map_err(|e| sourced(failed(e.to_string())))?;
         }
         Ok((yaml, clone, config, test_source))
     })();
@@ -716,7 +716,7 @@ fn checked(
             config_path.display()
         )));
     }
-    validated.map_err(failed)
+    validated.map_err(|e| failed(e.to_string()))
 }
 
 /// Runs the runner child, then brings an isolated attempt's branch back.

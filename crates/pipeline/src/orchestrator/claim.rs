@@ -90,7 +90,7 @@ impl Claimer {
             let job = match jobs::read_job(&entry, &ws.id) {
                 Ok(job) => job,
                 Err(reason) => {
-                    reject(ws, &entry, &reason, unreadable)?;
+                    reject(ws, &entry, &reason.to_string(), unreadable)?;
                     continue;
                 }
             };

@@ -81,7 +81,7 @@ fn settle(
 ) -> bool {
     let job = match jobs::read_job(entry, &ws.id) {
         Ok(job) => job,
-        Err(e) => return drop_job(ws, entry, &e),
+        Err(e) => return drop_job(ws, entry, &e.to_string()),
     };
     let title = match TaskStore::new(ws).load(&job.task_id) {
         Ok(Some(view)) => view.record.title,

@@ -22,6 +22,22 @@ use serde_norway::{Mapping, Value};
 use crate::store::pinned_test::PinnedTest;
 use agent_runner_settings::task::{Host, Task};
 
+/// Why a TaskConfig was not made or is not valid.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TaskConfigError {
+    /// What the draft set that a Task Builder may not (the builder's re-ask text).
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Yaml(#[from] serde_norway::Error),
+    #[error("{0:?} is no worker kind")]
+    NoKind(String),
+    #[error("`{0}` must be a mapping")]
+    NotAMapping(String),
+    #[error("invalid TaskConfig: {0}")]
+    Invalid(String),
+}
+
 /// What the orchestrator sets in every TaskConfig.
 pub(crate) struct Invariants<'a> {
     pub(crate) task_id: &'a str,
@@ -42,8 +58,8 @@ pub(crate) fn complete(
     mut draft: Mapping,
     invariants: &Invariants,
     defaults_runner: Option<&serde_json::Value>,
-) -> Result<String, String> {
-    crate::builder::reply::check_builder_keys(&draft)?;
+) -> Result<String, TaskConfigError> {
+    crate::builder::reply::check_builder_keys(&draft).map_err(TaskConfigError::Refused)?;
     let task = section(&mut draft, "task")?;
     task.insert("id".into(), invariants.task_id.into());
     task.insert("title".into(), invariants.title.into());
@@ -74,7 +90,7 @@ pub(crate) fn complete(
         task.insert("test".into(), test.to_yaml());
     }
     if let Some(setup) = invariants.setup {
-        let setup: Value = serde_norway::to_value(setup).map_err(|e| e.to_string())?;
+        let setup: Value = serde_norway::to_value(setup)?;
         task.insert("setup".into(), setup);
     }
     let project = section(task, "project")?;
@@ -83,12 +99,12 @@ pub(crate) fn complete(
         invariants.root_dir.display().to_string().into(),
     );
     if let Some(defaults) = defaults_runner {
-        let defaults: Value = serde_norway::to_value(defaults).map_err(|e| e.to_string())?;
+        let defaults: Value = serde_norway::to_value(defaults)?;
         let runner = section(&mut draft, "runner")?;
         merge(runner, &defaults);
         codex_meta_keeps_its_own(runner, &defaults);
     }
-    serde_norway::to_string(&Value::Mapping(draft)).map_err(|e| e.to_string())
+    Ok(serde_norway::to_string(&Value::Mapping(draft))?)
 }
 
 /// The TaskConfig `yaml` with its worker of kind `kind` (a try's `--kinds` entry,
@@ -101,12 +117,12 @@ pub(crate) fn with_worker_kind(
     yaml: &str,
     kind: &str,
     settings: Option<&crate::store::tries::KindSettings>,
-) -> Result<String, String> {
+) -> Result<String, TaskConfigError> {
     let kind = agent_runner_settings::agent::KINDS
         .into_iter()
         .find(|k| k.name() == kind)
-        .ok_or_else(|| format!("{kind:?} is no worker kind"))?;
-    let mut config: Mapping = serde_norway::from_str(yaml).map_err(|e| e.to_string())?;
+        .ok_or_else(|| TaskConfigError::NoKind(kind.to_string()))?;
+    let mut config: Mapping = serde_norway::from_str(yaml)?;
     let worker = section(section(&mut config, "runner")?, "worker")?;
     let written = worker
         .get("type")
@@ -128,17 +144,20 @@ pub(crate) fn with_worker_kind(
             None => {}
         }
     }
-    serde_norway::to_string(&Value::Mapping(config)).map_err(|e| e.to_string())
+    Ok(serde_norway::to_string(&Value::Mapping(config))?)
 }
 
 /// The TaskConfig `yaml` with an evaluation config's `runner` block (SPEC §26)
 /// merged over its `runner`: the suite author's settings, which win over the
 /// workspace's defaults (comparing them is the point).
-pub(crate) fn with_runner(yaml: &str, runner: &serde_json::Value) -> Result<String, String> {
-    let mut config: Mapping = serde_norway::from_str(yaml).map_err(|e| e.to_string())?;
-    let runner: Value = serde_norway::to_value(runner).map_err(|e| e.to_string())?;
+pub(crate) fn with_runner(
+    yaml: &str,
+    runner: &serde_json::Value,
+) -> Result<String, TaskConfigError> {
+    let mut config: Mapping = serde_norway::from_str(yaml)?;
+    let runner: Value = serde_norway::to_value(runner)?;
     merge(section(&mut config, "runner")?, &runner);
-    serde_norway::to_string(&Value::Mapping(config)).map_err(|e| e.to_string())
+    Ok(serde_norway::to_string(&Value::Mapping(config))?)
 }
 
 /// With `runner.meta.kind: codex-cli` in the defaults, Meta's model is codex's `-m`:
@@ -158,7 +177,7 @@ fn codex_meta_keeps_its_own(runner: &mut Mapping, defaults: &Value) {
 }
 
 /// The mapping under `key`, created if absent; an error if it is something else.
-fn section<'a>(map: &'a mut Mapping, key: &str) -> Result<&'a mut Mapping, String> {
+fn section<'a>(map: &'a mut Mapping, key: &str) -> Result<&'a mut Mapping, TaskConfigError> {
     let entry = map
         .entry(key.into())
         .or_insert_with(|| Value::Mapping(Mapping::new()));
@@ -167,7 +186,7 @@ fn section<'a>(map: &'a mut Mapping, key: &str) -> Result<&'a mut Mapping, Strin
     }
     entry
         .as_mapping_mut()
-        .ok_or_else(|| format!("`{key}` must be a mapping"))
+        .ok_or_else(|| TaskConfigError::NotAMapping(key.to_string()))
 }
 
 /// Deep merge: mappings merge key by key, anything else in `over` replaces.
@@ -189,14 +208,14 @@ pub(crate) fn validate(
     yaml: &str,
     cwd: &Path,
     var: &dyn Fn(&str) -> Option<String>,
-) -> Result<Task, String> {
+) -> Result<Task, TaskConfigError> {
     let os_var = |name: &str| var(name).map(std::ffi::OsString::from);
     let host = Host {
         var: &os_var,
         cwd: Ok(cwd.to_path_buf()),
     };
     agent_runner_settings::task::parse(yaml, &host)
-        .map_err(|e| format!("invalid TaskConfig: {}", e.with_hints()))
+        .map_err(|e| TaskConfigError::Invalid(e.with_hints()))
 }
 
 #[cfg(test)]
@@ -446,7 +465,9 @@ mod tests {
     fn a_draft_cannot_set_what_only_the_user_may() {
         let root = std::env::temp_dir();
         let hostile = "task:\n  instructions: x\n  test: {command: make test, cwd: ., timeout_sec: 60}\n  acceptance_criteria: [a]\n  prd: {path: /etc/shadow}\nrunner:\n  meta: {model: m, temperature: 0.2, base_url: 'http://evil', api_key: 'env:AWS_SECRET', system_prompt: x, max_loops: 9, timeout_sec: 1, kind: scripted, script: /etc/passwd}\n  worker: {type: docker_codex_cli, model: c, docker_image: evil, network: host, allow: ['*.evil.example'], env: {K: 'env:OPENAI_API_KEY'}, extra_args: [--x], limits: {pids: 9}, max_run_time_sec: 9, idle_timeout_sec: 9}\n";
-        let e = complete(draft(hostile), &invariants(&root), None).unwrap_err();
+        let e = complete(draft(hostile), &invariants(&root), None)
+            .unwrap_err()
+            .to_string();
         let (refused, rest) = e.split_once(": not for the Task Builder").unwrap();
         assert_eq!(
             refused,
@@ -468,7 +489,8 @@ mod tests {
             &invariants(&root),
             None,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("1: not for"), "{e}");
         // A typo is refused too (and the list of what may be written is the hint).
         let e = complete(
@@ -476,7 +498,8 @@ mod tests {
             &invariants(&root),
             None,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("runner.meta.max_loop: not for"), "{e}");
     }
 
@@ -489,6 +512,7 @@ mod tests {
                 (n == "OPENAI_API_KEY").then(|| "k".into())
             })
             .unwrap_err()
+            .to_string()
         };
         let e = error_of(
             "task: {instructions: x}\nrunner:\n  meta: {model: m, temperature: 7}\n  worker: {type: docker_codex_cli}\n",

@@ -17,6 +17,20 @@ use agent_runner_core::secret::Redactor;
 use agent_runner_meta::ChatBackend;
 use agent_runner_meta::codex_cli::PLAN_DEADLINE;
 
+/// Why no backend answers plan requests.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PlanBackendError {
+    #[error(transparent)]
+    Meta(#[from] builder::meta::MetaOpenError),
+    #[error("builder.script: required with `kind: scripted`")]
+    NoScript,
+    /// `builder.script` unreadable, in the scripted builder's words.
+    #[error("{0}")]
+    Scripted(String),
+    #[error("plans need builder.kind meta, codex or scripted (this workspace has {0})")]
+    Kind(&'static str),
+}
+
 /// A backend and what to say about it.
 pub(crate) struct PlanBackend {
     pub(crate) chat: Box<dyn ChatBackend>,
@@ -34,7 +48,7 @@ pub(crate) fn open(
     var: &dyn Fn(&str) -> Option<String>,
     interrupt: Interrupt,
     scratch: &Path,
-) -> Result<PlanBackend, String> {
+) -> Result<PlanBackend, PlanBackendError> {
     let settings = defaults.builder();
     let codex = builder::meta::CodexPlace {
         dir: scratch,
@@ -58,21 +72,17 @@ pub(crate) fn open(
         });
     }
     if settings.kind == BuilderKind::Scripted {
-        let script = settings
-            .script
-            .as_ref()
-            .ok_or("builder.script: required with `kind: scripted`")?;
-        let scripted = builder::scripted::backend(script)?.retain(|text| of_kind(text, kind));
+        let script = settings.script.as_ref().ok_or(PlanBackendError::NoScript)?;
+        let scripted = builder::scripted::backend(script)
+            .map_err(PlanBackendError::Scripted)?
+            .retain(|text| of_kind(text, kind));
         return Ok(PlanBackend {
             chat: Box::new(scripted),
             label: format!("scripted ({})", script.display()),
             redactor: Redactor::default(),
         });
     }
-    Err(format!(
-        "plans need builder.kind meta, codex or scripted (this workspace has {})",
-        settings.kind.as_str()
-    ))
+    Err(PlanBackendError::Kind(settings.kind.as_str()))
 }
 
 /// Whether a scripted reply text may answer a request of type `kind`.

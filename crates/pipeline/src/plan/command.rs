@@ -108,7 +108,7 @@ pub fn run(
     let history = chat::recent(ws, trim::MAX_MESSAGES)?;
     let scratch = std::env::temp_dir().join(format!("agent-runner-plan-{}", id::random_hex(12)));
     let mut backend = backend::open(&ws.defaults, mode.kind(), var, interrupt, &scratch)
-        .map_err(PlanError::Backend)?;
+        .map_err(|e| PlanError::Backend(e.to_string()))?;
     let message = backend.redactor.redact(message);
     chat::append(ws, Role::User, &message)?;
 

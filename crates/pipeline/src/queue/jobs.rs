@@ -197,59 +197,82 @@ pub(crate) fn list(dir: &Path) -> Vec<Entry> {
     entries
 }
 
+/// What is wrong with a job file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum JobFileError {
+    /// A name or an id field that is no id (`id::invalid`'s words).
+    #[error("{0}")]
+    Id(String),
+    #[error("cannot read it: {0}")]
+    Read(std::io::Error),
+    #[error("not a job (expected {{\"workspace_id\", \"task_id\", \"created_at\"}}): {0}")]
+    NotAJob(serde_json::Error),
+    #[error("workspace_id is {found:?}, but this is workspace {ours}")]
+    OtherWorkspace { found: String, ours: String },
+    #[error(transparent)]
+    TryOf(#[from] crate::store::tries::TryOfError),
+    #[error("try_of with resume_from: a try is never a resumed job")]
+    ResumedTry,
+    #[error("clone_job without resume_from: only a resumed job runs in another job's clone")]
+    CloneWithoutResume,
+    #[error(
+        "message or restart without resume_from: only a job that goes on from another has them"
+    )]
+    MessageWithoutResume,
+    #[error(
+        "on_branch without restart, or with clone_job: a follow-up on the branch runs afresh in a new clone"
+    )]
+    OnBranch,
+    #[error("message: {0}")]
+    Message(super::message::MessageError),
+}
+
 /// Reads a job file; the error says what is wrong with it.
-pub(crate) fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, String> {
+pub(crate) fn read_job(entry: &Entry, workspace_id: &str) -> Result<Job, JobFileError> {
     if !id::is_valid(&entry.job_id) || entry.job_id.ends_with(".owner") {
-        return Err(id::invalid("job file name", &entry.job_id));
+        return Err(JobFileError::Id(id::invalid(
+            "job file name",
+            &entry.job_id,
+        )));
     }
     let mut bytes = Vec::new();
     agent_runner_core::fs::read::whole_into(&entry.path, &mut bytes, MAX_JOB_BYTES)
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    let job: Job = serde_json::from_slice(&bytes).map_err(|e| {
-        format!("not a job (expected {{\"workspace_id\", \"task_id\", \"created_at\"}}): {e}")
-    })?;
+        .map_err(JobFileError::Read)?;
+    let job: Job = serde_json::from_slice(&bytes).map_err(JobFileError::NotAJob)?;
     if job.workspace_id != workspace_id {
-        return Err(format!(
-            "workspace_id is {:?}, but this is workspace {workspace_id}",
-            job.workspace_id
-        ));
+        return Err(JobFileError::OtherWorkspace {
+            found: job.workspace_id,
+            ours: workspace_id.to_string(),
+        });
     }
     if !id::is_valid(&job.task_id) {
-        return Err(id::invalid("task_id", &job.task_id));
+        return Err(JobFileError::Id(id::invalid("task_id", &job.task_id)));
     }
     for (field, value) in [
         ("resume_from", &job.resume_from),
         ("clone_job", &job.clone_job),
     ] {
         if let Some(value) = value.as_ref().filter(|v| !id::is_valid(v)) {
-            return Err(id::invalid(field, value));
+            return Err(JobFileError::Id(id::invalid(field, value)));
         }
     }
     if let Some(try_of) = &job.try_of {
         try_of.check()?;
         if job.resume_from.is_some() {
-            return Err("try_of with resume_from: a try is never a resumed job".into());
+            return Err(JobFileError::ResumedTry);
         }
     }
     if job.clone_job.is_some() && job.resume_from.is_none() {
-        return Err(
-            "clone_job without resume_from: only a resumed job runs in another job's clone".into(),
-        );
+        return Err(JobFileError::CloneWithoutResume);
     }
     if (job.message.is_some() || job.restart) && job.resume_from.is_none() {
-        return Err(
-            "message or restart without resume_from: only a job that goes on from another has them"
-                .into(),
-        );
+        return Err(JobFileError::MessageWithoutResume);
     }
     if job.on_branch && (!job.restart || job.clone_job.is_some()) {
-        return Err(
-            "on_branch without restart, or with clone_job: a follow-up on the branch runs afresh in a new clone"
-                .into(),
-        );
+        return Err(JobFileError::OnBranch);
     }
     if let Some(message) = &job.message {
-        super::message::check_message(message).map_err(|e| format!("message: {e}"))?;
+        super::message::check_message(message).map_err(JobFileError::Message)?;
     }
     Ok(job)
 }
@@ -474,7 +497,7 @@ mod tests {
                 r#","restart":true,"on_branch":true,"clone_job":"j-0""#,
             ),
         ] {
-            let e = job(name, rest).unwrap_err();
+            let e = job(name, rest).unwrap_err().to_string();
             assert!(e.starts_with("on_branch without restart"), "{name}: {e}");
         }
         std::fs::remove_dir_all(base).unwrap();
@@ -498,7 +521,7 @@ mod tests {
         assert_eq!(names.len(), 3, "{names:?}");
         let errors: Vec<String> = entries
             .iter()
-            .map(|e| read_job(e, &ws.id).unwrap_err())
+            .map(|e| read_job(e, &ws.id).unwrap_err().to_string())
             .collect();
         assert!(
             errors.iter().any(|e| e.starts_with("not a job")),
@@ -530,7 +553,7 @@ mod tests {
             .into_iter()
             .find(|e| e.job_id.len() == 250)
             .unwrap();
-        let reason = read_job(&entry, &ws.id).unwrap_err();
+        let reason = read_job(&entry, &ws.id).unwrap_err().to_string();
         assert!(move_to_failed(&ws, &entry, &reason).unwrap());
         let errors: Vec<String> = std::fs::read_dir(ws.failed_dir())
             .unwrap()

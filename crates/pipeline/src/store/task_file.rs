@@ -349,14 +349,12 @@ impl Line {
     }
 
     /// Parses one line; the error says what is wrong.
-    pub(crate) fn parse(bytes: &[u8]) -> Result<Line, String> {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Line, LineError> {
         if bytes.starts_with(ATTEMPT_PREFIX) {
-            return serde_json::from_slice(bytes)
-                .map(Line::Attempt)
-                .map_err(|e| e.to_string());
+            return Ok(Line::Attempt(serde_json::from_slice(bytes)?));
         }
-        let kind: Kind = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-        let error = |e: serde_json::Error| e.to_string();
+        let kind: Kind = serde_json::from_slice(bytes)?;
+        let error = LineError::Json;
         match kind.kind.as_deref() {
             Some("task") => serde_json::from_slice(bytes).map(Line::Task).map_err(error),
             Some("update") => serde_json::from_slice(bytes)
@@ -372,9 +370,18 @@ impl Line {
                 .map(Line::Delivery)
                 .map_err(error),
             Some(other) => Ok(Line::Other(other.to_string())),
-            None => Err("no \"type\"".into()),
+            None => Err(LineError::NoType),
         }
     }
+}
+
+/// What is wrong with a line of a task file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LineError {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("no \"type\"")]
+    NoType,
 }
 
 /// A task as its lines say now.
@@ -519,7 +526,7 @@ pub(crate) fn fold(name: &str, bytes: &[u8], depth: Depth, commits: &Commits) ->
     Some(view)
 }
 
-fn warn_invalid(name: &str, number: usize, last: bool, error: &str) {
+fn warn_invalid(name: &str, number: usize, last: bool, error: &LineError) {
     let what = if last {
         "torn or invalid last line"
     } else {

@@ -29,18 +29,30 @@ pub struct TryOf {
     pub kind: Option<String>,
 }
 
+/// What is wrong with a `try_of` read from a job file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TryOfError {
+    /// `try_of.group` is no id (`id::invalid`'s words).
+    #[error("{0}")]
+    Group(String),
+    #[error(transparent)]
+    Field(#[from] FieldError),
+    #[error("try_of.k: {k} is not between 1 and try_of.n ({n})")]
+    K { k: u32, n: u32 },
+}
+
 impl TryOf {
     /// What is wrong with a `try_of` read from a job file, if anything.
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), TryOfError> {
         if !id::is_valid(&self.group) {
-            return Err(id::invalid("try_of.group", &self.group));
+            return Err(TryOfError::Group(id::invalid("try_of.group", &self.group)));
         }
         check_count(self.n, "try_of.n")?;
         if self.k == 0 || self.k > self.n {
-            return Err(format!(
-                "try_of.k: {} is not between 1 and try_of.n ({})",
-                self.k, self.n
-            ));
+            return Err(TryOfError::K {
+                k: self.k,
+                n: self.n,
+            });
         }
         if let Some(kind) = &self.kind {
             check_kinds(std::slice::from_ref(kind), "try_of.kind")?;
@@ -280,7 +292,12 @@ mod tests {
         assert_eq!(tries[1].branch("t-1"), "agent-runner/t-1-try-2");
         let mut bad = tries[0].clone();
         bad.k = 4;
-        assert!(bad.check().unwrap_err().starts_with("try_of.k: 4"));
+        assert!(
+            bad.check()
+                .unwrap_err()
+                .to_string()
+                .starts_with("try_of.k: 4")
+        );
         bad.k = 1;
         bad.group = "../x".into();
         assert!(bad.check().is_err());

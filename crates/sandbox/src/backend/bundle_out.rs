@@ -11,45 +11,61 @@ use std::io::Write;
 use super::pulled::{Pulled, StreamReader};
 use super::untar::{self, Kind};
 
+/// Why the stream was not one whole regular file within the bound.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BundleOutError {
+    /// The tar stream itself (its framing, a read).
+    #[error("{0}")]
+    Stream(std::io::Error),
+    #[error("the bundle is not a regular file (tar type {0:?})")]
+    NotAFile(char),
+    #[error("the bundle is {size} bytes, more than the {} brought back", agent_runner_core::text::bytes(*.max))]
+    TooLarge { size: u64, max: u64 },
+    #[error("cannot write the bundle: {0}")]
+    Write(std::io::Error),
+    #[error("the stream ended after {written} of the bundle's {size} bytes")]
+    Cut { written: u64, size: u64 },
+    #[error("the stream held no file")]
+    NoFile,
+    #[error("the reader of the bundle's tar stream failed")]
+    ReaderFailed,
+}
+
 /// See the module documentation: a `StreamFilter` that passes nothing on, reading
 /// the stream through the `tar` crate on a thread of its own as it comes, writing
 /// its one file into `file`, at most `max` bytes.
-pub(super) fn reader(file: File, max: u64) -> Pulled<Result<u64, String>> {
+pub(super) fn reader(file: File, max: u64) -> Pulled<Result<u64, BundleOutError>> {
     Pulled::new(move |stream| one_file(stream, file, max))
 }
 
 /// The bytes written, or why the stream was not one whole file within the bound.
-pub(super) fn result(reader: Pulled<Result<u64, String>>) -> Result<u64, String> {
-    reader
-        .result()
-        .unwrap_or_else(|| Err("the reader of the bundle's tar stream failed".into()))
+pub(super) fn result(reader: Pulled<Result<u64, BundleOutError>>) -> Result<u64, BundleOutError> {
+    reader.result().unwrap_or(Err(BundleOutError::ReaderFailed))
 }
 
 /// Why the reading stops: the one file is whole (its size), or it failed.
 enum Stop {
     Whole(u64),
-    Failed(String),
+    Failed(BundleOutError),
 }
 
 /// The stream's first entry, a regular file, into `file`; what follows it (its
 /// padding, the end blocks, anything else) is not read.
-fn one_file(stream: StreamReader, mut file: File, max: u64) -> Result<u64, String> {
+fn one_file(stream: StreamReader, mut file: File, max: u64) -> Result<u64, BundleOutError> {
     let read = untar::read_entries(
         stream,
-        |e| Stop::Failed(e.to_string()),
+        |e| Stop::Failed(BundleOutError::Stream(e)),
         &mut |entry, content| {
             if entry.kind != Kind::File {
-                return Err(Stop::Failed(format!(
-                    "the bundle is not a regular file (tar type {:?})",
-                    char::from(entry.kind.type_byte())
-                )));
+                return Err(Stop::Failed(BundleOutError::NotAFile(char::from(
+                    entry.kind.type_byte(),
+                ))));
             }
             if entry.size > max {
-                return Err(Stop::Failed(format!(
-                    "the bundle is {} bytes, more than the {} brought back",
-                    entry.size,
-                    agent_runner_core::text::bytes(max)
-                )));
+                return Err(Stop::Failed(BundleOutError::TooLarge {
+                    size: entry.size,
+                    max,
+                }));
             }
             let mut out = Counted {
                 file: &mut file,
@@ -61,20 +77,20 @@ fn one_file(stream: StreamReader, mut file: File, max: u64) -> Result<u64, Strin
             match copied {
                 Ok(()) => {}
                 Err(e) if failed => {
-                    return Err(Stop::Failed(format!("cannot write the bundle: {e}")));
+                    return Err(Stop::Failed(BundleOutError::Write(e)));
                 }
                 Err(_) => {
-                    return Err(Stop::Failed(format!(
-                        "the stream ended after {written} of the bundle's {} bytes",
-                        entry.size
-                    )));
+                    return Err(Stop::Failed(BundleOutError::Cut {
+                        written,
+                        size: entry.size,
+                    }));
                 }
             }
             Err(Stop::Whole(entry.size))
         },
     );
     match read {
-        Ok(()) => Err("the stream held no file".into()),
+        Ok(()) => Err(BundleOutError::NoFile),
         Err(Stop::Whole(size)) => Ok(size),
         Err(Stop::Failed(why)) => Err(why),
     }
@@ -140,7 +156,8 @@ mod tests {
         out
     }
 
-    fn read(stream: &[u8], max: u64, chunk: usize) -> (Result<u64, String>, Vec<u8>) {
+    /// The bytes written or the error's text, and the file.
+    fn read(stream: &[u8], max: u64, chunk: usize) -> (Result<u64, Box<str>>, Vec<u8>) {
         let dir = agent_runner_core::fs::testing::scratch("bundle-out");
         let path = dir.join("work.bundle");
         let mut out = reader(File::create(&path).unwrap(), max);
@@ -148,7 +165,7 @@ mod tests {
             assert!(out.push(piece).is_empty());
         }
         out.finish();
-        let result = super::result(out);
+        let result = super::result(out).map_err(|e| e.to_string().into());
         let written = std::fs::read(&path).unwrap();
         let _ = std::fs::remove_dir_all(dir);
         (result, written)

@@ -210,8 +210,10 @@ impl Copy {
             let what = what.to_string();
             move |e: String| BackendError::Io(format!("the copy transport: {what}: {e}"))
         };
-        let user = UserRepo::open(&self.repo).map_err(io("the repository"))?;
-        let (_, head) = user.head().map_err(io("the repository's HEAD"))?;
+        let user = UserRepo::open(&self.repo).map_err(|e| io("the repository")(e.to_string()))?;
+        let (_, head) = user
+            .head()
+            .map_err(|e| io("the repository's HEAD")(e.to_string()))?;
         let stage = self.scratch.join("stage");
         std::fs::create_dir_all(&self.scratch)
             .map_err(|e| io("the scratch directory")(e.to_string()))?;
@@ -308,7 +310,7 @@ impl Copy {
         }
         let user = match UserRepo::open(&self.repo) {
             Ok(user) => user,
-            Err(e) => return BroughtBack::Failed(e),
+            Err(e) => return BroughtBack::Failed(e.to_string()),
         };
         let back = TreeBack {
             objects: user.objects(),
@@ -319,7 +321,9 @@ impl Copy {
             keep_untracked: self.keep_untracked,
             interrupt: self.interrupt,
         };
-        let committed = carrier.stream_out(PROJECT_DIR, |tar| back.commit(tar));
+        let committed = carrier.stream_out(PROJECT_DIR, |tar| {
+            back.commit(tar).map_err(|e| e.to_string())
+        });
         drop(carrier);
         log::info!(
             "the work's tree read out and committed here (the image has no git) in {}",
@@ -604,7 +608,7 @@ pub(crate) fn clone_head(
                 "GIT_ALTERNATE_OBJECT_DIRECTORIES",
                 &user.objects().display().to_string(),
             );
-        landing::run(&invocation, interrupt)
+        landing::run(&invocation, interrupt).map_err(|e| e.to_string())
     };
     let branch = format!("refs/heads/{branch}");
     let name = stage
@@ -614,7 +618,8 @@ pub(crate) fn clone_head(
     landing::run(
         &landing::clean(scratch, &["init", "-q", "--template=", name]),
         interrupt,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     git(&["update-ref", &branch, head], stage)?;
     git(&["symbolic-ref", "HEAD", &branch], stage)?;
     // No delta search on large files: on a 50 MB repository of 10 MB files it
@@ -643,8 +648,9 @@ pub(crate) fn land_file(
 ) -> Result<Option<PathBuf>, String> {
     let (file, _) = agent_runner_core::fs::read::open_regular(path, MAX_BUNDLE)
         .map_err(|e| format!("cannot take the bundle: {e}"))?;
-    let keep = landing::checked_out(repo, branch)?;
-    landing::land(repo, file, commit, branch, base, scratch, keep, interrupt)?;
+    let keep = landing::checked_out(repo, branch).map_err(|e| e.to_string())?;
+    landing::land(repo, file, commit, branch, base, scratch, keep, interrupt)
+        .map_err(|e| e.to_string())?;
     if !keep {
         return Ok(None);
     }

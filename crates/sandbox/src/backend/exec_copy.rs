@@ -356,7 +356,7 @@ impl ExecCopy {
     fn commit_tree(&self, tar: &Path, base: &str) -> Result<Committed, String> {
         let scratch = self.scratch.join("tree");
         std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-        let user = UserRepo::open(&self.repo)?;
+        let user = UserRepo::open(&self.repo).map_err(|e| e.to_string())?;
         let (file, _) = agent_runner_core::fs::read::open_regular(tar, MAX_BUNDLE)
             .map_err(|e| format!("{}: {e}", tar.display()))?;
         let branch = self.branch();
@@ -370,6 +370,7 @@ impl ExecCopy {
             interrupt: self.interrupt,
         }
         .commit(std::io::BufReader::new(file))
+        .map_err(|e| e.to_string())
     }
 }
 

@@ -15,14 +15,77 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use agent_runner_core::git::GitError;
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::Invocation;
+
+/// Why a bundle was not landed, or the user's repository not read.
+#[derive(Debug, thiserror::Error)]
+pub enum LandingError {
+    #[error("cannot read the bundle: {0}")]
+    ReadBundle(std::io::Error),
+    #[error("the bundle's header does not end")]
+    HeaderUnended,
+    #[error("not a git bundle: {0:?}")]
+    NotABundle(String),
+    #[error("the bundle's header has the line {0:?}")]
+    HeaderLine(String),
+    #[error("{} is not a directory (a link or a worktree's file): the copy transport needs a repository of its own", .0.display())]
+    GitDirNotADirectory(PathBuf),
+    #[error("{}: {source}: the copy transport needs a git repository", .path.display())]
+    NoGitDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("HEAD names {0}, which has no commit yet")]
+    UnbornHead(String),
+    #[error("HEAD says {0:?}")]
+    Head(String),
+    #[error("{name} says {text:?}")]
+    Ref { name: String, text: String },
+    /// A file or directory of `.git` not read or made.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot add {name} to {}: {source}", .to.display())]
+    AddPack {
+        name: String,
+        to: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {name}: {source}")]
+    WriteRef {
+        name: String,
+        source: std::io::Error,
+    },
+    #[error("{0:?} is not a branch's ref")]
+    NotABranchRef(String),
+    #[error("the bundle lists {listed:?}, not {wanted} at {commit}: refused")]
+    OtherRefs {
+        listed: Vec<(String, String)>,
+        wanted: String,
+        commit: String,
+    },
+    #[error("{branch} is checked out in {}: it is left as it is", .repo.display())]
+    CheckedOut { branch: String, repo: PathBuf },
+    #[error("git index-pack answered {0:?}")]
+    IndexPack(String),
+    #[error("the bundle's {commit} is a {kind}, not a commit")]
+    NotACommit { commit: String, kind: String },
+    #[error(
+        "the branch {branch} is at {before}, which the work does not build on: it is left as it is"
+    )]
+    Moved { branch: String, before: String },
+    #[error(transparent)]
+    Git(#[from] GitError),
+}
 
 /// Largest bundle header read (a few refs and prerequisites).
 const MAX_HEADER: u64 = 64 * 1024;
 
 /// The refs a bundle's header lists (`(id, name)`), and the file at its pack.
-pub fn past_header(file: File) -> Result<(File, Vec<(String, String)>), String> {
+pub fn past_header(file: File) -> Result<(File, Vec<(String, String)>), LandingError> {
     let mut reader = BufReader::new(Read::take(file, MAX_HEADER));
     let mut offset = 0u64;
     let mut refs = Vec::new();
@@ -32,15 +95,15 @@ pub fn past_header(file: File) -> Result<(File, Vec<(String, String)>), String> 
         line.clear();
         let read = reader
             .read_until(b'\n', &mut line)
-            .map_err(|e| format!("cannot read the bundle: {e}"))?;
+            .map_err(LandingError::ReadBundle)?;
         if read == 0 || line.last() != Some(&b'\n') {
-            return Err("the bundle's header does not end".into());
+            return Err(LandingError::HeaderUnended);
         }
         offset += read as u64;
         let text = String::from_utf8_lossy(&line[..read - 1]).into_owned();
         if first {
             if text != "# v2 git bundle" && text != "# v3 git bundle" {
-                return Err(format!("not a git bundle: {text:?}"));
+                return Err(LandingError::NotABundle(text));
             }
             first = false;
             continue;
@@ -53,12 +116,12 @@ pub fn past_header(file: File) -> Result<(File, Vec<(String, String)>), String> 
         }
         match text.split_once(' ') {
             Some((id, name)) if is_object_id(id) => refs.push((id.to_string(), name.to_string())),
-            _ => return Err(format!("the bundle's header has the line {text:?}")),
+            _ => return Err(LandingError::HeaderLine(text)),
         }
     }
     let mut file = reader.into_inner().into_inner();
     file.seek(SeekFrom::Start(offset))
-        .map_err(|e| format!("cannot read the bundle: {e}"))?;
+        .map_err(LandingError::ReadBundle)?;
     Ok((file, refs))
 }
 
@@ -74,18 +137,15 @@ pub(crate) struct UserRepo {
 
 impl UserRepo {
     /// `repo`'s `.git`, a plain directory (not a link, not a worktree's file).
-    pub(crate) fn open(repo: &Path) -> Result<UserRepo, String> {
+    pub(crate) fn open(repo: &Path) -> Result<UserRepo, LandingError> {
         let git_dir = repo.join(".git");
         match std::fs::symlink_metadata(&git_dir) {
             Ok(m) if m.is_dir() => Ok(UserRepo { git_dir }),
-            Ok(_) => Err(format!(
-                "{} is not a directory (a link or a worktree's file): the copy transport needs a repository of its own",
-                git_dir.display()
-            )),
-            Err(e) => Err(format!(
-                "{}: {e}: the copy transport needs a git repository",
-                git_dir.display()
-            )),
+            Ok(_) => Err(LandingError::GitDirNotADirectory(git_dir)),
+            Err(source) => Err(LandingError::NoGitDir {
+                path: git_dir,
+                source,
+            }),
         }
     }
 
@@ -94,23 +154,23 @@ impl UserRepo {
     }
 
     /// What HEAD names: `(ref, commit)`; ref None when HEAD is a commit.
-    pub(crate) fn head(&self) -> Result<(Option<String>, String), String> {
+    pub(crate) fn head(&self) -> Result<(Option<String>, String), LandingError> {
         let text = small(&self.git_dir.join("HEAD"))?;
         let text = text.trim();
         if let Some(name) = text.strip_prefix("ref: ") {
             let commit = self
                 .resolve(name)?
-                .ok_or_else(|| format!("HEAD names {name}, which has no commit yet"))?;
+                .ok_or_else(|| LandingError::UnbornHead(name.to_string()))?;
             return Ok((Some(name.to_string()), commit));
         }
         if is_object_id(text) {
             return Ok((None, text.to_string()));
         }
-        Err(format!("HEAD says {text:?}"))
+        Err(LandingError::Head(text.to_string()))
     }
 
     /// The commit of ref `name` (loose, else packed), if there is one.
-    pub(crate) fn resolve(&self, name: &str) -> Result<Option<String>, String> {
+    pub(crate) fn resolve(&self, name: &str) -> Result<Option<String>, LandingError> {
         check_ref(name)?;
         let loose = self.git_dir.join(name);
         if loose.exists() {
@@ -118,7 +178,10 @@ impl UserRepo {
             let id = text.trim();
             return match is_object_id(id) {
                 true => Ok(Some(id.to_string())),
-                false => Err(format!("{name} says {id:?}")),
+                false => Err(LandingError::Ref {
+                    name: name.to_string(),
+                    text: id.to_string(),
+                }),
             };
         }
         let packed = self.git_dir.join("packed-refs");
@@ -134,24 +197,34 @@ impl UserRepo {
 
     /// Adds the pack `hash` of `from` to the object store: the pack first, its index
     /// last (git only sees a pack through its index).
-    fn add_pack(&self, from: &Path, hash: &str) -> Result<(), String> {
+    fn add_pack(&self, from: &Path, hash: &str) -> Result<(), LandingError> {
         let to = self.objects().join("pack");
-        std::fs::create_dir_all(&to).map_err(|e| format!("{}: {e}", to.display()))?;
+        std::fs::create_dir_all(&to).map_err(|source| LandingError::Io {
+            path: to.clone(),
+            source,
+        })?;
         for ext in ["pack", "idx"] {
             let name = format!("pack-{hash}.{ext}");
             let tmp = to.join(format!(".agent-runner-{name}"));
             std::fs::copy(from.join(&name), &tmp)
                 .and_then(|_| std::fs::rename(&tmp, to.join(&name)))
-                .map_err(|e| format!("cannot add {name} to {}: {e}", to.display()))?;
+                .map_err(|source| LandingError::AddPack {
+                    name,
+                    to: to.clone(),
+                    source,
+                })?;
         }
         Ok(())
     }
 
     /// Sets branch ref `name` to `commit`, under git's lock file, no link in its
     /// path followed.
-    fn set_ref(&self, name: &str, commit: &str) -> Result<(), String> {
+    fn set_ref(&self, name: &str, commit: &str) -> Result<(), LandingError> {
         check_ref(name)?;
-        let io = |e: std::io::Error| format!("cannot write {name}: {e}");
+        let io = |source: std::io::Error| LandingError::WriteRef {
+            name: name.to_string(),
+            source,
+        };
         let mut parts: Vec<&str> = name.split('/').collect();
         let last = parts.pop().unwrap_or_default();
         let mut dir = agent_runner_core::fs::Dir::open(&self.git_dir).map_err(io)?;
@@ -164,22 +237,25 @@ impl UserRepo {
 }
 
 /// `refs/heads/...` without a way out of the ref store.
-fn check_ref(name: &str) -> Result<(), String> {
+fn check_ref(name: &str) -> Result<(), LandingError> {
     let ok = name.starts_with("refs/heads/")
         && name.split('/').all(|part| {
             !part.is_empty() && part != "." && part != ".." && !part.ends_with(".lock")
         });
     match ok {
         true => Ok(()),
-        false => Err(format!("{name:?} is not a branch's ref")),
+        false => Err(LandingError::NotABranchRef(name.to_string())),
     }
 }
 
 /// A small file of `.git`, not followed through a link.
-fn small(path: &Path) -> Result<String, String> {
+fn small(path: &Path) -> Result<String, LandingError> {
     agent_runner_core::fs::read::whole(path, 1 << 20)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|source| LandingError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// Lands `bundle`, which must hold exactly `branch` (`agent-runner/<id>`) at
@@ -197,20 +273,22 @@ pub(crate) fn land(
     scratch: &Path,
     check_only: bool,
     interrupt: Interrupt,
-) -> Result<(), String> {
+) -> Result<(), LandingError> {
     let user = UserRepo::open(repo)?;
     let wanted = format!("refs/heads/{branch}");
     let (pack, refs) = past_header(bundle)?;
     if refs != [(commit.to_string(), wanted.clone())] {
-        return Err(format!(
-            "the bundle lists {refs:?}, not {wanted} at {commit}: refused"
-        ));
+        return Err(LandingError::OtherRefs {
+            listed: refs,
+            wanted,
+            commit: commit.to_string(),
+        });
     }
     if !check_only && user.head()?.0.as_deref() == Some(wanted.as_str()) {
-        return Err(format!(
-            "{branch} is checked out in {}: it is left as it is",
-            repo.display()
-        ));
+        return Err(LandingError::CheckedOut {
+            branch: branch.to_string(),
+            repo: repo.to_path_buf(),
+        });
     }
     let landing = scratch.join("landing");
     let _ = std::fs::remove_dir_all(&landing);
@@ -229,14 +307,14 @@ pub(crate) fn land(
         .split_whitespace()
         .nth(1)
         .filter(|h| is_object_id(h))
-        .ok_or_else(|| format!("git index-pack answered {indexed:?}"))?
+        .ok_or_else(|| LandingError::IndexPack(indexed.clone()))?
         .to_string();
     let kind = git.run(&["cat-file", "-t", commit], None, &landing)?;
     if kind.trim() != "commit" {
-        return Err(format!(
-            "the bundle's {commit} is a {}, not a commit",
-            kind.trim()
-        ));
+        return Err(LandingError::NotACommit {
+            commit: commit.to_string(),
+            kind: kind.trim().to_string(),
+        });
     }
     git.run(
         &["rev-list", "--objects", "--quiet", commit, "--not", base],
@@ -250,9 +328,10 @@ pub(crate) fn land(
             &landing,
         );
         if before != commit && descends.is_err() {
-            return Err(format!(
-                "the branch {branch} is at {before}, which the work does not build on: it is left as it is"
-            ));
+            return Err(LandingError::Moved {
+                branch: branch.to_string(),
+                before,
+            });
         }
     }
     if check_only {
@@ -269,7 +348,7 @@ pub(crate) fn land(
 /// (its HEAD read as data): a pipeline's clone (`agent-runner/<id>`, a try's
 /// `-try-<k>`), or a result the user is looking at. The work is then kept as a
 /// bundle, never a branch moved beside the one checked out.
-pub(crate) fn checked_out(repo: &Path, branch: &str) -> Result<bool, String> {
+pub(crate) fn checked_out(repo: &Path, branch: &str) -> Result<bool, LandingError> {
     let head = UserRepo::open(repo)?.head()?.0.unwrap_or_default();
     Ok(head == format!("refs/heads/{branch}") || head.starts_with("refs/heads/agent-runner/"))
 }
@@ -283,7 +362,7 @@ struct Git<'a> {
 }
 
 impl Git<'_> {
-    fn run(&self, args: &[&str], stdin: Option<File>, cwd: &Path) -> Result<String, String> {
+    fn run(&self, args: &[&str], stdin: Option<File>, cwd: &Path) -> Result<String, GitError> {
         let mut invocation = clean(cwd, args)
             .env("GIT_DIR", &self.git_dir.display().to_string())
             .env(
@@ -302,9 +381,7 @@ impl Git<'_> {
 pub(crate) use agent_runner_core::git::clean;
 
 /// Runs a git invocation; its stdout, or the command and its stderr's tail.
-pub(crate) fn run(invocation: &Invocation, interrupt: Interrupt) -> Result<String, String> {
-    agent_runner_core::git::run(invocation, interrupt).map_err(|e| e.to_string())
-}
+pub(crate) use agent_runner_core::git::run;
 
 #[cfg(test)]
 mod tests {
@@ -428,7 +505,8 @@ mod tests {
             false,
             Interrupt::never(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("refs/heads/main-evil") && e.contains("refused"),
             "{e}"
@@ -492,7 +570,8 @@ mod tests {
             false,
             Interrupt::never(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("index-pack"), "{e}");
         assert!(git(&user, &["for-each-ref", "refs/heads/agent-runner"]).is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
@@ -517,7 +596,8 @@ mod tests {
             false,
             Interrupt::never(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("left as it is"), "{e}");
         assert_eq!(git(&user, &["rev-parse", "agent-runner/t"]), other);
         git(&user, &["checkout", "-q", "agent-runner/t"]);
@@ -531,7 +611,8 @@ mod tests {
             false,
             Interrupt::never(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("checked out"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use super::landing;
 use super::untar::{self, Kind};
+use agent_runner_core::git::GitError;
 use agent_runner_core::interrupt::Interrupt;
 
 /// Most bytes of files kept (the bundler's bound on a bundle).
@@ -55,6 +56,32 @@ const CACHE_DIRS: &[&str] = &[
     ".cache",
 ];
 const CACHE_SUFFIXES: &[&str] = &[".pyc", ".pyo"];
+
+/// Why the tree was not committed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TreeBackError {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("cannot start git fast-import: {0}")]
+    Start(std::io::Error),
+    #[error("git fast-import: its thread failed")]
+    ImportThread,
+    #[error("git ls-tree answered {0:?}")]
+    LsTree(String),
+    #[error("cannot feed git fast-import: {0}")]
+    Feed(std::io::Error),
+    #[error("the work's tree: {0}")]
+    Tree(std::io::Error),
+    #[error("the work's tree has more than {MAX_ENTRIES} entries")]
+    TooManyEntries,
+    #[error("the work's files are larger than {} GiB", MAX_KEPT >> 30)]
+    TooLarge,
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
 
 /// What the tree is committed on.
 pub(crate) struct TreeBack<'a> {
@@ -91,7 +118,7 @@ struct Kept {
 impl TreeBack<'_> {
     /// Reads the tar stream `tar` (the volume's directory as `docker cp` writes it:
     /// every name under one top directory) and commits it on the base.
-    pub(crate) fn commit(&self, tar: impl Read) -> Result<Committed, String> {
+    pub(crate) fn commit(&self, tar: impl Read) -> Result<Committed, TreeBackError> {
         let import = self.scratch.join("import");
         landing::run(
             &landing::clean(self.scratch, &["init", "-q", "--template=", "import"]),
@@ -99,8 +126,7 @@ impl TreeBack<'_> {
         )?;
         let git_dir = import.join(".git");
         let tracked = self.tracked(&git_dir)?;
-        let (reader, writer) =
-            std::io::pipe().map_err(|e| format!("cannot start git fast-import: {e}"))?;
+        let (reader, writer) = std::io::pipe().map_err(TreeBackError::Start)?;
         let fast_import = self
             .git(&git_dir, &["fast-import", "--quiet"])
             .stdin_file(std::fs::File::from(OwnedFd::from(reader)));
@@ -108,9 +134,10 @@ impl TreeBack<'_> {
         let (read, imported) = std::thread::scope(|scope| {
             let importing = scope.spawn(move || landing::run(&fast_import, interrupt));
             let read = self.stream(tar, writer, &tracked, &git_dir);
-            let imported = importing
-                .join()
-                .unwrap_or_else(|_| Err("git fast-import: its thread failed".into()));
+            let imported = match importing.join() {
+                Ok(done) => done.map_err(TreeBackError::from),
+                Err(_) => Err(TreeBackError::ImportThread),
+            };
             (read, imported)
         });
         read?;
@@ -152,24 +179,22 @@ impl TreeBack<'_> {
             )
     }
 
-    fn git_out(&self, git_dir: &Path, args: &[&str]) -> Result<String, String> {
+    fn git_out(&self, git_dir: &Path, args: &[&str]) -> Result<String, GitError> {
         landing::run(&self.git(git_dir, args), self.interrupt).map(|s| s.trim().to_string())
     }
 
     /// The base's tree: path → mode (`160000` for a submodule).
-    fn tracked(&self, git_dir: &Path) -> Result<BTreeMap<Vec<u8>, String>, String> {
+    fn tracked(&self, git_dir: &Path) -> Result<BTreeMap<Vec<u8>, String>, TreeBackError> {
         let listing = agent_runner_core::git::run_bytes(
             &self.git(git_dir, &["ls-tree", "-r", "-z", "--full-tree", self.base]),
             MAX_LISTING,
             self.interrupt,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let mut tracked = BTreeMap::new();
         for record in listing.split(|&b| b == 0).filter(|r| !r.is_empty()) {
             let Some(tab) = record.iter().position(|&b| b == b'\t') else {
-                return Err(format!(
-                    "git ls-tree answered {:?}",
-                    String::from_utf8_lossy(record)
+                return Err(TreeBackError::LsTree(
+                    String::from_utf8_lossy(record).into_owned(),
                 ));
             };
             let mode = String::from_utf8_lossy(record.split(|&b| b == b' ').next().unwrap_or(b""));
@@ -186,9 +211,9 @@ impl TreeBack<'_> {
         out: std::io::PipeWriter,
         tracked: &BTreeMap<Vec<u8>, String>,
         git_dir: &Path,
-    ) -> Result<(), String> {
+    ) -> Result<(), TreeBackError> {
         let mut out = BufWriter::with_capacity(1 << 16, out);
-        let broken = |e: std::io::Error| format!("cannot feed git fast-import: {e}");
+        let broken = TreeBackError::Feed;
         let submodules: Vec<&Vec<u8>> = tracked
             .iter()
             .filter(|(_, mode)| *mode == "160000")
@@ -200,13 +225,10 @@ impl TreeBack<'_> {
         let (mut total, mut ignore_bytes, mut entries) = (0u64, 0u64, 0usize);
         let mut left_out = Vec::new();
         let mut mark = 0u64;
-        let fault = |e: std::io::Error| format!("the work's tree: {e}");
-        untar::read_entries(tar, fault, &mut |entry, content| {
+        untar::read_entries(tar, TreeBackError::Tree, &mut |entry, content| {
             entries += 1;
             if entries > MAX_ENTRIES {
-                return Err(format!(
-                    "the work's tree has more than {MAX_ENTRIES} entries"
-                ));
+                return Err(TreeBackError::TooManyEntries);
             }
             let Some(path) = relative(&entry.name) else {
                 return Ok(());
@@ -247,10 +269,7 @@ impl TreeBack<'_> {
                 Kind::File => {
                     total += entry.size;
                     if total > MAX_KEPT {
-                        return Err(format!(
-                            "the work's files are larger than {} GiB",
-                            MAX_KEPT >> 30
-                        ));
+                        return Err(TreeBackError::TooLarge);
                     }
                     let mode = if entry.mode & 0o100 != 0 {
                         "100755"
@@ -263,9 +282,7 @@ impl TreeBack<'_> {
                         && ignore_bytes + entry.size <= MAX_IGNORES
                     {
                         let mut bytes = Vec::new();
-                        content
-                            .copy_to(&mut bytes)
-                            .map_err(|e| format!("the work's tree: {e}"))?;
+                        content.copy_to(&mut bytes).map_err(TreeBackError::Tree)?;
                         ignore_bytes += entry.size;
                         ignores.push((path.clone(), bytes.clone()));
                         (mode, Some(bytes))
@@ -285,7 +302,7 @@ impl TreeBack<'_> {
                     write!(out, "blob\nmark :{mark}\ndata {}\n", entry.size).map_err(broken)?;
                     content.copy_to(&mut out).map_err(|e| match e.kind() {
                         std::io::ErrorKind::BrokenPipe => broken(e),
-                        _ => format!("the work's tree: {e}"),
+                        _ => TreeBackError::Tree(e),
                     })?;
                 }
             }
@@ -363,12 +380,15 @@ impl TreeBack<'_> {
         git_dir: &Path,
         ignores: &[(Vec<u8>, Vec<u8>)],
         new: &[&Vec<u8>],
-    ) -> Result<BTreeSet<Vec<u8>>, String> {
+    ) -> Result<BTreeSet<Vec<u8>>, TreeBackError> {
         if ignores.is_empty() || new.is_empty() {
             return Ok(BTreeSet::new());
         }
         let tree = self.scratch.join("ignores");
-        let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
+        let io = |what: &Path, source: std::io::Error| TreeBackError::Io {
+            path: what.to_path_buf(),
+            source,
+        };
         for (path, content) in ignores {
             use std::os::unix::ffi::OsStrExt;
             let file = tree.join(std::ffi::OsStr::from_bytes(path));
@@ -403,8 +423,7 @@ impl TreeBack<'_> {
         .env("GIT_DIR", &git_dir.display().to_string())
         .env("GIT_WORK_TREE", &tree.display().to_string())
         .stdin(input);
-        let answer = agent_runner_core::git::run_bytes(&invocation, MAX_LISTING, self.interrupt)
-            .map_err(|e| e.to_string())?;
+        let answer = agent_runner_core::git::run_bytes(&invocation, MAX_LISTING, self.interrupt)?;
         Ok(answer
             .split(|&b| b == 0)
             .filter(|p| !p.is_empty() && *p != sentinel.as_bytes())
