@@ -7,27 +7,24 @@
 //!
 //! `hosts check` and `doctor` say the verdict; a task's first sandbox on a
 //! cluster asks it beside its own Pod's start and refuses the cluster unless its
-//! entry accepts it (`egress_unenforced: accept`). The verdict is kept an hour in
-//! `$XDG_CACHE_HOME/agent-runner/clusters/` (else `~/.cache/…`), so a task pays
+//! entry accepts it (`egress_unenforced: accept`). The verdict is kept an hour
+//! (`kept_verdict.rs`), so a task pays
 //! for the probe once an hour, not every time.
 
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use super::super::spec::{Main, Net, Spec};
 use super::super::sweep::{self, LABEL_TASK};
 use super::super::tools::SHELL;
 use super::super::{Backend, BackendError};
-use super::Kubernetes;
+use super::{Kubernetes, kept_verdict};
 use agent_runner_core::interrupt::Interrupt;
 
-/// How long a verdict is kept.
-const KEPT: Duration = Duration::from_secs(3600);
 /// Each connection's attempt, all at once.
 const TRY: u64 = 3;
 
 /// What the probe found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Verdict {
     /// The addresses tried (`host:port`).
     pub tried: Vec<String>,
@@ -116,15 +113,8 @@ impl Kubernetes {
         fresh: bool,
         interrupt: Interrupt,
     ) -> Result<Verdict, BackendError> {
-        let file = cache_file("egress", &self.kubectl.cluster.to_string());
-        if let Some(kept) = file.as_ref().filter(|_| !fresh).and_then(|f| read_kept(f)) {
-            return Ok(kept);
-        }
-        let verdict = self.probe_egress(interrupt)?;
-        if let Some(file) = file {
-            keep(&file, &verdict);
-        }
-        Ok(verdict)
+        let cluster = self.kubectl.cluster.to_string();
+        kept_verdict::verdict("egress", &cluster, fresh, || self.probe_egress(interrupt))
     }
 
     /// The API server's `host:port` (from the kubeconfig) and the `kubernetes`
@@ -164,61 +154,6 @@ impl Kubernetes {
             addresses.push(format!("{ip}:443"));
         }
         addresses
-    }
-}
-
-/// Where the verdict of `kind` (`egress`, `seccomp-<profile>`) on `cluster` is
-/// kept.
-pub(super) fn cache_file(kind: &str, cluster: &str) -> Option<PathBuf> {
-    let dir = agent_runner_core::cache_dir::for_kind("clusters")?;
-    let digest = ring::digest::digest(&ring::digest::SHA256, cluster.as_bytes());
-    let key: String = digest.as_ref()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Some(dir.join(format!("{kind}-{key}.json")))
-}
-
-fn read_kept(file: &std::path::Path) -> Option<Verdict> {
-    let (mut opened, _) = agent_runner_core::fs::read::open_regular(file, 64 * 1024).ok()?;
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut opened, &mut text).ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let at = json["at"].as_u64()?;
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .ok()?
-        .as_secs();
-    if now.saturating_sub(at) > KEPT.as_secs() {
-        return None;
-    }
-    let list = |key: &str| -> Option<Vec<String>> {
-        json[key]
-            .as_array()?
-            .iter()
-            .map(|v| v.as_str().map(str::to_string))
-            .collect()
-    };
-    Some(Verdict {
-        tried: list("tried")?,
-        reached: list("reached")?,
-    })
-}
-
-fn keep(file: &std::path::Path, verdict: &Verdict) {
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let json = serde_json::json!({"at": now, "tried": verdict.tried, "reached": verdict.reached});
-    let written = file
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| agent_runner_core::fs::atomic::write(file, json.to_string().as_bytes()));
-    if let Err(e) = written {
-        log::warn!(
-            "cannot keep the egress probe's verdict in {}: {e}",
-            file.display()
-        );
     }
 }
 

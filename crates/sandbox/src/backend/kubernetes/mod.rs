@@ -37,6 +37,7 @@
 //! the lifeline.
 
 pub mod egress_probe;
+mod kept_verdict;
 pub mod kubectl;
 pub mod pod;
 pub mod seccomp_profile;

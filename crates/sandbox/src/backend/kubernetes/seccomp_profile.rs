@@ -17,10 +17,10 @@
 //!   localhost` or `runtime-default`.
 //! - A sandbox's Pods carry `Localhost` with that name where the verdict says it is
 //!   installed, else `RuntimeDefault`. The verdict is kept an hour beside the
-//!   egress verdict (`egress_probe.rs`), so a task pays for the probe once an hour;
+//!   egress verdict (`kept_verdict.rs`), so a task pays for the probe once an hour;
 //!   a probe that cannot run leaves `RuntimeDefault`.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -29,13 +29,11 @@ use super::super::spec::{Confinement, Main, Net, Spec, Tmpfs};
 use super::super::sweep::{self, LABEL_TASK};
 use super::super::tools::SHELL;
 use super::super::{BackendError, docker_cli::last_lines};
-use super::{Kubernetes, POLL, pod};
+use super::{Kubernetes, POLL, kept_verdict, pod};
 use agent_runner_core::interrupt::Interrupt;
 
 /// The kubelet's seccomp root on a node (its default `--root-dir`).
 pub const SECCOMP_ROOT: &str = "/var/lib/kubelet/seccomp";
-/// How long a verdict is kept.
-const KEPT: Duration = Duration::from_secs(3600);
 /// How long an installer or the probe may take, its image pulled included.
 const WITHIN: Duration = Duration::from_secs(120);
 /// The probe's answer: the exit status of a set-id `chmod`.
@@ -52,7 +50,7 @@ pub fn localhost_profile() -> String {
 }
 
 /// What the probe found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Verdict {
     /// The probe ran under the profile and its set-id `chmod` was refused.
     pub installed: bool,
@@ -346,21 +344,16 @@ impl Kubernetes {
         fresh: bool,
         interrupt: Interrupt,
     ) -> Result<Verdict, BackendError> {
-        let file = verdict_file(&self.kubectl.cluster.to_string());
-        if let Some(kept) = file.as_ref().filter(|_| !fresh).and_then(|f| read_kept(f)) {
-            return Ok(kept);
-        }
-        let verdict = self.probe_seccomp(interrupt)?;
-        if let Some(file) = file {
-            keep(&file, &verdict);
-        }
-        Ok(verdict)
+        let cluster = self.kubectl.cluster.to_string();
+        kept_verdict::verdict(&verdict_kind(), &cluster, fresh, || {
+            self.probe_seccomp(interrupt)
+        })
     }
 
     /// Forgets the kept verdict: a node could not start a container under the
     /// profile (one added since, say), so the next sandbox asks again.
     pub(super) fn forget_seccomp_verdict(&self) {
-        if let Some(file) = verdict_file(&self.kubectl.cluster.to_string()) {
+        if let Some(file) = kept_verdict::file(&verdict_kind(), &self.kubectl.cluster.to_string()) {
             let _ = std::fs::remove_file(file);
         }
     }
@@ -392,48 +385,13 @@ impl Kubernetes {
     }
 }
 
-/// Where the verdict on `cluster` of this build's profile is kept.
-fn verdict_file(cluster: &str) -> Option<std::path::PathBuf> {
+/// The kind of the kept verdict of this build's profile (`kept_verdict`).
+fn verdict_kind() -> String {
     let profile = localhost_profile();
     let digest = profile
         .trim_start_matches("agent-runner/")
         .trim_end_matches(".json");
-    super::egress_probe::cache_file(&format!("seccomp-{digest}"), cluster)
-}
-
-fn read_kept(file: &std::path::Path) -> Option<Verdict> {
-    let (mut opened, _) = agent_runner_core::fs::read::open_regular(file, 64 * 1024).ok()?;
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut opened, &mut text).ok()?;
-    let json: Value = serde_json::from_str(&text).ok()?;
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .ok()?
-        .as_secs();
-    if now.saturating_sub(json["at"].as_u64()?) > KEPT.as_secs() {
-        return None;
-    }
-    Some(Verdict {
-        installed: json["installed"].as_bool()?,
-        detail: json["detail"].as_str()?.to_string(),
-    })
-}
-
-fn keep(file: &std::path::Path, verdict: &Verdict) {
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let json = json!({"at": now, "installed": verdict.installed, "detail": verdict.detail});
-    let written = file
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| agent_runner_core::fs::atomic::write(file, json.to_string().as_bytes()));
-    if let Err(e) = written {
-        log::warn!(
-            "cannot keep the seccomp probe's verdict in {}: {e}",
-            file.display()
-        );
-    }
+    format!("seccomp-{digest}")
 }
 
 #[cfg(test)]
