@@ -24,6 +24,7 @@
 
 use super::daemon;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use super::daemon::{call, daemon_problem, remove_container};
@@ -411,10 +412,13 @@ impl Instance for Container {
             // The exec also ends when the container's main process does: under gVisor
             // `docker exec` does not return when its container is killed.
             let stop_exec = Interrupt::manual();
-            let done = AtomicBool::new(false);
+            // Dropped when the exec has ended: the watch wakes at once, so no exec
+            // waits for its watch's next look.
+            let (done, finished_exec) = std::sync::mpsc::channel::<()>();
+            let (gone, stop_exec) = (&gone, &stop_exec);
             std::thread::scope(|scope| {
-                scope.spawn(|| {
-                    while !done.load(Ordering::SeqCst) {
+                scope.spawn(move || {
+                    loop {
                         if ended.load(Ordering::SeqCst) {
                             gone.store(true, Ordering::SeqCst);
                         }
@@ -422,15 +426,18 @@ impl Instance for Container {
                             stop_exec.trigger();
                             return;
                         }
-                        std::thread::sleep(EXEC_WATCH);
+                        match finished_exec.recv_timeout(EXEC_WATCH) {
+                            Err(RecvTimeoutError::Timeout) => {}
+                            _ => return,
+                        }
                     }
                 });
                 let limits = Limits {
-                    interrupt: stop_exec,
+                    interrupt: *stop_exec,
                     ..*limits
                 };
                 let finished = process::run(&invocation, &limits, capture, stop);
-                done.store(true, Ordering::SeqCst);
+                drop(done);
                 finished
             })
         });
