@@ -446,7 +446,9 @@ impl Instance for Container {
             return Err(BackendError::EngineUnreachable(message));
         }
         if gone.load(Ordering::SeqCst) {
-            return Err(self.gone());
+            // A daemon that went takes its containers' clients with it: a lost
+            // host, not a container that ended there.
+            return Err(self.lost().unwrap_or_else(|| self.gone()));
         }
         finished.map_err(cli_missing)
     }
