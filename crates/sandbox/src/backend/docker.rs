@@ -448,7 +448,7 @@ impl Instance for Container {
         if gone.load(Ordering::SeqCst) {
             // A daemon that went takes its containers' clients with it: a lost
             // host, not a container that ended there.
-            return Err(self.lost().unwrap_or_else(|| self.gone()));
+            return Err(self.gone());
         }
         finished.map_err(cli_missing)
     }
@@ -458,6 +458,11 @@ impl Instance for Container {
     }
 
     fn gone(&self) -> BackendError {
+        // A daemon that went takes its containers' clients with it: a lost host,
+        // not a container that ended there.
+        if let Some(lost) = self.lost() {
+            return lost;
+        }
         BackendError::Gone {
             name: self.name.clone(),
             detail: last_lines(&super::held_stderr(&self.held), 2),

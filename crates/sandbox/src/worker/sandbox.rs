@@ -402,6 +402,12 @@ impl ContainerSandbox {
             match checked {
                 Err(SandboxError::AgentChanged { agent, detail }) => {
                     self.transport.discard();
+                    // A container that went during the run fails the task as gone:
+                    // the diff of a dead one says nothing of its agent (under gVisor
+                    // it names `/bin` replaced); nothing of the run is kept either way.
+                    if let Err(gone @ SandboxError::ContainerGone { .. }) = settled {
+                        return Err(gone);
+                    }
                     return Err(SandboxError::AgentChanged {
                         agent,
                         detail: format!(
