@@ -250,9 +250,11 @@ fn a_meta_call_is_stopped_at_the_tasks_deadline() {
     std::fs::create_dir_all(&repo).unwrap();
     let id = task_id("deadline");
     let model = FakeResponses::start_on("127.0.0.2", vec![Reply::Stall]);
-    // The call's own limit (60 s) is longer than the task's (5 s): the task's wins.
+    // The call's own limit (60 s) is longer than the task's (15 s): the task's
+    // wins. (The task's time runs from its start: a container start of seconds on
+    // a busy machine must leave the call some of it.)
     let yaml = format!(
-        "{}  budget: {{max_duration_sec: 5}}\n",
+        "{}  budget: {{max_duration_sec: 15}}\n",
         codex_meta_task(&id, &repo, &model, 60)
     );
     let out = Run::new(&["run", "--json"])

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::daemon::call;
 use super::docker_cli::{Output, last_lines};
-use super::host::{HEALTH, Target};
+use super::host::Target;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
 
@@ -132,6 +132,9 @@ pub(crate) fn orphan(line: &str, rule: Rule) -> Option<(&str, &str)> {
     owner.is_gone().then_some((id, name))
 }
 
+/// The deadline of each of a host's sweep's calls.
+const SWEEP_CALL: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Whether an `agent-runner.expires` value is in the past.
 fn expired(expires: &str) -> bool {
     let now = std::time::SystemTime::now()
@@ -145,7 +148,9 @@ fn expired(expires: &str) -> bool {
 /// labelled `agent-runner.task` that `rule` takes. Only ours, by label; their
 /// names (`volume <name>` for a volume).
 pub fn sweep_host(target: &Target, rule: Rule) -> Vec<String> {
-    let docker = |args: &[&str]| target.docker(args, HEALTH, Interrupt::never());
+    // Longer than a health check: a busy daemon may take seconds to remove a
+    // container, and one cut short is removed but not reported.
+    let docker = |args: &[&str]| target.docker(args, SWEEP_CALL, Interrupt::never());
     let (removed, failed) = sweep(&docker, &format!("label={LABEL_TASK}"), rule);
     if let Some(why) = failed {
         log::warn!("the sweep of {target} did not run through: {why}");

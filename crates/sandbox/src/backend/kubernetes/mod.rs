@@ -230,7 +230,7 @@ impl Kubernetes {
             }
             let Some(status) = &last else {
                 if started.elapsed() >= limit {
-                    return Err(self.not_within(name, to_end, started, ""));
+                    return Err(self.not_within(name, to_end, started, "", ""));
                 }
                 continue;
             };
@@ -272,19 +272,30 @@ impl Kubernetes {
                 )));
             }
             if started.elapsed() >= limit {
-                return Err(self.not_within(name, to_end, started, phase));
+                return Err(self.not_within(name, to_end, started, phase, &status.waiting));
             }
         }
     }
 
     /// A Pod that did not run (or end) within the wait's limit, in `phase`.
-    fn not_within(&self, name: &str, to_end: bool, started: Instant, phase: &str) -> BackendError {
+    fn not_within(
+        &self,
+        name: &str,
+        to_end: bool,
+        started: Instant,
+        phase: &str,
+        waiting: &str,
+    ) -> BackendError {
         BackendError::Failed {
             command: format!("kubectl create pod {name}"),
             detail: format!(
-                "the Pod did not {} within {} ({phase})",
+                "the Pod did not {} within {} ({phase}{})",
                 if to_end { "end" } else { "run" },
-                human(started.elapsed())
+                human(started.elapsed()),
+                match waiting {
+                    "" => String::new(),
+                    waiting => format!("; {waiting}"),
+                }
             ),
         }
     }
@@ -342,6 +353,9 @@ pub(super) struct PodStatus {
     /// The node cannot create a container of it (a `Localhost` seccomp profile
     /// it lacks, say).
     start_problem: Option<String>,
+    /// What its containers wait for (`tools: PodInitializing`), for the error of
+    /// a Pod that did not start in time.
+    waiting: String,
 }
 
 impl PodStatus {
@@ -378,7 +392,17 @@ impl PodStatus {
                 .then(|| format!("{reason}: {}", text(&c["state"]["waiting"]["message"])))
             })
             .next();
+        let waiting = ["initContainerStatuses", "containerStatuses"]
+            .iter()
+            .flat_map(|key| status[*key].as_array().into_iter().flatten())
+            .filter_map(|c| {
+                let reason = text(&c["state"]["waiting"]["reason"]);
+                (!reason.is_empty()).then(|| format!("{}: {reason}", text(&c["name"])))
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
         PodStatus {
+            waiting,
             phase: text(&status["phase"]),
             reason: format!("{} {}", text(&status["reason"]), text(&status["message"]))
                 .trim()

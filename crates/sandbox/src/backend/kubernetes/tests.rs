@@ -252,3 +252,51 @@ exec sleep 30"#,
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_watch_that_stalls_is_checked_by_a_get() {
+    // The watch hears Pending, then nothing: its connection stalled. A get says
+    // the Pod runs.
+    let (backend, dir) = faked(
+        r#"if [ -n "$watch" ]; then echo '{"phase":"Pending"}'; exec sleep 60; fi
+echo '{"status":{"phase":"Running"}}'"#,
+    );
+    let started = Instant::now();
+    let phase = backend.wait_for(
+        "p",
+        "img",
+        false,
+        Duration::from_secs(40),
+        Interrupt::never(),
+    );
+    assert_eq!(phase.unwrap(), "Running");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(calls(&dir).contains("get pod p -o json"), "{}", calls(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_pod_not_running_in_time_says_what_its_containers_wait_for() {
+    let (backend, dir) = faked(
+        r#"[ -n "$watch" ] || exit 3
+echo '{"phase":"Pending","initContainerStatuses":[{"name":"tools","state":{"running":{}}}],"containerStatuses":[{"name":"worker","state":{"waiting":{"reason":"PodInitializing"}}}]}'
+exec sleep 30"#,
+    );
+    let backend = backend.with_schedule_timeout(Duration::from_secs(1));
+    let e = backend
+        .wait_for(
+            "p",
+            "img",
+            false,
+            Duration::from_secs(1),
+            Interrupt::never(),
+        )
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("the Pod did not run within")
+            && text.ends_with("(Pending; worker: PodInitializing)"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -8,6 +8,9 @@
 //! without the `watch` verb, the Pod deleted) is followed by one `kubectl get`,
 //! whose errors are those of a poll (NotFound → gone, no answer → host lost); the
 //! next watch starts a poll's interval later, so at worst this is the poll.
+//! A watch quiet for `QUIET` is checked by one `kubectl get` as well: a watch's
+//! connection can stall without ending, and a Pod must not wait out its start's
+//! deadline for a change already made.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +18,9 @@ use serde_json::Value;
 
 use super::super::BackendError;
 use super::{HEALTH, Kubernetes, POLL, PodStatus};
+
+/// How long a watch may stay quiet before one `kubectl get` checks it.
+const QUIET: Duration = Duration::from_secs(10);
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Held, HeldWait};
 
@@ -29,6 +35,8 @@ pub(super) struct Watch<'a> {
     heard: bool,
     /// When the current watch started.
     since: Instant,
+    /// When the Pod's status was last heard (or checked).
+    heard_at: Instant,
 }
 
 impl<'a> Watch<'a> {
@@ -40,6 +48,7 @@ impl<'a> Watch<'a> {
             ended_at: None,
             heard: false,
             since: Instant::now(),
+            heard_at: Instant::now(),
         }
     }
 
@@ -68,8 +77,9 @@ impl<'a> Watch<'a> {
         };
         // Before its first answer, the watch is a health check.
         let unanswered = HEALTH.saturating_sub(self.since.elapsed());
+        let quiet = QUIET.saturating_sub(self.heard_at.elapsed());
         let wait = match self.heard {
-            true => within,
+            true => within.min(quiet),
             false => within.min(unanswered),
         };
         match held.read_line("", wait, interrupt) {
@@ -78,11 +88,16 @@ impl<'a> Watch<'a> {
                     BackendError::Io(format!("kubectl get pod {} -w: {e}", self.name))
                 })?;
                 self.heard = true;
+                self.heard_at = Instant::now();
                 Ok(Some(PodStatus::of(
                     &serde_json::json!({ "status": status }),
                 )))
             }
             Err(HeldWait::Interrupted) => Err(BackendError::Interrupted),
+            Err(HeldWait::TimedOut) if self.heard && self.heard_at.elapsed() >= QUIET => {
+                self.heard_at = Instant::now();
+                self.backend.status(self.name).map(Some)
+            }
             Err(HeldWait::TimedOut) if self.heard || self.since.elapsed() < HEALTH => Ok(None),
             Err(HeldWait::TimedOut) => {
                 self.stop();
@@ -118,6 +133,7 @@ impl<'a> Watch<'a> {
         self.held = Some(held);
         self.heard = false;
         self.since = Instant::now();
+        self.heard_at = self.since;
         Ok(())
     }
 
