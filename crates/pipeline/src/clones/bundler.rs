@@ -386,8 +386,16 @@ impl Bundler {
 
     /// Ends the container: closing its stdin ends its script, and `--rm` removes it.
     fn stop(self) {
-        let took = self.container.remove(Duration::from_secs(10));
-        log::debug!("bundler {} removed in {}", self.name, human(took));
+        let removal = self.container.remove(Duration::from_secs(10));
+        if removal.left {
+            log::warn!(
+                "bundler {} was not confirmed removed within {}: the next sweep of its host removes it",
+                self.name,
+                human(removal.took)
+            );
+        } else {
+            log::debug!("bundler {} removed in {}", self.name, human(removal.took));
+        }
     }
 }
 

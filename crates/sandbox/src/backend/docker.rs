@@ -542,7 +542,7 @@ impl Instance for Container {
         super::held_stderr(&self.held)
     }
 
-    fn remove(self: Box<Self>, within: Duration) -> Duration {
+    fn remove(self: Box<Self>, within: Duration) -> super::Removal {
         let this = *self;
         let started = Instant::now();
         // Closing the main process's stdin ends the container, and `docker run --rm`
@@ -559,13 +559,13 @@ impl Instance for Container {
             (within, this.short)
         };
         let held = this.held.into_inner().unwrap_or_else(|e| e.into_inner());
-        if !held.release(within) && !remove_container(&this.name, deadline) {
-            // Gone is what counts: `--rm`'s own removal may be the one under way.
-            daemon::wait_gone(&this.name, deadline);
-        }
+        // Gone is what counts: `--rm`'s own removal may be the one under way.
+        let gone = held.release(within)
+            || remove_container(&this.name, deadline)
+            || daemon::wait_gone(&this.name, deadline);
         let took = started.elapsed();
         this.watchdog.dismiss();
-        took
+        super::Removal { took, left: !gone }
     }
 }
 

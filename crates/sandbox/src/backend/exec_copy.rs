@@ -532,8 +532,11 @@ mod tests {
         fn stderr(&self) -> String {
             String::new()
         }
-        fn remove(self: Box<Self>, _within: Duration) -> Duration {
-            Duration::ZERO
+        fn remove(self: Box<Self>, _within: Duration) -> crate::backend::Removal {
+            crate::backend::Removal {
+                took: Duration::ZERO,
+                left: false,
+            }
         }
     }
 

@@ -336,8 +336,17 @@ pub trait Instance: Send + Sync {
     /// The last of what the main process (or the engine) wrote on stderr.
     fn stderr(&self) -> String;
     /// Ends it: our pipe closed, so its main process ends and the engine removes
-    /// it; removed by force when that takes longer than `within`. How long it took.
-    fn remove(self: Box<Self>, within: Duration) -> Duration;
+    /// it; removed by force when that takes longer than `within`.
+    fn remove(self: Box<Self>, within: Duration) -> Removal;
+}
+
+/// How an instance's removal went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Removal {
+    pub took: Duration,
+    /// The engine may still have it (its removal did not finish in time, or its
+    /// host did not answer): a sweep of its owner's leftovers takes it later.
+    pub left: bool,
 }
 
 /// How the repository gets into the sandbox and the work out of it; see the module

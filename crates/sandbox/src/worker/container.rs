@@ -200,7 +200,7 @@ impl Container {
                     (moved, probing.and_then(|h| h.join().ok()))
                 });
                 if let Err(e) = moved {
-                    container.remove();
+                    let _ = container.remove();
                     return Err(e.into());
                 }
                 container.probed = probed;
@@ -211,7 +211,7 @@ impl Container {
                         "its main process ({}) is pid {}, not 1: an init of the engine's is above it",
                         sandbox.main.entrypoint, container.keep_pid
                     );
-                    container.remove();
+                    let _ = container.remove();
                     return Err(SandboxError::Docker {
                         command: "docker run --init=false".into(),
                         detail,
@@ -220,7 +220,7 @@ impl Container {
                 if let Some(stream) = started.stream
                     && let Err(e) = carrier.attach(stream)
                 {
-                    container.remove();
+                    let _ = container.remove();
                     return Err(e.into());
                 }
                 Ok(container)
@@ -343,16 +343,25 @@ impl Container {
         self.instance.diagnose(image, stderr).into()
     }
 
-    /// Ends the container; returns how long that took.
     /// The running sandbox, for the transport's last word before it goes.
     pub(crate) fn instance(&self) -> &dyn Instance {
         &*self.instance
     }
 
-    pub(crate) fn remove(self) -> Duration {
-        let took = self.instance.remove(Duration::from_secs(5));
-        log::info!("container {} removed in {}", self.name, human(took));
-        took
+    /// Ends the container: how long that took, or why it may still be there.
+    pub(crate) fn remove(self) -> Result<Duration, String> {
+        let removal = self.instance.remove(Duration::from_secs(5));
+        if removal.left {
+            let why = format!(
+                "The sandbox container {} was not confirmed removed within {}: the next sweep of its host removes it once this agent-runner has ended.",
+                self.name,
+                human(removal.took)
+            );
+            log::warn!("{why}");
+            return Err(why);
+        }
+        log::info!("container {} removed in {}", self.name, human(removal.took));
+        Ok(removal.took)
     }
 }
 

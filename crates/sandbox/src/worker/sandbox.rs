@@ -1304,7 +1304,16 @@ impl Sandbox for ContainerSandbox {
         {
             self.transport.before_removal(container.instance());
         }
-        let removed_in = self.container.take().map(Container::remove);
+        let removed = self.container.take().map(Container::remove);
+        let had_container = removed.is_some();
+        let removed_in = match removed {
+            Some(Err(why)) => {
+                self.notices.push(why);
+                None
+            }
+            Some(Ok(took)) => Some(took),
+            None => None,
+        };
         // After the container: nothing inside can open a connection any more.
         if let Some(egress) = self.egress.take() {
             self.egress_done = Some(egress.stop());
@@ -1317,7 +1326,7 @@ impl Sandbox for ContainerSandbox {
         // With the container gone, no process of the worker's is left to undo it: this
         // last sweep is what guarantees that no setuid file or device node outlives
         // the task, whatever ran in the container (even a replaced shell).
-        let privileges = if removed_in.is_some() || self.unswept {
+        let privileges = if had_container || self.unswept {
             self.unswept = false;
             self.transport.finish()
         } else {
@@ -1507,6 +1516,8 @@ mod tests {
         calls: Vec<String>,
         specs: Vec<Spec>,
         execs: Vec<Exec>,
+        /// The engine does not confirm a removal.
+        removal_left: bool,
     }
 
     struct Fake {
@@ -1719,13 +1730,13 @@ exit 3"#;
             String::new()
         }
 
-        fn remove(self: Box<Self>, _: Duration) -> Duration {
-            self.log
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .calls
-                .push("remove".into());
-            Duration::from_millis(1)
+        fn remove(self: Box<Self>, _: Duration) -> crate::backend::Removal {
+            let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+            log.calls.push("remove".into());
+            crate::backend::Removal {
+                took: Duration::from_millis(1),
+                left: log.removal_left,
+            }
         }
     }
 
@@ -1926,6 +1937,28 @@ exit 3"#;
             calls(&s.log),
             ["start", "exec", "line quiet", "remove"],
             "removed once"
+        );
+    }
+
+    #[test]
+    fn a_removal_the_engine_does_not_confirm_is_said_not_claimed() {
+        let mut s = setup(vec![]);
+        s.sandbox.run_test(1, &test_spec()).unwrap();
+        let name = s.sandbox.container_name().unwrap().to_string();
+        s.log.lock().unwrap_or_else(|e| e.into_inner()).removal_left = true;
+        setuid_file(&s.repo.join("after-the-run"));
+        let teardown = s.sandbox.shutdown();
+        assert_eq!(teardown.removed_in, None, "not said removed");
+        assert!(
+            teardown.notices.iter().any(|n| n.contains(&format!(
+                "The sandbox container {name} was not confirmed removed"
+            ))),
+            "{teardown:?}"
+        );
+        assert_eq!(
+            teardown.privileges.len(),
+            1,
+            "swept all the same: {teardown:?}"
         );
     }
 

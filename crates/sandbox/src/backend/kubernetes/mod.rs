@@ -1115,7 +1115,7 @@ impl Instance for Pod {
         super::held_stderr(&self.held)
     }
 
-    fn remove(self: Box<Self>, within: Duration) -> Duration {
+    fn remove(self: Box<Self>, within: Duration) -> super::Removal {
         let this = *self;
         let started = Instant::now();
         // Our stdin closed: the helper ends, so the Pod does (`restartPolicy:
@@ -1126,10 +1126,11 @@ impl Instance for Pod {
         let lost = this.lost.lock().is_ok_and(|lost| lost.is_some());
         let held = this.held.into_inner().unwrap_or_else(|e| e.into_inner());
         let _ = held.release(if lost { within.min(HEALTH) } else { within });
-        if !lost {
-            this.backend.delete(&[&this.name]);
+        let deleted = !lost && this.backend.delete(&[&this.name]);
+        super::Removal {
+            took: started.elapsed(),
+            left: !deleted,
         }
-        started.elapsed()
     }
 }
 
