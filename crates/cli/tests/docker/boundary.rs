@@ -1062,6 +1062,24 @@ fn a_frozen_keep_alive_cannot_keep_the_container_after_agent_runner_is_killed() 
         containers_labelled("agent-runner.task", &id).is_empty()
     });
     eprintln!("container gone {:?} after SIGKILL", killed.elapsed());
+    // Nor does a docker client of it outlive agent-runner (under gVisor a
+    // `docker exec` does not end with its container).
+    let container = format!("agent-runner-{id}-");
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<String> = support::docker::processes_naming(&container)
+            .iter()
+            .map(|c| c.chars().take(160).collect())
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "left running after agent-runner was killed: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// The worker's session directory (`.agent-runner/state/<id>.session`, mounted

@@ -62,6 +62,26 @@ pub fn docker_ok(args: &[&str]) -> String {
     stdout
 }
 
+/// The command lines of this machine's processes that contain `text` (a docker
+/// client of a container, say), this process's own left out.
+pub fn processes_naming(text: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()) && n != me)
+        })
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(text))
+        .collect()
+}
+
 /// Names of containers (running or not) carrying `label=value`.
 pub fn containers_labelled(label: &str, value: &str) -> Vec<String> {
     containers_labelled_on(&[], label, value)

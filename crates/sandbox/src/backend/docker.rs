@@ -784,7 +784,10 @@ fn run_args(spec: &Spec) -> Vec<String> {
 /// `docker exec -i [-w dir] [-e ...] <container> <command...>` with `exec`'s stdin;
 /// see the module documentation for the variables.
 fn exec_invocation(name: &str, exec: Exec) -> Invocation {
-    let mut invocation = docker_cli::command().args(["exec", "-i"]);
+    // Ends with agent-runner: under gVisor a `docker exec` does not end with its
+    // container, so a killed agent-runner would leave its clients behind. (The
+    // thread that spawns it waits for it: `die_with_parent`'s rule.)
+    let mut invocation = docker_cli::command().args(["exec", "-i"]).die_with_parent();
     if let Some(dir) = &exec.workdir {
         invocation = invocation.args(["-w", dir]);
     }
