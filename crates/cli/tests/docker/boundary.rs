@@ -1273,6 +1273,16 @@ fn a_swap_found_after_its_run_started_keeps_nothing_of_that_run() {
         .set("runner.budget", serde_json::json!({"max_tokens": 60000}));
     let (run, server) = prompts_task(task, &[&swap, spend]);
     let out = run.arg("--json").output();
+    if support::task_yaml::under_gvisor() {
+        // Under gVisor the copy transport's PID 1 (its stdio) is not safe: refused
+        // before anything runs (docs/tools-and-runtimes.md).
+        out.code(1).stdout_has(
+            "(gVisor) runs only on this machine's Docker daemon with the bind transport",
+        );
+        assert_eq!(server.received().len(), 0, "no Meta call");
+        assert_no_container(&id);
+        return;
+    }
     let result = discarded(&out, &server, "/usr/local/bin/codex (the agent)");
     assert_eq!(
         result["budget"]["exhausted"],

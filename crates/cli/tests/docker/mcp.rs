@@ -1,6 +1,7 @@
 //! What the worker can use (SPEC §28), where the daemon and the test image are
-//! enough: a stdio MCP server whose command is not in the image, and a runtime the
-//! daemon does not know, each stop the task before any paid call. The MCP servers
+//! enough: a stdio MCP server whose command is not in the image, a runtime the
+//! daemon does not know, and gVisor where PID 1 speaks over its stdio, each stop the
+//! task before any paid call. The MCP servers
 //! the real agents call are `image/mcp.rs`'s.
 
 use crate::support;
@@ -104,4 +105,32 @@ fn doctor_says_whether_the_runtime_is_known_and_the_mcp_command_there() {
         "{}",
         missing.stdout
     );
+}
+
+/// Under gVisor the worker can reopen PID 1's pipes: a sandbox whose PID 1 talks to
+/// agent-runner over its stdio (here the copy transport's) is refused under it,
+/// before any paid call; a runtime that is not gVisor is not.
+#[test]
+fn gvisor_where_pid_1_speaks_over_its_stdio_is_refused_before_any_paid_call() {
+    let dir = Scratch::new("runtime-stdio");
+    support::git_repo(&dir.path, "README", "one\n");
+    let id = task_id("runtime-stdio");
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"])]);
+    let yaml = v1_task(&id, &dir.path, &server)
+        .set("runner.sandbox.transport", "copy")
+        .set("runner.sandbox.runtime", "runsc");
+    let out = runner(&yaml).output();
+    out.code(1).stdout_has(
+        "runner.sandbox.runtime: `runsc` (gVisor) runs only on this machine's Docker daemon with the bind transport",
+    );
+    assert_eq!(server.received().len(), 0, "no Meta call");
+    assert_no_container(&id);
+    let volumes = support::docker::docker_ok(&[
+        "volume",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label=agent-runner.task={id}"),
+    ]);
+    assert_eq!(volumes.trim(), "", "no volume left");
 }

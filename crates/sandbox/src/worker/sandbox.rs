@@ -731,6 +731,11 @@ impl ContainerSandbox {
         // On a remote daemon the lifeline even without egress: the bridge, PID 1
         // otherwise, comes from a host directory such a daemon may not see.
         let remote = self.backend.remote();
+        if (self.copies || remote)
+            && let Some(why) = self.spec.worker.runtime.as_deref().and_then(stdio_refusal)
+        {
+            return Err(SandboxError::Refused(why));
+        }
         let lifeline = self.spec.tools.is_some() && (self.copies || remote);
         let cannot =
             |e: std::io::Error| SandboxError::Io(format!("cannot start the egress proxy: {e}"));
@@ -1409,6 +1414,21 @@ fn copy_refusal(worker: &WorkerSettings, login: &Login) -> Option<String> {
     None
 }
 
+/// Why `runtime` cannot hold a sandbox whose PID 1 speaks to agent-runner over its
+/// stdio (the lifeline, or the keep-alive without the bridge's socket: a remote
+/// daemon, the copy transport, a cluster): gVisor lets the worker reopen PID 1's
+/// pipes through `/proc/1/fd` (it ignores the non-dumpable flag), so the worker
+/// could read what comes on them (a login file) or forge PID 1's answers. Only
+/// this machine's daemon with the bind transport gives PID 1 a socket instead.
+fn stdio_refusal(runtime: &str) -> Option<String> {
+    let name = runtime.to_ascii_lowercase();
+    (name.contains("runsc") || name.contains("gvisor")).then(|| {
+        format!(
+            "runner.sandbox.runtime: `{runtime}` (gVisor) runs only on this machine's Docker daemon with the bind transport: elsewhere the sandbox's PID 1 talks to agent-runner over its stdio, which gVisor lets the worker reopen (/proc/1/fd); leave the key out there, or run on this machine's daemon with runner.sandbox.transport: bind"
+        )
+    })
+}
+
 impl Drop for ContainerSandbox {
     fn drop(&mut self) {
         self.shutdown();
@@ -1960,6 +1980,20 @@ exit 3"#;
             1,
             "swept all the same: {teardown:?}"
         );
+    }
+
+    #[test]
+    fn gvisor_is_refused_where_pid_1_speaks_over_its_stdio() {
+        for runtime in ["runsc", "runsc-kvm", "gVisor"] {
+            assert!(
+                stdio_refusal(runtime)
+                    .is_some_and(|why| why.contains(&format!("`{runtime}` (gVisor)"))),
+                "{runtime}"
+            );
+        }
+        for runtime in ["runc", "kata", "crun"] {
+            assert_eq!(stdio_refusal(runtime), None, "{runtime}");
+        }
     }
 
     #[test]
