@@ -18,11 +18,11 @@ use serde_json::Value;
 
 use super::super::BackendError;
 use super::{HEALTH, Kubernetes, POLL, PodStatus};
+use agent_runner_core::interrupt::Interrupt;
+use agent_runner_core::process::{self, Held, HeldWait};
 
 /// How long a watch may stay quiet before one `kubectl get` checks it.
 const QUIET: Duration = Duration::from_secs(10);
-use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{self, Held, HeldWait};
 
 /// The Pod `name`'s status changes.
 pub(super) struct Watch<'a> {
@@ -96,7 +96,16 @@ impl<'a> Watch<'a> {
             Err(HeldWait::Interrupted) => Err(BackendError::Interrupted),
             Err(HeldWait::TimedOut) if self.heard && self.heard_at.elapsed() >= QUIET => {
                 self.heard_at = Instant::now();
-                self.backend.status(self.name).map(Some)
+                // The watch answers: a check unanswered on a busy API server is
+                // no lost host. A Pod gone is gone.
+                match self.backend.status(self.name) {
+                    Ok(status) => Ok(Some(status)),
+                    Err(e @ BackendError::Gone { .. }) => Err(e),
+                    Err(e) => {
+                        log::debug!("the check of Pod {}'s quiet watch: {e}", self.name);
+                        Ok(None)
+                    }
+                }
             }
             Err(HeldWait::TimedOut) if self.heard || self.since.elapsed() < HEALTH => Ok(None),
             Err(HeldWait::TimedOut) => {
