@@ -134,3 +134,21 @@ fn gvisor_where_pid_1_speaks_over_its_stdio_is_refused_before_any_paid_call() {
     ]);
     assert_eq!(volumes.trim(), "", "no volume left");
 }
+
+/// The refusal above knows gVisor under any name by the program the daemon runs
+/// for it: the daemon's own `docker info` says it.
+#[test]
+#[ignore = "needs runsc"]
+fn the_daemon_names_the_program_of_a_runtime() {
+    crate::support::prerequisite::needs!(Runsc);
+    let deadline = std::time::Duration::from_secs(30);
+    let program = agent_runner_sandbox::backend::runtime::program("runsc", deadline);
+    assert!(
+        program.as_deref().is_some_and(|p| p.ends_with("/runsc")),
+        "{program:?}"
+    );
+    assert_eq!(
+        agent_runner_sandbox::backend::runtime::program("no-such-runtime", deadline),
+        None
+    );
+}

@@ -262,6 +262,10 @@ impl Backend for Docker {
         self.endpoint().is_ok_and(Endpoint::is_remote)
     }
 
+    fn runtime_program(&self, name: &str) -> Option<String> {
+        super::runtime::program(name, self.short)
+    }
+
     fn daemon(&self) -> String {
         match self.endpoint.get() {
             Some(Ok(endpoint)) => endpoint.to_string(),

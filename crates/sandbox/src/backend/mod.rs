@@ -245,6 +245,12 @@ pub trait Backend: Send + Sync {
     fn remote(&self) -> bool {
         false
     }
+    /// The program the engine runs for the runtime `name` (`runner.sandbox.runtime`),
+    /// where it says: a Docker daemon's registered path (`/usr/bin/runsc` under
+    /// any name), so that gVisor is known by what it is, not by what it is called.
+    fn runtime_program(&self, _name: &str) -> Option<String> {
+        None
+    }
     /// The engine's daemon in words a message can name (`DOCKER_HOST=…`, the
     /// context).
     fn daemon(&self) -> String {

@@ -38,6 +38,19 @@ pub fn parse(json: &str) -> Vec<String> {
     names
 }
 
+/// The program the daemon runs for the runtime `name` (its registered `path`), if
+/// it says.
+pub fn program(name: &str, deadline: Duration) -> Option<String> {
+    let out = daemon::call(&INFO_ARGS, deadline, Interrupt::never()).ok()?;
+    out.ok.then(|| program_in(&out.stdout, name)).flatten()
+}
+
+/// `name`'s `path` in `docker info`'s `{"runsc":{"path":…},…}`.
+fn program_in(json: &str, name: &str) -> Option<String> {
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json.trim()).ok()?;
+    map.get(name)?["path"].as_str().map(str::to_string)
+}
+
 /// Whether `docker run`'s error says its runtime is not one the daemon knows.
 pub(crate) fn is_unknown(stderr: &str) -> bool {
     stderr.contains("Unknown runtime specified") || stderr.contains("unknown or invalid runtime")
@@ -82,6 +95,18 @@ mod tests {
             ["io.containerd.runc.v2", "runc", "runsc"]
         );
         assert!(parse("null").is_empty() && parse("").is_empty());
+    }
+
+    #[test]
+    fn a_runtimes_program_by_its_name() {
+        let info = r#"{"secure":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]},"runc":{"path":"runc"}}"#;
+        assert_eq!(
+            program_in(info, "secure").as_deref(),
+            Some("/usr/bin/runsc")
+        );
+        assert_eq!(program_in(info, "runc").as_deref(), Some("runc"));
+        assert_eq!(program_in(info, "other"), None);
+        assert_eq!(program_in("null", "runc"), None);
     }
 
     #[test]

@@ -732,7 +732,8 @@ impl ContainerSandbox {
         // otherwise, comes from a host directory such a daemon may not see.
         let remote = self.backend.remote();
         if (self.copies || remote)
-            && let Some(why) = self.spec.worker.runtime.as_deref().and_then(stdio_refusal)
+            && let Some(runtime) = self.spec.worker.runtime.as_deref()
+            && let Some(why) = stdio_refusal(runtime, || self.backend.runtime_program(runtime))
         {
             return Err(SandboxError::Refused(why));
         }
@@ -1420,9 +1421,15 @@ fn copy_refusal(worker: &WorkerSettings, login: &Login) -> Option<String> {
 /// pipes through `/proc/1/fd` (it ignores the non-dumpable flag), so the worker
 /// could read what comes on them (a login file) or forge PID 1's answers. Only
 /// this machine's daemon with the bind transport gives PID 1 a socket instead.
-fn stdio_refusal(runtime: &str) -> Option<String> {
-    let name = runtime.to_ascii_lowercase();
-    (name.contains("runsc") || name.contains("gvisor")).then(|| {
+/// gVisor by its name, else by the program the engine runs for it (`program`).
+fn stdio_refusal(runtime: &str, program: impl FnOnce() -> Option<String>) -> Option<String> {
+    let gvisor = |name: &str| {
+        let name = name.to_ascii_lowercase();
+        name.contains("runsc") || name.contains("gvisor")
+    };
+    let by_program =
+        || program().is_some_and(|path| gvisor(path.rsplit('/').next().unwrap_or_default()));
+    (gvisor(runtime) || by_program()).then(|| {
         format!(
             "runner.sandbox.runtime: `{runtime}` (gVisor) runs only on this machine's Docker daemon with the bind transport: elsewhere the sandbox's PID 1 talks to agent-runner over its stdio, which gVisor lets the worker reopen (/proc/1/fd); leave the key out there, or run on this machine's daemon with runner.sandbox.transport: bind"
         )
@@ -1986,14 +1993,20 @@ exit 3"#;
     fn gvisor_is_refused_where_pid_1_speaks_over_its_stdio() {
         for runtime in ["runsc", "runsc-kvm", "gVisor"] {
             assert!(
-                stdio_refusal(runtime)
+                stdio_refusal(runtime, || None)
                     .is_some_and(|why| why.contains(&format!("`{runtime}` (gVisor)"))),
                 "{runtime}"
             );
         }
+        // Another name for it: known by the program the daemon runs.
+        assert!(stdio_refusal("secure", || Some("/usr/bin/runsc".into())).is_some());
         for runtime in ["runc", "kata", "crun"] {
-            assert_eq!(stdio_refusal(runtime), None, "{runtime}");
+            assert_eq!(stdio_refusal(runtime, || None), None, "{runtime}");
         }
+        assert_eq!(
+            stdio_refusal("secure", || Some("/opt/kata/bin/kata-runtime".into())),
+            None
+        );
     }
 
     #[test]
