@@ -223,13 +223,12 @@ exit 1"#,
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn an_unschedulable_pod_under_a_quiet_watch_is_host_busy_at_its_deadline() {
-    let (backend, dir) = faked(
-        r#"[ -n "$watch" ] || exit 3
-echo '{"phase":"Pending","conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/1 nodes are available."}]}'
-exec sleep 30"#,
-    );
+/// The error of a start whose watch says `status` (the Pod's `.status`) once and
+/// then nothing, with a schedule timeout of 1 s; how long it took.
+fn start_under_a_quiet_watch(status: &str) -> (BackendError, Duration) {
+    let (backend, dir) = faked(&format!(
+        "[ -n \"$watch\" ] || exit 3\necho '{status}'\nexec sleep 30"
+    ));
     let backend = backend.with_schedule_timeout(Duration::from_secs(1));
     let started = Instant::now();
     let e = backend
@@ -241,16 +240,23 @@ exec sleep 30"#,
             Interrupt::never(),
         )
         .unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    (e, started.elapsed())
+}
+
+#[test]
+fn an_unschedulable_pod_under_a_quiet_watch_is_host_busy_at_its_deadline() {
+    let (e, took) = start_under_a_quiet_watch(
+        r#"{"phase":"Pending","conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/1 nodes are available."}]}"#,
+    );
     assert_eq!(
         e.to_string(),
         "host busy: k8s://ctx/ns: Unschedulable: 0/1 nodes are available."
     );
-    let took = started.elapsed();
     assert!(
         took >= Duration::from_secs(1) && took < Duration::from_secs(4),
         "{took:?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -277,26 +283,13 @@ echo '{"status":{"phase":"Running"}}'"#,
 
 #[test]
 fn a_pod_not_running_in_time_says_what_its_containers_wait_for() {
-    let (backend, dir) = faked(
-        r#"[ -n "$watch" ] || exit 3
-echo '{"phase":"Pending","initContainerStatuses":[{"name":"tools","state":{"running":{}}}],"containerStatuses":[{"name":"worker","state":{"waiting":{"reason":"PodInitializing"}}}]}'
-exec sleep 30"#,
+    let (e, _) = start_under_a_quiet_watch(
+        r#"{"phase":"Pending","initContainerStatuses":[{"name":"tools","state":{"running":{}}}],"containerStatuses":[{"name":"worker","state":{"waiting":{"reason":"PodInitializing"}}}]}"#,
     );
-    let backend = backend.with_schedule_timeout(Duration::from_secs(1));
-    let e = backend
-        .wait_for(
-            "p",
-            "img",
-            false,
-            Duration::from_secs(1),
-            Interrupt::never(),
-        )
-        .unwrap_err();
     let text = e.to_string();
     assert!(
         text.contains("the Pod did not run within")
             && text.ends_with("(Pending; worker: PodInitializing)"),
         "{text}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
