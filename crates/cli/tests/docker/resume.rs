@@ -254,9 +254,15 @@ fn a_task_that_ran_out_of_loops_goes_on_with_a_raised_limit() {
         (&Value::from("COMPLETE"), &Value::from(2))
     );
     assert_eq!(result["validation"]["overall"], "passed");
+    let note = note(&dir.path, &id);
     assert!(
-        note(&dir.path, &id).contains("max_loops reached (1)"),
+        note.contains("max_loops reached (1)"),
         "the earlier end is kept"
+    );
+    assert!(
+        note.contains("The worker's session could not be continued (")
+            && note.contains("worker run 2 started afresh with the history"),
+        "said in the note: {note}"
     );
     assert_no_container(&id);
 }

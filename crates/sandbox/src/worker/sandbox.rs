@@ -1220,10 +1220,15 @@ impl Sandbox for ContainerSandbox {
         let resume = kind.resume_command(&self.run_spec(), &session);
         let run = self.run_agent(number, prompt, &resume)?;
         if session::not_continued(&run) {
+            let why = agent_runner_core::text::first_line(&run.summary, 200);
             log::warn!(
-                "worker run {number}: the worker's session {session} could not be continued ({}); it starts afresh with the history in its prompt",
-                agent_runner_core::text::first_line(&run.summary, 200)
+                "worker run {number}: the worker's session {session} could not be continued ({why}); it starts afresh with the history in its prompt"
             );
+            // Where it went (a volume or claim removed, another host) is not
+            // known here; that it happened belongs in the note (SPEC §25).
+            self.notices.push(format!(
+                "The worker's session could not be continued ({why}): worker run {number} started afresh with the history of the runs before in its prompt."
+            ));
             return self.run_agent(number, &afresh, &command);
         }
         Ok(run)
