@@ -353,7 +353,7 @@ fn the_task_page_shows_a_running_attempt_live_and_its_stop_button_stops_it() {
     p.init(
         BUILDER,
         &meta_script(&format!(
-            "@run: echo one\n@say: {WORKER_HOSTILE}\n@sleep: 3\n@run: echo two\n@sleep: 120"
+            "@run: echo one\n@say: {WORKER_HOSTILE}\n@sleep: 10\n@run: echo two\n@sleep: 120"
         )),
         "",
     );

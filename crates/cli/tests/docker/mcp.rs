@@ -135,20 +135,23 @@ fn gvisor_where_pid_1_speaks_over_its_stdio_is_refused_before_any_paid_call() {
     assert_eq!(volumes.trim(), "", "no volume left");
 }
 
-/// The refusal above knows gVisor under any name by the program the daemon runs
-/// for it: the daemon's own `docker info` says it.
+/// The refusal above knows gVisor under any name by what the daemon runs for it,
+/// and the daemon's default runtime when the task names none: the daemon's own
+/// `docker info` says both.
 #[test]
 #[ignore = "needs runsc"]
-fn the_daemon_names_the_program_of_a_runtime() {
+fn the_daemon_names_what_a_runtime_runs_and_its_default() {
     crate::support::prerequisite::needs!(Runsc);
+    use agent_runner_sandbox::backend::runtime::resolve;
     let deadline = std::time::Duration::from_secs(30);
-    let program = agent_runner_sandbox::backend::runtime::program("runsc", deadline);
+    let (name, programs) = resolve(Some("runsc"), deadline).expect("docker info answers");
+    assert_eq!(name, "runsc");
     assert!(
-        program.as_deref().is_some_and(|p| p.ends_with("/runsc")),
-        "{program:?}"
+        programs.iter().any(|p| p.ends_with("/runsc")),
+        "{programs:?}"
     );
-    assert_eq!(
-        agent_runner_sandbox::backend::runtime::program("no-such-runtime", deadline),
-        None
-    );
+    let (default, _) = resolve(None, deadline).expect("docker info answers");
+    assert_eq!(default, "runc", "the test daemon's default");
+    let (_, none) = resolve(Some("no-such-runtime"), deadline).expect("docker info answers");
+    assert!(none.is_empty(), "{none:?}");
 }

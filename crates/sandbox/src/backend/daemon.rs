@@ -156,17 +156,18 @@ pub(crate) fn remove_container(name: &str, deadline: Duration) -> bool {
 
 /// Waits, at most `deadline`, until docker no longer knows the container `name`
 /// (`docker run --rm`'s own removal may be under way, and `docker rm -f` then says
-/// "already in progress"): whether it is gone.
+/// "already in progress"): whether it is gone. Only the daemon's "no such" says
+/// so; a daemon that does not answer says nothing.
 pub(crate) fn wait_gone(name: &str, deadline: Duration) -> bool {
     let until = std::time::Instant::now() + deadline;
     loop {
-        let known = call(
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let answer = call(
             &["container", "inspect", "--format", "{{.Id}}", name],
-            deadline,
+            left.max(Duration::from_secs(1)),
             Interrupt::never(),
-        )
-        .is_ok_and(|o| o.ok);
-        if !known {
+        );
+        if answer.is_ok_and(|o| !o.ok && no_such(&o.stderr)) {
             return true;
         }
         if std::time::Instant::now() >= until {
@@ -174,6 +175,11 @@ pub(crate) fn wait_gone(name: &str, deadline: Duration) -> bool {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Whether a docker CLI's error says the object it named does not exist.
+fn no_such(stderr: &str) -> bool {
+    stderr.contains("No such container") || stderr.contains("No such object")
 }
 
 /// `guarded` for a call whose stdout is data, not text (`docker cp <src> -`): every

@@ -262,8 +262,8 @@ impl Backend for Docker {
         self.endpoint().is_ok_and(Endpoint::is_remote)
     }
 
-    fn runtime_program(&self, name: &str) -> Option<String> {
-        super::runtime::program(name, self.short)
+    fn resolve_runtime(&self, name: Option<&str>) -> Option<(String, Vec<String>)> {
+        super::runtime::resolve(name, HEALTH)
     }
 
     fn daemon(&self) -> String {
@@ -568,7 +568,11 @@ impl Instance for Container {
             || remove_container(&this.name, deadline)
             || daemon::wait_gone(&this.name, deadline);
         let took = started.elapsed();
-        this.watchdog.dismiss();
+        if gone {
+            this.watchdog.dismiss();
+        } else {
+            this.watchdog.hand_over();
+        }
         super::Removal { took, left: !gone }
     }
 }
@@ -641,6 +645,12 @@ impl Watchdog {
         process::spawn_held(&invocation)
             .map(|held| Watchdog(Some(std::sync::Mutex::new(held))))
             .map_err(|e| BackendError::Io(format!("cannot start the container's watchdog: {e}")))
+    }
+
+    /// The container may still be there: the watchdog, its pipe closed without
+    /// `done`, removes it on its own, and may outlive this call.
+    fn hand_over(self) {
+        drop(self.0);
     }
 
     /// The container is gone (or being removed by us): the watchdog may end.

@@ -245,10 +245,12 @@ pub trait Backend: Send + Sync {
     fn remote(&self) -> bool {
         false
     }
-    /// The program the engine runs for the runtime `name` (`runner.sandbox.runtime`),
-    /// where it says: a Docker daemon's registered path (`/usr/bin/runsc` under
-    /// any name), so that gVisor is known by what it is, not by what it is called.
-    fn runtime_program(&self, _name: &str) -> Option<String> {
+    /// The runtime `name` (`runner.sandbox.runtime`; None: the engine's default)
+    /// as the engine has it, where it says: its name and what it runs for it (a
+    /// Docker daemon's registered path or shim, `/usr/bin/runsc` under any name; a
+    /// RuntimeClass's handler), so that gVisor is known by what it is, not by what
+    /// it is called.
+    fn resolve_runtime(&self, _name: Option<&str>) -> Option<(String, Vec<String>)> {
         None
     }
     /// The engine's daemon in words a message can name (`DOCKER_HOST=…`, the
@@ -350,8 +352,10 @@ pub trait Instance: Send + Sync {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Removal {
     pub took: Duration,
-    /// The engine may still have it (its removal did not finish in time, or its
-    /// host did not answer): a sweep of its owner's leftovers takes it later.
+    /// The engine may still have it: it did not confirm the removal in time (a
+    /// Docker daemon: "no such container"), or did not accept it (a cluster's
+    /// delete, which is not waited for), or its host did not answer. A sweep of
+    /// its owner's leftovers takes it later.
     pub left: bool,
 }
 

@@ -41,7 +41,10 @@ impl Outside<'_> {
         command: &[&str],
         within: Duration,
     ) -> Result<(bool, String, String), BackendError> {
-        let mut invocation = docker_cli::command().args(["exec", "-w", "/"]);
+        // Ends with agent-runner, as every exec (`docker.rs`, `exec_invocation`).
+        let mut invocation = docker_cli::command()
+            .args(["exec", "-w", "/"])
+            .die_with_parent();
         for (name, value) in &self.env {
             invocation = if RESERVED.contains(name) {
                 invocation.args(["-e".to_string(), format!("{name}={value}")])

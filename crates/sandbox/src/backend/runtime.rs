@@ -38,17 +38,43 @@ pub fn parse(json: &str) -> Vec<String> {
     names
 }
 
-/// The program the daemon runs for the runtime `name` (its registered `path`), if
-/// it says.
-pub fn program(name: &str, deadline: Duration) -> Option<String> {
-    let out = daemon::call(&INFO_ARGS, deadline, Interrupt::never()).ok()?;
-    out.ok.then(|| program_in(&out.stdout, name)).flatten()
+/// The runtime `name` (None: the daemon's default) as the daemon has it: its
+/// name and what it runs for it (`program_in`), if the daemon says (`docker info`).
+pub fn resolve(name: Option<&str>, deadline: Duration) -> Option<(String, Vec<String>)> {
+    let out = daemon::call(&RESOLVE_ARGS, deadline, Interrupt::never()).ok()?;
+    if !out.ok {
+        return None;
+    }
+    let (default, runtimes) = out.stdout.trim().split_once('\t')?;
+    let name = name.unwrap_or(default).to_string();
+    let program = program_in(runtimes, &name);
+    Some((name, program))
 }
 
-/// `name`'s `path` in `docker info`'s `{"runsc":{"path":…},…}`.
-fn program_in(json: &str, name: &str) -> Option<String> {
-    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json.trim()).ok()?;
-    map.get(name)?["path"].as_str().map(str::to_string)
+const RESOLVE_ARGS: [&str; 3] = [
+    "info",
+    "--format",
+    "{{.DefaultRuntime}}\t{{json .Runtimes}}",
+];
+
+/// What `name` runs in `docker info`'s `{"runsc":{"path":…},…}`: its `path`, a
+/// containerd shim's `runtimeType` (`io.containerd.runsc.v1`) and its options'
+/// `BinaryName`, those it has.
+fn program_in(json: &str, name: &str) -> Vec<String> {
+    let map: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(json.trim()).unwrap_or_default();
+    let Some(runtime) = map.get(name) else {
+        return Vec::new();
+    };
+    [
+        &runtime["path"],
+        &runtime["runtimeType"],
+        &runtime["options"]["BinaryName"],
+    ]
+    .into_iter()
+    .filter_map(|v| v.as_str().filter(|s| !s.is_empty()))
+    .map(str::to_string)
+    .collect()
 }
 
 /// Whether `docker run`'s error says its runtime is not one the daemon knows.
@@ -100,13 +126,16 @@ mod tests {
     #[test]
     fn a_runtimes_program_by_its_name() {
         let info = r#"{"secure":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]},"runc":{"path":"runc"}}"#;
+        assert_eq!(program_in(info, "secure"), ["/usr/bin/runsc"]);
+        assert_eq!(program_in(info, "runc"), ["runc"]);
+        assert!(program_in(info, "other").is_empty());
+        let shims = r#"{"a":{"runtimeType":"io.containerd.runsc.v1"},"b":{"runtimeType":"io.containerd.runc.v2","options":{"BinaryName":"/usr/local/bin/runsc"}}}"#;
+        assert_eq!(program_in(shims, "a"), ["io.containerd.runsc.v1"]);
         assert_eq!(
-            program_in(info, "secure").as_deref(),
-            Some("/usr/bin/runsc")
+            program_in(shims, "b"),
+            ["io.containerd.runc.v2", "/usr/local/bin/runsc"]
         );
-        assert_eq!(program_in(info, "runc").as_deref(), Some("runc"));
-        assert_eq!(program_in(info, "other"), None);
-        assert_eq!(program_in("null", "runc"), None);
+        assert!(program_in("null", "runc").is_empty());
     }
 
     #[test]

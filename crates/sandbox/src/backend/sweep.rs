@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::daemon::call;
 use super::docker_cli::{Output, last_lines};
-use super::host::Target;
+use super::host::{HEALTH, Target};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
 
@@ -132,8 +132,8 @@ pub(crate) fn orphan(line: &str, rule: Rule) -> Option<(&str, &str)> {
     owner.is_gone().then_some((id, name))
 }
 
-/// The deadline of each of a host's sweep's calls.
-const SWEEP_CALL: std::time::Duration = std::time::Duration::from_secs(30);
+/// The deadline of a host's sweep's removal of one container or volume.
+const SWEEP_REMOVAL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Whether an `agent-runner.expires` value is in the past.
 fn expired(expires: &str) -> bool {
@@ -148,9 +148,15 @@ fn expired(expires: &str) -> bool {
 /// labelled `agent-runner.task` that `rule` takes. Only ours, by label; their
 /// names (`volume <name>` for a volume).
 pub fn sweep_host(target: &Target, rule: Rule) -> Vec<String> {
-    // Longer than a health check: a busy daemon may take seconds to remove a
-    // container, and one cut short is removed but not reported.
-    let docker = |args: &[&str]| target.docker(args, SWEEP_CALL, Interrupt::never());
+    // A removal gets longer than a health check: a busy daemon may take seconds
+    // to remove a container, and one cut short is removed but not reported. The
+    // listings keep the health check's, so that a host that stops answering holds
+    // the orchestrator's start for seconds, not minutes.
+    let docker = |args: &[&str]| {
+        let removal = args.first() == Some(&"rm") || args.get(..2) == Some(&["volume", "rm"][..]);
+        let deadline = if removal { SWEEP_REMOVAL } else { HEALTH };
+        target.docker(args, deadline, Interrupt::never())
+    };
     let (removed, failed) = sweep(&docker, &format!("label={LABEL_TASK}"), rule);
     if let Some(why) = failed {
         log::warn!("the sweep of {target} did not run through: {why}");

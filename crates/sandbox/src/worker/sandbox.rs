@@ -472,6 +472,10 @@ impl ContainerSandbox {
                 if let Some(e) = &self.caches_error {
                     return Err(SandboxError::Io(e.clone()));
                 }
+                // Before anything goes to the sandbox's host.
+                if let Some(why) = self.gvisor_refusal() {
+                    return Err(SandboxError::Refused(why));
+                }
                 self.tools_volume_beside_the_copy()?;
                 self.open_carrier()?;
                 let carrier = self
@@ -711,6 +715,22 @@ impl ContainerSandbox {
         Ok(line)
     }
 
+    /// Why the sandbox cannot run here under its runtime: gVisor (the task's
+    /// runtime, else the engine's default) where PID 1 speaks over its stdio
+    /// (`stdio_refusal`). Where the engine cannot say what a runtime runs, its
+    /// name alone decides.
+    fn gvisor_refusal(&self) -> Option<String> {
+        if !self.copies && !self.backend.remote() {
+            return None;
+        }
+        let runtime = self.spec.worker.runtime.as_deref();
+        if let Some(why) = runtime.and_then(|r| stdio_refusal(r, &[], false)) {
+            return Some(why);
+        }
+        let (name, programs) = self.backend.resolve_runtime(runtime)?;
+        stdio_refusal(&name, &programs, runtime.is_none())
+    }
+
     /// Opens the carrier if it is not, with the files it delivers; with the network
     /// `allowlist`, starts the egress proxy, which the carrier's connections reach.
     /// The carrier is the lifeline (`backend::lifeline`, the helper from the tools
@@ -731,12 +751,6 @@ impl ContainerSandbox {
         // On a remote daemon the lifeline even without egress: the bridge, PID 1
         // otherwise, comes from a host directory such a daemon may not see.
         let remote = self.backend.remote();
-        if (self.copies || remote)
-            && let Some(runtime) = self.spec.worker.runtime.as_deref()
-            && let Some(why) = stdio_refusal(runtime, || self.backend.runtime_program(runtime))
-        {
-            return Err(SandboxError::Refused(why));
-        }
         let lifeline = self.spec.tools.is_some() && (self.copies || remote);
         let cannot =
             |e: std::io::Error| SandboxError::Io(format!("cannot start the egress proxy: {e}"));
@@ -1426,17 +1440,24 @@ fn copy_refusal(worker: &WorkerSettings, login: &Login) -> Option<String> {
 /// pipes through `/proc/1/fd` (it ignores the non-dumpable flag), so the worker
 /// could read what comes on them (a login file) or forge PID 1's answers. Only
 /// this machine's daemon with the bind transport gives PID 1 a socket instead.
-/// gVisor by its name, else by the program the engine runs for it (`program`).
-fn stdio_refusal(runtime: &str, program: impl FnOnce() -> Option<String>) -> Option<String> {
+/// `runtime` is the task's (else the engine's default, `default`), gVisor by its
+/// name or by what the engine runs for it (`programs`: paths, containerd shims, a
+/// RuntimeClass's handler).
+fn stdio_refusal(runtime: &str, programs: &[String], default: bool) -> Option<String> {
     let gvisor = |name: &str| {
         let name = name.to_ascii_lowercase();
         name.contains("runsc") || name.contains("gvisor")
     };
-    let by_program =
-        || program().is_some_and(|path| gvisor(path.rsplit('/').next().unwrap_or_default()));
-    (gvisor(runtime) || by_program()).then(|| {
+    let by_program = programs
+        .iter()
+        .any(|p| gvisor(p.rsplit('/').next().unwrap_or_default()));
+    let which = match default {
+        true => format!("the engine's default runtime `{runtime}`"),
+        false => format!("`{runtime}`"),
+    };
+    (gvisor(runtime) || by_program).then(|| {
         format!(
-            "runner.sandbox.runtime: `{runtime}` (gVisor) runs only on this machine's Docker daemon with the bind transport: elsewhere the sandbox's PID 1 talks to agent-runner over its stdio, which gVisor lets the worker reopen (/proc/1/fd); leave the key out there, or run on this machine's daemon with runner.sandbox.transport: bind"
+            "runner.sandbox.runtime: {which} (gVisor) runs only on this machine's Docker daemon with the bind transport: elsewhere the sandbox's PID 1 talks to agent-runner over its stdio, which gVisor lets the worker reopen (/proc/1/fd); name another runtime there, or run on this machine's daemon with runner.sandbox.transport: bind"
         )
     })
 }
@@ -1998,18 +2019,34 @@ exit 3"#;
     fn gvisor_is_refused_where_pid_1_speaks_over_its_stdio() {
         for runtime in ["runsc", "runsc-kvm", "gVisor"] {
             assert!(
-                stdio_refusal(runtime, || None)
+                stdio_refusal(runtime, &[], false)
                     .is_some_and(|why| why.contains(&format!("`{runtime}` (gVisor)"))),
                 "{runtime}"
             );
         }
-        // Another name for it: known by the program the daemon runs.
-        assert!(stdio_refusal("secure", || Some("/usr/bin/runsc".into())).is_some());
+        // Another name for it: known by what the engine runs.
+        for programs in [
+            &["/usr/bin/runsc"][..],
+            &["io.containerd.runsc.v1"],
+            &["io.containerd.runc.v2", "/usr/local/bin/runsc"],
+            &["gvisor"],
+        ] {
+            let programs: Vec<String> = programs.iter().map(|p| p.to_string()).collect();
+            assert!(
+                stdio_refusal("secure", &programs, false).is_some(),
+                "{programs:?}"
+            );
+        }
+        // The engine's default, the task naming none.
+        assert!(
+            stdio_refusal("runsc", &[], true)
+                .is_some_and(|why| why.contains("the engine's default runtime `runsc` (gVisor)"))
+        );
         for runtime in ["runc", "kata", "crun"] {
-            assert_eq!(stdio_refusal(runtime, || None), None, "{runtime}");
+            assert_eq!(stdio_refusal(runtime, &[], false), None, "{runtime}");
         }
         assert_eq!(
-            stdio_refusal("secure", || Some("/opt/kata/bin/kata-runtime".into())),
+            stdio_refusal("secure", &["/opt/kata/bin/kata-runtime".to_string()], false),
             None
         );
     }

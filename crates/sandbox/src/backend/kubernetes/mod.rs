@@ -314,7 +314,9 @@ impl Kubernetes {
             } else {
                 super::docker_cli::last_lines(&out.stderr, 2)
             };
-            if out.stderr.contains("NotFound") || out.stderr.contains("not found") {
+            // The API server's own word: "executable file not found" (a kubeconfig's
+            // auth plugin) is no Pod gone.
+            if out.stderr.contains("(NotFound)") {
                 return Err(BackendError::Gone {
                     name: name.into(),
                     detail,
@@ -660,6 +662,23 @@ impl Backend for Kubernetes {
 
     fn remote(&self) -> bool {
         true
+    }
+
+    fn resolve_runtime(&self, name: Option<&str>) -> Option<(String, Vec<String>)> {
+        // A RuntimeClass says which handler the nodes run for it; the cluster's
+        // default (no class) is the nodes' and not told.
+        let name = name?;
+        let out = self
+            .kubectl
+            .call(
+                &["get", "runtimeclass", name, "-o", "jsonpath={.handler}"],
+                &[],
+                HEALTH,
+                Interrupt::never(),
+            )
+            .ok()?;
+        let handler = out.stdout.trim();
+        (out.ok && !handler.is_empty()).then(|| (name.to_string(), vec![handler.to_string()]))
     }
 
     fn tools_volume(&self, _interrupt: Interrupt) -> Result<Option<String>, BackendError> {
