@@ -370,37 +370,40 @@ impl PodStatus {
             .flatten()
             .find(|c| c["type"] == "PodScheduled" && c["status"] == "False")
             .map(|c| format!("{}: {}", text(&c["reason"]), text(&c["message"])));
-        let image_problem = ["initContainerStatuses", "containerStatuses"]
+        // Each container's waiting state: (its name, the reason, the message).
+        let waiting: Vec<(String, String, String)> = ["initContainerStatuses", "containerStatuses"]
             .iter()
             .flat_map(|key| status[*key].as_array().into_iter().flatten())
-            .filter_map(|c| {
-                let reason = text(&c["state"]["waiting"]["reason"]);
-                matches!(
-                    reason.as_str(),
-                    "ErrImageNeverPull" | "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName"
+            .map(|c| {
+                let state = &c["state"]["waiting"];
+                (
+                    text(&c["name"]),
+                    text(&state["reason"]),
+                    text(&state["message"]),
                 )
-                .then(|| format!("{reason}: {}", text(&c["state"]["waiting"]["message"])))
             })
-            .next();
-        let start_problem = ["initContainerStatuses", "containerStatuses"]
+            .filter(|(_, reason, _)| !reason.is_empty())
+            .collect();
+        let first = |reasons: &[&str]| {
+            waiting
+                .iter()
+                .find(|(_, reason, _)| reasons.contains(&reason.as_str()))
+                .map(|(_, reason, message)| format!("{reason}: {message}"))
+        };
+        let image_problem = first(&[
+            "ErrImageNeverPull",
+            "ErrImagePull",
+            "ImagePullBackOff",
+            "InvalidImageName",
+        ]);
+        let start_problem = first(&[
+            "CreateContainerConfigError",
+            "CreateContainerError",
+            "RunContainerError",
+        ]);
+        let waiting = waiting
             .iter()
-            .flat_map(|key| status[*key].as_array().into_iter().flatten())
-            .filter_map(|c| {
-                let reason = text(&c["state"]["waiting"]["reason"]);
-                matches!(
-                    reason.as_str(),
-                    "CreateContainerConfigError" | "CreateContainerError" | "RunContainerError"
-                )
-                .then(|| format!("{reason}: {}", text(&c["state"]["waiting"]["message"])))
-            })
-            .next();
-        let waiting = ["initContainerStatuses", "containerStatuses"]
-            .iter()
-            .flat_map(|key| status[*key].as_array().into_iter().flatten())
-            .filter_map(|c| {
-                let reason = text(&c["state"]["waiting"]["reason"]);
-                (!reason.is_empty()).then(|| format!("{}: {reason}", text(&c["name"])))
-            })
+            .map(|(name, reason, _)| format!("{name}: {reason}"))
             .collect::<Vec<_>>()
             .join(", ");
         PodStatus {
