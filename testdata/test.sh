@@ -119,6 +119,9 @@ if [ -f "$junit" ]; then cp "$junit" "${junit%.xml}-main.xml"; fi
 "$CARGO" nextest run --locked --no-fail-fast --run-ignored all -E "($filter) & $timing" \
   --test-threads 2 || status=$?
 took=$(($(date +%s) - started))
+if docker container inspect agent-runner-test-k8s-node >/dev/null 2>&1; then
+  say "the Kubernetes test cluster's node (container agent-runner-test-k8s-node) stays up for the next run, as the test images do; make test-cluster-down removes it"
+fi
 
 # Lines "<test> TAB <prerequisite> TAB <why and what to do>".
 count=$(wc -l <"$not_run")
