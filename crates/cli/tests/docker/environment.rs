@@ -76,6 +76,27 @@ fn a_missing_test_program_fails_before_any_paid_call_and_says_how_to_fix_it() {
     assert_no_container(&id);
 }
 
+/// The sandbox's main process looks the test's program up as it starts (saving the
+/// probe's exec) with the image's PATH; a task that sets its own PATH has the shell
+/// asked with it, so that a program only the image's PATH reaches is missing.
+#[test]
+fn a_test_program_out_of_the_tasks_own_path_is_missing_though_the_images_has_it() {
+    let dir = Scratch::new("env-path");
+    let id = task_id("path");
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: hi")]);
+    // The test image's fake codex is in /usr/local/bin, on the image's PATH (`sh`
+    // would not do: busybox's shell finds its applets on any PATH).
+    let yaml = v1_task(&id, &dir.path, &server)
+        .test("codex --version")
+        .set("runner.worker.env.PATH", "/nowhere");
+    let out = runner(yaml).output();
+    out.code(1).stderr_has(&format!(
+        "test command: `codex` not found in image {TEST_IMAGE} (exit 127)"
+    ));
+    assert_eq!(asked(&server), Vec::<String>::new(), "no paid call");
+    assert_no_container(&id);
+}
+
 #[test]
 fn a_test_that_exits_127_not_found_later_is_a_setup_error_with_no_further_paid_call() {
     let dir = Scratch::new("env-127");
@@ -605,8 +626,12 @@ fn a_python_project_in_its_own_image_without_git_is_driven_to_complete() {
             "slugify must join words with hyphens (see tests/).",
         )
         .test("pytest -q -p no:cacheprovider");
-    let out = runner(yaml).arg("--json").output();
-    out.code(0);
+    let out = runner(yaml)
+        .arg("--json")
+        .env("RUST_LOG", "agent_runner=debug")
+        .output();
+    out.code(0)
+        .stderr_has("`pytest` found by the sandbox's main process as it started");
     assert!(read(&dir.path.join("slug/core.py")).contains("\"-\", text"));
     let note = note(&dir.path, &id);
     assert!(note.contains("2 passed"), "{note}");

@@ -456,6 +456,14 @@ pub trait Carrier: Send {
     fn prove_locality(&mut self, _path: &str) -> bool {
         false
     }
+    /// Has the main process look `program` up as the image's `/bin/sh` would (SPEC
+    /// §21's preflight of the test command) and end its ready line in
+    /// `program=found` when it found it for certain (`program=unknown` otherwise:
+    /// the shell is asked then). False: this carrier's main process cannot (the
+    /// bridge can).
+    fn find_program(&mut self, _program: &str) -> bool {
+        false
+    }
     /// Has the main process of the started sandbox `instance` kill every other
     /// process in it (`quiet.rs`). None: this carrier's main process cannot (the
     /// image's keep-alive under the engine's init).
@@ -466,3 +474,6 @@ pub trait Carrier: Send {
 
 /// The line the keep-alive (or the helper) prints once ready, before its pid.
 pub(crate) const READY: &str = "agent-runner-ready ";
+/// The word that ends the ready line when the main process found the program it
+/// was asked to (`Carrier::find_program`).
+pub(crate) const PROGRAM_FOUND: &str = "program=found";

@@ -51,6 +51,8 @@ pub struct SocketLink {
     delivered: Vec<Mount>,
     /// The locality token's file the bridge is to read and say (`locality.rs`).
     token: Option<String>,
+    /// The program the bridge is to look up (`Carrier::find_program`).
+    find: Option<String>,
     /// Where the bridge connects to take requests, until it did.
     control: Option<UnixListener>,
     /// The bridge's connection, once accepted.
@@ -70,6 +72,7 @@ impl SocketLink {
             egress,
             delivered: Vec::new(),
             token: None,
+            find: None,
             control: None,
             bridge: None,
         };
@@ -107,7 +110,9 @@ impl Carrier for SocketLink {
             Some(_) => Main {
                 entrypoint: format!("{MOUNT}/{BRIDGE}"),
                 args: (self.token.iter().map(|file| format!("token={file}")))
-                    .chain([format!("control={MOUNT}/{CONTROL}"), port, socket])
+                    .chain([format!("control={MOUNT}/{CONTROL}")])
+                    .chain(self.find.iter().map(|program| format!("find={program}")))
+                    .chain([port, socket])
                     .chain(links)
                     .collect(),
                 own_init: true,
@@ -160,6 +165,14 @@ impl Carrier for SocketLink {
             return false;
         }
         self.token = Some(path.to_string());
+        true
+    }
+
+    fn find_program(&mut self, program: &str) -> bool {
+        if self.dir.is_none() {
+            return false;
+        }
+        self.find = Some(program.to_string());
         true
     }
 
@@ -263,6 +276,94 @@ mod tests {
             "/run/agent-runner/auth.json".into(),
             ".codex/auth.json".into(),
         )]
+    }
+
+    fn scratch() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "agent-runner-bridge-find-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// What the bridge says at the end of its ready line asked to find `program`,
+    /// run on this machine with `path` as its PATH (stdin at its end: it exits).
+    fn bridge_finds(program: &str, path: &str) -> String {
+        let dir = scratch();
+        let bridge = dir.join("bridge");
+        std::fs::write(&bridge, BINARY).unwrap();
+        std::fs::set_permissions(&bridge, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let out = std::process::Command::new(&bridge)
+            .args([format!("find={program}"), "0".into(), "-".into()])
+            .env_clear()
+            .env("PATH", path)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(said.starts_with(super::super::READY), "{said:?}");
+        said.split_whitespace().last().unwrap().to_string()
+    }
+
+    #[test]
+    fn the_bridge_says_found_only_for_what_the_shell_finds_for_certain() {
+        let dir = scratch();
+        let bin = dir.join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let mode = |name: &str, mode: u32| {
+            let file = bin.join(name);
+            std::fs::write(&file, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .unwrap();
+        };
+        mode("tool", 0o755);
+        mode("plain", 0o644);
+        std::fs::create_dir(bin.join("dir")).unwrap();
+        let bin = bin.display().to_string();
+        let found = super::super::PROGRAM_FOUND;
+        assert_eq!(bridge_finds("tool", &format!("/nowhere:{bin}")), found);
+        assert_eq!(bridge_finds(&format!("{bin}/tool"), "/nowhere"), found);
+        // Builtins of every POSIX shell, whatever PATH holds.
+        assert_eq!(bridge_finds("test", "/nowhere"), found);
+        assert_eq!(bridge_finds("[", ""), found);
+        // Left to the shell: not there, not executable, a directory, a relative
+        // entry or path, a builtin of some shells only.
+        let unknown = "program=unknown";
+        assert_eq!(bridge_finds("tool", "/nowhere"), unknown);
+        assert_eq!(bridge_finds("plain", &bin), unknown);
+        assert_eq!(bridge_finds("dir", &bin), unknown);
+        assert_eq!(bridge_finds("tool", "."), unknown);
+        let relative = std::path::Path::new(&bin).strip_prefix("/").unwrap();
+        assert_eq!(
+            bridge_finds(&format!("{}/tool", relative.display()), "/"),
+            unknown
+        );
+        assert_eq!(bridge_finds("source", &bin), unknown);
+        assert_eq!(bridge_finds("", &bin), unknown);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn asked_to_find_the_test_program_the_bridge_is_named_it_before_its_port() {
+        let (mut link, _) = SocketLink::open(false, true).unwrap();
+        assert!(link.find_program("pytest"));
+        assert_eq!(
+            link.main(&[]).args,
+            [
+                "control=/run/agent-runner/egress/control.sock",
+                "find=pytest",
+                "0",
+                "-"
+            ]
+        );
+        let (mut keepalive, _) = SocketLink::open(false, false).unwrap();
+        assert!(
+            !keepalive.find_program("pytest"),
+            "the image's keep-alive cannot"
+        );
     }
 
     #[test]

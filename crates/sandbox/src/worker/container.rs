@@ -20,8 +20,8 @@ use super::SandboxError;
 use super::envelope::{PRIVATE_DIR, PrivateFile};
 use crate::backend::sweep::{LABEL_TASK, owner_labels};
 use crate::backend::{
-    Backend, BackendError, Carrier, Confinement, Exec, Instance, Mount, READY, Ready, SESSION_DIR,
-    Spec, Tmpfs, Transport, Var,
+    Backend, BackendError, Carrier, Confinement, Exec, Instance, Mount, PROGRAM_FOUND, READY,
+    Ready, SESSION_DIR, Spec, Tmpfs, Transport, Var,
 };
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
@@ -105,6 +105,9 @@ pub(crate) struct Container {
     carrier_env: Vec<(&'static str, String)>,
     /// The program's probe run beside the transport's `started`, not yet read.
     pub(crate) probed: Option<Probed>,
+    /// The program the main process found as it started (`Carrier::find_program`):
+    /// no probe of it needed.
+    pub(crate) found: Option<String>,
 }
 
 /// What the probe of a program (`prepare::FIND_PROGRAM`) gave.
@@ -163,10 +166,21 @@ impl Container {
             Some(&mut *carrier),
         )?;
         let mounts = transport.mounts()?;
+        // The main process looks the program up as it starts where it can, with the
+        // image's PATH (the probe's, unless the task sets its own): a yes saves the
+        // probe's exec.
+        let sets_path = spec.worker.env.iter().any(|entry| entry.name == "PATH");
+        let asked = probe.filter(|program| !sets_path && carrier.find_program(program));
         let sandbox = sandbox_spec(spec, &name, mounts, carrier);
         match backend.start(&sandbox) {
             Ok(started) => {
-                let mut said = started.ready.split_whitespace();
+                let found = asked.filter(|_| {
+                    started.ready.split_whitespace().next_back() == Some(PROGRAM_FOUND)
+                });
+                let mut said = started
+                    .ready
+                    .split_whitespace()
+                    .filter(|word| !word.starts_with("program="));
                 let keep_pid = said.next().unwrap_or_default().to_string();
                 let mut container = Container {
                     instance: started.instance,
@@ -175,11 +189,14 @@ impl Container {
                     shell: spec.shell(),
                     carrier_env: carrier.exec_env(),
                     probed: None,
+                    found: found.map(str::to_string),
                 };
                 // Before anything runs in it: the daemon sees this machine's files.
                 // Beside it, the program's probe: the image's shell looks a name up
                 // on its PATH, nothing of the repository's or the worker's runs.
-                let probe = probe.map(|program| (program, container.program_probe(spec, program)));
+                let probe = probe
+                    .filter(|_| found.is_none())
+                    .map(|program| (program, container.program_probe(spec, program)));
                 let instance = &*container.instance;
                 let (moved, probed) = std::thread::scope(|scope| {
                     let probing = probe.map(|(program, exec)| {

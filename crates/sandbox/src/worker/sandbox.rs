@@ -1101,6 +1101,11 @@ impl ContainerSandbox {
         // Beside the pinning: the image's shell looks the program up, nothing of the
         // repository's or the worker's runs.
         self.container()?;
+        // Found by the main process as it started?
+        if self.started()?.found.as_deref() == Some(program) {
+            log::debug!("`{program}` found by the sandbox's main process as it started");
+            return Ok(true);
+        }
         self.next_before = None;
         self.unswept = true;
         // Probed already beside the container's start (`prepare`)?

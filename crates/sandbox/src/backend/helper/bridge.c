@@ -19,10 +19,14 @@
  * inside the kernel; where the kernel cannot splice (unix sockets before Linux
  * 4.2), through a buffer. It trusts nothing it reads: it only moves bytes.
  *
- * Usage: bridge [token=FILE] [control=SOCKET] PORT SOCKET [MOUNT LINK]...
+ * Usage: bridge [token=FILE] [control=SOCKET] [find=PROGRAM] PORT SOCKET [MOUNT LINK]...
  * PORT 0 (SOCKET unused): no egress, the keep-alive alone. With token=FILE, the
  * hex digits FILE starts with follow the pid in the ready line ("-" if none): the
- * locality proof of a bind-mounted repository (locality.rs).
+ * locality proof of a bind-mounted repository (locality.rs). With find=PROGRAM, the
+ * line ends in "program=found" when the image's /bin/sh would find PROGRAM (the
+ * test command's program, SPEC §21's preflight) for certain, else in
+ * "program=unknown", and agent-runner asks the shell itself: an exec saved on
+ * every start where the answer is yes.
  *
  * It is the container's PID 1 (init.c): non-dumpable, and it reaps orphans. A line
  * "quiet" stops every other process of the sandbox (quiet.c). With control=SOCKET
@@ -151,6 +155,42 @@ static void prepare_home(const char *mount, const char *link)
 #include "init.c"
 #include "quiet.c"
 #include "lifeline.c"
+
+/* Whether `/bin/sh -c 'command -v PROGRAM'` finds PROGRAM for certain, as the
+ * container's user with its PATH: /bin/sh runs, and PROGRAM is a builtin every
+ * POSIX shell has, or an executable file by its absolute path or in an absolute
+ * PATH entry. Anything else (a relative entry, a shell's own builtin, a file the
+ * user may not run) is left to the shell: "unknown" is never wrong. */
+static int finds(const char *program)
+{
+    static const char *const builtins[] = {
+        ":", ".", "break", "continue", "eval", "exec", "exit", "export", "readonly", "return",
+        "set", "shift", "times", "trap", "unset", "cd", "command", "false", "pwd", "read",
+        "test", "[", "true", "echo", "printf", "umask", "wait", NULL,
+    };
+    struct stat st;
+    if (*program == 0 || access("/bin/sh", X_OK) != 0 || stat("/bin/sh", &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    for (int i = 0; builtins[i]; i++)
+        if (strcmp(program, builtins[i]) == 0)
+            return 1;
+    char path[4096];
+    if (strchr(program, '/'))
+        return program[0] == '/' && access(program, X_OK) == 0 && stat(program, &st) == 0 && S_ISREG(st.st_mode);
+    const char *dirs = getenv("PATH");
+    while (dirs && *dirs) {
+        size_t n = strcspn(dirs, ":");
+        if (n > 0 && dirs[0] == '/' && n + 1 + strlen(program) < sizeof path) {
+            memcpy(path, dirs, n);
+            path[n] = '/';
+            strcpy(path + n + 1, program);
+            if (access(path, X_OK) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+                return 1;
+        }
+        dirs += n + (dirs[n] == ':');
+    }
+    return 0;
+}
 
 static int proxy_socket(const char *path)
 {
@@ -302,8 +342,14 @@ int main(int argc, char **argv)
         argv++;
         argc--;
     }
+    const char *find = NULL;
+    if (argc >= 2 && strncmp(argv[1], "find=", 5) == 0) {
+        find = argv[1] + 5;
+        argv++;
+        argc--;
+    }
     if (argc < 3 || argc % 2 == 0) {
-        fprintf(stderr, "usage: %s [token=FILE] [control=SOCKET] PORT SOCKET [MOUNT LINK]...\n", argv[0]);
+        fprintf(stderr, "usage: %s [token=FILE] [control=SOCKET] [find=PROGRAM] PORT SOCKET [MOUNT LINK]...\n", argv[0]);
         return 2;
     }
     int port = atoi(argv[1]), one = 1;
@@ -317,6 +363,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     for (int i = 3; i + 1 < argc; i += 2)
         prepare_home(argv[i], argv[i + 1]);
+    /* With the image's PATH, before it is forgotten. */
+    const char *found = !find ? "" : finds(find) ? " program=found" : " program=unknown";
     forget_environment();
     int listener = port == 0 ? -1 : socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (port > 0 && listener < 0)
@@ -333,9 +381,9 @@ int main(int argc, char **argv)
         if (listen(listener, 128) != 0)
             die("listen");
     }
-    char ready[128];
-    int len = proving ? snprintf(ready, sizeof ready, "agent-runner-ready %d %s\n", (int)getpid(), token)
-                      : snprintf(ready, sizeof ready, "agent-runner-ready %d\n", (int)getpid());
+    char ready[160];
+    int len = proving ? snprintf(ready, sizeof ready, "agent-runner-ready %d %s%s\n", (int)getpid(), token, found)
+                      : snprintf(ready, sizeof ready, "agent-runner-ready %d%s\n", (int)getpid(), found);
     /* Connected before the ready line: no process of the worker runs before it. */
     int requests = 0;
     if (control) {
