@@ -10,7 +10,7 @@ use std::path::Path;
 
 use support::Scratch;
 use support::destination::Destination;
-use support::docker::{TEST_IMAGE, docker, docker_ok, image_with_python};
+use support::docker::{TEST_IMAGE, docker, docker_ok, image_with_foreign_shell, image_with_python};
 use support::fake_openai::FakeOpenAi;
 use support::prerequisite::needs;
 use support::task::{
@@ -93,6 +93,46 @@ fn a_test_program_out_of_the_tasks_own_path_is_missing_though_the_images_has_it(
     out.code(1).stderr_has(&format!(
         "test command: `codex` not found in image {TEST_IMAGE} (exit 127)"
     ));
+    assert_eq!(asked(&server), Vec::<String>::new(), "no paid call");
+    assert_no_container(&id);
+}
+
+/// The main process's lookup trusts the image's `/bin/sh` only when it can run
+/// here: one of another architecture is asked, and its failure ends the task before
+/// any paid call, saying why.
+#[test]
+fn an_image_whose_shell_cannot_run_here_fails_before_any_paid_call() {
+    let image = image_with_foreign_shell();
+    let dir = Scratch::new("env-foreign");
+    let id = task_id("foreign");
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: hi")]);
+    let out = runner(v1_task(&id, &dir.path, &server).image(&image).test("true")).output();
+    out.code(1).stderr_has("exec /bin/sh: exec format error");
+    assert_eq!(asked(&server), Vec::<String>::new(), "no paid call");
+    assert_no_container(&id);
+}
+
+/// A task's variable that changes how the shell's loader runs (here a library
+/// path holding a broken C library) keeps the lookup in the shell, which then
+/// cannot start: the task ends before any paid call.
+#[test]
+fn a_loader_variable_of_the_task_keeps_the_lookup_in_the_images_shell() {
+    needs!(SandboxImage);
+    let image = image_with_python();
+    let dir = Scratch::new("env-loader");
+    dir.file("broken/libc.so.6", "not a library\n");
+    let id = task_id("loader");
+    let server = FakeOpenAi::start(vec![plan(&["AC-1"]), run_worker("@say: hi")]);
+    let yaml = v1_task(&id, &dir.path, &server)
+        .image(&image)
+        .test("pytest -q")
+        .set(
+            "runner.worker.env.LD_LIBRARY_PATH",
+            "/workspace/project/broken",
+        );
+    let out = runner(yaml).output();
+    out.code(1)
+        .stderr_has("/bin/sh: error while loading shared libraries");
     assert_eq!(asked(&server), Vec::<String>::new(), "no paid call");
     assert_no_container(&id);
 }

@@ -194,6 +194,46 @@ pub fn image_with_dynamic_agent() -> String {
         .clone()
 }
 
+/// TEST_IMAGE whose `/bin/sh` is busybox marked as another machine's (an arm64
+/// ELF on x86-64, and the other way round): an image of the wrong architecture,
+/// whose shell cannot run here; tagged by TEST_IMAGE's id, built once.
+pub fn image_with_foreign_shell() -> String {
+    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let id = docker_ok(&["image", "inspect", "--format", "{{.Id}}", TEST_IMAGE]);
+            let id = id.trim().trim_start_matches("sha256:");
+            let tag = format!("agent-runner-test-worker:foreign-sh-{}", &id[..12]);
+            if docker(&["image", "inspect", &tag]).0 {
+                return tag;
+            }
+            let mut sh = std::fs::read("/bin/busybox").expect("a static busybox (busybox-static)");
+            // e_machine, little-endian: EM_X86_64 62 <-> EM_AARCH64 183.
+            let foreign: u16 = if cfg!(target_arch = "x86_64") {
+                183
+            } else {
+                62
+            };
+            sh[18..20].copy_from_slice(&foreign.to_le_bytes());
+            let context = super::Scratch::new("foreign-sh-image");
+            context.file("sh", &sh);
+            // The legacy builder keeps the context's mode (it has no `--chmod`, and
+            // no RUN can follow: its shell would be this one).
+            std::fs::set_permissions(
+                context.path.join("sh"),
+                std::os::unix::fs::PermissionsExt::from_mode(0o755),
+            )
+            .unwrap();
+            build(
+                &tag,
+                &context,
+                &format!("FROM {TEST_IMAGE}\nCOPY sh /bin/sh\n"),
+            );
+            tag
+        })
+        .clone()
+}
+
 /// `docker build -t tag` of `dockerfile` in `context` (the legacy builder, which
 /// needs no registry); the build must succeed.
 fn build(tag: &str, context: &super::Scratch, dockerfile: &str) {

@@ -60,6 +60,8 @@ pub struct Lifeline {
     /// (host file, path in the sandbox, the target the sandbox asked for).
     files: Vec<(PathBuf, String, String)>,
     mux: Option<Mux>,
+    /// The program it is to look up (`Carrier::find_program`).
+    find: Option<String>,
 }
 
 impl Lifeline {
@@ -73,6 +75,7 @@ impl Lifeline {
                 .map_or(0, |since| since.as_secs().max(1)),
             files: Vec::new(),
             mux: None,
+            find: None,
         }
     }
 
@@ -89,11 +92,9 @@ impl Carrier for Lifeline {
         } else {
             0
         };
-        let mut args = vec![
-            "lifeline".to_string(),
-            port.to_string(),
-            self.expires.to_string(),
-        ];
+        let mut args = vec!["lifeline".to_string()];
+        args.extend(self.find.iter().map(|program| format!("find={program}")));
+        args.extend([port.to_string(), self.expires.to_string()]);
         for (file, link) in links {
             let file = self
                 .files
@@ -111,6 +112,11 @@ impl Carrier for Lifeline {
 
     fn mounts(&self) -> Vec<Mount> {
         Vec::new()
+    }
+
+    fn find_program(&mut self, program: &str) -> bool {
+        self.find = Some(program.to_string());
+        true
     }
 
     fn deliver(&mut self, file: &Path, target: &str) {

@@ -288,21 +288,54 @@ mod tests {
     }
 
     /// What the bridge says at the end of its ready line asked to find `program`,
-    /// run on this machine with `path` as its PATH (stdin at its end: it exits).
-    fn bridge_finds(program: &str, path: &str) -> String {
-        let dir = scratch();
-        let bridge = dir.join("bridge");
-        std::fs::write(&bridge, BINARY).unwrap();
-        std::fs::set_permissions(&bridge, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
-        let out = std::process::Command::new(&bridge)
-            .args([format!("find={program}"), "0".into(), "-".into()])
-            .env_clear()
-            .env("PATH", path)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
+    /// run on this machine in `cwd` with `path` as its PATH (stdin at its end: it
+    /// exits). Its /bin/sh is this machine's.
+    fn bridge_finds(program: &str, path: &str, cwd: &std::path::Path) -> String {
+        let args = [format!("find={program}"), "0".into(), "-".into()];
+        helper_finds(&args, path, cwd)
+    }
+
+    /// The same of the lifeline (`helper lifeline find=PROGRAM 0 0`).
+    fn lifeline_finds(program: &str, path: &str) -> String {
+        let args = [
+            "lifeline".into(),
+            format!("find={program}"),
+            "0".into(),
+            "0".into(),
+        ];
+        helper_finds(&args, path, std::path::Path::new("/"))
+    }
+
+    /// The helper, written once per test process.
+    fn helper() -> &'static std::path::Path {
+        static HELPER: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+        HELPER.get_or_init(|| {
+            let helper = scratch().join("helper");
+            std::fs::write(&helper, BINARY).unwrap();
+            std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            helper
+        })
+    }
+
+    fn helper_finds(args: &[String], path: &str, cwd: &std::path::Path) -> String {
+        let out = loop {
+            let run = std::process::Command::new(helper())
+                .args(args)
+                .current_dir(cwd)
+                .env_clear()
+                .env("PATH", path)
+                .stdin(std::process::Stdio::null())
+                .output();
+            match run {
+                // A child forked elsewhere may still hold the file's write end
+                // (ETXTBSY) until it execs.
+                Err(e) if e.raw_os_error() == Some(26) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                run => break run.unwrap(),
+            }
+        };
         let said = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(said.starts_with(super::super::READY), "{said:?}");
         said.split_whitespace().last().unwrap().to_string()
@@ -312,37 +345,53 @@ mod tests {
     fn the_bridge_says_found_only_for_what_the_shell_finds_for_certain() {
         let dir = scratch();
         let bin = dir.join("bin");
-        std::fs::create_dir(&bin).unwrap();
-        let mode = |name: &str, mode: u32| {
-            let file = bin.join(name);
+        let odd = dir.join("p%func");
+        for folder in [&bin, &odd] {
+            std::fs::create_dir(folder).unwrap();
+        }
+        let mode = |file: std::path::PathBuf, mode: u32| {
             std::fs::write(&file, "#!/bin/sh\n").unwrap();
             std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(mode))
                 .unwrap();
         };
-        mode("tool", 0o755);
-        mode("plain", 0o644);
+        mode(bin.join("tool"), 0o755);
+        mode(bin.join("plain"), 0o644);
+        mode(odd.join("tool"), 0o755);
         std::fs::create_dir(bin.join("dir")).unwrap();
-        let bin = bin.display().to_string();
+        let root = std::path::Path::new("/");
+        let bin_path = bin.display().to_string();
         let found = super::super::PROGRAM_FOUND;
-        assert_eq!(bridge_finds("tool", &format!("/nowhere:{bin}")), found);
-        assert_eq!(bridge_finds(&format!("{bin}/tool"), "/nowhere"), found);
-        // Builtins of every POSIX shell, whatever PATH holds.
-        assert_eq!(bridge_finds("test", "/nowhere"), found);
-        assert_eq!(bridge_finds("[", ""), found);
-        // Left to the shell: not there, not executable, a directory, a relative
-        // entry or path, a builtin of some shells only.
-        let unknown = "program=unknown";
-        assert_eq!(bridge_finds("tool", "/nowhere"), unknown);
-        assert_eq!(bridge_finds("plain", &bin), unknown);
-        assert_eq!(bridge_finds("dir", &bin), unknown);
-        assert_eq!(bridge_finds("tool", "."), unknown);
-        let relative = std::path::Path::new(&bin).strip_prefix("/").unwrap();
         assert_eq!(
-            bridge_finds(&format!("{}/tool", relative.display()), "/"),
+            bridge_finds("tool", &format!("/nowhere:{bin_path}"), root),
+            found
+        );
+        // Builtins of every POSIX shell, whatever PATH holds.
+        assert_eq!(bridge_finds("true", "/nowhere", root), found);
+        assert_eq!(bridge_finds("cd", "", root), found);
+        // Left to the shell: not there, not executable, a directory, a relative
+        // entry (here the folder it is run in), a path, an entry with a `%` (an
+        // option to dash and ash), a builtin of some shells only.
+        let unknown = "program=unknown";
+        assert_eq!(bridge_finds("tool", "/nowhere", root), unknown);
+        assert_eq!(bridge_finds("plain", &bin_path, root), unknown);
+        assert_eq!(bridge_finds("dir", &bin_path, root), unknown);
+        assert_eq!(bridge_finds("tool", ".", &bin), unknown);
+        assert_eq!(bridge_finds("tool", "bin", &dir), unknown);
+        assert_eq!(
+            bridge_finds(&format!("{bin_path}/tool"), "/", root),
             unknown
         );
-        assert_eq!(bridge_finds("source", &bin), unknown);
-        assert_eq!(bridge_finds("", &bin), unknown);
+        assert_eq!(
+            bridge_finds("tool", &odd.display().to_string(), root),
+            unknown
+        );
+        assert_eq!(bridge_finds("source", &bin_path, root), unknown);
+        assert_eq!(bridge_finds("test", "/nowhere", root), unknown);
+        assert_eq!(bridge_finds("", &bin_path, root), unknown);
+        // The lifeline, the main process where nothing of this machine is mounted,
+        // says the same.
+        assert_eq!(lifeline_finds("tool", &bin_path), found);
+        assert_eq!(lifeline_finds("plain", &bin_path), unknown);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

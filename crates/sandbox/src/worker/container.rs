@@ -167,10 +167,17 @@ impl Container {
         )?;
         let mounts = transport.mounts()?;
         // The main process looks the program up as it starts where it can, with the
-        // image's PATH (the probe's, unless the task sets its own): a yes saves the
-        // probe's exec.
-        let sets_path = spec.worker.env.iter().any(|entry| entry.name == "PATH");
-        let asked = probe.filter(|program| !sets_path && carrier.find_program(program));
+        // image's PATH and nothing else of the probe's variables: a yes saves the
+        // probe's exec, unless the task sets a variable that changes how the shell
+        // or its loader runs or looks up (PATH, LD_*, SHELLOPTS, …). No file of a
+        // longer name is on any PATH.
+        let steers_shell = spec.worker.env.iter().any(|entry| {
+            RESERVED.contains(&entry.name)
+                || matches!(entry.name.as_str(), "SHELLOPTS" | "BASHOPTS")
+        });
+        let asked = probe.filter(|program| {
+            !steers_shell && program.len() <= 255 && carrier.find_program(program)
+        });
         let sandbox = sandbox_spec(spec, &name, mounts, carrier);
         match backend.start(&sandbox) {
             Ok(started) => {

@@ -357,6 +357,15 @@ impl ContainerSandbox {
         };
         let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
         let (agent_started, check) = self.check_beside()?;
+        // With the snapshot before taken and what it left stopped (nothing is left:
+        // `next_before`, `before_run`), nothing of the worker's runs until the agent
+        // starts: a diff taken from now on says what it starts from, so the check
+        // need not wait for the envelope to say it started (one exec's start-up,
+        // ~0.1 s, which a short run may not outlast). The first run's snapshot
+        // before, in the same exec, runs git: that check waits.
+        if before.is_some() {
+            let _ = agent_started.send(());
+        }
         log::debug!("worker run {number}: the agent {} starts", command[0]);
         let mut reader = envelope.reader().on_agent(agent_started);
         let mut transcript = Transcript::default();

@@ -154,43 +154,8 @@ static void prepare_home(const char *mount, const char *link)
 
 #include "init.c"
 #include "quiet.c"
+#include "find.c"
 #include "lifeline.c"
-
-/* Whether `/bin/sh -c 'command -v PROGRAM'` finds PROGRAM for certain, as the
- * container's user with its PATH: /bin/sh runs, and PROGRAM is a builtin every
- * POSIX shell has, or an executable file by its absolute path or in an absolute
- * PATH entry. Anything else (a relative entry, a shell's own builtin, a file the
- * user may not run) is left to the shell: "unknown" is never wrong. */
-static int finds(const char *program)
-{
-    static const char *const builtins[] = {
-        ":", ".", "break", "continue", "eval", "exec", "exit", "export", "readonly", "return",
-        "set", "shift", "times", "trap", "unset", "cd", "command", "false", "pwd", "read",
-        "test", "[", "true", "echo", "printf", "umask", "wait", NULL,
-    };
-    struct stat st;
-    if (*program == 0 || access("/bin/sh", X_OK) != 0 || stat("/bin/sh", &st) != 0 || !S_ISREG(st.st_mode))
-        return 0;
-    for (int i = 0; builtins[i]; i++)
-        if (strcmp(program, builtins[i]) == 0)
-            return 1;
-    char path[4096];
-    if (strchr(program, '/'))
-        return program[0] == '/' && access(program, X_OK) == 0 && stat(program, &st) == 0 && S_ISREG(st.st_mode);
-    const char *dirs = getenv("PATH");
-    while (dirs && *dirs) {
-        size_t n = strcspn(dirs, ":");
-        if (n > 0 && dirs[0] == '/' && n + 1 + strlen(program) < sizeof path) {
-            memcpy(path, dirs, n);
-            path[n] = '/';
-            strcpy(path + n + 1, program);
-            if (access(path, X_OK) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode))
-                return 1;
-        }
-        dirs += n + (dirs[n] == ':');
-    }
-    return 0;
-}
 
 static int proxy_socket(const char *path)
 {

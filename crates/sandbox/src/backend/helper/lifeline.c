@@ -4,7 +4,9 @@
  * between agent-runner and the sandbox. Nothing of the host is mounted: it runs from
  * the tools volume. backend/lifeline.rs is the other end.
  *
- * Usage: agent-runner-helper lifeline PORT EXPIRES [FILE LINK]...
+ * Usage: agent-runner-helper lifeline [find=PROGRAM] PORT EXPIRES [FILE LINK]...
+ *   find=PROGRAM  the ready line ends in "program=found" or "program=unknown"
+ *            (find.c).
  *   PORT     0: no egress; else listen on 127.0.0.1:PORT, each connection a channel.
  *   EXPIRES  unix seconds after which it exits (ending the sandbox); 0: never. So a
  *            sandbox whose agent-runner (or host link) is lost cannot run for ever.
@@ -372,8 +374,17 @@ static void ll_pump(int ch, short seen)
 
 static int lifeline(int argc, char **argv)
 {
+    const char *find = NULL;
+    if (argc >= 3 && strncmp(argv[2], "find=", 5) == 0) {
+        find = argv[2] + 5;
+        /* The rest as if it were not there. */
+        argv[2] = argv[1];
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
     if (argc < 4 || argc % 2 != 0) {
-        fprintf(stderr, "usage: %s lifeline PORT EXPIRES [FILE LINK]...\n", argv[0]);
+        fprintf(stderr, "usage: %s lifeline [find=PROGRAM] PORT EXPIRES [FILE LINK]...\n", argv[0]);
         return 2;
     }
     int port = atoi(argv[2]), one = 1, listener = -1;
@@ -406,8 +417,9 @@ static int lifeline(int argc, char **argv)
         if (listen(listener, 128) != 0)
             die("listen");
     }
-    char ready[64];
-    int len = snprintf(ready, sizeof ready, "agent-runner-ready %d\n", (int)getpid());
+    char ready[96];
+    int len = snprintf(ready, sizeof ready, "agent-runner-ready %d%s\n", (int)getpid(),
+                       !find ? "" : finds(find) ? " program=found" : " program=unknown");
     if (write(1, ready, (size_t)len) != len)
         die("stdout");
     for (int fd = 0; fd < 2; fd++) {

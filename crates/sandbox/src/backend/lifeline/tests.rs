@@ -257,6 +257,12 @@ fn the_carrier_runs_the_helper_from_the_tools_volume_and_maps_delivered_files() 
         ]
     );
     assert_eq!(link.mounts(), [], "nothing of this machine is mounted");
+    assert!(link.find_program("pytest"));
+    assert_eq!(
+        link.main(&[]).args,
+        ["lifeline", "find=pytest", "0", "1000"],
+        "the program to look up comes first"
+    );
     assert_eq!(
         link.labels(),
         [("agent-runner.expires".to_string(), "1000".to_string())]
