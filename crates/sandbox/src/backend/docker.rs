@@ -190,6 +190,17 @@ impl Backend for Docker {
         })
     }
 
+    fn image_id(&self, image: &str, interrupt: Interrupt) -> Option<String> {
+        let out = call(
+            &["image", "inspect", "--format", "{{.Id}}", image],
+            self.short,
+            interrupt,
+        )
+        .ok()?;
+        let id = out.stdout.trim();
+        (out.ok && !id.is_empty() && !id.contains(char::is_whitespace)).then(|| id.to_string())
+    }
+
     fn has_image(&self, image: &str, interrupt: Interrupt) -> Result<bool, BackendError> {
         self.endpoint()?;
         let out = call(

@@ -175,6 +175,12 @@ pub trait Backend: Send + Sync {
     fn has_image(&self, _image: &str, _interrupt: Interrupt) -> Result<bool, BackendError> {
         Ok(true)
     }
+    /// The ID of `image` where sandboxes start, when the engine can say it at once
+    /// (a sandbox may then be started from that ID, so that it is the one named);
+    /// None: not there, or not known.
+    fn image_id(&self, _image: &str, _interrupt: Interrupt) -> Option<String> {
+        None
+    }
     /// Runs `spec` to its end within `wall` (nothing held): what it printed. Only an
     /// engine that cannot be run is an error.
     fn run_once(

@@ -134,7 +134,9 @@ impl AgentFiles {
     /// (`agent_cache`); run before anything else runs in the container.
     pub(crate) fn pin(container: &str, spec: &ContainerSpec) -> Result<AgentFiles, SandboxError> {
         let exec = Exec::new(container, spec);
-        let key = exec.image_id().map(|id| super::agent_cache::key(&id, spec));
+        // Started from the ID looked up before, or asked now.
+        let id = spec.image_id.clone().or_else(|| exec.image_id());
+        let key = id.map(|id| super::agent_cache::key(&id, spec));
         if let Some(found) = key.as_deref().and_then(super::agent_cache::load) {
             log::debug!("agent files: the pinning of this image, kept on this machine");
             // The agent runs by the path found then; a PATH that reaches into the

@@ -65,6 +65,11 @@ pub(crate) struct ContainerSpec {
     pub(crate) tools_error: Option<String>,
     /// The volumes of `runner.worker.caches` for this repository (`caches.rs`).
     pub(crate) caches: Vec<crate::backend::Volume>,
+    /// The image's ID, looked up beside the tools volume before the start: the
+    /// container is started from it, so that the agent's pinning kept for that ID
+    /// (`agent_cache`) is had without asking the started container. None: started
+    /// by the image's name, asked then.
+    pub(crate) image_id: Option<String>,
 }
 
 /// The image's shell, which starts every run where the tools volume has none
@@ -431,7 +436,8 @@ fn sandbox_spec(
     if !labels.iter().any(|(name, _)| name == label) {
         labels.push((label.to_string(), expires));
     }
-    let mut sandbox = Spec::new(&spec.worker.docker_image, carrier.main(&links));
+    let image = spec.image_id.as_deref().unwrap_or(&spec.worker.docker_image);
+    let mut sandbox = Spec::new(image, carrier.main(&links));
     sandbox.name = Some(name.to_string());
     sandbox.labels = labels;
     sandbox.held = true;

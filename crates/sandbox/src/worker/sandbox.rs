@@ -197,6 +197,7 @@ impl ContainerSandbox {
                 keeps_session,
                 tools: None,
                 tools_error: None,
+                image_id: None,
             },
             backend,
             transport,
@@ -562,16 +563,19 @@ impl ContainerSandbox {
         let backend = self.backend.clone();
         let (image, interrupt) = (self.spec.worker.docker_image.clone(), self.spec.interrupt);
         let started = std::time::Instant::now();
-        let (had, copied) = std::thread::scope(|scope| {
+        let by_id = self.backend.reads_from_outside();
+        let (had, copied, id) = std::thread::scope(|scope| {
             let looking = scope.spawn(|| backend.tools_volume(interrupt));
+            let id = by_id.then(|| scope.spawn(|| backend.image_id(&image, interrupt)));
             let copied = self.transport.prepare(&*backend, &image, interrupt, None);
             let had = looking.join().unwrap_or_else(|_| {
                 Err(BackendError::Io(
                     "the tools volume: its thread failed".into(),
                 ))
             });
-            (had, copied)
+            (had, copied, id.and_then(|id| id.join().ok().flatten()))
         });
+        self.spec.image_id = id;
         self.take_tools(had, started)?;
         copied.map_err(SandboxError::from)
     }
@@ -586,7 +590,18 @@ impl ContainerSandbox {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        let had = self.backend.tools_volume(self.spec.interrupt);
+        // Beside it, where the container's agent is pinned from outside (`pin`),
+        // the image's ID, which that pinning is kept by.
+        let (backend, interrupt) = (&*self.backend, self.spec.interrupt);
+        let image = &self.spec.worker.docker_image;
+        let (had, id) = std::thread::scope(|scope| {
+            let id = backend
+                .reads_from_outside()
+                .then(|| scope.spawn(|| backend.image_id(image, interrupt)));
+            let had = backend.tools_volume(interrupt);
+            (had, id.and_then(|id| id.join().ok().flatten()))
+        });
+        self.spec.image_id = id;
         self.take_tools(had, started)
     }
 
