@@ -191,14 +191,19 @@ impl Backend for Docker {
     }
 
     fn image_id(&self, image: &str, interrupt: Interrupt) -> Option<String> {
+        self.endpoint().ok()?;
         let out = call(
             &["image", "inspect", "--format", "{{.Id}}", image],
             self.short,
             interrupt,
         )
         .ok()?;
+        // As the container's image is read (`outside`): a digest, else by name.
         let id = out.stdout.trim();
-        (out.ok && !id.is_empty() && !id.contains(char::is_whitespace)).then(|| id.to_string())
+        let digest = id
+            .strip_prefix("sha256:")
+            .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        (out.ok && digest).then(|| id.to_string())
     }
 
     fn has_image(&self, image: &str, interrupt: Interrupt) -> Result<bool, BackendError> {

@@ -3,7 +3,8 @@
 //! its layers' hashes), so what a pinning found in a fresh container of it (where
 //! the agent is, which files decide what runs and their hashes, the paths visited to
 //! reach them) holds for every fresh container of it started the same way. A start
-//! with the pinning cached costs one engine call (the container's image ID); the
+//! with the pinning cached costs no engine call when the container was started from
+//! the image's ID, looked up before it (else one, the container's image ID); the
 //! per-run check (`agent_files`) then vouches that the container still has the
 //! image's files.
 //!

@@ -25,7 +25,8 @@
 //!
 //! Found from a fresh container of an image, all this holds for every fresh
 //! container of that image ID: it is kept on this machine (`agent_cache`), and a
-//! start then costs one docker call.
+//! start then costs no docker call where the container was started from the ID
+//! looked up beside the tools volume (`ContainerSpec::image_id`), one otherwise.
 //!
 //! Each run is checked beside it (SPEC §27), not before it: once the envelope says
 //! the agent is starting (nothing else runs then), one `docker diff` (the container

@@ -113,6 +113,8 @@ pub(crate) struct Container {
     /// The program the main process found as it started (`Carrier::find_program`):
     /// no probe of it needed.
     pub(crate) found: Option<String>,
+    /// The image ID it was started from (None: from the image's name).
+    pub(crate) image_id: Option<String>,
 }
 
 /// What the probe of a program (`prepare::FIND_PROGRAM`) gave.
@@ -135,10 +137,12 @@ impl Container {
         probe: Option<&str>,
     ) -> Result<Container, SandboxError> {
         let started = Instant::now();
-        let container = match Container::run(backend, spec, transport, carrier, probe) {
+        let id = spec.image_id.as_deref();
+        let container = match Container::run(backend, spec, id, transport, carrier, probe) {
+            // Pulled by its name, started by it (an ID looked up before may be gone).
             Err(SandboxError::ImageMissing { .. }) => {
                 backend.pull(&spec.worker.docker_image, spec.interrupt)?;
-                Container::run(backend, spec, transport, carrier, probe)?
+                Container::run(backend, spec, None, transport, carrier, probe)?
             }
             other => other?,
         };
@@ -150,9 +154,11 @@ impl Container {
         Ok(container)
     }
 
+    /// Starts it from the image `id` when given, else from the image's name.
     fn run(
         backend: &dyn Backend,
         spec: &ContainerSpec,
+        id: Option<&str>,
         transport: &mut dyn Transport,
         carrier: &mut dyn Carrier,
         probe: Option<&str>,
@@ -183,7 +189,7 @@ impl Container {
         let asked = probe.filter(|program| {
             !steers_shell && program.len() <= 255 && carrier.find_program(program)
         });
-        let sandbox = sandbox_spec(spec, &name, mounts, carrier);
+        let sandbox = sandbox_spec(spec, id, &name, mounts, carrier);
         match backend.start(&sandbox) {
             Ok(started) => {
                 let found = asked.filter(|_| {
@@ -202,6 +208,7 @@ impl Container {
                     carrier_env: carrier.exec_env(),
                     probed: None,
                     found: found.map(str::to_string),
+                    image_id: id.map(str::to_string),
                 };
                 // Before anything runs in it: the daemon sees this machine's files.
                 // Beside it, the program's probe: the image's shell looks a name up
@@ -406,6 +413,7 @@ pub(crate) fn deliver_files(spec: &ContainerSpec, carrier: &mut dyn Carrier) {
 /// process and mounts, and this module's policy.
 fn sandbox_spec(
     spec: &ContainerSpec,
+    id: Option<&str>,
     name: &str,
     mut mounts: Vec<Mount>,
     carrier: &dyn Carrier,
@@ -436,8 +444,10 @@ fn sandbox_spec(
     if !labels.iter().any(|(name, _)| name == label) {
         labels.push((label.to_string(), expires));
     }
-    let image = spec.image_id.as_deref().unwrap_or(&spec.worker.docker_image);
-    let mut sandbox = Spec::new(image, carrier.main(&links));
+    let mut sandbox = Spec::new(
+        id.unwrap_or(&spec.worker.docker_image),
+        carrier.main(&links),
+    );
     sandbox.name = Some(name.to_string());
     sandbox.labels = labels;
     sandbox.held = true;

@@ -358,15 +358,6 @@ impl ContainerSandbox {
         };
         let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
         let (agent_started, check) = self.check_beside()?;
-        // With the snapshot before taken and what it left stopped (nothing is left:
-        // `next_before`, `before_run`), nothing of the worker's runs until the agent
-        // starts: a diff taken from now on says what it starts from, so the check
-        // need not wait for the envelope to say it started (one exec's start-up,
-        // ~0.1 s, which a short run may not outlast). The first run's snapshot
-        // before, in the same exec, runs git: that check waits.
-        if before.is_some() {
-            let _ = agent_started.send(());
-        }
         log::debug!("worker run {number}: the agent {} starts", command[0]);
         let mut reader = envelope.reader().on_agent(agent_started);
         let mut transcript = Transcript::default();
@@ -505,7 +496,9 @@ impl ContainerSandbox {
                 // before the first exec that could change the agent's files
                 // (`pinned`).
                 if self.backend.reads_from_outside() {
-                    let (name, spec) = (container.name.clone(), self.spec.clone());
+                    let (name, mut spec) = (container.name.clone(), self.spec.clone());
+                    // The pinning kept for the ID it started from; else asked.
+                    spec.image_id = container.image_id.clone();
                     let pin = move || {
                         let started = std::time::Instant::now();
                         (started, AgentFiles::pin(&name, &spec))
@@ -573,9 +566,11 @@ impl ContainerSandbox {
                     "the tools volume: its thread failed".into(),
                 ))
             });
-            (had, copied, id.and_then(|id| id.join().ok().flatten()))
+            (had, copied, id.map(|id| id.join().ok().flatten()))
         });
-        self.spec.image_id = id;
+        if let Some(id) = id {
+            self.spec.image_id = id;
+        }
         self.take_tools(had, started)?;
         copied.map_err(SandboxError::from)
     }
@@ -599,9 +594,11 @@ impl ContainerSandbox {
                 .reads_from_outside()
                 .then(|| scope.spawn(|| backend.image_id(image, interrupt)));
             let had = backend.tools_volume(interrupt);
-            (had, id.and_then(|id| id.join().ok().flatten()))
+            (had, id.map(|id| id.join().ok().flatten()))
         });
-        self.spec.image_id = id;
+        if let Some(id) = id {
+            self.spec.image_id = id;
+        }
         self.take_tools(had, started)
     }
 
@@ -2198,6 +2195,30 @@ exit 3"#;
                 spec.mounts
             );
         }
+    }
+
+    #[test]
+    fn a_container_starts_from_the_image_id_looked_up_and_after_a_pull_from_its_name() {
+        let id = format!("sha256:{}", "ab".repeat(32));
+        let mut s = setup(vec![]);
+        s.sandbox.spec.image_id = Some(id.clone());
+        s.sandbox.run_test(1, &test_spec()).unwrap();
+        assert_eq!(s.log.lock().unwrap().specs[0].image, id);
+        // Gone by the time it starts: pulled by its name, and started by it.
+        let missing = BackendError::ImageMissing {
+            image: id.clone(),
+            detail: "No such image".into(),
+        };
+        let mut s = setup(vec![missing]);
+        s.sandbox.spec.image_id = Some(id.clone());
+        s.sandbox.run_test(1, &test_spec()).unwrap();
+        let log = s.log.lock().unwrap();
+        let images: Vec<&str> = log.specs.iter().map(|spec| spec.image.as_str()).collect();
+        assert_eq!(images, [id.as_str(), "agent-runner-codex:latest"]);
+        assert!(
+            log.calls
+                .contains(&"pull agent-runner-codex:latest".to_string())
+        );
     }
 
     #[test]
