@@ -138,23 +138,28 @@ pub fn image_with_setid_file() -> String {
     static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     IMAGE
         .get_or_init(|| {
-            let id = docker_ok(&["image", "inspect", "--format", "{{.Id}}", TEST_IMAGE]);
-            let id = id.trim().trim_start_matches("sha256:");
-            let tag = format!("agent-runner-test-worker:setid-{}", &id[..12]);
-            if docker(&["image", "inspect", &tag]).0 {
-                return tag;
-            }
-            let context = super::Scratch::new("setid-image");
-            build(
-                &tag,
-                &context,
-                &format!(
+            test_image_variant("setid", |_| {
+                format!(
                     "FROM {TEST_IMAGE}\nRUN cp /bin/busybox /bin/setid-tool && chmod 4755 /bin/setid-tool\n"
-                ),
-            );
-            tag
+                )
+            })
         })
         .clone()
+}
+
+/// `agent-runner-test-worker:<name>-<TEST_IMAGE's id>`, built once by the Dockerfile
+/// `recipe` gives after filling the build's context, unless it is there.
+fn test_image_variant(name: &str, recipe: impl FnOnce(&super::Scratch) -> String) -> String {
+    let id = docker_ok(&["image", "inspect", "--format", "{{.Id}}", TEST_IMAGE]);
+    let id = id.trim().trim_start_matches("sha256:");
+    let tag = format!("agent-runner-test-worker:{name}-{}", &id[..12]);
+    if docker(&["image", "inspect", &tag]).0 {
+        return tag;
+    }
+    let context = super::Scratch::new(&format!("{name}-image"));
+    let dockerfile = recipe(&context);
+    build(&tag, &context, &dockerfile);
+    tag
 }
 
 /// TEST_IMAGE whose fake codex runs under the host's dash (`#!/bin/dash`): a
@@ -201,35 +206,26 @@ pub fn image_with_foreign_shell() -> String {
     static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     IMAGE
         .get_or_init(|| {
-            let id = docker_ok(&["image", "inspect", "--format", "{{.Id}}", TEST_IMAGE]);
-            let id = id.trim().trim_start_matches("sha256:");
-            let tag = format!("agent-runner-test-worker:foreign-sh-{}", &id[..12]);
-            if docker(&["image", "inspect", &tag]).0 {
-                return tag;
-            }
-            let mut sh = std::fs::read("/bin/busybox").expect("a static busybox (busybox-static)");
-            // e_machine, little-endian: EM_X86_64 62 <-> EM_AARCH64 183.
-            let foreign: u16 = if cfg!(target_arch = "x86_64") {
-                183
-            } else {
-                62
-            };
-            sh[18..20].copy_from_slice(&foreign.to_le_bytes());
-            let context = super::Scratch::new("foreign-sh-image");
-            context.file("sh", &sh);
-            // The legacy builder keeps the context's mode (it has no `--chmod`, and
-            // no RUN can follow: its shell would be this one).
-            std::fs::set_permissions(
-                context.path.join("sh"),
-                std::os::unix::fs::PermissionsExt::from_mode(0o755),
-            )
-            .unwrap();
-            build(
-                &tag,
-                &context,
-                &format!("FROM {TEST_IMAGE}\nCOPY sh /bin/sh\n"),
-            );
-            tag
+            test_image_variant("foreign-sh", |context| {
+                let mut sh =
+                    std::fs::read("/bin/busybox").expect("a static busybox (busybox-static)");
+                // e_machine, little-endian: EM_X86_64 62 <-> EM_AARCH64 183.
+                let foreign: u16 = if cfg!(target_arch = "x86_64") {
+                    183
+                } else {
+                    62
+                };
+                sh[18..20].copy_from_slice(&foreign.to_le_bytes());
+                context.file("sh", &sh);
+                // The legacy builder keeps the context's mode (it has no `--chmod`,
+                // and no RUN can follow: its shell would be this one).
+                std::fs::set_permissions(
+                    context.path.join("sh"),
+                    std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                )
+                .unwrap();
+                format!("FROM {TEST_IMAGE}\nCOPY sh /bin/sh\n")
+            })
         })
         .clone()
 }
