@@ -177,18 +177,7 @@ impl Container {
             Some(&mut *carrier),
         )?;
         let mounts = transport.mounts()?;
-        // The main process looks the program up as it starts where it can, with the
-        // image's PATH and nothing else of the probe's variables: a yes saves the
-        // probe's exec, unless the task sets a variable that changes how the shell
-        // or its loader runs or looks up (PATH, LD_*, SHELLOPTS, …). No file of a
-        // longer name is on any PATH.
-        let steers_shell = spec.worker.env.iter().any(|entry| {
-            RESERVED.contains(&entry.name)
-                || matches!(entry.name.as_str(), "SHELLOPTS" | "BASHOPTS")
-        });
-        let asked = probe.filter(|program| {
-            !steers_shell && program.len() <= 255 && carrier.find_program(program)
-        });
+        let asked = probe.filter(|program| main_finds(spec, program, carrier));
         let sandbox = sandbox_spec(spec, id, &name, mounts, carrier);
         match backend.start(&sandbox) {
             Ok(started) => {
@@ -411,6 +400,18 @@ pub(crate) fn deliver_files(spec: &ContainerSpec, carrier: &mut dyn Carrier) {
 
 /// What the backend starts for `spec`: the transport's `mounts`, the carrier's main
 /// process and mounts, and this module's policy.
+/// Whether the main process is to look `program` up as it starts (where it can),
+/// with the image's PATH and nothing else of the probe's variables: a yes saves the
+/// probe's exec, unless the task sets a variable that changes how the shell or its
+/// loader runs or looks up (PATH, LD_*, SHELLOPTS, …). No file of a longer name is
+/// on any PATH.
+fn main_finds(spec: &ContainerSpec, program: &str, carrier: &mut dyn Carrier) -> bool {
+    let steers_shell = spec.worker.env.iter().any(|entry| {
+        RESERVED.contains(&entry.name) || matches!(entry.name.as_str(), "SHELLOPTS" | "BASHOPTS")
+    });
+    !steers_shell && program.len() <= 255 && carrier.find_program(program)
+}
+
 fn sandbox_spec(
     spec: &ContainerSpec,
     id: Option<&str>,
