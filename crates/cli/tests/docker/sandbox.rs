@@ -318,7 +318,7 @@ fn missing_image_is_a_clear_error_and_leaves_no_container() {
     worker.docker_image = "agent-runner-no-such-image:latest".into();
     let mut sandbox = ContainerSandbox::new(config(&repo, &id, worker));
     match sandbox.run_worker(1, "@say: x\n") {
-        Err(SandboxError::ImageMissing { image, detail }) => {
+        Err(SandboxError::ImageMissing { image, detail, .. }) => {
             assert_eq!(image, "agent-runner-no-such-image:latest");
             assert!(detail.contains("make sandbox-image"), "{detail}");
         }

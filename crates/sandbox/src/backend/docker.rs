@@ -181,6 +181,7 @@ impl Backend for Docker {
             return Ok(());
         }
         Err(BackendError::ImageMissing {
+            what: super::DOCKER_IMAGE,
             image: image.to_string(),
             detail: format!(
                 "not present locally and `docker pull` failed: {}. Build it with `make sandbox-image` \
@@ -356,6 +357,7 @@ impl Docker {
     fn diagnose_start(&self, spec: &Spec, invocation: &Invocation, stderr: &str) -> BackendError {
         if stderr.contains("No such image") || stderr.contains("Unable to find image") {
             return BackendError::ImageMissing {
+                what: super::DOCKER_IMAGE,
                 image: spec.image.clone(),
                 detail: "not present locally".into(),
             };

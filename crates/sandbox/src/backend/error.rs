@@ -3,6 +3,11 @@
 //! failed. The sandbox turns each into the `SandboxError` that ends the task (the
 //! same words: `worker::SandboxError`'s `From`).
 
+/// A Docker daemon's image, in messages.
+pub const DOCKER_IMAGE: &str = "docker image";
+/// A cluster's, which is no Docker image to its users.
+pub const CLUSTER_IMAGE: &str = "image";
+
 /// The mechanism could not do its job; the messages name the engine (Docker).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum BackendError {
@@ -10,8 +15,13 @@ pub enum BackendError {
     CliMissing(String),
     #[error("docker daemon not reachable: {0}")]
     EngineUnreachable(String),
-    #[error("docker image {image} is not available: {detail}")]
-    ImageMissing { image: String, detail: String },
+    /// `what`: what the engine calls it (`DOCKER_IMAGE`, `CLUSTER_IMAGE`).
+    #[error("{what} {image} is not available: {detail}")]
+    ImageMissing {
+        what: &'static str,
+        image: String,
+        detail: String,
+    },
     #[error("docker image {image} cannot run the worker: {detail}")]
     ImageUnusable { image: String, detail: String },
     #[error("the sandbox container {name} is gone: {detail}")]

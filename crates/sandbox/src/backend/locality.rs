@@ -191,6 +191,7 @@ fn read_back(
     }
     if out.stderr.contains("No such image") || out.stderr.contains("Unable to find image") {
         return Err(BackendError::ImageMissing {
+            what: super::DOCKER_IMAGE,
             image: image.to_string(),
             detail: "not present where sandboxes start".into(),
         });

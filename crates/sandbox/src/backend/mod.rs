@@ -144,7 +144,7 @@ pub use copy::{BUNDLER_SCRIPT, BroughtBack};
 pub(crate) use copy::{Copy, CopyTask};
 pub use docker::Docker;
 pub use docker_cli::Output;
-pub use error::BackendError;
+pub use error::{BackendError, CLUSTER_IMAGE, DOCKER_IMAGE};
 pub(crate) use exec_copy::ExecCopy;
 pub use lifeline::Lifeline;
 pub use open::{aim, aimed, health, open, open_at, sweep_host, sweep_orphans};

@@ -150,8 +150,12 @@ pub enum SandboxError {
     DockerMissing(String),
     #[error("docker daemon not reachable: {0}")]
     DaemonUnreachable(String),
-    #[error("docker image {image} is not available: {detail}")]
-    ImageMissing { image: String, detail: String },
+    #[error("{what} {image} is not available: {detail}")]
+    ImageMissing {
+        what: &'static str,
+        image: String,
+        detail: String,
+    },
     #[error("docker image {image} cannot run the worker: {detail}")]
     ImageUnusable { image: String, detail: String },
     #[error("the sandbox container {name} is gone: {detail}")]
@@ -179,9 +183,15 @@ impl From<BackendError> for SandboxError {
         match e {
             BackendError::CliMissing(detail) => SandboxError::DockerMissing(detail),
             BackendError::EngineUnreachable(detail) => SandboxError::DaemonUnreachable(detail),
-            BackendError::ImageMissing { image, detail } => {
-                SandboxError::ImageMissing { image, detail }
-            }
+            BackendError::ImageMissing {
+                what,
+                image,
+                detail,
+            } => SandboxError::ImageMissing {
+                what,
+                image,
+                detail,
+            },
             BackendError::ImageUnusable { image, detail } => {
                 SandboxError::ImageUnusable { image, detail }
             }
@@ -250,6 +260,7 @@ mod tests {
             BackendError::CliMissing("no docker".into()),
             BackendError::EngineUnreachable("no answer".into()),
             BackendError::ImageMissing {
+                what: crate::backend::DOCKER_IMAGE,
                 image: image.clone(),
                 detail: detail.clone(),
             },

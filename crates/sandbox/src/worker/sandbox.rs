@@ -2164,6 +2164,7 @@ exit 3"#;
     #[test]
     fn a_missing_image_is_pulled_and_the_start_tried_once_more() {
         let missing = BackendError::ImageMissing {
+            what: crate::backend::DOCKER_IMAGE,
             image: "x".into(),
             detail: "not present locally".into(),
         };
@@ -2206,6 +2207,7 @@ exit 3"#;
         assert_eq!(s.log.lock().unwrap().specs[0].image, id);
         // Gone by the time it starts: pulled by its name, and started by it.
         let missing = BackendError::ImageMissing {
+            what: crate::backend::DOCKER_IMAGE,
             image: id.clone(),
             detail: "No such image".into(),
         };

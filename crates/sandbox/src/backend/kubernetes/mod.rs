@@ -257,6 +257,7 @@ impl Kubernetes {
             }
             if let Some(waiting) = &status.image_problem {
                 return Err(BackendError::ImageMissing {
+                    what: super::CLUSTER_IMAGE,
                     image: image.into(),
                     detail: format!(
                         "the cluster cannot run it ({waiting}): push it where the cluster pulls, or load it on the nodes"
@@ -618,6 +619,7 @@ impl Backend for Kubernetes {
 
     fn pull(&self, image: &str, _interrupt: Interrupt) -> Result<(), BackendError> {
         Err(BackendError::ImageMissing {
+            what: super::CLUSTER_IMAGE,
             image: image.to_string(),
             detail: format!(
                 "{} pulls images itself: push it where the cluster pulls, or load it on the nodes",

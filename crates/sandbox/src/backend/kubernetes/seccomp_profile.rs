@@ -312,6 +312,7 @@ impl Kubernetes {
                 }
                 Ok(status) if status.image_problem.is_some() => {
                     break Err(BackendError::ImageMissing {
+                        what: super::super::CLUSTER_IMAGE,
                         image: tools.clone(),
                         detail: status.image_problem.unwrap_or_default(),
                     });

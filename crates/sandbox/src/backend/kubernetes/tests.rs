@@ -293,3 +293,17 @@ fn a_pod_not_running_in_time_says_what_its_containers_wait_for() {
         "{text}"
     );
 }
+
+#[test]
+fn a_clusters_missing_image_is_no_docker_image_in_its_words() {
+    let backend = Kubernetes::new(Cluster::new("ctx", "ns", None).unwrap());
+    let said = backend
+        .pull("registry.example/worker:1", Interrupt::never())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        said.starts_with("image registry.example/worker:1 is not available: "),
+        "{said}"
+    );
+    assert!(!said.contains("docker"), "{said}");
+}
