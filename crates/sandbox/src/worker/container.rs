@@ -398,8 +398,6 @@ pub(crate) fn deliver_files(spec: &ContainerSpec, carrier: &mut dyn Carrier) {
     }
 }
 
-/// What the backend starts for `spec`: the transport's `mounts`, the carrier's main
-/// process and mounts, and this module's policy.
 /// Whether the main process is to look `program` up as it starts (where it can),
 /// with the image's PATH and nothing else of the probe's variables: a yes saves the
 /// probe's exec, unless the task sets a variable that changes how the shell or its
@@ -412,6 +410,9 @@ fn main_finds(spec: &ContainerSpec, program: &str, carrier: &mut dyn Carrier) ->
     !steers_shell && program.len() <= 255 && carrier.find_program(program)
 }
 
+/// What the backend starts for `spec` (from the image `id` when given): the
+/// transport's `mounts`, the carrier's main process and mounts, and this module's
+/// policy.
 fn sandbox_spec(
     spec: &ContainerSpec,
     id: Option<&str>,
