@@ -545,22 +545,30 @@ impl ContainerSandbox {
         Ok(())
     }
 
-    /// `tools_volume`, and where the repository is copied to the sandbox's host,
-    /// its copy at the same time: the copy needs neither the volume nor the
-    /// carrier, and both are round trips to that host (SPEC §27: the start's calls
-    /// concurrent).
+    /// The tools volume, mounted in every sandbox (`backend::tools`): had (filled
+    /// first on a new host) before the first container starts. Without it the agent
+    /// can only come from the image: with `agent_from: tools` that ends the task
+    /// here, otherwise the task goes on (and fails at the start if the image has no
+    /// agent either, saying why the volume is missing). At the same time, as neither
+    /// needs the others (SPEC §27: the start's calls concurrent): where the
+    /// container's agent is pinned from outside (`pin`), the image's ID, which that
+    /// pinning is kept by; and where the repository is copied to the sandbox's
+    /// host, its copy.
     fn tools_volume_beside_the_copy(&mut self) -> Result<(), SandboxError> {
-        if !self.copies || self.spec.tools.is_some() || self.spec.tools_error.is_some() {
-            return self.tools_volume();
+        if self.spec.tools.is_some() || self.spec.tools_error.is_some() {
+            return Ok(());
         }
         let backend = self.backend.clone();
         let (image, interrupt) = (self.spec.worker.docker_image.clone(), self.spec.interrupt);
+        let (copies, by_id) = (self.copies, backend.reads_from_outside());
         let started = std::time::Instant::now();
-        let by_id = self.backend.reads_from_outside();
         let (had, copied, id) = std::thread::scope(|scope| {
             let looking = scope.spawn(|| backend.tools_volume(interrupt));
             let id = by_id.then(|| scope.spawn(|| backend.image_id(&image, interrupt)));
-            let copied = self.transport.prepare(&*backend, &image, interrupt, None);
+            let copied = match copies {
+                true => self.transport.prepare(&*backend, &image, interrupt, None),
+                false => Ok(()),
+            };
             let had = looking.join().unwrap_or_else(|_| {
                 Err(BackendError::Io(
                     "the tools volume: its thread failed".into(),
@@ -573,33 +581,6 @@ impl ContainerSandbox {
         }
         self.take_tools(had, started)?;
         copied.map_err(SandboxError::from)
-    }
-
-    /// The tools volume, mounted in every sandbox (`backend::tools`): had (filled
-    /// first on a new host) before the first container starts. Without it the agent
-    /// can only come from the image: with `agent_from: tools` that ends the task
-    /// here, otherwise the task goes on (and fails at the start if the image has no
-    /// agent either, saying why the volume is missing).
-    fn tools_volume(&mut self) -> Result<(), SandboxError> {
-        if self.spec.tools.is_some() || self.spec.tools_error.is_some() {
-            return Ok(());
-        }
-        let started = std::time::Instant::now();
-        // Beside it, where the container's agent is pinned from outside (`pin`),
-        // the image's ID, which that pinning is kept by.
-        let (backend, interrupt) = (&*self.backend, self.spec.interrupt);
-        let image = &self.spec.worker.docker_image;
-        let (had, id) = std::thread::scope(|scope| {
-            let id = backend
-                .reads_from_outside()
-                .then(|| scope.spawn(|| backend.image_id(image, interrupt)));
-            let had = backend.tools_volume(interrupt);
-            (had, id.map(|id| id.join().ok().flatten()))
-        });
-        if let Some(id) = id {
-            self.spec.image_id = id;
-        }
-        self.take_tools(had, started)
     }
 
     /// What `tools_volume` does with the backend's answer `had`, asked at `started`.
