@@ -34,7 +34,7 @@ use super::outcome::{self, Outcome, Verdict};
 use super::preflight;
 use super::repo::EvalRepo;
 use super::results::{self, ResultLine, RunKey};
-use super::suite::{Case, Suite};
+use super::suite::{Case, Config, Suite};
 use super::summary::{self, Summary};
 use crate::Workspace;
 use crate::orchestrator::orchestrate::{self, Ended};
@@ -91,99 +91,24 @@ pub fn run(
     exe: PathBuf,
     interrupt: Interrupt,
 ) -> Result<Evaluated, EvalError> {
-    for name in &options.configs {
-        if suite.config(name).is_none() {
-            return Err(EvalError::UnknownConfig(name.clone()));
-        }
-    }
-    let in_play: Vec<(usize, &super::suite::Config)> = suite
-        .configs
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| options.configs.is_empty() || options.configs.contains(&c.name))
-        .collect();
-    let configs: Vec<&super::suite::Config> = in_play.iter().map(|(_, c)| *c).collect();
+    let in_play = configs_in_play(suite, options)?;
+    let configs: Vec<&Config> = in_play.iter().map(|(_, c)| *c).collect();
     let root = &std::path::absolute(root).map_err(EvalError::io("resolve", root))?;
     let repo = EvalRepo::open_root(root, interrupt)?;
-    let mut ws = Workspace::open(home, root)?;
-    // Each run from its case's base, in a clone; the test that decides is the
-    // held-out grader, so none is required of the runner.
-    if ws.defaults.isolation != Some(Isolation::Clone) || ws.defaults.require_test != Some(false) {
-        ws.defaults.isolation = Some(Isolation::Clone);
-        ws.defaults.require_test = Some(false);
-        ws.save()?;
-    }
+    let ws = eval_workspace(home, root)?;
     let hosts = hosts_of(&ws, options)?;
     let backend = agent_runner_sandbox::backend::open();
     preflight::check(&ws, suite, &in_play, &hosts, &*backend, interrupt)?;
     let dir = eval_dir(&ws, suite);
     std::fs::create_dir_all(&dir).map_err(EvalError::io("create", &dir))?;
-    // The suite as it ran, for reproducing it.
-    let copy = dir.join("suite.yaml");
-    if !copy.exists() {
-        let text = std::fs::read(&suite.path).map_err(EvalError::io("read", &suite.path))?;
-        agent_runner_core::fs::atomic::write(&copy, &text)
-            .map_err(EvalError::io("write", &copy))?;
-    }
+    keep_suite(&dir, suite)?;
     let results_path = dir.join("results.jsonl");
     let mut bases = BTreeMap::new();
     for case in &suite.cases {
         bases.insert(case.id.clone(), repo.import(case, interrupt)?);
     }
-    let keys: Vec<RunKey> = suite
-        .cases
-        .iter()
-        .flat_map(|case| {
-            configs.iter().flat_map(move |config| {
-                (1..=options.tries).map(move |k| RunKey {
-                    case: case.id.clone(),
-                    config: config.name.clone(),
-                    try_k: k,
-                })
-            })
-        })
-        .collect();
-    let store = TaskStore::new(&ws);
-    // Plan: what runs.
-    let latest = results::latest(&results::read(&results_path));
-    let mut enqueued = 0;
-    for key in &keys {
-        let id = key.task_id();
-        let task = store.load(&id)?;
-        let case = suite.cases.iter().find(|c| c.id == key.case);
-        if let (None, Some(case), Some(config)) = (&task, case, suite.config(&key.config)) {
-            let mut record = TaskRecord::new(
-                id.clone(),
-                ws.id.clone(),
-                format!("eval {} × {} try {}", key.case, key.config, key.try_k),
-                case.prd.clone(),
-            );
-            record.eval = Some(EvalTask {
-                case: key.case.clone(),
-                config: key.config.clone(),
-                try_k: key.try_k,
-                base: bases[&key.case].clone(),
-                runner: suite.runner_of(config),
-            });
-            store.create(&record)?;
-        }
-        let graded = latest.get(key).map(|(line, _)| line);
-        let attempt = task.as_ref().and_then(|t| t.latest());
-        let wanted = match (graded, attempt) {
-            // Ran but not graded yet (a killed evaluation): graded below.
-            (g, Some(a)) if g.map(|g| &g.attempt_id) != Some(&a.attempt_id) => false,
-            (Some(g), _) => matches!(
-                (options.rerun, g.outcome),
-                (Some(Rerun::All), _)
-                    | (Some(Rerun::InfraError), Outcome::InfraError)
-                    | (Some(Rerun::Unresolved), Outcome::Unresolved)
-            ),
-            (None, _) => true,
-        };
-        if wanted {
-            enqueued += usize::from(enqueue(&ws, &id, best_of(suite, key))?);
-        }
-    }
+    let keys = run_keys(suite, &configs, options.tries);
+    let enqueued = plan(&ws, suite, options, &keys, &bases, &results_path)?;
     log::info!(
         "evaluation of {} ({} case(s) × {} config(s) × {} tries): {enqueued} run(s) to do; results in {}",
         suite.name,
@@ -192,26 +117,180 @@ pub fn run(
         options.tries,
         dir.display()
     );
+    let grading = Grading {
+        ws: &ws,
+        repo: &repo,
+        suite,
+        hosts: &hosts,
+        exe: &exe,
+        backend: &*backend,
+        interrupt,
+    };
+    let interrupted = work(&grading, options, &keys, &results_path)?;
+    let summary = write_summary(suite, options.tries, &results_path, &dir)?;
+    Ok(Evaluated {
+        dir,
+        summary,
+        interrupted,
+    })
+}
+
+/// The suite's configs `--config` names (none: all), each with its place in the
+/// suite; an error for a name the suite has no config of.
+fn configs_in_play<'s>(
+    suite: &'s Suite,
+    options: &Options,
+) -> Result<Vec<(usize, &'s Config)>, EvalError> {
+    for name in &options.configs {
+        if suite.config(name).is_none() {
+            return Err(EvalError::UnknownConfig(name.clone()));
+        }
+    }
+    Ok(suite
+        .configs
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| options.configs.is_empty() || options.configs.contains(&c.name))
+        .collect())
+}
+
+/// The eval workspace at `root`, its defaults set for evaluations.
+fn eval_workspace(home: &Path, root: &Path) -> Result<Workspace, EvalError> {
+    let mut ws = Workspace::open(home, root)?;
+    // Each run from its case's base, in a clone; the test that decides is the
+    // held-out grader, so none is required of the runner.
+    if ws.defaults.isolation != Some(Isolation::Clone) || ws.defaults.require_test != Some(false) {
+        ws.defaults.isolation = Some(Isolation::Clone);
+        ws.defaults.require_test = Some(false);
+        ws.save()?;
+    }
+    Ok(ws)
+}
+
+/// The suite as it ran, for reproducing it: copied into the eval's directory once.
+fn keep_suite(dir: &Path, suite: &Suite) -> Result<(), EvalError> {
+    let copy = dir.join("suite.yaml");
+    if !copy.exists() {
+        let text = std::fs::read(&suite.path).map_err(EvalError::io("read", &suite.path))?;
+        agent_runner_core::fs::atomic::write(&copy, &text)
+            .map_err(EvalError::io("write", &copy))?;
+    }
+    Ok(())
+}
+
+/// Every run of the evaluation: each case × config × try.
+fn run_keys(suite: &Suite, configs: &[&Config], tries: u32) -> Vec<RunKey> {
+    suite
+        .cases
+        .iter()
+        .flat_map(|case| {
+            configs.iter().flat_map(move |config| {
+                (1..=tries).map(move |k| RunKey {
+                    case: case.id.clone(),
+                    config: config.name.clone(),
+                    try_k: k,
+                })
+            })
+        })
+        .collect()
+}
+
+/// Plan: each run's task created where it is new, and the runs to do enqueued;
+/// how many were.
+fn plan(
+    ws: &Workspace,
+    suite: &Suite,
+    options: &Options,
+    keys: &[RunKey],
+    bases: &BTreeMap<String, String>,
+    results_path: &Path,
+) -> Result<usize, EvalError> {
+    let store = TaskStore::new(ws);
+    let latest = results::latest(&results::read(results_path));
+    let mut enqueued = 0;
+    for key in keys {
+        let id = key.task_id();
+        let task = store.load(&id)?;
+        if task.is_none() {
+            create_task(&store, ws, suite, key, bases)?;
+        }
+        let graded = latest.get(key).map(|(line, _)| line);
+        let attempt = task.as_ref().and_then(|t| t.latest());
+        if wanted(graded, attempt, options.rerun) {
+            enqueued += usize::from(enqueue(ws, &id, best_of(suite, key))?);
+        }
+    }
+    Ok(enqueued)
+}
+
+/// The task of run `key`, carrying its case's prd and its config's runner
+/// settings (none when the suite has no such case or config).
+fn create_task(
+    store: &TaskStore,
+    ws: &Workspace,
+    suite: &Suite,
+    key: &RunKey,
+    bases: &BTreeMap<String, String>,
+) -> Result<(), EvalError> {
+    let case = suite.cases.iter().find(|c| c.id == key.case);
+    let (Some(case), Some(config)) = (case, suite.config(&key.config)) else {
+        return Ok(());
+    };
+    let mut record = TaskRecord::new(
+        key.task_id(),
+        ws.id.clone(),
+        format!("eval {} × {} try {}", key.case, key.config, key.try_k),
+        case.prd.clone(),
+    );
+    record.eval = Some(EvalTask {
+        case: key.case.clone(),
+        config: key.config.clone(),
+        try_k: key.try_k,
+        base: bases[&key.case].clone(),
+        runner: suite.runner_of(config),
+    });
+    store.create(&record)?;
+    Ok(())
+}
+
+/// Whether a run is to be run (again), by its latest result line `graded` and its
+/// task's latest `attempt`.
+fn wanted(graded: Option<&ResultLine>, attempt: Option<&Attempt>, rerun: Option<Rerun>) -> bool {
+    match (graded, attempt) {
+        // Ran but not graded yet (a killed evaluation): graded below.
+        (g, Some(a)) if g.map(|g| &g.attempt_id) != Some(&a.attempt_id) => false,
+        (Some(g), _) => matches!(
+            (rerun, g.outcome),
+            (Some(Rerun::All), _)
+                | (Some(Rerun::InfraError), Outcome::InfraError)
+                | (Some(Rerun::Unresolved), Outcome::Unresolved)
+        ),
+        (None, _) => true,
+    }
+}
+
+/// The orchestrator over the queue, then the gradings, twice at most: a run whose
+/// first outcome is infra_error is enqueued once more. True when interrupted.
+fn work(
+    grading: &Grading,
+    options: &Options,
+    keys: &[RunKey],
+    results_path: &Path,
+) -> Result<bool, EvalError> {
+    let Grading {
+        ws,
+        suite,
+        exe,
+        interrupt,
+        ..
+    } = *grading;
     let mut interrupted = false;
     for round in 0..2 {
-        interrupted = orchestrate_once(&ws, options, &exe, interrupt);
+        interrupted = orchestrate_once(ws, options, exe, interrupt);
         if interrupted {
             break;
         }
-        let retry = grade_all(
-            &Grading {
-                ws: &ws,
-                repo: &repo,
-                suite,
-                hosts: &hosts,
-                exe: &exe,
-                backend: &*backend,
-                interrupt,
-            },
-            &keys,
-            &results_path,
-            options.jobs,
-        )?;
+        let retry = grade_all(grading, keys, results_path, options.jobs)?;
         if retry.is_empty() || round == 1 {
             break;
         }
@@ -223,25 +302,31 @@ pub fn run(
             match (host, best_of(suite, &key)) {
                 // Elsewhere: the orchestrator places it on another host when there is one.
                 (Some(host), 1) => {
-                    crate::queue::jobs::requeue_lost(&ws, &key.task_id(), &host)?;
+                    crate::queue::jobs::requeue_lost(ws, &key.task_id(), &host)?;
                 }
                 // A best of N's tries go where the orchestrator places each.
                 (_, n) => {
-                    enqueue(&ws, &key.task_id(), n)?;
+                    enqueue(ws, &key.task_id(), n)?;
                 }
             }
         }
     }
-    let latest = results::latest(&results::read(&results_path));
-    let summary = summary::build(suite, options.tries, &latest);
+    Ok(interrupted)
+}
+
+/// summary.json from the last line of each run.
+fn write_summary(
+    suite: &Suite,
+    tries: u32,
+    results_path: &Path,
+    dir: &Path,
+) -> Result<Summary, EvalError> {
+    let latest = results::latest(&results::read(results_path));
+    let summary = summary::build(suite, tries, &latest);
     let json = serde_json::to_vec_pretty(&summary).map_err(|e| EvalError::Engine(e.to_string()))?;
     let path = dir.join("summary.json");
     agent_runner_core::fs::atomic::write(&path, &json).map_err(EvalError::io("write", &path))?;
-    Ok(Evaluated {
-        dir,
-        summary,
-        interrupted,
-    })
+    Ok(summary)
 }
 
 /// The hosts the orchestrator places runs on: `--host`, else the workspace's.

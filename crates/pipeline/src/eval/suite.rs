@@ -172,68 +172,25 @@ pub fn read(path: &Path) -> Result<Suite, EvalError> {
 
 /// `text` (a suite whose relative paths are against `dir`) checked.
 pub(crate) fn parse(text: &str, dir: &Path, default_name: &str) -> Result<Suite, Vec<Problem>> {
-    let at = |path: &[Segment], target: Target| locate(text, path, target);
-    if let Err(refusal) =
-        agent_runner_core::yaml::check(text, agent_runner_core::yaml::Rules::Document)
-    {
-        return Err(vec![Problem {
-            path: String::new(),
-            message: refusal.message,
-            at: Some((refusal.line, refusal.column)),
-        }]);
-    }
-    // Read once as a plain document first: a key given twice (where the runner
-    // block would keep the last silently) is refused there.
-    let raw: RawSuite = serde_norway::from_str::<serde_norway::Value>(text)
-        .and_then(|_| serde_norway::from_str(text))
-        .map_err(|e| {
-            let message = e.to_string();
-            // serde's message starts with the field path (`cases[0].grader: …`) and
-            // ends with the position; the position goes to `at`.
-            let message = match message.rfind(" at line ") {
-                Some(cut) if e.location().is_some() => message[..cut].to_string(),
-                _ => message,
-            };
-            let (path, message) = match message.split_once(": ") {
-                Some((path, rest)) if !path.contains(' ') => (path.to_string(), rest.to_string()),
-                _ => (String::new(), message),
-            };
-            vec![Problem {
-                path,
-                message,
-                at: e.location().map(|l| (l.line(), l.column())),
-            }]
-        })?;
-    let mut problems = Vec::new();
-    let mut problem = |path: Vec<Segment>, target: Target, message: String| {
-        problems.push(Problem {
-            path: dotted(&path),
-            message,
-            at: at(&path, target),
-        })
-    };
-    let key = |k: &str| Segment::Key(k.to_string());
-    let resolve = |p: &str| {
-        let p = Path::new(p);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            dir.join(p)
-        }
+    check_document(text)?;
+    let raw = raw_suite(text)?;
+    let mut problems = Problems {
+        text,
+        found: Vec::new(),
     };
     let image = raw
         .image
         .clone()
         .unwrap_or_else(|| agent_runner_settings::task::DEFAULT_DOCKER_IMAGE.to_string());
     if raw.cases.is_empty() {
-        problem(
+        problems.add(
             vec![key("cases")],
             Target::Key,
             "no case: a suite needs at least one".into(),
         );
     }
     if raw.configs.is_empty() {
-        problem(
+        problems.add(
             vec![key("configs")],
             Target::Key,
             "no config: a suite needs at least one".into(),
@@ -242,160 +199,11 @@ pub(crate) fn parse(text: &str, dir: &Path, default_name: &str) -> Result<Suite,
     let mut ids = BTreeSet::new();
     let mut cases = Vec::new();
     for (i, c) in raw.cases.iter().enumerate() {
-        let here = |k: &str| vec![key("cases"), Segment::Index(i), key(k)];
-        if !is_name(&c.id) {
-            problem(
-                here("id"),
-                Target::Value,
-                format!("{:?}: {NAME_RULE}", c.id),
-            );
-        } else if !ids.insert(c.id.clone()) {
-            problem(
-                here("id"),
-                Target::Value,
-                format!("{:?} is the id of an earlier case", c.id),
-            );
-        }
-        let repo = resolve(&c.repo);
-        if !repo.exists() {
-            problem(
-                here("repo"),
-                Target::Value,
-                format!("{} does not exist", repo.display()),
-            );
-        }
-        if !is_commit(&c.base) {
-            problem(
-                here("base"),
-                Target::Value,
-                format!("{:?} is not a commit id (7 to 40 hex digits)", c.base),
-            );
-        }
-        let prd = match &c.prd {
-            RawPrd::Text(text) if text.trim().is_empty() => {
-                problem(here("prd"), Target::Value, "empty".into());
-                String::new()
-            }
-            RawPrd::Text(text) => text.clone(),
-            RawPrd::File { path } => {
-                let file = resolve(path);
-                match agent_runner_core::fs::read::whole(&file, 1 << 20)
-                    .map_err(|e| e.to_string())
-                    .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8".to_string()))
-                {
-                    Ok(text) if !text.trim().is_empty() => text,
-                    Ok(_) => {
-                        problem(
-                            here("prd"),
-                            Target::Value,
-                            format!("{} is empty", file.display()),
-                        );
-                        String::new()
-                    }
-                    Err(e) => {
-                        problem(
-                            here("prd"),
-                            Target::Value,
-                            format!("{}: {e}", file.display()),
-                        );
-                        String::new()
-                    }
-                }
-            }
-        };
-        let grader = |k: &str| vec![key("cases"), Segment::Index(i), key("grader"), key(k)];
-        let files = resolve(&c.grader.files);
-        if !files.is_dir() {
-            problem(
-                grader("files"),
-                Target::Value,
-                format!("{} is not a directory", files.display()),
-            );
-        } else if repo.exists() && (files.starts_with(&repo) || repo.starts_with(&files)) {
-            // The held-out files must not ride along with the repository.
-            problem(
-                grader("files"),
-                Target::Value,
-                format!(
-                    "{} overlaps the case's repository {}: keep the grader apart",
-                    files.display(),
-                    repo.display()
-                ),
-            );
-        }
-        if c.grader.command.trim().is_empty() {
-            problem(grader("command"), Target::Value, "empty".into());
-        }
-        if c.grader.timeout_sec == 0 || c.grader.timeout_sec > MAX_TIMEOUT_SEC {
-            problem(
-                grader("timeout_sec"),
-                Target::Value,
-                format!(
-                    "{} is not between 1 and {MAX_TIMEOUT_SEC}",
-                    c.grader.timeout_sec
-                ),
-            );
-        }
-        let solution = c.solution.as_deref().map(resolve);
-        if let Some(s) = &solution
-            && !s.is_file()
-        {
-            problem(
-                here("solution"),
-                Target::Value,
-                format!("{} is not a file", s.display()),
-            );
-        }
-        cases.push(Case {
-            id: c.id.clone(),
-            repo,
-            base: c.base.to_ascii_lowercase(),
-            prd,
-            grader: Grader {
-                files,
-                command: c.grader.command.clone(),
-                timeout_sec: c.grader.timeout_sec,
-                image: c.grader.image.clone().unwrap_or_else(|| image.clone()),
-            },
-            solution,
-        });
+        cases.push(case(i, c, dir, &image, &mut ids, &mut problems));
     }
-    let mut names = BTreeSet::new();
-    for (i, c) in raw.configs.iter().enumerate() {
-        let here = |k: &str| vec![key("configs"), Segment::Index(i), key(k)];
-        if !is_name(&c.name) {
-            problem(
-                here("name"),
-                Target::Value,
-                format!("{:?}: {NAME_RULE}", c.name),
-            );
-        } else if !names.insert(c.name.clone()) {
-            problem(
-                here("name"),
-                Target::Value,
-                format!("{:?} is the name of an earlier config", c.name),
-            );
-        }
-        if let Some(n) = c.best_of
-            && let Err(e) = crate::store::tries::check_count(n, "best_of")
-        {
-            problem(here("best_of"), Target::Value, e.problem);
-        }
-        match &c.runner {
-            serde_json::Value::Null | serde_json::Value::Object(_) => {
-                if let Err(e) = check_runner(&c.runner, dir) {
-                    problem(here("runner"), Target::Key, e);
-                }
-            }
-            _ => problem(
-                here("runner"),
-                Target::Value,
-                "must be a mapping (Task YAML `runner:` keys)".into(),
-            ),
-        }
-    }
-    if !problems.is_empty() {
-        return Err(problems);
+    check_configs(&raw.configs, dir, &mut problems);
+    if !problems.found.is_empty() {
+        return Err(problems.found);
     }
     Ok(Suite {
         path: PathBuf::new(),
@@ -415,6 +223,250 @@ pub(crate) fn parse(text: &str, dir: &Path, default_name: &str) -> Result<Suite,
             })
             .collect(),
     })
+}
+
+/// The problems found so far, each placed in the suite's text.
+struct Problems<'t> {
+    text: &'t str,
+    found: Vec<Problem>,
+}
+
+impl Problems<'_> {
+    /// A problem of what is at `path` (its key or its value: `target`).
+    fn add(&mut self, path: Vec<Segment>, target: Target, message: String) {
+        self.found.push(Problem {
+            path: dotted(&path),
+            message,
+            at: locate(self.text, &path, target),
+        })
+    }
+}
+
+/// The key `k` as a segment of a path.
+fn key(k: &str) -> Segment {
+    Segment::Key(k.to_string())
+}
+
+/// `p` of the suite: absolute, or against the suite's directory `dir`.
+fn resolve(dir: &Path, p: &str) -> PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        dir.join(p)
+    }
+}
+
+/// The YAML as core's reader takes it (depth, aliases), before serde reads it.
+fn check_document(text: &str) -> Result<(), Vec<Problem>> {
+    agent_runner_core::yaml::check(text, agent_runner_core::yaml::Rules::Document).map_err(
+        |refusal| {
+            vec![Problem {
+                path: String::new(),
+                message: refusal.message,
+                at: Some((refusal.line, refusal.column)),
+            }]
+        },
+    )
+}
+
+/// `text` in the raw shape: an unknown key or a wrong type is serde's error, with
+/// the field path and the position apart.
+fn raw_suite(text: &str) -> Result<RawSuite, Vec<Problem>> {
+    // Read once as a plain document first: a key given twice (where the runner
+    // block would keep the last silently) is refused there.
+    serde_norway::from_str::<serde_norway::Value>(text)
+        .and_then(|_| serde_norway::from_str(text))
+        .map_err(|e| {
+            let message = e.to_string();
+            // serde's message starts with the field path (`cases[0].grader: …`) and
+            // ends with the position; the position goes to `at`.
+            let message = match message.rfind(" at line ") {
+                Some(cut) if e.location().is_some() => message[..cut].to_string(),
+                _ => message,
+            };
+            let (path, message) = match message.split_once(": ") {
+                Some((path, rest)) if !path.contains(' ') => (path.to_string(), rest.to_string()),
+                _ => (String::new(), message),
+            };
+            vec![Problem {
+                path,
+                message,
+                at: e.location().map(|l| (l.line(), l.column())),
+            }]
+        })
+}
+
+/// Case `i`, `c`, checked (`ids`: the ids of the cases before it) with its paths
+/// resolved against `dir`; `image`: the suite's grading image.
+fn case(
+    i: usize,
+    c: &RawCase,
+    dir: &Path,
+    image: &str,
+    ids: &mut BTreeSet<String>,
+    problems: &mut Problems,
+) -> Case {
+    let here = |k: &str| vec![key("cases"), Segment::Index(i), key(k)];
+    if !is_name(&c.id) {
+        problems.add(
+            here("id"),
+            Target::Value,
+            format!("{:?}: {NAME_RULE}", c.id),
+        );
+    } else if !ids.insert(c.id.clone()) {
+        problems.add(
+            here("id"),
+            Target::Value,
+            format!("{:?} is the id of an earlier case", c.id),
+        );
+    }
+    let repo = resolve(dir, &c.repo);
+    if !repo.exists() {
+        problems.add(
+            here("repo"),
+            Target::Value,
+            format!("{} does not exist", repo.display()),
+        );
+    }
+    if !is_commit(&c.base) {
+        problems.add(
+            here("base"),
+            Target::Value,
+            format!("{:?} is not a commit id (7 to 40 hex digits)", c.base),
+        );
+    }
+    let prd = prd(&c.prd, dir, here("prd"), problems);
+    let files = resolve(dir, &c.grader.files);
+    check_grader(i, &c.grader, &files, &repo, problems);
+    let solution = c.solution.as_deref().map(|s| resolve(dir, s));
+    if let Some(s) = &solution
+        && !s.is_file()
+    {
+        problems.add(
+            here("solution"),
+            Target::Value,
+            format!("{} is not a file", s.display()),
+        );
+    }
+    Case {
+        id: c.id.clone(),
+        repo,
+        base: c.base.to_ascii_lowercase(),
+        prd,
+        grader: Grader {
+            files,
+            command: c.grader.command.clone(),
+            timeout_sec: c.grader.timeout_sec,
+            image: c.grader.image.clone().unwrap_or_else(|| image.to_string()),
+        },
+        solution,
+    }
+}
+
+/// A case's prd, given as text or read from its file (`here`: its path in the
+/// suite); empty with a problem when there is none.
+fn prd(prd: &RawPrd, dir: &Path, here: Vec<Segment>, problems: &mut Problems) -> String {
+    match prd {
+        RawPrd::Text(text) if text.trim().is_empty() => {
+            problems.add(here, Target::Value, "empty".into());
+            String::new()
+        }
+        RawPrd::Text(text) => text.clone(),
+        RawPrd::File { path } => {
+            let file = resolve(dir, path);
+            match agent_runner_core::fs::read::whole(&file, 1 << 20)
+                .map_err(|e| e.to_string())
+                .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8".to_string()))
+            {
+                Ok(text) if !text.trim().is_empty() => text,
+                Ok(_) => {
+                    problems.add(here, Target::Value, format!("{} is empty", file.display()));
+                    String::new()
+                }
+                Err(e) => {
+                    problems.add(here, Target::Value, format!("{}: {e}", file.display()));
+                    String::new()
+                }
+            }
+        }
+    }
+}
+
+/// The grader of case `i`: its `files` a directory apart from the case's `repo`,
+/// a command, a timeout within bounds.
+fn check_grader(i: usize, grader: &RawGrader, files: &Path, repo: &Path, problems: &mut Problems) {
+    let here = |k: &str| vec![key("cases"), Segment::Index(i), key("grader"), key(k)];
+    if !files.is_dir() {
+        problems.add(
+            here("files"),
+            Target::Value,
+            format!("{} is not a directory", files.display()),
+        );
+    } else if repo.exists() && (files.starts_with(repo) || repo.starts_with(files)) {
+        // The held-out files must not ride along with the repository.
+        problems.add(
+            here("files"),
+            Target::Value,
+            format!(
+                "{} overlaps the case's repository {}: keep the grader apart",
+                files.display(),
+                repo.display()
+            ),
+        );
+    }
+    if grader.command.trim().is_empty() {
+        problems.add(here("command"), Target::Value, "empty".into());
+    }
+    if grader.timeout_sec == 0 || grader.timeout_sec > MAX_TIMEOUT_SEC {
+        problems.add(
+            here("timeout_sec"),
+            Target::Value,
+            format!(
+                "{} is not between 1 and {MAX_TIMEOUT_SEC}",
+                grader.timeout_sec
+            ),
+        );
+    }
+}
+
+/// The configs: each name a name and given once, `best_of` within bounds, the
+/// runner block as the runner's own parser takes it (relative paths against `dir`).
+fn check_configs(configs: &[RawConfig], dir: &Path, problems: &mut Problems) {
+    let mut names = BTreeSet::new();
+    for (i, c) in configs.iter().enumerate() {
+        let here = |k: &str| vec![key("configs"), Segment::Index(i), key(k)];
+        if !is_name(&c.name) {
+            problems.add(
+                here("name"),
+                Target::Value,
+                format!("{:?}: {NAME_RULE}", c.name),
+            );
+        } else if !names.insert(c.name.clone()) {
+            problems.add(
+                here("name"),
+                Target::Value,
+                format!("{:?} is the name of an earlier config", c.name),
+            );
+        }
+        if let Some(n) = c.best_of
+            && let Err(e) = crate::store::tries::check_count(n, "best_of")
+        {
+            problems.add(here("best_of"), Target::Value, e.problem);
+        }
+        match &c.runner {
+            serde_json::Value::Null | serde_json::Value::Object(_) => {
+                if let Err(e) = check_runner(&c.runner, dir) {
+                    problems.add(here("runner"), Target::Key, e);
+                }
+            }
+            _ => problems.add(
+                here("runner"),
+                Target::Value,
+                "must be a mapping (Task YAML `runner:` keys)".into(),
+            ),
+        }
+    }
 }
 
 /// What a case id and a config name may be: they name tasks and branches.

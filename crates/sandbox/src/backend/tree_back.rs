@@ -213,109 +213,20 @@ impl TreeBack<'_> {
         git_dir: &Path,
     ) -> Result<(), TreeBackError> {
         let mut out = BufWriter::with_capacity(1 << 16, out);
-        let broken = TreeBackError::Feed;
         let submodules: Vec<&Vec<u8>> = tracked
             .iter()
             .filter(|(_, mode)| *mode == "160000")
             .map(|(path, _)| path)
             .collect();
-        let mut kept: BTreeMap<Vec<u8>, Kept> = BTreeMap::new();
-        let mut by_name: HashMap<Vec<u8>, Kept> = HashMap::new();
-        let mut ignores: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let (mut total, mut ignore_bytes, mut entries) = (0u64, 0u64, 0usize);
-        let mut left_out = Vec::new();
-        let mut mark = 0u64;
+        let mut blobs = Blobs::default();
         untar::read_entries(tar, TreeBackError::Tree, &mut |entry, content| {
-            entries += 1;
-            if entries > MAX_ENTRIES {
-                return Err(TreeBackError::TooManyEntries);
-            }
-            let Some(path) = relative(&entry.name) else {
-                return Ok(());
-            };
-            if path.len() > MAX_PATH {
-                left_out.push(path);
-                return Ok(());
-            }
-            let first = path.split(|&b| b == b'/').next().unwrap_or(b"");
-            let in_git = path
-                .split(|&b| b == b'/')
-                .any(|c| c.eq_ignore_ascii_case(b".git"));
-            let in_submodule = submodules
-                .iter()
-                .any(|s| path == **s || (path.starts_with(s) && path.get(s.len()) == Some(&b'/')));
-            if first == agent_runner_core::private_dir::DIR_NAME.as_bytes()
-                || in_git
-                || in_submodule
-            {
-                return Ok(());
-            }
-            let (mode, data): (&'static str, Option<Vec<u8>>) = match &entry.kind {
-                Kind::Dir => return Ok(()),
-                Kind::Other(_) => {
-                    left_out.push(path);
-                    return Ok(());
-                }
-                Kind::Hardlink(target) => {
-                    match relative(target).and_then(|t| by_name.get(&t).copied()) {
-                        Some(earlier) => {
-                            kept.insert(path, earlier);
-                        }
-                        None => left_out.push(path),
-                    }
-                    return Ok(());
-                }
-                Kind::Symlink(target) => ("120000", Some(target.clone())),
-                Kind::File => {
-                    total += entry.size;
-                    if total > MAX_KEPT {
-                        return Err(TreeBackError::TooLarge);
-                    }
-                    let mode = if entry.mode & 0o100 != 0 {
-                        "100755"
-                    } else {
-                        "100644"
-                    };
-                    let is_ignore_file = path.rsplit(|&b| b == b'/').next() == Some(b".gitignore");
-                    if is_ignore_file
-                        && entry.size <= MAX_IGNORE_FILE
-                        && ignore_bytes + entry.size <= MAX_IGNORES
-                    {
-                        let mut bytes = Vec::new();
-                        content.copy_to(&mut bytes).map_err(TreeBackError::Tree)?;
-                        ignore_bytes += entry.size;
-                        ignores.push((path.clone(), bytes.clone()));
-                        (mode, Some(bytes))
-                    } else {
-                        (mode, None)
-                    }
-                }
-            };
-            mark += 1;
-            match data {
-                Some(bytes) => {
-                    write!(out, "blob\nmark :{mark}\ndata {}\n", bytes.len())
-                        .and_then(|()| out.write_all(&bytes))
-                        .map_err(broken)?;
-                }
-                None => {
-                    write!(out, "blob\nmark :{mark}\ndata {}\n", entry.size).map_err(broken)?;
-                    content.copy_to(&mut out).map_err(|e| match e.kind() {
-                        std::io::ErrorKind::BrokenPipe => broken(e),
-                        _ => TreeBackError::Tree(e),
-                    })?;
-                }
-            }
-            out.write_all(b"\n").map_err(broken)?;
-            let this = Kept { mode, mark };
-            by_name.insert(path.clone(), this);
-            kept.insert(path, this);
-            Ok(())
+            blobs.entry(&mut out, &submodules, entry, content)
         })?;
-        if !left_out.is_empty() {
+        if !blobs.left_out.is_empty() {
             log::warn!(
                 "left out of the branch (neither a file, a directory nor a link, or a name too long): {}",
-                left_out
+                blobs
+                    .left_out
                     .iter()
                     .take(20)
                     .map(|p| String::from_utf8_lossy(p).into_owned())
@@ -323,8 +234,12 @@ impl TreeBack<'_> {
                     .join(", ")
             );
         }
-        let new: Vec<&Vec<u8>> = kept.keys().filter(|p| !tracked.contains_key(*p)).collect();
-        let ignored = self.ignored(git_dir, &ignores, &new)?;
+        let new: Vec<&Vec<u8>> = blobs
+            .kept
+            .keys()
+            .filter(|p| !tracked.contains_key(*p))
+            .collect();
+        let ignored = self.ignored(git_dir, &blobs.ignores, &new)?;
         let dropped: BTreeSet<&Vec<u8>> = new
             .iter()
             .copied()
@@ -336,6 +251,20 @@ impl TreeBack<'_> {
                 dropped.len()
             );
         }
+        self.write_commit(&mut out, tracked, &blobs.kept, &dropped)
+    }
+
+    /// The commit into fast-import (`out`, flushed): on the base, the tracked
+    /// paths not `kept` deleted (submodules and our directory as the base has
+    /// them), each path kept but `dropped` as its blob.
+    fn write_commit(
+        &self,
+        out: &mut impl Write,
+        tracked: &BTreeMap<Vec<u8>, String>,
+        kept: &BTreeMap<Vec<u8>, Kept>,
+        dropped: &BTreeSet<&Vec<u8>>,
+    ) -> Result<(), TreeBackError> {
+        let broken = TreeBackError::Feed;
         let message = format!("agent-runner: task {}\n", self.task_id);
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -358,7 +287,7 @@ impl TreeBack<'_> {
                     .map_err(broken)?;
             }
         }
-        for (path, this) in &kept {
+        for (path, this) in kept {
             if dropped.contains(path) {
                 continue;
             }
@@ -430,6 +359,153 @@ impl TreeBack<'_> {
             .map(<[u8]>::to_vec)
             .collect())
     }
+}
+
+/// What the tar stream gave so far: the blobs sent to fast-import and what is
+/// known of them.
+#[derive(Default)]
+struct Blobs {
+    /// Every path kept, a hard link's as its target's.
+    kept: BTreeMap<Vec<u8>, Kept>,
+    /// The paths kept with a blob of their own, which a later hard link may name.
+    by_name: HashMap<Vec<u8>, Kept>,
+    /// The `.gitignore` files read: path, content.
+    ignores: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Bytes of the files kept.
+    total: u64,
+    /// Bytes of the `.gitignore` files read.
+    ignore_bytes: u64,
+    /// Entries read.
+    entries: usize,
+    /// What is not a file, a directory nor a link, or a name too long.
+    left_out: Vec<Vec<u8>>,
+    /// The last blob's mark.
+    mark: u64,
+}
+
+impl Blobs {
+    /// One entry of the stream: left out, or kept with its blob written to `out`.
+    fn entry(
+        &mut self,
+        out: &mut impl Write,
+        submodules: &[&Vec<u8>],
+        entry: untar::Entry,
+        content: &mut untar::Content<'_>,
+    ) -> Result<(), TreeBackError> {
+        self.entries += 1;
+        if self.entries > MAX_ENTRIES {
+            return Err(TreeBackError::TooManyEntries);
+        }
+        let Some(path) = relative(&entry.name) else {
+            return Ok(());
+        };
+        if path.len() > MAX_PATH {
+            self.left_out.push(path);
+            return Ok(());
+        }
+        if not_the_works(&path, submodules) {
+            return Ok(());
+        }
+        let (mode, data): (&'static str, Option<Vec<u8>>) = match &entry.kind {
+            Kind::Dir => return Ok(()),
+            Kind::Other(_) => {
+                self.left_out.push(path);
+                return Ok(());
+            }
+            Kind::Hardlink(target) => {
+                match relative(target).and_then(|t| self.by_name.get(&t).copied()) {
+                    Some(earlier) => {
+                        self.kept.insert(path, earlier);
+                    }
+                    None => self.left_out.push(path),
+                }
+                return Ok(());
+            }
+            Kind::Symlink(target) => ("120000", Some(target.clone())),
+            Kind::File => self.file(&path, &entry, content)?,
+        };
+        self.mark += 1;
+        write_blob(out, self.mark, data, entry.size, content)?;
+        let this = Kept {
+            mode,
+            mark: self.mark,
+        };
+        self.by_name.insert(path.clone(), this);
+        self.kept.insert(path, this);
+        Ok(())
+    }
+
+    /// A file's mode, and its content when it is a `.gitignore` read (within
+    /// bounds) for `ignored`; counted against `MAX_KEPT`.
+    fn file(
+        &mut self,
+        path: &[u8],
+        entry: &untar::Entry,
+        content: &mut untar::Content<'_>,
+    ) -> Result<(&'static str, Option<Vec<u8>>), TreeBackError> {
+        self.total += entry.size;
+        if self.total > MAX_KEPT {
+            return Err(TreeBackError::TooLarge);
+        }
+        let mode = if entry.mode & 0o100 != 0 {
+            "100755"
+        } else {
+            "100644"
+        };
+        let is_ignore_file = path.rsplit(|&b| b == b'/').next() == Some(b".gitignore");
+        if is_ignore_file
+            && entry.size <= MAX_IGNORE_FILE
+            && self.ignore_bytes + entry.size <= MAX_IGNORES
+        {
+            let mut bytes = Vec::new();
+            content.copy_to(&mut bytes).map_err(TreeBackError::Tree)?;
+            self.ignore_bytes += entry.size;
+            self.ignores.push((path.to_vec(), bytes.clone()));
+            Ok((mode, Some(bytes)))
+        } else {
+            Ok((mode, None))
+        }
+    }
+}
+
+/// A path that is not the work's: in our directory, in a `.git` anywhere, or in
+/// one of the base's `submodules`.
+fn not_the_works(path: &[u8], submodules: &[&Vec<u8>]) -> bool {
+    let first = path.split(|&b| b == b'/').next().unwrap_or(b"");
+    let in_git = path
+        .split(|&b| b == b'/')
+        .any(|c| c.eq_ignore_ascii_case(b".git"));
+    let in_submodule = submodules
+        .iter()
+        .any(|s| path == **s || (path.starts_with(s) && path.get(s.len()) == Some(&b'/')));
+    first == agent_runner_core::private_dir::DIR_NAME.as_bytes() || in_git || in_submodule
+}
+
+/// Blob `mark` into fast-import (`out`): `data` when it was read already, else
+/// the entry's `size` bytes of `content` as they are read.
+fn write_blob(
+    out: &mut impl Write,
+    mark: u64,
+    data: Option<Vec<u8>>,
+    size: u64,
+    content: &mut untar::Content<'_>,
+) -> Result<(), TreeBackError> {
+    let broken = TreeBackError::Feed;
+    match data {
+        Some(bytes) => {
+            write!(out, "blob\nmark :{mark}\ndata {}\n", bytes.len())
+                .and_then(|()| out.write_all(&bytes))
+                .map_err(broken)?;
+        }
+        None => {
+            write!(out, "blob\nmark :{mark}\ndata {size}\n").map_err(broken)?;
+            content.copy_to(out).map_err(|e| match e.kind() {
+                std::io::ErrorKind::BrokenPipe => broken(e),
+                _ => TreeBackError::Tree(e),
+            })?;
+        }
+    }
+    out.write_all(b"\n").map_err(broken)
 }
 
 /// A name of the stream below its top directory, checked: None for the top

@@ -172,64 +172,28 @@ impl AgentFiles {
             listings: Vec::new(),
             heads: Default::default(),
         };
-        // At once: the agent looked up (with the paths to it and to the shell), the
-        // shell copied, and what the daemon's diff names already. The tools volume's
-        // shell (`ContainerSpec::shell`) needs no pinning: nothing can change it.
+        // The tools volume's shell (`ContainerSpec::shell`) needs no pinning:
+        // nothing can change it.
         let image_shell = spec.shell() == SHELL;
         let shell: Vec<(String, String)> = image_shell
             .then(|| (SHELL.to_string(), "the shell that starts it".to_string()))
             .into_iter()
             .collect();
-        let config_paths = spec.worker.kind.config_files();
-        // With the tools volume mounted (and the agent not only the image's), what it
-        // needs is looked at in the same go: whether it is complete, and which C
-        // library the image has. The volume cannot be moved aside (`backend::tools`).
-        let may_use_tools = spec.worker.agent_from != AgentFrom::Image && spec.tools.is_some();
-        let mut probed: Vec<&str> = vec![READY];
-        probed.extend(tools::loaders());
-        // The configuration's paths are visited too: the daemon's diff then vouches
-        // for them as for the agent's files.
-        let mut looked_at: Vec<&str> = shell.iter().map(|(path, _)| path.as_str()).collect();
-        looked_at.extend(config_paths);
-        let (looked, diff_at_start, shell_head, configs, tools_seen) =
-            std::thread::scope(|scope| {
-                let diff = scope.spawn(|| exec.diff_paths());
-                let look = scope.spawn(|| exec.look(Some(&program), &looked_at));
-                let configs = scope.spawn(|| exec.copy_all(config_paths));
-                let tools_seen = may_use_tools.then(|| scope.spawn(|| exec.existing(&probed)));
-                let heads = pinning.pin_batch(&shell);
-                (
-                    joined(look),
-                    diff.join().ok().flatten(),
-                    heads,
-                    joined(configs),
-                    tools_seen.map(joined),
-                )
-            });
-        let configs = config_paths
-            .iter()
-            .zip(configs?)
-            .map(|(path, content)| Pinned {
-                path: (*path).to_string(),
-                what: "its configuration".to_string(),
-                content,
-            })
-            .collect();
-        let Looked {
-            found: agent,
-            mut visited,
-            mut unknown,
-        } = looked?;
-        let mut heads = shell_head?;
+        let Start {
+            looked:
+                Looked {
+                    found: agent,
+                    mut visited,
+                    mut unknown,
+                },
+            diff_at_start,
+            mut heads,
+            configs,
+            tools_seen,
+        } = pinning.start(spec, &program, &shell)?;
         let mut executed = shell.clone();
-        let (prefix, known_loaders) = pinning.place_agent(
-            spec,
-            &program,
-            agent,
-            tools_seen.transpose()?,
-            &mut heads,
-            &mut executed,
-        )?;
+        let (prefix, known_loaders) =
+            pinning.place_agent(spec, &program, agent, tools_seen, &mut heads, &mut executed)?;
         pinning.follow_loaders(&executed, &heads, known_loaders)?;
         let Pinning {
             files, listings, ..
@@ -248,14 +212,6 @@ impl AgentFiles {
             visited.extend(more.visited);
             unknown |= more.unknown;
         }
-        // A path the daemon's diff cannot see, or one that differs from the image
-        // already, is hashed at every check.
-        let on_mount = visited
-            .iter()
-            .find(|path| {
-                on_a_mount(path) || spec.caches.iter().any(|cache| below(path, &cache.target))
-            })
-            .cloned();
         let sonames = listings
             .iter()
             .flat_map(|l| sonames(&l.loader, &l.answer.1))
@@ -270,21 +226,41 @@ impl AgentFiles {
             always_hash: false,
             sonames,
         };
+        pinned.always_hash = pinned.unvouched(spec, unknown, diff_at_start.as_ref());
+        Ok(pinned)
+    }
+
+    /// Whether the daemon's diff cannot vouch for the files, so that they are hashed
+    /// at every check: a link not read (`unknown`), a path visited the diff cannot
+    /// see, or one that differs from the image already (`diff_at_start`).
+    fn unvouched(
+        &self,
+        spec: &ContainerSpec,
+        unknown: bool,
+        diff_at_start: Option<&HashSet<String>>,
+    ) -> bool {
+        let on_mount = self
+            .visited
+            .iter()
+            .find(|path| {
+                on_a_mount(path) || spec.caches.iter().any(|cache| below(path, &cache.target))
+            })
+            .cloned();
         // What the daemon's diff names at the start by the engine's own doing (the
         // mount points of `--init` and of our mounts: `/usr/sbin/docker-init`, with
         // `/usr` changed above it) passes the same rules as a run's changes.
-        let changed_at_start = match &diff_at_start {
-            Some(named) => pinned.verdict(named).err(),
+        let changed_at_start = match diff_at_start {
+            Some(named) => self.verdict(named).err(),
             None => Some("the diff could not say".to_string()),
         };
-        pinned.always_hash = unknown || on_mount.is_some() || changed_at_start.is_some();
-        if pinned.always_hash {
+        let always_hash = unknown || on_mount.is_some() || changed_at_start.is_some();
+        if always_hash {
             log::debug!(
                 "agent files: hashed before every run (a link not read: {unknown}; on a mount: \
                  {on_mount:?}; at the start: {changed_at_start:?})"
             );
         }
-        Ok(pinned)
+        always_hash
     }
 
     /// `command` (the kind's, program first) as it runs: the program replaced by
@@ -627,7 +603,75 @@ struct Pinning<'a> {
 /// A loader known already, and the file it loads.
 type Loader = (String, String);
 
+/// What the start of a pinning finds at once.
+struct Start {
+    /// The agent on PATH, with the paths visited to reach it, the shell and the
+    /// configuration.
+    looked: Looked,
+    /// What the daemon's diff names already; None: it could not say.
+    diff_at_start: Option<HashSet<String>>,
+    /// The first bytes of the shell, where it is pinned.
+    heads: Vec<Vec<u8>>,
+    /// The agent's configuration outside its home, there or not.
+    configs: Vec<Pinned>,
+    /// Which of the tools volume's files exist, where the agent may come from it.
+    tools_seen: Option<Vec<String>>,
+}
+
 impl Pinning<'_> {
+    /// At once: the agent looked up (with the paths to it and to the `shell`), the
+    /// `shell` copied, and what the daemon's diff names already.
+    fn start(
+        &mut self,
+        spec: &ContainerSpec,
+        program: &str,
+        shell: &[(String, String)],
+    ) -> Result<Start, SandboxError> {
+        let exec = self.exec;
+        let config_paths = spec.worker.kind.config_files();
+        // With the tools volume mounted (and the agent not only the image's), what it
+        // needs is looked at in the same go: whether it is complete, and which C
+        // library the image has. The volume cannot be moved aside (`backend::tools`).
+        let may_use_tools = spec.worker.agent_from != AgentFrom::Image && spec.tools.is_some();
+        let mut probed: Vec<&str> = vec![READY];
+        probed.extend(tools::loaders());
+        // The configuration's paths are visited too: the daemon's diff then vouches
+        // for them as for the agent's files.
+        let mut looked_at: Vec<&str> = shell.iter().map(|(path, _)| path.as_str()).collect();
+        looked_at.extend(config_paths);
+        let (looked, diff_at_start, shell_head, configs, tools_seen) =
+            std::thread::scope(|scope| {
+                let diff = scope.spawn(|| exec.diff_paths());
+                let look = scope.spawn(|| exec.look(Some(program), &looked_at));
+                let configs = scope.spawn(|| exec.copy_all(config_paths));
+                let tools_seen = may_use_tools.then(|| scope.spawn(|| exec.existing(&probed)));
+                let heads = self.pin_batch(shell);
+                (
+                    joined(look),
+                    diff.join().ok().flatten(),
+                    heads,
+                    joined(configs),
+                    tools_seen.map(joined),
+                )
+            });
+        let configs = config_paths
+            .iter()
+            .zip(configs?)
+            .map(|(path, content)| Pinned {
+                path: (*path).to_string(),
+                what: "its configuration".to_string(),
+                content,
+            })
+            .collect();
+        Ok(Start {
+            looked: looked?,
+            diff_at_start,
+            heads: shell_head?,
+            configs,
+            tools_seen: tools_seen.transpose()?,
+        })
+    }
+
     /// Where the agent is (`agent`, the image's on PATH; else the tools volume's)
     /// and what runs it: its interpreter pinned beside it (`heads`, `executed`
     /// grow). The command's prefix, and the loaders known already.

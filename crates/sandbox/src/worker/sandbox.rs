@@ -33,7 +33,7 @@ use std::time::Duration;
 use super::PROJECT_DIR;
 use super::agent_files::AgentFiles;
 use super::container::{Container, ContainerSpec, IMAGE_SHELL};
-use super::envelope::{Envelope, Leftovers, Mode, PrivateFile, Report};
+use super::envelope::{Envelope, EnvelopeReader, Leftovers, Mode, PrivateFile, Report};
 use super::git::{RepoChanges, Snapshot};
 use super::live;
 use super::prepare;
@@ -307,6 +307,91 @@ impl ContainerSandbox {
         command: &[String],
     ) -> Result<WorkerRun, SandboxError> {
         let kind = self.spec.worker.kind;
+        let AgentExec {
+            before,
+            command,
+            envelope,
+            exec,
+        } = self.agent_exec(prompt, command)?;
+        let settings = &self.spec.worker;
+        let (wall, cut) = self.deadline.cut(settings.max_run_time);
+        let limits = Limits {
+            wall: Some(wall),
+            idle: Some(settings.idle_timeout),
+            grace: Duration::from_secs(2),
+            interrupt: self.spec.interrupt,
+        };
+        let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
+        let (agent_started, check) = self.check_beside()?;
+        log::debug!("worker run {number}: the agent {} starts", command[0]);
+        let reader = envelope.reader().on_agent(agent_started);
+        let AgentOutput {
+            started,
+            finished,
+            stopped,
+            output_tail,
+            stderr,
+            output_bytes,
+            mut report,
+            transcript,
+            log_path,
+        } = self.agent_output(number, exec, reader, &limits)?;
+        let before = match before {
+            Some(before) => before,
+            None => Report {
+                git_before: report.git_before.take(),
+                stopped: report.stopped_before,
+                ..Report::default()
+            },
+        };
+        report.git_before = before.git_before;
+        let settled = self.settle(Mode::Worker, &finished, report, stopped, &stderr);
+        let mut report = self.settled_and_checked(settled, check, &finished, number)?;
+        report.stopped = merge(before.stopped, report.stopped);
+        if let Some(Leftovers { left, .. }) = before.stopped
+            && left > 0
+        {
+            let name = self.started()?.name.clone();
+            return Err(SandboxError::NotQuiet { name, left });
+        }
+        let exit = match finished.ending {
+            Ending::TimedOut => Exit::TimedOut(max_run_time),
+            Ending::Stalled => Exit::Stalled(idle_timeout),
+            Ending::Interrupted => Exit::Interrupted,
+            Ending::Exited => finished.code().map_or(Exit::Signal, Exit::Code),
+        };
+        let (outcome, mut summary) = classify(kind.program(), &transcript, exit, &stderr);
+        if cut && finished.ending == Ending::TimedOut {
+            summary = format!(
+                "Stopped at the task's deadline (runner.budget.max_duration_sec), {} into the run; the worker was stopped.",
+                agent_runner_core::timestamp::human(finished.duration)
+            );
+        }
+        let usage = transcript.usage_for(self.spec.worker.model.as_deref());
+        Ok(WorkerRun {
+            number,
+            started,
+            finished: Timestamp::now(),
+            duration: finished.duration,
+            exit_code: finished.code(),
+            outcome,
+            summary: self.redactor.redact(&summary),
+            transcript,
+            log_path,
+            output_bytes,
+            output_tail,
+            changes: RepoChanges::from_snapshots(report.git_before, report.git_after, report.diff),
+            leftovers: report.stopped,
+            privileges: self.sweep_after_run()?,
+            usage,
+        })
+    }
+
+    /// The exec of an agent's run with `prompt` on its stdin (the container started
+    /// on first use, the agent's variables and settings file given), and the
+    /// snapshot before it, unless the envelope takes it in the run's own exec.
+    fn agent_exec(&mut self, prompt: &str, command: &[String]) -> Result<AgentExec, SandboxError> {
+        let kind = self.spec.worker.kind;
         let agent_env = kind.run_env(&self.run_spec());
         // The agent's settings that hold what no argv may (a base URL's password).
         let settings = kind.settings_file(&self.run_spec()).map(|s| PrivateFile {
@@ -348,18 +433,24 @@ impl ContainerSandbox {
             stdin: envelope.stdin(prompt.as_bytes()),
             stdin_file: None,
         };
-        let settings = &self.spec.worker;
-        let (wall, cut) = self.deadline.cut(settings.max_run_time);
-        let limits = Limits {
-            wall: Some(wall),
-            idle: Some(settings.idle_timeout),
-            grace: Duration::from_secs(2),
-            interrupt: self.spec.interrupt,
-        };
-        let (max_run_time, idle_timeout) = (settings.max_run_time, settings.idle_timeout);
-        let (agent_started, check) = self.check_beside()?;
-        log::debug!("worker run {number}: the agent {} starts", command[0]);
-        let mut reader = envelope.reader().on_agent(agent_started);
+        Ok(AgentExec {
+            before,
+            command,
+            envelope,
+            exec,
+        })
+    }
+
+    /// The agent's run of `exec` under `limits`, its output read through the
+    /// envelope's `reader` into the transcript, and into events as it comes.
+    fn agent_output(
+        &mut self,
+        number: u32,
+        exec: Exec,
+        mut reader: EnvelopeReader,
+        limits: &Limits,
+    ) -> Result<AgentOutput, SandboxError> {
+        let kind = self.spec.worker.kind;
         let mut transcript = Transcript::default();
         let mut stream = kind.stream();
         let mut watch = live::Watch::default();
@@ -377,92 +468,63 @@ impl ContainerSandbox {
             .with_filter(&mut reader)
             .with_lines(MAX_EVENT_LINE, &mut on_line)
             .with_quiet_lines(&quiet);
-        let (finished, stopped) = self.run_enveloped(exec, &limits, &mut capture)?;
+        let (finished, stopped) = self.run_enveloped(exec, limits, &mut capture)?;
         let (output_tail, stderr, output_bytes) =
             (capture.tail(), capture.stderr(), capture.bytes());
         drop(capture);
-        let mut report = reader.report(&self.redactor);
+        let report = reader.report(&self.redactor);
         // The check waits for the agent's start, which can no longer come.
         drop(reader);
-        let before = match before {
-            Some(before) => before,
-            None => Report {
-                git_before: report.git_before.take(),
-                stopped: report.stopped_before,
-                ..Report::default()
-            },
-        };
-        report.git_before = before.git_before;
-        let settled = self.settle(Mode::Worker, &finished, report, stopped, &stderr);
-        // Before anything of the run is taken (SPEC §27): a changed agent fails the
-        // task, and nothing of its run is kept.
-        if let Some(check) = check {
-            let checked = check
-                .join()
-                .unwrap_or_else(|_| Err(SandboxError::Io("the agent's check failed".into())));
-            match checked {
-                Err(SandboxError::AgentChanged { agent, detail }) => {
-                    self.transport.discard();
-                    // A container that went during the run fails the task as gone:
-                    // the diff of a dead one says nothing of its agent (under gVisor
-                    // it names `/bin` replaced); nothing of the run is kept either way.
-                    if let Err(gone @ SandboxError::ContainerGone { .. }) = settled {
-                        return Err(gone);
-                    }
-                    return Err(SandboxError::AgentChanged {
-                        agent,
-                        detail: format!(
-                            "{detail}; worker run {number}'s output, usage and work are discarded"
-                        ),
-                    });
-                }
-                // The sandbox's own failure says more (the container gone, say); an
-                // interrupted run ends as interrupted (the check's diff was cut too).
-                Err(e) if settled.is_ok() && !matches!(finished.ending, Ending::Interrupted) => {
-                    return Err(e);
-                }
-                _ => {}
-            }
-        }
-        let mut report = settled?;
-        report.stopped = merge(before.stopped, report.stopped);
-        if let Some(Leftovers { left, .. }) = before.stopped
-            && left > 0
-        {
-            let name = self.started()?.name.clone();
-            return Err(SandboxError::NotQuiet { name, left });
-        }
-        let exit = match finished.ending {
-            Ending::TimedOut => Exit::TimedOut(max_run_time),
-            Ending::Stalled => Exit::Stalled(idle_timeout),
-            Ending::Interrupted => Exit::Interrupted,
-            Ending::Exited => finished.code().map_or(Exit::Signal, Exit::Code),
-        };
-        let (outcome, mut summary) = classify(kind.program(), &transcript, exit, &stderr);
-        if cut && finished.ending == Ending::TimedOut {
-            summary = format!(
-                "Stopped at the task's deadline (runner.budget.max_duration_sec), {} into the run; the worker was stopped.",
-                agent_runner_core::timestamp::human(finished.duration)
-            );
-        }
-        let usage = transcript.usage_for(self.spec.worker.model.as_deref());
-        Ok(WorkerRun {
-            number,
+        Ok(AgentOutput {
             started,
-            finished: Timestamp::now(),
-            duration: finished.duration,
-            exit_code: finished.code(),
-            outcome,
-            summary: self.redactor.redact(&summary),
+            finished,
+            stopped,
+            output_tail,
+            stderr,
+            output_bytes,
+            report,
             transcript,
             log_path,
-            output_bytes,
-            output_tail,
-            changes: RepoChanges::from_snapshots(report.git_before, report.git_after, report.diff),
-            leftovers: report.stopped,
-            privileges: self.sweep_after_run()?,
-            usage,
         })
+    }
+
+    /// The run's `settled` report once the agent's `check` beside it has passed:
+    /// before anything of the run is taken (SPEC §27), a changed agent fails the
+    /// task, and nothing of its run is kept.
+    fn settled_and_checked(
+        &mut self,
+        settled: Result<Report, SandboxError>,
+        check: Option<JoinHandle<Result<(), SandboxError>>>,
+        finished: &Finished,
+        number: u32,
+    ) -> Result<Report, SandboxError> {
+        let Some(check) = check else {
+            return settled;
+        };
+        let checked = check
+            .join()
+            .unwrap_or_else(|_| Err(SandboxError::Io("the agent's check failed".into())));
+        match checked {
+            Err(SandboxError::AgentChanged { agent, detail }) => {
+                self.transport.discard();
+                // A container that went during the run fails the task as gone:
+                // the diff of a dead one says nothing of its agent (under gVisor
+                // it names `/bin` replaced); nothing of the run is kept either way.
+                if let Err(gone @ SandboxError::ContainerGone { .. }) = settled {
+                    return Err(gone);
+                }
+                Err(SandboxError::AgentChanged {
+                    agent,
+                    detail: format!(
+                        "{detail}; worker run {number}'s output, usage and work are discarded"
+                    ),
+                })
+            }
+            // The sandbox's own failure says more (the container gone, say); an
+            // interrupted run ends as interrupted (the check's diff was cut too).
+            Err(e) if settled.is_ok() && !matches!(finished.ending, Ending::Interrupted) => Err(e),
+            _ => settled,
+        }
     }
 
     /// The running container, started on first use; an error at once if it has
@@ -1473,6 +1535,31 @@ impl Drop for ContainerSandbox {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// An agent's run made ready: its exec and what it needs after.
+struct AgentExec {
+    /// The snapshot before the run, taken already; None: the run's envelope takes it.
+    before: Option<Report>,
+    /// The agent's command as it runs.
+    command: Vec<String>,
+    envelope: Envelope,
+    exec: Exec,
+}
+
+/// What an agent's run gave, before it is settled.
+struct AgentOutput {
+    started: Timestamp,
+    finished: Finished,
+    /// The report of the stop that followed a cut run.
+    stopped: Option<Report>,
+    output_tail: String,
+    stderr: String,
+    output_bytes: u64,
+    /// The envelope's report, as its reader read it.
+    report: Report,
+    transcript: Transcript,
+    log_path: PathBuf,
 }
 
 /// Stops everything in the container but the keep-alive (and, for a worker run,

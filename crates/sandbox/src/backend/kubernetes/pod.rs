@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::super::spec::{Mount, Net, Spec};
 use super::super::sweep::LABEL_TASK;
 use super::super::tools::TOOLS_DIR;
+use agent_runner_settings::task::WorkerLimits;
 
 /// The only container a sandbox Pod runs.
 pub const CONTAINER: &str = "worker";
@@ -95,11 +96,64 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
         labels.insert(key.clone(), Value::String(label_safe(value)));
         annotations.insert(key.clone(), Value::String(value.clone()));
     }
-    let mut volumes = Vec::new();
-    let mut mounts = Vec::new();
-    let mut init = Vec::new();
-    let mut named: Vec<(String, String)> = Vec::new();
-    for mount in &spec.mounts {
+    let Volumes {
+        volumes,
+        mounts,
+        init,
+        named,
+    } = Volumes::of(spec, plan)?;
+    let claimed = named.iter().any(|(name, _)| plan.claims.contains(name));
+    let container = container(spec, plan, mounts);
+    Ok(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": plan.namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": pod_spec(spec, plan, container, volumes, init, claimed),
+    }))
+}
+
+/// The Pod's volumes, the worker's mounts of them, and the init container that
+/// fills the tools' volume.
+#[derive(Default)]
+struct Volumes {
+    volumes: Vec<Value>,
+    mounts: Vec<Value>,
+    init: Vec<Value>,
+    /// Each named volume of the `Spec` and the Pod's volume it became.
+    named: Vec<(String, String)>,
+}
+
+impl Volumes {
+    /// Those of `spec`: its mounts, its volumes, its tmpfs, in that order.
+    fn of(spec: &Spec, plan: &Plan) -> Result<Volumes, RenderError> {
+        let mut pod = Volumes::default();
+        for mount in &spec.mounts {
+            pod.mount(mount, spec, plan)?;
+        }
+        for named in &spec.volumes {
+            let volume = format!("vol-{}", pod.volumes.len());
+            pod.volumes.push(json!({"name": volume, "emptyDir": {}}));
+            pod.mounts
+                .push(json!({"name": volume, "mountPath": named.target}));
+        }
+        for tmpfs in &spec.tmpfs {
+            let volume = format!("vol-{}", pod.volumes.len());
+            pod.volumes.push(json!({"name": volume,
+                "emptyDir": {"medium": "Memory", "sizeLimit": quantity(tmpfs.size)}}));
+            pod.mounts
+                .push(json!({"name": volume, "mountPath": tmpfs.target}));
+        }
+        Ok(pod)
+    }
+
+    /// One mount of the `Spec`: the tools volume, or a named volume; a host path
+    /// is refused.
+    fn mount(&mut self, mount: &Mount, spec: &Spec, plan: &Plan) -> Result<(), RenderError> {
         let Mount {
             source,
             target,
@@ -113,50 +167,56 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
             });
         }
         if target == TOOLS_DIR {
-            let image = plan.tools_image.clone().ok_or(RenderError::NoToolsImage)?;
-            volumes.push(json!({"name": TOOLS_VOLUME, "emptyDir": {}}));
-            mounts.push(json!({"name": TOOLS_VOLUME, "mountPath": TOOLS_DIR, "readOnly": true}));
-            init.push(json!({
-                "name": "tools",
-                "image": image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": [format!("{TOOLS_DIR}/bin/sh"), "-c",
-                    format!("cp -a {TOOLS_DIR}/. {TOOLS_STAGE}/")],
-                "volumeMounts": [{"name": TOOLS_VOLUME, "mountPath": TOOLS_STAGE}],
-                "securityContext": security_context(spec, plan),
-            }));
-            continue;
+            return self.tools(spec, plan);
         }
+        let volume = self.named_volume(source.display().to_string(), plan);
+        self.mounts
+            .push(json!({"name": volume, "mountPath": target, "readOnly": readonly}));
+        Ok(())
+    }
+
+    /// The tools volume: an `emptyDir` mounted read-only, filled by an init
+    /// container from the tools image.
+    fn tools(&mut self, spec: &Spec, plan: &Plan) -> Result<(), RenderError> {
+        let image = plan.tools_image.clone().ok_or(RenderError::NoToolsImage)?;
+        self.volumes
+            .push(json!({"name": TOOLS_VOLUME, "emptyDir": {}}));
+        self.mounts
+            .push(json!({"name": TOOLS_VOLUME, "mountPath": TOOLS_DIR, "readOnly": true}));
+        self.init.push(json!({
+            "name": "tools",
+            "image": image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": [format!("{TOOLS_DIR}/bin/sh"), "-c",
+                format!("cp -a {TOOLS_DIR}/. {TOOLS_STAGE}/")],
+            "volumeMounts": [{"name": TOOLS_VOLUME, "mountPath": TOOLS_STAGE}],
+            "securityContext": security_context(spec, plan),
+        }));
+        Ok(())
+    }
+
+    /// The Pod's volume of the named volume `name`: its claim when the plan says
+    /// so, else an `emptyDir`.
+    fn named_volume(&mut self, name: String, plan: &Plan) -> String {
         // A named volume mounted twice (the work, and the same read-only for its
         // bundler: `exec_copy.rs`) is one `emptyDir`.
-        let name = source.display().to_string();
-        let volume = match named.iter().find(|(n, _)| *n == name) {
-            Some((_, volume)) => volume.clone(),
-            None => {
-                let volume = format!("vol-{}", volumes.len());
-                if plan.claims.contains(&name) {
-                    volumes.push(json!({"name": volume,
-                        "persistentVolumeClaim": {"claimName": name}}));
-                } else {
-                    volumes.push(json!({"name": volume, "emptyDir": {}}));
-                }
-                named.push((name, volume.clone()));
-                volume
-            }
-        };
-        mounts.push(json!({"name": volume, "mountPath": target, "readOnly": readonly}));
+        if let Some((_, volume)) = self.named.iter().find(|(n, _)| *n == name) {
+            return volume.clone();
+        }
+        let volume = format!("vol-{}", self.volumes.len());
+        if plan.claims.contains(&name) {
+            self.volumes.push(json!({"name": volume,
+                "persistentVolumeClaim": {"claimName": name}}));
+        } else {
+            self.volumes.push(json!({"name": volume, "emptyDir": {}}));
+        }
+        self.named.push((name, volume.clone()));
+        volume
     }
-    for named in &spec.volumes {
-        let volume = format!("vol-{}", volumes.len());
-        volumes.push(json!({"name": volume, "emptyDir": {}}));
-        mounts.push(json!({"name": volume, "mountPath": named.target}));
-    }
-    for tmpfs in &spec.tmpfs {
-        let volume = format!("vol-{}", volumes.len());
-        volumes.push(json!({"name": volume,
-            "emptyDir": {"medium": "Memory", "sizeLimit": quantity(tmpfs.size)}}));
-        mounts.push(json!({"name": volume, "mountPath": tmpfs.target}));
-    }
+}
+
+/// The worker's container, with its `mounts`.
+fn container(spec: &Spec, plan: &Plan, mounts: Vec<Value>) -> Value {
     let mut container = json!({
         "name": CONTAINER,
         "image": spec.image,
@@ -177,22 +237,39 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
     {
         container["env"] = json!([{"name": "HOME", "value": "/tmp/agent-runner-home"}]);
     }
-    if let Some(limits) = &spec.limits {
-        let mut amounts = serde_json::Map::new();
-        if let Some(bytes) = limits.memory_bytes {
-            amounts.insert("memory".into(), json!(bytes.to_string()));
-        }
-        if let Some(cpus) = limits.cpus {
-            amounts.insert(
-                "cpu".into(),
-                json!(format!("{}m", (cpus * 1000.0).round() as u64)),
-            );
-        }
-        if !amounts.is_empty() {
-            // Requests = limits: what the task asked for is what it is scheduled by.
-            container["resources"] = json!({"requests": amounts, "limits": amounts});
-        }
+    if let Some(resources) = spec.limits.as_ref().and_then(resources) {
+        container["resources"] = resources;
     }
+    container
+}
+
+/// The container's `resources` of the task's limits, None when they limit
+/// neither memory nor CPUs.
+fn resources(limits: &WorkerLimits) -> Option<Value> {
+    let mut amounts = serde_json::Map::new();
+    if let Some(bytes) = limits.memory_bytes {
+        amounts.insert("memory".into(), json!(bytes.to_string()));
+    }
+    if let Some(cpus) = limits.cpus {
+        amounts.insert(
+            "cpu".into(),
+            json!(format!("{}m", (cpus * 1000.0).round() as u64)),
+        );
+    }
+    // Requests = limits: what the task asked for is what it is scheduled by.
+    (!amounts.is_empty()).then(|| json!({"requests": amounts, "limits": amounts}))
+}
+
+/// The Pod's `spec`: `container` and the `init` containers over `volumes`;
+/// `claimed`: a volume of them is a claim.
+fn pod_spec(
+    spec: &Spec,
+    plan: &Plan,
+    container: Value,
+    volumes: Vec<Value>,
+    init: Vec<Value>,
+    claimed: bool,
+) -> Value {
     let mut pod_spec = json!({
         "restartPolicy": "Never",
         "activeDeadlineSeconds": plan.expires_in_secs.max(1),
@@ -211,7 +288,6 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
     if let Some(runtime) = &spec.runtime {
         pod_spec["runtimeClassName"] = json!(runtime);
     }
-    let claimed = named.iter().any(|(name, _)| plan.claims.contains(name));
     if let (true, true, Some((uid, gid))) = (claimed, spec.as_user, plan.user)
         && uid != 0
     {
@@ -219,17 +295,7 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
         // (where its volume type applies the group; an emptyDir needs none).
         pod_spec["securityContext"] = json!({"fsGroup": gid});
     }
-    Ok(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": plan.namespace,
-            "labels": labels,
-            "annotations": annotations,
-        },
-        "spec": pod_spec,
-    }))
+    pod_spec
 }
 
 /// `arg` as Kubernetes passes it on unchanged: it expands `$(NAME)` in a
