@@ -158,7 +158,7 @@ impl Carrier {
             let consumed = consuming
                 .join()
                 .map_err(|_| StreamOutError::ReaderPanicked)
-                .and_then(|consumed| Ok(consumed?));
+                .and_then(|consumed| consumed.map_err(StreamOutError::from));
             (out, consumed)
         });
         match out {
