@@ -200,7 +200,7 @@ fn validate_suite(path: &Path, interrupt: Interrupt) -> Result<i32, Error> {
 fn grade(interrupt: Interrupt) -> Result<i32, Error> {
     // A grading on a cluster host: aimed there as `run` is (`Target::apply`).
     if let Err(e) = super::run::aim_at_placement() {
-        write_stdout(&grade_on_host::refused(&e))?;
+        write_stdout(&grade_on_host::refused(&e.to_string()))?;
         return Ok(exit::COMPLETE);
     }
     let request = super::input::read_text("a grading request", "`eval run`'s", interrupt)?;

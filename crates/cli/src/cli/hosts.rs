@@ -16,7 +16,7 @@ use super::{WorkspaceDir, write_stdout};
 /// The image a sandbox runs when neither the defaults nor `--image` name one.
 const DEFAULT_IMAGE: &str = "agent-runner-sandbox:latest";
 
-/// `--host NAME=URL[:SLOTS]`.
+/// `--host NAME=URL[:SLOTS]`. The error is clap's message, as `HostSpec` words it.
 pub(crate) fn parse_flag(flag: &str) -> Result<HostSpec, String> {
     HostSpec::parse_flag(flag)
 }
@@ -79,28 +79,34 @@ pub(crate) fn run(command: HostsCommand, interrupt: Interrupt) -> i32 {
     }
 }
 
+/// Why there are no hosts to check or prepare.
+#[derive(Debug, thiserror::Error)]
+enum ResolveError {
+    #[error("no --host given and {} is not a workspace with `hosts` in its defaults", .0.display())]
+    NoWorkspace(PathBuf),
+    /// The workspace's `hosts` or the `--host` flags refused, in their words.
+    #[error("{0}")]
+    Hosts(String),
+    #[error("no hosts: give --host NAME=URL[:SLOTS] or set `hosts` in the workspace's defaults")]
+    NoHosts,
+}
+
 /// The hosts, the image, and a directory of the workspace for the locality probe.
-fn resolve(args: &HostsArgs) -> Result<(Vec<HostSpec>, String, Option<PathBuf>), String> {
+fn resolve(args: &HostsArgs) -> Result<(Vec<HostSpec>, String, Option<PathBuf>), ResolveError> {
     let ws = super::home()
         .and_then(|home| Ok(Workspace::open(&home, &args.workspace.dir)?))
         .ok();
     let hosts = if args.hosts.is_empty() {
-        let ws = ws.as_ref().ok_or_else(|| {
-            format!(
-                "no --host given and {} is not a workspace with `hosts` in its defaults",
-                args.workspace.dir.display()
-            )
-        })?;
-        ws.defaults.hosts()?
+        let ws = ws
+            .as_ref()
+            .ok_or_else(|| ResolveError::NoWorkspace(args.workspace.dir.clone()))?;
+        ws.defaults.hosts().map_err(ResolveError::Hosts)?
     } else {
-        check_pool(&args.hosts, |i| format!("--host #{}", i + 1))?;
+        check_pool(&args.hosts, |i| format!("--host #{}", i + 1)).map_err(ResolveError::Hosts)?;
         args.hosts.clone()
     };
     if hosts.is_empty() {
-        return Err(
-            "no hosts: give --host NAME=URL[:SLOTS] or set `hosts` in the workspace's defaults"
-                .into(),
-        );
+        return Err(ResolveError::NoHosts);
     }
     let image = args
         .image

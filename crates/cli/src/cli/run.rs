@@ -130,11 +130,24 @@ fn placement() -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
+/// Why this process could not be aimed at the host it was placed on.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PlacementError {
+    /// The host is no target (`Target::parse`'s words).
+    #[error("{0}")]
+    Host(String),
+    /// Aimed elsewhere already (`backend::aim`'s error, which is `docker_cli`'s:
+    /// not named above the backend).
+    #[error(transparent)]
+    Aimed(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// Aims this process's sandboxes at the host of `placement`, if any: why not.
-pub(crate) fn aim_at_placement() -> Result<(), String> {
+pub(crate) fn aim_at_placement() -> Result<(), PlacementError> {
     let Some(host) = placement() else {
         return Ok(());
     };
-    agent_runner_sandbox::backend::host::Target::parse(&host)
-        .and_then(|target| agent_runner_sandbox::backend::aim(target).map_err(|e| e.to_string()))
+    let target =
+        agent_runner_sandbox::backend::host::Target::parse(&host).map_err(PlacementError::Host)?;
+    agent_runner_sandbox::backend::aim(target).map_err(|e| PlacementError::Aimed(Box::new(e)))
 }

@@ -17,18 +17,58 @@ use std::time::Instant;
 
 use serde_norway::{Mapping, Value};
 
-use super::Build;
 use super::reply::BuiltConfig;
 use super::request::{BuildRequest, codex_prompt};
+use super::{Build, BuildError};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::secret::Redactor;
-use agent_runner_meta::reply::{Reply, strip_fence};
+use agent_runner_meta::reply::{Reask, Reply, strip_fence};
 use agent_runner_sandbox::worker::WorkerRun;
-use agent_runner_sandbox::worker::scratch::{Scratch, ScratchConfig};
+use agent_runner_sandbox::worker::scratch::{AskError, Scratch, ScratchConfig};
 use agent_runner_settings::agent::RunOutcome;
 use agent_runner_settings::task::{DEFAULT_META_MODEL, MetaBackend};
 
 use crate::store::defaults::Defaults;
+
+/// Why codex gave no draft.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CodexError {
+    #[error(transparent)]
+    Settings(#[from] super::meta::MetaOpenError),
+    #[error("runner.meta is not codex-cli")]
+    NotCodexCli,
+    #[error(
+        "no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)"
+    )]
+    NoSession,
+    /// Its sandbox could not be opened.
+    #[error(transparent)]
+    Sandbox(AskError),
+    #[error("codex could not run: {0}")]
+    Run(AskError),
+    #[error("interrupted")]
+    Interrupted,
+    /// The run did not complete: its outcome, its summary.
+    #[error("codex {outcome}: {summary}")]
+    Ended {
+        outcome: &'static str,
+        summary: String,
+    },
+    #[error("codex wrote no last message (--output-last-message)")]
+    NoMessage,
+    #[error("codex's reply is not a TaskConfig: {0}")]
+    NotATaskConfig(ReplyError),
+}
+
+/// Why codex's last message is no draft TaskConfig.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReplyError {
+    #[error("not valid JSON: {0}")]
+    Json(agent_runner_core::Error),
+    /// What the reply check says (`Reply::from_value`).
+    #[error("{0}")]
+    Checked(Reask),
+}
 
 /// Asks codex for a TaskConfig for `request`; `work` is the job's log directory.
 pub(crate) fn build(
@@ -55,7 +95,7 @@ pub(crate) fn build(
     }
     let _ = writeln!(log, "duration_ms: {}", clock.elapsed().as_millis());
     Build {
-        config: outcome,
+        config: outcome.map_err(BuildError::from),
         builder: match &model {
             Some(m) => format!("codex ({m})"),
             None => "codex".into(),
@@ -74,17 +114,16 @@ fn ask(
     work: &Path,
     log: &mut String,
     usage: &mut Option<agent_runner_core::usage::Usage>,
-) -> Result<Mapping, String> {
+) -> Result<Mapping, CodexError> {
     let scratch = work.join("codex-builder");
     let _ = std::fs::remove_dir_all(&scratch);
-    let runner = super::meta::meta_settings(defaults, var, defaults.builder().model, true)
-        .map_err(|e| e.to_string())?;
+    let runner = super::meta::meta_settings(defaults, var, defaults.builder().model, true)?;
     let MetaBackend::CodexCli(codex) = &runner.meta.backend else {
-        return Err("runner.meta is not codex-cli".into());
+        return Err(CodexError::NotCodexCli);
     };
     let settings = codex.worker_settings(&runner.worker, runner.meta.timeout);
     if !super::meta::has_session(codex, &settings.env) {
-        return Err("no codex session: there is no ~/.codex/auth.json and CODEX_API_KEY is not set (log in with `codex login`, or set CODEX_API_KEY)".into());
+        return Err(CodexError::NoSession);
     }
     let redactor = Redactor::new(&runner.secrets());
     let model = defaults
@@ -109,14 +148,14 @@ fn ask(
         redactor: redactor.clone(),
         interrupt,
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(CodexError::Sandbox)?;
     let answer = sandbox.ask(
         &prompt,
         &agent_runner_settings::task::task_config_schema(),
         limit,
     );
     sandbox.shutdown();
-    let answer = answer.map_err(|e| format!("codex could not run: {e}"))?;
+    let answer = answer.map_err(CodexError::Run)?;
     *usage = Some(answer.run.usage.clone());
     let run = &answer.run;
     let _ = writeln!(
@@ -131,30 +170,33 @@ fn ask(
     if run.outcome != RunOutcome::Completed {
         return Err(failure(run));
     }
-    let reply = answer
-        .text
-        .ok_or("codex wrote no last message (--output-last-message)")?;
+    let reply = answer.text.ok_or(CodexError::NoMessage)?;
     let reply = redactor.redact(&reply);
     let _ = writeln!(log, "\n--- reply ---\n{}", reply.trim_end());
-    parse(&reply).map_err(|e| format!("codex's reply is not a TaskConfig: {e}"))
+    parse(&reply).map_err(CodexError::NotATaskConfig)
 }
 
 /// Why a codex run that did not complete failed.
-fn failure(run: &WorkerRun) -> String {
+fn failure(run: &WorkerRun) -> CodexError {
     match run.outcome {
-        RunOutcome::Interrupted => "interrupted".into(),
-        outcome => format!("codex {}: {}", outcome.as_str(), run.summary),
+        RunOutcome::Interrupted => CodexError::Interrupted,
+        outcome => CodexError::Ended {
+            outcome: outcome.as_str(),
+            summary: run.summary.clone(),
+        },
     }
 }
 
 /// The draft from codex's last message: JSON (or YAML) following the schema, whose
 /// `null`s mean "not given".
-fn parse(text: &str) -> Result<Mapping, String> {
+fn parse(text: &str) -> Result<Mapping, ReplyError> {
     let mut value =
         agent_runner_core::yaml::parse(strip_fence(text), agent_runner_core::yaml::Rules::Reply)
-            .map_err(|e| format!("not valid JSON: {e}"))?;
+            .map_err(ReplyError::Json)?;
     drop_nulls(&mut value);
-    BuiltConfig::from_value(value).map(|BuiltConfig(map)| map)
+    BuiltConfig::from_value(value)
+        .map(|BuiltConfig(map)| map)
+        .map_err(ReplyError::Checked)
 }
 
 fn drop_nulls(value: &mut Value) {
@@ -186,15 +228,19 @@ mod tests {
         assert!(
             parse("I could not do it.")
                 .unwrap_err()
+                .to_string()
                 .contains("expected a mapping")
         );
         assert!(
             parse("{\"task\": 1")
                 .unwrap_err()
+                .to_string()
                 .starts_with("not valid JSON")
         );
         assert_eq!(
-            parse(r#"{"task": {"instructions": ""}, "runner": {}}"#).unwrap_err(),
+            parse(r#"{"task": {"instructions": ""}, "runner": {}}"#)
+                .unwrap_err()
+                .to_string(),
             "task.instructions is missing or empty"
         );
     }

@@ -27,10 +27,31 @@ use agent_runner_settings::task::DEFAULT_META_MODEL;
 use reply::BuiltConfig;
 pub(crate) use request::{BuildRequest, DependencySummary};
 
+/// Why the Task Builder gave no draft TaskConfig.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BuildError {
+    /// The workspace's Meta could not be opened (`builder.kind: meta`).
+    #[error(transparent)]
+    Meta(#[from] meta::MetaOpenError),
+    #[error(transparent)]
+    Script(#[from] scripted::ScriptUnreadable),
+    #[error("builder.script: required with `kind: scripted`")]
+    NoScript,
+    #[error("the codex builder is not a Meta exchange")]
+    NotAnExchange,
+    #[error("interrupted")]
+    Interrupted,
+    /// The exchange failed (Meta's words: `MetaError::Failed`).
+    #[error("{0}")]
+    Exchange(String),
+    #[error(transparent)]
+    Codex(#[from] codex::CodexError),
+}
+
 /// What building produced: the draft TaskConfig or why there is none, and the
 /// text for `builder.log`.
 pub(crate) struct Build {
-    pub(crate) config: Result<Mapping, String>,
+    pub(crate) config: Result<Mapping, BuildError>,
     /// `meta (model)` or `scripted (path)`, for messages.
     pub(crate) builder: String,
     pub(crate) duration: Duration,
@@ -59,31 +80,33 @@ pub(crate) fn build(
         remove_after: false,
         deadline: None,
     };
-    let backend: Result<(Box<dyn ChatBackend>, String, String, Redactor), String> =
+    let backend: Result<(Box<dyn ChatBackend>, String, String, Redactor), BuildError> =
         match settings.kind {
             BuilderKind::Meta => meta::backend(defaults, var, interrupt, &codex)
                 .map(|chat| {
                     let label = format!("meta ({})", chat.model);
                     (chat.chat, label, chat.model, chat.redactor)
                 })
-                .map_err(|e| e.to_string()),
+                .map_err(BuildError::from),
             BuilderKind::Scripted => match &settings.script {
-                Some(script) => scripted::backend(script).map(|s| {
-                    let model = defaults
-                        .runner_meta("model")
-                        .unwrap_or(DEFAULT_META_MODEL)
-                        .to_string();
-                    let label = format!("scripted ({})", script.display());
-                    (
-                        Box::new(s) as Box<dyn ChatBackend>,
-                        label,
-                        model,
-                        Redactor::default(),
-                    )
-                }),
-                None => Err("builder.script: required with `kind: scripted`".into()),
+                Some(script) => scripted::backend(script)
+                    .map_err(BuildError::from)
+                    .map(|s| {
+                        let model = defaults
+                            .runner_meta("model")
+                            .unwrap_or(DEFAULT_META_MODEL)
+                            .to_string();
+                        let label = format!("scripted ({})", script.display());
+                        (
+                            Box::new(s) as Box<dyn ChatBackend>,
+                            label,
+                            model,
+                            Redactor::default(),
+                        )
+                    }),
+                None => Err(BuildError::NoScript),
             },
-            BuilderKind::Codex => Err("the codex builder is not a Meta exchange".into()),
+            BuilderKind::Codex => Err(BuildError::NotAnExchange),
         };
     let (mut backend, label, model, redactor) = match backend {
         Ok(b) => b,
@@ -109,8 +132,8 @@ pub(crate) fn build(
             .reply
             .map(|BuiltConfig(map)| map)
             .map_err(|e| match e {
-                MetaError::Interrupted => "interrupted".to_string(),
-                MetaError::Failed(m) => m,
+                MetaError::Interrupted => BuildError::Interrupted,
+                MetaError::Failed(m) => BuildError::Exchange(m),
             }),
         builder: label,
         duration: outcome.call.duration,

@@ -65,7 +65,7 @@ impl Reply for BuiltConfig {
 /// Refuses a draft that sets a key a Task Builder may not write, naming every such
 /// key and what it may write (the message goes back to the builder in a re-ask).
 /// `null` counts as absent, as the TaskConfig parser reads it.
-pub(crate) fn check_builder_keys(draft: &Mapping) -> Result<(), String> {
+pub(crate) fn check_builder_keys(draft: &Mapping) -> Result<(), Reask> {
     let mut refused = Vec::new();
     refused_keys(draft, "", &mut refused);
     if refused.is_empty() {

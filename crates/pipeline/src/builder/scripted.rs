@@ -5,9 +5,14 @@
 
 use std::path::Path;
 
-use agent_runner_meta::scripted::Scripted;
+use agent_runner_meta::scripted::{ScriptError, Scripted};
+
+/// `builder.script` unreadable, or no script of replies.
+#[derive(Debug, thiserror::Error)]
+#[error("builder.script: {0}")]
+pub(crate) struct ScriptUnreadable(#[from] ScriptError);
 
 /// The script's replies.
-pub(crate) fn backend(script: &Path) -> Result<Scripted, String> {
-    Scripted::load(script).map_err(|e| format!("builder.script: {e}"))
+pub(crate) fn backend(script: &Path) -> Result<Scripted, ScriptUnreadable> {
+    Ok(Scripted::load(script)?)
 }

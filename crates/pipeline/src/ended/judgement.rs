@@ -40,7 +40,8 @@ pub(crate) struct Choice {
 }
 
 /// The rules in order over the succeeded tries `candidates`; `judge` is asked with
-/// the numbers of the tries still tied, and must name one of them.
+/// the numbers of the tries still tied, and must name one of them. Its error is
+/// the text recorded as `judge_error`.
 pub(crate) fn choose(
     candidates: &[Candidate],
     judge: impl FnOnce(&[u32]) -> Result<(u32, String), String>,

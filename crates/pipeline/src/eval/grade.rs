@@ -6,16 +6,17 @@
 //! works), and removed at once. The worker never had the grader's files: they go
 //! from the suite's directory straight into this sandbox.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::error::EvalError;
 use super::suite::Grader;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
 use agent_runner_core::process::{Capture, Ending, Limits, Stop};
 use agent_runner_sandbox::backend::sweep::{LABEL_TASK, owner_labels};
 use agent_runner_sandbox::backend::{
-    Backend, Confinement, Exec, Main, Net, Ready, Spec, TarWriter,
+    Backend, BackendError, Confinement, Exec, Main, Net, Ready, Spec, TarWriter,
 };
 
 /// Where the files are in the grader's sandbox.
@@ -38,6 +39,55 @@ pub struct Graded {
     pub duration_ms: u64,
 }
 
+/// Why there is no verdict: the engine's or a copy's failure, here or on the
+/// grading's host (`grade_on_host`), never the grader's own.
+#[derive(Debug, thiserror::Error)]
+pub enum GradeError {
+    /// The attempt's commit not read out of the eval's repository (`eval run`).
+    #[error(transparent)]
+    Commit(EvalError),
+    #[error("cannot read {}: {source}", .path.display())]
+    Archive {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot read the grader's files {}: {source}", .path.display())]
+    GraderFiles {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot pack the grader's files: {0}")]
+    Pack(std::io::Error),
+    #[error("cannot start the grader's sandbox ({image}): {source}")]
+    Start { image: String, source: BackendError },
+    /// An exec in the grader's sandbox failed in the engine.
+    #[error(transparent)]
+    Exec(#[from] BackendError),
+    /// `what`: the attempt's or the grader's files; the end of tar's output.
+    #[error("cannot copy {what} into the grader's sandbox: {tail}")]
+    CopyIn { what: &'static str, tail: String },
+    #[error("interrupted")]
+    Interrupted,
+    /// The request for the grading's host could not be written.
+    #[error(transparent)]
+    Request(#[from] serde_json::Error),
+    #[error("cannot run {} eval grade: {source}", .exe.display())]
+    Child {
+        exe: PathBuf,
+        source: agent_runner_core::Error,
+    },
+    /// The grading's host answered with why it has no verdict (its words).
+    #[error("{0}")]
+    OnHost(String),
+    /// `exit`: its exit code in words; `stderr`: its end.
+    #[error("the grading on {target} gave no answer ({exit}): {stderr}")]
+    NoAnswer {
+        target: String,
+        exit: String,
+        stderr: String,
+    },
+}
+
 /// Runs `grader` on the files of `archive` (a tar) in a fresh sandbox of
 /// `grader.image`; `label` names it (`agent-runner.task`). An error is the
 /// engine's or a copy's failure, never the grader's verdict.
@@ -47,19 +97,18 @@ pub(crate) fn grade(
     grader: &Grader,
     label: &str,
     interrupt: Interrupt,
-) -> Result<Graded, String> {
-    let files =
-        std::fs::read(archive).map_err(|e| format!("cannot read {}: {e}", archive.display()))?;
-    let mut tar = TarWriter::new(Vec::new());
-    tar.tree(&grader.files, "", &[]).map_err(|e| {
-        format!(
-            "cannot read the grader's files {}: {e}",
-            grader.files.display()
-        )
+) -> Result<Graded, GradeError> {
+    let files = std::fs::read(archive).map_err(|source| GradeError::Archive {
+        path: archive.to_path_buf(),
+        source,
     })?;
-    let grader_files = tar
-        .finish()
-        .map_err(|e| format!("cannot pack the grader's files: {e}"))?;
+    let mut tar = TarWriter::new(Vec::new());
+    tar.tree(&grader.files, "", &[])
+        .map_err(|source| GradeError::GraderFiles {
+            path: grader.files.clone(),
+            source,
+        })?;
+    let grader_files = tar.finish().map_err(GradeError::Pack)?;
     let mut spec = Spec::new(
         &grader.image,
         Main::shell(&format!("echo {READY}; while read -r _; do :; done"), []),
@@ -83,9 +132,10 @@ pub(crate) fn grade(
         within: START,
         interrupt,
     });
-    let started = backend
-        .start(&spec)
-        .map_err(|e| format!("cannot start the grader's sandbox ({}): {e}", grader.image))?;
+    let started = backend.start(&spec).map_err(|source| GradeError::Start {
+        image: grader.image.clone(),
+        source,
+    })?;
     let instance = started.instance;
     let run = |command: Vec<String>, stdin: Vec<u8>, wall: Duration| {
         let mut capture = Capture::in_memory(TAIL);
@@ -104,7 +154,7 @@ pub(crate) fn grade(
                 Stop::Terminate,
             )
             .map(|finished| (finished, capture.tail()))
-            .map_err(|e| e.to_string())
+            .map_err(GradeError::Exec)
     };
     let unpack = format!("mkdir -p {GRADE_DIR} && tar -x -f - -C {GRADE_DIR}");
     let shell = |script: &str| vec!["/bin/sh".to_string(), "-c".to_string(), script.to_string()];
@@ -115,10 +165,10 @@ pub(crate) fn grade(
         ] {
             let (finished, tail) = run(shell(&unpack), bytes, START)?;
             if !finished.success() {
-                return Err(format!(
-                    "cannot copy {what} into the grader's sandbox: {}",
-                    tail.trim()
-                ));
+                return Err(GradeError::CopyIn {
+                    what,
+                    tail: tail.trim().to_string(),
+                });
             }
         }
         let clock = Instant::now();
@@ -129,7 +179,7 @@ pub(crate) fn grade(
             Duration::from_secs(grader.timeout_sec),
         )?;
         if finished.ending == Ending::Interrupted {
-            return Err("interrupted".into());
+            return Err(GradeError::Interrupted);
         }
         let timed_out = finished.ending == Ending::TimedOut;
         Ok(Graded {

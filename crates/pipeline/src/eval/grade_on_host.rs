@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::grade::{self, Graded};
+use super::grade::{self, GradeError, Graded};
 use super::suite::Grader;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Ending, Invocation, Limits, Stop};
@@ -28,7 +28,8 @@ pub struct Request {
     pub label: String,
 }
 
-/// What the child answers: the grader's verdict, or why there is none.
+/// What the child answers: the grader's verdict, or why there is none (as text:
+/// it crosses to the parent as a JSON line).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Answer {
@@ -50,13 +51,13 @@ pub(crate) fn grade(
     grader: &Grader,
     label: &str,
     interrupt: Interrupt,
-) -> Result<Graded, String> {
+) -> Result<Graded, GradeError> {
     let request = Request {
         archive: archive.to_path_buf(),
         grader: grader.clone(),
         label: label.to_string(),
     };
-    let json = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
+    let json = serde_json::to_vec(&request)?;
     let invocation = target.apply(
         Invocation::new(&exe.display().to_string())
             .args(["eval", "grade"])
@@ -77,20 +78,23 @@ pub(crate) fn grade(
         &mut capture,
         Stop::Terminate,
     )
-    .map_err(|e| format!("cannot run {} eval grade: {e}", exe.display()))?;
+    .map_err(|source| GradeError::Child {
+        exe: exe.to_path_buf(),
+        source,
+    })?;
     let stderr = capture.stderr();
     drop(capture);
     match (answer, finished.ending) {
         (Some(Answer::Graded(graded)), _) => Ok(graded),
-        (Some(Answer::Failed(why)), _) => Err(why),
-        (None, Ending::Interrupted) => Err("interrupted".into()),
-        (None, _) => Err(format!(
-            "the grading on {target} gave no answer ({}): {}",
-            finished
+        (Some(Answer::Failed(why)), _) => Err(GradeError::OnHost(why)),
+        (None, Ending::Interrupted) => Err(GradeError::Interrupted),
+        (None, _) => Err(GradeError::NoAnswer {
+            target: target.to_string(),
+            exit: finished
                 .code()
                 .map_or("no exit code".into(), |c| format!("exit {c}")),
-            agent_runner_core::text::cut_chars(stderr.trim(), 400)
-        )),
+            stderr: agent_runner_core::text::cut_chars(stderr.trim(), 400),
+        }),
     }
 }
 
@@ -115,7 +119,7 @@ pub fn serve(stdin: &[u8], interrupt: Interrupt) -> String {
                 interrupt,
             ) {
                 Ok(graded) => Answer::Graded(graded),
-                Err(why) => Answer::Failed(why),
+                Err(why) => Answer::Failed(why.to_string()),
             }
         }
         Err(e) => Answer::Failed(format!("not a grading request: {e}")),

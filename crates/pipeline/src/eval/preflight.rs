@@ -17,8 +17,8 @@ use super::suite::{Config, Suite};
 use crate::Workspace;
 use crate::orchestrator::task_config::{self, Invariants};
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_sandbox::backend::Backend;
 use agent_runner_sandbox::backend::host::HostSpec;
+use agent_runner_sandbox::backend::{Backend, BackendError};
 
 /// Longest a host's image lookup may take.
 const LOOKUP: Duration = Duration::from_secs(30);
@@ -134,6 +134,28 @@ fn task_of(
     })
 }
 
+/// Why an image the suite needs is where none of its runs can start.
+#[derive(Debug, thiserror::Error)]
+enum Unavailable {
+    /// The default daemon's pull.
+    #[error(transparent)]
+    Pull(#[from] BackendError),
+    /// `hosts`: those that answered, none having it; `host`: the first, whose
+    /// pull failed (the end of its stderr).
+    #[error(
+        "docker image {image} is on none of the hosts ({hosts}) and `docker pull` on {host} failed: {stderr}"
+    )]
+    PullOnHost {
+        image: String,
+        hosts: String,
+        host: String,
+        stderr: String,
+    },
+    /// The host's pull could not be asked.
+    #[error("docker image {image}: {detail}")]
+    Call { image: String, detail: String },
+}
+
 /// Ok when `image` is on one of `hosts` that answers (pulled on the first that
 /// answers when none has it), or on the default daemon without hosts; else why
 /// not. A daemon that does not answer proves nothing: its runs say it.
@@ -142,11 +164,11 @@ fn available(
     hosts: &[HostSpec],
     backend: &dyn Backend,
     interrupt: Interrupt,
-) -> Result<(), String> {
+) -> Result<(), Unavailable> {
     if hosts.is_empty() {
         return match backend.has_image(image, interrupt) {
             Ok(true) | Err(_) => Ok(()),
-            Ok(false) => backend.pull(image, interrupt).map_err(|e| e.to_string()),
+            Ok(false) => Ok(backend.pull(image, interrupt)?),
         };
     }
     // A cluster pulls its images itself and cannot be asked beforehand: its runs
@@ -168,16 +190,19 @@ fn available(
     };
     match first.target.docker(&["pull", image], PULL, interrupt) {
         Ok(out) if out.ok => Ok(()),
-        Ok(out) => Err(format!(
-            "docker image {image} is on none of the hosts ({}) and `docker pull` on {} failed: {}",
-            answered
+        Ok(out) => Err(Unavailable::PullOnHost {
+            image: image.to_string(),
+            hosts: answered
                 .iter()
                 .map(|h| h.name.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
-            first.name,
-            agent_runner_core::text::cut_chars(out.stderr.trim(), 300)
-        )),
-        Err(e) => Err(format!("docker image {image}: {e}")),
+            host: first.name.clone(),
+            stderr: agent_runner_core::text::cut_chars(out.stderr.trim(), 300),
+        }),
+        Err(detail) => Err(Unavailable::Call {
+            image: image.to_string(),
+            detail,
+        }),
     }
 }

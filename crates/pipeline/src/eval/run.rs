@@ -561,7 +561,7 @@ fn grade_one(
         .join(format!("{}.tar", uuid::Uuid::new_v4().simple()));
     let graded = commit
         .and_then(|commit| repo.archive(&commit, &archive, interrupt))
-        .map_err(|e| e.to_string())
+        .map_err(grade::GradeError::Commit)
         .and_then(|()| match host {
             Some(target) => grade_on_host::grade(
                 grading.exe,

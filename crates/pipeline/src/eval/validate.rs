@@ -4,26 +4,36 @@
 //! repository of ours that is removed afterwards.
 
 use super::error::EvalError;
-use super::grade::{self, Graded};
+use super::grade::{self, GradeError, Graded};
 use super::repo::EvalRepo;
 use super::suite::{Case, Suite};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_sandbox::backend::Backend;
 
+/// Why a case's grader could not be run on the base or with the solution.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error(transparent)]
+    Grade(#[from] GradeError),
+    /// The case's solution does not apply (`EvalError::Case`'s detail).
+    #[error("{0}")]
+    Solution(String),
+}
+
 /// What validating one case found.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct CaseCheck {
     pub case: String,
     /// The grader on the base (it must fail).
-    pub on_base: Result<Graded, String>,
+    pub on_base: Result<Graded, CheckError>,
     /// The grader with the solution (it must pass), when the case has one.
-    pub with_solution: Option<Result<Graded, String>>,
+    pub with_solution: Option<Result<Graded, CheckError>>,
 }
 
 impl CaseCheck {
     /// Why the case's grader is no good, if it is not.
     pub fn problem(&self) -> Option<String> {
-        let at = |what: &str, r: &Result<Graded, String>| match r {
+        let at = |what: &str, r: &Result<Graded, CheckError>| match r {
             Err(e) => Some(format!("the grader could not run {what}: {e}")),
             Ok(_) => None,
         };
@@ -36,7 +46,7 @@ impl CaseCheck {
             return Some("the grader passes on the base: it cannot tell a fix from none".into());
         }
         match &self.with_solution {
-            Some(Err(e)) => Some(e.clone()),
+            Some(Err(e)) => Some(e.to_string()),
             Some(Ok(g)) if !g.passed => Some(format!(
                 "the grader fails with the solution ({}): {}",
                 g.exit_code
@@ -78,7 +88,7 @@ fn check(
     interrupt: Interrupt,
 ) -> Result<CaseCheck, EvalError> {
     let base = repo.import(case, interrupt)?;
-    let run = |commit: &str, what: &str| -> Result<Result<Graded, String>, EvalError> {
+    let run = |commit: &str, what: &str| -> Result<Result<Graded, CheckError>, EvalError> {
         let archive = dir.join(format!("{}-{what}.tar", case.id));
         repo.archive(commit, &archive, interrupt)?;
         let graded = grade::grade(
@@ -89,14 +99,14 @@ fn check(
             interrupt,
         );
         let _ = std::fs::remove_file(&archive);
-        Ok(graded)
+        Ok(graded.map_err(CheckError::from))
     };
     let on_base = run(&base, "base")?;
     let with_solution = match &case.solution {
         Some(patch) => match repo.with_patch(&case.id, &base, patch, interrupt) {
             Ok(commit) => Some(run(&commit, "solution")?),
             // A solution that does not apply is this case's problem, not the run's.
-            Err(EvalError::Case { detail, .. }) => Some(Err(detail)),
+            Err(EvalError::Case { detail, .. }) => Some(Err(CheckError::Solution(detail))),
             Err(e) => return Err(e),
         },
         None => None,

@@ -48,7 +48,8 @@ pub(crate) struct ChildRun {
 /// Runs `exe run --json` (`--resume` with `resume`, `--message` with `message`) in `cwd` with `config` on
 /// stdin, its caches those of `cache_repo` (the workspace's directory, whichever
 /// clone the attempt runs in); stderr to `stderr_log`. `interrupt` forwards a SIGTERM to the child (it
-/// then cleans up); `started` is told the child's pid as soon as it runs.
+/// then cleans up); `started` is told the child's pid as soon as it runs. An error:
+/// the child could not be run at all.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     exe: &Path,
@@ -61,7 +62,7 @@ pub(crate) fn run(
     cache_repo: &Path,
     host: Option<&Target>,
     started: &mut dyn FnMut(u32),
-) -> Result<ChildRun, String> {
+) -> Result<ChildRun, agent_runner_core::Error> {
     let mut args = vec!["run", "--json"];
     if resume {
         args.push("--resume");
@@ -92,8 +93,7 @@ pub(crate) fn run(
     };
     let mut capture = Capture::in_memory(MAX_STDOUT);
     let finished =
-        process::run_watched(&invocation, &limits, &mut capture, Stop::Terminate, started)
-            .map_err(|e| e.to_string())?;
+        process::run_watched(&invocation, &limits, &mut capture, Stop::Terminate, started)?;
     let stdout = capture.tail();
     let result = last_json_object(&stdout);
     let parsed: Option<serde_json::Value> = result

@@ -25,8 +25,8 @@ pub(crate) enum PlanBackendError {
     #[error("builder.script: required with `kind: scripted`")]
     NoScript,
     /// `builder.script` unreadable, in the scripted builder's words.
-    #[error("{0}")]
-    Scripted(String),
+    #[error(transparent)]
+    Scripted(crate::builder::scripted::ScriptUnreadable),
     #[error("plans need builder.kind meta, codex or scripted (this workspace has {0})")]
     Kind(&'static str),
 }

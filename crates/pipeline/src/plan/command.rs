@@ -28,6 +28,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::text::{cut, one_line};
 use agent_runner_core::timestamp::Timestamp;
 use agent_runner_meta::conversation::ask_checked;
+use agent_runner_meta::reply::Reask;
 use agent_runner_meta::{MetaCall, MetaError};
 
 /// Which edit.
@@ -204,8 +205,9 @@ pub fn run(
 }
 
 /// A check's verdict as the exchange wants it: an invalid reply is asked again, a
-/// refusal ends the exchange with a valid reply that will not be carried out.
-fn checked(result: Result<Edit, Rejection>) -> Result<Result<Edit, String>, String> {
+/// refusal ends the exchange with a valid reply that will not be carried out. Both
+/// are texts: the re-ask sent to Meta, the refusal told the user.
+fn checked(result: Result<Edit, Rejection>) -> Result<Result<Edit, String>, Reask> {
     match result {
         Ok(edit) => Ok(Ok(edit)),
         Err(Rejection::Invalid(why)) => Err(why),

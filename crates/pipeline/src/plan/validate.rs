@@ -21,6 +21,7 @@ use super::model::{PlanState, Rejection};
 use super::patch::{Operation, PlanPatch, Position, TaskFields};
 use crate::store::plan_fields::PlanFields;
 use crate::store::task_file::{TaskChanges, TaskRecord};
+use agent_runner_meta::reply::Reask;
 
 /// The plan after `patch`, checked against `base`; `now` is the new tasks'
 /// `created_at`.
@@ -285,7 +286,7 @@ fn dependencies(
 /// Where node `id` goes: under `given` (a `parent_id`), else under the node
 /// `position` is before or after, else under `default`; at `position` among the
 /// parent's other children, else last. Checks that these exist and agree, and that
-/// `id` does not go under itself.
+/// `id` does not go under itself. The error is the re-ask text for Meta.
 fn place(
     state: &PlanState,
     id: &str,
@@ -293,7 +294,7 @@ fn place(
     position: Option<&Position>,
     default: Option<String>,
     resolve: &dyn Fn(&str) -> String,
-) -> Result<(String, usize), String> {
+) -> Result<(String, usize), Reask> {
     let wbs = &state.wbs;
     let anchor = match position {
         Some(Position::Before(a) | Position::After(a)) => {

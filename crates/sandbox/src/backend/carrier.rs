@@ -15,6 +15,7 @@ use super::docker_cli::{self, last_lines};
 use super::pulled::{Forward, StreamReader};
 use super::tar::TarWriter;
 use super::tools::{CARRIER_IMAGE, carrier_image};
+use super::tree_back::TreeBackError;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::Ending;
 use agent_runner_core::timestamp::human;
@@ -29,6 +30,21 @@ pub(super) fn failed(command: &str, stderr: &str) -> BackendError {
         command: command.into(),
         detail: last_lines(stderr, 3),
     }
+}
+
+/// Why `Carrier::stream_out` gave nothing: docker's failure first, else the
+/// reader's.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StreamOutError {
+    #[error(transparent)]
+    Call(#[from] BackendError),
+    /// `docker cp` failed, with its stderr's last lines.
+    #[error("docker cp {from} -: {stderr}")]
+    Failed { from: String, stderr: String },
+    #[error("the reader of the work's tree failed")]
+    ReaderPanicked,
+    #[error(transparent)]
+    Read(#[from] TreeBackError),
 }
 
 /// A container created (never started) from the empty image with a volume at
@@ -128,8 +144,8 @@ impl Carrier {
     pub(super) fn stream_out<T: Send>(
         &self,
         path: &str,
-        consume: impl FnOnce(StreamReader) -> Result<T, String> + Send,
-    ) -> Result<T, String> {
+        consume: impl FnOnce(StreamReader) -> Result<T, TreeBackError> + Send,
+    ) -> Result<T, StreamOutError> {
         let source = format!("{}:{path}", self.name);
         let invocation = docker_cli::command().args(["cp", source.as_str(), "-"]);
         let (mut forward, stream) = Forward::new();
@@ -141,15 +157,16 @@ impl Carrier {
             drop(forward);
             let consumed = consuming
                 .join()
-                .unwrap_or_else(|_| Err("the reader of the work's tree failed".into()));
+                .map_err(|_| StreamOutError::ReaderPanicked)
+                .and_then(|consumed| consumed.map_err(StreamOutError::from));
             (out, consumed)
         });
         match out {
-            Err(e) => Err(e.to_string()),
-            Ok(out) if !out.ok => Err(format!(
-                "docker cp {source} -: {}",
-                last_lines(&out.stderr, 3)
-            )),
+            Err(e) => Err(e.into()),
+            Ok(out) if !out.ok => Err(StreamOutError::Failed {
+                from: source,
+                stderr: last_lines(&out.stderr, 3),
+            }),
             Ok(_) => consumed,
         }
     }

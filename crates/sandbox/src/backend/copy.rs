@@ -40,12 +40,13 @@ use super::carrier::{CALL_TIMEOUT, COPY_TIMEOUT, Carrier, failed};
 use super::daemon::call;
 use super::docker_cli::last_lines;
 use super::endpoint::Endpoint;
-use super::landing::{self, UserRepo};
+use super::landing::{self, LandingError, UserRepo};
 use super::privileges::Finding;
 use super::session_volume::SessionVolume;
 use super::sweep::{LABEL_TASK, owner_labels};
 use super::tree_back::{Committed, TreeBack};
 use super::{Backend, BackendError, Confinement, Main, Mount, Net, PROJECT_DIR, Spec, Transport};
+use agent_runner_core::git::GitError;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::owner::Owner;
 use agent_runner_settings::task::{TransportChoice, WorkerLimits};
@@ -58,6 +59,29 @@ pub(crate) const ANSWER: &str = "agent-runner-bundle work ";
 pub(crate) const NO_GIT: &str = "agent-runner-bundler-nogit";
 /// Largest bundle brought back.
 pub(crate) const MAX_BUNDLE: u64 = 4 << 30;
+
+/// Why the clone of ours was not made, or a bundle not landed here (both copy
+/// transports').
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CopyError {
+    #[error("{}: not a directory's name", .0.display())]
+    StageName(PathBuf),
+    #[error(transparent)]
+    Git(#[from] GitError),
+    /// The bundle could not be created here or opened.
+    #[error("cannot take the bundle: {0}")]
+    TakeBundle(std::io::Error),
+    #[error(transparent)]
+    Landing(#[from] LandingError),
+    #[error("cannot keep the bundle at {}: {source}", .path.display())]
+    Keep {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The carrier of the bundle's volume.
+    #[error(transparent)]
+    Carrier(#[from] BackendError),
+}
 
 /// The transport a sandbox gets: the task's `runner.sandbox.transport`, else
 /// `bind` for a daemon on this machine's unix socket and `copy` for any other
@@ -218,7 +242,7 @@ impl Copy {
         std::fs::create_dir_all(&self.scratch)
             .map_err(|e| io("the scratch directory")(e.to_string()))?;
         self.clone_head(&user, &head, &stage)
-            .map_err(io("the clone"))?;
+            .map_err(|e| io("the clone")(e.to_string()))?;
         let volume = format!(
             "agent-runner-copy-{}-{}",
             self.task_id,
@@ -249,7 +273,7 @@ impl Copy {
         Ok(())
     }
 
-    fn clone_head(&self, user: &UserRepo, head: &str, stage: &Path) -> Result<(), String> {
+    fn clone_head(&self, user: &UserRepo, head: &str, stage: &Path) -> Result<(), CopyError> {
         clone_head(
             &self.scratch,
             user,
@@ -321,9 +345,7 @@ impl Copy {
             keep_untracked: self.keep_untracked,
             interrupt: self.interrupt,
         };
-        let committed = carrier.stream_out(PROJECT_DIR, |tar| {
-            back.commit(tar).map_err(|e| e.to_string())
-        });
+        let committed = carrier.stream_out(PROJECT_DIR, |tar| back.commit(tar));
         drop(carrier);
         log::info!(
             "the work's tree read out and committed here (the image has no git) in {}",
@@ -338,7 +360,7 @@ impl Copy {
                         commit,
                     },
                     Ok(Some(bundle)) => BroughtBack::Kept { bundle, commit },
-                    Err(e) => BroughtBack::Failed(e),
+                    Err(e) => BroughtBack::Failed(e.to_string()),
                 }
             }
             Err(e) => BroughtBack::Failed(format!("the work's tree: {e}")),
@@ -373,7 +395,7 @@ impl Copy {
                         bundle,
                         commit: rest.to_string(),
                     },
-                    Err(e) => BroughtBack::Failed(e),
+                    Err(e) => BroughtBack::Failed(e.to_string()),
                 }
             }
             "failed" => BroughtBack::Failed(format!("the bundler: {rest}")),
@@ -427,16 +449,13 @@ impl Copy {
         commit: &str,
         branch: &str,
         base: &str,
-    ) -> Result<Option<PathBuf>, String> {
-        let carrier = Carrier::create(out, "/out", &self.labels(), self.interrupt)
-            .map_err(|e| e.to_string())?;
+    ) -> Result<Option<PathBuf>, CopyError> {
+        let carrier = Carrier::create(out, "/out", &self.labels(), self.interrupt)?;
         let path = self.scratch.join("work.bundle");
         let file = agent_runner_core::fs::Dir::open(&self.scratch)
             .and_then(|dir| dir.create("work.bundle"))
-            .map_err(|e| format!("cannot take the bundle: {e}"))?;
-        carrier
-            .copy_out("/out/work.bundle", file, MAX_BUNDLE)
-            .map_err(|e| e.to_string())?;
+            .map_err(CopyError::TakeBundle)?;
+        carrier.copy_out("/out/work.bundle", file, MAX_BUNDLE)?;
         drop(carrier);
         self.land_file(&path, commit, branch, base)
     }
@@ -447,7 +466,7 @@ impl Copy {
         commit: &str,
         branch: &str,
         base: &str,
-    ) -> Result<Option<PathBuf>, String> {
+    ) -> Result<Option<PathBuf>, CopyError> {
         land_file(
             &self.repo,
             &self.scratch,
@@ -600,7 +619,7 @@ pub(crate) fn clone_head(
     branch: &str,
     stage: &Path,
     interrupt: Interrupt,
-) -> Result<(), String> {
+) -> Result<(), CopyError> {
     let git = |args: &[&str], cwd: &Path| {
         let invocation = landing::clean(cwd, args)
             .env("GIT_DIR", &stage.join(".git").display().to_string())
@@ -608,18 +627,17 @@ pub(crate) fn clone_head(
                 "GIT_ALTERNATE_OBJECT_DIRECTORIES",
                 &user.objects().display().to_string(),
             );
-        landing::run(&invocation, interrupt).map_err(|e| e.to_string())
+        landing::run(&invocation, interrupt)
     };
     let branch = format!("refs/heads/{branch}");
     let name = stage
         .file_name()
         .and_then(|n| n.to_str())
-        .ok_or_else(|| format!("{}: not a directory's name", stage.display()))?;
+        .ok_or_else(|| CopyError::StageName(stage.to_path_buf()))?;
     landing::run(
         &landing::clean(scratch, &["init", "-q", "--template=", name]),
         interrupt,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     git(&["update-ref", &branch, head], stage)?;
     git(&["symbolic-ref", "HEAD", &branch], stage)?;
     // No delta search on large files: on a 50 MB repository of 10 MB files it
@@ -645,18 +663,19 @@ pub(crate) fn land_file(
     branch: &str,
     base: &str,
     interrupt: Interrupt,
-) -> Result<Option<PathBuf>, String> {
+) -> Result<Option<PathBuf>, CopyError> {
     let (file, _) = agent_runner_core::fs::read::open_regular(path, MAX_BUNDLE)
-        .map_err(|e| format!("cannot take the bundle: {e}"))?;
-    let keep = landing::checked_out(repo, branch).map_err(|e| e.to_string())?;
-    landing::land(repo, file, commit, branch, base, scratch, keep, interrupt)
-        .map_err(|e| e.to_string())?;
+        .map_err(CopyError::TakeBundle)?;
+    let keep = landing::checked_out(repo, branch)?;
+    landing::land(repo, file, commit, branch, base, scratch, keep, interrupt)?;
     if !keep {
         return Ok(None);
     }
     let kept = kept_bundle(scratch.parent().unwrap_or(scratch), task_id);
-    std::fs::rename(path, &kept)
-        .map_err(|e| format!("cannot keep the bundle at {}: {e}", kept.display()))?;
+    std::fs::rename(path, &kept).map_err(|source| CopyError::Keep {
+        path: kept.clone(),
+        source,
+    })?;
     Ok(Some(kept))
 }
 

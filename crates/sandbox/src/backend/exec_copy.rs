@@ -35,13 +35,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::copy::{self, MAX_BUNDLE, NO_GIT};
-use super::file_sink::FileSink;
-use super::landing::{self, UserRepo};
+use super::copy::{self, CopyError, MAX_BUNDLE, NO_GIT};
+use super::file_sink::{FileSink, SinkError};
+use super::landing::{self, LandingError, UserRepo};
 use super::privileges::Finding;
 use super::session_volume::SessionVolume;
 use super::tools::SHELL;
-use super::tree_back::{Committed, TreeBack};
+use super::tree_back::{Committed, TreeBack, TreeBackError};
 use super::{
     Backend, BackendError, BroughtBack, Carrier, CopyTask, Exec, Instance, Mount, PROJECT_DIR,
     Transport,
@@ -62,6 +62,56 @@ const JOB: &str = "work";
 /// The bundler's answer line for that job.
 const ANSWER: &str = "agent-runner-bundle work ";
 
+/// Why an exec of the copy failed: in the engine, or its command.
+#[derive(Debug, thiserror::Error)]
+enum ExecError {
+    #[error(transparent)]
+    Engine(#[from] BackendError),
+    /// `code`: its exit code, or "by a signal"; the last lines of its output.
+    #[error("exited {code} ({stderr}): {stdout}")]
+    Exited {
+        code: String,
+        stderr: String,
+        stdout: String,
+    },
+}
+
+/// Why the repository was not staged, or the work not read out or committed.
+#[derive(Debug, thiserror::Error)]
+enum ExecCopyError {
+    #[error("the repository: {0}")]
+    Repository(LandingError),
+    #[error("the repository's HEAD: {0}")]
+    Head(LandingError),
+    #[error("{}: {source}", .path.display())]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the clone: {0}")]
+    Clone(CopyError),
+    #[error("the stream of the repository: {0}")]
+    Stream(std::io::Error),
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    #[error("the bundler: {0}")]
+    Bundler(ExecError),
+    #[error("the work's tree: {0}")]
+    Tree(ExecError),
+    /// No answer line; the last lines it said.
+    #[error("the bundler answered nothing: {0}")]
+    Unanswered(String),
+    /// The bundler's own "failed" answer.
+    #[error("the bundler: {0}")]
+    BundlerFailed(String),
+    #[error("the bundler answered {0:?}")]
+    Answered(String),
+    #[error(transparent)]
+    Landing(#[from] LandingError),
+    #[error(transparent)]
+    Commit(#[from] TreeBackError),
+}
+
 /// See the module documentation.
 pub(crate) struct ExecCopy {
     repo: PathBuf,
@@ -77,7 +127,7 @@ pub(crate) struct ExecCopy {
     /// The commit the sandbox started from, once the stream went in.
     base: Option<String>,
     /// What `before_removal` read out, for `finish` to land.
-    out: Option<Result<Out, String>>,
+    out: Option<Result<Out, ExecCopyError>>,
     discarded: bool,
     brought: Option<BroughtBack>,
     backend: Arc<dyn Backend>,
@@ -124,14 +174,14 @@ impl ExecCopy {
     }
 
     /// The clone here and the stream of it and the working tree, in a file.
-    fn write_stream(&self) -> Result<(PathBuf, String), String> {
-        let user = UserRepo::open(&self.repo).map_err(|e| format!("the repository: {e}"))?;
-        let (_, head) = user
-            .head()
-            .map_err(|e| format!("the repository's HEAD: {e}"))?;
+    fn write_stream(&self) -> Result<(PathBuf, String), ExecCopyError> {
+        let user = UserRepo::open(&self.repo).map_err(ExecCopyError::Repository)?;
+        let (_, head) = user.head().map_err(ExecCopyError::Head)?;
         let stage = self.scratch.join("stage");
-        std::fs::create_dir_all(&self.scratch)
-            .map_err(|e| format!("{}: {e}", self.scratch.display()))?;
+        std::fs::create_dir_all(&self.scratch).map_err(|source| ExecCopyError::File {
+            path: self.scratch.clone(),
+            source,
+        })?;
         copy::clone_head(
             &self.scratch,
             &user,
@@ -140,11 +190,14 @@ impl ExecCopy {
             &stage,
             self.interrupt,
         )
-        .map_err(|e| format!("the clone: {e}"))?;
+        .map_err(ExecCopyError::Clone)?;
         let path = self.scratch.join("in.tar");
         let file = agent_runner_core::fs::Dir::open(&self.scratch)
             .and_then(|dir| dir.create("in.tar"))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|source| ExecCopyError::File {
+                path: path.clone(),
+                source,
+            })?;
         let top = PROJECT_DIR
             .rsplit_once('/')
             .map_or(PROJECT_DIR, |(_, top)| top);
@@ -159,7 +212,7 @@ impl ExecCopy {
         let skipped = std::mem::take(&mut tar.skipped);
         written
             .and_then(|()| tar.finish().map(drop))
-            .map_err(|e| format!("the stream of the repository: {e}"))?;
+            .map_err(ExecCopyError::Stream)?;
         if !skipped.is_empty() {
             log::warn!(
                 "the copy left out what is neither a file, a directory nor a symlink: {}",
@@ -179,7 +232,7 @@ impl ExecCopy {
         command: Vec<String>,
         stdin: Option<std::fs::File>,
         sink: Option<&mut FileSink>,
-    ) -> Result<String, String> {
+    ) -> Result<String, ExecError> {
         let exec = Exec {
             workdir: Some("/".into()),
             env: Vec::new(),
@@ -192,25 +245,22 @@ impl ExecCopy {
         if let Some(sink) = sink {
             capture = capture.with_filter(sink);
         }
-        let finished = instance
-            .exec(exec, &limits, &mut capture, Stop::Terminate)
-            .map_err(|e| e.to_string())?;
+        let finished = instance.exec(exec, &limits, &mut capture, Stop::Terminate)?;
         if !finished.success() {
-            return Err(format!(
-                "exited {} ({}): {}",
-                finished
+            return Err(ExecError::Exited {
+                code: finished
                     .code()
                     .map_or("by a signal".into(), |c| c.to_string()),
-                super::docker_cli::last_lines(&capture.stderr(), 3),
-                super::docker_cli::last_lines(&capture.tail(), 2)
-            ));
+                stderr: super::docker_cli::last_lines(&capture.stderr(), 3),
+                stdout: super::docker_cli::last_lines(&capture.tail(), 2),
+            });
         }
         Ok(capture.tail())
     }
 
     /// The bundler in the sandbox over a fresh directory, then its bundle (or the
     /// tree) read out into the scratch directory.
-    fn read_out(&self, instance: &dyn Instance, base: &str) -> Result<Out, String> {
+    fn read_out(&self, instance: &dyn Instance, base: &str) -> Result<Out, ExecCopyError> {
         let dir = format!(
             "/tmp/agent-runner-out-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]
@@ -242,7 +292,7 @@ impl ExecCopy {
                 None,
                 Some(&mut sink),
             )
-            .map_err(|e| format!("the bundler: {e}"))?;
+            .map_err(ExecCopyError::Bundler)?;
         sink.done()?;
         if said.lines().any(|l| l == NO_GIT) {
             let path = self.scratch.join("out.tar");
@@ -261,19 +311,14 @@ impl ExecCopy {
                 None,
                 Some(&mut sink),
             )
-            .map_err(|e| format!("the work's tree: {e}"))?;
+            .map_err(ExecCopyError::Tree)?;
             sink.done()?;
             return Ok(Out::Tree(path));
         }
         let answer = said
             .lines()
             .find_map(|l| l.strip_prefix(ANSWER))
-            .ok_or_else(|| {
-                format!(
-                    "the bundler answered nothing: {}",
-                    super::docker_cli::last_lines(&said, 3)
-                )
-            })?;
+            .ok_or_else(|| ExecCopyError::Unanswered(super::docker_cli::last_lines(&said, 3)))?;
         let (verdict, rest) = answer.split_once(' ').unwrap_or((answer, ""));
         match verdict {
             "unchanged" => Ok(Out::Unchanged),
@@ -281,8 +326,8 @@ impl ExecCopy {
                 path: bundle,
                 commit: rest.to_string(),
             }),
-            "failed" => Err(format!("the bundler: {rest}")),
-            _ => Err(format!("the bundler answered {answer:?}")),
+            "failed" => Err(ExecCopyError::BundlerFailed(rest.to_string())),
+            _ => Err(ExecCopyError::Answered(answer.to_string())),
         }
     }
 
@@ -313,7 +358,7 @@ impl ExecCopy {
                 commit,
             },
             Ok(Some(bundle)) => BroughtBack::Kept { bundle, commit },
-            Err(e) => BroughtBack::Failed(e),
+            Err(e) => BroughtBack::Failed(e.to_string()),
         }
     }
 
@@ -353,12 +398,20 @@ impl ExecCopy {
     }
 
     /// The tree read out of an image without git, committed here.
-    fn commit_tree(&self, tar: &Path, base: &str) -> Result<Committed, String> {
+    fn commit_tree(&self, tar: &Path, base: &str) -> Result<Committed, ExecCopyError> {
         let scratch = self.scratch.join("tree");
-        std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-        let user = UserRepo::open(&self.repo).map_err(|e| e.to_string())?;
-        let (file, _) = agent_runner_core::fs::read::open_regular(tar, MAX_BUNDLE)
-            .map_err(|e| format!("{}: {e}", tar.display()))?;
+        std::fs::create_dir_all(&scratch).map_err(|source| ExecCopyError::File {
+            path: scratch.clone(),
+            source,
+        })?;
+        let user = UserRepo::open(&self.repo)?;
+        let (file, _) =
+            agent_runner_core::fs::read::open_regular(tar, MAX_BUNDLE).map_err(|source| {
+                ExecCopyError::File {
+                    path: tar.to_path_buf(),
+                    source,
+                }
+            })?;
         let branch = self.branch();
         TreeBack {
             objects: user.objects(),
@@ -370,7 +423,7 @@ impl ExecCopy {
             interrupt: self.interrupt,
         }
         .commit(std::io::BufReader::new(file))
-        .map_err(|e| e.to_string())
+        .map_err(ExecCopyError::from)
     }
 }
 
@@ -449,7 +502,7 @@ impl Transport for ExecCopy {
         {
             let brought = match out {
                 Ok(out) => self.land(out, &base),
-                Err(e) => BroughtBack::Failed(e),
+                Err(e) => BroughtBack::Failed(e.to_string()),
             };
             log::info!("{brought}");
             self.brought = Some(brought);

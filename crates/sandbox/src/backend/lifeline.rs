@@ -177,6 +177,7 @@ impl Carrier for Lifeline {
         let mux = self.mux.as_ref()?;
         Some(
             mux.quiet()
+                .map_err(|e| e.to_string())
                 .and_then(|answer| {
                     Quiet::parse(&answer).ok_or_else(|| format!("it answered {answer:?}"))
                 })

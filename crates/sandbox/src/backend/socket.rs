@@ -186,41 +186,61 @@ impl Carrier for SocketLink {
             ),
             detail,
         };
-        Some(self.ask().map_err(failed))
+        Some(self.ask().map_err(|e| failed(e.to_string())))
     }
 }
 
 /// The longest answer read: "agent-runner-quiet FOUND LEFT\n" is far shorter.
 const LONGEST_ANSWER: usize = 64;
 
+/// Why the bridge did not answer "quiet".
+#[derive(Debug, thiserror::Error)]
+enum AskError {
+    #[error("its control connection was lost before")]
+    Lost,
+    #[error("it never connected to agent-runner's control socket")]
+    NeverConnected,
+    #[error("accept on the control socket: {0}")]
+    Accept(std::io::Error),
+    #[error("the control socket: {0}")]
+    Socket(std::io::Error),
+    #[error("no control connection")]
+    NoConnection,
+    #[error("the request could not be sent: {0}")]
+    Send(std::io::Error),
+    #[error("no answer within {} s", quiet::WITHIN.as_secs())]
+    NoAnswer,
+    #[error("its answer is too long")]
+    TooLong,
+    #[error("it closed the control connection")]
+    Closed,
+    #[error("reading its answer: {0}")]
+    Read(std::io::Error),
+    #[error("it answered {0:?}")]
+    Answered(String),
+}
+
 impl SocketLink {
     /// The bridge's connection: the first accepted, after which nothing else is.
-    fn bridge(&mut self) -> Result<&mut UnixStream, String> {
+    fn bridge(&mut self) -> Result<&mut UnixStream, AskError> {
         if self.bridge.is_none() {
-            let listener = self
-                .control
-                .take()
-                .ok_or("its control connection was lost before")?;
+            let listener = self.control.take().ok_or(AskError::Lost)?;
             let (stream, _) = listener.accept().map_err(|e| match e.kind() {
-                std::io::ErrorKind::WouldBlock => {
-                    "it never connected to agent-runner's control socket".to_string()
-                }
-                _ => format!("accept on the control socket: {e}"),
+                std::io::ErrorKind::WouldBlock => AskError::NeverConnected,
+                _ => AskError::Accept(e),
             })?;
             stream
                 .set_nonblocking(false)
                 .and_then(|()| stream.set_write_timeout(Some(quiet::WITHIN)))
-                .map_err(|e| format!("the control socket: {e}"))?;
+                .map_err(AskError::Socket)?;
             self.bridge = Some(stream);
         }
-        self.bridge
-            .as_mut()
-            .ok_or_else(|| "no control connection".to_string())
+        self.bridge.as_mut().ok_or(AskError::NoConnection)
     }
 
     /// "quiet" sent, its answer read within `quiet::WITHIN` (bounded, read as
     /// hostile). Any failure drops the connection: no later answer is trusted.
-    fn ask(&mut self) -> Result<Quiet, String> {
+    fn ask(&mut self) -> Result<Quiet, AskError> {
         let asked = self.ask_on_connection();
         if asked.is_err() {
             self.bridge = None;
@@ -228,11 +248,11 @@ impl SocketLink {
         asked
     }
 
-    fn ask_on_connection(&mut self) -> Result<Quiet, String> {
+    fn ask_on_connection(&mut self) -> Result<Quiet, AskError> {
         let stream = self.bridge()?;
         stream
             .write_all(format!("{}\n", quiet::REQUEST).as_bytes())
-            .map_err(|e| format!("the request could not be sent: {e}"))?;
+            .map_err(AskError::Send)?;
         let deadline = Instant::now() + quiet::WITHIN;
         let mut answer = Vec::new();
         let mut chunk = [0u8; LONGEST_ANSWER];
@@ -240,15 +260,15 @@ impl SocketLink {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || answer.len() > LONGEST_ANSWER {
                 return Err(match left.is_zero() {
-                    true => format!("no answer within {} s", quiet::WITHIN.as_secs()),
-                    false => "its answer is too long".into(),
+                    true => AskError::NoAnswer,
+                    false => AskError::TooLong,
                 });
             }
             stream
                 .set_read_timeout(Some(left))
-                .map_err(|e| format!("the control socket: {e}"))?;
+                .map_err(AskError::Socket)?;
             match stream.read(&mut chunk) {
-                Ok(0) => return Err("it closed the control connection".into()),
+                Ok(0) => return Err(AskError::Closed),
                 Ok(n) => answer.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e)
@@ -256,14 +276,14 @@ impl SocketLink {
                         e.kind(),
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) => {}
-                Err(e) => return Err(format!("reading its answer: {e}")),
+                Err(e) => return Err(AskError::Read(e)),
             }
         }
         let text = String::from_utf8_lossy(&answer);
         let line = text.lines().next().unwrap_or_default();
         line.strip_prefix(quiet::ANSWER)
             .and_then(Quiet::parse)
-            .ok_or_else(|| format!("it answered {line:?}"))
+            .ok_or_else(|| AskError::Answered(line.to_string()))
     }
 }
 
@@ -460,8 +480,14 @@ mod tests {
     fn the_answer_comes_on_the_control_socket_from_its_first_connection_only() {
         let (mut link, _) = SocketLink::open(false, true).unwrap();
         let bridge = bridge_answering(&link, "agent-runner-quiet 2 0\n");
-        assert_eq!(link.ask(), Ok(Quiet { found: 2, left: 0 }));
-        assert_eq!(link.ask(), Ok(Quiet { found: 2, left: 0 }));
+        assert_eq!(
+            link.ask().map_err(|e| e.to_string()),
+            Ok(Quiet { found: 2, left: 0 })
+        );
+        assert_eq!(
+            link.ask().map_err(|e| e.to_string()),
+            Ok(Quiet { found: 2, left: 0 })
+        );
         // A later connection (the worker's) is not taken: the listener is gone.
         let control = link.dir.as_ref().unwrap().control();
         assert!(UnixStream::connect(&control).is_err());
@@ -473,17 +499,17 @@ mod tests {
     fn no_connection_or_a_wrong_answer_fails_and_is_not_asked_again() {
         let (mut link, _) = SocketLink::open(true, true).unwrap();
         assert_eq!(
-            link.ask(),
+            link.ask().map_err(|e| e.to_string()),
             Err("it never connected to agent-runner's control socket".into())
         );
         assert_eq!(
-            link.ask(),
+            link.ask().map_err(|e| e.to_string()),
             Err("its control connection was lost before".into())
         );
         let (mut link, _) = SocketLink::open(false, true).unwrap();
         let _bridge = bridge_answering(&link, "agent-runner-quiet 0 0 0\n");
         assert_eq!(
-            link.ask(),
+            link.ask().map_err(|e| e.to_string()),
             Err("it answered \"agent-runner-quiet 0 0 0\"".into())
         );
         assert!(link.ask().is_err(), "the connection was dropped");

@@ -374,6 +374,7 @@ impl Container {
     }
 
     /// Ends the container: how long that took, or why it may still be there.
+    /// The error is a line of the Task Note as it is (`Teardown::notices`).
     pub(crate) fn remove(self) -> Result<Duration, String> {
         let removal = self.instance.remove(Duration::from_secs(5));
         if removal.left {

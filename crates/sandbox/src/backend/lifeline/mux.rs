@@ -122,6 +122,25 @@ fn write_all(input: &mut impl Write, batch: &[Vec<u8>]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Why a file was not delivered, or QUIET not answered.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum LinkError {
+    #[error("{path}: too large for the lifeline ({size} bytes, at most {most})")]
+    TooLarge {
+        path: String,
+        size: usize,
+        most: usize,
+    },
+    /// The helper's answer: why it could not write the file.
+    #[error("{0}")]
+    Refused(String),
+    /// No answer in time; why this side ended the stream, if it did.
+    #[error("{}", .0.as_deref().unwrap_or("the sandbox did not answer"))]
+    Unanswered(Option<String>),
+    #[error("the lifeline is closed")]
+    Closed,
+}
+
 /// The host end; see the module documentation.
 pub(crate) struct Mux {
     shared: Arc<Shared>,
@@ -190,30 +209,28 @@ impl Mux {
 
     /// Writes `content` at `path` in the sandbox (mode 0600, the helper's user, in
     /// its tmpfs); the helper's answer.
-    pub(crate) fn deliver(&self, path: &str, content: &[u8]) -> Result<(), String> {
+    pub(crate) fn deliver(&self, path: &str, content: &[u8]) -> Result<(), LinkError> {
         let mut payload = Vec::with_capacity(2 + path.len() + content.len());
         payload.extend_from_slice(&(path.len() as u16).to_be_bytes());
         payload.extend_from_slice(path.as_bytes());
         payload.extend_from_slice(content);
         if payload.len() > MAX_DATA || path.len() > 1024 {
-            return Err(format!(
-                "{path}: too large for the lifeline ({} bytes, at most {})",
-                content.len(),
-                MAX_DATA - 2 - path.len()
-            ));
+            return Err(LinkError::TooLarge {
+                path: path.to_string(),
+                size: content.len(),
+                most: MAX_DATA - 2 - path.len(),
+            });
         }
         let (tx, answer) = sync_channel(1);
         *lock(&self.shared.answers) = Some(tx);
         let result = if self.shared.down.send(&Frame::new(FILE, 0, payload)) {
             match answer.recv_timeout(FILE_WAIT) {
                 Ok(why) if why.is_empty() => Ok(()),
-                Ok(why) => Err(why),
-                Err(_) => Err(self
-                    .fault()
-                    .unwrap_or_else(|| "the sandbox did not answer".into())),
+                Ok(why) => Err(LinkError::Refused(why)),
+                Err(_) => Err(LinkError::Unanswered(self.fault())),
             }
         } else {
-            Err("the lifeline is closed".into())
+            Err(LinkError::Closed)
         };
         *lock(&self.shared.answers) = None;
         result
@@ -221,16 +238,15 @@ impl Mux {
 
     /// Has the helper kill every other process of the sandbox (QUIET); its answer,
     /// "FOUND LEFT".
-    pub(crate) fn quiet(&self) -> Result<String, String> {
+    pub(crate) fn quiet(&self) -> Result<String, LinkError> {
         let (tx, answer) = sync_channel(1);
         *lock(&self.shared.answers) = Some(tx);
         let result = if self.shared.down.send(&Frame::new(QUIET, 0, Vec::new())) {
-            answer.recv_timeout(QUIET_WAIT).map_err(|_| {
-                self.fault()
-                    .unwrap_or_else(|| "the sandbox did not answer".into())
-            })
+            answer
+                .recv_timeout(QUIET_WAIT)
+                .map_err(|_| LinkError::Unanswered(self.fault()))
         } else {
-            Err("the lifeline is closed".into())
+            Err(LinkError::Closed)
         };
         *lock(&self.shared.answers) = None;
         result

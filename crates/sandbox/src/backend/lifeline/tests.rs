@@ -210,7 +210,7 @@ fn a_file_is_delivered_as_a_file_frame_and_its_answer_awaited() {
     });
     assert_eq!(mux.deliver("/run/a/login-auth.json", b"{\"k\":1}"), Ok(()));
     assert_eq!(
-        mux.deliver("/x", b"y"),
+        mux.deliver("/x", b"y").map_err(|e| e.to_string()),
         Err("cannot create /x: Read-only".into())
     );
     let (frame, _) = answering.join().unwrap();
@@ -221,6 +221,7 @@ fn a_file_is_delivered_as_a_file_frame_and_its_answer_awaited() {
     assert!(
         mux.deliver("/y", &vec![0; MAX_DATA])
             .unwrap_err()
+            .to_string()
             .contains("too large")
     );
 }
