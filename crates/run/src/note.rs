@@ -781,12 +781,7 @@ fn worker_run(out: &mut String, run: &WorkerRun, pricing: &Pricing) -> std::fmt:
     writeln!(out, "- Summary: {}", inline(&run.summary))?;
     let t = &run.transcript;
     if !t.commands.is_empty() {
-        let dropped = if t.commands_dropped > 0 {
-            format!(" (first {} not shown)", t.commands_dropped)
-        } else {
-            String::new()
-        };
-        writeln!(out, "- Commands{dropped}:")?;
+        list_heading(out, "Commands", t.commands_dropped)?;
         for c in &t.commands {
             let code = c
                 .exit_code
@@ -795,12 +790,7 @@ fn worker_run(out: &mut String, run: &WorkerRun, pricing: &Pricing) -> std::fmt:
         }
     }
     if !t.mcp_calls.is_empty() {
-        let dropped = if t.mcp_calls_dropped > 0 {
-            format!(" (first {} not shown)", t.mcp_calls_dropped)
-        } else {
-            String::new()
-        };
-        writeln!(out, "- MCP tool calls{dropped}:")?;
+        list_heading(out, "MCP tool calls", t.mcp_calls_dropped)?;
         for call in &t.mcp_calls {
             writeln!(
                 out,
@@ -830,6 +820,16 @@ fn worker_run(out: &mut String, run: &WorkerRun, pricing: &Pricing) -> std::fmt:
     )?;
     out.push_str(&fence("text", &tail(&run.output_tail, NOTE_TAIL)));
     writeln!(out, "</details>\n")
+}
+
+/// The heading of a list of the transcript's that keeps only its last items: how
+/// many of the first were dropped, when any were.
+fn list_heading(out: &mut String, what: &str, dropped: usize) -> std::fmt::Result {
+    if dropped > 0 {
+        writeln!(out, "- {what} (first {dropped} not shown):")
+    } else {
+        writeln!(out, "- {what}:")
+    }
 }
 
 /// What the run changed: git's view when the image has git, codex's otherwise.
