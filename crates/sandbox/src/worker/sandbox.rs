@@ -883,6 +883,18 @@ impl ContainerSandbox {
         Ok((capture, path))
     }
 
+    /// The limits of a command of the task's (`task.setup`, the test): its own time
+    /// limit cut to the task's deadline, and no idle limit (a build or a test may be
+    /// quiet for long, unlike an agent).
+    fn command_limits(&self, timeout: Duration) -> Limits {
+        Limits {
+            wall: Some(self.deadline.cut(timeout).0),
+            idle: None,
+            grace: Duration::from_secs(2),
+            interrupt: self.spec.interrupt,
+        }
+    }
+
     /// Runs an enveloped command; on a limit or an interrupt, stops the work inside
     /// the container (whose report is returned along).
     fn run_enveloped(
@@ -1071,12 +1083,7 @@ impl ContainerSandbox {
             stdin: envelope.stdin(b""),
             stdin_file: None,
         };
-        let limits = Limits {
-            wall: Some(self.deadline.cut(setup.timeout).0),
-            idle: None,
-            grace: Duration::from_secs(2),
-            interrupt: self.spec.interrupt,
-        };
+        let limits = self.command_limits(setup.timeout);
         if let Some(egress) = &self.egress {
             egress.allow_also(Some(setup.allow.clone()));
             log::info!("setup may also reach: {}", setup.allow.entries().join(", "));
@@ -1347,12 +1354,7 @@ impl Sandbox for ContainerSandbox {
             stdin: envelope.stdin(b""),
             stdin_file: None,
         };
-        let limits = Limits {
-            wall: Some(self.deadline.cut(test.timeout).0),
-            idle: None,
-            grace: Duration::from_secs(2),
-            interrupt: self.spec.interrupt,
-        };
+        let limits = self.command_limits(test.timeout);
         let mut reader = envelope.reader();
         let started = Timestamp::now();
         let (capture, log_path) = self.capture(&format!("test-{number}.log"))?;
