@@ -925,15 +925,7 @@ fn privileges(out: &mut String, findings: &[Finding]) -> std::fmt::Result {
 
 /// `task.setup` as it ran before the first paid call (SPEC §21).
 fn setup_run(out: &mut String, run: &SetupRun) -> std::fmt::Result {
-    let verdict = if run.interrupted {
-        "interrupted"
-    } else if run.timed_out {
-        "timed out"
-    } else if run.passed() {
-        "passed"
-    } else {
-        "failed"
-    };
+    let verdict = ended_as(run.interrupted, run.timed_out, run.passed());
     writeln!(
         out,
         "Setup (once in this sandbox, before the first paid call):\n"
@@ -1017,11 +1009,17 @@ fn test_run(out: &mut String, run: &TestRun, count: usize) -> std::fmt::Result {
 }
 
 fn verdict(run: &TestRun) -> &'static str {
-    if run.interrupted {
+    ended_as(run.interrupted, run.timed_out, run.passed())
+}
+
+/// How a command of the task's (the set-up, a test) ended, in a word: an
+/// interruption or the time limit says more than the exit code it left.
+fn ended_as(interrupted: bool, timed_out: bool, passed: bool) -> &'static str {
+    if interrupted {
         "interrupted"
-    } else if run.timed_out {
+    } else if timed_out {
         "timed out"
-    } else if run.passed() {
+    } else if passed {
         "passed"
     } else {
         "failed"
