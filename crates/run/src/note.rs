@@ -613,12 +613,8 @@ fn egress_wanted(
         }
     }
     if wanted.len() > ctx.task.worker.allow.rules.len() {
-        let quoted: Vec<String> = wanted.iter().map(|e| format!("\"{e}\"")).collect();
-        write!(
-            out,
-            "\nTo allow what was denied, set in the task's runner.worker:\n\n{}",
-            fence("yaml", &format!("allow: [{}]\n", quoted.join(", ")))
-        )?;
+        let intro = "To allow what was denied, set in the task's runner.worker";
+        allow_snippet(out, intro, &wanted)?;
     }
     let setup_wanted = needed("task.setup.allow");
     if !setup_wanted.is_empty() {
@@ -633,12 +629,8 @@ fn egress_wanted(
                 all.push(entry.clone());
             }
         }
-        let quoted: Vec<String> = all.iter().map(|e| format!("\"{e}\"")).collect();
-        write!(
-            out,
-            "\nTo allow what setup was denied (setup only, not the worker), set in the task's task.setup:\n\n{}",
-            fence("yaml", &format!("allow: [{}]\n", quoted.join(", ")))
-        )?;
+        let intro = "To allow what setup was denied (setup only, not the worker), set in the task's task.setup";
+        allow_snippet(out, intro, &all)?;
     }
     Ok(())
 }
@@ -830,6 +822,17 @@ fn list_heading(out: &mut String, what: &str, dropped: usize) -> std::fmt::Resul
     } else {
         writeln!(out, "- {what}:")
     }
+}
+
+/// `intro`, then the `allow:` line to paste, with `entries` (the written list and
+/// what was denied), as YAML.
+fn allow_snippet(out: &mut String, intro: &str, entries: &[String]) -> std::fmt::Result {
+    let quoted: Vec<String> = entries.iter().map(|e| format!("\"{e}\"")).collect();
+    write!(
+        out,
+        "\n{intro}:\n\n{}",
+        fence("yaml", &format!("allow: [{}]\n", quoted.join(", ")))
+    )
 }
 
 /// What the run changed: git's view when the image has git, codex's otherwise.

@@ -45,21 +45,8 @@ pub(crate) fn check(
     shape: Shape,
     problems: &mut InputErrors,
 ) -> Structure {
-    let before = problems.found();
-    let mut walk = Walk {
-        text,
-        shape,
-        path: Vec::new(),
-        problems,
-        located: 0,
-        covered: Vec::new(),
-    };
-    let value = Value::Mapping(walk.section(root, root_keys(shape)));
-    Structure {
-        value,
-        clean: walk.problems.found() == before,
-        covered: walk.covered,
-    }
+    let keys = root_keys(shape);
+    walked(text, shape, Vec::new(), root, keys, problems)
 }
 
 /// Checks a `runner:` section given on its own, as a document of `shape` has it
@@ -69,16 +56,30 @@ pub(crate) fn check_runner(
     shape: Shape,
     problems: &mut InputErrors,
 ) -> Structure {
+    let path = vec![Segment::Key("runner".into())];
+    walked("", shape, path, runner, super::raw::RUNNER, problems)
+}
+
+/// `map`, a section with `keys` found at `path` in a document of `shape` (`text`:
+/// its source, for line and column), walked: clean when `problems` gained none.
+fn walked(
+    text: &str,
+    shape: Shape,
+    path: Vec<Segment>,
+    map: &Mapping,
+    keys: &'static [Key],
+    problems: &mut InputErrors,
+) -> Structure {
     let before = problems.found();
     let mut walk = Walk {
-        text: "",
+        text,
         shape,
-        path: vec![Segment::Key("runner".into())],
+        path,
         problems,
         located: 0,
         covered: Vec::new(),
     };
-    let value = Value::Mapping(walk.section(runner, super::raw::RUNNER));
+    let value = Value::Mapping(walk.section(map, keys));
     Structure {
         value,
         clean: walk.problems.found() == before,
