@@ -98,14 +98,16 @@
 mod bind;
 mod bundle_out;
 mod carrier;
-/// A Kubernetes target, `k8s://CONTEXT/NAMESPACE` (its engine is `kubernetes`).
-pub mod cluster;
 pub mod copy;
 pub(crate) mod daemon;
 mod docker;
 pub mod docker_cli;
+mod docker_engine;
+pub mod docker_target;
 pub(crate) mod elf;
 pub mod endpoint;
+pub mod engine;
+mod engines;
 mod error;
 mod exec_copy;
 mod file_sink;
@@ -113,7 +115,10 @@ mod git_dir;
 pub mod host;
 pub mod host_check;
 mod host_dir;
+pub mod host_entry;
 pub mod kubernetes;
+/// The Kubernetes engine's target, where it was before the engine had its folder.
+pub use kubernetes::cluster;
 pub mod landing;
 pub mod lifeline;
 mod locality;
@@ -129,7 +134,7 @@ mod socket;
 mod spec;
 pub mod sweep;
 mod tar;
-pub(crate) mod target;
+pub mod target;
 pub mod tools;
 pub mod tools_image;
 mod tree_back;
