@@ -32,7 +32,7 @@ const SHORT: Duration = Duration::from_secs(30);
 /// Longest an image's copy between daemons may take.
 const LOAD: Duration = Duration::from_secs(1800);
 
-/// The Docker engine's entry in `engines::ENGINES`.
+/// The Docker engine's entry in `ENGINES` (`backend/mod.rs`).
 pub(crate) struct DockerEngine;
 
 /// The Docker engine.

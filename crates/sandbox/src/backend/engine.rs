@@ -3,7 +3,7 @@
 //! entry, its backend opened on one, its health check, its sweep of a host, its rows
 //! of `hosts check|prepare` and, where `doctor` cannot check it as a Docker daemon,
 //! its own checks. Each engine implements `Engine` beside its backend
-//! (`docker_engine.rs`, `kubernetes/entry.rs`); `engines.rs` lists them, and the
+//! (`docker_engine.rs`, `kubernetes/entry.rs`); `ENGINES` (`mod.rs`) lists them, and the
 //! code above asks a `Target` (`Target::parse`, `health`, `sweep`, …), never an
 //! engine by name.
 

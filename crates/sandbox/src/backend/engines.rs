@@ -1,28 +1,24 @@
 //! The engines of sandboxes, each an `Engine` beside its backend, listed once in
-//! `ENGINES`: a new engine is its file (or folder) and its line there. What the
-//! code above asks of a target (`Target::parse`, `open`, `health`, `sweep`, the rows
-//! of `hosts check|prepare`, doctor's checks, a `hosts:` entry) is sent from here
-//! to the engine whose kind of place it is.
+//! `ENGINES` (`mod.rs`, beside their `mod` lines): a new engine is its file (or
+//! folder) and its line there. What the code above asks of a target
+//! (`Target::parse`, `open`, `health`, `sweep`, the rows of `hosts
+//! check|prepare`, doctor's checks, a `hosts:` entry) is sent from here to the
+//! engine whose kind of place it is.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::Backend;
-use super::engine::{AnyEngine, EngineCheck};
+use super::ENGINES;
+use super::engine::EngineCheck;
 use super::host::HostSpec;
 use super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::sweep::Rule;
 use super::target::Target;
 
-/// Every engine, the default first (Docker: no target, or a text no other
-/// engine's scheme claims).
-static ENGINES: [&dyn AnyEngine; 2] = [
-    &super::docker_engine::DOCKER,
-    &super::kubernetes::entry::KUBERNETES,
-];
-
-/// The default engine's backend (no target set).
+/// The default engine's backend (no target set): the first engine's that opens
+/// one (Docker's, first in `ENGINES`; the fallback is the same).
 pub(crate) fn open_default() -> Arc<dyn Backend> {
     ENGINES
         .iter()

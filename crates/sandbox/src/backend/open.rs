@@ -5,11 +5,11 @@
 //!
 //! The engine follows from where the sandboxes run, the process's target
 //! (`host::Target`): no target is the default engine's default place (the Docker
-//! daemon the environment names); a target is its engine's (`engines.rs`, where
-//! every engine is listed: a Docker daemon's URL or context, `docker_engine.rs`;
-//! `k8s://CONTEXT/NAMESPACE` a cluster, `kubernetes/`, SPEC §25). A new engine is
-//! its file or folder implementing `engine::Engine` and its line in
-//! `engines::ENGINES`; nothing here changes.
+//! daemon the environment names); a target is its engine's, found by
+//! `engines.rs` among `ENGINES` (`mod.rs`: a Docker daemon's URL or context,
+//! `docker_engine.rs`; `k8s://CONTEXT/NAMESPACE` a cluster, `kubernetes/`, SPEC
+//! §25). A new engine is its file or folder implementing `engine::Engine`, its
+//! `mod` line and its line in `ENGINES`; nothing here changes.
 
 use std::sync::Arc;
 

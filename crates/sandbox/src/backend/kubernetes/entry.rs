@@ -22,7 +22,7 @@ use super::{Kubernetes, seccomp_profile};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::Invocation;
 
-/// The Kubernetes engine's entry in `engines::ENGINES`.
+/// The Kubernetes engine's entry in `ENGINES` (`backend/mod.rs`).
 pub(crate) struct KubernetesEngine;
 
 /// The Kubernetes engine.

@@ -35,6 +35,15 @@
 //!
 //! The transport is the copy (nothing of this machine is mounted) and the carrier
 //! the lifeline.
+//!
+//! Before any sandbox, the engine as the code above reaches it (`entry.rs`, its
+//! `engine::Engine`, listed in `ENGINES`): its target, a `Cluster`
+//! (`cluster.rs`) read from `k8s://CONTEXT/NAMESPACE` or from a `hosts:` entry's
+//! `kubernetes:` and carried to a runner child in its environment; the backend
+//! opened there (the tools image, the entry's schedule timeout); the health check
+//! (`kubectl version` within 5 s); the sweep of a host (`Kubernetes::sweep`); its
+//! rows of `hosts check` (`Kubernetes::check`) and `hosts prepare` (the seccomp
+//! profile on the nodes, `seccomp_profile.rs`); and `doctor`'s checks of it.
 
 /// Its target, `k8s://CONTEXT/NAMESPACE` or a `hosts:` entry's `kubernetes:`.
 pub mod cluster;
