@@ -177,8 +177,12 @@ use privileges::Finding;
 /// Every engine of sandboxes (`engine::Engine`, asked through `engines.rs`), the
 /// default first (Docker: no target, or a text no other engine's scheme claims).
 /// A new engine is its `mod` line above and its line here.
-static ENGINES: &[&dyn engine::AnyEngine] =
-    &[&docker_engine::DOCKER, &kubernetes::entry::KUBERNETES];
+static ENGINES: &[&dyn engine::AnyEngine] = &[
+    // The default: no target, a URL or a docker context (`docker:` in `hosts:`).
+    &docker_engine::DOCKER,
+    // `k8s://CONTEXT/NAMESPACE` (`kubernetes:` in `hosts:`, SPEC §25).
+    &kubernetes::entry::KUBERNETES,
+];
 
 /// Where the repository is in every sandbox, whatever the transport.
 pub(crate) const PROJECT_DIR: &str = "/workspace/project";
