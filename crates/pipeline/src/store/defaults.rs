@@ -606,6 +606,55 @@ mod tests {
         }
     }
 
+    /// Each engine's part of a `hosts:` entry is read by the file's reader as its
+    /// engine's type: what is wrong in it is named by its field, line and column,
+    /// a key given twice is refused, and YAML's plain scalars read as text.
+    #[test]
+    fn a_hosts_entrys_engine_part_is_read_where_it_stands() {
+        for (yaml, error) in [
+            (
+                "hosts:\n  - name: a\n    kubernetes:\n      context: c\n",
+                "hosts[0].kubernetes: missing field `namespace` at line 4 column 7",
+            ),
+            (
+                "hosts:\n  - name: a\n    kubernetes:\n      context: c\n      namespace: n\n      zone: x\n",
+                "hosts[0].kubernetes: unknown field `zone`, expected one of",
+            ),
+            (
+                "hosts:\n  - name: a\n    kubernetes: {context: c, namespace: n, namespace: m}\n",
+                "duplicate field `namespace`",
+            ),
+            (
+                "hosts:\n  - name: a\n    kubernetes: {context: c, namespace: n, schedule_timeout_sec: .nan}\n",
+                "hosts[0].kubernetes.schedule_timeout_sec: invalid type: floating point `NaN`",
+            ),
+            (
+                "hosts:\n  - name: a\n    kubernetes: [c, n]\n",
+                "hosts[0].kubernetes: invalid type: sequence",
+            ),
+            (
+                "hosts:\n  - {name: a, docker: ctx, kubernetes: .nan}\n",
+                "hosts[0].kubernetes: invalid type: floating point `NaN`",
+            ),
+        ] {
+            let e = parse(yaml).and_then(|d| d.hosts()).unwrap_err();
+            assert!(e.contains(error), "{yaml}: {e}");
+        }
+        let d = parse("hosts:\n  - {name: a, docker: 123}\n").unwrap();
+        assert_eq!(
+            d.hosts().unwrap()[0].target.to_string(),
+            "docker context 123"
+        );
+        let d = parse(
+            "hosts:\n  - {name: k, kubernetes: {session_storage_class: s, namespace: n, context: c}}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::to_string(&d.hosts[0]).unwrap(),
+            r#"{"name":"k","kubernetes":{"context":"c","namespace":"n","session_storage_class":"s"},"slots":1}"#
+        );
+    }
+
     #[test]
     fn a_defaults_file_requires_a_test_unless_it_says_not() {
         let dir =

@@ -57,12 +57,6 @@ impl Engine for DockerEngine {
         DockerDaemon::parse(text).map(Target::new)
     }
 
-    fn entry(&self, value: Value) -> Result<Value, String> {
-        serde_json::from_value::<String>(value)
-            .map(Value::String)
-            .map_err(|e| e.to_string())
-    }
-
     fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String> {
         let docker = value
             .as_str()

@@ -42,11 +42,8 @@ pub trait Engine: Sync + 'static {
     fn scheme(&self) -> Option<&'static str>;
     /// Its target in `text` (its scheme's, or any text for the default engine).
     fn parse(&self, text: &str) -> Result<Target, String>;
-    /// Its `hosts:` entry's value checked as read (the file's error); kept as it
-    /// will be written back.
-    fn entry(&self, value: Value) -> Result<Value, String>;
-    /// The host of a `hosts:` entry `at` with its value `value` (as `entry` kept
-    /// it), checked; errors name the field.
+    /// The host of a `hosts:` entry `at` with its value `value` (its `HostEntry`
+    /// field, as read), checked; errors name the field.
     fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String>;
     /// Its backend where no target is set; None: it has no default place.
     fn open_default(&self) -> Option<Arc<dyn Backend>> {
@@ -81,7 +78,6 @@ pub(crate) trait AnyEngine: Sync {
     fn entry_form(&self) -> &'static str;
     fn scheme(&self) -> Option<&'static str>;
     fn parse(&self, text: &str) -> Result<Target, String>;
-    fn entry(&self, value: Value) -> Result<Value, String>;
     fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String>;
     fn open_default(&self) -> Option<Arc<dyn Backend>>;
     fn open(&self, target: &Target) -> Option<Arc<dyn Backend>>;
@@ -104,9 +100,6 @@ impl<E: Engine> AnyEngine for E {
     }
     fn parse(&self, text: &str) -> Result<Target, String> {
         Engine::parse(self, text)
-    }
-    fn entry(&self, value: Value) -> Result<Value, String> {
-        Engine::entry(self, value)
     }
     fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String> {
         Engine::host(self, at, name, value, slots)

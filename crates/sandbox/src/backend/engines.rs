@@ -26,24 +26,12 @@ pub(crate) fn open_default() -> Arc<dyn Backend> {
         .unwrap_or_else(|| Arc::new(super::Docker::default()))
 }
 
-/// The keys of the engines' `hosts:` entries, in their order.
-pub(crate) fn entry_keys() -> impl Iterator<Item = &'static str> {
-    ENGINES.iter().map(|engine| engine.key())
-}
-
 /// Each engine's entry key and what it holds (`docker (a URL or a docker context)`).
 pub(crate) fn entry_forms() -> Vec<String> {
     ENGINES
         .iter()
         .map(|engine| format!("{} ({})", engine.key(), engine.entry_form()))
         .collect()
-}
-
-/// The value of the `hosts:` entry key `key` checked as the file is read; None:
-/// no engine's key.
-pub(crate) fn entry(key: &str, value: Value) -> Option<Result<Value, String>> {
-    let engine = ENGINES.iter().find(|engine| engine.key() == key)?;
-    Some(engine.entry(value))
 }
 
 /// The host of a `hosts:` entry of engine `key`; None: no engine's key.

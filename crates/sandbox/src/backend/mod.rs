@@ -73,13 +73,15 @@
 //! `HostSpec`'s rows). `open.rs` (`backend::open`) opens the process's backend from
 //! its target; everything above this module gets its `Backend` there and asks a
 //! `Target`, never an engine by name. A new engine is its file (or folder) here,
-//! implementing `Backend` and `Engine`, its `mod` line and its line in `ENGINES`.
+//! implementing `Backend` and `Engine`, its `mod` line and its line in `ENGINES`,
+//! and its setting: its key of a `hosts:` entry, a field of `HostEntry`.
 //!
 //! Remote hosts (`host.rs`): a host by name, where its sandboxes run a `Target`
 //! carried in every call's environment (`Target::apply`: a Docker daemon's
 //! `DOCKER_HOST`/`DOCKER_CONTEXT`, a cluster's `AGENT_RUNNER_SANDBOX_HOST`); the
 //! orchestrator's placement gives each attempt's runner its host that way.
-//! `host_entry.rs`: a workspace's `hosts:` entry, `{name, <engine>: …, slots}`.
+//! `host_entry.rs`: a workspace's `hosts:` entry, `{name, <engine>: …, slots}`,
+//! each engine's key a field typed as its engine reads it.
 //! `host_check.rs`: the use case of `hosts check|prepare`, each host's row by its
 //! engine, all at once (a Docker daemon's: health, image, tools volume, runtimes,
 //! locality; the image and the tools loaded where missing).

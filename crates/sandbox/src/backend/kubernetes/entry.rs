@@ -34,7 +34,7 @@ pub(crate) static KUBERNETES: KubernetesEngine = KubernetesEngine;
 /// claims that keep workers' sessions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ClusterEntry {
+pub(crate) struct ClusterEntry {
     context: String,
     namespace: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -132,11 +132,6 @@ impl Engine for KubernetesEngine {
             Some(cluster) => cluster.map(Target::new),
             None => Err(format!("{text:?}: expected k8s://CONTEXT/NAMESPACE")),
         }
-    }
-
-    fn entry(&self, value: Value) -> Result<Value, String> {
-        let entry: ClusterEntry = serde_json::from_value(value).map_err(|e| e.to_string())?;
-        serde_json::to_value(entry).map_err(|e| e.to_string())
     }
 
     fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String> {
