@@ -44,15 +44,11 @@ impl WireFormat for AnthropicMessages {
     }
 
     fn body(&self, messages: &[ChatMessage], reply: &ReplyFormat) -> Value {
-        let (mut system, rest) = split_system(messages);
+        let (mut system, messages) = split_system(messages);
         system.push_str(&format!(
             "\n\nAnswer by calling the tool {0} once: its input is your reply (its `type` is \"{0}\"), following the tool's schema, with null for what you leave out, instead of YAML.",
             reply.kind
         ));
-        let messages: Vec<Value> = rest
-            .iter()
-            .map(|m| json!({"role": m.role, "content": m.content}))
-            .collect();
         let mut body = json!({
             "model": self.model,
             "max_tokens": REPLY_TOKENS + self.thinking_budget.unwrap_or(0),

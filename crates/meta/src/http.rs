@@ -272,8 +272,9 @@ pub(crate) fn schema_note(kind: &str) -> String {
     )
 }
 
-/// The system prompt of `messages` and the rest: the APIs that take it apart.
-pub(crate) fn split_system(messages: &[ChatMessage]) -> (String, Vec<&ChatMessage>) {
+/// The system prompt of `messages` and the rest as the `{role, content}` objects
+/// the APIs that take the system prompt apart (Responses, Messages) both send.
+pub(crate) fn split_system(messages: &[ChatMessage]) -> (String, Vec<serde_json::Value>) {
     let mut system = String::new();
     let mut rest = Vec::new();
     for message in messages {
@@ -283,7 +284,7 @@ pub(crate) fn split_system(messages: &[ChatMessage]) -> (String, Vec<&ChatMessag
             }
             system.push_str(&message.content);
         } else {
-            rest.push(message);
+            rest.push(serde_json::json!({"role": message.role, "content": message.content}));
         }
     }
     (system, rest)

@@ -36,12 +36,8 @@ impl WireFormat for OpenAiResponses {
     }
 
     fn body(&self, messages: &[ChatMessage], reply: &ReplyFormat) -> Value {
-        let (mut instructions, rest) = split_system(messages);
+        let (mut instructions, input) = split_system(messages);
         instructions.push_str(&schema_note(reply.kind));
-        let input: Vec<Value> = rest
-            .iter()
-            .map(|m| json!({"role": m.role, "content": m.content}))
-            .collect();
         let mut body = json!({
             "model": self.model,
             "instructions": instructions,

@@ -18,8 +18,8 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Ending};
 use agent_runner_core::sys;
 use agent_runner_core::text::{cut, one_line};
-use agent_runner_sandbox::backend::cluster::Cluster;
-use agent_runner_sandbox::backend::kubernetes::Kubernetes;
+use agent_runner_sandbox::backend::engine::EngineCheck;
+use agent_runner_sandbox::backend::host::Target as SandboxTarget;
 use agent_runner_sandbox::backend::tools;
 use agent_runner_sandbox::backend::{
     Backend, BackendError, Carrier, Main, Mount, Net, Output, SocketLink, Spec, docker_cli,
@@ -65,9 +65,9 @@ pub struct Target {
     pub(crate) runtime: Option<String>,
     /// The stdio MCP servers' `(name, command)` (SPEC §28): in the image.
     pub(crate) mcp_commands: Vec<(String, String)>,
-    /// `runner.sandbox.host: k8s://…` (SPEC §25): the cluster's checks instead of
-    /// the Docker daemon's.
-    pub(crate) cluster: Option<Cluster>,
+    /// `runner.sandbox.host` of an engine that checks itself (a cluster, SPEC
+    /// §25): its checks instead of the Docker daemon's.
+    pub(crate) sandbox_host: Option<SandboxTarget>,
 }
 
 /// An agent CLI a run uses, where, and how it logs in.
@@ -116,7 +116,7 @@ impl Target {
             allow_gaps: Vec::new(),
             runtime: None,
             mcp_commands: Vec::new(),
-            cluster: None,
+            sandbox_host: None,
         }
     }
 
@@ -177,10 +177,10 @@ impl Target {
                     McpTransport::Remote { .. } => None,
                 })
                 .collect(),
-            cluster: task
+            sandbox_host: task
                 .sandbox_host
                 .as_deref()
-                .and_then(Cluster::parse)
+                .map(SandboxTarget::parse)
                 .and_then(Result::ok),
         }
     }
@@ -298,8 +298,12 @@ pub fn run_all(
         report,
         interrupt,
     };
-    if let Some(cluster) = &target.cluster {
-        return cluster_checks(cluster, target, r, interrupt);
+    if let Some(checks) = target
+        .sandbox_host
+        .as_ref()
+        .and_then(SandboxTarget::doctor_checks)
+    {
+        return engine_checks(checks, target, r, interrupt);
     }
     let docker = Docker {
         backend: agent_runner_sandbox::backend::open(),
@@ -350,26 +354,20 @@ pub fn run_all(
     r.checks
 }
 
-/// A cluster's checks (SPEC §25): the API server, the namespace, the rights the
-/// backend needs there, the tools image, egress enforcement (a probe Pod); then
-/// the agents' logins and Meta as for Docker. The worker image is the cluster's
-/// to pull: not looked at here.
-fn cluster_checks(
-    cluster: &Cluster,
+/// The checks of an engine that checks itself (a cluster, SPEC §25: the API
+/// server, the namespace, the rights the backend needs there, the tools image,
+/// egress enforcement), `Target::doctor_checks`; then the agents' logins and Meta
+/// as for Docker.
+fn engine_checks(
+    checks: Vec<EngineCheck>,
     target: &Target,
     mut r: Report,
     interrupt: Interrupt,
 ) -> Vec<Check> {
-    let backend = Kubernetes::new(cluster.clone().with_placement_env())
-        .with_tools_image(&agent_runner_sandbox::backend::tools::image_name());
-    for finding in backend.check() {
-        r.run(|| match finding.problem {
-            None => Check::ok(finding.what, finding.seen),
-            Some(problem) => Check::fail(
-                finding.what,
-                problem,
-                format!("see docs/kubernetes.md (\"What a cluster needs\") for {cluster}"),
-            ),
+    for check in checks {
+        r.run(|| match check.problem {
+            None => Check::ok(check.what, check.seen),
+            Some((problem, fix)) => Check::fail(check.what, problem, fix),
         });
     }
     for agent in &target.agents {

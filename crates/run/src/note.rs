@@ -613,12 +613,8 @@ fn egress_wanted(
         }
     }
     if wanted.len() > ctx.task.worker.allow.rules.len() {
-        let quoted: Vec<String> = wanted.iter().map(|e| format!("\"{e}\"")).collect();
-        write!(
-            out,
-            "\nTo allow what was denied, set in the task's runner.worker:\n\n{}",
-            fence("yaml", &format!("allow: [{}]\n", quoted.join(", ")))
-        )?;
+        let intro = "To allow what was denied, set in the task's runner.worker";
+        allow_snippet(out, intro, &wanted)?;
     }
     let setup_wanted = needed("task.setup.allow");
     if !setup_wanted.is_empty() {
@@ -633,12 +629,8 @@ fn egress_wanted(
                 all.push(entry.clone());
             }
         }
-        let quoted: Vec<String> = all.iter().map(|e| format!("\"{e}\"")).collect();
-        write!(
-            out,
-            "\nTo allow what setup was denied (setup only, not the worker), set in the task's task.setup:\n\n{}",
-            fence("yaml", &format!("allow: [{}]\n", quoted.join(", ")))
-        )?;
+        let intro = "To allow what setup was denied (setup only, not the worker), set in the task's task.setup";
+        allow_snippet(out, intro, &all)?;
     }
     Ok(())
 }
@@ -781,12 +773,7 @@ fn worker_run(out: &mut String, run: &WorkerRun, pricing: &Pricing) -> std::fmt:
     writeln!(out, "- Summary: {}", inline(&run.summary))?;
     let t = &run.transcript;
     if !t.commands.is_empty() {
-        let dropped = if t.commands_dropped > 0 {
-            format!(" (first {} not shown)", t.commands_dropped)
-        } else {
-            String::new()
-        };
-        writeln!(out, "- Commands{dropped}:")?;
+        list_heading(out, "Commands", t.commands_dropped)?;
         for c in &t.commands {
             let code = c
                 .exit_code
@@ -795,12 +782,7 @@ fn worker_run(out: &mut String, run: &WorkerRun, pricing: &Pricing) -> std::fmt:
         }
     }
     if !t.mcp_calls.is_empty() {
-        let dropped = if t.mcp_calls_dropped > 0 {
-            format!(" (first {} not shown)", t.mcp_calls_dropped)
-        } else {
-            String::new()
-        };
-        writeln!(out, "- MCP tool calls{dropped}:")?;
+        list_heading(out, "MCP tool calls", t.mcp_calls_dropped)?;
         for call in &t.mcp_calls {
             writeln!(
                 out,
@@ -830,6 +812,27 @@ fn worker_run(out: &mut String, run: &WorkerRun, pricing: &Pricing) -> std::fmt:
     )?;
     out.push_str(&fence("text", &tail(&run.output_tail, NOTE_TAIL)));
     writeln!(out, "</details>\n")
+}
+
+/// The heading of a list of the transcript's that keeps only its last items: how
+/// many of the first were dropped, when any were.
+fn list_heading(out: &mut String, what: &str, dropped: usize) -> std::fmt::Result {
+    if dropped > 0 {
+        writeln!(out, "- {what} (first {dropped} not shown):")
+    } else {
+        writeln!(out, "- {what}:")
+    }
+}
+
+/// `intro`, then the `allow:` line to paste, with `entries` (the written list and
+/// what was denied), as YAML.
+fn allow_snippet(out: &mut String, intro: &str, entries: &[String]) -> std::fmt::Result {
+    let quoted: Vec<String> = entries.iter().map(|e| format!("\"{e}\"")).collect();
+    write!(
+        out,
+        "\n{intro}:\n\n{}",
+        fence("yaml", &format!("allow: [{}]\n", quoted.join(", ")))
+    )
 }
 
 /// What the run changed: git's view when the image has git, codex's otherwise.
@@ -925,15 +928,7 @@ fn privileges(out: &mut String, findings: &[Finding]) -> std::fmt::Result {
 
 /// `task.setup` as it ran before the first paid call (SPEC §21).
 fn setup_run(out: &mut String, run: &SetupRun) -> std::fmt::Result {
-    let verdict = if run.interrupted {
-        "interrupted"
-    } else if run.timed_out {
-        "timed out"
-    } else if run.passed() {
-        "passed"
-    } else {
-        "failed"
-    };
+    let verdict = ended_as(run.interrupted, run.timed_out, run.passed());
     writeln!(
         out,
         "Setup (once in this sandbox, before the first paid call):\n"
@@ -1017,11 +1012,17 @@ fn test_run(out: &mut String, run: &TestRun, count: usize) -> std::fmt::Result {
 }
 
 fn verdict(run: &TestRun) -> &'static str {
-    if run.interrupted {
+    ended_as(run.interrupted, run.timed_out, run.passed())
+}
+
+/// How a command of the task's (the set-up, a test) ended, in a word: an
+/// interruption or the time limit says more than the exit code it left.
+fn ended_as(interrupted: bool, timed_out: bool, passed: bool) -> &'static str {
+    if interrupted {
         "interrupted"
-    } else if run.timed_out {
+    } else if timed_out {
         "timed out"
-    } else if run.passed() {
+    } else if passed {
         "passed"
     } else {
         "failed"

@@ -33,8 +33,8 @@ impl SessionHost {
 
     fn target(&self) -> Target {
         match &self.context {
-            Some(name) => Target::Context(name.clone()),
-            None => Target::Url(self.url.clone()),
+            Some(name) => Target::docker_context(name.clone()),
+            None => Target::docker_url(self.url.clone()),
         }
     }
 }

@@ -135,14 +135,7 @@ fn run_suite(
     })
     .map_err(agent_runner_pipeline::PipelineError::Invalid)?;
     let suite = suite::read(path)?;
-    let root = workspace.unwrap_or_else(|| {
-        let name = format!(
-            "{}.eval",
-            path.file_stem()
-                .map_or("suite".into(), |s| s.to_string_lossy())
-        );
-        path.with_file_name(name)
-    });
+    let root = workspace.unwrap_or_else(|| beside(path, "suite", "eval"));
     let evaluated = eval_run::run(
         &super::home()?,
         &root,
@@ -215,14 +208,7 @@ fn import_swebench(
     image: &str,
     interrupt: Interrupt,
 ) -> Result<i32, Error> {
-    let out = out.unwrap_or_else(|| {
-        let name = format!(
-            "{}.suite",
-            file.file_stem()
-                .map_or("swebench".into(), |s| s.to_string_lossy())
-        );
-        file.with_file_name(name)
-    });
+    let out = out.unwrap_or_else(|| beside(file, "swebench", "suite"));
     let imported = import_swebench::import(file, repos, &out, image, interrupt)?;
     for (id, why) in &imported.skipped {
         eprintln!("agent-runner eval import: skipped {id}: {why}");
@@ -238,4 +224,14 @@ fn import_swebench(
     } else {
         exit::COMPLETE
     })
+}
+
+/// The default place of what a command makes of `file`: beside it, named after its
+/// stem (`stem_if_none` where it has none) with `ending` (`suite.yaml` →
+/// `suite.eval`).
+fn beside(file: &Path, stem_if_none: &str, ending: &str) -> PathBuf {
+    let stem = file
+        .file_stem()
+        .map_or(stem_if_none.into(), |s| s.to_string_lossy());
+    file.with_file_name(format!("{stem}.{ending}"))
 }

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::git::{self, Repo};
+use super::git::Repo;
 use super::root_repo::{RootRepo, is_object_id};
 use super::{AttemptClone, checked_out};
 use crate::PipelineError;
@@ -166,14 +166,8 @@ fn land(
             commit: commit.to_string(),
         });
     }
-    let _ = std::fs::remove_dir_all(landing);
-    if let Some(parent) = landing.parent() {
-        crate::store::workspace::create_dir(parent).map_err(PipelineError::io("create", parent))?;
-    }
-    git::init(landing, None, commit, interrupt)?;
-    // index-pack completes the pack with the bases it lacks from there.
-    repo.check_objects()?;
-    let objects = repo.objects();
+    // index-pack completes the pack with the bases it lacks from root_dir's objects.
+    let objects = repo.borrowed_by(landing, commit, interrupt)?;
     let landing_repo = Repo {
         git_dir: landing,
         work_tree: None,

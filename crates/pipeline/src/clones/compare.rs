@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::git::{self, Repo};
+use super::git::Repo;
 use super::root_repo::{RootRepo, is_object_id};
 use super::{AttemptClone, checked_out};
 use crate::PipelineError;
@@ -29,13 +29,7 @@ pub(crate) fn diff_stat(
             "branch {branch} is not in root_dir's repository"
         )));
     };
-    let _ = std::fs::remove_dir_all(scratch);
-    if let Some(parent) = scratch.parent() {
-        crate::store::workspace::create_dir(parent).map_err(PipelineError::io("create", parent))?;
-    }
-    git::init(scratch, None, &tip, interrupt)?;
-    repo.check_objects()?;
-    let objects = repo.objects();
+    let objects = repo.borrowed_by(scratch, &tip, interrupt)?;
     let ours = Repo {
         git_dir: scratch,
         work_tree: None,

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::PipelineError;
 use agent_runner_core::fs::Dir;
 use agent_runner_core::fs::dir::Kind;
+use agent_runner_core::interrupt::Interrupt;
 
 /// Levels of alternates followed (as git does).
 const MAX_ALTERNATES_DEPTH: usize = 5;
@@ -108,6 +109,26 @@ impl RootRepo {
     /// The object store (`objects/` of the common directory).
     pub(crate) fn objects(&self) -> PathBuf {
         self.common.join("objects")
+    }
+
+    /// Makes `dir` anew a bare repository of ours, in the object format of commit
+    /// `like`, that borrows this repository's objects (checked first), so that git
+    /// runs on them without running in root_dir; returns the objects' directory,
+    /// for the `Repo::borrow` of `dir`.
+    pub(crate) fn borrowed_by(
+        &self,
+        dir: &Path,
+        like: &str,
+        interrupt: Interrupt,
+    ) -> Result<PathBuf, PipelineError> {
+        let _ = std::fs::remove_dir_all(dir);
+        if let Some(parent) = dir.parent() {
+            crate::store::workspace::create_dir(parent)
+                .map_err(PipelineError::io("create", parent))?;
+        }
+        super::git::init(dir, None, like, interrupt)?;
+        self.check_objects()?;
+        Ok(self.objects())
     }
 
     /// What HEAD names; an error if it names no commit.

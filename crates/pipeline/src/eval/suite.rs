@@ -308,19 +308,13 @@ fn case(
     problems: &mut Problems,
 ) -> Case {
     let here = |k: &str| vec![key("cases"), Segment::Index(i), key(k)];
-    if !is_name(&c.id) {
-        problems.add(
-            here("id"),
-            Target::Value,
-            format!("{:?}: {NAME_RULE}", c.id),
-        );
-    } else if !ids.insert(c.id.clone()) {
-        problems.add(
-            here("id"),
-            Target::Value,
-            format!("{:?} is the id of an earlier case", c.id),
-        );
-    }
+    new_name(
+        &c.id,
+        ids,
+        here("id"),
+        "the id of an earlier case",
+        problems,
+    );
     let repo = resolve(dir, &c.repo);
     if !repo.exists() {
         problems.add(
@@ -430,25 +424,31 @@ fn check_grader(i: usize, grader: &RawGrader, files: &Path, repo: &Path, problem
     }
 }
 
+/// `name` (at `at`) checked as a name and as not taken yet (`taken` gains it), the
+/// one rule of the cases' ids and the configs' names; `earlier` says what took it
+/// ("the id of an earlier case").
+fn new_name(
+    name: &str,
+    taken: &mut BTreeSet<String>,
+    at: Vec<Segment>,
+    earlier: &str,
+    problems: &mut Problems,
+) {
+    if !is_name(name) {
+        problems.add(at, Target::Value, format!("{name:?}: {NAME_RULE}"));
+    } else if !taken.insert(name.to_string()) {
+        problems.add(at, Target::Value, format!("{name:?} is {earlier}"));
+    }
+}
+
 /// The configs: each name a name and given once, `best_of` within bounds, the
 /// runner block as the runner's own parser takes it (relative paths against `dir`).
 fn check_configs(configs: &[RawConfig], dir: &Path, problems: &mut Problems) {
     let mut names = BTreeSet::new();
     for (i, c) in configs.iter().enumerate() {
         let here = |k: &str| vec![key("configs"), Segment::Index(i), key(k)];
-        if !is_name(&c.name) {
-            problems.add(
-                here("name"),
-                Target::Value,
-                format!("{:?}: {NAME_RULE}", c.name),
-            );
-        } else if !names.insert(c.name.clone()) {
-            problems.add(
-                here("name"),
-                Target::Value,
-                format!("{:?} is the name of an earlier config", c.name),
-            );
-        }
+        let earlier = "the name of an earlier config";
+        new_name(&c.name, &mut names, here("name"), earlier, problems);
         if let Some(n) = c.best_of
             && let Err(e) = crate::store::tries::check_count(n, "best_of")
         {

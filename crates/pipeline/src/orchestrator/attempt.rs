@@ -22,7 +22,7 @@ use crate::queue::jobs;
 use crate::queue::status::TaskStatus;
 use crate::store::attempt_files::KEPT_DIR_NAME;
 use crate::store::pinned_test::{NO_TEST, TestSource};
-use crate::store::task_file::{Attempt, AttemptStatus, TaskView};
+use crate::store::task_file::{Attempt, AttemptStatus, TaskRecord, TaskView};
 use crate::store::task_store::TaskStore;
 use agent_runner_core::fs::atomic;
 use agent_runner_core::interrupt::Interrupt;
@@ -540,23 +540,14 @@ fn build(
         (Err(e), _) => return Err(failed(format!("the Task Builder ({builder}) failed: {e}"))),
         (Ok(_), None) => return Err(failed("internal error: no test choice".into())),
     };
-    if choice.source == TestSource::None && ws.defaults.require_test() {
-        return Err(Ran {
-            test_source: Some(TestSource::None),
-            ..failed(NO_TEST.into())
-        });
-    }
-    let invariants = Invariants {
-        task_id: &task.id,
-        title: &task.title,
-        raw_prompt: &task.raw_prompt,
-        root_dir: run_dir,
-        acceptance_criteria: task.plan.acceptance_criteria.as_deref().unwrap_or_default(),
-        test: choice.pinned.as_ref(),
-        setup: ws.defaults.setup(),
-    };
-    let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
-        .map_err(|e| failed(format!("the Task Builder's TaskConfig is unusable: {e}")))?;
+    let yaml = completed(
+        ws,
+        task,
+        run_dir,
+        draft,
+        &choice,
+        "the Task Builder's TaskConfig is unusable",
+    )?;
     let yaml = match claimed.try_of.as_ref().and_then(|t| t.kind.as_deref()) {
         Some(kind) => task_config::with_worker_kind(&yaml, kind, ws.defaults.kinds.get(kind))
             .map_err(|e| failed(format!("cannot set the try's worker kind {kind}: {e}")))?,
@@ -606,6 +597,30 @@ fn resumed_config(
         choice.log
     );
     let _ = atomic::write(&log_dir.join("builder.log"), log.as_bytes());
+    let unusable = format!("cannot resume job {from}: its TaskConfig");
+    let yaml = completed(ws, task, run_dir, draft, &choice, &unusable)?;
+    Ok((
+        yaml,
+        format!("earlier (job {from}'s)"),
+        clock.elapsed(),
+        choice.source,
+    ))
+}
+
+/// The attempt's TaskConfig from a draft (the Task Builder's, or for a resumed
+/// attempt the one it continues): refused without a test where the workspace
+/// requires one, else completed with the task's invariants and the defaults'
+/// runner settings. One place, so that a fresh and a resumed attempt cannot come
+/// to differ in what they pin. `unusable` opens the error of a draft that cannot
+/// be completed.
+fn completed(
+    ws: &Workspace,
+    task: &TaskRecord,
+    run_dir: &Path,
+    draft: serde_norway::Mapping,
+    choice: &test_choice::TestChoice,
+    unusable: &str,
+) -> Result<String, Ran> {
     if choice.source == TestSource::None && ws.defaults.require_test() {
         return Err(Ran {
             test_source: Some(TestSource::None),
@@ -621,14 +636,8 @@ fn resumed_config(
         test: choice.pinned.as_ref(),
         setup: ws.defaults.setup(),
     };
-    let yaml = task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
-        .map_err(|e| failed(format!("cannot resume job {from}: its TaskConfig: {e}")))?;
-    Ok((
-        yaml,
-        format!("earlier (job {from}'s)"),
-        clock.elapsed(),
-        choice.source,
-    ))
+    task_config::complete(draft, &invariants, ws.defaults.runner.as_ref())
+        .map_err(|e| failed(format!("{unusable}: {e}")))
 }
 
 /// Adds the user's message (why the plan was rejected, or a follow-up on the

@@ -42,7 +42,7 @@ impl Pool {
             hosts: vec![Slot {
                 spec: HostSpec {
                     name: "local".into(),
-                    target: Target::Context("default".into()),
+                    target: Target::docker_context("default"),
                     slots: jobs.max(1),
                 },
                 used: 0,

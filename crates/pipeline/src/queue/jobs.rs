@@ -98,23 +98,17 @@ pub(crate) fn enqueue_continuing(
     task_id: &str,
     continuing: Continuing,
 ) -> Result<String, PipelineError> {
-    let job_id = id::new_job_id();
-    let job = Job {
-        workspace_id: ws.id.clone(),
-        task_id: task_id.to_string(),
-        created_at: Timestamp::now().to_string(),
-        try_of: None,
-        resume_from: continuing.resume_from,
-        clone_job: continuing.clone_job,
-        message: continuing.message,
-        restart: continuing.restart,
-        on_branch: continuing.on_branch,
-        lost_host: None,
-    };
-    let path = ws.queue_dir().join(format!("{job_id}.json"));
-    let json = serde_json::to_vec(&job).unwrap_or_default();
-    atomic::write(&path, &json).map_err(PipelineError::io("write", path))?;
-    Ok(job_id)
+    queued(
+        ws,
+        Job {
+            resume_from: continuing.resume_from,
+            clone_job: continuing.clone_job,
+            message: continuing.message,
+            restart: continuing.restart,
+            on_branch: continuing.on_branch,
+            ..Job::new(ws, task_id)
+        },
+    )
 }
 
 /// Writes a job for `task_id` again, after its attempt lost host `host`: placed
@@ -124,23 +118,13 @@ pub(crate) fn requeue_lost(
     task_id: &str,
     host: &str,
 ) -> Result<String, PipelineError> {
-    let job_id = id::new_job_id();
-    let job = Job {
-        workspace_id: ws.id.clone(),
-        task_id: task_id.to_string(),
-        created_at: Timestamp::now().to_string(),
-        resume_from: None,
-        clone_job: None,
-        try_of: None,
-        message: None,
-        restart: false,
-        on_branch: false,
-        lost_host: Some(host.to_string()),
-    };
-    let path = ws.queue_dir().join(format!("{job_id}.json"));
-    let json = serde_json::to_vec(&job).unwrap_or_default();
-    atomic::write(&path, &json).map_err(PipelineError::io("write", path))?;
-    Ok(job_id)
+    queued(
+        ws,
+        Job {
+            lost_host: Some(host.to_string()),
+            ..Job::new(ws, task_id)
+        },
+    )
 }
 
 /// Writes one job per try of `tries` for `task_id` into the queue; returns their ids.
@@ -151,25 +135,41 @@ pub(crate) fn enqueue_tries(
 ) -> Result<Vec<String>, PipelineError> {
     let mut ids = Vec::new();
     for try_of in tries {
-        let job_id = id::new_job_id();
         let job = Job {
+            try_of: Some(try_of),
+            ..Job::new(ws, task_id)
+        };
+        ids.push(queued(ws, job)?);
+    }
+    Ok(ids)
+}
+
+impl Job {
+    /// A job for `task_id` created now that carries nothing over: each way of
+    /// queueing sets only what its own job carries.
+    fn new(ws: &Workspace, task_id: &str) -> Job {
+        Job {
             workspace_id: ws.id.clone(),
             task_id: task_id.to_string(),
             created_at: Timestamp::now().to_string(),
             resume_from: None,
             clone_job: None,
-            try_of: Some(try_of),
+            try_of: None,
             message: None,
             restart: false,
             on_branch: false,
             lost_host: None,
-        };
-        let path = ws.queue_dir().join(format!("{job_id}.json"));
-        let json = serde_json::to_vec(&job).unwrap_or_default();
-        atomic::write(&path, &json).map_err(PipelineError::io("write", path))?;
-        ids.push(job_id);
+        }
     }
-    Ok(ids)
+}
+
+/// Writes `job` into the queue under a new job id (whole, by rename); returns the id.
+fn queued(ws: &Workspace, job: Job) -> Result<String, PipelineError> {
+    let job_id = id::new_job_id();
+    let path = ws.queue_dir().join(format!("{job_id}.json"));
+    let json = serde_json::to_vec(&job).unwrap_or_default();
+    atomic::write(&path, &json).map_err(PipelineError::io("write", path))?;
+    Ok(job_id)
 }
 
 /// The job files in `dir`, oldest first (by modification time, then name).

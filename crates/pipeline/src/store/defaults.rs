@@ -18,8 +18,8 @@ use serde_json::Value;
 
 use super::pinned_test::{self, PinnedTest};
 use crate::PipelineError;
-use agent_runner_sandbox::backend::cluster::Cluster;
 use agent_runner_sandbox::backend::host::{HostSpec, check_pool};
+use agent_runner_sandbox::backend::host_entry::HostEntry;
 
 /// The model the check of the defaults puts where the Task Builder will choose one.
 const PLACEHOLDER: &str = "placeholder";
@@ -51,92 +51,14 @@ pub struct Defaults {
     /// How many tries `task run` makes of a task unless `--tries` says (SPEC §23).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) tries: Option<u32>,
-    /// The Docker hosts attempts are placed on (SPEC §22); none: the local daemon.
+    /// The hosts attempts are placed on (SPEC §22, §25): each a Docker daemon by URL
+    /// or docker context, or a cluster's namespace; none: the local daemon.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) hosts: Vec<HostEntry>,
     /// Each worker kind's own model and endpoint, for tries of another kind than
     /// the workspace's (`--kinds`, SPEC §23).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub(crate) kinds: std::collections::BTreeMap<String, super::tries::KindSettings>,
-}
-
-/// `defaults.hosts[i]`: a host by name, where its sandboxes run (a Docker daemon
-/// by URL or docker context, or a cluster's namespace, SPEC §25) and how many
-/// attempts it runs at once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct HostEntry {
-    pub(crate) name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) docker: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) kubernetes: Option<ClusterEntry>,
-    #[serde(default = "one")]
-    pub(crate) slots: usize,
-}
-
-/// `defaults.hosts[i].kubernetes`: the cluster's context and namespace, the
-/// kubeconfig (default: kubectl's own), how long a Pod may wait for a node,
-/// whether a cluster that does not enforce NetworkPolicy is accepted, and the
-/// StorageClass of the claims that keep workers' sessions.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ClusterEntry {
-    pub(crate) context: String,
-    pub(crate) namespace: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) kubeconfig: Option<std::path::PathBuf>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) schedule_timeout_sec: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) egress_unenforced: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) session_storage_class: Option<String>,
-}
-
-impl HostEntry {
-    /// The entry as a host of the pool; errors name the field under `at`.
-    fn spec(&self, at: &str) -> Result<HostSpec, String> {
-        match (&self.docker, &self.kubernetes) {
-            (Some(docker), None) => HostSpec::new(at, &self.name, docker, self.slots),
-            (None, Some(entry)) => {
-                let at = format!("{at}.kubernetes");
-                let mut cluster =
-                    Cluster::new(&entry.context, &entry.namespace, entry.kubeconfig.clone())
-                        .map_err(|e| format!("{at}: {e}"))?;
-                if entry.schedule_timeout_sec == Some(0) {
-                    return Err(format!("{at}.schedule_timeout_sec: 0: must be at least 1"));
-                }
-                cluster.schedule_timeout_sec = entry.schedule_timeout_sec;
-                cluster.egress_unenforced = match entry.egress_unenforced.as_deref() {
-                    None => false,
-                    Some("accept") => true,
-                    Some(other) => {
-                        return Err(format!(
-                            "{at}.egress_unenforced: {other:?}: the only value is `accept`"
-                        ));
-                    }
-                };
-                cluster.session_storage_class = entry
-                    .session_storage_class
-                    .as_deref()
-                    .map(Cluster::storage_class)
-                    .transpose()
-                    .map_err(|e| format!("{at}.session_storage_class: {e}"))?;
-                HostSpec::of_cluster(&at, &self.name, cluster, self.slots)
-            }
-            (Some(_), Some(_)) => Err(format!(
-                "{at}: both docker and kubernetes: a host is one or the other"
-            )),
-            (None, None) => Err(format!(
-                "{at}: neither docker (a URL or a docker context) nor kubernetes ({{context, namespace}})"
-            )),
-        }
-    }
-}
-
-fn one() -> usize {
-    1
 }
 
 /// `defaults.task`: what every task of the workspace gets.

@@ -59,9 +59,9 @@ impl Endpoint {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         // `runner.sandbox.host` wins over the environment (`docker_cli::aim`).
         let aimed = super::docker_cli::aimed();
-        if let Some(super::target::Target::Url(url)) = aimed {
+        if let Some(url) = aimed.and_then(|target| target.daemon_url()) {
             return Ok(Endpoint {
-                url: url.clone(),
+                url: url.to_string(),
                 source: Source::SandboxHost,
                 tls: var("DOCKER_TLS_VERIFY").is_some(),
             });

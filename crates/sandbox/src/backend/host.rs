@@ -1,16 +1,11 @@
-//! A Docker host by name (SPEC §22 "Hosts"): `hosts:` in workspace defaults,
-//! `orchestrate --host NAME=URL[:SLOTS]`, `runner.sandbox.host`. Its `docker` is a
-//! URL (`unix://`, `tcp://`, `ssh://`) or a docker context's name; every docker call
-//! made for it carries that in its environment (`DOCKER_HOST` or `DOCKER_CONTEXT`),
-//! never in an argv. Plain `tcp://` beyond the loopback is refused as `endpoint.rs`
-//! refuses it: a TLS daemon is named by a context that carries the certificates.
+//! A host by name (SPEC §22 "Hosts"): `hosts:` in workspace defaults (`host_entry.rs`),
+//! `orchestrate --host NAME=URL[:SLOTS]`, `runner.sandbox.host`. Where its sandboxes
+//! run is a `Target` of its engine (`Target::parse`, `engines.rs`): a Docker
+//! daemon's URL or context (`docker_target.rs`), a cluster (`kubernetes/cluster.rs`);
+//! every call made for it carries that in its environment (`Target::apply`), never
+//! in an argv.
 
 use std::time::Duration;
-
-use super::docker_cli::{self, Output, last_lines};
-use super::endpoint::{Endpoint, Source};
-use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{Ending, Invocation};
 
 /// The health check of a host: `docker version` within this (SPEC §22).
 pub const HEALTH: Duration = Duration::from_secs(5);
@@ -22,133 +17,6 @@ pub use super::target::Target;
 /// A runner's host when its task names none (`runner.sandbox.host`): set by the
 /// orchestrator for a cluster, whose target no docker variable can carry.
 pub const SANDBOX_HOST_VAR: &str = "AGENT_RUNNER_SANDBOX_HOST";
-
-impl Target {
-    /// `docker` of a host entry: a URL with a scheme docker knows, or a context name.
-    /// Plain `tcp://` beyond the loopback is refused (the fix in the message).
-    pub fn parse(docker: &str) -> Result<Target, String> {
-        if docker.is_empty() {
-            return Err("empty: a URL (unix://, tcp://, ssh://) or a docker context".into());
-        }
-        if docker.chars().any(|c| c.is_control() || c.is_whitespace()) {
-            return Err(format!("{docker:?} has a space or control character"));
-        }
-        if let Some(cluster) = super::cluster::Cluster::parse(docker) {
-            return cluster.map(Target::Kubernetes);
-        }
-        let Some((scheme, rest)) = docker.split_once("://") else {
-            let context_name = docker
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-            if !context_name || docker.starts_with(['.', '-']) {
-                return Err(format!(
-                    "{docker:?} is neither a URL (unix://, tcp://, ssh://) nor a docker context name"
-                ));
-            }
-            return Ok(Target::Context(docker.to_string()));
-        };
-        if !matches!(scheme, "unix" | "tcp" | "ssh") || rest.is_empty() {
-            return Err(format!(
-                "{docker:?}: the scheme must be unix://, tcp:// or ssh:// (TLS: a docker context)"
-            ));
-        }
-        let endpoint = Endpoint {
-            url: docker.to_string(),
-            source: Source::DockerHost,
-            tls: false,
-        };
-        if endpoint.refusal().is_some() {
-            return Err(format!(
-                "{docker:?}: plain tcp:// without TLS to an address that is not this machine's \
-                 loopback, where the secrets in exec requests would cross the network readable; \
-                 use ssh://user@host, or a docker context with TLS (`docker context create NAME \
-                 --docker host=tcp://…:2376,ca=…,cert=…,key=…`) and name the context"
-            ));
-        }
-        Ok(Target::Url(docker.to_string()))
-    }
-
-    /// `invocation` (a docker call) aimed at this daemon.
-    pub fn apply(&self, invocation: Invocation) -> Invocation {
-        match self {
-            Target::Url(url) => invocation
-                .env("DOCKER_HOST", url)
-                .env_remove("DOCKER_CONTEXT"),
-            Target::Context(name) => invocation
-                .env("DOCKER_CONTEXT", name)
-                .env_remove("DOCKER_HOST"),
-            // A cluster's sandboxes are driven by kubectl: a runner started with
-            // this is aimed there as by `runner.sandbox.host`; what docker calls
-            // are left (none of a task's) go where the environment says.
-            Target::Kubernetes(cluster) => {
-                let mut invocation = invocation.env(SANDBOX_HOST_VAR, &cluster.to_string());
-                if let Some(config) = &cluster.kubeconfig {
-                    invocation = invocation.env("KUBECONFIG", &config.display().to_string());
-                }
-                if let Some(secs) = cluster.schedule_timeout_sec {
-                    invocation =
-                        invocation.env(super::cluster::SCHEDULE_TIMEOUT_VAR, &secs.to_string());
-                }
-                if cluster.egress_unenforced {
-                    invocation = invocation.env(super::cluster::EGRESS_UNENFORCED_VAR, "accept");
-                }
-                if let Some(class) = &cluster.session_storage_class {
-                    invocation = invocation.env(super::cluster::SESSION_STORAGE_CLASS_VAR, class);
-                }
-                invocation
-            }
-        }
-    }
-
-    /// The cluster, when this target is one.
-    pub fn cluster(&self) -> Option<&super::cluster::Cluster> {
-        match self {
-            Target::Kubernetes(cluster) => Some(cluster),
-            _ => None,
-        }
-    }
-
-    /// `docker <args>` against this daemon within `deadline`.
-    pub fn docker(
-        &self,
-        args: &[&str],
-        deadline: Duration,
-        interrupt: Interrupt,
-    ) -> Result<Output, String> {
-        let invocation = self.apply(docker_cli::command().args(args.iter().copied()));
-        docker_cli::run_invocation(&invocation, deadline, interrupt).map_err(|e| e.to_string())
-    }
-
-    /// None when the daemon answers `docker version` within `HEALTH`; else why not.
-    pub fn health(&self) -> Option<String> {
-        if let Target::Kubernetes(cluster) = self {
-            // A cluster's health is its engine's (`backend::health`).
-            return Some(format!("{cluster} is a cluster, not a Docker daemon"));
-        }
-        match self.docker(
-            &["version", "--format", "{{.Server.Version}}"],
-            HEALTH,
-            Interrupt::never(),
-        ) {
-            Ok(out) if out.ok => None,
-            Ok(out) if out.ending == Ending::TimedOut => {
-                Some(format!("no answer within {} s", HEALTH.as_secs()))
-            }
-            Ok(out) => Some(last_lines(&out.stderr, 2)),
-            Err(e) => Some(e),
-        }
-    }
-}
-
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Target::Url(url) => write!(f, "{url}"),
-            Target::Context(name) => write!(f, "docker context {name}"),
-            Target::Kubernetes(cluster) => write!(f, "{cluster}"),
-        }
-    }
-}
 
 /// A host of the pool: its name, its daemon, how many attempts it runs at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,11 +43,12 @@ impl HostSpec {
         })
     }
 
-    /// A cluster entry (`kubernetes:`), checked as `new` checks a Docker host's.
-    pub fn of_cluster(
+    /// A host of an engine's `hosts:` entry (`kubernetes:`), checked as `new`
+    /// checks one from its target's text.
+    pub fn of_target(
         at: &str,
         name: &str,
-        cluster: super::cluster::Cluster,
+        target: Target,
         slots: usize,
     ) -> Result<HostSpec, String> {
         check_name(name).map_err(|e| format!("{at}.name: {e}"))?;
@@ -190,7 +59,7 @@ impl HostSpec {
         }
         Ok(HostSpec {
             name: name.to_string(),
-            target: Target::Kubernetes(cluster),
+            target,
             slots,
         })
     }
@@ -267,6 +136,8 @@ pub fn check_pool(hosts: &[HostSpec], at: impl Fn(usize) -> String) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_runner_core::interrupt::Interrupt;
+    use agent_runner_core::process::Invocation;
 
     #[test]
     fn a_cluster_target_names_its_context_and_namespace() {
@@ -283,10 +154,10 @@ mod tests {
     #[test]
     fn a_cluster_runner_is_told_its_entrys_settings_in_its_environment() {
         use agent_runner_core::process::{self, Capture, Limits, Stop};
-        let mut cluster = super::super::cluster::Cluster::new("c", "n", None).unwrap();
+        let mut cluster = super::super::kubernetes::Cluster::new("c", "n", None).unwrap();
         cluster.schedule_timeout_sec = Some(7);
         cluster.session_storage_class = Some("fast-ssd".into());
-        let invocation = Target::Kubernetes(cluster).apply(Invocation::new("/bin/sh").args([
+        let invocation = Target::new(cluster).apply(Invocation::new("/bin/sh").args([
             "-c",
             "echo \"$AGENT_RUNNER_SANDBOX_HOST $AGENT_RUNNER_K8S_SCHEDULE_TIMEOUT_SEC $AGENT_RUNNER_K8S_SESSION_STORAGE_CLASS\"",
         ]));
@@ -306,26 +177,26 @@ mod tests {
     fn host_flags_read_name_address_and_slots() {
         let h = HostSpec::parse_flag("a=tcp://127.0.0.5:2375:3").unwrap();
         assert_eq!(h.name, "a");
-        assert_eq!(h.target, Target::Url("tcp://127.0.0.5:2375".into()));
+        assert_eq!(h.target, Target::docker_url("tcp://127.0.0.5:2375"));
         assert_eq!(h.slots, 3);
         let h = HostSpec::parse_flag("b=tcp://127.0.0.5:2375").unwrap();
         assert_eq!(
             (h.target, h.slots),
-            (Target::Url("tcp://127.0.0.5:2375".into()), 1)
+            (Target::docker_url("tcp://127.0.0.5:2375"), 1)
         );
         let h = HostSpec::parse_flag("c=ssh://me@build.example:2").unwrap();
         assert_eq!(
             (h.target, h.slots),
-            (Target::Url("ssh://me@build.example:2".into()), 1),
+            (Target::docker_url("ssh://me@build.example:2"), 1),
             "one number after an ssh host is its port"
         );
         let h = HostSpec::parse_flag("c=ssh://me@build.example:22:4").unwrap();
         assert_eq!(h.slots, 4);
         let h = HostSpec::parse_flag("l=unix:///var/run/docker.sock:2").unwrap();
-        assert_eq!(h.target, Target::Url("unix:///var/run/docker.sock".into()));
+        assert_eq!(h.target, Target::docker_url("unix:///var/run/docker.sock"));
         assert_eq!(h.slots, 2);
         let h = HostSpec::parse_flag("ci=ci-box:5").unwrap();
-        assert_eq!((h.target, h.slots), (Target::Context("ci-box".into()), 5));
+        assert_eq!((h.target, h.slots), (Target::docker_context("ci-box"), 5));
     }
 
     #[test]
@@ -354,7 +225,7 @@ mod tests {
     #[test]
     fn a_target_goes_in_the_environment() {
         let inv =
-            Target::Url("tcp://127.0.0.9:2375".into()).apply(Invocation::new("docker").arg("ps"));
+            Target::docker_url("tcp://127.0.0.9:2375").apply(Invocation::new("docker").arg("ps"));
         let shown = format!("{inv:?}");
         assert!(shown.contains("DOCKER_HOST"), "{shown}");
         assert_eq!(

@@ -1,25 +1,38 @@
-//! `hosts check` and `hosts prepare` (SPEC §22), below the CLI: per Docker host,
-//! whether its daemon answers within `host::HEALTH`, has the worker image, the tools
-//! volume and the runtime asked for, and whether a bind mount of the workspace's
-//! clones is possible there (else the copy transport is needed); and the image
-//! loaded (`docker save | docker load` between the daemons, streamed, nothing
-//! written here) and the tools volume filled where they are missing. The CLI
-//! (`cli/hosts.rs`) resolves the hosts and prints.
+//! `hosts check` and `hosts prepare` (SPEC §22), below the CLI: each host's row
+//! asked of its engine, all at once (`engines.rs`). A Docker daemon's
+//! (`docker_engine.rs`): whether it answers within `host::HEALTH`, has the worker
+//! image, the tools volume and the runtime asked for, and whether a bind mount of
+//! the workspace's clones is possible there (else the copy transport is needed);
+//! prepared, the image loaded and the tools volume filled where missing. A
+//! cluster's (`kubernetes/entry.rs`): what its backend needs there; prepared, the
+//! seccomp profile on its nodes. The CLI (`cli/hosts.rs`) resolves the hosts and
+//! prints.
 
 use std::path::Path;
-use std::time::Duration;
 
-use super::docker_cli::last_lines;
 use super::host::{HostSpec, Target};
-use super::locality::{Pending, tar_content};
-use super::tools;
 use agent_runner_core::interrupt::Interrupt;
-use agent_runner_core::process::{self, Capture, Invocation, Limits, Stop};
 
-/// Longest a short docker call of a check may take.
-const SHORT: Duration = Duration::from_secs(30);
-/// Longest an image's copy between daemons may take.
-const LOAD: Duration = Duration::from_secs(1800);
+/// What `hosts check` asks of every host.
+pub struct Ask<'a> {
+    /// The worker image.
+    pub image: &'a str,
+    /// A directory of the workspace, for the locality column.
+    pub probe_dir: Option<&'a Path>,
+    /// `--runtime`, for the runtime's.
+    pub runtime: Option<&'a str>,
+}
+
+/// What `hosts prepare` is asked to do on every host.
+pub struct Prepare<'a> {
+    /// The worker image.
+    pub image: &'a str,
+    /// Only the image, not the tools.
+    pub image_only: bool,
+    /// This program, to run `tools install` aimed at a host.
+    pub this_binary: &'a Path,
+    pub interrupt: Interrupt,
+}
 
 /// Why a host could not be prepared.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +70,19 @@ pub struct Row {
 }
 
 impl Row {
+    /// `host`'s row before anything is asked.
+    pub(crate) fn unasked(host: &HostSpec) -> Row {
+        Row {
+            name: host.name.clone(),
+            version: Err(String::new()),
+            image: None,
+            tools: None,
+            locality: "-",
+            runtimes: None,
+            runtime_known: None,
+        }
+    }
+
     /// The daemon answers and has the image. A missing tools volume is shown, not
     /// counted: an image with its own agent needs none (and a run fills it).
     pub fn healthy(&self) -> bool {
@@ -81,13 +107,8 @@ pub fn check_all(
             .zip(hosts)
             .map(|(h, host)| {
                 h.join().unwrap_or(Row {
-                    name: host.name.clone(),
                     version: Err("its check panicked".into()),
-                    image: None,
-                    tools: None,
-                    locality: "-",
-                    runtimes: None,
-                    runtime_known: None,
+                    ..Row::unasked(host)
                 })
             })
             .collect()
@@ -97,193 +118,16 @@ pub fn check_all(
 /// One host's row: `probe_dir` (a directory of the workspace) for the locality
 /// column, `runtime` for the runtime's.
 pub fn check(host: &HostSpec, image: &str, probe_dir: Option<&Path>, runtime: Option<&str>) -> Row {
-    let target = &host.target;
-    let mut row = Row {
-        name: host.name.clone(),
-        version: Err(String::new()),
-        image: None,
-        tools: None,
-        locality: "-",
-        runtimes: None,
-        runtime_known: None,
+    let ask = Ask {
+        image,
+        probe_dir,
+        runtime,
     };
-    if let Target::Kubernetes(cluster) = target {
-        return check_cluster(row, cluster);
-    }
-    let version = target.docker(
-        &["version", "--format", "{{.Server.Version}}"],
-        super::host::HEALTH,
-        Interrupt::never(),
-    );
-    row.version = match version {
-        // The daemon's words: escaped (a hostile one could steer the terminal or
-        // print a line that reads as ours) and cut.
-        Ok(out) if out.ok => Ok(agent_runner_core::text::escape_controls(
-            &agent_runner_core::text::cut_chars(out.stdout.trim(), 64),
-        )),
-        Ok(out) if out.ending == process::Ending::TimedOut => Err(format!(
-            "{target}: no answer within {} s",
-            super::host::HEALTH.as_secs()
-        )),
-        Ok(out) => Err(format!("{target}: {}", last_lines(&out.stderr, 2))),
-        Err(e) => Err(format!("{target}: {e}")),
-    };
-    if row.version.is_err() {
-        return row;
-    }
-    let ok = |args: &[&str]| {
-        target
-            .docker(args, SHORT, Interrupt::never())
-            .is_ok_and(|o| o.ok)
-    };
-    row.image = Some(ok(&["image", "inspect", "--format", "{{.Id}}", image]));
-    row.tools = Some(ok(&[
-        "volume",
-        "inspect",
-        "--format",
-        "{{.Name}}",
-        &tools::volume_name(),
-    ]));
-    row.runtimes = target
-        .docker(&super::runtime::INFO_ARGS, SHORT, Interrupt::never())
-        .ok()
-        .filter(|o| o.ok)
-        .map(|o| super::runtime::parse(&o.stdout));
-    row.runtime_known = runtime.map(|r| {
-        row.runtimes
-            .as_ref()
-            .is_some_and(|known| known.iter().any(|k| k == r))
-    });
-    row.locality = match (probe_dir, row.image) {
-        (Some(dir), Some(true)) => {
-            if sees(target, dir, image) {
-                "bind"
-            } else {
-                "copy needed"
-            }
-        }
-        _ => "-",
-    };
-    row
+    host.check_row(&ask, Row::unasked(host))
 }
 
-/// Whether the daemon sees `dir` of this machine: the locality proof's token
-/// (`locality::Pending`, as a run's) read back through a container of its, created
-/// and never started (`docker cp`: any image, no `cat` needed).
-fn sees(target: &Target, dir: &Path, image: &str) -> bool {
-    let Ok(pending) = Pending::write(dir) else {
-        return false;
-    };
-    let name = format!("agent-runner-{}", pending.name());
-    let mount = format!(
-        "type=bind,source={},target=/probe,readonly",
-        pending.dir(dir).display()
-    );
-    let created = target
-        .docker(
-            &[
-                "create",
-                "--name",
-                &name,
-                "--network",
-                "none",
-                "--mount",
-                &mount,
-                image,
-                "true",
-            ],
-            SHORT,
-            Interrupt::never(),
-        )
-        .is_ok_and(|o| o.ok);
-    let read = created
-        && target
-            .docker(
-                &["cp", &format!("{name}:/probe/token"), "-"],
-                SHORT,
-                Interrupt::never(),
-            )
-            .is_ok_and(|o| o.ok && pending.is(&tar_content(&o.stdout)));
-    if created {
-        let _ = target.docker(&["rm", "-f", &name], SHORT, Interrupt::never());
-    }
-    pending.discard(dir);
-    read
-}
-
-fn rand_u128() -> u128 {
-    let mut bytes = [0u8; 16];
-    let _ = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
-    u128::from_le_bytes(bytes)
-}
-
-/// A cluster's row (SPEC §25): the API server's version, or the first thing the
-/// backend needs that does not hold there (namespace, rights, tools image). The
-/// cluster pulls its images itself: they are not asked for here. Its sandboxes
-/// are copied into by exec.
-fn check_cluster(mut row: Row, cluster: &super::cluster::Cluster) -> Row {
-    let backend =
-        super::kubernetes::Kubernetes::new(cluster.clone()).with_tools_image(&tools::image_name());
-    let found = backend.check();
-    let mut version = found.first().map(|f| f.seen.clone()).unwrap_or_default();
-    if let Some(egress) = found.iter().find(|f| f.what.starts_with("egress")) {
-        version = format!("{version}, egress {}", egress.seen);
-    }
-    if let Some(seccomp) = found.iter().find(|f| f.what == "seccomp") {
-        version = format!("{version}, seccomp: {}", seccomp.seen);
-    }
-    let problems: Vec<String> = found
-        .iter()
-        .filter_map(|f| f.problem.as_ref().map(|p| format!("{}: {p}", f.what)))
-        .collect();
-    row.version = match problems.is_empty() {
-        true => Ok(agent_runner_core::text::escape_controls(
-            &agent_runner_core::text::cut_chars(&version, 120),
-        )),
-        false => Err(format!("{cluster}: {}", problems.join("; "))),
-    };
-    row.image = row.version.is_ok().then_some(true);
-    row.locality = "copy (exec)";
-    row
-}
-
-/// A cluster prepared (SPEC §25): agent-runner's seccomp profile installed on its
-/// nodes and proven there (`kubernetes/seccomp_profile.rs`). Its images are the
-/// cluster's to pull: said, not done.
-fn prepare_cluster(
-    host: &HostSpec,
-    cluster: &super::cluster::Cluster,
-    interrupt: Interrupt,
-) -> Result<String, PrepareError> {
-    let backend =
-        super::kubernetes::Kubernetes::new(cluster.clone()).with_tools_image(&tools::image_name());
-    let step = |e: super::BackendError| PrepareError::Step {
-        what: format!("the seccomp profile on {cluster}"),
-        detail: e.to_string(),
-    };
-    let nodes = backend.install_seccomp(interrupt).map_err(step)?;
-    let verdict = backend.seccomp_verdict(true, interrupt).map_err(step)?;
-    if !verdict.installed {
-        return Err(PrepareError::Step {
-            what: format!("hosts prepare {}", host.name),
-            detail: format!(
-                "the seccomp profile was written on {} but a Pod cannot run under it: {}",
-                nodes.join(", "),
-                verdict.detail
-            ),
-        });
-    }
-    Ok(format!(
-        "seccomp profile {} installed on {} node(s) ({}), seccomp: localhost; {cluster} pulls its images itself: push the worker image and the tools image ({}) where it pulls, or load them on its nodes",
-        super::kubernetes::seccomp_profile::localhost_profile(),
-        nodes.len(),
-        nodes.join(", "),
-        tools::image_name()
-    ))
-}
-
-/// Loads the image and fills the tools volume on `host` where missing; what it did.
+/// Makes `host` ready for sandboxes of `image` where its engine can (a Docker
+/// daemon: the image loaded, the tools volume filled where missing); what it did.
 pub fn prepare(
     host: &HostSpec,
     image: &str,
@@ -291,167 +135,11 @@ pub fn prepare(
     this_binary: &Path,
     interrupt: Interrupt,
 ) -> Result<String, PrepareError> {
-    let target = &host.target;
-    if let Target::Kubernetes(cluster) = target {
-        return prepare_cluster(host, cluster, interrupt);
-    }
-    if let Some(why) = target.health() {
-        return Err(PrepareError::Down {
-            target: Box::new(target.clone()),
-            why,
-        });
-    }
-    let mut did = Vec::new();
-    let present = target
-        .docker(
-            &["image", "inspect", "--format", "{{.Id}}", image],
-            SHORT,
-            interrupt,
-        )
-        .is_ok_and(|o| o.ok);
-    if present {
-        did.push(format!("{image} is there"));
-    } else {
-        between(
-            target,
-            r#"docker save "$1" | there load -q"#,
-            &[image],
-            &format!("docker save {image} | docker load ({target})"),
-            interrupt,
-        )?;
-        did.push(format!("{image} loaded"));
-    }
-    if image_only {
-        return Ok(did.join(", "));
-    }
-    let tools_there = target
-        .docker(
-            &[
-                "volume",
-                "inspect",
-                "--format",
-                "{{.Name}}",
-                &tools::volume_name(),
-            ],
-            SHORT,
-            interrupt,
-        )
-        .is_ok_and(|o| o.ok);
-    if tools_there {
-        did.push("tools volume is there".into());
-    } else if tools::complete(interrupt).unwrap_or(false) {
-        copy_tools(target, interrupt)?;
-        did.push("tools volume copied from this machine".into());
-    } else {
-        let invocation = target
-            .apply(Invocation::new(&this_binary.display().to_string()).args(["tools", "install"]));
-        run_long(
-            &invocation,
-            &format!("agent-runner tools install ({target})"),
-            interrupt,
-        )?;
-        did.push("tools volume filled".into());
-    }
-    Ok(did.join(", "))
-}
-
-/// Copies this machine's complete tools volume to `target`: the carrier image
-/// (empty, a few bytes) loaded there, the volume made with its digest label, and
-/// the files streamed `docker cp` here into `docker cp` there through created (never
-/// started) containers, labelled as a fill's (a killed copy's are swept as a
-/// killed fill's). A copy that fails removes the volume there again.
-fn copy_tools(target: &Target, interrupt: Interrupt) -> Result<(), PrepareError> {
-    let volume = tools::volume_name();
-    let script = r#"volume=$1 carrier=$2 dir=$3 label=$4 src=agent-runner-tools-copy-$5-src dst=agent-runner-tools-copy-$5-dst
-shift 5
-cleanup() { docker rm -f "$src" >/dev/null 2>&1 || true; there rm -f "$dst" >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-there image inspect "$carrier" >/dev/null 2>&1 || docker save "$carrier" | there load -q >/dev/null
-there volume create --label "$label" "$volume" >/dev/null
-docker create --name "$src" "$@" --network none --mount "type=volume,source=$volume,target=$dir,readonly" "$carrier" /none >/dev/null
-there create --name "$dst" "$@" --network none --mount "type=volume,source=$volume,target=$dir" "$carrier" /none >/dev/null
-if ! docker cp "$src:$dir/." - | there cp - "$dst:$dir"; then
-  there rm -f "$dst" >/dev/null 2>&1 || true
-  there volume rm -f "$volume" >/dev/null 2>&1 || true
-  exit 1
-fi"#;
-    let label = format!("{}={}", tools::LABEL, tools::digest());
-    let id = format!("{:016x}", rand_u128() as u64);
-    let labels: Vec<String> = tools::fill_labels()
-        .into_iter()
-        .map(|(label, value)| format!("--label={label}={value}"))
-        .collect();
-    let mut args = vec![
-        volume.as_str(),
-        tools::CARRIER_IMAGE,
-        tools::TOOLS_DIR,
-        &label,
-        &id,
-    ];
-    args.extend(labels.iter().map(String::as_str));
-    between(
-        target,
-        script,
-        &args,
-        &format!("copying the tools volume {volume} to {target}"),
+    let ask = Prepare {
+        image,
+        image_only,
+        this_binary,
         interrupt,
-    )
-}
-
-/// Runs `script` (bash, `set -euo pipefail`) with `args`: `docker` in it is this
-/// machine's daemon, `there` the daemon of `target`, which reaches the script as a
-/// variable only (AR_LOAD_*). What crosses is streamed, nothing written here. An
-/// error names `what` and the script's stderr's tail.
-fn between(
-    target: &Target,
-    script: &str,
-    args: &[&str],
-    what: &str,
-    interrupt: Interrupt,
-) -> Result<(), PrepareError> {
-    let (name, value) = match target {
-        Target::Url(url) => ("AR_LOAD_HOST", url.as_str()),
-        Target::Context(context) => ("AR_LOAD_CONTEXT", context.as_str()),
-        Target::Kubernetes(cluster) => {
-            return Err(PrepareError::Step {
-                what: what.to_string(),
-                detail: format!("{cluster} is a cluster, not a Docker daemon"),
-            });
-        }
     };
-    let script = format!(
-        r#"set -euo pipefail
-there() {{
-  if [ -n "${{AR_LOAD_HOST:-}}" ]; then DOCKER_HOST="$AR_LOAD_HOST" DOCKER_CONTEXT= docker "$@"
-  else DOCKER_HOST= DOCKER_CONTEXT="$AR_LOAD_CONTEXT" docker "$@"; fi
-}}
-{script}"#
-    );
-    let invocation = Invocation::new("bash")
-        .args(["-c", &script, "agent-runner-hosts"])
-        .args(args.iter().copied())
-        .env(name, value);
-    run_long(&invocation, what, interrupt)
-}
-
-/// Runs `invocation` within `LOAD`; an error names `what` and its stderr's tail.
-fn run_long(invocation: &Invocation, what: &str, interrupt: Interrupt) -> Result<(), PrepareError> {
-    let mut capture = Capture::in_memory(16 * 1024);
-    let finished = process::run(
-        invocation,
-        &Limits::wall(LOAD, interrupt),
-        &mut capture,
-        Stop::Terminate,
-    )
-    .map_err(|source| PrepareError::Run {
-        what: what.to_string(),
-        source,
-    })?;
-    if !finished.success() {
-        return Err(PrepareError::Step {
-            what: what.to_string(),
-            detail: last_lines(&capture.stderr(), 3),
-        });
-    }
-    Ok(())
+    host.prepare_with(&ask)
 }

@@ -61,16 +61,28 @@
 //!   it kills every other process when agent-runner asks (`Carrier::quiet`,
 //!   `quiet.rs`).
 //!
-//! Which engine: `open.rs` (`backend::open`), the one place that chooses it, from
-//! the kind of the process's target; everything above this module gets its
-//! `Backend` there. A new engine is its file here, its kind of `host::Target`, and
-//! its arm in `open`.
+//! Which engine: each is a `Backend` plus an `engine::Engine` beside it (the Docker
+//! engine's `docker_engine.rs`, over its target `docker_target.rs`; the
+//! Kubernetes engine's `kubernetes/entry.rs`, over `kubernetes/cluster.rs`): its
+//! kind of target (`target::Place`) read from a target's text and from its
+//! `hosts:` entry, its backend opened there, its health check, its sweep of a host,
+//! its rows of `hosts check|prepare` and, where `doctor` cannot check it as a Docker
+//! daemon, its own checks. `ENGINES` below lists the engines once (the default
+//! first), and `engines.rs` hands each question about a `host::Target` to the
+//! engine whose place it is (`Target::parse`, `health`, `sweep`, `doctor_checks`,
+//! `HostSpec`'s rows). `open.rs` (`backend::open`) opens the process's backend from
+//! its target; everything above this module gets its `Backend` there and asks a
+//! `Target`, never an engine by name. A new engine is its file (or folder) here,
+//! implementing `Backend` and `Engine`, its `mod` line and its line in `ENGINES`.
 //!
-//! Remote hosts (`host.rs`): a host by name, its daemon a URL or a docker context
-//! carried in every docker call's environment (`Target::apply`); the orchestrator's
-//! placement gives each attempt's runner its host that way. `host_check.rs`: the
-//! use case of `hosts check|prepare` (health, image, tools volume, runtimes,
-//! locality per host; the image and the tools loaded where missing).
+//! Remote hosts (`host.rs`): a host by name, where its sandboxes run a `Target`
+//! carried in every call's environment (`Target::apply`: a Docker daemon's
+//! `DOCKER_HOST`/`DOCKER_CONTEXT`, a cluster's `AGENT_RUNNER_SANDBOX_HOST`); the
+//! orchestrator's placement gives each attempt's runner its host that way.
+//! `host_entry.rs`: a workspace's `hosts:` entry, `{name, <engine>: …, slots}`.
+//! `host_check.rs`: the use case of `hosts check|prepare`, each host's row by its
+//! engine, all at once (a Docker daemon's: health, image, tools volume, runtimes,
+//! locality; the image and the tools loaded where missing).
 //!
 //! Beside them, `tools.rs`: the tools volume of the engine's host (the pinned agents
 //! and the static helper, SPEC §21), which `Backend::tools_volume` has filled on
@@ -98,14 +110,16 @@
 mod bind;
 mod bundle_out;
 mod carrier;
-/// A Kubernetes target, `k8s://CONTEXT/NAMESPACE` (its engine is `kubernetes`).
-pub mod cluster;
 pub mod copy;
 pub(crate) mod daemon;
 mod docker;
 pub mod docker_cli;
+mod docker_engine;
+pub mod docker_target;
 pub(crate) mod elf;
 pub mod endpoint;
+pub mod engine;
+mod engines;
 mod error;
 mod exec_copy;
 mod file_sink;
@@ -113,7 +127,10 @@ mod git_dir;
 pub mod host;
 pub mod host_check;
 mod host_dir;
+pub mod host_entry;
 pub mod kubernetes;
+/// The Kubernetes engine's target, where it was before the engine had its folder.
+pub use kubernetes::cluster;
 pub mod landing;
 pub mod lifeline;
 mod locality;
@@ -129,7 +146,7 @@ mod socket;
 mod spec;
 pub mod sweep;
 mod tar;
-pub(crate) mod target;
+pub mod target;
 pub mod tools;
 pub mod tools_image;
 mod tree_back;
@@ -156,6 +173,16 @@ pub use tar::TarWriter;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{Capture, Finished, Held, HeldWait, Limits, Stop};
 use privileges::Finding;
+
+/// Every engine of sandboxes (`engine::Engine`, asked through `engines.rs`), the
+/// default first (Docker: no target, or a text no other engine's scheme claims).
+/// A new engine is its `mod` line above and its line here.
+static ENGINES: &[&dyn engine::AnyEngine] = &[
+    // The default: no target, a URL or a docker context (`docker:` in `hosts:`).
+    &docker_engine::DOCKER,
+    // `k8s://CONTEXT/NAMESPACE` (`kubernetes:` in `hosts:`, SPEC §25).
+    &kubernetes::entry::KUBERNETES,
+];
 
 /// Where the repository is in every sandbox, whatever the transport.
 pub(crate) const PROJECT_DIR: &str = "/workspace/project";

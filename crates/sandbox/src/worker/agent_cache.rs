@@ -20,7 +20,6 @@
 use std::path::PathBuf;
 
 use super::container::ContainerSpec;
-use agent_runner_settings::task::EnvValue;
 
 /// Bumped when what is stored changes meaning.
 const VERSION: &str = "agent pins 1";
@@ -41,15 +40,7 @@ pub(crate) fn key(image_id: &str, spec: &ContainerSpec) -> String {
     part(spec.shell());
     part(spec.tools.as_deref().unwrap_or("-"));
     part(&agent_runner_core::sys::user_and_group().0.to_string());
-    let mut env: Vec<(&str, &str)> = spec
-        .worker
-        .env
-        .iter()
-        .filter_map(|e| match &e.value {
-            EnvValue::Literal(value) => Some((e.name.as_str(), value.as_str())),
-            EnvValue::FromHost { .. } => None,
-        })
-        .collect();
+    let mut env = spec.worker.literal_env();
     env.sort();
     for (name, value) in env {
         part(name);

@@ -850,18 +850,9 @@ struct Exec<'a>(Outside<'a>);
 
 impl<'a> Exec<'a> {
     fn new(container: &'a str, spec: &'a ContainerSpec) -> Self {
-        let env = spec
-            .worker
-            .env
-            .iter()
-            .filter_map(|e| match &e.value {
-                EnvValue::Literal(value) => Some((e.name.as_str(), value.as_str())),
-                EnvValue::FromHost { .. } => None,
-            })
-            .collect();
         Exec(Outside {
             container,
-            env,
+            env: spec.worker.literal_env(),
             interrupt: spec.interrupt,
         })
     }

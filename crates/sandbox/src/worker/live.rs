@@ -34,12 +34,8 @@ pub(crate) type Seen<'a> = &'a mut dyn FnMut(ItemKind, &str, Option<i32>);
 impl Watch {
     /// Tells `seen` what `record` holds that was not told yet.
     pub(crate) fn after_line(&mut self, record: &Transcript, seen: Seen) {
-        let total = record.commands_dropped + record.commands.len();
-        let new = total
-            .saturating_sub(self.commands)
-            .min(record.commands.len());
-        self.commands = total;
-        let first_new = record.commands.len() - new;
+        let (dropped, len) = (record.commands_dropped, record.commands.len());
+        let first_new = first_unseen(&mut self.commands, dropped, len);
         for command in &record.commands[first_new..] {
             seen(ItemKind::CommandStarted, &command.command, None);
             let ended = ended(command);
@@ -94,12 +90,8 @@ impl Watch {
     /// Tells each MCP tool call once it ended (a call's end replaces its start in
     /// the record, so the recent ones are looked at again).
     fn mcp_calls(&mut self, record: &Transcript, seen: Seen) {
-        let total = record.mcp_calls_dropped + record.mcp_calls.len();
-        let new = total
-            .saturating_sub(self.mcp_calls)
-            .min(record.mcp_calls.len());
-        self.mcp_calls = total;
-        let from = record.mcp_calls.len() - new;
+        let (dropped, len) = (record.mcp_calls_dropped, record.mcp_calls.len());
+        let from = first_unseen(&mut self.mcp_calls, dropped, len);
         let start = from.saturating_sub(RECENT);
         for call in &record.mcp_calls[start..] {
             if !call.ended() || self.mcp_told.iter().any(|id| *id == call.item_id) {
@@ -117,6 +109,17 @@ impl Watch {
 /// Whether the agent said the command ended.
 fn ended(command: &agent_runner_settings::agent::CommandRecord) -> bool {
     command.exit_code.is_some() || command.status != "in_progress"
+}
+
+/// Where the items not told yet start in one of the record's capped lists: `len`
+/// items kept after `dropped` were dropped from its front, of which `told` (the
+/// count so far, which it becomes) were told. An item dropped before it was told
+/// is not told.
+fn first_unseen(told: &mut usize, dropped: usize, len: usize) -> usize {
+    let total = dropped + len;
+    let new = total.saturating_sub(*told).min(len);
+    *told = total;
+    len - new
 }
 
 #[cfg(test)]

@@ -883,6 +883,37 @@ impl ContainerSandbox {
         Ok((capture, path))
     }
 
+    /// A command of the user's (`task.setup`, the test) made ready to run: in a
+    /// private file, since it may hold anything (never in an argv), run by the
+    /// image's shell by its path (the tools volume's, the envelope's, would run its
+    /// own applets for the command's `grep`, `sed`, … instead of the image's).
+    /// Returns the exec's variables, the keep-alive's pid and the command.
+    fn user_script(
+        &mut self,
+        name: &'static str,
+        contents: &str,
+    ) -> Result<(Vec<Var>, String, [String; 2]), SandboxError> {
+        let script = PrivateFile {
+            name,
+            link: None,
+            contents: contents.to_string(),
+        };
+        let (env, keep_pid) = self.exec_base(None, Some(&script))?;
+        Ok((env, keep_pid, [IMAGE_SHELL.to_string(), script.path()]))
+    }
+
+    /// The limits of a command of the task's (`task.setup`, the test): its own time
+    /// limit cut to the task's deadline, and no idle limit (a build or a test may be
+    /// quiet for long, unlike an agent).
+    fn command_limits(&self, timeout: Duration) -> Limits {
+        Limits {
+            wall: Some(self.deadline.cut(timeout).0),
+            idle: None,
+            grace: Duration::from_secs(2),
+            interrupt: self.spec.interrupt,
+        }
+    }
+
     /// Runs an enveloped command; on a limit or an interrupt, stops the work inside
     /// the container (whose report is returned along).
     fn run_enveloped(
@@ -1045,12 +1076,7 @@ impl ContainerSandbox {
     /// Runs `task.setup` in the sandbox, with its own hosts allowed and its own
     /// variables, as the tests run (the envelope stops what it leaves).
     fn run_setup(&mut self, setup: &SetupSpec) -> Result<SetupRun, SandboxError> {
-        let script = PrivateFile {
-            name: "setup-command",
-            link: None,
-            contents: setup.command.clone(),
-        };
-        let (mut env, keep_pid) = self.exec_base(None, Some(&script))?;
+        let (mut env, keep_pid, command) = self.user_script("setup-command", &setup.command)?;
         // By name, never on a command line (`task::setup` refuses the names the
         // docker client itself reads).
         for entry in &setup.env {
@@ -1060,10 +1086,6 @@ impl ContainerSandbox {
             ));
         }
         let envelope = Envelope::new();
-        // The image's shell by its path: the tools volume's (the envelope's) would
-        // run its own applets for the command's `grep`, `sed`, … instead of the
-        // image's.
-        let command = [IMAGE_SHELL.to_string(), script.path()];
         let exec = Exec {
             workdir: Some(PROJECT_DIR.to_string()),
             env,
@@ -1071,12 +1093,7 @@ impl ContainerSandbox {
             stdin: envelope.stdin(b""),
             stdin_file: None,
         };
-        let limits = Limits {
-            wall: Some(self.deadline.cut(setup.timeout).0),
-            idle: None,
-            grace: Duration::from_secs(2),
-            interrupt: self.spec.interrupt,
-        };
+        let limits = self.command_limits(setup.timeout);
         if let Some(egress) = &self.egress {
             egress.allow_also(Some(setup.allow.clone()));
             log::info!("setup may also reach: {}", setup.allow.entries().join(", "));
@@ -1323,18 +1340,8 @@ impl Sandbox for ContainerSandbox {
         } else {
             format!("{PROJECT_DIR}/{}", test.cwd)
         };
-        // The command is the user's and may hold anything: in a file, not an argv.
-        let script = PrivateFile {
-            name: "test-command",
-            link: None,
-            contents: test.command.clone(),
-        };
-        let (env, keep_pid) = self.exec_base(None, Some(&script))?;
+        let (env, keep_pid, command) = self.user_script("test-command", &test.command)?;
         let envelope = Envelope::new();
-        // The image's shell by its path: the tools volume's (the envelope's) would
-        // run its own applets for the command's `grep`, `sed`, … instead of the
-        // image's.
-        let command = [IMAGE_SHELL.to_string(), script.path()];
         // Nothing of the worker's runs between this run and the next worker run
         // (Meta only reads what is reported), so the snapshot before that run is
         // taken here, saving it an exec. (With the bind mount, what the user
@@ -1347,12 +1354,7 @@ impl Sandbox for ContainerSandbox {
             stdin: envelope.stdin(b""),
             stdin_file: None,
         };
-        let limits = Limits {
-            wall: Some(self.deadline.cut(test.timeout).0),
-            idle: None,
-            grace: Duration::from_secs(2),
-            interrupt: self.spec.interrupt,
-        };
+        let limits = self.command_limits(test.timeout);
         let mut reader = envelope.reader();
         let started = Timestamp::now();
         let (capture, log_path) = self.capture(&format!("test-{number}.log"))?;

@@ -221,42 +221,14 @@ impl Transcript {
     /// Records `record`; a record with the id of a recent one replaces it (its end
     /// replaces its start).
     pub fn command(&mut self, record: CommandRecord) {
-        let recent = self
-            .commands
-            .iter_mut()
-            .rev()
-            .take(8)
-            .find(|c| !record.item_id.is_empty() && c.item_id == record.item_id);
-        match recent {
-            Some(existing) => *existing = record,
-            None => {
-                if self.commands.len() == MAX_COMMANDS {
-                    self.commands.remove(0);
-                    self.commands_dropped += 1;
-                }
-                self.commands.push(record);
-            }
-        }
+        let (list, dropped) = (&mut self.commands, &mut self.commands_dropped);
+        keep_latest(list, dropped, record, 8, |c| &c.item_id);
     }
 
     /// Records an MCP tool call; one with the id of a recent one replaces it.
     pub fn mcp_call(&mut self, call: McpCall) {
-        let recent = self
-            .mcp_calls
-            .iter_mut()
-            .rev()
-            .take(64)
-            .find(|c| !call.item_id.is_empty() && c.item_id == call.item_id);
-        match recent {
-            Some(existing) => *existing = call,
-            None => {
-                if self.mcp_calls.len() == MAX_COMMANDS {
-                    self.mcp_calls.remove(0);
-                    self.mcp_calls_dropped += 1;
-                }
-                self.mcp_calls.push(call);
-            }
-        }
+        let (list, dropped) = (&mut self.mcp_calls, &mut self.mcp_calls_dropped);
+        keep_latest(list, dropped, call, 64, |c| &c.item_id);
     }
 
     /// The recent command with `item_id`, to complete it.
@@ -271,6 +243,34 @@ impl Transcript {
     pub fn file_changed(&mut self, change: FileChange) {
         if self.file_changes.len() < MAX_FILE_CHANGES && !self.file_changes.contains(&change) {
             self.file_changes.push(change);
+        }
+    }
+}
+
+/// Records `item` in `list`, which keeps the latest `MAX_COMMANDS` items: an item
+/// with the id of one of the last `window` replaces it (its end replaces its
+/// start); else it goes last, the first dropped (and counted in `dropped`) when the
+/// list is full. An empty id matches nothing.
+fn keep_latest<T>(
+    list: &mut Vec<T>,
+    dropped: &mut usize,
+    item: T,
+    window: usize,
+    id: impl Fn(&T) -> &String,
+) {
+    let recent = list
+        .iter_mut()
+        .rev()
+        .take(window)
+        .find(|c| !id(&item).is_empty() && id(c) == id(&item));
+    match recent {
+        Some(existing) => *existing = item,
+        None => {
+            if list.len() == MAX_COMMANDS {
+                list.remove(0);
+                *dropped += 1;
+            }
+            list.push(item);
         }
     }
 }

@@ -12,12 +12,12 @@ use super::fields::{non_empty, one_line, required, seconds};
 use super::host::Host;
 use super::input_error::{InputError, InputErrors};
 use super::paths::{prd_file, relative_dir, repo_dir};
-use super::raw::{RawPrd, RawTaskConfig, RawTaskV1, RawTest, RawWorker};
+use super::raw::{RawPrd, RawRunner, RawSetup, RawTaskConfig, RawTaskV1, RawTest, RawWorker};
 use super::settings;
 use super::structure::inline;
 use super::{
     Bounds, DEFAULT_TEST_TIMEOUT_SEC, Login, MAX_ACCEPTANCE_CRITERIA, MetaBackend, MetaSettings,
-    Prd, PrdSource, Shape, Task, TestSpec, WorkerSettings,
+    Prd, PrdSource, SetupSpec, Shape, Task, TestSpec, WorkerSettings,
 };
 use agent_runner_core::secret::Redactor;
 use agent_runner_core::text::cut_chars;
@@ -51,27 +51,7 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
     let criteria = problems.take(acceptance_criteria(section.acceptance_criteria));
     let repo = problems.take(repo);
     let runner = raw.runner.unwrap_or_default();
-    let setup = super::setup::setup_spec(section.setup, network_of(&runner), host, problems);
-    let bounds = bounds::bounds(
-        RawBounds {
-            pricing: runner.pricing,
-            budget: runner.budget,
-            max_stalled_loops: runner.max_stalled_loops,
-        },
-        problems,
-    );
-    let meta = settings::meta(runner.meta.unwrap_or_default(), Shape::V1, host, problems);
-    let (worker, login) = worker(
-        runner.worker.unwrap_or_default(),
-        Shape::V1,
-        meta.as_ref(),
-        host,
-        problems,
-    );
-    let sandbox_host = sandbox_host(runner.sandbox.as_ref(), problems);
-    let worker = with_transport(worker, runner.sandbox, problems);
-    let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
-    let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
+    let runner = runner_parts(runner, section.setup, Shape::V1, host, problems);
     let (id, id_generated) = id?;
     Some(Task {
         shape: Shape::V1,
@@ -81,19 +61,79 @@ fn from_v1(raw: RawTaskV1, host: &Host, problems: &mut InputErrors) -> Option<Ta
         repo: repo?,
         prd: prd?,
         test,
-        setup: setup?,
+        setup: runner.setup?,
         acceptance_criteria: criteria?,
-        meta: meta?,
-        worker: worker?,
-        login: login?,
-        bounds: bounds?,
-        sandbox_host: sandbox_host?,
+        meta: runner.meta?,
+        worker: runner.worker?,
+        login: runner.login?,
+        bounds: runner.bounds?,
+        sandbox_host: runner.sandbox_host?,
     })
+}
+
+/// What the `runner` section makes of a task, with `task.setup` (whose allow
+/// rules depend on the worker's network).
+struct RunnerParts {
+    setup: Option<Option<SetupSpec>>,
+    bounds: Option<Bounds>,
+    meta: Option<MetaSettings>,
+    worker: Option<WorkerSettings>,
+    login: Option<Login>,
+    sandbox_host: Option<Option<String>>,
+}
+
+/// The `runner` section and `task.setup` of either shape, read in one order so that
+/// both report their problems alike, in the document's order. The shapes differ
+/// only in what is required: a TaskConfig names `runner.meta` and `runner.worker`,
+/// a v1 task may leave them to their defaults.
+fn runner_parts(
+    runner: RawRunner,
+    setup: Option<RawSetup>,
+    shape: Shape,
+    host: &Host,
+    problems: &mut InputErrors,
+) -> RunnerParts {
+    let must_name = matches!(shape, Shape::TaskConfig);
+    let setup = super::setup::setup_spec(setup, network_of(&runner), host, problems);
+    let bounds = bounds::bounds(
+        RawBounds {
+            pricing: runner.pricing,
+            budget: runner.budget,
+            max_stalled_loops: runner.max_stalled_loops,
+        },
+        problems,
+    );
+    let meta = match runner.meta {
+        None if must_name => problems.take(Err(required("runner.meta"))),
+        meta => settings::meta(meta.unwrap_or_default(), shape, host, problems),
+    };
+    let (worker, login) = match runner.worker {
+        None if must_name => (problems.take(Err(required("runner.worker"))), None),
+        raw => worker(
+            raw.unwrap_or_default(),
+            shape,
+            meta.as_ref(),
+            host,
+            problems,
+        ),
+    };
+    let sandbox_host = sandbox_host(runner.sandbox.as_ref(), problems);
+    let worker = with_transport(worker, runner.sandbox, problems);
+    let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
+    let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
+    RunnerParts {
+        setup,
+        bounds,
+        meta,
+        worker,
+        login,
+        sandbox_host,
+    }
 }
 
 /// `runner.worker.network` as written, when it is one we know (for the rules of
 /// `task.setup.allow`; the worker's own section reports a bad one).
-fn network_of(runner: &super::raw::RawRunner) -> Option<super::Network> {
+fn network_of(runner: &RawRunner) -> Option<super::Network> {
     use super::Network;
     let network = runner.worker.as_ref().map(|w| w.network.as_deref());
     match network.flatten() {
@@ -170,27 +210,7 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
         problems.push(required("runner"));
     }
     let runner = runner.unwrap_or_default();
-    let setup = super::setup::setup_spec(section.setup, network_of(&runner), host, problems);
-    let bounds = bounds::bounds(
-        RawBounds {
-            pricing: runner.pricing,
-            budget: runner.budget,
-            max_stalled_loops: runner.max_stalled_loops,
-        },
-        problems,
-    );
-    let meta = match runner.meta {
-        None => problems.take(Err(required("runner.meta"))),
-        Some(meta) => settings::meta(meta, Shape::TaskConfig, host, problems),
-    };
-    let (worker, login) = match runner.worker {
-        None => (problems.take(Err(required("runner.worker"))), None),
-        Some(raw) => worker(raw, Shape::TaskConfig, meta.as_ref(), host, problems),
-    };
-    let sandbox_host = sandbox_host(runner.sandbox.as_ref(), problems);
-    let worker = with_transport(worker, runner.sandbox, problems);
-    let meta = meta.map(|meta| codex_model_named(meta, worker.as_ref()));
-    let bounds = priced(bounds, meta.as_ref(), worker.as_ref(), problems);
+    let runner = runner_parts(runner, section.setup, Shape::TaskConfig, host, problems);
     Some(Task {
         shape: Shape::TaskConfig,
         id: id?,
@@ -202,13 +222,13 @@ fn from_task_config(raw: RawTaskConfig, host: &Host, problems: &mut InputErrors)
             text: text?,
         },
         test,
-        setup: setup?,
+        setup: runner.setup?,
         acceptance_criteria: criteria?,
-        meta: meta?,
-        worker: worker?,
-        login: login?,
-        bounds: bounds?,
-        sandbox_host: sandbox_host?,
+        meta: runner.meta?,
+        worker: runner.worker?,
+        login: runner.login?,
+        bounds: runner.bounds?,
+        sandbox_host: runner.sandbox_host?,
     })
 }
 

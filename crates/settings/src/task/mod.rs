@@ -279,6 +279,21 @@ pub struct WorkerSettings {
     pub runtime: Option<String>,
 }
 
+impl WorkerSettings {
+    /// The `runner.worker.env` entries written as values, by name: the ones a
+    /// reader of the container from outside sees as they are (an `env:` one is a
+    /// secret and passed by name only).
+    pub fn literal_env(&self) -> Vec<(&str, &str)> {
+        self.env
+            .iter()
+            .filter_map(|e| match &e.value {
+                EnvValue::Literal(value) => Some((e.name.as_str(), value.as_str())),
+                EnvValue::FromHost { .. } => None,
+            })
+            .collect()
+    }
+}
+
 /// `runner.sandbox.transport`: how the repository gets into the sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportChoice {

@@ -45,21 +45,8 @@ pub(crate) fn check(
     shape: Shape,
     problems: &mut InputErrors,
 ) -> Structure {
-    let before = problems.found();
-    let mut walk = Walk {
-        text,
-        shape,
-        path: Vec::new(),
-        problems,
-        located: 0,
-        covered: Vec::new(),
-    };
-    let value = Value::Mapping(walk.section(root, root_keys(shape)));
-    Structure {
-        value,
-        clean: walk.problems.found() == before,
-        covered: walk.covered,
-    }
+    let keys = root_keys(shape);
+    walked(text, shape, Vec::new(), root, keys, problems)
 }
 
 /// Checks a `runner:` section given on its own, as a document of `shape` has it
@@ -69,16 +56,30 @@ pub(crate) fn check_runner(
     shape: Shape,
     problems: &mut InputErrors,
 ) -> Structure {
+    let path = vec![Segment::Key("runner".into())];
+    walked("", shape, path, runner, super::raw::RUNNER, problems)
+}
+
+/// `map`, a section with `keys` found at `path` in a document of `shape` (`text`:
+/// its source, for line and column), walked: clean when `problems` gained none.
+fn walked(
+    text: &str,
+    shape: Shape,
+    path: Vec<Segment>,
+    map: &Mapping,
+    keys: &'static [Key],
+    problems: &mut InputErrors,
+) -> Structure {
     let before = problems.found();
     let mut walk = Walk {
-        text: "",
+        text,
         shape,
-        path: vec![Segment::Key("runner".into())],
+        path,
         problems,
         located: 0,
         covered: Vec::new(),
     };
-    let value = Value::Mapping(walk.section(runner, super::raw::RUNNER));
+    let value = Value::Mapping(walk.section(map, keys));
     Structure {
         value,
         clean: walk.problems.found() == before,
@@ -269,22 +270,38 @@ impl Walk<'_, '_> {
     }
 
     fn text_map(&mut self, value: &Value) -> Option<Value> {
+        self.by_name(value, "a mapping of names to strings", |walk, item| {
+            if item.is_null() {
+                walk.type_error("a string", item);
+                return None;
+            }
+            walk.text_value(item)
+        })
+    }
+
+    /// A mapping whose keys are names, each item made by `item` with its name on
+    /// the path; an item that is wrong (`None`, its error recorded) is left out,
+    /// as is a key that is no name. `expected` words the mapping for a type error.
+    fn by_name(
+        &mut self,
+        value: &Value,
+        expected: &str,
+        mut item: impl FnMut(&mut Self, &Value) -> Option<Value>,
+    ) -> Option<Value> {
         let Value::Mapping(map) = value else {
-            self.type_error("a mapping of names to strings", value);
+            self.type_error(expected, value);
             return None;
         };
         let mut out = Mapping::new();
-        for (key, item) in map {
+        for (key, value) in map {
             let name = scalar_text(key);
             self.path
                 .push(Segment::Key(name.clone().unwrap_or_else(|| inline(key))));
             match name {
                 None => self.type_error("a name as the key", key),
                 Some(name) => {
-                    if item.is_null() {
-                        self.type_error("a string", item);
-                    } else if let Some(text) = self.text_value(item) {
-                        out.insert(Value::String(name), text);
+                    if let Some(made) = item(self, value) {
+                        out.insert(Value::String(name), made);
                     }
                 }
             }
@@ -297,26 +314,13 @@ impl Walk<'_, '_> {
 impl Walk<'_, '_> {
     /// A mapping of names to sections with `keys` (`runner.pricing`).
     fn named_sections(&mut self, value: &Value, keys: &'static [Key]) -> Option<Value> {
-        let Value::Mapping(map) = value else {
-            self.type_error("a mapping of names to mappings", value);
-            return None;
-        };
-        let mut out = Mapping::new();
-        for (key, item) in map {
-            let name = scalar_text(key);
-            self.path
-                .push(Segment::Key(name.clone().unwrap_or_else(|| inline(key))));
-            match (name, item) {
-                (None, _) => self.type_error("a name as the key", key),
-                (Some(name), Value::Mapping(inner)) => {
-                    let clean = self.section(inner, keys);
-                    out.insert(Value::String(name), Value::Mapping(clean));
-                }
-                (Some(_), other) => self.type_error("a mapping", other),
-            }
-            self.path.pop();
-        }
-        Some(Value::Mapping(out))
+        self.by_name(value, "a mapping of names to mappings", |walk, item| {
+            let Value::Mapping(inner) = item else {
+                walk.type_error("a mapping", item);
+                return None;
+            };
+            Some(Value::Mapping(walk.section(inner, keys)))
+        })
     }
 }
 

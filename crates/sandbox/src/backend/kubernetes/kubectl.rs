@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use super::super::BackendError;
-use super::super::cluster::Cluster;
 use super::super::docker_cli::{Output, last_lines};
+use super::cluster::Cluster;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Ending, Invocation, Limits, Stop};
 

@@ -35,8 +35,21 @@
 //!
 //! The transport is the copy (nothing of this machine is mounted) and the carrier
 //! the lifeline.
+//!
+//! Before any sandbox, the engine as the code above reaches it (`entry.rs`, its
+//! `engine::Engine`, listed in `ENGINES`): its target, a `Cluster`
+//! (`cluster.rs`) read from `k8s://CONTEXT/NAMESPACE` or from a `hosts:` entry's
+//! `kubernetes:` and carried to a runner child in its environment; the backend
+//! opened there (the tools image, the entry's schedule timeout); the health check
+//! (`kubectl version` within 5 s); the sweep of a host (`Kubernetes::sweep`); its
+//! rows of `hosts check` (`Kubernetes::check`) and `hosts prepare` (the seccomp
+//! profile on the nodes, `seccomp_profile.rs`); and `doctor`'s checks of it.
 
+/// Its target, `k8s://CONTEXT/NAMESPACE` or a `hosts:` entry's `kubernetes:`.
+pub mod cluster;
 pub mod egress_probe;
+/// What the code above asks of its targets (`engine::Engine`).
+pub(crate) mod entry;
 mod kept_verdict;
 pub mod kubectl;
 pub mod pod;
@@ -48,7 +61,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
-pub use super::cluster::Cluster;
 use super::lifeline::{Down, Stream};
 use super::spec::{Exec, Mount, Net, Spec, Var};
 use super::sweep::{self, LABEL_EXPIRES, LABEL_TASK};
@@ -58,6 +70,7 @@ use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Finished, Held, HeldWait, Limits, Stop};
 use agent_runner_core::timestamp::human;
 use agent_runner_settings::labels;
+pub use cluster::Cluster;
 pub use kubectl::Kubectl;
 
 /// The health check of a cluster: the Pod's status within this (SPEC §22).

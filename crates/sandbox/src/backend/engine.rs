@@ -1,0 +1,148 @@
+//! What an engine provides besides its `Backend`: its kind of target (`Place`) read
+//! from the text of `--host NAME=…`/`runner.sandbox.host` and from its `hosts:`
+//! entry, its backend opened on one, its health check, its sweep of a host, its rows
+//! of `hosts check|prepare` and, where `doctor` cannot check it as a Docker daemon,
+//! its own checks. Each engine implements `Engine` beside its backend
+//! (`docker_engine.rs`, `kubernetes/entry.rs`); `ENGINES` (`mod.rs`) lists them, and the
+//! code above asks a `Target` (`Target::parse`, `health`, `sweep`, …), never an
+//! engine by name.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::Backend;
+use super::host::HostSpec;
+use super::host_check::{Ask, Prepare, PrepareError, Row};
+use super::sweep::Rule;
+use super::target::{Place, Target};
+
+/// One check `doctor` reports of an engine that checks itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineCheck {
+    /// What was checked, in words.
+    pub what: String,
+    /// What was seen (a server's version).
+    pub seen: String,
+    /// None: it holds; else what is wrong and the fix.
+    pub problem: Option<(String, String)>,
+}
+
+/// An engine of sandboxes, as the code above `backend/` reaches it through a
+/// `Target` of its kind `Place`.
+pub trait Engine: Sync + 'static {
+    /// Its kind of target.
+    type Place: Place;
+    /// The key of its `hosts:` entry (`docker`, `kubernetes`).
+    fn key(&self) -> &'static str;
+    /// What its `hosts:` entry holds, for the message of an entry that names no engine.
+    fn entry_form(&self) -> &'static str;
+    /// The prefix of its targets' text (`k8s://`); None: the default engine, whose
+    /// are the texts no other engine's prefix claims (and no target at all).
+    fn scheme(&self) -> Option<&'static str>;
+    /// Its target in `text` (its scheme's, or any text for the default engine).
+    fn parse(&self, text: &str) -> Result<Target, String>;
+    /// Its `hosts:` entry's value checked as read (the file's error); kept as it
+    /// will be written back.
+    fn entry(&self, value: Value) -> Result<Value, String>;
+    /// The host of a `hosts:` entry `at` with its value `value` (as `entry` kept
+    /// it), checked; errors name the field.
+    fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String>;
+    /// Its backend where no target is set; None: it has no default place.
+    fn open_default(&self) -> Option<Arc<dyn Backend>> {
+        None
+    }
+    /// Its backend on `place`.
+    fn open(&self, place: &Self::Place) -> Arc<dyn Backend>;
+    /// None when `place` answers its health check within 5 s (SPEC §22); else why not.
+    fn health(&self, place: &Self::Place, target: &Target) -> Option<String>;
+    /// Removes what `rule` takes of the sandboxes on `place`; their names.
+    fn sweep(&self, place: &Self::Place, target: &Target, rule: Rule) -> Vec<String>;
+    /// `host`'s row of `hosts check` (`row` named, nothing asked yet).
+    fn check(&self, place: &Self::Place, host: &HostSpec, ask: &Ask<'_>, row: Row) -> Row;
+    /// `hosts prepare` of `host`: what it did.
+    fn prepare(
+        &self,
+        place: &Self::Place,
+        host: &HostSpec,
+        ask: &Prepare<'_>,
+    ) -> Result<String, PrepareError>;
+    /// What `doctor` reports of `place` in place of its checks of a Docker daemon;
+    /// None: those checks (the default daemon's, as the sandbox reaches it).
+    fn doctor(&self, _place: &Self::Place) -> Option<Vec<EngineCheck>> {
+        None
+    }
+}
+
+/// An `Engine` whatever its kind of place: each call None when the target is not
+/// of its kind (`engines.rs` asks each in turn).
+pub(crate) trait AnyEngine: Sync {
+    fn key(&self) -> &'static str;
+    fn entry_form(&self) -> &'static str;
+    fn scheme(&self) -> Option<&'static str>;
+    fn parse(&self, text: &str) -> Result<Target, String>;
+    fn entry(&self, value: Value) -> Result<Value, String>;
+    fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String>;
+    fn open_default(&self) -> Option<Arc<dyn Backend>>;
+    fn open(&self, target: &Target) -> Option<Arc<dyn Backend>>;
+    fn health(&self, target: &Target) -> Option<Option<String>>;
+    fn sweep(&self, target: &Target, rule: Rule) -> Option<Vec<String>>;
+    fn check(&self, host: &HostSpec, ask: &Ask<'_>, row: Row) -> Result<Row, Row>;
+    fn prepare(&self, host: &HostSpec, ask: &Prepare<'_>) -> Option<Result<String, PrepareError>>;
+    fn doctor(&self, target: &Target) -> Option<Option<Vec<EngineCheck>>>;
+}
+
+impl<E: Engine> AnyEngine for E {
+    fn key(&self) -> &'static str {
+        Engine::key(self)
+    }
+    fn entry_form(&self) -> &'static str {
+        Engine::entry_form(self)
+    }
+    fn scheme(&self) -> Option<&'static str> {
+        Engine::scheme(self)
+    }
+    fn parse(&self, text: &str) -> Result<Target, String> {
+        Engine::parse(self, text)
+    }
+    fn entry(&self, value: Value) -> Result<Value, String> {
+        Engine::entry(self, value)
+    }
+    fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String> {
+        Engine::host(self, at, name, value, slots)
+    }
+    fn open_default(&self) -> Option<Arc<dyn Backend>> {
+        Engine::open_default(self)
+    }
+    fn open(&self, target: &Target) -> Option<Arc<dyn Backend>> {
+        Some(Engine::open(self, target.place::<E::Place>()?))
+    }
+    fn health(&self, target: &Target) -> Option<Option<String>> {
+        Some(Engine::health(self, target.place::<E::Place>()?, target))
+    }
+    fn sweep(&self, target: &Target, rule: Rule) -> Option<Vec<String>> {
+        Some(Engine::sweep(
+            self,
+            target.place::<E::Place>()?,
+            target,
+            rule,
+        ))
+    }
+    fn check(&self, host: &HostSpec, ask: &Ask<'_>, row: Row) -> Result<Row, Row> {
+        match host.target.place::<E::Place>() {
+            Some(place) => Ok(Engine::check(self, place, host, ask, row)),
+            None => Err(row),
+        }
+    }
+    fn prepare(&self, host: &HostSpec, ask: &Prepare<'_>) -> Option<Result<String, PrepareError>> {
+        Some(Engine::prepare(
+            self,
+            host.target.place::<E::Place>()?,
+            host,
+            ask,
+        ))
+    }
+    fn doctor(&self, target: &Target) -> Option<Option<Vec<EngineCheck>>> {
+        Some(Engine::doctor(self, target.place::<E::Place>()?))
+    }
+}
