@@ -44,14 +44,17 @@ enum TestList {
     Text(String),
 }
 
+/// A `TestList::Text` that does not hold a JSON list of test ids.
+#[derive(Debug, thiserror::Error)]
+#[error("not a JSON list of test ids: {0}")]
+struct NotAList(#[from] serde_json::Error);
+
 impl TestList {
-    fn ids(&self) -> Result<Vec<String>, String> {
+    fn ids(&self) -> Result<Vec<String>, NotAList> {
         match self {
             TestList::None => Ok(Vec::new()),
             TestList::List(ids) => Ok(ids.clone()),
-            TestList::Text(text) => {
-                serde_json::from_str(text).map_err(|e| format!("not a JSON list of test ids: {e}"))
-            }
+            TestList::Text(text) => Ok(serde_json::from_str(text)?),
         }
     }
 }

@@ -200,9 +200,9 @@ fn available(
             host: first.name.clone(),
             stderr: agent_runner_core::text::cut_chars(out.stderr.trim(), 300),
         }),
-        Err(detail) => Err(Unavailable::Call {
+        Err(e) => Err(Unavailable::Call {
             image: image.to_string(),
-            detail,
+            detail: e.to_string(),
         }),
     }
 }

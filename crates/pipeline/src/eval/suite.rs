@@ -457,7 +457,7 @@ fn check_configs(configs: &[RawConfig], dir: &Path, problems: &mut Problems) {
         match &c.runner {
             serde_json::Value::Null | serde_json::Value::Object(_) => {
                 if let Err(e) = check_runner(&c.runner, dir) {
-                    problems.add(here("runner"), Target::Key, e);
+                    problems.add(here("runner"), Target::Key, e.to_string());
                 }
             }
             _ => problems.add(
@@ -499,9 +499,29 @@ fn merge(into: &mut serde_json::Value, over: &serde_json::Value) {
     }
 }
 
+/// Why the runner's own parser refuses a config's runner block.
+#[derive(Debug, thiserror::Error)]
+enum RunnerRefused {
+    /// The TaskConfig made of it could not be written as YAML.
+    #[error("{0}")]
+    Yaml(#[from] serde_norway::Error),
+    /// The parser's problems, but those of the host.
+    #[error("{}", said(.0))]
+    Problems(Vec<agent_runner_settings::task::InputError>),
+}
+
+/// Each problem as `path: message`, `; ` between them.
+fn said(problems: &[agent_runner_settings::task::InputError]) -> String {
+    let said: Vec<String> = problems
+        .iter()
+        .map(|e| format!("{}: {}", e.path(), e.message))
+        .collect();
+    said.join("; ")
+}
+
 /// The config's runner block checked by the runner's own Task YAML parser, over
 /// `runner_base` in a TaskConfig of nothing else (the errors name `runner.…`).
-fn check_runner(runner: &serde_json::Value, dir: &Path) -> Result<(), String> {
+fn check_runner(runner: &serde_json::Value, dir: &Path) -> Result<(), RunnerRefused> {
     let mut merged = crate::store::eval_task::runner_base();
     if !runner.is_null() {
         merge(&mut merged, runner);
@@ -511,7 +531,7 @@ fn check_runner(runner: &serde_json::Value, dir: &Path) -> Result<(), String> {
                  "project": {"root_dir": dir.display().to_string()}},
         "runner": merged,
     });
-    let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
+    let yaml = serde_norway::to_string(&config)?;
     let var = |name: &str| std::env::var_os(name);
     let host = agent_runner_settings::task::Host {
         var: &var,
@@ -522,15 +542,15 @@ fn check_runner(runner: &serde_json::Value, dir: &Path) -> Result<(), String> {
     };
     // What the host lacks (a key's variable, a file) is checked when each run's
     // TaskConfig is built over the workspace's defaults, not here.
-    let problems: Vec<String> = errors
+    let problems: Vec<_> = errors
         .iter()
         .filter(|e| e.category() != agent_runner_settings::task::Category::Environment)
-        .map(|e| format!("{}: {}", e.path(), e.message))
+        .cloned()
         .collect();
     if problems.is_empty() {
         return Ok(());
     }
-    Err(problems.join("; "))
+    Err(RunnerRefused::Problems(problems))
 }
 
 /// `a.b[0].c` of a path.

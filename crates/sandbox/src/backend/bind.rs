@@ -138,7 +138,7 @@ impl Transport for Bind {
     }
 
     fn mounts(&mut self) -> Result<Vec<Mount>, BackendError> {
-        let git = git_dir::mounts(&self.repo).map_err(BackendError::Io)?;
+        let git = git_dir::mounts(&self.repo).map_err(|e| BackendError::Io(e.to_string()))?;
         let mut mounts = vec![
             Mount::new(&self.repo, PROJECT_DIR, false),
             Mount::new(

@@ -119,9 +119,9 @@ impl Target {
         args: &[&str],
         deadline: Duration,
         interrupt: Interrupt,
-    ) -> Result<Output, String> {
+    ) -> Result<Output, agent_runner_core::Error> {
         let invocation = self.apply(docker_cli::command().args(args.iter().copied()));
-        docker_cli::run_invocation(&invocation, deadline, interrupt).map_err(|e| e.to_string())
+        docker_cli::run_invocation(&invocation, deadline, interrupt)
     }
 }
 
@@ -138,6 +138,6 @@ pub(crate) fn health(target: &Target) -> Option<String> {
             Some(format!("no answer within {} s", HEALTH.as_secs()))
         }
         Ok(out) => Some(last_lines(&out.stderr, 2)),
-        Err(e) => Some(e),
+        Err(e) => Some(e.to_string()),
     }
 }

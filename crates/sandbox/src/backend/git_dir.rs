@@ -40,16 +40,34 @@ pub(crate) struct Mount {
     pub(crate) readonly: bool,
 }
 
+/// Why `.git` cannot be protected.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GitDirError {
+    /// The repository or its `.git` could not be read, or an entry made.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(
+        "{} is a symlink or not a regular file or directory: agent-runner cannot keep the worker from replacing it (make it a directory, or a `gitdir:` file)",
+        .0.display()
+    )]
+    DotGitOdd(PathBuf),
+    /// An entry of `.git` to be mounted read-only.
+    #[error(
+        "{} is a symlink (or a FIFO, a socket, a device): agent-runner cannot keep the worker from changing what it leads to; make it a plain file or directory",
+        .0.display()
+    )]
+    EntryOdd(PathBuf),
+}
+
 /// Entries of `.git` mounted read-only when they are there.
 const READ_ONLY_IF_THERE: [&str; 3] = ["config.worktree", "modules", "worktrees"];
 
 /// The mounts that protect `repo`'s `.git` (none without one); an error if it cannot
 /// be protected.
-pub(crate) fn mounts(repo: &Path) -> Result<Vec<Mount>, String> {
-    let top = Dir::open(repo).map_err(|e| e.to_string())?;
+pub(crate) fn mounts(repo: &Path) -> Result<Vec<Mount>, GitDirError> {
+    let top = Dir::open(repo)?;
     let kind = top
-        .entries()
-        .map_err(|e| e.to_string())?
+        .entries()?
         .into_iter()
         .find(|(name, _)| name == ".git")
         .map(|(_, kind)| kind);
@@ -63,31 +81,26 @@ pub(crate) fn mounts(repo: &Path) -> Result<Vec<Mount>, String> {
         None => return Ok(Vec::new()),
         Some(Kind::File) => return Ok(vec![mount(".git", true)]),
         Some(Kind::Dir) => {}
-        Some(Kind::Other) => {
-            return Err(format!(
-                "{} is a symlink or not a regular file or directory: agent-runner cannot keep the worker from replacing it (make it a directory, or a `gitdir:` file)",
-                dot_git.display()
-            ));
-        }
+        Some(Kind::Other) => return Err(GitDirError::DotGitOdd(dot_git)),
     }
-    let git = top.existing(".git").map_err(|e| e.to_string())?;
-    let mut entries = git.entries().map_err(|e| e.to_string())?;
+    let git = top.existing(".git")?;
+    let mut entries = git.entries()?;
     let kind_of = |entries: &[(String, Kind)], name: &str| {
         entries.iter().find(|(n, _)| n == name).map(|(_, k)| *k)
     };
     // Made if missing: a mount point must exist.
     for dir in ["hooks", "info"] {
         if kind_of(&entries, dir).is_none() {
-            git.subdir(dir).map_err(|e| e.to_string())?;
+            git.subdir(dir)?;
             entries.push((dir.to_string(), Kind::Dir));
         }
     }
     if kind_of(&entries, "config").is_none() {
-        git.create("config").map_err(|e| e.to_string())?;
+        git.create("config")?;
         entries.push(("config".to_string(), Kind::File));
     }
     if kind_of(&entries, "config.worktree").is_none() && wants_worktree_config(&git) {
-        git.create("config.worktree").map_err(|e| e.to_string())?;
+        git.create("config.worktree")?;
         entries.push(("config.worktree".to_string(), Kind::File));
     }
     let mut mounts = vec![mount(".git", false)];
@@ -97,12 +110,7 @@ pub(crate) fn mounts(repo: &Path) -> Result<Vec<Mount>, String> {
     {
         match kind_of(&entries, name) {
             None => {}
-            Some(Kind::Other) => {
-                return Err(format!(
-                    "{} is a symlink (or a FIFO, a socket, a device): agent-runner cannot keep the worker from changing what it leads to; make it a plain file or directory",
-                    git.join(name).display()
-                ));
-            }
+            Some(Kind::Other) => return Err(GitDirError::EntryOdd(git.join(name))),
             Some(_) => mounts.push(mount(&format!(".git/{name}"), true)),
         }
     }
@@ -186,11 +194,11 @@ mod tests {
         let repo = scratch();
         std::fs::create_dir_all(repo.join(".git")).unwrap();
         std::os::unix::fs::symlink("/tmp", repo.join(".git/hooks")).unwrap();
-        let e = mounts(&repo).unwrap_err();
+        let e = mounts(&repo).unwrap_err().to_string();
         assert!(e.contains(".git/hooks is a symlink"), "{e}");
         std::fs::remove_dir_all(repo.join(".git")).unwrap();
         std::os::unix::fs::symlink("/tmp", repo.join(".git")).unwrap();
-        let e = mounts(&repo).unwrap_err();
+        let e = mounts(&repo).unwrap_err().to_string();
         assert!(e.contains(".git is a symlink"), "{e}");
         std::fs::remove_file(repo.join(".git")).unwrap();
         std::fs::write(repo.join(".git"), "gitdir: /elsewhere\n").unwrap();

@@ -77,8 +77,18 @@ impl HostSpec {
     }
 }
 
+/// The SLOTS of `URL[:SLOTS]`, all digits, but too large a number.
+#[derive(Debug, thiserror::Error)]
+#[error("slots {0:?}: not a number")]
+struct SlotsNotANumber(String);
+
+/// A host's name that `check_name` refuses.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?}: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit")]
+struct BadName(String);
+
 /// `(address, slots)` of `URL[:SLOTS]`.
-fn split_slots(address: &str) -> Result<(&str, usize), String> {
+fn split_slots(address: &str) -> Result<(&str, usize), SlotsNotANumber> {
     let Some((before, last)) = address.rsplit_once(':') else {
         return Ok((address, 1));
     };
@@ -99,12 +109,12 @@ fn split_slots(address: &str) -> Result<(&str, usize), String> {
     }
     let slots = last
         .parse::<usize>()
-        .map_err(|_| format!("slots {last:?}: not a number"))?;
+        .map_err(|_| SlotsNotANumber(last.to_string()))?;
     Ok((before, slots))
 }
 
 /// A host's name: [A-Za-z0-9][A-Za-z0-9._-]{0,63}, shown in lines and tables.
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), BadName> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -117,9 +127,7 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "{name:?}: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit"
-        ))
+        Err(BadName(name.to_string()))
     }
 }
 

@@ -94,17 +94,34 @@ pub fn unknown(runtime: &str, known: &[String]) -> String {
     )
 }
 
+/// Why `check` finds `runtime` not usable: the daemon does not know it, or could
+/// not say.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{}", unknown(.runtime, .known))]
+    Unknown { runtime: String, known: Vec<String> },
+    #[error("runner.sandbox.runtime: cannot tell whether the daemon knows `{runtime}`: {source}")]
+    Unasked {
+        runtime: String,
+        source: BackendError,
+    },
+}
+
 /// `doctor`'s and `hosts check`'s line on `runtime`: whether the daemon knows it.
-pub fn check(runtime: &str, deadline: Duration) -> Result<String, String> {
+pub fn check(runtime: &str, deadline: Duration) -> Result<String, RuntimeError> {
     match known(deadline) {
         Ok(known) if known.iter().any(|k| k == runtime) => Ok(format!(
             "runtime {runtime}: registered with the daemon (it knows: {})",
             known.join(", ")
         )),
-        Ok(known) => Err(unknown(runtime, &known)),
-        Err(e) => Err(format!(
-            "runner.sandbox.runtime: cannot tell whether the daemon knows `{runtime}`: {e}"
-        )),
+        Ok(known) => Err(RuntimeError::Unknown {
+            runtime: runtime.to_string(),
+            known,
+        }),
+        Err(source) => Err(RuntimeError::Unasked {
+            runtime: runtime.to_string(),
+            source,
+        }),
     }
 }
 

@@ -63,8 +63,7 @@ pub enum Rule {
 /// `ps -q` then `inspect` with `index .Config.Labels`, formats podman understands
 /// too (its `ps` knows no `.Label`). A sweep that cannot run says so in the log.
 pub(crate) fn remove_orphans(deadline: Duration) -> Vec<String> {
-    let docker =
-        |args: &[&str]| call(args, deadline, Interrupt::never()).map_err(|e| e.to_string());
+    let docker = |args: &[&str]| call(args, deadline, Interrupt::never());
     let filter = format!("label={LABEL_TASK}");
     let (removed, failed) = sweep(&docker, &filter, Rule::AtStart);
     if let Some(why) = failed {
@@ -77,8 +76,7 @@ pub(crate) fn remove_orphans(deadline: Duration) -> Vec<String> {
 /// owner is dead or whose expiry passed: a fill killed mid-way leaves its created
 /// container. Their names.
 pub(crate) fn remove_fill_leftovers(deadline: Duration) -> Vec<String> {
-    let docker =
-        |args: &[&str]| call(args, deadline, Interrupt::never()).map_err(|e| e.to_string());
+    let docker = |args: &[&str]| call(args, deadline, Interrupt::never());
     let filter = format!(
         "label={}={}",
         agent_runner_settings::labels::TOOLS,
@@ -164,23 +162,32 @@ pub fn sweep_host(target: &Target, rule: Rule) -> Vec<String> {
     removed
 }
 
+/// Why a listing of the sweep failed: docker's call (`E`), or docker's answer.
+#[derive(Debug, thiserror::Error)]
+enum ListingError<E> {
+    #[error("{0}")]
+    Call(E),
+    /// `command`: its first two arguments; `stderr`: its last lines.
+    #[error("`docker {command}` failed: {stderr}")]
+    Failed { command: String, stderr: String },
+}
+
 /// One daemon's sweep through `docker` (a call to it): the containers listed by
 /// `filter` that `rule` takes removed, then the volumes. Their names, and why a
 /// listing failed, if one did (what could be listed is swept all the same).
-fn sweep(
-    docker: &dyn Fn(&[&str]) -> Result<Output, String>,
+fn sweep<E>(
+    docker: &dyn Fn(&[&str]) -> Result<Output, E>,
     filter: &str,
     rule: Rule,
-) -> (Vec<String>, Option<String>) {
-    let listed = |args: &[&str]| -> Result<Vec<String>, String> {
+) -> (Vec<String>, Option<ListingError<E>>) {
+    let listed = |args: &[&str]| -> Result<Vec<String>, ListingError<E>> {
         match docker(args) {
             Ok(out) if out.ok => Ok(out.stdout.split_whitespace().map(str::to_string).collect()),
-            Ok(out) => Err(format!(
-                "`docker {}` failed: {}",
-                args[..2].join(" "),
-                last_lines(&out.stderr, 2)
-            )),
-            Err(e) => Err(e),
+            Ok(out) => Err(ListingError::Failed {
+                command: args[..2].join(" "),
+                stderr: last_lines(&out.stderr, 2),
+            }),
+            Err(e) => Err(ListingError::Call(e)),
         }
     };
     let mut removed = Vec::new();

@@ -142,6 +142,16 @@ pub struct Agent {
     pub loader: Option<&'static str>,
 }
 
+/// An image that can run none of an agent's builds: it has neither C library.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "claude's binary needs a C library in the image: glibc ({glibc}) or musl \
+     ({musl}, for its musl build), and it has neither",
+    glibc = GLIBC_LOADER,
+    musl = MUSL_LOADER
+)]
+pub struct NoCLibrary;
+
 /// The C library loaders that decide which build of an agent an image can run.
 pub fn loaders() -> [&'static str; 2] {
     [GLIBC_LOADER, MUSL_LOADER]
@@ -150,7 +160,7 @@ pub fn loaders() -> [&'static str; 2] {
 /// The build of `program` in the volume that an image with the loaders `present`
 /// can run: Ok(None) when the volume has no such agent, Err(why) when the image can
 /// run none of its builds.
-pub fn agent(program: &str, present: &[&str]) -> Result<Option<Agent>, String> {
+pub fn agent(program: &str, present: &[&str]) -> Result<Option<Agent>, NoCLibrary> {
     match program {
         "codex" => Ok(Some(Agent {
             path: format!("{TOOLS_DIR}/codex/package/vendor/{TRIPLE}/bin/codex"),
@@ -166,10 +176,7 @@ pub fn agent(program: &str, present: &[&str]) -> Result<Option<Agent>, String> {
             } else if present.contains(&MUSL_LOADER) {
                 Ok(Some(build("claude-musl", MUSL_LOADER)))
             } else {
-                Err(format!(
-                    "claude's binary needs a C library in the image: glibc ({GLIBC_LOADER}) or musl \
-                     ({MUSL_LOADER}, for its musl build), and it has neither"
-                ))
+                Err(NoCLibrary)
             }
         }
         _ => Ok(None),
@@ -739,7 +746,7 @@ mod tests {
         let musl = agent("claude", &[MUSL_LOADER]).unwrap().unwrap();
         assert_eq!(musl.path, "/agent-runner-tools/claude-musl/package/claude");
         assert_eq!(musl.loader, Some(MUSL_LOADER));
-        let none = agent("claude", &[]).unwrap_err();
+        let none = agent("claude", &[]).unwrap_err().to_string();
         assert!(none.contains("has neither"), "{none}");
         assert_eq!(agent("codex", &[]).unwrap().unwrap().loader, None);
     }

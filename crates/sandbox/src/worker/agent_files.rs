@@ -118,6 +118,42 @@ struct Listing {
     answer: (bool, String),
 }
 
+/// What may have changed of the agent's files: the first difference found (the
+/// detail of `SandboxError::AgentChanged`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum Change {
+    #[error("{path} ({what}) was not there when the container started")]
+    Appeared { path: String, what: String },
+    #[error("{path} ({what}) is not the file it was when the container started")]
+    Replaced { path: String, what: String },
+    #[error("{path} ({what}) is gone")]
+    Gone { path: String, what: String },
+    #[error("{0} (what the loader reads) is not what it was when the container started")]
+    LoaderFile(String),
+    /// A directory or link on the way, named by the diff.
+    #[error("{0}, on the way to the agent's files, was changed")]
+    OnTheWay(String),
+    /// A directory on the way named with nothing below it: perhaps a link now.
+    #[error("{0}, on the way to the agent's files, was replaced")]
+    WayReplaced(String),
+    #[error("{0} has the name of a library the agent's files load")]
+    Namesake(String),
+    #[error(
+        "what {loader} loads for {file} is not what it loaded when the container started \
+         (a library or /etc/ld.so.preload changed)"
+    )]
+    Loads { loader: String, file: String },
+}
+
+/// Why the tar stream of a copy out of the container gave no content.
+#[derive(Debug, thiserror::Error)]
+enum TarStreamError {
+    #[error("the copy's tar stream: {0}")]
+    Read(std::io::Error),
+    #[error("the reader of the copy's tar stream failed")]
+    ReaderFailed,
+}
+
 /// What `docker cp -L` gave for a path.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum Content {
@@ -250,7 +286,7 @@ impl AgentFiles {
         // mount points of `--init` and of our mounts: `/usr/sbin/docker-init`, with
         // `/usr` changed above it) passes the same rules as a run's changes.
         let changed_at_start = match diff_at_start {
-            Some(named) => self.verdict(named).err(),
+            Some(named) => self.verdict(named).err().map(|change| change.to_string()),
             None => Some("the diff could not say".to_string()),
         };
         let always_hash = unknown || on_mount.is_some() || changed_at_start.is_some();
@@ -353,15 +389,15 @@ impl AgentFiles {
             return Err(exec.0.diff_failed().into());
         };
         self.verdict(&named)
-            .map_err(|detail| SandboxError::AgentChanged {
+            .map_err(|change| SandboxError::AgentChanged {
                 agent: self.agent().to_string(),
-                detail,
+                detail: change.to_string(),
             })
     }
 
     /// What `named` (the paths of the daemon's diff) says of the agent's files:
     /// the first that may have changed, said.
-    fn verdict(&self, named: &HashSet<String>) -> Result<(), String> {
+    fn verdict(&self, named: &HashSet<String>) -> Result<(), Change> {
         let mut visited: Vec<&String> = self.visited.iter().collect();
         visited.sort();
         for path in visited.into_iter().filter(|p| named.contains(*p)) {
@@ -370,9 +406,7 @@ impl AgentFiles {
                 return Err(self.describe(path));
             }
             if !named.iter().any(|n| strictly_below(n, path)) {
-                return Err(format!(
-                    "{path}, on the way to the agent's files, was replaced"
-                ));
+                return Err(Change::WayReplaced(path.clone()));
             }
         }
         let mut named: Vec<&String> = named.iter().collect();
@@ -380,34 +414,31 @@ impl AgentFiles {
         for path in named {
             let name = path.rsplit('/').next().unwrap_or_default();
             if self.sonames.contains(name) && !self.visited.contains(path) {
-                return Err(format!(
-                    "{path} has the name of a library the agent's files load"
-                ));
+                return Err(Change::Namesake(path.clone()));
             }
         }
         Ok(())
     }
 
     /// `path` (one the diff names) as a difference.
-    fn describe(&self, path: &str) -> String {
+    fn describe(&self, path: &str) -> Change {
         let pinned = self
             .configs
             .iter()
             .chain(&self.files)
             .find(|f| f.path == path);
+        let path = path.to_string();
         match pinned {
-            Some(file) if file.content == Content::Missing => format!(
-                "{path} ({}) was not there when the container started",
-                file.what
-            ),
-            Some(file) => format!(
-                "{path} ({}) is not the file it was when the container started",
-                file.what
-            ),
-            None if LOADER_FILES.contains(&path) => format!(
-                "{path} (what the loader reads) is not what it was when the container started"
-            ),
-            None => format!("{path}, on the way to the agent's files, was changed"),
+            Some(file) if file.content == Content::Missing => Change::Appeared {
+                path,
+                what: file.what.clone(),
+            },
+            Some(file) => Change::Replaced {
+                path,
+                what: file.what.clone(),
+            },
+            None if LOADER_FILES.contains(&path.as_str()) => Change::LoaderFile(path),
+            None => Change::OnTheWay(path),
         }
     }
 
@@ -416,9 +447,9 @@ impl AgentFiles {
     /// error naming the first difference, or docker's own failure.
     pub(crate) fn check(&self, container: &str, spec: &ContainerSpec) -> Result<(), SandboxError> {
         let exec = Exec::new(container, spec);
-        let changed = |detail: String| SandboxError::AgentChanged {
+        let changed = |change: Change| SandboxError::AgentChanged {
             agent: self.agent().to_string(),
-            detail,
+            detail: change.to_string(),
         };
         let answers = std::thread::scope(|scope| {
             let lists: Vec<_> = self
@@ -430,11 +461,10 @@ impl AgentFiles {
         });
         for (listing, now) in self.listings.iter().zip(answers) {
             if now? != listing.answer {
-                return Err(changed(format!(
-                    "what {} loads for {} is not what it loaded when the container started \
-                     (a library or /etc/ld.so.preload changed)",
-                    listing.loader, listing.file
-                )));
+                return Err(changed(Change::Loads {
+                    loader: listing.loader.clone(),
+                    file: listing.file.clone(),
+                }));
             }
         }
         let contents = std::thread::scope(|scope| {
@@ -467,22 +497,14 @@ fn in_repository(agent: &str, program: &str, spec: &ContainerSpec) -> Result<(),
 }
 
 /// Each of `pinned` against what it is `now`: the first difference, said.
-fn compare(pinned: &[Pinned], now: &[Content]) -> Result<(), String> {
+fn compare(pinned: &[Pinned], now: &[Content]) -> Result<(), Change> {
     for (file, now) in pinned.iter().zip(now) {
-        let (path, what) = (&file.path, &file.what);
+        let (path, what) = (file.path.clone(), file.what.clone());
         match (&file.content, now) {
             (was, now) if was == now => {}
-            (_, Content::Missing) => return Err(format!("{path} ({what}) is gone")),
-            (Content::Missing, _) => {
-                return Err(format!(
-                    "{path} ({what}) was not there when the container started"
-                ));
-            }
-            _ => {
-                return Err(format!(
-                    "{path} ({what}) is not the file it was when the container started"
-                ));
-            }
+            (_, Content::Missing) => return Err(Change::Gone { path, what }),
+            (Content::Missing, _) => return Err(Change::Appeared { path, what }),
+            _ => return Err(Change::Replaced { path, what }),
         }
     }
     Ok(())
@@ -945,9 +967,10 @@ impl<'a> Exec<'a> {
             .copy(path, COPY_TIMEOUT, || Pulled::new(first_entry))?
         {
             Copied::Missing => Ok((Content::Missing, Vec::new())),
-            Copied::Read(reader, command) => {
-                digested(reader).map_err(|detail| SandboxError::Docker { command, detail })
-            }
+            Copied::Read(reader, command) => digested(reader).map_err(|e| SandboxError::Docker {
+                command,
+                detail: e.to_string(),
+            }),
         }
     }
 }
@@ -1038,50 +1061,44 @@ fn libraries(answer: &str) -> Vec<String> {
 /// Reads the tar stream of `docker cp -L <c>:<path> -` (on a thread of its own,
 /// through the `tar` crate, `first_entry`): the SHA-256 of its first entry's
 /// content and that content's first bytes; the rest is not read.
-type TarDigest = Pulled<Result<(Content, Vec<u8>), String>>;
+type TarDigest = Pulled<Result<(Content, Vec<u8>), TarStreamError>>;
 
 /// What a `TarDigest` found, once the stream has ended.
-fn digested(reader: TarDigest) -> Result<(Content, Vec<u8>), String> {
-    reader
-        .result()
-        .unwrap_or_else(|| Err("the reader of the copy's tar stream failed".into()))
+fn digested(reader: TarDigest) -> Result<(Content, Vec<u8>), TarStreamError> {
+    reader.result().unwrap_or(Err(TarStreamError::ReaderFailed))
 }
 
 /// Why the reading stops: the first entry was read (or the stream is bad).
 enum FirstEntry {
     Read(Content, Vec<u8>),
-    Bad(String),
+    Bad(std::io::Error),
 }
 
 /// The first entry of `stream`: a file's digest and first bytes, another entry's
 /// tar type, `Missing` for an archive without entries.
-fn first_entry(stream: StreamReader) -> Result<(Content, Vec<u8>), String> {
-    let read = untar::read_entries(
-        stream,
-        |e| FirstEntry::Bad(format!("the copy's tar stream: {e}")),
-        &mut |entry, content| {
-            let Kind::File = entry.kind else {
-                return Err(FirstEntry::Read(
-                    Content::Other(entry.kind.type_byte()),
-                    Vec::new(),
-                ));
-            };
-            let mut digest = Digesting {
-                hasher: ring::digest::Context::new(&ring::digest::SHA256),
-                head: Vec::new(),
-            };
-            if let Err(e) = content.copy_to(&mut digest) {
-                return Err(FirstEntry::Bad(format!("the copy's tar stream: {e}")));
-            }
-            let mut sha = [0u8; 32];
-            sha.copy_from_slice(digest.hasher.finish().as_ref());
-            Err(FirstEntry::Read(Content::File(sha), digest.head))
-        },
-    );
+fn first_entry(stream: StreamReader) -> Result<(Content, Vec<u8>), TarStreamError> {
+    let read = untar::read_entries(stream, FirstEntry::Bad, &mut |entry, content| {
+        let Kind::File = entry.kind else {
+            return Err(FirstEntry::Read(
+                Content::Other(entry.kind.type_byte()),
+                Vec::new(),
+            ));
+        };
+        let mut digest = Digesting {
+            hasher: ring::digest::Context::new(&ring::digest::SHA256),
+            head: Vec::new(),
+        };
+        if let Err(e) = content.copy_to(&mut digest) {
+            return Err(FirstEntry::Bad(e));
+        }
+        let mut sha = [0u8; 32];
+        sha.copy_from_slice(digest.hasher.finish().as_ref());
+        Err(FirstEntry::Read(Content::File(sha), digest.head))
+    });
     match read {
         Ok(()) => Ok((Content::Missing, Vec::new())),
         Err(FirstEntry::Read(content, head)) => Ok((content, head)),
-        Err(FirstEntry::Bad(why)) => Err(why),
+        Err(FirstEntry::Bad(e)) => Err(TarStreamError::Read(e)),
     }
 }
 
@@ -1208,7 +1225,7 @@ mod tests {
             ),
         ];
         for (paths, said) in cases {
-            let verdict = agent.verdict(&named(paths)).unwrap_err();
+            let verdict = agent.verdict(&named(paths)).unwrap_err().to_string();
             assert!(verdict.starts_with(said), "{paths:?}: {verdict}");
         }
     }

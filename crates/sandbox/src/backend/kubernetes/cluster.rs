@@ -27,6 +27,22 @@ pub struct Cluster {
     pub session_storage_class: Option<String>,
 }
 
+/// Why a cluster's target, or a name in its entry, is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("context {0:?}: a kubeconfig context's name, without spaces or /")]
+    Context(String),
+    #[error("namespace {0:?}: 1 to 63 of a-z 0-9 -, not starting or ending with -")]
+    Namespace(String),
+    #[error(
+        "{0:?}: a StorageClass's name, 1 to 253 of a-z 0-9 - . (`kubectl get storageclass` lists them)"
+    )]
+    StorageClass(String),
+    /// A `k8s://` target without both parts.
+    #[error("{0:?}: expected k8s://CONTEXT/NAMESPACE (both named)")]
+    Form(String),
+}
+
 /// Carries a cluster entry's `schedule_timeout_sec` to the runner the
 /// orchestrator starts for it (`host::Target::apply`).
 pub const SCHEDULE_TIMEOUT_VAR: &str = "AGENT_RUNNER_K8S_SCHEDULE_TIMEOUT_SEC";
@@ -42,15 +58,13 @@ impl Cluster {
         context: &str,
         namespace: &str,
         kubeconfig: Option<PathBuf>,
-    ) -> Result<Cluster, String> {
+    ) -> Result<Cluster, ClusterError> {
         if context.is_empty()
             || context
                 .chars()
                 .any(|c| c.is_control() || c.is_whitespace() || c == '/')
         {
-            return Err(format!(
-                "context {context:?}: a kubeconfig context's name, without spaces or /"
-            ));
+            return Err(ClusterError::Context(context.to_string()));
         }
         let label = !namespace.is_empty()
             && namespace.len() <= 63
@@ -60,9 +74,7 @@ impl Cluster {
             && !namespace.starts_with('-')
             && !namespace.ends_with('-');
         if !label {
-            return Err(format!(
-                "namespace {namespace:?}: 1 to 63 of a-z 0-9 -, not starting or ending with -"
-            ));
+            return Err(ClusterError::Namespace(namespace.to_string()));
         }
         Ok(Cluster {
             context: context.to_string(),
@@ -77,7 +89,7 @@ impl Cluster {
     /// `class` as a StorageClass name Kubernetes accepts (a DNS subdomain: 1 to
     /// 253 of a-z 0-9 - ., each dot-separated part starting and ending with a
     /// letter or digit).
-    pub fn storage_class(class: &str) -> Result<String, String> {
+    pub fn storage_class(class: &str) -> Result<String, ClusterError> {
         let part_ok = |part: &str| {
             !part.is_empty()
                 && part
@@ -87,9 +99,7 @@ impl Cluster {
                 && !part.ends_with('-')
         };
         if class.len() > 253 || !class.split('.').all(part_ok) {
-            return Err(format!(
-                "{class:?}: a StorageClass's name, 1 to 253 of a-z 0-9 - . (`kubectl get storageclass` lists them)"
-            ));
+            return Err(ClusterError::StorageClass(class.to_string()));
         }
         Ok(class.to_string())
     }
@@ -113,13 +123,11 @@ impl Cluster {
     }
 
     /// `k8s://CONTEXT/NAMESPACE`; None when `target` is not of that scheme.
-    pub fn parse(target: &str) -> Option<Result<Cluster, String>> {
+    pub fn parse(target: &str) -> Option<Result<Cluster, ClusterError>> {
         let rest = target.strip_prefix(SCHEME)?;
         Some(match rest.split_once('/') {
             Some((context, namespace)) => Cluster::new(context, namespace, None),
-            None => Err(format!(
-                "{target:?}: expected k8s://CONTEXT/NAMESPACE (both named)"
-            )),
+            None => Err(ClusterError::Form(target.to_string())),
         })
     }
 }
@@ -145,13 +153,25 @@ mod tests {
 
     #[test]
     fn bad_targets_say_what_is_wrong() {
-        let e = Cluster::parse("k8s://ctx").unwrap().unwrap_err();
+        let e = Cluster::parse("k8s://ctx")
+            .unwrap()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("expected k8s://CONTEXT/NAMESPACE"), "{e}");
-        let e = Cluster::parse("k8s://ctx/Agents").unwrap().unwrap_err();
+        let e = Cluster::parse("k8s://ctx/Agents")
+            .unwrap()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("namespace \"Agents\""), "{e}");
-        let e = Cluster::parse("k8s:///ns").unwrap().unwrap_err();
+        let e = Cluster::parse("k8s:///ns")
+            .unwrap()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("context \"\""), "{e}");
-        let e = Cluster::parse("k8s://a b/ns").unwrap().unwrap_err();
+        let e = Cluster::parse("k8s://a b/ns")
+            .unwrap()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("context \"a b\""), "{e}");
     }
 
@@ -170,7 +190,7 @@ mod tests {
             "a b",
             &"a".repeat(254),
         ] {
-            let e = Cluster::storage_class(bad).unwrap_err();
+            let e = Cluster::storage_class(bad).unwrap_err().to_string();
             assert!(e.contains("a StorageClass's name"), "{bad}: {e}");
         }
     }

@@ -129,7 +129,7 @@ impl Engine for KubernetesEngine {
 
     fn parse(&self, text: &str) -> Result<Target, String> {
         match Cluster::parse(text) {
-            Some(cluster) => cluster.map(Target::new),
+            Some(cluster) => cluster.map(Target::new).map_err(|e| e.to_string()),
             None => Err(format!("{text:?}: expected k8s://CONTEXT/NAMESPACE")),
         }
     }
