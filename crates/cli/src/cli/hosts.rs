@@ -82,8 +82,10 @@ pub(crate) fn run(command: HostsCommand, interrupt: Interrupt) -> i32 {
 /// Why there are no hosts to check or prepare.
 #[derive(Debug, thiserror::Error)]
 enum ResolveError {
-    #[error("no --host given and {} is not a workspace with `hosts` in its defaults", .0.display())]
-    NoWorkspace(PathBuf),
+    /// The workspace could not be opened: why, in its words (a workspace file that
+    /// does not parse is not "no workspace").
+    #[error("no --host given and the workspace of {} could not be opened: {reason}", .dir.display())]
+    NoWorkspace { dir: PathBuf, reason: String },
     /// The workspace's `hosts` or the `--host` flags refused, in their words.
     #[error("{0}")]
     Hosts(String),
@@ -93,13 +95,12 @@ enum ResolveError {
 
 /// The hosts, the image, and a directory of the workspace for the locality probe.
 fn resolve(args: &HostsArgs) -> Result<(Vec<HostSpec>, String, Option<PathBuf>), ResolveError> {
-    let ws = super::home()
-        .and_then(|home| Ok(Workspace::open(&home, &args.workspace.dir)?))
-        .ok();
+    let opened = super::home().and_then(|home| Ok(Workspace::open(&home, &args.workspace.dir)?));
     let hosts = if args.hosts.is_empty() {
-        let ws = ws
-            .as_ref()
-            .ok_or_else(|| ResolveError::NoWorkspace(args.workspace.dir.clone()))?;
+        let ws = opened.as_ref().map_err(|e| ResolveError::NoWorkspace {
+            dir: args.workspace.dir.clone(),
+            reason: e.to_string(),
+        })?;
         ws.defaults.hosts().map_err(ResolveError::Hosts)?
     } else {
         check_pool(&args.hosts, |i| format!("--host #{}", i + 1)).map_err(ResolveError::Hosts)?;
@@ -108,6 +109,7 @@ fn resolve(args: &HostsArgs) -> Result<(Vec<HostSpec>, String, Option<PathBuf>),
     if hosts.is_empty() {
         return Err(ResolveError::NoHosts);
     }
+    let ws = opened.ok();
     let image = args
         .image
         .clone()

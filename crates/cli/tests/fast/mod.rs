@@ -5,6 +5,7 @@ mod architecture;
 mod compatibility;
 mod docs;
 mod eval;
+mod hosts;
 mod meta;
 mod test_groups;
 mod validate;
