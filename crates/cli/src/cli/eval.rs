@@ -133,7 +133,7 @@ fn run_suite(
     agent_runner_sandbox::backend::host::check_pool(&options.hosts, |i| {
         format!("--host {}", options.hosts[i].name)
     })
-    .map_err(agent_runner_pipeline::PipelineError::Invalid)?;
+    .map_err(|e| agent_runner_pipeline::PipelineError::Invalid(e.to_string()))?;
     let suite = suite::read(path)?;
     let root = workspace.unwrap_or_else(|| beside(path, "suite", "eval"));
     let evaluated = eval_run::run(

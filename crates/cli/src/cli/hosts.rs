@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::error::exit;
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_pipeline::Workspace;
-use agent_runner_sandbox::backend::host::{HostSpec, check_pool};
+use agent_runner_sandbox::backend::host::{HostError, HostSpec, check_pool};
 use agent_runner_sandbox::backend::host_check::{self, Row};
 
 use super::{WorkspaceDir, write_stdout};
@@ -17,7 +17,7 @@ use super::{WorkspaceDir, write_stdout};
 const DEFAULT_IMAGE: &str = "agent-runner-sandbox:latest";
 
 /// `--host NAME=URL[:SLOTS]`. The error is clap's message, as `HostSpec` words it.
-pub(crate) fn parse_flag(flag: &str) -> Result<HostSpec, String> {
+pub(crate) fn parse_flag(flag: &str) -> Result<HostSpec, HostError> {
     HostSpec::parse_flag(flag)
 }
 
@@ -87,8 +87,8 @@ enum ResolveError {
     #[error("no --host given and the workspace of {} could not be opened: {reason}", .dir.display())]
     NoWorkspace { dir: PathBuf, reason: String },
     /// The workspace's `hosts` or the `--host` flags refused, in their words.
-    #[error("{0}")]
-    Hosts(String),
+    #[error(transparent)]
+    Hosts(HostError),
     #[error("no hosts: give --host NAME=URL[:SLOTS] or set `hosts` in the workspace's defaults")]
     NoHosts,
 }

@@ -307,7 +307,8 @@ fn parse_task(text: &str) -> Result<agent_runner_settings::task::Task, Error> {
     if let Some(host) = &task.sandbox_host
         && let Err(e) = agent_runner_sandbox::backend::host::Target::parse(host)
     {
-        let problem = agent_runner_settings::task::InputError::new("runner.sandbox.host", e);
+        let problem =
+            agent_runner_settings::task::InputError::new("runner.sandbox.host", e.to_string());
         return Err(problem.into());
     }
     Ok(task)

@@ -37,8 +37,9 @@ pub(crate) fn run(
     // Before any docker call: every one of this run goes to its host (SPEC §22).
     let placed = placement();
     if let Some(host) = task.sandbox_host.as_ref().or(placed.as_ref())
-        && let Err(e) =
-            agent_runner_sandbox::backend::host::Target::parse(host).and_then(|target| {
+        && let Err(e) = agent_runner_sandbox::backend::host::Target::parse(host)
+            .map_err(|e| e.to_string())
+            .and_then(|target| {
                 agent_runner_sandbox::backend::aim(target).map_err(|e| e.to_string())
             })
     {
@@ -134,8 +135,8 @@ fn placement() -> Option<String> {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PlacementError {
     /// The host is no target (`Target::parse`'s words).
-    #[error("{0}")]
-    Host(String),
+    #[error(transparent)]
+    Host(agent_runner_sandbox::backend::host::TargetError),
     /// Aimed elsewhere already (`backend::aim`'s error, which is `docker_cli`'s:
     /// not named above the backend).
     #[error(transparent)]

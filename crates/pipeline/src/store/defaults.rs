@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::pinned_test::{self, PinnedTest};
 use crate::PipelineError;
-use agent_runner_sandbox::backend::host::{HostSpec, check_pool};
+use agent_runner_sandbox::backend::host::{HostError, HostSpec, check_pool};
 use agent_runner_sandbox::backend::host_entry::HostEntry;
 
 /// The model the check of the defaults puts where the Task Builder will choose one.
@@ -198,7 +198,7 @@ impl Defaults {
         for (index, notifier) in self.notify.iter().enumerate() {
             notifier.check(index)?;
         }
-        self.hosts()?;
+        self.hosts().map_err(|e| e.to_string())?;
         if let Some(setup) = self.setup() {
             check_setup(setup)?;
         }
@@ -233,7 +233,7 @@ impl Defaults {
     }
 
     /// `defaults.hosts`, checked: field paths in the error.
-    pub fn hosts(&self) -> Result<Vec<HostSpec>, String> {
+    pub fn hosts(&self) -> Result<Vec<HostSpec>, HostError> {
         let hosts = self
             .hosts
             .iter()
@@ -601,7 +601,9 @@ mod tests {
                 "unknown field `zone`",
             ),
         ] {
-            let e = parse(yaml).and_then(|d| d.hosts()).unwrap_err();
+            let e = parse(yaml)
+                .and_then(|d| d.hosts().map_err(|e| e.to_string()))
+                .unwrap_err();
             assert!(e.contains(error), "{yaml}: {e}");
         }
     }
@@ -637,7 +639,9 @@ mod tests {
                 "hosts[0].kubernetes: invalid type: floating point `NaN`",
             ),
         ] {
-            let e = parse(yaml).and_then(|d| d.hosts()).unwrap_err();
+            let e = parse(yaml)
+                .and_then(|d| d.hosts().map_err(|e| e.to_string()))
+                .unwrap_err();
             assert!(e.contains(error), "{yaml}: {e}");
         }
         let d = parse("hosts:\n  - {name: a, docker: 123}\n").unwrap();

@@ -18,11 +18,11 @@ use serde_json::Value;
 use super::docker_cli::last_lines;
 use super::docker_target::DockerDaemon;
 use super::engine::Engine;
-use super::host::HostSpec;
+use super::host::{HostError, HostSpec};
 use super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::locality::{Pending, tar_content};
 use super::sweep::Rule;
-use super::target::Target;
+use super::target::{Target, TargetError};
 use super::{Backend, Docker, tools};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{self, Capture, Invocation, Limits, Stop};
@@ -37,6 +37,11 @@ pub(crate) struct DockerEngine;
 
 /// The Docker engine.
 pub(crate) static DOCKER: DockerEngine = DockerEngine;
+
+/// A `docker:` entry's value that is not text (its field is typed `String`).
+#[derive(Debug, thiserror::Error)]
+#[error("not a string")]
+struct NotAString;
 
 impl Engine for DockerEngine {
     type Place = DockerDaemon;
@@ -53,14 +58,22 @@ impl Engine for DockerEngine {
         None
     }
 
-    fn parse(&self, text: &str) -> Result<Target, String> {
-        DockerDaemon::parse(text).map(Target::new)
+    fn parse(&self, text: &str) -> Result<Target, TargetError> {
+        DockerDaemon::parse(text)
+            .map(Target::new)
+            .map_err(|e| TargetError::Engine(Box::new(e)))
     }
 
-    fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String> {
+    fn host(
+        &self,
+        at: &str,
+        name: &str,
+        value: &Value,
+        slots: usize,
+    ) -> Result<HostSpec, HostError> {
         let docker = value
             .as_str()
-            .ok_or_else(|| format!("{at}.docker: not a string"))?;
+            .ok_or_else(|| HostError::field(format!("{at}.docker"), NotAString))?;
         HostSpec::new(at, name, docker, slots)
     }
 

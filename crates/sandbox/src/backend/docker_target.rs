@@ -15,6 +15,24 @@ use super::target::{Place, Target};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::{Ending, Invocation};
 
+/// Why a text names no Docker daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("empty: a URL (unix://, tcp://, ssh://) or a docker context")]
+    Empty,
+    #[error("{0:?} is neither a URL (unix://, tcp://, ssh://) nor a docker context name")]
+    Neither(String),
+    #[error("{0:?}: the scheme must be unix://, tcp:// or ssh:// (TLS: a docker context)")]
+    Scheme(String),
+    #[error(
+        "{0:?}: plain tcp:// without TLS to an address that is not this machine's \
+         loopback, where the secrets in exec requests would cross the network readable; \
+         use ssh://user@host, or a docker context with TLS (`docker context create NAME \
+         --docker host=tcp://…:2376,ca=…,cert=…,key=…`) and name the context"
+    )]
+    PlainTcp(String),
+}
+
 /// Where a Docker host's sandboxes run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DockerDaemon {
@@ -27,25 +45,21 @@ pub enum DockerDaemon {
 impl DockerDaemon {
     /// `docker` of a host entry: a URL with a scheme docker knows, or a context name.
     /// Plain `tcp://` beyond the loopback is refused (the fix in the message).
-    pub fn parse(docker: &str) -> Result<DockerDaemon, String> {
+    pub fn parse(docker: &str) -> Result<DockerDaemon, DaemonError> {
         if docker.is_empty() {
-            return Err("empty: a URL (unix://, tcp://, ssh://) or a docker context".into());
+            return Err(DaemonError::Empty);
         }
         let Some((scheme, rest)) = docker.split_once("://") else {
             let context_name = docker
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
             if !context_name || docker.starts_with(['.', '-']) {
-                return Err(format!(
-                    "{docker:?} is neither a URL (unix://, tcp://, ssh://) nor a docker context name"
-                ));
+                return Err(DaemonError::Neither(docker.to_string()));
             }
             return Ok(DockerDaemon::Context(docker.to_string()));
         };
         if !matches!(scheme, "unix" | "tcp" | "ssh") || rest.is_empty() {
-            return Err(format!(
-                "{docker:?}: the scheme must be unix://, tcp:// or ssh:// (TLS: a docker context)"
-            ));
+            return Err(DaemonError::Scheme(docker.to_string()));
         }
         let endpoint = Endpoint {
             url: docker.to_string(),
@@ -53,12 +67,7 @@ impl DockerDaemon {
             tls: false,
         };
         if endpoint.refusal().is_some() {
-            return Err(format!(
-                "{docker:?}: plain tcp:// without TLS to an address that is not this machine's \
-                 loopback, where the secrets in exec requests would cross the network readable; \
-                 use ssh://user@host, or a docker context with TLS (`docker context create NAME \
-                 --docker host=tcp://…:2376,ca=…,cert=…,key=…`) and name the context"
-            ));
+            return Err(DaemonError::PlainTcp(docker.to_string()));
         }
         Ok(DockerDaemon::Url(docker.to_string()))
     }

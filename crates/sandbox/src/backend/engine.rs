@@ -12,10 +12,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::Backend;
-use super::host::HostSpec;
+use super::host::{HostError, HostSpec};
 use super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::sweep::Rule;
-use super::target::{Place, Target};
+use super::target::{Place, Target, TargetError};
 
 /// One check `doctor` reports of an engine that checks itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,10 +41,16 @@ pub trait Engine: Sync + 'static {
     /// are the texts no other engine's prefix claims (and no target at all).
     fn scheme(&self) -> Option<&'static str>;
     /// Its target in `text` (its scheme's, or any text for the default engine).
-    fn parse(&self, text: &str) -> Result<Target, String>;
+    fn parse(&self, text: &str) -> Result<Target, TargetError>;
     /// The host of a `hosts:` entry `at` with its value `value` (its `HostEntry`
     /// field, as read), checked; errors name the field.
-    fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String>;
+    fn host(
+        &self,
+        at: &str,
+        name: &str,
+        value: &Value,
+        slots: usize,
+    ) -> Result<HostSpec, HostError>;
     /// Its backend where no target is set; None: it has no default place.
     fn open_default(&self) -> Option<Arc<dyn Backend>> {
         None
@@ -77,8 +83,14 @@ pub(crate) trait AnyEngine: Sync {
     fn key(&self) -> &'static str;
     fn entry_form(&self) -> &'static str;
     fn scheme(&self) -> Option<&'static str>;
-    fn parse(&self, text: &str) -> Result<Target, String>;
-    fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String>;
+    fn parse(&self, text: &str) -> Result<Target, TargetError>;
+    fn host(
+        &self,
+        at: &str,
+        name: &str,
+        value: &Value,
+        slots: usize,
+    ) -> Result<HostSpec, HostError>;
     fn open_default(&self) -> Option<Arc<dyn Backend>>;
     fn open(&self, target: &Target) -> Option<Arc<dyn Backend>>;
     fn health(&self, target: &Target) -> Option<Option<String>>;
@@ -98,10 +110,16 @@ impl<E: Engine> AnyEngine for E {
     fn scheme(&self) -> Option<&'static str> {
         Engine::scheme(self)
     }
-    fn parse(&self, text: &str) -> Result<Target, String> {
+    fn parse(&self, text: &str) -> Result<Target, TargetError> {
         Engine::parse(self, text)
     }
-    fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String> {
+    fn host(
+        &self,
+        at: &str,
+        name: &str,
+        value: &Value,
+        slots: usize,
+    ) -> Result<HostSpec, HostError> {
         Engine::host(self, at, name, value, slots)
     }
     fn open_default(&self) -> Option<Arc<dyn Backend>> {

@@ -12,10 +12,10 @@ use serde_json::Value;
 use super::Backend;
 use super::ENGINES;
 use super::engine::EngineCheck;
-use super::host::HostSpec;
+use super::host::{HostError, HostSpec};
 use super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::sweep::Rule;
-use super::target::Target;
+use super::target::{Target, TargetError};
 
 /// The default engine's backend (no target set): the first engine's that opens
 /// one (Docker's, first in `ENGINES`; the fallback is the same).
@@ -41,7 +41,7 @@ pub(crate) fn host(
     name: &str,
     value: &Value,
     slots: usize,
-) -> Option<Result<HostSpec, String>> {
+) -> Option<Result<HostSpec, HostError>> {
     let engine = ENGINES.iter().find(|engine| engine.key() == key)?;
     Some(engine.host(at, name, value, slots))
 }
@@ -54,9 +54,9 @@ fn unknown(target: &Target) -> String {
 impl Target {
     /// A target's text (`--host NAME=…`, `runner.sandbox.host`): the engine whose
     /// scheme it starts with, else the default engine's. Errors say what is wrong.
-    pub fn parse(text: &str) -> Result<Target, String> {
+    pub fn parse(text: &str) -> Result<Target, TargetError> {
         if text.chars().any(|c| c.is_control() || c.is_whitespace()) {
-            return Err(format!("{text:?} has a space or control character"));
+            return Err(TargetError::Space(text.to_string()));
         }
         let engine = ENGINES
             .iter()
@@ -64,7 +64,7 @@ impl Target {
             .or_else(|| ENGINES.iter().find(|engine| engine.scheme().is_none()));
         match engine {
             Some(engine) => engine.parse(text),
-            None => Err(format!("{text:?}: no engine of this build takes it")),
+            None => Err(TargetError::NoEngine(text.to_string())),
         }
     }
 

@@ -12,7 +12,50 @@ pub const HEALTH: Duration = Duration::from_secs(5);
 /// Most slots a host may have.
 const MAX_SLOTS: usize = 64;
 
-pub use super::target::Target;
+pub use super::target::{Target, TargetError};
+
+/// What is wrong with a host, named by where it was written (`at`: `hosts[0]`,
+/// `--host NAME=…`, or a field under them).
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("{at}: expected NAME=URL[:SLOTS]")]
+    NoName { at: String },
+    #[error("{at}.name: {name:?} is named twice")]
+    NamedTwice { at: String, name: String },
+    #[error("{at}.slots: {slots}: must be between 1 and {MAX_SLOTS}")]
+    Slots { at: String, slots: usize },
+    /// An entry with no engine's key; `engines` says each key and what it holds.
+    #[error("{at}: neither {engines}")]
+    NoEngine { at: String, engines: String },
+    #[error("{at}: both {first} and {second}: a host is one or the other")]
+    TwoEngines {
+        at: String,
+        first: &'static str,
+        second: &'static str,
+    },
+    #[error("{at}: no engine {key}")]
+    UnknownEngine { at: String, key: &'static str },
+    /// The field at `at` as what reads it found it wrong (a host's name, its
+    /// target, an engine's entry).
+    #[error("{at}: {error}")]
+    Field {
+        at: String,
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl HostError {
+    /// The field at `at`, wrong as `error` says.
+    pub fn field(
+        at: impl Into<String>,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> HostError {
+        HostError::Field {
+            at: at.into(),
+            error: Box::new(error),
+        }
+    }
+}
 
 /// A runner's host when its task names none (`runner.sandbox.host`): set by the
 /// orchestrator for a cluster, whose target no docker variable can carry.
@@ -28,13 +71,15 @@ pub struct HostSpec {
 
 impl HostSpec {
     /// A host entry, checked; errors name the field (`at` is the entry's path).
-    pub fn new(at: &str, name: &str, docker: &str, slots: usize) -> Result<HostSpec, String> {
-        check_name(name).map_err(|e| format!("{at}.name: {e}"))?;
-        let target = Target::parse(docker).map_err(|e| format!("{at}.docker: {e}"))?;
+    pub fn new(at: &str, name: &str, docker: &str, slots: usize) -> Result<HostSpec, HostError> {
+        check_name(name).map_err(|e| HostError::field(format!("{at}.name"), e))?;
+        let target =
+            Target::parse(docker).map_err(|e| HostError::field(format!("{at}.docker"), e))?;
         if !(1..=MAX_SLOTS).contains(&slots) {
-            return Err(format!(
-                "{at}.slots: {slots}: must be between 1 and {MAX_SLOTS}"
-            ));
+            return Err(HostError::Slots {
+                at: at.to_string(),
+                slots,
+            });
         }
         Ok(HostSpec {
             name: name.to_string(),
@@ -50,12 +95,13 @@ impl HostSpec {
         name: &str,
         target: Target,
         slots: usize,
-    ) -> Result<HostSpec, String> {
-        check_name(name).map_err(|e| format!("{at}.name: {e}"))?;
+    ) -> Result<HostSpec, HostError> {
+        check_name(name).map_err(|e| HostError::field(format!("{at}.name"), e))?;
         if !(1..=MAX_SLOTS).contains(&slots) {
-            return Err(format!(
-                "{at}.slots: {slots}: must be between 1 and {MAX_SLOTS}"
-            ));
+            return Err(HostError::Slots {
+                at: at.to_string(),
+                slots,
+            });
         }
         Ok(HostSpec {
             name: name.to_string(),
@@ -67,12 +113,12 @@ impl HostSpec {
     /// `NAME=URL[:SLOTS]` of `--host`. SLOTS is the number after the last colon when
     /// the address still reads whole without it: after a tcp:// or ssh:// address's
     /// port, a unix socket's path or a context's name. Default 1.
-    pub fn parse_flag(flag: &str) -> Result<HostSpec, String> {
+    pub fn parse_flag(flag: &str) -> Result<HostSpec, HostError> {
         let at = format!("--host {flag}");
         let Some((name, address)) = flag.split_once('=') else {
-            return Err(format!("{at}: expected NAME=URL[:SLOTS]"));
+            return Err(HostError::NoName { at });
         };
-        let (docker, slots) = split_slots(address).map_err(|e| format!("{at}: {e}"))?;
+        let (docker, slots) = split_slots(address).map_err(|e| HostError::field(&at, e))?;
         HostSpec::new(&at, name, docker, slots)
     }
 }
@@ -132,10 +178,13 @@ fn check_name(name: &str) -> Result<(), BadName> {
 }
 
 /// Checks a pool: names unique (the second of two is named by `at(index)`).
-pub fn check_pool(hosts: &[HostSpec], at: impl Fn(usize) -> String) -> Result<(), String> {
+pub fn check_pool(hosts: &[HostSpec], at: impl Fn(usize) -> String) -> Result<(), HostError> {
     for (i, host) in hosts.iter().enumerate() {
         if hosts[..i].iter().any(|h| h.name == host.name) {
-            return Err(format!("{}.name: {:?} is named twice", at(i), host.name));
+            return Err(HostError::NamedTwice {
+                at: at(i),
+                name: host.name.clone(),
+            });
         }
     }
     Ok(())
@@ -155,7 +204,9 @@ mod tests {
         assert_eq!(target.to_string(), "k8s://prod/agents");
         let h = HostSpec::parse_flag("c=k8s://prod/agents:3").unwrap();
         assert_eq!((h.target.cluster().is_some(), h.slots), (true, 3));
-        let e = HostSpec::parse_flag("c=k8s://prod/Agents:2").unwrap_err();
+        let e = HostSpec::parse_flag("c=k8s://prod/Agents:2")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("namespace \"Agents\": 1 to 63"), "{e}");
     }
 
@@ -209,7 +260,7 @@ mod tests {
 
     #[test]
     fn bad_host_flags_say_what_is_wrong() {
-        let err = |flag: &str| HostSpec::parse_flag(flag).unwrap_err();
+        let err = |flag: &str| HostSpec::parse_flag(flag).unwrap_err().to_string();
         assert!(err("nohost").contains("expected NAME=URL[:SLOTS]"));
         assert!(err("=tcp://127.0.0.1:2375").contains(".name:"));
         assert!(err("a b=tcp://127.0.0.1:2375").contains(".name:"));
@@ -226,7 +277,9 @@ mod tests {
     #[test]
     fn a_pool_names_each_host_once() {
         let a = HostSpec::parse_flag("a=tcp://127.0.0.1:2375").unwrap();
-        let err = check_pool(&[a.clone(), a], |i| format!("hosts[{i}]")).unwrap_err();
+        let err = check_pool(&[a.clone(), a], |i| format!("hosts[{i}]"))
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "hosts[1].name: \"a\" is named twice");
     }
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::engines;
-use super::host::HostSpec;
+use super::host::{HostError, HostSpec};
 use super::kubernetes::entry::ClusterEntry;
 
 /// A `hosts:` entry.
@@ -35,26 +35,36 @@ fn one() -> usize {
 
 impl HostEntry {
     /// The entry as a host of the pool; errors name the field under `at`.
-    pub fn spec(&self, at: &str) -> Result<HostSpec, String> {
-        match &self.engines(at)?[..] {
-            [(key, value)] => engines::host(key, at, &self.name, value, self.slots)
-                .unwrap_or_else(|| Err(format!("{at}: no engine {key}"))),
-            [] => Err(format!("{at}: neither {}", either(&engines::entry_forms()))),
-            [(first, _), (second, _), ..] => Err(format!(
-                "{at}: both {first} and {second}: a host is one or the other"
-            )),
+    pub fn spec(&self, at: &str) -> Result<HostSpec, HostError> {
+        match self.engines(at)?[..] {
+            [(key, ref value)] => engines::host(key, at, &self.name, value, self.slots)
+                .unwrap_or_else(|| {
+                    Err(HostError::UnknownEngine {
+                        at: at.to_string(),
+                        key,
+                    })
+                }),
+            [] => Err(HostError::NoEngine {
+                at: at.to_string(),
+                engines: either(&engines::entry_forms()),
+            }),
+            [(first, _), (second, _), ..] => Err(HostError::TwoEngines {
+                at: at.to_string(),
+                first,
+                second,
+            }),
         }
     }
 
     /// Each engine key the entry has, with its value, in the engines' order.
-    fn engines(&self, at: &str) -> Result<Vec<(&'static str, Value)>, String> {
+    fn engines(&self, at: &str) -> Result<Vec<(&'static str, Value)>, HostError> {
         let mut found = Vec::new();
         if let Some(docker) = &self.docker {
             found.push(("docker", Value::String(docker.clone())));
         }
         if let Some(cluster) = &self.kubernetes {
-            let value =
-                serde_json::to_value(cluster).map_err(|e| format!("{at}.kubernetes: {e}"))?;
+            let value = serde_json::to_value(cluster)
+                .map_err(|e| HostError::field(format!("{at}.kubernetes"), e))?;
             found.push(("kubernetes", value));
         }
         Ok(found)

@@ -9,6 +9,19 @@ use std::sync::Arc;
 
 use agent_runner_core::process::Invocation;
 
+/// Why a target's text (`--host NAME=…`, `runner.sandbox.host`, a `hosts:`
+/// entry's `docker:`) names no place.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("{0:?} has a space or control character")]
+    Space(String),
+    #[error("{0:?}: no engine of this build takes it")]
+    NoEngine(String),
+    /// What its engine found wrong in it, in the engine's words.
+    #[error(transparent)]
+    Engine(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// An engine's kind of target: shown in messages, carried to a runner child.
 pub trait Place: std::fmt::Debug + std::fmt::Display + Send + Sync + 'static {
     /// `invocation` (a docker call, or a runner child the orchestrator starts) aimed

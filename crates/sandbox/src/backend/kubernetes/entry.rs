@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::super::engine::{Engine, EngineCheck};
-use super::super::host::{HostSpec, SANDBOX_HOST_VAR};
+use super::super::host::{HostError, HostSpec, SANDBOX_HOST_VAR};
 use super::super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::super::sweep::Rule;
-use super::super::target::{Place, Target};
+use super::super::target::{Place, Target, TargetError};
 use super::super::{Backend, BackendError, tools};
 use super::cluster::{self, Cluster, SCHEME};
 use super::{Kubernetes, seccomp_profile};
@@ -47,21 +47,36 @@ pub(crate) struct ClusterEntry {
     session_storage_class: Option<String>,
 }
 
+/// What is wrong in a cluster's entry or target, besides its names (`ClusterError`).
+#[derive(Debug, thiserror::Error)]
+enum EntryError {
+    #[error("0: must be at least 1")]
+    NoTime,
+    #[error("{0:?}: the only value is `accept`")]
+    Egress(String),
+    #[error("{0:?}: expected k8s://CONTEXT/NAMESPACE")]
+    NotACluster(String),
+}
+
 impl ClusterEntry {
     /// The entry as a cluster; errors name the field under `at`.
-    fn cluster(&self, at: &str) -> Result<Cluster, String> {
+    fn cluster(&self, at: &str) -> Result<Cluster, HostError> {
         let mut cluster = Cluster::new(&self.context, &self.namespace, self.kubeconfig.clone())
-            .map_err(|e| format!("{at}: {e}"))?;
+            .map_err(|e| HostError::field(at, e))?;
         if self.schedule_timeout_sec == Some(0) {
-            return Err(format!("{at}.schedule_timeout_sec: 0: must be at least 1"));
+            return Err(HostError::field(
+                format!("{at}.schedule_timeout_sec"),
+                EntryError::NoTime,
+            ));
         }
         cluster.schedule_timeout_sec = self.schedule_timeout_sec;
         cluster.egress_unenforced = match self.egress_unenforced.as_deref() {
             None => false,
             Some("accept") => true,
             Some(other) => {
-                return Err(format!(
-                    "{at}.egress_unenforced: {other:?}: the only value is `accept`"
+                return Err(HostError::field(
+                    format!("{at}.egress_unenforced"),
+                    EntryError::Egress(other.to_string()),
                 ));
             }
         };
@@ -70,7 +85,7 @@ impl ClusterEntry {
             .as_deref()
             .map(Cluster::storage_class)
             .transpose()
-            .map_err(|e| format!("{at}.session_storage_class: {e}"))?;
+            .map_err(|e| HostError::field(format!("{at}.session_storage_class"), e))?;
         Ok(cluster)
     }
 }
@@ -127,17 +142,27 @@ impl Engine for KubernetesEngine {
         Some(SCHEME)
     }
 
-    fn parse(&self, text: &str) -> Result<Target, String> {
+    fn parse(&self, text: &str) -> Result<Target, TargetError> {
         match Cluster::parse(text) {
-            Some(cluster) => cluster.map(Target::new).map_err(|e| e.to_string()),
-            None => Err(format!("{text:?}: expected k8s://CONTEXT/NAMESPACE")),
+            Some(cluster) => cluster
+                .map(Target::new)
+                .map_err(|e| TargetError::Engine(Box::new(e))),
+            None => Err(TargetError::Engine(Box::new(EntryError::NotACluster(
+                text.to_string(),
+            )))),
         }
     }
 
-    fn host(&self, at: &str, name: &str, value: &Value, slots: usize) -> Result<HostSpec, String> {
+    fn host(
+        &self,
+        at: &str,
+        name: &str,
+        value: &Value,
+        slots: usize,
+    ) -> Result<HostSpec, HostError> {
         let at = format!("{at}.kubernetes");
         let entry: ClusterEntry =
-            serde_json::from_value(value.clone()).map_err(|e| format!("{at}: {e}"))?;
+            serde_json::from_value(value.clone()).map_err(|e| HostError::field(&at, e))?;
         let cluster = entry.cluster(&at)?;
         HostSpec::of_target(&at, name, Target::new(cluster), slots)
     }
