@@ -23,6 +23,8 @@ CARGO=${CARGO:-cargo}
 say() { printf 'make test: %s\n' "$*" >&2; }
 
 "$CARGO" test --locked --no-run
+# Every nextest call below builds the whole workspace, as this did: one of a
+# single package (`-p`) unifies other features and builds every crate again.
 # What is left out, as nextest filter expressions: said below, never silently.
 # The lifeline's micro-benchmarks are ignored tests too, but figures, not checks
 # (run by hand, see their file); harness:: is what this script runs first.
@@ -48,7 +50,7 @@ fi
 # not there fails them.
 if [ "${K8S:-1}" != 1 ] && { in_ci || [ ! -e /var/lib/agent-runner-k8s/cluster.env ]; }; then
   skip+=('test(/^k8s_cluster::/)')
-  k8s_tests=$("$CARGO" nextest list --locked -p agent-runner --test all --run-ignored only -E 'test(/^k8s_cluster::/)' --message-format oneline 2>/dev/null | grep -c . || true)
+  k8s_tests=$("$CARGO" nextest list --locked --run-ignored only -E 'test(/^k8s_cluster::/)' --message-format oneline 2>/dev/null | grep -c . || true)
   say "the Kubernetes test cluster was left out (K8S=0): its $k8s_tests tests are NOT run (make test-cluster)"
 fi
 # A cluster's probe verdicts kept by an earlier run (or by anything run by hand
@@ -82,7 +84,7 @@ fi
 started=$(date +%s)
 # The remote hosts every test shares (SPEC §22), once for the run.
 if ! AGENT_RUNNER_TEST_HOSTS_UP=$hosts_file AGENT_RUNNER_TEST_HOSTS_OWNER=$owner \
-  "$CARGO" nextest run --locked -p agent-runner --test all --run-ignored only \
+  "$CARGO" nextest run --locked --run-ignored only \
   -E 'test(=harness::remote_hosts_up)' --status-level none --final-status-level fail; then
   say "the emulated remote hosts did not start (testdata/setup-remote-hosts.sh): see above"
   exit 1
@@ -93,7 +95,7 @@ export AGENT_RUNNER_TEST_HOSTS=$hosts_file
 # the loopback, so that no test reaches the internet.
 npm_cache=${AGENT_RUNNER_NPM_CACHE:-$HOME/.cache/agent-runner-test/npm}
 if ! AGENT_RUNNER_TEST_NPM_CACHE=$npm_cache \
-  "$CARGO" nextest run --locked -p agent-runner --test all --run-ignored only \
+  "$CARGO" nextest run --locked --run-ignored only \
   -E 'test(=harness::npm_cache_fill)' --status-level none --final-status-level fail; then
   say "the pinned agents could not be fetched into $npm_cache: see above"
   exit 1
