@@ -47,15 +47,13 @@ pub(crate) struct ClusterEntry {
     session_storage_class: Option<String>,
 }
 
-/// What is wrong in a cluster's entry or target, besides its names (`ClusterError`).
+/// What is wrong in a cluster's entry, besides its names (`ClusterError`).
 #[derive(Debug, thiserror::Error)]
 enum EntryError {
     #[error("0: must be at least 1")]
     NoTime,
     #[error("{0:?}: the only value is `accept`")]
     Egress(String),
-    #[error("{0:?}: expected k8s://CONTEXT/NAMESPACE")]
-    NotACluster(String),
 }
 
 impl ClusterEntry {
@@ -147,7 +145,8 @@ impl Engine for KubernetesEngine {
             Some(cluster) => cluster
                 .map(Target::new)
                 .map_err(|e| TargetError::Engine(Box::new(e))),
-            None => Err(TargetError::Engine(Box::new(EntryError::NotACluster(
+            // `Target::parse` gives this engine only texts of its scheme.
+            None => Err(TargetError::Engine(Box::new(cluster::ClusterError::Form(
                 text.to_string(),
             )))),
         }
