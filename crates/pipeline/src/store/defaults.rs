@@ -638,6 +638,23 @@ mod tests {
                 "hosts:\n  - {name: a, docker: ctx, kubernetes: .nan}\n",
                 "hosts[0].kubernetes: invalid type: floating point `NaN`",
             ),
+            // The entry's own fields are named where they stand, whatever its engine.
+            (
+                "hosts:\n  - {name: -k, kubernetes: {context: c, namespace: n}}\n",
+                "hosts[0].name: \"-k\": 1 to 64 of",
+            ),
+            (
+                "hosts:\n  - {name: k, slots: 0, kubernetes: {context: c, namespace: n}}\n",
+                "hosts[0].slots: 0: must be between 1 and 64",
+            ),
+            (
+                "hosts:\n  - {name: d, slots: 0, docker: ctx}\n",
+                "hosts[0].slots: 0: must be between 1 and 64",
+            ),
+            (
+                "hosts:\n  - {name: d, docker: 'a b'}\n",
+                "hosts[0].docker: ",
+            ),
         ] {
             let e = parse(yaml)
                 .and_then(|d| d.hosts().map_err(|e| e.to_string()))

@@ -13,11 +13,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use super::docker_cli::last_lines;
 use super::docker_target::DockerDaemon;
-use super::engine::Engine;
+use super::engine::{Engine, EntryPart};
 use super::host::{HostError, HostSpec};
 use super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::locality::{Pending, tar_content};
@@ -32,16 +30,22 @@ const SHORT: Duration = Duration::from_secs(30);
 /// Longest an image's copy between daemons may take.
 const LOAD: Duration = Duration::from_secs(1800);
 
+/// `hosts[i].docker`: a daemon's URL or a docker context's name.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub(crate) struct DockerEntry(String);
+
+impl EntryPart for DockerEntry {
+    fn target(&self, at: &str) -> Result<Target, HostError> {
+        Target::parse(&self.0).map_err(|e| HostError::field(at, e))
+    }
+}
+
 /// The Docker engine's entry in `ENGINES` (`backend/mod.rs`).
 pub(crate) struct DockerEngine;
 
 /// The Docker engine.
 pub(crate) static DOCKER: DockerEngine = DockerEngine;
-
-/// A `docker:` entry's value that is not text (its field is typed `String`).
-#[derive(Debug, thiserror::Error)]
-#[error("not a string")]
-struct NotAString;
 
 impl Engine for DockerEngine {
     type Place = DockerDaemon;
@@ -62,19 +66,6 @@ impl Engine for DockerEngine {
         DockerDaemon::parse(text)
             .map(Target::new)
             .map_err(|e| TargetError::Engine(Box::new(e)))
-    }
-
-    fn host(
-        &self,
-        at: &str,
-        name: &str,
-        value: &Value,
-        slots: usize,
-    ) -> Result<HostSpec, HostError> {
-        let docker = value
-            .as_str()
-            .ok_or_else(|| HostError::field(format!("{at}.docker"), NotAString))?;
-        HostSpec::new(at, name, docker, slots)
     }
 
     fn open_default(&self) -> Option<Arc<dyn Backend>> {

@@ -1,6 +1,6 @@
 //! What an engine provides besides its `Backend`: its kind of target (`Place`) read
-//! from the text of `--host NAME=…`/`runner.sandbox.host` and from its `hosts:`
-//! entry, its backend opened on one, its health check, its sweep of a host, its rows
+//! from the text of `--host NAME=…`/`runner.sandbox.host` (and from its `hosts:`
+//! entry, an `EntryPart`), its backend opened on one, its health check, its sweep of a host, its rows
 //! of `hosts check|prepare` and, where `doctor` cannot check it as a Docker daemon,
 //! its own checks. Each engine implements `Engine` beside its backend
 //! (`docker_engine.rs`, `kubernetes/entry.rs`); `ENGINES` (`mod.rs`) lists them, and the
@@ -9,13 +9,18 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::Backend;
 use super::host::{HostError, HostSpec};
 use super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::sweep::Rule;
 use super::target::{Place, Target, TargetError};
+
+/// An engine's part of a `hosts:` entry: its field of `HostEntry`, typed as the
+/// engine reads it (`host_entry.rs`).
+pub trait EntryPart {
+    /// The target it names; errors name the field under `at` (`hosts[0].docker`).
+    fn target(&self, at: &str) -> Result<Target, HostError>;
+}
 
 /// One check `doctor` reports of an engine that checks itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,15 +47,6 @@ pub trait Engine: Sync + 'static {
     fn scheme(&self) -> Option<&'static str>;
     /// Its target in `text` (its scheme's, or any text for the default engine).
     fn parse(&self, text: &str) -> Result<Target, TargetError>;
-    /// The host of a `hosts:` entry `at` with its value `value` (its `HostEntry`
-    /// field, as read), checked; errors name the field.
-    fn host(
-        &self,
-        at: &str,
-        name: &str,
-        value: &Value,
-        slots: usize,
-    ) -> Result<HostSpec, HostError>;
     /// Its backend where no target is set; None: it has no default place.
     fn open_default(&self) -> Option<Arc<dyn Backend>> {
         None
@@ -84,13 +80,6 @@ pub(crate) trait AnyEngine: Sync {
     fn entry_form(&self) -> &'static str;
     fn scheme(&self) -> Option<&'static str>;
     fn parse(&self, text: &str) -> Result<Target, TargetError>;
-    fn host(
-        &self,
-        at: &str,
-        name: &str,
-        value: &Value,
-        slots: usize,
-    ) -> Result<HostSpec, HostError>;
     fn open_default(&self) -> Option<Arc<dyn Backend>>;
     fn open(&self, target: &Target) -> Option<Arc<dyn Backend>>;
     fn health(&self, target: &Target) -> Option<Option<String>>;
@@ -112,15 +101,6 @@ impl<E: Engine> AnyEngine for E {
     }
     fn parse(&self, text: &str) -> Result<Target, TargetError> {
         Engine::parse(self, text)
-    }
-    fn host(
-        &self,
-        at: &str,
-        name: &str,
-        value: &Value,
-        slots: usize,
-    ) -> Result<HostSpec, HostError> {
-        Engine::host(self, at, name, value, slots)
     }
     fn open_default(&self) -> Option<Arc<dyn Backend>> {
         Engine::open_default(self)

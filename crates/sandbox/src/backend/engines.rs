@@ -2,17 +2,15 @@
 //! `ENGINES` (`mod.rs`, beside their `mod` lines): a new engine is its file (or
 //! folder) and its line there. What the code above asks of a target
 //! (`Target::parse`, `open`, `health`, `sweep`, the rows of `hosts
-//! check|prepare`, doctor's checks, a `hosts:` entry) is sent from here to the
+//! check|prepare`, doctor's checks) is sent from here to the
 //! engine whose kind of place it is.
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::Backend;
 use super::ENGINES;
 use super::engine::EngineCheck;
-use super::host::{HostError, HostSpec};
+use super::host::HostSpec;
 use super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::sweep::Rule;
 use super::target::{Target, TargetError};
@@ -32,18 +30,6 @@ pub(crate) fn entry_forms() -> Vec<String> {
         .iter()
         .map(|engine| format!("{} ({})", engine.key(), engine.entry_form()))
         .collect()
-}
-
-/// The host of a `hosts:` entry of engine `key`; None: no engine's key.
-pub(crate) fn host(
-    key: &str,
-    at: &str,
-    name: &str,
-    value: &Value,
-    slots: usize,
-) -> Option<Result<HostSpec, HostError>> {
-    let engine = ENGINES.iter().find(|engine| engine.key() == key)?;
-    Some(engine.host(at, name, value, slots))
 }
 
 /// Why `target` is of no engine listed here (a place made by hand).

@@ -33,8 +33,6 @@ pub enum HostError {
         first: &'static str,
         second: &'static str,
     },
-    #[error("{at}: no engine {key}")]
-    UnknownEngine { at: String, key: &'static str },
     /// The field at `at` as what reads it found it wrong (a host's name, its
     /// target, an engine's entry).
     #[error("{at}: {error}")]
@@ -72,31 +70,21 @@ pub struct HostSpec {
 impl HostSpec {
     /// A host entry, checked; errors name the field (`at` is the entry's path).
     pub fn new(at: &str, name: &str, docker: &str, slots: usize) -> Result<HostSpec, HostError> {
-        check_name(name).map_err(|e| HostError::field(format!("{at}.name"), e))?;
-        let target =
-            Target::parse(docker).map_err(|e| HostError::field(format!("{at}.docker"), e))?;
-        if !(1..=MAX_SLOTS).contains(&slots) {
-            return Err(HostError::Slots {
-                at: at.to_string(),
-                slots,
-            });
-        }
-        Ok(HostSpec {
-            name: name.to_string(),
-            target,
-            slots,
+        HostSpec::checked(at, name, slots, || {
+            Target::parse(docker).map_err(|e| HostError::field(format!("{at}.docker"), e))
         })
     }
 
-    /// A host of an engine's `hosts:` entry (`kubernetes:`), checked as `new`
-    /// checks one from its target's text.
-    pub fn of_target(
+    /// A host named `name` with `slots` whose target `target` reads, checked in
+    /// that order; errors name the field under `at`.
+    pub(crate) fn checked(
         at: &str,
         name: &str,
-        target: Target,
         slots: usize,
+        target: impl FnOnce() -> Result<Target, HostError>,
     ) -> Result<HostSpec, HostError> {
         check_name(name).map_err(|e| HostError::field(format!("{at}.name"), e))?;
+        let target = target()?;
         if !(1..=MAX_SLOTS).contains(&slots) {
             return Err(HostError::Slots {
                 at: at.to_string(),

@@ -1,15 +1,16 @@
 //! `defaults.hosts[i]` of a workspace (SPEC §22, §25): a host by name, where its
 //! sandboxes run under the key of its engine (`docker: URL-or-context`,
 //! `kubernetes: {context, namespace, …}`), and how many attempts it runs at once.
-//! Each engine's key is a field here, typed as its engine reads it, so that the
-//! file's reader names the field, line and column of what is wrong in it (a value
-//! read whole first and checked after would lose them); its engine then makes the
-//! host of it (`Engine::host`). This field is a new engine's setting: with its own
-//! file and its line in `ENGINES`, the one place outside its file it is named.
+//! Each engine's key is a field here, typed as its engine reads it (an
+//! `EntryPart`), so that the file's reader names the field, line and column of what
+//! is wrong in it (a value read whole first and checked after would lose them).
+//! This field is a new engine's setting: with its own file and its line in
+//! `ENGINES`, the one place outside its file it is named.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
+use super::docker_engine::DockerEntry;
+use super::engine::EntryPart;
 use super::engines;
 use super::host::{HostError, HostSpec};
 use super::kubernetes::entry::ClusterEntry;
@@ -21,7 +22,7 @@ pub struct HostEntry {
     pub name: String,
     /// A Docker daemon by URL or docker context (`docker_engine.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    docker: Option<String>,
+    docker: Option<DockerEntry>,
     /// A cluster's namespace (`kubernetes/entry.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     kubernetes: Option<ClusterEntry>,
@@ -36,14 +37,10 @@ fn one() -> usize {
 impl HostEntry {
     /// The entry as a host of the pool; errors name the field under `at`.
     pub fn spec(&self, at: &str) -> Result<HostSpec, HostError> {
-        match self.engines(at)?[..] {
-            [(key, ref value)] => engines::host(key, at, &self.name, value, self.slots)
-                .unwrap_or_else(|| {
-                    Err(HostError::UnknownEngine {
-                        at: at.to_string(),
-                        key,
-                    })
-                }),
+        match self.engines()[..] {
+            [(key, part)] => HostSpec::checked(at, &self.name, self.slots, || {
+                part.target(&format!("{at}.{key}"))
+            }),
             [] => Err(HostError::NoEngine {
                 at: at.to_string(),
                 engines: either(&engines::entry_forms()),
@@ -56,18 +53,16 @@ impl HostEntry {
         }
     }
 
-    /// Each engine key the entry has, with its value, in the engines' order.
-    fn engines(&self, at: &str) -> Result<Vec<(&'static str, Value)>, HostError> {
-        let mut found = Vec::new();
+    /// Each engine key the entry has, with its part, in the engines' order.
+    fn engines(&self) -> Vec<(&'static str, &dyn EntryPart)> {
+        let mut found: Vec<(&'static str, &dyn EntryPart)> = Vec::new();
         if let Some(docker) = &self.docker {
-            found.push(("docker", Value::String(docker.clone())));
+            found.push(("docker", docker));
         }
         if let Some(cluster) = &self.kubernetes {
-            let value = serde_json::to_value(cluster)
-                .map_err(|e| HostError::field(format!("{at}.kubernetes"), e))?;
-            found.push(("kubernetes", value));
+            found.push(("kubernetes", cluster));
         }
-        Ok(found)
+        found
     }
 }
 

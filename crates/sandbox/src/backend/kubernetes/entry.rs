@@ -8,10 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
-use super::super::engine::{Engine, EngineCheck};
+use super::super::engine::{Engine, EngineCheck, EntryPart};
 use super::super::host::{HostError, HostSpec, SANDBOX_HOST_VAR};
 use super::super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::super::sweep::Rule;
@@ -21,6 +18,7 @@ use super::cluster::{self, Cluster, SCHEME};
 use super::{Kubernetes, seccomp_profile};
 use agent_runner_core::interrupt::Interrupt;
 use agent_runner_core::process::Invocation;
+use serde::{Deserialize, Serialize};
 
 /// The Kubernetes engine's entry in `ENGINES` (`backend/mod.rs`).
 pub(crate) struct KubernetesEngine;
@@ -88,6 +86,12 @@ impl ClusterEntry {
     }
 }
 
+impl EntryPart for ClusterEntry {
+    fn target(&self, at: &str) -> Result<Target, HostError> {
+        Ok(Target::new(self.cluster(at)?))
+    }
+}
+
 impl Place for Cluster {
     // A cluster's sandboxes are driven by kubectl: a runner started with this is
     // aimed there as by `runner.sandbox.host`; what docker calls are left (none of
@@ -150,20 +154,6 @@ impl Engine for KubernetesEngine {
                 text.to_string(),
             )))),
         }
-    }
-
-    fn host(
-        &self,
-        at: &str,
-        name: &str,
-        value: &Value,
-        slots: usize,
-    ) -> Result<HostSpec, HostError> {
-        let at = format!("{at}.kubernetes");
-        let entry: ClusterEntry =
-            serde_json::from_value(value.clone()).map_err(|e| HostError::field(&at, e))?;
-        let cluster = entry.cluster(&at)?;
-        HostSpec::of_target(&at, name, Target::new(cluster), slots)
     }
 
     // The tools come from this build's tools image, which the user has put where
