@@ -17,6 +17,7 @@ use super::suite::{Config, Suite};
 use crate::Workspace;
 use crate::orchestrator::task_config::{self, Invariants};
 use agent_runner_core::interrupt::Interrupt;
+use agent_runner_sandbox::backend::engine::{ImageAnswer, PullError};
 use agent_runner_sandbox::backend::host::HostSpec;
 use agent_runner_sandbox::backend::{Backend, BackendError};
 
@@ -171,26 +172,22 @@ fn available(
             Ok(false) => Ok(backend.pull(image, interrupt)?),
         };
     }
-    // A cluster pulls its images itself and cannot be asked beforehand: its runs
-    // say it when the image is not where it pulls (SPEC §25).
-    if hosts.iter().any(|h| h.target.cluster().is_some()) {
-        return Ok(());
-    }
-    let inspect = ["image", "inspect", "--format", "{{.Id}}", image];
     let mut answered = Vec::new();
     for host in hosts {
-        match host.target.docker(&inspect, LOOKUP, interrupt) {
-            Ok(out) if out.ok => return Ok(()),
-            Ok(out) if out.stderr.contains("No such image") => answered.push(host),
-            _ => {}
+        match host.target.has_image(image, LOOKUP, interrupt) {
+            // An engine that cannot tell (a cluster pulls its images itself): its
+            // runs say it when the image is not where it pulls (SPEC §25).
+            ImageAnswer::Present | ImageAnswer::CannotTell => return Ok(()),
+            ImageAnswer::Missing => answered.push(host),
+            ImageAnswer::NoAnswer => {}
         }
     }
     let Some(first) = answered.first() else {
         return Ok(());
     };
-    match first.target.docker(&["pull", image], PULL, interrupt) {
-        Ok(out) if out.ok => Ok(()),
-        Ok(out) => Err(Unavailable::PullOnHost {
+    match first.target.pull(image, PULL, interrupt) {
+        Ok(()) => Ok(()),
+        Err(PullError::Refused(stderr)) => Err(Unavailable::PullOnHost {
             image: image.to_string(),
             hosts: answered
                 .iter()
@@ -198,9 +195,9 @@ fn available(
                 .collect::<Vec<_>>()
                 .join(", "),
             host: first.name.clone(),
-            stderr: agent_runner_core::text::cut_chars(out.stderr.trim(), 300),
+            stderr: agent_runner_core::text::cut_chars(stderr.trim(), 300),
         }),
-        Err(e) => Err(Unavailable::Call {
+        Err(PullError::Call(e)) => Err(Unavailable::Call {
             image: image.to_string(),
             detail: e.to_string(),
         }),

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::docker_cli::last_lines;
 use super::docker_target::DockerDaemon;
-use super::engine::{Engine, EntryPart};
+use super::engine::{Engine, EntryPart, ImageAnswer, PullError};
 use super::host::{HostError, HostSpec};
 use super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::locality::{Pending, tar_content};
@@ -75,6 +75,41 @@ impl Engine for DockerEngine {
     fn open(&self, _place: &DockerDaemon) -> Arc<dyn Backend> {
         // The docker CLI reads the target from its environment (`Place::apply`).
         Arc::new(Docker::default())
+    }
+
+    fn has_image(
+        &self,
+        _place: &DockerDaemon,
+        target: &Target,
+        image: &str,
+        deadline: Duration,
+        interrupt: Interrupt,
+    ) -> ImageAnswer {
+        let inspect = ["image", "inspect", "--format", "{{.Id}}", image];
+        match target.docker(&inspect, deadline, interrupt) {
+            Ok(out) if out.ok => ImageAnswer::Present,
+            Ok(out) if out.stderr.contains("No such image") => ImageAnswer::Missing,
+            _ => ImageAnswer::NoAnswer,
+        }
+    }
+
+    fn pull(
+        &self,
+        _place: &DockerDaemon,
+        target: &Target,
+        image: &str,
+        deadline: Duration,
+        interrupt: Interrupt,
+    ) -> Result<(), PullError> {
+        let out = target.docker(&["pull", image], deadline, interrupt)?;
+        match out.ok {
+            true => Ok(()),
+            false => Err(PullError::Refused(out.stderr)),
+        }
+    }
+
+    fn keeps_sessions(&self) -> bool {
+        true
     }
 
     fn health(&self, _place: &DockerDaemon, target: &Target) -> Option<String> {

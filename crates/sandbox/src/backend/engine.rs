@@ -1,19 +1,44 @@
 //! What an engine provides besides its `Backend`: its kind of target (`Place`) read
 //! from the text of `--host NAME=…`/`runner.sandbox.host` (and from its `hosts:`
-//! entry, an `EntryPart`), its backend opened on one, its health check, its sweep of a host, its rows
-//! of `hosts check|prepare` and, where `doctor` cannot check it as a Docker daemon,
-//! its own checks. Each engine implements `Engine` beside its backend
-//! (`docker_engine.rs`, `kubernetes/entry.rs`); `ENGINES` (`mod.rs`) lists them, and the
-//! code above asks a `Target` (`Target::parse`, `health`, `sweep`, …), never an
-//! engine by name.
+//! entry, an `EntryPart`), its backend opened on one, its health check, its sweep
+//! of a host, its rows of `hosts check|prepare`, where `doctor` cannot check it as a
+//! Docker daemon its own checks, an image looked up and pulled there before an
+//! evaluation, and whether a worker's session lives there. Each engine implements
+//! `Engine` beside its backend (`docker_engine.rs`, `kubernetes/entry.rs`);
+//! `ENGINES` (`mod.rs`) lists them, and the code above asks a `Target`
+//! (`Target::parse`, `health`, `sweep`, …), never an engine by name.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::Backend;
 use super::host::{HostError, HostSpec};
 use super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::sweep::Rule;
 use super::target::{Place, Target, TargetError};
+use agent_runner_core::interrupt::Interrupt;
+
+/// Whether a place has an image, as an evaluation asks before its runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageAnswer {
+    Present,
+    Missing,
+    /// Its engine cannot tell beforehand (a cluster pulls its images itself): its
+    /// sandboxes' start says it.
+    CannotTell,
+    /// It did not answer, which proves nothing.
+    NoAnswer,
+}
+
+/// A pull of an image on a place that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    /// The engine refused it: its words (a pull's stderr).
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Call(#[from] agent_runner_core::Error),
+}
 
 /// An engine's part of a `hosts:` entry: its field of `HostEntry`, typed as the
 /// engine reads it (`host_entry.rs`).
@@ -71,6 +96,31 @@ pub trait Engine: Sync + 'static {
     fn doctor(&self, _place: &Self::Place) -> Option<Vec<EngineCheck>> {
         None
     }
+    /// Whether `place` has `image`, asked within `deadline`.
+    fn has_image(
+        &self,
+        place: &Self::Place,
+        target: &Target,
+        image: &str,
+        deadline: Duration,
+        interrupt: Interrupt,
+    ) -> ImageAnswer;
+    /// Fetches `image` onto `place` within `deadline`.
+    fn pull(
+        &self,
+        place: &Self::Place,
+        target: &Target,
+        image: &str,
+        deadline: Duration,
+        interrupt: Interrupt,
+    ) -> Result<(), PullError>;
+    /// Whether a worker's session kept by the copy transport lives on its place (a
+    /// Docker daemon's volume), so that a resumed run must go back there; false:
+    /// kept elsewhere (a cluster's claims, in the namespace its target names) or
+    /// not at all.
+    fn keeps_sessions(&self) -> bool {
+        false
+    }
 }
 
 /// An `Engine` whatever its kind of place: each call None when the target is not
@@ -87,6 +137,21 @@ pub(crate) trait AnyEngine: Sync {
     fn check(&self, host: &HostSpec, ask: &Ask<'_>, row: Row) -> Result<Row, Row>;
     fn prepare(&self, host: &HostSpec, ask: &Prepare<'_>) -> Option<Result<String, PrepareError>>;
     fn doctor(&self, target: &Target) -> Option<Option<Vec<EngineCheck>>>;
+    fn has_image(
+        &self,
+        target: &Target,
+        image: &str,
+        deadline: Duration,
+        interrupt: Interrupt,
+    ) -> Option<ImageAnswer>;
+    fn pull(
+        &self,
+        target: &Target,
+        image: &str,
+        deadline: Duration,
+        interrupt: Interrupt,
+    ) -> Option<Result<(), PullError>>;
+    fn keeps_sessions(&self, target: &Target) -> Option<bool>;
 }
 
 impl<E: Engine> AnyEngine for E {
@@ -135,5 +200,33 @@ impl<E: Engine> AnyEngine for E {
     }
     fn doctor(&self, target: &Target) -> Option<Option<Vec<EngineCheck>>> {
         Some(Engine::doctor(self, target.place::<E::Place>()?))
+    }
+    fn has_image(
+        &self,
+        target: &Target,
+        image: &str,
+        deadline: Duration,
+        interrupt: Interrupt,
+    ) -> Option<ImageAnswer> {
+        let place = target.place::<E::Place>()?;
+        Some(Engine::has_image(
+            self, place, target, image, deadline, interrupt,
+        ))
+    }
+    fn pull(
+        &self,
+        target: &Target,
+        image: &str,
+        deadline: Duration,
+        interrupt: Interrupt,
+    ) -> Option<Result<(), PullError>> {
+        let place = target.place::<E::Place>()?;
+        Some(Engine::pull(
+            self, place, target, image, deadline, interrupt,
+        ))
+    }
+    fn keeps_sessions(&self, target: &Target) -> Option<bool> {
+        target.place::<E::Place>()?;
+        Some(Engine::keeps_sessions(self))
     }
 }

@@ -6,14 +6,16 @@
 //! engine whose kind of place it is.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::Backend;
 use super::ENGINES;
-use super::engine::EngineCheck;
+use super::engine::{EngineCheck, ImageAnswer, PullError};
 use super::host::HostSpec;
 use super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::sweep::Rule;
 use super::target::{Target, TargetError};
+use agent_runner_core::interrupt::Interrupt;
 
 /// The default engine's backend (no target set): the first engine's that opens
 /// one (Docker's, first in `ENGINES`; the fallback is the same).
@@ -83,6 +85,36 @@ impl Target {
     /// those.
     pub fn doctor_checks(&self) -> Option<Vec<EngineCheck>> {
         ENGINES.iter().find_map(|engine| engine.doctor(self))?
+    }
+
+    /// Whether it has `image`, asked within `deadline`.
+    pub fn has_image(&self, image: &str, deadline: Duration, interrupt: Interrupt) -> ImageAnswer {
+        ENGINES
+            .iter()
+            .find_map(|engine| engine.has_image(self, image, deadline, interrupt))
+            .unwrap_or(ImageAnswer::NoAnswer)
+    }
+
+    /// Fetches `image` onto it within `deadline`.
+    pub fn pull(
+        &self,
+        image: &str,
+        deadline: Duration,
+        interrupt: Interrupt,
+    ) -> Result<(), PullError> {
+        ENGINES
+            .iter()
+            .find_map(|engine| engine.pull(self, image, deadline, interrupt))
+            .unwrap_or_else(|| Err(PullError::Refused(unknown(self))))
+    }
+
+    /// Whether a worker's session kept by the copy transport lives on it, so that a
+    /// resumed run must go back there (`Engine::keeps_sessions`).
+    pub fn keeps_sessions(&self) -> bool {
+        ENGINES
+            .iter()
+            .find_map(|engine| engine.keeps_sessions(self))
+            .unwrap_or(false)
     }
 }
 

@@ -184,6 +184,31 @@ mod tests {
     use agent_runner_core::interrupt::Interrupt;
     use agent_runner_core::process::Invocation;
 
+    /// What the code above asks a target by its engine, never by its kind: a
+    /// cluster cannot be asked for an image beforehand (nor makes a docker call for
+    /// it) and keeps no session a resumed run must go back to; a daemon does.
+    #[test]
+    fn each_engine_answers_for_its_own_targets() {
+        use super::super::engine::{ImageAnswer, PullError};
+        let cluster = Target::parse("k8s://prod/agents").unwrap();
+        let never = Interrupt::never();
+        let soon = Duration::from_secs(1);
+        assert_eq!(
+            cluster.has_image("img", soon, never),
+            ImageAnswer::CannotTell
+        );
+        let e = cluster.pull("img", soon, never).unwrap_err();
+        assert!(
+            matches!(&e, PullError::Refused(why) if why.contains("pulls images itself")),
+            "{e}"
+        );
+        assert!(!cluster.keeps_sessions());
+        // A daemon is asked: one that cannot be reached proves nothing.
+        let daemon = Target::parse("unix:///nonexistent/agent-runner.sock").unwrap();
+        assert!(daemon.keeps_sessions());
+        assert_eq!(daemon.has_image("img", soon, never), ImageAnswer::NoAnswer);
+    }
+
     #[test]
     fn a_cluster_target_names_its_context_and_namespace() {
         let target = Target::parse("k8s://prod/agents").unwrap();

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::super::engine::{Engine, EngineCheck, EntryPart};
+use super::super::engine::{Engine, EngineCheck, EntryPart, ImageAnswer, PullError};
 use super::super::host::{HostError, HostSpec, SANDBOX_HOST_VAR};
 use super::super::host_check::{Ask, Prepare, PrepareError, Row};
 use super::super::sweep::Rule;
@@ -166,6 +166,32 @@ impl Engine for KubernetesEngine {
                 .with_tools_image(&tools::image_name())
                 .with_schedule_timeout(schedule),
         )
+    }
+
+    // A cluster pulls its images itself and cannot be asked beforehand: its Pods
+    // say it when the image is not where it pulls (SPEC §25).
+    fn has_image(
+        &self,
+        _place: &Cluster,
+        _target: &Target,
+        _image: &str,
+        _deadline: Duration,
+        _interrupt: Interrupt,
+    ) -> ImageAnswer {
+        ImageAnswer::CannotTell
+    }
+
+    fn pull(
+        &self,
+        place: &Cluster,
+        _target: &Target,
+        _image: &str,
+        _deadline: Duration,
+        _interrupt: Interrupt,
+    ) -> Result<(), PullError> {
+        Err(PullError::Refused(format!(
+            "{place} pulls images itself: push it where the cluster pulls, or load it on the nodes"
+        )))
     }
 
     fn health(&self, place: &Cluster, _target: &Target) -> Option<String> {
