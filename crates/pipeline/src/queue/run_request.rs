@@ -116,7 +116,7 @@ pub fn enqueue_tries(
             .map_err(|e| PipelineError::Invalid(e.to_string()))?;
         ws.defaults
             .check_kind_settings(kinds)
-            .map_err(PipelineError::Invalid)?;
+            .map_err(|e| PipelineError::Invalid(e.to_string()))?;
     }
     if n == 1 && kinds.is_empty() {
         return Ok(vec![enqueue(ws, id)?]);

@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::defaults_error::{DefaultsError, KindWithoutSettings};
+use super::field_error::FieldError;
 use super::pinned_test::{self, PinnedTest};
 use crate::PipelineError;
 use agent_runner_sandbox::backend::host::{HostError, HostSpec, check_pool};
@@ -185,7 +187,7 @@ impl Defaults {
 
     /// Checks `runner` with the runner's own parser, the builder settings and the
     /// pinned test.
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), DefaultsError> {
         if let Some(runner) = &self.runner {
             check_runner(runner)?;
         }
@@ -198,7 +200,7 @@ impl Defaults {
         for (index, notifier) in self.notify.iter().enumerate() {
             notifier.check(index)?;
         }
-        self.hosts().map_err(|e| e.to_string())?;
+        self.hosts()?;
         if let Some(setup) = self.setup() {
             check_setup(setup)?;
         }
@@ -212,21 +214,32 @@ impl Defaults {
         if let Some(builder) = &self.builder {
             match (builder.kind, &builder.script) {
                 (BuilderKind::Scripted, None) => {
-                    return Err("builder.script: required with `kind: scripted`".into());
+                    return Err(FieldError::new(
+                        "builder.script",
+                        "required with `kind: scripted`",
+                    )
+                    .into());
                 }
                 (BuilderKind::Scripted, Some(script)) if !script.is_file() => {
-                    return Err(format!(
-                        "builder.script: file {} not found",
-                        script.display()
-                    ));
+                    return Err(FieldError::new(
+                        "builder.script",
+                        format!("file {} not found", script.display()),
+                    )
+                    .into());
                 }
                 (BuilderKind::Meta | BuilderKind::Codex, Some(_)) => {
-                    return Err("builder.script: only used with `kind: scripted`".into());
+                    return Err(FieldError::new(
+                        "builder.script",
+                        "only used with `kind: scripted`",
+                    )
+                    .into());
                 }
                 _ => {}
             }
             if builder.kind == BuilderKind::Scripted && builder.model.is_some() {
-                return Err("builder.model: not used by `kind: scripted`".into());
+                return Err(
+                    FieldError::new("builder.model", "not used by `kind: scripted`").into(),
+                );
             }
         }
         Ok(())
@@ -315,29 +328,26 @@ impl Defaults {
     /// workspace's would get the workspace kind's model or endpoint, since the
     /// defaults set one and say nothing of that kind (`kinds.<kind>`, SPEC §23);
     /// the error names the fix. Checked before anything is queued.
-    pub fn check_kind_settings(&self, kinds: &[String]) -> Result<(), String> {
+    pub fn check_kind_settings(&self, kinds: &[String]) -> Result<(), KindWithoutSettings> {
         let own = self.worker_kind();
-        let set: Vec<String> = ["model", "base_url"]
-            .iter()
-            .filter_map(|key| {
-                self.runner_worker(key)
-                    .map(|v| format!("runner.worker.{key} ({v})"))
-            })
+        let set: Vec<(&'static str, String)> = ["model", "base_url"]
+            .into_iter()
+            .filter_map(|key| self.runner_worker(key).map(|v| (key, v.to_string())))
             .collect();
         if set.is_empty() {
             return Ok(());
         }
-        for kind in kinds {
-            if kind != own && !self.kinds.contains_key(kind) {
-                return Err(format!(
-                    "--kinds: the {kind} tries would get {}, which the workspace defaults set for {own}; \
-                     give {kind} its own in the defaults (`kinds: {{{kind}: {{model: …, base_url: …}}}}`, \
-                     `{{}}` for the agent's own) with `agent-runner workspace set --defaults FILE.yaml`",
-                    set.join(" and ")
-                ));
-            }
+        match kinds
+            .iter()
+            .find(|kind| *kind != own && !self.kinds.contains_key(*kind))
+        {
+            Some(kind) => Err(KindWithoutSettings {
+                kind: kind.clone(),
+                own: own.to_string(),
+                settings: set,
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// `runner.worker.<key>` as a string, if set.
@@ -358,18 +368,18 @@ const RUNNER_KEYS: &[&str] = &["meta", "worker", "pricing", "budget", "max_stall
 /// attempt on a host of its pool, which counts that host's slots, watches its
 /// health and re-queues a lost host's job; a host (or transport) from the defaults
 /// would send every attempt around all of that. One way to name hosts: `hosts:`.
-const SANDBOX_REFUSED: &str = "runner.sandbox: not a default: the orchestrator places each attempt on a Docker host of `hosts:` (or `orchestrate --host NAME=URL[:SLOTS]`), counting its slots and watching its health, and a host here would go around that; name the hosts in `hosts:` (runner.sandbox.host is for `agent-runner run` of one task)";
+const SANDBOX_REFUSED: &str = "not a default: the orchestrator places each attempt on a Docker host of `hosts:` (or `orchestrate --host NAME=URL[:SLOTS]`), counting its slots and watching its health, and a host here would go around that; name the hosts in `hosts:` (runner.sandbox.host is for `agent-runner run` of one task)";
 
 /// `runner` must hold only the Task YAML's runner keys, and with placeholders for
 /// what the orchestrator fills in, make a TaskConfig the runner accepts.
 /// `defaults.task.setup` read by the runner's own parser, in a task around it.
-fn check_setup(setup: &Value) -> Result<(), String> {
+fn check_setup(setup: &Value) -> Result<(), DefaultsError> {
     let config = serde_json::json!({
         "task": {"id": "defaults-check", "title": "check", "instructions": "check",
                  "project": {"root_dir": std::env::temp_dir()}, "setup": setup},
         "runner": {"meta": {"model": PLACEHOLDER}, "worker": {"type": "docker_codex_cli"}},
     });
-    let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
+    let yaml = serde_norway::to_string(&config)?;
     let var = |_: &str| Some(std::ffi::OsString::from("value-of-a-variable"));
     agent_runner_settings::task::parse(
         &yaml,
@@ -379,22 +389,25 @@ fn check_setup(setup: &Value) -> Result<(), String> {
         },
     )
     .map(|_| ())
-    .map_err(|e| e.with_hints())
+    .map_err(DefaultsError::Task)
 }
 
-fn check_runner(runner: &Value) -> Result<(), String> {
+fn check_runner(runner: &Value) -> Result<(), DefaultsError> {
     let Value::Object(map) = runner else {
-        return Err("runner: expected a mapping with `meta` and/or `worker`".into());
+        return Err(
+            FieldError::new("runner", "expected a mapping with `meta` and/or `worker`").into(),
+        );
     };
     for key in map.keys() {
         if key == "sandbox" {
-            return Err(SANDBOX_REFUSED.into());
+            return Err(FieldError::new("runner.sandbox", SANDBOX_REFUSED).into());
         }
         if !RUNNER_KEYS.contains(&key.as_str()) {
-            return Err(format!(
-                "runner.{key}: unknown key (valid: {})",
-                RUNNER_KEYS.join(", ")
-            ));
+            return Err(FieldError::new(
+                format!("runner.{key}"),
+                format!("unknown key (valid: {})", RUNNER_KEYS.join(", ")),
+            )
+            .into());
         }
     }
     let mut meta = map
@@ -410,7 +423,11 @@ fn check_runner(runner: &Value) -> Result<(), String> {
     }
     if let Value::Object(w) = &mut worker {
         if w.contains_key("kind") {
-            return Err("runner.worker.kind: not used here; the orchestrator writes TaskConfigs, whose worker is `type: docker_codex_cli` or `type: docker_claude_code_cli`".into());
+            return Err(FieldError::new(
+                "runner.worker.kind",
+                "not used here; the orchestrator writes TaskConfigs, whose worker is `type: docker_codex_cli` or `type: docker_claude_code_cli`",
+            )
+            .into());
         }
         w.entry("type").or_insert_with(|| "docker_codex_cli".into());
     }
@@ -441,7 +458,7 @@ fn check_runner(runner: &Value) -> Result<(), String> {
                  "project": {"root_dir": std::env::temp_dir()}},
         "runner": runner,
     });
-    let yaml = serde_norway::to_string(&config).map_err(|e| e.to_string())?;
+    let yaml = serde_norway::to_string(&config)?;
     // Environment references are checked when a task runs, where they are needed.
     // (Their stand-in is no other placeholder: a secret's value is looked for in
     // what goes on a command line, the worker's model among it.)
@@ -457,7 +474,7 @@ fn check_runner(runner: &Value) -> Result<(), String> {
         },
     )
     .map(|_| ())
-    .map_err(|e| e.with_hints())
+    .map_err(DefaultsError::Task)
 }
 
 #[cfg(test)]
@@ -466,7 +483,7 @@ mod tests {
 
     fn parse(yaml: &str) -> Result<Defaults, String> {
         let d: Defaults = serde_norway::from_str(yaml).map_err(|e| e.to_string())?;
-        d.check()?;
+        d.check().map_err(|e| e.to_string())?;
         Ok(d)
     }
 
@@ -747,7 +764,7 @@ mod tests {
         let plain = defaults("runner: {worker: {network: none}}\n");
         assert_eq!(plain.check_kind_settings(&kinds), Ok(()));
         let codex = defaults("runner: {worker: {model: gpt-5-codex, base_url: 'http://gw/v1'}}\n");
-        let e = codex.check_kind_settings(&kinds).unwrap_err();
+        let e = codex.check_kind_settings(&kinds).unwrap_err().to_string();
         assert!(
             e.contains("the claude-code-cli tries would get runner.worker.model (gpt-5-codex) and runner.worker.base_url (http://gw/v1), which the workspace defaults set for codex-cli")
                 && e.contains("kinds: {claude-code-cli: {model: …, base_url: …}}"),
@@ -764,6 +781,7 @@ mod tests {
             claude_ws
                 .check_kind_settings(&kinds)
                 .unwrap_err()
+                .to_string()
                 .contains("the codex-cli tries")
         );
         let e = parse("kinds: {codex-cli: {base_url: gw}}\n").unwrap_err();

@@ -18,8 +18,7 @@ impl FieldError {
     }
 }
 
-/// Into the texts of the checks that still say their problems in words (a reply's
-/// re-ask, `Defaults::check`).
+/// Into a reply's re-ask, whose text is what the model is sent back.
 impl From<FieldError> for String {
     fn from(error: FieldError) -> String {
         error.to_string()

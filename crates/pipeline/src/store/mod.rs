@@ -1,9 +1,9 @@
 //! The workspace and its tasks, as files (SPEC §11): what every other part reads.
 //!
 //! `workspace` (where everything is, `workspace.json`, private modes) with its
-//! `defaults` (and the test a user pins there or on a task, `pinned_test`; where
-//! verified branches are delivered, `delivery`; who is told when an attempt ends,
-//! `notify_settings`); `id`
+//! `defaults` (what is wrong with them, `defaults_error`; the test a user pins
+//! there or on a task, `pinned_test`; where verified branches are delivered,
+//! `delivery`; who is told when an attempt ends, `notify_settings`); `id`
 //! (task and job ids, which name files and branches); a task is a
 //! JSON Lines file, `task_file` (its lines and their fold into the current task),
 //! kept by `task_store` (create, append, read one or all); `new_task` makes one
@@ -18,6 +18,7 @@ pub mod attempt_files;
 pub(crate) mod commits;
 pub(crate) mod cycle;
 pub mod defaults;
+pub mod defaults_error;
 pub mod delivery;
 pub mod eval_task;
 pub mod field_error;

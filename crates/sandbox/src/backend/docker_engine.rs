@@ -17,7 +17,7 @@ use super::docker_cli::last_lines;
 use super::docker_target::DockerDaemon;
 use super::engine::{Engine, EntryPart, ImageAnswer, PullError};
 use super::host::{HostError, HostSpec};
-use super::host_check::{Ask, Prepare, PrepareError, Row};
+use super::host_check::{Ask, Prepare, PrepareError, Row, Unanswered};
 use super::locality::{Pending, tar_content};
 use super::sweep::Rule;
 use super::target::{Target, TargetError};
@@ -150,12 +150,18 @@ fn check(host: &HostSpec, ask: &Ask<'_>, mut row: Row) -> Row {
         Ok(out) if out.ok => Ok(agent_runner_core::text::escape_controls(
             &agent_runner_core::text::cut_chars(out.stdout.trim(), 64),
         )),
-        Ok(out) if out.ending == process::Ending::TimedOut => Err(format!(
-            "{target}: no answer within {} s",
-            super::host::HEALTH.as_secs()
-        )),
-        Ok(out) => Err(format!("{target}: {}", last_lines(&out.stderr, 2))),
-        Err(e) => Err(format!("{target}: {e}")),
+        Ok(out) if out.ending == process::Ending::TimedOut => Err(Unanswered::Silent {
+            target: target.clone(),
+            within: super::host::HEALTH,
+        }),
+        Ok(out) => Err(Unanswered::Refused {
+            target: target.clone(),
+            why: last_lines(&out.stderr, 2),
+        }),
+        Err(e) => Err(Unanswered::Refused {
+            target: target.clone(),
+            why: e.to_string(),
+        }),
     };
     if row.version.is_err() {
         return row;

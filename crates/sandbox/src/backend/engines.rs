@@ -12,7 +12,7 @@ use super::Backend;
 use super::ENGINES;
 use super::engine::{EngineCheck, ImageAnswer, PullError};
 use super::host::HostSpec;
-use super::host_check::{Ask, Prepare, PrepareError, Row};
+use super::host_check::{Ask, Prepare, PrepareError, Row, Unanswered};
 use super::sweep::Rule;
 use super::target::{Target, TargetError};
 use agent_runner_core::interrupt::Interrupt;
@@ -36,7 +36,7 @@ pub(crate) fn entry_forms() -> Vec<String> {
 
 /// Why `target` is of no engine listed here (a place made by hand).
 fn unknown(target: &Target) -> String {
-    format!("{target}: no engine of this build runs it")
+    Unanswered::NoEngine(target.clone()).to_string()
 }
 
 impl Target {
@@ -127,7 +127,7 @@ impl HostSpec {
                 Err(unasked) => row = unasked,
             }
         }
-        row.version = Err(unknown(&self.target));
+        row.version = Err(Unanswered::NoEngine(self.target.clone()));
         row
     }
 

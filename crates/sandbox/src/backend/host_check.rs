@@ -9,6 +9,7 @@
 //! prints.
 
 use std::path::Path;
+use std::time::Duration;
 
 use super::host::{HostSpec, Target};
 use agent_runner_core::interrupt::Interrupt;
@@ -51,12 +52,34 @@ pub enum PrepareError {
     },
 }
 
+/// Why a host's row has no version (`hosts check` prints it below the table as
+/// `host NAME: …`); kept apart from the version so a row without one is DOWN.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unanswered {
+    /// The row before its engine's check, which replaces it.
+    #[error("")]
+    NotAsked,
+    /// The thread that asked panicked: there is no target's answer to name.
+    #[error("its check panicked")]
+    Panicked,
+    /// A place made by hand, of no engine listed in `ENGINES`.
+    #[error("{0}: no engine of this build runs it")]
+    NoEngine(Target),
+    /// The engine gave no answer in time.
+    #[error("{target}: no answer within {} s", .within.as_secs())]
+    Silent { target: Target, within: Duration },
+    /// The engine answered that the host cannot be used, in its own words (a
+    /// daemon's last lines of stderr, a cluster's problems) or the asking failed.
+    #[error("{target}: {why}")]
+    Refused { target: Target, why: String },
+}
+
 /// One host's row of `hosts check`.
 #[derive(Debug, Clone)]
 pub struct Row {
     pub name: String,
     /// Its daemon's version, or why it did not answer.
-    pub version: Result<String, String>,
+    pub version: Result<String, Unanswered>,
     /// The worker image is there; None: not asked.
     pub image: Option<bool>,
     /// The tools volume is there; None: not asked.
@@ -74,7 +97,7 @@ impl Row {
     pub(crate) fn unasked(host: &HostSpec) -> Row {
         Row {
             name: host.name.clone(),
-            version: Err(String::new()),
+            version: Err(Unanswered::NotAsked),
             image: None,
             tools: None,
             locality: "-",
@@ -107,7 +130,7 @@ pub fn check_all(
             .zip(hosts)
             .map(|(h, host)| {
                 h.join().unwrap_or(Row {
-                    version: Err("its check panicked".into()),
+                    version: Err(Unanswered::Panicked),
                     ..Row::unasked(host)
                 })
             })

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::super::engine::{Engine, EngineCheck, EntryPart, ImageAnswer, PullError};
 use super::super::host::{HostError, HostSpec, SANDBOX_HOST_VAR};
-use super::super::host_check::{Ask, Prepare, PrepareError, Row};
+use super::super::host_check::{Ask, Prepare, PrepareError, Row, Unanswered};
 use super::super::sweep::Rule;
 use super::super::target::{Place, Target, TargetError};
 use super::super::{Backend, BackendError, tools};
@@ -202,8 +202,8 @@ impl Engine for KubernetesEngine {
         Kubernetes::new(place.clone()).sweep(rule)
     }
 
-    fn check(&self, place: &Cluster, _host: &HostSpec, _ask: &Ask<'_>, row: Row) -> Row {
-        check_cluster(row, place)
+    fn check(&self, place: &Cluster, host: &HostSpec, _ask: &Ask<'_>, row: Row) -> Row {
+        check_cluster(row, place, &host.target)
     }
 
     fn prepare(
@@ -235,7 +235,7 @@ impl Engine for KubernetesEngine {
 /// backend needs that does not hold there (namespace, rights, tools image). The
 /// cluster pulls its images itself: they are not asked for here. Its sandboxes
 /// are copied into by exec.
-fn check_cluster(mut row: Row, cluster: &Cluster) -> Row {
+fn check_cluster(mut row: Row, cluster: &Cluster, target: &Target) -> Row {
     let backend = Kubernetes::new(cluster.clone()).with_tools_image(&tools::image_name());
     let found = backend.check();
     let mut version = found.first().map(|f| f.seen.clone()).unwrap_or_default();
@@ -253,7 +253,10 @@ fn check_cluster(mut row: Row, cluster: &Cluster) -> Row {
         true => Ok(agent_runner_core::text::escape_controls(
             &agent_runner_core::text::cut_chars(&version, 120),
         )),
-        false => Err(format!("{cluster}: {}", problems.join("; "))),
+        false => Err(Unanswered::Refused {
+            target: target.clone(),
+            why: problems.join("; "),
+        }),
     };
     row.image = row.version.is_ok().then_some(true);
     row.locality = "copy (exec)";
