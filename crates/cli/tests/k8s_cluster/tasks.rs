@@ -627,6 +627,35 @@ fn threads(log: &str) -> Vec<String> {
         .collect()
 }
 
+/// `first` once `ready` holds; else, within `limit`, it is stopped and the test
+/// fails with what it printed and what the cluster says of the task's Pods and
+/// claims (this test once waited in vain under a full suite's load, and said
+/// nothing of why).
+fn working_or_told(
+    first: support::Running,
+    id: &str,
+    limit: Duration,
+    mut ready: impl FnMut() -> bool,
+) -> support::Running {
+    let until = Instant::now() + limit;
+    while !ready() {
+        if Instant::now() > until {
+            send("-TERM", &first);
+            let out = first.finish();
+            let selector = format!("agent-runner.task={id}");
+            let (_, pods, _) = kubectl(&["describe", "pods", "-l", &selector]);
+            let (_, claims, _) = kubectl(&["describe", "pvc", "-l", &selector]);
+            panic!(
+                "run 2 did not start within {} s; stderr:\n{}\npods:\n{pods}\nclaims:\n{claims}",
+                limit.as_secs(),
+                out.stderr
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    first
+}
+
 /// SPEC §25 "Resume": where the cluster's entry names `session_storage_class`, the
 /// worker's session is a claim of that class kept across the task's Pods, so a
 /// task killed there and resumed goes on with its worker's session (the same
@@ -669,7 +698,7 @@ fn a_resumed_task_on_a_cluster_with_a_session_class_goes_on_with_its_session() {
     };
     let first = with_class(yaml.clone()).start();
     let log = dir.join(&format!(".agent-runner/logs/{id}/run-2.log"));
-    wait_for(Duration::from_secs(180), || {
+    let first = working_or_told(first, &id, Duration::from_secs(180), || {
         std::fs::read_to_string(&log).is_ok_and(|l| l.contains("working"))
     });
     let thread_one = threads(
