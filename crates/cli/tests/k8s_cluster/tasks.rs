@@ -640,11 +640,12 @@ fn working_or_told(
     let until = Instant::now() + limit;
     while !ready() {
         if Instant::now() > until {
-            send("-TERM", &first);
-            let out = first.finish();
+            // The Pods and claims as they are, before the runner removes them.
             let selector = format!("agent-runner.task={id}");
             let (_, pods, _) = kubectl(&["describe", "pods", "-l", &selector]);
             let (_, claims, _) = kubectl(&["describe", "pvc", "-l", &selector]);
+            send("-TERM", &first);
+            let out = first.finish();
             panic!(
                 "run 2 did not start within {} s; stderr:\n{}\npods:\n{pods}\nclaims:\n{claims}",
                 limit.as_secs(),

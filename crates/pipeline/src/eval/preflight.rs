@@ -172,11 +172,15 @@ fn available(
             Ok(false) => Ok(backend.pull(image, interrupt)?),
         };
     }
+    // An engine that cannot tell (a cluster pulls its images itself): its runs say
+    // it when the image is not where it pulls (SPEC §25). Nothing the others
+    // answer changes that, so they are not asked.
+    if hosts.iter().any(|h| !h.target.tells_images()) {
+        return Ok(());
+    }
     let mut answered = Vec::new();
     for host in hosts {
         match host.target.has_image(image, LOOKUP, interrupt) {
-            // An engine that cannot tell (a cluster pulls its images itself): its
-            // runs say it when the image is not where it pulls (SPEC §25).
             ImageAnswer::Present | ImageAnswer::CannotTell => return Ok(()),
             ImageAnswer::Missing => answered.push(host),
             ImageAnswer::NoAnswer => {}
@@ -201,5 +205,35 @@ fn available(
             image: image.to_string(),
             detail: e.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    /// A pool with a cluster in it is not checked beforehand: the cluster's runs
+    /// say it when the image is missing. Its daemons are not asked either (one
+    /// that hangs would hold the evaluation up to `LOOKUP` per image for nothing).
+    #[test]
+    fn a_pool_with_a_cluster_asks_none_of_its_daemons() {
+        let dir =
+            std::env::temp_dir().join(format!("ar-preflight-{}", crate::store::id::random_hex(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("daemon.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let host = |name: &str, target: &str| HostSpec::parse_flag(&format!("{name}={target}"));
+        let hosts = [
+            host("d", &format!("unix://{}", socket.display())).unwrap(),
+            host("k", "k8s://c/n").unwrap(),
+        ];
+        let backend = agent_runner_sandbox::backend::Docker::default();
+        let checked = available("img:1", &hosts, &backend, Interrupt::never());
+        let asked = listener.accept().is_ok();
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(checked.is_ok());
+        assert!(!asked, "the daemon was asked");
     }
 }

@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::defaults_error::{DefaultsError, KindWithoutSettings};
+use super::defaults_error::DefaultsError;
 use super::field_error::FieldError;
+use super::kind_settings::KindWithoutSettings;
 use super::pinned_test::{self, PinnedTest};
 use crate::PipelineError;
 use agent_runner_sandbox::backend::host::{HostError, HostSpec, check_pool};

@@ -1,7 +1,8 @@
 //! The workspace and its tasks, as files (SPEC §11): what every other part reads.
 //!
 //! `workspace` (where everything is, `workspace.json`, private modes) with its
-//! `defaults` (what is wrong with them, `defaults_error`; the test a user pins
+//! `defaults` (what is wrong with them, `defaults_error`; a `--kinds` they would
+//! send with another kind's model, `kind_settings`; the test a user pins
 //! there or on a task, `pinned_test`; where verified branches are delivered,
 //! `delivery`; who is told when an attempt ends, `notify_settings`); `id`
 //! (task and job ids, which name files and branches); a task is a
@@ -23,6 +24,7 @@ pub mod delivery;
 pub mod eval_task;
 pub mod field_error;
 pub(crate) mod id;
+pub mod kind_settings;
 pub mod new_task;
 pub(crate) mod notify_settings;
 pub mod pinned_test;

@@ -217,7 +217,7 @@ impl Backend for Docker {
         if out.ok {
             return Ok(true);
         }
-        if out.stderr.contains("No such image") {
+        if docker_cli::no_such_image(&out.stderr) {
             return Ok(false);
         }
         Err(match daemon_problem(self.short) {
@@ -355,7 +355,7 @@ impl Docker {
 
     /// Why `docker run` failed: missing image, unreachable daemon, or something else.
     fn diagnose_start(&self, spec: &Spec, invocation: &Invocation, stderr: &str) -> BackendError {
-        if stderr.contains("No such image") || stderr.contains("Unable to find image") {
+        if docker_cli::no_such_image(stderr) {
             return BackendError::ImageMissing {
                 what: super::DOCKER_IMAGE,
                 image: spec.image.clone(),

@@ -101,6 +101,12 @@ pub(crate) fn run_invocation(
     })
 }
 
+/// Whether the daemon said the image is not there (`docker image inspect`, `docker
+/// run`, `docker create`), in the words its versions use.
+pub(crate) fn no_such_image(stderr: &str) -> bool {
+    stderr.contains("No such image") || stderr.contains("Unable to find image")
+}
+
 /// The docker CLI could not be started.
 pub(crate) fn cli_missing(e: agent_runner_core::Error) -> BackendError {
     BackendError::CliMissing(format!(

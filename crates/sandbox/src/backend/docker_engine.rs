@@ -88,7 +88,7 @@ impl Engine for DockerEngine {
         let inspect = ["image", "inspect", "--format", "{{.Id}}", image];
         match target.docker(&inspect, deadline, interrupt) {
             Ok(out) if out.ok => ImageAnswer::Present,
-            Ok(out) if out.stderr.contains("No such image") => ImageAnswer::Missing,
+            Ok(out) if super::docker_cli::no_such_image(&out.stderr) => ImageAnswer::Missing,
             _ => ImageAnswer::NoAnswer,
         }
     }
@@ -108,7 +108,11 @@ impl Engine for DockerEngine {
         }
     }
 
-    fn keeps_sessions(&self) -> bool {
+    fn tells_images(&self) -> bool {
+        true
+    }
+
+    fn pins_sessions(&self) -> bool {
         true
     }
 

@@ -114,13 +114,13 @@ pub trait Engine: Sync + 'static {
         deadline: Duration,
         interrupt: Interrupt,
     ) -> Result<(), PullError>;
-    /// Whether a worker's session kept by the copy transport lives on its place (a
-    /// Docker daemon's volume), so that a resumed run must go back there; false:
-    /// kept elsewhere (a cluster's claims, in the namespace its target names) or
-    /// not at all.
-    fn keeps_sessions(&self) -> bool {
-        false
-    }
+    /// Whether its places answer `has_image` (false: its sandboxes' start is the
+    /// first to know, as a cluster that pulls its images itself).
+    fn tells_images(&self) -> bool;
+    /// Whether a worker's session kept by the copy transport pins a resumed run to
+    /// the place it ran on (a Docker daemon's volume); false: the target alone
+    /// finds it again (a cluster's claim, in the namespace its target names).
+    fn pins_sessions(&self) -> bool;
 }
 
 /// An `Engine` whatever its kind of place: each call None when the target is not
@@ -151,7 +151,8 @@ pub(crate) trait AnyEngine: Sync {
         deadline: Duration,
         interrupt: Interrupt,
     ) -> Option<Result<(), PullError>>;
-    fn keeps_sessions(&self, target: &Target) -> Option<bool>;
+    fn tells_images(&self, target: &Target) -> Option<bool>;
+    fn pins_sessions(&self, target: &Target) -> Option<bool>;
 }
 
 impl<E: Engine> AnyEngine for E {
@@ -225,8 +226,12 @@ impl<E: Engine> AnyEngine for E {
             self, place, target, image, deadline, interrupt,
         ))
     }
-    fn keeps_sessions(&self, target: &Target) -> Option<bool> {
+    fn tells_images(&self, target: &Target) -> Option<bool> {
         target.place::<E::Place>()?;
-        Some(Engine::keeps_sessions(self))
+        Some(Engine::tells_images(self))
+    }
+    fn pins_sessions(&self, target: &Target) -> Option<bool> {
+        target.place::<E::Place>()?;
+        Some(Engine::pins_sessions(self))
     }
 }

@@ -108,12 +108,20 @@ impl Target {
             .unwrap_or_else(|| Err(PullError::Refused(unknown(self))))
     }
 
-    /// Whether a worker's session kept by the copy transport lives on it, so that a
-    /// resumed run must go back there (`Engine::keeps_sessions`).
-    pub fn keeps_sessions(&self) -> bool {
+    /// Whether it answers `has_image` (`Engine::tells_images`).
+    pub fn tells_images(&self) -> bool {
         ENGINES
             .iter()
-            .find_map(|engine| engine.keeps_sessions(self))
+            .find_map(|engine| engine.tells_images(self))
+            .unwrap_or(false)
+    }
+
+    /// Whether a worker's session kept by the copy transport pins a resumed run to
+    /// it (`Engine::pins_sessions`).
+    pub fn pins_sessions(&self) -> bool {
+        ENGINES
+            .iter()
+            .find_map(|engine| engine.pins_sessions(self))
             .unwrap_or(false)
     }
 }

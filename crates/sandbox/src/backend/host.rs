@@ -202,10 +202,12 @@ mod tests {
             matches!(&e, PullError::Refused(why) if why.contains("pulls images itself")),
             "{e}"
         );
-        assert!(!cluster.keeps_sessions());
+        assert!(!cluster.pins_sessions());
+        assert!(!cluster.tells_images());
         // A daemon is asked: one that cannot be reached proves nothing.
         let daemon = Target::parse("unix:///nonexistent/agent-runner.sock").unwrap();
-        assert!(daemon.keeps_sessions());
+        assert!(daemon.pins_sessions());
+        assert!(daemon.tells_images());
         assert_eq!(daemon.has_image("img", soon, never), ImageAnswer::NoAnswer);
     }
 

@@ -9,11 +9,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::docker_engine::DockerEntry;
-use super::engine::EntryPart;
+use super::docker_engine::{DOCKER, DockerEntry};
+use super::engine::{Engine, EntryPart};
 use super::engines;
 use super::host::{HostError, HostSpec};
-use super::kubernetes::entry::ClusterEntry;
+use super::kubernetes::entry::{ClusterEntry, KUBERNETES};
 
 /// A `hosts:` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,10 +57,10 @@ impl HostEntry {
     fn engines(&self) -> Vec<(&'static str, &dyn EntryPart)> {
         let mut found: Vec<(&'static str, &dyn EntryPart)> = Vec::new();
         if let Some(docker) = &self.docker {
-            found.push(("docker", docker));
+            found.push((DOCKER.key(), docker));
         }
         if let Some(cluster) = &self.kubernetes {
-            found.push(("kubernetes", cluster));
+            found.push((KUBERNETES.key(), cluster));
         }
         found
     }

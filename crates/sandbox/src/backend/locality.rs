@@ -189,7 +189,7 @@ fn read_back(
         }
         _ => {}
     }
-    if out.stderr.contains("No such image") || out.stderr.contains("Unable to find image") {
+    if super::docker_cli::no_such_image(&out.stderr) {
         return Err(BackendError::ImageMissing {
             what: super::DOCKER_IMAGE,
             image: image.to_string(),

@@ -1477,8 +1477,8 @@ fn transport(backend: &Arc<dyn Backend>, config: &SandboxConfig) -> (Box<dyn Tra
 /// when it is not this machine's directory but a volume there (the copy transport,
 /// SPEC §22): a resumed run must go to that daemon.
 pub fn session_host(worker: &WorkerSettings) -> Option<Endpoint> {
-    // An engine that keeps sessions elsewhere (a cluster: SPEC §25) needs no daemon.
-    if crate::backend::aimed().is_some_and(|t| !t.keeps_sessions()) {
+    // A target whose sessions pin no daemon (a cluster: SPEC §25) needs none.
+    if crate::backend::aimed().is_some_and(|t| !t.pins_sessions()) {
         return None;
     }
     let endpoint = Endpoint::current(Duration::from_secs(10)).ok()?;

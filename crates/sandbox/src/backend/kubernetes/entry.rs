@@ -189,9 +189,15 @@ impl Engine for KubernetesEngine {
         _deadline: Duration,
         _interrupt: Interrupt,
     ) -> Result<(), PullError> {
-        Err(PullError::Refused(format!(
-            "{place} pulls images itself: push it where the cluster pulls, or load it on the nodes"
-        )))
+        Err(PullError::Refused(super::pulls_itself(place)))
+    }
+
+    fn tells_images(&self) -> bool {
+        false
+    }
+
+    fn pins_sessions(&self) -> bool {
+        false
     }
 
     fn health(&self, place: &Cluster, _target: &Target) -> Option<String> {

@@ -539,6 +539,13 @@ fn shell_of(spec: &Spec) -> String {
     }
 }
 
+/// Why `cluster` is not asked to pull an image.
+pub(crate) fn pulls_itself(cluster: &Cluster) -> String {
+    format!(
+        "{cluster} pulls images itself: push it where the cluster pulls, or load it on the nodes"
+    )
+}
+
 impl Backend for Kubernetes {
     fn start(&self, spec: &Spec) -> Result<Started, BackendError> {
         let shell = shell_of(spec);
@@ -634,10 +641,7 @@ impl Backend for Kubernetes {
         Err(BackendError::ImageMissing {
             what: super::CLUSTER_IMAGE,
             image: image.to_string(),
-            detail: format!(
-                "{} pulls images itself: push it where the cluster pulls, or load it on the nodes",
-                self.kubectl.cluster
-            ),
+            detail: pulls_itself(&self.kubectl.cluster),
         })
     }
 
