@@ -28,7 +28,7 @@ say() { printf 'make test: %s\n' "$*" >&2; }
 # What is left out, as nextest filter expressions: said below, never silently.
 # The lifeline's micro-benchmarks are ignored tests too, but figures, not checks
 # (run by hand, see their file); harness:: is what this script runs first.
-skip=('test(lifeline::microbench::)' 'test(/^harness::/)')
+skip=('test(/(^|::)microbench::/)' 'test(/^harness::/)')
 # Under gVisor (docker::runsc, the boundary tests again) one test sees what runsc
 # does differently (docs/tools-and-runtimes.md, "Running under gVisor"): agent-runner's
 # seccomp profile does not apply there, so a set-id chmod in the repository is not
@@ -73,6 +73,7 @@ hosts_down() {
   docker volume ls -q --filter "label=$hosts_label" | xargs -r docker volume rm >/dev/null 2>&1 || true
   rm -rf "${TMPDIR:-/tmp}/agent-runner-shared-$owner"
   if [ -n "${registry_pid:-}" ]; then kill "$registry_pid" 2>/dev/null || true; fi
+  if [ -n "${sdk_pid:-}" ]; then kill "$sdk_pid" 2>/dev/null || true; rm -f "$sdk_checks"; fi
 }
 trap hosts_down EXIT
 if in_ci; then
@@ -109,6 +110,18 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 export NPM_CONFIG_REGISTRY=http://$registry_address/
+# The official SDKs' checker of Meta's requests and replies (testdata/meta-sdk),
+# once for the run: each test process would import the SDKs again (2-3 s of CPU).
+sdk_checks=${TMPDIR:-/tmp}/agent-runner-sdk-checks-$owner.sock
+rm -f "$sdk_checks"
+python3 testdata/meta-sdk/check.py --serve-socket "$sdk_checks" >/dev/null 2>&1 &
+sdk_pid=$!
+for _ in $(seq 50); do [ -S "$sdk_checks" ] && break; sleep 0.1; done
+if [ -S "$sdk_checks" ]; then
+  export AGENT_RUNNER_TEST_SDK_CHECKS=$sdk_checks
+else
+  say "the SDKs' checker did not start (testdata/setup-meta-sdk.sh): each test starts its own"
+fi
 say "remote hosts up in $(($(date +%s) - started)) s: $(cut -f2 "$hosts_file" | tr '\n' ' ')"
 status=0
 # Tests that measure how promptly a deadline or a signal is obeyed run after the

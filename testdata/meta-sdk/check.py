@@ -2,6 +2,7 @@
 
 usage: check.py KIND request|response < body.json
        check.py --serve   (one check per line: {"kind", "what", "body"} in, {"error"} out)
+       check.py --serve-socket PATH   (the same on each connection to the unix socket PATH)
 KIND: openai-responses, openai-chat or anthropic-messages. A request is validated
 with pydantic's TypeAdapter over the SDK's non-streaming create params, and every key it carries
 must be one the params' TypedDicts declare (TypeAdapter ignores unknown keys of a
@@ -99,23 +100,54 @@ def check(kind, what, body):
             raise ValueError(f"unknown fields: {extra}")
 
 
+def answer(line):
+    asked = json.loads(line)
+    kind, what = asked["kind"], asked["what"]
+    try:
+        check(kind, what, json.loads(asked["body"]))
+        error = None
+    except Exception as e:
+        error = f"{kind} {what} does not conform: {type(e).__name__}: {e}"
+    return json.dumps({"error": error}) + "\n"
+
+
 def serve():
     """Checks until stdin ends: a test checks many bodies, and importing the SDKs
     costs seconds, paid here once instead of once per body."""
     for line in sys.stdin:
-        asked = json.loads(line)
-        kind, what = asked["kind"], asked["what"]
-        try:
-            check(kind, what, json.loads(asked["body"]))
-            error = None
-        except Exception as e:
-            error = f"{kind} {what} does not conform: {type(e).__name__}: {e}"
-        print(json.dumps({"error": error}), flush=True)
+        sys.stdout.write(answer(line))
+        sys.stdout.flush()
+
+
+def serve_socket(path):
+    """Checks for every test process of a run (testdata/test.sh starts it): the SDKs
+    imported once for the run, not once per test process."""
+    import socketserver
+
+    class Checks(socketserver.StreamRequestHandler):
+        def handle(self):
+            for line in self.rfile:
+                self.wfile.write(answer(line).encode())
+                self.wfile.flush()
+
+    socketserver.ThreadingUnixStreamServer.daemon_threads = True
+    with socketserver.ThreadingUnixStreamServer(path, Checks) as server:
+        # Bound first, so that the run need not wait: a test's connection waits in
+        # the backlog while the SDKs are imported.
+        for kind in ("openai-responses", "openai-chat", "anthropic-messages"):
+            try:
+                types(kind)
+            except ImportError:
+                pass  # said on each check, with what to install
+        server.serve_forever()
 
 
 def main():
     if sys.argv[1:] == ["--serve"]:
         serve()
+        return
+    if sys.argv[1:2] == ["--serve-socket"] and len(sys.argv) == 3:
+        serve_socket(sys.argv[2])
         return
     kind, what = sys.argv[1], sys.argv[2]
     body = json.load(sys.stdin)

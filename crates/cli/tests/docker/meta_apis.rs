@@ -7,7 +7,7 @@
 
 use crate::support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -34,13 +34,15 @@ pub(super) fn sdk_check(kind: &str, what: &str, body: &str) {
     }
 }
 
-/// One `check.py --serve` per test process, shared by its threads: importing the
-/// SDKs takes seconds, and a test checks a dozen bodies.
+/// The run's checker (`check.py --serve-socket`, started by testdata/test.sh and
+/// named by `AGENT_RUNNER_TEST_SDK_CHECKS`), else one `check.py --serve` of this
+/// test process, shared by its threads: importing the SDKs takes seconds, and a
+/// test checks a dozen bodies.
 struct SdkChecker {
     // Never waited for: it ends with this process, when its stdin closes.
-    _process: std::process::Child,
-    input: std::process::ChildStdin,
-    output: BufReader<std::process::ChildStdout>,
+    _process: Option<std::process::Child>,
+    input: Box<dyn Write + Send>,
+    output: BufReader<Box<dyn Read + Send>>,
 }
 
 impl SdkChecker {
@@ -62,6 +64,16 @@ impl SdkChecker {
     }
 
     fn start() -> SdkChecker {
+        if let Some(socket) = std::env::var_os("AGENT_RUNNER_TEST_SDK_CHECKS") {
+            let stream = std::os::unix::net::UnixStream::connect(&socket).unwrap_or_else(|e| {
+                panic!("the run's SDK checker {}: {e}", socket.to_string_lossy())
+            });
+            return SdkChecker {
+                input: Box::new(stream.try_clone().unwrap()),
+                output: BufReader::new(Box::new(stream)),
+                _process: None,
+            };
+        }
         let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../testdata/meta-sdk/check.py");
         let mut child = Command::new("python3")
@@ -73,9 +85,9 @@ impl SdkChecker {
             .spawn()
             .expect("python3 is needed to check requests against the SDKs (`make test-env`)");
         SdkChecker {
-            input: child.stdin.take().unwrap(),
-            output: BufReader::new(child.stdout.take().unwrap()),
-            _process: child,
+            input: Box::new(child.stdin.take().unwrap()),
+            output: BufReader::new(Box::new(child.stdout.take().unwrap())),
+            _process: Some(child),
         }
     }
 }
