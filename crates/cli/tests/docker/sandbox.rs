@@ -484,3 +484,80 @@ impl Drop for RemoveOnDrop {
         }
     }
 }
+
+/// The envelope's stop of leftovers is the only one where the keep-alive is the
+/// image's shell (`keepalive.sh`: a remote daemon or the copy transport without
+/// the tools volume); elsewhere PID 1's quiet follows it, which is why no task test
+/// sees this one alone. Chains of processes that each start a successor and end,
+/// ignoring SIGTERM, were gone from every PID the sweep listed by the time it read
+/// it, so the sweep said none was left while the chains went on; and a single
+/// SIGKILL pass misses a successor born after it listed its parent. The stop
+/// believes a sweep only when no process was born during it, and the STOP-then-KILL
+/// passes end the chains.
+#[test]
+fn the_envelopes_stop_ends_fork_chains_that_outrun_its_sweep() {
+    let id = task_id("chains");
+    let _cleanup = RemoveOnDrop(id.clone());
+    let name = format!("agent-runner-{id}");
+    let label = format!("agent-runner.task={id}");
+    docker_ok(&[
+        "run",
+        "-d",
+        "--init",
+        "--network",
+        "none",
+        "--name",
+        &name,
+        "--label",
+        &label,
+        TEST_IMAGE,
+        "sh",
+        "-c",
+        "echo $$ > /tmp/keep; exec sleep 300",
+    ]);
+    docker_ok(&[
+        "exec",
+        &name,
+        "sh",
+        "-c",
+        "printf 'trap \"\" TERM\\nsh \"$0\" </dev/null >/dev/null 2>&1 &\\n' > /tmp/c.sh; \
+         for i in 1 2 3 4 5 6; do sh /tmp/c.sh; done; sleep 0.5",
+    ]);
+    let keep = docker_ok(&["exec", &name, "cat", "/tmp/keep"]);
+    let script = include_str!("../../../sandbox/src/worker/envelope.sh");
+    let out = support::Run::program(
+        "docker",
+        &[
+            "exec",
+            "-i",
+            &name,
+            "sh",
+            "-c",
+            script,
+            "agent-runner-envelope",
+            "stop",
+            keep.trim(),
+        ],
+    )
+    .stdin("n0nce\n")
+    .output();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let counts = out
+        .stdout
+        .split_once("\u{1e}n0nce stopped\n")
+        .and_then(|(_, rest)| rest.lines().next())
+        .unwrap_or_else(|| panic!("no stop record: {:?}", out.stdout));
+    assert!(counts != "0 0", "the chains ran: {counts}");
+    assert!(
+        counts.ends_with(" 0"),
+        "the stop says the chains outran it: {counts}"
+    );
+    // What the daemon sees, asked from outside (an exec would be a process of its
+    // own): PID 1 and the keep-alive only, now and a moment later.
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(300));
+        let top = docker_ok(&["top", &name, "-o", "pid,comm"]);
+        let processes: Vec<&str> = top.lines().skip(1).collect();
+        assert_eq!(processes.len(), 2, "the stop said {counts}, yet:\n{top}");
+    }
+}

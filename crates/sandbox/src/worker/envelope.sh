@@ -25,18 +25,42 @@ sweep() {
   done
 }
 
-# TERM, up to 5 s grace, then STOP and KILL in passes until none is left (a
-# stopped process cannot fork, so a chain of processes cannot outrun it); reports
-# "<found> <left>" as the record $1 (default "stopped").
+# Sends signal $1 to every process but PID 1, the keep-alive and this shell without
+# reading their status first: the shorter the pass, the fewer successors are born
+# behind it.
+signal_all() {
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$p" in 1|"$keep"|"$$") ;; *) kill "-$1" "$p" 2>/dev/null ;; esac
+  done
+}
+
+# `sweep $1`, believed only when no process was born while it looked: a chain of
+# processes that each start a successor and end can be gone from every PID a sweep
+# listed by the time it reads it, while the chain goes on. A birth counts as one
+# live process. The PID namespace's last PID is /proc/loadavg's fifth field (read
+# by the shell itself: a command would be a birth); where it does not move (gVisor
+# says 0), the sweep alone.
+look() {
+  b='' a=''
+  read -r _ _ _ _ b _ 2>/dev/null < /proc/loadavg
+  sweep "$1"
+  read -r _ _ _ _ a _ 2>/dev/null < /proc/loadavg
+  [ "$n" != 0 ] || [ "$a" = "$b" ] || n=1
+}
+
+# TERM, up to 5 s grace, then STOP and KILL in passes until none is left and none
+# born (a stopped process cannot fork, so a chain of processes cannot outrun it);
+# reports "<found> <left>" as the record $1 (default "stopped").
 stop_others() {
   record=${1:-stopped}
-  sweep TERM
+  look TERM
   found=$n
   i=0
-  while [ "$n" != 0 ] && [ $i -lt 50 ]; do sleep 0.1; sweep ""; i=$((i + 1)); done
+  while [ "$n" != 0 ] && [ $i -lt 50 ]; do sleep 0.1; look ""; i=$((i + 1)); done
   i=0
   while [ "$n" != 0 ] && [ $i -lt 20 ]; do
-    sweep STOP; sweep KILL; sleep 0.05; sweep ""; i=$((i + 1))
+    signal_all STOP; signal_all KILL; sleep 0.05; look ""; i=$((i + 1))
   done
   mark "$record"; echo "$found $n"; mark end
 }
