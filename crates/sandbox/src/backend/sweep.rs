@@ -59,9 +59,8 @@ pub enum Rule {
 }
 
 /// Removes the local daemon's orphaned containers, then volumes, each docker call
-/// within `deadline`: their names (`volume <name>` for a volume). The listing is
-/// `ps -q` then `inspect` with `index .Config.Labels`, formats podman understands
-/// too (its `ps` knows no `.Label`). A sweep that cannot run says so in the log.
+/// within `deadline`: their names (`volume <name>` for a volume). One listing call
+/// each (`listing_line`). A sweep that cannot run says so in the log.
 pub(crate) fn remove_orphans(deadline: Duration) -> Vec<String> {
     let docker = |args: &[&str]| call(args, deadline, Interrupt::never());
     let filter = format!("label={LABEL_TASK}");
@@ -89,25 +88,56 @@ pub(crate) fn remove_fill_leftovers(deadline: Duration) -> Vec<String> {
     removed
 }
 
-/// `ID NAME PID START HOST BOOT PIDNS EXPIRES`, tab-separated; a label a container
-/// lacks prints empty (the zero value of `index` on a map).
-fn inspect_format() -> String {
-    let labels = [
-        LABEL_OWNER_PID,
-        LABEL_OWNER_START,
-        LABEL_OWNER_HOST,
-        LABEL_OWNER_BOOT,
-        LABEL_OWNER_PIDNS,
-        LABEL_EXPIRES,
-    ];
-    let mut format = "{{.Id}}\t{{.Name}}".to_string();
-    for label in labels {
-        format.push_str(&format!("\t{{{{index .Config.Labels \"{label}\"}}}}"));
+/// `ps`'s format: the ID, the name and the labels as JSON, tab-separated; a format
+/// podman understands too (its `ps` knows no `.Label`, Docker's `.Labels` is no map,
+/// but both print `json .Labels`). A volume's name stands for its ID.
+const CONTAINERS: &str = "{{.ID}}\t{{.Names}}\t{{json .Labels}}";
+const VOLUMES: &str = "{{.Name}}\t{{.Name}}\t{{json .Labels}}";
+
+/// The owner's labels, in the order `orphan` reads them.
+const OWNER_LABELS: [&str; 6] = [
+    LABEL_OWNER_PID,
+    LABEL_OWNER_START,
+    LABEL_OWNER_HOST,
+    LABEL_OWNER_BOOT,
+    LABEL_OWNER_PIDNS,
+    LABEL_EXPIRES,
+];
+
+/// A listing's line (`CONTAINERS`, `VOLUMES`) as `orphan` reads it: `ID NAME PID
+/// START HOST BOOT PIDNS EXPIRES`, tab-separated, a label it lacks empty. Docker
+/// prints the labels as one string `k=v,k=v`, podman as an object. None when the
+/// line is not one, or names one of the owner's labels twice (the string form
+/// cannot tell a value's comma from the next label's): such a thing is left alone.
+fn listing_line(line: &str) -> Option<String> {
+    let mut fields = line.splitn(3, '\t');
+    let (id, name, labels) = (fields.next()?, fields.next()?, fields.next()?);
+    let labels: serde_json::Value = serde_json::from_str(labels).ok()?;
+    let mut out = format!("{id}\t{name}");
+    for key in OWNER_LABELS {
+        let value = match &labels {
+            serde_json::Value::Object(map) => map.get(key).and_then(|v| v.as_str()),
+            serde_json::Value::String(joined) => {
+                let mut values = joined
+                    .split(',')
+                    .filter_map(|pair| pair.split_once('='))
+                    .filter(|(k, _)| *k == key)
+                    .map(|(_, v)| v);
+                let value = values.next();
+                if values.next().is_some() {
+                    return None;
+                }
+                value
+            }
+            _ => None,
+        };
+        out.push('\t');
+        out.push_str(value.unwrap_or(""));
     }
-    format
+    Some(out)
 }
 
-/// `(id, name)` of an `inspect_format` line that `rule` takes.
+/// `(id, name)` of a `listing_line` that `rule` takes.
 pub(crate) fn orphan(line: &str, rule: Rule) -> Option<(&str, &str)> {
     let fields: Vec<&str> = line.split('\t').collect();
     let [id, name, pid, start, host, boot, pidns, expires] = fields[..] else {
@@ -182,7 +212,7 @@ fn sweep<E>(
 ) -> (Vec<String>, Option<ListingError<E>>) {
     let listed = |args: &[&str]| -> Result<Vec<String>, ListingError<E>> {
         match docker(args) {
-            Ok(out) if out.ok => Ok(out.stdout.split_whitespace().map(str::to_string).collect()),
+            Ok(out) if out.ok => Ok(out.stdout.lines().map(str::to_string).collect()),
             Ok(out) => Err(ListingError::Failed {
                 command: args[..2].join(" "),
                 stderr: last_lines(&out.stderr, 2),
@@ -192,43 +222,38 @@ fn sweep<E>(
     };
     let mut removed = Vec::new();
     let mut failed = None;
-    let format = inspect_format();
-    match listed(&["ps", "-a", "-q", "--no-trunc", "--filter", filter]) {
-        Ok(ids) if !ids.is_empty() => {
-            let mut args = vec!["inspect", "--type", "container", "--format", &format];
-            args.extend(ids.iter().map(String::as_str));
-            // A container may go between `ps` and `inspect`: the others are still
-            // printed.
-            let out = docker(&args).map(|o| o.stdout).unwrap_or_default();
-            for line in out.lines() {
-                if let Some((id, name)) = orphan(line, rule)
+    // What went between the listing and its removal is not reported as removed.
+    let containers = [
+        "ps",
+        "-a",
+        "--no-trunc",
+        "--filter",
+        filter,
+        "--format",
+        CONTAINERS,
+    ];
+    match listed(&containers) {
+        Ok(lines) => {
+            for line in lines.iter().filter_map(|line| listing_line(line)) {
+                if let Some((id, name)) = orphan(&line, rule)
                     && docker(&["rm", "-f", id]).is_ok_and(|o| o.ok)
                 {
-                    removed.push(name.trim_start_matches('/').to_string());
+                    removed.push(name.to_string());
                 }
             }
         }
-        Ok(_) => {}
         Err(e) => failed = Some(e),
     }
-    match listed(&["volume", "ls", "-q", "--filter", filter]) {
-        Ok(names) if !names.is_empty() => {
-            // A volume's inspect has .Name, not .Id: the name stands for both.
-            let format = format
-                .replacen("{{.Id}}\t{{.Name}}", "{{.Name}}\t{{.Name}}", 1)
-                .replace(".Config.Labels", ".Labels");
-            let mut args = vec!["volume", "inspect", "--format", &format];
-            args.extend(names.iter().map(String::as_str));
-            let out = docker(&args).map(|o| o.stdout).unwrap_or_default();
-            for line in out.lines() {
-                if let Some((name, _)) = orphan(line, rule)
+    match listed(&["volume", "ls", "--filter", filter, "--format", VOLUMES]) {
+        Ok(lines) => {
+            for line in lines.iter().filter_map(|line| listing_line(line)) {
+                if let Some((name, _)) = orphan(&line, rule)
                     && docker(&["volume", "rm", "-f", name]).is_ok_and(|o| o.ok)
                 {
                     removed.push(format!("volume {name}"));
                 }
             }
         }
-        Ok(_) => {}
         Err(e) => failed = failed.or(Some(e)),
     }
     (removed, failed)
@@ -290,6 +315,35 @@ mod tests {
             None
         );
         assert_eq!(orphan("v\tv\t\t\t\t\t\t1", Rule::AtStart), Some(("v", "v")));
+    }
+
+    #[test]
+    fn a_listing_reads_dockers_joined_labels_and_podmans_object_alike() {
+        let docker = "abc\tname1\t\"agent-runner.owner-host=h,agent-runner.task=t,agent-runner.owner-pid=12,agent-runner.owner-pidns=pid:[4026531836],agent-runner.expires=99\"";
+        let podman = r#"abc	name1	{"agent-runner.owner-pid":"12","agent-runner.task":"t","agent-runner.owner-host":"h","agent-runner.owner-pidns":"pid:[4026531836]","agent-runner.expires":"99"}"#;
+        let read = "abc\tname1\t12\t\th\t\tpid:[4026531836]\t99";
+        assert_eq!(listing_line(docker).as_deref(), Some(read));
+        assert_eq!(listing_line(podman).as_deref(), Some(read));
+        // No labels at all: every field empty, which `orphan` leaves alone.
+        for none in ["v\tv\t\"\"", "v\tv\t{}", "v\tv\tnull"] {
+            assert_eq!(
+                listing_line(none).as_deref(),
+                Some("v\tv\t\t\t\t\t\t"),
+                "{none}"
+            );
+        }
+        // An owner's label twice in the joined form (a value with a comma in it
+        // could make one): which is meant cannot be told, so it is left alone.
+        let twice = "abc\tn\t\"agent-runner.owner-pid=12,x=a,agent-runner.owner-pid=13\"";
+        assert_eq!(listing_line(twice), None);
+        for garbage in ["", "abc", "abc\tn", "abc\tn\tnot json", "abc\tn\t[1]"] {
+            let line = listing_line(garbage);
+            assert!(
+                line.as_deref()
+                    .is_none_or(|l| orphan(l, Rule::AtStart).is_none()),
+                "{garbage:?}: {line:?}"
+            );
+        }
     }
 
     #[test]
