@@ -403,13 +403,16 @@ fn sweep_removes_containers_of_provably_dead_owners_only() {
     };
     let id = task_id("sweep");
     let _cleanup = RemoveOnDrop(id.clone());
-    let start = |suffix: &str, owner: Option<&Owner>| {
+    let start_labelled = |suffix: &str, owner: Option<&Owner>, extra: &str| {
         let name = format!("agent-runner-{id}-{suffix}");
         let mut args: Vec<String> = ["run", "-d", "--init", "--network", "none", "--name"]
             .map(String::from)
             .into();
         args.push(name.clone());
         args.extend(["--label".into(), format!("agent-runner.task={id}")]);
+        if !extra.is_empty() {
+            args.extend(["--label".into(), extra.to_string()]);
+        }
         for (label, value) in owner.map(owner_labels).into_iter().flatten() {
             args.extend(["--label".into(), format!("{label}={value}")]);
         }
@@ -422,6 +425,7 @@ fn sweep_removes_containers_of_provably_dead_owners_only() {
         assert!(ok || swept_early, "{err}");
         name
     };
+    let start = |suffix: &str, owner: Option<&Owner>| start_labelled(suffix, owner, "");
     let removed = [
         start("dead", Some(&dead)),
         start(
@@ -456,6 +460,10 @@ fn sweep_removes_containers_of_provably_dead_owners_only() {
             }),
         ),
         start("unlabelled", None),
+        // Docker lists labels joined by commas: a value with one must not read as
+        // an expiry this live container does not have (an image's label could say
+        // it).
+        start_labelled("comma", Some(&me), "note=a,agent-runner.expires=1"),
     ];
     let swept = sweep_orphans();
     // A concurrent test's sweep may be removing the same orphans: wait for them to go.
@@ -485,6 +493,70 @@ impl Drop for RemoveOnDrop {
     }
 }
 
+/// A container of the test's own (`--init`, its keep-alive `sleep`, labelled with
+/// `id`) and the keep-alive's PID.
+fn kept_alive(id: &str, image: &str) -> (String, String) {
+    let name = format!("agent-runner-{id}");
+    let label = format!("agent-runner.task={id}");
+    docker_ok(&[
+        "run",
+        "-d",
+        "--init",
+        "--network",
+        "none",
+        "--name",
+        &name,
+        "--label",
+        &label,
+        image,
+        "sh",
+        "-c",
+        "echo $$ > /tmp/keep; exec sleep 300",
+    ]);
+    let keep = docker_ok(&["exec", &name, "cat", "/tmp/keep"])
+        .trim()
+        .to_string();
+    (name, keep)
+}
+
+/// The real envelope's stop of everything else in container `name` by `shell`, with
+/// `env` in its environment as a task's would be: its record "<found> <left>" and
+/// its stderr. Checked from outside (`docker top`: an exec would be a process of
+/// its own), now and a moment later: PID 1 and the keep-alive only.
+fn envelope_stop(name: &str, keep: &str, shell: &str, env: &[&str]) -> (String, String) {
+    let script = include_str!("../../../sandbox/src/worker/envelope.sh");
+    let mut args = vec!["exec", "-i"];
+    for pair in env {
+        args.extend(["-e", pair]);
+    }
+    args.extend([
+        name,
+        shell,
+        "-c",
+        script,
+        "agent-runner-envelope",
+        "stop",
+        keep,
+    ]);
+    let out = support::Run::program("docker", &args)
+        .stdin("n0nce\n")
+        .output();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let counts = out
+        .stdout
+        .split_once("\u{1e}n0nce stopped\n")
+        .and_then(|(_, rest)| rest.lines().next())
+        .unwrap_or_else(|| panic!("no stop record: {:?}", out.stdout))
+        .to_string();
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(300));
+        let top = docker_ok(&["top", name, "-o", "pid,comm"]);
+        let processes: Vec<&str> = top.lines().skip(1).collect();
+        assert_eq!(processes.len(), 2, "the stop said {counts}, yet:\n{top}");
+    }
+    (counts, out.stderr)
+}
+
 /// The envelope's stop of leftovers is the only one where the keep-alive is the
 /// image's shell (`keepalive.sh`: a remote daemon or the copy transport without
 /// the tools volume); elsewhere PID 1's quiet follows it, which is why no task test
@@ -498,23 +570,7 @@ impl Drop for RemoveOnDrop {
 fn the_envelopes_stop_ends_fork_chains_that_outrun_its_sweep() {
     let id = task_id("chains");
     let _cleanup = RemoveOnDrop(id.clone());
-    let name = format!("agent-runner-{id}");
-    let label = format!("agent-runner.task={id}");
-    docker_ok(&[
-        "run",
-        "-d",
-        "--init",
-        "--network",
-        "none",
-        "--name",
-        &name,
-        "--label",
-        &label,
-        TEST_IMAGE,
-        "sh",
-        "-c",
-        "echo $$ > /tmp/keep; exec sleep 300",
-    ]);
+    let (name, keep) = kept_alive(&id, TEST_IMAGE);
     docker_ok(&[
         "exec",
         &name,
@@ -523,41 +579,37 @@ fn the_envelopes_stop_ends_fork_chains_that_outrun_its_sweep() {
         "printf 'trap \"\" TERM\\nsh \"$0\" </dev/null >/dev/null 2>&1 &\\n' > /tmp/c.sh; \
          for i in 1 2 3 4 5 6; do sh /tmp/c.sh; done; sleep 0.5",
     ]);
-    let keep = docker_ok(&["exec", &name, "cat", "/tmp/keep"]);
-    let script = include_str!("../../../sandbox/src/worker/envelope.sh");
-    let out = support::Run::program(
-        "docker",
-        &[
-            "exec",
-            "-i",
-            &name,
-            "sh",
-            "-c",
-            script,
-            "agent-runner-envelope",
-            "stop",
-            keep.trim(),
-        ],
-    )
-    .stdin("n0nce\n")
-    .output();
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let counts = out
-        .stdout
-        .split_once("\u{1e}n0nce stopped\n")
-        .and_then(|(_, rest)| rest.lines().next())
-        .unwrap_or_else(|| panic!("no stop record: {:?}", out.stdout));
+    let (counts, _) = envelope_stop(&name, &keep, "sh", &[]);
     assert!(counts != "0 0", "the chains ran: {counts}");
     assert!(
         counts.ends_with(" 0"),
         "the stop says the chains outran it: {counts}"
     );
-    // What the daemon sees, asked from outside (an exec would be a process of its
-    // own): PID 1 and the keep-alive only, now and a moment later.
-    for _ in 0..2 {
-        std::thread::sleep(Duration::from_millis(300));
-        let top = docker_ok(&["top", &name, "-o", "pid,comm"]);
-        let processes: Vec<&str> = top.lines().skip(1).collect();
-        assert_eq!(processes.len(), 2, "the stop said {counts}, yet:\n{top}");
+}
+
+/// A task's variables reach the envelope's shell, and bash takes its options from
+/// SHELLOPTS: with `noglob` the stop's look at `/proc/[0-9]*` saw nothing and
+/// stopped nothing ("0 0"), with `xtrace` the nonce went to stderr. The envelope
+/// turns such options off before anything.
+#[test]
+fn a_tasks_shellopts_neither_blind_the_stop_nor_show_the_nonce() {
+    let id = task_id("shellopts");
+    let _cleanup = RemoveOnDrop(id.clone());
+    let (name, keep) = kept_alive(&id, &support::docker::image_with_python());
+    for options in ["noglob", "xtrace", "noglob:xtrace:nounset:errexit"] {
+        docker_ok(&[
+            "exec",
+            &name,
+            "sh",
+            "-c",
+            "sleep 1000 </dev/null >/dev/null 2>&1 &",
+        ]);
+        let shellopts = format!("SHELLOPTS={options}");
+        let (counts, stderr) = envelope_stop(&name, &keep, "bash", &[&shellopts]);
+        assert_eq!(counts, "1 0", "{options}: {stderr}");
+        assert!(
+            !stderr.contains("n0nce"),
+            "{options}: the nonce in a trace: {stderr}"
+        );
     }
 }

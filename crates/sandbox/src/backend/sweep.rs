@@ -94,6 +94,17 @@ pub(crate) fn remove_fill_leftovers(deadline: Duration) -> Vec<String> {
 const CONTAINERS: &str = "{{.ID}}\t{{.Names}}\t{{json .Labels}}";
 const VOLUMES: &str = "{{.Name}}\t{{.Name}}\t{{json .Labels}}";
 
+/// `inspect`'s format, as `orphan` reads it: `ID NAME PID START HOST BOOT PIDNS
+/// EXPIRES` (`id`: the field that names the thing, `labels`: where its labels are;
+/// a label it lacks prints empty, the zero value of `index` on a map).
+fn inspect_format(id: &str, labels: &str) -> String {
+    let mut format = format!("{{{{{id}}}}}\t{{{{.Name}}}}");
+    for label in OWNER_LABELS {
+        format.push_str(&format!("\t{{{{index {labels} \"{label}\"}}}}"));
+    }
+    format
+}
+
 /// The owner's labels, in the order `orphan` reads them.
 const OWNER_LABELS: [&str; 6] = [
     LABEL_OWNER_PID,
@@ -220,9 +231,29 @@ fn sweep<E>(
             Err(e) => Err(ListingError::Call(e)),
         }
     };
+    // The listing picks the candidates, one call whatever else runs there; each
+    // candidate is read again exactly before it goes (`inspect`), since Docker's
+    // joined labels cannot tell a value's comma from the next label (an image's
+    // label `x,agent-runner.expires=1` would make a live container look expired).
+    // What went in between is not reported as removed.
     let mut removed = Vec::new();
     let mut failed = None;
-    // What went between the listing and its removal is not reported as removed.
+    let candidates = |lines: Vec<String>| -> Vec<String> {
+        lines
+            .iter()
+            .filter_map(|line| listing_line(line))
+            .filter_map(|line| orphan(&line, rule).map(|(id, _)| id.to_string()))
+            .collect()
+    };
+    let exactly = |inspect: &[&str], ids: &[String]| -> Vec<String> {
+        let mut args = inspect.to_vec();
+        args.extend(ids.iter().map(String::as_str));
+        let out = docker(&args).map(|o| o.stdout).unwrap_or_default();
+        out.lines()
+            .filter_map(|line| orphan(line, rule))
+            .map(|(id, name)| format!("{id}\t{name}"))
+            .collect()
+    };
     let containers = [
         "ps",
         "-a",
@@ -232,28 +263,35 @@ fn sweep<E>(
         "--format",
         CONTAINERS,
     ];
-    match listed(&containers) {
-        Ok(lines) => {
-            for line in lines.iter().filter_map(|line| listing_line(line)) {
-                if let Some((id, name)) = orphan(&line, rule)
-                    && docker(&["rm", "-f", id]).is_ok_and(|o| o.ok)
-                {
-                    removed.push(name.to_string());
+    match listed(&containers).map(candidates) {
+        Ok(ids) if !ids.is_empty() => {
+            let format = inspect_format(".Id", ".Config.Labels");
+            for line in exactly(
+                &["inspect", "--type", "container", "--format", &format],
+                &ids,
+            ) {
+                let (id, name) = line.split_once('\t').unwrap_or((&line, &line));
+                if docker(&["rm", "-f", id]).is_ok_and(|o| o.ok) {
+                    removed.push(name.trim_start_matches('/').to_string());
                 }
             }
         }
+        Ok(_) => {}
         Err(e) => failed = Some(e),
     }
-    match listed(&["volume", "ls", "--filter", filter, "--format", VOLUMES]) {
-        Ok(lines) => {
-            for line in lines.iter().filter_map(|line| listing_line(line)) {
-                if let Some((name, _)) = orphan(&line, rule)
-                    && docker(&["volume", "rm", "-f", name]).is_ok_and(|o| o.ok)
-                {
+    match listed(&["volume", "ls", "--filter", filter, "--format", VOLUMES]).map(candidates) {
+        Ok(names) if !names.is_empty() => {
+            let format = inspect_format(".Name", ".Labels");
+            for line in exactly(&["volume", "inspect", "--format", &format], &names) {
+                let name = line
+                    .split_once('\t')
+                    .map_or(line.as_str(), |(name, _)| name);
+                if docker(&["volume", "rm", "-f", name]).is_ok_and(|o| o.ok) {
                     removed.push(format!("volume {name}"));
                 }
             }
         }
+        Ok(_) => {}
         Err(e) => failed = failed.or(Some(e)),
     }
     (removed, failed)
@@ -336,6 +374,10 @@ mod tests {
         // could make one): which is meant cannot be told, so it is left alone.
         let twice = "abc\tn\t\"agent-runner.owner-pid=12,x=a,agent-runner.owner-pid=13\"";
         assert_eq!(listing_line(twice), None);
+        // What a candidate is read again with before it goes.
+        assert!(inspect_format(".Id", ".Config.Labels").starts_with(
+            "{{.Id}}\t{{.Name}}\t{{index .Config.Labels \"agent-runner.owner-pid\"}}\t"
+        ));
         for garbage in ["", "abc", "abc\tn", "abc\tn\tnot json", "abc\tn\t[1]"] {
             let line = listing_line(garbage);
             assert!(

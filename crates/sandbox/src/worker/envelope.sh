@@ -1,5 +1,8 @@
 # shellcheck shell=sh
 # The envelope around every exec in the sandbox (envelope.rs beside it).
+# Options a shell can take from the task's environment (bash reads SHELLOPTS):
+# off before anything, so that no glob goes unexpanded and no trace shows the nonce.
+set +a +C +e +f +u +v +x
 IFS= read -r nonce || exit 125
 mode=$1 keep=$2
 shift 2
