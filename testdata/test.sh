@@ -131,6 +131,10 @@ timing='test(/^docker::(budget|signals)::/)'
 timing="$timing | test(=image::claude_worker::a_claude_run_is_stopped_at_the_tasks_deadline)"
 timing="$timing | test(=image::meta_codex::a_meta_call_is_stopped_at_the_tasks_deadline)"
 timing="$timing | test(=docker::resume::a_resumed_task_has_only_the_time_left_of_its_deadline)"
+# A test's timeout of 1 s and a stall of 1 s, each bounded at 8 and 15 s with the stop
+# (one took 15.6 s beside a fork-chain test and two 200 MiB outputs).
+timing="$timing | test(=docker::sandbox::tests_run_in_their_directory_with_a_time_limit)"
+timing="$timing | test(=docker::sandbox::a_process_ignoring_sigterm_is_killed_inside_the_container)"
 timing="($timing)"
 "$CARGO" nextest run --locked --no-fail-fast --run-ignored all -E "($filter) & not $timing" || status=$?
 # Each test's time (nextest's junit report), kept from the second pass's.
