@@ -26,8 +26,9 @@ say() { printf 'make test: %s\n' "$*" >&2; }
 # Every nextest call below builds the whole workspace, as this did: one of a
 # single package (`-p`) unifies other features and builds every crate again.
 # What is left out, as nextest filter expressions: said below, never silently.
-# The lifeline's micro-benchmarks are ignored tests too, but figures, not checks
-# (run by hand, see their file); harness:: is what this script runs first.
+# The micro-benchmarks (the lifeline's, the masking's) are ignored tests too, but
+# figures, not checks (run by hand, see their files); harness:: is what this script
+# runs first.
 skip=('test(/(^|::)microbench::/)' 'test(/^harness::/)')
 # Under gVisor (docker::runsc, the boundary tests again) one test sees what runsc
 # does differently (docs/tools-and-runtimes.md, "Running under gVisor"): agent-runner's
