@@ -245,13 +245,14 @@ fn sweep<E>(
             .filter_map(|line| orphan(&line, rule).map(|(id, _)| id.to_string()))
             .collect()
     };
-    let exactly = |inspect: &[&str], ids: &[String]| -> Vec<String> {
+    // `(id, name)` of the candidates that `inspect` confirms.
+    let exactly = |inspect: &[&str], ids: &[String]| -> Vec<(String, String)> {
         let mut args = inspect.to_vec();
         args.extend(ids.iter().map(String::as_str));
         let out = docker(&args).map(|o| o.stdout).unwrap_or_default();
         out.lines()
             .filter_map(|line| orphan(line, rule))
-            .map(|(id, name)| format!("{id}\t{name}"))
+            .map(|(id, name)| (id.to_string(), name.to_string()))
             .collect()
     };
     let containers = [
@@ -266,12 +267,11 @@ fn sweep<E>(
     match listed(&containers).map(candidates) {
         Ok(ids) if !ids.is_empty() => {
             let format = inspect_format(".Id", ".Config.Labels");
-            for line in exactly(
+            for (id, name) in exactly(
                 &["inspect", "--type", "container", "--format", &format],
                 &ids,
             ) {
-                let (id, name) = line.split_once('\t').unwrap_or((&line, &line));
-                if docker(&["rm", "-f", id]).is_ok_and(|o| o.ok) {
+                if docker(&["rm", "-f", &id]).is_ok_and(|o| o.ok) {
                     removed.push(name.trim_start_matches('/').to_string());
                 }
             }
@@ -282,11 +282,8 @@ fn sweep<E>(
     match listed(&["volume", "ls", "--filter", filter, "--format", VOLUMES]).map(candidates) {
         Ok(names) if !names.is_empty() => {
             let format = inspect_format(".Name", ".Labels");
-            for line in exactly(&["volume", "inspect", "--format", &format], &names) {
-                let name = line
-                    .split_once('\t')
-                    .map_or(line.as_str(), |(name, _)| name);
-                if docker(&["volume", "rm", "-f", name]).is_ok_and(|o| o.ok) {
+            for (name, _) in exactly(&["volume", "inspect", "--format", &format], &names) {
+                if docker(&["volume", "rm", "-f", &name]).is_ok_and(|o| o.ok) {
                     removed.push(format!("volume {name}"));
                 }
             }
