@@ -59,6 +59,9 @@ fn a_second_worker_run_fixes_the_test_and_the_task_completes() {
     );
     assert!(note.contains("out.txt says ok and the test passes"));
     assert!(note.contains("- none known"));
+    // Nothing was left running: neither by the runs nor by the snapshot (and its
+    // watchdog) that the first test run took for the second worker run.
+    assert!(!note.contains("Leftover processes"), "{note}");
     assert_eq!(
         std::fs::read_to_string(dir.join("out.txt")).unwrap(),
         "ok\n"

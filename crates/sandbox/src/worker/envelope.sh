@@ -174,13 +174,21 @@ case "$mode" in
     # The snapshot before the next worker run, when nothing runs in the sandbox
     # between (docker.rs), and what git started stopped again. Given up after 10 s
     # (git blocked on a FIFO the tests left): the worker run's own exec takes it then.
+    # The watchdog says it gave up by its status, 3; told to end, it ends its sleep
+    # first, so that the stop finds nothing of it. (A wait, not a poll: a poll's
+    # sleeps cost this exec more than the snapshot.)
     if [ "$mode" = test-before ]; then
-      (snapshot before) & s=$! w=0
-      while kill -0 "$s" 2>/dev/null; do
-        if [ $w -ge 1000 ]; then kill -KILL "$s" 2>/dev/null; mark end; mark no-before; mark end; break; fi
-        sleep 0.01; w=$((w + 1))
-      done
+      (snapshot before) & s=$!
+      (
+        trap 'kill -KILL $! 2>/dev/null; wait; exit 0' TERM
+        sleep 10 & wait $!
+        kill -KILL "$s" 2>/dev/null
+        exit 3
+      ) & w=$!
       wait "$s" 2>/dev/null
+      kill "$w" 2>/dev/null
+      wait "$w" 2>/dev/null
+      if [ $? = 3 ]; then mark end; mark no-before; mark end; fi
       stop_others stopped-before
     fi
     exit $rc ;;
