@@ -121,6 +121,25 @@ u "*) changed=1 ;; esac
   mark end
 }
 
+# `snapshot before` as a record only (its HEAD not kept for a diff after), given up
+# after 10 s: git blocked on a FIFO the worker or the tests left says `no-before`,
+# and the stop that follows ends it. The watchdog says it gave up by its status, 3;
+# told to end, it ends its sleep first, so that the stop finds nothing of it. (A
+# wait, not a poll: a poll's sleeps cost the exec more than the snapshot.)
+snapshot_within() {
+  (snapshot before) & s=$!
+  (
+    trap 'kill -KILL $! 2>/dev/null; wait; exit 0' TERM
+    sleep 10 & wait $!
+    kill -KILL "$s" 2>/dev/null
+    exit 3
+  ) & w=$!
+  wait "$s" 2>/dev/null
+  kill "$w" 2>/dev/null
+  wait "$w" 2>/dev/null
+  if [ $? = 3 ]; then mark end; mark no-before; mark end; fi
+}
+
 # A file of agent-runner's that must not be in any argv (envelope.rs, PrivateFile):
 # its contents come in the environment and are written by the shell's own printf
 # (else cat from a here-document), into the container's private tmpfs, never
@@ -150,7 +169,7 @@ fi
 
 case "$mode" in
   before)
-    snapshot before
+    snapshot_within
     stop_others
     exit 0 ;;
   worker|before-worker)
@@ -172,23 +191,10 @@ case "$mode" in
     rc=$?
     stop_others
     # The snapshot before the next worker run, when nothing runs in the sandbox
-    # between (docker.rs), and what git started stopped again. Given up after 10 s
-    # (git blocked on a FIFO the tests left): the worker run's own exec takes it then.
-    # The watchdog says it gave up by its status, 3; told to end, it ends its sleep
-    # first, so that the stop finds nothing of it. (A wait, not a poll: a poll's
-    # sleeps cost this exec more than the snapshot.)
+    # between (docker.rs), and what git started stopped again. Given up, the worker
+    # run's own exec tries it again.
     if [ "$mode" = test-before ]; then
-      (snapshot before) & s=$!
-      (
-        trap 'kill -KILL $! 2>/dev/null; wait; exit 0' TERM
-        sleep 10 & wait $!
-        kill -KILL "$s" 2>/dev/null
-        exit 3
-      ) & w=$!
-      wait "$s" 2>/dev/null
-      kill "$w" 2>/dev/null
-      wait "$w" 2>/dev/null
-      if [ $? = 3 ]; then mark end; mark no-before; mark end; fi
+      snapshot_within
       stop_others stopped-before
     fi
     exit $rc ;;
