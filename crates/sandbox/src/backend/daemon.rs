@@ -3,6 +3,7 @@
 //! and every call after it at once, and a missing CLI or an interrupt are errors.
 //! Below this, `docker_cli` only runs the CLI; `endpoint` says which daemon it is.
 
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 use super::BackendError;
@@ -17,6 +18,8 @@ pub(crate) const HEALTH: Duration = Duration::from_secs(5);
 /// How long a call to this process's daemon runs before the daemon is asked
 /// whether it still answers (`HEALTH`), and again each time after.
 const WATCH_EVERY: Duration = Duration::from_secs(10);
+/// How often the watch looks at the interrupt (which wakes nothing).
+const LOOK_EVERY: Duration = Duration::from_millis(20);
 /// How long a lost host stays lost for this process's calls: the runner's end
 /// (the removals, the copy's bring-back) no longer waits on it; a long-lived
 /// process (the orchestrator) asks again after this.
@@ -116,14 +119,17 @@ pub(crate) fn watched<T>(
     if interrupt.is_set() {
         stop.trigger();
     }
-    let done = std::sync::atomic::AtomicBool::new(false);
+    // Dropped when the work has ended: the watch wakes at once, so the work's end
+    // never waits for the watch's next look (a sleep of 20 ms did, on every exec).
+    let (done, ended) = std::sync::mpsc::channel::<()>();
     let found = std::sync::Mutex::new(None);
+    let (on_loss, stopper) = (&found, &stop);
     let out = std::thread::scope(|scope| {
-        scope.spawn(|| {
+        scope.spawn(move || {
             let mut next = std::time::Instant::now() + WATCH_EVERY;
-            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            while let Err(RecvTimeoutError::Timeout) = ended.recv_timeout(LOOK_EVERY) {
                 if interrupt.is_set() {
-                    stop.trigger();
+                    stopper.trigger();
                     return;
                 }
                 if std::time::Instant::now() >= next {
@@ -131,17 +137,16 @@ pub(crate) fn watched<T>(
                         unhealthy().map(|detail| format!("host lost: {}: {detail}", daemon_name()))
                     }) {
                         mark_lost(&detail);
-                        *found.lock().unwrap_or_else(|e| e.into_inner()) = Some(detail);
-                        stop.trigger();
+                        *on_loss.lock().unwrap_or_else(|e| e.into_inner()) = Some(detail);
+                        stopper.trigger();
                         return;
                     }
                     next = std::time::Instant::now() + WATCH_EVERY;
                 }
-                std::thread::sleep(Duration::from_millis(20));
             }
         });
         let out = work(stop);
-        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        drop(done);
         out
     });
     let found = found.into_inner().unwrap_or_else(|e| e.into_inner());
