@@ -33,7 +33,9 @@ mount --make-rshared /
 
 unshare --net -- /usr/local/bin/k8s-node-inner &
 log "started the cluster in its own network namespace (pid $!)"
-socat -t 86400 "TCP-LISTEN:6443,bind=$address,reuseaddr,fork" UNIX-CONNECT:/run/k8s/api.sock &
+# nodelay, as an API server's own socket (Go sets TCP_NODELAY): with Nagle, an answer
+# socat writes in parts waits for kubectl's delayed ACK, 40 ms.
+socat -t 86400 "TCP-LISTEN:6443,bind=$address,reuseaddr,fork,nodelay" UNIX-CONNECT:/run/k8s/api.sock &
 log "relay https://$address:6443 -> /run/k8s/api.sock (pid $!)"
 # Either ending ends the node: a half-alive node would look up to `docker ps`.
 wait -n || true

@@ -46,7 +46,7 @@ up dockerd dockerd --host unix:///var/run/docker.sock --bridge=none --iptables=f
   --ip-masq=false --ip-forward=false --storage-driver=overlay2 --data-root=/var/lib/docker
 up etcd etcd --name "$node" --data-dir /var/lib/etcd --listen-client-urls http://127.0.0.1:2379 \
   --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380
-up relay socat UNIX-LISTEN:/run/k8s/api.sock,fork,unlink-early TCP:127.0.0.1:6443
+up relay socat UNIX-LISTEN:/run/k8s/api.sock,fork,unlink-early TCP:127.0.0.1:6443,nodelay
 waitfor dockerd docker version
 # The pod sandbox image: kubernetes' pause.c, built static by setup-kubernetes.sh.
 tar -C "$B" -c pause | docker import --change 'ENTRYPOINT ["/pause"]' \
