@@ -47,6 +47,10 @@ pub struct Spec {
     /// The engine's runtime for it (`runner.sandbox.runtime`: gVisor's `runsc`);
     /// None: the engine's default.
     pub runtime: Option<String>,
+    /// The parts of the tools volume it uses (`tools::parts_for`); None: all. An
+    /// engine that copies the tools into every sandbox (a cluster's init container)
+    /// copies only these; one that mounts the volume mounts it whole.
+    pub tools_parts: Option<Vec<String>>,
 }
 
 impl Spec {
@@ -70,6 +74,7 @@ impl Spec {
             tmpfs: Vec::new(),
             workdir: None,
             runtime: None,
+            tools_parts: None,
         }
     }
 }

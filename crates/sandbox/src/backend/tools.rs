@@ -183,6 +183,32 @@ pub fn agent(program: &str, present: &[&str]) -> Result<Option<Agent>, NoCLibrar
     }
 }
 
+/// The parts of the volume (its top-level entries) a sandbox whose agent is
+/// `program` uses: the helper and the shell, the `ready` file, and that agent's
+/// builds unless the agent must be the image's own. None (all) for a program the
+/// volume has no build of.
+pub fn parts_for(program: &str, from_image_only: bool) -> Option<Vec<String>> {
+    let builds: Vec<&str> = PACKAGES
+        .iter()
+        .map(|package| package.dir)
+        .filter(|dir| {
+            *dir == program
+                || dir
+                    .strip_prefix(program)
+                    .is_some_and(|r| r.starts_with('-'))
+        })
+        .collect();
+    if builds.is_empty() {
+        return None;
+    }
+    let ready = READY.rsplit('/').next().unwrap_or_default();
+    let mut parts = vec!["bin".to_string(), ready.to_string()];
+    if !from_image_only {
+        parts.extend(builds.into_iter().map(str::to_string));
+    }
+    Some(parts)
+}
+
 /// The volume's name on every host for this build of agent-runner.
 pub fn volume_name() -> String {
     format!("agent-runner-tools-{}", digest())
@@ -715,6 +741,19 @@ fn host_lock() -> Result<std::fs::File, BackendError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sandbox_uses_the_shell_helper_ready_file_and_its_agents_builds_only() {
+        let parts = |program, image_only| parts_for(program, image_only);
+        assert_eq!(parts("codex", false).unwrap(), ["bin", "ready", "codex"]);
+        assert_eq!(
+            parts("claude", false).unwrap(),
+            ["bin", "ready", "claude", "claude-musl"]
+        );
+        assert_eq!(parts("claude", true).unwrap(), ["bin", "ready"]);
+        assert_eq!(parts("aider", false), None);
+        assert_eq!(parts("clau", false), None, "a prefix is not a build");
+    }
 
     #[test]
     fn base64_is_npms() {

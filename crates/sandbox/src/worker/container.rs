@@ -28,6 +28,7 @@ use agent_runner_core::owner::Owner;
 use agent_runner_core::process::{Capture, Finished, Limits, Stop};
 use agent_runner_core::timestamp::human;
 use agent_runner_settings::agent::{Kind, Login};
+use agent_runner_settings::task::AgentFrom;
 use agent_runner_settings::task::worker_env::RESERVED;
 use agent_runner_settings::task::{EnvValue, WorkerSettings};
 
@@ -432,9 +433,11 @@ fn sandbox_spec(
         links.push((SESSION_DIR.to_string(), link));
     }
     mounts.extend(carrier.mounts());
-    if let Some(volume) = &spec.tools {
+    let tools_parts = spec.tools.as_ref().and_then(|volume| {
         mounts.push(Mount::volume(volume, crate::backend::tools::TOOLS_DIR));
-    }
+        let image_only = spec.worker.agent_from == AgentFrom::Image;
+        crate::backend::tools::parts_for(spec.worker.kind.program(), image_only)
+    });
     let mut labels = vec![(LABEL_TASK.to_string(), spec.task_id.clone())];
     labels.extend(carrier.labels());
     labels.extend(
@@ -453,6 +456,7 @@ fn sandbox_spec(
     );
     sandbox.name = Some(name.to_string());
     sandbox.labels = labels;
+    sandbox.tools_parts = tools_parts;
     sandbox.held = true;
     sandbox.stream = carrier.streams();
     sandbox.watchdog = true;

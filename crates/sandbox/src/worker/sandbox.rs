@@ -2001,6 +2001,22 @@ exit 3"#;
     }
 
     #[test]
+    fn the_sandbox_names_the_tools_parts_its_agent_uses() {
+        let mut s = setup(vec![]);
+        s.sandbox.spec.tools = Some("agent-runner-tools-x".into());
+        s.sandbox.run_test(1, &test_spec()).unwrap();
+        let spec = s.log.lock().unwrap_or_else(|e| e.into_inner()).specs[0].clone();
+        assert!(spec.mounts.contains(&Mount::volume(
+            "agent-runner-tools-x",
+            crate::backend::tools::TOOLS_DIR
+        )));
+        assert_eq!(
+            spec.tools_parts,
+            Some(vec!["bin".into(), "ready".into(), "codex".into()])
+        );
+    }
+
+    #[test]
     fn a_run_asks_the_backend_for_the_policys_sandbox_and_everything_goes_at_the_end() {
         let mut s = setup(vec![]);
         setuid_file(&s.repo.join("before-the-run"));

@@ -176,19 +176,28 @@ impl Volumes {
     }
 
     /// The tools volume: an `emptyDir` mounted read-only, filled by an init
-    /// container from the tools image.
+    /// container from the tools image with the parts the sandbox uses.
     fn tools(&mut self, spec: &Spec, plan: &Plan) -> Result<(), RenderError> {
         let image = plan.tools_image.clone().ok_or(RenderError::NoToolsImage)?;
         self.volumes
             .push(json!({"name": TOOLS_VOLUME, "emptyDir": {}}));
         self.mounts
             .push(json!({"name": TOOLS_VOLUME, "mountPath": TOOLS_DIR, "readOnly": true}));
+        // Only the parts the sandbox uses (the agents' builds are ~1 GB, copied at
+        // every Pod's start), those the image has (`tools image --without-agents`
+        // has none of the agents).
+        let copy = match &spec.tools_parts {
+            Some(parts) => format!(
+                "cd {TOOLS_DIR} && for part in {}; do if [ -e \"$part\" ]; then cp -a \"$part\" {TOOLS_STAGE}/ || exit 1; fi; done",
+                parts.join(" ")
+            ),
+            None => format!("cp -a {TOOLS_DIR}/. {TOOLS_STAGE}/"),
+        };
         self.init.push(json!({
             "name": "tools",
             "image": image,
             "imagePullPolicy": "IfNotPresent",
-            "command": [format!("{TOOLS_DIR}/bin/sh"), "-c",
-                format!("cp -a {TOOLS_DIR}/. {TOOLS_STAGE}/")],
+            "command": [format!("{TOOLS_DIR}/bin/sh"), "-c", copy],
             "volumeMounts": [{"name": TOOLS_VOLUME, "mountPath": TOOLS_STAGE}],
             "securityContext": security_context(spec, plan),
         }));
@@ -635,6 +644,22 @@ mod tests {
         )
         .unwrap();
         assert!(root["spec"].get("securityContext").is_none());
+    }
+
+    #[test]
+    fn the_init_container_copies_only_the_tools_parts_the_sandbox_uses() {
+        let mut spec = sandbox();
+        spec.tools_parts = Some(vec!["bin".into(), "ready".into(), "codex".into()]);
+        let pod = pod(&spec, &plan()).unwrap();
+        assert_eq!(
+            pod["spec"]["initContainers"][0]["command"],
+            json!([
+                "/agent-runner-tools/bin/sh",
+                "-c",
+                "cd /agent-runner-tools && for part in bin ready codex; do if [ -e \"$part\" ]; \
+                 then cp -a \"$part\" /agent-runner-tools-stage/ || exit 1; fi; done"
+            ])
+        );
     }
 
     #[test]
