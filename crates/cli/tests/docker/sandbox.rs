@@ -617,3 +617,40 @@ fn a_tasks_shellopts_neither_blind_the_stop_nor_show_the_nonce() {
         );
     }
 }
+
+/// The snapshot's watchdog says nothing on the exec's stderr: bash (the image's
+/// shell on Fedora, RHEL, Arch) reports a killed background job, which the
+/// watchdog's own sleep is after every quick snapshot, and that line went into the
+/// test run's output, which Meta reads.
+#[test]
+fn the_snapshots_watchdog_leaves_no_line_in_the_output_under_bash() {
+    let id = task_id("watchdog-bash");
+    let _cleanup = RemoveOnDrop(id.clone());
+    let (name, keep) = kept_alive(&id, &support::docker::image_with_python());
+    let script = include_str!("../../../sandbox/src/worker/envelope.sh");
+    let args = [
+        "exec",
+        "-i",
+        &name,
+        "bash",
+        "-c",
+        script,
+        "agent-runner-envelope",
+        "test-before",
+        &keep,
+        "true",
+    ];
+    for _ in 0..10 {
+        let out = support::Run::program("docker", &args)
+            .stdin("n0nce\n")
+            .output();
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        assert!(
+            out.stdout.contains("\u{1e}n0nce stopped-before\n0 0\n"),
+            "the snapshot's stop found nothing of the watchdog: {:?}",
+            out.stdout
+        );
+        assert!(!out.stdout.contains("no-before"), "{:?}", out.stdout);
+        assert_eq!(out.stderr, "", "the exec's stderr");
+    }
+}

@@ -122,22 +122,24 @@ u "*) changed=1 ;; esac
 }
 
 # `snapshot before` as a record only (its HEAD not kept for a diff after), given up
-# after 10 s: git blocked on a FIFO the worker or the tests left says `no-before`,
-# and the stop that follows ends it. The watchdog says it gave up by its status, 3;
-# told to end, it ends its sleep first, so that the stop finds nothing of it. (A
+# after $1 seconds: git blocked on a FIFO the worker or the tests left says
+# `no-before`, and the stop that follows ends it. Whether it was cut short is the
+# snapshot's own status (killed: above 128), not the watchdog's, which a TERM could
+# race. Told to end, the watchdog ends its sleep first, so that the stop finds
+# nothing of it; its stderr is not the exec's (bash reports the killed sleep). (A
 # wait, not a poll: a poll's sleeps cost the exec more than the snapshot.)
 snapshot_within() {
   (snapshot before) & s=$!
   (
     trap 'kill -KILL $! 2>/dev/null; wait; exit 0' TERM
-    sleep 10 & wait $!
+    sleep "$1" & wait $!
     kill -KILL "$s" 2>/dev/null
-    exit 3
-  ) & w=$!
+  ) 2>/dev/null & w=$!
   wait "$s" 2>/dev/null
+  r=$?
   kill "$w" 2>/dev/null
   wait "$w" 2>/dev/null
-  if [ $? = 3 ]; then mark end; mark no-before; mark end; fi
+  [ "$r" -le 128 ] || { mark end; mark no-before; mark end; }
 }
 
 # A file of agent-runner's that must not be in any argv (envelope.rs, PrivateFile):
@@ -169,7 +171,8 @@ fi
 
 case "$mode" in
   before)
-    snapshot_within
+    # Within the exec's 30 s (sandbox.rs), with the stop's own time after it.
+    snapshot_within 20
     stop_others
     exit 0 ;;
   worker|before-worker)
@@ -194,7 +197,7 @@ case "$mode" in
     # between (docker.rs), and what git started stopped again. Given up, the worker
     # run's own exec tries it again.
     if [ "$mode" = test-before ]; then
-      snapshot_within
+      snapshot_within 10
       stop_others stopped-before
     fi
     exit $rc ;;
