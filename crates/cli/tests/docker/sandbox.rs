@@ -522,29 +522,30 @@ fn kept_alive(id: &str, image: &str) -> (String, String) {
     (name, keep)
 }
 
+/// The real envelope in container `name` by `shell`, with `env` in its environment
+/// as a task's would be, and `args` (its mode, the keep-alive's PID, ...); its nonce
+/// is "n0nce". It must exit 0.
+fn envelope(name: &str, shell: &str, env: &[&str], args: &[&str]) -> support::Outcome {
+    let script = include_str!("../../../sandbox/src/worker/envelope.sh");
+    let mut exec = vec!["exec", "-i"];
+    for pair in env {
+        exec.extend(["-e", pair]);
+    }
+    exec.extend([name, shell, "-c", script, "agent-runner-envelope"]);
+    exec.extend(args);
+    let out = support::Run::program("docker", &exec)
+        .stdin("n0nce\n")
+        .output();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    out
+}
+
 /// The real envelope's stop of everything else in container `name` by `shell`, with
 /// `env` in its environment as a task's would be: its record "<found> <left>" and
 /// its stderr. Checked from outside (`docker top`: an exec would be a process of
 /// its own), now and a moment later: PID 1 and the keep-alive only.
 fn envelope_stop(name: &str, keep: &str, shell: &str, env: &[&str]) -> (String, String) {
-    let script = include_str!("../../../sandbox/src/worker/envelope.sh");
-    let mut args = vec!["exec", "-i"];
-    for pair in env {
-        args.extend(["-e", pair]);
-    }
-    args.extend([
-        name,
-        shell,
-        "-c",
-        script,
-        "agent-runner-envelope",
-        "stop",
-        keep,
-    ]);
-    let out = support::Run::program("docker", &args)
-        .stdin("n0nce\n")
-        .output();
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let out = envelope(name, shell, env, &["stop", keep]);
     let counts = out
         .stdout
         .split_once("\u{1e}n0nce stopped\n")
@@ -627,24 +628,8 @@ fn the_snapshots_watchdog_leaves_no_line_in_the_output_under_bash() {
     let id = task_id("watchdog-bash");
     let _cleanup = RemoveOnDrop(id.clone());
     let (name, keep) = kept_alive(&id, &support::docker::image_with_python());
-    let script = include_str!("../../../sandbox/src/worker/envelope.sh");
-    let args = [
-        "exec",
-        "-i",
-        &name,
-        "bash",
-        "-c",
-        script,
-        "agent-runner-envelope",
-        "test-before",
-        &keep,
-        "true",
-    ];
     for _ in 0..10 {
-        let out = support::Run::program("docker", &args)
-            .stdin("n0nce\n")
-            .output();
-        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        let out = envelope(&name, "bash", &[], &["test-before", &keep, "true"]);
         assert!(
             out.stdout.contains("\u{1e}n0nce stopped-before\n0 0\n"),
             "the snapshot's stop found nothing of the watchdog: {:?}",

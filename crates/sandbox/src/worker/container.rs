@@ -433,11 +433,9 @@ fn sandbox_spec(
         links.push((SESSION_DIR.to_string(), link));
     }
     mounts.extend(carrier.mounts());
-    let tools_parts = spec.tools.as_ref().and_then(|volume| {
+    if let Some(volume) = &spec.tools {
         mounts.push(Mount::volume(volume, crate::backend::tools::TOOLS_DIR));
-        let image_only = spec.worker.agent_from == AgentFrom::Image;
-        crate::backend::tools::parts_for(spec.worker.kind.program(), image_only)
-    });
+    }
     let mut labels = vec![(LABEL_TASK.to_string(), spec.task_id.clone())];
     labels.extend(carrier.labels());
     labels.extend(
@@ -456,7 +454,11 @@ fn sandbox_spec(
     );
     sandbox.name = Some(name.to_string());
     sandbox.labels = labels;
-    sandbox.tools_parts = tools_parts;
+    let image_only = spec.worker.agent_from == AgentFrom::Image;
+    sandbox.tools_parts = spec
+        .tools
+        .as_ref()
+        .and_then(|_| crate::backend::tools::parts_for(spec.worker.kind.program(), image_only));
     sandbox.held = true;
     sandbox.stream = carrier.streams();
     sandbox.watchdog = true;
