@@ -410,22 +410,63 @@ impl PodStatus {
             "ImagePullBackOff",
             "InvalidImageName",
         ]);
+        // Each container's end: (its name, its exit code, the reason).
+        let ended: Vec<(String, i64, String)> = status["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["state"]["terminated"].is_object())
+            .map(|c| {
+                let state = &c["state"]["terminated"];
+                let code = state["exitCode"].as_i64().unwrap_or(-1);
+                (text(&c["name"]), code, text(&state["reason"]))
+            })
+            .collect();
+        // The tools' copy ended badly: the worker cannot start (or has no tools).
         let start_problem = first(&[
             "CreateContainerConfigError",
             "CreateContainerError",
             "RunContainerError",
-        ]);
+        ])
+        .or_else(|| {
+            ended
+                .iter()
+                .find(|(name, code, _)| name == pod::TOOLS_CONTAINER && *code != 0)
+                .map(|(_, code, reason)| {
+                    format!(
+                        "the tools' copy failed ({reason}, exit {code}): see `kubectl logs -c {}`",
+                        pod::TOOLS_CONTAINER
+                    )
+                })
+        });
+        // The worker's end is the sandbox's, though the tools' container (listed
+        // before it, `pod.rs`) may still be running for a few seconds.
+        let worker_end = ended
+            .iter()
+            .find(|(name, _, _)| name == pod::CONTAINER)
+            .map(|(_, code, reason)| {
+                let phase = if *code == 0 { "Succeeded" } else { "Failed" };
+                (
+                    phase,
+                    format!("the worker container ended ({reason}, exit {code})"),
+                )
+            });
         let waiting = waiting
             .iter()
             .map(|(name, reason, _)| format!("{name}: {reason}"))
             .collect::<Vec<_>>()
             .join(", ");
+        let mut phase = text(&status["phase"]);
+        let mut reason = format!("{} {}", text(&status["reason"]), text(&status["message"]))
+            .trim()
+            .to_string();
+        if let (Some((ended, why)), "Running") = (worker_end, phase.as_str()) {
+            (phase, reason) = (ended.to_string(), why);
+        }
         PodStatus {
             waiting,
-            phase: text(&status["phase"]),
-            reason: format!("{} {}", text(&status["reason"]), text(&status["message"]))
-                .trim()
-                .to_string(),
+            phase,
+            reason,
             unschedulable,
             image_problem,
             start_problem,

@@ -7,8 +7,16 @@
 //! an exec's stdin, `kubectl.rs`). Named volumes (the caches, the project) and
 //! tmpfs become `emptyDir`s; the worker's session, where the backend keeps it, is
 //! its PersistentVolumeClaim (`session_claim.rs`); the tools volume becomes an
-//! `emptyDir` filled by an init container from the tools image and mounted
-//! read-only.
+//! `emptyDir` filled from the tools image and mounted read-only.
+//!
+//! A held sandbox's tools are copied by a container of the Pod listed before the
+//! worker, whose `postStart` hook returns once the copy is done: the kubelet starts
+//! a Pod's containers one after another in one pass, each after its hook, so the
+//! worker starts with its tools and in the same pass. An init container would
+//! cost a kubelet relist (its period is 1 s) before the worker starts: the
+//! kubelet learns that an init container ended only from its next relist. A Pod
+//! run once (a probe) keeps the init container: it must end when its one process
+//! does.
 
 use serde_json::{Value, json};
 
@@ -17,12 +25,22 @@ use super::super::sweep::LABEL_TASK;
 use super::super::tools::TOOLS_DIR;
 use agent_runner_settings::task::WorkerLimits;
 
-/// The only container a sandbox Pod runs.
+/// The worker's container: a sandbox Pod's main process, and where every exec runs.
 pub const CONTAINER: &str = "worker";
-/// Where the init container writes the tools before the worker starts.
+/// Where the tools' copy writes them before the worker starts.
 const TOOLS_STAGE: &str = "/agent-runner-tools-stage";
 /// The `emptyDir` the tools go into.
 const TOOLS_VOLUME: &str = "agent-runner-tools";
+/// The name of the container (or init container) that copies the tools.
+pub const TOOLS_CONTAINER: &str = "tools";
+/// The copying container's own `emptyDir` (the worker never mounts it), where it
+/// marks the copy done for its `postStart` hook.
+const COPIED_VOLUME: &str = "agent-runner-tools-copied";
+const COPIED_DIR: &str = "/agent-runner-tools-copied";
+/// How long the copying container stays after the copy: its hook must find it
+/// running (a hook that cannot run is only a warning event: the worker starts all
+/// the same); then it ends, so that the Pod ends with its worker.
+const COPIER_STAYS_SECS: u32 = 10;
 
 /// What the Pod needs beside the `Spec`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,10 +118,11 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
         volumes,
         mounts,
         init,
+        mut before,
         named,
     } = Volumes::of(spec, plan)?;
     let claimed = named.iter().any(|(name, _)| plan.claims.contains(name));
-    let container = container(spec, plan, mounts);
+    before.push(container(spec, plan, mounts));
     Ok(json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -113,17 +132,18 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
             "labels": labels,
             "annotations": annotations,
         },
-        "spec": pod_spec(spec, plan, container, volumes, init, claimed),
+        "spec": pod_spec(spec, plan, before, volumes, init, claimed),
     }))
 }
 
-/// The Pod's volumes, the worker's mounts of them, and the init container that
-/// fills the tools' volume.
+/// The Pod's volumes, the worker's mounts of them, and the container that fills
+/// the tools' volume: an init container, or one started before the worker.
 #[derive(Default)]
 struct Volumes {
     volumes: Vec<Value>,
     mounts: Vec<Value>,
     init: Vec<Value>,
+    before: Vec<Value>,
     /// Each named volume of the `Spec` and the Pod's volume it became.
     named: Vec<(String, String)>,
 }
@@ -175,8 +195,9 @@ impl Volumes {
         Ok(())
     }
 
-    /// The tools volume: an `emptyDir` mounted read-only, filled by an init
-    /// container from the tools image with the parts the sandbox uses.
+    /// The tools volume: an `emptyDir` mounted read-only, filled from the tools
+    /// image with the parts the sandbox uses (see the module's documentation for
+    /// the container that copies them).
     fn tools(&mut self, spec: &Spec, plan: &Plan) -> Result<(), RenderError> {
         let image = plan.tools_image.clone().ok_or(RenderError::NoToolsImage)?;
         self.volumes
@@ -193,12 +214,35 @@ impl Volumes {
             ),
             None => format!("cp -a {TOOLS_DIR}/. {TOOLS_STAGE}/"),
         };
-        self.init.push(json!({
-            "name": "tools",
+        let shell = format!("{TOOLS_DIR}/bin/sh");
+        if !spec.held {
+            self.init.push(json!({
+                "name": TOOLS_CONTAINER,
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": [shell, "-c", copy],
+                "volumeMounts": [{"name": TOOLS_VOLUME, "mountPath": TOOLS_STAGE}],
+                "securityContext": security_context(spec, plan),
+            }));
+            return Ok(());
+        }
+        self.volumes
+            .push(json!({"name": COPIED_VOLUME, "emptyDir": {}}));
+        // A failed copy ends the container: its hook ends with it, and the Pod's
+        // status names the container's exit (`PodStatus`).
+        let copy =
+            format!("{copy} || exit 1; : > {COPIED_DIR}/done; exec sleep {COPIER_STAYS_SECS}");
+        self.before.push(json!({
+            "name": TOOLS_CONTAINER,
             "image": image,
             "imagePullPolicy": "IfNotPresent",
-            "command": [format!("{TOOLS_DIR}/bin/sh"), "-c", copy],
-            "volumeMounts": [{"name": TOOLS_VOLUME, "mountPath": TOOLS_STAGE}],
+            "command": [shell, "-c", copy],
+            "lifecycle": {"postStart": {"exec": {"command": [shell, "-c",
+                format!("until [ -e {COPIED_DIR}/done ]; do sleep 0.01; done")]}}},
+            "volumeMounts": [
+                {"name": TOOLS_VOLUME, "mountPath": TOOLS_STAGE},
+                {"name": COPIED_VOLUME, "mountPath": COPIED_DIR},
+            ],
             "securityContext": security_context(spec, plan),
         }));
         Ok(())
@@ -269,12 +313,12 @@ fn resources(limits: &WorkerLimits) -> Option<Value> {
     (!amounts.is_empty()).then(|| json!({"requests": amounts, "limits": amounts}))
 }
 
-/// The Pod's `spec`: `container` and the `init` containers over `volumes`;
-/// `claimed`: a volume of them is a claim.
+/// The Pod's `spec`: its `containers` (the worker last) and `init` containers over
+/// `volumes`; `claimed`: a volume of them is a claim.
 fn pod_spec(
     spec: &Spec,
     plan: &Plan,
-    container: Value,
+    containers: Vec<Value>,
     volumes: Vec<Value>,
     init: Vec<Value>,
     claimed: bool,
@@ -288,7 +332,7 @@ fn pod_spec(
         "hostPID": false,
         "hostIPC": false,
         "terminationGracePeriodSeconds": 2,
-        "containers": [container],
+        "containers": containers,
         "volumes": volumes,
     });
     if !init.is_empty() {
@@ -313,7 +357,7 @@ pub(super) fn literal(arg: &str) -> String {
     arg.replace('$', "$$")
 }
 
-/// The container's `securityContext` (the same for the init container).
+/// The container's `securityContext` (the same for the tools' copy).
 fn security_context(spec: &Spec, plan: &Plan) -> Value {
     let seccomp = match &plan.seccomp {
         Some(path) => json!({"type": "Localhost", "localhostProfile": path}),
@@ -453,17 +497,23 @@ mod tests {
                 "hostPID": false,
                 "hostIPC": false,
                 "terminationGracePeriodSeconds": 2,
-                "initContainers": [{
+                "containers": [{
                     "name": "tools",
                     "image": "registry.example/agent-runner-tools:abc",
                     "imagePullPolicy": "IfNotPresent",
                     "command": ["/agent-runner-tools/bin/sh", "-c",
-                        "cp -a /agent-runner-tools/. /agent-runner-tools-stage/"],
-                    "volumeMounts": [{"name": "agent-runner-tools",
-                        "mountPath": "/agent-runner-tools-stage"}],
+                        "cp -a /agent-runner-tools/. /agent-runner-tools-stage/ || exit 1; \
+                         : > /agent-runner-tools-copied/done; exec sleep 10"],
+                    "lifecycle": {"postStart": {"exec": {"command": [
+                        "/agent-runner-tools/bin/sh", "-c",
+                        "until [ -e /agent-runner-tools-copied/done ]; do sleep 0.01; done"]}}},
+                    "volumeMounts": [
+                        {"name": "agent-runner-tools", "mountPath": "/agent-runner-tools-stage"},
+                        {"name": "agent-runner-tools-copied",
+                            "mountPath": "/agent-runner-tools-copied"},
+                    ],
                     "securityContext": security,
-                }],
-                "containers": [{
+                }, {
                     "name": "worker",
                     "image": "worker:1",
                     "imagePullPolicy": "IfNotPresent",
@@ -482,14 +532,15 @@ mod tests {
                     "volumeMounts": [
                         {"name": "agent-runner-tools", "mountPath": "/agent-runner-tools",
                             "readOnly": true},
-                        {"name": "vol-1", "mountPath": "/root/.npm"},
-                        {"name": "vol-2", "mountPath": "/run/agent-runner/private"},
+                        {"name": "vol-2", "mountPath": "/root/.npm"},
+                        {"name": "vol-3", "mountPath": "/run/agent-runner/private"},
                     ],
                 }],
                 "volumes": [
                     {"name": "agent-runner-tools", "emptyDir": {}},
-                    {"name": "vol-1", "emptyDir": {}},
-                    {"name": "vol-2", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+                    {"name": "agent-runner-tools-copied", "emptyDir": {}},
+                    {"name": "vol-2", "emptyDir": {}},
+                    {"name": "vol-3", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
                 ],
             },
         });
@@ -647,18 +698,56 @@ mod tests {
     }
 
     #[test]
-    fn the_init_container_copies_only_the_tools_parts_the_sandbox_uses() {
+    fn the_tools_copy_takes_only_the_tools_parts_the_sandbox_uses() {
         let mut spec = sandbox();
         spec.tools_parts = Some(vec!["bin".into(), "ready".into(), "codex".into()]);
         let pod = pod(&spec, &plan()).unwrap();
+        let copy = "cd /agent-runner-tools && for part in bin ready codex; do if [ -e \"$part\" ]; \
+                    then cp -a \"$part\" /agent-runner-tools-stage/ || exit 1; fi; done";
         assert_eq!(
-            pod["spec"]["initContainers"][0]["command"],
+            pod["spec"]["containers"][0]["command"],
             json!([
                 "/agent-runner-tools/bin/sh",
                 "-c",
-                "cd /agent-runner-tools && for part in bin ready codex; do if [ -e \"$part\" ]; \
-                 then cp -a \"$part\" /agent-runner-tools-stage/ || exit 1; fi; done"
+                format!("{copy} || exit 1; : > /agent-runner-tools-copied/done; exec sleep 10")
             ])
+        );
+        // A Pod run once copies them in an init container, so that it ends with
+        // its one process.
+        spec.held = false;
+        let once = super::pod(&spec, &plan()).unwrap();
+        assert_eq!(
+            once["spec"]["initContainers"][0]["command"],
+            json!(["/agent-runner-tools/bin/sh", "-c", copy])
+        );
+        assert_eq!(once["spec"]["containers"].as_array().unwrap().len(), 1);
+        assert_eq!(once["spec"]["containers"][0]["name"], "worker");
+        assert_eq!(
+            once["spec"]["volumes"][0],
+            json!({"name": "agent-runner-tools", "emptyDir": {}})
+        );
+        assert!(!once.to_string().contains("agent-runner-tools-copied"));
+    }
+
+    #[test]
+    fn the_worker_of_a_held_pod_starts_after_the_tools_copy_and_never_mounts_its_mark() {
+        let pod = pod(&sandbox(), &plan()).unwrap();
+        let containers = pod["spec"]["containers"].as_array().unwrap();
+        let names: Vec<_> = containers.iter().map(|c| c["name"].clone()).collect();
+        // The kubelet starts them in this order, each after its postStart hook.
+        assert_eq!(names, [json!("tools"), json!("worker")]);
+        assert!(pod["spec"].get("initContainers").is_none());
+        assert_eq!(
+            containers[0]["lifecycle"]["postStart"]["exec"]["command"][2],
+            "until [ -e /agent-runner-tools-copied/done ]; do sleep 0.01; done"
+        );
+        let worker = containers[1]["volumeMounts"].to_string();
+        assert!(!worker.contains("agent-runner-tools-copied"), "{worker}");
+        assert!(
+            worker.contains(
+                r#"{"mountPath":"/agent-runner-tools","name":"agent-runner-tools","readOnly":true}"#
+            ),
+            "{worker}"
         );
     }
 
@@ -671,14 +760,10 @@ mod tests {
         let pod = pod(&sandbox(), &plan).unwrap();
         let profile =
             json!({"type": "Localhost", "localhostProfile": "agent-runner/0123abcd.json"});
-        assert_eq!(
-            pod["spec"]["containers"][0]["securityContext"]["seccompProfile"],
-            profile
-        );
-        assert_eq!(
-            pod["spec"]["initContainers"][0]["securityContext"]["seccompProfile"],
-            profile
-        );
+        for container in pod["spec"]["containers"].as_array().unwrap() {
+            assert_eq!(container["securityContext"]["seccompProfile"], profile);
+        }
+        assert_eq!(pod["spec"]["containers"].as_array().unwrap().len(), 2);
     }
 
     #[test]

@@ -121,6 +121,52 @@ fn a_container_the_node_cannot_create_is_a_start_problem() {
     assert_eq!(creating.start_problem, None);
 }
 
+#[test]
+fn the_worker_s_end_is_the_sandbox_s_while_the_tools_container_still_runs() {
+    // The tools' copy is listed before the worker and stays a few seconds: the
+    // Pod is still Running when the worker has ended.
+    let status = PodStatus::of(&json!({"status": {"phase": "Running",
+    "containerStatuses": [
+        {"name": "tools", "state": {"running": {}}},
+        {"name": "worker", "state": {"terminated": {"exitCode": 137, "reason": "Error"}}},
+    ]}}));
+    assert_eq!(status.phase, "Failed");
+    assert_eq!(
+        status.reason,
+        "the worker container ended (Error, exit 137)"
+    );
+    assert_eq!(status.lost(), None);
+    let done = PodStatus::of(&json!({"status": {"phase": "Running",
+    "containerStatuses": [
+        {"name": "tools", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+        {"name": "worker", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+    ]}}));
+    assert_eq!(done.phase, "Succeeded");
+    // The tools' end alone is no end of the sandbox.
+    let running = PodStatus::of(&json!({"status": {"phase": "Running",
+    "containerStatuses": [
+        {"name": "tools", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+        {"name": "worker", "state": {"running": {}}},
+    ]}}));
+    assert_eq!(
+        (running.phase.as_str(), running.start_problem),
+        ("Running", None)
+    );
+}
+
+#[test]
+fn a_failed_tools_copy_is_a_start_problem_naming_its_container() {
+    let status = PodStatus::of(&json!({"status": {"phase": "Pending",
+    "containerStatuses": [
+        {"name": "tools", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}},
+        {"name": "worker", "state": {"waiting": {"reason": "ContainerCreating"}}},
+    ]}}));
+    assert_eq!(
+        status.start_problem.as_deref(),
+        Some("the tools' copy failed (Error, exit 1): see `kubectl logs -c tools`")
+    );
+}
+
 /// A backend whose kubectl is `script` (sh), answering `get pod … --watch` as the
 /// script says; each call's arguments logged to `calls` in its directory.
 fn faked(script: &str) -> (Kubernetes, std::path::PathBuf) {
