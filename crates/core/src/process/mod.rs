@@ -10,6 +10,7 @@
 mod capture;
 mod held;
 mod invocation;
+pub mod priority;
 pub mod program;
 
 use std::io::{Read, Write};

@@ -168,6 +168,7 @@ impl ContainerSandbox {
         let sweep = std::thread::Builder::new()
             .name("sweep".into())
             .spawn(move || {
+                agent_runner_core::process::priority::background();
                 for name in sweeper.sweep_orphans() {
                     log::info!("removed container {name}: its agent-runner is gone");
                 }
@@ -740,6 +741,7 @@ impl ContainerSandbox {
         let check = std::thread::Builder::new()
             .name("check".into())
             .spawn(move || {
+                agent_runner_core::process::priority::background();
                 let begun = std::time::Instant::now();
                 let checked = agent.check_beside(&name, &spec, started);
                 log::debug!(
