@@ -247,6 +247,17 @@ impl Kubernetes {
                 }
                 continue;
             };
+            // Before the phase: a Pod whose tools' copy failed is Running all the
+            // same (the kubelet starts the worker whatever the copy's hook said).
+            if let Some(why) = &status.start_problem {
+                if why.contains("seccomp") {
+                    self.forget_seccomp_verdict();
+                }
+                return Err(BackendError::Failed {
+                    command: format!("kubectl create pod {name}"),
+                    detail: format!("the node cannot start its container: {why}"),
+                });
+            }
             let phase = status.phase.as_str();
             match phase {
                 "Running" if !to_end => return Ok(phase.into()),
@@ -258,15 +269,6 @@ impl Kubernetes {
                     });
                 }
                 _ => {}
-            }
-            if let Some(why) = &status.start_problem {
-                if why.contains("seccomp") {
-                    self.forget_seccomp_verdict();
-                }
-                return Err(BackendError::Failed {
-                    command: format!("kubectl create pod {name}"),
-                    detail: format!("the node cannot start its container: {why}"),
-                });
             }
             if let Some(waiting) = &status.image_problem {
                 return Err(BackendError::ImageMissing {
@@ -369,7 +371,7 @@ pub(super) struct PodStatus {
     /// The node cannot create a container of it (a `Localhost` seccomp profile
     /// it lacks, say).
     start_problem: Option<String>,
-    /// What its containers wait for (`tools: PodInitializing`), for the error of
+    /// What its containers wait for (`worker: ContainerCreating`), for the error of
     /// a Pod that did not start in time.
     waiting: String,
 }
@@ -486,13 +488,23 @@ impl PodStatus {
 /// `spec` with its main process behind a gate: nothing the main process says may
 /// come before the lifeline listens (`kubectl attach` hears only what comes
 /// after it connects), so it waits for our first line, then becomes the main
-/// process (its PID). Run by `shell`.
+/// process (its PID). Run by `shell`. With the tools mounted, the gate starts
+/// nothing unless their copy is complete (`pod::COPIED`).
 fn gated(spec: &Spec, shell: &str) -> Spec {
     let mut gated = spec.clone();
     if spec.held {
+        let tools = spec.mounts.iter().any(|m| m.target == TOOLS_DIR);
+        let complete = match tools {
+            true => format!(
+                "[ -e {} ] || {{ echo 'agent-runner: the tools were not copied whole into the Pod (kubectl logs -c {})' >&2; exit 1; }}; ",
+                pod::COPIED,
+                pod::TOOLS_CONTAINER
+            ),
+            false => String::new(),
+        };
         let mut args = vec![
             "-c".to_string(),
-            "IFS= read -r go || exit 1; exec \"$0\" \"$@\"".to_string(),
+            format!("IFS= read -r go || exit 1; {complete}exec \"$0\" \"$@\""),
             spec.main.entrypoint.clone(),
         ];
         args.extend(spec.main.args.iter().cloned());
@@ -745,7 +757,7 @@ impl Backend for Kubernetes {
     }
 
     fn tools_volume(&self, _interrupt: Interrupt) -> Result<Option<String>, BackendError> {
-        // Not a volume: its name says where the Pod's init container fills the
+        // Not a volume: its name says where the Pod's copy of the tools fills the
         // read-only `emptyDir` from (`pod.rs`).
         match &self.tools_image {
             Some(image) => Ok(Some(image.clone())),

@@ -33,14 +33,23 @@ const TOOLS_STAGE: &str = "/agent-runner-tools-stage";
 const TOOLS_VOLUME: &str = "agent-runner-tools";
 /// The name of the container (or init container) that copies the tools.
 pub const TOOLS_CONTAINER: &str = "tools";
-/// The copying container's own `emptyDir` (the worker never mounts it), where it
-/// marks the copy done for its `postStart` hook.
-const COPIED_VOLUME: &str = "agent-runner-tools-copied";
-const COPIED_DIR: &str = "/agent-runner-tools-copied";
+/// Written into the tools' `emptyDir` once the copy is complete: the copying
+/// container's hook waits for it, and the worker's gate (`mod.rs`) starts nothing
+/// without it. The kubelet starts the worker whatever the hook said (a failed
+/// hook, a hook cut short by a kubelet's restart): so a copy that failed halfway
+/// ends the worker at its gate instead of giving it part of its agent.
+pub const COPIED: &str = "/agent-runner-tools/.copied";
+/// How long the hook waits for the copy, in its 10 ms looks: a kubelet of 1.20
+/// enforces no `activeDeadlineSeconds` while a hook runs, so a copy that hangs (a
+/// stalled disk) must not hold the Pod for ever.
+const COPY_LOOKS: u32 = 30_000;
 /// How long the copying container stays after the copy: its hook must find it
-/// running (a hook that cannot run is only a warning event: the worker starts all
-/// the same); then it ends, so that the Pod ends with its worker.
+/// running (a hook that cannot run is only a warning event); then it ends, so that
+/// the Pod ends with its worker.
 const COPIER_STAYS_SECS: u32 = 10;
+/// The annotation that makes `kubectl exec` and `kubectl logs` without `-c` go to
+/// the worker rather than to the container listed first.
+const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
 
 /// What the Pod needs beside the `Spec`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +131,9 @@ pub fn pod(spec: &Spec, plan: &Plan) -> Result<Value, RenderError> {
         named,
     } = Volumes::of(spec, plan)?;
     let claimed = named.iter().any(|(name, _)| plan.claims.contains(name));
+    if !before.is_empty() {
+        annotations.insert(DEFAULT_CONTAINER.into(), Value::String(CONTAINER.into()));
+    }
     before.push(container(spec, plan, mounts));
     Ok(json!({
         "apiVersion": "v1",
@@ -226,23 +238,23 @@ impl Volumes {
             }));
             return Ok(());
         }
-        self.volumes
-            .push(json!({"name": COPIED_VOLUME, "emptyDir": {}}));
-        // A failed copy ends the container: its hook ends with it, and the Pod's
-        // status names the container's exit (`PodStatus`).
-        let copy =
-            format!("{copy} || exit 1; : > {COPIED_DIR}/done; exec sleep {COPIER_STAYS_SECS}");
+        // A failed copy ends the container (its hook with it) with no mark: the
+        // worker's gate ends the worker, and the Pod's status names this
+        // container's exit (`PodStatus`). TERM (the Pod's deletion) ends the stay.
+        let copied = COPIED.replacen(TOOLS_DIR, TOOLS_STAGE, 1);
+        let copy = format!(
+            "{copy} || exit 1; : > {copied} || exit 1; trap 'exit 0' TERM; sleep {COPIER_STAYS_SECS} & wait"
+        );
+        let hook = format!(
+            "i=0; until [ -e {copied} ]; do i=$((i+1)); [ $i -le {COPY_LOOKS} ] || exit 1; sleep 0.01; done"
+        );
         self.before.push(json!({
             "name": TOOLS_CONTAINER,
             "image": image,
             "imagePullPolicy": "IfNotPresent",
             "command": [shell, "-c", copy],
-            "lifecycle": {"postStart": {"exec": {"command": [shell, "-c",
-                format!("until [ -e {COPIED_DIR}/done ]; do sleep 0.01; done")]}}},
-            "volumeMounts": [
-                {"name": TOOLS_VOLUME, "mountPath": TOOLS_STAGE},
-                {"name": COPIED_VOLUME, "mountPath": COPIED_DIR},
-            ],
+            "lifecycle": {"postStart": {"exec": {"command": [shell, "-c", hook]}}},
+            "volumeMounts": [{"name": TOOLS_VOLUME, "mountPath": TOOLS_STAGE}],
             "securityContext": security_context(spec, plan),
         }));
         Ok(())
@@ -486,7 +498,8 @@ mod tests {
                 "name": "agent-runner-t1",
                 "namespace": "team",
                 "labels": {"agent-runner.task": "t1", "agent-runner.owner-start": "12_34"},
-                "annotations": {"agent-runner.task": "t1", "agent-runner.owner-start": "12 34"},
+                "annotations": {"agent-runner.task": "t1", "agent-runner.owner-start": "12 34",
+                    "kubectl.kubernetes.io/default-container": "worker"},
             },
             "spec": {
                 "restartPolicy": "Never",
@@ -503,14 +516,14 @@ mod tests {
                     "imagePullPolicy": "IfNotPresent",
                     "command": ["/agent-runner-tools/bin/sh", "-c",
                         "cp -a /agent-runner-tools/. /agent-runner-tools-stage/ || exit 1; \
-                         : > /agent-runner-tools-copied/done; exec sleep 10"],
+                         : > /agent-runner-tools-stage/.copied || exit 1; \
+                         trap 'exit 0' TERM; sleep 10 & wait"],
                     "lifecycle": {"postStart": {"exec": {"command": [
                         "/agent-runner-tools/bin/sh", "-c",
-                        "until [ -e /agent-runner-tools-copied/done ]; do sleep 0.01; done"]}}},
+                        "i=0; until [ -e /agent-runner-tools-stage/.copied ]; do i=$((i+1)); \
+                         [ $i -le 30000 ] || exit 1; sleep 0.01; done"]}}},
                     "volumeMounts": [
                         {"name": "agent-runner-tools", "mountPath": "/agent-runner-tools-stage"},
-                        {"name": "agent-runner-tools-copied",
-                            "mountPath": "/agent-runner-tools-copied"},
                     ],
                     "securityContext": security,
                 }, {
@@ -532,15 +545,14 @@ mod tests {
                     "volumeMounts": [
                         {"name": "agent-runner-tools", "mountPath": "/agent-runner-tools",
                             "readOnly": true},
-                        {"name": "vol-2", "mountPath": "/root/.npm"},
-                        {"name": "vol-3", "mountPath": "/run/agent-runner/private"},
+                        {"name": "vol-1", "mountPath": "/root/.npm"},
+                        {"name": "vol-2", "mountPath": "/run/agent-runner/private"},
                     ],
                 }],
                 "volumes": [
                     {"name": "agent-runner-tools", "emptyDir": {}},
-                    {"name": "agent-runner-tools-copied", "emptyDir": {}},
-                    {"name": "vol-2", "emptyDir": {}},
-                    {"name": "vol-3", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+                    {"name": "vol-1", "emptyDir": {}},
+                    {"name": "vol-2", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
                 ],
             },
         });
@@ -709,7 +721,10 @@ mod tests {
             json!([
                 "/agent-runner-tools/bin/sh",
                 "-c",
-                format!("{copy} || exit 1; : > /agent-runner-tools-copied/done; exec sleep 10")
+                format!(
+                    "{copy} || exit 1; : > /agent-runner-tools-stage/.copied || exit 1; \
+                     trap 'exit 0' TERM; sleep 10 & wait"
+                )
             ])
         );
         // A Pod run once copies them in an init container, so that it ends with
@@ -726,23 +741,32 @@ mod tests {
             once["spec"]["volumes"][0],
             json!({"name": "agent-runner-tools", "emptyDir": {}})
         );
-        assert!(!once.to_string().contains("agent-runner-tools-copied"));
+        assert!(!once.to_string().contains(".copied"));
+        assert!(
+            once["metadata"]["annotations"]
+                .get(DEFAULT_CONTAINER)
+                .is_none()
+        );
     }
 
     #[test]
-    fn the_worker_of_a_held_pod_starts_after_the_tools_copy_and_never_mounts_its_mark() {
+    fn the_worker_of_a_held_pod_starts_after_the_tools_copy_and_kubectl_goes_to_it() {
         let pod = pod(&sandbox(), &plan()).unwrap();
         let containers = pod["spec"]["containers"].as_array().unwrap();
         let names: Vec<_> = containers.iter().map(|c| c["name"].clone()).collect();
         // The kubelet starts them in this order, each after its postStart hook.
         assert_eq!(names, [json!("tools"), json!("worker")]);
         assert!(pod["spec"].get("initContainers").is_none());
+        let hook = containers[0]["lifecycle"]["postStart"]["exec"]["command"][2].to_string();
+        assert!(
+            hook.contains("until [ -e /agent-runner-tools-stage/.copied ]"),
+            "{hook}"
+        );
         assert_eq!(
-            containers[0]["lifecycle"]["postStart"]["exec"]["command"][2],
-            "until [ -e /agent-runner-tools-copied/done ]; do sleep 0.01; done"
+            pod["metadata"]["annotations"][DEFAULT_CONTAINER],
+            json!("worker")
         );
         let worker = containers[1]["volumeMounts"].to_string();
-        assert!(!worker.contains("agent-runner-tools-copied"), "{worker}");
         assert!(
             worker.contains(
                 r#"{"mountPath":"/agent-runner-tools","name":"agent-runner-tools","readOnly":true}"#

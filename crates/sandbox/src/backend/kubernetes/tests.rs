@@ -155,15 +155,51 @@ fn the_worker_s_end_is_the_sandbox_s_while_the_tools_container_still_runs() {
 }
 
 #[test]
-fn a_failed_tools_copy_is_a_start_problem_naming_its_container() {
-    let status = PodStatus::of(&json!({"status": {"phase": "Pending",
-    "containerStatuses": [
-        {"name": "tools", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}},
-        {"name": "worker", "state": {"waiting": {"reason": "ContainerCreating"}}},
-    ]}}));
+fn a_failed_tools_copy_fails_the_start_though_the_pod_runs() {
+    // As the kubelet leaves it (seen on the test cluster): the copy's hook failed,
+    // the worker was started all the same, and the Pod is Running.
+    let (backend, dir) = faked(
+        r#"[ -n "$watch" ] || exit 3
+echo '{"phase":"Running","containerStatuses":[{"name":"tools","state":{"terminated":{"exitCode":1,"reason":"Error"}}},{"name":"worker","state":{"running":{}}}]}'
+exec sleep 30"#,
+    );
+    let e = backend
+        .wait_for(
+            "p",
+            "img",
+            false,
+            Duration::from_secs(20),
+            Interrupt::never(),
+        )
+        .unwrap_err();
     assert_eq!(
-        status.start_problem.as_deref(),
-        Some("the tools' copy failed (Error, exit 1): see `kubectl logs -c tools`")
+        e.to_string(),
+        "`kubectl create pod p` failed: the node cannot start its container: the tools' copy failed (Error, exit 1): see `kubectl logs -c tools`"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_held_pod_s_gate_starts_nothing_without_the_whole_tools_copy() {
+    let mut spec = Spec::new("img", super::super::Main::shell("true", []));
+    spec.held = true;
+    spec.mounts = vec![super::super::Mount::volume("t", TOOLS_DIR)];
+    let held = gated(&spec, "/agent-runner-tools/bin/sh");
+    let script = &held.main.args[1];
+    assert!(
+        script.starts_with("IFS= read -r go || exit 1; [ -e /agent-runner-tools/.copied ] || {"),
+        "{script}"
+    );
+    assert!(
+        script.ends_with("exit 1; }; exec \"$0\" \"$@\""),
+        "{script}"
+    );
+    // Without the tools nothing is copied: no mark to wait for.
+    spec.mounts.clear();
+    let plain = gated(&spec, "/bin/sh");
+    assert_eq!(
+        plain.main.args[1],
+        "IFS= read -r go || exit 1; exec \"$0\" \"$@\""
     );
 }
 
