@@ -163,15 +163,7 @@ fn a_failed_tools_copy_fails_the_start_though_the_pod_runs() {
 echo '{"phase":"Running","containerStatuses":[{"name":"tools","state":{"terminated":{"exitCode":1,"reason":"Error"}}},{"name":"worker","state":{"running":{}}}]}'
 exec sleep 30"#,
     );
-    let e = backend
-        .wait_for(
-            "p",
-            "img",
-            false,
-            Duration::from_secs(20),
-            Interrupt::never(),
-        )
-        .unwrap_err();
+    let e = run_within_20_s(&backend).unwrap_err();
     assert_eq!(
         e.to_string(),
         "`kubectl create pod p` failed: the node cannot start its container: the tools' copy failed (Error, exit 1): see `kubectl logs -c tools`"
@@ -201,6 +193,17 @@ fn a_held_pod_s_gate_starts_nothing_without_the_whole_tools_copy() {
         plain.main.args[1],
         "IFS= read -r go || exit 1; exec \"$0\" \"$@\""
     );
+}
+
+/// `wait_for` the Pod `p` to run, within 20 s.
+fn run_within_20_s(backend: &Kubernetes) -> Result<String, BackendError> {
+    backend.wait_for(
+        "p",
+        "img",
+        false,
+        Duration::from_secs(20),
+        Interrupt::never(),
+    )
 }
 
 /// A backend whose kubectl is `script` (sh), answering `get pod … --watch` as the
@@ -265,15 +268,7 @@ exec sleep 30"#,
 fn a_watch_that_never_answers_is_a_lost_host_within_the_health_check() {
     let (backend, dir) = faked("exec sleep 30");
     let started = Instant::now();
-    let e = backend
-        .wait_for(
-            "p",
-            "img",
-            false,
-            Duration::from_secs(20),
-            Interrupt::never(),
-        )
-        .unwrap_err();
+    let e = run_within_20_s(&backend).unwrap_err();
     assert_eq!(
         e.to_string(),
         "host lost: k8s://ctx/ns: no answer within 5 s"
@@ -288,15 +283,7 @@ fn a_pod_gone_under_its_watch_is_gone_as_a_poll_says() {
         r#"echo 'Error from server (NotFound): pods "p" not found' >&2
 exit 1"#,
     );
-    let e = backend
-        .wait_for(
-            "p",
-            "img",
-            false,
-            Duration::from_secs(20),
-            Interrupt::never(),
-        )
-        .unwrap_err();
+    let e = run_within_20_s(&backend).unwrap_err();
     assert!(matches!(e, BackendError::Gone { .. }), "{e}");
     // The watch ended, then one get said why.
     let calls = calls(&dir);
