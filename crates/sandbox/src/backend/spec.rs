@@ -48,7 +48,7 @@ pub struct Spec {
     /// None: the engine's default.
     pub runtime: Option<String>,
     /// The parts of the tools volume it uses (`tools::parts_for`); None: all. An
-    /// engine that copies the tools into every sandbox (a cluster's init container)
+    /// engine that copies the tools into every sandbox (a cluster's Pods)
     /// copies only these; one that mounts the volume mounts it whole.
     pub tools_parts: Option<Vec<String>>,
 }

@@ -1,6 +1,6 @@
 //! `agent-runner tools image` (SPEC §25): the tools volume's content as an image,
 //! for an engine that mounts no volume of a daemon's (a cluster's Pods copy it
-//! from this image by an init container into a read-only `emptyDir`,
+//! from this image, before the worker starts, into a read-only `emptyDir`,
 //! `kubernetes/pod.rs`). The user pushes it where the cluster pulls, or loads it
 //! on the nodes.
 //!
