@@ -271,6 +271,11 @@ impl Kubernetes {
                 _ => {}
             }
             if let Some(waiting) = &status.image_problem {
+                // The tools image is the one the node lacks when the copy waits.
+                let image = match (&self.tools_image, status.image_of == pod::TOOLS_CONTAINER) {
+                    (Some(tools), true) => tools.as_str(),
+                    _ => image,
+                };
                 return Err(BackendError::ImageMissing {
                     what: super::CLUSTER_IMAGE,
                     image: image.into(),
@@ -368,6 +373,8 @@ pub(super) struct PodStatus {
     unschedulable: Option<String>,
     /// The worker container waits for an image it cannot get.
     image_problem: Option<String>,
+    /// The container whose image that is (the tools' copy, or the worker).
+    image_of: String,
     /// The node cannot create a container of it (a `Localhost` seccomp profile
     /// it lacks, say).
     start_problem: Option<String>,
@@ -406,12 +413,18 @@ impl PodStatus {
                 .find(|(_, reason, _)| reasons.contains(&reason.as_str()))
                 .map(|(_, reason, message)| format!("{reason}: {message}"))
         };
-        let image_problem = first(&[
+        let pulls = [
             "ErrImageNeverPull",
             "ErrImagePull",
             "ImagePullBackOff",
             "InvalidImageName",
-        ]);
+        ];
+        let image_problem = first(&pulls);
+        let image_of = waiting
+            .iter()
+            .find(|(_, reason, _)| pulls.contains(&reason.as_str()))
+            .map(|(name, _, _)| name.clone())
+            .unwrap_or_default();
         // Each container's end: (its name, its exit code, the reason).
         let ended: Vec<(String, i64, String)> = status["containerStatuses"]
             .as_array()
@@ -471,6 +484,7 @@ impl PodStatus {
             reason,
             unschedulable,
             image_problem,
+            image_of,
             start_problem,
         }
     }

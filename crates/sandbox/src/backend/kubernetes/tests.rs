@@ -172,6 +172,24 @@ exec sleep 30"#,
 }
 
 #[test]
+fn a_tools_image_the_node_lacks_is_named_not_the_worker_s() {
+    // As the kubelet leaves it: the copy waits for its image, the worker started
+    // without its tools and ended.
+    let (backend, dir) = faked(
+        r#"[ -n "$watch" ] || exit 3
+echo '{"phase":"Pending","containerStatuses":[{"name":"tools","state":{"waiting":{"reason":"ErrImageNeverPull","message":"not present"}}},{"name":"worker","state":{"terminated":{"exitCode":127,"reason":"ContainerCannotRun"}}}]}'
+exec sleep 30"#,
+    );
+    let backend = backend.with_tools_image("agent-runner-tools:abc");
+    let e = run_within_20_s(&backend).unwrap_err();
+    assert!(
+        e.to_string().starts_with("image agent-runner-tools:abc is not available: the cluster cannot run it (ErrImageNeverPull: not present)"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_held_pod_s_gate_starts_nothing_without_the_whole_tools_copy() {
     let mut spec = Spec::new("img", super::super::Main::shell("true", []));
     spec.held = true;
