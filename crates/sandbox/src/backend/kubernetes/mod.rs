@@ -383,6 +383,23 @@ pub(super) struct PodStatus {
     waiting: String,
 }
 
+/// The Pod's containers that ended (`.status`): each one's name, exit code and
+/// reason.
+fn ended(status: &Value) -> Vec<(String, i64, String)> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    status["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["state"]["terminated"].is_object())
+        .map(|c| {
+            let state = &c["state"]["terminated"];
+            let code = state["exitCode"].as_i64().unwrap_or(-1);
+            (text(&c["name"]), code, text(&state["reason"]))
+        })
+        .collect()
+}
+
 impl PodStatus {
     fn of(pod: &Value) -> PodStatus {
         let status = &pod["status"];
@@ -425,18 +442,7 @@ impl PodStatus {
             .find(|(_, reason, _)| pulls.contains(&reason.as_str()))
             .map(|(name, _, _)| name.clone())
             .unwrap_or_default();
-        // Each container's end: (its name, its exit code, the reason).
-        let ended: Vec<(String, i64, String)> = status["containerStatuses"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|c| c["state"]["terminated"].is_object())
-            .map(|c| {
-                let state = &c["state"]["terminated"];
-                let code = state["exitCode"].as_i64().unwrap_or(-1);
-                (text(&c["name"]), code, text(&state["reason"]))
-            })
-            .collect();
+        let ended = ended(status);
         // The tools' copy ended badly: the worker cannot start (or has no tools).
         let start_problem = first(&[
             "CreateContainerConfigError",
