@@ -1318,6 +1318,12 @@ fn a_swap_found_after_its_run_started_keeps_nothing_of_that_run() {
         String::from_utf8_lossy(&branches.stdout)
     );
     assert_no_container(&id);
+    // The failed task keeps its session for a resume (until its expiry, a day):
+    // the test's own goes now, or every run of the suite leaves one.
+    let filter = format!("label=agent-runner.task={id}");
+    for volume in docker_ok(&["volume", "ls", "-q", "--filter", &filter]).lines() {
+        docker_ok(&["volume", "rm", volume]);
+    }
 }
 
 /// The agent is executed by the absolute path found when the container started: a
