@@ -136,6 +136,40 @@ fn tool_output(model: &FakeResponses, request: usize) -> String {
         .to_string()
 }
 
+/// `agent-runner tools image` built again under the same tag leaves no image behind:
+/// each import is a new image, and the one the tag named before is removed.
+#[test]
+#[ignore = "needs tools-volume"]
+fn a_tools_image_built_again_leaves_no_untagged_image_behind() {
+    needs!(ToolsVolume);
+    let tag = format!("agent-runner-test-tools-again:{}", std::process::id());
+    let build = || {
+        Run::new(&["tools", "image", "--without-agents", "--tag", &tag])
+            .output()
+            .code(0);
+        let (ok, id, _) = docker(&["image", "inspect", "--format", "{{.Id}}", &tag]);
+        assert!(ok, "{tag} was not built");
+        id.trim().to_string()
+    };
+    let first = build();
+    let second = build();
+    assert_ne!(first, second, "each import is a new image");
+    let (gone, _, stderr) = docker(&["image", "inspect", &first]);
+    assert!(!gone, "the first build is still there: {stderr}");
+    // Held by another tag, the image the tag named before stays.
+    let held = format!("agent-runner-test-tools-held:{}", std::process::id());
+    assert!(docker(&["tag", &second, &held]).0);
+    let third = build();
+    assert!(
+        docker(&["image", "inspect", &second]).0,
+        "a held image was removed"
+    );
+    for image in [&tag, &held] {
+        docker(&["image", "rm", image]);
+    }
+    assert!(!docker(&["image", "inspect", &third]).0);
+}
+
 #[test]
 #[ignore = "needs tools-volume"]
 fn real_codex_from_the_tools_volume_completes_in_a_busybox_image_without_git() {

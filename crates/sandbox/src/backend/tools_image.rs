@@ -101,6 +101,15 @@ fn stream_and_import(
         interrupt,
     )?;
     check(&out, "docker import")?;
+    // Each import is a new image (its creation time differs): the one the tag
+    // named before would stay behind untagged, one per build. The untagged ones
+    // with the tools' label go; a tagged one or one a container uses stays.
+    let label = format!("label={}=image", tools::LABEL);
+    let _ = daemon::call(
+        &["image", "prune", "--force", "--filter", label.as_str()],
+        TIMEOUT,
+        interrupt,
+    );
     Ok(bytes)
 }
 
