@@ -1,6 +1,8 @@
-//! Work beside the critical path (SPEC §27: a check beside the run it guards, the
-//! sweep beside a task's start) yields the CPU to the path: on a machine of two cores
-//! its docker CLIs (~15 ms of CPU each) otherwise take turns with the path's own.
+//! Work beside the critical path that nothing waits for (the sweep beside a task's
+//! start) yields the CPU to the path: on a machine of two cores its docker CLIs
+//! (~15 ms of CPU each) otherwise take turns with the path's own. Not work whose end
+//! the path awaits (the agent's check beside a run): at nice 10 among many busy
+//! threads (a fork chain in the sandbox) it starves, and the path with it.
 
 /// The nice value of background work: below the path, never stopped by it.
 pub const BACKGROUND_NICE: i32 = 10;

@@ -741,7 +741,8 @@ impl ContainerSandbox {
         let check = std::thread::Builder::new()
             .name("check".into())
             .spawn(move || {
-                agent_runner_core::process::priority::background();
+                // Not niced, unlike the sweep: the run's results wait for it, and
+                // under a fork chain's load a niced check starved for minutes.
                 let begun = std::time::Instant::now();
                 let checked = agent.check_beside(&name, &spec, started);
                 log::debug!(
