@@ -383,10 +383,14 @@ pub(super) struct PodStatus {
     waiting: String,
 }
 
+/// A string field of the Pod's JSON, empty when absent.
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
 /// The Pod's containers that ended (`.status`): each one's name, exit code and
 /// reason.
 fn ended(status: &Value) -> Vec<(String, i64, String)> {
-    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
     status["containerStatuses"]
         .as_array()
         .into_iter()
@@ -403,7 +407,6 @@ fn ended(status: &Value) -> Vec<(String, i64, String)> {
 impl PodStatus {
     fn of(pod: &Value) -> PodStatus {
         let status = &pod["status"];
-        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
         let unschedulable = status["conditions"]
             .as_array()
             .into_iter()
@@ -513,8 +516,7 @@ impl PodStatus {
 fn gated(spec: &Spec, shell: &str) -> Spec {
     let mut gated = spec.clone();
     if spec.held {
-        let tools = spec.mounts.iter().any(|m| m.target == TOOLS_DIR);
-        let complete = match tools {
+        let complete = match mounts_tools(spec) {
             true => format!(
                 "[ -e {} ] || {{ echo 'agent-runner: the tools were not copied whole into the Pod (kubectl logs -c {})' >&2; exit 1; }}; ",
                 pod::COPIED,
@@ -599,13 +601,16 @@ fn expires_in(spec: &Spec) -> u64 {
         })
 }
 
-/// The shell the Pod's scripts run with: the tools' busybox when mounted.
-fn shell_of(spec: &Spec) -> String {
-    if spec
-        .mounts
+/// The Pod mounts the tools (`pod.rs` copies them into it).
+fn mounts_tools(spec: &Spec) -> bool {
+    spec.mounts
         .iter()
         .any(|m| m.volume && m.target == TOOLS_DIR)
-    {
+}
+
+/// The shell the Pod's scripts run with: the tools' busybox when mounted.
+fn shell_of(spec: &Spec) -> String {
+    if mounts_tools(spec) {
         format!("{TOOLS_DIR}/bin/sh")
     } else {
         "/bin/sh".into()

@@ -158,35 +158,26 @@ fn the_worker_s_end_is_the_sandbox_s_while_the_tools_container_still_runs() {
 fn a_failed_tools_copy_fails_the_start_though_the_pod_runs() {
     // As the kubelet leaves it (seen on the test cluster): the copy's hook failed,
     // the worker was started all the same, and the Pod is Running.
-    let (backend, dir) = faked(
-        r#"[ -n "$watch" ] || exit 3
-echo '{"phase":"Running","containerStatuses":[{"name":"tools","state":{"terminated":{"exitCode":1,"reason":"Error"}}},{"name":"worker","state":{"running":{}}}]}'
-exec sleep 30"#,
+    let (e, _) = start_under_a_quiet_watch(
+        r#"{"phase":"Running","containerStatuses":[{"name":"tools","state":{"terminated":{"exitCode":1,"reason":"Error"}}},{"name":"worker","state":{"running":{}}}]}"#,
     );
-    let e = run_within_20_s(&backend).unwrap_err();
     assert_eq!(
         e.to_string(),
         "`kubectl create pod p` failed: the node cannot start its container: the tools' copy failed (Error, exit 1): see `kubectl logs -c tools`"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_tools_image_the_node_lacks_is_named_not_the_worker_s() {
     // As the kubelet leaves it: the copy waits for its image, the worker started
     // without its tools and ended.
-    let (backend, dir) = faked(
-        r#"[ -n "$watch" ] || exit 3
-echo '{"phase":"Pending","containerStatuses":[{"name":"tools","state":{"waiting":{"reason":"ErrImageNeverPull","message":"not present"}}},{"name":"worker","state":{"terminated":{"exitCode":127,"reason":"ContainerCannotRun"}}}]}'
-exec sleep 30"#,
+    let (e, _) = start_under_a_quiet_watch(
+        r#"{"phase":"Pending","containerStatuses":[{"name":"tools","state":{"waiting":{"reason":"ErrImageNeverPull","message":"not present"}}},{"name":"worker","state":{"terminated":{"exitCode":127,"reason":"ContainerCannotRun"}}}]}"#,
     );
-    let backend = backend.with_tools_image("agent-runner-tools:abc");
-    let e = run_within_20_s(&backend).unwrap_err();
     assert!(
         e.to_string().starts_with("image agent-runner-tools:abc is not available: the cluster cannot run it (ErrImageNeverPull: not present)"),
         "{e}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -311,12 +302,15 @@ exit 1"#,
 }
 
 /// The error of a start whose watch says `status` (the Pod's `.status`) once and
-/// then nothing, with a schedule timeout of 1 s; how long it took.
+/// then nothing, with a schedule timeout of 1 s and the tools image
+/// `agent-runner-tools:abc`; how long it took.
 fn start_under_a_quiet_watch(status: &str) -> (BackendError, Duration) {
     let (backend, dir) = faked(&format!(
         "[ -n \"$watch\" ] || exit 3\necho '{status}'\nexec sleep 30"
     ));
-    let backend = backend.with_schedule_timeout(Duration::from_secs(1));
+    let backend = backend
+        .with_schedule_timeout(Duration::from_secs(1))
+        .with_tools_image("agent-runner-tools:abc");
     let started = Instant::now();
     let e = backend
         .wait_for(
