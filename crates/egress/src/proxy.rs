@@ -161,7 +161,9 @@ impl Proxy {
 
     /// Allows `also` besides the proxy's list from now on for new connections
     /// (None: the list alone again), and closes every connection let through while
-    /// the hosts allowed until now were (a tunnel opened during setup ends with it).
+    /// the hosts allowed until now were (a tunnel opened during setup ends with it),
+    /// waiting (up to `STOP_WAIT`) until each is in the journal: a connection its
+    /// client ended just before is counted in the tally taken next, however soon.
     pub(crate) fn allow_also(&self, also: Option<AllowList>) {
         let ended = match self.shared.also.lock() {
             Ok(mut current) => {
@@ -176,14 +178,17 @@ impl Proxy {
         let Ok(mut live) = self.shared.live.lock() else {
             return;
         };
-        for id in ended {
-            for socket in live.sockets.get(&id).into_iter().flatten() {
+        for id in &ended {
+            for socket in live.sockets.get(id).into_iter().flatten() {
                 let _ = socket.shutdown(Shutdown::Both);
             }
-            if live.sockets.contains_key(&id) {
-                live.closed.insert(id);
+            if live.sockets.contains_key(id) {
+                live.closed.insert(*id);
             }
         }
+        self.shared.wait(live, Instant::now() + STOP_WAIT, |live| {
+            ended.iter().all(|id| !live.sockets.contains_key(id))
+        });
     }
 
     /// The tally so far.
@@ -205,22 +210,14 @@ impl Proxy {
             let _ = acceptor.join();
         }
         let deadline = Instant::now() + STOP_WAIT;
-        let Ok(mut live) = self.shared.live.lock() else {
+        let Ok(live) = self.shared.live.lock() else {
             return;
         };
         for socket in live.sockets.values().flatten() {
             let _ = socket.shutdown(Shutdown::Both);
         }
-        while !live.sockets.is_empty() {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            live = match self.shared.ended.wait_timeout(live, deadline - now) {
-                Ok((live, _)) => live,
-                Err(_) => return,
-            };
-        }
+        self.shared
+            .wait(live, deadline, |live| live.sockets.is_empty());
     }
 }
 
@@ -308,6 +305,26 @@ fn admit(client: UnixStream, shared: &Arc<Shared>) {
 }
 
 impl Shared {
+    /// Waits until `done` holds of the live connections (each ended connection
+    /// wakes it), or `deadline`.
+    fn wait(
+        &self,
+        mut live: std::sync::MutexGuard<'_, Live>,
+        deadline: Instant,
+        done: impl Fn(&Live) -> bool,
+    ) {
+        while !done(&live) {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            live = match self.ended.wait_timeout(live, deadline - now) {
+                Ok((live, _)) => live,
+                Err(_) => return,
+            };
+        }
+    }
+
     /// Adds `socket` to connection `id` (a new one when None); None when the proxy
     /// is stopping or, for a new connection, full.
     fn register(&self, id: Option<u64>, socket: Arc<dyn Socket>) -> Option<u64> {
