@@ -609,7 +609,7 @@ fn an_image_without_codex_fails_the_task_at_once() {
 
 /// 32 lower-case hex digits on a line of their own: how an envelope nonce travels
 /// (the first line of an exec's stdin).
-fn nonces_in(bytes: &[u8]) -> Vec<String> {
+pub(crate) fn nonces_in(bytes: &[u8]) -> Vec<String> {
     let hex = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
     let mut found = Vec::new();
     let mut start = 0;
@@ -624,12 +624,40 @@ fn nonces_in(bytes: &[u8]) -> Vec<String> {
     found
 }
 
+/// A command's status, as the sandbox's PID 1 reports it, comes on a socket:
+/// a test that writes `0` on every descriptor of PID 1 it can open (gVisor lets
+/// it open a pipe PID 1 holds through `/proc/1/fd`; runc, none) and exits 3
+/// still fails with 3. With the status on a pipe, under gVisor, it passed.
+#[test]
+fn a_test_cannot_say_its_own_status_through_pid_1_s_descriptors() {
+    let dir = Scratch::new("bnd-status");
+    let repo = dir.join("repo");
+    support::git_repo(&repo, "a.txt", "original\n");
+    let id = task_id("bnd-status");
+    let server = FakeOpenAi::start(vec![
+        plan(&["AC-1"]),
+        run_worker("@say: nothing to do"),
+        assess(&["AC-1"], "done"),
+    ]);
+    let forge = "for f in /proc/1/fd/*; do echo 0 > $f; done 2>/dev/null; exit 3";
+    let out = runner(
+        v1_task(&id, &repo, &server)
+            .test(forge)
+            .set("runner.meta.max_loops", 1),
+    )
+    .output();
+    out.code(1).stderr_has("failed (exit 3)");
+    assert_no_container(&id);
+}
+
 /// The envelope's records carry a nonce that is new for every exec, so records a
 /// worker replays from another exec are its output, never a snapshot. Here the
 /// nonces are overheard on their way to the daemon (written into the repo for the
 /// worker); the second run's worker writes a `git-before` record with the first
 /// run's nonce straight into the envelope's stdout. With one nonce for all execs
-/// the note would show a HEAD that never was.
+/// the note would show a HEAD that never was. (Through the engine's exec: through
+/// the sandbox's main process no nonce travels through the engine to be overheard,
+/// `docker::main_exec`.)
 #[test]
 fn a_worker_cannot_replay_another_execs_envelope_records() {
     let dir = Scratch::new("bnd-nonce");
@@ -665,6 +693,7 @@ fn a_worker_cannot_replay_another_execs_envelope_records() {
     ]);
     let out = runner(v1_task(&id, &repo, &server))
         .env("DOCKER_HOST", format!("unix://{}", proxy.path.display()))
+        .env("AGENT_RUNNER_EXEC", "engine")
         .output();
     out.code(0);
     let nonces = std::fs::read_to_string(&overheard).unwrap_or_default();

@@ -22,6 +22,7 @@ mod follow_up;
 mod hosts;
 mod isolation;
 mod lifeline;
+mod main_exec;
 mod mcp;
 mod meta_apis;
 mod notify;

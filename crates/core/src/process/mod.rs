@@ -13,6 +13,7 @@ mod invocation;
 pub mod priority;
 pub mod program;
 
+use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
@@ -170,7 +171,7 @@ pub fn run_watched(
         });
     }
 
-    let mut waiter = Waiter {
+    let waiter = Waiter {
         child: &mut child,
         receiver,
         open,
@@ -179,32 +180,57 @@ pub fn run_watched(
         last_output: started,
         exited_at: None,
     };
-    let ending = waiter.wait_for_limit(limits);
-    let status = match ending {
-        Ending::Exited => waiter.reap(),
-        _ => {
-            match stop {
-                Stop::Terminate => sys::signal_group(waiter.child.id(), Signal::Term),
-                Stop::Custom(action) => action(),
-            }
-            waiter.wait_until(Instant::now() + limits.grace);
-            match waiter.child.try_wait() {
-                Ok(Some(status)) => Some(status),
-                _ => {
-                    sys::signal_group(waiter.child.id(), Signal::Kill);
-                    let _ = waiter.child.kill();
-                    waiter.wait_until(Instant::now() + Duration::from_secs(2));
-                    waiter.child.try_wait().ok().flatten()
-                }
-            }
+    Ok(waiter.finish(limits, stop))
+}
+
+/// A command another process started for us, with our ends of its stdio.
+pub struct Attached<'r> {
+    pub remote: &'r mut dyn Remote,
+    pub stdin: File,
+    pub stdout: File,
+    pub stderr: File,
+}
+
+/// `run` for a command another process started (`Attached`): its stdin gets
+/// `stdin`, then `stdin_file` from where it stands; its output goes into
+/// `capture`, under `limits`; a limit reached runs `stop`, then SIGKILL through
+/// its starter.
+pub fn run_attached(
+    attached: Attached,
+    stdin: Vec<u8>,
+    stdin_file: Option<std::sync::Arc<File>>,
+    limits: &Limits,
+    capture: &mut Capture,
+    stop: Stop,
+) -> Finished {
+    let started = Instant::now();
+    let Attached {
+        remote,
+        stdin: mut input,
+        stdout,
+        stderr,
+    } = attached;
+    std::thread::spawn(move || {
+        if input.write_all(&stdin).is_ok()
+            && let Some(file) = stdin_file
+        {
+            let _ = std::io::copy(&mut &*file, &mut input);
         }
+    });
+    let (sender, receiver) = sync_channel(CHANNEL_CHUNKS);
+    spawn_reader(stdout, Stream::Stdout, sender.clone());
+    spawn_reader(stderr, Stream::Stderr, sender);
+    let mut remote = remote;
+    let waiter = Waiter {
+        child: &mut remote,
+        receiver,
+        open: 2,
+        capture,
+        started,
+        last_output: started,
+        exited_at: None,
     };
-    waiter.capture.finish();
-    Ok(Finished {
-        ending,
-        status,
-        duration: started.elapsed(),
-    })
+    waiter.finish(limits, stop)
 }
 
 /// A spawned child whose stdout and stderr are being read into `receiver`.
@@ -322,8 +348,58 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static, stream: Stream, sender: Sy
     });
 }
 
+/// What a `Waiter` waits for: a child of ours, or a command another process
+/// started for us (`Attached`).
+trait Awaited {
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>>;
+    fn wait_timeout(&mut self, timeout: Duration) -> std::io::Result<Option<ExitStatus>>;
+    /// To its process group; `Kill` to it too.
+    fn signal(&mut self, signal: Signal);
+}
+
+impl Awaited for Child {
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        Child::try_wait(self)
+    }
+
+    fn wait_timeout(&mut self, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
+        ChildExt::wait_timeout(self, timeout)
+    }
+
+    fn signal(&mut self, signal: Signal) {
+        sys::signal_group(self.id(), signal);
+        if signal == Signal::Kill {
+            let _ = self.kill();
+        }
+    }
+}
+
+/// A command another process started for us (the sandbox's main process:
+/// `run_attached`), which reports its end and passes on our signals.
+pub trait Remote: Send {
+    /// Its wait status once it has ended (waiting up to `timeout`); an error when
+    /// it can no longer say (its starter is gone).
+    fn wait_timeout(&mut self, timeout: Duration) -> std::io::Result<Option<ExitStatus>>;
+    /// To its process group.
+    fn signal(&mut self, signal: Signal);
+}
+
+impl Awaited for &mut dyn Remote {
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        (**self).wait_timeout(Duration::ZERO)
+    }
+
+    fn wait_timeout(&mut self, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
+        (**self).wait_timeout(timeout)
+    }
+
+    fn signal(&mut self, signal: Signal) {
+        (**self).signal(signal)
+    }
+}
+
 struct Waiter<'c, 'a> {
-    child: &'c mut Child,
+    child: &'c mut dyn Awaited,
     receiver: Receiver<Message>,
     open: usize,
     capture: &'c mut Capture<'a>,
@@ -399,6 +475,36 @@ impl Waiter<'_, '_> {
 
     fn reap(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()
+    }
+
+    /// Waits under `limits`; a limit reached runs `stop`, then SIGKILL after the
+    /// grace.
+    fn finish(mut self, limits: &Limits, stop: Stop) -> Finished {
+        let ending = self.wait_for_limit(limits);
+        let status = match ending {
+            Ending::Exited => self.reap(),
+            _ => {
+                match stop {
+                    Stop::Terminate => self.child.signal(Signal::Term),
+                    Stop::Custom(action) => action(),
+                }
+                self.wait_until(Instant::now() + limits.grace);
+                match self.child.try_wait() {
+                    Ok(Some(status)) => Some(status),
+                    _ => {
+                        self.child.signal(Signal::Kill);
+                        self.wait_until(Instant::now() + Duration::from_secs(2));
+                        self.child.try_wait().ok().flatten()
+                    }
+                }
+            }
+        };
+        self.capture.finish();
+        Finished {
+            ending,
+            status,
+            duration: self.started.elapsed(),
+        }
     }
 }
 

@@ -147,6 +147,7 @@ pub(crate) fn fault_in(stderr: &str) -> Option<DockerFault> {
         Some(DockerFault::Daemon)
     } else if stderr.contains("OCI runtime exec failed")
         || stderr.contains("executable file not found")
+        || stderr.contains(super::main_exec::EXEC_FAILED)
     {
         Some(DockerFault::CannotExec)
     } else if stderr.contains("Error response from daemon") {

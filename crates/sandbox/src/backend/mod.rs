@@ -112,6 +112,7 @@
 mod bind;
 mod bundle_out;
 mod carrier;
+mod control;
 pub mod copy;
 pub(crate) mod daemon;
 mod docker;
@@ -131,6 +132,7 @@ pub mod host_check;
 mod host_dir;
 pub mod host_entry;
 pub mod kubernetes;
+pub(crate) mod main_exec;
 /// The Kubernetes engine's target, where it was before the engine had its folder.
 pub use kubernetes::cluster;
 pub mod landing;
@@ -503,6 +505,12 @@ pub trait Carrier: Send {
     /// process in it (`quiet.rs`). None: this carrier's main process cannot (the
     /// image's keep-alive under the engine's init).
     fn quiet(&mut self, _instance: &mut dyn Instance) -> Option<Result<Quiet, BackendError>> {
+        None
+    }
+    /// Where commands are started by the main process instead of the engine's
+    /// exec (`main_exec.rs`). None: this carrier's main process cannot (the lifeline,
+    /// the image's keep-alive).
+    fn main_exec(&self) -> Option<main_exec::MainExec> {
         None
     }
 }

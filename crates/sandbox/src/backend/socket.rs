@@ -26,13 +26,14 @@
 //!
 //! Files (the agent's login) are mounted read-only.
 
-use std::io::{Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::Path;
-use std::time::Instant;
 
+#[cfg(test)]
+use super::control::AskError;
+use super::control::Control;
 use super::host_dir::{BRIDGE, CONTROL, HostDir, SOCKET};
-use super::quiet::{self, Quiet};
+use super::quiet::Quiet;
 use super::{BackendError, Carrier, Instance, Main, Mount};
 
 /// The helper, a static executable for this machine's architecture.
@@ -53,10 +54,8 @@ pub struct SocketLink {
     token: Option<String>,
     /// The program the bridge is to look up (`Carrier::find_program`).
     find: Option<String>,
-    /// Where the bridge connects to take requests, until it did.
-    control: Option<UnixListener>,
-    /// The bridge's connection, once accepted.
-    bridge: Option<UnixStream>,
+    /// The bridge's requests: its connection, shared with its starts of commands (`main_exec.rs`).
+    control: std::sync::Arc<std::sync::Mutex<Control>>,
 }
 
 impl SocketLink {
@@ -73,8 +72,7 @@ impl SocketLink {
             delivered: Vec::new(),
             token: None,
             find: None,
-            control: None,
-            bridge: None,
+            control: Default::default(),
         };
         if !egress && !mountable {
             return Ok((link, None));
@@ -87,7 +85,7 @@ impl SocketLink {
         let control = UnixListener::bind(dir.control())?;
         // The bridge connected before it said it was ready: never waited for.
         control.set_nonblocking(true)?;
-        link.control = Some(control);
+        link.control = std::sync::Arc::new(std::sync::Mutex::new(Control::new(control)));
         link.dir = Some(dir);
         Ok((link, listener))
     }
@@ -186,110 +184,29 @@ impl Carrier for SocketLink {
             ),
             detail,
         };
-        Some(self.ask().map_err(|e| failed(e.to_string())))
+        let mut control = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        Some(control.ask().map_err(|e| failed(e.to_string())))
     }
-}
 
-/// The longest answer read: "agent-runner-quiet FOUND LEFT\n" is far shorter.
-const LONGEST_ANSWER: usize = 64;
-
-/// Why the bridge did not answer "quiet".
-#[derive(Debug, thiserror::Error)]
-enum AskError {
-    #[error("its control connection was lost before")]
-    Lost,
-    #[error("it never connected to agent-runner's control socket")]
-    NeverConnected,
-    #[error("accept on the control socket: {0}")]
-    Accept(std::io::Error),
-    #[error("the control socket: {0}")]
-    Socket(std::io::Error),
-    #[error("no control connection")]
-    NoConnection,
-    #[error("the request could not be sent: {0}")]
-    Send(std::io::Error),
-    #[error("no answer within {} s", quiet::WITHIN.as_secs())]
-    NoAnswer,
-    #[error("its answer is too long")]
-    TooLong,
-    #[error("it closed the control connection")]
-    Closed,
-    #[error("reading its answer: {0}")]
-    Read(std::io::Error),
-    #[error("it answered {0:?}")]
-    Answered(String),
+    fn main_exec(&self) -> Option<super::main_exec::MainExec> {
+        self.dir.as_ref()?;
+        Some(super::main_exec::MainExec::new(self.control.clone()))
+    }
 }
 
 impl SocketLink {
-    /// The bridge's connection: the first accepted, after which nothing else is.
-    fn bridge(&mut self) -> Result<&mut UnixStream, AskError> {
-        if self.bridge.is_none() {
-            let listener = self.control.take().ok_or(AskError::Lost)?;
-            let (stream, _) = listener.accept().map_err(|e| match e.kind() {
-                std::io::ErrorKind::WouldBlock => AskError::NeverConnected,
-                _ => AskError::Accept(e),
-            })?;
-            stream
-                .set_nonblocking(false)
-                .and_then(|()| stream.set_write_timeout(Some(quiet::WITHIN)))
-                .map_err(AskError::Socket)?;
-            self.bridge = Some(stream);
-        }
-        self.bridge.as_mut().ok_or(AskError::NoConnection)
-    }
-
-    /// "quiet" sent, its answer read within `quiet::WITHIN` (bounded, read as
-    /// hostile). Any failure drops the connection: no later answer is trusted.
+    /// "quiet" asked on the bridge's connection (`Control::ask`).
+    #[cfg(test)]
     fn ask(&mut self) -> Result<Quiet, AskError> {
-        let asked = self.ask_on_connection();
-        if asked.is_err() {
-            self.bridge = None;
-        }
-        asked
-    }
-
-    fn ask_on_connection(&mut self) -> Result<Quiet, AskError> {
-        let stream = self.bridge()?;
-        stream
-            .write_all(format!("{}\n", quiet::REQUEST).as_bytes())
-            .map_err(AskError::Send)?;
-        let deadline = Instant::now() + quiet::WITHIN;
-        let mut answer = Vec::new();
-        let mut chunk = [0u8; LONGEST_ANSWER];
-        while !answer.contains(&b'\n') {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || answer.len() > LONGEST_ANSWER {
-                return Err(match left.is_zero() {
-                    true => AskError::NoAnswer,
-                    false => AskError::TooLong,
-                });
-            }
-            stream
-                .set_read_timeout(Some(left))
-                .map_err(AskError::Socket)?;
-            match stream.read(&mut chunk) {
-                Ok(0) => return Err(AskError::Closed),
-                Ok(n) => answer.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(e) => return Err(AskError::Read(e)),
-            }
-        }
-        let text = String::from_utf8_lossy(&answer);
-        let line = text.lines().next().unwrap_or_default();
-        line.strip_prefix(quiet::ANSWER)
-            .and_then(Quiet::parse)
-            .ok_or_else(|| AskError::Answered(line.to_string()))
+        self.control.lock().unwrap_or_else(|e| e.into_inner()).ask()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
 
     fn links() -> Vec<(String, String)> {
         vec![(

@@ -116,6 +116,8 @@ pub(crate) struct Container {
     pub(crate) found: Option<String>,
     /// The image ID it was started from (None: from the image's name).
     pub(crate) image_id: Option<String>,
+    /// Where its main process starts commands instead of the engine's exec.
+    main_exec: Option<crate::backend::main_exec::MainExec>,
 }
 
 /// What the probe of a program (`prepare::FIND_PROGRAM`) gave.
@@ -199,6 +201,9 @@ impl Container {
                     probed: None,
                     found: found.map(str::to_string),
                     image_id: id.map(str::to_string),
+                    main_exec: carrier
+                        .main_exec()
+                        .filter(|_| crate::backend::main_exec::wanted()),
                 };
                 // Before anything runs in it: the daemon sees this machine's files.
                 // Beside it, the program's probe: the image's shell looks a name up
@@ -290,6 +295,16 @@ impl Container {
         capture: &mut Capture,
         stop: Stop,
     ) -> Result<Finished, SandboxError> {
+        if let Some(opened) = self.main_exec.as_ref().and_then(|main| main.open(&exec)) {
+            let finished = opened.run(exec, limits, capture, stop);
+            if finished.status.is_none()
+                && finished.ending == agent_runner_core::process::Ending::Exited
+            {
+                // Its status never came: the main process, and the sandbox, ended.
+                return Err(self.instance.gone().into());
+            }
+            return Ok(finished);
+        }
         Ok(self.instance.exec(exec, limits, capture, stop)?)
     }
 

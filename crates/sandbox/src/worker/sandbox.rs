@@ -1699,8 +1699,9 @@ exit 3"#;
 
     /// The bridge's side of its control socket (`backend::SocketLink`), as a
     /// bridge that found nothing to stop: each request logged as "line quiet".
+    /// Execs it refuses (as under gVisor): they go to the fake engine.
     fn answer_on_control(spec: &Spec, log: &Arc<Mutex<Log>>) {
-        use std::io::{BufRead, Write};
+        use std::io::{BufRead, Read, Write};
         let Some(path) = spec
             .main
             .args
@@ -1717,8 +1718,21 @@ exit 3"#;
         let log = log.clone();
         std::thread::spawn(move || {
             let mut answers = stream.try_clone().unwrap();
-            for line in std::io::BufReader::new(stream).lines() {
-                let Ok(line) = line else { break };
+            let mut reader = std::io::BufReader::new(stream);
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let line = line.trim_end_matches('\n');
+                if let Some(len) = line.strip_prefix("exec ") {
+                    let mut request = vec![0; len.parse().unwrap()];
+                    reader.read_exact(&mut request).unwrap();
+                    if answers.write_all(b"agent-runner-exec-refused\n").is_err() {
+                        break;
+                    }
+                    continue;
+                }
                 log.lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .calls

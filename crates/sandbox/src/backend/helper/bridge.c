@@ -152,6 +152,7 @@ static void prepare_home(const char *mount, const char *link)
     }
 }
 
+#include "exec.c"
 #include "init.c"
 #include "quiet.c"
 #include "find.c"
@@ -330,6 +331,8 @@ int main(int argc, char **argv)
         prepare_home(argv[i], argv[i + 1]);
     /* With the image's PATH, before it is forgotten. */
     const char *found = !find ? "" : finds(find) ? " program=found" : " program=unknown";
+    if (control)
+        keep_environment();
     forget_environment();
     int listener = port == 0 ? -1 : socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (port > 0 && listener < 0)
@@ -370,8 +373,10 @@ int main(int argc, char **argv)
     enum { FIXED = 3 };
     static struct pollfd fds[FIXED + 2 * MAX_PAIRS];
     static int owner[FIXED + 2 * MAX_PAIRS];
-    char drain[512], line[16];
+    char drain[512], line[32];
     size_t line_len = 0;
+    /* Descriptors passed with the requests (exec.c), until an "exec" takes them. */
+    int passed[4], npassed = 0;
     for (;;) {
         int n = 0;
         fds[n++] = (struct pollfd){.fd = 0, .events = POLLIN};
@@ -404,7 +409,7 @@ int main(int argc, char **argv)
         }
         int from = control ? requests : 0;
         if (fds[control ? 1 : 0].revents) {
-            ssize_t r = read(from, drain, sizeof drain);
+            ssize_t r = control ? receive(from, drain, sizeof drain, passed, &npassed) : read(from, drain, sizeof drain);
             if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
                 return 0;
             /* Lines of agent-runner's; a longer one is none of ours. */
@@ -415,7 +420,20 @@ int main(int argc, char **argv)
                     line_len++;
                     continue;
                 }
-                if (line_len == 5 && memcmp(line, "quiet", 5) == 0) {
+                if (control && line_len < sizeof line && line_len > 5 && memcmp(line, "exec ", 5) == 0) {
+                    line[line_len] = 0;
+                    char answer[64];
+                    int len = exec_request(from, atol(line + 5), drain + i + 1, (size_t)(r - i - 1), passed, &npassed,
+                                           answer, sizeof answer);
+                    explicit_bzero(drain, sizeof drain);
+                    /* The request's bytes after the line were its own. */
+                    r = i + 1;
+                    if (len <= 0 || write(1, answer, (size_t)len) != len)
+                        die("stdout");
+                } else if (control && line_len < sizeof line && line_len > 7 && memcmp(line, "signal ", 7) == 0) {
+                    line[line_len] = 0;
+                    exec_signal(line);
+                } else if (line_len == 5 && memcmp(line, "quiet", 5) == 0) {
                     char answer[64], counts[32];
                     quiet(counts, sizeof counts);
                     int len = snprintf(answer, sizeof answer, "agent-runner-quiet %s\n", counts);

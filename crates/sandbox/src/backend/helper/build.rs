@@ -21,6 +21,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/backend/helper/init.c");
     println!("cargo:rerun-if-changed=src/backend/helper/quiet.c");
     println!("cargo:rerun-if-changed=src/backend/helper/find.c");
+    println!("cargo:rerun-if-changed=src/backend/helper/exec.c");
     println!("cargo:rerun-if-env-changed=CC");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let binary = out.join("egress-bridge");

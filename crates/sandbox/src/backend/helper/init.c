@@ -26,8 +26,10 @@ static void reap(int sig)
 {
     int saved = errno;
     (void)sig;
-    while (waitpid(-1, NULL, WNOHANG) > 0)
-        ;
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        exec_reaped(pid, status);
     errno = saved;
 }
 
