@@ -325,6 +325,101 @@ fn status_of(said: &[u8]) -> std::io::Result<ExitStatus> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_runner_core::interrupt::Interrupt;
+    use std::io::BufRead;
+
+    /// The real helper (`helper/bridge.c`) as the keep-alive on this machine,
+    /// connected to a control socket of ours, PID 1 of a PID namespace of its own
+    /// (`unshare`) or not; its main exec, once it said it is ready.
+    fn bridge(as_pid_1: bool) -> (std::process::Child, MainExec) {
+        let dir = std::env::temp_dir().join(format!(
+            "agent-runner-main-exec-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let helper = dir.join("helper");
+        std::fs::write(&helper, super::super::socket::BINARY).unwrap();
+        std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let control = dir.join("control.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&control).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let mut command = match as_pid_1 {
+            true => {
+                let mut unshare = std::process::Command::new("unshare");
+                unshare
+                    .args(["--user", "--map-root-user", "--pid", "--fork"])
+                    .arg(&helper);
+                unshare
+            }
+            false => std::process::Command::new(&helper),
+        };
+        let mut child = command
+            .args([
+                format!("control={}", control.display()),
+                "0".into(),
+                "-".into(),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        assert!(ready.starts_with("agent-runner-ready "), "{ready:?}");
+        (
+            child,
+            MainExec::new(Arc::new(Mutex::new(Control::new(listener)))),
+        )
+    }
+
+    fn shell(script: &str) -> Exec {
+        Exec {
+            workdir: Some("/".into()),
+            env: vec![Var::ByName("GREETING".into(), "hello there".into())],
+            command: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            stdin: b"from stdin\n".to_vec(),
+            stdin_file: None,
+        }
+    }
+
+    #[test]
+    fn pid_1_runs_a_command_with_our_stdio_and_says_its_status() {
+        let (mut child, main) = bridge(true);
+        let exec =
+            shell("read line; echo \"$GREETING, $line in $(pwd)\"; echo to-stderr >&2; exit 7");
+        let opened = main.open(&exec).expect("started by PID 1");
+        let mut capture = Capture::in_memory(4096);
+        let limits = Limits::wall(Duration::from_secs(30), Interrupt::never());
+        let finished = opened.run(exec, &limits, &mut capture, Stop::Terminate);
+        assert_eq!(finished.code(), Some(7));
+        assert!(capture.tail().starts_with("hello there, from stdin in /\n"));
+        assert_eq!(capture.stderr(), "to-stderr\n");
+        // A command past its limit is killed through PID 1, in its group.
+        let exec = shell("sleep 60 & sleep 60");
+        let opened = main.open(&exec).expect("started by PID 1");
+        let limits = Limits::wall(Duration::from_millis(300), Interrupt::never());
+        let started = std::time::Instant::now();
+        let finished = opened.run(exec, &limits, &mut Capture::in_memory(64), Stop::Terminate);
+        assert_eq!(
+            finished.ending,
+            agent_runner_core::process::Ending::TimedOut
+        );
+        assert_eq!(finished.code(), Some(128 + 15));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        drop(child.stdin.take());
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_helper_that_is_not_pid_1_refuses_and_the_engine_s_exec_is_to_run_it() {
+        let (mut child, main) = bridge(false);
+        assert!(main.open(&shell("true")).is_none());
+        drop(child.stdin.take());
+        child.wait().unwrap();
+    }
 
     fn remote(status: OwnedFd) -> RemoteCommand {
         RemoteCommand {

@@ -3,13 +3,13 @@
  * (SPEC §27; backend/main_exec.rs the host's side): the request "exec LEN" on the
  * control socket, with four descriptors passed beside it (SCM_RIGHTS: the
  * command's stdin, stdout and stderr, and a socket its wait status goes on: a
- * socket cannot be opened through /proc/1/fd, which gVisor lets the worker
- * open, so only the helper can say the status), then LEN
- * bytes of NUL-ended fields: "D" the directory, "A" each argument, "E" each
- * variable (over the container's own). The answer is "agent-runner-exec PID", or
- * "agent-runner-exec-refused" (not four descriptors, or EXEC_SLOTS running), and the
- * status "STATUS\n" (waitpid's) goes on the fourth descriptor once the command
- * is reaped. "signal PID SIG" sends SIG to the command's process group. Included
+ * socket cannot be opened through /proc/1/fd, which gVisor lets the worker open,
+ * so only the helper can say the status), then LEN bytes of NUL-ended fields:
+ * "D" the directory, "A" each argument, "E" each variable (over the container's
+ * own). The answer is "agent-runner-exec PID", or "agent-runner-exec-refused"
+ * (not four descriptors, EXEC_SLOTS running, or not PID 1), and the status
+ * "STATUS\n" (waitpid's) goes on the fourth descriptor once the command is
+ * reaped. "signal PID SIG" sends SIG to the command's process group. Included
  * by bridge.c.
  *
  * Why: an engine's exec costs ~60 ms and ~0.06 CPU-s of its client, daemon and
@@ -162,7 +162,9 @@ static int exec_start(char *req, size_t len, int fds[4], int nfds, char *out, si
         at += flen + 1;
     }
     char **args = NULL, **env = NULL;
-    if (nfds != 4 || slot < 0 || nargs == 0)
+    /* Only PID 1 reaps its children and says their status (init.c): elsewhere
+     * (an engine's init above it) the engine's exec runs the command. */
+    if (nfds != 4 || slot < 0 || nargs == 0 || getpid() != 1)
         goto refused;
     args = calloc(nargs + 1, sizeof *args);
     env = calloc((size_t)base_env_len + nenv + 1, sizeof *env);
