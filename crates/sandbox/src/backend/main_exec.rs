@@ -395,7 +395,8 @@ mod tests {
         let limits = Limits::wall(Duration::from_secs(30), Interrupt::never());
         let finished = opened.run(exec, &limits, &mut capture, Stop::Terminate);
         assert_eq!(finished.code(), Some(7));
-        assert!(capture.tail().starts_with("hello there, from stdin in /\n"));
+        // The tail has both streams, in the order they came.
+        assert!(capture.tail().contains("hello there, from stdin in /\n"));
         assert_eq!(capture.stderr(), "to-stderr\n");
         // A command past its limit is killed through PID 1, in its group.
         let exec = shell("sleep 60 & sleep 60");
