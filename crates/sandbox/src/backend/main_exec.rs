@@ -8,12 +8,12 @@
 //! variables, and four descriptors of ours passed beside it (SCM_RIGHTS): pipes
 //! for its stdin, stdout and stderr, and a socket its wait status comes back on
 //! (a socket, which nothing can open through `/proc/1/fd`: gVisor lets a worker
-//! open the rest of what PID 1 holds there). Its output is read
-//! from our ends of the pipes as a child's would be (`process::run_attached`);
-//! values of variables travel on the socket, never in any command line. Where
-//! the bridge takes no descriptors, or has 16 commands running, it answers
-//! "refused", and the engine's exec runs the command as before; so it does when
-//! the connection cannot be used, whose failure the engine's exec then
+//! open the rest of what PID 1 holds there). Its output is read from our ends of
+//! the pipes as a child's would be (`process::run_attached`); values of variables
+//! travel on the socket, never in any command line. Where the bridge takes no
+//! descriptors, has 16 commands running or is not PID 1 (no reaper of its own),
+//! it answers "refused", and the engine's exec runs the command as before; so it
+//! does when the connection cannot be used, whose failure the engine's exec then
 //! diagnoses. The status is read as it comes, never to its end.
 
 use std::io::Write;
