@@ -14,7 +14,8 @@ pub enum Signal {
 }
 
 impl Signal {
-    fn number(self) -> libc::c_int {
+    /// Its number, as `kill(2)` takes it.
+    pub fn number(self) -> libc::c_int {
         match self {
             Signal::Term => libc::SIGTERM,
             Signal::Kill => libc::SIGKILL,

@@ -246,13 +246,9 @@ impl Remote for RemoteCommand {
         if self.ended.is_some() {
             return;
         }
-        let number = match signal {
-            Signal::Term => libc::SIGTERM,
-            Signal::Kill => libc::SIGKILL,
-        };
         let mut control = self.control.lock().unwrap_or_else(|e| e.into_inner());
         if let Ok(stream) = control.bridge() {
-            let line = format!("signal {} {number}\n", self.pid);
+            let line = format!("signal {} {}\n", self.pid, signal.number());
             if stream.write_all(line.as_bytes()).is_err() {
                 control.drop_connection();
             }
